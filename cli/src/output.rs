@@ -1,0 +1,48 @@
+//! Terminal conventions shared by every command: colour, usage errors, failures.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+/// Colour only on a terminal, and never under `NO_COLOR`.
+pub fn stderr_color() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty()) && std::io::stderr().is_terminal()
+}
+
+/// Help and version go to stdout with exit 0; any other parse error is one line on
+/// stderr naming what is wrong, a pointer to `--help`, and exit 2.
+pub fn usage_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match error.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = error.print();
+            if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        _ => {
+            let rendered = error.render().to_string();
+            let first = rendered
+                .lines()
+                .find(|line| !line.trim().is_empty())
+                .unwrap_or("invalid arguments")
+                .trim()
+                .trim_start_matches("error: ");
+            let command = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
+            match command {
+                Some(command) if ["validate", "explain"].contains(&command.as_str()) => {
+                    eprintln!("error: {first}; try `archmax {command} --help`")
+                }
+                _ => eprintln!("error: {first}; try `archmax --help`"),
+            }
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A failure established after parsing: one line, exit 1.
+pub fn failure(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(1)
+}

@@ -1,0 +1,6 @@
+//! Integration tests of the `archmax` binary: golden diagnostics, the example workspace,
+//! and the command-line contract (streams, formats, exit codes).
+
+mod commands;
+mod golden;
+mod support;

@@ -1,0 +1,886 @@
+//! Governance probes: every tools, skills and mounts entry checked against the tool
+//! vocabulary, the path zones, the skill registry and the host's mount table.
+//!
+//! An allow entry the runtime's kernel would always refuse is an error (a write into a
+//! runtime area or a read-only mount, `archmax_run` outside skill bundles, a path into a
+//! bundle the state does not enable, a grant a bare forbid cancels); an entry that can
+//! have no effect is a warning. Skills and mounts compose by union of the workflow-wide
+//! and the state's grants, minus forbids, exactly as the kernel composes them.
+
+use std::collections::BTreeSet;
+
+use crate::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
+use crate::host::MountTable;
+use crate::schema::ast::{Access, MountEntry, State, ToolEntry, Workflow};
+use crate::source::Span;
+use crate::tools::{
+    self, FILE_TOOLS, NOTE_TOOL, RUNTIME_TOOLS, UNGRANTABLE_TOOL, controls, delegation_target, path_arguments,
+    unprefixed_runtime_tool, withheld,
+};
+use crate::workspace::Workspace;
+use crate::zones::{Zone, glob_outside_skills, glob_skill, glob_within_skills, glob_zone};
+
+use super::Findings;
+
+/// Where an entry sits.
+#[derive(Clone, Copy)]
+enum Place<'w> {
+    AllowAlways,
+    ForbidAlways,
+    Allow(&'w State),
+    Forbid(&'w State),
+}
+
+impl Place<'_> {
+    fn is_allow(self) -> bool {
+        matches!(self, Place::AllowAlways | Place::Allow(_))
+    }
+}
+
+pub fn check(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings<'_>) {
+    check_tools(workspace, workflow, findings);
+    check_skills(workspace, workflow, findings);
+    check_mounts(workspace, workflow, findings);
+}
+
+/// The skills a state enables: the workflow-wide grant and its own, minus forbids.
+pub fn enabled_skills(workflow: &Workflow, state: &State) -> BTreeSet<String> {
+    let mut enabled: BTreeSet<String> = state.skills.allowed().iter().map(|slug| slug.value.clone()).collect();
+    if let Some(root) = &workflow.skills {
+        enabled.extend(root.allow_always.iter().map(|slug| slug.value.clone()));
+        for denied in &root.forbid_always {
+            enabled.remove(&denied.value);
+        }
+    }
+    for denied in &state.skills.forbid {
+        enabled.remove(&denied.value);
+    }
+    enabled
+}
+
+/// True when a state can reach the mount: ungoverned and not forbidden, or governed and
+/// granted and not forbidden.
+pub fn mount_reachable(workflow: &Workflow, state: &State, name: &str, governed: bool) -> bool {
+    let forbidden = state.mounts.forbid.iter().any(|denied| denied.value == name)
+        || workflow.mounts.as_ref().is_some_and(|root| root.forbid_always.iter().any(|denied| denied.value == name));
+    if forbidden {
+        return false;
+    }
+    if !governed {
+        return true;
+    }
+    let granted_root =
+        workflow.mounts.as_ref().is_some_and(|root| root.allow_always.iter().any(|entry| entry.name.value == name));
+    granted_root || state.mounts.allowed().iter().any(|entry| entry.name.value == name)
+}
+
+fn entry_path(place: Place<'_>, index: usize) -> String {
+    match place {
+        Place::AllowAlways => format!("tools.allow_always.{index}"),
+        Place::ForbidAlways => format!("tools.forbid_always.{index}"),
+        Place::Allow(state) => format!("states.{}.tools.allow.{index}", state.slug.value),
+        Place::Forbid(state) => format!("states.{}.tools.forbid.{index}", state.slug.value),
+    }
+}
+
+fn check_tools(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings<'_>) {
+    let mounts = &workspace.mounts;
+    let mut places: Vec<(Place<'_>, &[ToolEntry])> = Vec::new();
+    if let Some(allow) = &workflow.tools.allow_always {
+        places.push((Place::AllowAlways, &allow.value));
+    }
+    places.push((Place::ForbidAlways, &workflow.tools.forbid_always));
+    for state in &workflow.states {
+        places.push((Place::Allow(state), &state.tools.allow));
+        places.push((Place::Forbid(state), &state.tools.forbid));
+    }
+    for (place, entries) in places {
+        for (index, entry) in entries.iter().enumerate() {
+            let path = entry_path(place, index);
+            check_tool_name(place, entry, &path, findings);
+            check_entry_paths(workflow, place, entry, &path, mounts, findings);
+            if place.is_allow() {
+                check_grant_denied(workflow, place, entry, &path, findings);
+            }
+        }
+    }
+    if workflow.states.iter().any(|state| !state.is_terminal())
+        && let Some((index, entry)) = workflow
+            .tools
+            .forbid_always
+            .iter()
+            .enumerate()
+            .find(|(_, entry)| entry.is_bare() && entry.name() == "archmax_advance")
+    {
+        let moving: Vec<&str> = workflow
+            .states
+            .iter()
+            .filter(|state| !state.is_terminal())
+            .map(|state| state.slug.value.as_str())
+            .collect();
+        findings.push(
+            Diagnostic::at(
+                Code::AdvanceForbidden,
+                entry.span,
+                "`archmax_advance` is forbidden everywhere, but states have transitions to take",
+            )
+            .with_label("no state could move")
+            .with_help(format!(
+                "remove this entry; {} would be stuck. To stop one state moving, remove its transitions",
+                list_names(&moving)
+            )),
+            format!("tools.forbid_always.{index}"),
+        );
+    }
+}
+
+fn check_tool_name(place: Place<'_>, entry: &ToolEntry, path: &str, findings: &mut Findings<'_>) {
+    let name = entry.name();
+    if name == UNGRANTABLE_TOOL && place.is_allow() {
+        findings.push(
+            Diagnostic::at(Code::UngrantableTool, entry.tool.span, "`task` cannot be granted to any state")
+                .with_label("never callable")
+                .with_help(
+                    "judge work with a grader state (`type: grader`), and delegate with `archmax_workflow_<slug>`",
+                ),
+            path,
+        );
+        return;
+    }
+    if name == NOTE_TOOL {
+        findings.push(
+            Diagnostic::at(
+                Code::ReservedPrefix,
+                entry.tool.span,
+                "`archmax_note` is the runtime's note channel; nothing may call it",
+            )
+            .with_label("reserved")
+            .with_help("remove the entry: runtime notes are written by the runtime alone"),
+            path,
+        );
+        return;
+    }
+    if name.starts_with("archmax_") && !RUNTIME_TOOLS.contains(&name) && delegation_target(name).is_none() {
+        let diagnostic = Diagnostic::at(
+            Code::ReservedPrefix,
+            entry.tool.span,
+            format!("`{name}` uses the `archmax_` prefix but is not a runtime tool"),
+        )
+        .with_label("no such runtime tool");
+        let mut candidates: Vec<&str> = RUNTIME_TOOLS.to_vec();
+        candidates.push("archmax_workflow_<slug>");
+        let diagnostic = match did_you_mean(name, candidates.iter().copied()) {
+            Some(close) => diagnostic
+                .with_help(format!("did you mean `{close}`? The prefix is reserved for the runtime's own tools")),
+            None => diagnostic.with_help(format!(
+                "the prefix is reserved: runtime tools are {}, and `archmax_workflow_<slug>` calls a workflow",
+                list_names(&RUNTIME_TOOLS)
+            )),
+        };
+        findings.push(diagnostic, path);
+        return;
+    }
+    if let Some(prefixed) = unprefixed_runtime_tool(name) {
+        findings.push(
+            Diagnostic::at(
+                Code::UnprefixedControl,
+                entry.tool.span,
+                format!("`{name}` governs a tool that does not exist"),
+            )
+            .with_label("no tool has this name")
+            .with_help(format!("runtime tools carry the prefix: did you mean `{prefixed}`?")),
+            path,
+        );
+        return;
+    }
+    match place {
+        Place::Allow(state) if withheld(state.kind, name) => {
+            findings.push(
+                Diagnostic::at(
+                    Code::WithheldTool,
+                    entry.tool.span,
+                    format!("a {} state never has `{name}`", state.kind.as_str()),
+                )
+                .with_label("withheld from this state type")
+                .with_help(format!(
+                    "grader and code states never get {}; remove the entry",
+                    list_names(&tools::AUTOMATED_WITHHELD)
+                )),
+                path,
+            );
+        }
+        Place::Allow(state) if entry.is_bare() && controls(state.kind).contains(&name) => {
+            findings.push(
+                Diagnostic::at(
+                    Code::InertEntry,
+                    entry.tool.span,
+                    format!("every {} state already has `{name}`", state.kind.as_str()),
+                )
+                .with_label("grants nothing")
+                .with_help("remove the entry; control tools need no grant"),
+                path,
+            );
+        }
+        Place::Allow(state) if name == "archmax_get_history" => {
+            findings.push(
+                Diagnostic::at(
+                    Code::InertEntry,
+                    entry.tool.span,
+                    format!(
+                        "`archmax_get_history` is offered only to grader and code states, not to this {} state",
+                        state.kind.as_str()
+                    ),
+                )
+                .with_label("grants nothing")
+                .with_help("remove the entry; an agent reads the session through its own transcript"),
+                path,
+            );
+        }
+        Place::AllowAlways
+            if entry.is_bare() && (tools::AGENT_CONTROLS.contains(&name) || name == "archmax_get_history") =>
+        {
+            findings.push(
+                Diagnostic::at(
+                    Code::InertEntry,
+                    entry.tool.span,
+                    format!("`{name}` is a control tool: state types that have it need no grant"),
+                )
+                .with_label("grants nothing")
+                .with_help("remove the entry from `allow_always`"),
+                path,
+            );
+        }
+        Place::Forbid(state) if withheld(state.kind, name) => {
+            findings.push(
+                Diagnostic::at(
+                    Code::InertEntry,
+                    entry.tool.span,
+                    format!("a {} state never has `{name}`, so forbidding it changes nothing", state.kind.as_str()),
+                )
+                .with_label("denies nothing")
+                .with_help("remove the entry"),
+                path,
+            );
+        }
+        Place::Forbid(state) if name == "archmax_advance" && state.is_terminal() => {
+            findings.push(
+                Diagnostic::at(
+                    Code::InertEntry,
+                    entry.tool.span,
+                    format!("`{}` is terminal, so it never has `archmax_advance`", state.slug.value),
+                )
+                .with_label("denies nothing")
+                .with_help("remove the entry"),
+                path,
+            );
+        }
+        _ => {}
+    }
+    if let Place::Allow(state) = place
+        && name == "archmax_advance"
+    {
+        for guard in entry.args.iter().filter(|guard| guard.argument.value == "to") {
+            for glob in &guard.globs {
+                let Some(literal) = glob.template.as_literal() else {
+                    continue;
+                };
+                if literal.contains(['*', '?', '[', '{']) {
+                    continue;
+                }
+                if !state.transitions.iter().any(|transition| transition.to.value == literal) {
+                    findings.push(
+                        Diagnostic::at(
+                            Code::AdvanceGuardNoEdge,
+                            glob.text.span,
+                            format!("`{}` has no transition to `{literal}`, so this guard can never let the advance through", state.slug.value),
+                        )
+                        .with_label("no such edge")
+                        .with_help("guard only targets the state has transitions to, or add the transition"),
+                        path,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The globs of an entry that apply to path arguments, with the access each argument has.
+fn path_globs(entry: &ToolEntry) -> Vec<(&crate::schema::ast::Glob, Vec<tools::PathAccess>)> {
+    let declared = path_arguments(entry.name());
+    let mut out = Vec::new();
+    if let Some(paths) = &entry.paths {
+        let accesses: Vec<tools::PathAccess> = declared.iter().map(|(_, access)| *access).collect();
+        for glob in paths {
+            out.push((glob, accesses.clone()));
+        }
+    }
+    for guard in &entry.args {
+        let argument = guard.argument.value.as_str();
+        let access = declared
+            .iter()
+            .find(|(name, _)| {
+                *name == argument
+                    || (*name == "file_path" && argument == "path")
+                    || (*name == "path" && argument == "file_path")
+            })
+            .map(|(_, access)| *access);
+        if let Some(access) = access {
+            for glob in &guard.globs {
+                out.push((glob, vec![access]));
+            }
+        }
+    }
+    out
+}
+
+fn check_entry_paths(
+    workflow: &Workflow,
+    place: Place<'_>,
+    entry: &ToolEntry,
+    path: &str,
+    mounts: &MountTable,
+    findings: &mut Findings<'_>,
+) {
+    let globs = path_globs(entry);
+    if globs.is_empty() {
+        return;
+    }
+    let name = entry.name();
+    let mut zones = Vec::with_capacity(globs.len());
+    for (glob, accesses) in &globs {
+        let text = glob.text.value.as_str();
+        let zone = match glob_zone(text, mounts) {
+            Ok(zone) => zone,
+            Err(_) => {
+                findings.push(
+                    Diagnostic::at(
+                        Code::InvalidValue,
+                        glob.text.span,
+                        format!("the glob `{text}` climbs above the workspace root"),
+                    )
+                    .with_label("escapes the workspace")
+                    .with_help("write globs relative to the workspace root, without `..`"),
+                    path,
+                );
+                zones.push(None);
+                continue;
+            }
+        };
+        zones.push(zone);
+        if zone == Some(Zone::GovernancePlane) {
+            findings.push(
+                Diagnostic::at(
+                    Code::GovernancePlane,
+                    glob.text.span,
+                    format!("`{text}` reaches into `workflows/`, which no session can read or write"),
+                )
+                .with_label("authoring plane")
+                .with_help(
+                    "workflow files are not part of the agent's workspace; name a session path such as `reports/**`",
+                ),
+                path,
+            );
+            continue;
+        }
+        if !place.is_allow() {
+            continue;
+        }
+        let writes = accesses.iter().any(|access| access.writes());
+        match zone {
+            Some(Zone::RuntimeInternal | Zone::Offload) if writes => findings.push(
+                Diagnostic::at(
+                    Code::RuntimeZone,
+                    glob.text.span,
+                    format!(
+                        "`{name}` would write into {}, which the runtime refuses in every state",
+                        zone.map(|zone| zone.describe(mounts)).unwrap_or_default()
+                    ),
+                )
+                .with_label("never writable")
+                .with_help("write results under `scratchpad/`, or under a session path such as `reports/`"),
+                path,
+            ),
+            Some(Zone::Mount(mount)) if writes && mounts.mounts[mount].read_only => findings.push(
+                Diagnostic::at(
+                    Code::ReadOnlyZone,
+                    glob.text.span,
+                    format!(
+                        "`{name}` would write into `{}`, which the host serves read-only",
+                        mounts.mounts[mount].key
+                    ),
+                )
+                .with_label("read-only mount")
+                .with_help("write under `scratchpad/`, or ask the host to mount it writable (`read_only = false`)"),
+                path,
+            ),
+            _ => {}
+        }
+        if name == "archmax_run" {
+            if glob_outside_skills(text) {
+                findings.push(
+                    Diagnostic::at(
+                        Code::ScriptOutsideSkills,
+                        glob.text.span,
+                        format!(
+                            "`archmax_run` runs only scripts inside skill bundles, and `{text}` is outside `skills/`"
+                        ),
+                    )
+                    .with_label("never runnable")
+                    .with_help("point the entry at a bundle's scripts, such as `skills/<slug>/scripts/**`"),
+                    path,
+                );
+            } else if !glob_within_skills(text) {
+                findings.push(
+                    Diagnostic::at(
+                        Code::InertEntry,
+                        glob.text.span,
+                        format!(
+                            "`{text}` reaches beyond `skills/`, but `archmax_run` only ever runs skill-bundle scripts"
+                        ),
+                    )
+                    .with_label("wider than anything that can run")
+                    .with_help("confine the entry to a bundle's scripts, such as `skills/<slug>/scripts/**`"),
+                    path,
+                );
+            }
+        }
+        if let Some(slug) = glob_skill(text) {
+            check_skill_path(workflow, place, slug, glob.text.span, path, findings);
+        } else if let Some(Zone::Mount(mount)) = zone {
+            let mount = &mounts.mounts[mount];
+            if mount.governed {
+                let reachable = match place {
+                    Place::Allow(state) => mount_reachable(workflow, state, &mount.name, true),
+                    _ => workflow.states.iter().any(|state| mount_reachable(workflow, state, &mount.name, true)),
+                };
+                if !reachable {
+                    findings.push(
+                        Diagnostic::at(
+                            Code::MountPathNotEnabled,
+                            glob.text.span,
+                            format!(
+                                "`{text}` lies in the governed mount `{}`, which {} does not have",
+                                mount.name,
+                                place_name(place)
+                            ),
+                        )
+                        .with_label("unreachable here")
+                        .with_help(format!(
+                            "grant the mount with `mounts: {{ allow: [{}] }}`, or remove the entry",
+                            mount.name
+                        )),
+                        path,
+                    );
+                }
+            }
+        }
+    }
+    let default_file_tool = FILE_TOOLS.contains(&name);
+    if place.is_allow()
+        && default_file_tool
+        && !zones.is_empty()
+        && zones.iter().all(|zone| *zone == Some(Zone::Scratchpad))
+    {
+        findings.push(
+            Diagnostic::at(
+                Code::ScratchpadNarrowing,
+                entry.span,
+                format!("this `{name}` entry only names paths in `scratchpad/`, which is open to `{name}` in every state anyway"),
+            )
+            .with_label("narrows nothing")
+            .with_help("to govern where a result lands, name a path outside the reserved areas, such as `reports/*.json`"),
+            path,
+        );
+    }
+}
+
+fn place_name(place: Place<'_>) -> String {
+    match place {
+        Place::Allow(state) | Place::Forbid(state) => format!("the state `{}`", state.slug.value),
+        _ => "no state".to_string(),
+    }
+}
+
+fn check_skill_path(
+    workflow: &Workflow,
+    place: Place<'_>,
+    slug: &str,
+    span: Span,
+    path: &str,
+    findings: &mut Findings<'_>,
+) {
+    let (enabled, where_) = match place {
+        Place::Allow(state) => {
+            (enabled_skills(workflow, state).contains(slug), format!("the state `{}`", state.slug.value))
+        }
+        _ => {
+            (workflow.states.iter().any(|state| enabled_skills(workflow, state).contains(slug)), "no state".to_string())
+        }
+    };
+    if !enabled {
+        let help = match place {
+            Place::Allow(_) => format!(
+                "enable the bundle with `skills: {{ allow: [{slug}] }}` on the state; an allow entry narrows inside enabled bundles, it never opens one"
+            ),
+            _ => format!("enable the bundle with `skills.allow_always: [{slug}]` or on the states that need it"),
+        };
+        findings.push(
+            Diagnostic::at(
+                Code::SkillPathNotEnabled,
+                span,
+                format!("this entry reaches into the skill bundle `{slug}`, which {where_} enables"),
+            )
+            .with_label("bundle not enabled")
+            .with_help(help),
+            path,
+        );
+    }
+}
+
+fn check_grant_denied(
+    workflow: &Workflow,
+    place: Place<'_>,
+    entry: &ToolEntry,
+    path: &str,
+    findings: &mut Findings<'_>,
+) {
+    let name = entry.name();
+    let bare_denial = |entries: &[ToolEntry]| {
+        entries
+            .iter()
+            .find(|denial| denial.is_bare() && (denial.name() == name || denial.name() == "*"))
+            .map(|denial| denial.span)
+    };
+    let denial =
+        bare_denial(&workflow.tools.forbid_always).map(|span| (span, "`tools.forbid_always`")).or(match place {
+            Place::Allow(state) => bare_denial(&state.tools.forbid).map(|span| (span, "the state's `tools.forbid`")),
+            _ => None,
+        });
+    if let Some((span, list)) = denial {
+        findings.push(
+            Diagnostic::at(
+                Code::GrantDenied,
+                entry.tool.span,
+                format!("`{name}` is granted here but denied outright by {list}"),
+            )
+            .with_label("can never take effect")
+            .with_secondary(span, "denied here")
+            .with_help("a denial beats every grant: remove one of the two, or narrow the denial with `paths:`"),
+            path,
+        );
+    }
+}
+
+fn check_skills(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings<'_>) {
+    let known = workspace.skill_slugs();
+    let check_known = |slug: &crate::source::Spanned<String>, path: String, findings: &mut Findings<'_>| {
+        if workspace.skill(&slug.value).is_some() {
+            return true;
+        }
+        let diagnostic = Diagnostic::at(
+            Code::UnknownSkill,
+            slug.span,
+            format!("the workspace serves no skill bundle `{}`", slug.value),
+        )
+        .with_label("unknown bundle");
+        let diagnostic = match did_you_mean(&slug.value, known.iter().copied()) {
+            Some(close) => {
+                diagnostic.with_help(format!("did you mean `{close}`? Bundles are the directories under `skills/`"))
+            }
+            None if known.is_empty() => diagnostic.with_help("the workspace has no `skills/<slug>/SKILL.md` bundles"),
+            None => diagnostic.with_help(format!("the workspace serves {}", list_names(&known))),
+        };
+        findings.push(diagnostic, path);
+        false
+    };
+    let root_allow: Vec<&crate::source::Spanned<String>> =
+        workflow.skills.iter().flat_map(|root| root.allow_always.iter()).collect();
+    if let Some(root) = &workflow.skills {
+        for (index, slug) in root.allow_always.iter().enumerate() {
+            check_known(slug, format!("skills.allow_always.{index}"), findings);
+        }
+        for (index, slug) in root.forbid_always.iter().enumerate() {
+            if !check_known(slug, format!("skills.forbid_always.{index}"), findings) {
+                continue;
+            }
+            let granted = root_allow.iter().any(|granted| granted.value == slug.value)
+                || workflow
+                    .states
+                    .iter()
+                    .any(|state| state.skills.allowed().iter().any(|granted| granted.value == slug.value));
+            if granted {
+                findings.push(
+                    Diagnostic::at(
+                        Code::ForbidAlwaysGranted,
+                        slug.span,
+                        format!("`{}` is forbidden everywhere, yet an allow list grants it", slug.value),
+                    )
+                    .with_label("the denial wins")
+                    .with_help("remove the grant, or the denial if the bundle should be usable"),
+                    format!("skills.forbid_always.{index}"),
+                );
+            }
+        }
+    } else if !workspace.skills.is_empty() {
+        findings.push(
+            Diagnostic::at(
+                Code::MissingSkillsBlock,
+                Span::file_start(workflow.file),
+                format!(
+                    "the workspace serves {} but this workflow has no root `skills` block, so no state can use them",
+                    list_names(&known)
+                ),
+            )
+            .with_help("grant the bundles every state needs with `skills: { allow_always: [...] }`, or write `skills: { allow_always: [] }` when each state grants its own"),
+            "skills",
+        );
+    }
+    for state in &workflow.states {
+        let base = format!("states.{}.skills", state.slug.value);
+        if let Some(allow) = &state.skills.allow {
+            if allow.value.is_empty() && !root_allow.is_empty() {
+                findings.push(
+                    Diagnostic::at(
+                        Code::EmptyAllow,
+                        allow.span,
+                        "`allow: []` subtracts nothing: the workflow-wide skills still apply here",
+                    )
+                    .with_label("adds nothing")
+                    .with_help("to take a bundle away in this state, list it under `skills.forbid`"),
+                    format!("{base}.allow"),
+                );
+            }
+            for (index, slug) in allow.value.iter().enumerate() {
+                if !check_known(slug, format!("{base}.allow.{index}"), findings) {
+                    continue;
+                }
+                if root_allow.iter().any(|granted| granted.value == slug.value) {
+                    findings.push(
+                        Diagnostic::at(
+                            Code::RedundantGrant,
+                            slug.span,
+                            format!("`{}` is already enabled in every state by `skills.allow_always`", slug.value),
+                        )
+                        .with_label("already granted")
+                        .with_help("remove it from the state's list"),
+                        format!("{base}.allow.{index}"),
+                    );
+                }
+                if let Some(denied) = state.skills.forbid.iter().find(|denied| denied.value == slug.value) {
+                    findings.push(
+                        Diagnostic::at(
+                            Code::AllowAndForbid,
+                            slug.span,
+                            format!("`{}` both allows and forbids `{}`", state.slug.value, slug.value),
+                        )
+                        .with_label("allowed")
+                        .with_secondary(denied.span, "forbidden")
+                        .with_help("the denial wins; keep one of the two"),
+                        format!("{base}.allow.{index}"),
+                    );
+                }
+            }
+        }
+        for (index, slug) in state.skills.forbid.iter().enumerate() {
+            if !check_known(slug, format!("{base}.forbid.{index}"), findings) {
+                continue;
+            }
+            let granted = root_allow.iter().any(|granted| granted.value == slug.value)
+                || state.skills.allowed().iter().any(|granted| granted.value == slug.value);
+            if !granted {
+                findings.push(
+                    Diagnostic::at(
+                        Code::ForbidNothing,
+                        slug.span,
+                        format!(
+                            "`{}` is not enabled in `{}`, so forbidding it changes nothing",
+                            slug.value, state.slug.value
+                        ),
+                    )
+                    .with_label("denies nothing")
+                    .with_help("a bundle is enabled only where a list grants it; remove the entry"),
+                    format!("{base}.forbid.{index}"),
+                );
+            }
+        }
+    }
+}
+
+fn check_mounts(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings<'_>) {
+    let table = &workspace.mounts;
+    let names = table.names();
+    let known = |name: &crate::source::Spanned<String>, path: String, findings: &mut Findings<'_>| {
+        if let Some(mount) = table.by_name(&name.value) {
+            return Some(mount.clone());
+        }
+        let diagnostic =
+            Diagnostic::at(Code::UnknownMount, name.span, format!("the host mounts nothing named `{}`", name.value))
+                .with_label("unknown mount");
+        let diagnostic = match did_you_mean(&name.value, names.iter().copied()) {
+            Some(close) => diagnostic.with_help(format!("did you mean `{close}`?")),
+            None => diagnostic.with_help(format!(
+                "the host's table mounts {}; naming a folder does not create it: declare it in archmax.toml",
+                list_names(&names)
+            )),
+        };
+        findings.push(diagnostic, path);
+        None
+    };
+    let grant = |entry: &MountEntry, path: String, findings: &mut Findings<'_>| {
+        let mount = known(&entry.name, path.clone(), findings)?;
+        if !mount.governed {
+            findings.push(
+                Diagnostic::at(
+                    Code::UngovernedMountGrant,
+                    entry.name.span,
+                    format!("`{}` is not governed, so every state sees it already", entry.name.value),
+                )
+                .with_label("grants nothing")
+                .with_help("remove the grant; to take the mount away from a state, list it under `mounts.forbid`"),
+                path.clone(),
+            );
+        }
+        if mount.read_only
+            && let Some(access) = &entry.access
+            && access.value == Access::ReadWrite
+        {
+            findings.push(
+                Diagnostic::at(
+                    Code::ReadWriteOnReadOnly,
+                    access.span,
+                    format!("the host serves `{}` read-only, so `read_write` opens nothing", entry.name.value),
+                )
+                .with_label("cannot widen the host's posture")
+                .with_help("ask the host to mount it writable (`read_only = false` in archmax.toml), or grant it as a bare name"),
+                path,
+            );
+        }
+        Some(mount)
+    };
+    let root_allow: Vec<&MountEntry> = workflow.mounts.iter().flat_map(|root| root.allow_always.iter()).collect();
+    if let Some(root) = &workflow.mounts {
+        for (index, entry) in root.allow_always.iter().enumerate() {
+            grant(entry, format!("mounts.allow_always.{index}"), findings);
+        }
+        for (index, name) in root.forbid_always.iter().enumerate() {
+            if known(name, format!("mounts.forbid_always.{index}"), findings).is_none() {
+                continue;
+            }
+            let granted = root_allow.iter().any(|entry| entry.name.value == name.value)
+                || workflow
+                    .states
+                    .iter()
+                    .any(|state| state.mounts.allowed().iter().any(|entry| entry.name.value == name.value));
+            if granted {
+                findings.push(
+                    Diagnostic::at(
+                        Code::ForbidAlwaysGranted,
+                        name.span,
+                        format!("`{}` is forbidden everywhere, yet an allow list grants it", name.value),
+                    )
+                    .with_label("the denial wins")
+                    .with_help("remove the grant, or the denial if the mount should be reachable"),
+                    format!("mounts.forbid_always.{index}"),
+                );
+            }
+        }
+    } else {
+        let governed: Vec<&str> = table.governed().map(|mount| mount.name.as_str()).collect();
+        if !governed.is_empty() {
+            findings.push(
+                Diagnostic::at(
+                    Code::MissingMountsBlock,
+                    Span::file_start(workflow.file),
+                    format!(
+                        "the host governs {} but this workflow has no root `mounts` block, so no state reaches them",
+                        list_names(&governed)
+                    ),
+                )
+                .with_help("grant what every state needs with `mounts: { allow_always: [...] }`, or write `mounts: { allow_always: [] }` to mean none"),
+                "mounts",
+            );
+        }
+    }
+    for state in &workflow.states {
+        let base = format!("states.{}.mounts", state.slug.value);
+        if let Some(allow) = &state.mounts.allow {
+            if allow.value.is_empty() && !root_allow.is_empty() {
+                findings.push(
+                    Diagnostic::at(
+                        Code::EmptyAllow,
+                        allow.span,
+                        "`allow: []` subtracts nothing: the workflow-wide mounts still apply here",
+                    )
+                    .with_label("adds nothing")
+                    .with_help("to take a mount away in this state, list it under `mounts.forbid`"),
+                    format!("{base}.allow"),
+                );
+            }
+            for (index, entry) in allow.value.iter().enumerate() {
+                if grant(entry, format!("{base}.allow.{index}"), findings).is_none() {
+                    continue;
+                }
+                if let Some(root_entry) = root_allow.iter().find(|root_entry| root_entry.name.value == entry.name.value)
+                {
+                    let root_access = root_entry.access.as_ref().map(|access| access.value);
+                    let state_access = entry.access.as_ref().map(|access| access.value);
+                    let narrows = state_access == Some(Access::Read) && root_access != Some(Access::Read);
+                    let widens = state_access == Some(Access::ReadWrite) && root_access.is_none();
+                    if !narrows && !widens {
+                        findings.push(
+                            Diagnostic::at(
+                                Code::RedundantGrant,
+                                entry.name.span,
+                                format!(
+                                    "`{}` is already granted in every state by `mounts.allow_always`",
+                                    entry.name.value
+                                ),
+                            )
+                            .with_label("already granted")
+                            .with_help("remove it from the state's list, unless it changes the access"),
+                            format!("{base}.allow.{index}"),
+                        );
+                    }
+                }
+                if let Some(denied) = state.mounts.forbid.iter().find(|denied| denied.value == entry.name.value) {
+                    findings.push(
+                        Diagnostic::at(
+                            Code::AllowAndForbid,
+                            entry.name.span,
+                            format!("`{}` both allows and forbids `{}`", state.slug.value, entry.name.value),
+                        )
+                        .with_label("allowed")
+                        .with_secondary(denied.span, "forbidden")
+                        .with_help("the denial wins; keep one of the two"),
+                        format!("{base}.allow.{index}"),
+                    );
+                }
+            }
+        }
+        for (index, name) in state.mounts.forbid.iter().enumerate() {
+            let Some(mount) = known(name, format!("{base}.forbid.{index}"), findings) else {
+                continue;
+            };
+            if !mount.governed {
+                continue;
+            }
+            let granted = root_allow.iter().any(|entry| entry.name.value == name.value)
+                || state.mounts.allowed().iter().any(|entry| entry.name.value == name.value);
+            if !granted {
+                findings.push(
+                    Diagnostic::at(
+                        Code::ForbidNothing,
+                        name.span,
+                        format!(
+                            "the governed mount `{}` is not granted in `{}`, so forbidding it changes nothing",
+                            name.value, state.slug.value
+                        ),
+                    )
+                    .with_label("denies nothing")
+                    .with_help("a governed mount is reachable only where a list grants it; remove the entry"),
+                    format!("{base}.forbid.{index}"),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Semantic checks: rules that relate one part of a workspace to another.
+//!
+//! Each module takes the parsed workflows and reports through a [`Findings`] sink:
+//! [`graph`] (targets, descriptions, reachability, triggers, locks), [`scripts`] (code
+//! state scripts), [`governance`] (tool, skill and mount entries probed against the zones,
+//! the registry and the host table), [`references`] (which `${{…}}` guards are
+//! guaranteed, by dominator analysis), [`delegation`] (the sub-workflow call graph) and
+//! [`cases`] (what cases name). Checks never stop at the first finding.
+
+pub mod cases;
+pub mod delegation;
+pub mod governance;
+pub mod graph;
+pub mod references;
+pub mod scripts;
+
+use crate::diagnostic::{Diagnostic, Scope};
+use crate::schema::ast::Workflow;
+use crate::schema::case::Case;
+use crate::workspace::Workspace;
+
+/// One workflow as the checks see it.
+#[derive(Debug)]
+pub struct Unit {
+    pub slug: String,
+    /// `None` when `workflow.yaml` is missing or unusable.
+    pub workflow: Option<Workflow>,
+    pub cases: Vec<Case>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Unit {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+/// Where a check reports: every finding lands in its workflow's scope.
+pub struct Findings<'d> {
+    scope: Scope,
+    sink: &'d mut Vec<Diagnostic>,
+}
+
+impl<'d> Findings<'d> {
+    pub fn new(slug: &str, sink: &'d mut Vec<Diagnostic>) -> Findings<'d> {
+        Findings { scope: Scope::Workflow(slug.to_string()), sink }
+    }
+
+    pub fn push(&mut self, diagnostic: Diagnostic, path: impl Into<String>) {
+        self.sink.push(diagnostic.with_path(path.into()).with_scope(self.scope.clone()));
+    }
+}
+
+/// Runs every check over every workflow. Order matters only for delegation, which reads
+/// whether a target has errors of its own.
+pub fn check_workspace(workspace: &Workspace, units: &mut [Unit]) {
+    for unit in units.iter_mut() {
+        let Some(workflow) = unit.workflow.as_ref() else {
+            continue;
+        };
+        let mut findings = Findings::new(&unit.slug, &mut unit.diagnostics);
+        graph::check(workflow, &mut findings);
+        scripts::check(workspace, workflow, &mut findings);
+        governance::check(workspace, workflow, &mut findings);
+        references::check(workflow, &mut findings);
+    }
+    for index in 0..units.len() {
+        let findings = cases::check(workspace, units, index);
+        units[index].diagnostics.extend(findings);
+    }
+    let delegation = delegation::check(units);
+    for (index, findings) in delegation {
+        units[index].diagnostics.extend(findings);
+    }
+}

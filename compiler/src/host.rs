@@ -1,0 +1,234 @@
+//! The host's mount table: which folders and files the host routes into the agent's
+//! workspace, whether each is writable, governed by the spec, and searchable.
+//!
+//! A workspace declares its table in an optional `archmax.toml` at its root:
+//!
+//! ```toml
+//! [mounts."reference/"]      # a key ending in `/` mounts a directory, else one file
+//! source = "data/reference"  # where it lives, relative to the root (default: the key)
+//! read_only = true           # the default; a ceiling no grant lifts
+//! governed = true            # reachable only where a `mounts` list grants it (default false)
+//! searchable = true          # glob and grep walk it (default true)
+//! ```
+//!
+//! The default table is always present (`skills/`, `.platform/`, `AGENTS.md`, read-only
+//! and ungoverned); a declaration with the same key replaces its defaults. A mount's
+//! *name*, the token a `mounts` list takes, is its key without leading or trailing
+//! slashes (`reference`, `catalogs/eu`, `AGENTS.md`).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::diagnostic::{Code, Diagnostic};
+use crate::source::{FileId, Span};
+use crate::zones::{RESERVED_ROOTS, canonicalize};
+
+/// One mount of the host table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    /// Normalized key: no leading slash; directory keys end in `/`.
+    pub key: String,
+    /// The key without its slashes: what `mounts` lists name.
+    pub name: String,
+    pub directory: bool,
+    pub read_only: bool,
+    pub governed: bool,
+    pub searchable: bool,
+    /// Where the content lives, relative to the workspace root.
+    pub source: String,
+    /// Where `archmax.toml` declared it; `None` for a default mount.
+    pub declared: Option<Span>,
+}
+
+/// The host's mounts, in key order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountTable {
+    pub mounts: Vec<Mount>,
+}
+
+impl MountTable {
+    /// The table a workspace without `archmax.toml` gets.
+    pub fn default_table() -> MountTable {
+        let default = |key: &str| {
+            let directory = key.ends_with('/');
+            Mount {
+                key: key.to_string(),
+                name: key.trim_matches('/').to_string(),
+                directory,
+                read_only: true,
+                governed: false,
+                searchable: true,
+                source: key.trim_end_matches('/').to_string(),
+                declared: None,
+            }
+        };
+        MountTable { mounts: vec![default(".platform/"), default("AGENTS.md"), default("skills/")] }
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&Mount> {
+        self.mounts.iter().find(|mount| mount.name == name)
+    }
+
+    /// The mount a canonical path falls in: longest directory prefix, or an exact file.
+    pub fn containing(&self, canonical: &str) -> Option<usize> {
+        self.mounts
+            .iter()
+            .enumerate()
+            .filter(|(_, mount)| {
+                if mount.directory {
+                    let key = mount.key.trim_end_matches('/');
+                    canonical == key
+                        || (canonical.len() > key.len()
+                            && canonical.starts_with(key)
+                            && canonical.as_bytes()[key.len()] == b'/')
+                } else {
+                    canonical == mount.key
+                }
+            })
+            .max_by_key(|(_, mount)| mount.key.len())
+            .map(|(index, _)| index)
+    }
+
+    pub fn governed(&self) -> impl Iterator<Item = &Mount> {
+        self.mounts.iter().filter(|mount| mount.governed)
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.mounts.iter().map(|mount| mount.name.as_str()).collect()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostFile {
+    #[serde(default)]
+    mounts: BTreeMap<toml::Spanned<String>, toml::Spanned<MountDeclaration>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MountDeclaration {
+    source: Option<String>,
+    read_only: Option<bool>,
+    governed: Option<bool>,
+    searchable: Option<bool>,
+}
+
+/// Reads `archmax.toml`. Problems become diagnostics; the table keeps what was valid.
+pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnostic>) {
+    let mut table = MountTable::default_table();
+    let mut diagnostics = Vec::new();
+    let span = |range: std::ops::Range<usize>| Span::new(file, range.start, range.end);
+    let parsed: HostFile = match toml::from_str(text) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            let range = error.span().unwrap_or(0..0);
+            diagnostics.push(
+                Diagnostic::at(
+                    Code::HostConfig,
+                    span(range),
+                    format!("archmax.toml is invalid: {}", error.message().trim()),
+                )
+                .with_help(
+                    "declare mounts as `[mounts.\"<key>\"]` tables with `source`, `read_only`, `governed` and `searchable`",
+                ),
+            );
+            return (table, diagnostics);
+        }
+    };
+    for (key, declaration) in parsed.mounts {
+        let key_span = span(key.span());
+        let raw = key.into_inner();
+        let directory = raw.ends_with('/');
+        let canonical = match canonicalize(&raw) {
+            Ok(canonical) if !canonical.is_empty() => canonical,
+            _ => {
+                diagnostics.push(
+                    Diagnostic::at(
+                        Code::HostConfig,
+                        key_span,
+                        format!("the mount key `{raw}` does not name a path inside the workspace"),
+                    )
+                    .with_help("write a relative key such as `reference/` or `catalogs/eu/`"),
+                );
+                continue;
+            }
+        };
+        let first = canonical.split('/').next().unwrap_or("");
+        if RESERVED_ROOTS.contains(&first) {
+            diagnostics.push(
+                Diagnostic::at(
+                    Code::HostConfig,
+                    key_span,
+                    format!("the mount key `{raw}` uses the reserved root name `{first}`"),
+                )
+                .with_help(format!(
+                    "pick another key: {} belong to the runtime and cannot be mounted",
+                    crate::diagnostic::list_names(&RESERVED_ROOTS)
+                )),
+            );
+            continue;
+        }
+        let declaration_span = span(declaration.span());
+        let declaration = declaration.into_inner();
+        let key = if directory { format!("{canonical}/") } else { canonical.clone() };
+        let source = match declaration.source.as_deref().map(canonicalize) {
+            None => canonical.clone(),
+            Some(Ok(source)) if !source.is_empty() => source,
+            Some(_) => {
+                diagnostics.push(
+                    Diagnostic::at(
+                        Code::HostConfig,
+                        declaration_span,
+                        format!("the `source` of mount `{raw}` leaves the workspace root"),
+                    )
+                    .with_help("give `source` as a path relative to the workspace root"),
+                );
+                continue;
+            }
+        };
+        let mount = Mount {
+            name: canonical.clone(),
+            key: key.clone(),
+            directory,
+            read_only: declaration.read_only.unwrap_or(true),
+            governed: declaration.governed.unwrap_or(false),
+            searchable: declaration.searchable.unwrap_or(true),
+            source,
+            declared: Some(key_span),
+        };
+        match table.mounts.iter_mut().find(|existing| existing.name == mount.name) {
+            Some(existing) => *existing = mount,
+            None => table.mounts.push(mount),
+        }
+    }
+    table.mounts.sort_by(|left, right| left.key.cmp(&right.key));
+    (table, diagnostics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_mounts_join_the_defaults() {
+        let text = "[mounts.\"catalogs/eu/\"]\ngoverned = true\nread_only = false\n";
+        let (table, diagnostics) = parse_host_config(FileId(0), text);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        let mount = table.by_name("catalogs/eu").expect("declared");
+        assert!(mount.governed && !mount.read_only && mount.directory);
+        assert_eq!(table.containing("catalogs/eu/x.json"), table.mounts.iter().position(|m| m.name == "catalogs/eu"));
+        assert_eq!(table.containing("catalogs/uk/x.json"), None);
+        assert!(table.by_name("skills").is_some());
+    }
+
+    #[test]
+    fn reserved_keys_and_unknown_fields_are_refused() {
+        let (_, diagnostics) = parse_host_config(FileId(0), "[mounts.\"scratchpad/\"]\n");
+        assert_eq!(diagnostics[0].code, Code::HostConfig);
+        let (_, diagnostics) = parse_host_config(FileId(0), "[mounts.\"a/\"]\nwritable = true\n");
+        assert_eq!(diagnostics[0].code, Code::HostConfig);
+        assert!(diagnostics[0].message.contains("writable"), "{}", diagnostics[0].message);
+    }
+}

@@ -1,0 +1,31 @@
+//! # archmax-compiler
+//!
+//! The front end of archmax: it reads a workspace of contract-3 workflows and tells
+//! an author, exactly and instantly, what is wrong with it.
+//!
+//! ```text
+//! workspace on disk ──load──▶ SourceMap ──syntax::yaml──▶ spanned nodes
+//!        ──schema──▶ typed tree (schema::ast) ──check──▶ diagnostics ──render──▶ text
+//! ```
+//!
+//! [`analyze`] runs the whole pipeline over a root directory and returns an
+//! [`Analysis`]; [`Analysis::report`] selects workflows and
+//! [`diagnostic::render`] turns the report into human, JSON, SARIF or GitHub output.
+//! Nothing here panics on input: every problem is a [`Diagnostic`] with a stable
+//! `AMX` code (see [`diagnostic::codes`]), a span, and help saying what to write.
+
+pub mod analysis;
+pub mod check;
+pub mod diagnostic;
+pub mod host;
+pub mod schema;
+pub mod source;
+pub mod syntax;
+pub mod tools;
+pub mod values;
+pub mod workspace;
+pub mod zones;
+
+pub use analysis::{Analysis, Report, UnknownWorkflow, WorkflowReport, analyze};
+pub use diagnostic::{Code, Diagnostic, Severity};
+pub use workspace::WorkspaceError;

@@ -1,0 +1,440 @@
+//! The typed, spanned tree of a contract-3 workflow and its cases.
+//!
+//! Parsing ([`super::parse_workflow`]) is lenient: it reports every shape problem and
+//! still builds the tree from what was valid, so one typo does not hide the findings of
+//! the semantic checks. Every name and value keeps the span it was read from.
+
+use crate::source::{FileId, Span, Spanned};
+use crate::syntax::reference::{Template, VarPath};
+use crate::syntax::yaml::Node;
+
+/// One workflow: `workflows/<slug>/workflow.yaml` and what sits beside it.
+#[derive(Clone, Debug)]
+pub struct Workflow {
+    pub slug: String,
+    pub file: FileId,
+    pub title: Option<Spanned<String>>,
+    pub instructions: Option<Spanned<String>>,
+    /// Read fail-closed: `true` for anything but absent, `null` or `false`.
+    pub disabled: bool,
+    pub disabled_span: Option<Span>,
+    pub settings: Settings,
+    pub tests: TestsConfig,
+    pub tools: RootTools,
+    /// `None` when the workflow has no root `skills` block.
+    pub skills: Option<RootGrants<Spanned<String>>>,
+    /// `None` when the workflow has no root `mounts` block.
+    pub mounts: Option<RootGrants<MountEntry>>,
+    /// The root `metadata` value, kept verbatim and never read.
+    pub metadata: Option<Node>,
+    pub states: Vec<State>,
+    /// The span of the `states` key, for findings about the graph as a whole.
+    pub states_span: Option<Span>,
+    /// `WORKFLOW.md`, when present.
+    pub prose: Option<FileId>,
+}
+
+impl Workflow {
+    pub fn state(&self, slug: &str) -> Option<&State> {
+        self.states.iter().find(|state| state.slug.value == slug)
+    }
+
+    pub fn state_index(&self, slug: &str) -> Option<usize> {
+        self.states.iter().position(|state| state.slug.value == slug)
+    }
+
+    /// Every trigger, with the index of the state it enters.
+    pub fn triggers(&self) -> impl Iterator<Item = (usize, &Trigger)> {
+        self.states
+            .iter()
+            .enumerate()
+            .flat_map(|(index, state)| state.triggers.iter().map(move |trigger| (index, trigger)))
+    }
+
+    pub fn manual_trigger(&self) -> Option<&Trigger> {
+        self.triggers().map(|(_, trigger)| trigger).find(|trigger| trigger.id.value == "manual")
+    }
+}
+
+/// `settings`.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    pub model: Option<Spanned<String>>,
+    pub timeout_ms: Option<Spanned<u64>>,
+    pub memory_limit_bytes: Option<Spanned<u64>>,
+    /// `Some(None)` is an explicit `null`: unbounded.
+    pub max_ptc_calls: Option<Spanned<Option<u64>>>,
+    pub max_result_chars: Option<Spanned<u64>>,
+    pub prompt_cache: PromptCache,
+}
+
+#[derive(Clone, Debug)]
+pub struct PromptCache {
+    pub enabled: bool,
+    pub ttl: CacheTtl,
+}
+
+impl Default for PromptCache {
+    fn default() -> PromptCache {
+        PromptCache { enabled: true, ttl: CacheTtl::FiveMinutes }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheTtl {
+    FiveMinutes,
+    OneHour,
+}
+
+/// `tests`: the case suite's configuration.
+#[derive(Clone, Debug, Default)]
+pub struct TestsConfig {
+    pub max_concurrency: Option<Spanned<u64>>,
+    pub case_timeout_ms: Option<Spanned<u64>>,
+    pub judge: Option<Judge>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Judge {
+    pub span: Option<Span>,
+    pub model: Option<Spanned<String>>,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u64>,
+}
+
+/// The root `tools` block.
+#[derive(Clone, Debug, Default)]
+pub struct RootTools {
+    /// `None` when `allow_always` is absent: the twelve default tools apply.
+    pub allow_always: Option<Spanned<Vec<ToolEntry>>>,
+    pub forbid_always: Vec<ToolEntry>,
+}
+
+/// A root `skills` or `mounts` block.
+#[derive(Clone, Debug)]
+pub struct RootGrants<T> {
+    pub span: Span,
+    pub allow_always: Vec<T>,
+    pub forbid_always: Vec<Spanned<String>>,
+}
+
+/// A state's `skills` or `mounts` block.
+#[derive(Clone, Debug)]
+pub struct StateGrants<T> {
+    /// `Some` when `allow` is written, even as `[]`.
+    pub allow: Option<Spanned<Vec<T>>>,
+    pub forbid: Vec<Spanned<String>>,
+}
+
+impl<T> Default for StateGrants<T> {
+    fn default() -> StateGrants<T> {
+        StateGrants { allow: None, forbid: Vec::new() }
+    }
+}
+
+impl<T> StateGrants<T> {
+    pub fn allowed(&self) -> &[T] {
+        self.allow.as_ref().map(|allow| allow.value.as_slice()).unwrap_or(&[])
+    }
+}
+
+/// A `mounts` grant: a name, optionally with the access this level gives.
+#[derive(Clone, Debug)]
+pub struct MountEntry {
+    pub name: Spanned<String>,
+    pub access: Option<Spanned<Access>>,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+/// One entry of a tools list.
+#[derive(Clone, Debug)]
+pub struct ToolEntry {
+    pub tool: Spanned<String>,
+    /// Argument guards: each named argument must match one of its globs.
+    pub args: Vec<ArgGuard>,
+    /// `paths:`: globs over every declared path argument of the tool.
+    pub paths: Option<Vec<Glob>>,
+    pub connection: Option<Spanned<String>>,
+    pub source: Option<Spanned<String>>,
+    pub span: Span,
+}
+
+impl ToolEntry {
+    /// A bare entry: the tool with any arguments.
+    pub fn is_bare(&self) -> bool {
+        self.args.is_empty() && self.paths.is_none()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.tool.value
+    }
+
+    /// Every glob of the entry, guards and paths alike.
+    pub fn globs(&self) -> impl Iterator<Item = &Glob> {
+        self.args.iter().flat_map(|guard| guard.globs.iter()).chain(self.paths.iter().flatten())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ArgGuard {
+    /// The argument name, or a dotted path into the arguments.
+    pub argument: Spanned<String>,
+    pub globs: Vec<Glob>,
+}
+
+/// A glob as written, with its `${{…}}` holes parsed.
+#[derive(Clone, Debug)]
+pub struct Glob {
+    pub text: Spanned<String>,
+    pub template: Template,
+}
+
+/// The four state types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StateKind {
+    Agent,
+    Human,
+    Grader,
+    Code,
+}
+
+impl StateKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StateKind::Agent => "agent",
+            StateKind::Human => "human",
+            StateKind::Grader => "grader",
+            StateKind::Code => "code",
+        }
+    }
+
+    /// Grader and code states run on entry, without the agent's model.
+    pub fn is_automated(self) -> bool {
+        matches!(self, StateKind::Grader | StateKind::Code)
+    }
+}
+
+/// One state.
+#[derive(Clone, Debug)]
+pub struct State {
+    pub slug: Spanned<String>,
+    pub kind: StateKind,
+    pub kind_span: Option<Span>,
+    pub title: Option<Spanned<String>>,
+    pub summary: Option<Spanned<String>>,
+    pub instructions: Option<Spanned<String>>,
+    pub script: Option<Spanned<String>>,
+    pub triggers: Vec<Trigger>,
+    pub tools: StateTools,
+    pub skills: StateGrants<Spanned<String>>,
+    pub mounts: StateGrants<MountEntry>,
+    pub requires: Vec<Spanned<String>>,
+    pub locks: Vec<Spanned<String>>,
+    pub model: Option<Spanned<String>>,
+    pub budget: Budget,
+    pub on_error: Option<Spanned<String>>,
+    pub transitions: Vec<Transition>,
+    pub evidence: Vec<Spanned<String>>,
+    pub approvers: Vec<Spanned<String>>,
+    pub metadata: Option<Node>,
+}
+
+impl State {
+    pub fn is_terminal(&self) -> bool {
+        self.transitions.is_empty()
+    }
+
+    pub fn has_instructions(&self) -> bool {
+        self.instructions.as_ref().is_some_and(|instructions| !instructions.value.trim().is_empty())
+    }
+}
+
+/// A state's `tools` block.
+#[derive(Clone, Debug, Default)]
+pub struct StateTools {
+    pub allow: Vec<ToolEntry>,
+    pub forbid: Vec<ToolEntry>,
+}
+
+/// A state's `budget`.
+#[derive(Clone, Debug, Default)]
+pub struct Budget {
+    pub span: Option<Span>,
+    pub timeout_ms: Option<Spanned<u64>>,
+    pub max_parks: Option<Spanned<u64>>,
+}
+
+/// A transition's `type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransitionType {
+    None,
+    Approve,
+    Reject,
+    Refine,
+}
+
+impl TransitionType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransitionType::None => "none",
+            TransitionType::Approve => "approve",
+            TransitionType::Reject => "reject",
+            TransitionType::Refine => "refine",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Transition {
+    pub to: Spanned<String>,
+    /// `None` when absent or blank.
+    pub description: Option<Spanned<String>>,
+    pub kind: TransitionType,
+    pub kind_span: Option<Span>,
+    pub span: Span,
+}
+
+/// A trigger declared on a state.
+#[derive(Clone, Debug)]
+pub struct Trigger {
+    pub id: Spanned<String>,
+    pub session: Option<Spanned<VarPath>>,
+    pub message: Option<Spanned<MessagePath>>,
+    pub connection: Option<Spanned<String>>,
+    pub description: Option<Spanned<String>>,
+    pub requires: Vec<SignatureEntry>,
+    pub returns: Vec<SignatureEntry>,
+    /// A host's own keys, kept verbatim.
+    pub extra: Vec<(Spanned<String>, Node)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum MessagePath {
+    Path(VarPath),
+    /// `message: false`: the trigger's firings carry no message.
+    None,
+}
+
+/// One `requires` or `returns` entry.
+#[derive(Clone, Debug)]
+pub struct SignatureEntry {
+    pub name: Spanned<String>,
+    pub ty: Option<Spanned<ValueType>>,
+    pub description: Option<Spanned<String>>,
+    pub rules: Rules,
+    pub span: Span,
+}
+
+/// The nine value types of a signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ValueType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Date,
+    DateTime,
+    Object,
+    Array,
+    File,
+}
+
+impl ValueType {
+    pub const ALL: [ValueType; 9] = [
+        ValueType::String,
+        ValueType::Integer,
+        ValueType::Number,
+        ValueType::Boolean,
+        ValueType::Date,
+        ValueType::DateTime,
+        ValueType::Object,
+        ValueType::Array,
+        ValueType::File,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ValueType::String => "string",
+            ValueType::Integer => "integer",
+            ValueType::Number => "number",
+            ValueType::Boolean => "boolean",
+            ValueType::Date => "date",
+            ValueType::DateTime => "date-time",
+            ValueType::Object => "object",
+            ValueType::Array => "array",
+            ValueType::File => "file",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ValueType> {
+        ValueType::ALL.into_iter().find(|ty| ty.as_str() == text)
+    }
+}
+
+/// The rules of a typed signature entry, as JSON Schema keywords.
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    pub format: Option<Spanned<StringFormat>>,
+    pub pattern: Option<Spanned<String>>,
+    pub min_length: Option<Spanned<u64>>,
+    pub max_length: Option<Spanned<u64>>,
+    pub enumeration: Option<Spanned<Vec<String>>>,
+    pub content: Option<Spanned<ContentKind>>,
+    pub minimum: Option<Spanned<Bound>>,
+    pub maximum: Option<Spanned<Bound>>,
+    pub min_items: Option<Spanned<u64>>,
+    pub max_items: Option<Spanned<u64>>,
+    pub accept: Option<Spanned<Vec<String>>>,
+    pub max_size: Option<Spanned<u64>>,
+}
+
+impl Rules {
+    pub fn is_empty(&self) -> bool {
+        self.format.is_none()
+            && self.pattern.is_none()
+            && self.min_length.is_none()
+            && self.max_length.is_none()
+            && self.enumeration.is_none()
+            && self.content.is_none()
+            && self.minimum.is_none()
+            && self.maximum.is_none()
+            && self.min_items.is_none()
+            && self.max_items.is_none()
+            && self.accept.is_none()
+            && self.max_size.is_none()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StringFormat {
+    Email,
+    Url,
+    Phone,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContentKind {
+    Text,
+    Markdown,
+    Html,
+}
+
+/// A `minimum` or `maximum`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Bound {
+    Number(f64),
+    /// `YYYY-MM-DD`.
+    Date(String),
+    /// RFC 3339 with an offset.
+    DateTime(String),
+    /// `today`, for dates.
+    Today,
+    /// `now`, for date-times.
+    Now,
+}

@@ -1,0 +1,1100 @@
+//! The case format: `workflows/<slug>/tests/**/*.test.yaml`.
+//!
+//! A case is one conversation on one session: start conditions (`trigger`, locked
+//! `variables`, seeded `workspace` files, `mocks`) and a flat list of `steps` where
+//! actions (`send`, `decide`, `deliver`) and assertions are peers, each assertion bound to
+//! the nearest action above it. Every shape problem is an `AMX0900` finding (the title
+//! and description caps, an assertion before any action, and malformed `/regex/flags`
+//! strings have codes of their own). Cross-references (states, triggers, fixtures,
+//! seedable paths) are checked in [`crate::check`].
+
+use serde_json::Value;
+
+use crate::diagnostic::{Code, Diagnostic, Scope, SpecPath, list_names};
+use crate::source::{FileId, Span, Spanned};
+use crate::syntax::reference::{VarPath, is_variable_name, parse_var_path};
+use crate::syntax::yaml::{Node, NodeKind};
+
+use super::reader::{Fields, Reader};
+use super::state::variable_name_diagnostic;
+
+/// Longest case title, in characters after collapsing whitespace.
+pub const TITLE_MAX_CHARS: usize = 60;
+/// Longest case description, in characters after collapsing whitespace.
+pub const DESCRIPTION_MAX_CHARS: usize = 200;
+
+/// One parsed case file.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// The tests-relative path without `.test.yaml` / `.test.yml`.
+    pub id: String,
+    pub file: FileId,
+    pub title: String,
+    pub description: String,
+    pub skip: Option<String>,
+    pub trigger: Option<Spanned<String>>,
+    pub variables: Vec<(Spanned<String>, Value)>,
+    pub workspace: Vec<Seed>,
+    pub mocks: Vec<Mock>,
+    pub steps: Vec<Step>,
+}
+
+/// A file seeded into the case's session before any step.
+#[derive(Clone, Debug)]
+pub struct Seed {
+    pub path: Spanned<String>,
+    pub content: SeedContent,
+}
+
+#[derive(Clone, Debug)]
+pub enum SeedContent {
+    /// Written verbatim.
+    Text(String),
+    /// Written as pretty JSON.
+    Json(Value),
+    /// Copied byte for byte from a file under `tests/`.
+    From(Spanned<String>),
+}
+
+/// A declared tool result: `{ tool, whenInput?, result }`.
+#[derive(Clone, Debug)]
+pub struct Mock {
+    pub tool: Spanned<String>,
+    pub when_input: Option<Matcher>,
+    pub result: Value,
+    pub span: Span,
+}
+
+/// A partial-match pattern over JSON values.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Matcher {
+    /// Every named key must be present and match; extra keys are ignored.
+    Map(Vec<(String, Matcher)>),
+    /// Element-wise, with equal length.
+    List(Vec<Matcher>),
+    /// A `/pattern/flags` string, tested against the value's text.
+    Regex(RegexText),
+    /// Strict equality.
+    Exact(Value),
+}
+
+/// A `/pattern/flags` string, already known to compile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegexText {
+    pub pattern: String,
+    pub flags: String,
+}
+
+impl RegexText {
+    /// The pattern with its flags as an inline group, for the `regex` crate.
+    pub fn to_regex_source(&self) -> String {
+        let inline: String = self.flags.chars().filter(|flag| matches!(flag, 'i' | 'm' | 's')).collect();
+        if inline.is_empty() { self.pattern.clone() } else { format!("(?{inline}){}", self.pattern) }
+    }
+
+    pub fn compile(&self) -> Result<regex::Regex, regex::Error> {
+        regex::Regex::new(&self.to_regex_source())
+    }
+}
+
+/// A reply token: a substring, or a regex.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TextMatcher {
+    Substring(String),
+    Regex(RegexText),
+}
+
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// 0-based index in `steps`.
+    pub index: usize,
+    pub span: Span,
+    pub kind: StepKind,
+}
+
+impl Step {
+    pub fn is_action(&self) -> bool {
+        matches!(self.kind, StepKind::Send(_) | StepKind::Decide { .. } | StepKind::Deliver { .. })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParkChannel {
+    Decision,
+    Input,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrailKind {
+    Trigger,
+    Agent,
+    Human,
+    OnError,
+    Reset,
+    Grader,
+    Code,
+    SubWorkflow,
+}
+
+impl TrailKind {
+    pub const ALL: [(&'static str, TrailKind); 8] = [
+        ("trigger", TrailKind::Trigger),
+        ("agent", TrailKind::Agent),
+        ("human", TrailKind::Human),
+        ("on_error", TrailKind::OnError),
+        ("reset", TrailKind::Reset),
+        ("grader", TrailKind::Grader),
+        ("code", TrailKind::Code),
+        ("sub-workflow", TrailKind::SubWorkflow),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        TrailKind::ALL.iter().find(|(_, kind)| *kind == self).map(|(name, _)| *name).unwrap_or("agent")
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubWorkflowStatus {
+    Ok,
+    Error,
+    Parked,
+}
+
+#[derive(Clone, Debug)]
+pub struct ToolMatch {
+    pub name: Spanned<String>,
+    pub input: Option<Matcher>,
+}
+
+#[derive(Clone, Debug)]
+pub enum StepKind {
+    Send(String),
+    Decide { to: Spanned<String>, comment: Option<String> },
+    Deliver { trigger: String, variables: Vec<(Spanned<String>, Value)> },
+    Succeeded,
+    Parked { channel: Option<ParkChannel>, state: Option<Spanned<String>> },
+    Raised { code: Option<String>, reason: Option<TextMatcher> },
+    ReachedState(Spanned<String>),
+    NoTraversal,
+    TriggerArrival(String),
+    Trail { to: Option<Spanned<String>>, kind: Option<TrailKind>, reason: Option<TextMatcher>, count: u64 },
+    Variables { expect: Vec<(String, Value)>, path: Vec<(String, VarPath)>, locked: Vec<(String, bool)> },
+    Reply { includes: Vec<TextMatcher>, excludes: Vec<TextMatcher> },
+    CalledTool(ToolMatch),
+    NotCalledTool(ToolMatch),
+    BlockedTool(ToolMatch),
+    UsedNoTools,
+    RanWorkflow { workflow: Spanned<String>, status: SubWorkflowStatus, count: Option<u64> },
+    Grade { criterion: String, at_least: f64 },
+}
+
+impl StepKind {
+    /// A structural assertion halts the case when it fails.
+    pub fn is_structural(&self) -> bool {
+        matches!(
+            self,
+            StepKind::Succeeded
+                | StepKind::Parked { .. }
+                | StepKind::Raised { .. }
+                | StepKind::ReachedState(_)
+                | StepKind::NoTraversal
+                | StepKind::TriggerArrival(_)
+                | StepKind::Trail { .. }
+                | StepKind::Variables { .. }
+        )
+    }
+}
+
+const CASE: Fields = Fields {
+    known: &["title", "description", "skip", "trigger", "variables", "workspace", "mocks", "steps"],
+    removed: &[
+        (
+            "sessions",
+            "a case is one conversation on one session: multi-session cases are not part of test spec version 1; write one case per session",
+        ),
+        ("session", "a case is one conversation on one session: sessions are not part of test spec version 1"),
+        ("parallel", "cases run one at a time and drive one session: `parallel` is not part of test spec version 1"),
+        ("expect", "assertions are steps themselves: move each one into `steps`, after the action it checks"),
+    ],
+    what: "a case",
+};
+
+const ACTIONS: [&str; 3] = ["send", "decide", "deliver"];
+
+const STEP_KEYS: Fields = Fields {
+    known: &[
+        "send",
+        "decide",
+        "deliver",
+        "succeeded",
+        "parked",
+        "raised",
+        "reachedState",
+        "noTraversal",
+        "triggerArrival",
+        "trail",
+        "variables",
+        "reply",
+        "calledTool",
+        "notCalledTool",
+        "blockedTool",
+        "usedNoTools",
+        "ranWorkflow",
+        "grade",
+    ],
+    removed: &[
+        ("judge", "write the judged assertion as `grade: { closedQA: <criterion>, atLeast: <0..1> }`"),
+        ("expect", "assertions are steps themselves: list each one as its own step"),
+    ],
+    what: "a step",
+};
+
+/// Reads one case document. Returns `None` when its top level is unusable.
+pub fn parse_case(
+    id: &str,
+    file: FileId,
+    source: &str,
+    root: &Node,
+    workflow: &str,
+) -> (Option<Case>, Vec<Diagnostic>) {
+    let mut reader = Reader::new(source, Scope::Workflow(workflow.to_string()));
+    let case = read_case(&mut reader, id, file, root);
+    for diagnostic in &mut reader.diagnostics {
+        if matches!(
+            diagnostic.code,
+            Code::UnknownKey
+                | Code::RemovedKey
+                | Code::WrongType
+                | Code::MissingKey
+                | Code::EmptyValue
+                | Code::InvalidValue
+        ) {
+            diagnostic.code = Code::CaseSchema;
+            diagnostic.severity = Code::CaseSchema.info().severity;
+        }
+    }
+    (case, reader.diagnostics)
+}
+
+fn read_case(reader: &mut Reader<'_>, id: &str, file: FileId, root: &Node) -> Option<Case> {
+    let path = SpecPath::ROOT;
+    let fields = reader.fields(root, &path, &CASE, false)?;
+    let mut case = Case {
+        id: id.to_string(),
+        file,
+        title: String::new(),
+        description: String::new(),
+        skip: None,
+        trigger: None,
+        variables: Vec::new(),
+        workspace: Vec::new(),
+        mocks: Vec::new(),
+        steps: Vec::new(),
+    };
+    let mut title = None;
+    let mut description = None;
+    for field in &fields {
+        let key_path = path.key(field.key);
+        match field.key {
+            "title" => title = Some(field.value),
+            "description" => description = Some(field.value),
+            "skip" => case.skip = reader.nonempty_string(field.value, &key_path).map(|skip| skip.value),
+            "trigger" => case.trigger = read_trigger(reader, field.value, &key_path),
+            "variables" => case.variables = variables(reader, field.value, &key_path),
+            "workspace" => case.workspace = seeds(reader, field.value, &key_path),
+            "mocks" => case.mocks = mocks(reader, field.value, &key_path),
+            "steps" => case.steps = steps(reader, field.value, &key_path),
+            _ => {}
+        }
+    }
+    case.title = prose(reader, title, root.span, &path.key("title"), Code::CaseTitle, TITLE_MAX_CHARS, true);
+    case.description = prose(
+        reader,
+        description,
+        root.span,
+        &path.key("description"),
+        Code::CaseDescription,
+        DESCRIPTION_MAX_CHARS,
+        false,
+    );
+    Some(case)
+}
+
+/// `title` / `description`: required strings, capped after collapsing whitespace.
+fn prose(
+    reader: &mut Reader<'_>,
+    node: Option<&Node>,
+    root_span: Span,
+    path: &SpecPath<'_>,
+    code: Code,
+    limit: usize,
+    single_line: bool,
+) -> String {
+    let field = if code == Code::CaseTitle { "title" } else { "description" };
+    let Some(node) = node else {
+        reader.report(
+            Diagnostic::at(
+                code,
+                Span::new(root_span.file, root_span.start as usize, root_span.start as usize),
+                format!("the case has no `{field}`"),
+            )
+            .with_help(if code == Code::CaseTitle {
+                format!("add `title:`, a one-line label of at most {limit} characters naming the behaviour under test")
+            } else {
+                format!("add `description:`, at most {limit} characters saying what the case drives and asserts")
+            }),
+            path,
+        );
+        return String::new();
+    };
+    let Some(text) = node.as_str() else {
+        reader.report(
+            Diagnostic::at(code, node.span, format!("`{field}` must be a string, not {}", node.type_name()))
+                .with_label("not text"),
+            path,
+        );
+        return String::new();
+    };
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if collapsed.is_empty() {
+        reader.report(
+            Diagnostic::at(code, node.span, format!("the case's `{field}` is empty")).with_label("empty"),
+            path,
+        );
+    } else if single_line && text.trim().contains('\n') {
+        reader.report(
+            Diagnostic::at(code, node.span, "the case title spans several lines")
+                .with_label("one line only")
+                .with_help("keep the title to one line; put longer rationale in a YAML comment above the document"),
+            path,
+        );
+    }
+    let length = collapsed.chars().count();
+    if length > limit {
+        reader.report(
+            Diagnostic::at(
+                code,
+                node.span,
+                format!("the case's `{field}` is {length} characters, over the limit of {limit}"),
+            )
+            .with_label(format!("{length} characters"))
+            .with_help("shorten it; longer rationale belongs in a YAML comment above the document"),
+            path,
+        );
+    }
+    collapsed
+}
+
+fn read_trigger(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Option<Spanned<String>> {
+    let entries = reader.mapping(node, path, false)?;
+    let mut id = None;
+    for entry in entries {
+        match entry.key.scalar_text() {
+            Some("id") => id = reader.nonempty_string(&entry.value, &path.key("id")),
+            Some("args") => reader.report(
+                Diagnostic::at(Code::CaseSchema, entry.key.span, "a case trigger carries only an `id`")
+                    .with_label("not accepted")
+                    .with_help(
+                        "put the firing's input in the case's `variables:`, which are seeded locked like a host's",
+                    ),
+                &path.key("args"),
+            ),
+            other => reader.report(
+                Diagnostic::at(
+                    Code::CaseSchema,
+                    entry.key.span,
+                    format!("unknown key `{}` in `trigger`", other.unwrap_or("?")),
+                )
+                .with_label("not part of the schema")
+                .with_help("write `trigger: { id: <trigger-id> }`"),
+                &path.key(other.unwrap_or("?")),
+            ),
+        }
+    }
+    if id.is_none() && node.get("id").is_none() {
+        reader.report(
+            Diagnostic::at(Code::CaseSchema, node.span, "a case trigger needs an `id`")
+                .with_help("write `trigger: { id: <trigger-id> }`"),
+            path,
+        );
+    }
+    id
+}
+
+fn variables(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<(Spanned<String>, Value)> {
+    let Some(entries) = reader.mapping(node, path, true) else {
+        return Vec::new();
+    };
+    let mut variables = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let name = entry.key.scalar_text().unwrap_or("");
+        let name = Spanned::new(name.to_string(), entry.key.span);
+        if !is_variable_name(&name.value) {
+            reader.report(variable_name_diagnostic(&name), &path.key(&name.value));
+            continue;
+        }
+        variables.push((name, entry.value.to_json()));
+    }
+    variables
+}
+
+fn seeds(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<Seed> {
+    let Some(entries) = reader.mapping(node, path, true) else {
+        return Vec::new();
+    };
+    let mut seeds = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let key = entry.key.scalar_text().unwrap_or("");
+        let key_path = path.key(key);
+        let content = match &entry.value.kind {
+            NodeKind::Mapping(fields) if fields.len() == 1 && fields[0].key.scalar_text() == Some("from") => {
+                match reader.string(&fields[0].value, &key_path.key("from")) {
+                    Some(from) => SeedContent::From(from),
+                    None => continue,
+                }
+            }
+            _ => match entry.value.as_str() {
+                Some(text) => SeedContent::Text(text.to_string()),
+                None => SeedContent::Json(entry.value.to_json()),
+            },
+        };
+        seeds.push(Seed { path: Spanned::new(key.to_string(), entry.key.span), content });
+    }
+    seeds
+}
+
+const MOCK: Fields = Fields { known: &["tool", "whenInput", "result"], removed: &[], what: "a mock" };
+
+fn mocks(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<Mock> {
+    if node.is_null() {
+        return Vec::new();
+    }
+    let Some(items) = node.as_sequence() else {
+        reader.wrong_type(node, path, "a list of mocks");
+        return Vec::new();
+    };
+    let mut mocks = Vec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        let item_path = path.index(index);
+        let Some(fields) = reader.fields(item, &item_path, &MOCK, false) else {
+            continue;
+        };
+        let mut tool = None;
+        let mut when_input = None;
+        let mut result = None;
+        for field in fields {
+            let key_path = item_path.key(field.key);
+            match field.key {
+                "tool" => tool = reader.nonempty_string(field.value, &key_path),
+                "whenInput" => {
+                    let is_mapping = reader.mapping(field.value, &key_path, false).is_some();
+                    when_input = if is_mapping { matcher(reader, field.value, &key_path) } else { None };
+                }
+                "result" => result = Some(field.value.to_json()),
+                _ => {}
+            }
+        }
+        match (tool, result) {
+            (Some(tool), Some(result)) => mocks.push(Mock { tool, when_input, result, span: item.span }),
+            (tool, result) => {
+                let missing = if tool.is_none() && item.get("tool").is_none() {
+                    Some("tool")
+                } else if result.is_none() && item.get("result").is_none() {
+                    Some("result")
+                } else {
+                    None
+                };
+                if let Some(missing) = missing {
+                    reader.report(
+                        Diagnostic::at(Code::CaseSchema, item.span, format!("a mock needs `{missing}`"))
+                            .with_help("write `{ tool: <name>, whenInput: { … }, result: … }`"),
+                        &item_path,
+                    );
+                }
+            }
+        }
+    }
+    mocks
+}
+
+/// A partial-match pattern; `/re/flags` strings become regexes.
+fn matcher(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Option<Matcher> {
+    match &node.kind {
+        NodeKind::Mapping(entries) => {
+            let mut fields = Vec::with_capacity(entries.len());
+            for entry in entries {
+                let key = entry.key.scalar_text().unwrap_or("").to_string();
+                let value = matcher(reader, &entry.value, &path.key(&key))?;
+                fields.push((key, value));
+            }
+            Some(Matcher::Map(fields))
+        }
+        NodeKind::Sequence(items) => {
+            let mut matchers = Vec::with_capacity(items.len());
+            for (index, item) in items.iter().enumerate() {
+                matchers.push(matcher(reader, item, &path.index(index))?);
+            }
+            Some(Matcher::List(matchers))
+        }
+        NodeKind::Scalar(_) => match node.as_str() {
+            Some(text) => match regex_text(reader, text, node, path)? {
+                TextMatcher::Regex(regex) => Some(Matcher::Regex(regex)),
+                TextMatcher::Substring(text) => Some(Matcher::Exact(Value::String(text))),
+            },
+            None => Some(Matcher::Exact(node.to_json())),
+        },
+    }
+}
+
+/// A token: `/pattern/flags` compiles to a regex; anything else is literal text.
+/// `None` (with a diagnostic) when a regex-shaped token does not compile.
+fn regex_text(reader: &mut Reader<'_>, text: &str, node: &Node, path: &SpecPath<'_>) -> Option<TextMatcher> {
+    let Some(regex) = regex_shape(text) else {
+        return Some(TextMatcher::Substring(text.to_string()));
+    };
+    if let Some(flag) = regex.flags.chars().find(|flag| !matches!(flag, 'i' | 'm' | 's' | 'u' | 'g' | 'y')) {
+        reader.report(
+            Diagnostic::at(Code::MalformedRegex, node.span, format!("`{text}` has the unknown regex flag `{flag}`"))
+                .with_label("unknown flag")
+                .with_help("flags are `i`, `m`, `s`, `u`, `g` and `y`; to match the text literally, drop the surrounding slashes"),
+            path,
+        );
+        return None;
+    }
+    if let Err(error) = regex.compile() {
+        let detail = error.to_string();
+        let detail =
+            detail.lines().last().unwrap_or("invalid pattern").trim().trim_start_matches("error:").trim().to_string();
+        reader.report(
+            Diagnostic::at(Code::MalformedRegex, node.span, format!("`{text}` does not compile as a regex: {detail}"))
+                .with_label("malformed regex")
+                .with_help("fix the pattern, or quote it without the surrounding slashes to match it as plain text"),
+            path,
+        );
+        return None;
+    }
+    Some(TextMatcher::Regex(regex))
+}
+
+/// Splits `/pattern/flags` when the text has that shape.
+pub fn regex_shape(text: &str) -> Option<RegexText> {
+    let rest = text.strip_prefix('/')?;
+    let close = rest.rfind('/')?;
+    let flags = &rest[close + 1..];
+    if close == 0 || !flags.bytes().all(|byte| byte.is_ascii_alphabetic()) {
+        return None;
+    }
+    Some(RegexText { pattern: rest[..close].to_string(), flags: flags.to_string() })
+}
+
+fn tokens(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<TextMatcher> {
+    let items: Vec<(&Node, SpecPath<'_>)> = match &node.kind {
+        NodeKind::Sequence(items) => items.iter().enumerate().map(|(index, item)| (item, path.index(index))).collect(),
+        _ => vec![(node, *path)],
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (item, item_path) in items {
+        let Some(text) = reader.nonempty_string(item, &item_path) else {
+            continue;
+        };
+        if let Some(token) = regex_text(reader, &text.value, item, &item_path) {
+            out.push(token);
+        }
+    }
+    out
+}
+
+fn steps(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<Step> {
+    if node.is_null() {
+        return Vec::new();
+    }
+    let Some(items) = node.as_sequence() else {
+        reader.wrong_type(node, path, "a list of steps");
+        return Vec::new();
+    };
+    let mut steps = Vec::with_capacity(items.len());
+    let mut seen_action = false;
+    for (index, item) in items.iter().enumerate() {
+        let step_path = path.index(index);
+        let Some(entries) = item.as_mapping() else {
+            reader.report(
+                Diagnostic::at(
+                    Code::CaseSchema,
+                    item.span,
+                    format!("a step is a single-key mapping, not {}", item.type_name()),
+                )
+                .with_label("not a step")
+                .with_help(format!(
+                    "write an action ({}) or an assertion, such as `- succeeded: true`",
+                    list_names(&ACTIONS)
+                )),
+                &step_path,
+            );
+            continue;
+        };
+        if entries.len() != 1 {
+            reader.report(
+                Diagnostic::at(
+                    Code::CaseSchema,
+                    item.span,
+                    format!("a step holds exactly one action or assertion, but this one has {}", entries.len()),
+                )
+                .with_label("one key per step")
+                .with_help("split it into one step per key, each on its own `- ` line"),
+                &step_path,
+            );
+            continue;
+        }
+        let Some(fields) = reader.fields(item, &step_path, &STEP_KEYS, false) else {
+            continue;
+        };
+        let Some(field) = fields.into_iter().next() else {
+            continue;
+        };
+        let key_path = step_path.key(field.key);
+        let is_action = ACTIONS.contains(&field.key);
+        if !is_action && !seen_action {
+            reader.report(
+                Diagnostic::at(
+                    Code::AssertionBeforeAction,
+                    field.key_span,
+                    format!("`{}` asserts before any action has run", field.key),
+                )
+                .with_label("nothing to assert against yet")
+                .with_help(
+                    "an assertion checks the nearest action above it: put a `send`, `decide` or `deliver` first",
+                ),
+                &key_path,
+            );
+        }
+        seen_action |= is_action;
+        if let Some(kind) = step_kind(reader, field.key, field.value, &key_path) {
+            steps.push(Step { index, span: item.span, kind });
+        }
+    }
+    steps
+}
+
+fn require_true(reader: &mut Reader<'_>, key: &str, node: &Node, path: &SpecPath<'_>) -> bool {
+    if node.as_bool() == Some(true) {
+        return true;
+    }
+    reader.report(
+        Diagnostic::at(Code::CaseSchema, node.span, format!("`{key}` takes only `true`"))
+            .with_label("expected `true`")
+            .with_help(format!("write `- {key}: true`; there is no negative form, so assert what did happen instead")),
+        path,
+    );
+    false
+}
+
+fn step_fields<'n>(
+    reader: &mut Reader<'_>,
+    node: &'n Node,
+    path: &SpecPath<'_>,
+    known: &'static [&'static str],
+    what: &'static str,
+) -> Option<Vec<(&'n str, &'n Node)>> {
+    let fields = Fields { known, removed: &[], what };
+    reader
+        .fields(node, path, &fields, false)
+        .map(|fields| fields.into_iter().map(|field| (field.key, field.value)).collect())
+}
+
+fn missing(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>, key: &str, example: &str) {
+    reader.report(
+        Diagnostic::at(Code::CaseSchema, node.span, format!("this step needs `{key}`"))
+            .with_label(format!("no `{key}`"))
+            .with_help(format!("write {example}")),
+        path,
+    );
+}
+
+fn tool_match(reader: &mut Reader<'_>, key: &str, node: &Node, path: &SpecPath<'_>) -> Option<ToolMatch> {
+    let fields = step_fields(reader, node, path, &["name", "input"], "a tool assertion")?;
+    let mut name = None;
+    let mut input = None;
+    for (field, value) in fields {
+        match field {
+            "name" => name = reader.nonempty_string(value, &path.key("name")),
+            "input" => {
+                let is_mapping = reader.mapping(value, &path.key("input"), false).is_some();
+                input = if is_mapping { Some(matcher(reader, value, &path.key("input"))?) } else { None };
+            }
+            _ => {}
+        }
+    }
+    let Some(name) = name else {
+        if node.get("name").is_none() {
+            missing(reader, node, path, "name", &format!("`{key}: {{ name: <tool>, input: {{ … }} }}`"));
+        }
+        return None;
+    };
+    Some(ToolMatch { name, input })
+}
+
+fn step_kind(reader: &mut Reader<'_>, key: &str, node: &Node, path: &SpecPath<'_>) -> Option<StepKind> {
+    match key {
+        "send" => reader.nonempty_string(node, path).map(|text| StepKind::Send(text.value)),
+        "decide" => {
+            let fields = step_fields(reader, node, path, &["to", "comment"], "`decide`")?;
+            let mut to = None;
+            let mut comment = None;
+            for (field, value) in fields {
+                match field {
+                    "to" => to = reader.nonempty_string(value, &path.key("to")),
+                    "comment" => comment = reader.string(value, &path.key("comment")).map(|text| text.value),
+                    _ => {}
+                }
+            }
+            match to {
+                Some(to) => Some(StepKind::Decide { to, comment }),
+                None => {
+                    if node.get("to").is_none() {
+                        missing(reader, node, path, "to", "`decide: { to: <state>, comment: … }`");
+                    }
+                    None
+                }
+            }
+        }
+        "deliver" => {
+            let fields = step_fields(reader, node, path, &["trigger", "variables"], "`deliver`")?;
+            let mut trigger = None;
+            let mut delivered = Vec::new();
+            for (field, value) in fields {
+                match field {
+                    "trigger" => trigger = reader.nonempty_string(value, &path.key("trigger")),
+                    "variables" => delivered = variables(reader, value, &path.key("variables")),
+                    _ => {}
+                }
+            }
+            match trigger {
+                Some(trigger) => Some(StepKind::Deliver { trigger: trigger.value, variables: delivered }),
+                None => {
+                    if node.get("trigger").is_none() {
+                        missing(reader, node, path, "trigger", "`deliver: { trigger: <id>, variables: { … } }`");
+                    }
+                    None
+                }
+            }
+        }
+        "succeeded" => require_true(reader, key, node, path).then_some(StepKind::Succeeded),
+        "noTraversal" => require_true(reader, key, node, path).then_some(StepKind::NoTraversal),
+        "usedNoTools" => require_true(reader, key, node, path).then_some(StepKind::UsedNoTools),
+        "parked" => match &node.kind {
+            NodeKind::Mapping(_) => {
+                let fields = step_fields(reader, node, path, &["channel", "state"], "`parked`")?;
+                let mut channel = None;
+                let mut state = None;
+                for (field, value) in fields {
+                    match field {
+                        "channel" => channel = Some(park_channel(reader, value, &path.key("channel"))?),
+                        "state" => state = reader.nonempty_string(value, &path.key("state")),
+                        _ => {}
+                    }
+                }
+                Some(StepKind::Parked { channel, state })
+            }
+            _ if node.as_bool() == Some(true) => Some(StepKind::Parked { channel: None, state: None }),
+            _ => {
+                park_channel(reader, node, path).map(|channel| StepKind::Parked { channel: Some(channel), state: None })
+            }
+        },
+        "raised" => match &node.kind {
+            NodeKind::Mapping(_) => {
+                let fields = step_fields(reader, node, path, &["code", "reason"], "`raised`")?;
+                let mut code = None;
+                let mut reason = None;
+                for (field, value) in fields {
+                    match field {
+                        "code" => code = reader.nonempty_string(value, &path.key("code")).map(|code| code.value),
+                        "reason" => {
+                            let text = reader.nonempty_string(value, &path.key("reason"))?;
+                            reason = Some(regex_text(reader, &text.value, value, &path.key("reason"))?);
+                        }
+                        _ => {}
+                    }
+                }
+                Some(StepKind::Raised { code, reason })
+            }
+            _ if node.as_bool() == Some(true) => Some(StepKind::Raised { code: None, reason: None }),
+            _ => match node.as_str() {
+                Some(code) if !code.trim().is_empty() => {
+                    Some(StepKind::Raised { code: Some(code.to_string()), reason: None })
+                }
+                _ => {
+                    reader.report(
+                        Diagnostic::at(
+                            Code::CaseSchema,
+                            node.span,
+                            "`raised` takes `true`, a code, or `{ code, reason }`",
+                        )
+                        .with_label("not a raise expectation"),
+                        path,
+                    );
+                    None
+                }
+            },
+        },
+        "reachedState" => reader.nonempty_string(node, path).map(StepKind::ReachedState),
+        "triggerArrival" => reader.nonempty_string(node, path).map(|id| StepKind::TriggerArrival(id.value)),
+        "trail" => {
+            let fields = step_fields(reader, node, path, &["to", "kind", "reason", "count"], "`trail`")?;
+            let mut to = None;
+            let mut kind = None;
+            let mut reason = None;
+            let mut count = None;
+            for (field, value) in fields {
+                let field_path = path.key(field);
+                match field {
+                    "to" => to = reader.nonempty_string(value, &field_path),
+                    "kind" => match TrailKind::ALL.iter().find(|(name, _)| Some(*name) == value.scalar_text()) {
+                        Some((_, found)) => kind = Some(*found),
+                        None => {
+                            let names: Vec<&str> = TrailKind::ALL.iter().map(|(name, _)| *name).collect();
+                            reader.report(
+                                Diagnostic::at(
+                                    Code::CaseSchema,
+                                    value.span,
+                                    format!("`{}` is not a trail kind", value.scalar_text().unwrap_or("this value")),
+                                )
+                                .with_label("unknown kind")
+                                .with_help(format!("a trail step's kind is {}", list_names(&names))),
+                                &field_path,
+                            );
+                            return None;
+                        }
+                    },
+                    "reason" => {
+                        let text = reader.nonempty_string(value, &field_path)?;
+                        reason = Some(regex_text(reader, &text.value, value, &field_path)?);
+                    }
+                    "count" => count = reader.integer_at_least(value, &field_path, 0).map(|count| count.value),
+                    _ => {}
+                }
+            }
+            let Some(count) = count else {
+                if node.get("count").is_none() {
+                    missing(reader, node, path, "count", "`trail: { to: <state>, count: 1 }`");
+                }
+                return None;
+            };
+            if to.is_none() && kind.is_none() && reason.is_none() {
+                reader.report(
+                    Diagnostic::at(
+                        Code::CaseSchema,
+                        node.span,
+                        "`trail` needs at least one of `to`, `kind` or `reason`",
+                    )
+                    .with_label("matches nothing in particular")
+                    .with_help("say which steps to count, such as `trail: { to: review, count: 2 }`"),
+                    path,
+                );
+                return None;
+            }
+            Some(StepKind::Trail { to, kind, reason, count })
+        }
+        "variables" => {
+            let fields = step_fields(reader, node, path, &["expect", "path", "locked"], "`variables`")?;
+            let mut expect = None;
+            let mut paths = Vec::new();
+            let mut locked = Vec::new();
+            for (field, value) in fields {
+                let field_path = path.key(field);
+                match field {
+                    "expect" => {
+                        let entries = reader.mapping(value, &field_path, false)?;
+                        expect = Some(
+                            entries
+                                .iter()
+                                .map(|entry| (entry.key.scalar_text().unwrap_or("").to_string(), entry.value.to_json()))
+                                .collect::<Vec<_>>(),
+                        );
+                    }
+                    "path" => {
+                        for entry in reader.mapping(value, &field_path, false)? {
+                            let name = entry.key.scalar_text().unwrap_or("").to_string();
+                            let text = reader.nonempty_string(&entry.value, &field_path.key(&name))?;
+                            let full = format!("{name}.{}", text.value);
+                            match parse_var_path(&full) {
+                                Ok(parsed) => paths.push((name, parsed)),
+                                Err(error) => {
+                                    reader.report(
+                                        Diagnostic::at(
+                                            Code::CaseSchema,
+                                            entry.value.span,
+                                            format!("`{}` is not a dotted path: {}", text.value, error.message),
+                                        )
+                                        .with_label("malformed path")
+                                        .with_help("write keys and indices separated by dots, such as `items.-1.sku`"),
+                                        &field_path.key(&name),
+                                    );
+                                    return None;
+                                }
+                            }
+                        }
+                    }
+                    "locked" => {
+                        for entry in reader.mapping(value, &field_path, false)? {
+                            let name = entry.key.scalar_text().unwrap_or("").to_string();
+                            let flag = reader.boolean(&entry.value, &field_path.key(&name))?;
+                            locked.push((name, flag));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            match expect {
+                Some(expect) => Some(StepKind::Variables { expect, path: paths, locked }),
+                None => {
+                    if node.get("expect").is_none() {
+                        missing(reader, node, path, "expect", "`variables: { expect: { <name>: <value> } }`");
+                    }
+                    None
+                }
+            }
+        }
+        "reply" => {
+            let fields = step_fields(reader, node, path, &["includes", "excludes"], "`reply`")?;
+            let mut includes = Vec::new();
+            let mut excludes = Vec::new();
+            for (field, value) in &fields {
+                match *field {
+                    "includes" => includes = tokens(reader, value, &path.key("includes")),
+                    "excludes" => excludes = tokens(reader, value, &path.key("excludes")),
+                    _ => {}
+                }
+            }
+            if fields.is_empty() {
+                reader.report(
+                    Diagnostic::at(Code::CaseSchema, node.span, "`reply` needs `includes` or `excludes`")
+                        .with_help("write `reply: { includes: [\"ORD-1003\"] }`"),
+                    path,
+                );
+                return None;
+            }
+            Some(StepKind::Reply { includes, excludes })
+        }
+        "calledTool" => tool_match(reader, key, node, path).map(StepKind::CalledTool),
+        "notCalledTool" => tool_match(reader, key, node, path).map(StepKind::NotCalledTool),
+        "blockedTool" => tool_match(reader, key, node, path).map(StepKind::BlockedTool),
+        "ranWorkflow" => {
+            let fields = step_fields(reader, node, path, &["workflow", "status", "count"], "`ranWorkflow`")?;
+            let mut workflow = None;
+            let mut status = SubWorkflowStatus::Ok;
+            let mut count = None;
+            for (field, value) in fields {
+                let field_path = path.key(field);
+                match field {
+                    "workflow" => workflow = reader.nonempty_string(value, &field_path),
+                    "status" => {
+                        status = match value.scalar_text() {
+                            Some("ok") => SubWorkflowStatus::Ok,
+                            Some("error") => SubWorkflowStatus::Error,
+                            Some("parked") => SubWorkflowStatus::Parked,
+                            other => {
+                                reader.report(
+                                    Diagnostic::at(
+                                        Code::CaseSchema,
+                                        value.span,
+                                        format!("`{}` is not a sub-workflow status", other.unwrap_or("this value")),
+                                    )
+                                    .with_label("unknown status")
+                                    .with_help("a sub-workflow run's status is `ok`, `error` or `parked`"),
+                                    &field_path,
+                                );
+                                return None;
+                            }
+                        }
+                    }
+                    "count" => count = Some(reader.integer_at_least(value, &field_path, 0)?.value),
+                    _ => {}
+                }
+            }
+            match workflow {
+                Some(workflow) => Some(StepKind::RanWorkflow { workflow, status, count }),
+                None => {
+                    if node.get("workflow").is_none() {
+                        missing(reader, node, path, "workflow", "`ranWorkflow: { workflow: <slug> }`");
+                    }
+                    None
+                }
+            }
+        }
+        "grade" => {
+            let fields = step_fields(reader, node, path, &["closedQA", "atLeast"], "`grade`")?;
+            let mut criterion = None;
+            let mut at_least = None;
+            for (field, value) in fields {
+                let field_path = path.key(field);
+                match field {
+                    "closedQA" => criterion = reader.nonempty_string(value, &field_path).map(|text| text.value),
+                    "atLeast" => match value.as_f64() {
+                        Some(bar) if (0.0..=1.0).contains(&bar) => at_least = Some(bar),
+                        Some(_) => {
+                            reader.report(
+                                Diagnostic::at(Code::CaseSchema, value.span, "`atLeast` must be between 0 and 1")
+                                    .with_label("out of range")
+                                    .with_help("scores run from 0 to 1; write a bar such as `0.7`"),
+                                &field_path,
+                            );
+                            return None;
+                        }
+                        None => {
+                            reader.wrong_type(value, &field_path, "a number between 0 and 1");
+                            return None;
+                        }
+                    },
+                    _ => {}
+                }
+            }
+            match (criterion, at_least) {
+                (Some(criterion), Some(at_least)) => Some(StepKind::Grade { criterion, at_least }),
+                (criterion, _) => {
+                    let key = if criterion.is_none() { "closedQA" } else { "atLeast" };
+                    if node.get(key).is_none() {
+                        missing(reader, node, path, key, "`grade: { closedQA: <criterion>, atLeast: 0.7 }`");
+                    }
+                    None
+                }
+            }
+        }
+        _ => None,
+    }
+}
+
+fn park_channel(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Option<ParkChannel> {
+    match node.scalar_text() {
+        Some("decision") => Some(ParkChannel::Decision),
+        Some("input") => Some(ParkChannel::Input),
+        other => {
+            reader.report(
+                Diagnostic::at(
+                    Code::CaseSchema,
+                    node.span,
+                    format!("`{}` is not a park expectation", other.unwrap_or("this value")),
+                )
+                .with_label("not a channel")
+                .with_help(
+                    "write `parked: true`, `parked: decision`, `parked: input`, or `parked: { channel, state }`",
+                ),
+                path,
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regex_tokens_need_the_slash_shape() {
+        assert_eq!(regex_shape("/approv/i"), Some(RegexText { pattern: "approv".into(), flags: "i".into() }));
+        assert_eq!(regex_shape("/orders"), None);
+        assert_eq!(regex_shape("plain"), None);
+        assert_eq!(regex_shape("//"), None);
+        assert_eq!(regex_shape("/a/b/").map(|regex| regex.pattern), Some("a/b".into()));
+    }
+}

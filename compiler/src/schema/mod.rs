@@ -1,0 +1,16 @@
+//! The strict contract-3 schema: YAML nodes in, a typed spanned [`ast::Workflow`] out.
+//!
+//! Shape rules live here, next to the keys they govern: unknown and removed keys, value
+//! types, what each state type requires and refuses, signatures and their rules, tool,
+//! skill and mount entries. Rules that relate one part of a workflow to another (targets,
+//! reachability, governance probes, sub-workflows) live in [`crate::check`].
+
+pub mod ast;
+pub mod case;
+mod governance;
+pub(crate) mod reader;
+mod root;
+mod state;
+mod trigger;
+
+pub use root::parse_workflow;

@@ -53,10 +53,12 @@ impl Report {
     /// Every distinct diagnostic, in report order: a workspace-level finding listed under
     /// several workflows appears once.
     pub fn distinct(&self) -> Vec<&Diagnostic> {
+        let mut keys = std::collections::HashSet::new();
         let mut seen: Vec<&Diagnostic> = Vec::new();
         for workflow in &self.workflows {
             for diagnostic in &workflow.diagnostics {
-                if !seen.contains(&diagnostic) {
+                let key = (diagnostic.code, diagnostic.span, &diagnostic.message, &diagnostic.path);
+                if keys.insert(key) {
                     seen.push(diagnostic);
                 }
             }
@@ -87,10 +89,14 @@ pub struct UnknownWorkflow {
 
 /// Loads and checks the workspace at `root`.
 pub fn analyze(root: &Path) -> Result<Analysis, WorkspaceError> {
-    let workspace = load_workspace(root)?;
+    Ok(analyze_workspace(load_workspace(root)?))
+}
+
+/// Checks an already loaded workspace (from disk or from memory).
+pub fn analyze_workspace(workspace: Workspace) -> Analysis {
     let mut units: Vec<Unit> = workspace.workflows.iter().map(|source| parse_unit(&workspace, source)).collect();
     check_workspace(&workspace, &mut units);
-    Ok(Analysis { workspace, units })
+    Analysis { workspace, units }
 }
 
 fn parse_unit(workspace: &Workspace, source: &crate::workspace::WorkflowSource) -> Unit {
@@ -239,25 +245,22 @@ impl Analysis {
         let spec = self.workspace.workflow(slug).and_then(|source| source.spec);
         let prefix = format!("workflows/{slug}/");
         let sources = &self.workspace.sources;
-        diagnostics.sort_by(|left, right| {
-            let key = |diagnostic: &Diagnostic| {
-                let (rank, name, start) = match diagnostic.span {
-                    Some(span) => {
-                        let name = sources.file(span.file).name.clone();
-                        let rank = if Some(span.file) == spec {
-                            0
-                        } else if name.starts_with(&prefix) {
-                            1
-                        } else {
-                            2
-                        };
-                        (rank, name, span.start)
-                    }
-                    None => (3, String::new(), 0),
-                };
-                (rank, name, start, diagnostic.code, diagnostic.message.clone())
+        diagnostics.sort_by_cached_key(|diagnostic| {
+            let (rank, name, start) = match diagnostic.span {
+                Some(span) => {
+                    let name = sources.file(span.file).name.clone();
+                    let rank = if Some(span.file) == spec {
+                        0
+                    } else if name.starts_with(&prefix) {
+                        1
+                    } else {
+                        2
+                    };
+                    (rank, name, span.start)
+                }
+                None => (3, String::new(), 0),
             };
-            key(left).cmp(&key(right))
+            (rank, name, start, diagnostic.code, diagnostic.message.clone())
         });
     }
 }

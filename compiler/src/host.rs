@@ -124,15 +124,17 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
         Ok(parsed) => parsed,
         Err(error) => {
             let range = error.span().unwrap_or(0..0);
+            let message = error.message().trim().to_string();
+            let help = if message.contains("unknown field") && message.contains("expected one of `source`") {
+                "a mount takes `source`, `read_only`, `governed` and `searchable`; a writable mount says `read_only = false`"
+            } else if message.contains("unknown field") {
+                "archmax.toml holds `[mounts.\"<key>\"]` tables and nothing else"
+            } else {
+                "declare mounts as `[mounts.\"<key>\"]` tables with `source`, `read_only`, `governed` and `searchable`"
+            };
             diagnostics.push(
-                Diagnostic::at(
-                    Code::HostConfig,
-                    span(range),
-                    format!("archmax.toml is invalid: {}", error.message().trim()),
-                )
-                .with_help(
-                    "declare mounts as `[mounts.\"<key>\"]` tables with `source`, `read_only`, `governed` and `searchable`",
-                ),
+                Diagnostic::at(Code::HostConfig, span(range), format!("archmax.toml is invalid: {message}"))
+                    .with_help(help),
             );
             return (table, diagnostics);
         }

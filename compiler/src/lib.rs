@@ -26,6 +26,7 @@ pub mod values;
 pub mod workspace;
 pub mod zones;
 
-pub use analysis::{Analysis, Report, UnknownWorkflow, WorkflowReport, analyze};
+pub use analysis::{Analysis, Report, UnknownWorkflow, WorkflowReport, analyze, analyze_workspace};
 pub use diagnostic::{Code, Diagnostic, Severity};
 pub use workspace::WorkspaceError;
+pub use workspace::load_memory;

@@ -104,6 +104,11 @@ impl SourceFile {
         LineColumn { line: line_index + 1, column: column + 1 }
     }
 
+    /// The byte offset where a 1-based line starts (the end of the text past the last).
+    pub fn line_start(&self, line: usize) -> usize {
+        self.line_starts.get(line.saturating_sub(1)).map(|start| *start as usize).unwrap_or(self.text.len())
+    }
+
     /// The text a span covers, or `""` when the span does not fall on char boundaries.
     pub fn slice(&self, span: Span) -> &str {
         self.text.get(span.start as usize..span.end as usize).unwrap_or("")

@@ -7,7 +7,7 @@
 //! deterministic, and reports file-level problems (unreadable, non-UTF-8, misplaced or
 //! misnamed files) as diagnostics; it fails outright only when the root itself is unusable.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -32,7 +32,8 @@ pub struct Skill {
 #[derive(Clone, Debug)]
 pub struct WorkflowSource {
     pub slug: String,
-    pub dir: PathBuf,
+    /// The workflow directory, relative to the root (`workflows/<slug>`).
+    pub dir: String,
     pub spec: Option<FileId>,
     pub prose: Option<FileId>,
     /// Scripts under `scripts/`, keyed by their workflow-relative path (`scripts/a.js`).
@@ -84,12 +85,6 @@ pub enum WorkspaceError {
     RootMissing(PathBuf),
     #[error("`{0}` has no `workflows/` directory; a workspace keeps each workflow in `workflows/<slug>/workflow.yaml`")]
     NoWorkflowsDirectory(PathBuf),
-    #[error("could not read `{path}`: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 enum ReadProblem {
@@ -98,12 +93,137 @@ enum ReadProblem {
     Io(std::io::Error),
 }
 
-fn read_text(path: &Path, limit: u64) -> Result<String, ReadProblem> {
-    let metadata = fs::metadata(path).map_err(ReadProblem::Io)?;
-    if metadata.len() > limit {
-        return Err(ReadProblem::TooLarge(metadata.len()));
+/// Where a workspace's files come from: the disk, or memory (tests, fuzzing, benches).
+/// Paths are relative to the root, `/`-separated; `""` is the root itself.
+pub trait Files {
+    /// The entries of a directory, sorted by name: `(name, is_directory)`.
+    fn entries(&self, dir: &str) -> Vec<(String, bool)>;
+    fn is_file(&self, path: &str) -> bool;
+    fn is_dir(&self, path: &str) -> bool;
+    /// The file's bytes, refusing files larger than `limit`.
+    fn read(&self, path: &str, limit: u64) -> Result<Vec<u8>, ReadError>;
+    /// The path to show for a file.
+    fn location(&self, path: &str) -> PathBuf;
+}
+
+/// Why a file could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    TooLarge(u64),
+    Io(std::io::Error),
+}
+
+/// Files on disk under a root directory.
+pub struct DiskFiles {
+    pub root: PathBuf,
+}
+
+impl DiskFiles {
+    fn full(&self, path: &str) -> PathBuf {
+        if path.is_empty() { self.root.clone() } else { self.root.join(path) }
     }
-    let bytes = fs::read(path).map_err(ReadProblem::Io)?;
+}
+
+impl Files for DiskFiles {
+    fn entries(&self, dir: &str) -> Vec<(String, bool)> {
+        let Ok(read) = fs::read_dir(self.full(dir)) else {
+            return Vec::new();
+        };
+        let mut entries: Vec<(String, bool)> = read
+            .filter_map(Result::ok)
+            .map(|entry| {
+                let is_dir = fs::metadata(entry.path()).map(|metadata| metadata.is_dir()).unwrap_or(false);
+                (entry.file_name().to_string_lossy().into_owned(), is_dir)
+            })
+            .collect();
+        entries.sort();
+        entries
+    }
+
+    fn is_file(&self, path: &str) -> bool {
+        self.full(path).is_file()
+    }
+
+    fn is_dir(&self, path: &str) -> bool {
+        self.full(path).is_dir()
+    }
+
+    fn read(&self, path: &str, limit: u64) -> Result<Vec<u8>, ReadError> {
+        let full = self.full(path);
+        let metadata = fs::metadata(&full).map_err(ReadError::Io)?;
+        if metadata.len() > limit {
+            return Err(ReadError::TooLarge(metadata.len()));
+        }
+        fs::read(&full).map_err(ReadError::Io)
+    }
+
+    fn location(&self, path: &str) -> PathBuf {
+        self.full(path)
+    }
+}
+
+/// Files held in memory, keyed by root-relative path; directories are implied.
+#[derive(Default)]
+pub struct MemoryFiles {
+    files: BTreeMap<String, Vec<u8>>,
+}
+
+impl MemoryFiles {
+    pub fn new<P: AsRef<str>, C: AsRef<[u8]>>(files: impl IntoIterator<Item = (P, C)>) -> MemoryFiles {
+        MemoryFiles {
+            files: files
+                .into_iter()
+                .map(|(path, content)| (path.as_ref().trim_matches('/').to_string(), content.as_ref().to_vec()))
+                .collect(),
+        }
+    }
+}
+
+impl Files for MemoryFiles {
+    fn entries(&self, dir: &str) -> Vec<(String, bool)> {
+        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        let mut entries: BTreeMap<String, bool> = BTreeMap::new();
+        for path in self.files.keys().filter(|path| path.starts_with(&prefix)) {
+            let rest = &path[prefix.len()..];
+            match rest.split_once('/') {
+                Some((name, _)) => {
+                    entries.insert(name.to_string(), true);
+                }
+                None => {
+                    entries.entry(rest.to_string()).or_insert(false);
+                }
+            }
+        }
+        entries.into_iter().collect()
+    }
+
+    fn is_file(&self, path: &str) -> bool {
+        self.files.contains_key(path)
+    }
+
+    fn is_dir(&self, path: &str) -> bool {
+        path.is_empty()
+            || self.files.keys().any(|file| file.starts_with(path) && file.as_bytes().get(path.len()) == Some(&b'/'))
+    }
+
+    fn read(&self, path: &str, limit: u64) -> Result<Vec<u8>, ReadError> {
+        match self.files.get(path) {
+            Some(bytes) if bytes.len() as u64 > limit => Err(ReadError::TooLarge(bytes.len() as u64)),
+            Some(bytes) => Ok(bytes.clone()),
+            None => Err(ReadError::Io(std::io::Error::from(std::io::ErrorKind::NotFound))),
+        }
+    }
+
+    fn location(&self, path: &str) -> PathBuf {
+        PathBuf::from(path)
+    }
+}
+
+fn read_text(files: &dyn Files, path: &str, limit: u64) -> Result<String, ReadProblem> {
+    let bytes = files.read(path, limit).map_err(|error| match error {
+        ReadError::TooLarge(size) => ReadProblem::TooLarge(size),
+        ReadError::Io(error) => ReadProblem::Io(error),
+    })?;
     String::from_utf8(bytes).map_err(|error| {
         let offset = error.utf8_error().valid_up_to();
         let line = error.as_bytes()[..offset].iter().filter(|byte| **byte == b'\n').count() + 1;
@@ -111,31 +231,27 @@ fn read_text(path: &Path, limit: u64) -> Result<String, ReadProblem> {
     })
 }
 
-struct Loader {
-    root: PathBuf,
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
+}
+
+struct Loader<'f> {
+    files: &'f dyn Files,
     sources: SourceMap,
     diagnostics: Vec<Diagnostic>,
     unreadable: BTreeSet<FileId>,
 }
 
-impl Loader {
-    fn relative(&self, path: &Path) -> String {
-        path.strip_prefix(&self.root)
-            .unwrap_or(path)
-            .components()
-            .map(|component| component.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/")
-    }
-
+impl Loader<'_> {
     /// Registers a file, reporting why it could not be read. Returns its id either way
     /// (an unreadable file is registered empty, so findings can still name it).
-    fn register(&mut self, path: &Path, scope: &Scope) -> (FileId, bool) {
-        let name = self.relative(path);
-        match read_text(path, yaml::MAX_FILE_BYTES as u64) {
-            Ok(text) => (self.sources.add(name, path, text), true),
+    fn register(&mut self, path: &str, scope: &Scope) -> (FileId, bool) {
+        let name = path.to_string();
+        let location = self.files.location(path);
+        match read_text(self.files, path, yaml::MAX_FILE_BYTES as u64) {
+            Ok(text) => (self.sources.add(name, location, text), true),
             Err(problem) => {
-                let id = self.sources.add(name.clone(), path, "");
+                let id = self.sources.add(name.clone(), location, "");
                 self.unreadable.insert(id);
                 let diagnostic = match problem {
                     ReadProblem::NotUtf8 { offset, line } => Diagnostic::at(
@@ -153,79 +269,76 @@ impl Loader {
                         ),
                     )
                     .with_help("keep large data out of workflow files; put it in a skill bundle's assets"),
-                    ReadProblem::Io(error) => Diagnostic::at(
-                        Code::FileRead,
-                        Span::file_start(id),
-                        format!("`{name}` could not be read: {error}"),
-                    )
-                    .with_help("check the file's permissions"),
+                    ReadProblem::Io(error) => {
+                        let why = match error.kind() {
+                            std::io::ErrorKind::NotFound => "it does not exist (a dangling symbolic link?)".to_string(),
+                            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+                            std::io::ErrorKind::IsADirectory => "it is a directory".to_string(),
+                            other => format!("{other}"),
+                        };
+                        Diagnostic::at(
+                            Code::FileRead,
+                            Span::file_start(id),
+                            format!("`{name}` could not be read: {why}"),
+                        )
+                        .with_help("make the file a readable regular file, or remove it")
+                    }
                 };
                 self.diagnostics.push(diagnostic.with_scope(scope.clone()));
                 (id, false)
             }
         }
     }
-}
 
-/// Sorted entries of a directory: (name, path, is_dir). Unreadable directories are empty.
-fn entries(dir: &Path) -> Vec<(String, PathBuf, bool)> {
-    let Ok(read) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut entries: Vec<(String, PathBuf, bool)> = read
-        .filter_map(Result::ok)
-        .map(|entry| {
-            let path = entry.path();
-            let is_dir = fs::metadata(&path).map(|metadata| metadata.is_dir()).unwrap_or(false);
-            (entry.file_name().to_string_lossy().into_owned(), path, is_dir)
-        })
-        .collect();
-    entries.sort_by(|left, right| left.0.cmp(&right.0));
-    entries
-}
-
-/// Every file under `dir`, as (dir-relative path, path), sorted.
-fn walk(dir: &Path) -> Vec<(String, PathBuf)> {
-    let mut files = Vec::new();
-    let mut stack = vec![(dir.to_path_buf(), String::new(), 0usize)];
-    while let Some((current, prefix, depth)) = stack.pop() {
-        if depth > MAX_WALK_DEPTH {
-            continue;
-        }
-        for (name, path, is_dir) in entries(&current) {
-            let relative = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
-            if is_dir {
-                stack.push((path, relative, depth + 1));
-            } else {
-                files.push((relative, path));
+    /// Every file under `dir`, as (dir-relative path, root-relative path), sorted.
+    fn walk(&self, dir: &str) -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        let mut stack = vec![(dir.to_string(), String::new(), 0usize)];
+        while let Some((current, prefix, depth)) = stack.pop() {
+            if depth > MAX_WALK_DEPTH {
+                continue;
+            }
+            for (name, is_dir) in self.files.entries(&current) {
+                let relative = join(&prefix, &name);
+                let path = join(&current, &name);
+                if is_dir {
+                    stack.push((path, relative, depth + 1));
+                } else {
+                    found.push((relative, path));
+                }
             }
         }
+        found.sort();
+        found
     }
-    files.sort();
-    files
 }
 
-/// Loads the workspace at `root`.
+/// Loads the workspace at `root` from disk.
 pub fn load_workspace(root: &Path) -> Result<Workspace, WorkspaceError> {
     if !root.is_dir() {
         return Err(WorkspaceError::RootMissing(root.to_path_buf()));
     }
-    let workflows_dir = root.join("workflows");
-    if !workflows_dir.is_dir() {
+    load_from(&DiskFiles { root: root.to_path_buf() }, root)
+}
+
+/// Loads a workspace held in memory: `(root-relative path, contents)` pairs.
+pub fn load_memory<P: AsRef<str>, C: AsRef<[u8]>>(
+    files: impl IntoIterator<Item = (P, C)>,
+) -> Result<Workspace, WorkspaceError> {
+    load_from(&MemoryFiles::new(files), Path::new("<memory>"))
+}
+
+/// Loads a workspace through any [`Files`] source.
+pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceError> {
+    if !files.is_dir("workflows") {
         return Err(WorkspaceError::NoWorkflowsDirectory(root.to_path_buf()));
     }
-    let mut loader = Loader {
-        root: root.to_path_buf(),
-        sources: SourceMap::new(),
-        diagnostics: Vec::new(),
-        unreadable: BTreeSet::new(),
-    };
+    let mut loader = Loader { files, sources: SourceMap::new(), diagnostics: Vec::new(), unreadable: BTreeSet::new() };
 
     let mut mounts = MountTable::default_table();
     let mut host_file = None;
-    let host_path = root.join("archmax.toml");
-    if host_path.is_file() {
-        let (file, readable) = loader.register(&host_path, &Scope::Workspace);
+    if files.is_file("archmax.toml") {
+        let (file, readable) = loader.register("archmax.toml", &Scope::Workspace);
         host_file = Some(file);
         if readable {
             let (table, diagnostics) = parse_host_config(file, loader.sources.text(file));
@@ -236,19 +349,17 @@ pub fn load_workspace(root: &Path) -> Result<Workspace, WorkspaceError> {
         }
     }
 
-    let agents_path = root.join("AGENTS.md");
-    let agents = agents_path.is_file().then(|| loader.register(&agents_path, &Scope::Workspace).0);
+    let agents = files.is_file("AGENTS.md").then(|| loader.register("AGENTS.md", &Scope::Workspace).0);
 
     let skills_source =
         mounts.by_name("skills").map(|mount| mount.source.clone()).unwrap_or_else(|| "skills".to_string());
-    let skills = load_skills(&mut loader, &root.join(skills_source));
+    let skills = load_skills(&mut loader, &skills_source);
 
     let mut workflows = Vec::new();
-    for (name, path, is_dir) in entries(&workflows_dir) {
-        if !is_dir {
-            continue;
+    for (name, is_dir) in files.entries("workflows") {
+        if is_dir {
+            workflows.push(load_workflow_dir(&mut loader, &name));
         }
-        workflows.push(load_workflow_dir(&mut loader, &name, &path));
     }
 
     Ok(Workspace {
@@ -264,14 +375,14 @@ pub fn load_workspace(root: &Path) -> Result<Workspace, WorkspaceError> {
     })
 }
 
-fn load_skills(loader: &mut Loader, dir: &Path) -> Vec<Skill> {
+fn load_skills(loader: &mut Loader<'_>, dir: &str) -> Vec<Skill> {
     let mut skills = Vec::new();
-    for (slug, path, is_dir) in entries(dir) {
+    for (slug, is_dir) in loader.files.entries(dir) {
         if !is_dir || slug.starts_with('.') {
             continue;
         }
         let scope = Scope::Skill(slug.clone());
-        let manifest = path.join("SKILL.md");
+        let manifest = join(&join(dir, &slug), "SKILL.md");
         if !is_slug(&slug) {
             loader.diagnostics.push(
                 Diagnostic::new(
@@ -279,11 +390,11 @@ fn load_skills(loader: &mut Loader, dir: &Path) -> Vec<Skill> {
                     None,
                     format!("the skill directory `skills/{slug}` is not a kebab-case slug"),
                 )
-                .with_help("rename the directory to lowercase words joined by hyphens; its name is the slug lists use")
+                .with_help("rename the directory to lowercase words joined by hyphens, such as `order-data`; its name is the slug lists use")
                 .with_scope(scope.clone()),
             );
         }
-        if !manifest.is_file() {
+        if !loader.files.is_file(&manifest) {
             loader.diagnostics.push(
                 Diagnostic::new(
                     Code::SkillManifest,
@@ -309,7 +420,7 @@ fn load_skills(loader: &mut Loader, dir: &Path) -> Vec<Skill> {
     skills
 }
 
-fn read_skill_manifest(loader: &mut Loader, skill: &mut Skill, file: FileId, text: &str, scope: &Scope) {
+fn read_skill_manifest(loader: &mut Loader<'_>, skill: &mut Skill, file: FileId, text: &str, scope: &Scope) {
     let name = loader.sources.file(file).name.clone();
     let Some(block) = frontmatter(text) else {
         loader.diagnostics.push(
@@ -393,13 +504,14 @@ fn read_skill_manifest(loader: &mut Loader, skill: &mut Skill, file: FileId, tex
     }
 }
 
-fn load_workflow_dir(loader: &mut Loader, slug: &str, dir: &Path) -> WorkflowSource {
+fn load_workflow_dir(loader: &mut Loader<'_>, slug: &str) -> WorkflowSource {
     let scope = Scope::Workflow(slug.to_string());
-    let spec_path = dir.join("workflow.yaml");
-    let prose_path = dir.join("WORKFLOW.md");
+    let dir = format!("workflows/{slug}");
+    let spec_path = join(&dir, "workflow.yaml");
+    let prose_path = join(&dir, "WORKFLOW.md");
     let mut source = WorkflowSource {
         slug: slug.to_string(),
-        dir: dir.to_path_buf(),
+        dir: dir.clone(),
         spec: None,
         prose: None,
         scripts: Vec::new(),
@@ -417,10 +529,10 @@ fn load_workflow_dir(loader: &mut Loader, slug: &str, dir: &Path) -> WorkflowSou
             .with_scope(scope.clone()),
         );
     }
-    if prose_path.is_file() {
+    if loader.files.is_file(&prose_path) {
         let (file, readable) = loader.register(&prose_path, &scope);
         source.prose = Some(file);
-        if readable && spec_path.is_file() {
+        if readable && loader.files.is_file(&spec_path) {
             let text = loader.sources.text(file).to_string();
             if let Some(block) = frontmatter(&text) {
                 loader.diagnostics.push(
@@ -438,7 +550,7 @@ fn load_workflow_dir(loader: &mut Loader, slug: &str, dir: &Path) -> WorkflowSou
             }
         }
     }
-    if spec_path.is_file() {
+    if loader.files.is_file(&spec_path) {
         source.spec = Some(loader.register(&spec_path, &scope).0);
     } else {
         let single_file = source.prose.is_some_and(|file| frontmatter(loader.sources.text(file)).is_some());
@@ -457,8 +569,8 @@ fn load_workflow_dir(loader: &mut Loader, slug: &str, dir: &Path) -> WorkflowSou
         );
     }
     for legacy in ["tests.config.js", "tests/tests.config.js"] {
-        let path = dir.join(legacy);
-        if path.is_file() {
+        let path = join(&dir, legacy);
+        if loader.files.is_file(&path) {
             let (file, _) = loader.register(&path, &scope);
             loader.diagnostics.push(
                 Diagnostic::at(Code::TestsConfigJs, Span::file_start(file), format!("`{legacy}` is no longer read"))
@@ -467,13 +579,13 @@ fn load_workflow_dir(loader: &mut Loader, slug: &str, dir: &Path) -> WorkflowSou
             );
         }
     }
-    for (relative, path) in walk(&dir.join("scripts")) {
+    for (relative, path) in loader.walk(&join(&dir, "scripts")) {
         if relative.ends_with(".js") || relative.ends_with(".mjs") {
             let (file, _) = loader.register(&path, &scope);
             source.scripts.push((format!("scripts/{relative}"), file));
         }
     }
-    for (relative, path) in walk(&dir.join("tests")) {
+    for (relative, path) in loader.walk(&join(&dir, "tests")) {
         let case_id =
             relative.strip_suffix(".test.yaml").or_else(|| relative.strip_suffix(".test.yml")).map(str::to_string);
         if let Some(id) = case_id {

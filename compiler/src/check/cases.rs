@@ -98,7 +98,7 @@ fn check_seeds(
     push: &mut impl FnMut(Diagnostic, String),
 ) {
     for seed in &case.workspace {
-        let path = format!("workspace.{}", seed.path.value);
+        let path = format!("workspace.{}", crate::diagnostic::path_key(&seed.path.value));
         let zone = canonicalize(&seed.path.value).map(|canonical| classify(&canonical, &workspace.mounts));
         let problem = match zone {
             Err(_) => Some("it climbs above the session root".to_string()),
@@ -115,24 +115,33 @@ fn check_seeds(
             );
         }
         if let SeedContent::From(from) = &seed.content {
+            let location_help = "keep fixtures under the workflow's `tests/` directory and name them relative to it, such as `fixtures/payload.json`";
             let problem = if from.value.trim().is_empty() {
-                Some("the path is empty".to_string())
+                Some(("the path is empty".to_string(), location_help.to_string()))
             } else if from.value.starts_with('/') {
-                Some("it is absolute; `from:` is relative to the workflow's `tests/`".to_string())
+                Some((
+                    "it is absolute; `from:` is relative to the workflow's `tests/`".to_string(),
+                    location_help.to_string(),
+                ))
             } else {
                 match canonicalize(&from.value) {
-                    Err(_) => Some("it climbs out of `tests/`".to_string()),
-                    Ok(relative) if !test_files.contains(&relative) => {
-                        Some(format!("`tests/{relative}` does not exist"))
-                    }
+                    Err(_) => Some(("it climbs out of `tests/`".to_string(), location_help.to_string())),
+                    Ok(relative) if !test_files.contains(&relative) => Some((
+                        format!("`tests/{relative}` does not exist"),
+                        format!("create `tests/{relative}`, or correct the path"),
+                    )),
                     Ok(_) => None,
                 }
             };
-            if let Some(problem) = problem {
+            if let Some((problem, help)) = problem {
                 push(
-                    Diagnostic::at(Code::FixtureMissing, from.span, format!("the fixture `{}` cannot be used: {problem}", from.value))
-                        .with_label("bad fixture")
-                        .with_help("keep fixtures under the workflow's `tests/` directory and name them relative to it, such as `fixtures/payload.json`"),
+                    Diagnostic::at(
+                        Code::FixtureMissing,
+                        from.span,
+                        format!("the fixture `{}` cannot be used: {problem}", from.value),
+                    )
+                    .with_label("bad fixture")
+                    .with_help(help),
                     format!("{path}.from"),
                 );
             }

@@ -510,12 +510,14 @@ fn check_skill_path(
     findings: &mut Findings<'_>,
 ) {
     let (enabled, where_) = match place {
-        Place::Allow(state) => {
-            (enabled_skills(workflow, state).contains(slug), format!("the state `{}`", state.slug.value))
-        }
-        _ => {
-            (workflow.states.iter().any(|state| enabled_skills(workflow, state).contains(slug)), "no state".to_string())
-        }
+        Place::Allow(state) => (
+            enabled_skills(workflow, state).contains(slug),
+            format!("the state `{}` does not enable", state.slug.value),
+        ),
+        _ => (
+            workflow.states.iter().any(|state| enabled_skills(workflow, state).contains(slug)),
+            "no state enables".to_string(),
+        ),
     };
     if !enabled {
         let help = match place {
@@ -528,7 +530,7 @@ fn check_skill_path(
             Diagnostic::at(
                 Code::SkillPathNotEnabled,
                 span,
-                format!("this entry reaches into the skill bundle `{slug}`, which {where_} enables"),
+                format!("this entry reaches into the skill bundle `{slug}`, which {where_}"),
             )
             .with_label("bundle not enabled")
             .with_help(help),

@@ -243,7 +243,7 @@ fn check_reachability(workflow: &Workflow, findings: &mut Findings<'_>) {
         }
     }
     for (index, state) in workflow.states.iter().enumerate() {
-        if !reached[index] {
+        if !reached[index] && !state.slug.value.is_empty() {
             findings.push(
                 Diagnostic::at(
                     Code::UnreachableState,

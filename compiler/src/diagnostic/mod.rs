@@ -148,7 +148,7 @@ impl<'a> SpecPath<'a> {
         while let Some(path) = cursor {
             match path.segment {
                 Segment::Root => {}
-                Segment::Key(key) => segments.push(key.to_string()),
+                Segment::Key(key) => segments.push(path_key(key).into_owned()),
                 Segment::Index(index) => segments.push(index.to_string()),
             }
             cursor = path.parent;
@@ -162,6 +162,11 @@ impl std::fmt::Display for SpecPath<'_> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter.write_str(&self.render())
     }
+}
+
+/// A key as it appears in a dotted path: quoted when it is empty or holds a dot.
+pub fn path_key(key: &str) -> std::borrow::Cow<'_, str> {
+    if key.is_empty() || key.contains(['.', ' ', '"']) { format!("{key:?}").into() } else { key.into() }
 }
 
 /// The closest candidate within a small edit distance, for "did you mean" hints.
@@ -224,6 +229,9 @@ mod tests {
         let first = transitions.index(0);
         assert_eq!(first.key("description").render(), "states.review.transitions.0.description");
         assert_eq!(root.render(), "");
+        let workspace = root.key("workspace");
+        assert_eq!(workspace.key("trigger.json").render(), "workspace.\"trigger.json\"");
+        assert_eq!(states.key("").render(), "states.\"\"");
     }
 
     #[test]

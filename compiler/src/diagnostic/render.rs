@@ -5,7 +5,12 @@
 
 use std::fmt;
 
-use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
+use std::sync::Arc;
+
+use miette::{
+    GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError, MietteSpanContents, NamedSource, SourceCode,
+    SourceSpan, SpanContents,
+};
 use serde_json::{Value, json};
 
 use super::{Code, Diagnostic, Severity};
@@ -35,13 +40,63 @@ fn position(sources: &SourceMap, span: Option<Span>) -> Option<Position> {
     })
 }
 
+/// The lines of a file around a diagnostic's labels, so rendering costs what the excerpt
+/// costs, not what the whole file does. Spans stay absolute.
+struct Excerpt {
+    text: Arc<str>,
+    /// Byte range of the window.
+    start: usize,
+    end: usize,
+    /// 0-based line number of `start`.
+    first_line: usize,
+}
+
+impl SourceCode for Excerpt {
+    fn read_span<'a>(
+        &'a self,
+        span: &SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn SpanContents<'a> + 'a>, MietteError> {
+        if span.offset() < self.start || span.offset() + span.len() > self.end {
+            return Err(MietteError::OutOfBounds);
+        }
+        let window = &self.text.as_bytes()[self.start..self.end];
+        let local = SourceSpan::new((span.offset() - self.start).into(), span.len());
+        let inner = window.read_span(&local, context_lines_before, context_lines_after)?;
+        let absolute = SourceSpan::new((inner.span().offset() + self.start).into(), inner.span().len());
+        Ok(Box::new(MietteSpanContents::new(
+            inner.data(),
+            absolute,
+            inner.line() + self.first_line,
+            inner.column(),
+            inner.line_count() + self.first_line,
+        )))
+    }
+}
+
+/// Lines of context kept around the labels of one diagnostic.
+const EXCERPT_MARGIN: usize = 3;
+
+fn excerpt(file: &crate::source::SourceFile, spans: &[Span]) -> Excerpt {
+    let first = spans.iter().map(|span| file.line_column(span.start).line).min().unwrap_or(1);
+    let last = spans.iter().map(|span| file.line_column(span.end).line).max().unwrap_or(1);
+    let first_line = first.saturating_sub(EXCERPT_MARGIN).max(1);
+    Excerpt {
+        text: Arc::clone(&file.text),
+        start: file.line_start(first_line),
+        end: file.line_start(last + EXCERPT_MARGIN + 1),
+        first_line: first_line - 1,
+    }
+}
+
 /// A view of one diagnostic that miette can render.
 struct View {
     message: String,
     code: &'static str,
     severity: Severity,
     help: Option<String>,
-    source: Option<NamedSource<String>>,
+    source: Option<NamedSource<Excerpt>>,
     labels: Vec<LabeledSpan>,
 }
 
@@ -103,7 +158,11 @@ fn view(sources: &SourceMap, diagnostic: &Diagnostic) -> View {
                     message.push_str(&format!(" ({})", file.name));
                 }
             } else {
-                source = Some(NamedSource::new(file.name.clone(), file.text.to_string()));
+                let mut spans = vec![span];
+                spans.extend(
+                    diagnostic.labels.iter().filter(|label| label.span.file == span.file).map(|label| label.span),
+                );
+                source = Some(NamedSource::new(file.name.clone(), excerpt(file, &spans)));
                 labels.push(LabeledSpan::new_primary_with_span(
                     diagnostic.label.clone(),
                     SourceSpan::new((span.start as usize).into(), span.len()),
@@ -131,7 +190,15 @@ fn view(sources: &SourceMap, diagnostic: &Diagnostic) -> View {
 /// Human output for every distinct diagnostic of the report.
 pub fn human(sources: &SourceMap, report: &Report, color: bool) -> String {
     let theme = if color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
-    let handler = GraphicalReportHandler::new_themed(theme).with_links(false).with_width(100).without_cause_chain();
+    // Wrap only at spaces, never inside a word: help text quotes slugs and paths
+    // (`review-refund`, `@archmax-ai/harness/…`) that must survive a copy and paste.
+    let handler = GraphicalReportHandler::new_themed(theme)
+        .with_links(false)
+        .with_width(100)
+        .with_break_words(false)
+        .with_word_separator(textwrap::WordSeparator::AsciiSpace)
+        .with_word_splitter(textwrap::WordSplitter::NoHyphenation)
+        .without_cause_chain();
     let mut out = String::new();
     for diagnostic in report.distinct() {
         let view = view(sources, diagnostic);

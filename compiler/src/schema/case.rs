@@ -260,6 +260,12 @@ pub fn parse_case(
     let mut reader = Reader::new(source, Scope::Workflow(workflow.to_string()));
     let case = read_case(&mut reader, id, file, root);
     for diagnostic in &mut reader.diagnostics {
+        if diagnostic.code == Code::RemovedKey
+            && let Some((key, _)) = diagnostic.message.split_once(" was removed from ")
+        {
+            diagnostic.message = format!("{key} is not part of the case format (test spec version 1)");
+            diagnostic.label = Some("not in test spec version 1".to_string());
+        }
         if matches!(
             diagnostic.code,
             Code::UnknownKey
@@ -552,11 +558,11 @@ fn regex_text(reader: &mut Reader<'_>, text: &str, node: &Node, path: &SpecPath<
     let Some(regex) = regex_shape(text) else {
         return Some(TextMatcher::Substring(text.to_string()));
     };
-    if let Some(flag) = regex.flags.chars().find(|flag| !matches!(flag, 'i' | 'm' | 's' | 'u' | 'g' | 'y')) {
+    if let Some(flag) = regex.flags.chars().find(|flag| !REGEX_FLAGS.contains(*flag)) {
         reader.report(
             Diagnostic::at(Code::MalformedRegex, node.span, format!("`{text}` has the unknown regex flag `{flag}`"))
                 .with_label("unknown flag")
-                .with_help("flags are `i`, `m`, `s`, `u`, `g` and `y`; to match the text literally, drop the surrounding slashes"),
+                .with_help("a token written `/pattern/flags` is a regex; its flags are `i` (ignore case), `m`, `s`, `u`, `g`, `y`, `d` and `v`"),
             path,
         );
         return None;
@@ -568,7 +574,9 @@ fn regex_text(reader: &mut Reader<'_>, text: &str, node: &Node, path: &SpecPath<
         reader.report(
             Diagnostic::at(Code::MalformedRegex, node.span, format!("`{text}` does not compile as a regex: {detail}"))
                 .with_label("malformed regex")
-                .with_help("fix the pattern, or quote it without the surrounding slashes to match it as plain text"),
+                .with_help(
+                    "a token written `/pattern/flags` is a regex: fix the pattern (escape a literal `/` as `\\/`)",
+                ),
             path,
         );
         return None;
@@ -576,12 +584,20 @@ fn regex_text(reader: &mut Reader<'_>, text: &str, node: &Node, path: &SpecPath<
     Some(TextMatcher::Regex(regex))
 }
 
-/// Splits `/pattern/flags` when the text has that shape.
+/// The flags a regex token may carry (JavaScript's set; `i`, `m` and `s` change matching).
+const REGEX_FLAGS: &str = "dgimsuvy";
+
+/// Splits `/pattern/flags` when the text has that shape: a leading `/`, a closing `/`,
+/// and a suffix of regex flags. A suffix of one or two other letters (`/x/q`) still
+/// counts, so a mistyped flag is reported rather than silently read as text; a longer
+/// word (`/orders/latest`) makes the text a plain path.
 pub fn regex_shape(text: &str) -> Option<RegexText> {
     let rest = text.strip_prefix('/')?;
     let close = rest.rfind('/')?;
     let flags = &rest[close + 1..];
-    if close == 0 || !flags.bytes().all(|byte| byte.is_ascii_alphabetic()) {
+    let all_flags = flags.chars().all(|flag| REGEX_FLAGS.contains(flag));
+    let short_letters = flags.len() <= 2 && flags.bytes().all(|byte| byte.is_ascii_alphabetic());
+    if close == 0 || !(all_flags || short_letters) {
         return None;
     }
     Some(RegexText { pattern: rest[..close].to_string(), flags: flags.to_string() })
@@ -1093,6 +1109,8 @@ mod tests {
     fn regex_tokens_need_the_slash_shape() {
         assert_eq!(regex_shape("/approv/i"), Some(RegexText { pattern: "approv".into(), flags: "i".into() }));
         assert_eq!(regex_shape("/orders"), None);
+        assert_eq!(regex_shape("/orders/latest"), None);
+        assert_eq!(regex_shape("/shipped/q").map(|regex| regex.flags), Some("q".into()));
         assert_eq!(regex_shape("plain"), None);
         assert_eq!(regex_shape("//"), None);
         assert_eq!(regex_shape("/a/b/").map(|regex| regex.pattern), Some("a/b".into()));

@@ -82,7 +82,11 @@ fn tool_entry(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>, forbid:
                 "the tool `*` (every tool) can only be denied, never granted",
             )
             .with_label("only valid in a forbid list")
-            .with_help("list the tools this state needs by name; governance is closed by default"),
+            .with_help(if path.render().starts_with("tools.") {
+                "list the tools every state needs by name; governance is closed by default"
+            } else {
+                "list the tools this state needs by name; governance is closed by default"
+            }),
             path,
         );
         return None;
@@ -196,8 +200,17 @@ pub(super) fn name_list(
         let Some(name) = item.as_str() else {
             let code = if mounts { Code::MountEntryShape } else { Code::SkillEntryShape };
             reader.report(
-                Diagnostic::at(code, item.span, format!("expected a name, found {}", item.type_name()))
-                    .with_label("not a name"),
+                Diagnostic::at(
+                    code,
+                    item.span,
+                    format!("a {} entry is a name, not {}", if mounts { "mounts" } else { "skills" }, item.type_name()),
+                )
+                .with_label("not a name")
+                .with_help(if mounts {
+                    "write the mount's name, such as `reference`"
+                } else {
+                    "write the bundle's slug, such as `order-data`"
+                }),
                 &item_path,
             );
             continue;

@@ -25,6 +25,37 @@ pub struct Field<'n> {
     pub value: &'n Node,
 }
 
+/// Help for a key that belongs somewhere else, keyed by the mapping it was found in.
+fn misplaced(what: &str, key: &str) -> Option<&'static str> {
+    Some(match (what, key) {
+        ("`tests.judge`", "temperature" | "maxTokens") => {
+            "sampling options go under `modelOptions`: `judge: { modelOptions: { temperature: 0 } }`"
+        }
+        ("the root `tools` block", "allow" | "forbid") => {
+            "at the root write `allow_always` and `forbid_always`; `allow` and `forbid` belong to a state's `tools`"
+        }
+        ("a state's `tools` block" | "a state's grant block", "allow_always" | "forbid_always") => {
+            "`allow_always` and `forbid_always` are root keys; on a state write `allow` and `forbid`"
+        }
+        (
+            "a workflow",
+            "model" | "timeoutMs" | "memoryLimitBytes" | "maxPtcCalls" | "maxResultChars" | "prompt_cache",
+        ) => "this is a setting: put it under `settings:`",
+        ("a workflow", "maxConcurrency" | "caseTimeoutMs" | "judge") => "case-suite settings go under `tests:`",
+        ("a workflow", "allow_always" | "forbid_always") => {
+            "grants sit in a block: `tools: { allow_always: [...] }`, or under `skills:` or `mounts:`"
+        }
+        ("a state", "description") => {
+            "a state has no description: `summary` labels it for people, `instructions` direct the agent, and each transition's `description` says when to take it"
+        }
+        ("a state", "name") => "the key under `states` is the state's slug; write a label for people as `title`",
+        ("a state", "timeoutMs" | "maxParks") => "put it under `budget:`",
+        ("a transition", "target" | "state" | "next" | "goto") => "name the target state in `to`",
+        ("a transition", "condition" | "when" | "label" | "reason") => "say when to take the edge in `description`",
+        _ => return None,
+    })
+}
+
 pub struct Reader<'s> {
     pub source: &'s str,
     pub scope: Scope,
@@ -118,6 +149,8 @@ impl<'s> Reader<'s> {
         .with_label("not part of the schema");
         diagnostic = if key == "<<" {
             diagnostic.with_help("YAML 1.2 has no merge keys; write the entries out in full")
+        } else if let Some(hint) = misplaced(fields.what, key) {
+            diagnostic.with_help(hint)
         } else if let Some(close) = did_you_mean(key, fields.known.iter().copied()) {
             diagnostic.with_help(format!("did you mean `{close}`?"))
         } else {

@@ -402,11 +402,15 @@ fn read_tests(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Test
             "maxConcurrency" => {
                 if let Some(value) = reader.integer_at_least(field.value, &key_path, 1) {
                     if value.value > 1 {
-                        reader.invalid_value(
-                            field.value,
+                        reader.report(
+                            Diagnostic::at(
+                                Code::InvalidValue,
+                                field.value.span,
+                                format!("`tests.maxConcurrency` is {}, but cases run one at a time", value.value),
+                            )
+                            .with_label("only 1 is accepted")
+                            .with_help("write `maxConcurrency: 1`, or remove the key"),
                             &key_path,
-                            format!("`tests.maxConcurrency` is {}, but cases run one at a time", value.value),
-                            "write `maxConcurrency: 1`, or remove the key".to_string(),
                         );
                     }
                     tests.max_concurrency = Some(value);

@@ -393,7 +393,7 @@ fn rules(
         let Some(ty) = ty.filter(|ty| allowed.contains(ty)) else {
             let on: Vec<&str> = allowed.iter().map(|ty| ty.as_str()).collect();
             let message = match ty {
-                Some(ty) => format!("`{rule}` does not apply to a `{}` entry", ty.as_str()),
+                Some(ty) => format!("`{rule}` does not apply to {} `{}` entry", article(ty.as_str()), ty.as_str()),
                 None => format!("`{rule}` needs a typed entry, but `{}` has no `type`", name.value),
             };
             reader.report(
@@ -518,8 +518,9 @@ fn rules(
                         bad(
                             reader,
                             format!(
-                                "`{}` is not a valid `{rule}` for a `{}` entry",
+                                "`{}` is not a valid `{rule}` for {} `{}` entry",
                                 value.scalar_text().unwrap_or("this value"),
+                                article(ty.as_str()),
                                 ty.as_str()
                             ),
                             help,
@@ -590,6 +591,11 @@ fn rules(
     }
     check_bounds(reader, &rules, path);
     rules
+}
+
+/// `a` or `an` before a type name.
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" }
 }
 
 fn regex_error_summary(error: &regex::Error) -> String {

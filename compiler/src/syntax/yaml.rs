@@ -329,13 +329,22 @@ impl Loader<'_> {
 
     fn scan_error(&mut self, error: &ScanError) {
         let offset = self.base + self.offsets.byte(error.marker().index());
+        let info = error.info();
+        let help = if info.contains("quoted scalar") || info.contains("unexpected end of stream") {
+            "a quoted string may be missing its closing quote: check the quotes on the lines above this point"
+        } else if info.contains("indentation") || info.contains("mapping values are not allowed") {
+            "check the indentation here: keys of one mapping line up, and `key: value` needs a space after the colon"
+        } else if info.contains("flow") {
+            "a `[` or `{` may be missing its closing bracket, or a `,` may be out of place"
+        } else if info.contains("tab") {
+            "YAML indents with spaces; replace the tab characters"
+        } else {
+            "the file must be YAML 1.2: check the quoting and indentation around this point"
+        };
         self.diagnostics.push(
-            Diagnostic::at(
-                Code::YamlSyntax,
-                Span::new(self.file, offset, offset),
-                format!("invalid YAML: {}", error.info()),
-            )
-            .with_label("the parser stopped here"),
+            Diagnostic::at(Code::YamlSyntax, Span::new(self.file, offset, offset), format!("invalid YAML: {info}"))
+                .with_label("the parser stopped here")
+                .with_help(help),
         );
     }
 

@@ -1,0 +1,4 @@
+//! Integration tests of the compiler library: hostile inputs never panic, and the
+//! in-memory workspace API behaves like the disk one.
+
+mod corpus;

@@ -1,0 +1,3 @@
+export default async function check({ tools }) {
+  await tools.archmax_advance({ to: "closed", reason: "checked" });
+}

@@ -17,7 +17,6 @@ use serde::Deserialize;
 
 use crate::support::{archmax, repository};
 
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CaseFile {
@@ -126,11 +125,8 @@ fn golden_diagnostics() {
         compare(&case.join("expected.human"), &recorded, &mut failures);
         compare(&case.join("expected.json"), &json.stdout, &mut failures);
     }
-    let missing: Vec<&str> = Code::ALL
-        .iter()
-        .map(|code| code.as_str())
-        .filter(|code| !covered.contains(*code))
-        .collect();
+    let missing: Vec<&str> =
+        Code::ALL.iter().map(|code| code.as_str()).filter(|code| !covered.contains(*code)).collect();
     if !missing.is_empty() {
         failures.push(format!("no golden case expects {missing:?}"));
     }

@@ -67,11 +67,12 @@ impl Guarantees {
         let trigger_reach = trigger_nodes
             .iter()
             .map(|node| {
+                // State `i` is node `i + 1`: the root was added first.
                 let mut reached = vec![false; workflow.states.len()];
                 let mut bfs = Bfs::new(&graph, *node);
                 while let Some(visited) = bfs.next(&graph) {
-                    if let Some(index) = state_nodes.iter().position(|state| *state == visited) {
-                        reached[index] = true;
+                    if let Some(slot) = visited.index().checked_sub(1).and_then(|index| reached.get_mut(index)) {
+                        *slot = true;
                     }
                 }
                 reached

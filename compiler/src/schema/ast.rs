@@ -32,15 +32,25 @@ pub struct Workflow {
     pub states_span: Option<Span>,
     /// `WORKFLOW.md`, when present.
     pub prose: Option<FileId>,
+    /// State slug → index in `states` (the first state of a slug).
+    pub state_indices: std::collections::HashMap<String, usize>,
 }
 
 impl Workflow {
     pub fn state(&self, slug: &str) -> Option<&State> {
-        self.states.iter().find(|state| state.slug.value == slug)
+        self.state_index(slug).map(|index| &self.states[index])
     }
 
     pub fn state_index(&self, slug: &str) -> Option<usize> {
-        self.states.iter().position(|state| state.slug.value == slug)
+        self.state_indices.get(slug).copied()
+    }
+
+    /// Rebuilds [`Workflow::state_indices`] after `states` changed.
+    pub fn index_states(&mut self) {
+        self.state_indices.clear();
+        for (index, state) in self.states.iter().enumerate() {
+            self.state_indices.entry(state.slug.value.clone()).or_insert(index);
+        }
     }
 
     /// Every trigger, with the index of the state it enters.

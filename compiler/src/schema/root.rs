@@ -110,6 +110,7 @@ pub fn parse_workflow(
         states: Vec::new(),
         states_span: None,
         prose,
+        state_indices: Default::default(),
     };
     let path = SpecPath::ROOT;
     let Some(fields) = reader.fields(root, &path, &ROOT, false) else {
@@ -187,6 +188,7 @@ pub fn parse_workflow(
     }
     if let Some(node) = states_node {
         workflow.states = parse_states(&mut reader, node, &path.key("states"));
+        workflow.index_states();
     }
     if workflow.states.is_empty() {
         let empty_declared =

@@ -67,7 +67,8 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for path in entries {
         if path.is_dir() {
             yaml_files(&path, out);
-        } else if path.is_file() && path.extension().is_some_and(|extension| extension == "yaml" || extension == "yml") {
+        } else if path.is_file() && path.extension().is_some_and(|extension| extension == "yaml" || extension == "yml")
+        {
             out.push(path);
         }
     }

@@ -15,9 +15,15 @@
 //! `AMX` code (see [`diagnostic::codes`]), a span, and help saying what to write.
 
 pub mod analysis;
+pub mod artifact;
 pub mod check;
 pub mod diagnostic;
+pub mod glob;
+pub mod graph;
 pub mod host;
+pub mod inspect;
+pub mod lower;
+pub mod program;
 pub mod schema;
 pub mod source;
 pub mod syntax;
@@ -25,6 +31,9 @@ pub mod tools;
 pub mod values;
 pub mod workspace;
 pub mod zones;
+
+/// The version of this compiler; artifacts record it and the VM refuses others.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub use analysis::{Analysis, Report, UnknownWorkflow, WorkflowReport, analyze, analyze_workspace};
 pub use diagnostic::{Code, Diagnostic, Severity};

@@ -53,6 +53,8 @@ pub struct Workspace {
     pub host_file: Option<FileId>,
     pub skills: Vec<Skill>,
     pub agents: Option<FileId>,
+    /// `.platform/system/GRAPH_STATE.md`: the workspace's own platform prompt.
+    pub platform_prompt: Option<FileId>,
     pub workflows: Vec<WorkflowSource>,
     pub diagnostics: Vec<Diagnostic>,
     /// Files registered without text because they could not be read or decoded.
@@ -350,6 +352,10 @@ pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceE
     }
 
     let agents = files.is_file("AGENTS.md").then(|| loader.register("AGENTS.md", &Scope::Workspace).0);
+    let platform_source =
+        mounts.by_name(".platform").map(|mount| mount.source.clone()).unwrap_or_else(|| ".platform".to_string());
+    let platform_path = join(&platform_source, "system/GRAPH_STATE.md");
+    let platform_prompt = files.is_file(&platform_path).then(|| loader.register(&platform_path, &Scope::Workspace).0);
 
     let skills_source =
         mounts.by_name("skills").map(|mount| mount.source.clone()).unwrap_or_else(|| "skills".to_string());
@@ -369,6 +375,7 @@ pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceE
         host_file,
         skills,
         agents,
+        platform_prompt,
         workflows,
         diagnostics: loader.diagnostics,
         unreadable: loader.unreadable,

@@ -1,6 +1,25 @@
 //! # archmax-stdlib
 //!
-//! The built-in tools the runtime offers agents (file tools, glob, grep, todos), the
-//! control-tool schemas, the sandbox prelude and the platform prompt. Built out by the
-//! VM issues; the compiler already holds the tool vocabulary these implement
-//! (`archmax_compiler::tools`).
+//! The runtime's standard library: the platform prompt every governed session reads
+//! (how to move, wait, decide and fail), and, as the VM grows, the built-in tools (file
+//! tools, glob, grep, todos), the control-tool schemas and the sandbox prelude. The
+//! tool *vocabulary* (names, default grants, path-argument declarations) is data in
+//! `archmax_compiler::tools`, so the compiler and the runtime agree on it.
+
+/// The compiled-in platform prompt, Markdown. Blocks between `<!-- top-level-only -->`
+/// and `<!-- /top-level-only -->` are dropped for sub-workflow children. A workspace
+/// replaces it with `.platform/system/GRAPH_STATE.md`.
+pub const PLATFORM_PROMPT: &str = include_str!("platform-prompt.md");
+
+#[cfg(test)]
+mod tests {
+    use super::PLATFORM_PROMPT;
+
+    #[test]
+    fn top_level_blocks_are_balanced() {
+        let opens = PLATFORM_PROMPT.matches("<!-- top-level-only -->").count();
+        let closes = PLATFORM_PROMPT.matches("<!-- /top-level-only -->").count();
+        assert_eq!(opens, closes);
+        assert!(opens > 0);
+    }
+}

@@ -82,7 +82,33 @@ pub fn check(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings
             continue;
         };
         let text = workspace.sources.text(*file);
-        for import in forbidden_imports(text) {
+        let imports = forbidden_imports(text);
+        if imports.is_empty()
+            && let Err(error) =
+                crate::lower::script::module_bytecode(&script.value, &crate::lower::script::strip_harness_imports(text))
+        {
+            let source = workspace.sources.file(*file);
+            let offset = match (error.line, error.column) {
+                (Some(line), Some(column)) => {
+                    let start = source.line_start(line);
+                    let line_text = &source.text[start..source.line_start(line + 1).max(start)];
+                    start + line_text.char_indices().nth(column.saturating_sub(1)).map(|(at, _)| at).unwrap_or(0)
+                }
+                _ => 0,
+            };
+            findings.push(
+                Diagnostic::at(
+                    Code::ScriptSyntax,
+                    Span::new(*file, offset, offset),
+                    format!("the script for `{}` does not compile: {}", state.slug.value, error.message),
+                )
+                .with_label("QuickJS refused it")
+                .with_secondary(script.span, "run by this state")
+                .with_help("fix the JavaScript: the script is an ES module whose default export is an async function"),
+                path.clone(),
+            );
+        }
+        for import in imports {
             findings.push(
                 Diagnostic::at(
                     Code::ScriptImport,
@@ -160,6 +186,34 @@ pub fn forbidden_imports(source: &str) -> Vec<ForbiddenImport> {
     found.sort_by_key(|import| import.range.start);
     found.dedup_by_key(|import| import.range.start);
     found
+}
+
+/// The byte ranges of static `@archmax-ai/harness/…` import statements, which the
+/// sandbox strips before running a script (a trailing `;` included).
+pub fn harness_imports(source: &str) -> Vec<std::ops::Range<usize>> {
+    let (code, strings) = blank_comments(source);
+    let in_code = |offset: usize| !strings.iter().any(|range| range.contains(&offset));
+    let mut ranges = Vec::new();
+    for pattern in [&*STATIC_FROM, &*BARE_IMPORT] {
+        for captures in pattern.captures_iter(&code) {
+            let (Some(whole), Some(specifier)) = (captures.get(0), captures.get(2)) else {
+                continue;
+            };
+            let keyword = whole.start() + whole.as_str().len() - whole.as_str().trim_start().len();
+            if !specifier.as_str().starts_with(HARNESS_PREFIX) || !in_code(keyword) {
+                continue;
+            }
+            let mut end = whole.end();
+            let rest = &source[end..];
+            let spaces = rest.len() - rest.trim_start_matches([' ', '\t']).len();
+            if rest[spaces..].starts_with(';') {
+                end += spaces + 1;
+            }
+            ranges.push(keyword..end);
+        }
+    }
+    ranges.sort_by_key(|range| range.start);
+    ranges
 }
 
 /// Replaces `//` and `/* */` comments with spaces (newlines kept), and returns the
@@ -243,6 +297,14 @@ const value = "require('in a string')";
                 ("http".to_string(), true),
             ]
         );
+    }
+
+    #[test]
+    fn harness_imports_are_found_with_their_semicolon() {
+        let source = "import type { A } from \"@archmax-ai/harness/code-state\";\nimport x from \"other\";\n";
+        let ranges = harness_imports(source);
+        assert_eq!(ranges.len(), 1);
+        assert_eq!(&source[ranges[0].clone()], "import type { A } from \"@archmax-ai/harness/code-state\";");
     }
 
     #[test]

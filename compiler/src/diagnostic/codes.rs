@@ -104,6 +104,7 @@ codes! {
     UnreachableState = "AMX0216", Warning, "unreachable-state", "No trigger can reach a state";
     RedundantModel = "AMX0217", Warning, "redundant-model", "A state's model repeats settings.model";
     VariableName = "AMX0218", Error, "variable-name", "A variable name does not have the required shape";
+    ScriptSyntax = "AMX0219", Error, "script-syntax", "A code-state script does not compile";
 
     // 03xx: transitions
     UnknownTarget = "AMX0300", Error, "unknown-target", "A transition or on_error names an undeclared state";

@@ -156,7 +156,8 @@ pub struct MountEntry {
     pub span: Span,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Access {
     Read,
     ReadWrite,
@@ -206,7 +207,8 @@ pub struct Glob {
 }
 
 /// The four state types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum StateKind {
     Agent,
     Human,
@@ -281,7 +283,8 @@ pub struct Budget {
 }
 
 /// A transition's `type`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum TransitionType {
     None,
     Approve,
@@ -342,7 +345,8 @@ pub struct SignatureEntry {
 }
 
 /// The nine value types of a signature.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ValueType {
     String,
     Integer,

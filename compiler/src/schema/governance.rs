@@ -126,7 +126,22 @@ fn globs(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<Glob>
     texts
         .into_iter()
         .filter_map(|(text, item)| match parse_template(&text.value) {
-            Ok(template) => Some(Glob { text, template }),
+            Ok(template) => match crate::glob::Glob::compile(&template) {
+                Ok(_) => Some(Glob { text, template }),
+                Err(error) => {
+                    reader.report(
+                        Diagnostic::at(
+                            Code::InvalidValue,
+                            item.span,
+                            format!("the glob `{}` cannot be used: {}", text.value, error.0),
+                        )
+                        .with_label("not a usable glob")
+                        .with_help("write fewer alternatives, or split the entry into several entries"),
+                        path,
+                    );
+                    None
+                }
+            },
             Err(error) => {
                 let span = value_subspan(reader.source, item, &text.value, error.range.clone());
                 reader.report(

@@ -13,4 +13,4 @@ mod root;
 mod state;
 mod trigger;
 
-pub use root::parse_workflow;
+pub use root::{CONTRACT, parse_workflow};

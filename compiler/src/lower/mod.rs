@@ -1,0 +1,397 @@
+//! Lowering: a checked workspace in, a [`Program`] out.
+//!
+//! Lowering runs only over a workspace without errors ([`lower`] refuses otherwise) and
+//! makes every static decision once: it resolves targets to [`StateId`]s, derives each
+//! state's surface and guard table ([`surface`]), renders the prompt prefix and the
+//! volatile templates ([`prompt`]), publishes trigger signatures as JSON Schema
+//! ([`signature`]), compiles code-state scripts to QuickJS bytecode ([`script`]) and
+//! hashes each spec ([`hash`]). Everything is visited in document order and collected in
+//! vectors, so the output is deterministic.
+
+pub mod hash;
+pub mod prompt;
+pub mod script;
+pub mod signature;
+pub mod surface;
+
+use std::collections::HashMap;
+
+use crate::analysis::Analysis;
+use crate::check::delegation;
+use crate::program::{
+    BudgetProgram, Callee, DecisionTemplate, JudgeProgram, MountProgram, Op, Program, ScriptId, SettingsProgram,
+    SkillProgram, StateId, StateProgram, Sym, TestsProgram, TransitionProgram, TriggerProgram, WorkflowId,
+    WorkflowProgram,
+};
+use crate::schema::ast::{CacheTtl, StateKind, Workflow};
+use crate::syntax::reference::TemplatePart as TextPart;
+use crate::workspace::Workspace;
+
+/// The contract every artifact targets.
+pub const CONTRACT: &str = crate::schema::CONTRACT;
+/// Defaults the runtime applies when `settings` leaves a bound out.
+pub const DEFAULT_TIMEOUT_MS: u64 = 15_000;
+pub const DEFAULT_MEMORY_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
+pub const DEFAULT_MAX_PTC_CALLS: u64 = 200;
+pub const DEFAULT_MAX_RESULT_CHARS: u64 = 20_000;
+pub const DEFAULT_CASE_TIMEOUT_MS: u64 = 120_000;
+
+/// What lowering needs besides the workspace.
+pub struct BuildInputs<'a> {
+    /// The compiled-in platform prompt (Markdown, with `<!-- top-level-only -->` blocks);
+    /// a workspace's `.platform/system/GRAPH_STATE.md` replaces it.
+    pub platform_prompt: &'a str,
+}
+
+/// Why a workspace could not be lowered.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("the workspace has {0} validation error(s); run `archmax validate` and fix them first")]
+    Invalid(usize),
+    #[error("the workspace has no workflows")]
+    Empty,
+    #[error("the script `{path}` of workflow `{workflow}` does not compile: {message}")]
+    Script { workflow: String, path: String, message: String },
+}
+
+/// Deduplicates strings into [`Program::strings`].
+#[derive(Default)]
+pub struct Interner {
+    strings: Vec<String>,
+    index: HashMap<String, Sym>,
+}
+
+impl Interner {
+    pub fn intern(&mut self, text: &str) -> Sym {
+        if let Some(sym) = self.index.get(text) {
+            return *sym;
+        }
+        let sym = Sym(self.strings.len() as u32);
+        self.strings.push(text.to_string());
+        self.index.insert(text.to_string(), sym);
+        sym
+    }
+
+    pub fn into_strings(self) -> Vec<String> {
+        self.strings
+    }
+}
+
+/// Lowers the selected workflows (every workflow when `selection` is empty) and every
+/// workflow they may call, so delegation resolves inside one artifact.
+pub fn lower(analysis: &Analysis, selection: &[String], inputs: &BuildInputs<'_>) -> Result<Program, BuildError> {
+    let included = included_workflows(analysis, selection);
+    let errors: usize = analysis
+        .units
+        .iter()
+        .filter(|unit| included.contains(&unit.slug))
+        .map(|unit| unit.diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count())
+        .sum::<usize>()
+        + analysis.workspace.diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count();
+    if errors > 0 {
+        return Err(BuildError::Invalid(errors));
+    }
+    let workflows: Vec<&Workflow> = analysis
+        .units
+        .iter()
+        .filter(|unit| included.contains(&unit.slug))
+        .filter_map(|unit| unit.workflow.as_ref())
+        .collect();
+    if workflows.is_empty() {
+        return Err(BuildError::Empty);
+    }
+    let workspace = &analysis.workspace;
+    let mut interner = Interner::default();
+    let ids: HashMap<&str, WorkflowId> = workflows
+        .iter()
+        .enumerate()
+        .map(|(index, workflow)| (workflow.slug.as_str(), WorkflowId(index as u32)))
+        .collect();
+    let mounts = workspace
+        .mounts
+        .mounts
+        .iter()
+        .map(|mount| MountProgram {
+            key: interner.intern(&mount.key),
+            name: interner.intern(&mount.name),
+            directory: mount.directory,
+            read_only: mount.read_only,
+            governed: mount.governed,
+            searchable: mount.searchable,
+            source: interner.intern(&mount.source),
+        })
+        .collect();
+    let skills = workspace
+        .skills
+        .iter()
+        .map(|skill| SkillProgram {
+            slug: interner.intern(&skill.slug),
+            description: interner.intern(skill.description.as_deref().unwrap_or("")),
+            manifest: interner.intern(&format!("skills/{}/SKILL.md", skill.slug)),
+        })
+        .collect();
+    let prefix = prompt::PrefixParts::new(workspace, inputs.platform_prompt);
+    let mut lowered = Vec::with_capacity(workflows.len());
+    for workflow in &workflows {
+        lowered.push(lower_workflow(workspace, workflow, &workflows, &ids, &prefix, &mut interner)?);
+    }
+    Ok(Program {
+        contract: CONTRACT.to_string(),
+        compiler: env!("CARGO_PKG_VERSION").to_string(),
+        strings: interner.into_strings(),
+        mounts,
+        skills,
+        workflows: lowered,
+    })
+}
+
+/// The selected workflows plus everything they may call, transitively.
+fn included_workflows(analysis: &Analysis, selection: &[String]) -> Vec<String> {
+    let mut included: Vec<String> = if selection.is_empty() {
+        analysis.units.iter().map(|unit| unit.slug.clone()).collect()
+    } else {
+        selection.to_vec()
+    };
+    let mut cursor = 0;
+    while cursor < included.len() {
+        if let Some(unit) = analysis.unit(&included[cursor]) {
+            for call in delegation::calls(unit) {
+                if !included.contains(&call.target) && analysis.unit(&call.target).is_some() {
+                    included.push(call.target);
+                }
+            }
+        }
+        cursor += 1;
+    }
+    // Keep the workspace's order, whatever order the selection named them in.
+    analysis.units.iter().map(|unit| unit.slug.clone()).filter(|slug| included.contains(slug)).collect()
+}
+
+fn lower_workflow(
+    workspace: &Workspace,
+    workflow: &Workflow,
+    all: &[&Workflow],
+    ids: &HashMap<&str, WorkflowId>,
+    prefix: &prompt::PrefixParts,
+    interner: &mut Interner,
+) -> Result<WorkflowProgram, BuildError> {
+    let state_id = |slug: &str| workflow.state_index(slug).map(|index| StateId(index as u32));
+    let callees = callees(workflow, all, ids, interner);
+    let mut scripts = Vec::new();
+    let mut script_ids: HashMap<String, ScriptId> = HashMap::new();
+    let mut surfaces = surface::Surfaces::default();
+    let mut states = Vec::with_capacity(workflow.states.len());
+    for state in &workflow.states {
+        let script = match (&state.kind, &state.script) {
+            (StateKind::Code, Some(path)) => {
+                let id = match script_ids.get(&path.value) {
+                    Some(id) => *id,
+                    None => {
+                        let compiled = script::compile(workspace, workflow, &path.value, interner)?;
+                        let id = ScriptId(scripts.len() as u32);
+                        scripts.push(compiled);
+                        script_ids.insert(path.value.clone(), id);
+                        id
+                    }
+                };
+                Some(id)
+            }
+            _ => None,
+        };
+        let (surface_id, guards) = surface::lower_state(workspace, workflow, state, &callees, &mut surfaces, interner);
+        let transitions = state
+            .transitions
+            .iter()
+            .filter_map(|transition| {
+                let target = state_id(&transition.to.value)?;
+                let target_state = &workflow.states[target.0 as usize];
+                Some(TransitionProgram {
+                    target,
+                    description: transition.description.as_ref().map(|text| interner.intern(text.value.trim())),
+                    kind: transition.kind,
+                    marker: prompt::marker(transition.kind, target_state).map(|marker| interner.intern(&marker)),
+                })
+            })
+            .collect();
+        let mut ops = match state.kind {
+            StateKind::Agent => vec![Op::RunAgent(surface_id)],
+            StateKind::Human => vec![Op::ParkForDecision],
+            StateKind::Grader => vec![Op::RunGrader(surface_id)],
+            StateKind::Code => script.map(|id| vec![Op::RunCode(id, surface_id)]).unwrap_or_default(),
+        };
+        if state.is_terminal() && state.kind != StateKind::Human {
+            ops.push(Op::Complete);
+        }
+        let (skill_access, skills) = surface::skill_access(workspace, workflow, state, interner);
+        let mount_access = surface::mount_access(workspace, workflow, state, interner);
+        let template = prompt::volatile_template(workspace, workflow, state, interner);
+        let decision = (state.kind == StateKind::Human).then(|| DecisionTemplate {
+            instructions: interner.intern(state.instructions.as_ref().map(|text| text.value.trim()).unwrap_or("")),
+            evidence: state.evidence.iter().map(|path| interner.intern(&path.value)).collect(),
+            approvers: state.approvers.iter().map(|approver| interner.intern(&approver.value)).collect(),
+        });
+        states.push(StateProgram {
+            slug: interner.intern(&state.slug.value),
+            kind: state.kind,
+            title: state.title.as_ref().map(|title| interner.intern(&title.value)),
+            ops,
+            transitions,
+            requires: state.requires.iter().map(|name| interner.intern(&name.value)).collect(),
+            locks: state.locks.iter().map(|name| interner.intern(&name.value)).collect(),
+            on_error: state.on_error.as_ref().and_then(|target| state_id(&target.value)),
+            budget: BudgetProgram {
+                timeout_ms: state.budget.timeout_ms.as_ref().map(|value| value.value),
+                max_parks: state.budget.max_parks.as_ref().map(|value| value.value),
+            },
+            model: state
+                .model
+                .as_ref()
+                .or(workflow.settings.model.as_ref())
+                .filter(|_| state.kind != StateKind::Code)
+                .map(|model| interner.intern(&model.value)),
+            surface: surface_id,
+            guards,
+            skills,
+            skill_access,
+            mount_access,
+            template,
+            decision,
+            script,
+        });
+    }
+    let triggers: Vec<TriggerProgram> = workflow
+        .triggers()
+        .map(|(entry, trigger)| signature::lower_trigger(trigger, StateId(entry as u32), interner))
+        .collect();
+    let entry = workflow
+        .triggers()
+        .find(|(_, trigger)| trigger.id.value == "manual")
+        .or_else(|| workflow.triggers().next())
+        .map(|(index, _)| StateId(index as u32))
+        .unwrap_or(StateId(0));
+    let settings = &workflow.settings;
+    let mut read_write: Vec<Sym> = Vec::new();
+    let grants = workflow
+        .mounts
+        .iter()
+        .flat_map(|root| root.allow_always.iter())
+        .chain(workflow.states.iter().flat_map(|state| state.mounts.allowed().iter()));
+    for grant in grants {
+        if grant.access.as_ref().is_some_and(|access| access.value == crate::schema::ast::Access::ReadWrite) {
+            let name = interner.intern(&grant.name.value);
+            if !read_write.contains(&name) {
+                read_write.push(name);
+            }
+        }
+    }
+    Ok(WorkflowProgram {
+        slug: interner.intern(&workflow.slug),
+        title: workflow.title.as_ref().map(|title| interner.intern(&title.value)),
+        spec_hash: hash::spec_hash(workspace, workflow),
+        disabled: workflow.disabled,
+        settings: SettingsProgram {
+            model: settings.model.as_ref().map(|model| interner.intern(&model.value)),
+            timeout_ms: settings.timeout_ms.as_ref().map(|value| value.value).unwrap_or(DEFAULT_TIMEOUT_MS),
+            memory_limit_bytes: settings
+                .memory_limit_bytes
+                .as_ref()
+                .map(|value| value.value)
+                .unwrap_or(DEFAULT_MEMORY_LIMIT_BYTES),
+            max_ptc_calls: match &settings.max_ptc_calls {
+                Some(value) => value.value,
+                None => Some(DEFAULT_MAX_PTC_CALLS),
+            },
+            max_result_chars: settings
+                .max_result_chars
+                .as_ref()
+                .map(|value| value.value)
+                .unwrap_or(DEFAULT_MAX_RESULT_CHARS),
+            prompt_cache: settings.prompt_cache.enabled,
+            prompt_cache_ttl: interner.intern(match settings.prompt_cache.ttl {
+                CacheTtl::FiveMinutes => "5m",
+                CacheTtl::OneHour => "1h",
+            }),
+        },
+        tests: TestsProgram {
+            case_timeout_ms: workflow
+                .tests
+                .case_timeout_ms
+                .as_ref()
+                .map(|value| value.value)
+                .unwrap_or(DEFAULT_CASE_TIMEOUT_MS),
+            judge: workflow.tests.judge.as_ref().map(|judge| JudgeProgram {
+                model: judge.model.as_ref().map(|model| interner.intern(&model.value)),
+                temperature: judge.temperature,
+                max_tokens: judge.max_tokens,
+            }),
+        },
+        states,
+        surfaces: surfaces.into_vec(),
+        triggers,
+        entry,
+        prompt_prefix: interner.intern(&prefix.render(workspace, workflow, false)),
+        child_prompt_prefix: interner.intern(&prefix.render(workspace, workflow, true)),
+        forbid_always: workflow
+            .tools
+            .forbid_always
+            .iter()
+            .map(|entry| surface::rule(workspace, entry, interner))
+            .collect(),
+        skills_forbid_always: workflow
+            .skills
+            .iter()
+            .flat_map(|root| root.forbid_always.iter())
+            .map(|slug| interner.intern(&slug.value))
+            .collect(),
+        mounts_forbid_always: workflow
+            .mounts
+            .iter()
+            .flat_map(|root| root.forbid_always.iter())
+            .map(|name| interner.intern(&name.value))
+            .collect(),
+        mounts_read_write: read_write,
+        scripts,
+        callees,
+    })
+}
+
+/// Every `archmax_workflow_<slug>` the workflow may call, in first-mention order.
+fn callees(
+    workflow: &Workflow,
+    all: &[&Workflow],
+    ids: &HashMap<&str, WorkflowId>,
+    interner: &mut Interner,
+) -> Vec<Callee> {
+    let mut callees: Vec<Callee> = Vec::new();
+    let entries = workflow
+        .tools
+        .allow_always
+        .iter()
+        .flat_map(|allow| allow.value.iter())
+        .chain(workflow.states.iter().flat_map(|state| state.tools.allow.iter()));
+    for entry in entries {
+        let Some(target) = crate::tools::delegation_target(entry.name()) else {
+            continue;
+        };
+        let (Some(id), Some(callee)) = (ids.get(target), all.iter().find(|candidate| candidate.slug == target)) else {
+            continue;
+        };
+        let tool = interner.intern(entry.name());
+        if callees.iter().any(|existing| existing.tool == tool) {
+            continue;
+        }
+        callees.push(signature::callee(tool, *id, callee, interner));
+    }
+    callees
+}
+
+/// Literal text of a template, `${{…}}` references written back as they were.
+pub fn template_text(parts: &[TextPart]) -> String {
+    parts
+        .iter()
+        .map(|part| match part {
+            TextPart::Literal(text) => text.replace("${{", "$${{"),
+            TextPart::Reference { path, .. } => format!("${{{{{path}}}}}"),
+        })
+        .collect()
+}

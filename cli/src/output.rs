@@ -31,7 +31,7 @@ pub fn usage_error(error: clap::Error) -> ExitCode {
                 .trim_start_matches("error: ");
             let command = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
             match command {
-                Some(command) if ["validate", "explain"].contains(&command.as_str()) => {
+                Some(command) if ["validate", "explain", "build", "inspect", "graph"].contains(&command.as_str()) => {
                     eprintln!("error: {first}; try `archmax {command} --help`")
                 }
                 _ => eprintln!("error: {first}; try `archmax --help`"),

@@ -30,9 +30,17 @@ fn updating() -> bool {
     std::env::var_os("UPDATE_GOLDEN").is_some_and(|value| !value.is_empty() && value != "0")
 }
 
+/// Compares `actual` with the recording at `path`, or rewrites it under `UPDATE_GOLDEN=1`.
+pub fn compare_or_update(path: &Path, actual: &str, failures: &mut Vec<String>) {
+    compare(path, actual, failures)
+}
+
 fn compare(path: &Path, actual: &str, failures: &mut Vec<String>) {
     if updating() {
         if fs::read_to_string(path).ok().as_deref() != Some(actual) {
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent).expect("golden directory is writable");
+            }
             fs::write(path, actual).expect("golden file is writable");
         }
         return;

@@ -1,6 +1,7 @@
 //! Integration tests of the `archmax` binary: golden diagnostics, the example workspace,
 //! and the command-line contract (streams, formats, exit codes).
 
+mod artifacts;
 mod commands;
 mod golden;
 mod support;

@@ -1,0 +1,89 @@
+//! `archmax build [WORKFLOW…] [--root DIR] [-o FILE]`: validate, lower, and write one
+//! verified artifact; print a one-line summary.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use archmax_vm::compiler::artifact;
+use archmax_vm::compiler::diagnostic::render;
+use archmax_vm::compiler::lower::{BuildInputs, lower};
+use archmax_vm::compiler::{Analysis, analyze};
+use archmax_vm::stdlib::PLATFORM_PROMPT;
+
+use crate::output::{failure, stderr_color};
+
+/// Where an artifact goes when `-o` is not given: `<root>/target/archmax/<name>.amx`.
+pub fn default_output(root: &Path, selection: &[String]) -> PathBuf {
+    let name = if selection.is_empty() { "workspace".to_string() } else { selection.join("+") };
+    root.join("target").join("archmax").join(format!("{name}.{}", artifact::EXTENSION))
+}
+
+/// Writes through a temporary file and a rename, so a reader never sees half a file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)?;
+    }
+    let temporary = path.with_extension(format!("{}.tmp{}", artifact::EXTENSION, std::process::id()));
+    {
+        let mut file = fs::File::create(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    fs::rename(&temporary, path)
+}
+
+/// A byte count for people: `84.2 KB`.
+pub fn human_size(bytes: usize) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} B"),
+        1024..1_048_576 => format!("{:.1} KB", bytes as f64 / 1024.0),
+        _ => format!("{:.1} MB", bytes as f64 / 1_048_576.0),
+    }
+}
+
+/// Validates and prints the diagnostics of a refused build; `None` when valid.
+pub fn refuse_if_invalid(analysis: &Analysis, selection: &[String]) -> Option<ExitCode> {
+    let report = match analysis.report(selection) {
+        Ok(report) => report,
+        Err(error) => return Some(failure(error)),
+    };
+    if report.is_valid() {
+        return None;
+    }
+    eprint!("{}", render::human(analysis.sources(), &report, stderr_color()));
+    eprintln!("{}", render::verdict(&report));
+    Some(failure("the workspace does not validate; nothing was built"))
+}
+
+pub fn run(root: &Path, selection: &[String], output: Option<&Path>) -> ExitCode {
+    let analysis = match analyze(root) {
+        Ok(analysis) => analysis,
+        Err(error) => return failure(error),
+    };
+    if let Some(code) = refuse_if_invalid(&analysis, selection) {
+        return code;
+    }
+    let program = match lower(&analysis, selection, &BuildInputs { platform_prompt: PLATFORM_PROMPT }) {
+        Ok(program) => program,
+        Err(error) => return failure(error),
+    };
+    let bytes = artifact::encode(&program);
+    let path = output.map(Path::to_path_buf).unwrap_or_else(|| default_output(root, selection));
+    if let Err(error) = write_atomically(&path, &bytes) {
+        return failure(format!("could not write `{}`: {error}", path.display()));
+    }
+    let checksum = artifact::read_header(&bytes)
+        .map(|(header, _)| archmax_vm::compiler::lower::hash::hex(&header.checksum))
+        .unwrap_or_default();
+    println!(
+        "built {} — {} workflow(s), {} state(s), {}, sha256 {}",
+        path.display(),
+        program.workflows.len(),
+        program.state_count(),
+        human_size(bytes.len()),
+        &checksum[..checksum.len().min(16)]
+    );
+    ExitCode::SUCCESS
+}

@@ -6,9 +6,13 @@
 
 mod build;
 mod explain;
+mod flow;
 mod graph;
 mod inspect;
 mod output;
+mod run;
+mod session;
+mod sessions;
 mod validate;
 
 use std::path::PathBuf;
@@ -64,6 +68,33 @@ enum Command {
         #[arg(long, value_enum, default_value_t = graph::GraphFormat::Mermaid)]
         format: graph::GraphFormat,
     },
+    /// Run one turn of a workflow: start a session, or continue one.
+    Run {
+        /// The workflow to run.
+        workflow: String,
+        /// The message, the rest of the line.
+        #[arg(required = true, num_args = 1..)]
+        prompt: Vec<String>,
+        /// The trigger the turn runs under (default `manual`).
+        #[arg(long, value_name = "ID")]
+        trigger: Option<String>,
+        /// Variables to seed, locked: a JSON object.
+        #[arg(long, value_name = "JSON")]
+        variables: Option<String>,
+        /// Continue this session, or start one under this id.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        #[command(flatten)]
+        common: SessionFlags,
+    },
+    /// List sessions, or show one.
+    Sessions {
+        /// A session id.
+        id: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the long explanation of a diagnostic code.
     Explain {
         /// A code such as AMX0301.
@@ -73,6 +104,31 @@ enum Command {
         #[arg(long)]
         list: bool,
     },
+}
+
+/// Flags every session command takes.
+#[derive(clap::Args)]
+struct SessionFlags {
+    /// Run this artifact instead of compiling the workspace.
+    #[arg(long, value_name = "FILE")]
+    artifact: Option<PathBuf>,
+    /// Replay scripted model turns from this tape instead of calling a model.
+    #[arg(long, value_name = "FILE")]
+    tape: Option<PathBuf>,
+    /// Write every event as JSON lines to this file.
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+}
+
+impl SessionFlags {
+    fn options<'a>(&'a self, root: &'a std::path::Path) -> session::SessionOptions<'a> {
+        session::SessionOptions {
+            root,
+            artifact: self.artifact.as_deref(),
+            tape: self.tape.as_deref(),
+            events: self.events.as_deref(),
+        }
+    }
 }
 
 /// How `validate` prints its findings.
@@ -98,5 +154,16 @@ fn main() -> ExitCode {
             inspect::run(&file, workflow.as_deref(), state.as_deref(), format)
         }
         Command::Graph { workflow, format } => graph::run(&root, workflow.as_deref(), format),
+        Command::Run { workflow, prompt, trigger, variables, session, common } => run::run(
+            &common.options(&root),
+            run::RunArgs {
+                workflow: &workflow,
+                prompt: &prompt,
+                trigger: trigger.as_deref(),
+                variables: variables.as_deref(),
+                session: session.as_deref(),
+            },
+        ),
+        Command::Sessions { id, json } => sessions::run(&root, id.as_deref(), json),
     }
 }

@@ -31,7 +31,7 @@ pub fn usage_error(error: clap::Error) -> ExitCode {
                 .trim_start_matches("error: ");
             let command = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
             match command {
-                Some(command) if ["validate", "explain", "build", "inspect", "graph"].contains(&command.as_str()) => {
+                Some(command) if COMMANDS.contains(&command.as_str()) => {
                     eprintln!("error: {first}; try `archmax {command} --help`")
                 }
                 _ => eprintln!("error: {first}; try `archmax --help`"),
@@ -39,6 +39,18 @@ pub fn usage_error(error: clap::Error) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Every subcommand, for pointing usage errors at the right `--help`.
+const COMMANDS: [&str; 12] = [
+    "validate", "explain", "build", "inspect", "graph", "run", "sessions", "decide", "reply", "deliver", "test",
+    "schema",
+];
+
+/// A usage problem found after parsing (bad JSON, an empty prompt): one line, exit 2.
+pub fn usage(command: &str, message: &str) -> ExitCode {
+    eprintln!("error: {message}; try `archmax {command} --help`");
+    ExitCode::from(2)
 }
 
 /// A failure established after parsing: one line, exit 1.

@@ -1,10 +1,13 @@
 //! # archmax-stdlib
 //!
 //! The runtime's standard library: the platform prompt every governed session reads
-//! (how to move, wait, decide and fail), and, as the VM grows, the built-in tools (file
-//! tools, glob, grep, todos), the control-tool schemas and the sandbox prelude. The
-//! tool *vocabulary* (names, default grants, path-argument declarations) is data in
+//! (how to move, wait, decide and fail), the agent's workspace as a virtual file system
+//! ([`vfs`]), and the built-in tools ([`tools`]) with their JSON schemas. The tool
+//! *vocabulary* (names, default grants, path-argument declarations) is data in
 //! `archmax_compiler::tools`, so the compiler and the runtime agree on it.
+
+pub mod tools;
+pub mod vfs;
 
 /// The compiled-in platform prompt, Markdown. Blocks between `<!-- top-level-only -->`
 /// and `<!-- /top-level-only -->` are dropped for sub-workflow children. A workspace

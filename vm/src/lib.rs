@@ -1,8 +1,29 @@
 //! # archmax-vm
 //!
-//! The runtime half of archmax: it loads verified artifacts produced by
-//! `archmax-compiler` and runs their sessions. This crate is built out by the VM issues;
-//! for now it carries only the dependency shape (`vm → compiler, stdlib`).
+//! The runtime half of archmax. It loads a verified artifact (built by
+//! `archmax-compiler`) and runs its sessions turn by turn:
+//!
+//! ```text
+//! Runtime::run_turn ─▶ turn boundary (interp::start) ─▶ Turn::run loop (interp)
+//!    │                                                   ├ prompt: volatile block per call
+//!    │                                                   ├ model: adapters (OpenAI, tape)
+//!    │                                                   ├ kernel: every tool call decided
+//!    │                                                   └ stdlib tools over the workspace
+//!    └ session store: every committed step durable (session::fs)
+//! ```
+//!
+//! Events ([`events`]) are the one record of a run; the CLI renders them.
+
+pub mod clock;
+pub mod events;
+pub mod interp;
+pub mod kernel;
+pub mod model;
+pub mod prompt;
+pub mod runtime;
+pub mod session;
+pub mod values;
 
 pub use archmax_compiler as compiler;
 pub use archmax_stdlib as stdlib;
+pub use runtime::{Outcome, RunError, Runtime, RuntimeParts, TurnRequest};

@@ -4,4 +4,5 @@
 mod artifacts;
 mod commands;
 mod golden;
+mod runs;
 mod support;

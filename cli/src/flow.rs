@@ -1,0 +1,125 @@
+//! The human "state flow" on stderr, rendered from the run's events as they happen.
+//!
+//! Append-only: state changes at the margin, what happened inside a state indented under
+//! it. Control calls are shown as what they do (a move, a park, a raise), never as tool
+//! lines; runtime notes are not shown at all.
+
+use std::io::Write;
+
+use archmax_vm::events::{Envelope, Event, Listener};
+
+/// Writes the flow to stderr.
+pub struct Flow {
+    color: bool,
+}
+
+impl Flow {
+    pub fn new(color: bool) -> Flow {
+        Flow { color }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
+    }
+}
+
+fn first_line(text: &str, limit: usize) -> String {
+    let line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim();
+    if line.chars().count() > limit {
+        format!("{}…", line.chars().take(limit).collect::<String>())
+    } else {
+        line.to_string()
+    }
+}
+
+/// A runtime message without its `[workflow] FAILED:`-style marker, which the flow's icons
+/// already say.
+fn plain(text: &str) -> &str {
+    for marker in ["[workflow] FAILED: ", "[workflow] BLOCKED: ", "[workflow] "] {
+        if let Some(rest) = text.strip_prefix(marker) {
+            return rest;
+        }
+    }
+    text
+}
+
+fn argument_summary(args: &serde_json::Value) -> String {
+    for key in ["file_path", "path", "source", "pattern", "name"] {
+        if let Some(value) = args.get(key).and_then(|value| value.as_str()) {
+            return format!(" {value}");
+        }
+    }
+    String::new()
+}
+
+impl Listener for Flow {
+    fn on_event(&mut self, envelope: &Envelope) {
+        let line = match &envelope.event {
+            Event::StateEnter { state } => Some(format!("{} {}", self.paint("1;36", "●"), self.paint("1", state))),
+            Event::Advance { from, to, reason, .. } if from != "__start__" => Some(format!(
+                "  {} {to}{}",
+                self.paint("36", "→"),
+                reason.as_ref().map(|reason| format!(" — {}", first_line(reason, 100))).unwrap_or_default()
+            )),
+            Event::AgentText { text, .. } => {
+                Some(format!("  {}", self.paint("2", &format!("“{}”", first_line(text, 100)))))
+            }
+            Event::ToolCalled { tool, args, .. }
+                if !tool.starts_with("archmax_")
+                    || tool.starts_with("archmax_workflow_")
+                    || tool == "archmax_run"
+                    || tool == "archmax_eval"
+                    || tool == "archmax_set_variables" =>
+            {
+                Some(format!("  · {tool}{}", argument_summary(args)))
+            }
+            Event::ToolResult { status, output, .. } if status == "error" => {
+                Some(format!("    {} {}", self.paint("33", "!"), first_line(plain(output), 240)))
+            }
+            Event::ToolBlocked { tool, rule, args, .. } => {
+                Some(format!("  {} {tool}{} refused ({rule})", self.paint("33", "✖"), argument_summary(args)))
+            }
+            Event::Parked { awaiting, reason, resume_at, .. } => Some(format!(
+                "  {} awaiting {}{}{}",
+                self.paint("35", "⏸"),
+                if awaiting == "decision" { "a decision" } else { "input" },
+                reason.as_ref().map(|reason| format!(": {}", first_line(reason, 80))).unwrap_or_default(),
+                resume_at.as_ref().map(|at| format!(" (due {at})")).unwrap_or_default()
+            )),
+            Event::StateErrorRouted { to, reason, .. } => {
+                Some(format!("  {} failed: {} → {to}", self.paint("33", "⚠"), first_line(plain(reason), 240)))
+            }
+            Event::Raised { code, reason, .. } => {
+                Some(format!("  {} raised `{code}`: {}", self.paint("31", "✖"), first_line(reason, 100)))
+            }
+            Event::Decided { to, .. } => Some(format!("  {} decided → {to}", self.paint("36", "✓"))),
+            Event::Delivered { trigger, .. } => Some(format!("  {} delivered `{trigger}`", self.paint("36", "↩"))),
+            Event::CodeStart { script, .. } => Some(format!("  · running {script}")),
+            Event::CodeOutput { line, .. } => Some(format!("    {}", self.paint("2", line))),
+            Event::GraderStart { .. } => Some("  · grading".to_string()),
+            Event::SubWorkflowStart { workflow, depth, .. } => {
+                Some(format!("  {}↳ sub-workflow {workflow}", "  ".repeat(depth.saturating_sub(1) as usize)))
+            }
+            Event::SubWorkflowResult { workflow, status, .. } => Some(format!("  ↲ {workflow}: {status}")),
+            Event::Warning { message, .. } => Some(format!("  {} {}", self.paint("33", "⚠"), message)),
+            Event::TurnEnd { status, state, reason, terminal, code } => Some(match status.as_str() {
+                "completed" if *terminal => format!("{} completed in {state}", self.paint("32", "✔")),
+                "completed" => {
+                    format!("{} turn ended in {state}; the session can continue there", self.paint("32", "✔"))
+                }
+                "awaiting_decision" | "awaiting_input" => return,
+                other => format!(
+                    "{} {other} in {state}{}{}",
+                    self.paint("31", "✖"),
+                    code.as_ref().map(|code| format!(" ({code})")).unwrap_or_default(),
+                    reason.as_ref().map(|reason| format!(": {}", first_line(reason, 200))).unwrap_or_default()
+                ),
+            }),
+            _ => None,
+        };
+        if let Some(line) = line {
+            let mut stderr = std::io::stderr().lock();
+            let _ = writeln!(stderr, "{line}");
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! `archmax run WORKFLOW PROMPT… [--trigger ID] [--variables JSON] [--session ID]
+//! [--root DIR] [--artifact FILE] [--tape FILE] [--events FILE]`.
+
+use std::process::ExitCode;
+
+use serde_json::{Map, Value};
+
+use archmax_vm::TurnRequest;
+
+use crate::output::{failure, usage};
+use crate::session::{SessionOptions, finish, header, model, program, runtime};
+
+pub struct RunArgs<'a> {
+    pub workflow: &'a str,
+    pub prompt: &'a [String],
+    pub trigger: Option<&'a str>,
+    pub variables: Option<&'a str>,
+    pub session: Option<&'a str>,
+}
+
+/// Parses `--variables`: one JSON object.
+pub fn parse_variables(text: Option<&str>, command: &str) -> Result<Map<String, Value>, ExitCode> {
+    let Some(text) = text else {
+        return Ok(Map::new());
+    };
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(usage(command, "--variables must be a JSON object, such as '{\"order_id\": \"ORD-1\"}'")),
+        Err(error) => Err(usage(command, &format!("--variables is not valid JSON: {error}"))),
+    }
+}
+
+pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
+    let message = args.prompt.join(" ");
+    if message.trim().is_empty() {
+        return usage("run", "the prompt is empty");
+    }
+    let variables = match parse_variables(args.variables, "run") {
+        Ok(variables) => variables,
+        Err(code) => return code,
+    };
+    let program = match program(options) {
+        Ok(program) => program,
+        Err(Ok(refusal)) => return failure(refusal.0),
+        Err(Err(code)) => return code,
+    };
+    header(options, args.workflow);
+    let model = match model(options) {
+        Ok(model) => model,
+        Err(refusal) => return failure(refusal.0),
+    };
+    let runtime = match runtime(options, program, model) {
+        Ok(runtime) => runtime,
+        Err(refusal) => return failure(refusal.0),
+    };
+    let request = TurnRequest {
+        workflow: args.workflow.to_string(),
+        session: args.session.map(str::to_string),
+        trigger: args.trigger.map(str::to_string),
+        message: Some(message),
+        variables,
+    };
+    let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(executor) => executor,
+        Err(error) => return failure(format!("could not start the runtime: {error}")),
+    };
+    match executor.block_on(runtime.run_turn(request)) {
+        Ok(outcome) => finish(&outcome, &runtime),
+        Err(error) => failure(error),
+    }
+}

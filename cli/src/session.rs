@@ -1,0 +1,222 @@
+//! What `run`, `sessions` (and the resume commands) share: compiling or loading the
+//! program, choosing the model, the store, the event listeners, and printing an outcome.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use archmax_vm::compiler::analyze;
+use archmax_vm::compiler::artifact;
+use archmax_vm::compiler::lower::{BuildInputs, lower};
+use archmax_vm::compiler::program::Program;
+use archmax_vm::events::{EventSink, JsonLines};
+use archmax_vm::model::ModelAdapter;
+use archmax_vm::model::openai::{OpenAiAdapter, OpenAiConfig};
+use archmax_vm::model::pricing::PricingTable;
+use archmax_vm::model::tape::Tape;
+use archmax_vm::session::fs::FsStore;
+use archmax_vm::session::{Status, Usage};
+use archmax_vm::stdlib::PLATFORM_PROMPT;
+use archmax_vm::{Outcome, Runtime, RuntimeParts};
+
+use crate::build::refuse_if_invalid;
+use crate::flow::Flow;
+use crate::output::stderr_color;
+
+/// Options every session command takes.
+pub struct SessionOptions<'a> {
+    pub root: &'a Path,
+    pub artifact: Option<&'a Path>,
+    pub tape: Option<&'a Path>,
+    pub events: Option<&'a Path>,
+}
+
+/// A failure before anything ran, with the message to print.
+pub struct Refusal(pub String);
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Loads the artifact, or compiles the workspace in process (validation included).
+pub fn program(options: &SessionOptions<'_>) -> Result<Program, Result<Refusal, ExitCode>> {
+    if let Some(path) = options.artifact {
+        let bytes = std::fs::read(path)
+            .map_err(|error| Ok(Refusal(format!("could not read `{}`: {error}", path.display()))))?;
+        return artifact::decode(&bytes)
+            .map_err(|error| Ok(Refusal(format!("`{}` is refused: {error}", path.display()))));
+    }
+    let analysis = analyze(options.root).map_err(|error| Ok(Refusal(error.to_string())))?;
+    if let Some(code) = refuse_if_invalid(&analysis, &[]) {
+        return Err(Err(code));
+    }
+    lower(&analysis, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT })
+        .map_err(|error| Ok(Refusal(error.to_string())))
+}
+
+/// The model: the tape when given, else the configured endpoint.
+pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refusal> {
+    match options.tape {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|error| Refusal(format!("could not read the tape `{}`: {error}", path.display())))?;
+            let tape = Tape::parse(&path.display().to_string(), &text).map_err(|error| Refusal(error.to_string()))?;
+            Ok(Arc::new(tape))
+        }
+        None => {
+            let config = OpenAiConfig::from_env(env).map_err(|error| Refusal(error.to_string()))?;
+            Ok(Arc::new(OpenAiAdapter::new(config).map_err(|error| Refusal(error.to_string()))?))
+        }
+    }
+}
+
+/// The sessions directory of a workspace.
+pub fn sessions_dir(root: &Path) -> PathBuf {
+    root.join("sessions")
+}
+
+/// Builds a runtime with the flow renderer and, when asked, a JSON-lines event file.
+pub fn runtime(
+    options: &SessionOptions<'_>,
+    program: Program,
+    model: Arc<dyn ModelAdapter>,
+) -> Result<Runtime, Refusal> {
+    let events = EventSink::new();
+    events.listen(Box::new(Flow::new(stderr_color())));
+    if let Some(path) = options.events {
+        let file =
+            File::create(path).map_err(|error| Refusal(format!("could not write `{}`: {error}", path.display())))?;
+        events.listen(Box::new(JsonLines { writer: std::io::BufWriter::new(file) }));
+    }
+    let clock = archmax_vm::clock::from_env(env).map_err(Refusal)?;
+    let pricing = PricingTable::from_env(env).map_err(|error| Refusal(error.to_string()))?;
+    Ok(Runtime::new(RuntimeParts {
+        program: Arc::new(program),
+        store: Arc::new(FsStore::new(sessions_dir(options.root))),
+        model,
+        events,
+        clock: Arc::from(clock),
+        root: options.root.to_path_buf(),
+        pricing,
+    }))
+}
+
+/// The session header on stderr: which workflow, which workspace, which model.
+pub fn header(options: &SessionOptions<'_>, workflow: &str) {
+    let root = options.root.canonicalize().unwrap_or_else(|_| options.root.to_path_buf());
+    let model = match options.tape {
+        Some(tape) => format!("tape {}", tape.display()),
+        None => match env("ARCHMAX_MODEL").filter(|model| !model.trim().is_empty()) {
+            Some(model) => model,
+            None => "ARCHMAX_MODEL is unset (states and settings must name one)".to_string(),
+        },
+    };
+    eprintln!("archmax · workflow {workflow} · root {} · model {model}", root.display());
+}
+
+/// `20369` → `20,369`.
+pub fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// The token footer, or `None` when no usage was reported.
+pub fn footer(usage: &Usage) -> Option<String> {
+    if usage.is_empty() {
+        return None;
+    }
+    let mut line = format!(
+        "tokens     in {} · out {} · cache r {}/w {}",
+        thousands(usage.input_tokens),
+        thousands(usage.output_tokens),
+        thousands(usage.cache_read_tokens),
+        thousands(usage.cache_creation_tokens)
+    );
+    if let Some(cost) = usage.cost_usd {
+        line.push_str(&format!(" · ${cost:.4}"));
+    }
+    Some(line)
+}
+
+/// What to do about a parked session: where it waits, and the command that moves it on.
+pub fn park_report(outcome: &Outcome, program: &Program) -> Option<String> {
+    let id = &outcome.session_id;
+    if let Some(decision) = &outcome.pending_decision {
+        let title = decision.title.as_ref().map(|title| format!(" ({title})")).unwrap_or_default();
+        let targets: Vec<&str> = decision.transitions.iter().map(|choice| choice.to.as_str()).collect();
+        let to = match targets.as_slice() {
+            [only] => only.to_string(),
+            _ => format!("<{}>", targets.join("|")),
+        };
+        return Some(format!(
+            "⏸ awaiting human decision at {}{title} · session {id}\n  next: archmax decide {id} --to {to} [--comment \"why\"]",
+            decision.state
+        ));
+    }
+    if let Some(input) = &outcome.pending_input {
+        let trigger = delivery_trigger(program, &outcome.workflow, &input.state);
+        let due = input.resume_at.as_ref().map(|at| format!(" · due {at}")).unwrap_or_default();
+        return Some(format!(
+            "⏸ awaiting input at {}: {}{due} · session {id}\n  next: archmax deliver {id} --trigger {trigger} [--variables '{{…}}']",
+            input.state, input.reason
+        ));
+    }
+    None
+}
+
+/// The trigger a delivery most likely carries: one declared on the parked state, else
+/// any the workflow declares besides `manual`.
+fn delivery_trigger(program: &Program, workflow: &str, state: &str) -> String {
+    let Some((_, workflow)) = program.workflow(workflow) else {
+        return "<id>".to_string();
+    };
+    let named = |here: bool| -> Vec<&str> {
+        workflow
+            .triggers
+            .iter()
+            .filter(|trigger| !here || program.str(workflow.state(trigger.entry).slug) == state)
+            .map(|trigger| program.str(trigger.id))
+            .filter(|id| *id != "manual")
+            .collect()
+    };
+    let mut ids = named(true);
+    if ids.is_empty() {
+        ids = named(false);
+    }
+    match ids.as_slice() {
+        [] => "<id>".to_string(),
+        [only] => only.to_string(),
+        many => format!("<{}>", many.join("|")),
+    }
+}
+
+/// Prints an outcome: the reply on stdout; the park report, the usage footer and the
+/// session on stderr (the verdict line came from the flow). Returns the exit code.
+pub fn finish(outcome: &Outcome, runtime: &Runtime) -> ExitCode {
+    if !outcome.reply.is_empty() {
+        println!("{}", outcome.reply);
+    }
+    let leftover = runtime.model.leftover();
+    if leftover > 0 {
+        eprintln!("warning: the tape still holds {leftover} unused entr{}", if leftover == 1 { "y" } else { "ies" });
+    }
+    match park_report(outcome, &runtime.program) {
+        Some(report) => eprintln!("{report}"),
+        None => eprintln!("session {}", outcome.session_id),
+    }
+    if let Some(line) = footer(&outcome.turn_usage) {
+        eprintln!("{line}");
+    }
+    match outcome.status {
+        Status::Completed | Status::AwaitingDecision | Status::AwaitingInput | Status::Running => ExitCode::SUCCESS,
+        Status::Rejected | Status::Failed => ExitCode::from(1),
+    }
+}

@@ -1,0 +1,184 @@
+//! `archmax sessions [ID] [--root DIR] [--json]`: a listing, or one session in full.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+
+use archmax_vm::session::fs::FsStore;
+use archmax_vm::session::{SessionState, SessionStore};
+
+use crate::output::failure;
+use crate::session::sessions_dir;
+
+/// The summary of one session, as `--json` prints it.
+pub fn summary(state: &SessionState) -> Value {
+    let head = &state.head;
+    let variables: serde_json::Map<String, Value> = state
+        .variables
+        .iter()
+        .map(|(name, variable)| (name.clone(), json!({ "value": variable.value, "locked": variable.locked })))
+        .collect();
+    let mut out = json!({
+        "sessionId": state.id,
+        "workflow": head.workflow,
+        "status": head.status.as_str(),
+        "workflowState": head.position,
+        "variables": variables,
+        "trail": state.trail.iter().map(|step| json!({ "to": step.to, "kind": step.kind, "reason": step.reason })).collect::<Vec<_>>(),
+        "exit": match (&head.exit, head.status) {
+            (Some(exit), _) => json!({ "success": false, "code": exit.code, "reason": exit.reason }),
+            (None, archmax_vm::session::Status::Completed) => json!({ "success": true }),
+            (None, archmax_vm::session::Status::Rejected) => json!({ "success": false, "reason": head.rejected }),
+            _ => Value::Null,
+        },
+        "usage": {
+            "inputTokens": head.usage.input_tokens,
+            "outputTokens": head.usage.output_tokens,
+            "cacheReadTokens": head.usage.cache_read_tokens,
+            "cacheCreationTokens": head.usage.cache_creation_tokens,
+            "costUsd": head.usage.cost_usd,
+        },
+        "specHash": head.spec_hash,
+    });
+    if let Some(parent) = &head.parent {
+        out["parentSessionId"] = json!(parent);
+    }
+    if let Some(decision) = &head.pending_decision {
+        out["park"] = json!({ "channel": "decision", "state": decision.state, "seq": decision.seq, "since": decision.created_at, "transitions": decision.transitions, "evidence": decision.evidence, "instructions": decision.instructions });
+    }
+    if let Some(input) = &head.pending_input {
+        out["park"] = json!({ "channel": "input", "state": input.state, "reason": input.reason, "since": input.parked_at, "resumeAt": input.resume_at });
+    }
+    out
+}
+
+pub fn run(root: &Path, id: Option<&str>, json_output: bool) -> ExitCode {
+    let store = FsStore::new(sessions_dir(root));
+    match id {
+        Some(id) => {
+            let state = match store.read(id) {
+                Ok(Some(state)) => state,
+                Ok(None) => return failure(format!("there is no session `{id}`; `archmax sessions` lists them")),
+                Err(error) => return failure(error),
+            };
+            if json_output {
+                println!("{}", serde_json::to_string_pretty(&summary(&state)).unwrap_or_default());
+            } else {
+                print!("{}", detail(&state));
+            }
+            ExitCode::SUCCESS
+        }
+        None => {
+            let ids = match store.list() {
+                Ok(ids) => ids,
+                Err(error) => return failure(error),
+            };
+            let mut states = Vec::with_capacity(ids.len());
+            for id in ids {
+                match store.read(&id) {
+                    Ok(Some(state)) => states.push(state),
+                    Ok(None) => {}
+                    Err(error) => eprintln!("warning: {error}"),
+                }
+            }
+            if json_output {
+                let list: Vec<Value> = states.iter().map(summary).collect();
+                println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+            } else {
+                for state in &states {
+                    println!("{}", row(state));
+                }
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn row(state: &SessionState) -> String {
+    let head = &state.head;
+    let names: Vec<&str> = state.variables.keys().map(String::as_str).collect();
+    let class = if head.status.is_finished() { "finished" } else { "open" };
+    let mut line = format!(
+        "{}  {}  {} ({class})  {}",
+        state.id,
+        head.workflow,
+        head.status.as_str(),
+        head.position.as_deref().unwrap_or("-")
+    );
+    if let Some(decision) = &head.pending_decision {
+        line.push_str(&format!("  awaiting={} decision", decision.state));
+    }
+    if let Some(input) = &head.pending_input {
+        line.push_str(&format!("  awaiting={} reason={:?}", input.state, input.reason));
+        if let Some(at) = &input.resume_at {
+            line.push_str(&format!(" due={at}"));
+        }
+    }
+    line.push_str(&format!("  vars={}", names.join(",")));
+    line
+}
+
+fn detail(state: &SessionState) -> String {
+    let head = &state.head;
+    let mut out = format!(
+        "session   {}\nworkflow  {}\nstatus    {}\nstate     {}\n",
+        state.id,
+        head.workflow,
+        head.status.as_str(),
+        head.position.as_deref().unwrap_or("-")
+    );
+    if let Some(exit) = &head.exit {
+        out.push_str(&format!("exit      {}: {}\n", exit.code, exit.reason));
+    }
+    if let Some(reason) = &head.rejected {
+        out.push_str(&format!("rejected  {reason}\n"));
+    }
+    if let Some(decision) = &head.pending_decision {
+        out.push_str(&format!(
+            "park      awaiting a decision at {} (#{} since {})\n",
+            decision.state, decision.seq, decision.created_at
+        ));
+        for choice in &decision.transitions {
+            out.push_str(&format!(
+                "          → {} [{}] {}\n",
+                choice.to,
+                choice.kind,
+                choice.description.as_deref().unwrap_or("")
+            ));
+        }
+        for path in &decision.evidence {
+            out.push_str(&format!("          evidence {path}\n"));
+        }
+    }
+    if let Some(input) = &head.pending_input {
+        out.push_str(&format!("park      awaiting input at {}: {}", input.state, input.reason));
+        if let Some(at) = &input.resume_at {
+            out.push_str(&format!(" (due {at})"));
+        }
+        out.push('\n');
+    }
+    out.push_str("variables\n");
+    for (name, variable) in &state.variables {
+        out.push_str(&format!("  {name} = {}{}\n", variable.value, if variable.locked { " (locked)" } else { "" }));
+    }
+    out.push_str("trail\n");
+    for step in &state.trail {
+        out.push_str(&format!(
+            "  {:<12} {}{}\n",
+            step.kind,
+            step.to,
+            step.reason.as_ref().map(|reason| format!(" — {reason}")).unwrap_or_default()
+        ));
+    }
+    let usage = &head.usage;
+    out.push_str(&format!(
+        "usage     in {} · out {} · cache read {} · cache write {}{}\n",
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_creation_tokens,
+        usage.cost_usd.map(|cost| format!(" · ${cost:.6}")).unwrap_or_default()
+    ));
+    out
+}

@@ -1,0 +1,160 @@
+//! The golden runs harness.
+//!
+//! Each directory under `golden/runs/` holds a `workspace/` (with its tapes), or names a
+//! `base` workspace of the repository (`specs`) that its `workspace/` is laid over, and a
+//! `case.toml` listing `[[steps]]`: the `archmax` arguments of each command, run in a
+//! fresh copy of the workspace with a fixed clock (`ARCHMAX_FIXED_CLOCK`), so sessions,
+//! events and outputs are reproducible. Session commands get `--events` automatically.
+//! Everything a step produced (exit code, stdout, stderr, events) is compared with
+//! `expected.txt`; `UPDATE_GOLDEN=1` rewrites it. A step may set `exit` to assert its
+//! code, and `env` to add variables (`ARCHMAX_TEST_ABORT_AFTER_COMMITS` kills the process
+//! after that many committed steps, to test resuming from another process).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Deserialize;
+
+use crate::golden::compare_or_update;
+use crate::support::repository;
+
+pub const FIXED_CLOCK: &str = "2026-01-05T09:30:00Z";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Case {
+    description: String,
+    /// A repository directory (such as `specs`) copied first; the case's own
+    /// `workspace/`, when it has one, is laid over it (tapes, extra files).
+    #[serde(default)]
+    base: Option<String>,
+    steps: Vec<Step>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Step {
+    args: Vec<String>,
+    #[serde(default)]
+    exit: Option<i32>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).expect("scratch workspace");
+    for entry in fs::read_dir(from).expect("workspace is readable").flatten() {
+        let path = entry.path();
+        let target = to.join(entry.file_name());
+        // Build outputs and sessions of a base workspace are not inputs.
+        if path.is_dir() && (entry.file_name() == "target" || entry.file_name() == "sessions") {
+            continue;
+        }
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            fs::copy(&path, &target).expect("copy");
+        }
+    }
+}
+
+const SESSION_COMMANDS: [&str; 4] = ["run", "decide", "reply", "deliver"];
+
+/// Runs one case; returns its transcript.
+pub fn run_case(case_dir: &Path, scratch: &Path) -> Result<String, String> {
+    let text = fs::read_to_string(case_dir.join("case.toml")).map_err(|error| format!("no case.toml: {error}"))?;
+    let case: Case = toml::from_str(&text).map_err(|error| format!("case.toml is invalid: {error}"))?;
+    if case.description.trim().is_empty() {
+        return Err("describe the case".to_string());
+    }
+    let workspace = scratch.join("workspace");
+    let _ = fs::remove_dir_all(scratch);
+    if let Some(base) = &case.base {
+        copy_dir(&repository().join(base), &workspace);
+    }
+    let overlay = case_dir.join("workspace");
+    if overlay.is_dir() {
+        copy_dir(&overlay, &workspace);
+    } else if case.base.is_none() {
+        return Err("a case needs a `workspace/` or a `base`".to_string());
+    }
+    let mut transcript = String::new();
+    for (index, step) in case.steps.iter().enumerate() {
+        let mut args = step.args.clone();
+        let events = scratch.join(format!("events-{index}.jsonl"));
+        let records_events = SESSION_COMMANDS.contains(&args.first().map(String::as_str).unwrap_or(""))
+            && !args.iter().any(|arg| arg == "--events");
+        if records_events {
+            args.push("--events".to_string());
+            args.push(events.to_string_lossy().into_owned());
+        }
+        let output = Command::new(env!("CARGO_BIN_EXE_archmax"))
+            .args(&args)
+            .current_dir(&workspace)
+            .env("NO_COLOR", "1")
+            .env("ARCHMAX_FIXED_CLOCK", FIXED_CLOCK)
+            .env_remove("ARCHMAX_API_BASE_URL")
+            .env_remove("ARCHMAX_API_KEY")
+            .envs(&step.env)
+            .output()
+            .map_err(|error| format!("archmax did not run: {error}"))?;
+        let code = output.status.code().unwrap_or(-1);
+        if let Some(expected) = step.exit
+            && expected != code
+        {
+            return Err(format!(
+                "step {index} ({}) exited {code}, expected {expected}\nstderr:\n{}",
+                step.args.join(" "),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        // The header names the absolute workspace path; the scratch copy's path varies.
+        let shown = |bytes: &[u8]| {
+            let text = String::from_utf8_lossy(bytes).into_owned();
+            match workspace.canonicalize() {
+                Ok(real) => text.replace(&*real.to_string_lossy(), "<workspace>"),
+                Err(_) => text,
+            }
+        };
+        transcript.push_str(&format!("$ archmax {}\n", step.args.join(" ")));
+        transcript.push_str(&format!("exit: {code}\n"));
+        transcript.push_str("--- stdout\n");
+        transcript.push_str(&shown(&output.stdout));
+        transcript.push_str("--- stderr\n");
+        transcript.push_str(&shown(&output.stderr));
+        if records_events {
+            transcript.push_str("--- events\n");
+            transcript.push_str(&fs::read_to_string(&events).unwrap_or_default());
+        }
+        transcript.push('\n');
+    }
+    Ok(transcript)
+}
+
+fn cases() -> Vec<PathBuf> {
+    let root = repository().join("golden/runs");
+    let mut cases: Vec<PathBuf> = fs::read_dir(&root)
+        .map(|entries| entries.flatten().map(|entry| entry.path()).filter(|path| path.is_dir()).collect())
+        .unwrap_or_default();
+    cases.sort();
+    cases
+}
+
+#[test]
+fn golden_runs() {
+    let cases = cases();
+    assert!(!cases.is_empty(), "golden/runs holds the run cases");
+    let scratch_root = std::env::temp_dir().join(format!("archmax-runs-{}", std::process::id()));
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+        match run_case(case, &scratch_root.join(&name)) {
+            Ok(transcript) => compare_or_update(&case.join("expected.txt"), &transcript, &mut failures),
+            Err(problem) => failures.push(format!("{name}: {problem}")),
+        }
+    }
+    let _ = fs::remove_dir_all(&scratch_root);
+    assert!(failures.is_empty(), "{} golden run failure(s):\n{}", failures.len(), failures.join("\n"));
+}

@@ -1,0 +1,232 @@
+//! `read_file`: a window of a text file, one numbered line per line.
+//!
+//! Binary files are reported, never returned: the answer names the type and the size and
+//! is an ordinary result, because nothing went wrong with the call.
+
+use serde_json::{Value, json};
+
+use super::arguments::Arguments;
+use super::content::{Content, binary_notice, binary_type_by_name, classify};
+use super::{ToolContext, ToolError, ToolSchema, shown, vfs_failure};
+
+/// Lines shown when the call sets no `limit`.
+pub(crate) const DEFAULT_LINE_LIMIT: usize = 2000;
+
+/// Characters of one line shown before the rest is cut.
+pub(crate) const MAX_LINE_CHARS: usize = 2000;
+
+pub(crate) fn read_file(args: &Value, ctx: &ToolContext) -> Result<String, ToolError> {
+    let args = Arguments::parse("read_file", args, &["file_path", "offset", "limit"])?;
+    let path = args.required_path("file_path")?;
+    let offset = args.optional_count("offset")?.unwrap_or(0);
+    let limit = args.optional_count("limit")?.unwrap_or(DEFAULT_LINE_LIMIT);
+    if limit == 0 {
+        return Err(ToolError("the argument `limit` must be at least 1".to_string()));
+    }
+    let entry = ctx.workspace.stat(&path).map_err(vfs_failure)?.ok_or_else(|| missing(&path))?;
+    if entry.is_dir {
+        return Err(ToolError(format!("{} is a folder; list it with ls", shown(&path))));
+    }
+    // A name that marks the file binary spares reading it at all.
+    if let Some(mime) = binary_type_by_name(&path) {
+        return Ok(binary_notice(&path, mime, entry.size));
+    }
+    let bytes = ctx.workspace.read(&path).map_err(vfs_failure)?;
+    let size = bytes.len() as u64;
+    match classify(&path, bytes) {
+        Content::Binary { mime } => Ok(binary_notice(&path, mime, size)),
+        Content::Text(text) => numbered_window(&path, &text, offset, limit),
+    }
+}
+
+fn missing(path: &str) -> ToolError {
+    ToolError(format!("'{path}' does not exist"))
+}
+
+/// Cuts a line longer than [`MAX_LINE_CHARS`], saying how long it was.
+pub(crate) fn clipped_line(line: &str) -> String {
+    match line.char_indices().nth(MAX_LINE_CHARS) {
+        None => line.to_string(),
+        Some((cut, _)) => {
+            let total = line.chars().count();
+            format!("{} [… line cut here; it has {total} characters]", &line[..cut])
+        }
+    }
+}
+
+/// Lines `offset..offset + limit` of `text`, numbered from 1.
+fn numbered_window(path: &str, text: &str, offset: usize, limit: usize) -> Result<String, ToolError> {
+    if text.is_empty() {
+        return Ok(format!("'{path}' exists but is empty."));
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let total = lines.len();
+    if offset >= total {
+        let noun = if total == 1 { "line" } else { "lines" };
+        return Err(ToolError(format!(
+            "the argument `offset` ({offset}) is past the end of '{path}', which has {total} {noun}; \
+             offsets count lines from 0"
+        )));
+    }
+    let end = offset.saturating_add(limit).min(total);
+    let mut answer = lines[offset..end]
+        .iter()
+        .enumerate()
+        .map(|(index, line)| format!("{:>6}\t{}", offset + index + 1, clipped_line(line)))
+        .collect::<Vec<_>>()
+        .join("\n");
+    if end < total {
+        answer.push_str(&format!(
+            "\n\n(Lines {}-{end} of {total} shown. Call read_file again with offset {end} to read on.)",
+            offset + 1
+        ));
+    }
+    Ok(answer)
+}
+
+pub(crate) fn schema(tool: &str) -> Option<ToolSchema> {
+    (tool == "read_file").then(|| {
+        ToolSchema::closed(
+            "read_file",
+            "Read a text file of the workspace. The answer numbers each line from 1 (a tab separates the number \
+             from the text) and shows up to 2000 lines; use `offset` and `limit` to page through longer files. \
+             Very long lines are cut. Binary files (images, audio, video, PDF, slides, archives, or content that \
+             is not UTF-8 text) are not returned: the answer only reports their type and size.",
+            json!({
+                "file_path": {
+                    "type": "string",
+                    "description": "The file to read, relative to the workspace root, e.g. `scratchpad/notes.md`."
+                },
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "The first line to show, counted from 0. Defaults to 0."
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "How many lines to show at most. Defaults to 2000."
+                }
+            }),
+            &["file_path"],
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::tools::fixture::Fixture;
+    use crate::vfs::Vfs;
+
+    #[test]
+    fn lines_are_numbered_from_one() {
+        let fixture = Fixture::new();
+        assert_eq!(
+            fixture.ok("read_file", json!({ "file_path": "scratchpad/notes.md" })),
+            "     1\tfirst line\n     2\tsecond line\n     3\tthird line"
+        );
+        assert_eq!(fixture.ok("read_file", json!({ "file_path": "/AGENTS.md" })), "     1\t# Agents\n     2\tBe kind.");
+    }
+
+    #[test]
+    fn offset_and_limit_choose_a_window() {
+        let fixture = Fixture::new();
+        let answer = fixture.ok("read_file", json!({ "file_path": "scratchpad/notes.md", "offset": 1, "limit": 1 }));
+        assert!(answer.starts_with("     2\tsecond line\n\n"), "{answer}");
+        assert!(answer.contains("offset 2"), "{answer}");
+        let tail = fixture.ok("read_file", json!({ "file_path": "scratchpad/notes.md", "offset": 2 }));
+        assert_eq!(tail, "     3\tthird line");
+        let past = fixture.refused("read_file", json!({ "file_path": "scratchpad/notes.md", "offset": 3 }));
+        assert!(past.contains("`offset` (3)") && past.contains("3 lines"), "{past}");
+        let zero = fixture.refused("read_file", json!({ "file_path": "scratchpad/notes.md", "limit": 0 }));
+        assert!(zero.contains("`limit`"), "{zero}");
+    }
+
+    #[test]
+    fn the_default_limit_is_two_thousand_lines() {
+        let fixture = Fixture::new();
+        let long: String = (1..=2500).map(|line| format!("line {line}\n")).collect();
+        fixture.session.write("scratchpad/long.txt", long.as_bytes()).unwrap();
+        let answer = fixture.ok("read_file", json!({ "file_path": "scratchpad/long.txt" }));
+        assert!(answer.contains("  2000\tline 2000\n"), "the last shown line");
+        assert!(!answer.contains("line 2001"));
+        assert!(answer.ends_with("(Lines 1-2000 of 2500 shown. Call read_file again with offset 2000 to read on.)"));
+    }
+
+    #[test]
+    fn long_lines_are_cut_with_a_marker() {
+        let fixture = Fixture::new();
+        let line = "é".repeat(2500);
+        fixture.session.write("scratchpad/wide.txt", line.as_bytes()).unwrap();
+        let answer = fixture.ok("read_file", json!({ "file_path": "scratchpad/wide.txt" }));
+        assert!(answer.starts_with(&format!("     1\t{}", "é".repeat(2000))));
+        assert!(answer.ends_with("[… line cut here; it has 2500 characters]"), "{answer}");
+    }
+
+    #[test]
+    fn windows_line_endings_do_not_leak_into_lines() {
+        let fixture = Fixture::new();
+        fixture.session.write("scratchpad/crlf.txt", b"a\r\nb\r\n").unwrap();
+        assert_eq!(fixture.ok("read_file", json!({ "file_path": "scratchpad/crlf.txt" })), "     1\ta\n     2\tb");
+    }
+
+    #[test]
+    fn binaries_are_reported_not_returned() {
+        let fixture = Fixture::new();
+        fixture.session.write("scratchpad/logo.png", &vec![7u8; 24_678]).unwrap();
+        assert_eq!(
+            fixture.ok("read_file", json!({ "file_path": "scratchpad/logo.png" })),
+            "Error: 'scratchpad/logo.png' is a binary file (image/png, 24.1 KB) and was not read; \
+             read_file returns text files only."
+        );
+        fixture.session.write("scratchpad/blob.txt", b"ab\0cd").unwrap();
+        assert_eq!(
+            fixture.ok("read_file", json!({ "file_path": "scratchpad/blob.txt" })),
+            "Error: 'scratchpad/blob.txt' is a binary file (application/octet-stream, 5 bytes) and was not read; \
+             read_file returns text files only."
+        );
+        fixture.session.write("scratchpad/latin1.txt", &[0x63, 0x61, 0x66, 0xe9]).unwrap();
+        let answer = fixture.ok("read_file", json!({ "file_path": "scratchpad/latin1.txt" }));
+        assert!(answer.contains("application/octet-stream, 4 bytes"), "{answer}");
+        fixture.session.write("scratchpad/logo.svg", b"<svg/>").unwrap();
+        assert_eq!(fixture.ok("read_file", json!({ "file_path": "scratchpad/logo.svg" })), "     1\t<svg/>");
+    }
+
+    #[test]
+    fn an_empty_file_says_so() {
+        let fixture = Fixture::new();
+        fixture.session.write("scratchpad/empty.md", b"").unwrap();
+        assert_eq!(
+            fixture.ok("read_file", json!({ "file_path": "scratchpad/empty.md" })),
+            "'scratchpad/empty.md' exists but is empty."
+        );
+    }
+
+    #[test]
+    fn refusals() {
+        let fixture = Fixture::new();
+        assert_eq!(
+            fixture.refused("read_file", json!({ "file_path": "scratchpad/none.md" })),
+            "'scratchpad/none.md' does not exist"
+        );
+        assert_eq!(
+            fixture.refused("read_file", json!({ "file_path": "scratchpad" })),
+            "'scratchpad' is a folder; list it with ls"
+        );
+        assert_eq!(
+            fixture.refused("read_file", json!({ "file_path": "/" })),
+            "the workspace root is a folder; list it with ls"
+        );
+        assert_eq!(fixture.refused("read_file", json!({})), "the argument `file_path` is required");
+        assert!(fixture.refused("read_file", json!({ "file_path": "../x" })).contains("climbs above"));
+        assert!(fixture.refused("read_file", json!({ "path": "a.md" })).contains("`path`"));
+    }
+
+    #[test]
+    fn reading_is_never_filtered_by_visibility() {
+        let fixture = Fixture::new().hide("skills");
+        assert!(fixture.ok("read_file", json!({ "file_path": "skills/orders/SKILL.md" })).contains("Look up orders."));
+    }
+}

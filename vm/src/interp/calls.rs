@@ -1,0 +1,264 @@
+//! Tool calls, in the spec's order: resolve the name, substitute `${{…}}` in the model's
+//! own string arguments, ask the kernel, then execute (controls here, built-ins through
+//! the standard library). A refusal or a tool that throws is answered to the model as an
+//! error-status tool message; it never fails the turn.
+
+use serde_json::Value;
+
+use archmax_compiler::program::{StateId, ToolKind};
+use archmax_compiler::syntax::reference::{TemplatePart, parse_template};
+use archmax_compiler::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, delegation_target};
+
+use crate::events::Event;
+use crate::kernel::{Call, Origin, decide, resolve_reference, visible};
+use crate::session::{Message, Status, ToolCall, ToolStatus};
+
+use super::Turn;
+
+/// Longest tool output kept in a `tool-result` event.
+const EVENT_OUTPUT_PREVIEW: usize = 2_000;
+
+/// What executing one call produced.
+pub(super) struct Answer {
+    pub content: String,
+    pub status: ToolStatus,
+    /// The call did not do what it asked, though the model reads a plain answer (an
+    /// advance the runtime refused).
+    pub refused: bool,
+}
+
+impl Answer {
+    pub fn ok(content: impl Into<String>) -> Answer {
+        Answer { content: content.into(), status: ToolStatus::Ok, refused: false }
+    }
+
+    pub fn error(content: impl Into<String>) -> Answer {
+        Answer { content: content.into(), status: ToolStatus::Error, refused: true }
+    }
+
+    /// A refusal answered as a plain message.
+    pub fn refused(content: impl Into<String>) -> Answer {
+        Answer { content: content.into(), status: ToolStatus::Ok, refused: true }
+    }
+}
+
+/// Substitutes every `${{…}}` in the string values of `args`; `Err` names the first
+/// reference that does not resolve (or is malformed).
+pub fn substitute(args: &Value, variables: &Value) -> Result<Value, String> {
+    match args {
+        Value::String(text) if text.contains("${{") => {
+            let template = parse_template(text).map_err(|error| {
+                format!(
+                    "the reference in `{text}` is malformed: {}. Write `$${{{{…}}}}` for the literal characters.",
+                    error.message
+                )
+            })?;
+            let mut out = String::with_capacity(text.len());
+            for part in &template.parts {
+                match part {
+                    TemplatePart::Literal(literal) => out.push_str(literal),
+                    TemplatePart::Reference { path, .. } => match resolve_reference(path, variables) {
+                        Some(value) => out.push_str(&value),
+                        None => {
+                            return Err(format!(
+                                "`${{{{{path}}}}}` does not resolve to a value: check the name with `archmax_get_variables`, or write `$${{{{{path}}}}}` for the literal text"
+                            ));
+                        }
+                    },
+                }
+            }
+            Ok(Value::String(out))
+        }
+        Value::Array(items) => {
+            items.iter().map(|item| substitute(item, variables)).collect::<Result<Vec<_>, _>>().map(Value::Array)
+        }
+        Value::Object(map) => {
+            let mut out = serde_json::Map::with_capacity(map.len());
+            for (key, value) in map {
+                out.insert(key.clone(), substitute(value, variables)?);
+            }
+            Ok(Value::Object(out))
+        }
+        other => Ok(other.clone()),
+    }
+}
+
+fn preview(text: &str) -> (String, bool) {
+    if text.len() <= EVENT_OUTPUT_PREVIEW {
+        return (text.to_string(), false);
+    }
+    let mut end = EVENT_OUTPUT_PREVIEW;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (text[..end].to_string(), true)
+}
+
+impl Turn<'_> {
+    /// Handles every call of one assistant message, in order.
+    pub(super) async fn handle_calls(&mut self, calls: &[ToolCall]) -> Result<(), crate::runtime::RunError> {
+        let mut advanced: Option<String> = None;
+        let alone = calls.len() == 1;
+        // Every call of one message is decided in the state the model was shown.
+        let shown = self.position_id();
+        for call in calls {
+            let answer = match self.session.head.status {
+                Status::Failed => Answer::error("The session has already ended; this call was not run."),
+                Status::AwaitingInput | Status::AwaitingDecision => {
+                    Answer::error("The session is parked now; this call was not run.")
+                }
+                _ => self.handle_call(shown, call, alone, &mut advanced).await,
+            };
+            self.push_message(Message::Tool {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: answer.content,
+                status: answer.status,
+            });
+        }
+        Ok(())
+    }
+
+    async fn handle_call(
+        &mut self,
+        id: StateId,
+        call: &ToolCall,
+        alone: bool,
+        advanced: &mut Option<String>,
+    ) -> Answer {
+        let state = self.state(id);
+        let here = self.slug(id).to_string();
+        let program = self.program();
+        let surface = self.workflow.surface(state.surface);
+        let on_surface = surface.tools.iter().find(|tool| program.str(tool.name) == call.name);
+        let known = on_surface.is_some()
+            || RUNTIME_TOOLS.contains(&call.name.as_str())
+            || DEFAULT_TOOLS.contains(&call.name.as_str())
+            || call.name == "task"
+            || call.name == "eval"
+            || call.name == archmax_compiler::tools::NOTE_TOOL
+            || state.guards.grants.iter().any(|grant| program.str(grant.tool) == call.name)
+            || delegation_target(&call.name).is_some();
+        if !known {
+            let offered: Vec<&str> = surface.tools.iter().map(|tool| program.str(tool.name)).collect();
+            return Answer::error(format!(
+                "[workflow] '{}' is not a tool. The tools of state '{here}' are: {}.",
+                call.name,
+                offered.join(", ")
+            ));
+        }
+        let delegation = on_surface.is_some_and(|tool| matches!(tool.kind, ToolKind::Delegation(_)));
+        let variables = self.variables_json();
+        let args = if delegation {
+            call.args.clone()
+        } else {
+            match substitute(&call.args, &variables) {
+                Ok(args) => args,
+                Err(problem) => {
+                    let reason = format!("[workflow] The call was not made: {problem}.");
+                    self.emit(Event::ToolBlocked {
+                        state: here,
+                        tool: call.name.clone(),
+                        rule: "argument.unresolved-reference".to_string(),
+                        reason: reason.clone(),
+                        call_id: call.id.clone(),
+                        args: call.args.clone(),
+                        origin: "model".to_string(),
+                    });
+                    return Answer::error(reason);
+                }
+            }
+        };
+        let verdict = decide(
+            &self.policy(),
+            &Call {
+                state,
+                tool: &call.name,
+                args: &args,
+                origin: Origin::Model,
+                reply_only: false,
+                variables: &variables,
+            },
+        );
+        if !verdict.allowed {
+            self.emit(Event::ToolBlocked {
+                state: here.clone(),
+                tool: call.name.clone(),
+                rule: verdict.rule.to_string(),
+                reason: verdict.reason.clone(),
+                call_id: call.id.clone(),
+                args: args.clone(),
+                origin: "model".to_string(),
+            });
+            if verdict.terminal && self.session.head.rejected.is_none() {
+                self.session.head.rejected = Some(verdict.reason.clone());
+            }
+            return Answer::error(verdict.reason);
+        }
+        self.emit(Event::ToolCalled {
+            state: here.clone(),
+            tool: call.name.clone(),
+            call_id: call.id.clone(),
+            args: args.clone(),
+            origin: "model".to_string(),
+        });
+        let started = self.now();
+        let answer = self.execute(id, call, &args, alone, advanced).await;
+        let (output, truncated) = preview(&answer.content);
+        self.emit(Event::ToolResult {
+            state: here,
+            tool: call.name.clone(),
+            call_id: call.id.clone(),
+            status: if answer.refused { "error" } else { "ok" }.to_string(),
+            duration_ms: self.now().saturating_sub(started),
+            output,
+            truncated,
+            origin: "model".to_string(),
+        });
+        answer
+    }
+
+    async fn execute(
+        &mut self,
+        id: StateId,
+        call: &ToolCall,
+        args: &Value,
+        alone: bool,
+        advanced: &mut Option<String>,
+    ) -> Answer {
+        match call.name.as_str() {
+            "archmax_advance" => self.advance(call, args, advanced),
+            "archmax_reset" => self.reset(call, args),
+            "archmax_wait" => self.wait(call, args),
+            "archmax_raise" => self.raise(call, args, alone),
+            "archmax_get_variables" => self.get_variables(args),
+            "archmax_set_variables" => self.set_variables(call, args),
+            "archmax_get_history" => Answer::error("archmax_get_history is offered only to grader and code states."),
+            "archmax_eval" | "archmax_run" => Answer::error(format!(
+                "'{}' needs the script sandbox, which this build of the runtime does not include.",
+                call.name
+            )),
+            name if delegation_target(name).is_some() => {
+                Answer::error(format!("'{name}' calls a sub-workflow, which this build of the runtime cannot run yet."))
+            }
+            name if DEFAULT_TOOLS.contains(&name) => {
+                let policy = self.policy();
+                let state = self.state(id);
+                let filter = |path: &str| visible(&policy, state, path);
+                let context = archmax_stdlib::tools::ToolContext { workspace: &self.workspace, visible: &filter };
+                let result = archmax_stdlib::tools::run(name, args, &context);
+                if name == "write_todos"
+                    && result.is_ok()
+                    && let Some(Value::Array(todos)) = args.get("todos")
+                {
+                    self.session.head.todos = todos.clone();
+                }
+                match result {
+                    Ok(text) => Answer::ok(text),
+                    Err(error) => Answer::error(format!("Error: {}", error.0)),
+                }
+            }
+            name => Answer::error(format!("Error: the host provides no `{name}` tool in this run.")),
+        }
+    }
+}

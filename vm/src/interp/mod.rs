@@ -1,0 +1,595 @@
+//! The interpreter: one turn of one session, step by step.
+//!
+//! A [`Turn`] owns an open session (its state and its store writer) and runs the loop:
+//! at the current state it either calls the agent's model over the state's surface, parks
+//! for a person, or runs an automated state; each model answer and its tool calls are one
+//! committed step. Failures are committed as the state's `rejected` reason and routed
+//! through `on_error` once the model has finished in the failing state; a turn is bounded
+//! by the recursion limit. Every mutation goes through the helpers here, which record it
+//! both in the session and in the pending [`Delta`], so a commit writes only what changed.
+
+mod calls;
+mod controls;
+mod start;
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use archmax_compiler::program::{StateId, StateKind, StateProgram, TriggerProgram, WorkflowId, WorkflowProgram};
+
+use crate::events::Event;
+use crate::kernel::{Inherited, Policy};
+use crate::model::{ModelError, ModelRequest, Role};
+use crate::prompt::{VolatileInputs, volatile};
+use crate::runtime::{Outcome, RunError, Runtime};
+use crate::session::{
+    DecisionChoice, Delta, Exit, Message, NoteKind, ParkPhase, PendingDecision, SessionState, SessionWriter, Status,
+    TrailStep, Usage, Variable,
+};
+
+pub use start::validate_variable_name;
+
+/// Deliberate crashes for tests of durability: with `ARCHMAX_TEST_ABORT_AFTER_COMMITS=n`
+/// the process aborts right after its n-th committed step, as a kill would leave it.
+mod fault_injection {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    static COMMITS: AtomicU64 = AtomicU64::new(0);
+
+    pub fn after_commit() {
+        let limit = LIMIT.get_or_init(|| {
+            std::env::var("ARCHMAX_TEST_ABORT_AFTER_COMMITS").ok().and_then(|value| value.trim().parse().ok())
+        });
+        if let Some(limit) = limit
+            && COMMITS.fetch_add(1, Ordering::SeqCst) + 1 >= *limit
+        {
+            std::process::abort();
+        }
+    }
+}
+
+/// One turn on an open session.
+pub struct Turn<'r> {
+    runtime: &'r Runtime,
+    workflow_id: WorkflowId,
+    workflow: &'r WorkflowProgram,
+    session: SessionState,
+    writer: Box<dyn SessionWriter>,
+    pending: Delta,
+    steps: usize,
+    reply: Vec<String>,
+    trigger: Option<&'r TriggerProgram>,
+    child: bool,
+    workspace: archmax_stdlib::vfs::Workspace,
+    /// Index of the message that opened this turn: what the agent said after it counts
+    /// as "already spoke".
+    opened_at: usize,
+    notes: u64,
+    /// The session's usage when this turn opened: the turn's own spend is the difference.
+    usage_at_open: Usage,
+}
+
+impl<'r> Turn<'r> {
+    pub(crate) fn new(
+        runtime: &'r Runtime,
+        workflow_id: WorkflowId,
+        session: SessionState,
+        writer: Box<dyn SessionWriter>,
+    ) -> Turn<'r> {
+        let workflow = &runtime.program.workflows[workflow_id.0 as usize];
+        let trigger = session
+            .head
+            .trigger
+            .as_deref()
+            .and_then(|id| workflow.triggers.iter().find(|trigger| runtime.program.str(trigger.id) == id));
+        let workspace = runtime.workspace(&session.id);
+        let child = session.head.parent.is_some();
+        let opened_at = session.messages.len();
+        Turn {
+            runtime,
+            workflow_id,
+            workflow,
+            pending: Delta::default(),
+            writer,
+            steps: 0,
+            reply: Vec::new(),
+            trigger,
+            child,
+            workspace,
+            opened_at,
+            notes: 0,
+            usage_at_open: session.head.usage,
+            session,
+        }
+    }
+
+    fn program(&self) -> &'r archmax_compiler::program::Program {
+        &self.runtime.program
+    }
+
+    fn now(&self) -> u64 {
+        self.runtime.now()
+    }
+
+    fn emit(&self, event: Event) {
+        self.runtime.events.emit(self.now(), Some(&self.session.id), None, event);
+    }
+
+    // ----- session mutations: recorded in the session and in the pending delta ------
+
+    fn push_message(&mut self, message: Message) {
+        self.session.messages.push(message.clone());
+        self.pending.messages.push(message);
+    }
+
+    fn push_trail(&mut self, to: &str, kind: &str, reason: Option<String>) {
+        let step = TrailStep {
+            to: to.to_string(),
+            kind: kind.to_string(),
+            reason,
+            workflow: None,
+            status: None,
+            ts: self.now(),
+        };
+        self.session.trail.push(step.clone());
+        self.pending.trail.push(step);
+    }
+
+    fn set_variable(&mut self, name: &str, variable: Variable) {
+        self.session.variables.insert(name.to_string(), variable.clone());
+        self.pending.variables.retain(|(existing, _)| existing != name);
+        self.pending.variables.push((name.to_string(), Some(variable)));
+    }
+
+    fn note(&mut self, kind: NoteKind, text: String) {
+        self.notes += 1;
+        let call_id = format!("note-{}-{}", self.session.seq + 1, self.notes);
+        self.push_message(Message::Note { kind, call_id, text });
+    }
+
+    /// Makes the pending changes durable as one step.
+    fn commit(&mut self) -> Result<(), RunError> {
+        self.session.seq += 1;
+        self.session.head.updated_at = self.now();
+        let mut delta = std::mem::take(&mut self.pending);
+        delta.seq = self.session.seq;
+        delta.head = self.session.head.clone();
+        self.writer.commit(&delta)?;
+        fault_injection::after_commit();
+        Ok(())
+    }
+
+    // ----- positions ------------------------------------------------------------
+
+    fn position_id(&self) -> StateId {
+        let slug = self.session.head.position.as_deref().unwrap_or("");
+        self.workflow
+            .states
+            .iter()
+            .position(|state| self.program().str(state.slug) == slug)
+            .map(|index| StateId(index as u32))
+            .unwrap_or(self.workflow.entry)
+    }
+
+    fn state(&self, id: StateId) -> &'r StateProgram {
+        self.workflow.state(id)
+    }
+
+    fn slug(&self, id: StateId) -> &'r str {
+        self.program().str(self.workflow.state(id).slug)
+    }
+
+    fn state_id_of(&self, slug: &str) -> Option<StateId> {
+        self.workflow
+            .states
+            .iter()
+            .position(|state| self.program().str(state.slug) == slug)
+            .map(|index| StateId(index as u32))
+    }
+
+    /// Moves the session to `to`, emitting the leave and enter events.
+    fn move_to(&mut self, to: StateId) {
+        let from = self.session.head.position.clone().unwrap_or_default();
+        let target = self.slug(to).to_string();
+        self.emit(Event::StateLeave { state: from, next: Some(target.clone()) });
+        self.session.head.position = Some(target.clone());
+        self.emit(Event::StateEnter { state: target });
+    }
+
+    fn policy(&self) -> Policy<'_> {
+        Policy {
+            program: self.program(),
+            workflow: self.workflow,
+            mounts: &self.runtime.mounts,
+            ancestors: &[] as &[Inherited<'_>],
+        }
+    }
+
+    // ----- the loop ---------------------------------------------------------------
+
+    /// Runs the session until it parks, finishes, or fails.
+    pub async fn run(mut self) -> Result<Outcome, RunError> {
+        loop {
+            if self.session.head.park_phase == Some(ParkPhase::Closing) {
+                self.handoff().await?;
+                break;
+            }
+            if self.session.head.status != Status::Running {
+                break;
+            }
+            self.steps += 1;
+            if self.steps > self.runtime.recursion_limit {
+                let reason = format!(
+                    "the turn took more than {} steps without finishing; a cycle of states may never end",
+                    self.runtime.recursion_limit
+                );
+                self.fail("recursion-limit", &reason);
+                self.commit()?;
+                break;
+            }
+            let id = self.position_id();
+            let state = self.state(id);
+            match state.kind {
+                StateKind::Human => {
+                    self.enter_human(id, Vec::new());
+                    self.commit()?;
+                }
+                StateKind::Code | StateKind::Grader => {
+                    let reason = format!(
+                        "the {} state '{}' cannot run in this build of the runtime",
+                        state.kind.as_str(),
+                        self.slug(id)
+                    );
+                    self.session.head.rejected = Some(reason);
+                    self.route_failure();
+                    self.commit()?;
+                }
+                StateKind::Agent => self.agent_step(id).await?,
+            }
+        }
+        let head = &self.session.head;
+        let id = self.position_id();
+        self.emit(Event::TurnEnd {
+            status: head.status.as_str().to_string(),
+            state: self.slug(id).to_string(),
+            terminal: self.state(id).is_terminal(),
+            code: head.exit.as_ref().map(|exit| exit.code.clone()),
+            reason: match head.status {
+                Status::Rejected => head.rejected.clone(),
+                Status::Failed => head.exit.as_ref().map(|exit| exit.reason.clone()),
+                _ => None,
+            },
+        });
+        Ok(self.outcome())
+    }
+
+    fn outcome(&self) -> Outcome {
+        let head = &self.session.head;
+        let reason = match head.status {
+            Status::Rejected => head.rejected.clone(),
+            Status::Failed => head.exit.as_ref().map(|exit| exit.reason.clone()),
+            _ => None,
+        };
+        Outcome {
+            session_id: self.session.id.clone(),
+            workflow: head.workflow.clone(),
+            status: head.status,
+            state: head.position.clone().unwrap_or_default(),
+            reply: self.reply.join("\n\n"),
+            reason,
+            exit: head.exit.clone(),
+            usage: head.usage,
+            turn_usage: head.usage.since(&self.usage_at_open),
+            pending_decision: head.pending_decision.clone(),
+            pending_input: head.pending_input.clone(),
+        }
+    }
+
+    /// Ends the session `failed` with an exit code (the recursion limit, a model error).
+    fn fail(&mut self, code: &str, reason: &str) {
+        let state = self.session.head.position.clone().unwrap_or_default();
+        self.session.head.exit =
+            Some(Exit { code: code.to_string(), reason: reason.to_string(), state: state.clone() });
+        self.session.head.status = Status::Failed;
+        self.session.head.park_phase = None;
+    }
+
+    /// Routes the committed rejection through `on_error`, or ends the session rejected.
+    fn route_failure(&mut self) {
+        let Some(reason) = self.session.head.rejected.clone() else {
+            return;
+        };
+        let id = self.position_id();
+        let state = self.state(id);
+        let here = self.slug(id).to_string();
+        match state.on_error {
+            Some(target) => {
+                let to = self.slug(target).to_string();
+                self.note(
+                    NoteKind::Error,
+                    format!(
+                        "[error] '{here}' failed: {reason}. The session moved to '{to}'; handle the failure there."
+                    ),
+                );
+                self.emit(Event::StateErrorRouted { state: here, to: to.clone(), reason: reason.clone() });
+                self.move_to(target);
+                self.push_trail(&to, "on_error", Some(reason));
+                self.session.head.rejected = None;
+                self.session.head.pending_decision = None;
+                self.session.head.pending_input = None;
+                self.session.head.park_phase = None;
+                self.session.head.status = Status::Running;
+            }
+            None => {
+                self.session.head.status = Status::Rejected;
+            }
+        }
+    }
+
+    /// Builds the decision record of a human state and parks on it.
+    fn enter_human(&mut self, id: StateId, attached: Vec<String>) {
+        let program = self.program();
+        let state = self.state(id);
+        let slug = self.slug(id).to_string();
+        let Some(decision) = &state.decision else {
+            return;
+        };
+        let mut evidence: Vec<String> = decision.evidence.iter().map(|path| program.str(*path).to_string()).collect();
+        for path in attached {
+            if !evidence.contains(&path) {
+                evidence.push(path);
+            }
+        }
+        let transitions = state
+            .transitions
+            .iter()
+            .map(|transition| DecisionChoice {
+                to: self.slug(transition.target).to_string(),
+                description: transition.description.map(|text| program.str(text).to_string()),
+                kind: transition.kind.as_str().to_string(),
+            })
+            .collect();
+        self.session.head.decision_count += 1;
+        self.session.head.pending_decision = Some(PendingDecision {
+            state: slug.clone(),
+            title: state.title.map(|title| program.str(title).to_string()),
+            seq: self.session.head.decision_count,
+            instructions: program.str(decision.instructions).to_string(),
+            transitions,
+            evidence,
+            created_at: crate::clock::rfc3339(self.now()),
+        });
+        self.session.head.status = Status::AwaitingDecision;
+        self.session.head.park_phase = Some(ParkPhase::Closing);
+        self.emit(Event::Parked {
+            state: slug,
+            awaiting: "decision".to_string(),
+            reason: None,
+            resume_at: None,
+            call_id: None,
+        });
+    }
+
+    /// The one reply-only model call a park owes, then suspension.
+    async fn handoff(&mut self) -> Result<(), RunError> {
+        self.session.head.park_phase = Some(ParkPhase::Suspend);
+        let id = self.position_id();
+        let opening = match (&self.session.head.pending_decision, &self.session.head.pending_input) {
+            (Some(_), _) => {
+                "The session has just been handed to a person, who will pick how it continues. Tell the person you are working with, in one short message, what was done and that it now waits for that decision."
+            }
+            (None, Some(_)) => {
+                "The session is waiting for something from outside. In one short message, say what it waits for."
+            }
+            _ => "The session is parked. Answer in one short message.",
+        };
+        self.reply_only_call(id, opening).await?;
+        self.commit()
+    }
+
+    /// A model call whose only product is text: every tool call it makes is refused.
+    async fn reply_only_call(&mut self, id: StateId, opening: &str) -> Result<(), RunError> {
+        let state = self.state(id);
+        let program = self.program();
+        let label = match state.title {
+            Some(title) => format!("'{}' ({})", self.slug(id), program.str(title)),
+            None => format!("'{}'", self.slug(id)),
+        };
+        let volatile = format!(
+            "{}\n\n## This session is parked\n\nThe session stands in {label}. {opening} Call no tools: any call is refused, and the session stays parked whatever you write.",
+            crate::clock::clock_line(self.now())
+        );
+        let response = self.call_model(id, volatile).await;
+        let response = match response {
+            Ok(response) => response,
+            Err(ModelError::Timeout(_)) => return Ok(()),
+            Err(error) => {
+                self.emit(Event::Warning {
+                    scope: "model".to_string(),
+                    message: format!("the handoff message failed: {error}"),
+                });
+                return Ok(());
+            }
+        };
+        self.record_answer(id, &response);
+        for call in &response.tool_calls {
+            let reason =
+                "[workflow] BLOCKED: this session is parked; this turn may only answer in text, and no tool runs."
+                    .to_string();
+            self.emit(Event::ToolBlocked {
+                state: self.slug(id).to_string(),
+                tool: call.name.clone(),
+                rule: "tool.reply-only".to_string(),
+                reason: reason.clone(),
+                call_id: call.id.clone(),
+                args: call.args.clone(),
+                origin: "model".to_string(),
+            });
+            self.push_message(Message::Tool {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: reason,
+                status: crate::session::ToolStatus::Error,
+            });
+        }
+        Ok(())
+    }
+
+    /// Calls the agent's model in state `id` with a volatile block.
+    async fn call_model(&self, id: StateId, volatile_block: String) -> Result<crate::model::ModelResponse, ModelError> {
+        let state = self.state(id);
+        let program = self.program();
+        let variables = self.session.variable_values();
+        let definitions = &self.runtime.definitions[self.workflow_id.0 as usize][state.surface.0 as usize];
+        let settings = &self.workflow.settings;
+        let prefix =
+            program.str(if self.child { self.workflow.child_prompt_prefix } else { self.workflow.prompt_prefix });
+        let timeout = state.budget.timeout_ms.map(Duration::from_millis);
+        let request = ModelRequest {
+            model: state.model.map(|model| program.str(model)),
+            role: Role::Agent,
+            workflow: program.str(self.workflow.slug),
+            state: program.str(state.slug),
+            variables: &variables,
+            system_static: prefix,
+            system_volatile: &volatile_block,
+            messages: &self.session.messages,
+            tools: definitions,
+            prompt_cache: settings.prompt_cache.then(|| program.str(settings.prompt_cache_ttl)),
+            timeout,
+        };
+        match timeout {
+            Some(limit) => tokio::time::timeout(limit, self.runtime.model.call(request))
+                .await
+                .unwrap_or(Err(ModelError::Timeout(limit))),
+            None => self.runtime.model.call(request).await,
+        }
+    }
+
+    /// Records what a model answered: the assistant message, its text, its usage.
+    fn record_answer(&mut self, id: StateId, response: &crate::model::ModelResponse) {
+        let state = self.slug(id).to_string();
+        self.push_message(Message::Assistant { text: response.text.clone(), tool_calls: response.tool_calls.clone() });
+        if !response.text.trim().is_empty() {
+            self.reply.push(response.text.clone());
+            self.emit(Event::AgentText { state: state.clone(), text: response.text.clone() });
+        }
+        let usage = response.usage;
+        let model =
+            response.model.clone().or_else(|| self.state(id).model.map(|model| self.program().str(model).to_string()));
+        let cost = model.as_deref().and_then(|model| self.runtime.pricing.cost(&usage, model));
+        let total = &mut self.session.head.usage;
+        total.input_tokens += usage.input;
+        total.output_tokens += usage.output;
+        total.cache_read_tokens += usage.cache_read;
+        total.cache_creation_tokens += usage.cache_write;
+        if let Some(cost) = cost {
+            total.cost_usd = Some(total.cost_usd.unwrap_or(0.0) + cost);
+        }
+        self.emit(Event::ModelUsage {
+            state,
+            input_tokens: usage.input,
+            output_tokens: usage.output,
+            cache_read_tokens: usage.cache_read,
+            cache_creation_tokens: usage.cache_write,
+            model,
+            cost_usd: cost,
+        });
+    }
+
+    /// One agent step: a model call in state `id` and the tool calls it makes.
+    async fn agent_step(&mut self, id: StateId) -> Result<(), RunError> {
+        let state = self.state(id);
+        let entry =
+            self.state_id_of(self.session.head.entry_state.as_deref().unwrap_or("")).unwrap_or(self.workflow.entry);
+        let reentry =
+            state.is_terminal() && id != entry && self.session.trail.last().is_some_and(|step| step.kind == "trigger");
+        let variables = self.session.variable_values();
+        let block = volatile(
+            self.program(),
+            state,
+            &VolatileInputs {
+                now_ms: self.now(),
+                variables: &variables,
+                trigger: self.trigger,
+                child: self.child,
+                reentry,
+            },
+        );
+        let response = match self.call_model(id, block).await {
+            Ok(response) => response,
+            Err(ModelError::Timeout(limit)) => {
+                let budget = state.budget.timeout_ms.unwrap_or(limit.as_millis() as u64);
+                self.session.head.rejected =
+                    Some(format!("state '{}' exceeded its time budget (timeoutMs: {budget})", self.slug(id)));
+                self.route_failure();
+                return self.commit();
+            }
+            Err(error) => {
+                self.fail("turn-error", &error.to_string());
+                return self.commit();
+            }
+        };
+        self.record_answer(id, &response);
+        if response.tool_calls.is_empty() {
+            if self.session.head.rejected.is_some() {
+                self.route_failure();
+            } else if self.state(self.position_id()).is_terminal() {
+                self.complete();
+            } else {
+                self.session.head.status = Status::Completed;
+            }
+            return self.commit();
+        }
+        // A tool batch is a step of its own.
+        self.steps += 1;
+        self.handle_calls(&response.tool_calls).await?;
+        self.commit()
+    }
+
+    /// A terminal state finished: check the trigger's returns, then complete.
+    fn complete(&mut self) {
+        let here = self.session.head.position.clone().unwrap_or_default();
+        if let Some(trigger) = self.trigger
+            && !self.child
+        {
+            let program = self.program();
+            for entry in &trigger.returns {
+                let name = program.str(entry.name);
+                match self.session.variables.get(name) {
+                    None => {
+                        let reason = format!(
+                            "Completed in state '{here}' without setting '{name}', which trigger '{}' declares in its 'returns'.",
+                            program.str(trigger.id)
+                        );
+                        self.session.head.rejected = Some(reason);
+                        self.session.head.status = Status::Rejected;
+                        return;
+                    }
+                    Some(variable) => {
+                        let today = crate::values::Today::at(self.now());
+                        if let Err(problem) = crate::values::check(program, entry, &variable.value, &today) {
+                            let reason = format!("Completed in state '{here}' with a mistyped return: {problem}.");
+                            self.session.head.rejected = Some(reason);
+                            self.session.head.status = Status::Rejected;
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        self.session.head.status = Status::Completed;
+        self.emit(Event::StateLeave { state: here, next: None });
+    }
+
+    fn variables_json(&self) -> Value {
+        self.session.variable_values()
+    }
+
+    fn runtime(&self) -> &'r Runtime {
+        self.runtime
+    }
+}

@@ -1,0 +1,245 @@
+//! The turn boundary: resolving the session, refusing what must not start, seeding the
+//! variables and opening the turn at the right state.
+
+use serde_json::{Map, Value};
+
+use archmax_compiler::program::{StateKind, WorkflowProgram};
+use archmax_compiler::syntax::reference::is_variable_name;
+
+use crate::events::Event;
+use crate::kernel::resolve_reference;
+use crate::runtime::{Outcome, RunError, Runtime, TurnRequest};
+use crate::session::id::{check_session_id, new_session_id};
+use crate::session::{Head, Message, SessionState, Status, StoreError, Variable};
+
+use super::Turn;
+
+/// Longest `title` a session may carry.
+pub const TITLE_MAX_CHARS: usize = 200;
+
+/// Checks a variable name; `Err` says what is wrong.
+pub fn validate_variable_name(name: &str) -> Result<(), String> {
+    if is_variable_name(name) {
+        return Ok(());
+    }
+    if name.contains('.') {
+        return Err(format!("'{name}' is not a variable name: names have no dots, and there is no sub-path write"));
+    }
+    Err(format!("'{name}' is not a variable name: use lowercase letters, digits and `_`, starting with a letter"))
+}
+
+/// Checks a title value; returns it trimmed.
+pub fn validate_title(value: &Value) -> Result<String, String> {
+    let Value::String(text) = value else {
+        return Err("`title` must be a string".to_string());
+    };
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err("`title` must not be empty".to_string());
+    }
+    if trimmed.contains('\n') {
+        return Err("`title` must be one line".to_string());
+    }
+    if trimmed.chars().count() > TITLE_MAX_CHARS {
+        return Err(format!("`title` must be at most {TITLE_MAX_CHARS} characters"));
+    }
+    Ok(trimmed.to_string())
+}
+
+fn names(program: &archmax_compiler::program::Program, workflow: &WorkflowProgram) -> String {
+    let names: Vec<&str> = workflow.triggers.iter().map(|trigger| program.str(trigger.id)).collect();
+    archmax_compiler::diagnostic::list_names(&names)
+}
+
+impl Runtime {
+    /// Runs one turn: a new message (or a start) on a session.
+    pub async fn run_turn(&self, request: TurnRequest) -> Result<Outcome, RunError> {
+        let program = &self.program;
+        let workflow_id = self.workflow_id(&request.workflow)?;
+        let workflow = &program.workflows[workflow_id.0 as usize];
+        let slug = program.str(workflow.slug).to_string();
+        let trigger_id = request.trigger.clone().unwrap_or_else(|| "manual".to_string());
+        let Some(trigger) = workflow.triggers.iter().find(|trigger| program.str(trigger.id) == trigger_id) else {
+            return Err(RunError::UnknownTrigger {
+                workflow: slug,
+                trigger: trigger_id,
+                declared: names(program, workflow),
+            });
+        };
+        for name in request.variables.keys() {
+            validate_variable_name(name).map_err(RunError::InvalidInput)?;
+        }
+        if let Some(title) = request.variables.get("title") {
+            validate_title(title).map_err(|problem| RunError::InvalidInput(format!("the seeded {problem}")))?;
+        }
+        if let Some(message) = &request.message
+            && message.trim().is_empty()
+        {
+            return Err(RunError::InvalidInput("the message is empty".to_string()));
+        }
+        let mount_names: Vec<&str> = self.mounts.mounts.iter().map(|mount| mount.name.as_str()).collect();
+        let session_id = match &request.session {
+            Some(id) => id.clone(),
+            None => trigger
+                .session
+                .as_ref()
+                .and_then(|path| resolve_reference(path, &Value::Object(request.variables.clone())))
+                .filter(|id| check_session_id(id, &mount_names).is_ok())
+                .unwrap_or_else(new_session_id),
+        };
+        check_session_id(&session_id, &mount_names).map_err(RunError::InvalidInput)?;
+
+        let existing = match self.store.open(&session_id) {
+            Ok(open) => Some(open),
+            Err(StoreError::Missing(_)) => None,
+            Err(error) => return Err(error.into()),
+        };
+        if let Some((state, _)) = &existing
+            && state.head.workflow != slug
+        {
+            return Err(RunError::InvalidInput(format!(
+                "session `{session_id}` belongs to workflow `{}`, not `{slug}`",
+                state.head.workflow
+            )));
+        }
+        if let Some((state, _)) = &existing
+            && state.head.status.is_parked()
+        {
+            return Err(RunError::Refused(format!(
+                "session `{session_id}` is parked ({}); answer it with decide, reply or deliver",
+                state.head.status.as_str()
+            )));
+        }
+        if workflow.disabled {
+            return Err(RunError::Refused(format!("Refusing to start: workflow '{slug}' is disabled.")));
+        }
+        // The trigger's signature, held before any model call.
+        let today = crate::values::Today::at(self.now());
+        let held: Map<String, Value> = existing
+            .as_ref()
+            .map(|(state, _)| {
+                state.variables.iter().map(|(name, variable)| (name.clone(), variable.value.clone())).collect()
+            })
+            .unwrap_or_default();
+        let mut missing = Vec::new();
+        for entry in &trigger.requires {
+            let name = program.str(entry.name);
+            match request.variables.get(name).or_else(|| held.get(name)) {
+                None => missing.push(format!("'{name}'")),
+                Some(value) => {
+                    if let Err(problem) = crate::values::check(program, entry, value, &today) {
+                        return Err(RunError::Refused(format!(
+                            "Refusing to start: trigger '{trigger_id}': {problem}."
+                        )));
+                    }
+                }
+            }
+        }
+        if !missing.is_empty() {
+            let them = if missing.len() == 1 { "it" } else { "them" };
+            return Err(RunError::Refused(format!(
+                "Refusing to start: trigger '{trigger_id}' requires {}, which this firing does not supply. Supply {them} as session variables (`--variables` on the command line).",
+                missing.join(", ")
+            )));
+        }
+
+        let now = self.now();
+        let (mut session, writer) = match existing {
+            Some(open) => open,
+            None => {
+                let state = SessionState {
+                    id: session_id.clone(),
+                    seq: 0,
+                    head: Head {
+                        workflow: slug.clone(),
+                        spec_hash: workflow.spec_hash.clone(),
+                        created_at: now,
+                        updated_at: now,
+                        ..Head::default()
+                    },
+                    ..SessionState::default()
+                };
+                let writer = self.store.create(&state)?;
+                (state, writer)
+            }
+        };
+        session.head.spec_hash = workflow.spec_hash.clone();
+        let first_turn = session.head.position.is_none();
+        let retained = session
+            .head
+            .position
+            .as_deref()
+            .and_then(|slug| workflow.states.iter().position(|state| program.str(state.slug) == slug));
+        let completed_automated = retained.is_some_and(|index| {
+            let state = &workflow.states[index];
+            session.head.status == Status::Completed && state.is_terminal() && state.kind != StateKind::Agent
+        });
+        let opening = match retained {
+            Some(index) if !first_turn && !completed_automated => index,
+            _ => trigger.entry.0 as usize,
+        };
+        let opening_slug = program.str(workflow.states[opening].slug).to_string();
+        let head = &mut session.head;
+        head.trigger = Some(trigger_id.clone());
+        head.status = Status::Running;
+        head.rejected = None;
+        head.exit = None;
+        head.park_counts.clear();
+        head.pending_decision = None;
+        head.pending_input = None;
+        head.park_phase = None;
+        if head.entry_state.is_none() {
+            head.entry_state = Some(opening_slug.clone());
+        }
+        head.position = Some(opening_slug.clone());
+
+        let mut turn = Turn::new(self, workflow_id, session, writer);
+        // Seeds: locked host-boundary writes; `title` unlocked and never over an existing
+        // one; a seeded return lands unlocked and does not overwrite a held value.
+        let returns: Vec<&str> = trigger.returns.iter().map(|entry| program.str(entry.name)).collect();
+        let mut seeded: Vec<String> = Vec::new();
+        for (name, value) in &request.variables {
+            if name == "trigger" {
+                continue;
+            }
+            if name == "title" {
+                if turn.session.variables.contains_key("title") {
+                    continue;
+                }
+                let title = validate_title(value).map_err(RunError::InvalidInput)?;
+                turn.set_variable("title", Variable { value: Value::String(title.clone()), locked: false });
+                turn.emit(Event::TitleSet { title, state: None, call_id: None });
+                continue;
+            }
+            if returns.contains(&name.as_str()) {
+                if !turn.session.variables.contains_key(name) {
+                    turn.set_variable(name, Variable { value: value.clone(), locked: false });
+                    seeded.push(name.clone());
+                }
+                continue;
+            }
+            turn.set_variable(name, Variable { value: value.clone(), locked: true });
+            seeded.push(name.clone());
+        }
+        turn.set_variable("trigger", Variable { value: Value::String(trigger_id.clone()), locked: true });
+        seeded.push("trigger".to_string());
+        turn.emit(Event::VariablesSet { state: None, names: seeded, locked: true, call_id: None });
+        turn.emit(Event::Advance {
+            from: "__start__".to_string(),
+            to: opening_slug.clone(),
+            reason: None,
+            call_id: None,
+        });
+        turn.emit(Event::StateEnter { state: opening_slug.clone() });
+        if opening == trigger.entry.0 as usize {
+            turn.emit(Event::WorkflowReset { entry: opening_slug.clone() });
+        }
+        turn.push_trail(&opening_slug, "trigger", Some(trigger_id));
+        if let Some(message) = &request.message {
+            turn.push_message(Message::User { text: message.clone(), opening: None });
+        }
+        turn.opened_at = turn.session.messages.len();
+        turn.commit()?;
+        turn.run().await
+    }
+}

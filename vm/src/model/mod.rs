@@ -1,0 +1,122 @@
+//! Model adapters: the one seam between the turn loop and a language model.
+//!
+//! The interpreter builds a [`ModelRequest`] (system prompt in two blocks, the
+//! transcript, the state's tool schemas) and an adapter answers with a
+//! [`ModelResponse`] (text, tool calls, usage). [`openai`] speaks the OpenAI-compatible
+//! chat-completions protocol over `reqwest` (any vLLM, Ollama, LiteLLM, OpenRouter or
+//! OpenAI endpoint); [`tape`] replays scripted turns from a YAML file, which makes every
+//! run reproducible offline.
+
+pub mod openai;
+pub mod pricing;
+pub mod tape;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::session::Message;
+
+/// Who a model call is for, which decides how its model is resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Agent,
+    Grader,
+    Judge,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Grader => "grader",
+            Role::Judge => "judge",
+        }
+    }
+}
+
+/// A tool as the model is shown it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+}
+
+/// One model call.
+#[derive(Clone, Debug)]
+pub struct ModelRequest<'a> {
+    /// The declared model id (state, then `settings.model`); `None` defers to the adapter.
+    pub model: Option<&'a str>,
+    pub role: Role,
+    /// What the call is about, for tape matchers and error messages.
+    pub workflow: &'a str,
+    pub state: &'a str,
+    pub variables: &'a Value,
+    /// The cacheable system prefix and the per-call volatile block.
+    pub system_static: &'a str,
+    pub system_volatile: &'a str,
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolDefinition],
+    /// Provider prompt caching, with its TTL (`5m` or `1h`).
+    pub prompt_cache: Option<&'a str>,
+    pub timeout: Option<Duration>,
+}
+
+/// What a model answered.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    pub text: String,
+    pub tool_calls: Vec<crate::session::ToolCall>,
+    pub usage: TokenUsage,
+    /// The model id the provider reported, if any.
+    pub model: Option<String>,
+}
+
+/// Tokens of one call. `input` is the total, cached tokens included.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    #[serde(default)]
+    pub input: u64,
+    #[serde(default)]
+    pub output: u64,
+    #[serde(default)]
+    pub cache_read: u64,
+    #[serde(default)]
+    pub cache_write: u64,
+}
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("the model is not configured: {0}")]
+    Configuration(String),
+    #[error("the model endpoint failed: {0}")]
+    Transport(String),
+    #[error("the model endpoint answered {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("the model's answer could not be read: {0}")]
+    Response(String),
+    #[error("the model call timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("{0}")]
+    Tape(String),
+}
+
+/// A boxed future, so adapters can be trait objects.
+pub type ModelFuture<'a> = Pin<Box<dyn Future<Output = Result<ModelResponse, ModelError>> + Send + 'a>>;
+
+/// Anything that answers model calls.
+pub trait ModelAdapter: Send + Sync {
+    fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a>;
+
+    /// Entries a scripted adapter still holds at the end of a command (0 for live ones).
+    fn leftover(&self) -> usize {
+        0
+    }
+}

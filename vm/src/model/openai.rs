@@ -1,0 +1,1473 @@
+//! The OpenAI-compatible chat-completions adapter.
+//!
+//! [`OpenAiAdapter`] turns a [`ModelRequest`] into one `POST {base}/chat/completions`
+//! (non-streaming) and the first choice of the answer into a [`ModelResponse`]. It talks to
+//! anything that speaks that protocol: OpenAI, vLLM, Ollama, LiteLLM, OpenRouter, or an
+//! Anthropic model behind such a proxy (which is why a `claude` model gets a
+//! `cache_control` marker on the static system block when prompt caching is on).
+//!
+//! The one thing to know: the transcript holds runtime notes that no provider knows about.
+//! Each note is sent as a synthetic call to the `archmax_note` function followed by its
+//! result, and that function is then declared among the tools, because providers reject
+//! calls to functions they were not given. The model is told never to call it.
+//!
+//! Failures are values: 429, 5xx, connection failures and timed-out attempts are retried
+//! with exponential backoff (honouring a numeric `Retry-After`); every other failure is
+//! returned at once as a [`ModelError`]. Nothing read from the network can panic.
+
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::hash::BuildHasher;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use reqwest::Url;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use serde_json::{Map, Value, json};
+
+use super::pricing::PricingTable;
+use super::{ModelAdapter, ModelError, ModelFuture, ModelRequest, ModelResponse, TokenUsage, ToolDefinition};
+use crate::session::{Message, ToolCall, ToolStatus};
+
+/// The function runtime notes are shown as.
+pub const NOTE_TOOL: &str = "archmax_note";
+
+const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(120_000);
+const DEFAULT_MAX_RETRIES: u32 = 3;
+const BACKOFF_BASE: Duration = Duration::from_millis(500);
+const BACKOFF_CAP: Duration = Duration::from_secs(8);
+const RETRY_AFTER_CAP: Duration = Duration::from_secs(30);
+/// The most of an error body quoted in a [`ModelError::Status`], in characters.
+const BODY_EXCERPT_CHARS: usize = 500;
+/// An answer larger than this is refused rather than buffered.
+const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Everything the adapter needs to reach an endpoint.
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// The API root, e.g. `https://api.openai.com/v1`; `/chat/completions` is appended.
+    pub base_url: String,
+    pub api_key: String,
+    /// The model used when neither the state nor the workflow names one.
+    pub default_model: Option<String>,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u64>,
+    /// The bound on each attempt (the state's own timeout may be shorter).
+    pub request_timeout: Duration,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    pub pricing: PricingTable,
+}
+
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &"<redacted>")
+            .field("default_model", &self.default_model)
+            .field("temperature", &self.temperature)
+            .field("max_tokens", &self.max_tokens)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_retries", &self.max_retries)
+            .field("pricing", &self.pricing)
+            .finish()
+    }
+}
+
+impl OpenAiConfig {
+    /// Reads the `ARCHMAX_*` variables through `get` (the process environment, or a map in
+    /// tests). Blank values count as unset. Missing required variables are all named in
+    /// one [`ModelError::Configuration`]; a malformed number names its variable.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<OpenAiConfig, ModelError> {
+        let base_url = env_var(&get, "ARCHMAX_API_BASE_URL");
+        let api_key = env_var(&get, "ARCHMAX_API_KEY");
+        let (Some(base_url), Some(api_key)) = (base_url.clone(), api_key.clone()) else {
+            let mut missing = Vec::new();
+            if base_url.is_none() {
+                missing.push(
+                    "ARCHMAX_API_BASE_URL is not set: set it to the endpoint's API root, e.g. \
+                     ARCHMAX_API_BASE_URL=https://api.openai.com/v1",
+                );
+            }
+            if api_key.is_none() {
+                missing.push(
+                    "ARCHMAX_API_KEY is not set: set it to the endpoint's API key (any non-empty value \
+                     for a local server that ignores it)",
+                );
+            }
+            return Err(ModelError::Configuration(missing.join("; ")));
+        };
+        chat_completions_url(&base_url)?;
+
+        let temperature = env_number::<f64>(&get, "ARCHMAX_TEMPERATURE", "a non-negative number, e.g. 0.2", |t| {
+            t.is_finite() && *t >= 0.0
+        })?;
+        let max_tokens =
+            env_number::<u64>(&get, "ARCHMAX_MAX_TOKENS", "a positive whole number, e.g. 4096", |n| *n > 0)?;
+        let request_timeout = env_number::<u64>(
+            &get,
+            "ARCHMAX_REQUEST_TIMEOUT_MS",
+            "a positive number of milliseconds, e.g. 120000",
+            |n| *n > 0,
+        )?
+        .map_or(DEFAULT_REQUEST_TIMEOUT, Duration::from_millis);
+        let max_retries =
+            env_number::<u32>(&get, "ARCHMAX_MAX_RETRIES", "a whole number of retries, e.g. 3", |_| true)?
+                .unwrap_or(DEFAULT_MAX_RETRIES);
+
+        Ok(OpenAiConfig {
+            base_url,
+            api_key,
+            default_model: env_var(&get, "ARCHMAX_MODEL"),
+            temperature,
+            max_tokens,
+            request_timeout,
+            max_retries,
+            pricing: PricingTable::from_env(&get)?,
+        })
+    }
+}
+
+/// A variable's trimmed value, `None` when unset or blank.
+fn env_var(get: &impl Fn(&str) -> Option<String>, name: &str) -> Option<String> {
+    get(name).map(|value| value.trim().to_string()).filter(|value| !value.is_empty())
+}
+
+fn env_number<T: FromStr>(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    expected: &str,
+    valid: impl Fn(&T) -> bool,
+) -> Result<Option<T>, ModelError> {
+    let Some(raw) = env_var(get, name) else { return Ok(None) };
+    match raw.parse::<T>() {
+        Ok(value) if valid(&value) => Ok(Some(value)),
+        _ => Err(ModelError::Configuration(format!("{name} is `{raw}`: set it to {expected}"))),
+    }
+}
+
+/// The chat-completions URL under an API root. A trailing slash is ignored, a root that
+/// already ends in `/chat/completions` is taken as is, and a query string is kept.
+pub fn chat_completions_url(base_url: &str) -> Result<Url, ModelError> {
+    let invalid = |why: String| {
+        ModelError::Configuration(format!(
+            "ARCHMAX_API_BASE_URL `{base_url}` is not usable ({why}): set it to an http(s) URL such as \
+             https://api.openai.com/v1"
+        ))
+    };
+    let mut url = Url::parse(base_url.trim()).map_err(|error| invalid(error.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid(format!("the scheme is `{}`", url.scheme())));
+    }
+    let path = url.path().trim_end_matches('/').to_string();
+    if path.ends_with("/chat/completions") {
+        url.set_path(&path);
+    } else {
+        url.set_path(&format!("{path}/chat/completions"));
+    }
+    Ok(url)
+}
+
+/// The adapter: one configuration, one connection-pooling HTTP client.
+#[derive(Debug)]
+pub struct OpenAiAdapter {
+    config: OpenAiConfig,
+    endpoint: Url,
+    client: reqwest::Client,
+}
+
+impl OpenAiAdapter {
+    /// Checks the configuration and builds the HTTP client.
+    pub fn new(config: OpenAiConfig) -> Result<OpenAiAdapter, ModelError> {
+        let endpoint = chat_completions_url(&config.base_url)?;
+        if config.request_timeout.is_zero() {
+            return Err(ModelError::Configuration(
+                "the request timeout is zero: set ARCHMAX_REQUEST_TIMEOUT_MS to a positive number of milliseconds"
+                    .into(),
+            ));
+        }
+        // `rustls-no-provider` leaves the choice of crypto to us; a second install (another
+        // adapter, or someone else in the process) fails harmlessly.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client =
+            reqwest::Client::builder().user_agent(concat!("archmax/", env!("CARGO_PKG_VERSION"))).build().map_err(
+                |error| ModelError::Configuration(format!("the HTTP client could not be built: {}", describe(&error))),
+            )?;
+        Ok(OpenAiAdapter { config, endpoint, client })
+    }
+
+    /// Reads the configuration from `ARCHMAX_*` (see [`OpenAiConfig::from_env`]).
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<OpenAiAdapter, ModelError> {
+        OpenAiAdapter::new(OpenAiConfig::from_env(get)?)
+    }
+
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    /// The prices used to cost this adapter's calls.
+    pub fn pricing(&self) -> &PricingTable {
+        &self.config.pricing
+    }
+
+    /// Where requests go.
+    pub fn endpoint(&self) -> &Url {
+        &self.endpoint
+    }
+
+    /// The model a request runs on: its declared id, else the configured default.
+    pub fn resolve_model<'r>(&'r self, request: &ModelRequest<'r>) -> Result<&'r str, ModelError> {
+        let declared = request.model.map(str::trim).filter(|model| !model.is_empty());
+        declared.or(self.config.default_model.as_deref()).ok_or_else(|| {
+            ModelError::Configuration(format!(
+                "no model for the {} call in state `{}` of workflow `{}`: set ARCHMAX_MODEL or settings.model",
+                request.role.as_str(),
+                request.state,
+                request.workflow
+            ))
+        })
+    }
+
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let model = self.resolve_model(&request)?;
+        let body = request_body(&self.config, &request, model);
+        let body = serde_json::to_vec(&body)
+            .map_err(|error| ModelError::Response(format!("the request could not be encoded: {error}")))?;
+
+        let deadline = request.timeout.map(|budget| (Instant::now() + budget, budget));
+        let mut retry = 0;
+        loop {
+            // Each attempt is bounded by the request timeout and by what is left of the
+            // state's budget, whichever is shorter; the error names the bound that expired.
+            let (limit, reported) = match deadline {
+                Some((end, budget)) => {
+                    let remaining = end.saturating_duration_since(Instant::now());
+                    if remaining.is_zero() {
+                        return Err(ModelError::Timeout(budget));
+                    }
+                    if remaining < self.config.request_timeout {
+                        (remaining, budget)
+                    } else {
+                        (self.config.request_timeout, self.config.request_timeout)
+                    }
+                }
+                None => (self.config.request_timeout, self.config.request_timeout),
+            };
+            let outcome = match tokio::time::timeout(limit, self.attempt(&body)).await {
+                Ok(outcome) => outcome,
+                Err(_) => Attempt::Retry(ModelError::Timeout(reported), None),
+            };
+            let (error, retry_after) = match outcome {
+                Attempt::Done(response) => return Ok(response),
+                Attempt::Fail(error) => return Err(error),
+                Attempt::Retry(error, retry_after) => (error, retry_after),
+            };
+            if retry >= self.config.max_retries {
+                return Err(error);
+            }
+            let delay = backoff_delay(retry, retry_after, jitter());
+            if deadline.is_some_and(|(end, _)| Instant::now() + delay >= end) {
+                return Err(error);
+            }
+            tokio::time::sleep(delay).await;
+            retry += 1;
+        }
+    }
+
+    /// One HTTP exchange, classified.
+    async fn attempt(&self, body: &[u8]) -> Attempt {
+        let sent = self
+            .client
+            .post(self.endpoint.clone())
+            .bearer_auth(&self.config.api_key)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json")
+            .body(body.to_vec())
+            .send()
+            .await;
+        let mut response = match sent {
+            Ok(response) => response,
+            Err(error) => {
+                let retryable = error.is_connect() || error.is_timeout() || error.is_request();
+                let error = ModelError::Transport(describe(&error));
+                return if retryable { Attempt::Retry(error, None) } else { Attempt::Fail(error) };
+            }
+        };
+        let status = response.status();
+        let retry_after =
+            response.headers().get(RETRY_AFTER).and_then(|value| value.to_str().ok()).and_then(parse_retry_after);
+
+        let mut bytes = Vec::new();
+        let read = loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES => {
+                    break Err(format!("the answer is larger than {MAX_RESPONSE_BYTES} bytes"));
+                }
+                Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
+                Ok(None) => break Ok(()),
+                Err(error) => break Err(describe(&error)),
+            }
+        };
+
+        if status.is_success() {
+            return match read {
+                Ok(()) => match parse_response(&bytes) {
+                    Ok(response) => Attempt::Done(response),
+                    Err(error) => Attempt::Fail(error),
+                },
+                Err(why) => Attempt::Retry(ModelError::Transport(format!("reading the answer failed: {why}")), None),
+            };
+        }
+        let error = ModelError::Status { status: status.as_u16(), body: excerpt(&bytes) };
+        if status.as_u16() == 429 || status.is_server_error() {
+            Attempt::Retry(error, retry_after)
+        } else {
+            Attempt::Fail(error)
+        }
+    }
+}
+
+impl ModelAdapter for OpenAiAdapter {
+    fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
+        Box::pin(self.complete(request))
+    }
+}
+
+/// How one attempt ended.
+enum Attempt {
+    Done(ModelResponse),
+    Fail(ModelError),
+    /// Worth another try, after the server's `Retry-After` if it gave one.
+    Retry(ModelError, Option<Duration>),
+}
+
+/// The wait before retry number `retry + 1`: the server's `Retry-After` (capped), else
+/// 500 ms doubling per retry up to 8 s, plus up to a quarter more (`jitter` in `[0, 1)`).
+fn backoff_delay(retry: u32, retry_after: Option<Duration>, jitter: f64) -> Duration {
+    if let Some(wait) = retry_after {
+        return wait.min(RETRY_AFTER_CAP);
+    }
+    let factor = 2u32.checked_pow(retry).unwrap_or(u32::MAX);
+    let delay = BACKOFF_BASE.checked_mul(factor).map_or(BACKOFF_CAP, |delay| delay.min(BACKOFF_CAP));
+    delay + delay.mul_f64(jitter.clamp(0.0, 1.0) / 4.0)
+}
+
+/// A number in `[0, 1)` that differs from call to call (std's per-process random hash keys
+/// over the clock), enough to spread retries without a random-number crate.
+fn jitter() -> f64 {
+    let bits = RandomState::new().hash_one(Instant::now());
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A `Retry-After` given in seconds (the HTTP-date form is ignored).
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    let seconds = value.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
+    Some(Duration::from_secs_f64(seconds.min(RETRY_AFTER_CAP.as_secs_f64())))
+}
+
+/// The start of a body for an error message, at most [`BODY_EXCERPT_CHARS`] characters.
+fn excerpt(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    if text.chars().count() <= BODY_EXCERPT_CHARS {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(BODY_EXCERPT_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// An error and its causes on one line (reqwest's own message omits the cause).
+fn describe(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+        source = source.and_then(std::error::Error::source);
+    }
+    text
+}
+
+// ---------------------------------------------------------------------------------------
+// The request
+// ---------------------------------------------------------------------------------------
+
+/// The JSON body of a chat-completions call.
+fn request_body(config: &OpenAiConfig, request: &ModelRequest<'_>, model: &str) -> Value {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if let Some(content) = system_content(request, model) {
+        messages.push(json!({ "role": "system", "content": content }));
+    }
+    let has_notes = append_transcript(&mut messages, request.messages);
+
+    let mut tools: Vec<Value> = request.tools.iter().map(tool_definition).collect();
+    if has_notes && !request.tools.iter().any(|tool| tool.name == NOTE_TOOL) {
+        tools.push(note_tool_definition());
+    }
+
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(model));
+    body.insert("messages".into(), Value::Array(messages));
+    if !tools.is_empty() {
+        body.insert("tools".into(), Value::Array(tools));
+        body.insert("tool_choice".into(), Value::from("auto"));
+    }
+    if let Some(temperature) = config.temperature.and_then(serde_json::Number::from_f64) {
+        body.insert("temperature".into(), Value::Number(temperature));
+    }
+    if let Some(max_tokens) = config.max_tokens {
+        body.insert("max_tokens".into(), Value::from(max_tokens));
+    }
+    body.insert("stream".into(), Value::Bool(false));
+    Value::Object(body)
+}
+
+/// The system message's content: the static and volatile blocks as two text parts with a
+/// cache marker on the static one (prompt caching on, a Claude model, a non-empty static
+/// block), else one string with the blocks a blank line apart; `None` when both are empty.
+fn system_content(request: &ModelRequest<'_>, model: &str) -> Option<Value> {
+    let (fixed, volatile) = (request.system_static, request.system_volatile);
+    if let Some(ttl) = request.prompt_cache
+        && !fixed.trim().is_empty()
+        && model.to_ascii_lowercase().contains("claude")
+    {
+        let mut parts =
+            vec![json!({ "type": "text", "text": fixed, "cache_control": { "type": "ephemeral", "ttl": ttl } })];
+        if !volatile.trim().is_empty() {
+            parts.push(json!({ "type": "text", "text": volatile }));
+        }
+        return Some(Value::Array(parts));
+    }
+    let blocks: Vec<&str> = [fixed, volatile].into_iter().filter(|block| !block.trim().is_empty()).collect();
+    (!blocks.is_empty()).then(|| Value::from(blocks.join("\n\n")))
+}
+
+/// Appends the transcript in chat-completions form and tells whether it held a note.
+///
+/// A note that falls between an assistant's tool calls and their answers is held back
+/// until the last answer: providers require the answers to follow the calls directly.
+fn append_transcript(out: &mut Vec<Value>, messages: &[Message]) -> bool {
+    let mut has_notes = false;
+    let mut unanswered: Vec<&str> = Vec::new();
+    let mut held: Vec<&Message> = Vec::new();
+    for message in messages {
+        match message {
+            Message::Note { .. } => {
+                has_notes = true;
+                if unanswered.is_empty() {
+                    append_note(out, message);
+                } else {
+                    held.push(message);
+                }
+            }
+            Message::Tool { call_id, content, status, .. } => {
+                out.push(json!({ "role": "tool", "tool_call_id": call_id, "content": tool_content(content, *status) }));
+                unanswered.retain(|id| id != call_id);
+                if unanswered.is_empty() {
+                    held.drain(..).for_each(|note| append_note(out, note));
+                }
+            }
+            Message::User { text, .. } => {
+                unanswered.clear();
+                held.drain(..).for_each(|note| append_note(out, note));
+                out.push(json!({ "role": "user", "content": text }));
+            }
+            Message::Assistant { text, tool_calls } => {
+                unanswered.clear();
+                held.drain(..).for_each(|note| append_note(out, note));
+                out.push(assistant_message(text, tool_calls));
+                unanswered.extend(tool_calls.iter().map(|call| call.id.as_str()));
+            }
+        }
+    }
+    held.drain(..).for_each(|note| append_note(out, note));
+    has_notes
+}
+
+fn assistant_message(text: &str, tool_calls: &[ToolCall]) -> Value {
+    let mut message = Map::new();
+    message.insert("role".into(), Value::from("assistant"));
+    let content = if text.is_empty() && !tool_calls.is_empty() { Value::Null } else { Value::from(text) };
+    message.insert("content".into(), content);
+    if !tool_calls.is_empty() {
+        let calls = tool_calls.iter().map(|call| function_call(&call.id, &call.name, &call.args)).collect();
+        message.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Value::Object(message)
+}
+
+fn function_call(id: &str, name: &str, args: &Value) -> Value {
+    let arguments = if args.is_null() { "{}".to_string() } else { args.to_string() };
+    json!({ "id": id, "type": "function", "function": { "name": name, "arguments": arguments } })
+}
+
+/// A tool answer; an error says so up front unless its text already does.
+fn tool_content(content: &str, status: ToolStatus) -> String {
+    let says_error = content.trim_start().get(..5).is_some_and(|start| start.eq_ignore_ascii_case("error"));
+    match status {
+        ToolStatus::Error if !says_error => format!("Error: {content}"),
+        _ => content.to_string(),
+    }
+}
+
+/// A note as a synthetic `archmax_note` call and its answer.
+fn append_note(out: &mut Vec<Value>, note: &Message) {
+    if let Message::Note { kind, call_id, text } = note {
+        let call = function_call(call_id, NOTE_TOOL, &json!({ "kind": kind.as_str() }));
+        out.push(json!({ "role": "assistant", "content": Value::Null, "tool_calls": [call] }));
+        out.push(json!({ "role": "tool", "tool_call_id": call_id, "content": text }));
+    }
+}
+
+fn tool_definition(tool: &ToolDefinition) -> Value {
+    json!({
+        "type": "function",
+        "function": { "name": tool.name, "description": tool.description, "parameters": tool.parameters },
+    })
+}
+
+fn note_tool_definition() -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": NOTE_TOOL,
+            "description": "Runtime notes written by the archmax runtime (decisions, events, errors and the \
+                            like), shown in the conversation as calls to this function and their results. \
+                            They are information for you, not an action: never call this function.",
+            "parameters": {
+                "type": "object",
+                "properties": { "kind": { "type": "string", "description": "What the note is about." } },
+                "required": ["kind"],
+                "additionalProperties": false,
+            },
+        },
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// The answer
+// ---------------------------------------------------------------------------------------
+
+/// Reads a chat-completions answer: the first choice, its tool calls, the usage.
+fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
+    let body: Value = serde_json::from_slice(bytes)
+        .map_err(|error| ModelError::Response(format!("the answer is not JSON ({error}): {}", excerpt(bytes))))?;
+    let Some(choice) = body.get("choices").and_then(Value::as_array).and_then(|choices| choices.first()) else {
+        return Err(ModelError::Response(match body.get("error").filter(|error| !error.is_null()) {
+            Some(error) => format!("the endpoint reported an error: {}", error_text(error)),
+            None => format!("the answer has no choices: {}", excerpt(bytes)),
+        }));
+    };
+    let Some(message) = choice.get("message").filter(|message| message.is_object()) else {
+        return Err(ModelError::Response(format!("the first choice has no message: {}", excerpt(bytes))));
+    };
+
+    let tool_calls = match message.get("tool_calls") {
+        Some(Value::Array(calls)) => {
+            calls.iter().enumerate().map(|(index, call)| tool_call(index, call)).collect::<Result<_, _>>()?
+        }
+        _ => Vec::new(),
+    };
+    let mut text = content_text(message.get("content"));
+    if text.is_empty()
+        && tool_calls.is_empty()
+        && let Some(refusal) = message.get("refusal").and_then(Value::as_str)
+    {
+        text = refusal.to_string();
+    }
+    let model = body.get("model").and_then(Value::as_str).filter(|model| !model.is_empty()).map(str::to_string);
+    Ok(ModelResponse { text, tool_calls, usage: parse_usage(body.get("usage")), model })
+}
+
+fn error_text(error: &Value) -> String {
+    match error.get("message").and_then(Value::as_str) {
+        Some(message) => message.to_string(),
+        None => excerpt(error.to_string().as_bytes()),
+    }
+}
+
+/// `content` as a string, or the text parts of an array joined together.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|part| match part {
+                Value::String(text) => Some(text.as_str()),
+                part => part.get("text").and_then(Value::as_str),
+            })
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// One tool call. Arguments that are not valid JSON are kept as `{ "_raw": … }` so the
+/// runtime can tell the model rather than fail the turn; a call without an id gets one.
+fn tool_call(index: usize, call: &Value) -> Result<ToolCall, ModelError> {
+    let function = call.get("function");
+    let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str).filter(|name| !name.is_empty())
+    else {
+        return Err(ModelError::Response(format!(
+            "tool call {index} has no function name: {}",
+            excerpt(call.to_string().as_bytes())
+        )));
+    };
+    let id = match call.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) {
+        Some(id) => id.to_string(),
+        None => format!("call_{index}"),
+    };
+    let args = match function.and_then(|f| f.get("arguments")) {
+        None | Some(Value::Null) => json!({}),
+        Some(Value::String(raw)) if raw.trim().is_empty() => json!({}),
+        Some(Value::String(raw)) => serde_json::from_str(raw).unwrap_or_else(|_| json!({ "_raw": raw })),
+        Some(args @ Value::Object(_)) => args.clone(),
+        Some(other) => json!({ "_raw": other.to_string() }),
+    };
+    Ok(ToolCall { id, name: name.to_string(), args })
+}
+
+/// Token counts in OpenAI (`prompt_tokens`, `prompt_tokens_details.cached_tokens`) or
+/// Anthropic (`input_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`)
+/// shape; missing counts are 0. `input` comes out as the total: OpenAI's `prompt_tokens`
+/// already includes cached tokens (unless it is smaller than them, which only a disjoint
+/// count can be), Anthropic's `input_tokens` never does.
+fn parse_usage(usage: Option<&Value>) -> TokenUsage {
+    let Some(usage) = usage.filter(|usage| usage.is_object()) else { return TokenUsage::default() };
+    let count = |pointer: &str| -> Option<u64> {
+        let value = usage.pointer(pointer)?;
+        value.as_u64().or_else(|| value.as_f64().filter(|n| n.is_finite() && *n >= 0.0).map(|n| n.round() as u64))
+    };
+    let cache_read = [count("/prompt_tokens_details/cached_tokens"), count("/cache_read_input_tokens")]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(0);
+    let cache_write = [count("/cache_creation_input_tokens"), count("/prompt_tokens_details/cache_write_tokens")]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(0);
+    let cached = cache_read.saturating_add(cache_write);
+    let input = match (count("/prompt_tokens"), count("/input_tokens")) {
+        (Some(prompt), _) if prompt >= cached => prompt,
+        (Some(disjoint), _) | (None, Some(disjoint)) => disjoint.saturating_add(cached),
+        (None, None) => cached,
+    };
+    let output = count("/completion_tokens").or_else(|| count("/output_tokens")).unwrap_or(0);
+    TokenUsage { input, output, cache_read, cache_write }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, VecDeque};
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio::task::JoinHandle;
+
+    use super::super::Role;
+    use super::super::pricing::Rates;
+    use super::*;
+    use crate::session::NoteKind;
+
+    // -- the fake endpoint -------------------------------------------------------------
+
+    /// What the fake endpoint answers to one request.
+    #[derive(Clone, Debug)]
+    enum Reply {
+        Answer {
+            status: u16,
+            headers: Vec<(String, String)>,
+            body: String,
+        },
+        /// Read the request and never answer.
+        Hang,
+    }
+
+    fn ok(body: Value) -> Reply {
+        Reply::Answer { status: 200, headers: Vec::new(), body: body.to_string() }
+    }
+
+    fn status(status: u16, body: &str) -> Reply {
+        Reply::Answer { status, headers: Vec::new(), body: body.to_string() }
+    }
+
+    fn with_retry_after(status: u16, seconds: &str) -> Reply {
+        Reply::Answer {
+            status,
+            headers: vec![("Retry-After".into(), seconds.into())],
+            body: json!({ "error": { "message": "slow down" } }).to_string(),
+        }
+    }
+
+    /// One request as the fake endpoint saw it.
+    #[derive(Clone, Debug)]
+    struct Seen {
+        method: String,
+        path: String,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    }
+
+    impl Seen {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
+        }
+
+        fn json(&self) -> Value {
+            serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+        }
+    }
+
+    /// Just enough HTTP/1.1 on loopback: one scripted reply per request, in order, over
+    /// kept-alive connections; every request is recorded.
+    struct FakeEndpoint {
+        base_url: String,
+        seen: Arc<Mutex<Vec<Seen>>>,
+        accept: JoinHandle<()>,
+    }
+
+    impl FakeEndpoint {
+        async fn start(script: Vec<Reply>) -> FakeEndpoint {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+            let address = listener.local_addr().expect("local address");
+            let script = Arc::new(Mutex::new(VecDeque::from(script)));
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let recorded = Arc::clone(&seen);
+            let accept = tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    tokio::spawn(serve(stream, Arc::clone(&script), Arc::clone(&recorded)));
+                }
+            });
+            FakeEndpoint { base_url: format!("http://{address}/v1"), seen, accept }
+        }
+
+        fn requests(&self) -> Vec<Seen> {
+            self.seen.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        }
+    }
+
+    impl Drop for FakeEndpoint {
+        fn drop(&mut self) {
+            self.accept.abort();
+        }
+    }
+
+    async fn serve(mut stream: TcpStream, script: Arc<Mutex<VecDeque<Reply>>>, seen: Arc<Mutex<Vec<Seen>>>) {
+        let mut buffer = Vec::new();
+        loop {
+            let Some(request) = read_request(&mut stream, &mut buffer).await else { return };
+            seen.lock().unwrap_or_else(PoisonError::into_inner).push(request);
+            let reply = script.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
+            let (code, headers, body) = match reply {
+                Some(Reply::Answer { status, headers, body }) => (status, headers, body),
+                Some(Reply::Hang) => {
+                    std::future::pending::<()>().await;
+                    return;
+                }
+                None => (599, Vec::new(), "the fake endpoint's script is exhausted".to_string()),
+            };
+            let mut head = format!(
+                "HTTP/1.1 {code} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            );
+            for (name, value) in headers {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str("\r\n");
+            if stream.write_all(head.as_bytes()).await.is_err() || stream.write_all(body.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Reads one request (head and `Content-Length` body); `None` when the peer is gone.
+    async fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Seen> {
+        let head_end = loop {
+            if let Some(at) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+                break at;
+            }
+            let mut chunk = [0u8; 4096];
+            let read = stream.read(&mut chunk).await.ok()?;
+            if read == 0 {
+                return None;
+            }
+            buffer.extend_from_slice(&chunk[..read]);
+        };
+        let head = String::from_utf8_lossy(&buffer[..head_end]).to_string();
+        let mut lines = head.split("\r\n");
+        let mut request_line = lines.next()?.split(' ');
+        let (method, path) = (request_line.next()?.to_string(), request_line.next()?.to_string());
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, value)| (name.trim().to_string(), value.trim().to_string()))
+            .collect();
+        let length = headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, value)| value.parse::<usize>().ok())
+            .unwrap_or(0);
+        while buffer.len() < head_end + 4 + length {
+            let mut chunk = [0u8; 4096];
+            let read = stream.read(&mut chunk).await.ok()?;
+            if read == 0 {
+                return None;
+            }
+            buffer.extend_from_slice(&chunk[..read]);
+        }
+        let body = buffer[head_end + 4..head_end + 4 + length].to_vec();
+        buffer.drain(..head_end + 4 + length);
+        Some(Seen { method, path, headers, body })
+    }
+
+    // -- fixtures ------------------------------------------------------------------------
+
+    fn config(base_url: &str) -> OpenAiConfig {
+        OpenAiConfig {
+            base_url: base_url.to_string(),
+            api_key: "sk-test".into(),
+            default_model: Some("gpt-test".into()),
+            temperature: None,
+            max_tokens: None,
+            request_timeout: Duration::from_secs(5),
+            max_retries: 3,
+            pricing: PricingTable::default(),
+        }
+    }
+
+    fn adapter(config: OpenAiConfig) -> OpenAiAdapter {
+        OpenAiAdapter::new(config).expect("adapter")
+    }
+
+    struct Call {
+        messages: Vec<Message>,
+        tools: Vec<ToolDefinition>,
+        variables: Value,
+        model: Option<&'static str>,
+        prompt_cache: Option<&'static str>,
+        timeout: Option<Duration>,
+    }
+
+    impl Call {
+        fn new() -> Call {
+            Call {
+                messages: vec![Message::User { text: "hi".into(), opening: None }],
+                tools: Vec::new(),
+                variables: json!({}),
+                model: None,
+                prompt_cache: None,
+                timeout: None,
+            }
+        }
+
+        fn request(&self) -> ModelRequest<'_> {
+            ModelRequest {
+                model: self.model,
+                role: Role::Agent,
+                workflow: "support",
+                state: "triage",
+                variables: &self.variables,
+                system_static: "You are the static part.",
+                system_volatile: "Current state: triage",
+                messages: &self.messages,
+                tools: &self.tools,
+                prompt_cache: self.prompt_cache,
+                timeout: self.timeout,
+            }
+        }
+    }
+
+    fn text_answer(text: &str) -> Value {
+        json!({
+            "id": "chatcmpl-1",
+            "model": "gpt-test-2025",
+            "choices": [{ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": "stop" }],
+            "usage": { "prompt_tokens": 12, "completion_tokens": 3 },
+        })
+    }
+
+    /// A tool call as it travels on the wire.
+    fn wire_call(id: &str, name: &str, arguments: &str) -> Value {
+        json!({ "id": id, "type": "function", "function": { "name": name, "arguments": arguments } })
+    }
+
+    fn path_schema() -> Value {
+        json!({ "type": "object", "properties": { "path": { "type": "string" } }, "required": ["path"] })
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |name| map.get(name).cloned()
+    }
+
+    // -- answers -------------------------------------------------------------------------
+
+    #[tokio::test]
+    async fn a_text_answer_carries_text_usage_cached_tokens_and_the_reported_model() {
+        let server = FakeEndpoint::start(vec![ok(json!({
+            "model": "gpt-test-2025-01-01",
+            "choices": [{ "message": { "role": "assistant", "content": "Hello there." } }],
+            "usage": {
+                "prompt_tokens": 1200,
+                "completion_tokens": 30,
+                "prompt_tokens_details": { "cached_tokens": 1000 },
+            },
+        }))])
+        .await;
+        let call = Call::new();
+        let answer = adapter(config(&server.base_url)).call(call.request()).await.expect("answer");
+        assert_eq!(answer.text, "Hello there.");
+        assert!(answer.tool_calls.is_empty());
+        assert_eq!(answer.usage, TokenUsage { input: 1200, output: 30, cache_read: 1000, cache_write: 0 });
+        assert_eq!(answer.model.as_deref(), Some("gpt-test-2025-01-01"));
+        assert_eq!(server.requests().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_tool_call_answer_parses_arguments_and_keeps_broken_ones_raw() {
+        let server = FakeEndpoint::start(vec![ok(json!({
+            "choices": [{ "message": { "role": "assistant", "content": null, "tool_calls": [
+                wire_call("call_a", "read_file", "{\"path\":\"a.md\",\"limit\":3}"),
+                wire_call("call_b", "write_file", "{\"path\": \"b.md\""),
+                { "type": "function", "function": { "name": "archmax_advance", "arguments": "" } },
+            ] } }],
+        }))])
+        .await;
+        let call = Call::new();
+        let answer = adapter(config(&server.base_url)).call(call.request()).await.expect("answer");
+        assert_eq!(answer.text, "");
+        assert_eq!(
+            answer.tool_calls,
+            vec![
+                ToolCall { id: "call_a".into(), name: "read_file".into(), args: json!({ "path": "a.md", "limit": 3 }) },
+                ToolCall {
+                    id: "call_b".into(),
+                    name: "write_file".into(),
+                    args: json!({ "_raw": "{\"path\": \"b.md\"" })
+                },
+                ToolCall { id: "call_2".into(), name: "archmax_advance".into(), args: json!({}) },
+            ]
+        );
+        assert_eq!(answer.usage, TokenUsage::default());
+        assert_eq!(answer.model, None);
+    }
+
+    #[tokio::test]
+    async fn anthropic_style_counts_and_content_parts_are_normalized() {
+        let server = FakeEndpoint::start(vec![ok(json!({
+            "model": "claude-sonnet-4",
+            "choices": [{ "message": { "content": [
+                { "type": "text", "text": "Part one, " },
+                { "type": "text", "text": "part two." },
+            ] } }],
+            "usage": {
+                "prompt_tokens": 10,
+                "completion_tokens": 5,
+                "cache_read_input_tokens": 1000,
+                "cache_creation_input_tokens": 200,
+            },
+        }))])
+        .await;
+        let call = Call::new();
+        let answer = adapter(config(&server.base_url)).call(call.request()).await.expect("answer");
+        assert_eq!(answer.text, "Part one, part two.");
+        assert_eq!(answer.usage, TokenUsage { input: 1210, output: 5, cache_read: 1000, cache_write: 200 });
+    }
+
+    #[test]
+    fn usage_shapes_all_come_out_with_the_total_input() {
+        let cases = [
+            (
+                json!({
+                    "input_tokens": 20,
+                    "output_tokens": 7,
+                    "cache_read_input_tokens": 100,
+                    "cache_creation_input_tokens": 50,
+                }),
+                TokenUsage { input: 170, output: 7, cache_read: 100, cache_write: 50 },
+            ),
+            (
+                json!({
+                    "prompt_tokens": 20_369,
+                    "completion_tokens": 287,
+                    "prompt_tokens_details": { "cached_tokens": 18_074 },
+                }),
+                TokenUsage { input: 20_369, output: 287, cache_read: 18_074, cache_write: 0 },
+            ),
+            (
+                json!({
+                    "prompt_tokens": 3000,
+                    "completion_tokens": 1,
+                    "prompt_tokens_details": { "cached_tokens": 1000, "cache_write_tokens": 1500 },
+                }),
+                TokenUsage { input: 3000, output: 1, cache_read: 1000, cache_write: 1500 },
+            ),
+            (json!({ "prompt_tokens": null, "completion_tokens": "many" }), TokenUsage::default()),
+            (json!("not an object"), TokenUsage::default()),
+        ];
+        for (usage, expected) in cases {
+            assert_eq!(parse_usage(Some(&usage)), expected, "{usage}");
+        }
+        assert_eq!(parse_usage(None), TokenUsage::default());
+    }
+
+    #[tokio::test]
+    async fn malformed_json_is_a_response_error() {
+        let server = FakeEndpoint::start(vec![status(200, "{\"choices\": [")]).await;
+        let call = Call::new();
+        let result = adapter(config(&server.base_url)).call(call.request()).await;
+        assert!(matches!(&result, Err(ModelError::Response(message)) if message.contains("not JSON")), "{result:?}");
+        assert_eq!(server.requests().len(), 1, "a malformed answer is not retried");
+    }
+
+    #[tokio::test]
+    async fn an_answer_without_choices_is_a_response_error() {
+        let server = FakeEndpoint::start(vec![
+            ok(json!({ "choices": [] })),
+            ok(json!({ "error": { "message": "context length exceeded" } })),
+        ])
+        .await;
+        let call = Call::new();
+        let adapter = adapter(config(&server.base_url));
+        let result = adapter.call(call.request()).await;
+        assert!(matches!(&result, Err(ModelError::Response(message)) if message.contains("no choices")), "{result:?}");
+        let result = adapter.call(call.request()).await;
+        assert!(
+            matches!(&result, Err(ModelError::Response(message)) if message.contains("context length exceeded")),
+            "{result:?}"
+        );
+    }
+
+    // -- the request ---------------------------------------------------------------------
+
+    #[tokio::test]
+    async fn the_request_carries_system_blocks_transcript_notes_tools_and_the_key() {
+        let server = FakeEndpoint::start(vec![ok(text_answer("done"))]).await;
+        let mut call = Call::new();
+        call.model = Some("gpt-4o-mini");
+        call.messages = vec![
+            Message::User { text: "Please check the report.".into(), opening: None },
+            Message::Assistant {
+                text: "Reading it.".into(),
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "read_file".into(),
+                    args: json!({ "path": "r.md" }),
+                }],
+            },
+            Message::Tool {
+                call_id: "c1".into(),
+                name: "read_file".into(),
+                content: "# Report".into(),
+                status: ToolStatus::Ok,
+            },
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![
+                    ToolCall { id: "c2".into(), name: "write_file".into(), args: json!({ "path": "/etc/x" }) },
+                    ToolCall { id: "c3".into(), name: "write_file".into(), args: json!({ "path": "/etc/y" }) },
+                ],
+            },
+            Message::Tool {
+                call_id: "c2".into(),
+                name: "write_file".into(),
+                content: "path is outside the workspace".into(),
+                status: ToolStatus::Error,
+            },
+            Message::Tool {
+                call_id: "c3".into(),
+                name: "write_file".into(),
+                content: "Error: denied".into(),
+                status: ToolStatus::Error,
+            },
+            Message::Note {
+                kind: NoteKind::Decision,
+                call_id: "n1".into(),
+                text: "A reviewer approved the report.".into(),
+            },
+        ];
+        call.tools = vec![ToolDefinition {
+            name: "read_file".into(),
+            description: "Read a file.".into(),
+            parameters: path_schema(),
+        }];
+        let mut settings = config(&server.base_url);
+        settings.temperature = Some(0.2);
+        settings.max_tokens = Some(1024);
+        adapter(settings).call(call.request()).await.expect("answer");
+
+        let requests = server.requests();
+        assert_eq!(requests.len(), 1);
+        let seen = &requests[0];
+        assert_eq!(seen.method, "POST");
+        assert_eq!(seen.path, "/v1/chat/completions");
+        assert_eq!(seen.header("authorization"), Some("Bearer sk-test"));
+        assert_eq!(seen.header("content-type"), Some("application/json"));
+        let note_call = wire_call("n1", "archmax_note", "{\"kind\":\"decision\"}");
+        let expected_messages = json!([
+            { "role": "system", "content": "You are the static part.\n\nCurrent state: triage" },
+            { "role": "user", "content": "Please check the report." },
+            { "role": "assistant", "content": "Reading it.", "tool_calls": [
+                wire_call("c1", "read_file", "{\"path\":\"r.md\"}"),
+            ] },
+            { "role": "tool", "tool_call_id": "c1", "content": "# Report" },
+            { "role": "assistant", "content": null, "tool_calls": [
+                wire_call("c2", "write_file", "{\"path\":\"/etc/x\"}"),
+                wire_call("c3", "write_file", "{\"path\":\"/etc/y\"}"),
+            ] },
+            { "role": "tool", "tool_call_id": "c2", "content": "Error: path is outside the workspace" },
+            { "role": "tool", "tool_call_id": "c3", "content": "Error: denied" },
+            { "role": "assistant", "content": null, "tool_calls": [note_call] },
+            { "role": "tool", "tool_call_id": "n1", "content": "A reviewer approved the report." },
+        ]);
+        let body = seen.json();
+        assert_eq!(body["model"], "gpt-4o-mini");
+        assert_eq!(body["messages"], expected_messages);
+        assert_eq!(body["tool_choice"], "auto");
+        assert_eq!(body["temperature"], 0.2);
+        assert_eq!(body["max_tokens"], 1024);
+        assert_eq!(body["stream"], false);
+        let tools = body["tools"].as_array().cloned().unwrap_or_default();
+        assert_eq!(tools.len(), 2);
+        assert_eq!(
+            tools[0],
+            json!({ "type": "function", "function": {
+                "name": "read_file",
+                "description": "Read a file.",
+                "parameters": path_schema(),
+            } })
+        );
+        assert_eq!(tools[1]["function"]["name"], "archmax_note");
+        let description = tools[1]["function"]["description"].as_str().unwrap_or_default();
+        assert!(description.contains("never call"), "{description}");
+    }
+
+    #[tokio::test]
+    async fn a_plain_request_has_no_tools_and_falls_back_to_the_default_model() {
+        let server = FakeEndpoint::start(vec![ok(text_answer("hi"))]).await;
+        let call = Call::new();
+        adapter(config(&format!("{}/", server.base_url))).call(call.request()).await.expect("answer");
+        let requests = server.requests();
+        assert_eq!(requests[0].path, "/v1/chat/completions", "a trailing slash is not doubled");
+        let body = requests[0].json();
+        assert_eq!(body["model"], "gpt-test");
+        for absent in ["tools", "tool_choice", "temperature", "max_tokens"] {
+            assert!(body.get(absent).is_none(), "{absent} should be absent: {body}");
+        }
+        assert_eq!(body["messages"][1], json!({ "role": "user", "content": "hi" }));
+    }
+
+    #[tokio::test]
+    async fn a_claude_model_with_prompt_caching_gets_a_marked_static_block() {
+        let server = FakeEndpoint::start(vec![ok(text_answer("a")), ok(text_answer("b")), ok(text_answer("c"))]).await;
+        let adapter = adapter(config(&server.base_url));
+        let mut call = Call::new();
+        call.model = Some("anthropic/Claude-Sonnet-4");
+        call.prompt_cache = Some("1h");
+        adapter.call(call.request()).await.expect("cached claude");
+        call.model = Some("gpt-4o");
+        adapter.call(call.request()).await.expect("cached gpt");
+        call.model = Some("claude-haiku-4");
+        call.prompt_cache = None;
+        adapter.call(call.request()).await.expect("uncached claude");
+
+        let requests = server.requests();
+        assert_eq!(
+            requests[0].json()["messages"][0],
+            json!({ "role": "system", "content": [
+                {
+                    "type": "text",
+                    "text": "You are the static part.",
+                    "cache_control": { "type": "ephemeral", "ttl": "1h" },
+                },
+                { "type": "text", "text": "Current state: triage" },
+            ] })
+        );
+        let joined = json!({ "role": "system", "content": "You are the static part.\n\nCurrent state: triage" });
+        assert_eq!(requests[1].json()["messages"][0], joined);
+        assert_eq!(requests[2].json()["messages"][0], joined);
+    }
+
+    #[test]
+    fn a_note_between_tool_calls_and_their_answers_waits_for_the_last_answer() {
+        let note = |id: &str| Message::Note { kind: NoteKind::Event, call_id: id.into(), text: format!("note {id}") };
+        let messages = vec![
+            Message::Assistant {
+                text: "Two things.".into(),
+                tool_calls: vec![
+                    ToolCall { id: "a".into(), name: "t".into(), args: Value::Null },
+                    ToolCall { id: "b".into(), name: "t".into(), args: json!({}) },
+                ],
+            },
+            Message::Tool { call_id: "a".into(), name: "t".into(), content: "A".into(), status: ToolStatus::Ok },
+            note("n1"),
+            Message::Tool { call_id: "b".into(), name: "t".into(), content: "B".into(), status: ToolStatus::Ok },
+            note("n2"),
+        ];
+        let mut out = Vec::new();
+        assert!(append_transcript(&mut out, &messages));
+        let order: Vec<String> = out
+            .iter()
+            .map(|m| match (m["role"].as_str(), m["tool_call_id"].as_str()) {
+                (Some("tool"), Some(id)) => format!("tool:{id}"),
+                (Some(role), _) => role.to_string(),
+                _ => String::from("?"),
+            })
+            .collect();
+        assert_eq!(order, ["assistant", "tool:a", "tool:b", "assistant", "tool:n1", "assistant", "tool:n2"]);
+        assert_eq!(out[0]["tool_calls"][0]["function"]["arguments"], "{}");
+        assert_eq!(out[3]["tool_calls"][0]["function"]["arguments"], "{\"kind\":\"event\"}");
+        let mut plain = Vec::new();
+        assert!(!append_transcript(&mut plain, &messages[..2]));
+    }
+
+    #[tokio::test]
+    async fn no_model_anywhere_is_a_configuration_error_before_any_request() {
+        let server = FakeEndpoint::start(vec![ok(text_answer("unused"))]).await;
+        let mut settings = config(&server.base_url);
+        settings.default_model = None;
+        let call = Call::new();
+        let result = adapter(settings).call(call.request()).await;
+        assert!(
+            matches!(&result, Err(ModelError::Configuration(m))
+                if m.contains("ARCHMAX_MODEL") && m.contains("settings.model") && m.contains("triage")),
+            "{result:?}"
+        );
+        assert!(server.requests().is_empty());
+    }
+
+    // -- retries and timeouts -----------------------------------------------------------
+
+    #[tokio::test]
+    async fn a_429_is_retried_after_the_servers_retry_after() {
+        let server = FakeEndpoint::start(vec![with_retry_after(429, "0"), ok(text_answer("second time"))]).await;
+        let call = Call::new();
+        let started = Instant::now();
+        let answer = adapter(config(&server.base_url)).call(call.request()).await.expect("answer");
+        assert_eq!(answer.text, "second time");
+        assert_eq!(server.requests().len(), 2);
+        assert!(
+            started.elapsed() < Duration::from_millis(450),
+            "Retry-After: 0 skips the backoff: {:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_server_error_is_retried_with_backoff() {
+        let server = FakeEndpoint::start(vec![status(503, "busy"), ok(text_answer("recovered"))]).await;
+        let mut settings = config(&server.base_url);
+        settings.max_retries = 1;
+        let call = Call::new();
+        let started = Instant::now();
+        let answer = adapter(settings).call(call.request()).await.expect("answer");
+        assert_eq!(answer.text, "recovered");
+        assert!(started.elapsed() >= Duration::from_millis(500), "waited {:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn persistent_server_errors_fail_with_the_status_after_every_retry() {
+        let script = (0..4).map(|_| with_retry_after(500, "0")).chain([ok(text_answer("too late"))]).collect();
+        let server = FakeEndpoint::start(script).await;
+        let call = Call::new();
+        let result = adapter(config(&server.base_url)).call(call.request()).await;
+        assert!(
+            matches!(&result, Err(ModelError::Status { status: 500, body }) if body.contains("slow down")),
+            "{result:?}"
+        );
+        assert_eq!(server.requests().len(), 4, "one attempt and max_retries = 3 retries");
+    }
+
+    #[tokio::test]
+    async fn a_client_error_fails_at_once_with_a_short_excerpt() {
+        let long = format!("{{\"error\":{{\"message\":\"{}\"}}}}", "bad request ".repeat(100));
+        let server = FakeEndpoint::start(vec![status(400, &long), ok(text_answer("never"))]).await;
+        let call = Call::new();
+        let result = adapter(config(&server.base_url)).call(call.request()).await;
+        match &result {
+            Err(ModelError::Status { status: 400, body }) => {
+                assert!(body.chars().count() <= 500, "{} chars", body.chars().count());
+                assert!(body.starts_with("{\"error\""), "{body}");
+            }
+            other => panic!("expected a 400, got {other:?}"),
+        }
+        assert_eq!(server.requests().len(), 1, "a 400 is not retried");
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_times_out_within_the_request_timeout() {
+        let server = FakeEndpoint::start(vec![Reply::Hang]).await;
+        let mut settings = config(&server.base_url);
+        settings.request_timeout = Duration::from_millis(200);
+        settings.max_retries = 0;
+        let call = Call::new();
+        let started = Instant::now();
+        let result = adapter(settings).call(call.request()).await;
+        let elapsed = started.elapsed();
+        assert!(matches!(result, Err(ModelError::Timeout(limit)) if limit == Duration::from_millis(200)), "{result:?}");
+        assert!(elapsed >= Duration::from_millis(200) && elapsed < Duration::from_secs(1), "took {elapsed:?}");
+    }
+
+    #[tokio::test]
+    async fn timed_out_attempts_are_retried() {
+        let server = FakeEndpoint::start(vec![Reply::Hang, Reply::Hang]).await;
+        let mut settings = config(&server.base_url);
+        settings.request_timeout = Duration::from_millis(200);
+        settings.max_retries = 1;
+        let call = Call::new();
+        let result = adapter(settings).call(call.request()).await;
+        assert!(matches!(result, Err(ModelError::Timeout(_))), "{result:?}");
+        assert_eq!(server.requests().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_states_budget_bounds_the_whole_call_when_shorter() {
+        let server = FakeEndpoint::start(vec![Reply::Hang, Reply::Hang, Reply::Hang, Reply::Hang]).await;
+        let mut call = Call::new();
+        call.timeout = Some(Duration::from_millis(200));
+        let started = Instant::now();
+        let result = adapter(config(&server.base_url)).call(call.request()).await;
+        let elapsed = started.elapsed();
+        assert!(matches!(result, Err(ModelError::Timeout(limit)) if limit == Duration::from_millis(200)), "{result:?}");
+        assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+        assert_eq!(server.requests().len(), 1, "no retry starts past the budget");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_a_transport_error() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        drop(listener);
+        let mut settings = config(&format!("http://{address}/v1"));
+        settings.max_retries = 0;
+        let call = Call::new();
+        let result = adapter(settings).call(call.request()).await;
+        assert!(matches!(result, Err(ModelError::Transport(_))), "{result:?}");
+    }
+
+    #[test]
+    fn backoff_doubles_from_half_a_second_caps_at_eight_and_honours_retry_after() {
+        assert_eq!(backoff_delay(0, None, 0.0), Duration::from_millis(500));
+        assert_eq!(backoff_delay(1, None, 0.0), Duration::from_millis(1000));
+        assert_eq!(backoff_delay(3, None, 0.0), Duration::from_secs(4));
+        assert_eq!(backoff_delay(4, None, 0.0), Duration::from_secs(8));
+        assert_eq!(backoff_delay(40, None, 0.0), Duration::from_secs(8));
+        assert_eq!(
+            backoff_delay(0, None, 0.999_999),
+            Duration::from_millis(500) + Duration::from_millis(500).mul_f64(0.999_999 / 4.0)
+        );
+        assert_eq!(backoff_delay(2, Some(Duration::from_secs(3)), 0.5), Duration::from_secs(3));
+        assert_eq!(backoff_delay(2, Some(Duration::from_secs(300)), 0.5), Duration::from_secs(30));
+        assert_eq!(parse_retry_after(" 2 "), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_retry_after("120"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+        let spread = jitter();
+        assert!((0.0..1.0).contains(&spread), "{spread}");
+    }
+
+    // -- configuration ------------------------------------------------------------------
+
+    #[test]
+    fn missing_required_variables_are_all_named() {
+        match OpenAiConfig::from_env(env(&[("ARCHMAX_MODEL", "gpt-4o"), ("ARCHMAX_API_KEY", "   ")])) {
+            Err(ModelError::Configuration(message)) => {
+                assert!(message.contains("ARCHMAX_API_BASE_URL"), "{message}");
+                assert!(message.contains("ARCHMAX_API_KEY"), "{message}");
+                assert!(message.contains("set it"), "{message}");
+            }
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+        match OpenAiConfig::from_env(env(&[("ARCHMAX_API_BASE_URL", "http://localhost:8000/v1")])) {
+            Err(ModelError::Configuration(message)) => {
+                assert!(message.contains("ARCHMAX_API_KEY") && !message.contains("ARCHMAX_API_BASE_URL"), "{message}");
+            }
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn malformed_variables_are_named() {
+        let base = [("ARCHMAX_API_BASE_URL", "http://localhost:8000/v1"), ("ARCHMAX_API_KEY", "k")];
+        for (name, value) in [
+            ("ARCHMAX_TEMPERATURE", "warm"),
+            ("ARCHMAX_TEMPERATURE", "-1"),
+            ("ARCHMAX_MAX_TOKENS", "1.5"),
+            ("ARCHMAX_MAX_TOKENS", "0"),
+            ("ARCHMAX_REQUEST_TIMEOUT_MS", "2m"),
+            ("ARCHMAX_MAX_RETRIES", "-3"),
+            ("ARCHMAX_PRICE_INPUT", "$3"),
+            ("ARCHMAX_API_BASE_URL", "localhost:8000"),
+            ("ARCHMAX_API_BASE_URL", "ftp://example.com/v1"),
+        ] {
+            let mut pairs = base.to_vec();
+            pairs.retain(|(key, _)| *key != name);
+            pairs.push((name, value));
+            if name == "ARCHMAX_PRICE_INPUT" {
+                pairs.push(("ARCHMAX_PRICE_OUTPUT", "15"));
+            }
+            match OpenAiConfig::from_env(env(&pairs)) {
+                Err(ModelError::Configuration(message)) => assert!(message.contains(name), "{name}: {message}"),
+                other => panic!("expected a configuration error for {name}={value}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_environment_fills_every_field_and_defaults_the_rest() {
+        let minimal = OpenAiConfig::from_env(env(&[
+            ("ARCHMAX_API_BASE_URL", "https://api.example.com/v1/"),
+            ("ARCHMAX_API_KEY", "sk-1"),
+        ]));
+        let Ok(minimal) = minimal else { panic!("unexpected {minimal:?}") };
+        assert_eq!(minimal.default_model, None);
+        assert_eq!(minimal.request_timeout, Duration::from_millis(120_000));
+        assert_eq!(minimal.max_retries, 3);
+        assert_eq!((minimal.temperature, minimal.max_tokens), (None, None));
+        assert_eq!(minimal.pricing, PricingTable::default());
+        assert!(!format!("{minimal:?}").contains("sk-1"), "the key is redacted");
+
+        let full = OpenAiConfig::from_env(env(&[
+            ("ARCHMAX_API_BASE_URL", "http://localhost:11434/v1"),
+            ("ARCHMAX_API_KEY", "ollama"),
+            ("ARCHMAX_MODEL", "qwen3:8b"),
+            ("ARCHMAX_TEMPERATURE", "0.7"),
+            ("ARCHMAX_MAX_TOKENS", "2048"),
+            ("ARCHMAX_REQUEST_TIMEOUT_MS", "30000"),
+            ("ARCHMAX_MAX_RETRIES", "0"),
+            ("ARCHMAX_PRICE_INPUT", "3"),
+            ("ARCHMAX_PRICE_OUTPUT", "15"),
+            ("ARCHMAX_PRICE_CACHE_READ", "0.3"),
+        ]));
+        let Ok(full) = full else { panic!("unexpected {full:?}") };
+        assert_eq!(full.default_model.as_deref(), Some("qwen3:8b"));
+        assert_eq!(full.temperature, Some(0.7));
+        assert_eq!(full.max_tokens, Some(2048));
+        assert_eq!(full.request_timeout, Duration::from_secs(30));
+        assert_eq!(full.max_retries, 0);
+        assert_eq!(full.pricing.default, Some(Rates { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.0 }));
+    }
+
+    #[test]
+    fn the_endpoint_is_the_base_plus_chat_completions_once() {
+        for (base, expected) in [
+            ("https://api.openai.com/v1", "https://api.openai.com/v1/chat/completions"),
+            ("https://api.openai.com/v1/", "https://api.openai.com/v1/chat/completions"),
+            ("http://localhost:11434", "http://localhost:11434/chat/completions"),
+            (
+                "https://proxy.example.com/openai/v1/chat/completions/",
+                "https://proxy.example.com/openai/v1/chat/completions",
+            ),
+            ("https://gw.example.com/v1?tenant=a", "https://gw.example.com/v1/chat/completions?tenant=a"),
+        ] {
+            let url = chat_completions_url(base).map(|url| url.to_string());
+            assert_eq!(url.ok().as_deref(), Some(expected), "{base}");
+        }
+    }
+}

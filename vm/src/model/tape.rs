@@ -1,0 +1,255 @@
+//! The tape: scripted model turns, replayed offline.
+//!
+//! A tape is a YAML list; each entry is one model answer, with optional matchers:
+//!
+//! ```yaml
+//! - state: identify-case          # the state the call is made in
+//!   role: agent                   # agent | grader | judge
+//!   workflow: support-desk        # the calling session's workflow
+//!   variables: { order_id: NW-1 } # a partial match on the session's variables
+//!   text: Routing your question.
+//!   tool_calls:
+//!     - { name: archmax_advance, args: { to: orders-question, reason: an order question } }
+//!   usage: { input: 120, output: 30 }
+//! ```
+//!
+//! Each call takes the first unconsumed entry whose matchers all fit; an entry without
+//! matchers fits any call. So a plain tape replays strictly in order, while concurrent
+//! children of a fan-out each find their own entries. A call no entry fits is an error
+//! naming the call, workflow, state and role; entries left at the end are reported.
+
+use std::sync::Mutex;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{ModelAdapter, ModelError, ModelFuture, ModelRequest, ModelResponse, Role, TokenUsage};
+use crate::session::ToolCall;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    role: Option<Role>,
+    #[serde(default)]
+    workflow: Option<String>,
+    #[serde(default)]
+    variables: Option<Value>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<TapeCall>,
+    #[serde(default)]
+    usage: Option<TapeUsage>,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TapeCall {
+    name: String,
+    #[serde(default)]
+    args: Value,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TapeUsage {
+    #[serde(default)]
+    input: u64,
+    #[serde(default)]
+    output: u64,
+    #[serde(default)]
+    cache_read: u64,
+    #[serde(default)]
+    cache_write: u64,
+}
+
+/// Why a tape could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct TapeError(pub String);
+
+/// A tape being replayed.
+pub struct Tape {
+    entries: Vec<Entry>,
+    state: Mutex<TapeState>,
+}
+
+struct TapeState {
+    used: Vec<bool>,
+    calls: u64,
+}
+
+/// `true` when every key of `pattern` is in `observed` with a matching value (objects
+/// recursively, arrays element-wise with equal length, scalars by equality).
+pub fn partial_match(pattern: &Value, observed: &Value) -> bool {
+    match (pattern, observed) {
+        (Value::Object(expected), Value::Object(actual)) => {
+            expected.iter().all(|(key, value)| actual.get(key).is_some_and(|found| partial_match(value, found)))
+        }
+        (Value::Array(expected), Value::Array(actual)) => {
+            expected.len() == actual.len()
+                && expected.iter().zip(actual).all(|(left, right)| partial_match(left, right))
+        }
+        (expected, actual) => expected == actual,
+    }
+}
+
+impl Tape {
+    /// Parses a tape from YAML text (through the compiler's YAML loader).
+    pub fn parse(name: &str, text: &str) -> Result<Tape, TapeError> {
+        let document = archmax_compiler::syntax::yaml::load(archmax_compiler::source::FileId(0), text);
+        if let Some(problem) = document.diagnostics.first() {
+            return Err(TapeError(format!("the tape `{name}` is not valid YAML: {}", problem.message)));
+        }
+        let value = match document.root {
+            Some(root) => root.to_json(),
+            None => Value::Array(Vec::new()),
+        };
+        let entries: Vec<Entry> = serde_json::from_value(value)
+            .map_err(|error| TapeError(format!("the tape `{name}` is malformed: {error}")))?;
+        let used = vec![false; entries.len()];
+        Ok(Tape { entries, state: Mutex::new(TapeState { used, calls: 0 }) })
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn fits(entry: &Entry, request: &ModelRequest<'_>) -> bool {
+        entry.state.as_deref().is_none_or(|state| state == request.state)
+            && entry.role.is_none_or(|role| role == request.role)
+            && entry.workflow.as_deref().is_none_or(|workflow| workflow == request.workflow)
+            && entry.variables.as_ref().is_none_or(|pattern| partial_match(pattern, request.variables))
+    }
+
+    fn answer(&self, request: &ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let mut state = self.state.lock().map_err(|_| ModelError::Tape("the tape is unusable".to_string()))?;
+        state.calls += 1;
+        let call = state.calls;
+        let index = self
+            .entries
+            .iter()
+            .enumerate()
+            .position(|(index, entry)| !state.used[index] && Tape::fits(entry, request))
+            .ok_or_else(|| {
+                ModelError::Tape(format!(
+                    "the tape has no entry for model call {call} (workflow `{}`, state `{}`, role {}); {} of {} entries are used",
+                    request.workflow,
+                    request.state,
+                    request.role.as_str(),
+                    state.used.iter().filter(|used| **used).count(),
+                    self.entries.len()
+                ))
+            })?;
+        state.used[index] = true;
+        let entry = &self.entries[index];
+        let tool_calls = entry
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(position, call_entry)| ToolCall {
+                id: call_entry.id.clone().unwrap_or_else(|| format!("call-{call}-{}", position + 1)),
+                name: call_entry.name.clone(),
+                args: if call_entry.args.is_null() {
+                    Value::Object(Default::default())
+                } else {
+                    call_entry.args.clone()
+                },
+            })
+            .collect();
+        let usage = entry
+            .usage
+            .as_ref()
+            .map(|usage| TokenUsage {
+                input: usage.input,
+                output: usage.output,
+                cache_read: usage.cache_read,
+                cache_write: usage.cache_write,
+            })
+            .unwrap_or_default();
+        Ok(ModelResponse {
+            text: entry.text.clone().unwrap_or_default(),
+            tool_calls,
+            usage,
+            model: entry.model.clone().or_else(|| request.model.map(str::to_string)),
+        })
+    }
+}
+
+impl ModelAdapter for Tape {
+    fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
+        let answer = self.answer(&request);
+        Box::pin(async move { answer })
+    }
+
+    fn leftover(&self) -> usize {
+        self.state.lock().map(|state| state.used.iter().filter(|used| !**used).count()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request<'a>(state: &'a str, variables: &'a Value) -> ModelRequest<'a> {
+        ModelRequest {
+            model: None,
+            role: Role::Agent,
+            workflow: "desk",
+            state,
+            variables,
+            system_static: "",
+            system_volatile: "",
+            messages: &[],
+            tools: &[],
+            prompt_cache: None,
+            timeout: None,
+        }
+    }
+
+    #[test]
+    fn entries_are_taken_in_order_unless_matchers_pick_one() {
+        let tape = Tape::parse(
+            "t",
+            "- { state: b, text: for b }\n- text: first\n- { variables: { id: 2 }, text: two }\n- text: last\n",
+        )
+        .expect("tape");
+        let none = json!({});
+        let two = json!({ "id": 2, "other": true });
+        assert_eq!(tape.answer(&request("a", &none)).expect("answer").text, "first");
+        assert_eq!(tape.answer(&request("b", &none)).expect("answer").text, "for b");
+        assert_eq!(tape.answer(&request("a", &two)).expect("answer").text, "two");
+        assert_eq!(tape.answer(&request("a", &none)).expect("answer").text, "last");
+        let error = tape.answer(&request("a", &none)).expect_err("exhausted").to_string();
+        assert!(error.contains("model call 5") && error.contains("state `a`"), "{error}");
+        assert_eq!(tape.leftover(), 0);
+    }
+
+    #[test]
+    fn tool_calls_get_ids() {
+        let tape =
+            Tape::parse("t", "- tool_calls: [{ name: archmax_advance, args: { to: x, reason: y } }]\n").expect("tape");
+        let none = json!({});
+        let answer = tape.answer(&request("a", &none)).expect("answer");
+        assert_eq!(answer.tool_calls[0].id, "call-1-1");
+        assert_eq!(answer.tool_calls[0].args["to"], "x");
+    }
+
+    #[test]
+    fn malformed_tapes_are_refused() {
+        assert!(Tape::parse("t", "- { txt: typo }\n").is_err());
+        assert!(Tape::parse("t", "- text: [unclosed\n").is_err());
+    }
+}

@@ -1,0 +1,191 @@
+//! The runtime: a verified program, a session store, a model, and the events of a run.
+//!
+//! [`Runtime::run_turn`] is the one entry point for a new message on a session: it
+//! resolves the workflow, trigger and session, refuses a disabled workflow or an unmet
+//! signature before any model call, and hands the open session to the interpreter
+//! ([`crate::interp`]). Sessions are keyed by id in the store; a second process that
+//! opens the same session while one runs it is refused by the store's lock.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value};
+
+use archmax_compiler::host::{Mount, MountTable};
+use archmax_compiler::program::{Program, WorkflowId};
+use archmax_stdlib::vfs::{DiskVfs, MemoryVfs, MountPoint, Vfs, Workspace};
+
+use crate::clock::Clock;
+use crate::events::{Event, EventSink};
+use crate::model::ModelAdapter;
+use crate::model::ToolDefinition;
+use crate::model::pricing::PricingTable;
+use crate::session::{Exit, PendingDecision, PendingInput, SessionStore, Status, StoreError, Usage};
+
+/// The most steps one turn may take (model calls, tool batches, automated states).
+pub const RECURSION_LIMIT: usize = 400;
+
+/// Everything a runtime is built from.
+pub struct RuntimeParts {
+    pub program: Arc<Program>,
+    pub store: Arc<dyn SessionStore>,
+    pub model: Arc<dyn ModelAdapter>,
+    pub events: EventSink,
+    pub clock: Arc<dyn Clock>,
+    /// The workspace root, where mount sources live.
+    pub root: PathBuf,
+    pub pricing: PricingTable,
+}
+
+/// A loaded program ready to run sessions.
+pub struct Runtime {
+    pub program: Arc<Program>,
+    pub store: Arc<dyn SessionStore>,
+    pub model: Arc<dyn ModelAdapter>,
+    pub events: EventSink,
+    pub clock: Arc<dyn Clock>,
+    pub root: PathBuf,
+    pub pricing: PricingTable,
+    pub mounts: MountTable,
+    pub recursion_limit: usize,
+    /// Tool definitions per workflow, per surface.
+    pub definitions: Vec<Vec<Vec<ToolDefinition>>>,
+    memory_sessions: Mutex<HashMap<String, Arc<MemoryVfs>>>,
+}
+
+/// A new message (or start) for a session.
+#[derive(Clone, Debug, Default)]
+pub struct TurnRequest {
+    pub workflow: String,
+    /// Continue this session, or start one under this id.
+    pub session: Option<String>,
+    /// Default `manual`.
+    pub trigger: Option<String>,
+    pub message: Option<String>,
+    /// Host seeds: locked (`title` excepted).
+    pub variables: Map<String, Value>,
+}
+
+/// How a turn (or resume) ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub session_id: String,
+    pub workflow: String,
+    pub status: Status,
+    /// Where the session stands now.
+    pub state: String,
+    /// Everything the session said in this turn.
+    pub reply: String,
+    /// Why it was rejected, when it was.
+    pub reason: Option<String>,
+    pub exit: Option<Exit>,
+    /// The session's usage so far.
+    pub usage: Usage,
+    /// What this turn alone spent.
+    pub turn_usage: Usage,
+    /// The open decision, when the session parked at a human state.
+    pub pending_decision: Option<PendingDecision>,
+    /// The open wait, when the session parked for input.
+    pub pending_input: Option<PendingInput>,
+}
+
+/// Why a turn could not run at all (nothing was started or changed).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the artifact has no workflow `{0}` (it has {1})")]
+    UnknownWorkflow(String, String),
+    #[error("workflow `{workflow}` declares no trigger `{trigger}` (it declares {declared})")]
+    UnknownTrigger { workflow: String, trigger: String, declared: String },
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    InvalidInput(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Runtime {
+    pub fn new(parts: RuntimeParts) -> Runtime {
+        let program = parts.program;
+        let mounts = MountTable {
+            mounts: program
+                .mounts
+                .iter()
+                .map(|mount| Mount {
+                    key: program.str(mount.key).to_string(),
+                    name: program.str(mount.name).to_string(),
+                    directory: mount.directory,
+                    read_only: mount.read_only,
+                    governed: mount.governed,
+                    searchable: mount.searchable,
+                    source: program.str(mount.source).to_string(),
+                    declared: None,
+                })
+                .collect(),
+        };
+        let definitions = program
+            .workflows
+            .iter()
+            .map(|workflow| {
+                workflow
+                    .surfaces
+                    .iter()
+                    .map(|surface| crate::prompt::tool_definitions(&program, workflow, surface))
+                    .collect()
+            })
+            .collect();
+        Runtime {
+            program,
+            store: parts.store,
+            model: parts.model,
+            events: parts.events,
+            clock: parts.clock,
+            root: parts.root,
+            pricing: parts.pricing,
+            mounts,
+            recursion_limit: RECURSION_LIMIT,
+            definitions,
+            memory_sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    pub fn emit(&self, session: &str, event: Event) {
+        self.events.emit(self.now(), Some(session), None, event);
+    }
+
+    pub fn workflow_id(&self, slug: &str) -> Result<WorkflowId, RunError> {
+        self.program.workflow(slug).map(|(id, _)| id).ok_or_else(|| {
+            let names: Vec<&str> =
+                self.program.workflows.iter().map(|workflow| self.program.str(workflow.slug)).collect();
+            RunError::UnknownWorkflow(slug.to_string(), archmax_compiler::diagnostic::list_names(&names))
+        })
+    }
+
+    /// The agent's workspace for a session: its own folder plus the host's mounts.
+    pub fn workspace(&self, session: &str) -> Workspace {
+        let store: Arc<dyn Vfs> = match self.store.session_dir(session) {
+            Some(dir) => Arc::new(DiskVfs::new(dir)),
+            None => {
+                let mut sessions = self.memory_sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                sessions.entry(session.to_string()).or_insert_with(|| Arc::new(MemoryVfs::default())).clone()
+            }
+        };
+        let mounts = self
+            .mounts
+            .mounts
+            .iter()
+            .map(|mount| MountPoint {
+                key: mount.key.clone(),
+                read_only: mount.read_only,
+                searchable: mount.searchable,
+                store: Arc::new(DiskVfs::new(self.root.join(&mount.source))) as Arc<dyn Vfs>,
+            })
+            .collect();
+        Workspace { session: store, mounts }
+    }
+}

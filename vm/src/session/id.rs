@@ -1,0 +1,168 @@
+//! Session ids: minting them, checking the ones callers supply, and naming children.
+//!
+//! A session id doubles as a directory name in the filesystem store and as the first
+//! segment of the session's workspace paths, so [`check_session_id`] is the gate every
+//! caller-supplied id must pass before it reaches a store: it refuses ids that could
+//! escape the store, collide with a reserved workspace root or shadow a mount.
+
+use std::hash::{BuildHasher, Hasher};
+use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Workspace root names no session id may start with.
+pub const RESERVED_ROOTS: [&str; 7] =
+    ["scratchpad", "large_tool_results", "conversation_history", "checkpoints", "artifacts", "_specs", "workflows"];
+
+/// The longest session id accepted, in bytes.
+pub const MAX_SESSION_ID_BYTES: usize = 200;
+
+/// Mints a fresh id: `session-` and 32 lowercase hex digits (128 random bits).
+pub fn new_session_id() -> String {
+    let bits = random_bits_from_os().unwrap_or_else(fallback_random_bits);
+    format!("session-{bits:032x}")
+}
+
+fn random_bits_from_os() -> Option<u128> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom").ok()?.read_exact(&mut bytes).ok()?;
+    Some(u128::from_le_bytes(bytes))
+}
+
+/// Without `/dev/urandom`: hashes the time, the process id and a process-wide counter
+/// with std's randomly keyed hasher, twice, for 128 bits.
+fn fallback_random_bits() -> u128 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_nanos()).unwrap_or(0);
+    let keys = std::hash::RandomState::new();
+    let half = |salt: u8| {
+        let mut hasher = keys.build_hasher();
+        hasher.write_u8(salt);
+        hasher.write_u128(nanos);
+        hasher.write_u32(std::process::id());
+        hasher.write_u64(count);
+        hasher.finish()
+    };
+    (u128::from(half(1)) << 64) | u128::from(half(2))
+}
+
+/// Checks a caller-supplied session id; the error is one sentence saying why it is refused.
+///
+/// `mount_names` are the workspace's mount keys or their first segments (`skills`,
+/// `/catalogs/eu/`); an id whose first segment names one is refused.
+pub fn check_session_id(id: &str, mount_names: &[&str]) -> Result<(), String> {
+    let stripped = id.trim_start_matches('/');
+    if stripped.is_empty() {
+        return Err("A session id must not be empty.".to_string());
+    }
+    if id.len() > MAX_SESSION_ID_BYTES {
+        return Err(format!("The session id is {} bytes long; at most {MAX_SESSION_ID_BYTES} are allowed.", id.len()));
+    }
+    if let Some(bad) = stripped.chars().find(|&c| !is_session_id_char(c)) {
+        return Err(format!(
+            "The session id contains `{}`; only letters, digits, `.`, `_`, `~`, `:`, `@` and `-` are allowed.",
+            bad.escape_default()
+        ));
+    }
+    for segment in stripped.split('/') {
+        match segment {
+            ".." => return Err("A session id must not contain a `..` segment.".to_string()),
+            "." => return Err("A session id must not contain a `.` segment.".to_string()),
+            "" => return Err("A session id must not contain an empty segment (`//` or a trailing `/`).".to_string()),
+            _ => {}
+        }
+    }
+    let first = stripped.split('/').next().unwrap_or(stripped);
+    if RESERVED_ROOTS.contains(&first) {
+        return Err(format!("A session id must not start with `{first}`, a reserved workspace root."));
+    }
+    if mount_names.iter().any(|mount| mount_first_segment(mount) == first) {
+        return Err(format!("A session id must not start with `{first}`, the name of a workspace mount."));
+    }
+    Ok(())
+}
+
+/// `/` is not among them: an id names one folder of the store, and a nested id would
+/// land inside another session's folder.
+fn is_session_id_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '~' | ':' | '@' | '-')
+}
+
+fn mount_first_segment(mount: &str) -> &str {
+    mount.trim_start_matches('/').split('/').next().unwrap_or("")
+}
+
+/// The id of a session's `ordinal`-th sub-workflow call: `<parent>~<ordinal>`.
+pub fn child_session_id(parent: &str, ordinal: u64) -> String {
+    format!("{parent}~{ordinal}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minted_ids_have_the_documented_shape_and_differ() {
+        let first = new_session_id();
+        let second = new_session_id();
+        assert_ne!(first, second);
+        for id in [&first, &second] {
+            let hex = id.strip_prefix("session-").expect("prefix");
+            assert_eq!(hex.len(), 32);
+            assert!(hex.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)), "{id}");
+            assert_eq!(check_session_id(id, &[]), Ok(()));
+        }
+    }
+
+    #[test]
+    fn fallback_bits_differ_between_calls() {
+        assert_ne!(fallback_random_bits(), fallback_random_bits());
+    }
+
+    #[test]
+    fn accepts_ordinary_ids() {
+        for id in ["abc", "/abc", "tenant-1.conv:42@x", "a.b_c~1", "s~review:triage:2", "scratchpad-not-quite"] {
+            assert_eq!(check_session_id(id, &["skills"]), Ok(()), "{id}");
+        }
+    }
+
+    #[test]
+    fn refuses_bad_ids_with_one_sentence() {
+        let mounts = ["skills", "/catalogs/eu/", "/AGENTS.md"];
+        let long = "a".repeat(MAX_SESSION_ID_BYTES + 1);
+        for id in [
+            "",
+            "///",
+            "a/../b",
+            "..",
+            "./a",
+            "a//b",
+            "a/",
+            "scratchpad",
+            "/artifacts/x",
+            "_specs",
+            "workflows/w",
+            "skills/x",
+            "catalogs",
+            "AGENTS.md",
+            "has space",
+            "tab\t",
+            "é",
+            "back\\slash",
+            "tenant/nested",
+            long.as_str(),
+        ] {
+            let reason = check_session_id(id, &mounts).expect_err(id);
+            assert!(reason.ends_with('.') && !reason.contains('\n'), "{id}: {reason}");
+        }
+        assert_eq!(check_session_id(&"a".repeat(MAX_SESSION_ID_BYTES), &[]), Ok(()));
+    }
+
+    #[test]
+    fn child_ids_append_the_ordinal() {
+        assert_eq!(child_session_id("session-1", 3), "session-1~3");
+        assert_eq!(child_session_id("p~1", 2), "p~1~2");
+        assert_eq!(check_session_id(&child_session_id("p", 1), &[]), Ok(()));
+    }
+}

@@ -1,0 +1,245 @@
+//! The in-memory session store, for tests and benches.
+//!
+//! It keeps the filesystem store's contract without touching disk: one writer per
+//! session (a second is [`StoreError::Busy`] until the first is dropped) and a
+//! compare-and-swap on the sequence number, so a stale writer gets
+//! [`StoreError::Conflict`] and changes nothing. Nothing survives the process.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use super::{Delta, SessionState, SessionStore, SessionWriter, StoreError};
+
+/// Sessions held in memory; clones share the same sessions.
+#[derive(Clone, Default)]
+pub struct MemoryStore {
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    sessions: Mutex<HashMap<String, Entry>>,
+    next_writer_token: AtomicU64,
+}
+
+struct Entry {
+    state: SessionState,
+    /// The token of the writer holding the session, if any.
+    locked_by: Option<u64>,
+}
+
+impl Shared {
+    /// A poisoned mutex only means another thread panicked mid-operation; every
+    /// operation leaves the map consistent, so the data is still good.
+    fn sessions(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn new_writer_token(&self) -> u64 {
+        self.next_writer_token.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Creates a session and returns its concrete writer.
+    pub fn create_writer(&self, state: &SessionState) -> Result<MemoryWriter, StoreError> {
+        let token = self.shared.new_writer_token();
+        let mut sessions = self.shared.sessions();
+        if sessions.contains_key(&state.id) {
+            return Err(StoreError::Exists(state.id.clone()));
+        }
+        sessions.insert(state.id.clone(), Entry { state: state.clone(), locked_by: Some(token) });
+        Ok(MemoryWriter { shared: Arc::clone(&self.shared), id: state.id.clone(), last_seq: state.seq, token })
+    }
+
+    /// Opens a session for writing and returns its state and concrete writer.
+    pub fn open_writer(&self, id: &str) -> Result<(SessionState, MemoryWriter), StoreError> {
+        let token = self.shared.new_writer_token();
+        let mut sessions = self.shared.sessions();
+        let entry = sessions.get_mut(id).ok_or_else(|| StoreError::Missing(id.to_string()))?;
+        if entry.locked_by.is_some() {
+            return Err(StoreError::Busy(id.to_string()));
+        }
+        entry.locked_by = Some(token);
+        let writer =
+            MemoryWriter { shared: Arc::clone(&self.shared), id: id.to_string(), last_seq: entry.state.seq, token };
+        Ok((entry.state.clone(), writer))
+    }
+
+    /// Releases a session's writer lock without dropping the writer, as a crashed or
+    /// partitioned process would: lets tests exercise stale writers.
+    pub fn force_unlock(&self, id: &str) {
+        if let Some(entry) = self.shared.sessions().get_mut(id) {
+            entry.locked_by = None;
+        }
+    }
+}
+
+impl SessionStore for MemoryStore {
+    fn create(&self, state: &SessionState) -> Result<Box<dyn SessionWriter>, StoreError> {
+        Ok(Box::new(self.create_writer(state)?))
+    }
+
+    fn open(&self, id: &str) -> Result<(SessionState, Box<dyn SessionWriter>), StoreError> {
+        let (state, writer) = self.open_writer(id)?;
+        Ok((state, Box::new(writer)))
+    }
+
+    fn read(&self, id: &str) -> Result<Option<SessionState>, StoreError> {
+        Ok(self.shared.sessions().get(id).map(|entry| entry.state.clone()))
+    }
+
+    fn list(&self) -> Result<Vec<String>, StoreError> {
+        let mut ids: Vec<String> = self.shared.sessions().keys().cloned().collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    fn session_dir(&self, _id: &str) -> Option<PathBuf> {
+        None
+    }
+}
+
+/// Commits steps to one session of a [`MemoryStore`]; releases the session when dropped.
+pub struct MemoryWriter {
+    shared: Arc<Shared>,
+    id: String,
+    last_seq: u64,
+    token: u64,
+}
+
+impl MemoryWriter {
+    /// The seq of the last step this writer committed (or found when opening).
+    pub fn seq(&self) -> u64 {
+        self.last_seq
+    }
+}
+
+impl SessionWriter for MemoryWriter {
+    fn commit(&mut self, delta: &Delta) -> Result<(), StoreError> {
+        let mut sessions = self.shared.sessions();
+        let entry = sessions.get_mut(&self.id).ok_or_else(|| StoreError::Missing(self.id.clone()))?;
+        if entry.state.seq != self.last_seq {
+            return Err(StoreError::Conflict { id: self.id.clone(), expected: self.last_seq, found: entry.state.seq });
+        }
+        if delta.seq != self.last_seq.wrapping_add(1) {
+            return Err(StoreError::Conflict {
+                id: self.id.clone(),
+                expected: delta.seq.saturating_sub(1),
+                found: self.last_seq,
+            });
+        }
+        entry.state.apply(delta);
+        self.last_seq = delta.seq;
+        Ok(())
+    }
+}
+
+impl Drop for MemoryWriter {
+    fn drop(&mut self) {
+        if let Some(entry) = self.shared.sessions().get_mut(&self.id)
+            && entry.locked_by == Some(self.token)
+        {
+            entry.locked_by = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{Head, Message, Status};
+
+    fn initial(id: &str) -> SessionState {
+        SessionState {
+            id: id.to_string(),
+            head: Head { workflow: "w".into(), ..Head::default() },
+            ..Default::default()
+        }
+    }
+
+    fn step(seq: u64, text: &str) -> Delta {
+        Delta {
+            seq,
+            head: Head { workflow: "w".into(), updated_at: seq, ..Head::default() },
+            messages: vec![Message::User { text: text.to_string(), opening: None }],
+            ..Delta::default()
+        }
+    }
+
+    #[test]
+    fn round_trip_and_list() {
+        let store = MemoryStore::new();
+        let mut writer = store.create(&initial("b")).expect("create");
+        writer.commit(&step(1, "hi")).expect("commit 1");
+        writer.commit(&step(2, "there")).expect("commit 2");
+        drop(writer);
+        store.create(&initial("a")).expect("create a");
+
+        let state = store.read("b").expect("read").expect("exists");
+        assert_eq!(state.seq, 2);
+        assert_eq!(state.messages.len(), 2);
+        assert_eq!(state.head.status, Status::Running);
+        assert_eq!(store.list().expect("list"), ["a", "b"]);
+        assert!(store.read("c").expect("read").is_none());
+        assert!(store.session_dir("b").is_none());
+
+        let (reopened, mut writer) = store.open("b").expect("open");
+        assert_eq!(reopened, state);
+        writer.commit(&step(3, "again")).expect("commit 3");
+    }
+
+    #[test]
+    fn create_twice_is_exists_and_open_unknown_is_missing() {
+        let store = MemoryStore::new();
+        let _writer = store.create(&initial("s")).expect("create");
+        assert!(matches!(store.create(&initial("s")), Err(StoreError::Exists(id)) if id == "s"));
+        assert!(matches!(store.open("nope"), Err(StoreError::Missing(id)) if id == "nope"));
+    }
+
+    #[test]
+    fn second_writer_is_busy_until_the_first_is_dropped() {
+        let store = MemoryStore::new();
+        let writer = store.create(&initial("s")).expect("create");
+        assert!(matches!(store.open("s"), Err(StoreError::Busy(id)) if id == "s"));
+        drop(writer);
+        assert!(store.open("s").is_ok());
+    }
+
+    #[test]
+    fn wrong_seq_is_conflict_and_writes_nothing() {
+        let store = MemoryStore::new();
+        let mut writer = store.create(&initial("s")).expect("create");
+        assert!(matches!(writer.commit(&step(2, "skip")), Err(StoreError::Conflict { .. })));
+        assert!(matches!(writer.commit(&step(0, "again")), Err(StoreError::Conflict { .. })));
+        assert_eq!(store.read("s").expect("read").expect("exists").seq, 0);
+        writer.commit(&step(1, "ok")).expect("commit");
+    }
+
+    #[test]
+    fn stale_writer_is_conflict() {
+        let store = MemoryStore::new();
+        let mut stale = store.create_writer(&initial("s")).expect("create");
+        store.force_unlock("s");
+        let (_, mut fresh) = store.open_writer("s").expect("open behind the stale writer's back");
+        fresh.commit(&step(1, "fresh")).expect("fresh commit");
+        let refused = stale.commit(&step(1, "stale"));
+        assert!(
+            matches!(refused, Err(StoreError::Conflict { ref id, expected: 0, found: 1 }) if id == "s"),
+            "{refused:?}"
+        );
+        let state = store.read("s").expect("read").expect("exists");
+        assert_eq!(state.messages, vec![Message::User { text: "fresh".into(), opening: None }]);
+        // The stale writer's drop must not release the live writer's lock.
+        drop(stale);
+        assert!(matches!(store.open("s"), Err(StoreError::Busy(_))));
+        drop(fresh);
+        assert!(store.open("s").is_ok());
+    }
+}

@@ -1,0 +1,335 @@
+//! Sessions: the durable state of one conversation with a workflow.
+//!
+//! [`SessionState`] is everything a session needs to resume in another process: its
+//! position, entry state and trigger, status, spec hash, variables with their lock
+//! flags, the audit trail, usage, park records, counters and the transcript. Every
+//! committed step is written as a [`Delta`] (only what changed: appended messages and
+//! trail steps, changed variables, and the small scalar head), so the cost of a durable
+//! step does not grow with the session. A [`SessionStore`] keeps the deltas: the
+//! filesystem store ([`fs`]) appends them to an fsync'ed log with periodic compacted
+//! snapshots; the memory store ([`memory`]) serves tests and benches.
+
+pub mod fs;
+pub mod id;
+pub mod memory;
+pub mod store;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use store::{SessionStore, SessionWriter, StoreError};
+
+/// A session's lifecycle status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    #[default]
+    Running,
+    Completed,
+    Failed,
+    Rejected,
+    AwaitingDecision,
+    AwaitingInput,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Rejected => "rejected",
+            Status::AwaitingDecision => "awaiting_decision",
+            Status::AwaitingInput => "awaiting_input",
+        }
+    }
+
+    /// Completed, failed and rejected sessions are finished; the rest are open.
+    pub fn is_finished(self) -> bool {
+        matches!(self, Status::Completed | Status::Failed | Status::Rejected)
+    }
+
+    pub fn is_parked(self) -> bool {
+        matches!(self, Status::AwaitingDecision | Status::AwaitingInput)
+    }
+}
+
+/// One variable: its value and whether it is locked.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Variable {
+    pub value: Value,
+    pub locked: bool,
+}
+
+/// A model's request to call a tool.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub args: Value,
+}
+
+/// How a tool call ended, as the model is told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolStatus {
+    Ok,
+    Error,
+}
+
+/// The kind of a runtime note.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NoteKind {
+    Decision,
+    Event,
+    Error,
+    Code,
+    Grader,
+    SubWorkflow,
+    Opening,
+}
+
+impl NoteKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoteKind::Decision => "decision",
+            NoteKind::Event => "event",
+            NoteKind::Error => "error",
+            NoteKind::Code => "code",
+            NoteKind::Grader => "grader",
+            NoteKind::SubWorkflow => "sub-workflow",
+            NoteKind::Opening => "opening",
+        }
+    }
+}
+
+/// One message of the transcript.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum Message {
+    /// A person's message (or a child's opening line, marked `opening`).
+    User {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        opening: Option<bool>,
+    },
+    /// What a model said and the calls it made.
+    Assistant {
+        #[serde(default)]
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The answer to one tool call.
+    Tool { call_id: String, name: String, content: String, status: ToolStatus },
+    /// A runtime note: shown to the model as a synthetic `archmax_note` call and its
+    /// result, never counted as a call by any view.
+    Note { kind: NoteKind, call_id: String, text: String },
+}
+
+impl Message {
+    pub fn is_note(&self) -> bool {
+        matches!(self, Message::Note { .. })
+    }
+}
+
+/// One step of the audit trail.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrailStep {
+    pub to: String,
+    /// `trigger`, `agent`, `human`, `on_error`, `reset`, `grader`, `code`, `sub-workflow`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Milliseconds since the epoch.
+    pub ts: u64,
+}
+
+/// Tokens and cost spent by a session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_creation_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    /// What was spent after `earlier` (a snapshot of the same session's usage).
+    pub fn since(&self, earlier: &Usage) -> Usage {
+        let cost = match (self.cost_usd, earlier.cost_usd) {
+            (Some(now), before) => Some((now - before.unwrap_or(0.0)).max(0.0)),
+            (None, _) => None,
+        };
+        Usage {
+            input_tokens: self.input_tokens.saturating_sub(earlier.input_tokens),
+            output_tokens: self.output_tokens.saturating_sub(earlier.output_tokens),
+            cache_read_tokens: self.cache_read_tokens.saturating_sub(earlier.cache_read_tokens),
+            cache_creation_tokens: self.cache_creation_tokens.saturating_sub(earlier.cache_creation_tokens),
+            cost_usd: cost,
+        }
+    }
+
+    /// Whether any usage was reported at all.
+    pub fn is_empty(&self) -> bool {
+        self.input_tokens == 0
+            && self.output_tokens == 0
+            && self.cache_read_tokens == 0
+            && self.cache_creation_tokens == 0
+            && self.cost_usd.is_none()
+    }
+}
+
+/// One choice a person may make at a human state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecisionChoice {
+    pub to: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// A pending human decision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingDecision {
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// 1-based, monotonic per session.
+    pub seq: u64,
+    pub instructions: String,
+    pub transitions: Vec<DecisionChoice>,
+    /// Declared evidence first, then attached, de-duplicated.
+    #[serde(default)]
+    pub evidence: Vec<String>,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// A wait for something from outside.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingInput {
+    pub state: String,
+    pub reason: String,
+    pub parked_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_at: Option<String>,
+}
+
+/// Where a park stands in its two phases: the handoff message is still owed, or the
+/// session is suspended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParkPhase {
+    Closing,
+    Suspend,
+}
+
+/// How a failed session ended, when it raised.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exit {
+    pub code: String,
+    pub reason: String,
+    pub state: String,
+}
+
+/// The small, fixed-size part of a session, rewritten whole by every step.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Head {
+    pub workflow: String,
+    pub spec_hash: String,
+    /// The current state's slug; `None` before the first turn.
+    pub position: Option<String>,
+    /// Where the session started; `archmax_reset` returns here.
+    pub entry_state: Option<String>,
+    pub trigger: Option<String>,
+    pub status: Status,
+    pub usage: Usage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_decision: Option<PendingDecision>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_input: Option<PendingInput>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub park_phase: Option<ParkPhase>,
+    pub decision_count: u64,
+    /// `archmax_wait` parks per state, this turn.
+    #[serde(default)]
+    pub park_counts: BTreeMap<String, u64>,
+    /// A failure committed in the current state, routed when the model finishes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<Exit>,
+    /// Sub-workflow calls made so far (names children `<id>~<n>`).
+    pub delegations: u64,
+    /// The id of the calling session, for a child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub todos: Vec<Value>,
+    /// Milliseconds since the epoch.
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
+/// Everything a session is.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionState {
+    pub id: String,
+    /// The sequence number of the last committed step.
+    pub seq: u64,
+    pub head: Head,
+    pub variables: BTreeMap<String, Variable>,
+    pub trail: Vec<TrailStep>,
+    pub messages: Vec<Message>,
+}
+
+/// What one committed step changed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Delta {
+    pub seq: u64,
+    pub head: Head,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trail: Vec<TrailStep>,
+    /// Set (`Some`) or removed (`None`) variables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variables: Vec<(String, Option<Variable>)>,
+}
+
+impl SessionState {
+    /// Applies a committed step.
+    pub fn apply(&mut self, delta: &Delta) {
+        self.seq = delta.seq;
+        self.head = delta.head.clone();
+        self.messages.extend(delta.messages.iter().cloned());
+        self.trail.extend(delta.trail.iter().cloned());
+        for (name, variable) in &delta.variables {
+            match variable {
+                Some(variable) => {
+                    self.variables.insert(name.clone(), variable.clone());
+                }
+                None => {
+                    self.variables.remove(name);
+                }
+            }
+        }
+    }
+
+    /// The variables as one JSON object of values.
+    pub fn variable_values(&self) -> Value {
+        Value::Object(self.variables.iter().map(|(name, variable)| (name.clone(), variable.value.clone())).collect())
+    }
+}

@@ -1,0 +1,224 @@
+//! Whether a value satisfies a typed signature entry: its type, then its rules.
+//!
+//! Nothing is coerced (`"4"` is not an `integer`) and a typed entry never takes `null`.
+//! The first broken rule is reported, phrased for the model or the caller:
+//! `'quantity' must be at most 100`. File entries are checked for shape here and for a
+//! readable file by the caller, which has the workspace.
+
+use serde_json::Value;
+
+use archmax_compiler::program::{BoundProgram, Program, SignatureEntry, ValueType};
+use archmax_compiler::values::{parse_date, parse_date_time};
+
+/// `today` and `now`, for date bounds.
+pub struct Today {
+    pub day: i64,
+    pub epoch_seconds: i64,
+}
+
+impl Today {
+    pub fn at(ms: u64) -> Today {
+        let epoch_seconds = (ms / 1000) as i64;
+        Today { day: epoch_seconds.div_euclid(86_400), epoch_seconds }
+    }
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn is_email(text: &str) -> bool {
+    let Some((local, domain)) = text.rsplit_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && !text.chars().any(char::is_whitespace)
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && domain.split('.').all(|label| !label.is_empty())
+}
+
+fn is_url(text: &str) -> bool {
+    let rest = text.strip_prefix("https://").or_else(|| text.strip_prefix("http://"));
+    rest.is_some_and(|rest| {
+        let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+        !host.is_empty() && !text.chars().any(char::is_whitespace)
+    })
+}
+
+fn is_phone(text: &str) -> bool {
+    let Some(digits) = text.strip_prefix('+') else {
+        return false;
+    };
+    (2..=15).contains(&digits.len()) && digits.bytes().all(|byte| byte.is_ascii_digit()) && !digits.starts_with('0')
+}
+
+fn bound_value(bound: &BoundProgram, today: &Today) -> f64 {
+    match bound {
+        BoundProgram::Number(value) => *value,
+        BoundProgram::Date(day) => *day as f64,
+        BoundProgram::DateTime(seconds) => *seconds as f64,
+        BoundProgram::Today => today.day as f64,
+        BoundProgram::Now => today.epoch_seconds as f64,
+    }
+}
+
+fn bound_text(bound: &BoundProgram) -> String {
+    match bound {
+        BoundProgram::Number(value) => value.to_string(),
+        BoundProgram::Date(day) => crate::clock::rfc3339(day.max(&0).unsigned_abs() * 86_400_000)[..10].to_string(),
+        BoundProgram::DateTime(seconds) => crate::clock::rfc3339(seconds.max(&0).unsigned_abs() * 1000),
+        BoundProgram::Today => "today".to_string(),
+        BoundProgram::Now => "now".to_string(),
+    }
+}
+
+/// Checks `value` against `entry`; `Err` says what is wrong, naming the entry.
+pub fn check(program: &Program, entry: &SignatureEntry, value: &Value, today: &Today) -> Result<(), String> {
+    let name = program.str(entry.name);
+    let Some(ty) = entry.ty else {
+        return Ok(());
+    };
+    let wrong = || Err(format!("'{name}' must be {}, not {}", describe(ty), type_name(value)));
+    // The comparable magnitude for minimum/maximum.
+    let magnitude: Option<f64> = match (ty, value) {
+        (ValueType::String | ValueType::File, Value::String(_)) => None,
+        (ValueType::Integer, Value::Number(number)) => match number.as_f64() {
+            Some(float) if float.fract() == 0.0 && float.is_finite() => Some(float),
+            _ => return Err(format!("'{name}' must be a whole number")),
+        },
+        (ValueType::Number, Value::Number(number)) => match number.as_f64() {
+            Some(float) if float.is_finite() => Some(float),
+            _ => return Err(format!("'{name}' must be a finite number")),
+        },
+        (ValueType::Boolean, Value::Bool(_)) => None,
+        (ValueType::Date, Value::String(text)) => match parse_date(text) {
+            Some(day) => Some(day as f64),
+            None => return Err(format!("'{name}' must be a calendar date written YYYY-MM-DD, not `{text}`")),
+        },
+        (ValueType::DateTime, Value::String(text)) => match parse_date_time(text) {
+            Some((seconds, _)) => Some(seconds as f64),
+            None => return Err(format!("'{name}' must be an RFC 3339 date-time with an offset, not `{text}`")),
+        },
+        (ValueType::Object, Value::Object(_)) => None,
+        (ValueType::Array, Value::Array(_)) => None,
+        _ => return wrong(),
+    };
+    let rules = &entry.rules;
+    if let Value::String(text) = value {
+        if let Some(format) = rules.format {
+            let ok = match program.str(format) {
+                "email" => is_email(text),
+                "url" => is_url(text),
+                "phone" => is_phone(text),
+                _ => true,
+            };
+            if !ok {
+                return Err(format!("'{name}' must be a valid {} address", program.str(format))
+                    .replace("phone address", "phone number in E.164 form (+15551234567)")
+                    .replace("url address", "absolute http(s) URL"));
+            }
+        }
+        if let Some(pattern) = rules.pattern {
+            match regex::Regex::new(program.str(pattern)) {
+                Ok(regex) if !regex.is_match(text) => {
+                    return Err(format!("'{name}' must match the pattern `{}`", program.str(pattern)));
+                }
+                _ => {}
+            }
+        }
+        let length = text.chars().count() as u64;
+        if let Some(minimum) = rules.min_length
+            && length < minimum
+        {
+            return Err(format!("'{name}' must be at least {minimum} characters long"));
+        }
+        if let Some(maximum) = rules.max_length
+            && length > maximum
+        {
+            return Err(format!("'{name}' must be at most {maximum} characters long"));
+        }
+        if let Some(allowed) = &rules.enumeration
+            && !allowed.iter().any(|option| program.str(*option) == text)
+        {
+            let options: Vec<&str> = allowed.iter().map(|option| program.str(*option)).collect();
+            return Err(format!("'{name}' must be one of {}", options.join(", ")));
+        }
+        if ty == ValueType::File {
+            if let Some(accept) = &rules.accept {
+                let lower = text.to_ascii_lowercase();
+                if !accept.iter().any(|extension| lower.ends_with(&program.str(*extension).to_ascii_lowercase())) {
+                    let options: Vec<&str> = accept.iter().map(|extension| program.str(*extension)).collect();
+                    return Err(format!("'{name}' must be a file ending in {}", options.join(", ")));
+                }
+            }
+            if text.trim().is_empty() {
+                return Err(format!("'{name}' must name a file"));
+            }
+        }
+    }
+    if let Some(magnitude) = magnitude {
+        if let Some(minimum) = &rules.minimum
+            && magnitude < bound_value(minimum, today)
+        {
+            return Err(format!("'{name}' must be at least {}", bound_text(minimum)));
+        }
+        if let Some(maximum) = &rules.maximum
+            && magnitude > bound_value(maximum, today)
+        {
+            return Err(format!("'{name}' must be at most {}", bound_text(maximum)));
+        }
+    }
+    if let Value::Array(items) = value {
+        let count = items.len() as u64;
+        if let Some(minimum) = rules.min_items
+            && count < minimum
+        {
+            return Err(format!("'{name}' must hold at least {minimum} items"));
+        }
+        if let Some(maximum) = rules.max_items
+            && count > maximum
+        {
+            return Err(format!("'{name}' must hold at most {maximum} items"));
+        }
+    }
+    Ok(())
+}
+
+fn describe(ty: ValueType) -> &'static str {
+    match ty {
+        ValueType::String => "a string",
+        ValueType::Integer => "an integer",
+        ValueType::Number => "a number",
+        ValueType::Boolean => "a boolean",
+        ValueType::Date => "a date (YYYY-MM-DD)",
+        ValueType::DateTime => "a date-time with an offset",
+        ValueType::Object => "an object",
+        ValueType::Array => "a list",
+        ValueType::File => "a workspace path to a file",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert!(is_email("ana@example.com"));
+        assert!(!is_email("ana@example"));
+        assert!(!is_email("a b@example.com"));
+        assert!(is_url("https://example.com/x"));
+        assert!(!is_url("ftp://example.com"));
+        assert!(is_phone("+15551234567"));
+        assert!(!is_phone("5551234567"));
+    }
+}

@@ -11,11 +11,17 @@ use archmax_vm::events::{Envelope, Event, Listener};
 /// Writes the flow to stderr.
 pub struct Flow {
     color: bool,
+    /// The state shown at the margin, until the session leaves it.
+    current: Option<String>,
 }
 
 impl Flow {
     pub fn new(color: bool) -> Flow {
-        Flow { color }
+        Flow { color, current: None }
+    }
+
+    fn state_header(&self, state: &str) -> String {
+        format!("{} {}", self.paint("1;36", "●"), self.paint("1", state))
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -54,8 +60,23 @@ fn argument_summary(args: &serde_json::Value) -> String {
 
 impl Listener for Flow {
     fn on_event(&mut self, envelope: &Envelope) {
+        // A resume (a delivery, a decision, a message to a park) happens in the parked
+        // state: name it first, and do not name it twice when the state is re-entered.
+        let mut lines = Vec::new();
+        match &envelope.event {
+            Event::StateEnter { state } if self.current.as_deref() == Some(state.as_str()) => return,
+            Event::StateEnter { state } => self.current = Some(state.clone()),
+            Event::StateLeave { .. } => self.current = None,
+            Event::Delivered { state, .. } | Event::Decided { state, .. } | Event::ParkMessage { state, .. }
+                if self.current.is_none() =>
+            {
+                lines.push(self.state_header(state));
+                self.current = Some(state.clone());
+            }
+            _ => {}
+        }
         let line = match &envelope.event {
-            Event::StateEnter { state } => Some(format!("{} {}", self.paint("1;36", "●"), self.paint("1", state))),
+            Event::StateEnter { state } => Some(self.state_header(state)),
             Event::Advance { from, to, reason, .. } if from != "__start__" => Some(format!(
                 "  {} {to}{}",
                 self.paint("36", "→"),
@@ -92,6 +113,11 @@ impl Listener for Flow {
             Event::Raised { code, reason, .. } => {
                 Some(format!("  {} raised `{code}`: {}", self.paint("31", "✖"), first_line(reason, 100)))
             }
+            Event::ParkMessage { direction, text, .. } if direction == "inbound" => Some(format!(
+                "  {} {}",
+                self.paint("36", "✉"),
+                self.paint("2", &format!("“{}”", first_line(text, 100)))
+            )),
             Event::Decided { to, .. } => Some(format!("  {} decided → {to}", self.paint("36", "✓"))),
             Event::Delivered { trigger, .. } => Some(format!("  {} delivered `{trigger}`", self.paint("36", "↩"))),
             Event::CodeStart { script, .. } => Some(format!("  · running {script}")),
@@ -117,8 +143,12 @@ impl Listener for Flow {
             }),
             _ => None,
         };
-        if let Some(line) = line {
-            let mut stderr = std::io::stderr().lock();
+        let Some(line) = line else {
+            return;
+        };
+        lines.push(line);
+        let mut stderr = std::io::stderr().lock();
+        for line in lines {
             let _ = writeln!(stderr, "{line}");
         }
     }

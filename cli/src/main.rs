@@ -10,6 +10,7 @@ mod flow;
 mod graph;
 mod inspect;
 mod output;
+mod resume;
 mod run;
 mod session;
 mod sessions;
@@ -91,9 +92,57 @@ enum Command {
     Sessions {
         /// A session id.
         id: Option<String>,
+        /// Only sessions of this workflow.
+        #[arg(long, value_name = "SLUG")]
+        workflow: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Decide a session parked at a human state: route it along one transition.
+    Decide {
+        /// The parked session.
+        session: String,
+        /// The transition's target state.
+        #[arg(long, value_name = "STATE")]
+        to: String,
+        /// Why: the target state reads it.
+        #[arg(long, value_name = "TEXT")]
+        comment: Option<String>,
+        /// Refuse unless the session runs this workflow.
+        #[arg(long, value_name = "SLUG")]
+        workflow: Option<String>,
+        #[command(flatten)]
+        common: SessionFlags,
+    },
+    /// Write to a session parked at a human state; it answers and stays parked.
+    Reply {
+        /// The parked session.
+        session: String,
+        /// The message, the rest of the line.
+        #[arg(required = true, num_args = 1..)]
+        message: Vec<String>,
+        /// Refuse unless the session runs this workflow.
+        #[arg(long, value_name = "SLUG")]
+        workflow: Option<String>,
+        #[command(flatten)]
+        common: SessionFlags,
+    },
+    /// Deliver a trigger to a session waiting for input; it continues where it waited.
+    Deliver {
+        /// The waiting session.
+        session: String,
+        /// The trigger being delivered (any id).
+        #[arg(long, value_name = "ID")]
+        trigger: String,
+        /// Variables the trigger carries, seeded locked: a JSON object.
+        #[arg(long, value_name = "JSON")]
+        variables: Option<String>,
+        /// Refuse unless the session runs this workflow.
+        #[arg(long, value_name = "SLUG")]
+        workflow: Option<String>,
+        #[command(flatten)]
+        common: SessionFlags,
     },
     /// Print the long explanation of a diagnostic code.
     Explain {
@@ -164,6 +213,15 @@ fn main() -> ExitCode {
                 session: session.as_deref(),
             },
         ),
-        Command::Sessions { id, json } => sessions::run(&root, id.as_deref(), json),
+        Command::Sessions { id, workflow, json } => sessions::run(&root, id.as_deref(), workflow.as_deref(), json),
+        Command::Decide { session, to, comment, workflow, common } => {
+            resume::decide(&common.options(&root), &session, &to, comment.as_deref(), workflow.as_deref())
+        }
+        Command::Reply { session, message, workflow, common } => {
+            resume::reply(&common.options(&root), &session, &message, workflow.as_deref())
+        }
+        Command::Deliver { session, trigger, variables, workflow, common } => {
+            resume::deliver(&common.options(&root), &session, &trigger, variables.as_deref(), workflow.as_deref())
+        }
     }
 }

@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 
 use archmax_vm::TurnRequest;
 
-use crate::output::{failure, usage};
-use crate::session::{SessionOptions, finish, header, model, program, runtime};
+use crate::output::usage;
+use crate::session::{SessionOptions, execute};
 
 pub struct RunArgs<'a> {
     pub workflow: &'a str,
@@ -39,20 +39,6 @@ pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
         Ok(variables) => variables,
         Err(code) => return code,
     };
-    let program = match program(options) {
-        Ok(program) => program,
-        Err(Ok(refusal)) => return failure(refusal.0),
-        Err(Err(code)) => return code,
-    };
-    header(options, args.workflow);
-    let model = match model(options) {
-        Ok(model) => model,
-        Err(refusal) => return failure(refusal.0),
-    };
-    let runtime = match runtime(options, program, model) {
-        Ok(runtime) => runtime,
-        Err(refusal) => return failure(refusal.0),
-    };
     let request = TurnRequest {
         workflow: args.workflow.to_string(),
         session: args.session.map(str::to_string),
@@ -60,12 +46,5 @@ pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
         message: Some(message),
         variables,
     };
-    let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(executor) => executor,
-        Err(error) => return failure(format!("could not start the runtime: {error}")),
-    };
-    match executor.block_on(runtime.run_turn(request)) {
-        Ok(outcome) => finish(&outcome, &runtime),
-        Err(error) => failure(error),
-    }
+    execute(options, args.workflow, |runtime| Box::pin(async move { runtime.run_turn(request).await }))
 }

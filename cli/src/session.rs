@@ -2,7 +2,9 @@
 //! program, choosing the model, the store, the event listeners, and printing an outcome.
 
 use std::fs::File;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -18,11 +20,11 @@ use archmax_vm::model::tape::Tape;
 use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::{Status, Usage};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
-use archmax_vm::{Outcome, Runtime, RuntimeParts};
+use archmax_vm::{Disposition, Outcome, RunError, Runtime, RuntimeParts};
 
 use crate::build::refuse_if_invalid;
 use crate::flow::Flow;
-use crate::output::stderr_color;
+use crate::output::{failure, stderr_color};
 
 /// Options every session command takes.
 pub struct SessionOptions<'a> {
@@ -100,6 +102,36 @@ pub fn runtime(
         root: options.root.to_path_buf(),
         pricing,
     }))
+}
+
+/// Prints the header, builds the runtime (program, model, store, listeners), runs the
+/// action and prints its outcome. Returns the exit code.
+pub fn execute<F>(options: &SessionOptions<'_>, workflow: &str, action: F) -> ExitCode
+where
+    F: for<'a> FnOnce(&'a Runtime) -> Pin<Box<dyn Future<Output = Result<Outcome, RunError>> + 'a>>,
+{
+    header(options, workflow);
+    let program = match program(options) {
+        Ok(program) => program,
+        Err(Ok(refusal)) => return failure(refusal.0),
+        Err(Err(code)) => return code,
+    };
+    let model = match model(options) {
+        Ok(model) => model,
+        Err(refusal) => return failure(refusal.0),
+    };
+    let runtime = match runtime(options, program, model) {
+        Ok(runtime) => runtime,
+        Err(refusal) => return failure(refusal.0),
+    };
+    let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(executor) => executor,
+        Err(error) => return failure(format!("could not start the runtime: {error}")),
+    };
+    match executor.block_on(action(&runtime)) {
+        Ok(outcome) => finish(&outcome, &runtime),
+        Err(error) => failure(error),
+    }
 }
 
 /// The session header on stderr: which workflow, which workspace, which model.
@@ -203,6 +235,8 @@ fn delivery_trigger(program: &Program, workflow: &str, state: &str) -> String {
 pub fn finish(outcome: &Outcome, runtime: &Runtime) -> ExitCode {
     if !outcome.reply.is_empty() {
         println!("{}", outcome.reply);
+    } else if outcome.disposition == Disposition::Decide && outcome.status.is_parked() {
+        println!("parked again at {} ({})", outcome.state, outcome.status.as_str());
     }
     let leftover = runtime.model.leftover();
     if leftover > 0 {

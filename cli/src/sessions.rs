@@ -1,4 +1,4 @@
-//! `archmax sessions [ID] [--root DIR] [--json]`: a listing, or one session in full.
+//! `archmax sessions [ID] [--workflow SLUG] [--root DIR] [--json]`: a listing, or one session in full.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -6,10 +6,11 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use archmax_vm::session::fs::FsStore;
+use archmax_vm::session::id::check_session_id;
 use archmax_vm::session::{SessionState, SessionStore};
 
-use crate::output::failure;
-use crate::session::sessions_dir;
+use crate::output::{failure, usage};
+use crate::session::{sessions_dir, thousands};
 
 /// The summary of one session, as `--json` prints it.
 pub fn summary(state: &SessionState) -> Value {
@@ -25,7 +26,13 @@ pub fn summary(state: &SessionState) -> Value {
         "status": head.status.as_str(),
         "workflowState": head.position,
         "variables": variables,
-        "trail": state.trail.iter().map(|step| json!({ "to": step.to, "kind": step.kind, "reason": step.reason })).collect::<Vec<_>>(),
+        "trail": state.trail.iter().map(|step| {
+            let mut entry = json!({ "to": step.to, "kind": step.kind });
+            if let Some(reason) = &step.reason {
+                entry["reason"] = json!(reason);
+            }
+            entry
+        }).collect::<Vec<_>>(),
         "exit": match (&head.exit, head.status) {
             (Some(exit), _) => json!({ "success": false, "code": exit.code, "reason": exit.reason }),
             (None, archmax_vm::session::Status::Completed) => json!({ "success": true }),
@@ -45,7 +52,17 @@ pub fn summary(state: &SessionState) -> Value {
         out["parentSessionId"] = json!(parent);
     }
     if let Some(decision) = &head.pending_decision {
-        out["park"] = json!({ "channel": "decision", "state": decision.state, "seq": decision.seq, "since": decision.created_at, "transitions": decision.transitions, "evidence": decision.evidence, "instructions": decision.instructions });
+        out["park"] = json!({
+            "channel": "decision",
+            "state": decision.state,
+            "title": decision.title,
+            "seq": decision.seq,
+            "since": decision.created_at,
+            "instructions": decision.instructions,
+            "approvers": decision.approvers,
+            "transitions": decision.transitions,
+            "evidence": decision.evidence,
+        });
     }
     if let Some(input) = &head.pending_input {
         out["park"] = json!({ "channel": "input", "state": input.state, "reason": input.reason, "since": input.parked_at, "resumeAt": input.resume_at });
@@ -53,11 +70,21 @@ pub fn summary(state: &SessionState) -> Value {
     out
 }
 
-pub fn run(root: &Path, id: Option<&str>, json_output: bool) -> ExitCode {
+pub fn run(root: &Path, id: Option<&str>, workflow: Option<&str>, json_output: bool) -> ExitCode {
     let store = FsStore::new(sessions_dir(root));
     match id {
         Some(id) => {
+            if let Err(problem) = check_session_id(id, &[]) {
+                return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
+            }
             let state = match store.read(id) {
+                Ok(Some(state)) if workflow.is_some_and(|workflow| workflow != state.head.workflow) => {
+                    return failure(format!(
+                        "session `{id}` belongs to workflow `{}`, not `{}`",
+                        state.head.workflow,
+                        workflow.unwrap_or_default()
+                    ));
+                }
                 Ok(Some(state)) => state,
                 Ok(None) => return failure(format!("there is no session `{id}`; `archmax sessions` lists them")),
                 Err(error) => return failure(error),
@@ -77,6 +104,7 @@ pub fn run(root: &Path, id: Option<&str>, json_output: bool) -> ExitCode {
             let mut states = Vec::with_capacity(ids.len());
             for id in ids {
                 match store.read(&id) {
+                    Ok(Some(state)) if workflow.is_some_and(|workflow| workflow != state.head.workflow) => {}
                     Ok(Some(state)) => states.push(state),
                     Ok(None) => {}
                     Err(error) => eprintln!("warning: {error}"),
@@ -107,7 +135,14 @@ fn row(state: &SessionState) -> String {
         head.position.as_deref().unwrap_or("-")
     );
     if let Some(decision) = &head.pending_decision {
-        line.push_str(&format!("  awaiting={} decision", decision.state));
+        let what = decision.title.clone().unwrap_or_else(|| {
+            decision.instructions.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim().to_string()
+        });
+        let targets: Vec<&str> = decision.transitions.iter().map(|choice| choice.to.as_str()).collect();
+        line.push_str(&format!("  awaiting={} decision={what:?} to={}", decision.state, targets.join("|")));
+        if !decision.approvers.is_empty() {
+            line.push_str(&format!(" approvers={}", decision.approvers.join(",")));
+        }
     }
     if let Some(input) = &head.pending_input {
         line.push_str(&format!("  awaiting={} reason={:?}", input.state, input.reason));
@@ -136,9 +171,18 @@ fn detail(state: &SessionState) -> String {
     }
     if let Some(decision) = &head.pending_decision {
         out.push_str(&format!(
-            "park      awaiting a decision at {} (#{} since {})\n",
-            decision.state, decision.seq, decision.created_at
+            "park      awaiting a decision at {}{} (#{} since {})\n",
+            decision.state,
+            decision.title.as_ref().map(|title| format!(" ({title})")).unwrap_or_default(),
+            decision.seq,
+            decision.created_at
         ));
+        for line in decision.instructions.lines() {
+            out.push_str(&format!("          {line}\n").replace("          \n", "\n"));
+        }
+        if !decision.approvers.is_empty() {
+            out.push_str(&format!("          approvers: {}\n", decision.approvers.join(", ")));
+        }
         for choice in &decision.transitions {
             out.push_str(&format!(
                 "          → {} [{}] {}\n",
@@ -174,11 +218,11 @@ fn detail(state: &SessionState) -> String {
     let usage = &head.usage;
     out.push_str(&format!(
         "usage     in {} · out {} · cache read {} · cache write {}{}\n",
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cache_read_tokens,
-        usage.cache_creation_tokens,
-        usage.cost_usd.map(|cost| format!(" · ${cost:.6}")).unwrap_or_default()
+        thousands(usage.input_tokens),
+        thousands(usage.output_tokens),
+        thousands(usage.cache_read_tokens),
+        thousands(usage.cache_creation_tokens),
+        usage.cost_usd.map(|cost| format!(" · ${cost:.4}")).unwrap_or_default()
     ));
     out
 }

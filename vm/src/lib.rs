@@ -26,4 +26,6 @@ pub mod values;
 
 pub use archmax_compiler as compiler;
 pub use archmax_stdlib as stdlib;
-pub use runtime::{Outcome, RunError, Runtime, RuntimeParts, TurnRequest};
+pub use runtime::{
+    DecideRequest, DeliverRequest, Disposition, Outcome, ReplyRequest, RunError, Runtime, RuntimeParts, TurnRequest,
+};

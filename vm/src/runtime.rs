@@ -67,10 +67,62 @@ pub struct TurnRequest {
     pub variables: Map<String, Value>,
 }
 
+/// A person's decision on a session parked at a human state.
+#[derive(Clone, Debug, Default)]
+pub struct DecideRequest {
+    pub session: String,
+    /// When given, the session must belong to this workflow.
+    pub workflow: Option<String>,
+    /// The transition's target.
+    pub to: String,
+    pub comment: Option<String>,
+}
+
+/// A message to a session parked at a human state: answered, the session stays parked.
+#[derive(Clone, Debug, Default)]
+pub struct ReplyRequest {
+    pub session: String,
+    pub workflow: Option<String>,
+    pub message: String,
+}
+
+/// A trigger delivered to a session waiting for input.
+#[derive(Clone, Debug, Default)]
+pub struct DeliverRequest {
+    pub session: String,
+    pub workflow: Option<String>,
+    /// Any id is accepted; the workflow need not declare it.
+    pub trigger: String,
+    /// Seeded locked (`title` excepted).
+    pub variables: Map<String, Value>,
+    pub message: Option<String>,
+}
+
+/// What kind of entry point produced an outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    Turn,
+    Decide,
+    Reply,
+    Deliver,
+}
+
+impl Disposition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Disposition::Turn => "turn",
+            Disposition::Decide => "decide",
+            Disposition::Reply => "reply",
+            Disposition::Deliver => "deliver",
+        }
+    }
+}
+
 /// How a turn (or resume) ended.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
     pub session_id: String,
+    pub disposition: Disposition,
     pub workflow: String,
     pub status: Status,
     /// Where the session stands now.
@@ -99,6 +151,14 @@ pub enum RunError {
     UnknownTrigger { workflow: String, trigger: String, declared: String },
     #[error("{0}")]
     Refused(String),
+    #[error("there is no session `{0}`; `archmax sessions` lists them")]
+    UnknownSession(String),
+    /// The session is not parked on the channel the call needs; nothing changed.
+    #[error("{0}")]
+    NotParked(String),
+    /// The decision names no transition of the parked state; the park is intact.
+    #[error("{0}")]
+    InvalidDecision(String),
     #[error("{0}")]
     InvalidInput(String),
     #[error(transparent)]

@@ -4,5 +4,6 @@
 mod artifacts;
 mod commands;
 mod golden;
+mod parks;
 mod runs;
 mod support;

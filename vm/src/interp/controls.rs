@@ -31,6 +31,9 @@ fn text_argument<'a>(args: &'a Value, name: &str) -> Result<&'a str, String> {
 }
 
 /// `until`: a positive duration (`30m`, `2h`, `1d`, `45s`, `500ms`) or an ISO instant.
+/// An instant without an offset (`2026-03-01 09:00`) is read as UTC: the runtime has no
+/// time zone of its own, and the clock line the model reads is in UTC too. A past
+/// instant is due at once.
 pub fn resume_at(until: &str, now_ms: u64) -> Option<u64> {
     let trimmed = until.trim();
     let digits: String = trimmed.chars().take_while(char::is_ascii_digit).collect();
@@ -118,12 +121,15 @@ impl Turn<'_> {
                 let Value::String(path) = item else {
                     return refuse("`evidence` must be a list of paths".to_string());
                 };
+                // Readable by this agent: a session path or a mount, and not a skill bundle
+                // or governed mount this state was not given.
                 let readable = canonicalize(path).ok().filter(|canonical| {
                     !canonical.is_empty()
                         && matches!(
                             classify(canonical, &self.runtime().mounts),
                             Zone::Scratchpad | Zone::Run | Zone::Offload | Zone::Mount(_)
                         )
+                        && crate::kernel::visible(&self.policy(), state, canonical)
                 });
                 match readable {
                     Some(canonical) => {
@@ -189,6 +195,7 @@ impl Turn<'_> {
         self.move_to(target);
         self.push_trail(&to, "reset", Some(reason));
         self.session.head.rejected = None;
+        self.park_if_human(target);
         Answer::ok(format!(
             "Reset to the entry state '{to}'. The transcript, files and variables are kept; start this state's work again."
         ))

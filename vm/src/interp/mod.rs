@@ -10,6 +10,7 @@
 
 mod calls;
 mod controls;
+mod resume;
 mod start;
 
 use std::time::Duration;
@@ -22,16 +23,19 @@ use crate::events::Event;
 use crate::kernel::{Inherited, Policy};
 use crate::model::{ModelError, ModelRequest, Role};
 use crate::prompt::{VolatileInputs, volatile};
-use crate::runtime::{Outcome, RunError, Runtime};
+use crate::runtime::{Disposition, Outcome, RunError, Runtime};
 use crate::session::{
     DecisionChoice, Delta, Exit, Message, NoteKind, ParkPhase, PendingDecision, SessionState, SessionWriter, Status,
     TrailStep, Usage, Variable,
 };
 
+pub use resume::{Channel, decision_refusal, park_refusal};
 pub use start::validate_variable_name;
 
-/// Deliberate crashes for tests of durability: with `ARCHMAX_TEST_ABORT_AFTER_COMMITS=n`
-/// the process aborts right after its n-th committed step, as a kill would leave it.
+/// Deliberate faults for tests of durability and exclusion: with
+/// `ARCHMAX_TEST_ABORT_AFTER_COMMITS=n` the process aborts right after its n-th committed
+/// step, as a kill would leave it; with `ARCHMAX_TEST_PAUSE_AFTER_OPEN_MS=n` it holds a
+/// session it opened for n milliseconds before touching it, so two processes overlap.
 mod fault_injection {
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,6 +51,13 @@ mod fault_injection {
             && COMMITS.fetch_add(1, Ordering::SeqCst) + 1 >= *limit
         {
             std::process::abort();
+        }
+    }
+
+    pub fn after_open() {
+        let pause = std::env::var("ARCHMAX_TEST_PAUSE_AFTER_OPEN_MS").ok().and_then(|value| value.trim().parse().ok());
+        if let Some(millis) = pause {
+            std::thread::sleep(std::time::Duration::from_millis(millis));
         }
     }
 }
@@ -70,6 +81,20 @@ pub struct Turn<'r> {
     notes: u64,
     /// The session's usage when this turn opened: the turn's own spend is the difference.
     usage_at_open: Usage,
+    disposition: Disposition,
+}
+
+/// Why a parked session is handed a reply-only call: the opening of its volatile block.
+#[derive(Clone, Debug, PartialEq)]
+enum ParkOpening {
+    /// A person wrote to a session that waits for a decision.
+    Answering,
+    /// The session waits for something from outside (the wait's reason).
+    Waiting(String),
+    /// A runtime note (a decision, an error route) moved the session into a human state.
+    Routed,
+    /// The agent just handed the session to a person.
+    Handed,
 }
 
 impl<'r> Turn<'r> {
@@ -102,6 +127,7 @@ impl<'r> Turn<'r> {
             opened_at,
             notes: 0,
             usage_at_open: session.head.usage,
+            disposition: Disposition::Turn,
             session,
         }
     }
@@ -250,6 +276,11 @@ impl<'r> Turn<'r> {
                 StateKind::Agent => self.agent_step(id).await?,
             }
         }
+        Ok(self.finish())
+    }
+
+    /// Ends the turn: the `turn-end` event and the outcome.
+    fn finish(&self) -> Outcome {
         let head = &self.session.head;
         let id = self.position_id();
         self.emit(Event::TurnEnd {
@@ -263,7 +294,7 @@ impl<'r> Turn<'r> {
                 _ => None,
             },
         });
-        Ok(self.outcome())
+        self.outcome()
     }
 
     fn outcome(&self) -> Outcome {
@@ -275,6 +306,7 @@ impl<'r> Turn<'r> {
         };
         Outcome {
             session_id: self.session.id.clone(),
+            disposition: self.disposition,
             workflow: head.workflow.clone(),
             status: head.status,
             state: head.position.clone().unwrap_or_default(),
@@ -322,10 +354,19 @@ impl<'r> Turn<'r> {
                 self.session.head.pending_input = None;
                 self.session.head.park_phase = None;
                 self.session.head.status = Status::Running;
+                self.park_if_human(target);
             }
             None => {
                 self.session.head.status = Status::Rejected;
             }
+        }
+    }
+
+    /// A session routed into a human state parks in the same step as the move, so no
+    /// crash can leave it standing there unparked.
+    fn park_if_human(&mut self, id: StateId) {
+        if self.state(id).kind == StateKind::Human {
+            self.enter_human(id, Vec::new());
         }
     }
 
@@ -358,6 +399,7 @@ impl<'r> Turn<'r> {
             title: state.title.map(|title| program.str(title).to_string()),
             seq: self.session.head.decision_count,
             instructions: program.str(decision.instructions).to_string(),
+            approvers: decision.approvers.iter().map(|approver| program.str(*approver).to_string()).collect(),
             transitions,
             evidence,
             created_at: crate::clock::rfc3339(self.now()),
@@ -378,40 +420,52 @@ impl<'r> Turn<'r> {
         self.session.head.park_phase = Some(ParkPhase::Suspend);
         let id = self.position_id();
         let opening = match (&self.session.head.pending_decision, &self.session.head.pending_input) {
-            (Some(_), _) => {
-                "The session has just been handed to a person, who will pick how it continues. Tell the person you are working with, in one short message, what was done and that it now waits for that decision."
-            }
-            (None, Some(_)) => {
-                "The session is waiting for something from outside. In one short message, say what it waits for."
-            }
-            _ => "The session is parked. Answer in one short message.",
+            (None, Some(input)) => ParkOpening::Waiting(input.reason.clone()),
+            _ => match self.session.trail.last().map(|step| step.kind.as_str()) {
+                Some("human" | "on_error") => ParkOpening::Routed,
+                _ => ParkOpening::Handed,
+            },
         };
         self.reply_only_call(id, opening).await?;
         self.commit()
     }
 
-    /// A model call whose only product is text: every tool call it makes is refused.
-    async fn reply_only_call(&mut self, id: StateId, opening: &str) -> Result<(), RunError> {
+    /// A model call whose only product is text: every tool call it makes is refused, and
+    /// there is no second call. Returns what the model said.
+    async fn reply_only_call(&mut self, id: StateId, opening: ParkOpening) -> Result<String, RunError> {
         let state = self.state(id);
         let program = self.program();
         let label = match state.title {
             Some(title) => format!("'{}' ({})", self.slug(id), program.str(title)),
             None => format!("'{}'", self.slug(id)),
         };
+        let opening = match opening {
+            ParkOpening::Answering => format!(
+                "The session is parked in {label}, where a person decides how it continues. Someone has written to it meanwhile: answer them. You cannot make or speed up the decision, and nothing you write moves the session."
+            ),
+            ParkOpening::Waiting(reason) => format!(
+                "The session is parked in {label}, waiting for something from outside: {reason}. Say in one short message what it waits for."
+            ),
+            ParkOpening::Routed => format!(
+                "A runtime note has just moved the session into {label}, where a person decides how it continues. Tell whoever you are working with, in one short message, that it now waits for that decision."
+            ),
+            ParkOpening::Handed => format!(
+                "The session has just been handed to a person in {label}, who decides how it continues. Tell whoever you are working with, in one short message, what was done and that it now waits for that decision."
+            ),
+        };
         let volatile = format!(
-            "{}\n\n## This session is parked\n\nThe session stands in {label}. {opening} Call no tools: any call is refused, and the session stays parked whatever you write.",
+            "{}\n\n## This session is parked\n\n{opening}\n\nWrite one short message and call no tools: every call is refused, and the session stays parked whatever you write.",
             crate::clock::clock_line(self.now())
         );
         let response = self.call_model(id, volatile).await;
         let response = match response {
             Ok(response) => response,
-            Err(ModelError::Timeout(_)) => return Ok(()),
             Err(error) => {
                 self.emit(Event::Warning {
                     scope: "model".to_string(),
-                    message: format!("the handoff message failed: {error}"),
+                    message: format!("the parked session's message failed: {error}"),
                 });
-                return Ok(());
+                return Ok(String::new());
             }
         };
         self.record_answer(id, &response);
@@ -435,7 +489,7 @@ impl<'r> Turn<'r> {
                 status: crate::session::ToolStatus::Error,
             });
         }
-        Ok(())
+        Ok(response.text)
     }
 
     /// Calls the agent's model in state `id` with a volatile block.

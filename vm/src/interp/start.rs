@@ -102,13 +102,15 @@ impl Runtime {
                 state.head.workflow
             )));
         }
+        // A parked session is resumed, not given a new turn: a firing into a wait is a
+        // delivery, a message to a pending decision a reply. The lock is released first;
+        // the resume takes it again and checks the park afresh.
         if let Some((state, _)) = &existing
             && state.head.status.is_parked()
         {
-            return Err(RunError::Refused(format!(
-                "session `{session_id}` is parked ({}); answer it with decide, reply or deliver",
-                state.head.status.as_str()
-            )));
+            let status = state.head.status;
+            drop(existing);
+            return self.resume_parked(request, session_id, status).await;
         }
         if workflow.disabled {
             return Err(RunError::Refused(format!("Refusing to start: workflow '{slug}' is disabled.")));

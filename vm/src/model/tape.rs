@@ -159,7 +159,12 @@ impl Tape {
             .iter()
             .enumerate()
             .map(|(position, call_entry)| ToolCall {
-                id: call_entry.id.clone().unwrap_or_else(|| format!("call-{call}-{}", position + 1)),
+                // Numbered by the transcript's length, so ids stay unique across the
+                // processes that continue one session.
+                id: call_entry
+                    .id
+                    .clone()
+                    .unwrap_or_else(|| format!("call-{}-{}", request.messages.len() + 1, position + 1)),
                 name: call_entry.name.clone(),
                 args: if call_entry.args.is_null() {
                     Value::Object(Default::default())

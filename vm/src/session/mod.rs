@@ -209,6 +209,9 @@ pub struct PendingDecision {
     /// 1-based, monotonic per session.
     pub seq: u64,
     pub instructions: String,
+    /// Who may decide, as the state declares them (shown to people, never enforced here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
     pub transitions: Vec<DecisionChoice>,
     /// Declared evidence first, then attached, de-duplicated.
     #[serde(default)]

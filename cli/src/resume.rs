@@ -1,0 +1,116 @@
+//! `archmax decide`, `archmax reply` and `archmax deliver`: moving a parked session on.
+//!
+//! Each reads the session first (without locking it): an unknown id, a session not parked
+//! on the command's channel or a target the decision does not offer is refused before
+//! anything is compiled or any model configured. The runtime then opens the session
+//! exclusively and checks the park again, so a session changed in between, or held by
+//! another process, is refused without being touched.
+
+use std::process::ExitCode;
+
+use archmax_vm::interp::{Channel, decision_refusal, park_refusal};
+use archmax_vm::session::SessionStore;
+use archmax_vm::session::fs::FsStore;
+use archmax_vm::session::id::check_session_id;
+use archmax_vm::{DecideRequest, DeliverRequest, ReplyRequest};
+
+use crate::output::{failure, usage};
+use crate::run::parse_variables;
+use crate::session::{SessionOptions, execute, sessions_dir};
+
+/// Reads the stored session (unlocked) and refuses, before any model is configured, a
+/// session that does not exist, belongs to another workflow, or is not parked on
+/// `channel`. Returns its workflow.
+fn parked_workflow(
+    options: &SessionOptions<'_>,
+    command: &str,
+    id: &str,
+    named: Option<&str>,
+    channel: Channel,
+    to: Option<&str>,
+) -> Result<String, ExitCode> {
+    if let Err(problem) = check_session_id(id, &[]) {
+        return Err(usage(command, &format!("`{id}` is not a usable session id: {problem}")));
+    }
+    let state = match FsStore::new(sessions_dir(options.root)).read(id) {
+        Ok(Some(state)) => state,
+        Ok(None) => return Err(failure(format!("there is no session `{id}`; `archmax sessions` lists them"))),
+        Err(error) => return Err(failure(error)),
+    };
+    if let Some(named) = named
+        && named != state.head.workflow
+    {
+        return Err(failure(format!("session `{id}` belongs to workflow `{}`, not `{named}`", state.head.workflow)));
+    }
+    if let Some(refusal) = park_refusal(&state, channel) {
+        return Err(failure(refusal));
+    }
+    if let Some(refusal) = to.and_then(|to| decision_refusal(&state, to)) {
+        return Err(failure(refusal));
+    }
+    Ok(state.head.workflow)
+}
+
+pub fn decide(
+    options: &SessionOptions<'_>,
+    id: &str,
+    to: &str,
+    comment: Option<&str>,
+    workflow: Option<&str>,
+) -> ExitCode {
+    if to.trim().is_empty() {
+        return usage("decide", "--to names no state");
+    }
+    let workflow = match parked_workflow(options, "decide", id, workflow, Channel::Decision, Some(to.trim())) {
+        Ok(workflow) => workflow,
+        Err(code) => return code,
+    };
+    let request = DecideRequest {
+        session: id.to_string(),
+        workflow: Some(workflow.clone()),
+        to: to.trim().to_string(),
+        comment: comment.map(str::to_string),
+    };
+    execute(options, &workflow, |runtime| Box::pin(async move { runtime.decide(request).await }))
+}
+
+pub fn reply(options: &SessionOptions<'_>, id: &str, message: &[String], workflow: Option<&str>) -> ExitCode {
+    let message = message.join(" ");
+    if message.trim().is_empty() {
+        return usage("reply", "the message is empty");
+    }
+    let workflow = match parked_workflow(options, "reply", id, workflow, Channel::Decision, None) {
+        Ok(workflow) => workflow,
+        Err(code) => return code,
+    };
+    let request = ReplyRequest { session: id.to_string(), workflow: Some(workflow.clone()), message };
+    execute(options, &workflow, |runtime| Box::pin(async move { runtime.reply(request).await }))
+}
+
+pub fn deliver(
+    options: &SessionOptions<'_>,
+    id: &str,
+    trigger: &str,
+    variables: Option<&str>,
+    workflow: Option<&str>,
+) -> ExitCode {
+    if trigger.trim().is_empty() {
+        return usage("deliver", "--trigger names no trigger");
+    }
+    let variables = match parse_variables(variables, "deliver") {
+        Ok(variables) => variables,
+        Err(code) => return code,
+    };
+    let workflow = match parked_workflow(options, "deliver", id, workflow, Channel::Input, None) {
+        Ok(workflow) => workflow,
+        Err(code) => return code,
+    };
+    let request = DeliverRequest {
+        session: id.to_string(),
+        workflow: Some(workflow.clone()),
+        trigger: trigger.trim().to_string(),
+        variables,
+        message: None,
+    };
+    execute(options, &workflow, |runtime| Box::pin(async move { runtime.deliver(request).await }))
+}

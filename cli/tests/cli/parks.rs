@@ -1,0 +1,112 @@
+//! Parks across processes: two processes deciding the same park at once.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const WORKFLOW: &str = r#"title: Refund approval
+instructions: You prepare refunds for Fernhill customers.
+states:
+  prepare:
+    triggers:
+      manual:
+        description: Prepare one refund.
+    instructions: Work out the refund, then hand it to a person.
+    transitions:
+      - to: review
+        description: The refund is ready for a person.
+  review:
+    type: human
+    instructions: Approve the refund, or send it back.
+    transitions:
+      - { to: pay, type: approve, description: The refund is right. }
+      - { to: prepare, type: refine, description: The refund needs changes. }
+  pay:
+    instructions: Tell the customer the refund is on its way.
+"#;
+
+const PARK_TAPE: &str = r#"
+- state: prepare
+  tool_calls:
+    - { name: archmax_advance, args: { to: review, reason: the refund is worked out } }
+- state: review
+  text: A colleague will approve your refund shortly.
+"#;
+
+const PAY_TAPE: &str = r#"
+- state: pay
+  text: Your refund of €42.50 is on its way.
+"#;
+
+fn write(root: &Path, path: &str, text: &str) {
+    let path = root.join(path);
+    fs::create_dir_all(path.parent().expect("a parent")).expect("directories");
+    fs::write(path, text).expect("write");
+}
+
+fn archmax(root: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_archmax"));
+    command
+        .current_dir(root)
+        .env("NO_COLOR", "1")
+        .env("ARCHMAX_FIXED_CLOCK", "2026-01-05T09:30:00Z")
+        .env_remove("ARCHMAX_API_BASE_URL")
+        .env_remove("ARCHMAX_API_KEY");
+    command
+}
+
+#[test]
+fn two_processes_deciding_one_park_exactly_one_wins() {
+    let root = std::env::temp_dir().join(format!("archmax-parks-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&root);
+    write(&root, "workflows/refunds/workflow.yaml", WORKFLOW);
+    write(&root, "park.yaml", PARK_TAPE);
+    write(&root, "pay.yaml", PAY_TAPE);
+
+    let parked = archmax(&root)
+        .args(["run", "refunds", "Refund ORD-3, please.", "--session", "s1", "--tape", "park.yaml"])
+        .output()
+        .expect("archmax runs");
+    assert_eq!(parked.status.code(), Some(0), "{}", String::from_utf8_lossy(&parked.stderr));
+
+    // Both hold the session a moment after opening it, so the two overlap.
+    let spawn = || {
+        archmax(&root)
+            .args(["decide", "s1", "--to", "pay", "--comment", "Matches policy.", "--tape", "pay.yaml"])
+            .env("ARCHMAX_TEST_PAUSE_AFTER_OPEN_MS", "400")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("archmax starts")
+    };
+    let first = spawn();
+    let second = spawn();
+    let outputs = [first.wait_with_output().expect("first ends"), second.wait_with_output().expect("second ends")];
+
+    let winners: Vec<_> = outputs.iter().filter(|output| output.status.code() == Some(0)).collect();
+    let losers: Vec<_> = outputs.iter().filter(|output| output.status.code() != Some(0)).collect();
+    assert_eq!(winners.len(), 1, "exactly one decision lands");
+    assert_eq!(String::from_utf8_lossy(&winners[0].stdout).trim(), "Your refund of €42.50 is on its way.");
+    let loser = String::from_utf8_lossy(&losers[0].stderr);
+    assert_eq!(losers[0].status.code(), Some(1), "{loser}");
+    assert!(
+        loser.contains("is in use by another process") || loser.contains("is not parked for a decision"),
+        "the refusal says why: {loser}"
+    );
+
+    // The decision was applied once: one human step, the session completed in `pay`.
+    let shown = archmax(&root).args(["sessions", "s1", "--json"]).output().expect("archmax runs");
+    let summary: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("json");
+    assert_eq!(summary["status"], "completed");
+    assert_eq!(summary["workflowState"], "pay");
+    let human_steps = summary["trail"].as_array().expect("trail").iter().filter(|step| step["kind"] == "human").count();
+    assert_eq!(human_steps, 1, "{summary}");
+
+    // A decision on a finished session is refused and changes nothing.
+    let late = archmax(&root).args(["decide", "s1", "--to", "pay", "--tape", "pay.yaml"]).output().expect("runs");
+    assert_eq!(late.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&late.stderr).contains("is not parked for a decision"));
+    let again = archmax(&root).args(["sessions", "s1", "--json"]).output().expect("archmax runs");
+    assert_eq!(again.stdout, shown.stdout, "a refused decision leaves the session untouched");
+    let _ = fs::remove_dir_all(&root);
+}

@@ -1,0 +1,321 @@
+//! Resuming a parked session: a person's decision, a message while a decision is pending,
+//! and a delivered trigger.
+//!
+//! A park is one mechanism with two channels. `awaiting_decision` (a human state) is moved
+//! on only by [`Runtime::decide`]; a message to it is answered by [`Runtime::reply`] on a
+//! reply-only call and the session parks again on the very same record. `awaiting_input`
+//! (`archmax_wait`) is moved on only by [`Runtime::deliver`], which resumes the same state.
+//! Every entry point checks the channel before it changes anything, so a call on the wrong
+//! channel, an unknown target or a second delivery leaves the session exactly as it was.
+//! None of them is a turn boundary: park counts, the entry state and the transcript carry
+//! over, and a disabled workflow still finishes what is parked.
+
+use serde_json::Value;
+
+use crate::events::Event;
+use crate::runtime::{
+    DecideRequest, DeliverRequest, Disposition, Outcome, ReplyRequest, RunError, Runtime, TurnRequest,
+};
+use crate::session::{Message, NoteKind, ParkPhase, SessionState, SessionWriter, Status, StoreError, Variable};
+
+use super::start::{validate_title, validate_variable_name};
+use super::{ParkOpening, Turn};
+
+/// The channel a resume needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channel {
+    Decision,
+    Input,
+}
+
+/// Why `state` cannot be resumed on `channel`, or `None` when it can. Hosts may ask
+/// before building anything; the runtime asks again under the session's lock.
+pub fn park_refusal(state: &SessionState, channel: Channel) -> Option<String> {
+    let head = &state.head;
+    let id = &state.id;
+    let parked_right = match channel {
+        Channel::Decision => head.status == Status::AwaitingDecision && head.pending_decision.is_some(),
+        Channel::Input => head.status == Status::AwaitingInput && head.pending_input.is_some(),
+    };
+    if parked_right {
+        return None;
+    }
+    let now = match head.status {
+        Status::AwaitingDecision => format!(
+            "it waits for a decision at '{}'; use `archmax decide {id} --to <state>` (or `archmax reply` to write to it)",
+            head.position.as_deref().unwrap_or("")
+        ),
+        Status::AwaitingInput => format!(
+            "it waits for input at '{}'; use `archmax deliver {id} --trigger <id>`",
+            head.position.as_deref().unwrap_or("")
+        ),
+        other => format!("it is {} and not parked", other.as_str()),
+    };
+    let wanted = match channel {
+        Channel::Decision => "parked for a decision",
+        Channel::Input => "waiting for input",
+    };
+    Some(format!("session `{id}` is not {wanted}: {now}. Nothing was changed."))
+}
+
+/// Why `to` is not a decision the parked record offers, or `None` when it is.
+pub fn decision_refusal(state: &SessionState, to: &str) -> Option<String> {
+    let decision = state.head.pending_decision.as_ref()?;
+    let valid: Vec<&str> = decision
+        .transitions
+        .iter()
+        .map(|choice| choice.to.as_str())
+        .filter(|target| *target != decision.state)
+        .collect();
+    if valid.contains(&to) {
+        return None;
+    }
+    Some(format!(
+        "'{to}' is not a decision at '{}'; the valid targets are {}. The decision is still pending.",
+        decision.state,
+        valid.join(", ")
+    ))
+}
+
+impl Runtime {
+    /// Opens a session for a resume: it must exist, belong to `workflow` when one is named,
+    /// and be parked on `channel`. Nothing is written on refusal.
+    fn open_parked(
+        &self,
+        id: &str,
+        workflow: Option<&str>,
+        channel: Channel,
+    ) -> Result<(SessionState, Box<dyn SessionWriter>), RunError> {
+        let (state, writer) = match self.store.open(id) {
+            Ok(open) => {
+                super::fault_injection::after_open();
+                open
+            }
+            Err(StoreError::Missing(_)) => return Err(RunError::UnknownSession(id.to_string())),
+            Err(error) => return Err(error.into()),
+        };
+        if let Some(workflow) = workflow
+            && state.head.workflow != workflow
+        {
+            return Err(RunError::InvalidInput(format!(
+                "session `{id}` belongs to workflow `{}`, not `{workflow}`",
+                state.head.workflow
+            )));
+        }
+        if self.program.workflow(&state.head.workflow).is_none() {
+            return Err(RunError::Refused(format!(
+                "session `{id}` runs workflow `{}`, which this program does not contain",
+                state.head.workflow
+            )));
+        }
+        if let Some(refusal) = park_refusal(&state, channel) {
+            return Err(RunError::NotParked(refusal));
+        }
+        Ok((state, writer))
+    }
+
+    /// A person's decision: routes the session along one transition of the parked human
+    /// state and runs on from the target.
+    pub async fn decide(&self, request: DecideRequest) -> Result<Outcome, RunError> {
+        let (session, writer) = self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision)?;
+        let Some(decision) = session.head.pending_decision.clone() else {
+            return Err(RunError::NotParked(format!("session `{}` is not parked for a decision", request.session)));
+        };
+        if let Some(refusal) = decision_refusal(&session, &request.to) {
+            return Err(RunError::InvalidDecision(refusal));
+        }
+        let Some(choice) = decision.transitions.iter().find(|choice| choice.to == request.to) else {
+            return Err(RunError::InvalidDecision(format!("'{}' is not a decision here", request.to)));
+        };
+        let comment = request.comment.as_deref().map(str::trim).filter(|comment| !comment.is_empty());
+        let (workflow_id, _) = self
+            .program
+            .workflow(&session.head.workflow)
+            .ok_or_else(|| RunError::Refused(format!("workflow `{}` is not in this program", session.head.workflow)))?;
+        let mut turn = Turn::new(self, workflow_id, session, writer);
+        turn.disposition = Disposition::Decide;
+        let Some(target) = turn.state_id_of(&choice.to) else {
+            return Err(RunError::Refused(format!(
+                "the decision record names '{}', which the workflow no longer declares",
+                choice.to
+            )));
+        };
+        let here = decision.state.clone();
+        let edge = if choice.kind == "none" {
+            "the transition".to_string()
+        } else {
+            format!("the {} transition", choice.kind)
+        };
+        let said = match comment {
+            Some(comment) => format!(" The reviewer's comment: \"{comment}\""),
+            None => " The reviewer left no comment.".to_string(),
+        };
+        let next = if turn.state(target).kind == archmax_compiler::program::StateKind::Human {
+            "it waits there for another decision"
+        } else {
+            "do that state's work"
+        };
+        turn.note(
+            NoteKind::Decision,
+            format!(
+                "[decision] A person decided at '{here}' and took {edge} to '{}'.{said} The session is now in '{}': {next}.",
+                choice.to, choice.to
+            ),
+        );
+        turn.emit(Event::Decided { state: here, to: choice.to.clone() });
+        turn.move_to(target);
+        turn.push_trail(&choice.to, "human", comment.map(str::to_string));
+        let head = &mut turn.session.head;
+        head.pending_decision = None;
+        head.park_phase = None;
+        head.status = Status::Running;
+        turn.park_if_human(target);
+        turn.opened_at = turn.session.messages.len();
+        turn.commit()?;
+        turn.run().await
+    }
+
+    /// A message to a session parked at a human state: answered on one reply-only call;
+    /// the session parks again on the same record and nothing routes it.
+    pub async fn reply(&self, request: ReplyRequest) -> Result<Outcome, RunError> {
+        if request.message.trim().is_empty() {
+            return Err(RunError::InvalidInput("the message is empty".to_string()));
+        }
+        let (session, writer) = self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision)?;
+        let (workflow_id, _) = self
+            .program
+            .workflow(&session.head.workflow)
+            .ok_or_else(|| RunError::Refused(format!("workflow `{}` is not in this program", session.head.workflow)))?;
+        let mut turn = Turn::new(self, workflow_id, session, writer);
+        turn.disposition = Disposition::Reply;
+        let id = turn.position_id();
+        let here = turn.slug(id).to_string();
+        turn.push_message(Message::User { text: request.message.clone(), opening: None });
+        turn.opened_at = turn.session.messages.len();
+        turn.emit(Event::ParkMessage { state: here.clone(), direction: "inbound".to_string(), text: request.message });
+        let answer = turn.reply_only_call(id, ParkOpening::Answering).await?;
+        if !answer.trim().is_empty() {
+            turn.emit(Event::ParkMessage { state: here, direction: "outbound".to_string(), text: answer });
+        }
+        turn.session.head.park_phase = Some(ParkPhase::Suspend);
+        turn.commit()?;
+        Ok(turn.finish())
+    }
+
+    /// A trigger delivered to a session waiting for input: its variables are seeded locked,
+    /// an `[event]` note tells the state, and the same state runs on.
+    pub async fn deliver(&self, request: DeliverRequest) -> Result<Outcome, RunError> {
+        let trigger = request.trigger.trim().to_string();
+        if trigger.is_empty() {
+            return Err(RunError::InvalidInput("a delivery needs a trigger id".to_string()));
+        }
+        for name in request.variables.keys() {
+            validate_variable_name(name).map_err(RunError::InvalidInput)?;
+        }
+        let (session, writer) = self.open_parked(&request.session, request.workflow.as_deref(), Channel::Input)?;
+        let (workflow_id, _) = self
+            .program
+            .workflow(&session.head.workflow)
+            .ok_or_else(|| RunError::Refused(format!("workflow `{}` is not in this program", session.head.workflow)))?;
+        let mut turn = Turn::new(self, workflow_id, session, writer);
+        turn.disposition = Disposition::Deliver;
+        let id = turn.position_id();
+        let here = turn.slug(id).to_string();
+        turn.emit(Event::Delivered { state: here.clone(), trigger: trigger.clone(), to: here.clone() });
+
+        // Seeds: locked, replacing what was there; `title` unlocked, skipped when malformed.
+        let mut seeded = Vec::new();
+        let mut pairs = Vec::new();
+        for (name, value) in &request.variables {
+            if name == "trigger" {
+                continue;
+            }
+            if name == "title" {
+                match validate_title(value) {
+                    Ok(title) => {
+                        turn.set_variable("title", Variable { value: Value::String(title.clone()), locked: false });
+                        turn.emit(Event::TitleSet { title, state: None, call_id: None });
+                    }
+                    Err(problem) => turn.emit(Event::Warning {
+                        scope: "deliver".to_string(),
+                        message: format!("Delivered title ignored: {problem}"),
+                    }),
+                }
+                continue;
+            }
+            turn.set_variable(name, Variable { value: value.clone(), locked: true });
+            seeded.push(name.clone());
+            pairs.push(format!("{name}={}", serde_json::to_string(value).unwrap_or_default()));
+        }
+        turn.set_variable("trigger", Variable { value: Value::String(trigger.clone()), locked: true });
+        seeded.push("trigger".to_string());
+        turn.emit(Event::VariablesSet { state: None, names: seeded, locked: true, call_id: None });
+        turn.session.head.trigger = Some(trigger.clone());
+        turn.trigger = turn.workflow.triggers.iter().find(|declared| turn.runtime.program.str(declared.id) == trigger);
+
+        let payload = if pairs.is_empty() {
+            "It carried no variables.".to_string()
+        } else {
+            format!("It carried {} (also readable as session variables).", pairs.join(", "))
+        };
+        turn.note(
+            NoteKind::Event,
+            format!(
+                "[event] The trigger '{trigger}' arrived. {payload} The session is still in '{here}': continue this state's work with what arrived."
+            ),
+        );
+        let message = request.message.as_deref().map(str::trim).filter(|message| !message.is_empty());
+        if let Some(message) = message {
+            turn.push_message(Message::User { text: message.to_string(), opening: None });
+            turn.emit(Event::ParkMessage {
+                state: here.clone(),
+                direction: "inbound".to_string(),
+                text: message.to_string(),
+            });
+        }
+        turn.push_trail(&here, "trigger", Some(trigger));
+        let head = &mut turn.session.head;
+        head.pending_input = None;
+        head.park_phase = None;
+        head.status = Status::Running;
+        turn.emit(Event::StateEnter { state: here });
+        turn.opened_at = turn.session.messages.len();
+        turn.commit()?;
+        turn.run().await
+    }
+
+    /// `archmax run --session` on a parked session: a session waiting for input takes the
+    /// firing as a delivery; one waiting for a decision takes the message as a reply.
+    pub(super) async fn resume_parked(
+        &self,
+        request: TurnRequest,
+        session_id: String,
+        status: Status,
+    ) -> Result<Outcome, RunError> {
+        match status {
+            Status::AwaitingInput => {
+                self.deliver(DeliverRequest {
+                    session: session_id,
+                    workflow: Some(request.workflow),
+                    trigger: request.trigger.unwrap_or_else(|| "manual".to_string()),
+                    variables: request.variables,
+                    message: request.message,
+                })
+                .await
+            }
+            _ => {
+                let Some(message) = request.message.filter(|message| !message.trim().is_empty()) else {
+                    return Err(RunError::InvalidInput(format!(
+                        "session `{session_id}` waits for a decision; a message is needed to write to it"
+                    )));
+                };
+                if !request.variables.is_empty() {
+                    return Err(RunError::InvalidInput(format!(
+                        "session `{session_id}` waits for a decision; variables cannot be delivered to it (decide it with `archmax decide`)"
+                    )));
+                }
+                self.reply(ReplyRequest { session: session_id, workflow: Some(request.workflow), message }).await
+            }
+        }
+    }
+}

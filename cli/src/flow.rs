@@ -49,6 +49,14 @@ fn plain(text: &str) -> &str {
     text
 }
 
+/// Who made a call, when it was not the agent's model.
+fn via(origin: &str) -> String {
+    match origin {
+        "model" | "" => String::new(),
+        other => format!(" via {other}"),
+    }
+}
+
 fn argument_summary(args: &serde_json::Value) -> String {
     for key in ["file_path", "path", "source", "pattern", "name"] {
         if let Some(value) = args.get(key).and_then(|value| value.as_str()) {
@@ -85,14 +93,14 @@ impl Listener for Flow {
             Event::AgentText { text, .. } => {
                 Some(format!("  {}", self.paint("2", &format!("“{}”", first_line(text, 100)))))
             }
-            Event::ToolCalled { tool, args, .. }
+            Event::ToolCalled { tool, args, origin, .. }
                 if !tool.starts_with("archmax_")
                     || tool.starts_with("archmax_workflow_")
                     || tool == "archmax_run"
                     || tool == "archmax_eval"
                     || tool == "archmax_set_variables" =>
             {
-                Some(format!("  · {tool}{}", argument_summary(args)))
+                Some(format!("  · {tool}{}{}", argument_summary(args), via(origin)))
             }
             Event::ToolResult { status, output, .. } if status == "error" => {
                 Some(format!("    {} {}", self.paint("33", "!"), first_line(plain(output), 240)))

@@ -21,6 +21,7 @@ pub mod kernel;
 pub mod model;
 pub mod prompt;
 pub mod runtime;
+pub mod sandbox;
 pub mod session;
 pub mod values;
 

@@ -52,6 +52,8 @@ pub struct Runtime {
     /// Tool definitions per workflow, per surface.
     pub definitions: Vec<Vec<Vec<ToolDefinition>>>,
     memory_sessions: Mutex<HashMap<String, Arc<MemoryVfs>>>,
+    /// Each session's `archmax_eval` REPL, for as long as this runtime lives.
+    repls: Mutex<HashMap<String, Arc<crate::sandbox::Sandbox>>>,
 }
 
 /// A new message (or start) for a session.
@@ -207,6 +209,7 @@ impl Runtime {
             recursion_limit: RECURSION_LIMIT,
             definitions,
             memory_sessions: Mutex::new(HashMap::new()),
+            repls: Mutex::new(HashMap::new()),
         }
     }
 
@@ -227,6 +230,17 @@ impl Runtime {
     }
 
     /// The agent's workspace for a session: its own folder plus the host's mounts.
+    /// The REPL of a session, if one was started in this process.
+    pub fn repl(&self, session: &str) -> Option<Arc<crate::sandbox::Sandbox>> {
+        self.repls.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(session).cloned()
+    }
+
+    /// Keeps a session's REPL; a REPL another call kept first wins.
+    pub fn keep_repl(&self, session: &str, sandbox: crate::sandbox::Sandbox) -> Arc<crate::sandbox::Sandbox> {
+        let mut repls = self.repls.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        repls.entry(session.to_string()).or_insert_with(|| Arc::new(sandbox)).clone()
+    }
+
     pub fn workspace(&self, session: &str) -> Workspace {
         let store: Arc<dyn Vfs> = match self.store.session_dir(session) {
             Some(dir) => Arc::new(DiskVfs::new(dir)),

@@ -59,7 +59,7 @@ impl Fixture {
                 path == prefix || path.strip_prefix(prefix.as_str()).is_some_and(|rest| rest.starts_with('/'))
             })
         };
-        let ctx = ToolContext { workspace: &self.workspace, visible: &visible };
+        let ctx = ToolContext { workspace: &self.workspace, visible: &visible, raw_text: false };
         run(tool, &args, &ctx)
     }
 

@@ -105,7 +105,7 @@ mod tests {
     fn an_empty_root_says_so() {
         let empty = Workspace { session: Arc::new(MemoryVfs::new()), mounts: vec![] };
         let visible = |_: &str| true;
-        let ctx = ToolContext { workspace: &empty, visible: &visible };
+        let ctx = ToolContext { workspace: &empty, visible: &visible, raw_text: false };
         assert_eq!(run("ls", &json!({}), &ctx).unwrap(), "The workspace root has no entries.");
     }
 }

@@ -52,6 +52,9 @@ pub struct ToolContext<'a> {
     /// Whether a canonical path may appear in a listing (`ls`, `glob`, `grep`): false for
     /// paths in skill bundles or mounts the active state does not have.
     pub visible: &'a dyn Fn(&str) -> bool,
+    /// A script is reading: `read_file` answers the file's text as it is (scripts parse
+    /// it), not the numbered lines a model is shown. `offset` and `limit` still apply.
+    pub raw_text: bool,
 }
 
 /// A tool's name, description and JSON Schema of its arguments, as a model is shown it.
@@ -181,7 +184,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&scratch);
         let workspace = Workspace { session: std::sync::Arc::new(crate::vfs::DiskVfs::new(&scratch)), mounts: vec![] };
         let visible = |_: &str| true;
-        let ctx = ToolContext { workspace: &workspace, visible: &visible };
+        let ctx = ToolContext { workspace: &workspace, visible: &visible, raw_text: false };
         let host = scratch.to_string_lossy().to_string();
         let calls = [
             ("read_file", json!({ "file_path": "none.md" })),

@@ -35,6 +35,7 @@ pub(crate) fn read_file(args: &Value, ctx: &ToolContext) -> Result<String, ToolE
     let size = bytes.len() as u64;
     match classify(&path, bytes) {
         Content::Binary { mime } => Ok(binary_notice(&path, mime, size)),
+        Content::Text(text) if ctx.raw_text => Ok(raw_window(&text, offset, args.optional_count("limit")?)),
         Content::Text(text) => numbered_window(&path, &text, offset, limit),
     }
 }
@@ -51,6 +52,19 @@ pub(crate) fn clipped_line(line: &str) -> String {
             let total = line.chars().count();
             format!("{} [… line cut here; it has {total} characters]", &line[..cut])
         }
+    }
+}
+
+/// A script's read: the text as it is, or only lines `offset..offset + limit` when
+/// either is given (line endings kept).
+fn raw_window(text: &str, offset: usize, limit: Option<usize>) -> String {
+    if offset == 0 && limit.is_none() {
+        return text.to_string();
+    }
+    let lines = text.split_inclusive('\n').skip(offset);
+    match limit {
+        Some(limit) => lines.take(limit).collect(),
+        None => lines.collect(),
     }
 }
 

@@ -18,6 +18,43 @@ use super::Turn;
 /// Longest tool output kept in a `tool-result` event.
 const EVENT_OUTPUT_PREVIEW: usize = 2_000;
 
+/// Who makes a call: the event `origin`, whether `${{…}}` is substituted, and how the
+/// control tools act (an automated state's advance is recorded, not taken).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Caller {
+    /// The session's agent.
+    Model,
+    /// A grader state's isolated model.
+    Grader,
+    /// A code state's script.
+    Code,
+    /// An `archmax_eval` or `archmax_run` script, on the agent's authority.
+    Script,
+}
+
+impl Caller {
+    pub fn origin(self) -> &'static str {
+        match self {
+            Caller::Model => "model",
+            Caller::Grader => "grader",
+            Caller::Code => "code",
+            Caller::Script => "script",
+        }
+    }
+
+    fn kernel(self) -> Origin {
+        match self {
+            Caller::Model | Caller::Grader => Origin::Model,
+            Caller::Code | Caller::Script => Origin::Script,
+        }
+    }
+
+    /// Only a model writes `${{…}}` into its arguments; a script holds the values.
+    fn substitutes(self) -> bool {
+        matches!(self, Caller::Model | Caller::Grader)
+    }
+}
+
 /// What executing one call produced.
 pub(super) struct Answer {
     pub content: String,
@@ -107,7 +144,7 @@ impl Turn<'_> {
                 Status::AwaitingInput | Status::AwaitingDecision => {
                     Answer::error("The session is parked now; this call was not run.")
                 }
-                _ => self.handle_call(shown, call, alone, &mut advanced).await,
+                _ => self.handle_call(shown, call, Caller::Model, alone, &mut advanced).await,
             };
             self.push_message(Message::Tool {
                 call_id: call.id.clone(),
@@ -119,13 +156,15 @@ impl Turn<'_> {
         Ok(())
     }
 
-    async fn handle_call(
+    pub(super) async fn handle_call(
         &mut self,
         id: StateId,
         call: &ToolCall,
+        caller: Caller,
         alone: bool,
         advanced: &mut Option<String>,
     ) -> Answer {
+        let origin = caller.origin().to_string();
         let state = self.state(id);
         let here = self.slug(id).to_string();
         let program = self.program();
@@ -149,7 +188,7 @@ impl Turn<'_> {
         }
         let delegation = on_surface.is_some_and(|tool| matches!(tool.kind, ToolKind::Delegation(_)));
         let variables = self.variables_json();
-        let args = if delegation {
+        let args = if delegation || !caller.substitutes() {
             call.args.clone()
         } else {
             match substitute(&call.args, &variables) {
@@ -163,7 +202,7 @@ impl Turn<'_> {
                         reason: reason.clone(),
                         call_id: call.id.clone(),
                         args: call.args.clone(),
-                        origin: "model".to_string(),
+                        origin: origin.clone(),
                     });
                     return Answer::error(reason);
                 }
@@ -175,7 +214,7 @@ impl Turn<'_> {
                 state,
                 tool: &call.name,
                 args: &args,
-                origin: Origin::Model,
+                origin: caller.kernel(),
                 reply_only: false,
                 variables: &variables,
             },
@@ -188,7 +227,7 @@ impl Turn<'_> {
                 reason: verdict.reason.clone(),
                 call_id: call.id.clone(),
                 args: args.clone(),
-                origin: "model".to_string(),
+                origin: origin.clone(),
             });
             if verdict.terminal && self.session.head.rejected.is_none() {
                 self.session.head.rejected = Some(verdict.reason.clone());
@@ -200,10 +239,10 @@ impl Turn<'_> {
             tool: call.name.clone(),
             call_id: call.id.clone(),
             args: args.clone(),
-            origin: "model".to_string(),
+            origin: origin.clone(),
         });
         let started = self.now();
-        let answer = self.execute(id, call, &args, alone, advanced).await;
+        let answer = self.execute(id, call, &args, caller, alone, advanced).await;
         let (output, truncated) = preview(&answer.content);
         self.emit(Event::ToolResult {
             state: here,
@@ -213,7 +252,7 @@ impl Turn<'_> {
             duration_ms: self.now().saturating_sub(started),
             output,
             truncated,
-            origin: "model".to_string(),
+            origin,
         });
         answer
     }
@@ -223,10 +262,22 @@ impl Turn<'_> {
         id: StateId,
         call: &ToolCall,
         args: &Value,
+        caller: Caller,
         alone: bool,
         advanced: &mut Option<String>,
     ) -> Answer {
+        let automated = self.automated.is_some();
+        let raw = matches!(caller, Caller::Code | Caller::Script);
         match call.name.as_str() {
+            "archmax_advance" if automated => self.automated_advance(args),
+            "archmax_raise" if automated => self.automated_raise(args),
+            "archmax_get_history" if automated => {
+                Answer::ok(self.automated.as_ref().map(|run| run.history.clone()).unwrap_or_default())
+            }
+            "archmax_reset" | "archmax_wait" if automated => Answer::error(format!(
+                "'{}' is not available to grader and code states; they cannot park or reset.",
+                call.name
+            )),
             "archmax_advance" => self.advance(call, args, advanced),
             "archmax_reset" => self.reset(call, args),
             "archmax_wait" => self.wait(call, args),
@@ -234,10 +285,7 @@ impl Turn<'_> {
             "archmax_get_variables" => self.get_variables(args),
             "archmax_set_variables" => self.set_variables(call, args),
             "archmax_get_history" => Answer::error("archmax_get_history is offered only to grader and code states."),
-            "archmax_eval" | "archmax_run" => Answer::error(format!(
-                "'{}' needs the script sandbox, which this build of the runtime does not include.",
-                call.name
-            )),
+            "archmax_eval" | "archmax_run" => self.script_tool(id, &call.name, args).await,
             name if delegation_target(name).is_some() => {
                 Answer::error(format!("'{name}' calls a sub-workflow, which this build of the runtime cannot run yet."))
             }
@@ -245,7 +293,8 @@ impl Turn<'_> {
                 let policy = self.policy();
                 let state = self.state(id);
                 let filter = |path: &str| visible(&policy, state, path);
-                let context = archmax_stdlib::tools::ToolContext { workspace: &self.workspace, visible: &filter };
+                let context =
+                    archmax_stdlib::tools::ToolContext { workspace: &self.workspace, visible: &filter, raw_text: raw };
                 let result = archmax_stdlib::tools::run(name, args, &context);
                 if name == "write_todos"
                     && result.is_ok()

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use archmax_compiler::program::StateKind;
+use archmax_compiler::program::{StateId, StateKind};
 use archmax_compiler::zones::{Zone, canonicalize, classify};
 
 use crate::events::Event;
@@ -81,45 +81,51 @@ pub fn resume_at(until: &str, now_ms: u64) -> Option<u64> {
     Some(at.max(now_ms))
 }
 
+/// `archmax_raise`'s `code` (one line, at most 64 characters) and `reason`.
+pub(super) fn raise_arguments(args: &Value) -> Result<(String, String), String> {
+    let code = text_argument(args, "code")?.trim().to_string();
+    if code.chars().count() > MAX_RAISE_CODE || code.contains('\n') {
+        return Err(format!("`code` must be one line of at most {MAX_RAISE_CODE} characters"));
+    }
+    let reason = text_argument(args, "reason")?.to_string();
+    Ok((code, reason))
+}
+
+/// An accepted advance, not yet taken.
+pub(super) struct Advance {
+    pub target: StateId,
+    pub to: String,
+    pub reason: String,
+    pub attached: Vec<String>,
+}
+
 impl Turn<'_> {
-    pub(super) fn advance(&mut self, call: &ToolCall, args: &Value, advanced: &mut Option<String>) -> Answer {
-        let refuse = |reason: String| Answer::refused(format!("archmax_advance rejected: {reason}"));
+    /// Checks an advance from the current state, in the spec's order: the arguments, the
+    /// evidence (only into a human state, at most 20 paths the agent can read), the
+    /// state's `requires`, then the edge. `Err` is the refusal; nothing moved.
+    pub(super) fn check_advance(&self, args: &Value) -> Result<Advance, String> {
         let id = self.position_id();
         let here = self.slug(id).to_string();
-        if let Some(landed) = advanced.as_ref() {
-            return refuse(format!(
-                "this message already moved the session to '{landed}'; take one transition per message"
-            ));
-        }
-        let to = match text_argument(args, "to") {
-            Ok(to) => to.to_string(),
-            Err(problem) => return refuse(problem),
-        };
-        let reason = match text_argument(args, "reason") {
-            Ok(reason) => reason.to_string(),
-            Err(problem) => return refuse(problem),
-        };
+        let to = text_argument(args, "to")?.to_string();
+        let reason = text_argument(args, "reason")?.to_string();
         let state = self.state(id);
         let program = self.program();
         let edge = state.transitions.iter().find(|transition| self.slug(transition.target) == to);
-        // Evidence: only into a human state, at most 20 readable paths.
         let mut attached = Vec::new();
         if let Some(evidence) = args.get("evidence").filter(|evidence| !evidence.is_null()) {
             let into_human = edge.is_some_and(|transition| self.state(transition.target).kind == StateKind::Human);
             if !into_human {
-                return refuse(format!(
-                    "evidence can be attached only to a human decision, and '{to}' is not one here"
-                ));
+                return Err(format!("evidence can be attached only to a human decision, and '{to}' is not one here"));
             }
             let Value::Array(items) = evidence else {
-                return refuse("`evidence` must be a list of paths".to_string());
+                return Err("`evidence` must be a list of paths".to_string());
             };
             if items.len() > MAX_EVIDENCE {
-                return refuse(format!("at most {MAX_EVIDENCE} evidence paths may be attached, not {}", items.len()));
+                return Err(format!("at most {MAX_EVIDENCE} evidence paths may be attached, not {}", items.len()));
             }
             for item in items {
                 let Value::String(path) = item else {
-                    return refuse("`evidence` must be a list of paths".to_string());
+                    return Err("`evidence` must be a list of paths".to_string());
                 };
                 // Readable by this agent: a session path or a mount, and not a skill bundle
                 // or governed mount this state was not given.
@@ -137,7 +143,7 @@ impl Turn<'_> {
                             attached.push(canonical);
                         }
                     }
-                    None => return refuse(format!("'{path}' is not a path the agent can read")),
+                    None => return Err(format!("'{path}' is not a path the agent can read")),
                 }
             }
         }
@@ -148,7 +154,7 @@ impl Turn<'_> {
             .filter(|name| !self.session.variables.contains_key(*name))
             .collect();
         if !missing.is_empty() {
-            return refuse(format!(
+            return Err(format!(
                 "'{here}' requires {} to be set before leaving; set {} with archmax_set_variables",
                 missing.iter().map(|name| format!("'{name}'")).collect::<Vec<_>>().join(", "),
                 if missing.len() == 1 { "it" } else { "them" }
@@ -156,14 +162,27 @@ impl Turn<'_> {
         }
         let Some(transition) = edge else {
             let edges: Vec<&str> = state.transitions.iter().map(|transition| self.slug(transition.target)).collect();
-            return refuse(if edges.is_empty() {
+            return Err(if edges.is_empty() {
                 format!("'{here}' is terminal and has no transitions")
             } else {
                 format!("'{here}' has no transition to '{to}'; the valid targets are {}", edges.join(", "))
             });
         };
-        let target = transition.target;
-        let target_state = self.state(target);
+        Ok(Advance { target: transition.target, to, reason, attached })
+    }
+
+    pub(super) fn advance(&mut self, call: &ToolCall, args: &Value, advanced: &mut Option<String>) -> Answer {
+        let refuse = |reason: String| Answer::refused(format!("archmax_advance rejected: {reason}"));
+        if let Some(landed) = advanced.as_ref() {
+            return refuse(format!(
+                "this message already moved the session to '{landed}'; take one transition per message"
+            ));
+        }
+        let Advance { target, to, reason, attached } = match self.check_advance(args) {
+            Ok(advance) => advance,
+            Err(problem) => return refuse(problem),
+        };
+        let here = self.slug(self.position_id()).to_string();
         self.emit(Event::Advance {
             from: here,
             to: to.clone(),
@@ -174,7 +193,7 @@ impl Turn<'_> {
         self.push_trail(&to, "agent", Some(reason));
         self.session.head.rejected = None;
         *advanced = Some(to.clone());
-        if target_state.kind == StateKind::Human {
+        if self.state(target).kind == StateKind::Human {
             self.enter_human(target, attached);
         }
         Answer::ok(format!("Advanced to state '{to}'. You may now use the tools allowed in this state."))
@@ -264,15 +283,8 @@ impl Turn<'_> {
         if !alone {
             return refuse("call archmax_raise alone in its message, with no other tool call beside it".to_string());
         }
-        let code = match text_argument(args, "code") {
-            Ok(code) => code.trim().to_string(),
-            Err(problem) => return refuse(problem),
-        };
-        if code.chars().count() > MAX_RAISE_CODE || code.contains('\n') {
-            return refuse(format!("`code` must be one line of at most {MAX_RAISE_CODE} characters"));
-        }
-        let reason = match text_argument(args, "reason") {
-            Ok(reason) => reason.to_string(),
+        let (code, reason) = match raise_arguments(args) {
+            Ok(arguments) => arguments,
             Err(problem) => return refuse(problem),
         };
         let here = self.session.head.position.clone().unwrap_or_default();

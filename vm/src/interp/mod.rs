@@ -8,6 +8,7 @@
 //! by the recursion limit. Every mutation goes through the helpers here, which record it
 //! both in the session and in the pending [`Delta`], so a commit writes only what changed.
 
+mod automated;
 mod calls;
 mod controls;
 mod resume;
@@ -82,6 +83,8 @@ pub struct Turn<'r> {
     /// The session's usage when this turn opened: the turn's own spend is the difference.
     usage_at_open: Usage,
     disposition: Disposition,
+    /// The automated state running now, if any.
+    automated: Option<automated::AutomatedRun>,
 }
 
 /// Why a parked session is handed a reply-only call: the opening of its volatile block.
@@ -128,6 +131,7 @@ impl<'r> Turn<'r> {
             notes: 0,
             usage_at_open: session.head.usage,
             disposition: Disposition::Turn,
+            automated: None,
             session,
         }
     }
@@ -263,16 +267,8 @@ impl<'r> Turn<'r> {
                     self.enter_human(id, Vec::new());
                     self.commit()?;
                 }
-                StateKind::Code | StateKind::Grader => {
-                    let reason = format!(
-                        "the {} state '{}' cannot run in this build of the runtime",
-                        state.kind.as_str(),
-                        self.slug(id)
-                    );
-                    self.session.head.rejected = Some(reason);
-                    self.route_failure();
-                    self.commit()?;
-                }
+                StateKind::Grader => self.grader_step(id).await?,
+                StateKind::Code => self.code_step(id).await?,
                 StateKind::Agent => self.agent_step(id).await?,
             }
         }
@@ -531,6 +527,12 @@ impl<'r> Turn<'r> {
             self.reply.push(response.text.clone());
             self.emit(Event::AgentText { state: state.clone(), text: response.text.clone() });
         }
+        self.record_usage(id, response);
+    }
+
+    /// Adds a model call's usage (and its cost, when priced) to the session.
+    fn record_usage(&mut self, id: StateId, response: &crate::model::ModelResponse) {
+        let state = self.slug(id).to_string();
         let usage = response.usage;
         let model =
             response.model.clone().or_else(|| self.state(id).model.map(|model| self.program().str(model).to_string()));

@@ -11,13 +11,13 @@ use archmax_vm::events::{Envelope, Event, Listener};
 /// Writes the flow to stderr.
 pub struct Flow {
     color: bool,
-    /// The state shown at the margin, until the session leaves it.
-    current: Option<String>,
+    /// Per session: the state shown at its margin, until the session leaves it.
+    current: std::collections::HashMap<String, String>,
 }
 
 impl Flow {
     pub fn new(color: bool) -> Flow {
-        Flow { color, current: None }
+        Flow { color, current: std::collections::HashMap::new() }
     }
 
     fn state_header(&self, state: &str) -> String {
@@ -70,16 +70,27 @@ impl Listener for Flow {
     fn on_event(&mut self, envelope: &Envelope) {
         // A resume (a delivery, a decision, a message to a park) happens in the parked
         // state: name it first, and do not name it twice when the state is re-entered.
+        // A sub-workflow's events (its session id is its caller's plus `~n`) are drawn
+        // indented under the calling state, one level per depth, never at the margin.
+        let session = envelope.session_id.clone().unwrap_or_default();
+        let depth = session.matches('~').count();
+        if depth > 0 && matches!(envelope.event, Event::TurnEnd { .. } | Event::Warning { .. }) {
+            return;
+        }
         let mut lines = Vec::new();
         match &envelope.event {
-            Event::StateEnter { state } if self.current.as_deref() == Some(state.as_str()) => return,
-            Event::StateEnter { state } => self.current = Some(state.clone()),
-            Event::StateLeave { .. } => self.current = None,
+            Event::StateEnter { state } if self.current.get(&session) == Some(state) => return,
+            Event::StateEnter { state } => {
+                self.current.insert(session.clone(), state.clone());
+            }
+            Event::StateLeave { .. } => {
+                self.current.remove(&session);
+            }
             Event::Delivered { state, .. } | Event::Decided { state, .. } | Event::ParkMessage { state, .. }
-                if self.current.is_none() =>
+                if !self.current.contains_key(&session) =>
             {
                 lines.push(self.state_header(state));
-                self.current = Some(state.clone());
+                self.current.insert(session.clone(), state.clone());
             }
             _ => {}
         }
@@ -95,7 +106,6 @@ impl Listener for Flow {
             }
             Event::ToolCalled { tool, args, origin, .. }
                 if !tool.starts_with("archmax_")
-                    || tool.starts_with("archmax_workflow_")
                     || tool == "archmax_run"
                     || tool == "archmax_eval"
                     || tool == "archmax_set_variables" =>
@@ -131,10 +141,14 @@ impl Listener for Flow {
             Event::CodeStart { script, .. } => Some(format!("  · running {script}")),
             Event::CodeOutput { line, .. } => Some(format!("    {}", self.paint("2", line))),
             Event::GraderStart { .. } => Some("  · grading".to_string()),
-            Event::SubWorkflowStart { workflow, depth, .. } => {
-                Some(format!("  {}↳ sub-workflow {workflow}", "  ".repeat(depth.saturating_sub(1) as usize)))
+            Event::SubWorkflowStart { workflow, dispatch_id, .. } => {
+                Some(format!("  {} sub-workflow {workflow} ({dispatch_id})", self.paint("36", "↳")))
             }
-            Event::SubWorkflowResult { workflow, status, .. } => Some(format!("  ↲ {workflow}: {status}")),
+            Event::SubWorkflowResult { workflow, dispatch_id, status, reason, .. } => Some(format!(
+                "  {} {workflow} ({dispatch_id}): {status}{}",
+                self.paint("36", "↲"),
+                reason.as_ref().map(|reason| format!(" — {}", first_line(reason, 160))).unwrap_or_default()
+            )),
             Event::Warning { message, .. } => Some(format!("  {} {}", self.paint("33", "⚠"), message)),
             Event::TurnEnd { status, state, reason, terminal, code } => Some(match status.as_str() {
                 "completed" if *terminal => format!("{} completed in {state}", self.paint("32", "✔")),
@@ -155,6 +169,10 @@ impl Listener for Flow {
             return;
         };
         lines.push(line);
+        if depth > 0 {
+            let indent = format!("  {}", "│ ".repeat(depth));
+            lines = lines.into_iter().map(|line| format!("{indent}{line}")).collect();
+        }
         let mut stderr = std::io::stderr().lock();
         for line in lines {
             let _ = writeln!(stderr, "{line}");

@@ -368,19 +368,31 @@ impl Turn<'_> {
     }
 
     /// Answers a script's host calls while `work` runs: each is decided by the kernel
-    /// against the state active at that moment and executed like a model's call.
+    /// against the state active at that moment and executed like a model's call. A
+    /// sub-workflow call runs its child alongside the script, so a `Promise.all` fans out
+    /// (at most four children at once); its answer goes back when the child settles.
     pub(super) async fn serve<T>(
         &mut self,
         caller: Caller,
         work: impl std::future::Future<Output = T>,
         mut calls: tokio::sync::mpsc::UnboundedReceiver<HostCall>,
     ) -> T {
+        use futures_util::StreamExt;
         tokio::pin!(work);
+        let runtime = self.runtime;
+        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(super::delegate::MAX_IN_FLIGHT));
+        let mut children = futures_util::stream::FuturesUnordered::new();
         let mut served = 0u64;
         loop {
             tokio::select! {
                 biased;
                 result = &mut work => return result,
+                Some(((meta, outcome), reply)) = children.next(), if !children.is_empty() => {
+                    let answer = self.finish_delegation(&meta, outcome, caller);
+                    self.emit_delegation_result(&meta, &answer, caller);
+                    let reply: tokio::sync::oneshot::Sender<Result<String, String>> = reply;
+                    let _ = reply.send(reply_of(answer));
+                }
                 Some(call) = calls.recv() => {
                     served += 1;
                     let id = self.position_id();
@@ -390,7 +402,16 @@ impl Turn<'_> {
                         args: call.args,
                     };
                     let answer = Box::pin(self.handle_call(id, &tool_call, caller, false, &mut None)).await;
-                    let _ = call.reply.send(reply_of(answer));
+                    match (answer.deferred, self.deferred.pop()) {
+                        (true, Some(prepared)) => {
+                            let child = super::delegate::run_child(runtime, prepared, std::sync::Arc::clone(&slots));
+                            let reply = call.reply;
+                            children.push(async move { (child.await, reply) });
+                        }
+                        _ => {
+                            let _ = call.reply.send(reply_of(answer));
+                        }
+                    }
                 }
             }
         }

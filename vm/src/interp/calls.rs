@@ -62,20 +62,27 @@ pub(super) struct Answer {
     /// The call did not do what it asked, though the model reads a plain answer (an
     /// advance the runtime refused).
     pub refused: bool,
+    /// A sub-workflow call whose child runs after the batch; the answer comes then.
+    pub deferred: bool,
 }
 
 impl Answer {
     pub fn ok(content: impl Into<String>) -> Answer {
-        Answer { content: content.into(), status: ToolStatus::Ok, refused: false }
+        Answer { content: content.into(), status: ToolStatus::Ok, refused: false, deferred: false }
     }
 
     pub fn error(content: impl Into<String>) -> Answer {
-        Answer { content: content.into(), status: ToolStatus::Error, refused: true }
+        Answer { content: content.into(), status: ToolStatus::Error, refused: true, deferred: false }
+    }
+
+    /// A placeholder for a sub-workflow call still to run.
+    pub fn deferred() -> Answer {
+        Answer { content: String::new(), status: ToolStatus::Ok, refused: false, deferred: true }
     }
 
     /// A refusal answered as a plain message.
     pub fn refused(content: impl Into<String>) -> Answer {
-        Answer { content: content.into(), status: ToolStatus::Ok, refused: true }
+        Answer { content: content.into(), status: ToolStatus::Ok, refused: true, deferred: false }
     }
 }
 
@@ -120,7 +127,7 @@ pub fn substitute(args: &Value, variables: &Value) -> Result<Value, String> {
     }
 }
 
-fn preview(text: &str) -> (String, bool) {
+pub(super) fn preview(text: &str) -> (String, bool) {
     if text.len() <= EVENT_OUTPUT_PREVIEW {
         return (text.to_string(), false);
     }
@@ -138,6 +145,7 @@ impl Turn<'_> {
         let alone = calls.len() == 1;
         // Every call of one message is decided in the state the model was shown.
         let shown = self.position_id();
+        let mut answers = Vec::with_capacity(calls.len());
         for call in calls {
             let answer = match self.session.head.status {
                 Status::Failed => Answer::error("The session has already ended; this call was not run."),
@@ -146,6 +154,15 @@ impl Turn<'_> {
                 }
                 _ => self.handle_call(shown, call, Caller::Model, alone, &mut advanced).await,
             };
+            answers.push(answer);
+        }
+        // Sub-workflow calls of this message run together, then answer in place.
+        for (call_id, answer) in self.run_deferred(Caller::Model).await {
+            if let Some(index) = calls.iter().position(|call| call.id == call_id) {
+                answers[index] = answer;
+            }
+        }
+        for (call, answer) in calls.iter().zip(answers) {
             self.push_message(Message::Tool {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -243,6 +260,9 @@ impl Turn<'_> {
         });
         let started = self.now();
         let answer = self.execute(id, call, &args, caller, alone, advanced).await;
+        if answer.deferred {
+            return answer;
+        }
         let (output, truncated) = preview(&answer.content);
         self.emit(Event::ToolResult {
             state: here,
@@ -286,9 +306,13 @@ impl Turn<'_> {
             "archmax_set_variables" => self.set_variables(call, args),
             "archmax_get_history" => Answer::error("archmax_get_history is offered only to grader and code states."),
             "archmax_eval" | "archmax_run" => self.script_tool(id, &call.name, args).await,
-            name if delegation_target(name).is_some() => {
-                Answer::error(format!("'{name}' calls a sub-workflow, which this build of the runtime cannot run yet."))
-            }
+            name if delegation_target(name).is_some() => match self.prepare_delegation(id, &call.id, name, args) {
+                Ok(prepared) => {
+                    self.deferred.push(prepared);
+                    Answer::deferred()
+                }
+                Err(refusal) => refusal,
+            },
             name if DEFAULT_TOOLS.contains(&name) => {
                 let policy = self.policy();
                 let state = self.state(id);

@@ -192,6 +192,7 @@ impl Turn<'_> {
         self.move_to(target);
         self.push_trail(&to, "agent", Some(reason));
         self.session.head.rejected = None;
+        self.session.head.failed_delegations.clear();
         *advanced = Some(to.clone());
         if self.state(target).kind == StateKind::Human {
             self.enter_human(target, attached);
@@ -214,6 +215,7 @@ impl Turn<'_> {
         self.move_to(target);
         self.push_trail(&to, "reset", Some(reason));
         self.session.head.rejected = None;
+        self.session.head.failed_delegations.clear();
         self.park_if_human(target);
         Answer::ok(format!(
             "Reset to the entry state '{to}'. The transcript, files and variables are kept; start this state's work again."
@@ -262,6 +264,7 @@ impl Turn<'_> {
         });
         self.session.head.status = Status::AwaitingInput;
         self.session.head.rejected = None;
+        self.session.head.failed_delegations.clear();
         self.session.head.park_phase = Some(if spoke { ParkPhase::Suspend } else { ParkPhase::Closing });
         self.emit(Event::Parked {
             state: here.clone(),

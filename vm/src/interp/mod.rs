@@ -11,6 +11,7 @@
 mod automated;
 mod calls;
 mod controls;
+mod delegate;
 mod resume;
 mod start;
 
@@ -85,6 +86,12 @@ pub struct Turn<'r> {
     disposition: Disposition,
     /// The automated state running now, if any.
     automated: Option<automated::AutomatedRun>,
+    /// Sub-workflow calls of the current batch, prepared and waiting to run together.
+    deferred: Vec<delegate::Prepared>,
+    /// What the children this turn ran spent (their own sessions keep it too).
+    children_usage: Usage,
+    /// The calling workflows' denials, for a child.
+    inherited: Vec<Inherited<'r>>,
 }
 
 /// Why a parked session is handed a reply-only call: the opening of its volatile block.
@@ -114,6 +121,14 @@ impl<'r> Turn<'r> {
             .as_deref()
             .and_then(|id| workflow.triggers.iter().find(|trigger| runtime.program.str(trigger.id) == id));
         let workspace = runtime.workspace(&session.id);
+        let program = &runtime.program;
+        let inherited = session
+            .head
+            .ancestors
+            .iter()
+            .filter_map(|slug| program.workflow(slug))
+            .map(|(_, source)| Inherited { workflow: program.str(source.slug), program, source })
+            .collect();
         let child = session.head.parent.is_some();
         let opened_at = session.messages.len();
         Turn {
@@ -132,6 +147,9 @@ impl<'r> Turn<'r> {
             usage_at_open: session.head.usage,
             disposition: Disposition::Turn,
             automated: None,
+            deferred: Vec::new(),
+            children_usage: Usage::default(),
+            inherited,
             session,
         }
     }
@@ -145,7 +163,7 @@ impl<'r> Turn<'r> {
     }
 
     fn emit(&self, event: Event) {
-        self.runtime.events.emit(self.now(), Some(&self.session.id), None, event);
+        self.runtime.events.emit(self.now(), Some(&self.session.id), self.session.head.dispatch_id.as_deref(), event);
     }
 
     // ----- session mutations: recorded in the session and in the pending delta ------
@@ -234,7 +252,7 @@ impl<'r> Turn<'r> {
             program: self.program(),
             workflow: self.workflow,
             mounts: &self.runtime.mounts,
-            ancestors: &[] as &[Inherited<'_>],
+            ancestors: &self.inherited,
         }
     }
 
@@ -310,7 +328,11 @@ impl<'r> Turn<'r> {
             reason,
             exit: head.exit.clone(),
             usage: head.usage,
-            turn_usage: head.usage.since(&self.usage_at_open),
+            turn_usage: {
+                let mut spent = head.usage.since(&self.usage_at_open);
+                spent.add(&self.children_usage);
+                spent
+            },
             pending_decision: head.pending_decision.clone(),
             pending_input: head.pending_input.clone(),
         }
@@ -327,9 +349,21 @@ impl<'r> Turn<'r> {
 
     /// Routes the committed rejection through `on_error`, or ends the session rejected.
     fn route_failure(&mut self) {
-        let Some(reason) = self.session.head.rejected.clone() else {
+        // The committed rejection, else every outstanding failed sub-workflow call.
+        let reason = self.session.head.rejected.clone().or_else(|| {
+            let failures = &self.session.head.failed_delegations;
+            (!failures.is_empty()).then(|| {
+                failures
+                    .iter()
+                    .map(|failure| format!("{} (called with {})", failure.reason, failure.args))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+        });
+        let Some(reason) = reason else {
             return;
         };
+        self.session.head.failed_delegations.clear();
         let id = self.position_id();
         let state = self.state(id);
         let here = self.slug(id).to_string();
@@ -591,7 +625,7 @@ impl<'r> Turn<'r> {
         };
         self.record_answer(id, &response);
         if response.tool_calls.is_empty() {
-            if self.session.head.rejected.is_some() {
+            if self.session.head.rejected.is_some() || !self.session.head.failed_delegations.is_empty() {
                 self.route_failure();
             } else if self.state(self.position_id()).is_terminal() {
                 self.complete();
@@ -603,6 +637,7 @@ impl<'r> Turn<'r> {
         // A tool batch is a step of its own.
         self.steps += 1;
         self.handle_calls(&response.tool_calls).await?;
+        self.present_delegation();
         self.commit()
     }
 

@@ -132,6 +132,18 @@ impl Runtime {
             .program
             .workflow(&session.head.workflow)
             .ok_or_else(|| RunError::Refused(format!("workflow `{}` is not in this program", session.head.workflow)))?;
+        // The decide belongs to a parked child: it goes to that child alone, and the
+        // child's result reaches this session as a note.
+        if let Some(pending) = session.head.pending_delegations.first().cloned() {
+            let child = DecideRequest { session: pending.child.clone(), workflow: None, ..request.clone() };
+            let outcome = Box::pin(self.decide(child)).await;
+            let mut turn = Turn::new(self, workflow_id, session, writer);
+            turn.disposition = Disposition::Decide;
+            turn.resumed_child(&pending, outcome);
+            turn.opened_at = turn.session.messages.len();
+            turn.commit()?;
+            return turn.run().await;
+        }
         let mut turn = Turn::new(self, workflow_id, session, writer);
         turn.disposition = Disposition::Decide;
         let Some(target) = turn.state_id_of(&choice.to) else {
@@ -217,6 +229,18 @@ impl Runtime {
             .program
             .workflow(&session.head.workflow)
             .ok_or_else(|| RunError::Refused(format!("workflow `{}` is not in this program", session.head.workflow)))?;
+        // The delivery belongs to a parked child: it goes to that child alone, and the
+        // child's result reaches this session as a note.
+        if let Some(pending) = session.head.pending_delegations.first().cloned() {
+            let child = DeliverRequest { session: pending.child.clone(), workflow: None, ..request.clone() };
+            let outcome = Box::pin(self.deliver(child)).await;
+            let mut turn = Turn::new(self, workflow_id, session, writer);
+            turn.disposition = Disposition::Deliver;
+            turn.resumed_child(&pending, outcome);
+            turn.opened_at = turn.session.messages.len();
+            turn.commit()?;
+            return turn.run().await;
+        }
         let mut turn = Turn::new(self, workflow_id, session, writer);
         turn.disposition = Disposition::Deliver;
         let id = turn.position_id();

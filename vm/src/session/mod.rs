@@ -180,6 +180,17 @@ impl Usage {
         }
     }
 
+    /// Adds another session's spend (a child's) to this running total.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_creation_tokens += other.cache_creation_tokens;
+        if let Some(cost) = other.cost_usd {
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
+        }
+    }
+
     /// Whether any usage was reported at all.
     pub fn is_empty(&self) -> bool {
         self.input_tokens == 0
@@ -239,6 +250,28 @@ pub enum ParkPhase {
     Suspend,
 }
 
+/// A sub-workflow call that failed; the calling state's failure until recovered.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailedDelegation {
+    pub state: String,
+    pub workflow: String,
+    /// The arguments as resolved, for matching a retry and naming the failure.
+    pub args: Value,
+    pub reason: String,
+}
+
+/// A child that parked, and so parked its caller.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingDelegation {
+    /// The calling state.
+    pub state: String,
+    pub workflow: String,
+    /// The child's session id.
+    pub child: String,
+    pub call_id: String,
+    pub dispatch_id: String,
+}
+
 /// How a failed session ended, when it raised.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Exit {
@@ -279,6 +312,19 @@ pub struct Head {
     /// The id of the calling session, for a child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// For a child: the workflows of its callers, the root first. Their workflow-wide
+    /// denials bind it, and they bound its depth and cycles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ancestors: Vec<String>,
+    /// For a child: the dispatch that started it, which its events carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_id: Option<String>,
+    /// Failed sub-workflow calls of the current state, not yet recovered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_delegations: Vec<FailedDelegation>,
+    /// Children parked for a person or an event; the head is the parent's open park.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_delegations: Vec<PendingDelegation>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub todos: Vec<Value>,
     /// Milliseconds since the epoch.

@@ -1,0 +1,795 @@
+//! Sub-workflows: `archmax_workflow_<slug>` runs another workflow as a child session.
+//!
+//! A call goes through three phases so that many children can run at once:
+//!
+//! 1. [`Turn::prepare_delegation`] (on the caller, in call order): the dispatch checks,
+//!    in order depth, cycle, argument resolution (`${{…}}` against the caller's
+//!    variables; a whole-argument reference keeps its type), a disabled target, the
+//!    target's `manual` entry, missing then mistyped parameters. A refusal ran nothing:
+//!    it is a blocked call the caller may correct. Otherwise the child's session is
+//!    created: `<parent>~<n>`, seeded only with `trigger` and the arguments (locked),
+//!    `file` arguments copied into its `scratchpad/attachments/`, one opening message.
+//! 2. [`run_child`] (borrowing only the runtime): the child's turn, at most
+//!    [`MAX_IN_FLIGHT`] at once per batch; the rest wait for a slot.
+//! 3. [`Turn::finish_delegation`] (on the caller): the answer `{ message, returns }` (or
+//!    the closing message alone), `file` returns copied into the caller's
+//!    `scratchpad/attachments/`, unset returns `null` with a `note`. A child that raised,
+//!    was rejected, failed or returned a mistyped value fails the call: a failure of the
+//!    calling state, routed through `on_error` when its agent finishes, unless a later
+//!    successful call of the same workflow from the same state recovers it. A child that
+//!    parks parks its caller (an agent's call) or fails the call `parked` (a script's or
+//!    a grader's call, which cannot wait).
+//!
+//! Every ancestor's workflow-wide denials bind the child (its head records the chain).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::Semaphore;
+
+use archmax_compiler::program::{SignatureEntry, StateId, TriggerProgram, ValueType, WorkflowId, WorkflowProgram};
+use archmax_compiler::syntax::reference::{PathSegment, TemplatePart, VarPath, parse_template};
+use archmax_compiler::tools::delegation_target;
+use archmax_compiler::zones::canonicalize;
+
+use crate::events::Event;
+use crate::runtime::{Outcome, RunError, Runtime};
+use crate::session::{
+    FailedDelegation, Head, Message, NoteKind, ParkPhase, PendingDelegation, SessionState, SessionWriter, Status,
+    TrailStep, Variable,
+};
+
+use super::Turn;
+use super::calls::{Answer, Caller};
+
+/// How deep a chain of calls may go (1 = a child of a top-level session).
+pub const MAX_DEPTH: usize = 3;
+/// Children one batch of calls runs at once; the rest queue.
+pub const MAX_IN_FLIGHT: usize = 4;
+/// Longest input value the opening message shows inline.
+const OPENING_VALUE_CHARS: usize = 200;
+/// Longest opening message before inputs are only named.
+const OPENING_TOTAL_CHARS: usize = 1_000;
+
+/// A child's run: its dispatch and how its turn ended.
+pub(super) type ChildRun<'r> = Pin<Box<dyn Future<Output = (Meta, Result<Outcome, RunError>)> + 'r>>;
+
+/// A completed child's declared returns: the values (files copied up), the names set,
+/// the names left unset.
+struct Returns {
+    values: Map<String, Value>,
+    set: Vec<String>,
+    unset: Vec<String>,
+}
+
+/// A call that passed its checks, with the child's session ready to run.
+pub(super) struct Prepared {
+    pub meta: Meta,
+    pub session: SessionState,
+    pub writer: Box<dyn SessionWriter>,
+}
+
+/// What the caller keeps about a dispatch while its child runs.
+#[derive(Clone, Debug)]
+pub(super) struct Meta {
+    pub dispatch_id: String,
+    pub call_id: String,
+    pub slug: String,
+    pub target: WorkflowId,
+    pub child: String,
+    pub state: String,
+    pub args: Value,
+    pub started: u64,
+}
+
+/// What a child's settled session means for its caller.
+enum Settled {
+    Answered { text: String, returns: Vec<String> },
+    Failed { kind: &'static str, reason: String },
+    Parked { state: String, waiting: String },
+}
+
+/// The value at `path` in `variables`, with its type.
+fn value_at<'v>(path: &VarPath, variables: &'v Value) -> Option<&'v Value> {
+    let mut value = variables.get(&path.root)?;
+    for segment in &path.segments {
+        value = match (segment, value) {
+            (PathSegment::Key(key), Value::Object(map)) => map.get(key)?,
+            (PathSegment::Index(index), Value::Array(items)) => {
+                let position = if *index < 0 { items.len() as i64 + index } else { *index };
+                items.get(usize::try_from(position).ok()?)?
+            }
+            (PathSegment::Index(index), Value::Object(map)) => map.get(&index.to_string())?,
+            _ => return None,
+        };
+    }
+    Some(value)
+}
+
+/// Resolves one argument: a whole-argument reference keeps the value's type, mixed text
+/// is substituted as text. `Err` names what does not resolve.
+fn resolve_argument(value: &Value, variables: &Value) -> Result<Value, String> {
+    match value {
+        Value::String(text) if text.contains("${{") => {
+            let template = parse_template(text).map_err(|error| format!("`{text}` is malformed: {}", error.message))?;
+            if let [TemplatePart::Reference { path, .. }] = template.parts.as_slice() {
+                return value_at(path, variables)
+                    .cloned()
+                    .ok_or_else(|| format!("`{text}` does not resolve: `{}` is not set", path.root));
+            }
+            let mut out = String::with_capacity(text.len());
+            for part in &template.parts {
+                match part {
+                    TemplatePart::Literal(literal) => out.push_str(literal),
+                    TemplatePart::Reference { path, .. } => match value_at(path, variables) {
+                        Some(Value::String(found)) => out.push_str(found),
+                        Some(found) => out.push_str(&found.to_string()),
+                        None => return Err(format!("`{text}` does not resolve: `{}` is not set", path.root)),
+                    },
+                }
+            }
+            Ok(Value::String(out))
+        }
+        Value::Array(items) => items.iter().map(|item| resolve_argument(item, variables)).collect(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, item)| resolve_argument(item, variables).map(|resolved| (key.clone(), resolved)))
+            .collect::<Result<Map<String, Value>, String>>()
+            .map(Value::Object),
+        other => Ok(other.clone()),
+    }
+}
+
+/// `name.ext` → `name-1.ext` for the first free name in `directory`.
+fn free_name(workspace: &archmax_stdlib::vfs::Workspace, directory: &str, file: &str) -> String {
+    let taken = |name: &str| workspace.stat(&format!("{directory}/{name}")).ok().flatten().is_some();
+    if !taken(file) {
+        return format!("{directory}/{file}");
+    }
+    let (stem, extension) = match file.rfind('.') {
+        Some(dot) if dot > 0 => (&file[..dot], &file[dot..]),
+        _ => (file, ""),
+    };
+    let mut n = 1;
+    loop {
+        let candidate = format!("{stem}-{n}{extension}");
+        if !taken(&candidate) {
+            return format!("{directory}/{candidate}");
+        }
+        n += 1;
+    }
+}
+
+/// Copies `from` (in `source`) into `target`'s `scratchpad/attachments/`; the new path.
+fn copy_attachment(
+    source: &archmax_stdlib::vfs::Workspace,
+    from: &str,
+    target: &archmax_stdlib::vfs::Workspace,
+) -> Result<String, String> {
+    let canonical = canonicalize(from).map_err(|_| format!("'{from}' climbs above the workspace root"))?;
+    let entry = source.stat(&canonical).map_err(|error| error.to_string())?;
+    match entry {
+        Some(entry) if !entry.is_dir => {}
+        Some(_) => return Err(format!("'{from}' is a folder, not a file")),
+        None => return Err(format!("'{from}' names no file")),
+    }
+    let bytes = source.read(&canonical).map_err(|error| error.to_string())?;
+    let file = canonical.rsplit('/').next().unwrap_or(&canonical).to_string();
+    let path = free_name(target, "scratchpad/attachments", &file);
+    target.write(&path, &bytes).map_err(|error| error.to_string())?;
+    Ok(path)
+}
+
+/// The opening message of a child: its inputs, inline where short.
+fn opening_message(inputs: &Map<String, Value>) -> String {
+    let mut shown = Vec::new();
+    let mut named = Vec::new();
+    let mut total = 0;
+    for (name, value) in inputs {
+        let inline = match value {
+            Value::String(_) | Value::Number(_) | Value::Bool(_) => Some(value.to_string()),
+            _ => None,
+        };
+        match inline {
+            Some(text) if text.chars().count() <= OPENING_VALUE_CHARS && total + text.len() <= OPENING_TOTAL_CHARS => {
+                total += text.len();
+                shown.push(format!("- {name}: {text}"));
+            }
+            _ => named.push(name.as_str()),
+        }
+    }
+    let mut text = String::from("Another workflow started this session to do its work.");
+    if !shown.is_empty() {
+        text.push_str(" Its inputs:\n");
+        text.push_str(&shown.join("\n"));
+    }
+    if !named.is_empty() {
+        text.push_str(&format!(
+            "\n{} {} also set; read {} with archmax_get_variables.",
+            named.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", "),
+            if named.len() == 1 { "is" } else { "are" },
+            if named.len() == 1 { "it" } else { "them" }
+        ));
+    }
+    text
+}
+
+fn manual(workflow: &WorkflowProgram, program: &archmax_compiler::program::Program) -> Option<usize> {
+    workflow.triggers.iter().position(|trigger| program.str(trigger.id) == "manual")
+}
+
+/// Runs a prepared child's turn to its end (a completion, a park, a failure), waiting
+/// for one of `slots` first.
+pub(super) fn run_child<'r>(
+    runtime: &'r Runtime,
+    prepared: Prepared,
+    slots: Arc<Semaphore>,
+) -> ChildRun<'r> {
+    Box::pin(async move {
+        let _slot = slots.acquire_owned().await;
+        let Prepared { meta, session, writer } = prepared;
+        let turn = Turn::new(runtime, meta.target, session, writer);
+        let entry = turn.session.head.position.clone().unwrap_or_default();
+        let names: Vec<String> = turn.session.variables.keys().cloned().collect();
+        turn.emit(Event::VariablesSet { state: None, names, locked: true, call_id: None });
+        turn.emit(Event::Advance { from: "__start__".to_string(), to: entry.clone(), reason: None, call_id: None });
+        turn.emit(Event::StateEnter { state: entry.clone() });
+        turn.emit(Event::WorkflowReset { entry });
+        let outcome = turn.run().await;
+        (meta, outcome)
+    })
+}
+
+impl Turn<'_> {
+    fn sub_result(&self, meta: &Meta, status: &str, reason: Option<String>, returns: Vec<String>) {
+        self.emit(Event::SubWorkflowResult {
+            state: meta.state.clone(),
+            workflow: meta.slug.clone(),
+            dispatch_id: meta.dispatch_id.clone(),
+            status: status.to_string(),
+            duration_ms: self.now().saturating_sub(meta.started),
+            reason,
+            returns,
+        });
+    }
+
+    /// Phase 1: the dispatch checks and the child's session.
+    pub(super) fn prepare_delegation(
+        &mut self,
+        id: StateId,
+        call_id: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Prepared, Answer> {
+        let program = self.program();
+        let here = self.slug(id).to_string();
+        let slug = delegation_target(tool).unwrap_or_default().to_string();
+        self.session.head.delegations += 1;
+        let number = self.session.head.delegations;
+        let depth = self.session.head.ancestors.len() + 1;
+        let mut meta = Meta {
+            dispatch_id: format!("subwf-{number}"),
+            call_id: call_id.to_string(),
+            slug: slug.clone(),
+            target: WorkflowId(0),
+            child: format!("{}~{number}", self.session.id),
+            state: here.clone(),
+            args: args.clone(),
+            started: self.now(),
+        };
+        self.emit(Event::SubWorkflowStart {
+            state: here.clone(),
+            workflow: slug.clone(),
+            dispatch_id: meta.dispatch_id.clone(),
+            depth: depth as u32,
+            call_id: Some(call_id.to_string()),
+        });
+        let refuse = |turn: &Turn<'_>, meta: &Meta, kind: &str, reason: String| -> Answer {
+            turn.sub_result(meta, "error", Some(format!("{kind}: {reason}")), Vec::new());
+            Answer::error(format!(
+                "[workflow] BLOCKED: the call to sub-workflow '{}' was refused ({kind}): {reason}. Nothing ran; correct the call and try again.",
+                meta.slug
+            ))
+        };
+        let mut chain: Vec<String> = self.session.head.ancestors.clone();
+        chain.push(self.session.head.workflow.clone());
+        if depth > MAX_DEPTH {
+            let reason = format!(
+                "it would run at depth {depth}, and the limit is {MAX_DEPTH} (chain {} → {slug})",
+                chain.join(" → ")
+            );
+            return Err(refuse(self, &meta, "depth-exceeded", reason));
+        }
+        if chain.contains(&slug) {
+            let reason = format!("'{slug}' is already running in this chain ({} → {slug})", chain.join(" → "));
+            return Err(refuse(self, &meta, "cycle", reason));
+        }
+        let variables = self.session.variable_values();
+        let Value::Object(raw) = args else {
+            return Err(refuse(self, &meta, "invalid-param", "the arguments must be an object".to_string()));
+        };
+        let mut resolved = Map::new();
+        for (name, value) in raw {
+            match resolve_argument(value, &variables) {
+                Ok(value) => {
+                    resolved.insert(name.clone(), value);
+                }
+                Err(problem) => {
+                    return Err(refuse(self, &meta, "unresolved-param", format!("argument '{name}': {problem}")));
+                }
+            }
+        }
+        meta.args = Value::Object(resolved.clone());
+        let Some((target_id, target)) = program.workflow(&slug) else {
+            return Err(refuse(self, &meta, "unknown-workflow", format!("the workspace has no workflow '{slug}'")));
+        };
+        meta.target = target_id;
+        if target.disabled {
+            return Err(refuse(
+                self,
+                &meta,
+                "disabled",
+                format!("workflow '{slug}' is disabled and starts no new sessions"),
+            ));
+        }
+        let Some(manual) = manual(target, program).map(|index| &target.triggers[index]) else {
+            return Err(refuse(
+                self,
+                &meta,
+                "not-delegatable",
+                format!("workflow '{slug}' declares no `manual` entry"),
+            ));
+        };
+        let missing: Vec<String> = manual
+            .requires
+            .iter()
+            .map(|entry| program.str(entry.name))
+            .filter(|name| !resolved.contains_key(*name))
+            .map(|name| format!("'{name}'"))
+            .collect();
+        if !missing.is_empty() {
+            return Err(refuse(self, &meta, "missing-param", format!("it needs {}", missing.join(", "))));
+        }
+        let today = crate::values::Today::at(self.now());
+        for (name, value) in &resolved {
+            let Some(entry) = manual.requires.iter().find(|entry| program.str(entry.name) == name) else {
+                let declared: Vec<&str> = manual.requires.iter().map(|entry| program.str(entry.name)).collect();
+                return Err(refuse(
+                    self,
+                    &meta,
+                    "invalid-param",
+                    format!("'{name}' is not a parameter (the parameters are {})", declared.join(", ")),
+                ));
+            };
+            if let Err(problem) = crate::values::check(program, entry, value, &today) {
+                return Err(refuse(self, &meta, "invalid-param", problem));
+            }
+        }
+
+        // The child: seeded with the arguments only, `file` ones copied across.
+        let child_workspace = self.runtime.workspace(&meta.child);
+        let state = self.state(id);
+        let policy = self.policy();
+        let mut seeds = resolved.clone();
+        for entry in manual.requires.iter().filter(|entry| entry.ty == Some(ValueType::File)) {
+            let name = program.str(entry.name);
+            let Some(Value::String(path)) = resolved.get(name) else {
+                continue;
+            };
+            let readable =
+                canonicalize(path).ok().is_some_and(|canonical| crate::kernel::visible(&policy, state, &canonical));
+            let copied = if readable {
+                copy_attachment(&self.workspace, path, &child_workspace)
+            } else {
+                Err(format!("'{path}' is not a file this state may read"))
+            };
+            match copied {
+                Ok(copy) => {
+                    seeds.insert(name.to_string(), Value::String(copy));
+                }
+                Err(problem) => {
+                    return Err(refuse(self, &meta, "invalid-param", format!("the file argument '{name}': {problem}")));
+                }
+            }
+        }
+        let entry_slug = program.str(target.state(manual.entry).slug).to_string();
+        let now = self.now();
+        let mut variables = std::collections::BTreeMap::new();
+        for (name, value) in &seeds {
+            variables.insert(name.clone(), Variable { value: value.clone(), locked: name != "title" });
+        }
+        variables.insert("trigger".to_string(), Variable { value: Value::String("manual".to_string()), locked: true });
+        let session = SessionState {
+            id: meta.child.clone(),
+            seq: 0,
+            head: Head {
+                workflow: slug.clone(),
+                spec_hash: target.spec_hash.clone(),
+                position: Some(entry_slug.clone()),
+                entry_state: Some(entry_slug.clone()),
+                trigger: Some("manual".to_string()),
+                status: Status::Running,
+                parent: Some(self.session.id.clone()),
+                ancestors: chain,
+                dispatch_id: Some(meta.dispatch_id.clone()),
+                created_at: now,
+                updated_at: now,
+                ..Head::default()
+            },
+            variables,
+            trail: vec![TrailStep {
+                to: entry_slug,
+                kind: "trigger".to_string(),
+                reason: Some("manual".to_string()),
+                workflow: None,
+                status: None,
+                ts: now,
+            }],
+            messages: vec![Message::User { text: opening_message(&seeds), opening: Some(true) }],
+        };
+        match self.runtime.store.create(&session) {
+            Ok(writer) => Ok(Prepared { meta, session, writer }),
+            Err(error) => {
+                let reason = format!("the child session could not be created: {error}");
+                self.sub_result(&meta, "error", Some(reason.clone()), Vec::new());
+                Err(Answer::error(format!("Error: sub-workflow '{slug}' did not start: {reason}")))
+            }
+        }
+    }
+
+    /// What a settled child means: its answer, a failure, or a park.
+    fn settle_child(&mut self, meta: &Meta, outcome: Result<Outcome, RunError>) -> Settled {
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(error) => return Settled::Failed { kind: "error", reason: error.to_string() },
+        };
+        match outcome.status {
+            Status::Completed | Status::Running => {}
+            Status::Failed => {
+                let (code, reason) = outcome
+                    .exit
+                    .as_ref()
+                    .map(|exit| (exit.code.clone(), exit.reason.clone()))
+                    .unwrap_or_else(|| ("failed".to_string(), "the sub-workflow failed".to_string()));
+                return Settled::Failed {
+                    kind: "raised",
+                    reason: format!("sub-workflow '{}' raised `{code}`: {reason}", meta.slug),
+                };
+            }
+            Status::Rejected => {
+                return Settled::Failed {
+                    kind: "rejected",
+                    reason: format!(
+                        "Sub-workflow '{}' was rejected in state '{}': {}",
+                        meta.slug,
+                        outcome.state,
+                        outcome.reason.clone().unwrap_or_default()
+                    ),
+                };
+            }
+            Status::AwaitingDecision => {
+                return Settled::Parked { state: outcome.state.clone(), waiting: "a person's decision".to_string() };
+            }
+            Status::AwaitingInput => {
+                let reason = outcome.pending_input.as_ref().map(|input| input.reason.clone()).unwrap_or_default();
+                return Settled::Parked {
+                    state: outcome.state.clone(),
+                    waiting: format!("input from outside ({reason})"),
+                };
+            }
+        }
+        let program = self.program();
+        let target = &program.workflows[meta.target.0 as usize];
+        let Some(manual) = manual(target, program).map(|index| &target.triggers[index]) else {
+            return Settled::Failed { kind: "error", reason: "the target has no manual entry".to_string() };
+        };
+        let child = match self.runtime.store.read(&meta.child) {
+            Ok(Some(child)) => child,
+            Ok(None) => return Settled::Failed { kind: "error", reason: "the child session vanished".to_string() },
+            Err(error) => return Settled::Failed { kind: "error", reason: error.to_string() },
+        };
+        let message = child
+            .messages
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                Message::Assistant { text, .. } if !text.trim().is_empty() => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| "(the sub-workflow completed without a closing message)".to_string());
+        if manual.returns.is_empty() {
+            return Settled::Answered { text: message, returns: Vec::new() };
+        }
+        match self.collect_returns(meta, manual, &child) {
+            Ok(Returns { values: returns, set, unset }) => {
+                let mut answer = json!({ "message": message, "returns": returns });
+                if !unset.is_empty() {
+                    let names: Vec<String> = unset.iter().map(|name| format!("'{name}'")).collect();
+                    answer["returns"]["note"] = json!(format!(
+                        "Not all return variables were set by the sub-workflow: {} {} not set.",
+                        names.join(", "),
+                        if unset.len() == 1 { "was" } else { "were" }
+                    ));
+                }
+                Settled::Answered { text: answer.to_string(), returns: set }
+            }
+            Err(reason) => Settled::Failed { kind: "invalid-return", reason },
+        }
+    }
+
+    /// The declared returns of a completed child: values (files copied up), the names
+    /// set, the names left unset.
+    fn collect_returns(
+        &self,
+        meta: &Meta,
+        manual: &TriggerProgram,
+        child: &SessionState,
+    ) -> Result<Returns, String> {
+        let program = self.program();
+        let today = crate::values::Today::at(self.now());
+        let child_workspace = self.runtime.workspace(&meta.child);
+        let mut returns = Map::new();
+        let mut set = Vec::new();
+        let mut unset = Vec::new();
+        for entry in &manual.returns {
+            let name = program.str(entry.name).to_string();
+            let Some(variable) = child.variables.get(&name) else {
+                returns.insert(name.clone(), Value::Null);
+                unset.push(name);
+                continue;
+            };
+            let mut value = variable.value.clone();
+            check_return(program, entry, &value, &today)
+                .map_err(|problem| format!("sub-workflow '{}' returned a mistyped value: {problem}", meta.slug))?;
+            if entry.ty == Some(ValueType::File)
+                && let Value::String(path) = &value
+            {
+                let copy = copy_attachment(&child_workspace, path, &self.workspace).map_err(|problem| {
+                    format!("sub-workflow '{}' returned the file '{name}', but {problem}", meta.slug)
+                })?;
+                value = Value::String(copy);
+            }
+            returns.insert(name.clone(), value);
+            set.push(name);
+        }
+        Ok(Returns { values: returns, set, unset })
+    }
+
+    /// Phase 3: the caller's answer for a settled child.
+    pub(super) fn finish_delegation(
+        &mut self,
+        meta: &Meta,
+        outcome: Result<Outcome, RunError>,
+        caller: Caller,
+    ) -> Answer {
+        let child_usage = outcome.as_ref().map(|outcome| outcome.turn_usage).unwrap_or_default();
+        self.children_usage.add(&child_usage);
+        match self.settle_child(meta, outcome) {
+            Settled::Answered { text, returns } => {
+                self.sub_result(meta, "ok", None, returns);
+                self.push_sub_trail(meta, "ok");
+                if caller == Caller::Model {
+                    self.recover_failure(meta);
+                }
+                Answer::ok(text)
+            }
+            Settled::Failed { kind, reason } => self.fail_delegation(meta, kind, reason, caller),
+            Settled::Parked { state, waiting } => {
+                if caller != Caller::Model {
+                    let reason = format!(
+                        "sub-workflow '{}' stopped at '{state}' waiting for {waiting}, and this call cannot wait",
+                        meta.slug
+                    );
+                    return self.fail_delegation(meta, "parked", reason, caller);
+                }
+                self.sub_result(meta, "parked", Some(format!("waiting at '{state}' for {waiting}")), Vec::new());
+                self.push_sub_trail(meta, "parked");
+                self.session.head.pending_delegations.push(PendingDelegation {
+                    state: meta.state.clone(),
+                    workflow: meta.slug.clone(),
+                    child: meta.child.clone(),
+                    call_id: meta.call_id.clone(),
+                    dispatch_id: meta.dispatch_id.clone(),
+                });
+                Answer::ok(format!(
+                    "The sub-workflow '{}' stopped at '{state}' and waits for {waiting}. This session waits with it; when it is resumed, its result arrives here as a runtime note.",
+                    meta.slug
+                ))
+            }
+        }
+    }
+
+    fn fail_delegation(&mut self, meta: &Meta, kind: &str, reason: String, caller: Caller) -> Answer {
+        self.sub_result(meta, "error", Some(format!("{kind}: {reason}")), Vec::new());
+        self.push_sub_trail(meta, "error");
+        if caller == Caller::Model {
+            self.session.head.failed_delegations.push(FailedDelegation {
+                state: meta.state.clone(),
+                workflow: meta.slug.clone(),
+                args: meta.args.clone(),
+                reason: format!("{kind}: {reason}"),
+            });
+        }
+        Answer::error(format!("Error: the call to sub-workflow '{}' failed ({kind}): {reason}", meta.slug))
+    }
+
+    /// One success recovers one failed call of the same workflow from the same state: the
+    /// one with the same arguments, else the oldest.
+    fn recover_failure(&mut self, meta: &Meta) {
+        let failures = &mut self.session.head.failed_delegations;
+        let same = |failure: &FailedDelegation| failure.state == meta.state && failure.workflow == meta.slug;
+        let index = failures
+            .iter()
+            .position(|failure| same(failure) && failure.args == meta.args)
+            .or_else(|| failures.iter().position(same));
+        if let Some(index) = index {
+            failures.remove(index);
+        }
+    }
+
+    fn push_sub_trail(&mut self, meta: &Meta, status: &str) {
+        let step = TrailStep {
+            to: meta.state.clone(),
+            kind: "sub-workflow".to_string(),
+            reason: Some(meta.child.clone()),
+            workflow: Some(meta.slug.clone()),
+            status: Some(status.to_string()),
+            ts: self.now(),
+        };
+        self.session.trail.push(step.clone());
+        self.pending.trail.push(step);
+    }
+
+    /// Runs every child the last batch prepared, at most [`MAX_IN_FLIGHT`] at once, and
+    /// returns each call id with its answer.
+    pub(super) async fn run_deferred(&mut self, caller: Caller) -> Vec<(String, Answer)> {
+        let deferred = std::mem::take(&mut self.deferred);
+        if deferred.is_empty() {
+            return Vec::new();
+        }
+        let runtime = self.runtime;
+        let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        let runs: Vec<_> =
+            deferred.into_iter().map(|prepared| run_child(runtime, prepared, Arc::clone(&slots))).collect();
+        let settled = futures_util::future::join_all(runs).await;
+        let mut answers = Vec::with_capacity(settled.len());
+        for (meta, outcome) in settled {
+            let answer = self.finish_delegation(&meta, outcome, caller);
+            self.emit_delegation_result(&meta, &answer, caller);
+            answers.push((meta.call_id.clone(), answer));
+        }
+        answers
+    }
+
+    /// The `tool-result` of a delegation call, once its child settled.
+    pub(super) fn emit_delegation_result(&self, meta: &Meta, answer: &Answer, caller: Caller) {
+        let (output, truncated) = super::calls::preview(&answer.content);
+        self.emit(Event::ToolResult {
+            state: meta.state.clone(),
+            tool: format!("{}{}", archmax_compiler::tools::DELEGATION_PREFIX, meta.slug),
+            call_id: meta.call_id.clone(),
+            status: if answer.refused { "error" } else { "ok" }.to_string(),
+            duration_ms: self.now().saturating_sub(meta.started),
+            output,
+            truncated,
+            origin: caller.origin().to_string(),
+        });
+    }
+
+    /// Parks this session on the first parked child: its record, presented as ours.
+    pub(super) fn present_delegation(&mut self) {
+        if self.session.head.status != Status::Running {
+            return;
+        }
+        let Some(pending) = self.session.head.pending_delegations.first().cloned() else {
+            return;
+        };
+        let child = match self.runtime.store.read(&pending.child) {
+            Ok(Some(child)) => child,
+            _ => {
+                self.session.head.pending_delegations.remove(0);
+                self.session.head.rejected =
+                    Some(format!("the parked sub-workflow session '{}' could not be read", pending.child));
+                return;
+            }
+        };
+        if let Some(mut decision) = child.head.pending_decision.clone() {
+            self.session.head.decision_count += 1;
+            decision.seq = self.session.head.decision_count;
+            decision.created_at = crate::clock::rfc3339(self.now());
+            let state = decision.state.clone();
+            self.session.head.pending_decision = Some(decision);
+            self.session.head.status = Status::AwaitingDecision;
+            self.emit(Event::Parked {
+                state,
+                awaiting: "decision".to_string(),
+                reason: Some(format!("sub-workflow '{}' waits for a decision", pending.workflow)),
+                resume_at: None,
+                call_id: Some(pending.call_id.clone()),
+            });
+        } else if let Some(input) = child.head.pending_input.clone() {
+            let state = input.state.clone();
+            let reason = input.reason.clone();
+            let resume_at = input.resume_at.clone();
+            self.session.head.pending_input = Some(input);
+            self.session.head.status = Status::AwaitingInput;
+            self.emit(Event::Parked {
+                state,
+                awaiting: "input".to_string(),
+                reason: Some(reason),
+                resume_at,
+                call_id: Some(pending.call_id.clone()),
+            });
+        } else {
+            self.session.head.pending_delegations.remove(0);
+            return;
+        }
+        self.session.head.park_phase = Some(ParkPhase::Closing);
+    }
+
+    /// A parked child, resumed through this session, settled: its answer (or failure)
+    /// reaches the calling state as a note, and the next parked child is presented.
+    pub(super) fn resumed_child(&mut self, pending: &PendingDelegation, outcome: Result<Outcome, RunError>) {
+        let program = self.program();
+        let Some((target, _)) = program.workflow(&pending.workflow) else {
+            return;
+        };
+        let meta = Meta {
+            dispatch_id: pending.dispatch_id.clone(),
+            call_id: pending.call_id.clone(),
+            slug: pending.workflow.clone(),
+            target,
+            child: pending.child.clone(),
+            state: pending.state.clone(),
+            args: Value::Null,
+            started: self.now(),
+        };
+        let head = &mut self.session.head;
+        head.pending_decision = None;
+        head.pending_input = None;
+        head.park_phase = None;
+        match self.settle_child(&meta, outcome) {
+            Settled::Parked { .. } => {
+                // Still parked (a decision into another human state): present it again.
+                self.session.head.status = Status::Running;
+                self.present_delegation();
+                return;
+            }
+            Settled::Answered { text, returns } => {
+                self.session.head.pending_delegations.retain(|waiting| waiting.child != pending.child);
+                self.sub_result(&meta, "ok", None, returns);
+                self.push_sub_trail(&meta, "ok");
+                self.note(NoteKind::SubWorkflow, format!("[sub-workflow: {}] {text}", pending.workflow));
+            }
+            Settled::Failed { kind, reason } => {
+                self.session.head.pending_delegations.retain(|waiting| waiting.child != pending.child);
+                self.sub_result(&meta, "error", Some(format!("{kind}: {reason}")), Vec::new());
+                self.push_sub_trail(&meta, "error");
+                self.session.head.failed_delegations.push(FailedDelegation {
+                    state: pending.state.clone(),
+                    workflow: pending.workflow.clone(),
+                    args: Value::Null,
+                    reason: format!("{kind}: {reason}"),
+                });
+                self.note(
+                    NoteKind::Error,
+                    format!("[error] sub-workflow '{}' failed after the decision: {reason}", pending.workflow),
+                );
+            }
+        }
+        self.session.head.status = Status::Running;
+        self.present_delegation();
+    }
+}
+
+/// A return is held to its declared type; a `file` return must be a path.
+fn check_return(
+    program: &archmax_compiler::program::Program,
+    entry: &SignatureEntry,
+    value: &Value,
+    today: &crate::values::Today,
+) -> Result<(), String> {
+    crate::values::check(program, entry, value, today)
+}

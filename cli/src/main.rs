@@ -14,6 +14,7 @@ mod resume;
 mod run;
 mod session;
 mod sessions;
+mod test;
 mod validate;
 
 use std::path::PathBuf;
@@ -144,6 +145,19 @@ enum Command {
         #[command(flatten)]
         common: SessionFlags,
     },
+    /// Run a workflow's cases (`tests/**/*.test.yaml`).
+    Test {
+        /// The workflow; may be left out when the workspace has exactly one.
+        workflow: Option<String>,
+        /// Run only case files whose path contains this text.
+        filter: Option<String>,
+        /// Replay each case's tape (`<case>.tape.yaml` beside it) instead of calling a model.
+        #[arg(long)]
+        replay: bool,
+        /// Print the results document as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the long explanation of a diagnostic code.
     Explain {
         /// A code such as AMX0301.
@@ -214,6 +228,9 @@ fn main() -> ExitCode {
             },
         ),
         Command::Sessions { id, workflow, json } => sessions::run(&root, id.as_deref(), workflow.as_deref(), json),
+        Command::Test { workflow, filter, replay, json } => {
+            test::run(&root, test::TestArgs { workflow: workflow.as_deref(), filter: filter.as_deref(), replay, json })
+        }
         Command::Decide { session, to, comment, workflow, common } => {
             resume::decide(&common.options(&root), &session, &to, comment.as_deref(), workflow.as_deref())
         }

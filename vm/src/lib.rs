@@ -23,10 +23,12 @@ pub mod prompt;
 pub mod runtime;
 pub mod sandbox;
 pub mod session;
+pub mod testing;
 pub mod values;
 
 pub use archmax_compiler as compiler;
 pub use archmax_stdlib as stdlib;
 pub use runtime::{
-    DecideRequest, DeliverRequest, Disposition, Outcome, ReplyRequest, RunError, Runtime, RuntimeParts, TurnRequest,
+    DecideRequest, DeliverRequest, Disposition, Mock, Outcome, ReplyRequest, RunError, Runtime, RuntimeParts,
+    TurnRequest,
 };

@@ -49,11 +49,62 @@ pub struct Runtime {
     pub pricing: PricingTable,
     pub mounts: MountTable,
     pub recursion_limit: usize,
+    /// Declared tool results (a case's `mocks`), served after governance allowed a call.
+    pub mocks: Vec<Mock>,
     /// Tool definitions per workflow, per surface.
     pub definitions: Vec<Vec<Vec<ToolDefinition>>>,
     memory_sessions: Mutex<HashMap<String, Arc<MemoryVfs>>>,
     /// Each session's `archmax_eval` REPL, for as long as this runtime lives.
     repls: Mutex<HashMap<String, Arc<crate::sandbox::Sandbox>>>,
+}
+
+/// A declared result for calls of one tool: `{ tool, whenInput?, result }`. The first
+/// mock (in declaration order) whose tool matches and whose `when_input` partially
+/// matches the call's arguments answers it; the tool never runs.
+#[derive(Clone, Debug)]
+pub struct Mock {
+    pub tool: String,
+    pub when_input: Option<archmax_compiler::schema::case::Matcher>,
+    pub result: Value,
+}
+
+impl Mock {
+    /// The mock's result as a tool answers: a string verbatim, anything else as JSON.
+    pub fn answer(&self) -> String {
+        match &self.result {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Whether `observed` matches `pattern`: every declared key present and matching
+/// (recursively, extra keys ignored), lists element-wise with equal length, regexes
+/// tested against the value's text, anything else by strict equality.
+pub fn partial_match(pattern: &archmax_compiler::schema::case::Matcher, observed: &Value) -> bool {
+    use archmax_compiler::schema::case::Matcher;
+    match pattern {
+        Matcher::Map(entries) => match observed {
+            Value::Object(map) => {
+                entries.iter().all(|(key, inner)| map.get(key).is_some_and(|found| partial_match(inner, found)))
+            }
+            _ => false,
+        },
+        Matcher::List(items) => match observed {
+            Value::Array(found) => {
+                items.len() == found.len() && items.iter().zip(found).all(|(inner, value)| partial_match(inner, value))
+            }
+            _ => false,
+        },
+        Matcher::Regex(regex) => {
+            let text = match observed {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            regex.compile().is_ok_and(|compiled| compiled.is_match(&text))
+        }
+        Matcher::Exact(expected) => expected == observed,
+    }
 }
 
 /// A new message (or start) for a session.
@@ -207,6 +258,7 @@ impl Runtime {
             pricing: parts.pricing,
             mounts,
             recursion_limit: RECURSION_LIMIT,
+            mocks: Vec::new(),
             definitions,
             memory_sessions: Mutex::new(HashMap::new()),
             repls: Mutex::new(HashMap::new()),
@@ -230,6 +282,19 @@ impl Runtime {
     }
 
     /// The agent's workspace for a session: its own folder plus the host's mounts.
+    /// Serves these declared results (a case's `mocks`) from now on.
+    pub fn with_mocks(mut self, mocks: Vec<Mock>) -> Runtime {
+        self.mocks = mocks;
+        self
+    }
+
+    /// The mock answering a call of `tool` with `args`, if any.
+    pub fn mock_for(&self, tool: &str, args: &Value) -> Option<&Mock> {
+        self.mocks.iter().find(|mock| {
+            mock.tool == tool && mock.when_input.as_ref().is_none_or(|pattern| partial_match(pattern, args))
+        })
+    }
+
     /// The REPL of a session, if one was started in this process.
     pub fn repl(&self, session: &str) -> Option<Arc<crate::sandbox::Sandbox>> {
         self.repls.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(session).cloned()

@@ -629,7 +629,7 @@ fn check_skills(workspace: &Workspace, workflow: &Workflow, findings: &mut Findi
                 Code::MissingSkillsBlock,
                 Span::file_start(workflow.file),
                 format!(
-                    "the workspace serves {} but this workflow has no root `skills` block, so no state can use them",
+                    "the workspace serves {} but this workflow has no root `skills` block, so only a state naming a bundle in its own `skills.allow` can use one",
                     list_names(&known)
                 ),
             )

@@ -169,7 +169,11 @@ impl Turn<'_> {
                 self.emit(Event::StateLeave { state: here, next: None });
             }
             (_, Some(error)) => {
-                let reason = format!("{type_name} state '{here}' failed: {error}");
+                let reason = if kind == StateKind::Grader {
+                    format!("the grader failed: {error}")
+                } else {
+                    format!("the script failed: {error}")
+                };
                 self.emit(result("failed", Some(reason.clone())));
                 self.session.head.rejected = Some(reason);
                 self.route_failure();
@@ -182,12 +186,13 @@ impl Turn<'_> {
                     reason: Some(reason.clone()),
                     call_id: None,
                 });
+                let said = reason.trim_end().trim_end_matches('.');
                 let note = if kind == StateKind::Grader {
                     format!(
-                        "[grader] The '{here}' grader moved the session to '{to}': {reason}. Act on that reason in '{to}'."
+                        "[grader] The '{here}' grader moved the run to '{to}': {said}. Act on that reason in '{to}'."
                     )
                 } else {
-                    format!("[code] '{here}' moved the session to '{to}': {reason}. Act on that reason in '{to}'.")
+                    format!("[code] '{here}' moved the run to '{to}': {said}. Act on that reason in '{to}'.")
                 };
                 self.note(if kind == StateKind::Grader { NoteKind::Grader } else { NoteKind::Code }, note);
                 self.move_to(target);
@@ -342,7 +347,12 @@ fn already(decision: &Decision) -> String {
 
 /// How a host call from a script is answered: text, or the refusal that rejects it.
 fn reply_of(answer: Answer) -> Result<String, String> {
-    if answer.refused { Err(answer.content) } else { Ok(answer.content) }
+    if answer.refused {
+        // The rejection is an Error already: its message needs no `Error:` of its own.
+        Err(answer.content.strip_prefix("Error: ").map(str::to_string).unwrap_or(answer.content))
+    } else {
+        Ok(answer.content)
+    }
 }
 
 impl Turn<'_> {
@@ -439,17 +449,12 @@ impl Turn<'_> {
             "variables": self.session.variable_values(),
         });
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let run = Sandbox::run_module(&limits, path, &script.bytecode, input, &bridge, sender);
-        let result = self.serve(Caller::Code, run, receiver).await;
-        let error = match result {
-            Ok(output) => {
-                for line in output.console {
-                    self.emit(Event::CodeOutput { state: here.clone(), line });
-                }
-                None
-            }
-            Err(error) => Some(error.to_string()),
-        };
+        let run = Sandbox::run_module_logged(&limits, path, &script.bytecode, input, &bridge, sender);
+        let (result, console) = self.serve(Caller::Code, run, receiver).await;
+        for line in console {
+            self.emit(Event::CodeOutput { state: here.clone(), line });
+        }
+        let error = result.err().map(|error| error.to_string());
         self.settle(id, error, started);
         self.commit()
     }

@@ -15,6 +15,17 @@ use crate::session::{Message, Status, ToolCall, ToolStatus};
 
 use super::Turn;
 
+/// The runtime's own control tools: never mocked.
+const CONTROL_TOOLS: [&str; 7] = [
+    "archmax_advance",
+    "archmax_reset",
+    "archmax_wait",
+    "archmax_raise",
+    "archmax_get_variables",
+    "archmax_set_variables",
+    "archmax_get_history",
+];
+
 /// Longest tool output kept in a `tool-result` event.
 const EVENT_OUTPUT_PREVIEW: usize = 2_000;
 
@@ -259,7 +270,17 @@ impl Turn<'_> {
             origin: origin.clone(),
         });
         let started = self.now();
-        let answer = self.execute(id, call, &args, caller, alone, advanced).await;
+        // A declared result (a case's mock) answers an allowed call instead of the tool;
+        // control tools are the runtime's own and are never mocked. Sub-workflow mocks are
+        // served by the dispatcher, after its checks.
+        let mock = (!CONTROL_TOOLS.contains(&call.name.as_str()) && delegation_target(&call.name).is_none())
+            .then(|| self.runtime.mock_for(&call.name, &args))
+            .flatten()
+            .map(|mock| mock.answer());
+        let answer = match mock {
+            Some(text) => Answer::ok(text),
+            None => self.execute(id, call, &args, caller, alone, advanced).await,
+        };
         if answer.deferred {
             return answer;
         }
@@ -306,13 +327,15 @@ impl Turn<'_> {
             "archmax_set_variables" => self.set_variables(call, args),
             "archmax_get_history" => Answer::error("archmax_get_history is offered only to grader and code states."),
             "archmax_eval" | "archmax_run" => self.script_tool(id, &call.name, args).await,
-            name if delegation_target(name).is_some() => match self.prepare_delegation(id, &call.id, name, args) {
-                Ok(prepared) => {
-                    self.deferred.push(prepared);
-                    Answer::deferred()
+            name if delegation_target(name).is_some() => {
+                match self.prepare_delegation(id, &call.id, name, args, caller) {
+                    Ok(prepared) => {
+                        self.deferred.push(prepared);
+                        Answer::deferred()
+                    }
+                    Err(refusal) => refusal,
                 }
-                Err(refusal) => refusal,
-            },
+            }
             name if DEFAULT_TOOLS.contains(&name) => {
                 let policy = self.policy();
                 let state = self.state(id);

@@ -222,11 +222,7 @@ fn manual(workflow: &WorkflowProgram, program: &archmax_compiler::program::Progr
 
 /// Runs a prepared child's turn to its end (a completion, a park, a failure), waiting
 /// for one of `slots` first.
-pub(super) fn run_child<'r>(
-    runtime: &'r Runtime,
-    prepared: Prepared,
-    slots: Arc<Semaphore>,
-) -> ChildRun<'r> {
+pub(super) fn run_child<'r>(runtime: &'r Runtime, prepared: Prepared, slots: Arc<Semaphore>) -> ChildRun<'r> {
     Box::pin(async move {
         let _slot = slots.acquire_owned().await;
         let Prepared { meta, session, writer } = prepared;
@@ -255,13 +251,15 @@ impl Turn<'_> {
         });
     }
 
-    /// Phase 1: the dispatch checks and the child's session.
+    /// Phase 1: the dispatch checks and the child's session. `Err` is a call answered at
+    /// once: a refusal, or a case's mock standing in for the child.
     pub(super) fn prepare_delegation(
         &mut self,
         id: StateId,
         call_id: &str,
         tool: &str,
         args: &Value,
+        caller: Caller,
     ) -> Result<Prepared, Answer> {
         let program = self.program();
         let here = self.slug(id).to_string();
@@ -366,6 +364,13 @@ impl Turn<'_> {
             if let Err(problem) = crate::values::check(program, entry, value, &today) {
                 return Err(refuse(self, &meta, "invalid-param", problem));
             }
+        }
+
+        // A case's mock stands in for the run (after every refusal: a disabled target,
+        // a broken call are refused all the same).
+        if let Some(mock) = self.runtime.mock_for(tool, &meta.args) {
+            let result = mock.result.clone();
+            return Err(self.serve_mock(&meta, manual, &result, caller));
         }
 
         // The child: seeded with the arguments only, `file` ones copied across.
@@ -499,10 +504,26 @@ impl Turn<'_> {
                 _ => None,
             })
             .unwrap_or_else(|| "(the sub-workflow completed without a closing message)".to_string());
+        let values: Map<String, Value> =
+            child.variables.iter().map(|(name, variable)| (name.clone(), variable.value.clone())).collect();
+        let files = self.runtime.workspace(&meta.child);
+        self.answer_with(meta, manual, message, &values, &files)
+    }
+
+    /// `{ message, returns }` from the child's values (or the message alone when the
+    /// target declares no returns).
+    fn answer_with(
+        &self,
+        meta: &Meta,
+        manual: &TriggerProgram,
+        message: String,
+        values: &Map<String, Value>,
+        files: &archmax_stdlib::vfs::Workspace,
+    ) -> Settled {
         if manual.returns.is_empty() {
             return Settled::Answered { text: message, returns: Vec::new() };
         }
-        match self.collect_returns(meta, manual, &child) {
+        match self.collect_returns(meta, manual, values, files) {
             Ok(Returns { values: returns, set, unset }) => {
                 let mut answer = json!({ "message": message, "returns": returns });
                 if !unset.is_empty() {
@@ -519,34 +540,69 @@ impl Turn<'_> {
         }
     }
 
+    /// A declared result stands in for the child's run (a case's mock), held to the
+    /// target's contract: `{ error }` fails the call, mistyped returns fail it, unset
+    /// ones answer `null` with a note, `file` returns name files of this session.
+    fn serve_mock(&mut self, meta: &Meta, manual: &TriggerProgram, result: &Value, caller: Caller) -> Answer {
+        if let Some(error) = result.get("error").filter(|error| !error.is_null()) {
+            let reason = match error {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            return self.fail_delegation(meta, "error", reason, caller);
+        }
+        let message = match result {
+            Value::String(text) => text.clone(),
+            other => other
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("(the sub-workflow completed without a closing message)")
+                .to_string(),
+        };
+        let values = result.get("returns").and_then(Value::as_object).cloned().unwrap_or_default();
+        let files = self.workspace.clone();
+        match self.answer_with(meta, manual, message, &values, &files) {
+            Settled::Answered { text, returns } => {
+                self.sub_result(meta, "ok", None, returns);
+                self.push_sub_trail(meta, "ok");
+                if caller == Caller::Model {
+                    self.recover_failure(meta);
+                }
+                Answer::ok(text)
+            }
+            Settled::Failed { kind, reason } => self.fail_delegation(meta, kind, reason, caller),
+            Settled::Parked { .. } => Answer::error("a mock cannot park"),
+        }
+    }
+
     /// The declared returns of a completed child: values (files copied up), the names
     /// set, the names left unset.
     fn collect_returns(
         &self,
         meta: &Meta,
         manual: &TriggerProgram,
-        child: &SessionState,
+        values: &Map<String, Value>,
+        files: &archmax_stdlib::vfs::Workspace,
     ) -> Result<Returns, String> {
         let program = self.program();
         let today = crate::values::Today::at(self.now());
-        let child_workspace = self.runtime.workspace(&meta.child);
         let mut returns = Map::new();
         let mut set = Vec::new();
         let mut unset = Vec::new();
         for entry in &manual.returns {
             let name = program.str(entry.name).to_string();
-            let Some(variable) = child.variables.get(&name) else {
+            let Some(found) = values.get(&name).filter(|value| !value.is_null()) else {
                 returns.insert(name.clone(), Value::Null);
                 unset.push(name);
                 continue;
             };
-            let mut value = variable.value.clone();
+            let mut value = found.clone();
             check_return(program, entry, &value, &today)
                 .map_err(|problem| format!("sub-workflow '{}' returned a mistyped value: {problem}", meta.slug))?;
             if entry.ty == Some(ValueType::File)
                 && let Value::String(path) = &value
             {
-                let copy = copy_attachment(&child_workspace, path, &self.workspace).map_err(|problem| {
+                let copy = copy_attachment(files, path, &self.workspace).map_err(|problem| {
                     format!("sub-workflow '{}' returned the file '{name}', but {problem}", meta.slug)
                 })?;
                 value = Value::String(copy);

@@ -106,7 +106,23 @@ impl Sandbox {
         bridge: &Bridge,
         host: UnboundedSender<HostCall>,
     ) -> Result<ModuleOutput, SandboxError> {
-        let engine = Engine::new(limits).await?;
+        let (value, console) = Sandbox::run_module_logged(limits, name, bytecode, input, bridge, host).await;
+        Ok(ModuleOutput { value: value?, console })
+    }
+
+    /// [`Sandbox::run_module`], keeping what the script logged even when it failed.
+    pub async fn run_module_logged(
+        limits: &Limits,
+        name: &str,
+        bytecode: &[u8],
+        input: serde_json::Value,
+        bridge: &Bridge,
+        host: UnboundedSender<HostCall>,
+    ) -> (Result<serde_json::Value, SandboxError>, Vec<String>) {
+        let engine = match Engine::new(limits).await {
+            Ok(engine) => engine,
+            Err(error) => return (Err(error), Vec::new()),
+        };
         let scope = Scope::new(bridge, Mode::CodeState);
         let shared = Arc::clone(&engine.shared);
         let deadline = shared.begin(limits, scope.callable(), Some(host));
@@ -123,7 +139,7 @@ impl Sandbox {
             .await
             .unwrap_or(Err(SandboxError::Timeout(limits.timeout)));
         let console = shared.finish();
-        Ok(ModuleOutput { value: outcome?, console: console.lines })
+        (outcome, console.lines)
     }
 }
 

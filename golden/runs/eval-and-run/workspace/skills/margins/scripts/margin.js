@@ -1,0 +1,2 @@
+/** An order's margin: not for customer care. */
+({ margin: 0.42 });

@@ -1,0 +1,803 @@
+//! Cases: running a workflow's `tests/**/*.test.yaml` against the runtime.
+//!
+//! A case is one conversation on one session. The harness seeds the case's files into
+//! the session, then walks its steps in order: an action (`send`, `decide`, `deliver`)
+//! drives the runtime exactly as a host would, and every assertion after it is checked
+//! against the view that action left (the transcript, the trail, the variables, the
+//! park, what the session said). A structural assertion that fails halts the case: the
+//! steps after it are recorded `not-executed`. A content assertion that fails does not.
+//! `grade` asks the judge model for a score against `atLeast`.
+//!
+//! Each case gets a runtime of its own (a memory session store, the case's mocks, the
+//! model the caller hands in: a tape under `--replay`), so cases never share state and
+//! write nothing to the workspace. A case that dies (a refused start, an action the
+//! runtime refuses, `caseTimeoutMs`) records the error first, keeps the records it made,
+//! and leaves the rest `not-executed`.
+
+mod judge;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use archmax_compiler::program::Program;
+use archmax_compiler::schema::case::{
+    Case, Matcher, ParkChannel, SeedContent, Step, StepKind, SubWorkflowStatus, TextMatcher, ToolMatch,
+};
+
+use crate::clock::Clock;
+use crate::events::EventSink;
+use crate::model::ModelAdapter;
+use crate::model::pricing::PricingTable;
+use crate::runtime::{DecideRequest, DeliverRequest, Mock, Outcome, Runtime, RuntimeParts, TurnRequest, partial_match};
+use crate::session::memory::MemoryStore;
+use crate::session::{Message, SessionState, Status, ToolStatus, Usage};
+
+/// How one assertion came out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordStatus {
+    Passed,
+    Failed,
+    NotExecuted,
+}
+
+/// One assertion's result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Record {
+    pub kind: String,
+    pub status: RecordStatus,
+    /// `atLeast` of a grade.
+    pub threshold: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// 0-based index of the step in `steps`.
+    pub step: usize,
+}
+
+impl Record {
+    fn new(kind: &str, step: usize, failure: Option<String>) -> Record {
+        Record {
+            kind: kind.to_string(),
+            status: if failure.is_some() { RecordStatus::Failed } else { RecordStatus::Passed },
+            threshold: None,
+            score: None,
+            detail: failure,
+            step,
+        }
+    }
+
+    fn not_executed(kind: &str, step: usize) -> Record {
+        Record {
+            kind: kind.to_string(),
+            status: RecordStatus::NotExecuted,
+            threshold: None,
+            score: None,
+            detail: None,
+            step,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Passed,
+    Failed,
+    Skipped,
+}
+
+/// One case's result.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CaseResult {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub verdict: Verdict,
+    pub records: Vec<Record>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What the case's sessions spent (children and the judge included).
+    #[serde(skip)]
+    pub usage: Usage,
+}
+
+impl CaseResult {
+    /// Each failure as `kind: detail`, a dead case's error first.
+    pub fn failures(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.error.iter().cloned().collect();
+        for record in self.records.iter().filter(|record| record.status == RecordStatus::Failed) {
+            let mut line = format!("{}: {}", record.kind, record.detail.as_deref().unwrap_or("failed"));
+            if let (Some(score), Some(threshold)) = (record.score, record.threshold) {
+                line.push_str(&format!(" (score {score:.2} < atLeast {threshold:.2})"));
+            }
+            out.push(line);
+        }
+        out
+    }
+
+    pub fn not_executed(&self) -> usize {
+        self.records.iter().filter(|record| record.status == RecordStatus::NotExecuted).count()
+    }
+
+    /// A case that could not be run at all: its file is invalid, its tape is missing.
+    pub fn dead(id: &str, title: &str, description: &str, error: String) -> CaseResult {
+        CaseResult {
+            id: id.to_string(),
+            title: title.to_string(),
+            description: description.to_string(),
+            session_id: None,
+            verdict: Verdict::Failed,
+            records: Vec::new(),
+            skip_reason: None,
+            error: Some(error),
+            usage: Usage::default(),
+        }
+    }
+}
+
+/// What a case runs on, besides its own runtime.
+pub struct Harness {
+    pub program: Arc<Program>,
+    pub workflow: String,
+    /// The workspace root (mount sources).
+    pub root: PathBuf,
+    /// `workflows/<slug>/tests/`, where `from:` fixtures live.
+    pub tests_dir: PathBuf,
+    pub clock: Arc<dyn Clock>,
+    pub pricing: PricingTable,
+}
+
+/// What one case gets from its caller: its model (a tape under replay) and where its
+/// events go.
+pub struct CaseEnv {
+    pub model: Arc<dyn ModelAdapter>,
+    pub events: EventSink,
+}
+
+/// The session id of a case.
+pub fn session_id_for(case_id: &str) -> String {
+    let cleaned: String = case_id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
+        .collect();
+    format!("test-{cleaned}")
+}
+
+/// The view an action left, which its assertions read.
+struct View {
+    outcome: Outcome,
+    session: SessionState,
+    /// Index of the first message this action added.
+    opened_at: usize,
+}
+
+/// Why a case stopped before its last step.
+enum Stop {
+    /// A structural assertion failed.
+    Halted,
+    /// The case died with this error.
+    Died(String),
+}
+
+impl Harness {
+    fn runtime(&self, env: &CaseEnv, mocks: Vec<Mock>) -> Runtime {
+        Runtime::new(RuntimeParts {
+            program: Arc::clone(&self.program),
+            store: Arc::new(MemoryStore::new()),
+            model: Arc::clone(&env.model),
+            events: env.events.clone(),
+            clock: Arc::clone(&self.clock),
+            root: self.root.clone(),
+            pricing: self.pricing.clone(),
+        })
+        .with_mocks(mocks)
+    }
+
+    fn timeout(&self) -> Duration {
+        let millis = self
+            .program
+            .workflow(&self.workflow)
+            .map(|(_, workflow)| workflow.tests.case_timeout_ms)
+            .filter(|millis| *millis > 0)
+            .unwrap_or(120_000);
+        Duration::from_millis(millis)
+    }
+
+    /// Runs one case to its verdict.
+    pub async fn run_case(&self, case: &Case, env: CaseEnv) -> CaseResult {
+        let mut result = CaseResult {
+            id: case.id.clone(),
+            title: case.title.clone(),
+            description: case.description.clone(),
+            session_id: None,
+            verdict: Verdict::Passed,
+            records: Vec::new(),
+            skip_reason: None,
+            error: None,
+            usage: Usage::default(),
+        };
+        if let Some(reason) = &case.skip {
+            result.verdict = Verdict::Skipped;
+            result.skip_reason = Some(reason.clone());
+            return result;
+        }
+        let mocks = case
+            .mocks
+            .iter()
+            .map(|mock| Mock {
+                tool: mock.tool.value.clone(),
+                when_input: mock.when_input.clone(),
+                result: mock.result.clone(),
+            })
+            .collect();
+        let runtime = self.runtime(&env, mocks);
+        let session = session_id_for(&case.id);
+        result.session_id = Some(session.clone());
+        let limit = self.timeout();
+        let mut driver =
+            Driver { harness: self, runtime: &runtime, case, session, records: Vec::new(), usage: Usage::default() };
+        let stop = match tokio::time::timeout(limit, driver.drive()).await {
+            Ok(stop) => stop,
+            Err(_) => Some(Stop::Died(format!(
+                "the case ran longer than tests.caseTimeoutMs ({} ms) and was stopped",
+                limit.as_millis()
+            ))),
+        };
+        let mut records = std::mem::take(&mut driver.records);
+        result.usage = driver.usage;
+        // Every assertion step without a record was not executed.
+        for step in case.steps.iter().filter(|step| !step.is_action()) {
+            if !records.iter().any(|record| record.step == step.index) {
+                records.push(Record::not_executed(kind_name(&step.kind), step.index));
+            }
+        }
+        records.sort_by_key(|record| record.step);
+        if let Some(Stop::Died(error)) = stop {
+            result.error = Some(error);
+        }
+        let failed = result.error.is_some() || records.iter().any(|record| record.status == RecordStatus::Failed);
+        result.verdict = if failed { Verdict::Failed } else { Verdict::Passed };
+        result.records = records;
+        result
+    }
+}
+
+/// Walks one case's steps.
+struct Driver<'h> {
+    harness: &'h Harness,
+    runtime: &'h Runtime,
+    case: &'h Case,
+    session: String,
+    records: Vec<Record>,
+    usage: Usage,
+}
+
+impl Driver<'_> {
+    async fn drive(&mut self) -> Option<Stop> {
+        if let Err(error) = self.seed() {
+            return Some(Stop::Died(error));
+        }
+        let mut view: Option<View> = None;
+        for step in &self.case.steps {
+            if step.is_action() {
+                match self.act(step).await {
+                    Ok(next) => view = Some(next),
+                    Err(error) => {
+                        return Some(Stop::Died(format!("step {} ({}): {error}", step.index, kind_name(&step.kind))));
+                    }
+                }
+                continue;
+            }
+            let Some(current) = view.as_ref() else {
+                return Some(Stop::Died("an assertion came before any action".to_string()));
+            };
+            let records = self.check(step, current).await;
+            let halted =
+                step.kind.is_structural() && records.iter().any(|record| record.status == RecordStatus::Failed);
+            self.records.extend(records);
+            if halted {
+                return Some(Stop::Halted);
+            }
+        }
+        None
+    }
+
+    /// Writes the case's `workspace` files into its session.
+    fn seed(&self) -> Result<(), String> {
+        if self.case.workspace.is_empty() {
+            return Ok(());
+        }
+        let workspace = self.runtime.workspace(&self.session);
+        for seed in &self.case.workspace {
+            let bytes = match &seed.content {
+                SeedContent::Text(text) => text.clone().into_bytes(),
+                SeedContent::Json(value) => serde_json::to_string_pretty(value).unwrap_or_default().into_bytes(),
+                SeedContent::From(from) => {
+                    let path = self.harness.tests_dir.join(&from.value);
+                    std::fs::read(&path).map_err(|error| {
+                        format!(
+                            "the fixture `{}` named by workspace `{}` cannot be read: {error}",
+                            from.value, seed.path.value
+                        )
+                    })?
+                }
+            };
+            workspace
+                .write(&seed.path.value, &bytes)
+                .map_err(|error| format!("the workspace file `{}` could not be seeded: {error}", seed.path.value))?;
+        }
+        Ok(())
+    }
+
+    fn variables(&self) -> Map<String, Value> {
+        self.case.variables.iter().map(|(name, value)| (name.value.clone(), value.clone())).collect()
+    }
+
+    async fn act(&mut self, step: &Step) -> Result<View, String> {
+        let before =
+            self.runtime.store.read(&self.session).ok().flatten().map(|state| state.messages.len()).unwrap_or(0);
+        let outcome = match &step.kind {
+            StepKind::Send(message) => {
+                self.runtime
+                    .run_turn(TurnRequest {
+                        workflow: self.harness.workflow.clone(),
+                        session: Some(self.session.clone()),
+                        trigger: self.case.trigger.as_ref().map(|trigger| trigger.value.clone()),
+                        message: Some(message.clone()),
+                        variables: self.variables(),
+                    })
+                    .await
+            }
+            StepKind::Decide { to, comment } => {
+                self.runtime
+                    .decide(DecideRequest {
+                        session: self.session.clone(),
+                        workflow: None,
+                        to: to.value.clone(),
+                        comment: comment.clone(),
+                    })
+                    .await
+            }
+            StepKind::Deliver { trigger, variables } => {
+                self.runtime
+                    .deliver(DeliverRequest {
+                        session: self.session.clone(),
+                        workflow: None,
+                        trigger: trigger.clone(),
+                        variables: variables.iter().map(|(name, value)| (name.value.clone(), value.clone())).collect(),
+                        message: None,
+                    })
+                    .await
+            }
+            _ => return Err("not an action".to_string()),
+        }
+        .map_err(|error| error.to_string())?;
+        self.usage.add(&outcome.turn_usage);
+        let session = self
+            .runtime
+            .store
+            .read(&self.session)
+            .map_err(|error| error.to_string())?
+            .ok_or_else(|| "the session vanished".to_string())?;
+        Ok(View { outcome, session, opened_at: before })
+    }
+
+    async fn check(&mut self, step: &Step, view: &View) -> Vec<Record> {
+        let index = step.index;
+        let kind = kind_name(&step.kind);
+        let one = |failure: Option<String>| vec![Record::new(kind, index, failure)];
+        match &step.kind {
+            StepKind::Succeeded => one(succeeded(view)),
+            StepKind::Parked { channel, state } => {
+                one(parked(view, *channel, state.as_ref().map(|state| state.value.as_str())))
+            }
+            StepKind::Raised { code, reason } => one(raised(view, code.as_deref(), reason.as_ref())),
+            StepKind::ReachedState(state) => {
+                let reached = view.session.trail.iter().any(|trail| trail.kind != "trigger" && trail.to == state.value);
+                one((!reached).then(|| {
+                    format!("the session never reached '{}' (trail: {})", state.value, trail_summary(&view.session))
+                }))
+            }
+            StepKind::NoTraversal => {
+                let moved: Vec<String> = view
+                    .session
+                    .trail
+                    .iter()
+                    .filter(|trail| trail.kind != "trigger")
+                    .map(|trail| format!("{} → {}", trail.kind, trail.to))
+                    .collect();
+                one((!moved.is_empty()).then(|| format!("the session moved: {}", moved.join(", "))))
+            }
+            StepKind::TriggerArrival(id) => {
+                let arrived = view
+                    .session
+                    .trail
+                    .iter()
+                    .any(|trail| trail.kind == "trigger" && trail.reason.as_deref() == Some(id.as_str()));
+                let seen: Vec<&str> = view
+                    .session
+                    .trail
+                    .iter()
+                    .filter(|trail| trail.kind == "trigger")
+                    .filter_map(|trail| trail.reason.as_deref())
+                    .collect();
+                one((!arrived).then(|| format!("no arrival on trigger '{id}' (arrivals: {})", list(&seen))))
+            }
+            StepKind::Trail { to, kind: trail_kind, reason, count } => {
+                let matching = view
+                    .session
+                    .trail
+                    .iter()
+                    .filter(|trail| to.as_ref().is_none_or(|to| trail.to == to.value))
+                    .filter(|trail| trail_kind.is_none_or(|wanted| trail.kind == wanted.as_str()))
+                    .filter(|trail| {
+                        reason.as_ref().is_none_or(|reason| text_matches(reason, trail.reason.as_deref().unwrap_or("")))
+                    })
+                    .count() as u64;
+                let mut wanted = Vec::new();
+                if let Some(to) = to {
+                    wanted.push(format!("to '{}'", to.value));
+                }
+                if let Some(trail_kind) = trail_kind {
+                    wanted.push(format!("kind {}", trail_kind.as_str()));
+                }
+                if let Some(reason) = reason {
+                    wanted.push(format!("reason {}", describe_text(reason)));
+                }
+                one((matching != *count).then(|| {
+                    format!(
+                        "expected {count} trail step(s) with {}, found {matching} (trail: {})",
+                        wanted.join(", "),
+                        trail_summary(&view.session)
+                    )
+                }))
+            }
+            StepKind::Variables { expect, path, locked } => variables(view, kind, index, expect, path, locked),
+            StepKind::Reply { includes, excludes } => reply(view, index, includes, excludes),
+            StepKind::CalledTool(wanted) => {
+                let found = calls(&view.session).iter().any(|(call, _)| tool_matches(wanted, &call.name, &call.args));
+                one((!found).then(|| format!("no call of {} was made{}", describe_tool(wanted), called_summary(view))))
+            }
+            StepKind::NotCalledTool(wanted) => {
+                let found = calls(&view.session)
+                    .iter()
+                    .find(|(call, _)| tool_matches(wanted, &call.name, &call.args))
+                    .map(|(call, _)| call.args.to_string());
+                one(found.map(|args| format!("{} was called (with {args})", describe_tool(wanted))))
+            }
+            StepKind::BlockedTool(wanted) => {
+                let all = calls(&view.session);
+                let matching: Vec<_> =
+                    all.iter().filter(|(call, _)| tool_matches(wanted, &call.name, &call.args)).collect();
+                let blocked = matching.iter().any(|(_, answer)| answer.as_deref().is_some_and(is_governance_block));
+                one((!blocked).then(|| {
+                    if matching.is_empty() {
+                        format!("{} was never called", describe_tool(wanted))
+                    } else {
+                        format!("{} was called, but governance did not refuse it", describe_tool(wanted))
+                    }
+                }))
+            }
+            StepKind::UsedNoTools => {
+                let used: Vec<String> = view.session.messages[view.opened_at.min(view.session.messages.len())..]
+                    .iter()
+                    .filter_map(|message| match message {
+                        Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+                            Some(tool_calls.iter().map(|call| call.name.clone()).collect::<Vec<_>>().join(", "))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                one((!used.is_empty()).then(|| format!("tools were called: {}", used.join(", "))))
+            }
+            StepKind::RanWorkflow { workflow, status, count } => {
+                let wanted = match status {
+                    SubWorkflowStatus::Ok => "ok",
+                    SubWorkflowStatus::Error => "error",
+                    SubWorkflowStatus::Parked => "parked",
+                };
+                let runs = view
+                    .session
+                    .trail
+                    .iter()
+                    .filter(|trail| {
+                        trail.kind == "sub-workflow"
+                            && trail.workflow.as_deref() == Some(workflow.value.as_str())
+                            && trail.status.as_deref() == Some(wanted)
+                    })
+                    .count() as u64;
+                let failure = match count {
+                    Some(count) if runs != *count => Some(format!(
+                        "expected {count} run(s) of '{}' with status {wanted}, found {runs}",
+                        workflow.value
+                    )),
+                    None if runs == 0 => Some(format!("'{}' never ran with status {wanted}", workflow.value)),
+                    _ => None,
+                };
+                one(failure)
+            }
+            StepKind::Grade { criterion, at_least } => {
+                let mut record =
+                    judge::grade(self.harness, self.runtime, view, criterion, *at_least, &mut self.usage).await;
+                record.step = index;
+                vec![record]
+            }
+            StepKind::Send(_) | StepKind::Decide { .. } | StepKind::Deliver { .. } => Vec::new(),
+        }
+    }
+}
+
+/// The record kind of a step.
+pub fn kind_name(kind: &StepKind) -> &'static str {
+    match kind {
+        StepKind::Send(_) => "send",
+        StepKind::Decide { .. } => "decide",
+        StepKind::Deliver { .. } => "deliver",
+        StepKind::Succeeded => "succeeded",
+        StepKind::Parked { .. } => "parked",
+        StepKind::Raised { .. } => "raised",
+        StepKind::ReachedState(_) => "reachedState",
+        StepKind::NoTraversal => "noTraversal",
+        StepKind::TriggerArrival(_) => "triggerArrival",
+        StepKind::Trail { .. } => "trail",
+        StepKind::Variables { .. } => "variables",
+        StepKind::Reply { .. } => "reply",
+        StepKind::CalledTool(_) => "calledTool",
+        StepKind::NotCalledTool(_) => "notCalledTool",
+        StepKind::BlockedTool(_) => "blockedTool",
+        StepKind::UsedNoTools => "usedNoTools",
+        StepKind::RanWorkflow { .. } => "ranWorkflow",
+        StepKind::Grade { .. } => "grade.closedQA",
+    }
+}
+
+fn list(items: &[&str]) -> String {
+    if items.is_empty() { "none".to_string() } else { items.join(", ") }
+}
+
+fn trail_summary(session: &SessionState) -> String {
+    let steps: Vec<String> = session.trail.iter().map(|trail| format!("{} → {}", trail.kind, trail.to)).collect();
+    if steps.is_empty() { "empty".to_string() } else { steps.join(", ") }
+}
+
+fn text_matches(matcher: &TextMatcher, text: &str) -> bool {
+    match matcher {
+        TextMatcher::Substring(token) => text.contains(token.as_str()),
+        TextMatcher::Regex(regex) => regex.compile().is_ok_and(|compiled| compiled.is_match(text)),
+    }
+}
+
+fn describe_text(matcher: &TextMatcher) -> String {
+    match matcher {
+        TextMatcher::Substring(token) => format!("{token:?}"),
+        TextMatcher::Regex(regex) => format!("/{}/{}", regex.pattern, regex.flags),
+    }
+}
+
+fn is_governance_block(answer: &str) -> bool {
+    answer.starts_with("[workflow] BLOCKED") || answer.starts_with("[workflow] FAILED")
+}
+
+/// The outcome of the last action: completed, and no tool call failed in it.
+fn succeeded(view: &View) -> Option<String> {
+    let outcome = &view.outcome;
+    match outcome.status {
+        Status::AwaitingDecision => return Some(format!("the session parked for a decision at '{}'", outcome.state)),
+        Status::AwaitingInput => return Some(format!("the session parked waiting for input at '{}'", outcome.state)),
+        Status::Failed => {
+            let exit = outcome.exit.as_ref();
+            return Some(format!(
+                "the session raised `{}`: {}",
+                exit.map(|exit| exit.code.as_str()).unwrap_or("?"),
+                exit.map(|exit| exit.reason.as_str()).unwrap_or("")
+            ));
+        }
+        Status::Rejected => {
+            return Some(format!("the session was rejected: {}", outcome.reason.as_deref().unwrap_or("")));
+        }
+        Status::Completed | Status::Running => {}
+    }
+    let messages = &view.session.messages[view.opened_at.min(view.session.messages.len())..];
+    messages.iter().find_map(|message| match message {
+        Message::Tool { name, content, status: ToolStatus::Error, .. } if !is_governance_block(content) => {
+            Some(format!("the tool call {name} failed: {}", content.lines().next().unwrap_or("")))
+        }
+        _ => None,
+    })
+}
+
+fn parked(view: &View, channel: Option<ParkChannel>, state: Option<&str>) -> Option<String> {
+    let outcome = &view.outcome;
+    let actual = match outcome.status {
+        Status::AwaitingDecision => Some(ParkChannel::Decision),
+        Status::AwaitingInput => Some(ParkChannel::Input),
+        _ => None,
+    };
+    let Some(actual) = actual else {
+        return Some(format!("the session did not park: it is {} in '{}'", outcome.status.as_str(), outcome.state));
+    };
+    let name = |channel: ParkChannel| if channel == ParkChannel::Decision { "decision" } else { "input" };
+    if let Some(wanted) = channel
+        && wanted != actual
+    {
+        return Some(format!("the session parked for {}, not for {}", name(actual), name(wanted)));
+    }
+    let parked_at = outcome
+        .pending_decision
+        .as_ref()
+        .map(|decision| decision.state.clone())
+        .or_else(|| outcome.pending_input.as_ref().map(|input| input.state.clone()))
+        .unwrap_or_else(|| outcome.state.clone());
+    if let Some(state) = state
+        && state != parked_at
+    {
+        return Some(format!("the session parked at '{parked_at}', not at '{state}'"));
+    }
+    None
+}
+
+fn raised(view: &View, code: Option<&str>, reason: Option<&TextMatcher>) -> Option<String> {
+    let Some(exit) = view.outcome.exit.as_ref().filter(|_| view.outcome.status == Status::Failed) else {
+        return Some(format!("the session did not raise: it is {}", view.outcome.status.as_str()));
+    };
+    if let Some(code) = code
+        && code != exit.code
+    {
+        return Some(format!("the session raised `{}`, not `{code}`", exit.code));
+    }
+    if let Some(reason) = reason
+        && !text_matches(reason, &exit.reason)
+    {
+        return Some(format!("the raise's reason {:?} does not match {}", exit.reason, describe_text(reason)));
+    }
+    None
+}
+
+fn variables(
+    view: &View,
+    kind: &str,
+    index: usize,
+    expect: &[(String, Value)],
+    paths: &[(String, archmax_compiler::syntax::reference::VarPath)],
+    locked: &[(String, bool)],
+) -> Vec<Record> {
+    let mut out = Vec::new();
+    for (name, expected) in expect {
+        let failure = match view.session.variables.get(name) {
+            None => Some(format!("'{name}': expected {expected}, observed (not set)")),
+            Some(variable) => {
+                let observed = match paths.iter().find(|(path_name, _)| path_name == name) {
+                    Some((_, path)) => walk(&variable.value, &path.segments),
+                    None => Some(variable.value.clone()),
+                };
+                match observed {
+                    None => Some(format!("'{name}': expected {expected}, observed (path does not resolve)")),
+                    Some(observed) if !same_value(expected, &observed) => {
+                        Some(format!("'{name}': expected {expected}, observed {observed}"))
+                    }
+                    Some(_) => None,
+                }
+            }
+        };
+        out.push(Record::new(kind, index, failure));
+    }
+    for (name, wanted) in locked {
+        let failure = match view.session.variables.get(name) {
+            None => Some(format!("'{name}': expected locked {wanted}, observed (not set)")),
+            Some(variable) if variable.locked != *wanted => {
+                Some(format!("'{name}': expected locked {wanted}, observed locked {}", variable.locked))
+            }
+            Some(_) => None,
+        };
+        out.push(Record::new(kind, index, failure));
+    }
+    out
+}
+
+/// The value at `segments` inside `value` (negative indexes count from the end).
+fn walk(value: &Value, segments: &[archmax_compiler::syntax::reference::PathSegment]) -> Option<Value> {
+    use archmax_compiler::syntax::reference::PathSegment;
+    let mut current = value;
+    for segment in segments {
+        current = match (segment, current) {
+            (PathSegment::Key(key), Value::Object(map)) => map.get(key)?,
+            (PathSegment::Index(index), Value::Array(items)) => {
+                let position = if *index < 0 { items.len() as i64 + index } else { *index };
+                items.get(usize::try_from(position).ok()?)?
+            }
+            (PathSegment::Index(index), Value::Object(map)) => map.get(&index.to_string())?,
+            _ => return None,
+        };
+    }
+    Some(current.clone())
+}
+
+/// Deep equality, with numbers compared by value (`64` equals `64.0`).
+fn same_value(expected: &Value, observed: &Value) -> bool {
+    match (expected, observed) {
+        (Value::Number(left), Value::Number(right)) => left.as_f64() == right.as_f64(),
+        (Value::Array(left), Value::Array(right)) => {
+            left.len() == right.len() && left.iter().zip(right).all(|(left, right)| same_value(left, right))
+        }
+        (Value::Object(left), Value::Object(right)) => {
+            left.len() == right.len()
+                && left.iter().all(|(key, value)| right.get(key).is_some_and(|other| same_value(value, other)))
+        }
+        _ => expected == observed,
+    }
+}
+
+/// Everything the session's agent said, oldest first.
+fn said(session: &SessionState) -> String {
+    session
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Assistant { text, .. } if !text.trim().is_empty() => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+fn reply(view: &View, index: usize, includes: &[TextMatcher], excludes: &[TextMatcher]) -> Vec<Record> {
+    let text = said(&view.session);
+    let mut out = Vec::new();
+    for token in includes {
+        let failure =
+            (!text_matches(token, &text)).then(|| format!("the reply does not include {}", describe_text(token)));
+        out.push(Record::new("reply.includes", index, failure));
+    }
+    for token in excludes {
+        let failure = text_matches(token, &text).then(|| format!("the reply includes {}", describe_text(token)));
+        out.push(Record::new("reply.excludes", index, failure));
+    }
+    out
+}
+
+/// Every model tool call of the session (runtime notes excluded), with its answer.
+fn calls(session: &SessionState) -> Vec<(&crate::session::ToolCall, Option<String>)> {
+    let mut answers: BTreeMap<&str, &str> = BTreeMap::new();
+    for message in &session.messages {
+        if let Message::Tool { call_id, content, .. } = message {
+            answers.insert(call_id.as_str(), content.as_str());
+        }
+    }
+    session
+        .messages
+        .iter()
+        .flat_map(|message| match message {
+            Message::Assistant { tool_calls, .. } => tool_calls.iter().collect::<Vec<_>>(),
+            _ => Vec::new(),
+        })
+        .map(|call| (call, answers.get(call.id.as_str()).map(|answer| answer.to_string())))
+        .collect()
+}
+
+fn tool_matches(wanted: &ToolMatch, name: &str, args: &Value) -> bool {
+    wanted.name.value == name && wanted.input.as_ref().is_none_or(|pattern: &Matcher| partial_match(pattern, args))
+}
+
+fn describe_tool(wanted: &ToolMatch) -> String {
+    match &wanted.input {
+        Some(_) => format!("'{}' with the given input", wanted.name.value),
+        None => format!("'{}'", wanted.name.value),
+    }
+}
+
+fn called_summary(view: &View) -> String {
+    let names: Vec<String> = calls(&view.session).iter().map(|(call, _)| call.name.clone()).collect();
+    if names.is_empty() { " (no tool was called)".to_string() } else { format!(" (calls made: {})", names.join(", ")) }
+}

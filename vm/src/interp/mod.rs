@@ -261,6 +261,9 @@ impl<'r> Turn<'r> {
     /// Runs the session until it parks, finishes, or fails.
     pub async fn run(mut self) -> Result<Outcome, RunError> {
         loop {
+            // Every step gives the executor a turn, so a caller's deadline around a run
+            // (a case's `caseTimeoutMs`) can fire even when nothing else awaits.
+            tokio::task::yield_now().await;
             if self.session.head.park_phase == Some(ParkPhase::Closing) {
                 self.handoff().await?;
                 break;

@@ -246,14 +246,22 @@ impl Harness {
         let session = session_id_for(&case.id);
         result.session_id = Some(session.clone());
         let limit = self.timeout();
-        let mut driver =
-            Driver { harness: self, runtime: &runtime, case, session, records: Vec::new(), usage: Usage::default() };
-        let stop = match tokio::time::timeout(limit, driver.drive()).await {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut driver = Driver {
+            harness: self,
+            runtime: &runtime,
+            case,
+            session,
+            records: Vec::new(),
+            usage: Usage::default(),
+            deadline,
+            limit,
+        };
+        // The deadline fires around awaits (a model call, a host call) and is checked
+        // again after every action, for work that never awaited.
+        let stop = match tokio::time::timeout_at(deadline, driver.drive()).await {
             Ok(stop) => stop,
-            Err(_) => Some(Stop::Died(format!(
-                "the case ran longer than tests.caseTimeoutMs ({} ms) and was stopped",
-                limit.as_millis()
-            ))),
+            Err(_) => Some(Stop::Died(timed_out(limit))),
         };
         let mut records = std::mem::take(&mut driver.records);
         result.usage = driver.usage;
@@ -282,6 +290,12 @@ struct Driver<'h> {
     session: String,
     records: Vec<Record>,
     usage: Usage,
+    deadline: tokio::time::Instant,
+    limit: Duration,
+}
+
+fn timed_out(limit: Duration) -> String {
+    format!("the case ran longer than tests.caseTimeoutMs ({} ms) and was stopped", limit.as_millis())
 }
 
 impl Driver<'_> {
@@ -292,7 +306,11 @@ impl Driver<'_> {
         let mut view: Option<View> = None;
         for step in &self.case.steps {
             if step.is_action() {
-                match self.act(step).await {
+                let acted = self.act(step).await;
+                if tokio::time::Instant::now() >= self.deadline {
+                    return Some(Stop::Died(timed_out(self.limit)));
+                }
+                match acted {
                     Ok(next) => view = Some(next),
                     Err(error) => {
                         return Some(Stop::Died(format!("step {} ({}): {error}", step.index, kind_name(&step.kind))));

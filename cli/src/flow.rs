@@ -95,6 +95,15 @@ impl Listener for Flow {
             _ => {}
         }
         let line = match &envelope.event {
+            Event::StateEnter { state } if depth > 0 => Some(format!(
+                "{}{}",
+                self.state_header(state),
+                envelope
+                    .sub_workflow_dispatch_id
+                    .as_ref()
+                    .map(|id| self.paint("2", &format!(" ({id})")))
+                    .unwrap_or_default()
+            )),
             Event::StateEnter { state } => Some(self.state_header(state)),
             Event::Advance { from, to, reason, .. } if from != "__start__" => Some(format!(
                 "  {} {to}{}",

@@ -31,6 +31,12 @@ pub fn summary(state: &SessionState) -> Value {
             if let Some(reason) = &step.reason {
                 entry["reason"] = json!(reason);
             }
+            if let Some(workflow) = &step.workflow {
+                entry["workflow"] = json!(workflow);
+            }
+            if let Some(status) = &step.status {
+                entry["status"] = json!(status);
+            }
             entry
         }).collect::<Vec<_>>(),
         "exit": match (&head.exit, head.status) {

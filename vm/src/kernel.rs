@@ -291,6 +291,45 @@ fn standing<T: Copy>(program: &Program, table: &[(Sym, T)], name: &str) -> Optio
     table.iter().find(|(sym, _)| program.str(*sym) == name).map(|(_, value)| *value)
 }
 
+/// Whether a file may cross a sub-workflow boundary from this session: a path the
+/// session may read on the runtime's authority (a session path or a mount the state
+/// reaches, a bundle it enables) that no workflow-wide denial of this workflow or of a
+/// caller covers. `Err` says why not.
+pub fn may_pass_file(
+    policy: &Policy<'_>,
+    state: &StateProgram,
+    canonical: &str,
+    variables: &Value,
+) -> Result<(), String> {
+    let zone = classify(canonical, policy.mounts);
+    if !matches!(zone, Zone::Scratchpad | Zone::Run | Zone::Offload | Zone::Mount(_))
+        || !visible(policy, state, canonical)
+    {
+        return Err(format!("'{canonical}' is not a file this session may read"));
+    }
+    let args = serde_json::json!({ "file_path": canonical });
+    let Ok(paths) = path_values("read_file", &args) else {
+        return Err(format!("'{canonical}' is not a usable path"));
+    };
+    for ancestor in policy.ancestors.iter().rev() {
+        for rule in &ancestor.source.forbid_always {
+            if !matches!(rule_matches(ancestor.program, rule, "read_file", &args, &paths, variables, true), Match::No) {
+                return Err(format!(
+                    "'{canonical}' is denied by `{}` of the calling workflow `{}`",
+                    ancestor.program.str(rule.display),
+                    ancestor.workflow
+                ));
+            }
+        }
+    }
+    for rule in &policy.workflow.forbid_always {
+        if !matches!(rule_matches(policy.program, rule, "read_file", &args, &paths, variables, true), Match::No) {
+            return Err(format!("'{canonical}' is denied in every state by `{}`", policy.program.str(rule.display)));
+        }
+    }
+    Ok(())
+}
+
 /// Decides one call.
 pub fn decide(policy: &Policy<'_>, call: &Call<'_>) -> Verdict {
     let program = policy.program;

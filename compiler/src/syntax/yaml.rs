@@ -438,6 +438,9 @@ impl Loader<'_> {
                 } else {
                     last_child.unwrap_or(start)
                 };
+                // At the end of a file without a final newline the parser's marker sits past
+                // the last byte; a span never leaves its file.
+                let end = end.min(self.base + self.text.len());
                 let node =
                     Node { kind, span: Span { file: self.file, start: start as u32, end: end.max(start) as u32 } };
                 // The collection itself was counted when it opened.

@@ -383,13 +383,11 @@ impl Turn<'_> {
             let Some(Value::String(path)) = resolved.get(name) else {
                 continue;
             };
-            let readable =
-                canonicalize(path).ok().is_some_and(|canonical| crate::kernel::visible(&policy, state, &canonical));
-            let copied = if readable {
-                copy_attachment(&self.workspace, path, &child_workspace)
-            } else {
-                Err(format!("'{path}' is not a file this state may read"))
+            let passable = match canonicalize(path) {
+                Ok(canonical) => crate::kernel::may_pass_file(&policy, state, &canonical, &variables),
+                Err(_) => Err(format!("'{path}' climbs above the workspace root")),
             };
+            let copied = passable.and_then(|()| copy_attachment(&self.workspace, path, &child_workspace));
             match copied {
                 Ok(copy) => {
                     seeds.insert(name.to_string(), Value::String(copy));
@@ -507,7 +505,26 @@ impl Turn<'_> {
         let values: Map<String, Value> =
             child.variables.iter().map(|(name, variable)| (name.clone(), variable.value.clone())).collect();
         let files = self.runtime.workspace(&meta.child);
-        self.answer_with(meta, manual, message, &values, &files)
+        // A returned file must be one the child itself may read: its own grants and every
+        // ancestor's workflow-wide denials (this workflow's included).
+        let inherited: Vec<crate::kernel::Inherited<'_>> = child
+            .head
+            .ancestors
+            .iter()
+            .filter_map(|slug| program.workflow(slug))
+            .map(|(_, source)| crate::kernel::Inherited { workflow: program.str(source.slug), program, source })
+            .collect();
+        let child_policy =
+            crate::kernel::Policy { program, workflow: target, mounts: &self.runtime.mounts, ancestors: &inherited };
+        let child_state = target
+            .states
+            .iter()
+            .find(|state| Some(program.str(state.slug)) == child.head.position.as_deref())
+            .unwrap_or_else(|| target.state(target.entry));
+        let child_variables = child.variable_values();
+        let passable =
+            |canonical: &str| crate::kernel::may_pass_file(&child_policy, child_state, canonical, &child_variables);
+        self.answer_with(meta, manual, message, &values, &files, &passable)
     }
 
     /// `{ message, returns }` from the child's values (or the message alone when the
@@ -519,11 +536,12 @@ impl Turn<'_> {
         message: String,
         values: &Map<String, Value>,
         files: &archmax_stdlib::vfs::Workspace,
+        passable: &dyn Fn(&str) -> Result<(), String>,
     ) -> Settled {
         if manual.returns.is_empty() {
             return Settled::Answered { text: message, returns: Vec::new() };
         }
-        match self.collect_returns(meta, manual, values, files) {
+        match self.collect_returns(meta, manual, values, files, passable) {
             Ok(Returns { values: returns, set, unset }) => {
                 let mut answer = json!({ "message": message, "returns": returns });
                 if !unset.is_empty() {
@@ -561,11 +579,17 @@ impl Turn<'_> {
         };
         let values = result.get("returns").and_then(Value::as_object).cloned().unwrap_or_default();
         let files = self.workspace.clone();
-        match self.answer_with(meta, manual, message, &values, &files) {
+        let id = self.position_id();
+        let state = self.state(id);
+        let variables = self.session.variable_values();
+        let policy = self.policy();
+        let passable = |canonical: &str| crate::kernel::may_pass_file(&policy, state, canonical, &variables);
+        let settled = self.answer_with(meta, manual, message, &values, &files, &passable);
+        match settled {
             Settled::Answered { text, returns } => {
                 self.sub_result(meta, "ok", None, returns);
                 self.push_sub_trail(meta, "ok");
-                if caller == Caller::Model {
+                if matches!(caller, Caller::Model | Caller::Script) {
                     self.recover_failure(meta);
                 }
                 Answer::ok(text)
@@ -583,6 +607,7 @@ impl Turn<'_> {
         manual: &TriggerProgram,
         values: &Map<String, Value>,
         files: &archmax_stdlib::vfs::Workspace,
+        passable: &dyn Fn(&str) -> Result<(), String>,
     ) -> Result<Returns, String> {
         let program = self.program();
         let today = crate::values::Today::at(self.now());
@@ -602,9 +627,13 @@ impl Turn<'_> {
             if entry.ty == Some(ValueType::File)
                 && let Value::String(path) = &value
             {
-                let copy = copy_attachment(files, path, &self.workspace).map_err(|problem| {
-                    format!("sub-workflow '{}' returned the file '{name}', but {problem}", meta.slug)
-                })?;
+                let copy = canonicalize(path)
+                    .map_err(|_| format!("'{path}' climbs above the workspace root"))
+                    .and_then(|canonical| passable(&canonical))
+                    .and_then(|()| copy_attachment(files, path, &self.workspace))
+                    .map_err(|problem| {
+                        format!("sub-workflow '{}' returned the file '{name}', but {problem}", meta.slug)
+                    })?;
                 value = Value::String(copy);
             }
             returns.insert(name.clone(), value);
@@ -626,7 +655,7 @@ impl Turn<'_> {
             Settled::Answered { text, returns } => {
                 self.sub_result(meta, "ok", None, returns);
                 self.push_sub_trail(meta, "ok");
-                if caller == Caller::Model {
+                if matches!(caller, Caller::Model | Caller::Script) {
                     self.recover_failure(meta);
                 }
                 Answer::ok(text)
@@ -660,7 +689,7 @@ impl Turn<'_> {
     fn fail_delegation(&mut self, meta: &Meta, kind: &str, reason: String, caller: Caller) -> Answer {
         self.sub_result(meta, "error", Some(format!("{kind}: {reason}")), Vec::new());
         self.push_sub_trail(meta, "error");
-        if caller == Caller::Model {
+        if matches!(caller, Caller::Model | Caller::Script) {
             self.session.head.failed_delegations.push(FailedDelegation {
                 state: meta.state.clone(),
                 workflow: meta.slug.clone(),
@@ -802,6 +831,8 @@ impl Turn<'_> {
             args: Value::Null,
             started: self.now(),
         };
+        let child_usage = outcome.as_ref().map(|outcome| outcome.turn_usage).unwrap_or_default();
+        self.children_usage.add(&child_usage);
         let head = &mut self.session.head;
         head.pending_decision = None;
         head.pending_input = None;

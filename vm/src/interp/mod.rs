@@ -390,6 +390,7 @@ impl<'r> Turn<'r> {
                 self.park_if_human(target);
             }
             None => {
+                self.session.head.rejected = Some(reason);
                 self.session.head.status = Status::Rejected;
             }
         }

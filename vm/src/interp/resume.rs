@@ -135,6 +135,13 @@ impl Runtime {
         // The decide belongs to a parked child: it goes to that child alone, and the
         // child's result reaches this session as a note.
         if let Some(pending) = session.head.pending_delegations.first().cloned() {
+            self.emit(
+                &session.id,
+                crate::events::Event::Decided {
+                    state: pending.state.clone(),
+                    to: format!("{} (in sub-workflow {})", request.to, pending.workflow),
+                },
+            );
             let child = DecideRequest { session: pending.child.clone(), workflow: None, ..request.clone() };
             let outcome = Box::pin(self.decide(child)).await;
             let mut turn = Turn::new(self, workflow_id, session, writer);
@@ -232,6 +239,14 @@ impl Runtime {
         // The delivery belongs to a parked child: it goes to that child alone, and the
         // child's result reaches this session as a note.
         if let Some(pending) = session.head.pending_delegations.first().cloned() {
+            self.emit(
+                &session.id,
+                crate::events::Event::Delivered {
+                    state: pending.state.clone(),
+                    trigger: trigger.clone(),
+                    to: format!("sub-workflow {}", pending.workflow),
+                },
+            );
             let child = DeliverRequest { session: pending.child.clone(), workflow: None, ..request.clone() };
             let outcome = Box::pin(self.deliver(child)).await;
             let mut turn = Turn::new(self, workflow_id, session, writer);

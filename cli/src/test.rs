@@ -192,10 +192,14 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
         analysis.units.iter().find(|unit| unit.slug == slug).map(|unit| unit.cases.clone()).unwrap_or_default();
     let mut results: Vec<CaseResult> = Vec::new();
     let mut total = Usage::default();
-    for (id, path) in selected {
+    // On a terminal, each case header says how far the suite has come.
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let count = selected.len();
+    for (position, (id, path)) in selected.into_iter().enumerate() {
         let case = parsed.iter().find(|case| &case.id == id);
         let title = case.map(|case| case.title.clone()).unwrap_or_else(|| id.clone());
-        eprintln!("{}", paint(color, "2", &format!("── {id} · {title}")));
+        let counter = if progress { format!("[{}/{count}] ", position + 1) } else { String::new() };
+        eprintln!("{}", paint(color, "2", &format!("── {counter}{id} · {title}")));
         let result = match (case, case_errors.iter().find(|(known, _)| known == id)) {
             (_, Some((_, error))) => CaseResult::dead(id, &title, "", format!("the case file is invalid: {error}")),
             (None, None) => CaseResult::dead(id, &title, "", "the case file could not be read".to_string()),

@@ -15,7 +15,6 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::json;
 
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::host::{Mount, MountTable};
 use archmax_vm::compiler::lower::{BuildInputs, lower};
 use archmax_vm::compiler::program::Program;
 use archmax_vm::compiler::{analyze_workspace, load_memory};
@@ -23,6 +22,7 @@ use archmax_vm::events::EventSink;
 use archmax_vm::kernel::{Call, Origin, Policy, decide};
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
+use archmax_vm::runtime::mount_table;
 use archmax_vm::session::memory::MemoryStore;
 use archmax_vm::session::{Head, Message, SessionState, SessionStore, ToolCall, ToolStatus};
 use archmax_vm::{Runtime, RuntimeParts, TurnRequest};
@@ -128,22 +128,7 @@ fn turn_overhead(criterion: &mut Criterion) {
 
 fn kernel_decision(criterion: &mut Criterion) {
     let program = program();
-    let mounts = MountTable {
-        mounts: program
-            .mounts
-            .iter()
-            .map(|mount| Mount {
-                key: program.str(mount.key).to_string(),
-                name: program.str(mount.name).to_string(),
-                directory: mount.directory,
-                read_only: mount.read_only,
-                governed: mount.governed,
-                searchable: mount.searchable,
-                source: program.str(mount.source).to_string(),
-                declared: None,
-            })
-            .collect(),
-    };
+    let mounts = mount_table(&program);
     let policy = Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[] };
     let state = &program.workflows[0].states[0];
     let variables = json!({ "order_id": "ORD-1", "trigger": "manual" });

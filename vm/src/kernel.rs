@@ -145,23 +145,32 @@ fn path_values(tool: &str, args: &Value) -> Result<Vec<PathArgument>, String> {
     Ok(found)
 }
 
-/// Resolves a `${{…}}` path over the variables to the text a glob hole matches: own
-/// properties only, canonical indices (negative from the end), and a scalar at the end.
-pub fn resolve_reference(path: &VarPath, variables: &Value) -> Option<String> {
-    let mut value = variables.get(&path.root)?;
-    for segment in &path.segments {
-        value = match (segment, value) {
-            (archmax_compiler::syntax::reference::PathSegment::Index(index), Value::Array(items)) => {
+/// The value `segments` address inside `value`: own properties only, array indices
+/// counted from the end when negative.
+pub fn value_at<'v>(
+    value: &'v Value,
+    segments: &[archmax_compiler::syntax::reference::PathSegment],
+) -> Option<&'v Value> {
+    use archmax_compiler::syntax::reference::PathSegment;
+    let mut cursor = value;
+    for segment in segments {
+        cursor = match (segment, cursor) {
+            (PathSegment::Key(key), Value::Object(map)) => map.get(key)?,
+            (PathSegment::Index(index), Value::Array(items)) => {
                 let position = if *index < 0 { items.len() as i64 + index } else { *index };
                 items.get(usize::try_from(position).ok()?)?
             }
-            (archmax_compiler::syntax::reference::PathSegment::Key(key), Value::Object(map)) => map.get(key)?,
-            (archmax_compiler::syntax::reference::PathSegment::Index(index), Value::Object(map)) => {
-                map.get(&index.to_string())?
-            }
+            (PathSegment::Index(index), Value::Object(map)) => map.get(&index.to_string())?,
             _ => return None,
         };
     }
+    Some(cursor)
+}
+
+/// Resolves a `${{…}}` path over the variables to the text a glob hole matches: own
+/// properties only, canonical indices (negative from the end), and a scalar at the end.
+pub fn resolve_reference(path: &VarPath, variables: &Value) -> Option<String> {
+    let value = value_at(variables.get(&path.root)?, &path.segments)?;
     match value {
         Value::String(text) => Some(text.clone()),
         Value::Number(number) => Some(number.to_string()),

@@ -218,25 +218,30 @@ pub enum RunError {
     Store(#[from] StoreError),
 }
 
+/// The host mount table an artifact was built against.
+pub fn mount_table(program: &Program) -> MountTable {
+    MountTable {
+        mounts: program
+            .mounts
+            .iter()
+            .map(|mount| Mount {
+                key: program.str(mount.key).to_string(),
+                name: program.str(mount.name).to_string(),
+                directory: mount.directory,
+                read_only: mount.read_only,
+                governed: mount.governed,
+                searchable: mount.searchable,
+                source: program.str(mount.source).to_string(),
+                declared: None,
+            })
+            .collect(),
+    }
+}
+
 impl Runtime {
     pub fn new(parts: RuntimeParts) -> Runtime {
         let program = parts.program;
-        let mounts = MountTable {
-            mounts: program
-                .mounts
-                .iter()
-                .map(|mount| Mount {
-                    key: program.str(mount.key).to_string(),
-                    name: program.str(mount.name).to_string(),
-                    directory: mount.directory,
-                    read_only: mount.read_only,
-                    governed: mount.governed,
-                    searchable: mount.searchable,
-                    source: program.str(mount.source).to_string(),
-                    declared: None,
-                })
-                .collect(),
-        };
+        let mounts = mount_table(&program);
         let definitions = program
             .workflows
             .iter()

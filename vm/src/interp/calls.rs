@@ -15,16 +15,11 @@ use crate::session::{Message, Status, ToolCall, ToolStatus};
 
 use super::Turn;
 
-/// The runtime's own control tools: never mocked.
-const CONTROL_TOOLS: [&str; 7] = [
-    "archmax_advance",
-    "archmax_reset",
-    "archmax_wait",
-    "archmax_raise",
-    "archmax_get_variables",
-    "archmax_set_variables",
-    "archmax_get_history",
-];
+/// The runtime's own control tools (never mocked): every `archmax_` tool but the two
+/// that run scripts.
+fn is_control(tool: &str) -> bool {
+    RUNTIME_TOOLS.contains(&tool) && !matches!(tool, "archmax_eval" | "archmax_run")
+}
 
 /// Longest tool output kept in a `tool-result` event.
 const EVENT_OUTPUT_PREVIEW: usize = 2_000;
@@ -273,7 +268,7 @@ impl Turn<'_> {
         // A declared result (a case's mock) answers an allowed call instead of the tool;
         // control tools are the runtime's own and are never mocked. Sub-workflow mocks are
         // served by the dispatcher, after its checks.
-        let mock = (!CONTROL_TOOLS.contains(&call.name.as_str()) && delegation_target(&call.name).is_none())
+        let mock = (!is_control(&call.name) && delegation_target(&call.name).is_none())
             .then(|| self.runtime.mock_for(&call.name, &args))
             .flatten()
             .map(|mock| mock.answer());

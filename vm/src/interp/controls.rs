@@ -330,7 +330,7 @@ impl Turn<'_> {
                 let full = format!("{name}.{path}");
                 let resolved = archmax_compiler::syntax::reference::parse_var_path(&full)
                     .ok()
-                    .and_then(|parsed| walk(&variable.value, &parsed.segments));
+                    .and_then(|parsed| crate::kernel::value_at(&variable.value, &parsed.segments));
                 match resolved {
                     Some(value) => Answer::ok(pretty(&json!({ "value": value }))),
                     None => Answer::error(format!("Error: `{path}` does not resolve inside '{name}'")),
@@ -420,24 +420,6 @@ impl Turn<'_> {
         });
         Answer::ok(format!("Set {}{}.", names.join(", "), if lock { " (locked)" } else { "" }))
     }
-}
-
-/// Reads a path inside a value.
-fn walk<'v>(value: &'v Value, segments: &[archmax_compiler::syntax::reference::PathSegment]) -> Option<&'v Value> {
-    use archmax_compiler::syntax::reference::PathSegment;
-    let mut cursor = value;
-    for segment in segments {
-        cursor = match (segment, cursor) {
-            (PathSegment::Key(key), Value::Object(map)) => map.get(key)?,
-            (PathSegment::Index(index), Value::Array(items)) => {
-                let position = if *index < 0 { items.len() as i64 + index } else { *index };
-                items.get(usize::try_from(position).ok()?)?
-            }
-            (PathSegment::Index(index), Value::Object(map)) => map.get(&index.to_string())?,
-            _ => return None,
-        };
-    }
-    Some(cursor)
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
 
 use archmax_compiler::program::{SignatureEntry, StateId, TriggerProgram, ValueType, WorkflowId, WorkflowProgram};
-use archmax_compiler::syntax::reference::{PathSegment, TemplatePart, VarPath, parse_template};
+use archmax_compiler::syntax::reference::{TemplatePart, VarPath, parse_template};
 use archmax_compiler::tools::delegation_target;
 use archmax_compiler::zones::canonicalize;
 
@@ -93,19 +93,7 @@ enum Settled {
 
 /// The value at `path` in `variables`, with its type.
 fn value_at<'v>(path: &VarPath, variables: &'v Value) -> Option<&'v Value> {
-    let mut value = variables.get(&path.root)?;
-    for segment in &path.segments {
-        value = match (segment, value) {
-            (PathSegment::Key(key), Value::Object(map)) => map.get(key)?,
-            (PathSegment::Index(index), Value::Array(items)) => {
-                let position = if *index < 0 { items.len() as i64 + index } else { *index };
-                items.get(usize::try_from(position).ok()?)?
-            }
-            (PathSegment::Index(index), Value::Object(map)) => map.get(&index.to_string())?,
-            _ => return None,
-        };
-    }
-    Some(value)
+    crate::kernel::value_at(variables.get(&path.root)?, &path.segments)
 }
 
 /// Resolves one argument: a whole-argument reference keeps the value's type, mixed text
@@ -586,14 +574,7 @@ impl Turn<'_> {
         let passable = |canonical: &str| crate::kernel::may_pass_file(&policy, state, canonical, &variables);
         let settled = self.answer_with(meta, manual, message, &values, &files, &passable);
         match settled {
-            Settled::Answered { text, returns } => {
-                self.sub_result(meta, "ok", None, returns);
-                self.push_sub_trail(meta, "ok");
-                if matches!(caller, Caller::Model | Caller::Script) {
-                    self.recover_failure(meta);
-                }
-                Answer::ok(text)
-            }
+            Settled::Answered { text, returns } => self.answered(meta, text, returns, caller),
             Settled::Failed { kind, reason } => self.fail_delegation(meta, kind, reason, caller),
             Settled::Parked { .. } => Answer::error("a mock cannot park"),
         }
@@ -652,14 +633,7 @@ impl Turn<'_> {
         let child_usage = outcome.as_ref().map(|outcome| outcome.turn_usage).unwrap_or_default();
         self.children_usage.add(&child_usage);
         match self.settle_child(meta, outcome) {
-            Settled::Answered { text, returns } => {
-                self.sub_result(meta, "ok", None, returns);
-                self.push_sub_trail(meta, "ok");
-                if matches!(caller, Caller::Model | Caller::Script) {
-                    self.recover_failure(meta);
-                }
-                Answer::ok(text)
-            }
+            Settled::Answered { text, returns } => self.answered(meta, text, returns, caller),
             Settled::Failed { kind, reason } => self.fail_delegation(meta, kind, reason, caller),
             Settled::Parked { state, waiting } => {
                 if caller != Caller::Model {
@@ -684,6 +658,17 @@ impl Turn<'_> {
                 ))
             }
         }
+    }
+
+    /// A call that answered: its result event, its trail step, and one earlier failure
+    /// of the same workflow from this state recovered.
+    fn answered(&mut self, meta: &Meta, text: String, returns: Vec<String>, caller: Caller) -> Answer {
+        self.sub_result(meta, "ok", None, returns);
+        self.push_sub_trail(meta, "ok");
+        if matches!(caller, Caller::Model | Caller::Script) {
+            self.recover_failure(meta);
+        }
+        Answer::ok(text)
     }
 
     fn fail_delegation(&mut self, meta: &Meta, kind: &str, reason: String, caller: Caller) -> Answer {

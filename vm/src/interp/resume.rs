@@ -114,6 +114,33 @@ impl Runtime {
         Ok((state, writer))
     }
 
+    /// The program's id of the workflow a stored session runs.
+    fn workflow_of(&self, session: &SessionState) -> Result<archmax_compiler::program::WorkflowId, RunError> {
+        self.program
+            .workflow(&session.head.workflow)
+            .map(|(id, _)| id)
+            .ok_or_else(|| RunError::Refused(format!("workflow `{}` is not in this program", session.head.workflow)))
+    }
+
+    /// After a parked child was resumed through its caller: the caller takes the child's
+    /// result (or its failure) as a note and runs on, or presents the next parked child.
+    async fn carry_on(
+        &self,
+        workflow_id: archmax_compiler::program::WorkflowId,
+        session: SessionState,
+        writer: Box<dyn SessionWriter>,
+        disposition: Disposition,
+        pending: &crate::session::PendingDelegation,
+        outcome: Result<Outcome, RunError>,
+    ) -> Result<Outcome, RunError> {
+        let mut turn = Turn::new(self, workflow_id, session, writer);
+        turn.disposition = disposition;
+        turn.resumed_child(pending, outcome);
+        turn.opened_at = turn.session.messages.len();
+        turn.commit()?;
+        turn.run().await
+    }
+
     /// A person's decision: routes the session along one transition of the parked human
     /// state and runs on from the target.
     pub async fn decide(&self, request: DecideRequest) -> Result<Outcome, RunError> {
@@ -128,11 +155,8 @@ impl Runtime {
             return Err(RunError::InvalidDecision(format!("'{}' is not a decision here", request.to)));
         };
         let comment = request.comment.as_deref().map(str::trim).filter(|comment| !comment.is_empty());
-        let (workflow_id, _) = self
-            .program
-            .workflow(&session.head.workflow)
-            .ok_or_else(|| RunError::Refused(format!("workflow `{}` is not in this program", session.head.workflow)))?;
-        // The decide belongs to a parked child: it goes to that child alone, and the
+        let workflow_id = self.workflow_of(&session)?;
+        // The decision belongs to a parked child: it goes to that child alone, and the
         // child's result reaches this session as a note.
         if let Some(pending) = session.head.pending_delegations.first().cloned() {
             self.emit(
@@ -144,12 +168,7 @@ impl Runtime {
             );
             let child = DecideRequest { session: pending.child.clone(), workflow: None, ..request.clone() };
             let outcome = Box::pin(self.decide(child)).await;
-            let mut turn = Turn::new(self, workflow_id, session, writer);
-            turn.disposition = Disposition::Decide;
-            turn.resumed_child(&pending, outcome);
-            turn.opened_at = turn.session.messages.len();
-            turn.commit()?;
-            return turn.run().await;
+            return self.carry_on(workflow_id, session, writer, Disposition::Decide, &pending, outcome).await;
         }
         let mut turn = Turn::new(self, workflow_id, session, writer);
         turn.disposition = Disposition::Decide;
@@ -201,10 +220,7 @@ impl Runtime {
             return Err(RunError::InvalidInput("the message is empty".to_string()));
         }
         let (session, writer) = self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision)?;
-        let (workflow_id, _) = self
-            .program
-            .workflow(&session.head.workflow)
-            .ok_or_else(|| RunError::Refused(format!("workflow `{}` is not in this program", session.head.workflow)))?;
+        let workflow_id = self.workflow_of(&session)?;
         let mut turn = Turn::new(self, workflow_id, session, writer);
         turn.disposition = Disposition::Reply;
         let id = turn.position_id();
@@ -232,10 +248,7 @@ impl Runtime {
             validate_variable_name(name).map_err(RunError::InvalidInput)?;
         }
         let (session, writer) = self.open_parked(&request.session, request.workflow.as_deref(), Channel::Input)?;
-        let (workflow_id, _) = self
-            .program
-            .workflow(&session.head.workflow)
-            .ok_or_else(|| RunError::Refused(format!("workflow `{}` is not in this program", session.head.workflow)))?;
+        let workflow_id = self.workflow_of(&session)?;
         // The delivery belongs to a parked child: it goes to that child alone, and the
         // child's result reaches this session as a note.
         if let Some(pending) = session.head.pending_delegations.first().cloned() {
@@ -249,12 +262,7 @@ impl Runtime {
             );
             let child = DeliverRequest { session: pending.child.clone(), workflow: None, ..request.clone() };
             let outcome = Box::pin(self.deliver(child)).await;
-            let mut turn = Turn::new(self, workflow_id, session, writer);
-            turn.disposition = Disposition::Deliver;
-            turn.resumed_child(&pending, outcome);
-            turn.opened_at = turn.session.messages.len();
-            turn.commit()?;
-            return turn.run().await;
+            return self.carry_on(workflow_id, session, writer, Disposition::Deliver, &pending, outcome).await;
         }
         let mut turn = Turn::new(self, workflow_id, session, writer);
         turn.disposition = Disposition::Deliver;

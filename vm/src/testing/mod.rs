@@ -697,7 +697,7 @@ fn variables(
             None => Some(format!("'{name}': expected {expected}, observed (not set)")),
             Some(variable) => {
                 let observed = match paths.iter().find(|(path_name, _)| path_name == name) {
-                    Some((_, path)) => walk(&variable.value, &path.segments),
+                    Some((_, path)) => crate::kernel::value_at(&variable.value, &path.segments).cloned(),
                     None => Some(variable.value.clone()),
                 };
                 match observed {
@@ -722,24 +722,6 @@ fn variables(
         out.push(Record::new(kind, index, failure));
     }
     out
-}
-
-/// The value at `segments` inside `value` (negative indexes count from the end).
-fn walk(value: &Value, segments: &[archmax_compiler::syntax::reference::PathSegment]) -> Option<Value> {
-    use archmax_compiler::syntax::reference::PathSegment;
-    let mut current = value;
-    for segment in segments {
-        current = match (segment, current) {
-            (PathSegment::Key(key), Value::Object(map)) => map.get(key)?,
-            (PathSegment::Index(index), Value::Array(items)) => {
-                let position = if *index < 0 { items.len() as i64 + index } else { *index };
-                items.get(usize::try_from(position).ok()?)?
-            }
-            (PathSegment::Index(index), Value::Object(map)) => map.get(&index.to_string())?,
-            _ => return None,
-        };
-    }
-    Some(current.clone())
 }
 
 /// Deep equality, with numbers compared by value (`64` equals `64.0`).

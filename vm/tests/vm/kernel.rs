@@ -2,9 +2,10 @@
 
 use serde_json::{Value, json};
 
-use archmax_vm::compiler::host::{Mount, MountTable};
+use archmax_vm::compiler::host::MountTable;
 use archmax_vm::compiler::program::{Program, StateProgram};
 use archmax_vm::kernel::{Call, Inherited, Origin, Policy, decide};
+use archmax_vm::runtime::mount_table;
 
 use crate::support::compile;
 
@@ -57,22 +58,7 @@ fn program() -> Program {
 }
 
 fn mounts(program: &Program) -> MountTable {
-    MountTable {
-        mounts: program
-            .mounts
-            .iter()
-            .map(|mount| Mount {
-                key: program.str(mount.key).to_string(),
-                name: program.str(mount.name).to_string(),
-                directory: mount.directory,
-                read_only: mount.read_only,
-                governed: mount.governed,
-                searchable: mount.searchable,
-                source: program.str(mount.source).to_string(),
-                declared: None,
-            })
-            .collect(),
-    }
+    mount_table(program)
 }
 
 fn state<'p>(program: &'p Program, slug: &str) -> &'p StateProgram {

@@ -39,6 +39,11 @@ pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
         Ok(variables) => variables,
         Err(code) => return code,
     };
+    if let Some(id) = args.session
+        && let Err(problem) = archmax_vm::session::id::check_session_id(id, &[])
+    {
+        return usage("run", &format!("`{id}` is not a usable session id: {problem}"));
+    }
     let request = TurnRequest {
         workflow: args.workflow.to_string(),
         session: args.session.map(str::to_string),

@@ -73,8 +73,10 @@ pub fn classify(canonical: &str, mounts: &MountTable) -> Zone {
     if canonical.is_empty() {
         return Zone::Root;
     }
-    let first = canonical.split('/').next().unwrap_or("");
-    match first {
+    // Reserved roots are matched without regard to case: on a case-insensitive file
+    // system `Checkpoints/` is the runtime's own folder.
+    let first = canonical.split('/').next().unwrap_or("").to_ascii_lowercase();
+    match first.as_str() {
         "workflows" => return Zone::GovernancePlane,
         "checkpoints" | "artifacts" | "_specs" => return Zone::RuntimeInternal,
         "large_tool_results" | "conversation_history" => return Zone::Offload,

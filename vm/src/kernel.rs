@@ -300,10 +300,9 @@ fn standing<T: Copy>(program: &Program, table: &[(Sym, T)], name: &str) -> Optio
     table.iter().find(|(sym, _)| program.str(*sym) == name).map(|(_, value)| *value)
 }
 
-/// Whether a file may cross a sub-workflow boundary from this session: a path the
-/// session may read on the runtime's authority (a session path or a mount the state
-/// reaches, a bundle it enables) that no workflow-wide denial of this workflow or of a
-/// caller covers. `Err` says why not.
+/// Whether a file may cross a sub-workflow boundary from this session: a path it reaches
+/// (a session path, a mount the state reaches, a bundle it enables) that no declared
+/// denial of `read_file` covers, a calling workflow's included. `Err` says why not.
 pub fn may_pass_file(
     policy: &Policy<'_>,
     state: &StateProgram,
@@ -320,23 +319,93 @@ pub fn may_pass_file(
     let Ok(paths) = path_values("read_file", &args) else {
         return Err(format!("'{canonical}' is not a usable path"));
     };
+    let call = Call { state, tool: "read_file", args: &args, origin: Origin::Model, reply_only: false, variables };
+    match declared_denial(policy, state, "read_file", &call, &paths) {
+        Some(denial) => Err(denial.reason.trim_start_matches("[workflow] BLOCKED: ").trim_end_matches('.').replacen(
+            "'read_file'",
+            &format!("'{canonical}'"),
+            1,
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The declared denial a call runs into, if any: the callers' workflow-wide denials,
+/// this workflow's, then this state's.
+fn declared_denial(
+    policy: &Policy<'_>,
+    state: &StateProgram,
+    tool: &str,
+    call: &Call<'_>,
+    paths: &[PathArgument],
+) -> Option<Verdict> {
+    let program = policy.program;
+    let here = state_name(program, state);
     for ancestor in policy.ancestors.iter().rev() {
         for rule in &ancestor.source.forbid_always {
-            if !matches!(rule_matches(ancestor.program, rule, "read_file", &args, &paths, variables, true), Match::No) {
-                return Err(format!(
-                    "'{canonical}' is denied by `{}` of the calling workflow `{}`",
-                    ancestor.program.str(rule.display),
-                    ancestor.workflow
-                ));
+            match rule_matches(ancestor.program, rule, tool, call.args, paths, call.variables, true) {
+                Match::Yes | Match::Unresolved(_) => {
+                    return Some(Verdict::block(
+                        "tool.forbidden",
+                        format!(
+                            "[workflow] BLOCKED: '{tool}' is denied by `{}` of the calling workflow `{}`.",
+                            ancestor.program.str(rule.display),
+                            ancestor.workflow
+                        ),
+                    ));
+                }
+                Match::No => {}
             }
         }
     }
     for rule in &policy.workflow.forbid_always {
-        if !matches!(rule_matches(policy.program, rule, "read_file", &args, &paths, variables, true), Match::No) {
-            return Err(format!("'{canonical}' is denied in every state by `{}`", policy.program.str(rule.display)));
+        match rule_matches(program, rule, tool, call.args, paths, call.variables, true) {
+            Match::Yes | Match::Unresolved(_) => {
+                return Some(Verdict::block(
+                    "tool.forbidden",
+                    format!(
+                        "[workflow] BLOCKED: '{tool}' is denied in every state by `{}`.",
+                        program.str(rule.display)
+                    ),
+                ));
+            }
+            Match::No => {}
         }
     }
-    Ok(())
+    for rule in &state.guards.forbid {
+        match rule_matches(program, rule, tool, call.args, paths, call.variables, true) {
+            Match::Yes | Match::Unresolved(_) => {
+                return Some(Verdict::block(
+                    "tool.forbidden-here",
+                    format!(
+                        "[workflow] BLOCKED: '{tool}' is denied in state '{here}' by `{}`.",
+                        program.str(rule.display)
+                    ),
+                ));
+            }
+            Match::No => {}
+        }
+    }
+
+    None
+}
+
+/// Whether a listing tool (`ls`, `glob`, `grep`) may show `canonical`: the state reaches
+/// it, and no declared denial of that tool covers it (so `{ tool: "*", paths: [...] }`
+/// hides what it denies from listings too).
+pub fn listed(policy: &Policy<'_>, state: &StateProgram, tool: &str, canonical: &str, variables: &Value) -> bool {
+    if !visible(policy, state, canonical) {
+        return false;
+    }
+    let Some((argument, _)) = path_arguments(tool).first() else {
+        return true;
+    };
+    let args = serde_json::json!({ *argument: canonical });
+    let Ok(paths) = path_values(tool, &args) else {
+        return true;
+    };
+    let call = Call { state, tool, args: &args, origin: Origin::Model, reply_only: false, variables };
+    declared_denial(policy, state, tool, &call, &paths).is_none()
 }
 
 /// Decides one call.
@@ -528,50 +597,8 @@ pub fn decide(policy: &Policy<'_>, call: &Call<'_>) -> Verdict {
     }
 
     // 2. Declared denials: the callers', this workflow's, this state's.
-    for ancestor in policy.ancestors.iter().rev() {
-        for rule in &ancestor.source.forbid_always {
-            match rule_matches(ancestor.program, rule, tool, call.args, &paths, call.variables, true) {
-                Match::Yes | Match::Unresolved(_) => {
-                    return Verdict::block(
-                        "tool.forbidden",
-                        format!(
-                            "[workflow] BLOCKED: '{tool}' is denied by `{}` of the calling workflow `{}`.",
-                            ancestor.program.str(rule.display),
-                            ancestor.workflow
-                        ),
-                    );
-                }
-                Match::No => {}
-            }
-        }
-    }
-    for rule in &policy.workflow.forbid_always {
-        match rule_matches(program, rule, tool, call.args, &paths, call.variables, true) {
-            Match::Yes | Match::Unresolved(_) => {
-                return Verdict::block(
-                    "tool.forbidden",
-                    format!(
-                        "[workflow] BLOCKED: '{tool}' is denied in every state by `{}`.",
-                        program.str(rule.display)
-                    ),
-                );
-            }
-            Match::No => {}
-        }
-    }
-    for rule in &state.guards.forbid {
-        match rule_matches(program, rule, tool, call.args, &paths, call.variables, true) {
-            Match::Yes | Match::Unresolved(_) => {
-                return Verdict::block(
-                    "tool.forbidden-here",
-                    format!(
-                        "[workflow] BLOCKED: '{tool}' is denied in state '{here}' by `{}`.",
-                        program.str(rule.display)
-                    ),
-                );
-            }
-            Match::No => {}
-        }
+    if let Some(denial) = declared_denial(policy, state, tool, call, &paths) {
+        return denial;
     }
 
     // 3. Always open.

@@ -311,6 +311,7 @@ impl Turn<'_> {
             if response.tool_calls.is_empty() {
                 return Ok(());
             }
+            let mut answers = Vec::with_capacity(response.tool_calls.len());
             for call in &response.tool_calls {
                 let answer = if self.automated.as_ref().is_some_and(|run| run.decision.is_some())
                     && !matches!(call.name.as_str(), "archmax_advance" | "archmax_raise")
@@ -319,6 +320,15 @@ impl Turn<'_> {
                 } else {
                     self.handle_call(id, call, Caller::Grader, response.tool_calls.len() == 1, &mut None).await
                 };
+                answers.push(answer);
+            }
+            // Sub-workflow calls of this message run together, then answer in place.
+            for (call_id, answer) in self.run_deferred(Caller::Grader).await {
+                if let Some(index) = response.tool_calls.iter().position(|call| call.id == call_id) {
+                    answers[index] = answer;
+                }
+            }
+            for (call, answer) in response.tool_calls.iter().zip(answers) {
                 transcript.push(Message::Tool {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
@@ -396,7 +406,15 @@ impl Turn<'_> {
         loop {
             tokio::select! {
                 biased;
-                result = &mut work => return result,
+                result = &mut work => {
+                    // The script is over; children it started still settle, so their
+                    // sessions, events and trail steps stay whole.
+                    while let Some(((meta, outcome), _reply)) = children.next().await {
+                        let answer = self.finish_delegation(&meta, outcome, caller);
+                        self.emit_delegation_result(&meta, &answer, caller);
+                    }
+                    return result;
+                }
                 Some(((meta, outcome), reply)) = children.next(), if !children.is_empty() => {
                     let answer = self.finish_delegation(&meta, outcome, caller);
                     self.emit_delegation_result(&meta, &answer, caller);
@@ -412,13 +430,14 @@ impl Turn<'_> {
                         args: call.args,
                     };
                     let answer = Box::pin(self.handle_call(id, &tool_call, caller, false, &mut None)).await;
-                    match (answer.deferred, self.deferred.pop()) {
-                        (true, Some(prepared)) => {
+                    let prepared = if answer.deferred { self.deferred.pop() } else { None };
+                    match prepared {
+                        Some(prepared) => {
                             let child = super::delegate::run_child(runtime, prepared, std::sync::Arc::clone(&slots));
                             let reply = call.reply;
                             children.push(async move { (child.await, reply) });
                         }
-                        _ => {
+                        None => {
                             let _ = call.reply.send(reply_of(answer));
                         }
                     }

@@ -10,7 +10,7 @@ use archmax_compiler::syntax::reference::{TemplatePart, parse_template};
 use archmax_compiler::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, delegation_target};
 
 use crate::events::Event;
-use crate::kernel::{Call, Origin, decide, resolve_reference, visible};
+use crate::kernel::{Call, Origin, decide, resolve_reference};
 use crate::session::{Message, Status, ToolCall, ToolStatus};
 
 use super::Turn;
@@ -151,8 +151,19 @@ impl Turn<'_> {
         let alone = calls.len() == 1;
         // Every call of one message is decided in the state the model was shown.
         let shown = self.position_id();
-        let mut answers = Vec::with_capacity(calls.len());
+        let mut answers: Vec<Answer> = Vec::with_capacity(calls.len());
         for call in calls {
+            // Sub-workflow calls made before a move settle before it, so their failures
+            // are the failures of the state that made them.
+            if matches!(call.name.as_str(), "archmax_advance" | "archmax_reset" | "archmax_wait" | "archmax_raise")
+                && !self.deferred.is_empty()
+            {
+                for (call_id, answer) in self.run_deferred(Caller::Model).await {
+                    if let Some(index) = calls.iter().position(|call| call.id == call_id) {
+                        answers[index] = answer;
+                    }
+                }
+            }
             let answer = match self.session.head.status {
                 Status::Failed => Answer::error("The session has already ended; this call was not run."),
                 Status::AwaitingInput | Status::AwaitingDecision => {
@@ -231,12 +242,19 @@ impl Turn<'_> {
                 }
             }
         };
+        // A sub-workflow's arguments reach the child resolved, so its guards are decided
+        // on the resolved values too (an unresolvable one is refused by the dispatcher).
+        let decided = if delegation {
+            super::delegate::resolve_argument(&args, &variables).unwrap_or_else(|_| args.clone())
+        } else {
+            args.clone()
+        };
         let verdict = decide(
             &self.policy(),
             &Call {
                 state,
                 tool: &call.name,
-                args: &args,
+                args: &decided,
                 origin: caller.kernel(),
                 reply_only: false,
                 variables: &variables,
@@ -319,7 +337,7 @@ impl Turn<'_> {
             "archmax_wait" => self.wait(call, args),
             "archmax_raise" => self.raise(call, args, alone),
             "archmax_get_variables" => self.get_variables(args),
-            "archmax_set_variables" => self.set_variables(call, args),
+            "archmax_set_variables" => self.set_variables(id, call, args),
             "archmax_get_history" => Answer::error("archmax_get_history is offered only to grader and code states."),
             "archmax_eval" | "archmax_run" => self.script_tool(id, &call.name, args).await,
             name if delegation_target(name).is_some() => {
@@ -334,7 +352,8 @@ impl Turn<'_> {
             name if DEFAULT_TOOLS.contains(&name) => {
                 let policy = self.policy();
                 let state = self.state(id);
-                let filter = |path: &str| visible(&policy, state, path);
+                let variables = self.session.variable_values();
+                let filter = |path: &str| crate::kernel::listed(&policy, state, name, path, &variables);
                 let context =
                     archmax_stdlib::tools::ToolContext { workspace: &self.workspace, visible: &filter, raw_text: raw };
                 let result = archmax_stdlib::tools::run(name, args, &context);

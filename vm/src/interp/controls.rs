@@ -91,6 +91,36 @@ pub(super) fn raise_arguments(args: &Value) -> Result<(String, String), String> 
     Ok((code, reason))
 }
 
+impl Turn<'_> {
+    /// A `file` value names a file that is there, within its `maxSize`.
+    pub(super) fn check_file_value(
+        &self,
+        entry: &archmax_compiler::program::SignatureEntry,
+        value: &Value,
+    ) -> Result<(), String> {
+        if entry.ty != Some(archmax_compiler::program::ValueType::File) {
+            return Ok(());
+        }
+        let name = self.program().str(entry.name);
+        let Value::String(path) = value else {
+            return Ok(());
+        };
+        let canonical =
+            canonicalize(path).map_err(|_| format!("'{name}': '{path}' climbs above the workspace root"))?;
+        let found = self.workspace.stat(&canonical).map_err(|error| format!("'{name}': {error}"))?;
+        match found {
+            None => Err(format!("'{name}' names '{path}', and there is nothing there; write the file first")),
+            Some(found) if found.is_dir => Err(format!("'{name}' names the folder '{path}', not a file")),
+            Some(found) => match entry.rules.max_size {
+                Some(limit) if found.size > limit => {
+                    Err(format!("'{name}': '{path}' is {} bytes, over its maxSize of {limit}", found.size))
+                }
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
 /// An accepted advance, not yet taken.
 pub(super) struct Advance {
     pub target: StateId,
@@ -216,9 +246,15 @@ impl Turn<'_> {
         self.push_trail(&to, "reset", Some(reason));
         self.session.head.rejected = None;
         self.session.head.failed_delegations.clear();
+        // The agent's own locks are released; the host's seeds stay locked.
+        for name in std::mem::take(&mut self.session.head.agent_locks) {
+            if let Some(variable) = self.session.variables.get(&name).cloned() {
+                self.set_variable(&name, Variable { value: variable.value, locked: false });
+            }
+        }
         self.park_if_human(target);
         Answer::ok(format!(
-            "Reset to the entry state '{to}'. The transcript, files and variables are kept; start this state's work again."
+            "Reset to the entry state '{to}'. The transcript, files and variables are kept (your own locks are released); start this state's work again."
         ))
     }
 
@@ -261,6 +297,7 @@ impl Turn<'_> {
             reason: reason.clone(),
             parked_at: crate::clock::rfc3339(now),
             resume_at: resume.clone(),
+            child: None,
         });
         self.session.head.status = Status::AwaitingInput;
         self.session.head.rejected = None;
@@ -294,6 +331,7 @@ impl Turn<'_> {
         self.session.head.exit = Some(Exit { code: code.clone(), reason: reason.clone(), state: here.clone() });
         self.session.head.status = Status::Failed;
         self.session.head.rejected = None;
+        self.session.head.failed_delegations.clear();
         self.emit(Event::Raised {
             state: here.clone(),
             code: code.clone(),
@@ -339,7 +377,10 @@ impl Turn<'_> {
         }
     }
 
-    pub(super) fn set_variables(&mut self, call: &ToolCall, args: &Value) -> Answer {
+    /// `archmax_set_variables`, written as state `id` (the state the model was shown when
+    /// it made the call: an advance earlier in the same message does not hand the write
+    /// to the state it moved to).
+    pub(super) fn set_variables(&mut self, id: StateId, call: &ToolCall, args: &Value) -> Answer {
         let refuse =
             |reason: String| Answer::error(format!("archmax_set_variables rejected: {reason}; nothing was written"));
         let Some(Value::Object(values)) = args.get("variables") else {
@@ -353,7 +394,6 @@ impl Turn<'_> {
             Some(Value::Bool(flag)) => *flag,
             Some(_) => return refuse("`lock` must be true or false".to_string()),
         };
-        let id = self.position_id();
         let here = self.slug(id).to_string();
         let program = self.program();
         let today = crate::values::Today::at(self.now());
@@ -398,14 +438,21 @@ impl Turn<'_> {
             }
             if let Some(trigger) = self.trigger
                 && let Some(entry) = trigger.returns.iter().find(|entry| program.str(entry.name) == name)
-                && let Err(problem) = crate::values::check(program, entry, value, &today)
             {
-                return refuse(problem);
+                if let Err(problem) = crate::values::check(program, entry, value, &today) {
+                    return refuse(problem);
+                }
+                if let Err(problem) = self.check_file_value(entry, value) {
+                    return refuse(problem);
+                }
             }
             writes.push((name.clone(), Variable { value: value.clone(), locked: lock }));
         }
         let names: Vec<String> = writes.iter().map(|(name, _)| name.clone()).collect();
         for (name, variable) in writes {
+            if variable.locked && !self.session.head.agent_locks.contains(&name) {
+                self.session.head.agent_locks.push(name.clone());
+            }
             if name == "title" {
                 let title = variable.value.as_str().unwrap_or_default().to_string();
                 self.emit(Event::TitleSet { title, state: Some(here.clone()), call_id: Some(call.id.clone()) });

@@ -98,7 +98,7 @@ fn value_at<'v>(path: &VarPath, variables: &'v Value) -> Option<&'v Value> {
 
 /// Resolves one argument: a whole-argument reference keeps the value's type, mixed text
 /// is substituted as text. `Err` names what does not resolve.
-fn resolve_argument(value: &Value, variables: &Value) -> Result<Value, String> {
+pub(super) fn resolve_argument(value: &Value, variables: &Value) -> Result<Value, String> {
     match value {
         Value::String(text) if text.contains("${{") => {
             let template = parse_template(text).map_err(|error| format!("`{text}` is malformed: {}", error.message))?;
@@ -253,6 +253,18 @@ impl Turn<'_> {
         let here = self.slug(id).to_string();
         let slug = delegation_target(tool).unwrap_or_default().to_string();
         self.session.head.delegations += 1;
+        // A child created just before a crash outlives the counter that named it: skip
+        // ids that are taken.
+        while self
+            .runtime
+            .store
+            .read(&format!("{}~{}", self.session.id, self.session.head.delegations))
+            .ok()
+            .flatten()
+            .is_some()
+        {
+            self.session.head.delegations += 1;
+        }
         let number = self.session.head.delegations;
         let depth = self.session.head.ancestors.len() + 1;
         let mut meta = Meta {
@@ -769,6 +781,7 @@ impl Turn<'_> {
             self.session.head.decision_count += 1;
             decision.seq = self.session.head.decision_count;
             decision.created_at = crate::clock::rfc3339(self.now());
+            decision.child = Some(pending.child.clone());
             let state = decision.state.clone();
             self.session.head.pending_decision = Some(decision);
             self.session.head.status = Status::AwaitingDecision;
@@ -779,7 +792,8 @@ impl Turn<'_> {
                 resume_at: None,
                 call_id: Some(pending.call_id.clone()),
             });
-        } else if let Some(input) = child.head.pending_input.clone() {
+        } else if let Some(mut input) = child.head.pending_input.clone() {
+            input.child = Some(pending.child.clone());
             let state = input.state.clone();
             let reason = input.reason.clone();
             let resume_at = input.resume_at.clone();

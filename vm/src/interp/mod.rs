@@ -271,6 +271,15 @@ impl<'r> Turn<'r> {
             if self.session.head.status != Status::Running {
                 break;
             }
+            // A child still parked (its caller parked on something else first) is
+            // presented as soon as the session runs again.
+            if !self.session.head.pending_delegations.is_empty() {
+                self.present_delegation();
+                if self.session.head.status != Status::Running {
+                    self.commit()?;
+                    continue;
+                }
+            }
             self.steps += 1;
             if self.steps > self.runtime.recursion_limit {
                 let reason = format!(
@@ -348,6 +357,7 @@ impl<'r> Turn<'r> {
             Some(Exit { code: code.to_string(), reason: reason.to_string(), state: state.clone() });
         self.session.head.status = Status::Failed;
         self.session.head.park_phase = None;
+        self.session.head.failed_delegations.clear();
     }
 
     /// Routes the committed rejection through `on_error`, or ends the session rejected.
@@ -437,6 +447,7 @@ impl<'r> Turn<'r> {
             transitions,
             evidence,
             created_at: crate::clock::rfc3339(self.now()),
+            child: None,
         });
         self.session.head.status = Status::AwaitingDecision;
         self.session.head.park_phase = Some(ParkPhase::Closing);

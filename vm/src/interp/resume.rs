@@ -144,7 +144,33 @@ impl Runtime {
     /// A person's decision: routes the session along one transition of the parked human
     /// state and runs on from the target.
     pub async fn decide(&self, request: DecideRequest) -> Result<Outcome, RunError> {
+        self.decide_as(request, false).await
+    }
+
+    /// A sub-workflow its caller waits for is resumed only through that caller, so the
+    /// caller always learns the result.
+    fn refuse_awaited_child(&self, session: &SessionState) -> Result<(), RunError> {
+        let Some(parent) = &session.head.parent else {
+            return Ok(());
+        };
+        let awaited =
+            self.store.read(parent).ok().flatten().is_some_and(|caller| {
+                caller.head.pending_delegations.iter().any(|pending| pending.child == session.id)
+            });
+        if awaited {
+            return Err(RunError::Refused(format!(
+                "session `{}` is a sub-workflow that its caller `{parent}` waits for; resume it through the caller (`archmax decide {parent} --to <state>` or `archmax deliver {parent} --trigger <id>`). Nothing was changed.",
+                session.id
+            )));
+        }
+        Ok(())
+    }
+
+    async fn decide_as(&self, request: DecideRequest, through_caller: bool) -> Result<Outcome, RunError> {
         let (session, writer) = self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision)?;
+        if !through_caller {
+            self.refuse_awaited_child(&session)?;
+        }
         let Some(decision) = session.head.pending_decision.clone() else {
             return Err(RunError::NotParked(format!("session `{}` is not parked for a decision", request.session)));
         };
@@ -158,7 +184,10 @@ impl Runtime {
         let workflow_id = self.workflow_of(&session)?;
         // The decision belongs to a parked child: it goes to that child alone, and the
         // child's result reaches this session as a note.
-        if let Some(pending) = session.head.pending_delegations.first().cloned() {
+        let forwarded = session.head.pending_decision.as_ref().and_then(|decision| decision.child.clone());
+        if let Some(pending) = forwarded
+            .and_then(|child| session.head.pending_delegations.iter().find(|pending| pending.child == child).cloned())
+        {
             self.emit(
                 &session.id,
                 crate::events::Event::Decided {
@@ -167,7 +196,9 @@ impl Runtime {
                 },
             );
             let child = DecideRequest { session: pending.child.clone(), workflow: None, ..request.clone() };
-            let outcome = Box::pin(self.decide(child)).await;
+            // A refused resume of the child changes nothing here either.
+            let outcome = Box::pin(self.decide_as(child, true)).await?;
+            let outcome = Ok(outcome);
             return self.carry_on(workflow_id, session, writer, Disposition::Decide, &pending, outcome).await;
         }
         let mut turn = Turn::new(self, workflow_id, session, writer);
@@ -240,6 +271,10 @@ impl Runtime {
     /// A trigger delivered to a session waiting for input: its variables are seeded locked,
     /// an `[event]` note tells the state, and the same state runs on.
     pub async fn deliver(&self, request: DeliverRequest) -> Result<Outcome, RunError> {
+        self.deliver_as(request, false).await
+    }
+
+    async fn deliver_as(&self, request: DeliverRequest, through_caller: bool) -> Result<Outcome, RunError> {
         let trigger = request.trigger.trim().to_string();
         if trigger.is_empty() {
             return Err(RunError::InvalidInput("a delivery needs a trigger id".to_string()));
@@ -248,10 +283,16 @@ impl Runtime {
             validate_variable_name(name).map_err(RunError::InvalidInput)?;
         }
         let (session, writer) = self.open_parked(&request.session, request.workflow.as_deref(), Channel::Input)?;
+        if !through_caller {
+            self.refuse_awaited_child(&session)?;
+        }
         let workflow_id = self.workflow_of(&session)?;
         // The delivery belongs to a parked child: it goes to that child alone, and the
         // child's result reaches this session as a note.
-        if let Some(pending) = session.head.pending_delegations.first().cloned() {
+        let forwarded = session.head.pending_input.as_ref().and_then(|input| input.child.clone());
+        if let Some(pending) = forwarded
+            .and_then(|child| session.head.pending_delegations.iter().find(|pending| pending.child == child).cloned())
+        {
             self.emit(
                 &session.id,
                 crate::events::Event::Delivered {
@@ -261,7 +302,8 @@ impl Runtime {
                 },
             );
             let child = DeliverRequest { session: pending.child.clone(), workflow: None, ..request.clone() };
-            let outcome = Box::pin(self.deliver(child)).await;
+            let outcome = Box::pin(self.deliver_as(child, true)).await?;
+            let outcome = Ok(outcome);
             return self.carry_on(workflow_id, session, writer, Disposition::Deliver, &pending, outcome).await;
         }
         let mut turn = Turn::new(self, workflow_id, session, writer);

@@ -190,6 +190,10 @@ impl Runtime {
         head.pending_decision = None;
         head.pending_input = None;
         head.park_phase = None;
+        // A new turn is new work: failures and parked children of the last one are
+        // not this turn's (a parked session never reaches here; it is resumed instead).
+        head.failed_delegations.clear();
+        head.pending_delegations.clear();
         if head.entry_state.is_none() {
             head.entry_state = Some(opening_slug.clone());
         }

@@ -229,6 +229,10 @@ pub struct PendingDecision {
     pub evidence: Vec<String>,
     /// RFC 3339.
     pub created_at: String,
+    /// Set when this record is a parked sub-workflow's, presented on its caller: the
+    /// child's session id, which a decision is forwarded to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<String>,
 }
 
 /// A wait for something from outside.
@@ -239,6 +243,9 @@ pub struct PendingInput {
     pub parked_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_at: Option<String>,
+    /// Set when this wait is a parked sub-workflow's, presented on its caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<String>,
 }
 
 /// Where a park stands in its two phases: the handoff message is still owed, or the
@@ -319,6 +326,10 @@ pub struct Head {
     /// For a child: the dispatch that started it, which its events carry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch_id: Option<String>,
+    /// Variables the agent locked with `lock: true`: `archmax_reset` releases them (a
+    /// host's locks stay).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agent_locks: Vec<String>,
     /// Failed sub-workflow calls of the current state, not yet recovered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_delegations: Vec<FailedDelegation>,

@@ -162,7 +162,7 @@ pub(super) async fn grade(
         );
         return out;
     };
-    let reply = super::said(&view.session);
+    let reply = super::said(view);
     let task = format!(
         "Criterion:\n{criterion}\n\n## Record\n{}\n\n## Reply\n{}",
         record(view),

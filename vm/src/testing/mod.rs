@@ -509,7 +509,10 @@ impl Driver<'_> {
                 }))
             }
             StepKind::UsedNoTools => {
-                let used: Vec<String> = view.session.messages[view.opened_at.min(view.session.messages.len())..]
+                // The whole conversation so far, like the other tool assertions.
+                let used: Vec<String> = view
+                    .session
+                    .messages
                     .iter()
                     .filter_map(|message| match message {
                         Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
@@ -739,10 +742,9 @@ fn same_value(expected: &Value, observed: &Value) -> bool {
     }
 }
 
-/// Everything the session's agent said, oldest first.
-fn said(session: &SessionState) -> String {
-    session
-        .messages
+/// What the session said in the turn the action opened (a park's handoff included).
+fn said(view: &View) -> String {
+    view.session.messages[view.opened_at.min(view.session.messages.len())..]
         .iter()
         .filter_map(|message| match message {
             Message::Assistant { text, .. } if !text.trim().is_empty() => Some(text.as_str()),
@@ -753,7 +755,7 @@ fn said(session: &SessionState) -> String {
 }
 
 fn reply(view: &View, index: usize, includes: &[TextMatcher], excludes: &[TextMatcher]) -> Vec<Record> {
-    let text = said(&view.session);
+    let text = said(view);
     let mut out = Vec::new();
     for token in includes {
         let failure =

@@ -13,11 +13,13 @@ pub struct Flow {
     color: bool,
     /// Per session: the state shown at its margin, until the session leaves it.
     current: std::collections::HashMap<String, String>,
+    /// How many `~` the top-level session's own id holds (ids may contain them).
+    root_tildes: Option<usize>,
 }
 
 impl Flow {
     pub fn new(color: bool) -> Flow {
-        Flow { color, current: std::collections::HashMap::new() }
+        Flow { color, current: std::collections::HashMap::new(), root_tildes: None }
     }
 
     fn state_header(&self, state: &str) -> String {
@@ -73,7 +75,14 @@ impl Listener for Flow {
         // A sub-workflow's events (its session id is its caller's plus `~n`) are drawn
         // indented under the calling state, one level per depth, never at the margin.
         let session = envelope.session_id.clone().unwrap_or_default();
-        let depth = session.matches('~').count();
+        let tildes = session.matches('~').count();
+        let depth = match &envelope.sub_workflow_dispatch_id {
+            None => {
+                self.root_tildes.get_or_insert(tildes);
+                0
+            }
+            Some(_) => tildes.saturating_sub(self.root_tildes.unwrap_or(0)).max(1),
+        };
         if depth > 0 && matches!(envelope.event, Event::TurnEnd { .. } | Event::Warning { .. }) {
             return;
         }

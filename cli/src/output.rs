@@ -49,6 +49,7 @@ const COMMANDS: [&str; 12] = [
 
 /// A usage problem found after parsing (bad JSON, an empty prompt): one line, exit 2.
 pub fn usage(command: &str, message: &str) -> ExitCode {
+    let message = message.trim_end().trim_end_matches('.');
     eprintln!("error: {message}; try `archmax {command} --help`");
     ExitCode::from(2)
 }

@@ -179,8 +179,9 @@ pub fn footer(usage: &Usage) -> Option<String> {
 }
 
 /// What to do about a parked session: where it waits, and the command that moves it on.
-pub fn park_report(outcome: &Outcome, program: &Program) -> Option<String> {
-    let id = &outcome.session_id;
+pub fn park_report(outcome: &Outcome, program: &Program, resume_through: Option<&str>) -> Option<String> {
+    // A sub-workflow its caller waits for is moved on through the caller.
+    let id = resume_through.unwrap_or(&outcome.session_id);
     if let Some(decision) = &outcome.pending_decision {
         let title = decision.title.as_ref().map(|title| format!(" ({title})")).unwrap_or_default();
         let targets: Vec<&str> = decision.transitions.iter().map(|choice| choice.to.as_str()).collect();
@@ -242,7 +243,13 @@ pub fn finish(outcome: &Outcome, runtime: &Runtime) -> ExitCode {
     if leftover > 0 {
         eprintln!("warning: the tape still holds {leftover} unused entr{}", if leftover == 1 { "y" } else { "ies" });
     }
-    match park_report(outcome, &runtime.program) {
+    let caller =
+        runtime.store.read(&outcome.session_id).ok().flatten().and_then(|state| state.head.parent).filter(|parent| {
+            runtime.store.read(parent).ok().flatten().is_some_and(|caller| {
+                caller.head.pending_delegations.iter().any(|pending| pending.child == outcome.session_id)
+            })
+        });
+    match park_report(outcome, &runtime.program, caller.as_deref()) {
         Some(report) => eprintln!("{report}"),
         None => eprintln!("session {}", outcome.session_id),
     }

@@ -686,7 +686,10 @@ impl Turn<'_> {
     fn fail_delegation(&mut self, meta: &Meta, kind: &str, reason: String, caller: Caller) -> Answer {
         self.sub_result(meta, "error", Some(format!("{kind}: {reason}")), Vec::new());
         self.push_sub_trail(meta, "error");
-        if matches!(caller, Caller::Model | Caller::Script) {
+        // A failure belongs to the state that made the call; once the session has left
+        // it (an advance later in the same message), the move has cleared it.
+        let still_there = self.session.head.position.as_deref() == Some(meta.state.as_str());
+        if matches!(caller, Caller::Model | Caller::Script) && still_there {
             self.session.head.failed_delegations.push(FailedDelegation {
                 state: meta.state.clone(),
                 workflow: meta.slug.clone(),

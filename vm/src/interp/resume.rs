@@ -191,7 +191,7 @@ impl Runtime {
             self.emit(
                 &session.id,
                 crate::events::Event::Decided {
-                    state: pending.state.clone(),
+                    state: session.head.position.clone().unwrap_or_else(|| pending.state.clone()),
                     to: format!("{} (in sub-workflow {})", request.to, pending.workflow),
                 },
             );
@@ -296,7 +296,7 @@ impl Runtime {
             self.emit(
                 &session.id,
                 crate::events::Event::Delivered {
-                    state: pending.state.clone(),
+                    state: session.head.position.clone().unwrap_or_else(|| pending.state.clone()),
                     trigger: trigger.clone(),
                     to: format!("sub-workflow {}", pending.workflow),
                 },

@@ -23,17 +23,6 @@ impl Today {
     }
 }
 
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 fn is_email(text: &str) -> bool {
     let Some((local, domain)) = text.rsplit_once('@') else {
         return false;
@@ -87,7 +76,7 @@ pub fn check(program: &Program, entry: &SignatureEntry, value: &Value, today: &T
     let Some(ty) = entry.ty else {
         return Ok(());
     };
-    let wrong = || Err(format!("'{name}' must be {}, not {}", describe(ty), type_name(value)));
+    let wrong = || Err(format!("'{name}' must be {}, not {}", describe(ty), archmax_stdlib::tools::type_name(value)));
     // The comparable magnitude for minimum/maximum.
     let magnitude: Option<f64> = match (ty, value) {
         (ValueType::String | ValueType::File, Value::String(_)) => None,

@@ -14,7 +14,7 @@ pub(crate) struct Arguments<'a> {
 }
 
 /// The JSON type of a value, in words, for "must be X, not Y" messages.
-fn type_name(value: &Value) -> &'static str {
+pub fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

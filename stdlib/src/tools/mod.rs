@@ -14,6 +14,8 @@
 
 use serde_json::{Value, json};
 
+use archmax_compiler::tools::DEFAULT_TOOLS;
+
 use crate::vfs::{VfsError, Workspace};
 
 mod arguments;
@@ -30,21 +32,12 @@ mod walk;
 #[cfg(test)]
 mod fixture;
 
+pub use arguments::type_name;
 pub use todos::{Todo, TodoStatus, parse_todos};
 
-/// The tools [`run`] executes, in the order a model is shown them.
-pub const BUILT_IN_TOOLS: [&str; 10] = [
-    "ls",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "glob",
-    "grep",
-    "copy_file",
-    "move_file",
-    "remove_file",
-    "write_todos",
-];
+/// The tools [`run`] executes, in the order a model is shown them: the default tools
+/// without the two that run scripts, which the runtime carries out.
+pub const BUILT_IN_TOOLS: &[&str] = DEFAULT_TOOLS.split_at(10).0;
 
 /// What a tool call runs with.
 pub struct ToolContext<'a> {
@@ -144,8 +137,17 @@ mod tests {
     use crate::tools::fixture::Fixture;
 
     #[test]
+    fn the_built_ins_are_the_default_tools_that_run_no_script() {
+        assert_eq!(BUILT_IN_TOOLS.len(), 10);
+        assert!(BUILT_IN_TOOLS.iter().all(|tool| !tool.starts_with("archmax_")));
+        assert!(
+            DEFAULT_TOOLS[BUILT_IN_TOOLS.len()..].iter().all(|tool| matches!(*tool, "archmax_eval" | "archmax_run"))
+        );
+    }
+
+    #[test]
     fn every_built_in_has_a_closed_schema_that_names_its_path_arguments() {
-        for tool in BUILT_IN_TOOLS {
+        for &tool in BUILT_IN_TOOLS {
             let schema = schema(tool).unwrap_or_else(|| panic!("{tool} has no schema"));
             assert_eq!(schema.name, tool);
             assert_eq!(schema.parameters["type"], "object");

@@ -24,7 +24,6 @@ use archmax_compiler::tools::DEFAULT_TOOLS;
 
 use crate::events::Event;
 use crate::model::{ModelError, ModelRequest, Role};
-use crate::prompt::{VolatileInputs, volatile};
 use crate::runtime::RunError;
 use crate::sandbox::{Bridge, HostCall, Limits, Sandbox};
 use crate::session::{Exit, Message, NoteKind, SessionState, Status};
@@ -250,18 +249,7 @@ impl Turn<'_> {
         let here = self.slug(id).to_string();
         let program = self.program();
         let state = self.state(id);
-        let variables = self.session.variable_values();
-        let block = volatile(
-            program,
-            state,
-            &VolatileInputs {
-                now_ms: self.now(),
-                variables: &variables,
-                trigger: self.trigger,
-                child: self.child,
-                reentry: false,
-            },
-        );
+        let block = self.volatile_block(id, false);
         let transitions: Vec<String> = state
             .transitions
             .iter()

@@ -579,6 +579,22 @@ impl<'r> Turn<'r> {
         self.record_usage(id, response);
     }
 
+    /// The per-call volatile prompt block of state `id`, from its precomputed template.
+    fn volatile_block(&self, id: StateId, reentry: bool) -> String {
+        let variables = self.session.variable_values();
+        volatile(
+            self.program(),
+            self.state(id),
+            &VolatileInputs {
+                now_ms: self.now(),
+                variables: &variables,
+                trigger: self.trigger,
+                child: self.child,
+                reentry,
+            },
+        )
+    }
+
     /// Adds a model call's usage (and its cost, when priced) to the session.
     fn record_usage(&mut self, id: StateId, response: &crate::model::ModelResponse) {
         let state = self.slug(id).to_string();
@@ -612,18 +628,7 @@ impl<'r> Turn<'r> {
             self.state_id_of(self.session.head.entry_state.as_deref().unwrap_or("")).unwrap_or(self.workflow.entry);
         let reentry =
             state.is_terminal() && id != entry && self.session.trail.last().is_some_and(|step| step.kind == "trigger");
-        let variables = self.session.variable_values();
-        let block = volatile(
-            self.program(),
-            state,
-            &VolatileInputs {
-                now_ms: self.now(),
-                variables: &variables,
-                trigger: self.trigger,
-                child: self.child,
-                reentry,
-            },
-        );
+        let block = self.volatile_block(id, reentry);
         let response = match self.call_model(id, block).await {
             Ok(response) => response,
             Err(ModelError::Timeout(limit)) => {

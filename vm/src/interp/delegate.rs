@@ -29,7 +29,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
 
-use archmax_compiler::program::{SignatureEntry, StateId, TriggerProgram, ValueType, WorkflowId, WorkflowProgram};
+use archmax_compiler::program::{StateId, TriggerProgram, ValueType, WorkflowId, WorkflowProgram};
 use archmax_compiler::syntax::reference::{TemplatePart, VarPath, parse_template};
 use archmax_compiler::tools::delegation_target;
 use archmax_compiler::zones::canonicalize;
@@ -615,7 +615,7 @@ impl Turn<'_> {
                 continue;
             };
             let mut value = found.clone();
-            check_return(program, entry, &value, &today)
+            crate::values::check(program, entry, &value, &today)
                 .map_err(|problem| format!("sub-workflow '{}' returned a mistyped value: {problem}", meta.slug))?;
             if entry.ty == Some(ValueType::File)
                 && let Value::String(path) = &value
@@ -871,14 +871,4 @@ impl Turn<'_> {
         self.session.head.status = Status::Running;
         self.present_delegation();
     }
-}
-
-/// A return is held to its declared type; a `file` return must be a path.
-fn check_return(
-    program: &archmax_compiler::program::Program,
-    entry: &SignatureEntry,
-    value: &Value,
-    today: &crate::values::Today,
-) -> Result<(), String> {
-    crate::values::check(program, entry, value, today)
 }

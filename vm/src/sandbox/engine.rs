@@ -184,6 +184,24 @@ impl Engine {
         Ok(Engine { context, runtime, shared, poisoned: false })
     }
 
+    /// Settles an evaluation of a kept engine that ran under the backstop timeout: an
+    /// evaluation the backstop abandoned leaves the engine untrusted (rebuilt before the
+    /// next one), and an out-of-memory failure collects garbage first.
+    pub(crate) async fn conclude<T>(
+        &mut self,
+        limits: &Limits,
+        outcome: Result<Result<T, SandboxError>, tokio::time::error::Elapsed>,
+    ) -> Result<T, SandboxError> {
+        let outcome = outcome.unwrap_or_else(|_| {
+            self.poisoned = true;
+            Err(SandboxError::Timeout(limits.timeout))
+        });
+        if matches!(outcome, Err(SandboxError::OutOfMemory)) {
+            self.recover_memory(limits).await;
+        }
+        outcome
+    }
+
     /// After an out-of-memory failure: collect, and rebuild before the next evaluation
     /// if the heap is still more than half full (the script kept its garbage reachable).
     pub(crate) async fn recover_memory(&mut self, limits: &Limits) {

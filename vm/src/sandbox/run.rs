@@ -80,13 +80,7 @@ impl Sandbox {
         });
         let outcome = tokio::time::timeout(limits.timeout + BACKSTOP, work).await;
         let console = shared.finish();
-        let outcome = outcome.unwrap_or_else(|_| {
-            engine.poisoned = true;
-            Err(SandboxError::Timeout(limits.timeout))
-        });
-        if outcome == Err(SandboxError::OutOfMemory) {
-            engine.recover_memory(limits).await;
-        }
+        let outcome = engine.conclude(limits, outcome).await;
         let (value, cut) = outcome?;
         Ok(EvalOutput { value, console: console.lines, truncated: cut || console.truncated })
     }
@@ -225,13 +219,7 @@ impl CodeStateRunner {
         });
         let outcome = tokio::time::timeout(limits.timeout + BACKSTOP, work).await;
         let console = shared.finish();
-        let outcome = outcome.unwrap_or_else(|_| {
-            engine.poisoned = true;
-            Err(SandboxError::Timeout(limits.timeout))
-        });
-        if outcome == Err(SandboxError::OutOfMemory) {
-            engine.recover_memory(limits).await;
-        }
+        let outcome = engine.conclude(limits, outcome).await;
         Ok(ModuleOutput { value: outcome?, console: console.lines })
     }
 }

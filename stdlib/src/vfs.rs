@@ -54,6 +54,8 @@ pub enum VfsError {
     ReadOnly(String),
     #[error("'{0}' climbs above the workspace root")]
     Escape(String),
+    #[error("'{path}' has {size} bytes, over the limit of {limit} bytes")]
+    TooLarge { path: String, size: u64, limit: u64 },
     #[error("'{0}': {1}")]
     Other(String, String),
 }
@@ -61,6 +63,31 @@ pub enum VfsError {
 /// A file store rooted at its own directory.
 pub trait Vfs: Send + Sync {
     fn read(&self, path: &str) -> Result<Vec<u8>, VfsError>;
+    /// Reads a whole file of at most `limit` bytes. A larger file is
+    /// [`VfsError::TooLarge`] and is not read: this is the read every tool uses, so no
+    /// answer can make the process hold more than its limit.
+    fn read_limited(&self, path: &str, limit: u64) -> Result<Vec<u8>, VfsError> {
+        if let Some(entry) = self.stat(path)?
+            && !entry.is_dir
+            && entry.size > limit
+        {
+            return Err(VfsError::TooLarge { path: path.to_string(), size: entry.size, limit });
+        }
+        let bytes = self.read(path)?;
+        let size = bytes.len() as u64;
+        if size > limit {
+            return Err(VfsError::TooLarge { path: path.to_string(), size, limit });
+        }
+        Ok(bytes)
+    }
+    /// The first `max` bytes of a file and the file's whole size, for classifying a file
+    /// without reading all of it.
+    fn read_head(&self, path: &str, max: usize) -> Result<(Vec<u8>, u64), VfsError> {
+        let mut bytes = self.read(path)?;
+        let size = bytes.len() as u64;
+        bytes.truncate(max);
+        Ok((bytes, size))
+    }
     /// Writes a file, creating parent directories.
     fn write(&self, path: &str, bytes: &[u8]) -> Result<(), VfsError>;
     /// Removes a file (never a directory).

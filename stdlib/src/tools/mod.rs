@@ -125,6 +125,9 @@ pub(crate) fn vfs_failure(error: VfsError) -> ToolError {
         VfsError::NotADirectory(path) => format!("{} is a file, not a folder", shown(&path)),
         VfsError::ReadOnly(path) => format!("{} is in a read-only area and cannot be changed", shown(&path)),
         VfsError::Escape(path) => format!("'{path}' leads outside the workspace"),
+        VfsError::TooLarge { path, size, limit } => {
+            format!("{} has {size} bytes, over this tool's limit of {limit} bytes", shown(&path))
+        }
         VfsError::Other(path, detail) => format!("{}: {detail}", shown(&path)),
     })
 }

@@ -63,6 +63,7 @@ impl Route<'_> {
             VfsError::NotADirectory(path) => VfsError::NotADirectory(mount.outer(&path)),
             VfsError::ReadOnly(path) => VfsError::ReadOnly(mount.outer(&path)),
             VfsError::Escape(path) => VfsError::Escape(mount.outer(&path)),
+            VfsError::TooLarge { path, size, limit } => VfsError::TooLarge { path: mount.outer(&path), size, limit },
             VfsError::Other(path, detail) => VfsError::Other(mount.outer(&path), detail),
         }
     }
@@ -125,6 +126,24 @@ impl Workspace {
     }
 
     pub fn read(&self, path: &str) -> Result<Vec<u8>, VfsError> {
+        self.routed_read(path, |store, inner| store.read(inner))
+    }
+
+    /// [`Vfs::read_limited`] through the routing.
+    pub fn read_limited(&self, path: &str, limit: u64) -> Result<Vec<u8>, VfsError> {
+        self.routed_read(path, |store, inner| store.read_limited(inner, limit))
+    }
+
+    /// [`Vfs::read_head`] through the routing.
+    pub fn read_head(&self, path: &str, max: usize) -> Result<(Vec<u8>, u64), VfsError> {
+        self.routed_read(path, |store, inner| store.read_head(inner, max))
+    }
+
+    fn routed_read<T>(
+        &self,
+        path: &str,
+        read: impl FnOnce(&dyn Vfs, &str) -> Result<T, VfsError>,
+    ) -> Result<T, VfsError> {
         let path = canonical(path)?;
         if self.leads_to_mount(&path) {
             return Err(VfsError::IsADirectory(path));
@@ -133,7 +152,7 @@ impl Workspace {
         if self.file_mount_present(&route)? == Some(false) {
             return Err(VfsError::NotFound(path));
         }
-        route.store.read(&route.inner).map_err(|error| route.reframe(error))
+        read(route.store, &route.inner).map_err(|error| route.reframe(error))
     }
 
     /// Writes a file; refused inside a read-only mount.

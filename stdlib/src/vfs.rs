@@ -18,7 +18,7 @@ mod disk;
 mod memory;
 mod routing;
 
-pub use disk::DiskVfs;
+pub use disk::{DiskVfs, Links};
 pub use memory::MemoryVfs;
 pub use routing::RUNTIME_ONLY_ROOTS;
 

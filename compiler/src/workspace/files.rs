@@ -220,11 +220,7 @@ impl Files for MemoryFiles {
     }
 
     fn kind(&self, path: &str) -> Option<Kind> {
-        if self.files.contains_key(path) {
-            Some(Kind::File)
-        } else {
-            self.is_dir(path).then_some(Kind::Directory)
-        }
+        if self.files.contains_key(path) { Some(Kind::File) } else { self.is_dir(path).then_some(Kind::Directory) }
     }
 
     fn read(&self, path: &str, limit: u64) -> Result<Vec<u8>, ReadError> {

@@ -11,7 +11,8 @@ use rustix::fs::{FileType, Mode};
 
 use super::*;
 
-const WORKFLOW: &str = "instructions: Answer questions.\nstates:\n  answer:\n    triggers:\n      manual:\n    instructions: Answer.\n";
+const WORKFLOW: &str =
+    "instructions: Answer questions.\nstates:\n  answer:\n    triggers:\n      manual:\n    instructions: Answer.\n";
 const SECRET: &str = "TOP-SECRET host credentials: hunter2";
 
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);

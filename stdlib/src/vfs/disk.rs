@@ -318,7 +318,8 @@ impl Vfs for DiskVfs {
 
     fn list(&self, dir: &str) -> Result<Vec<Entry>, VfsError> {
         let relative = self.relative(dir)?;
-        let folder = self.open(&relative, OFlags::RDONLY | OFlags::DIRECTORY).map_err(|errno| self.failure(dir, errno))?;
+        let folder =
+            self.open(&relative, OFlags::RDONLY | OFlags::DIRECTORY).map_err(|errno| self.failure(dir, errno))?;
         let root = match self.links {
             Links::Never => None,
             Links::BeneathRoot => Some(self.root_handle().map_err(|errno| self.failure(dir, errno))?),
@@ -418,7 +419,8 @@ fn write_atomically(parent: &OwnedFd, name: impl rustix::path::Arg, bytes: &[u8]
 /// Removes the staging files in a folder whose writer is gone (a process killed
 /// mid-write). A live writer's files, this process's included, are left alone.
 fn sweep_staging(folder: &impl AsFd) {
-    let Ok(readable) = rustix::fs::openat(folder, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+    let Ok(readable) =
+        rustix::fs::openat(folder, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
     else {
         return;
     };

@@ -245,12 +245,61 @@ fn a_folder_swapped_for_a_link_between_calls_is_refused() {
     fs::remove_file(session.root.join("scratchpad/work")).unwrap();
     symlink(&session.scratch.0, session.root.join("scratchpad/work")).unwrap();
     let mount = DiskVfs::mount(&session.root);
-    assert_eq!(mount.read("scratchpad/work/secret.txt"), Err(VfsError::Escape("scratchpad/work/secret.txt".to_string())));
+    assert_eq!(
+        mount.read("scratchpad/work/secret.txt"),
+        Err(VfsError::Escape("scratchpad/work/secret.txt".to_string()))
+    );
     assert_eq!(
         mount.write("scratchpad/work/secret.txt", b"x"),
         Err(VfsError::Escape("scratchpad/work/secret.txt".to_string()))
     );
     assert_eq!(fs::read(session.scratch.0.join("secret.txt")).unwrap(), b"host secret");
+}
+
+/// A local process flips `scratchpad/work` between a real folder and a link to
+/// `checkpoints/` while the session reads and writes through it: no read ever sees the
+/// log and no write ever lands beside it, however the two interleave.
+#[test]
+fn a_folder_flipped_to_a_link_concurrently_never_reaches_the_log() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let session = Session::new("race");
+    let store = session.store.clone();
+    let work = session.root.join("scratchpad/work");
+    let spare = session.root.join("scratchpad/spare");
+    let link = session.root.join("scratchpad/link");
+    fs::create_dir_all(&work).unwrap();
+    fs::write(work.join("log"), b"mine").unwrap();
+    symlink("../checkpoints", &link).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let stop = Arc::clone(&stop);
+        let (work, spare, link) = (work.clone(), spare.clone(), link.clone());
+        std::thread::spawn(move || {
+            // Each shape is held a while, so the session meets both often.
+            let hold = || (0..64).for_each(|_| std::thread::yield_now());
+            while !stop.load(Ordering::Relaxed) {
+                let _ = fs::rename(&work, &spare);
+                let _ = fs::rename(&link, &work);
+                hold();
+                let _ = fs::rename(&work, &link);
+                let _ = fs::rename(&spare, &work);
+                hold();
+            }
+        })
+    };
+    for round in 0..300 {
+        if let Ok(bytes) = store.read("scratchpad/work/log") {
+            assert_eq!(bytes, b"mine", "round {round} read the session's log");
+        }
+        let _ = store.write(&format!("scratchpad/work/planted-{round}"), b"x");
+        let _ = store.write("scratchpad/work/log", b"mine");
+    }
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+    assert_eq!(fs::read(session.root.join("checkpoints/log")).unwrap(), b"the session's log");
+    let beside_the_log: Vec<_> = fs::read_dir(session.root.join("checkpoints")).unwrap().collect();
+    assert_eq!(beside_the_log.len(), 1, "nothing was written into checkpoints/");
 }
 
 /// Each call here would block forever on the pipe if the store opened it for reading

@@ -266,8 +266,10 @@ pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceE
     let agents = loader.present("AGENTS.md").then(|| loader.register("AGENTS.md", &Scope::Workspace).0);
     let platform_source =
         mounts.by_name(".platform").map(|mount| mount.source.clone()).unwrap_or_else(|| ".platform".to_string());
+    let refused_sources = report_refused_mount_sources(&mut loader, &mounts);
     let platform_path = join(&platform_source, "system/GRAPH_STATE.md");
-    let platform_prompt = loader.present(&platform_path).then(|| loader.register(&platform_path, &Scope::Workspace).0);
+    let platform_prompt = (!refused_sources.contains(&platform_source) && loader.present(&platform_path))
+        .then(|| loader.register(&platform_path, &Scope::Workspace).0);
 
     let skills_source =
         mounts.by_name("skills").map(|mount| mount.source.clone()).unwrap_or_else(|| "skills".to_string());
@@ -297,6 +299,22 @@ pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceE
         diagnostics: loader.diagnostics,
         unreadable: loader.unreadable,
     })
+}
+
+/// Reports a mount whose source is itself refused (a link leading out of the workspace,
+/// a named pipe): sessions would otherwise be served what lies behind it. `AGENTS.md`
+/// was registered, and so reported, already. Returns the refused sources.
+fn report_refused_mount_sources(loader: &mut Loader<'_>, mounts: &MountTable) -> Vec<String> {
+    let mut refused = Vec::new();
+    for mount in &mounts.mounts {
+        if matches!(loader.files.kind(&mount.source), Some(Kind::Refused(_))) {
+            if mount.source != "AGENTS.md" {
+                loader.register(&mount.source, &Scope::Workspace);
+            }
+            refused.push(mount.source.clone());
+        }
+    }
+    refused
 }
 
 fn load_skills(loader: &mut Loader<'_>, dir: &str) -> Vec<Skill> {

@@ -166,10 +166,12 @@ fn a_directory_linked_out_of_the_workspace_is_named_and_never_walked() {
     scratch.link("workflows/borrowed", scratch.0.join("outside"));
     scratch.link("workflows/orders/tests/shared", scratch.0.join("outside"));
     scratch.link("skills/borrowed", scratch.0.join("outside"));
+    scratch.link(".platform", scratch.0.join("outside"));
     let analysis = crate::analysis::analyze(&scratch.root()).unwrap();
     let workspace = &analysis.workspace;
     let out = |path: &str| format!("`{path}` is a symbolic link that leads outside the workspace, so it was not read");
-    let expected = vec![out("skills/borrowed"), out("workflows/borrowed"), out("workflows/orders/tests/shared")];
+    let expected =
+        vec![out(".platform"), out("skills/borrowed"), out("workflows/borrowed"), out("workflows/orders/tests/shared")];
     assert_eq!(file_read_messages(workspace), expected);
     assert!(workspace.workflow("borrowed").is_none());
     assert!(workspace.sources.files().all(|(_, file)| !file.text.contains("hunter2")));
@@ -178,6 +180,17 @@ fn a_directory_linked_out_of_the_workspace_is_named_and_never_walked() {
         report.workflows[0].diagnostics.iter().map(|diagnostic| diagnostic.message.clone()).collect();
     reported.sort();
     assert_eq!(reported, expected, "validate shows every one of them");
+}
+
+#[test]
+fn a_mount_whose_source_leads_out_of_the_workspace_is_named() {
+    let scratch = Scratch::new("mount-out");
+    scratch.put("archmax.toml", "[mounts.\"reference/\"]\nsource = \"docs\"\n");
+    scratch.link("docs", scratch.0.join("outside"));
+    scratch.link("skills", scratch.0.join("outside"));
+    let workspace = load_workspace(&scratch.root()).unwrap();
+    let out = |path: &str| format!("`{path}` is a symbolic link that leads outside the workspace, so it was not read");
+    assert_eq!(file_read_messages(&workspace), vec![out("docs"), out("skills")]);
 }
 
 #[test]

@@ -6,18 +6,30 @@
 //! reads every file once into the [`SourceMap`], in sorted order so every later step is
 //! deterministic, and reports file-level problems (unreadable, non-UTF-8, misplaced or
 //! misnamed files) as diagnostics; it fails outright only when the root itself is unusable.
+//!
+//! Only regular files inside the root are read (see the `files` submodule): a named pipe,
+//! socket or device anywhere under a workflow or skill directory, and a symbolic link
+//! that leads outside the root, are reported as `AMX0014` naming the path, and nothing
+//! of what such a link points at is read or shown. Links that stay inside the root are
+//! followed like the files they point at.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
+mod files;
+
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+
+pub use self::files::{DiskFiles, Files, Kind, MemoryFiles, ReadError, Refusal};
 
 use crate::diagnostic::{Code, Diagnostic, Scope, list_names};
 use crate::host::{MountTable, parse_host_config};
 use crate::source::{FileId, SourceMap, Span};
 use crate::syntax::{frontmatter, is_slug, yaml};
 
-/// How deep directory walks under `scripts/` and `tests/` go.
+/// How deep directory walks under a workflow or skill directory go.
 const MAX_WALK_DEPTH: usize = 16;
+
+/// The files of a workflow directory that loading registers by name, outside the walk.
+const WORKFLOW_FILES: [&str; 4] = ["workflow.yaml", "WORKFLOW.md", "tests.config.js", "tests/tests.config.js"];
 
 /// A skill bundle of the registry.
 #[derive(Clone, Debug)]
@@ -92,138 +104,14 @@ pub enum WorkspaceError {
 enum ReadProblem {
     NotUtf8 { offset: usize, line: usize },
     TooLarge(u64),
+    Refused(Refusal),
     Io(std::io::Error),
-}
-
-/// Where a workspace's files come from: the disk, or memory (tests, fuzzing, benches).
-/// Paths are relative to the root, `/`-separated; `""` is the root itself.
-pub trait Files {
-    /// The entries of a directory, sorted by name: `(name, is_directory)`.
-    fn entries(&self, dir: &str) -> Vec<(String, bool)>;
-    fn is_file(&self, path: &str) -> bool;
-    fn is_dir(&self, path: &str) -> bool;
-    /// The file's bytes, refusing files larger than `limit`.
-    fn read(&self, path: &str, limit: u64) -> Result<Vec<u8>, ReadError>;
-    /// The path to show for a file.
-    fn location(&self, path: &str) -> PathBuf;
-}
-
-/// Why a file could not be read.
-#[derive(Debug)]
-pub enum ReadError {
-    TooLarge(u64),
-    Io(std::io::Error),
-}
-
-/// Files on disk under a root directory.
-pub struct DiskFiles {
-    pub root: PathBuf,
-}
-
-impl DiskFiles {
-    fn full(&self, path: &str) -> PathBuf {
-        if path.is_empty() { self.root.clone() } else { self.root.join(path) }
-    }
-}
-
-impl Files for DiskFiles {
-    fn entries(&self, dir: &str) -> Vec<(String, bool)> {
-        let Ok(read) = fs::read_dir(self.full(dir)) else {
-            return Vec::new();
-        };
-        let mut entries: Vec<(String, bool)> = read
-            .filter_map(Result::ok)
-            .map(|entry| {
-                let is_dir = fs::metadata(entry.path()).map(|metadata| metadata.is_dir()).unwrap_or(false);
-                (entry.file_name().to_string_lossy().into_owned(), is_dir)
-            })
-            .collect();
-        entries.sort();
-        entries
-    }
-
-    fn is_file(&self, path: &str) -> bool {
-        self.full(path).is_file()
-    }
-
-    fn is_dir(&self, path: &str) -> bool {
-        self.full(path).is_dir()
-    }
-
-    fn read(&self, path: &str, limit: u64) -> Result<Vec<u8>, ReadError> {
-        let full = self.full(path);
-        let metadata = fs::metadata(&full).map_err(ReadError::Io)?;
-        if metadata.len() > limit {
-            return Err(ReadError::TooLarge(metadata.len()));
-        }
-        fs::read(&full).map_err(ReadError::Io)
-    }
-
-    fn location(&self, path: &str) -> PathBuf {
-        self.full(path)
-    }
-}
-
-/// Files held in memory, keyed by root-relative path; directories are implied.
-#[derive(Default)]
-pub struct MemoryFiles {
-    files: BTreeMap<String, Vec<u8>>,
-}
-
-impl MemoryFiles {
-    pub fn new<P: AsRef<str>, C: AsRef<[u8]>>(files: impl IntoIterator<Item = (P, C)>) -> MemoryFiles {
-        MemoryFiles {
-            files: files
-                .into_iter()
-                .map(|(path, content)| (path.as_ref().trim_matches('/').to_string(), content.as_ref().to_vec()))
-                .collect(),
-        }
-    }
-}
-
-impl Files for MemoryFiles {
-    fn entries(&self, dir: &str) -> Vec<(String, bool)> {
-        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
-        let mut entries: BTreeMap<String, bool> = BTreeMap::new();
-        for path in self.files.keys().filter(|path| path.starts_with(&prefix)) {
-            let rest = &path[prefix.len()..];
-            match rest.split_once('/') {
-                Some((name, _)) => {
-                    entries.insert(name.to_string(), true);
-                }
-                None => {
-                    entries.entry(rest.to_string()).or_insert(false);
-                }
-            }
-        }
-        entries.into_iter().collect()
-    }
-
-    fn is_file(&self, path: &str) -> bool {
-        self.files.contains_key(path)
-    }
-
-    fn is_dir(&self, path: &str) -> bool {
-        path.is_empty()
-            || self.files.keys().any(|file| file.starts_with(path) && file.as_bytes().get(path.len()) == Some(&b'/'))
-    }
-
-    fn read(&self, path: &str, limit: u64) -> Result<Vec<u8>, ReadError> {
-        match self.files.get(path) {
-            Some(bytes) if bytes.len() as u64 > limit => Err(ReadError::TooLarge(bytes.len() as u64)),
-            Some(bytes) => Ok(bytes.clone()),
-            None => Err(ReadError::Io(std::io::Error::from(std::io::ErrorKind::NotFound))),
-        }
-    }
-
-    fn location(&self, path: &str) -> PathBuf {
-        PathBuf::from(path)
-    }
 }
 
 fn read_text(files: &dyn Files, path: &str, limit: u64) -> Result<String, ReadProblem> {
     let bytes = files.read(path, limit).map_err(|error| match error {
         ReadError::TooLarge(size) => ReadProblem::TooLarge(size),
+        ReadError::Refused(refusal) => ReadProblem::Refused(refusal),
         ReadError::Io(error) => ReadProblem::Io(error),
     })?;
     String::from_utf8(bytes).map_err(|error| {
@@ -233,7 +121,7 @@ fn read_text(files: &dyn Files, path: &str, limit: u64) -> Result<String, ReadPr
     })
 }
 
-fn join(dir: &str, name: &str) -> String {
+pub(crate) fn join(dir: &str, name: &str) -> String {
     if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
 }
 
@@ -255,72 +143,96 @@ impl Loader<'_> {
             Err(problem) => {
                 let id = self.sources.add(name.clone(), location, "");
                 self.unreadable.insert(id);
-                let diagnostic = match problem {
-                    ReadProblem::NotUtf8 { offset, line } => Diagnostic::at(
-                        Code::NotUtf8,
-                        Span::file_start(id),
-                        format!("`{name}` is not UTF-8 text: byte {offset} (line {line}) starts an invalid sequence"),
-                    )
-                    .with_help("save the file as UTF-8; workflow files, scripts and cases are text"),
-                    ReadProblem::TooLarge(size) => Diagnostic::at(
-                        Code::YamlLimit,
-                        Span::file_start(id),
-                        format!(
-                            "`{name}` is {size} bytes, over the {} byte limit for a workspace file",
-                            yaml::MAX_FILE_BYTES
-                        ),
-                    )
-                    .with_help("keep large data out of workflow files; put it in a skill bundle's assets"),
-                    ReadProblem::Io(error) => {
-                        let why = match error.kind() {
-                            std::io::ErrorKind::NotFound => "it does not exist (a dangling symbolic link?)".to_string(),
-                            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-                            std::io::ErrorKind::IsADirectory => "it is a directory".to_string(),
-                            other => format!("{other}"),
-                        };
-                        Diagnostic::at(
-                            Code::FileRead,
-                            Span::file_start(id),
-                            format!("`{name}` could not be read: {why}"),
-                        )
-                        .with_help("make the file a readable regular file, or remove it")
-                    }
-                };
-                self.diagnostics.push(diagnostic.with_scope(scope.clone()));
+                self.diagnostics.push(unreadable_file(&name, id, problem).with_scope(scope.clone()));
                 (id, false)
             }
         }
     }
 
-    /// Every file under `dir`, as (dir-relative path, root-relative path), sorted.
-    fn walk(&self, dir: &str) -> Vec<(String, String)> {
+    /// True when something other than a directory is at `path`: a file to register,
+    /// or something registering reports as refused.
+    fn present(&self, path: &str) -> bool {
+        matches!(self.files.kind(path), Some(Kind::File | Kind::Refused(_)))
+    }
+
+    /// Everything under `dir` but directories, as (dir-relative path, root-relative
+    /// path, kind), sorted. A refused entry is listed, never descended into.
+    fn walk(&self, dir: &str) -> Vec<(String, String, Kind)> {
         let mut found = Vec::new();
         let mut stack = vec![(dir.to_string(), String::new(), 0usize)];
         while let Some((current, prefix, depth)) = stack.pop() {
             if depth > MAX_WALK_DEPTH {
                 continue;
             }
-            for (name, is_dir) in self.files.entries(&current) {
+            for (name, kind) in self.files.entries(&current) {
                 let relative = join(&prefix, &name);
                 let path = join(&current, &name);
-                if is_dir {
+                if kind == Kind::Directory {
                     stack.push((path, relative, depth + 1));
                 } else {
-                    found.push((relative, path));
+                    found.push((relative, path, kind));
                 }
             }
         }
-        found.sort();
+        found.sort_by(|left, right| left.0.cmp(&right.0));
         found
+    }
+
+    /// Reports every refused entry under `dir` (a named pipe, a link leaving the root)
+    /// except the ones at `handled`, dir-relative paths registered elsewhere.
+    fn report_refused(&mut self, dir: &str, handled: &[&str], scope: &Scope) {
+        for (relative, path, kind) in self.walk(dir) {
+            if matches!(kind, Kind::Refused(_)) && !handled.contains(&relative.as_str()) {
+                self.register(&path, scope);
+            }
+        }
+    }
+}
+
+/// The diagnostic for a file that could not be read.
+fn unreadable_file(name: &str, id: FileId, problem: ReadProblem) -> Diagnostic {
+    match problem {
+        ReadProblem::NotUtf8 { offset, line } => Diagnostic::at(
+            Code::NotUtf8,
+            Span::file_start(id),
+            format!("`{name}` is not UTF-8 text: byte {offset} (line {line}) starts an invalid sequence"),
+        )
+        .with_help("save the file as UTF-8; workflow files, scripts and cases are text"),
+        ReadProblem::TooLarge(size) => Diagnostic::at(
+            Code::YamlLimit,
+            Span::file_start(id),
+            format!("`{name}` is {size} bytes, over the {} byte limit for a workspace file", yaml::MAX_FILE_BYTES),
+        )
+        .with_help("keep large data out of workflow files; put it in a skill bundle's assets"),
+        ReadProblem::Refused(Refusal::LeavesRoot) => Diagnostic::at(
+            Code::FileRead,
+            Span::file_start(id),
+            format!("`{name}` is a symbolic link that leads outside the workspace, so it was not read"),
+        )
+        .with_help("put the file itself in the workspace, or point the link at a file inside the workspace root"),
+        ReadProblem::Refused(Refusal::NotRegular(what)) => Diagnostic::at(
+            Code::FileRead,
+            Span::file_start(id),
+            format!("`{name}` is {what}, not a regular file, so it was not read"),
+        )
+        .with_help("keep only regular files and directories in a workspace: replace it with a file, or remove it"),
+        ReadProblem::Io(error) => {
+            let why = match error.kind() {
+                std::io::ErrorKind::NotFound => "it does not exist (a dangling symbolic link?)".to_string(),
+                std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+                std::io::ErrorKind::IsADirectory => "it is a directory".to_string(),
+                other => format!("{other}"),
+            };
+            Diagnostic::at(Code::FileRead, Span::file_start(id), format!("`{name}` could not be read: {why}"))
+                .with_help("make the file a readable regular file, or remove it")
+        }
     }
 }
 
 /// Loads the workspace at `root` from disk.
 pub fn load_workspace(root: &Path) -> Result<Workspace, WorkspaceError> {
-    if !root.is_dir() {
-        return Err(WorkspaceError::RootMissing(root.to_path_buf()));
-    }
-    load_from(&DiskFiles { root: root.to_path_buf() }, root)
+    let files = DiskFiles::open(root).map_err(|_| WorkspaceError::RootMissing(root.to_path_buf()))?;
+    load_from(&files, root)
 }
 
 /// Loads a workspace held in memory: `(root-relative path, contents)` pairs.
@@ -332,14 +244,14 @@ pub fn load_memory<P: AsRef<str>, C: AsRef<[u8]>>(
 
 /// Loads a workspace through any [`Files`] source.
 pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceError> {
-    if !files.is_dir("workflows") {
+    if files.kind("workflows") != Some(Kind::Directory) {
         return Err(WorkspaceError::NoWorkflowsDirectory(root.to_path_buf()));
     }
     let mut loader = Loader { files, sources: SourceMap::new(), diagnostics: Vec::new(), unreadable: BTreeSet::new() };
 
     let mut mounts = MountTable::default_table();
     let mut host_file = None;
-    if files.is_file("archmax.toml") {
+    if loader.present("archmax.toml") {
         let (file, readable) = loader.register("archmax.toml", &Scope::Workspace);
         host_file = Some(file);
         if readable {
@@ -351,20 +263,27 @@ pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceE
         }
     }
 
-    let agents = files.is_file("AGENTS.md").then(|| loader.register("AGENTS.md", &Scope::Workspace).0);
+    let agents = loader.present("AGENTS.md").then(|| loader.register("AGENTS.md", &Scope::Workspace).0);
     let platform_source =
         mounts.by_name(".platform").map(|mount| mount.source.clone()).unwrap_or_else(|| ".platform".to_string());
+    let refused_sources = report_refused_mount_sources(&mut loader, &mounts);
     let platform_path = join(&platform_source, "system/GRAPH_STATE.md");
-    let platform_prompt = files.is_file(&platform_path).then(|| loader.register(&platform_path, &Scope::Workspace).0);
+    let platform_prompt = (!refused_sources.contains(&platform_source) && loader.present(&platform_path))
+        .then(|| loader.register(&platform_path, &Scope::Workspace).0);
 
     let skills_source =
         mounts.by_name("skills").map(|mount| mount.source.clone()).unwrap_or_else(|| "skills".to_string());
     let skills = load_skills(&mut loader, &skills_source);
 
     let mut workflows = Vec::new();
-    for (name, is_dir) in files.entries("workflows") {
-        if is_dir {
-            workflows.push(load_workflow_dir(&mut loader, &name));
+    for (name, kind) in files.entries("workflows") {
+        match kind {
+            Kind::Directory => workflows.push(load_workflow_dir(&mut loader, &name)),
+            // Not a workflow, so no workflow's report would carry it.
+            Kind::Refused(_) => {
+                loader.register(&join("workflows", &name), &Scope::Workspace);
+            }
+            Kind::File => {}
         }
     }
 
@@ -382,13 +301,33 @@ pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceE
     })
 }
 
+/// Reports a mount whose source is itself refused (a link leading out of the workspace,
+/// a named pipe): sessions would otherwise be served what lies behind it. `AGENTS.md`
+/// was registered, and so reported, already. Returns the refused sources.
+fn report_refused_mount_sources(loader: &mut Loader<'_>, mounts: &MountTable) -> Vec<String> {
+    let mut refused = Vec::new();
+    for mount in &mounts.mounts {
+        if matches!(loader.files.kind(&mount.source), Some(Kind::Refused(_))) {
+            if mount.source != "AGENTS.md" {
+                loader.register(&mount.source, &Scope::Workspace);
+            }
+            refused.push(mount.source.clone());
+        }
+    }
+    refused
+}
+
 fn load_skills(loader: &mut Loader<'_>, dir: &str) -> Vec<Skill> {
     let mut skills = Vec::new();
-    for (slug, is_dir) in loader.files.entries(dir) {
-        if !is_dir || slug.starts_with('.') {
+    for (slug, kind) in loader.files.entries(dir) {
+        if matches!(kind, Kind::Refused(_)) {
+            loader.register(&join(dir, &slug), &Scope::Skill(slug.clone()));
+        }
+        if kind != Kind::Directory || slug.starts_with('.') {
             continue;
         }
         let scope = Scope::Skill(slug.clone());
+        loader.report_refused(&join(dir, &slug), &["SKILL.md"], &scope);
         let manifest = join(&join(dir, &slug), "SKILL.md");
         if !is_slug(&slug) {
             loader.diagnostics.push(
@@ -401,7 +340,7 @@ fn load_skills(loader: &mut Loader<'_>, dir: &str) -> Vec<Skill> {
                 .with_scope(scope.clone()),
             );
         }
-        if !loader.files.is_file(&manifest) {
+        if !loader.present(&manifest) {
             loader.diagnostics.push(
                 Diagnostic::new(
                     Code::SkillManifest,
@@ -536,10 +475,10 @@ fn load_workflow_dir(loader: &mut Loader<'_>, slug: &str) -> WorkflowSource {
             .with_scope(scope.clone()),
         );
     }
-    if loader.files.is_file(&prose_path) {
+    if loader.present(&prose_path) {
         let (file, readable) = loader.register(&prose_path, &scope);
         source.prose = Some(file);
-        if readable && loader.files.is_file(&spec_path) {
+        if readable && loader.present(&spec_path) {
             let text = loader.sources.text(file).to_string();
             if let Some(block) = frontmatter(&text) {
                 loader.diagnostics.push(
@@ -557,7 +496,7 @@ fn load_workflow_dir(loader: &mut Loader<'_>, slug: &str) -> WorkflowSource {
             }
         }
     }
-    if loader.files.is_file(&spec_path) {
+    if loader.present(&spec_path) {
         source.spec = Some(loader.register(&spec_path, &scope).0);
     } else {
         let single_file = source.prose.is_some_and(|file| frontmatter(loader.sources.text(file)).is_some());
@@ -577,7 +516,7 @@ fn load_workflow_dir(loader: &mut Loader<'_>, slug: &str) -> WorkflowSource {
     }
     for legacy in ["tests.config.js", "tests/tests.config.js"] {
         let path = join(&dir, legacy);
-        if loader.files.is_file(&path) {
+        if loader.present(&path) {
             let (file, _) = loader.register(&path, &scope);
             loader.diagnostics.push(
                 Diagnostic::at(Code::TestsConfigJs, Span::file_start(file), format!("`{legacy}` is no longer read"))
@@ -586,20 +525,30 @@ fn load_workflow_dir(loader: &mut Loader<'_>, slug: &str) -> WorkflowSource {
             );
         }
     }
-    for (relative, path) in loader.walk(&join(&dir, "scripts")) {
-        if relative.ends_with(".js") || relative.ends_with(".mjs") {
-            let (file, _) = loader.register(&path, &scope);
-            source.scripts.push((format!("scripts/{relative}"), file));
+    for (relative, path, kind) in loader.walk(&dir) {
+        if let Some(script) = relative.strip_prefix("scripts/") {
+            if script.ends_with(".js") || script.ends_with(".mjs") {
+                let (file, _) = loader.register(&path, &scope);
+                source.scripts.push((relative.clone(), file));
+                continue;
+            }
+        } else if let Some(test) = relative.strip_prefix("tests/") {
+            let case_id = test.strip_suffix(".test.yaml").or_else(|| test.strip_suffix(".test.yml"));
+            if let Some(id) = case_id {
+                let (file, _) = loader.register(&path, &scope);
+                source.cases.push((id.to_string(), file));
+            }
+            if kind == Kind::File || case_id.is_some() {
+                source.test_files.insert(test.to_string());
+            }
+            if case_id.is_some() {
+                continue;
+            }
         }
-    }
-    for (relative, path) in loader.walk(&join(&dir, "tests")) {
-        let case_id =
-            relative.strip_suffix(".test.yaml").or_else(|| relative.strip_suffix(".test.yml")).map(str::to_string);
-        if let Some(id) = case_id {
-            let (file, _) = loader.register(&path, &scope);
-            source.cases.push((id, file));
+        let handled = WORKFLOW_FILES.contains(&relative.as_str());
+        if matches!(kind, Kind::Refused(_)) && !handled {
+            loader.register(&path, &scope);
         }
-        source.test_files.insert(relative);
     }
     source
 }
@@ -609,3 +558,6 @@ pub fn workflow_names(workspace: &Workspace) -> String {
     let names: Vec<&str> = workspace.workflows.iter().map(|workflow| workflow.slug.as_str()).collect();
     list_names(&names)
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,7 +8,9 @@
 //! themselves; governance (which state may touch what) is the kernel's job, not the
 //! file system's.
 //!
-//! Two stores ship here: [`DiskVfs`] (a directory on disk that nothing can climb out of)
+//! Two stores ship here: [`DiskVfs`] (a directory on disk that nothing can climb out of,
+//! which opens only regular files and follows symbolic links as its [`Links`] policy
+//! says: none in a session's folder, those staying beneath the root in a host mount)
 //! and [`MemoryVfs`] (a map, for tests and ephemeral sessions). The routing itself lives
 //! in the `routing` submodule as methods on [`Workspace`].
 
@@ -18,7 +20,7 @@ mod disk;
 mod memory;
 mod routing;
 
-pub use disk::DiskVfs;
+pub use disk::{DiskVfs, Links};
 pub use memory::MemoryVfs;
 pub use routing::RUNTIME_ONLY_ROOTS;
 

@@ -327,7 +327,7 @@ impl Runtime {
                 key: mount.key.clone(),
                 read_only: mount.read_only,
                 searchable: mount.searchable,
-                store: Arc::new(DiskVfs::new(self.root.join(&mount.source))) as Arc<dyn Vfs>,
+                store: Arc::new(DiskVfs::mount(self.root.join(&mount.source))) as Arc<dyn Vfs>,
             })
             .collect();
         Workspace { session: store, mounts }

@@ -1,317 +1,447 @@
 //! [`DiskVfs`]: a store rooted at a directory (or, for a file mount, a single file) on
 //! disk.
 //!
-//! Nothing reaches above the root: `..` and absolute paths are refused before the disk is
-//! touched, and a symbolic link is followed only when its target stays inside the root.
-//! Writes land whole or not at all (a temporary file beside the target, then a rename).
-//! Errors describe what went wrong in words of their own and carry only the store-relative
-//! path, never the host's.
+//! The one thing to know: every path below the root is resolved by the kernel, with
+//! `openat2(RESOLVE_BENEATH)` relative to a handle on the root (see the `beneath`
+//! submodule), and every operation then works on the handle it opened, never on a path
+//! checked a moment earlier. So neither `..`, nor a symbolic link, nor a link swapped in
+//! while a session runs can take a read or a write outside the root. Which links are
+//! followed at all is the store's [`Links`] policy: a session's own folder follows none,
+//! a host mount follows those that stay beneath its root.
+//!
+//! Only regular files are read or written: a named pipe, socket or device is refused,
+//! judged on the opened handle (opened non-blocking), so it can never hang a tool.
+//! Writes land whole or not at all (a staging file beside the target, then a rename);
+//! staging files a killed process left behind are removed the next time their folder is
+//! listed or written, and are never shown. Errors describe what went wrong in words of
+//! their own and carry only the store-relative path, never the host's.
+
+mod beneath;
+#[cfg(test)]
+mod tests;
 
 use std::fs;
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::io::Errno;
+
+use self::beneath::{Root, file_type};
 use super::{Entry, Vfs, VfsError, relative_segments};
 
-/// Prefix of the temporary files a write stages beside its target; listings hide them.
+/// Prefix of the temporary files a write stages beside its target; listings hide them
+/// and no path may name one.
 const STAGING_PREFIX: &str = ".archmax-staging-";
 
 /// Distinguishes concurrent writes of one process.
 static STAGING_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Which symbolic links a [`DiskVfs`] follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Links {
+    /// None at all: a link anywhere on a path refuses the operation, and listings hide
+    /// links. For a session's own folder: no tool creates links, so any link there was
+    /// planted, and one inside the folder could still reach the session's log or lock.
+    Never,
+    /// Those that resolve beneath the store's root; a path that resolves outside it is an
+    /// escape. For host mounts, whose authors may link within their own tree.
+    BeneathRoot,
+}
+
 /// A directory on disk. For a file mount, `root` is the file and the file is path `""`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DiskVfs {
+    /// The host's choice of location: the root itself is opened as named, links and all.
     pub root: PathBuf,
+    pub links: Links,
 }
 
 impl DiskVfs {
+    /// A session's own folder: follows no symbolic link.
     pub fn new(root: impl Into<PathBuf>) -> DiskVfs {
-        DiskVfs { root: root.into() }
+        DiskVfs { root: root.into(), links: Links::Never }
     }
 
-    /// The host location of a store path, after checking that neither the path nor any
-    /// link along it leads outside the root.
-    fn locate(&self, path: &str) -> Result<PathBuf, VfsError> {
+    /// A host mount: follows symbolic links while they stay beneath `root`.
+    pub fn mount(root: impl Into<PathBuf>) -> DiskVfs {
+        DiskVfs { root: root.into(), links: Links::BeneathRoot }
+    }
+
+    /// The store-relative path, `/`-joined; `""` is the root. Climbing, absolute paths
+    /// and the store's own staging names are refused.
+    fn relative(&self, path: &str) -> Result<String, VfsError> {
         let segments = relative_segments(path)?;
-        let mut host = self.root.clone();
-        host.extend(&segments);
-        let Ok(canonical_root) = fs::canonicalize(&self.root) else {
-            // No root yet: nothing below it exists, so there is no link to follow.
-            return Ok(host);
-        };
-        // The deepest part of the path that exists decides where links lead.
-        let mut candidate = host.clone();
-        for _ in 0..=segments.len() {
-            if let Ok(resolved) = fs::canonicalize(&candidate) {
-                if resolved.starts_with(&canonical_root) {
-                    return Ok(host);
-                }
-                return Err(VfsError::Escape(path.to_string()));
-            }
-            if !candidate.pop() {
-                break;
-            }
+        if segments.iter().any(|segment| segment.starts_with(STAGING_PREFIX)) {
+            return Err(VfsError::Other(
+                path.to_string(),
+                format!("names beginning with `{STAGING_PREFIX}` are reserved for the store's own use"),
+            ));
         }
-        Ok(host)
+        Ok(segments.join("/"))
     }
 
-    /// A staging file name beside `target`, unique within this process.
-    fn staging_path(target: &Path) -> PathBuf {
-        let sequence = STAGING_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{STAGING_PREFIX}{}-{sequence}", std::process::id());
-        target.with_file_name(name)
+    fn root_handle(&self) -> Result<Root, Errno> {
+        Root::new(&self.root, self.links)
     }
-}
 
-/// Turns an I/O failure into a store error in our own words.
-fn failure(path: &str, error: &io::Error) -> VfsError {
-    let path = path.to_string();
-    match error.kind() {
-        io::ErrorKind::NotFound => VfsError::NotFound(path),
-        io::ErrorKind::IsADirectory => VfsError::IsADirectory(path),
-        io::ErrorKind::NotADirectory => VfsError::NotADirectory(path),
-        io::ErrorKind::PermissionDenied => VfsError::Other(path, "permission denied".to_string()),
-        io::ErrorKind::StorageFull => VfsError::Other(path, "the disk is full".to_string()),
-        io::ErrorKind::ReadOnlyFilesystem => VfsError::Other(path, "the disk is read-only".to_string()),
-        io::ErrorKind::InvalidFilename => VfsError::Other(path, "the name is not valid on this disk".to_string()),
-        _ => VfsError::Other(path, "the file system refused the operation".to_string()),
+    /// Opens a path with `flags`: the root itself as named, anything below it beneath it.
+    fn open(&self, relative: &str, flags: OFlags) -> Result<OwnedFd, Errno> {
+        if relative.is_empty() {
+            return rustix::fs::open(&self.root, flags | OFlags::CLOEXEC, Mode::empty());
+        }
+        self.root_handle()?.open(relative, flags)
     }
-}
 
-/// Writes `bytes` to a staging file and renames it over `target`.
-fn write_atomically(target: &Path, bytes: &[u8]) -> io::Result<()> {
-    let staging = DiskVfs::staging_path(target);
-    let written = fs::File::create_new(&staging).and_then(|mut file| {
-        file.write_all(bytes)?;
-        file.sync_all()
-    });
-    let renamed = written.and_then(|()| fs::rename(&staging, target));
-    if renamed.is_err() {
-        // Best effort: the staging file is ours and must not linger.
-        let _ = fs::remove_file(&staging);
+    /// Opens a regular file for reading; returns it with its size.
+    fn open_regular(&self, path: &str) -> Result<(fs::File, u64), VfsError> {
+        let relative = self.relative(path)?;
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let handle = match self.open(&relative, flags) {
+            Ok(handle) => handle,
+            // A socket cannot be opened at all; say what it is.
+            Err(Errno::NXIO) => return Err(self.describe_unopenable(path, &relative)),
+            Err(errno) => return Err(self.failure(path, errno)),
+        };
+        let stat = rustix::fs::fstat(&handle).map_err(|errno| self.failure(path, errno))?;
+        match file_type(&stat) {
+            FileType::RegularFile => Ok((fs::File::from(handle), size_of(&stat))),
+            FileType::Directory => Err(VfsError::IsADirectory(path.to_string())),
+            other => Err(not_regular(path, other)),
+        }
     }
-    renamed
+
+    /// Why a path that refused to open (ENXIO) is no regular file.
+    fn describe_unopenable(&self, path: &str, relative: &str) -> VfsError {
+        let kind = self
+            .open(relative, OFlags::PATH)
+            .and_then(|handle| rustix::fs::fstat(&handle))
+            .map_or(FileType::Unknown, |stat| file_type(&stat));
+        not_regular(path, kind)
+    }
+
+    /// A store error for a failed system call, in our own words.
+    fn failure(&self, path: &str, errno: Errno) -> VfsError {
+        let path = path.to_string();
+        let detail = match errno {
+            Errno::NOENT => return VfsError::NotFound(path),
+            Errno::ISDIR => return VfsError::IsADirectory(path),
+            Errno::NOTDIR => return VfsError::NotADirectory(path),
+            Errno::XDEV => return VfsError::Escape(path),
+            Errno::LOOP if self.links == Links::Never => return link_refused(&path),
+            Errno::LOOP => "too many symbolic links lead on from one another",
+            Errno::ACCESS | Errno::PERM => "permission denied",
+            Errno::NOSPC | Errno::DQUOT => "the disk is full",
+            Errno::ROFS => "the disk is read-only",
+            Errno::NAMETOOLONG => "the name is too long for this disk",
+            Errno::INVAL | Errno::ILSEQ => "the name is not valid on this disk",
+            Errno::NOSYS => "this system cannot open files safely (openat2 needs Linux 5.6 or newer)",
+            _ => "the file system refused the operation",
+        };
+        VfsError::Other(path, detail.to_string())
+    }
+
+    /// The handle of the folder that holds `relative`, creating missing folders one at a
+    /// time, each inside a handle resolved beneath the root.
+    fn make_parent(&self, root: &Root, relative: &str) -> Result<OwnedFd, Errno> {
+        let Some((parent, _)) = relative.rsplit_once('/') else {
+            return root.open(".", OFlags::PATH | OFlags::DIRECTORY);
+        };
+        let mut current = root.open(".", OFlags::PATH | OFlags::DIRECTORY)?;
+        let mut prefix = String::new();
+        for segment in parent.split('/') {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(segment);
+            current = match root.open(&prefix, OFlags::PATH | OFlags::DIRECTORY) {
+                Err(Errno::NOENT) => {
+                    match rustix::fs::mkdirat(&current, segment, Mode::from_raw_mode(0o777)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(errno) => return Err(errno),
+                    }
+                    root.open(&prefix, OFlags::PATH | OFlags::DIRECTORY)?
+                }
+                other => other?,
+            };
+        }
+        Ok(current)
+    }
+
+    /// Refuses a write over anything but a regular file or nothing: a folder, a special
+    /// file, or a link the policy does not follow (a followed link is replaced, never
+    /// written through).
+    fn check_replaceable(&self, root: &Root, parent: &OwnedFd, relative: &str, path: &str) -> Result<(), VfsError> {
+        let name = last_name(relative);
+        let stat = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(Errno::NOENT) => return Ok(()),
+            Err(errno) => return Err(self.failure(path, errno)),
+        };
+        match file_type(&stat) {
+            FileType::RegularFile => Ok(()),
+            FileType::Directory => Err(VfsError::IsADirectory(path.to_string())),
+            FileType::Symlink => self.check_link(root, relative, path),
+            other => Err(not_regular(path, other)),
+        }
+    }
+
+    /// Whether the link at `relative` may be replaced or removed: never in a session's
+    /// folder; in a mount, when it resolves beneath the root (or nowhere) to no folder.
+    fn check_link(&self, root: &Root, relative: &str, path: &str) -> Result<(), VfsError> {
+        if self.links == Links::Never {
+            return Err(link_refused(path));
+        }
+        match root.open(relative, OFlags::PATH) {
+            Ok(handle) => {
+                let stat = rustix::fs::fstat(&handle).map_err(|errno| self.failure(path, errno))?;
+                if file_type(&stat) == FileType::Directory {
+                    return Err(VfsError::IsADirectory(path.to_string()));
+                }
+                Ok(())
+            }
+            Err(Errno::NOENT) => Ok(()),
+            Err(errno) => Err(self.failure(path, errno)),
+        }
+    }
+
+    /// A file mount writes its own file: staged beside it in the host's folder.
+    fn write_root_file(&self, path: &str, bytes: &[u8]) -> Result<(), VfsError> {
+        if self.root.is_dir() {
+            return Err(VfsError::IsADirectory(path.to_string()));
+        }
+        let (Some(folder), Some(name)) = (self.root.parent(), self.root.file_name()) else {
+            return Err(VfsError::IsADirectory(path.to_string()));
+        };
+        let folder = if folder.as_os_str().is_empty() { std::path::Path::new(".") } else { folder };
+        fs::create_dir_all(folder).map_err(|error| self.failure(path, io_errno(&error)))?;
+        let parent = rustix::fs::open(folder, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|errno| self.failure(path, errno))?;
+        write_atomically(&parent, name, bytes).map_err(|errno| self.failure(path, errno))
+    }
+
+    /// An entry for a listing, judged without following links the policy forbids.
+    fn listed_entry(&self, folder: &OwnedFd, root: Option<&Root>, relative: &str, name: &str) -> Option<Entry> {
+        let stat = rustix::fs::statat(folder, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        let stat = match file_type(&stat) {
+            FileType::Symlink => {
+                let handle = root?.open(&join(relative, name), OFlags::PATH).ok()?;
+                rustix::fs::fstat(&handle).ok()?
+            }
+            _ => stat,
+        };
+        Some(match file_type(&stat) {
+            FileType::Directory => Entry::directory(name),
+            FileType::RegularFile => Entry::file(name, size_of(&stat)),
+            // Shown so the model learns why it cannot be read when it tries.
+            _ => Entry::file(name, 0),
+        })
+    }
 }
 
 impl Vfs for DiskVfs {
     fn read(&self, path: &str) -> Result<Vec<u8>, VfsError> {
-        let host = self.locate(path)?;
-        let metadata = fs::metadata(&host).map_err(|error| failure(path, &error))?;
-        if metadata.is_dir() {
-            return Err(VfsError::IsADirectory(path.to_string()));
+        let (mut file, size) = self.open_regular(path)?;
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).min(1 << 20));
+        file.read_to_end(&mut bytes).map_err(|error| self.failure(path, io_errno(&error)))?;
+        Ok(bytes)
+    }
+
+    fn read_limited(&self, path: &str, limit: u64) -> Result<Vec<u8>, VfsError> {
+        let (file, size) = self.open_regular(path)?;
+        if size > limit {
+            return Err(VfsError::TooLarge { path: path.to_string(), size, limit });
         }
-        fs::read(&host).map_err(|error| failure(path, &error))
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        file.take(limit.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|error| self.failure(path, io_errno(&error)))?;
+        let read = bytes.len() as u64;
+        if read > limit {
+            // The file grew after it was opened.
+            return Err(VfsError::TooLarge { path: path.to_string(), size: read, limit });
+        }
+        Ok(bytes)
+    }
+
+    fn read_head(&self, path: &str, max: usize) -> Result<(Vec<u8>, u64), VfsError> {
+        let (file, size) = self.open_regular(path)?;
+        let mut bytes = Vec::with_capacity(max.min(usize::try_from(size).unwrap_or(max)));
+        file.take(max as u64).read_to_end(&mut bytes).map_err(|error| self.failure(path, io_errno(&error)))?;
+        Ok((bytes, size))
     }
 
     fn write(&self, path: &str, bytes: &[u8]) -> Result<(), VfsError> {
-        if relative_segments(path)?.is_empty() && self.root.is_dir() {
-            return Err(VfsError::IsADirectory(path.to_string()));
+        let relative = self.relative(path)?;
+        if relative.is_empty() {
+            return self.write_root_file(path, bytes);
         }
-        if !self.root.exists()
-            && let Some(parent) = self.root.parent()
-        {
+        if !self.root.exists() {
             // The root is the host's choice; creating it follows no agent-named link.
-            fs::create_dir_all(parent).map_err(|error| failure(path, &error))?;
-            if !relative_segments(path)?.is_empty() {
-                fs::create_dir_all(&self.root).map_err(|error| failure(path, &error))?;
-            }
+            fs::create_dir_all(&self.root).map_err(|error| self.failure(path, io_errno(&error)))?;
         }
-        let host = self.locate(path)?;
-        if host.is_dir() {
-            return Err(VfsError::IsADirectory(path.to_string()));
-        }
-        if let Some(parent) = host.parent() {
-            fs::create_dir_all(parent).map_err(|error| failure(path, &error))?;
-        }
-        write_atomically(&host, bytes).map_err(|error| failure(path, &error))
+        let root = self.root_handle().map_err(|errno| self.failure(path, errno))?;
+        let parent = self.make_parent(&root, &relative).map_err(|errno| self.failure(path, errno))?;
+        self.check_replaceable(&root, &parent, &relative, path)?;
+        sweep_staging(&parent);
+        write_atomically(&parent, last_name(&relative), bytes).map_err(|errno| self.failure(path, errno))
     }
 
     fn remove(&self, path: &str) -> Result<(), VfsError> {
-        let host = self.locate(path)?;
-        let metadata = fs::symlink_metadata(&host).map_err(|error| failure(path, &error))?;
-        if metadata.is_dir() {
-            return Err(VfsError::IsADirectory(path.to_string()));
+        let relative = self.relative(path)?;
+        if relative.is_empty() {
+            let metadata = fs::symlink_metadata(&self.root).map_err(|error| self.failure(path, io_errno(&error)))?;
+            if metadata.is_dir() {
+                return Err(VfsError::IsADirectory(path.to_string()));
+            }
+            return fs::remove_file(&self.root).map_err(|error| self.failure(path, io_errno(&error)));
         }
-        fs::remove_file(&host).map_err(|error| failure(path, &error))
+        let root = self.root_handle().map_err(|errno| self.failure(path, errno))?;
+        let parent = match relative.rsplit_once('/') {
+            Some((parent, _)) => root.open(parent, OFlags::PATH | OFlags::DIRECTORY),
+            None => root.open(".", OFlags::PATH | OFlags::DIRECTORY),
+        }
+        .map_err(|errno| self.failure(path, errno))?;
+        let name = last_name(&relative);
+        let stat =
+            rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|errno| self.failure(path, errno))?;
+        match file_type(&stat) {
+            FileType::Directory => return Err(VfsError::IsADirectory(path.to_string())),
+            FileType::Symlink => self.check_link(&root, &relative, path)?,
+            _ => {}
+        }
+        // Never a folder: without AT_REMOVEDIR the kernel refuses one swapped in since.
+        rustix::fs::unlinkat(&parent, name, AtFlags::empty()).map_err(|errno| self.failure(path, errno))
     }
 
     fn list(&self, dir: &str) -> Result<Vec<Entry>, VfsError> {
-        let host = self.locate(dir)?;
-        let metadata = fs::metadata(&host).map_err(|error| failure(dir, &error))?;
-        if !metadata.is_dir() {
-            return Err(VfsError::NotADirectory(dir.to_string()));
-        }
-        let canonical_root = fs::canonicalize(&self.root).map_err(|error| failure(dir, &error))?;
+        let relative = self.relative(dir)?;
+        let folder =
+            self.open(&relative, OFlags::RDONLY | OFlags::DIRECTORY).map_err(|errno| self.failure(dir, errno))?;
+        let root = match self.links {
+            Links::Never => None,
+            Links::BeneathRoot => Some(self.root_handle().map_err(|errno| self.failure(dir, errno))?),
+        };
+        sweep_staging(&folder);
+        let reader = rustix::fs::Dir::read_from(&folder).map_err(|errno| self.failure(dir, errno))?;
         let mut entries = Vec::new();
-        for item in fs::read_dir(&host).map_err(|error| failure(dir, &error))? {
+        for item in reader {
             let Ok(item) = item else { continue };
-            let Ok(name) = item.file_name().into_string() else { continue };
-            if name.starts_with(STAGING_PREFIX) {
+            let Ok(name) = item.file_name().to_str() else { continue };
+            if name == "." || name == ".." || name.starts_with(STAGING_PREFIX) {
                 continue;
             }
-            let Ok(kind) = item.file_type() else { continue };
-            if kind.is_symlink() {
-                let inside = fs::canonicalize(item.path()).is_ok_and(|target| target.starts_with(&canonical_root));
-                if !inside {
-                    continue;
-                }
+            if let Some(entry) = self.listed_entry(&folder, root.as_ref(), &relative, name) {
+                entries.push(entry);
             }
-            let Ok(metadata) = fs::metadata(item.path()) else { continue };
-            entries.push(if metadata.is_dir() { Entry::directory(name) } else { Entry::file(name, metadata.len()) });
         }
         entries.sort_by(|left, right| left.name.cmp(&right.name));
         Ok(entries)
     }
 
     fn stat(&self, path: &str) -> Result<Option<Entry>, VfsError> {
-        let host = self.locate(path)?;
+        let relative = self.relative(path)?;
         let name = super::last_segment(path);
-        match fs::metadata(&host) {
-            Ok(metadata) if metadata.is_dir() => Ok(Some(Entry::directory(name))),
-            Ok(metadata) => Ok(Some(Entry::file(name, metadata.len()))),
-            Err(error) if matches!(error.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => Ok(None),
-            Err(error) => Err(failure(path, &error)),
+        let handle = match self.open(&relative, OFlags::PATH) {
+            Ok(handle) => handle,
+            Err(Errno::NOENT | Errno::NOTDIR) => return Ok(None),
+            Err(errno) => return Err(self.failure(path, errno)),
+        };
+        let stat = rustix::fs::fstat(&handle).map_err(|errno| self.failure(path, errno))?;
+        Ok(Some(match file_type(&stat) {
+            FileType::Directory => Entry::directory(name),
+            _ => Entry::file(name, size_of(&stat)),
+        }))
+    }
+}
+
+/// The refusal for a symbolic link in a store that follows none.
+fn link_refused(path: &str) -> VfsError {
+    VfsError::Other(
+        path.to_string(),
+        "a symbolic link is on the way, and links in the session's folder are never followed".to_string(),
+    )
+}
+
+/// The refusal for a named pipe, socket or device.
+fn not_regular(path: &str, kind: FileType) -> VfsError {
+    let what = match kind {
+        FileType::Fifo => "a named pipe",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Symlink => "a symbolic link",
+        _ => "a special file",
+    };
+    VfsError::Other(path.to_string(), format!("is not a regular file but {what}; only regular files can be used"))
+}
+
+fn size_of(stat: &Stat) -> u64 {
+    u64::try_from(stat.st_size).unwrap_or(0)
+}
+
+fn io_errno(error: &io::Error) -> Errno {
+    Errno::from_io_error(error).unwrap_or(Errno::IO)
+}
+
+fn last_name(relative: &str) -> &str {
+    relative.rsplit_once('/').map_or(relative, |(_, name)| name)
+}
+
+fn join(folder: &str, name: &str) -> String {
+    if folder.is_empty() { name.to_string() } else { format!("{folder}/{name}") }
+}
+
+/// A staging file name, unique within this process; its owner's pid tells a later
+/// process whether the file was abandoned.
+fn staging_name() -> String {
+    let sequence = STAGING_COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{STAGING_PREFIX}{}-{sequence}", std::process::id())
+}
+
+/// Writes `bytes` to a staging file in `parent` and renames it over `name`.
+fn write_atomically(parent: &OwnedFd, name: impl rustix::path::Arg, bytes: &[u8]) -> Result<(), Errno> {
+    let staging = staging_name();
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let handle = rustix::fs::openat(parent, &staging, flags, Mode::from_raw_mode(0o666))?;
+    let mut file = fs::File::from(handle);
+    let written = file.write_all(bytes).and_then(|()| file.sync_all()).map_err(|error| io_errno(&error));
+    let renamed = written.and_then(|()| rustix::fs::renameat(parent, &staging, parent, name));
+    if renamed.is_err() {
+        // Best effort: the staging file is ours and must not linger.
+        let _ = rustix::fs::unlinkat(parent, &staging, AtFlags::empty());
+    }
+    renamed
+}
+
+/// Removes the staging files in a folder whose writer is gone (a process killed
+/// mid-write). A live writer's files, this process's included, are left alone.
+fn sweep_staging(folder: &impl AsFd) {
+    let Ok(readable) =
+        rustix::fs::openat(folder, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+    else {
+        return;
+    };
+    let Ok(reader) = rustix::fs::Dir::read_from(&readable) else { return };
+    for item in reader {
+        let Ok(item) = item else { continue };
+        let Ok(name) = item.file_name().to_str() else { continue };
+        if name.starts_with(STAGING_PREFIX) && abandoned(name) {
+            let _ = rustix::fs::unlinkat(&readable, name, AtFlags::empty());
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A fresh directory under the system temp dir, removed when dropped.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(label: &str) -> Scratch {
-            let sequence = STAGING_COUNTER.fetch_add(1, Ordering::Relaxed);
-            let path = std::env::temp_dir().join(format!("archmax-stdlib-{label}-{}-{sequence}", std::process::id()));
-            let _ = fs::remove_dir_all(&path);
-            fs::create_dir_all(&path).unwrap();
-            Scratch(path)
-        }
+/// True when a staging name's writer process no longer exists.
+fn abandoned(name: &str) -> bool {
+    let Some(owner) = name.strip_prefix(STAGING_PREFIX).and_then(|rest| rest.split('-').next()) else {
+        return false;
+    };
+    let Some(pid) = owner.parse::<i32>().ok().and_then(rustix::process::Pid::from_raw) else { return false };
+    if pid == rustix::process::getpid() {
+        return false;
     }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-
-    #[test]
-    fn writes_create_parents_and_read_back() {
-        let scratch = Scratch::new("write");
-        let store = DiskVfs::new(scratch.0.join("session"));
-        store.write("scratchpad/deep/a.txt", b"hello").unwrap();
-        assert_eq!(store.read("scratchpad/deep/a.txt").unwrap(), b"hello");
-        store.write("scratchpad/deep/a.txt", b"again").unwrap();
-        assert_eq!(store.read("scratchpad/deep/a.txt").unwrap(), b"again");
-        assert_eq!(store.list("scratchpad/deep").unwrap(), vec![Entry::file("a.txt", 5)]);
-        assert_eq!(store.stat("scratchpad").unwrap(), Some(Entry::directory("scratchpad")));
-        assert_eq!(store.stat("scratchpad/deep/a.txt").unwrap(), Some(Entry::file("a.txt", 5)));
-        assert_eq!(store.stat("scratchpad/none").unwrap(), None);
-        assert_eq!(store.stat("scratchpad/deep/a.txt/below").unwrap(), None);
-    }
-
-    #[test]
-    fn no_staging_file_is_left_behind() {
-        let scratch = Scratch::new("staging");
-        let store = DiskVfs::new(&scratch.0);
-        for round in 0..5 {
-            store.write("a.txt", format!("round {round}").as_bytes()).unwrap();
-        }
-        assert_eq!(fs::read_dir(&scratch.0).unwrap().count(), 1);
-        assert_eq!(store.list("").unwrap(), vec![Entry::file("a.txt", 7)]);
-    }
-
-    #[test]
-    fn refusals_name_the_store_path_only() {
-        let scratch = Scratch::new("refusals");
-        let store = DiskVfs::new(&scratch.0);
-        store.write("dir/a.txt", b"a").unwrap();
-        assert_eq!(store.read("dir"), Err(VfsError::IsADirectory("dir".to_string())));
-        assert_eq!(store.read("missing.txt"), Err(VfsError::NotFound("missing.txt".to_string())));
-        assert_eq!(store.write("dir", b"x"), Err(VfsError::IsADirectory("dir".to_string())));
-        assert_eq!(store.write("", b"x"), Err(VfsError::IsADirectory(String::new())));
-        assert_eq!(store.remove("dir"), Err(VfsError::IsADirectory("dir".to_string())));
-        assert_eq!(store.remove("missing.txt"), Err(VfsError::NotFound("missing.txt".to_string())));
-        assert_eq!(store.list("dir/a.txt"), Err(VfsError::NotADirectory("dir/a.txt".to_string())));
-        assert!(store.write("dir/a.txt/under", b"x").is_err());
-        let host = scratch.0.to_string_lossy().to_string();
-        for error in [store.read("missing.txt").unwrap_err(), store.list("nope").unwrap_err()] {
-            assert!(!error.to_string().contains(&host), "{error}");
-        }
-    }
-
-    #[test]
-    fn climbing_and_absolute_paths_are_escapes() {
-        let scratch = Scratch::new("escape");
-        fs::write(scratch.0.join("secret.txt"), b"secret").unwrap();
-        let store = DiskVfs::new(scratch.0.join("session"));
-        store.write("a.txt", b"a").unwrap();
-        assert_eq!(store.read("../secret.txt"), Err(VfsError::Escape("../secret.txt".to_string())));
-        assert_eq!(store.read("a/../../secret.txt"), Err(VfsError::Escape("a/../../secret.txt".to_string())));
-        let absolute = scratch.0.join("secret.txt").to_string_lossy().to_string();
-        assert_eq!(store.read(&absolute), Err(VfsError::Escape(absolute.clone())));
-        assert_eq!(store.write("../planted.txt", b"x"), Err(VfsError::Escape("../planted.txt".to_string())));
-        assert!(!scratch.0.join("planted.txt").exists());
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn links_leaving_the_root_are_refused() {
-        use std::os::unix::fs::symlink;
-        let scratch = Scratch::new("symlink");
-        let outside = scratch.0.join("outside");
-        fs::create_dir_all(&outside).unwrap();
-        fs::write(outside.join("secret.txt"), b"secret").unwrap();
-        let root = scratch.0.join("session");
-        fs::create_dir_all(root.join("inner")).unwrap();
-        fs::write(root.join("inner/ok.txt"), b"ok").unwrap();
-        symlink(&outside, root.join("door")).unwrap();
-        symlink(outside.join("secret.txt"), root.join("secret-link")).unwrap();
-        symlink(root.join("inner"), root.join("shortcut")).unwrap();
-        let store = DiskVfs::new(&root);
-
-        assert_eq!(store.read("door/secret.txt"), Err(VfsError::Escape("door/secret.txt".to_string())));
-        assert_eq!(store.read("secret-link"), Err(VfsError::Escape("secret-link".to_string())));
-        assert_eq!(store.list("door"), Err(VfsError::Escape("door".to_string())));
-        assert_eq!(store.stat("door"), Err(VfsError::Escape("door".to_string())));
-        assert_eq!(store.write("door/planted.txt", b"x"), Err(VfsError::Escape("door/planted.txt".to_string())));
-        assert_eq!(store.write("door/new/deeper.txt", b"x"), Err(VfsError::Escape("door/new/deeper.txt".to_string())));
-        assert_eq!(store.remove("secret-link"), Err(VfsError::Escape("secret-link".to_string())));
-        assert!(!outside.join("planted.txt").exists());
-        assert!(!outside.join("new").exists());
-        assert!(outside.join("secret.txt").exists());
-
-        // A link that stays inside the root is an ordinary path.
-        assert_eq!(store.read("shortcut/ok.txt").unwrap(), b"ok");
-        let names: Vec<String> = store.list("").unwrap().into_iter().map(|entry| entry.name).collect();
-        assert_eq!(names, vec!["inner", "shortcut"]);
-    }
-
-    #[test]
-    fn a_file_root_serves_a_file_mount() {
-        let scratch = Scratch::new("file-root");
-        fs::write(scratch.0.join("AGENTS.md"), b"# agents").unwrap();
-        let store = DiskVfs::new(scratch.0.join("AGENTS.md"));
-        assert_eq!(store.read("").unwrap(), b"# agents");
-        assert_eq!(store.stat("").unwrap(), Some(Entry::file("", 8)));
-        assert_eq!(store.list(""), Err(VfsError::NotADirectory(String::new())));
-        let missing = DiskVfs::new(scratch.0.join("absent.md"));
-        assert_eq!(missing.stat("").unwrap(), None);
-        assert_eq!(missing.read(""), Err(VfsError::NotFound(String::new())));
-    }
-
-    #[test]
-    fn a_missing_root_lists_as_missing_and_is_created_on_write() {
-        let scratch = Scratch::new("missing-root");
-        let store = DiskVfs::new(scratch.0.join("later/session"));
-        assert_eq!(store.list(""), Err(VfsError::NotFound(String::new())));
-        assert_eq!(store.stat("").unwrap(), None);
-        store.write("scratchpad/a.md", b"a").unwrap();
-        assert_eq!(store.read("scratchpad/a.md").unwrap(), b"a");
-    }
+    rustix::process::test_kill_process(pid) == Err(Errno::SRCH)
 }

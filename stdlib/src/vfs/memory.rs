@@ -46,6 +46,22 @@ impl MemoryVfs {
         self.files().clone()
     }
 
+    /// Runs `use_file` on the stored bytes of a file, borrowed under the lock, so a
+    /// bounded read copies only what it returns.
+    fn with_file<T>(
+        &self,
+        path: &str,
+        use_file: impl FnOnce(&str, &[u8]) -> Result<T, VfsError>,
+    ) -> Result<T, VfsError> {
+        let key = key_of(path)?;
+        let files = self.files();
+        match files.get(&key) {
+            Some(bytes) => use_file(&key, bytes),
+            None if is_directory(&files, &key) => Err(VfsError::IsADirectory(key)),
+            None => Err(VfsError::NotFound(key)),
+        }
+    }
+
     /// The map, even after another thread panicked while holding it: every operation
     /// leaves the map consistent, so a poisoned lock carries no half-written state.
     fn files(&self) -> MutexGuard<'_, BTreeMap<String, Vec<u8>>> {
@@ -69,13 +85,21 @@ fn is_directory(files: &BTreeMap<String, Vec<u8>>, key: &str) -> bool {
 
 impl Vfs for MemoryVfs {
     fn read(&self, path: &str) -> Result<Vec<u8>, VfsError> {
-        let key = key_of(path)?;
-        let files = self.files();
-        match files.get(&key) {
-            Some(bytes) => Ok(bytes.clone()),
-            None if is_directory(&files, &key) => Err(VfsError::IsADirectory(key)),
-            None => Err(VfsError::NotFound(key)),
-        }
+        self.with_file(path, |_, bytes| Ok(bytes.to_vec()))
+    }
+
+    fn read_limited(&self, path: &str, limit: u64) -> Result<Vec<u8>, VfsError> {
+        self.with_file(path, |key, bytes| {
+            let size = bytes.len() as u64;
+            if size > limit {
+                return Err(VfsError::TooLarge { path: key.to_string(), size, limit });
+            }
+            Ok(bytes.to_vec())
+        })
+    }
+
+    fn read_head(&self, path: &str, max: usize) -> Result<(Vec<u8>, u64), VfsError> {
+        self.with_file(path, |_, bytes| Ok((bytes[..max.min(bytes.len())].to_vec(), bytes.len() as u64)))
     }
 
     fn write(&self, path: &str, bytes: &[u8]) -> Result<(), VfsError> {
@@ -220,6 +244,20 @@ mod tests {
         assert_eq!(store.read("").unwrap(), b"again");
         let directory = MemoryVfs::with_files([("a", "a")]);
         assert_eq!(directory.write("", b""), Err(VfsError::IsADirectory(String::new())));
+    }
+
+    #[test]
+    fn bounded_reads_copy_no_more_than_they_return() {
+        let store = MemoryVfs::with_files([("big.txt", "0123456789"), ("dir/x", "x")]);
+        assert_eq!(store.read_limited("big.txt", 10).unwrap(), b"0123456789");
+        assert_eq!(
+            store.read_limited("./big.txt", 9),
+            Err(VfsError::TooLarge { path: "big.txt".to_string(), size: 10, limit: 9 })
+        );
+        assert_eq!(store.read_head("big.txt", 3).unwrap(), (b"012".to_vec(), 10));
+        assert_eq!(store.read_head("big.txt", 30).unwrap(), (b"0123456789".to_vec(), 10));
+        assert_eq!(store.read_head("dir", 3), Err(VfsError::IsADirectory("dir".to_string())));
+        assert_eq!(store.read_limited("none", 3), Err(VfsError::NotFound("none".to_string())));
     }
 
     #[test]

@@ -136,19 +136,52 @@ type Resolved = std::collections::HashMap<VarPath, String>;
 /// is built; a call without references is returned as it is.
 pub fn substitute(args: &Value, variables: &Value, limit: u64) -> Result<Value, SubstitutionError> {
     let mut resolved = Resolved::new();
+    within_bound(args, variables, Reading::Text, &mut resolved, limit)?;
+    Ok(expand(args, &resolved))
+}
+
+/// Refuses a sub-workflow call whose arguments would pass `limit` bytes once its
+/// references are resolved (a whole-argument reference counted as its value's JSON),
+/// before the dispatcher builds them. What does not resolve counts nothing here; the
+/// dispatcher refuses it.
+pub fn check_delegation_size(args: &Value, variables: &Value, limit: u64) -> Result<(), SubstitutionError> {
+    within_bound(args, variables, Reading::Argument, &mut Resolved::new(), limit)
+}
+
+/// How a reference's value becomes text while sizes are summed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// A model's tool argument: strings, numbers and booleans; anything else refuses.
+    Text,
+    /// A sub-workflow argument: any value, as its JSON when not a string.
+    Argument,
+}
+
+fn within_bound(
+    args: &Value,
+    variables: &Value,
+    reading: Reading,
+    resolved: &mut Resolved,
+    limit: u64,
+) -> Result<(), SubstitutionError> {
     let mut references = 0usize;
-    let size = expanded_size(args, variables, &mut resolved, &mut references)?;
+    let size = expanded_size(args, &Resolver { variables, reading }, resolved, &mut references)?;
     if references > 0 && size > limit {
         return Err(SubstitutionError::TooLarge { size, limit });
     }
-    Ok(expand(args, &resolved))
+    Ok(())
+}
+
+struct Resolver<'v> {
+    variables: &'v Value,
+    reading: Reading,
 }
 
 /// The bytes of every string in `args` once substituted; resolves each reference into
 /// `resolved` and counts them.
 fn expanded_size(
     args: &Value,
-    variables: &Value,
+    resolver: &Resolver,
     resolved: &mut Resolved,
     references: &mut usize,
 ) -> Result<u64, SubstitutionError> {
@@ -160,7 +193,7 @@ fn expanded_size(
                     TemplatePart::Literal(literal) => literal.len(),
                     TemplatePart::Reference { path, .. } => {
                         *references += 1;
-                        resolved_value(path, variables, resolved)?.len()
+                        resolved_value(path, resolver, resolved)?.len()
                     }
                 };
                 size = size.saturating_add(length as u64);
@@ -169,10 +202,10 @@ fn expanded_size(
         }
         Value::String(text) => Ok(text.len() as u64),
         Value::Array(items) => items.iter().try_fold(0u64, |total, item| {
-            Ok(total.saturating_add(expanded_size(item, variables, resolved, references)?))
+            Ok(total.saturating_add(expanded_size(item, resolver, resolved, references)?))
         }),
         Value::Object(map) => map.values().try_fold(0u64, |total, value| {
-            Ok(total.saturating_add(expanded_size(value, variables, resolved, references)?))
+            Ok(total.saturating_add(expanded_size(value, resolver, resolved, references)?))
         }),
         _ => Ok(0),
     }
@@ -189,11 +222,15 @@ fn template(text: &str) -> Result<archmax_compiler::syntax::reference::Template,
 
 fn resolved_value<'r>(
     path: &VarPath,
-    variables: &Value,
+    resolver: &Resolver,
     resolved: &'r mut Resolved,
 ) -> Result<&'r str, SubstitutionError> {
     if !resolved.contains_key(path) {
-        let value = resolve_reference(path, variables).ok_or_else(|| {
+        let found = match resolver.reading {
+            Reading::Text => resolve_reference(path, resolver.variables),
+            Reading::Argument => Some(argument_text(path, resolver.variables)),
+        };
+        let value = found.ok_or_else(|| {
             SubstitutionError::Unresolved(format!(
                 "`${{{{{path}}}}}` does not resolve to a value: check the name with `archmax_get_variables`, or write `$${{{{{path}}}}}` for the literal text"
             ))
@@ -201,6 +238,15 @@ fn resolved_value<'r>(
         resolved.insert(path.clone(), value);
     }
     Ok(resolved.get(path).map_or("", String::as_str))
+}
+
+/// A sub-workflow argument's value as text; empty when it does not resolve.
+fn argument_text(path: &VarPath, variables: &Value) -> String {
+    match variables.get(&path.root).and_then(|root| crate::kernel::value_at(root, &path.segments)) {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
 }
 
 /// `args` with every reference replaced by its value from `resolved` (which
@@ -322,24 +368,15 @@ impl Turn<'_> {
         } else {
             match substitute(&call.args, &variables, self.runtime.limits.substituted_bytes) {
                 Ok(args) => args,
-                Err(problem) => {
-                    let reason = format!("[workflow] The call was not made: {problem}.");
-                    self.emit(Event::ToolBlocked {
-                        state: here,
-                        tool: call.name.clone(),
-                        rule: problem.rule().to_string(),
-                        reason: reason.clone(),
-                        call_id: call.id.clone(),
-                        args: call.args.clone(),
-                        origin: origin.clone(),
-                    });
-                    return Answer::error(reason);
-                }
+                Err(problem) => return self.refuse_substitution(&here, call, &origin, problem),
             }
         };
         // A sub-workflow's arguments reach the child resolved, so its guards are decided
         // on the resolved values too (an unresolvable one is refused by the dispatcher).
         let decided = if delegation {
+            if let Err(problem) = check_delegation_size(&args, &variables, self.runtime.limits.substituted_bytes) {
+                return self.refuse_substitution(&here, call, &origin, problem);
+            }
             super::delegate::resolve_argument(&args, &variables).unwrap_or_else(|_| args.clone())
         } else {
             args.clone()
@@ -404,6 +441,22 @@ impl Turn<'_> {
             origin,
         });
         answer
+    }
+
+    /// Refuses a call whose `${{…}}` references do not resolve or expand too far; the
+    /// call is recorded as blocked with its arguments as the model wrote them.
+    fn refuse_substitution(&self, here: &str, call: &ToolCall, origin: &str, problem: SubstitutionError) -> Answer {
+        let reason = format!("[workflow] The call was not made: {problem}.");
+        self.emit(Event::ToolBlocked {
+            state: here.to_string(),
+            tool: call.name.clone(),
+            rule: problem.rule().to_string(),
+            reason: reason.clone(),
+            call_id: call.id.clone(),
+            args: call.args.clone(),
+            origin: origin.to_string(),
+        });
+        Answer::error(reason)
     }
 
     async fn execute(
@@ -476,7 +529,7 @@ impl Turn<'_> {
 mod tests {
     use serde_json::json;
 
-    use super::{SubstitutionError, substitute};
+    use super::{SubstitutionError, check_delegation_size, substitute};
     use archmax_stdlib::limits::MAX_SUBSTITUTED_BYTES;
 
     fn big_variable() -> serde_json::Value {
@@ -517,6 +570,16 @@ mod tests {
         // A call without references is not substitution's to bound.
         let plain = json!({ "content": "x".repeat(100) });
         assert_eq!(substitute(&plain, &big_variable(), 10).unwrap(), plain);
+    }
+
+    #[test]
+    fn a_sub_workflow_argument_is_bounded_the_same_way() {
+        let variables = json!({ "big": "x".repeat(1 << 20), "rows": [1, 2, 3] });
+        let args = json!({ "items": vec!["${{big}}"; 1000], "note": "rows: ${{rows}}" });
+        let refused = check_delegation_size(&args, &variables, MAX_SUBSTITUTED_BYTES).unwrap_err();
+        assert_eq!(refused, SubstitutionError::TooLarge { size: (1000 << 20) + 13, limit: MAX_SUBSTITUTED_BYTES });
+        let small = json!({ "rows": "${{rows}}", "unset": "${{nothing}}" });
+        assert_eq!(check_delegation_size(&small, &variables, 16), Ok(()));
     }
 
     #[test]

@@ -32,6 +32,13 @@ pub const MAX_SESSION_BYTES: u64 = 256 * MIB;
 /// Most files a session keeps in its own writable areas: 10 000.
 pub const MAX_SESSION_FILES: usize = 10_000;
 
+/// Most items a `write_todos` plan holds: 100. Fixed; the plan is kept in the session's
+/// state and shown to the model again, so it stays small.
+pub const MAX_TODOS: usize = 100;
+
+/// Most characters of one todo's `content`: 1000. Fixed, like [`MAX_TODOS`].
+pub const MAX_TODO_CHARS: usize = 1000;
+
 /// Bytes of a file read to tell text from binary before deciding to read the rest.
 pub const CLASSIFY_HEAD_BYTES: usize = 8 * 1024;
 

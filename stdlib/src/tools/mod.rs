@@ -6,7 +6,8 @@
 //! the model as an error-status tool message (`Error: …`); it is never a turn failure.
 //! Paths arrive governed by the kernel and are canonicalized again here (an escape is an
 //! error); listings are filtered through [`ToolContext::visible`], so a state never sees a bundle or mount
-//! it does not have.
+//! it does not have. Every call runs under [`ToolContext::limits`] (see [`crate::limits`]):
+//! a bound exceeded is a [`ToolError`] naming it, checked before the work it bounds.
 //!
 //! [`run`] executes a built-in; [`schema`] describes a built-in or a control tool
 //! (`archmax_advance`, …), whose behaviour the runtime implements itself. Each family of

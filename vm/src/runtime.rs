@@ -49,6 +49,9 @@ pub struct Runtime {
     pub pricing: PricingTable,
     pub mounts: MountTable,
     pub recursion_limit: usize,
+    /// The bounds every tool call and `${{…}}` substitution runs under (the documented
+    /// defaults of `archmax_stdlib::limits` unless the host sets others).
+    pub limits: archmax_stdlib::limits::Limits,
     /// Declared tool results (a case's `mocks`), served after governance allowed a call.
     pub mocks: Vec<Mock>,
     /// Tool definitions per workflow, per surface.
@@ -263,6 +266,7 @@ impl Runtime {
             pricing: parts.pricing,
             mounts,
             recursion_limit: RECURSION_LIMIT,
+            limits: archmax_stdlib::limits::Limits::default(),
             mocks: Vec::new(),
             definitions,
             memory_sessions: Mutex::new(HashMap::new()),

@@ -87,6 +87,20 @@ pub(crate) fn classify(path: &str, bytes: Vec<u8>) -> Content {
     }
 }
 
+/// The MIME type of a file whose first bytes show it binary: a NUL, or bytes that are
+/// not UTF-8. `whole` says the head is the whole file; otherwise a character cut off at
+/// the head's end is not held against it.
+pub(crate) fn binary_head(head: &[u8], whole: bool) -> Option<&'static str> {
+    if head.contains(&0) {
+        return Some(OCTET_STREAM);
+    }
+    match std::str::from_utf8(head) {
+        Ok(_) => None,
+        Err(error) if error.error_len().is_none() && !whole => None,
+        Err(_) => Some(OCTET_STREAM),
+    }
+}
+
 /// A size in words: `512 bytes`, `24.1 KB`, `3.0 MB`.
 pub(crate) fn human_size(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
@@ -137,6 +151,16 @@ mod tests {
         assert_eq!(classify("a.txt", b"nul\0inside".to_vec()), Content::Binary { mime: OCTET_STREAM });
         assert_eq!(classify("a.txt", vec![0xff, 0xfe, 0x41]), Content::Binary { mime: OCTET_STREAM });
         assert_eq!(classify("a.png", b"text".to_vec()), Content::Binary { mime: "image/png" });
+    }
+
+    #[test]
+    fn a_head_is_judged_without_the_rest_of_the_file() {
+        assert_eq!(binary_head(b"plain text", true), None);
+        assert_eq!(binary_head(b"ab\0", false), Some(OCTET_STREAM));
+        assert_eq!(binary_head(&[0x61, 0xff, 0x62], false), Some(OCTET_STREAM));
+        let cut = &"é".as_bytes()[..1];
+        assert_eq!(binary_head(cut, false), None, "a character cut by the head's end is not binary");
+        assert_eq!(binary_head(cut, true), Some(OCTET_STREAM), "but a file that ends mid-character is");
     }
 
     #[test]

@@ -1,16 +1,23 @@
 //! `write_file` and `edit_file`: replacing a file whole, or changing exact text in it.
+//!
+//! Both are bounded before they write: the content, or the edited text's size computed
+//! from the lengths (never by building it), must fit the per-file bound and the
+//! session's quota.
 
 use serde_json::{Value, json};
 
 use super::arguments::Arguments;
+use super::caps::{Write, check_write, read_bounded};
 use super::content::{Content, classify};
 use super::{ToolContext, ToolError, ToolSchema, vfs_failure};
+use crate::limits::bound_in_words;
 use crate::vfs::VfsError;
 
 pub(crate) fn write_file(args: &Value, ctx: &ToolContext) -> Result<String, ToolError> {
     let args = Arguments::parse("write_file", args, &["file_path", "content"])?;
     let path = args.required_path("file_path")?;
     let content = args.required_string("content")?;
+    check_write(ctx, &Write { tool: "write_file", path: &path, bytes: content.len() as u64, freed: None })?;
     ctx.workspace.write(&path, content.as_bytes()).map_err(vfs_failure)?;
     Ok(format!("Wrote {} bytes to '{path}'.", content.len()))
 }
@@ -36,7 +43,7 @@ pub(crate) fn edit_file(args: &Value, ctx: &ToolContext) -> Result<String, ToolE
     if ctx.workspace.mount_for(&path).is_some_and(|mount| mount.read_only) {
         return Err(vfs_failure(VfsError::ReadOnly(path)));
     }
-    let bytes = ctx.workspace.read(&path).map_err(vfs_failure)?;
+    let bytes = read_bounded(ctx, "edit_file", &path, "edit_file changes files up to that size only")?;
     let text = match classify(&path, bytes) {
         Content::Text(text) => text,
         Content::Binary { mime } => {
@@ -60,10 +67,29 @@ pub(crate) fn edit_file(args: &Value, ctx: &ToolContext) -> Result<String, ToolE
         }
         _ => {}
     }
+    let replaced = if replace_all { occurrences } else { 1 };
+    let edited_size = edited_size(text.len(), old.len(), new.len(), replaced);
+    if edited_size > ctx.limits.file_bytes {
+        return Err(ToolError(format!(
+            "replacing {replaced} {} would make '{path}' {edited_size} bytes, over edit_file's limit of {} per \
+             file; replace fewer occurrences or with shorter text",
+            if replaced == 1 { "occurrence" } else { "occurrences" },
+            bound_in_words(ctx.limits.file_bytes)
+        )));
+    }
+    check_write(ctx, &Write { tool: "edit_file", path: &path, bytes: edited_size, freed: None })?;
     let edited = if replace_all { text.replace(old, new) } else { text.replacen(old, new, 1) };
     ctx.workspace.write(&path, edited.as_bytes()).map_err(vfs_failure)?;
     let noun = if occurrences == 1 { "occurrence" } else { "occurrences" };
     Ok(format!("Edited '{path}': replaced {occurrences} {noun}."))
+}
+
+/// The size of a text of `size` bytes once `replaced` occurrences of `old` (bytes) become
+/// `new` (bytes), computed before anything is allocated; it saturates rather than wraps,
+/// so an absurd edit reads as too large.
+fn edited_size(size: usize, old: usize, new: usize, replaced: usize) -> u64 {
+    let [size, old, new, replaced] = [size, old, new, replaced].map(|value| value as u64);
+    size.saturating_sub(old.saturating_mul(replaced)).saturating_add(new.saturating_mul(replaced))
 }
 
 pub(crate) fn schema(tool: &str) -> Option<ToolSchema> {
@@ -117,6 +143,7 @@ pub(crate) fn schema(tool: &str) -> Option<ToolSchema> {
 mod tests {
     use serde_json::json;
 
+    use crate::limits::Limits;
     use crate::tools::fixture::Fixture;
     use crate::vfs::Vfs;
 
@@ -201,6 +228,52 @@ mod tests {
             "Edited 'scratchpad/notes.md': replaced 3 occurrences."
         );
         assert_eq!(fixture.session.read("scratchpad/notes.md").unwrap(), b"first row\nsecond row\nthird row\n");
+    }
+
+    #[test]
+    fn write_file_refuses_content_over_the_bound() {
+        let fixture = Fixture::new().limited(Limits { file_bytes: 100, ..Limits::default() });
+        fixture.ok("write_file", json!({ "file_path": "scratchpad/fits.md", "content": "x".repeat(100) }));
+        assert_eq!(
+            fixture.refused("write_file", json!({ "file_path": "scratchpad/big.md", "content": "x".repeat(101) })),
+            "writing 101 bytes to 'scratchpad/big.md' is over write_file's limit of 100 bytes per file; \
+             write smaller files"
+        );
+        assert!(fixture.session.stat("scratchpad/big.md").unwrap().is_none());
+    }
+
+    #[test]
+    fn replace_all_that_would_exceed_the_bound_is_refused_before_building_it() {
+        let fixture = Fixture::new();
+        fixture.session.write("scratchpad/seed.md", "x".repeat(4096).as_bytes()).unwrap();
+        let refused = fixture.refused(
+            "edit_file",
+            json!({
+                "file_path": "scratchpad/seed.md", "old_string": "x", "new_string": "y".repeat(4096), "replace_all": true
+            }),
+        );
+        assert_eq!(
+            refused,
+            "replacing 4096 occurrences would make 'scratchpad/seed.md' 16777216 bytes, over edit_file's limit \
+             of 10 MiB (10485760 bytes) per file; replace fewer occurrences or with shorter text"
+        );
+        assert_eq!(fixture.session.read("scratchpad/seed.md").unwrap(), "x".repeat(4096).as_bytes());
+        assert_eq!(super::edited_size(10, 1, usize::MAX, usize::MAX), u64::MAX, "saturates, never wraps");
+        assert_eq!(super::edited_size(10, 2, 0, 5), 0);
+    }
+
+    #[test]
+    fn edit_file_refuses_a_source_over_the_bound() {
+        let fixture = Fixture::new().limited(Limits { file_bytes: 20, ..Limits::default() });
+        let refused = fixture.refused(
+            "edit_file",
+            json!({ "file_path": "scratchpad/notes.md", "old_string": "first", "new_string": "1st" }),
+        );
+        assert_eq!(
+            refused,
+            "'scratchpad/notes.md' has 34 bytes, over edit_file's limit of 20 bytes per file; \
+             edit_file changes files up to that size only"
+        );
     }
 
     #[test]

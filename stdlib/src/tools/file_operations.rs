@@ -4,11 +4,13 @@
 //! Bytes are carried as they are, so binaries survive. Folders are never copied, moved or
 //! removed. A copy or move checks that the destination really holds the bytes before it
 //! reports success, and a move removes its source only after that check; a destination
-//! that failed the check is put back as it was.
+//! that failed the check is put back as it was. The source must fit the per-file bound
+//! and the destination the session's quota before a byte is read.
 
 use serde_json::{Value, json};
 
 use super::arguments::Arguments;
+use super::caps::{Write, check_write, file_too_large, read_bounded};
 use super::content::human_size;
 use super::{ToolContext, ToolError, ToolSchema, shown, vfs_failure};
 use crate::vfs::VfsError;
@@ -53,12 +55,16 @@ fn transfer(kind: Transfer, args: &Value, ctx: &ToolContext) -> Result<String, T
     }
     let workspace = ctx.workspace;
     let source_entry = workspace.stat(&source).map_err(vfs_failure)?;
-    match source_entry {
+    let source_size = match source_entry {
         None => return Err(ToolError(format!("'{source}' does not exist"))),
         Some(entry) if entry.is_dir => {
             return Err(ToolError(format!("'{source}' is a folder; {tool} works on single files only")));
         }
-        Some(_) => {}
+        Some(entry) => entry.size,
+    };
+    let limit = ctx.limits.file_bytes;
+    if source_size > limit {
+        return Err(file_too_large(tool, &source, source_size, limit, "it cannot be copied or moved"));
     }
     if kind == Transfer::Move && workspace.mount_for(&source).is_some_and(|mount| mount.read_only) {
         return Err(ToolError(format!(
@@ -74,13 +80,15 @@ fn transfer(kind: Transfer, args: &Value, ctx: &ToolContext) -> Result<String, T
         Some(_) if !overwrite => {
             return Err(ToolError(format!("'{destination}' already exists; set `overwrite` to true to replace it")));
         }
-        Some(_) => Some(workspace.read(&destination).map_err(vfs_failure)?),
+        Some(_) => Some(read_bounded(ctx, tool, &destination, "remove it with remove_file first")?),
         None => None,
     };
     if workspace.mount_for(&destination).is_some_and(|mount| mount.read_only) {
         return Err(vfs_failure(VfsError::ReadOnly(destination)));
     }
-    let bytes = workspace.read(&source).map_err(vfs_failure)?;
+    let freed = (kind == Transfer::Move).then_some(source.as_str());
+    check_write(ctx, &Write { tool, path: &destination, bytes: source_size, freed })?;
+    let bytes = read_bounded(ctx, tool, &source, "it cannot be copied or moved")?;
     workspace.write(&destination, &bytes).map_err(vfs_failure)?;
     let kept = workspace.read(&destination).is_ok_and(|stored| stored == bytes);
     if !kept {
@@ -183,6 +191,32 @@ mod tests {
 
     use crate::tools::fixture::{Fixture, mount};
     use crate::vfs::{Entry, MemoryVfs, Vfs, VfsError};
+
+    #[test]
+    fn a_source_over_the_bound_is_neither_copied_nor_moved() {
+        let limits = crate::limits::Limits { file_bytes: 1_000, ..Default::default() };
+        let fixture = Fixture::new().limited(limits);
+        fixture.session.write("scratchpad/big.log", &[b'x'; 1_001]).unwrap();
+        for tool in ["copy_file", "move_file"] {
+            let refused =
+                fixture.refused(tool, json!({ "source": "scratchpad/big.log", "destination": "scratchpad/c.log" }));
+            assert_eq!(
+                refused,
+                format!(
+                    "'scratchpad/big.log' has 1001 bytes, over {tool}'s limit of 1000 bytes per file; \
+                     it cannot be copied or moved"
+                )
+            );
+        }
+        assert!(fixture.session.stat("scratchpad/c.log").unwrap().is_none());
+        assert_eq!(fixture.session.read("scratchpad/big.log").unwrap().len(), 1_001);
+        // Nor is a destination over the bound read back to keep it for a restore.
+        let refused = fixture.refused(
+            "copy_file",
+            json!({ "source": "scratchpad/todo.txt", "destination": "scratchpad/big.log", "overwrite": true }),
+        );
+        assert!(refused.ends_with("remove it with remove_file first"), "{refused}");
+    }
 
     /// A store that loses what it is given: it keeps only the first byte.
     struct Forgetful(MemoryVfs);

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{ToolContext, ToolError, run};
+use crate::limits::Limits;
 use crate::vfs::{MemoryVfs, MountPoint, Vfs, Workspace};
 
 pub(crate) struct Fixture {
     pub workspace: Workspace,
     pub session: Arc<MemoryVfs>,
     hidden: Vec<String>,
+    limits: Limits,
 }
 
 pub(crate) fn mount(key: &str, read_only: bool, searchable: bool, store: Arc<dyn Vfs>) -> MountPoint {
@@ -44,12 +46,18 @@ impl Fixture {
                 mount("AGENTS.md", true, true, Arc::new(MemoryVfs::single_file("# Agents\nBe kind.\n"))),
             ],
         };
-        Fixture { workspace, session, hidden: Vec::new() }
+        Fixture { workspace, session, hidden: Vec::new(), limits: Limits::default() }
     }
 
     /// Hides every path at or below `prefix` from listings.
     pub(crate) fn hide(mut self, prefix: &str) -> Fixture {
         self.hidden.push(prefix.to_string());
+        self
+    }
+
+    /// Runs every call under `limits` (small bounds keep the tests' files small).
+    pub(crate) fn limited(mut self, limits: Limits) -> Fixture {
+        self.limits = limits;
         self
     }
 
@@ -59,7 +67,7 @@ impl Fixture {
                 path == prefix || path.strip_prefix(prefix.as_str()).is_some_and(|rest| rest.starts_with('/'))
             })
         };
-        let ctx = ToolContext { workspace: &self.workspace, visible: &visible, raw_text: false };
+        let ctx = ToolContext { workspace: &self.workspace, visible: &visible, raw_text: false, limits: self.limits };
         run(tool, &args, &ctx)
     }
 

@@ -1,5 +1,5 @@
 //! `ls`: the entries of one folder, as workspace paths a model can pass straight back to
-//! the other tools.
+//! the other tools, at most [`crate::limits::Limits::listed_entries`] of them.
 
 use serde_json::{Value, json};
 
@@ -15,17 +15,24 @@ pub(crate) fn ls(args: &Value, ctx: &ToolContext) -> Result<String, ToolError> {
     let args = Arguments::parse("ls", args, &["path"])?;
     let dir = args.optional_path("path")?;
     let entries = ctx.workspace.list(&dir).map_err(vfs_failure)?;
-    let lines: Vec<String> = entries
-        .into_iter()
-        .filter_map(|entry| {
-            let path = child_path(&dir, &entry.name);
-            (ctx.visible)(&path).then(|| if entry.is_dir { format!("{path}/") } else { path })
-        })
-        .collect();
-    if lines.is_empty() {
+    let mut lines = entries.into_iter().filter_map(|entry| {
+        let path = child_path(&dir, &entry.name);
+        (ctx.visible)(&path).then(|| if entry.is_dir { format!("{path}/") } else { path })
+    });
+    let max = ctx.limits.listed_entries;
+    let shown_lines: Vec<String> = lines.by_ref().take(max).collect();
+    if shown_lines.is_empty() {
         return Ok(format!("{} has no entries.", capitalized(&shown(&dir))));
     }
-    Ok(lines.join("\n"))
+    let mut answer = shown_lines.join("\n");
+    let more = lines.count();
+    if more > 0 {
+        answer.push_str(&format!(
+            "\n\n(Listing stopped at {max} entries, ls's limit; {more} more are not shown. Use glob with a \
+             pattern to find the ones you need.)"
+        ));
+    }
+    Ok(answer)
 }
 
 /// Capitalizes the first letter, for a sentence that opens with a path description.
@@ -89,6 +96,17 @@ mod tests {
     }
 
     #[test]
+    fn a_crowded_folder_is_listed_up_to_the_bound() {
+        let fixture = Fixture::new().limited(crate::limits::Limits { listed_entries: 1, ..Default::default() });
+        assert_eq!(
+            fixture.ok("ls", json!({ "path": "scratchpad" })),
+            "scratchpad/notes.md\n\n(Listing stopped at 1 entries, ls's limit; 1 more are not shown. Use glob \
+             with a pattern to find the ones you need.)"
+        );
+        assert_eq!(fixture.ok("ls", json!({ "path": "catalogs" })), "catalogs/eu/");
+    }
+
+    #[test]
     fn refusals() {
         let fixture = Fixture::new();
         assert_eq!(fixture.refused("ls", json!({ "path": "nowhere" })), "'nowhere' does not exist");
@@ -105,7 +123,12 @@ mod tests {
     fn an_empty_root_says_so() {
         let empty = Workspace { session: Arc::new(MemoryVfs::new()), mounts: vec![] };
         let visible = |_: &str| true;
-        let ctx = ToolContext { workspace: &empty, visible: &visible, raw_text: false };
+        let ctx = ToolContext {
+            workspace: &empty,
+            visible: &visible,
+            raw_text: false,
+            limits: crate::limits::Limits::default(),
+        };
         assert_eq!(run("ls", &json!({}), &ctx).unwrap(), "The workspace root has no entries.");
     }
 }

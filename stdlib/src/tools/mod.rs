@@ -6,7 +6,8 @@
 //! the model as an error-status tool message (`Error: …`); it is never a turn failure.
 //! Paths arrive governed by the kernel and are canonicalized again here (an escape is an
 //! error); listings are filtered through [`ToolContext::visible`], so a state never sees a bundle or mount
-//! it does not have.
+//! it does not have. Every call runs under [`ToolContext::limits`] (see [`crate::limits`]):
+//! a bound exceeded is a [`ToolError`] naming it, checked before the work it bounds.
 //!
 //! [`run`] executes a built-in; [`schema`] describes a built-in or a control tool
 //! (`archmax_advance`, …), whose behaviour the runtime implements itself. Each family of
@@ -16,9 +17,11 @@ use serde_json::{Value, json};
 
 use archmax_compiler::tools::DEFAULT_TOOLS;
 
+use crate::limits::{Limits, bound_in_words};
 use crate::vfs::{VfsError, Workspace};
 
 mod arguments;
+mod caps;
 mod content;
 mod controls;
 mod editing;
@@ -48,6 +51,8 @@ pub struct ToolContext<'a> {
     /// A script is reading: `read_file` answers the file's text as it is (scripts parse
     /// it), not the numbered lines a model is shown. `offset` and `limit` still apply.
     pub raw_text: bool,
+    /// The bounds this call runs under; exceeding one is a [`ToolError`] naming it.
+    pub limits: Limits,
 }
 
 /// A tool's name, description and JSON Schema of its arguments, as a model is shown it.
@@ -126,7 +131,7 @@ pub(crate) fn vfs_failure(error: VfsError) -> ToolError {
         VfsError::ReadOnly(path) => format!("{} is in a read-only area and cannot be changed", shown(&path)),
         VfsError::Escape(path) => format!("'{path}' leads outside the workspace"),
         VfsError::TooLarge { path, size, limit } => {
-            format!("{} has {size} bytes, over this tool's limit of {limit} bytes", shown(&path))
+            format!("{} has {size} bytes, over this tool's limit of {}", shown(&path), bound_in_words(limit))
         }
         VfsError::Other(path, detail) => format!("{}: {detail}", shown(&path)),
     })
@@ -189,7 +194,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&scratch);
         let workspace = Workspace { session: std::sync::Arc::new(crate::vfs::DiskVfs::new(&scratch)), mounts: vec![] };
         let visible = |_: &str| true;
-        let ctx = ToolContext { workspace: &workspace, visible: &visible, raw_text: false };
+        let ctx = ToolContext { workspace: &workspace, visible: &visible, raw_text: false, limits: Limits::default() };
         let host = scratch.to_string_lossy().to_string();
         let calls = [
             ("read_file", json!({ "file_path": "none.md" })),

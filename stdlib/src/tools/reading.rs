@@ -1,16 +1,24 @@
 //! `read_file`: a window of a text file, one numbered line per line.
 //!
 //! Binary files are reported, never returned: the answer names the type and the size and
-//! is an ordinary result, because nothing went wrong with the call.
+//! is an ordinary result, because nothing went wrong with the call. Only the first bytes
+//! of a file are read to classify it; a text file over the per-file bound is refused
+//! unread.
 
 use serde_json::{Value, json};
 
 use super::arguments::Arguments;
-use super::content::{Content, binary_notice, binary_type_by_name, classify};
+use super::caps::{file_too_large, read_bounded};
+use super::content::{Content, binary_head, binary_notice, binary_type_by_name, classify};
 use super::{ToolContext, ToolError, ToolSchema, shown, vfs_failure};
+use crate::limits::CLASSIFY_HEAD_BYTES;
 
 /// Lines shown when the call sets no `limit`.
 pub(crate) const DEFAULT_LINE_LIMIT: usize = 2000;
+
+/// What to do about a text file over the per-file bound.
+const TOO_LARGE_ADVICE: &str =
+    "the file tools do not open files this large; ask the user for a smaller file or an extract of it";
 
 /// Characters of one line shown before the rest is cut.
 pub(crate) const MAX_LINE_CHARS: usize = 2000;
@@ -31,7 +39,17 @@ pub(crate) fn read_file(args: &Value, ctx: &ToolContext) -> Result<String, ToolE
     if let Some(mime) = binary_type_by_name(&path) {
         return Ok(binary_notice(&path, mime, entry.size));
     }
-    let bytes = ctx.workspace.read(&path).map_err(vfs_failure)?;
+    // The head tells a binary apart before the size bound, so a huge binary is still
+    // reported as one; only text is read whole, and only under the bound.
+    let (head, size) = ctx.workspace.read_head(&path, CLASSIFY_HEAD_BYTES).map_err(vfs_failure)?;
+    let whole = head.len() as u64 == size;
+    if let Some(mime) = binary_head(&head, whole) {
+        return Ok(binary_notice(&path, mime, size));
+    }
+    if size > ctx.limits.file_bytes {
+        return Err(file_too_large("read_file", &path, size, ctx.limits.file_bytes, TOO_LARGE_ADVICE));
+    }
+    let bytes = if whole { head } else { read_bounded(ctx, "read_file", &path, TOO_LARGE_ADVICE)? };
     let size = bytes.len() as u64;
     match classify(&path, bytes) {
         Content::Binary { mime } => Ok(binary_notice(&path, mime, size)),
@@ -129,10 +147,14 @@ pub(crate) fn schema(tool: &str) -> Option<ToolSchema> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use serde_json::json;
 
+    use crate::limits::Limits;
     use crate::tools::fixture::Fixture;
-    use crate::vfs::Vfs;
+    use crate::tools::{ToolContext, ToolError, run};
+    use crate::vfs::{Entry, Vfs, VfsError, Workspace};
 
     #[test]
     fn lines_are_numbered_from_one() {
@@ -236,6 +258,78 @@ mod tests {
         assert_eq!(fixture.refused("read_file", json!({})), "the argument `file_path` is required");
         assert!(fixture.refused("read_file", json!({ "file_path": "../x" })).contains("climbs above"));
         assert!(fixture.refused("read_file", json!({ "path": "a.md" })).contains("`path`"));
+    }
+
+    /// A store holding one file of `size` bytes of which only the head exists: reading it
+    /// whole fails loudly, so a test passes only if the tool never tries.
+    struct HeadOnly {
+        head: Vec<u8>,
+        size: u64,
+    }
+
+    impl Vfs for HeadOnly {
+        fn read(&self, path: &str) -> Result<Vec<u8>, VfsError> {
+            Err(VfsError::Other(path.to_string(), "read whole".to_string()))
+        }
+        fn read_head(&self, _: &str, max: usize) -> Result<(Vec<u8>, u64), VfsError> {
+            Ok((self.head.iter().copied().take(max).collect(), self.size))
+        }
+        fn write(&self, path: &str, _: &[u8]) -> Result<(), VfsError> {
+            Err(VfsError::ReadOnly(path.to_string()))
+        }
+        fn remove(&self, path: &str) -> Result<(), VfsError> {
+            Err(VfsError::ReadOnly(path.to_string()))
+        }
+        fn list(&self, _: &str) -> Result<Vec<Entry>, VfsError> {
+            Ok(vec![Entry::file("huge", self.size)])
+        }
+        fn stat(&self, _: &str) -> Result<Option<Entry>, VfsError> {
+            Ok(Some(Entry::file("huge", self.size)))
+        }
+    }
+
+    fn read_huge(head: &[u8]) -> Result<String, ToolError> {
+        let store = HeadOnly { head: head.to_vec(), size: 1 << 30 };
+        let workspace = Workspace { session: Arc::new(store), mounts: vec![] };
+        let visible = |_: &str| true;
+        let ctx = ToolContext { workspace: &workspace, visible: &visible, raw_text: false, limits: Limits::default() };
+        run("read_file", &json!({ "file_path": "scratchpad/huge" }), &ctx)
+    }
+
+    #[test]
+    fn a_huge_binary_is_classified_from_its_head_alone() {
+        assert_eq!(
+            read_huge(b"PK\x03\x04\0\0").unwrap(),
+            "Error: 'scratchpad/huge' is a binary file (application/octet-stream, 1.0 GB) and was not read; \
+             read_file returns text files only."
+        );
+    }
+
+    #[test]
+    fn a_text_file_over_the_bound_is_refused_unread() {
+        assert_eq!(
+            read_huge(&b"a line of text\n".repeat(1000)).unwrap_err().0,
+            "'scratchpad/huge' has 1073741824 bytes, over read_file's limit of 10 MiB (10485760 bytes) per file; \
+             the file tools do not open files this large; ask the user for a smaller file or an extract of it"
+        );
+    }
+
+    #[test]
+    fn a_file_just_under_the_bound_is_read_whole() {
+        let limits = Limits { file_bytes: 20_000, ..Limits::default() };
+        let fixture = Fixture::new().limited(limits);
+        let text = "0123456789abcdefghi\n".repeat(1000);
+        fixture.session.write("scratchpad/at.txt", text.as_bytes()).unwrap();
+        let answer = fixture.ok("read_file", json!({ "file_path": "scratchpad/at.txt", "offset": 999 }));
+        assert_eq!(answer, "  1000\t0123456789abcdefghi");
+        fixture.session.write("scratchpad/over.txt", format!("{text}!").as_bytes()).unwrap();
+        let refused = fixture.refused("read_file", json!({ "file_path": "scratchpad/over.txt" }));
+        assert!(refused.contains("has 20001 bytes, over read_file's limit of 20000 bytes per file"), "{refused}");
+        // A NUL past the head still makes a file binary when the file is read whole.
+        let mut late = "text\n".repeat(3000).into_bytes();
+        late.push(0);
+        fixture.session.write("scratchpad/late.txt", &late).unwrap();
+        assert!(fixture.ok("read_file", json!({ "file_path": "scratchpad/late.txt" })).contains("binary file"));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! Both search below a folder (the root by default), skip mounts the host made
 //! unsearchable unless the search is addressed inside one, and drop every path the
 //! active state may not see. Answers list workspace paths, sorted, at most
-//! [`MAX_OUTPUT_LINES`] lines.
+//! [`Limits::listed_entries`] lines; `grep` reads files up to the per-file bound and stops
+//! at its bound of bytes read per call, and says so in its answer.
 
 use archmax_compiler::glob::Glob;
 use regex::Regex;
@@ -14,10 +15,8 @@ use super::content::{Content, binary_type_by_name, classify};
 use super::reading::clipped_line;
 use super::walk::{MAX_VISITED_ENTRIES, files_below};
 use super::{ToolContext, ToolError, ToolSchema, shown, vfs_failure};
-use crate::vfs::last_segment;
-
-/// Most lines a search answers with.
-pub(crate) const MAX_OUTPUT_LINES: usize = 1000;
+use crate::limits::{Limits, bound_in_words};
+use crate::vfs::{VfsError, last_segment};
 
 /// What a search looks through.
 enum Scope {
@@ -59,17 +58,20 @@ fn relative_to<'p>(base: &str, path: &'p str) -> &'p str {
 /// Answer lines, capped, with notes on anything left out.
 struct Answer {
     lines: Vec<String>,
+    max_lines: usize,
     capped: bool,
+    /// Why some files went unsearched, one sentence each.
+    notes: Vec<String>,
 }
 
 impl Answer {
-    fn new() -> Answer {
-        Answer { lines: Vec::new(), capped: false }
+    fn new(limits: &Limits) -> Answer {
+        Answer { lines: Vec::new(), max_lines: limits.listed_entries, capped: false, notes: Vec::new() }
     }
 
     /// Adds a line; false once the cap is reached.
     fn push(&mut self, line: String) -> bool {
-        if self.lines.len() >= MAX_OUTPUT_LINES {
+        if self.lines.len() >= self.max_lines {
             self.capped = true;
             return false;
         }
@@ -78,14 +80,18 @@ impl Answer {
     }
 
     fn finish(self, cut_short: bool, nothing: String) -> String {
-        if self.lines.is_empty() && !cut_short {
+        if self.lines.is_empty() && !cut_short && self.notes.is_empty() {
             return nothing;
         }
         let mut text = if self.lines.is_empty() { nothing } else { self.lines.join("\n") };
         if self.capped {
             text.push_str(&format!(
-                "\n\n(Output stopped at {MAX_OUTPUT_LINES} lines; narrow the pattern, `path` or `glob` to see the rest.)"
+                "\n\n(Output stopped at {} lines; narrow the pattern, `path` or `glob` to see the rest.)",
+                self.max_lines
             ));
+        }
+        for note in &self.notes {
+            text.push_str(&format!("\n\n({note})"));
         }
         if cut_short {
             text.push_str(&format!(
@@ -112,7 +118,7 @@ pub(crate) fn glob(args: &Value, ctx: &ToolContext) -> Result<String, ToolError>
             return Err(ToolError(format!("'{base}' is a file; glob searches a folder, so pass the folder as `path`")));
         }
     };
-    let mut answer = Answer::new();
+    let mut answer = Answer::new(&ctx.limits);
     for file in files {
         if (ctx.visible)(&file) && glob_matches(&matcher, relative_to(&base, &file)) && !answer.push(file) {
             break;
@@ -157,7 +163,8 @@ pub(crate) fn grep(args: &Value, ctx: &ToolContext) -> Result<String, ToolError>
         Scope::Folder { files, cut_short } => (files, cut_short, base.as_str()),
         Scope::File(file) => (vec![file], false, base.rsplit_once('/').map_or("", |(parent, _)| parent)),
     };
-    let mut answer = Answer::new();
+    let mut answer = Answer::new(&ctx.limits);
+    let mut reads = BoundedReads::new(&ctx.limits);
     'files: for file in files {
         if !(ctx.visible)(&file) || binary_type_by_name(&file).is_some() {
             continue;
@@ -168,8 +175,11 @@ pub(crate) fn grep(args: &Value, ctx: &ToolContext) -> Result<String, ToolError>
                 continue;
             }
         }
-        // A file that cannot be read now (removed, refused) has nothing to report.
-        let Ok(bytes) = ctx.workspace.read(&file) else { continue };
+        let bytes = match reads.read(ctx, &file) {
+            Read::Bytes(bytes) => bytes,
+            Read::Skipped => continue,
+            Read::OutOfBudget => break,
+        };
         let Content::Text(text) = classify(&file, bytes) else { continue };
         match mode {
             OutputMode::FilesWithMatches => {
@@ -192,7 +202,80 @@ pub(crate) fn grep(args: &Value, ctx: &ToolContext) -> Result<String, ToolError>
             }
         }
     }
+    answer.notes.extend(reads.notes());
     Ok(answer.finish(cut_short, format!("No matches for '{pattern}' in {}.", shown(&base))))
+}
+
+/// What one bounded read of `grep` gave.
+enum Read {
+    Bytes(Vec<u8>),
+    /// Nothing to search here: over the per-file bound, removed, or refused.
+    Skipped,
+    /// The call's bound of bytes read is spent; the search stops.
+    OutOfBudget,
+}
+
+/// `grep`'s reads, under the per-file bound and the per-call bound of bytes read.
+struct BoundedReads {
+    per_file: u64,
+    budget: u64,
+    read: u64,
+    oversized: usize,
+    stopped: bool,
+}
+
+impl BoundedReads {
+    fn new(limits: &Limits) -> BoundedReads {
+        BoundedReads {
+            per_file: limits.file_bytes,
+            budget: limits.grep_scanned_bytes,
+            read: 0,
+            oversized: 0,
+            stopped: false,
+        }
+    }
+
+    fn read(&mut self, ctx: &ToolContext, file: &str) -> Read {
+        let remaining = self.budget.saturating_sub(self.read);
+        match ctx.workspace.read_limited(file, self.per_file.min(remaining)) {
+            Ok(bytes) => {
+                self.read = self.read.saturating_add(bytes.len() as u64);
+                Read::Bytes(bytes)
+            }
+            Err(VfsError::TooLarge { size, .. }) if size > self.per_file => {
+                self.oversized += 1;
+                Read::Skipped
+            }
+            Err(VfsError::TooLarge { .. }) => {
+                self.stopped = true;
+                Read::OutOfBudget
+            }
+            // A file that cannot be read now (removed, refused) has nothing to report.
+            Err(_) => Read::Skipped,
+        }
+    }
+
+    /// What the answer must say about files left unsearched.
+    fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.oversized > 0 {
+            let files = if self.oversized == 1 { "file was" } else { "files were" };
+            notes.push(format!(
+                "{} {files} not searched: over grep's limit of {} per file.",
+                self.oversized,
+                bound_in_words(self.per_file)
+            ));
+        }
+        if self.stopped {
+            notes.push(format!(
+                "The search stopped after reading {} bytes, grep's limit of {} per call; narrow `path` or \
+                 `glob` to search the rest.",
+                self.read,
+                bound_in_words(self.budget)
+            ));
+        }
+        notes
+    }
 }
 
 pub(crate) fn schema(tool: &str) -> Option<ToolSchema> {
@@ -251,6 +334,7 @@ pub(crate) fn schema(tool: &str) -> Option<ToolSchema> {
 mod tests {
     use serde_json::json;
 
+    use crate::limits::Limits;
     use crate::tools::fixture::Fixture;
     use crate::vfs::Vfs;
 
@@ -371,6 +455,60 @@ mod tests {
         );
         let files = fixture.ok("grep", json!({ "pattern": "hit" }));
         assert_eq!(files, "scratchpad/many.txt");
+    }
+
+    fn many_big_files(fixture: &Fixture) {
+        for index in 0..8 {
+            let text = format!("needle {index}\n{}", "hay\n".repeat(249));
+            fixture.session.write(&format!("scratchpad/big/{index}.txt"), text.as_bytes()).unwrap();
+        }
+    }
+
+    #[test]
+    fn grep_stops_at_its_bound_of_bytes_read_and_says_so() {
+        // Eight files of 1005 bytes each; the call may read 3000 bytes.
+        let limits = Limits { grep_scanned_bytes: 3_000, ..Limits::default() };
+        let fixture = Fixture::new().limited(limits);
+        many_big_files(&fixture);
+        let answer = fixture.ok("grep", json!({ "pattern": "needle", "path": "scratchpad/big" }));
+        assert_eq!(
+            answer,
+            "scratchpad/big/0.txt\nscratchpad/big/1.txt\n\n(The search stopped after reading 2010 bytes, grep's \
+             limit of 3000 bytes per call; narrow `path` or `glob` to search the rest.)"
+        );
+        let narrowed = fixture.ok("grep", json!({ "pattern": "needle", "path": "scratchpad/big", "glob": "7.txt" }));
+        assert_eq!(narrowed, "scratchpad/big/7.txt");
+    }
+
+    #[test]
+    fn grep_skips_files_over_the_bound_and_counts_them() {
+        let limits = Limits { file_bytes: 1_000, ..Limits::default() };
+        let fixture = Fixture::new().limited(limits);
+        many_big_files(&fixture);
+        fixture.session.write("scratchpad/big/small.txt", b"needle\n").unwrap();
+        let answer =
+            fixture.ok("grep", json!({ "pattern": "needle", "path": "scratchpad/big", "output_mode": "count" }));
+        assert_eq!(
+            answer,
+            "scratchpad/big/small.txt:1\n\n(8 files were not searched: over grep's limit of 1000 bytes per file.)"
+        );
+        let none = fixture.ok("grep", json!({ "pattern": "absent", "path": "scratchpad/big" }));
+        assert!(none.starts_with("No matches for 'absent' in 'scratchpad/big'.\n\n(8 files"), "{none}");
+    }
+
+    #[test]
+    fn grep_and_glob_list_at_most_the_bound_of_entries() {
+        let fixture = Fixture::new().limited(Limits { listed_entries: 3, ..Limits::default() });
+        many_big_files(&fixture);
+        let files = fixture.ok("grep", json!({ "pattern": "needle", "path": "scratchpad/big" }));
+        assert_eq!(files.lines().take_while(|line| !line.is_empty()).count(), 3);
+        assert!(files.ends_with("(Output stopped at 3 lines; narrow the pattern, `path` or `glob` to see the rest.)"));
+        let names = fixture.ok("glob", json!({ "pattern": "**", "path": "scratchpad/big" }));
+        assert!(
+            names.starts_with(
+                "scratchpad/big/0.txt\nscratchpad/big/1.txt\nscratchpad/big/2.txt\n\n(Output stopped at 3"
+            )
+        );
     }
 
     #[test]

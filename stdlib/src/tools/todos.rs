@@ -1,10 +1,13 @@
 //! `write_todos`: the agent's working plan. The runtime keeps the list; the tool checks
-//! its shape and echoes it back so the model sees what was recorded.
+//! its shape and echoes it back so the model sees what was recorded. A plan is bounded
+//! ([`MAX_TODOS`] items of at most [`MAX_TODO_CHARS`] characters), since the runtime keeps
+//! it in the session's state.
 
 use serde_json::{Value, json};
 
 use super::arguments::Arguments;
 use super::{ToolError, ToolSchema};
+use crate::limits::{MAX_TODO_CHARS, MAX_TODOS};
 
 /// Where one todo stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +50,12 @@ pub fn parse_todos(args: &Value) -> Result<Vec<Todo>, ToolError> {
     let Value::Array(items) = args.required("todos")? else {
         return Err(ToolError("the argument `todos` must be an array of { content, status } objects".to_string()));
     };
+    if items.len() > MAX_TODOS {
+        return Err(ToolError(format!(
+            "the list has {} items, over write_todos's limit of {MAX_TODOS}; merge steps into fewer items",
+            items.len()
+        )));
+    }
     items.iter().enumerate().map(|(index, item)| parse_todo(index, item)).collect()
 }
 
@@ -60,6 +69,13 @@ fn parse_todo(index: usize, item: &Value) -> Result<Todo, ToolError> {
         )));
     }
     let content = match fields.get("content") {
+        Some(Value::String(text)) if text.chars().count() > MAX_TODO_CHARS => {
+            return Err(ToolError(format!(
+                "`todos[{index}].content` has {} characters, over write_todos's limit of {MAX_TODO_CHARS}; \
+                 say what the step is in a few words",
+                text.chars().count()
+            )));
+        }
         Some(Value::String(text)) if !text.trim().is_empty() => text.trim().to_string(),
         Some(Value::String(_)) => return Err(ToolError(format!("`todos[{index}].content` is empty"))),
         Some(_) => return Err(ToolError(format!("`todos[{index}].content` must be a string"))),
@@ -158,6 +174,24 @@ mod tests {
         assert!(status.contains("`todos[0].status` is 'done'"), "{status}");
         assert!(refused(json!({ "todos": [{ "content": "a" }] })).contains("`todos[0].status` is required"));
         assert!(refused(json!({ "todos": [{ "content": "a", "status": "pending", "id": 1 }] })).contains("`id`"));
+    }
+
+    #[test]
+    fn a_plan_is_bounded_in_items_and_characters() {
+        let item = |content: String| json!({ "content": content, "status": "pending" });
+        let full: Vec<Value> = (0..MAX_TODOS).map(|step| item(format!("step {step}"))).collect();
+        assert!(write_todos(&json!({ "todos": full })).is_ok());
+        let over: Vec<Value> = (0..=MAX_TODOS).map(|step| item(format!("step {step}"))).collect();
+        assert_eq!(
+            write_todos(&json!({ "todos": over })).unwrap_err().0,
+            "the list has 101 items, over write_todos's limit of 100; merge steps into fewer items"
+        );
+        assert!(write_todos(&json!({ "todos": [item("é".repeat(MAX_TODO_CHARS))] })).is_ok());
+        assert_eq!(
+            write_todos(&json!({ "todos": [item("é".repeat(MAX_TODO_CHARS + 1))] })).unwrap_err().0,
+            "`todos[0].content` has 1001 characters, over write_todos's limit of 1000; say what the step is in \
+             a few words"
+        );
     }
 
     #[test]

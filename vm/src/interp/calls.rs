@@ -1,12 +1,13 @@
 //! Tool calls, in the spec's order: resolve the name, substitute `${{…}}` in the model's
 //! own string arguments, ask the kernel, then execute (controls here, built-ins through
 //! the standard library). A refusal or a tool that throws is answered to the model as an
-//! error-status tool message; it never fails the turn.
+//! error-status tool message; it never fails the turn. Substitution is bounded: its
+//! result's size is computed before it is built (`argument.too-large`).
 
 use serde_json::Value;
 
 use archmax_compiler::program::{StateId, ToolKind};
-use archmax_compiler::syntax::reference::{TemplatePart, parse_template};
+use archmax_compiler::syntax::reference::{TemplatePart, VarPath, parse_template};
 use archmax_compiler::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, delegation_target};
 
 use crate::events::Event;
@@ -92,44 +93,184 @@ impl Answer {
     }
 }
 
-/// Substitutes every `${{…}}` in the string values of `args`; `Err` names the first
-/// reference that does not resolve (or is malformed).
-pub fn substitute(args: &Value, variables: &Value) -> Result<Value, String> {
+/// Why `${{…}}` substitution refused a call; the call is not made.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SubstitutionError {
+    /// A reference is malformed or names no value; the message says which.
+    Unresolved(String),
+    /// The arguments would grow past the bound once expanded.
+    TooLarge { size: u64, limit: u64 },
+}
+
+impl SubstitutionError {
+    /// The rule id a `tool-blocked` event names.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            SubstitutionError::Unresolved(_) => "argument.unresolved-reference",
+            SubstitutionError::TooLarge { .. } => "argument.too-large",
+        }
+    }
+}
+
+impl std::fmt::Display for SubstitutionError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubstitutionError::Unresolved(problem) => formatter.write_str(problem),
+            SubstitutionError::TooLarge { size, limit } => write!(
+                formatter,
+                "its arguments would be {size} bytes once `${{{{…}}}}` references are substituted, over the \
+                 limit of {}; quote a large value fewer times, or write it to a file once and pass the path",
+                archmax_stdlib::limits::bound_in_words(*limit)
+            ),
+        }
+    }
+}
+
+/// The values a call's references resolve to, each resolved once however often it is
+/// quoted.
+type Resolved = std::collections::HashMap<VarPath, String>;
+
+/// Substitutes every `${{…}}` in the string values of `args`. The expanded size is
+/// computed first (each value resolved once, sizes added without overflow), so a call
+/// whose string arguments would total more than `limit` bytes is refused before anything
+/// is built; a call without references is returned as it is.
+pub fn substitute(args: &Value, variables: &Value, limit: u64) -> Result<Value, SubstitutionError> {
+    let mut resolved = Resolved::new();
+    within_bound(args, variables, Reading::Text, &mut resolved, limit)?;
+    Ok(expand(args, &resolved))
+}
+
+/// Refuses a sub-workflow call whose arguments would pass `limit` bytes once its
+/// references are resolved (a whole-argument reference counted as its value's JSON),
+/// before the dispatcher builds them. What does not resolve counts nothing here; the
+/// dispatcher refuses it.
+pub fn check_delegation_size(args: &Value, variables: &Value, limit: u64) -> Result<(), SubstitutionError> {
+    within_bound(args, variables, Reading::Argument, &mut Resolved::new(), limit)
+}
+
+/// How a reference's value becomes text while sizes are summed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// A model's tool argument: strings, numbers and booleans; anything else refuses.
+    Text,
+    /// A sub-workflow argument: any value, as its JSON when not a string.
+    Argument,
+}
+
+fn within_bound(
+    args: &Value,
+    variables: &Value,
+    reading: Reading,
+    resolved: &mut Resolved,
+    limit: u64,
+) -> Result<(), SubstitutionError> {
+    let mut references = 0usize;
+    let size = expanded_size(args, &Resolver { variables, reading }, resolved, &mut references)?;
+    if references > 0 && size > limit {
+        return Err(SubstitutionError::TooLarge { size, limit });
+    }
+    Ok(())
+}
+
+struct Resolver<'v> {
+    variables: &'v Value,
+    reading: Reading,
+}
+
+/// The bytes of every string in `args` once substituted; resolves each reference into
+/// `resolved` and counts them.
+fn expanded_size(
+    args: &Value,
+    resolver: &Resolver,
+    resolved: &mut Resolved,
+    references: &mut usize,
+) -> Result<u64, SubstitutionError> {
     match args {
         Value::String(text) if text.contains("${{") => {
-            let template = parse_template(text).map_err(|error| {
-                format!(
-                    "the reference in `{text}` is malformed: {}. Write `$${{{{…}}}}` for the literal characters.",
-                    error.message
-                )
-            })?;
+            let mut size = 0u64;
+            for part in &template(text)?.parts {
+                let length = match part {
+                    TemplatePart::Literal(literal) => literal.len(),
+                    TemplatePart::Reference { path, .. } => {
+                        *references += 1;
+                        resolved_value(path, resolver, resolved)?.len()
+                    }
+                };
+                size = size.saturating_add(length as u64);
+            }
+            Ok(size)
+        }
+        Value::String(text) => Ok(text.len() as u64),
+        Value::Array(items) => items.iter().try_fold(0u64, |total, item| {
+            Ok(total.saturating_add(expanded_size(item, resolver, resolved, references)?))
+        }),
+        Value::Object(map) => map.values().try_fold(0u64, |total, value| {
+            Ok(total.saturating_add(expanded_size(value, resolver, resolved, references)?))
+        }),
+        _ => Ok(0),
+    }
+}
+
+fn template(text: &str) -> Result<archmax_compiler::syntax::reference::Template, SubstitutionError> {
+    parse_template(text).map_err(|error| {
+        SubstitutionError::Unresolved(format!(
+            "the reference in `{text}` is malformed: {}. Write `$${{{{…}}}}` for the literal characters.",
+            error.message
+        ))
+    })
+}
+
+fn resolved_value<'r>(
+    path: &VarPath,
+    resolver: &Resolver,
+    resolved: &'r mut Resolved,
+) -> Result<&'r str, SubstitutionError> {
+    if !resolved.contains_key(path) {
+        let found = match resolver.reading {
+            Reading::Text => resolve_reference(path, resolver.variables),
+            Reading::Argument => Some(argument_text(path, resolver.variables)),
+        };
+        let value = found.ok_or_else(|| {
+            SubstitutionError::Unresolved(format!(
+                "`${{{{{path}}}}}` does not resolve to a value: check the name with `archmax_get_variables`, or write `$${{{{{path}}}}}` for the literal text"
+            ))
+        })?;
+        resolved.insert(path.clone(), value);
+    }
+    Ok(resolved.get(path).map_or("", String::as_str))
+}
+
+/// A sub-workflow argument's value as text; empty when it does not resolve.
+fn argument_text(path: &VarPath, variables: &Value) -> String {
+    match variables.get(&path.root).and_then(|root| crate::kernel::value_at(root, &path.segments)) {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+/// `args` with every reference replaced by its value from `resolved` (which
+/// [`expanded_size`] filled, so every reference is there).
+fn expand(args: &Value, resolved: &Resolved) -> Value {
+    match args {
+        Value::String(text) if text.contains("${{") => {
+            let Ok(template) = parse_template(text) else { return args.clone() };
             let mut out = String::with_capacity(text.len());
             for part in &template.parts {
                 match part {
                     TemplatePart::Literal(literal) => out.push_str(literal),
-                    TemplatePart::Reference { path, .. } => match resolve_reference(path, variables) {
-                        Some(value) => out.push_str(&value),
-                        None => {
-                            return Err(format!(
-                                "`${{{{{path}}}}}` does not resolve to a value: check the name with `archmax_get_variables`, or write `$${{{{{path}}}}}` for the literal text"
-                            ));
-                        }
-                    },
+                    TemplatePart::Reference { path, .. } => {
+                        out.push_str(resolved.get(path).map_or("", String::as_str));
+                    }
                 }
             }
-            Ok(Value::String(out))
+            Value::String(out)
         }
-        Value::Array(items) => {
-            items.iter().map(|item| substitute(item, variables)).collect::<Result<Vec<_>, _>>().map(Value::Array)
-        }
+        Value::Array(items) => Value::Array(items.iter().map(|item| expand(item, resolved)).collect()),
         Value::Object(map) => {
-            let mut out = serde_json::Map::with_capacity(map.len());
-            for (key, value) in map {
-                out.insert(key.clone(), substitute(value, variables)?);
-            }
-            Ok(Value::Object(out))
+            Value::Object(map.iter().map(|(key, value)| (key.clone(), expand(value, resolved))).collect())
         }
-        other => Ok(other.clone()),
+        other => other.clone(),
     }
 }
 
@@ -225,26 +366,17 @@ impl Turn<'_> {
         let args = if delegation || !caller.substitutes() {
             call.args.clone()
         } else {
-            match substitute(&call.args, &variables) {
+            match substitute(&call.args, &variables, self.runtime.limits.substituted_bytes) {
                 Ok(args) => args,
-                Err(problem) => {
-                    let reason = format!("[workflow] The call was not made: {problem}.");
-                    self.emit(Event::ToolBlocked {
-                        state: here,
-                        tool: call.name.clone(),
-                        rule: "argument.unresolved-reference".to_string(),
-                        reason: reason.clone(),
-                        call_id: call.id.clone(),
-                        args: call.args.clone(),
-                        origin: origin.clone(),
-                    });
-                    return Answer::error(reason);
-                }
+                Err(problem) => return self.refuse_substitution(&here, call, &origin, problem),
             }
         };
         // A sub-workflow's arguments reach the child resolved, so its guards are decided
         // on the resolved values too (an unresolvable one is refused by the dispatcher).
         let decided = if delegation {
+            if let Err(problem) = check_delegation_size(&args, &variables, self.runtime.limits.substituted_bytes) {
+                return self.refuse_substitution(&here, call, &origin, problem);
+            }
             super::delegate::resolve_argument(&args, &variables).unwrap_or_else(|_| args.clone())
         } else {
             args.clone()
@@ -311,6 +443,22 @@ impl Turn<'_> {
         answer
     }
 
+    /// Refuses a call whose `${{…}}` references do not resolve or expand too far; the
+    /// call is recorded as blocked with its arguments as the model wrote them.
+    fn refuse_substitution(&self, here: &str, call: &ToolCall, origin: &str, problem: SubstitutionError) -> Answer {
+        let reason = format!("[workflow] The call was not made: {problem}.");
+        self.emit(Event::ToolBlocked {
+            state: here.to_string(),
+            tool: call.name.clone(),
+            rule: problem.rule().to_string(),
+            reason: reason.clone(),
+            call_id: call.id.clone(),
+            args: call.args.clone(),
+            origin: origin.to_string(),
+        });
+        Answer::error(reason)
+    }
+
     async fn execute(
         &mut self,
         id: StateId,
@@ -354,8 +502,12 @@ impl Turn<'_> {
                 let state = self.state(id);
                 let variables = self.session.variable_values();
                 let filter = |path: &str| crate::kernel::listed(&policy, state, name, path, &variables);
-                let context =
-                    archmax_stdlib::tools::ToolContext { workspace: &self.workspace, visible: &filter, raw_text: raw };
+                let context = archmax_stdlib::tools::ToolContext {
+                    workspace: &self.workspace,
+                    visible: &filter,
+                    raw_text: raw,
+                    limits: self.runtime.limits,
+                };
                 let result = archmax_stdlib::tools::run(name, args, &context);
                 if name == "write_todos"
                     && result.is_ok()
@@ -370,5 +522,70 @@ impl Turn<'_> {
             }
             name => Answer::error(format!("Error: the host provides no `{name}` tool in this run.")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{SubstitutionError, check_delegation_size, substitute};
+    use archmax_stdlib::limits::MAX_SUBSTITUTED_BYTES;
+
+    fn big_variable() -> serde_json::Value {
+        json!({ "big": "x".repeat(1 << 20), "name": "Ada" })
+    }
+
+    #[test]
+    fn a_large_value_quoted_a_thousand_times_is_refused_with_the_bound() {
+        let args = json!({ "file_path": "scratchpad/a.md", "content": "${{big}}".repeat(1000) });
+        // The whole call counts: 1000 MiB of content and the path's 15 bytes.
+        let refused = substitute(&args, &big_variable(), MAX_SUBSTITUTED_BYTES).unwrap_err();
+        assert_eq!(refused, SubstitutionError::TooLarge { size: (1000 << 20) + 15, limit: MAX_SUBSTITUTED_BYTES });
+        assert_eq!(refused.rule(), "argument.too-large");
+        assert_eq!(
+            refused.to_string(),
+            "its arguments would be 1048576015 bytes once `${{…}}` references are substituted, over the limit of \
+             10 MiB (10485760 bytes); quote a large value fewer times, or write it to a file once and pass the path"
+        );
+    }
+
+    #[test]
+    fn the_size_is_computed_before_anything_is_built() {
+        // 100 GiB once expanded: building it would exhaust memory, so only a check made
+        // beforehand lets this test finish.
+        let args = json!({ "content": ["${{big}}".repeat(100_000), "${{big}}"] });
+        let refused = substitute(&args, &big_variable(), MAX_SUBSTITUTED_BYTES).unwrap_err();
+        assert_eq!(refused, SubstitutionError::TooLarge { size: 100_001 << 20, limit: MAX_SUBSTITUTED_BYTES });
+    }
+
+    #[test]
+    fn substitution_under_the_bound_is_unchanged() {
+        let args = json!({ "content": "Dear ${{name}}, ${{name}}!", "n": 3, "escaped": "$${{name}}" });
+        let substituted = substitute(&args, &big_variable(), 64).unwrap();
+        assert_eq!(substituted, json!({ "content": "Dear Ada, Ada!", "n": 3, "escaped": "${{name}}" }));
+        // The bound counts the whole call, literal text too.
+        let refused = substitute(&args, &big_variable(), 20).unwrap_err();
+        assert_eq!(refused, SubstitutionError::TooLarge { size: 23, limit: 20 });
+        // A call without references is not substitution's to bound.
+        let plain = json!({ "content": "x".repeat(100) });
+        assert_eq!(substitute(&plain, &big_variable(), 10).unwrap(), plain);
+    }
+
+    #[test]
+    fn a_sub_workflow_argument_is_bounded_the_same_way() {
+        let variables = json!({ "big": "x".repeat(1 << 20), "rows": [1, 2, 3] });
+        let args = json!({ "items": vec!["${{big}}"; 1000], "note": "rows: ${{rows}}" });
+        let refused = check_delegation_size(&args, &variables, MAX_SUBSTITUTED_BYTES).unwrap_err();
+        assert_eq!(refused, SubstitutionError::TooLarge { size: (1000 << 20) + 13, limit: MAX_SUBSTITUTED_BYTES });
+        let small = json!({ "rows": "${{rows}}", "unset": "${{nothing}}" });
+        assert_eq!(check_delegation_size(&small, &variables, 16), Ok(()));
+    }
+
+    #[test]
+    fn an_unresolved_reference_names_itself() {
+        let refused = substitute(&json!({ "a": "${{missing}}" }), &big_variable(), 64).unwrap_err();
+        assert_eq!(refused.rule(), "argument.unresolved-reference");
+        assert!(refused.to_string().starts_with("`${{missing}}` does not resolve to a value"), "{refused}");
     }
 }

@@ -151,10 +151,12 @@ fn free_name(workspace: &archmax_stdlib::vfs::Workspace, directory: &str, file: 
 }
 
 /// Copies `from` (in `source`) into `target`'s `scratchpad/attachments/`; the new path.
+/// A file over `limit` bytes (the per-file bound) is refused unread.
 fn copy_attachment(
     source: &archmax_stdlib::vfs::Workspace,
     from: &str,
     target: &archmax_stdlib::vfs::Workspace,
+    limit: u64,
 ) -> Result<String, String> {
     let canonical = canonicalize(from).map_err(|_| format!("'{from}' climbs above the workspace root"))?;
     let entry = source.stat(&canonical).map_err(|error| error.to_string())?;
@@ -163,7 +165,7 @@ fn copy_attachment(
         Some(_) => return Err(format!("'{from}' is a folder, not a file")),
         None => return Err(format!("'{from}' names no file")),
     }
-    let bytes = source.read(&canonical).map_err(|error| error.to_string())?;
+    let bytes = source.read_limited(&canonical, limit).map_err(|error| error.to_string())?;
     let file = canonical.rsplit('/').next().unwrap_or(&canonical).to_string();
     let path = free_name(target, "scratchpad/attachments", &file);
     target.write(&path, &bytes).map_err(|error| error.to_string())?;
@@ -387,7 +389,9 @@ impl Turn<'_> {
                 Ok(canonical) => crate::kernel::may_pass_file(&policy, state, &canonical, &variables),
                 Err(_) => Err(format!("'{path}' climbs above the workspace root")),
             };
-            let copied = passable.and_then(|()| copy_attachment(&self.workspace, path, &child_workspace));
+            let copied = passable.and_then(|()| {
+                copy_attachment(&self.workspace, path, &child_workspace, self.runtime.limits.file_bytes)
+            });
             match copied {
                 Ok(copy) => {
                     seeds.insert(name.to_string(), Value::String(copy));
@@ -623,7 +627,7 @@ impl Turn<'_> {
                 let copy = canonicalize(path)
                     .map_err(|_| format!("'{path}' climbs above the workspace root"))
                     .and_then(|canonical| passable(&canonical))
-                    .and_then(|()| copy_attachment(files, path, &self.workspace))
+                    .and_then(|()| copy_attachment(files, path, &self.workspace, self.runtime.limits.file_bytes))
                     .map_err(|problem| {
                         format!("sub-workflow '{}' returned the file '{name}', but {problem}", meta.slug)
                     })?;
@@ -870,5 +874,32 @@ impl Turn<'_> {
         }
         self.session.head.status = Status::Running;
         self.present_delegation();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use archmax_stdlib::vfs::{MemoryVfs, Vfs, Workspace};
+
+    use super::copy_attachment;
+
+    fn workspace(files: &[(&str, &str)]) -> (Workspace, Arc<MemoryVfs>) {
+        let session = Arc::new(MemoryVfs::with_files(files.iter().copied()));
+        (Workspace { session: session.clone(), mounts: vec![] }, session)
+    }
+
+    #[test]
+    fn an_attachment_over_the_per_file_bound_is_not_copied() {
+        let (parent, _) = workspace(&[("scratchpad/small.md", "ok"), ("scratchpad/big.md", "0123456789!")]);
+        let (child, child_files) = workspace(&[]);
+        assert_eq!(
+            copy_attachment(&parent, "scratchpad/small.md", &child, 10),
+            Ok("scratchpad/attachments/small.md".to_string())
+        );
+        let refused = copy_attachment(&parent, "scratchpad/big.md", &child, 10).unwrap_err();
+        assert_eq!(refused, "'scratchpad/big.md' has 11 bytes, over the limit of 10 bytes");
+        assert!(child_files.stat("scratchpad/attachments/big.md").unwrap().is_none());
     }
 }

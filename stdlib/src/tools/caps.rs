@@ -1,0 +1,214 @@
+//! Applying the [`Limits`](crate::limits::Limits) to the file tools: a bounded read, and
+//! the check every write makes before it writes (the per-file bound and the session's
+//! quota).
+//!
+//! The one thing to know: the quota is computed from a walk of the session's own store
+//! at write time, so it is always true (files removed, moved or written by scripts are
+//! all seen) and needs no bookkeeping; the walk is bounded by the quota's own file count.
+
+use super::{ToolContext, ToolError, shown, vfs_failure};
+use crate::limits::bound_in_words;
+use crate::vfs::{Vfs, VfsError};
+
+use archmax_compiler::zones::RESERVED_ROOTS;
+
+/// The session folder's root entries that belong to the runtime or are never written
+/// by a tool: every reserved root but `scratchpad`. Nothing in them counts.
+fn counted_root(name: &str) -> bool {
+    name == "scratchpad" || !RESERVED_ROOTS.contains(&name)
+}
+
+/// Reads a whole file of at most the per-file bound; a larger one is refused unread,
+/// with `advice` saying what to do instead.
+pub(crate) fn read_bounded(ctx: &ToolContext, tool: &str, path: &str, advice: &str) -> Result<Vec<u8>, ToolError> {
+    ctx.workspace.read_limited(path, ctx.limits.file_bytes).map_err(|error| match error {
+        VfsError::TooLarge { path, size, limit } => file_too_large(tool, &path, size, limit, advice),
+        other => vfs_failure(other),
+    })
+}
+
+/// The error for a file over the per-file bound.
+pub(crate) fn file_too_large(tool: &str, path: &str, size: u64, limit: u64, advice: &str) -> ToolError {
+    ToolError(format!(
+        "{} has {size} bytes, over {tool}'s limit of {} per file; {advice}",
+        shown(path),
+        bound_in_words(limit)
+    ))
+}
+
+/// What a write would change in the session's own areas.
+pub(crate) struct Write<'p> {
+    pub tool: &'static str,
+    pub path: &'p str,
+    pub bytes: u64,
+    /// A file the same call removes afterwards (a move's source), whose bytes are freed.
+    pub freed: Option<&'p str>,
+}
+
+/// Refuses a write over the per-file bound, or one that would take the session over its
+/// quota of bytes or files. Writes into host mounts count against the per-file bound
+/// only: the quota covers what the session itself keeps.
+pub(crate) fn check_write(ctx: &ToolContext, write: &Write) -> Result<(), ToolError> {
+    let limits = ctx.limits;
+    if write.bytes > limits.file_bytes {
+        return Err(ToolError(format!(
+            "writing {} bytes to {} is over {}'s limit of {} per file; write smaller files",
+            write.bytes,
+            shown(write.path),
+            write.tool,
+            bound_in_words(limits.file_bytes)
+        )));
+    }
+    let workspace = ctx.workspace;
+    if workspace.mount_for(write.path).is_some() {
+        return Ok(());
+    }
+    let session = workspace.session.as_ref();
+    let Some(usage) = usage(session, limits.session_files) else {
+        return Err(ToolError(format!(
+            "the session already keeps more than {} files, its limit; remove files you no longer need \
+             before writing new ones",
+            limits.session_files
+        )));
+    };
+    let replaced = own_file_size(session, write.path)?;
+    let freed = match write.freed.filter(|path| workspace.mount_for(path).is_none()) {
+        Some(path) => own_file_size(session, path)?,
+        None => None,
+    };
+    let bytes = usage
+        .bytes
+        .saturating_sub(replaced.unwrap_or(0))
+        .saturating_sub(freed.unwrap_or(0))
+        .saturating_add(write.bytes);
+    if bytes > limits.session_bytes {
+        return Err(ToolError(format!(
+            "writing {} bytes to {} would make the session's files total {bytes} bytes, over the session's \
+             limit of {}; remove files you no longer need or write less",
+            write.bytes,
+            shown(write.path),
+            bound_in_words(limits.session_bytes)
+        )));
+    }
+    let files = (usage.files + usize::from(replaced.is_none())).saturating_sub(usize::from(freed.is_some()));
+    if files > limits.session_files {
+        return Err(ToolError(format!(
+            "writing {} would make the session keep {files} files, over its limit of {}; remove files you no \
+             longer need or write into an existing one",
+            shown(write.path),
+            limits.session_files
+        )));
+    }
+    Ok(())
+}
+
+/// The size of a file in the session's own store, if one is there.
+fn own_file_size(session: &dyn Vfs, path: &str) -> Result<Option<u64>, ToolError> {
+    match session.stat(path) {
+        Ok(Some(entry)) if !entry.is_dir => Ok(Some(entry.size)),
+        Ok(_) => Ok(None),
+        Err(error) => Err(vfs_failure(error)),
+    }
+}
+
+/// What the session keeps in its own areas.
+struct Usage {
+    bytes: u64,
+    files: usize,
+}
+
+/// Sums the files below the session root, outside the runtime's folders. `None` once
+/// more than `max_files` files (or ten times as many entries, folders included) were
+/// seen: the walk stops there, so a crowded store costs no more than the quota allows.
+fn usage(session: &dyn Vfs, max_files: usize) -> Option<Usage> {
+    let max_entries = max_files.saturating_mul(10);
+    let mut usage = Usage { bytes: 0, files: 0 };
+    let mut entries = 0usize;
+    let mut pending = vec![String::new()];
+    while let Some(dir) = pending.pop() {
+        // A folder that vanished or refuses listing holds nothing to count.
+        let Ok(listing) = session.list(&dir) else { continue };
+        for entry in listing {
+            if dir.is_empty() && !counted_root(&entry.name) {
+                continue;
+            }
+            entries += 1;
+            if entries > max_entries {
+                return None;
+            }
+            let path = if dir.is_empty() { entry.name } else { format!("{dir}/{}", entry.name) };
+            if entry.is_dir {
+                pending.push(path);
+            } else {
+                usage.files += 1;
+                usage.bytes = usage.bytes.saturating_add(entry.size);
+                if usage.files > max_files {
+                    return None;
+                }
+            }
+        }
+    }
+    Some(usage)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::limits::Limits;
+    use crate::tools::fixture::Fixture;
+    use crate::vfs::Vfs;
+
+    fn quota(bytes: u64, files: usize) -> Limits {
+        Limits { session_bytes: bytes, session_files: files, ..Limits::default() }
+    }
+
+    #[test]
+    fn a_write_over_the_session_quota_is_refused_and_nothing_is_written() {
+        // The fixture's session keeps 59 bytes in 3 files in scratchpad/ and reports/ (the
+        // runtime's checkpoints/ and artifacts/ do not count).
+        let fixture = Fixture::new().limited(quota(100, 100));
+        fixture.ok("write_file", json!({ "file_path": "scratchpad/a.md", "content": "x".repeat(41) }));
+        let refused = fixture.refused("write_file", json!({ "file_path": "scratchpad/b.md", "content": "y" }));
+        assert_eq!(
+            refused,
+            "writing 1 bytes to 'scratchpad/b.md' would make the session's files total 101 bytes, over the \
+             session's limit of 100 bytes; remove files you no longer need or write less"
+        );
+        assert!(fixture.session.stat("scratchpad/b.md").unwrap().is_none());
+        // Replacing a file counts its new size, not both.
+        fixture.ok("write_file", json!({ "file_path": "scratchpad/a.md", "content": "z".repeat(41) }));
+        fixture.ok("remove_file", json!({ "file_path": "scratchpad/a.md" }));
+        fixture.ok("write_file", json!({ "file_path": "scratchpad/b.md", "content": "y" }));
+    }
+
+    #[test]
+    fn every_way_of_writing_counts_against_the_quota() {
+        let fixture = Fixture::new().limited(quota(60, 100));
+        let edit = fixture.refused(
+            "edit_file",
+            json!({ "file_path": "scratchpad/notes.md", "old_string": "first", "new_string": "x".repeat(20) }),
+        );
+        assert!(edit.contains("over the session's limit of 60 bytes"), "{edit}");
+        let copy =
+            fixture.refused("copy_file", json!({ "source": "scratchpad/notes.md", "destination": "scratchpad/c.md" }));
+        assert!(copy.contains("over the session's limit of 60 bytes"), "{copy}");
+        // A move inside the session frees its source, so it fits.
+        fixture.ok("move_file", json!({ "source": "scratchpad/notes.md", "destination": "scratchpad/moved.md" }));
+        // Host mounts are not the session's to keep: only the per-file bound applies.
+        fixture.ok("write_file", json!({ "file_path": "catalogs/eu/big.json", "content": "x".repeat(200) }));
+    }
+
+    #[test]
+    fn the_quota_bounds_the_number_of_files_too() {
+        let fixture = Fixture::new().limited(quota(1_000, 4));
+        fixture.ok("write_file", json!({ "file_path": "scratchpad/a.md", "content": "a" }));
+        let refused = fixture.refused("write_file", json!({ "file_path": "scratchpad/b.md", "content": "b" }));
+        assert!(refused.contains("keep 5 files, over its limit of 4"), "{refused}");
+        fixture.ok("write_file", json!({ "file_path": "scratchpad/a.md", "content": "again" }));
+        fixture.session.write("scratchpad/c.md", b"c").unwrap();
+        fixture.session.write("scratchpad/d.md", b"d").unwrap();
+        let crowded = fixture.refused("write_file", json!({ "file_path": "scratchpad/a.md", "content": "x" }));
+        assert!(crowded.contains("already keeps more than 4 files"), "{crowded}");
+    }
+}

@@ -577,9 +577,8 @@ fn check_grant_denied(
 
 /// A denial of reading: `read_file` or every tool, with its path globs as written.
 fn read_denial_globs(entry: &ToolEntry) -> Option<Vec<&str>> {
-    matches!(entry.name(), "read_file" | "*").then(|| {
-        entry.paths.iter().flatten().map(|glob| glob.text.value.as_str()).collect()
-    })
+    matches!(entry.name(), "read_file" | "*")
+        .then(|| entry.paths.iter().flatten().map(|glob| glob.text.value.as_str()).collect())
 }
 
 /// A state's own denial of reading binds that state only: a sub-workflow it calls runs

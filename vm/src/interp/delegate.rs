@@ -207,7 +207,11 @@ fn opening_message(inputs: &Map<String, Value>) -> String {
 /// Why a file may not cross a boundary: who may not read it, the deciding rule, the
 /// kernel's words.
 fn unreadable(path: &str, reader: &str, refusal: &crate::kernel::Verdict) -> String {
-    format!("{reader} may not read '{path}' ({}): {}", refusal.rule, crate::kernel::bare_reason(refusal).trim_end_matches('.'))
+    format!(
+        "{reader} may not read '{path}' ({}): {}",
+        refusal.rule,
+        crate::kernel::bare_reason(refusal).trim_end_matches('.')
+    )
 }
 
 fn manual(workflow: &WorkflowProgram, program: &archmax_compiler::program::Program) -> Option<usize> {

@@ -40,13 +40,9 @@ use serde_json::Value;
 
 use archmax_compiler::glob::Glob;
 use archmax_compiler::host::MountTable;
-use archmax_compiler::program::{
-    MountReach, Program, Reach, Rule, StateProgram, Sym, ValueType, WorkflowProgram,
-};
+use archmax_compiler::program::{MountReach, Program, Reach, Rule, StateProgram, Sym, ValueType, WorkflowProgram};
 use archmax_compiler::syntax::reference::VarPath;
-use archmax_compiler::tools::{
-    FILE_TOOLS, NOTE_TOOL, PathAccess, UNGRANTABLE_TOOL, delegation_target, path_arguments,
-};
+use archmax_compiler::tools::{FILE_TOOLS, NOTE_TOOL, PathAccess, UNGRANTABLE_TOOL, delegation_target, path_arguments};
 use archmax_compiler::zones::{Zone, canonicalize, classify};
 
 /// Who is calling.
@@ -155,7 +151,7 @@ fn path_values(tool: &str, args: &Value) -> Result<Vec<PathArgument>, String> {
             Some(_) => return Err(format!("`{name}` must be a path or a list of paths")),
         };
         for written in written {
-            found.push(PathArgument { name: *name, access: *access, canonical: canonicalize(&written).ok(), written });
+            found.push(PathArgument { name, access: *access, canonical: canonicalize(&written).ok(), written });
         }
     }
     Ok(found)
@@ -433,7 +429,11 @@ fn declared_denial<'p>(policy: &Policy<'p>, state: &'p StateProgram, subject: &S
     }
     for rule in &policy.workflow.forbid_always {
         if !matches!(rule_matches(program, rule, subject, true), Match::No) {
-            return Some(Denial { rule: "tool.forbidden", display: program.str(rule.display), scope: DenialScope::Workflow });
+            return Some(Denial {
+                rule: "tool.forbidden",
+                display: program.str(rule.display),
+                scope: DenialScope::Workflow,
+            });
         }
     }
     for rule in &state.guards.forbid {

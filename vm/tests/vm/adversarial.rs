@@ -372,7 +372,8 @@ fn run(index: usize, attack: &Attack) -> Result<(), String> {
         ..TurnRequest::default()
     };
     let outcome = executor.block_on(runtime.run_turn(request));
-    let recorded: Vec<Value> = events.recorded().iter().filter_map(|envelope| serde_json::to_value(envelope).ok()).collect();
+    let recorded: Vec<Value> =
+        events.recorded().iter().filter_map(|envelope| serde_json::to_value(envelope).ok()).collect();
     let mut problems = Vec::new();
     if let Err(error) = &outcome
         && error.to_string().contains(SECRET)

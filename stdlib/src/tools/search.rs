@@ -2,7 +2,8 @@
 //!
 //! Both search below a folder (the root by default), skip mounts the host made
 //! unsearchable unless the search is addressed inside one, and drop every path the
-//! active state may not see. Answers list workspace paths, sorted, at most
+//! active state may not see; `grep` asks before opening a file, so a file the state may
+//! not read is never searched, in any output mode. Answers list workspace paths, sorted, at most
 //! [`MAX_OUTPUT_LINES`] lines.
 
 use archmax_compiler::glob::Glob;

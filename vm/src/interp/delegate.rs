@@ -8,17 +8,19 @@
 //!    target's `manual` entry, missing then mistyped parameters. A refusal ran nothing:
 //!    it is a blocked call the caller may correct. Otherwise the child's session is
 //!    created: `<parent>~<n>`, seeded only with `trigger` and the arguments (locked),
-//!    `file` arguments copied into its `scratchpad/attachments/`, one opening message.
+//!    `file` arguments copied into its `scratchpad/attachments/` (the kernel has let
+//!    through only files the calling state may read), one opening message.
 //! 2. [`run_child`] (borrowing only the runtime): the child's turn, at most
 //!    [`MAX_IN_FLIGHT`] at once per batch; the rest wait for a slot.
 //! 3. [`Turn::finish_delegation`] (on the caller): the answer `{ message, returns }` (or
 //!    the closing message alone), `file` returns copied into the caller's
-//!    `scratchpad/attachments/`, unset returns `null` with a `note`. A child that raised,
-//!    was rejected, failed or returned a mistyped value fails the call: a failure of the
-//!    calling state, routed through `on_error` when its agent finishes, unless a later
-//!    successful call of the same workflow from the same state recovers it. A child that
-//!    parks parks its caller (an agent's call) or fails the call `parked` (a script's or
-//!    a grader's call, which cannot wait).
+//!    `scratchpad/attachments/` when the child's state may read them, unset returns
+//!    `null` with a `note`. A child that raised, was rejected, failed or returned a
+//!    mistyped value fails the call: a failure of the calling state, routed through
+//!    `on_error` when its agent finishes, unless a later successful call of the same
+//!    workflow from the same state recovers it. A child that parks parks its caller (an
+//!    agent's call) or fails the call `parked` (a script's or a grader's call, which
+//!    cannot wait).
 //!
 //! Every ancestor's workflow-wide denials bind the child (its head records the chain).
 

@@ -37,6 +37,7 @@ states:
         - { tool: grep, paths: ["notes/*"] }
       forbid:
         - { tool: read_file, paths: ["drafts/**"] }
+        - { tool: write_file, paths: ["archive/**"] }
     transitions:
       - { to: done, description: The work is done. }
   done:
@@ -174,6 +175,29 @@ fn every_rule_in_precedence_order() {
             "tool.forbidden-here",
         ),
         row("work", "glob", json!({ "pattern": "*", "path": "drafts" }), true, "tool.allowed"),
+        // A denial of writing binds every tool that writes: edit_file, copy and move
+        // destinations.
+        row(
+            "work",
+            "copy_file",
+            json!({ "source": "reports/a.md", "destination": "archive/a.md" }),
+            false,
+            "tool.forbidden-here",
+        ),
+        row(
+            "work",
+            "move_file",
+            json!({ "source": "scratchpad/a.md", "destination": "archive/../archive/a.md" }),
+            false,
+            "tool.forbidden-here",
+        ),
+        row(
+            "work",
+            "edit_file",
+            json!({ "file_path": "archive/a.md", "old_string": "a", "new_string": "b" }),
+            false,
+            "tool.forbidden-here",
+        ),
         // Declared denials beat every grant.
         row("work", "remove_file", json!({ "file_path": "scratchpad/a" }), false, "tool.forbidden"),
         row("work", "read_file", json!({ "file_path": "secrets/.env" }), false, "tool.forbidden"),

@@ -4,7 +4,8 @@
 //! An allow entry the runtime's kernel would always refuse is an error (a write into a
 //! runtime area or a read-only mount, `archmax_run` outside skill bundles, a path into a
 //! bundle the state does not enable, a grant a bare forbid cancels); an entry that can
-//! have no effect is a warning. Skills and mounts compose by union of the workflow-wide
+//! have no effect is a warning, and so is a state's read denial that the sub-workflows
+//! it may call are not bound by. Skills and mounts compose by union of the workflow-wide
 //! and the state's grants, minus forbids, exactly as the kernel composes them.
 
 use std::collections::BTreeSet;
@@ -39,6 +40,7 @@ impl Place<'_> {
 
 pub fn check(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings<'_>) {
     check_tools(workspace, workflow, findings);
+    check_unbound_read_denials(workflow, findings);
     check_skills(workspace, workflow, findings);
     check_mounts(workspace, workflow, findings);
 }
@@ -570,6 +572,54 @@ fn check_grant_denied(
             .with_help("a denial beats every grant: remove one of the two, or narrow the denial with `paths:`"),
             path,
         );
+    }
+}
+
+/// A denial of reading: `read_file` or every tool, with its path globs as written.
+fn read_denial_globs(entry: &ToolEntry) -> Option<Vec<&str>> {
+    matches!(entry.name(), "read_file" | "*")
+        .then(|| entry.paths.iter().flatten().map(|glob| glob.text.value.as_str()).collect())
+}
+
+/// A state's own denial of reading binds that state only: a sub-workflow it calls runs
+/// under its own grants and the caller's workflow-wide denials, so it may read (and tell)
+/// what the state may not. The kernel refuses to pass such a file across; the child
+/// reading it for itself is the gap this warns of.
+fn check_unbound_read_denials(workflow: &Workflow, findings: &mut Findings<'_>) {
+    let bound_everywhere: Vec<Vec<&str>> = workflow.tools.forbid_always.iter().filter_map(read_denial_globs).collect();
+    let delegates = |entries: &[ToolEntry]| {
+        entries.iter().find(|entry| delegation_target(entry.name()).is_some()).map(|entry| entry.name().to_string())
+    };
+    for state in &workflow.states {
+        let calls = delegates(&state.tools.allow)
+            .or_else(|| workflow.tools.allow_always.as_ref().and_then(|allow| delegates(&allow.value)));
+        let Some(tool) = calls else {
+            continue;
+        };
+        for (index, entry) in state.tools.forbid.iter().enumerate() {
+            let Some(globs) = read_denial_globs(entry) else {
+                continue;
+            };
+            let covered = bound_everywhere.iter().any(|always| always.is_empty() || *always == globs);
+            if covered {
+                continue;
+            }
+            findings.push(
+                Diagnostic::at(
+                    Code::ReadDenialUnbound,
+                    entry.span,
+                    format!(
+                        "state '{}' denies reading here, but `{tool}` runs a sub-workflow this denial does not bind",
+                        state.slug.value
+                    ),
+                )
+                .with_label("binds this state only")
+                .with_help(
+                    "a child reads under its own grants and the callers' `tools.forbid_always`: move this entry to `tools.forbid_always` to bind every workflow this one calls, or drop the delegation from this state",
+                ),
+                format!("states.{}.tools.forbid.{index}", state.slug.value),
+            );
+        }
     }
 }
 

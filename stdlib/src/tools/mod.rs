@@ -46,7 +46,9 @@ pub const BUILT_IN_TOOLS: &[&str] = DEFAULT_TOOLS.split_at(10).0;
 pub struct ToolContext<'a> {
     pub workspace: &'a Workspace,
     /// Whether a canonical path may appear in a listing (`ls`, `glob`, `grep`): false for
-    /// paths in skill bundles or mounts the active state does not have.
+    /// paths in skill bundles or mounts the active state does not have, and for paths a
+    /// declared denial covers. For `grep` it is also whether the file may be searched at
+    /// all: a file the state may not read is skipped, never opened.
     pub visible: &'a dyn Fn(&str) -> bool,
     /// A script is reading: `read_file` answers the file's text as it is (scripts parse
     /// it), not the numbered lines a model is shown. `offset` and `limit` still apply.

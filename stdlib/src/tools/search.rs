@@ -2,9 +2,10 @@
 //!
 //! Both search below a folder (the root by default), skip mounts the host made
 //! unsearchable unless the search is addressed inside one, and drop every path the
-//! active state may not see. Answers list workspace paths, sorted, at most
-//! [`Limits::listed_entries`] lines; `grep` reads files up to the per-file bound and stops
-//! at its bound of bytes read per call, and says so in its answer.
+//! active state may not see; `grep` asks before opening a file, so a file the state may
+//! not read is never searched, in any output mode. Answers list workspace paths, sorted,
+//! at most [`Limits::listed_entries`] lines; `grep` reads files up to the per-file bound
+//! and stops at its bound of bytes read per call, and says so in its answer.
 
 use archmax_compiler::glob::Glob;
 use regex::Regex;

@@ -8,17 +8,19 @@
 //!    target's `manual` entry, missing then mistyped parameters. A refusal ran nothing:
 //!    it is a blocked call the caller may correct. Otherwise the child's session is
 //!    created: `<parent>~<n>`, seeded only with `trigger` and the arguments (locked),
-//!    `file` arguments copied into its `scratchpad/attachments/`, one opening message.
+//!    `file` arguments copied into its `scratchpad/attachments/` (the kernel has let
+//!    through only files the calling state may read), one opening message.
 //! 2. [`run_child`] (borrowing only the runtime): the child's turn, at most
 //!    [`MAX_IN_FLIGHT`] at once per batch; the rest wait for a slot.
 //! 3. [`Turn::finish_delegation`] (on the caller): the answer `{ message, returns }` (or
 //!    the closing message alone), `file` returns copied into the caller's
-//!    `scratchpad/attachments/`, unset returns `null` with a `note`. A child that raised,
-//!    was rejected, failed or returned a mistyped value fails the call: a failure of the
-//!    calling state, routed through `on_error` when its agent finishes, unless a later
-//!    successful call of the same workflow from the same state recovers it. A child that
-//!    parks parks its caller (an agent's call) or fails the call `parked` (a script's or
-//!    a grader's call, which cannot wait).
+//!    `scratchpad/attachments/` when the child's state may read them, unset returns
+//!    `null` with a `note`. A child that raised, was rejected, failed or returned a
+//!    mistyped value fails the call: a failure of the calling state, routed through
+//!    `on_error` when its agent finishes, unless a later successful call of the same
+//!    workflow from the same state recovers it. A child that parks parks its caller (an
+//!    agent's call) or fails the call `parked` (a script's or a grader's call, which
+//!    cannot wait).
 //!
 //! Every ancestor's workflow-wide denials bind the child (its head records the chain).
 
@@ -206,6 +208,16 @@ fn opening_message(inputs: &Map<String, Value>) -> String {
     text
 }
 
+/// Why a file may not cross a boundary: who may not read it, the deciding rule, the
+/// kernel's words.
+fn unreadable(path: &str, reader: &str, refusal: &crate::kernel::Verdict) -> String {
+    format!(
+        "{reader} may not read '{path}' ({}): {}",
+        refusal.rule,
+        crate::kernel::bare_reason(refusal).trim_end_matches('.')
+    )
+}
+
 fn manual(workflow: &WorkflowProgram, program: &archmax_compiler::program::Program) -> Option<usize> {
     workflow.triggers.iter().position(|trigger| program.str(trigger.id) == "manual")
 }
@@ -376,23 +388,16 @@ impl Turn<'_> {
         }
 
         // The child: seeded with the arguments only, `file` ones copied across.
+        // The kernel has refused every `file` argument this state may not read (its
+        // whole decision for a `read_file` of the path) before the call got here.
         let child_workspace = self.runtime.workspace(&meta.child);
-        let state = self.state(id);
-        let policy = self.policy();
         let mut seeds = resolved.clone();
         for entry in manual.requires.iter().filter(|entry| entry.ty == Some(ValueType::File)) {
             let name = program.str(entry.name);
             let Some(Value::String(path)) = resolved.get(name) else {
                 continue;
             };
-            let passable = match canonicalize(path) {
-                Ok(canonical) => crate::kernel::may_pass_file(&policy, state, &canonical, &variables),
-                Err(_) => Err(format!("'{path}' climbs above the workspace root")),
-            };
-            let copied = passable.and_then(|()| {
-                copy_attachment(&self.workspace, path, &child_workspace, self.runtime.limits.file_bytes)
-            });
-            match copied {
+            match copy_attachment(&self.workspace, path, &child_workspace, self.runtime.limits.file_bytes) {
                 Ok(copy) => {
                     seeds.insert(name.to_string(), Value::String(copy));
                 }
@@ -526,8 +531,10 @@ impl Turn<'_> {
             .find(|state| Some(program.str(state.slug)) == child.head.position.as_deref())
             .unwrap_or_else(|| target.state(target.entry));
         let child_variables = child.variable_values();
-        let passable =
-            |canonical: &str| crate::kernel::may_pass_file(&child_policy, child_state, canonical, &child_variables);
+        let passable = |canonical: &str| {
+            crate::kernel::may_read(&child_policy, child_state, canonical, &child_variables)
+                .map_err(|refusal| unreadable(canonical, "the child", &refusal))
+        };
         self.answer_with(meta, manual, message, &values, &files, &passable)
     }
 
@@ -587,7 +594,10 @@ impl Turn<'_> {
         let state = self.state(id);
         let variables = self.session.variable_values();
         let policy = self.policy();
-        let passable = |canonical: &str| crate::kernel::may_pass_file(&policy, state, canonical, &variables);
+        let passable = |canonical: &str| {
+            crate::kernel::may_read(&policy, state, canonical, &variables)
+                .map_err(|refusal| unreadable(canonical, "this state", &refusal))
+        };
         let settled = self.answer_with(meta, manual, message, &values, &files, &passable);
         match settled {
             Settled::Answered { text, returns } => self.answered(meta, text, returns, caller),

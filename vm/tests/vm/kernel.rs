@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use archmax_vm::compiler::host::MountTable;
 use archmax_vm::compiler::program::{Program, StateProgram};
-use archmax_vm::kernel::{Call, Inherited, Origin, Policy, decide};
+use archmax_vm::kernel::{Call, Inherited, Origin, Policy, decide, listed, may_read};
 use archmax_vm::runtime::mount_table;
 
 use crate::support::compile;
@@ -37,6 +37,7 @@ states:
         - { tool: grep, paths: ["notes/*"] }
       forbid:
         - { tool: read_file, paths: ["drafts/**"] }
+        - { tool: write_file, paths: ["archive/**"] }
     transitions:
       - { to: done, description: The work is done. }
   done:
@@ -142,6 +143,61 @@ fn every_rule_in_precedence_order() {
         row("work", "grep", json!({ "pattern": "x", "path": "notes/a/b" }), false, "tool.not-allowed"),
         // Canonicalized before matching: a detour through `..` lands on the denial.
         row("work", "read_file", json!({ "file_path": "reports/../secrets/key" }), false, "tool.forbidden"),
+        // A denial of reading binds every tool that reads: grep (whatever its mode),
+        // copy and move sources, edit_file's match; a folder above the denial is not it.
+        row("work", "grep", json!({ "pattern": "x", "path": "drafts/a.md" }), false, "tool.forbidden-here"),
+        row(
+            "work",
+            "grep",
+            json!({ "pattern": "x", "path": "drafts/../drafts/a.md", "output_mode": "count" }),
+            false,
+            "tool.forbidden-here",
+        ),
+        row(
+            "work",
+            "copy_file",
+            json!({ "source": "drafts/a.md", "destination": "reports/a.md" }),
+            false,
+            "tool.forbidden-here",
+        ),
+        row(
+            "work",
+            "move_file",
+            json!({ "source": "drafts/a.md", "destination": "scratchpad/a.md" }),
+            false,
+            "tool.forbidden-here",
+        ),
+        row(
+            "work",
+            "edit_file",
+            json!({ "file_path": "drafts/a.md", "old_string": "a", "new_string": "a" }),
+            false,
+            "tool.forbidden-here",
+        ),
+        row("work", "glob", json!({ "pattern": "*", "path": "drafts" }), true, "tool.allowed"),
+        // A denial of writing binds every tool that writes: edit_file, copy and move
+        // destinations.
+        row(
+            "work",
+            "copy_file",
+            json!({ "source": "reports/a.md", "destination": "archive/a.md" }),
+            false,
+            "tool.forbidden-here",
+        ),
+        row(
+            "work",
+            "move_file",
+            json!({ "source": "scratchpad/a.md", "destination": "archive/../archive/a.md" }),
+            false,
+            "tool.forbidden-here",
+        ),
+        row(
+            "work",
+            "edit_file",
+            json!({ "file_path": "archive/a.md", "old_string": "a", "new_string": "b" }),
+            false,
+            "tool.forbidden-here",
+        ),
         // Declared denials beat every grant.
         row("work", "remove_file", json!({ "file_path": "scratchpad/a" }), false, "tool.forbidden"),
         row("work", "read_file", json!({ "file_path": "secrets/.env" }), false, "tool.forbidden"),
@@ -318,4 +374,45 @@ fn denials_of_calling_workflows_bind_the_child() {
         assert_eq!(verdict.rule, rule, "{tool} {args}: {}", verdict.reason);
         assert!(verdict.reason.contains("parent"), "names the denying workflow: {}", verdict.reason);
     }
+}
+
+#[test]
+fn listings_hide_from_grep_what_a_read_denial_covers() {
+    let program = program();
+    let mounts = mounts(&program);
+    let policy = Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[] };
+    let variables = json!({ "order_id": "ORD-7" });
+    let work = state(&program, "work");
+    assert!(!listed(&policy, work, "grep", "drafts/a.md", &variables), "grep never searches a file it may not read");
+    assert!(listed(&policy, work, "grep", "notes/a.md", &variables));
+    assert!(listed(&policy, work, "ls", "drafts/a.md", &variables), "a read denial leaves names to ls");
+    assert!(!listed(&policy, work, "ls", "secrets/a.md", &variables), "a denial of every tool hides names too");
+}
+
+#[test]
+fn a_file_crosses_only_where_the_whole_read_decision_allows_it() {
+    let program = compile(&[(
+        "workflows/kernel/workflow.yaml",
+        "title: Narrow\ninstructions: Pass files.\nskills: { allow_always: [] }\nstates:\n  work:\n    triggers: { manual: }\n    instructions: Work.\n    tools:\n      allow:\n        - { tool: read_file, paths: [\"scratchpad/**\", \"reports/${{order_id}}/*\"] }\n",
+    )]);
+    let mounts = mounts(&program);
+    let policy = Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[] };
+    let variables = json!({ "order_id": "ORD-7" });
+    let work = state(&program, "work");
+    assert!(may_read(&policy, work, "scratchpad/a.md", &variables).is_ok());
+    assert!(may_read(&policy, work, "reports/ORD-7/a.md", &variables).is_ok());
+    let cases = [
+        ("reference/rates.md", "tool.not-allowed"),
+        ("scratchpad/../reference/rates.md", "tool.not-allowed"),
+        ("reports/ORD-8/a.md", "tool.not-allowed"),
+        ("../outside.md", "zone.escape"),
+        ("checkpoints/cp.json", "zone.runtime-internal"),
+    ];
+    for (path, rule) in cases {
+        let refusal = may_read(&policy, work, path, &variables).expect_err(path);
+        assert_eq!(refusal.rule, rule, "{path}: {}", refusal.reason);
+    }
+    let unset = json!({});
+    let refusal = may_read(&policy, work, "reports/ORD-7/a.md", &unset).expect_err("unresolvable guard");
+    assert_eq!(refusal.rule, "tool.unresolved-variable");
 }

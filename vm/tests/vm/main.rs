@@ -1,5 +1,7 @@
-//! Integration tests of the VM: the governance kernel's rule table and the turn loop.
+//! Integration tests of the VM: the governance kernel's rule table, the sandbox, and a
+//! table of attacks a hostile model makes, run through the whole runtime.
 
+mod adversarial;
 mod kernel;
 mod sandbox;
 mod support;

@@ -23,16 +23,26 @@
 //!    (`tool.unresolved-variable`, terminal).
 //! 5. Everything else: `tool.not-allowed`.
 //!
-//! Path arguments are canonicalized before matching; `*` never crosses `/`; a variable's
-//! value matches literally, so it can never widen a guard.
+//! Path arguments are canonicalized before matching, a sub-workflow's `file` parameters
+//! included; `*` never crosses `/`; a variable's value matches literally, so it can never
+//! widen a guard. What each path argument reveals comes from one table ([`reveals`]): a
+//! denial of `read_file` binds every argument that reads (grep, copy and move sources,
+//! edit_file), a denial of `ls`/`glob` every one that lists, a denial of `write_file`
+//! every one that writes, in decisions and in listing redaction alike. A file crosses a
+//! sub-workflow boundary only when the sending state may read it ([`may_read`]): the
+//! whole decision above for a `read_file` of that path, grants and guards included.
+
+mod reveals;
+
+pub use reveals::{Reveal, reveals};
 
 use serde_json::Value;
 
 use archmax_compiler::glob::Glob;
 use archmax_compiler::host::MountTable;
-use archmax_compiler::program::{MountReach, Program, Reach, Rule, StateProgram, Sym, WorkflowProgram};
+use archmax_compiler::program::{MountReach, Program, Reach, Rule, StateProgram, Sym, ValueType, WorkflowProgram};
 use archmax_compiler::syntax::reference::VarPath;
-use archmax_compiler::tools::{FILE_TOOLS, NOTE_TOOL, PathAccess, UNGRANTABLE_TOOL, path_arguments};
+use archmax_compiler::tools::{FILE_TOOLS, NOTE_TOOL, PathAccess, UNGRANTABLE_TOOL, delegation_target, path_arguments};
 use archmax_compiler::zones::{Zone, canonicalize, classify};
 
 /// Who is calling.
@@ -96,6 +106,8 @@ impl Verdict {
 /// A path argument of the call, canonicalized.
 #[derive(Clone, Debug)]
 struct PathArgument {
+    /// The tool's own name for the argument (not the alias the call used).
+    name: &'static str,
     access: PathAccess,
     /// The canonical path, or `None` when it climbs out of the root.
     canonical: Option<String>,
@@ -139,7 +151,7 @@ fn path_values(tool: &str, args: &Value) -> Result<Vec<PathArgument>, String> {
             Some(_) => return Err(format!("`{name}` must be a path or a list of paths")),
         };
         for written in written {
-            found.push(PathArgument { access: *access, canonical: canonicalize(&written).ok(), written });
+            found.push(PathArgument { name, access: *access, canonical: canonicalize(&written).ok(), written });
         }
     }
     Ok(found)
@@ -227,51 +239,84 @@ fn argument<'a>(args: &'a Value, dotted: &str) -> Option<&'a Value> {
     Some(value)
 }
 
+/// A call as the rules see it: the tool, its arguments, its path arguments canonicalized,
+/// and every argument name that holds a path (aliases and `file` parameters included).
+struct Subject<'a> {
+    tool: &'a str,
+    args: &'a Value,
+    paths: Vec<PathArgument>,
+    path_names: Vec<&'a str>,
+    variables: &'a Value,
+}
+
+impl<'a> Subject<'a> {
+    fn new(program: &'a Program, tool: &'a str, args: &'a Value, variables: &'a Value) -> Result<Subject<'a>, String> {
+        let paths = path_values(tool, args)?;
+        Ok(Subject { tool, args, paths, path_names: path_argument_names(program, tool), variables })
+    }
+}
+
+/// The names of every argument of `tool` that holds a path: a built-in's path arguments
+/// with their aliases, a sub-workflow's `file` parameters.
+fn path_argument_names<'p>(program: &'p Program, tool: &str) -> Vec<&'p str> {
+    let mut names: Vec<&'p str> =
+        path_arguments(tool).iter().flat_map(|(name, _)| aliases(name).iter().copied()).collect();
+    names.extend(file_parameters(program, tool));
+    names
+}
+
+/// The `file` parameters of a sub-workflow tool's target (its `manual` entry).
+fn file_parameters<'p>(program: &'p Program, tool: &str) -> Vec<&'p str> {
+    let Some((_, target)) = delegation_target(tool).and_then(|slug| program.workflow(slug)) else {
+        return Vec::new();
+    };
+    target
+        .triggers
+        .iter()
+        .filter(|trigger| program.str(trigger.id) == "manual")
+        .flat_map(|trigger| trigger.requires.iter())
+        .filter(|entry| entry.ty == Some(ValueType::File))
+        .map(|entry| program.str(entry.name))
+        .collect()
+}
+
 /// Matches one entry against a call. An allow entry needs every guard and every path to
 /// match; a forbid entry (`any_path`) denies when any path matches.
-fn rule_matches(
-    program: &Program,
-    rule: &Rule,
-    tool: &str,
-    args: &Value,
-    paths: &[PathArgument],
-    variables: &Value,
-    any_path: bool,
-) -> Match {
+fn rule_matches(program: &Program, rule: &Rule, subject: &Subject<'_>, any_path: bool) -> Match {
     if let Some(name) = rule.tool
-        && program.str(name) != tool
+        && program.str(name) != subject.tool
     {
         return Match::No;
     }
-    let path_names: Vec<&str> = path_arguments(tool).iter().map(|(name, _)| *name).collect();
     for (argument_name, globs) in &rule.args {
         let name = program.str(*argument_name);
-        let is_path = path_names.iter().any(|path| aliases(path).contains(&name));
-        let values: Vec<&Value> = match argument(args, name) {
+        let is_path = subject.path_names.contains(&name);
+        let values: Vec<&Value> = match argument(subject.args, name) {
             Some(Value::Array(items)) if is_path => items.iter().collect(),
             Some(value) => vec![value],
             None => return Match::No,
         };
         for value in values {
             let Some(text) = argument_text(value, is_path) else {
-                return Match::No;
+                // A path that climbs out matches no allow entry, and every denial.
+                return if any_path && is_path { Match::Yes } else { Match::No };
             };
-            match glob_matches(globs, &text, variables) {
+            match glob_matches(globs, &text, subject.variables) {
                 Match::Yes => {}
                 other => return other,
             }
         }
     }
     if let Some(globs) = &rule.paths {
-        if paths.is_empty() {
+        if subject.paths.is_empty() {
             return Match::No;
         }
         let mut any = false;
-        for path in paths {
+        for path in &subject.paths {
             let Some(canonical) = &path.canonical else {
                 return Match::No;
             };
-            match glob_matches(globs, canonical, variables) {
+            match glob_matches(globs, canonical, subject.variables) {
                 Match::Yes => any = true,
                 Match::No if !any_path => return Match::No,
                 Match::No => {}
@@ -300,99 +345,142 @@ fn standing<T: Copy>(program: &Program, table: &[(Sym, T)], name: &str) -> Optio
     table.iter().find(|(sym, _)| program.str(*sym) == name).map(|(_, value)| *value)
 }
 
-/// Whether a file may cross a sub-workflow boundary from this session: a path it reaches
-/// (a session path, a mount the state reaches, a bundle it enables) that no declared
-/// denial of `read_file` covers, a calling workflow's included. `Err` says why not.
-pub fn may_pass_file(
-    policy: &Policy<'_>,
-    state: &StateProgram,
-    canonical: &str,
-    variables: &Value,
-) -> Result<(), String> {
-    let zone = classify(canonical, policy.mounts);
-    if !matches!(zone, Zone::Scratchpad | Zone::Run | Zone::Offload | Zone::Mount(_))
-        || !visible(policy, state, canonical)
-    {
-        return Err(format!("'{canonical}' is not a file this session may read"));
-    }
-    let args = serde_json::json!({ "file_path": canonical });
-    let Ok(paths) = path_values("read_file", &args) else {
-        return Err(format!("'{canonical}' is not a usable path"));
-    };
+/// The whole decision for this state reading `path` with `read_file`: what a file must
+/// pass to cross a sub-workflow boundary (a `file` argument, a `file` return). `Err` is
+/// the refusal, with its deciding rule.
+pub fn may_read(policy: &Policy<'_>, state: &StateProgram, path: &str, variables: &Value) -> Result<(), Verdict> {
+    let args = serde_json::json!({ "file_path": path });
     let call = Call { state, tool: "read_file", args: &args, origin: Origin::Model, reply_only: false, variables };
-    match declared_denial(policy, state, "read_file", &call, &paths) {
-        Some(denial) => Err(denial.reason.trim_start_matches("[workflow] BLOCKED: ").trim_end_matches('.').replacen(
-            "'read_file'",
-            &format!("'{canonical}'"),
-            1,
-        )),
-        None => Ok(()),
+    let verdict = decide(policy, &call);
+    if verdict.allowed { Ok(()) } else { Err(verdict) }
+}
+
+/// A refusal's reason without the `[workflow] BLOCKED: ` opener, to quote inside another.
+pub fn bare_reason(verdict: &Verdict) -> &str {
+    verdict
+        .reason
+        .strip_prefix("[workflow] BLOCKED: ")
+        .or_else(|| verdict.reason.strip_prefix("[workflow] FAILED: "))
+        .unwrap_or(&verdict.reason)
+}
+
+/// Where a declared denial was made.
+enum DenialScope<'p> {
+    Caller(&'p str),
+    Workflow,
+    State(&'p str),
+}
+
+/// A declared denial a call ran into.
+struct Denial<'p> {
+    rule: &'static str,
+    display: &'p str,
+    scope: DenialScope<'p>,
+}
+
+impl Denial<'_> {
+    /// The refusal of a call the denial names.
+    fn direct(&self, tool: &str) -> Verdict {
+        let display = self.display;
+        let reason = match self.scope {
+            DenialScope::Caller(workflow) => {
+                format!("[workflow] BLOCKED: '{tool}' is denied by `{display}` of the calling workflow `{workflow}`.")
+            }
+            DenialScope::Workflow => format!("[workflow] BLOCKED: '{tool}' is denied in every state by `{display}`."),
+            DenialScope::State(here) => {
+                format!("[workflow] BLOCKED: '{tool}' is denied in state '{here}' by `{display}`.")
+            }
+        };
+        Verdict::block(self.rule, reason)
+    }
+
+    /// The refusal of a call that would do to `path` what a denial of `through` forbids.
+    fn derived(&self, tool: &str, reveal: Reveal, path: &str, through: &str) -> Verdict {
+        let display = self.display;
+        let verb = reveal.verb();
+        let denied = match self.scope {
+            DenialScope::Caller(workflow) => format!("`{display}` of the calling workflow `{workflow}` denies"),
+            DenialScope::Workflow => format!("`{display}` denies in every state"),
+            DenialScope::State(here) => format!("`{display}` denies in state '{here}'"),
+        };
+        Verdict::block(
+            self.rule,
+            format!(
+                "[workflow] BLOCKED: '{tool}' would {verb} '{path}', which {denied}; a denial of '{through}' binds every tool that can {verb} a file."
+            ),
+        )
     }
 }
 
 /// The declared denial a call runs into, if any: the callers' workflow-wide denials,
 /// this workflow's, then this state's.
-fn declared_denial(
-    policy: &Policy<'_>,
-    state: &StateProgram,
-    tool: &str,
-    call: &Call<'_>,
-    paths: &[PathArgument],
-) -> Option<Verdict> {
+fn declared_denial<'p>(policy: &Policy<'p>, state: &'p StateProgram, subject: &Subject<'_>) -> Option<Denial<'p>> {
     let program = policy.program;
-    let here = state_name(program, state);
     for ancestor in policy.ancestors.iter().rev() {
         for rule in &ancestor.source.forbid_always {
-            match rule_matches(ancestor.program, rule, tool, call.args, paths, call.variables, true) {
-                Match::Yes | Match::Unresolved(_) => {
-                    return Some(Verdict::block(
-                        "tool.forbidden",
-                        format!(
-                            "[workflow] BLOCKED: '{tool}' is denied by `{}` of the calling workflow `{}`.",
-                            ancestor.program.str(rule.display),
-                            ancestor.workflow
-                        ),
-                    ));
-                }
-                Match::No => {}
+            if !matches!(rule_matches(ancestor.program, rule, subject, true), Match::No) {
+                return Some(Denial {
+                    rule: "tool.forbidden",
+                    display: ancestor.program.str(rule.display),
+                    scope: DenialScope::Caller(ancestor.workflow),
+                });
             }
         }
     }
     for rule in &policy.workflow.forbid_always {
-        match rule_matches(program, rule, tool, call.args, paths, call.variables, true) {
-            Match::Yes | Match::Unresolved(_) => {
-                return Some(Verdict::block(
-                    "tool.forbidden",
-                    format!(
-                        "[workflow] BLOCKED: '{tool}' is denied in every state by `{}`.",
-                        program.str(rule.display)
-                    ),
-                ));
-            }
-            Match::No => {}
+        if !matches!(rule_matches(program, rule, subject, true), Match::No) {
+            return Some(Denial {
+                rule: "tool.forbidden",
+                display: program.str(rule.display),
+                scope: DenialScope::Workflow,
+            });
         }
     }
     for rule in &state.guards.forbid {
-        match rule_matches(program, rule, tool, call.args, paths, call.variables, true) {
-            Match::Yes | Match::Unresolved(_) => {
-                return Some(Verdict::block(
-                    "tool.forbidden-here",
-                    format!(
-                        "[workflow] BLOCKED: '{tool}' is denied in state '{here}' by `{}`.",
-                        program.str(rule.display)
-                    ),
-                ));
-            }
-            Match::No => {}
+        if !matches!(rule_matches(program, rule, subject, true), Match::No) {
+            return Some(Denial {
+                rule: "tool.forbidden-here",
+                display: program.str(rule.display),
+                scope: DenialScope::State(state_name(program, state)),
+            });
         }
     }
+    None
+}
 
+/// The refusal a call's declared denials give it: a denial of the tool itself, else a
+/// denial of a tool that does what one of its path arguments does (the [`reveals`]
+/// table: a grep over a file `read_file` may not read is refused like the read).
+fn denial(policy: &Policy<'_>, state: &StateProgram, subject: &Subject<'_>) -> Option<Verdict> {
+    if let Some(found) = declared_denial(policy, state, subject) {
+        return Some(found.direct(subject.tool));
+    }
+    for path in &subject.paths {
+        let Some(canonical) = path.canonical.as_deref() else {
+            continue;
+        };
+        for &reveal in reveals(subject.tool, path.name) {
+            for &through in reveal.denied_through().iter().filter(|through| **through != subject.tool) {
+                let Some((argument, _)) = path_arguments(through).first() else {
+                    continue;
+                };
+                let args = serde_json::json!({ *argument: canonical });
+                let Ok(equivalent) = Subject::new(policy.program, through, &args, subject.variables) else {
+                    continue;
+                };
+                if let Some(found) = declared_denial(policy, state, &equivalent) {
+                    return Some(found.derived(subject.tool, reveal, canonical, through));
+                }
+            }
+        }
+    }
     None
 }
 
 /// Whether a listing tool (`ls`, `glob`, `grep`) may show `canonical`: the state reaches
-/// it, and no declared denial of that tool covers it (so `{ tool: "*", paths: [...] }`
-/// hides what it denies from listings too).
+/// it, and no declared denial covers what the tool does with it (so `{ tool: "*", paths:
+/// [...] }` hides what it denies from listings, and `grep` never searches a file a denial
+/// of `read_file` covers).
 pub fn listed(policy: &Policy<'_>, state: &StateProgram, tool: &str, canonical: &str, variables: &Value) -> bool {
     if !visible(policy, state, canonical) {
         return false;
@@ -401,28 +489,55 @@ pub fn listed(policy: &Policy<'_>, state: &StateProgram, tool: &str, canonical: 
         return true;
     };
     let args = serde_json::json!({ *argument: canonical });
-    let Ok(paths) = path_values(tool, &args) else {
-        return true;
-    };
-    let call = Call { state, tool, args: &args, origin: Origin::Model, reply_only: false, variables };
-    declared_denial(policy, state, tool, &call, &paths).is_none()
+    match Subject::new(policy.program, tool, &args, variables) {
+        Ok(subject) => denial(policy, state, &subject).is_none(),
+        Err(_) => false,
+    }
 }
 
-/// Decides one call.
+/// Decides one call. A sub-workflow call the grants allow is refused still when one of
+/// its `file` arguments names a file this state may not read ([`may_read`]).
 pub fn decide(policy: &Policy<'_>, call: &Call<'_>) -> Verdict {
+    let verdict = decide_tool(policy, call);
+    if !verdict.allowed {
+        return verdict;
+    }
+    for name in file_parameters(policy.program, call.tool) {
+        let Some(Value::String(path)) = call.args.get(name) else {
+            continue;
+        };
+        if let Err(refusal) = may_read(policy, call.state, path, call.variables) {
+            return Verdict {
+                allowed: false,
+                rule: refusal.rule,
+                reason: format!(
+                    "[workflow] BLOCKED: the file argument '{name}' of '{}' names '{path}', which this state may not read: {}",
+                    call.tool,
+                    bare_reason(&refusal)
+                ),
+                terminal: refusal.terminal,
+            };
+        }
+    }
+    verdict
+}
+
+/// Decides one call on its own grants and denials.
+fn decide_tool(policy: &Policy<'_>, call: &Call<'_>) -> Verdict {
     let program = policy.program;
     let state = call.state;
     let here = state_name(program, state);
     let tool = call.tool;
-    let paths = match path_values(tool, call.args) {
-        Ok(paths) => paths,
+    let subject = match Subject::new(program, tool, call.args, call.variables) {
+        Ok(subject) => subject,
         Err(problem) => {
             return Verdict::block("tool.path-argument", format!("[workflow] BLOCKED: '{tool}': {problem}."));
         }
     };
+    let paths = &subject.paths;
 
     // 1. Safety.
-    for path in &paths {
+    for path in paths {
         let Some(canonical) = &path.canonical else {
             return Verdict::block(
                 "zone.escape",
@@ -479,7 +594,7 @@ pub fn decide(policy: &Policy<'_>, call: &Call<'_>) -> Verdict {
             "[workflow] BLOCKED: 'archmax_note' is the runtime's note channel; nothing may call it.",
         );
     }
-    for path in &paths {
+    for path in paths {
         let Some(canonical) = path.canonical.as_deref() else {
             continue;
         };
@@ -597,8 +712,8 @@ pub fn decide(policy: &Policy<'_>, call: &Call<'_>) -> Verdict {
     }
 
     // 2. Declared denials: the callers', this workflow's, this state's.
-    if let Some(denial) = declared_denial(policy, state, tool, call, &paths) {
-        return denial;
+    if let Some(refusal) = denial(policy, state, &subject) {
+        return refusal;
     }
 
     // 3. Always open.
@@ -637,7 +752,7 @@ pub fn decide(policy: &Policy<'_>, call: &Call<'_>) -> Verdict {
         }
         let mut unresolved = None;
         for rule in &grant.entries {
-            match rule_matches(program, rule, tool, call.args, &paths, call.variables, false) {
+            match rule_matches(program, rule, &subject, false) {
                 Match::Yes => return Verdict::allow("tool.allowed"),
                 Match::No => {}
                 Match::Unresolved(path) => unresolved = Some(path),

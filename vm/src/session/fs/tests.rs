@@ -515,15 +515,15 @@ fn a_crash_at_every_write_point_of_a_compaction_loads_the_same_state() {
 }
 
 #[test]
-fn compaction_keeps_the_state_through_2000_growing_steps() {
+fn compaction_keeps_the_state_through_1000_growing_steps() {
     let temp = TempDir::new("compaction");
     let store = temp.store();
     let mut writer = store.create_writer(&initial("s")).expect("create");
     let mut expected = initial("s");
     let (mut compactions, mut snapshot_bytes, mut log_bytes) = (0u64, 0u64, 0u64);
     let mut largest_log = 0;
-    for seq in 1..=2_000u64 {
-        let text = "x".repeat((seq / 4) as usize);
+    for seq in 1..=1_000u64 {
+        let text = "x".repeat((seq / 2) as usize);
         let delta = step(seq, &text);
         let log_before = writer.log_len();
         writer.commit(&delta).expect("commit");
@@ -547,6 +547,29 @@ fn compaction_keeps_the_state_through_2000_growing_steps() {
     assert_eq!(store.read("s").expect("read"), Some(expected.clone()));
     let (reopened, _writer) = store.open_writer("s").expect("open");
     assert_eq!(reopened, expected);
+}
+
+/// An unlocked read sees each file at a different moment of a writer's work. It reads
+/// the snapshot, then the seal, then the log, so it can only meet a log that is ahead
+/// of the seal (which verifies); a seal ahead of the log would read as a cut log.
+#[test]
+fn a_read_that_meets_the_log_ahead_of_the_seal_verifies() {
+    let temp = TempDir::new("views");
+    let store = temp.store();
+    let mut writer = store.create_writer(&initial("s")).expect("create");
+    let after_one = commit_steps(&mut writer, initial("s"), 1);
+    let runtime = store.dir.join("s").join(RUNTIME_DIR);
+    let at_one = Files::read(&runtime).expect("files");
+    let after_two = commit_steps(&mut writer, after_one.clone(), 1);
+    let at_two = Files::read(&runtime).expect("files");
+
+    let seal_behind =
+        Files { checkpoint: at_one.checkpoint.clone(), seal: at_one.seal.clone(), log: at_two.log.clone() };
+    let loaded = verify::verify(&seal_behind).expect("a log one step ahead verifies").expect("a session");
+    assert_eq!(loaded.state, after_two);
+    let seal_ahead = Files { checkpoint: at_two.checkpoint, seal: at_two.seal, log: at_one.log };
+    let refused = verify::verify(&seal_ahead).err().expect("a seal ahead of the log");
+    assert!(refused.contains("cut short"), "{refused}");
 }
 
 #[test]

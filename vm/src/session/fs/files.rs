@@ -18,15 +18,17 @@ use super::faults::Faults;
 /// The prefix of every staging file and folder the store writes.
 pub(super) const STAGING_PREFIX: &str = ".archmax-staging-";
 
-/// Adds `O_NOFOLLOW` so the final component is never a followed link.
-fn no_follow(options: &mut OpenOptions) -> &mut OpenOptions {
+/// Adds `O_NOFOLLOW` (the final component is never a followed link) and `O_NONBLOCK`
+/// (a FIFO planted in place of a file cannot hang the open), plus `extra` flags.
+fn no_follow(options: &mut OpenOptions, extra: i32) -> &mut OpenOptions {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NOFOLLOW)
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | extra)
     }
     #[cfg(not(unix))]
     {
+        let _ = extra;
         options
     }
 }
@@ -44,10 +46,18 @@ fn name_links(path: &Path, error: io::Error) -> io::Error {
     error
 }
 
-/// Opens `path` without following a link at its last component.
+/// Opens the regular file `path` without following a link at its last component;
+/// anything else there (a FIFO, a device, a folder) is refused, checked on the handle.
 pub(super) fn open(path: &Path, options: &OpenOptions) -> io::Result<File> {
     let mut options = options.clone();
-    no_follow(&mut options).open(path).map_err(|error| name_links(path, error))
+    let file = no_follow(&mut options, 0).open(path).map_err(|error| name_links(path, error))?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is not a regular file; the session store refuses to use it", path.display()),
+        ));
+    }
+    Ok(file)
 }
 
 /// Refuses `path` when it is a symbolic link or not a folder; `Ok(false)` when absent.
@@ -121,8 +131,10 @@ pub(super) fn remove_stale_staging_files(dir: &Path) {
 pub(super) fn sync_dir(path: &Path) -> io::Result<()> {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::OpenOptionsExt;
-        open(path, OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY))?.sync_all()
+        no_follow(OpenOptions::new().read(true), libc::O_DIRECTORY)
+            .open(path)
+            .map_err(|error| name_links(path, error))?
+            .sync_all()
     }
     #[cfg(not(unix))]
     {

@@ -125,7 +125,6 @@ impl FsStore {
         if real_dir_exists(&runtime_dir).map_err(io_error(id))? {
             return Err(StoreError::Exists(id.to_string()));
         }
-        remove_abandoned_creations(&session_path);
         let staging = session_path.join(staging_name(RUNTIME_DIR));
         fs::create_dir(&staging).map_err(io_error(id))?;
         let built = build_runtime_dir(id, &staging, state);

@@ -447,6 +447,30 @@ fn the_store_never_follows_links_in_its_own_folder() {
     }
 }
 
+#[cfg(unix)]
+#[test]
+fn a_fifo_in_place_of_a_store_file_is_refused_without_hanging() {
+    let temp = TempDir::new("fifo");
+    let store = temp.store();
+    session_with_steps(&store, 1);
+    for file in [SEAL_FILE, LOG_FILE, LOCK_FILE] {
+        let path = runtime_file(&store, "s", file);
+        let saved = fs::read(&path).expect("file");
+        fs::remove_file(&path).expect("remove");
+        let made = std::process::Command::new("mkfifo").arg(&path).status().expect("mkfifo runs");
+        assert!(made.success());
+        let refused = store.open("s").map(|_| ()).expect_err("a FIFO");
+        assert!(refused.to_string().contains("is not a regular file"), "{file}: {refused}");
+        if file != LOCK_FILE {
+            let refused = store.read("s").expect_err("a FIFO");
+            assert!(refused.to_string().contains("is not a regular file"), "{file}: {refused}");
+        }
+        fs::remove_file(&path).expect("remove the FIFO");
+        fs::write(&path, saved).expect("restore");
+    }
+    assert!(store.read("s").expect("restored").is_some());
+}
+
 #[test]
 fn staging_files_of_a_killed_writer_are_removed_on_open() {
     let temp = TempDir::new("staging");

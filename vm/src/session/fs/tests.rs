@@ -2,9 +2,9 @@ use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
-use super::format::{LOG_HEADER_BYTES, RECORD_HEADER_BYTES, crc32};
+use super::format::{LOG_HEADER_BYTES, RECORD_HEADER_BYTES, crc32, encode_record};
 use super::*;
-use crate::session::{Head, Message, Variable};
+use crate::session::{Delta, Head, Message, Variable};
 
 /// A unique directory under the system temp dir, removed on drop.
 struct TempDir(PathBuf);

@@ -8,7 +8,7 @@
 //!   state folded through step `s`; the `g`-th snapshot of the session.
 //! - `log`, the steps after it: a header naming the snapshot it follows (magic,
 //!   generation `g`, base seq `s`, CRC-32), then one framed record per committed
-//!   [`Delta`] (length, CRC-32 of the payload, CRC-32 of the header; the payload, as
+//!   [`Delta`](super::Delta) (length, CRC-32 of the payload, CRC-32 of the header; the payload, as
 //!   JSON, carries its seq). Records hold `s+1, s+2, …` with no gap.
 //! - `seal`, what was committed last: `{generation, seq, log_len, log_sha256,
 //!   checkpoint_sha256}`, small, replaced atomically after every commit.
@@ -26,13 +26,14 @@
 //!
 //! What a crash can leave, and what a load makes of it:
 //!
-//! | crash during                  | on disk                                         | loads as |
-//! |-------------------------------|-------------------------------------------------|----------|
-//! | a commit's append             | sealed log + a strict prefix of one record      | old (the prefix is cut) |
-//! | between append and seal       | sealed log + one whole intact record, next seq  | new (sealed on open) |
-//! | compaction, before the snapshot rename | old files (+ a staging file)           | old |
-//! | after the snapshot, before the log     | snapshot `g+1`, log and seal of `g` ending at its seq | same state (finished on open) |
-//! | after the log, before the seal         | snapshot and header-only log of `g+1`, seal of `g` | same state (finished on open) |
+//! | crash during | on disk | loads as |
+//! |---|---|---|
+//! | creation | no `checkpoints/` (a staging folder, removed later) | no session |
+//! | a commit's append | sealed log + a strict prefix of one record (or zeros where its bytes never landed) | old; the prefix is cut on open |
+//! | the seal's replacement | sealed log + one whole intact record of the next seq (+ a staging file) | new; sealed on open |
+//! | compaction, before the snapshot's rename | the old files (+ a staging file) | old |
+//! | compaction, before the log's rename | snapshot `g+1`; log and seal of `g`, sealed through the snapshot's seq | same state; finished on open |
+//! | compaction, before the seal's rename | snapshot and header-only log of `g+1`; seal of `g` | same state; finished on open |
 //!
 //! Anything else is [`StoreError::Corrupt`], naming the session and the damage: a log
 //! shorter than the seal says, a missing log, seal or snapshot, a record failing its
@@ -40,7 +41,7 @@
 //! an unsealed step, a snapshot that is not the one sealed. A load never writes;
 //! [`FsStore::repair`] (`archmax sessions ID --repair`) keeps the longest verified
 //! prefix when asked. The store's files are opened without following symbolic links
-//! (see [`files`]).
+//! or reading anything but a regular file.
 
 mod faults;
 mod files;

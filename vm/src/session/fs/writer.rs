@@ -18,7 +18,7 @@ use super::format::{self, LogHeader, Seal, SnapshotToStore, encode_record, sha25
 use super::verify::{Loaded, Settle};
 use super::{CHECKPOINT_FILE, LOG_FILE, MIN_COMPACTION_LOG_BYTES, RUNTIME_DIR, corrupt, io_error, load, write_seal};
 
-/// Commits steps to one session of an [`FsStore`]; holds the session's lock until dropped.
+/// Commits steps to one session of an [`FsStore`](super::FsStore); holds the session's lock until dropped.
 ///
 /// It keeps its own copy of the state (to write snapshots without reading the log back),
 /// the running digest of its log (to seal each commit in O(step)), and what it expects on

@@ -160,17 +160,20 @@ fn a_session_killed_at_random_points_resumes_without_losing_or_repeating_a_step(
 
     let mut random = Seeded(0x5EED_2026_0011_0009);
     let mut kills = 0;
+    let mut seen = 0;
     for _ in 0..KILLS {
         let mut child = workspace.run_chain("k1").spawn().expect("archmax starts");
         std::thread::sleep(Duration::from_micros(random.below(full_walk / 8)));
         let _ = child.kill();
         let status = child.wait().expect("the run ends");
         kills += usize::from(status.code().is_none());
-        // After every kill the session loads (never corrupt) and its trail is a prefix
-        // of the chain: nothing lost, nothing twice.
+        // After every kill the session loads (never corrupt), its trail is a prefix of
+        // the chain (nothing twice) and no shorter than before (nothing committed lost).
         if let Some(session) = workspace.session("k1") {
             let trail = walked_states(&session);
             assert!(expected.starts_with(&trail), "after a kill the trail is {trail:?}");
+            assert!(trail.len() >= seen, "the session went back from {seen} states to {}", trail.len());
+            seen = trail.len();
         }
     }
     assert!(kills > 0, "no run was killed before it finished");

@@ -99,6 +99,9 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Cut a damaged session back to its longest verified prefix, saying what is dropped.
+        #[arg(long, requires = "id", conflicts_with_all = ["json", "workflow"])]
+        repair: bool,
     },
     /// Decide a session parked at a human state: route it along one transition.
     Decide {
@@ -227,7 +230,8 @@ fn main() -> ExitCode {
                 session: session.as_deref(),
             },
         ),
-        Command::Sessions { id, workflow, json } => sessions::run(&root, id.as_deref(), workflow.as_deref(), json),
+        Command::Sessions { id: Some(id), repair: true, .. } => sessions::repair(&root, &id),
+        Command::Sessions { id, workflow, json, .. } => sessions::run(&root, id.as_deref(), workflow.as_deref(), json),
         Command::Test { workflow, filter, replay, json } => {
             test::run(&root, test::TestArgs { workflow: workflow.as_deref(), filter: filter.as_deref(), replay, json })
         }

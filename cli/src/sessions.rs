@@ -1,11 +1,12 @@
-//! `archmax sessions [ID] [--workflow SLUG] [--root DIR] [--json]`: a listing, or one session in full.
+//! `archmax sessions [ID] [--workflow SLUG] [--root DIR] [--json]`: a listing, or one session in full;
+//! `archmax sessions ID --repair` cuts a damaged session back to what still verifies.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use archmax_vm::session::fs::FsStore;
+use archmax_vm::session::fs::{FsStore, RepairOutcome};
 use archmax_vm::session::id::check_session_id;
 use archmax_vm::session::{SessionState, SessionStore};
 
@@ -125,6 +126,44 @@ pub fn run(root: &Path, id: Option<&str>, workflow: Option<&str>, json_output: b
                 }
             }
             ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Repairs one session and says what was kept and what was dropped.
+pub fn repair(root: &Path, id: &str) -> ExitCode {
+    if let Err(problem) = check_session_id(id, &[]) {
+        return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
+    }
+    let store = FsStore::new(sessions_dir(root));
+    match store.repair(id) {
+        Ok(outcome) => {
+            println!("{}", repair_report(id, &outcome));
+            ExitCode::SUCCESS
+        }
+        Err(error) => failure(error),
+    }
+}
+
+fn repair_report(id: &str, outcome: &RepairOutcome) -> String {
+    match *outcome {
+        RepairOutcome::Healthy { seq } => {
+            format!("session `{id}` verifies through step {seq}; nothing was changed")
+        }
+        RepairOutcome::Repaired { kept_through, dropped_steps, dropped_bytes } => {
+            let first_dropped = kept_through + 1;
+            let dropped = match dropped_steps {
+                Some(0) => format!("no sealed step was lost ({dropped_bytes} unverified bytes dropped)"),
+                Some(1) => format!("dropped 1 step, step {first_dropped} ({dropped_bytes} bytes)"),
+                Some(count) => format!(
+                    "dropped {count} steps, {first_dropped} to {} ({dropped_bytes} bytes)",
+                    kept_through + count
+                ),
+                None => format!(
+                    "dropped every step from {first_dropped} on ({dropped_bytes} bytes; the seal was unreadable, so how many is unknown)"
+                ),
+            };
+            format!("repaired session `{id}`: kept steps through {kept_through}; {dropped}")
         }
     }
 }

@@ -6,4 +6,5 @@ mod commands;
 mod golden;
 mod parks;
 mod runs;
+mod store;
 mod support;

@@ -1,0 +1,448 @@
+//! The filesystem session store: the default, durable home of sessions.
+//!
+//! Each session lives in `<dir>/<id>/`. The runtime's own files sit in its
+//! `checkpoints/` folder, a zone no tool call can reach; beside it are the session's own
+//! folders `scratchpad/` and `artifacts/`. The files:
+//!
+//! - `checkpoint.json`, the snapshot: `{"generation": g, "seq": s, "state": …}`, the
+//!   state folded through step `s`; the `g`-th snapshot of the session.
+//! - `log`, the steps after it: a header naming the snapshot it follows (magic,
+//!   generation `g`, base seq `s`, CRC-32), then one framed record per committed
+//!   [`Delta`](super::Delta) (length, CRC-32 of the payload, CRC-32 of the header; the payload, as
+//!   JSON, carries its seq). Records hold `s+1, s+2, …` with no gap.
+//! - `seal`, what was committed last: `{generation, seq, log_len, log_sha256,
+//!   checkpoint_sha256}`, small, replaced atomically after every commit.
+//! - `lock`, held by the one writer.
+//!
+//! The one thing to know: **the seal is what makes a step committed**, and only the
+//! states a crash can leave are accepted on load. A commit appends the step's record
+//! and syncs it, then replaces the seal; so its cost does not grow with the session.
+//! When the log outgrows the snapshot (and 64 KiB) it is compacted: the snapshot
+//! `g+1` replaces `checkpoint.json`, a log holding only the header for `g+1` replaces
+//! `log`, and a seal for `g+1` replaces `seal`, each by an fsync'ed staging file
+//! (`.archmax-staging-*`) renamed over the old one. A session is created in a staging
+//! folder renamed to `checkpoints/` whole, so it either exists with all three files or
+//! not at all.
+//!
+//! What a crash can leave, and what a load makes of it:
+//!
+//! | crash during | on disk | loads as |
+//! |---|---|---|
+//! | creation | no `checkpoints/` (a staging folder, removed later) | no session |
+//! | a commit's append | sealed log + a strict prefix of one record (or zeros where its bytes never landed) | old; the prefix is cut on open |
+//! | the seal's replacement | sealed log + one whole intact record of the next seq (+ a staging file) | new; sealed on open |
+//! | compaction, before the snapshot's rename | the old files (+ a staging file) | old |
+//! | compaction, before the log's rename | snapshot `g+1`; log and seal of `g`, sealed through the snapshot's seq | same state; finished on open |
+//! | compaction, before the seal's rename | snapshot and header-only log of `g+1`; seal of `g` | same state; finished on open |
+//!
+//! Anything else is [`StoreError::Corrupt`], naming the session and the damage: a log
+//! shorter than the seal says, a missing log, seal or snapshot, a record failing its
+//! checksum or the seal's digest (also the last complete one), a seq gap, bytes after
+//! an unsealed step, a snapshot that is not the one sealed. A load never writes;
+//! [`FsStore::repair`] (`archmax sessions ID --repair`) keeps the longest verified
+//! prefix when asked. The store's files are opened without following symbolic links
+//! or reading anything but a regular file.
+
+mod faults;
+mod files;
+mod format;
+mod verify;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::{SessionState, SessionStore, SessionWriter, StoreError};
+use faults::Faults;
+use files::{FileStamp, STAGING_PREFIX, real_dir_exists, remove_stale_staging_files, replace, staging_name, sync_dir};
+use format::{LogHeader, Seal, SnapshotToStore, sha256_hex};
+use verify::{Files, Loaded, Settle};
+pub use writer::FsWriter;
+
+/// The store's directory under the workspace root.
+pub const DEFAULT_SESSIONS_DIR: &str = "sessions";
+
+/// The folder of a session that holds the runtime's own files. It is a runtime-internal
+/// zone: the kernel refuses every tool call into it and listings never show it.
+const RUNTIME_DIR: &str = "checkpoints";
+const LOG_FILE: &str = "log";
+const CHECKPOINT_FILE: &str = "checkpoint.json";
+const SEAL_FILE: &str = "seal";
+const LOCK_FILE: &str = "lock";
+/// Folders every session owns.
+const SESSION_FOLDERS: [&str; 3] = [RUNTIME_DIR, "scratchpad", "artifacts"];
+/// The log is never compacted below this size, so small sessions are not rewritten often.
+const MIN_COMPACTION_LOG_BYTES: u64 = 64 * 1024;
+/// How deep `list` looks for sessions whose ids contain `/`.
+const MAX_LISTED_ID_SEGMENTS: usize = 100;
+/// How often `read` retries when a writer changed the files while it was loading.
+const READ_ATTEMPTS: usize = 32;
+
+/// Sessions as folders under `dir`.
+#[derive(Clone, Debug)]
+pub struct FsStore {
+    pub dir: PathBuf,
+}
+
+/// What [`FsStore::repair`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RepairOutcome {
+    /// The session loads as it is; nothing was changed.
+    Healthy { seq: u64 },
+    /// The log was cut back to the longest verified prefix.
+    Repaired {
+        /// The last step kept.
+        kept_through: u64,
+        /// How many sealed steps were dropped, when the seal was readable.
+        dropped_steps: Option<u64>,
+        /// How many bytes of the old log were dropped.
+        dropped_bytes: u64,
+    },
+}
+
+impl FsStore {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The default store of a workspace: `<root>/sessions/`.
+    pub fn for_workspace(root: &Path) -> Self {
+        Self::new(root.join(DEFAULT_SESSIONS_DIR))
+    }
+
+    /// Creates a session (writing its first state as the snapshot) and returns its
+    /// concrete writer. The runtime folder is built under a staging name and renamed
+    /// into place, so a crash leaves either no session or a whole one.
+    pub fn create_writer(&self, state: &SessionState) -> Result<FsWriter, StoreError> {
+        let id = state.id.as_str();
+        let session_path = self.session_path(id)?;
+        fs::create_dir_all(&session_path).map_err(io_error(id))?;
+        let runtime_dir = session_path.join(RUNTIME_DIR);
+        real_dir_exists(&session_path).map_err(io_error(id))?;
+        if real_dir_exists(&runtime_dir).map_err(io_error(id))? {
+            return Err(StoreError::Exists(id.to_string()));
+        }
+        let staging = session_path.join(staging_name(RUNTIME_DIR));
+        fs::create_dir(&staging).map_err(io_error(id))?;
+        let built = build_runtime_dir(id, &staging, state);
+        let (lock, sealed) = match built {
+            Ok(built) => built,
+            Err(error) => {
+                let _ = fs::remove_dir_all(&staging);
+                return Err(error);
+            }
+        };
+        if let Err(error) = fs::rename(&staging, &runtime_dir) {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(match runtime_dir.try_exists() {
+                Ok(true) => StoreError::Exists(id.to_string()),
+                _ => StoreError::Io { id: id.to_string(), source: error },
+            });
+        }
+        sync_dir(&session_path).map_err(io_error(id))?;
+        if let Some(parent) = session_path.parent() {
+            sync_dir(parent).map_err(io_error(id))?;
+        }
+        create_session_folders(id, &session_path)?;
+        let log = open_log(id, &runtime_dir)?;
+        FsWriter::new(id, session_path, lock, log, sealed)
+    }
+
+    /// Opens a session for writing: takes its lock, loads and verifies it, finishes
+    /// what a crash interrupted (cuts a torn tail, seals a synced step, completes a
+    /// compaction), and returns the state with the concrete writer.
+    pub fn open_writer(&self, id: &str) -> Result<(SessionState, FsWriter), StoreError> {
+        let (session_path, lock) = self.lock_session(id)?;
+        let runtime_dir = session_path.join(RUNTIME_DIR);
+        let loaded = load(id, &runtime_dir)?.ok_or_else(|| StoreError::Missing(id.to_string()))?;
+        create_session_folders(id, &session_path)?;
+        let settle = loaded.settle;
+        let state = loaded.state.clone();
+        let log = open_log(id, &runtime_dir)?;
+        let mut writer = FsWriter::new(id, session_path, lock, log, loaded)?;
+        writer.settle(settle)?;
+        Ok((state, writer))
+    }
+
+    /// Cuts a corrupt session back to its longest verified prefix: the snapshot and
+    /// the intact, consecutive records of its log. Changes nothing when the session
+    /// loads as it is; refuses when the snapshot itself is damaged.
+    pub fn repair(&self, id: &str) -> Result<RepairOutcome, StoreError> {
+        let (session_path, lock) = self.lock_session(id)?;
+        let runtime_dir = session_path.join(RUNTIME_DIR);
+        let files = Files::read(&runtime_dir).map_err(io_error(id))?;
+        match verify_for(id, &files) {
+            Ok(Some(loaded)) => return Ok(RepairOutcome::Healthy { seq: loaded.state.seq }),
+            Ok(None) => return Err(StoreError::Missing(id.to_string())),
+            Err(_) => {}
+        }
+        let salvage = verify::salvage(&files).map_err(|what| StoreError::Corrupt {
+            id: id.to_string(),
+            message: format!("{what}; --repair cannot help, restore the session from a backup or delete it"),
+        })?;
+        if salvage.state.id != id {
+            return Err(corrupt(id, format!("checkpoint.json belongs to session `{}`", salvage.state.id)));
+        }
+        let mut faults = Faults::default();
+        replace(&runtime_dir, LOG_FILE, &salvage.log, &mut faults).map_err(io_error(id))?;
+        let seal = Seal {
+            generation: salvage.generation,
+            seq: salvage.state.seq,
+            log_len: salvage.log.len() as u64,
+            log_sha256: sha256_hex(&salvage.log),
+            checkpoint_sha256: salvage.checkpoint_sha256,
+        };
+        write_seal(&runtime_dir, &seal, &mut faults).map_err(io_error(id))?;
+        drop(lock);
+        let kept_through = salvage.state.seq;
+        Ok(RepairOutcome::Repaired {
+            kept_through,
+            dropped_steps: salvage.sealed_seq.map(|sealed| sealed.saturating_sub(kept_through)),
+            dropped_bytes: salvage.dropped_bytes,
+        })
+    }
+
+    /// Takes an existing session's lock and removes what killed writers left behind.
+    fn lock_session(&self, id: &str) -> Result<(PathBuf, File), StoreError> {
+        let session_path = self.session_path(id)?;
+        let runtime_dir = session_path.join(RUNTIME_DIR);
+        let exists = real_dir_exists(&session_path).map_err(io_error(id))?
+            && real_dir_exists(&runtime_dir).map_err(io_error(id))?;
+        if !exists {
+            return Err(StoreError::Missing(id.to_string()));
+        }
+        let lock = take_lock(id, &runtime_dir)?;
+        remove_stale_staging_files(&runtime_dir);
+        remove_abandoned_creations(&session_path);
+        Ok((session_path, lock))
+    }
+
+    /// `<dir>/<id>`, refusing ids that are not a plain relative path (which could reach
+    /// outside the store); callers are expected to have checked ids already.
+    fn session_path(&self, id: &str) -> Result<PathBuf, StoreError> {
+        let plain_segments = !id.is_empty()
+            && !id.contains(['\\', '\0'])
+            && id.split('/').all(|segment| !segment.is_empty() && segment != "." && segment != "..");
+        let plain_path = Path::new(id).components().all(|component| matches!(component, Component::Normal(_)));
+        if plain_segments && plain_path {
+            Ok(self.dir.join(id))
+        } else {
+            Err(StoreError::Io {
+                id: id.to_string(),
+                source: io::Error::new(io::ErrorKind::InvalidInput, "a session id must be a plain relative path"),
+            })
+        }
+    }
+}
+
+impl SessionStore for FsStore {
+    fn create(&self, state: &SessionState) -> Result<Box<dyn SessionWriter>, StoreError> {
+        Ok(Box::new(self.create_writer(state)?))
+    }
+
+    fn open(&self, id: &str) -> Result<(SessionState, Box<dyn SessionWriter>), StoreError> {
+        let (state, writer) = self.open_writer(id)?;
+        Ok((state, Box::new(writer)))
+    }
+
+    /// Loads without the lock. A writer may append, seal or compact meanwhile, so a
+    /// load that finds the files disagreeing is retried while they keep changing.
+    fn read(&self, id: &str) -> Result<Option<SessionState>, StoreError> {
+        let session_path = self.session_path(id)?;
+        let runtime_dir = session_path.join(RUNTIME_DIR);
+        if !real_dir_exists(&session_path).map_err(io_error(id))? {
+            return Ok(None);
+        }
+        let mut attempts_left = READ_ATTEMPTS;
+        loop {
+            let before = stamps(&runtime_dir).map_err(io_error(id))?;
+            let loaded = load(id, &runtime_dir);
+            let after = stamps(&runtime_dir).map_err(io_error(id))?;
+            attempts_left -= 1;
+            let settled = before == after || attempts_left == 0;
+            match loaded {
+                Ok(loaded) => return Ok(loaded.map(|loaded| loaded.state)),
+                Err(StoreError::Corrupt { .. }) if !settled => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    fn list(&self) -> Result<Vec<String>, StoreError> {
+        let mut ids = Vec::new();
+        collect_session_ids(&self.dir, "", &mut ids).map_err(io_error(&self.dir.display().to_string()))?;
+        ids.sort();
+        Ok(ids)
+    }
+
+    fn session_dir(&self, id: &str) -> Option<PathBuf> {
+        self.session_path(id).ok()
+    }
+}
+
+/// Loads and verifies a session's files; never writes.
+fn load(id: &str, runtime_dir: &Path) -> Result<Option<Loaded>, StoreError> {
+    let tampered = |error: io::Error| match error.kind() {
+        io::ErrorKind::InvalidData => StoreError::Corrupt { id: id.to_string(), message: error.to_string() },
+        _ => StoreError::Io { id: id.to_string(), source: error },
+    };
+    if !real_dir_exists(runtime_dir).map_err(tampered)? {
+        return Ok(None);
+    }
+    let files = Files::read(runtime_dir).map_err(tampered)?;
+    verify_for(id, &files)
+}
+
+/// [`verify::verify`], for the session `id`.
+fn verify_for(id: &str, files: &Files) -> Result<Option<Loaded>, StoreError> {
+    let loaded = verify::verify(files).map_err(|what| corrupt(id, what))?;
+    match loaded {
+        Some(loaded) if loaded.state.id != id => {
+            Err(corrupt(id, format!("checkpoint.json belongs to session `{}`", loaded.state.id)))
+        }
+        loaded => Ok(loaded),
+    }
+}
+
+/// Writes a new session's three files into `staging` and takes its lock there.
+fn build_runtime_dir(id: &str, staging: &Path, state: &SessionState) -> Result<(File, Loaded), StoreError> {
+    let lock = take_lock(id, staging)?;
+    let snapshot = serde_json::to_vec(&SnapshotToStore { generation: 0, seq: state.seq, state }).map_err(|error| {
+        StoreError::Io { id: id.to_string(), source: io::Error::new(io::ErrorKind::InvalidData, error) }
+    })?;
+    let header = LogHeader { generation: 0, base_seq: state.seq }.encode();
+    let mut log_digest = Sha256::new();
+    log_digest.update(&header);
+    let seal = Seal {
+        generation: 0,
+        seq: state.seq,
+        log_len: header.len() as u64,
+        log_sha256: format::digest_hex(&log_digest),
+        checkpoint_sha256: sha256_hex(&snapshot),
+    };
+    let mut faults = Faults::default();
+    replace(staging, CHECKPOINT_FILE, &snapshot, &mut faults)
+        .and_then(|()| replace(staging, LOG_FILE, &header, &mut faults))
+        .and_then(|()| write_seal(staging, &seal, &mut faults))
+        .map_err(io_error(id))?;
+    let loaded = Loaded {
+        state: state.clone(),
+        generation: 0,
+        checkpoint_len: snapshot.len() as u64,
+        checkpoint_sha256: seal.checkpoint_sha256,
+        log_len: header.len() as u64,
+        log_digest,
+        settle: Settle::Nothing,
+    };
+    Ok((lock, loaded))
+}
+
+fn write_seal(runtime_dir: &Path, seal: &Seal, faults: &mut Faults) -> io::Result<()> {
+    let bytes = serde_json::to_vec(seal).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))?;
+    replace(runtime_dir, SEAL_FILE, &bytes, faults)
+}
+
+/// Removes runtime folders of creations a killed process left: staging folders whose
+/// lock nobody holds.
+fn remove_abandoned_creations(session_path: &Path) {
+    let Ok(entries) = fs::read_dir(session_path) else { return };
+    for entry in entries.flatten() {
+        let is_staging = entry.file_name().to_str().is_some_and(|name| name.starts_with(STAGING_PREFIX));
+        if !is_staging || !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            continue;
+        }
+        let lock = files::open(&entry.path().join(LOCK_FILE), OpenOptions::new().read(true).write(true));
+        let abandoned = match lock {
+            Ok(lock) => lock.try_lock().is_ok(),
+            Err(error) => error.kind() == io::ErrorKind::NotFound,
+        };
+        if abandoned {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The stamps of the files a load reads, to notice a writer changed them meanwhile.
+fn stamps(runtime_dir: &Path) -> io::Result<[Option<FileStamp>; 3]> {
+    Ok([
+        FileStamp::of(&runtime_dir.join(CHECKPOINT_FILE))?,
+        FileStamp::of(&runtime_dir.join(SEAL_FILE))?,
+        FileStamp::of(&runtime_dir.join(LOG_FILE))?,
+    ])
+}
+
+/// Takes the session's writer lock, or says who holds it.
+fn take_lock(id: &str, runtime_dir: &Path) -> Result<File, StoreError> {
+    let lock = files::open(
+        &runtime_dir.join(LOCK_FILE),
+        OpenOptions::new().read(true).write(true).create(true).truncate(false),
+    )
+    .map_err(io_error(id))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(TryLockError::WouldBlock) => Err(StoreError::Busy(id.to_string())),
+        Err(TryLockError::Error(error)) => Err(StoreError::Io { id: id.to_string(), source: error }),
+    }
+}
+
+fn open_log(id: &str, runtime_dir: &Path) -> Result<File, StoreError> {
+    files::open(&runtime_dir.join(LOG_FILE), OpenOptions::new().append(true)).map_err(io_error(id))
+}
+
+fn create_session_folders(id: &str, session_path: &Path) -> Result<(), StoreError> {
+    for folder in SESSION_FOLDERS {
+        fs::create_dir_all(session_path.join(folder)).map_err(io_error(id))?;
+    }
+    Ok(())
+}
+
+/// Collects the ids of the sessions under `dir`, descending into folders that are not
+/// sessions themselves (ids may contain `/`).
+fn collect_session_ids(dir: &Path, id_prefix: &str, ids: &mut Vec<String>) -> io::Result<()> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    let depth = if id_prefix.is_empty() { 0 } else { id_prefix.split('/').count() };
+    for entry in entries {
+        let entry = entry?;
+        if !entry.file_type()?.is_dir() {
+            continue;
+        }
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        let id = if id_prefix.is_empty() { name } else { format!("{id_prefix}/{name}") };
+        let path = entry.path();
+        let runtime_dir = path.join(RUNTIME_DIR);
+        let is_session = [LOG_FILE, CHECKPOINT_FILE, SEAL_FILE]
+            .iter()
+            .map(|file| fs::symlink_metadata(runtime_dir.join(file)))
+            .any(|metadata| metadata.is_ok());
+        if is_session {
+            ids.push(id);
+        } else if depth + 1 < MAX_LISTED_ID_SEGMENTS {
+            collect_session_ids(&path, &id, ids)?;
+        }
+    }
+    Ok(())
+}
+
+fn io_error(id: &str) -> impl Fn(io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io { id: id.to_string(), source }
+}
+
+/// A corrupt session's error: what is wrong and how to repair it.
+fn corrupt(id: &str, what: String) -> StoreError {
+    StoreError::Corrupt {
+        id: id.to_string(),
+        message: format!(
+            "{what}. Nothing was changed; `archmax sessions {id} --repair` keeps the steps before the damage and drops the rest"
+        ),
+    }
+}

@@ -1,0 +1,657 @@
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use super::format::{LOG_HEADER_BYTES, RECORD_HEADER_BYTES, crc32, encode_record};
+use super::*;
+use crate::session::{Delta, Head, Message, Variable};
+
+/// A unique directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> Self {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_nanos());
+        let name = format!(
+            "archmax-fs-store-{label}-{}-{nanos}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = std::env::temp_dir().join(name);
+        fs::create_dir_all(&path).expect("temp dir");
+        Self(path)
+    }
+
+    fn store(&self) -> FsStore {
+        FsStore::new(self.0.join("sessions"))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn initial(id: &str) -> SessionState {
+    SessionState {
+        id: id.to_string(),
+        head: Head { workflow: "w".into(), spec_hash: "h".into(), ..Head::default() },
+        ..SessionState::default()
+    }
+}
+
+fn step(seq: u64, text: &str) -> Delta {
+    Delta {
+        seq,
+        head: Head { workflow: "w".into(), spec_hash: "h".into(), updated_at: seq, ..Head::default() },
+        messages: vec![Message::User { text: text.to_string(), opening: None }],
+        variables: vec![(format!("v{}", seq % 3), Some(Variable { value: seq.into(), locked: seq.is_multiple_of(2) }))],
+        ..Delta::default()
+    }
+}
+
+fn runtime_file(store: &FsStore, id: &str, file: &str) -> PathBuf {
+    store.dir.join(id).join(RUNTIME_DIR).join(file)
+}
+
+fn log_path(store: &FsStore, id: &str) -> PathBuf {
+    runtime_file(store, id, LOG_FILE)
+}
+
+fn append_bytes(path: &Path, bytes: &[u8]) {
+    let mut file = OpenOptions::new().append(true).open(path).expect("open log");
+    file.write_all(bytes).expect("append");
+}
+
+fn record_of(delta: &Delta) -> Vec<u8> {
+    encode_record(&serde_json::to_vec(delta).expect("json")).expect("record")
+}
+
+/// Commits the next `count` steps and returns the expected state.
+fn commit_steps(writer: &mut FsWriter, mut expected: SessionState, count: u64) -> SessionState {
+    for seq in expected.seq + 1..=expected.seq + count {
+        let delta = step(seq, &format!("message {seq}"));
+        writer.commit(&delta).expect("commit");
+        expected.apply(&delta);
+    }
+    expected
+}
+
+/// A session `s` with `count` committed steps; returns the states after each step
+/// (index 0 is the initial state) and the log's length after each step.
+fn session_with_steps(store: &FsStore, count: u64) -> (Vec<SessionState>, Vec<usize>) {
+    let mut writer = store.create_writer(&initial("s")).expect("create");
+    let mut states = vec![initial("s")];
+    let mut ends = vec![writer.log_len() as usize];
+    for _ in 0..count {
+        let next = commit_steps(&mut writer, states.last().cloned().expect("a state"), 1);
+        states.push(next);
+        ends.push(writer.log_len() as usize);
+    }
+    (states, ends)
+}
+
+/// Asserts the session is refused as corrupt, with a message naming it, the damage
+/// (`needle`) and the repair; and that neither a read nor an open changed any file.
+fn assert_refused(store: &FsStore, needle: &str) {
+    let before = snapshot_of_files(store);
+    for result in [store.read("s").map(|_| ()), store.open("s").map(|_| ())] {
+        let Err(error) = result else { panic!("a damaged session loaded") };
+        assert!(matches!(error, StoreError::Corrupt { .. }), "{error:?}");
+        let message = error.to_string();
+        assert!(message.contains("session `s`"), "{message}");
+        assert!(message.contains(needle), "{message} should say {needle:?}");
+        assert!(message.contains("archmax sessions s --repair"), "{message}");
+    }
+    assert_eq!(snapshot_of_files(store), before, "a load of a corrupt session changed the disk");
+}
+
+/// Every runtime file's name and bytes.
+fn snapshot_of_files(store: &FsStore) -> Vec<(String, Vec<u8>)> {
+    let dir = store.dir.join("s").join(RUNTIME_DIR);
+    let mut files: Vec<(String, Vec<u8>)> = fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| {
+                    (entry.file_name().to_string_lossy().into_owned(), fs::read(entry.path()).unwrap_or_default())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+fn flip_bit(path: &Path, at: usize) {
+    let mut bytes = fs::read(path).expect("read");
+    bytes[at] ^= 0x04;
+    fs::write(path, bytes).expect("write");
+}
+
+fn staging_leftovers(store: &FsStore) -> Vec<String> {
+    let session = store.dir.join("s");
+    [session.clone(), session.join(RUNTIME_DIR)]
+        .iter()
+        .flat_map(|dir| fs::read_dir(dir).into_iter().flatten().flatten())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(STAGING_PREFIX))
+        .collect()
+}
+
+#[test]
+fn crc32_matches_the_standard_check_value() {
+    assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    assert_eq!(crc32(b""), 0);
+}
+
+#[test]
+fn round_trip_through_log_and_snapshot() {
+    let temp = TempDir::new("round-trip");
+    let store = temp.store();
+    let mut writer = store.create_writer(&initial("s1")).expect("create");
+    let session_path = store.session_dir("s1").expect("dir");
+    for name in [
+        "checkpoints/log",
+        "checkpoints/checkpoint.json",
+        "checkpoints/seal",
+        "checkpoints/lock",
+        "scratchpad",
+        "artifacts",
+    ] {
+        assert!(session_path.join(name).exists(), "{name}");
+    }
+    let expected = commit_steps(&mut writer, initial("s1"), 3);
+    assert_eq!(writer.state(), &expected);
+    assert_eq!(store.read("s1").expect("read"), Some(expected.clone()));
+
+    writer.compact().expect("compact");
+    assert_eq!(writer.log_len(), LOG_HEADER_BYTES as u64);
+    let expected = commit_steps(&mut writer, expected, 2);
+    drop(writer);
+
+    let (reopened, mut writer) = store.open_writer("s1").expect("open");
+    assert_eq!(reopened, expected);
+    let expected = commit_steps(&mut writer, expected, 1);
+    drop(writer);
+    assert_eq!(store.read("s1").expect("read"), Some(expected));
+}
+
+#[test]
+fn create_exists_open_missing_read_none() {
+    let temp = TempDir::new("exists");
+    let store = temp.store();
+    drop(store.create(&initial("s")).expect("create"));
+    assert!(matches!(store.create(&initial("s")), Err(StoreError::Exists(id)) if id == "s"));
+    assert!(matches!(store.open("nope"), Err(StoreError::Missing(id)) if id == "nope"));
+    assert!(matches!(store.read("nope"), Ok(None)));
+    assert!(matches!(store.read("../escape"), Err(StoreError::Io { .. })));
+    assert!(store.session_dir("/abs").is_none());
+    assert!(staging_leftovers(&store).is_empty());
+}
+
+#[test]
+fn a_torn_last_append_is_dropped_and_cut_on_the_next_open() {
+    let temp = TempDir::new("torn");
+    let store = temp.store();
+    let (states, ends) = session_with_steps(&store, 2);
+    let good_len = ends[2];
+
+    let record = record_of(&step(3, "never committed"));
+    for torn in [&record[..5], &record[..RECORD_HEADER_BYTES + 4], &record[..record.len() - 1], &[0u8; 40][..]] {
+        append_bytes(&log_path(&store, "s"), torn);
+        assert_eq!(store.read("s").expect("read"), Some(states[2].clone()));
+        assert_eq!(fs::metadata(log_path(&store, "s")).expect("meta").len() as usize, good_len + torn.len());
+        let (state, writer) = store.open_writer("s").expect("open");
+        assert_eq!(state, states[2]);
+        assert_eq!(fs::metadata(log_path(&store, "s")).expect("meta").len() as usize, good_len);
+        drop(writer);
+    }
+
+    append_bytes(&log_path(&store, "s"), &record[..record.len() / 2]);
+    let (_, mut writer) = store.open_writer("s").expect("open");
+    let expected = commit_steps(&mut writer, states[2].clone(), 1);
+    drop(writer);
+    assert_eq!(store.read("s").expect("read"), Some(expected));
+}
+
+#[test]
+fn a_synced_but_unsealed_last_step_loads_and_is_sealed_on_open() {
+    let temp = TempDir::new("unsealed");
+    let store = temp.store();
+    let (states, _) = session_with_steps(&store, 2);
+    let seal_before = fs::read(runtime_file(&store, "s", SEAL_FILE)).expect("seal");
+    append_bytes(&log_path(&store, "s"), &record_of(&step(3, "synced, not sealed")));
+    let mut expected = states[2].clone();
+    expected.apply(&step(3, "synced, not sealed"));
+
+    assert_eq!(store.read("s").expect("read"), Some(expected.clone()));
+    assert_eq!(fs::read(runtime_file(&store, "s", SEAL_FILE)).expect("seal"), seal_before, "a read wrote");
+    let (state, writer) = store.open_writer("s").expect("open");
+    assert_eq!(state, expected);
+    drop(writer);
+    let seal: Seal =
+        serde_json::from_slice(&fs::read(runtime_file(&store, "s", SEAL_FILE)).expect("seal")).expect("json");
+    assert_eq!(seal.seq, 3);
+
+    // Two unsealed records, or a wrong seq, are more than one interrupted append.
+    append_bytes(&log_path(&store, "s"), &[record_of(&step(4, "a")), record_of(&step(5, "b"))].concat());
+    assert_refused(&store, "follow the unsealed last step");
+}
+
+#[test]
+fn a_truncated_log_is_refused() {
+    let temp = TempDir::new("truncated");
+    let store = temp.store();
+    let (_, ends) = session_with_steps(&store, 3);
+    let pristine = fs::read(log_path(&store, "s")).expect("log");
+
+    fs::write(log_path(&store, "s"), &pristine[..5]).expect("write");
+    assert_refused(&store, "shorter than its header");
+    // Cut exactly at a record boundary: every frame is intact, only the seal knows.
+    fs::write(log_path(&store, "s"), &pristine[..ends[2]]).expect("write");
+    assert_refused(
+        &store,
+        &format!("the step log is {} bytes but the seal says {} bytes through step 3", ends[2], ends[3]),
+    );
+    fs::write(log_path(&store, "s"), &pristine[..LOG_HEADER_BYTES]).expect("write");
+    assert_refused(&store, "cut short");
+}
+
+#[test]
+fn a_deleted_log_seal_or_snapshot_is_refused() {
+    let temp = TempDir::new("deleted");
+    let store = temp.store();
+    let (_, ends) = session_with_steps(&store, 2);
+    let saved: Vec<(String, Vec<u8>)> = snapshot_of_files(&store);
+    let restore = || {
+        for (name, bytes) in &saved {
+            fs::write(runtime_file(&store, "s", name), bytes).expect("restore");
+        }
+    };
+
+    fs::remove_file(log_path(&store, "s")).expect("remove");
+    assert_refused(&store, &format!("the step log is missing; the seal says it held {} bytes through step 2", ends[2]));
+    restore();
+    fs::remove_file(runtime_file(&store, "s", SEAL_FILE)).expect("remove");
+    assert_refused(&store, "the seal (checkpoints/seal) is missing");
+    restore();
+    fs::remove_file(runtime_file(&store, "s", CHECKPOINT_FILE)).expect("remove");
+    assert_refused(&store, "checkpoint.json is missing");
+    restore();
+    assert!(store.read("s").expect("restored").is_some());
+}
+
+#[test]
+fn a_flipped_bit_in_any_complete_record_is_refused() {
+    let temp = TempDir::new("flip");
+    let store = temp.store();
+    let (_, ends) = session_with_steps(&store, 3);
+    let pristine = fs::read(log_path(&store, "s")).expect("log");
+
+    // The last complete record: its payload, then its length field.
+    for at in [ends[2] + RECORD_HEADER_BYTES + 3, ends[2]] {
+        flip_bit(&log_path(&store, "s"), at);
+        assert_refused(&store, "the step log's record at byte");
+        fs::write(log_path(&store, "s"), &pristine).expect("restore");
+    }
+    flip_bit(&log_path(&store, "s"), ends[2] + RECORD_HEADER_BYTES + 3);
+    assert_refused(&store, &format!("record at byte {} (step 3) fails its checksum", ends[2]));
+    fs::write(log_path(&store, "s"), &pristine).expect("restore");
+
+    // An earlier record, and the log's own header.
+    flip_bit(&log_path(&store, "s"), ends[0] + RECORD_HEADER_BYTES + 1);
+    assert_refused(&store, &format!("record at byte {} (step 1) fails its checksum", ends[0]));
+    fs::write(log_path(&store, "s"), &pristine).expect("restore");
+    flip_bit(&log_path(&store, "s"), 10);
+    assert_refused(&store, "the step log has a damaged header");
+    fs::write(log_path(&store, "s"), &pristine).expect("restore");
+    assert!(store.read("s").expect("restored").is_some());
+}
+
+#[test]
+fn a_whole_unsealed_record_that_fails_its_checksum_is_refused() {
+    let temp = TempDir::new("unsealed-flip");
+    let store = temp.store();
+    let (_, ends) = session_with_steps(&store, 1);
+    let mut record = record_of(&step(2, "complete but damaged"));
+    let last = record.len() - 1;
+    record[last] ^= 0x01;
+    append_bytes(&log_path(&store, "s"), &record);
+    assert_refused(
+        &store,
+        &format!("the complete record after the last sealed step (byte {}) fails its checksum", ends[1]),
+    );
+}
+
+#[test]
+fn a_damaged_or_foreign_snapshot_is_refused() {
+    let temp = TempDir::new("checkpoint");
+    let store = temp.store();
+    session_with_steps(&store, 1);
+    let checkpoint = runtime_file(&store, "s", CHECKPOINT_FILE);
+    let pristine = fs::read(&checkpoint).expect("checkpoint");
+
+    fs::write(&checkpoint, &pristine[..pristine.len() / 2]).expect("truncate");
+    assert_refused(&store, "checkpoint.json is not a valid snapshot");
+    // Still valid JSON, but not what was sealed.
+    let edited = String::from_utf8(pristine.clone()).expect("utf-8").replace("\"w\"", "\"x\"");
+    fs::write(&checkpoint, edited).expect("edit");
+    assert_refused(&store, "checkpoint.json does not match the seal's digest");
+    for garbage in [&b"\xff\x00garbage"[..], b"{}", b""] {
+        fs::write(&checkpoint, garbage).expect("write");
+        assert_refused(&store, "checkpoint.json is not a valid snapshot");
+    }
+}
+
+#[test]
+fn a_seq_gap_under_a_matching_seal_is_refused() {
+    let temp = TempDir::new("gap");
+    let store = temp.store();
+    session_with_steps(&store, 0);
+    let mut log = fs::read(log_path(&store, "s")).expect("log");
+    log.extend([record_of(&step(1, "a")), record_of(&step(3, "c"))].concat());
+    fs::write(log_path(&store, "s"), &log).expect("write");
+    // A seal that vouches for exactly these bytes: only the seq check can catch it.
+    let mut seal: Seal =
+        serde_json::from_slice(&fs::read(runtime_file(&store, "s", SEAL_FILE)).expect("seal")).expect("json");
+    seal.seq = 3;
+    seal.log_len = log.len() as u64;
+    seal.log_sha256 = sha256_hex(&log);
+    fs::write(runtime_file(&store, "s", SEAL_FILE), serde_json::to_vec(&seal).expect("json")).expect("seal");
+    assert_refused(&store, "holds step 3 where step 2 was expected");
+}
+
+#[test]
+fn repair_keeps_the_longest_verified_prefix_and_says_what_it_dropped() {
+    let temp = TempDir::new("repair");
+    let store = temp.store();
+    let (states, ends) = session_with_steps(&store, 4);
+    assert_eq!(store.repair("s").expect("repair"), RepairOutcome::Healthy { seq: 4 });
+
+    flip_bit(&log_path(&store, "s"), ends[1] + RECORD_HEADER_BYTES + 2);
+    assert!(matches!(store.read("s"), Err(StoreError::Corrupt { .. })));
+    let outcome = store.repair("s").expect("repair");
+    assert_eq!(
+        outcome,
+        RepairOutcome::Repaired { kept_through: 1, dropped_steps: Some(3), dropped_bytes: (ends[4] - ends[1]) as u64 }
+    );
+    assert_eq!(store.read("s").expect("repaired"), Some(states[1].clone()));
+    let (state, mut writer) = store.open_writer("s").expect("open");
+    assert_eq!(state, states[1]);
+    commit_steps(&mut writer, state, 2);
+    drop(writer);
+
+    // A truncated log keeps what is left of it.
+    let log = fs::read(log_path(&store, "s")).expect("log");
+    fs::write(log_path(&store, "s"), &log[..log.len() - 3]).expect("truncate");
+    let outcome = store.repair("s").expect("repair");
+    assert!(matches!(outcome, RepairOutcome::Repaired { kept_through: 2, dropped_steps: Some(1), .. }), "{outcome:?}");
+
+    // A deleted log keeps the snapshot.
+    fs::remove_file(log_path(&store, "s")).expect("remove");
+    let outcome = store.repair("s").expect("repair");
+    assert!(matches!(outcome, RepairOutcome::Repaired { kept_through: 0, dropped_steps: Some(2), .. }), "{outcome:?}");
+    assert_eq!(store.read("s").expect("repaired"), Some(states[0].clone()));
+}
+
+#[test]
+fn repair_refuses_a_damaged_snapshot_and_a_busy_session() {
+    let temp = TempDir::new("repair-refused");
+    let store = temp.store();
+    session_with_steps(&store, 1);
+    let writer = store.open("s").expect("open");
+    assert!(matches!(store.repair("s"), Err(StoreError::Busy(_))));
+    drop(writer);
+    fs::write(runtime_file(&store, "s", CHECKPOINT_FILE), b"{\"generation\":").expect("write");
+    let before = snapshot_of_files(&store);
+    let refused = store.repair("s").expect_err("no verified state");
+    assert!(refused.to_string().contains("there is no verified state to keep"), "{refused}");
+    assert_eq!(snapshot_of_files(&store), before);
+    assert!(matches!(store.repair("nope"), Err(StoreError::Missing(_))));
+}
+
+#[cfg(unix)]
+#[test]
+fn the_store_never_follows_links_in_its_own_folder() {
+    use std::os::unix::fs::symlink;
+    let temp = TempDir::new("links");
+    let store = temp.store();
+    session_with_steps(&store, 1);
+    let elsewhere = temp.0.join("elsewhere");
+    fs::create_dir_all(&elsewhere).expect("dir");
+    fs::write(elsewhere.join("victim"), b"precious").expect("victim");
+
+    // The log replaced by a link to a file elsewhere: refused, the file untouched.
+    let log = fs::read(log_path(&store, "s")).expect("log");
+    fs::remove_file(log_path(&store, "s")).expect("remove");
+    symlink(elsewhere.join("victim"), log_path(&store, "s")).expect("link");
+    for result in [store.read("s").map(|_| ()), store.open("s").map(|_| ())] {
+        let error = result.expect_err("a linked log");
+        assert!(error.to_string().contains("is a symbolic link"), "{error}");
+    }
+    assert!(store.repair("s").is_err());
+    assert_eq!(fs::read(elsewhere.join("victim")).expect("victim"), b"precious");
+    fs::remove_file(log_path(&store, "s")).expect("unlink");
+    fs::write(log_path(&store, "s"), log).expect("restore");
+
+    // `checkpoints/` itself a link to a copy elsewhere: refused for reads and writes.
+    let runtime = store.dir.join("s").join(RUNTIME_DIR);
+    fs::rename(&runtime, elsewhere.join("checkpoints")).expect("move");
+    symlink(elsewhere.join("checkpoints"), &runtime).expect("link");
+    for result in [store.read("s").map(|_| ()), store.open("s").map(|_| ()), store.create(&initial("s")).map(|_| ())] {
+        let error = result.expect_err("a linked runtime folder");
+        assert!(error.to_string().contains("is a symbolic link"), "{error}");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_in_place_of_a_store_file_is_refused_without_hanging() {
+    let temp = TempDir::new("fifo");
+    let store = temp.store();
+    session_with_steps(&store, 1);
+    for file in [SEAL_FILE, LOG_FILE, LOCK_FILE] {
+        let path = runtime_file(&store, "s", file);
+        let saved = fs::read(&path).expect("file");
+        fs::remove_file(&path).expect("remove");
+        let made = std::process::Command::new("mkfifo").arg(&path).status().expect("mkfifo runs");
+        assert!(made.success());
+        let refused = store.open("s").map(|_| ()).expect_err("a FIFO");
+        assert!(refused.to_string().contains("is not a regular file"), "{file}: {refused}");
+        if file != LOCK_FILE {
+            let refused = store.read("s").expect_err("a FIFO");
+            assert!(refused.to_string().contains("is not a regular file"), "{file}: {refused}");
+        }
+        fs::remove_file(&path).expect("remove the FIFO");
+        fs::write(&path, saved).expect("restore");
+    }
+    assert!(store.read("s").expect("restored").is_some());
+}
+
+#[test]
+fn staging_files_of_a_killed_writer_are_removed_on_open() {
+    let temp = TempDir::new("staging");
+    let store = temp.store();
+    session_with_steps(&store, 1);
+    let runtime = store.dir.join("s").join(RUNTIME_DIR);
+    fs::write(runtime.join(staging_name(SEAL_FILE)), b"half a seal").expect("staging");
+    fs::create_dir_all(store.dir.join("s").join(staging_name(RUNTIME_DIR))).expect("staging dir");
+    assert_eq!(staging_leftovers(&store).len(), 2);
+    drop(store.open("s").expect("open"));
+    assert!(staging_leftovers(&store).is_empty(), "{:?}", staging_leftovers(&store));
+}
+
+/// Runs `write` on a fresh three-step session with a crash injected at its `point`-th
+/// fault point, then checks the session loads as the old or the new state, opens,
+/// leaves no staging files, and takes two more commits. `None` once `write` passed
+/// every point.
+type Write = dyn Fn(&mut FsWriter, &SessionState) -> (Result<(), StoreError>, SessionState);
+
+fn crash_once(point: usize, write: &Write) -> Option<&'static str> {
+    let temp = TempDir::new("crash");
+    let store = temp.store();
+    let (states, _) = session_with_steps(&store, 3);
+    let (_, mut writer) = store.open_writer("s").expect("open");
+    let old = states[3].clone();
+    writer.faults = Faults { crash_at: Some(point), ..Faults::default() };
+    let (result, new) = write(&mut writer, &old);
+    let crashed_at = writer.faults.crashed_at;
+    drop(writer);
+    let Some(name) = crashed_at else {
+        result.expect("no crash injected");
+        assert_eq!(store.read("s").expect("read"), Some(new));
+        return None;
+    };
+    assert!(result.is_err(), "a crash at `{name}` reported success");
+    let read = store.read("s").unwrap_or_else(|error| panic!("crash at `{name}` (point {point}): {error}"));
+    let read = read.expect("the session exists");
+    assert!(read == old || read == new, "crash at `{name}` loaded seq {}", read.seq);
+    let (opened, mut writer) = store.open_writer("s").expect("open after the crash");
+    assert_eq!(opened, read, "crash at `{name}`: open and read disagree");
+    assert!(staging_leftovers(&store).is_empty(), "crash at `{name}` left {:?}", staging_leftovers(&store));
+    let next = commit_steps(&mut writer, opened, 2);
+    drop(writer);
+    assert_eq!(store.read("s").expect("read"), Some(next));
+    Some(name)
+}
+
+#[test]
+fn a_crash_at_every_write_point_of_a_commit_loads_as_old_or_new() {
+    let commit = |writer: &mut FsWriter, old: &SessionState| {
+        let delta = step(old.seq + 1, "the crashing step");
+        let mut new = old.clone();
+        new.apply(&delta);
+        (writer.commit(&delta), new)
+    };
+    let points: Vec<&str> = (0..).map_while(|point| crash_once(point, &commit)).collect();
+    assert_eq!(points, ["before append", "mid append", "appended", "staged", "renamed"]);
+}
+
+#[test]
+fn a_crash_at_every_write_point_of_a_compaction_loads_the_same_state() {
+    let compact = |writer: &mut FsWriter, old: &SessionState| (writer.compact(), old.clone());
+    let points: Vec<&str> = (0..).map_while(|point| crash_once(point, &compact)).collect();
+    // Snapshot, log and seal, each staged then renamed.
+    assert_eq!(points, ["staged", "renamed", "staged", "renamed", "staged", "renamed"]);
+}
+
+#[test]
+fn compaction_keeps_the_state_through_1000_growing_steps() {
+    let temp = TempDir::new("compaction");
+    let store = temp.store();
+    let mut writer = store.create_writer(&initial("s")).expect("create");
+    let mut expected = initial("s");
+    let (mut compactions, mut snapshot_bytes, mut log_bytes) = (0u64, 0u64, 0u64);
+    let mut largest_log = 0;
+    for seq in 1..=1_000u64 {
+        let text = "x".repeat((seq / 2) as usize);
+        let delta = step(seq, &text);
+        let log_before = writer.log_len();
+        writer.commit(&delta).expect("commit");
+        expected.apply(&delta);
+        if writer.log_len() < log_before {
+            compactions += 1;
+            snapshot_bytes += writer.snapshot_len();
+            log_bytes += log_before;
+        }
+        let record_len = record_of(&delta).len() as u64;
+        assert!(writer.log_len() <= writer.snapshot_len().max(MIN_COMPACTION_LOG_BYTES) + record_len);
+        largest_log = largest_log.max(writer.log_len());
+    }
+    assert!(compactions >= 3, "{compactions} compactions");
+    // Amortised O(1): snapshots never cost more than a small multiple of what was logged.
+    assert!(snapshot_bytes <= 2 * log_bytes, "{snapshot_bytes} snapshot bytes for {log_bytes} logged");
+    assert!(largest_log < 2 * writer.snapshot_len().max(MIN_COMPACTION_LOG_BYTES));
+    assert_eq!(writer.state(), &expected);
+    drop(writer);
+
+    assert_eq!(store.read("s").expect("read"), Some(expected.clone()));
+    let (reopened, _writer) = store.open_writer("s").expect("open");
+    assert_eq!(reopened, expected);
+}
+
+/// An unlocked read sees each file at a different moment of a writer's work. It reads
+/// the snapshot, then the seal, then the log, so it can only meet a log that is ahead
+/// of the seal (which verifies); a seal ahead of the log would read as a cut log.
+#[test]
+fn a_read_that_meets_the_log_ahead_of_the_seal_verifies() {
+    let temp = TempDir::new("views");
+    let store = temp.store();
+    let mut writer = store.create_writer(&initial("s")).expect("create");
+    let after_one = commit_steps(&mut writer, initial("s"), 1);
+    let runtime = store.dir.join("s").join(RUNTIME_DIR);
+    let at_one = Files::read(&runtime).expect("files");
+    let after_two = commit_steps(&mut writer, after_one.clone(), 1);
+    let at_two = Files::read(&runtime).expect("files");
+
+    let seal_behind =
+        Files { checkpoint: at_one.checkpoint.clone(), seal: at_one.seal.clone(), log: at_two.log.clone() };
+    let loaded = verify::verify(&seal_behind).expect("a log one step ahead verifies").expect("a session");
+    assert_eq!(loaded.state, after_two);
+    let seal_ahead = Files { checkpoint: at_two.checkpoint, seal: at_two.seal, log: at_one.log };
+    let refused = verify::verify(&seal_ahead).err().expect("a seal ahead of the log");
+    assert!(refused.contains("cut short"), "{refused}");
+}
+
+#[test]
+fn a_second_writer_is_busy() {
+    let temp = TempDir::new("busy");
+    let store = temp.store();
+    let writer = store.create(&initial("s")).expect("create");
+    assert!(matches!(store.open("s"), Err(StoreError::Busy(id)) if id == "s"));
+    assert!(store.read("s").expect("read while locked").is_some());
+    drop(writer);
+    let (_, writer) = store.open("s").expect("open after drop");
+    assert!(matches!(store.open("s"), Err(StoreError::Busy(_))));
+    drop(writer);
+}
+
+#[test]
+fn a_stale_writer_gets_conflict_and_writes_nothing() {
+    let temp = TempDir::new("stale");
+    let store = temp.store();
+    let mut stale = store.create_writer(&initial("s")).expect("create");
+    let expected = commit_steps(&mut stale, initial("s"), 1);
+
+    assert!(matches!(stale.commit(&step(3, "gap")), Err(StoreError::Conflict { expected: 2, found: 1, .. })));
+    assert!(matches!(stale.commit(&step(1, "again")), Err(StoreError::Conflict { .. })));
+
+    let _ = stale.lock.unlock();
+    let (state, mut fresh) = store.open_writer("s").expect("open behind its back");
+    assert_eq!(state, expected);
+    let expected = commit_steps(&mut fresh, expected, 1);
+    let refused = stale.commit(&step(2, "stale"));
+    assert!(matches!(refused, Err(StoreError::Conflict { expected: 1, found: 2, .. })), "{refused:?}");
+    assert_eq!(store.read("s").expect("read"), Some(expected.clone()));
+
+    // Same log length on both sides: the replaced snapshot still gives the stale writer away.
+    drop(fresh);
+    let (_, mut stale) = store.open_writer("s").expect("reopen");
+    stale.compact().expect("compact");
+    let _ = stale.lock.unlock();
+    let (_, mut fresh) = store.open_writer("s").expect("open again");
+    let expected = commit_steps(&mut fresh, expected, 1);
+    fresh.compact().expect("compact");
+    assert_eq!(fresh.log_len(), stale.log_len());
+    assert!(matches!(stale.commit(&step(3, "stale")), Err(StoreError::Conflict { found: 3, .. })));
+    assert!(matches!(stale.compact(), Err(StoreError::Conflict { .. })));
+    drop(fresh);
+    assert_eq!(store.read("s").expect("read"), Some(expected));
+}
+
+#[test]
+fn list_returns_sorted_session_ids() {
+    let temp = TempDir::new("list");
+    let store = temp.store();
+    assert_eq!(store.list().expect("list of a missing dir"), Vec::<String>::new());
+    for id in ["b", "a~1", "a", "tenant/1"] {
+        drop(store.create(&initial(id)).expect("create"));
+    }
+    fs::create_dir_all(store.dir.join("_specs")).expect("specs");
+    fs::create_dir_all(store.dir.join("empty")).expect("empty");
+    fs::write(store.dir.join("stray-file"), b"x").expect("file");
+    assert_eq!(store.list().expect("list"), ["a", "a~1", "b", "tenant/1"]);
+}

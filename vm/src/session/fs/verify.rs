@@ -1,0 +1,303 @@
+//! Loading a session: its three files checked against each other, and the salvage
+//! `--repair` keeps when they disagree.
+//!
+//! The one thing to know: only the states a crash can leave are accepted (see the crash
+//! table in the parent module); everything else is an error text naming what is wrong,
+//! and nothing here writes to disk.
+
+use std::io;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use super::super::SessionState;
+use super::files::read_if_exists;
+use super::format::{
+    LOG_HEADER_BYTES, LogHeader, Seal, Snapshot, Tail, classify_tail, decode_step, digest_hex, intact_record_at,
+    sha256_hex,
+};
+use super::{CHECKPOINT_FILE, LOG_FILE, SEAL_FILE};
+
+/// A session's files, read in the order a writer's crash-safe sequence needs: the
+/// snapshot, then the seal, then the log (so a commit racing the read can only make
+/// the log longer than the seal says, never shorter).
+pub(super) struct Files {
+    pub checkpoint: Option<Vec<u8>>,
+    pub seal: Option<Vec<u8>>,
+    pub log: Option<Vec<u8>>,
+}
+
+impl Files {
+    pub fn read(runtime_dir: &Path) -> io::Result<Self> {
+        let checkpoint = read_if_exists(&runtime_dir.join(CHECKPOINT_FILE))?;
+        let seal = read_if_exists(&runtime_dir.join(SEAL_FILE))?;
+        let log = read_if_exists(&runtime_dir.join(LOG_FILE))?;
+        Ok(Self { checkpoint, seal, log })
+    }
+}
+
+/// What a load leaves for the writer to finish, so the files agree again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Settle {
+    Nothing,
+    /// Cut the log back to `log_len` (a torn last append).
+    CutTornTail,
+    /// Seal the last step, which was synced before the crash but not sealed.
+    SealLastStep,
+    /// The new snapshot is in place: start its empty log and seal it.
+    FinishCompaction,
+}
+
+/// A verified session.
+pub(super) struct Loaded {
+    pub state: SessionState,
+    pub generation: u64,
+    pub checkpoint_len: u64,
+    pub checkpoint_sha256: String,
+    /// The length of the log to keep, and the running digest of those bytes.
+    pub log_len: u64,
+    pub log_digest: Sha256,
+    pub settle: Settle,
+}
+
+/// Checks the files; `Ok(None)` when the session does not exist, `Err` names the damage.
+pub(super) fn verify(files: &Files) -> Result<Option<Loaded>, String> {
+    let (checkpoint, seal, log) = match (&files.checkpoint, &files.seal, &files.log) {
+        (None, None, None) => return Ok(None),
+        (Some(checkpoint), Some(seal), Some(log)) => (checkpoint, seal, log),
+        (None, _, _) => return Err("checkpoint.json is missing while the session's log or seal exists".to_string()),
+        (_, None, _) => {
+            return Err("the seal (checkpoints/seal) is missing, so nothing vouches for the log".to_string());
+        }
+        (_, Some(seal), None) => {
+            return Err(match serde_json::from_slice::<Seal>(seal) {
+                Ok(seal) => format!(
+                    "the step log is missing; the seal says it held {} bytes through step {}",
+                    seal.log_len, seal.seq
+                ),
+                Err(_) => "the step log is missing".to_string(),
+            });
+        }
+    };
+    let snapshot = parse_snapshot(checkpoint)?;
+    let seal: Seal = serde_json::from_slice(seal).map_err(|error| format!("the seal is unreadable ({error})"))?;
+    let header = LogHeader::decode(log).map_err(|what| format!("the step log {what}"))?;
+    let loaded = if seal.generation == snapshot.generation {
+        verify_current(checkpoint, snapshot, &seal, header, log)?
+    } else if seal.generation.checked_add(1) == Some(snapshot.generation) {
+        verify_interrupted_compaction(checkpoint, snapshot, &seal, header, log)?
+    } else {
+        return Err(format!(
+            "checkpoint.json is snapshot {} but the seal belongs to snapshot {}",
+            snapshot.generation, seal.generation
+        ));
+    };
+    Ok(Some(loaded))
+}
+
+fn parse_snapshot(checkpoint: &[u8]) -> Result<Snapshot, String> {
+    let snapshot: Snapshot = serde_json::from_slice(checkpoint)
+        .map_err(|error| format!("checkpoint.json is not a valid snapshot ({error})"))?;
+    if snapshot.state.seq != snapshot.seq {
+        return Err(format!(
+            "checkpoint.json says step {} but its state is at step {}",
+            snapshot.seq, snapshot.state.seq
+        ));
+    }
+    Ok(snapshot)
+}
+
+/// The usual case: the seal vouches for this snapshot and a prefix of its log.
+fn verify_current(
+    checkpoint: &[u8],
+    snapshot: Snapshot,
+    seal: &Seal,
+    header: LogHeader,
+    log: &[u8],
+) -> Result<Loaded, String> {
+    let checkpoint_sha256 = sha256_hex(checkpoint);
+    if checkpoint_sha256 != seal.checkpoint_sha256 {
+        return Err("checkpoint.json does not match the seal's digest of it: it was changed or damaged".to_string());
+    }
+    let expected = LogHeader { generation: snapshot.generation, base_seq: snapshot.seq };
+    if header != expected {
+        return Err(format!(
+            "the step log follows snapshot {} at step {}, but checkpoint.json is snapshot {} at step {}",
+            header.generation, header.base_seq, expected.generation, expected.base_seq
+        ));
+    }
+    let sealed_end = sealed_end(seal, log)?;
+    let mut state = snapshot.state;
+    replay(log, LOG_HEADER_BYTES, sealed_end, &mut state)?;
+    let mut log_digest = Sha256::new();
+    log_digest.update(&log[..sealed_end]);
+    if digest_hex(&log_digest) != seal.log_sha256 {
+        return Err(format!(
+            "the step log's first {sealed_end} bytes do not match the seal's digest: a record was rewritten"
+        ));
+    }
+    if state.seq != seal.seq {
+        return Err(format!("the step log holds steps through {} but the seal says {}", state.seq, seal.seq));
+    }
+    let (log_len, settle) = match classify_tail(log, sealed_end) {
+        Tail::Empty => (sealed_end, Settle::Nothing),
+        Tail::Torn => (sealed_end, Settle::CutTornTail),
+        Tail::WholeStep(payload) => {
+            let delta = decode_step(payload).map_err(|what| format!("the unsealed last record {what}"))?;
+            if Some(delta.seq) != state.seq.checked_add(1) {
+                return Err(format!(
+                    "the unsealed last record holds step {} where step {} was expected",
+                    delta.seq,
+                    state.seq.saturating_add(1)
+                ));
+            }
+            state.apply(&delta);
+            log_digest.update(&log[sealed_end..]);
+            (log.len(), Settle::SealLastStep)
+        }
+        Tail::Damaged(what) => return Err(what),
+    };
+    Ok(Loaded {
+        state,
+        generation: snapshot.generation,
+        checkpoint_len: checkpoint.len() as u64,
+        checkpoint_sha256,
+        log_len: log_len as u64,
+        log_digest,
+        settle,
+    })
+}
+
+/// A compaction replaced the snapshot but did not get to seal it: the seal still
+/// vouches for the previous snapshot's log, which must end where the new snapshot does.
+fn verify_interrupted_compaction(
+    checkpoint: &[u8],
+    snapshot: Snapshot,
+    seal: &Seal,
+    header: LogHeader,
+    log: &[u8],
+) -> Result<Loaded, String> {
+    if seal.seq != snapshot.seq {
+        return Err(format!(
+            "checkpoint.json (snapshot {}) folds steps through {} but the last sealed step is {}",
+            snapshot.generation, snapshot.seq, seal.seq
+        ));
+    }
+    let fresh_log = LogHeader { generation: snapshot.generation, base_seq: snapshot.seq };
+    if header == fresh_log {
+        if log.len() != LOG_HEADER_BYTES {
+            return Err("the new snapshot's step log holds bytes it was never sealed for".to_string());
+        }
+    } else if header.generation == seal.generation {
+        let sealed_end = sealed_end(seal, log)?;
+        if sha256_hex(&log[..sealed_end]) != seal.log_sha256 {
+            return Err(format!(
+                "the step log's first {sealed_end} bytes do not match the seal's digest: a record was rewritten"
+            ));
+        }
+        if let Tail::Damaged(what) = classify_tail(log, sealed_end) {
+            return Err(what);
+        }
+    } else {
+        return Err(format!(
+            "the step log follows snapshot {}, but checkpoint.json is snapshot {} and the seal snapshot {}",
+            header.generation, snapshot.generation, seal.generation
+        ));
+    }
+    Ok(Loaded {
+        checkpoint_len: checkpoint.len() as u64,
+        checkpoint_sha256: sha256_hex(checkpoint),
+        generation: snapshot.generation,
+        state: snapshot.state,
+        log_len: 0,
+        log_digest: Sha256::new(),
+        settle: Settle::FinishCompaction,
+    })
+}
+
+/// Where the sealed part of the log ends, when the log is that long.
+fn sealed_end(seal: &Seal, log: &[u8]) -> Result<usize, String> {
+    match usize::try_from(seal.log_len) {
+        Ok(end) if end < LOG_HEADER_BYTES => Err(format!("the seal's log length {end} is shorter than the log header")),
+        Ok(end) if end <= log.len() => Ok(end),
+        _ => Err(format!(
+            "the step log is {} bytes but the seal says {} bytes through step {}: it was cut short",
+            log.len(),
+            seal.log_len,
+            seal.seq
+        )),
+    }
+}
+
+/// Applies every record in `log[from..to]`, each of which must be intact and the next step.
+fn replay(log: &[u8], from: usize, to: usize, state: &mut SessionState) -> Result<(), String> {
+    let mut offset = from;
+    while offset < to {
+        let Some((payload, end)) = intact_record_at(log, offset).filter(|&(_, end)| end <= to) else {
+            return Err(format!(
+                "the step log's record at byte {offset} (step {}) fails its checksum",
+                state.seq.saturating_add(1)
+            ));
+        };
+        let delta = decode_step(payload).map_err(|what| format!("the step log's record at byte {offset} {what}"))?;
+        if Some(delta.seq) != state.seq.checked_add(1) {
+            return Err(format!(
+                "the step log's record at byte {offset} holds step {} where step {} was expected",
+                delta.seq,
+                state.seq.saturating_add(1)
+            ));
+        }
+        state.apply(&delta);
+        offset = end;
+    }
+    Ok(())
+}
+
+/// What `--repair` keeps: the snapshot plus the longest run of intact, consecutive
+/// records of its own log.
+pub(super) struct Salvage {
+    pub state: SessionState,
+    pub generation: u64,
+    pub checkpoint_sha256: String,
+    /// The new log: header and the kept records, byte for byte.
+    pub log: Vec<u8>,
+    /// The last step the old seal vouched for, when it is readable.
+    pub sealed_seq: Option<u64>,
+    /// How many bytes of the old log are not kept.
+    pub dropped_bytes: u64,
+}
+
+/// The longest verified prefix, or why there is none (the snapshot itself is damaged).
+pub(super) fn salvage(files: &Files) -> Result<Salvage, String> {
+    let Some(checkpoint) = &files.checkpoint else {
+        return Err("checkpoint.json is missing, so there is no verified state to keep".to_string());
+    };
+    let snapshot = parse_snapshot(checkpoint).map_err(|what| format!("{what}; there is no verified state to keep"))?;
+    let header = LogHeader { generation: snapshot.generation, base_seq: snapshot.seq };
+    let mut state = snapshot.state;
+    let mut kept = header.encode();
+    let old_log = files.log.as_deref().unwrap_or_default();
+    let mut offset = LOG_HEADER_BYTES;
+    if LogHeader::decode(old_log) == Ok(header) {
+        while let Some((payload, end)) = intact_record_at(old_log, offset) {
+            match decode_step(payload) {
+                Ok(delta) if Some(delta.seq) == state.seq.checked_add(1) => state.apply(&delta),
+                _ => break,
+            }
+            kept.extend_from_slice(&old_log[offset..end]);
+            offset = end;
+        }
+    } else {
+        offset = 0;
+    }
+    let sealed_seq =
+        files.seal.as_deref().and_then(|seal| serde_json::from_slice::<Seal>(seal).ok()).map(|seal| seal.seq);
+    Ok(Salvage {
+        state,
+        generation: snapshot.generation,
+        checkpoint_sha256: sha256_hex(checkpoint),
+        log: kept,
+        sealed_seq,
+        dropped_bytes: old_log.len().saturating_sub(offset) as u64,
+    })
+}

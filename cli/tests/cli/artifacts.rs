@@ -77,8 +77,9 @@ fn inspect_refuses_damaged_files_in_one_line() {
     let artifact = dir.join("specs.amx");
     build_specs(&artifact);
     let mut bytes = fs::read(&artifact).expect("artifact");
-    let last = bytes.len() - 1;
-    bytes[last] ^= 0xff;
+    // The last byte is the signature block's kind; the one before it ends the payload.
+    let last_of_payload = bytes.len() - 2;
+    bytes[last_of_payload] ^= 0xff;
     let damaged = dir.join("damaged.amx");
     fs::write(&damaged, &bytes).expect("write");
     let truncated = dir.join("truncated.amx");

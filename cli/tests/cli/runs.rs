@@ -97,6 +97,7 @@ pub fn run_case(case_dir: &Path, scratch: &Path) -> Result<String, String> {
             .env("ARCHMAX_FIXED_CLOCK", FIXED_CLOCK)
             .env_remove("ARCHMAX_API_BASE_URL")
             .env_remove("ARCHMAX_API_KEY")
+            .env_remove("ARCHMAX_TRUSTED_KEYS")
             .envs(&step.env)
             .output()
             .map_err(|error| format!("archmax did not run: {error}"))?;

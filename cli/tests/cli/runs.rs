@@ -43,7 +43,7 @@ struct Step {
     env: BTreeMap<String, String>,
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+pub fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).expect("scratch workspace");
     for entry in fs::read_dir(from).expect("workspace is readable").flatten() {
         let path = entry.path();

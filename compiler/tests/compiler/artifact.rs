@@ -105,3 +105,39 @@ fn code_state_scripts_carry_bytecode() {
     assert_eq!(source.lines().count(), script.lines().count(), "stripping keeps the line count");
     assert!(!source.contains("@archmax-ai"), "the typed import is blanked");
 }
+
+/// Replays `compiler/fuzz/regressions/artifact/` as the `signed` and `artifact` fuzz
+/// targets see them: with the fuzzing key trusted, and with no trusted key. Nothing may
+/// panic, and a file that loads under trust was signed by the trusted key.
+#[test]
+fn artifact_fuzzing_regressions_replay_without_panicking() {
+    use artifact::{SecretKey, TrustedKeys};
+    let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let key = SecretKey::parse_file(&std::fs::read_to_string(fuzz.join("fuzz.key")).expect("fuzz.key"))
+        .expect("the fuzzing key parses");
+    let trusted = TrustedKeys::new([key.public()]);
+    let mut paths: Vec<_> = std::fs::read_dir(fuzz.join("regressions/artifact"))
+        .expect("regressions/artifact/ exists")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .collect();
+    paths.sort();
+    assert!(!paths.is_empty(), "regressions/artifact/ holds the replayed inputs");
+    for path in paths {
+        let bytes = std::fs::read(&path).expect("readable");
+        match artifact::load(&bytes, &trusted) {
+            Ok(loaded) => assert_eq!(loaded.signer.map(|signer| signer.key), Some(key.public()), "{}", path.display()),
+            // The seed is signed by the trusted key: whatever else may refuse it (a newer
+            // compiler), its signature is not the reason.
+            Err(error) if path.ends_with("signed-code-state.amx") => assert!(
+                !matches!(
+                    error,
+                    ArtifactError::BadSignature(_) | ArtifactError::Untrusted(_) | ArtifactError::Unsigned
+                ),
+                "{error}"
+            ),
+            Err(_) => {}
+        }
+        let _ = artifact::load(&bytes, &TrustedKeys::default());
+    }
+}

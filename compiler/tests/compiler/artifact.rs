@@ -141,3 +141,33 @@ fn artifact_fuzzing_regressions_replay_without_panicking() {
         let _ = artifact::load(&bytes, &TrustedKeys::default());
     }
 }
+
+/// The loader's table checks accept everything the compiler writes: every valid
+/// workspace in the repository (the example and each golden run's) builds, and its
+/// artifact loads.
+#[test]
+fn every_valid_workspace_in_the_repository_loads_after_building() {
+    let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repository").to_path_buf();
+    let mut roots = vec![repository.join("specs")];
+    let mut runs: Vec<_> = std::fs::read_dir(repository.join("golden/runs"))
+        .expect("golden/runs")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path().join("workspace"))
+        .filter(|path| path.join("workflows").is_dir())
+        .collect();
+    runs.sort();
+    roots.extend(runs);
+    let mut built = 0;
+    for root in roots {
+        let Ok(analysis) = archmax_compiler::analyze(&root) else { continue };
+        if !analysis.report(&[]).is_ok_and(|report| report.is_valid()) {
+            continue;
+        }
+        let program = lower(&analysis, &[], &BuildInputs { platform_prompt: "Work in states." }).expect("lowers");
+        // Scripts are recompiled on load and give the same bytecode.
+        let loaded = artifact::decode(&artifact::encode(&program));
+        assert!(loaded.as_ref() == Ok(&program), "{}: {:?}", root.display(), loaded.err());
+        built += 1;
+    }
+    assert!(built > 10, "only {built} workspaces were built");
+}

@@ -216,7 +216,8 @@ impl<'b> Cursor<'b> {
     fn text(&mut self, what: &'static str) -> Result<String, ArtifactError> {
         let length = u16::from_le_bytes(self.array(what)?);
         let bytes = self.take(length as usize, what)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| ArtifactError::Payload(format!("the {what} is not UTF-8")))
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| ArtifactError::Inconsistent("a version text in the header is not UTF-8".to_string()))
     }
 }
 

@@ -1,5 +1,5 @@
-//! `archmax build [WORKFLOW…] [--root DIR] [-o FILE]`: validate, lower, and write one
-//! verified artifact; print a one-line summary.
+//! `archmax build [WORKFLOW…] [--root DIR] [-o FILE] [--sign KEYFILE]`: validate, lower,
+//! and write one verified (optionally signed) artifact; print a one-line summary.
 
 use std::fs;
 use std::io::Write;
@@ -57,7 +57,11 @@ pub fn refuse_if_invalid(analysis: &Analysis, selection: &[String]) -> Option<Ex
     Some(failure("the workspace does not validate; nothing was built"))
 }
 
-pub fn run(root: &Path, selection: &[String], output: Option<&Path>) -> ExitCode {
+pub fn run(root: &Path, selection: &[String], output: Option<&Path>, sign: Option<&Path>) -> ExitCode {
+    let key = match sign.map(crate::keys::signing_key).transpose() {
+        Ok(key) => key,
+        Err(error) => return failure(error),
+    };
     let analysis = match analyze(root) {
         Ok(analysis) => analysis,
         Err(error) => return failure(error),
@@ -69,16 +73,20 @@ pub fn run(root: &Path, selection: &[String], output: Option<&Path>) -> ExitCode
         Ok(program) => program,
         Err(error) => return failure(error),
     };
-    let bytes = artifact::encode(&program);
+    let bytes = match &key {
+        Some(key) => artifact::encode_signed(&program, key),
+        None => artifact::encode(&program),
+    };
     let path = output.map(Path::to_path_buf).unwrap_or_else(|| default_output(root, selection));
     if let Err(error) = write_atomically(&path, &bytes) {
         return failure(format!("could not write `{}`: {error}", path.display()));
     }
-    let checksum = artifact::read_header(&bytes)
-        .map(|(header, _)| archmax_vm::compiler::lower::hash::hex(&header.checksum))
+    let checksum = artifact::read_envelope(&bytes)
+        .map(|envelope| archmax_vm::compiler::lower::hash::hex(&envelope.header.checksum))
         .unwrap_or_default();
+    let signed = key.map(|key| format!(", signed by {}", key.public())).unwrap_or_default();
     println!(
-        "built {} — {} workflow(s), {} state(s), {}, sha256 {}",
+        "built {} — {} workflow(s), {} state(s), {}, sha256 {}{signed}",
         path.display(),
         program.workflows.len(),
         program.state_count(),

@@ -9,6 +9,7 @@ mod explain;
 mod flow;
 mod graph;
 mod inspect;
+mod keys;
 mod output;
 mod resume;
 mod run;
@@ -49,11 +50,26 @@ enum Command {
         /// Where to write the artifact (default: `<root>/target/archmax/<name>.amx`).
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Sign the artifact with this private key file (made by `archmax keygen`).
+        #[arg(long, value_name = "KEYFILE")]
+        sign: Option<PathBuf>,
     },
-    /// Show every table of an artifact.
+    /// Make an Ed25519 key pair for signing artifacts; prints the public key.
+    Keygen {
+        /// Where to write the private key (created with mode 0600).
+        #[arg(short = 'o', long = "output", value_name = "KEYFILE")]
+        output: PathBuf,
+        /// Replace an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Show every table of an artifact, and who signed it.
     Inspect {
         /// The artifact file.
         file: PathBuf,
+        /// Trust artifacts signed by this public key (`ed25519:…`, or a file holding one); repeatable.
+        #[arg(long = "trust", value_name = "KEY")]
+        trust: Vec<String>,
         /// Show only this workflow.
         #[arg(long, value_name = "SLUG")]
         workflow: Option<String>,
@@ -178,6 +194,10 @@ struct SessionFlags {
     /// Run this artifact instead of compiling the workspace.
     #[arg(long, value_name = "FILE")]
     artifact: Option<PathBuf>,
+    /// Trust artifacts signed by this public key (`ed25519:…`, or a file holding one); repeatable.
+    /// With any trusted key (here or in ARCHMAX_TRUSTED_KEYS), other artifacts are refused.
+    #[arg(long = "trust", value_name = "KEY")]
+    trust: Vec<String>,
     /// Replay scripted model turns from this tape instead of calling a model.
     #[arg(long, value_name = "FILE")]
     tape: Option<PathBuf>,
@@ -191,6 +211,7 @@ impl SessionFlags {
         session::SessionOptions {
             root,
             artifact: self.artifact.as_deref(),
+            trust: &self.trust,
             tape: self.tape.as_deref(),
             events: self.events.as_deref(),
         }
@@ -215,9 +236,10 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Validate { workflows, format } => validate::run(&root, &workflows, format),
         Command::Explain { code, list } => explain::run(code.as_deref(), list),
-        Command::Build { workflows, output } => build::run(&root, &workflows, output.as_deref()),
-        Command::Inspect { file, workflow, state, format } => {
-            inspect::run(&file, workflow.as_deref(), state.as_deref(), format)
+        Command::Build { workflows, output, sign } => build::run(&root, &workflows, output.as_deref(), sign.as_deref()),
+        Command::Keygen { output, force } => keys::keygen(&output, force),
+        Command::Inspect { file, trust, workflow, state, format } => {
+            inspect::run(&file, &trust, workflow.as_deref(), state.as_deref(), format)
         }
         Command::Graph { workflow, format } => graph::run(&root, workflow.as_deref(), format),
         Command::Run { workflow, prompt, trigger, variables, session, common } => run::run(

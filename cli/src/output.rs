@@ -42,9 +42,9 @@ pub fn usage_error(error: clap::Error) -> ExitCode {
 }
 
 /// Every subcommand, for pointing usage errors at the right `--help`.
-const COMMANDS: [&str; 12] = [
-    "validate", "explain", "build", "inspect", "graph", "run", "sessions", "decide", "reply", "deliver", "test",
-    "schema",
+const COMMANDS: [&str; 13] = [
+    "validate", "explain", "build", "keygen", "inspect", "graph", "run", "sessions", "decide", "reply", "deliver",
+    "test", "schema",
 ];
 
 /// A usage problem found after parsing (bad JSON, an empty prompt): one line, exit 2.

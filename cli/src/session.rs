@@ -30,6 +30,8 @@ use crate::output::{failure, stderr_color};
 pub struct SessionOptions<'a> {
     pub root: &'a Path,
     pub artifact: Option<&'a Path>,
+    /// `--trust` values; with `ARCHMAX_TRUSTED_KEYS`, the keys an artifact must be signed by.
+    pub trust: &'a [String],
     pub tape: Option<&'a Path>,
     pub events: Option<&'a Path>,
 }
@@ -41,12 +43,16 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-/// Loads the artifact, or compiles the workspace in process (validation included).
+/// Loads the artifact under the trust policy, or compiles the workspace in process
+/// (validation included). A program compiled here is trusted as it stands; a loaded one
+/// carries bytecode only when a trusted key signed it (the loader recompiles the rest).
 pub fn program(options: &SessionOptions<'_>) -> Result<Program, Result<Refusal, ExitCode>> {
     if let Some(path) = options.artifact {
+        let trusted = crate::keys::trusted_keys(options.trust).map_err(|error| Ok(Refusal(error)))?;
         let bytes = std::fs::read(path)
             .map_err(|error| Ok(Refusal(format!("could not read `{}`: {error}", path.display()))))?;
-        return artifact::decode(&bytes)
+        return artifact::load(&bytes, &trusted)
+            .map(|loaded| loaded.program)
             .map_err(|error| Ok(Refusal(format!("`{}` is refused: {error}", path.display()))));
     }
     let analysis = analyze(options.root).map_err(|error| Ok(Refusal(error.to_string())))?;

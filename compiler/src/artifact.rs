@@ -1,33 +1,55 @@
-//! The artifact file (`.amx`): a verified envelope around a bincode-encoded [`Program`].
+//! The artifact file (`.amx`): a verified, optionally signed envelope around a
+//! bincode-encoded [`Program`].
 //!
 //! ```text
 //! offset  size  field
 //! 0       8     magic "ARCHMAX\0"
-//! 8       4     format version (u32, little-endian)
+//! 8       4     format version (u32, little-endian): 2
 //! 12      2+n   compiler version (u16 length, UTF-8)
 //! ..      2+n   runtime contract (u16 length, UTF-8)
 //! ..      8     payload length (u64)
 //! ..      32    SHA-256 of the payload
 //! ..      n     payload: bincode 2, standard configuration
+//! ..      1     signature kind: 0 unsigned, 1 Ed25519
+//! ..      32    the signer's public key            (kind 1 only)
+//! ..      64    the Ed25519 signature              (kind 1 only)
 //! ```
 //!
-//! [`decode`] checks the magic, the format version, the compiler and the contract, the
-//! payload length and its hash before it decodes anything, bounds the decoder by the
-//! payload's size, and then checks that every index inside the program is in range, so a
-//! truncated, corrupted, tampered, foreign or future file is refused with one sentence,
-//! never a panic. Encoding is deterministic: the same program gives the same bytes.
+//! The signature covers [`SIGNATURE_CONTEXT`] followed by every header byte from the magic
+//! through the payload's SHA-256, so it binds the versions, the length and (through the
+//! digest) the payload. Ed25519 is deterministic: the same key gives the same file.
+//!
+//! [`load`] checks, in this order and before it decodes anything: the magic and format,
+//! the framing of the signature block, the signature itself (a signed file whose signature
+//! does not verify is always refused), the trust policy (when trusted keys are configured,
+//! an unsigned file or one signed by another key is refused), the compiler and contract,
+//! and the payload's length and hash. It then decodes under a size bound, checks every
+//! index ([`tables::verify`]) and every table the VM relies on ([`tables::check`]). The
+//! one thing to know: QuickJS bytecode is trusted only from a file signed by a trusted key;
+//! from any other file every script is recompiled from the source the artifact carries,
+//! so the VM never loads bytecode nobody vouched for. Every refusal is one sentence.
+
+mod signing;
+mod tables;
 
 use sha2::{Digest, Sha256};
 
-use crate::program::{GuardTable, Op, Program, Rule, ScriptId, StateId, SurfaceId, Sym, TemplatePart, ToolKind};
+pub use signing::{KeyError, PUBLIC_PREFIX, PublicKey, SECRET_PREFIX, SecretKey, TrustedKeys};
+pub use tables::{check as check_tables, verify};
+
+use crate::program::Program;
 
 pub const MAGIC: &[u8; 8] = b"ARCHMAX\0";
-/// Bumped whenever the layout of [`Program`] changes.
-pub const FORMAT_VERSION: u32 = 1;
+/// Bumped whenever the layout of the file or of [`Program`] changes.
+pub const FORMAT_VERSION: u32 = 2;
 /// The largest payload the decoder accepts.
 pub const MAX_PAYLOAD: usize = 64 * 1024 * 1024;
 /// The file extension of artifacts.
 pub const EXTENSION: &str = "amx";
+/// What a signature signs before the header bytes, so it means nothing anywhere else.
+pub const SIGNATURE_CONTEXT: &[u8] = b"archmax artifact signature v2\0";
+const UNSIGNED: u8 = 0;
+const ED25519: u8 = 1;
 
 /// Why an artifact was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -50,12 +72,30 @@ pub enum ArtifactError {
         "the artifact's payload is {found} bytes but its header says {declared}: the file is truncated or has trailing bytes"
     )]
     Length { declared: u64, found: u64 },
+    #[error("the artifact has {0} byte(s) after its signature block: something was appended to the file")]
+    Trailing(u64),
+    #[error("the artifact's signature block has the unknown kind {0}; this archmax reads 0 (unsigned) and 1 (Ed25519)")]
+    UnknownSignature(u8),
+    #[error("the artifact's signer key is not a usable Ed25519 public key: the file was tampered with")]
+    BadSignerKey,
+    #[error("the artifact's signature by {0} does not verify: the file was modified after it was signed")]
+    BadSignature(String),
+    #[error("the artifact is not signed, and trusted keys are configured: sign it with `archmax build --sign KEYFILE`")]
+    Unsigned,
+    #[error(
+        "the artifact is signed by {0}, which is not a trusted key: pass it to `--trust` (or ARCHMAX_TRUSTED_KEYS) only if you trust its signer"
+    )]
+    Untrusted(String),
     #[error("the artifact's payload does not match its checksum: the file is corrupted or was modified")]
     Checksum,
     #[error("the artifact's payload cannot be decoded: {0}")]
     Payload(String),
     #[error("the artifact is inconsistent: {0}")]
     Inconsistent(String),
+    #[error("the artifact's {table} table is invalid at {entry}: {problem}")]
+    Table { table: &'static str, entry: String, problem: String },
+    #[error("the script `{path}` of workflow `{workflow}` in the artifact does not compile from its source: {message}")]
+    Script { workflow: String, path: String, message: String },
 }
 
 /// The artifact header, as read.
@@ -68,15 +108,73 @@ pub struct Header {
     pub checksum: [u8; 32],
 }
 
+/// The signature block of a signed file, as read (not yet verified).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SignatureBlock {
+    pub key: [u8; 32],
+    pub signature: [u8; 64],
+}
+
+/// A file split into its parts: framing checked, nothing verified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Envelope<'b> {
+    pub header: Header,
+    /// The header's bytes, magic through checksum: what a signature covers.
+    pub header_bytes: &'b [u8],
+    pub payload: &'b [u8],
+    pub signature: Option<SignatureBlock>,
+}
+
+/// Who signed a loaded artifact, and whether the loader trusts that key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Signer {
+    pub key: PublicKey,
+    pub trusted: bool,
+}
+
+/// A verified artifact.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loaded {
+    pub header: Header,
+    pub program: Program,
+    /// `None` for an unsigned file.
+    pub signer: Option<Signer>,
+}
+
+impl Loaded {
+    /// True when the file's bytecode was used as built (signed by a trusted key); false
+    /// when every script was recompiled from its source.
+    pub fn bytecode_trusted(&self) -> bool {
+        self.signer.is_some_and(|signer| signer.trusted)
+    }
+}
+
 fn config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
 
-/// Encodes a program into artifact bytes.
+/// Encodes a program into unsigned artifact bytes.
 pub fn encode(program: &Program) -> Vec<u8> {
+    let (mut out, _) = header_and_payload(program);
+    out.push(UNSIGNED);
+    out
+}
+
+/// Encodes a program into artifact bytes signed with `key`.
+pub fn encode_signed(program: &Program, key: &SecretKey) -> Vec<u8> {
+    let (mut out, header_length) = header_and_payload(program);
+    let signature = key.sign(&signed_message(&out[..header_length]));
+    out.push(ED25519);
+    out.extend_from_slice(&key.public().to_bytes());
+    out.extend_from_slice(&signature);
+    out
+}
+
+/// The header and payload bytes, and the header's length.
+fn header_and_payload(program: &Program) -> (Vec<u8>, usize) {
     let payload = bincode::serde::encode_to_vec(program, config()).unwrap_or_default();
     let checksum: [u8; 32] = Sha256::digest(&payload).into();
-    let mut out = Vec::with_capacity(payload.len() + 96);
+    let mut out = Vec::with_capacity(payload.len() + 200);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     for text in [&program.compiler, &program.contract] {
@@ -86,8 +184,16 @@ pub fn encode(program: &Program) -> Vec<u8> {
     }
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     out.extend_from_slice(&checksum);
+    let header_length = out.len();
     out.extend_from_slice(&payload);
-    out
+    (out, header_length)
+}
+
+fn signed_message(header_bytes: &[u8]) -> Vec<u8> {
+    let mut message = Vec::with_capacity(SIGNATURE_CONTEXT.len() + header_bytes.len());
+    message.extend_from_slice(SIGNATURE_CONTEXT);
+    message.extend_from_slice(header_bytes);
+    message
 }
 
 struct Cursor<'b> {
@@ -103,15 +209,22 @@ impl<'b> Cursor<'b> {
         Ok(slice)
     }
 
+    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], ArtifactError> {
+        self.take(N, what)?.try_into().map_err(|_| ArtifactError::Truncated(what))
+    }
+
     fn text(&mut self, what: &'static str) -> Result<String, ArtifactError> {
-        let length = u16::from_le_bytes(self.take(2, what)?.try_into().map_err(|_| ArtifactError::Truncated(what))?);
+        let length = u16::from_le_bytes(self.array(what)?);
         let bytes = self.take(length as usize, what)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| ArtifactError::Payload(format!("the {what} is not UTF-8")))
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| ArtifactError::Inconsistent("a version text in the header is not UTF-8".to_string()))
     }
 }
 
-/// Reads and checks the header; returns it with the payload slice.
-pub fn read_header(bytes: &[u8]) -> Result<(Header, &[u8]), ArtifactError> {
+const IN_HEADER: &str = "the file ends inside the header";
+
+/// Reads the header; returns it with its length in bytes.
+fn read_header(bytes: &[u8]) -> Result<(Header, usize), ArtifactError> {
     if bytes.len() < MAGIC.len() {
         return if MAGIC.starts_with(bytes) && !bytes.is_empty() {
             Err(ArtifactError::Truncated("the file ends inside the magic"))
@@ -123,31 +236,62 @@ pub fn read_header(bytes: &[u8]) -> Result<(Header, &[u8]), ArtifactError> {
         return Err(ArtifactError::Foreign);
     }
     let mut cursor = Cursor { bytes, at: MAGIC.len() };
-    let format = u32::from_le_bytes(
-        cursor.take(4, "the file ends inside the header").map(|slice| [slice[0], slice[1], slice[2], slice[3]])?,
-    );
+    let format = u32::from_le_bytes(cursor.array(IN_HEADER)?);
     if format > FORMAT_VERSION {
         return Err(ArtifactError::FutureFormat { found: format, supported: FORMAT_VERSION });
     }
     if format < FORMAT_VERSION {
         return Err(ArtifactError::OldFormat { found: format });
     }
-    let compiler = cursor.text("the file ends inside the header")?;
-    let contract = cursor.text("the file ends inside the header")?;
-    let length_bytes = cursor.take(8, "the file ends inside the header")?;
-    let payload_length = u64::from_le_bytes(length_bytes.try_into().map_err(|_| ArtifactError::Truncated("header"))?);
-    let checksum: [u8; 32] = cursor
-        .take(32, "the file ends inside the header")?
-        .try_into()
-        .map_err(|_| ArtifactError::Truncated("the file ends inside the header"))?;
-    let payload = &bytes[cursor.at..];
-    let header = Header { format, compiler, contract, payload_length, checksum };
-    Ok((header, payload))
+    let compiler = cursor.text(IN_HEADER)?;
+    let contract = cursor.text(IN_HEADER)?;
+    let payload_length = u64::from_le_bytes(cursor.array(IN_HEADER)?);
+    let checksum = cursor.array::<32>(IN_HEADER)?;
+    Ok((Header { format, compiler, contract, payload_length, checksum }, cursor.at))
 }
 
-/// Verifies and decodes artifact bytes.
-pub fn decode(bytes: &[u8]) -> Result<Program, ArtifactError> {
-    let (header, payload) = read_header(bytes)?;
+/// Splits a file into header, payload and signature block, checking only the framing.
+pub fn read_envelope(bytes: &[u8]) -> Result<Envelope<'_>, ArtifactError> {
+    let (header, header_length) = read_header(bytes)?;
+    let (header_bytes, rest) = bytes.split_at(header_length);
+    let payload = usize::try_from(header.payload_length)
+        .ok()
+        .and_then(|length| rest.get(..length))
+        .ok_or(ArtifactError::Length { declared: header.payload_length, found: rest.len() as u64 })?;
+    let mut cursor = Cursor { bytes, at: header_length + payload.len() };
+    const IN_BLOCK: &str = "the file ends inside its signature block";
+    let signature = match cursor.array::<1>(IN_BLOCK)?[0] {
+        UNSIGNED => None,
+        ED25519 => Some(SignatureBlock { key: cursor.array(IN_BLOCK)?, signature: cursor.array(IN_BLOCK)? }),
+        other => return Err(ArtifactError::UnknownSignature(other)),
+    };
+    if cursor.at != bytes.len() {
+        return Err(ArtifactError::Trailing((bytes.len() - cursor.at) as u64));
+    }
+    Ok(Envelope { header, header_bytes, payload, signature })
+}
+
+/// Verifies a file's signature (if any) and applies the trust policy.
+fn check_signature(envelope: &Envelope<'_>, trusted: &TrustedKeys) -> Result<Option<Signer>, ArtifactError> {
+    let Some(block) = envelope.signature else {
+        return if trusted.is_empty() { Ok(None) } else { Err(ArtifactError::Unsigned) };
+    };
+    let key = PublicKey::from_bytes(&block.key).ok_or(ArtifactError::BadSignerKey)?;
+    if !key.verifies(&signed_message(envelope.header_bytes), &block.signature) {
+        return Err(ArtifactError::BadSignature(key.to_string()));
+    }
+    let signer = Signer { key, trusted: trusted.contains(&key) };
+    if !trusted.is_empty() && !signer.trusted {
+        return Err(ArtifactError::Untrusted(key.to_string()));
+    }
+    Ok(Some(signer))
+}
+
+/// Verifies and decodes artifact bytes under a trust policy (see the module doc).
+pub fn load(bytes: &[u8], trusted: &TrustedKeys) -> Result<Loaded, ArtifactError> {
+    let envelope = read_envelope(bytes)?;
+    let signer = check_signature(&envelope, trusted)?;
+    let Envelope { header, payload, .. } = envelope;
     if header.compiler != env!("CARGO_PKG_VERSION") {
         return Err(ArtifactError::CompilerMismatch {
             found: header.compiler,
@@ -157,9 +301,6 @@ pub fn decode(bytes: &[u8]) -> Result<Program, ArtifactError> {
     if header.contract != crate::schema::CONTRACT {
         return Err(ArtifactError::Contract { found: header.contract, supported: crate::schema::CONTRACT.to_string() });
     }
-    if header.payload_length != payload.len() as u64 {
-        return Err(ArtifactError::Length { declared: header.payload_length, found: payload.len() as u64 });
-    }
     if payload.len() > MAX_PAYLOAD {
         return Err(ArtifactError::Payload(format!("{} bytes is over the {MAX_PAYLOAD} byte limit", payload.len())));
     }
@@ -168,200 +309,215 @@ pub fn decode(bytes: &[u8]) -> Result<Program, ArtifactError> {
         return Err(ArtifactError::Checksum);
     }
     let limited = config().with_limit::<MAX_PAYLOAD>();
-    let (program, used): (Program, usize) = bincode::serde::decode_from_slice(payload, limited)
+    let (mut program, used): (Program, usize) = bincode::serde::decode_from_slice(payload, limited)
         .map_err(|error| ArtifactError::Payload(error.to_string()))?;
     if used != payload.len() {
         return Err(ArtifactError::Payload(format!("{} trailing bytes after the program", payload.len() - used)));
     }
     verify(&program)?;
-    Ok(program)
+    check_tables(&program)?;
+    if !signer.is_some_and(|signer| signer.trusted) {
+        recompile_scripts(&mut program)?;
+    }
+    Ok(Loaded { header, program, signer })
 }
 
-/// Checks every index inside a decoded program, so the VM can index without panicking.
-pub fn verify(program: &Program) -> Result<(), ArtifactError> {
-    let strings = program.strings.len();
-    let sym = |sym: Sym, what: &str| {
-        if (sym.0 as usize) < strings {
-            Ok(())
-        } else {
-            Err(ArtifactError::Inconsistent(format!("{what} names string {} of {strings}", sym.0)))
-        }
-    };
-    let rule = |rule: &Rule| -> Result<(), ArtifactError> {
-        if let Some(tool) = rule.tool {
-            sym(tool, "a rule")?;
-        }
-        for (argument, _) in &rule.args {
-            sym(*argument, "a rule argument")?;
-        }
-        sym(rule.display, "a rule")
-    };
-    for mount in &program.mounts {
-        for value in [mount.key, mount.name, mount.source] {
-            sym(value, "a mount")?;
-        }
-    }
-    for skill in &program.skills {
-        for value in [skill.slug, skill.description, skill.manifest] {
-            sym(value, "a skill")?;
-        }
-    }
-    let workflows = program.workflows.len();
-    for workflow in &program.workflows {
-        let states = workflow.states.len();
-        let surfaces = workflow.surfaces.len();
-        let scripts = workflow.scripts.len();
-        let state_id = |id: StateId| {
-            if (id.0 as usize) < states {
-                Ok(())
-            } else {
-                Err(ArtifactError::Inconsistent(format!("a reference to state {} of {states}", id.0)))
-            }
-        };
-        let surface_id = |id: SurfaceId| {
-            if (id.0 as usize) < surfaces {
-                Ok(())
-            } else {
-                Err(ArtifactError::Inconsistent(format!("a reference to surface {} of {surfaces}", id.0)))
-            }
-        };
-        let script_id = |id: ScriptId| {
-            if (id.0 as usize) < scripts {
-                Ok(())
-            } else {
-                Err(ArtifactError::Inconsistent(format!("a reference to script {} of {scripts}", id.0)))
-            }
-        };
-        if states == 0 {
-            return Err(ArtifactError::Inconsistent("a workflow without states".to_string()));
-        }
-        sym(workflow.slug, "a workflow")?;
-        for value in [workflow.prompt_prefix, workflow.child_prompt_prefix, workflow.settings.prompt_cache_ttl] {
-            sym(value, "a workflow")?;
-        }
-        state_id(workflow.entry)?;
-        for rule_entry in &workflow.forbid_always {
-            rule(rule_entry)?;
-        }
-        for value in workflow
-            .skills_forbid_always
-            .iter()
-            .chain(&workflow.mounts_forbid_always)
-            .chain(&workflow.mounts_read_write)
-            .chain(workflow.title.iter())
-            .chain(workflow.settings.model.iter())
-        {
-            sym(*value, "a workflow setting")?;
-        }
-        for callee in &workflow.callees {
-            if callee.workflow.0 as usize >= workflows {
-                return Err(ArtifactError::Inconsistent(format!(
-                    "a callee names workflow {} of {workflows}",
-                    callee.workflow.0
-                )));
-            }
-            for value in [callee.tool, callee.description, callee.parameters].iter().chain(&callee.returns) {
-                sym(*value, "a callee")?;
-            }
-        }
-        for script in &workflow.scripts {
-            sym(script.path, "a script")?;
-            sym(script.source, "a script")?;
-        }
-        for surface in &workflow.surfaces {
-            for tool in &surface.tools {
-                sym(tool.name, "a surface")?;
-                for (argument, _) in &tool.paths {
-                    sym(*argument, "a surface")?;
-                }
-                if let ToolKind::Delegation(index) = tool.kind
-                    && index as usize >= workflow.callees.len()
-                {
-                    return Err(ArtifactError::Inconsistent("a delegation tool without its callee".to_string()));
-                }
-            }
-        }
-        for trigger in &workflow.triggers {
-            state_id(trigger.entry)?;
-            for value in [trigger.id, trigger.schema, trigger.signature_prompt, trigger.child_signature_prompt]
-                .iter()
-                .chain(trigger.connection.iter())
-                .chain(trigger.description.iter())
-            {
-                sym(*value, "a trigger")?;
-            }
-            for entry in trigger.requires.iter().chain(&trigger.returns) {
-                sym(entry.name, "a signature entry")?;
-                for value in entry
-                    .description
-                    .iter()
-                    .chain(entry.rules.format.iter())
-                    .chain(entry.rules.pattern.iter())
-                    .chain(entry.rules.content.iter())
-                    .chain(entry.rules.enumeration.iter().flatten())
-                    .chain(entry.rules.accept.iter().flatten())
-                {
-                    sym(*value, "a signature rule")?;
-                }
-            }
-        }
-        for state in &workflow.states {
-            sym(state.slug, "a state")?;
-            surface_id(state.surface)?;
-            if let Some(on_error) = state.on_error {
-                state_id(on_error)?;
-            }
-            if let Some(script) = state.script {
-                script_id(script)?;
-            }
-            for op in &state.ops {
-                match op {
-                    Op::RunAgent(surface) | Op::RunGrader(surface) => surface_id(*surface)?,
-                    Op::RunCode(script, surface) => {
-                        script_id(*script)?;
-                        surface_id(*surface)?;
-                    }
-                    Op::ParkForDecision | Op::Complete => {}
-                }
-            }
-            for transition in &state.transitions {
-                state_id(transition.target)?;
-                for value in transition.description.iter().chain(transition.marker.iter()) {
-                    sym(*value, "a transition")?;
-                }
-            }
-            for value in state
-                .requires
-                .iter()
-                .chain(&state.locks)
-                .chain(&state.skills)
-                .chain(state.title.iter())
-                .chain(state.model.iter())
-                .chain(state.skill_access.iter().map(|(name, _)| name))
-                .chain(state.mount_access.iter().map(|(name, _)| name))
-            {
-                sym(*value, "a state")?;
-            }
-            let GuardTable { forbid, controls, grants } = &state.guards;
-            for rule_entry in forbid.iter().chain(grants.iter().flat_map(|grant| grant.entries.iter())) {
-                rule(rule_entry)?;
-            }
-            for value in controls.iter().chain(grants.iter().map(|grant| &grant.tool)) {
-                sym(*value, "a guard table")?;
-            }
-            for part in &state.template {
-                if let TemplatePart::Text(text) = part {
-                    sym(*text, "a template")?;
-                }
-            }
-            if let Some(decision) = &state.decision {
-                for value in
-                    std::iter::once(&decision.instructions).chain(&decision.evidence).chain(&decision.approvers)
-                {
-                    sym(*value, "a decision record")?;
-                }
-            }
+/// Verifies and decodes artifact bytes with no trusted keys: an unsigned file loads, a
+/// signed one must verify, and every script is recompiled from its source.
+pub fn decode(bytes: &[u8]) -> Result<Program, ArtifactError> {
+    load(bytes, &TrustedKeys::default()).map(|loaded| loaded.program)
+}
+
+/// Replaces every script's bytecode with a fresh compilation of its carried source.
+fn recompile_scripts(program: &mut Program) -> Result<(), ArtifactError> {
+    for index in 0..program.workflows.len() {
+        let slug = program.str(program.workflows[index].slug).to_string();
+        for script_index in 0..program.workflows[index].scripts.len() {
+            let script = &program.workflows[index].scripts[script_index];
+            let path = program.str(script.path).to_string();
+            let name = crate::lower::script::module_name(&slug, &path);
+            let bytecode =
+                crate::lower::script::module_bytecode(&name, program.str(script.source)).map_err(|error| {
+                    ArtifactError::Script { workflow: slug.clone(), path: path.clone(), message: error.to_string() }
+                })?;
+            program.workflows[index].scripts[script_index].bytecode = bytecode;
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lower::{BuildInputs, lower};
+    use crate::{analyze_workspace, load_memory};
+
+    const SPEC: &str = "instructions: Check.\nstates:\n  check:\n    type: code\n    triggers: { manual: }\n    script: scripts/check.js\n    transitions: [{ to: done, description: when it checks out }]\n  done:\n    instructions: Done.\n";
+    const SCRIPT: &str = "export default async function ({ tools }) {\n  await tools.archmax_advance({ to: \"done\", reason: \"ok\" });\n}\n";
+    const HOST: &str = "[mounts.\"reference/\"]\nsource = \"data/reference\"\n";
+
+    fn program() -> Program {
+        let files = vec![
+            ("workflows/tiny/workflow.yaml", SPEC),
+            ("workflows/tiny/scripts/check.js", SCRIPT),
+            ("archmax.toml", HOST),
+        ];
+        let analysis = analyze_workspace(load_memory(files).expect("workspace"));
+        let report = analysis.report(&[]).expect("report");
+        assert!(report.is_valid(), "{:#?}", report.distinct());
+        lower(&analysis, &[], &BuildInputs { platform_prompt: "Work in states." }).expect("lowers")
+    }
+
+    fn key(seed: u8) -> SecretKey {
+        SecretKey::from_seed(&[seed; 32])
+    }
+
+    fn trusting(key: &SecretKey) -> TrustedKeys {
+        TrustedKeys::new([key.public()])
+    }
+
+    /// The file's signature block replaced by another's (a signature lifted from elsewhere).
+    fn with_block_of(file: &[u8], donor: &[u8]) -> Vec<u8> {
+        let ours = read_envelope(file).expect("envelope");
+        let theirs = read_envelope(donor).expect("envelope");
+        let mut out = [ours.header_bytes, ours.payload].concat();
+        match theirs.signature {
+            Some(block) => {
+                out.push(ED25519);
+                out.extend_from_slice(&block.key);
+                out.extend_from_slice(&block.signature);
+            }
+            None => out.push(UNSIGNED),
+        }
+        out
+    }
+
+    #[test]
+    fn a_signed_artifact_loads_with_its_trusted_signer_and_its_bytecode() {
+        let original = program();
+        let signer = key(1);
+        let loaded = load(&encode_signed(&original, &signer), &trusting(&signer)).expect("loads");
+        assert_eq!(loaded.signer, Some(Signer { key: signer.public(), trusted: true }));
+        assert!(loaded.bytecode_trusted());
+        assert_eq!(loaded.program, original);
+    }
+
+    #[test]
+    fn signing_is_deterministic() {
+        assert_eq!(encode_signed(&program(), &key(1)), encode_signed(&program(), &key(1)));
+        assert_ne!(encode_signed(&program(), &key(1)), encode_signed(&program(), &key(2)));
+    }
+
+    #[test]
+    fn a_signed_artifact_without_trusted_keys_names_an_untrusted_signer() {
+        let signer = key(1);
+        let loaded = load(&encode_signed(&program(), &signer), &TrustedKeys::default()).expect("loads");
+        assert_eq!(loaded.signer, Some(Signer { key: signer.public(), trusted: false }));
+        assert!(!loaded.bytecode_trusted());
+    }
+
+    #[test]
+    fn a_signature_by_another_key_is_refused_when_keys_are_trusted() {
+        let bytes = encode_signed(&program(), &key(2));
+        let error = load(&bytes, &trusting(&key(1))).expect_err("refused");
+        assert_eq!(error, ArtifactError::Untrusted(key(2).public().to_string()));
+    }
+
+    #[test]
+    fn an_unsigned_artifact_is_refused_when_keys_are_trusted() {
+        assert_eq!(load(&encode(&program()), &trusting(&key(1))), Err(ArtifactError::Unsigned));
+    }
+
+    #[test]
+    fn every_flipped_bit_of_the_signature_block_is_refused() {
+        let signer = key(1);
+        let bytes = encode_signed(&program(), &signer);
+        let block = bytes.len() - 97;
+        for index in block..bytes.len() {
+            for bit in [0x01u8, 0x10, 0x80] {
+                let mut damaged = bytes.clone();
+                damaged[index] ^= bit;
+                for trusted in [TrustedKeys::default(), trusting(&signer)] {
+                    assert!(load(&damaged, &trusted).is_err(), "byte {index} bit {bit:#x} was accepted");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_rehashed_edited_payload_under_the_original_signature_is_refused() {
+        let signer = key(1);
+        let signed = encode_signed(&program(), &signer);
+        let mut edited = program();
+        edited.strings.push("smuggled".to_string());
+        let forged = with_block_of(&encode(&edited), &signed);
+        for trusted in [TrustedKeys::default(), trusting(&signer)] {
+            let error = load(&forged, &trusted).expect_err("refused");
+            assert_eq!(error, ArtifactError::BadSignature(signer.public().to_string()));
+        }
+    }
+
+    #[test]
+    fn a_signature_block_appended_to_is_refused() {
+        let mut bytes = encode_signed(&program(), &key(1));
+        bytes.push(0);
+        assert_eq!(load(&bytes, &TrustedKeys::default()), Err(ArtifactError::Trailing(1)));
+        let mut unknown = encode(&program());
+        *unknown.last_mut().expect("block") = 7;
+        assert_eq!(decode(&unknown), Err(ArtifactError::UnknownSignature(7)));
+    }
+
+    #[test]
+    fn a_rehashed_mount_source_outside_the_workspace_is_refused_naming_the_entry() {
+        for hostile in ["/", "../..", "data/../../etc", "/etc/passwd", "data\\..\\..", "data\0x", "", "./data"] {
+            let mut tampered = program();
+            let mount = tampered.mounts.iter().find(|mount| tampered.str(mount.key) == "reference/").expect("mount");
+            let source = mount.source.0 as usize;
+            tampered.strings[source] = hostile.to_string();
+            let error = decode(&encode(&tampered)).expect_err(hostile);
+            let message = error.to_string();
+            assert!(matches!(error, ArtifactError::Table { table: "mounts", .. }), "{hostile:?}: {message}");
+            assert!(message.contains("mounts table") && message.contains("`reference/`"), "{message}");
+        }
+    }
+
+    #[test]
+    fn rehashed_malformed_names_are_refused_naming_their_table() {
+        let cases: [(&str, &str, &str); 4] = [
+            ("tiny", "Tiny/../x", "workflows"),
+            ("check", "check state", "states"),
+            ("scripts/check.js", "../../check.js", "scripts"),
+            ("reference", "checkpoints", "mounts"),
+        ];
+        for (from, to, table) in cases {
+            let mut tampered = program();
+            let index = tampered.strings.iter().position(|text| text == from).expect(from);
+            tampered.strings[index] = to.to_string();
+            let error = decode(&encode(&tampered)).expect_err(to);
+            assert!(matches!(error, ArtifactError::Table { table: found, .. } if found == table), "{to}: {error}");
+        }
+    }
+
+    #[test]
+    fn bytecode_of_an_untrusted_artifact_is_recompiled_from_its_source() {
+        let original = program();
+        let mut tampered = original.clone();
+        tampered.workflows[0].scripts[0].bytecode = vec![0x13, 0x37, 0xff, 0x00, 0x42];
+        let loaded = load(&encode(&tampered), &TrustedKeys::default()).expect("loads");
+        assert!(!loaded.bytecode_trusted());
+        assert_eq!(loaded.program.workflows[0].scripts[0].bytecode, original.workflows[0].scripts[0].bytecode);
+        // Signed by a key nobody trusts: still recompiled.
+        let loaded = load(&encode_signed(&tampered, &key(3)), &TrustedKeys::default()).expect("loads");
+        assert_eq!(loaded.program.workflows[0].scripts[0].bytecode, original.workflows[0].scripts[0].bytecode);
+    }
+
+    #[test]
+    fn an_untrusted_script_whose_source_does_not_compile_is_refused() {
+        let mut tampered = program();
+        let source = tampered.workflows[0].scripts[0].source.0 as usize;
+        tampered.strings[source] = "export default function (".to_string();
+        let error = decode(&encode(&tampered)).expect_err("refused");
+        assert!(matches!(error, ArtifactError::Script { .. }), "{error}");
+        assert!(error.to_string().contains("scripts/check.js"), "{error}");
+    }
 }

@@ -99,6 +99,39 @@ impl MountTable {
     }
 }
 
+/// Why a mount key or source cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MountPathError {
+    /// Empty, escaping the root, or holding a NUL or a backslash.
+    Outside,
+    /// The first segment is a root the runtime owns.
+    Reserved(String),
+}
+
+/// The canonical form of a path a mount table names: relative, inside the workspace root,
+/// not empty, and free of NUL and backslashes (which another platform reads as a separator).
+/// The compiler and the artifact loader both decide with this one function.
+pub fn mount_source_path(raw: &str) -> Result<String, MountPathError> {
+    if raw.contains(['\0', '\\']) {
+        return Err(MountPathError::Outside);
+    }
+    match canonicalize(raw) {
+        Ok(canonical) if !canonical.is_empty() => Ok(canonical),
+        _ => Err(MountPathError::Outside),
+    }
+}
+
+/// The canonical form of a mount key (without its trailing slash): a source path whose
+/// first segment is none of the runtime's reserved roots.
+pub fn mount_key_path(raw: &str) -> Result<String, MountPathError> {
+    let canonical = mount_source_path(raw)?;
+    let first = canonical.split('/').next().unwrap_or("");
+    if RESERVED_ROOTS.contains(&first) {
+        return Err(MountPathError::Reserved(first.to_string()));
+    }
+    Ok(canonical)
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct HostFile {
@@ -143,9 +176,9 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
         let key_span = span(key.span());
         let raw = key.into_inner();
         let directory = raw.ends_with('/');
-        let canonical = match canonicalize(&raw) {
-            Ok(canonical) if !canonical.is_empty() => canonical,
-            _ => {
+        let canonical = match mount_key_path(&raw) {
+            Ok(canonical) => canonical,
+            Err(MountPathError::Outside) => {
                 diagnostics.push(
                     Diagnostic::at(
                         Code::HostConfig,
@@ -156,29 +189,28 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
                 );
                 continue;
             }
+            Err(MountPathError::Reserved(first)) => {
+                diagnostics.push(
+                    Diagnostic::at(
+                        Code::HostConfig,
+                        key_span,
+                        format!("the mount key `{raw}` uses the reserved root name `{first}`"),
+                    )
+                    .with_help(format!(
+                        "pick another key: {} belong to the runtime and cannot be mounted",
+                        crate::diagnostic::list_names(&RESERVED_ROOTS)
+                    )),
+                );
+                continue;
+            }
         };
-        let first = canonical.split('/').next().unwrap_or("");
-        if RESERVED_ROOTS.contains(&first) {
-            diagnostics.push(
-                Diagnostic::at(
-                    Code::HostConfig,
-                    key_span,
-                    format!("the mount key `{raw}` uses the reserved root name `{first}`"),
-                )
-                .with_help(format!(
-                    "pick another key: {} belong to the runtime and cannot be mounted",
-                    crate::diagnostic::list_names(&RESERVED_ROOTS)
-                )),
-            );
-            continue;
-        }
         let declaration_span = span(declaration.span());
         let declaration = declaration.into_inner();
         let key = if directory { format!("{canonical}/") } else { canonical.clone() };
-        let source = match declaration.source.as_deref().map(canonicalize) {
+        let source = match declaration.source.as_deref().map(mount_source_path) {
             None => canonical.clone(),
-            Some(Ok(source)) if !source.is_empty() => source,
-            Some(_) => {
+            Some(Ok(source)) => source,
+            Some(Err(_)) => {
                 diagnostics.push(
                     Diagnostic::at(
                         Code::HostConfig,

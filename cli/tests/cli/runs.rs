@@ -43,7 +43,7 @@ struct Step {
     env: BTreeMap<String, String>,
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+pub fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).expect("scratch workspace");
     for entry in fs::read_dir(from).expect("workspace is readable").flatten() {
         let path = entry.path();
@@ -97,6 +97,7 @@ pub fn run_case(case_dir: &Path, scratch: &Path) -> Result<String, String> {
             .env("ARCHMAX_FIXED_CLOCK", FIXED_CLOCK)
             .env_remove("ARCHMAX_API_BASE_URL")
             .env_remove("ARCHMAX_API_KEY")
+            .env_remove("ARCHMAX_TRUSTED_KEYS")
             .envs(&step.env)
             .output()
             .map_err(|error| format!("archmax did not run: {error}"))?;

@@ -1,6 +1,7 @@
-//! Fuzzes artifact loading twice over: the raw bytes as a file, and the bytes as a
-//! payload wrapped in a valid header with a correct checksum, which reaches the bincode
-//! decoder and the index check behind the envelope. Neither may panic.
+//! Fuzzes artifact loading twice over, with no trusted keys: the raw bytes as a file, and
+//! the bytes as an unsigned payload wrapped in a valid header with a correct checksum,
+//! which reaches the bincode decoder, the index and table checks and the recompilation of
+//! scripts behind the envelope. Neither may panic. (`signed` fuzzes with a trusted key.)
 #![no_main]
 
 use archmax_compiler::artifact;
@@ -19,5 +20,6 @@ fuzz_target!(|data: &[u8]| {
     file.extend_from_slice(&(data.len() as u64).to_le_bytes());
     file.extend_from_slice(&Sha256::digest(data));
     file.extend_from_slice(data);
+    file.push(0);
     let _ = artifact::decode(&file);
 });

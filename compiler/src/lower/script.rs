@@ -84,6 +84,11 @@ pub fn module_bytecode(name: &str, source: &str) -> Result<Vec<u8>, ScriptError>
     })
 }
 
+/// The module name a script is compiled under: its path in the workspace.
+pub fn module_name(workflow: &str, path: &str) -> String {
+    format!("workflows/{workflow}/{path}")
+}
+
 pub fn compile(
     workspace: &Workspace,
     workflow: &Workflow,
@@ -96,7 +101,7 @@ pub fn compile(
         .map(|(_, file)| workspace.sources.text(*file))
         .unwrap_or("");
     let stripped = strip_harness_imports(source);
-    let name = format!("workflows/{}/{path}", workflow.slug);
+    let name = module_name(&workflow.slug, path);
     let bytecode = module_bytecode(&name, &stripped).map_err(|error| BuildError::Script {
         workflow: workflow.slug.clone(),
         path: path.to_string(),

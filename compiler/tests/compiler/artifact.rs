@@ -54,7 +54,7 @@ fn every_truncation_is_refused() {
     }
     let mut longer = bytes.clone();
     longer.push(0);
-    assert!(matches!(artifact::decode(&longer), Err(ArtifactError::Length { .. })));
+    assert!(matches!(artifact::decode(&longer), Err(ArtifactError::Trailing(1))));
 }
 
 #[test]
@@ -74,8 +74,9 @@ fn foreign_and_future_files_are_named_as_such() {
 fn rehashed_tampering_never_panics() {
     use sha2::Digest;
     let bytes = artifact::encode(&program(SMALL, &[]));
-    let (header, payload) = artifact::read_header(&bytes).expect("header");
-    let header_length = bytes.len() - payload.len();
+    let envelope = artifact::read_envelope(&bytes).expect("envelope");
+    let (header, payload) = (envelope.header.clone(), envelope.payload);
+    let header_length = envelope.header_bytes.len();
     let mut state = 0x2545_f491_4f6c_dd1du64;
     for _ in 0..3_000 {
         state ^= state << 13;
@@ -87,6 +88,7 @@ fn rehashed_tampering_never_panics() {
         let mut file = bytes[..header_length - 32].to_vec();
         file.extend_from_slice(&sha2::Sha256::digest(&tampered));
         file.extend_from_slice(&tampered);
+        file.push(0);
         let _ = artifact::decode(&file);
     }
     assert_eq!(header.format, artifact::FORMAT_VERSION);
@@ -102,4 +104,70 @@ fn code_state_scripts_carry_bytecode() {
     let source = program.str(compiled.source);
     assert_eq!(source.lines().count(), script.lines().count(), "stripping keeps the line count");
     assert!(!source.contains("@archmax-ai"), "the typed import is blanked");
+}
+
+/// Replays `compiler/fuzz/regressions/artifact/` as the `signed` and `artifact` fuzz
+/// targets see them: with the fuzzing key trusted, and with no trusted key. Nothing may
+/// panic, and a file that loads under trust was signed by the trusted key.
+#[test]
+fn artifact_fuzzing_regressions_replay_without_panicking() {
+    use artifact::{SecretKey, TrustedKeys};
+    let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let key = SecretKey::parse_file(&std::fs::read_to_string(fuzz.join("fuzz.key")).expect("fuzz.key"))
+        .expect("the fuzzing key parses");
+    let trusted = TrustedKeys::new([key.public()]);
+    let mut paths: Vec<_> = std::fs::read_dir(fuzz.join("regressions/artifact"))
+        .expect("regressions/artifact/ exists")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .collect();
+    paths.sort();
+    assert!(!paths.is_empty(), "regressions/artifact/ holds the replayed inputs");
+    for path in paths {
+        let bytes = std::fs::read(&path).expect("readable");
+        match artifact::load(&bytes, &trusted) {
+            Ok(loaded) => assert_eq!(loaded.signer.map(|signer| signer.key), Some(key.public()), "{}", path.display()),
+            // The seed is signed by the trusted key: whatever else may refuse it (a newer
+            // compiler), its signature is not the reason.
+            Err(error) if path.ends_with("signed-code-state.amx") => assert!(
+                !matches!(
+                    error,
+                    ArtifactError::BadSignature(_) | ArtifactError::Untrusted(_) | ArtifactError::Unsigned
+                ),
+                "{error}"
+            ),
+            Err(_) => {}
+        }
+        let _ = artifact::load(&bytes, &TrustedKeys::default());
+    }
+}
+
+/// The loader's table checks accept everything the compiler writes: every valid
+/// workspace in the repository (the example and each golden run's) builds, and its
+/// artifact loads.
+#[test]
+fn every_valid_workspace_in_the_repository_loads_after_building() {
+    let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repository").to_path_buf();
+    let mut roots = vec![repository.join("specs")];
+    let mut runs: Vec<_> = std::fs::read_dir(repository.join("golden/runs"))
+        .expect("golden/runs")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path().join("workspace"))
+        .filter(|path| path.join("workflows").is_dir())
+        .collect();
+    runs.sort();
+    roots.extend(runs);
+    let mut built = 0;
+    for root in roots {
+        let Ok(analysis) = archmax_compiler::analyze(&root) else { continue };
+        if !analysis.report(&[]).is_ok_and(|report| report.is_valid()) {
+            continue;
+        }
+        let program = lower(&analysis, &[], &BuildInputs { platform_prompt: "Work in states." }).expect("lowers");
+        // Scripts are recompiled on load and give the same bytecode.
+        let loaded = artifact::decode(&artifact::encode(&program));
+        assert!(loaded.as_ref() == Ok(&program), "{}: {:?}", root.display(), loaded.err());
+        built += 1;
+    }
+    assert!(built > 10, "only {built} workspaces were built");
 }

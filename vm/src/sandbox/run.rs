@@ -296,7 +296,10 @@ async fn load<'js>(
     deadline: Instant,
 ) -> Result<Function<'js>, SandboxError> {
     // SAFETY: `bytecode` is module bytecode written by `module_bytecode` with this
-    // QuickJS build (the documented contract of every public entry point here).
+    // QuickJS build (the documented contract of every public entry point here). A
+    // program's bytecode is either compiled in this process or loaded by
+    // `artifact::load`, which keeps an artifact's bytecode only when a trusted key signed
+    // it and otherwise recompiles every script from the source the artifact carries.
     let declared = unsafe { Module::load(ctx.clone(), bytecode) }.map_err(|error| match error {
         rquickjs::Error::Exception => failure(ctx, shared, limits, error),
         error => SandboxError::Internal(format!("`{name}` is not loadable module bytecode: {error}")),

@@ -1,0 +1,116 @@
+//! `archmax keygen -o KEYFILE [--force]`, and reading the keys other commands take:
+//! `build --sign KEYFILE`, and `--trust KEY` (repeatable) with `ARCHMAX_TRUSTED_KEYS`.
+//!
+//! The one thing to know: a private key file is created with mode 0600 and never
+//! replaces an existing file unless `--force` says so (then through a fresh 0600 file
+//! and a rename, so the old file's permissions are not inherited).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::process::ExitCode;
+
+use archmax_vm::compiler::artifact::{PUBLIC_PREFIX, PublicKey, SECRET_PREFIX, SecretKey, TrustedKeys};
+
+use crate::output::failure;
+
+/// The environment variable holding trusted public keys (comma or whitespace separated).
+pub const TRUSTED_KEYS_VARIABLE: &str = "ARCHMAX_TRUSTED_KEYS";
+/// A key file is a few lines; anything larger is not one.
+const KEY_FILE_LIMIT: u64 = 64 * 1024;
+
+pub fn keygen(output: &Path, force: bool) -> ExitCode {
+    let key = match SecretKey::generate() {
+        Ok(key) => key,
+        Err(error) => return failure(error),
+    };
+    if let Err(error) = write_private(output, &key.to_file_text(), force) {
+        return failure(error);
+    }
+    println!("{}", key.public());
+    eprintln!(
+        "wrote the private key to {} (mode 0600); loaders trust what it signs with `--trust {}`",
+        output.display(),
+        key.public()
+    );
+    ExitCode::SUCCESS
+}
+
+fn create_private(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)
+}
+
+fn write_private(path: &Path, text: &str, force: bool) -> Result<(), String> {
+    let describe = |error: std::io::Error| format!("could not write `{}`: {error}", path.display());
+    if !force {
+        let mut file = create_private(path).map_err(|error| match error.kind() {
+            std::io::ErrorKind::AlreadyExists => {
+                format!("`{}` already exists; pass `--force` to replace it with a new key", path.display())
+            }
+            _ => describe(error),
+        })?;
+        return file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(describe);
+    }
+    let temporary = path.with_extension(format!("keygen-{}", std::process::id()));
+    let written = create_private(&temporary)
+        .and_then(|mut file| file.write_all(text.as_bytes()).and_then(|()| file.sync_all()))
+        .and_then(|()| fs::rename(&temporary, path));
+    if written.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    written.map_err(describe)
+}
+
+/// Reads at most [`KEY_FILE_LIMIT`] bytes of a key file as text.
+fn read_key_file(path: &Path) -> Result<String, String> {
+    let mut text = String::new();
+    File::open(path)
+        .and_then(|file| file.take(KEY_FILE_LIMIT + 1).read_to_string(&mut text))
+        .map_err(|error| format!("could not read the key file `{}`: {error}", path.display()))?;
+    if text.len() as u64 > KEY_FILE_LIMIT {
+        return Err(format!("`{}` is too large to be a key file", path.display()));
+    }
+    Ok(text)
+}
+
+/// The signing key of `build --sign KEYFILE`.
+pub fn signing_key(path: &Path) -> Result<SecretKey, String> {
+    let text = read_key_file(path)?;
+    SecretKey::parse_file(&text).map_err(|error| format!("`{}`: {error}", path.display()))
+}
+
+/// One `--trust` value: a public key as text, or a file holding one.
+fn trusted_key(value: &str) -> Result<PublicKey, String> {
+    if value.trim_start().starts_with(PUBLIC_PREFIX) {
+        return PublicKey::parse(value).map_err(|error| error.to_string());
+    }
+    let path = Path::new(value);
+    let text = read_key_file(path).map_err(|error| {
+        format!("`--trust {value}` is neither a public key (`ed25519:` and 64 hex digits) nor a key file ({error})")
+    })?;
+    if text.contains(SECRET_PREFIX) {
+        return Err(format!(
+            "`{value}` is a private key file; trust the public key `archmax keygen` printed for it instead"
+        ));
+    }
+    let keys: Vec<&str> =
+        text.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with('#')).collect();
+    match keys.as_slice() {
+        [key] => PublicKey::parse(key).map_err(|error| format!("`{value}`: {error}")),
+        _ => Err(format!("`{value}` must hold exactly one public key line (`ed25519:` and 64 hex digits)")),
+    }
+}
+
+/// Every trusted key: the `--trust` values and `ARCHMAX_TRUSTED_KEYS`.
+pub fn trusted_keys(values: &[String]) -> Result<TrustedKeys, String> {
+    let mut trusted = match std::env::var(TRUSTED_KEYS_VARIABLE) {
+        Ok(list) => TrustedKeys::parse_list(&list).map_err(|error| format!("{TRUSTED_KEYS_VARIABLE}: {error}"))?,
+        Err(std::env::VarError::NotPresent) => TrustedKeys::default(),
+        Err(std::env::VarError::NotUnicode(_)) => return Err(format!("{TRUSTED_KEYS_VARIABLE} is not valid UTF-8")),
+    };
+    for value in values {
+        trusted.add(trusted_key(value)?);
+    }
+    Ok(trusted)
+}

@@ -361,7 +361,12 @@ fn grep_skips_a_named_pipe_and_finishes() {
     workspace.write("scratchpad/a.txt", b"needle\n").unwrap();
     make_fifo(&scratch.0.join("scratchpad/pipe.txt"));
     let visible = |_: &str| true;
-    let ctx = ToolContext { workspace: &workspace, visible: &visible, raw_text: false };
+    let ctx = ToolContext {
+        workspace: &workspace,
+        visible: &visible,
+        raw_text: false,
+        limits: crate::limits::Limits::default(),
+    };
     let found = run("grep", &serde_json::json!({ "pattern": "needle" }), &ctx).unwrap();
     assert!(found.contains("scratchpad/a.txt"), "{found}");
     assert!(!found.contains("pipe.txt"), "{found}");

@@ -227,7 +227,19 @@ pub enum Format {
     Github,
 }
 
+/// Rust ignores SIGPIPE, so a reader that stops early (`archmax inspect … | head`)
+/// would make the next `println!` panic. Taking the default action back ends the
+/// process quietly instead, as every Unix filter does.
+fn end_quietly_on_closed_pipe() {
+    // SAFETY: called first thing in `main`, before any thread exists; `signal` with
+    // `SIG_DFL` only restores the kernel's default disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    end_quietly_on_closed_pipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return output::usage_error(error),

@@ -152,3 +152,19 @@ fn explain_prints_the_long_explanation() {
     let list = archmax(&repository(), &["explain", "--list"]);
     assert_eq!(list.stdout.lines().count(), archmax_compiler::Code::ALL.len());
 }
+
+#[test]
+fn a_reader_that_closes_the_pipe_early_ends_the_command_quietly() {
+    // `archmax explain --list | head -0`: the reading end is gone before the first write.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_archmax"))
+        .args(["explain", "--list"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the archmax binary runs");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("the command ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "a closed pipe made archmax panic:\n{stderr}");
+    assert!(stderr.is_empty(), "a closed pipe is not an error worth a word:\n{stderr}");
+}

@@ -493,7 +493,7 @@ impl Turn<'_> {
                 Ok(canonical) => canonical,
                 Err(_) => return Answer::error(format!("Error: '{path}' climbs above the workspace root.")),
             };
-            let source = match self.workspace.read(&canonical) {
+            let source = match self.workspace.read_limited(&canonical, self.runtime.limits.file_bytes) {
                 Ok(bytes) => match String::from_utf8(bytes) {
                     Ok(text) => text,
                     Err(_) => return Answer::error(format!("Error: '{canonical}' is not a text file.")),

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use archmax_compiler::program::{StateId, StateKind};
-use archmax_compiler::zones::{Zone, canonicalize, classify};
+use archmax_compiler::zones::canonicalize;
 
 use crate::events::Event;
 use crate::session::{Exit, ParkPhase, PendingInput, Status, ToolCall, Variable};
@@ -150,6 +150,7 @@ impl Turn<'_> {
             let Value::Array(items) = evidence else {
                 return Err("`evidence` must be a list of paths".to_string());
             };
+            let variables = self.session.variable_values();
             if items.len() > MAX_EVIDENCE {
                 return Err(format!("at most {MAX_EVIDENCE} evidence paths may be attached, not {}", items.len()));
             }
@@ -157,23 +158,20 @@ impl Turn<'_> {
                 let Value::String(path) = item else {
                     return Err("`evidence` must be a list of paths".to_string());
                 };
-                // Readable by this agent: a session path or a mount, and not a skill bundle
-                // or governed mount this state was not given.
-                let readable = canonicalize(path).ok().filter(|canonical| {
-                    !canonical.is_empty()
-                        && matches!(
-                            classify(canonical, &self.runtime().mounts),
-                            Zone::Scratchpad | Zone::Run | Zone::Offload | Zone::Mount(_)
-                        )
-                        && crate::kernel::visible(&self.policy(), state, canonical)
-                });
-                match readable {
-                    Some(canonical) => {
-                        if !attached.contains(&canonical) {
-                            attached.push(canonical);
-                        }
-                    }
-                    None => return Err(format!("'{path}' is not a path the agent can read")),
+                // Readable by this agent: the kernel's whole decision for a `read_file` of
+                // the path, so evidence never shows an approver what the agent may not read.
+                let Some(canonical) = canonicalize(path).ok().filter(|canonical| !canonical.is_empty()) else {
+                    return Err(format!("'{path}' is not a path the agent can read"));
+                };
+                if let Err(verdict) = crate::kernel::may_read(&self.policy(), state, &canonical, &variables) {
+                    return Err(format!(
+                        "'{path}' is not a file the agent may read ({}): {}",
+                        verdict.rule,
+                        crate::kernel::bare_reason(&verdict)
+                    ));
+                }
+                if !attached.contains(&canonical) {
+                    attached.push(canonical);
                 }
             }
         }

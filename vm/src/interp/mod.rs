@@ -699,8 +699,4 @@ impl<'r> Turn<'r> {
     fn variables_json(&self) -> Value {
         self.session.variable_values()
     }
-
-    fn runtime(&self) -> &'r Runtime {
-        self.runtime
-    }
 }

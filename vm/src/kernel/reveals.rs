@@ -6,7 +6,7 @@
 //! elsewhere) *reads* it, and a declared denial of `read_file` on that file binds it
 //! exactly as it binds `read_file`. Likewise a denial of `ls` or `glob` hides names from
 //! every tool that answers with names, and a denial of `write_file` binds every tool
-//! that changes a file's bytes.
+//! that changes a file's bytes or takes it away (`move_file`'s source, `remove_file`).
 
 /// One way a tool argument exposes or changes what a path holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,12 +49,15 @@ const TABLE: &[(&str, &str, &[Reveal])] = &[
     ("ls", "path", &[Reveal::Names]),
     ("copy_file", "source", &[Reveal::Content]),
     ("copy_file", "destination", &[Reveal::Writes]),
-    ("move_file", "source", &[Reveal::Content]),
+    // A move takes the file away from where it was: its source is changed as surely as
+    // its destination.
+    ("move_file", "source", &[Reveal::Content, Reveal::Writes]),
     ("move_file", "destination", &[Reveal::Writes]),
     ("write_file", "file_path", &[Reveal::Writes]),
     // Whether `old_string` occurs, and how often, is an answer about the content.
     ("edit_file", "file_path", &[Reveal::Content, Reveal::Writes]),
-    ("remove_file", "file_path", &[]),
+    // Removing a file changes it for good; a denial of writing it forbids that too.
+    ("remove_file", "file_path", &[Reveal::Writes]),
     // Running a bundle's script executes it; its text never reaches the caller.
     ("archmax_run", "file_path", &[]),
 ];
@@ -99,5 +102,11 @@ mod tests {
         assert!(reveals("crm_lookup", "file_path").contains(&Reveal::Content));
         assert!(reveals("ls", "path") == [Reveal::Names]);
         assert!(reveals("archmax_workflow_x", "file_path").is_empty());
+    }
+
+    #[test]
+    fn taking_a_file_away_is_writing_it() {
+        assert!(reveals("move_file", "source").contains(&Reveal::Writes));
+        assert!(reveals("remove_file", "file_path").contains(&Reveal::Writes));
     }
 }

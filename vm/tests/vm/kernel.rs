@@ -198,6 +198,14 @@ fn every_rule_in_precedence_order() {
             false,
             "tool.forbidden-here",
         ),
+        // Moving a file out of a folder the state may not write changes that folder.
+        row(
+            "work",
+            "move_file",
+            json!({ "source": "archive/a.md", "destination": "scratchpad/a.md" }),
+            false,
+            "tool.forbidden-here",
+        ),
         // Declared denials beat every grant.
         row("work", "remove_file", json!({ "file_path": "scratchpad/a" }), false, "tool.forbidden"),
         row("work", "read_file", json!({ "file_path": "secrets/.env" }), false, "tool.forbidden"),

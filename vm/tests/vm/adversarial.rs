@@ -521,7 +521,9 @@ fn cap_attacks() -> Vec<Attack> {
     - { name: edit_file, args: { file_path: reference/seed.txt, old_string: "a", new_string: "0123456789012345678901234567890123456789", replace_all: true } }
 - text: Done.
 "#,
-            Refusal::ToolError("over edit_file's limit of 1024 bytes per file"),
+            Refusal::ToolError(
+                "replacing 100 occurrences would make 'reference/seed.txt' 4000 bytes, over edit_file's limit",
+            ),
             Setup::memory().limits(small_files()).checking(|site| match text_of(&site.root.join(SEED))? {
                 text if text == "a".repeat(100) => Ok(()),
                 text => Err(format!("the seed file changed to {} bytes", text.len())),
@@ -554,7 +556,7 @@ fn cap_attacks() -> Vec<Attack> {
 - tool_calls: [{ name: copy_file, args: { source: reference/big.md, destination: scratchpad/big.md } }]
 - text: Done.
 "#,
-            Refusal::ToolError("over copy_file's limit of 1024 bytes per file"),
+            Refusal::ToolError("over copy_file's limit of 1024 bytes per file; it cannot be copied or moved"),
             Setup::disk().limits(small_files()).checking(|site| absent(&site.session.join("scratchpad/big.md"))),
         )),
         file_attack(

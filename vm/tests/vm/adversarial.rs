@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 
 use archmax_vm::clock::FixedClock;
 use archmax_vm::compiler::artifact::{self, ArtifactError, SecretKey, TrustedKeys};
+use archmax_vm::compiler::program::Sym;
 use archmax_vm::events::EventSink;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
@@ -675,8 +676,9 @@ fn link_attacks() -> Vec<Attack> {
 /// What a malicious local user does to a session's files between two turns.
 pub struct Tampering {
     pub name: &'static str,
-    /// Damages the session's folder.
-    pub damage: fn(&Path) -> io::Result<()>,
+    /// Damages the session's folder, given the log as it was after the first of the two
+    /// turns that ran before.
+    pub damage: fn(&Path, &[u8]) -> io::Result<()>,
     /// Text the second turn's refusal must contain besides the session's name.
     pub refusal: &'static str,
 }
@@ -691,7 +693,7 @@ fn tamperings() -> Vec<Tampering> {
     vec![
         Tampering {
             name: "the log truncated to a few bytes",
-            damage: |session| {
+            damage: |session, _| {
                 let log = log_of(session)?;
                 std::fs::write(session.join("checkpoints/log"), &log[..log.len().min(5)])
             },
@@ -699,7 +701,7 @@ fn tamperings() -> Vec<Tampering> {
         },
         Tampering {
             name: "a bit flipped in the last complete record",
-            damage: |session| {
+            damage: |session, _| {
                 let mut log = log_of(session)?;
                 if let Some(last) = log.last_mut() {
                     *last ^= 0x01;
@@ -710,7 +712,12 @@ fn tamperings() -> Vec<Tampering> {
         },
         Tampering {
             name: "the log deleted",
-            damage: |session| std::fs::remove_file(session.join("checkpoints/log")),
+            damage: |session, _| std::fs::remove_file(session.join("checkpoints/log")),
+            refusal: "is unreadable",
+        },
+        Tampering {
+            name: "the log rolled back to an earlier turn's whole records",
+            damage: |session, earlier| std::fs::write(session.join("checkpoints/log"), earlier),
             refusal: "is unreadable",
         },
     ]
@@ -966,16 +973,21 @@ fn every_attack_is_refused_and_leaks_nothing() {
     assert!(failures.is_empty(), "{} attack(s) got through:\n{}", failures.len(), failures.join("\n"));
 }
 
-/// Runs one tampering: a turn, the damage, a second turn that must be refused as corrupt
+/// Runs one tampering: two turns, the damage, a third turn that must be refused as corrupt
 /// without the store writing anything.
 fn tamper(index: usize, tampering: &Tampering) -> Result<(), String> {
     let site = scratch_site("tamper", index);
     let files = file_desk(Vec::new());
-    let tape = (tampering.name, "- text: First.\n- text: Second.\n");
+    let tape = (tampering.name, "- text: First.\n- text: Second.\n- text: Third.\n");
     let harness = Harness::new(site, &files, tape, &Setup::disk())?;
-    harness.turn("desk").map_err(|error| format!("the first turn failed: {error}"))?;
     let session = harness.site.session.clone();
-    (tampering.damage)(&session).map_err(|error| format!("damaging the session: {error}"))?;
+    harness.turn("desk").map_err(|error| format!("the first turn failed: {error}"))?;
+    let earlier = log_of(&session).map_err(|error| format!("reading the log: {error}"))?;
+    harness.turn("desk").map_err(|error| format!("the second turn failed: {error}"))?;
+    if log_of(&session).ok().is_none_or(|log| log.len() <= earlier.len()) {
+        return Err("the second turn appended nothing to the log, so there is nothing to roll back".to_string());
+    }
+    (tampering.damage)(&session, &earlier).map_err(|error| format!("damaging the session: {error}"))?;
     let damaged = disk_snapshot(&session.join("checkpoints"));
     let mut problems = Vec::new();
     match harness.turn("desk") {
@@ -1030,9 +1042,10 @@ fn a_rehashed_artifact_with_an_escaping_mount_source_is_refused_on_load() {
     assert!(artifact::load(&artifact::encode(&built), &TrustedKeys::default()).is_ok(), "the untouched build loads");
     for hostile in ["/", "../..", "reference/../../outside"] {
         let mut tampered = artifact::decode(&artifact::encode(&built)).expect("decodes");
-        let mount = tampered.mounts.iter().find(|mount| tampered.str(mount.key) == "reference/").expect("mount");
-        let source = mount.source.0 as usize;
-        tampered.strings[source] = hostile.to_string();
+        let mount = tampered.mounts.iter().position(|mount| tampered.str(mount.key) == "reference/").expect("mount");
+        // A string of its own: the source's default text is shared with the mount's name.
+        tampered.strings.push(hostile.to_string());
+        tampered.mounts[mount].source = Sym(u32::try_from(tampered.strings.len() - 1).expect("few strings"));
         // `encode` writes a fresh digest: the edit is re-hashed as an attacker would.
         let forged = artifact::encode(&tampered);
         let refusal = artifact::load(&forged, &TrustedKeys::default()).expect_err(hostile);

@@ -4,8 +4,9 @@
 //! before the run). Every row runs through the whole runtime and must end with (a) the
 //! attack refused as its [`Refusal`] says, (b) the turn finished, and (c) the protected
 //! text in no event, no session's record and no file a session holds, on disk or not.
-//! [`tamperings`] holds what a malicious local user does to a session's files between two
-//! turns; the next turn must be refused as corrupt, with the same no-leak check. The last
+//! [`tamperings`] holds what a malicious local user does to a session's files between
+//! turns; the next turn must be refused as corrupt, with nothing rewritten and the same
+//! no-leak check. The last
 //! test edits a built artifact as an attacker with no key would.
 //!
 //! To add a row: write its workspace with [`workspace`] (or your own files), its tape, and
@@ -66,7 +67,8 @@ pub struct Attack {
 pub enum Refusal {
     /// The kernel blocks a call under this rule id.
     Rule(&'static str),
-    /// A tool (or the store beneath it) answers a call with an error containing this text.
+    /// A tool (or the store beneath it) answers every call of the row with an error
+    /// containing this text; the row's calls are all attacks.
     ToolError(&'static str),
     /// Nothing is refused; the answers must simply not leak.
     Neither,
@@ -196,7 +198,7 @@ const SCRATCH_ONLY: &str = "      allow:\n        - { tool: read_file, paths: [\
 /// Everything is granted, but reading `reference/internal/**` is denied.
 const READ_DENIED: &str = "      allow: [read_file, grep, glob, ls, copy_file, move_file, edit_file, archmax_eval]\n      forbid:\n        - { tool: read_file, paths: [\"reference/internal/**\"] }\n";
 
-/// Rows of items 1 and 2: file passing and read denials.
+/// Rows of issue 11's items 1 and 2: file passing and read denials.
 fn grant_attacks() -> Vec<Attack> {
     let limited = desk(SCRATCH_ONLY);
     let denied = desk(READ_DENIED);
@@ -445,7 +447,7 @@ fn make_fifo(path: &Path) -> io::Result<()> {
     if status.success() { Ok(()) } else { Err(io::Error::other(format!("mkfifo {} failed", path.display()))) }
 }
 
-/// Rows of item 4: named pipes where a file is expected.
+/// Rows of issue 11's item 4: named pipes where a file is expected.
 fn special_file_attacks() -> Vec<Attack> {
     let answers = Refusal::ToolError("is not a regular file but a named pipe");
     vec![
@@ -481,7 +483,8 @@ fn special_file_attacks() -> Vec<Attack> {
     - { name: grep, args: { pattern: "DHL", path: scratchpad, output_mode: content } }
 - text: Done.
 "#,
-            // grep skips what it cannot read, so this row shows the turn finishes.
+            // grep skips files it cannot read, even the one it is pointed at (it answers "No
+            // matches"), so this row shows only that the turn finishes and nothing leaks.
             Refusal::Neither,
             Setup::disk().planting(|site| {
                 make_fifo(&site.root.join("reference/pipe"))?;
@@ -508,7 +511,7 @@ fn text_of(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|error| format!("cannot read {}: {error}", path.display()))
 }
 
-/// Rows of item 5: calls that would make a tool read, write or build too much.
+/// Rows of issue 11's item 5: calls that would make a tool read, write or build too much.
 fn cap_attacks() -> Vec<Attack> {
     let with_big = |mut attack: Attack| {
         attack.files = file_desk(vec![(SEED, "a".repeat(100)), (BIG, format!("DHL: {SECRET}\n").repeat(100))]);
@@ -613,7 +616,7 @@ fn links_unchanged(site: &Site) -> Result<(), String> {
     Ok(())
 }
 
-/// Rows of item 6: symbolic links planted where the session's files are.
+/// Rows of issue 11's item 6: symbolic links planted where the session's files are.
 fn link_attacks() -> Vec<Attack> {
     let through_links = Refusal::ToolError("a symbolic link is on the way");
     let linked = Setup::disk().planting(plant_session_links).checking(links_unchanged);
@@ -688,7 +691,7 @@ fn log_of(session: &Path) -> io::Result<Vec<u8>> {
     std::fs::read(session.join("checkpoints/log"))
 }
 
-/// Rows of item 7: a damaged log must never load as an older or a fresh session.
+/// Rows of issue 11's item 7: a damaged log must never load as an older or a fresh session.
 fn tamperings() -> Vec<Tampering> {
     vec![
         Tampering {

@@ -115,11 +115,18 @@ pub enum MountPathError {
 /// session store, the workflow definitions, the build output and the host's own table.
 pub const RUNTIME_AREAS: [&str; 4] = ["sessions", "workflows", "target", "archmax.toml"];
 
+/// Every runtime-owned top-level name, each once.
+fn runtime_areas() -> Vec<&'static str> {
+    let mut areas = RUNTIME_AREAS.to_vec();
+    areas.extend(RESERVED_ROOTS.iter().filter(|root| !RUNTIME_AREAS.contains(root)));
+    areas
+}
+
 /// The runtime-owned area `canonical` lies in, if any; compared without regard to ASCII
 /// case, since the host's file system may not tell `Sessions` from `sessions`.
 fn runtime_area(canonical: &str) -> Option<&'static str> {
     let first = canonical.split('/').next().unwrap_or("");
-    RUNTIME_AREAS.iter().chain(RESERVED_ROOTS.iter()).copied().find(|area| area.eq_ignore_ascii_case(first))
+    runtime_areas().into_iter().find(|area| area.eq_ignore_ascii_case(first))
 }
 
 /// The canonical form of a mount's source: a [`workspace_path`] outside every area the
@@ -244,9 +251,8 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
                         format!("the `source` `{source}` of mount `{raw}` lies in `{area}`, which the runtime owns"),
                     )
                     .with_help(format!(
-                        "mount a folder of your own data; no mount may reach {} or {}",
-                        crate::diagnostic::list_names(&RUNTIME_AREAS),
-                        crate::diagnostic::list_names(&RESERVED_ROOTS)
+                        "mount a folder of your own data; no mount source may be or lie inside {}",
+                        crate::diagnostic::list_names(&runtime_areas())
                     )),
                 );
                 continue;

@@ -482,6 +482,28 @@ mod tests {
     }
 
     #[test]
+    fn a_rehashed_mount_source_in_a_runtime_area_is_refused_naming_the_entry() {
+        for hostile in [
+            "sessions",
+            "sessions/s1/checkpoints",
+            "workflows",
+            "workflows/tiny",
+            "target/archmax",
+            "archmax.toml",
+            "scratchpad",
+        ] {
+            let mut tampered = program();
+            let mount = tampered.mounts.iter().find(|mount| tampered.str(mount.key) == "reference/").expect("mount");
+            let source = mount.source.0 as usize;
+            tampered.strings[source] = hostile.to_string();
+            let error = decode(&encode(&tampered)).expect_err(hostile);
+            let message = error.to_string();
+            assert!(matches!(error, ArtifactError::Table { table: "mounts", .. }), "{hostile:?}: {message}");
+            assert!(message.contains("`reference/`") && message.contains(hostile), "{message}");
+        }
+    }
+
+    #[test]
     fn rehashed_malformed_names_are_refused_naming_their_table() {
         let cases: [(&str, &str, &str); 4] = [
             ("tiny", "Tiny/../x", "workflows"),

@@ -186,7 +186,7 @@ fn compile_pattern(pieces: &[Piece]) -> Result<Pattern, GlobError> {
             current.push(piece);
         }
     }
-    Ok(Pattern { segments })
+    Ok(Pattern { segments: collapse_globstars(segments) })
 }
 
 fn compile_segment(pieces: &[&Piece]) -> Result<Segment, GlobError> {
@@ -260,28 +260,61 @@ fn compile_segment(pieces: &[&Piece]) -> Result<Segment, GlobError> {
     Ok(Segment::Tokens(tokens))
 }
 
+/// Matches `parts` against `segments` depth first, trying a `**` over the fewest parts
+/// first, so the first unresolved hole met is the same one a plain backtracking search
+/// would meet. Each `**` remembers the first part index from which it is known not to
+/// match the rest (if it fails from `j`, it fails from every later index too), so each
+/// `(**, part)` pair is tried at most once: O(segments × parts) segment matches at worst.
 fn pattern_matches(
     segments: &[Segment],
     parts: &[&str],
     resolve: &dyn Fn(&VarPath) -> Option<String>,
 ) -> Result<bool, Unresolved> {
-    match segments.split_first() {
-        None => Ok(parts.is_empty()),
-        Some((Segment::Globstar, rest)) => {
-            for skip in 0..=parts.len() {
-                if pattern_matches(rest, &parts[skip..], resolve)? {
-                    return Ok(true);
+    let mut fails_from = vec![usize::MAX; segments.len()];
+    matches_from(segments, 0, parts, 0, &mut fails_from, resolve)
+}
+
+fn matches_from(
+    segments: &[Segment],
+    mut segment: usize,
+    parts: &[&str],
+    mut part: usize,
+    fails_from: &mut [usize],
+    resolve: &dyn Fn(&VarPath) -> Option<String>,
+) -> Result<bool, Unresolved> {
+    loop {
+        match segments.get(segment) {
+            None => return Ok(part == parts.len()),
+            Some(Segment::Globstar) => {
+                let known_failure = fails_from[segment].min(parts.len() + 1);
+                for skip_to in part..known_failure {
+                    if matches_from(segments, segment + 1, parts, skip_to, fails_from, resolve)? {
+                        return Ok(true);
+                    }
                 }
+                fails_from[segment] = fails_from[segment].min(part);
+                return Ok(false);
             }
-            Ok(false)
+            Some(Segment::Tokens(tokens)) => match parts.get(part) {
+                Some(text) if segment_matches(tokens, text, resolve)? => {
+                    segment += 1;
+                    part += 1;
+                }
+                _ => return Ok(false),
+            },
         }
-        Some((Segment::Tokens(tokens), rest)) => match parts.split_first() {
-            None => Ok(false),
-            Some((part, remaining)) => {
-                Ok(segment_matches(tokens, part, resolve)? && pattern_matches(rest, remaining, resolve)?)
-            }
-        },
     }
+}
+
+/// Drops a `**` that directly follows another: `**/**` spans exactly what `**` spans.
+fn collapse_globstars(segments: Vec<Segment>) -> Vec<Segment> {
+    let mut collapsed: Vec<Segment> = Vec::with_capacity(segments.len());
+    for segment in segments {
+        if !(segment == Segment::Globstar && collapsed.last() == Some(&Segment::Globstar)) {
+            collapsed.push(segment);
+        }
+    }
+    collapsed
 }
 
 /// Matches one path segment against tokens, resolving holes to literals first.
@@ -414,5 +447,106 @@ mod tests {
     fn brace_bombs_are_refused() {
         let text = "{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}";
         assert!(Glob::literal_text(text).is_err());
+    }
+
+    #[test]
+    fn nested_globstars_against_a_deep_path_answer() {
+        // Before the memo this explored every way to split 300 parts among 500 `**`.
+        let deep = format!("{}y", "a/".repeat(300));
+        assert!(!matches(&format!("{}x", "**/".repeat(500)), &deep));
+        assert!(matches(&format!("{}y", "**/".repeat(500)), &deep));
+        // `**` separated by a segment cannot be collapsed; the memo alone keeps it polynomial.
+        let mixed = format!("{}x", "**/a*/".repeat(60));
+        assert!(!matches(&mixed, &deep));
+        assert!(matches(&format!("{}y", "**/a*/".repeat(60)), &deep));
+        assert_eq!(glob(&"**/".repeat(500)).alternatives[0].segments.len(), 2);
+    }
+
+    #[test]
+    fn nested_braces_expand_within_the_bound_or_are_refused() {
+        let nested = format!("{}x{}", "{a,".repeat(40), "}".repeat(40));
+        assert_eq!(glob(&nested).alternatives.len(), 41);
+        let wide = format!("{}x{}", "{a,b,".repeat(40), "}".repeat(40));
+        assert!(Glob::literal_text(&wide).is_err());
+    }
+
+    /// The matcher before memoisation: plain backtracking, exponential at worst.
+    fn reference(
+        segments: &[Segment],
+        parts: &[&str],
+        resolve: &dyn Fn(&VarPath) -> Option<String>,
+    ) -> Result<bool, Unresolved> {
+        match segments.split_first() {
+            None => Ok(parts.is_empty()),
+            Some((Segment::Globstar, rest)) => {
+                for skip in 0..=parts.len() {
+                    if reference(rest, &parts[skip..], resolve)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            Some((Segment::Tokens(tokens), rest)) => match parts.split_first() {
+                None => Ok(false),
+                Some((part, remaining)) => {
+                    Ok(segment_matches(tokens, part, resolve)? && reference(rest, remaining, resolve)?)
+                }
+            },
+        }
+    }
+
+    /// A small xorshift generator, so the cases are the same on every run.
+    struct Cases(u64);
+
+    impl Cases {
+        fn below(&mut self, bound: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % bound as u64) as usize
+        }
+
+        fn token(&mut self) -> Token {
+            match self.below(6) {
+                0 => Token::Star,
+                1 => Token::Any,
+                2 => Token::Class { negated: self.below(2) == 0, ranges: vec![('a', 'b')] },
+                3 => Token::Hole(VarPath { root: ["id", "missing"][self.below(2)].to_string(), segments: Vec::new() }),
+                _ => Token::Literal(["a", "b", "ab"][self.below(3)].to_string()),
+            }
+        }
+
+        fn segments(&mut self) -> Vec<Segment> {
+            (0..self.below(7))
+                .map(|_| match self.below(3) {
+                    0 => Segment::Globstar,
+                    _ => Segment::Tokens((0..1 + self.below(3)).map(|_| self.token()).collect()),
+                })
+                .collect()
+        }
+
+        fn path(&mut self) -> String {
+            let parts: Vec<&str> =
+                (0..1 + self.below(6)).map(|_| ["a", "b", "ab", "ba", "", "a"][self.below(6)]).collect();
+            parts.join("/")
+        }
+    }
+
+    #[test]
+    fn the_memoised_matcher_agrees_with_plain_backtracking() {
+        let resolve = |path: &VarPath| (path.root == "id").then(|| "a".to_string());
+        let mut cases = Cases(0x9e37_79b9_7f4a_7c15);
+        let mut matched = 0;
+        for _ in 0..20_000 {
+            let segments = cases.segments();
+            let path = cases.path();
+            let parts: Vec<&str> = path.split('/').collect();
+            let expected = reference(&segments, &parts, &resolve);
+            assert_eq!(pattern_matches(&segments, &parts, &resolve), expected, "{segments:?} against {path}");
+            let collapsed = collapse_globstars(segments.clone());
+            assert_eq!(pattern_matches(&collapsed, &parts, &resolve), expected, "{segments:?} collapsed, {path}");
+            matched += usize::from(expected == Ok(true));
+        }
+        assert!(matched > 1000, "the generated cases should match often enough to mean something");
     }
 }

@@ -106,12 +106,44 @@ pub enum MountPathError {
     Outside,
     /// The first segment is a root the runtime owns.
     Reserved(String),
+    /// A mount source that is, or lies inside, a folder or file the runtime or the
+    /// workflow authors own on the host (named by its first segment).
+    RuntimeArea(String),
+}
+
+/// Top-level host paths no mount source may reach, besides [`RESERVED_ROOTS`]: the
+/// session store, the workflow definitions, the build output and the host's own table.
+pub const RUNTIME_AREAS: [&str; 4] = ["sessions", "workflows", "target", "archmax.toml"];
+
+/// Every runtime-owned top-level name, each once.
+fn runtime_areas() -> Vec<&'static str> {
+    let mut areas = RUNTIME_AREAS.to_vec();
+    areas.extend(RESERVED_ROOTS.iter().filter(|root| !RUNTIME_AREAS.contains(root)));
+    areas
+}
+
+/// The runtime-owned area `canonical` lies in, if any; compared without regard to ASCII
+/// case, since the host's file system may not tell `Sessions` from `sessions`.
+fn runtime_area(canonical: &str) -> Option<&'static str> {
+    let first = canonical.split('/').next().unwrap_or("");
+    runtime_areas().into_iter().find(|area| area.eq_ignore_ascii_case(first))
+}
+
+/// The canonical form of a mount's source: a [`workspace_path`] outside every area the
+/// runtime owns ([`RUNTIME_AREAS`], [`RESERVED_ROOTS`]), so a mount never reaches the
+/// session store, the workflow definitions or the build output. The compiler and the
+/// artifact loader both decide with this one function.
+pub fn mount_source_path(raw: &str) -> Result<String, MountPathError> {
+    let canonical = workspace_path(raw)?;
+    match runtime_area(&canonical) {
+        Some(area) => Err(MountPathError::RuntimeArea(area.to_string())),
+        None => Ok(canonical),
+    }
 }
 
 /// The canonical form of a path a mount table names: relative, inside the workspace root,
 /// not empty, and free of NUL and backslashes (which another platform reads as a separator).
-/// The compiler and the artifact loader both decide with this one function.
-pub fn mount_source_path(raw: &str) -> Result<String, MountPathError> {
+pub fn workspace_path(raw: &str) -> Result<String, MountPathError> {
     if raw.contains(['\0', '\\']) {
         return Err(MountPathError::Outside);
     }
@@ -124,7 +156,7 @@ pub fn mount_source_path(raw: &str) -> Result<String, MountPathError> {
 /// The canonical form of a mount key (without its trailing slash): a source path whose
 /// first segment is none of the runtime's reserved roots.
 pub fn mount_key_path(raw: &str) -> Result<String, MountPathError> {
-    let canonical = mount_source_path(raw)?;
+    let canonical = workspace_path(raw)?;
     let first = canonical.split('/').next().unwrap_or("");
     if RESERVED_ROOTS.contains(&first) {
         return Err(MountPathError::Reserved(first.to_string()));
@@ -178,7 +210,7 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
         let directory = raw.ends_with('/');
         let canonical = match mount_key_path(&raw) {
             Ok(canonical) => canonical,
-            Err(MountPathError::Outside) => {
+            Err(MountPathError::Outside | MountPathError::RuntimeArea(_)) => {
                 diagnostics.push(
                     Diagnostic::at(
                         Code::HostConfig,
@@ -207,10 +239,25 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
         let declaration_span = span(declaration.span());
         let declaration = declaration.into_inner();
         let key = if directory { format!("{canonical}/") } else { canonical.clone() };
-        let source = match declaration.source.as_deref().map(mount_source_path) {
-            None => canonical.clone(),
-            Some(Ok(source)) => source,
-            Some(Err(_)) => {
+        // Without `source` the content lives at the key's path, which must pass the same check.
+        let source = declaration.source.as_deref().unwrap_or(&canonical);
+        let source = match mount_source_path(source) {
+            Ok(source) => source,
+            Err(MountPathError::RuntimeArea(area)) => {
+                diagnostics.push(
+                    Diagnostic::at(
+                        Code::HostConfig,
+                        declaration_span,
+                        format!("the `source` `{source}` of mount `{raw}` lies in `{area}`, which the runtime owns"),
+                    )
+                    .with_help(format!(
+                        "mount a folder of your own data; no mount source may be or lie inside {}",
+                        crate::diagnostic::list_names(&runtime_areas())
+                    )),
+                );
+                continue;
+            }
+            Err(_) => {
                 diagnostics.push(
                     Diagnostic::at(
                         Code::HostConfig,
@@ -264,5 +311,52 @@ mod tests {
         let (_, diagnostics) = parse_host_config(FileId(0), "[mounts.\"a/\"]\nwritable = true\n");
         assert_eq!(diagnostics[0].code, Code::HostConfig);
         assert!(diagnostics[0].message.contains("writable"), "{}", diagnostics[0].message);
+    }
+
+    #[test]
+    fn sources_in_runtime_areas_are_refused_naming_the_source_and_the_area() {
+        let cases = [
+            ("sessions", "sessions"),
+            ("sessions/s1/checkpoints", "sessions"),
+            ("./Sessions", "sessions"),
+            ("workflows", "workflows"),
+            ("workflows/rate-lookup", "workflows"),
+            ("target/archmax", "target"),
+            ("archmax.toml", "archmax.toml"),
+            ("data/../scratchpad", "scratchpad"),
+            ("checkpoints/x", "checkpoints"),
+        ];
+        for (source, area) in cases {
+            let text = format!("[mounts.\"data/\"]\nsource = \"{source}\"\nread_only = false\n");
+            let (table, diagnostics) = parse_host_config(FileId(0), &text);
+            assert_eq!(diagnostics.len(), 1, "{source}: {diagnostics:?}");
+            assert_eq!(diagnostics[0].code, Code::HostConfig);
+            let message = &diagnostics[0].message;
+            assert!(message.contains(&format!("`{source}`")) && message.contains(&format!("`{area}`")), "{message}");
+            assert!(table.by_name("data").is_none(), "{source} was mounted");
+        }
+        // A key without `source` mounts the host path of the same name.
+        let (table, diagnostics) = parse_host_config(FileId(0), "[mounts.\"target/\"]\n");
+        assert!(diagnostics[0].message.contains("`target`, which the runtime owns"), "{diagnostics:?}");
+        assert!(table.by_name("target").is_none());
+        for source in [".", "", "data/.."] {
+            let text = format!("[mounts.\"data/\"]\nsource = \"{source}\"\n");
+            let (_, diagnostics) = parse_host_config(FileId(0), &text);
+            assert!(diagnostics[0].message.contains("leaves the workspace root"), "{source}: {diagnostics:?}");
+        }
+    }
+
+    #[test]
+    fn the_built_in_mounts_and_ordinary_sources_still_pass() {
+        for mount in &MountTable::default_table().mounts {
+            assert_eq!(mount_source_path(&mount.source).as_deref(), Ok(mount.source.as_str()));
+        }
+        let text =
+            "[mounts.\"data/\"]\nsource = \"data/sessions-archive\"\n[mounts.\"sessions/\"]\nsource = \"data\"\n";
+        let (table, diagnostics) = parse_host_config(FileId(0), text);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(table.by_name("sessions").map(|mount| mount.source.as_str()), Some("data"));
+        assert_eq!(table.by_name("data").map(|mount| mount.source.as_str()), Some("data/sessions-archive"));
+        assert!(table.by_name("skills").is_some() && table.by_name("AGENTS.md").is_some());
     }
 }

@@ -32,6 +32,10 @@ pub const MAX_SESSION_BYTES: u64 = 256 * MIB;
 /// Most files a session keeps in its own writable areas: 10 000.
 pub const MAX_SESSION_FILES: usize = 10_000;
 
+/// Longest glob pattern (`glob`'s `pattern`, `grep`'s `glob`) a model may pass, in
+/// characters: 1000.
+pub const MAX_GLOB_PATTERN_CHARS: usize = 1000;
+
 /// Most items a `write_todos` plan holds: 100. Fixed; the plan is kept in the session's
 /// state and shown to the model again, so it stays small.
 pub const MAX_TODOS: usize = 100;
@@ -57,6 +61,8 @@ pub struct Limits {
     pub session_bytes: u64,
     /// [`MAX_SESSION_FILES`].
     pub session_files: usize,
+    /// [`MAX_GLOB_PATTERN_CHARS`].
+    pub glob_pattern_chars: usize,
 }
 
 impl Default for Limits {
@@ -68,6 +74,7 @@ impl Default for Limits {
             listed_entries: MAX_LISTED_ENTRIES,
             session_bytes: MAX_SESSION_BYTES,
             session_files: MAX_SESSION_FILES,
+            glob_pattern_chars: MAX_GLOB_PATTERN_CHARS,
         }
     }
 }
@@ -95,6 +102,7 @@ mod tests {
         assert_eq!(limits.listed_entries, 1000);
         assert_eq!(limits.session_bytes, 268_435_456);
         assert_eq!(limits.session_files, 10_000);
+        assert_eq!(limits.glob_pattern_chars, 1000);
     }
 
     #[test]

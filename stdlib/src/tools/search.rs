@@ -41,7 +41,15 @@ fn scope(ctx: &ToolContext, base: &str) -> Result<Scope, ToolError> {
     Ok(Scope::Folder { files: walk.files, cut_short: walk.cut_short })
 }
 
-fn compile_glob(argument: &str, text: &str) -> Result<Glob, ToolError> {
+fn compile_glob(argument: &str, text: &str, limits: &Limits) -> Result<Glob, ToolError> {
+    let length = text.chars().count();
+    if length > limits.glob_pattern_chars {
+        return Err(ToolError(format!(
+            "the argument `{argument}` is {length} characters long, over the bound of {} characters for a glob; \
+             use a shorter pattern",
+            limits.glob_pattern_chars
+        )));
+    }
     Glob::literal_text(text)
         .map_err(|error| ToolError(format!("the argument `{argument}` is not a usable glob: {}", error.0)))
 }
@@ -112,7 +120,7 @@ pub(crate) fn glob(args: &Value, ctx: &ToolContext) -> Result<String, ToolError>
     if relative_pattern.is_empty() {
         return Err(ToolError("the argument `pattern` is empty; give a glob such as `**/*.md`".to_string()));
     }
-    let matcher = compile_glob("pattern", relative_pattern)?;
+    let matcher = compile_glob("pattern", relative_pattern, &ctx.limits)?;
     let (files, cut_short) = match scope(ctx, &base)? {
         Scope::Folder { files, cut_short } => (files, cut_short),
         Scope::File(_) => {
@@ -154,8 +162,10 @@ pub(crate) fn grep(args: &Value, ctx: &ToolContext) -> Result<String, ToolError>
     let pattern = args.required_string("pattern")?;
     let base = args.optional_path("path")?;
     let mode = OutputMode::parse(args.optional_string("output_mode")?)?;
-    let filter =
-        args.optional_string("glob")?.map(|text| compile_glob("glob", text.trim_start_matches('/'))).transpose()?;
+    let filter = args
+        .optional_string("glob")?
+        .map(|text| compile_glob("glob", text.trim_start_matches('/'), &ctx.limits))
+        .transpose()?;
     let filter_by_path = args.optional_string("glob")?.is_some_and(|text| text.trim_start_matches('/').contains('/'));
     let regex = Regex::new(pattern)
         .map_err(|error| ToolError(format!("the argument `pattern` is not a valid regular expression: {error}")))?;
@@ -384,6 +394,20 @@ mod tests {
         assert!(fixture.refused("glob", json!({ "pattern": "*", "path": "../x" })).contains("climbs above"));
         let braces: String = (0..8).map(|_| "{a,b}").collect();
         assert!(fixture.refused("glob", json!({ "pattern": braces })).contains("not a usable glob"));
+    }
+
+    #[test]
+    fn glob_patterns_over_the_bound_are_refused_naming_it() {
+        let fixture = Fixture::new();
+        let long = format!("{}x", "**/".repeat(400));
+        let refusal = fixture.refused("glob", json!({ "pattern": long }));
+        assert!(refusal.contains("`pattern` is 1201 characters long, over the bound of 1000"), "{refusal}");
+        let refusal = fixture.refused("grep", json!({ "pattern": "x", "glob": long }));
+        assert!(refusal.contains("`glob` is 1201 characters long"), "{refusal}");
+        assert_eq!(
+            fixture.ok("glob", json!({ "pattern": format!("{}q1.md", "**/".repeat(300)) })),
+            "reports/2024/q1.md"
+        );
     }
 
     #[test]

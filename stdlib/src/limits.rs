@@ -32,6 +32,11 @@ pub const MAX_SESSION_BYTES: u64 = 256 * MIB;
 /// Most files a session keeps in its own writable areas: 10 000.
 pub const MAX_SESSION_FILES: usize = 10_000;
 
+/// Largest total size of a session's variables (each name plus its value as JSON):
+/// 10 MiB. `archmax_set_variables` refuses a write that would pass it, so a model cannot
+/// multiply one large value into many (`{v2: "${{v1}}"}`, `{v3: "${{v1}}"}`, …).
+pub const MAX_VARIABLE_BYTES: u64 = 10 * MIB;
+
 /// Most items a `write_todos` plan holds: 100. Fixed; the plan is kept in the session's
 /// state and shown to the model again, so it stays small.
 pub const MAX_TODOS: usize = 100;
@@ -57,6 +62,8 @@ pub struct Limits {
     pub session_bytes: u64,
     /// [`MAX_SESSION_FILES`].
     pub session_files: usize,
+    /// [`MAX_VARIABLE_BYTES`].
+    pub variable_bytes: u64,
 }
 
 impl Default for Limits {
@@ -68,6 +75,7 @@ impl Default for Limits {
             listed_entries: MAX_LISTED_ENTRIES,
             session_bytes: MAX_SESSION_BYTES,
             session_files: MAX_SESSION_FILES,
+            variable_bytes: MAX_VARIABLE_BYTES,
         }
     }
 }
@@ -95,6 +103,7 @@ mod tests {
         assert_eq!(limits.listed_entries, 1000);
         assert_eq!(limits.session_bytes, 268_435_456);
         assert_eq!(limits.session_files, 10_000);
+        assert_eq!(limits.variable_bytes, 10_485_760);
     }
 
     #[test]

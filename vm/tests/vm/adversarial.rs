@@ -446,7 +446,9 @@ fn copying_a_large_variable_is_refused_at_the_session_bound() {
     let seed = "a".repeat(4096);
     let repeated = "${{v0}}".repeat(2500);
     let copies: String = (2..6)
-        .map(|index| format!("    - {{ name: archmax_set_variables, args: {{ variables: {{ v{index}: \"${{{{v1}}}}\" }} }} }}\n"))
+        .map(|index| {
+            format!("    - {{ name: archmax_set_variables, args: {{ variables: {{ v{index}: \"${{{{v1}}}}\" }} }} }}\n")
+        })
         .collect();
     let tape = format!(
         "- tool_calls:\n    - {{ name: archmax_set_variables, args: {{ variables: {{ v0: \"{seed}\" }} }} }}\n    - {{ name: archmax_set_variables, args: {{ variables: {{ v1: \"{repeated}\" }} }} }}\n{copies}- text: Done.\n"

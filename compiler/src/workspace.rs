@@ -11,7 +11,8 @@
 //! socket or device anywhere under a workflow or skill directory, and a symbolic link
 //! that leads outside the root, are reported as `AMX0014` naming the path, and nothing
 //! of what such a link points at is read or shown. Links that stay inside the root are
-//! followed like the files they point at.
+//! followed like the files they point at, except that a link anywhere inside a folder
+//! mount's source is warned about (`AMX0015`): sessions never follow links in mounts.
 
 mod files;
 
@@ -267,6 +268,7 @@ pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceE
     let platform_source =
         mounts.by_name(".platform").map(|mount| mount.source.clone()).unwrap_or_else(|| ".platform".to_string());
     let refused_sources = report_refused_mount_sources(&mut loader, &mounts);
+    warn_links_in_mounts(&mut loader, &mounts);
     let platform_path = join(&platform_source, "system/GRAPH_STATE.md");
     let platform_prompt = (!refused_sources.contains(&platform_source) && loader.present(&platform_path))
         .then(|| loader.register(&platform_path, &Scope::Workspace).0);
@@ -315,6 +317,50 @@ fn report_refused_mount_sources(loader: &mut Loader<'_>, mounts: &MountTable) ->
         }
     }
     refused
+}
+
+/// Most folders one mount's link search visits.
+const MAX_LINK_SEARCH_FOLDERS: usize = 10_000;
+
+/// Warns (AMX0015) about each symbolic link inside a folder mount's source: sessions
+/// never follow one, so what it points at is not there for them. Links are never
+/// descended into; the search is bounded in depth and folders.
+fn warn_links_in_mounts(loader: &mut Loader<'_>, mounts: &MountTable) {
+    for mount in mounts.mounts.iter().filter(|mount| mount.directory) {
+        if loader.files.kind(&mount.source) != Some(Kind::Directory) {
+            continue;
+        }
+        let mut pending = vec![(mount.source.clone(), 0usize)];
+        let mut visited = 0usize;
+        while let Some((dir, depth)) = pending.pop() {
+            visited += 1;
+            if visited > MAX_LINK_SEARCH_FOLDERS {
+                break;
+            }
+            let links = loader.files.links_in(&dir);
+            for (name, kind) in loader.files.entries(&dir) {
+                let path = join(&dir, &name);
+                if links.contains(&name) {
+                    // A link leading outside is an AMX0014 error already.
+                    if !matches!(kind, Kind::Refused(_)) {
+                        loader.diagnostics.push(link_in_mount(&path, &mount.key));
+                    }
+                } else if kind == Kind::Directory && depth < MAX_WALK_DEPTH {
+                    pending.push((path, depth + 1));
+                }
+            }
+        }
+    }
+}
+
+fn link_in_mount(path: &str, key: &str) -> Diagnostic {
+    Diagnostic::new(
+        Code::LinkInMount,
+        None,
+        format!("`{path}` is a symbolic link inside the source of the mount `{key}`; sessions never follow it"),
+    )
+    .with_help("replace the link with the file or folder itself (a copy), or remove it; a link in a mount could otherwise name a path its denials forbid")
+    .with_scope(Scope::Workspace)
 }
 
 fn load_skills(loader: &mut Loader<'_>, dir: &str) -> Vec<Skill> {

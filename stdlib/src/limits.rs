@@ -35,6 +35,10 @@ pub const MAX_SESSION_FILES: usize = 10_000;
 /// Longest glob pattern (`glob`'s `pattern`, `grep`'s `glob`) a model may pass, in
 /// characters: 1000.
 pub const MAX_GLOB_PATTERN_CHARS: usize = 1000;
+/// Largest total size of a session's variables (each name plus its value as JSON):
+/// 10 MiB. `archmax_set_variables` refuses a write that would pass it, so a model cannot
+/// multiply one large value into many (`{v2: "${{v1}}"}`, `{v3: "${{v1}}"}`, …).
+pub const MAX_VARIABLE_BYTES: u64 = 10 * MIB;
 
 /// Most items a `write_todos` plan holds: 100. Fixed; the plan is kept in the session's
 /// state and shown to the model again, so it stays small.
@@ -63,6 +67,8 @@ pub struct Limits {
     pub session_files: usize,
     /// [`MAX_GLOB_PATTERN_CHARS`].
     pub glob_pattern_chars: usize,
+    /// [`MAX_VARIABLE_BYTES`].
+    pub variable_bytes: u64,
 }
 
 impl Default for Limits {
@@ -75,6 +81,7 @@ impl Default for Limits {
             session_bytes: MAX_SESSION_BYTES,
             session_files: MAX_SESSION_FILES,
             glob_pattern_chars: MAX_GLOB_PATTERN_CHARS,
+            variable_bytes: MAX_VARIABLE_BYTES,
         }
     }
 }
@@ -103,6 +110,7 @@ mod tests {
         assert_eq!(limits.session_bytes, 268_435_456);
         assert_eq!(limits.session_files, 10_000);
         assert_eq!(limits.glob_pattern_chars, 1000);
+        assert_eq!(limits.variable_bytes, 10_485_760);
     }
 
     #[test]

@@ -9,8 +9,8 @@
 //! file system's.
 //!
 //! Two stores ship here: [`DiskVfs`] (a directory on disk that nothing can climb out of,
-//! which opens only regular files and follows symbolic links as its [`Links`] policy
-//! says: none in a session's folder, those staying beneath the root in a host mount)
+//! which opens only regular files and follows no symbolic link, in a session's folder or
+//! a host mount alike; see [`StoreKind`])
 //! and [`MemoryVfs`] (a map, for tests and ephemeral sessions). The routing itself lives
 //! in the `routing` submodule as methods on [`Workspace`].
 
@@ -20,7 +20,7 @@ mod disk;
 mod memory;
 mod routing;
 
-pub use disk::{DiskVfs, Links};
+pub use disk::{DiskVfs, StoreKind};
 pub use memory::MemoryVfs;
 pub use routing::RUNTIME_ONLY_ROOTS;
 

@@ -52,7 +52,11 @@ pub fn copy_dir(from: &Path, to: &Path) {
         if path.is_dir() && (entry.file_name() == "target" || entry.file_name() == "sessions") {
             continue;
         }
-        if path.is_dir() {
+        // A case's symbolic links are part of its input: copied as links, never followed.
+        if entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
+            let link = fs::read_link(&path).expect("read the link");
+            std::os::unix::fs::symlink(link, &target).expect("copy the link");
+        } else if path.is_dir() {
             copy_dir(&path, &target);
         } else {
             fs::copy(&path, &target).expect("copy");

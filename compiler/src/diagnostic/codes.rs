@@ -70,6 +70,7 @@ codes! {
     SkillManifest = "AMX0012", Error, "skill-manifest", "A skill bundle's SKILL.md is missing or malformed";
     SkillNameMismatch = "AMX0013", Error, "skill-name-mismatch", "A SKILL.md names a different slug than its directory";
     FileRead = "AMX0014", Error, "file-read", "A workspace file could not be read";
+    LinkInMount = "AMX0015", Warning, "link-in-mount", "A mount's source holds a symbolic link sessions will not follow";
 
     // 01xx: document shape
     UnknownKey = "AMX0100", Error, "unknown-key", "A key the schema does not define";

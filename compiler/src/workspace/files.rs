@@ -7,6 +7,8 @@
 //! judged by `fstat` on the very handle that reads it (opened non-blocking), so a named
 //! pipe can neither hang loading nor be swapped in after a check. What is refused is a
 //! [`Kind::Refused`] entry, which loading reports as a diagnostic where it lies.
+//! [`Files::links_in`] names the links of a folder without following them, so loading can
+//! warn about links inside a mount's source: the runtime never follows those.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -14,7 +16,7 @@ use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 use super::join;
@@ -50,6 +52,11 @@ pub trait Files {
     fn read(&self, path: &str, limit: u64) -> Result<Vec<u8>, ReadError>;
     /// The path to show for a file.
     fn location(&self, path: &str) -> PathBuf;
+    /// The names of the symbolic links directly in a folder, sorted, judged without
+    /// following them. Memory has no links.
+    fn links_in(&self, _dir: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Why a file could not be read.
@@ -176,6 +183,25 @@ impl Files for DiskFiles {
 
     fn location(&self, path: &str) -> PathBuf {
         if path.is_empty() { self.root.clone() } else { self.root.join(path) }
+    }
+
+    fn links_in(&self, dir: &str) -> Vec<String> {
+        let Ok(handle) = self.open_beneath(dir, OFlags::RDONLY | OFlags::DIRECTORY) else {
+            return Vec::new();
+        };
+        let Ok(reader) = rustix::fs::Dir::read_from(&handle) else {
+            return Vec::new();
+        };
+        let mut links: Vec<String> = reader
+            .filter_map(Result::ok)
+            .filter(|entry| {
+                rustix::fs::statat(&handle, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
+                    .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Symlink)
+            })
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .collect();
+        links.sort();
+        links
     }
 }
 

@@ -209,6 +209,27 @@ fn links_that_stay_inside_the_workspace_are_followed() {
 }
 
 #[test]
+fn a_link_inside_a_mount_source_is_warned_about_and_never_descended() {
+    let scratch = Scratch::new("mount-link");
+    scratch.put("archmax.toml", "[mounts.\"reference/\"]\nsource = \"reference\"\n");
+    scratch.put("reference/internal/rates.md", "rates\n");
+    scratch.link("reference/alias", "internal");
+    scratch.link("reference/internal/loop", "..");
+    let workspace = load_workspace(&scratch.root()).unwrap();
+    let warnings: Vec<String> = workspace
+        .diagnostics
+        .iter()
+        .filter(|diagnostic| diagnostic.code == Code::LinkInMount)
+        .map(|diagnostic| diagnostic.message.clone())
+        .collect();
+    let link = |path: &str| {
+        format!("`{path}` is a symbolic link inside the source of the mount `reference/`; sessions never follow it")
+    };
+    assert_eq!(warnings, vec![link("reference/alias"), link("reference/internal/loop")]);
+    assert!(workspace.diagnostics.iter().filter(|d| d.code == Code::LinkInMount).all(|d| !d.is_error()));
+}
+
+#[test]
 fn disk_files_judge_kinds_on_the_handle() {
     let scratch = Scratch::new("kinds");
     scratch.fifo("pipe");

@@ -5,9 +5,13 @@
 //! `openat2(RESOLVE_BENEATH)` relative to a handle on the root (see the `beneath`
 //! submodule), and every operation then works on the handle it opened, never on a path
 //! checked a moment earlier. So neither `..`, nor a symbolic link, nor a link swapped in
-//! while a session runs can take a read or a write outside the root. Which links are
-//! followed at all is the store's [`Links`] policy: a session's own folder follows none,
-//! a host mount follows those that stay beneath its root.
+//! while a session runs can take a read or a write outside the root. No store follows a
+//! symbolic link, not even one that stays beneath its root: the kernel judges a path as
+//! the model wrote it, so a link inside a mount (`reference/alias -> internal`) would
+//! otherwise reach what a denial forbids under another name. Listings hide links, so no
+//! walk descends into one. A session's own folder ([`StoreKind::SessionFolder`]) also
+//! refuses a file with more than one hard link, since no tool creates hard links and one
+//! planted there could name the session's log or a mount's file.
 //!
 //! Only regular files are read or written: a named pipe, socket or device is refused,
 //! judged on the opened handle (opened non-blocking), so it can never hang a tool.
@@ -39,16 +43,15 @@ const STAGING_PREFIX: &str = ".archmax-staging-";
 /// Distinguishes concurrent writes of one process.
 static STAGING_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Which symbolic links a [`DiskVfs`] follows.
+/// What a [`DiskVfs`] holds. Neither kind follows symbolic links: a link anywhere on a
+/// path refuses the operation, and listings hide links.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Links {
-    /// None at all: a link anywhere on a path refuses the operation, and listings hide
-    /// links. For a session's own folder: no tool creates links, so any link there was
-    /// planted, and one inside the folder could still reach the session's log or lock.
-    Never,
-    /// Those that resolve beneath the store's root; a path that resolves outside it is an
-    /// escape. For host mounts, whose authors may link within their own tree.
-    BeneathRoot,
+pub enum StoreKind {
+    /// A session's own folder: no tool creates links of either sort, so any there was
+    /// planted. A regular file with more than one hard link is refused too.
+    SessionFolder,
+    /// A host mount, whose author's tree may hold hard links of its own.
+    Mount,
 }
 
 /// A directory on disk. For a file mount, `root` is the file and the file is path `""`.
@@ -56,18 +59,18 @@ pub enum Links {
 pub struct DiskVfs {
     /// The host's choice of location: the root itself is opened as named, links and all.
     pub root: PathBuf,
-    pub links: Links,
+    pub kind: StoreKind,
 }
 
 impl DiskVfs {
-    /// A session's own folder: follows no symbolic link.
+    /// A session's own folder: follows no link, reads and writes no hard-linked file.
     pub fn new(root: impl Into<PathBuf>) -> DiskVfs {
-        DiskVfs { root: root.into(), links: Links::Never }
+        DiskVfs { root: root.into(), kind: StoreKind::SessionFolder }
     }
 
-    /// A host mount: follows symbolic links while they stay beneath `root`.
+    /// A host mount: follows no symbolic link, even one that stays beneath `root`.
     pub fn mount(root: impl Into<PathBuf>) -> DiskVfs {
-        DiskVfs { root: root.into(), links: Links::BeneathRoot }
+        DiskVfs { root: root.into(), kind: StoreKind::Mount }
     }
 
     /// The store-relative path, `/`-joined; `""` is the root. Climbing, absolute paths
@@ -84,7 +87,7 @@ impl DiskVfs {
     }
 
     fn root_handle(&self) -> Result<Root, Errno> {
-        Root::new(&self.root, self.links)
+        Root::new(&self.root)
     }
 
     /// Opens a path with `flags`: the root itself as named, anything below it beneath it.
@@ -107,10 +110,27 @@ impl DiskVfs {
         };
         let stat = rustix::fs::fstat(&handle).map_err(|errno| self.failure(path, errno))?;
         match file_type(&stat) {
-            FileType::RegularFile => Ok((fs::File::from(handle), size_of(&stat))),
+            FileType::RegularFile => {
+                self.check_single_link(path, &stat)?;
+                Ok((fs::File::from(handle), size_of(&stat)))
+            }
             FileType::Directory => Err(VfsError::IsADirectory(path.to_string())),
             other => Err(not_regular(path, other)),
         }
+    }
+
+    /// Refuses a hard-linked regular file in a session's folder: it is another name for
+    /// a file elsewhere (the session's log, a mount's file), planted from outside.
+    fn check_single_link(&self, path: &str, stat: &Stat) -> Result<(), VfsError> {
+        if self.kind == StoreKind::SessionFolder && stat.st_nlink > 1 {
+            return Err(VfsError::Other(
+                path.to_string(),
+                "has more than one hard link, so it is another name for a file elsewhere; no tool makes hard links, \
+                 so it was planted: remove it and write the file afresh"
+                    .to_string(),
+            ));
+        }
+        Ok(())
     }
 
     /// Why a path that refused to open (ENXIO) is no regular file.
@@ -130,8 +150,7 @@ impl DiskVfs {
             Errno::ISDIR => return VfsError::IsADirectory(path),
             Errno::NOTDIR => return VfsError::NotADirectory(path),
             Errno::XDEV => return VfsError::Escape(path),
-            Errno::LOOP if self.links == Links::Never => return link_refused(&path),
-            Errno::LOOP => "too many symbolic links lead on from one another",
+            Errno::LOOP => return link_refused(&path),
             Errno::ACCESS | Errno::PERM => "permission denied",
             Errno::NOSPC | Errno::DQUOT => "the disk is full",
             Errno::ROFS => "the disk is read-only",
@@ -171,9 +190,8 @@ impl DiskVfs {
     }
 
     /// Refuses a write over anything but a regular file or nothing: a folder, a special
-    /// file, or a link the policy does not follow (a followed link is replaced, never
-    /// written through).
-    fn check_replaceable(&self, root: &Root, parent: &OwnedFd, relative: &str, path: &str) -> Result<(), VfsError> {
+    /// file, a link, or (in a session's folder) a hard-linked file.
+    fn check_replaceable(&self, parent: &OwnedFd, relative: &str, path: &str) -> Result<(), VfsError> {
         let name = last_name(relative);
         let stat = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => stat,
@@ -181,29 +199,10 @@ impl DiskVfs {
             Err(errno) => return Err(self.failure(path, errno)),
         };
         match file_type(&stat) {
-            FileType::RegularFile => Ok(()),
+            FileType::RegularFile => self.check_single_link(path, &stat),
             FileType::Directory => Err(VfsError::IsADirectory(path.to_string())),
-            FileType::Symlink => self.check_link(root, relative, path),
+            FileType::Symlink => Err(link_refused(path)),
             other => Err(not_regular(path, other)),
-        }
-    }
-
-    /// Whether the link at `relative` may be replaced or removed: never in a session's
-    /// folder; in a mount, when it resolves beneath the root (or nowhere) to no folder.
-    fn check_link(&self, root: &Root, relative: &str, path: &str) -> Result<(), VfsError> {
-        if self.links == Links::Never {
-            return Err(link_refused(path));
-        }
-        match root.open(relative, OFlags::PATH) {
-            Ok(handle) => {
-                let stat = rustix::fs::fstat(&handle).map_err(|errno| self.failure(path, errno))?;
-                if file_type(&stat) == FileType::Directory {
-                    return Err(VfsError::IsADirectory(path.to_string()));
-                }
-                Ok(())
-            }
-            Err(Errno::NOENT) => Ok(()),
-            Err(errno) => Err(self.failure(path, errno)),
         }
     }
 
@@ -222,17 +221,11 @@ impl DiskVfs {
         write_atomically(&parent, name, bytes).map_err(|errno| self.failure(path, errno))
     }
 
-    /// An entry for a listing, judged without following links the policy forbids.
-    fn listed_entry(&self, folder: &OwnedFd, root: Option<&Root>, relative: &str, name: &str) -> Option<Entry> {
+    /// An entry for a listing; a link is no entry at all, so no walk descends into one.
+    fn listed_entry(folder: &OwnedFd, name: &str) -> Option<Entry> {
         let stat = rustix::fs::statat(folder, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-        let stat = match file_type(&stat) {
-            FileType::Symlink => {
-                let handle = root?.open(&join(relative, name), OFlags::PATH).ok()?;
-                rustix::fs::fstat(&handle).ok()?
-            }
-            _ => stat,
-        };
         Some(match file_type(&stat) {
+            FileType::Symlink => return None,
             FileType::Directory => Entry::directory(name),
             FileType::RegularFile => Entry::file(name, size_of(&stat)),
             // Shown so the model learns why it cannot be read when it tries.
@@ -284,7 +277,7 @@ impl Vfs for DiskVfs {
         }
         let root = self.root_handle().map_err(|errno| self.failure(path, errno))?;
         let parent = self.make_parent(&root, &relative).map_err(|errno| self.failure(path, errno))?;
-        self.check_replaceable(&root, &parent, &relative, path)?;
+        self.check_replaceable(&parent, &relative, path)?;
         sweep_staging(&parent);
         write_atomically(&parent, last_name(&relative), bytes).map_err(|errno| self.failure(path, errno))
     }
@@ -309,7 +302,7 @@ impl Vfs for DiskVfs {
             rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|errno| self.failure(path, errno))?;
         match file_type(&stat) {
             FileType::Directory => return Err(VfsError::IsADirectory(path.to_string())),
-            FileType::Symlink => self.check_link(&root, &relative, path)?,
+            FileType::Symlink => return Err(link_refused(path)),
             _ => {}
         }
         // Never a folder: without AT_REMOVEDIR the kernel refuses one swapped in since.
@@ -320,10 +313,6 @@ impl Vfs for DiskVfs {
         let relative = self.relative(dir)?;
         let folder =
             self.open(&relative, OFlags::RDONLY | OFlags::DIRECTORY).map_err(|errno| self.failure(dir, errno))?;
-        let root = match self.links {
-            Links::Never => None,
-            Links::BeneathRoot => Some(self.root_handle().map_err(|errno| self.failure(dir, errno))?),
-        };
         sweep_staging(&folder);
         let reader = rustix::fs::Dir::read_from(&folder).map_err(|errno| self.failure(dir, errno))?;
         let mut entries = Vec::new();
@@ -333,7 +322,7 @@ impl Vfs for DiskVfs {
             if name == "." || name == ".." || name.starts_with(STAGING_PREFIX) {
                 continue;
             }
-            if let Some(entry) = self.listed_entry(&folder, root.as_ref(), &relative, name) {
+            if let Some(entry) = Self::listed_entry(&folder, name) {
                 entries.push(entry);
             }
         }
@@ -361,7 +350,7 @@ impl Vfs for DiskVfs {
 fn link_refused(path: &str) -> VfsError {
     VfsError::Other(
         path.to_string(),
-        "a symbolic link is on the way, and links in the session's folder are never followed".to_string(),
+        "a symbolic link is on the way; links are never followed, in the session's folder or in a mount".to_string(),
     )
 }
 
@@ -388,10 +377,6 @@ fn io_errno(error: &io::Error) -> Errno {
 
 fn last_name(relative: &str) -> &str {
     relative.rsplit_once('/').map_or(relative, |(_, name)| name)
-}
-
-fn join(folder: &str, name: &str) -> String {
-    if folder.is_empty() { name.to_string() } else { format!("{folder}/{name}") }
 }
 
 /// A staging file name, unique within this process; its owner's pid tells a later

@@ -446,6 +446,9 @@ impl Turn<'_> {
             }
             writes.push((name.clone(), Variable { value: value.clone(), locked: lock }));
         }
+        if let Err(problem) = self.check_variable_bytes(&writes) {
+            return refuse(problem);
+        }
         let names: Vec<String> = writes.iter().map(|(name, _)| name.clone()).collect();
         for (name, variable) in writes {
             if variable.locked && !self.session.head.agent_locks.contains(&name) {
@@ -464,6 +467,54 @@ impl Turn<'_> {
             call_id: Some(call.id.clone()),
         });
         Answer::ok(format!("Set {}{}.", names.join(", "), if lock { " (locked)" } else { "" }))
+    }
+}
+
+impl Turn<'_> {
+    /// Refuses writes that would take the session's variables past the bound on their
+    /// total size, measured before anything is applied; a variable being replaced counts
+    /// at its new size only.
+    fn check_variable_bytes(&self, writes: &[(String, Variable)]) -> Result<(), String> {
+        let limit = self.runtime.limits.variable_bytes;
+        let kept = self
+            .session
+            .variables
+            .iter()
+            .filter(|(name, _)| !writes.iter().any(|(written, _)| written == *name))
+            .map(|(name, variable)| variable_size(name, &variable.value));
+        let written = writes.iter().map(|(name, variable)| variable_size(name, &variable.value));
+        let total = kept.chain(written).fold(0u64, u64::saturating_add);
+        if total > limit {
+            return Err(format!(
+                "the session's variables would hold {total} bytes, over the bound of {} on their total size; \
+                 keep large content in a scratchpad file and store its path instead",
+                archmax_stdlib::limits::bound_in_words(limit)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A variable's size as the bound counts it: its name plus its value as JSON, counted
+/// without building the JSON text.
+fn variable_size(name: &str, value: &Value) -> u64 {
+    let mut counter = ByteCounter(0);
+    // Writing to a counter cannot fail, and a `Value` always serialises.
+    let _ = serde_json::to_writer(&mut counter, value);
+    (name.len() as u64).saturating_add(counter.0)
+}
+
+/// A writer that keeps only the number of bytes written to it.
+struct ByteCounter(u64);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(bytes.len() as u64);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

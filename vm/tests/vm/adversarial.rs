@@ -1056,4 +1056,64 @@ fn a_rehashed_artifact_with_an_escaping_mount_source_is_refused_on_load() {
         assert!(refusal.to_string().contains("`reference/`"), "{hostile:?}: {refusal}");
         assert_eq!(artifact::load(&forged, &trusting).expect_err(hostile), ArtifactError::Unsigned, "{hostile:?}");
     }
+/// Variables amplify: one 4 KB value, a second that repeats it 2500 times (10 MB, under
+/// the substitution bound), then a short call per copy of the second. The bound on the
+/// session's variables refuses the first copy before it is applied.
+#[test]
+fn copying_a_large_variable_is_refused_at_the_session_bound() {
+    let files = workspace(&[("workflows/desk/workflow.yaml", &desk("      allow: [archmax_set_variables]\n"))]);
+    let root = scratch_root(9_000);
+    write_files(&root, &files);
+    let borrowed: Vec<(&str, &str)> = files.iter().map(|(path, text)| (*path, text.as_str())).collect();
+    let seed = "a".repeat(4096);
+    let repeated = "${{v0}}".repeat(2500);
+    let copies: String = (2..6)
+        .map(|index| {
+            format!("    - {{ name: archmax_set_variables, args: {{ variables: {{ v{index}: \"${{{{v1}}}}\" }} }} }}\n")
+        })
+        .collect();
+    let tape = format!(
+        "- tool_calls:\n    - {{ name: archmax_set_variables, args: {{ variables: {{ v0: \"{seed}\" }} }} }}\n    - {{ name: archmax_set_variables, args: {{ variables: {{ v1: \"{repeated}\" }} }} }}\n{copies}- text: Done.\n"
+    );
+    let events = EventSink::new();
+    events.record();
+    let store = Arc::new(MemoryStore::new());
+    let runtime = Runtime::new(RuntimeParts {
+        program: Arc::new(compile(&borrowed)),
+        store: store.clone(),
+        model: Arc::new(Tape::parse("variables", &tape).expect("tape")),
+        events: events.clone(),
+        clock: Arc::new(FixedClock(1_767_605_400_000)),
+        root: root.clone(),
+        pricing: PricingTable::default(),
+    });
+    let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
+    let request = TurnRequest {
+        workflow: "desk".to_string(),
+        session: Some("s1".to_string()),
+        message: Some("Go.".to_string()),
+        variables: Map::new(),
+        ..TurnRequest::default()
+    };
+    executor.block_on(runtime.run_turn(request)).expect("the turn runs");
+    let _ = std::fs::remove_dir_all(&root);
+
+    let results: Vec<Value> = events
+        .recorded()
+        .iter()
+        .filter_map(|envelope| serde_json::to_value(envelope).ok())
+        .filter(|event| event["event"] == "tool-result")
+        .collect();
+    assert_eq!(results.len(), 6, "{results:?}");
+    assert!(results[..2].iter().all(|event| event["status"] == "ok"), "the seeds fit: {results:?}");
+    for event in &results[2..] {
+        let output = event["output"].as_str().unwrap_or_default();
+        assert!(output.contains("over the bound of 10 MiB (10485760 bytes)"), "{output}");
+        assert!(output.contains("nothing was written"), "{output}");
+    }
+    let session = store.read("s1").expect("store").expect("the session");
+    let stored = serde_json::to_value(&session).expect("session json");
+    let variables = &stored["variables"];
+    assert!(variables.get("v1").is_some() && variables.get("v2").is_none(), "no copy was applied");
+    assert!(serde_json::to_string(variables).expect("json").len() < 11 * 1024 * 1024);
 }

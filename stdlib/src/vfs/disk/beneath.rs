@@ -1,9 +1,9 @@
 //! A handle on a store's root and the one way to open anything below it.
 //!
 //! The one thing to know: a multi-segment path is only ever opened through
-//! [`Root::open`], which asks the kernel (`openat2` with `RESOLVE_BENEATH`, plus
-//! `RESOLVE_NO_SYMLINKS` when the store follows no links) to resolve it from the root
-//! handle. Code that then works relative to a folder handle passes single names only
+//! [`Root::open`], which asks the kernel (`openat2` with `RESOLVE_BENEATH` and
+//! `RESOLVE_NO_SYMLINKS`) to resolve it from the root handle, following no symbolic link
+//! at all. Code that then works relative to a folder handle passes single names only
 //! (`mkdirat`, `statat`, `renameat`, `unlinkat` never follow a link in the middle of a
 //! path, and never follow a final one either).
 
@@ -12,8 +12,6 @@ use std::path::Path;
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
-
-use super::Links;
 
 /// How often an open is retried when the kernel reports a concurrent rename (EAGAIN).
 const RETRIES: usize = 8;
@@ -26,12 +24,9 @@ pub(super) struct Root {
 
 impl Root {
     /// Opens the root folder as the host named it.
-    pub(super) fn new(root: &Path, links: Links) -> Result<Root, Errno> {
+    pub(super) fn new(root: &Path) -> Result<Root, Errno> {
         let handle = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        let mut resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
-        if links == Links::Never {
-            resolve |= ResolveFlags::NO_SYMLINKS;
-        }
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_SYMLINKS;
         Ok(Root { handle, resolve })
     }
 

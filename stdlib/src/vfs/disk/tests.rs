@@ -145,7 +145,7 @@ fn climbing_and_absolute_paths_are_escapes() {
 }
 
 #[test]
-fn a_mount_follows_links_only_while_they_stay_beneath_its_root() {
+fn a_mount_follows_no_link_even_one_that_stays_beneath_its_root() {
     let scratch = Scratch::new("symlink");
     let outside = scratch.0.join("outside");
     fs::create_dir_all(&outside).unwrap();
@@ -157,27 +157,57 @@ fn a_mount_follows_links_only_while_they_stay_beneath_its_root() {
     symlink(outside.join("secret.txt"), root.join("secret-link")).unwrap();
     symlink("../outside/secret.txt", root.join("relative-link")).unwrap();
     symlink("inner", root.join("shortcut")).unwrap();
+    symlink(".", root.join("loop")).unwrap();
     let store = DiskVfs::mount(&root);
 
-    assert_eq!(store.read("door/secret.txt"), Err(VfsError::Escape("door/secret.txt".to_string())));
-    assert_eq!(store.read("secret-link"), Err(VfsError::Escape("secret-link".to_string())));
-    assert_eq!(store.read("relative-link"), Err(VfsError::Escape("relative-link".to_string())));
-    assert_eq!(store.list("door"), Err(VfsError::Escape("door".to_string())));
-    assert_eq!(store.stat("door"), Err(VfsError::Escape("door".to_string())));
-    assert_eq!(store.write("door/planted.txt", b"x"), Err(VfsError::Escape("door/planted.txt".to_string())));
-    assert_eq!(store.write("door/new/deeper.txt", b"x"), Err(VfsError::Escape("door/new/deeper.txt".to_string())));
-    assert_eq!(store.write("secret-link", b"x"), Err(VfsError::Escape("secret-link".to_string())));
-    assert_eq!(store.remove("secret-link"), Err(VfsError::Escape("secret-link".to_string())));
+    for path in ["door/secret.txt", "secret-link", "relative-link", "shortcut/ok.txt", "loop/inner/ok.txt"] {
+        assert!(is_link_refusal(&store.read(path).unwrap_err()), "{path}");
+        assert!(is_link_refusal(&store.read_head(path, 4).unwrap_err()), "{path}");
+        assert!(is_link_refusal(&store.read_limited(path, 100).unwrap_err()), "{path}");
+        assert!(is_link_refusal(&store.stat(path).unwrap_err()), "{path}");
+    }
+    for path in ["door", "shortcut", "loop"] {
+        assert!(is_link_refusal(&store.list(path).unwrap_err()), "{path}");
+    }
+    for path in ["door/planted.txt", "door/new/deeper.txt", "secret-link", "shortcut/new.txt", "shortcut"] {
+        assert!(is_link_refusal(&store.write(path, b"x").unwrap_err()), "{path}");
+    }
+    for path in ["secret-link", "shortcut", "loop"] {
+        assert!(is_link_refusal(&store.remove(path).unwrap_err()), "{path}");
+        assert!(fs::symlink_metadata(root.join(path)).unwrap().is_symlink(), "{path} is untouched");
+    }
     assert!(!outside.join("planted.txt").exists());
     assert!(!outside.join("new").exists());
+    assert!(!root.join("inner/new.txt").exists());
     assert_eq!(fs::read(outside.join("secret.txt")).unwrap(), b"secret");
 
-    // A link that stays inside the root is an ordinary path.
-    assert_eq!(store.read("shortcut/ok.txt").unwrap(), b"ok");
-    store.write("shortcut/new.txt", b"new").unwrap();
-    assert_eq!(fs::read(root.join("inner/new.txt")).unwrap(), b"new");
+    // The real path still works, and no listing shows a link.
+    assert_eq!(store.read("inner/ok.txt").unwrap(), b"ok");
     let names: Vec<String> = store.list("").unwrap().into_iter().map(|entry| entry.name).collect();
-    assert_eq!(names, vec!["inner", "shortcut"], "links leading out are not listed");
+    assert_eq!(names, vec!["inner"], "links are not listed");
+}
+
+#[test]
+fn a_hard_link_in_the_session_is_refused_for_reads_and_writes() {
+    let session = Session::new("hard-link");
+    fs::hard_link(session.root.join("checkpoints/log"), session.root.join("scratchpad/x")).unwrap();
+    let store = &session.store;
+    for error in [
+        store.read("scratchpad/x").unwrap_err(),
+        store.read_head("scratchpad/x", 4).unwrap_err(),
+        store.read_limited("scratchpad/x", 100).unwrap_err(),
+        store.write("scratchpad/x", b"overwritten").unwrap_err(),
+    ] {
+        assert!(
+            matches!(&error, VfsError::Other(path, detail) if path == "scratchpad/x" && detail.contains("hard link")),
+            "{error:?}"
+        );
+    }
+    assert_eq!(fs::read(session.root.join("checkpoints/log")).unwrap(), b"the session's log");
+
+    // A mount's author may keep hard links in their own tree.
+    let mount = DiskVfs::mount(&session.root);
+    assert_eq!(mount.read("scratchpad/x").unwrap(), b"the session's log");
 }
 
 #[test]
@@ -245,14 +275,8 @@ fn a_folder_swapped_for_a_link_between_calls_is_refused() {
     fs::remove_file(session.root.join("scratchpad/work")).unwrap();
     symlink(&session.scratch.0, session.root.join("scratchpad/work")).unwrap();
     let mount = DiskVfs::mount(&session.root);
-    assert_eq!(
-        mount.read("scratchpad/work/secret.txt"),
-        Err(VfsError::Escape("scratchpad/work/secret.txt".to_string()))
-    );
-    assert_eq!(
-        mount.write("scratchpad/work/secret.txt", b"x"),
-        Err(VfsError::Escape("scratchpad/work/secret.txt".to_string()))
-    );
+    assert!(is_link_refusal(&mount.read("scratchpad/work/secret.txt").unwrap_err()));
+    assert!(is_link_refusal(&mount.write("scratchpad/work/secret.txt", b"x").unwrap_err()));
     assert_eq!(fs::read(session.scratch.0.join("secret.txt")).unwrap(), b"host secret");
 }
 

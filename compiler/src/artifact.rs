@@ -1,5 +1,5 @@
 //! The artifact file (`.amx`): a verified, optionally signed envelope around a
-//! bincode-encoded [`Program`].
+//! [`Program`] encoded by [`crate::codec`].
 //!
 //! ```text
 //! offset  size  field
@@ -37,13 +37,14 @@ use sha2::{Digest, Sha256};
 pub use signing::{KeyError, PUBLIC_PREFIX, PublicKey, SECRET_PREFIX, SecretKey, TrustedKeys};
 pub use tables::{check as check_tables, verify};
 
+use crate::codec;
 use crate::program::Program;
 
 pub const MAGIC: &[u8; 8] = b"ARCHMAX\0";
 /// Bumped whenever the layout of the file or of [`Program`] changes.
 pub const FORMAT_VERSION: u32 = 2;
 /// The largest payload the decoder accepts.
-pub const MAX_PAYLOAD: usize = 64 * 1024 * 1024;
+pub const MAX_PAYLOAD: usize = crate::codec::MAX_DECODE_BYTES;
 /// The file extension of artifacts.
 pub const EXTENSION: &str = "amx";
 /// What a signature signs before the header bytes, so it means nothing anywhere else.
@@ -149,10 +150,6 @@ impl Loaded {
     }
 }
 
-fn config() -> bincode::config::Configuration {
-    bincode::config::standard()
-}
-
 /// Encodes a program into unsigned artifact bytes.
 pub fn encode(program: &Program) -> Vec<u8> {
     let (mut out, _) = header_and_payload(program);
@@ -172,7 +169,9 @@ pub fn encode_signed(program: &Program, key: &SecretKey) -> Vec<u8> {
 
 /// The header and payload bytes, and the header's length.
 fn header_and_payload(program: &Program) -> (Vec<u8>, usize) {
-    let payload = bincode::serde::encode_to_vec(program, config()).unwrap_or_default();
+    // A `Program` is plain owned data, which bincode always encodes; should that ever
+    // change, the empty payload left here is refused by `load`, never mistaken for a program.
+    let payload = codec::encode(program).unwrap_or_default();
     let checksum: [u8; 32] = Sha256::digest(&payload).into();
     let mut out = Vec::with_capacity(payload.len() + 200);
     out.extend_from_slice(MAGIC);
@@ -308,12 +307,7 @@ pub fn load(bytes: &[u8], trusted: &TrustedKeys) -> Result<Loaded, ArtifactError
     if checksum != header.checksum {
         return Err(ArtifactError::Checksum);
     }
-    let limited = config().with_limit::<MAX_PAYLOAD>();
-    let (mut program, used): (Program, usize) = bincode::serde::decode_from_slice(payload, limited)
-        .map_err(|error| ArtifactError::Payload(error.to_string()))?;
-    if used != payload.len() {
-        return Err(ArtifactError::Payload(format!("{} trailing bytes after the program", payload.len() - used)));
-    }
+    let mut program: Program = codec::decode(payload).map_err(|error| ArtifactError::Payload(error.to_string()))?;
     verify(&program)?;
     check_tables(&program)?;
     if !signer.is_some_and(|signer| signer.trusted) {

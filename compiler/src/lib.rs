@@ -17,6 +17,7 @@
 pub mod analysis;
 pub mod artifact;
 pub mod check;
+pub mod codec;
 pub mod diagnostic;
 pub mod glob;
 pub mod graph;

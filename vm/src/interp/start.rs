@@ -80,12 +80,15 @@ impl Runtime {
         let mount_names: Vec<&str> = self.mounts.mounts.iter().map(|mount| mount.name.as_str()).collect();
         let session_id = match &request.session {
             Some(id) => id.clone(),
-            None => trigger
+            None => match trigger
                 .session
                 .as_ref()
                 .and_then(|path| resolve_reference(path, &Value::Object(request.variables.clone())))
                 .filter(|id| check_session_id(id, &mount_names).is_ok())
-                .unwrap_or_else(new_session_id),
+            {
+                Some(id) => id,
+                None => new_session_id().map_err(|error| RunError::Refused(error.to_string()))?,
+            },
         };
         check_session_id(&session_id, &mount_names).map_err(RunError::InvalidInput)?;
 

@@ -15,9 +15,7 @@
 //! with exponential backoff (honouring a numeric `Retry-After`); every other failure is
 //! returned at once as a [`ModelError`]. Nothing read from the network can panic.
 
-use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::BuildHasher;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
@@ -352,11 +350,11 @@ fn backoff_delay(retry: u32, retry_after: Option<Duration>, jitter: f64) -> Dura
     delay + delay.mul_f64(jitter.clamp(0.0, 1.0) / 4.0)
 }
 
-/// A number in `[0, 1)` that differs from call to call (std's per-process random hash keys
-/// over the clock), enough to spread retries without a random-number crate.
+/// A uniform number in `[0, 1)` from the operating system's random source, so that
+/// clients retrying together spread out. Should the source fail, the retry simply waits
+/// the unspread delay: jitter is a courtesy to the server, not a safety property.
 fn jitter() -> f64 {
-    let bits = RandomState::new().hash_one(Instant::now());
-    (bits >> 11) as f64 / (1u64 << 53) as f64
+    getrandom::u64().map_or(0.0, |bits| (bits >> 11) as f64 / (1u64 << 53) as f64)
 }
 
 /// A `Retry-After` given in seconds (the HTTP-date form is ignored).

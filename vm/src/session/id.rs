@@ -5,11 +5,6 @@
 //! caller-supplied id must pass before it reaches a store: it refuses ids that could
 //! escape the store, collide with a reserved workspace root or shadow a mount.
 
-use std::hash::{BuildHasher, Hasher};
-use std::io::Read;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
 /// Workspace root names no session id may start with.
 pub const RESERVED_ROOTS: [&str; 7] =
     ["scratchpad", "large_tool_results", "conversation_history", "checkpoints", "artifacts", "_specs", "workflows"];
@@ -17,34 +12,18 @@ pub const RESERVED_ROOTS: [&str; 7] =
 /// The longest session id accepted, in bytes.
 pub const MAX_SESSION_ID_BYTES: usize = 200;
 
-/// Mints a fresh id: `session-` and 32 lowercase hex digits (128 random bits).
-pub fn new_session_id() -> String {
-    let bits = random_bits_from_os().unwrap_or_else(fallback_random_bits);
-    format!("session-{bits:032x}")
-}
+/// The operating system could not supply the random bits a fresh id needs.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot mint a session id: the operating system's random source failed ({0}); pass an id of your own")]
+pub struct MintError(getrandom::Error);
 
-fn random_bits_from_os() -> Option<u128> {
+/// Mints a fresh id: `session-` and 32 lowercase hex digits (128 bits from the operating
+/// system's random source). There is no weaker fallback: an id that could be guessed
+/// would let one caller reach another's session, so a failing source is an error.
+pub fn new_session_id() -> Result<String, MintError> {
     let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom").ok()?.read_exact(&mut bytes).ok()?;
-    Some(u128::from_le_bytes(bytes))
-}
-
-/// Without `/dev/urandom`: hashes the time, the process id and a process-wide counter
-/// with std's randomly keyed hasher, twice, for 128 bits.
-fn fallback_random_bits() -> u128 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_nanos()).unwrap_or(0);
-    let keys = std::hash::RandomState::new();
-    let half = |salt: u8| {
-        let mut hasher = keys.build_hasher();
-        hasher.write_u8(salt);
-        hasher.write_u128(nanos);
-        hasher.write_u32(std::process::id());
-        hasher.write_u64(count);
-        hasher.finish()
-    };
-    (u128::from(half(1)) << 64) | u128::from(half(2))
+    getrandom::fill(&mut bytes).map_err(MintError)?;
+    Ok(format!("session-{:032x}", u128::from_le_bytes(bytes)))
 }
 
 /// Checks a caller-supplied session id; the error is one sentence saying why it is refused.
@@ -104,8 +83,8 @@ mod tests {
 
     #[test]
     fn minted_ids_have_the_documented_shape_and_differ() {
-        let first = new_session_id();
-        let second = new_session_id();
+        let first = new_session_id().expect("random source");
+        let second = new_session_id().expect("random source");
         assert_ne!(first, second);
         for id in [&first, &second] {
             let hex = id.strip_prefix("session-").expect("prefix");
@@ -113,11 +92,6 @@ mod tests {
             assert!(hex.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)), "{id}");
             assert_eq!(check_session_id(id, &[]), Ok(()));
         }
-    }
-
-    #[test]
-    fn fallback_bits_differ_between_calls() {
-        assert_ne!(fallback_random_bits(), fallback_random_bits());
     }
 
     #[test]

@@ -185,26 +185,7 @@ fn le_u64(bytes: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.get(at..at.checked_add(8)?)?.try_into().ok()?))
 }
 
-const CRC32_TABLE: [u32; 256] = crc32_table();
-
-/// The CRC-32/IEEE table (reflected polynomial 0xEDB88320).
-const fn crc32_table() -> [u32; 256] {
-    let mut table = [0u32; 256];
-    let mut index = 0;
-    while index < 256 {
-        let mut value = index as u32;
-        let mut bit = 0;
-        while bit < 8 {
-            value = if value & 1 == 1 { 0xEDB8_8320 ^ (value >> 1) } else { value >> 1 };
-            bit += 1;
-        }
-        table[index] = value;
-        index += 1;
-    }
-    table
-}
-
-/// CRC-32/IEEE, as used by zip, PNG and Ethernet.
+/// CRC-32/IEEE (the zip, PNG and Ethernet checksum), the one every frame carries.
 pub(super) fn crc32(bytes: &[u8]) -> u32 {
-    !bytes.iter().fold(!0u32, |crc, &byte| CRC32_TABLE[((crc ^ u32::from(byte)) & 0xFF) as usize] ^ (crc >> 8))
+    crc32fast::hash(bytes)
 }

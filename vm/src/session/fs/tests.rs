@@ -2,7 +2,7 @@ use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
-use super::format::{LOG_HEADER_BYTES, RECORD_HEADER_BYTES, crc32, encode_record};
+use super::format::{LOG_HEADER_BYTES, LogHeader, RECORD_HEADER_BYTES, crc32, encode_record};
 use super::*;
 use crate::session::{Delta, Head, Message, Variable};
 
@@ -145,6 +145,22 @@ fn staging_leftovers(store: &FsStore) -> Vec<String> {
 fn crc32_matches_the_standard_check_value() {
     assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
     assert_eq!(crc32(b""), 0);
+}
+
+/// The frames' bytes, checked against values computed by an independent CRC-32/IEEE
+/// implementation: a log written by an earlier build must still verify.
+#[test]
+fn log_frames_keep_their_on_disk_bytes() {
+    let record = encode_record(b"123456789").expect("short payload");
+    assert_eq!(hex(&record[..RECORD_HEADER_BYTES]), "090000002639f4cb3ed5e8a8");
+    assert_eq!(&record[RECORD_HEADER_BYTES..], b"123456789");
+    let header = LogHeader { generation: 3, base_seq: 41 }.encode();
+    assert_eq!(hex(&header), "414d584c4f473100030000000000000029000000000000004b63639e");
+    assert_eq!(LogHeader::decode(&header), Ok(LogHeader { generation: 3, base_seq: 41 }));
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 #[test]

@@ -237,7 +237,7 @@ pub enum RunError {
         workflow: String,
         pinned: String,
         current: String,
-        changes: crate::session::spec::SpecChanges,
+        changes: Box<crate::session::spec::SpecChanges>,
     },
     /// An upgrade was asked for, but the new program does not declare the session's
     /// current state; nothing changed.

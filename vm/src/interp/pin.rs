@@ -48,7 +48,7 @@ pub fn pinned_spec(program: &Program, workflow: &WorkflowProgram) -> PinnedSpec 
                 fields.remove("surface");
                 fields.insert("tools".to_string(), rendered["surfaces"][state.surface.0 as usize].clone());
                 let script = state.script.map(|script| program.str(workflow.script(script).source));
-                fields.insert("script".to_string(), script.map_or(Value::Null, |source| Value::from(source)));
+                fields.insert("script".to_string(), script.map_or(Value::Null, Value::from));
             }
             PinnedState {
                 slug: program.str(state.slug).to_string(),
@@ -99,7 +99,7 @@ impl Runtime {
                 workflow: session.head.workflow.clone(),
                 pinned: pinned.clone(),
                 current: workflow.spec_hash.clone(),
-                changes,
+                changes: Box::new(changes),
             });
         }
         if let Some(state) = changes.missing_position() {

@@ -230,7 +230,8 @@ pub enum RunError {
     /// The session is pinned to another program of its workflow than this runtime's;
     /// nothing changed. Resuming with `upgrade` moves it on.
     #[error(
-        "session `{session}` is pinned to program {pinned} of workflow `{workflow}`, but the workflow is now program {current} ({changes}). Nothing was changed. Run the same command with `--upgrade` to move the session to the new program, or resume it with the artifact it started under to keep the old rules."
+        "session `{session}` is pinned to program {pinned} of workflow `{workflow}`, but the workflow is now program {current} ({changes}). Nothing was changed. {}",
+        pin_advice(changes)
     )]
     ProgramChanged {
         session: String,
@@ -247,6 +248,17 @@ pub enum RunError {
     UpgradeImpossible { session: String, state: String, pinned: String, current: String },
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// What to do about a session pinned to another program: upgrade it, unless its state
+/// is gone from the new one.
+fn pin_advice(changes: &crate::session::spec::SpecChanges) -> String {
+    match changes.missing_position() {
+        Some(state) => format!(
+            "It cannot be upgraded while the workflow does not declare '{state}': declare it again, or resume the session with the artifact it started under."
+        ),
+        None => "Run the same command with `--upgrade` to move the session to the new program, or resume it with the artifact it started under to keep the old rules.".to_string(),
+    }
 }
 
 /// The host mount table an artifact was built against.

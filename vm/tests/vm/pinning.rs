@@ -133,7 +133,9 @@ fn an_upgrade_is_refused_when_the_sessions_state_was_removed() {
         (changes.added.as_slice(), changes.removed.as_slice()),
         (&["finance-check".to_string()][..], &["finance-review".to_string()][..])
     );
-    assert!(refused.to_string().contains("the session's state 'finance-review' is gone"), "{refused}");
+    let text = refused.to_string();
+    assert!(text.contains("the session's state 'finance-review' is gone"), "{text}");
+    assert!(text.contains("cannot be upgraded") && !text.contains("--upgrade"), "no advice that cannot work: {text}");
 
     let impossible = decide(&after, &store, DECIDE_TAPE, "confirm", true).expect_err("the upgrade is refused");
     let RunError::UpgradeImpossible { state, .. } = &impossible else { panic!("got {impossible:?}") };

@@ -13,7 +13,7 @@ use archmax_vm::compiler::program::Program;
 use archmax_vm::events::EventSink;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
-use archmax_vm::runtime::{DecideRequest, RunError};
+use archmax_vm::runtime::{DecideRequest, ReplyRequest, RunError};
 use archmax_vm::session::SessionStore;
 use archmax_vm::session::memory::MemoryStore;
 use archmax_vm::{Runtime, RuntimeParts, TurnRequest};
@@ -203,4 +203,19 @@ fn a_new_turn_on_a_finished_session_is_pinned_as_well() {
     assert!(matches!(&refused, RunError::ProgramChanged { changes, .. } if changes.changed == ["finance-review"]));
     block_on(runtime(&after, &store, tape).run_turn(request(true))).expect("upgrades");
     assert_eq!(store.read("s1").unwrap().unwrap().head.spec_hash, spec_hash(&after, "refund-approval"));
+}
+
+#[test]
+fn a_reply_to_a_session_under_a_changed_program_is_refused_before_any_model_call() {
+    let store = MemoryStore::new();
+    let before = approval(APPROVAL);
+    park(&before, &store, "refund-approval", APPROVAL_TAPE, json!({}));
+    let after = approval(&APPROVAL.replace("Turn the refund down.", "Decline the refund."));
+    let parked = store.read("s1").unwrap().unwrap();
+    let request =
+        ReplyRequest { session: "s1".to_string(), message: "Any news?".to_string(), ..ReplyRequest::default() };
+    // An empty tape: any model call would fail the reply with another error.
+    let refused = block_on(runtime(&after, &store, "[]").reply(request)).expect_err("refused");
+    assert!(matches!(&refused, RunError::ProgramChanged { changes, .. } if changes.changed == ["finance-review"]));
+    assert_eq!(store.read("s1").unwrap().unwrap(), parked);
 }

@@ -95,7 +95,10 @@ impl Listener for Flow {
             Event::StateLeave { .. } => {
                 self.current.remove(&session);
             }
-            Event::Delivered { state, .. } | Event::Decided { state, .. } | Event::ParkMessage { state, .. }
+            Event::Delivered { state, .. }
+            | Event::Decided { state, .. }
+            | Event::ParkMessage { state, .. }
+            | Event::Upgraded { state, .. }
                 if !self.current.contains_key(&session) =>
             {
                 lines.push(self.state_header(state));
@@ -155,6 +158,10 @@ impl Listener for Flow {
                 self.paint("2", &format!("“{}”", first_line(text, 100)))
             )),
             Event::Decided { to, .. } => Some(format!("  {} decided → {to}", self.paint("36", "✓"))),
+            Event::Upgraded { from, to, .. } => {
+                let short = |hash: &str| hash.chars().take(12).collect::<String>();
+                Some(format!("  {} upgraded program {} → {}", self.paint("36", "↑"), short(from), short(to)))
+            }
             Event::Delivered { trigger, .. } => Some(format!("  {} delivered `{trigger}`", self.paint("36", "↩"))),
             Event::CodeStart { script, .. } => Some(format!("  · running {script}")),
             Event::CodeOutput { line, .. } => Some(format!("    {}", self.paint("2", line))),

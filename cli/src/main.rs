@@ -204,6 +204,10 @@ struct SessionFlags {
     /// Write every event as JSON lines to this file.
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
+    /// Move a session pinned to another program of its workflow (the workflow changed
+    /// since it started) to the current one; its current state must still exist.
+    #[arg(long)]
+    upgrade: bool,
 }
 
 impl SessionFlags {
@@ -214,6 +218,7 @@ impl SessionFlags {
             trust: &self.trust,
             tape: self.tape.as_deref(),
             events: self.events.as_deref(),
+            upgrade: self.upgrade,
         }
     }
 }

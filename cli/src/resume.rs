@@ -4,7 +4,8 @@
 //! on the command's channel or a target the decision does not offer is refused before
 //! anything is compiled or any model configured. The runtime then opens the session
 //! exclusively and checks the park again, so a session changed in between, or held by
-//! another process, is refused without being touched.
+//! another process, is refused without being touched; so is a session pinned to another
+//! program of its workflow, unless `--upgrade` moves it to this one.
 
 use std::process::ExitCode;
 
@@ -70,6 +71,7 @@ pub fn decide(
         workflow: Some(workflow.clone()),
         to: to.trim().to_string(),
         comment: comment.map(str::to_string),
+        upgrade: options.upgrade,
     };
     execute(options, &workflow, |runtime| Box::pin(async move { runtime.decide(request).await }))
 }
@@ -83,7 +85,8 @@ pub fn reply(options: &SessionOptions<'_>, id: &str, message: &[String], workflo
         Ok(workflow) => workflow,
         Err(code) => return code,
     };
-    let request = ReplyRequest { session: id.to_string(), workflow: Some(workflow.clone()), message };
+    let request =
+        ReplyRequest { session: id.to_string(), workflow: Some(workflow.clone()), message, upgrade: options.upgrade };
     execute(options, &workflow, |runtime| Box::pin(async move { runtime.reply(request).await }))
 }
 
@@ -111,6 +114,7 @@ pub fn deliver(
         trigger: trigger.trim().to_string(),
         variables,
         message: None,
+        upgrade: options.upgrade,
     };
     execute(options, &workflow, |runtime| Box::pin(async move { runtime.deliver(request).await }))
 }

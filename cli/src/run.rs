@@ -1,5 +1,5 @@
 //! `archmax run WORKFLOW PROMPT… [--trigger ID] [--variables JSON] [--session ID]
-//! [--root DIR] [--artifact FILE] [--tape FILE] [--events FILE]`.
+//! [--root DIR] [--artifact FILE] [--tape FILE] [--events FILE] [--upgrade]`.
 
 use std::process::ExitCode;
 
@@ -50,6 +50,7 @@ pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
         trigger: args.trigger.map(str::to_string),
         message: Some(message),
         variables,
+        upgrade: options.upgrade,
     };
     execute(options, args.workflow, |runtime| Box::pin(async move { runtime.run_turn(request).await }))
 }

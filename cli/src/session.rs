@@ -34,6 +34,8 @@ pub struct SessionOptions<'a> {
     pub trust: &'a [String],
     pub tape: Option<&'a Path>,
     pub events: Option<&'a Path>,
+    /// `--upgrade`: move a session pinned to another program of its workflow to this one.
+    pub upgrade: bool,
 }
 
 /// A failure before anything ran, with the message to print.

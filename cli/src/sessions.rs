@@ -202,9 +202,10 @@ fn row(state: &SessionState) -> String {
 fn detail(state: &SessionState) -> String {
     let head = &state.head;
     let mut out = format!(
-        "session   {}\nworkflow  {}\nstatus    {}\nstate     {}\n",
+        "session   {}\nworkflow  {}\nspec hash {}\nstatus    {}\nstate     {}\n",
         state.id,
         head.workflow,
+        if head.spec_hash.is_empty() { "-" } else { head.spec_hash.as_str() },
         head.status.as_str(),
         head.position.as_deref().unwrap_or("-")
     );

@@ -62,6 +62,12 @@ pub enum Event {
         state: String,
         to: String,
     },
+    /// A session pinned to another program of its workflow moved to this one (`--upgrade`).
+    Upgraded {
+        state: String,
+        from: String,
+        to: String,
+    },
     ParkMessage {
         state: String,
         direction: String,

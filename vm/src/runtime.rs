@@ -4,7 +4,9 @@
 //! resolves the workflow, trigger and session, refuses a disabled workflow or an unmet
 //! signature before any model call, and hands the open session to the interpreter
 //! ([`crate::interp`]). Sessions are keyed by id in the store; a second process that
-//! opens the same session while one runs it is refused by the store's lock.
+//! opens the same session while one runs it is refused by the store's lock. A stored
+//! session is pinned to its workflow's spec hash: resuming it under another is
+//! [`RunError::ProgramChanged`] unless the request asks to `upgrade`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -121,6 +123,8 @@ pub struct TurnRequest {
     pub message: Option<String>,
     /// Host seeds: locked (`title` excepted).
     pub variables: Map<String, Value>,
+    /// Move a session pinned to another program of the workflow to this one.
+    pub upgrade: bool,
 }
 
 /// A person's decision on a session parked at a human state.
@@ -132,6 +136,8 @@ pub struct DecideRequest {
     /// The transition's target.
     pub to: String,
     pub comment: Option<String>,
+    /// Move a session pinned to another program of the workflow to this one.
+    pub upgrade: bool,
 }
 
 /// A message to a session parked at a human state: answered, the session stays parked.
@@ -140,6 +146,8 @@ pub struct ReplyRequest {
     pub session: String,
     pub workflow: Option<String>,
     pub message: String,
+    /// Move a session pinned to another program of the workflow to this one.
+    pub upgrade: bool,
 }
 
 /// A trigger delivered to a session waiting for input.
@@ -152,6 +160,8 @@ pub struct DeliverRequest {
     /// Seeded locked (`title` excepted).
     pub variables: Map<String, Value>,
     pub message: Option<String>,
+    /// Move a session pinned to another program of the workflow to this one.
+    pub upgrade: bool,
 }
 
 /// What kind of entry point produced an outcome.
@@ -217,8 +227,38 @@ pub enum RunError {
     InvalidDecision(String),
     #[error("{0}")]
     InvalidInput(String),
+    /// The session is pinned to another program of its workflow than this runtime's;
+    /// nothing changed. Resuming with `upgrade` moves it on.
+    #[error(
+        "session `{session}` is pinned to program {pinned} of workflow `{workflow}`, but the workflow is now program {current} ({changes}). Nothing was changed. {}",
+        pin_advice(changes)
+    )]
+    ProgramChanged {
+        session: String,
+        workflow: String,
+        pinned: String,
+        current: String,
+        changes: Box<crate::session::spec::SpecChanges>,
+    },
+    /// An upgrade was asked for, but the new program does not declare the session's
+    /// current state; nothing changed.
+    #[error(
+        "session `{session}` cannot move from program {pinned} to program {current}: its current state '{state}' is not declared there. Nothing was changed. Declare '{state}' again, or resume the session with the artifact it started under."
+    )]
+    UpgradeImpossible { session: String, state: String, pinned: String, current: String },
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// What to do about a session pinned to another program: upgrade it, unless its state
+/// is gone from the new one.
+fn pin_advice(changes: &crate::session::spec::SpecChanges) -> String {
+    match changes.missing_position() {
+        Some(state) => format!(
+            "It cannot be upgraded while the workflow does not declare '{state}': declare it again, or resume the session with the artifact it started under."
+        ),
+        None => "Run the same command with `--upgrade` to move the session to the new program, or resume it with the artifact it started under to keep the old rules.".to_string(),
+    }
 }
 
 /// The host mount table an artifact was built against.

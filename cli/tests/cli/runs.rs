@@ -8,7 +8,10 @@
 //! Everything a step produced (exit code, stdout, stderr, events) is compared with
 //! `expected.txt`; `UPDATE_GOLDEN=1` rewrites it. A step may set `exit` to assert its
 //! code, and `env` to add variables (`ARCHMAX_TEST_ABORT_AFTER_COMMITS` kills the process
-//! after that many committed steps, to test resuming from another process).
+//! after that many committed steps, to test resuming from another process). A step may
+//! instead `write = { path = "…", from = "…" }`: it replaces the workspace file `path`
+//! with the case's own file `from` (kept outside `workspace/`), so a case can change the
+//! workspace between two commands.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -36,11 +39,44 @@ struct Case {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Step {
+    #[serde(default)]
     args: Vec<String>,
     #[serde(default)]
     exit: Option<i32>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    #[serde(default)]
+    write: Option<WriteFile>,
+}
+
+/// A step that edits the workspace instead of running a command.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteFile {
+    /// The workspace file to replace (or create), relative to the workspace.
+    path: String,
+    /// The case's file whose contents it gets, relative to the case directory.
+    from: String,
+}
+
+/// Carries out a `write` step; returns its transcript line.
+fn write_step(case_dir: &Path, workspace: &Path, write: &WriteFile) -> Result<String, String> {
+    let plain = |path: &str| Path::new(path).components().all(|part| matches!(part, std::path::Component::Normal(_)));
+    if !plain(&write.path) || !plain(&write.from) {
+        return Err(format!("a write step names plain relative paths, not `{}` / `{}`", write.path, write.from));
+    }
+    let contents = fs::read(case_dir.join(&write.from)).map_err(|error| format!("write: `{}`: {error}", write.from))?;
+    let target = workspace.join(&write.path);
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent).map_err(|error| format!("write: `{}`: {error}", write.path))?;
+    }
+    fs::write(&target, contents).map_err(|error| format!("write: `{}`: {error}", write.path))?;
+    Ok(format!(
+        "$ write {} (from {})
+
+",
+        write.path, write.from
+    ))
 }
 
 pub fn copy_dir(from: &Path, to: &Path) {
@@ -86,6 +122,15 @@ pub fn run_case(case_dir: &Path, scratch: &Path) -> Result<String, String> {
     }
     let mut transcript = String::new();
     for (index, step) in case.steps.iter().enumerate() {
+        match (&step.write, step.args.is_empty()) {
+            (Some(write), true) => {
+                transcript.push_str(&write_step(case_dir, &workspace, write)?);
+                continue;
+            }
+            (Some(_), false) => return Err(format!("step {index} has both `args` and `write`")),
+            (None, true) => return Err(format!("step {index} has neither `args` nor `write`")),
+            (None, false) => {}
+        }
         let mut args = step.args.clone();
         let events = scratch.join(format!("events-{index}.jsonl"));
         let records_events = SESSION_COMMANDS.contains(&args.first().map(String::as_str).unwrap_or(""))

@@ -442,7 +442,11 @@ impl Turn<'_> {
             messages: vec![Message::User { text: opening_message(&seeds), opening: Some(true) }],
         };
         match self.runtime.store.create(&session) {
-            Ok(writer) => Ok(Prepared { meta, session, writer }),
+            Ok(writer) => {
+                // The child is pinned to its workflow's program like any session.
+                self.runtime.keep_spec(&meta.child, target);
+                Ok(Prepared { meta, session, writer })
+            }
             Err(error) => {
                 let reason = format!("the child session could not be created: {error}");
                 self.sub_result(&meta, "error", Some(reason.clone()), Vec::new());

@@ -12,6 +12,7 @@ mod automated;
 mod calls;
 mod controls;
 mod delegate;
+mod pin;
 mod resume;
 mod start;
 
@@ -31,6 +32,7 @@ use crate::session::{
     TrailStep, Usage, Variable,
 };
 
+pub use pin::pinned_spec;
 pub use resume::{Channel, decision_refusal, park_refusal};
 pub use start::validate_variable_name;
 

@@ -8,7 +8,8 @@
 //! Every entry point checks the channel before it changes anything, so a call on the wrong
 //! channel, an unknown target or a second delivery leaves the session exactly as it was.
 //! None of them is a turn boundary: park counts, the entry state and the transcript carry
-//! over, and a disabled workflow still finishes what is parked.
+//! over, and a disabled workflow still finishes what is parked. A session pinned to
+//! another program is refused before anything changes, unless the request upgrades it.
 
 use serde_json::Value;
 
@@ -18,8 +19,25 @@ use crate::runtime::{
 };
 use crate::session::{Message, NoteKind, ParkPhase, SessionState, SessionWriter, Status, StoreError, Variable};
 
+use super::pin::Upgrade;
 use super::start::{validate_title, validate_variable_name};
 use super::{ParkOpening, Turn};
+
+/// A parked session opened for a resume, with the upgrade it needs, if any.
+struct Parked {
+    session: SessionState,
+    writer: Box<dyn SessionWriter>,
+    upgrade: Option<Upgrade>,
+}
+
+impl Parked {
+    /// The turn that resumes it, moved to the current program first when it upgrades.
+    fn into_turn(self, runtime: &Runtime, workflow_id: archmax_compiler::program::WorkflowId) -> Turn<'_> {
+        let mut turn = Turn::new(runtime, workflow_id, self.session, self.writer);
+        turn.upgrade(self.upgrade);
+        turn
+    }
+}
 
 /// The channel a resume needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,13 +97,15 @@ pub fn decision_refusal(state: &SessionState, to: &str) -> Option<String> {
 
 impl Runtime {
     /// Opens a session for a resume: it must exist, belong to `workflow` when one is named,
-    /// and be parked on `channel`. Nothing is written on refusal.
+    /// be parked on `channel`, and be pinned to this program (or `upgrade` be asked for
+    /// and possible). Nothing is written on refusal.
     fn open_parked(
         &self,
         id: &str,
         workflow: Option<&str>,
         channel: Channel,
-    ) -> Result<(SessionState, Box<dyn SessionWriter>), RunError> {
+        upgrade: bool,
+    ) -> Result<Parked, RunError> {
         let (state, writer) = match self.store.open(id) {
             Ok(open) => {
                 super::fault_injection::after_open();
@@ -111,7 +131,8 @@ impl Runtime {
         if let Some(refusal) = park_refusal(&state, channel) {
             return Err(RunError::NotParked(refusal));
         }
-        Ok((state, writer))
+        let upgrade = self.check_pin(&state, upgrade)?;
+        Ok(Parked { session: state, writer, upgrade })
     }
 
     /// The program's id of the workflow a stored session runs.
@@ -127,13 +148,12 @@ impl Runtime {
     async fn carry_on(
         &self,
         workflow_id: archmax_compiler::program::WorkflowId,
-        session: SessionState,
-        writer: Box<dyn SessionWriter>,
+        parked: Parked,
         disposition: Disposition,
         pending: &crate::session::PendingDelegation,
         outcome: Result<Outcome, RunError>,
     ) -> Result<Outcome, RunError> {
-        let mut turn = Turn::new(self, workflow_id, session, writer);
+        let mut turn = parked.into_turn(self, workflow_id);
         turn.disposition = disposition;
         turn.resumed_child(pending, outcome);
         turn.opened_at = turn.session.messages.len();
@@ -167,21 +187,23 @@ impl Runtime {
     }
 
     async fn decide_as(&self, request: DecideRequest, through_caller: bool) -> Result<Outcome, RunError> {
-        let (session, writer) = self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision)?;
+        let parked =
+            self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision, request.upgrade)?;
+        let session = &parked.session;
         if !through_caller {
-            self.refuse_awaited_child(&session)?;
+            self.refuse_awaited_child(session)?;
         }
         let Some(decision) = session.head.pending_decision.clone() else {
             return Err(RunError::NotParked(format!("session `{}` is not parked for a decision", request.session)));
         };
-        if let Some(refusal) = decision_refusal(&session, &request.to) {
+        if let Some(refusal) = decision_refusal(session, &request.to) {
             return Err(RunError::InvalidDecision(refusal));
         }
         let Some(choice) = decision.transitions.iter().find(|choice| choice.to == request.to) else {
             return Err(RunError::InvalidDecision(format!("'{}' is not a decision here", request.to)));
         };
         let comment = request.comment.as_deref().map(str::trim).filter(|comment| !comment.is_empty());
-        let workflow_id = self.workflow_of(&session)?;
+        let workflow_id = self.workflow_of(session)?;
         // The decision belongs to a parked child: it goes to that child alone, and the
         // child's result reaches this session as a note.
         let forwarded = session.head.pending_decision.as_ref().and_then(|decision| decision.child.clone());
@@ -199,9 +221,9 @@ impl Runtime {
             // A refused resume of the child changes nothing here either.
             let outcome = Box::pin(self.decide_as(child, true)).await?;
             let outcome = Ok(outcome);
-            return self.carry_on(workflow_id, session, writer, Disposition::Decide, &pending, outcome).await;
+            return self.carry_on(workflow_id, parked, Disposition::Decide, &pending, outcome).await;
         }
-        let mut turn = Turn::new(self, workflow_id, session, writer);
+        let mut turn = parked.into_turn(self, workflow_id);
         turn.disposition = Disposition::Decide;
         let Some(target) = turn.state_id_of(&choice.to) else {
             return Err(RunError::Refused(format!(
@@ -250,9 +272,10 @@ impl Runtime {
         if request.message.trim().is_empty() {
             return Err(RunError::InvalidInput("the message is empty".to_string()));
         }
-        let (session, writer) = self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision)?;
-        let workflow_id = self.workflow_of(&session)?;
-        let mut turn = Turn::new(self, workflow_id, session, writer);
+        let parked =
+            self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision, request.upgrade)?;
+        let workflow_id = self.workflow_of(&parked.session)?;
+        let mut turn = parked.into_turn(self, workflow_id);
         turn.disposition = Disposition::Reply;
         let id = turn.position_id();
         let here = turn.slug(id).to_string();
@@ -282,11 +305,13 @@ impl Runtime {
         for name in request.variables.keys() {
             validate_variable_name(name).map_err(RunError::InvalidInput)?;
         }
-        let (session, writer) = self.open_parked(&request.session, request.workflow.as_deref(), Channel::Input)?;
+        let parked =
+            self.open_parked(&request.session, request.workflow.as_deref(), Channel::Input, request.upgrade)?;
+        let session = &parked.session;
         if !through_caller {
-            self.refuse_awaited_child(&session)?;
+            self.refuse_awaited_child(session)?;
         }
-        let workflow_id = self.workflow_of(&session)?;
+        let workflow_id = self.workflow_of(session)?;
         // The delivery belongs to a parked child: it goes to that child alone, and the
         // child's result reaches this session as a note.
         let forwarded = session.head.pending_input.as_ref().and_then(|input| input.child.clone());
@@ -304,9 +329,9 @@ impl Runtime {
             let child = DeliverRequest { session: pending.child.clone(), workflow: None, ..request.clone() };
             let outcome = Box::pin(self.deliver_as(child, true)).await?;
             let outcome = Ok(outcome);
-            return self.carry_on(workflow_id, session, writer, Disposition::Deliver, &pending, outcome).await;
+            return self.carry_on(workflow_id, parked, Disposition::Deliver, &pending, outcome).await;
         }
-        let mut turn = Turn::new(self, workflow_id, session, writer);
+        let mut turn = parked.into_turn(self, workflow_id);
         turn.disposition = Disposition::Deliver;
         let id = turn.position_id();
         let here = turn.slug(id).to_string();
@@ -389,6 +414,7 @@ impl Runtime {
                     trigger: request.trigger.unwrap_or_else(|| "manual".to_string()),
                     variables: request.variables,
                     message: request.message,
+                    upgrade: request.upgrade,
                 })
                 .await
             }
@@ -403,7 +429,13 @@ impl Runtime {
                         "session `{session_id}` waits for a decision; variables cannot be delivered to it (decide it with `archmax decide`)"
                     )));
                 }
-                self.reply(ReplyRequest { session: session_id, workflow: Some(request.workflow), message }).await
+                let reply = ReplyRequest {
+                    session: session_id,
+                    workflow: Some(request.workflow),
+                    message,
+                    upgrade: request.upgrade,
+                };
+                self.reply(reply).await
             }
         }
     }

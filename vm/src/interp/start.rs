@@ -1,5 +1,6 @@
-//! The turn boundary: resolving the session, refusing what must not start, seeding the
-//! variables and opening the turn at the right state.
+//! The turn boundary: resolving the session, refusing what must not start (a session
+//! pinned to another program among it), seeding the variables and opening the turn at
+//! the right state.
 
 use serde_json::{Map, Value};
 
@@ -115,6 +116,10 @@ impl Runtime {
             drop(existing);
             return self.resume_parked(request, session_id, status).await;
         }
+        let upgrade = match &existing {
+            Some((state, _)) => self.check_pin(state, request.upgrade)?,
+            None => None,
+        };
         if workflow.disabled {
             return Err(RunError::Refused(format!("Refusing to start: workflow '{slug}' is disabled.")));
         }
@@ -165,10 +170,10 @@ impl Runtime {
                     ..SessionState::default()
                 };
                 let writer = self.store.create(&state)?;
+                self.keep_spec(&session_id, workflow);
                 (state, writer)
             }
         };
-        session.head.spec_hash = workflow.spec_hash.clone();
         let first_turn = session.head.position.is_none();
         let retained = session
             .head
@@ -203,6 +208,7 @@ impl Runtime {
         head.position = Some(opening_slug.clone());
 
         let mut turn = Turn::new(self, workflow_id, session, writer);
+        turn.upgrade(upgrade);
         // Seeds: locked host-boundary writes; `title` unlocked and never over an existing
         // one; a seeded return lands unlocked and does not overwrite a held value.
         let returns: Vec<&str> = trigger.returns.iter().map(|entry| program.str(entry.name)).collect();

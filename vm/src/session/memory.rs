@@ -3,13 +3,15 @@
 //! It keeps the filesystem store's contract without touching disk: one writer per
 //! session (a second is [`StoreError::Busy`] until the first is dropped) and a
 //! compare-and-swap on the sequence number, so a stale writer gets
-//! [`StoreError::Conflict`] and changes nothing. Nothing survives the process.
+//! [`StoreError::Conflict`] and changes nothing. Pinned specs are kept in memory too.
+//! Nothing survives the process.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::spec::PinnedSpec;
 use super::{Delta, SessionState, SessionStore, SessionWriter, StoreError};
 
 /// Sessions held in memory; clones share the same sessions.
@@ -21,6 +23,8 @@ pub struct MemoryStore {
 #[derive(Default)]
 struct Shared {
     sessions: Mutex<HashMap<String, Entry>>,
+    /// Pinned specs by hash.
+    specs: Mutex<HashMap<String, PinnedSpec>>,
     next_writer_token: AtomicU64,
 }
 
@@ -103,6 +107,16 @@ impl SessionStore for MemoryStore {
 
     fn session_dir(&self, _id: &str) -> Option<PathBuf> {
         None
+    }
+
+    fn keep_spec(&self, spec: &PinnedSpec) -> Result<(), StoreError> {
+        let mut specs = self.shared.specs.lock().unwrap_or_else(PoisonError::into_inner);
+        specs.entry(spec.spec_hash.clone()).or_insert_with(|| spec.clone());
+        Ok(())
+    }
+
+    fn spec(&self, hash: &str) -> Result<Option<PinnedSpec>, StoreError> {
+        Ok(self.shared.specs.lock().unwrap_or_else(PoisonError::into_inner).get(hash).cloned())
     }
 }
 

@@ -1,7 +1,7 @@
 //! Sessions: the durable state of one conversation with a workflow.
 //!
 //! [`SessionState`] is everything a session needs to resume in another process: its
-//! position, entry state and trigger, status, spec hash, variables with their lock
+//! position, entry state and trigger, status, the spec hash it is pinned to ([`spec`]), variables with their lock
 //! flags, the audit trail, usage, park records, counters and the transcript. Every
 //! committed step is written as a [`Delta`] (only what changed: appended messages and
 //! trail steps, changed variables, and the small scalar head), so the cost of a durable
@@ -12,6 +12,7 @@
 pub mod fs;
 pub mod id;
 pub mod memory;
+pub mod spec;
 pub mod store;
 
 use std::collections::BTreeMap;
@@ -141,7 +142,8 @@ impl Message {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrailStep {
     pub to: String,
-    /// `trigger`, `agent`, `human`, `on_error`, `reset`, `grader`, `code`, `sub-workflow`.
+    /// `trigger`, `agent`, `human`, `on_error`, `reset`, `grader`, `code`, `sub-workflow`,
+    /// `upgrade` (the session moved to a new program; the reason says from which to which).
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -291,6 +293,8 @@ pub struct Exit {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Head {
     pub workflow: String,
+    /// The spec hash of the workflow program the session is pinned to: set when it
+    /// starts, changed only by an upgrade. Resuming under another one is refused.
     pub spec_hash: String,
     /// The current state's slug; `None` before the first turn.
     pub position: Option<String>,

@@ -4,10 +4,12 @@
 //! takes an exclusive lock that lasts as long as the returned [`SessionWriter`]; a second
 //! writer is refused with [`StoreError::Busy`]. Every commit carries the next sequence
 //! number; a writer whose view is stale (the store holds a newer sequence) is refused
-//! with [`StoreError::Conflict`] and writes nothing.
+//! with [`StoreError::Conflict`] and writes nothing. Beside the sessions a store keeps
+//! the workflow specs they are pinned to ([`PinnedSpec`]), by hash.
 
 use std::path::PathBuf;
 
+use super::spec::PinnedSpec;
 use super::{Delta, SessionState};
 
 /// Why a store operation failed.
@@ -23,6 +25,9 @@ pub enum StoreError {
     Missing(String),
     #[error("session `{id}` is unreadable: {message}")]
     Corrupt { id: String, message: String },
+    /// A pinned spec could not be kept or read (a bad hash, a damaged file, I/O).
+    #[error("the session store's spec `{hash}` could not be used: {message}")]
+    Spec { hash: String, message: String },
     #[error("session store I/O failed for `{id}`: {source}")]
     Io {
         id: String,
@@ -50,4 +55,9 @@ pub trait SessionStore: Send + Sync {
     /// The directory holding a session's files (`scratchpad/`, `artifacts/`), when the
     /// store keeps them on disk.
     fn session_dir(&self, id: &str) -> Option<PathBuf>;
+    /// Keeps `spec` under its hash unless one is kept there already; losing a race to
+    /// write the same hash is success.
+    fn keep_spec(&self, spec: &PinnedSpec) -> Result<(), StoreError>;
+    /// The spec kept under `hash`, if any.
+    fn spec(&self, hash: &str) -> Result<Option<PinnedSpec>, StoreError>;
 }

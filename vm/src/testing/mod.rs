@@ -375,6 +375,7 @@ impl Driver<'_> {
                         trigger: self.case.trigger.as_ref().map(|trigger| trigger.value.clone()),
                         message: Some(message.clone()),
                         variables: self.variables(),
+                        upgrade: false,
                     })
                     .await
             }
@@ -385,6 +386,7 @@ impl Driver<'_> {
                         workflow: None,
                         to: to.value.clone(),
                         comment: comment.clone(),
+                        upgrade: false,
                     })
                     .await
             }
@@ -396,6 +398,7 @@ impl Driver<'_> {
                         trigger: trigger.clone(),
                         variables: variables.iter().map(|(name, value)| (name.value.clone(), value.clone())).collect(),
                         message: None,
+                        upgrade: false,
                     })
                     .await
             }

@@ -3,5 +3,6 @@
 
 mod adversarial;
 mod kernel;
+mod pinning;
 mod sandbox;
 mod support;

@@ -1,6 +1,7 @@
 //! The filesystem session store: the default, durable home of sessions.
 //!
-//! Each session lives in `<dir>/<id>/`. The runtime's own files sit in its
+//! Each session lives in `<dir>/<id>/`; the workflow specs sessions are pinned to live
+//! in `<dir>/_specs/<hash>.json` ([`specs`]). The runtime's own files sit in its
 //! `checkpoints/` folder, a zone no tool call can reach; beside it are the session's own
 //! folders `scratchpad/` and `artifacts/`. The files:
 //!
@@ -46,6 +47,7 @@
 mod faults;
 mod files;
 mod format;
+mod specs;
 mod verify;
 mod writer;
 
@@ -283,6 +285,14 @@ impl SessionStore for FsStore {
 
     fn session_dir(&self, id: &str) -> Option<PathBuf> {
         self.session_path(id).ok()
+    }
+
+    fn keep_spec(&self, spec: &super::spec::PinnedSpec) -> Result<(), StoreError> {
+        self.write_spec(spec)
+    }
+
+    fn spec(&self, hash: &str) -> Result<Option<super::spec::PinnedSpec>, StoreError> {
+        self.read_spec(hash)
     }
 }
 

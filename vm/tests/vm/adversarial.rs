@@ -668,7 +668,7 @@ fn link_attacks() -> Vec<Attack> {
     - { name: copy_file, args: { source: reference/leak.md, destination: scratchpad/leak.md } }
 - text: Done.
 "#,
-            Refusal::ToolError("leads outside the workspace"),
+            Refusal::ToolError("links are never followed, in the session's folder or in a mount"),
             Setup::memory().planting(|site| {
                 std::os::unix::fs::symlink(site.outside.join(OUTSIDE_FILE), site.root.join("reference/leak.md"))
             }),
@@ -1056,14 +1056,17 @@ fn a_rehashed_artifact_with_an_escaping_mount_source_is_refused_on_load() {
         assert!(refusal.to_string().contains("`reference/`"), "{hostile:?}: {refusal}");
         assert_eq!(artifact::load(&forged, &trusting).expect_err(hostile), ArtifactError::Unsigned, "{hostile:?}");
     }
+}
+
 /// Variables amplify: one 4 KB value, a second that repeats it 2500 times (10 MB, under
 /// the substitution bound), then a short call per copy of the second. The bound on the
 /// session's variables refuses the first copy before it is applied.
 #[test]
 fn copying_a_large_variable_is_refused_at_the_session_bound() {
     let files = workspace(&[("workflows/desk/workflow.yaml", &desk("      allow: [archmax_set_variables]\n"))]);
-    let root = scratch_root(9_000);
-    write_files(&root, &files);
+    let site = scratch_site("variables", 0);
+    let root = site.root.clone();
+    write_files(&root, &files).expect("the workspace is written");
     let borrowed: Vec<(&str, &str)> = files.iter().map(|(path, text)| (*path, text.as_str())).collect();
     let seed = "a".repeat(4096);
     let repeated = "${{v0}}".repeat(2500);
@@ -1096,7 +1099,7 @@ fn copying_a_large_variable_is_refused_at_the_session_bound() {
         ..TurnRequest::default()
     };
     executor.block_on(runtime.run_turn(request)).expect("the turn runs");
-    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(site.base());
 
     let results: Vec<Value> = events
         .recorded()

@@ -105,6 +105,13 @@ fn trusted_key(value: &str) -> Result<PublicKey, String> {
 /// Every trusted key: the `--trust` values and `ARCHMAX_TRUSTED_KEYS`.
 pub fn trusted_keys(values: &[String]) -> Result<TrustedKeys, String> {
     let mut trusted = match std::env::var(TRUSTED_KEYS_VARIABLE) {
+        // A variable that is set but names no key is a mistake (an unset secret in a
+        // deployment, a stray comma), never a reason to trust every artifact.
+        Ok(list) if list.split(|c: char| c == ',' || c.is_whitespace()).all(str::is_empty) => {
+            return Err(format!(
+                "{TRUSTED_KEYS_VARIABLE} is set but names no key; give it one or more `ed25519:…` public keys, or unset it to trust none"
+            ));
+        }
         Ok(list) => TrustedKeys::parse_list(&list).map_err(|error| format!("{TRUSTED_KEYS_VARIABLE}: {error}"))?,
         Err(std::env::VarError::NotPresent) => TrustedKeys::default(),
         Err(std::env::VarError::NotUnicode(_)) => return Err(format!("{TRUSTED_KEYS_VARIABLE} is not valid UTF-8")),

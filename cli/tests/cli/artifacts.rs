@@ -245,3 +245,22 @@ fn keygen_writes_a_private_key_only_it_can_read_and_never_overwrites_silently() 
     fs::remove_dir_all(&dir).ok();
     fs::remove_dir_all(workspace.parent().expect("scratch")).ok();
 }
+
+#[test]
+fn a_trusted_keys_variable_that_names_no_key_is_refused_not_ignored() {
+    let dir = scratch("empty-trust");
+    let artifact = dir.join("specs.amx");
+    build_specs(&artifact);
+    for empty in ["", " ", ","] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_archmax"))
+            .args(["inspect", artifact.to_str().expect("utf-8 path")])
+            .env("NO_COLOR", "1")
+            .env("ARCHMAX_TRUSTED_KEYS", empty)
+            .output()
+            .expect("the archmax binary runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{empty:?} trusted everything: {stderr}");
+        assert!(stderr.contains("ARCHMAX_TRUSTED_KEYS is set but names no key"), "{empty:?}: {stderr}");
+    }
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -461,16 +461,23 @@ mod tests {
         assert_eq!(decode(&unknown), Err(ArtifactError::UnknownSignature(7)));
     }
 
+    /// The `reference/` mount's source rewritten to `hostile` and re-hashed, as an
+    /// attacker would: the load must refuse it in the mounts table; the refusal's text.
+    fn refusal_of_mount_source(hostile: &str) -> String {
+        let mut tampered = program();
+        let mount = tampered.mounts.iter().find(|mount| tampered.str(mount.key) == "reference/").expect("mount");
+        let source = mount.source.0 as usize;
+        tampered.strings[source] = hostile.to_string();
+        let error = decode(&encode(&tampered)).expect_err(hostile);
+        let message = error.to_string();
+        assert!(matches!(error, ArtifactError::Table { table: "mounts", .. }), "{hostile:?}: {message}");
+        message
+    }
+
     #[test]
     fn a_rehashed_mount_source_outside_the_workspace_is_refused_naming_the_entry() {
         for hostile in ["/", "../..", "data/../../etc", "/etc/passwd", "data\\..\\..", "data\0x", "", "./data"] {
-            let mut tampered = program();
-            let mount = tampered.mounts.iter().find(|mount| tampered.str(mount.key) == "reference/").expect("mount");
-            let source = mount.source.0 as usize;
-            tampered.strings[source] = hostile.to_string();
-            let error = decode(&encode(&tampered)).expect_err(hostile);
-            let message = error.to_string();
-            assert!(matches!(error, ArtifactError::Table { table: "mounts", .. }), "{hostile:?}: {message}");
+            let message = refusal_of_mount_source(hostile);
             assert!(message.contains("mounts table") && message.contains("`reference/`"), "{message}");
         }
     }
@@ -486,13 +493,7 @@ mod tests {
             "archmax.toml",
             "scratchpad",
         ] {
-            let mut tampered = program();
-            let mount = tampered.mounts.iter().find(|mount| tampered.str(mount.key) == "reference/").expect("mount");
-            let source = mount.source.0 as usize;
-            tampered.strings[source] = hostile.to_string();
-            let error = decode(&encode(&tampered)).expect_err(hostile);
-            let message = error.to_string();
-            assert!(matches!(error, ArtifactError::Table { table: "mounts", .. }), "{hostile:?}: {message}");
+            let message = refusal_of_mount_source(hostile);
             assert!(message.contains("`reference/`") && message.contains(hostile), "{message}");
         }
     }

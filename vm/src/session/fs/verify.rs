@@ -143,15 +143,7 @@ fn verify_current(
         Tail::Empty => (sealed_end, Settle::Nothing),
         Tail::Torn => (sealed_end, Settle::CutTornTail),
         Tail::WholeStep(payload) => {
-            let delta = decode_step(payload).map_err(|what| format!("the unsealed last record {what}"))?;
-            if Some(delta.seq) != state.seq.checked_add(1) {
-                return Err(format!(
-                    "the unsealed last record holds step {} where step {} was expected",
-                    delta.seq,
-                    state.seq.saturating_add(1)
-                ));
-            }
-            state.apply(&delta);
+            apply_next_step(&mut state, payload, "the unsealed last record")?;
             log_digest.update(&log[sealed_end..]);
             (log.len(), Settle::SealLastStep)
         }
@@ -239,15 +231,7 @@ fn replay(log: &[u8], from: usize, to: usize, state: &mut SessionState) -> Resul
                 state.seq.saturating_add(1)
             ));
         };
-        let delta = decode_step(payload).map_err(|what| format!("the step log's record at byte {offset} {what}"))?;
-        if Some(delta.seq) != state.seq.checked_add(1) {
-            return Err(format!(
-                "the step log's record at byte {offset} holds step {} where step {} was expected",
-                delta.seq,
-                state.seq.saturating_add(1)
-            ));
-        }
-        state.apply(&delta);
+        apply_next_step(state, payload, &format!("the step log's record at byte {offset}"))?;
         offset = end;
     }
     Ok(())
@@ -300,4 +284,20 @@ pub(super) fn salvage(files: &Files) -> Result<Salvage, String> {
         sealed_seq,
         dropped_bytes: old_log.len().saturating_sub(offset) as u64,
     })
+}
+
+/// Decodes one record and applies it, refusing one that is not the very next step.
+/// `record` names the record in the refusal ("the unsealed last record", "the step
+/// log's record at byte 120").
+fn apply_next_step(state: &mut SessionState, payload: &[u8], record: &str) -> Result<(), String> {
+    let delta = decode_step(payload).map_err(|what| format!("{record} {what}"))?;
+    if Some(delta.seq) != state.seq.checked_add(1) {
+        return Err(format!(
+            "{record} holds step {} where step {} was expected",
+            delta.seq,
+            state.seq.saturating_add(1)
+        ));
+    }
+    state.apply(&delta);
+    Ok(())
 }

@@ -10,7 +10,7 @@
 use std::process::ExitCode;
 
 use archmax_vm::interp::{Channel, decision_refusal, park_refusal};
-use archmax_vm::session::SessionStore;
+
 use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::id::check_session_id;
 use archmax_vm::{DecideRequest, DeliverRequest, ReplyRequest};

@@ -136,8 +136,13 @@ where
         Ok(executor) => executor,
         Err(error) => return failure(format!("could not start the runtime: {error}")),
     };
-    match executor.block_on(action(&runtime)) {
-        Ok(outcome) => finish(&outcome, &runtime),
+    let finished = executor.block_on(async {
+        let outcome = action(&runtime).await?;
+        let caller = runtime.awaiting_caller(&outcome.session_id).await;
+        Ok::<_, RunError>((outcome, caller))
+    });
+    match finished {
+        Ok((outcome, caller)) => finish(&outcome, &runtime, caller.as_deref()),
         Err(error) => failure(error),
     }
 }
@@ -240,8 +245,9 @@ fn delivery_trigger(program: &Program, workflow: &str, state: &str) -> String {
 }
 
 /// Prints an outcome: the reply on stdout; the park report, the usage footer and the
-/// session on stderr (the verdict line came from the flow). Returns the exit code.
-pub fn finish(outcome: &Outcome, runtime: &Runtime) -> ExitCode {
+/// session on stderr (the verdict line came from the flow); `caller` is the session
+/// that waits for this one, if any. Returns the exit code.
+pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>) -> ExitCode {
     if !outcome.reply.is_empty() {
         println!("{}", outcome.reply);
     } else if outcome.disposition == Disposition::Decide && outcome.status.is_parked() {
@@ -251,13 +257,7 @@ pub fn finish(outcome: &Outcome, runtime: &Runtime) -> ExitCode {
     if leftover > 0 {
         eprintln!("warning: the tape still holds {leftover} unused entr{}", if leftover == 1 { "y" } else { "ies" });
     }
-    let caller =
-        runtime.store.read(&outcome.session_id).ok().flatten().and_then(|state| state.head.parent).filter(|parent| {
-            runtime.store.read(parent).ok().flatten().is_some_and(|caller| {
-                caller.head.pending_delegations.iter().any(|pending| pending.child == outcome.session_id)
-            })
-        });
-    match park_report(outcome, &runtime.program, caller.as_deref()) {
+    match park_report(outcome, &runtime.program, caller) {
         Some(report) => eprintln!("{report}"),
         None => eprintln!("session {}", outcome.session_id),
     }

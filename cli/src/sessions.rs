@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
+use archmax_vm::session::SessionState;
 use archmax_vm::session::fs::{FsStore, RepairOutcome};
 use archmax_vm::session::id::check_session_id;
-use archmax_vm::session::{SessionState, SessionStore};
 
 use crate::output::{failure, usage};
 use crate::session::{sessions_dir, thousands};

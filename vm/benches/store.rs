@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use archmax_vm::session::fs::FsStore;
-use archmax_vm::session::{Delta, Head, Message, SessionState, SessionWriter, ToolCall, ToolStatus};
+use archmax_vm::session::{Delta, Head, Message, SessionState, ToolCall, ToolStatus};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::json;
 

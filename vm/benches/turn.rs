@@ -24,7 +24,7 @@ use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::runtime::mount_table;
 use archmax_vm::session::memory::MemoryStore;
-use archmax_vm::session::{Head, Message, SessionState, SessionStore, ToolCall, ToolStatus};
+use archmax_vm::session::{Head, Message, SessionState, ToolCall, ToolStatus};
 use archmax_vm::{Runtime, RuntimeParts, TurnRequest};
 
 const CALLS: usize = 100;
@@ -83,7 +83,7 @@ fn seeded(store: &MemoryStore, messages: usize) {
             status: ToolStatus::Ok,
         });
     }
-    store.create(&state).expect("create");
+    store.create_writer(&state).expect("create");
 }
 
 fn turn_overhead(criterion: &mut Criterion) {

@@ -14,6 +14,8 @@
 //!
 //! Events ([`events`]) are the one record of a run; the CLI renders them.
 
+pub mod blocking;
+pub mod cache;
 pub mod clock;
 pub mod events;
 pub mod interp;

@@ -8,7 +8,6 @@
 //! session is pinned to its workflow's spec hash: resuming it under another is
 //! [`RunError::ProgramChanged`] unless the request asks to `upgrade`.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -16,7 +15,7 @@ use serde_json::{Map, Value};
 
 use archmax_compiler::host::{Mount, MountTable};
 use archmax_compiler::program::{Program, WorkflowId};
-use archmax_stdlib::vfs::{DiskVfs, MemoryVfs, MountPoint, Vfs, Workspace};
+use archmax_stdlib::vfs::{DiskVfs, MountPoint, Vfs, Workspace};
 
 use crate::clock::Clock;
 use crate::events::{Event, EventSink};
@@ -58,10 +57,16 @@ pub struct Runtime {
     pub mocks: Vec<Mock>,
     /// Tool definitions per workflow, per surface.
     pub definitions: Vec<Vec<Vec<ToolDefinition>>>,
-    memory_sessions: Mutex<HashMap<String, Arc<MemoryVfs>>>,
-    /// Each session's `archmax_eval` REPL, for as long as this runtime lives.
-    repls: Mutex<HashMap<String, Arc<crate::sandbox::Sandbox>>>,
+    /// Each session's `archmax_eval` REPL, kept while the session is among the most
+    /// recently used [`Runtime::repl_capacity`] ones, or until [`Runtime::close_session`].
+    repls: Mutex<crate::cache::Lru<Arc<crate::sandbox::Sandbox>>>,
 }
+
+/// How many sessions' `archmax_eval` REPLs a runtime keeps by default. Each holds a
+/// QuickJS heap (up to the sandbox's memory limit), so a host running many sessions
+/// bounds them; an evicted REPL starts afresh on the session's next `archmax_eval`, as
+/// it does in another process.
+pub const DEFAULT_REPL_CAPACITY: usize = 64;
 
 /// A declared result for calls of one tool: `{ tool, whenInput?, result }`. The first
 /// mock (in declaration order) whose tool matches and whose `when_input` partially
@@ -309,8 +314,7 @@ impl Runtime {
             limits: archmax_stdlib::limits::Limits::default(),
             mocks: Vec::new(),
             definitions,
-            memory_sessions: Mutex::new(HashMap::new()),
-            repls: Mutex::new(HashMap::new()),
+            repls: Mutex::new(crate::cache::Lru::new(DEFAULT_REPL_CAPACITY)),
         }
     }
 
@@ -344,25 +348,45 @@ impl Runtime {
         })
     }
 
-    /// The REPL of a session, if one was started in this process.
+    /// The REPL of a session, if one is kept; using it makes it the most recent.
     pub fn repl(&self, session: &str) -> Option<Arc<crate::sandbox::Sandbox>> {
         self.repls.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(session).cloned()
     }
 
-    /// Keeps a session's REPL; a REPL another call kept first wins.
+    /// Keeps a session's REPL; a REPL another call kept first wins. When the cache is
+    /// full the least recently used session's REPL is dropped.
     pub fn keep_repl(&self, session: &str, sandbox: crate::sandbox::Sandbox) -> Arc<crate::sandbox::Sandbox> {
         let mut repls = self.repls.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        repls.entry(session.to_string()).or_insert_with(|| Arc::new(sandbox)).clone()
+        if let Some(kept) = repls.get(session) {
+            return Arc::clone(kept);
+        }
+        let kept = Arc::new(sandbox);
+        repls.insert(session, Arc::clone(&kept));
+        kept
     }
 
-    pub fn workspace(&self, session: &str) -> Workspace {
-        let store: Arc<dyn Vfs> = match self.store.session_dir(session) {
-            Some(dir) => Arc::new(DiskVfs::new(dir)),
-            None => {
-                let mut sessions = self.memory_sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                sessions.entry(session.to_string()).or_insert_with(|| Arc::new(MemoryVfs::default())).clone()
-            }
-        };
+    /// How many sessions' REPLs this runtime keeps at most; lowering it evicts the least
+    /// recently used ones at once.
+    pub fn set_repl_capacity(&self, capacity: usize) {
+        self.repls.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).set_capacity(capacity);
+    }
+
+    /// How many sessions hold a REPL in this runtime now.
+    pub fn kept_repls(&self) -> usize {
+        self.repls.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+    }
+
+    /// Drops everything this runtime keeps in memory for a session (its REPL). The
+    /// session itself stays in the store; a host calls this when it is done with a
+    /// session for now (it finished, or parked for a person).
+    pub fn close_session(&self, session: &str) {
+        self.repls.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(session);
+    }
+
+    /// The agent's workspace for a session: its own files, kept by the store, plus the
+    /// host's mounts.
+    pub fn workspace(&self, session: &str) -> Result<Workspace, StoreError> {
+        let store = self.store.files(session)?;
         let mounts = self
             .mounts
             .mounts
@@ -374,6 +398,6 @@ impl Runtime {
                 store: Arc::new(DiskVfs::mount(self.root.join(&mount.source))) as Arc<dyn Vfs>,
             })
             .collect();
-        Workspace { session: store, mounts }
+        Ok(Workspace { session: store, mounts })
     }
 }

@@ -241,7 +241,7 @@ impl Turn<'_> {
             }
             Err(error) => self.settle(id, Some(error), started),
         }
-        self.commit()
+        self.commit().await
     }
 
     /// The grader's model calls, until it decides or stops calling tools.
@@ -398,13 +398,13 @@ impl Turn<'_> {
                     // The script is over; children it started still settle, so their
                     // sessions, events and trail steps stay whole.
                     while let Some(((meta, outcome), _reply)) = children.next().await {
-                        let answer = self.finish_delegation(&meta, outcome, caller);
+                        let answer = self.finish_delegation(&meta, outcome, caller).await;
                         self.emit_delegation_result(&meta, &answer, caller);
                     }
                     return result;
                 }
                 Some(((meta, outcome), reply)) = children.next(), if !children.is_empty() => {
-                    let answer = self.finish_delegation(&meta, outcome, caller);
+                    let answer = self.finish_delegation(&meta, outcome, caller).await;
                     self.emit_delegation_result(&meta, &answer, caller);
                     let reply: tokio::sync::oneshot::Sender<Result<String, String>> = reply;
                     let _ = reply.send(reply_of(answer));
@@ -443,7 +443,7 @@ impl Turn<'_> {
         let Some(script) = self.state(id).script.map(|script| workflow.script(script)) else {
             self.session.head.rejected = Some(format!("code state '{here}' has no script in this artifact"));
             self.route_failure();
-            return self.commit();
+            return self.commit().await;
         };
         let path = program.str(script.path);
         self.emit(Event::CodeStart { state: here.clone(), script: path.to_string() });
@@ -463,7 +463,7 @@ impl Turn<'_> {
         }
         let error = result.err().map(|error| error.to_string());
         self.settle(id, error, started);
-        self.commit()
+        self.commit().await
     }
 
     /// The session's REPL for `archmax_eval` and `archmax_run`, created on first use.

@@ -489,7 +489,7 @@ impl Turn<'_> {
             "archmax_get_history" => Answer::error("archmax_get_history is offered only to grader and code states."),
             "archmax_eval" | "archmax_run" => self.script_tool(id, &call.name, args).await,
             name if delegation_target(name).is_some() => {
-                match self.prepare_delegation(id, &call.id, name, args, caller) {
+                match self.prepare_delegation(id, &call.id, name, args, caller).await {
                     Ok(prepared) => {
                         self.deferred.push(prepared);
                         Answer::deferred()

@@ -56,7 +56,7 @@ const OPENING_VALUE_CHARS: usize = 200;
 const OPENING_TOTAL_CHARS: usize = 1_000;
 
 /// A child's run: its dispatch and how its turn ended.
-pub(super) type ChildRun<'r> = Pin<Box<dyn Future<Output = (Meta, Result<Outcome, RunError>)> + 'r>>;
+pub(super) type ChildRun<'r> = Pin<Box<dyn Future<Output = (Meta, Result<Outcome, RunError>)> + Send + 'r>>;
 
 /// A completed child's declared returns: the values (files copied up), the names set,
 /// the names left unset.
@@ -228,7 +228,10 @@ pub(super) fn run_child<'r>(runtime: &'r Runtime, prepared: Prepared, slots: Arc
     Box::pin(async move {
         let _slot = slots.acquire_owned().await;
         let Prepared { meta, session, writer } = prepared;
-        let turn = Turn::new(runtime, meta.target, session, writer);
+        let turn = match Turn::new(runtime, meta.target, session, writer) {
+            Ok(turn) => turn,
+            Err(error) => return (meta, Err(error)),
+        };
         let entry = turn.session.head.position.clone().unwrap_or_default();
         let names: Vec<String> = turn.session.variables.keys().cloned().collect();
         turn.emit(Event::VariablesSet { state: None, names, locked: true, call_id: None });
@@ -255,7 +258,7 @@ impl Turn<'_> {
 
     /// Phase 1: the dispatch checks and the child's session. `Err` is a call answered at
     /// once: a refusal, or a case's mock standing in for the child.
-    pub(super) fn prepare_delegation(
+    pub(super) async fn prepare_delegation(
         &mut self,
         id: StateId,
         call_id: &str,
@@ -273,6 +276,7 @@ impl Turn<'_> {
             .runtime
             .store
             .read(&format!("{}~{}", self.session.id, self.session.head.delegations))
+            .await
             .ok()
             .flatten()
             .is_some()
@@ -390,7 +394,17 @@ impl Turn<'_> {
         // The child: seeded with the arguments only, `file` ones copied across.
         // The kernel has refused every `file` argument this state may not read (its
         // whole decision for a `read_file` of the path) before the call got here.
-        let child_workspace = self.runtime.workspace(&meta.child);
+        let child_workspace = match self.runtime.workspace(&meta.child) {
+            Ok(workspace) => workspace,
+            Err(error) => {
+                return Err(refuse(
+                    self,
+                    &meta,
+                    "error",
+                    format!("the child session's files are unavailable: {error}"),
+                ));
+            }
+        };
         let mut seeds = resolved.clone();
         for entry in manual.requires.iter().filter(|entry| entry.ty == Some(ValueType::File)) {
             let name = program.str(entry.name);
@@ -441,10 +455,10 @@ impl Turn<'_> {
             }],
             messages: vec![Message::User { text: opening_message(&seeds), opening: Some(true) }],
         };
-        match self.runtime.store.create(&session) {
+        match self.runtime.store.create(&session).await {
             Ok(writer) => {
                 // The child is pinned to its workflow's program like any session.
-                self.runtime.keep_spec(&meta.child, target);
+                self.runtime.keep_spec(&meta.child, target).await;
                 Ok(Prepared { meta, session, writer })
             }
             Err(error) => {
@@ -456,7 +470,7 @@ impl Turn<'_> {
     }
 
     /// What a settled child means: its answer, a failure, or a park.
-    fn settle_child(&mut self, meta: &Meta, outcome: Result<Outcome, RunError>) -> Settled {
+    async fn settle_child(&mut self, meta: &Meta, outcome: Result<Outcome, RunError>) -> Settled {
         let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(error) => return Settled::Failed { kind: "error", reason: error.to_string() },
@@ -501,7 +515,7 @@ impl Turn<'_> {
         let Some(manual) = manual(target, program).map(|index| &target.triggers[index]) else {
             return Settled::Failed { kind: "error", reason: "the target has no manual entry".to_string() };
         };
-        let child = match self.runtime.store.read(&meta.child) {
+        let child = match self.runtime.store.read(&meta.child).await {
             Ok(Some(child)) => child,
             Ok(None) => return Settled::Failed { kind: "error", reason: "the child session vanished".to_string() },
             Err(error) => return Settled::Failed { kind: "error", reason: error.to_string() },
@@ -517,7 +531,10 @@ impl Turn<'_> {
             .unwrap_or_else(|| "(the sub-workflow completed without a closing message)".to_string());
         let values: Map<String, Value> =
             child.variables.iter().map(|(name, variable)| (name.clone(), variable.value.clone())).collect();
-        let files = self.runtime.workspace(&meta.child);
+        let files = match self.runtime.workspace(&meta.child) {
+            Ok(files) => files,
+            Err(error) => return Settled::Failed { kind: "error", reason: error.to_string() },
+        };
         // A returned file must be one the child itself may read: its own grants and every
         // ancestor's workflow-wide denials (this workflow's included).
         let inherited: Vec<crate::kernel::Inherited<'_>> = child
@@ -654,7 +671,7 @@ impl Turn<'_> {
     }
 
     /// Phase 3: the caller's answer for a settled child.
-    pub(super) fn finish_delegation(
+    pub(super) async fn finish_delegation(
         &mut self,
         meta: &Meta,
         outcome: Result<Outcome, RunError>,
@@ -662,7 +679,7 @@ impl Turn<'_> {
     ) -> Answer {
         let child_usage = outcome.as_ref().map(|outcome| outcome.turn_usage).unwrap_or_default();
         self.children_usage.add(&child_usage);
-        match self.settle_child(meta, outcome) {
+        match self.settle_child(meta, outcome).await {
             Settled::Answered { text, returns } => self.answered(meta, text, returns, caller),
             Settled::Failed { kind, reason } => self.fail_delegation(meta, kind, reason, caller),
             Settled::Parked { state, waiting } => {
@@ -759,7 +776,7 @@ impl Turn<'_> {
         let settled = futures_util::future::join_all(runs).await;
         let mut answers = Vec::with_capacity(settled.len());
         for (meta, outcome) in settled {
-            let answer = self.finish_delegation(&meta, outcome, caller);
+            let answer = self.finish_delegation(&meta, outcome, caller).await;
             self.emit_delegation_result(&meta, &answer, caller);
             answers.push((meta.call_id.clone(), answer));
         }
@@ -782,14 +799,14 @@ impl Turn<'_> {
     }
 
     /// Parks this session on the first parked child: its record, presented as ours.
-    pub(super) fn present_delegation(&mut self) {
+    pub(super) async fn present_delegation(&mut self) {
         if self.session.head.status != Status::Running {
             return;
         }
         let Some(pending) = self.session.head.pending_delegations.first().cloned() else {
             return;
         };
-        let child = match self.runtime.store.read(&pending.child) {
+        let child = match self.runtime.store.read(&pending.child).await {
             Ok(Some(child)) => child,
             _ => {
                 self.session.head.pending_delegations.remove(0);
@@ -836,7 +853,7 @@ impl Turn<'_> {
 
     /// A parked child, resumed through this session, settled: its answer (or failure)
     /// reaches the calling state as a note, and the next parked child is presented.
-    pub(super) fn resumed_child(&mut self, pending: &PendingDelegation, outcome: Result<Outcome, RunError>) {
+    pub(super) async fn resumed_child(&mut self, pending: &PendingDelegation, outcome: Result<Outcome, RunError>) {
         let program = self.program();
         let Some((target, _)) = program.workflow(&pending.workflow) else {
             return;
@@ -857,11 +874,11 @@ impl Turn<'_> {
         head.pending_decision = None;
         head.pending_input = None;
         head.park_phase = None;
-        match self.settle_child(&meta, outcome) {
+        match self.settle_child(&meta, outcome).await {
             Settled::Parked { .. } => {
                 // Still parked (a decision into another human state): present it again.
                 self.session.head.status = Status::Running;
-                self.present_delegation();
+                self.present_delegation().await;
                 return;
             }
             Settled::Answered { text, returns } => {
@@ -887,7 +904,7 @@ impl Turn<'_> {
             }
         }
         self.session.head.status = Status::Running;
-        self.present_delegation();
+        self.present_delegation().await;
     }
 }
 

@@ -115,14 +115,14 @@ impl<'r> Turn<'r> {
         workflow_id: WorkflowId,
         session: SessionState,
         writer: Box<dyn SessionWriter>,
-    ) -> Turn<'r> {
+    ) -> Result<Turn<'r>, RunError> {
         let workflow = &runtime.program.workflows[workflow_id.0 as usize];
         let trigger = session
             .head
             .trigger
             .as_deref()
             .and_then(|id| workflow.triggers.iter().find(|trigger| runtime.program.str(trigger.id) == id));
-        let workspace = runtime.workspace(&session.id);
+        let workspace = runtime.workspace(&session.id)?;
         let program = &runtime.program;
         let inherited = session
             .head
@@ -133,7 +133,7 @@ impl<'r> Turn<'r> {
             .collect();
         let child = session.head.parent.is_some();
         let opened_at = session.messages.len();
-        Turn {
+        Ok(Turn {
             runtime,
             workflow_id,
             workflow,
@@ -153,7 +153,7 @@ impl<'r> Turn<'r> {
             children_usage: Usage::default(),
             inherited,
             session,
-        }
+        })
     }
 
     fn program(&self) -> &'r archmax_compiler::program::Program {
@@ -201,13 +201,13 @@ impl<'r> Turn<'r> {
     }
 
     /// Makes the pending changes durable as one step.
-    fn commit(&mut self) -> Result<(), RunError> {
+    async fn commit(&mut self) -> Result<(), RunError> {
         self.session.seq += 1;
         self.session.head.updated_at = self.now();
         let mut delta = std::mem::take(&mut self.pending);
         delta.seq = self.session.seq;
         delta.head = self.session.head.clone();
-        self.writer.commit(&delta)?;
+        self.writer.commit(&delta).await?;
         fault_injection::after_commit();
         Ok(())
     }
@@ -276,9 +276,9 @@ impl<'r> Turn<'r> {
             // A child still parked (its caller parked on something else first) is
             // presented as soon as the session runs again.
             if !self.session.head.pending_delegations.is_empty() {
-                self.present_delegation();
+                self.present_delegation().await;
                 if self.session.head.status != Status::Running {
-                    self.commit()?;
+                    self.commit().await?;
                     continue;
                 }
             }
@@ -289,7 +289,7 @@ impl<'r> Turn<'r> {
                     self.runtime.recursion_limit
                 );
                 self.fail("recursion-limit", &reason);
-                self.commit()?;
+                self.commit().await?;
                 break;
             }
             let id = self.position_id();
@@ -297,7 +297,7 @@ impl<'r> Turn<'r> {
             match state.kind {
                 StateKind::Human => {
                     self.enter_human(id, Vec::new());
-                    self.commit()?;
+                    self.commit().await?;
                 }
                 StateKind::Grader => self.grader_step(id).await?,
                 StateKind::Code => self.code_step(id).await?,
@@ -474,7 +474,7 @@ impl<'r> Turn<'r> {
             },
         };
         self.reply_only_call(id, opening).await?;
-        self.commit()
+        self.commit().await
     }
 
     /// A model call whose only product is text: every tool call it makes is refused, and
@@ -638,11 +638,11 @@ impl<'r> Turn<'r> {
                 self.session.head.rejected =
                     Some(format!("state '{}' exceeded its time budget (timeoutMs: {budget})", self.slug(id)));
                 self.route_failure();
-                return self.commit();
+                return self.commit().await;
             }
             Err(error) => {
                 self.fail("turn-error", &error.to_string());
-                return self.commit();
+                return self.commit().await;
             }
         };
         self.record_answer(id, &response);
@@ -654,13 +654,13 @@ impl<'r> Turn<'r> {
             } else {
                 self.session.head.status = Status::Completed;
             }
-            return self.commit();
+            return self.commit().await;
         }
         // A tool batch is a step of its own.
         self.steps += 1;
         self.handle_calls(&response.tool_calls).await?;
-        self.present_delegation();
-        self.commit()
+        self.present_delegation().await;
+        self.commit().await
     }
 
     /// A terminal state finished: check the trigger's returns, then complete.

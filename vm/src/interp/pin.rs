@@ -67,10 +67,10 @@ fn hex(bytes: &[u8]) -> String {
 impl Runtime {
     /// Keeps the spec of `workflow` in the store so a later change can be explained. A
     /// failure is a warning on `session`, never a turn failure.
-    pub(crate) fn keep_spec(&self, session: &str, workflow: &WorkflowProgram) {
-        let kept = match self.store.spec(&workflow.spec_hash) {
+    pub(crate) async fn keep_spec(&self, session: &str, workflow: &WorkflowProgram) {
+        let kept = match self.store.spec(&workflow.spec_hash).await {
             Ok(Some(_)) => Ok(()),
-            Ok(None) => self.store.keep_spec(&pinned_spec(&self.program, workflow)),
+            Ok(None) => self.store.keep_spec(&pinned_spec(&self.program, workflow)).await,
             Err(error) => Err(error),
         };
         if let Err(error) = kept {
@@ -81,7 +81,7 @@ impl Runtime {
     /// Whether `session` may resume under this runtime's program: `Ok(None)` when it is
     /// pinned to it, `Ok(Some(upgrade))` when it is not and `upgrade` was asked for and
     /// its state still exists, and a refusal otherwise. Changes nothing.
-    pub(crate) fn check_pin(&self, session: &SessionState, upgrade: bool) -> Result<Option<Upgrade>, RunError> {
+    pub(crate) async fn check_pin(&self, session: &SessionState, upgrade: bool) -> Result<Option<Upgrade>, RunError> {
         let Some((_, workflow)) = self.program.workflow(&session.head.workflow) else {
             return Ok(None);
         };
@@ -90,8 +90,10 @@ impl Runtime {
             return Ok(None);
         }
         let current = pinned_spec(&self.program, workflow);
-        let stored =
-            crate::session::spec::is_spec_hash(pinned).then(|| self.store.spec(pinned).ok().flatten()).flatten();
+        let stored = match crate::session::spec::is_spec_hash(pinned) {
+            true => self.store.spec(pinned).await.ok().flatten(),
+            false => None,
+        };
         let changes = SpecChanges::between(stored.as_ref(), &current, session.head.position.as_deref());
         if !upgrade {
             return Err(RunError::ProgramChanged {
@@ -118,11 +120,11 @@ impl Runtime {
 impl Turn<'_> {
     /// Moves the open session to the current program: pinned to the new hash from this
     /// step on, with an `upgrade` trail step and an `upgraded` event.
-    pub(super) fn upgrade(&mut self, upgrade: Option<Upgrade>) {
+    pub(super) async fn upgrade(&mut self, upgrade: Option<Upgrade>) {
         let Some(Upgrade { state, from, to }) = upgrade else {
             return;
         };
-        self.runtime.keep_spec(&self.session.id, self.workflow);
+        self.runtime.keep_spec(&self.session.id, self.workflow).await;
         self.session.head.spec_hash = to.clone();
         self.push_trail(&state, "upgrade", Some(format!("from {from} to {to}")));
         self.emit(Event::Upgraded { state, from, to });

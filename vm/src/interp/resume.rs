@@ -32,10 +32,14 @@ struct Parked {
 
 impl Parked {
     /// The turn that resumes it, moved to the current program first when it upgrades.
-    fn into_turn(self, runtime: &Runtime, workflow_id: archmax_compiler::program::WorkflowId) -> Turn<'_> {
-        let mut turn = Turn::new(runtime, workflow_id, self.session, self.writer);
-        turn.upgrade(self.upgrade);
-        turn
+    async fn into_turn(
+        self,
+        runtime: &Runtime,
+        workflow_id: archmax_compiler::program::WorkflowId,
+    ) -> Result<Turn<'_>, RunError> {
+        let mut turn = Turn::new(runtime, workflow_id, self.session, self.writer)?;
+        turn.upgrade(self.upgrade).await;
+        Ok(turn)
     }
 }
 
@@ -99,14 +103,14 @@ impl Runtime {
     /// Opens a session for a resume: it must exist, belong to `workflow` when one is named,
     /// be parked on `channel`, and be pinned to this program (or `upgrade` be asked for
     /// and possible). Nothing is written on refusal.
-    fn open_parked(
+    async fn open_parked(
         &self,
         id: &str,
         workflow: Option<&str>,
         channel: Channel,
         upgrade: bool,
     ) -> Result<Parked, RunError> {
-        let (state, writer) = match self.store.open(id) {
+        let (state, writer) = match self.store.open(id).await {
             Ok(open) => {
                 super::fault_injection::after_open();
                 open
@@ -131,7 +135,7 @@ impl Runtime {
         if let Some(refusal) = park_refusal(&state, channel) {
             return Err(RunError::NotParked(refusal));
         }
-        let upgrade = self.check_pin(&state, upgrade)?;
+        let upgrade = self.check_pin(&state, upgrade).await?;
         Ok(Parked { session: state, writer, upgrade })
     }
 
@@ -153,12 +157,28 @@ impl Runtime {
         pending: &crate::session::PendingDelegation,
         outcome: Result<Outcome, RunError>,
     ) -> Result<Outcome, RunError> {
-        let mut turn = parked.into_turn(self, workflow_id);
+        let mut turn = parked.into_turn(self, workflow_id).await?;
         turn.disposition = disposition;
-        turn.resumed_child(pending, outcome);
+        turn.resumed_child(pending, outcome).await;
         turn.opened_at = turn.session.messages.len();
-        turn.commit()?;
+        turn.commit().await?;
         turn.run().await
+    }
+
+    /// The session that waits for `session` (its caller, while the call is pending), if
+    /// any: such a session is resumed through its caller.
+    pub async fn awaiting_caller(&self, session: &str) -> Option<String> {
+        let parent = self.store.read(session).await.ok().flatten()?.head.parent?;
+        self.caller_awaits(&parent, session).await.then_some(parent)
+    }
+
+    async fn caller_awaits(&self, caller: &str, child: &str) -> bool {
+        self.store
+            .read(caller)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|caller| caller.head.pending_delegations.iter().any(|pending| pending.child == child))
     }
 
     /// A person's decision: routes the session along one transition of the parked human
@@ -169,14 +189,11 @@ impl Runtime {
 
     /// A sub-workflow its caller waits for is resumed only through that caller, so the
     /// caller always learns the result.
-    fn refuse_awaited_child(&self, session: &SessionState) -> Result<(), RunError> {
+    async fn refuse_awaited_child(&self, session: &SessionState) -> Result<(), RunError> {
         let Some(parent) = &session.head.parent else {
             return Ok(());
         };
-        let awaited =
-            self.store.read(parent).ok().flatten().is_some_and(|caller| {
-                caller.head.pending_delegations.iter().any(|pending| pending.child == session.id)
-            });
+        let awaited = self.caller_awaits(parent, &session.id).await;
         if awaited {
             return Err(RunError::Refused(format!(
                 "session `{}` is a sub-workflow that its caller `{parent}` waits for; resume it through the caller (`archmax decide {parent} --to <state>` or `archmax deliver {parent} --trigger <id>`). Nothing was changed.",
@@ -188,10 +205,10 @@ impl Runtime {
 
     async fn decide_as(&self, request: DecideRequest, through_caller: bool) -> Result<Outcome, RunError> {
         let parked =
-            self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision, request.upgrade)?;
+            self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision, request.upgrade).await?;
         let session = &parked.session;
         if !through_caller {
-            self.refuse_awaited_child(session)?;
+            self.refuse_awaited_child(session).await?;
         }
         let Some(decision) = session.head.pending_decision.clone() else {
             return Err(RunError::NotParked(format!("session `{}` is not parked for a decision", request.session)));
@@ -223,7 +240,7 @@ impl Runtime {
             let outcome = Ok(outcome);
             return self.carry_on(workflow_id, parked, Disposition::Decide, &pending, outcome).await;
         }
-        let mut turn = parked.into_turn(self, workflow_id);
+        let mut turn = parked.into_turn(self, workflow_id).await?;
         turn.disposition = Disposition::Decide;
         let Some(target) = turn.state_id_of(&choice.to) else {
             return Err(RunError::Refused(format!(
@@ -262,7 +279,7 @@ impl Runtime {
         head.status = Status::Running;
         turn.park_if_human(target);
         turn.opened_at = turn.session.messages.len();
-        turn.commit()?;
+        turn.commit().await?;
         turn.run().await
     }
 
@@ -273,9 +290,9 @@ impl Runtime {
             return Err(RunError::InvalidInput("the message is empty".to_string()));
         }
         let parked =
-            self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision, request.upgrade)?;
+            self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision, request.upgrade).await?;
         let workflow_id = self.workflow_of(&parked.session)?;
-        let mut turn = parked.into_turn(self, workflow_id);
+        let mut turn = parked.into_turn(self, workflow_id).await?;
         turn.disposition = Disposition::Reply;
         let id = turn.position_id();
         let here = turn.slug(id).to_string();
@@ -287,7 +304,7 @@ impl Runtime {
             turn.emit(Event::ParkMessage { state: here, direction: "outbound".to_string(), text: answer });
         }
         turn.session.head.park_phase = Some(ParkPhase::Suspend);
-        turn.commit()?;
+        turn.commit().await?;
         Ok(turn.finish())
     }
 
@@ -306,10 +323,10 @@ impl Runtime {
             validate_variable_name(name).map_err(RunError::InvalidInput)?;
         }
         let parked =
-            self.open_parked(&request.session, request.workflow.as_deref(), Channel::Input, request.upgrade)?;
+            self.open_parked(&request.session, request.workflow.as_deref(), Channel::Input, request.upgrade).await?;
         let session = &parked.session;
         if !through_caller {
-            self.refuse_awaited_child(session)?;
+            self.refuse_awaited_child(session).await?;
         }
         let workflow_id = self.workflow_of(session)?;
         // The delivery belongs to a parked child: it goes to that child alone, and the
@@ -331,7 +348,7 @@ impl Runtime {
             let outcome = Ok(outcome);
             return self.carry_on(workflow_id, parked, Disposition::Deliver, &pending, outcome).await;
         }
-        let mut turn = parked.into_turn(self, workflow_id);
+        let mut turn = parked.into_turn(self, workflow_id).await?;
         turn.disposition = Disposition::Deliver;
         let id = turn.position_id();
         let here = turn.slug(id).to_string();
@@ -394,7 +411,7 @@ impl Runtime {
         head.status = Status::Running;
         turn.emit(Event::StateEnter { state: here });
         turn.opened_at = turn.session.messages.len();
-        turn.commit()?;
+        turn.commit().await?;
         turn.run().await
     }
 

@@ -93,7 +93,7 @@ impl Runtime {
         };
         check_session_id(&session_id, &mount_names).map_err(RunError::InvalidInput)?;
 
-        let existing = match self.store.open(&session_id) {
+        let existing = match self.store.open(&session_id).await {
             Ok(open) => Some(open),
             Err(StoreError::Missing(_)) => None,
             Err(error) => return Err(error.into()),
@@ -117,7 +117,7 @@ impl Runtime {
             return self.resume_parked(request, session_id, status).await;
         }
         let upgrade = match &existing {
-            Some((state, _)) => self.check_pin(state, request.upgrade)?,
+            Some((state, _)) => self.check_pin(state, request.upgrade).await?,
             None => None,
         };
         if workflow.disabled {
@@ -169,8 +169,8 @@ impl Runtime {
                     },
                     ..SessionState::default()
                 };
-                let writer = self.store.create(&state)?;
-                self.keep_spec(&session_id, workflow);
+                let writer = self.store.create(&state).await?;
+                self.keep_spec(&session_id, workflow).await;
                 (state, writer)
             }
         };
@@ -207,8 +207,8 @@ impl Runtime {
         }
         head.position = Some(opening_slug.clone());
 
-        let mut turn = Turn::new(self, workflow_id, session, writer);
-        turn.upgrade(upgrade);
+        let mut turn = Turn::new(self, workflow_id, session, writer)?;
+        turn.upgrade(upgrade).await;
         // Seeds: locked host-boundary writes; `title` unlocked and never over an existing
         // one; a seeded return lands unlocked and does not overwrite a held value.
         let returns: Vec<&str> = trigger.returns.iter().map(|entry| program.str(entry.name)).collect();
@@ -254,7 +254,7 @@ impl Runtime {
             turn.push_message(Message::User { text: message.clone(), opening: None });
         }
         turn.opened_at = turn.session.messages.len();
-        turn.commit()?;
+        turn.commit().await?;
         turn.run().await
     }
 }

@@ -3,15 +3,19 @@
 //! It keeps the filesystem store's contract without touching disk: one writer per
 //! session (a second is [`StoreError::Busy`] until the first is dropped) and a
 //! compare-and-swap on the sequence number, so a stale writer gets
-//! [`StoreError::Conflict`] and changes nothing. Pinned specs are kept in memory too.
-//! Nothing survives the process.
+//! [`StoreError::Conflict`] and changes nothing. Pinned specs and every session's files
+//! ([`SessionStore::files`], a [`MemoryVfs`] per session) are kept in the store too, so
+//! runtimes sharing one store (clones share everything) see the same files, as processes
+//! sharing a sessions folder do. Nothing survives the process.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use archmax_stdlib::vfs::{MemoryVfs, Vfs};
+
 use super::spec::PinnedSpec;
+use super::store::{StoreFuture, ready};
 use super::{Delta, SessionState, SessionStore, SessionWriter, StoreError};
 
 /// Sessions held in memory; clones share the same sessions.
@@ -25,6 +29,8 @@ struct Shared {
     sessions: Mutex<HashMap<String, Entry>>,
     /// Pinned specs by hash.
     specs: Mutex<HashMap<String, PinnedSpec>>,
+    /// Each session's files, by session id.
+    files: Mutex<HashMap<String, Arc<MemoryVfs>>>,
     next_writer_token: AtomicU64,
 }
 
@@ -83,40 +89,60 @@ impl MemoryStore {
             entry.locked_by = None;
         }
     }
+
+    /// Reads a session without locking it; `None` when it does not exist.
+    pub fn read(&self, id: &str) -> Option<SessionState> {
+        self.shared.sessions().get(id).map(|entry| entry.state.clone())
+    }
+
+    /// Every session id, sorted.
+    pub fn list(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.shared.sessions().keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// The spec kept under `hash`, if any.
+    pub fn spec(&self, hash: &str) -> Option<PinnedSpec> {
+        self.shared.specs.lock().unwrap_or_else(PoisonError::into_inner).get(hash).cloned()
+    }
+
+    /// A session's files, made empty on first use.
+    pub fn files(&self, id: &str) -> Arc<MemoryVfs> {
+        let mut files = self.shared.files.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(files.entry(id.to_string()).or_default())
+    }
 }
 
 impl SessionStore for MemoryStore {
-    fn create(&self, state: &SessionState) -> Result<Box<dyn SessionWriter>, StoreError> {
-        Ok(Box::new(self.create_writer(state)?))
+    fn create<'a>(&'a self, state: &'a SessionState) -> StoreFuture<'a, Box<dyn SessionWriter>> {
+        ready(self.create_writer(state).map(|writer| Box::new(writer) as Box<dyn SessionWriter>))
     }
 
-    fn open(&self, id: &str) -> Result<(SessionState, Box<dyn SessionWriter>), StoreError> {
-        let (state, writer) = self.open_writer(id)?;
-        Ok((state, Box::new(writer)))
+    fn open<'a>(&'a self, id: &'a str) -> StoreFuture<'a, (SessionState, Box<dyn SessionWriter>)> {
+        ready(self.open_writer(id).map(|(state, writer)| (state, Box::new(writer) as Box<dyn SessionWriter>)))
     }
 
-    fn read(&self, id: &str) -> Result<Option<SessionState>, StoreError> {
-        Ok(self.shared.sessions().get(id).map(|entry| entry.state.clone()))
+    fn read<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionState>> {
+        ready(Ok(MemoryStore::read(self, id)))
     }
 
-    fn list(&self) -> Result<Vec<String>, StoreError> {
-        let mut ids: Vec<String> = self.shared.sessions().keys().cloned().collect();
-        ids.sort();
-        Ok(ids)
+    fn list(&self) -> StoreFuture<'_, Vec<String>> {
+        ready(Ok(MemoryStore::list(self)))
     }
 
-    fn session_dir(&self, _id: &str) -> Option<PathBuf> {
-        None
+    fn files(&self, id: &str) -> Result<Arc<dyn Vfs>, StoreError> {
+        Ok(MemoryStore::files(self, id) as Arc<dyn Vfs>)
     }
 
-    fn keep_spec(&self, spec: &PinnedSpec) -> Result<(), StoreError> {
+    fn keep_spec<'a>(&'a self, spec: &'a PinnedSpec) -> StoreFuture<'a, ()> {
         let mut specs = self.shared.specs.lock().unwrap_or_else(PoisonError::into_inner);
         specs.entry(spec.spec_hash.clone()).or_insert_with(|| spec.clone());
-        Ok(())
+        ready(Ok(()))
     }
 
-    fn spec(&self, hash: &str) -> Result<Option<PinnedSpec>, StoreError> {
-        Ok(self.shared.specs.lock().unwrap_or_else(PoisonError::into_inner).get(hash).cloned())
+    fn spec<'a>(&'a self, hash: &'a str) -> StoreFuture<'a, Option<PinnedSpec>> {
+        ready(Ok(MemoryStore::spec(self, hash)))
     }
 }
 
@@ -135,8 +161,9 @@ impl MemoryWriter {
     }
 }
 
-impl SessionWriter for MemoryWriter {
-    fn commit(&mut self, delta: &Delta) -> Result<(), StoreError> {
+impl MemoryWriter {
+    /// Commits one step (see [`SessionWriter::commit`]).
+    pub fn commit(&mut self, delta: &Delta) -> Result<(), StoreError> {
         let mut sessions = self.shared.sessions();
         let entry = sessions.get_mut(&self.id).ok_or_else(|| StoreError::Missing(self.id.clone()))?;
         if entry.state.seq != self.last_seq {
@@ -152,6 +179,12 @@ impl SessionWriter for MemoryWriter {
         entry.state.apply(delta);
         self.last_seq = delta.seq;
         Ok(())
+    }
+}
+
+impl SessionWriter for MemoryWriter {
+    fn commit<'a>(&'a mut self, delta: &'a Delta) -> StoreFuture<'a, ()> {
+        ready(MemoryWriter::commit(self, delta))
     }
 }
 
@@ -190,21 +223,24 @@ mod tests {
     #[test]
     fn round_trip_and_list() {
         let store = MemoryStore::new();
-        let mut writer = store.create(&initial("b")).expect("create");
+        let mut writer = store.create_writer(&initial("b")).expect("create");
         writer.commit(&step(1, "hi")).expect("commit 1");
         writer.commit(&step(2, "there")).expect("commit 2");
         drop(writer);
-        store.create(&initial("a")).expect("create a");
+        store.create_writer(&initial("a")).expect("create a");
 
-        let state = store.read("b").expect("read").expect("exists");
+        let state = store.read("b").expect("exists");
         assert_eq!(state.seq, 2);
         assert_eq!(state.messages.len(), 2);
         assert_eq!(state.head.status, Status::Running);
-        assert_eq!(store.list().expect("list"), ["a", "b"]);
-        assert!(store.read("c").expect("read").is_none());
-        assert!(store.session_dir("b").is_none());
+        assert_eq!(store.list(), ["a", "b"]);
+        assert!(store.read("c").is_none());
+        // A session's files belong to the store: a clone (another runtime) sees them.
+        store.files("b").write("scratchpad/note.md", b"kept").expect("write");
+        assert_eq!(store.clone().files("b").read("scratchpad/note.md").expect("read"), b"kept");
+        assert!(store.files("a").stat("scratchpad/note.md").expect("stat").is_none());
 
-        let (reopened, mut writer) = store.open("b").expect("open");
+        let (reopened, mut writer) = store.open_writer("b").expect("open");
         assert_eq!(reopened, state);
         writer.commit(&step(3, "again")).expect("commit 3");
     }
@@ -212,27 +248,27 @@ mod tests {
     #[test]
     fn create_twice_is_exists_and_open_unknown_is_missing() {
         let store = MemoryStore::new();
-        let _writer = store.create(&initial("s")).expect("create");
-        assert!(matches!(store.create(&initial("s")), Err(StoreError::Exists(id)) if id == "s"));
-        assert!(matches!(store.open("nope"), Err(StoreError::Missing(id)) if id == "nope"));
+        let _writer = store.create_writer(&initial("s")).expect("create");
+        assert!(matches!(store.create_writer(&initial("s")), Err(StoreError::Exists(id)) if id == "s"));
+        assert!(matches!(store.open_writer("nope"), Err(StoreError::Missing(id)) if id == "nope"));
     }
 
     #[test]
     fn second_writer_is_busy_until_the_first_is_dropped() {
         let store = MemoryStore::new();
-        let writer = store.create(&initial("s")).expect("create");
-        assert!(matches!(store.open("s"), Err(StoreError::Busy(id)) if id == "s"));
+        let writer = store.create_writer(&initial("s")).expect("create");
+        assert!(matches!(store.open_writer("s"), Err(StoreError::Busy(id)) if id == "s"));
         drop(writer);
-        assert!(store.open("s").is_ok());
+        assert!(store.open_writer("s").is_ok());
     }
 
     #[test]
     fn wrong_seq_is_conflict_and_writes_nothing() {
         let store = MemoryStore::new();
-        let mut writer = store.create(&initial("s")).expect("create");
+        let mut writer = store.create_writer(&initial("s")).expect("create");
         assert!(matches!(writer.commit(&step(2, "skip")), Err(StoreError::Conflict { .. })));
         assert!(matches!(writer.commit(&step(0, "again")), Err(StoreError::Conflict { .. })));
-        assert_eq!(store.read("s").expect("read").expect("exists").seq, 0);
+        assert_eq!(store.read("s").expect("exists").seq, 0);
         writer.commit(&step(1, "ok")).expect("commit");
     }
 
@@ -248,12 +284,12 @@ mod tests {
             matches!(refused, Err(StoreError::Conflict { ref id, expected: 0, found: 1 }) if id == "s"),
             "{refused:?}"
         );
-        let state = store.read("s").expect("read").expect("exists");
+        let state = store.read("s").expect("exists");
         assert_eq!(state.messages, vec![Message::User { text: "fresh".into(), opening: None }]);
         // The stale writer's drop must not release the live writer's lock.
         drop(stale);
-        assert!(matches!(store.open("s"), Err(StoreError::Busy(_))));
+        assert!(matches!(store.open_writer("s"), Err(StoreError::Busy(_))));
         drop(fresh);
-        assert!(store.open("s").is_ok());
+        assert!(store.open_writer("s").is_ok());
     }
 }

@@ -337,7 +337,10 @@ impl Driver<'_> {
         if self.case.workspace.is_empty() {
             return Ok(());
         }
-        let workspace = self.runtime.workspace(&self.session);
+        let workspace = self
+            .runtime
+            .workspace(&self.session)
+            .map_err(|error| format!("the session's files are unavailable: {error}"))?;
         for seed in &self.case.workspace {
             let bytes = match &seed.content {
                 SeedContent::Text(text) => text.clone().into_bytes(),
@@ -365,7 +368,7 @@ impl Driver<'_> {
 
     async fn act(&mut self, step: &Step) -> Result<View, String> {
         let before =
-            self.runtime.store.read(&self.session).ok().flatten().map(|state| state.messages.len()).unwrap_or(0);
+            self.runtime.store.read(&self.session).await.ok().flatten().map(|state| state.messages.len()).unwrap_or(0);
         let outcome = match &step.kind {
             StepKind::Send(message) => {
                 self.runtime
@@ -410,6 +413,7 @@ impl Driver<'_> {
             .runtime
             .store
             .read(&self.session)
+            .await
             .map_err(|error| error.to_string())?
             .ok_or_else(|| "the session vanished".to_string())?;
         Ok(View { outcome, session, opened_at: before })

@@ -862,12 +862,12 @@ impl Harness {
             }
         }
         let store = &self.runtime.store;
-        let ids = match store.list() {
+        let ids = match self.executor.block_on(store.list()) {
             Ok(ids) => ids,
             Err(error) => return [problems, vec![format!("the store cannot list its sessions: {error}")]].concat(),
         };
         for id in ids {
-            match store.read(&id) {
+            match self.executor.block_on(store.read(&id)) {
                 Ok(Some(session)) if serde_json::to_string(&session).unwrap_or_default().contains(SECRET) => {
                     problems.push(format!("the session `{id}` carries the secret in its record"));
                 }
@@ -875,7 +875,10 @@ impl Harness {
                 Err(error) => problems.push(format!("the session `{id}` no longer loads: {error}")),
             }
             let mut files = Vec::new();
-            texts_below(&self.runtime.workspace(&id), "scratchpad", &mut files);
+            match self.runtime.workspace(&id) {
+                Ok(workspace) => texts_below(&workspace, "scratchpad", &mut files),
+                Err(error) => problems.push(format!("the session `{id}` has no files: {error}")),
+            }
             problems.extend(
                 files
                     .iter()
@@ -1114,7 +1117,7 @@ fn copying_a_large_variable_is_refused_at_the_session_bound() {
         assert!(output.contains("over the bound of 10 MiB (10485760 bytes)"), "{output}");
         assert!(output.contains("nothing was written"), "{output}");
     }
-    let session = store.read("s1").expect("store").expect("the session");
+    let session = store.read("s1").expect("the session");
     let stored = serde_json::to_value(&session).expect("session json");
     let variables = &stored["variables"];
     assert!(variables.get("v1").is_some() && variables.get("v2").is_none(), "no copy was applied");

@@ -2,6 +2,7 @@
 //! table of attacks a hostile model makes, run through the whole runtime.
 
 mod adversarial;
+mod embedding;
 mod kernel;
 mod pinning;
 mod sandbox;

@@ -14,7 +14,6 @@ use archmax_vm::events::EventSink;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::runtime::{DecideRequest, ReplyRequest, RunError};
-use archmax_vm::session::SessionStore;
 use archmax_vm::session::memory::MemoryStore;
 use archmax_vm::{Runtime, RuntimeParts, TurnRequest};
 
@@ -84,7 +83,7 @@ fn the_same_program_resumes_without_refusal() {
     let program = approval(APPROVAL);
     park(&program, &store, "refund-approval", APPROVAL_TAPE, json!({}));
     assert_eq!(decide(&program, &store, DECIDE_TAPE, "confirm", false).expect("decides"), "completed");
-    let session = store.read("s1").unwrap().unwrap();
+    let session = store.read("s1").unwrap();
     assert_eq!(session.head.spec_hash, spec_hash(&program, "refund-approval"));
     assert!(session.trail.iter().all(|step| step.kind != "upgrade"));
 }
@@ -97,7 +96,7 @@ fn a_changed_workflow_is_refused_naming_both_hashes_and_the_change_then_upgraded
     let after = approval(&APPROVAL.replace("Tell the customer the refund was turned down and why.", "Say no kindly."));
     let (old, new) = (spec_hash(&before, "refund-approval"), spec_hash(&after, "refund-approval"));
     assert_ne!(old, new);
-    let parked = store.read("s1").unwrap().unwrap();
+    let parked = store.read("s1").unwrap();
 
     let refused = decide(&after, &store, DECIDE_TAPE, "confirm", false).expect_err("a changed program is refused");
     let RunError::ProgramChanged { pinned, current, changes, .. } = &refused else {
@@ -108,15 +107,15 @@ fn a_changed_workflow_is_refused_naming_both_hashes_and_the_change_then_upgraded
     assert!(changes.added.is_empty() && changes.removed.is_empty());
     let text = refused.to_string();
     assert!(text.contains(&old) && text.contains(&new) && text.contains("'decline'") && text.contains("--upgrade"));
-    assert_eq!(store.read("s1").unwrap().unwrap(), parked, "a refusal changes nothing");
+    assert_eq!(store.read("s1").unwrap(), parked, "a refusal changes nothing");
 
     assert_eq!(decide(&after, &store, DECIDE_TAPE, "confirm", true).expect("upgrades"), "completed");
-    let session = store.read("s1").unwrap().unwrap();
+    let session = store.read("s1").unwrap();
     assert_eq!(session.head.spec_hash, new);
     let step = session.trail.iter().find(|step| step.kind == "upgrade").expect("an upgrade trail step");
     assert_eq!(step.to, "finance-review");
     assert_eq!(step.reason.as_deref(), Some(format!("from {old} to {new}").as_str()));
-    assert!(store.spec(&old).unwrap().is_some() && store.spec(&new).unwrap().is_some());
+    assert!(store.spec(&old).is_some() && store.spec(&new).is_some());
 }
 
 #[test]
@@ -125,7 +124,7 @@ fn an_upgrade_is_refused_when_the_sessions_state_was_removed() {
     let before = approval(APPROVAL);
     park(&before, &store, "refund-approval", APPROVAL_TAPE, json!({}));
     let after = approval(&APPROVAL.replace("finance-review", "finance-check"));
-    let parked = store.read("s1").unwrap().unwrap();
+    let parked = store.read("s1").unwrap();
 
     let refused = decide(&after, &store, DECIDE_TAPE, "confirm", false).expect_err("refused");
     let RunError::ProgramChanged { changes, .. } = &refused else { panic!("got {refused:?}") };
@@ -140,7 +139,7 @@ fn an_upgrade_is_refused_when_the_sessions_state_was_removed() {
     let impossible = decide(&after, &store, DECIDE_TAPE, "confirm", true).expect_err("the upgrade is refused");
     let RunError::UpgradeImpossible { state, .. } = &impossible else { panic!("got {impossible:?}") };
     assert_eq!(state, "finance-review");
-    assert_eq!(store.read("s1").unwrap().unwrap(), parked, "a refused upgrade changes nothing");
+    assert_eq!(store.read("s1").unwrap(), parked, "a refused upgrade changes nothing");
 }
 
 #[test]
@@ -163,9 +162,9 @@ fn a_parked_child_is_pinned_too() {
     };
     let before = desk(CHILD);
     park(&before, &store, "refund-desk", DESK_TAPE, json!({"order_id": "ORD-2291", "amount_eur": 64}));
-    let child = store.read("s1~1").unwrap().expect("the child session");
+    let child = store.read("s1~1").expect("the child session");
     assert_eq!(child.head.spec_hash, spec_hash(&before, "refund-approval"));
-    assert!(store.spec(&child.head.spec_hash).unwrap().is_some(), "the child's program is kept");
+    assert!(store.spec(&child.head.spec_hash).is_some(), "the child's program is kept");
 
     let after = desk(&CHILD.replace("Set `approved` to false.", "Set `approved` to false at once."));
     assert_eq!(spec_hash(&before, "refund-desk"), spec_hash(&after, "refund-desk"));
@@ -173,13 +172,13 @@ fn a_parked_child_is_pinned_too() {
     let RunError::ProgramChanged { session, changes, .. } = &refused else { panic!("got {refused:?}") };
     assert_eq!(session, "s1~1");
     assert_eq!(changes.changed, ["declined"]);
-    assert_eq!(store.read("s1~1").unwrap().unwrap(), child);
+    assert_eq!(store.read("s1~1").unwrap(), child);
 
     assert_eq!(decide(&after, &store, DESK_DECIDE_TAPE, "approved", true).expect("upgrades"), "completed");
-    let child = store.read("s1~1").unwrap().unwrap();
+    let child = store.read("s1~1").unwrap();
     assert_eq!(child.head.spec_hash, spec_hash(&after, "refund-approval"));
     assert!(child.trail.iter().any(|step| step.kind == "upgrade"));
-    let parent = store.read("s1").unwrap().unwrap();
+    let parent = store.read("s1").unwrap();
     assert!(parent.trail.iter().all(|step| step.kind != "upgrade"), "the caller's own program did not change");
 }
 
@@ -202,7 +201,7 @@ fn a_new_turn_on_a_finished_session_is_pinned_as_well() {
     let refused = block_on(runtime(&after, &store, tape).run_turn(request(false))).expect_err("refused");
     assert!(matches!(&refused, RunError::ProgramChanged { changes, .. } if changes.changed == ["finance-review"]));
     block_on(runtime(&after, &store, tape).run_turn(request(true))).expect("upgrades");
-    assert_eq!(store.read("s1").unwrap().unwrap().head.spec_hash, spec_hash(&after, "refund-approval"));
+    assert_eq!(store.read("s1").unwrap().head.spec_hash, spec_hash(&after, "refund-approval"));
 }
 
 #[test]
@@ -211,11 +210,11 @@ fn a_reply_to_a_session_under_a_changed_program_is_refused_before_any_model_call
     let before = approval(APPROVAL);
     park(&before, &store, "refund-approval", APPROVAL_TAPE, json!({}));
     let after = approval(&APPROVAL.replace("Turn the refund down.", "Decline the refund."));
-    let parked = store.read("s1").unwrap().unwrap();
+    let parked = store.read("s1").unwrap();
     let request =
         ReplyRequest { session: "s1".to_string(), message: "Any news?".to_string(), ..ReplyRequest::default() };
     // An empty tape: any model call would fail the reply with another error.
     let refused = block_on(runtime(&after, &store, "[]").reply(request)).expect_err("refused");
     assert!(matches!(&refused, RunError::ProgramChanged { changes, .. } if changes.changed == ["finance-review"]));
-    assert_eq!(store.read("s1").unwrap().unwrap(), parked);
+    assert_eq!(store.read("s1").unwrap(), parked);
 }

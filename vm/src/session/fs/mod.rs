@@ -57,10 +57,15 @@ mod tests;
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use archmax_stdlib::vfs::{DiskVfs, Vfs};
+
+use super::store::StoreFuture;
 use super::{SessionState, SessionStore, SessionWriter, StoreError};
+use crate::blocking::run_blocking;
 use faults::Faults;
 use files::{FileStamp, STAGING_PREFIX, real_dir_exists, remove_stale_staging_files, replace, staging_name, sync_dir};
 use format::{LogHeader, Seal, SnapshotToStore, sha256_hex};
@@ -243,19 +248,11 @@ impl FsStore {
     }
 }
 
-impl SessionStore for FsStore {
-    fn create(&self, state: &SessionState) -> Result<Box<dyn SessionWriter>, StoreError> {
-        Ok(Box::new(self.create_writer(state)?))
-    }
-
-    fn open(&self, id: &str) -> Result<(SessionState, Box<dyn SessionWriter>), StoreError> {
-        let (state, writer) = self.open_writer(id)?;
-        Ok((state, Box::new(writer)))
-    }
-
-    /// Loads without the lock. A writer may append, seal or compact meanwhile, so a
-    /// load that finds the files disagreeing is retried while they keep changing.
-    fn read(&self, id: &str) -> Result<Option<SessionState>, StoreError> {
+impl FsStore {
+    /// Loads a session without the lock (the blocking form of [`SessionStore::read`]).
+    /// A writer may append, seal or compact meanwhile, so a load that finds the files
+    /// disagreeing is retried while they keep changing.
+    pub fn read(&self, id: &str) -> Result<Option<SessionState>, StoreError> {
         let session_path = self.session_path(id)?;
         let runtime_dir = session_path.join(RUNTIME_DIR);
         if !real_dir_exists(&session_path).map_err(io_error(id))? {
@@ -276,23 +273,56 @@ impl SessionStore for FsStore {
         }
     }
 
-    fn list(&self) -> Result<Vec<String>, StoreError> {
+    /// Every session id, sorted (the blocking form of [`SessionStore::list`]).
+    pub fn list(&self) -> Result<Vec<String>, StoreError> {
         let mut ids = Vec::new();
         collect_session_ids(&self.dir, "", &mut ids).map_err(io_error(&self.dir.display().to_string()))?;
         ids.sort();
         Ok(ids)
     }
 
-    fn session_dir(&self, id: &str) -> Option<PathBuf> {
-        self.session_path(id).ok()
+    /// A session's own folder, where its `scratchpad/` and `artifacts/` live.
+    pub fn session_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
+        self.session_path(id)
+    }
+}
+
+/// Every operation runs its blocking file work through [`run_blocking`].
+impl SessionStore for FsStore {
+    fn create<'a>(&'a self, state: &'a SessionState) -> StoreFuture<'a, Box<dyn SessionWriter>> {
+        Box::pin(async move {
+            run_blocking(|| self.create_writer(state)).map(|writer| Box::new(writer) as Box<dyn SessionWriter>)
+        })
     }
 
-    fn keep_spec(&self, spec: &super::spec::PinnedSpec) -> Result<(), StoreError> {
-        self.write_spec(spec)
+    fn open<'a>(&'a self, id: &'a str) -> StoreFuture<'a, (SessionState, Box<dyn SessionWriter>)> {
+        Box::pin(async move {
+            run_blocking(|| self.open_writer(id))
+                .map(|(state, writer)| (state, Box::new(writer) as Box<dyn SessionWriter>))
+        })
     }
 
-    fn spec(&self, hash: &str) -> Result<Option<super::spec::PinnedSpec>, StoreError> {
-        self.read_spec(hash)
+    fn read<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionState>> {
+        Box::pin(async move { run_blocking(|| FsStore::read(self, id)) })
+    }
+
+    fn list(&self) -> StoreFuture<'_, Vec<String>> {
+        Box::pin(async move { run_blocking(|| FsStore::list(self)) })
+    }
+
+    /// The session's folder as a [`DiskVfs`]: links are never followed and only regular
+    /// files are opened. The runtime's own `checkpoints/` folder is in it too; the kernel
+    /// refuses every tool call there.
+    fn files(&self, id: &str) -> Result<Arc<dyn Vfs>, StoreError> {
+        Ok(Arc::new(DiskVfs::new(self.session_path(id)?)))
+    }
+
+    fn keep_spec<'a>(&'a self, spec: &'a super::spec::PinnedSpec) -> StoreFuture<'a, ()> {
+        Box::pin(async move { run_blocking(|| self.write_spec(spec)) })
+    }
+
+    fn spec<'a>(&'a self, hash: &'a str) -> StoreFuture<'a, Option<super::spec::PinnedSpec>> {
+        Box::pin(async move { run_blocking(|| self.read_spec(hash)) })
     }
 }
 

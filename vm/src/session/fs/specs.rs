@@ -74,7 +74,6 @@ impl FsStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::SessionStore;
     use crate::session::spec::PinnedState;
 
     /// A fresh store under the system temp dir, removed on drop.
@@ -111,10 +110,10 @@ mod tests {
     fn a_kept_spec_reads_back_and_is_not_listed_as_a_session() {
         let dir = Scratch::new("kept");
         let store = FsStore::new(dir.path());
-        assert_eq!(store.spec("ab12").unwrap(), None);
-        store.keep_spec(&spec("ab12")).unwrap();
-        store.keep_spec(&spec("ab12")).unwrap();
-        assert_eq!(store.spec("ab12").unwrap(), Some(spec("ab12")));
+        assert_eq!(store.read_spec("ab12").unwrap(), None);
+        store.write_spec(&spec("ab12")).unwrap();
+        store.write_spec(&spec("ab12")).unwrap();
+        assert_eq!(store.read_spec("ab12").unwrap(), Some(spec("ab12")));
         assert!(dir.path().join("_specs/ab12.json").is_file());
         assert!(store.list().unwrap().is_empty());
     }
@@ -123,16 +122,16 @@ mod tests {
     fn a_hash_that_is_not_hex_never_becomes_a_path() {
         let dir = Scratch::new("hash");
         let store = FsStore::new(dir.path());
-        assert!(matches!(store.spec("../../etc/passwd"), Err(StoreError::Spec { .. })));
-        assert!(matches!(store.keep_spec(&spec("../x")), Err(StoreError::Spec { .. })));
+        assert!(matches!(store.read_spec("../../etc/passwd"), Err(StoreError::Spec { .. })));
+        assert!(matches!(store.write_spec(&spec("../x")), Err(StoreError::Spec { .. })));
     }
 
     #[test]
     fn a_spec_file_naming_another_hash_is_refused() {
         let dir = Scratch::new("other");
         let store = FsStore::new(dir.path());
-        store.keep_spec(&spec("ab12")).unwrap();
+        store.write_spec(&spec("ab12")).unwrap();
         fs::copy(dir.path().join("_specs/ab12.json"), dir.path().join("_specs/cd34.json")).unwrap();
-        assert!(matches!(store.spec("cd34"), Err(StoreError::Spec { .. })));
+        assert!(matches!(store.read_spec("cd34"), Err(StoreError::Spec { .. })));
     }
 }

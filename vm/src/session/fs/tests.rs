@@ -97,7 +97,7 @@ fn session_with_steps(store: &FsStore, count: u64) -> (Vec<SessionState>, Vec<us
 /// (`needle`) and the repair; and that neither a read nor an open changed any file.
 fn assert_refused(store: &FsStore, needle: &str) {
     let before = snapshot_of_files(store);
-    for result in [store.read("s").map(|_| ()), store.open("s").map(|_| ())] {
+    for result in [store.read("s").map(|_| ()), store.open_writer("s").map(|_| ())] {
         let Err(error) = result else { panic!("a damaged session loaded") };
         assert!(matches!(error, StoreError::Corrupt { .. }), "{error:?}");
         let message = error.to_string();
@@ -199,12 +199,12 @@ fn round_trip_through_log_and_snapshot() {
 fn create_exists_open_missing_read_none() {
     let temp = TempDir::new("exists");
     let store = temp.store();
-    drop(store.create(&initial("s")).expect("create"));
-    assert!(matches!(store.create(&initial("s")), Err(StoreError::Exists(id)) if id == "s"));
-    assert!(matches!(store.open("nope"), Err(StoreError::Missing(id)) if id == "nope"));
+    drop(store.create_writer(&initial("s")).expect("create"));
+    assert!(matches!(store.create_writer(&initial("s")), Err(StoreError::Exists(id)) if id == "s"));
+    assert!(matches!(store.open_writer("nope"), Err(StoreError::Missing(id)) if id == "nope"));
     assert!(matches!(store.read("nope"), Ok(None)));
     assert!(matches!(store.read("../escape"), Err(StoreError::Io { .. })));
-    assert!(store.session_dir("/abs").is_none());
+    assert!(store.session_dir("/abs").is_err());
     assert!(staging_leftovers(&store).is_empty());
 }
 
@@ -418,7 +418,7 @@ fn repair_refuses_a_damaged_snapshot_and_a_busy_session() {
     let temp = TempDir::new("repair-refused");
     let store = temp.store();
     session_with_steps(&store, 1);
-    let writer = store.open("s").expect("open");
+    let writer = store.open_writer("s").expect("open");
     assert!(matches!(store.repair("s"), Err(StoreError::Busy(_))));
     drop(writer);
     fs::write(runtime_file(&store, "s", CHECKPOINT_FILE), b"{\"generation\":").expect("write");
@@ -444,7 +444,7 @@ fn the_store_never_follows_links_in_its_own_folder() {
     let log = fs::read(log_path(&store, "s")).expect("log");
     fs::remove_file(log_path(&store, "s")).expect("remove");
     symlink(elsewhere.join("victim"), log_path(&store, "s")).expect("link");
-    for result in [store.read("s").map(|_| ()), store.open("s").map(|_| ())] {
+    for result in [store.read("s").map(|_| ()), store.open_writer("s").map(|_| ())] {
         let error = result.expect_err("a linked log");
         assert!(error.to_string().contains("is a symbolic link"), "{error}");
     }
@@ -457,7 +457,11 @@ fn the_store_never_follows_links_in_its_own_folder() {
     let runtime = store.dir.join("s").join(RUNTIME_DIR);
     fs::rename(&runtime, elsewhere.join("checkpoints")).expect("move");
     symlink(elsewhere.join("checkpoints"), &runtime).expect("link");
-    for result in [store.read("s").map(|_| ()), store.open("s").map(|_| ()), store.create(&initial("s")).map(|_| ())] {
+    for result in [
+        store.read("s").map(|_| ()),
+        store.open_writer("s").map(|_| ()),
+        store.create_writer(&initial("s")).map(|_| ()),
+    ] {
         let error = result.expect_err("a linked runtime folder");
         assert!(error.to_string().contains("is a symbolic link"), "{error}");
     }
@@ -475,7 +479,7 @@ fn a_fifo_in_place_of_a_store_file_is_refused_without_hanging() {
         fs::remove_file(&path).expect("remove");
         let made = std::process::Command::new("mkfifo").arg(&path).status().expect("mkfifo runs");
         assert!(made.success());
-        let refused = store.open("s").map(|_| ()).expect_err("a FIFO");
+        let refused = store.open_writer("s").map(|_| ()).expect_err("a FIFO");
         assert!(refused.to_string().contains("is not a regular file"), "{file}: {refused}");
         if file != LOCK_FILE {
             let refused = store.read("s").expect_err("a FIFO");
@@ -496,7 +500,7 @@ fn staging_files_of_a_killed_writer_are_removed_on_open() {
     fs::write(runtime.join(staging_name(SEAL_FILE)), b"half a seal").expect("staging");
     fs::create_dir_all(store.dir.join("s").join(staging_name(RUNTIME_DIR))).expect("staging dir");
     assert_eq!(staging_leftovers(&store).len(), 2);
-    drop(store.open("s").expect("open"));
+    drop(store.open_writer("s").expect("open"));
     assert!(staging_leftovers(&store).is_empty(), "{:?}", staging_leftovers(&store));
 }
 
@@ -616,12 +620,12 @@ fn a_read_that_meets_the_log_ahead_of_the_seal_verifies() {
 fn a_second_writer_is_busy() {
     let temp = TempDir::new("busy");
     let store = temp.store();
-    let writer = store.create(&initial("s")).expect("create");
-    assert!(matches!(store.open("s"), Err(StoreError::Busy(id)) if id == "s"));
+    let writer = store.create_writer(&initial("s")).expect("create");
+    assert!(matches!(store.open_writer("s"), Err(StoreError::Busy(id)) if id == "s"));
     assert!(store.read("s").expect("read while locked").is_some());
     drop(writer);
-    let (_, writer) = store.open("s").expect("open after drop");
-    assert!(matches!(store.open("s"), Err(StoreError::Busy(_))));
+    let (_, writer) = store.open_writer("s").expect("open after drop");
+    assert!(matches!(store.open_writer("s"), Err(StoreError::Busy(_))));
     drop(writer);
 }
 
@@ -664,7 +668,7 @@ fn list_returns_sorted_session_ids() {
     let store = temp.store();
     assert_eq!(store.list().expect("list of a missing dir"), Vec::<String>::new());
     for id in ["b", "a~1", "a", "tenant/1"] {
-        drop(store.create(&initial(id)).expect("create"));
+        drop(store.create_writer(&initial(id)).expect("create"));
     }
     fs::create_dir_all(store.dir.join("_specs")).expect("specs");
     fs::create_dir_all(store.dir.join("empty")).expect("empty");

@@ -11,12 +11,14 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
+use super::super::store::StoreFuture;
 use super::super::{Delta, SessionState, SessionWriter, StoreError};
 use super::faults::Faults;
 use super::files::{self, FileStamp, replace};
 use super::format::{self, LogHeader, Seal, SnapshotToStore, encode_record, sha256_hex};
 use super::verify::{Loaded, Settle};
 use super::{CHECKPOINT_FILE, LOG_FILE, MIN_COMPACTION_LOG_BYTES, RUNTIME_DIR, corrupt, io_error, load, write_seal};
+use crate::blocking::run_blocking;
 
 /// Commits steps to one session of an [`FsStore`](super::FsStore); holds the session's lock until dropped.
 ///
@@ -239,9 +241,16 @@ impl FsWriter {
 }
 
 impl SessionWriter for FsWriter {
+    fn commit<'a>(&'a mut self, delta: &'a Delta) -> StoreFuture<'a, ()> {
+        Box::pin(async move { run_blocking(|| FsWriter::commit(self, delta)) })
+    }
+}
+
+impl FsWriter {
     /// Checks the seq and the disk, compacts when due (so a failed compaction leaves the
-    /// step unwritten), appends the delta's record, syncs it and seals it.
-    fn commit(&mut self, delta: &Delta) -> Result<(), StoreError> {
+    /// step unwritten), appends the delta's record, syncs it and seals it: the blocking
+    /// form of [`SessionWriter::commit`].
+    pub fn commit(&mut self, delta: &Delta) -> Result<(), StoreError> {
         self.ensure_usable()?;
         if Some(delta.seq) != self.state.seq.checked_add(1) {
             return Err(StoreError::Conflict {

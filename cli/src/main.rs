@@ -245,6 +245,8 @@ fn end_quietly_on_closed_pipe() {
 
 fn main() -> ExitCode {
     end_quietly_on_closed_pipe();
+    // The process's TLS crypto for model endpoints: the binary's choice, not the library's.
+    archmax_vm::model::openai::install_tls_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return output::usage_error(error),

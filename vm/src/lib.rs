@@ -31,6 +31,6 @@ pub mod values;
 pub use archmax_compiler as compiler;
 pub use archmax_stdlib as stdlib;
 pub use runtime::{
-    DecideRequest, DeliverRequest, Disposition, Mock, Outcome, ReplyRequest, RunError, Runtime, RuntimeParts,
-    TurnRequest,
+    DecideRequest, DeliverRequest, Disposition, ErrorKind, FieldProblem, Mock, Outcome, Refusal, ReplyRequest,
+    RunError, Runtime, RuntimeParts, TurnRequest,
 };

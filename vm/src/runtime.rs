@@ -214,24 +214,42 @@ pub struct Outcome {
 }
 
 /// Why a turn could not run at all (nothing was started or changed).
+///
+/// Each variant is one kind of answer a host gives ([`RunError::kind`]): a session or
+/// workflow that is not there, a session another process holds, a stale or pinned
+/// session, a refusal with its [`Refusal`] reason, or input with one [`FieldProblem`]
+/// per offending field. The `Display` text is the one sentence a person reads.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("the artifact has no workflow `{0}` (it has {1})")]
-    UnknownWorkflow(String, String),
-    #[error("workflow `{workflow}` declares no trigger `{trigger}` (it declares {declared})")]
-    UnknownTrigger { workflow: String, trigger: String, declared: String },
-    #[error("{0}")]
-    Refused(String),
+    #[error("the artifact has no workflow `{workflow}` (it has {})", archmax_compiler::diagnostic::list_names(known))]
+    UnknownWorkflow { workflow: String, known: Vec<String> },
+    #[error(
+        "workflow `{workflow}` declares no trigger `{trigger}` (it declares {})",
+        archmax_compiler::diagnostic::list_names(declared)
+    )]
+    UnknownTrigger { workflow: String, trigger: String, declared: Vec<String> },
     #[error("there is no session `{0}`; `archmax sessions` lists them")]
     UnknownSession(String),
+    /// Another process (or task) holds the session; nothing changed, try again later.
+    #[error("session `{0}` is in use by another process; try again when it finishes")]
+    Busy(String),
+    /// The session moved on while this call held an older view of it; nothing written.
+    #[error(
+        "session `{session}` moved on to step {found} while this process held step {expected}; nothing was written"
+    )]
+    Conflict { session: String, expected: u64, found: u64 },
+    /// The request is well formed but may not run, for `reason`.
+    #[error("{message}")]
+    Refused { reason: Refusal, message: String },
     /// The session is not parked on the channel the call needs; nothing changed.
     #[error("{0}")]
     NotParked(String),
     /// The decision names no transition of the parked state; the park is intact.
     #[error("{0}")]
     InvalidDecision(String),
-    #[error("{0}")]
-    InvalidInput(String),
+    /// Input that does not hold: every offending field with what is wrong with it.
+    #[error("{message}")]
+    InvalidInput { message: String, fields: Vec<FieldProblem> },
     /// The session is pinned to another program of its workflow than this runtime's;
     /// nothing changed. Resuming with `upgrade` moves it on.
     #[error(
@@ -252,7 +270,114 @@ pub enum RunError {
     )]
     UpgradeImpossible { session: String, state: String, pinned: String, current: String },
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
+}
+
+/// One offending field of a request: its name (a variable name, `message`, `session`,
+/// `trigger`) and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldProblem {
+    pub field: String,
+    pub problem: String,
+}
+
+/// Why a well-formed request was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The workflow is `disabled`.
+    WorkflowDisabled,
+    /// The session runs a workflow this program does not contain.
+    WorkflowNotInProgram,
+    /// The session is a sub-workflow its caller waits for: resume the caller.
+    AwaitedByCaller,
+    /// The decision record names a state the workflow no longer declares.
+    DecisionTargetGone,
+    /// The operating system could not supply randomness for a session id.
+    NoSessionId,
+}
+
+impl Refusal {
+    /// A stable id for logs and API answers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::WorkflowDisabled => "workflow.disabled",
+            Refusal::WorkflowNotInProgram => "workflow.not-in-program",
+            Refusal::AwaitedByCaller => "session.awaited-by-caller",
+            Refusal::DecisionTargetGone => "decision.target-gone",
+            Refusal::NoSessionId => "session.no-id",
+        }
+    }
+}
+
+/// The kind of answer a host gives for a [`RunError`], e.g. an HTTP status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// 404: the workflow, trigger or session does not exist.
+    NotFound,
+    /// 409 with a retry: another process holds the session.
+    Busy,
+    /// 409: the session's state does not allow the call (moved on, not parked there,
+    /// pinned to another program).
+    Conflict,
+    /// 403: the call may not run.
+    Refused,
+    /// 422: the request's fields do not hold.
+    InvalidInput,
+    /// 500: the store failed.
+    Internal,
+}
+
+impl ErrorKind {
+    /// The HTTP status a host answers with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorKind::NotFound => 404,
+            ErrorKind::Busy | ErrorKind::Conflict => 409,
+            ErrorKind::Refused => 403,
+            ErrorKind::InvalidInput => 422,
+            ErrorKind::Internal => 500,
+        }
+    }
+}
+
+impl RunError {
+    /// Input with one offending field.
+    pub fn invalid(field: impl Into<String>, problem: impl Into<String>) -> RunError {
+        let problem = problem.into();
+        RunError::InvalidInput { message: problem.clone(), fields: vec![FieldProblem { field: field.into(), problem }] }
+    }
+
+    pub fn refused(reason: Refusal, message: impl Into<String>) -> RunError {
+        RunError::Refused { reason, message: message.into() }
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RunError::UnknownWorkflow { .. } | RunError::UnknownTrigger { .. } | RunError::UnknownSession(_) => {
+                ErrorKind::NotFound
+            }
+            RunError::Busy(_) => ErrorKind::Busy,
+            RunError::Conflict { .. }
+            | RunError::NotParked(_)
+            | RunError::ProgramChanged { .. }
+            | RunError::UpgradeImpossible { .. } => ErrorKind::Conflict,
+            RunError::Refused { .. } => ErrorKind::Refused,
+            RunError::InvalidDecision(_) | RunError::InvalidInput { .. } => ErrorKind::InvalidInput,
+            RunError::Store(StoreError::Exists(_)) => ErrorKind::Conflict,
+            RunError::Store(_) => ErrorKind::Internal,
+        }
+    }
+}
+
+impl From<StoreError> for RunError {
+    fn from(error: StoreError) -> RunError {
+        match error {
+            StoreError::Busy(session) => RunError::Busy(session),
+            StoreError::Conflict { id, expected, found } => RunError::Conflict { session: id, expected, found },
+            StoreError::Missing(session) => RunError::UnknownSession(session),
+            other => RunError::Store(other),
+        }
+    }
 }
 
 /// What to do about a session pinned to another program: upgrade it, unless its state
@@ -328,9 +453,9 @@ impl Runtime {
 
     pub fn workflow_id(&self, slug: &str) -> Result<WorkflowId, RunError> {
         self.program.workflow(slug).map(|(id, _)| id).ok_or_else(|| {
-            let names: Vec<&str> =
-                self.program.workflows.iter().map(|workflow| self.program.str(workflow.slug)).collect();
-            RunError::UnknownWorkflow(slug.to_string(), archmax_compiler::diagnostic::list_names(&names))
+            let known =
+                self.program.workflows.iter().map(|workflow| self.program.str(workflow.slug).to_string()).collect();
+            RunError::UnknownWorkflow { workflow: slug.to_string(), known }
         })
     }
 

@@ -508,7 +508,9 @@ impl Turn<'_> {
                     raw_text: raw,
                     limits: self.runtime.limits,
                 };
-                let result = archmax_stdlib::tools::run(name, args, &context);
+                // File tools read and write the session's store and the mounts: blocking
+                // work, kept off the executor's time.
+                let result = crate::blocking::run_blocking(|| archmax_stdlib::tools::run(name, args, &context));
                 if name == "write_todos"
                     && result.is_ok()
                     && let Some(Value::Array(todos)) = args.get("todos")

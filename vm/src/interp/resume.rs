@@ -15,12 +15,12 @@ use serde_json::Value;
 
 use crate::events::Event;
 use crate::runtime::{
-    DecideRequest, DeliverRequest, Disposition, Outcome, ReplyRequest, RunError, Runtime, TurnRequest,
+    DecideRequest, DeliverRequest, Disposition, Outcome, Refusal, ReplyRequest, RunError, Runtime, TurnRequest,
 };
 use crate::session::{Message, NoteKind, ParkPhase, SessionState, SessionWriter, Status, StoreError, Variable};
 
 use super::pin::Upgrade;
-use super::start::{validate_title, validate_variable_name};
+use super::start::validate_title;
 use super::{ParkOpening, Turn};
 
 /// A parked session opened for a resume, with the upgrade it needs, if any.
@@ -121,16 +121,16 @@ impl Runtime {
         if let Some(workflow) = workflow
             && state.head.workflow != workflow
         {
-            return Err(RunError::InvalidInput(format!(
-                "session `{id}` belongs to workflow `{}`, not `{workflow}`",
-                state.head.workflow
-            )));
+            return Err(RunError::invalid(
+                "session",
+                format!("session `{id}` belongs to workflow `{}`, not `{workflow}`", state.head.workflow),
+            ));
         }
         if self.program.workflow(&state.head.workflow).is_none() {
-            return Err(RunError::Refused(format!(
-                "session `{id}` runs workflow `{}`, which this program does not contain",
-                state.head.workflow
-            )));
+            return Err(RunError::refused(
+                Refusal::WorkflowNotInProgram,
+                format!("session `{id}` runs workflow `{}`, which this program does not contain", state.head.workflow),
+            ));
         }
         if let Some(refusal) = park_refusal(&state, channel) {
             return Err(RunError::NotParked(refusal));
@@ -141,10 +141,12 @@ impl Runtime {
 
     /// The program's id of the workflow a stored session runs.
     fn workflow_of(&self, session: &SessionState) -> Result<archmax_compiler::program::WorkflowId, RunError> {
-        self.program
-            .workflow(&session.head.workflow)
-            .map(|(id, _)| id)
-            .ok_or_else(|| RunError::Refused(format!("workflow `{}` is not in this program", session.head.workflow)))
+        self.program.workflow(&session.head.workflow).map(|(id, _)| id).ok_or_else(|| {
+            RunError::refused(
+                Refusal::WorkflowNotInProgram,
+                format!("workflow `{}` is not in this program", session.head.workflow),
+            )
+        })
     }
 
     /// After a parked child was resumed through its caller: the caller takes the child's
@@ -195,10 +197,13 @@ impl Runtime {
         };
         let awaited = self.caller_awaits(parent, &session.id).await;
         if awaited {
-            return Err(RunError::Refused(format!(
-                "session `{}` is a sub-workflow that its caller `{parent}` waits for; resume it through the caller (`archmax decide {parent} --to <state>` or `archmax deliver {parent} --trigger <id>`). Nothing was changed.",
-                session.id
-            )));
+            return Err(RunError::refused(
+                Refusal::AwaitedByCaller,
+                format!(
+                    "session `{}` is a sub-workflow that its caller `{parent}` waits for; resume it through the caller (`archmax decide {parent} --to <state>` or `archmax deliver {parent} --trigger <id>`). Nothing was changed.",
+                    session.id
+                ),
+            ));
         }
         Ok(())
     }
@@ -243,10 +248,10 @@ impl Runtime {
         let mut turn = parked.into_turn(self, workflow_id).await?;
         turn.disposition = Disposition::Decide;
         let Some(target) = turn.state_id_of(&choice.to) else {
-            return Err(RunError::Refused(format!(
-                "the decision record names '{}', which the workflow no longer declares",
-                choice.to
-            )));
+            return Err(RunError::refused(
+                Refusal::DecisionTargetGone,
+                format!("the decision record names '{}', which the workflow no longer declares", choice.to),
+            ));
         };
         let here = decision.state.clone();
         let edge = if choice.kind == "none" {
@@ -287,7 +292,7 @@ impl Runtime {
     /// the session parks again on the same record and nothing routes it.
     pub async fn reply(&self, request: ReplyRequest) -> Result<Outcome, RunError> {
         if request.message.trim().is_empty() {
-            return Err(RunError::InvalidInput("the message is empty".to_string()));
+            return Err(RunError::invalid("message", "the message is empty"));
         }
         let parked =
             self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision, request.upgrade).await?;
@@ -317,11 +322,9 @@ impl Runtime {
     async fn deliver_as(&self, request: DeliverRequest, through_caller: bool) -> Result<Outcome, RunError> {
         let trigger = request.trigger.trim().to_string();
         if trigger.is_empty() {
-            return Err(RunError::InvalidInput("a delivery needs a trigger id".to_string()));
+            return Err(RunError::invalid("trigger", "a delivery needs a trigger id"));
         }
-        for name in request.variables.keys() {
-            validate_variable_name(name).map_err(RunError::InvalidInput)?;
-        }
+        super::start::check_variable_names(&request.variables)?;
         let parked =
             self.open_parked(&request.session, request.workflow.as_deref(), Channel::Input, request.upgrade).await?;
         let session = &parked.session;
@@ -437,14 +440,18 @@ impl Runtime {
             }
             _ => {
                 let Some(message) = request.message.filter(|message| !message.trim().is_empty()) else {
-                    return Err(RunError::InvalidInput(format!(
-                        "session `{session_id}` waits for a decision; a message is needed to write to it"
-                    )));
+                    return Err(RunError::invalid(
+                        "message",
+                        format!("session `{session_id}` waits for a decision; a message is needed to write to it"),
+                    ));
                 };
                 if !request.variables.is_empty() {
-                    return Err(RunError::InvalidInput(format!(
-                        "session `{session_id}` waits for a decision; variables cannot be delivered to it (decide it with `archmax decide`)"
-                    )));
+                    return Err(RunError::invalid(
+                        "variables",
+                        format!(
+                            "session `{session_id}` waits for a decision; variables cannot be delivered to it (decide it with `archmax decide`)"
+                        ),
+                    ));
                 }
                 let reply = ReplyRequest {
                     session: session_id,

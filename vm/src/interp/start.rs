@@ -9,7 +9,7 @@ use archmax_compiler::syntax::reference::is_variable_name;
 
 use crate::events::Event;
 use crate::kernel::resolve_reference;
-use crate::runtime::{Outcome, RunError, Runtime, TurnRequest};
+use crate::runtime::{FieldProblem, Outcome, Refusal, RunError, Runtime, TurnRequest};
 use crate::session::id::{check_session_id, new_session_id};
 use crate::session::{Head, Message, SessionState, Status, StoreError, Variable};
 
@@ -47,9 +47,54 @@ pub fn validate_title(value: &Value) -> Result<String, String> {
     Ok(trimmed.to_string())
 }
 
-fn names(program: &archmax_compiler::program::Program, workflow: &WorkflowProgram) -> String {
-    let names: Vec<&str> = workflow.triggers.iter().map(|trigger| program.str(trigger.id)).collect();
-    archmax_compiler::diagnostic::list_names(&names)
+fn names(program: &archmax_compiler::program::Program, workflow: &WorkflowProgram) -> Vec<String> {
+    workflow.triggers.iter().map(|trigger| program.str(trigger.id).to_string()).collect()
+}
+
+/// Checks every seeded variable's name, naming each bad one.
+pub(super) fn check_variable_names(variables: &Map<String, Value>) -> Result<(), RunError> {
+    let fields: Vec<FieldProblem> = variables
+        .keys()
+        .filter_map(|name| {
+            validate_variable_name(name).err().map(|problem| FieldProblem { field: name.clone(), problem })
+        })
+        .collect();
+    if fields.is_empty() {
+        return Ok(());
+    }
+    let message = fields.iter().map(|field| field.problem.as_str()).collect::<Vec<_>>().join("; ");
+    Err(RunError::InvalidInput { message, fields })
+}
+
+/// The refusal of a firing whose trigger signature does not hold: every mistyped
+/// variable and every missing one at once, or `None` when it holds.
+fn signature_refusal(trigger: &str, missing: &[&str], mistyped: Vec<FieldProblem>) -> Option<RunError> {
+    if missing.is_empty() && mistyped.is_empty() {
+        return None;
+    }
+    let quoted: Vec<String> = missing.iter().map(|name| format!("'{name}'")).collect();
+    let them = if missing.len() == 1 { "it" } else { "them" };
+    let absent = format!(
+        "requires {}, which this firing does not supply. Supply {them} as session variables (`--variables` on the command line).",
+        quoted.join(", ")
+    );
+    let message = match (mistyped.is_empty(), missing.is_empty()) {
+        (true, _) => format!("Refusing to start: trigger '{trigger}' {absent}"),
+        (false, true) => format!(
+            "Refusing to start: trigger '{trigger}': {}.",
+            mistyped.iter().map(|field| field.problem.as_str()).collect::<Vec<_>>().join("; ")
+        ),
+        (false, false) => format!(
+            "Refusing to start: trigger '{trigger}': {}. It also {absent}",
+            mistyped.iter().map(|field| field.problem.as_str()).collect::<Vec<_>>().join("; ")
+        ),
+    };
+    let mut fields = mistyped;
+    fields.extend(missing.iter().map(|name| FieldProblem {
+        field: name.to_string(),
+        problem: format!("'{name}' is required by trigger '{trigger}' and was not supplied"),
+    }));
+    Some(RunError::InvalidInput { message, fields })
 }
 
 impl Runtime {
@@ -67,16 +112,14 @@ impl Runtime {
                 declared: names(program, workflow),
             });
         };
-        for name in request.variables.keys() {
-            validate_variable_name(name).map_err(RunError::InvalidInput)?;
-        }
+        check_variable_names(&request.variables)?;
         if let Some(title) = request.variables.get("title") {
-            validate_title(title).map_err(|problem| RunError::InvalidInput(format!("the seeded {problem}")))?;
+            validate_title(title).map_err(|problem| RunError::invalid("title", format!("the seeded {problem}")))?;
         }
         if let Some(message) = &request.message
             && message.trim().is_empty()
         {
-            return Err(RunError::InvalidInput("the message is empty".to_string()));
+            return Err(RunError::invalid("message", "the message is empty"));
         }
         let mount_names: Vec<&str> = self.mounts.mounts.iter().map(|mount| mount.name.as_str()).collect();
         let session_id = match &request.session {
@@ -88,10 +131,10 @@ impl Runtime {
                 .filter(|id| check_session_id(id, &mount_names).is_ok())
             {
                 Some(id) => id,
-                None => new_session_id().map_err(|error| RunError::Refused(error.to_string()))?,
+                None => new_session_id().map_err(|error| RunError::refused(Refusal::NoSessionId, error.to_string()))?,
             },
         };
-        check_session_id(&session_id, &mount_names).map_err(RunError::InvalidInput)?;
+        check_session_id(&session_id, &mount_names).map_err(|problem| RunError::invalid("session", problem))?;
 
         let existing = match self.store.open(&session_id).await {
             Ok(open) => Some(open),
@@ -101,10 +144,10 @@ impl Runtime {
         if let Some((state, _)) = &existing
             && state.head.workflow != slug
         {
-            return Err(RunError::InvalidInput(format!(
-                "session `{session_id}` belongs to workflow `{}`, not `{slug}`",
-                state.head.workflow
-            )));
+            return Err(RunError::invalid(
+                "session",
+                format!("session `{session_id}` belongs to workflow `{}`, not `{slug}`", state.head.workflow),
+            ));
         }
         // A parked session is resumed, not given a new turn: a firing into a wait is a
         // delivery, a message to a pending decision a reply. The lock is released first;
@@ -121,7 +164,10 @@ impl Runtime {
             None => None,
         };
         if workflow.disabled {
-            return Err(RunError::Refused(format!("Refusing to start: workflow '{slug}' is disabled.")));
+            return Err(RunError::refused(
+                Refusal::WorkflowDisabled,
+                format!("Refusing to start: workflow '{slug}' is disabled."),
+            ));
         }
         // The trigger's signature, held before any model call.
         let today = crate::values::Today::at(self.now());
@@ -132,25 +178,20 @@ impl Runtime {
             })
             .unwrap_or_default();
         let mut missing = Vec::new();
+        let mut mistyped = Vec::new();
         for entry in &trigger.requires {
             let name = program.str(entry.name);
             match request.variables.get(name).or_else(|| held.get(name)) {
-                None => missing.push(format!("'{name}'")),
+                None => missing.push(name),
                 Some(value) => {
                     if let Err(problem) = crate::values::check(program, entry, value, &today) {
-                        return Err(RunError::Refused(format!(
-                            "Refusing to start: trigger '{trigger_id}': {problem}."
-                        )));
+                        mistyped.push(FieldProblem { field: name.to_string(), problem });
                     }
                 }
             }
         }
-        if !missing.is_empty() {
-            let them = if missing.len() == 1 { "it" } else { "them" };
-            return Err(RunError::Refused(format!(
-                "Refusing to start: trigger '{trigger_id}' requires {}, which this firing does not supply. Supply {them} as session variables (`--variables` on the command line).",
-                missing.join(", ")
-            )));
+        if let Some(refusal) = signature_refusal(&trigger_id, &missing, mistyped) {
+            return Err(refusal);
         }
 
         let now = self.now();
@@ -221,7 +262,7 @@ impl Runtime {
                 if turn.session.variables.contains_key("title") {
                     continue;
                 }
-                let title = validate_title(value).map_err(RunError::InvalidInput)?;
+                let title = validate_title(value).map_err(|problem| RunError::invalid("title", problem))?;
                 turn.set_variable("title", Variable { value: Value::String(title.clone()), locked: false });
                 turn.emit(Event::TitleSet { title, state: None, call_id: None });
                 continue;

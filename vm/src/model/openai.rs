@@ -174,8 +174,19 @@ pub struct OpenAiAdapter {
     client: reqwest::Client,
 }
 
+/// Installs rustls' `ring` provider as the process's TLS crypto provider, unless one is
+/// installed already. A host calls this once at start-up, before building an adapter.
+pub fn install_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race with another thread's install leaves a provider installed, which
+        // is all this asks.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 impl OpenAiAdapter {
-    /// Checks the configuration and builds the HTTP client.
+    /// Checks the configuration and builds the HTTP client. The process must have a TLS
+    /// crypto provider installed ([`install_tls_provider`]).
     pub fn new(config: OpenAiConfig) -> Result<OpenAiAdapter, ModelError> {
         let endpoint = chat_completions_url(&config.base_url)?;
         if config.request_timeout.is_zero() {
@@ -184,9 +195,13 @@ impl OpenAiAdapter {
                     .into(),
             ));
         }
-        // `rustls-no-provider` leaves the choice of crypto to us; a second install (another
-        // adapter, or someone else in the process) fails harmlessly.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // The library installs nothing process-wide: the host picks the TLS crypto
+        // provider (`install_tls_provider`). Without one the HTTP client cannot be built.
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            return Err(ModelError::Configuration(
+                "no TLS crypto provider is installed in this process: the host installs one at start-up, for example with `archmax_vm::model::openai::install_tls_provider()` (the archmax binary does)".into(),
+            ));
+        }
         let client =
             reqwest::Client::builder().user_agent(concat!("archmax/", env!("CARGO_PKG_VERSION"))).build().map_err(
                 |error| ModelError::Configuration(format!("the HTTP client could not be built: {}", describe(&error))),
@@ -839,6 +854,7 @@ mod tests {
     }
 
     fn adapter(config: OpenAiConfig) -> OpenAiAdapter {
+        super::install_tls_provider();
         OpenAiAdapter::new(config).expect("adapter")
     }
 

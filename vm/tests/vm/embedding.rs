@@ -1,8 +1,25 @@
 //! The VM embedded in a long-running host: turn futures are `Send`, so a multi-threaded
-//! tokio runtime can run many sessions at once.
+//! tokio runtime runs many sessions at once, and a session's files live in its store,
+//! so a store that is not a local directory keeps them from one runtime to the next.
 
-use archmax_vm::runtime::{DecideRequest, DeliverRequest, ReplyRequest};
-use archmax_vm::{Runtime, TurnRequest};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Map, Value, json};
+use tokio::sync::Barrier;
+
+use archmax_vm::clock::FixedClock;
+use archmax_vm::events::EventSink;
+use archmax_vm::model::pricing::PricingTable;
+use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse, TokenUsage};
+use archmax_vm::runtime::{DecideRequest, DeliverRequest, ErrorKind, ReplyRequest};
+use archmax_vm::session::fs::FsStore;
+use archmax_vm::session::memory::MemoryStore;
+use archmax_vm::session::{Message, SessionStore, Status, ToolCall};
+use archmax_vm::stdlib::vfs::Vfs;
+use archmax_vm::{RunError, Runtime, RuntimeParts, TurnRequest};
+
+use crate::support::compile;
 
 fn assert_send<T: Send>(_: &T) {}
 
@@ -13,4 +30,244 @@ fn entry_point_futures_are_send(runtime: &Runtime) {
     assert_send(&runtime.decide(DecideRequest::default()));
     assert_send(&runtime.reply(ReplyRequest::default()));
     assert_send(&runtime.deliver(DeliverRequest::default()));
+}
+
+const SESSIONS: usize = 64;
+
+const INTAKE: &str = r#"title: Intake
+instructions: You take one customer's intake note and hand it to a reviewer.
+tools:
+  allow_always: [read_file, write_file]
+states:
+  draft:
+    triggers:
+      manual:
+        description: Take one customer's intake.
+        requires:
+          - { name: customer, type: string }
+    instructions: Write the intake note to scratchpad/note.md, then hand it to review.
+    transitions:
+      - to: review
+        description: The note is written.
+  review:
+    type: human
+    instructions: Approve the intake note or turn it down.
+    transitions:
+      - { to: done, type: approve, description: Approve the note. }
+      - { to: declined, type: reject, description: Turn the note down. }
+  done:
+    instructions: Read the note back to the customer.
+  declined:
+    instructions: Tell the customer the note was turned down.
+"#;
+
+/// A scripted model that reads each session's own variables and transcript, so any
+/// number of sessions can share it. In `draft` every session waits at a barrier until
+/// all of them have made their first call: the test cannot pass unless the host really
+/// runs them at once.
+struct Intake {
+    arrived: Barrier,
+    calls: AtomicUsize,
+}
+
+fn call(id: &str, name: &str, args: Value) -> ToolCall {
+    ToolCall { id: id.to_string(), name: name.to_string(), args }
+}
+
+fn answered(messages: &[Message], tool: &str) -> Option<String> {
+    messages.iter().rev().find_map(|message| match message {
+        Message::Tool { name, content, .. } if name == tool => Some(content.clone()),
+        _ => None,
+    })
+}
+
+impl ModelAdapter for Intake {
+    fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
+        Box::pin(async move {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let customer = request.variables["customer"].as_str().unwrap_or("nobody").to_string();
+            let usage = TokenUsage { input: 100, output: 10, ..TokenUsage::default() };
+            let response = match request.state {
+                "draft" if answered(request.messages, "write_file").is_none() => {
+                    self.arrived.wait().await;
+                    let note = format!("Intake note for {customer}.");
+                    ModelResponse {
+                        tool_calls: vec![call(
+                            "w1",
+                            "write_file",
+                            json!({ "file_path": "scratchpad/note.md", "content": note }),
+                        )],
+                        ..ModelResponse::default()
+                    }
+                }
+                "draft" => ModelResponse {
+                    tool_calls: vec![call("a1", "archmax_advance", json!({ "to": "review", "reason": "written" }))],
+                    ..ModelResponse::default()
+                },
+                "review" => ModelResponse { text: "A reviewer has your note.".to_string(), ..ModelResponse::default() },
+                "done" => match answered(request.messages, "read_file") {
+                    None => ModelResponse {
+                        tool_calls: vec![call("r1", "read_file", json!({ "file_path": "scratchpad/note.md" }))],
+                        ..ModelResponse::default()
+                    },
+                    Some(content) => ModelResponse { text: format!("Approved: {content}"), ..ModelResponse::default() },
+                },
+                other => ModelResponse { text: format!("unexpected state {other}"), ..ModelResponse::default() },
+            };
+            Ok(ModelResponse { usage, ..response })
+        })
+    }
+}
+
+fn runtime(store: Arc<dyn SessionStore>, model: Arc<Intake>, root: &std::path::Path) -> Arc<Runtime> {
+    let program = compile(&[("workflows/intake/workflow.yaml", INTAKE)]);
+    Arc::new(Runtime::new(RuntimeParts {
+        program: Arc::new(program),
+        store,
+        model,
+        events: EventSink::new(),
+        clock: Arc::new(FixedClock(1_767_605_400_000)),
+        root: root.to_path_buf(),
+        pricing: PricingTable::default(),
+    }))
+}
+
+fn customer(index: usize) -> String {
+    format!("customer-{index:02}")
+}
+
+/// Starts `sessions` sessions at once on a multi-threaded executor, each writing its own
+/// note; then a second runtime on the same store decides them all at once, and each
+/// reads its own note back.
+fn run_fleet(store: Arc<dyn SessionStore>, root: &std::path::Path, sessions: usize) {
+    let executor =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().expect("executor");
+    let model = Arc::new(Intake { arrived: Barrier::new(sessions), calls: AtomicUsize::new(0) });
+
+    let starts = executor.block_on(async {
+        let first = runtime(Arc::clone(&store), Arc::clone(&model), root);
+        let tasks: Vec<_> = (0..sessions)
+            .map(|index| {
+                let runtime = Arc::clone(&first);
+                tokio::spawn(async move {
+                    let mut variables = Map::new();
+                    variables.insert("customer".to_string(), Value::String(customer(index)));
+                    let request = TurnRequest {
+                        workflow: "intake".to_string(),
+                        session: Some(format!("s{index:02}")),
+                        message: Some("Please take my intake.".to_string()),
+                        variables,
+                        ..TurnRequest::default()
+                    };
+                    runtime.run_turn(request).await
+                })
+            })
+            .collect();
+        let all = futures_util::future::join_all(tasks);
+        tokio::time::timeout(std::time::Duration::from_secs(120), all)
+            .await
+            .expect("every session reached the barrier together (a host that runs them one by one never does)")
+    });
+    for (index, start) in starts.into_iter().enumerate() {
+        let outcome = start.expect("the task ran").expect("the turn ran");
+        assert_eq!(outcome.status, Status::AwaitingDecision, "session {index}: {outcome:?}");
+        assert_eq!(outcome.state, "review");
+        let files = store.files(&outcome.session_id).expect("the session's files");
+        let note = files.read("scratchpad/note.md").expect("the note is in the store");
+        assert_eq!(String::from_utf8_lossy(&note), format!("Intake note for {}.", customer(index)));
+    }
+
+    // A second runtime on the same store, as another process of the fleet.
+    let decisions = executor.block_on(async {
+        let second = runtime(Arc::clone(&store), Arc::clone(&model), root);
+        let tasks: Vec<_> = (0..sessions)
+            .map(|index| {
+                let runtime = Arc::clone(&second);
+                tokio::spawn(async move {
+                    let request =
+                        DecideRequest { session: format!("s{index:02}"), to: "done".to_string(), ..Default::default() };
+                    let outcome = runtime.decide(request).await;
+                    runtime.close_session(&format!("s{index:02}"));
+                    outcome
+                })
+            })
+            .collect();
+        futures_util::future::join_all(tasks).await
+    });
+    for (index, decided) in decisions.into_iter().enumerate() {
+        let outcome = decided.expect("the task ran").expect("the decision ran");
+        assert_eq!(outcome.status, Status::Completed, "session {index}: {outcome:?}");
+        assert_eq!(outcome.reply, format!("Approved:      1\tIntake note for {}.", customer(index)));
+    }
+    // Per session: write, advance, handoff, read, answer.
+    assert_eq!(model.calls.load(Ordering::SeqCst), sessions * 5);
+    let listed = executor.block_on(store.list()).expect("list");
+    assert_eq!(listed.len(), sessions);
+}
+
+#[test]
+fn sixty_four_sessions_run_at_once_on_a_multi_threaded_executor_with_their_files_in_the_store() {
+    // Nothing may touch the local disk: the workspace root does not even exist.
+    let root = std::env::temp_dir().join(format!("archmax-embedding-{}-absent", std::process::id()));
+    let store = MemoryStore::new();
+    run_fleet(Arc::new(store.clone()), &root, SESSIONS);
+    assert!(!root.exists(), "nothing was written to local disk");
+    // The files are the store's: a clone of it (another runtime's handle) reads them.
+    let note = store.clone().files("s07").read("scratchpad/note.md").expect("kept");
+    assert_eq!(String::from_utf8_lossy(&note), "Intake note for customer-07.");
+}
+
+#[test]
+fn the_filesystem_store_serves_concurrent_sessions_without_holding_up_the_executor() {
+    let root = std::env::temp_dir().join(format!("archmax-embedding-fs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("scratch root");
+    // Every commit blocks on fsync; the barrier still needs all sessions in flight.
+    run_fleet(Arc::new(FsStore::for_workspace(&root)), &root, 16);
+    assert!(root.join("sessions/s03/scratchpad/note.md").is_file());
+    std::fs::remove_dir_all(&root).expect("clean up");
+}
+
+#[test]
+fn a_host_maps_every_refusal_to_a_kind() {
+    let executor =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("executor");
+    let store = MemoryStore::new();
+    let model = Arc::new(Intake { arrived: Barrier::new(1), calls: AtomicUsize::new(0) });
+    let root = std::env::temp_dir();
+    let runtime = runtime(Arc::new(store.clone()), model, &root);
+    let start = |variables: Value, workflow: &str| {
+        let Value::Object(variables) = variables else { panic!("an object") };
+        TurnRequest {
+            workflow: workflow.to_string(),
+            session: Some("k1".to_string()),
+            message: Some("Hello.".to_string()),
+            variables,
+            ..TurnRequest::default()
+        }
+    };
+    let unknown = executor.block_on(runtime.run_turn(start(json!({}), "nope"))).expect_err("no such workflow");
+    assert_eq!(unknown.kind(), ErrorKind::NotFound);
+    assert_eq!(unknown.kind().http_status(), 404);
+
+    // Every offending field is named, not just the first.
+    let invalid = executor
+        .block_on(runtime.run_turn(start(json!({ "Bad.Name": 1, "Other Name": 2 }), "intake")))
+        .expect_err("bad names");
+    let RunError::InvalidInput { fields, .. } = &invalid else { panic!("got {invalid:?}") };
+    let named: Vec<&str> = fields.iter().map(|field| field.field.as_str()).collect();
+    assert_eq!(named, ["Bad.Name", "Other Name"]);
+    assert_eq!(invalid.kind().http_status(), 422);
+
+    let unmet = executor.block_on(runtime.run_turn(start(json!({}), "intake"))).expect_err("customer is required");
+    let RunError::InvalidInput { fields, message } = &unmet else { panic!("got {unmet:?}") };
+    assert_eq!(fields.len(), 1);
+    assert_eq!(fields[0].field, "customer");
+    assert!(message.contains("requires 'customer'"), "{message}");
+
+    let missing = executor
+        .block_on(runtime.decide(DecideRequest { session: "none".into(), to: "done".into(), ..Default::default() }))
+        .expect_err("no such session");
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+    assert!(store.list().is_empty(), "no refusal created a session");
 }

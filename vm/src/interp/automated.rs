@@ -26,6 +26,7 @@ use crate::events::Event;
 use crate::model::{ModelError, ModelRequest, Role};
 use crate::runtime::RunError;
 use crate::sandbox::{Bridge, HostCall, Limits, Sandbox};
+use crate::session::TrailKind;
 use crate::session::{Exit, Message, NoteKind, SessionState, Status};
 
 use super::Turn;
@@ -84,7 +85,7 @@ pub(super) fn history_json(session: &SessionState) -> String {
         .trail
         .iter()
         .map(|step| {
-            let mut entry = json!({ "to": step.to, "kind": step.kind, "ts": step.ts });
+            let mut entry = json!({ "to": step.to, "kind": step.kind.as_str(), "ts": step.ts });
             if let Some(reason) = &step.reason {
                 entry["reason"] = json!(reason);
             }
@@ -195,7 +196,11 @@ impl Turn<'_> {
                 };
                 self.note(if kind == StateKind::Grader { NoteKind::Grader } else { NoteKind::Code }, note);
                 self.move_to(target);
-                self.push_trail(&to, type_name, Some(reason));
+                self.push_trail(
+                    &to,
+                    if kind == StateKind::Grader { TrailKind::Grader } else { TrailKind::Code },
+                    Some(reason),
+                );
                 self.session.head.rejected = None;
                 if self.state(target).kind == StateKind::Human {
                     self.enter_human(target, attached);

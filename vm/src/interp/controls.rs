@@ -10,6 +10,7 @@ use archmax_compiler::program::{StateId, StateKind};
 use archmax_compiler::zones::canonicalize;
 
 use crate::events::Event;
+use crate::session::TrailKind;
 use crate::session::{Exit, ParkPhase, PendingInput, Status, ToolCall, Variable};
 
 use super::Turn;
@@ -218,7 +219,7 @@ impl Turn<'_> {
             call_id: Some(call.id.clone()),
         });
         self.move_to(target);
-        self.push_trail(&to, "agent", Some(reason));
+        self.push_trail(&to, TrailKind::Agent, Some(reason));
         self.session.head.rejected = None;
         self.session.head.failed_delegations.clear();
         *advanced = Some(to.clone());
@@ -241,7 +242,7 @@ impl Turn<'_> {
         let target = target.unwrap_or(self.workflow.entry);
         let to = self.slug(target).to_string();
         self.move_to(target);
-        self.push_trail(&to, "reset", Some(reason));
+        self.push_trail(&to, TrailKind::Reset, Some(reason));
         self.session.head.rejected = None;
         self.session.head.failed_delegations.clear();
         // The agent's own locks are released; the host's seeds stay locked.

@@ -38,6 +38,7 @@ use archmax_compiler::zones::canonicalize;
 
 use crate::events::Event;
 use crate::runtime::{Outcome, RunError, Runtime};
+use crate::session::TrailKind;
 use crate::session::{
     FailedDelegation, Head, Message, NoteKind, ParkPhase, PendingDelegation, SessionState, SessionWriter, Status,
     TrailStep, Variable,
@@ -447,7 +448,7 @@ impl Turn<'_> {
             variables,
             trail: vec![TrailStep {
                 to: entry_slug,
-                kind: "trigger".to_string(),
+                kind: TrailKind::Trigger,
                 reason: Some("manual".to_string()),
                 workflow: None,
                 status: None,
@@ -752,7 +753,7 @@ impl Turn<'_> {
     fn push_sub_trail(&mut self, meta: &Meta, status: &str) {
         let step = TrailStep {
             to: meta.state.clone(),
-            kind: "sub-workflow".to_string(),
+            kind: TrailKind::SubWorkflow,
             reason: Some(meta.child.clone()),
             workflow: Some(meta.slug.clone()),
             status: Some(status.to_string()),

@@ -29,7 +29,7 @@ use crate::prompt::{VolatileInputs, volatile};
 use crate::runtime::{Disposition, Outcome, RunError, Runtime};
 use crate::session::{
     DecisionChoice, Delta, Exit, Message, NoteKind, ParkPhase, PendingDecision, SessionState, SessionWriter, Status,
-    TrailStep, Usage, Variable,
+    TrailKind, TrailStep, Usage, Variable,
 };
 
 pub use pin::pinned_spec;
@@ -175,15 +175,8 @@ impl<'r> Turn<'r> {
         self.pending.messages.push(message);
     }
 
-    fn push_trail(&mut self, to: &str, kind: &str, reason: Option<String>) {
-        let step = TrailStep {
-            to: to.to_string(),
-            kind: kind.to_string(),
-            reason,
-            workflow: None,
-            status: None,
-            ts: self.now(),
-        };
+    fn push_trail(&mut self, to: &str, kind: TrailKind, reason: Option<String>) {
+        let step = TrailStep { to: to.to_string(), kind, reason, workflow: None, status: None, ts: self.now() };
         self.session.trail.push(step.clone());
         self.pending.trail.push(step);
     }
@@ -393,7 +386,7 @@ impl<'r> Turn<'r> {
                 );
                 self.emit(Event::StateErrorRouted { state: here, to: to.clone(), reason: reason.clone() });
                 self.move_to(target);
-                self.push_trail(&to, "on_error", Some(reason));
+                self.push_trail(&to, TrailKind::OnError, Some(reason));
                 self.session.head.rejected = None;
                 self.session.head.pending_decision = None;
                 self.session.head.pending_input = None;
@@ -468,8 +461,8 @@ impl<'r> Turn<'r> {
         let id = self.position_id();
         let opening = match (&self.session.head.pending_decision, &self.session.head.pending_input) {
             (None, Some(input)) => ParkOpening::Waiting(input.reason.clone()),
-            _ => match self.session.trail.last().map(|step| step.kind.as_str()) {
-                Some("human" | "on_error") => ParkOpening::Routed,
+            _ => match self.session.trail.last().map(|step| step.kind) {
+                Some(TrailKind::Human | TrailKind::OnError) => ParkOpening::Routed,
                 _ => ParkOpening::Handed,
             },
         };
@@ -628,8 +621,9 @@ impl<'r> Turn<'r> {
         let state = self.state(id);
         let entry =
             self.state_id_of(self.session.head.entry_state.as_deref().unwrap_or("")).unwrap_or(self.workflow.entry);
-        let reentry =
-            state.is_terminal() && id != entry && self.session.trail.last().is_some_and(|step| step.kind == "trigger");
+        let reentry = state.is_terminal()
+            && id != entry
+            && self.session.trail.last().is_some_and(|step| step.kind == TrailKind::Trigger);
         let block = self.volatile_block(id, reentry);
         let response = match self.call_model(id, block).await {
             Ok(response) => response,

@@ -18,6 +18,7 @@ use archmax_compiler::program::{Program, WorkflowProgram};
 use crate::events::Event;
 use crate::runtime::{RunError, Runtime};
 use crate::session::SessionState;
+use crate::session::TrailKind;
 use crate::session::spec::{PinnedSpec, PinnedState, SpecChanges};
 
 use super::Turn;
@@ -126,7 +127,7 @@ impl Turn<'_> {
         };
         self.runtime.keep_spec(&self.session.id, self.workflow).await;
         self.session.head.spec_hash = to.clone();
-        self.push_trail(&state, "upgrade", Some(format!("from {from} to {to}")));
+        self.push_trail(&state, TrailKind::Upgrade, Some(format!("from {from} to {to}")));
         self.emit(Event::Upgraded { state, from, to });
     }
 }

@@ -17,6 +17,7 @@ use crate::events::Event;
 use crate::runtime::{
     DecideRequest, DeliverRequest, Disposition, Outcome, Refusal, ReplyRequest, RunError, Runtime, TurnRequest,
 };
+use crate::session::TrailKind;
 use crate::session::{Message, NoteKind, ParkPhase, SessionState, SessionWriter, Status, StoreError, Variable};
 
 use super::pin::Upgrade;
@@ -277,7 +278,7 @@ impl Runtime {
         );
         turn.emit(Event::Decided { state: here, to: choice.to.clone() });
         turn.move_to(target);
-        turn.push_trail(&choice.to, "human", comment.map(str::to_string));
+        turn.push_trail(&choice.to, TrailKind::Human, comment.map(str::to_string));
         let head = &mut turn.session.head;
         head.pending_decision = None;
         head.park_phase = None;
@@ -407,7 +408,7 @@ impl Runtime {
                 text: message.to_string(),
             });
         }
-        turn.push_trail(&here, "trigger", Some(trigger));
+        turn.push_trail(&here, TrailKind::Trigger, Some(trigger));
         let head = &mut turn.session.head;
         head.pending_input = None;
         head.park_phase = None;

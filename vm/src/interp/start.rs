@@ -10,6 +10,7 @@ use archmax_compiler::syntax::reference::is_variable_name;
 use crate::events::Event;
 use crate::kernel::resolve_reference;
 use crate::runtime::{FieldProblem, Outcome, Refusal, RunError, Runtime, TurnRequest};
+use crate::session::TrailKind;
 use crate::session::id::{check_session_id, new_session_id};
 use crate::session::{Head, Message, SessionState, Status, StoreError, Variable};
 
@@ -290,7 +291,7 @@ impl Runtime {
         if opening == trigger.entry.0 as usize {
             turn.emit(Event::WorkflowReset { entry: opening_slug.clone() });
         }
-        turn.push_trail(&opening_slug, "trigger", Some(trigger_id));
+        turn.push_trail(&opening_slug, TrailKind::Trigger, Some(trigger_id));
         if let Some(message) = &request.message {
             turn.push_message(Message::User { text: message.clone(), opening: None });
         }

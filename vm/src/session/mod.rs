@@ -138,13 +138,71 @@ impl Message {
     }
 }
 
+/// What moved a session, as its trail records it (and stores it, by these names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TrailKind {
+    /// A trigger fired (a start, or a delivery); the reason is the trigger id.
+    #[serde(rename = "trigger")]
+    Trigger,
+    /// The agent advanced with `archmax_advance`.
+    #[serde(rename = "agent")]
+    Agent,
+    /// A person decided.
+    #[serde(rename = "human")]
+    Human,
+    /// A failure was routed through `on_error`.
+    #[serde(rename = "on_error")]
+    OnError,
+    /// `archmax_reset` moved the session back to its entry.
+    #[serde(rename = "reset")]
+    Reset,
+    /// A grader state moved the run.
+    #[serde(rename = "grader")]
+    Grader,
+    /// A code state moved the run.
+    #[serde(rename = "code")]
+    Code,
+    /// A sub-workflow call settled; `workflow` and `status` say which and how.
+    #[serde(rename = "sub-workflow")]
+    SubWorkflow,
+    /// The session moved to a new program; the reason says from which to which.
+    #[serde(rename = "upgrade")]
+    Upgrade,
+}
+
+impl TrailKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrailKind::Trigger => "trigger",
+            TrailKind::Agent => "agent",
+            TrailKind::Human => "human",
+            TrailKind::OnError => "on_error",
+            TrailKind::Reset => "reset",
+            TrailKind::Grader => "grader",
+            TrailKind::Code => "code",
+            TrailKind::SubWorkflow => "sub-workflow",
+            TrailKind::Upgrade => "upgrade",
+        }
+    }
+
+    /// Whether this is the kind a case's trail assertion names (cases cannot name
+    /// `upgrade`, which only a host's resume makes).
+    pub fn is(self, wanted: archmax_compiler::schema::case::TrailKind) -> bool {
+        self.as_str() == wanted.as_str()
+    }
+}
+
+impl std::fmt::Display for TrailKind {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.pad(self.as_str())
+    }
+}
+
 /// One step of the audit trail.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrailStep {
     pub to: String,
-    /// `trigger`, `agent`, `human`, `on_error`, `reset`, `grader`, `code`, `sub-workflow`,
-    /// `upgrade` (the session moved to a new program; the reason says from which to which).
-    pub kind: String,
+    pub kind: TrailKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -395,5 +453,42 @@ impl SessionState {
     /// The variables as one JSON object of values.
     pub fn variable_values(&self) -> Value {
         Value::Object(self.variables.iter().map(|(name, variable)| (name.clone(), variable.value.clone())).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TrailKind;
+    use archmax_compiler::schema::case::TrailKind as CaseTrailKind;
+
+    const ALL: [TrailKind; 9] = [
+        TrailKind::Trigger,
+        TrailKind::Agent,
+        TrailKind::Human,
+        TrailKind::OnError,
+        TrailKind::Reset,
+        TrailKind::Grader,
+        TrailKind::Code,
+        TrailKind::SubWorkflow,
+        TrailKind::Upgrade,
+    ];
+
+    #[test]
+    fn trail_kinds_are_stored_by_their_names_and_read_back() {
+        for kind in ALL {
+            let stored = serde_json::to_value(kind).expect("serializes");
+            assert_eq!(stored, serde_json::Value::String(kind.as_str().to_string()));
+            assert_eq!(serde_json::from_value::<TrailKind>(stored).expect("reads back"), kind);
+        }
+        assert!(serde_json::from_str::<TrailKind>("\"teleport\"").is_err(), "an unknown kind is refused");
+    }
+
+    #[test]
+    fn every_kind_a_case_can_name_is_a_trail_kind() {
+        for (name, wanted) in CaseTrailKind::ALL {
+            let kind = ALL.into_iter().find(|kind| kind.as_str() == name).expect("a session trail kind");
+            assert!(kind.is(wanted));
+        }
+        assert!(!TrailKind::Upgrade.is(CaseTrailKind::Agent));
     }
 }

@@ -34,6 +34,7 @@ use crate::events::EventSink;
 use crate::model::ModelAdapter;
 use crate::model::pricing::PricingTable;
 use crate::runtime::{DecideRequest, DeliverRequest, Mock, Outcome, Runtime, RuntimeParts, TurnRequest, partial_match};
+use crate::session::TrailKind;
 use crate::session::memory::MemoryStore;
 use crate::session::{Message, SessionState, Status, ToolStatus, Usage};
 
@@ -430,7 +431,8 @@ impl Driver<'_> {
             }
             StepKind::Raised { code, reason } => one(raised(view, code.as_deref(), reason.as_ref())),
             StepKind::ReachedState(state) => {
-                let reached = view.session.trail.iter().any(|trail| trail.kind != "trigger" && trail.to == state.value);
+                let reached =
+                    view.session.trail.iter().any(|trail| trail.kind != TrailKind::Trigger && trail.to == state.value);
                 one((!reached).then(|| {
                     format!("the session never reached '{}' (trail: {})", state.value, trail_summary(&view.session))
                 }))
@@ -440,7 +442,7 @@ impl Driver<'_> {
                     .session
                     .trail
                     .iter()
-                    .filter(|trail| trail.kind != "trigger")
+                    .filter(|trail| trail.kind != TrailKind::Trigger)
                     .map(|trail| format!("{} → {}", trail.kind, trail.to))
                     .collect();
                 one((!moved.is_empty()).then(|| format!("the session moved: {}", moved.join(", "))))
@@ -450,12 +452,12 @@ impl Driver<'_> {
                     .session
                     .trail
                     .iter()
-                    .any(|trail| trail.kind == "trigger" && trail.reason.as_deref() == Some(id.as_str()));
+                    .any(|trail| trail.kind == TrailKind::Trigger && trail.reason.as_deref() == Some(id.as_str()));
                 let seen: Vec<&str> = view
                     .session
                     .trail
                     .iter()
-                    .filter(|trail| trail.kind == "trigger")
+                    .filter(|trail| trail.kind == TrailKind::Trigger)
                     .filter_map(|trail| trail.reason.as_deref())
                     .collect();
                 one((!arrived).then(|| format!("no arrival on trigger '{id}' (arrivals: {})", list(&seen))))
@@ -466,7 +468,7 @@ impl Driver<'_> {
                     .trail
                     .iter()
                     .filter(|trail| to.as_ref().is_none_or(|to| trail.to == to.value))
-                    .filter(|trail| trail_kind.is_none_or(|wanted| trail.kind == wanted.as_str()))
+                    .filter(|trail| trail_kind.is_none_or(|wanted| trail.kind.is(wanted)))
                     .filter(|trail| {
                         reason.as_ref().is_none_or(|reason| text_matches(reason, trail.reason.as_deref().unwrap_or("")))
                     })
@@ -541,7 +543,7 @@ impl Driver<'_> {
                     .trail
                     .iter()
                     .filter(|trail| {
-                        trail.kind == "sub-workflow"
+                        trail.kind == TrailKind::SubWorkflow
                             && trail.workflow.as_deref() == Some(workflow.value.as_str())
                             && trail.status.as_deref() == Some(wanted)
                     })

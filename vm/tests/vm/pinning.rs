@@ -14,6 +14,7 @@ use archmax_vm::events::EventSink;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::runtime::{DecideRequest, ReplyRequest, RunError};
+use archmax_vm::session::TrailKind;
 use archmax_vm::session::memory::MemoryStore;
 use archmax_vm::{Runtime, RuntimeParts, TurnRequest};
 
@@ -85,7 +86,7 @@ fn the_same_program_resumes_without_refusal() {
     assert_eq!(decide(&program, &store, DECIDE_TAPE, "confirm", false).expect("decides"), "completed");
     let session = store.read("s1").unwrap();
     assert_eq!(session.head.spec_hash, spec_hash(&program, "refund-approval"));
-    assert!(session.trail.iter().all(|step| step.kind != "upgrade"));
+    assert!(session.trail.iter().all(|step| step.kind != TrailKind::Upgrade));
 }
 
 #[test]
@@ -112,7 +113,7 @@ fn a_changed_workflow_is_refused_naming_both_hashes_and_the_change_then_upgraded
     assert_eq!(decide(&after, &store, DECIDE_TAPE, "confirm", true).expect("upgrades"), "completed");
     let session = store.read("s1").unwrap();
     assert_eq!(session.head.spec_hash, new);
-    let step = session.trail.iter().find(|step| step.kind == "upgrade").expect("an upgrade trail step");
+    let step = session.trail.iter().find(|step| step.kind == TrailKind::Upgrade).expect("an upgrade trail step");
     assert_eq!(step.to, "finance-review");
     assert_eq!(step.reason.as_deref(), Some(format!("from {old} to {new}").as_str()));
     assert!(store.spec(&old).is_some() && store.spec(&new).is_some());
@@ -177,9 +178,9 @@ fn a_parked_child_is_pinned_too() {
     assert_eq!(decide(&after, &store, DESK_DECIDE_TAPE, "approved", true).expect("upgrades"), "completed");
     let child = store.read("s1~1").unwrap();
     assert_eq!(child.head.spec_hash, spec_hash(&after, "refund-approval"));
-    assert!(child.trail.iter().any(|step| step.kind == "upgrade"));
+    assert!(child.trail.iter().any(|step| step.kind == TrailKind::Upgrade));
     let parent = store.read("s1").unwrap();
-    assert!(parent.trail.iter().all(|step| step.kind != "upgrade"), "the caller's own program did not change");
+    assert!(parent.trail.iter().all(|step| step.kind != TrailKind::Upgrade), "the caller's own program did not change");
 }
 
 #[test]

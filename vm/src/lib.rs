@@ -13,6 +13,16 @@
 //! ```
 //!
 //! Events ([`events`]) are the one record of a run; the CLI renders them.
+//!
+//! The runtime is built to be embedded in a long-running host: every entry point
+//! ([`Runtime::run_turn`], `decide`, `reply`, `deliver`) returns a `Send` future, so a
+//! multi-threaded tokio executor can run many sessions at once; the store is
+//! asynchronous and owns each session's files ([`session::SessionStore::files`]);
+//! blocking file work goes through [`blocking::run_blocking`]; per-session memory is
+//! bounded ([`Runtime::close_session`]); errors are typed for status mapping
+//! ([`RunError::kind`]). The library installs nothing process-wide: a host that talks
+//! to HTTPS model endpoints installs a TLS crypto provider first
+//! ([`model::openai::install_tls_provider`]).
 
 pub mod blocking;
 pub mod cache;

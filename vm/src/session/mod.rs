@@ -5,9 +5,11 @@
 //! flags, the audit trail, usage, park records, counters and the transcript. Every
 //! committed step is written as a [`Delta`] (only what changed: appended messages and
 //! trail steps, changed variables, and the small scalar head), so the cost of a durable
-//! step does not grow with the session. A [`SessionStore`] keeps the deltas: the
-//! filesystem store ([`fs`]) appends them to an fsync'ed log with periodic compacted
-//! snapshots; the memory store ([`memory`]) serves tests and benches.
+//! step does not grow with the session. A [`SessionStore`] keeps the deltas and the
+//! session's files, behind an asynchronous interface: the filesystem store ([`fs`])
+//! appends deltas to an fsync'ed log with periodic compacted snapshots and keeps files
+//! in the session's folder; the memory store ([`memory`]) keeps both in memory, for
+//! tests, benches and hosts that need no durability.
 
 pub mod fs;
 pub mod id;

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use archmax_compiler::program::{StateKind, WorkflowProgram};
+use archmax_compiler::program::{Program, StateKind, TriggerProgram, WorkflowProgram};
 use archmax_compiler::syntax::reference::is_variable_name;
 
 use crate::events::Event;
@@ -12,7 +12,7 @@ use crate::kernel::resolve_reference;
 use crate::runtime::{FieldProblem, Outcome, Refusal, RunError, Runtime, TurnRequest};
 use crate::session::TrailKind;
 use crate::session::id::{check_session_id, new_session_id};
-use crate::session::{Head, Message, SessionState, Status, StoreError, Variable};
+use crate::session::{Head, Message, SessionState, SessionWriter, Status, StoreError, Variable};
 
 use super::Turn;
 
@@ -99,7 +99,9 @@ fn signature_refusal(trigger: &str, missing: &[&str], mistyped: Vec<FieldProblem
 }
 
 impl Runtime {
-    /// Runs one turn: a new message (or a start) on a session.
+    /// Runs one turn: a new message (or a start) on a session. In order: the request is
+    /// checked, the session opened (a parked one is resumed instead), its pin and the
+    /// trigger's signature are held, and only then is the turn opened and run.
     pub async fn run_turn(&self, request: TurnRequest) -> Result<Outcome, RunError> {
         let program = &self.program;
         let workflow_id = self.workflow_id(&request.workflow)?;
@@ -113,29 +115,8 @@ impl Runtime {
                 declared: names(program, workflow),
             });
         };
-        check_variable_names(&request.variables)?;
-        if let Some(title) = request.variables.get("title") {
-            validate_title(title).map_err(|problem| RunError::invalid("title", format!("the seeded {problem}")))?;
-        }
-        if let Some(message) = &request.message
-            && message.trim().is_empty()
-        {
-            return Err(RunError::invalid("message", "the message is empty"));
-        }
-        let mount_names: Vec<&str> = self.mounts.mounts.iter().map(|mount| mount.name.as_str()).collect();
-        let session_id = match &request.session {
-            Some(id) => id.clone(),
-            None => match trigger
-                .session
-                .as_ref()
-                .and_then(|path| resolve_reference(path, &Value::Object(request.variables.clone())))
-                .filter(|id| check_session_id(id, &mount_names).is_ok())
-            {
-                Some(id) => id,
-                None => new_session_id().map_err(|error| RunError::refused(Refusal::NoSessionId, error.to_string()))?,
-            },
-        };
-        check_session_id(&session_id, &mount_names).map_err(|problem| RunError::invalid("session", problem))?;
+        check_request(&request)?;
+        let session_id = self.session_id_for(&request, trigger)?;
 
         let existing = match self.store.open(&session_id).await {
             Ok(open) => Some(open),
@@ -171,116 +152,20 @@ impl Runtime {
             ));
         }
         // The trigger's signature, held before any model call.
-        let today = crate::values::Today::at(self.now());
-        let held: Map<String, Value> = existing
-            .as_ref()
-            .map(|(state, _)| {
-                state.variables.iter().map(|(name, variable)| (name.clone(), variable.value.clone())).collect()
-            })
-            .unwrap_or_default();
-        let mut missing = Vec::new();
-        let mut mistyped = Vec::new();
-        for entry in &trigger.requires {
-            let name = program.str(entry.name);
-            match request.variables.get(name).or_else(|| held.get(name)) {
-                None => missing.push(name),
-                Some(value) => {
-                    if let Err(problem) = crate::values::check(program, entry, value, &today) {
-                        mistyped.push(FieldProblem { field: name.to_string(), problem });
-                    }
-                }
-            }
-        }
-        if let Some(refusal) = signature_refusal(&trigger_id, &missing, mistyped) {
-            return Err(refusal);
-        }
+        let held = existing.as_ref().map(|(state, _)| state.variable_values()).unwrap_or_default();
+        self.check_signature(trigger, &trigger_id, &request.variables, &held)?;
 
-        let now = self.now();
         let (mut session, writer) = match existing {
             Some(open) => open,
-            None => {
-                let state = SessionState {
-                    id: session_id.clone(),
-                    seq: 0,
-                    head: Head {
-                        workflow: slug.clone(),
-                        spec_hash: workflow.spec_hash.clone(),
-                        created_at: now,
-                        updated_at: now,
-                        ..Head::default()
-                    },
-                    ..SessionState::default()
-                };
-                let writer = self.store.create(&state).await?;
-                self.keep_spec(&session_id, workflow).await;
-                (state, writer)
-            }
+            None => self.create_session(&session_id, workflow).await?,
         };
-        let first_turn = session.head.position.is_none();
-        let retained = session
-            .head
-            .position
-            .as_deref()
-            .and_then(|slug| workflow.states.iter().position(|state| program.str(state.slug) == slug));
-        let completed_automated = retained.is_some_and(|index| {
-            let state = &workflow.states[index];
-            session.head.status == Status::Completed && state.is_terminal() && state.kind != StateKind::Agent
-        });
-        let opening = match retained {
-            Some(index) if !first_turn && !completed_automated => index,
-            _ => trigger.entry.0 as usize,
-        };
+        let opening = opening_state(program, workflow, trigger, &session);
         let opening_slug = program.str(workflow.states[opening].slug).to_string();
-        let head = &mut session.head;
-        head.trigger = Some(trigger_id.clone());
-        head.status = Status::Running;
-        head.rejected = None;
-        head.exit = None;
-        head.park_counts.clear();
-        head.pending_decision = None;
-        head.pending_input = None;
-        head.park_phase = None;
-        // A new turn is new work: failures and parked children of the last one are
-        // not this turn's (a parked session never reaches here; it is resumed instead).
-        head.failed_delegations.clear();
-        head.pending_delegations.clear();
-        if head.entry_state.is_none() {
-            head.entry_state = Some(opening_slug.clone());
-        }
-        head.position = Some(opening_slug.clone());
+        open_head(&mut session.head, &trigger_id, &opening_slug);
 
         let mut turn = Turn::new(self, workflow_id, session, writer)?;
         turn.upgrade(upgrade).await;
-        // Seeds: locked host-boundary writes; `title` unlocked and never over an existing
-        // one; a seeded return lands unlocked and does not overwrite a held value.
-        let returns: Vec<&str> = trigger.returns.iter().map(|entry| program.str(entry.name)).collect();
-        let mut seeded: Vec<String> = Vec::new();
-        for (name, value) in &request.variables {
-            if name == "trigger" {
-                continue;
-            }
-            if name == "title" {
-                if turn.session.variables.contains_key("title") {
-                    continue;
-                }
-                let title = validate_title(value).map_err(|problem| RunError::invalid("title", problem))?;
-                turn.set_variable("title", Variable { value: Value::String(title.clone()), locked: false });
-                turn.emit(Event::TitleSet { title, state: None, call_id: None });
-                continue;
-            }
-            if returns.contains(&name.as_str()) {
-                if !turn.session.variables.contains_key(name) {
-                    turn.set_variable(name, Variable { value: value.clone(), locked: false });
-                    seeded.push(name.clone());
-                }
-                continue;
-            }
-            turn.set_variable(name, Variable { value: value.clone(), locked: true });
-            seeded.push(name.clone());
-        }
-        turn.set_variable("trigger", Variable { value: Value::String(trigger_id.clone()), locked: true });
-        seeded.push("trigger".to_string());
-        turn.emit(Event::VariablesSet { state: None, names: seeded, locked: true, call_id: None });
+        turn.seed(trigger, &trigger_id, &request.variables)?;
         turn.emit(Event::Advance {
             from: "__start__".to_string(),
             to: opening_slug.clone(),
@@ -298,5 +183,175 @@ impl Runtime {
         turn.opened_at = turn.session.messages.len();
         turn.commit().await?;
         turn.run().await
+    }
+
+    /// The session a start runs in: the one asked for, else the trigger's `session`
+    /// reference when it resolves to a usable id, else a new random id.
+    fn session_id_for(&self, request: &TurnRequest, trigger: &TriggerProgram) -> Result<String, RunError> {
+        let mount_names: Vec<&str> = self.mounts.mounts.iter().map(|mount| mount.name.as_str()).collect();
+        let session_id = match &request.session {
+            Some(id) => id.clone(),
+            None => match trigger
+                .session
+                .as_ref()
+                .and_then(|path| resolve_reference(path, &Value::Object(request.variables.clone())))
+                .filter(|id| check_session_id(id, &mount_names).is_ok())
+            {
+                Some(id) => id,
+                None => new_session_id().map_err(|error| RunError::refused(Refusal::NoSessionId, error.to_string()))?,
+            },
+        };
+        check_session_id(&session_id, &mount_names).map_err(|problem| RunError::invalid("session", problem))?;
+        Ok(session_id)
+    }
+
+    /// Holds the trigger's `requires` against the seeds and what the session holds.
+    fn check_signature(
+        &self,
+        trigger: &TriggerProgram,
+        trigger_id: &str,
+        seeds: &Map<String, Value>,
+        held: &Value,
+    ) -> Result<(), RunError> {
+        let program = &self.program;
+        let today = crate::values::Today::at(self.now());
+        let mut missing = Vec::new();
+        let mut mistyped = Vec::new();
+        for entry in &trigger.requires {
+            let name = program.str(entry.name);
+            match seeds.get(name).or_else(|| held.get(name)) {
+                None => missing.push(name),
+                Some(value) => {
+                    if let Err(problem) = crate::values::check(program, entry, value, &today) {
+                        mistyped.push(FieldProblem { field: name.to_string(), problem });
+                    }
+                }
+            }
+        }
+        match signature_refusal(trigger_id, &missing, mistyped) {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
+        }
+    }
+
+    /// Creates a new session of `workflow`, pinned to its program.
+    async fn create_session(
+        &self,
+        session_id: &str,
+        workflow: &WorkflowProgram,
+    ) -> Result<(SessionState, Box<dyn SessionWriter>), RunError> {
+        let now = self.now();
+        let state = SessionState {
+            id: session_id.to_string(),
+            seq: 0,
+            head: Head {
+                workflow: self.program.str(workflow.slug).to_string(),
+                spec_hash: workflow.spec_hash.clone(),
+                created_at: now,
+                updated_at: now,
+                ..Head::default()
+            },
+            ..SessionState::default()
+        };
+        let writer = self.store.create(&state).await?;
+        self.keep_spec(session_id, workflow).await;
+        Ok((state, writer))
+    }
+}
+
+/// The request's own fields: variable names, a seeded title, a non-empty message.
+fn check_request(request: &TurnRequest) -> Result<(), RunError> {
+    check_variable_names(&request.variables)?;
+    if let Some(title) = request.variables.get("title") {
+        validate_title(title).map_err(|problem| RunError::invalid("title", format!("the seeded {problem}")))?;
+    }
+    if let Some(message) = &request.message
+        && message.trim().is_empty()
+    {
+        return Err(RunError::invalid("message", "the message is empty"));
+    }
+    Ok(())
+}
+
+/// Where a turn opens: where the session stands, except on its first turn and after an
+/// automated terminal state completed, which open at the trigger's entry.
+fn opening_state(
+    program: &Program,
+    workflow: &WorkflowProgram,
+    trigger: &TriggerProgram,
+    session: &SessionState,
+) -> usize {
+    let first_turn = session.head.position.is_none();
+    let retained = session
+        .head
+        .position
+        .as_deref()
+        .and_then(|slug| workflow.states.iter().position(|state| program.str(state.slug) == slug));
+    let completed_automated = retained.is_some_and(|index| {
+        let state = &workflow.states[index];
+        session.head.status == Status::Completed && state.is_terminal() && state.kind != StateKind::Agent
+    });
+    match retained {
+        Some(index) if !first_turn && !completed_automated => index,
+        _ => trigger.entry.0 as usize,
+    }
+}
+
+/// The head of a session a new turn opens at `opening`: running, with nothing of the
+/// last turn's outcome, parks or children left.
+fn open_head(head: &mut Head, trigger_id: &str, opening: &str) {
+    head.trigger = Some(trigger_id.to_string());
+    head.status = Status::Running;
+    head.rejected = None;
+    head.exit = None;
+    head.park_counts.clear();
+    head.pending_decision = None;
+    head.pending_input = None;
+    head.park_phase = None;
+    // A new turn is new work: failures and parked children of the last one are not
+    // this turn's (a parked session never reaches here; it is resumed instead).
+    head.failed_delegations.clear();
+    head.pending_delegations.clear();
+    if head.entry_state.is_none() {
+        head.entry_state = Some(opening.to_string());
+    }
+    head.position = Some(opening.to_string());
+}
+
+impl Turn<'_> {
+    /// Seeds a start's variables: locked host-boundary writes; `title` unlocked and
+    /// never over an existing one; a seeded return lands unlocked and does not overwrite
+    /// a held value; `trigger` always the firing's id.
+    fn seed(&mut self, trigger: &TriggerProgram, trigger_id: &str, seeds: &Map<String, Value>) -> Result<(), RunError> {
+        let program = self.program();
+        let returns: Vec<&str> = trigger.returns.iter().map(|entry| program.str(entry.name)).collect();
+        let mut seeded: Vec<String> = Vec::new();
+        for (name, value) in seeds {
+            if name == "trigger" {
+                continue;
+            }
+            if name == "title" {
+                if self.session.variables.contains_key("title") {
+                    continue;
+                }
+                let title = validate_title(value).map_err(|problem| RunError::invalid("title", problem))?;
+                self.set_variable("title", Variable { value: Value::String(title.clone()), locked: false });
+                self.emit(Event::TitleSet { title, state: None, call_id: None });
+                continue;
+            }
+            if returns.contains(&name.as_str()) {
+                if !self.session.variables.contains_key(name) {
+                    self.set_variable(name, Variable { value: value.clone(), locked: false });
+                    seeded.push(name.clone());
+                }
+                continue;
+            }
+            self.set_variable(name, Variable { value: value.clone(), locked: true });
+            seeded.push(name.clone());
+        }
+        self.set_variable("trigger", Variable { value: Value::String(trigger_id.to_string()), locked: true });
+        seeded.push("trigger".to_string());
+        self.emit(Event::VariablesSet { state: None, names: seeded, locked: true, call_id: None });
+        Ok(())
     }
 }

@@ -70,7 +70,12 @@ fn two_messages(seq: u64) -> Vec<Message> {
 
 fn session_with(id: &str, message_count: usize) -> SessionState {
     let messages = (0..message_count as u64 / 2).flat_map(two_messages).collect();
-    SessionState { id: id.to_string(), head: head(0), messages, ..SessionState::default() }
+    SessionState {
+        id: archmax_vm::session::id::SessionId::parse(id, &[]).expect("a bench id"),
+        head: head(0),
+        messages,
+        ..SessionState::default()
+    }
 }
 
 fn durable_commit(criterion: &mut Criterion) {

@@ -58,7 +58,10 @@ fn tape() -> Tape {
 
 /// A session already holding `messages` messages, idle in `work`.
 fn seeded(store: &MemoryStore, messages: usize) {
-    let mut state = SessionState { id: "bench".to_string(), ..SessionState::default() };
+    let mut state = SessionState {
+        id: archmax_vm::session::id::SessionId::parse("bench", &[]).expect("a bench id"),
+        ..SessionState::default()
+    };
     state.head = Head {
         workflow: "bench".to_string(),
         position: Some("work".to_string()),

@@ -192,7 +192,7 @@ impl Disposition {
 /// How a turn (or resume) ended.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
-    pub session_id: String,
+    pub session_id: crate::session::id::SessionId,
     pub disposition: Disposition,
     pub workflow: String,
     pub status: Status,

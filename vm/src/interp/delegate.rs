@@ -39,6 +39,7 @@ use archmax_compiler::zones::canonicalize;
 use crate::events::Event;
 use crate::runtime::{Outcome, RunError, Runtime};
 use crate::session::TrailKind;
+use crate::session::id::SessionId;
 use crate::session::{
     FailedDelegation, Head, Message, NoteKind, ParkPhase, PendingDelegation, SessionState, SessionWriter, Status,
     TrailStep, Variable,
@@ -81,7 +82,7 @@ pub(super) struct Meta {
     pub call_id: String,
     pub slug: String,
     pub target: WorkflowId,
-    pub child: String,
+    pub child: SessionId,
     pub state: String,
     pub args: Value,
     pub started: u64,
@@ -276,7 +277,7 @@ impl Turn<'_> {
         while self
             .runtime
             .store
-            .read(&format!("{}~{}", self.session.id, self.session.head.delegations))
+            .read(&self.session.id.child(self.session.head.delegations))
             .await
             .ok()
             .flatten()
@@ -291,7 +292,7 @@ impl Turn<'_> {
             call_id: call_id.to_string(),
             slug: slug.clone(),
             target: WorkflowId(0),
-            child: format!("{}~{number}", self.session.id),
+            child: self.session.id.child(number),
             state: here.clone(),
             args: args.clone(),
             started: self.now(),
@@ -754,7 +755,7 @@ impl Turn<'_> {
         let step = TrailStep {
             to: meta.state.clone(),
             kind: TrailKind::SubWorkflow,
-            reason: Some(meta.child.clone()),
+            reason: Some(meta.child.to_string()),
             workflow: Some(meta.slug.clone()),
             status: Some(status.to_string()),
             ts: self.now(),

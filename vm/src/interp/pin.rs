@@ -98,7 +98,7 @@ impl Runtime {
         let changes = SpecChanges::between(stored.as_ref(), &current, session.head.position.as_deref());
         if !upgrade {
             return Err(RunError::ProgramChanged {
-                session: session.id.clone(),
+                session: session.id.to_string(),
                 workflow: session.head.workflow.clone(),
                 pinned: pinned.clone(),
                 current: workflow.spec_hash.clone(),
@@ -107,7 +107,7 @@ impl Runtime {
         }
         if let Some(state) = changes.missing_position() {
             return Err(RunError::UpgradeImpossible {
-                session: session.id.clone(),
+                session: session.id.to_string(),
                 state: state.to_string(),
                 pinned: pinned.clone(),
                 current: workflow.spec_hash.clone(),

@@ -18,6 +18,7 @@ use crate::runtime::{
     DecideRequest, DeliverRequest, Disposition, Outcome, Refusal, ReplyRequest, RunError, Runtime, TurnRequest,
 };
 use crate::session::TrailKind;
+use crate::session::id::SessionId;
 use crate::session::{Message, NoteKind, ParkPhase, SessionState, SessionWriter, Status, StoreError, Variable};
 
 use super::pin::Upgrade;
@@ -170,7 +171,7 @@ impl Runtime {
 
     /// The session that waits for `session` (its caller, while the call is pending), if
     /// any: such a session is resumed through its caller.
-    pub async fn awaiting_caller(&self, session: &str) -> Option<String> {
+    pub async fn awaiting_caller(&self, session: &str) -> Option<SessionId> {
         let parent = self.store.read(session).await.ok().flatten()?.head.parent?;
         self.caller_awaits(&parent, session).await.then_some(parent)
     }
@@ -240,7 +241,7 @@ impl Runtime {
                     to: format!("{} (in sub-workflow {})", request.to, pending.workflow),
                 },
             );
-            let child = DecideRequest { session: pending.child.clone(), workflow: None, ..request.clone() };
+            let child = DecideRequest { session: pending.child.to_string(), workflow: None, ..request.clone() };
             // A refused resume of the child changes nothing here either.
             let outcome = Box::pin(self.decide_as(child, true)).await?;
             let outcome = Ok(outcome);
@@ -347,7 +348,7 @@ impl Runtime {
                     to: format!("sub-workflow {}", pending.workflow),
                 },
             );
-            let child = DeliverRequest { session: pending.child.clone(), workflow: None, ..request.clone() };
+            let child = DeliverRequest { session: pending.child.to_string(), workflow: None, ..request.clone() };
             let outcome = Box::pin(self.deliver_as(child, true)).await?;
             let outcome = Ok(outcome);
             return self.carry_on(workflow_id, parked, Disposition::Deliver, &pending, outcome).await;
@@ -424,13 +425,13 @@ impl Runtime {
     pub(super) async fn resume_parked(
         &self,
         request: TurnRequest,
-        session_id: String,
+        session_id: SessionId,
         status: Status,
     ) -> Result<Outcome, RunError> {
         match status {
             Status::AwaitingInput => {
                 self.deliver(DeliverRequest {
-                    session: session_id,
+                    session: session_id.into(),
                     workflow: Some(request.workflow),
                     trigger: request.trigger.unwrap_or_else(|| "manual".to_string()),
                     variables: request.variables,
@@ -455,7 +456,7 @@ impl Runtime {
                     ));
                 }
                 let reply = ReplyRequest {
-                    session: session_id,
+                    session: session_id.into(),
                     workflow: Some(request.workflow),
                     message,
                     upgrade: request.upgrade,

@@ -11,7 +11,7 @@ use crate::events::Event;
 use crate::kernel::resolve_reference;
 use crate::runtime::{FieldProblem, Outcome, Refusal, RunError, Runtime, TurnRequest};
 use crate::session::TrailKind;
-use crate::session::id::{check_session_id, new_session_id};
+use crate::session::id::SessionId;
 use crate::session::{Head, Message, SessionState, SessionWriter, Status, StoreError, Variable};
 
 use super::Turn;
@@ -187,22 +187,20 @@ impl Runtime {
 
     /// The session a start runs in: the one asked for, else the trigger's `session`
     /// reference when it resolves to a usable id, else a new random id.
-    fn session_id_for(&self, request: &TurnRequest, trigger: &TriggerProgram) -> Result<String, RunError> {
+    fn session_id_for(&self, request: &TurnRequest, trigger: &TriggerProgram) -> Result<SessionId, RunError> {
         let mount_names: Vec<&str> = self.mounts.mounts.iter().map(|mount| mount.name.as_str()).collect();
-        let session_id = match &request.session {
-            Some(id) => id.clone(),
-            None => match trigger
-                .session
-                .as_ref()
-                .and_then(|path| resolve_reference(path, &Value::Object(request.variables.clone())))
-                .filter(|id| check_session_id(id, &mount_names).is_ok())
-            {
-                Some(id) => id,
-                None => new_session_id().map_err(|error| RunError::refused(Refusal::NoSessionId, error.to_string()))?,
-            },
-        };
-        check_session_id(&session_id, &mount_names).map_err(|problem| RunError::invalid("session", problem))?;
-        Ok(session_id)
+        if let Some(id) = &request.session {
+            return SessionId::parse(id, &mount_names).map_err(|problem| RunError::invalid("session", problem));
+        }
+        let referenced = trigger
+            .session
+            .as_ref()
+            .and_then(|path| resolve_reference(path, &Value::Object(request.variables.clone())))
+            .and_then(|id| SessionId::parse(&id, &mount_names).ok());
+        match referenced {
+            Some(id) => Ok(id),
+            None => SessionId::mint().map_err(|error| RunError::refused(Refusal::NoSessionId, error.to_string())),
+        }
     }
 
     /// Holds the trigger's `requires` against the seeds and what the session holds.
@@ -237,12 +235,12 @@ impl Runtime {
     /// Creates a new session of `workflow`, pinned to its program.
     async fn create_session(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         workflow: &WorkflowProgram,
     ) -> Result<(SessionState, Box<dyn SessionWriter>), RunError> {
         let now = self.now();
         let state = SessionState {
-            id: session_id.to_string(),
+            id: session_id.clone(),
             seq: 0,
             head: Head {
                 workflow: self.program.str(workflow.slug).to_string(),

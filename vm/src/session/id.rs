@@ -1,5 +1,8 @@
 //! Session ids: minting them, checking the ones callers supply, and naming children.
 //!
+//! [`SessionId`] is an id that passed the check (or was minted, or named after a
+//! checked parent): code past the turn boundary works with it and never re-checks.
+//!
 //! A session id doubles as a directory name in the filesystem store and as the first
 //! segment of the session's workspace paths, so [`check_session_id`] is the gate every
 //! caller-supplied id must pass before it reaches a store: it refuses ids that could
@@ -8,6 +11,90 @@
 /// Workspace root names no session id may start with.
 pub const RESERVED_ROOTS: [&str; 7] =
     ["scratchpad", "large_tool_results", "conversation_history", "checkpoints", "artifacts", "_specs", "workflows"];
+
+/// A session's id, checked: parsed from a caller's text ([`SessionId::parse`]), minted
+/// ([`SessionId::mint`]) or derived from a checked parent ([`SessionId::child`]).
+/// Stored as its plain text.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// Checks a caller-supplied id ([`check_session_id`]).
+    pub fn parse(id: &str, mount_names: &[&str]) -> Result<SessionId, String> {
+        check_session_id(id, mount_names)?;
+        Ok(SessionId(id.to_string()))
+    }
+
+    /// An id a store already holds (listed or loaded), taken as the store has it: the
+    /// store accepted it when the session was created. Not for text from a caller.
+    pub fn from_store(id: impl Into<String>) -> SessionId {
+        SessionId(id.into())
+    }
+
+    /// A fresh random id ([`new_session_id`]).
+    pub fn mint() -> Result<SessionId, MintError> {
+        new_session_id().map(SessionId)
+    }
+
+    /// The id of this session's `ordinal`-th sub-workflow call: `<id>~<ordinal>`.
+    pub fn child(&self, ordinal: u64) -> SessionId {
+        SessionId(child_session_id(&self.0, ordinal))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for SessionId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for SessionId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for SessionId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.pad(&self.0)
+    }
+}
+
+impl PartialEq<str> for SessionId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for SessionId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for SessionId {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+impl From<SessionId> for String {
+    fn from(id: SessionId) -> String {
+        id.0
+    }
+}
 
 /// The longest session id accepted, in bytes.
 pub const MAX_SESSION_ID_BYTES: usize = 200;
@@ -131,6 +218,18 @@ mod tests {
             assert!(reason.ends_with('.') && !reason.contains('\n'), "{id}: {reason}");
         }
         assert_eq!(check_session_id(&"a".repeat(MAX_SESSION_ID_BYTES), &[]), Ok(()));
+    }
+
+    #[test]
+    fn a_session_id_is_only_made_from_text_that_passes_the_check() {
+        assert_eq!(SessionId::parse("tenant-1.conv:42", &[]).expect("ordinary").as_str(), "tenant-1.conv:42");
+        assert!(SessionId::parse("a/../b", &[]).is_err());
+        assert!(SessionId::parse("skills", &["skills"]).is_err());
+        let minted = SessionId::mint().expect("random source");
+        assert!(SessionId::parse(&minted, &[]).is_ok());
+        assert_eq!(SessionId::parse("p", &[]).expect("ok").child(2), "p~2");
+        let stored = serde_json::to_string(&minted).expect("json");
+        assert_eq!(stored, format!("\"{minted}\""), "stored as its plain text");
     }
 
     #[test]

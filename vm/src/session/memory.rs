@@ -61,11 +61,11 @@ impl MemoryStore {
     pub fn create_writer(&self, state: &SessionState) -> Result<MemoryWriter, StoreError> {
         let token = self.shared.new_writer_token();
         let mut sessions = self.shared.sessions();
-        if sessions.contains_key(&state.id) {
-            return Err(StoreError::Exists(state.id.clone()));
+        if sessions.contains_key(state.id.as_str()) {
+            return Err(StoreError::Exists(state.id.to_string()));
         }
-        sessions.insert(state.id.clone(), Entry { state: state.clone(), locked_by: Some(token) });
-        Ok(MemoryWriter { shared: Arc::clone(&self.shared), id: state.id.clone(), last_seq: state.seq, token })
+        sessions.insert(state.id.to_string(), Entry { state: state.clone(), locked_by: Some(token) });
+        Ok(MemoryWriter { shared: Arc::clone(&self.shared), id: state.id.to_string(), last_seq: state.seq, token })
     }
 
     /// Opens a session for writing and returns its state and concrete writer.
@@ -205,7 +205,7 @@ mod tests {
 
     fn initial(id: &str) -> SessionState {
         SessionState {
-            id: id.to_string(),
+            id: crate::session::id::SessionId::parse(id, &[]).expect("a test id"),
             head: Head { workflow: "w".into(), ..Head::default() },
             ..Default::default()
         }

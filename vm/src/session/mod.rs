@@ -294,7 +294,7 @@ pub struct PendingDecision {
     /// Set when this record is a parked sub-workflow's, presented on its caller: the
     /// child's session id, which a decision is forwarded to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub child: Option<String>,
+    pub child: Option<id::SessionId>,
 }
 
 /// A wait for something from outside.
@@ -307,7 +307,7 @@ pub struct PendingInput {
     pub resume_at: Option<String>,
     /// Set when this wait is a parked sub-workflow's, presented on its caller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub child: Option<String>,
+    pub child: Option<id::SessionId>,
 }
 
 /// Where a park stands in its two phases: the handoff message is still owed, or the
@@ -336,7 +336,7 @@ pub struct PendingDelegation {
     pub state: String,
     pub workflow: String,
     /// The child's session id.
-    pub child: String,
+    pub child: id::SessionId,
     pub call_id: String,
     pub dispatch_id: String,
 }
@@ -382,7 +382,7 @@ pub struct Head {
     pub delegations: u64,
     /// The id of the calling session, for a child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent: Option<String>,
+    pub parent: Option<id::SessionId>,
     /// For a child: the workflows of its callers, the root first. Their workflow-wide
     /// denials bind it, and they bound its depth and cycles.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -410,7 +410,7 @@ pub struct Head {
 /// Everything a session is.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionState {
-    pub id: String,
+    pub id: id::SessionId,
     /// The sequence number of the last committed step.
     pub seq: u64,
     pub head: Head,

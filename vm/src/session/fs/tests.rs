@@ -4,6 +4,7 @@ use std::time::SystemTime;
 
 use super::format::{LOG_HEADER_BYTES, LogHeader, RECORD_HEADER_BYTES, crc32, encode_record};
 use super::*;
+use crate::session::id::SessionId;
 use crate::session::{Delta, Head, Message, Variable};
 
 /// A unique directory under the system temp dir, removed on drop.
@@ -36,7 +37,7 @@ impl Drop for TempDir {
 
 fn initial(id: &str) -> SessionState {
     SessionState {
-        id: id.to_string(),
+        id: SessionId::from_store(id),
         head: Head { workflow: "w".into(), spec_hash: "h".into(), ..Head::default() },
         ..SessionState::default()
     }

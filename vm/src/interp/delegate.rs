@@ -37,6 +37,7 @@ use archmax_compiler::tools::delegation_target;
 use archmax_compiler::zones::canonicalize;
 
 use crate::events::Event;
+use crate::kernel::{Refusal, Rule};
 use crate::runtime::{Outcome, RunError, Runtime};
 use crate::session::{
     FailedDelegation, Head, Message, NoteKind, ParkPhase, PendingDelegation, SessionState, SessionWriter, Status,
@@ -298,12 +299,9 @@ impl Turn<'_> {
             depth: depth as u32,
             call_id: Some(call_id.to_string()),
         });
-        let refuse = |turn: &Turn<'_>, meta: &Meta, kind: &str, reason: String| -> Answer {
-            turn.sub_result(meta, "error", Some(format!("{kind}: {reason}")), Vec::new());
-            Answer::error(format!(
-                "[workflow] BLOCKED: the call to sub-workflow '{}' was refused ({kind}): {reason}. Nothing ran; correct the call and try again.",
-                meta.slug
-            ))
+        let refuse = |turn: &Turn<'_>, meta: &Meta, rule: Rule, reason: String| -> Answer {
+            turn.sub_result(meta, "error", Some(format!("{}: {reason}", rule.name())), Vec::new());
+            Answer::error(Refusal::Dispatch { rule, workflow: &meta.slug, reason: &reason }.text())
         };
         let mut chain: Vec<String> = self.session.head.ancestors.clone();
         chain.push(self.session.head.workflow.clone());
@@ -312,15 +310,20 @@ impl Turn<'_> {
                 "it would run at depth {depth}, and the limit is {MAX_DEPTH} (chain {} → {slug})",
                 chain.join(" → ")
             );
-            return Err(refuse(self, &meta, "depth-exceeded", reason));
+            return Err(refuse(self, &meta, Rule::DelegationDepthExceeded, reason));
         }
         if chain.contains(&slug) {
             let reason = format!("'{slug}' is already running in this chain ({} → {slug})", chain.join(" → "));
-            return Err(refuse(self, &meta, "cycle", reason));
+            return Err(refuse(self, &meta, Rule::DelegationCycle, reason));
         }
         let variables = self.session.variable_values();
         let Value::Object(raw) = args else {
-            return Err(refuse(self, &meta, "invalid-param", "the arguments must be an object".to_string()));
+            return Err(refuse(
+                self,
+                &meta,
+                Rule::DelegationInvalidParam,
+                "the arguments must be an object".to_string(),
+            ));
         };
         let mut resolved = Map::new();
         for (name, value) in raw {
@@ -329,20 +332,30 @@ impl Turn<'_> {
                     resolved.insert(name.clone(), value);
                 }
                 Err(problem) => {
-                    return Err(refuse(self, &meta, "unresolved-param", format!("argument '{name}': {problem}")));
+                    return Err(refuse(
+                        self,
+                        &meta,
+                        Rule::DelegationUnresolvedParam,
+                        format!("argument '{name}': {problem}"),
+                    ));
                 }
             }
         }
         meta.args = Value::Object(resolved.clone());
         let Some((target_id, target)) = program.workflow(&slug) else {
-            return Err(refuse(self, &meta, "unknown-workflow", format!("the workspace has no workflow '{slug}'")));
+            return Err(refuse(
+                self,
+                &meta,
+                Rule::DelegationUnknownWorkflow,
+                format!("the workspace has no workflow '{slug}'"),
+            ));
         };
         meta.target = target_id;
         if target.disabled {
             return Err(refuse(
                 self,
                 &meta,
-                "disabled",
+                Rule::DelegationDisabled,
                 format!("workflow '{slug}' is disabled and starts no new sessions"),
             ));
         }
@@ -350,7 +363,7 @@ impl Turn<'_> {
             return Err(refuse(
                 self,
                 &meta,
-                "not-delegatable",
+                Rule::DelegationNotDelegatable,
                 format!("workflow '{slug}' declares no `manual` entry"),
             ));
         };
@@ -362,7 +375,7 @@ impl Turn<'_> {
             .map(|name| format!("'{name}'"))
             .collect();
         if !missing.is_empty() {
-            return Err(refuse(self, &meta, "missing-param", format!("it needs {}", missing.join(", "))));
+            return Err(refuse(self, &meta, Rule::DelegationMissingParam, format!("it needs {}", missing.join(", "))));
         }
         let today = crate::values::Today::at(self.now());
         for (name, value) in &resolved {
@@ -371,12 +384,12 @@ impl Turn<'_> {
                 return Err(refuse(
                     self,
                     &meta,
-                    "invalid-param",
+                    Rule::DelegationInvalidParam,
                     format!("'{name}' is not a parameter (the parameters are {})", declared.join(", ")),
                 ));
             };
             if let Err(problem) = crate::values::check(program, entry, value, &today) {
-                return Err(refuse(self, &meta, "invalid-param", problem));
+                return Err(refuse(self, &meta, Rule::DelegationInvalidParam, problem));
             }
         }
 
@@ -402,7 +415,12 @@ impl Turn<'_> {
                     seeds.insert(name.to_string(), Value::String(copy));
                 }
                 Err(problem) => {
-                    return Err(refuse(self, &meta, "invalid-param", format!("the file argument '{name}': {problem}")));
+                    return Err(refuse(
+                        self,
+                        &meta,
+                        Rule::DelegationInvalidParam,
+                        format!("the file argument '{name}': {problem}"),
+                    ));
                 }
             }
         }

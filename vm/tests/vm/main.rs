@@ -4,5 +4,6 @@
 mod adversarial;
 mod kernel;
 mod pinning;
+mod refusals;
 mod sandbox;
 mod support;

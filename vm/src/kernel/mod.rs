@@ -265,14 +265,21 @@ fn zone_safety(policy: &Policy<'_>, state: &StateProgram, path: &PathArgument) -
     Some(refusal.verdict())
 }
 
+/// The calling workflow whose workflow-wide denial list (`denials` of its program) names
+/// `name`, if one does.
+fn denied_above<'p>(policy: &Policy<'p>, denials: fn(&WorkflowProgram) -> &[Sym], name: &str) -> Option<&'p str> {
+    policy
+        .ancestors
+        .iter()
+        .find(|ancestor| denials(ancestor.source).iter().any(|denied| ancestor.program.str(*denied) == name))
+        .map(|ancestor| ancestor.workflow)
+}
+
 /// Why the state may not reach the skill bundle `skill`, if it may not.
 fn skill_standing<'p>(policy: &Policy<'p>, state: &'p StateProgram, skill: &'p str) -> Option<Refusal<'p>> {
     let program = policy.program;
-    let inherited = policy.ancestors.iter().find(|ancestor| {
-        ancestor.source.skills_forbid_always.iter().any(|denied| ancestor.program.str(*denied) == skill)
-    });
-    if let Some(ancestor) = inherited {
-        return Some(Refusal::SkillDeniedAbove { skill, workflow: ancestor.workflow });
+    if let Some(workflow) = denied_above(policy, |workflow| &workflow.skills_forbid_always, skill) {
+        return Some(Refusal::SkillDeniedAbove { skill, workflow });
     }
     let here = state_name(program, state);
     match standing(program, &state.skill_access, skill) {
@@ -294,11 +301,8 @@ fn mount_standing<'p>(
     writes: bool,
 ) -> Option<Refusal<'p>> {
     let program = policy.program;
-    let inherited = policy.ancestors.iter().find(|ancestor| {
-        ancestor.source.mounts_forbid_always.iter().any(|denied| ancestor.program.str(*denied) == mount)
-    });
-    if let Some(ancestor) = inherited {
-        return Some(Refusal::MountDeniedAbove { mount, workflow: ancestor.workflow });
+    if let Some(workflow) = denied_above(policy, |workflow| &workflow.mounts_forbid_always, mount) {
+        return Some(Refusal::MountDeniedAbove { mount, workflow });
     }
     let here = state_name(program, state);
     match standing(program, &state.mount_access, mount) {
@@ -397,10 +401,8 @@ pub fn visible(policy: &Policy<'_>, state: &StateProgram, canonical: &str) -> bo
         Zone::Mount(index) => {
             let mount = &policy.mounts.mounts[index];
             if let Some(slug) = bundle_of(canonical).filter(|_| mount.name == "skills") {
-                let denied_above = policy.ancestors.iter().any(|ancestor| {
-                    ancestor.source.skills_forbid_always.iter().any(|denied| ancestor.program.str(*denied) == slug)
-                });
-                if denied_above || standing(program, &state.skill_access, slug) != Some(Reach::Enabled) {
+                let denied = denied_above(policy, |workflow| &workflow.skills_forbid_always, slug).is_some();
+                if denied || standing(program, &state.skill_access, slug) != Some(Reach::Enabled) {
                     return false;
                 }
             }

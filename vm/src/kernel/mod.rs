@@ -5,28 +5,28 @@
 //! session's variables, and returns a [`Verdict`] naming the deciding [`Rule`]. The first
 //! rule that applies wins, and each phase below is a function of its own:
 //!
-//! 1. Safety, never overridable ([`safety`]): the authoring plane
+//! 1. Safety, never overridable (`safety`): the authoring plane
 //!    (`zone.governance-plane`), paths that climb out (`zone.escape`), malformed path
 //!    arguments (`tool.path-argument`), `archmax_run` outside skill bundles
 //!    (`script.skill-only`), reply-only turns (`tool.reply-only`), bare `eval`
 //!    (`tool.eval`), `task` (`tool.ungrantable`), the runtime's note channel (`tool.note`),
-//!    then per path ([`zone_safety`]): writes into read-only mounts (`zone.read-only`),
+//!    then per path (`zone_safety`): writes into read-only mounts (`zone.read-only`),
 //!    runtime areas (`zone.runtime-internal`), writes into offload areas
 //!    (`zone.runtime-managed`), skill bundles the state does not enable
 //!    (`skill.forbidden`, `skill.not-allowed`), and mounts it does not have
 //!    (`mount.forbidden`, `mount.not-allowed`, `mount.read-only`).
-//! 2. Declared denials ([`denial`]): those inherited from calling workflows, then
+//! 2. Declared denials (`denial`): those inherited from calling workflows, then
 //!    `tools.forbid_always` (`tool.forbidden`), then the state's `tools.forbid`
 //!    (`tool.forbidden-here`).
-//! 3. What is always open ([`always_open`]): the scratchpad for granted file tools
+//! 3. What is always open (`always_open`): the scratchpad for granted file tools
 //!    (`tool.scratchpad`), reads of the offload areas (`tool.offload-read`), the state
 //!    type's controls (`tool.control`).
-//! 4. The deciding grant ([`deciding_grant`]): the state's own entries when it names the
+//! 4. The deciding grant (`deciding_grant`): the state's own entries when it names the
 //!    tool, else the workflow-wide grant (`tool.allowed`); a guard that cannot resolve
 //!    fails the session (`tool.unresolved-variable`, terminal).
-//! 5. Everything else ([`not_granted`]): `tool.not-allowed`.
+//! 5. Everything else (`not_granted`): `tool.not-allowed`.
 //!
-//! Every rule id, with its title and long explanation, is in one table ([`rules`]); every
+//! Every rule id, with its title and long explanation, is in one table (`rules.rs`); every
 //! refusal text is composed in one place ([`Refusal::text`]), the refusals the turn makes
 //! around the kernel included (`tool.unknown`, `argument.*`, `delegation.*`).
 //!

@@ -10,7 +10,7 @@
 //! order) *and* the refusals the turn makes around the kernel (a name that is no tool,
 //! arguments `${{…}}` substitution refuses, a sub-workflow dispatch check), so every
 //! refused call carries a [`Rule`] and its text is composed in one place
-//! ([`super::refusal`]).
+//! ([`Refusal::text`](super::Refusal::text)).
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,39 +1,62 @@
-//! `archmax explain AMX0301` and `archmax explain --list`.
+//! `archmax explain AMX0301`, `archmax explain tool.not-allowed` and `archmax explain
+//! --list`: the long explanation of a diagnostic code or a kernel rule.
+//!
+//! Both vocabularies come from their registries (`archmax_compiler::Code`,
+//! `archmax_vm::kernel::Rule`); this file only renders them.
 
 use std::process::ExitCode;
 
 use archmax_compiler::diagnostic::{Code, did_you_mean};
+use archmax_vm::kernel::Rule;
 
 use crate::output::failure;
 
-pub fn run(code: Option<&str>, list: bool) -> ExitCode {
+pub fn run(name: Option<&str>, list: bool) -> ExitCode {
     if list {
         for code in Code::ALL {
             let info = code.info();
             println!("{}  {:<7}  {:<26}  {}", info.code, info.severity.as_str(), info.name, info.title);
         }
+        let width = Rule::ALL.iter().map(|rule| rule.as_str().len()).max().unwrap_or(0);
+        for rule in Rule::ALL {
+            let info = rule.info();
+            println!("{:<width$}  {:<7}  {}", info.id, info.outcome.as_str(), info.title);
+        }
         return ExitCode::SUCCESS;
     }
-    let Some(text) = code else {
-        return failure("name a code, such as `archmax explain AMX0301`");
+    let Some(text) = name else {
+        return failure(
+            "name a code or a rule, such as `archmax explain AMX0301` or `archmax explain tool.not-allowed`",
+        );
     };
-    let found = Code::from_code(text).or_else(|| Code::ALL.iter().copied().find(|code| code.info().name == text));
-    match found {
-        Some(code) => {
-            let info = code.info();
-            println!("{} ({}): {}\n", info.code, info.severity.as_str(), info.title);
-            print!("{}", info.explanation);
-            if !info.explanation.ends_with('\n') {
-                println!();
-            }
-            ExitCode::SUCCESS
-        }
-        None => {
-            let names: Vec<&str> = Code::ALL.iter().map(|code| code.info().code).collect();
-            let hint = did_you_mean(text, names.iter().copied())
-                .map(|close| format!("; did you mean `{close}`?"))
-                .unwrap_or_else(|| "; `archmax explain --list` lists every code".to_string());
-            failure(format!("there is no diagnostic code `{text}`{hint}"))
-        }
+    if let Some(code) =
+        Code::from_code(text).or_else(|| Code::ALL.iter().copied().find(|code| code.info().name == text))
+    {
+        let info = code.info();
+        print_explanation(&format!("{} ({}): {}", info.code, info.severity.as_str(), info.title), info.explanation);
+        return ExitCode::SUCCESS;
+    }
+    if let Ok(rule) = text.parse::<Rule>() {
+        let info = rule.info();
+        print_explanation(
+            &format!("{} (kernel rule, {}): {}", info.id, info.outcome.as_str(), info.title),
+            info.explanation,
+        );
+        return ExitCode::SUCCESS;
+    }
+    let codes = Code::ALL.iter().map(|code| code.info().code);
+    let rules = Rule::ALL.iter().map(|rule| rule.as_str());
+    let hint = did_you_mean(text, codes.chain(rules))
+        .map(|close| format!("; did you mean `{close}`?"))
+        .unwrap_or_else(|| "; `archmax explain --list` lists every code and rule".to_string());
+    failure(format!("there is no diagnostic code or kernel rule `{text}`{hint}"))
+}
+
+/// The heading line, a blank line, then the Markdown explanation ending in a new line.
+fn print_explanation(heading: &str, explanation: &str) {
+    println!("{heading}\n");
+    print!("{explanation}");
+    if !explanation.ends_with('\n') {
+        println!();
     }
 }

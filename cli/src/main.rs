@@ -177,12 +177,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print the long explanation of a diagnostic code.
+    /// Print the long explanation of a diagnostic code or a kernel rule.
     Explain {
-        /// A code such as AMX0301.
+        /// A code such as AMX0301 (or its name), or a rule id such as tool.not-allowed.
         #[arg(required_unless_present = "list")]
         code: Option<String>,
-        /// List every code with its title.
+        /// List every code and rule with its title.
         #[arg(long)]
         list: bool,
     },

@@ -106,9 +106,11 @@ pub enum Event {
         truncated: bool,
         origin: String,
     },
+    /// A refused call, for every rule that [`crate::kernel::Rule::is_recorded_as_blocked`].
     ToolBlocked {
         state: String,
         tool: String,
+        /// The deciding rule's id ([`crate::kernel::Rule::as_str`]), such as `tool.not-allowed`.
         rule: String,
         reason: String,
         call_id: String,

@@ -150,7 +150,11 @@ fn explain_prints_the_long_explanation() {
     assert_eq!(unknown.code, 1);
     assert_eq!(unknown.stderr.lines().count(), 1);
     let list = archmax(&repository(), &["explain", "--list"]);
-    assert_eq!(list.stdout.lines().count(), archmax_compiler::Code::ALL.len());
+    assert_eq!(
+        list.stdout.lines().count(),
+        archmax_compiler::Code::ALL.len() + archmax_vm::kernel::Rule::ALL.len(),
+        "one line per code and per kernel rule"
+    );
 }
 
 #[test]

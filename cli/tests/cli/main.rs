@@ -3,6 +3,7 @@
 
 mod artifacts;
 mod commands;
+mod explain;
 mod golden;
 mod parks;
 mod runs;

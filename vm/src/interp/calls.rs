@@ -11,7 +11,7 @@ use archmax_compiler::syntax::reference::{TemplatePart, VarPath, parse_template}
 use archmax_compiler::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, delegation_target};
 
 use crate::events::Event;
-use crate::kernel::{Call, Origin, decide, resolve_reference};
+use crate::kernel::{Call, Origin, Refusal, Rule, Verdict, decide, resolve_reference};
 use crate::session::{Message, Status, ToolCall, ToolStatus};
 
 use super::Turn;
@@ -103,11 +103,11 @@ pub enum SubstitutionError {
 }
 
 impl SubstitutionError {
-    /// The rule id a `tool-blocked` event names.
-    pub fn rule(&self) -> &'static str {
+    /// The rule the call is refused under.
+    pub fn rule(&self) -> Rule {
         match self {
-            SubstitutionError::Unresolved(_) => "argument.unresolved-reference",
-            SubstitutionError::TooLarge { .. } => "argument.too-large",
+            SubstitutionError::Unresolved(_) => Rule::ArgumentUnresolvedReference,
+            SubstitutionError::TooLarge { .. } => Rule::ArgumentTooLarge,
         }
     }
 }
@@ -354,12 +354,9 @@ impl Turn<'_> {
             || state.guards.grants.iter().any(|grant| program.str(grant.tool) == call.name)
             || delegation_target(&call.name).is_some();
         if !known {
-            let offered: Vec<&str> = surface.tools.iter().map(|tool| program.str(tool.name)).collect();
-            return Answer::error(format!(
-                "[workflow] '{}' is not a tool. The tools of state '{here}' are: {}.",
-                call.name,
-                offered.join(", ")
-            ));
+            let offered = surface.tools.iter().map(|tool| program.str(tool.name)).collect();
+            let refusal = Refusal::Unknown { tool: &call.name, state: &here, offered }.verdict();
+            return self.refuse(&here, call, &origin, &call.args, refusal);
         }
         let delegation = on_surface.is_some_and(|tool| matches!(tool.kind, ToolKind::Delegation(_)));
         let variables = self.variables_json();
@@ -393,19 +390,7 @@ impl Turn<'_> {
             },
         );
         if !verdict.allowed {
-            self.emit(Event::ToolBlocked {
-                state: here.clone(),
-                tool: call.name.clone(),
-                rule: verdict.rule.to_string(),
-                reason: verdict.reason.clone(),
-                call_id: call.id.clone(),
-                args: args.clone(),
-                origin: origin.clone(),
-            });
-            if verdict.terminal && self.session.head.rejected.is_none() {
-                self.session.head.rejected = Some(verdict.reason.clone());
-            }
-            return Answer::error(verdict.reason);
+            return self.refuse(&here, call, &origin, &args, verdict);
         }
         self.emit(Event::ToolCalled {
             state: here.clone(),
@@ -445,18 +430,37 @@ impl Turn<'_> {
 
     /// Refuses a call whose `${{…}}` references do not resolve or expand too far; the
     /// call is recorded as blocked with its arguments as the model wrote them.
-    fn refuse_substitution(&self, here: &str, call: &ToolCall, origin: &str, problem: SubstitutionError) -> Answer {
-        let reason = format!("[workflow] The call was not made: {problem}.");
-        self.emit(Event::ToolBlocked {
-            state: here.to_string(),
-            tool: call.name.clone(),
-            rule: problem.rule().to_string(),
-            reason: reason.clone(),
-            call_id: call.id.clone(),
-            args: call.args.clone(),
-            origin: origin.to_string(),
-        });
-        Answer::error(reason)
+    fn refuse_substitution(&mut self, here: &str, call: &ToolCall, origin: &str, problem: SubstitutionError) -> Answer {
+        let refusal = Refusal::NotMade { rule: problem.rule(), problem: &problem.to_string() }.verdict();
+        self.refuse(here, call, origin, &call.args, refusal)
+    }
+
+    /// The one way a refused call is answered: the model reads the verdict's text as an
+    /// error, the refusal is recorded as `tool-blocked` (with `args` as decided) when its
+    /// rule is, and a terminal refusal marks the session rejected.
+    pub(super) fn refuse(
+        &mut self,
+        here: &str,
+        call: &ToolCall,
+        origin: &str,
+        args: &Value,
+        verdict: Verdict,
+    ) -> Answer {
+        if verdict.rule.is_recorded_as_blocked() {
+            self.emit(Event::ToolBlocked {
+                state: here.to_string(),
+                tool: call.name.clone(),
+                rule: verdict.rule.to_string(),
+                reason: verdict.reason.clone(),
+                call_id: call.id.clone(),
+                args: args.clone(),
+                origin: origin.to_string(),
+            });
+        }
+        if verdict.terminal && self.session.head.rejected.is_none() {
+            self.session.head.rejected = Some(verdict.reason.clone());
+        }
+        Answer::error(verdict.reason)
     }
 
     async fn execute(
@@ -531,7 +535,7 @@ impl Turn<'_> {
 mod tests {
     use serde_json::json;
 
-    use super::{SubstitutionError, check_delegation_size, substitute};
+    use super::{Rule, SubstitutionError, check_delegation_size, substitute};
     use archmax_stdlib::limits::MAX_SUBSTITUTED_BYTES;
 
     fn big_variable() -> serde_json::Value {
@@ -544,7 +548,7 @@ mod tests {
         // The whole call counts: 1000 MiB of content and the path's 15 bytes.
         let refused = substitute(&args, &big_variable(), MAX_SUBSTITUTED_BYTES).unwrap_err();
         assert_eq!(refused, SubstitutionError::TooLarge { size: (1000 << 20) + 15, limit: MAX_SUBSTITUTED_BYTES });
-        assert_eq!(refused.rule(), "argument.too-large");
+        assert_eq!(refused.rule(), Rule::ArgumentTooLarge);
         assert_eq!(
             refused.to_string(),
             "its arguments would be 1048576015 bytes once `${{…}}` references are substituted, over the limit of \
@@ -587,7 +591,7 @@ mod tests {
     #[test]
     fn an_unresolved_reference_names_itself() {
         let refused = substitute(&json!({ "a": "${{missing}}" }), &big_variable(), 64).unwrap_err();
-        assert_eq!(refused.rule(), "argument.unresolved-reference");
+        assert_eq!(refused.rule(), Rule::ArgumentUnresolvedReference);
         assert!(refused.to_string().starts_with("`${{missing}}` does not resolve to a value"), "{refused}");
     }
 }

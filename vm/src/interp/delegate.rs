@@ -37,6 +37,7 @@ use archmax_compiler::tools::delegation_target;
 use archmax_compiler::zones::canonicalize;
 
 use crate::events::Event;
+use crate::kernel::{Refusal, Rule};
 use crate::runtime::{Outcome, RunError, Runtime};
 use crate::session::TrailKind;
 use crate::session::id::SessionId;
@@ -304,12 +305,9 @@ impl Turn<'_> {
             depth: depth as u32,
             call_id: Some(call_id.to_string()),
         });
-        let refuse = |turn: &Turn<'_>, meta: &Meta, kind: &str, reason: String| -> Answer {
-            turn.sub_result(meta, "error", Some(format!("{kind}: {reason}")), Vec::new());
-            Answer::error(format!(
-                "[workflow] BLOCKED: the call to sub-workflow '{}' was refused ({kind}): {reason}. Nothing ran; correct the call and try again.",
-                meta.slug
-            ))
+        let refuse = |turn: &Turn<'_>, meta: &Meta, rule: Rule, reason: String| -> Answer {
+            turn.sub_result(meta, "error", Some(format!("{}: {reason}", rule.name())), Vec::new());
+            Answer::error(Refusal::Dispatch { rule, workflow: &meta.slug, reason: &reason }.text())
         };
         let mut chain: Vec<String> = self.session.head.ancestors.clone();
         chain.push(self.session.head.workflow.clone());
@@ -318,15 +316,20 @@ impl Turn<'_> {
                 "it would run at depth {depth}, and the limit is {MAX_DEPTH} (chain {} → {slug})",
                 chain.join(" → ")
             );
-            return Err(refuse(self, &meta, "depth-exceeded", reason));
+            return Err(refuse(self, &meta, Rule::DelegationDepthExceeded, reason));
         }
         if chain.contains(&slug) {
             let reason = format!("'{slug}' is already running in this chain ({} → {slug})", chain.join(" → "));
-            return Err(refuse(self, &meta, "cycle", reason));
+            return Err(refuse(self, &meta, Rule::DelegationCycle, reason));
         }
         let variables = self.session.variable_values();
         let Value::Object(raw) = args else {
-            return Err(refuse(self, &meta, "invalid-param", "the arguments must be an object".to_string()));
+            return Err(refuse(
+                self,
+                &meta,
+                Rule::DelegationInvalidParam,
+                "the arguments must be an object".to_string(),
+            ));
         };
         let mut resolved = Map::new();
         for (name, value) in raw {
@@ -335,20 +338,30 @@ impl Turn<'_> {
                     resolved.insert(name.clone(), value);
                 }
                 Err(problem) => {
-                    return Err(refuse(self, &meta, "unresolved-param", format!("argument '{name}': {problem}")));
+                    return Err(refuse(
+                        self,
+                        &meta,
+                        Rule::DelegationUnresolvedParam,
+                        format!("argument '{name}': {problem}"),
+                    ));
                 }
             }
         }
         meta.args = Value::Object(resolved.clone());
         let Some((target_id, target)) = program.workflow(&slug) else {
-            return Err(refuse(self, &meta, "unknown-workflow", format!("the workspace has no workflow '{slug}'")));
+            return Err(refuse(
+                self,
+                &meta,
+                Rule::DelegationUnknownWorkflow,
+                format!("the workspace has no workflow '{slug}'"),
+            ));
         };
         meta.target = target_id;
         if target.disabled {
             return Err(refuse(
                 self,
                 &meta,
-                "disabled",
+                Rule::DelegationDisabled,
                 format!("workflow '{slug}' is disabled and starts no new sessions"),
             ));
         }
@@ -356,7 +369,7 @@ impl Turn<'_> {
             return Err(refuse(
                 self,
                 &meta,
-                "not-delegatable",
+                Rule::DelegationNotDelegatable,
                 format!("workflow '{slug}' declares no `manual` entry"),
             ));
         };
@@ -368,7 +381,7 @@ impl Turn<'_> {
             .map(|name| format!("'{name}'"))
             .collect();
         if !missing.is_empty() {
-            return Err(refuse(self, &meta, "missing-param", format!("it needs {}", missing.join(", "))));
+            return Err(refuse(self, &meta, Rule::DelegationMissingParam, format!("it needs {}", missing.join(", "))));
         }
         let today = crate::values::Today::at(self.now());
         for (name, value) in &resolved {
@@ -377,12 +390,12 @@ impl Turn<'_> {
                 return Err(refuse(
                     self,
                     &meta,
-                    "invalid-param",
+                    Rule::DelegationInvalidParam,
                     format!("'{name}' is not a parameter (the parameters are {})", declared.join(", ")),
                 ));
             };
             if let Err(problem) = crate::values::check(program, entry, value, &today) {
-                return Err(refuse(self, &meta, "invalid-param", problem));
+                return Err(refuse(self, &meta, Rule::DelegationInvalidParam, problem));
             }
         }
 
@@ -399,12 +412,9 @@ impl Turn<'_> {
         let child_workspace = match self.runtime.workspace(&meta.child) {
             Ok(workspace) => workspace,
             Err(error) => {
-                return Err(refuse(
-                    self,
-                    &meta,
-                    "error",
-                    format!("the child session's files are unavailable: {error}"),
-                ));
+                let reason = format!("the child session's files are unavailable: {error}");
+                self.sub_result(&meta, "error", Some(reason.clone()), Vec::new());
+                return Err(Answer::error(format!("Error: sub-workflow '{slug}' did not start: {reason}")));
             }
         };
         let mut seeds = resolved.clone();
@@ -418,7 +428,12 @@ impl Turn<'_> {
                     seeds.insert(name.to_string(), Value::String(copy));
                 }
                 Err(problem) => {
-                    return Err(refuse(self, &meta, "invalid-param", format!("the file argument '{name}': {problem}")));
+                    return Err(refuse(
+                        self,
+                        &meta,
+                        Rule::DelegationInvalidParam,
+                        format!("the file argument '{name}': {problem}"),
+                    ));
                 }
             }
         }

@@ -509,24 +509,15 @@ impl<'r> Turn<'r> {
             }
         };
         self.record_answer(id, &response);
+        let here = self.slug(id).to_string();
         for call in &response.tool_calls {
-            let reason =
-                "[workflow] BLOCKED: this session is parked; this turn may only answer in text, and no tool runs."
-                    .to_string();
-            self.emit(Event::ToolBlocked {
-                state: self.slug(id).to_string(),
-                tool: call.name.clone(),
-                rule: "tool.reply-only".to_string(),
-                reason: reason.clone(),
-                call_id: call.id.clone(),
-                args: call.args.clone(),
-                origin: "model".to_string(),
-            });
+            let verdict = crate::kernel::Refusal::ReplyOnly.verdict();
+            let answer = self.refuse(&here, call, "model", &call.args, verdict);
             self.push_message(Message::Tool {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
-                content: reason,
-                status: crate::session::ToolStatus::Error,
+                content: answer.content,
+                status: answer.status,
             });
         }
         Ok(response.text)

@@ -4,7 +4,8 @@ use serde_json::{Value, json};
 
 use archmax_vm::compiler::host::MountTable;
 use archmax_vm::compiler::program::{Program, StateProgram};
-use archmax_vm::kernel::{Call, Inherited, Origin, Policy, decide, listed, may_read};
+use archmax_vm::compiler::{Code, Severity};
+use archmax_vm::kernel::{Call, Inherited, Origin, Policy, Rule, decide, listed, may_read};
 use archmax_vm::runtime::mount_table;
 
 use crate::support::compile;
@@ -79,13 +80,9 @@ fn row(state: &'static str, tool: &'static str, args: Value, allowed: bool, rule
     Row { state, tool, args, reply_only: false, allowed, rule }
 }
 
-#[test]
-fn every_rule_in_precedence_order() {
-    let program = program();
-    let mounts = mounts(&program);
-    let policy = Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[] };
-    let variables = json!({ "order_id": "ORD-7", "trigger": "manual" });
-    let rows = vec![
+/// The table: one row per rule id and per precedence case.
+fn precedence_rows() -> Vec<Row> {
+    vec![
         // Safety comes first, whatever any list says.
         row(
             "work",
@@ -268,7 +265,16 @@ fn every_rule_in_precedence_order() {
             "tool.allowed",
         ),
         row("work", "read_file", json!({ "file_path": "library/a.txt" }), true, "tool.allowed"),
-    ];
+    ]
+}
+
+#[test]
+fn every_rule_in_precedence_order() {
+    let program = program();
+    let mounts = mounts(&program);
+    let policy = Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[] };
+    let variables = json!({ "order_id": "ORD-7", "trigger": "manual" });
+    let rows = precedence_rows();
     let mut failures = Vec::new();
     for (index, row) in rows.iter().enumerate() {
         let verdict = decide(
@@ -423,4 +429,67 @@ fn a_file_crosses_only_where_the_whole_read_decision_allows_it() {
     let unset = json!({});
     let refusal = may_read(&policy, work, "reports/ORD-7/a.md", &unset).expect_err("unresolvable guard");
     assert_eq!(refusal.rule, "tool.unresolved-variable");
+}
+
+/// Dispatch checks a checked program never reaches: the compiler refuses what would
+/// trigger them, with the code beside each. The runtime keeps them as its own guard.
+const PREVENTED_BY_THE_COMPILER: &[(&str, &str)] = &[
+    ("delegation.depth-exceeded", "AMX0803"),
+    ("delegation.cycle", "AMX0802"),
+    ("delegation.unknown-workflow", "AMX0800"),
+    ("delegation.not-delegatable", "AMX0801"),
+];
+
+/// Rules a test of the whole runtime in this suite exercises, with the test.
+const EXERCISED_IN_RUNTIME_TESTS: &[(&str, &str)] =
+    &[("tool.unknown", "a_name_that_is_no_tool_is_answered_with_the_state_tools_and_leaves_no_block")];
+
+/// Every `expected.txt` of the golden runs, concatenated.
+fn golden_runs() -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden/runs");
+    let mut text = String::new();
+    let mut cases: Vec<_> = std::fs::read_dir(&root).expect("golden/runs").filter_map(Result::ok).collect();
+    cases.sort_by_key(|entry| entry.file_name());
+    for case in cases {
+        if let Ok(expected) = std::fs::read_to_string(case.path().join("expected.txt")) {
+            text.push_str(&expected);
+        }
+    }
+    text
+}
+
+/// Like the diagnostic goldens, which fail when a code has no case: every rule must be
+/// exercised somewhere a test checks it. A kernel rule by a row of the precedence table;
+/// a refusal recorded as `tool-blocked` by a golden run recording it; a dispatch check
+/// by a golden run's `sub-workflow-result` naming its kind; the rest by a named runtime
+/// test, or by the compiler code that keeps a checked program from reaching it.
+#[test]
+fn every_rule_is_exercised() {
+    let rows: Vec<&str> = precedence_rows().iter().map(|row| row.rule).collect();
+    let goldens = golden_runs();
+    let runtime_tests = include_str!("refusals.rs");
+    let mut unexercised = Vec::new();
+    for rule in Rule::ALL {
+        let id = rule.as_str();
+        let in_table = rows.contains(&id);
+        let in_golden = if rule.is_dispatch_check() {
+            let reason = format!("\"reason\":\"{}: ", rule.name());
+            goldens.lines().any(|line| line.contains("\"event\":\"sub-workflow-result\"") && line.contains(&reason))
+        } else {
+            goldens.contains(&format!("\"rule\":\"{id}\""))
+        };
+        let in_runtime_test = EXERCISED_IN_RUNTIME_TESTS
+            .iter()
+            .any(|(exercised, test)| *exercised == id && runtime_tests.contains(&format!("fn {test}()")));
+        let prevented = PREVENTED_BY_THE_COMPILER.iter().any(|(prevented, code)| {
+            *prevented == id && Code::from_code(code).is_some_and(|code| code.info().severity == Severity::Error)
+        });
+        if !(in_table || in_golden || in_runtime_test || prevented) {
+            unexercised.push(id);
+        }
+    }
+    assert!(unexercised.is_empty(), "rules no test exercises: {unexercised:?}");
+    for (id, _) in PREVENTED_BY_THE_COMPILER.iter().chain(EXERCISED_IN_RUNTIME_TESTS) {
+        assert!(Rule::from_id(id).is_some(), "`{id}` is not a rule");
+    }
 }

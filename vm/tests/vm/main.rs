@@ -5,5 +5,6 @@ mod adversarial;
 mod embedding;
 mod kernel;
 mod pinning;
+mod refusals;
 mod sandbox;
 mod support;

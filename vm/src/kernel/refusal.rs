@@ -1,0 +1,359 @@
+//! The words a refused tool call is answered with: one function, [`Refusal::text`],
+//! composes every refusal text the model reads from the rule and the call's specifics.
+//!
+//! The one thing to know: a refusal is built as data (a [`Refusal`] names its [`Rule`]
+//! and what the text must mention) wherever the call is turned away (the kernel, the
+//! tool-call site, the sub-workflow dispatcher), and becomes a [`Verdict`] with its text
+//! here, so the openers (`[workflow] BLOCKED: `, `[workflow] FAILED: `) and the advice
+//! each rule gives live in one file.
+
+use archmax_compiler::syntax::reference::VarPath;
+
+use super::{Reveal, Rule, Verdict};
+
+/// Opens the text of a refused call.
+const BLOCKED: &str = "[workflow] BLOCKED: ";
+/// Opens the text of a refusal that fails the session in its state.
+const FAILED: &str = "[workflow] FAILED: ";
+
+/// Where a declared denial was made.
+#[derive(Clone, Copy, Debug)]
+pub enum DenialScope<'p> {
+    /// A calling workflow's workflow-wide denial (its slug).
+    Caller(&'p str),
+    /// This workflow's `tools.forbid_always`.
+    Workflow,
+    /// The state's own `tools.forbid` (its slug).
+    State(&'p str),
+}
+
+/// What the state offers instead, in a `tool.not-allowed` refusal.
+#[derive(Clone, Debug)]
+pub enum Offered<'a> {
+    /// The state grants the tool, but only under these entries.
+    Entries(Vec<&'a str>),
+    /// The state does not grant the tool; these are its tools.
+    Tools(Vec<&'a str>),
+}
+
+/// One refused call: its rule and the specifics its text names.
+#[derive(Debug)]
+pub enum Refusal<'a> {
+    PathArgument {
+        tool: &'a str,
+        problem: &'a str,
+    },
+    Escape {
+        written: &'a str,
+    },
+    GovernancePlane {
+        path: &'a str,
+    },
+    SkillOnly,
+    ReplyOnly,
+    Eval,
+    Ungrantable,
+    Note,
+    RuntimeInternal {
+        path: &'a str,
+    },
+    RuntimeManaged {
+        path: &'a str,
+    },
+    ReadOnlyZone {
+        path: &'a str,
+        mount: &'a str,
+    },
+    /// A calling workflow denies the skill bundle.
+    SkillDeniedAbove {
+        skill: &'a str,
+        workflow: &'a str,
+    },
+    SkillForbidden {
+        skill: &'a str,
+        state: &'a str,
+    },
+    SkillNotAllowed {
+        skill: &'a str,
+        state: &'a str,
+        enabled: Vec<&'a str>,
+    },
+    /// A calling workflow denies the mount.
+    MountDeniedAbove {
+        mount: &'a str,
+        workflow: &'a str,
+    },
+    MountForbidden {
+        mount: &'a str,
+        state: &'a str,
+    },
+    MountNotAllowed {
+        path: &'a str,
+        mount: &'a str,
+        state: &'a str,
+    },
+    MountReadOnly {
+        mount: &'a str,
+        state: &'a str,
+    },
+    /// A declared denial (`tool.forbidden`, `tool.forbidden-here`) names the call.
+    Denied {
+        rule: Rule,
+        tool: &'a str,
+        display: &'a str,
+        scope: DenialScope<'a>,
+    },
+    /// A declared denial of `through` covers what the call would do to `path`.
+    DeniedThrough {
+        rule: Rule,
+        tool: &'a str,
+        display: &'a str,
+        scope: DenialScope<'a>,
+        reveal: Reveal,
+        path: &'a str,
+        through: &'a str,
+    },
+    UnresolvedVariable {
+        tool: &'a str,
+        state: &'a str,
+        reference: &'a VarPath,
+    },
+    NotAllowed {
+        tool: &'a str,
+        target: Option<&'a str>,
+        state: &'a str,
+        offered: Offered<'a>,
+        terminal_state: bool,
+    },
+    /// A sub-workflow's `file` argument names a file the calling state may not read.
+    FileArgument {
+        name: &'a str,
+        tool: &'a str,
+        path: &'a str,
+        refusal: &'a Verdict,
+    },
+    Unknown {
+        tool: &'a str,
+        state: &'a str,
+        offered: Vec<&'a str>,
+    },
+    /// `${{…}}` substitution refused the arguments (`argument.*`); `problem` says why.
+    NotMade {
+        rule: Rule,
+        problem: &'a str,
+    },
+    /// A sub-workflow dispatch check (`delegation.*`) refused the call.
+    Dispatch {
+        rule: Rule,
+        workflow: &'a str,
+        reason: &'a str,
+    },
+}
+
+impl Refusal<'_> {
+    /// The rule the call is refused under.
+    pub fn rule(&self) -> Rule {
+        match self {
+            Refusal::PathArgument { .. } => Rule::ToolPathArgument,
+            Refusal::Escape { .. } => Rule::ZoneEscape,
+            Refusal::GovernancePlane { .. } => Rule::ZoneGovernancePlane,
+            Refusal::SkillOnly => Rule::ScriptSkillOnly,
+            Refusal::ReplyOnly => Rule::ToolReplyOnly,
+            Refusal::Eval => Rule::ToolEval,
+            Refusal::Ungrantable => Rule::ToolUngrantable,
+            Refusal::Note => Rule::ToolNote,
+            Refusal::RuntimeInternal { .. } => Rule::ZoneRuntimeInternal,
+            Refusal::RuntimeManaged { .. } => Rule::ZoneRuntimeManaged,
+            Refusal::ReadOnlyZone { .. } => Rule::ZoneReadOnly,
+            Refusal::SkillDeniedAbove { .. } | Refusal::SkillForbidden { .. } => Rule::SkillForbidden,
+            Refusal::SkillNotAllowed { .. } => Rule::SkillNotAllowed,
+            Refusal::MountDeniedAbove { .. } | Refusal::MountForbidden { .. } => Rule::MountForbidden,
+            Refusal::MountNotAllowed { .. } => Rule::MountNotAllowed,
+            Refusal::MountReadOnly { .. } => Rule::MountReadOnly,
+            Refusal::UnresolvedVariable { .. } => Rule::ToolUnresolvedVariable,
+            Refusal::NotAllowed { .. } => Rule::ToolNotAllowed,
+            Refusal::Unknown { .. } => Rule::ToolUnknown,
+            Refusal::FileArgument { refusal, .. } => refusal.rule,
+            Refusal::Denied { rule, .. }
+            | Refusal::DeniedThrough { rule, .. }
+            | Refusal::NotMade { rule, .. }
+            | Refusal::Dispatch { rule, .. } => *rule,
+        }
+    }
+
+    /// The text the model reads: the one place a refusal is put into words.
+    pub fn text(&self) -> String {
+        const SCRATCHPAD: &str = "Work inside `scratchpad/`.";
+        const WRITE_SCRATCHPAD: &str = "Write inside `scratchpad/`.";
+        match self {
+            Refusal::PathArgument { tool, problem } => format!("{BLOCKED}'{tool}': {problem}."),
+            Refusal::Escape { written } => {
+                format!("{BLOCKED}'{written}' climbs above the workspace root. {SCRATCHPAD}")
+            }
+            Refusal::GovernancePlane { path } => {
+                format!("{BLOCKED}'{path}' is under `workflows/`, which no session can reach. {SCRATCHPAD}")
+            }
+            Refusal::SkillOnly => {
+                format!("{BLOCKED}'archmax_run' runs only scripts inside a skill bundle (`skills/<slug>/…`).")
+            }
+            Refusal::ReplyOnly => {
+                format!("{BLOCKED}this session is parked; this turn may only answer in text, and no tool runs.")
+            }
+            Refusal::Eval => format!("{BLOCKED}there is no 'eval' tool; run code with 'archmax_eval'."),
+            Refusal::Ungrantable => format!(
+                "{BLOCKED}'task' is not available in any state; delegate with an `archmax_workflow_<slug>` tool."
+            ),
+            Refusal::Note => format!("{BLOCKED}'archmax_note' is the runtime's note channel; nothing may call it."),
+            Refusal::RuntimeInternal { path } => format!("{BLOCKED}'{path}' belongs to the runtime. {SCRATCHPAD}"),
+            Refusal::RuntimeManaged { path } => {
+                format!("{BLOCKED}'{path}' is kept by the runtime and is read-only. {WRITE_SCRATCHPAD}")
+            }
+            Refusal::ReadOnlyZone { path, mount } => {
+                format!("{BLOCKED}'{path}' is in the read-only mount `{mount}`. {WRITE_SCRATCHPAD}")
+            }
+            Refusal::SkillDeniedAbove { skill, workflow } => {
+                format!("{BLOCKED}the skill `{skill}` is denied by the calling workflow `{workflow}`. {SCRATCHPAD}")
+            }
+            Refusal::SkillForbidden { skill, state } => format!(
+                "{BLOCKED}the skill `{skill}` is forbidden in state '{state}'; a denial beats every grant. {SCRATCHPAD}"
+            ),
+            Refusal::SkillNotAllowed { skill, state, enabled } => format!(
+                "{BLOCKED}the skill `{skill}` is not enabled in state '{state}' (enabled: {}). {SCRATCHPAD}",
+                listed(enabled, ", ")
+            ),
+            Refusal::MountDeniedAbove { mount, workflow } => {
+                format!("{BLOCKED}the mount `{mount}` is denied by the calling workflow `{workflow}`. {SCRATCHPAD}")
+            }
+            Refusal::MountForbidden { mount, state } => {
+                format!("{BLOCKED}the mount `{mount}` is forbidden in state '{state}'. {SCRATCHPAD}")
+            }
+            Refusal::MountNotAllowed { path, mount, state } => {
+                format!("{BLOCKED}'{path}' exists, but state '{state}' was not given the mount `{mount}`. {SCRATCHPAD}")
+            }
+            Refusal::MountReadOnly { mount, state } => {
+                format!("{BLOCKED}state '{state}' may read the mount `{mount}` but not write it. {WRITE_SCRATCHPAD}")
+            }
+            Refusal::Denied { tool, display, scope, .. } => match scope {
+                DenialScope::Caller(workflow) => {
+                    format!("{BLOCKED}'{tool}' is denied by `{display}` of the calling workflow `{workflow}`.")
+                }
+                DenialScope::Workflow => format!("{BLOCKED}'{tool}' is denied in every state by `{display}`."),
+                DenialScope::State(state) => format!("{BLOCKED}'{tool}' is denied in state '{state}' by `{display}`."),
+            },
+            Refusal::DeniedThrough { tool, display, scope, reveal, path, through, .. } => {
+                let verb = reveal.verb();
+                let denied = match scope {
+                    DenialScope::Caller(workflow) => format!("`{display}` of the calling workflow `{workflow}` denies"),
+                    DenialScope::Workflow => format!("`{display}` denies in every state"),
+                    DenialScope::State(state) => format!("`{display}` denies in state '{state}'"),
+                };
+                format!(
+                    "{BLOCKED}'{tool}' would {verb} '{path}', which {denied}; a denial of '{through}' binds every tool that can {verb} a file."
+                )
+            }
+            Refusal::UnresolvedVariable { tool, state, reference } => format!(
+                "{FAILED}the guard on '{tool}' in state '{state}' reads `${{{{{reference}}}}}`, which is not set; the guard cannot be evaluated."
+            ),
+            Refusal::NotAllowed { tool, target, state, offered, terminal_state } => {
+                let target = target.map(|path| format!(" on '{path}'")).unwrap_or_default();
+                let offered = match offered {
+                    Offered::Entries(entries) => format!("Allowed here: {}.", entries.join("; ")),
+                    Offered::Tools(tools) => format!("Tools here: {}.", listed(tools, ", ")),
+                };
+                let hint = if *terminal_state {
+                    "This state is terminal: finish the work with the tools it has."
+                } else {
+                    "Use this state's tools, or finish its work and advance."
+                };
+                format!("{BLOCKED}'{tool}'{target} is not allowed in state '{state}'. {offered} {hint}")
+            }
+            Refusal::FileArgument { name, tool, path, refusal } => format!(
+                "{BLOCKED}the file argument '{name}' of '{tool}' names '{path}', which this state may not read: {}",
+                bare_reason(refusal)
+            ),
+            Refusal::Unknown { tool, state, offered } => {
+                format!("[workflow] '{tool}' is not a tool. The tools of state '{state}' are: {}.", offered.join(", "))
+            }
+            Refusal::NotMade { problem, .. } => format!("[workflow] The call was not made: {problem}."),
+            Refusal::Dispatch { rule, workflow, reason } => format!(
+                "{BLOCKED}the call to sub-workflow '{workflow}' was refused ({}): {reason}. Nothing ran; correct the call and try again.",
+                rule.name()
+            ),
+        }
+    }
+
+    /// The verdict refusing the call: its rule, its text, and whether it is terminal.
+    pub fn verdict(&self) -> Verdict {
+        let rule = self.rule();
+        Verdict { allowed: false, rule, reason: self.text(), terminal: rule.is_terminal() }
+    }
+}
+
+/// Names joined, or `none`.
+fn listed(names: &[&str], separator: &str) -> String {
+    if names.is_empty() { "none".to_string() } else { names.join(separator) }
+}
+
+/// A refusal's reason without its `[workflow] BLOCKED: ` (or `FAILED: `) opener, to quote
+/// inside another.
+pub fn bare_reason(verdict: &Verdict) -> &str {
+    verdict.reason.strip_prefix(BLOCKED).or_else(|| verdict.reason.strip_prefix(FAILED)).unwrap_or(&verdict.reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_quoted_inside_another_keeps_its_rule_and_loses_its_opener() {
+        let inner = Refusal::RuntimeInternal { path: "checkpoints/a" }.verdict();
+        assert_eq!(bare_reason(&inner), "'checkpoints/a' belongs to the runtime. Work inside `scratchpad/`.");
+        let outer = Refusal::FileArgument {
+            name: "report",
+            tool: "archmax_workflow_x",
+            path: "checkpoints/a",
+            refusal: &inner,
+        };
+        let verdict = outer.verdict();
+        assert_eq!(verdict.rule, Rule::ZoneRuntimeInternal);
+        assert_eq!(
+            verdict.reason,
+            "[workflow] BLOCKED: the file argument 'report' of 'archmax_workflow_x' names 'checkpoints/a', which this \
+             state may not read: 'checkpoints/a' belongs to the runtime. Work inside `scratchpad/`."
+        );
+    }
+
+    #[test]
+    fn an_unresolvable_guard_fails_and_is_terminal() {
+        let reference = VarPath { root: "channel".to_string(), segments: Vec::new() };
+        let verdict = Refusal::UnresolvedVariable { tool: "notify", state: "work", reference: &reference }.verdict();
+        assert!(verdict.terminal && !verdict.allowed);
+        assert_eq!(
+            verdict.reason,
+            "[workflow] FAILED: the guard on 'notify' in state 'work' reads `${{channel}}`, which is not set; the \
+             guard cannot be evaluated."
+        );
+        assert_eq!(bare_reason(&verdict), &verdict.reason["[workflow] FAILED: ".len()..]);
+    }
+
+    #[test]
+    fn a_dispatch_refusal_names_its_kind_and_says_nothing_ran() {
+        let refusal = Refusal::Dispatch {
+            rule: Rule::DelegationMissingParam,
+            workflow: "billing",
+            reason: "it needs 'order_id'",
+        };
+        assert_eq!(
+            refusal.text(),
+            "[workflow] BLOCKED: the call to sub-workflow 'billing' was refused (missing-param): it needs \
+             'order_id'. Nothing ran; correct the call and try again."
+        );
+    }
+
+    #[test]
+    fn a_name_that_is_no_tool_lists_the_state_tools() {
+        let refusal = Refusal::Unknown { tool: "read", state: "work", offered: vec!["read_file", "ls"] };
+        assert_eq!(refusal.rule(), Rule::ToolUnknown);
+        assert_eq!(refusal.text(), "[workflow] 'read' is not a tool. The tools of state 'work' are: read_file, ls.");
+    }
+}

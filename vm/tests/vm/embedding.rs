@@ -271,3 +271,73 @@ fn a_host_maps_every_refusal_to_a_kind() {
     assert_eq!(missing.kind(), ErrorKind::NotFound);
     assert!(store.list().is_empty(), "no refusal created a session");
 }
+
+const CALC: &str = r#"title: Counter
+instructions: You count with the sandbox.
+states:
+  count:
+    triggers:
+      manual:
+        description: Count once more.
+    instructions: Count with archmax_eval, then say the number.
+"#;
+
+/// Counts in the session's REPL: a REPL kept between turns remembers the count.
+struct Counter;
+
+impl ModelAdapter for Counter {
+    fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
+        Box::pin(async move {
+            let opened = request.messages.iter().rposition(|message| matches!(message, Message::User { .. }));
+            let since = &request.messages[opened.map_or(0, |index| index + 1)..];
+            Ok(match answered(since, "archmax_eval") {
+                None => ModelResponse {
+                    tool_calls: vec![call(
+                        "e1",
+                        "archmax_eval",
+                        json!({ "code": "globalThis.count = (globalThis.count || 0) + 1; count" }),
+                    )],
+                    ..ModelResponse::default()
+                },
+                Some(result) => ModelResponse { text: format!("count {}", result.trim()), ..ModelResponse::default() },
+            })
+        })
+    }
+}
+
+#[test]
+fn repls_are_bounded_least_recently_used_first_and_dropped_by_close_session() {
+    let executor =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("executor");
+    let runtime = Runtime::new(RuntimeParts {
+        program: Arc::new(compile(&[("workflows/calc/workflow.yaml", CALC)])),
+        store: Arc::new(MemoryStore::new()),
+        model: Arc::new(Counter),
+        events: EventSink::new(),
+        clock: Arc::new(FixedClock(1_767_605_400_000)),
+        root: std::env::temp_dir(),
+        pricing: PricingTable::default(),
+    });
+    runtime.set_repl_capacity(2);
+    let count = |session: &str| {
+        let request = TurnRequest {
+            workflow: "calc".to_string(),
+            session: Some(session.to_string()),
+            message: Some("Again.".to_string()),
+            ..TurnRequest::default()
+        };
+        let outcome = executor.block_on(runtime.run_turn(request)).expect("the turn runs");
+        assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+        outcome.reply
+    };
+    assert_eq!(count("a"), "count 1");
+    assert_eq!(count("a"), "count 2", "a kept REPL remembers");
+    assert_eq!(count("b"), "count 1");
+    assert_eq!(count("c"), "count 1");
+    assert_eq!(runtime.kept_repls(), 2, "the cap holds");
+    assert_eq!(count("a"), "count 1", "the least recently used REPL (a's) was evicted and starts afresh");
+    assert_eq!(count("c"), "count 2", "c's REPL was more recent and is kept");
+    runtime.close_session("c");
+    assert_eq!(runtime.kept_repls(), 1);
+    assert_eq!(count("c"), "count 1", "a closed session's REPL starts afresh");
+}

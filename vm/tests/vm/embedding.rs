@@ -136,6 +136,17 @@ fn customer(index: usize) -> String {
     format!("customer-{index:02}")
 }
 
+/// Runs `each` for sessions `0..sessions`, every one its own task on the executor.
+async fn on_every_session<T, Each, Run>(runtime: &Arc<Runtime>, sessions: usize, each: Each) -> Vec<T>
+where
+    T: Send + 'static,
+    Each: Fn(Arc<Runtime>, usize) -> Run,
+    Run: std::future::Future<Output = T> + Send + 'static,
+{
+    let tasks: Vec<_> = (0..sessions).map(|index| tokio::spawn(each(Arc::clone(runtime), index))).collect();
+    futures_util::future::join_all(tasks).await.into_iter().map(|task| task.expect("the task ran")).collect()
+}
+
 /// Starts `sessions` sessions at once on a multi-threaded executor, each writing its own
 /// note; then a second runtime on the same store decides them all at once, and each
 /// reads its own note back.
@@ -144,32 +155,26 @@ fn run_fleet(store: Arc<dyn SessionStore>, root: &std::path::Path, sessions: usi
         tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().expect("executor");
     let model = Arc::new(Intake { arrived: Barrier::new(sessions), calls: AtomicUsize::new(0) });
 
+    let first = runtime(Arc::clone(&store), Arc::clone(&model), root);
     let starts = executor.block_on(async {
-        let first = runtime(Arc::clone(&store), Arc::clone(&model), root);
-        let tasks: Vec<_> = (0..sessions)
-            .map(|index| {
-                let runtime = Arc::clone(&first);
-                tokio::spawn(async move {
-                    let mut variables = Map::new();
-                    variables.insert("customer".to_string(), Value::String(customer(index)));
-                    let request = TurnRequest {
-                        workflow: "intake".to_string(),
-                        session: Some(format!("s{index:02}")),
-                        message: Some("Please take my intake.".to_string()),
-                        variables,
-                        ..TurnRequest::default()
-                    };
-                    runtime.run_turn(request).await
-                })
-            })
-            .collect();
-        let all = futures_util::future::join_all(tasks);
+        let all = on_every_session(&first, sessions, |runtime, index| async move {
+            let mut variables = Map::new();
+            variables.insert("customer".to_string(), Value::String(customer(index)));
+            let request = TurnRequest {
+                workflow: "intake".to_string(),
+                session: Some(format!("s{index:02}")),
+                message: Some("Please take my intake.".to_string()),
+                variables,
+                ..TurnRequest::default()
+            };
+            runtime.run_turn(request).await
+        });
         tokio::time::timeout(std::time::Duration::from_secs(120), all)
             .await
             .expect("every session reached the barrier together (a host that runs them one by one never does)")
     });
     for (index, start) in starts.into_iter().enumerate() {
-        let outcome = start.expect("the task ran").expect("the turn ran");
+        let outcome = start.expect("the turn ran");
         assert_eq!(outcome.status, Status::AwaitingDecision, "session {index}: {outcome:?}");
         assert_eq!(outcome.state, "review");
         let files = store.files(&outcome.session_id).expect("the session's files");
@@ -178,24 +183,16 @@ fn run_fleet(store: Arc<dyn SessionStore>, root: &std::path::Path, sessions: usi
     }
 
     // A second runtime on the same store, as another process of the fleet.
-    let decisions = executor.block_on(async {
-        let second = runtime(Arc::clone(&store), Arc::clone(&model), root);
-        let tasks: Vec<_> = (0..sessions)
-            .map(|index| {
-                let runtime = Arc::clone(&second);
-                tokio::spawn(async move {
-                    let request =
-                        DecideRequest { session: format!("s{index:02}"), to: "done".to_string(), ..Default::default() };
-                    let outcome = runtime.decide(request).await;
-                    runtime.close_session(&format!("s{index:02}"));
-                    outcome
-                })
-            })
-            .collect();
-        futures_util::future::join_all(tasks).await
-    });
+    let second = runtime(Arc::clone(&store), Arc::clone(&model), root);
+    let decisions = executor.block_on(on_every_session(&second, sessions, |runtime, index| async move {
+        let session = format!("s{index:02}");
+        let request = DecideRequest { session: session.clone(), to: "done".to_string(), ..Default::default() };
+        let outcome = runtime.decide(request).await;
+        runtime.close_session(&session);
+        outcome
+    }));
     for (index, decided) in decisions.into_iter().enumerate() {
-        let outcome = decided.expect("the task ran").expect("the decision ran");
+        let outcome = decided.expect("the decision ran");
         assert_eq!(outcome.status, Status::Completed, "session {index}: {outcome:?}");
         assert_eq!(outcome.reply, format!("Approved:      1\tIntake note for {}.", customer(index)));
     }

@@ -6,6 +6,7 @@
 
 mod build;
 mod explain;
+mod faults;
 mod flow;
 mod graph;
 mod inspect;

@@ -103,7 +103,7 @@ pub fn runtime(
     let pricing = PricingTable::from_env(env).map_err(|error| Refusal(error.to_string()))?;
     Ok(Runtime::new(RuntimeParts {
         program: Arc::new(program),
-        store: Arc::new(FsStore::new(sessions_dir(options.root))),
+        store: crate::faults::with_test_faults(Arc::new(FsStore::new(sessions_dir(options.root)))),
         model,
         events,
         clock: Arc::from(clock),

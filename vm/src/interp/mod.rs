@@ -36,36 +36,6 @@ pub use pin::pinned_spec;
 pub use resume::{Channel, decision_refusal, park_refusal};
 pub use start::validate_variable_name;
 
-/// Deliberate faults for tests of durability and exclusion: with
-/// `ARCHMAX_TEST_ABORT_AFTER_COMMITS=n` the process aborts right after its n-th committed
-/// step, as a kill would leave it; with `ARCHMAX_TEST_PAUSE_AFTER_OPEN_MS=n` it holds a
-/// session it opened for n milliseconds before touching it, so two processes overlap.
-mod fault_injection {
-    use std::sync::OnceLock;
-    use std::sync::atomic::{AtomicU64, Ordering};
-
-    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
-    static COMMITS: AtomicU64 = AtomicU64::new(0);
-
-    pub fn after_commit() {
-        let limit = LIMIT.get_or_init(|| {
-            std::env::var("ARCHMAX_TEST_ABORT_AFTER_COMMITS").ok().and_then(|value| value.trim().parse().ok())
-        });
-        if let Some(limit) = limit
-            && COMMITS.fetch_add(1, Ordering::SeqCst) + 1 >= *limit
-        {
-            std::process::abort();
-        }
-    }
-
-    pub fn after_open() {
-        let pause = std::env::var("ARCHMAX_TEST_PAUSE_AFTER_OPEN_MS").ok().and_then(|value| value.trim().parse().ok());
-        if let Some(millis) = pause {
-            std::thread::sleep(std::time::Duration::from_millis(millis));
-        }
-    }
-}
-
 /// One turn on an open session.
 pub struct Turn<'r> {
     runtime: &'r Runtime,
@@ -201,7 +171,6 @@ impl<'r> Turn<'r> {
         delta.seq = self.session.seq;
         delta.head = self.session.head.clone();
         self.writer.commit(&delta).await?;
-        fault_injection::after_commit();
         Ok(())
     }
 

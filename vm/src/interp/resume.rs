@@ -113,10 +113,7 @@ impl Runtime {
         upgrade: bool,
     ) -> Result<Parked, RunError> {
         let (state, writer) = match self.store.open(id).await {
-            Ok(open) => {
-                super::fault_injection::after_open();
-                open
-            }
+            Ok(open) => open,
             Err(StoreError::Missing(_)) => return Err(RunError::UnknownSession(id.to_string())),
             Err(error) => return Err(error.into()),
         };

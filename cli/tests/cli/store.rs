@@ -55,7 +55,7 @@ struct Workspace(PathBuf);
 
 impl Workspace {
     fn new(label: &str) -> Self {
-        let root = std::env::temp_dir().join(format!("archmax-store-{label}-{}", std::process::id()));
+        let root = crate::support::scratch(&format!("store-{label}"));
         let _ = fs::remove_dir_all(&root);
         fs::create_dir_all(root.join("workflows/chain")).expect("workspace");
         fs::write(root.join("workflows/chain/workflow.yaml"), chain_workflow()).expect("workflow");

@@ -1,21 +1,43 @@
-//! The golden diagnostics harness.
+//! The golden diagnostics: one test per case, and one that every code has a case.
 //!
 //! Each directory under `golden/diagnostics/` holds a `workspace/`, a `case.toml`
 //! (`description`, `expect` = the codes the case exists to show, optional `args` =
 //! workflow slugs for the command line) and the recorded outputs `expected.human`
-//! (exit code, stderr, stdout) and `expected.json`. The harness runs every case,
-//! checks that each expected code was emitted, and compares the outputs; with
-//! `UPDATE_GOLDEN=1` it rewrites the recordings instead. Every diagnostic code must be
-//! expected by at least one case.
+//! (exit code, stderr, stdout) and `expected.json` of `archmax validate --root workspace`.
+//! A case checks that each expected code is emitted and compares both outputs with the
+//! recordings; under `UPDATE_GOLDEN=1` it rewrites them instead.
+//!
+//! The outputs are made in process, by the same library calls the command makes
+//! (`analyze`, `Analysis::report`, `render::validation`), so no process is started. The
+//! cases in [`THROUGH_THE_BINARY`] also run through the real `archmax`, as tests of
+//! their own (`…::binary`), so the command's path stays covered against the same
+//! recordings.
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
 use archmax_compiler::Code;
+use archmax_compiler::analyze;
+use archmax_compiler::diagnostic::render::{self, Format, Stream};
+use libtest_mimic::{Failed, Trial};
 use serde::Deserialize;
 
+use crate::compare::{case_folders, compare_or_update, verdict};
 use crate::support::{archmax, repository};
+
+/// Cases that also run through the binary: errors and a warning in human format, several
+/// workflows, a selection on the command line, a file the loader refuses.
+const THROUGH_THE_BINARY: [&str; 5] = [
+    "AMX0301-human-edge",
+    "AMX0108-missing-instructions",
+    "AMX0802-two-workflow-cycle",
+    "ok-args-select-workflow",
+    "AMX0004-binary",
+];
+
+/// The workspace root as the command line names it, from the case directory.
+const ROOT_ARG: &str = "workspace";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -26,117 +48,122 @@ struct CaseFile {
     args: Vec<String>,
 }
 
-fn updating() -> bool {
-    std::env::var_os("UPDATE_GOLDEN").is_some_and(|value| !value.is_empty() && value != "0")
+fn read_case(case: &Path) -> Result<CaseFile, String> {
+    let text = fs::read_to_string(case.join("case.toml")).map_err(|error| format!("no case.toml: {error}"))?;
+    toml::from_str(&text).map_err(|error| format!("case.toml is invalid: {error}"))
 }
 
-/// Compares `actual` with the recording at `path`, or rewrites it under `UPDATE_GOLDEN=1`.
-pub fn compare_or_update(path: &Path, actual: &str, failures: &mut Vec<String>) {
-    compare(path, actual, failures)
+/// What one `validate` printed and returned.
+struct Output {
+    code: i32,
+    stdout: String,
+    stderr: String,
 }
 
-fn compare(path: &Path, actual: &str, failures: &mut Vec<String>) {
-    if updating() {
-        if fs::read_to_string(path).ok().as_deref() != Some(actual) {
-            if let Some(parent) = path.parent() {
-                fs::create_dir_all(parent).expect("golden directory is writable");
-            }
-            fs::write(path, actual).expect("golden file is writable");
+/// How a case's outputs are made.
+#[derive(Clone, Copy)]
+enum Route {
+    InProcess,
+    Binary,
+}
+
+/// The human and JSON outputs of `archmax validate --root workspace ARGS…` from `case`.
+fn validate(case: &Path, args: &[String], route: Route) -> (Output, Output) {
+    if let Route::InProcess = route
+        && let Some(outputs) = validate_in_process(&case.join(ROOT_ARG), args)
+    {
+        return outputs;
+    }
+    let mut command = vec!["validate", "--root", ROOT_ARG];
+    command.extend(args.iter().map(String::as_str));
+    let human = archmax(case, &command);
+    command.extend(["--format", "json"]);
+    let json = archmax(case, &command);
+    let output = |run: crate::support::Run| Output { code: run.code, stdout: run.stdout, stderr: run.stderr };
+    (output(human), output(json))
+}
+
+/// The outputs through the library, or `None` when the command would refuse before it
+/// has a report (the workspace does not load, has no workflow, or the selection names an
+/// unknown one): the binary renders those refusals.
+fn validate_in_process(root: &Path, args: &[String]) -> Option<(Output, Output)> {
+    let analysis = analyze(root).ok().filter(|analysis| !analysis.units.is_empty())?;
+    let report = analysis.report(args).ok()?;
+    let printed = |format| {
+        let printout = render::validation(analysis.sources(), &report, format, ROOT_ARG, false);
+        Output {
+            code: i32::from(printout.exit_code),
+            stdout: printout.text(Stream::Stdout),
+            stderr: printout.text(Stream::Stderr),
         }
-        return;
-    }
-    match fs::read_to_string(path) {
-        Ok(expected) if expected == actual => {}
-        Ok(expected) => failures.push(format!(
-            "{} differs (rerun with UPDATE_GOLDEN=1 and review the diff)\n{}",
-            path.display(),
-            first_difference(&expected, actual)
-        )),
-        Err(_) => failures.push(format!("{} is missing (run with UPDATE_GOLDEN=1)", path.display())),
-    }
+    };
+    Some((printed(Format::Human), printed(Format::Json)))
 }
 
-fn first_difference(expected: &str, actual: &str) -> String {
-    for (line, (left, right)) in expected.lines().zip(actual.lines()).enumerate() {
-        if left != right {
-            return format!("  line {}:\n  - {left}\n  + {right}", line + 1);
-        }
+fn run_case(case: &Path, route: Route) -> Result<(), Failed> {
+    let spec = read_case(case)?;
+    if spec.description.trim().is_empty() {
+        return Err("describe the case in case.toml".into());
     }
-    format!("  lengths differ: {} vs {} lines", expected.lines().count(), actual.lines().count())
-}
-
-#[test]
-fn golden_diagnostics() {
-    let root = repository().join("golden/diagnostics");
-    let mut cases: Vec<_> = fs::read_dir(&root)
-        .expect("golden/diagnostics exists")
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .filter(|path| path.is_dir())
+    let (human, json) = validate(case, &spec.args, route);
+    if human.code != json.code {
+        return Err(format!("exit {} in human format but {} in JSON", human.code, json.code).into());
+    }
+    if !matches!(human.code, 0 | 1) {
+        return Err(format!("exit code {} ({})", human.code, human.stderr.trim()).into());
+    }
+    let parsed: serde_json::Value =
+        serde_json::from_str(&json.stdout).map_err(|error| format!("JSON output does not parse: {error}"))?;
+    let emitted: BTreeSet<&str> = parsed["workflows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|workflow| workflow["diagnostics"].as_array().into_iter().flatten())
+        .filter_map(|diagnostic| diagnostic["code"].as_str())
         .collect();
-    cases.sort();
-    assert!(!cases.is_empty(), "no golden cases");
-    let mut failures = Vec::new();
-    let mut covered: BTreeSet<String> = BTreeSet::new();
-    for case in &cases {
-        let name = case.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-        let spec: CaseFile = match fs::read_to_string(case.join("case.toml")).map(|text| toml::from_str(&text)) {
-            Ok(Ok(spec)) => spec,
-            Ok(Err(error)) => {
-                failures.push(format!("{name}: case.toml is invalid: {error}"));
-                continue;
-            }
-            Err(error) => {
-                failures.push(format!("{name}: no case.toml: {error}"));
-                continue;
-            }
-        };
-        assert!(!spec.description.trim().is_empty(), "{name}: describe the case");
-        covered.extend(spec.expect.iter().cloned());
-        let mut args = vec!["validate", "--root", "workspace"];
-        args.extend(spec.args.iter().map(String::as_str));
-        let human = archmax(case, &args);
-        let mut json_args = args.clone();
-        json_args.extend(["--format", "json"]);
-        let json = archmax(case, &json_args);
-        if human.code != json.code {
-            failures.push(format!("{name}: exit {} in human format but {} in JSON", human.code, json.code));
-        }
-        if !matches!(human.code, 0 | 1) {
-            failures.push(format!("{name}: exit code {} ({})", human.code, human.stderr.trim()));
-            continue;
-        }
-        let parsed: serde_json::Value = match serde_json::from_str(&json.stdout) {
-            Ok(value) => value,
-            Err(error) => {
-                failures.push(format!("{name}: JSON output does not parse: {error}"));
-                continue;
-            }
-        };
-        let emitted: BTreeSet<String> = parsed["workflows"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|workflow| workflow["diagnostics"].as_array().into_iter().flatten())
-            .filter_map(|diagnostic| diagnostic["code"].as_str().map(str::to_string))
-            .collect();
-        for code in &spec.expect {
-            if !emitted.contains(code) {
-                failures.push(format!("{name}: expected {code}, emitted {emitted:?}"));
-            }
-        }
-        if spec.expect.is_empty() && human.code != 0 {
-            failures
-                .push(format!("{name}: a clean case must validate (exit 0), got {}:\n{}", human.code, human.stderr));
-        }
-        let recorded = format!("exit: {}\n--- stderr\n{}--- stdout\n{}", human.code, human.stderr, human.stdout);
-        compare(&case.join("expected.human"), &recorded, &mut failures);
-        compare(&case.join("expected.json"), &json.stdout, &mut failures);
+    let mut failures: Vec<String> = spec
+        .expect
+        .iter()
+        .filter(|code| !emitted.contains(code.as_str()))
+        .map(|code| format!("expected {code}, emitted {emitted:?}"))
+        .collect();
+    if spec.expect.is_empty() && human.code != 0 {
+        failures.push(format!("a clean case must validate (exit 0), got {}:\n{}", human.code, human.stderr));
     }
+    let recorded = format!("exit: {}\n--- stderr\n{}--- stdout\n{}", human.code, human.stderr, human.stdout);
+    compare_or_update(&case.join("expected.human"), &recorded, &mut failures);
+    compare_or_update(&case.join("expected.json"), &json.stdout, &mut failures);
+    verdict(failures)
+}
+
+/// Every diagnostic code is expected by at least one case.
+fn every_code_has_a_case(cases: &[std::path::PathBuf]) -> Result<(), Failed> {
+    // A case whose case.toml does not read fails as its own test.
+    let covered: BTreeSet<String> =
+        cases.iter().filter_map(|case| read_case(case).ok()).flat_map(|spec| spec.expect).collect();
     let missing: Vec<&str> =
         Code::ALL.iter().map(|code| code.as_str()).filter(|code| !covered.contains(*code)).collect();
-    if !missing.is_empty() {
-        failures.push(format!("no golden case expects {missing:?}"));
-    }
-    assert!(failures.is_empty(), "{} golden failure(s):\n{}", failures.len(), failures.join("\n"));
+    if missing.is_empty() { Ok(()) } else { Err(format!("no golden case expects {missing:?}").into()) }
+}
+
+/// One test per case, the binary's tests, and the coverage test.
+pub fn trials() -> Vec<Trial> {
+    let cases = match case_folders(&repository().join("golden/diagnostics")) {
+        Ok(cases) => cases,
+        Err(problem) => return vec![Trial::test("diagnostics::cases", move || Err(problem.into()))],
+    };
+    let mut trials: Vec<Trial> = cases
+        .iter()
+        .map(|(name, case)| {
+            let case = case.clone();
+            Trial::test(format!("diagnostics::{name}"), move || run_case(&case, Route::InProcess))
+        })
+        .collect();
+    trials.extend(THROUGH_THE_BINARY.iter().map(|name| {
+        let case = repository().join("golden/diagnostics").join(name);
+        Trial::test(format!("diagnostics::{name}::binary"), move || run_case(&case, Route::Binary))
+    }));
+    let folders: Vec<std::path::PathBuf> = cases.into_iter().map(|(_, case)| case).collect();
+    trials.push(Trial::test("diagnostics::every_code_has_a_case", move || every_code_has_a_case(&folders)));
+    trials
 }

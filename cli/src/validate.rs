@@ -4,10 +4,21 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use archmax_compiler::analyze;
-use archmax_compiler::diagnostic::render;
+use archmax_compiler::diagnostic::render::{self, Stream};
 
 use crate::Format;
 use crate::output::{failure, stderr_color};
+
+impl From<Format> for render::Format {
+    fn from(format: Format) -> Self {
+        match format {
+            Format::Human => render::Format::Human,
+            Format::Json => render::Format::Json,
+            Format::Sarif => render::Format::Sarif,
+            Format::Github => render::Format::Github,
+        }
+    }
+}
 
 pub fn run(root: &Path, selection: &[String], format: Format) -> ExitCode {
     let analysis = match analyze(root) {
@@ -24,19 +35,13 @@ pub fn run(root: &Path, selection: &[String], format: Format) -> ExitCode {
         Ok(report) => report,
         Err(error) => return failure(error),
     };
-    let sources = analysis.sources();
-    let prefix = root.to_string_lossy();
-    match format {
-        Format::Human => {
-            eprint!("{}", render::human(sources, &report, stderr_color()));
-            println!("{}", render::verdict(&report));
-        }
-        Format::Json => print!("{}", render::json(sources, &report)),
-        Format::Sarif => print!("{}", render::sarif(sources, &report, &prefix)),
-        Format::Github => {
-            print!("{}", render::github(sources, &report, &prefix));
-            eprintln!("{}", render::verdict(&report));
+    let printout =
+        render::validation(analysis.sources(), &report, format.into(), &root.to_string_lossy(), stderr_color());
+    for (stream, text) in &printout.writes {
+        match stream {
+            Stream::Stdout => print!("{text}"),
+            Stream::Stderr => eprint!("{text}"),
         }
     }
-    if report.is_valid() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    ExitCode::from(printout.exit_code)
 }

@@ -77,7 +77,7 @@ fn an_unknown_workflow_is_a_one_line_failure() {
 
 #[test]
 fn a_root_without_workflows_is_refused() {
-    let dir = std::env::temp_dir().join(format!("archmax-empty-root-{}", std::process::id()));
+    let dir = crate::support::scratch("empty-root");
     fs::create_dir_all(&dir).expect("temp dir");
     let run = archmax(&dir, &["validate"]);
     assert_eq!(run.code, 1);

@@ -1,11 +1,11 @@
-//! Integration tests of the `archmax` binary: golden diagnostics, the example workspace,
-//! and the command-line contract (streams, formats, exit codes).
+//! Integration tests of the `archmax` binary: the example workspace, the command-line
+//! contract (streams, formats, exit codes), artifacts and keys, parks and the session
+//! store across processes. The golden recordings have their own harness, `tests/golden`.
 
 mod artifacts;
 mod commands;
 mod explain;
-mod golden;
 mod parks;
-mod runs;
 mod store;
+#[path = "../support/mod.rs"]
 mod support;

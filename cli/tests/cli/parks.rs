@@ -57,7 +57,7 @@ fn archmax(root: &Path) -> Command {
 
 #[test]
 fn two_processes_deciding_one_park_exactly_one_wins() {
-    let root = std::env::temp_dir().join(format!("archmax-parks-{}", std::process::id()));
+    let root = crate::support::scratch("parks");
     let _ = fs::remove_dir_all(&root);
     write(&root, "workflows/refunds/workflow.yaml", WORKFLOW);
     write(&root, "park.yaml", PARK_TAPE);

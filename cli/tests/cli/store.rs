@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -55,7 +55,7 @@ struct Workspace(PathBuf);
 
 impl Workspace {
     fn new(label: &str) -> Self {
-        let root = std::env::temp_dir().join(format!("archmax-store-{label}-{}", std::process::id()));
+        let root = crate::support::scratch(&format!("store-{label}"));
         let _ = fs::remove_dir_all(&root);
         fs::create_dir_all(root.join("workflows/chain")).expect("workspace");
         fs::write(root.join("workflows/chain/workflow.yaml"), chain_workflow()).expect("workflow");
@@ -97,6 +97,32 @@ impl Workspace {
 
     fn log(&self, id: &str) -> PathBuf {
         self.0.join("sessions").join(id).join("checkpoints/log")
+    }
+
+    /// Runs the chain on `session` and kills it as soon as its log has grown by `bytes`,
+    /// wherever the process is then (mid-append, syncing, sealing, compacting); returns
+    /// whether it was killed, or finished first. Watching the log rather than the clock
+    /// lands every kill among commits, however fast the storage and however slow the
+    /// process start.
+    fn run_killed_after(&self, session: &str, bytes: u64) -> bool {
+        let log = self.log(session);
+        let length = || fs::metadata(&log).map_or(0, |meta| meta.len());
+        let mut child = self.run_chain(session).spawn().expect("archmax starts");
+        let mut baseline = length();
+        loop {
+            let now = length();
+            // A compaction starts a new, shorter log.
+            baseline = baseline.min(now);
+            if now >= baseline + bytes {
+                let _ = child.kill();
+                break;
+            }
+            if child.try_wait().expect("the run is waited for").is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        child.wait().expect("the run ends").code().is_none()
     }
 }
 
@@ -149,34 +175,33 @@ fn a_session_killed_at_random_points_resumes_without_losing_or_repeating_a_step(
     let workspace = Workspace::new("kill");
     let expected: Vec<String> = (0..CHAIN_LENGTH).map(state_name).collect();
 
-    // How long one uninterrupted walk takes bounds the kill delays (never an assert).
-    let started = Instant::now();
     let calibration = workspace.run_chain("calibration").status().expect("archmax runs");
     assert!(calibration.success());
-    let full_walk = started.elapsed().as_micros().max(1) as u64;
     let calibrated = workspace.session("calibration").expect("the calibration session");
     assert_eq!(walked_states(&calibrated), expected);
     assert_eq!(calibrated["status"], "completed");
+    // Each run is killed once its log has grown by up to twice an even share of a whole
+    // walk's log, so the kills spread over the chain.
+    let whole_log = fs::metadata(workspace.log("calibration")).expect("the calibration log").len();
+    let share = (2 * whole_log / KILLS as u64).max(1);
 
     let mut random = Seeded(0x5EED_2026_0011_0009);
-    let mut kills = 0;
+    // Kills after which the session had moved on and was not finished.
+    let mut interrupted = 0;
     let mut seen = 0;
     for _ in 0..KILLS {
-        let mut child = workspace.run_chain("k1").spawn().expect("archmax starts");
-        std::thread::sleep(Duration::from_micros(random.below(full_walk / 8)));
-        let _ = child.kill();
-        let status = child.wait().expect("the run ends");
-        kills += usize::from(status.code().is_none());
+        let killed = workspace.run_killed_after("k1", 1 + random.below(share));
         // After every kill the session loads (never corrupt), its trail is a prefix of
         // the chain (nothing twice) and no shorter than before (nothing committed lost).
         if let Some(session) = workspace.session("k1") {
             let trail = walked_states(&session);
             assert!(expected.starts_with(&trail), "after a kill the trail is {trail:?}");
             assert!(trail.len() >= seen, "the session went back from {seen} states to {}", trail.len());
+            interrupted += usize::from(killed && trail.len() > seen && trail.len() < CHAIN_LENGTH);
             seen = trail.len();
         }
     }
-    assert!(kills > 0, "no run was killed before it finished");
+    assert!(interrupted > 0, "no run was killed between two commits of the walk");
 
     for _ in 0..CHAIN_LENGTH {
         let done = workspace.session("k1").is_some_and(|session| session["status"] == "completed");

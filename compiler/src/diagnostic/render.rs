@@ -2,6 +2,10 @@
 //! handler (colour is the caller's choice, so a pipe or `NO_COLOR` gets plain text);
 //! `json` is one document on stdout; `sarif` is SARIF 2.1.0 for code scanning; `github`
 //! is workflow annotation commands. All four are deterministic for a given report.
+//!
+//! [`validation`] is everything `archmax validate` prints for a report, stream by stream,
+//! with its exit code: the command writes it out as it is, and the golden harness
+//! compares it with the recordings without starting a process.
 
 use std::fmt;
 
@@ -208,6 +212,57 @@ pub fn human(sources: &SourceMap, report: &Report, color: bool) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The formats `archmax validate` prints a report in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// miette's rendering on stderr, then the verdict line on stdout.
+    Human,
+    /// One JSON document on stdout.
+    Json,
+    /// One SARIF 2.1.0 document on stdout.
+    Sarif,
+    /// Annotation commands on stdout, then the verdict line on stderr.
+    Github,
+}
+
+/// A standard stream of the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// What a validation prints, in the order it prints it, and the exit code it ends with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Printout {
+    /// Each piece of text and the stream it goes to; the order matters on a terminal
+    /// where both streams meet (the verdict line comes last).
+    pub writes: Vec<(Stream, String)>,
+    /// 0 when the report has no error (warnings allowed), 1 when it has any.
+    pub exit_code: u8,
+}
+
+impl Printout {
+    /// Everything written to `stream`, in order.
+    pub fn text(&self, stream: Stream) -> String {
+        self.writes.iter().filter(|(to, _)| *to == stream).map(|(_, text)| text.as_str()).collect()
+    }
+}
+
+/// `report` as `archmax validate` prints it in `format`. `root_prefix` is the workspace
+/// root as the user named it (SARIF and GitHub locations start with it); `color` is for
+/// the human rendering only.
+pub fn validation(sources: &SourceMap, report: &Report, format: Format, root_prefix: &str, color: bool) -> Printout {
+    let verdict_line = format!("{}\n", verdict(report));
+    let writes = match format {
+        Format::Human => vec![(Stream::Stderr, human(sources, report, color)), (Stream::Stdout, verdict_line)],
+        Format::Json => vec![(Stream::Stdout, json(sources, report))],
+        Format::Sarif => vec![(Stream::Stdout, sarif(sources, report, root_prefix))],
+        Format::Github => vec![(Stream::Stdout, github(sources, report, root_prefix)), (Stream::Stderr, verdict_line)],
+    };
+    Printout { writes, exit_code: if report.is_valid() { 0 } else { 1 } }
 }
 
 /// The verdict line: `valid — 0 error(s), 2 warning(s)`.

@@ -681,6 +681,7 @@ mod tests {
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
+    use tokio::sync::watch;
     use tokio::task::JoinHandle;
 
     use super::super::Role;
@@ -737,56 +738,136 @@ mod tests {
         }
     }
 
-    /// Just enough HTTP/1.1 on loopback: one scripted reply per request, in order, over
-    /// kept-alive connections; every request is recorded.
+    /// Just enough HTTP/1.1 on loopback: one scripted reply per request, in order, one
+    /// request per connection (every answer says `Connection: close`); every request is
+    /// recorded.
     struct FakeEndpoint {
         base_url: String,
-        seen: Arc<Mutex<Vec<Seen>>>,
-        accept: JoinHandle<()>,
+        shared: Arc<Shared>,
+        tasks: Vec<JoinHandle<()>>,
+    }
+
+    /// What the endpoint's connections share.
+    struct Shared {
+        script: Mutex<VecDeque<Reply>>,
+        seen: Mutex<Vec<Seen>>,
+        clock: Option<Clock>,
     }
 
     impl FakeEndpoint {
+        /// An endpoint for a test on real time.
         async fn start(script: Vec<Reply>) -> FakeEndpoint {
+            FakeEndpoint::serving(script, None).await
+        }
+
+        /// An endpoint for a test on paused time (`start_paused = true`) that moves the
+        /// clock as [`Clock`] says.
+        async fn start_with_clock(script: Vec<Reply>) -> FakeEndpoint {
+            let (clock, ticker) = Clock::held();
+            let mut endpoint = FakeEndpoint::serving(script, Some(clock)).await;
+            endpoint.tasks.push(ticker);
+            endpoint
+        }
+
+        async fn serving(script: Vec<Reply>, clock: Option<Clock>) -> FakeEndpoint {
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
             let address = listener.local_addr().expect("local address");
-            let script = Arc::new(Mutex::new(VecDeque::from(script)));
-            let seen = Arc::new(Mutex::new(Vec::new()));
-            let recorded = Arc::clone(&seen);
+            let shared = Arc::new(Shared { script: Mutex::new(VecDeque::from(script)), seen: Mutex::default(), clock });
+            let connections = Arc::clone(&shared);
             let accept = tokio::spawn(async move {
                 while let Ok((stream, _)) = listener.accept().await {
-                    tokio::spawn(serve(stream, Arc::clone(&script), Arc::clone(&recorded)));
+                    connections.stop_the_clock();
+                    tokio::spawn(serve(stream, Arc::clone(&connections)));
                 }
             });
-            FakeEndpoint { base_url: format!("http://{address}/v1"), seen, accept }
+            FakeEndpoint { base_url: format!("http://{address}/v1"), shared, tasks: vec![accept] }
         }
 
         fn requests(&self) -> Vec<Seen> {
-            self.seen.lock().unwrap_or_else(PoisonError::into_inner).clone()
+            self.shared.seen.lock().unwrap_or_else(PoisonError::into_inner).clone()
         }
     }
 
     impl Drop for FakeEndpoint {
         fn drop(&mut self) {
-            self.accept.abort();
+            self.tasks.iter().for_each(JoinHandle::abort);
         }
     }
 
-    async fn serve(mut stream: TcpStream, script: Arc<Mutex<VecDeque<Reply>>>, seen: Arc<Mutex<Vec<Seen>>>) {
+    impl Shared {
+        fn stop_the_clock(&self) {
+            if let Some(clock) = &self.clock {
+                clock.ticking.send_replace(false);
+            }
+        }
+
+        fn start_the_clock(&self) {
+            if let Some(clock) = &self.clock {
+                clock.ticking.send_replace(true);
+            }
+        }
+    }
+
+    /// Paused time that moves only while the adapter can be waiting on nothing but a timer
+    /// (a backoff, or the timeout of an attempt the endpoint will never answer).
+    ///
+    /// Left alone, paused time jumps to the next timer whenever the runtime has no task to
+    /// run, and a runtime waiting for loopback I/O has none: the timeout of an attempt
+    /// would fire while its answer is on the way. So a blocking task holds the clock still
+    /// (tokio never advances paused time by itself while one runs), and a ticker moves it
+    /// a millisecond at a time from the moment the endpoint has nothing more to say (it
+    /// hangs, or the adapter closed the connection after reading an answer) until the next
+    /// connection arrives. Between a backoff's end and that connection the clock can gain
+    /// a few ticks; each tick takes [`TICK_PACE`] of real time, so even a slow loopback
+    /// could not make it gain anything near a backoff step.
+    struct Clock {
+        ticking: watch::Sender<bool>,
+    }
+
+    impl Clock {
+        /// The clock, stopped, and the task that ticks it.
+        fn held() -> (Clock, JoinHandle<()>) {
+            let (release, held) = std::sync::mpsc::channel::<()>();
+            // Ends when `release` is dropped, with the ticker.
+            tokio::task::spawn_blocking(move || held.recv().ok());
+            let (ticking, mut watched) = watch::channel(false);
+            let ticker = tokio::spawn(async move {
+                let _release = release;
+                loop {
+                    if *watched.borrow_and_update() {
+                        tokio::time::advance(TIMER_TICK).await;
+                        let _ = tokio::task::spawn_blocking(|| std::thread::sleep(TICK_PACE)).await;
+                    } else if watched.changed().await.is_err() {
+                        return;
+                    }
+                }
+            });
+            (Clock { ticking }, ticker)
+        }
+    }
+
+    async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
         let mut buffer = Vec::new();
         loop {
-            let Some(request) = read_request(&mut stream, &mut buffer).await else { return };
-            seen.lock().unwrap_or_else(PoisonError::into_inner).push(request);
-            let reply = script.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
+            let Some(request) = read_request(&mut stream, &mut buffer).await else {
+                // The adapter has read the answer and closed: it backs off or is done.
+                shared.start_the_clock();
+                return;
+            };
+            shared.stop_the_clock();
+            shared.seen.lock().unwrap_or_else(PoisonError::into_inner).push(request);
+            let reply = shared.script.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
             let (code, headers, body) = match reply {
                 Some(Reply::Answer { status, headers, body }) => (status, headers, body),
                 Some(Reply::Hang) => {
+                    shared.start_the_clock();
                     std::future::pending::<()>().await;
                     return;
                 }
                 None => (599, Vec::new(), "the fake endpoint's script is exhausted".to_string()),
             };
             let mut head = format!(
-                "HTTP/1.1 {code} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+                "HTTP/1.1 {code} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
                 body.len()
             );
             for (name, value) in headers {
@@ -839,6 +920,13 @@ mod tests {
     }
 
     // -- fixtures ------------------------------------------------------------------------
+
+    /// The resolution of tokio's timers (a deadline is rounded up to the next millisecond),
+    /// and the step of the test clock.
+    const TIMER_TICK: Duration = Duration::from_millis(1);
+    /// The real time one tick of the test clock takes: a second of backoffs and timeouts
+    /// passes in a tenth of a second.
+    const TICK_PACE: Duration = Duration::from_micros(100);
 
     fn config(base_url: &str) -> OpenAiConfig {
         OpenAiConfig {
@@ -1257,37 +1345,40 @@ mod tests {
 
     // -- retries and timeouts -----------------------------------------------------------
 
-    #[tokio::test]
+    // These run on paused tokio time, moved by the endpoint's `Clock`: a backoff or a
+    // timeout passes at once, and `tokio::time::Instant` reads how long the adapter waited.
+
+    #[tokio::test(start_paused = true)]
     async fn a_429_is_retried_after_the_servers_retry_after() {
-        let server = FakeEndpoint::start(vec![with_retry_after(429, "0"), ok(text_answer("second time"))]).await;
+        let server =
+            FakeEndpoint::start_with_clock(vec![with_retry_after(429, "0"), ok(text_answer("second time"))]).await;
         let call = Call::new();
-        let started = Instant::now();
+        let started = tokio::time::Instant::now();
         let answer = adapter(config(&server.base_url)).call(call.request()).await.expect("answer");
         assert_eq!(answer.text, "second time");
         assert_eq!(server.requests().len(), 2);
-        assert!(
-            started.elapsed() < Duration::from_millis(450),
-            "Retry-After: 0 skips the backoff: {:?}",
-            started.elapsed()
-        );
+        let waited = started.elapsed();
+        assert!(waited < BACKOFF_BASE, "Retry-After: 0 skips the backoff, yet it waited {waited:?}");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_server_error_is_retried_with_backoff() {
-        let server = FakeEndpoint::start(vec![status(503, "busy"), ok(text_answer("recovered"))]).await;
+        let server = FakeEndpoint::start_with_clock(vec![status(503, "busy"), ok(text_answer("recovered"))]).await;
         let mut settings = config(&server.base_url);
         settings.max_retries = 1;
         let call = Call::new();
-        let started = Instant::now();
+        let started = tokio::time::Instant::now();
         let answer = adapter(settings).call(call.request()).await.expect("answer");
         assert_eq!(answer.text, "recovered");
-        assert!(started.elapsed() >= Duration::from_millis(500), "waited {:?}", started.elapsed());
+        let waited = started.elapsed();
+        // The first backoff (half a second, plus up to a quarter more), not the second.
+        assert!(waited >= BACKOFF_BASE && waited < 2 * BACKOFF_BASE, "waited {waited:?}");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn persistent_server_errors_fail_with_the_status_after_every_retry() {
         let script = (0..4).map(|_| with_retry_after(500, "0")).chain([ok(text_answer("too late"))]).collect();
-        let server = FakeEndpoint::start(script).await;
+        let server = FakeEndpoint::start_with_clock(script).await;
         let call = Call::new();
         let result = adapter(config(&server.base_url)).call(call.request()).await;
         assert!(
@@ -1297,10 +1388,10 @@ mod tests {
         assert_eq!(server.requests().len(), 4, "one attempt and max_retries = 3 retries");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_client_error_fails_at_once_with_a_short_excerpt() {
         let long = format!("{{\"error\":{{\"message\":\"{}\"}}}}", "bad request ".repeat(100));
-        let server = FakeEndpoint::start(vec![status(400, &long), ok(text_answer("never"))]).await;
+        let server = FakeEndpoint::start_with_clock(vec![status(400, &long), ok(text_answer("never"))]).await;
         let call = Call::new();
         let result = adapter(config(&server.base_url)).call(call.request()).await;
         match &result {
@@ -1313,42 +1404,50 @@ mod tests {
         assert_eq!(server.requests().len(), 1, "a 400 is not retried");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_silent_server_times_out_within_the_request_timeout() {
-        let server = FakeEndpoint::start(vec![Reply::Hang]).await;
+        let server = FakeEndpoint::start_with_clock(vec![Reply::Hang]).await;
         let mut settings = config(&server.base_url);
         settings.request_timeout = Duration::from_millis(200);
         settings.max_retries = 0;
         let call = Call::new();
-        let started = Instant::now();
+        let started = tokio::time::Instant::now();
         let result = adapter(settings).call(call.request()).await;
         let elapsed = started.elapsed();
         assert!(matches!(result, Err(ModelError::Timeout(limit)) if limit == Duration::from_millis(200)), "{result:?}");
-        assert!(elapsed >= Duration::from_millis(200) && elapsed < Duration::from_secs(1), "took {elapsed:?}");
+        let limit = Duration::from_millis(200);
+        assert!(elapsed >= limit && elapsed <= limit + TIMER_TICK, "took {elapsed:?}");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn timed_out_attempts_are_retried() {
-        let server = FakeEndpoint::start(vec![Reply::Hang, Reply::Hang]).await;
+        let server = FakeEndpoint::start_with_clock(vec![Reply::Hang, Reply::Hang]).await;
         let mut settings = config(&server.base_url);
         settings.request_timeout = Duration::from_millis(200);
         settings.max_retries = 1;
         let call = Call::new();
+        let started = tokio::time::Instant::now();
         let result = adapter(settings).call(call.request()).await;
+        let elapsed = started.elapsed();
         assert!(matches!(result, Err(ModelError::Timeout(_))), "{result:?}");
         assert_eq!(server.requests().len(), 2);
+        // Two attempts of 200 ms each, with the first backoff between them.
+        let attempts = Duration::from_millis(400);
+        assert!(elapsed >= attempts + BACKOFF_BASE && elapsed < attempts + 2 * BACKOFF_BASE, "took {elapsed:?}");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_states_budget_bounds_the_whole_call_when_shorter() {
-        let server = FakeEndpoint::start(vec![Reply::Hang, Reply::Hang, Reply::Hang, Reply::Hang]).await;
+        let server = FakeEndpoint::start_with_clock(vec![Reply::Hang, Reply::Hang, Reply::Hang, Reply::Hang]).await;
         let mut call = Call::new();
-        call.timeout = Some(Duration::from_millis(200));
-        let started = Instant::now();
+        let budget = Duration::from_millis(200);
+        call.timeout = Some(budget);
+        let started = tokio::time::Instant::now();
         let result = adapter(config(&server.base_url)).call(call.request()).await;
         let elapsed = started.elapsed();
-        assert!(matches!(result, Err(ModelError::Timeout(limit)) if limit == Duration::from_millis(200)), "{result:?}");
-        assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+        assert!(matches!(result, Err(ModelError::Timeout(limit)) if limit == budget), "{result:?}");
+        // Cut at the budget, not at the 5 s request timeout.
+        assert!(elapsed <= budget + TIMER_TICK, "took {elapsed:?}");
         assert_eq!(server.requests().len(), 1, "no retry starts past the budget");
     }
 

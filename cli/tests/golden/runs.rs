@@ -1,4 +1,4 @@
-//! The golden runs harness.
+//! The golden runs: one test per case.
 //!
 //! Each directory under `golden/runs/` holds a `workspace/` (with its tapes), or names a
 //! `base` workspace of the repository (`specs`) that its `workspace/` is laid over, and a
@@ -11,19 +11,21 @@
 //! after that many committed steps, to test resuming from another process). A step may
 //! instead `write = { path = "…", from = "…" }`: it replaces the workspace file `path`
 //! with the case's own file `from` (kept outside `workspace/`), so a case can change the
-//! workspace between two commands.
+//! workspace between two commands. Cases run in parallel, each in its own scratch copy.
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde::Deserialize;
 
-use crate::golden::compare_or_update;
-use crate::support::repository;
+use libtest_mimic::{Failed, Trial};
 
-pub const FIXED_CLOCK: &str = "2026-01-05T09:30:00Z";
+use crate::compare::{case_folders, compare_or_update, verdict};
+use crate::support::{copy_dir, repository, scratch};
+
+const FIXED_CLOCK: &str = "2026-01-05T09:30:00Z";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -79,31 +81,10 @@ fn write_step(case_dir: &Path, workspace: &Path, write: &WriteFile) -> Result<St
     ))
 }
 
-pub fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).expect("scratch workspace");
-    for entry in fs::read_dir(from).expect("workspace is readable").flatten() {
-        let path = entry.path();
-        let target = to.join(entry.file_name());
-        // Build outputs and sessions of a base workspace are not inputs.
-        if path.is_dir() && (entry.file_name() == "target" || entry.file_name() == "sessions") {
-            continue;
-        }
-        // A case's symbolic links are part of its input: copied as links, never followed.
-        if entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
-            let link = fs::read_link(&path).expect("read the link");
-            std::os::unix::fs::symlink(link, &target).expect("copy the link");
-        } else if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            fs::copy(&path, &target).expect("copy");
-        }
-    }
-}
-
 const SESSION_COMMANDS: [&str; 4] = ["run", "decide", "reply", "deliver"];
 
 /// Runs one case; returns its transcript.
-pub fn run_case(case_dir: &Path, scratch: &Path) -> Result<String, String> {
+fn run_case(case_dir: &Path, scratch: &Path) -> Result<String, String> {
     let text = fs::read_to_string(case_dir.join("case.toml")).map_err(|error| format!("no case.toml: {error}"))?;
     let case: Case = toml::from_str(&text).map_err(|error| format!("case.toml is invalid: {error}"))?;
     if case.description.trim().is_empty() {
@@ -183,28 +164,22 @@ pub fn run_case(case_dir: &Path, scratch: &Path) -> Result<String, String> {
     Ok(transcript)
 }
 
-fn cases() -> Vec<PathBuf> {
-    let root = repository().join("golden/runs");
-    let mut cases: Vec<PathBuf> = fs::read_dir(&root)
-        .map(|entries| entries.flatten().map(|entry| entry.path()).filter(|path| path.is_dir()).collect())
-        .unwrap_or_default();
-    cases.sort();
-    cases
+fn check_case(name: &str, case: &Path) -> Result<(), Failed> {
+    let scratch = scratch(&format!("runs-{name}"));
+    let transcript = run_case(case, &scratch);
+    let _ = fs::remove_dir_all(&scratch);
+    let mut failures = Vec::new();
+    compare_or_update(&case.join("expected.txt"), &transcript?, &mut failures);
+    verdict(failures)
 }
 
-#[test]
-fn golden_runs() {
-    let cases = cases();
-    assert!(!cases.is_empty(), "golden/runs holds the run cases");
-    let scratch_root = std::env::temp_dir().join(format!("archmax-runs-{}", std::process::id()));
-    let mut failures = Vec::new();
-    for case in &cases {
-        let name = case.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-        match run_case(case, &scratch_root.join(&name)) {
-            Ok(transcript) => compare_or_update(&case.join("expected.txt"), &transcript, &mut failures),
-            Err(problem) => failures.push(format!("{name}: {problem}")),
-        }
+/// One test per case under `golden/runs/`.
+pub fn trials() -> Vec<Trial> {
+    match case_folders(&repository().join("golden/runs")) {
+        Ok(cases) => cases
+            .into_iter()
+            .map(|(name, case)| Trial::test(format!("runs::{name}"), move || check_case(&name, &case)))
+            .collect(),
+        Err(problem) => vec![Trial::test("runs::cases", move || Err(problem.into()))],
     }
-    let _ = fs::remove_dir_all(&scratch_root);
-    assert!(failures.is_empty(), "{} golden run failure(s):\n{}", failures.len(), failures.join("\n"));
 }

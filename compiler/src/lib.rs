@@ -27,6 +27,7 @@ pub mod lower;
 pub mod program;
 pub mod schema;
 pub mod source;
+pub mod standing;
 pub mod syntax;
 pub mod tools;
 pub mod values;

@@ -8,9 +8,9 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use archmax_vm::compiler::analyze;
 use archmax_vm::compiler::artifact;
-use archmax_vm::compiler::lower::{BuildInputs, lower};
+use archmax_vm::compiler::compile;
+use archmax_vm::compiler::lower::BuildInputs;
 use archmax_vm::compiler::program::Program;
 use archmax_vm::events::{EventSink, JsonLines};
 use archmax_vm::model::ModelAdapter;
@@ -22,7 +22,7 @@ use archmax_vm::session::{Status, Usage};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 use archmax_vm::{Disposition, Outcome, RunError, Runtime, RuntimeParts};
 
-use crate::build::refuse_if_invalid;
+use crate::build::refused;
 use crate::flow::Flow;
 use crate::output::{failure, stderr_color};
 
@@ -57,12 +57,9 @@ pub fn program(options: &SessionOptions<'_>) -> Result<Program, Result<Refusal, 
             .map(|loaded| loaded.program)
             .map_err(|error| Ok(Refusal(format!("`{}` is refused: {error}", path.display()))));
     }
-    let analysis = analyze(options.root).map_err(|error| Ok(Refusal(error.to_string())))?;
-    if let Some(code) = refuse_if_invalid(&analysis, &[]) {
-        return Err(Err(code));
-    }
-    lower(&analysis, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT })
-        .map_err(|error| Ok(Refusal(error.to_string())))
+    compile(options.root, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT })
+        .map(|compiled| compiled.program)
+        .map_err(|error| Err(refused(error)))
 }
 
 /// The model: the tape when given, else the configured endpoint.

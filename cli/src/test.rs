@@ -15,8 +15,8 @@ use std::sync::Arc;
 use serde_json::json;
 
 use archmax_vm::compiler::diagnostic::Diagnostic;
-use archmax_vm::compiler::lower::{BuildInputs, lower};
-use archmax_vm::compiler::{analyze, workspace::WorkflowSource};
+use archmax_vm::compiler::lower::BuildInputs;
+use archmax_vm::compiler::{analyze, compile_analysis, workspace::WorkflowSource};
 use archmax_vm::events::EventSink;
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::openai::{OpenAiAdapter, OpenAiConfig};
@@ -26,7 +26,7 @@ use archmax_vm::session::Usage;
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 use archmax_vm::testing::{CaseEnv, CaseResult, Harness, RecordStatus, Verdict};
 
-use crate::build::refuse_if_invalid;
+use crate::build::refused;
 use crate::flow::Flow;
 use crate::output::{failure, stderr_color, usage};
 use crate::session::footer;
@@ -113,13 +113,10 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
         }
         analysis.units[index].diagnostics = kept;
     }
-    if let Some(code) = refuse_if_invalid(&analysis, std::slice::from_ref(&slug)) {
-        return code;
-    }
-    let program = match lower(&analysis, std::slice::from_ref(&slug), &BuildInputs { platform_prompt: PLATFORM_PROMPT })
-    {
-        Ok(program) => Arc::new(program),
-        Err(error) => return failure(error),
+    let inputs = BuildInputs { platform_prompt: PLATFORM_PROMPT };
+    let (analysis, program) = match compile_analysis(analysis, std::slice::from_ref(&slug), &inputs) {
+        Ok(compiled) => (compiled.analysis, Arc::new(compiled.program)),
+        Err(error) => return refused(error),
     };
     let color = stderr_color();
     let disabled = program.workflow(&slug).is_some_and(|(_, workflow)| workflow.disabled);

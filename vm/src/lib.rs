@@ -16,6 +16,7 @@
 
 pub mod clock;
 pub mod events;
+pub mod host_env;
 pub mod interp;
 pub mod kernel;
 pub mod model;

@@ -116,7 +116,7 @@ impl OpenAiConfig {
         Ok(OpenAiConfig {
             base_url,
             api_key,
-            default_model: env_var(&get, "ARCHMAX_MODEL"),
+            default_model: env_var(&get, crate::host_env::MODEL_VARIABLE),
             temperature,
             max_tokens,
             request_timeout,

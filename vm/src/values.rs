@@ -117,8 +117,8 @@ pub fn check(program: &Program, entry: &SignatureEntry, value: &Value, today: &T
             }
         }
         if let Some(pattern) = rules.pattern {
-            match regex::Regex::new(program.str(pattern)) {
-                Ok(regex) if !regex.is_match(text) => {
+            match program.pattern(pattern) {
+                Some(regex) if !regex.is_match(text) => {
                     return Err(format!("'{name}' must match the pattern `{}`", program.str(pattern)));
                 }
                 _ => {}

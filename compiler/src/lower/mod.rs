@@ -142,6 +142,7 @@ pub fn lower(analysis: &Analysis, selection: &[String], inputs: &BuildInputs<'_>
         mounts,
         skills,
         workflows: lowered,
+        patterns: Default::default(),
     })
 }
 

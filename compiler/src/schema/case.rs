@@ -15,6 +15,7 @@ use crate::source::{FileId, Span, Spanned};
 use crate::syntax::reference::{VarPath, is_variable_name, parse_var_path};
 use crate::syntax::yaml::{Node, NodeKind};
 
+pub use super::matcher::{CompiledRegex, Matcher, RegexText, TextMatcher};
 use super::reader::{Fields, Reader};
 use super::state::variable_name_diagnostic;
 
@@ -63,45 +64,6 @@ pub struct Mock {
     pub when_input: Option<Matcher>,
     pub result: Value,
     pub span: Span,
-}
-
-/// A partial-match pattern over JSON values.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Matcher {
-    /// Every named key must be present and match; extra keys are ignored.
-    Map(Vec<(String, Matcher)>),
-    /// Element-wise, with equal length.
-    List(Vec<Matcher>),
-    /// A `/pattern/flags` string, tested against the value's text.
-    Regex(RegexText),
-    /// Strict equality.
-    Exact(Value),
-}
-
-/// A `/pattern/flags` string, already known to compile.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RegexText {
-    pub pattern: String,
-    pub flags: String,
-}
-
-impl RegexText {
-    /// The pattern with its flags as an inline group, for the `regex` crate.
-    pub fn to_regex_source(&self) -> String {
-        let inline: String = self.flags.chars().filter(|flag| matches!(flag, 'i' | 'm' | 's')).collect();
-        if inline.is_empty() { self.pattern.clone() } else { format!("(?{inline}){}", self.pattern) }
-    }
-
-    pub fn compile(&self) -> Result<regex::Regex, regex::Error> {
-        regex::Regex::new(&self.to_regex_source())
-    }
-}
-
-/// A reply token: a substring, or a regex.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TextMatcher {
-    Substring(String),
-    Regex(RegexText),
 }
 
 #[derive(Clone, Debug)]
@@ -567,21 +529,33 @@ fn regex_text(reader: &mut Reader<'_>, text: &str, node: &Node, path: &SpecPath<
         );
         return None;
     }
-    if let Err(error) = regex.compile() {
-        let detail = error.to_string();
-        let detail =
-            detail.lines().last().unwrap_or("invalid pattern").trim().trim_start_matches("error:").trim().to_string();
-        reader.report(
-            Diagnostic::at(Code::MalformedRegex, node.span, format!("`{text}` does not compile as a regex: {detail}"))
+    match regex.compile() {
+        Ok(compiled) => Some(TextMatcher::Regex(compiled)),
+        Err(error) => {
+            let detail = error.to_string();
+            let detail = detail
+                .lines()
+                .last()
+                .unwrap_or("invalid pattern")
+                .trim()
+                .trim_start_matches("error:")
+                .trim()
+                .to_string();
+            reader.report(
+                Diagnostic::at(
+                    Code::MalformedRegex,
+                    node.span,
+                    format!("`{text}` does not compile as a regex: {detail}"),
+                )
                 .with_label("malformed regex")
                 .with_help(
                     "a token written `/pattern/flags` is a regex: fix the pattern (escape a literal `/` as `\\/`)",
                 ),
-            path,
-        );
-        return None;
+                path,
+            );
+            None
+        }
     }
-    Some(TextMatcher::Regex(regex))
 }
 
 /// The flags a regex token may carry (JavaScript's set; `i`, `m` and `s` change matching).

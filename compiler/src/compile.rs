@@ -92,6 +92,42 @@ mod tests {
     }
 
     #[test]
+    fn each_script_is_compiled_once_per_build_by_validation_and_reused_by_lowering() {
+        use crate::check::bytecode::COMPILATIONS;
+        let spec = r#"instructions: Be brief.
+states:
+  first:
+    type: code
+    triggers:
+      manual:
+    script: scripts/check.js
+    transitions:
+      - { to: second, description: The first check passed. }
+  second:
+    type: code
+    script: scripts/check.js
+"#;
+        let script = "export default async function () { return { next: null }; }\n";
+        let before = COMPILATIONS.with(|count| count.get());
+        let analysis =
+            analysis(&[("workflows/orders/workflow.yaml", spec), ("workflows/orders/scripts/check.js", script)]);
+        assert_eq!(COMPILATIONS.with(|count| count.get()) - before, 1, "validation compiles the shared script once");
+        let compiled = match compile_analysis(analysis, &[], &INPUTS) {
+            Ok(compiled) => compiled,
+            Err(CompileError::Invalid(invalid)) => panic!("the test workspace is invalid: {:#?}", invalid.report),
+            Err(error) => panic!("the test workspace does not compile: {error}"),
+        };
+        assert_eq!(COMPILATIONS.with(|count| count.get()) - before, 1, "lowering compiles nothing again");
+        let scripts = &compiled.program.workflows[0].scripts;
+        assert_eq!(scripts.len(), 1);
+        assert_eq!(
+            Some(&scripts[0].bytecode),
+            compiled.analysis.units[0].scripts.first().map(|script| &script.bytecode)
+        );
+        assert!(!scripts[0].bytecode.is_empty());
+    }
+
+    #[test]
     fn an_invalid_workflow_is_refused_with_its_report() {
         let analysis = analysis(&[("workflows/orders/workflow.yaml", "states: 3\n")]);
         match compile_analysis(analysis, &[], &INPUTS) {

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::glob::Glob;
 pub use crate::schema::ast::{Access, StateKind, TransitionType, ValueType};
+use crate::slug::SlugRef;
 use crate::syntax::reference::VarPath;
 use crate::tools::PathAccess;
 
@@ -103,11 +104,13 @@ impl Program {
         self.strings.get(sym.0 as usize).map(String::as_str).unwrap_or("")
     }
 
-    pub fn workflow(&self, slug: &str) -> Option<(WorkflowId, &WorkflowProgram)> {
+    /// The workflow named `slug`, with its id.
+    pub fn workflow<'s>(&self, slug: impl Into<SlugRef<'s>>) -> Option<(WorkflowId, &WorkflowProgram)> {
+        let slug = slug.into();
         self.workflows
             .iter()
             .enumerate()
-            .find(|(_, workflow)| self.str(workflow.slug) == slug)
+            .find(|(_, workflow)| slug == *self.str(workflow.slug))
             .map(|(index, workflow)| (WorkflowId(index as u32), workflow))
     }
 

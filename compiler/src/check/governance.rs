@@ -464,7 +464,7 @@ fn check_mount_path(
         Place::Allow(state) => (reachable(state), reach(state) == MountReach::Forbidden, place_name(place)),
         _ => (
             workflow.states.iter().any(reachable),
-            workflow.states.iter().all(|state| reach(state) == MountReach::Forbidden),
+            !workflow.states.is_empty() && workflow.states.iter().all(|state| reach(state) == MountReach::Forbidden),
             "every state".to_string(),
         ),
     };

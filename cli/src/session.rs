@@ -13,7 +13,7 @@ use archmax_vm::compiler::compile;
 use archmax_vm::compiler::lower::BuildInputs;
 use archmax_vm::compiler::program::Program;
 use archmax_vm::events::{EventSink, JsonLines};
-use archmax_vm::host_env::{self, HostClock, process_env};
+use archmax_vm::host_env::{self, ClockAndPricing, process_env};
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::{Status, Usage};
@@ -84,7 +84,7 @@ pub fn runtime(
             File::create(path).map_err(|error| Refusal(format!("could not write `{}`: {error}", path.display())))?;
         events.listen(Box::new(JsonLines { writer: std::io::BufWriter::new(file) }));
     }
-    let HostClock { clock, pricing } = HostClock::from_env(process_env).map_err(Refusal)?;
+    let ClockAndPricing { clock, pricing } = ClockAndPricing::from_env(process_env).map_err(Refusal)?;
     Ok(Runtime::new(RuntimeParts {
         program: Arc::new(program),
         store: Arc::new(FsStore::new(sessions_dir(options.root))),

@@ -18,7 +18,7 @@ use archmax_vm::compiler::diagnostic::Diagnostic;
 use archmax_vm::compiler::lower::BuildInputs;
 use archmax_vm::compiler::{analyze, compile_analysis, workspace::WorkflowSource};
 use archmax_vm::events::EventSink;
-use archmax_vm::host_env::{self, EndpointError, HostClock, TapeFileError, process_env};
+use archmax_vm::host_env::{self, ClockAndPricing, EndpointError, TapeFileError, process_env};
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::session::Usage;
 use archmax_vm::stdlib::PLATFORM_PROMPT;
@@ -153,7 +153,7 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
             Err(error) => return failure(error),
         }
     };
-    let HostClock { clock, pricing } = match HostClock::from_env(process_env) {
+    let ClockAndPricing { clock, pricing } = match ClockAndPricing::from_env(process_env) {
         Ok(host) => host,
         Err(error) => return failure(error),
     };

@@ -59,7 +59,7 @@ pub struct Program {
     pub workflows: Vec<WorkflowProgram>,
     /// Signature `pattern` regexes compiled so far; not part of the artifact.
     #[serde(skip)]
-    pub patterns: PatternCache,
+    pub(crate) patterns: PatternCache,
 }
 
 /// Signature `pattern` regexes, each compiled the first time a value is checked against

@@ -8,8 +8,8 @@
 //! | Variable | Read by |
 //! | --- | --- |
 //! | `ARCHMAX_MODEL`, `ARCHMAX_API_BASE_URL`, `ARCHMAX_API_KEY`, `ARCHMAX_TEMPERATURE`, `ARCHMAX_MAX_TOKENS`, `ARCHMAX_REQUEST_TIMEOUT_MS`, `ARCHMAX_MAX_RETRIES` | [`endpoint_from_env`] ([`OpenAiConfig::from_env`]) |
-//! | `ARCHMAX_PRICE_INPUT`, `ARCHMAX_PRICE_OUTPUT`, `ARCHMAX_PRICE_CACHE_READ`, `ARCHMAX_PRICE_CACHE_WRITE` | [`HostClock::from_env`] ([`PricingTable::from_env`]) and the endpoint |
-//! | `ARCHMAX_FIXED_CLOCK` | [`HostClock::from_env`] ([`clock::from_env`]) |
+//! | `ARCHMAX_PRICE_INPUT`, `ARCHMAX_PRICE_OUTPUT`, `ARCHMAX_PRICE_CACHE_READ`, `ARCHMAX_PRICE_CACHE_WRITE` | [`ClockAndPricing::from_env`] ([`PricingTable::from_env`]) and the endpoint |
+//! | `ARCHMAX_FIXED_CLOCK` | [`ClockAndPricing::from_env`] ([`clock::from_env`]) |
 
 use std::path::Path;
 use std::sync::Arc;
@@ -68,17 +68,17 @@ pub fn tape_from_file(path: &Path, name: &str) -> Result<Arc<dyn ModelAdapter>, 
 }
 
 /// The clock and the pricing table a runtime or a case harness runs with.
-pub struct HostClock {
+pub struct ClockAndPricing {
     pub clock: Arc<dyn Clock>,
     pub pricing: PricingTable,
 }
 
-impl HostClock {
+impl ClockAndPricing {
     /// `ARCHMAX_FIXED_CLOCK` (else the system clock) and the `ARCHMAX_PRICE_*` table.
-    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<HostClock, String> {
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<ClockAndPricing, String> {
         let clock = clock::from_env(&get)?;
         let pricing = PricingTable::from_env(&get).map_err(|error| error.to_string())?;
-        Ok(HostClock { clock: Arc::from(clock), pricing })
+        Ok(ClockAndPricing { clock: Arc::from(clock), pricing })
     }
 }
 
@@ -92,7 +92,7 @@ mod tests {
 
     #[test]
     fn a_fixed_clock_and_prices_come_from_the_same_lookup() {
-        let host = HostClock::from_env(table(&[
+        let host = ClockAndPricing::from_env(table(&[
             ("ARCHMAX_FIXED_CLOCK", "2026-01-05T09:30:00Z"),
             ("ARCHMAX_PRICE_INPUT", "3"),
             ("ARCHMAX_PRICE_OUTPUT", "15"),
@@ -104,7 +104,7 @@ mod tests {
 
     #[test]
     fn a_bad_variable_is_named_in_the_error() {
-        let error = HostClock::from_env(table(&[("ARCHMAX_FIXED_CLOCK", "yesterday")])).err();
+        let error = ClockAndPricing::from_env(table(&[("ARCHMAX_FIXED_CLOCK", "yesterday")])).err();
         assert!(error.is_some_and(|message| message.contains("ARCHMAX_FIXED_CLOCK")));
         match endpoint_from_env(table(&[("ARCHMAX_MODEL", "gpt-4o")])) {
             Err(EndpointError::Environment(error)) => assert!(error.to_string().contains("ARCHMAX_API_BASE_URL")),

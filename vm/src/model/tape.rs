@@ -6,7 +6,7 @@
 //! - state: identify-case          # the state the call is made in
 //!   role: agent                   # agent | grader | judge
 //!   workflow: support-desk        # the calling session's workflow
-//!   variables: { order_id: NW-1 } # a partial match on the session's variables
+//!   variables: { order_id: NW-1 } # a partial match on the session's variables (schema::matcher)
 //!   text: Routing your question.
 //!   tool_calls:
 //!     - { name: archmax_advance, args: { to: orders-question, reason: an order question } }

@@ -9,11 +9,11 @@ use std::sync::LazyLock;
 
 use crate::diagnostic::{Code, Diagnostic};
 use crate::schema::ast::{StateKind, Workflow};
-use crate::source::Span;
+use crate::source::{SourceFile, Span};
 use crate::workspace::Workspace;
 
 use super::Findings;
-use super::bytecode::{CompiledScript, module_bytecode, module_name, strip_harness_imports};
+use super::bytecode::{CompiledScript, ScriptError, module_bytecode, module_name, strip_harness_imports};
 
 /// The module prefix the sandbox strips.
 pub const HARNESS_PREFIX: &str = "@archmax-ai/harness/";
@@ -97,16 +97,7 @@ pub fn check(
                     compiled.push(CompiledScript { path: script.value.clone(), source: stripped, bytecode });
                 }
                 Err(error) => {
-                    let source = workspace.sources.file(*file);
-                    let offset = match (error.line, error.column) {
-                        (Some(line), Some(column)) => {
-                            let start = source.line_start(line);
-                            let line_text = &source.text[start..source.line_start(line + 1).max(start)];
-                            start
-                                + line_text.char_indices().nth(column.saturating_sub(1)).map(|(at, _)| at).unwrap_or(0)
-                        }
-                        _ => 0,
-                    };
+                    let offset = error_offset(workspace.sources.file(*file), &error);
                     findings.push(
                         Diagnostic::at(
                             Code::ScriptSyntax,
@@ -136,6 +127,19 @@ pub fn check(
                 path.clone(),
             );
         }
+    }
+}
+
+/// The byte offset QuickJS's 1-based line and column point at (the file's start when it
+/// names none).
+fn error_offset(source: &SourceFile, error: &ScriptError) -> usize {
+    match (error.line, error.column) {
+        (Some(line), Some(column)) => {
+            let start = source.line_start(line);
+            let line_text = &source.text[start..source.line_start(line + 1).max(start)];
+            start + line_text.char_indices().nth(column.saturating_sub(1)).map(|(at, _)| at).unwrap_or(0)
+        }
+        _ => 0,
     }
 }
 

@@ -142,6 +142,22 @@ fn step_fields<'n>(
         .map(|fields| fields.into_iter().map(|field| (field.key, field.value)).collect())
 }
 
+/// `value`, or a finding that the step needs `key` (unless the key is there and its value
+/// was already reported).
+fn required<T>(
+    reader: &mut Reader<'_>,
+    node: &Node,
+    path: &SpecPath<'_>,
+    value: Option<T>,
+    key: &str,
+    example: &str,
+) -> Option<T> {
+    if value.is_none() && node.get(key).is_none() {
+        missing(reader, node, path, key, example);
+    }
+    value
+}
+
 fn missing(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>, key: &str, example: &str) {
     reader.report(
         Diagnostic::at(Code::CaseSchema, node.span, format!("this step needs `{key}`"))
@@ -165,12 +181,7 @@ fn tool_match(reader: &mut Reader<'_>, key: &str, node: &Node, path: &SpecPath<'
             _ => {}
         }
     }
-    let Some(name) = name else {
-        if node.get("name").is_none() {
-            missing(reader, node, path, "name", &format!("`{key}: {{ name: <tool>, input: {{ … }} }}`"));
-        }
-        return None;
-    };
+    let name = required(reader, node, path, name, "name", &format!("`{key}: {{ name: <tool>, input: {{ … }} }}`"))?;
     Some(ToolMatch { name, input })
 }
 
@@ -211,15 +222,8 @@ fn decide(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Option<S
             _ => {}
         }
     }
-    match to {
-        Some(to) => Some(StepKind::Decide { to, comment }),
-        None => {
-            if node.get("to").is_none() {
-                missing(reader, node, path, "to", "`decide: { to: <state>, comment: … }`");
-            }
-            None
-        }
-    }
+    let to = required(reader, node, path, to, "to", "`decide: { to: <state>, comment: … }`")?;
+    Some(StepKind::Decide { to, comment })
 }
 
 /// `deliver: { trigger, variables? }`: a trigger delivered to a parked session.
@@ -234,15 +238,8 @@ fn deliver(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Option<
             _ => {}
         }
     }
-    match trigger {
-        Some(trigger) => Some(StepKind::Deliver { trigger: trigger.value, variables: delivered }),
-        None => {
-            if node.get("trigger").is_none() {
-                missing(reader, node, path, "trigger", "`deliver: { trigger: <id>, variables: { … } }`");
-            }
-            None
-        }
-    }
+    let trigger = required(reader, node, path, trigger, "trigger", "`deliver: { trigger: <id>, variables: { … } }`")?;
+    Some(StepKind::Deliver { trigger: trigger.value, variables: delivered })
 }
 
 /// `parked: true | decision | input | { channel?, state? }`.
@@ -338,12 +335,7 @@ fn trail(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Option<St
             _ => {}
         }
     }
-    let Some(count) = count else {
-        if node.get("count").is_none() {
-            missing(reader, node, path, "count", "`trail: { to: <state>, count: 1 }`");
-        }
-        return None;
-    };
+    let count = required(reader, node, path, count, "count", "`trail: { to: <state>, count: 1 }`")?;
     if to.is_none() && kind.is_none() && reason.is_none() {
         reader.report(
             Diagnostic::at(Code::CaseSchema, node.span, "`trail` needs at least one of `to`, `kind` or `reason`")
@@ -407,15 +399,8 @@ fn variables_step(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> 
             _ => {}
         }
     }
-    match expect {
-        Some(expect) => Some(StepKind::Variables { expect, path: paths, locked }),
-        None => {
-            if node.get("expect").is_none() {
-                missing(reader, node, path, "expect", "`variables: { expect: { <name>: <value> } }`");
-            }
-            None
-        }
-    }
+    let expect = required(reader, node, path, expect, "expect", "`variables: { expect: { <name>: <value> } }`")?;
+    Some(StepKind::Variables { expect, path: paths, locked })
 }
 
 /// `reply: { includes?, excludes? }` (at least one).
@@ -475,15 +460,8 @@ fn ran_workflow(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Op
             _ => {}
         }
     }
-    match workflow {
-        Some(workflow) => Some(StepKind::RanWorkflow { workflow, status, count }),
-        None => {
-            if node.get("workflow").is_none() {
-                missing(reader, node, path, "workflow", "`ranWorkflow: { workflow: <slug> }`");
-            }
-            None
-        }
-    }
+    let workflow = required(reader, node, path, workflow, "workflow", "`ranWorkflow: { workflow: <slug> }`")?;
+    Some(StepKind::RanWorkflow { workflow, status, count })
 }
 
 /// `grade: { closedQA, atLeast }` with a bar between 0 and 1.

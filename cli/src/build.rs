@@ -8,8 +8,8 @@ use std::process::ExitCode;
 
 use archmax_vm::compiler::artifact;
 use archmax_vm::compiler::diagnostic::render;
-use archmax_vm::compiler::lower::{BuildInputs, lower};
-use archmax_vm::compiler::{Analysis, analyze};
+use archmax_vm::compiler::lower::BuildInputs;
+use archmax_vm::compiler::{CompileError, compile};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 
 use crate::output::{failure, stderr_color};
@@ -43,18 +43,14 @@ pub fn human_size(bytes: usize) -> String {
     }
 }
 
-/// Validates and prints the diagnostics of a refused build; `None` when valid.
-pub fn refuse_if_invalid(analysis: &Analysis, selection: &[String]) -> Option<ExitCode> {
-    let report = match analysis.report(selection) {
-        Ok(report) => report,
-        Err(error) => return Some(failure(error)),
-    };
-    if report.is_valid() {
-        return None;
+/// Prints why the workspace did not compile (a refusal for errors renders its diagnostics
+/// and the verdict line first, as `validate` does) and returns the exit code.
+pub fn refused(error: CompileError) -> ExitCode {
+    if let CompileError::Invalid(invalid) = &error {
+        eprint!("{}", render::human(invalid.analysis.sources(), &invalid.report, stderr_color()));
+        eprintln!("{}", render::verdict(&invalid.report));
     }
-    eprint!("{}", render::human(analysis.sources(), &report, stderr_color()));
-    eprintln!("{}", render::verdict(&report));
-    Some(failure("the workspace does not validate; nothing was built"))
+    failure(error)
 }
 
 pub fn run(root: &Path, selection: &[String], output: Option<&Path>, sign: Option<&Path>) -> ExitCode {
@@ -62,16 +58,9 @@ pub fn run(root: &Path, selection: &[String], output: Option<&Path>, sign: Optio
         Ok(key) => key,
         Err(error) => return failure(error),
     };
-    let analysis = match analyze(root) {
-        Ok(analysis) => analysis,
-        Err(error) => return failure(error),
-    };
-    if let Some(code) = refuse_if_invalid(&analysis, selection) {
-        return code;
-    }
-    let program = match lower(&analysis, selection, &BuildInputs { platform_prompt: PLATFORM_PROMPT }) {
-        Ok(program) => program,
-        Err(error) => return failure(error),
+    let program = match compile(root, selection, &BuildInputs { platform_prompt: PLATFORM_PROMPT }) {
+        Ok(compiled) => compiled.program,
+        Err(error) => return refused(error),
     };
     let bytes = match &key {
         Some(key) => artifact::encode_signed(&program, key),

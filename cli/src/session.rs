@@ -8,21 +8,19 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use archmax_vm::compiler::analyze;
 use archmax_vm::compiler::artifact;
-use archmax_vm::compiler::lower::{BuildInputs, lower};
+use archmax_vm::compiler::compile;
+use archmax_vm::compiler::lower::BuildInputs;
 use archmax_vm::compiler::program::Program;
 use archmax_vm::events::{EventSink, JsonLines};
+use archmax_vm::host_env::{self, ClockAndPricing, process_env};
 use archmax_vm::model::ModelAdapter;
-use archmax_vm::model::openai::{OpenAiAdapter, OpenAiConfig};
-use archmax_vm::model::pricing::PricingTable;
-use archmax_vm::model::tape::Tape;
 use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::{Status, Usage};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 use archmax_vm::{Disposition, Outcome, RunError, Runtime, RuntimeParts};
 
-use crate::build::refuse_if_invalid;
+use crate::build::refused;
 use crate::flow::Flow;
 use crate::output::{failure, stderr_color};
 
@@ -41,10 +39,6 @@ pub struct SessionOptions<'a> {
 /// A failure before anything ran, with the message to print.
 pub struct Refusal(pub String);
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
-}
-
 /// Loads the artifact under the trust policy, or compiles the workspace in process
 /// (validation included). A program compiled here is trusted as it stands; a loaded one
 /// carries bytecode only when a trusted key signed it (the loader recompiles the rest).
@@ -57,27 +51,18 @@ pub fn program(options: &SessionOptions<'_>) -> Result<Program, Result<Refusal, 
             .map(|loaded| loaded.program)
             .map_err(|error| Ok(Refusal(format!("`{}` is refused: {error}", path.display()))));
     }
-    let analysis = analyze(options.root).map_err(|error| Ok(Refusal(error.to_string())))?;
-    if let Some(code) = refuse_if_invalid(&analysis, &[]) {
-        return Err(Err(code));
-    }
-    lower(&analysis, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT })
-        .map_err(|error| Ok(Refusal(error.to_string())))
+    compile(options.root, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT })
+        .map(|compiled| compiled.program)
+        .map_err(|error| Err(refused(error)))
 }
 
 /// The model: the tape when given, else the configured endpoint.
 pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refusal> {
     match options.tape {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|error| Refusal(format!("could not read the tape `{}`: {error}", path.display())))?;
-            let tape = Tape::parse(&path.display().to_string(), &text).map_err(|error| Refusal(error.to_string()))?;
-            Ok(Arc::new(tape))
+            host_env::tape_from_file(path, &path.display().to_string()).map_err(|error| Refusal(error.to_string()))
         }
-        None => {
-            let config = OpenAiConfig::from_env(env).map_err(|error| Refusal(error.to_string()))?;
-            Ok(Arc::new(OpenAiAdapter::new(config).map_err(|error| Refusal(error.to_string()))?))
-        }
+        None => host_env::endpoint_from_env(process_env).map_err(|error| Refusal(error.to_string())),
     }
 }
 
@@ -99,14 +84,13 @@ pub fn runtime(
             File::create(path).map_err(|error| Refusal(format!("could not write `{}`: {error}", path.display())))?;
         events.listen(Box::new(JsonLines { writer: std::io::BufWriter::new(file) }));
     }
-    let clock = archmax_vm::clock::from_env(env).map_err(Refusal)?;
-    let pricing = PricingTable::from_env(env).map_err(|error| Refusal(error.to_string()))?;
+    let ClockAndPricing { clock, pricing } = ClockAndPricing::from_env(process_env).map_err(Refusal)?;
     Ok(Runtime::new(RuntimeParts {
         program: Arc::new(program),
         store: crate::faults::with_test_faults(Arc::new(FsStore::new(sessions_dir(options.root)))),
         model,
         events,
-        clock: Arc::from(clock),
+        clock,
         root: options.root.to_path_buf(),
         pricing,
     }))
@@ -152,7 +136,7 @@ pub fn header(options: &SessionOptions<'_>, workflow: &str) {
     let root = options.root.canonicalize().unwrap_or_else(|_| options.root.to_path_buf());
     let model = match options.tape {
         Some(tape) => format!("tape {}", tape.display()),
-        None => match env("ARCHMAX_MODEL").filter(|model| !model.trim().is_empty()) {
+        None => match host_env::configured_model(process_env) {
             Some(model) => model,
             None => "ARCHMAX_MODEL is unset (states and settings must name one)".to_string(),
         },

@@ -15,18 +15,16 @@ use std::sync::Arc;
 use serde_json::json;
 
 use archmax_vm::compiler::diagnostic::Diagnostic;
-use archmax_vm::compiler::lower::{BuildInputs, lower};
-use archmax_vm::compiler::{analyze, workspace::WorkflowSource};
+use archmax_vm::compiler::lower::BuildInputs;
+use archmax_vm::compiler::{analyze, compile_analysis, workspace::WorkflowSource};
 use archmax_vm::events::EventSink;
+use archmax_vm::host_env::{self, ClockAndPricing, EndpointError, TapeFileError, process_env};
 use archmax_vm::model::ModelAdapter;
-use archmax_vm::model::openai::{OpenAiAdapter, OpenAiConfig};
-use archmax_vm::model::pricing::PricingTable;
-use archmax_vm::model::tape::Tape;
 use archmax_vm::session::Usage;
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 use archmax_vm::testing::{CaseEnv, CaseResult, Harness, RecordStatus, Verdict};
 
-use crate::build::refuse_if_invalid;
+use crate::build::refused;
 use crate::flow::Flow;
 use crate::output::{failure, stderr_color, usage};
 use crate::session::footer;
@@ -113,13 +111,10 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
         }
         analysis.units[index].diagnostics = kept;
     }
-    if let Some(code) = refuse_if_invalid(&analysis, std::slice::from_ref(&slug)) {
-        return code;
-    }
-    let program = match lower(&analysis, std::slice::from_ref(&slug), &BuildInputs { platform_prompt: PLATFORM_PROMPT })
-    {
-        Ok(program) => Arc::new(program),
-        Err(error) => return failure(error),
+    let inputs = BuildInputs { platform_prompt: PLATFORM_PROMPT };
+    let (analysis, program) = match compile_analysis(analysis, std::slice::from_ref(&slug), &inputs) {
+        Ok(compiled) => (compiled.analysis, Arc::new(compiled.program)),
+        Err(error) => return refused(error),
     };
     let color = stderr_color();
     let disabled = program.workflow(&slug).is_some_and(|(_, workflow)| workflow.disabled);
@@ -150,23 +145,16 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
     let endpoint: Option<Arc<dyn ModelAdapter>> = if args.replay {
         None
     } else {
-        let config = match OpenAiConfig::from_env(|name| std::env::var(name).ok()) {
-            Ok(config) => config,
-            Err(error) => {
+        match host_env::endpoint_from_env(process_env) {
+            Ok(endpoint) => Some(endpoint),
+            Err(EndpointError::Environment(error)) => {
                 return failure(format!("{error} (or run the cases offline with --replay)"));
             }
-        };
-        match OpenAiAdapter::new(config) {
-            Ok(adapter) => Some(Arc::new(adapter)),
             Err(error) => return failure(error),
         }
     };
-    let clock = match archmax_vm::clock::from_env(|name| std::env::var(name).ok()) {
-        Ok(clock) => clock,
-        Err(error) => return failure(error),
-    };
-    let pricing = match PricingTable::from_env(|name| std::env::var(name).ok()) {
-        Ok(pricing) => pricing,
+    let ClockAndPricing { clock, pricing } = match ClockAndPricing::from_env(process_env) {
+        Ok(host) => host,
         Err(error) => return failure(error),
     };
     let tests_dir = root.join(&source.dir).join("tests");
@@ -175,7 +163,7 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
         workflow: slug.clone(),
         root: root.to_path_buf(),
         tests_dir: tests_dir.clone(),
-        clock: Arc::from(clock),
+        clock,
         pricing,
     };
     let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -253,13 +241,12 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
 /// The tape beside a case: `<case>.tape.yaml`.
 fn tape_for(tests_dir: &Path, path: &str, id: &str) -> Result<Arc<dyn ModelAdapter>, String> {
     let file = tests_dir.join(format!("{id}.tape.yaml"));
-    let text = std::fs::read_to_string(&file).map_err(|_| {
-        format!(
+    host_env::tape_from_file(&file, &format!("tests/{id}.tape.yaml")).map_err(|error| match error {
+        TapeFileError::Unreadable { .. } => format!(
             "--replay needs a tape for this case: write tests/{id}.tape.yaml beside tests/{path} (one entry per model call)"
-        )
-    })?;
-    let tape = Tape::parse(&format!("tests/{id}.tape.yaml"), &text).map_err(|error| error.to_string())?;
-    Ok(Arc::new(tape))
+        ),
+        TapeFileError::Invalid(error) => error.to_string(),
+    })
 }
 
 /// The verdict line and what went wrong, on stderr.

@@ -124,7 +124,7 @@ fn parse_unit(workspace: &Workspace, source: &crate::workspace::WorkflowSource) 
             cases.extend(case);
         }
     }
-    Unit { slug: source.slug.clone(), workflow, cases, diagnostics }
+    Unit { slug: source.slug.clone(), workflow, cases, diagnostics, scripts: Vec::new() }
 }
 
 /// Loads a YAML file that must be a mapping; reports why it is not.

@@ -22,7 +22,7 @@ use serde::Deserialize;
 
 use crate::diagnostic::{Code, Diagnostic};
 use crate::source::{FileId, Span};
-use crate::zones::{RESERVED_ROOTS, canonicalize};
+use crate::zones::{RESERVED_ROOTS, ROOTS, canonicalize, reserved_area};
 
 /// One mount of the host table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,26 +111,21 @@ pub enum MountPathError {
     RuntimeArea(String),
 }
 
-/// Top-level host paths no mount source may reach, besides [`RESERVED_ROOTS`]: the
-/// session store, the workflow definitions, the build output and the host's own table.
-pub const RUNTIME_AREAS: [&str; 4] = ["sessions", "workflows", "target", "archmax.toml"];
-
-/// Every runtime-owned top-level name, each once.
+/// Every runtime-owned top-level name, each once: the session roots and the host areas
+/// of [`ROOTS`] (the session store, the workflow definitions, the build output and the
+/// host's own table).
 fn runtime_areas() -> Vec<&'static str> {
-    let mut areas = RUNTIME_AREAS.to_vec();
-    areas.extend(RESERVED_ROOTS.iter().filter(|root| !RUNTIME_AREAS.contains(root)));
-    areas
+    ROOTS.iter().map(|root| root.name).collect()
 }
 
 /// The runtime-owned area `canonical` lies in, if any; compared without regard to ASCII
 /// case, since the host's file system may not tell `Sessions` from `sessions`.
 fn runtime_area(canonical: &str) -> Option<&'static str> {
-    let first = canonical.split('/').next().unwrap_or("");
-    runtime_areas().into_iter().find(|area| area.eq_ignore_ascii_case(first))
+    reserved_area(canonical.split('/').next().unwrap_or("")).map(|root| root.name)
 }
 
 /// The canonical form of a mount's source: a [`workspace_path`] outside every area the
-/// runtime owns ([`RUNTIME_AREAS`], [`RESERVED_ROOTS`]), so a mount never reaches the
+/// runtime owns (every name of [`ROOTS`]), so a mount never reaches the
 /// session store, the workflow definitions or the build output. The compiler and the
 /// artifact loader both decide with this one function.
 pub fn mount_source_path(raw: &str) -> Result<String, MountPathError> {

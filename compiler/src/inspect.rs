@@ -369,6 +369,31 @@ fn rule_line(program: &Program, rule: &Rule) -> String {
 pub fn text(program: &Program, filter: &Filter<'_>, header: &str) -> String {
     let mut out = String::new();
     out.push_str(header);
+    workspace_text(program, &mut out);
+    for workflow in &program.workflows {
+        if filter.workflow.is_some_and(|slug| program.str(workflow.slug) != slug) {
+            continue;
+        }
+        workflow_header_text(program, workflow, &mut out);
+        triggers_text(program, workflow, &mut out);
+        surfaces_text(program, workflow, &mut out);
+        for state in &workflow.states {
+            if filter.state.is_some_and(|slug| program.str(state.slug) != slug) {
+                continue;
+            }
+            state_header_text(program, workflow, state, &mut out);
+            state_access_text(program, state, &mut out);
+            template_text(program, state, &mut out);
+        }
+        if filter.state.is_none() {
+            workflow_tables_text(program, workflow, &mut out);
+        }
+    }
+    out
+}
+
+/// The artifact's header lines and its mount and skill tables.
+fn workspace_text(program: &Program, out: &mut String) {
     out.push_str(&format!(
         "contract {} · compiler {} · {} interned strings\n",
         program.contract,
@@ -391,216 +416,224 @@ pub fn text(program: &Program, filter: &Filter<'_>, header: &str) -> String {
     for skill in &program.skills {
         out.push_str(&format!("  {:<16} {}\n", program.str(skill.slug), program.str(skill.description)));
     }
-    for workflow in &program.workflows {
-        if filter.workflow.is_some_and(|slug| program.str(workflow.slug) != slug) {
-            continue;
+}
+
+/// A workflow's header, settings and workflow-wide denials.
+fn workflow_header_text(program: &Program, workflow: &WorkflowProgram, out: &mut String) {
+    let settings = &workflow.settings;
+    out.push_str(&format!(
+        "\n== workflow {}{} ==\n",
+        program.str(workflow.slug),
+        workflow.title.map(|title| format!(" ({})", program.str(title))).unwrap_or_default()
+    ));
+    out.push_str(&format!("spec hash   {}\n", workflow.spec_hash));
+    out.push_str(&format!("disabled    {}\n", workflow.disabled));
+    out.push_str(&format!("entry       {}\n", program.str(workflow.state(workflow.entry).slug)));
+    out.push_str(&format!(
+        "settings    model={} timeoutMs={} memoryLimitBytes={} maxPtcCalls={} maxResultChars={} prompt_cache={}/{}\n",
+        settings.model.map(|sym| program.str(sym)).unwrap_or("(host default)"),
+        settings.timeout_ms,
+        settings.memory_limit_bytes,
+        settings.max_ptc_calls.map(|calls| calls.to_string()).unwrap_or_else(|| "unbounded".to_string()),
+        settings.max_result_chars,
+        if settings.prompt_cache { "on" } else { "off" },
+        program.str(settings.prompt_cache_ttl)
+    ));
+    out.push_str(&format!(
+        "tests       caseTimeoutMs={} judge={}\n",
+        workflow.tests.case_timeout_ms,
+        match &workflow.tests.judge {
+            Some(judge) =>
+                judge.model.map(|sym| program.str(sym).to_string()).unwrap_or_else(|| "(env model)".to_string()),
+            None => "none".to_string(),
         }
-        let settings = &workflow.settings;
-        out.push_str(&format!(
-            "\n== workflow {}{} ==\n",
-            program.str(workflow.slug),
-            workflow.title.map(|title| format!(" ({})", program.str(title))).unwrap_or_default()
-        ));
-        out.push_str(&format!("spec hash   {}\n", workflow.spec_hash));
-        out.push_str(&format!("disabled    {}\n", workflow.disabled));
-        out.push_str(&format!("entry       {}\n", program.str(workflow.state(workflow.entry).slug)));
-        out.push_str(&format!(
-            "settings    model={} timeoutMs={} memoryLimitBytes={} maxPtcCalls={} maxResultChars={} prompt_cache={}/{}\n",
-            settings.model.map(|sym| program.str(sym)).unwrap_or("(host default)"),
-            settings.timeout_ms,
-            settings.memory_limit_bytes,
-            settings.max_ptc_calls.map(|calls| calls.to_string()).unwrap_or_else(|| "unbounded".to_string()),
-            settings.max_result_chars,
-            if settings.prompt_cache { "on" } else { "off" },
-            program.str(settings.prompt_cache_ttl)
-        ));
-        out.push_str(&format!(
-            "tests       caseTimeoutMs={} judge={}\n",
-            workflow.tests.case_timeout_ms,
-            match &workflow.tests.judge {
-                Some(judge) =>
-                    judge.model.map(|sym| program.str(sym).to_string()).unwrap_or_else(|| "(env model)".to_string()),
-                None => "none".to_string(),
-            }
-        ));
-        if !workflow.forbid_always.is_empty() {
-            out.push_str("forbid_always\n");
-            for rule in &workflow.forbid_always {
-                out.push_str(&format!("  {}\n", rule_line(program, rule)));
-            }
-        }
-        out.push_str("\ntriggers:\n");
-        for trigger in &workflow.triggers {
-            out.push_str(&format!(
-                "  {} → {}",
-                program.str(trigger.id),
-                program.str(workflow.state(trigger.entry).slug)
-            ));
-            if let Some(session) = &trigger.session {
-                out.push_str(&format!(" session={session}"));
-            }
-            match &trigger.message {
-                Some(Some(path)) => out.push_str(&format!(" message={path}")),
-                Some(None) => out.push_str(" message=false"),
-                None => {}
-            }
-            if let Some(connection) = trigger.connection {
-                out.push_str(&format!(" connection={}", program.str(connection)));
-            }
-            out.push('\n');
-            for (label, entries) in [("requires", &trigger.requires), ("returns", &trigger.returns)] {
-                for entry in entries.iter() {
-                    out.push_str(&format!("    {label} {}\n", entry_json(program, entry)));
-                }
-            }
-            out.push_str(&format!("    schema {}\n", program.str(trigger.schema)));
-        }
-        out.push_str("\nsurfaces:\n");
-        for (index, surface) in workflow.surfaces.iter().enumerate() {
-            let tools: Vec<String> = surface
-                .tools
-                .iter()
-                .map(|tool| match tool.kind {
-                    ToolKind::Builtin | ToolKind::Control => program.str(tool.name).to_string(),
-                    other => format!("{} ({})", program.str(tool.name), tool_kind_text(other)),
-                })
-                .collect();
-            out.push_str(&format!("  #{index}: {}\n", tools.join(", ")));
-        }
-        for state in &workflow.states {
-            if filter.state.is_some_and(|slug| program.str(state.slug) != slug) {
-                continue;
-            }
-            out.push_str(&format!("\nstate {} [{}]\n", program.str(state.slug), state.kind.as_str()));
-            let ops: Vec<String> = state.ops.iter().map(|op| op_text(program, workflow, op)).collect();
-            out.push_str(&format!("  ops         {}\n", ops.join("; ")));
-            for transition in &state.transitions {
-                out.push_str(&format!(
-                    "  → {}{}{}{}\n",
-                    program.str(workflow.state(transition.target).slug),
-                    if transition.kind == crate::program::TransitionType::None {
-                        String::new()
-                    } else {
-                        format!(" [{}]", transition.kind.as_str())
-                    },
-                    transition.marker.map(|marker| format!(" ({})", program.str(marker))).unwrap_or_default(),
-                    transition.description.map(|text| format!(" — {}", program.str(text))).unwrap_or_default(),
-                ));
-            }
-            if let Some(target) = state.on_error {
-                out.push_str(&format!("  on_error    {}\n", program.str(workflow.state(target).slug)));
-            }
-            if !state.requires.is_empty() {
-                out.push_str(&format!(
-                    "  requires    {}\n",
-                    state.requires.iter().map(|sym| program.str(*sym)).collect::<Vec<_>>().join(", ")
-                ));
-            }
-            if !state.locks.is_empty() {
-                out.push_str(&format!(
-                    "  locks       {}\n",
-                    state.locks.iter().map(|sym| program.str(*sym)).collect::<Vec<_>>().join(", ")
-                ));
-            }
-            if state.budget.timeout_ms.is_some() || state.budget.max_parks.is_some() {
-                out.push_str(&format!(
-                    "  budget      timeoutMs={} maxParks={}\n",
-                    state.budget.timeout_ms.map(|value| value.to_string()).unwrap_or_else(|| "-".to_string()),
-                    state.budget.max_parks.map(|value| value.to_string()).unwrap_or_else(|| "-".to_string())
-                ));
-            }
-            if let Some(model) = state.model {
-                out.push_str(&format!("  model       {}\n", program.str(model)));
-            }
-            let skills: Vec<String> = state
-                .skill_access
-                .iter()
-                .map(|(name, reach)| format!("{}={}", program.str(*name), reach_text(*reach)))
-                .collect();
-            if !skills.is_empty() {
-                out.push_str(&format!("  skills      {}\n", skills.join(" ")));
-            }
-            let mounts: Vec<String> = state
-                .mount_access
-                .iter()
-                .map(|(name, reach)| format!("{}={}", program.str(*name), mount_reach_text(*reach)))
-                .collect();
-            out.push_str(&format!("  mounts      {}\n", mounts.join(" ")));
-            out.push_str(&format!("  surface     #{}\n", state.surface.0));
-            out.push_str(&format!(
-                "  controls    {}\n",
-                state.guards.controls.iter().map(|sym| program.str(*sym)).collect::<Vec<_>>().join(", ")
-            ));
-            for rule in &state.guards.forbid {
-                out.push_str(&format!("  forbid      {}\n", rule_line(program, rule)));
-            }
-            for grant in &state.guards.grants {
-                let tier = match grant.tier {
-                    GrantTier::State => "state",
-                    GrantTier::Workflow => "workflow",
-                    GrantTier::Default => "default",
-                };
-                if grant.entries.is_empty() {
-                    out.push_str(&format!("  grant       {} ({tier}, any arguments)\n", program.str(grant.tool)));
-                } else {
-                    for rule in &grant.entries {
-                        out.push_str(&format!("  grant       {} ({tier})\n", rule_line(program, rule)));
-                    }
-                }
-            }
-            if let Some(decision) = &state.decision {
-                out.push_str(&format!(
-                    "  decision    evidence=[{}] approvers=[{}]\n",
-                    decision.evidence.iter().map(|sym| program.str(*sym)).collect::<Vec<_>>().join(", "),
-                    decision.approvers.iter().map(|sym| program.str(*sym)).collect::<Vec<_>>().join(", ")
-                ));
-            }
-            out.push_str("  template\n");
-            for part in &state.template {
-                match part {
-                    TemplatePart::Text(text) => {
-                        out.push_str(&format!("{}\n", indent(program.str(*text).trim_matches('\n'), "    │ ")))
-                    }
-                    TemplatePart::Clock => out.push_str("    ⟨clock⟩\n"),
-                    TemplatePart::Reentry => out.push_str("    ⟨re-entry directive⟩\n"),
-                    TemplatePart::Variables => out.push_str("    ⟨variables set⟩\n"),
-                    TemplatePart::Constraints => out.push_str("    ⟨enforced constraints⟩\n"),
-                    TemplatePart::Signature => out.push_str("    ⟨trigger signature⟩\n"),
-                }
-            }
-        }
-        if filter.state.is_none() {
-            out.push_str("\nscripts:\n");
-            for script in &workflow.scripts {
-                out.push_str(&format!(
-                    "  {} source={} bytes bytecode={} bytes\n",
-                    program.str(script.path),
-                    program.str(script.source).len(),
-                    script.bytecode.len()
-                ));
-            }
-            out.push_str("\ncallees:\n");
-            for callee in &workflow.callees {
-                out.push_str(&format!(
-                    "  {} → {} returns [{}]\n    {}\n    parameters {}\n",
-                    program.str(callee.tool),
-                    program
-                        .workflows
-                        .get(callee.workflow.0 as usize)
-                        .map(|target| program.str(target.slug))
-                        .unwrap_or("?"),
-                    callee.returns.iter().map(|sym| program.str(*sym)).collect::<Vec<_>>().join(", "),
-                    program.str(callee.description),
-                    program.str(callee.parameters)
-                ));
-            }
-            out.push_str(&format!(
-                "\nprompt prefix ({} bytes; child variant {} bytes):\n{}\n",
-                program.str(workflow.prompt_prefix).len(),
-                program.str(workflow.child_prompt_prefix).len(),
-                indent(program.str(workflow.prompt_prefix).trim_end(), "  │ ")
-            ));
+    ));
+    if !workflow.forbid_always.is_empty() {
+        out.push_str("forbid_always\n");
+        for rule in &workflow.forbid_always {
+            out.push_str(&format!("  {}\n", rule_line(program, rule)));
         }
     }
-    out
+}
+
+/// Each trigger: its entry, session and message paths, signature and schema.
+fn triggers_text(program: &Program, workflow: &WorkflowProgram, out: &mut String) {
+    out.push_str("\ntriggers:\n");
+    for trigger in &workflow.triggers {
+        out.push_str(&format!("  {} → {}", program.str(trigger.id), program.str(workflow.state(trigger.entry).slug)));
+        if let Some(session) = &trigger.session {
+            out.push_str(&format!(" session={session}"));
+        }
+        match &trigger.message {
+            Some(Some(path)) => out.push_str(&format!(" message={path}")),
+            Some(None) => out.push_str(" message=false"),
+            None => {}
+        }
+        if let Some(connection) = trigger.connection {
+            out.push_str(&format!(" connection={}", program.str(connection)));
+        }
+        out.push('\n');
+        for (label, entries) in [("requires", &trigger.requires), ("returns", &trigger.returns)] {
+            for entry in entries.iter() {
+                out.push_str(&format!("    {label} {}\n", entry_json(program, entry)));
+            }
+        }
+        out.push_str(&format!("    schema {}\n", program.str(trigger.schema)));
+    }
+}
+
+/// The deduplicated tool surfaces, by index.
+fn surfaces_text(program: &Program, workflow: &WorkflowProgram, out: &mut String) {
+    out.push_str("\nsurfaces:\n");
+    for (index, surface) in workflow.surfaces.iter().enumerate() {
+        let tools: Vec<String> = surface
+            .tools
+            .iter()
+            .map(|tool| match tool.kind {
+                ToolKind::Builtin | ToolKind::Control => program.str(tool.name).to_string(),
+                other => format!("{} ({})", program.str(tool.name), tool_kind_text(other)),
+            })
+            .collect();
+        out.push_str(&format!("  #{index}: {}\n", tools.join(", ")));
+    }
+}
+
+/// A state's kind, ops, transitions, bounds and model.
+fn state_header_text(program: &Program, workflow: &WorkflowProgram, state: &StateProgram, out: &mut String) {
+    out.push_str(&format!("\nstate {} [{}]\n", program.str(state.slug), state.kind.as_str()));
+    let ops: Vec<String> = state.ops.iter().map(|op| op_text(program, workflow, op)).collect();
+    out.push_str(&format!("  ops         {}\n", ops.join("; ")));
+    for transition in &state.transitions {
+        out.push_str(&format!(
+            "  → {}{}{}{}\n",
+            program.str(workflow.state(transition.target).slug),
+            if transition.kind == crate::program::TransitionType::None {
+                String::new()
+            } else {
+                format!(" [{}]", transition.kind.as_str())
+            },
+            transition.marker.map(|marker| format!(" ({})", program.str(marker))).unwrap_or_default(),
+            transition.description.map(|text| format!(" — {}", program.str(text))).unwrap_or_default(),
+        ));
+    }
+    if let Some(target) = state.on_error {
+        out.push_str(&format!("  on_error    {}\n", program.str(workflow.state(target).slug)));
+    }
+    if !state.requires.is_empty() {
+        out.push_str(&format!(
+            "  requires    {}\n",
+            state.requires.iter().map(|sym| program.str(*sym)).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if !state.locks.is_empty() {
+        out.push_str(&format!(
+            "  locks       {}\n",
+            state.locks.iter().map(|sym| program.str(*sym)).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if state.budget.timeout_ms.is_some() || state.budget.max_parks.is_some() {
+        out.push_str(&format!(
+            "  budget      timeoutMs={} maxParks={}\n",
+            state.budget.timeout_ms.map(|value| value.to_string()).unwrap_or_else(|| "-".to_string()),
+            state.budget.max_parks.map(|value| value.to_string()).unwrap_or_else(|| "-".to_string())
+        ));
+    }
+    if let Some(model) = state.model {
+        out.push_str(&format!("  model       {}\n", program.str(model)));
+    }
+}
+
+/// What a state may reach: skills, mounts, its surface, controls, forbids, grants and
+/// its decision record.
+fn state_access_text(program: &Program, state: &StateProgram, out: &mut String) {
+    let skills: Vec<String> = state
+        .skill_access
+        .iter()
+        .map(|(name, reach)| format!("{}={}", program.str(*name), reach_text(*reach)))
+        .collect();
+    if !skills.is_empty() {
+        out.push_str(&format!("  skills      {}\n", skills.join(" ")));
+    }
+    let mounts: Vec<String> = state
+        .mount_access
+        .iter()
+        .map(|(name, reach)| format!("{}={}", program.str(*name), mount_reach_text(*reach)))
+        .collect();
+    out.push_str(&format!("  mounts      {}\n", mounts.join(" ")));
+    out.push_str(&format!("  surface     #{}\n", state.surface.0));
+    out.push_str(&format!(
+        "  controls    {}\n",
+        state.guards.controls.iter().map(|sym| program.str(*sym)).collect::<Vec<_>>().join(", ")
+    ));
+    for rule in &state.guards.forbid {
+        out.push_str(&format!("  forbid      {}\n", rule_line(program, rule)));
+    }
+    for grant in &state.guards.grants {
+        let tier = match grant.tier {
+            GrantTier::State => "state",
+            GrantTier::Workflow => "workflow",
+            GrantTier::Default => "default",
+        };
+        if grant.entries.is_empty() {
+            out.push_str(&format!("  grant       {} ({tier}, any arguments)\n", program.str(grant.tool)));
+        } else {
+            for rule in &grant.entries {
+                out.push_str(&format!("  grant       {} ({tier})\n", rule_line(program, rule)));
+            }
+        }
+    }
+    if let Some(decision) = &state.decision {
+        out.push_str(&format!(
+            "  decision    evidence=[{}] approvers=[{}]\n",
+            decision.evidence.iter().map(|sym| program.str(*sym)).collect::<Vec<_>>().join(", "),
+            decision.approvers.iter().map(|sym| program.str(*sym)).collect::<Vec<_>>().join(", ")
+        ));
+    }
+}
+
+/// A state's volatile template, holes shown by name.
+fn template_text(program: &Program, state: &StateProgram, out: &mut String) {
+    out.push_str("  template\n");
+    for part in &state.template {
+        match part {
+            TemplatePart::Text(text) => {
+                out.push_str(&format!("{}\n", indent(program.str(*text).trim_matches('\n'), "    │ ")))
+            }
+            TemplatePart::Clock => out.push_str("    ⟨clock⟩\n"),
+            TemplatePart::Reentry => out.push_str("    ⟨re-entry directive⟩\n"),
+            TemplatePart::Variables => out.push_str("    ⟨variables set⟩\n"),
+            TemplatePart::Constraints => out.push_str("    ⟨enforced constraints⟩\n"),
+            TemplatePart::Signature => out.push_str("    ⟨trigger signature⟩\n"),
+        }
+    }
+}
+
+/// A workflow's scripts, callees and rendered prompt prefix.
+fn workflow_tables_text(program: &Program, workflow: &WorkflowProgram, out: &mut String) {
+    out.push_str("\nscripts:\n");
+    for script in &workflow.scripts {
+        out.push_str(&format!(
+            "  {} source={} bytes bytecode={} bytes\n",
+            program.str(script.path),
+            program.str(script.source).len(),
+            script.bytecode.len()
+        ));
+    }
+    out.push_str("\ncallees:\n");
+    for callee in &workflow.callees {
+        out.push_str(&format!(
+            "  {} → {} returns [{}]\n    {}\n    parameters {}\n",
+            program.str(callee.tool),
+            program.workflows.get(callee.workflow.0 as usize).map(|target| program.str(target.slug)).unwrap_or("?"),
+            callee.returns.iter().map(|sym| program.str(*sym)).collect::<Vec<_>>().join(", "),
+            program.str(callee.description),
+            program.str(callee.parameters)
+        ));
+    }
+    out.push_str(&format!(
+        "\nprompt prefix ({} bytes; child variant {} bytes):\n{}\n",
+        program.str(workflow.prompt_prefix).len(),
+        program.str(workflow.child_prompt_prefix).len(),
+        indent(program.str(workflow.prompt_prefix).trim_end(), "  │ ")
+    ));
 }

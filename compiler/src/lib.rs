@@ -11,6 +11,8 @@
 //! [`analyze`] runs the whole pipeline over a root directory and returns an
 //! [`Analysis`]; [`Analysis::report`] selects workflows and
 //! [`diagnostic::render`] turns the report into human, JSON, SARIF or GitHub output.
+//! [`compile`] is the one entry point that goes on to a lowered program: it refuses a
+//! workspace with errors (handing back the report to render) and lowers the rest.
 //! Nothing here panics on input: every problem is a [`Diagnostic`] with a stable
 //! `AMX` code (see [`diagnostic::codes`]), a span, and help saying what to write.
 
@@ -18,6 +20,7 @@ pub mod analysis;
 pub mod artifact;
 pub mod check;
 pub mod codec;
+pub mod compile;
 pub mod diagnostic;
 pub mod glob;
 pub mod graph;
@@ -26,7 +29,9 @@ pub mod inspect;
 pub mod lower;
 pub mod program;
 pub mod schema;
+pub mod slug;
 pub mod source;
+pub mod standing;
 pub mod syntax;
 pub mod tools;
 pub mod values;
@@ -37,6 +42,8 @@ pub mod zones;
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub use analysis::{Analysis, Report, UnknownWorkflow, WorkflowReport, analyze, analyze_workspace};
+pub use compile::{CompileError, Compiled, compile, compile_analysis};
 pub use diagnostic::{Code, Diagnostic, Severity};
+pub use slug::{Slug, SlugRef};
 pub use workspace::WorkspaceError;
 pub use workspace::load_memory;

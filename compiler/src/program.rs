@@ -9,12 +9,18 @@
 //! named by [`Sym`]; states are a dense table indexed by [`StateId`].
 //!
 //! The types are plain data: no maps, only vectors in a deterministic order, so building
-//! the same workspace twice gives byte-identical artifacts.
+//! the same workspace twice gives byte-identical artifacts. The one exception is the
+//! [`PatternCache`], which is never serialized.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
 use crate::glob::Glob;
 pub use crate::schema::ast::{Access, StateKind, TransitionType, ValueType};
+use crate::slug::SlugRef;
 use crate::syntax::reference::VarPath;
 use crate::tools::PathAccess;
 
@@ -51,19 +57,60 @@ pub struct Program {
     /// The skill registry.
     pub skills: Vec<SkillProgram>,
     pub workflows: Vec<WorkflowProgram>,
+    /// Signature `pattern` regexes compiled so far; not part of the artifact.
+    #[serde(skip)]
+    pub(crate) patterns: PatternCache,
+}
+
+/// Signature `pattern` regexes, each compiled the first time a value is checked against
+/// it and kept beside the program, so no check compiles one again.
+#[derive(Default)]
+pub struct PatternCache(Mutex<HashMap<Sym, Option<regex::Regex>>>);
+
+impl PatternCache {
+    fn entries(&self) -> MutexGuard<'_, HashMap<Sym, Option<regex::Regex>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Clone for PatternCache {
+    fn clone(&self) -> PatternCache {
+        PatternCache(Mutex::new(self.entries().clone()))
+    }
+}
+
+/// A cache says nothing about the program: any two are equal.
+impl PartialEq for PatternCache {
+    fn eq(&self, _: &PatternCache) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for PatternCache {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "PatternCache({} compiled)", self.entries().len())
+    }
 }
 
 impl Program {
+    /// The compiled regex of the `pattern` string `sym`; `None` when it does not compile
+    /// (validation refuses such a pattern, so only a hand-made program can hold one).
+    pub fn pattern(&self, sym: Sym) -> Option<regex::Regex> {
+        self.patterns.entries().entry(sym).or_insert_with(|| regex::Regex::new(self.str(sym)).ok()).clone()
+    }
+
     /// The text of an interned string.
     pub fn str(&self, sym: Sym) -> &str {
         self.strings.get(sym.0 as usize).map(String::as_str).unwrap_or("")
     }
 
-    pub fn workflow(&self, slug: &str) -> Option<(WorkflowId, &WorkflowProgram)> {
+    /// The workflow named `slug`, with its id.
+    pub fn workflow<'s>(&self, slug: impl Into<SlugRef<'s>>) -> Option<(WorkflowId, &WorkflowProgram)> {
+        let slug = slug.into();
         self.workflows
             .iter()
             .enumerate()
-            .find(|(_, workflow)| self.str(workflow.slug) == slug)
+            .find(|(_, workflow)| slug == *self.str(workflow.slug))
             .map(|(index, workflow)| (WorkflowId(index as u32), workflow))
     }
 

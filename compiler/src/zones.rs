@@ -7,12 +7,136 @@
 //! `workflows/` is the authoring plane and never reachable. Host mounts (see
 //! [`crate::host`]) sit beside these, matched by longest prefix. Every path rule of the
 //! validator and of the runtime kernel classifies through [`classify`], so both agree.
+//!
+//! The one thing to know: [`ROOTS`] is the only list of reserved top-level names. The
+//! zone a path falls in, the names no mount key or session id may take, the host areas
+//! no mount source may reach, the session-root entries a listing hides and the ones the
+//! session quota skips are all read from it.
 
 use crate::host::MountTable;
 
-/// Root names no mount may take and no session id may start with.
-pub const RESERVED_ROOTS: [&str; 7] =
-    ["scratchpad", "large_tool_results", "conversation_history", "checkpoints", "artifacts", "_specs", "workflows"];
+/// Who a reserved top-level name belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// The agent's own working area.
+    Agent,
+    /// The runtime: only the VM writes there.
+    Runtime,
+    /// The workflow authors: the authoring plane, and the host's own table.
+    Authoring,
+}
+
+/// One reserved top-level name and what the model may do with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RootArea {
+    pub name: &'static str,
+    pub owner: Owner,
+    /// The zone paths below it fall in; `None` for a name reserved only on the host
+    /// (beside the workspace, never inside a session).
+    pub zone: Option<Zone>,
+    /// The model's file tools may read below it.
+    pub model_reads: bool,
+    /// The model's file tools may write below it.
+    pub model_writes: bool,
+    /// It shows in a listing of the session root when present.
+    pub model_lists: bool,
+    /// Its files count against the session's quota.
+    pub counts_toward_quota: bool,
+}
+
+impl RootArea {
+    /// True for a name that is a root of every session's workspace.
+    pub const fn in_session(&self) -> bool {
+        self.zone.is_some()
+    }
+
+    /// True for an offload area: written by the runtime, read by the model.
+    pub fn is_offload(&self) -> bool {
+        self.zone == Some(Zone::Offload)
+    }
+}
+
+const fn session_area(name: &'static str, owner: Owner, zone: Zone) -> RootArea {
+    let model_reads = matches!(zone, Zone::Scratchpad | Zone::Offload);
+    RootArea {
+        name,
+        owner,
+        zone: Some(zone),
+        model_reads,
+        model_writes: matches!(zone, Zone::Scratchpad),
+        model_lists: model_reads,
+        counts_toward_quota: matches!(owner, Owner::Agent),
+    }
+}
+
+const fn host_area(name: &'static str, owner: Owner) -> RootArea {
+    RootArea {
+        name,
+        owner,
+        zone: None,
+        model_reads: false,
+        model_writes: false,
+        model_lists: false,
+        counts_toward_quota: false,
+    }
+}
+
+/// Every reserved top-level name: the session roots first, then the names reserved only
+/// in the host's workspace directory (the session store, the build output, the host's
+/// table), which no mount source may reach either.
+pub const ROOTS: [RootArea; 10] = [
+    session_area("scratchpad", Owner::Agent, Zone::Scratchpad),
+    session_area("large_tool_results", Owner::Runtime, Zone::Offload),
+    session_area("conversation_history", Owner::Runtime, Zone::Offload),
+    session_area("checkpoints", Owner::Runtime, Zone::RuntimeInternal),
+    session_area("artifacts", Owner::Runtime, Zone::RuntimeInternal),
+    session_area("_specs", Owner::Runtime, Zone::RuntimeInternal),
+    session_area("workflows", Owner::Authoring, Zone::GovernancePlane),
+    host_area("sessions", Owner::Runtime),
+    host_area("target", Owner::Runtime),
+    host_area("archmax.toml", Owner::Authoring),
+];
+
+const fn session_root_count() -> usize {
+    let mut count = 0;
+    let mut index = 0;
+    while index < ROOTS.len() {
+        if ROOTS[index].in_session() {
+            count += 1;
+        }
+        index += 1;
+    }
+    count
+}
+
+const fn session_root_names<const N: usize>() -> [&'static str; N] {
+    let mut names = [""; N];
+    let (mut index, mut filled) = (0, 0);
+    while index < ROOTS.len() {
+        if ROOTS[index].in_session() {
+            names[filled] = ROOTS[index].name;
+            filled += 1;
+        }
+        index += 1;
+    }
+    names
+}
+
+/// Root names no mount may take and no session id may start with: the session roots of
+/// [`ROOTS`], in table order.
+pub const RESERVED_ROOTS: [&str; session_root_count()] = session_root_names();
+
+/// The session root `name` names, compared without regard to ASCII case (on a
+/// case-insensitive file system `Checkpoints/` is the runtime's own folder).
+pub fn session_root(name: &str) -> Option<&'static RootArea> {
+    ROOTS.iter().find(|root| root.in_session() && root.name.eq_ignore_ascii_case(name))
+}
+
+/// The reserved name (session root or host area) a top-level `name` is, compared
+/// without regard to ASCII case.
+pub fn reserved_area(name: &str) -> Option<&'static RootArea> {
+    ROOTS.iter().find(|root| root.name.eq_ignore_ascii_case(name))
+}
 
 /// Where a canonical path lies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,15 +197,9 @@ pub fn classify(canonical: &str, mounts: &MountTable) -> Zone {
     if canonical.is_empty() {
         return Zone::Root;
     }
-    // Reserved roots are matched without regard to case: on a case-insensitive file
-    // system `Checkpoints/` is the runtime's own folder.
-    let first = canonical.split('/').next().unwrap_or("").to_ascii_lowercase();
-    match first.as_str() {
-        "workflows" => return Zone::GovernancePlane,
-        "checkpoints" | "artifacts" | "_specs" => return Zone::RuntimeInternal,
-        "large_tool_results" | "conversation_history" => return Zone::Offload,
-        "scratchpad" => return Zone::Scratchpad,
-        _ => {}
+    let first = canonical.split('/').next().unwrap_or("");
+    if let Some(zone) = session_root(first).and_then(|root| root.zone) {
+        return zone;
     }
     match mounts.containing(canonical) {
         Some(index) => Zone::Mount(index),
@@ -160,6 +278,32 @@ mod tests {
         assert_eq!(canonicalize("/scratchpad/./a//b/../c"), Ok("scratchpad/a/c".to_string()));
         assert_eq!(canonicalize("scratchpad/../../etc"), Err(Escape));
         assert_eq!(canonicalize(""), Ok(String::new()));
+    }
+
+    #[test]
+    fn the_table_keeps_the_reserved_names_and_their_standing() {
+        assert_eq!(
+            RESERVED_ROOTS,
+            [
+                "scratchpad",
+                "large_tool_results",
+                "conversation_history",
+                "checkpoints",
+                "artifacts",
+                "_specs",
+                "workflows"
+            ]
+        );
+        let hidden: Vec<&str> =
+            ROOTS.iter().filter(|root| root.in_session() && !root.model_lists).map(|root| root.name).collect();
+        assert_eq!(hidden, ["checkpoints", "artifacts", "_specs", "workflows"]);
+        let written: Vec<&str> = ROOTS.iter().filter(|root| root.model_writes).map(|root| root.name).collect();
+        assert_eq!(written, ["scratchpad"]);
+        let offload: Vec<&str> = ROOTS.iter().filter(|root| root.is_offload()).map(|root| root.name).collect();
+        assert_eq!(offload, ["large_tool_results", "conversation_history"]);
+        assert_eq!(session_root("Checkpoints").map(|root| root.name), Some("checkpoints"));
+        assert_eq!(session_root("sessions"), None);
+        assert_eq!(reserved_area("Sessions").map(|root| root.owner), Some(Owner::Runtime));
     }
 
     #[test]

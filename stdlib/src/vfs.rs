@@ -22,7 +22,6 @@ mod routing;
 
 pub use disk::{DiskVfs, StoreKind};
 pub use memory::MemoryVfs;
-pub use routing::RUNTIME_ONLY_ROOTS;
 
 /// One directory entry.
 #[derive(Clone, Debug, PartialEq, Eq)]

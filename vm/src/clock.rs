@@ -3,6 +3,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use archmax_compiler::values::{rfc3339_utc, utc};
+
 /// Milliseconds since the epoch.
 pub trait Clock: Send + Sync {
     fn now_ms(&self) -> u64;
@@ -38,39 +40,23 @@ pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Box<dyn Clock>, 
     }
 }
 
-const WEEKDAYS: [&str; 7] = ["Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday"];
-
-/// Civil date and time (UTC) of an instant: (year, month, day, hour, minute, second, weekday).
-pub fn civil(ms: u64) -> (i64, u32, u32, u32, u32, u32, &'static str) {
-    let seconds = (ms / 1000) as i64;
-    let days = seconds.div_euclid(86_400);
-    let in_day = seconds.rem_euclid(86_400);
-    let weekday = WEEKDAYS[days.rem_euclid(7) as usize];
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let shifted = days + 719_468;
-    let era = shifted.div_euclid(146_097);
-    let day_of_era = shifted - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day, (in_day / 3600) as u32, ((in_day % 3600) / 60) as u32, (in_day % 60) as u32, weekday)
-}
-
-/// RFC 3339, UTC, to the second: `2026-01-05T09:30:00Z`.
+/// RFC 3339, UTC, to the second: `2026-01-05T09:30:00Z`. An instant past the
+/// calendar's range prints as its last second.
 pub fn rfc3339(ms: u64) -> String {
-    let (year, month, day, hour, minute, second, _) = civil(ms);
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
+    rfc3339_utc(utc(ms))
 }
 
 /// The clock line of the volatile block, rounded down to ten minutes.
 pub fn clock_line(ms: u64) -> String {
-    let rounded = ms - ms % 600_000;
-    let (year, month, day, hour, minute, _, weekday) = civil(rounded);
+    let at = utc(ms - ms % 600_000);
     format!(
-        "Current date and time: {year:04}-{month:02}-{day:02} {hour:02}:{minute:02} UTC ({weekday}), rounded down to ten minutes, so it may be up to that much behind."
+        "Current date and time: {:04}-{:02}-{:02} {:02}:{:02} UTC ({}), rounded down to ten minutes, so it may be up to that much behind.",
+        at.year(),
+        at.month(),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.strftime("%A")
     )
 }
 
@@ -81,11 +67,25 @@ mod tests {
     #[test]
     fn civil_dates() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(civil(0).6, "Thursday");
+        assert!(clock_line(0).contains("(Thursday)"));
         // 2026-11-29 is a Sunday.
         let (seconds, _) = archmax_compiler::values::parse_date_time("2026-11-29T19:27:45Z").expect("instant");
         let ms = seconds as u64 * 1000;
         assert_eq!(rfc3339(ms), "2026-11-29T19:27:45Z");
         assert!(clock_line(ms).starts_with("Current date and time: 2026-11-29 19:20 UTC (Sunday)"));
+    }
+
+    #[test]
+    fn leap_days_and_year_ends_print_as_written() {
+        for text in ["2024-02-29T23:59:59Z", "2000-02-29T00:00:00Z", "1999-12-31T23:59:59Z", "2001-01-01T00:00:00Z"] {
+            let (seconds, _) = archmax_compiler::values::parse_date_time(text).expect("instant");
+            assert_eq!(rfc3339(seconds as u64 * 1000 + 999), text);
+        }
+    }
+
+    #[test]
+    fn an_instant_past_the_calendar_prints_its_last_second() {
+        assert!(rfc3339(u64::MAX).starts_with("9999-12-"));
+        assert!(clock_line(u64::MAX).starts_with("Current date and time: 9999-12-"));
     }
 }

@@ -28,6 +28,7 @@ pub mod blocking;
 pub mod cache;
 pub mod clock;
 pub mod events;
+pub mod host_env;
 pub mod interp;
 pub mod kernel;
 pub mod model;

@@ -88,35 +88,6 @@ impl Mock {
     }
 }
 
-/// Whether `observed` matches `pattern`: every declared key present and matching
-/// (recursively, extra keys ignored), lists element-wise with equal length, regexes
-/// tested against the value's text, anything else by strict equality.
-pub fn partial_match(pattern: &archmax_compiler::schema::case::Matcher, observed: &Value) -> bool {
-    use archmax_compiler::schema::case::Matcher;
-    match pattern {
-        Matcher::Map(entries) => match observed {
-            Value::Object(map) => {
-                entries.iter().all(|(key, inner)| map.get(key).is_some_and(|found| partial_match(inner, found)))
-            }
-            _ => false,
-        },
-        Matcher::List(items) => match observed {
-            Value::Array(found) => {
-                items.len() == found.len() && items.iter().zip(found).all(|(inner, value)| partial_match(inner, value))
-            }
-            _ => false,
-        },
-        Matcher::Regex(regex) => {
-            let text = match observed {
-                Value::String(text) => text.clone(),
-                other => other.to_string(),
-            };
-            regex.compile().is_ok_and(|compiled| compiled.is_match(&text))
-        }
-        Matcher::Exact(expected) => expected == observed,
-    }
-}
-
 /// A new message (or start) for a session.
 #[derive(Clone, Debug, Default)]
 pub struct TurnRequest {
@@ -468,9 +439,9 @@ impl Runtime {
 
     /// The mock answering a call of `tool` with `args`, if any.
     pub fn mock_for(&self, tool: &str, args: &Value) -> Option<&Mock> {
-        self.mocks.iter().find(|mock| {
-            mock.tool == tool && mock.when_input.as_ref().is_none_or(|pattern| partial_match(pattern, args))
-        })
+        self.mocks
+            .iter()
+            .find(|mock| mock.tool == tool && mock.when_input.as_ref().is_none_or(|pattern| pattern.matches(args)))
     }
 
     /// The REPL of a session, if one is kept; using it makes it the most recent.

@@ -8,7 +8,9 @@
 use serde_json::Value;
 
 use archmax_compiler::program::{BoundProgram, Program, SignatureEntry, ValueType};
-use archmax_compiler::values::{parse_date, parse_date_time};
+use archmax_compiler::values::{
+    date_of_day, day_number, format_date, instant, parse_date, parse_date_time, rfc3339_utc, utc, utc_second,
+};
 
 /// `today` and `now`, for date bounds.
 pub struct Today {
@@ -17,9 +19,10 @@ pub struct Today {
 }
 
 impl Today {
+    /// The UTC day and the second of an instant in milliseconds since the epoch.
     pub fn at(ms: u64) -> Today {
-        let epoch_seconds = (ms / 1000) as i64;
-        Today { day: epoch_seconds.div_euclid(86_400), epoch_seconds }
+        let at = instant(ms);
+        Today { day: day_number(utc(ms).date()), epoch_seconds: at.as_second() }
     }
 }
 
@@ -63,8 +66,8 @@ fn bound_value(bound: &BoundProgram, today: &Today) -> f64 {
 fn bound_text(bound: &BoundProgram) -> String {
     match bound {
         BoundProgram::Number(value) => value.to_string(),
-        BoundProgram::Date(day) => crate::clock::rfc3339(day.max(&0).unsigned_abs() * 86_400_000)[..10].to_string(),
-        BoundProgram::DateTime(seconds) => crate::clock::rfc3339(seconds.max(&0).unsigned_abs() * 1000),
+        BoundProgram::Date(day) => date_of_day(*day).map(format_date).unwrap_or_else(|| day.to_string()),
+        BoundProgram::DateTime(seconds) => rfc3339_utc(utc_second(*seconds)),
         BoundProgram::Today => "today".to_string(),
         BoundProgram::Now => "now".to_string(),
     }
@@ -117,8 +120,8 @@ pub fn check(program: &Program, entry: &SignatureEntry, value: &Value, today: &T
             }
         }
         if let Some(pattern) = rules.pattern {
-            match regex::Regex::new(program.str(pattern)) {
-                Ok(regex) if !regex.is_match(text) => {
+            match program.pattern(pattern) {
+                Some(regex) if !regex.is_match(text) => {
                     return Err(format!("'{name}' must match the pattern `{}`", program.str(pattern)));
                 }
                 _ => {}

@@ -5,15 +5,16 @@
 //! runtime area or a read-only mount, `archmax_run` outside skill bundles, a path into a
 //! bundle the state does not enable, a grant a bare forbid cancels); an entry that can
 //! have no effect is a warning, and so is a state's read denial that the sub-workflows
-//! it may call are not bound by. Skills and mounts compose by union of the workflow-wide
-//! and the state's grants, minus forbids, exactly as the kernel composes them.
-
-use std::collections::BTreeSet;
+//! it may call are not bound by. A state's standing with skills and mounts comes from
+//! [`crate::standing`], the same functions lowering bakes into the program the kernel
+//! decides with.
 
 use crate::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
-use crate::host::MountTable;
-use crate::schema::ast::{Access, MountEntry, State, ToolEntry, Workflow};
+use crate::host::Mount;
+use crate::program::{MountReach, Reach};
+use crate::schema::ast::{Access, Glob, MountEntry, State, ToolEntry, Workflow};
 use crate::source::Span;
+use crate::standing;
 use crate::tools::{
     self, FILE_TOOLS, NOTE_TOOL, RUNTIME_TOOLS, UNGRANTABLE_TOOL, controls, delegation_target, path_arguments,
     unprefixed_runtime_tool, withheld,
@@ -45,37 +46,6 @@ pub fn check(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings
     check_mounts(workspace, workflow, findings);
 }
 
-/// The skills a state enables: the workflow-wide grant and its own, minus forbids.
-pub fn enabled_skills(workflow: &Workflow, state: &State) -> BTreeSet<String> {
-    let mut enabled: BTreeSet<String> = state.skills.allowed().iter().map(|slug| slug.value.clone()).collect();
-    if let Some(root) = &workflow.skills {
-        enabled.extend(root.allow_always.iter().map(|slug| slug.value.clone()));
-        for denied in &root.forbid_always {
-            enabled.remove(&denied.value);
-        }
-    }
-    for denied in &state.skills.forbid {
-        enabled.remove(&denied.value);
-    }
-    enabled
-}
-
-/// True when a state can reach the mount: ungoverned and not forbidden, or governed and
-/// granted and not forbidden.
-pub fn mount_reachable(workflow: &Workflow, state: &State, name: &str, governed: bool) -> bool {
-    let forbidden = state.mounts.forbid.iter().any(|denied| denied.value == name)
-        || workflow.mounts.as_ref().is_some_and(|root| root.forbid_always.iter().any(|denied| denied.value == name));
-    if forbidden {
-        return false;
-    }
-    if !governed {
-        return true;
-    }
-    let granted_root =
-        workflow.mounts.as_ref().is_some_and(|root| root.allow_always.iter().any(|entry| entry.name.value == name));
-    granted_root || state.mounts.allowed().iter().any(|entry| entry.name.value == name)
-}
-
 fn entry_path(place: Place<'_>, index: usize) -> String {
     match place {
         Place::AllowAlways => format!("tools.allow_always.{index}"),
@@ -86,7 +56,6 @@ fn entry_path(place: Place<'_>, index: usize) -> String {
 }
 
 fn check_tools(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings<'_>) {
-    let mounts = &workspace.mounts;
     let mut places: Vec<(Place<'_>, &[ToolEntry])> = Vec::new();
     if let Some(allow) = &workflow.tools.allow_always {
         places.push((Place::AllowAlways, &allow.value));
@@ -100,7 +69,7 @@ fn check_tools(workspace: &Workspace, workflow: &Workflow, findings: &mut Findin
         for (index, entry) in entries.iter().enumerate() {
             let path = entry_path(place, index);
             check_tool_name(place, entry, &path, findings);
-            check_entry_paths(workflow, place, entry, &path, mounts, findings);
+            check_entry_paths(workspace, workflow, place, entry, &path, findings);
             if place.is_allow() {
                 check_grant_denied(workflow, place, entry, &path, findings);
             }
@@ -307,7 +276,7 @@ fn check_tool_name(place: Place<'_>, entry: &ToolEntry, path: &str, findings: &m
 }
 
 /// The globs of an entry that apply to path arguments, with the access each argument has.
-fn path_globs(entry: &ToolEntry) -> Vec<(&crate::schema::ast::Glob, Vec<tools::PathAccess>)> {
+fn path_globs(entry: &ToolEntry) -> Vec<(&Glob, Vec<tools::PathAccess>)> {
     let declared = path_arguments(entry.name());
     let mut out = Vec::new();
     if let Some(paths) = &entry.paths {
@@ -336,13 +305,14 @@ fn path_globs(entry: &ToolEntry) -> Vec<(&crate::schema::ast::Glob, Vec<tools::P
 }
 
 fn check_entry_paths(
+    workspace: &Workspace,
     workflow: &Workflow,
     place: Place<'_>,
     entry: &ToolEntry,
     path: &str,
-    mounts: &MountTable,
     findings: &mut Findings<'_>,
 ) {
+    let mounts = &workspace.mounts;
     let globs = path_globs(entry);
     if globs.is_empty() {
         return;
@@ -447,34 +417,9 @@ fn check_entry_paths(
             }
         }
         if let Some(slug) = glob_skill(text) {
-            check_skill_path(workflow, place, slug, glob.text.span, path, findings);
+            check_skill_path(workspace, workflow, place, slug, glob.text.span, path, findings);
         } else if let Some(Zone::Mount(mount)) = zone {
-            let mount = &mounts.mounts[mount];
-            if mount.governed {
-                let reachable = match place {
-                    Place::Allow(state) => mount_reachable(workflow, state, &mount.name, true),
-                    _ => workflow.states.iter().any(|state| mount_reachable(workflow, state, &mount.name, true)),
-                };
-                if !reachable {
-                    findings.push(
-                        Diagnostic::at(
-                            Code::MountPathNotEnabled,
-                            glob.text.span,
-                            format!(
-                                "`{text}` lies in the governed mount `{}`, which {} does not have",
-                                mount.name,
-                                place_name(place)
-                            ),
-                        )
-                        .with_label("unreachable here")
-                        .with_help(format!(
-                            "grant the mount with `mounts: {{ allow: [{}] }}`, or remove the entry",
-                            mount.name
-                        )),
-                        path,
-                    );
-                }
-            }
+            check_mount_path(workflow, place, &mounts.mounts[mount], glob, path, findings);
         }
     }
     let default_file_tool = FILE_TOOLS.contains(&name);
@@ -503,7 +448,54 @@ fn place_name(place: Place<'_>) -> String {
     }
 }
 
+/// A path entry inside a mount the state cannot reach (or, for a workflow-wide entry, no
+/// state can reach) is dead: the kernel refuses every call it would allow.
+fn check_mount_path(
+    workflow: &Workflow,
+    place: Place<'_>,
+    mount: &Mount,
+    glob: &Glob,
+    path: &str,
+    findings: &mut Findings<'_>,
+) {
+    let reach = |state: &State| standing::mount_reach(workflow, state, mount);
+    let reachable = |state: &State| matches!(reach(state), MountReach::Reachable { .. });
+    let (reachable, forbidden, where_) = match place {
+        Place::Allow(state) => (reachable(state), reach(state) == MountReach::Forbidden, place_name(place)),
+        _ => (
+            workflow.states.iter().any(reachable),
+            !workflow.states.is_empty() && workflow.states.iter().all(|state| reach(state) == MountReach::Forbidden),
+            "every state".to_string(),
+        ),
+    };
+    let text = glob.text.value.as_str();
+    if reachable {
+        return;
+    }
+    let diagnostic = if forbidden {
+        Diagnostic::at(
+            Code::MountPathNotEnabled,
+            glob.text.span,
+            format!("`{text}` lies in the mount `{}`, which a `mounts` forbid takes away from {where_}", mount.name),
+        )
+        .with_label("forbidden here")
+        .with_help(format!("remove the entry, or take `{}` off the forbid list", mount.name))
+    } else if mount.governed {
+        Diagnostic::at(
+            Code::MountPathNotEnabled,
+            glob.text.span,
+            format!("`{text}` lies in the governed mount `{}`, which {} does not have", mount.name, place_name(place)),
+        )
+        .with_label("unreachable here")
+        .with_help(format!("grant the mount with `mounts: {{ allow: [{}] }}`, or remove the entry", mount.name))
+    } else {
+        return;
+    };
+    findings.push(diagnostic, path);
+}
+
 fn check_skill_path(
+    workspace: &Workspace,
     workflow: &Workflow,
     place: Place<'_>,
     slug: &str,
@@ -513,11 +505,14 @@ fn check_skill_path(
 ) {
     let (enabled, where_) = match place {
         Place::Allow(state) => (
-            enabled_skills(workflow, state).contains(slug),
+            standing::skill_reach(workspace, workflow, state, slug) == Reach::Enabled,
             format!("the state `{}` does not enable", state.slug.value),
         ),
         _ => (
-            workflow.states.iter().any(|state| enabled_skills(workflow, state).contains(slug)),
+            workflow
+                .states
+                .iter()
+                .any(|state| standing::skill_reach(workspace, workflow, state, slug) == Reach::Enabled),
             "no state enables".to_string(),
         ),
     };

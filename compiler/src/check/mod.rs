@@ -2,11 +2,12 @@
 //!
 //! Each module takes the parsed workflows and reports through a [`Findings`] sink:
 //! [`graph`] (targets, descriptions, reachability, triggers, locks), [`scripts`] (code
-//! state scripts), [`governance`] (tool, skill and mount entries probed against the zones,
+//! state scripts, compiled once by [`bytecode`] and kept on the [`Unit`]), [`governance`] (tool, skill and mount entries probed against the zones,
 //! the registry and the host table), [`references`] (which `${{…}}` guards are
 //! guaranteed, by dominator analysis), [`delegation`] (the sub-workflow call graph) and
 //! [`cases`] (what cases name). Checks never stop at the first finding.
 
+pub mod bytecode;
 pub mod cases;
 pub mod delegation;
 pub mod governance;
@@ -18,6 +19,7 @@ use crate::diagnostic::{Diagnostic, Scope};
 use crate::schema::ast::Workflow;
 use crate::schema::case::Case;
 use crate::workspace::Workspace;
+use bytecode::CompiledScript;
 
 /// One workflow as the checks see it.
 #[derive(Debug)]
@@ -27,6 +29,8 @@ pub struct Unit {
     pub workflow: Option<Workflow>,
     pub cases: Vec<Case>,
     pub diagnostics: Vec<Diagnostic>,
+    /// The scripts of its code states that compiled, each once, for lowering to reuse.
+    pub scripts: Vec<CompiledScript>,
 }
 
 impl Unit {
@@ -60,7 +64,7 @@ pub fn check_workspace(workspace: &Workspace, units: &mut [Unit]) {
         };
         let mut findings = Findings::new(&unit.slug, &mut unit.diagnostics);
         graph::check(workflow, &mut findings);
-        scripts::check(workspace, workflow, &mut findings);
+        scripts::check(workspace, workflow, &mut unit.scripts, &mut findings);
         governance::check(workspace, workflow, &mut findings);
         references::check(workflow, &mut findings);
     }

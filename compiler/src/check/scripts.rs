@@ -9,10 +9,11 @@ use std::sync::LazyLock;
 
 use crate::diagnostic::{Code, Diagnostic};
 use crate::schema::ast::{StateKind, Workflow};
-use crate::source::Span;
+use crate::source::{SourceFile, Span};
 use crate::workspace::Workspace;
 
 use super::Findings;
+use super::bytecode::{CompiledScript, ScriptError, module_bytecode, module_name, strip_harness_imports};
 
 /// The module prefix the sandbox strips.
 pub const HARNESS_PREFIX: &str = "@archmax-ai/harness/";
@@ -38,7 +39,13 @@ pub fn script_path_problem(path: &str) -> Option<&'static str> {
     None
 }
 
-pub fn check(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings<'_>) {
+/// Checks every code state's script and compiles each valid one once, into `compiled`.
+pub fn check(
+    workspace: &Workspace,
+    workflow: &Workflow,
+    compiled: &mut Vec<CompiledScript>,
+    findings: &mut Findings<'_>,
+) {
     let Some(source) = workspace.workflow(&workflow.slug) else {
         return;
     };
@@ -83,30 +90,29 @@ pub fn check(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings
         };
         let text = workspace.sources.text(*file);
         let imports = forbidden_imports(text);
-        if imports.is_empty()
-            && let Err(error) =
-                crate::lower::script::module_bytecode(&script.value, &crate::lower::script::strip_harness_imports(text))
-        {
-            let source = workspace.sources.file(*file);
-            let offset = match (error.line, error.column) {
-                (Some(line), Some(column)) => {
-                    let start = source.line_start(line);
-                    let line_text = &source.text[start..source.line_start(line + 1).max(start)];
-                    start + line_text.char_indices().nth(column.saturating_sub(1)).map(|(at, _)| at).unwrap_or(0)
+        if imports.is_empty() && !compiled.iter().any(|done| done.path == script.value) {
+            let stripped = strip_harness_imports(text);
+            match module_bytecode(&module_name(&workflow.slug, &script.value), &stripped) {
+                Ok(bytecode) => {
+                    compiled.push(CompiledScript { path: script.value.clone(), source: stripped, bytecode });
                 }
-                _ => 0,
-            };
-            findings.push(
-                Diagnostic::at(
-                    Code::ScriptSyntax,
-                    Span::new(*file, offset, offset),
-                    format!("the script for `{}` does not compile: {}", state.slug.value, error.message),
-                )
-                .with_label("QuickJS refused it")
-                .with_secondary(script.span, "run by this state")
-                .with_help("fix the JavaScript: the script is an ES module whose default export is an async function"),
-                path.clone(),
-            );
+                Err(error) => {
+                    let offset = error_offset(workspace.sources.file(*file), &error);
+                    findings.push(
+                        Diagnostic::at(
+                            Code::ScriptSyntax,
+                            Span::new(*file, offset, offset),
+                            format!("the script for `{}` does not compile: {}", state.slug.value, error.message),
+                        )
+                        .with_label("QuickJS refused it")
+                        .with_secondary(script.span, "run by this state")
+                        .with_help(
+                            "fix the JavaScript: the script is an ES module whose default export is an async function",
+                        ),
+                        path.clone(),
+                    );
+                }
+            }
         }
         for import in imports {
             findings.push(
@@ -121,6 +127,19 @@ pub fn check(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings
                 path.clone(),
             );
         }
+    }
+}
+
+/// The byte offset QuickJS's 1-based line and column point at (the file's start when it
+/// names none).
+fn error_offset(source: &SourceFile, error: &ScriptError) -> usize {
+    match (error.line, error.column) {
+        (Some(line), Some(column)) => {
+            let start = source.line_start(line);
+            let line_text = &source.text[start..source.line_start(line + 1).max(start)];
+            start + line_text.char_indices().nth(column.saturating_sub(1)).map(|(at, _)| at).unwrap_or(0)
+        }
+        _ => 0,
     }
 }
 

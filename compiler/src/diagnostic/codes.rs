@@ -148,7 +148,7 @@ codes! {
     UnprefixedControl = "AMX0612", Warning, "unprefixed-control", "A tool entry names a control tool without its archmax_ prefix";
     AdvanceGuardNoEdge = "AMX0613", Warning, "advance-guard-no-edge", "An archmax_advance guard names a target with no edge";
     SkillPathNotEnabled = "AMX0614", Error, "skill-path-not-enabled", "A tool entry reaches into a skill bundle the state does not enable";
-    MountPathNotEnabled = "AMX0615", Warning, "mount-path-not-enabled", "A tool entry reaches only into a governed mount the state does not have";
+    MountPathNotEnabled = "AMX0615", Warning, "mount-path-not-enabled", "A tool entry reaches only into a mount the state does not have";
     ReadDenialUnbound = "AMX0616", Warning, "read-denial-unbound", "A state's read denial does not bind the sub-workflows it calls";
 
     // 07xx: skills and mounts

@@ -4,8 +4,9 @@
 //! makes every static decision once: it resolves targets to [`StateId`]s, derives each
 //! state's surface and guard table ([`surface`]), renders the prompt prefix and the
 //! volatile templates ([`prompt`]), publishes trigger signatures as JSON Schema
-//! ([`signature`]), compiles code-state scripts to QuickJS bytecode ([`script`]) and
-//! hashes each spec ([`hash`]). Everything is visited in document order and collected in
+//! ([`signature`]), takes each code-state script's bytecode from what validation
+//! compiled ([`script`]; lowering never compiles one again) and hashes each spec
+//! ([`hash`]). Everything is visited in document order and collected in
 //! vectors, so the output is deterministic.
 
 pub mod hash;
@@ -17,6 +18,7 @@ pub mod surface;
 use std::collections::HashMap;
 
 use crate::analysis::Analysis;
+use crate::check::bytecode::CompiledScript;
 use crate::check::delegation;
 use crate::program::{
     BudgetProgram, Callee, DecisionTemplate, JudgeProgram, MountProgram, Op, Program, ScriptId, SettingsProgram,
@@ -91,12 +93,13 @@ pub fn lower(analysis: &Analysis, selection: &[String], inputs: &BuildInputs<'_>
     if errors > 0 {
         return Err(BuildError::Invalid(errors));
     }
-    let workflows: Vec<&Workflow> = analysis
+    let units: Vec<(&Workflow, &[CompiledScript])> = analysis
         .units
         .iter()
         .filter(|unit| included.contains(&unit.slug))
-        .filter_map(|unit| unit.workflow.as_ref())
+        .filter_map(|unit| unit.workflow.as_ref().map(|workflow| (workflow, unit.scripts.as_slice())))
         .collect();
+    let workflows: Vec<&Workflow> = units.iter().map(|(workflow, _)| *workflow).collect();
     if workflows.is_empty() {
         return Err(BuildError::Empty);
     }
@@ -132,8 +135,9 @@ pub fn lower(analysis: &Analysis, selection: &[String], inputs: &BuildInputs<'_>
         .collect();
     let prefix = prompt::PrefixParts::new(workspace, inputs.platform_prompt);
     let mut lowered = Vec::with_capacity(workflows.len());
-    for workflow in &workflows {
-        lowered.push(lower_workflow(workspace, workflow, &workflows, &ids, &prefix, &mut interner)?);
+    for (workflow, scripts) in &units {
+        let context = WorkflowContext { workspace, all: &workflows, ids: &ids, prefix: &prefix, scripts };
+        lowered.push(lower_workflow(&context, workflow, &mut interner)?);
     }
     Ok(Program {
         contract: CONTRACT.to_string(),
@@ -142,6 +146,7 @@ pub fn lower(analysis: &Analysis, selection: &[String], inputs: &BuildInputs<'_>
         mounts,
         skills,
         workflows: lowered,
+        patterns: Default::default(),
     })
 }
 
@@ -167,14 +172,23 @@ fn included_workflows(analysis: &Analysis, selection: &[String]) -> Vec<String> 
     analysis.units.iter().map(|unit| unit.slug.clone()).filter(|slug| included.contains(slug)).collect()
 }
 
+/// What lowering one workflow reads besides the workflow itself.
+struct WorkflowContext<'a> {
+    workspace: &'a Workspace,
+    /// Every workflow being lowered, for the callee signatures.
+    all: &'a [&'a Workflow],
+    ids: &'a HashMap<&'a str, WorkflowId>,
+    prefix: &'a prompt::PrefixParts,
+    /// The workflow's scripts as validation compiled them.
+    scripts: &'a [CompiledScript],
+}
+
 fn lower_workflow(
-    workspace: &Workspace,
+    context: &WorkflowContext<'_>,
     workflow: &Workflow,
-    all: &[&Workflow],
-    ids: &HashMap<&str, WorkflowId>,
-    prefix: &prompt::PrefixParts,
     interner: &mut Interner,
 ) -> Result<WorkflowProgram, BuildError> {
+    let WorkflowContext { workspace, all, ids, prefix, scripts: validated } = *context;
     let state_id = |slug: &str| workflow.state_index(slug).map(|index| StateId(index as u32));
     let callees = callees(workflow, all, ids, interner);
     let mut scripts = Vec::new();
@@ -187,7 +201,7 @@ fn lower_workflow(
                 let id = match script_ids.get(&path.value) {
                     Some(id) => *id,
                     None => {
-                        let compiled = script::compile(workspace, workflow, &path.value, interner)?;
+                        let compiled = script::compile(validated, workflow, &path.value, interner)?;
                         let id = ScriptId(scripts.len() as u32);
                         scripts.push(compiled);
                         script_ids.insert(path.value.clone(), id);

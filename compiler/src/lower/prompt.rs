@@ -257,7 +257,7 @@ fn transitions_block(workflow: &Workflow, state: &State) -> String {
 }
 
 fn skills_section(workspace: &Workspace, workflow: &Workflow, state: &State) -> String {
-    let enabled = super::surface::enabled_in_order(workspace, workflow, state);
+    let enabled = crate::standing::enabled_skills(workspace, workflow, state);
     if enabled.is_empty() {
         return String::new();
     }
@@ -281,16 +281,10 @@ fn skills_section(workspace: &Workspace, workflow: &Workflow, state: &State) -> 
 }
 
 fn mounts_section(workspace: &Workspace, workflow: &Workflow, state: &State) -> String {
-    let mut interner = Interner::default();
-    let access = super::surface::mount_access(workspace, workflow, state, &mut interner);
-    let strings = interner.into_strings();
     let mut listed: Vec<String> = Vec::new();
-    for (mount, (name, reach)) in workspace.mounts.mounts.iter().zip(access) {
-        debug_assert_eq!(strings[name.0 as usize], mount.name);
-        if !mount.governed {
-            continue;
-        }
-        if let crate::program::MountReach::Reachable { writable } = reach {
+    for mount in workspace.mounts.governed() {
+        if let crate::program::MountReach::Reachable { writable } = crate::standing::mount_reach(workflow, state, mount)
+        {
             let posture = if writable { "read/write" } else { "read-only" };
             let browse = if mount.searchable { "" } else { ", browse only" };
             listed.push(format!("- `{}` — {posture}{browse}", mount.key));

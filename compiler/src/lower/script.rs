@@ -1,111 +1,27 @@
-//! Code-state scripts: typed harness imports stripped, then compiled once to QuickJS
-//! module bytecode that the VM loads instead of parsing JavaScript per session.
-//!
-//! Stripping blanks each static `import … from "@archmax-ai/harness/…"` statement
-//! character by character (newlines kept), so line and column numbers in a stack trace
-//! still point into the file as written.
+//! Code-state scripts in the program: validation compiled each one already
+//! ([`crate::check::bytecode`]); lowering interns its source and copies its bytecode.
 
-use rquickjs::module::{WriteOptions, WriteOptionsEndianness};
-use rquickjs::{Context, Module, Runtime};
-
-use crate::check::scripts::harness_imports;
+pub use crate::check::bytecode::{CompiledScript, ScriptError, module_bytecode, module_name, strip_harness_imports};
 use crate::program::ScriptProgram;
 use crate::schema::ast::Workflow;
-use crate::workspace::Workspace;
 
 use super::{BuildError, Interner};
 
-/// The source with harness imports blanked.
-pub fn strip_harness_imports(source: &str) -> String {
-    let mut bytes = source.as_bytes().to_vec();
-    for range in harness_imports(source) {
-        for byte in &mut bytes[range] {
-            if *byte != b'\n' && *byte != b'\r' {
-                *byte = b' ';
-            }
-        }
-    }
-    String::from_utf8(bytes).unwrap_or_else(|_| source.to_string())
-}
-
-/// Why QuickJS refused a script, and where (1-based line and column), when it says.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScriptError {
-    pub message: String,
-    pub line: Option<usize>,
-    pub column: Option<usize>,
-}
-
-impl std::fmt::Display for ScriptError {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.line, self.column) {
-            (Some(line), Some(column)) => write!(formatter, "{} (line {line}, column {column})", self.message),
-            _ => formatter.write_str(&self.message),
-        }
-    }
-}
-
-/// The `name:line:column` QuickJS puts in a syntax error's stack.
-fn position_in_stack(stack: &str, name: &str) -> (Option<usize>, Option<usize>) {
-    let Some(start) = stack.find(name) else {
-        return (None, None);
-    };
-    let mut numbers = stack[start + name.len()..]
-        .split(|character: char| character == ':' || character == ')' || character.is_whitespace())
-        .skip(1)
-        .map_while(|part| part.parse::<usize>().ok());
-    (numbers.next(), numbers.next())
-}
-
-/// Compiles JavaScript module source to bytecode; `Err` carries QuickJS's message.
-pub fn module_bytecode(name: &str, source: &str) -> Result<Vec<u8>, ScriptError> {
-    let plain = |message: String| ScriptError { message, line: None, column: None };
-    let runtime = Runtime::new().map_err(|error| plain(error.to_string()))?;
-    let context = Context::full(&runtime).map_err(|error| plain(error.to_string()))?;
-    context.with(|ctx| {
-        let module = Module::declare(ctx.clone(), name, source).map_err(|error| {
-            let exception = ctx.catch();
-            match exception.as_exception() {
-                Some(exception) => {
-                    let (line, column) =
-                        exception.stack().map(|stack| position_in_stack(&stack, name)).unwrap_or((None, None));
-                    ScriptError { message: exception.message().unwrap_or_else(|| error.to_string()), line, column }
-                }
-                None => plain(error.to_string()),
-            }
-        })?;
-        module
-            .write(WriteOptions {
-                endianness: WriteOptionsEndianness::Little,
-                strip_source: true,
-                ..WriteOptions::default()
-            })
-            .map_err(|error| plain(error.to_string()))
-    })
-}
-
-/// The module name a script is compiled under: its path in the workspace.
-pub fn module_name(workflow: &str, path: &str) -> String {
-    format!("workflows/{workflow}/{path}")
-}
-
+/// The program's record of the script at `path`, from what validation compiled.
 pub fn compile(
-    workspace: &Workspace,
+    compiled: &[CompiledScript],
     workflow: &Workflow,
     path: &str,
     interner: &mut Interner,
 ) -> Result<ScriptProgram, BuildError> {
-    let source = workspace
-        .workflow(&workflow.slug)
-        .and_then(|source| source.scripts.iter().find(|(relative, _)| relative == path))
-        .map(|(_, file)| workspace.sources.text(*file))
-        .unwrap_or("");
-    let stripped = strip_harness_imports(source);
-    let name = module_name(&workflow.slug, path);
-    let bytecode = module_bytecode(&name, &stripped).map_err(|error| BuildError::Script {
+    let script = compiled.iter().find(|script| script.path == path).ok_or_else(|| BuildError::Script {
         workflow: workflow.slug.clone(),
         path: path.to_string(),
-        message: error.to_string(),
+        message: "validation did not compile it".to_string(),
     })?;
-    Ok(ScriptProgram { path: interner.intern(path), source: interner.intern(&stripped), bytecode })
+    Ok(ScriptProgram {
+        path: interner.intern(path),
+        source: interner.intern(&script.source),
+        bytecode: script.bytecode.clone(),
+    })
 }

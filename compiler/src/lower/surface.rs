@@ -14,7 +14,8 @@ use crate::glob::Glob;
 use crate::program::{
     Callee, Grant, GrantTier, GuardTable, MountReach, Reach, Rule, Surface, SurfaceId, SurfaceTool, Sym, ToolKind,
 };
-use crate::schema::ast::{Access, State, ToolEntry, Workflow};
+use crate::schema::ast::{State, ToolEntry, Workflow};
+use crate::standing;
 use crate::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, UNGRANTABLE_TOOL, controls, path_arguments, withheld};
 use crate::workspace::Workspace;
 
@@ -159,27 +160,6 @@ pub fn lower_state(
     (surfaces.add(Surface { tools }), guards)
 }
 
-fn skill_forbidden(workflow: &Workflow, state: &State, slug: &str) -> bool {
-    state.skills.forbid.iter().any(|denied| denied.value == slug)
-        || workflow.skills.iter().flat_map(|root| root.forbid_always.iter()).any(|denied| denied.value == slug)
-}
-
-/// The skills a state enables, in prompt order: its own grants first, then the
-/// workflow-wide ones, minus every forbid.
-pub fn enabled_in_order<'w>(workspace: &Workspace, workflow: &'w Workflow, state: &'w State) -> Vec<&'w str> {
-    let mut enabled: Vec<&str> = Vec::new();
-    let granted = state.skills.allowed().iter().chain(workflow.skills.iter().flat_map(|root| root.allow_always.iter()));
-    for slug in granted {
-        if !skill_forbidden(workflow, state, &slug.value)
-            && !enabled.contains(&slug.value.as_str())
-            && workspace.skill(&slug.value).is_some()
-        {
-            enabled.push(&slug.value);
-        }
-    }
-    enabled
-}
-
 /// Every registry skill's standing in a state, and the enabled ones in prompt order.
 pub fn skill_access(
     workspace: &Workspace,
@@ -187,74 +167,26 @@ pub fn skill_access(
     state: &State,
     interner: &mut Interner,
 ) -> (Vec<(Sym, Reach)>, Vec<Sym>) {
-    let forbidden = |slug: &str| skill_forbidden(workflow, state, slug);
-    let enabled = enabled_in_order(workspace, workflow, state);
     let access = workspace
         .skills
         .iter()
-        .map(|skill| {
-            let reach = if forbidden(&skill.slug) {
-                Reach::Forbidden
-            } else if enabled.contains(&skill.slug.as_str()) {
-                Reach::Enabled
-            } else {
-                Reach::NotAllowed
-            };
-            (interner.intern(&skill.slug), reach)
-        })
+        .map(|skill| (interner.intern(&skill.slug), standing::skill_reach(workspace, workflow, state, &skill.slug)))
         .collect();
+    let enabled = standing::enabled_skills(workspace, workflow, state);
     (access, enabled.iter().map(|slug| interner.intern(slug)).collect())
 }
 
-/// Every mount's standing in a state.
-///
-/// A governed mount is reachable where a grant names it; it is writable only when the
-/// host serves it writable, some grant of this workflow asks `read_write`, and no grant
-/// that applies in this state says `read`. An ungoverned mount takes the host's posture.
+/// Every mount's standing in a state (see [`standing::mount_reach`]).
 pub fn mount_access(
     workspace: &Workspace,
     workflow: &Workflow,
     state: &State,
     interner: &mut Interner,
 ) -> Vec<(Sym, MountReach)> {
-    let root_grants: Vec<_> = workflow.mounts.iter().flat_map(|root| root.allow_always.iter()).collect();
-    let asks_write = root_grants
-        .iter()
-        .copied()
-        .chain(workflow.states.iter().flat_map(|other| other.mounts.allowed().iter()))
-        .filter(|grant| grant.access.as_ref().is_some_and(|access| access.value == Access::ReadWrite))
-        .map(|grant| grant.name.value.clone())
-        .collect::<Vec<_>>();
     workspace
         .mounts
         .mounts
         .iter()
-        .map(|mount| {
-            let forbidden = state.mounts.forbid.iter().any(|denied| denied.value == mount.name)
-                || workflow
-                    .mounts
-                    .iter()
-                    .flat_map(|root| root.forbid_always.iter())
-                    .any(|denied| denied.value == mount.name);
-            let applicable: Vec<_> = root_grants
-                .iter()
-                .copied()
-                .chain(state.mounts.allowed().iter())
-                .filter(|grant| grant.name.value == mount.name)
-                .collect();
-            let reach = if forbidden {
-                MountReach::Forbidden
-            } else if !mount.governed {
-                MountReach::Reachable { writable: !mount.read_only }
-            } else if applicable.is_empty() {
-                MountReach::NotAllowed
-            } else {
-                let narrowed = applicable
-                    .iter()
-                    .any(|grant| grant.access.as_ref().is_some_and(|access| access.value == Access::Read));
-                MountReach::Reachable { writable: !mount.read_only && asks_write.contains(&mount.name) && !narrowed }
-            };
-            (interner.intern(&mount.name), reach)
-        })
+        .map(|mount| (interner.intern(&mount.name), standing::mount_reach(workflow, state, mount)))
         .collect()
 }

@@ -4,6 +4,7 @@
 //! still builds the tree from what was valid, so one typo does not hide the findings of
 //! the semantic checks. Every name and value keeps the span it was read from.
 
+use crate::slug::SlugRef;
 use crate::source::{FileId, Span, Spanned};
 use crate::syntax::reference::{Template, VarPath};
 use crate::syntax::yaml::Node;
@@ -37,12 +38,12 @@ pub struct Workflow {
 }
 
 impl Workflow {
-    pub fn state(&self, slug: &str) -> Option<&State> {
+    pub fn state<'s>(&self, slug: impl Into<SlugRef<'s>>) -> Option<&State> {
         self.state_index(slug).map(|index| &self.states[index])
     }
 
-    pub fn state_index(&self, slug: &str) -> Option<usize> {
-        self.state_indices.get(slug).copied()
+    pub fn state_index<'s>(&self, slug: impl Into<SlugRef<'s>>) -> Option<usize> {
+        self.state_indices.get(slug.into().as_str()).copied()
     }
 
     /// Rebuilds [`Workflow::state_indices`] after `states` changed.

@@ -8,6 +8,7 @@
 pub mod ast;
 pub mod case;
 mod governance;
+pub mod matcher;
 pub(crate) mod reader;
 mod root;
 mod state;

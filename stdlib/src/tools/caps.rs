@@ -10,12 +10,12 @@ use super::{ToolContext, ToolError, shown, vfs_failure};
 use crate::limits::bound_in_words;
 use crate::vfs::{Vfs, VfsError};
 
-use archmax_compiler::zones::RESERVED_ROOTS;
+use archmax_compiler::zones::session_root;
 
 /// The session folder's root entries that belong to the runtime or are never written
-/// by a tool: every reserved root but `scratchpad`. Nothing in them counts.
+/// by a tool (every reserved root the zone table does not count) hold nothing that counts.
 fn counted_root(name: &str) -> bool {
-    name == "scratchpad" || !RESERVED_ROOTS.contains(&name)
+    session_root(name).is_none_or(|root| root.counts_toward_quota)
 }
 
 /// Reads a whole file of at most the per-file bound; a larger one is refused unread,

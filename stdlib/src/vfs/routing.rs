@@ -11,8 +11,11 @@ use std::collections::BTreeMap;
 
 use super::{Entry, MountPoint, Vfs, VfsError, Workspace, last_segment, relative_segments};
 
-/// Session-root folders the agent never sees in the root listing.
-pub const RUNTIME_ONLY_ROOTS: [&str; 2] = ["checkpoints", "artifacts"];
+/// True for a session-root folder the agent never sees in the root listing: a reserved
+/// root the zone table says the model does not list.
+fn hidden_root(name: &str) -> bool {
+    archmax_compiler::zones::session_root(name).is_some_and(|root| !root.model_lists)
+}
 
 impl MountPoint {
     /// The key without a leading slash or trailing slash: the workspace path it occupies.
@@ -186,7 +189,7 @@ impl Workspace {
         match route.store.list(&route.inner) {
             Ok(listed) => {
                 for entry in listed {
-                    if dir.is_empty() && RUNTIME_ONLY_ROOTS.contains(&entry.name.as_str()) {
+                    if dir.is_empty() && hidden_root(&entry.name) {
                         continue;
                     }
                     entries.insert(entry.name.clone(), entry);

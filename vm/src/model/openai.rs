@@ -27,8 +27,8 @@ use super::pricing::PricingTable;
 use super::{ModelAdapter, ModelError, ModelFuture, ModelRequest, ModelResponse, TokenUsage, ToolDefinition};
 use crate::session::{Message, ToolCall, ToolStatus};
 
-/// The function runtime notes are shown as.
-pub const NOTE_TOOL: &str = "archmax_note";
+/// The function runtime notes are shown as: the compiler's tool vocabulary names it.
+pub use archmax_compiler::tools::NOTE_TOOL;
 
 const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(120_000);
 const DEFAULT_MAX_RETRIES: u32 = 3;
@@ -116,7 +116,7 @@ impl OpenAiConfig {
         Ok(OpenAiConfig {
             base_url,
             api_key,
-            default_model: env_var(&get, "ARCHMAX_MODEL"),
+            default_model: env_var(&get, crate::host_env::MODEL_VARIABLE),
             temperature,
             max_tokens,
             request_timeout,

@@ -6,7 +6,7 @@
 //! - state: identify-case          # the state the call is made in
 //!   role: agent                   # agent | grader | judge
 //!   workflow: support-desk        # the calling session's workflow
-//!   variables: { order_id: NW-1 } # a partial match on the session's variables
+//!   variables: { order_id: NW-1 } # a partial match on the session's variables (schema::matcher)
 //!   text: Routing your question.
 //!   tool_calls:
 //!     - { name: archmax_advance, args: { to: orders-question, reason: an order question } }
@@ -20,6 +20,7 @@
 
 use std::sync::Mutex;
 
+use archmax_compiler::schema::matcher::Matcher;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -35,8 +36,9 @@ struct Entry {
     role: Option<Role>,
     #[serde(default)]
     workflow: Option<String>,
-    #[serde(default)]
-    variables: Option<Value>,
+    /// Matched partially: the keys it names must match, others are ignored.
+    #[serde(default, deserialize_with = "variables_pattern")]
+    variables: Option<Matcher>,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
@@ -45,6 +47,10 @@ struct Entry {
     usage: Option<TapeUsage>,
     #[serde(default)]
     model: Option<String>,
+}
+
+fn variables_pattern<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Matcher>, D::Error> {
+    Ok(Some(Matcher::from_json(&Value::deserialize(deserializer)?)))
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -86,21 +92,6 @@ struct TapeState {
     calls: u64,
 }
 
-/// `true` when every key of `pattern` is in `observed` with a matching value (objects
-/// recursively, arrays element-wise with equal length, scalars by equality).
-pub fn partial_match(pattern: &Value, observed: &Value) -> bool {
-    match (pattern, observed) {
-        (Value::Object(expected), Value::Object(actual)) => {
-            expected.iter().all(|(key, value)| actual.get(key).is_some_and(|found| partial_match(value, found)))
-        }
-        (Value::Array(expected), Value::Array(actual)) => {
-            expected.len() == actual.len()
-                && expected.iter().zip(actual).all(|(left, right)| partial_match(left, right))
-        }
-        (expected, actual) => expected == actual,
-    }
-}
-
 impl Tape {
     /// Parses a tape from YAML text (through the compiler's YAML loader).
     pub fn parse(name: &str, text: &str) -> Result<Tape, TapeError> {
@@ -130,7 +121,7 @@ impl Tape {
         entry.state.as_deref().is_none_or(|state| state == request.state)
             && entry.role.is_none_or(|role| role == request.role)
             && entry.workflow.as_deref().is_none_or(|workflow| workflow == request.workflow)
-            && entry.variables.as_ref().is_none_or(|pattern| partial_match(pattern, request.variables))
+            && entry.variables.as_ref().is_none_or(|pattern| pattern.matches(request.variables))
     }
 
     fn answer(&self, request: &ModelRequest<'_>) -> Result<ModelResponse, ModelError> {

@@ -8,9 +8,8 @@
 //! caller-supplied id must pass before it reaches a store: it refuses ids that could
 //! escape the store, collide with a reserved workspace root or shadow a mount.
 
-/// Workspace root names no session id may start with.
-pub const RESERVED_ROOTS: [&str; 7] =
-    ["scratchpad", "large_tool_results", "conversation_history", "checkpoints", "artifacts", "_specs", "workflows"];
+/// Workspace root names no session id may start with (the compiler's zone table).
+pub use archmax_compiler::zones::RESERVED_ROOTS;
 
 /// A session's id, checked: parsed from a caller's text ([`SessionId::parse`]), minted
 /// ([`SessionId::mint`]) or derived from a checked parent ([`SessionId::child`]).

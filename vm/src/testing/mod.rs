@@ -33,7 +33,7 @@ use crate::clock::Clock;
 use crate::events::EventSink;
 use crate::model::ModelAdapter;
 use crate::model::pricing::PricingTable;
-use crate::runtime::{DecideRequest, DeliverRequest, Mock, Outcome, Runtime, RuntimeParts, TurnRequest, partial_match};
+use crate::runtime::{DecideRequest, DeliverRequest, Mock, Outcome, Runtime, RuntimeParts, TurnRequest};
 use crate::session::TrailKind;
 use crate::session::memory::MemoryStore;
 use crate::session::{Message, SessionState, Status, ToolStatus, Usage};
@@ -605,7 +605,7 @@ fn trail_summary(session: &SessionState) -> String {
 fn text_matches(matcher: &TextMatcher, text: &str) -> bool {
     match matcher {
         TextMatcher::Substring(token) => text.contains(token.as_str()),
-        TextMatcher::Regex(regex) => regex.compile().is_ok_and(|compiled| compiled.is_match(text)),
+        TextMatcher::Regex(regex) => regex.is_match(text),
     }
 }
 
@@ -798,7 +798,7 @@ fn calls(session: &SessionState) -> Vec<(&crate::session::ToolCall, Option<Strin
 }
 
 fn tool_matches(wanted: &ToolMatch, name: &str, args: &Value) -> bool {
-    wanted.name.value == name && wanted.input.as_ref().is_none_or(|pattern: &Matcher| partial_match(pattern, args))
+    wanted.name.value == name && wanted.input.as_ref().is_none_or(|pattern: &Matcher| pattern.matches(args))
 }
 
 fn describe_tool(wanted: &ToolMatch) -> String {

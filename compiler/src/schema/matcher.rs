@@ -1,0 +1,143 @@
+//! Partial-match patterns over JSON values: what a case's `whenInput` and `input` and a
+//! tape entry's `variables` are matched with, and the `/pattern/flags` regex tokens.
+//!
+//! The one thing to know: a regex is compiled once, when its case is parsed
+//! ([`RegexText::compile`] yields a [`CompiledRegex`]); matching never compiles.
+
+use serde_json::Value;
+
+/// A partial-match pattern over JSON values.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Matcher {
+    /// Every named key must be present and match; extra keys are ignored.
+    Map(Vec<(String, Matcher)>),
+    /// Element-wise, with equal length.
+    List(Vec<Matcher>),
+    /// A `/pattern/flags` string, tested against the value's text.
+    Regex(CompiledRegex),
+    /// Strict equality.
+    Exact(Value),
+}
+
+impl Matcher {
+    /// A pattern that matches the way a JSON value is read as one: objects by their
+    /// keys, arrays element-wise, scalars by equality (no regex tokens).
+    pub fn from_json(pattern: &Value) -> Matcher {
+        match pattern {
+            Value::Object(map) => {
+                Matcher::Map(map.iter().map(|(key, value)| (key.clone(), Matcher::from_json(value))).collect())
+            }
+            Value::Array(items) => Matcher::List(items.iter().map(Matcher::from_json).collect()),
+            scalar => Matcher::Exact(scalar.clone()),
+        }
+    }
+
+    /// Whether `observed` matches: every declared key present and matching (recursively,
+    /// extra keys ignored), lists element-wise with equal length, regexes tested against
+    /// the value's text (a string as it is, anything else as JSON), anything else by
+    /// strict equality.
+    pub fn matches(&self, observed: &Value) -> bool {
+        match (self, observed) {
+            (Matcher::Map(entries), Value::Object(map)) => {
+                entries.iter().all(|(key, inner)| map.get(key).is_some_and(|found| inner.matches(found)))
+            }
+            (Matcher::List(items), Value::Array(found)) => {
+                items.len() == found.len() && items.iter().zip(found).all(|(inner, value)| inner.matches(value))
+            }
+            (Matcher::Map(_) | Matcher::List(_), _) => false,
+            (Matcher::Regex(regex), Value::String(text)) => regex.is_match(text),
+            (Matcher::Regex(regex), other) => regex.is_match(&other.to_string()),
+            (Matcher::Exact(expected), observed) => expected == observed,
+        }
+    }
+}
+
+/// A `/pattern/flags` token as written, not yet compiled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegexText {
+    pub pattern: String,
+    pub flags: String,
+}
+
+impl RegexText {
+    /// The pattern with its flags as an inline group, for the `regex` crate.
+    pub fn to_regex_source(&self) -> String {
+        let inline: String = self.flags.chars().filter(|flag| matches!(flag, 'i' | 'm' | 's')).collect();
+        if inline.is_empty() { self.pattern.clone() } else { format!("(?{inline}){}", self.pattern) }
+    }
+
+    pub fn compile(self) -> Result<CompiledRegex, regex::Error> {
+        let regex = regex::Regex::new(&self.to_regex_source())?;
+        Ok(CompiledRegex { pattern: self.pattern, flags: self.flags, regex })
+    }
+}
+
+/// A regex token, compiled when its case was parsed.
+#[derive(Clone, Debug)]
+pub struct CompiledRegex {
+    pub pattern: String,
+    pub flags: String,
+    regex: regex::Regex,
+}
+
+impl CompiledRegex {
+    pub fn is_match(&self, text: &str) -> bool {
+        self.regex.is_match(text)
+    }
+}
+
+/// Two tokens are the same when they were written the same.
+impl PartialEq for CompiledRegex {
+    fn eq(&self, other: &CompiledRegex) -> bool {
+        self.pattern == other.pattern && self.flags == other.flags
+    }
+}
+
+impl Eq for CompiledRegex {}
+
+/// A reply token: a substring, or a regex.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TextMatcher {
+    Substring(String),
+    Regex(CompiledRegex),
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn regex(pattern: &str, flags: &str) -> Matcher {
+        let text = RegexText { pattern: pattern.into(), flags: flags.into() };
+        Matcher::Regex(text.compile().expect("the test pattern compiles"))
+    }
+
+    #[test]
+    fn declared_keys_must_match_and_extra_keys_are_ignored() {
+        let pattern = Matcher::from_json(&json!({ "order": { "id": 7 }, "tags": ["a", "b"] }));
+        assert!(pattern.matches(&json!({ "order": { "id": 7, "total": 3 }, "tags": ["a", "b"], "more": true })));
+        assert!(!pattern.matches(&json!({ "order": { "id": 8 }, "tags": ["a", "b"] })));
+        assert!(!pattern.matches(&json!({ "order": { "id": 7 }, "tags": ["a"] })));
+        assert!(!pattern.matches(&json!({ "tags": ["a", "b"] })));
+        assert!(!pattern.matches(&json!("order")));
+    }
+
+    #[test]
+    fn a_regex_tests_the_text_of_any_value() {
+        assert!(regex("^ord", "i").matches(&json!("ORDER-7")));
+        assert!(regex("^7$", "").matches(&json!(7)));
+        assert!(!regex("^ord", "").matches(&json!("ORDER-7")));
+        let nested = Matcher::Map(vec![("id".into(), regex("^A-\\d+$", ""))]);
+        assert!(nested.matches(&json!({ "id": "A-12" })));
+        assert!(!nested.matches(&json!({ "id": "B-12" })));
+    }
+
+    #[test]
+    fn scalars_match_by_strict_equality() {
+        assert!(Matcher::from_json(&json!(1)).matches(&json!(1)));
+        assert!(!Matcher::from_json(&json!(1)).matches(&json!(1.0)));
+        assert!(!Matcher::from_json(&json!("1")).matches(&json!(1)));
+        assert!(Matcher::from_json(&json!(null)).matches(&json!(null)));
+    }
+}

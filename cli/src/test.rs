@@ -14,15 +14,13 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use archmax_vm::compiler::diagnostic::Diagnostic;
 use archmax_vm::compiler::lower::BuildInputs;
-use archmax_vm::compiler::{analyze, compile_analysis, workspace::WorkflowSource};
+use archmax_vm::compiler::{analyze, compile_analysis};
 use archmax_vm::events::EventSink;
-use archmax_vm::host_env::{self, ClockAndPricing, EndpointError, TapeFileError, process_env};
-use archmax_vm::model::ModelAdapter;
-use archmax_vm::session::Usage;
+use archmax_vm::host_env::{self, ClockAndPricing, EndpointError, process_env};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
-use archmax_vm::testing::{CaseEnv, CaseResult, Harness, RecordStatus, Verdict};
+use archmax_vm::testing::suite::{self, Models, Observer, SuiteCase};
+use archmax_vm::testing::{CaseResult, Harness, RecordStatus, Verdict};
 
 use crate::build::refused;
 use crate::flow::Flow;
@@ -36,36 +34,35 @@ pub struct TestArgs<'a> {
     pub json: bool,
 }
 
-/// One line for a finding: `file:line:column: CODE message`.
-fn one_line(analysis: &archmax_vm::compiler::Analysis, diagnostic: &Diagnostic) -> String {
-    let location = diagnostic
-        .span
-        .map(|span| {
-            let file = analysis.sources().file(span.file);
-            let at = file.line_column(span.start);
-            format!("{}:{}:{}: ", file.name, at.line, at.column)
-        })
-        .unwrap_or_default();
-    format!("{location}{} {}", diagnostic.code.as_str(), diagnostic.message)
-}
-
 fn paint(color: bool, code: &str, text: &str) -> String {
     if color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
 }
 
-/// The case files of a workflow, sorted by path, with their tests-relative paths.
-fn discovered(source: &WorkflowSource, analysis: &archmax_vm::compiler::Analysis) -> Vec<(String, String)> {
-    let mut cases: Vec<(String, String)> = source
-        .cases
-        .iter()
-        .map(|(id, file)| {
-            let name = analysis.sources().file(*file).name.clone();
-            let prefix = format!("{}/tests/", source.dir);
-            (id.clone(), name.strip_prefix(&prefix).unwrap_or(&name).to_string())
-        })
-        .collect();
-    cases.sort_by(|left, right| left.1.cmp(&right.1));
-    cases
+/// Prints each case as it runs: its header, its session's state flow, its verdict.
+struct Printer {
+    color: bool,
+    /// On a terminal, each case header says how far the suite has come.
+    progress: bool,
+}
+
+impl Observer for Printer {
+    fn case_started(&mut self, position: usize, count: usize, case: &SuiteCase) -> EventSink {
+        let counter = if self.progress { format!("[{}/{count}] ", position + 1) } else { String::new() };
+        eprintln!("{}", paint(self.color, "2", &format!("── {counter}{} · {}", case.id, case.title)));
+        let events = EventSink::new();
+        events.listen(Box::new(Flow::new(self.color)));
+        events
+    }
+
+    fn case_finished(&mut self, result: &CaseResult, leftover: usize) {
+        if leftover > 0 {
+            eprintln!(
+                "  warning: the tape still holds {leftover} unused entr{}",
+                if leftover == 1 { "y" } else { "ies" }
+            );
+        }
+        report(result, self.color);
+    }
 }
 
 pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
@@ -87,33 +84,12 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
     let Some(source) = analysis.workspace.workflow(&slug).cloned() else {
         return failure(format!("there is no workflow `{slug}` (the workspace has {})", names.join(", ")));
     };
-    let cases = discovered(&source, &analysis);
+    // Errors inside case files fail those cases only; the rest must validate.
+    let cases = suite::discover(&mut analysis, &slug).unwrap_or_default();
 
-    // Findings inside case files fail those cases only; the rest must validate.
-    let case_files: Vec<_> = source.cases.iter().map(|(id, file)| (*file, id.clone())).collect();
-    let mut case_errors: Vec<(String, String)> = Vec::new();
-    if let Some(index) = analysis.units.iter().position(|unit| unit.slug == slug) {
-        let findings = std::mem::take(&mut analysis.units[index].diagnostics);
-        let mut kept = Vec::new();
-        for diagnostic in findings {
-            let in_case = diagnostic
-                .span
-                .and_then(|span| case_files.iter().find(|(file, _)| *file == span.file).map(|(_, id)| id.clone()));
-            match in_case {
-                Some(id) if diagnostic.is_error() => {
-                    if !case_errors.iter().any(|(known, _)| *known == id) {
-                        case_errors.push((id, one_line(&analysis, &diagnostic)));
-                    }
-                }
-                Some(_) => {}
-                None => kept.push(diagnostic),
-            }
-        }
-        analysis.units[index].diagnostics = kept;
-    }
     let inputs = BuildInputs { platform_prompt: PLATFORM_PROMPT };
-    let (analysis, program) = match compile_analysis(analysis, std::slice::from_ref(&slug), &inputs) {
-        Ok(compiled) => (compiled.analysis, Arc::new(compiled.program)),
+    let program = match compile_analysis(analysis, std::slice::from_ref(&slug), &inputs) {
+        Ok(compiled) => Arc::new(compiled.program),
         Err(error) => return refused(error),
     };
     let color = stderr_color();
@@ -129,8 +105,7 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let selected: Vec<&(String, String)> =
-        cases.iter().filter(|(_, path)| args.filter.is_none_or(|filter| path.contains(filter))).collect();
+    let selected = suite::select(&cases, args.filter);
     if selected.is_empty() {
         let message = match args.filter {
             Some(filter) => format!("no cases matched '{filter}' ({} discovered)", cases.len()),
@@ -142,11 +117,12 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
         }
         return failure(message);
     }
-    let endpoint: Option<Arc<dyn ModelAdapter>> = if args.replay {
-        None
+    let tests_dir = root.join(&source.dir).join("tests");
+    let models = if args.replay {
+        Models::Tapes { tests_dir: tests_dir.clone() }
     } else {
         match host_env::endpoint_from_env(process_env) {
-            Ok(endpoint) => Some(endpoint),
+            Ok(endpoint) => Models::Endpoint(endpoint),
             Err(EndpointError::Environment(error)) => {
                 return failure(format!("{error} (or run the cases offline with --replay)"));
             }
@@ -157,7 +133,6 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
         Ok(host) => host,
         Err(error) => return failure(error),
     };
-    let tests_dir = root.join(&source.dir).join("tests");
     let harness = Harness {
         program: Arc::clone(&program),
         workflow: slug.clone(),
@@ -176,77 +151,20 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
         if args.replay { "replaying tapes".to_string() } else { "live model".to_string() }
     );
 
-    let parsed =
-        analysis.units.iter().find(|unit| unit.slug == slug).map(|unit| unit.cases.clone()).unwrap_or_default();
-    let mut results: Vec<CaseResult> = Vec::new();
-    let mut total = Usage::default();
-    // On a terminal, each case header says how far the suite has come.
-    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let count = selected.len();
-    for (position, (id, path)) in selected.into_iter().enumerate() {
-        let case = parsed.iter().find(|case| &case.id == id);
-        let title = case.map(|case| case.title.clone()).unwrap_or_else(|| id.clone());
-        let counter = if progress { format!("[{}/{count}] ", position + 1) } else { String::new() };
-        eprintln!("{}", paint(color, "2", &format!("── {counter}{id} · {title}")));
-        let result = match (case, case_errors.iter().find(|(known, _)| known == id)) {
-            (_, Some((_, error))) => CaseResult::dead(id, &title, "", format!("the case file is invalid: {error}")),
-            (None, None) => CaseResult::dead(id, &title, "", "the case file could not be read".to_string()),
-            (Some(case), None) => {
-                let model: Result<Arc<dyn ModelAdapter>, String> = match &endpoint {
-                    Some(endpoint) => Ok(Arc::clone(endpoint)),
-                    None => tape_for(&tests_dir, path, id),
-                };
-                match model {
-                    Err(error) => CaseResult::dead(id, &title, &case.description, error),
-                    Ok(model) => {
-                        let events = EventSink::new();
-                        events.listen(Box::new(Flow::new(color)));
-                        let result =
-                            executor.block_on(harness.run_case(case, CaseEnv { model: Arc::clone(&model), events }));
-                        let leftover = model.leftover();
-                        if leftover > 0 && result.verdict != Verdict::Skipped {
-                            eprintln!(
-                                "  warning: the tape still holds {leftover} unused entr{}",
-                                if leftover == 1 { "y" } else { "ies" }
-                            );
-                        }
-                        result
-                    }
-                }
-            }
-        };
-        report(&result, color);
-        total.add(&result.usage);
-        results.push(result);
-    }
-    let passed = results.iter().filter(|result| result.verdict == Verdict::Passed).count();
-    let failed = results.iter().filter(|result| result.verdict == Verdict::Failed).count();
-    let skipped = results.iter().filter(|result| result.verdict == Verdict::Skipped).count();
-    let summary = format!("{passed} passed, {failed} failed, {skipped} skipped");
+    let mut printer = Printer { color, progress: std::io::IsTerminal::is_terminal(&std::io::stderr()) };
+    let tally = executor.block_on(harness.run_suite(&selected, &models, &mut printer));
+    let summary = tally.summary();
     eprintln!();
     eprintln!("{}", paint(color, "1", &summary));
-    if let Some(line) = footer(&total) {
+    if let Some(line) = footer(&tally.usage) {
         eprintln!("{line}");
     }
-    let exit = if failed > 0 { 1 } else { 0 };
     if args.json {
-        let document = json!({ "workflow": slug, "results": results, "exitCode": exit, "discovered": cases.len() });
-        println!("{}", serde_json::to_string_pretty(&document).unwrap_or_default());
+        println!("{}", serde_json::to_string_pretty(&tally.document(&slug, cases.len())).unwrap_or_default());
     } else {
         println!("{summary}");
     }
-    ExitCode::from(exit)
-}
-
-/// The tape beside a case: `<case>.tape.yaml`.
-fn tape_for(tests_dir: &Path, path: &str, id: &str) -> Result<Arc<dyn ModelAdapter>, String> {
-    let file = tests_dir.join(format!("{id}.tape.yaml"));
-    host_env::tape_from_file(&file, &format!("tests/{id}.tape.yaml")).map_err(|error| match error {
-        TapeFileError::Unreadable { .. } => format!(
-            "--replay needs a tape for this case: write tests/{id}.tape.yaml beside tests/{path} (one entry per model call)"
-        ),
-        TapeFileError::Invalid(error) => error.to_string(),
-    })
+    ExitCode::from(tally.exit_code())
 }
 
 /// The verdict line and what went wrong, on stderr.

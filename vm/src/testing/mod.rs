@@ -15,6 +15,7 @@
 //! and leaves the rest `not-executed`.
 
 mod judge;
+pub mod suite;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -7,62 +7,167 @@ use serde::{Deserialize, Serialize};
 
 use crate::schema::ast::StateKind;
 
+/// Every tool the runtime itself defines: the built-in file tools, `write_todos`, the
+/// sandbox tools, the control tools and the note channel. The tables below are lists of
+/// these; code that acts on a tool matches on this enum, never on its spelling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tool {
+    Ls,
+    ReadFile,
+    WriteFile,
+    EditFile,
+    Glob,
+    Grep,
+    CopyFile,
+    MoveFile,
+    RemoveFile,
+    WriteTodos,
+    Eval,
+    Run,
+    Advance,
+    Reset,
+    Wait,
+    Raise,
+    GetVariables,
+    SetVariables,
+    GetHistory,
+    Note,
+}
+
+impl Tool {
+    pub const ALL: [Tool; 20] = [
+        Tool::Ls,
+        Tool::ReadFile,
+        Tool::WriteFile,
+        Tool::EditFile,
+        Tool::Glob,
+        Tool::Grep,
+        Tool::CopyFile,
+        Tool::MoveFile,
+        Tool::RemoveFile,
+        Tool::WriteTodos,
+        Tool::Eval,
+        Tool::Run,
+        Tool::Advance,
+        Tool::Reset,
+        Tool::Wait,
+        Tool::Raise,
+        Tool::GetVariables,
+        Tool::SetVariables,
+        Tool::GetHistory,
+        Tool::Note,
+    ];
+
+    /// The name a model calls it by.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Tool::Ls => "ls",
+            Tool::ReadFile => "read_file",
+            Tool::WriteFile => "write_file",
+            Tool::EditFile => "edit_file",
+            Tool::Glob => "glob",
+            Tool::Grep => "grep",
+            Tool::CopyFile => "copy_file",
+            Tool::MoveFile => "move_file",
+            Tool::RemoveFile => "remove_file",
+            Tool::WriteTodos => "write_todos",
+            Tool::Eval => "archmax_eval",
+            Tool::Run => "archmax_run",
+            Tool::Advance => "archmax_advance",
+            Tool::Reset => "archmax_reset",
+            Tool::Wait => "archmax_wait",
+            Tool::Raise => "archmax_raise",
+            Tool::GetVariables => "archmax_get_variables",
+            Tool::SetVariables => "archmax_set_variables",
+            Tool::GetHistory => "archmax_get_history",
+            Tool::Note => "archmax_note",
+        }
+    }
+
+    /// The runtime's tool of that name, if it is one (host and delegation tools are not).
+    pub fn from_name(name: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|tool| tool.name() == name)
+    }
+
+    /// The sandbox tools, which run a script.
+    pub fn is_script(self) -> bool {
+        matches!(self, Tool::Eval | Tool::Run)
+    }
+
+    /// The control tools that move or park a session.
+    pub fn moves_session(self) -> bool {
+        matches!(self, Tool::Advance | Tool::Reset | Tool::Wait | Tool::Raise)
+    }
+}
+
+const fn names<const N: usize>(tools: [Tool; N]) -> [&'static str; N] {
+    let mut names = [""; N];
+    let mut index = 0;
+    while index < N {
+        names[index] = tools[index].name();
+        index += 1;
+    }
+    names
+}
+
 /// The workflow-wide grant when `tools.allow_always` is absent.
-pub const DEFAULT_TOOLS: [&str; 12] = [
-    "ls",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "glob",
-    "grep",
-    "copy_file",
-    "move_file",
-    "remove_file",
-    "write_todos",
-    "archmax_eval",
-    "archmax_run",
-];
+pub const DEFAULT_TOOLS: [&str; 12] = names([
+    Tool::Ls,
+    Tool::ReadFile,
+    Tool::WriteFile,
+    Tool::EditFile,
+    Tool::Glob,
+    Tool::Grep,
+    Tool::CopyFile,
+    Tool::MoveFile,
+    Tool::RemoveFile,
+    Tool::WriteTodos,
+    Tool::Eval,
+    Tool::Run,
+]);
 
 /// The default tools that work on files (the scratchpad is open to these).
-pub const FILE_TOOLS: [&str; 9] =
-    ["ls", "read_file", "write_file", "edit_file", "glob", "grep", "copy_file", "move_file", "remove_file"];
+pub const FILE_TOOLS: [&str; 9] = names([
+    Tool::Ls,
+    Tool::ReadFile,
+    Tool::WriteFile,
+    Tool::EditFile,
+    Tool::Glob,
+    Tool::Grep,
+    Tool::CopyFile,
+    Tool::MoveFile,
+    Tool::RemoveFile,
+]);
 
 /// Control tools of agent and human states, in registration order.
-pub const AGENT_CONTROLS: [&str; 6] = [
-    "archmax_advance",
-    "archmax_reset",
-    "archmax_wait",
-    "archmax_raise",
-    "archmax_get_variables",
-    "archmax_set_variables",
-];
+pub const AGENT_CONTROLS: [&str; 6] =
+    names([Tool::Advance, Tool::Reset, Tool::Wait, Tool::Raise, Tool::GetVariables, Tool::SetVariables]);
 
 /// Control tools of grader and code states.
 pub const AUTOMATED_CONTROLS: [&str; 5] =
-    ["archmax_advance", "archmax_raise", "archmax_get_variables", "archmax_set_variables", "archmax_get_history"];
+    names([Tool::Advance, Tool::Raise, Tool::GetVariables, Tool::SetVariables, Tool::GetHistory]);
 
 /// Tools a grader or code state never has, whatever grants them.
-pub const AUTOMATED_WITHHELD: [&str; 5] =
-    ["write_todos", "archmax_eval", "archmax_run", "archmax_wait", "archmax_reset"];
+pub const AUTOMATED_WITHHELD: [&str; 5] = names([Tool::WriteTodos, Tool::Eval, Tool::Run, Tool::Wait, Tool::Reset]);
 
 /// Every `archmax_` name the runtime defines (besides `archmax_workflow_<slug>`).
-pub const RUNTIME_TOOLS: [&str; 9] = [
-    "archmax_advance",
-    "archmax_reset",
-    "archmax_wait",
-    "archmax_raise",
-    "archmax_get_variables",
-    "archmax_set_variables",
-    "archmax_get_history",
-    "archmax_eval",
-    "archmax_run",
-];
+pub const RUNTIME_TOOLS: [&str; 9] = names([
+    Tool::Advance,
+    Tool::Reset,
+    Tool::Wait,
+    Tool::Raise,
+    Tool::GetVariables,
+    Tool::SetVariables,
+    Tool::GetHistory,
+    Tool::Eval,
+    Tool::Run,
+]);
 
 /// The prefix of a delegation tool.
 pub const DELEGATION_PREFIX: &str = "archmax_workflow_";
 
 /// The name of the synthetic runtime-note tool, which nothing may call.
-pub const NOTE_TOOL: &str = "archmax_note";
+pub const NOTE_TOOL: &str = Tool::Note.name();
 
 /// Deep Agents' subagent dispatch: never grantable.
 pub const UNGRANTABLE_TOOL: &str = "task";
@@ -137,4 +242,31 @@ pub fn path_arguments(tool: &str) -> &'static [(&'static str, PathAccess)] {
 /// The unprefixed spelling authors sometimes write for a runtime tool.
 pub fn unprefixed_runtime_tool(tool: &str) -> Option<&'static str> {
     RUNTIME_TOOLS.iter().copied().find(|runtime| runtime.strip_prefix("archmax_") == Some(tool))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_is_found_by_its_name_and_names_are_unique() {
+        for tool in Tool::ALL {
+            assert_eq!(Tool::from_name(tool.name()), Some(tool));
+        }
+        let mut names: Vec<&str> = Tool::ALL.iter().map(|tool| tool.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Tool::ALL.len());
+        assert_eq!(Tool::from_name("archmax_workflow_refunds"), None);
+        assert_eq!(Tool::from_name("lookup_order"), None);
+    }
+
+    #[test]
+    fn the_tables_are_lists_of_runtime_tools() {
+        for name in DEFAULT_TOOLS.iter().chain(&AGENT_CONTROLS).chain(&AUTOMATED_CONTROLS).chain(&RUNTIME_TOOLS) {
+            assert!(Tool::from_name(name).is_some(), "{name}");
+        }
+        assert!(RUNTIME_TOOLS.iter().all(|name| name.starts_with("archmax_")));
+        assert_eq!(NOTE_TOOL, "archmax_note");
+    }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use archmax_compiler::program::{StateId, StateKind};
-use archmax_compiler::tools::DEFAULT_TOOLS;
+use archmax_compiler::tools::{DEFAULT_TOOLS, Tool};
 
 use crate::events::Event;
 use crate::model::{ModelError, ModelRequest, Role};
@@ -307,7 +307,7 @@ impl Turn<'_> {
             let mut answers = Vec::with_capacity(response.tool_calls.len());
             for call in &response.tool_calls {
                 let answer = if self.automated.as_ref().is_some_and(|run| run.decision.is_some())
-                    && !matches!(call.name.as_str(), "archmax_advance" | "archmax_raise")
+                    && !matches!(Tool::from_name(&call.name), Some(Tool::Advance | Tool::Raise))
                 {
                     Answer::error("The grader has decided; this call was not run.")
                 } else {
@@ -484,8 +484,8 @@ impl Turn<'_> {
 
     /// `archmax_eval { code }` and `archmax_run { file_path, … }`: JavaScript in the
     /// session's REPL, its `tools.*` calls on the agent's authority.
-    pub(super) async fn script_tool(&mut self, id: StateId, name: &str, args: &Value) -> Answer {
-        let (label, source, script_args) = if name == "archmax_eval" {
+    pub(super) async fn script_tool(&mut self, id: StateId, tool: Tool, args: &Value) -> Answer {
+        let (label, source, script_args) = if tool == Tool::Eval {
             match args.get("code").and_then(Value::as_str) {
                 Some(code) if !code.trim().is_empty() => ("eval".to_string(), code.to_string(), Value::Null),
                 _ => return Answer::error("Error: `code` must be a non-empty string of JavaScript."),

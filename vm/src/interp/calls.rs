@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use archmax_compiler::program::{StateId, ToolKind};
 use archmax_compiler::syntax::reference::{TemplatePart, VarPath, parse_template};
-use archmax_compiler::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, delegation_target};
+use archmax_compiler::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, Tool, delegation_target};
 
 use crate::events::Event;
 use crate::kernel::{Call, Origin, Refusal, Rule, Verdict, decide, resolve_reference};
@@ -19,7 +19,7 @@ use super::Turn;
 /// The runtime's own control tools (never mocked): every `archmax_` tool but the two
 /// that run scripts.
 fn is_control(tool: &str) -> bool {
-    RUNTIME_TOOLS.contains(&tool) && !matches!(tool, "archmax_eval" | "archmax_run")
+    Tool::from_name(tool).is_some_and(|tool| RUNTIME_TOOLS.contains(&tool.name()) && !tool.is_script())
 }
 
 /// Longest tool output kept in a `tool-result` event.
@@ -296,9 +296,7 @@ impl Turn<'_> {
         for call in calls {
             // Sub-workflow calls made before a move settle before it, so their failures
             // are the failures of the state that made them.
-            if matches!(call.name.as_str(), "archmax_advance" | "archmax_reset" | "archmax_wait" | "archmax_raise")
-                && !self.deferred.is_empty()
-            {
+            if Tool::from_name(&call.name).is_some_and(Tool::moves_session) && !self.deferred.is_empty() {
                 for (call_id, answer) in self.run_deferred(Caller::Model).await {
                     if let Some(index) = calls.iter().position(|call| call.id == call_id) {
                         answers[index] = answer;
@@ -474,25 +472,26 @@ impl Turn<'_> {
     ) -> Answer {
         let automated = self.automated.is_some();
         let raw = matches!(caller, Caller::Code | Caller::Script);
-        match call.name.as_str() {
-            "archmax_advance" if automated => self.automated_advance(args),
-            "archmax_raise" if automated => self.automated_raise(args),
-            "archmax_get_history" if automated => {
+        let name = call.name.as_str();
+        match Tool::from_name(name) {
+            Some(Tool::Advance) if automated => self.automated_advance(args),
+            Some(Tool::Raise) if automated => self.automated_raise(args),
+            Some(Tool::GetHistory) if automated => {
                 Answer::ok(self.automated.as_ref().map(|run| run.history.clone()).unwrap_or_default())
             }
-            "archmax_reset" | "archmax_wait" if automated => Answer::error(format!(
+            Some(Tool::Reset | Tool::Wait) if automated => Answer::error(format!(
                 "'{}' is not available to grader and code states; they cannot park or reset.",
                 call.name
             )),
-            "archmax_advance" => self.advance(call, args, advanced),
-            "archmax_reset" => self.reset(call, args),
-            "archmax_wait" => self.wait(call, args),
-            "archmax_raise" => self.raise(call, args, alone),
-            "archmax_get_variables" => self.get_variables(args),
-            "archmax_set_variables" => self.set_variables(id, call, args),
-            "archmax_get_history" => Answer::error("archmax_get_history is offered only to grader and code states."),
-            "archmax_eval" | "archmax_run" => self.script_tool(id, &call.name, args).await,
-            name if delegation_target(name).is_some() => {
+            Some(Tool::Advance) => self.advance(call, args, advanced),
+            Some(Tool::Reset) => self.reset(call, args),
+            Some(Tool::Wait) => self.wait(call, args),
+            Some(Tool::Raise) => self.raise(call, args, alone),
+            Some(Tool::GetVariables) => self.get_variables(args),
+            Some(Tool::SetVariables) => self.set_variables(id, call, args),
+            Some(Tool::GetHistory) => Answer::error("archmax_get_history is offered only to grader and code states."),
+            Some(script @ (Tool::Eval | Tool::Run)) => self.script_tool(id, script, args).await,
+            _ if delegation_target(name).is_some() => {
                 match self.prepare_delegation(id, &call.id, name, args, caller).await {
                     Ok(prepared) => {
                         self.deferred.push(prepared);
@@ -501,7 +500,7 @@ impl Turn<'_> {
                     Err(refusal) => refusal,
                 }
             }
-            name if DEFAULT_TOOLS.contains(&name) => {
+            Some(tool) if DEFAULT_TOOLS.contains(&tool.name()) => {
                 let policy = self.policy();
                 let state = self.state(id);
                 let variables = self.session.variable_values();
@@ -515,7 +514,7 @@ impl Turn<'_> {
                 // File tools read and write the session's store and the mounts: blocking
                 // work, kept off the executor's time.
                 let result = crate::blocking::run_blocking(|| archmax_stdlib::tools::run(name, args, &context));
-                if name == "write_todos"
+                if tool == Tool::WriteTodos
                     && result.is_ok()
                     && let Some(Value::Array(todos)) = args.get("todos")
                 {
@@ -526,7 +525,7 @@ impl Turn<'_> {
                     Err(error) => Answer::error(format!("Error: {}", error.0)),
                 }
             }
-            name => Answer::error(format!("Error: the host provides no `{name}` tool in this run.")),
+            _ => Answer::error(format!("Error: the host provides no `{name}` tool in this run.")),
         }
     }
 }

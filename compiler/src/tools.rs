@@ -110,34 +110,24 @@ const fn names<const N: usize>(tools: [Tool; N]) -> [&'static str; N] {
     names
 }
 
-/// The workflow-wide grant when `tools.allow_always` is absent.
-pub const DEFAULT_TOOLS: [&str; 12] = names([
-    Tool::Ls,
-    Tool::ReadFile,
-    Tool::WriteFile,
-    Tool::EditFile,
-    Tool::Glob,
-    Tool::Grep,
-    Tool::CopyFile,
-    Tool::MoveFile,
-    Tool::RemoveFile,
-    Tool::WriteTodos,
-    Tool::Eval,
-    Tool::Run,
-]);
+/// `N` tools of [`Tool::ALL`] from `START`. Its order puts the file tools first, then
+/// the rest of the default grant (the sandbox tools last), then the controls.
+const fn run<const START: usize, const N: usize>() -> [Tool; N] {
+    let mut tools = [Tool::Ls; N];
+    let mut index = 0;
+    while index < N {
+        tools[index] = Tool::ALL[START + index];
+        index += 1;
+    }
+    tools
+}
+
+/// The workflow-wide grant when `tools.allow_always` is absent: the file tools,
+/// `write_todos` and the two sandbox tools.
+pub const DEFAULT_TOOLS: [&str; 12] = names(run::<0, 12>());
 
 /// The default tools that work on files (the scratchpad is open to these).
-pub const FILE_TOOLS: [&str; 9] = names([
-    Tool::Ls,
-    Tool::ReadFile,
-    Tool::WriteFile,
-    Tool::EditFile,
-    Tool::Glob,
-    Tool::Grep,
-    Tool::CopyFile,
-    Tool::MoveFile,
-    Tool::RemoveFile,
-]);
+pub const FILE_TOOLS: [&str; 9] = names(run::<0, 9>());
 
 /// Control tools of agent and human states, in registration order.
 pub const AGENT_CONTROLS: [&str; 6] =
@@ -150,18 +140,9 @@ pub const AUTOMATED_CONTROLS: [&str; 5] =
 /// Tools a grader or code state never has, whatever grants them.
 pub const AUTOMATED_WITHHELD: [&str; 5] = names([Tool::WriteTodos, Tool::Eval, Tool::Run, Tool::Wait, Tool::Reset]);
 
-/// Every `archmax_` name the runtime defines (besides `archmax_workflow_<slug>`).
-pub const RUNTIME_TOOLS: [&str; 9] = names([
-    Tool::Advance,
-    Tool::Reset,
-    Tool::Wait,
-    Tool::Raise,
-    Tool::GetVariables,
-    Tool::SetVariables,
-    Tool::GetHistory,
-    Tool::Eval,
-    Tool::Run,
-]);
+/// Every `archmax_` name the runtime defines (besides `archmax_workflow_<slug>`), the
+/// note channel excepted.
+pub const RUNTIME_TOOLS: [&str; 9] = names(run::<10, 9>());
 
 /// The prefix of a delegation tool.
 pub const DELEGATION_PREFIX: &str = "archmax_workflow_";
@@ -268,5 +249,12 @@ mod tests {
         }
         assert!(RUNTIME_TOOLS.iter().all(|name| name.starts_with("archmax_")));
         assert_eq!(NOTE_TOOL, "archmax_note");
+        // The grants the spec names, in its order; FILE_TOOLS is the file-handling part.
+        let default = "ls read_file write_file edit_file glob grep copy_file move_file remove_file write_todos archmax_eval archmax_run";
+        assert_eq!(DEFAULT_TOOLS.join(" "), default);
+        assert_eq!(FILE_TOOLS, DEFAULT_TOOLS[..9]);
+        let runtime: Vec<&str> =
+            Tool::ALL.iter().map(|tool| tool.name()).filter(|name| name.starts_with("archmax_")).collect();
+        assert_eq!(RUNTIME_TOOLS.as_slice(), &runtime[..runtime.len() - 1], "every archmax_ tool but the note");
     }
 }

@@ -142,7 +142,20 @@ pub const AUTOMATED_WITHHELD: [&str; 5] = names([Tool::WriteTodos, Tool::Eval, T
 
 /// Every `archmax_` name the runtime defines (besides `archmax_workflow_<slug>`), the
 /// note channel excepted.
-pub const RUNTIME_TOOLS: [&str; 9] = names(run::<10, 9>());
+pub const RUNTIME_TOOLS: [&str; 9] = names(runtime_tools());
+
+/// The controls first, then the sandbox tools: the order diagnostics list them in.
+const fn runtime_tools() -> [Tool; 9] {
+    let controls = run::<12, 7>();
+    let mut tools = [Tool::Eval; 9];
+    let mut index = 0;
+    while index < 7 {
+        tools[index] = controls[index];
+        index += 1;
+    }
+    tools[8] = Tool::Run;
+    tools
+}
 
 /// The prefix of a delegation tool.
 pub const DELEGATION_PREFIX: &str = "archmax_workflow_";
@@ -253,8 +266,14 @@ mod tests {
         let default = "ls read_file write_file edit_file glob grep copy_file move_file remove_file write_todos archmax_eval archmax_run";
         assert_eq!(DEFAULT_TOOLS.join(" "), default);
         assert_eq!(FILE_TOOLS, DEFAULT_TOOLS[..9]);
-        let runtime: Vec<&str> =
+        let mut runtime: Vec<&str> =
             Tool::ALL.iter().map(|tool| tool.name()).filter(|name| name.starts_with("archmax_")).collect();
-        assert_eq!(RUNTIME_TOOLS.as_slice(), &runtime[..runtime.len() - 1], "every archmax_ tool but the note");
+        runtime.retain(|name| *name != NOTE_TOOL);
+        let mut listed = RUNTIME_TOOLS.to_vec();
+        listed.sort_unstable();
+        runtime.sort_unstable();
+        assert_eq!(listed, runtime, "every archmax_ tool but the note");
+        assert_eq!(RUNTIME_TOOLS[0], "archmax_advance", "controls first");
+        assert_eq!(&RUNTIME_TOOLS[7..], ["archmax_eval", "archmax_run"]);
     }
 }

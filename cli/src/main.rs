@@ -153,9 +153,12 @@ enum Command {
     Deliver {
         /// The waiting session.
         session: String,
-        /// The trigger being delivered (any id).
+        /// The trigger being delivered: one the workflow declares.
         #[arg(long, value_name = "ID")]
         trigger: String,
+        /// Deliver a trigger id the workflow does not declare.
+        #[arg(long)]
+        undeclared: bool,
         /// Variables the trigger carries, seeded locked: a JSON object.
         #[arg(long, value_name = "JSON")]
         variables: Option<String>,
@@ -283,8 +286,12 @@ fn main() -> ExitCode {
         Command::Reply { session, message, workflow, common } => {
             resume::reply(&common.options(&root), &session, &message, workflow.as_deref())
         }
-        Command::Deliver { session, trigger, variables, workflow, common } => {
-            resume::deliver(&common.options(&root), &session, &trigger, variables.as_deref(), workflow.as_deref())
-        }
+        Command::Deliver { session, trigger, undeclared, variables, workflow, common } => resume::deliver(
+            &common.options(&root),
+            &session,
+            (&trigger, undeclared),
+            variables.as_deref(),
+            workflow.as_deref(),
+        ),
     }
 }

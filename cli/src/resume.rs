@@ -93,7 +93,7 @@ pub fn reply(options: &SessionOptions<'_>, id: &str, message: &[String], workflo
 pub fn deliver(
     options: &SessionOptions<'_>,
     id: &str,
-    trigger: &str,
+    (trigger, undeclared): (&str, bool),
     variables: Option<&str>,
     workflow: Option<&str>,
 ) -> ExitCode {
@@ -115,6 +115,7 @@ pub fn deliver(
         variables,
         message: None,
         upgrade: options.upgrade,
+        undeclared,
     };
     execute(options, &workflow, |runtime| Box::pin(async move { runtime.deliver(request).await }))
 }

@@ -131,8 +131,12 @@ pub struct ReplyRequest {
 pub struct DeliverRequest {
     pub session: String,
     pub workflow: Option<String>,
-    /// Any id is accepted; the workflow need not declare it.
+    /// One of the workflow's triggers (its `requires` are checked as at a start), or,
+    /// with `undeclared`, any id.
     pub trigger: String,
+    /// Deliver a trigger the workflow does not declare (no signature to check; it
+    /// becomes the session's trigger, so no `returns` check applies after it).
+    pub undeclared: bool,
     /// Seeded locked (`title` excepted).
     pub variables: Map<String, Value>,
     pub message: Option<String>,
@@ -195,8 +199,9 @@ pub enum RunError {
     #[error("the artifact has no workflow `{workflow}` (it has {})", archmax_compiler::diagnostic::list_names(known))]
     UnknownWorkflow { workflow: String, known: Vec<String> },
     #[error(
-        "workflow `{workflow}` declares no trigger `{trigger}` (it declares {})",
-        archmax_compiler::diagnostic::list_names(declared)
+        "workflow `{workflow}` declares no trigger `{trigger}` (it declares {}){}",
+        archmax_compiler::diagnostic::list_names(declared),
+        suggestion(trigger, declared)
     )]
     UnknownTrigger { workflow: String, trigger: String, declared: Vec<String> },
     #[error("there is no session `{0}`; `archmax sessions` lists them")]
@@ -349,6 +354,13 @@ impl From<StoreError> for RunError {
             other => RunError::Store(other),
         }
     }
+}
+
+/// `; did you mean `x`?` when one of `known` is close to `word`.
+fn suggestion(word: &str, known: &[String]) -> String {
+    archmax_compiler::diagnostic::did_you_mean(word, known.iter().map(String::as_str))
+        .map(|close| format!("; did you mean `{close}`?"))
+        .unwrap_or_default()
 }
 
 /// What to do about a session pinned to another program: upgrade it, unless its state

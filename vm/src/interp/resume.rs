@@ -350,6 +350,7 @@ impl Runtime {
             let outcome = Ok(outcome);
             return self.carry_on(workflow_id, parked, Disposition::Deliver, &pending, outcome).await;
         }
+        self.check_delivery(workflow_id, &trigger, &request, &parked.session)?;
         let mut turn = parked.into_turn(self, workflow_id).await?;
         turn.disposition = Disposition::Deliver;
         let id = turn.position_id();
@@ -417,6 +418,35 @@ impl Runtime {
         turn.run().await
     }
 
+    /// A delivery names a trigger the workflow declares (unless `undeclared` lets any id
+    /// through), and carries what that trigger `requires`, counting what the session
+    /// holds already. Nothing changes on refusal.
+    fn check_delivery(
+        &self,
+        workflow_id: archmax_compiler::program::WorkflowId,
+        trigger: &str,
+        request: &DeliverRequest,
+        session: &SessionState,
+    ) -> Result<(), RunError> {
+        let program = &self.program;
+        let workflow = &program.workflows[workflow_id.0 as usize];
+        match workflow.triggers.iter().find(|declared| program.str(declared.id) == trigger) {
+            Some(declared) => self.check_signature(
+                super::start::Firing::Delivery,
+                declared,
+                trigger,
+                &request.variables,
+                &session.variable_values(),
+            ),
+            None if request.undeclared => Ok(()),
+            None => Err(RunError::UnknownTrigger {
+                workflow: program.str(workflow.slug).to_string(),
+                trigger: trigger.to_string(),
+                declared: workflow.triggers.iter().map(|declared| program.str(declared.id).to_string()).collect(),
+            }),
+        }
+    }
+
     /// `archmax run --session` on a parked session: a session waiting for input takes the
     /// firing as a delivery; one waiting for a decision takes the message as a reply.
     pub(super) async fn resume_parked(
@@ -434,6 +464,8 @@ impl Runtime {
                     variables: request.variables,
                     message: request.message,
                     upgrade: request.upgrade,
+                    // A start names a declared trigger; it was checked before.
+                    undeclared: false,
                 })
                 .await
             }

@@ -69,7 +69,23 @@ pub(super) fn check_variable_names(variables: &Map<String, Value>) -> Result<(),
 
 /// The refusal of a firing whose trigger signature does not hold: every mistyped
 /// variable and every missing one at once, or `None` when it holds.
-fn signature_refusal(trigger: &str, missing: &[&str], mistyped: Vec<FieldProblem>) -> Option<RunError> {
+/// What fired a trigger: a start, or a delivery to a waiting session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Firing {
+    Start,
+    Delivery,
+}
+
+impl Firing {
+    fn refusing(self) -> &'static str {
+        match self {
+            Firing::Start => "Refusing to start",
+            Firing::Delivery => "Refusing the delivery",
+        }
+    }
+}
+
+fn signature_refusal(firing: Firing, trigger: &str, missing: &[&str], mistyped: Vec<FieldProblem>) -> Option<RunError> {
     if missing.is_empty() && mistyped.is_empty() {
         return None;
     }
@@ -80,13 +96,15 @@ fn signature_refusal(trigger: &str, missing: &[&str], mistyped: Vec<FieldProblem
         quoted.join(", ")
     );
     let message = match (mistyped.is_empty(), missing.is_empty()) {
-        (true, _) => format!("Refusing to start: trigger '{trigger}' {absent}"),
+        (true, _) => format!("{}: trigger '{trigger}' {absent}", firing.refusing()),
         (false, true) => format!(
-            "Refusing to start: trigger '{trigger}': {}.",
+            "{}: trigger '{trigger}': {}.",
+            firing.refusing(),
             mistyped.iter().map(|field| field.problem.as_str()).collect::<Vec<_>>().join("; ")
         ),
         (false, false) => format!(
-            "Refusing to start: trigger '{trigger}': {}. It also {absent}",
+            "{}: trigger '{trigger}': {}. It also {absent}",
+            firing.refusing(),
             mistyped.iter().map(|field| field.problem.as_str()).collect::<Vec<_>>().join("; ")
         ),
     };
@@ -153,7 +171,7 @@ impl Runtime {
         }
         // The trigger's signature, held before any model call.
         let held = existing.as_ref().map(|(state, _)| state.variable_values()).unwrap_or_default();
-        self.check_signature(trigger, &trigger_id, &request.variables, &held)?;
+        self.check_signature(Firing::Start, trigger, &trigger_id, &request.variables, &held)?;
 
         let (mut session, writer) = match existing {
             Some(open) => open,
@@ -204,8 +222,9 @@ impl Runtime {
     }
 
     /// Holds the trigger's `requires` against the seeds and what the session holds.
-    fn check_signature(
+    pub(super) fn check_signature(
         &self,
+        firing: Firing,
         trigger: &TriggerProgram,
         trigger_id: &str,
         seeds: &Map<String, Value>,
@@ -226,7 +245,7 @@ impl Runtime {
                 }
             }
         }
-        match signature_refusal(trigger_id, &missing, mistyped) {
+        match signature_refusal(firing, trigger_id, &missing, mistyped) {
             Some(refusal) => Err(refusal),
             None => Ok(()),
         }

@@ -404,6 +404,8 @@ impl Driver<'_> {
                         variables: variables.iter().map(|(name, value)| (name.value.clone(), value.clone())).collect(),
                         message: None,
                         upgrade: false,
+                        // A case may deliver any event, as a host's library call may.
+                        undeclared: true,
                     })
                     .await
             }

@@ -9,9 +9,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use archmax_vm::compiler::artifact;
-use archmax_vm::compiler::compile;
 use archmax_vm::compiler::lower::BuildInputs;
 use archmax_vm::compiler::program::Program;
+use archmax_vm::compiler::{CompileError, compile};
 use archmax_vm::events::{EventSink, JsonLines};
 use archmax_vm::host_env::{self, ClockAndPricing, process_env};
 use archmax_vm::model::ModelAdapter;
@@ -39,21 +39,29 @@ pub struct SessionOptions<'a> {
 /// A failure before anything ran, with the message to print.
 pub struct Refusal(pub String);
 
-/// Loads the artifact under the trust policy, or compiles the workspace in process
-/// (validation included). A program compiled here is trusted as it stands; a loaded one
-/// carries bytecode only when a trusted key signed it (the loader recompiles the rest).
-pub fn program(options: &SessionOptions<'_>) -> Result<Program, Result<Refusal, ExitCode>> {
+/// A program to run and the workflows left out of it.
+pub struct Loaded {
+    pub program: Program,
+    /// Workflows that do not validate and were not needed: each is worth a warning.
+    pub left_out: Vec<String>,
+}
+
+/// Loads the artifact under the trust policy, or compiles `workflow` and the workflows
+/// it calls in process (validation included); a broken sibling blocks nothing. A program
+/// compiled here is trusted as it stands; a loaded one carries bytecode only when a
+/// trusted key signed it (the loader recompiles the rest).
+pub fn program(options: &SessionOptions<'_>, workflow: &str) -> Result<Loaded, Result<Refusal, CompileError>> {
     if let Some(path) = options.artifact {
         let trusted = crate::keys::trusted_keys(options.trust).map_err(|error| Ok(Refusal(error)))?;
         let bytes = std::fs::read(path)
             .map_err(|error| Ok(Refusal(format!("could not read `{}`: {error}", path.display()))))?;
         return artifact::load(&bytes, &trusted)
-            .map(|loaded| loaded.program)
+            .map(|loaded| Loaded { program: loaded.program, left_out: Vec::new() })
             .map_err(|error| Ok(Refusal(format!("`{}` is refused: {error}", path.display()))));
     }
-    compile(options.root, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT })
-        .map(|compiled| compiled.program)
-        .map_err(|error| Err(refused(error)))
+    compile(options.root, &[workflow.to_string()], &BuildInputs { platform_prompt: PLATFORM_PROMPT })
+        .map(|compiled| Loaded { program: compiled.program, left_out: compiled.left_out })
+        .map_err(Err)
 }
 
 /// The model: the tape when given, else the configured endpoint.
@@ -102,12 +110,22 @@ pub fn execute<F>(options: &SessionOptions<'_>, workflow: &str, action: F) -> Ex
 where
     F: for<'a> FnOnce(&'a Runtime) -> Pin<Box<dyn Future<Output = Result<Outcome, RunError>> + 'a>>,
 {
-    header(options, workflow);
-    let program = match program(options) {
-        Ok(program) => program,
-        Err(Ok(refusal)) => return failure(refusal.0),
-        Err(Err(code)) => return code,
+    let Loaded { program, left_out } = match program(options, workflow) {
+        Ok(loaded) => loaded,
+        Err(refusal) => {
+            header(options, workflow, None);
+            return match refusal {
+                Ok(refusal) => failure(refusal.0),
+                Err(error) => refused(error),
+            };
+        }
     };
+    header(options, workflow, Some(&program));
+    for sibling in left_out {
+        eprintln!(
+            "warning: workflow `{sibling}` does not validate and was left out (`archmax validate {sibling}` says why)"
+        );
+    }
     let model = match model(options) {
         Ok(model) => model,
         Err(refusal) => return failure(refusal.0),
@@ -132,16 +150,37 @@ where
 }
 
 /// The session header on stderr: which workflow, which workspace, which model.
-pub fn header(options: &SessionOptions<'_>, workflow: &str) {
+pub fn header(options: &SessionOptions<'_>, workflow: &str, program: Option<&Program>) {
     let root = options.root.canonicalize().unwrap_or_else(|_| options.root.to_path_buf());
     let model = match options.tape {
         Some(tape) => format!("tape {}", tape.display()),
-        None => match host_env::configured_model(process_env) {
-            Some(model) => model,
-            None => "ARCHMAX_MODEL is unset (states and settings must name one)".to_string(),
-        },
+        None => models_used(program, workflow, host_env::configured_model(process_env)),
     };
     eprintln!("archmax · workflow {workflow} · root {} · model {model}", root.display());
+}
+
+/// The models the workflow's model-calling states will really use: each state's own
+/// (its `model`, else `settings.model`, both folded into the program), else the
+/// environment's. Without a program only the environment is known.
+fn models_used(program: Option<&Program>, workflow: &str, configured: Option<String>) -> String {
+    const UNSET: &str = "ARCHMAX_MODEL is unset (states and settings must name one)";
+    let Some((program, (_, source))) = program.and_then(|program| Some((program, program.workflow(workflow)?))) else {
+        return configured.unwrap_or_else(|| UNSET.to_string());
+    };
+    let mut models: Vec<String> = Vec::new();
+    let mut unresolved = false;
+    for state in source.states.iter().filter(|state| state.kind != archmax_vm::compiler::program::StateKind::Code) {
+        match state.model.map(|model| program.str(model).to_string()).or_else(|| configured.clone()) {
+            Some(model) if !models.contains(&model) => models.push(model),
+            Some(_) => {}
+            None => unresolved = true,
+        }
+    }
+    match (models.is_empty(), unresolved) {
+        (true, _) => UNSET.to_string(),
+        (false, false) => models.join(", "),
+        (false, true) => format!("{} (other states name none and ARCHMAX_MODEL is unset)", models.join(", ")),
+    }
 }
 
 /// `20369` → `20,369`.

@@ -19,6 +19,9 @@ use crate::workspace::WorkspaceError;
 pub struct Compiled {
     pub analysis: Analysis,
     pub program: Program,
+    /// Workflows outside the selection (and what it calls) that do not validate: left
+    /// out of the program, so they block nothing, but worth a warning.
+    pub left_out: Vec<String>,
 }
 
 /// The analysis of a workspace that does not validate, and the report of its findings
@@ -47,7 +50,9 @@ pub enum CompileError {
 }
 
 /// Loads, checks and lowers the workspace at `root`. `selection` names the workflows to
-/// compile (every workflow when empty); the workflows they call come along.
+/// compile (every workflow when empty); the workflows they call come along, and only
+/// their findings (and the workspace's own) can refuse the build: a broken sibling
+/// blocks nothing and is named in [`Compiled::left_out`].
 pub fn compile(root: &Path, selection: &[String], inputs: &BuildInputs<'_>) -> Result<Compiled, CompileError> {
     compile_analysis(analyze(root)?, selection, inputs)
 }
@@ -58,12 +63,22 @@ pub fn compile_analysis(
     selection: &[String],
     inputs: &BuildInputs<'_>,
 ) -> Result<Compiled, CompileError> {
-    let report = analysis.report(selection)?;
+    analysis.report(selection)?;
+    let included =
+        if selection.is_empty() { Vec::new() } else { crate::lower::included_workflows(&analysis, selection) };
+    let report = analysis.report(&included)?;
     if !report.is_valid() {
         return Err(CompileError::Invalid(Box::new(Invalid { analysis, report })));
     }
     let program = lower(&analysis, selection, inputs)?;
-    Ok(Compiled { analysis, program })
+    let left_out = analysis
+        .units
+        .iter()
+        .filter(|unit| !included.is_empty() && !included.contains(&unit.slug))
+        .filter(|unit| analysis.report(std::slice::from_ref(&unit.slug)).is_ok_and(|report| !report.is_valid()))
+        .map(|unit| unit.slug.clone())
+        .collect();
+    Ok(Compiled { analysis, program, left_out })
 }
 
 #[cfg(test)]
@@ -89,6 +104,45 @@ mod tests {
         let slugs: Vec<&str> =
             compiled.program.workflows.iter().map(|workflow| compiled.program.str(workflow.slug)).collect();
         assert_eq!(slugs, ["returns"]);
+    }
+
+    /// A syntax error in a sibling's file is a workspace-level finding of that sibling;
+    /// a transition to nowhere a finding of the workflow itself.
+    const BROKEN_YAML: &str = "instructions: [unclosed\n";
+    const CALLER: &str = "instructions: Be brief.\nstates:\n  work:\n    triggers:\n      manual:\n    instructions: Work.\n    tools:\n      allow: [archmax_workflow_child]\n";
+    const BROKEN_CHILD: &str = "instructions: Be brief.\nstates:\n  work:\n    triggers:\n      manual:\n    instructions: Work.\n    transitions:\n      - { to: nowhere, description: Gone. }\n";
+
+    #[test]
+    fn a_broken_sibling_blocks_nothing_and_is_named_as_left_out() {
+        for broken in [BROKEN_YAML, BROKEN_CHILD] {
+            let analysis =
+                analysis(&[("workflows/orders/workflow.yaml", VALID), ("workflows/returns/workflow.yaml", broken)]);
+            let compiled = match compile_analysis(analysis, &["orders".to_string()], &INPUTS) {
+                Ok(compiled) => compiled,
+                Err(CompileError::Invalid(invalid)) => panic!("a sibling refused the build: {:#?}", invalid.report),
+                Err(error) => panic!("{error}"),
+            };
+            assert_eq!(compiled.left_out, ["returns"]);
+        }
+    }
+
+    #[test]
+    fn a_broken_callee_refuses_its_caller_with_its_own_findings() {
+        let analysis =
+            analysis(&[("workflows/orders/workflow.yaml", CALLER), ("workflows/child/workflow.yaml", BROKEN_CHILD)]);
+        let Err(CompileError::Invalid(invalid)) = compile_analysis(analysis, &["orders".to_string()], &INPUTS) else {
+            panic!("the caller must not compile over a broken callee")
+        };
+        let reported: Vec<&str> = invalid.report.workflows.iter().map(|workflow| workflow.slug.as_str()).collect();
+        assert!(reported.contains(&"child"), "the callee's findings are shown: {reported:?}");
+        assert!(!invalid.report.is_valid());
+    }
+
+    #[test]
+    fn with_no_selection_every_workflow_must_validate() {
+        let analysis =
+            analysis(&[("workflows/orders/workflow.yaml", VALID), ("workflows/returns/workflow.yaml", BROKEN_CHILD)]);
+        assert!(matches!(compile_analysis(analysis, &[], &INPUTS), Err(CompileError::Invalid(_))));
     }
 
     #[test]

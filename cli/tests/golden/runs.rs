@@ -128,6 +128,7 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<String, String> {
             .env_remove("ARCHMAX_API_BASE_URL")
             .env_remove("ARCHMAX_API_KEY")
             .env_remove("ARCHMAX_TRUSTED_KEYS")
+            .env_remove("ARCHMAX_MODEL")
             .envs(&step.env)
             .output()
             .map_err(|error| format!("archmax did not run: {error}"))?;

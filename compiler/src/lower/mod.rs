@@ -83,13 +83,12 @@ impl Interner {
 /// workflow they may call, so delegation resolves inside one artifact.
 pub fn lower(analysis: &Analysis, selection: &[String], inputs: &BuildInputs<'_>) -> Result<Program, BuildError> {
     let included = included_workflows(analysis, selection);
-    let errors: usize = analysis
-        .units
-        .iter()
-        .filter(|unit| included.contains(&unit.slug))
-        .map(|unit| unit.diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count())
-        .sum::<usize>()
-        + analysis.workspace.diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count();
+    // The findings that bind what is lowered: those of the included workflows and the
+    // workspace's own, never a sibling's.
+    let errors = match analysis.report(&included) {
+        Ok(report) => report.errors(),
+        Err(_) => 0,
+    };
     if errors > 0 {
         return Err(BuildError::Invalid(errors));
     }
@@ -151,7 +150,9 @@ pub fn lower(analysis: &Analysis, selection: &[String], inputs: &BuildInputs<'_>
 }
 
 /// The selected workflows plus everything they may call, transitively.
-fn included_workflows(analysis: &Analysis, selection: &[String]) -> Vec<String> {
+/// The selected workflows and every workflow they call, in the workspace's order (every
+/// workflow when the selection is empty).
+pub fn included_workflows(analysis: &Analysis, selection: &[String]) -> Vec<String> {
     let mut included: Vec<String> = if selection.is_empty() {
         analysis.units.iter().map(|unit| unit.slug.clone()).collect()
     } else {

@@ -1,12 +1,13 @@
-//! `archmax test [WORKFLOW] [FILTER] [--replay] [--json]`: run a workflow's cases.
+//! `archmax test [WORKFLOW] [FILTER] [--replay] [--json]`: run a workflow's cases, or
+//! every workflow's when none is named.
 //!
-//! The workspace is compiled in process. A case file that does not validate becomes a
+//! Each workflow is compiled in process, alone with what it calls. A case file that does not validate becomes a
 //! failed case of its own (its first finding is the error) while the others run; any
 //! other finding refuses the suite like `build` does. With `--replay` each case runs
 //! against the tape beside it (`<case>.tape.yaml`); without, against the configured
 //! model endpoint. stderr carries, per case, its header, the state flow of its session,
-//! the verdict and every failure; stdout carries the summary line or, with `--json`, the
-//! results document.
+//! the verdict and every failure, and a per-workflow tally; stdout carries the one
+//! summary line or, with `--json`, one results document, refusals included.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -19,12 +20,12 @@ use archmax_vm::compiler::{analyze, compile_analysis};
 use archmax_vm::events::EventSink;
 use archmax_vm::host_env::{self, ClockAndPricing, EndpointError, process_env};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
-use archmax_vm::testing::suite::{self, Models, Observer, SuiteCase};
+use archmax_vm::testing::suite::{self, Models, Observer, SuiteCase, Tally};
 use archmax_vm::testing::{CaseResult, Harness, RecordStatus, Verdict};
 
 use crate::build::refused;
 use crate::flow::Flow;
-use crate::output::{failure, stderr_color, usage};
+use crate::output::stderr_color;
 use crate::session::footer;
 
 pub struct TestArgs<'a> {
@@ -65,106 +66,182 @@ impl Observer for Printer {
     }
 }
 
-pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
-    let mut analysis = match analyze(root) {
-        Ok(analysis) => analysis,
-        Err(error) => return failure(error),
-    };
-    let names: Vec<String> = analysis.units.iter().map(|unit| unit.slug.clone()).collect();
-    let slug = match args.workflow {
-        Some(slug) => slug.to_string(),
-        None => match names.as_slice() {
-            [only] => only.clone(),
-            [] => return failure("the workspace has no workflow under workflows/"),
-            many => {
-                return usage("test", &format!("name the workflow to test: the workspace has {}", many.join(", ")));
+/// How one workflow's suite ended.
+enum Suite {
+    /// Its cases ran (the tally may hold failures).
+    Ran { tally: Tally, discovered: usize },
+    /// The workflow is disabled: nothing ran, and that is no failure.
+    Disabled,
+    /// It could not run at all; the reason was printed on stderr.
+    Refused { reason: String, exit: u8, discovered: usize },
+}
+
+impl Suite {
+    fn exit(&self) -> u8 {
+        match self {
+            Suite::Ran { tally, .. } => tally.exit_code(),
+            Suite::Disabled => 0,
+            Suite::Refused { exit, .. } => *exit,
+        }
+    }
+
+    /// The `--json` document of one workflow's suite.
+    fn document(&self, workflow: &str) -> serde_json::Value {
+        match self {
+            Suite::Ran { tally, discovered } => tally.document(workflow, *discovered),
+            Suite::Disabled => {
+                json!({ "workflow": workflow, "results": [], "exitCode": 0, "discovered": 0, "skipped": "disabled" })
             }
+            Suite::Refused { reason, exit, discovered } => {
+                json!({ "workflow": workflow, "results": [], "exitCode": exit, "discovered": discovered, "error": reason })
+            }
+        }
+    }
+}
+
+/// A refusal before any suite ran: the one line on stderr, and with `--json` still one
+/// document on stdout.
+fn refuse(json: bool, workflow: Option<&str>, reason: String, exit: u8) -> ExitCode {
+    eprintln!("error: {reason}");
+    if json {
+        let document =
+            json!({ "workflow": workflow, "results": [], "exitCode": exit, "discovered": 0, "error": reason });
+        println!("{}", serde_json::to_string_pretty(&document).unwrap_or_default());
+    }
+    ExitCode::from(exit)
+}
+
+/// `archmax test`: the named workflow's suite, or every workflow's when none is named.
+pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
+    let slugs: Vec<String> = match args.workflow {
+        Some(slug) => vec![slug.to_string()],
+        None => match analyze(root) {
+            Ok(analysis) => analysis.units.iter().map(|unit| unit.slug.clone()).collect(),
+            Err(error) => return refuse(args.json, None, error.to_string(), 1),
         },
     };
-    let Some(source) = analysis.workspace.workflow(&slug).cloned() else {
-        return failure(format!("there is no workflow `{slug}` (the workspace has {})", names.join(", ")));
+    if slugs.is_empty() {
+        return refuse(args.json, None, "the workspace has no workflow under workflows/".to_string(), 1);
+    }
+    let color = stderr_color();
+    // With several suites, each ends with its own tally on stderr; the summary on stdout
+    // is the total, printed once.
+    let several = slugs.len() > 1;
+    let suites: Vec<(String, Suite)> = slugs
+        .into_iter()
+        .map(|slug| {
+            let suite = run_workflow(root, &slug, &args, color);
+            if several && let Suite::Ran { tally, .. } = &suite {
+                eprintln!("{}", paint(color, "1", &format!("{slug}: {}", tally.summary())));
+            }
+            (slug, suite)
+        })
+        .collect();
+    let exit = suites.iter().map(|(_, suite)| suite.exit()).max().unwrap_or(0);
+    let mut total = Tally::default();
+    for (_, suite) in &suites {
+        if let Suite::Ran { tally, .. } = suite {
+            for result in &tally.results {
+                total.add(result.clone());
+            }
+        }
+    }
+    let ran_any = suites.iter().any(|(_, suite)| matches!(suite, Suite::Ran { .. }));
+    if ran_any && let Some(line) = footer(&total.usage) {
+        eprintln!("{line}");
+    }
+    if args.json {
+        let document = match suites.as_slice() {
+            [(slug, suite)] => suite.document(slug),
+            many => json!({
+                "workflows": many.iter().map(|(slug, suite)| suite.document(slug)).collect::<Vec<_>>(),
+                "exitCode": exit,
+            }),
+        };
+        println!("{}", serde_json::to_string_pretty(&document).unwrap_or_default());
+    } else if ran_any || suites.iter().all(|(_, suite)| matches!(suite, Suite::Disabled)) {
+        println!("{}", total.summary());
+    }
+    ExitCode::from(exit)
+}
+
+/// One workflow's suite: discover, compile, select, then run each case.
+fn run_workflow(root: &Path, slug: &str, args: &TestArgs<'_>, color: bool) -> Suite {
+    let refused_with = |reason: String, exit: u8, discovered: usize| {
+        eprintln!("error: {reason}");
+        Suite::Refused { reason, exit, discovered }
+    };
+    let mut analysis = match analyze(root) {
+        Ok(analysis) => analysis,
+        Err(error) => return refused_with(error.to_string(), 1, 0),
+    };
+    let names: Vec<String> = analysis.units.iter().map(|unit| unit.slug.clone()).collect();
+    let Some(source) = analysis.workspace.workflow(slug).cloned() else {
+        return refused_with(format!("there is no workflow `{slug}` (the workspace has {})", names.join(", ")), 1, 0);
     };
     // Errors inside case files fail those cases only; the rest must validate.
-    let cases = suite::discover(&mut analysis, &slug).unwrap_or_default();
-
+    let cases = suite::discover(&mut analysis, slug).unwrap_or_default();
     let inputs = BuildInputs { platform_prompt: PLATFORM_PROMPT };
-    let program = match compile_analysis(analysis, std::slice::from_ref(&slug), &inputs) {
+    let program = match compile_analysis(analysis, &[slug.to_string()], &inputs) {
         Ok(compiled) => Arc::new(compiled.program),
-        Err(error) => return refused(error),
-    };
-    let color = stderr_color();
-    let disabled = program.workflow(&slug).is_some_and(|(_, workflow)| workflow.disabled);
-    if disabled {
-        eprintln!("suite skipped — disabled");
-        if args.json {
-            let document =
-                json!({ "workflow": slug, "results": [], "exitCode": 0, "discovered": 0, "skipped": "disabled" });
-            println!("{}", serde_json::to_string_pretty(&document).unwrap_or_default());
-        } else {
-            println!("0 passed, 0 failed, 0 skipped");
+        Err(error) => {
+            let reason = error.to_string();
+            refused(error);
+            return Suite::Refused { reason, exit: 1, discovered: cases.len() };
         }
-        return ExitCode::SUCCESS;
+    };
+    if program.workflow(slug).is_some_and(|(_, workflow)| workflow.disabled) {
+        eprintln!("suite {slug} skipped — disabled");
+        return Suite::Disabled;
     }
     let selected = suite::select(&cases, args.filter);
     if selected.is_empty() {
-        let message = match args.filter {
+        let reason = match args.filter {
             Some(filter) => format!("no cases matched '{filter}' ({} discovered)", cases.len()),
             None => format!("`{slug}` has no cases under {}/tests/", source.dir),
         };
-        if args.json {
-            let document = json!({ "workflow": slug, "results": [], "exitCode": 1, "discovered": cases.len() });
-            println!("{}", serde_json::to_string_pretty(&document).unwrap_or_default());
-        }
-        return failure(message);
+        return refused_with(reason, 1, cases.len());
     }
     let tests_dir = root.join(&source.dir).join("tests");
-    let models = if args.replay {
+    // A model is only needed when some case will call one: skipped cases and case files
+    // that do not validate run without.
+    let needs_model = selected.iter().any(|case| case.case.as_ref().is_ok_and(|case| case.skip.is_none()));
+    let models = if args.replay || !needs_model {
         Models::Tapes { tests_dir: tests_dir.clone() }
     } else {
         match host_env::endpoint_from_env(process_env) {
             Ok(endpoint) => Models::Endpoint(endpoint),
             Err(EndpointError::Environment(error)) => {
-                return failure(format!("{error} (or run the cases offline with --replay)"));
+                return refused_with(format!("{error} (or run the cases offline with --replay)"), 1, cases.len());
             }
-            Err(error) => return failure(error),
+            Err(error) => return refused_with(error.to_string(), 1, cases.len()),
         }
     };
     let ClockAndPricing { clock, pricing } = match ClockAndPricing::from_env(process_env) {
         Ok(host) => host,
-        Err(error) => return failure(error),
+        Err(error) => return refused_with(error.to_string(), 1, cases.len()),
     };
     let harness = Harness {
         program: Arc::clone(&program),
-        workflow: slug.clone(),
+        workflow: slug.to_string(),
         root: root.to_path_buf(),
-        tests_dir: tests_dir.clone(),
+        tests_dir,
         clock,
         pricing,
     };
     let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(executor) => executor,
-        Err(error) => return failure(format!("could not start the runtime: {error}")),
+        Err(error) => return refused_with(format!("could not start the runtime: {error}"), 1, cases.len()),
     };
     eprintln!(
         "archmax test · workflow {slug} · root {} · {}",
         root.canonicalize().unwrap_or_else(|_| root.to_path_buf()).display(),
         if args.replay { "replaying tapes".to_string() } else { "live model".to_string() }
     );
-
     let mut printer = Printer { color, progress: std::io::IsTerminal::is_terminal(&std::io::stderr()) };
     let tally = executor.block_on(harness.run_suite(&selected, &models, &mut printer));
-    let summary = tally.summary();
     eprintln!();
-    eprintln!("{}", paint(color, "1", &summary));
-    if let Some(line) = footer(&tally.usage) {
-        eprintln!("{line}");
-    }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&tally.document(&slug, cases.len())).unwrap_or_default());
-    } else {
-        println!("{summary}");
-    }
-    ExitCode::from(tally.exit_code())
+    Suite::Ran { tally, discovered: cases.len() }
 }
 
 /// The verdict line and what went wrong, on stderr.

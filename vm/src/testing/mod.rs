@@ -134,6 +134,16 @@ impl CaseResult {
     }
 
     /// A case that could not be run at all: its file is invalid, its tape is missing.
+    /// A case marked `skip:`, which never runs.
+    pub fn skipped(case: &Case) -> CaseResult {
+        CaseResult {
+            verdict: Verdict::Skipped,
+            skip_reason: case.skip.clone(),
+            error: None,
+            ..CaseResult::dead(&case.id, &case.title, &case.description, String::new())
+        }
+    }
+
     pub fn dead(id: &str, title: &str, description: &str, error: String) -> CaseResult {
         CaseResult {
             id: id.to_string(),
@@ -230,10 +240,8 @@ impl Harness {
             error: None,
             usage: Usage::default(),
         };
-        if let Some(reason) = &case.skip {
-            result.verdict = Verdict::Skipped;
-            result.skip_reason = Some(reason.clone());
-            return result;
+        if case.skip.is_some() {
+            return CaseResult::skipped(case);
         }
         let mocks = case
             .mocks

@@ -195,6 +195,8 @@ impl Harness {
             let title = &suite_case.title;
             let (result, leftover) = match &suite_case.case {
                 Err(error) => (CaseResult::dead(&suite_case.id, title, "", error.clone()), 0),
+                // A skipped case needs no model, so no tape or endpoint either.
+                Ok(case) if case.skip.is_some() => (CaseResult::skipped(case), 0),
                 Ok(case) => match models.for_case(suite_case) {
                     Err(error) => (CaseResult::dead(&suite_case.id, title, &case.description, error), 0),
                     Ok(model) => {

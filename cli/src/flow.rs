@@ -15,11 +15,19 @@ pub struct Flow {
     current: std::collections::HashMap<String, String>,
     /// How many `~` the top-level session's own id holds (ids may contain them).
     root_tildes: Option<usize>,
+    /// Inside a case: how a turn ended is a fact the case asserts on, not a verdict, so
+    /// a failed turn is not painted as a failure before the case's own verdict.
+    in_case: bool,
 }
 
 impl Flow {
     pub fn new(color: bool) -> Flow {
-        Flow { color, current: std::collections::HashMap::new(), root_tildes: None }
+        Flow { color, current: std::collections::HashMap::new(), root_tildes: None, in_case: false }
+    }
+
+    /// The flow of a case's session (`archmax test`).
+    pub fn for_case(color: bool) -> Flow {
+        Flow { in_case: true, ..Flow::new(color) }
     }
 
     fn state_header(&self, state: &str) -> String {
@@ -183,7 +191,7 @@ impl Listener for Flow {
                 "awaiting_decision" | "awaiting_input" => return,
                 other => format!(
                     "{} {other} in {state}{}{}",
-                    self.paint("31", "✖"),
+                    if self.in_case { self.paint("2", "·") } else { self.paint("31", "✖") },
                     code.as_ref().map(|code| format!(" ({code})")).unwrap_or_default(),
                     reason.as_ref().map(|reason| format!(": {}", first_line(reason, 200))).unwrap_or_default()
                 ),

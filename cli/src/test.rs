@@ -51,7 +51,7 @@ impl Observer for Printer {
         let counter = if self.progress { format!("[{}/{count}] ", position + 1) } else { String::new() };
         eprintln!("{}", paint(self.color, "2", &format!("── {counter}{} · {}", case.id, case.title)));
         let events = EventSink::new();
-        events.listen(Box::new(Flow::new(self.color)));
+        events.listen(Box::new(Flow::for_case(self.color)));
         events
     }
 

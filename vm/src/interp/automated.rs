@@ -163,7 +163,7 @@ impl Turn<'_> {
                     reason: reason.clone(),
                     call_id: None,
                 });
-                self.session.head.exit = Some(Exit { code, reason, state: here.clone() });
+                self.session.head.exit = Some(Exit { code, reason, state: here.clone(), raised: true });
                 self.session.head.status = Status::Failed;
                 self.session.head.rejected = None;
                 self.emit(Event::StateLeave { state: here, next: None });

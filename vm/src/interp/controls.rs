@@ -327,7 +327,8 @@ impl Turn<'_> {
             Err(problem) => return refuse(problem),
         };
         let here = self.session.head.position.clone().unwrap_or_default();
-        self.session.head.exit = Some(Exit { code: code.clone(), reason: reason.clone(), state: here.clone() });
+        self.session.head.exit =
+            Some(Exit { code: code.clone(), reason: reason.clone(), state: here.clone(), raised: true });
         self.session.head.status = Status::Failed;
         self.session.head.rejected = None;
         self.session.head.failed_delegations.clear();

@@ -318,7 +318,7 @@ impl<'r> Turn<'r> {
     fn fail(&mut self, code: &str, reason: &str) {
         let state = self.session.head.position.clone().unwrap_or_default();
         self.session.head.exit =
-            Some(Exit { code: code.to_string(), reason: reason.to_string(), state: state.clone() });
+            Some(Exit { code: code.to_string(), reason: reason.to_string(), state: state.clone(), raised: false });
         self.session.head.status = Status::Failed;
         self.session.head.park_phase = None;
         self.session.head.failed_delegations.clear();

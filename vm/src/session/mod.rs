@@ -347,6 +347,10 @@ pub struct Exit {
     pub code: String,
     pub reason: String,
     pub state: String,
+    /// The workflow raised it (`archmax_raise`, from the agent, a grader or a script),
+    /// rather than the runtime failing the turn (a model error, the recursion limit).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub raised: bool,
 }
 
 /// The small, fixed-size part of a session, rewritten whole by every step.

@@ -693,6 +693,13 @@ fn raised(view: &View, code: Option<&str>, reason: Option<&TextMatcher>) -> Opti
     let Some(exit) = view.outcome.exit.as_ref().filter(|_| view.outcome.status == Status::Failed) else {
         return Some(format!("the session did not raise: it is {}", view.outcome.status.as_str()));
     };
+    if !exit.raised {
+        return Some(format!(
+            "the session did not raise: the runtime failed the turn ({}: {})",
+            exit.code,
+            exit.reason.lines().next().unwrap_or_default()
+        ));
+    }
     if let Some(code) = code
         && code != exit.code
     {

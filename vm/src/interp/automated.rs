@@ -290,6 +290,7 @@ impl Turn<'_> {
                 tools: definitions,
                 prompt_cache: None,
                 timeout: None,
+                sampling: crate::model::Sampling::default(),
             };
             let response = match self.runtime.model.call(request).await {
                 Ok(response) => response,

@@ -514,6 +514,7 @@ impl<'r> Turn<'r> {
             tools: definitions,
             prompt_cache: settings.prompt_cache.then(|| program.str(settings.prompt_cache_ttl)),
             timeout,
+            sampling: crate::model::Sampling::default(),
         };
         match timeout {
             Some(limit) => tokio::time::timeout(limit, self.runtime.model.call(request))

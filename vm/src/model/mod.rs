@@ -48,6 +48,14 @@ pub struct ToolDefinition {
     pub parameters: Value,
 }
 
+/// Sampling options one call asks for, over the adapter's own defaults (a case's judge
+/// names them in `tests.judge.modelOptions`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sampling {
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u64>,
+}
+
 /// One model call.
 #[derive(Clone, Debug)]
 pub struct ModelRequest<'a> {
@@ -66,6 +74,8 @@ pub struct ModelRequest<'a> {
     /// Provider prompt caching, with its TTL (`5m` or `1h`).
     pub prompt_cache: Option<&'a str>,
     pub timeout: Option<Duration>,
+    /// Sampling options for this call; what it leaves unset the adapter decides.
+    pub sampling: Sampling,
 }
 
 /// What a model answered.

@@ -429,10 +429,12 @@ fn request_body(config: &OpenAiConfig, request: &ModelRequest<'_>, model: &str) 
         body.insert("tools".into(), Value::Array(tools));
         body.insert("tool_choice".into(), Value::from("auto"));
     }
-    if let Some(temperature) = config.temperature.and_then(serde_json::Number::from_f64) {
+    // The call's own sampling options win over the endpoint's configured defaults.
+    let temperature = request.sampling.temperature.or(config.temperature);
+    if let Some(temperature) = temperature.and_then(serde_json::Number::from_f64) {
         body.insert("temperature".into(), Value::Number(temperature));
     }
-    if let Some(max_tokens) = config.max_tokens {
+    if let Some(max_tokens) = request.sampling.max_tokens.or(config.max_tokens) {
         body.insert("max_tokens".into(), Value::from(max_tokens));
     }
     body.insert("stream".into(), Value::Bool(false));
@@ -953,6 +955,7 @@ mod tests {
         model: Option<&'static str>,
         prompt_cache: Option<&'static str>,
         timeout: Option<Duration>,
+        sampling: super::super::Sampling,
     }
 
     impl Call {
@@ -964,6 +967,7 @@ mod tests {
                 model: None,
                 prompt_cache: None,
                 timeout: None,
+                sampling: super::super::Sampling::default(),
             }
         }
 
@@ -980,6 +984,7 @@ mod tests {
                 tools: &self.tools,
                 prompt_cache: self.prompt_cache,
                 timeout: self.timeout,
+                sampling: self.sampling,
             }
         }
     }
@@ -1146,6 +1151,23 @@ mod tests {
     }
 
     // -- the request ---------------------------------------------------------------------
+
+    #[tokio::test]
+    async fn a_calls_own_sampling_wins_over_the_configured_defaults() {
+        let server = FakeEndpoint::start(vec![ok(text_answer("steady")), ok(text_answer("default"))]).await;
+        let mut settings = config(&server.base_url);
+        settings.temperature = Some(0.7);
+        settings.max_tokens = Some(4096);
+        let adapter = adapter(settings);
+        let mut call = Call::new();
+        call.sampling = super::super::Sampling { temperature: Some(0.0), max_tokens: Some(300) };
+        adapter.call(call.request()).await.expect("answer");
+        adapter.call(Call::new().request()).await.expect("answer");
+        let requests = server.requests();
+        let (asked, defaulted) = (requests[0].json(), requests[1].json());
+        assert_eq!((asked["temperature"].as_f64(), asked["max_tokens"].as_u64()), (Some(0.0), Some(300)));
+        assert_eq!((defaulted["temperature"].as_f64(), defaulted["max_tokens"].as_u64()), (Some(0.7), Some(4096)));
+    }
 
     #[tokio::test]
     async fn the_request_carries_system_blocks_transcript_notes_tools_and_the_key() {

@@ -212,6 +212,7 @@ mod tests {
             tools: &[],
             prompt_cache: None,
             timeout: None,
+            sampling: crate::model::Sampling::default(),
         }
     }
 

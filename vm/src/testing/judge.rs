@@ -184,6 +184,8 @@ pub(super) async fn grade(
             tools: &[],
             prompt_cache: None,
             timeout: None,
+            // `tests.judge.modelOptions`: the judge's own sampling.
+            sampling: crate::model::Sampling { temperature: judge.temperature, max_tokens: judge.max_tokens },
         };
         let response = match runtime.model.call(request).await {
             Ok(response) => response,

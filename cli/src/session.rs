@@ -17,7 +17,6 @@ use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::openai::{OpenAiAdapter, OpenAiConfig};
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
-use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::{Status, Usage};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 use archmax_vm::{Disposition, Outcome, RunError, Runtime, RuntimeParts};
@@ -36,6 +35,8 @@ pub struct SessionOptions<'a> {
     pub events: Option<&'a Path>,
     /// `--upgrade`: move a session pinned to another program of its workflow to this one.
     pub upgrade: bool,
+    /// `--store`: the session store (else `ARCHMAX_STORE`, else `<root>/sessions`).
+    pub store: Option<&'a str>,
 }
 
 /// A failure before anything ran, with the message to print.
@@ -103,7 +104,7 @@ pub fn runtime(
     let pricing = PricingTable::from_env(env).map_err(|error| Refusal(error.to_string()))?;
     Ok(Runtime::new(RuntimeParts {
         program: Arc::new(program),
-        store: Arc::new(FsStore::new(sessions_dir(options.root))),
+        store: crate::store::open_for(options.root, options.store).map_err(Refusal)?,
         model,
         events,
         clock: Arc::from(clock),

@@ -1,0 +1,326 @@
+//! The binary on the PostgreSQL store: a park made through one process is decided
+//! through another (two at once: exactly one wins), sessions are listed and shown from
+//! the database, exported and imported into the filesystem store with nothing lost, and
+//! a session whose process dies mid-turn is resumed by the next one without a step lost
+//! or taken twice.
+//!
+//! Each test starts its own throwaway server (`archmax_store_postgres::test_cluster`)
+//! unless `ARCHMAX_TEST_DATABASE_URL` names one; without PostgreSQL they fail, saying
+//! how to get it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use archmax_store_postgres::test_cluster::TestCluster;
+use serde_json::Value;
+
+const WORKFLOW: &str = r#"title: Refund approval
+instructions: You prepare refunds for Fernhill customers.
+tools:
+  allow_always: [read_file, write_file]
+states:
+  prepare:
+    triggers:
+      manual:
+        description: Prepare one refund.
+    instructions: Work out the refund, write it to scratchpad/refund.md, then hand it to a person.
+    transitions:
+      - to: review
+        description: The refund is ready for a person.
+  review:
+    type: human
+    instructions: Approve the refund, or send it back.
+    transitions:
+      - { to: pay, type: approve, description: The refund is right. }
+      - { to: prepare, type: refine, description: The refund needs changes. }
+  pay:
+    instructions: Read scratchpad/refund.md and tell the customer the refund is on its way.
+"#;
+
+const PARK_TAPE: &str = r#"
+- state: prepare
+  tool_calls:
+    - { name: write_file, args: { file_path: scratchpad/refund.md, content: "Refund €42.50 to ORD-3." } }
+- state: prepare
+  tool_calls:
+    - { name: archmax_advance, args: { to: review, reason: the refund is worked out } }
+- state: review
+  text: A colleague will approve your refund shortly.
+"#;
+
+const PAY_TAPE: &str = r#"
+- state: pay
+  tool_calls:
+    - { name: read_file, args: { file_path: scratchpad/refund.md } }
+- state: pay
+  text: Your refund of €42.50 is on its way.
+"#;
+
+/// States of the chain the kill test walks.
+const CHAIN_LENGTH: usize = 24;
+
+struct Workspace(PathBuf);
+
+impl Workspace {
+    fn new(label: &str) -> Workspace {
+        let root = std::env::temp_dir().join(format!("archmax-cli-pg-{label}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(&root).expect("a workspace");
+        Workspace(root)
+    }
+
+    fn write(&self, path: &str, text: &str) {
+        let path = self.0.join(path);
+        fs::create_dir_all(path.parent().expect("a parent")).expect("directories");
+        fs::write(path, text).expect("write");
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_archmax"));
+        command
+            .args(args)
+            .current_dir(&self.0)
+            .env("NO_COLOR", "1")
+            .env("ARCHMAX_FIXED_CLOCK", "2026-01-05T09:30:00Z")
+            .env_remove("ARCHMAX_STORE")
+            .env_remove("ARCHMAX_API_BASE_URL")
+            .env_remove("ARCHMAX_API_KEY");
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("archmax runs")
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn json(output: &Output) -> Value {
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+/// The libpq URL form of a throwaway server's key=value target, to use both forms.
+fn url_form(target: &str) -> String {
+    let field = |name: &str| {
+        target.split_whitespace().find_map(|pair| pair.strip_prefix(&format!("{name}="))).unwrap_or_default()
+    };
+    if target.starts_with("postgres") {
+        return target.to_string();
+    }
+    format!("postgresql://{}@/{}?host={}&port={}", field("user"), field("dbname"), field("host"), field("port"))
+}
+
+#[test]
+fn a_park_made_through_one_process_is_decided_through_another() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("clipark").expect("a database");
+    let workspace = Workspace::new("park");
+    workspace.write("workflows/refunds/workflow.yaml", WORKFLOW);
+    workspace.write("park.yaml", PARK_TAPE);
+    workspace.write("pay.yaml", PAY_TAPE);
+
+    let parked = workspace.run(&[
+        "run",
+        "refunds",
+        "Refund ORD-3, please.",
+        "--session",
+        "s1",
+        "--tape",
+        "park.yaml",
+        "--store",
+        &target,
+    ]);
+    assert_eq!(parked.status.code(), Some(0), "{}", text(&parked.stderr));
+    assert!(text(&parked.stderr).contains("awaiting human decision at review"), "{}", text(&parked.stderr));
+    assert!(!workspace.path().join("sessions/s1").exists(), "nothing went to the filesystem store");
+
+    // The listing comes from the database, under ARCHMAX_STORE as under --store.
+    let listed = workspace.command(&["sessions"]).env("ARCHMAX_STORE", &target).output().expect("runs");
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    assert!(
+        text(&listed.stdout).starts_with("s1  refunds  awaiting_decision (open)  review"),
+        "{}",
+        text(&listed.stdout)
+    );
+    assert_eq!(text(&workspace.run(&["sessions"]).stdout), "", "the default store is still the workspace's folder");
+
+    // Two processes decide the park at once: one wins, the other is refused untouched.
+    let spawn = || {
+        workspace
+            .command(&["decide", "s1", "--to", "pay", "--comment", "Matches policy.", "--tape", "pay.yaml"])
+            .env("ARCHMAX_STORE", &target)
+            .env("ARCHMAX_TEST_PAUSE_AFTER_OPEN_MS", "400")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("archmax starts")
+    };
+    let (first, second) = (spawn(), spawn());
+    let outputs = [first.wait_with_output().expect("first ends"), second.wait_with_output().expect("second ends")];
+    let winners: Vec<_> = outputs.iter().filter(|output| output.status.code() == Some(0)).collect();
+    let losers: Vec<_> = outputs.iter().filter(|output| output.status.code() != Some(0)).collect();
+    assert_eq!(winners.len(), 1, "exactly one decision lands: {:?}", outputs.map(|output| text(&output.stderr)));
+    assert_eq!(text(&winners[0].stdout).trim(), "Your refund of €42.50 is on its way.");
+    let loser = text(&losers[0].stderr);
+    assert_eq!(losers[0].status.code(), Some(1), "{loser}");
+    assert!(
+        loser.contains("is in use by another process") || loser.contains("is not parked for a decision"),
+        "the refusal says why: {loser}"
+    );
+
+    // Shown through the URL form: decided once, completed in `pay`.
+    let url = url_form(&target);
+    let summary = json(&workspace.run(&["sessions", "s1", "--json", "--store", &url]));
+    assert_eq!(summary["status"], "completed");
+    assert_eq!(summary["workflowState"], "pay");
+    let human = summary["trail"].as_array().expect("trail").iter().filter(|step| step["kind"] == "human").count();
+    assert_eq!(human, 1, "{summary}");
+
+    // Export from the database, import into the workspace's folder: the same session,
+    // with the file the first process wrote and the second one read.
+    let exported = workspace.run(&["sessions", "export", "s1", "--store", &target]);
+    assert_eq!(exported.status.code(), Some(0), "{}", text(&exported.stderr));
+    let export = text(&exported.stdout);
+    assert!(export.contains("\"path\":\"scratchpad/refund.md\""), "{export}");
+    assert!(export.contains("Refund €42.50 to ORD-3."), "the read_file result is in the transcript");
+    let mut import = workspace
+        .command(&["sessions", "import", "--store", "fs:"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("archmax starts");
+    std::io::Write::write_all(&mut import.stdin.take().expect("stdin"), &exported.stdout).expect("feed the export");
+    let imported = import.wait_with_output().expect("import ends");
+    assert_eq!(imported.status.code(), Some(0), "{}", text(&imported.stderr));
+    assert!(text(&imported.stderr).contains("imported session s1"), "{}", text(&imported.stderr));
+    assert_eq!(json(&workspace.run(&["sessions", "s1", "--json"])), summary, "nothing lost on the way");
+    let note = fs::read_to_string(workspace.path().join("sessions/s1/scratchpad/refund.md")).expect("the file");
+    assert_eq!(note, "Refund €42.50 to ORD-3.");
+
+    // Importing it again is refused; a store that names nothing is a usage error.
+    let mut again = workspace
+        .command(&["sessions", "import"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("archmax starts");
+    std::io::Write::write_all(&mut again.stdin.take().expect("stdin"), &exported.stdout).expect("feed");
+    let refused = again.wait_with_output().expect("ends");
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(text(&refused.stderr).contains("already exists"), "{}", text(&refused.stderr));
+    let bad = workspace.run(&["sessions", "--store", "mysql://db"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    let repair = workspace.run(&["sessions", "s1", "--repair", "--store", &target]);
+    assert_eq!(repair.status.code(), Some(1));
+    assert!(text(&repair.stderr).contains("PostgreSQL store commits each step whole"), "{}", text(&repair.stderr));
+}
+
+fn state_name(index: usize) -> String {
+    format!("s{index:02}")
+}
+
+fn chain(workspace: &Workspace) {
+    let mut yaml = String::from("title: Chain\ninstructions: Walk the chain one state at a time.\nstates:\n");
+    let mut tape = String::new();
+    for index in 0..CHAIN_LENGTH {
+        yaml.push_str(&format!("  {}:\n", state_name(index)));
+        if index == 0 {
+            yaml.push_str("    triggers:\n      manual:\n        description: Walk the chain.\n");
+        }
+        yaml.push_str(&format!("    instructions: Step {index} of the chain.\n"));
+        if index + 1 < CHAIN_LENGTH {
+            yaml.push_str(&format!(
+                "    transitions:\n      - to: {}\n        description: Step {index} is done.\n",
+                state_name(index + 1)
+            ));
+            tape.push_str(&format!(
+                "- state: {}\n  tool_calls:\n    - {{ name: archmax_advance, args: {{ to: {}, reason: step {index} done }} }}\n",
+                state_name(index),
+                state_name(index + 1)
+            ));
+        }
+    }
+    tape.push_str(&format!("- state: {}\n  text: The chain is walked.\n", state_name(CHAIN_LENGTH - 1)));
+    workspace.write("workflows/chain/workflow.yaml", &yaml);
+    workspace.write("tape.yaml", &tape);
+}
+
+/// The chain's states in the order the trail walked them; a resume's trigger must
+/// re-enter the state the session was in, so a step lost or taken twice fails here.
+fn walked_states(session: &Value) -> Vec<String> {
+    let mut walked: Vec<String> = Vec::new();
+    for step in session["trail"].as_array().expect("a trail") {
+        let to = step["to"].as_str().expect("a target").to_string();
+        match (step["kind"].as_str(), walked.last()) {
+            (Some("trigger"), None) => assert_eq!(to, state_name(0)),
+            (Some("trigger"), Some(current)) => {
+                assert_eq!(&to, current, "a resume moved the session: {session}");
+                continue;
+            }
+            (Some("agent"), Some(_)) => assert_eq!(to, state_name(walked.len()), "{session}"),
+            (kind, _) => panic!("an unexpected trail step {kind:?}: {session}"),
+        }
+        walked.push(to);
+    }
+    walked
+}
+
+#[test]
+fn a_process_that_dies_mid_turn_is_resumed_by_another_without_loss_or_repeat() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("clikill").expect("a database");
+    let workspace = Workspace::new("kill");
+    chain(&workspace);
+    // One run, retried while the server has not yet noticed the last process died.
+    let walk = |abort_after: Option<usize>| {
+        for _ in 0..100 {
+            let mut command =
+                workspace.command(&["run", "chain", "Walk on.", "--session", "k1", "--tape", "tape.yaml"]);
+            command.env("ARCHMAX_STORE", &target);
+            if let Some(commits) = abort_after {
+                command.env("ARCHMAX_TEST_ABORT_AFTER_COMMITS", commits.to_string());
+            }
+            let output = command.output().expect("archmax runs");
+            if !text(&output.stderr).contains("is in use by another process") {
+                return output;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("the session stayed busy after its process died");
+    };
+    let show = || json(&workspace.run(&["sessions", "k1", "--json", "--store", &target]));
+
+    // Each process dies (abort, as kill -9 leaves it: no unlock, no goodbye) after a
+    // few committed steps; its lock goes with its connection, and the next process
+    // resumes from the last committed step.
+    let mut seen = 0;
+    for abort_after in [2, 3, 5, 2, 4] {
+        let died = walk(Some(abort_after));
+        assert_eq!(died.status.code(), None, "the process was meant to die: {}", text(&died.stderr));
+        let trail = walked_states(&show());
+        assert!(trail.len() > seen, "the next process moved the session on ({seen} → {})", trail.len());
+        seen = trail.len();
+    }
+    // Another process walks it to the end.
+    let finished = walk(None);
+    assert_eq!(finished.status.code(), Some(0), "{}", text(&finished.stderr));
+    let session = show();
+    assert_eq!(session["status"], "completed", "{session}");
+    let expected: Vec<String> = (0..CHAIN_LENGTH).map(state_name).collect();
+    assert_eq!(walked_states(&session), expected);
+}

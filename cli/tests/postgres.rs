@@ -324,3 +324,64 @@ fn a_process_that_dies_mid_turn_is_resumed_by_another_without_loss_or_repeat() {
     let expected: Vec<String> = (0..CHAIN_LENGTH).map(state_name).collect();
     assert_eq!(walked_states(&session), expected);
 }
+
+/// The commands of a golden run case (`golden/runs/<case>/case.toml`) on a fresh copy of
+/// its workspace with the store `store` (`None`: the default folder): each step's exit
+/// code, stdout and stderr, with the workspace's path taken out.
+fn replay_case(case: &str, label: &str, store: Option<&str>) -> Vec<(Option<i32>, String, String)> {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_path_buf();
+    let case_dir = repository.join("golden/runs").join(case);
+    let parsed: toml::Value =
+        toml::from_str(&fs::read_to_string(case_dir.join("case.toml")).expect("case.toml")).expect("a case");
+    let workspace = Workspace::new(label);
+    let base = parsed.get("base").and_then(toml::Value::as_str).expect("a case on a base workspace");
+    for from in [repository.join(base), case_dir.join("workspace")] {
+        let copied = Command::new("cp").arg("-a").arg(from.join(".")).arg(workspace.path()).status().expect("cp runs");
+        assert!(copied.success(), "copying {}", from.display());
+    }
+    for generated in ["sessions", "target"] {
+        let _ = fs::remove_dir_all(workspace.path().join(generated));
+    }
+    let real = workspace.path().canonicalize().expect("the workspace");
+    let steps = parsed.get("steps").and_then(toml::Value::as_array).expect("steps");
+    let outputs = steps
+        .iter()
+        .map(|step| {
+            let args: Vec<&str> = step
+                .get("args")
+                .and_then(toml::Value::as_array)
+                .expect("a command step")
+                .iter()
+                .filter_map(toml::Value::as_str)
+                .collect();
+            let mut command = workspace.command(&args);
+            if let Some(store) = store {
+                command.env("ARCHMAX_STORE", store);
+            }
+            let output = command.output().expect("archmax runs");
+            let shown = |bytes: &[u8]| text(bytes).replace(&*real.to_string_lossy(), "<workspace>");
+            (output.status.code(), shown(&output.stdout), shown(&output.stderr))
+        })
+        .collect();
+    let on_disk = workspace.path().join("sessions").exists();
+    assert_eq!(on_disk, store.is_none(), "sessions are kept only by the store named");
+    outputs
+}
+
+#[test]
+fn the_specs_workspace_runs_the_same_on_postgres_as_on_the_filesystem() {
+    let cluster = TestCluster::require();
+    // refund-desk: code states, a real sub-workflow child, a script, the human review
+    // decided by a second process, the grader; order-status: a park on archmax_wait and
+    // a delivery from another process.
+    for case in ["specs-refund-desk", "specs-order-status"] {
+        let target = cluster.database(case).expect("a database");
+        let on_disk = replay_case(case, &format!("{case}-fs"), None);
+        let on_postgres = replay_case(case, &format!("{case}-pg"), Some(&target));
+        assert_eq!(on_disk.len(), on_postgres.len());
+        for (index, (disk, postgres)) in on_disk.iter().zip(&on_postgres).enumerate() {
+            assert_eq!(disk.0, Some(0), "{case} step {index} on disk: {}", disk.2);
+            assert_eq!(disk, postgres, "{case} step {index} differs between the stores");
+        }
+    }
+}

@@ -44,8 +44,13 @@
 //! the database at once, in its own transaction. Reads always come from the database
 //! under the staged changes. Writes are held to the session caps of
 //! [`archmax_stdlib::limits`] ([`PgOptions::limits`]): file size, total bytes, file count.
+//!
+//! **Other runners' steps.** Every commit notifies `archmax_steps` with `<id> <seq>`;
+//! [`PgStore::subscribe`] hands out a [`StepFeed`] of them. [`PgStore::due`] lists the
+//! sessions whose `resumeAt` has come (an index serves it).
 
 mod files;
+mod notify;
 pub mod schema;
 pub mod test_cluster;
 mod writer;
@@ -68,6 +73,7 @@ use archmax_vm::session::store::StoreFuture;
 use archmax_vm::session::{Delta, SessionState, SessionStore, SessionWriter, StoreError};
 
 use files::{PgFiles, SessionFiles};
+pub use notify::{CHANNEL, CommittedStep, StepFeed};
 use writer::{LockedClient, PgWriter};
 
 /// A session opened with at least this many steps after its snapshot gets a new one.
@@ -118,6 +124,8 @@ pub(crate) struct Inner {
     runtime: Option<tokio::runtime::Runtime>,
     handle: tokio::runtime::Handle,
     pool: Pool,
+    /// How to open a connection of its own (a [`StepFeed`] listens on one).
+    config: tokio_postgres::Config,
     limits: Limits,
     /// The staged files of sessions this store value has handed out, by id.
     open: Mutex<HashMap<String, Weak<SessionFiles>>>,
@@ -217,7 +225,8 @@ impl PgStore {
             .enable_all()
             .build()
             .map_err(|error| ConnectError::Connect(format!("cannot start the store's executor: {error}")))?;
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager =
+            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(options.max_connections.max(2))
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -231,6 +240,7 @@ impl PgStore {
             runtime: Some(runtime),
             handle,
             pool: pool.clone(),
+            config,
             limits: options.limits,
             open: Mutex::new(HashMap::new()),
         });
@@ -261,6 +271,16 @@ impl PgStore {
                 Ok(rows.iter().map(|row| row.get(0)).collect())
             })
             .await
+    }
+}
+
+impl PgStore {
+    /// Every step committed from now on, by any process, as it commits: a dedicated
+    /// connection `LISTEN`s on [`CHANNEL`]. A runner streaming a session's events uses
+    /// it to see steps another runner committed.
+    pub async fn subscribe(&self) -> Result<StepFeed, StoreError> {
+        let config = self.inner.config.clone();
+        self.inner.run("", notify::listen(config)).await
     }
 }
 

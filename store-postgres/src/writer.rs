@@ -62,7 +62,9 @@ impl Drop for LockedClient {
 }
 
 /// The one statement of a commit: the head moves from `$2` to `$3` only if it is still
-/// at `$2`, and the step row and the step's files are written only if it moved.
+/// at `$2`, and the step row and the step's files are written only if it moved; a
+/// committed step is announced on the `archmax_steps` channel as `<id> <seq>` (delivered
+/// when the transaction commits, so listeners never hear of a step that is not there).
 const COMMIT: &str = "WITH head AS (
         UPDATE archmax_sessions
         SET seq = $3, status = $4, workflow = $5, spec_hash = $6, parent = $7, resume_at = $8, head = $9,
@@ -82,7 +84,8 @@ const COMMIT: &str = "WITH head AS (
         WHERE session_id = (SELECT id FROM head) AND path = ANY($14::text[])
         RETURNING 1
     )
-    SELECT count(*) FROM step";
+    SELECT (SELECT count(*) FROM step),
+        (SELECT pg_notify('archmax_steps', id || ' ' || $3::text) FROM head)::text";
 
 /// Commits steps to one session of a [`crate::PgStore`]; unlocks it when dropped.
 pub(crate) struct PgWriter {

@@ -156,3 +156,39 @@ fn a_sessions_files_are_held_to_the_caps() {
         assert_eq!(files.read_head("scratchpad/a.md", 2).expect("head"), (b"12".to_vec(), 4));
     });
 }
+
+#[test]
+fn a_runner_hears_the_steps_another_runner_commits() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("notify").expect("a database");
+    executor().block_on(async {
+        let watcher = PgStore::connect(&target).await.expect("the watching runner");
+        let mut feed = watcher.subscribe().await.expect("subscribe");
+        let runner = PgStore::connect(&target).await.expect("the committing runner");
+        let mut writer = runner.create(&initial("watched")).await.expect("create");
+        writer.commit(&step(1, "one")).await.expect("commit 1");
+        // A refused step is never announced.
+        assert!(writer.commit(&step(3, "skipped")).await.is_err());
+        writer.commit(&step(2, "two")).await.expect("commit 2");
+        let wait = std::time::Duration::from_secs(30);
+        for seq in [1, 2] {
+            let heard = tokio::time::timeout(wait, feed.next()).await.expect("heard in time").expect("a step");
+            assert_eq!(heard, archmax_store_postgres::CommittedStep { session: "watched".into(), seq });
+            // What was heard is there to read.
+            assert!(watcher.read("watched").await.expect("read").expect("exists").seq >= seq);
+        }
+
+        // Sessions due at their resumeAt, soonest first.
+        let mut waiting = initial("waiting");
+        waiting.head.pending_input = Some(archmax_vm::session::PendingInput {
+            state: "wait".into(),
+            reason: "a delivery".into(),
+            parked_at: "2026-01-05T09:00:00Z".into(),
+            resume_at: Some("2026-01-06T09:00:00Z".into()),
+            child: None,
+        });
+        drop(runner.create(&waiting).await.expect("create a waiting session"));
+        assert!(watcher.due("2026-01-06T08:59:59Z").await.expect("due").is_empty());
+        assert_eq!(watcher.due("2026-01-06T09:00:00Z").await.expect("due"), ["waiting"]);
+    });
+}

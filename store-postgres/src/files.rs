@@ -10,8 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use archmax_stdlib::vfs::{Entry, Vfs, VfsError};
-use archmax_vm::blocking::run_blocking;
+use archmax_stdlib::vfs::{Entry, Vfs, VfsError, last_segment, relative_segments};
 
 use crate::{Inner, describe};
 
@@ -75,22 +74,7 @@ pub(crate) struct PgFiles {
 
 /// A canonical path: `/`-separated, no empty or `.` segments; climbing is refused.
 fn key_of(path: &str) -> Result<String, VfsError> {
-    if path.starts_with('/') {
-        return Err(VfsError::Escape(path.to_string()));
-    }
-    let mut segments = Vec::new();
-    for segment in path.split('/') {
-        match segment {
-            "" | "." => {}
-            ".." => return Err(VfsError::Escape(path.to_string())),
-            other => segments.push(other),
-        }
-    }
-    Ok(segments.join("/"))
-}
-
-fn last_segment(key: &str) -> &str {
-    key.rsplit('/').next().unwrap_or(key)
+    Ok(relative_segments(path)?.join("/"))
 }
 
 /// Whether `key` is a directory of `index` (the root always is).
@@ -113,14 +97,9 @@ impl PgFiles {
         T: Send + 'static,
         F: Future<Output = Result<T, String>> + Send + 'static,
     {
-        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
-        let work = work(self.inner.pool.clone(), self.id.clone());
-        drop(self.inner.handle.spawn(async move {
-            let _ = sender.send(work.await);
-        }));
-        match run_blocking(|| receiver.recv()) {
-            Ok(result) => result.map_err(|message| VfsError::Other(key.to_string(), message)),
-            Err(_) => Err(VfsError::Other(key.to_string(), "the session store shut down".to_string())),
+        match self.inner.wait(work(self.inner.pool.clone(), self.id.clone()), None) {
+            Some(result) => result.map_err(|message| VfsError::Other(key.to_string(), message)),
+            None => Err(VfsError::Other(key.to_string(), "the session store shut down".to_string())),
         }
     }
 

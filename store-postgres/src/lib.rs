@@ -63,7 +63,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use sha2::{Digest, Sha256};
 use tokio_postgres::NoTls;
-use tokio_postgres::types::Json;
+use tokio_postgres::types::{Json, ToSql};
 
 use archmax_stdlib::limits::Limits;
 use archmax_stdlib::vfs::Vfs;
@@ -155,6 +155,25 @@ impl Inner {
         }
     }
 
+    /// Runs `work` on the store's executor and blocks the calling thread until it is done
+    /// (under `run_blocking`, so a multi-threaded host hands the worker over), for at most
+    /// `limit` when given; `None` when it did not finish (the executor stopped, or time ran
+    /// out: the work itself carries on).
+    fn wait<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = T> + Send + 'static,
+        limit: Option<Duration>,
+    ) -> Option<T> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+        drop(self.handle.spawn(async move {
+            let _ = sender.send(work.await);
+        }));
+        archmax_vm::blocking::run_blocking(|| match limit {
+            Some(limit) => receiver.recv_timeout(limit).ok(),
+            None => receiver.recv().ok(),
+        })
+    }
+
     /// The staged files of session `id`, shared by its writer and every `Vfs` handed out.
     fn session_files(&self, id: &str) -> Arc<SessionFiles> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
@@ -190,14 +209,10 @@ impl PgStore {
     /// synchronous code): waits for the schema on the calling thread.
     pub fn connect_blocking(target: &str, options: PgOptions) -> Result<PgStore, ConnectError> {
         let (store, migrated) = PgStore::prepare(target, options)?;
-        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
-        drop(store.inner.handle.spawn(async move {
-            let _ = sender.send(migrated.await);
-        }));
-        match archmax_vm::blocking::run_blocking(|| receiver.recv()) {
-            Ok(Ok(result)) => result.map(|()| store),
-            Ok(Err(error)) => Err(ConnectError::Connect(format!("the store's task ended early: {error}"))),
-            Err(_) => Err(ConnectError::Connect("the store's executor stopped".to_string())),
+        match store.inner.wait(migrated, None) {
+            Some(Ok(result)) => result.map(|()| store),
+            Some(Err(error)) => Err(ConnectError::Connect(format!("the store's task ended early: {error}"))),
+            None => Err(ConnectError::Connect("the store's executor stopped".to_string())),
         }
     }
 
@@ -327,7 +342,7 @@ struct HeadColumns {
     spec_hash: String,
     parent: Option<String>,
     resume_at: Option<String>,
-    head: serde_json::Value,
+    head: Json<serde_json::Value>,
     created_at: i64,
     updated_at: i64,
 }
@@ -340,10 +355,16 @@ impl HeadColumns {
             spec_hash: head.spec_hash.clone(),
             parent: head.parent.as_ref().map(ToString::to_string),
             resume_at: head.pending_input.as_ref().and_then(|input| input.resume_at.clone()),
-            head: serde_json::to_value(head).map_err(|error| io_error(id, error.to_string()))?,
+            head: Json(serde_json::to_value(head).map_err(|error| io_error(id, error.to_string()))?),
             created_at: number(id, head.created_at)?,
             updated_at: number(id, head.updated_at)?,
         })
+    }
+
+    /// The parameters for `status, workflow, spec_hash, parent, resume_at, head`, in
+    /// that order (every statement writing a head lists them so).
+    fn params(&self) -> [&(dyn ToSql + Sync); 6] {
+        [&self.status, &self.workflow, &self.spec_hash, &self.parent, &self.resume_at, &self.head]
     }
 }
 
@@ -407,25 +428,16 @@ impl SessionStore for PgStore {
                             .is_some();
                         return Err(if exists { StoreError::Exists(id) } else { StoreError::Busy(id) });
                     };
+                    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&id, &seq];
+                    params.extend(columns.params());
+                    params.extend([&snapshot as &(dyn ToSql + Sync), &columns.created_at, &columns.updated_at]);
                     let inserted = client
                         .client()?
                         .execute(
                             "INSERT INTO archmax_sessions (id, seq, status, workflow, spec_hash, parent, resume_at, \
                              head, snapshot_seq, snapshot, created_at, updated_at) \
                              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $2, $9, $10, $11) ON CONFLICT (id) DO NOTHING",
-                            &[
-                                &id,
-                                &seq,
-                                &columns.status,
-                                &columns.workflow,
-                                &columns.spec_hash,
-                                &columns.parent,
-                                &columns.resume_at,
-                                &Json(&columns.head),
-                                &snapshot,
-                                &columns.created_at,
-                                &columns.updated_at,
-                            ],
+                            &params,
                         )
                         .await
                         .map_err(db_error(&id))?;

@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::Json;
+use tokio_postgres::types::ToSql;
 
-use archmax_vm::blocking::run_blocking;
 use archmax_vm::session::store::StoreFuture;
 use archmax_vm::session::{Delta, SessionWriter, StoreError};
 
@@ -139,27 +138,10 @@ impl PgWriter {
                 let result = async {
                     let object = client.client()?;
                     let statement = object.prepare_cached(COMMIT).await.map_err(db_error(&id))?;
-                    let row = object
-                        .query_one(
-                            &statement,
-                            &[
-                                &id,
-                                &previous,
-                                &seq,
-                                &columns.status,
-                                &columns.workflow,
-                                &columns.spec_hash,
-                                &columns.parent,
-                                &columns.resume_at,
-                                &Json(&columns.head),
-                                &columns.updated_at,
-                                &body,
-                                &paths,
-                                &contents,
-                                &removed,
-                            ],
-                        )
-                        .await;
+                    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&id, &previous, &seq];
+                    params.extend(columns.params());
+                    params.extend([&columns.updated_at as &(dyn ToSql + Sync), &body, &paths, &contents, &removed]);
+                    let row = object.query_one(&statement, &params).await;
                     match row {
                         Ok(row) if row.get::<_, i64>(0) == 1 => Ok(()),
                         Ok(_) => {
@@ -217,12 +199,7 @@ impl Drop for PgWriter {
     fn drop(&mut self) {
         self.files.writer_closed();
         if let Some(client) = self.client.take() {
-            let (sender, receiver) = std::sync::mpsc::sync_channel(1);
-            drop(self.inner.handle.spawn(async move {
-                client.release().await;
-                let _ = sender.send(());
-            }));
-            let _ = run_blocking(|| receiver.recv_timeout(RELEASE_WAIT));
+            let _ = self.inner.wait(client.release(), Some(RELEASE_WAIT));
         }
     }
 }

@@ -6,6 +6,7 @@ mod commands;
 mod explain;
 mod golden;
 mod parks;
+mod postgres;
 mod runs;
 mod store;
 mod support;

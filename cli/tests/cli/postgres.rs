@@ -15,59 +15,31 @@ use std::process::{Command, Output, Stdio};
 use archmax_store_postgres::test_cluster::TestCluster;
 use serde_json::Value;
 
-const WORKFLOW: &str = r#"title: Refund approval
-instructions: You prepare refunds for Fernhill customers.
-tools:
-  allow_always: [read_file, write_file]
-states:
-  prepare:
-    triggers:
-      manual:
-        description: Prepare one refund.
-    instructions: Work out the refund, write it to scratchpad/refund.md, then hand it to a person.
-    transitions:
-      - to: review
-        description: The refund is ready for a person.
-  review:
-    type: human
-    instructions: Approve the refund, or send it back.
-    transitions:
-      - { to: pay, type: approve, description: The refund is right. }
-      - { to: prepare, type: refine, description: The refund needs changes. }
-  pay:
-    instructions: Read scratchpad/refund.md and tell the customer the refund is on its way.
-"#;
+use crate::parks::WORKFLOW;
+use crate::store::{CHAIN_LENGTH, state_name, walked_states};
+use crate::support::repository;
 
-const PARK_TAPE: &str = r#"
+/// Before the parks test's own entries: the first process writes a file in `prepare`;
+/// the second reads it back in `pay`.
+const WRITE_ENTRY: &str = r#"
 - state: prepare
   tool_calls:
     - { name: write_file, args: { file_path: scratchpad/refund.md, content: "Refund €42.50 to ORD-3." } }
-- state: prepare
-  tool_calls:
-    - { name: archmax_advance, args: { to: review, reason: the refund is worked out } }
-- state: review
-  text: A colleague will approve your refund shortly.
 "#;
-
-const PAY_TAPE: &str = r#"
+const READ_ENTRY: &str = r#"
 - state: pay
   tool_calls:
     - { name: read_file, args: { file_path: scratchpad/refund.md } }
-- state: pay
-  text: Your refund of €42.50 is on its way.
 "#;
 
-/// States of the chain the kill test walks.
-const CHAIN_LENGTH: usize = 24;
+struct Scratch(PathBuf);
 
-struct Workspace(PathBuf);
-
-impl Workspace {
-    fn new(label: &str) -> Workspace {
+impl Scratch {
+    fn new(label: &str) -> Scratch {
         let root = std::env::temp_dir().join(format!("archmax-cli-pg-{label}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&root);
         fs::create_dir_all(&root).expect("a workspace");
-        Workspace(root)
+        Scratch(root)
     }
 
     fn write(&self, path: &str, text: &str) {
@@ -93,12 +65,25 @@ impl Workspace {
         self.command(args).output().expect("archmax runs")
     }
 
+    /// Runs `archmax args` with `input` on its stdin.
+    fn feed(&self, args: &[&str], input: &[u8]) -> Output {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("archmax starts");
+        std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), input).expect("feed stdin");
+        child.wait_with_output().expect("archmax ends")
+    }
+
     fn path(&self) -> &Path {
         &self.0
     }
 }
 
-impl Drop for Workspace {
+impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
     }
@@ -128,10 +113,10 @@ fn url_form(target: &str) -> String {
 fn a_park_made_through_one_process_is_decided_through_another() {
     let cluster = TestCluster::require();
     let target = cluster.database("clipark").expect("a database");
-    let workspace = Workspace::new("park");
+    let workspace = Scratch::new("park");
     workspace.write("workflows/refunds/workflow.yaml", WORKFLOW);
-    workspace.write("park.yaml", PARK_TAPE);
-    workspace.write("pay.yaml", PAY_TAPE);
+    workspace.write("park.yaml", &format!("{WRITE_ENTRY}{}", crate::parks::PARK_TAPE));
+    workspace.write("pay.yaml", &format!("{READ_ENTRY}{}", crate::parks::PAY_TAPE));
 
     let parked = workspace.run(&[
         "run",
@@ -197,15 +182,7 @@ fn a_park_made_through_one_process_is_decided_through_another() {
     let export = text(&exported.stdout);
     assert!(export.contains("\"path\":\"scratchpad/refund.md\""), "{export}");
     assert!(export.contains("Refund €42.50 to ORD-3."), "the read_file result is in the transcript");
-    let mut import = workspace
-        .command(&["sessions", "import", "--store", "fs:"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("archmax starts");
-    std::io::Write::write_all(&mut import.stdin.take().expect("stdin"), &exported.stdout).expect("feed the export");
-    let imported = import.wait_with_output().expect("import ends");
+    let imported = workspace.feed(&["sessions", "import", "--store", "fs:"], &exported.stdout);
     assert_eq!(imported.status.code(), Some(0), "{}", text(&imported.stderr));
     assert!(text(&imported.stderr).contains("imported session s1"), "{}", text(&imported.stderr));
     assert_eq!(json(&workspace.run(&["sessions", "s1", "--json"])), summary, "nothing lost on the way");
@@ -213,14 +190,7 @@ fn a_park_made_through_one_process_is_decided_through_another() {
     assert_eq!(note, "Refund €42.50 to ORD-3.");
 
     // Importing it again is refused; a store that names nothing is a usage error.
-    let mut again = workspace
-        .command(&["sessions", "import"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("archmax starts");
-    std::io::Write::write_all(&mut again.stdin.take().expect("stdin"), &exported.stdout).expect("feed");
-    let refused = again.wait_with_output().expect("ends");
+    let refused = workspace.feed(&["sessions", "import"], &exported.stdout);
     assert_eq!(refused.status.code(), Some(1));
     assert!(text(&refused.stderr).contains("already exists"), "{}", text(&refused.stderr));
     let bad = workspace.run(&["sessions", "--store", "mysql://db"]);
@@ -230,62 +200,13 @@ fn a_park_made_through_one_process_is_decided_through_another() {
     assert!(text(&repair.stderr).contains("PostgreSQL store commits each step whole"), "{}", text(&repair.stderr));
 }
 
-fn state_name(index: usize) -> String {
-    format!("s{index:02}")
-}
-
-fn chain(workspace: &Workspace) {
-    let mut yaml = String::from("title: Chain\ninstructions: Walk the chain one state at a time.\nstates:\n");
-    let mut tape = String::new();
-    for index in 0..CHAIN_LENGTH {
-        yaml.push_str(&format!("  {}:\n", state_name(index)));
-        if index == 0 {
-            yaml.push_str("    triggers:\n      manual:\n        description: Walk the chain.\n");
-        }
-        yaml.push_str(&format!("    instructions: Step {index} of the chain.\n"));
-        if index + 1 < CHAIN_LENGTH {
-            yaml.push_str(&format!(
-                "    transitions:\n      - to: {}\n        description: Step {index} is done.\n",
-                state_name(index + 1)
-            ));
-            tape.push_str(&format!(
-                "- state: {}\n  tool_calls:\n    - {{ name: archmax_advance, args: {{ to: {}, reason: step {index} done }} }}\n",
-                state_name(index),
-                state_name(index + 1)
-            ));
-        }
-    }
-    tape.push_str(&format!("- state: {}\n  text: The chain is walked.\n", state_name(CHAIN_LENGTH - 1)));
-    workspace.write("workflows/chain/workflow.yaml", &yaml);
-    workspace.write("tape.yaml", &tape);
-}
-
-/// The chain's states in the order the trail walked them; a resume's trigger must
-/// re-enter the state the session was in, so a step lost or taken twice fails here.
-fn walked_states(session: &Value) -> Vec<String> {
-    let mut walked: Vec<String> = Vec::new();
-    for step in session["trail"].as_array().expect("a trail") {
-        let to = step["to"].as_str().expect("a target").to_string();
-        match (step["kind"].as_str(), walked.last()) {
-            (Some("trigger"), None) => assert_eq!(to, state_name(0)),
-            (Some("trigger"), Some(current)) => {
-                assert_eq!(&to, current, "a resume moved the session: {session}");
-                continue;
-            }
-            (Some("agent"), Some(_)) => assert_eq!(to, state_name(walked.len()), "{session}"),
-            (kind, _) => panic!("an unexpected trail step {kind:?}: {session}"),
-        }
-        walked.push(to);
-    }
-    walked
-}
-
 #[test]
 fn a_process_that_dies_mid_turn_is_resumed_by_another_without_loss_or_repeat() {
     let cluster = TestCluster::require();
     let target = cluster.database("clikill").expect("a database");
-    let workspace = Workspace::new("kill");
-    chain(&workspace);
+    // The filesystem store's kill test's chain: one state per step, the tape matched by
+    // state, so a resumed process finds its place.
+    let workspace = crate::store::Workspace::new("pg-kill");
     // One run, retried while the server has not yet noticed the last process died.
     let walk = |abort_after: Option<usize>| {
         for _ in 0..100 {
@@ -303,7 +224,7 @@ fn a_process_that_dies_mid_turn_is_resumed_by_another_without_loss_or_repeat() {
         }
         panic!("the session stayed busy after its process died");
     };
-    let show = || json(&workspace.run(&["sessions", "k1", "--json", "--store", &target]));
+    let show = || json(&workspace.command(&["sessions", "k1", "--json", "--store", &target]).output().expect("runs"));
 
     // Each process dies (abort, as kill -9 leaves it: no unlock, no goodbye) after a
     // few committed steps; its lock goes with its connection, and the next process
@@ -329,11 +250,11 @@ fn a_process_that_dies_mid_turn_is_resumed_by_another_without_loss_or_repeat() {
 /// its workspace with the store `store` (`None`: the default folder): each step's exit
 /// code, stdout and stderr, with the workspace's path taken out.
 fn replay_case(case: &str, label: &str, store: Option<&str>) -> Vec<(Option<i32>, String, String)> {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_path_buf();
+    let repository = repository();
     let case_dir = repository.join("golden/runs").join(case);
     let parsed: toml::Value =
         toml::from_str(&fs::read_to_string(case_dir.join("case.toml")).expect("case.toml")).expect("a case");
-    let workspace = Workspace::new(label);
+    let workspace = Scratch::new(label);
     let base = parsed.get("base").and_then(toml::Value::as_str).expect("a case on a base workspace");
     for from in [repository.join(base), case_dir.join("workspace")] {
         let copied = Command::new("cp").arg("-a").arg(from.join(".")).arg(workspace.path()).status().expect("cp runs");

@@ -6,7 +6,9 @@
 //! `host=/run/postgresql dbname=archmax`), applies the embedded migrations ([`schema`];
 //! a newer schema than this binary knows is refused) and implements
 //! [`SessionStore`]. The SQL lives in `migrations/` (tables) and in this crate's
-//! modules (statements), nowhere else.
+//! modules (statements), nowhere else. Connections are made without TLS (`NoTls`): a
+//! target that requires it fails to connect, so reach the server over a unix socket or a
+//! trusted network.
 //!
 //! The tables: `archmax_sessions` (one row per session: its head, status, park,
 //! program hash, a compacted snapshot), `archmax_steps` (append-only, one row per

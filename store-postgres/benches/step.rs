@@ -6,6 +6,8 @@
 //! cost the same, because a commit never touches the transcript. `concurrent/sessions/N`:
 //! the same steps spread over N sessions committing at once on a multi-threaded
 //! executor; criterion reports the step rate, so 64 against 1 is the fleet's speed-up.
+//! `no_fsync_commit/messages/N` repeats the first on a server started with `fsync = off`
+//! (not durable): the store's own cost per step, without the disk's.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,25 +52,45 @@ fn session(id: &str, messages: usize) -> SessionState {
     }
 }
 
+fn connect(cluster: &TestCluster) -> Arc<dyn SessionStore> {
+    let target = cluster.database("bench").unwrap_or_else(|error| panic!("no bench database: {error}"));
+    Arc::new(
+        PgStore::connect_blocking(&target, PgOptions::default()).unwrap_or_else(|error| panic!("connect: {error}")),
+    )
+}
+
 fn benches(criterion: &mut Criterion) {
     let cluster = TestCluster::require();
-    let target = cluster.database("bench").unwrap_or_else(|error| panic!("no bench database: {error}"));
-    let store: Arc<dyn SessionStore> = Arc::new(
-        PgStore::connect_blocking(&target, PgOptions::default()).unwrap_or_else(|error| panic!("connect: {error}")),
-    );
+    let store = connect(&cluster);
     let executor = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
         .build()
         .unwrap_or_else(|error| panic!("executor: {error}"));
     let mut sample = 0u64;
+    commits(criterion, "postgres_store_commit", &store, &executor, &mut sample);
+    concurrent(criterion, &store, &executor, &mut sample);
+    drop(store);
+    drop(cluster);
+    let unsynced = TestCluster::start_with(false).unwrap_or_else(|message| panic!("no server: {message}"));
+    let store = connect(&unsynced);
+    commits(criterion, "postgres_store_no_fsync_commit", &store, &executor, &mut sample);
+}
 
-    let mut group = criterion.benchmark_group("postgres_store_commit");
+/// One step at a time on a session of 20 and of 2,000 messages.
+fn commits(
+    criterion: &mut Criterion,
+    name: &str,
+    store: &Arc<dyn SessionStore>,
+    executor: &tokio::runtime::Runtime,
+    sample: &mut u64,
+) {
+    let mut group = criterion.benchmark_group(name);
     group.measurement_time(Duration::from_secs(8));
     for messages in [20usize, 2_000] {
         group.bench_with_input(BenchmarkId::new("messages", messages), &messages, |bencher, &messages| {
             bencher.iter_custom(|iterations| {
-                sample += 1;
+                *sample += 1;
                 let id = format!("commit-{messages}-{sample}");
                 executor.block_on(async {
                     let mut writer = store.create(&session(&id, messages)).await.unwrap_or_else(|e| panic!("{e}"));
@@ -83,7 +105,15 @@ fn benches(criterion: &mut Criterion) {
         });
     }
     group.finish();
+}
 
+/// The step rate of 1 session against 64 committing at once.
+fn concurrent(
+    criterion: &mut Criterion,
+    store: &Arc<dyn SessionStore>,
+    executor: &tokio::runtime::Runtime,
+    sample: &mut u64,
+) {
     let mut group = criterion.benchmark_group("postgres_store_concurrent");
     group.measurement_time(Duration::from_secs(8));
     for sessions in [1usize, 64] {
@@ -91,7 +121,7 @@ fn benches(criterion: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("sessions", sessions), &sessions, |bencher, &sessions| {
             // One iteration is one step in each of the sessions, all at once.
             bencher.iter_custom(|iterations| {
-                sample += 1;
+                *sample += 1;
                 executor.block_on(async {
                     let mut writers = Vec::with_capacity(sessions);
                     for index in 0..sessions {

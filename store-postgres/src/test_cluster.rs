@@ -39,6 +39,13 @@ struct Owned {
 impl TestCluster {
     /// Starts a throwaway server (or uses `ARCHMAX_TEST_DATABASE_URL`).
     pub fn start() -> Result<TestCluster, String> {
+        TestCluster::start_with(true)
+    }
+
+    /// Like [`TestCluster::start`]; with `fsync` false the throwaway server never waits for
+    /// the disk, which benches use to tell the store's own cost from the disk's. Not
+    /// durable: for measurements only.
+    pub fn start_with(fsync: bool) -> Result<TestCluster, String> {
         if let Ok(url) = std::env::var(DATABASE_URL_VARIABLE)
             && !url.trim().is_empty()
         {
@@ -67,9 +74,10 @@ impl TestCluster {
             "initdb",
         )?;
         let settings = format!(
-            "-c listen_addresses='' -c unix_socket_directories='{}' -c max_connections=400 -c fsync=on \
+            "-c listen_addresses='' -c unix_socket_directories='{}' -c max_connections=400 -c fsync={} \
              -c synchronous_commit=on",
-            dir.display()
+            dir.display(),
+            if fsync { "on" } else { "off" }
         );
         run(
             user.as_deref(),

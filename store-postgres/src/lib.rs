@@ -269,8 +269,9 @@ impl PgStore {
         Ok((PgStore { inner }, migrated))
     }
 
-    /// The ids of the sessions waiting with a resume time at or before `at` (RFC 3339,
-    /// compared as text, which orders UTC timestamps of one format), soonest first.
+    /// The ids of the sessions waiting with a resume time at or before `at`, soonest
+    /// first. Times are compared as text: the runtime writes every resume time in one UTC
+    /// format (`archmax_vm::clock::rfc3339`), so pass `at` in that format too.
     pub async fn due(&self, at: &str) -> Result<Vec<String>, StoreError> {
         let pool = self.inner.pool.clone();
         let at = at.to_string();

@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 /// Names a server the tests may use instead of starting their own.
 pub const DATABASE_URL_VARIABLE: &str = "ARCHMAX_TEST_DATABASE_URL";
@@ -24,8 +25,11 @@ const HOW_TO_GET_IT: &str = "install the PostgreSQL server (`apt-get install pos
 
 /// A running server the tests own, or one named by [`DATABASE_URL_VARIABLE`].
 pub struct TestCluster {
-    /// libpq key=value connection options without a database name.
+    /// How to reach the server's default database (key=value options for a throwaway
+    /// server, or `ARCHMAX_TEST_DATABASE_URL` as given).
     base: String,
+    /// The databases [`TestCluster::database`] made.
+    created: Mutex<Vec<String>>,
     /// The data folder of a server this process started.
     owned: Option<Owned>,
 }
@@ -49,7 +53,7 @@ impl TestCluster {
         if let Ok(url) = std::env::var(DATABASE_URL_VARIABLE)
             && !url.trim().is_empty()
         {
-            return Ok(TestCluster { base: url, owned: None });
+            return Ok(TestCluster { base: url, created: Mutex::new(Vec::new()), owned: None });
         }
         let bin = server_bin().ok_or_else(|| format!("PostgreSQL's initdb was not found; {HOW_TO_GET_IT}"))?;
         let user = running_as_root().then(|| "postgres".to_string());
@@ -90,10 +94,11 @@ impl TestCluster {
             "pg_ctl start",
         )?;
         let base = format!("host={} port=5432 user=postgres", dir.display());
-        Ok(TestCluster { base, owned: Some(owned) })
+        Ok(TestCluster { base, created: Mutex::new(Vec::new()), owned: Some(owned) })
     }
 
     /// Like [`TestCluster::start`], failing the test with the reason and how to fix it.
+    #[track_caller]
     pub fn require() -> TestCluster {
         match TestCluster::start() {
             Ok(cluster) => cluster,
@@ -111,8 +116,17 @@ impl TestCluster {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
+        self.execute(&format!("CREATE DATABASE {name}"))?;
+        self.created.lock().unwrap_or_else(PoisonError::into_inner).push(name.clone());
+        Ok(match &self.owned {
+            Some(_) => format!("{} dbname={name}", self.base),
+            None => with_dbname(&self.base, &name),
+        })
+    }
+
+    /// Runs one statement on the server's default database.
+    fn execute(&self, sql: &str) -> Result<(), String> {
         let base = self.base.clone();
-        let create = format!("CREATE DATABASE {name}");
         let executor = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -122,14 +136,10 @@ impl TestCluster {
                 .await
                 .map_err(|error| format!("cannot reach the test server ({base}): {error}"))?;
             let connection = tokio::spawn(connection);
-            client.batch_execute(&create).await.map_err(|error| format!("{create}: {}", crate::describe(&error)))?;
+            client.batch_execute(sql).await.map_err(|error| format!("{sql}: {}", crate::describe(&error)))?;
             drop(client);
             let _ = connection.await;
-            Ok::<_, String>(())
-        })?;
-        Ok(match &self.owned {
-            Some(_) => format!("{} dbname={name}", self.base),
-            None => with_dbname(&self.base, &name),
+            Ok(())
         })
     }
 
@@ -157,7 +167,15 @@ fn with_dbname(target: &str, name: &str) -> String {
 }
 
 impl Drop for TestCluster {
+    /// Stops a server this process started (its folder goes with it); on a server named
+    /// by `ARCHMAX_TEST_DATABASE_URL`, drops the databases made here instead.
     fn drop(&mut self) {
+        if self.owned.is_none() {
+            let created = std::mem::take(&mut *self.created.lock().unwrap_or_else(PoisonError::into_inner));
+            for name in created {
+                let _ = self.execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+            }
+        }
         if let Some(owned) = &self.owned {
             let _ = run(
                 owned.user.as_deref(),

@@ -16,6 +16,7 @@ mod resume;
 mod run;
 mod session;
 mod sessions;
+mod store;
 mod test;
 mod validate;
 
@@ -106,8 +107,11 @@ enum Command {
         #[command(flatten)]
         common: SessionFlags,
     },
-    /// List sessions, or show one.
+    /// List sessions, or show one; `export` and `import` move one between stores.
+    #[command(args_conflicts_with_subcommands = true)]
     Sessions {
+        #[command(subcommand)]
+        action: Option<SessionsAction>,
         /// A session id.
         id: Option<String>,
         /// Only sessions of this workflow.
@@ -119,6 +123,10 @@ enum Command {
         /// Cut a damaged session back to its longest verified prefix, saying what is dropped.
         #[arg(long, requires = "id", conflicts_with_all = ["json", "workflow"])]
         repair: bool,
+        /// The session store: `fs:[DIR]`, `postgres://…` or `host=/socket dbname=…`
+        /// (default: ARCHMAX_STORE, else `fs:`, the workspace's `sessions/`).
+        #[arg(long, global = true, value_name = "URL")]
+        store: Option<String>,
     },
     /// Decide a session parked at a human state: route it along one transition.
     Decide {
@@ -192,6 +200,18 @@ enum Command {
     },
 }
 
+/// What `archmax sessions` does besides listing and showing.
+#[derive(Subcommand)]
+enum SessionsAction {
+    /// Write a session (state, pinned spec, files) as JSON lines to stdout.
+    Export {
+        /// The session to export.
+        id: String,
+    },
+    /// Create the session an export on stdin holds.
+    Import,
+}
+
 /// Flags every session command takes.
 #[derive(clap::Args)]
 struct SessionFlags {
@@ -212,6 +232,10 @@ struct SessionFlags {
     /// since it started) to the current one; its current state must still exist.
     #[arg(long)]
     upgrade: bool,
+    /// The session store: `fs:[DIR]`, `postgres://…` or `host=/socket dbname=…`
+    /// (default: ARCHMAX_STORE, else `fs:`, the workspace's `sessions/`).
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
 }
 
 impl SessionFlags {
@@ -223,6 +247,7 @@ impl SessionFlags {
             tape: self.tape.as_deref(),
             events: self.events.as_deref(),
             upgrade: self.upgrade,
+            store: self.store.as_deref(),
         }
     }
 }
@@ -275,8 +300,14 @@ fn main() -> ExitCode {
                 session: session.as_deref(),
             },
         ),
-        Command::Sessions { id: Some(id), repair: true, .. } => sessions::repair(&root, &id),
-        Command::Sessions { id, workflow, json, .. } => sessions::run(&root, id.as_deref(), workflow.as_deref(), json),
+        Command::Sessions { action: Some(SessionsAction::Export { id }), store, .. } => {
+            store::export(&root, store.as_deref(), &id)
+        }
+        Command::Sessions { action: Some(SessionsAction::Import), store, .. } => store::import(&root, store.as_deref()),
+        Command::Sessions { id: Some(id), repair: true, store, .. } => sessions::repair(&root, store.as_deref(), &id),
+        Command::Sessions { id, workflow, json, store, .. } => {
+            sessions::run(&root, store.as_deref(), id.as_deref(), workflow.as_deref(), json)
+        }
         Command::Test { workflow, filter, replay, json } => {
             test::run(&root, test::TestArgs { workflow: workflow.as_deref(), filter: filter.as_deref(), replay, json })
         }

@@ -11,13 +11,12 @@ use std::process::ExitCode;
 
 use archmax_vm::interp::{Channel, decision_refusal, park_refusal};
 
-use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::id::check_session_id;
 use archmax_vm::{DecideRequest, DeliverRequest, ReplyRequest};
 
 use crate::output::{failure, usage};
 use crate::run::parse_variables;
-use crate::session::{SessionOptions, execute, sessions_dir};
+use crate::session::{SessionOptions, execute};
 
 /// Reads the stored session (unlocked) and refuses, before any model is configured, a
 /// session that does not exist, belongs to another workflow, or is not parked on
@@ -33,7 +32,8 @@ fn parked_workflow(
     if let Err(problem) = check_session_id(id, &[]) {
         return Err(usage(command, &format!("`{id}` is not a usable session id: {problem}")));
     }
-    let state = match FsStore::new(sessions_dir(options.root)).read(id) {
+    let store = crate::store::open_or_exit(options.root, options.store, command)?;
+    let state = match crate::store::read(store.as_ref(), id) {
         Ok(Some(state)) => state,
         Ok(None) => return Err(failure(format!("there is no session `{id}`; `archmax sessions` lists them"))),
         Err(error) => return Err(failure(error)),

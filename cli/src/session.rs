@@ -15,7 +15,6 @@ use archmax_vm::compiler::{CompileError, compile};
 use archmax_vm::events::{EventSink, JsonLines};
 use archmax_vm::host_env::{self, ClockAndPricing, process_env};
 use archmax_vm::model::ModelAdapter;
-use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::{Status, Usage};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 use archmax_vm::{Disposition, Outcome, RunError, Runtime, RuntimeParts};
@@ -34,6 +33,8 @@ pub struct SessionOptions<'a> {
     pub events: Option<&'a Path>,
     /// `--upgrade`: move a session pinned to another program of its workflow to this one.
     pub upgrade: bool,
+    /// `--store`: the session store (else `ARCHMAX_STORE`, else `<root>/sessions`).
+    pub store: Option<&'a str>,
 }
 
 /// A failure before anything ran, with the message to print.
@@ -95,7 +96,7 @@ pub fn runtime(
     let ClockAndPricing { clock, pricing } = ClockAndPricing::from_env(process_env).map_err(Refusal)?;
     Ok(Runtime::new(RuntimeParts {
         program: Arc::new(program),
-        store: crate::faults::with_test_faults(Arc::new(FsStore::new(sessions_dir(options.root)))),
+        store: crate::faults::with_test_faults(crate::store::open_for(options.root, options.store).map_err(Refusal)?),
         model,
         events,
         clock,

@@ -11,7 +11,7 @@ use archmax_vm::session::fs::{FsStore, RepairOutcome};
 use archmax_vm::session::id::check_session_id;
 
 use crate::output::{failure, usage};
-use crate::session::{sessions_dir, thousands};
+use crate::session::thousands;
 
 /// The summary of one session, as `--json` prints it.
 pub fn summary(state: &SessionState) -> Value {
@@ -77,14 +77,18 @@ pub fn summary(state: &SessionState) -> Value {
     out
 }
 
-pub fn run(root: &Path, id: Option<&str>, workflow: Option<&str>, json_output: bool) -> ExitCode {
-    let store = FsStore::new(sessions_dir(root));
+pub fn run(root: &Path, store: Option<&str>, id: Option<&str>, workflow: Option<&str>, json_output: bool) -> ExitCode {
+    let store = match crate::store::open_or_exit(root, store, "sessions") {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let read = |id: &str| crate::store::read(store.as_ref(), id);
     match id {
         Some(id) => {
             if let Err(problem) = check_session_id(id, &[]) {
                 return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
             }
-            let state = match store.read(id) {
+            let state = match read(id) {
                 Ok(Some(state)) if workflow.is_some_and(|workflow| workflow != state.head.workflow) => {
                     return failure(format!(
                         "session `{id}` belongs to workflow `{}`, not `{}`",
@@ -104,13 +108,14 @@ pub fn run(root: &Path, id: Option<&str>, workflow: Option<&str>, json_output: b
             ExitCode::SUCCESS
         }
         None => {
-            let ids = match store.list() {
-                Ok(ids) => ids,
-                Err(error) => return failure(error),
+            let ids = match crate::store::block_on(store.list()) {
+                Ok(Ok(ids)) => ids,
+                Ok(Err(error)) => return failure(error),
+                Err(message) => return failure(message),
             };
             let mut states = Vec::with_capacity(ids.len());
             for id in ids {
-                match store.read(&id) {
+                match read(&id) {
                     Ok(Some(state)) if workflow.is_some_and(|workflow| workflow != state.head.workflow) => {}
                     Ok(Some(state)) => states.push(state),
                     Ok(None) => {}
@@ -131,11 +136,19 @@ pub fn run(root: &Path, id: Option<&str>, workflow: Option<&str>, json_output: b
 }
 
 /// Repairs one session and says what was kept and what was dropped.
-pub fn repair(root: &Path, id: &str) -> ExitCode {
+pub fn repair(root: &Path, store: Option<&str>, id: &str) -> ExitCode {
     if let Err(problem) = check_session_id(id, &[]) {
         return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
     }
-    let store = FsStore::new(sessions_dir(root));
+    let store = match crate::store::target(root, store) {
+        Ok(crate::store::Target::Fs(dir)) => FsStore::new(dir),
+        Ok(crate::store::Target::Postgres(_)) => {
+            return failure(
+                "--repair mends the filesystem store's log; the PostgreSQL store commits each step whole or not at all",
+            );
+        }
+        Err(message) => return usage("sessions", &message),
+    };
     match store.repair(id) {
         Ok(outcome) => {
             println!("{}", repair_report(id, &outcome));

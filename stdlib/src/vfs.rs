@@ -118,7 +118,7 @@ pub struct Workspace {
 
 /// The segments of a store-relative path. `.` and empty segments are dropped; a leading
 /// `/` or any `..` is refused, because a store never resolves anything above its root.
-pub(crate) fn relative_segments(path: &str) -> Result<Vec<&str>, VfsError> {
+pub fn relative_segments(path: &str) -> Result<Vec<&str>, VfsError> {
     if path.starts_with('/') {
         return Err(VfsError::Escape(path.to_string()));
     }
@@ -134,7 +134,7 @@ pub(crate) fn relative_segments(path: &str) -> Result<Vec<&str>, VfsError> {
 }
 
 /// The last segment of a canonical path (the whole path when it has one segment).
-pub(crate) fn last_segment(path: &str) -> &str {
+pub fn last_segment(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 

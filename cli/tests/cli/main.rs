@@ -6,6 +6,7 @@ mod artifacts;
 mod commands;
 mod explain;
 mod parks;
+mod postgres;
 mod store;
 #[path = "../support/mod.rs"]
 mod support;

@@ -4,7 +4,7 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-const WORKFLOW: &str = r#"title: Refund approval
+pub(crate) const WORKFLOW: &str = r#"title: Refund approval
 instructions: You prepare refunds for Fernhill customers.
 states:
   prepare:
@@ -25,7 +25,7 @@ states:
     instructions: Tell the customer the refund is on its way.
 "#;
 
-const PARK_TAPE: &str = r#"
+pub(crate) const PARK_TAPE: &str = r#"
 - state: prepare
   tool_calls:
     - { name: archmax_advance, args: { to: review, reason: the refund is worked out } }
@@ -33,7 +33,7 @@ const PARK_TAPE: &str = r#"
   text: A colleague will approve your refund shortly.
 "#;
 
-const PAY_TAPE: &str = r#"
+pub(crate) const PAY_TAPE: &str = r#"
 - state: pay
   text: Your refund of €42.50 is on its way.
 "#;

@@ -10,11 +10,11 @@ use std::time::Duration;
 use serde_json::Value;
 
 /// States `s00` … in a chain; each advances to the next, the last answers.
-const CHAIN_LENGTH: usize = 120;
+pub(crate) const CHAIN_LENGTH: usize = 120;
 /// How many runs are killed before the session is left to finish.
 const KILLS: usize = 20;
 
-fn state_name(index: usize) -> String {
+pub(crate) fn state_name(index: usize) -> String {
     format!("s{index:02}")
 }
 
@@ -51,10 +51,10 @@ fn chain_tape() -> String {
 }
 
 /// A fresh workspace under the temp dir, removed on drop.
-struct Workspace(PathBuf);
+pub(crate) struct Workspace(PathBuf);
 
 impl Workspace {
-    fn new(label: &str) -> Self {
+    pub(crate) fn new(label: &str) -> Self {
         let root = crate::support::scratch(&format!("store-{label}"));
         let _ = fs::remove_dir_all(&root);
         fs::create_dir_all(root.join("workflows/chain")).expect("workspace");
@@ -63,7 +63,7 @@ impl Workspace {
         Self(root)
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_archmax"));
         command
             .args(args)
@@ -136,7 +136,7 @@ impl Drop for Workspace {
 /// the trigger at `s00`, every advance (`agent`) goes to the next state, and a resumed
 /// run's trigger re-enters the state the session was in. So a step lost or taken twice
 /// fails here.
-fn walked_states(session: &Value) -> Vec<String> {
+pub(crate) fn walked_states(session: &Value) -> Vec<String> {
     let trail = session["trail"].as_array().expect("a trail");
     let mut walked: Vec<String> = Vec::new();
     for step in trail {

@@ -293,3 +293,18 @@ mod tests {
         assert!(store.open_writer("s").is_ok());
     }
 }
+
+#[cfg(test)]
+mod conformance {
+    use std::sync::Arc;
+
+    use super::MemoryStore;
+    use crate::session::SessionStore;
+
+    /// Clones share the sessions, as processes sharing one backing would.
+    #[test]
+    fn the_memory_store_keeps_the_store_contract() {
+        let backing = MemoryStore::new();
+        crate::session::conformance::run("memory store", &|| Arc::new(backing.clone()) as Arc<dyn SessionStore>);
+    }
+}

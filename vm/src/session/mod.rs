@@ -9,13 +9,17 @@
 //! session's files, behind an asynchronous interface: the filesystem store ([`fs`])
 //! appends deltas to an fsync'ed log with periodic compacted snapshots and keeps files
 //! in the session's folder; the memory store ([`memory`]) keeps both in memory, for
-//! tests, benches and hosts that need no durability.
+//! tests, benches and hosts that need no durability. Other stores live in their own
+//! crates (`archmax-store-postgres`); [`conformance`] is the one suite every store's
+//! tests run, and [`transfer`] moves a session from any store to any other.
 
+pub mod conformance;
 pub mod fs;
 pub mod id;
 pub mod memory;
 pub mod spec;
 pub mod store;
+pub mod transfer;
 
 use std::collections::BTreeMap;
 

@@ -678,3 +678,12 @@ fn list_returns_sorted_session_ids() {
     fs::write(store.dir.join("stray-file"), b"x").expect("file");
     assert_eq!(store.list().expect("list"), ["a", "a~1", "b", "tenant/1"]);
 }
+
+#[test]
+fn the_filesystem_store_keeps_the_store_contract() {
+    let dir = TempDir::new("conformance");
+    let sessions = dir.0.join("sessions");
+    crate::session::conformance::run("filesystem store", &|| {
+        Arc::new(FsStore::new(sessions.clone())) as Arc<dyn SessionStore>
+    });
+}

@@ -1,0 +1,152 @@
+//! Which session store a command uses: `--store URL`, else `ARCHMAX_STORE`, else the
+//! workspace's `sessions/` folder; and `archmax sessions export ID` / `sessions import`,
+//! which move a session between stores.
+//!
+//! The targets: `fs:` (the workspace's `<root>/sessions`), `fs:DIR` (another folder),
+//! `postgres://…` / `postgresql://…` (libpq URLs) and libpq `key=value` strings such as
+//! `host=/run/postgresql dbname=archmax`. Anything else is a usage error naming the forms.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use archmax_store_postgres::{PgOptions, PgStore};
+use archmax_vm::session::fs::FsStore;
+use archmax_vm::session::id::check_session_id;
+use archmax_vm::session::{SessionState, SessionStore, transfer};
+
+use crate::output::{failure, usage};
+use crate::session::sessions_dir;
+
+/// The environment variable naming the store when `--store` is not given.
+pub const STORE_VARIABLE: &str = "ARCHMAX_STORE";
+
+/// Where sessions live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Fs(PathBuf),
+    Postgres(String),
+}
+
+/// The store named by `flag`, else by `ARCHMAX_STORE`, else the workspace's folder.
+pub fn target(root: &Path, flag: Option<&str>) -> Result<Target, String> {
+    let variable = std::env::var(STORE_VARIABLE).ok().filter(|value| !value.trim().is_empty());
+    let (text, source) = match (flag, variable) {
+        (Some(flag), _) => (flag.trim().to_string(), "--store"),
+        (None, Some(value)) => (value.trim().to_string(), STORE_VARIABLE),
+        (None, None) => return Ok(Target::Fs(sessions_dir(root))),
+    };
+    parse(root, &text).ok_or_else(|| {
+        format!(
+            "{source} `{text}` names no session store; use `fs:` (the workspace's sessions folder), `fs:DIR`, \
+             `postgres://user@host/db`, or a libpq string such as `host=/run/postgresql dbname=archmax`"
+        )
+    })
+}
+
+fn parse(root: &Path, text: &str) -> Option<Target> {
+    if let Some(dir) = text.strip_prefix("fs:") {
+        return Some(Target::Fs(if dir.is_empty() { sessions_dir(root) } else { PathBuf::from(dir) }));
+    }
+    let url = text.starts_with("postgres://") || text.starts_with("postgresql://");
+    let keywords = !text.is_empty()
+        && text.split_whitespace().all(|pair| {
+            pair.split_once('=')
+                .is_some_and(|(key, _)| !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        });
+    (url || keywords).then(|| Target::Postgres(text.to_string()))
+}
+
+/// Opens the store `target` names.
+pub fn open(target: &Target) -> Result<Arc<dyn SessionStore>, String> {
+    match target {
+        Target::Fs(dir) => Ok(Arc::new(FsStore::new(dir.clone()))),
+        Target::Postgres(connection) => PgStore::connect_blocking(connection, PgOptions::default())
+            .map(|store| Arc::new(store) as Arc<dyn SessionStore>)
+            .map_err(|error| error.to_string()),
+    }
+}
+
+/// The store a command names (`--store`, `ARCHMAX_STORE`, or the workspace's folder).
+pub fn open_for(root: &Path, flag: Option<&str>) -> Result<Arc<dyn SessionStore>, String> {
+    open(&target(root, flag)?)
+}
+
+/// [`open_for`] for a command: a target that names no store is a usage error (exit 2),
+/// a store that cannot be reached a failure (exit 1).
+pub fn open_or_exit(root: &Path, flag: Option<&str>, command: &str) -> Result<Arc<dyn SessionStore>, ExitCode> {
+    let target = target(root, flag).map_err(|message| usage(command, &message))?;
+    open(&target).map_err(failure)
+}
+
+/// Runs one store operation to completion on a small executor of its own.
+pub fn block_on<T>(work: impl Future<Output = T>) -> Result<T, String> {
+    let executor = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| format!("could not start the runtime: {error}"))?;
+    Ok(executor.block_on(work))
+}
+
+/// Reads one session (unlocked).
+pub fn read(store: &dyn SessionStore, id: &str) -> Result<Option<SessionState>, String> {
+    block_on(store.read(id))?.map_err(|error| error.to_string())
+}
+
+/// `archmax sessions export ID`: the session as JSON lines on stdout.
+pub fn export(root: &Path, flag: Option<&str>, id: &str) -> ExitCode {
+    if let Err(problem) = check_session_id(id, &[]) {
+        return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
+    }
+    let store = match open_or_exit(root, flag, "sessions") {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout());
+    match block_on(transfer::export(store.as_ref(), id, &mut out)) {
+        Ok(Ok(summary)) => {
+            eprintln!("exported session {id} (step {}, {} files)", summary.seq, summary.files);
+            ExitCode::SUCCESS
+        }
+        Ok(Err(error)) => failure(error),
+        Err(message) => failure(message),
+    }
+}
+
+/// `archmax sessions import`: creates the session an export on stdin holds.
+pub fn import(root: &Path, flag: Option<&str>) -> ExitCode {
+    let store = match open_or_exit(root, flag, "sessions") {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let mut input = std::io::BufReader::new(std::io::stdin());
+    match block_on(transfer::import(store.as_ref(), &mut input)) {
+        Ok(Ok(summary)) => {
+            eprintln!("imported session {} (step {}, {} files)", summary.id, summary.seq, summary.files);
+            ExitCode::SUCCESS
+        }
+        Ok(Err(error)) => failure(error),
+        Err(message) => failure(message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_name_a_folder_or_a_postgres_connection() {
+        let root = Path::new("/work/ws");
+        assert_eq!(parse(root, "fs:"), Some(Target::Fs(PathBuf::from("/work/ws/sessions"))));
+        assert_eq!(parse(root, "fs:/var/sessions"), Some(Target::Fs(PathBuf::from("/var/sessions"))));
+        for connection in
+            ["postgres://archmax@db/archmax", "postgresql://db", "host=/run/postgresql dbname=archmax user=runner"]
+        {
+            assert_eq!(parse(root, connection), Some(Target::Postgres(connection.to_string())));
+        }
+        for nonsense in ["", "sessions", "mysql://db", "host", "=x", "Host=/x"] {
+            assert_eq!(parse(root, nonsense), None, "{nonsense}");
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! The store's tables, as numbered migrations embedded in the binary.
+//!
+//! `migrations/NNNN_*.sql` are applied in order on connect, each inside one transaction
+//! with its row in `archmax_schema_version`; an advisory transaction lock makes runners
+//! starting at once take turns. The one thing to know: a database whose version is newer
+//! than the last migration this binary knows is refused (an older binary would write rows
+//! a newer schema does not expect), and nothing is changed.
+
+use tokio_postgres::Client;
+
+use crate::ConnectError;
+
+/// Every migration this binary knows, by version, oldest first.
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../migrations/0001_sessions.sql"))];
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// The advisory lock migrators take turns on ("archmax" in ASCII).
+const MIGRATION_LOCK: i64 = 0x0061_7263_686d_6178;
+
+/// Brings the database to [`SCHEMA_VERSION`], or refuses a newer one.
+pub(crate) async fn migrate(client: &mut Client) -> Result<(), ConnectError> {
+    let failed = |error: tokio_postgres::Error| ConnectError::Migration(error.to_string());
+    let transaction = client.transaction().await.map_err(failed)?;
+    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(failed)?;
+    transaction
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS archmax_schema_version (
+                version integer PRIMARY KEY,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )",
+        )
+        .await
+        .map_err(failed)?;
+    let row = transaction
+        .query_one("SELECT coalesce(max(version), 0) FROM archmax_schema_version", &[])
+        .await
+        .map_err(failed)?;
+    let found: i32 = row.get(0);
+    if found > SCHEMA_VERSION {
+        return Err(ConnectError::SchemaTooNew { found, known: SCHEMA_VERSION });
+    }
+    for (version, sql) in MIGRATIONS.iter().filter(|(version, _)| *version > found) {
+        transaction.batch_execute(sql).await.map_err(failed)?;
+        transaction
+            .execute("INSERT INTO archmax_schema_version (version) VALUES ($1)", &[version])
+            .await
+            .map_err(failed)?;
+    }
+    transaction.commit().await.map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_from_one_without_gaps() {
+        for (index, (version, sql)) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(*version as usize, index + 1);
+            assert!(sql.contains("CREATE TABLE"), "migration {version} has SQL");
+        }
+        assert_eq!(MIGRATIONS.last().map(|(version, _)| *version), Some(SCHEMA_VERSION));
+    }
+}

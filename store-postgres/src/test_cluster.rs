@@ -1,0 +1,264 @@
+//! A throwaway PostgreSQL server for tests (this crate's and the CLI's).
+//!
+//! [`TestCluster::start`] uses the server named by `ARCHMAX_TEST_DATABASE_URL` when it
+//! is set (the role must be allowed to create databases); otherwise it runs `initdb`
+//! into a fresh temporary folder and starts a server there that listens only on a unix
+//! socket in that folder, as the `postgres` user when the tests run as root (the server
+//! refuses to run as root). Dropping the cluster stops the server and removes the folder.
+//! [`TestCluster::database`] makes a fresh, empty database per use, so every test sees
+//! its own tables and migrations run from nothing.
+//!
+//! The one thing to know: without PostgreSQL this is an error that says how to get it,
+//! and the tests that need it fail; nothing is skipped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+/// Names a server the tests may use instead of starting their own.
+pub const DATABASE_URL_VARIABLE: &str = "ARCHMAX_TEST_DATABASE_URL";
+
+const HOW_TO_GET_IT: &str = "install the PostgreSQL server (`apt-get install postgresql`, which puts initdb and \
+     pg_ctl in /usr/lib/postgresql/<version>/bin; `.ci/run` does this when they are missing), put its bin folder \
+     on PATH, or set ARCHMAX_TEST_DATABASE_URL to a server whose role may create databases";
+
+/// A running server the tests own, or one named by [`DATABASE_URL_VARIABLE`].
+pub struct TestCluster {
+    /// How to reach the server's default database (key=value options for a throwaway
+    /// server, or `ARCHMAX_TEST_DATABASE_URL` as given).
+    base: String,
+    /// The databases [`TestCluster::database`] made.
+    created: Mutex<Vec<String>>,
+    /// The data folder of a server this process started.
+    owned: Option<Owned>,
+}
+
+struct Owned {
+    dir: PathBuf,
+    pg_ctl: PathBuf,
+    user: Option<String>,
+}
+
+impl TestCluster {
+    /// Starts a throwaway server (or uses `ARCHMAX_TEST_DATABASE_URL`).
+    pub fn start() -> Result<TestCluster, String> {
+        TestCluster::start_with(true)
+    }
+
+    /// Like [`TestCluster::start`]; with `fsync` false the throwaway server never waits for
+    /// the disk, which benches use to tell the store's own cost from the disk's. Not
+    /// durable: for measurements only.
+    pub fn start_with(fsync: bool) -> Result<TestCluster, String> {
+        if let Ok(url) = std::env::var(DATABASE_URL_VARIABLE)
+            && !url.trim().is_empty()
+        {
+            return Ok(TestCluster { base: url, created: Mutex::new(Vec::new()), owned: None });
+        }
+        let bin = server_bin().ok_or_else(|| format!("PostgreSQL's initdb was not found; {HOW_TO_GET_IT}"))?;
+        let user = running_as_root().then(|| "postgres".to_string());
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "archmax-pg-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
+        let owned = Owned { dir: dir.clone(), pg_ctl: bin.join("pg_ctl"), user: user.clone() };
+        if let Some(user) = &user {
+            hand_over(&dir, user)?;
+        }
+        let data = dir.join("data");
+        run(
+            user.as_deref(),
+            Command::new(bin.join("initdb"))
+                .args(["--auth=trust", "--encoding=UTF8", "--no-instructions", "-U", "postgres", "-D"])
+                .arg(&data),
+            "initdb",
+        )?;
+        let settings = format!(
+            "-c listen_addresses='' -c unix_socket_directories='{}' -c max_connections=400 -c fsync={} \
+             -c synchronous_commit=on",
+            dir.display(),
+            if fsync { "on" } else { "off" }
+        );
+        run(
+            user.as_deref(),
+            Command::new(&owned.pg_ctl)
+                .args(["-w", "-t", "60", "-D"])
+                .arg(&data)
+                .args(["-l"])
+                .arg(dir.join("server.log"))
+                .args(["-o", &settings, "start"]),
+            "pg_ctl start",
+        )?;
+        let base = format!("host={} port=5432 user=postgres", dir.display());
+        Ok(TestCluster { base, created: Mutex::new(Vec::new()), owned: Some(owned) })
+    }
+
+    /// Like [`TestCluster::start`], failing the test with the reason and how to fix it.
+    #[track_caller]
+    pub fn require() -> TestCluster {
+        match TestCluster::start() {
+            Ok(cluster) => cluster,
+            Err(message) => panic!("these tests need PostgreSQL: {message}"),
+        }
+    }
+
+    /// Creates a fresh database and returns its connection string (key=value form for a
+    /// throwaway server: `host=/tmp/… port=5432 user=postgres dbname=…`).
+    pub fn database(&self, label: &str) -> Result<String, String> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "archmax_{}_{}_{}",
+            label.chars().filter(char::is_ascii_alphanumeric).collect::<String>(),
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        self.execute(&format!("CREATE DATABASE {name}"))?;
+        self.created.lock().unwrap_or_else(PoisonError::into_inner).push(name.clone());
+        Ok(match &self.owned {
+            Some(_) => format!("{} dbname={name}", self.base),
+            None => with_dbname(&self.base, &name),
+        })
+    }
+
+    /// Runs one statement on the server's default database.
+    fn execute(&self, sql: &str) -> Result<(), String> {
+        let base = self.base.clone();
+        let executor = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| format!("no executor: {error}"))?;
+        executor.block_on(async {
+            let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+                .await
+                .map_err(|error| format!("cannot reach the test server ({base}): {error}"))?;
+            let connection = tokio::spawn(connection);
+            client.batch_execute(sql).await.map_err(|error| format!("{sql}: {}", crate::describe(&error)))?;
+            drop(client);
+            let _ = connection.await;
+            Ok(())
+        })
+    }
+
+    /// The socket folder of a server this process started.
+    pub fn socket_dir(&self) -> Option<&Path> {
+        self.owned.as_ref().map(|owned| owned.dir.as_path())
+    }
+}
+
+/// `target` pointing at database `name`, in whichever form it was written.
+fn with_dbname(target: &str, name: &str) -> String {
+    if target.starts_with("postgres://") || target.starts_with("postgresql://") {
+        let (before_query, query) = target.split_once('?').map_or((target, None), |(url, query)| (url, Some(query)));
+        let scheme_end = before_query.find("://").map_or(0, |at| at + 3);
+        let authority_end = before_query[scheme_end..].find('/').map_or(before_query.len(), |at| scheme_end + at);
+        let mut url = format!("{}/{name}", &before_query[..authority_end]);
+        if let Some(query) = query {
+            url.push('?');
+            url.push_str(query);
+        }
+        url
+    } else {
+        format!("{target} dbname={name}")
+    }
+}
+
+impl Drop for TestCluster {
+    /// Stops a server this process started (its folder goes with it); on a server named
+    /// by `ARCHMAX_TEST_DATABASE_URL`, drops the databases made here instead.
+    fn drop(&mut self) {
+        if self.owned.is_none() {
+            let created = std::mem::take(&mut *self.created.lock().unwrap_or_else(PoisonError::into_inner));
+            for name in created {
+                let _ = self.execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+            }
+        }
+        if let Some(owned) = &self.owned {
+            let _ = run(
+                owned.user.as_deref(),
+                Command::new(&owned.pg_ctl).args(["-m", "immediate", "-D"]).arg(owned.dir.join("data")).arg("stop"),
+                "pg_ctl stop",
+            );
+            let _ = std::fs::remove_dir_all(&owned.dir);
+        }
+    }
+}
+
+/// The folder holding `initdb` and `pg_ctl`: on PATH, or the newest
+/// `/usr/lib/postgresql/<version>/bin`.
+fn server_bin() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            if dir.join("initdb").is_file() && dir.join("pg_ctl").is_file() {
+                return Some(dir);
+            }
+        }
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+fn running_as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Gives `dir` to `user`, who runs the server.
+fn hand_over(dir: &Path, user: &str) -> Result<(), String> {
+    let output =
+        Command::new("chown").arg(user).arg(dir).output().map_err(|error| format!("cannot run chown: {error}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "cannot give {} to the `{user}` user ({}); {HOW_TO_GET_IT}",
+            dir.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+/// Runs a server command, as `user` when set (through `runuser`).
+fn run(user: Option<&str>, command: &mut Command, what: &str) -> Result<(), String> {
+    let mut command = match user {
+        Some(user) => {
+            let mut wrapped = Command::new("runuser");
+            wrapped.args(["-u", user, "--"]).arg(command.get_program()).args(command.get_args());
+            wrapped
+        }
+        None => std::mem::replace(command, Command::new("true")),
+    };
+    let output = command.output().map_err(|error| format!("cannot run {what}: {error}; {HOW_TO_GET_IT}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} failed: {}{}",
+            String::from_utf8_lossy(&output.stderr).trim(),
+            String::from_utf8_lossy(&output.stdout).trim()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_dbname;
+
+    #[test]
+    fn a_database_name_replaces_the_one_in_either_form() {
+        assert_eq!(with_dbname("postgres://u@h:5/db?sslmode=disable", "x"), "postgres://u@h:5/x?sslmode=disable");
+        assert_eq!(with_dbname("postgresql://u@h", "x"), "postgresql://u@h/x");
+        assert_eq!(with_dbname("host=/run/postgresql user=u", "x"), "host=/run/postgresql user=u dbname=x");
+    }
+}

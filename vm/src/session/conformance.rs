@@ -1,0 +1,520 @@
+//! One contract, checked against every [`SessionStore`]: the conformance suite.
+//!
+//! A store's own tests call [`run`] with a [`Backing`], something that hands out a new
+//! store value on the same sessions each time it is asked, the way a second process opens
+//! the same folder or database. Every check then works on sessions whose ids start with a
+//! fresh prefix, so a backing shared with other tests (one database for a whole test
+//! binary) is fine. The checks: create, read, list; commits read back by another store
+//! value and reopened there; create twice and unknown ids; a commit out of sequence; a
+//! second writer (`Busy`) in the same and in another store value; a session's files
+//! (written before the session exists, and by a step, as read back by another store
+//! value); pinned specs; export and import ([`super::transfer`]); and 64 sessions written
+//! at once on a multi-threaded executor.
+//!
+//! The one thing to know: the suite states the *weakest* contract every store keeps. A
+//! file a tool writes while a writer is open is only promised to another store value
+//! once the next step is committed (the PostgreSQL store flushes files in the step's
+//! transaction); the memory and filesystem stores show it at once, which the contract
+//! allows. Store-specific behaviour (torn tails, stale writers after a lost lock) is
+//! tested beside each store. The checks panic with a message naming the store and the
+//! check, as tests do: this module is test code that ships so other crates can run it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use archmax_stdlib::vfs::VfsError;
+
+use super::id::SessionId;
+use super::spec::{PinnedSpec, PinnedState};
+use super::{
+    Delta, Head, Message, SessionState, SessionStore, Status, StoreError, TrailKind, TrailStep, Variable, transfer,
+};
+
+/// How many sessions the concurrency check writes at once.
+pub const CONCURRENT_SESSIONS: usize = 64;
+
+/// Where a store under test keeps its sessions.
+pub trait Backing: Sync {
+    /// A new store value on the same sessions, as another process would open it.
+    fn store(&self) -> Arc<dyn SessionStore>;
+}
+
+impl<F> Backing for F
+where
+    F: Fn() -> Arc<dyn SessionStore> + Sync,
+{
+    fn store(&self) -> Arc<dyn SessionStore> {
+        self()
+    }
+}
+
+/// Runs every check against `backing`; `label` names the store in failure messages.
+pub fn run(label: &str, backing: &dyn Backing) {
+    let executor = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|error| panic!("{label}: no executor for the conformance suite: {error}"));
+    let checks: [(&str, Check); 9] = [
+        ("create, read and list", create_read_and_list),
+        ("commits read back and reopened by another store value", commits_survive_a_second_process),
+        ("create twice and unknown ids", create_twice_and_unknown_ids),
+        ("a commit out of sequence", a_commit_out_of_sequence_is_conflict),
+        ("one writer per session", a_second_writer_is_busy),
+        ("a session's files", files_belong_to_the_store),
+        ("pinned specs", pinned_specs_are_kept_by_hash),
+        ("export and import", export_and_import_lose_nothing),
+        ("64 sessions at once", many_sessions_at_once),
+    ];
+    for (name, check) in checks {
+        let context = Context { label, name, prefix: fresh_prefix(), backing };
+        executor.block_on(check(&context));
+    }
+}
+
+/// A check's future.
+type Checked<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+type Check = for<'a> fn(&'a Context<'a>) -> Checked<'a>;
+
+struct Context<'a> {
+    label: &'a str,
+    name: &'a str,
+    prefix: String,
+    backing: &'a dyn Backing,
+}
+
+impl Context<'_> {
+    fn store(&self) -> Arc<dyn SessionStore> {
+        self.backing.store()
+    }
+
+    fn id(&self, name: &str) -> String {
+        format!("{}-{name}", self.prefix)
+    }
+
+    /// The value of `result`, or a failure naming the store, the check and `what`.
+    fn ok<T, E: std::fmt::Debug>(&self, what: &str, result: Result<T, E>) -> T {
+        result.unwrap_or_else(|error| panic!("{} / {}: {what}: {error:?}", self.label, self.name))
+    }
+
+    fn fail(&self, what: &str) -> ! {
+        panic!("{} / {}: {what}", self.label, self.name)
+    }
+
+    /// This check's sessions, as `list` returns them.
+    async fn listed(&self, store: &dyn SessionStore) -> Vec<String> {
+        let ids = self.ok("list", store.list().await);
+        ids.into_iter().filter(|id| id.starts_with(&self.prefix)).collect()
+    }
+}
+
+/// A prefix no earlier check (in this process or an earlier run on the same backing) used.
+fn fresh_prefix() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_nanos());
+    format!("conf-{}-{nanos:x}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+fn initial(id: &str) -> SessionState {
+    SessionState {
+        id: SessionId::from_store(id),
+        head: Head { workflow: "intake".into(), spec_hash: "ab12".into(), created_at: 7, ..Head::default() },
+        ..SessionState::default()
+    }
+}
+
+/// Step `seq`: a message, a trail step, a variable set and (from step 3) one removed.
+fn step(seq: u64) -> Delta {
+    let mut variables = vec![(format!("v{seq}"), Some(Variable { value: seq.into(), locked: seq.is_multiple_of(2) }))];
+    if seq >= 3 {
+        variables.push((format!("v{}", seq - 2), None));
+    }
+    Delta {
+        seq,
+        head: Head {
+            workflow: "intake".into(),
+            spec_hash: "ab12".into(),
+            position: Some(format!("state-{seq}")),
+            status: if seq.is_multiple_of(4) { Status::AwaitingDecision } else { Status::Running },
+            created_at: 7,
+            updated_at: 100 + seq,
+            ..Head::default()
+        },
+        messages: vec![
+            Message::User { text: format!("message {seq} with ünïcode and \"quotes\""), opening: None },
+            Message::Assistant { text: format!("answer {seq}"), tool_calls: Vec::new() },
+        ],
+        trail: vec![TrailStep {
+            to: format!("state-{seq}"),
+            kind: TrailKind::Agent,
+            reason: Some("moved".into()),
+            workflow: None,
+            status: None,
+            ts: seq,
+        }],
+        variables,
+    }
+}
+
+/// Commits steps `from..=to` through `writer`, folding them into `expected`.
+async fn commit_steps(
+    context: &Context<'_>,
+    writer: &mut Box<dyn super::SessionWriter>,
+    expected: &mut SessionState,
+    to: u64,
+) {
+    for seq in expected.seq + 1..=to {
+        let delta = step(seq);
+        context.ok(&format!("commit step {seq}"), writer.commit(&delta).await);
+        expected.apply(&delta);
+    }
+}
+
+fn create_read_and_list<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        let store = context.store();
+        let (b, a) = (context.id("b"), context.id("a"));
+        let writer = context.ok("create b", store.create(&initial(&b)).await);
+        drop(writer);
+        drop(context.ok("create a", store.create(&initial(&a)).await));
+        let read = context.ok("read b", store.read(&b).await);
+        if read != Some(initial(&b)) {
+            context.fail(&format!("a created session reads back as it was created, got {read:?}"));
+        }
+        if context.listed(store.as_ref()).await != [a.clone(), b.clone()] {
+            context.fail("list returns the sessions sorted");
+        }
+        let other = context.store();
+        if context.listed(other.as_ref()).await != [a, b] {
+            context.fail("another store value lists the same sessions");
+        }
+    })
+}
+
+fn commits_survive_a_second_process<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        let id = context.id("steps");
+        let mut expected = initial(&id);
+        {
+            let store = context.store();
+            let mut writer = context.ok("create", store.create(&expected).await);
+            commit_steps(context, &mut writer, &mut expected, 5).await;
+        }
+        let second = context.store();
+        let read = context.ok("read in a second store value", second.read(&id).await);
+        if read.as_ref() != Some(&expected) {
+            context.fail(&format!("five commits read back whole:\nwanted {expected:?}\ngot    {read:?}"));
+        }
+        let (opened, mut writer) = context.ok("open in a second store value", second.open(&id).await);
+        if opened != expected {
+            context.fail("open returns the committed state");
+        }
+        commit_steps(context, &mut writer, &mut expected, 9).await;
+        drop(writer);
+        let third = context.store();
+        let (reopened, _writer) = context.ok("open in a third store value", third.open(&id).await);
+        if reopened != expected {
+            context.fail("a reopened session continues where the last writer stopped");
+        }
+        if reopened.variables.contains_key("v1") || !reopened.variables.contains_key("v9") {
+            context.fail("a removed variable stays removed and a set one stays set");
+        }
+    })
+}
+
+fn create_twice_and_unknown_ids<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        let store = context.store();
+        let id = context.id("once");
+        drop(context.ok("create", store.create(&initial(&id)).await));
+        match context.store().create(&initial(&id)).await {
+            Err(StoreError::Exists(found)) if found == id => {}
+            Err(error) => context.fail(&format!("creating it again is Exists, got {error:?}")),
+            Ok(_) => context.fail("creating it again is Exists, got a writer"),
+        }
+        let unknown = context.id("never");
+        match store.open(&unknown).await {
+            Err(StoreError::Missing(found)) if found == unknown => {}
+            Err(error) => context.fail(&format!("opening an unknown session is Missing, got {error:?}")),
+            Ok(_) => context.fail("opening an unknown session is Missing, got a writer"),
+        }
+        if context.ok("read an unknown session", store.read(&unknown).await).is_some() {
+            context.fail("reading an unknown session is None");
+        }
+    })
+}
+
+fn a_commit_out_of_sequence_is_conflict<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        let store = context.store();
+        let id = context.id("seq");
+        let mut expected = initial(&id);
+        let mut writer = context.ok("create", store.create(&expected).await);
+        commit_steps(context, &mut writer, &mut expected, 2).await;
+        for wrong in [4, 2, 1] {
+            match writer.commit(&step(wrong)).await {
+                Err(StoreError::Conflict { .. }) => {}
+                other => context.fail(&format!("committing step {wrong} after step 2 is Conflict, got {other:?}")),
+            }
+        }
+        drop(writer);
+        if context.ok("read", context.store().read(&id).await).as_ref() != Some(&expected) {
+            context.fail("a refused commit writes nothing");
+        }
+        let (_, mut writer) = context.ok("reopen", store.open(&id).await);
+        commit_steps(context, &mut writer, &mut expected, 3).await;
+    })
+}
+
+fn a_second_writer_is_busy<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        let store = context.store();
+        let other = context.store();
+        let id = context.id("busy");
+        let writer = context.ok("create", store.create(&initial(&id)).await);
+        for (which, attempt) in [("the same store value", &store), ("another store value", &other)] {
+            match attempt.open(&id).await {
+                Err(StoreError::Busy(found)) if found == id => {}
+                Err(error) => context.fail(&format!("a second writer in {which} is Busy, got {error:?}")),
+                Ok(_) => context.fail(&format!("a second writer in {which} is Busy, got a writer")),
+            }
+        }
+        if context.ok("read while a writer holds it", other.read(&id).await).is_none() {
+            context.fail("a held session can still be read");
+        }
+        drop(writer);
+        let (_, writer) = context.ok("open once the first writer is gone", other.open(&id).await);
+        drop(writer);
+        drop(context.ok("open again after that writer was dropped", store.open(&id).await));
+    })
+}
+
+fn files_belong_to_the_store<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        let store = context.store();
+        let id = context.id("files");
+        // A sub-workflow's seeds are written before its session exists.
+        let files = context.ok("files before the session exists", store.files(&id));
+        context.ok("write a seed", files.write("scratchpad/seed.md", b"seeded"));
+        let mut expected = initial(&id);
+        let mut writer = context.ok("create", store.create(&expected).await);
+        // A step's files: written by its tool calls, committed with it.
+        context.ok("write an artifact", files.write("artifacts/report/out.txt", b"report"));
+        context.ok("write a note", files.write("scratchpad/note.md", b"first"));
+        context.ok("overwrite the note", files.write("scratchpad/note.md", b"second"));
+        context.ok("write a scrap", files.write("scratchpad/scrap.md", b"scrap"));
+        context.ok("remove the scrap", files.remove("scratchpad/scrap.md"));
+        if context.ok("read own write", files.read("scratchpad/note.md")) != b"second" {
+            context.fail("a session reads its own latest write");
+        }
+        commit_steps(context, &mut writer, &mut expected, 1).await;
+        drop(writer);
+
+        let other = context.ok("files in another store value", context.store().files(&id));
+        let read = |path: &str| context.ok(&format!("read {path}"), other.read(path));
+        if read("scratchpad/seed.md") != b"seeded" || read("scratchpad/note.md") != b"second" {
+            context.fail("seeds and a step's writes are kept by the store");
+        }
+        if read("artifacts/report/out.txt") != b"report" {
+            context.fail("artifacts are kept by the store");
+        }
+        let names = |dir: &str| -> Vec<(String, bool, u64)> {
+            let entries = context.ok(&format!("list {dir}"), other.list(dir));
+            entries.into_iter().map(|entry| (entry.name, entry.is_dir, entry.size)).collect()
+        };
+        let scratchpad = names("scratchpad");
+        if scratchpad != [("note.md".to_string(), false, 6), ("seed.md".to_string(), false, 6)] {
+            context.fail(&format!("a removed file is gone and sizes are kept, got {scratchpad:?}"));
+        }
+        if names("artifacts") != [("report".to_string(), true, 0)] {
+            context.fail("folders are listed as folders");
+        }
+        let stat = context.ok("stat a folder", other.stat("artifacts/report"));
+        if !stat.is_some_and(|entry| entry.is_dir) {
+            context.fail("stat sees a folder");
+        }
+        if context.ok("stat a missing file", other.stat("scratchpad/scrap.md")).is_some() {
+            context.fail("stat of a removed file is None");
+        }
+        match other.read("scratchpad/scrap.md") {
+            Err(VfsError::NotFound(_)) => {}
+            result => context.fail(&format!("reading a removed file is NotFound, got {result:?}")),
+        }
+        match other.read("artifacts/report") {
+            Err(VfsError::IsADirectory(_)) => {}
+            result => context.fail(&format!("reading a folder is IsADirectory, got {result:?}")),
+        }
+        match other.read_limited("scratchpad/note.md", 3) {
+            Err(VfsError::TooLarge { size: 6, limit: 3, .. }) => {}
+            result => context.fail(&format!("a bounded read of a larger file is TooLarge, got {result:?}")),
+        }
+        match other.read("../escape") {
+            Err(VfsError::Escape(_)) => {}
+            result => context.fail(&format!("a climbing path is refused, got {result:?}")),
+        }
+        // Each session has its own files.
+        let neighbour = context.ok("a neighbour's files", store.files(&context.id("files-neighbour")));
+        if context.ok("stat in the neighbour", neighbour.stat("scratchpad/note.md")).is_some() {
+            context.fail("one session's files are not another's");
+        }
+    })
+}
+
+fn pinned_specs_are_kept_by_hash<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        let hash = format!("{:016x}", fnv(&context.prefix));
+        let spec = PinnedSpec {
+            workflow: "intake".into(),
+            spec_hash: hash.clone(),
+            states: vec![PinnedState { slug: "draft".into(), kind: "agent".into(), digest: "d1".into() }],
+        };
+        let store = context.store();
+        if context.ok("an unknown spec", store.spec(&hash).await).is_some() {
+            context.fail("an unknown hash has no spec");
+        }
+        context.ok("keep a spec", store.keep_spec(&spec).await);
+        let again = PinnedSpec { workflow: "other".into(), ..spec.clone() };
+        context.ok("keep it again", context.store().keep_spec(&again).await);
+        if context.ok("read it back", context.store().spec(&hash).await) != Some(spec) {
+            context.fail("the first spec kept under a hash is the one read back");
+        }
+    })
+}
+
+/// A stable 64-bit digest of `text` (FNV-1a), to make hex hashes unique per check.
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3))
+}
+
+fn export_and_import_lose_nothing<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        let id = context.id("moved");
+        let spec_hash = format!("{:016x}", fnv(&id));
+        let spec = PinnedSpec { workflow: "intake".into(), spec_hash: spec_hash.clone(), states: Vec::new() };
+        let source = context.store();
+        context.ok("keep the spec", source.keep_spec(&spec).await);
+        let mut expected =
+            SessionState { head: Head { spec_hash: spec_hash.clone(), ..initial(&id).head }, ..initial(&id) };
+        let mut writer = context.ok("create", source.create(&expected).await);
+        let files = context.ok("files", source.files(&id));
+        context.ok("write a binary file", files.write("artifacts/blob.bin", &[0, 159, 146, 150, 255]));
+        context.ok("write a note", files.write("scratchpad/deep/note.md", b"note"));
+        for seq in 1..=3 {
+            let delta = Delta { head: Head { spec_hash: spec_hash.clone(), ..step(seq).head }, ..step(seq) };
+            context.ok("commit", writer.commit(&delta).await);
+            expected.apply(&delta);
+        }
+        drop(writer);
+
+        let mut exported = Vec::new();
+        let summary = context.ok("export", transfer::export(source.as_ref(), &id, &mut exported).await);
+        if summary.files != 2 || !summary.spec {
+            context.fail(&format!("the export carries both files and the spec, got {summary:?}"));
+        }
+        // Into a fresh backing would be the real use; here the same backing must refuse
+        // it first (the session exists), then take it once it is renamed away.
+        match transfer::import(context.store().as_ref(), &mut exported.as_slice()).await {
+            Err(transfer::TransferError::Store(StoreError::Exists(found))) if found == id => {}
+            other => context.fail(&format!("importing over an existing session is Exists, got {other:?}")),
+        }
+        let renamed = context.id("moved-copy");
+        let text = String::from_utf8(exported).unwrap_or_else(|_| context.fail("an export is UTF-8 text"));
+        let retargeted = text.replace(&id, &renamed);
+        let target = context.store();
+        let imported = context.ok("import", transfer::import(target.as_ref(), &mut retargeted.as_bytes()).await);
+        if imported.id != renamed {
+            context.fail("import names the session it created");
+        }
+        let read = context.ok("read the import", context.store().read(&renamed).await);
+        let wanted = SessionState { id: SessionId::from_store(renamed.clone()), ..expected.clone() };
+        if read.as_ref() != Some(&wanted) {
+            context.fail(&format!("an imported session is the exported one:\nwanted {wanted:?}\ngot    {read:?}"));
+        }
+        let copied = context.ok("the import's files", context.store().files(&renamed));
+        let blob = context.ok("read the binary file", copied.read("artifacts/blob.bin"));
+        let note = context.ok("read the note", copied.read("scratchpad/deep/note.md"));
+        if blob != [0, 159, 146, 150, 255] || note != b"note" {
+            context.fail("an import carries every file byte for byte");
+        }
+        let (reopened, mut writer) = context.ok("open the import", target.open(&renamed).await);
+        if reopened.seq != 3 {
+            context.fail("an imported session continues from its last step");
+        }
+        let next = Delta { head: Head { spec_hash, ..step(4).head }, ..step(4) };
+        context.ok("commit after import", writer.commit(&next).await);
+
+        let mut truncated = text.lines().take(2).collect::<Vec<_>>().join("\n").into_bytes();
+        truncated.push(b'\n');
+        let cut_id = context.id("never-imported");
+        let cut = String::from_utf8_lossy(&truncated).replace(&id, &cut_id);
+        if transfer::import(context.store().as_ref(), &mut cut.as_bytes()).await.is_ok() {
+            context.fail("a truncated export is refused");
+        }
+        if context.ok("read after a refused import", context.store().read(&cut_id).await).is_some() {
+            context.fail("a refused import creates nothing");
+        }
+    })
+}
+
+fn many_sessions_at_once<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        let store = context.store();
+        let barrier = Arc::new(tokio::sync::Barrier::new(CONCURRENT_SESSIONS));
+        let tasks: Vec<_> = (0..CONCURRENT_SESSIONS)
+            .map(|index| {
+                let store = Arc::clone(&store);
+                let barrier = Arc::clone(&barrier);
+                let id = context.id(&format!("fleet-{index:02}"));
+                tokio::spawn(async move {
+                    let mut state = initial(&id);
+                    let mut writer = store.create(&state).await.map_err(|error| format!("create {id}: {error}"))?;
+                    // Every session holds its writer here until all 64 do.
+                    barrier.wait().await;
+                    let files = store.files(&id).map_err(|error| format!("files {id}: {error}"))?;
+                    for seq in 1..=3 {
+                        let body = format!("{id} step {seq}");
+                        files.write("scratchpad/own.md", body.as_bytes()).map_err(|error| error.to_string())?;
+                        let delta = step(seq);
+                        writer.commit(&delta).await.map_err(|error| format!("commit {id}/{seq}: {error}"))?;
+                        state.apply(&delta);
+                    }
+                    Ok::<_, String>(state)
+                })
+            })
+            .collect();
+        let mut expected = BTreeMap::new();
+        for task in tasks {
+            let state = context.ok("a session task", context.ok("join", task.await));
+            expected.insert(state.id.to_string(), state);
+        }
+        let second = context.store();
+        let listed = context.listed(second.as_ref()).await;
+        if listed.len() != CONCURRENT_SESSIONS || !listed.iter().all(|id| expected.contains_key(id)) {
+            context.fail(&format!("all {CONCURRENT_SESSIONS} sessions are listed, got {}", listed.len()));
+        }
+        let reads: Vec<_> = expected
+            .keys()
+            .map(|id| {
+                let store = Arc::clone(&second);
+                let id = id.clone();
+                tokio::spawn(async move {
+                    let state = store.read(&id).await.map_err(|error| error.to_string())?;
+                    let files = store.files(&id).map_err(|error| error.to_string())?;
+                    let note = files.read("scratchpad/own.md").map_err(|error| error.to_string())?;
+                    Ok::<_, String>((id, state, note))
+                })
+            })
+            .collect();
+        for read in reads {
+            let (id, state, note) = context.ok("a read task", context.ok("join", read.await));
+            if state.as_ref() != expected.get(&id) {
+                context.fail(&format!("{id} reads back as its own writer left it"));
+            }
+            if note != format!("{id} step 3").into_bytes() {
+                context.fail(&format!("{id} keeps its own last file"));
+            }
+        }
+    })
+}

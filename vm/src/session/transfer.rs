@@ -1,0 +1,260 @@
+//! Moving a session between stores: `archmax sessions export ID > file` and
+//! `archmax sessions import < file`.
+//!
+//! An export is JSON lines, one record a line, in this order: a `header` (format name and
+//! version), the session's `state` (everything it is, through its last committed step),
+//! the `spec` it is pinned to when the store keeps one, one `file` per file of its own
+//! (`scratchpad/`, `artifacts/`, the offload zones; bytes in base64), and an `end` record
+//! counting the files. Any store reads any store's export: the records use only the
+//! [`SessionStore`] interface.
+//!
+//! The one thing to know: an import checks the whole export before it writes anything
+//! (a missing `end`, a miscount, a file over the size caps, a bad id are refused), then
+//! writes the files and the spec, and creates the session last, so a session that
+//! exists after an import is whole. The history of steps is not carried: the state is
+//! their fold, which is everything a session needs to continue (its seq included).
+
+use std::io::{BufRead, Read, Write};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::{Deserialize, Serialize};
+
+use archmax_stdlib::limits;
+use archmax_stdlib::vfs::{Vfs, VfsError};
+
+use super::id::check_session_id;
+use super::spec::PinnedSpec;
+use super::{SessionState, SessionStore, StoreError};
+use crate::blocking::run_blocking;
+
+/// The `format` every export's header names.
+pub const FORMAT: &str = "archmax-session";
+/// The version of the record layout this build writes and reads.
+pub const VERSION: u64 = 1;
+/// A session's folder that belongs to the store, never exported (the filesystem store's
+/// `checkpoints/`).
+const RUNTIME_DIR: &str = "checkpoints";
+/// The longest line an import reads: the largest file a session may hold, in base64,
+/// with room for its path.
+const MAX_LINE_BYTES: u64 = limits::MAX_FILE_BYTES / 3 * 4 + 64 * 1024;
+
+/// One line of an export.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+enum Record {
+    Header { format: String, version: u64 },
+    State { state: Box<SessionState> },
+    Spec { spec: PinnedSpec },
+    File { path: String, base64: String },
+    End { files: u64 },
+}
+
+/// What an export wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportSummary {
+    pub seq: u64,
+    pub files: u64,
+    /// Whether the pinned spec was found and written.
+    pub spec: bool,
+}
+
+/// What an import created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportSummary {
+    pub id: String,
+    pub seq: u64,
+    pub files: u64,
+}
+
+/// Why an export or import failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the session's file `{path}` could not be used: {source}")]
+    File {
+        path: String,
+        #[source]
+        source: VfsError,
+    },
+    #[error("writing the export failed: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("the export is unusable (line {line}): {message}; nothing was imported")]
+    Invalid { line: usize, message: String },
+}
+
+/// Writes session `id` of `store` to `out` as an export.
+pub async fn export(
+    store: &dyn SessionStore,
+    id: &str,
+    out: &mut (dyn Write + Send),
+) -> Result<ExportSummary, TransferError> {
+    let state = store.read(id).await?.ok_or_else(|| StoreError::Missing(id.to_string()))?;
+    let spec = match state.head.spec_hash.as_str() {
+        "" => None,
+        hash => store.spec(hash).await.ok().flatten(),
+    };
+    let files = store.files(id)?;
+    let paths = run_blocking(|| session_files(files.as_ref()))?;
+    let mut line = |record: &Record| -> Result<(), TransferError> {
+        let mut bytes = serde_json::to_vec(record).map_err(|error| TransferError::Write(error.into()))?;
+        bytes.push(b'\n');
+        out.write_all(&bytes).map_err(TransferError::Write)
+    };
+    line(&Record::Header { format: FORMAT.to_string(), version: VERSION })?;
+    let seq = state.seq;
+    line(&Record::State { state: Box::new(state) })?;
+    let has_spec = spec.is_some();
+    if let Some(spec) = spec {
+        line(&Record::Spec { spec })?;
+    }
+    for path in &paths {
+        let bytes =
+            run_blocking(|| files.read(path)).map_err(|source| TransferError::File { path: path.clone(), source })?;
+        line(&Record::File { path: path.clone(), base64: BASE64.encode(bytes) })?;
+    }
+    line(&Record::End { files: paths.len() as u64 })?;
+    out.flush().map_err(TransferError::Write)?;
+    Ok(ExportSummary { seq, files: paths.len() as u64, spec: has_spec })
+}
+
+/// Every file of a session's own, sorted, without the store's runtime folder.
+fn session_files(files: &dyn Vfs) -> Result<Vec<String>, TransferError> {
+    let mut found = Vec::new();
+    let mut folders = vec![String::new()];
+    while let Some(folder) = folders.pop() {
+        let entries = match files.list(&folder) {
+            Ok(entries) => entries,
+            Err(VfsError::NotFound(_)) if folder.is_empty() => Vec::new(),
+            Err(source) => return Err(TransferError::File { path: folder, source }),
+        };
+        for entry in entries {
+            if folder.is_empty() && entry.name == RUNTIME_DIR {
+                continue;
+            }
+            let path = if folder.is_empty() { entry.name } else { format!("{folder}/{}", entry.name) };
+            if entry.is_dir {
+                folders.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Reads an export from `input` and creates its session in `store`.
+pub async fn import(
+    store: &dyn SessionStore,
+    input: &mut (dyn BufRead + Send),
+) -> Result<ImportSummary, TransferError> {
+    let parsed = parse(input)?;
+    let id = parsed.state.id.to_string();
+    if store.read(&id).await?.is_some() {
+        return Err(StoreError::Exists(id).into());
+    }
+    let files = store.files(&id)?;
+    for (path, bytes) in &parsed.files {
+        run_blocking(|| files.write(path, bytes))
+            .map_err(|source| TransferError::File { path: path.clone(), source })?;
+    }
+    if let Some(spec) = &parsed.spec {
+        store.keep_spec(spec).await?;
+    }
+    drop(store.create(&parsed.state).await?);
+    Ok(ImportSummary { id, seq: parsed.state.seq, files: parsed.files.len() as u64 })
+}
+
+struct Parsed {
+    state: SessionState,
+    spec: Option<PinnedSpec>,
+    files: Vec<(String, Vec<u8>)>,
+}
+
+/// Reads and checks a whole export; nothing is written until it passes.
+fn parse(input: &mut (dyn BufRead + Send)) -> Result<Parsed, TransferError> {
+    let mut state = None;
+    let mut spec = None;
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut total_bytes = 0u64;
+    let mut line_number = 0;
+    let mut ended = false;
+    loop {
+        let mut line = String::new();
+        line_number += 1;
+        let invalid = |message: String| TransferError::Invalid { line: line_number, message };
+        let read = (&mut *input)
+            .take(MAX_LINE_BYTES + 1)
+            .read_line(&mut line)
+            .map_err(|error| invalid(format!("it could not be read: {error}")))?;
+        if read == 0 {
+            break;
+        }
+        if read as u64 > MAX_LINE_BYTES {
+            return Err(invalid(format!("a line is longer than {MAX_LINE_BYTES} bytes")));
+        }
+        if ended {
+            return Err(invalid("there is more after the `end` record".to_string()));
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: Record = serde_json::from_str(&line).map_err(|error| invalid(error.to_string()))?;
+        match (line_number, record) {
+            (1, Record::Header { format, version }) => {
+                if format != FORMAT || version != VERSION {
+                    return Err(invalid(format!(
+                        "it is `{format}` version {version}; this archmax reads `{FORMAT}` version {VERSION}"
+                    )));
+                }
+            }
+            (1, _) => return Err(invalid("it does not start with an archmax session header".to_string())),
+            (_, Record::Header { .. }) => return Err(invalid("a second header".to_string())),
+            (_, Record::State { state: found }) => {
+                if state.is_some() {
+                    return Err(invalid("a second state".to_string()));
+                }
+                check_session_id(&found.id, &[]).map_err(invalid)?;
+                state = Some(*found);
+            }
+            (_, Record::Spec { spec: found }) => {
+                if !super::spec::is_spec_hash(&found.spec_hash) {
+                    return Err(invalid(format!("the spec hash `{}` is not lowercase hexadecimal", found.spec_hash)));
+                }
+                spec = Some(found);
+            }
+            (_, Record::File { path, base64 }) => {
+                let bytes = BASE64.decode(base64.as_bytes()).map_err(|error| invalid(format!("`{path}`: {error}")))?;
+                let top = path.split('/').next().unwrap_or_default();
+                if path.starts_with('/') || path.split('/').any(|segment| segment == "..") || top == RUNTIME_DIR {
+                    return Err(invalid(format!("the file path `{path}` is not one of the session's own")));
+                }
+                if bytes.len() as u64 > limits::MAX_FILE_BYTES {
+                    return Err(invalid(format!("`{path}` is larger than {} bytes", limits::MAX_FILE_BYTES)));
+                }
+                total_bytes += bytes.len() as u64;
+                if total_bytes > limits::MAX_SESSION_BYTES || files.len() >= limits::MAX_SESSION_FILES {
+                    return Err(invalid("the files are over a session's size caps".to_string()));
+                }
+                files.push((path, bytes));
+            }
+            (_, Record::End { files: count }) => {
+                if count != files.len() as u64 {
+                    return Err(invalid(format!(
+                        "the end record counts {count} files, the export holds {}",
+                        files.len()
+                    )));
+                }
+                ended = true;
+            }
+        }
+    }
+    let incomplete = |message: &str| TransferError::Invalid { line: line_number, message: message.to_string() };
+    if !ended {
+        return Err(incomplete("it stops before its `end` record (a cut-off export?)"));
+    }
+    let state = state.ok_or_else(|| incomplete("it holds no session state"))?;
+    Ok(Parsed { state, spec, files })
+}

@@ -390,7 +390,7 @@ impl Driver<'_> {
                         workflow: None,
                         to: to.value.clone(),
                         comment: comment.clone(),
-                        upgrade: false,
+                        ..DecideRequest::default()
                     })
                     .await
             }

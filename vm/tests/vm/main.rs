@@ -2,6 +2,7 @@
 //! table of attacks a hostile model makes, run through the whole runtime.
 
 mod adversarial;
+mod deciders;
 mod embedding;
 mod kernel;
 mod pinning;

@@ -5,9 +5,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use archmax_vm::session::SessionState;
-use archmax_vm::session::summary::summary;
 use archmax_vm::session::fs::{FsStore, RepairOutcome};
 use archmax_vm::session::id::check_session_id;
+use archmax_vm::session::summary::summary;
 
 use crate::output::{failure, usage};
 use crate::session::{sessions_dir, thousands};

@@ -214,7 +214,7 @@ mod tests {
         let alice = auth.caller(&bearer("alice-secret"), Scope::Decide).expect("alice decides");
         assert_eq!(alice, Caller { identity: "alice@example.com".to_string(), authenticated: true });
         let refused = auth.caller(&bearer("alice-secret"), Scope::Start).expect_err("alice cannot start");
-        assert_eq!((refused.status, refused.code.as_str()), (StatusCode::FORBIDDEN, "auth.scope"));
+        assert_eq!((refused.status, refused.code), (StatusCode::FORBIDDEN, "auth.scope"));
         for scope in Scope::ALL {
             assert_eq!(auth.caller(&bearer("root-secret"), scope).expect("admin").identity, "admin");
         }

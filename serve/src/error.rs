@@ -16,21 +16,21 @@ use archmax_vm::{ErrorKind, FieldProblem, RunError};
 pub struct ApiError {
     pub status: StatusCode,
     /// A stable id, such as `session.busy` or `decision.not-an-approver`.
-    pub code: String,
+    pub code: &'static str,
     /// One sentence a person reads.
     pub message: String,
-    pub details: Value,
+    pub details: Box<Value>,
     /// Seconds, sent as `Retry-After` (busy and saturated answers).
     pub retry_after: Option<u64>,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code: code.to_string(), message: message.into(), details: json!({}), retry_after: None }
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into(), details: Box::new(json!({})), retry_after: None }
     }
 
     pub fn with_details(mut self, details: Value) -> ApiError {
-        self.details = details;
+        self.details = Box::new(details);
         self
     }
 
@@ -46,7 +46,7 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "input.invalid", message).with_details(json!({ "fields": fields }))
     }
 
-    pub fn not_found(code: &str, message: impl Into<String>) -> ApiError {
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, code, message)
     }
 

@@ -31,6 +31,12 @@ struct Counters {
     latency_sum: f64,
 }
 
+/// The `# HELP` and `# TYPE` lines of one metric family.
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
 /// Everything `/metrics` reports.
 #[derive(Default)]
 pub struct Metrics {
@@ -88,43 +94,33 @@ impl Metrics {
     pub fn render(&self) -> String {
         let counters = self.counters();
         let mut out = String::new();
-        let _ = writeln!(out, "# HELP archmax_turns_total Turns that ended, by disposition and status.");
-        let _ = writeln!(out, "# TYPE archmax_turns_total counter");
+        family(&mut out, "archmax_turns_total", "counter", "Turns that ended, by disposition and status.");
         for ((disposition, status), count) in &counters.turns {
             let _ = writeln!(out, "archmax_turns_total{{disposition=\"{disposition}\",status=\"{status}\"}} {count}");
         }
-        let _ = writeln!(out, "# HELP archmax_model_calls_total Model calls answered.");
-        let _ = writeln!(out, "# TYPE archmax_model_calls_total counter");
+        family(&mut out, "archmax_model_calls_total", "counter", "Model calls answered.");
         let _ = writeln!(out, "archmax_model_calls_total {}", counters.model_calls);
-        let _ = writeln!(out, "# HELP archmax_tool_calls_total Tool calls by verdict (and, when blocked, rule).");
-        let _ = writeln!(out, "# TYPE archmax_tool_calls_total counter");
+        family(&mut out, "archmax_tool_calls_total", "counter", "Tool calls by verdict (and, when blocked, rule).");
         for ((verdict, rule), count) in &counters.tool_calls {
             let _ = writeln!(out, "archmax_tool_calls_total{{verdict=\"{verdict}\",rule=\"{rule}\"}} {count}");
         }
-        let _ = writeln!(out, "# HELP archmax_parks_total Sessions parked, by what they await.");
-        let _ = writeln!(out, "# TYPE archmax_parks_total counter");
+        family(&mut out, "archmax_parks_total", "counter", "Sessions parked, by what they await.");
         for (awaiting, count) in &counters.parks {
             let _ = writeln!(out, "archmax_parks_total{{awaiting=\"{awaiting}\"}} {count}");
         }
-        let _ = writeln!(out, "# HELP archmax_tokens_total Tokens spent by ended turns.");
-        let _ = writeln!(out, "# TYPE archmax_tokens_total counter");
+        family(&mut out, "archmax_tokens_total", "counter", "Tokens spent by ended turns.");
         for (kind, tokens) in &counters.tokens {
             let _ = writeln!(out, "archmax_tokens_total{{kind=\"{kind}\"}} {tokens}");
         }
-        let _ = writeln!(out, "# HELP archmax_cost_usd_total What ended turns cost, in US dollars.");
-        let _ = writeln!(out, "# TYPE archmax_cost_usd_total counter");
+        family(&mut out, "archmax_cost_usd_total", "counter", "What ended turns cost, in US dollars.");
         let _ = writeln!(out, "archmax_cost_usd_total {}", counters.cost_usd);
-        let _ = writeln!(out, "# HELP archmax_turns_in_flight Turns running now.");
-        let _ = writeln!(out, "# TYPE archmax_turns_in_flight gauge");
+        family(&mut out, "archmax_turns_in_flight", "gauge", "Turns running now.");
         let _ = writeln!(out, "archmax_turns_in_flight {}", self.in_flight.load(Ordering::Relaxed));
-        let _ = writeln!(out, "# HELP archmax_turns_queued Turns waiting for a slot.");
-        let _ = writeln!(out, "# TYPE archmax_turns_queued gauge");
+        family(&mut out, "archmax_turns_queued", "gauge", "Turns waiting for a slot.");
         let _ = writeln!(out, "archmax_turns_queued {}", self.queued.load(Ordering::Relaxed));
-        let _ = writeln!(out, "# HELP archmax_turns_saturated_total Requests refused because the queue was full.");
-        let _ = writeln!(out, "# TYPE archmax_turns_saturated_total counter");
+        family(&mut out, "archmax_turns_saturated_total", "counter", "Requests refused because the queue was full.");
         let _ = writeln!(out, "archmax_turns_saturated_total {}", self.rejected_saturated.load(Ordering::Relaxed));
-        let _ = writeln!(out, "# HELP archmax_turn_duration_seconds How long turns took.");
-        let _ = writeln!(out, "# TYPE archmax_turn_duration_seconds histogram");
+        family(&mut out, "archmax_turn_duration_seconds", "histogram", "How long turns took.");
         for (bucket, bound) in BUCKETS.iter().enumerate() {
             let _ = writeln!(
                 out,

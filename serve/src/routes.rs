@@ -2,6 +2,7 @@
 //! body, calls one [`Server`] function and turns its answer or typed error into a
 //! response.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use crate::auth::Scope;
+use crate::auth::{Caller, Scope};
 use crate::error::ApiError;
 use crate::server::{Answer, MAX_PAGE, MAX_WAIT_SECONDS, Server, SessionQuery};
 
@@ -216,6 +217,28 @@ async fn not_found() -> Response {
     ApiError::not_found("route.unknown", "there is no such route; GET /v1/openapi.json lists them").into_response()
 }
 
+/// A turn route: authenticate for `scope`, read `?wait=` and the JSON body, then `call`.
+async fn turn_route<Call, Answered>(
+    server: &Server,
+    scope: Scope,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: Body,
+    call: Call,
+) -> Response
+where
+    Call: FnOnce(Value, Caller, Duration) -> Answered,
+    Answered: Future<Output = Result<Answer, ApiError>>,
+{
+    let parsed = async {
+        let caller = server.auth.caller(headers, scope)?;
+        let wait = wait_of(query)?;
+        let body = json_body(server, headers, body).await?;
+        call(body, caller, wait).await
+    };
+    answer(parsed.await)
+}
+
 async fn start(
     State(server): Shared,
     Path(slug): Path<String>,
@@ -223,13 +246,9 @@ async fn start(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let parsed = async {
-        server.auth.caller(&headers, Scope::Start)?;
-        let wait = wait_of(query.as_deref())?;
-        let body = json_body(&server, &headers, body).await?;
-        server.start(&slug, &body, wait).await
-    };
-    answer(parsed.await)
+    let (shared, slug) = (&*server, &slug);
+    let call = |body: Value, _: Caller, wait| async move { shared.start(slug, &body, wait).await };
+    turn_route(&server, Scope::Start, query.as_deref(), &headers, body, call).await
 }
 
 async fn message(
@@ -239,13 +258,9 @@ async fn message(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let parsed = async {
-        server.auth.caller(&headers, Scope::Start)?;
-        let wait = wait_of(query.as_deref())?;
-        let body = json_body(&server, &headers, body).await?;
-        server.message(&id, &body, wait).await
-    };
-    answer(parsed.await)
+    let (shared, id) = (&*server, &id);
+    let call = |body: Value, _: Caller, wait| async move { shared.message(id, &body, wait).await };
+    turn_route(&server, Scope::Start, query.as_deref(), &headers, body, call).await
 }
 
 async fn decide(
@@ -255,13 +270,9 @@ async fn decide(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let parsed = async {
-        let caller = server.auth.caller(&headers, Scope::Decide)?;
-        let wait = wait_of(query.as_deref())?;
-        let body = json_body(&server, &headers, body).await?;
-        server.decide(&id, &body, &caller, wait).await
-    };
-    answer(parsed.await)
+    let (shared, id) = (&*server, &id);
+    let call = |body: Value, caller: Caller, wait| async move { shared.decide(id, &body, &caller, wait).await };
+    turn_route(&server, Scope::Decide, query.as_deref(), &headers, body, call).await
 }
 
 async fn deliver(
@@ -271,13 +282,9 @@ async fn deliver(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let parsed = async {
-        server.auth.caller(&headers, Scope::Start)?;
-        let wait = wait_of(query.as_deref())?;
-        let body = json_body(&server, &headers, body).await?;
-        server.deliver(&id, &body, wait).await
-    };
-    answer(parsed.await)
+    let (shared, id) = (&*server, &id);
+    let call = |body: Value, _: Caller, wait| async move { shared.deliver(id, &body, wait).await };
+    turn_route(&server, Scope::Start, query.as_deref(), &headers, body, call).await
 }
 
 async fn list(State(server): Shared, RawQuery(query): RawQuery, headers: HeaderMap) -> Response {

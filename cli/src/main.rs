@@ -14,6 +14,7 @@ mod keys;
 mod output;
 mod resume;
 mod run;
+mod serve;
 mod session;
 mod sessions;
 mod store;
@@ -189,6 +190,32 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve workflows over HTTP: compiled artifacts (`--artifact`), or the workspace.
+    Serve {
+        /// Run these compiled artifacts (verified; signed when keys are trusted); repeatable.
+        /// Without any, the workspace at `--root` is compiled (development mode).
+        #[arg(long = "artifact", value_name = "FILE")]
+        artifacts: Vec<PathBuf>,
+        /// The address to listen on.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
+        listen: String,
+        /// Trust artifacts signed by this public key (`ed25519:…`, or a file holding one); repeatable.
+        #[arg(long = "trust", value_name = "KEY")]
+        trust: Vec<String>,
+        /// Bearer tokens: `[[tokens]]` tables with `identity`, `scopes` and `sha256`.
+        #[arg(long, value_name = "FILE")]
+        tokens: Option<PathBuf>,
+        /// How many turns run at once; more wait in a bounded queue.
+        #[arg(long, value_name = "N", default_value_t = 64)]
+        max_turns_in_flight: usize,
+        /// Answer every session's model calls from this tape, each session from its start.
+        #[arg(long, value_name = "FILE")]
+        tape: Option<PathBuf>,
+        /// The session store: `fs:[DIR]`, `postgres://…` or `host=/socket dbname=…`
+        /// (default: ARCHMAX_STORE, else `fs:`, the workspace's `sessions/`).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+    },
     /// Print the long explanation of a diagnostic code or a kernel rule.
     Explain {
         /// A code such as AMX0301 (or its name), or a rule id such as tool.not-allowed.
@@ -283,6 +310,18 @@ fn main() -> ExitCode {
     let root = cli.root.unwrap_or_else(|| PathBuf::from("."));
     match cli.command {
         Command::Validate { workflows, format } => validate::run(&root, &workflows, format),
+        Command::Serve { artifacts, listen, trust, tokens, max_turns_in_flight, tape, store } => serve::run(
+            &root,
+            serve::ServeArgs {
+                artifacts: &artifacts,
+                listen: &listen,
+                trust: &trust,
+                tokens: tokens.as_deref(),
+                max_turns_in_flight,
+                tape: tape.as_deref(),
+                store: store.as_deref(),
+            },
+        ),
         Command::Explain { code, list } => explain::run(code.as_deref(), list),
         Command::Build { workflows, output, sign } => build::run(&root, &workflows, output.as_deref(), sign.as_deref()),
         Command::Keygen { output, force } => keys::keygen(&output, force),

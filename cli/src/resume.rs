@@ -72,6 +72,7 @@ pub fn decide(
         to: to.trim().to_string(),
         comment: comment.map(str::to_string),
         upgrade: options.upgrade,
+        ..DecideRequest::default()
     };
     execute(options, &workflow, |runtime| Box::pin(async move { runtime.decide(request).await }))
 }

@@ -52,6 +52,11 @@ pub struct Loaded {
 /// compiled here is trusted as it stands; a loaded one carries bytecode only when a
 /// trusted key signed it (the loader recompiles the rest).
 pub fn program(options: &SessionOptions<'_>, workflow: &str) -> Result<Loaded, Result<Refusal, CompileError>> {
+    load(options, &[workflow.to_string()])
+}
+
+/// Loads the artifact, or compiles the `selection` (every workflow when empty).
+pub fn load(options: &SessionOptions<'_>, selection: &[String]) -> Result<Loaded, Result<Refusal, CompileError>> {
     if let Some(path) = options.artifact {
         let trusted = crate::keys::trusted_keys(options.trust).map_err(|error| Ok(Refusal(error)))?;
         let bytes = std::fs::read(path)
@@ -60,7 +65,7 @@ pub fn program(options: &SessionOptions<'_>, workflow: &str) -> Result<Loaded, R
             .map(|loaded| Loaded { program: loaded.program, left_out: Vec::new() })
             .map_err(|error| Ok(Refusal(format!("`{}` is refused: {error}", path.display()))));
     }
-    compile(options.root, &[workflow.to_string()], &BuildInputs { platform_prompt: PLATFORM_PROMPT })
+    compile(options.root, selection, &BuildInputs { platform_prompt: PLATFORM_PROMPT })
         .map(|compiled| Loaded { program: compiled.program, left_out: compiled.left_out })
         .map_err(Err)
 }

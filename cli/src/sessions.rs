@@ -4,78 +4,13 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use serde_json::{Value, json};
-
 use archmax_vm::session::SessionState;
 use archmax_vm::session::fs::{FsStore, RepairOutcome};
 use archmax_vm::session::id::check_session_id;
+use archmax_vm::session::summary::summary;
 
 use crate::output::{failure, usage};
 use crate::session::thousands;
-
-/// The summary of one session, as `--json` prints it.
-pub fn summary(state: &SessionState) -> Value {
-    let head = &state.head;
-    let variables: serde_json::Map<String, Value> = state
-        .variables
-        .iter()
-        .map(|(name, variable)| (name.clone(), json!({ "value": variable.value, "locked": variable.locked })))
-        .collect();
-    let mut out = json!({
-        "sessionId": state.id,
-        "workflow": head.workflow,
-        "status": head.status.as_str(),
-        "workflowState": head.position,
-        "variables": variables,
-        "trail": state.trail.iter().map(|step| {
-            let mut entry = json!({ "to": step.to, "kind": step.kind });
-            if let Some(reason) = &step.reason {
-                entry["reason"] = json!(reason);
-            }
-            if let Some(workflow) = &step.workflow {
-                entry["workflow"] = json!(workflow);
-            }
-            if let Some(status) = &step.status {
-                entry["status"] = json!(status);
-            }
-            entry
-        }).collect::<Vec<_>>(),
-        "exit": match (&head.exit, head.status) {
-            (Some(exit), _) => json!({ "success": false, "code": exit.code, "reason": exit.reason }),
-            (None, archmax_vm::session::Status::Completed) => json!({ "success": true }),
-            (None, archmax_vm::session::Status::Rejected) => json!({ "success": false, "reason": head.rejected }),
-            _ => Value::Null,
-        },
-        "usage": {
-            "inputTokens": head.usage.input_tokens,
-            "outputTokens": head.usage.output_tokens,
-            "cacheReadTokens": head.usage.cache_read_tokens,
-            "cacheCreationTokens": head.usage.cache_creation_tokens,
-            "costUsd": head.usage.cost_usd,
-        },
-        "specHash": head.spec_hash,
-    });
-    if let Some(parent) = &head.parent {
-        out["parentSessionId"] = json!(parent);
-    }
-    if let Some(decision) = &head.pending_decision {
-        out["park"] = json!({
-            "channel": "decision",
-            "state": decision.state,
-            "title": decision.title,
-            "seq": decision.seq,
-            "since": decision.created_at,
-            "instructions": decision.instructions,
-            "approvers": decision.approvers,
-            "transitions": decision.transitions,
-            "evidence": decision.evidence,
-        });
-    }
-    if let Some(input) = &head.pending_input {
-        out["park"] = json!({ "channel": "input", "state": input.state, "reason": input.reason, "since": input.parked_at, "resumeAt": input.resume_at });
-    }
-    out
-}
 
 pub fn run(root: &Path, store: Option<&str>, id: Option<&str>, workflow: Option<&str>, json_output: bool) -> ExitCode {
     let store = match crate::store::open_or_exit(root, store, "sessions") {
@@ -123,7 +58,7 @@ pub fn run(root: &Path, store: Option<&str>, id: Option<&str>, workflow: Option<
                 }
             }
             if json_output {
-                let list: Vec<Value> = states.iter().map(summary).collect();
+                let list: Vec<serde_json::Value> = states.iter().map(summary).collect();
                 println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
             } else {
                 for state in &states {

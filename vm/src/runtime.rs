@@ -114,6 +114,13 @@ pub struct DecideRequest {
     pub comment: Option<String>,
     /// Move a session pinned to another program of the workflow to this one.
     pub upgrade: bool,
+    /// Who decides, as the host authenticated them; recorded in the decision's trail step
+    /// and note.
+    pub decider: Option<String>,
+    /// Hold the parked state's `approvers` (when it names any) against `decider`: anyone
+    /// else is refused with [`Refusal::NotAnApprover`] and the park stays intact. The CLI
+    /// leaves this off (`approvers` is informational there); `archmax serve` sets it.
+    pub enforce_approvers: bool,
 }
 
 /// A message to a session parked at a human state: answered, the session stays parked.
@@ -270,6 +277,8 @@ pub enum Refusal {
     DecisionTargetGone,
     /// The operating system could not supply randomness for a session id.
     NoSessionId,
+    /// The decider is not among the parked state's `approvers`.
+    NotAnApprover,
 }
 
 impl Refusal {
@@ -281,6 +290,7 @@ impl Refusal {
             Refusal::AwaitedByCaller => "session.awaited-by-caller",
             Refusal::DecisionTargetGone => "decision.target-gone",
             Refusal::NoSessionId => "session.no-id",
+            Refusal::NotAnApprover => "decision.not-an-approver",
         }
     }
 }

@@ -281,6 +281,7 @@ impl Turn<'_> {
             let request = ModelRequest {
                 model: state.model.map(|model| program.str(model)),
                 role: Role::Grader,
+                session: &self.session.id,
                 workflow: program.str(self.workflow.slug),
                 state: &here,
                 variables: &variables,

@@ -462,14 +462,7 @@ impl Turn<'_> {
                 ..Head::default()
             },
             variables,
-            trail: vec![TrailStep {
-                to: entry_slug,
-                kind: TrailKind::Trigger,
-                reason: Some("manual".to_string()),
-                workflow: None,
-                status: None,
-                ts: now,
-            }],
+            trail: vec![TrailStep::new(&entry_slug, TrailKind::Trigger, Some("manual".to_string()), now)],
             messages: vec![Message::User { text: opening_message(&seeds), opening: Some(true) }],
         };
         match self.runtime.store.create(&session).await {
@@ -768,15 +761,11 @@ impl Turn<'_> {
 
     fn push_sub_trail(&mut self, meta: &Meta, status: &str) {
         let step = TrailStep {
-            to: meta.state.clone(),
-            kind: TrailKind::SubWorkflow,
-            reason: Some(meta.child.to_string()),
             workflow: Some(meta.slug.clone()),
             status: Some(status.to_string()),
-            ts: self.now(),
+            ..TrailStep::new(&meta.state, TrailKind::SubWorkflow, Some(meta.child.to_string()), self.now())
         };
-        self.session.trail.push(step.clone());
-        self.pending.trail.push(step);
+        self.push_trail_step(step);
     }
 
     /// Runs every child the last batch prepared, at most [`MAX_IN_FLIGHT`] at once, and

@@ -146,7 +146,10 @@ impl<'r> Turn<'r> {
     }
 
     fn push_trail(&mut self, to: &str, kind: TrailKind, reason: Option<String>) {
-        let step = TrailStep { to: to.to_string(), kind, reason, workflow: None, status: None, ts: self.now() };
+        self.push_trail_step(TrailStep::new(to, kind, reason, self.now()));
+    }
+
+    fn push_trail_step(&mut self, step: TrailStep) {
         self.session.trail.push(step.clone());
         self.pending.trail.push(step);
     }
@@ -505,6 +508,7 @@ impl<'r> Turn<'r> {
         let request = ModelRequest {
             model: state.model.map(|model| program.str(model)),
             role: Role::Agent,
+            session: &self.session.id,
             workflow: program.str(self.workflow.slug),
             state: program.str(state.slug),
             variables: &variables,

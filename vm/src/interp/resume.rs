@@ -17,9 +17,9 @@ use crate::events::Event;
 use crate::runtime::{
     DecideRequest, DeliverRequest, Disposition, Outcome, Refusal, ReplyRequest, RunError, Runtime, TurnRequest,
 };
-use crate::session::TrailKind;
 use crate::session::id::SessionId;
 use crate::session::{Message, NoteKind, ParkPhase, SessionState, SessionWriter, Status, StoreError, Variable};
+use crate::session::{PendingDecision, TrailKind, TrailStep};
 
 use super::pin::Upgrade;
 use super::start::validate_title;
@@ -98,6 +98,27 @@ pub fn decision_refusal(state: &SessionState, to: &str) -> Option<String> {
         "'{to}' is not a decision at '{}'; the valid targets are {}. The decision is still pending.",
         decision.state,
         valid.join(", ")
+    ))
+}
+
+/// Why `request`'s decider may not take the decision, when the request enforces the
+/// parked state's `approvers` and it names some; `None` when the decision may go ahead.
+fn approver_refusal(decision: &PendingDecision, request: &DecideRequest) -> Option<RunError> {
+    if !request.enforce_approvers || decision.approvers.is_empty() {
+        return None;
+    }
+    let decider = request.decider.as_deref();
+    if decider.is_some_and(|decider| decision.approvers.iter().any(|approver| approver == decider)) {
+        return None;
+    }
+    let who = decider.map_or_else(|| "an unidentified caller".to_string(), |decider| format!("`{decider}`"));
+    Some(RunError::refused(
+        Refusal::NotAnApprover,
+        format!(
+            "{who} may not decide at '{}': its approvers are {}. The decision is still pending.",
+            decision.state,
+            decision.approvers.join(", ")
+        ),
     ))
 }
 
@@ -223,6 +244,9 @@ impl Runtime {
         let Some(choice) = decision.transitions.iter().find(|choice| choice.to == request.to) else {
             return Err(RunError::InvalidDecision(format!("'{}' is not a decision here", request.to)));
         };
+        if let Some(refusal) = approver_refusal(&decision, &request) {
+            return Err(refusal);
+        }
         let comment = request.comment.as_deref().map(str::trim).filter(|comment| !comment.is_empty());
         let workflow_id = self.workflow_of(session)?;
         // The decision belongs to a parked child: it goes to that child alone, and the
@@ -258,6 +282,10 @@ impl Runtime {
         } else {
             format!("the {} transition", choice.kind)
         };
+        let who = match &request.decider {
+            Some(decider) => format!("{decider} (a person)"),
+            None => "A person".to_string(),
+        };
         let said = match comment {
             Some(comment) => format!(" The reviewer's comment: \"{comment}\""),
             None => " The reviewer left no comment.".to_string(),
@@ -270,13 +298,17 @@ impl Runtime {
         turn.note(
             NoteKind::Decision,
             format!(
-                "[decision] A person decided at '{here}' and took {edge} to '{}'.{said} The session is now in '{}': {next}.",
+                "[decision] {who} decided at '{here}' and took {edge} to '{}'.{said} The session is now in '{}': {next}.",
                 choice.to, choice.to
             ),
         );
         turn.emit(Event::Decided { state: here, to: choice.to.clone() });
         turn.move_to(target);
-        turn.push_trail(&choice.to, TrailKind::Human, comment.map(str::to_string));
+        let step = TrailStep {
+            decided_by: request.decider.clone(),
+            ..TrailStep::new(&choice.to, TrailKind::Human, comment.map(str::to_string), turn.now())
+        };
+        turn.push_trail_step(step);
         let head = &mut turn.session.head;
         head.pending_decision = None;
         head.park_phase = None;

@@ -62,6 +62,9 @@ pub struct ModelRequest<'a> {
     /// The declared model id (state, then `settings.model`); `None` defers to the adapter.
     pub model: Option<&'a str>,
     pub role: Role,
+    /// The calling session's id (a child's is `<root>~<n>`): a tape keeps one reading
+    /// position per root session.
+    pub session: &'a str,
     /// What the call is about, for tape matchers and error messages.
     pub workflow: &'a str,
     pub state: &'a str,

@@ -975,6 +975,7 @@ mod tests {
             ModelRequest {
                 model: self.model,
                 role: Role::Agent,
+                session: "s1",
                 workflow: "support",
                 state: "triage",
                 variables: &self.variables,

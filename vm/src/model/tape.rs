@@ -13,11 +13,18 @@
 //!   usage: { input: 120, output: 30 }
 //! ```
 //!
-//! Each call takes the first unconsumed entry whose matchers all fit; an entry without
-//! matchers fits any call. So a plain tape replays strictly in order, while concurrent
-//! children of a fan-out each find their own entries. A call no entry fits is an error
-//! naming the call, workflow, state and role; entries left at the end are reported.
+//! Each call takes the first entry its session has not consumed whose matchers all fit;
+//! an entry without matchers fits any call. So a plain tape replays strictly in order,
+//! while concurrent children of a fan-out each find their own entries. A call no entry
+//! fits is an error naming the call, workflow, state and role; entries left at the end
+//! are reported.
+//!
+//! The one thing to know: **every root session reads the tape from its own start**. The
+//! reading position is kept per root session (a child `<id>~<n>` shares its root's, as
+//! the fan-out needs), so a host running many sessions on one tape (`archmax serve
+//! --tape`) replays the same script for each, as `archmax run` does for its one.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use archmax_compiler::schema::matcher::Matcher;
@@ -84,12 +91,19 @@ pub struct TapeError(pub String);
 /// A tape being replayed.
 pub struct Tape {
     entries: Vec<Entry>,
-    state: Mutex<TapeState>,
+    /// Each root session's reading, by its id.
+    readings: Mutex<HashMap<String, Reading>>,
 }
 
-struct TapeState {
+/// How far one root session (with its children) has read the tape.
+struct Reading {
     used: Vec<bool>,
     calls: u64,
+}
+
+/// The session whose reading a call advances: a child reads with its root.
+fn root_session(session: &str) -> &str {
+    session.split('~').next().unwrap_or(session)
 }
 
 impl Tape {
@@ -105,8 +119,7 @@ impl Tape {
         };
         let entries: Vec<Entry> = serde_json::from_value(value)
             .map_err(|error| TapeError(format!("the tape `{name}` is malformed: {error}")))?;
-        let used = vec![false; entries.len()];
-        Ok(Tape { entries, state: Mutex::new(TapeState { used, calls: 0 }) })
+        Ok(Tape { entries, readings: Mutex::new(HashMap::new()) })
     }
 
     pub fn len(&self) -> usize {
@@ -125,7 +138,10 @@ impl Tape {
     }
 
     fn answer(&self, request: &ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        let mut state = self.state.lock().map_err(|_| ModelError::Tape("the tape is unusable".to_string()))?;
+        let mut readings = self.readings.lock().map_err(|_| ModelError::Tape("the tape is unusable".to_string()))?;
+        let state = readings
+            .entry(root_session(request.session).to_string())
+            .or_insert_with(|| Reading { used: vec![false; self.entries.len()], calls: 0 });
         state.calls += 1;
         let call = state.calls;
         let index = self
@@ -189,8 +205,12 @@ impl ModelAdapter for Tape {
         Box::pin(async move { answer })
     }
 
+    /// Entries no session has read (with one session, the ones it left).
     fn leftover(&self) -> usize {
-        self.state.lock().map(|state| state.used.iter().filter(|used| !**used).count()).unwrap_or(0)
+        let Ok(readings) = self.readings.lock() else {
+            return 0;
+        };
+        (0..self.entries.len()).filter(|index| !readings.values().any(|reading| reading.used[*index])).count()
     }
 }
 
@@ -200,9 +220,14 @@ mod tests {
     use serde_json::json;
 
     fn request<'a>(state: &'a str, variables: &'a Value) -> ModelRequest<'a> {
+        in_session("s1", state, variables)
+    }
+
+    fn in_session<'a>(session: &'a str, state: &'a str, variables: &'a Value) -> ModelRequest<'a> {
         ModelRequest {
             model: None,
             role: Role::Agent,
+            session,
             workflow: "desk",
             state,
             variables,
@@ -232,6 +257,22 @@ mod tests {
         let error = tape.answer(&request("a", &none)).expect_err("exhausted").to_string();
         assert!(error.contains("model call 5") && error.contains("state `a`"), "{error}");
         assert_eq!(tape.leftover(), 0);
+    }
+
+    #[test]
+    fn every_root_session_reads_the_tape_from_its_own_start_and_children_read_with_their_root() {
+        let tape = Tape::parse("t", "- text: one\n- text: two\n- text: three\n").expect("tape");
+        let none = json!({});
+        let answer = |session: &str| tape.answer(&in_session(session, "a", &none)).expect("answer").text;
+        assert_eq!(answer("a1"), "one");
+        assert_eq!(answer("b2"), "one", "another session starts at the top");
+        assert_eq!(answer("a1~1"), "two", "a child continues its root's reading");
+        assert_eq!(answer("b2"), "two");
+        assert_eq!(answer("a1"), "three");
+        assert_eq!(tape.leftover(), 0, "every entry was read by some session");
+        let error = tape.answer(&in_session("a1", "a", &none)).expect_err("a1 read it all").to_string();
+        assert!(error.contains("3 of 3 entries are used"), "{error}");
+        assert_eq!(answer("c3"), "one", "a fresh session is not held up by the others");
     }
 
     #[test]

@@ -146,14 +146,7 @@ fn step(seq: u64) -> Delta {
             Message::User { text: format!("message {seq} with ünïcode and \"quotes\""), opening: None },
             Message::Assistant { text: format!("answer {seq}"), tool_calls: Vec::new() },
         ],
-        trail: vec![TrailStep {
-            to: format!("state-{seq}"),
-            kind: TrailKind::Agent,
-            reason: Some("moved".into()),
-            workflow: None,
-            status: None,
-            ts: seq,
-        }],
+        trail: vec![TrailStep::new(&format!("state-{seq}"), TrailKind::Agent, Some("moved".into()), seq)],
         variables,
     }
 }

@@ -19,6 +19,7 @@ pub mod id;
 pub mod memory;
 pub mod spec;
 pub mod store;
+pub mod summary;
 pub mod transfer;
 
 use std::collections::BTreeMap;
@@ -215,8 +216,19 @@ pub struct TrailStep {
     pub workflow: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
+    /// Who made a person's decision, when the host that took it knew (`archmax serve`
+    /// records the caller's token identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
     /// Milliseconds since the epoch.
     pub ts: u64,
+}
+
+impl TrailStep {
+    /// A step to `to`, moved by `kind`, at `ts`.
+    pub fn new(to: &str, kind: TrailKind, reason: Option<String>, ts: u64) -> TrailStep {
+        TrailStep { to: to.to_string(), kind, reason, workflow: None, status: None, decided_by: None, ts }
+    }
 }
 
 /// Tokens and cost spent by a session.
@@ -286,7 +298,8 @@ pub struct PendingDecision {
     /// 1-based, monotonic per session.
     pub seq: u64,
     pub instructions: String,
-    /// Who may decide, as the state declares them (shown to people, never enforced here).
+    /// Who may decide, as the state declares them: shown to people, and held against the
+    /// decider's identity when the host asks ([`crate::runtime::DecideRequest::enforce_approvers`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvers: Vec<String>,
     pub transitions: Vec<DecisionChoice>,

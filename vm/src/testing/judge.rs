@@ -175,6 +175,7 @@ pub(super) async fn grade(
         let request = ModelRequest {
             model: judge.model.map(|model| program.str(model)),
             role: Role::Judge,
+            session: &view.session.id,
             workflow: &harness.workflow,
             state: &state,
             variables: &variables,

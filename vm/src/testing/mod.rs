@@ -399,7 +399,7 @@ impl Driver<'_> {
                         workflow: None,
                         to: to.value.clone(),
                         comment: comment.clone(),
-                        upgrade: false,
+                        ..DecideRequest::default()
                     })
                     .await
             }

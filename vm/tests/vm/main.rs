@@ -3,6 +3,7 @@
 
 mod adversarial;
 mod cases;
+mod deciders;
 mod embedding;
 mod kernel;
 mod pinning;

@@ -1,0 +1,246 @@
+//! Who is calling: bearer tokens with an identity and scopes.
+//!
+//! Tokens come from `ARCHMAX_SERVE_TOKEN` (one token, every scope, identity `admin`) or
+//! a tokens file (`[[tokens]]` tables with `identity`, `scopes` and the `sha256` of the
+//! token). Only digests are kept; a presented token is hashed and compared with every
+//! entry in constant time, so neither the match nor its position leaks through timing.
+//!
+//! The one thing to know: with no token configured the server is [`Auth::Open`]: every
+//! caller is `local` with every scope, the host binds loopback only, and `approvers`
+//! cannot be enforced (there is no identity to hold them against).
+
+use axum::http::{HeaderMap, StatusCode, header};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::error::ApiError;
+
+/// What a token allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Start sessions, send messages, deliver triggers.
+    Start,
+    /// Decide parked sessions.
+    Decide,
+    /// Read sessions, transcripts, events and metrics.
+    Read,
+    /// Everything.
+    Admin,
+}
+
+impl Scope {
+    pub const ALL: [Scope; 4] = [Scope::Start, Scope::Decide, Scope::Read, Scope::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Start => "start",
+            Scope::Decide => "decide",
+            Scope::Read => "read",
+            Scope::Admin => "admin",
+        }
+    }
+}
+
+/// An authenticated caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub identity: String,
+    /// Whether the identity was proven by a token (decisions then enforce `approvers`).
+    pub authenticated: bool,
+}
+
+/// One accepted token, by its digest.
+#[derive(Clone, Debug)]
+pub struct Token {
+    identity: String,
+    scopes: Vec<Scope>,
+    sha256: [u8; 32],
+}
+
+/// How callers are authenticated.
+#[derive(Clone, Debug)]
+pub enum Auth {
+    /// No token configured: loopback only, no auth.
+    Open,
+    Tokens(Vec<Token>),
+}
+
+/// Why a token configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthConfigError {
+    #[error("the tokens file is malformed: {0}")]
+    Malformed(String),
+    #[error("token {index} (`{identity}`): `sha256` must be 64 hexadecimal digits")]
+    BadDigest { index: usize, identity: String },
+    #[error("token {index} (`{identity}`) has no scopes")]
+    NoScopes { index: usize, identity: String },
+    #[error("ARCHMAX_SERVE_TOKEN is empty")]
+    EmptyToken,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokensFile {
+    #[serde(default)]
+    tokens: Vec<TokenEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenEntry {
+    identity: String,
+    scopes: Vec<Scope>,
+    sha256: String,
+}
+
+/// The SHA-256 of a token, as the tokens file holds it (lowercase hex).
+pub fn token_digest_hex(token: &str) -> String {
+    Sha256::digest(token.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn parse_digest(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (index, byte) in digest.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[index * 2..index * 2 + 2], 16).ok()?;
+    }
+    Some(digest)
+}
+
+impl Auth {
+    /// One token with every scope, identity `admin` (`ARCHMAX_SERVE_TOKEN`), plus the
+    /// entries of a tokens file's text, when given. Neither: [`Auth::Open`].
+    pub fn configure(env_token: Option<&str>, tokens_file: Option<&str>) -> Result<Auth, AuthConfigError> {
+        let mut tokens = Vec::new();
+        if let Some(token) = env_token {
+            if token.trim().is_empty() {
+                return Err(AuthConfigError::EmptyToken);
+            }
+            let sha256 = Sha256::digest(token.trim().as_bytes()).into();
+            tokens.push(Token { identity: "admin".to_string(), scopes: vec![Scope::Admin], sha256 });
+        }
+        if let Some(text) = tokens_file {
+            let file: TokensFile =
+                toml::from_str(text).map_err(|error| AuthConfigError::Malformed(error.to_string()))?;
+            for (index, entry) in file.tokens.into_iter().enumerate() {
+                let Some(sha256) = parse_digest(&entry.sha256) else {
+                    return Err(AuthConfigError::BadDigest { index: index + 1, identity: entry.identity });
+                };
+                if entry.scopes.is_empty() {
+                    return Err(AuthConfigError::NoScopes { index: index + 1, identity: entry.identity });
+                }
+                tokens.push(Token { identity: entry.identity, scopes: entry.scopes, sha256 });
+            }
+        }
+        Ok(if tokens.is_empty() && env_token.is_none() && tokens_file.is_none() {
+            Auth::Open
+        } else {
+            Auth::Tokens(tokens)
+        })
+    }
+
+    pub fn is_open(&self) -> bool {
+        matches!(self, Auth::Open)
+    }
+
+    /// The caller of a request that needs `scope`: 401 without a valid bearer token, 403
+    /// when the token lacks the scope (`admin` holds every scope).
+    pub fn caller(&self, headers: &HeaderMap, scope: Scope) -> Result<Caller, ApiError> {
+        let tokens = match self {
+            Auth::Open => return Ok(Caller { identity: "local".to_string(), authenticated: false }),
+            Auth::Tokens(tokens) => tokens,
+        };
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|token| !token.is_empty());
+        let Some(presented) = presented else {
+            return Err(unauthorized("this request needs `Authorization: Bearer <token>`"));
+        };
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        // Every entry is compared, whatever matched before: the time taken does not say
+        // which token (or whether any) matched.
+        let mut found: Option<&Token> = None;
+        for token in tokens {
+            let same: bool = token.sha256.ct_eq(&digest).into();
+            if same && found.is_none() {
+                found = Some(token);
+            }
+        }
+        let Some(token) = found else {
+            return Err(unauthorized("the bearer token is not accepted"));
+        };
+        if !token.scopes.iter().any(|held| *held == scope || *held == Scope::Admin) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "auth.scope",
+                format!("`{}` may not do this: it needs the `{}` scope", token.identity, scope.as_str()),
+            )
+            .with_details(serde_json::json!({ "needs": scope.as_str() })));
+        }
+        Ok(Caller { identity: token.identity.clone(), authenticated: true })
+    }
+}
+
+fn unauthorized(message: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "auth.unauthenticated", message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn bearer(token: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {token}")).expect("header"));
+        headers
+    }
+
+    #[test]
+    fn tokens_file_entries_grant_their_scopes_and_the_env_token_grants_every_scope() {
+        let file = format!(
+            "[[tokens]]\nidentity = \"alice@example.com\"\nscopes = [\"decide\", \"read\"]\nsha256 = \"{}\"\n",
+            token_digest_hex("alice-secret")
+        );
+        let auth = Auth::configure(Some("root-secret"), Some(&file)).expect("configured");
+        let alice = auth.caller(&bearer("alice-secret"), Scope::Decide).expect("alice decides");
+        assert_eq!(alice, Caller { identity: "alice@example.com".to_string(), authenticated: true });
+        let refused = auth.caller(&bearer("alice-secret"), Scope::Start).expect_err("alice cannot start");
+        assert_eq!((refused.status, refused.code), (StatusCode::FORBIDDEN, "auth.scope"));
+        for scope in Scope::ALL {
+            assert_eq!(auth.caller(&bearer("root-secret"), scope).expect("admin").identity, "admin");
+        }
+        let wrong = auth.caller(&bearer("guess"), Scope::Read).expect_err("unknown token");
+        assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            auth.caller(&HeaderMap::new(), Scope::Read).expect_err("no header").status,
+            StatusCode::UNAUTHORIZED
+        );
+    }
+
+    #[test]
+    fn no_configuration_is_open_and_a_bad_file_is_refused() {
+        assert!(Auth::configure(None, None).expect("open").is_open());
+        let open = Auth::configure(None, None).expect("open").caller(&HeaderMap::new(), Scope::Admin).expect("local");
+        assert!(!open.authenticated);
+        assert!(matches!(
+            Auth::configure(None, Some("[[tokens]]\nidentity = \"x\"\nscopes = [\"read\"]\nsha256 = \"abc\"\n")),
+            Err(AuthConfigError::BadDigest { index: 1, .. })
+        ));
+        assert!(matches!(
+            Auth::configure(None, Some("[[tokens]]\nidentity = 1\n")),
+            Err(AuthConfigError::Malformed(_))
+        ));
+        assert!(matches!(Auth::configure(Some(" "), None), Err(AuthConfigError::EmptyToken)));
+        // A configured file with no entries is not "open": nobody gets in.
+        assert!(!Auth::configure(None, Some("")).expect("empty").is_open());
+    }
+}

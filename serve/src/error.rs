@@ -1,0 +1,111 @@
+//! The one error shape of the API: `{"error": {"code", "message", "details"}}` with its
+//! status, and how every [`RunError`] maps to it.
+//!
+//! The one thing to know: the status comes from [`RunError::kind`] (its
+//! [`ErrorKind::http_status`]), except input that does not hold, which the API answers
+//! with 400 and every offending field in `details.fields`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use archmax_vm::{ErrorKind, FieldProblem, RunError};
+
+/// An error answer.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// A stable id, such as `session.busy` or `decision.not-an-approver`.
+    pub code: &'static str,
+    /// One sentence a person reads.
+    pub message: String,
+    pub details: Box<Value>,
+    /// Seconds, sent as `Retry-After` (busy and saturated answers).
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into(), details: Box::new(json!({})), retry_after: None }
+    }
+
+    pub fn with_details(mut self, details: Value) -> ApiError {
+        self.details = Box::new(details);
+        self
+    }
+
+    pub fn retry_after(mut self, seconds: u64) -> ApiError {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    /// Input that does not hold, with every offending field.
+    pub fn invalid(message: impl Into<String>, fields: &[FieldProblem]) -> ApiError {
+        let fields: Vec<Value> =
+            fields.iter().map(|field| json!({ "field": field.field, "problem": field.problem })).collect();
+        ApiError::new(StatusCode::BAD_REQUEST, "input.invalid", message).with_details(json!({ "fields": fields }))
+    }
+
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, code, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server.internal", message)
+    }
+
+    pub fn body(&self) -> Value {
+        json!({ "error": { "code": self.code, "message": self.message, "details": self.details } })
+    }
+}
+
+/// The stable code of a runtime error.
+fn run_error_code(error: &RunError) -> &'static str {
+    match error {
+        RunError::UnknownWorkflow { .. } => "workflow.unknown",
+        RunError::UnknownTrigger { .. } => "trigger.unknown",
+        RunError::UnknownSession(_) => "session.unknown",
+        RunError::Busy(_) => "session.busy",
+        RunError::Conflict { .. } => "session.conflict",
+        RunError::Refused { reason, .. } => reason.as_str(),
+        RunError::NotParked(_) => "session.not-parked",
+        RunError::InvalidDecision(_) => "decision.invalid",
+        RunError::InvalidInput { .. } => "input.invalid",
+        RunError::ProgramChanged { .. } => "session.program-changed",
+        RunError::UpgradeImpossible { .. } => "session.upgrade-impossible",
+        RunError::Store(_) => "store.failed",
+    }
+}
+
+impl From<RunError> for ApiError {
+    fn from(error: RunError) -> ApiError {
+        if let RunError::InvalidInput { message, fields } = &error {
+            return ApiError::invalid(message.clone(), fields);
+        }
+        let kind = error.kind();
+        let status = StatusCode::from_u16(kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let details = match &error {
+            RunError::UnknownWorkflow { known, .. } => json!({ "known": known }),
+            RunError::UnknownTrigger { declared, .. } => json!({ "declared": declared }),
+            RunError::Conflict { expected, found, .. } => json!({ "expected": expected, "found": found }),
+            _ => json!({}),
+        };
+        let answer = ApiError::new(status, run_error_code(&error), error.to_string()).with_details(details);
+        match kind {
+            ErrorKind::Busy => answer.retry_after(1),
+            _ => answer,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, axum::Json(self.body())).into_response();
+        if let Some(seconds) = self.retry_after
+            && let Ok(value) = HeaderValue::from_str(&seconds.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        response
+    }
+}

@@ -1,0 +1,164 @@
+//! The live record of each session's events, for `GET /v1/sessions/{id}/events` and for
+//! knowing when a turn was accepted.
+//!
+//! The hub listens on the runtime's [`EventSink`](archmax_vm::events::EventSink): every
+//! envelope is numbered within its root session (a child `<id>~<n>` counts with its
+//! root), kept in a bounded buffer, and announced on the session's watch channel. A
+//! reader resumes after the last number it saw (`Last-Event-ID`).
+//!
+//! The one thing to know: the buffer is in memory and bounded ([`EVENTS_KEPT`] per
+//! session, [`SESSIONS_KEPT`] sessions, the least recently active dropped first): a reader
+//! that fell further behind, or reconnects to another process, is told where its stream
+//! restarts by the first id it receives.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use archmax_vm::events::{Envelope, Listener};
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+
+/// Events kept per session.
+pub const EVENTS_KEPT: usize = 2048;
+/// Sessions whose events are kept.
+pub const SESSIONS_KEPT: usize = 4096;
+
+/// One numbered event: its id within the session and its JSON.
+#[derive(Clone, Debug)]
+pub struct NumberedEvent {
+    pub id: u64,
+    pub json: String,
+}
+
+struct SessionEvents {
+    /// The number of the last event.
+    last: u64,
+    buffer: VecDeque<NumberedEvent>,
+    announce: watch::Sender<u64>,
+    /// When it last had an event, in hub ticks (for eviction).
+    touched: u64,
+}
+
+impl SessionEvents {
+    fn new() -> SessionEvents {
+        SessionEvents { last: 0, buffer: VecDeque::new(), announce: watch::channel(0).0, touched: 0 }
+    }
+}
+
+#[derive(Default)]
+struct HubState {
+    sessions: HashMap<String, SessionEvents>,
+    ticks: u64,
+}
+
+/// Every session's recent events.
+#[derive(Clone, Default)]
+pub struct Hub {
+    state: Arc<Mutex<HubState>>,
+}
+
+/// The session whose stream an event belongs to.
+pub fn root_session(session: &str) -> &str {
+    session.split('~').next().unwrap_or(session)
+}
+
+impl Hub {
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn entry<'a>(state: &'a mut HubState, session: &str) -> &'a mut SessionEvents {
+        if !state.sessions.contains_key(session) && state.sessions.len() >= SESSIONS_KEPT {
+            let stalest = state.sessions.iter().min_by_key(|(_, events)| events.touched).map(|(id, _)| id.clone());
+            if let Some(stalest) = stalest {
+                state.sessions.remove(&stalest);
+            }
+        }
+        state.ticks += 1;
+        let ticks = state.ticks;
+        let events = state.sessions.entry(session.to_string()).or_insert_with(SessionEvents::new);
+        events.touched = ticks;
+        events
+    }
+
+    /// A receiver of the session's last event number: it changes with every new event.
+    pub fn watch(&self, session: &str) -> watch::Receiver<u64> {
+        let mut state = self.lock();
+        Hub::entry(&mut state, root_session(session)).announce.subscribe()
+    }
+
+    /// The kept events after `after`, oldest first.
+    pub fn since(&self, session: &str, after: u64) -> Vec<NumberedEvent> {
+        let state = self.lock();
+        state
+            .sessions
+            .get(root_session(session))
+            .map(|events| events.buffer.iter().filter(|event| event.id > after).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn record(&self, session: &str, json: String) {
+        let mut state = self.lock();
+        let events = Hub::entry(&mut state, root_session(session));
+        events.last += 1;
+        let id = events.last;
+        events.buffer.push_back(NumberedEvent { id, json });
+        if events.buffer.len() > EVENTS_KEPT {
+            events.buffer.pop_front();
+        }
+        events.announce.send_replace(id);
+    }
+
+    /// A listener for the runtime's event sink that feeds this hub and the metrics.
+    pub fn listener(&self, metrics: Arc<Metrics>) -> Box<dyn Listener> {
+        Box::new(HubListener { hub: self.clone(), metrics })
+    }
+}
+
+struct HubListener {
+    hub: Hub,
+    metrics: Arc<Metrics>,
+}
+
+impl Listener for HubListener {
+    fn on_event(&mut self, envelope: &Envelope) {
+        self.metrics.observe_event(&envelope.event);
+        let Some(session) = envelope.session_id.as_deref() else {
+            return;
+        };
+        if let Ok(json) = serde_json::to_string(envelope) {
+            self.hub.record(session, json);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_numbered_per_root_session_and_read_back_after_an_id() {
+        let hub = Hub::default();
+        let mut watch = hub.watch("a");
+        hub.record("a", "one".to_string());
+        hub.record("b", "other".to_string());
+        hub.record("a~1", "child".to_string());
+        assert_eq!(*watch.borrow_and_update(), 2);
+        let after_one: Vec<String> = hub.since("a", 1).into_iter().map(|event| event.json).collect();
+        assert_eq!(after_one, ["child"]);
+        assert_eq!(hub.since("b", 0).len(), 1);
+        assert!(hub.since("nobody", 0).is_empty());
+    }
+
+    #[test]
+    fn the_buffer_keeps_the_newest_events() {
+        let hub = Hub::default();
+        for index in 0..EVENTS_KEPT + 5 {
+            hub.record("a", index.to_string());
+        }
+        let kept = hub.since("a", 0);
+        assert_eq!(kept.len(), EVENTS_KEPT);
+        assert_eq!(kept[0].id, 6, "the five oldest were dropped");
+    }
+}

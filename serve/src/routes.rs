@@ -1,0 +1,353 @@
+//! The HTTP routes. Each handler is thin: it authenticates, parses the path, query and
+//! body, calls one [`Server`] function and turns its answer or typed error into a
+//! response.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use crate::auth::{Caller, Scope};
+use crate::error::ApiError;
+use crate::server::{Answer, MAX_PAGE, MAX_WAIT_SECONDS, Server, SessionQuery};
+
+type Shared = State<Arc<Server>>;
+
+/// Every route of the API.
+pub fn router(server: Arc<Server>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/v1/openapi.json", get(openapi))
+        .route("/v1/workflows/{slug}/sessions", post(start))
+        .route("/v1/sessions", get(list))
+        .route("/v1/sessions/{id}", get(show))
+        .route("/v1/sessions/{id}/messages", post(message))
+        .route("/v1/sessions/{id}/decide", post(decide))
+        .route("/v1/sessions/{id}/deliver", post(deliver))
+        .route("/v1/sessions/{id}/transcript", get(transcript))
+        .route("/v1/sessions/{id}/events", get(events))
+        .fallback(not_found)
+        .with_state(server)
+}
+
+/// The decoded `key=value` pairs of a query string.
+fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(key), percent_decode(value))
+        })
+        .collect()
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let escaped = (bytes[index] == b'%')
+            .then(|| bytes.get(index + 1..index + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match (bytes[index], escaped) {
+            (_, Some(byte)) => {
+                out.push(byte);
+                index += 3;
+            }
+            (b'+', None) => {
+                out.push(b' ');
+                index += 1;
+            }
+            (byte, None) => {
+                out.push(byte);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn bad_query(field: &str, problem: &str) -> ApiError {
+    ApiError::invalid(
+        format!("`{field}`: {problem}"),
+        &[archmax_vm::FieldProblem { field: field.to_string(), problem: problem.to_string() }],
+    )
+}
+
+/// `?wait=SECONDS` (fractions allowed, at most [`MAX_WAIT_SECONDS`]).
+fn wait_of(query: Option<&str>) -> Result<Duration, ApiError> {
+    let Some((_, value)) = query_pairs(query).into_iter().find(|(key, _)| key == "wait") else {
+        return Ok(Duration::ZERO);
+    };
+    match value.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds >= 0.0 => {
+            Ok(Duration::from_secs_f64(seconds.min(MAX_WAIT_SECONDS)))
+        }
+        _ => Err(bad_query("wait", "must be a number of seconds, 0 or more")),
+    }
+}
+
+fn session_query(query: Option<&str>) -> Result<SessionQuery, ApiError> {
+    let mut parsed = SessionQuery::default();
+    let mut problems = Vec::new();
+    let flag = |value: &str| match value {
+        "true" | "1" | "" => Some(true),
+        "false" | "0" => Some(false),
+        _ => None,
+    };
+    for (key, value) in query_pairs(query) {
+        let problem = match key.as_str() {
+            "workflow" => {
+                parsed.workflow = Some(value);
+                None
+            }
+            "status" => {
+                parsed.status = Some(value);
+                None
+            }
+            "cursor" => {
+                parsed.cursor = Some(value);
+                None
+            }
+            "parked" => match flag(&value) {
+                Some(parked) => {
+                    parsed.parked = Some(parked);
+                    None
+                }
+                None => Some("must be true or false"),
+            },
+            "due" => match flag(&value) {
+                Some(due) => {
+                    parsed.due = due;
+                    None
+                }
+                None => Some("must be true or false"),
+            },
+            "limit" => match value.parse::<usize>() {
+                Ok(limit) if (1..=MAX_PAGE).contains(&limit) => {
+                    parsed.limit = limit;
+                    None
+                }
+                _ => Some("must be a whole number from 1 to 500"),
+            },
+            _ => Some("unknown filter; use workflow, status, parked, due, cursor or limit"),
+        };
+        if let Some(problem) = problem {
+            problems.push(archmax_vm::FieldProblem { field: key, problem: problem.to_string() });
+        }
+    }
+    if problems.is_empty() {
+        Ok(parsed)
+    } else {
+        Err(ApiError::invalid(format!("{} query parameters do not hold", problems.len()), &problems))
+    }
+}
+
+/// The request body as JSON, refused with 413 past the server's limit.
+async fn json_body(server: &Server, headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request.too-large",
+            format!("the body is larger than {} bytes", server.body_limit),
+        )
+    };
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > server.body_limit) {
+        return Err(too_large());
+    }
+    let bytes = to_bytes(body, server.body_limit).await.map_err(|_| too_large())?;
+    if bytes.is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(&bytes).map_err(|error| bad_query("body", &format!("is not JSON: {error}")))
+}
+
+fn answer(answer: Result<Answer, ApiError>) -> Response {
+    match answer {
+        Ok(Answer::Accepted { session, status }) => {
+            (StatusCode::ACCEPTED, axum::Json(json!({ "sessionId": session, "status": status }))).into_response()
+        }
+        Ok(Answer::Finished(shown)) => (StatusCode::OK, axum::Json(shown)).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+fn json_answer(answer: Result<Value, ApiError>) -> Response {
+    match answer {
+        Ok(value) => axum::Json(value).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn healthz() -> Response {
+    axum::Json(json!({ "ok": true })).into_response()
+}
+
+async fn readyz(State(server): Shared) -> Response {
+    json_answer(server.ready().await)
+}
+
+async fn metrics(State(server): Shared, headers: HeaderMap) -> Response {
+    if let Err(error) = server.auth.caller(&headers, Scope::Read) {
+        return error.into_response();
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], server.metrics.render()).into_response()
+}
+
+async fn openapi() -> Response {
+    axum::Json(crate::openapi::document()).into_response()
+}
+
+async fn not_found() -> Response {
+    ApiError::not_found("route.unknown", "there is no such route; GET /v1/openapi.json lists them").into_response()
+}
+
+/// A turn route: authenticate for `scope`, read `?wait=` and the JSON body, then `call`.
+async fn turn_route<Call, Answered>(
+    server: &Server,
+    scope: Scope,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: Body,
+    call: Call,
+) -> Response
+where
+    Call: FnOnce(Value, Caller, Duration) -> Answered,
+    Answered: Future<Output = Result<Answer, ApiError>>,
+{
+    let parsed = async {
+        let caller = server.auth.caller(headers, scope)?;
+        let wait = wait_of(query)?;
+        let body = json_body(server, headers, body).await?;
+        call(body, caller, wait).await
+    };
+    answer(parsed.await)
+}
+
+async fn start(
+    State(server): Shared,
+    Path(slug): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (shared, slug) = (&*server, &slug);
+    let call = |body: Value, _: Caller, wait| async move { shared.start(slug, &body, wait).await };
+    turn_route(&server, Scope::Start, query.as_deref(), &headers, body, call).await
+}
+
+async fn message(
+    State(server): Shared,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (shared, id) = (&*server, &id);
+    let call = |body: Value, _: Caller, wait| async move { shared.message(id, &body, wait).await };
+    turn_route(&server, Scope::Start, query.as_deref(), &headers, body, call).await
+}
+
+async fn decide(
+    State(server): Shared,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (shared, id) = (&*server, &id);
+    let call = |body: Value, caller: Caller, wait| async move { shared.decide(id, &body, &caller, wait).await };
+    turn_route(&server, Scope::Decide, query.as_deref(), &headers, body, call).await
+}
+
+async fn deliver(
+    State(server): Shared,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (shared, id) = (&*server, &id);
+    let call = |body: Value, _: Caller, wait| async move { shared.deliver(id, &body, wait).await };
+    turn_route(&server, Scope::Start, query.as_deref(), &headers, body, call).await
+}
+
+async fn list(State(server): Shared, RawQuery(query): RawQuery, headers: HeaderMap) -> Response {
+    let parsed = async {
+        server.auth.caller(&headers, Scope::Read)?;
+        server.list(&session_query(query.as_deref())?).await
+    };
+    json_answer(parsed.await)
+}
+
+async fn show(State(server): Shared, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    let parsed = async {
+        server.auth.caller(&headers, Scope::Read)?;
+        server.show(&id).await
+    };
+    json_answer(parsed.await)
+}
+
+async fn transcript(State(server): Shared, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    let parsed = async {
+        server.auth.caller(&headers, Scope::Read)?;
+        server.transcript(&id).await
+    };
+    json_answer(parsed.await)
+}
+
+async fn events(State(server): Shared, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    let parsed = async {
+        server.auth.caller(&headers, Scope::Read)?;
+        let after = match headers.get("last-event-id") {
+            None => 0,
+            Some(value) => value
+                .to_str()
+                .ok()
+                .and_then(|text| text.trim().parse::<u64>().ok())
+                .ok_or_else(|| bad_query("Last-Event-ID", "must be an event id (a whole number)"))?,
+        };
+        server.events(&id, after).await
+    };
+    match parsed.await {
+        Ok(stream) => Sse::new(stream).keep_alive(KeepAlive::default()).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_strings_are_decoded_and_checked_field_by_field() {
+        assert_eq!(
+            query_pairs(Some("a=b%20c&d=e+f&g")),
+            [("a".into(), "b c".into()), ("d".into(), "e f".into()), ("g".into(), String::new())]
+        );
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(wait_of(Some("wait=1.5")).expect("wait"), Duration::from_millis(1500));
+        assert_eq!(wait_of(None).expect("none"), Duration::ZERO);
+        assert_eq!(wait_of(Some("wait=100000")).expect("capped"), Duration::from_secs(300));
+        assert!(wait_of(Some("wait=soon")).is_err());
+        let error = session_query(Some("parked=maybe&limit=0&colour=red")).expect_err("three problems");
+        assert_eq!(error.details["fields"].as_array().map(Vec::len), Some(3));
+        let query = session_query(Some("workflow=desk&parked=true&limit=10")).expect("valid");
+        assert_eq!((query.workflow.as_deref(), query.parked, query.limit), (Some("desk"), Some(true), 10));
+    }
+}

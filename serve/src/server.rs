@@ -1,0 +1,546 @@
+//! The server's library functions: everything a handler calls, one function per route.
+//!
+//! Handlers parse and authenticate; these functions check the request's fields (all of
+//! them, every problem reported at once), find the runtime that holds the workflow,
+//! admit the turn through the [`TurnGate`] and answer with the session as
+//! [`summary`](archmax_vm::session::summary::summary) shows it.
+//!
+//! The one thing to know: an answer comes once the turn was **accepted** (the runtime
+//! passed its checks and emitted its first event) or ended, so a refused request is
+//! answered with its error, never with a 202; `?wait=` then waits for the outcome.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::response::sse;
+use futures_util::Stream;
+use serde_json::{Map, Value, json};
+use tokio::sync::{oneshot, watch};
+
+use archmax_vm::clock::{Clock, rfc3339};
+use archmax_vm::compiler::program::Program;
+use archmax_vm::events::EventSink;
+use archmax_vm::model::ModelAdapter;
+use archmax_vm::model::pricing::PricingTable;
+use archmax_vm::session::id::{SessionId, check_session_id};
+use archmax_vm::session::summary::summary;
+use archmax_vm::session::{SessionState, SessionStore};
+use archmax_vm::{
+    DecideRequest, DeliverRequest, FieldProblem, Outcome, Refusal, RunError, Runtime, RuntimeParts, TurnRequest,
+};
+
+use crate::auth::{Auth, Caller};
+use crate::error::ApiError;
+use crate::hub::{Hub, root_session};
+use crate::metrics::Metrics;
+use crate::turns::{TurnGate, TurnLimits, TurnResult};
+
+/// The longest `?wait=` honoured, in seconds.
+pub const MAX_WAIT_SECONDS: f64 = 300.0;
+/// The largest request body accepted by default, in bytes.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+/// The most sessions one page of `GET /v1/sessions` holds.
+pub const MAX_PAGE: usize = 500;
+
+/// Everything a server is built from.
+pub struct ServerParts {
+    /// The programs served (one per artifact, or the compiled workspace).
+    pub programs: Vec<Program>,
+    pub store: Arc<dyn SessionStore>,
+    pub model: Arc<dyn ModelAdapter>,
+    pub clock: Arc<dyn Clock>,
+    pub pricing: PricingTable,
+    /// The workspace root (mount sources).
+    pub root: PathBuf,
+    pub auth: Auth,
+    pub limits: TurnLimits,
+    pub body_limit: usize,
+}
+
+/// Why a server could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("workflow `{0}` is in more than one artifact; serve each workflow from one")]
+    DuplicateWorkflow(String),
+    #[error("there is nothing to serve: no program holds a workflow")]
+    Empty,
+}
+
+/// A running server's state.
+pub struct Server {
+    runtimes: Vec<Arc<Runtime>>,
+    pub store: Arc<dyn SessionStore>,
+    pub auth: Auth,
+    pub gate: Arc<TurnGate>,
+    pub hub: Hub,
+    pub metrics: Arc<Metrics>,
+    pub body_limit: usize,
+    clock: Arc<dyn Clock>,
+    stopping: watch::Sender<bool>,
+}
+
+/// What a turn request is answered with.
+#[derive(Debug)]
+pub enum Answer {
+    /// 202: the turn runs on.
+    Accepted { session: String, status: &'static str },
+    /// 200: the turn ended within the wait; the session as it stands, with the turn.
+    Finished(Value),
+}
+
+/// The fields of a JSON object body, with every problem collected.
+struct Fields<'a> {
+    object: Option<&'a Map<String, Value>>,
+    problems: Vec<FieldProblem>,
+}
+
+impl<'a> Fields<'a> {
+    fn of(body: &'a Value, allowed: &[&str]) -> Fields<'a> {
+        let Some(object) = body.as_object() else {
+            let problem =
+                FieldProblem { field: "body".to_string(), problem: "the body must be a JSON object".to_string() };
+            return Fields { object: None, problems: vec![problem] };
+        };
+        let problems = object
+            .keys()
+            .filter(|key| !allowed.contains(&key.as_str()))
+            .map(|key| FieldProblem {
+                field: key.clone(),
+                problem: format!("unknown field; this request takes {}", allowed.join(", ")),
+            })
+            .collect();
+        Fields { object: Some(object), problems }
+    }
+
+    fn problem(&mut self, field: &str, problem: &str) {
+        self.problems.push(FieldProblem { field: field.to_string(), problem: problem.to_string() });
+    }
+
+    fn text(&mut self, field: &str, required: bool) -> Option<String> {
+        match self.object.and_then(|object| object.get(field)) {
+            Some(Value::String(text)) => Some(text.clone()),
+            None | Some(Value::Null) => {
+                if required && self.object.is_some() {
+                    self.problem(field, "required: a string");
+                }
+                None
+            }
+            Some(_) => {
+                self.problem(field, "must be a string");
+                None
+            }
+        }
+    }
+
+    fn flag(&mut self, field: &str) -> bool {
+        match self.object.and_then(|object| object.get(field)) {
+            Some(Value::Bool(flag)) => *flag,
+            None | Some(Value::Null) => false,
+            Some(_) => {
+                self.problem(field, "must be true or false");
+                false
+            }
+        }
+    }
+
+    fn variables(&mut self) -> Map<String, Value> {
+        match self.object.and_then(|object| object.get("variables")) {
+            Some(Value::Object(variables)) => variables.clone(),
+            None | Some(Value::Null) => Map::new(),
+            Some(_) => {
+                self.problem("variables", "must be an object of variable values");
+                Map::new()
+            }
+        }
+    }
+
+    fn finish(self) -> Result<(), ApiError> {
+        match self.problems.as_slice() {
+            [] => Ok(()),
+            [only] => Err(ApiError::invalid(format!("`{}`: {}", only.field, only.problem), &self.problems)),
+            many => Err(ApiError::invalid(format!("{} fields of the request do not hold", many.len()), &self.problems)),
+        }
+    }
+}
+
+/// A session id from a path, checked before it reaches the store.
+fn session_path(id: &str) -> Result<String, ApiError> {
+    check_session_id(id, &[]).map_err(|problem| {
+        ApiError::invalid(problem.clone(), &[FieldProblem { field: "session".to_string(), problem }])
+    })?;
+    Ok(id.to_string())
+}
+
+/// Closes what the runtime keeps for a session once it finished or parked.
+async fn turn_then_close(runtime: Arc<Runtime>, session: String, turn: impl Future<Output = TurnResult>) -> TurnResult {
+    let turn = turn.await;
+    if let Ok(outcome) = &turn
+        && (outcome.status.is_finished() || outcome.status.is_parked())
+    {
+        runtime.close_session(&session);
+    }
+    turn
+}
+
+impl Server {
+    pub fn new(parts: ServerParts) -> Result<Server, ServerError> {
+        let metrics = Arc::new(Metrics::default());
+        let hub = Hub::default();
+        let events = EventSink::new();
+        events.listen(hub.listener(Arc::clone(&metrics)));
+        let mut seen = std::collections::HashSet::new();
+        for program in &parts.programs {
+            for workflow in &program.workflows {
+                let slug = program.str(workflow.slug).to_string();
+                if !seen.insert(slug.clone()) {
+                    return Err(ServerError::DuplicateWorkflow(slug));
+                }
+            }
+        }
+        if seen.is_empty() {
+            return Err(ServerError::Empty);
+        }
+        let runtimes = parts
+            .programs
+            .into_iter()
+            .map(|program| {
+                Arc::new(Runtime::new(RuntimeParts {
+                    program: Arc::new(program),
+                    store: Arc::clone(&parts.store),
+                    model: Arc::clone(&parts.model),
+                    events: events.clone(),
+                    clock: Arc::clone(&parts.clock),
+                    root: parts.root.clone(),
+                    pricing: parts.pricing.clone(),
+                }))
+            })
+            .collect();
+        Ok(Server {
+            runtimes,
+            store: parts.store,
+            auth: parts.auth,
+            gate: TurnGate::new(parts.limits, Arc::clone(&metrics)),
+            hub,
+            metrics,
+            body_limit: parts.body_limit,
+            clock: parts.clock,
+            stopping: watch::channel(false).0,
+        })
+    }
+
+    /// Every workflow served, sorted.
+    pub fn workflows(&self) -> Vec<String> {
+        let mut slugs: Vec<String> = self
+            .runtimes
+            .iter()
+            .flat_map(|runtime| {
+                runtime.program.workflows.iter().map(|workflow| runtime.program.str(workflow.slug).to_string())
+            })
+            .collect();
+        slugs.sort();
+        slugs
+    }
+
+    fn runtime_for(&self, workflow: &str) -> Result<Arc<Runtime>, ApiError> {
+        self.runtimes
+            .iter()
+            .find(|runtime| runtime.program.workflow(workflow).is_some())
+            .cloned()
+            .ok_or_else(|| RunError::UnknownWorkflow { workflow: workflow.to_string(), known: self.workflows() }.into())
+    }
+
+    async fn session(&self, id: &str) -> Result<SessionState, ApiError> {
+        let id = session_path(id)?;
+        match self.store.read(&id).await {
+            Ok(Some(state)) => Ok(state),
+            Ok(None) => Err(RunError::UnknownSession(id).into()),
+            Err(error) => Err(RunError::from(error).into()),
+        }
+    }
+
+    /// Admits a turn and answers once it was accepted or ended; with a wait, once it
+    /// ended or the wait passed.
+    async fn admit<F>(
+        &self,
+        runtime: Arc<Runtime>,
+        session: &str,
+        disposition: &'static str,
+        turn: F,
+        wait: Duration,
+    ) -> Result<Answer, ApiError>
+    where
+        F: Future<Output = TurnResult> + Send + 'static,
+    {
+        let mut events = self.hub.watch(session);
+        events.borrow_and_update();
+        let closing = turn_then_close(runtime, session.to_string(), turn);
+        let mut ended = self.gate.admit(session, disposition, closing)?;
+        tokio::select! {
+            result = &mut ended => return self.finished(result).await,
+            _ = events.changed() => {}
+        }
+        if !wait.is_zero()
+            && let Ok(result) = tokio::time::timeout(wait, &mut ended).await
+        {
+            return self.finished(result).await;
+        }
+        Ok(Answer::Accepted { session: session.to_string(), status: "running" })
+    }
+
+    async fn finished(&self, result: Result<TurnResult, oneshot::error::RecvError>) -> Result<Answer, ApiError> {
+        let outcome: Outcome = match result {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(error)) => return Err(error.into()),
+            Err(_) => return Err(ApiError::internal("the turn's task ended without an answer")),
+        };
+        let mut shown = summary(&self.session(&outcome.session_id).await?);
+        shown["turn"] = json!({
+            "disposition": outcome.disposition.as_str(),
+            "reply": outcome.reply,
+            "reason": outcome.reason,
+            "usage": {
+                "inputTokens": outcome.turn_usage.input_tokens,
+                "outputTokens": outcome.turn_usage.output_tokens,
+                "costUsd": outcome.turn_usage.cost_usd,
+            },
+        });
+        Ok(Answer::Finished(shown))
+    }
+
+    /// `POST /v1/workflows/{slug}/sessions`: starts a session.
+    pub async fn start(&self, workflow: &str, body: &Value, wait: Duration) -> Result<Answer, ApiError> {
+        let mut fields = Fields::of(body, &["message", "trigger", "variables", "sessionId"]);
+        let message = fields.text("message", true);
+        let trigger = fields.text("trigger", false);
+        let variables = fields.variables();
+        let requested = fields.text("sessionId", false);
+        fields.finish()?;
+        let runtime = self.runtime_for(workflow)?;
+        let session = match requested {
+            Some(id) => {
+                let id = session_path(&id)?;
+                if self.store.read(&id).await.map_err(RunError::from)?.is_some() {
+                    return Err(ApiError::new(
+                        StatusCode::CONFLICT,
+                        "session.exists",
+                        format!("session `{id}` exists; continue it with POST /v1/sessions/{id}/messages"),
+                    ));
+                }
+                id
+            }
+            None => SessionId::mint()
+                .map_err(|error| RunError::refused(Refusal::NoSessionId, error.to_string()))?
+                .to_string(),
+        };
+        let request = TurnRequest {
+            workflow: workflow.to_string(),
+            session: Some(session.clone()),
+            trigger,
+            message,
+            variables,
+            upgrade: false,
+        };
+        let running = Arc::clone(&runtime);
+        let turn = async move { running.run_turn(request).await };
+        self.admit(runtime, &session, "turn", turn, wait).await
+    }
+
+    /// `POST /v1/sessions/{id}/messages`: continues a session, or a reply-only turn
+    /// when it is parked at a decision.
+    pub async fn message(&self, id: &str, body: &Value, wait: Duration) -> Result<Answer, ApiError> {
+        let mut fields = Fields::of(body, &["message"]);
+        let message = fields.text("message", true);
+        fields.finish()?;
+        let state = self.session(id).await?;
+        let runtime = self.runtime_for(&state.head.workflow)?;
+        let request = TurnRequest {
+            workflow: state.head.workflow.clone(),
+            session: Some(state.id.to_string()),
+            message,
+            ..TurnRequest::default()
+        };
+        let running = Arc::clone(&runtime);
+        let turn = async move { running.run_turn(request).await };
+        self.admit(runtime, &state.id, "turn", turn, wait).await
+    }
+
+    /// `POST /v1/sessions/{id}/decide`: a person's decision, by the caller. An
+    /// authenticated caller's identity is recorded and held against `approvers`.
+    pub async fn decide(&self, id: &str, body: &Value, caller: &Caller, wait: Duration) -> Result<Answer, ApiError> {
+        let mut fields = Fields::of(body, &["to", "comment"]);
+        let to = fields.text("to", true);
+        let comment = fields.text("comment", false);
+        fields.finish()?;
+        let state = self.session(id).await?;
+        let runtime = self.runtime_for(&state.head.workflow)?;
+        let request = DecideRequest {
+            session: state.id.to_string(),
+            workflow: None,
+            to: to.unwrap_or_default(),
+            comment,
+            upgrade: false,
+            decider: caller.authenticated.then(|| caller.identity.clone()),
+            enforce_approvers: caller.authenticated,
+        };
+        let running = Arc::clone(&runtime);
+        let turn = async move { running.decide(request).await };
+        self.admit(runtime, &state.id, "decide", turn, wait).await
+    }
+
+    /// `POST /v1/sessions/{id}/deliver`: a trigger to a session waiting for input.
+    pub async fn deliver(&self, id: &str, body: &Value, wait: Duration) -> Result<Answer, ApiError> {
+        let mut fields = Fields::of(body, &["trigger", "variables", "message", "undeclared"]);
+        let trigger = fields.text("trigger", true);
+        let variables = fields.variables();
+        let message = fields.text("message", false);
+        let undeclared = fields.flag("undeclared");
+        fields.finish()?;
+        let state = self.session(id).await?;
+        let runtime = self.runtime_for(&state.head.workflow)?;
+        let request = DeliverRequest {
+            session: state.id.to_string(),
+            workflow: None,
+            trigger: trigger.unwrap_or_default(),
+            variables,
+            message,
+            upgrade: false,
+            // A trigger the workflow declares, its `requires` checked; `undeclared: true`
+            // lets any id through, as `archmax deliver --undeclared` does.
+            undeclared,
+        };
+        let running = Arc::clone(&runtime);
+        let turn = async move { running.deliver(request).await };
+        self.admit(runtime, &state.id, "deliver", turn, wait).await
+    }
+
+    /// `GET /v1/sessions/{id}`.
+    pub async fn show(&self, id: &str) -> Result<Value, ApiError> {
+        Ok(summary(&self.session(id).await?))
+    }
+
+    /// `GET /v1/sessions/{id}/transcript`.
+    pub async fn transcript(&self, id: &str) -> Result<Value, ApiError> {
+        let state = self.session(id).await?;
+        Ok(json!({ "sessionId": state.id, "messages": state.messages }))
+    }
+
+    /// `GET /v1/sessions`: sessions in id order after `cursor`, filtered.
+    pub async fn list(&self, query: &SessionQuery) -> Result<Value, ApiError> {
+        let ids = self.store.list().await.map_err(RunError::from)?;
+        let now = rfc3339(self.clock.now_ms());
+        let limit = query.limit.clamp(1, MAX_PAGE);
+        let mut page = Vec::new();
+        let mut next = None;
+        for id in ids.iter().filter(|id| query.cursor.as_deref().is_none_or(|cursor| id.as_str() > cursor)) {
+            let Some(state) = self.store.read(id).await.map_err(RunError::from)? else {
+                continue;
+            };
+            if !query.admits(&state, &now) {
+                continue;
+            }
+            if page.len() == limit {
+                next = page.last().map(|shown: &Value| shown["sessionId"].clone());
+                break;
+            }
+            page.push(summary(&state));
+        }
+        Ok(json!({ "sessions": page, "nextCursor": next }))
+    }
+
+    /// `GET /readyz`: the programs are loaded and the store answers.
+    pub async fn ready(&self) -> Result<Value, ApiError> {
+        if self.gate.is_closing() {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server.shutting-down",
+                "the server is shutting down",
+            ));
+        }
+        match self.store.list().await {
+            Ok(_) => Ok(json!({ "ready": true, "workflows": self.workflows() })),
+            Err(error) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store.unreachable", error.to_string())),
+        }
+    }
+
+    /// `GET /v1/sessions/{id}/events`: the session's events after `after`, then live
+    /// ones, until the server stops.
+    pub async fn events(
+        &self,
+        id: &str,
+        after: u64,
+    ) -> Result<impl Stream<Item = Result<sse::Event, Infallible>> + Send + 'static, ApiError> {
+        let state = self.session(id).await?;
+        let session = root_session(&state.id).to_string();
+        let watch = self.hub.watch(&session);
+        let stopping = self.stopping.subscribe();
+        let hub = self.hub.clone();
+        let stream = futures_util::stream::unfold(
+            (hub, session, after, watch, stopping, std::collections::VecDeque::new()),
+            |(hub, session, mut after, mut watch, mut stopping, mut pending)| async move {
+                loop {
+                    if let Some(event) = pending.pop_front() {
+                        let event: crate::hub::NumberedEvent = event;
+                        after = event.id;
+                        let sent = sse::Event::default().id(event.id.to_string()).event("archmax").data(event.json);
+                        return Some((Ok(sent), (hub, session, after, watch, stopping, pending)));
+                    }
+                    if *stopping.borrow() {
+                        return None;
+                    }
+                    watch.borrow_and_update();
+                    pending.extend(hub.since(&session, after));
+                    if !pending.is_empty() {
+                        continue;
+                    }
+                    tokio::select! {
+                        changed = watch.changed() => if changed.is_err() { return None; },
+                        _ = stopping.changed() => return None,
+                    }
+                }
+            },
+        );
+        Ok(stream)
+    }
+
+    /// Stops taking turns and ends every event stream (graceful shutdown's first step).
+    pub fn stop_accepting(&self) {
+        self.gate.close();
+        self.stopping.send_replace(true);
+    }
+}
+
+/// The filters and page of `GET /v1/sessions`.
+#[derive(Clone, Debug)]
+pub struct SessionQuery {
+    pub workflow: Option<String>,
+    pub status: Option<String>,
+    pub parked: Option<bool>,
+    /// Only sessions waiting for input whose `resumeAt` has come.
+    pub due: bool,
+    pub cursor: Option<String>,
+    pub limit: usize,
+}
+
+impl Default for SessionQuery {
+    fn default() -> SessionQuery {
+        SessionQuery { workflow: None, status: None, parked: None, due: false, cursor: None, limit: 50 }
+    }
+}
+
+impl SessionQuery {
+    fn admits(&self, state: &SessionState, now: &str) -> bool {
+        let head = &state.head;
+        self.workflow.as_deref().is_none_or(|workflow| head.workflow == workflow)
+            && self.status.as_deref().is_none_or(|status| head.status.as_str() == status)
+            && self.parked.is_none_or(|parked| head.status.is_parked() == parked)
+            && (!self.due
+                || head
+                    .pending_input
+                    .as_ref()
+                    .and_then(|input| input.resume_at.as_deref())
+                    .is_some_and(|resume_at| resume_at <= now))
+    }
+}

@@ -1,0 +1,168 @@
+//! The turn gate: one turn per session at a time, a bound on turns in flight with a
+//! bounded queue behind it, and a drain for graceful shutdown.
+//!
+//! The one thing to know: a turn runs in its own task, so it finishes (every step
+//! committed) even when the client that asked for it hangs up; the request only waits
+//! for it as long as its `?wait=` allows.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use tokio::sync::{Notify, Semaphore, oneshot};
+
+use archmax_vm::{Outcome, RunError};
+
+use crate::error::ApiError;
+use crate::hub::root_session;
+use crate::metrics::Metrics;
+
+/// How many turns run at once, and how many may wait for a slot.
+#[derive(Clone, Copy, Debug)]
+pub struct TurnLimits {
+    pub in_flight: usize,
+    pub queued: usize,
+}
+
+impl Default for TurnLimits {
+    fn default() -> TurnLimits {
+        TurnLimits { in_flight: 64, queued: 1024 }
+    }
+}
+
+/// Admits turns.
+pub struct TurnGate {
+    limits: TurnLimits,
+    slots: Arc<Semaphore>,
+    /// Root sessions with a turn admitted and not yet ended.
+    busy: Mutex<HashSet<String>>,
+    metrics: Arc<Metrics>,
+    closing: AtomicBool,
+    ended: Notify,
+}
+
+/// A turn's result, when its task ends.
+pub type TurnResult = Result<Outcome, RunError>;
+
+/// Releases a session's claim when the turn's task ends (or is dropped at exit).
+struct Claim {
+    gate: Arc<TurnGate>,
+    session: String,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.gate.busy.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&self.session);
+        self.gate.ended.notify_waiters();
+    }
+}
+
+impl TurnGate {
+    pub fn new(limits: TurnLimits, metrics: Arc<Metrics>) -> Arc<TurnGate> {
+        Arc::new(TurnGate {
+            limits,
+            slots: Arc::new(Semaphore::new(limits.in_flight.max(1))),
+            busy: Mutex::new(HashSet::new()),
+            metrics,
+            closing: AtomicBool::new(false),
+            ended: Notify::new(),
+        })
+    }
+
+    /// Admits a turn on `session` and runs it in its own task; the receiver gets its
+    /// result. Refused: 503 while shutting down, 409 while the session has a turn, 429
+    /// when the queue is full.
+    pub fn admit<F>(
+        self: &Arc<TurnGate>,
+        session: &str,
+        disposition: &'static str,
+        turn: F,
+    ) -> Result<oneshot::Receiver<TurnResult>, ApiError>
+    where
+        F: Future<Output = TurnResult> + Send + 'static,
+    {
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server.shutting-down",
+                "the server is shutting down; try the next one",
+            )
+            .retry_after(1));
+        }
+        let root = root_session(session).to_string();
+        {
+            let mut busy = self.busy.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if busy.contains(&root) {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "session.busy",
+                    format!("session `{root}` is running a turn; try again when it ends"),
+                )
+                .retry_after(1));
+            }
+            let queued = self.metrics.queued.load(Ordering::SeqCst) as usize;
+            if queued >= self.limits.queued {
+                self.metrics.rejected_saturated.fetch_add(1, Ordering::Relaxed);
+                return Err(ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "server.saturated",
+                    format!("{queued} turns are waiting for a slot; try again shortly"),
+                )
+                .retry_after(1));
+            }
+            busy.insert(root.clone());
+        }
+        let claim = Claim { gate: Arc::clone(self), session: root };
+        let (sender, receiver) = oneshot::channel();
+        let gate = Arc::clone(self);
+        self.metrics.queued.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            let _claim = claim;
+            let slot = Arc::clone(&gate.slots).acquire_owned().await;
+            gate.metrics.queued.fetch_sub(1, Ordering::SeqCst);
+            let Ok(_slot) = slot else {
+                return;
+            };
+            gate.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
+            let began = Instant::now();
+            let result = turn.await;
+            if let Ok(outcome) = &result {
+                gate.metrics.observe_turn(disposition, outcome.status.as_str(), &outcome.turn_usage, began.elapsed());
+            }
+            gate.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
+            let _ = sender.send(result);
+        });
+        Ok(receiver)
+    }
+
+    /// Refuses new turns from now on.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
+
+    /// How many sessions have a turn admitted (queued or running).
+    pub fn admitted(&self) -> usize {
+        self.busy.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+    }
+
+    /// Waits until every admitted turn ended, or `grace` passed; true when all ended.
+    pub async fn drain(&self, grace: Duration) -> bool {
+        let all_ended = async {
+            loop {
+                let ended = self.ended.notified();
+                if self.admitted() == 0 {
+                    return;
+                }
+                ended.await;
+            }
+        };
+        tokio::time::timeout(grace, all_ended).await.is_ok()
+    }
+}

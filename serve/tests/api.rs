@@ -1,0 +1,446 @@
+//! The real server on loopback, driven over HTTP with `reqwest`: the model is the tape
+//! adapter (`archmax serve --tape`), each session reading it from its own start.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use archmax_serve::auth::{Auth, token_digest_hex};
+use archmax_serve::turns::TurnLimits;
+use archmax_serve::{Server, ServerParts};
+use archmax_vm::clock::FixedClock;
+use archmax_vm::compiler::compile;
+use archmax_vm::compiler::lower::BuildInputs;
+use archmax_vm::model::pricing::PricingTable;
+use archmax_vm::model::tape::Tape;
+use archmax_vm::session::memory::MemoryStore;
+
+const DESK: &str = r#"title: Desk
+instructions: You route a payout request to finance.
+states:
+  intake:
+    triggers:
+      manual:
+        description: Take one payout request.
+    instructions: Hand the request to finance.
+    transitions:
+      - to: review
+        description: The request is ready.
+  review:
+    type: human
+    approvers: [finance@example.com]
+    instructions: Approve the payout or turn it down.
+    transitions:
+      - { to: done, type: approve, description: Pay it. }
+      - { to: declined, type: reject, description: Turn it down. }
+  done:
+    instructions: Say it was paid.
+  declined:
+    instructions: Say it was declined.
+"#;
+
+const WAITER: &str = r#"title: Waiter
+instructions: You wait for a payment to arrive.
+states:
+  wait:
+    triggers:
+      manual:
+        description: Wait for one payment.
+    instructions: Wait for the payment, then thank the customer.
+"#;
+
+const TAPE: &str = r#"
+- { state: intake, tool_calls: [{ name: archmax_advance, args: { to: review, reason: ready } }] }
+- { state: review, text: Finance will review your payout. }
+- { state: review, text: Finance has it and will decide soon. }
+- { state: done, text: Your payout was paid. }
+- { state: declined, text: Your payout was declined. }
+- { state: wait, text: "I will wait for the payment.", tool_calls: [{ name: archmax_wait, args: { until: 1d, reason: the payment has not arrived } }] }
+- { state: wait, text: "Thank you, the payment arrived." }
+"#;
+
+const ADMIN: &str = "admin-secret";
+const FINANCE: &str = "finance-secret";
+const INTERN: &str = "intern-secret";
+const READER: &str = "reader-secret";
+
+struct Running {
+    base: String,
+    client: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<std::io::Result<bool>>,
+}
+
+fn workspace() -> std::path::PathBuf {
+    let root = std::env::temp_dir().join(format!("archmax-serve-api-{}-{}", std::process::id(), rand_suffix()));
+    for (path, text) in [("workflows/desk/workflow.yaml", DESK), ("workflows/waiter/workflow.yaml", WAITER)] {
+        let file = root.join(path);
+        std::fs::create_dir_all(file.parent().expect("a folder")).expect("workspace");
+        std::fs::write(file, text).expect("workflow");
+    }
+    root
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::SeqCst)
+}
+
+fn tokens_file() -> String {
+    [
+        ("finance@example.com", "[\"decide\", \"read\"]", FINANCE),
+        ("intern@example.com", "[\"decide\"]", INTERN),
+        ("reader", "[\"read\"]", READER),
+    ]
+    .iter()
+    .map(|(identity, scopes, token)| {
+        format!("[[tokens]]\nidentity = \"{identity}\"\nscopes = {scopes}\nsha256 = \"{}\"\n", token_digest_hex(token))
+    })
+    .collect()
+}
+
+async fn start_server(auth: Auth, limits: TurnLimits, body_limit: usize) -> Running {
+    archmax_vm::model::openai::install_tls_provider();
+    let root = workspace();
+    let program = compile(&root, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
+        .map(|compiled| compiled.program)
+        .unwrap_or_else(|_| panic!("the test workspace compiles"));
+    let server = Arc::new(
+        Server::new(ServerParts {
+            programs: vec![program],
+            store: Arc::new(MemoryStore::new()),
+            model: Arc::new(Tape::parse("api", TAPE).expect("tape")),
+            clock: Arc::new(FixedClock(1_767_605_400_000)),
+            pricing: PricingTable::default(),
+            root,
+            auth,
+            limits,
+            body_limit,
+        })
+        .expect("server"),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(archmax_serve::serve(
+        listener,
+        server,
+        async move {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(30),
+    ));
+    Running { base, client: reqwest::Client::new(), stop: Some(stop), served }
+}
+
+async fn open_server() -> Running {
+    start_server(Auth::Open, TurnLimits::default(), 64 * 1024).await
+}
+
+async fn token_server() -> Running {
+    let auth = Auth::configure(Some(ADMIN), Some(&tokens_file())).expect("tokens");
+    start_server(auth, TurnLimits::default(), 64 * 1024).await
+}
+
+impl Running {
+    async fn post(&self, path: &str, token: Option<&str>, body: Value) -> (StatusCode, Value) {
+        let mut request = self.client.post(format!("{}{path}", self.base)).json(&body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("the server answers");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, path: &str, token: Option<&str>) -> (StatusCode, Value) {
+        let mut request = self.client.get(format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("the server answers");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn start_desk(&self, token: Option<&str>, session: &str) -> Value {
+        let (status, body) = self
+            .post(
+                "/v1/workflows/desk/sessions?wait=60",
+                token,
+                json!({ "message": "Pay invoice 7.", "sessionId": session }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["status"], "awaiting_decision", "{body}");
+        body
+    }
+
+    async fn stop(mut self) -> bool {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.served.await.expect("the server task").expect("served")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_parks_at_the_decision_then_a_decision_completes_it() {
+    let server = open_server().await;
+    let (status, accepted) =
+        server.post("/v1/workflows/desk/sessions", None, json!({ "message": "Pay invoice 7." })).await;
+    assert!(status == StatusCode::ACCEPTED || status == StatusCode::OK, "{status} {accepted}");
+    let session = accepted["sessionId"].as_str().expect("an id").to_string();
+
+    let parked = server.start_desk(None, "s-flow").await;
+    assert_eq!(parked["park"]["channel"], "decision");
+    assert_eq!(parked["park"]["approvers"], json!(["finance@example.com"]));
+    assert_eq!(parked["turn"]["reply"], "Finance will review your payout.");
+
+    let (status, decided) =
+        server.post("/v1/sessions/s-flow/decide?wait=60", None, json!({ "to": "done", "comment": "ok" })).await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    assert_eq!(decided["status"], "completed");
+    assert_eq!(decided["turn"]["reply"], "Your payout was paid.");
+
+    let (status, shown) = server.get("/v1/sessions/s-flow", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(shown["status"], "completed");
+    let (_, transcript) = server.get("/v1/sessions/s-flow/transcript", None).await;
+    assert!(transcript["messages"].as_array().is_some_and(|messages| messages.len() > 3), "{transcript}");
+
+    let (_, listed) = server.get("/v1/sessions?workflow=desk&status=completed", None).await;
+    let ids: Vec<&str> =
+        listed["sessions"].as_array().expect("a page").iter().filter_map(|shown| shown["sessionId"].as_str()).collect();
+    assert_eq!(ids, ["s-flow"]);
+    let (_, first) = server.get("/v1/sessions?limit=1", None).await;
+    let cursor = first["nextCursor"].as_str().expect("a second page").to_string();
+    let (_, second) = server.get(&format!("/v1/sessions?limit=1&cursor={cursor}"), None).await;
+    let both = [first["sessions"][0]["sessionId"].clone(), second["sessions"][0]["sessionId"].clone()];
+    let mut expected = [json!(session), json!("s-flow")];
+    expected.sort_by_key(|id| id.as_str().unwrap_or_default().to_string());
+    assert_eq!(both, expected, "cursor paging walks the sessions in id order");
+    assert!(server.stop().await, "every turn ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_to_a_parked_session_is_a_reply_only_turn() {
+    let server = open_server().await;
+    server.start_desk(None, "s-reply").await;
+    let (status, replied) =
+        server.post("/v1/sessions/s-reply/messages?wait=60", None, json!({ "message": "Any news?" })).await;
+    assert_eq!(status, StatusCode::OK, "{replied}");
+    assert_eq!(replied["status"], "awaiting_decision", "the session stays parked");
+    assert_eq!(replied["turn"]["disposition"], "reply");
+    assert_eq!(replied["turn"]["reply"], "Finance has it and will decide soon.");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivered_trigger_resumes_a_waiting_session() {
+    let server = open_server().await;
+    let (status, waiting) = server
+        .post(
+            "/v1/workflows/waiter/sessions?wait=60",
+            None,
+            json!({ "message": "Tell me when it is paid.", "sessionId": "w1" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{waiting}");
+    assert_eq!(waiting["status"], "awaiting_input");
+    let (status, refused) = server.post("/v1/sessions/w1/decide", None, json!({ "to": "done" })).await;
+    assert_eq!(status, StatusCode::CONFLICT, "a decision for a session not parked at one: {refused}");
+    assert_eq!(refused["error"]["code"], "session.not-parked");
+    let (status, delivered) = server
+        .post("/v1/sessions/w1/deliver?wait=60", None, json!({ "trigger": "piad", "variables": { "amount": 40 } }))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a trigger the workflow does not declare: {delivered}");
+    assert_eq!(delivered["error"]["code"], "trigger.unknown");
+    let (status, delivered) = server
+        .post(
+            "/v1/sessions/w1/deliver?wait=60",
+            None,
+            json!({ "trigger": "paid", "variables": { "amount": 40 }, "undeclared": true }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{delivered}");
+    assert_eq!(delivered["status"], "completed");
+    assert_eq!(delivered["variables"]["amount"]["value"], 40);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_grant_scopes_and_only_an_approver_may_decide() {
+    let server = token_server().await;
+    let (status, body) = server.post("/v1/workflows/desk/sessions", None, json!({ "message": "Hi." })).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let (status, body) = server.post("/v1/workflows/desk/sessions", Some("wrong"), json!({ "message": "Hi." })).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let (status, body) = server.post("/v1/workflows/desk/sessions", Some(READER), json!({ "message": "Hi." })).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("auth.scope")));
+
+    server.start_desk(Some(ADMIN), "s-auth").await;
+    let (status, body) = server.post("/v1/sessions/s-auth/decide", Some(READER), json!({ "to": "done" })).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("auth.scope")));
+    let (status, body) = server.post("/v1/sessions/s-auth/decide", Some(INTERN), json!({ "to": "done" })).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"]["code"], "decision.not-an-approver");
+    let (status, body) = server.get("/v1/sessions/s-auth", Some(READER)).await;
+    assert_eq!((status, body["status"].as_str()), (StatusCode::OK, Some("awaiting_decision")), "the park is intact");
+
+    let (status, decided) =
+        server.post("/v1/sessions/s-auth/decide?wait=60", Some(FINANCE), json!({ "to": "done" })).await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    let human =
+        decided["trail"].as_array().and_then(|trail| trail.iter().find(|step| step["kind"] == "human")).cloned();
+    assert_eq!(human.map(|step| step["decidedBy"].clone()), Some(json!("finance@example.com")));
+    let (status, _) = server.get("/metrics", Some(READER)).await;
+    assert_eq!(status, StatusCode::OK);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_concurrent_decisions_one_runs_and_the_other_is_a_conflict() {
+    let server = open_server().await;
+    server.start_desk(None, "s-race").await;
+    let decide = || server.post("/v1/sessions/s-race/decide?wait=60", None, json!({ "to": "done" }));
+    let (first, second) = tokio::join!(decide(), decide());
+    let mut statuses = [first.0, second.0];
+    statuses.sort();
+    assert_eq!(statuses, [StatusCode::OK, StatusCode::CONFLICT], "{first:?} {second:?}");
+    let conflict = if first.0 == StatusCode::CONFLICT { &first.1 } else { &second.1 };
+    let code = conflict["error"]["code"].as_str().unwrap_or_default();
+    assert!(["session.busy", "session.not-parked"].contains(&code), "{conflict}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_sessions_run_at_once_each_reading_the_tape_from_its_start() {
+    let server = open_server().await;
+    let starts = (0..200).map(|index| {
+        let server = &server;
+        async move {
+            let body = json!({ "message": "Pay me.", "sessionId": format!("fleet-{index:03}") });
+            server.post("/v1/workflows/desk/sessions?wait=120", None, body).await
+        }
+    });
+    let answers = futures_util::future::join_all(starts).await;
+    for (status, body) in &answers {
+        assert_eq!(*status, StatusCode::OK, "{body}");
+        assert_eq!(body["status"], "awaiting_decision", "{body}");
+        assert_eq!(body["turn"]["reply"], "Finance will review your payout.");
+    }
+    let (_, listed) = server.get("/v1/sessions?parked=true&limit=500", None).await;
+    assert_eq!(listed["sessions"].as_array().map(Vec::len), Some(200));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_the_error_shape_with_every_field_named() {
+    let server = start_server(Auth::Open, TurnLimits::default(), 256).await;
+    let (status, body) = server
+        .post("/v1/workflows/desk/sessions", None, json!({ "message": 7, "variables": [], "colour": "red" }))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let mut fields: Vec<&str> = body["error"]["details"]["fields"]
+        .as_array()
+        .expect("fields")
+        .iter()
+        .filter_map(|field| field["field"].as_str())
+        .collect();
+    fields.sort();
+    assert_eq!(fields, ["colour", "message", "variables"]);
+    let (status, body) = server
+        .post(
+            "/v1/workflows/desk/sessions",
+            None,
+            json!({ "message": "Hi.", "variables": { "Bad.Name": 1, "Other Name": 2 } }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "the runtime's field problems are listed: {body}");
+    assert_eq!(body["error"]["details"]["fields"].as_array().map(Vec::len), Some(2));
+    let (status, body) = server.post("/v1/workflows/nope/sessions", None, json!({ "message": "Hi." })).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::NOT_FOUND, Some("workflow.unknown")));
+    let (status, _) = server.get("/v1/sessions/nobody", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body) = server.post("/v1/workflows/desk/sessions", None, json!({ "message": "x".repeat(1000) })).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("request.too-large")));
+    let (status, body) = server.get("/v1/nothing-here", None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::NOT_FOUND, Some("route.unknown")));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_documented_route_is_served() {
+    let server = open_server().await;
+    server.start_desk(None, "s-doc").await;
+    let (status, document) = server.get("/v1/openapi.json", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(document["openapi"], "3.1.0");
+    let paths = document["paths"].as_object().expect("paths");
+    assert_eq!(
+        paths.values().map(|item| item.as_object().map_or(0, |item| item.len())).sum::<usize>(),
+        archmax_serve::openapi::ROUTES.len()
+    );
+    for operation in archmax_serve::openapi::ROUTES {
+        let path = operation.path.replace("{slug}", "desk").replace("{id}", "s-doc");
+        let url = format!("{}{path}", server.base);
+        let request = match operation.method {
+            "get" => server.client.get(url),
+            _ => server.client.post(url).json(&json!({})),
+        };
+        let response =
+            tokio::time::timeout(Duration::from_secs(30), request.send()).await.expect("answers").expect("sent");
+        let status = response.status();
+        assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{} {}", operation.method, operation.path);
+        if status == StatusCode::NOT_FOUND {
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            assert_ne!(body["error"]["code"], "route.unknown", "{} {} is routed", operation.method, operation.path);
+        }
+    }
+    server.stop().await;
+}
+
+/// Reads SSE frames until one whose data contains `until`; returns the ids seen.
+async fn read_events(response: reqwest::Response, until: &str) -> Vec<u64> {
+    let mut response = response;
+    let mut text = String::new();
+    let mut ids = Vec::new();
+    loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), response.chunk())
+            .await
+            .expect("events arrive")
+            .expect("a chunk");
+        let Some(chunk) = chunk else { return ids };
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = text.find("\n\n") {
+            let frame = text[..end].to_string();
+            text.drain(..end + 2);
+            if let Some(id) = frame.lines().find_map(|line| line.strip_prefix("id: ")) {
+                ids.push(id.trim().parse().expect("a numeric id"));
+            }
+            if frame.contains(until) {
+                return ids;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_resumed_with_last_event_id_loses_nothing() {
+    let server = open_server().await;
+    server.start_desk(None, "s-events").await;
+    let url = format!("{}/v1/sessions/s-events/events", server.base);
+    let all = read_events(server.client.get(&url).send().await.expect("stream"), "\"event\":\"parked\"").await;
+    assert!(all.len() >= 3, "{all:?}");
+    assert_eq!(all, (1..=all.len() as u64).collect::<Vec<_>>(), "numbered from 1 without gaps");
+    let resume_after = all[1];
+    let resumed =
+        server.client.get(&url).header("Last-Event-ID", resume_after.to_string()).send().await.expect("stream");
+    let rest = read_events(resumed, "\"event\":\"parked\"").await;
+    assert_eq!(rest, all[2..].to_vec(), "the resumed stream starts right after the last id seen");
+    assert!(server.stop().await, "open streams end at shutdown");
+}

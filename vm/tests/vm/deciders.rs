@@ -1,0 +1,141 @@
+//! Who decides: a host passes the decider's identity on a decision, the trail step and
+//! the decision note record it, and a host that enforces a human state's `approvers`
+//! refuses anyone else with the park left as it was.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use archmax_vm::clock::FixedClock;
+use archmax_vm::events::EventSink;
+use archmax_vm::model::pricing::PricingTable;
+use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse};
+use archmax_vm::runtime::{DecideRequest, ErrorKind};
+use archmax_vm::session::memory::MemoryStore;
+use archmax_vm::session::{Message, SessionStore, Status, ToolCall, TrailKind};
+use archmax_vm::{Refusal, RunError, Runtime, RuntimeParts, TurnRequest};
+
+use crate::support::compile;
+
+const PAYOUT: &str = r#"title: Payout
+instructions: You prepare a payout for finance to approve.
+states:
+  prepare:
+    triggers:
+      manual:
+        description: Prepare one payout.
+    instructions: Hand the payout to finance.
+    transitions:
+      - to: approve
+        description: The payout is ready.
+  approve:
+    type: human
+    approvers: [finance@example.com, cfo@example.com]
+    instructions: Approve the payout or turn it down.
+    transitions:
+      - { to: paid, type: approve, description: Pay it. }
+      - { to: declined, type: reject, description: Turn it down. }
+  paid:
+    instructions: Say it was paid.
+  declined:
+    instructions: Say it was declined.
+"#;
+
+/// Advances out of `prepare`, and answers with a line everywhere else.
+struct Scripted;
+
+impl ModelAdapter for Scripted {
+    fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
+        Box::pin(async move {
+            Ok(match request.state {
+                "prepare" => ModelResponse {
+                    tool_calls: vec![ToolCall {
+                        id: "a1".to_string(),
+                        name: "archmax_advance".to_string(),
+                        args: json!({ "to": "approve", "reason": "ready" }),
+                    }],
+                    ..ModelResponse::default()
+                },
+                other => ModelResponse { text: format!("Done in {other}."), ..ModelResponse::default() },
+            })
+        })
+    }
+}
+
+fn parked_payout() -> (tokio::runtime::Runtime, Runtime, MemoryStore) {
+    let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
+    let store = MemoryStore::new();
+    let runtime = Runtime::new(RuntimeParts {
+        program: Arc::new(compile(&[("workflows/payout/workflow.yaml", PAYOUT)])),
+        store: Arc::new(store.clone()),
+        model: Arc::new(Scripted),
+        events: EventSink::new(),
+        clock: Arc::new(FixedClock(1_767_605_400_000)),
+        root: std::env::temp_dir(),
+        pricing: PricingTable::default(),
+    });
+    let start = TurnRequest {
+        workflow: "payout".to_string(),
+        session: Some("p1".to_string()),
+        message: Some("Pay the invoice.".to_string()),
+        ..TurnRequest::default()
+    };
+    let outcome = executor.block_on(runtime.run_turn(start)).expect("the start runs");
+    assert_eq!(outcome.status, Status::AwaitingDecision, "{outcome:?}");
+    (executor, runtime, store)
+}
+
+fn decision(decider: Option<&str>, enforce_approvers: bool) -> DecideRequest {
+    DecideRequest {
+        session: "p1".to_string(),
+        to: "paid".to_string(),
+        decider: decider.map(str::to_string),
+        enforce_approvers,
+        ..DecideRequest::default()
+    }
+}
+
+#[test]
+fn the_deciders_identity_is_recorded_in_the_trail_and_the_decision_note() {
+    let (executor, runtime, store) = parked_payout();
+    let outcome = executor.block_on(runtime.decide(decision(Some("cfo@example.com"), true))).expect("an approver");
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    let session = executor.block_on(SessionStore::read(&store, "p1")).expect("read").expect("kept");
+    let step = session.trail.iter().find(|step| step.kind == TrailKind::Human).expect("the decision's step");
+    assert_eq!(step.to, "paid");
+    assert_eq!(step.decided_by.as_deref(), Some("cfo@example.com"));
+    let noted = session.messages.iter().any(|message| {
+        matches!(message, Message::Note { text, .. } if text.starts_with("[decision] cfo@example.com (a person) decided"))
+    });
+    assert!(noted, "the note names the decider: {:?}", session.messages);
+    let summary = archmax_vm::session::summary::summary(&session);
+    let human = summary["trail"].as_array().and_then(|trail| trail.iter().find(|entry| entry["kind"] == "human"));
+    assert_eq!(human.map(|entry| entry["decidedBy"].clone()), Some(json!("cfo@example.com")));
+}
+
+#[test]
+fn an_enforced_decision_by_someone_not_among_the_approvers_is_refused_and_the_park_stays() {
+    let (executor, runtime, store) = parked_payout();
+    let before = executor.block_on(SessionStore::read(&store, "p1")).expect("read").expect("kept");
+    for decider in [Some("intern@example.com"), None] {
+        let error = executor.block_on(runtime.decide(decision(decider, true))).expect_err("not an approver");
+        let RunError::Refused { reason, message } = &error else { panic!("got {error:?}") };
+        assert_eq!(*reason, Refusal::NotAnApprover);
+        assert_eq!(reason.as_str(), "decision.not-an-approver");
+        assert!(message.contains("finance@example.com, cfo@example.com"), "{message}");
+        assert_eq!(error.kind(), ErrorKind::Refused);
+        assert_eq!(error.kind().http_status(), 403);
+    }
+    let after = executor.block_on(SessionStore::read(&store, "p1")).expect("read").expect("kept");
+    assert_eq!(before, after, "a refused decision changes nothing");
+}
+
+#[test]
+fn approvers_are_informational_unless_the_host_enforces_them() {
+    let (executor, runtime, store) = parked_payout();
+    let outcome = executor.block_on(runtime.decide(decision(None, false))).expect("not enforced");
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    let session = executor.block_on(SessionStore::read(&store, "p1")).expect("read").expect("kept");
+    let step = session.trail.iter().find(|step| step.kind == TrailKind::Human).expect("the decision's step");
+    assert_eq!(step.decided_by, None, "no identity, none recorded");
+}

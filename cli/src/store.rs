@@ -39,10 +39,48 @@ pub fn target(root: &Path, flag: Option<&str>) -> Result<Target, String> {
     };
     parse(root, &text).ok_or_else(|| {
         format!(
-            "{source} `{text}` names no session store; use `fs:` (the workspace's sessions folder), `fs:DIR`, \
-             `postgres://user@host/db`, or a libpq string such as `host=/run/postgresql dbname=archmax`"
+            "{source} `{}` names no session store; use `fs:` (the workspace's sessions folder), `fs:DIR`, \
+             `postgres://user@host/db`, or a libpq string such as `host=/run/postgresql dbname=archmax`",
+            redacted(&text)
         )
     })
+}
+
+/// `text` with any password taken out (`scheme://user:secret@host` → `scheme://user:***@host`,
+/// `password=secret` → `password=***`), so an error never prints a credential.
+fn redacted(text: &str) -> String {
+    let mut shown = text.to_string();
+    if let Some(scheme_end) = shown.find("://") {
+        let rest = &shown[scheme_end + 3..];
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            let start = scheme_end + 3 + colon + 1;
+            shown.replace_range(start..scheme_end + 3 + at, "***");
+        }
+    }
+    shown
+        .split(' ')
+        .map(|part| match part.split_once('=') {
+            Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+            _ => part.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod redaction {
+    use super::redacted;
+
+    #[test]
+    fn a_store_string_is_never_shown_with_its_password() {
+        assert_eq!(redacted("postgre://app:s3cret@db.internal/archmax"), "postgre://app:***@db.internal/archmax");
+        assert_eq!(redacted("host=/run/pg password=s3cret dbname=a"), "host=/run/pg password=*** dbname=a");
+        assert_eq!(redacted("fs:/tmp/sessions"), "fs:/tmp/sessions");
+        assert_eq!(redacted("pg://user@host/db"), "pg://user@host/db");
+    }
 }
 
 fn parse(root: &Path, text: &str) -> Option<Target> {

@@ -152,7 +152,10 @@ impl Auth {
     /// when the token lacks the scope (`admin` holds every scope).
     pub fn caller(&self, headers: &HeaderMap, scope: Scope) -> Result<Caller, ApiError> {
         let tokens = match self {
-            Auth::Open => return Ok(Caller { identity: "local".to_string(), authenticated: false }),
+            Auth::Open => {
+                local_only(headers)?;
+                return Ok(Caller { identity: "local".to_string(), authenticated: false });
+            }
             Auth::Tokens(tokens) => tokens,
         };
         let presented = headers
@@ -187,6 +190,37 @@ impl Auth {
         }
         Ok(Caller { identity: token.identity.clone(), authenticated: true })
     }
+}
+
+/// Without tokens the server serves only local programs: a request a browser made for a
+/// web page (it carries `Origin`) or one whose `Host` is not a loopback name (DNS
+/// rebinding) is refused, so no page the operator visits can drive the server.
+fn local_only(headers: &HeaderMap) -> Result<(), ApiError> {
+    let refuse = |why: &str| {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "auth.local-only",
+            format!(
+                "no token is configured, so the server answers only local programs: {why}; configure a token (ARCHMAX_SERVE_TOKEN or --tokens) to serve anything else"
+            ),
+        ))
+    };
+    if headers.contains_key(header::ORIGIN) {
+        return refuse("this request came from a web page (it carries Origin)");
+    }
+    if let Some(host) = headers.get(header::HOST) {
+        let host = host.to_str().unwrap_or_default();
+        let name = match host.strip_prefix('[') {
+            Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
+            None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+        };
+        let loopback = name.eq_ignore_ascii_case("localhost")
+            || name.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback());
+        if !loopback {
+            return refuse("its Host is not a loopback name");
+        }
+    }
+    Ok(())
 }
 
 fn unauthorized(message: &str) -> ApiError {
@@ -224,6 +258,26 @@ mod tests {
             auth.caller(&HeaderMap::new(), Scope::Read).expect_err("no header").status,
             StatusCode::UNAUTHORIZED
         );
+    }
+
+    #[test]
+    fn an_open_server_answers_only_local_programs() {
+        let open = Auth::configure(None, None).expect("open");
+        let with = |pairs: &[(header::HeaderName, &str)]| {
+            let mut headers = HeaderMap::new();
+            for (name, value) in pairs {
+                headers.insert(name.clone(), HeaderValue::from_str(value).expect("a header"));
+            }
+            open.caller(&headers, Scope::Decide).map(|caller| caller.identity)
+        };
+        assert_eq!(with(&[(header::HOST, "127.0.0.1:8787")]).expect("loopback"), "local");
+        assert!(with(&[(header::HOST, "localhost:8787")]).is_ok());
+        assert!(with(&[(header::HOST, "[::1]:8787")]).is_ok());
+        assert!(with(&[]).is_ok(), "no Host at all is a local program");
+        let rebound = with(&[(header::HOST, "attacker.example:8787")]).expect_err("DNS rebinding");
+        assert_eq!(rebound.status, StatusCode::FORBIDDEN);
+        let page = with(&[(header::HOST, "127.0.0.1:8787"), (header::ORIGIN, "https://evil.example")]);
+        assert_eq!(page.expect_err("a web page").status, StatusCode::FORBIDDEN);
     }
 
     #[test]

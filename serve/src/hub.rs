@@ -23,6 +23,14 @@ use crate::metrics::Metrics;
 pub const EVENTS_KEPT: usize = 2048;
 /// Sessions whose events are kept.
 pub const SESSIONS_KEPT: usize = 4096;
+/// The most bytes of events kept per session: a hostile model's 10 MiB tool arguments
+/// must not become gigabytes held for a stream.
+pub const SESSION_BYTES_KEPT: usize = 4 * 1024 * 1024;
+/// The most bytes of events kept for all sessions together.
+pub const HUB_BYTES_KEPT: usize = 256 * 1024 * 1024;
+/// An event larger than this is kept without its large fields (marked `truncated`);
+/// the session's transcript has them whole.
+pub const EVENT_BYTES_KEPT: usize = 64 * 1024;
 
 /// One numbered event: its id within the session and its JSON.
 #[derive(Clone, Debug)]
@@ -35,6 +43,8 @@ struct SessionEvents {
     /// The number of the last event.
     last: u64,
     buffer: VecDeque<NumberedEvent>,
+    /// The bytes of JSON in `buffer`.
+    bytes: usize,
     announce: watch::Sender<u64>,
     /// When it last had an event, in hub ticks (for eviction).
     touched: u64,
@@ -42,7 +52,7 @@ struct SessionEvents {
 
 impl SessionEvents {
     fn new() -> SessionEvents {
-        SessionEvents { last: 0, buffer: VecDeque::new(), announce: watch::channel(0).0, touched: 0 }
+        SessionEvents { last: 0, buffer: VecDeque::new(), bytes: 0, announce: watch::channel(0).0, touched: 0 }
     }
 }
 
@@ -50,6 +60,8 @@ impl SessionEvents {
 struct HubState {
     sessions: HashMap<String, SessionEvents>,
     ticks: u64,
+    /// The bytes of JSON kept across all sessions.
+    bytes: usize,
 }
 
 /// Every session's recent events.
@@ -71,8 +83,10 @@ impl Hub {
     fn entry<'a>(state: &'a mut HubState, session: &str) -> &'a mut SessionEvents {
         if !state.sessions.contains_key(session) && state.sessions.len() >= SESSIONS_KEPT {
             let stalest = state.sessions.iter().min_by_key(|(_, events)| events.touched).map(|(id, _)| id.clone());
-            if let Some(stalest) = stalest {
-                state.sessions.remove(&stalest);
+            if let Some(stalest) = stalest
+                && let Some(dropped) = state.sessions.remove(&stalest)
+            {
+                state.bytes -= dropped.bytes;
             }
         }
         state.ticks += 1;
@@ -100,14 +114,35 @@ impl Hub {
 
     fn record(&self, session: &str, json: String) {
         let mut state = self.lock();
-        let events = Hub::entry(&mut state, root_session(session));
+        let root = root_session(session).to_string();
+        let size = json.len();
+        let events = Hub::entry(&mut state, &root);
         events.last += 1;
         let id = events.last;
         events.buffer.push_back(NumberedEvent { id, json });
-        if events.buffer.len() > EVENTS_KEPT {
-            events.buffer.pop_front();
+        events.bytes += size;
+        let mut freed = 0;
+        while events.buffer.len() > EVENTS_KEPT || (events.bytes > SESSION_BYTES_KEPT && events.buffer.len() > 1) {
+            if let Some(oldest) = events.buffer.pop_front() {
+                events.bytes -= oldest.json.len();
+                freed += oldest.json.len();
+            }
         }
         events.announce.send_replace(id);
+        state.bytes = state.bytes + size - freed;
+        // Over the hub's bound, the least recently active other sessions go first.
+        while state.bytes > HUB_BYTES_KEPT {
+            let stalest = state
+                .sessions
+                .iter()
+                .filter(|(id, _)| **id != root)
+                .min_by_key(|(_, events)| events.touched)
+                .map(|(id, _)| id.clone());
+            let Some(stalest) = stalest else { break };
+            if let Some(dropped) = state.sessions.remove(&stalest) {
+                state.bytes -= dropped.bytes;
+            }
+        }
     }
 
     /// A listener for the runtime's event sink that feeds this hub and the metrics.
@@ -127,15 +162,53 @@ impl Listener for HubListener {
         let Some(session) = envelope.session_id.as_deref() else {
             return;
         };
-        if let Ok(json) = serde_json::to_string(envelope) {
+        if let Some(json) = bounded(envelope) {
             self.hub.record(session, json);
         }
     }
 }
 
+/// An envelope as the stream carries it: whole when small, else without the fields
+/// over 1 KiB and marked `"truncated": true`.
+fn bounded(envelope: &Envelope) -> Option<String> {
+    let json = serde_json::to_string(envelope).ok()?;
+    if json.len() <= EVENT_BYTES_KEPT {
+        return Some(json);
+    }
+    let serde_json::Value::Object(fields) = serde_json::to_value(envelope).ok()? else {
+        return None;
+    };
+    let mut kept: serde_json::Map<String, serde_json::Value> =
+        fields.into_iter().filter(|(_, value)| value.to_string().len() <= 1024).collect();
+    kept.insert("truncated".to_string(), serde_json::Value::Bool(true));
+    serde_json::to_string(&kept).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sessions_events_are_bounded_in_bytes_and_a_huge_event_is_kept_small() {
+        let hub = Hub::default();
+        let big = "x".repeat(SESSION_BYTES_KEPT / 4);
+        for _ in 0..10 {
+            hub.record("a", big.clone());
+        }
+        let kept = hub.since("a", 0);
+        assert!(kept.iter().map(|event| event.json.len()).sum::<usize>() <= SESSION_BYTES_KEPT);
+        assert_eq!(kept.last().map(|event| event.id), Some(10), "the newest events stay");
+        let envelope = Envelope {
+            seq: 1,
+            ts: 0,
+            level: archmax_vm::events::Level::Info,
+            session_id: Some("a".to_string()),
+            sub_workflow_dispatch_id: None,
+            event: archmax_vm::events::Event::Warning { scope: "w".to_string(), message: "y".repeat(1 << 20) },
+        };
+        let shown = bounded(&envelope).expect("json");
+        assert!(shown.len() < 2048 && shown.contains("\"truncated\":true") && shown.contains("\"seq\":1"), "{shown}");
+    }
 
     #[test]
     fn events_are_numbered_per_root_session_and_read_back_after_an_id() {

@@ -174,6 +174,17 @@ async fn json_body(server: &Server, headers: &HeaderMap, body: Body) -> Result<V
     if bytes.is_empty() {
         return Ok(json!({}));
     }
+    // A JSON body says so: a form a web page posts without a preflight never passes.
+    let json = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).is_some_and(|value| {
+        value.split(';').next().is_some_and(|kind| kind.trim().eq_ignore_ascii_case("application/json"))
+    });
+    if !json {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "request.not-json",
+            "the body must be JSON, sent with `Content-Type: application/json`",
+        ));
+    }
     serde_json::from_slice(&bytes).map_err(|error| bad_query("body", &format!("is not JSON: {error}")))
 }
 
@@ -282,8 +293,15 @@ async fn deliver(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let (shared, id) = (&*server, &id);
-    let call = |body: Value, _: Caller, wait| async move { shared.deliver(id, &body, wait).await };
+    let (shared, id, scoped) = (&*server, &id, &headers);
+    let call = |body: Value, _: Caller, wait| async move {
+        // A trigger the workflow does not declare skips its signature: only an admin
+        // token may deliver one.
+        if body.get("undeclared").and_then(Value::as_bool) == Some(true) {
+            shared.auth.caller(scoped, Scope::Admin)?;
+        }
+        shared.deliver(id, &body, wait).await
+    };
     turn_route(&server, Scope::Start, query.as_deref(), &headers, body, call).await
 }
 

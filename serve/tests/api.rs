@@ -65,6 +65,7 @@ const ADMIN: &str = "admin-secret";
 const FINANCE: &str = "finance-secret";
 const INTERN: &str = "intern-secret";
 const READER: &str = "reader-secret";
+const STARTER: &str = "starter-secret";
 
 struct Running {
     base: String,
@@ -94,6 +95,7 @@ fn tokens_file() -> String {
         ("finance@example.com", "[\"decide\", \"read\"]", FINANCE),
         ("intern@example.com", "[\"decide\"]", INTERN),
         ("reader", "[\"read\"]", READER),
+        ("starter", "[\"start\"]", STARTER),
     ]
     .iter()
     .map(|(identity, scopes, token)| {
@@ -299,6 +301,32 @@ async fn tokens_grant_scopes_and_only_an_approver_may_decide() {
     assert_eq!(human.map(|step| step["decidedBy"].clone()), Some(json!("finance@example.com")));
     let (status, _) = server.get("/metrics", Some(READER)).await;
     assert_eq!(status, StatusCode::OK);
+
+    // An undeclared trigger skips the signature: only an admin token may deliver one.
+    let undeclared = json!({ "trigger": "anything", "undeclared": true, "variables": { "tenant": "other" } });
+    let (status, body) = server.post("/v1/sessions/s-auth/deliver", Some(STARTER), undeclared).await;
+    assert_eq!((status, body["error"]["details"]["needs"].as_str()), (StatusCode::FORBIDDEN, Some("admin")), "{body}");
+    let (status, body) =
+        server.post("/v1/sessions/s-auth/deliver", Some(STARTER), json!({ "trigger": "anything" })).await;
+    assert_ne!(status, StatusCode::FORBIDDEN, "a declared-trigger delivery needs only `start`: {body}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_must_be_json_and_an_open_server_refuses_web_pages() {
+    let server = open_server().await;
+    let url = format!("{}/v1/workflows/desk/sessions", server.base);
+    let form = server.client.post(&url).body("message=Hi").send().await.expect("the server answers");
+    assert_eq!(form.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let page = server
+        .client
+        .post(&url)
+        .header("origin", "https://evil.example")
+        .json(&json!({ "message": "Hi." }))
+        .send()
+        .await
+        .expect("the server answers");
+    assert_eq!(page.status(), StatusCode::FORBIDDEN, "a cross-site request to a token-less server");
     server.stop().await;
 }
 

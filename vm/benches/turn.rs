@@ -57,7 +57,7 @@ fn tape() -> Tape {
 }
 
 /// A session already holding `messages` messages, idle in `work`.
-fn seeded(store: &MemoryStore, messages: usize) {
+fn seeded(store: &MemoryStore, messages: usize, spec_hash: &str) {
     let mut state = SessionState {
         id: archmax_vm::session::id::SessionId::parse("bench", &[]).expect("a bench id"),
         ..SessionState::default()
@@ -66,6 +66,8 @@ fn seeded(store: &MemoryStore, messages: usize) {
         workflow: "bench".to_string(),
         position: Some("work".to_string()),
         entry_state: Some("work".to_string()),
+        // Pinned to the program it runs under, as a session the runtime made would be.
+        spec_hash: spec_hash.to_string(),
         ..Head::default()
     };
     for index in 0..messages / 2 {
@@ -100,7 +102,7 @@ fn turn_overhead(criterion: &mut Criterion) {
                 let mut total = Duration::ZERO;
                 for _ in 0..iterations {
                     let store = MemoryStore::new();
-                    seeded(&store, messages);
+                    seeded(&store, messages, &program.workflows[0].spec_hash);
                     let runtime = Runtime::new(RuntimeParts {
                         program: program.clone(),
                         store: Arc::new(store),

@@ -476,25 +476,32 @@ impl Turn<'_> {
     /// Refuses writes that would take the session's variables past the bound on their
     /// total size, measured before anything is applied; a variable being replaced counts
     /// at its new size only.
-    fn check_variable_bytes(&self, writes: &[(String, Variable)]) -> Result<(), String> {
-        let limit = self.runtime.limits.variable_bytes;
-        let kept = self
-            .session
-            .variables
-            .iter()
-            .filter(|(name, _)| !writes.iter().any(|(written, _)| written == *name))
-            .map(|(name, variable)| variable_size(name, &variable.value));
-        let written = writes.iter().map(|(name, variable)| variable_size(name, &variable.value));
-        let total = kept.chain(written).fold(0u64, u64::saturating_add);
-        if total > limit {
-            return Err(format!(
-                "the session's variables would hold {total} bytes, over the bound of {} on their total size; \
-                 keep large content in a scratchpad file and store its path instead",
-                archmax_stdlib::limits::bound_in_words(limit)
-            ));
-        }
-        Ok(())
+    pub(super) fn check_variable_bytes(&self, writes: &[(String, Variable)]) -> Result<(), String> {
+        check_variable_total(&self.session.variables, writes, self.runtime.limits.variable_bytes)
     }
+}
+
+/// Refuses `writes` over `existing` when the variables would pass `limit` bytes in total
+/// (a replaced variable counts at its new size only).
+pub(super) fn check_variable_total(
+    existing: &std::collections::BTreeMap<String, Variable>,
+    writes: &[(String, Variable)],
+    limit: u64,
+) -> Result<(), String> {
+    let kept = existing
+        .iter()
+        .filter(|(name, _)| !writes.iter().any(|(written, _)| written == *name))
+        .map(|(name, variable)| variable_size(name, &variable.value));
+    let written = writes.iter().map(|(name, variable)| variable_size(name, &variable.value));
+    let total = kept.chain(written).fold(0u64, u64::saturating_add);
+    if total > limit {
+        return Err(format!(
+            "the session's variables would hold {total} bytes, over the bound of {} on their total size; \
+             keep large content in a scratchpad file and store its path instead",
+            archmax_stdlib::limits::bound_in_words(limit)
+        ));
+    }
+    Ok(())
 }
 
 /// A variable's size as the bound counts it: its name plus its value as JSON, counted

@@ -141,6 +141,14 @@ impl Runtime {
             Err(StoreError::Missing(_)) => None,
             Err(error) => return Err(error.into()),
         };
+        if existing.is_none() && session_id.contains('~') {
+            return Err(RunError::invalid(
+                "session",
+                format!(
+                    "`{session_id}` cannot start a session: `~` is reserved for the ids of sub-workflow sessions (`<caller>~<n>`); choose an id without it"
+                ),
+            ));
+        }
         if let Some((state, _)) = &existing
             && state.head.workflow != slug
         {
@@ -172,6 +180,16 @@ impl Runtime {
         // The trigger's signature, held before any model call.
         let held = existing.as_ref().map(|(state, _)| state.variable_values()).unwrap_or_default();
         self.check_signature(Firing::Start, trigger, &trigger_id, &request.variables, &held)?;
+        // Seeds count against the bound on the session's variables, before anything exists.
+        let writes: Vec<(String, Variable)> = request
+            .variables
+            .iter()
+            .filter(|(name, _)| name.as_str() != "trigger")
+            .map(|(name, value)| (name.clone(), Variable { value: value.clone(), locked: true }))
+            .collect();
+        let kept = existing.as_ref().map(|(state, _)| state.variables.clone()).unwrap_or_default();
+        super::controls::check_variable_total(&kept, &writes, self.limits.variable_bytes)
+            .map_err(|problem| RunError::invalid("variables", problem))?;
 
         let (mut session, writer) = match existing {
             Some(open) => open,

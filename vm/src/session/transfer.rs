@@ -35,6 +35,10 @@ pub const VERSION: u64 = 1;
 /// A session's folder that belongs to the store, never exported (the filesystem store's
 /// `checkpoints/`).
 const RUNTIME_DIR: &str = "checkpoints";
+/// The reserved session areas an export carries: the agent's scratchpad, the offload
+/// zones and the artifacts. Any other reserved name (the runtime's `checkpoints/`, the
+/// authoring plane), in any letter case, is refused on import.
+const EXPORTED_AREAS: [&str; 4] = ["scratchpad", "large_tool_results", "conversation_history", "artifacts"];
 /// The longest line an import reads: the largest file a session may hold, in base64,
 /// with room for its path.
 const MAX_LINE_BYTES: u64 = limits::MAX_FILE_BYTES / 3 * 4 + 64 * 1024;
@@ -156,14 +160,32 @@ pub async fn import(
         return Err(StoreError::Exists(id).into());
     }
     let files = store.files(&id)?;
-    for (path, bytes) in &parsed.files {
-        run_blocking(|| files.write(path, bytes))
-            .map_err(|source| TransferError::File { path: path.clone(), source })?;
+    // Files first, the session last, so a session that exists is whole; if anything
+    // fails, the files this import wrote are taken away again.
+    let undo = |written: &[(String, Vec<u8>)]| {
+        for (path, _) in written {
+            let _ = run_blocking(|| files.remove(path));
+        }
+    };
+    for (index, (path, bytes)) in parsed.files.iter().enumerate() {
+        if let Err(source) = run_blocking(|| files.write(path, bytes)) {
+            undo(&parsed.files[..index]);
+            return Err(TransferError::File { path: path.clone(), source });
+        }
     }
-    if let Some(spec) = &parsed.spec {
-        store.keep_spec(spec).await?;
+    let created = async {
+        if let Some(spec) = &parsed.spec {
+            store.keep_spec(spec).await?;
+        }
+        store.create(&parsed.state).await
+    };
+    match created.await {
+        Ok(writer) => drop(writer),
+        Err(error) => {
+            undo(&parsed.files);
+            return Err(error.into());
+        }
     }
-    drop(store.create(&parsed.state).await?);
     Ok(ImportSummary { id, seq: parsed.state.seq, files: parsed.files.len() as u64 })
 }
 
@@ -227,10 +249,19 @@ fn parse(input: &mut (dyn BufRead + Send)) -> Result<Parsed, TransferError> {
             }
             (_, Record::File { path, base64 }) => {
                 let bytes = BASE64.decode(base64.as_bytes()).map_err(|error| invalid(format!("`{path}`: {error}")))?;
-                let top = path.split('/').next().unwrap_or_default();
-                if path.starts_with('/') || path.split('/').any(|segment| segment == "..") || top == RUNTIME_DIR {
-                    return Err(invalid(format!("the file path `{path}` is not one of the session's own")));
-                }
+                // Canonical first (so `./checkpoints/seal` is `checkpoints/seal`), then a
+                // reserved first segment must be one of the areas an export carries.
+                let path = archmax_compiler::zones::canonicalize(&path)
+                    .ok()
+                    .filter(|canonical| !canonical.is_empty() && !path.starts_with('/'))
+                    .filter(|canonical| {
+                        let top = canonical.split('/').next().unwrap_or_default();
+                        match archmax_compiler::zones::session_root(top) {
+                            Some(area) => area.name == top && EXPORTED_AREAS.contains(&top),
+                            None => true,
+                        }
+                    })
+                    .ok_or_else(|| invalid(format!("the file path `{path}` is not one of the session's own")))?;
                 if bytes.len() as u64 > limits::MAX_FILE_BYTES {
                     return Err(invalid(format!("`{path}` is larger than {} bytes", limits::MAX_FILE_BYTES)));
                 }
@@ -257,4 +288,53 @@ fn parse(input: &mut (dyn BufRead + Send)) -> Result<Parsed, TransferError> {
     }
     let state = state.ok_or_else(|| incomplete("it holds no session state"))?;
     Ok(Parsed { state, spec, files })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn export_with(path: &str) -> String {
+        let state = SessionState { id: super::super::id::SessionId::from_store("s1"), ..SessionState::default() };
+        let lines = [
+            serde_json::to_string(&Record::Header { format: FORMAT.to_string(), version: VERSION }),
+            serde_json::to_string(&Record::State { state: Box::new(state) }),
+            serde_json::to_string(&Record::File { path: path.to_string(), base64: BASE64.encode(b"x") }),
+            serde_json::to_string(&Record::End { files: 1 }),
+        ];
+        lines.into_iter().map(|line| line.expect("a record") + "\n").collect()
+    }
+
+    #[test]
+    fn an_import_refuses_files_outside_the_areas_an_export_carries() {
+        for path in [
+            "./checkpoints/seal",
+            "checkpoints/seal",
+            "Checkpoints/seal",
+            "scratchpad/../checkpoints/log",
+            "../outside",
+            "/etc/passwd",
+            "workflows/w/workflow.yaml",
+            "_specs/abc.json",
+            "",
+        ] {
+            let text = export_with(path);
+            let refused = parse(&mut text.as_bytes());
+            assert!(matches!(refused, Err(TransferError::Invalid { .. })), "{path:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn an_import_keeps_the_session_areas_canonically() {
+        for (path, kept) in [
+            ("scratchpad/notes.md", "scratchpad/notes.md"),
+            ("./scratchpad//notes.md", "scratchpad/notes.md"),
+            ("large_tool_results/call-1", "large_tool_results/call-1"),
+            ("artifacts/report.pdf", "artifacts/report.pdf"),
+        ] {
+            let text = export_with(path);
+            let parsed = parse(&mut text.as_bytes()).unwrap_or_else(|error| panic!("{path}: {error}"));
+            assert_eq!(parsed.files[0].0, kept);
+        }
+    }
 }

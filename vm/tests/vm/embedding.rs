@@ -266,6 +266,19 @@ fn a_host_maps_every_refusal_to_a_kind() {
         .block_on(runtime.decide(DecideRequest { session: "none".into(), to: "done".into(), ..Default::default() }))
         .expect_err("no such session");
     assert_eq!(missing.kind(), ErrorKind::NotFound);
+
+    // `~` names sub-workflow sessions: a caller cannot start one under such an id.
+    let mut reserved = start(json!({ "customer": "x" }), "intake");
+    reserved.session = Some("k1~1".to_string());
+    let refused = executor.block_on(runtime.run_turn(reserved)).expect_err("a child's id");
+    assert!(matches!(&refused, RunError::InvalidInput { fields, .. } if fields[0].field == "session"), "{refused:?}");
+
+    // Seeds count against the bound on a session's variables, before anything is written.
+    let huge = "x".repeat(11 * 1024 * 1024);
+    let flooded = executor.block_on(runtime.run_turn(start(json!({ "customer": huge }), "intake")));
+    let Err(RunError::InvalidInput { fields, message }) = flooded else { panic!("over the bound: {flooded:?}") };
+    assert_eq!(fields[0].field, "variables");
+    assert!(message.contains("over the bound"), "{message}");
     assert!(store.list().is_empty(), "no refusal created a session");
 }
 

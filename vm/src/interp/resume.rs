@@ -386,12 +386,7 @@ impl Runtime {
         let mut turn = parked.into_turn(self, workflow_id).await?;
         // What a delivery carries counts against the bound on the session's variables,
         // like any write, before anything is applied.
-        let writes: Vec<(String, Variable)> = request
-            .variables
-            .iter()
-            .filter(|(name, _)| name.as_str() != "trigger")
-            .map(|(name, value)| (name.clone(), Variable { value: value.clone(), locked: true }))
-            .collect();
+        let writes = super::start::seed_writes(&request.variables);
         turn.check_variable_bytes(&writes).map_err(|problem| RunError::invalid("variables", problem))?;
         turn.disposition = Disposition::Deliver;
         let id = turn.position_id();

@@ -52,6 +52,16 @@ fn names(program: &archmax_compiler::program::Program, workflow: &WorkflowProgra
     workflow.triggers.iter().map(|trigger| program.str(trigger.id).to_string()).collect()
 }
 
+/// The writes a start's or a delivery's seeds make, as the bound on a session's
+/// variables counts them (`trigger` is the runtime's own).
+pub(super) fn seed_writes(seeds: &Map<String, Value>) -> Vec<(String, Variable)> {
+    seeds
+        .iter()
+        .filter(|(name, _)| name.as_str() != "trigger")
+        .map(|(name, value)| (name.clone(), Variable { value: value.clone(), locked: true }))
+        .collect()
+}
+
 /// Checks every seeded variable's name, naming each bad one.
 pub(super) fn check_variable_names(variables: &Map<String, Value>) -> Result<(), RunError> {
     let fields: Vec<FieldProblem> = variables
@@ -181,12 +191,7 @@ impl Runtime {
         let held = existing.as_ref().map(|(state, _)| state.variable_values()).unwrap_or_default();
         self.check_signature(Firing::Start, trigger, &trigger_id, &request.variables, &held)?;
         // Seeds count against the bound on the session's variables, before anything exists.
-        let writes: Vec<(String, Variable)> = request
-            .variables
-            .iter()
-            .filter(|(name, _)| name.as_str() != "trigger")
-            .map(|(name, value)| (name.clone(), Variable { value: value.clone(), locked: true }))
-            .collect();
+        let writes = seed_writes(&request.variables);
         let kept = existing.as_ref().map(|(state, _)| state.variables.clone()).unwrap_or_default();
         super::controls::check_variable_total(&kept, &writes, self.limits.variable_bytes)
             .map_err(|problem| RunError::invalid("variables", problem))?;

@@ -105,6 +105,10 @@ enum Command {
         /// Continue this session, or start one under this id.
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+        /// Answer host tools from this file of mocks, in the cases' format
+        /// (`- { tool, whenInput?, result }`), so a workflow runs before its tools exist.
+        #[arg(long, value_name = "FILE")]
+        mocks: Option<PathBuf>,
         #[command(flatten)]
         common: SessionFlags,
     },
@@ -275,6 +279,7 @@ impl SessionFlags {
             events: self.events.as_deref(),
             upgrade: self.upgrade,
             store: self.store.as_deref(),
+            mocks: None,
         }
     }
 }
@@ -329,8 +334,8 @@ fn main() -> ExitCode {
             inspect::run(&file, &trust, workflow.as_deref(), state.as_deref(), format)
         }
         Command::Graph { workflow, format } => graph::run(&root, workflow.as_deref(), format),
-        Command::Run { workflow, prompt, trigger, variables, session, common } => run::run(
-            &common.options(&root),
+        Command::Run { workflow, prompt, trigger, variables, session, mocks, common } => run::run(
+            &session::SessionOptions { mocks: mocks.as_deref(), ..common.options(&root) },
             run::RunArgs {
                 workflow: &workflow,
                 prompt: &prompt,

@@ -42,6 +42,7 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         events: None,
         upgrade: false,
         store: args.store,
+        mocks: None,
     };
     let mut programs = Vec::new();
     let sources: Vec<Option<&Path>> = if args.artifacts.is_empty() {

@@ -33,6 +33,8 @@ pub struct SessionOptions<'a> {
     pub events: Option<&'a Path>,
     /// `--upgrade`: move a session pinned to another program of its workflow to this one.
     pub upgrade: bool,
+    /// `run --mocks`: host tools answered from this file of mocks.
+    pub mocks: Option<&'a Path>,
     /// `--store`: the session store (else `ARCHMAX_STORE`, else `<root>/sessions`).
     pub store: Option<&'a str>,
 }
@@ -70,6 +72,31 @@ pub fn load(options: &SessionOptions<'_>, selection: &[String]) -> Result<Loaded
         .map_err(Err)
 }
 
+/// Reads a mocks file (`run --mocks`). A finding is one line per problem, each naming
+/// the file, line and column.
+pub fn load_mocks(path: &Path) -> Result<Vec<archmax_vm::Mock>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| format!("could not read the mocks `{}`: {error}", path.display()))?;
+    let parsed = archmax_vm::compiler::schema::case::parse_mocks(&text).map_err(|findings| {
+        let lines: Vec<String> = findings
+            .iter()
+            .map(|finding| {
+                let at = finding.span.map_or(0, |span| span.start as usize);
+                let before = text.get(..at).unwrap_or(&text);
+                let line = before.matches('\n').count() + 1;
+                let column = before.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
+                let help = finding.help.as_deref().map(|help| format!(" ({help})")).unwrap_or_default();
+                format!("{}:{line}:{column}: {}{help}", path.display(), finding.message)
+            })
+            .collect();
+        format!("the mocks `{}` are invalid:\n  {}", path.display(), lines.join("\n  "))
+    })?;
+    Ok(parsed
+        .into_iter()
+        .map(|mock| archmax_vm::Mock { tool: mock.tool.value, when_input: mock.when_input, result: mock.result })
+        .collect())
+}
+
 /// The model: the tape when given, else the configured endpoint.
 pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refusal> {
     match options.tape {
@@ -99,6 +126,10 @@ pub fn runtime(
         events.listen(Box::new(JsonLines { writer: std::io::BufWriter::new(file) }));
     }
     let ClockAndPricing { clock, pricing } = ClockAndPricing::from_env(process_env).map_err(Refusal)?;
+    let mocks = match options.mocks {
+        Some(path) => load_mocks(path).map_err(Refusal)?,
+        None => Vec::new(),
+    };
     Ok(Runtime::new(RuntimeParts {
         program: Arc::new(program),
         store: crate::faults::with_test_faults(crate::store::open_for(options.root, options.store).map_err(Refusal)?),
@@ -107,7 +138,8 @@ pub fn runtime(
         clock,
         root: options.root.to_path_buf(),
         pricing,
-    }))
+    })
+    .with_mocks(mocks))
 }
 
 /// Prints the header, builds the runtime (program, model, store, listeners), runs the

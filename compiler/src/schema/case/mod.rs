@@ -406,6 +406,25 @@ fn seeds(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<Seed>
 
 const MOCK: Fields = Fields { known: &["tool", "whenInput", "result"], removed: &[], what: "a mock" };
 
+/// Reads a mocks file (`archmax run --mocks`): a list of mocks in the case format
+/// (`- { tool, whenInput?, result }`). `Err` holds every finding, each with its span in
+/// `text`.
+pub fn parse_mocks(text: &str) -> Result<Vec<Mock>, Vec<Diagnostic>> {
+    let document = crate::syntax::yaml::load(FileId(0), text);
+    if document.diagnostics.iter().any(Diagnostic::is_error) {
+        return Err(document.diagnostics);
+    }
+    let Some(root) = document.root else {
+        return Ok(Vec::new());
+    };
+    let mut reader = Reader::new(text, Scope::Workspace);
+    let found = mocks(&mut reader, &root, &SpecPath::ROOT);
+    if reader.diagnostics.iter().any(Diagnostic::is_error) {
+        return Err(reader.diagnostics);
+    }
+    Ok(found)
+}
+
 fn mocks(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<Mock> {
     if node.is_null() {
         return Vec::new();

@@ -32,6 +32,12 @@ struct Cli {
     /// The workspace root (holds `workflows/`); defaults to the current directory.
     #[arg(long, global = true, value_name = "DIR")]
     root: Option<PathBuf>,
+    /// Print only results and problems: no headers, state flows, progress or footers.
+    #[arg(long, short = 'q', global = true)]
+    quiet: bool,
+    /// When to colour stderr.
+    #[arg(long, global = true, value_enum, default_value_t = output::ColorChoice::Auto, value_name = "WHEN")]
+    color: output::ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -312,6 +318,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return output::usage_error(error),
     };
+    output::configure(output::Terminal { color: cli.color, quiet: cli.quiet });
     let root = cli.root.unwrap_or_else(|| PathBuf::from("."));
     match cli.command {
         Command::Validate { workflows, format } => validate::run(&root, &workflows, format),

@@ -2,11 +2,61 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
-/// Colour only on a terminal, and never under `NO_COLOR`.
-pub fn stderr_color() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty()) && std::io::stderr().is_terminal()
+/// `--color`: when stderr is painted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set.
+    #[default]
+    Auto,
+    Always,
+    Never,
 }
+
+/// The global flags, set once by `main` before any command runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Terminal {
+    pub color: ColorChoice,
+    /// `--quiet`: only results and problems; no headers, flows, progress or footers.
+    pub quiet: bool,
+}
+
+static TERMINAL: OnceLock<Terminal> = OnceLock::new();
+
+pub fn configure(terminal: Terminal) {
+    let _ = TERMINAL.set(terminal);
+}
+
+fn terminal() -> Terminal {
+    TERMINAL.get().copied().unwrap_or_default()
+}
+
+/// Whether `--quiet` was given.
+pub fn quiet() -> bool {
+    terminal().quiet
+}
+
+/// Colour as `--color` says; `auto` paints only a terminal, and never under `NO_COLOR`.
+pub fn stderr_color() -> bool {
+    match terminal().color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty()) && std::io::stderr().is_terminal()
+        }
+    }
+}
+
+/// An informational line on stderr, left out under `--quiet`.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        if !$crate::output::quiet() {
+            eprintln!($($arg)*);
+        }
+    };
+}
+pub(crate) use note;
 
 /// Help and version go to stdout with exit 0; any other parse error is one line on
 /// stderr naming what is wrong, a pointer to `--help`, and exit 2.

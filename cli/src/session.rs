@@ -21,7 +21,7 @@ use archmax_vm::{Disposition, Outcome, RunError, Runtime, RuntimeParts};
 
 use crate::build::refused;
 use crate::flow::Flow;
-use crate::output::{failure, stderr_color};
+use crate::output::{failure, note, stderr_color};
 
 /// Options every session command takes.
 pub struct SessionOptions<'a> {
@@ -119,7 +119,9 @@ pub fn runtime(
     model: Arc<dyn ModelAdapter>,
 ) -> Result<Runtime, Refusal> {
     let events = EventSink::new();
-    events.listen(Box::new(Flow::new(stderr_color())));
+    if !crate::output::quiet() {
+        events.listen(Box::new(Flow::new(stderr_color())));
+    }
     if let Some(path) = options.events {
         let file =
             File::create(path).map_err(|error| Refusal(format!("could not write `{}`: {error}", path.display())))?;
@@ -194,7 +196,7 @@ pub fn header(options: &SessionOptions<'_>, workflow: &str, program: Option<&Pro
         Some(tape) => format!("tape {}", tape.display()),
         None => models_used(program, workflow, host_env::configured_model(process_env)),
     };
-    eprintln!("archmax · workflow {workflow} · root {} · model {model}", root.display());
+    note!("archmax · workflow {workflow} · root {} · model {model}", root.display());
 }
 
 /// The models the workflow's model-calling states will really use: each state's own
@@ -319,11 +321,11 @@ pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>) -> Exi
         eprintln!("warning: the tape still holds {leftover} unused entr{}", if leftover == 1 { "y" } else { "ies" });
     }
     match park_report(outcome, &runtime.program, caller) {
-        Some(report) => eprintln!("{report}"),
-        None => eprintln!("session {}", outcome.session_id),
+        Some(report) => note!("{report}"),
+        None => note!("session {}", outcome.session_id),
     }
     if let Some(line) = footer(&outcome.turn_usage) {
-        eprintln!("{line}");
+        note!("{line}");
     }
     match outcome.status {
         Status::Completed | Status::AwaitingDecision | Status::AwaitingInput | Status::Running => ExitCode::SUCCESS,

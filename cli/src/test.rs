@@ -25,7 +25,7 @@ use archmax_vm::testing::{CaseResult, Harness, RecordStatus, Verdict};
 
 use crate::build::refused;
 use crate::flow::Flow;
-use crate::output::stderr_color;
+use crate::output::{note, quiet, stderr_color};
 use crate::session::footer;
 
 pub struct TestArgs<'a> {
@@ -49,9 +49,11 @@ struct Printer {
 impl Observer for Printer {
     fn case_started(&mut self, position: usize, count: usize, case: &SuiteCase) -> EventSink {
         let counter = if self.progress { format!("[{}/{count}] ", position + 1) } else { String::new() };
-        eprintln!("{}", paint(self.color, "2", &format!("── {counter}{} · {}", case.id, case.title)));
+        note!("{}", paint(self.color, "2", &format!("── {counter}{} · {}", case.id, case.title)));
         let events = EventSink::new();
-        events.listen(Box::new(Flow::for_case(self.color)));
+        if !quiet() {
+            events.listen(Box::new(Flow::for_case(self.color)));
+        }
         events
     }
 
@@ -132,7 +134,7 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
         .map(|slug| {
             let suite = run_workflow(root, &slug, &args, color);
             if several && let Suite::Ran { tally, .. } = &suite {
-                eprintln!("{}", paint(color, "1", &format!("{slug}: {}", tally.summary())));
+                note!("{}", paint(color, "1", &format!("{slug}: {}", tally.summary())));
             }
             (slug, suite)
         })
@@ -148,7 +150,7 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
     }
     let ran_any = suites.iter().any(|(_, suite)| matches!(suite, Suite::Ran { .. }));
     if ran_any && let Some(line) = footer(&total.usage) {
-        eprintln!("{line}");
+        note!("{line}");
     }
     if args.json {
         let document = match suites.as_slice() {
@@ -233,19 +235,23 @@ fn run_workflow(root: &Path, slug: &str, args: &TestArgs<'_>, color: bool) -> Su
         Ok(executor) => executor,
         Err(error) => return refused_with(format!("could not start the runtime: {error}"), 1, cases.len()),
     };
-    eprintln!(
+    note!(
         "archmax test · workflow {slug} · root {} · {}",
         root.canonicalize().unwrap_or_else(|_| root.to_path_buf()).display(),
         if args.replay { "replaying tapes".to_string() } else { "live model".to_string() }
     );
     let mut printer = Printer { color, progress: std::io::IsTerminal::is_terminal(&std::io::stderr()) };
     let tally = executor.block_on(harness.run_suite(&selected, &models, &mut printer));
-    eprintln!();
+    note!();
     Suite::Ran { tally, discovered: cases.len() }
 }
 
 /// The verdict line and what went wrong, on stderr.
 fn report(result: &CaseResult, color: bool) {
+    // Under --quiet only a failed case says anything.
+    if quiet() && result.verdict != Verdict::Failed {
+        return;
+    }
     let (icon, code, word) = match result.verdict {
         Verdict::Passed => ("✔", "32", "passed"),
         Verdict::Failed => ("✖", "31", "failed"),

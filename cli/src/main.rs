@@ -273,6 +273,17 @@ struct SessionFlags {
     /// (default: ARCHMAX_STORE, else `fs:`, the workspace's `sessions/`).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
+    /// Bound each model call to this many seconds (over ARCHMAX_REQUEST_TIMEOUT_MS).
+    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds)]
+    timeout: Option<f64>,
+}
+
+/// A positive, finite number of seconds.
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0 => Ok(seconds),
+        _ => Err(format!("`{text}` is not a number of seconds between 0 and 86400, such as 30 or 2.5")),
+    }
 }
 
 impl SessionFlags {
@@ -286,6 +297,7 @@ impl SessionFlags {
             upgrade: self.upgrade,
             store: self.store.as_deref(),
             mocks: None,
+            timeout: self.timeout,
         }
     }
 }

@@ -43,6 +43,7 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         upgrade: false,
         store: args.store,
         mocks: None,
+        timeout: None,
     };
     let mut programs = Vec::new();
     let sources: Vec<Option<&Path>> = if args.artifacts.is_empty() {

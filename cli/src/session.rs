@@ -35,6 +35,8 @@ pub struct SessionOptions<'a> {
     pub upgrade: bool,
     /// `run --mocks`: host tools answered from this file of mocks.
     pub mocks: Option<&'a Path>,
+    /// `--timeout SECONDS`: the bound on each model call.
+    pub timeout: Option<f64>,
     /// `--store`: the session store (else `ARCHMAX_STORE`, else `<root>/sessions`).
     pub store: Option<&'a str>,
 }
@@ -103,7 +105,24 @@ pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refu
         Some(path) => {
             host_env::tape_from_file(path, &path.display().to_string()).map_err(|error| Refusal(error.to_string()))
         }
-        None => host_env::endpoint_from_env(process_env).map_err(|error| Refusal(error.to_string())),
+        None => {
+            // `--timeout` bounds each call, over ARCHMAX_REQUEST_TIMEOUT_MS.
+            let timeout = options.timeout.map(|seconds| ((seconds * 1000.0).round() as u64).max(1).to_string());
+            let get = |name: &str| match (&timeout, name) {
+                (Some(millis), "ARCHMAX_REQUEST_TIMEOUT_MS") => Some(millis.clone()),
+                _ => process_env(name),
+            };
+            let show: archmax_vm::model::openai::RetryObserver = Arc::new(|notice| {
+                eprintln!(
+                    "retrying in {:.1} s (attempt {} of {}): {}",
+                    notice.delay.as_secs_f64(),
+                    notice.attempt,
+                    notice.of,
+                    notice.reason
+                );
+            });
+            host_env::endpoint_with_retries(get, Some(show)).map_err(|error| Refusal(error.to_string()))
+        }
     }
 }
 

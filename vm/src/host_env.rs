@@ -46,9 +46,20 @@ pub enum EndpointError {
 
 /// The OpenAI-compatible endpoint the environment configures.
 pub fn endpoint_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Arc<dyn ModelAdapter>, EndpointError> {
+    endpoint_with_retries(get, None)
+}
+
+/// [`endpoint_from_env`], telling `on_retry` of every retry (the CLI prints them).
+pub fn endpoint_with_retries(
+    get: impl Fn(&str) -> Option<String>,
+    on_retry: Option<crate::model::openai::RetryObserver>,
+) -> Result<Arc<dyn ModelAdapter>, EndpointError> {
     let config = OpenAiConfig::from_env(get).map_err(EndpointError::Environment)?;
     let adapter = OpenAiAdapter::new(config).map_err(EndpointError::Client)?;
-    Ok(Arc::new(adapter))
+    Ok(Arc::new(match on_retry {
+        Some(observer) => adapter.on_retry(observer),
+        None => adapter,
+    }))
 }
 
 /// Why a tape file could not be replayed.

@@ -172,3 +172,39 @@ fn a_reader_that_closes_the_pipe_early_ends_the_command_quietly() {
     assert!(!stderr.contains("panicked"), "a closed pipe made archmax panic:\n{stderr}");
     assert!(stderr.is_empty(), "a closed pipe is not an error worth a word:\n{stderr}");
 }
+
+/// A model endpoint that refuses connections: each retry is shown as it is made, the final
+/// error is one line, and `--timeout` is taken as the bound on each call.
+#[test]
+fn model_endpoint_retries_are_shown_and_the_final_error_is_one_line() {
+    let workspace = repository().join("golden/runs/park-approve/workspace");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_archmax"))
+        .args(["run", "refund-approval", "Hello.", "--timeout", "2.5"])
+        .arg("--root")
+        .arg(&workspace)
+        .env("NO_COLOR", "1")
+        .env("ARCHMAX_STORE", format!("fs:{}", crate::support::scratch("retries").display()))
+        .env("ARCHMAX_API_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("ARCHMAX_API_KEY", "test")
+        .env("ARCHMAX_MAX_RETRIES", "1")
+        .env("ARCHMAX_MODEL", "test-model")
+        .output()
+        .expect("archmax runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let retries: Vec<&str> = stderr.lines().filter(|line| line.starts_with("retrying in ")).collect();
+    assert_eq!(retries.len(), 1, "{stderr}");
+    assert!(retries[0].contains(" s (attempt 2 of 2): "), "{}", retries[0]);
+    let failed: Vec<&str> = stderr.lines().filter(|line| line.contains("failed in assess (turn-error)")).collect();
+    assert_eq!(failed.len(), 1, "the final error is one line: {stderr}");
+
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_archmax"))
+        .args(["run", "refund-approval", "Hello.", "--timeout", "0"])
+        .arg("--root")
+        .arg(&workspace)
+        .output()
+        .expect("archmax runs");
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is not a number of seconds"));
+    let _ = fs::remove_dir_all(crate::support::scratch("retries"));
+}

@@ -17,6 +17,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::Url;
@@ -167,12 +168,39 @@ pub fn chat_completions_url(base_url: &str) -> Result<Url, ModelError> {
 }
 
 /// The adapter: one configuration, one connection-pooling HTTP client.
-#[derive(Debug)]
 pub struct OpenAiAdapter {
     config: OpenAiConfig,
     endpoint: Url,
     client: reqwest::Client,
+    on_retry: Option<RetryObserver>,
 }
+
+impl std::fmt::Debug for OpenAiAdapter {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("OpenAiAdapter")
+            .field("config", &self.config)
+            .field("endpoint", &self.endpoint)
+            .field("on_retry", &self.on_retry.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A retry the adapter is about to make, for a host to show (the CLI prints it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetryNotice {
+    /// The attempt about to be made, counting the first as 1.
+    pub attempt: u32,
+    /// How many attempts may be made in all.
+    pub of: u32,
+    /// How long the adapter waits first.
+    pub delay: Duration,
+    /// Why the last attempt failed, one line.
+    pub reason: String,
+}
+
+/// Told of every retry before its wait.
+pub type RetryObserver = Arc<dyn Fn(&RetryNotice) + Send + Sync>;
 
 /// Installs rustls' `ring` provider as the process's TLS crypto provider, unless one is
 /// installed already. A host calls this once at start-up, before building an adapter.
@@ -206,7 +234,13 @@ impl OpenAiAdapter {
             reqwest::Client::builder().user_agent(concat!("archmax/", env!("CARGO_PKG_VERSION"))).build().map_err(
                 |error| ModelError::Configuration(format!("the HTTP client could not be built: {}", describe(&error))),
             )?;
-        Ok(OpenAiAdapter { config, endpoint, client })
+        Ok(OpenAiAdapter { config, endpoint, client, on_retry: None })
+    }
+
+    /// Tells `observer` of every retry before its wait.
+    pub fn on_retry(mut self, observer: RetryObserver) -> OpenAiAdapter {
+        self.on_retry = Some(observer);
+        self
     }
 
     /// Reads the configuration from `ARCHMAX_*` (see [`OpenAiConfig::from_env`]).
@@ -281,6 +315,14 @@ impl OpenAiAdapter {
             let delay = backoff_delay(retry, retry_after, jitter());
             if deadline.is_some_and(|(end, _)| Instant::now() + delay >= end) {
                 return Err(error);
+            }
+            if let Some(observer) = &self.on_retry {
+                observer(&RetryNotice {
+                    attempt: retry + 2,
+                    of: self.config.max_retries.saturating_add(1),
+                    delay,
+                    reason: error.to_string().lines().next().unwrap_or_default().to_string(),
+                });
             }
             tokio::time::sleep(delay).await;
             retry += 1;
@@ -1396,6 +1438,26 @@ mod tests {
         let waited = started.elapsed();
         // The first backoff (half a second, plus up to a quarter more), not the second.
         assert!(waited >= BACKOFF_BASE && waited < 2 * BACKOFF_BASE, "waited {waited:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_retry_is_told_to_the_observer_before_its_wait() {
+        let script = vec![status(503, "busy"), status(502, "bad gateway"), ok(text_answer("recovered"))];
+        let server = FakeEndpoint::start_with_clock(script).await;
+        let mut settings = config(&server.base_url);
+        settings.max_retries = 3;
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = Arc::clone(&seen);
+        let observer: super::RetryObserver = Arc::new(move |notice: &super::RetryNotice| {
+            record.lock().expect("lock").push(notice.clone());
+        });
+        let answer = adapter(settings).on_retry(observer).call(Call::new().request()).await.expect("answer");
+        assert_eq!(answer.text, "recovered");
+        let seen = seen.lock().expect("lock");
+        let counted: Vec<(u32, u32)> = seen.iter().map(|notice| (notice.attempt, notice.of)).collect();
+        assert_eq!(counted, [(2, 4), (3, 4)]);
+        assert!(seen[0].reason.contains("503") && !seen[0].reason.contains('\n'), "{:?}", seen[0].reason);
+        assert!(seen[1].delay > seen[0].delay.mul_f64(1.2), "the backoff grows: {seen:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -20,7 +20,7 @@ pub enum Level {
 
 /// One thing that happened. Every `state` is a slug.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "event", rename_all = "kebab-case")]
+#[serde(tag = "event", rename_all = "kebab-case", rename_all_fields = "camelCase")]
 pub enum Event {
     /// A turn opened at a start state.
     WorkflowReset {
@@ -216,8 +216,10 @@ impl Event {
     }
 }
 
-/// An event with its envelope, as written to `--events`.
+/// An event with its envelope, as written to `--events`. Field names are camelCase, as
+/// the spec names them (`sessionId`, `callId`, `durationMs`, `inputTokens`, …).
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Envelope {
     pub seq: u64,
     pub ts: u64,

@@ -5,6 +5,7 @@
 //! invalid workflow, an unknown name), 2 for a usage error (one line on stderr).
 
 mod build;
+mod dotenv;
 mod explain;
 mod faults;
 mod flow;
@@ -322,6 +323,27 @@ fn end_quietly_on_closed_pipe() {
     }
 }
 
+/// The `.env` files of the current directory and the workspace root, under the real
+/// environment (see [`dotenv`]).
+fn load_dotenv(root: &std::path::Path) {
+    let cwd = PathBuf::from(".env");
+    let at_root = root.join(".env");
+    let files: Vec<&std::path::Path> =
+        if root == std::path::Path::new(".") { vec![&cwd] } else { vec![&cwd, &at_root] };
+    let (values, warnings) = dotenv::read(&files);
+    for warning in warnings {
+        eprintln!("{warning}");
+    }
+    for (key, value) in values {
+        if std::env::var_os(&key).is_none() {
+            // SAFETY: called from `main` right after parsing the arguments, before any
+            // thread exists (no runtime is built yet), so nothing reads the environment
+            // while it changes.
+            unsafe { std::env::set_var(&key, value) };
+        }
+    }
+}
+
 fn main() -> ExitCode {
     end_quietly_on_closed_pipe();
     // The process's TLS crypto for model endpoints: the binary's choice, not the library's.
@@ -332,6 +354,7 @@ fn main() -> ExitCode {
     };
     output::configure(output::Terminal { color: cli.color, quiet: cli.quiet });
     let root = cli.root.unwrap_or_else(|| PathBuf::from("."));
+    load_dotenv(&root);
     match cli.command {
         Command::Validate { workflows, format } => validate::run(&root, &workflows, format),
         Command::Serve { artifacts, listen, trust, tokens, max_turns_in_flight, tape, store } => serve::run(

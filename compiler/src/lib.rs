@@ -1,7 +1,8 @@
 //! # archmax-compiler
 //!
-//! The front end of archmax: it reads a workspace of contract-3 workflows and tells
-//! an author, exactly and instantly, what is wrong with it.
+//! The compiler half of archmax: it reads a workspace of contract-3 workflows, tells an
+//! author exactly and instantly what is wrong with it, and lowers a valid one into a
+//! [`program::Program`] that [`artifact`] writes as a verified, optionally signed `.amx`.
 //!
 //! ```text
 //! workspace on disk ──load──▶ SourceMap ──syntax::yaml──▶ spanned nodes

@@ -32,6 +32,15 @@ pub fn run(root: &Path, workflow: Option<&str>, format: GraphFormat) -> ExitCode
     if workflows.is_empty() {
         return failure("no workflow could be read; run `archmax validate` to see why");
     }
+    // No edge is left out silently: one that names no state is drawn marked, and said.
+    for workflow in &workflows {
+        for (from, to) in graph::dangling(workflow) {
+            eprintln!(
+                "warning: workflow `{}`: `{from}` leads to `{to}`, which is not one of its states; it is drawn as missing (`archmax validate {}` says more)",
+                workflow.slug, workflow.slug
+            );
+        }
+    }
     let text = match format {
         GraphFormat::Mermaid => graph::mermaid(&workflows),
         GraphFormat::Dot => graph::dot(&workflows),

@@ -93,6 +93,9 @@ enum Command {
     Graph {
         /// The workflow to draw; every workflow when omitted.
         workflow: Option<String>,
+        /// The workflow to draw, as a flag (the same as naming it).
+        #[arg(long = "workflow", value_name = "SLUG", conflicts_with = "workflow")]
+        only: Option<String>,
         #[arg(long, value_enum, default_value_t = graph::GraphFormat::Mermaid)]
         format: graph::GraphFormat,
     },
@@ -375,7 +378,7 @@ fn main() -> ExitCode {
         Command::Inspect { file, trust, workflow, state, format } => {
             inspect::run(&file, &trust, workflow.as_deref(), state.as_deref(), format)
         }
-        Command::Graph { workflow, format } => graph::run(&root, workflow.as_deref(), format),
+        Command::Graph { workflow, only, format } => graph::run(&root, workflow.or(only).as_deref(), format),
         Command::Run { workflow, prompt, trigger, variables, session, mocks, common } => run::run(
             &session::SessionOptions { mocks: mocks.as_deref(), ..common.options(&root) },
             run::RunArgs {

@@ -2,7 +2,9 @@
 //!
 //! Every state appears with its type; transitions are labelled with their type (when not
 //! `none`); `on_error` routes are dashed; each trigger gets its own entry edge from a
-//! start node named after it. Output depends only on the workflow, in document order.
+//! start node named after it. No edge is dropped: one that names a state the workflow
+//! does not declare leads to a node marked missing, and [`dangling`] lists them so the
+//! CLI can warn. Output depends only on the workflow, in document order.
 
 use serde_json::{Value, json};
 
@@ -13,6 +15,8 @@ struct Edge<'w> {
     from: &'w str,
     to: &'w str,
     kind: EdgeKind<'w>,
+    /// The target is not a state of the workflow.
+    missing: bool,
 }
 
 enum EdgeKind<'w> {
@@ -28,25 +32,48 @@ fn edges(workflow: &Workflow) -> Vec<Edge<'_>> {
             from: &trigger.id.value,
             to: &workflow.states[index].slug.value,
             kind: EdgeKind::Entry(&trigger.id.value),
+            missing: false,
         });
     }
     for state in &workflow.states {
         for transition in &state.transitions {
-            if workflow.state(&transition.to.value).is_some() {
-                edges.push(Edge {
-                    from: &state.slug.value,
-                    to: &transition.to.value,
-                    kind: EdgeKind::Transition(transition.kind),
-                });
-            }
+            edges.push(Edge {
+                from: &state.slug.value,
+                to: &transition.to.value,
+                kind: EdgeKind::Transition(transition.kind),
+                missing: workflow.state(&transition.to.value).is_none(),
+            });
         }
-        if let Some(target) = &state.on_error
-            && workflow.state(&target.value).is_some()
-        {
-            edges.push(Edge { from: &state.slug.value, to: &target.value, kind: EdgeKind::OnError });
+        if let Some(target) = &state.on_error {
+            edges.push(Edge {
+                from: &state.slug.value,
+                to: &target.value,
+                kind: EdgeKind::OnError,
+                missing: workflow.state(&target.value).is_none(),
+            });
         }
     }
     edges
+}
+
+/// Every edge of `workflow` that names a state it does not declare: `(from, to)`.
+pub fn dangling(workflow: &Workflow) -> Vec<(String, String)> {
+    edges(workflow)
+        .into_iter()
+        .filter(|edge| edge.missing)
+        .map(|edge| (edge.from.to_string(), edge.to.to_string()))
+        .collect()
+}
+
+/// The distinct missing targets, in the order edges name them.
+fn missing_targets<'w>(edges: &[Edge<'w>]) -> Vec<&'w str> {
+    let mut targets = Vec::new();
+    for edge in edges.iter().filter(|edge| edge.missing) {
+        if !targets.contains(&edge.to) {
+            targets.push(edge.to);
+        }
+    }
+    targets
 }
 
 /// Identifiers safe in both Mermaid and DOT.
@@ -63,10 +90,25 @@ fn label(workflow: &Workflow, slug: &str) -> String {
     if terminal { format!("{slug}\\n{kind}, terminal") } else { format!("{slug}\\n{kind}") }
 }
 
-/// Mermaid flowcharts, one per workflow.
+/// Mermaid: one flowchart document for one workflow; for several, each its own
+/// ```` ```mermaid ```` block (a Markdown document of valid diagrams), since one Mermaid
+/// document holds one diagram.
 pub fn mermaid(workflows: &[&Workflow]) -> String {
+    match workflows {
+        [only] => mermaid_document(only),
+        many => many
+            .iter()
+            .map(|workflow| {
+                format!("```mermaid\n{}```\n", mermaid_document(workflow).trim_end_matches('\n').to_string() + "\n")
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
+fn mermaid_document(workflow: &Workflow) -> String {
     let mut out = String::new();
-    for workflow in workflows {
+    {
         out.push_str(&format!("%% workflow: {}\nflowchart TD\n", workflow.slug));
         for (_, trigger) in workflow.triggers() {
             out.push_str(&format!("    {}([\"{}\"])\n", node_id("trigger", &trigger.id.value), trigger.id.value));
@@ -82,7 +124,15 @@ pub fn mermaid(workflows: &[&Workflow]) -> String {
             };
             out.push_str(&format!("    {id}{shape}\n"));
         }
-        for edge in edges(workflow) {
+        let all = edges(workflow);
+        for target in missing_targets(&all) {
+            out.push_str(&format!(
+                "    {}[\"{target}<br/>missing: not a state\"]\n    style {} stroke:#c00,stroke-dasharray:4\n",
+                node_id("state", target),
+                node_id("state", target)
+            ));
+        }
+        for edge in all {
             let line = match edge.kind {
                 EdgeKind::Entry(_) => {
                     format!("    {} --> {}\n", node_id("trigger", edge.from), node_id("state", edge.to))
@@ -102,14 +152,15 @@ pub fn mermaid(workflows: &[&Workflow]) -> String {
             };
             out.push_str(&line);
         }
-        out.push('\n');
     }
     out
 }
 
-/// Graphviz DOT, one cluster per workflow.
+/// Graphviz DOT, one cluster per workflow, in one font family throughout.
 pub fn dot(workflows: &[&Workflow]) -> String {
-    let mut out = String::from("digraph archmax {\n    rankdir=TB;\n    node [fontname=\"Helvetica\"];\n");
+    let mut out = String::from(
+        "digraph archmax {\n    rankdir=TB;\n    graph [fontname=\"Helvetica\"];\n    node [fontname=\"Helvetica\"];\n    edge [fontname=\"Helvetica\"];\n",
+    );
     for workflow in workflows {
         let prefix = node_id("w", &workflow.slug);
         out.push_str(&format!("    subgraph cluster_{prefix} {{\n        label=\"{}\";\n", workflow.slug));
@@ -134,7 +185,14 @@ pub fn dot(workflows: &[&Workflow]) -> String {
                 label(workflow, &state.slug.value)
             ));
         }
-        for edge in edges(workflow) {
+        let all = edges(workflow);
+        for target in missing_targets(&all) {
+            out.push_str(&format!(
+                "        {} [label=\"{target}\\nmissing: not a state\", shape=box, style=dashed, color=red];\n",
+                node_id(&format!("{prefix}_state"), target)
+            ));
+        }
+        for edge in all {
             let (from, attributes) = match edge.kind {
                 EdgeKind::Entry(_) => (node_id(&format!("{prefix}_trigger"), edge.from), String::new()),
                 EdgeKind::Transition(TransitionType::None) => {
@@ -176,10 +234,12 @@ pub fn json(workflows: &[&Workflow]) -> String {
                 .iter()
                 .map(|edge| match edge.kind {
                     EdgeKind::Entry(trigger) => json!({ "kind": "entry", "trigger": trigger, "to": edge.to }),
-                    EdgeKind::Transition(kind) => {
-                        json!({ "kind": "transition", "from": edge.from, "to": edge.to, "type": kind.as_str() })
+                    EdgeKind::Transition(kind) => json!({
+                        "kind": "transition", "from": edge.from, "to": edge.to, "type": kind.as_str(), "missing": edge.missing,
+                    }),
+                    EdgeKind::OnError => {
+                        json!({ "kind": "on_error", "from": edge.from, "to": edge.to, "missing": edge.missing })
                     }
-                    EdgeKind::OnError => json!({ "kind": "on_error", "from": edge.from, "to": edge.to }),
                 })
                 .collect();
             json!({ "workflow": workflow.slug, "states": states, "edges": edges })

@@ -116,7 +116,7 @@ pub fn deliver(
         variables,
         message: None,
         upgrade: options.upgrade,
-        undeclared,
+        declared_only: !undeclared,
     };
     execute(options, &workflow, |runtime| Box::pin(async move { runtime.deliver(request).await }))
 }

@@ -409,7 +409,7 @@ impl Server {
             upgrade: false,
             // A trigger the workflow declares, its `requires` checked; `undeclared: true`
             // lets any id through, as `archmax deliver --undeclared` does.
-            undeclared,
+            declared_only: !undeclared,
         };
         let running = Arc::clone(&runtime);
         let turn = async move { running.deliver(request).await };

@@ -138,12 +138,13 @@ pub struct ReplyRequest {
 pub struct DeliverRequest {
     pub session: String,
     pub workflow: Option<String>,
-    /// One of the workflow's triggers (its `requires` are checked as at a start), or,
-    /// with `undeclared`, any id.
+    /// Any id, as the spec's runtime accepts; a trigger the workflow declares has its
+    /// `requires` checked as at a start. An undeclared one has no signature to check and
+    /// becomes the session's trigger, so no `returns` check applies after it.
     pub trigger: String,
-    /// Deliver a trigger the workflow does not declare (no signature to check; it
-    /// becomes the session's trigger, so no `returns` check applies after it).
-    pub undeclared: bool,
+    /// Refuse a trigger the workflow does not declare, with a "did you mean" (the CLI's
+    /// and the server's default; `deliver --undeclared` turns it off).
+    pub declared_only: bool,
     /// Seeded locked (`title` excepted).
     pub variables: Map<String, Value>,
     pub message: Option<String>,

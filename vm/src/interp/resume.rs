@@ -454,9 +454,9 @@ impl Runtime {
         turn.run().await
     }
 
-    /// A delivery names a trigger the workflow declares (unless `undeclared` lets any id
-    /// through), and carries what that trigger `requires`, counting what the session
-    /// holds already. Nothing changes on refusal.
+    /// A delivery meets its trigger's `requires` (counting what the session holds) when
+    /// the workflow declares the trigger; an undeclared one is refused with a "did you
+    /// mean" when the caller asked for declared triggers only. Nothing changes on refusal.
     fn check_delivery(
         &self,
         workflow_id: archmax_compiler::program::WorkflowId,
@@ -474,7 +474,7 @@ impl Runtime {
                 &request.variables,
                 &session.variable_values(),
             ),
-            None if request.undeclared => Ok(()),
+            None if !request.declared_only => Ok(()),
             None => Err(RunError::UnknownTrigger {
                 workflow: program.str(workflow.slug).to_string(),
                 trigger: trigger.to_string(),
@@ -501,7 +501,7 @@ impl Runtime {
                     message: request.message,
                     upgrade: request.upgrade,
                     // A start names a declared trigger; it was checked before.
-                    undeclared: false,
+                    declared_only: true,
                 })
                 .await
             }

@@ -413,7 +413,7 @@ impl Driver<'_> {
                         message: None,
                         upgrade: false,
                         // A case may deliver any event, as a host's library call may.
-                        undeclared: true,
+                        declared_only: false,
                     })
                     .await
             }

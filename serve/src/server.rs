@@ -27,7 +27,7 @@ use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::session::id::{SessionId, check_session_id};
 use archmax_vm::session::summary::summary;
-use archmax_vm::session::{SessionState, SessionStore};
+use archmax_vm::session::{SessionState, SessionStore, StoreError};
 use archmax_vm::{
     DecideRequest, DeliverRequest, FieldProblem, Outcome, Refusal, RunError, Runtime, RuntimeParts, TurnRequest,
 };
@@ -438,9 +438,18 @@ impl Server {
         let limit = query.limit.clamp(1, MAX_PAGE);
         let mut page = Vec::new();
         let mut next = None;
+        // A session that no longer loads (damaged, or changed behind the store's back) is
+        // named in `unreadable` and skipped: one bad session must not hide all the others.
+        let mut unreadable = Vec::new();
         for id in ids.iter().filter(|id| query.cursor.as_deref().is_none_or(|cursor| id.as_str() > cursor)) {
-            let Some(state) = self.store.read(id).await.map_err(RunError::from)? else {
-                continue;
+            let state = match self.store.read(id).await {
+                Ok(Some(state)) => state,
+                Ok(None) => continue,
+                Err(StoreError::Corrupt { .. }) => {
+                    unreadable.push(Value::String(id.clone()));
+                    continue;
+                }
+                Err(error) => return Err(RunError::from(error).into()),
             };
             if !query.admits(&state, &now) {
                 continue;
@@ -451,7 +460,11 @@ impl Server {
             }
             page.push(summary(&state));
         }
-        Ok(json!({ "sessions": page, "nextCursor": next }))
+        let mut listed = json!({ "sessions": page, "nextCursor": next });
+        if !unreadable.is_empty() {
+            listed["unreadable"] = Value::Array(unreadable);
+        }
+        Ok(listed)
     }
 
     /// `GET /readyz`: the programs are loaded and the store answers.

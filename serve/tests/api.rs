@@ -105,6 +105,15 @@ fn tokens_file() -> String {
 }
 
 async fn start_server(auth: Auth, limits: TurnLimits, body_limit: usize) -> Running {
+    start_server_on(Arc::new(MemoryStore::new()), auth, limits, body_limit).await
+}
+
+async fn start_server_on(
+    store: Arc<dyn archmax_vm::session::SessionStore>,
+    auth: Auth,
+    limits: TurnLimits,
+    body_limit: usize,
+) -> Running {
     archmax_vm::model::openai::install_tls_provider();
     let root = workspace();
     let program = compile(&root, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
@@ -113,7 +122,7 @@ async fn start_server(auth: Auth, limits: TurnLimits, body_limit: usize) -> Runn
     let server = Arc::new(
         Server::new(ServerParts {
             programs: vec![program],
-            store: Arc::new(MemoryStore::new()),
+            store,
             model: Arc::new(Tape::parse("api", TAPE).expect("tape")),
             clock: Arc::new(FixedClock(1_767_605_400_000)),
             pricing: PricingTable::default(),
@@ -310,6 +319,27 @@ async fn tokens_grant_scopes_and_only_an_approver_may_decide() {
         server.post("/v1/sessions/s-auth/deliver", Some(STARTER), json!({ "trigger": "anything" })).await;
     assert_ne!(status, StatusCode::FORBIDDEN, "a declared-trigger delivery needs only `start`: {body}");
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_damaged_session_is_named_in_the_listing_and_hides_no_other() {
+    let dir = std::env::temp_dir().join(format!("archmax-serve-damaged-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = archmax_vm::session::fs::FsStore::new(dir.join("sessions"));
+    let server = start_server_on(Arc::new(store), Auth::Open, TurnLimits::default(), 64 * 1024).await;
+    server.start_desk(None, "s-good").await;
+    // A session folder whose files verify as nothing a crash leaves.
+    let damaged = dir.join("sessions/s-bad/checkpoints");
+    std::fs::create_dir_all(&damaged).expect("scratch");
+    std::fs::write(damaged.join("checkpoint.json"), b"{ not a snapshot").expect("write");
+    let (status, listed) = server.get("/v1/sessions", None).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let ids: Vec<&str> =
+        listed["sessions"].as_array().into_iter().flatten().filter_map(|shown| shown["sessionId"].as_str()).collect();
+    assert_eq!(ids, ["s-good"]);
+    assert_eq!(listed["unreadable"], json!(["s-bad"]));
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -93,10 +93,7 @@ pub fn load_mocks(path: &Path) -> Result<Vec<archmax_vm::Mock>, String> {
             .collect();
         format!("the mocks `{}` are invalid:\n  {}", path.display(), lines.join("\n  "))
     })?;
-    Ok(parsed
-        .into_iter()
-        .map(|mock| archmax_vm::Mock { tool: mock.tool.value, when_input: mock.when_input, result: mock.result })
-        .collect())
+    Ok(parsed.iter().map(archmax_vm::Mock::from).collect())
 }
 
 /// The model: the tape when given, else the configured endpoint.

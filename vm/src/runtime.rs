@@ -78,6 +78,17 @@ pub struct Mock {
     pub result: Value,
 }
 
+impl From<&archmax_compiler::schema::case::Mock> for Mock {
+    /// A mock as the case format declares it (a case's `mocks`, or `run --mocks`).
+    fn from(declared: &archmax_compiler::schema::case::Mock) -> Mock {
+        Mock {
+            tool: declared.tool.value.clone(),
+            when_input: declared.when_input.clone(),
+            result: declared.result.clone(),
+        }
+    }
+}
+
 impl Mock {
     /// The mock's result as a tool answers: a string verbatim, anything else as JSON.
     pub fn answer(&self) -> String {

@@ -412,9 +412,7 @@ impl Turn<'_> {
         let child_workspace = match self.runtime.workspace(&meta.child) {
             Ok(workspace) => workspace,
             Err(error) => {
-                let reason = format!("the child session's files are unavailable: {error}");
-                self.sub_result(&meta, "error", Some(reason.clone()), Vec::new());
-                return Err(Answer::error(format!("Error: sub-workflow '{slug}' did not start: {reason}")));
+                return Err(self.not_started(&meta, format!("the child session's files are unavailable: {error}")));
             }
         };
         let mut seeds = resolved.clone();
@@ -471,12 +469,14 @@ impl Turn<'_> {
                 self.runtime.keep_spec(&meta.child, target).await;
                 Ok(Prepared { meta, session, writer })
             }
-            Err(error) => {
-                let reason = format!("the child session could not be created: {error}");
-                self.sub_result(&meta, "error", Some(reason.clone()), Vec::new());
-                Err(Answer::error(format!("Error: sub-workflow '{slug}' did not start: {reason}")))
-            }
+            Err(error) => Err(self.not_started(&meta, format!("the child session could not be created: {error}"))),
         }
+    }
+
+    /// A child the store could not set up: its result event, and the caller's answer.
+    fn not_started(&self, meta: &Meta, reason: String) -> Answer {
+        self.sub_result(meta, "error", Some(reason.clone()), Vec::new());
+        Answer::error(format!("Error: sub-workflow '{}' did not start: {reason}", meta.slug))
     }
 
     /// What a settled child means: its answer, a failure, or a park.

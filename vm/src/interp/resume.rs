@@ -478,7 +478,7 @@ impl Runtime {
             None => Err(RunError::UnknownTrigger {
                 workflow: program.str(workflow.slug).to_string(),
                 trigger: trigger.to_string(),
-                declared: workflow.triggers.iter().map(|declared| program.str(declared.id).to_string()).collect(),
+                declared: super::start::names(program, workflow),
             }),
         }
     }

@@ -48,7 +48,8 @@ pub fn validate_title(value: &Value) -> Result<String, String> {
     Ok(trimmed.to_string())
 }
 
-fn names(program: &archmax_compiler::program::Program, workflow: &WorkflowProgram) -> Vec<String> {
+/// The trigger ids a workflow declares, for a refusal to list.
+pub(super) fn names(program: &archmax_compiler::program::Program, workflow: &WorkflowProgram) -> Vec<String> {
     workflow.triggers.iter().map(|trigger| program.str(trigger.id).to_string()).collect()
 }
 
@@ -105,18 +106,11 @@ fn signature_refusal(firing: Firing, trigger: &str, missing: &[&str], mistyped: 
         "requires {}, which this firing does not supply. Supply {them} as session variables (`--variables` on the command line).",
         quoted.join(", ")
     );
+    let problems = mistyped.iter().map(|field| field.problem.as_str()).collect::<Vec<_>>().join("; ");
     let message = match (mistyped.is_empty(), missing.is_empty()) {
         (true, _) => format!("{}: trigger '{trigger}' {absent}", firing.refusing()),
-        (false, true) => format!(
-            "{}: trigger '{trigger}': {}.",
-            firing.refusing(),
-            mistyped.iter().map(|field| field.problem.as_str()).collect::<Vec<_>>().join("; ")
-        ),
-        (false, false) => format!(
-            "{}: trigger '{trigger}': {}. It also {absent}",
-            firing.refusing(),
-            mistyped.iter().map(|field| field.problem.as_str()).collect::<Vec<_>>().join("; ")
-        ),
+        (false, true) => format!("{}: trigger '{trigger}': {problems}.", firing.refusing()),
+        (false, false) => format!("{}: trigger '{trigger}': {problems}. It also {absent}", firing.refusing()),
     };
     let mut fields = mistyped;
     fields.extend(missing.iter().map(|name| FieldProblem {
@@ -192,8 +186,9 @@ impl Runtime {
         self.check_signature(Firing::Start, trigger, &trigger_id, &request.variables, &held)?;
         // Seeds count against the bound on the session's variables, before anything exists.
         let writes = seed_writes(&request.variables);
-        let kept = existing.as_ref().map(|(state, _)| state.variables.clone()).unwrap_or_default();
-        super::controls::check_variable_total(&kept, &writes, self.limits.variable_bytes)
+        let none = std::collections::BTreeMap::new();
+        let kept = existing.as_ref().map_or(&none, |(state, _)| &state.variables);
+        super::controls::check_variable_total(kept, &writes, self.limits.variable_bytes)
             .map_err(|problem| RunError::invalid("variables", problem))?;
 
         let (mut session, writer) = match existing {

@@ -243,15 +243,7 @@ impl Harness {
         if case.skip.is_some() {
             return CaseResult::skipped(case);
         }
-        let mocks = case
-            .mocks
-            .iter()
-            .map(|mock| Mock {
-                tool: mock.tool.value.clone(),
-                when_input: mock.when_input.clone(),
-                result: mock.result.clone(),
-            })
-            .collect();
+        let mocks = case.mocks.iter().map(Mock::from).collect();
         let runtime = self.runtime(&env, mocks);
         let session = session_id_for(&case.id);
         result.session_id = Some(session.clone());

@@ -43,14 +43,23 @@ pub fn run(root: &Path, store: Option<&str>, id: Option<&str>, workflow: Option<
             ExitCode::SUCCESS
         }
         None => {
-            let ids = match crate::store::block_on(store.list()) {
-                Ok(Ok(ids)) => ids,
+            // One executor for the whole listing, not one per session read.
+            let listed = crate::store::block_on(async {
+                let ids = store.list().await?;
+                let mut read = Vec::with_capacity(ids.len());
+                for id in ids {
+                    read.push(store.read(&id).await);
+                }
+                Ok::<_, archmax_vm::session::StoreError>(read)
+            });
+            let read = match listed {
+                Ok(Ok(read)) => read,
                 Ok(Err(error)) => return failure(error),
                 Err(message) => return failure(message),
             };
-            let mut states = Vec::with_capacity(ids.len());
-            for id in ids {
-                match read(&id) {
+            let mut states = Vec::with_capacity(read.len());
+            for loaded in read {
+                match loaded {
                     Ok(Some(state)) if workflow.is_some_and(|workflow| workflow != state.head.workflow) => {}
                     Ok(Some(state)) => states.push(state),
                     Ok(None) => {}

@@ -164,6 +164,11 @@ pub fn mount_key_path(raw: &str) -> Result<String, MountPathError> {
 struct HostFile {
     #[serde(default)]
     mounts: BTreeMap<toml::Spanned<String>, toml::Spanned<MountDeclaration>>,
+    /// The runner's tables, read by [`crate::host_settings`].
+    #[serde(default, rename = "connections")]
+    _connections: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "schedule")]
+    _schedule: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -188,7 +193,7 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
             let help = if message.contains("unknown field") && message.contains("expected one of `source`") {
                 "a mount takes `source`, `read_only`, `governed` and `searchable`; a writable mount says `read_only = false`"
             } else if message.contains("unknown field") {
-                "archmax.toml holds `[mounts.\"<key>\"]` tables and nothing else"
+                "archmax.toml holds `[mounts.\"<key>\"]`, `[connections.<slug>]` and `[schedule.<workflow>]` tables and nothing else"
             } else {
                 "declare mounts as `[mounts.\"<key>\"]` tables with `source`, `read_only`, `governed` and `searchable`"
             };
@@ -280,6 +285,7 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
         }
     }
     table.mounts.sort_by(|left, right| left.key.cmp(&right.key));
+    diagnostics.extend(crate::host_settings::parse_host_settings(file, text).1);
     (table, diagnostics)
 }
 

@@ -26,6 +26,7 @@ pub mod diagnostic;
 pub mod glob;
 pub mod graph;
 pub mod host;
+pub mod host_settings;
 pub mod inspect;
 pub mod lower;
 pub mod program;

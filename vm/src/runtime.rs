@@ -319,7 +319,7 @@ pub enum ErrorKind {
     Conflict,
     /// 403: the call may not run.
     Refused,
-    /// 422: the request's fields do not hold.
+    /// 400: the request's fields do not hold.
     InvalidInput,
     /// 500: the store failed.
     Internal,
@@ -332,7 +332,7 @@ impl ErrorKind {
             ErrorKind::NotFound => 404,
             ErrorKind::Busy | ErrorKind::Conflict => 409,
             ErrorKind::Refused => 403,
-            ErrorKind::InvalidInput => 422,
+            ErrorKind::InvalidInput => 400,
             ErrorKind::Internal => 500,
         }
     }

@@ -221,6 +221,24 @@ impl Runtime {
         turn.run().await
     }
 
+    /// The session a start of `request` would run in, without opening anything: the one
+    /// asked for, else the trigger's `session:` path when it resolves in the request's
+    /// variables to a usable id (a firing joining a conversation), else a new random id.
+    /// A host that must know the id before the turn runs (to queue it) asks here.
+    pub fn start_session_id(&self, request: &TurnRequest) -> Result<SessionId, RunError> {
+        let program = &self.program;
+        let workflow = &program.workflows[self.workflow_id(&request.workflow)?.0 as usize];
+        let trigger_id = request.trigger.as_deref().unwrap_or("manual");
+        let Some(trigger) = workflow.triggers.iter().find(|trigger| program.str(trigger.id) == trigger_id) else {
+            return Err(RunError::UnknownTrigger {
+                workflow: request.workflow.clone(),
+                trigger: trigger_id.to_string(),
+                declared: names(program, workflow),
+            });
+        };
+        self.session_id_for(request, trigger)
+    }
+
     /// The session a start runs in: the one asked for, else the trigger's `session`
     /// reference when it resolves to a usable id, else a new random id.
     fn session_id_for(&self, request: &TurnRequest, trigger: &TriggerProgram) -> Result<SessionId, RunError> {

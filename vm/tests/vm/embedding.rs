@@ -254,7 +254,7 @@ fn a_host_maps_every_refusal_to_a_kind() {
     let RunError::InvalidInput { fields, .. } = &invalid else { panic!("got {invalid:?}") };
     let named: Vec<&str> = fields.iter().map(|field| field.field.as_str()).collect();
     assert_eq!(named, ["Bad.Name", "Other Name"]);
-    assert_eq!(invalid.kind().http_status(), 422);
+    assert_eq!(invalid.kind().http_status(), 400);
 
     let unmet = executor.block_on(runtime.run_turn(start(json!({}), "intake"))).expect_err("customer is required");
     let RunError::InvalidInput { fields, message } = &unmet else { panic!("got {unmet:?}") };

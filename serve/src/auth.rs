@@ -227,6 +227,57 @@ fn unauthorized(message: &str) -> ApiError {
     ApiError::new(StatusCode::UNAUTHORIZED, "auth.unauthenticated", message)
 }
 
+/// The server's [`Auth`], replaceable while it serves (a reloaded tokens file).
+///
+/// A reload may change the tokens but never open a server that started closed: a server
+/// bound beyond loopback behind tokens must not become open to everyone by a bad edit.
+#[derive(Debug)]
+pub struct SharedAuth {
+    current: std::sync::RwLock<std::sync::Arc<Auth>>,
+}
+
+impl SharedAuth {
+    pub fn new(auth: Auth) -> SharedAuth {
+        SharedAuth { current: std::sync::RwLock::new(std::sync::Arc::new(auth)) }
+    }
+
+    fn now(&self) -> std::sync::Arc<Auth> {
+        match self.current.read() {
+            Ok(current) => std::sync::Arc::clone(&current),
+            Err(poisoned) => std::sync::Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.now().is_open()
+    }
+
+    /// See [`Auth::caller`].
+    pub fn caller(&self, headers: &HeaderMap, scope: Scope) -> Result<Caller, ApiError> {
+        self.now().caller(headers, scope)
+    }
+
+    /// Serves `auth` from now on; refused when it would open a server that has tokens.
+    pub fn replace(&self, auth: Auth) -> Result<(), String> {
+        if auth.is_open() && !self.is_open() {
+            return Err("the new configuration holds no token; a server started with tokens keeps them".to_string());
+        }
+        match self.current.write() {
+            Ok(mut current) => *current = std::sync::Arc::new(auth),
+            Err(poisoned) => *poisoned.into_inner() = std::sync::Arc::new(auth),
+        }
+        Ok(())
+    }
+
+    /// How many tokens are configured (0 when open).
+    pub fn token_count(&self) -> usize {
+        match &*self.now() {
+            Auth::Open => 0,
+            Auth::Tokens(tokens) => tokens.len(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

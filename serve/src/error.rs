@@ -2,8 +2,8 @@
 //! status, and how every [`RunError`] maps to it.
 //!
 //! The one thing to know: the status comes from [`RunError::kind`] (its
-//! [`ErrorKind::http_status`]), except input that does not hold, which the API answers
-//! with 400 and every offending field in `details.fields`.
+//! [`ErrorKind::http_status`]); input that does not hold is a 400 with every offending
+//! field in `details.fields`.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

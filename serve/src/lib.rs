@@ -22,8 +22,11 @@ pub mod hub;
 pub mod metrics;
 pub mod openapi;
 pub mod routes;
+pub mod schedule;
 pub mod server;
+pub mod triggers;
 pub mod turns;
+pub mod webhooks;
 
 use std::future::Future;
 use std::sync::Arc;

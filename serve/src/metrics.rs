@@ -44,11 +44,19 @@ pub struct Metrics {
     pub in_flight: AtomicU64,
     pub queued: AtomicU64,
     pub rejected_saturated: AtomicU64,
+    pub webhooks_refused: AtomicU64,
+    pub wakes: AtomicU64,
+    pub generations_loaded: AtomicU64,
 }
 
 impl Metrics {
     fn counters(&self) -> std::sync::MutexGuard<'_, Counters> {
         self.counters.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A webhook whose signature did not hold.
+    pub fn webhook_refused(&self) {
+        self.webhooks_refused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts what an event says happened.
@@ -120,6 +128,12 @@ impl Metrics {
         let _ = writeln!(out, "archmax_turns_queued {}", self.queued.load(Ordering::Relaxed));
         family(&mut out, "archmax_turns_saturated_total", "counter", "Requests refused because the queue was full.");
         let _ = writeln!(out, "archmax_turns_saturated_total {}", self.rejected_saturated.load(Ordering::Relaxed));
+        family(&mut out, "archmax_webhooks_refused_total", "counter", "Webhooks refused for their signature.");
+        let _ = writeln!(out, "archmax_webhooks_refused_total {}", self.webhooks_refused.load(Ordering::Relaxed));
+        family(&mut out, "archmax_wakes_total", "counter", "Wake triggers the scheduler delivered.");
+        let _ = writeln!(out, "archmax_wakes_total {}", self.wakes.load(Ordering::Relaxed));
+        family(&mut out, "archmax_program_generations", "gauge", "Programs loaded since start (hot swaps + 1).");
+        let _ = writeln!(out, "archmax_program_generations {}", self.generations_loaded.load(Ordering::Relaxed));
         family(&mut out, "archmax_turn_duration_seconds", "histogram", "How long turns took.");
         for (bucket, bound) in BUCKETS.iter().enumerate() {
             let _ = writeln!(

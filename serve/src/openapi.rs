@@ -131,7 +131,28 @@ pub const ROUTES: &[Operation] = &[
         waits: false,
         ok: ("200", "EventStream"),
     },
+    Operation {
+        method: "post",
+        path: "/v1/triggers/{trigger}",
+        summary: "Fire a host trigger (a webhook): the body is its input. A trigger with a connection is authenticated by its HMAC-SHA256 signature header, any other by a token with start; its session: path joins an existing session or starts one.",
+        scope: Some("start"),
+        body: Some("TriggerInput"),
+        waits: true,
+        ok: ("202", "Accepted"),
+    },
+    Operation {
+        method: "post",
+        path: "/v1/admin/artifacts",
+        summary: "Load an artifact (.amx bytes, verified like --artifact) without downtime: new sessions start on it, running ones keep their program.",
+        scope: Some("admin"),
+        body: Some("Artifact"),
+        waits: false,
+        ok: ("200", "Loaded"),
+    },
 ];
+
+/// The path parameters routes use.
+const PATH_PARAMETERS: [&str; 3] = ["slug", "id", "trigger"];
 
 fn reference(name: &str) -> Value {
     json!({ "$ref": format!("#/components/schemas/{name}") })
@@ -143,7 +164,7 @@ fn error_response(description: &str) -> Value {
 
 fn parameters(operation: &Operation) -> Vec<Value> {
     let mut out = Vec::new();
-    for name in ["slug", "id"] {
+    for name in PATH_PARAMETERS {
         if operation.path.contains(&format!("{{{name}}}")) {
             out.push(json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }));
         }
@@ -163,10 +184,20 @@ fn parameters(operation: &Operation) -> Vec<Value> {
             out.push(json!({ "name": name, "in": "query", "required": false, "description": description, "schema": { "type": kind } }));
         }
     }
+    if operation.path == "/v1/triggers/{trigger}" {
+        out.push(json!({ "name": "workflow", "in": "query", "required": false, "description": "The workflow, when several served workflows declare the trigger.", "schema": { "type": "string" } }));
+    }
     if operation.path.ends_with("/events") {
         out.push(json!({ "name": "Last-Event-ID", "in": "header", "required": false, "description": "Resume after this event id.", "schema": { "type": "integer", "minimum": 0 } }));
     }
     out
+}
+
+fn responses_of(object: &mut Value) -> &mut Map<String, Value> {
+    match object["responses"].as_object_mut() {
+        Some(responses) => responses,
+        None => unreachable!("every operation object has responses"),
+    }
 }
 
 fn operation_object(operation: &Operation) -> Value {
@@ -208,9 +239,15 @@ fn operation_object(operation: &Operation) -> Value {
         "parameters": parameters(operation),
         "responses": responses,
     });
+    if operation.path == "/v1/triggers/{trigger}" {
+        responses_of(&mut object).insert(
+            "503".to_string(),
+            error_response("The trigger's connection is not configured, or the server is shutting down."),
+        );
+    }
     if let Some(body) = operation.body {
-        object["requestBody"] =
-            json!({ "required": true, "content": { "application/json": { "schema": reference(body) } } });
+        let media = if body == "Artifact" { "application/octet-stream" } else { "application/json" };
+        object["requestBody"] = json!({ "required": true, "content": { media: { "schema": reference(body) } } });
     }
     object["security"] = match operation.scope {
         Some(scope) => json!([{ "bearer": [scope] }]),
@@ -245,6 +282,11 @@ fn schemas() -> Value {
         "Health": { "type": "object", "properties": { "ok": { "type": "boolean" } } },
         "Ready": { "type": "object", "properties": { "ready": { "type": "boolean" }, "workflows": { "type": "array", "items": { "type": "string" } } } },
         "OpenApi": { "type": "object" },
+        "TriggerInput": { "type": "object", "description": "The trigger's input: its members become the session's locked variables, held against the trigger's requires.", "additionalProperties": true },
+        "Artifact": { "type": "string", "format": "binary", "description": "An artifact built by archmax build (signed when the server trusts keys)." },
+        "Loaded": { "type": "object", "properties": {
+            "loaded": { "type": "array", "description": "The workflows whose program changed.", "items": { "type": "object", "properties": { "workflow": { "type": "string" }, "specHash": { "type": "string" }, "previous": { "type": ["string", "null"] } } } },
+            "workflows": { "type": "array", "items": { "type": "string" } } } },
     })
 }
 
@@ -304,7 +346,7 @@ mod tests {
                 operation.path
             );
             assert!(ids.insert(object["operationId"].as_str().expect("an id").to_string()), "operation ids are unique");
-            for name in ["slug", "id"] {
+            for name in PATH_PARAMETERS {
                 if operation.path.contains(&format!("{{{name}}}")) {
                     let declared = object["parameters"].as_array().is_some_and(|parameters| {
                         parameters.iter().any(|parameter| parameter["name"] == name && parameter["in"] == "path")

@@ -36,6 +36,8 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/v1/sessions/{id}/deliver", post(deliver))
         .route("/v1/sessions/{id}/transcript", get(transcript))
         .route("/v1/sessions/{id}/events", get(events))
+        .route("/v1/triggers/{trigger}", post(fire))
+        .route("/v1/admin/artifacts", post(load_artifact))
         .fallback(not_found)
         .with_state(server)
 }
@@ -157,34 +159,48 @@ fn session_query(query: Option<&str>) -> Result<SessionQuery, ApiError> {
     }
 }
 
-/// The request body as JSON, refused with 413 past the server's limit.
-async fn json_body(server: &Server, headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+/// The largest artifact `POST /v1/admin/artifacts` takes, in bytes.
+const ARTIFACT_LIMIT: usize = 64 * 1024 * 1024;
+
+/// The request body's bytes, refused with 413 past `limit`.
+async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) -> Result<axum::body::Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "request.too-large",
-            format!("the body is larger than {} bytes", server.body_limit),
+            format!("the body is larger than {limit} bytes"),
         )
     };
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
-    if declared.is_some_and(|length| length > server.body_limit) {
+    if declared.is_some_and(|length| length > limit) {
         return Err(too_large());
     }
-    let bytes = to_bytes(body, server.body_limit).await.map_err(|_| too_large())?;
-    if bytes.is_empty() {
-        return Ok(json!({}));
-    }
-    // A JSON body says so: a form a web page posts without a preflight never passes.
+    to_bytes(body, limit).await.map_err(|_| too_large())
+}
+
+/// Refuses a non-empty body not sent as JSON: a form a web page posts without a
+/// preflight never passes.
+fn require_json(headers: &HeaderMap, bytes: &[u8]) -> Result<(), ApiError> {
     let json = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).is_some_and(|value| {
         value.split(';').next().is_some_and(|kind| kind.trim().eq_ignore_ascii_case("application/json"))
     });
-    if !json {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "request.not-json",
-            "the body must be JSON, sent with `Content-Type: application/json`",
-        ));
+    if bytes.is_empty() || json {
+        return Ok(());
     }
+    Err(ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "request.not-json",
+        "the body must be JSON, sent with `Content-Type: application/json`",
+    ))
+}
+
+/// The request body as JSON, refused with 413 past the server's limit.
+async fn json_body(server: &Server, headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+    let bytes = body_bytes(headers, body, server.body_limit).await?;
+    if bytes.is_empty() {
+        return Ok(json!({}));
+    }
+    require_json(headers, &bytes)?;
     serde_json::from_slice(&bytes).map_err(|error| bad_query("body", &format!("is not JSON: {error}")))
 }
 
@@ -303,6 +319,52 @@ async fn deliver(
         shared.deliver(id, &body, wait).await
     };
     turn_route(&server, Scope::Start, query.as_deref(), &headers, body, call).await
+}
+
+/// `POST /v1/triggers/{trigger}[?workflow=][&wait=]`: a host trigger (a webhook). The
+/// sender is authenticated by the trigger's connection, or by a `start` token.
+async fn fire(
+    State(server): Shared,
+    Path(trigger): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let fired = async {
+        let wait = wait_of(query.as_deref())?;
+        let mut workflow = None;
+        for (key, value) in query_pairs(query.as_deref()) {
+            match key.as_str() {
+                "workflow" => workflow = Some(value),
+                "wait" => {}
+                _ => return Err(bad_query(&key, "unknown parameter; this route takes workflow and wait")),
+            }
+        }
+        let bytes = body_bytes(&headers, body, server.body_limit).await?;
+        require_json(&headers, &bytes)?;
+        let firing = crate::triggers::Firing {
+            trigger: &trigger,
+            workflow: workflow.as_deref(),
+            headers: &headers,
+            body: &bytes,
+            wait,
+        };
+        server.fire(firing).await
+    };
+    answer(fired.await)
+}
+
+/// `POST /v1/admin/artifacts`: the body is an artifact (`.amx`), verified like one
+/// given with `--artifact`; new sessions of its workflows start on it.
+async fn load_artifact(State(server): Shared, headers: HeaderMap, body: Body) -> Response {
+    let loaded = async {
+        let caller = server.auth.caller(&headers, Scope::Admin)?;
+        let bytes = body_bytes(&headers, body, ARTIFACT_LIMIT).await?;
+        let loaded = server.load_artifact(&bytes)?;
+        tracing::info!(by = caller.identity.as_str(), loaded = %loaded["loaded"], "artifact loaded");
+        Ok(loaded)
+    };
+    json_answer(loaded.await)
 }
 
 async fn list(State(server): Shared, RawQuery(query): RawQuery, headers: HeaderMap) -> Response {

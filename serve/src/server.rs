@@ -11,7 +11,7 @@
 
 use std::convert::Infallible;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum::http::StatusCode;
@@ -25,18 +25,18 @@ use archmax_vm::compiler::program::Program;
 use archmax_vm::events::EventSink;
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::pricing::PricingTable;
-use archmax_vm::session::id::{SessionId, check_session_id};
+use archmax_vm::session::id::check_session_id;
 use archmax_vm::session::summary::summary;
 use archmax_vm::session::{SessionState, SessionStore, StoreError};
-use archmax_vm::{
-    DecideRequest, DeliverRequest, FieldProblem, Outcome, Refusal, RunError, Runtime, RuntimeParts, TurnRequest,
-};
+use archmax_vm::{DecideRequest, DeliverRequest, FieldProblem, Outcome, RunError, Runtime, RuntimeParts, TurnRequest};
 
-use crate::auth::{Auth, Caller};
+use crate::auth::{Auth, Caller, SharedAuth};
 use crate::error::ApiError;
 use crate::hub::{Hub, root_session};
 use crate::metrics::Metrics;
 use crate::turns::{TurnGate, TurnLimits, TurnResult};
+use crate::webhooks::Connections;
+use archmax_vm::compiler::host_settings::HostSettings;
 
 /// The longest `?wait=` honoured, in seconds.
 pub const MAX_WAIT_SECONDS: f64 = 300.0;
@@ -63,17 +63,51 @@ pub struct ServerParts {
 /// Why a server could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    #[error("workflow `{0}` is in more than one artifact; serve each workflow from one")]
-    DuplicateWorkflow(String),
     #[error("there is nothing to serve: no program holds a workflow")]
     Empty,
 }
 
+/// Turns an artifact's bytes into a program, verifying it (and its signature, where
+/// keys are trusted): what `POST /v1/admin/artifacts` and a reload use.
+pub type ArtifactLoader = Arc<dyn Fn(&[u8]) -> Result<Program, String> + Send + Sync>;
+
+/// What a runtime for a newly loaded program is built from.
+struct RuntimeFactory {
+    model: Arc<dyn ModelAdapter>,
+    events: EventSink,
+    root: PathBuf,
+    pricing: PricingTable,
+}
+
+/// One workflow as a load changed it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadedWorkflow {
+    pub workflow: String,
+    pub spec_hash: String,
+    /// The hash new sessions started on before, if the workflow was served.
+    pub previous: Option<String>,
+}
+
 /// A running server's state.
+///
+/// It serves *generations* of programs: every program loaded since start, oldest first.
+/// A new session starts on the newest generation holding its workflow; an existing one
+/// runs on the generation whose workflow has the session's spec hash, so a parked
+/// session finishes on the program it started on after a newer one was loaded.
 pub struct Server {
-    runtimes: Vec<Arc<Runtime>>,
+    generations: RwLock<Arc<Vec<Arc<Runtime>>>>,
+    factory: RuntimeFactory,
     pub store: Arc<dyn SessionStore>,
-    pub auth: Auth,
+    pub auth: SharedAuth,
+    /// Webhook senders (`[connections.<slug>]`).
+    pub connections: Connections,
+    /// The runner's tables of `archmax.toml`.
+    pub settings: HostSettings,
+    loader: Option<ArtifactLoader>,
+    /// Parks the scheduler could not wake (`<id>@<parked at>`), not retried until the
+    /// session parks again.
+    pub(crate) wake_refusals: std::sync::Mutex<std::collections::HashSet<String>>,
     pub gate: Arc<TurnGate>,
     pub hub: Hub,
     pub metrics: Arc<Metrics>,
@@ -195,68 +229,165 @@ impl Server {
         let hub = Hub::default();
         let events = EventSink::new();
         events.listen(hub.listener(Arc::clone(&metrics)));
-        let mut seen = std::collections::HashSet::new();
-        for program in &parts.programs {
-            for workflow in &program.workflows {
-                let slug = program.str(workflow.slug).to_string();
-                if !seen.insert(slug.clone()) {
-                    return Err(ServerError::DuplicateWorkflow(slug));
-                }
-            }
-        }
-        if seen.is_empty() {
+        if parts.programs.iter().all(|program| program.workflows.is_empty()) {
             return Err(ServerError::Empty);
         }
-        let runtimes = parts
-            .programs
-            .into_iter()
-            .map(|program| {
-                Arc::new(Runtime::new(RuntimeParts {
-                    program: Arc::new(program),
-                    store: Arc::clone(&parts.store),
-                    model: Arc::clone(&parts.model),
-                    events: events.clone(),
-                    clock: Arc::clone(&parts.clock),
-                    root: parts.root.clone(),
-                    pricing: parts.pricing.clone(),
-                }))
-            })
-            .collect();
-        Ok(Server {
-            runtimes,
+        let server = Server {
+            generations: RwLock::new(Arc::new(Vec::new())),
+            factory: RuntimeFactory { model: parts.model, events, root: parts.root, pricing: parts.pricing },
             store: parts.store,
-            auth: parts.auth,
+            auth: SharedAuth::new(parts.auth),
+            connections: Connections::default(),
+            settings: HostSettings::default(),
+            loader: None,
+            wake_refusals: Default::default(),
             gate: TurnGate::new(parts.limits, Arc::clone(&metrics)),
             hub,
             metrics,
             body_limit: parts.body_limit,
             clock: parts.clock,
             stopping: watch::channel(false).0,
-        })
+        };
+        for program in parts.programs {
+            server.load_program(program);
+        }
+        Ok(server)
+    }
+
+    /// Serves webhooks and the scheduler from `archmax.toml`'s runner tables.
+    pub fn with_settings(mut self, settings: HostSettings, connections: Connections) -> Server {
+        self.settings = settings;
+        self.connections = connections;
+        self
+    }
+
+    /// Lets `POST /v1/admin/artifacts` load artifacts through `loader`.
+    pub fn with_loader(mut self, loader: ArtifactLoader) -> Server {
+        self.loader = Some(loader);
+        self
+    }
+
+    /// The server clock's time, in milliseconds since the epoch.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Every generation, oldest first.
+    fn generations(&self) -> Arc<Vec<Arc<Runtime>>> {
+        match self.generations.read() {
+            Ok(generations) => Arc::clone(&generations),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Serves `program` as the newest generation: new sessions of its workflows start on
+    /// it, sessions already running keep theirs. A program whose every workflow is served
+    /// already with the same spec hash changes nothing. Returns what changed.
+    pub fn load_program(&self, program: Program) -> Vec<LoadedWorkflow> {
+        let mut generations = match self.generations.write() {
+            Ok(generations) => generations,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let newest = |slug: &str| {
+            generations
+                .iter()
+                .rev()
+                .find_map(|runtime| runtime.program.workflow(slug).map(|(_, workflow)| workflow.spec_hash.clone()))
+        };
+        let changed: Vec<LoadedWorkflow> = program
+            .workflows
+            .iter()
+            .map(|workflow| {
+                let slug = program.str(workflow.slug).to_string();
+                LoadedWorkflow { previous: newest(&slug), workflow: slug, spec_hash: workflow.spec_hash.clone() }
+            })
+            .filter(|loaded| loaded.previous.as_deref() != Some(loaded.spec_hash.as_str()))
+            .collect();
+        if changed.is_empty() {
+            return changed;
+        }
+        let runtime = Arc::new(Runtime::new(RuntimeParts {
+            program: Arc::new(program),
+            store: Arc::clone(&self.store),
+            model: Arc::clone(&self.factory.model),
+            events: self.factory.events.clone(),
+            clock: Arc::clone(&self.clock),
+            root: self.factory.root.clone(),
+            pricing: self.factory.pricing.clone(),
+        }));
+        let mut next: Vec<Arc<Runtime>> = generations.iter().cloned().collect();
+        next.push(runtime);
+        self.metrics.generations_loaded.store(next.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        *generations = Arc::new(next);
+        changed
+    }
+
+    /// `POST /v1/admin/artifacts`: verifies and loads an artifact's bytes.
+    pub fn load_artifact(&self, bytes: &[u8]) -> Result<Value, ApiError> {
+        let Some(loader) = &self.loader else {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "artifacts.not-loadable",
+                "this server compiles its workspace (development mode); it reloads on change instead",
+            ));
+        };
+        let program = loader(bytes).map_err(|problem| {
+            ApiError::invalid(problem.clone(), &[FieldProblem { field: "body".to_string(), problem }])
+        })?;
+        let loaded = self.load_program(program);
+        Ok(json!({ "loaded": loaded, "workflows": self.workflows() }))
     }
 
     /// Every workflow served, sorted.
     pub fn workflows(&self) -> Vec<String> {
         let mut slugs: Vec<String> = self
-            .runtimes
+            .generations()
             .iter()
             .flat_map(|runtime| {
                 runtime.program.workflows.iter().map(|workflow| runtime.program.str(workflow.slug).to_string())
             })
             .collect();
         slugs.sort();
+        slugs.dedup();
         slugs
     }
 
-    fn runtime_for(&self, workflow: &str) -> Result<Arc<Runtime>, ApiError> {
-        self.runtimes
+    /// The newest generation holding `workflow`: where a new session starts.
+    pub(crate) fn runtime_for(&self, workflow: &str) -> Result<Arc<Runtime>, ApiError> {
+        self.generations()
             .iter()
+            .rev()
             .find(|runtime| runtime.program.workflow(workflow).is_some())
             .cloned()
             .ok_or_else(|| RunError::UnknownWorkflow { workflow: workflow.to_string(), known: self.workflows() }.into())
     }
 
-    async fn session(&self, id: &str) -> Result<SessionState, ApiError> {
+    /// The generation an existing session runs on: the one holding its workflow with
+    /// its spec hash, else the newest (which refuses it as pinned to another program,
+    /// naming both hashes).
+    pub(crate) fn runtime_for_session(&self, state: &SessionState) -> Result<Arc<Runtime>, ApiError> {
+        let generations = self.generations();
+        let pinned = generations.iter().rev().find(|runtime| {
+            runtime
+                .program
+                .workflow(&state.head.workflow)
+                .is_some_and(|(_, workflow)| workflow.spec_hash == state.head.spec_hash)
+        });
+        match pinned {
+            Some(runtime) => Ok(Arc::clone(runtime)),
+            None => self.runtime_for(&state.head.workflow),
+        }
+    }
+
+    /// Every served workflow's newest program, for a host trigger's lookup.
+    pub(crate) fn newest_runtimes(&self) -> Vec<(String, Arc<Runtime>)> {
+        self.workflows()
+            .into_iter()
+            .filter_map(|slug| self.runtime_for(&slug).ok().map(|runtime| (slug, runtime)))
+            .collect()
+    }
+
+    pub(crate) async fn session(&self, id: &str) -> Result<SessionState, ApiError> {
         let id = session_path(id)?;
         match self.store.read(&id).await {
             Ok(Some(state)) => Ok(state),
@@ -267,7 +398,7 @@ impl Server {
 
     /// Admits a turn and answers once it was accepted or ended; with a wait, once it
     /// ended or the wait passed.
-    async fn admit<F>(
+    pub(crate) async fn admit<F>(
         &self,
         runtime: Arc<Runtime>,
         session: &str,
@@ -323,6 +454,8 @@ impl Server {
         let requested = fields.text("sessionId", false);
         fields.finish()?;
         let runtime = self.runtime_for(workflow)?;
+        let mut request =
+            TurnRequest { workflow: workflow.to_string(), session: None, trigger, message, variables, upgrade: false };
         let session = match requested {
             Some(id) => {
                 let id = session_path(&id)?;
@@ -335,18 +468,11 @@ impl Server {
                 }
                 id
             }
-            None => SessionId::mint()
-                .map_err(|error| RunError::refused(Refusal::NoSessionId, error.to_string()))?
-                .to_string(),
+            // The trigger's `session:` path names the conversation a firing joins; a
+            // firing whose path does not resolve starts a session of its own.
+            None => runtime.start_session_id(&request)?.to_string(),
         };
-        let request = TurnRequest {
-            workflow: workflow.to_string(),
-            session: Some(session.clone()),
-            trigger,
-            message,
-            variables,
-            upgrade: false,
-        };
+        request.session = Some(session.clone());
         let running = Arc::clone(&runtime);
         let turn = async move { running.run_turn(request).await };
         self.admit(runtime, &session, "turn", turn, wait).await
@@ -359,7 +485,7 @@ impl Server {
         let message = fields.text("message", true);
         fields.finish()?;
         let state = self.session(id).await?;
-        let runtime = self.runtime_for(&state.head.workflow)?;
+        let runtime = self.runtime_for_session(&state)?;
         let request = TurnRequest {
             workflow: state.head.workflow.clone(),
             session: Some(state.id.to_string()),
@@ -379,7 +505,7 @@ impl Server {
         let comment = fields.text("comment", false);
         fields.finish()?;
         let state = self.session(id).await?;
-        let runtime = self.runtime_for(&state.head.workflow)?;
+        let runtime = self.runtime_for_session(&state)?;
         let request = DecideRequest {
             session: state.id.to_string(),
             workflow: None,
@@ -403,7 +529,7 @@ impl Server {
         let undeclared = fields.flag("undeclared");
         fields.finish()?;
         let state = self.session(id).await?;
-        let runtime = self.runtime_for(&state.head.workflow)?;
+        let runtime = self.runtime_for_session(&state)?;
         let request = DeliverRequest {
             session: state.id.to_string(),
             workflow: None,
@@ -530,6 +656,11 @@ impl Server {
             },
         );
         Ok(stream)
+    }
+
+    /// Turns `true` once the server stops accepting turns.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stopping.subscribe()
     }
 
     /// Stops taking turns and ends every event stream (graceful shutdown's first step).

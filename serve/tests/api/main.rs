@@ -67,6 +67,8 @@ const INTERN: &str = "intern-secret";
 const READER: &str = "reader-secret";
 const STARTER: &str = "starter-secret";
 
+mod host;
+
 struct Running {
     base: String,
     client: reqwest::Client,
@@ -75,13 +77,41 @@ struct Running {
 }
 
 fn workspace() -> std::path::PathBuf {
+    workspace_of(&[("workflows/desk/workflow.yaml", DESK), ("workflows/waiter/workflow.yaml", WAITER)])
+}
+
+/// A fresh workspace in a temp dir holding `files` (path, text).
+fn workspace_of(files: &[(&str, &str)]) -> std::path::PathBuf {
     let root = std::env::temp_dir().join(format!("archmax-serve-api-{}-{}", std::process::id(), rand_suffix()));
-    for (path, text) in [("workflows/desk/workflow.yaml", DESK), ("workflows/waiter/workflow.yaml", WAITER)] {
+    for (path, text) in files {
         let file = root.join(path);
         std::fs::create_dir_all(file.parent().expect("a folder")).expect("workspace");
         std::fs::write(file, text).expect("workflow");
     }
     root
+}
+
+/// The workspace at `root`, compiled.
+fn compiled(root: &std::path::Path) -> archmax_vm::compiler::program::Program {
+    compile(root, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
+        .map(|compiled| compiled.program)
+        .unwrap_or_else(|_| panic!("the test workspace compiles"))
+}
+
+/// Serves `server` on a loopback port until the returned server is stopped.
+async fn listen(server: Arc<Server>) -> Running {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(archmax_serve::serve(
+        listener,
+        server,
+        async move {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(30),
+    ));
+    Running { base, client: reqwest::Client::new(), stop: Some(stop), served }
 }
 
 fn rand_suffix() -> u64 {
@@ -116,9 +146,7 @@ async fn start_server_on(
 ) -> Running {
     archmax_vm::model::openai::install_tls_provider();
     let root = workspace();
-    let program = compile(&root, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
-        .map(|compiled| compiled.program)
-        .unwrap_or_else(|_| panic!("the test workspace compiles"));
+    let program = compiled(&root);
     let server = Arc::new(
         Server::new(ServerParts {
             programs: vec![program],
@@ -133,18 +161,7 @@ async fn start_server_on(
         })
         .expect("server"),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
-    let base = format!("http://{}", listener.local_addr().expect("address"));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(archmax_serve::serve(
-        listener,
-        server,
-        async move {
-            let _ = stopped.await;
-        },
-        Duration::from_secs(30),
-    ));
-    Running { base, client: reqwest::Client::new(), stop: Some(stop), served }
+    listen(server).await
 }
 
 async fn open_server() -> Running {
@@ -444,7 +461,7 @@ async fn every_documented_route_is_served() {
         archmax_serve::openapi::ROUTES.len()
     );
     for operation in archmax_serve::openapi::ROUTES {
-        let path = operation.path.replace("{slug}", "desk").replace("{id}", "s-doc");
+        let path = operation.path.replace("{slug}", "desk").replace("{id}", "s-doc").replace("{trigger}", "payment");
         let url = format!("{}{path}", server.base);
         let request = match operation.method {
             "get" => server.client.get(url),

@@ -1,0 +1,144 @@
+//! Host triggers fired over HTTP: `POST /v1/triggers/{trigger}` (webhooks).
+//!
+//! The body is the trigger's input: a JSON object whose members become the session's
+//! locked variables, held against the trigger's `requires`. The trigger's `session:`
+//! path, resolved in that input, names the session the firing joins (a parked one is
+//! resumed: a firing into a wait is its delivery); without one, or when it does not
+//! resolve, the firing starts a session of its own. The trigger's `message:` path names
+//! the words of the firing, if any; `message: false` means it carries none.
+//!
+//! The one thing to know: a trigger id names one workflow's trigger, so a firing finds
+//! its workflow by the id; when two served workflows declare the same id, the caller
+//! names one with `?workflow=`. `manual` is not a host trigger.
+
+use std::time::Duration;
+
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{Map, Value};
+
+use archmax_vm::kernel::resolve_reference;
+use archmax_vm::{FieldProblem, TurnRequest};
+
+use crate::auth::Scope;
+use crate::error::ApiError;
+use crate::server::{Answer, Server};
+
+/// What the route hands over: the raw body (the signature covers its bytes) and the
+/// request's headers.
+pub struct Firing<'a> {
+    pub trigger: &'a str,
+    pub workflow: Option<&'a str>,
+    pub headers: &'a HeaderMap,
+    pub body: &'a [u8],
+    pub wait: Duration,
+}
+
+impl Server {
+    /// Fires host trigger `firing.trigger`: authenticates the sender (its connection's
+    /// signature, or a bearer token with `start`), then starts or joins a session.
+    pub async fn fire(&self, firing: Firing<'_>) -> Result<Answer, ApiError> {
+        if firing.trigger == "manual" {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "trigger.manual",
+                "`manual` is not a host trigger; start a session with POST /v1/workflows/{slug}/sessions",
+            ));
+        }
+        let declaring: Vec<_> = self
+            .newest_runtimes()
+            .into_iter()
+            .filter(|(slug, runtime)| {
+                let program = &runtime.program;
+                program.workflow(slug).is_some_and(|(_, workflow)| {
+                    workflow.triggers.iter().any(|trigger| program.str(trigger.id) == firing.trigger)
+                })
+            })
+            .filter(|(slug, _)| firing.workflow.is_none_or(|wanted| wanted == slug))
+            .collect();
+        let (slug, runtime) = match declaring.as_slice() {
+            [] => {
+                return Err(ApiError::not_found(
+                    "trigger.unknown",
+                    match firing.workflow {
+                        Some(workflow) => format!("workflow `{workflow}` declares no trigger `{}`", firing.trigger),
+                        None => format!("no served workflow declares a trigger `{}`", firing.trigger),
+                    },
+                ));
+            }
+            [one] => one.clone(),
+            many => {
+                let names: Vec<&str> = many.iter().map(|(slug, _)| slug.as_str()).collect();
+                return Err(ApiError::invalid(
+                    format!(
+                        "trigger `{}` is declared by {}; name one with ?workflow=",
+                        firing.trigger,
+                        names.join(" and ")
+                    ),
+                    &[FieldProblem {
+                        field: "workflow".to_string(),
+                        problem: format!("required: one of {}", names.join(", ")),
+                    }],
+                ));
+            }
+        };
+        let program = &runtime.program;
+        let Some(trigger) = program.workflow(&slug).and_then(|(_, workflow)| {
+            workflow.triggers.iter().find(|trigger| program.str(trigger.id) == firing.trigger)
+        }) else {
+            return Err(ApiError::internal("the trigger vanished while it was looked up"));
+        };
+        match trigger.connection.map(|connection| program.str(connection).to_owned()) {
+            Some(connection) => {
+                let now = (self.now_ms() / 1000) as i64;
+                if let Err(refused) = self.connections.verify(&connection, firing.headers, firing.body, now) {
+                    tracing::warn!(
+                        trigger = firing.trigger,
+                        workflow = slug.as_str(),
+                        connection = connection.as_str(),
+                        reason = refused.message.as_str(),
+                        "webhook refused"
+                    );
+                    self.metrics.webhook_refused();
+                    return Err(refused);
+                }
+            }
+            None => {
+                self.auth.caller(firing.headers, Scope::Start)?;
+            }
+        }
+        let variables = input_of(firing.body)?;
+        let message = match &trigger.message {
+            Some(None) => None,
+            Some(Some(path)) => resolve_reference(path, &Value::Object(variables.clone())),
+            None => None,
+        };
+        let mut request = TurnRequest {
+            workflow: slug.clone(),
+            session: None,
+            trigger: Some(firing.trigger.to_string()),
+            message,
+            variables,
+            upgrade: false,
+        };
+        let session = runtime.start_session_id(&request)?.to_string();
+        request.session = Some(session.clone());
+        tracing::info!(trigger = firing.trigger, workflow = slug.as_str(), session = session.as_str(), "trigger fired");
+        let running = std::sync::Arc::clone(&runtime);
+        let turn = async move { running.run_turn(request).await };
+        self.admit(runtime, &session, "turn", turn, firing.wait).await
+    }
+}
+
+/// The firing's input: an empty body is no input; anything else must be a JSON object.
+fn input_of(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    let invalid =
+        |problem: String| ApiError::invalid(problem.clone(), &[FieldProblem { field: "body".to_string(), problem }]);
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(input)) => Ok(input),
+        Ok(_) => Err(invalid("the trigger's input must be a JSON object of variable values".to_string())),
+        Err(error) => Err(invalid(format!("the body is not JSON: {error}"))),
+    }
+}

@@ -1,0 +1,282 @@
+//! Webhook senders: who may fire a host trigger (`POST /v1/triggers/{trigger}`).
+//!
+//! A trigger whose declaration names a `connection:` is fired by a system, not a person:
+//! its sender proves itself with an HMAC-SHA256 signature of the body, keyed by a secret
+//! from the environment variable its `[connections.<slug>]` entry in `archmax.toml`
+//! names (see [`archmax_vm::compiler::host_settings`]). The signature header holds
+//! `sha256=<hex>` (or the bare hex digest); with a `timestamp_header` the signed bytes are
+//! `<timestamp>.<body>` and a timestamp further than `tolerance_seconds` from now is
+//! refused, so a captured request cannot be replayed later. A trigger without a
+//! connection takes a bearer token with the `start` scope, like every other turn.
+//!
+//! The one thing to know: a refused signature is logged (connection, trigger, reason)
+//! and answered 401 before the body is even parsed; nothing of it reaches a session.
+
+use std::collections::BTreeMap;
+
+use axum::http::{HeaderMap, StatusCode};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use archmax_vm::compiler::host_settings::{Connection, HostSettings};
+
+use crate::error::ApiError;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// One connection with its secret, read from the environment at start.
+struct Verifier {
+    connection: Connection,
+    secret: Vec<u8>,
+}
+
+/// Every configured connection, ready to check signatures.
+#[derive(Default)]
+pub struct Connections {
+    verifiers: BTreeMap<String, Verifier>,
+}
+
+/// Why a webhook's signature was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureRefusal {
+    #[error("the `{0}` header is missing")]
+    MissingSignature(String),
+    #[error("the `{0}` header is not `sha256=<64 hex digits>`")]
+    MalformedSignature(String),
+    #[error("the `{0}` header is missing")]
+    MissingTimestamp(String),
+    #[error("the `{0}` header is not a Unix time in seconds")]
+    MalformedTimestamp(String),
+    #[error("the timestamp is {0} s away from the server's clock (more than the connection's tolerance)")]
+    Stale(i64),
+    #[error("the signature does not match the body")]
+    Mismatch,
+}
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secrets.
+        formatter.debug_list().entries(self.verifiers.keys()).finish()
+    }
+}
+
+fn parse_hex_digest(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    let text = text.strip_prefix("sha256=").unwrap_or(text);
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (index, byte) in digest.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[index * 2..index * 2 + 2], 16).ok()?;
+    }
+    Some(digest)
+}
+
+/// The `sha256=<hex>` signature of `body` under `secret`, with the timestamp prefix
+/// when given: what a sender puts in its signature header.
+pub fn sign(secret: &[u8], timestamp: Option<&str>, body: &[u8]) -> String {
+    let mut mac = mac_of(secret);
+    if let Some(timestamp) = timestamp {
+        mac.update(timestamp.as_bytes());
+        mac.update(b".");
+    }
+    mac.update(body);
+    let digest = mac.finalize().into_bytes();
+    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+fn mac_of(secret: &[u8]) -> HmacSha256 {
+    // HMAC takes a key of any length; `new_from_slice` only fails for fixed-size keys.
+    match HmacSha256::new_from_slice(secret) {
+        Ok(mac) => mac,
+        Err(_) => unreachable!("HMAC accepts keys of every length"),
+    }
+}
+
+impl Connections {
+    /// Reads each connection's secret through `env`; a secret that is unset or empty is
+    /// an error naming the connection and the variable, so a server never starts with
+    /// a webhook nobody can sign.
+    pub fn configure(settings: &HostSettings, env: impl Fn(&str) -> Option<String>) -> Result<Connections, String> {
+        let mut verifiers = BTreeMap::new();
+        for (slug, connection) in &settings.connections {
+            let secret = match env(&connection.secret_env) {
+                Some(secret) if !secret.is_empty() => secret.into_bytes(),
+                _ => {
+                    return Err(format!(
+                        "connection `{slug}` takes its webhook secret from {}, which is not set; set it, or remove [connections.{slug}] from archmax.toml",
+                        connection.secret_env
+                    ));
+                }
+            };
+            verifiers.insert(slug.clone(), Verifier { connection: connection.clone(), secret });
+        }
+        Ok(Connections { verifiers })
+    }
+
+    pub fn contains(&self, slug: &str) -> bool {
+        self.verifiers.contains_key(slug)
+    }
+
+    /// Checks a webhook from connection `slug`: its signature over `body` (and its
+    /// timestamp, when the connection signs one, against `now_seconds`).
+    pub fn verify(&self, slug: &str, headers: &HeaderMap, body: &[u8], now_seconds: i64) -> Result<(), ApiError> {
+        let Some(verifier) = self.verifiers.get(slug) else {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "connection.unconfigured",
+                format!(
+                    "the trigger's connection `{slug}` is not configured on this server; add [connections.{slug}] to archmax.toml"
+                ),
+            ));
+        };
+        verifier.check(headers, body, now_seconds).map_err(|refusal| {
+            ApiError::new(StatusCode::UNAUTHORIZED, "webhook.bad-signature", format!("webhook refused: {refusal}"))
+        })
+    }
+}
+
+impl Verifier {
+    fn check(&self, headers: &HeaderMap, body: &[u8], now_seconds: i64) -> Result<(), SignatureRefusal> {
+        let connection = &self.connection;
+        let header_text = |name: &str| headers.get(name).map(|value| value.to_str().map(str::trim));
+        let signature = match header_text(&connection.signature_header) {
+            None => return Err(SignatureRefusal::MissingSignature(connection.signature_header.clone())),
+            Some(value) => value
+                .ok()
+                .and_then(parse_hex_digest)
+                .ok_or_else(|| SignatureRefusal::MalformedSignature(connection.signature_header.clone()))?,
+        };
+        let mut mac = mac_of(&self.secret);
+        if let Some(name) = &connection.timestamp_header {
+            let stamp = match header_text(name) {
+                None => return Err(SignatureRefusal::MissingTimestamp(name.clone())),
+                Some(value) => {
+                    value.ok().filter(|text| !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()))
+                }
+            };
+            let stamp = stamp.ok_or_else(|| SignatureRefusal::MalformedTimestamp(name.clone()))?;
+            let seconds: i64 = stamp.parse().map_err(|_| SignatureRefusal::MalformedTimestamp(name.clone()))?;
+            let skew = now_seconds.saturating_sub(seconds);
+            if skew.unsigned_abs() > connection.tolerance_seconds {
+                return Err(SignatureRefusal::Stale(skew));
+            }
+            mac.update(stamp.as_bytes());
+            mac.update(b".");
+        }
+        mac.update(body);
+        // `verify_slice` compares in constant time.
+        mac.verify_slice(&signature).map_err(|_| SignatureRefusal::Mismatch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use archmax_vm::compiler::host_settings::parse_host_settings;
+    use archmax_vm::compiler::source::FileId;
+
+    fn connections() -> Connections {
+        let text = r#"
+[connections.plain]
+secret_env = "PLAIN_SECRET"
+
+[connections.stamped]
+secret_env = "STAMPED_SECRET"
+signature_header = "X-Signature"
+timestamp_header = "X-Timestamp"
+tolerance_seconds = 60
+"#;
+        let (settings, diagnostics) = parse_host_settings(FileId(0), text);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        Connections::configure(&settings, |name| Some(format!("secret of {name}"))).expect("both secrets set")
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, value.parse().expect("a header value"));
+        }
+        headers
+    }
+
+    #[test]
+    fn hmac_matches_rfc_4231_test_case_2() {
+        // Key "Jefe", data "what do ya want for nothing?".
+        assert_eq!(
+            sign(b"Jefe", None, b"what do ya want for nothing?"),
+            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn a_good_signature_passes_and_every_bad_one_is_refused_with_its_reason() {
+        let connections = connections();
+        let body = br#"{"order":"A-1"}"#;
+        let good = sign(b"secret of PLAIN_SECRET", None, body);
+        let bare = good.trim_start_matches("sha256=").to_uppercase();
+        assert!(connections.verify("plain", &headers(&[("x-archmax-signature", &good)]), body, 0).is_ok());
+        assert!(connections.verify("plain", &headers(&[("x-archmax-signature", &bare)]), body, 0).is_ok(), "bare hex");
+        let refusal = |found: Result<(), ApiError>| {
+            let error = found.expect_err("refused");
+            (error.status, error.message)
+        };
+        let (status, message) = refusal(connections.verify("plain", &HeaderMap::new(), body, 0));
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert!(message.contains("`x-archmax-signature` header is missing"), "{message}");
+        let (_, message) =
+            refusal(connections.verify("plain", &headers(&[("x-archmax-signature", "sha256=zz")]), body, 0));
+        assert!(message.contains("is not `sha256="), "{message}");
+        let tampered = br#"{"order":"A-2"}"#;
+        let (_, message) =
+            refusal(connections.verify("plain", &headers(&[("x-archmax-signature", &good)]), tampered, 0));
+        assert!(message.contains("does not match"), "{message}");
+        let other_key = sign(b"another secret", None, body);
+        let (_, message) =
+            refusal(connections.verify("plain", &headers(&[("x-archmax-signature", &other_key)]), body, 0));
+        assert!(message.contains("does not match"), "{message}");
+        let (status, message) = refusal(connections.verify("nobody", &HeaderMap::new(), body, 0));
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(message.contains("[connections.nobody]"), "{message}");
+    }
+
+    #[test]
+    fn a_timestamped_signature_covers_the_time_and_refuses_stale_or_replayed_times() {
+        let connections = connections();
+        let body = b"{}";
+        let secret = b"secret of STAMPED_SECRET";
+        let now = 1_767_605_400;
+        let stamp = now.to_string();
+        let good = sign(secret, Some(&stamp), body);
+        let sent = headers(&[("x-signature", &good), ("x-timestamp", &stamp)]);
+        assert!(connections.verify("stamped", &sent, body, now).is_ok());
+        assert!(connections.verify("stamped", &sent, body, now + 60).is_ok(), "within the tolerance");
+        let late = connections.verify("stamped", &sent, body, now + 61).expect_err("replayed later");
+        assert!(late.message.contains("61 s away"), "{}", late.message);
+        // The same signature under another time does not pass: the time is signed.
+        let moved = headers(&[("x-signature", &good), ("x-timestamp", &(now + 1).to_string())]);
+        assert!(connections.verify("stamped", &moved, body, now).is_err());
+        let unsigned_time = sign(secret, None, body);
+        let plain = headers(&[("x-signature", &unsigned_time), ("x-timestamp", &stamp)]);
+        assert!(connections.verify("stamped", &plain, body, now).is_err());
+        let missing =
+            connections.verify("stamped", &headers(&[("x-signature", &good)]), body, now).expect_err("no time");
+        assert!(missing.message.contains("`x-timestamp` header is missing"), "{}", missing.message);
+        let words = headers(&[("x-signature", &good), ("x-timestamp", "yesterday")]);
+        let malformed = connections.verify("stamped", &words, body, now).expect_err("not a number");
+        assert!(malformed.message.contains("not a Unix time"), "{}", malformed.message);
+    }
+
+    #[test]
+    fn a_connection_whose_secret_is_unset_stops_the_start_naming_the_variable() {
+        let (settings, _) = parse_host_settings(FileId(0), "[connections.mail]\nsecret_env = \"MAIL_HOOK_SECRET\"\n");
+        let error = Connections::configure(&settings, |_| None).expect_err("unset");
+        assert!(error.contains("MAIL_HOOK_SECRET") && error.contains("connection `mail`"), "{error}");
+        assert!(Connections::configure(&settings, |_| Some(String::new())).is_err(), "an empty secret");
+        let configured = Connections::configure(&settings, |_| Some("zebra-secret".into())).expect("set");
+        let shown = format!("{configured:?}");
+        assert!(shown.contains("mail") && !shown.contains("zebra"), "Debug never shows a secret: {shown}");
+    }
+}

@@ -1,0 +1,315 @@
+//! What a host configures around the API: webhooks signed per connection, the scheduler
+//! that wakes sessions whose `resumeAt` has come, and artifacts loaded while serving.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use archmax_serve::auth::Auth;
+use archmax_serve::turns::TurnLimits;
+use archmax_serve::webhooks::{Connections, sign};
+use archmax_serve::{Server, ServerParts};
+use archmax_vm::clock::Clock;
+use archmax_vm::compiler::artifact::{self, TrustedKeys};
+use archmax_vm::compiler::host_settings::parse_host_settings;
+use archmax_vm::compiler::source::FileId;
+use archmax_vm::model::pricing::PricingTable;
+use archmax_vm::model::tape::Tape;
+use archmax_vm::session::memory::MemoryStore;
+
+use super::{ADMIN, DESK, Running, STARTER, TAPE, WAITER, compiled, listen, workspace_of};
+
+const INBOX: &str = r#"title: Inbox
+instructions: You answer mail threads.
+states:
+  answer:
+    triggers:
+      manual:
+        description: Answer one question.
+      mail-in:
+        description: A mail arrived on a thread.
+        session: thread_id
+        message: mail.text
+        connection: mail
+        requires:
+          - { name: thread_id, type: string }
+      ping:
+        description: A bare ping, fired with a token.
+    instructions: Answer the mail.
+"#;
+
+const INBOX_TAPE: &str = r#"
+- { state: answer, text: "Thanks, we read your mail." }
+- { state: answer, text: "Thanks again, noted." }
+"#;
+
+const SETTINGS: &str = r#"
+[connections.mail]
+secret_env = "INBOX_MAIL_SECRET"
+timestamp_header = "X-Mail-Time"
+
+[schedule.waiter]
+wake_trigger = "payment"
+"#;
+
+const SECRET: &str = "mail-hook-secret";
+const NOW_MS: u64 = 1_767_605_400_000;
+
+/// A clock a test moves.
+struct TestClock(AtomicU64);
+
+impl Clock for TestClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+fn server_of(files: &[(&str, &str)], tape: &str, clock: Arc<TestClock>) -> Server {
+    server_on(files, tape, clock, Arc::new(MemoryStore::new()))
+}
+
+fn server_on(
+    files: &[(&str, &str)],
+    tape: &str,
+    clock: Arc<TestClock>,
+    store: Arc<dyn archmax_vm::session::SessionStore>,
+) -> Server {
+    archmax_vm::model::openai::install_tls_provider();
+    let root = workspace_of(files);
+    let (settings, problems) = parse_host_settings(FileId(0), SETTINGS);
+    assert!(problems.is_empty(), "{problems:?}");
+    let connections = Connections::configure(&settings, |name| (name == "INBOX_MAIL_SECRET").then(|| SECRET.into()))
+        .expect("the secret is set");
+    Server::new(ServerParts {
+        programs: vec![compiled(&root)],
+        store,
+        model: Arc::new(Tape::parse("host", tape).expect("tape")),
+        clock,
+        pricing: PricingTable::default(),
+        root,
+        auth: Auth::configure(Some(ADMIN), Some(&super::tokens_file())).expect("tokens"),
+        limits: TurnLimits::default(),
+        body_limit: 64 * 1024,
+    })
+    .expect("server")
+    .with_settings(settings, connections)
+}
+
+fn clock() -> Arc<TestClock> {
+    Arc::new(TestClock(AtomicU64::new(NOW_MS)))
+}
+
+impl Running {
+    async fn get_text(&self, path: &str, token: Option<&str>) -> (StatusCode, String) {
+        let mut request = self.client.get(format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("the server answers");
+        (response.status(), response.text().await.unwrap_or_default())
+    }
+
+    /// Fires `trigger` with `body`, signed (when `secret` is given) at `time`.
+    async fn fire(&self, trigger: &str, body: &Value, secret: Option<&str>, time: u64) -> (StatusCode, Value) {
+        let bytes = serde_json::to_vec(body).expect("json");
+        let stamp = time.to_string();
+        let mut request = self
+            .client
+            .post(format!("{}/v1/triggers/{trigger}?wait=60", self.base))
+            .header("content-type", "application/json")
+            .header("x-mail-time", &stamp);
+        if let Some(secret) = secret {
+            request = request.header("x-archmax-signature", sign(secret.as_bytes(), Some(&stamp), &bytes));
+        }
+        let response = request.body(bytes).send().await.expect("the server answers");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_webhook_starts_then_joins_its_thread_and_a_bad_signature_runs_nothing() {
+    let running = listen(Arc::new(server_of(&[("workflows/inbox/workflow.yaml", INBOX)], INBOX_TAPE, clock()))).await;
+    let now = NOW_MS / 1000;
+    let mail = json!({ "thread_id": "thread-7", "mail": { "text": "Where is my parcel?" } });
+
+    // A bad signature, a stale time, no signature: refused before anything runs.
+    let (status, refused) = running.fire("mail-in", &mail, Some("not the secret"), now).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{refused}");
+    assert_eq!(refused["error"]["code"], "webhook.bad-signature");
+    let (status, stale) = running.fire("mail-in", &mail, Some(SECRET), now - 301).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{stale}");
+    assert!(stale["error"]["message"].as_str().is_some_and(|text| text.contains("301 s away")), "{stale}");
+    let (status, _) = running.fire("mail-in", &mail, None, now).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (_, listed) = running.get("/v1/sessions", Some(ADMIN)).await;
+    assert_eq!(listed["sessions"], json!([]), "a refused webhook runs nothing");
+    let (_, metrics) = running.get_text("/metrics", Some(ADMIN)).await;
+    assert!(metrics.contains("archmax_webhooks_refused_total 3"), "{metrics}");
+
+    // Signed: the `session:` path names the session, `message:` the words.
+    let (status, first) = running.fire("mail-in", &mail, Some(SECRET), now).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(first["sessionId"], "thread-7");
+    assert_eq!(first["status"], "completed");
+    assert_eq!(first["variables"]["thread_id"]["value"], "thread-7");
+    assert_eq!(first["turn"]["reply"], "Thanks, we read your mail.");
+    let again = json!({ "thread_id": "thread-7", "mail": { "text": "Any news?" } });
+    let (status, second) = running.fire("mail-in", &again, Some(SECRET), now).await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    assert_eq!(second["sessionId"], "thread-7", "the same thread joins its session");
+    let (_, transcript) = running.get("/v1/sessions/thread-7/transcript", Some(ADMIN)).await;
+    let said: Vec<&str> = transcript["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .filter_map(|message| message["text"].as_str())
+        .collect();
+    assert_eq!(said, ["Where is my parcel?", "Any news?"], "{transcript}");
+
+    // The signature holds but the signature of the trigger does not: every field named.
+    let (status, invalid) = running.fire("mail-in", &json!({ "thread_id": 7 }), Some(SECRET), now).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{invalid}");
+    assert_eq!(invalid["error"]["details"]["fields"][0]["field"], "thread_id", "{invalid}");
+    let (status, _) = running.fire("mail-in", &json!(["not", "an", "object"]), Some(SECRET), now).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    // A trigger without a connection takes a token with `start`; `manual` and unknown ids are refused.
+    let (status, _) = running.fire("ping", &json!({}), None, now).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, pinged) = running.post("/v1/triggers/ping?wait=60", Some(STARTER), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{pinged}");
+    assert_eq!(pinged["status"], "completed");
+    let (status, manual) = running.post("/v1/triggers/manual", Some(ADMIN), json!({})).await;
+    assert_eq!((status, manual["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("trigger.manual")));
+    let (status, unknown) = running.post("/v1/triggers/nobody", Some(ADMIN), json!({})).await;
+    assert_eq!((status, unknown["error"]["code"].as_str()), (StatusCode::NOT_FOUND, Some("trigger.unknown")));
+    assert!(running.stop().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_without_an_id_joins_the_session_its_triggers_path_names() {
+    let running = listen(Arc::new(server_of(&[("workflows/inbox/workflow.yaml", INBOX)], INBOX_TAPE, clock()))).await;
+    let body = json!({ "message": "Hello", "trigger": "mail-in", "variables": { "thread_id": "thread-9" } });
+    let (status, started) = running.post("/v1/workflows/inbox/sessions?wait=60", Some(ADMIN), body).await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    assert_eq!(started["sessionId"], "thread-9");
+    // A path that does not resolve starts a session of its own.
+    let (status, own) = running
+        .post("/v1/workflows/inbox/sessions?wait=60", Some(ADMIN), json!({ "message": "Hi", "trigger": "ping" }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{own}");
+    assert_ne!(own["sessionId"], "thread-9");
+    assert!(running.stop().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduler_wakes_a_due_session_once_and_leaves_unscheduled_ones_listed() {
+    let time = clock();
+    let waiter = ("workflows/waiter/workflow.yaml", WAITER);
+    let inbox_like = ("workflows/sleeper/workflow.yaml", WAITER.replace("Waiter", "Sleeper"));
+    let server = Arc::new(server_of(&[waiter, (inbox_like.0, &inbox_like.1)], TAPE, Arc::clone(&time)));
+    let running = listen(Arc::clone(&server)).await;
+    for (workflow, id) in [("waiter", "w1"), ("sleeper", "z1")] {
+        let (status, parked) = running
+            .post(
+                &format!("/v1/workflows/{workflow}/sessions?wait=60"),
+                Some(ADMIN),
+                json!({ "message": "Wait for it.", "sessionId": id }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{parked}");
+        assert_eq!(parked["status"], "awaiting_input", "{parked}");
+    }
+    // Not due yet: nothing happens.
+    let wakes = server.wake_due().await;
+    assert!(wakes.woken.is_empty() && wakes.unscheduled.is_empty(), "{wakes:?}");
+
+    time.0.fetch_add(25 * 3600 * 1000, Ordering::SeqCst);
+    let (_, due) = running.get("/v1/sessions?due=true", Some(ADMIN)).await;
+    assert_eq!(due["sessions"].as_array().map(Vec::len), Some(2), "{due}");
+    let wakes = server.wake_due().await;
+    assert_eq!(wakes.woken, ["w1"]);
+    assert_eq!(wakes.unscheduled, ["z1"], "a workflow without a schedule is only listed");
+    let woken = wait_for_status(&running, "w1", "completed").await;
+    assert_eq!(
+        woken["trail"].as_array().and_then(|trail| trail.last()).map(|step| &step["kind"]),
+        Some(&json!("trigger"))
+    );
+    let again = server.wake_due().await;
+    assert!(again.woken.is_empty(), "a woken session is not woken twice: {again:?}");
+    let (_, metrics) = running.get_text("/metrics", Some(ADMIN)).await;
+    assert!(metrics.contains("archmax_wakes_total 1"), "{metrics}");
+    assert!(running.stop().await);
+}
+
+async fn wait_for_status(running: &Running, id: &str, status: &str) -> Value {
+    for _ in 0..600 {
+        let (_, shown) = running.get(&format!("/v1/sessions/{id}"), Some(ADMIN)).await;
+        if shown["status"] == status {
+            return shown;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("session {id} never reached {status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loaded_artifact_serves_new_sessions_while_a_parked_one_finishes_on_its_old_program() {
+    let desk = ("workflows/desk/workflow.yaml", DESK);
+    let server = server_of(&[desk], TAPE, clock());
+    let server = Arc::new(server.with_loader(Arc::new(|bytes: &[u8]| {
+        artifact::load(bytes, &TrustedKeys::default()).map(|loaded| loaded.program).map_err(|error| error.to_string())
+    })));
+    let running = listen(Arc::clone(&server)).await;
+    let old = running.start_desk(Some(ADMIN), "old-1").await;
+    let old_hash = old["specHash"].as_str().expect("a hash").to_string();
+
+    // Version 2 of the desk: the finishing state says something else.
+    let v2 = compiled(&workspace_of(&[(desk.0, &DESK.replace("Say it was paid.", "Say it was paid, with the date."))]));
+    let bytes = artifact::encode(&v2);
+    let refused =
+        running.client.post(format!("{}/v1/admin/artifacts", running.base)).bearer_auth(STARTER).body(bytes.clone());
+    assert_eq!(refused.send().await.expect("answers").status(), StatusCode::FORBIDDEN, "admin only");
+    let garbage = running.client.post(format!("{}/v1/admin/artifacts", running.base)).bearer_auth(ADMIN).body("junk");
+    let garbage = garbage.send().await.expect("answers");
+    assert_eq!(garbage.status(), StatusCode::BAD_REQUEST);
+    let loaded = running.client.post(format!("{}/v1/admin/artifacts", running.base)).bearer_auth(ADMIN).body(bytes);
+    let loaded: Value = loaded.send().await.expect("answers").json().await.expect("json");
+    assert_eq!(loaded["loaded"][0]["workflow"], "desk", "{loaded}");
+    assert_eq!(loaded["loaded"][0]["previous"], old_hash.as_str(), "{loaded}");
+    let new_hash = loaded["loaded"][0]["specHash"].as_str().expect("a hash").to_string();
+    assert_ne!(new_hash, old_hash);
+
+    let new = running.start_desk(Some(ADMIN), "new-1").await;
+    assert_eq!(new["specHash"], new_hash.as_str(), "new sessions start on the newest program");
+    let (status, decided) =
+        running.post("/v1/sessions/old-1/decide?wait=60", Some(super::FINANCE), json!({ "to": "done" })).await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    assert_eq!(decided["status"], "completed");
+    assert_eq!(decided["specHash"], old_hash.as_str(), "the parked session finished on its own program");
+    // Loading the same program again changes nothing.
+    assert!(server.load_program(v2).is_empty());
+    let (_, metrics) = running.get_text("/metrics", Some(ADMIN)).await;
+    assert!(metrics.contains("archmax_program_generations 2"), "{metrics}");
+    assert!(running.stop().await);
+
+    // Without the old program, a server on the same store refuses the pinned session,
+    // naming both hashes, and changes nothing.
+    let store: Arc<dyn archmax_vm::session::SessionStore> = Arc::new(MemoryStore::new());
+    let first = listen(Arc::new(server_on(&[desk], TAPE, clock(), Arc::clone(&store)))).await;
+    first.start_desk(Some(ADMIN), "pinned-1").await;
+    assert!(first.stop().await);
+    let changed = DESK.replace("Say it was paid.", "Say so.");
+    let second = listen(Arc::new(server_on(&[(desk.0, &changed)], TAPE, clock(), store))).await;
+    let (status, refused) =
+        second.post("/v1/sessions/pinned-1/decide?wait=60", Some(super::FINANCE), json!({ "to": "done" })).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert!(refused["error"]["message"].as_str().is_some_and(|text| text.contains(&old_hash)), "{refused}");
+    let (_, still) = second.get("/v1/sessions/pinned-1", Some(ADMIN)).await;
+    assert_eq!(still["status"], "awaiting_decision");
+    assert!(second.stop().await);
+}

@@ -229,6 +229,10 @@ enum Command {
         /// (default: ARCHMAX_STORE, else `fs:`, the workspace's `sessions/`).
         #[arg(long, value_name = "URL")]
         store: Option<String>,
+        /// The log's form: `text` for people, `json` (one object per line) for a pipeline;
+        /// `RUST_LOG` filters it (default `info`).
+        #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
+        log_format: serve::LogFormat,
     },
     /// Print the long explanation of a diagnostic code or a kernel rule.
     Explain {
@@ -360,18 +364,21 @@ fn main() -> ExitCode {
     load_dotenv(&root);
     match cli.command {
         Command::Validate { workflows, format } => validate::run(&root, &workflows, format),
-        Command::Serve { artifacts, listen, trust, tokens, max_turns_in_flight, tape, store } => serve::run(
-            &root,
-            serve::ServeArgs {
-                artifacts: &artifacts,
-                listen: &listen,
-                trust: &trust,
-                tokens: tokens.as_deref(),
-                max_turns_in_flight,
-                tape: tape.as_deref(),
-                store: store.as_deref(),
-            },
-        ),
+        Command::Serve { artifacts, listen, trust, tokens, max_turns_in_flight, tape, store, log_format } => {
+            serve::run(
+                &root,
+                serve::ServeArgs {
+                    artifacts: &artifacts,
+                    listen: &listen,
+                    trust: &trust,
+                    tokens: tokens.as_deref(),
+                    max_turns_in_flight,
+                    tape: tape.as_deref(),
+                    store: store.as_deref(),
+                    log_format,
+                },
+            )
+        }
         Command::Explain { code, list } => explain::run(code.as_deref(), list),
         Command::Build { workflows, output, sign } => build::run(&root, &workflows, output.as_deref(), sign.as_deref()),
         Command::Keygen { output, force } => keys::keygen(&output, force),

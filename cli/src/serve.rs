@@ -1,17 +1,33 @@
 //! `archmax serve`: flags in, a running server out. Loading the programs, the model, the
-//! store and the tokens happens here; everything the server does is `archmax-serve`'s.
+//! store, the tokens and `archmax.toml`'s runner tables happens here, and so does
+//! reloading them; everything the server does is `archmax-serve`'s.
+//!
+//! Reloads: on SIGHUP the server re-reads its `--artifact` files (or recompiles the
+//! workspace) and its `--tokens` file; in development mode (no `--artifact`) it also
+//! recompiles whenever a workflow, skill or `archmax.toml` changes. A program that
+//! does not load is logged and the one being served stays; new sessions start on the
+//! newest program, sessions already running keep the one they started on.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use archmax_serve::auth::Auth;
 use archmax_serve::server::DEFAULT_BODY_LIMIT;
 use archmax_serve::turns::TurnLimits;
+use archmax_serve::webhooks::Connections;
 use archmax_serve::{Server, ServerParts};
+use archmax_vm::compiler::artifact;
+use archmax_vm::compiler::diagnostic::render;
+use archmax_vm::compiler::host_settings::{HostSettings, parse_host_settings};
+use archmax_vm::compiler::lower::BuildInputs;
+use archmax_vm::compiler::program::Program;
+use archmax_vm::compiler::source::FileId;
+use archmax_vm::compiler::{CompileError, compile};
 use archmax_vm::host_env::{ClockAndPricing, process_env};
+use archmax_vm::stdlib::PLATFORM_PROMPT;
 
 use crate::output::failure;
 use crate::session::{self, SessionOptions};
@@ -22,6 +38,24 @@ const GRACE: Duration = Duration::from_secs(30);
 /// The variable holding the one all-scopes token.
 const TOKEN_VARIABLE: &str = "ARCHMAX_SERVE_TOKEN";
 
+/// How often the scheduler looks for sessions whose `resumeAt` has come.
+const WAKE_EVERY: Duration = Duration::from_secs(1);
+
+/// How often development mode looks for changed workspace files.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// The workspace files a compiled program is made from.
+const WATCHED: [&str; 5] = ["workflows", "skills", ".platform", "archmax.toml", "AGENTS.md"];
+
+/// How the server writes its log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line a person reads.
+    Text,
+    /// One JSON object per line, for a log pipeline.
+    Json,
+}
+
 pub struct ServeArgs<'a> {
     pub artifacts: &'a [PathBuf],
     pub listen: &'a str,
@@ -31,12 +65,202 @@ pub struct ServeArgs<'a> {
     pub tape: Option<&'a Path>,
     /// `--store`: where sessions live (the filesystem store by default).
     pub store: Option<&'a str>,
+    pub log_format: LogFormat,
+}
+
+/// What a reload needs, owned, so it can run on a blocking thread.
+#[derive(Clone)]
+struct Sources {
+    root: PathBuf,
+    artifacts: Vec<PathBuf>,
+    trust: Vec<String>,
+    tokens: Option<PathBuf>,
+}
+
+/// Installs the log subscriber; `RUST_LOG` filters it (default `info`).
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    let installed = match format {
+        LogFormat::Text => builder.with_ansi(crate::output::stderr_color()).try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+    if let Err(error) = installed {
+        eprintln!("warning: could not install the log: {error}");
+    }
+}
+
+/// A compile that failed, as one log message with its diagnostics.
+fn compile_problem(error: &CompileError) -> String {
+    match error {
+        CompileError::Invalid(invalid) => {
+            let shown = render::human(invalid.analysis.sources(), &invalid.report, false);
+            format!("{}\n{shown}{}", error, render::verdict(&invalid.report))
+        }
+        other => other.to_string(),
+    }
+}
+
+impl Sources {
+    /// The programs to serve: each artifact, verified, or the workspace compiled.
+    fn programs(&self) -> Result<Vec<Program>, String> {
+        if self.artifacts.is_empty() {
+            // Development mode compiles every workflow: each must validate.
+            return compile(&self.root, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT })
+                .map(|compiled| vec![compiled.program])
+                .map_err(|error| compile_problem(&error));
+        }
+        let trusted = crate::keys::trusted_keys(&self.trust)?;
+        self.artifacts
+            .iter()
+            .map(|path| {
+                let bytes =
+                    std::fs::read(path).map_err(|error| format!("could not read `{}`: {error}", path.display()))?;
+                artifact::load(&bytes, &trusted)
+                    .map(|loaded| loaded.program)
+                    .map_err(|error| format!("`{}` is refused: {error}", path.display()))
+            })
+            .collect()
+    }
+
+    fn auth(&self) -> Result<Auth, String> {
+        let text = match &self.tokens {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|error| format!("could not read `{}`: {error}", path.display()))?,
+            ),
+            None => None,
+        };
+        Auth::configure(process_env(TOKEN_VARIABLE).as_deref(), text.as_deref()).map_err(|error| error.to_string())
+    }
+
+    /// `archmax.toml`'s runner tables; every problem of them refuses the start.
+    fn settings(&self) -> Result<HostSettings, String> {
+        let path = self.root.join("archmax.toml");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HostSettings::default()),
+            Err(error) => return Err(format!("could not read `{}`: {error}", path.display())),
+        };
+        let (settings, problems) = parse_host_settings(FileId(0), &text);
+        if problems.is_empty() {
+            return Ok(settings);
+        }
+        let lines: Vec<String> = problems
+            .iter()
+            .map(|problem| match &problem.help {
+                Some(help) => format!("  {} ({help})", problem.message),
+                None => format!("  {}", problem.message),
+            })
+            .collect();
+        Err(format!("`{}` does not hold (`archmax validate` shows where):\n{}", path.display(), lines.join("\n")))
+    }
+
+    /// A fingerprint of the files a compile reads: their paths, sizes and times.
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        let mut stack: Vec<PathBuf> = WATCHED.iter().map(|name| self.root.join(name)).collect();
+        while let Some(path) = stack.pop() {
+            let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+            path.hash(&mut hasher);
+            meta.len().hash(&mut hasher);
+            meta.modified().ok().and_then(|time| time.duration_since(SystemTime::UNIX_EPOCH).ok()).hash(&mut hasher);
+            if meta.is_dir()
+                && let Ok(entries) = std::fs::read_dir(&path)
+            {
+                let mut children: Vec<PathBuf> = entries.flatten().map(|entry| entry.path()).collect();
+                children.sort();
+                stack.extend(children);
+            }
+        }
+        hasher.finish()
+    }
+}
+
+/// Loads every program of `sources` into `server`, logging what changed.
+async fn reload(server: &Server, sources: &Sources, why: &str) {
+    let reading = sources.clone();
+    let programs = match tokio::task::spawn_blocking(move || reading.programs()).await {
+        Ok(programs) => programs,
+        Err(error) => Err(format!("the reload stopped: {error}")),
+    };
+    match programs {
+        Ok(programs) => {
+            let loaded: Vec<_> = programs.into_iter().flat_map(|program| server.load_program(program)).collect();
+            if loaded.is_empty() {
+                tracing::info!(why, "reloaded; every workflow is unchanged");
+            }
+            for workflow in loaded {
+                tracing::info!(
+                    why,
+                    workflow = workflow.workflow.as_str(),
+                    spec_hash = workflow.spec_hash.as_str(),
+                    previous = workflow.previous.as_deref().unwrap_or("none"),
+                    "new sessions start on a new program; running sessions keep theirs"
+                );
+            }
+        }
+        Err(problem) => tracing::error!(why, "the reload failed; the programs served stay: {problem}"),
+    }
+}
+
+/// Reloads on every SIGHUP: the programs and the tokens file.
+async fn reload_on_hangup(server: Arc<Server>, sources: Sources) {
+    let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        tracing::warn!("SIGHUP cannot be caught here; reload with POST /v1/admin/artifacts");
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        reload(&server, &sources, "SIGHUP").await;
+        match sources.auth().and_then(|auth| server.auth.replace(auth)) {
+            Ok(()) => tracing::info!(tokens = server.auth.token_count(), "tokens reloaded"),
+            Err(problem) => tracing::error!("the tokens were not reloaded; the ones served stay: {problem}"),
+        }
+    }
+}
+
+/// Development mode: recompiles when a watched file changes.
+async fn reload_on_change(server: Arc<Server>, sources: Sources) {
+    let mut seen = sources.fingerprint();
+    let mut stopping = server.stopping();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(WATCH_EVERY) => {}
+            _ = stopping.changed() => return,
+        }
+        let watching = sources.clone();
+        let Ok(now) = tokio::task::spawn_blocking(move || watching.fingerprint()).await else { return };
+        if now != seen {
+            seen = now;
+            reload(&server, &sources, "workspace changed").await;
+        }
+    }
 }
 
 pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
-    let options = |artifact| SessionOptions {
+    init_logs(args.log_format);
+    let sources = Sources {
+        root: root.to_path_buf(),
+        artifacts: args.artifacts.to_vec(),
+        trust: args.trust.to_vec(),
+        tokens: args.tokens.map(Path::to_path_buf),
+    };
+    let programs = if args.artifacts.is_empty() {
+        match compile(root, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT }) {
+            Ok(compiled) => vec![compiled.program],
+            Err(error) => return crate::build::refused(error),
+        }
+    } else {
+        match sources.programs() {
+            Ok(programs) => programs,
+            Err(problem) => return failure(problem),
+        }
+    };
+    let options = SessionOptions {
         root,
-        artifact,
+        artifact: None,
         trust: args.trust,
         tape: args.tape,
         events: None,
@@ -45,35 +269,21 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         mocks: None,
         timeout: None,
     };
-    let mut programs = Vec::new();
-    let sources: Vec<Option<&Path>> = if args.artifacts.is_empty() {
-        vec![None]
-    } else {
-        args.artifacts.iter().map(|path| Some(path.as_path())).collect()
-    };
-    for source in sources {
-        // Development mode compiles every workflow: each must validate.
-        match session::load(&options(source), &[]) {
-            Ok(loaded) => programs.push(loaded.program),
-            Err(Ok(refusal)) => return failure(refusal.0),
-            Err(Err(error)) => return crate::build::refused(error),
-        }
-    }
-    let model = match session::model(&options(None)) {
+    let model = match session::model(&options) {
         Ok(model) => model,
         Err(refusal) => return failure(refusal.0),
     };
-    let tokens_text = match args.tokens {
-        Some(path) => match std::fs::read_to_string(path) {
-            Ok(text) => Some(text),
-            Err(error) => return failure(format!("could not read `{}`: {error}", path.display())),
-        },
-        None => None,
-    };
-    let env_token = process_env(TOKEN_VARIABLE);
-    let auth = match Auth::configure(env_token.as_deref(), tokens_text.as_deref()) {
+    let auth = match sources.auth() {
         Ok(auth) => auth,
-        Err(error) => return failure(error),
+        Err(problem) => return failure(problem),
+    };
+    let settings = match sources.settings() {
+        Ok(settings) => settings,
+        Err(problem) => return failure(problem),
+    };
+    let connections = match Connections::configure(&settings, process_env) {
+        Ok(connections) => connections,
+        Err(problem) => return failure(problem),
     };
     let address: SocketAddr = match args.listen.parse() {
         Ok(address) => address,
@@ -88,6 +298,7 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         Ok(host) => host,
         Err(message) => return failure(message),
     };
+    let unconfigured = unconfigured_connections(&programs, &connections);
     let open = auth.is_open();
     let server = match Server::new(ServerParts {
         programs,
@@ -103,9 +314,22 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         limits: TurnLimits { in_flight: args.max_turns_in_flight.max(1), ..TurnLimits::default() },
         body_limit: DEFAULT_BODY_LIMIT,
     }) {
-        Ok(server) => Arc::new(server),
+        Ok(server) => server.with_settings(settings, connections),
         Err(error) => return failure(error),
     };
+    let server = Arc::new(if args.artifacts.is_empty() {
+        server
+    } else {
+        let trusted = match crate::keys::trusted_keys(args.trust) {
+            Ok(trusted) => trusted,
+            Err(problem) => return failure(problem),
+        };
+        server.with_loader(Arc::new(move |bytes: &[u8]| {
+            artifact::load(bytes, &trusted)
+                .map(|loaded| loaded.program)
+                .map_err(|error| format!("the artifact is refused: {error}"))
+        }))
+    });
     let executor = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(executor) => executor,
         Err(error) => return failure(format!("could not start the runtime: {error}")),
@@ -117,25 +341,58 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         };
         let bound = listener.local_addr().unwrap_or(address);
         let mode = if args.artifacts.is_empty() { "development (compiled from the workspace)" } else { "artifacts" };
-        eprintln!("archmax serve · http://{bound} · {mode} · workflows {}", server.workflows().join(", "));
+        tracing::info!(
+            address = %format!("http://{bound}"),
+            mode,
+            workflows = server.workflows().join(", ").as_str(),
+            "archmax serve is listening"
+        );
         if open {
-            eprintln!(
-                "warning: no token configured ({TOKEN_VARIABLE} or --tokens): serving without auth, loopback only"
+            tracing::warn!("no token configured ({TOKEN_VARIABLE} or --tokens): serving without auth, loopback only");
+        }
+        for (trigger, connection) in &unconfigured {
+            tracing::warn!(
+                trigger = trigger.as_str(),
+                connection = connection.as_str(),
+                "the trigger names a connection archmax.toml does not configure; its webhooks are refused"
             );
+        }
+        tokio::spawn(Arc::clone(&server).run_scheduler(WAKE_EVERY));
+        tokio::spawn(reload_on_hangup(Arc::clone(&server), sources.clone()));
+        if args.artifacts.is_empty() {
+            tokio::spawn(reload_on_change(Arc::clone(&server), sources.clone()));
         }
         match archmax_serve::serve(listener, Arc::clone(&server), archmax_serve::termination_signal(), GRACE).await {
             Ok(true) => {
-                eprintln!("archmax serve · stopped; every admitted turn ended");
+                tracing::info!("archmax serve stopped; every admitted turn ended");
                 ExitCode::SUCCESS
             }
             Ok(false) => {
-                eprintln!(
-                    "archmax serve · stopped after {}s; unfinished turns resume from their last committed step",
-                    GRACE.as_secs()
+                tracing::warn!(
+                    grace_seconds = GRACE.as_secs(),
+                    "archmax serve stopped with turns unfinished; they resume from their last committed step"
                 );
                 ExitCode::SUCCESS
             }
             Err(error) => failure(format!("the server failed: {error}")),
         }
     })
+}
+
+/// The served triggers (`workflow/trigger`) whose `connection:` no connection configures.
+fn unconfigured_connections(programs: &[Program], connections: &Connections) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for program in programs {
+        for workflow in &program.workflows {
+            for trigger in &workflow.triggers {
+                if let Some(connection) = trigger.connection.map(|sym| program.str(sym))
+                    && !connections.contains(connection)
+                {
+                    let name = format!("{}/{}", program.str(workflow.slug), program.str(trigger.id));
+                    found.push((name, connection.to_string()));
+                }
+            }
+        }
+    }
+    found
 }

@@ -6,9 +6,11 @@
 //!
 //! ```text
 //! routes (thin handlers: auth, parse) ─▶ Server (checks fields, finds the runtime)
+//!   POST /v1/triggers/{id} ─▶ webhooks     ├ generations: one Runtime per loaded program
 //!                                           ├ TurnGate: one turn per session, N in flight, a queue
 //!                                           ├ Runtime::run_turn / decide / deliver (a task per turn)
-//!                                           └ Hub: each session's events, for SSE and acceptance
+//!                                           ├ Hub: each session's events, for SSE and acceptance
+//!                                           └ scheduler: wake triggers for sessions past resumeAt
 //! ```
 //!
 //! The one thing to know: HTTP and auth live here, never in the VM; the VM is given the

@@ -110,3 +110,37 @@ fn two_processes_deciding_one_park_exactly_one_wins() {
     assert_eq!(again.stdout, shown.stdout, "a refused decision leaves the session untouched");
     let _ = fs::remove_dir_all(&root);
 }
+
+#[test]
+fn run_then_decide_with_one_tape_reads_on_where_the_session_left_it() {
+    let root = crate::support::scratch("tape-continues");
+    let _ = fs::remove_dir_all(&root);
+    write(&root, "workflows/refunds/workflow.yaml", WORKFLOW);
+    // No matchers: the tape is read strictly in order, so only a remembered position
+    // gives the decision's call the third entry rather than the first.
+    let tape = "- tool_calls: [{ name: archmax_advance, args: { to: review, reason: worked out } }]\n\
+                - text: A colleague will approve your refund shortly.\n\
+                - text: Your refund is on its way.\n";
+    write(&root, "tape.yaml", tape);
+    let run = archmax(&root)
+        .args(["run", "refunds", "Refund ORD-3.", "--session", "t1", "--tape", "tape.yaml"])
+        .output()
+        .expect("run");
+    assert_eq!(run.status.code(), Some(0), "parked: {}", String::from_utf8_lossy(&run.stderr));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("awaiting human decision"));
+    let decide = archmax(&root).args(["decide", "t1", "--to", "pay", "--tape", "tape.yaml"]).output().expect("decide");
+    let said = String::from_utf8_lossy(&decide.stdout);
+    assert_eq!(decide.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&decide.stderr));
+    assert!(said.contains("Your refund is on its way."), "{said}");
+
+    // Another tape (edited in between) starts from its own top.
+    let rerun = archmax(&root)
+        .args(["run", "refunds", "Refund ORD-4.", "--session", "t2", "--tape", "tape.yaml"])
+        .output()
+        .expect("run");
+    assert_eq!(rerun.status.code(), Some(0));
+    write(&root, "tape.yaml", "- text: Paid, from a new tape.\n");
+    let decide = archmax(&root).args(["decide", "t2", "--to", "pay", "--tape", "tape.yaml"]).output().expect("decide");
+    assert!(String::from_utf8_lossy(&decide.stdout).contains("Paid, from a new tape."));
+    let _ = fs::remove_dir_all(&root);
+}

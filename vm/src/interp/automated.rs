@@ -292,6 +292,7 @@ impl Turn<'_> {
                 prompt_cache: None,
                 timeout: None,
                 sampling: crate::model::Sampling::default(),
+                tape: self.session.head.tape.as_ref(),
             };
             let response = match self.runtime.model.call(request).await {
                 Ok(response) => response,
@@ -301,6 +302,9 @@ impl Turn<'_> {
                 Err(error) => return Err(format!("the grader's model call failed: {error}")),
             };
             self.record_usage(id, &response);
+            if let Some(reading) = &response.tape {
+                self.session.head.tape = Some(reading.clone());
+            }
             transcript
                 .push(Message::Assistant { text: response.text.clone(), tool_calls: response.tool_calls.clone() });
             if response.tool_calls.is_empty() {

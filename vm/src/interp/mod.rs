@@ -519,6 +519,7 @@ impl<'r> Turn<'r> {
             prompt_cache: settings.prompt_cache.then(|| program.str(settings.prompt_cache_ttl)),
             timeout,
             sampling: crate::model::Sampling::default(),
+            tape: self.session.head.tape.as_ref(),
         };
         match timeout {
             Some(limit) => tokio::time::timeout(limit, self.runtime.model.call(request))
@@ -531,6 +532,9 @@ impl<'r> Turn<'r> {
     /// Records what a model answered: the assistant message, its text, its usage.
     fn record_answer(&mut self, id: StateId, response: &crate::model::ModelResponse) {
         let state = self.slug(id).to_string();
+        if let Some(reading) = &response.tape {
+            self.session.head.tape = Some(reading.clone());
+        }
         self.push_message(Message::Assistant { text: response.text.clone(), tool_calls: response.tool_calls.clone() });
         if !response.text.trim().is_empty() {
             self.reply.push(response.text.clone());

@@ -79,6 +79,19 @@ pub struct ModelRequest<'a> {
     pub timeout: Option<Duration>,
     /// Sampling options for this call; what it leaves unset the adapter decides.
     pub sampling: Sampling,
+    /// How far the session read a tape in an earlier process, if it did: a tape that
+    /// has not seen the session yet continues from there (when it is the same tape).
+    pub tape: Option<&'a TapeReading>,
+}
+
+/// Which entries of one tape a session (with its children) has consumed, kept in the
+/// session so a later process replaying the same tape continues where it left off.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TapeReading {
+    /// SHA-256 (hex) of the tape's text: another tape starts from its top.
+    pub digest: String,
+    /// The indices of the entries consumed, ascending.
+    pub used: Vec<u32>,
 }
 
 /// What a model answered.
@@ -89,6 +102,9 @@ pub struct ModelResponse {
     pub usage: TokenUsage,
     /// The model id the provider reported, if any.
     pub model: Option<String>,
+    /// A tape's reading after this answer (only a tape sets it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tape: Option<TapeReading>,
 }
 
 /// Tokens of one call. `input` is the total, cached tokens included.

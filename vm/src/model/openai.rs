@@ -637,7 +637,7 @@ fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
         text = refusal.to_string();
     }
     let model = body.get("model").and_then(Value::as_str).filter(|model| !model.is_empty()).map(str::to_string);
-    Ok(ModelResponse { text, tool_calls, usage: parse_usage(body.get("usage")), model })
+    Ok(ModelResponse { text, tool_calls, usage: parse_usage(body.get("usage")), model, tape: None })
 }
 
 fn error_text(error: &Value) -> String {
@@ -1028,6 +1028,7 @@ mod tests {
                 prompt_cache: self.prompt_cache,
                 timeout: self.timeout,
                 sampling: self.sampling,
+                tape: None,
             }
         }
     }

@@ -22,7 +22,11 @@
 //! The one thing to know: **every root session reads the tape from its own start**. The
 //! reading position is kept per root session (a child `<id>~<n>` shares its root's, as
 //! the fan-out needs), so a host running many sessions on one tape (`archmax serve
-//! --tape`) replays the same script for each, as `archmax run` does for its one.
+//! --tape`) replays the same script for each, as `archmax run` does for its one. Each
+//! answer hands back the session's [`TapeReading`] (the tape's digest and the entries
+//! used), which the session keeps; a later process given the same tape (the same
+//! digest) continues from it, so `run` then `decide` with one tape reads on instead of
+//! starting over. A different tape starts from its top.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -31,7 +35,9 @@ use archmax_compiler::schema::matcher::Matcher;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ModelAdapter, ModelError, ModelFuture, ModelRequest, ModelResponse, Role, TokenUsage};
+use sha2::{Digest, Sha256};
+
+use super::{ModelAdapter, ModelError, ModelFuture, ModelRequest, ModelResponse, Role, TapeReading, TokenUsage};
 use crate::session::ToolCall;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -91,6 +97,8 @@ pub struct TapeError(pub String);
 /// A tape being replayed.
 pub struct Tape {
     entries: Vec<Entry>,
+    /// SHA-256 (hex) of the tape's text.
+    digest: String,
     /// Each root session's reading, by its id.
     readings: Mutex<HashMap<String, Reading>>,
 }
@@ -119,7 +127,8 @@ impl Tape {
         };
         let entries: Vec<Entry> = serde_json::from_value(value)
             .map_err(|error| TapeError(format!("the tape `{name}` is malformed: {error}")))?;
-        Ok(Tape { entries, readings: Mutex::new(HashMap::new()) })
+        let digest = Sha256::digest(text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect();
+        Ok(Tape { entries, digest, readings: Mutex::new(HashMap::new()) })
     }
 
     pub fn len(&self) -> usize {
@@ -139,9 +148,18 @@ impl Tape {
 
     fn answer(&self, request: &ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let mut readings = self.readings.lock().map_err(|_| ModelError::Tape("the tape is unusable".to_string()))?;
-        let state = readings
-            .entry(root_session(request.session).to_string())
-            .or_insert_with(|| Reading { used: vec![false; self.entries.len()], calls: 0 });
+        let state = readings.entry(root_session(request.session).to_string()).or_insert_with(|| {
+            // A session this process has not seen continues where it read this tape before.
+            let mut used = vec![false; self.entries.len()];
+            let saved = request.tape.filter(|saved| saved.digest == self.digest);
+            for &index in saved.map(|saved| saved.used.as_slice()).unwrap_or_default() {
+                if let Some(slot) = used.get_mut(index as usize) {
+                    *slot = true;
+                }
+            }
+            let calls = used.iter().filter(|used| **used).count() as u64;
+            Reading { used, calls }
+        });
         state.calls += 1;
         let call = state.calls;
         let index = self
@@ -190,11 +208,13 @@ impl Tape {
                 cache_write: usage.cache_write,
             })
             .unwrap_or_default();
+        let used = state.used.iter().enumerate().filter(|(_, used)| **used).map(|(index, _)| index as u32).collect();
         Ok(ModelResponse {
             text: entry.text.clone().unwrap_or_default(),
             tool_calls,
             usage,
             model: entry.model.clone().or_else(|| request.model.map(str::to_string)),
+            tape: Some(TapeReading { digest: self.digest.clone(), used }),
         })
     }
 }
@@ -238,7 +258,39 @@ mod tests {
             prompt_cache: None,
             timeout: None,
             sampling: crate::model::Sampling::default(),
+            tape: None,
         }
+    }
+
+    #[test]
+    fn a_later_process_given_the_same_tape_continues_where_the_session_read_it_to() {
+        let text = "- { text: one }\n- { text: two }\n- { text: three }\n";
+        let none = Value::Null;
+        let first_process = Tape::parse("t", text).expect("tape");
+        let first = first_process.answer(&request("a", &none)).expect("answer");
+        let reading = first.tape.expect("a tape hands back its reading");
+        assert_eq!(reading.used, [0]);
+        assert_eq!(first_process.answer(&request("a", &none)).expect("answer").tape.expect("reading").used, [0, 1]);
+
+        // A new process: the session's saved reading (after "one") continues at "two".
+        let next_process = Tape::parse("t", text).expect("tape");
+        let continued = ModelRequest { tape: Some(&reading), ..request("a", &none) };
+        let answer = next_process.answer(&continued).expect("answer");
+        assert_eq!(answer.text, "two");
+        assert_eq!(answer.tape.expect("reading").used, [0, 1]);
+        // Once the process knows the session, its own reading counts, not the saved one.
+        assert_eq!(next_process.answer(&continued).expect("answer").text, "three");
+
+        // Another tape (another digest) starts from its top; a bad index is ignored.
+        let other = Tape::parse("t", "- { text: first }\n- { text: second }\n").expect("tape");
+        let stale = TapeReading { digest: reading.digest.clone(), used: vec![0, 99] };
+        assert_eq!(
+            other.answer(&ModelRequest { tape: Some(&stale), ..request("a", &none) }).expect("answer").text,
+            "first"
+        );
+        let same = Tape::parse("t", text).expect("tape");
+        let odd = TapeReading { digest: reading.digest, used: vec![0, 99] };
+        assert_eq!(same.answer(&ModelRequest { tape: Some(&odd), ..request("a", &none) }).expect("answer").text, "two");
     }
 
     #[test]

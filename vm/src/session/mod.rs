@@ -423,6 +423,9 @@ pub struct Head {
     pub pending_delegations: Vec<PendingDelegation>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub todos: Vec<Value>,
+    /// How far the session has read the tape it was run with, if one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tape: Option<crate::model::TapeReading>,
     /// Milliseconds since the epoch.
     pub created_at: u64,
     pub updated_at: u64,

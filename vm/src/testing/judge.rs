@@ -187,6 +187,7 @@ pub(super) async fn grade(
             timeout: None,
             // `tests.judge.modelOptions`: the judge's own sampling.
             sampling: crate::model::Sampling { temperature: judge.temperature, max_tokens: judge.max_tokens },
+            tape: None,
         };
         let response = match runtime.model.call(request).await {
             Ok(response) => response,

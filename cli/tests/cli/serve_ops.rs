@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{archmax, scratch};
+use crate::support::{archmax, copy_dir, repository, scratch};
 
 const DESK: &str = r#"title: Desk
 instructions: You answer one question.
@@ -43,6 +43,16 @@ impl Workspace {
         Workspace(root)
     }
 
+    /// A copy of `specs/` with the in-transit tape of its golden run as `tape.yaml`.
+    fn specs(label: &str) -> Workspace {
+        let root = scratch(&format!("serve-ops-{label}"));
+        let _ = fs::remove_dir_all(&root);
+        copy_dir(&repository().join("specs"), &root);
+        let tape = repository().join("golden/runs/specs-order-status/workspace/in-transit.tape.yaml");
+        fs::copy(tape, root.join("tape.yaml")).expect("tape");
+        Workspace(root)
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
@@ -59,6 +69,8 @@ impl Workspace {
             .args(args)
             .current_dir(&self.0)
             .env("NO_COLOR", "1")
+            .env("ARCHMAX_FIXED_CLOCK", "2025-03-18T09:30:00Z")
+            .env_remove("ARCHMAX_TRUSTED_KEYS")
             .env_remove("ARCHMAX_SERVE_TOKEN")
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
@@ -281,4 +293,39 @@ fn a_runner_table_that_does_not_hold_or_an_unset_secret_refuses_the_start() {
     let validate = archmax(&workspace.0, &["validate"]);
     assert_ne!(validate.code, 0);
     assert!(validate.stdout.contains("AMX0011") || validate.stderr.contains("AMX0011"), "{}", validate.stderr);
+}
+
+#[test]
+fn a_signed_specs_artifact_runs_under_serve_trust_and_an_unsigned_one_is_refused() {
+    let workspace = Workspace::specs("signed");
+    let keygen = archmax(&workspace.0, &["keygen", "-o", "release.key"]);
+    assert_eq!(keygen.code, 0, "{}", keygen.stderr);
+    let public = keygen.stdout.split_whitespace().find(|word| word.starts_with("ed25519:")).expect("a public key");
+    let signed = archmax(&workspace.0, &["build", "--sign", "release.key", "-o", "signed.amx"]);
+    assert_eq!(signed.code, 0, "{}", signed.stderr);
+    let unsigned = archmax(&workspace.0, &["build", "-o", "unsigned.amx"]);
+    assert_eq!(unsigned.code, 0, "{}", unsigned.stderr);
+
+    let mut served = workspace.serve(&["--artifact", "signed.amx", "--trust", public], &[]);
+    served.wait_for_log("mode=\"artifacts\"");
+    let (status, ready) = served.request("GET", "/readyz", None, None);
+    assert_eq!(status, 200, "{ready}");
+    assert!(ready["workflows"].as_array().is_some_and(|served| served.contains(&json!("order-status"))), "{ready}");
+    let body = json!({ "message": "Wo ist meine Bestellung ORD-1045?", "sessionId": "YB4TQ8N2", "variables": { "order_id": "ORD-1045" } });
+    let (status, parked) = served.request("POST", "/v1/workflows/order-status/sessions?wait=60", None, Some(&body));
+    assert_eq!(status, 200, "{parked}");
+    assert_eq!(parked["status"], "awaiting_input", "the session follows the parcel: {parked}");
+    assert_eq!(parked["workflowState"], "watch-shipment", "{parked}");
+    assert_eq!(served.stop(), Some(0));
+
+    // Trusting a key, the server refuses an unsigned artifact, by name.
+    let refused = Command::new(env!("CARGO_BIN_EXE_archmax"))
+        .args(["serve", "--artifact", "unsigned.amx", "--trust", public, "--listen", "127.0.0.1:0"])
+        .current_dir(&workspace.0)
+        .env_remove("ARCHMAX_TRUSTED_KEYS")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("`unsigned.amx` is refused"), "{stderr}");
 }

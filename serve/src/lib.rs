@@ -36,6 +36,10 @@ use std::time::Duration;
 
 pub use server::{Server, ServerError, ServerParts};
 
+/// How long a client may take to send a request's headers before its connection is
+/// closed (a slow or idle client must not hold a connection forever).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Serves `server` on `listener` until `shutdown` resolves; then stops accepting turns
 /// and connections, lets admitted turns finish within `grace` (each committed step is
 /// durable, so a turn cut short resumes in the next process) and returns whether every
@@ -46,14 +50,52 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<bool> {
+    serve_with(listener, server, shutdown, grace, HEADER_READ_TIMEOUT).await
+}
+
+/// [`serve`], with the header-read timeout given.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    server: Arc<Server>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
+    header_read_timeout: Duration,
+) -> std::io::Result<bool> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+
     let app = routes::router(Arc::clone(&server));
-    let stopping = Arc::clone(&server);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            stopping.stop_accepting();
-        })
-        .await?;
+    let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            // Out of file descriptors and the like: back off a little, keep serving.
+            Err(error) => {
+                tracing::warn!(%error, "could not accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
+        let watched = connections.watch(connection);
+        tokio::spawn(async move {
+            let _ = watched.await;
+        });
+    }
+    drop(listener);
+    server.stop_accepting();
+    // Open connections finish their request (event streams end as the server stops);
+    // whatever is still open after the grace period is dropped with the process.
+    let _ = tokio::time::timeout(grace, connections.shutdown()).await;
     Ok(server.gate.drain(grace).await)
 }
 

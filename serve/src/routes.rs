@@ -162,8 +162,14 @@ fn session_query(query: Option<&str>) -> Result<SessionQuery, ApiError> {
 /// The largest artifact `POST /v1/admin/artifacts` takes, in bytes.
 const ARTIFACT_LIMIT: usize = 64 * 1024 * 1024;
 
-/// The request body's bytes, refused with 413 past `limit`.
-async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) -> Result<axum::body::Bytes, ApiError> {
+/// The request body's bytes, refused with 413 past `limit` and 408 when it does not
+/// arrive within the server's body timeout.
+async fn body_bytes(
+    server: &Server,
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<axum::body::Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -175,7 +181,14 @@ async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) -> Result<axu
     if declared.is_some_and(|length| length > limit) {
         return Err(too_large());
     }
-    to_bytes(body, limit).await.map_err(|_| too_large())
+    match tokio::time::timeout(server.body_timeout, to_bytes(body, limit)).await {
+        Ok(read) => read.map_err(|_| too_large()),
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request.timeout",
+            format!("the body did not arrive within {} s", server.body_timeout.as_secs_f64()),
+        )),
+    }
 }
 
 /// Refuses a non-empty body not sent as JSON: a form a web page posts without a
@@ -196,7 +209,7 @@ fn require_json(headers: &HeaderMap, bytes: &[u8]) -> Result<(), ApiError> {
 
 /// The request body as JSON, refused with 413 past the server's limit.
 async fn json_body(server: &Server, headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
-    let bytes = body_bytes(headers, body, server.body_limit).await?;
+    let bytes = body_bytes(server, headers, body, server.body_limit).await?;
     if bytes.is_empty() {
         return Ok(json!({}));
     }
@@ -340,7 +353,7 @@ async fn fire(
                 _ => return Err(bad_query(&key, "unknown parameter; this route takes workflow and wait")),
             }
         }
-        let bytes = body_bytes(&headers, body, server.body_limit).await?;
+        let bytes = body_bytes(&server, &headers, body, server.body_limit).await?;
         require_json(&headers, &bytes)?;
         let firing = crate::triggers::Firing {
             trigger: &trigger,
@@ -359,7 +372,7 @@ async fn fire(
 async fn load_artifact(State(server): Shared, headers: HeaderMap, body: Body) -> Response {
     let loaded = async {
         let caller = server.auth.caller(&headers, Scope::Admin)?;
-        let bytes = body_bytes(&headers, body, ARTIFACT_LIMIT).await?;
+        let bytes = body_bytes(&server, &headers, body, ARTIFACT_LIMIT).await?;
         let loaded = server.load_artifact(&bytes)?;
         tracing::info!(by = caller.identity.as_str(), loaded = %loaded["loaded"], "artifact loaded");
         Ok(loaded)

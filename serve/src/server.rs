@@ -42,6 +42,8 @@ use archmax_vm::compiler::host_settings::HostSettings;
 pub const MAX_WAIT_SECONDS: f64 = 300.0;
 /// The largest request body accepted by default, in bytes.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+/// How long a request's body may take to arrive, by default.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The most sessions one page of `GET /v1/sessions` holds.
 pub const MAX_PAGE: usize = 500;
 
@@ -112,6 +114,8 @@ pub struct Server {
     pub hub: Hub,
     pub metrics: Arc<Metrics>,
     pub body_limit: usize,
+    /// How long a request's body may take to arrive (408 past it).
+    pub body_timeout: Duration,
     clock: Arc<dyn Clock>,
     stopping: watch::Sender<bool>,
 }
@@ -245,6 +249,7 @@ impl Server {
             hub,
             metrics,
             body_limit: parts.body_limit,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             clock: parts.clock,
             stopping: watch::channel(false).0,
         };

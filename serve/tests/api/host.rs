@@ -313,3 +313,46 @@ async fn a_loaded_artifact_serves_new_sessions_while_a_parked_one_finishes_on_it
     assert_eq!(still["status"], "awaiting_decision");
     assert!(second.stop().await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_client_is_cut_off_by_the_header_and_body_timeouts() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut server = server_of(&[("workflows/desk/workflow.yaml", DESK)], TAPE, clock());
+    server.body_timeout = std::time::Duration::from_millis(200);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
+    let address = listener.local_addr().expect("address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(archmax_serve::serve_with(
+        listener,
+        Arc::new(server),
+        async move {
+            let _ = stopped.await;
+        },
+        std::time::Duration::from_secs(5),
+        std::time::Duration::from_millis(200),
+    ));
+    // Both waits are bounded generously: the point is that the server ends them at all.
+    let bound = std::time::Duration::from_secs(60);
+
+    // Headers that never finish: the connection is closed.
+    let mut stalled = tokio::net::TcpStream::connect(address).await.expect("connects");
+    stalled.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.expect("sent");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(bound, stalled.read_to_end(&mut answer)).await.expect("the server closes it");
+    assert!(read.is_err() || !String::from_utf8_lossy(&answer).contains("\"ok\""), "never served");
+
+    // A body that never arrives: 408.
+    let mut slow = tokio::net::TcpStream::connect(address).await.expect("connects");
+    let head = format!(
+        "POST /v1/workflows/desk/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+    );
+    slow.write_all(head.as_bytes()).await.expect("sent");
+    let mut answer = [0u8; 512];
+    let read = tokio::time::timeout(bound, slow.read(&mut answer)).await.expect("an answer").expect("read");
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request.timeout"), "{answer}");
+
+    let _ = stop.send(());
+    assert!(served.await.expect("task").expect("served"));
+}

@@ -15,12 +15,17 @@
 //! decider's identity and asked to enforce `approvers`, and everything else it decides
 //! itself. The store is any [`archmax_vm::session::SessionStore`] (the CLI passes the
 //! filesystem store at `<root>/sessions`).
+//!
+//! On start, [`serve`] continues every session the last process was cut off in mid-turn
+//! (status `running`; [`recovery`]): those no other process holds, a few at a time, each
+//! logged, through the same turn gate as every request.
 
 pub mod auth;
 pub mod error;
 pub mod hub;
 pub mod metrics;
 pub mod openapi;
+pub mod recovery;
 pub mod routes;
 pub mod server;
 pub mod turns;
@@ -34,7 +39,8 @@ pub use server::{Server, ServerError, ServerParts};
 /// Serves `server` on `listener` until `shutdown` resolves; then stops accepting turns
 /// and connections, lets admitted turns finish within `grace` (each committed step is
 /// durable, so a turn cut short resumes in the next process) and returns whether every
-/// turn ended.
+/// turn ended. Sessions a previous process left mid-turn are continued from the start
+/// ([`recovery::resume_cut_turns`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     server: Arc<Server>,
@@ -43,6 +49,7 @@ pub async fn serve(
 ) -> std::io::Result<bool> {
     let app = routes::router(Arc::clone(&server));
     let stopping = Arc::clone(&server);
+    tokio::spawn(recovery::resume_cut_turns(Arc::clone(&server), recovery::RECOVERY_AT_ONCE));
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;

@@ -248,7 +248,7 @@ impl Server {
         slugs
     }
 
-    fn runtime_for(&self, workflow: &str) -> Result<Arc<Runtime>, ApiError> {
+    pub(crate) fn runtime_for(&self, workflow: &str) -> Result<Arc<Runtime>, ApiError> {
         self.runtimes
             .iter()
             .find(|runtime| runtime.program.workflow(workflow).is_some())

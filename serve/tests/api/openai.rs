@@ -143,7 +143,7 @@ fn call_answer(name: &str, arguments: Value) -> (u16, Value) {
 
 /// The archmax server with the OpenAI adapter built as `archmax serve` builds it: from
 /// the `ARCHMAX_*` variables (here a table), pointed at `model`.
-async fn serve_with(model: &ModelServer, retries: u32) -> super::Running {
+fn build_server(model: &ModelServer, retries: u32, store: Arc<MemoryStore>) -> Arc<Server> {
     archmax_vm::model::openai::install_tls_provider();
     let variables = [
         ("ARCHMAX_API_BASE_URL", model.base_url.clone()),
@@ -159,7 +159,7 @@ async fn serve_with(model: &ModelServer, retries: u32) -> super::Running {
         .unwrap_or_else(|_| panic!("the test workspace compiles"));
     let server = Server::new(ServerParts {
         programs: vec![program],
-        store: Arc::new(MemoryStore::new()),
+        store,
         model: adapter,
         clock: Arc::new(FixedClock(1_767_605_400_000)),
         pricing: PricingTable::default(),
@@ -169,13 +169,19 @@ async fn serve_with(model: &ModelServer, retries: u32) -> super::Running {
         body_limit: 64 * 1024,
     })
     .expect("server");
+    Arc::new(server)
+}
+
+/// [`build_server`] on a loopback port.
+async fn serve_with(model: &ModelServer, retries: u32) -> super::Running {
+    let server = build_server(model, retries, Arc::new(MemoryStore::new()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
     let base = format!("http://{}", listener.local_addr().expect("address"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let shutdown = async move {
         let _ = stopped.await;
     };
-    let served = tokio::spawn(archmax_serve::serve(listener, Arc::new(server), shutdown, Duration::from_secs(30)));
+    let served = tokio::spawn(archmax_serve::serve(listener, server, shutdown, Duration::from_secs(30)));
     super::Running { base, client: reqwest::Client::new(), stop: Some(stop), served }
 }
 
@@ -252,4 +258,50 @@ async fn a_model_server_that_keeps_failing_fails_the_turn_with_its_error() {
     assert!(reason.contains("500") && reason.contains("the suite's model is down"), "a clear error: {shown}");
     assert_eq!(model.received().len(), 2, "the first attempt and one retry");
     assert!(server.stop().await, "nothing hangs");
+}
+
+/// A desk session as a process cut off mid-turn leaves it: running, in `intake`, with
+/// the person's message and nothing after it.
+fn cut_session(store: &MemoryStore, id: &str) -> archmax_vm::session::memory::MemoryWriter {
+    let mut state = archmax_vm::session::SessionState {
+        id: archmax_vm::session::id::SessionId::parse(id, &[]).expect("an id"),
+        ..Default::default()
+    };
+    state.head.workflow = "desk".to_string();
+    state.head.position = Some("intake".to_string());
+    state.head.entry_state = Some("intake".to_string());
+    state.head.trigger = Some("manual".to_string());
+    state.head.spec_hash = desk_spec_hash();
+    state.messages.push(archmax_vm::session::Message::User { text: "Pay invoice 11.".to_string(), opening: None });
+    store.create_writer(&state).expect("the session is written")
+}
+
+fn desk_spec_hash() -> String {
+    let root = super::workspace();
+    let program = compile(&root, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
+        .map(|compiled| compiled.program)
+        .unwrap_or_else(|_| panic!("the test workspace compiles"));
+    program.workflow("desk").map(|(_, desk)| desk.spec_hash.clone()).expect("the desk workflow")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_start_a_session_cut_mid_turn_is_continued_and_one_held_elsewhere_is_left_alone() {
+    let model = ModelServer::start(desk_script()).await;
+    let store = Arc::new(MemoryStore::new());
+    let server = build_server(&model, 0, Arc::clone(&store));
+    drop(cut_session(&store, "cut-1"));
+    // Another process holds this one: its writer stays open.
+    let _held = cut_session(&store, "held-1");
+
+    let recovered = archmax_serve::recovery::resume_cut_turns(Arc::clone(&server), 2).await;
+    assert_eq!(recovered.resumed, ["cut-1"], "{recovered:?}");
+    assert_eq!(recovered.held_elsewhere, ["held-1"], "{recovered:?}");
+    assert!(recovered.failed.is_empty(), "{recovered:?}");
+
+    let continued = server.show("cut-1").await.expect("the session reads");
+    assert_eq!(continued["status"], "awaiting_decision", "the cut turn went on to the decision: {continued}");
+    let held = server.show("held-1").await.expect("the session reads");
+    assert_eq!(held["status"], "running", "{held}");
+    let states: Vec<&str> = model.received().iter().map(|request| desk_state(&request.body)).collect();
+    assert_eq!(states, ["intake", "review"], "only the free session was continued");
 }

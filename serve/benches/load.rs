@@ -8,17 +8,23 @@
 //! request's send to its answer. Reported:
 //!
 //! - turns/s and p50/p99 latency at 1, 8 and 64 clients on the memory store and on the
-//!   filesystem store (durable: every step committed to a temporary directory);
+//!   filesystem store (durable: every step committed to a temporary directory), and on
+//!   the filesystem store in `/dev/shm`, which splits the device's fsync time from the
+//!   store's own work;
 //! - memory per idle parked session: the growth of the process's resident set
 //!   (`/proc/self/statm`) while 10,000 sessions are started and left parked on the
-//!   memory store, divided by 10,000;
+//!   memory store, divided by 10,000; then the same over 10,000 more, once the event
+//!   hub's bounded replay buffer is full (what one more session costs), with the
+//!   average session's size as JSON and the hub's event bytes beside them;
 //! - start-up with a 1,000-state artifact: in process, from the artifact's bytes to a
 //!   listening server answering `/readyz`; and, when the release `archmax` binary is
 //!   built (`cargo build --release -p archmax-cli`) or named by `ARCHMAX_BIN`, from
 //!   spawning `archmax serve --artifact` to its first `/readyz` answer.
 //!
 //! Every phase is bounded in count and time and talks to loopback only. `LOAD_SECONDS`
-//! sets how long each load point runs (default 3).
+//! sets how long each load point runs (default 3); for profiling, `LOAD_STORES` (of
+//! `memory`, `filesystem`, `filesystem on /dev/shm`) and `LOAD_CLIENTS` (of 1, 8, 64),
+//! comma-separated, pick the points, and `LOAD_TABLE_ONLY` skips the rest.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,6 +102,7 @@ impl ModelAdapter for InstantModel {
 
 struct Served {
     base: String,
+    server: Arc<Server>,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<std::io::Result<bool>>,
 }
@@ -120,8 +127,9 @@ async fn serve(program: Program, store: Arc<dyn SessionStore>) -> Served {
     let shutdown = async move {
         let _ = stopped.await;
     };
-    let task = tokio::spawn(archmax_serve::serve(listener, Arc::new(server), shutdown, Duration::from_secs(10)));
-    Served { base, stop, task }
+    let server = Arc::new(server);
+    let task = tokio::spawn(archmax_serve::serve(listener, Arc::clone(&server), shutdown, Duration::from_secs(10)));
+    Served { base, server, stop, task }
 }
 
 impl Served {
@@ -229,23 +237,15 @@ fn page_size() -> u64 {
         .unwrap_or(4096)
 }
 
-async fn parked_memory() -> Option<(f64, u64)> {
-    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
-    let served = serve(ring_program(RING), Arc::clone(&store)).await;
-    // A few turns first, so the one-time costs (connection, caches) are not counted.
-    let client = reqwest::Client::new();
-    for _ in 0..50 {
-        let _ = one_turn(&client, &served.base).await;
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let before = resident_bytes()?;
+/// Starts `count` sessions from 16 clients and leaves each parked; how many parked.
+async fn park_sessions(base: &str, count: usize) -> usize {
     let mut tasks = tokio::task::JoinSet::new();
     for worker in 0..16 {
-        let base = served.base.clone();
+        let base = base.to_string();
         tasks.spawn(async move {
             let client = reqwest::Client::new();
             let mut parked = 0;
-            for _ in (worker..PARKED).step_by(16) {
+            for _ in (worker..count).step_by(16) {
                 if one_turn(&client, &base).await.is_ok_and(|status| status == "awaiting_input") {
                     parked += 1;
                 }
@@ -257,13 +257,62 @@ async fn parked_memory() -> Option<(f64, u64)> {
     while let Some(joined) = tasks.join_next().await {
         parked += joined.unwrap_or(0);
     }
-    drop(client);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    parked
+}
+
+/// What parking sessions cost in memory.
+struct Parked {
+    /// Resident-set growth per session over the first [`PARKED`].
+    first: f64,
+    /// Growth per session over the next [`PARKED`], once the event hub's replay buffer
+    /// (bounded in sessions and bytes) is full: what one more session costs.
+    marginal: f64,
+    /// The average parked session as JSON (transcript, trail, variables, head).
+    session_json: f64,
+    /// The bytes of event JSON the hub keeps for replay, over all sessions.
+    hub_json: usize,
+    parked: usize,
+}
+
+async fn parked_memory() -> Option<Parked> {
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let served = serve(ring_program(RING), Arc::clone(&store)).await;
+    // A few turns first, so the one-time costs (connections, caches) are not counted.
+    let client = reqwest::Client::new();
+    for _ in 0..50 {
+        let _ = one_turn(&client, &served.base).await;
+    }
+    let settle = Duration::from_millis(300);
+    tokio::time::sleep(settle).await;
+    let before = resident_bytes()?;
+    let first = park_sessions(&served.base, PARKED).await;
+    tokio::time::sleep(settle).await;
+    let middle = resident_bytes()?;
+    let second = park_sessions(&served.base, PARKED).await;
+    tokio::time::sleep(settle).await;
     let after = resident_bytes()?;
-    let listed = store.list().await.map(|ids| ids.len()).unwrap_or(0);
+    let ids = store.list().await.unwrap_or_default();
+    let mut session_bytes = 0;
+    let mut hub_json = 0;
+    for id in &ids {
+        if let Ok(Some(state)) = store.read(id).await {
+            session_bytes += serde_json::to_vec(&state).map_or(0, |bytes| bytes.len());
+        }
+        hub_json += served.server.hub.since(id, 0).iter().map(|event| event.json.len()).sum::<usize>();
+    }
+    drop(client);
     served.stop().await;
-    eprintln!("memory: {parked} sessions parked ({listed} in the store); resident {before} → {after} bytes");
-    Some((after.saturating_sub(before) as f64 / parked.max(1) as f64, parked as u64))
+    eprintln!(
+        "memory: {first} + {second} sessions parked ({} in the store); resident {before} → {middle} → {after} bytes",
+        ids.len()
+    );
+    Some(Parked {
+        first: middle.saturating_sub(before) as f64 / first.max(1) as f64,
+        marginal: after.saturating_sub(middle) as f64 / second.max(1) as f64,
+        session_json: session_bytes as f64 / ids.len().max(1) as f64,
+        hub_json,
+        parked: first + second,
+    })
 }
 
 /// From artifact bytes to a server answering `/readyz`, in this process.
@@ -310,8 +359,11 @@ fn startup_process(binary: &Path, artifact_path: &Path, root: &Path) -> Option<D
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .current_dir(root)
         .env_remove("ARCHMAX_SERVE_TOKEN")
+        // The model endpoint is only configured, never called: nothing runs a turn.
+        .env("ARCHMAX_API_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("ARCHMAX_API_KEY", "unused")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(root.join("serve.log")).ok()?)
         .spawn()
         .ok()?;
     let mut ready = None;
@@ -329,7 +381,19 @@ fn startup_process(binary: &Path, artifact_path: &Path, root: &Path) -> Option<D
     }
     let _ = child.kill();
     let _ = child.wait();
+    if ready.is_none() {
+        let log = std::fs::read_to_string(root.join("serve.log")).unwrap_or_default();
+        eprintln!("archmax serve did not become ready; it printed:\n{log}");
+    }
     ready
+}
+
+/// The 1-, 5- and 15-minute load averages, as the kernel reports them.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".to_string())
 }
 
 fn millis(duration: Duration) -> String {
@@ -348,15 +412,49 @@ fn main() {
         "archmax serve load · {RING}-step ring turns · instant in-process model · {cores} cores · {seconds} s a point"
     );
     println!();
+    // Memory first, in a heap no load point has grown yet.
+    if std::env::var_os("LOAD_TABLE_ONLY").is_none() {
+        match executor.block_on(parked_memory()) {
+            Some(parked) => {
+                println!(
+                    "memory per idle parked session (memory store, resident-set growth from /proc/self/statm): {:.1} KB over the first {PARKED}, {:.1} KB each over the next {PARKED}",
+                    parked.first / 1024.0,
+                    parked.marginal / 1024.0
+                );
+                println!(
+                    "  of which: a parked session is {:.1} KB as JSON; the event hub keeps {:.1} MB of event JSON for replay ({} sessions parked)",
+                    parked.session_json / 1024.0,
+                    parked.hub_json as f64 / (1024.0 * 1024.0),
+                    parked.parked
+                );
+            }
+            None => println!("memory per idle parked session: /proc/self/statm is not readable here"),
+        }
+        println!();
+    }
     println!("| store | clients | turns | turns/s | p50 | p99 | errors |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for store_name in ["memory", "filesystem"] {
-        for clients in [1usize, 8, 64] {
-            let scratch = std::env::temp_dir().join(format!("archmax-load-{}-{clients}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&scratch);
-            let store: Arc<dyn SessionStore> = match store_name {
-                "memory" => Arc::new(MemoryStore::new()),
-                _ => Arc::new(FsStore::new(scratch.join("sessions"))),
+    // The filesystem store on the temporary directory (a disk: every commit's fsync
+    // reaches the device), and, to split the device's share from the store's own work,
+    // on /dev/shm where the machine has it (memory: an fsync there costs nothing).
+    let shm = Path::new("/dev/shm");
+    let mut stores = vec![("memory", None), ("filesystem", Some(std::env::temp_dir()))];
+    if shm.is_dir() {
+        stores.push(("filesystem on /dev/shm", Some(shm.to_path_buf())));
+    }
+    let wanted = |variable: &str, name: &str| {
+        std::env::var(variable).map_or(true, |list| list.split(',').any(|item| item == name))
+    };
+    for (store_name, folder) in stores.into_iter().filter(|(name, _)| wanted("LOAD_STORES", name)) {
+        for clients in [1usize, 8, 64].into_iter().filter(|clients| wanted("LOAD_CLIENTS", &clients.to_string())) {
+            let scratch =
+                folder.as_ref().map(|folder| folder.join(format!("archmax-load-{}-{clients}", std::process::id())));
+            if let Some(scratch) = &scratch {
+                let _ = std::fs::remove_dir_all(scratch);
+            }
+            let store: Arc<dyn SessionStore> = match &scratch {
+                None => Arc::new(MemoryStore::new()),
+                Some(scratch) => Arc::new(FsStore::new(scratch.join("sessions"))),
             };
             let point = executor.block_on(async {
                 let served = serve(ring_program(RING), store).await;
@@ -364,7 +462,9 @@ fn main() {
                 served.stop().await;
                 point
             });
-            let _ = std::fs::remove_dir_all(&scratch);
+            if let Some(scratch) = &scratch {
+                let _ = std::fs::remove_dir_all(scratch);
+            }
             println!(
                 "| {store_name} | {clients} | {} | {:.0} | {} | {} | {} |",
                 point.turns,
@@ -376,14 +476,9 @@ fn main() {
         }
     }
     println!();
-    match executor.block_on(parked_memory()) {
-        Some((per_session, parked)) => println!(
-            "memory per idle parked session: {:.1} KB (resident-set growth over {parked} parked sessions, memory store)",
-            per_session / 1024.0
-        ),
-        None => println!("memory per idle parked session: /proc/self/statm is not readable here"),
+    if std::env::var_os("LOAD_TABLE_ONLY").is_some() {
+        return;
     }
-
     let program = ring_program(BIG_RING);
     let bytes = artifact::encode(&program);
     let in_process: Vec<Duration> = (0..5).map(|_| executor.block_on(startup_in_process(&bytes))).collect();
@@ -416,4 +511,5 @@ fn main() {
             "start-up as a process: skipped, no release binary (cargo build --release -p archmax-cli, or set ARCHMAX_BIN)"
         ),
     }
+    println!("load average at the end: {}", load_average());
 }

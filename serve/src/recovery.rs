@@ -63,6 +63,10 @@ pub async fn resume_cut_turns(server: Arc<Server>, at_once: usize) -> Recovered 
     let mut running = tokio::task::JoinSet::new();
     for state in cut {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else { break };
+        // A shutdown meanwhile: the rest are left for the next process.
+        if server.gate.is_closing() {
+            break;
+        }
         let server = Arc::clone(&server);
         running.spawn(async move {
             let _slot = slot;

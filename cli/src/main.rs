@@ -233,6 +233,10 @@ enum Command {
         /// `RUST_LOG` filters it (default `info`).
         #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
         log_format: serve::LogFormat,
+        /// How long admitted turns get to finish after SIGTERM, in seconds; a turn still
+        /// running then is cut and resumes in the next process.
+        #[arg(long, value_name = "SECONDS", default_value_t = 30.0, value_parser = positive_seconds)]
+        grace: f64,
     },
     /// Print the long explanation of a diagnostic code or a kernel rule.
     Explain {
@@ -364,7 +368,7 @@ fn main() -> ExitCode {
     load_dotenv(&root);
     match cli.command {
         Command::Validate { workflows, format } => validate::run(&root, &workflows, format),
-        Command::Serve { artifacts, listen, trust, tokens, max_turns_in_flight, tape, store, log_format } => {
+        Command::Serve { artifacts, listen, trust, tokens, max_turns_in_flight, tape, store, log_format, grace } => {
             serve::run(
                 &root,
                 serve::ServeArgs {
@@ -376,6 +380,7 @@ fn main() -> ExitCode {
                     tape: tape.as_deref(),
                     store: store.as_deref(),
                     log_format,
+                    grace: std::time::Duration::from_secs_f64(grace),
                 },
             )
         }

@@ -32,9 +32,6 @@ use archmax_vm::stdlib::PLATFORM_PROMPT;
 use crate::output::failure;
 use crate::session::{self, SessionOptions};
 
-/// How long admitted turns get to finish after SIGTERM.
-const GRACE: Duration = Duration::from_secs(30);
-
 /// The variable holding the one all-scopes token.
 const TOKEN_VARIABLE: &str = "ARCHMAX_SERVE_TOKEN";
 
@@ -66,6 +63,8 @@ pub struct ServeArgs<'a> {
     /// `--store`: where sessions live (the filesystem store by default).
     pub store: Option<&'a str>,
     pub log_format: LogFormat,
+    /// How long admitted turns get to finish after SIGTERM.
+    pub grace: Duration,
 }
 
 /// What a reload needs, owned, so it can run on a blocking thread.
@@ -362,15 +361,16 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         if args.artifacts.is_empty() {
             tokio::spawn(reload_on_change(Arc::clone(&server), sources.clone()));
         }
-        match archmax_serve::serve(listener, Arc::clone(&server), archmax_serve::termination_signal(), GRACE).await {
+        match archmax_serve::serve(listener, Arc::clone(&server), archmax_serve::termination_signal(), args.grace).await
+        {
             Ok(true) => {
                 tracing::info!("archmax serve stopped; every admitted turn ended");
                 ExitCode::SUCCESS
             }
             Ok(false) => {
                 tracing::warn!(
-                    grace_seconds = GRACE.as_secs(),
-                    "archmax serve stopped with turns unfinished; they resume from their last committed step"
+                    grace_seconds = args.grace.as_secs_f64(),
+                    "archmax serve stopped; unfinished turns resume from their last committed step"
                 );
                 ExitCode::SUCCESS
             }

@@ -17,12 +17,17 @@
 //! decider's identity and asked to enforce `approvers`, and everything else it decides
 //! itself. The store is any [`archmax_vm::session::SessionStore`] (the CLI passes the
 //! filesystem store at `<root>/sessions`).
+//!
+//! On start, [`serve`] continues every session the last process was cut off in mid-turn
+//! (status `running`; [`recovery`]): those no other process holds, a few at a time, each
+//! logged, through the same turn gate as every request.
 
 pub mod auth;
 pub mod error;
 pub mod hub;
 pub mod metrics;
 pub mod openapi;
+pub mod recovery;
 pub mod routes;
 pub mod schedule;
 pub mod server;
@@ -43,7 +48,8 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Serves `server` on `listener` until `shutdown` resolves; then stops accepting turns
 /// and connections, lets admitted turns finish within `grace` (each committed step is
 /// durable, so a turn cut short resumes in the next process) and returns whether every
-/// turn ended.
+/// turn ended. Sessions a previous process left mid-turn are continued from the start
+/// ([`recovery::resume_cut_turns`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     server: Arc<Server>,
@@ -65,6 +71,7 @@ pub async fn serve_with(
     use hyper_util::server::conn::auto::Builder;
 
     let app = routes::router(Arc::clone(&server));
+    tokio::spawn(recovery::resume_cut_turns(Arc::clone(&server), recovery::RECOVERY_AT_ONCE));
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(header_read_timeout);

@@ -613,7 +613,7 @@ impl Server {
         match self.store.read(READINESS_PROBE).await {
             Ok(_) => Ok(json!({ "ready": true, "workflows": self.workflows() })),
             Err(error) => {
-                eprintln!("readyz: the session store did not answer: {error}");
+                tracing::error!("readyz: the session store did not answer: {error}");
                 Err(ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "store.unreachable",

@@ -7,6 +7,7 @@ mod commands;
 mod explain;
 mod parks;
 mod postgres;
+mod serve;
 mod serve_ops;
 mod store;
 #[path = "../support/mod.rs"]

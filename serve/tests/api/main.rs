@@ -1,6 +1,8 @@
 //! The real server on loopback, driven over HTTP with `reqwest`: the model is the tape
 //! adapter (`archmax serve --tape`), each session reading it from its own start.
 
+mod openai;
+
 use std::sync::Arc;
 use std::time::Duration;
 

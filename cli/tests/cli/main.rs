@@ -9,6 +9,7 @@ mod parks;
 mod postgres;
 mod serve;
 mod serve_ops;
+mod serving;
 mod store;
 #[path = "../support/mod.rs"]
 mod support;

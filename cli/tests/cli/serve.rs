@@ -5,20 +5,18 @@
 //! its answers where the test needs the turn to be in flight; the archmax server is
 //! talked to with one-shot HTTP/1.1 requests.
 
-use std::collections::VecDeque;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-/// The overall bound on every wait here; nothing is timed against it, it only ends a hang.
-const PATIENCE: Duration = Duration::from_secs(120);
+use crate::serving::{PATIENCE, Served};
 
 const RELAY: &str = r#"title: Relay
 instructions: Pass the message along the relay.
@@ -188,114 +186,14 @@ impl Drop for ModelServer {
     }
 }
 
-/// One `archmax serve` process and what it printed.
-struct Serving {
-    child: Child,
-    address: String,
-    log: Arc<Mutex<VecDeque<String>>>,
-}
-
-fn serve(root: &Path, model: &ModelServer) -> Serving {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_archmax"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--grace", "2"])
-        .current_dir(root)
-        .env("NO_COLOR", "1")
-        .env("ARCHMAX_API_BASE_URL", &model.base_url)
-        .env("ARCHMAX_API_KEY", "sk-relay")
-        .env("ARCHMAX_MODEL", "relay-model")
-        .env("ARCHMAX_MAX_RETRIES", "0")
-        .env_remove("ARCHMAX_SERVE_TOKEN")
-        .env_remove("ARCHMAX_TRUSTED_KEYS")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("archmax serve starts");
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let log = Arc::new(Mutex::new(VecDeque::new()));
-    let (sender, lines) = channel();
-    let kept = Arc::clone(&log);
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push_back(line.clone());
-            let _ = sender.send(line);
-        }
-    });
-    let address = loop {
-        let line = lines.recv_timeout(PATIENCE).expect("archmax serve says where it listens");
-        if let Some(rest) = line.split("http://").nth(1) {
-            break rest.split_whitespace().next().unwrap_or_default().to_string();
-        }
-    };
-    Serving { child, address, log }
-}
-
-impl Serving {
-    /// One request on a fresh connection: the status and the JSON body, or the error of
-    /// connecting or reading.
-    fn request(&self, method: &str, path: &str, body: Option<&Value>) -> std::io::Result<(u16, Value)> {
-        let mut stream = TcpStream::connect(&self.address)?;
-        stream.set_read_timeout(Some(PATIENCE))?;
-        let body = body.map(Value::to_string).unwrap_or_default();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            self.address,
-            body.len()
-        )?;
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer)?;
-        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((answer.as_str(), ""));
-        let status = head.split_whitespace().nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
-        Ok((status, serde_json::from_str(body).unwrap_or(Value::Null)))
-    }
-
-    fn get(&self, path: &str) -> (u16, Value) {
-        self.request("GET", path, None).expect("the server answers")
-    }
-
-    fn terminate(&self) {
-        let sent = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("kill runs");
-        assert!(sent.success(), "SIGTERM was sent");
-    }
-
-    /// Waits for the process to exit; its exit code.
-    fn exit_code(&mut self) -> Option<i32> {
-        let began = Instant::now();
-        while began.elapsed() < PATIENCE {
-            if let Some(status) = self.child.try_wait().expect("the process is waited for") {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        panic!("archmax serve did not exit after SIGTERM; it printed {:?}", self.printed());
-    }
-
-    fn printed(&self) -> Vec<String> {
-        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).iter().cloned().collect()
-    }
-
-    /// Polls the session until `done` holds of it.
-    fn session_until(&self, id: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let began = Instant::now();
-        loop {
-            let (status, shown) = self.get(&format!("/v1/sessions/{id}"));
-            if status == 200 && done(&shown) {
-                return shown;
-            }
-            assert!(began.elapsed() < PATIENCE, "session {id} never got there; last seen {shown}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+fn serve(root: &Path, model: &ModelServer) -> Served {
+    let env = [
+        ("ARCHMAX_API_BASE_URL", model.base_url.as_str()),
+        ("ARCHMAX_API_KEY", "sk-relay"),
+        ("ARCHMAX_MODEL", "relay-model"),
+        ("ARCHMAX_MAX_RETRIES", "0"),
+    ];
+    Served::spawn(root, &["--grace", "2"], &env)
 }
 
 fn workspace() -> PathBuf {
@@ -338,17 +236,16 @@ fn sigterm_mid_turn_commits_the_step_in_flight_and_the_next_process_finishes_the
     let mut first = serve(&root, &model);
 
     let start = json!({ "message": "Relay it.", "sessionId": "relay-1" });
-    let (status, accepted) =
-        first.request("POST", "/v1/workflows/relay/sessions", Some(&start)).expect("the server answers");
+    let (status, accepted) = first.request("POST", "/v1/workflows/relay/sessions", None, Some(&start));
     assert_eq!(status, 202, "{accepted}");
     model.expect_call("alpha");
     // The model holds bravo's answer: the turn is in flight.
     model.expect_call("bravo");
 
-    first.terminate();
+    first.signal("TERM");
     // The server stops accepting: a new connection is refused (or cut unanswered).
     let began = Instant::now();
-    while first.request("GET", "/healthz", None).is_ok_and(|(status, _)| status == 200) {
+    while first.try_request("GET", "/healthz", None, None).is_ok_and(|(status, _)| status == 200) {
         assert!(began.elapsed() < PATIENCE, "the server went on accepting after SIGTERM");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -356,8 +253,8 @@ fn sigterm_mid_turn_commits_the_step_in_flight_and_the_next_process_finishes_the
     // charlie, whose answer never comes, so the grace period ends and the turn is cut.
     model.set(|script| script.release_bravo = true);
     model.expect_call("charlie");
-    assert_eq!(first.exit_code(), Some(0), "it printed {:?}", first.printed());
-    let printed = first.printed().join("\n");
+    assert_eq!(first.exit_code(), Some(0), "it logged {:?}", first.lines());
+    let printed = first.lines().join("\n");
     assert!(printed.contains("unfinished turns resume"), "{printed}");
 
     let held = crate::support::archmax(&root, &["sessions", "relay-1", "--json"]);
@@ -371,10 +268,10 @@ fn sigterm_mid_turn_commits_the_step_in_flight_and_the_next_process_finishes_the
     let second = serve(&root, &model);
     let done = second.session_until("relay-1", |shown| shown["status"] != "running");
     assert_eq!(done["status"], "completed", "{done}");
-    let printed = second.printed().join("\n");
+    let printed = second.lines().join("\n");
     assert!(printed.contains("continued relay-1"), "the recovery is logged: {printed}");
 
-    let (status, transcript) = second.get("/v1/sessions/relay-1/transcript");
+    let (status, transcript) = second.request("GET", "/v1/sessions/relay-1/transcript", None, None);
     assert_eq!(status, 200, "{transcript}");
     assert_eq!(
         transcript_outline(&transcript),
@@ -393,8 +290,6 @@ fn sigterm_mid_turn_commits_the_step_in_flight_and_the_next_process_finishes_the
     assert_eq!(trail, ["alpha", "bravo", "charlie", "charlie"], "the resume re-entered charlie: {done}");
     assert_eq!(model.calls(), ["alpha", "bravo", "charlie", "charlie"], "only the cut call was made again");
 
-    second.terminate();
-    let mut second = second;
-    assert_eq!(second.exit_code(), Some(0));
+    assert_eq!(second.stop(), Some(0));
     let _ = fs::remove_dir_all(&root);
 }

@@ -5,15 +5,13 @@
 //! Requests go over a plain HTTP/1.1 connection on loopback; the model is a tape.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
+use crate::serving::Served;
 use crate::support::{archmax, copy_dir, repository, scratch};
 
 const DESK: &str = r#"title: Desk
@@ -27,9 +25,6 @@ states:
 "#;
 
 const TAPE: &str = "- { state: answer, text: Answered. }\n";
-
-/// How long a test waits for the server to do something it should do at once.
-const PATIENCE: Duration = Duration::from_secs(60);
 
 struct Workspace(PathBuf);
 
@@ -61,37 +56,13 @@ impl Workspace {
         fs::write(self.path(name), text).expect("write");
     }
 
+    /// `archmax serve` here, answering from `tape.yaml` at a fixed time.
     fn serve(&self, args: &[&str], env: &[(&str, &str)]) -> Served {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_archmax"));
-        command
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--tape", "tape.yaml"])
-            .args(args)
-            .current_dir(&self.0)
-            .env("NO_COLOR", "1")
-            .env("ARCHMAX_FIXED_CLOCK", "2025-03-18T09:30:00Z")
-            .env_remove("ARCHMAX_TRUSTED_KEYS")
-            .env_remove("ARCHMAX_SERVE_TOKEN")
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let mut child = command.spawn().expect("archmax serve starts");
-        let log = Arc::new(Mutex::new(Vec::<String>::new()));
-        let lines = BufReader::new(child.stderr.take().expect("stderr"));
-        let collected = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in lines.lines().map_while(Result::ok) {
-                collected.lock().expect("log").push(line);
-            }
-        });
-        let mut served = Served { child, log, address: String::new() };
-        let listening = served.wait_for_log("archmax serve is listening");
-        let at = listening.find("http://").map(|start| &listening[start + 7..]).expect("an address");
-        served.address = at.split(|c: char| c == '"' || c.is_whitespace()).next().expect("address").to_string();
-        served
+        let mut all = vec!["--tape", "tape.yaml"];
+        all.extend_from_slice(args);
+        let mut env = env.to_vec();
+        env.push(("ARCHMAX_FIXED_CLOCK", "2025-03-18T09:30:00Z"));
+        Served::spawn(&self.0, &all, &env)
     }
 }
 
@@ -101,89 +72,13 @@ impl Drop for Workspace {
     }
 }
 
-struct Served {
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
-    address: String,
-}
-
-impl Served {
-    fn lines(&self) -> Vec<String> {
-        self.log.lock().expect("log").clone()
-    }
-
-    /// The first log line containing `text`, waiting for it.
-    fn wait_for_log(&mut self, text: &str) -> String {
-        let started = Instant::now();
-        loop {
-            if let Some(line) = self.lines().into_iter().find(|line| line.contains(text)) {
-                return line;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("archmax serve exited ({status}) before logging `{text}`:\n{}", self.lines().join("\n"));
-            }
-            assert!(started.elapsed() < PATIENCE, "no log line `{text}`:\n{}", self.lines().join("\n"));
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-
-    /// How many log lines contain `text`.
-    fn count(&self, text: &str) -> usize {
-        self.lines().iter().filter(|line| line.contains(text)).count()
-    }
-
-    fn signal(&self, name: &str) {
-        let sent = Command::new("kill").args([&format!("-{name}"), &self.child.id().to_string()]).status();
-        assert!(sent.is_ok_and(|status| status.success()), "kill -{name}");
-    }
-
-    /// One request; the status and the JSON body (`Null` when it is not JSON).
-    fn request(&self, method: &str, path: &str, token: Option<&str>, body: Option<&Value>) -> (u16, Value) {
-        let mut stream = TcpStream::connect(&self.address).expect("the server accepts");
-        stream.set_read_timeout(Some(PATIENCE)).expect("timeout");
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let auth = token.map(|token| format!("Authorization: Bearer {token}\r\n")).unwrap_or_default();
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            self.address,
-            body.len()
-        );
-        stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body.as_bytes())).expect("sent");
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).expect("an answer");
-        let status = answer.split(' ').nth(1).and_then(|code| code.parse().ok()).expect("a status line");
-        let body = answer.split_once("\r\n\r\n").map(|(_, body)| body).unwrap_or("");
-        (status, serde_json::from_str(body).unwrap_or(Value::Null))
-    }
-
-    /// Starts session `id` and waits for its turn; the session as shown.
-    fn start(&self, id: &str, token: Option<&str>) -> Value {
-        let body = json!({ "message": "What is it?", "sessionId": id });
-        let (status, shown) = self.request("POST", "/v1/workflows/desk/sessions?wait=60", token, Some(&body));
-        assert_eq!(status, 200, "{shown}");
-        assert_eq!(shown["status"], "completed", "{shown}");
-        shown
-    }
-
-    /// SIGTERM, then the exit code.
-    fn stop(mut self) -> Option<i32> {
-        self.signal("TERM");
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            assert!(started.elapsed() < PATIENCE, "archmax serve did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts session `id` of the desk and waits for its turn; the session as shown.
+fn start(served: &Served, id: &str, token: Option<&str>) -> Value {
+    let body = json!({ "message": "What is it?", "sessionId": id });
+    let (status, shown) = served.request("POST", "/v1/workflows/desk/sessions?wait=60", token, Some(&body));
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(shown["status"], "completed", "{shown}");
+    shown
 }
 
 fn spec_hash(shown: &Value) -> String {
@@ -194,18 +89,18 @@ fn spec_hash(shown: &Value) -> String {
 fn development_mode_recompiles_a_changed_workspace_and_keeps_serving_through_a_broken_edit() {
     let workspace = Workspace::new("dev");
     let mut served = workspace.serve(&["--log-format", "json"], &[]);
-    let first = spec_hash(&served.start("d1", None));
+    let first = spec_hash(&start(&served, "d1", None));
 
     workspace.write("workflows/desk/workflow.yaml", &DESK.replace("Answer the question.", "Answer it briefly."));
     served.wait_for_log("new sessions start on a new program");
-    let second = spec_hash(&served.start("d2", None));
+    let second = spec_hash(&start(&served, "d2", None));
     assert_ne!(first, second, "the edit is served");
 
     // A broken edit is logged with its diagnostic; the program served stays.
     workspace.write("workflows/desk/workflow.yaml", &DESK.replace("states:", "states: [unclosed"));
     let failed = served.wait_for_log("the reload failed");
     assert!(failed.contains("desk"), "the log names what failed: {failed}");
-    assert_eq!(spec_hash(&served.start("d3", None)), second);
+    assert_eq!(spec_hash(&start(&served, "d3", None)), second);
     let (status, old) = served.request("GET", "/v1/sessions/d1", None, None);
     assert_eq!((status, spec_hash(&old)), (200, first));
 
@@ -232,7 +127,7 @@ fn sighup_loads_the_rebuilt_artifact_and_the_new_tokens_without_a_restart() {
     };
     workspace.write("tokens.toml", &tokens("first-token"));
     let mut served = workspace.serve(&["--artifact", "desk.amx", "--tokens", "tokens.toml"], &[]);
-    let first = spec_hash(&served.start("h1", Some("first-token")));
+    let first = spec_hash(&start(&served, "h1", Some("first-token")));
 
     build(&DESK.replace("Answer the question.", "Answer it in one line."));
     workspace.write("tokens.toml", &tokens("second-token"));
@@ -241,7 +136,7 @@ fn sighup_loads_the_rebuilt_artifact_and_the_new_tokens_without_a_restart() {
     assert_eq!(served.count("new sessions start on a new program"), 1, "{}", served.lines().join("\n"));
     let (status, _) = served.request("GET", "/v1/sessions", Some("first-token"), None);
     assert_eq!(status, 401, "the old token is gone");
-    let second = spec_hash(&served.start("h2", Some("second-token")));
+    let second = spec_hash(&start(&served, "h2", Some("second-token")));
     assert_ne!(first, second);
 
     // A tokens file that no longer holds keeps the tokens served, and says so.

@@ -187,7 +187,7 @@ async fn reload(server: &Server, sources: &Sources, why: &str) {
     };
     match programs {
         Ok(programs) => {
-            let loaded: Vec<_> = programs.into_iter().flat_map(|program| server.load_program(program)).collect();
+            let loaded = server.load_programs(programs);
             if loaded.is_empty() {
                 tracing::info!(why, "reloaded; every workflow is unchanged");
             }
@@ -348,6 +348,20 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         );
         if open {
             tracing::warn!("no token configured ({TOKEN_VARIABLE} or --tokens): serving without auth, loopback only");
+        }
+        for schedule in server.settings.schedules.values() {
+            if !server.workflows().contains(&schedule.workflow) {
+                tracing::warn!(
+                    workflow = schedule.workflow.as_str(),
+                    "archmax.toml schedules a workflow this server does not serve; its sessions are not woken here"
+                );
+            }
+        }
+        for connection in server.connections.without_replay_guard() {
+            tracing::warn!(
+                connection,
+                "the connection signs no timestamp, so a captured webhook can be sent again; set timestamp_header"
+            );
         }
         for (trigger, connection) in &unconfigured {
             tracing::warn!(

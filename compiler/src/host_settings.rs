@@ -221,7 +221,8 @@ pub fn parse_host_settings(file: FileId, text: &str) -> (HostSettings, Vec<Diagn
         }
         match declaration.into_inner().wake_trigger {
             Some(trigger) if !trigger.trim().is_empty() => {
-                settings.schedules.insert(workflow.clone(), Schedule { workflow, wake_trigger: trigger });
+                let wake_trigger = trigger.trim().to_string();
+                settings.schedules.insert(workflow.clone(), Schedule { workflow, wake_trigger });
             }
             _ => diagnostics.push(
                 Diagnostic::at(

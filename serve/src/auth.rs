@@ -102,7 +102,7 @@ pub fn token_digest_hex(token: &str) -> String {
 
 fn parse_digest(hex: &str) -> Option<[u8; 32]> {
     let hex = hex.trim();
-    if hex.len() != 64 || !hex.is_ascii() {
+    if hex.len() != 64 || !hex.bytes().all(|byte| byte.is_ascii_hexdigit()) {
         return None;
     }
     let mut digest = [0u8; 32];

@@ -100,10 +100,11 @@ pub async fn serve_with(
     }
     drop(listener);
     server.stop_accepting();
-    // Open connections finish their request (event streams end as the server stops);
-    // whatever is still open after the grace period is dropped with the process.
-    let _ = tokio::time::timeout(grace, connections.shutdown()).await;
-    Ok(server.gate.drain(grace).await)
+    // One deadline for both: open connections finish their request (event streams end as
+    // the server stops), admitted turns finish; what is still open then is dropped.
+    let deadline = tokio::time::Instant::now() + grace;
+    let _ = tokio::time::timeout_at(deadline, connections.shutdown()).await;
+    Ok(server.gate.drain(deadline.saturating_duration_since(tokio::time::Instant::now())).await)
 }
 
 /// Resolves on SIGTERM or SIGINT (Ctrl-C).

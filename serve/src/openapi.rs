@@ -134,7 +134,7 @@ pub const ROUTES: &[Operation] = &[
     Operation {
         method: "post",
         path: "/v1/triggers/{trigger}",
-        summary: "Fire a host trigger (a webhook): the body is its input. A trigger with a connection is authenticated by its HMAC-SHA256 signature header, any other by a token with start; its session: path joins an existing session or starts one.",
+        summary: "Fire a host trigger (a webhook): the body is its input. A trigger with a connection is authenticated by its HMAC-SHA256 signature header instead of a token; any other takes a token with start. Its session: path joins an existing session or starts one. The answer names the session and its status only.",
         scope: Some("start"),
         body: Some("TriggerInput"),
         waits: true,

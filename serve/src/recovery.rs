@@ -71,7 +71,7 @@ pub async fn resume_cut_turns(server: Arc<Server>, at_once: usize) -> Recovered 
         running.spawn(async move {
             let _slot = slot;
             let id = state.id.to_string();
-            let result = continue_turn(&server, &id, &state.head.workflow, state.head.trigger.clone()).await;
+            let result = continue_turn(&server, &id).await;
             (id, result)
         });
     }
@@ -79,6 +79,7 @@ pub async fn resume_cut_turns(server: Arc<Server>, at_once: usize) -> Recovered 
         match joined {
             Ok((id, Continued::Ended)) => recovered.resumed.push(id),
             Ok((id, Continued::HeldElsewhere)) => recovered.held_elsewhere.push(id),
+            Ok((_, Continued::Settled)) => {}
             Ok((id, Continued::Failed(why))) => recovered.failed.push((id, why)),
             Err(error) => tracing::error!("recovery: a continued turn's task ended early: {error}"),
         }
@@ -92,19 +93,30 @@ enum Continued {
     Ended,
     /// Another process holds the session.
     HeldElsewhere,
+    /// By the time its slot came, the session was no longer cut (its own process
+    /// finished the turn): nothing to do.
+    Settled,
     Failed(String),
 }
 
 /// Continues one session's turn through the gate and waits for it to end.
-async fn continue_turn(server: &Server, id: &str, workflow: &str, trigger: Option<String>) -> Continued {
-    let runtime = match server.runtime_for(workflow) {
+async fn continue_turn(server: &Server, id: &str) -> Continued {
+    // Read again now: the listing may be stale by the time a slot is free, and a session
+    // no longer running must not be given a turn nobody asked for.
+    let state = match server.store.read(id).await {
+        Ok(Some(state)) if state.head.status == Status::Running => state,
+        Ok(_) => return Continued::Settled,
+        Err(error) => return Continued::Failed(error.to_string()),
+    };
+    // The program the session started on, not merely the newest.
+    let runtime = match server.runtime_for_session(&state) {
         Ok(runtime) => runtime,
         Err(refused) => return Continued::Failed(refused.message),
     };
     let request = TurnRequest {
-        workflow: workflow.to_string(),
+        workflow: state.head.workflow.clone(),
         session: Some(id.to_string()),
-        trigger,
+        trigger: state.head.trigger.clone(),
         ..TurnRequest::default()
     };
     let session = id.to_string();

@@ -373,7 +373,11 @@ async fn load_artifact(State(server): Shared, headers: HeaderMap, body: Body) ->
     let loaded = async {
         let caller = server.auth.caller(&headers, Scope::Admin)?;
         let bytes = body_bytes(&server, &headers, body, ARTIFACT_LIMIT).await?;
-        let loaded = server.load_artifact(&bytes)?;
+        // Verifying and decoding a large artifact is CPU work: off the executor's threads.
+        let loading = Arc::clone(&server);
+        let loaded = tokio::task::spawn_blocking(move || loading.load_artifact(&bytes))
+            .await
+            .map_err(|error| ApiError::internal(format!("the artifact's load stopped: {error}")))??;
         tracing::info!(by = caller.identity.as_str(), loaded = %loaded["loaded"], "artifact loaded");
         Ok(loaded)
     };

@@ -253,9 +253,9 @@ impl Server {
             clock: parts.clock,
             stopping: watch::channel(false).0,
         };
-        for program in parts.programs {
-            server.load_program(program);
-        }
+        // Later programs are newer: `--artifact v1.amx --artifact v2.amx` starts new
+        // sessions on v2 and keeps v1 for the sessions pinned to it.
+        server.load_programs(parts.programs);
         Ok(server)
     }
 
@@ -285,43 +285,81 @@ impl Server {
         }
     }
 
-    /// Serves `program` as the newest generation: new sessions of its workflows start on
-    /// it, sessions already running keep theirs. A program whose every workflow is served
-    /// already with the same spec hash changes nothing. Returns what changed.
+    /// Serves `program` as the newest generation; see [`Server::load_programs`].
     pub fn load_program(&self, program: Program) -> Vec<LoadedWorkflow> {
-        let mut generations = match self.generations.write() {
-            Ok(generations) => generations,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let newest = |slug: &str| {
+        self.load_programs(vec![program])
+    }
+
+    /// Serves `programs`, in order, as the newest generations: new sessions of their
+    /// workflows start on the last one holding each, sessions already running keep theirs.
+    /// A program a generation already serves (every workflow with the same spec hash)
+    /// reuses that generation, moved to the newest place, so a reload of unchanged
+    /// artifacts adds nothing and loading an older artifact again rolls back to it. The
+    /// whole set is swapped in at once. Returns the workflows whose newest program changed.
+    pub fn load_programs(&self, programs: Vec<Program>) -> Vec<LoadedWorkflow> {
+        fn signature(program: &Program) -> Vec<(String, String)> {
+            let mut pairs: Vec<(String, String)> = program
+                .workflows
+                .iter()
+                .map(|workflow| (program.str(workflow.slug).to_string(), workflow.spec_hash.clone()))
+                .collect();
+            pairs.sort();
+            pairs
+        }
+        let newest_of = |generations: &[Arc<Runtime>], slug: &str| {
             generations
                 .iter()
                 .rev()
                 .find_map(|runtime| runtime.program.workflow(slug).map(|(_, workflow)| workflow.spec_hash.clone()))
         };
-        let changed: Vec<LoadedWorkflow> = program
-            .workflows
-            .iter()
-            .map(|workflow| {
-                let slug = program.str(workflow.slug).to_string();
-                LoadedWorkflow { previous: newest(&slug), workflow: slug, spec_hash: workflow.spec_hash.clone() }
-            })
-            .filter(|loaded| loaded.previous.as_deref() != Some(loaded.spec_hash.as_str()))
-            .collect();
-        if changed.is_empty() {
-            return changed;
+        // The runtimes for new programs are built before the lock is taken.
+        let current = self.generations();
+        let mut incoming: Vec<Result<Arc<Runtime>, Program>> = Vec::new();
+        for program in programs {
+            let wanted = signature(&program);
+            match current.iter().find(|runtime| signature(&runtime.program) == wanted) {
+                Some(existing) => incoming.push(Ok(Arc::clone(existing))),
+                None => incoming.push(Err(program)),
+            }
         }
-        let runtime = Arc::new(Runtime::new(RuntimeParts {
-            program: Arc::new(program),
-            store: Arc::clone(&self.store),
-            model: Arc::clone(&self.factory.model),
-            events: self.factory.events.clone(),
-            clock: Arc::clone(&self.clock),
-            root: self.factory.root.clone(),
-            pricing: self.factory.pricing.clone(),
-        }));
-        let mut next: Vec<Arc<Runtime>> = generations.iter().cloned().collect();
-        next.push(runtime);
+        let incoming: Vec<Arc<Runtime>> = incoming
+            .into_iter()
+            .map(|entry| match entry {
+                Ok(existing) => existing,
+                Err(program) => Arc::new(Runtime::new(RuntimeParts {
+                    program: Arc::new(program),
+                    store: Arc::clone(&self.store),
+                    model: Arc::clone(&self.factory.model),
+                    events: self.factory.events.clone(),
+                    clock: Arc::clone(&self.clock),
+                    root: self.factory.root.clone(),
+                    pricing: self.factory.pricing.clone(),
+                })),
+            })
+            .collect();
+        let mut generations = match self.generations.write() {
+            Ok(generations) => generations,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let before: Vec<Arc<Runtime>> = generations.iter().cloned().collect();
+        let mut next: Vec<Arc<Runtime>> =
+            before.iter().filter(|runtime| !incoming.iter().any(|new| Arc::ptr_eq(new, runtime))).cloned().collect();
+        next.extend(incoming.iter().cloned());
+        let mut changed = Vec::new();
+        let mut slugs: Vec<String> = incoming
+            .iter()
+            .flat_map(|runtime| runtime.program.workflows.iter().map(|w| runtime.program.str(w.slug).to_string()))
+            .collect();
+        slugs.sort();
+        slugs.dedup();
+        for slug in slugs {
+            let (previous, now) = (newest_of(&before, &slug), newest_of(&next, &slug));
+            if let Some(spec_hash) = now
+                && previous.as_deref() != Some(spec_hash.as_str())
+            {
+                changed.push(LoadedWorkflow { workflow: slug, spec_hash, previous });
+            }
+        }
         self.metrics.generations_loaded.store(next.len() as u64, std::sync::atomic::Ordering::Relaxed);
         *generations = Arc::new(next);
         changed
@@ -478,6 +516,11 @@ impl Server {
             None => runtime.start_session_id(&request)?.to_string(),
         };
         request.session = Some(session.clone());
+        // A session joined keeps the program it started on.
+        let runtime = match self.store.read(&session).await.map_err(RunError::from)? {
+            Some(state) => self.runtime_for_session(&state)?,
+            None => runtime,
+        };
         let running = Arc::clone(&runtime);
         let turn = async move { running.run_turn(request).await };
         self.admit(runtime, &session, "turn", turn, wait).await

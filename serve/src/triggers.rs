@@ -14,10 +14,10 @@
 use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use archmax_vm::kernel::resolve_reference;
-use archmax_vm::{FieldProblem, TurnRequest};
+use archmax_vm::{FieldProblem, Runtime, TurnRequest};
 
 use crate::auth::Scope;
 use crate::error::ApiError;
@@ -55,8 +55,11 @@ impl Server {
             })
             .filter(|(slug, _)| firing.workflow.is_none_or(|wanted| wanted == slug))
             .collect();
-        let (slug, runtime) = match declaring.as_slice() {
+        let (slug, newest) = match declaring.as_slice() {
+            [one] => one.clone(),
+            // Which triggers exist is nobody's business before they authenticate.
             [] => {
+                self.auth.caller(firing.headers, Scope::Start)?;
                 return Err(ApiError::not_found(
                     "trigger.unknown",
                     match firing.workflow {
@@ -65,8 +68,8 @@ impl Server {
                     },
                 ));
             }
-            [one] => one.clone(),
             many => {
+                self.auth.caller(firing.headers, Scope::Start)?;
                 let names: Vec<&str> = many.iter().map(|(slug, _)| slug.as_str()).collect();
                 return Err(ApiError::invalid(
                     format!(
@@ -81,51 +84,92 @@ impl Server {
                 ));
             }
         };
-        let program = &runtime.program;
-        let Some(trigger) = program.workflow(&slug).and_then(|(_, workflow)| {
-            workflow.triggers.iter().find(|trigger| program.str(trigger.id) == firing.trigger)
-        }) else {
-            return Err(ApiError::internal("the trigger vanished while it was looked up"));
-        };
-        match trigger.connection.map(|connection| program.str(connection).to_owned()) {
-            Some(connection) => {
-                let now = (self.now_ms() / 1000) as i64;
-                if let Err(refused) = self.connections.verify(&connection, firing.headers, firing.body, now) {
-                    tracing::warn!(
-                        trigger = firing.trigger,
-                        workflow = slug.as_str(),
-                        connection = connection.as_str(),
-                        reason = refused.message.as_str(),
-                        "webhook refused"
-                    );
-                    self.metrics.webhook_refused();
-                    return Err(refused);
-                }
-            }
-            None => {
-                self.auth.caller(firing.headers, Scope::Start)?;
-            }
-        }
+        let sender = self.authenticate(&newest, &slug, &firing, None)?;
         let variables = input_of(firing.body)?;
-        let message = match &trigger.message {
-            Some(None) => None,
-            Some(Some(path)) => resolve_reference(path, &Value::Object(variables.clone())),
-            None => None,
-        };
         let mut request = TurnRequest {
             workflow: slug.clone(),
             session: None,
             trigger: Some(firing.trigger.to_string()),
-            message,
+            message: None,
             variables,
             upgrade: false,
         };
-        let session = runtime.start_session_id(&request)?.to_string();
+        let session = newest.start_session_id(&request)?.to_string();
+        // A session the firing joins runs on the program it started on; its trigger there
+        // (and that trigger's sender) is the one that counts.
+        let runtime = match self.store.read(&session).await.map_err(archmax_vm::RunError::from)? {
+            Some(state) => self.runtime_for_session(&state)?,
+            None => std::sync::Arc::clone(&newest),
+        };
+        if !std::sync::Arc::ptr_eq(&runtime, &newest) {
+            self.authenticate(&runtime, &slug, &firing, Some(&sender))?;
+        }
+        let program = &runtime.program;
+        let message = program
+            .workflow(&slug)
+            .and_then(|(_, workflow)| {
+                workflow.triggers.iter().find(|trigger| program.str(trigger.id) == firing.trigger)
+            })
+            .and_then(|trigger| match &trigger.message {
+                Some(Some(path)) => resolve_reference(path, &Value::Object(request.variables.clone())),
+                Some(None) | None => None,
+            });
+        request.message = message;
         request.session = Some(session.clone());
         tracing::info!(trigger = firing.trigger, workflow = slug.as_str(), session = session.as_str(), "trigger fired");
         let running = std::sync::Arc::clone(&runtime);
         let turn = async move { running.run_turn(request).await };
-        self.admit(runtime, &session, "turn", turn, firing.wait).await
+        // The sender learns the session and how the turn ended, never what it holds.
+        match self.admit(runtime, &session, "turn", turn, firing.wait).await? {
+            Answer::Finished(shown) => Ok(Answer::Finished(json!({
+                "sessionId": shown["sessionId"],
+                "status": shown["status"],
+                "turn": { "disposition": shown["turn"]["disposition"] },
+            }))),
+            accepted => Ok(accepted),
+        }
+    }
+
+    /// Holds the sender of `firing` to the trigger as `runtime`'s program declares it:
+    /// its connection's signature, or a bearer token with `start`. Returns the connection
+    /// checked (`None`: a token); one `already` checked is not checked twice (its
+    /// signature would count as a replay).
+    fn authenticate(
+        &self,
+        runtime: &Runtime,
+        slug: &str,
+        firing: &Firing<'_>,
+        already: Option<&Option<String>>,
+    ) -> Result<Option<String>, ApiError> {
+        let program = &runtime.program;
+        let Some(trigger) = program.workflow(slug).and_then(|(_, workflow)| {
+            workflow.triggers.iter().find(|trigger| program.str(trigger.id) == firing.trigger)
+        }) else {
+            self.auth.caller(firing.headers, Scope::Start)?;
+            return Err(ApiError::not_found(
+                "trigger.unknown",
+                format!("the program this session runs on declares no trigger `{}`", firing.trigger),
+            ));
+        };
+        let connection = trigger.connection.map(|connection| program.str(connection).to_owned());
+        if already == Some(&connection) {
+            return Ok(connection);
+        }
+        let Some(connection) = connection else {
+            return self.auth.caller(firing.headers, Scope::Start).map(|_| None);
+        };
+        let now = (self.now_ms() / 1000) as i64;
+        let verified = self.connections.verify(&connection, firing.headers, firing.body, now);
+        verified.map(|()| Some(connection.clone())).inspect_err(|refused| {
+            tracing::warn!(
+                trigger = firing.trigger,
+                workflow = slug,
+                connection = connection.as_str(),
+                reason = refused.message.as_str(),
+                "webhook refused"
+            );
+            self.metrics.webhook_refused();
+        })
     }
 }
 

@@ -5,9 +5,11 @@
 //! from the environment variable its `[connections.<slug>]` entry in `archmax.toml`
 //! names (see [`archmax_vm::compiler::host_settings`]). The signature header holds
 //! `sha256=<hex>` (or the bare hex digest); with a `timestamp_header` the signed bytes are
-//! `<timestamp>.<body>` and a timestamp further than `tolerance_seconds` from now is
-//! refused, so a captured request cannot be replayed later. A trigger without a
-//! connection takes a bearer token with the `start` scope, like every other turn.
+//! `<timestamp>.<body>`, a timestamp further than `tolerance_seconds` from now is
+//! refused, and a signature accepted once is refused for the rest of its window, so a
+//! captured request cannot be sent again. Without a timestamp a captured request stays
+//! valid, which the host is warned of at start. A trigger without a connection takes a
+//! bearer token with the `start` scope, like every other turn.
 //!
 //! The one thing to know: a refused signature is logged (connection, trigger, reason)
 //! and answered 401 before the body is even parsed; nothing of it reaches a session.
@@ -34,7 +36,17 @@ struct Verifier {
 #[derive(Default)]
 pub struct Connections {
     verifiers: BTreeMap<String, Verifier>,
+    /// Signatures accepted within their timestamp's tolerance, with the second they
+    /// expire: a request sent again within the window is refused as a replay.
+    seen: std::sync::Mutex<std::collections::HashMap<[u8; 32], i64>>,
 }
+
+/// The most signatures the replay guard remembers; past it, a new one is refused until
+/// old ones expire (a flood must not grow memory without bound).
+const MAX_REMEMBERED: usize = 100_000;
+
+/// The shortest webhook secret accepted, in bytes.
+pub const MIN_SECRET_BYTES: usize = 16;
 
 /// Why a webhook's signature was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +63,10 @@ pub enum SignatureRefusal {
     Stale(i64),
     #[error("the signature does not match the body")]
     Mismatch,
+    #[error("this signed request was accepted before; a replay is refused")]
+    Replayed,
+    #[error("too many signed requests within the tolerance; try again shortly")]
+    Flooded,
 }
 
 impl std::fmt::Debug for Connections {
@@ -63,7 +79,7 @@ impl std::fmt::Debug for Connections {
 fn parse_hex_digest(text: &str) -> Option<[u8; 32]> {
     let text = text.trim();
     let text = text.strip_prefix("sha256=").unwrap_or(text);
-    if text.len() != 64 || !text.is_ascii() {
+    if text.len() != 64 || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
         return None;
     }
     let mut digest = [0u8; 32];
@@ -103,7 +119,14 @@ impl Connections {
         let mut verifiers = BTreeMap::new();
         for (slug, connection) in &settings.connections {
             let secret = match env(&connection.secret_env) {
-                Some(secret) if !secret.is_empty() => secret.into_bytes(),
+                Some(secret) if secret.len() >= MIN_SECRET_BYTES => secret.into_bytes(),
+                Some(secret) if !secret.is_empty() => {
+                    return Err(format!(
+                        "connection `{slug}`: the secret in {} is {} bytes; use at least {MIN_SECRET_BYTES} random bytes (such as `openssl rand -hex 32`)",
+                        connection.secret_env,
+                        secret.len()
+                    ));
+                }
                 _ => {
                     return Err(format!(
                         "connection `{slug}` takes its webhook secret from {}, which is not set; set it, or remove [connections.{slug}] from archmax.toml",
@@ -113,7 +136,33 @@ impl Connections {
             };
             verifiers.insert(slug.clone(), Verifier { connection: connection.clone(), secret });
         }
-        Ok(Connections { verifiers })
+        Ok(Connections { verifiers, seen: Default::default() })
+    }
+
+    /// The connections that sign no timestamp: a captured request of theirs can be sent
+    /// again at any time, so the host is warned at start.
+    pub fn without_replay_guard(&self) -> Vec<&str> {
+        self.verifiers
+            .iter()
+            .filter(|(_, verifier)| verifier.connection.timestamp_header.is_none())
+            .map(|(slug, _)| slug.as_str())
+            .collect()
+    }
+
+    /// Remembers an accepted signature until `expires`; refuses one seen before.
+    fn remember(&self, signature: [u8; 32], now: i64, expires: i64) -> Result<(), SignatureRefusal> {
+        let mut seen = self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if seen.get(&signature).is_some_and(|until| *until >= now) {
+            return Err(SignatureRefusal::Replayed);
+        }
+        if seen.len() >= MAX_REMEMBERED {
+            seen.retain(|_, until| *until >= now);
+            if seen.len() >= MAX_REMEMBERED {
+                return Err(SignatureRefusal::Flooded);
+            }
+        }
+        seen.insert(signature, expires);
+        Ok(())
     }
 
     pub fn contains(&self, slug: &str) -> bool {
@@ -132,14 +181,30 @@ impl Connections {
                 ),
             ));
         };
-        verifier.check(headers, body, now_seconds).map_err(|refusal| {
-            ApiError::new(StatusCode::UNAUTHORIZED, "webhook.bad-signature", format!("webhook refused: {refusal}"))
+        let checked = verifier.check(headers, body, now_seconds).and_then(|signature| match signature {
+            Some((signature, expires)) => self.remember(signature, now_seconds, expires),
+            None => Ok(()),
+        });
+        checked.map_err(|refusal| {
+            let status = if refusal == SignatureRefusal::Flooded {
+                StatusCode::TOO_MANY_REQUESTS
+            } else {
+                StatusCode::UNAUTHORIZED
+            };
+            ApiError::new(status, "webhook.bad-signature", format!("webhook refused: {refusal}"))
         })
     }
 }
 
 impl Verifier {
-    fn check(&self, headers: &HeaderMap, body: &[u8], now_seconds: i64) -> Result<(), SignatureRefusal> {
+    /// Checks the signature; with a signed timestamp, returns the signature and when its
+    /// window closes, for the replay guard.
+    fn check(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        now_seconds: i64,
+    ) -> Result<Option<([u8; 32], i64)>, SignatureRefusal> {
         let connection = &self.connection;
         let header_text = |name: &str| headers.get(name).map(|value| value.to_str().map(str::trim));
         let signature = match header_text(&connection.signature_header) {
@@ -150,6 +215,7 @@ impl Verifier {
                 .ok_or_else(|| SignatureRefusal::MalformedSignature(connection.signature_header.clone()))?,
         };
         let mut mac = mac_of(&self.secret);
+        let mut window = None;
         if let Some(name) = &connection.timestamp_header {
             let stamp = match header_text(name) {
                 None => return Err(SignatureRefusal::MissingTimestamp(name.clone())),
@@ -165,10 +231,12 @@ impl Verifier {
             }
             mac.update(stamp.as_bytes());
             mac.update(b".");
+            window = Some(seconds.saturating_add(connection.tolerance_seconds as i64));
         }
         mac.update(body);
         // `verify_slice` compares in constant time.
-        mac.verify_slice(&signature).map_err(|_| SignatureRefusal::Mismatch)
+        mac.verify_slice(&signature).map_err(|_| SignatureRefusal::Mismatch)?;
+        Ok(window.map(|expires| (signature, expires)))
     }
 }
 
@@ -252,9 +320,15 @@ tolerance_seconds = 60
         let good = sign(secret, Some(&stamp), body);
         let sent = headers(&[("x-signature", &good), ("x-timestamp", &stamp)]);
         assert!(connections.verify("stamped", &sent, body, now).is_ok());
-        assert!(connections.verify("stamped", &sent, body, now + 60).is_ok(), "within the tolerance");
+        let again = connections.verify("stamped", &sent, body, now + 60).expect_err("sent twice");
+        assert!(again.message.contains("replay is refused"), "{}", again.message);
         let late = connections.verify("stamped", &sent, body, now + 61).expect_err("replayed later");
         assert!(late.message.contains("61 s away"), "{}", late.message);
+        let later_body = br#"{"n":2}"#;
+        let fresh = sign(secret, Some(&stamp), later_body);
+        let fresh_headers = headers(&[("x-signature", &fresh), ("x-timestamp", &stamp)]);
+        assert!(connections.verify("stamped", &fresh_headers, later_body, now + 60).is_ok(), "within the tolerance");
+        assert_eq!(connections.without_replay_guard(), ["plain"]);
         // The same signature under another time does not pass: the time is signed.
         let moved = headers(&[("x-signature", &good), ("x-timestamp", &(now + 1).to_string())]);
         assert!(connections.verify("stamped", &moved, body, now).is_err());
@@ -275,7 +349,9 @@ tolerance_seconds = 60
         let error = Connections::configure(&settings, |_| None).expect_err("unset");
         assert!(error.contains("MAIL_HOOK_SECRET") && error.contains("connection `mail`"), "{error}");
         assert!(Connections::configure(&settings, |_| Some(String::new())).is_err(), "an empty secret");
-        let configured = Connections::configure(&settings, |_| Some("zebra-secret".into())).expect("set");
+        let short = Connections::configure(&settings, |_| Some("short".into())).expect_err("too short");
+        assert!(short.contains("5 bytes") && short.contains("at least 16"), "{short}");
+        let configured = Connections::configure(&settings, |_| Some("zebra-secret-of-length".into())).expect("set");
         let shown = format!("{configured:?}");
         assert!(shown.contains("mail") && !shown.contains("zebra"), "Debug never shows a secret: {shown}");
     }

@@ -250,7 +250,9 @@ impl Runtime {
             .session
             .as_ref()
             .and_then(|path| resolve_reference(path, &Value::Object(request.variables.clone())))
-            .and_then(|id| SessionId::parse(&id, &mount_names).ok());
+            .and_then(|id| SessionId::parse(&id, &mount_names).ok())
+            // A firing joins a conversation, never a sub-workflow's session (`<caller>~<n>`).
+            .filter(|id| !id.contains('~'));
         match referenced {
             Some(id) => Ok(id),
             None => SessionId::mint().map_err(|error| RunError::refused(Refusal::NoSessionId, error.to_string())),

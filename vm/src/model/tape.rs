@@ -150,8 +150,11 @@ impl Tape {
         let mut readings = self.readings.lock().map_err(|_| ModelError::Tape("the tape is unusable".to_string()))?;
         let state = readings.entry(root_session(request.session).to_string()).or_insert_with(|| {
             // A session this process has not seen continues where it read this tape before.
+            // Only the root's own record seeds the reading: a child keeps a copy of the
+            // family's reading that may be older than its root's.
             let mut used = vec![false; self.entries.len()];
-            let saved = request.tape.filter(|saved| saved.digest == self.digest);
+            let is_root = !request.session.contains('~');
+            let saved = request.tape.filter(|saved| is_root && saved.digest == self.digest);
             for &index in saved.map(|saved| saved.used.as_slice()).unwrap_or_default() {
                 if let Some(slot) = used.get_mut(index as usize) {
                     *slot = true;

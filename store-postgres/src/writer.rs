@@ -66,21 +66,21 @@ impl Drop for LockedClient {
 /// when the transaction commits, so listeners never hear of a step that is not there).
 const COMMIT: &str = "WITH head AS (
         UPDATE archmax_sessions
-        SET seq = $3, status = $4, workflow = $5, spec_hash = $6, parent = $7, resume_at = $8, head = $9,
-            updated_at = $10
+        SET seq = $3, status = $4, workflow = $5, spec_hash = $6, parent = $7, resume_at = $8, resume_due = $9,
+            head = $10, updated_at = $11
         WHERE id = $1 AND seq = $2
         RETURNING id
     ), step AS (
-        INSERT INTO archmax_steps (session_id, seq, delta) SELECT id, $3, $11 FROM head RETURNING seq
+        INSERT INTO archmax_steps (session_id, seq, delta) SELECT id, $3, $12 FROM head RETURNING seq
     ), written AS (
         INSERT INTO archmax_files (session_id, path, size, content)
         SELECT head.id, file.path, octet_length(file.content), file.content
-        FROM head, unnest($12::text[], $13::bytea[]) AS file (path, content)
+        FROM head, unnest($13::text[], $14::bytea[]) AS file (path, content)
         ON CONFLICT (session_id, path) DO UPDATE SET size = EXCLUDED.size, content = EXCLUDED.content
         RETURNING 1
     ), removed AS (
         DELETE FROM archmax_files
-        WHERE session_id = (SELECT id FROM head) AND path = ANY($14::text[])
+        WHERE session_id = (SELECT id FROM head) AND path = ANY($15::text[])
         RETURNING 1
     )
     SELECT (SELECT count(*) FROM step),

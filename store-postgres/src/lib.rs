@@ -22,7 +22,9 @@
 //! present or wholly absent, and a writer whose view is stale (the session moved on)
 //! changes no row and is refused with [`StoreError::Conflict`]. Nothing in a commit
 //! reads or rewrites the transcript, so its cost does not grow with the session; the
-//! snapshot is refolded when a session is opened with 64 or more steps after it.
+//! snapshot is refolded when a session is opened with 64 or more steps after it. The
+//! step's announcement to listeners follows on the same connection, pipelined, as a
+//! transaction of its own (inside the step's, it would serialize every session's commit).
 //!
 //! **One writer per session** is a session-level advisory lock
 //! (`pg_try_advisory_lock` on a digest of the id) held on the writer's own pooled

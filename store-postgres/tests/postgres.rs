@@ -184,15 +184,7 @@ fn a_runner_hears_the_steps_another_runner_commits() {
         }
 
         // Sessions due at their resumeAt, soonest first.
-        let mut waiting = initial("waiting");
-        waiting.head.pending_input = Some(archmax_vm::session::PendingInput {
-            state: "wait".into(),
-            reason: "a delivery".into(),
-            parked_at: "2026-01-05T09:00:00Z".into(),
-            resume_at: Some("2026-01-06T09:00:00Z".into()),
-            child: None,
-        });
-        drop(runner.create(&waiting).await.expect("create a waiting session"));
+        drop(runner.create(&waiting("waiting", "2026-01-06T09:00:00Z")).await.expect("create a waiting session"));
         // 2026-01-06T09:00:00Z, and a second before.
         assert!(watcher.due(1_767_689_999_000).await.expect("due").is_empty());
         assert_eq!(watcher.due(1_767_690_000_000).await.expect("due"), ["waiting"]);

@@ -175,9 +175,13 @@ fn parameters(operation: &Operation) -> Vec<Value> {
     if operation.path == "/v1/sessions" {
         for (name, kind, description) in [
             ("workflow", "string", "Only this workflow's sessions."),
-            ("status", "string", "Only sessions with this status."),
+            (
+                "status",
+                "string",
+                "Only sessions with this status: running, completed, failed, rejected, awaiting_decision or awaiting_input (another value is refused).",
+            ),
             ("parked", "boolean", "Only parked (or only unparked) sessions."),
-            ("due", "boolean", "Only sessions waiting for input whose resumeAt has come."),
+            ("due", "boolean", "Only sessions waiting for input whose resumeAt has come (compared as instants)."),
             ("cursor", "string", "The nextCursor of the previous page."),
             ("limit", "integer", "Sessions per page (1 to 500, default 50)."),
         ] {

@@ -117,10 +117,13 @@ fn session_query(query: Option<&str>) -> Result<SessionQuery, ApiError> {
                 parsed.workflow = Some(value);
                 None
             }
-            "status" => {
-                parsed.status = Some(value);
-                None
-            }
+            "status" => match serde_json::from_value(Value::String(value)) {
+                Ok(status) => {
+                    parsed.status = Some(status);
+                    None
+                }
+                Err(_) => Some("must be running, completed, failed, rejected, awaiting_decision or awaiting_input"),
+            },
             "cursor" => {
                 parsed.cursor = Some(value);
                 None

@@ -7,28 +7,107 @@
 //! workflow without a schedule is left waiting: `GET /v1/sessions?due=true` lists it for
 //! whoever delivers its event.
 //!
-//! The one thing to know: several runners may share a store and all run the scheduler;
-//! each delivery takes the session's lock and checks the park afresh, so exactly one
-//! runner wakes a session, and the others find it busy or no longer waiting and skip it.
+//! The one thing to know: a pass reads only the sessions that are due. The server keeps
+//! a [`DueIndex`] of resume times, fed by the parks it sees happen (its `parked` events)
+//! and by a rescan of the store ([`RESCAN_EVERY`], and on the first pass), which finds
+//! the sessions another runner or an earlier process parked. Before delivering, the
+//! session is read again: only a session still waiting for input, with a resume time that
+//! has come, is woken; one parked again meanwhile goes back in the index at its new time.
+//! Several runners may share a store: a delivery takes the session's lock and checks the
+//! park afresh, so a session is woken once and the others find it busy or no longer
+//! waiting.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Map;
 
-use archmax_vm::{DeliverRequest, ErrorKind};
+use archmax_vm::DeliverRequest;
+use archmax_vm::events::{Envelope, Event, Listener};
+use archmax_vm::session::Status;
+use archmax_vm::session::store::{ListQuery, resume_time_ms};
 
-use crate::server::{MAX_PAGE, Server, SessionQuery};
+use crate::server::Server;
+
+/// How often a pass also rescans the store for waiting sessions it was not told of.
+pub const RESCAN_EVERY: Duration = Duration::from_secs(300);
+
+/// How long a wake that could not run now (busy, saturated, shutting down, a store
+/// error) waits before it is tried again.
+const RETRY_AFTER_MS: i64 = 1_000;
+
+/// Resume times of waiting sessions, earliest first.
+#[derive(Default)]
+pub struct DueIndex {
+    entries: Mutex<BTreeSet<(i64, String)>>,
+    /// When the store was last rescanned (server clock, ms); `None` before the first.
+    rescanned: Mutex<Option<u64>>,
+}
+
+impl DueIndex {
+    fn entries(&self) -> std::sync::MutexGuard<'_, BTreeSet<(i64, String)>> {
+        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Notes that session `id` resumes at `at` (ms). Sub-workflow sessions are woken
+    /// through their caller, never on their own.
+    pub fn insert(&self, at: i64, id: &str) {
+        if !id.contains('~') {
+            self.entries().insert((at, id.to_string()));
+        }
+    }
+
+    /// Takes every entry due at `now`.
+    fn take_due(&self, now: i64) -> Vec<String> {
+        let mut entries = self.entries();
+        let later = entries.split_off(&(now.saturating_add(1), String::new()));
+        let due = std::mem::replace(&mut *entries, later);
+        let mut ids: Vec<String> = due.into_iter().map(|(_, id)| id).collect();
+        ids.dedup();
+        ids
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The listener that feeds the index from `parked` events with a resume time.
+    pub fn listener(self: &Arc<Self>) -> Box<dyn Listener> {
+        Box::new(DueListener(Arc::clone(self)))
+    }
+}
+
+struct DueListener(Arc<DueIndex>);
+
+impl Listener for DueListener {
+    fn on_event(&mut self, envelope: &Envelope) {
+        let (Some(session), Event::Parked { resume_at: Some(resume_at), .. }) = (&envelope.session_id, &envelope.event)
+        else {
+            return;
+        };
+        if let Some((seconds, nanos)) = archmax_vm::compiler::values::parse_date_time(resume_at.trim())
+            && let Some(at) = seconds.checked_mul(1000).and_then(|ms| ms.checked_add(i64::from(nanos / 1_000_000)))
+        {
+            self.0.insert(at, session);
+        }
+    }
+}
 
 /// What became of one wake.
 enum Woke {
     Delivered,
-    /// Not now (busy); the next pass tries again.
+    /// Not now: tried again shortly.
     Later,
-    /// Refused (the trigger's signature, a program no longer served): not retried
-    /// for this park.
-    Refused,
+    /// Not this park: the session is no longer due, or the delivery is refused (the
+    /// trigger's signature, a program no longer served). It returns to the index when
+    /// it parks again.
+    Dropped,
 }
 
 /// What one pass of the scheduler did.
@@ -41,61 +120,78 @@ pub struct Wakes {
 }
 
 impl Server {
-    /// Delivers the wake trigger to every due session of a scheduled workflow (a
-    /// delivery another runner or turn holds is skipped and retried next pass).
+    /// Delivers the wake trigger to every due session of a scheduled workflow.
     pub async fn wake_due(&self) -> Wakes {
+        let now_ms = self.now_ms();
+        let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+        self.rescan_if_due(now_ms).await;
         let mut wakes = Wakes::default();
-        let mut query = SessionQuery { due: true, limit: MAX_PAGE, ..SessionQuery::default() };
+        for id in self.due.take_due(now) {
+            let Ok(state) = self.session(&id).await else { continue };
+            // Read again: only a session still waiting, whose time has come, is woken.
+            let Some(at) = resume_time_ms(&state.head).filter(|_| state.head.status == Status::AwaitingInput) else {
+                continue;
+            };
+            if at > now {
+                self.due.insert(at, &id);
+                continue;
+            }
+            let Some(schedule) = self.settings.schedules.get(&state.head.workflow) else {
+                wakes.unscheduled.push(id);
+                continue;
+            };
+            match self.wake(&state, &schedule.wake_trigger).await {
+                Woke::Delivered => wakes.woken.push(id),
+                Woke::Later => self.due.insert(now.saturating_add(RETRY_AFTER_MS), &id),
+                Woke::Dropped => {}
+            }
+        }
+        wakes
+    }
+
+    /// Reads every waiting session's resume time into the index, when the last rescan
+    /// is older than [`RESCAN_EVERY`] (and on the first pass).
+    async fn rescan_if_due(&self, now: u64) {
+        {
+            let mut rescanned = self.due.rescanned.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if rescanned.is_some_and(|last| now.saturating_sub(last) < RESCAN_EVERY.as_millis() as u64) {
+                return;
+            }
+            *rescanned = Some(now);
+        }
+        let mut query = ListQuery { due_by: Some(u64::MAX), limit: ListQuery::MAX_LIMIT, ..ListQuery::default() };
         loop {
-            let page = match self.list(&query).await {
+            let page = match self.store.list_page(&query).await {
                 Ok(page) => page,
                 Err(error) => {
-                    tracing::warn!(reason = error.message.as_str(), "the scheduler could not list due sessions");
-                    return wakes;
+                    tracing::warn!("the scheduler could not list the waiting sessions: {error}");
+                    return;
                 }
             };
-            for shown in page["sessions"].as_array().into_iter().flatten() {
-                let (Some(id), Some(workflow)) = (shown["sessionId"].as_str(), shown["workflow"].as_str()) else {
-                    continue;
-                };
-                let park = format!("{id}@{}", shown["park"]["since"]);
-                match self.settings.schedules.get(workflow) {
-                    Some(_) if self.refused(&park) => {}
-                    Some(schedule) => match self.wake(id, &schedule.wake_trigger).await {
-                        Woke::Delivered => wakes.woken.push(id.to_string()),
-                        Woke::Later => {}
-                        Woke::Refused => self.remember_refusal(park),
-                    },
-                    None => wakes.unscheduled.push(id.to_string()),
+            for state in &page.sessions {
+                if let Some(at) = resume_time_ms(&state.head) {
+                    self.due.insert(at, &state.id);
                 }
             }
-            match page["nextCursor"].as_str() {
-                Some(cursor) => query.cursor = Some(cursor.to_string()),
-                None => return wakes,
+            match page.next {
+                Some(next) => query.cursor = Some(next),
+                None => return,
             }
         }
     }
 
-    fn refused(&self, park: &str) -> bool {
-        self.wake_refusals.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).contains(park)
-    }
-
-    fn remember_refusal(&self, park: String) {
-        self.wake_refusals.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(park);
-    }
-
-    /// Delivers `trigger` to session `id`.
-    async fn wake(&self, id: &str, trigger: &str) -> Woke {
-        let Ok(state) = self.session(id).await else { return Woke::Later };
-        let runtime = match self.runtime_for_session(&state) {
+    /// Delivers `trigger` to the session.
+    async fn wake(&self, state: &archmax_vm::session::SessionState, trigger: &str) -> Woke {
+        let id = state.id.as_str();
+        let runtime = match self.runtime_for_session(state) {
             Ok(runtime) => runtime,
             Err(error) => {
                 tracing::warn!(session = id, trigger, reason = error.message.as_str(), "could not wake a due session");
-                return Woke::Refused;
+                return Woke::Dropped;
             }
         };
         let request = DeliverRequest {
-            session: state.id.to_string(),
+            session: id.to_string(),
             workflow: None,
             trigger: trigger.to_string(),
             variables: Map::new(),
@@ -113,16 +209,25 @@ impl Server {
                 tracing::info!(session = id, trigger, "woke a session whose resumeAt has come");
                 Woke::Delivered
             }
-            // Busy: a turn (here or on another runner) holds it; the next pass sees.
-            Err(error) if error.status.as_u16() == ErrorKind::Busy.http_status() => Woke::Later,
+            // Not now: a turn holds it (here or on another runner), the server is full or
+            // stopping, or the store failed. The session is still due; try again shortly.
+            Err(error)
+                if matches!(
+                    error.code,
+                    "session.busy" | "session.conflict" | "server.saturated" | "server.shutting-down" | "store.failed"
+                ) =>
+            {
+                Woke::Later
+            }
             Err(error) => {
                 tracing::warn!(
                     session = id,
                     trigger,
+                    code = error.code,
                     reason = error.message.as_str(),
-                    "could not wake a due session; it is not retried until it parks again"
+                    "could not wake a due session; it is woken again once it parks again"
                 );
-                Woke::Refused
+                Woke::Dropped
             }
         }
     }

@@ -20,14 +20,14 @@ use futures_util::Stream;
 use serde_json::{Map, Value, json};
 use tokio::sync::{oneshot, watch};
 
-use archmax_vm::clock::{Clock, rfc3339};
+use archmax_vm::clock::Clock;
 use archmax_vm::compiler::program::Program;
 use archmax_vm::events::EventSink;
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::session::id::check_session_id;
 use archmax_vm::session::summary::summary;
-use archmax_vm::session::{SessionState, SessionStore, StoreError};
+use archmax_vm::session::{SessionState, SessionStore};
 use archmax_vm::{DecideRequest, DeliverRequest, FieldProblem, Outcome, RunError, Runtime, RuntimeParts, TurnRequest};
 
 use crate::auth::{Auth, Caller, SharedAuth};
@@ -45,7 +45,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 /// How long a request's body may take to arrive, by default.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The most sessions one page of `GET /v1/sessions` holds.
-pub const MAX_PAGE: usize = 500;
+pub const MAX_PAGE: usize = archmax_vm::session::store::ListQuery::MAX_LIMIT;
 
 /// Everything a server is built from.
 pub struct ServerParts {
@@ -107,9 +107,8 @@ pub struct Server {
     /// The runner's tables of `archmax.toml`.
     pub settings: HostSettings,
     loader: Option<ArtifactLoader>,
-    /// Parks the scheduler could not wake (`<id>@<parked at>`), not retried until the
-    /// session parks again.
-    pub(crate) wake_refusals: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Resume times of waiting sessions, for the scheduler.
+    pub(crate) due: Arc<crate::schedule::DueIndex>,
     pub gate: Arc<TurnGate>,
     pub hub: Hub,
     pub metrics: Arc<Metrics>,
@@ -233,6 +232,8 @@ impl Server {
         let hub = Hub::default();
         let events = EventSink::new();
         events.listen(hub.listener(Arc::clone(&metrics)));
+        let due = Arc::new(crate::schedule::DueIndex::default());
+        events.listen(due.listener());
         if parts.programs.iter().all(|program| program.workflows.is_empty()) {
             return Err(ServerError::Empty);
         }
@@ -244,7 +245,7 @@ impl Server {
             connections: Connections::default(),
             settings: HostSettings::default(),
             loader: None,
-            wake_refusals: Default::default(),
+            due,
             gate: TurnGate::new(parts.limits, Arc::clone(&metrics)),
             hub,
             metrics,
@@ -605,38 +606,24 @@ impl Server {
         Ok(json!({ "sessionId": state.id, "messages": state.messages }))
     }
 
-    /// `GET /v1/sessions`: sessions in id order after `cursor`, filtered.
+    /// `GET /v1/sessions`: one page of sessions in id order after `cursor`, filtered and
+    /// paged by the store ([`SessionStore::list_page`]). A session that no longer loads
+    /// (damaged, or changed behind the store's back) is named in `unreadable` and skipped:
+    /// one bad session must not hide all the others.
     pub async fn list(&self, query: &SessionQuery) -> Result<Value, ApiError> {
-        let ids = self.store.list().await.map_err(RunError::from)?;
-        let now = rfc3339(self.clock.now_ms());
-        let limit = query.limit.clamp(1, MAX_PAGE);
-        let mut page = Vec::new();
-        let mut next = None;
-        // A session that no longer loads (damaged, or changed behind the store's back) is
-        // named in `unreadable` and skipped: one bad session must not hide all the others.
-        let mut unreadable = Vec::new();
-        for id in ids.iter().filter(|id| query.cursor.as_deref().is_none_or(|cursor| id.as_str() > cursor)) {
-            let state = match self.store.read(id).await {
-                Ok(Some(state)) => state,
-                Ok(None) => continue,
-                Err(StoreError::Corrupt { .. }) => {
-                    unreadable.push(Value::String(id.clone()));
-                    continue;
-                }
-                Err(error) => return Err(RunError::from(error).into()),
-            };
-            if !query.admits(&state, &now) {
-                continue;
-            }
-            if page.len() == limit {
-                next = page.last().map(|shown: &Value| shown["sessionId"].clone());
-                break;
-            }
-            page.push(summary(&state));
-        }
-        let mut listed = json!({ "sessions": page, "nextCursor": next });
-        if !unreadable.is_empty() {
-            listed["unreadable"] = Value::Array(unreadable);
+        let listing = archmax_vm::session::store::ListQuery {
+            cursor: query.cursor.clone(),
+            limit: query.limit,
+            workflow: query.workflow.clone(),
+            status: query.status,
+            parked: query.parked,
+            due_by: query.due.then(|| self.clock.now_ms()),
+        };
+        let page = self.store.list_page(&listing).await.map_err(RunError::from)?;
+        let sessions: Vec<Value> = page.sessions.iter().map(summary).collect();
+        let mut listed = json!({ "sessions": sessions, "nextCursor": page.next });
+        if !page.unreadable.is_empty() {
+            listed["unreadable"] = json!(page.unreadable);
         }
         Ok(listed)
     }
@@ -722,7 +709,7 @@ impl Server {
 #[derive(Clone, Debug)]
 pub struct SessionQuery {
     pub workflow: Option<String>,
-    pub status: Option<String>,
+    pub status: Option<archmax_vm::session::Status>,
     pub parked: Option<bool>,
     /// Only sessions waiting for input whose `resumeAt` has come.
     pub due: bool,
@@ -732,21 +719,7 @@ pub struct SessionQuery {
 
 impl Default for SessionQuery {
     fn default() -> SessionQuery {
-        SessionQuery { workflow: None, status: None, parked: None, due: false, cursor: None, limit: 50 }
-    }
-}
-
-impl SessionQuery {
-    fn admits(&self, state: &SessionState, now: &str) -> bool {
-        let head = &state.head;
-        self.workflow.as_deref().is_none_or(|workflow| head.workflow == workflow)
-            && self.status.as_deref().is_none_or(|status| head.status.as_str() == status)
-            && self.parked.is_none_or(|parked| head.status.is_parked() == parked)
-            && (!self.due
-                || head
-                    .pending_input
-                    .as_ref()
-                    .and_then(|input| input.resume_at.as_deref())
-                    .is_some_and(|resume_at| resume_at <= now))
+        let limit = archmax_vm::session::store::ListQuery::DEFAULT_LIMIT;
+        SessionQuery { workflow: None, status: None, parked: None, due: false, cursor: None, limit }
     }
 }

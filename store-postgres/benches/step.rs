@@ -6,8 +6,9 @@
 //! cost the same, because a commit never touches the transcript. `concurrent/sessions/N`:
 //! the same steps spread over N sessions committing at once on a multi-threaded
 //! executor; criterion reports the step rate, so 64 against 1 is the fleet's speed-up.
-//! `no_fsync_commit/messages/N` repeats the first on a server started with `fsync = off`
-//! (not durable): the store's own cost per step, without the disk's.
+//! `no_fsync_commit/messages/N` and `no_fsync_concurrent/sessions/N` repeat the first two
+//! on a server started with `fsync = off` (not durable): the store's own cost per step,
+//! and the fleet's step rate, without the disk's.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -69,12 +70,13 @@ fn benches(criterion: &mut Criterion) {
         .unwrap_or_else(|error| panic!("executor: {error}"));
     let mut sample = 0u64;
     commits(criterion, "postgres_store_commit", &store, &executor, &mut sample);
-    concurrent(criterion, &store, &executor, &mut sample);
+    concurrent(criterion, "postgres_store_concurrent", &store, &executor, &mut sample);
     drop(store);
     drop(cluster);
     let unsynced = TestCluster::start_with(false).unwrap_or_else(|message| panic!("no server: {message}"));
     let store = connect(&unsynced);
     commits(criterion, "postgres_store_no_fsync_commit", &store, &executor, &mut sample);
+    concurrent(criterion, "postgres_store_no_fsync_concurrent", &store, &executor, &mut sample);
 }
 
 /// One step at a time on a session of 20 and of 2,000 messages.
@@ -110,11 +112,12 @@ fn commits(
 /// The step rate of 1 session against 64 committing at once.
 fn concurrent(
     criterion: &mut Criterion,
+    name: &str,
     store: &Arc<dyn SessionStore>,
     executor: &tokio::runtime::Runtime,
     sample: &mut u64,
 ) {
-    let mut group = criterion.benchmark_group("postgres_store_concurrent");
+    let mut group = criterion.benchmark_group(name);
     group.measurement_time(Duration::from_secs(8));
     for sessions in [1usize, 64] {
         group.throughput(Throughput::Elements(sessions as u64));

@@ -22,7 +22,9 @@
 //! present or wholly absent, and a writer whose view is stale (the session moved on)
 //! changes no row and is refused with [`StoreError::Conflict`]. Nothing in a commit
 //! reads or rewrites the transcript, so its cost does not grow with the session; the
-//! snapshot is refolded when a session is opened with 64 or more steps after it.
+//! snapshot is refolded when a session is opened with 64 or more steps after it. The
+//! step's announcement to listeners follows on the same connection, pipelined, as a
+//! transaction of its own (inside the step's, it would serialize every session's commit).
 //!
 //! **One writer per session** is a session-level advisory lock
 //! (`pg_try_advisory_lock` on a digest of the id) held on the writer's own pooled
@@ -48,10 +50,16 @@
 //! [`archmax_stdlib::limits`] ([`PgOptions::limits`]): file size, total bytes, file count.
 //!
 //! **Other runners' steps.** Every commit notifies `archmax_steps` with `<id> <seq>`;
-//! [`PgStore::subscribe`] hands out a [`StepFeed`] of them. [`PgStore::due`] lists the
-//! sessions whose `resumeAt` has come (an index serves it).
+//! [`PgStore::subscribe`] hands out a [`StepFeed`] of them.
+//!
+//! **Listing** ([`listing`]): [`SessionStore::list_page`] is one keyset query on the
+//! sessions' columns (`id > cursor`, the filters, `ORDER BY id LIMIT n + 1`), ids in byte
+//! order (the column's collation is `"C"`); [`PgStore::due`] lists the sessions whose
+//! `resumeAt` has come. Resume times are kept as instants too (`resume_due`), so "due" is a
+//! time comparison; indexes serve the workflow, status and due filters.
 
 mod files;
+mod listing;
 mod notify;
 pub mod schema;
 pub mod test_cluster;
@@ -60,7 +68,7 @@ mod writer;
 use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use sha2::{Digest, Sha256};
@@ -71,7 +79,7 @@ use archmax_stdlib::limits::Limits;
 use archmax_stdlib::vfs::Vfs;
 use archmax_vm::session::id::SessionId;
 use archmax_vm::session::spec::{PinnedSpec, is_spec_hash};
-use archmax_vm::session::store::StoreFuture;
+use archmax_vm::session::store::{ListPage, ListQuery, StoreFuture, resume_time_ms};
 use archmax_vm::session::{Delta, SessionState, SessionStore, SessionWriter, StoreError};
 
 use files::{PgFiles, SessionFiles};
@@ -268,28 +276,6 @@ impl PgStore {
         });
         Ok((PgStore { inner }, migrated))
     }
-
-    /// The ids of the sessions waiting with a resume time at or before `at`, soonest
-    /// first. Times are compared as text: the runtime writes every resume time in one UTC
-    /// format (`archmax_vm::clock::rfc3339`), so pass `at` in that format too.
-    pub async fn due(&self, at: &str) -> Result<Vec<String>, StoreError> {
-        let pool = self.inner.pool.clone();
-        let at = at.to_string();
-        self.inner
-            .run("", async move {
-                let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
-                let rows = client
-                    .query(
-                        "SELECT id FROM archmax_sessions WHERE resume_at IS NOT NULL AND resume_at <= $1 \
-                         ORDER BY resume_at, id",
-                        &[&at],
-                    )
-                    .await
-                    .map_err(db_error(""))?;
-                Ok(rows.iter().map(|row| row.get(0)).collect())
-            })
-            .await
-    }
 }
 
 impl PgStore {
@@ -345,6 +331,8 @@ struct HeadColumns {
     spec_hash: String,
     parent: Option<String>,
     resume_at: Option<String>,
+    /// `resume_at` as an instant, for "due" (see [`listing`]).
+    resume_due: Option<SystemTime>,
     head: Json<serde_json::Value>,
     created_at: i64,
     updated_at: i64,
@@ -358,16 +346,17 @@ impl HeadColumns {
             spec_hash: head.spec_hash.clone(),
             parent: head.parent.as_ref().map(ToString::to_string),
             resume_at: head.pending_input.as_ref().and_then(|input| input.resume_at.clone()),
+            resume_due: resume_time_ms(head).and_then(listing::instant),
             head: Json(serde_json::to_value(head).map_err(|error| io_error(id, error.to_string()))?),
             created_at: number(id, head.created_at)?,
             updated_at: number(id, head.updated_at)?,
         })
     }
 
-    /// The parameters for `status, workflow, spec_hash, parent, resume_at, head`, in
-    /// that order (every statement writing a head lists them so).
-    fn params(&self) -> [&(dyn ToSql + Sync); 6] {
-        [&self.status, &self.workflow, &self.spec_hash, &self.parent, &self.resume_at, &self.head]
+    /// The parameters for `status, workflow, spec_hash, parent, resume_at, resume_due,
+    /// head`, in that order (every statement writing a head lists them so).
+    fn params(&self) -> [&(dyn ToSql + Sync); 7] {
+        [&self.status, &self.workflow, &self.spec_hash, &self.parent, &self.resume_at, &self.resume_due, &self.head]
     }
 }
 
@@ -381,12 +370,6 @@ async fn load(client: &tokio_postgres::Client, id: &str) -> Result<Option<(Sessi
         return Ok(None);
     };
     let snapshot_seq: i64 = row.get(0);
-    let snapshot: &[u8] = row.get(1);
-    let mut state: SessionState = serde_json::from_slice(snapshot)
-        .map_err(|error| corrupt(id, format!("the snapshot is unreadable: {error}")))?;
-    if state.id != id || i64::try_from(state.seq).ok() != Some(snapshot_seq) {
-        return Err(corrupt(id, format!("the snapshot holds session `{}` at step {}", state.id, state.seq)));
-    }
     // Steps are never removed, so a commit landing between the two reads only adds one.
     let steps = client
         .query(
@@ -395,16 +378,32 @@ async fn load(client: &tokio_postgres::Client, id: &str) -> Result<Option<(Sessi
         )
         .await
         .map_err(db_error(id))?;
-    for step in &steps {
-        let seq: i64 = step.get(0);
-        let delta: Delta = serde_json::from_slice(step.get::<_, &[u8]>(1))
-            .map_err(|error| corrupt(id, format!("step {seq} is unreadable: {error}")))?;
+    let state = fold(id, snapshot_seq, row.get(1), steps.iter().map(|step| (step.get(0), step.get(1))))?;
+    Ok(Some((state, steps.len())))
+}
+
+/// A session's state from its snapshot (taken at `snapshot_seq`) and the steps after it,
+/// in order; [`StoreError::Corrupt`] when they do not decode or do not follow each other.
+fn fold<'a>(
+    id: &str,
+    snapshot_seq: i64,
+    snapshot: &[u8],
+    steps: impl Iterator<Item = (i64, &'a [u8])>,
+) -> Result<SessionState, StoreError> {
+    let mut state: SessionState = serde_json::from_slice(snapshot)
+        .map_err(|error| corrupt(id, format!("the snapshot is unreadable: {error}")))?;
+    if state.id != id || i64::try_from(state.seq).ok() != Some(snapshot_seq) {
+        return Err(corrupt(id, format!("the snapshot holds session `{}` at step {}", state.id, state.seq)));
+    }
+    for (seq, delta) in steps {
+        let delta: Delta =
+            serde_json::from_slice(delta).map_err(|error| corrupt(id, format!("step {seq} is unreadable: {error}")))?;
         if i64::try_from(delta.seq).ok() != Some(seq) || delta.seq != state.seq + 1 {
             return Err(corrupt(id, format!("step {seq} does not follow step {}", state.seq)));
         }
         state.apply(&delta);
     }
-    Ok(Some((state, steps.len())))
+    Ok(state)
 }
 
 impl SessionStore for PgStore {
@@ -438,8 +437,9 @@ impl SessionStore for PgStore {
                         .client()?
                         .execute(
                             "INSERT INTO archmax_sessions (id, seq, status, workflow, spec_hash, parent, resume_at, \
-                             head, snapshot_seq, snapshot, created_at, updated_at) \
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $2, $9, $10, $11) ON CONFLICT (id) DO NOTHING",
+                             resume_due, head, snapshot_seq, snapshot, created_at, updated_at) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2, $10, $11, $12) \
+                             ON CONFLICT (id) DO NOTHING",
                             &params,
                         )
                         .await
@@ -527,6 +527,15 @@ impl SessionStore for PgStore {
                 })
                 .await
         })
+    }
+
+    fn list_page<'a>(&'a self, query: &'a ListQuery) -> StoreFuture<'a, ListPage> {
+        let pool = self.inner.pool.clone();
+        let query = query.clone();
+        Box::pin(self.inner.run("", async move {
+            let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
+            listing::page(&client, &query).await
+        }))
     }
 
     fn files(&self, id: &str) -> Result<Arc<dyn Vfs>, StoreError> {

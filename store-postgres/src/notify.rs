@@ -1,7 +1,8 @@
 //! Steps committed by any process, as `LISTEN archmax_steps` hears them.
 //!
-//! The one thing to know: a notification is sent inside the step's own transaction, so
-//! it arrives only once the step is committed, and never for a refused one. A feed is a
+//! The one thing to know: a notification is sent right after the step's own transaction,
+//! on the same connection, and only when the session holds that step, so it arrives only
+//! once the step is committed, and never for a refused one. A feed is a
 //! connection of its own (pooled connections drop notifications); dropping the feed
 //! closes it.
 

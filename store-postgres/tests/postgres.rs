@@ -11,7 +11,8 @@ use std::sync::Arc;
 use archmax_store_postgres::test_cluster::TestCluster;
 use archmax_store_postgres::{ConnectError, PgOptions, PgStore};
 use archmax_vm::session::id::SessionId;
-use archmax_vm::session::{Delta, Head, Message, SessionState, SessionStore, StoreError, conformance};
+use archmax_vm::session::store::ListQuery;
+use archmax_vm::session::{Delta, Head, Message, PendingInput, SessionState, SessionStore, StoreError, conformance};
 use archmax_vm::stdlib::limits::Limits;
 use archmax_vm::stdlib::vfs::VfsError;
 
@@ -64,9 +65,10 @@ fn the_schema_is_versioned_and_a_newer_one_is_refused() {
         first.expect("first runner");
         second.expect("second runner");
         let client = raw(&target).await;
-        let versions = client.query("SELECT version FROM archmax_schema_version", &[]).await.expect("versions");
-        assert_eq!(versions.len(), 1);
-        assert_eq!(versions[0].get::<_, i32>(0), archmax_store_postgres::schema::SCHEMA_VERSION);
+        let versions =
+            client.query("SELECT version FROM archmax_schema_version ORDER BY version", &[]).await.expect("versions");
+        let versions: Vec<i32> = versions.iter().map(|row| row.get(0)).collect();
+        assert_eq!(versions, (1..=archmax_store_postgres::schema::SCHEMA_VERSION).collect::<Vec<_>>());
 
         client.execute("INSERT INTO archmax_schema_version (version) VALUES (999)", &[]).await.expect("bump");
         match PgStore::connect(&target).await {
@@ -182,16 +184,112 @@ fn a_runner_hears_the_steps_another_runner_commits() {
         }
 
         // Sessions due at their resumeAt, soonest first.
-        let mut waiting = initial("waiting");
-        waiting.head.pending_input = Some(archmax_vm::session::PendingInput {
-            state: "wait".into(),
-            reason: "a delivery".into(),
-            parked_at: "2026-01-05T09:00:00Z".into(),
-            resume_at: Some("2026-01-06T09:00:00Z".into()),
-            child: None,
-        });
-        drop(runner.create(&waiting).await.expect("create a waiting session"));
-        assert!(watcher.due("2026-01-06T08:59:59Z").await.expect("due").is_empty());
-        assert_eq!(watcher.due("2026-01-06T09:00:00Z").await.expect("due"), ["waiting"]);
+        drop(runner.create(&waiting("waiting", "2026-01-06T09:00:00Z")).await.expect("create a waiting session"));
+        // 2026-01-06T09:00:00Z, and a second before.
+        assert!(watcher.due(1_767_689_999_000).await.expect("due").is_empty());
+        assert_eq!(watcher.due(1_767_690_000_000).await.expect("due"), ["waiting"]);
+    });
+}
+
+/// A session waiting for input until `resume_at`.
+fn waiting(id: &str, resume_at: &str) -> SessionState {
+    let mut state = initial(id);
+    state.head.pending_input = Some(PendingInput {
+        state: "wait".into(),
+        reason: "a delivery".into(),
+        parked_at: "2026-01-05T09:00:00Z".into(),
+        resume_at: Some(resume_at.into()),
+        child: None,
+    });
+    state.head.status = archmax_vm::session::Status::AwaitingInput;
+    state
+}
+
+#[test]
+fn version_two_keeps_the_sessions_of_version_one_and_their_resume_times_as_instants() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("upgrade").expect("a database");
+    executor().block_on(async {
+        // A database as version 1 left it: one session waiting until 11:00 at +02:00
+        // (09:00Z, which sorts after "2026-01-06T09:30:00Z" as text), one whose resume time
+        // is shaped like an instant but is none.
+        let client = raw(&target).await;
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE archmax_schema_version (version integer PRIMARY KEY, \
+                 applied_at timestamptz NOT NULL DEFAULT now()); {} \
+                 INSERT INTO archmax_schema_version (version) VALUES (1);",
+                include_str!("../migrations/0001_sessions.sql")
+            ))
+            .await
+            .expect("schema version 1");
+        for (id, resume_at) in [("east", "2026-01-06T11:00:00+02:00"), ("never", "2026-02-30T09:00:00Z")] {
+            let state = waiting(id, resume_at);
+            let snapshot = serde_json::to_vec(&state).expect("a snapshot");
+            let head = tokio_postgres::types::Json(serde_json::to_value(&state.head).expect("a head"));
+            client
+                .execute(
+                    "INSERT INTO archmax_sessions (id, seq, status, workflow, spec_hash, resume_at, head, \
+                     snapshot_seq, snapshot, created_at, updated_at) \
+                     VALUES ($1, 0, 'awaiting_input', 'w', 'ab', $2, $3, 0, $4, 0, 0)",
+                    &[&id, &resume_at, &head, &snapshot],
+                )
+                .await
+                .expect("a version 1 row");
+        }
+        let store = PgStore::connect(&target).await.expect("upgrade to the current schema");
+        // 2026-01-06T09:30:00Z, then 08:59:59Z.
+        assert_eq!(store.due(1_767_691_800_000).await.expect("due"), ["east"]);
+        assert!(store.due(1_767_689_999_000).await.expect("due").is_empty());
+        let query = ListQuery { due_by: Some(1_767_691_800_000), ..ListQuery::default() };
+        let page = store.list_page(&query).await.expect("a page");
+        assert_eq!(page.sessions.iter().map(|state| state.id.to_string()).collect::<Vec<_>>(), ["east"]);
+        assert_eq!(store.read("never").await.expect("read"), Some(waiting("never", "2026-02-30T09:00:00Z")));
+    });
+}
+
+#[test]
+fn pages_list_ids_in_byte_order_whatever_the_database_collation() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("collation").expect("a database");
+    executor().block_on(async {
+        // A database whose own order is a language's (ICU, English): there "a" < "B".
+        let admin = raw(&target).await;
+        let name = format!("archmax_icu_{}", std::process::id());
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).await.expect("no leftover");
+        admin
+            .batch_execute(&format!(
+                "CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu ICU_LOCALE 'en-US' \
+                 LOCALE 'C'"
+            ))
+            .await
+            .expect("an ICU database (PostgreSQL 15 or later, built with ICU)");
+        let current: String = admin.query_one("SELECT current_database()", &[]).await.expect("a name").get(0);
+        let icu = target.replace(&current, &name);
+        {
+            let linguistic = raw(&icu).await;
+            let row = linguistic.query_one("SELECT 'a'::text < 'B'::text", &[]).await.expect("compare");
+            assert!(row.get::<_, bool>(0), "the database's own order puts a before B");
+            let store = PgStore::connect(&icu).await.expect("connect");
+            let ids = ["a", "B", "a-b", "a~1", "ab", "A", "a_b", "b"];
+            for id in ids {
+                drop(store.create(&initial(id)).await.expect("create"));
+            }
+            let mut wanted: Vec<String> = ids.iter().map(ToString::to_string).collect();
+            wanted.sort();
+            let mut walked = Vec::new();
+            let mut query = ListQuery { limit: 3, ..ListQuery::default() };
+            loop {
+                let page = store.list_page(&query).await.expect("a page");
+                walked.extend(page.sessions.iter().map(|state| state.id.to_string()));
+                match page.next {
+                    Some(next) => query.cursor = Some(next),
+                    None => break,
+                }
+            }
+            assert_eq!(walked, wanted);
+            assert_eq!(store.list().await.expect("list"), wanted);
+        }
+        admin.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).await.expect("drop the ICU database");
     });
 }

@@ -231,9 +231,11 @@ async fn the_scheduler_wakes_a_due_session_once_and_leaves_unscheduled_ones_list
     let time = clock();
     let waiter = ("workflows/waiter/workflow.yaml", WAITER);
     let inbox_like = ("workflows/sleeper/workflow.yaml", WAITER.replace("Waiter", "Sleeper"));
-    let server = Arc::new(server_of(&[waiter, (inbox_like.0, &inbox_like.1)], TAPE, Arc::clone(&time)));
+    let store: Arc<dyn archmax_vm::session::SessionStore> = Arc::new(MemoryStore::new());
+    let files = [waiter, (inbox_like.0, &inbox_like.1)];
+    let server = Arc::new(server_on(&files, TAPE, Arc::clone(&time), Arc::clone(&store)));
     let running = listen(Arc::clone(&server)).await;
-    for (workflow, id) in [("waiter", "w1"), ("sleeper", "z1")] {
+    for (workflow, id) in [("waiter", "w1"), ("sleeper", "z1"), ("waiter", "w2")] {
         let (status, parked) = running
             .post(
                 &format!("/v1/workflows/{workflow}/sessions?wait=60"),
@@ -250,7 +252,12 @@ async fn the_scheduler_wakes_a_due_session_once_and_leaves_unscheduled_ones_list
 
     time.0.fetch_add(25 * 3600 * 1000, Ordering::SeqCst);
     let (_, due) = running.get("/v1/sessions?due=true", Some(ADMIN)).await;
-    assert_eq!(due["sessions"].as_array().map(Vec::len), Some(2), "{due}");
+    assert_eq!(due["sessions"].as_array().map(Vec::len), Some(3), "{due}");
+    // A session delivered to by hand before its wake is no longer due: it is skipped.
+    let (status, delivered) = running
+        .post("/v1/sessions/w2/deliver?wait=60", Some(ADMIN), json!({ "trigger": "payment", "undeclared": true }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{delivered}");
     let wakes = server.wake_due().await;
     assert_eq!(wakes.woken, ["w1"]);
     assert_eq!(wakes.unscheduled, ["z1"], "a workflow without a schedule is only listed");
@@ -264,6 +271,11 @@ async fn the_scheduler_wakes_a_due_session_once_and_leaves_unscheduled_ones_list
     let (_, metrics) = running.get_text("/metrics", Some(ADMIN)).await;
     assert!(metrics.contains("archmax_wakes_total 1"), "{metrics}");
     assert!(running.stop().await);
+
+    // A new process learns of sessions parked before it started from its first rescan.
+    let restarted = Arc::new(server_on(&files, TAPE, Arc::clone(&time), store));
+    let wakes = restarted.wake_due().await;
+    assert_eq!((wakes.woken.len(), wakes.unscheduled.as_slice()), (0, ["z1".to_string()].as_slice()), "{wakes:?}");
 }
 
 async fn wait_for_status(running: &Running, id: &str, status: &str) -> Value {

@@ -362,6 +362,61 @@ async fn one_damaged_session_is_named_in_the_listing_and_hides_no_other() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_a_filtered_listing_walk_every_match_once_in_id_order() {
+    let server = open_server().await;
+    for session in ["p-E", "p-b", "p-a", "p-D", "p-c"] {
+        server.start_desk(None, session).await;
+    }
+    let (status, decided) = server.post("/v1/sessions/p-c/decide?wait=60", None, json!({ "to": "done" })).await;
+    assert_eq!((status, decided["status"].as_str()), (StatusCode::OK, Some("completed")), "{decided}");
+    let (status, waiting) = server
+        .post("/v1/workflows/waiter/sessions?wait=60", None, json!({ "message": "Wait.", "sessionId": "p-0" }))
+        .await;
+    assert_eq!((status, waiting["status"].as_str()), (StatusCode::OK, Some("awaiting_input")), "{waiting}");
+
+    // The parked desk sessions, two a page: byte order puts upper case first.
+    let mut walked = Vec::new();
+    let mut path = "/v1/sessions?workflow=desk&parked=true&limit=2".to_string();
+    for _ in 0..5 {
+        let (status, page) = server.get(&path, None).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let ids: Vec<String> = page["sessions"]
+            .as_array()
+            .expect("a page")
+            .iter()
+            .filter_map(|shown| shown["sessionId"].as_str().map(str::to_string))
+            .collect();
+        assert!(ids.len() <= 2, "{page}");
+        walked.extend(ids);
+        match page["nextCursor"].as_str() {
+            Some(cursor) => path = format!("/v1/sessions?workflow=desk&parked=true&limit=2&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(walked, ["p-D", "p-E", "p-a", "p-b"]);
+
+    let (_, page) = server.get("/v1/sessions?status=completed&cursor=p-", None).await;
+    assert_eq!(page["sessions"][0]["sessionId"], "p-c", "a cursor naming no session: {page}");
+    assert_eq!(page["nextCursor"], Value::Null);
+    // The waiter's resume time is a day after the server's clock: not due yet.
+    let (_, page) = server.get("/v1/sessions?due=true", None).await;
+    assert_eq!(page["sessions"], json!([]), "{page}");
+    let (_, page) = server.get("/v1/sessions?parked=true&workflow=waiter", None).await;
+    assert_eq!(page["sessions"][0]["park"]["channel"], "input", "{page}");
+    let (status, refused) = server.get("/v1/sessions?status=parked&limit=0", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    let mut fields: Vec<&str> = refused["error"]["details"]["fields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|field| field["field"].as_str())
+        .collect();
+    fields.sort();
+    assert_eq!(fields, ["limit", "status"], "{refused}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_must_be_json_and_an_open_server_refuses_web_pages() {
     let server = open_server().await;
     let url = format!("{}/v1/workflows/desk/sessions", server.base);

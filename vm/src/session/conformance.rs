@@ -8,8 +8,10 @@
 //! value and reopened there; create twice and unknown ids; a commit out of sequence; a
 //! second writer (`Busy`) in the same and in another store value; a session's files
 //! (written before the session exists, and by a step, as read back by another store
-//! value); pinned specs; export and import ([`super::transfer`]); and 64 sessions written
-//! at once on a multi-threaded executor.
+//! value); pinned specs; export and import ([`super::transfer`]); listing with paging
+//! ([`SessionStore::list_page`]: pages of several sizes walked to the end, filters with
+//! paging, cursors naming no session, the page-size bounds); and 64 sessions written at
+//! once on a multi-threaded executor.
 //!
 //! The one thing to know: the suite states the *weakest* contract every store keeps. A
 //! file a tool writes while a writer is open is only promised to another store value
@@ -27,8 +29,10 @@ use archmax_stdlib::vfs::VfsError;
 
 use super::id::SessionId;
 use super::spec::{PinnedSpec, PinnedState};
+use super::store::{ListPage, ListQuery};
 use super::{
-    Delta, Head, Message, SessionState, SessionStore, Status, StoreError, TrailKind, TrailStep, Variable, transfer,
+    Delta, Head, Message, PendingInput, SessionState, SessionStore, Status, StoreError, TrailKind, TrailStep, Variable,
+    transfer,
 };
 
 /// How many sessions the concurrency check writes at once.
@@ -56,7 +60,7 @@ pub fn run(label: &str, backing: &dyn Backing) {
         .enable_all()
         .build()
         .unwrap_or_else(|error| panic!("{label}: no executor for the conformance suite: {error}"));
-    let checks: [(&str, Check); 9] = [
+    let checks: [(&str, Check); 10] = [
         ("create, read and list", create_read_and_list),
         ("commits read back and reopened by another store value", commits_survive_a_second_process),
         ("create twice and unknown ids", create_twice_and_unknown_ids),
@@ -65,6 +69,7 @@ pub fn run(label: &str, backing: &dyn Backing) {
         ("a session's files", files_belong_to_the_store),
         ("pinned specs", pinned_specs_are_kept_by_hash),
         ("export and import", export_and_import_lose_nothing),
+        ("listing with paging", listing_with_paging),
         ("64 sessions at once", many_sessions_at_once),
     ];
     for (name, check) in checks {
@@ -510,4 +515,310 @@ fn many_sessions_at_once<'a>(context: &'a Context<'a>) -> Checked<'a> {
             }
         }
     })
+}
+
+/// The instant the listing check asks "due by": 2026-01-05T09:30:00Z.
+const DUE_BY_MS: u64 = 1_767_605_400_000;
+
+/// The resume times of the listing check's waiting sessions, and whether each is due by
+/// [`DUE_BY_MS`]. Compared as text, the last three would be answered wrongly.
+const RESUME_TIMES: [(Option<&str>, bool); 5] = [
+    (Some("2026-01-05T09:29:59Z"), true),
+    (Some("2026-01-05T11:30:00+02:00"), true),
+    (Some("2026-01-05T09:30:00.001Z"), false),
+    (Some("2026-01-05T08:00:00-03:00"), false),
+    (None, false),
+];
+
+/// How many sessions the listing check spreads over its two workflows.
+const LISTED: usize = 25;
+
+/// One session of the listing check: its id, workflow, status and whether it is due.
+struct Listed {
+    id: String,
+    workflow: String,
+    status: Status,
+    due: bool,
+}
+
+/// The listing check's sessions, sorted by id, and its two workflows.
+struct Listing {
+    sessions: Vec<Listed>,
+    workflows: [String; 2],
+}
+
+impl Listing {
+    /// The ids of the sessions `keep` admits, in id order.
+    fn ids(&self, keep: impl Fn(&Listed) -> bool) -> Vec<String> {
+        self.sessions.iter().filter(|listed| keep(listed)).map(|listed| listed.id.clone()).collect()
+    }
+
+    fn workflow(&self, index: usize) -> Option<String> {
+        Some(self.workflows[index].clone())
+    }
+}
+
+fn listing_with_paging<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        let store = context.store();
+        let listing = create_listed_sessions(context, store.as_ref()).await;
+        pages_of_every_size_walk_every_session(context, store.as_ref(), &listing).await;
+        filters_combine_with_paging(context, store.as_ref(), &listing).await;
+        cursors_need_not_name_a_session(context, store.as_ref(), &listing).await;
+        page_sizes_are_bounded(context, store, &listing).await;
+    })
+}
+
+/// Every status in both workflows, five of them waiting (two due); half are created as
+/// they are listed, half get there by a committed step.
+async fn create_listed_sessions(context: &Context<'_>, store: &dyn SessionStore) -> Listing {
+    let workflows = [context.id("alpha"), context.id("beta")];
+    let statuses =
+        [Status::Running, Status::Completed, Status::AwaitingDecision, Status::AwaitingInput, Status::Failed];
+    let mut sessions = Vec::new();
+    for index in 0..LISTED {
+        // Upper and lower case and punctuation: byte order is not a language's order.
+        let name = ["S", "s", "s-", "s~", "s_"][(index / 2) % 5];
+        let status = statuses[index % 5];
+        let (resume_at, due) = RESUME_TIMES[(index / 5) % RESUME_TIMES.len()];
+        let waits = status == Status::AwaitingInput;
+        let listed = Listed {
+            id: context.id(&format!("{name}{index:02}")),
+            workflow: workflows[(index / 5) % 2].clone(),
+            status,
+            due: waits && due,
+        };
+        let head = Head {
+            workflow: listed.workflow.clone(),
+            spec_hash: "ab12".into(),
+            status,
+            pending_input: waits.then(|| PendingInput {
+                state: "wait".into(),
+                reason: "a payment".into(),
+                parked_at: "2026-01-05T09:00:00Z".into(),
+                resume_at: resume_at.map(str::to_string),
+                child: None,
+            }),
+            created_at: 7,
+            ..Head::default()
+        };
+        let first =
+            if index % 2 == 0 { head.clone() } else { Head { workflow: head.workflow.clone(), ..initial("").head } };
+        let created =
+            SessionState { id: SessionId::from_store(listed.id.clone()), head: first, ..SessionState::default() };
+        let mut writer = context.ok("create", store.create(&created).await);
+        if index % 2 == 1 {
+            context.ok("commit", writer.commit(&Delta { head, ..step(1) }).await);
+        }
+        sessions.push(listed);
+    }
+    sessions.sort_by(|left, right| left.id.cmp(&right.id));
+    let listing = Listing { sessions, workflows };
+    if listing.ids(|listed| listed.due).len() != 2
+        || listing.ids(|listed| listed.status == Status::AwaitingInput).len() != 5
+    {
+        context.fail("the listing check has two due sessions among five waiting ones");
+    }
+    listing
+}
+
+/// Walked from a cursor that sorts just before this check's sessions (so other checks'
+/// sessions stay out), pages of every size list every session once, in id order.
+async fn pages_of_every_size_walk_every_session(context: &Context<'_>, store: &dyn SessionStore, listing: &Listing) {
+    let all = listing.ids(|_| true);
+    for limit in [1, 2, 3, 7, LISTED, ListQuery::MAX_LIMIT] {
+        let query = ListQuery { cursor: Some(context.prefix.clone()), limit, ..ListQuery::default() };
+        let mine = walk_own(context, store, query, &format!("unfiltered, {limit} a page")).await;
+        if mine != all {
+            context.fail(&format!(
+                "pages of {limit} walk every session once in id order:\nwanted {all:?}\ngot    {mine:?}"
+            ));
+        }
+    }
+    // A page's sessions are the sessions as a read gives them, in any store value.
+    let other = context.store();
+    let query = ListQuery { workflow: listing.workflow(1), limit: 4, ..ListQuery::default() };
+    let page = context.ok("a page", other.list_page(&query).await);
+    for state in &page.sessions {
+        let read = context.ok("read", other.read(&state.id).await);
+        if read.as_ref() != Some(state) {
+            context.fail(&format!("a listed session is the session read: {}", state.id));
+        }
+    }
+}
+
+/// Each filter, alone and combined, walked to the end of the whole store.
+async fn filters_combine_with_paging(context: &Context<'_>, store: &dyn SessionStore, listing: &Listing) {
+    let [alpha, beta] = &listing.workflows;
+    let (in_alpha, in_beta) = (listing.workflow(0), listing.workflow(1));
+    let after_others = Some(context.prefix.clone());
+    let filtered: [(&str, ListQuery, Vec<String>); 7] = [
+        (
+            "one workflow",
+            ListQuery { workflow: in_alpha.clone(), limit: 2, ..ListQuery::default() },
+            listing.ids(|listed| listed.workflow == *alpha),
+        ),
+        (
+            "a workflow and a status",
+            ListQuery {
+                workflow: in_beta.clone(),
+                status: Some(Status::AwaitingInput),
+                limit: 1,
+                ..ListQuery::default()
+            },
+            listing.ids(|listed| listed.workflow == *beta && listed.status == Status::AwaitingInput),
+        ),
+        (
+            "parked",
+            ListQuery { workflow: in_alpha.clone(), parked: Some(true), limit: 3, ..ListQuery::default() },
+            listing.ids(|listed| listed.workflow == *alpha && listed.status.is_parked()),
+        ),
+        (
+            "not parked",
+            ListQuery { workflow: in_beta.clone(), parked: Some(false), limit: 4, ..ListQuery::default() },
+            listing.ids(|listed| listed.workflow == *beta && !listed.status.is_parked()),
+        ),
+        (
+            "due, compared as instants",
+            ListQuery { cursor: after_others, due_by: Some(DUE_BY_MS), limit: 1, ..ListQuery::default() },
+            listing.ids(|listed| listed.due),
+        ),
+        (
+            "due in one workflow and parked",
+            ListQuery {
+                workflow: in_alpha,
+                parked: Some(true),
+                due_by: Some(DUE_BY_MS),
+                limit: 2,
+                ..ListQuery::default()
+            },
+            listing.ids(|listed| listed.workflow == *alpha && listed.due),
+        ),
+        (
+            "a status no session has",
+            ListQuery { workflow: in_beta, status: Some(Status::Rejected), ..ListQuery::default() },
+            Vec::new(),
+        ),
+    ];
+    for (what, query, wanted) in filtered {
+        let mine = walk_own(context, store, query, what).await;
+        if mine != wanted {
+            context.fail(&format!("{what}: wanted {wanted:?}\ngot    {mine:?}"));
+        }
+    }
+}
+
+/// A cursor that sorts between two sessions lists from the second; one past every
+/// session lists nothing; one holding a NUL (which no id can) lists what sorts after it.
+async fn cursors_need_not_name_a_session(context: &Context<'_>, store: &dyn SessionStore, listing: &Listing) {
+    let all = listing.ids(|_| true);
+    let query = ListQuery { cursor: Some(format!("{}-gone", all[5])), limit: 3, ..ListQuery::default() };
+    let page = context.ok("a page after a cursor naming no session", store.list_page(&query).await);
+    if listed_ids(&page) != all[6..9] {
+        context.fail(&format!("a cursor naming no session lists those after it, got {:?}", listed_ids(&page)));
+    }
+    for cursor in [context.id("~~~~"), format!("{}\u{10FFFF}", context.prefix)] {
+        let query = ListQuery { cursor: Some(cursor), workflow: listing.workflow(0), ..ListQuery::default() };
+        let page = context.ok("a page past the end", store.list_page(&query).await);
+        if !page.sessions.is_empty() || page.next.is_some() {
+            context.fail("a cursor past every session lists nothing and no next page");
+        }
+    }
+    let query = ListQuery {
+        cursor: Some(format!("{}\u{0}", all[0])),
+        workflow: listing.workflow(0),
+        limit: 1,
+        ..ListQuery::default()
+    };
+    let page = context.ok("a cursor with a NUL", store.list_page(&query).await);
+    let mut wanted = listing.ids(|listed| listed.workflow == listing.workflows[0] && listed.id > all[0]);
+    wanted.truncate(1);
+    if listed_ids(&page) != wanted {
+        context.fail(&format!("a cursor with a NUL lists what sorts after it, got {:?}", listed_ids(&page)));
+    }
+}
+
+/// A page holds at least one and at most [`ListQuery::MAX_LIMIT`] sessions, whatever
+/// the limit asked.
+async fn page_sizes_are_bounded(context: &Context<'_>, store: Arc<dyn SessionStore>, listing: &Listing) {
+    let query = ListQuery { workflow: listing.workflow(0), limit: 0, ..ListQuery::default() };
+    let page = context.ok("a page of limit 0", store.list_page(&query).await);
+    if page.sessions.len() != 1 || page.next.is_none() {
+        context.fail(&format!("limit 0 lists one session and a next page, got {}", page.sessions.len()));
+    }
+    // One more session than the largest page, created at once (a store that syncs each
+    // create to disk shares the cost between them).
+    let many = context.id("many");
+    let creates: Vec<_> = (0..=ListQuery::MAX_LIMIT)
+        .map(|index| {
+            let store = Arc::clone(&store);
+            let id = context.id(&format!("many-{index:03}"));
+            let state = SessionState { head: Head { workflow: many.clone(), ..initial(&id).head }, ..initial(&id) };
+            tokio::spawn(async move {
+                store.create(&state).await.map(drop).map_err(|error| format!("create {id}: {error}"))
+            })
+        })
+        .collect();
+    for create in creates {
+        context.ok("create one of many", context.ok("join", create.await));
+    }
+    let query = ListQuery { workflow: Some(many), limit: usize::MAX, ..ListQuery::default() };
+    let page = context.ok("a page of the largest limit", store.list_page(&query).await);
+    if page.sessions.len() != ListQuery::MAX_LIMIT || page.next.is_none() {
+        let max = ListQuery::MAX_LIMIT;
+        context.fail(&format!("a limit past {max} lists {max} and a next page, got {}", page.sessions.len()));
+    }
+    let rest = ListQuery { cursor: page.next.clone(), ..query };
+    let last = context.ok("the page after the largest", store.list_page(&rest).await);
+    if last.sessions.len() != 1 || last.next.is_some() {
+        context.fail("the session past the largest page is on the next page, the last");
+    }
+}
+
+/// The ids of a page's sessions.
+fn listed_ids(page: &ListPage) -> Vec<String> {
+    page.sessions.iter().map(|state| state.id.to_string()).collect()
+}
+
+/// [`walk`], keeping only this check's sessions.
+async fn walk_own(context: &Context<'_>, store: &dyn SessionStore, query: ListQuery, what: &str) -> Vec<String> {
+    let walked = walk(context, store, query, what).await;
+    walked.into_iter().filter(|id| id.starts_with(&context.prefix)).collect()
+}
+
+/// Walks `query`'s pages from its cursor to the end and returns every listed id,
+/// checking each page: at most its size, in id order, after the cursor, the next cursor
+/// naming its last session, and nothing unreadable.
+async fn walk(context: &Context<'_>, store: &dyn SessionStore, mut query: ListQuery, what: &str) -> Vec<String> {
+    let mut walked: Vec<String> = Vec::new();
+    // More pages than sessions would be a walk that never ends.
+    for _ in 0..=LISTED * 4 + ListQuery::MAX_LIMIT * 4 {
+        let page = context.ok(&format!("{what}: a page"), store.list_page(&query).await);
+        let ids = listed_ids(&page);
+        if ids.len() > query.page_size() {
+            context.fail(&format!("{what}: a page holds at most {} sessions, got {}", query.page_size(), ids.len()));
+        }
+        if !page.unreadable.is_empty() {
+            context.fail(&format!("{what}: nothing is unreadable, got {:?}", page.unreadable));
+        }
+        let after = walked.last().cloned().or(query.cursor.clone());
+        let mut previous = after.as_deref();
+        for id in &ids {
+            if previous.is_some_and(|previous| id.as_str() <= previous) {
+                context.fail(&format!("{what}: pages list ids in order after the cursor, got {id} after {previous:?}"));
+            }
+            previous = Some(id);
+        }
+        walked.extend(ids);
+        match page.next {
+            None => return walked,
+            Some(next) => {
+                if Some(&next) != walked.last() || page.sessions.is_empty() {
+                    context.fail(&format!("{what}: the next cursor names the page's last session, got {next}"));
+                }
+                query.cursor = Some(next);
+            }
+        }
+    }
+    context.fail(&format!("{what}: the walk ends"))
 }

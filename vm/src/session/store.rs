@@ -11,6 +11,12 @@
 //! commit carries the next sequence number; a writer whose view is stale (the store holds
 //! a newer sequence) is refused with [`StoreError::Conflict`] and writes nothing.
 //!
+//! Listing is paged ([`SessionStore::list_page`] with a [`ListQuery`]): sessions in id
+//! order (bytes, as Rust compares strings) after a cursor, filtered by workflow, status,
+//! park and due time. A store that can filter and page where it keeps the sessions (the
+//! PostgreSQL store, with one keyset query) answers it itself; the default reads every
+//! session after the cursor through [`SessionStore::list`] and [`SessionStore::read`].
+//!
 //! The one thing to know: **a session's files come from its store** ([`SessionStore::files`]),
 //! never from a path the runtime makes up, so a store that is not a local directory keeps
 //! them as durably as it keeps the steps.
@@ -22,7 +28,7 @@ use std::sync::Arc;
 use archmax_stdlib::vfs::Vfs;
 
 use super::spec::PinnedSpec;
-use super::{Delta, SessionState};
+use super::{Delta, Head, SessionState, Status};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +73,11 @@ pub trait SessionStore: Send + Sync {
     fn read<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionState>>;
     /// Every session id, sorted.
     fn list(&self) -> StoreFuture<'_, Vec<String>>;
+    /// One page of the sessions `query` admits, in id order after its cursor (see
+    /// [`ListPage`]). The default reads the sessions one by one ([`read_page`]).
+    fn list_page<'a>(&'a self, query: &'a ListQuery) -> StoreFuture<'a, ListPage> {
+        Box::pin(read_page(self, query))
+    }
     /// The session's own file system (`scratchpad/`, `artifacts/`, the offload zones),
     /// kept by the store. It may be asked for before the session exists; what is written
     /// there lives as long as the store keeps the session.
@@ -76,6 +87,122 @@ pub trait SessionStore: Send + Sync {
     fn keep_spec<'a>(&'a self, spec: &'a PinnedSpec) -> StoreFuture<'a, ()>;
     /// The spec kept under `hash`, if any.
     fn spec<'a>(&'a self, hash: &'a str) -> StoreFuture<'a, Option<PinnedSpec>>;
+}
+
+/// Which sessions a listing wants, and where its page starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListQuery {
+    /// List the sessions whose id sorts after this one: the previous page's
+    /// [`ListPage::next`]. It need not name a session that exists (any more).
+    pub cursor: Option<String>,
+    /// Sessions per page; held to `1..=`[`ListQuery::MAX_LIMIT`] ([`ListQuery::page_size`]).
+    pub limit: usize,
+    /// Only this workflow's sessions.
+    pub workflow: Option<String>,
+    /// Only sessions with this status.
+    pub status: Option<Status>,
+    /// Only parked sessions (awaiting a decision or input), or only sessions that are not.
+    pub parked: Option<bool>,
+    /// Only sessions waiting for input whose resume time (`resumeAt`) is at or before this
+    /// instant, in milliseconds since the epoch. Times are compared as instants, not as
+    /// text, so a resume time written with an offset or a fraction compares correctly.
+    pub due_by: Option<u64>,
+}
+
+impl ListQuery {
+    /// The most sessions one page holds.
+    pub const MAX_LIMIT: usize = 500;
+    /// The page size when none is asked for.
+    pub const DEFAULT_LIMIT: usize = 50;
+
+    /// The page size a store serves: the asked limit held to `1..=MAX_LIMIT`.
+    pub fn page_size(&self) -> usize {
+        self.limit.clamp(1, ListQuery::MAX_LIMIT)
+    }
+
+    /// Whether the session's head passes every filter (the cursor aside).
+    pub fn admits(&self, head: &Head) -> bool {
+        self.workflow.as_deref().is_none_or(|workflow| head.workflow == workflow)
+            && self.status.is_none_or(|status| head.status == status)
+            && self.parked.is_none_or(|parked| head.status.is_parked() == parked)
+            && self.due_by.is_none_or(|due_by| {
+                resume_time_ms(head).is_some_and(|resume| resume <= i64::try_from(due_by).unwrap_or(i64::MAX))
+            })
+    }
+
+    /// Whether `id` lies after the cursor.
+    pub fn follows_cursor(&self, id: &str) -> bool {
+        self.cursor.as_deref().is_none_or(|cursor| id > cursor)
+    }
+}
+
+impl Default for ListQuery {
+    fn default() -> ListQuery {
+        ListQuery {
+            cursor: None,
+            limit: ListQuery::DEFAULT_LIMIT,
+            workflow: None,
+            status: None,
+            parked: None,
+            due_by: None,
+        }
+    }
+}
+
+/// One page of a listing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ListPage {
+    /// At most [`ListQuery::page_size`] sessions, in id order.
+    pub sessions: Vec<SessionState>,
+    /// The cursor of the next page (the id of the last session this page covers), or
+    /// `None` when no admitted session follows.
+    pub next: Option<String>,
+    /// Sessions in the range this page covers (after the cursor, up to `next` or the end)
+    /// that could not be read ([`StoreError::Corrupt`]): named here and skipped, so one
+    /// damaged session hides no other. A store that can filter without reading a session
+    /// names only those the filters admit; the default names every one in the range.
+    pub unreadable: Vec<String>,
+}
+
+/// A session's resume time (`resumeAt` of its wait for input) in milliseconds since the
+/// epoch; `None` when it waits for no time, or the time is not an RFC 3339 instant (such a
+/// session is never due).
+pub fn resume_time_ms(head: &Head) -> Option<i64> {
+    let text = head.pending_input.as_ref()?.resume_at.as_deref()?;
+    let (seconds, nanos) = archmax_compiler::values::parse_date_time(text.trim())?;
+    seconds.checked_mul(1000)?.checked_add(i64::from(nanos / 1_000_000))
+}
+
+/// [`SessionStore::list_page`] for any store: lists every id, then reads the sessions after
+/// the cursor one by one until the page is full and one more admitted session shows that
+/// another page follows.
+pub async fn read_page<S: SessionStore + ?Sized>(store: &S, query: &ListQuery) -> Result<ListPage, StoreError> {
+    let size = query.page_size();
+    let mut page = ListPage::default();
+    // Damaged sessions met after the page filled belong to the next page, unless none follows.
+    let mut past_the_page = Vec::new();
+    for id in store.list().await?.into_iter().filter(|id| query.follows_cursor(id)) {
+        let state = match store.read(&id).await {
+            Ok(Some(state)) => state,
+            // Removed since the listing.
+            Ok(None) => continue,
+            Err(StoreError::Corrupt { .. }) => {
+                if page.sessions.len() < size { &mut page.unreadable } else { &mut past_the_page }.push(id);
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
+        if !query.admits(&state.head) {
+            continue;
+        }
+        if page.sessions.len() == size {
+            page.next = page.sessions.last().map(|last| last.id.to_string());
+            return Ok(page);
+        }
+        page.sessions.push(state);
+    }
+    page.unreadable.extend(past_the_page);
+    Ok(page)
 }
 
 /// A future that is already finished, for stores whose work never blocks.

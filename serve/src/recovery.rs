@@ -40,19 +40,29 @@ pub struct Recovered {
 /// `at_once` at a time; logs what it did and returns it once every continued turn ended.
 pub async fn resume_cut_turns(server: Arc<Server>, at_once: usize) -> Recovered {
     let mut recovered = Recovered::default();
-    let ids = match server.store.list().await {
-        Ok(ids) => ids,
-        Err(error) => {
-            tracing::error!("recovery: the session store could not be listed: {error}");
-            return recovered;
-        }
+    // One listing of the running sessions (a store that filters, such as PostgreSQL,
+    // answers it from an index).
+    let mut query = archmax_vm::session::store::ListQuery {
+        status: Some(Status::Running),
+        limit: archmax_vm::session::store::ListQuery::MAX_LIMIT,
+        ..Default::default()
     };
     let mut cut = Vec::new();
-    for id in ids.into_iter().filter(|id| !id.contains('~')) {
-        match server.store.read(&id).await {
-            Ok(Some(state)) if state.head.status == Status::Running => cut.push(state),
-            Ok(_) => {}
-            Err(error) => recovered.failed.push((id, error.to_string())),
+    loop {
+        let page = match server.store.list_page(&query).await {
+            Ok(page) => page,
+            Err(error) => {
+                tracing::error!("recovery: the session store could not be listed: {error}");
+                return recovered;
+            }
+        };
+        cut.extend(page.sessions.into_iter().filter(|state| !state.id.contains('~')));
+        for id in page.unreadable {
+            recovered.failed.push((id, "the session is unreadable".to_string()));
+        }
+        match page.next {
+            Some(next) => query.cursor = Some(next),
+            None => break,
         }
     }
     if cut.is_empty() {

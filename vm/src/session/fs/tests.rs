@@ -128,6 +128,15 @@ fn snapshot_of_files(store: &FsStore) -> Vec<(String, Vec<u8>)> {
     files
 }
 
+/// Asserts that a read and an open of `s` both load `expected` (the open settling what
+/// it found), and returns the open's writer.
+fn assert_loads(store: &FsStore, expected: &SessionState) -> FsWriter {
+    assert_eq!(store.read("s").expect("read"), Some(expected.clone()));
+    let (state, writer) = store.open_writer("s").expect("open");
+    assert_eq!(&state, expected);
+    writer
+}
+
 /// The seal that vouches, as a load reads it.
 fn seal_of(store: &FsStore) -> Seal {
     let bytes = fs::read(runtime_file(store, "s", SEAL_FILE)).expect("seal");
@@ -263,10 +272,7 @@ fn whole_steps_after_the_seal_load_and_are_sealed_on_open() {
     append_bytes(&log_path(&store, "s"), &[record_of(&step(4, "a")), record_of(&step(5, "b"))].concat());
     expected.apply(&step(4, "a"));
     expected.apply(&step(5, "b"));
-    assert_eq!(store.read("s").expect("read"), Some(expected.clone()));
-    let (state, writer) = store.open_writer("s").expect("open");
-    assert_eq!(state, expected);
-    drop(writer);
+    drop(assert_loads(&store, &expected));
     assert_eq!(seal_of(&store).seq, 5);
 
     // A whole record that is not the next step is not what any crash leaves.
@@ -303,12 +309,10 @@ fn several_unsealed_steps_then_a_torn_one_load_and_the_torn_one_is_cut() {
     let record = record_of(&step(4, "torn by the crash"));
     append_bytes(&log_path(&store, "s"), &record[..record.len() - 3]);
 
-    assert_eq!(store.read("s").expect("read"), Some(states[3].clone()));
-    let (state, mut writer) = store.open_writer("s").expect("open");
-    assert_eq!(state, states[3]);
+    let mut writer = assert_loads(&store, &states[3]);
     assert_eq!(fs::metadata(log_path(&store, "s")).expect("meta").len() as usize, ends[3]);
     assert_eq!(seal_of(&store).seq, 3, "the open seals the steps it accepted");
-    let expected = commit_steps(&mut writer, state, 1);
+    let expected = commit_steps(&mut writer, states[3].clone(), 1);
     drop(writer);
     assert_eq!(store.read("s").expect("read"), Some(expected));
 }
@@ -354,9 +358,7 @@ fn a_torn_seal_slot_leaves_the_other_one_vouching() {
     // for step 2 and the whole step 3 after it still loads.
     flip_bit(&seal_path, newest * SEAL_SLOT_BYTES + 20);
     assert_eq!(seal_of(&store).seq, 2);
-    assert_eq!(store.read("s").expect("read"), Some(states[3].clone()));
-    let (state, writer) = store.open_writer("s").expect("open");
-    assert_eq!(state, states[3]);
+    let writer = assert_loads(&store, &states[3]);
     drop(writer);
     assert_eq!(seal_of(&store).seq, 3);
 
@@ -396,18 +398,13 @@ fn a_session_sealed_by_an_earlier_build_loads_and_gets_slots_on_open() {
     // Sealed through step 2, and the same with one whole unsealed step after it (the old
     // build died before replacing its seal).
     fs::write(&seal_path, &legacy).expect("legacy seal");
-    assert_eq!(store.read("s").expect("read"), Some(states[2].clone()));
-    let (state, mut writer) = store.open_writer("s").expect("open");
-    assert_eq!(state, states[2]);
+    let mut writer = assert_loads(&store, &states[2]);
     assert_eq!(fs::read(&seal_path).expect("seal").len(), SEAL_FILE_BYTES, "the open gave the seal its slots");
-    let expected = commit_steps(&mut writer, state, 1);
+    let expected = commit_steps(&mut writer, states[2].clone(), 1);
     drop(writer);
     assert_eq!(store.read("s").expect("read"), Some(expected.clone()));
     fs::write(&seal_path, &legacy).expect("legacy seal");
-    assert_eq!(store.read("s").expect("read"), Some(expected.clone()));
-    let (state, writer) = store.open_writer("s").expect("open");
-    assert_eq!(state, expected);
-    drop(writer);
+    drop(assert_loads(&store, &expected));
     assert_eq!(seal_of(&store).seq, 3);
 
     // Its damage is still damage.

@@ -2,7 +2,8 @@
 //! fault point, and a test can make the N-th point fail as if the process died there.
 //!
 //! The one thing to know: outside `cfg(test)` this is an empty type whose `hit` always
-//! succeeds, so release builds carry no hook at all.
+//! succeeds (and `torn_write` writes once), so release builds carry no hook at all.
+//! Tests also read how many syncs a write made.
 
 use std::io;
 
@@ -15,6 +16,9 @@ pub(super) struct Faults {
     pub passed: usize,
     #[cfg(test)]
     pub crashed_at: Option<&'static str>,
+    /// How many syncs (fsync, fdatasync) of the store's files the writer made.
+    #[cfg(test)]
+    pub syncs: usize,
 }
 
 impl Faults {
@@ -32,5 +36,37 @@ impl Faults {
         }
         let _ = name;
         Ok(())
+    }
+
+    /// Counts one sync of a store file, so a test can tell what a write costs.
+    #[cfg_attr(not(test), inline(always))]
+    pub fn synced(&mut self) {
+        #[cfg(test)]
+        {
+            self.syncs += 1;
+        }
+    }
+
+    /// Writes `bytes` through `write` (given each part's offset in `bytes`); in tests
+    /// in two halves with the fault point `name` between them, so a crash there leaves
+    /// a torn write. Release builds write once.
+    pub fn torn_write(
+        &mut self,
+        name: &'static str,
+        bytes: &[u8],
+        mut write: impl FnMut(usize, &[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        #[cfg(test)]
+        {
+            let half = bytes.len() / 2;
+            write(0, &bytes[..half])?;
+            self.hit(name)?;
+            write(half, &bytes[half..])
+        }
+        #[cfg(not(test))]
+        {
+            let _ = name;
+            write(0, bytes)
+        }
     }
 }

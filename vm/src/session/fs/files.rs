@@ -100,6 +100,7 @@ pub(super) fn replace(dir: &Path, name: &str, bytes: &[u8], faults: &mut Faults)
     let staged = (|| {
         let mut file = open(&staging, OpenOptions::new().write(true).create_new(true))?;
         file.write_all(bytes)?;
+        faults.synced();
         file.sync_all()
     })();
     if let Err(error) = staged {
@@ -112,7 +113,23 @@ pub(super) fn replace(dir: &Path, name: &str, bytes: &[u8], faults: &mut Faults)
         return Err(error);
     }
     faults.hit("renamed")?;
+    faults.synced();
     sync_dir(dir)
+}
+
+/// Overwrites `bytes` at `offset` of `file` in place (the seal's slots).
+pub(super) fn write_at(file: &File, offset: u64, bytes: &[u8]) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::write_all_at(file, bytes, offset)
+    }
+    #[cfg(not(unix))]
+    {
+        use std::io::{Seek, SeekFrom};
+        let mut file = file;
+        file.seek(SeekFrom::Start(offset))?;
+        file.write_all(bytes)
+    }
 }
 
 /// Removes the staging files in `dir` a killed writer left; only with the lock held.

@@ -1,9 +1,11 @@
 //! The on-disk formats of the store's three files: the snapshot, the log and the seal.
 //!
-//! The one thing to know: every byte the store trusts is covered twice, by a CRC-32 in
-//! its frame (which tells a torn write from damage) and by the seal's SHA-256 of the
-//! whole log (which tells a log cut at a record boundary, or rewritten, from the log
-//! that was committed).
+//! The one thing to know: every byte the store trusts is covered by a CRC-32 in its
+//! frame (which tells a torn write from damage), and the log's prefix through the
+//! sealed step also by the seal's SHA-256 (which tells a log cut at a record boundary,
+//! rolled back or rewritten from the log that was committed). The seal file holds two
+//! fixed-size slots written in place by turns, so a slot torn by a crash leaves the
+//! other, older one vouching.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -30,20 +32,153 @@ pub(super) struct SnapshotToStore<'a> {
     pub state: &'a SessionState,
 }
 
-/// `seal`: what was committed last, rewritten after every commit.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+/// A SHA-256 digest.
+pub(super) type Sha256Digest = [u8; 32];
+
+/// What the seal vouches for: the snapshot, and the log through one step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Seal {
     /// The snapshot generation the log follows.
     pub generation: u64,
-    /// The last committed step.
+    /// The last step vouched for.
     pub seq: u64,
     /// The log's length through that step, header included.
     pub log_len: u64,
-    /// SHA-256 of those `log_len` bytes, hex.
-    pub log_sha256: String,
-    /// SHA-256 of `checkpoint.json`, hex.
-    pub checkpoint_sha256: String,
+    /// SHA-256 of those `log_len` bytes.
+    pub log_sha256: Sha256Digest,
+    /// SHA-256 of `checkpoint.json`.
+    pub checkpoint_sha256: Sha256Digest,
+}
+
+/// Each of the seal file's two slots is this long (a disk sector, so a slot is written
+/// whole or not at all), and the file holds exactly two.
+pub(super) const SEAL_SLOT_BYTES: usize = 512;
+pub(super) const SEAL_FILE_BYTES: usize = 2 * SEAL_SLOT_BYTES;
+/// A slot starts with these bytes; then generation, seq, log length, the two digests and
+/// a CRC-32 of everything before it; zeros pad it to [`SEAL_SLOT_BYTES`].
+const SEAL_MAGIC: &[u8; 8] = b"AMXSEAL2";
+const SEAL_COVERED_BYTES: usize = 8 + 3 * 8 + 2 * 32;
+
+/// The seal as the store wrote it before it had slots (a JSON object replaced after
+/// every commit): still read, so sessions written by earlier builds load.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LegacySeal {
+    generation: u64,
+    seq: u64,
+    log_len: u64,
+    log_sha256: String,
+    checkpoint_sha256: String,
+}
+
+/// Where the seal that vouches came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SealSource {
+    /// One of the two slots; the next seal goes into the other.
+    Slot(usize),
+    /// The JSON seal of an earlier build, rewritten with slots when the session is opened.
+    Legacy,
+}
+
+impl Seal {
+    /// The slot's bytes.
+    pub fn encode_slot(&self) -> [u8; SEAL_SLOT_BYTES] {
+        let mut slot = [0u8; SEAL_SLOT_BYTES];
+        let fields: [&[u8]; 6] = [
+            SEAL_MAGIC,
+            &self.generation.to_le_bytes(),
+            &self.seq.to_le_bytes(),
+            &self.log_len.to_le_bytes(),
+            &self.log_sha256,
+            &self.checkpoint_sha256,
+        ];
+        let mut at = 0;
+        for field in fields {
+            slot[at..at + field.len()].copy_from_slice(field);
+            at += field.len();
+        }
+        let crc = crc32(&slot[..SEAL_COVERED_BYTES]);
+        slot[SEAL_COVERED_BYTES..SEAL_COVERED_BYTES + 4].copy_from_slice(&crc.to_le_bytes());
+        slot
+    }
+
+    /// A fresh seal file: this seal in slot 0, slot 1 empty.
+    pub fn encode_file(&self) -> Vec<u8> {
+        let mut file = vec![0u8; SEAL_FILE_BYTES];
+        file[..SEAL_SLOT_BYTES].copy_from_slice(&self.encode_slot());
+        file
+    }
+
+    /// The slot at the start of `bytes`: `Ok(None)` when it was never written (all
+    /// zeros), `Err` when it is not whole (a torn write, or damage).
+    fn decode_slot(bytes: &[u8]) -> Result<Option<Self>, ()> {
+        if bytes.iter().all(|&byte| byte == 0) {
+            return Ok(None);
+        }
+        let covered = bytes.get(..SEAL_COVERED_BYTES).ok_or(())?;
+        if &covered[..8] != SEAL_MAGIC || le_u32(bytes, SEAL_COVERED_BYTES) != Some(crc32(covered)) {
+            return Err(());
+        }
+        let digest = |at: usize| -> Result<Sha256Digest, ()> { covered[at..at + 32].try_into().map_err(|_| ()) };
+        Ok(Some(Self {
+            generation: le_u64(covered, 8).ok_or(())?,
+            seq: le_u64(covered, 16).ok_or(())?,
+            log_len: le_u64(covered, 24).ok_or(())?,
+            log_sha256: digest(32)?,
+            checkpoint_sha256: digest(64)?,
+        }))
+    }
+
+    /// The seal in a seal file: the newer of its whole slots (the other may be an older
+    /// seal, empty, or torn by a crash while it was written), or an earlier build's JSON
+    /// seal. `Err` says why none vouches.
+    pub fn decode_file(bytes: &[u8]) -> Result<(Self, SealSource), String> {
+        if bytes.first() == Some(&b'{') {
+            return decode_legacy(bytes).map(|seal| (seal, SealSource::Legacy));
+        }
+        if bytes.len() != SEAL_FILE_BYTES {
+            return Err(format!(
+                "the seal is unreadable ({} bytes where {SEAL_FILE_BYTES} were expected)",
+                bytes.len()
+            ));
+        }
+        let slots = [&bytes[..SEAL_SLOT_BYTES], &bytes[SEAL_SLOT_BYTES..]].map(Self::decode_slot);
+        let newest = slots
+            .iter()
+            .enumerate()
+            .filter_map(|(index, slot)| Some((index, (*slot).ok()??)))
+            .max_by_key(|(_, seal)| (seal.generation, seal.seq));
+        match newest {
+            Some((index, seal)) => Ok((seal, SealSource::Slot(index))),
+            None => Err("the seal is unreadable (neither of its two slots holds a whole seal)".to_string()),
+        }
+    }
+}
+
+fn decode_legacy(bytes: &[u8]) -> Result<Seal, String> {
+    let legacy: LegacySeal =
+        serde_json::from_slice(bytes).map_err(|error| format!("the seal is unreadable ({error})"))?;
+    let digest = |hex: &str| {
+        digest_from_hex(hex).ok_or_else(|| "the seal is unreadable (a digest is not 64 hex digits)".to_string())
+    };
+    Ok(Seal {
+        generation: legacy.generation,
+        seq: legacy.seq,
+        log_len: legacy.log_len,
+        log_sha256: digest(&legacy.log_sha256)?,
+        checkpoint_sha256: digest(&legacy.checkpoint_sha256)?,
+    })
+}
+
+fn digest_from_hex(hex: &str) -> Option<Sha256Digest> {
+    let mut digest = [0u8; 32];
+    if hex.len() != 64 {
+        return None;
+    }
+    for (byte, pair) in digest.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(digest)
 }
 
 /// The log's header: which snapshot it follows.
@@ -114,45 +249,57 @@ pub(super) fn decode_step(payload: &[u8]) -> Result<Delta, String> {
     serde_json::from_slice(payload).map_err(|error| format!("is not a step ({error})"))
 }
 
-/// What follows the sealed part of the log: the one append that may be unsealed.
-pub(super) enum Tail<'a> {
+/// The whole records from some offset of the log on, and what follows the last of them.
+pub(super) struct Tail<'a> {
+    /// Each whole, intact record: its offset and payload.
+    pub records: Vec<(usize, &'a [u8])>,
+    /// Where the last whole record ends (the offset scanned from, when there is none).
+    pub end: usize,
+    pub rest: TailRest,
+}
+
+/// The bytes after the last whole record.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum TailRest {
     Empty,
     /// A strict prefix of a record (or an append whose bytes read as zeros): a crash
     /// mid-append, to be cut.
     Torn,
-    /// One whole, intact record: appended and synced, the crash came before the seal.
-    WholeStep(&'a [u8]),
     /// Anything else, saying what is wrong.
     Damaged(String),
 }
 
-/// Classifies the bytes of `log` from `sealed_end` on.
-pub(super) fn classify_tail(log: &[u8], sealed_end: usize) -> Tail<'_> {
-    let rest = log.get(sealed_end..).unwrap_or_default();
-    if rest.is_empty() {
-        return Tail::Empty;
+/// Scans `log` from `from` on: the run of intact records there, then what is left.
+pub(super) fn scan_tail(log: &[u8], from: usize) -> Tail<'_> {
+    let mut records = Vec::new();
+    let mut end = from;
+    while let Some((payload, next)) = intact_record_at(log, end) {
+        records.push((end, payload));
+        end = next;
     }
-    if let Some((payload, end)) = intact_record_at(log, sealed_end) {
-        return if end == log.len() {
-            Tail::WholeStep(payload)
-        } else {
-            Tail::Damaged(format!("{} bytes follow the unsealed last step", log.len() - end))
-        };
+    Tail { records, end, rest: classify_rest(log, end) }
+}
+
+/// What the bytes of `log` from `end` on are, `end` being where no intact record starts.
+fn classify_rest(log: &[u8], end: usize) -> TailRest {
+    let rest = log.get(end..).unwrap_or_default();
+    if rest.is_empty() {
+        return TailRest::Empty;
     }
     if rest.len() < RECORD_HEADER_BYTES || rest.iter().all(|&byte| byte == 0) {
-        return Tail::Torn;
+        return TailRest::Torn;
     }
     if !record_header_is_intact(rest) {
-        return Tail::Damaged(format!(
-            "the {} bytes after the last sealed step have a damaged record header",
+        return TailRest::Damaged(format!(
+            "the {} bytes at byte {end}, after the last whole step, have a damaged record header",
             rest.len()
         ));
     }
     let frame_len = le_u32(rest, 0).map_or(usize::MAX, |len| (len as usize).saturating_add(RECORD_HEADER_BYTES));
     if rest.len() < frame_len {
-        Tail::Torn
+        TailRest::Torn
     } else {
-        Tail::Damaged(format!("the complete record after the last sealed step (byte {sealed_end}) fails its checksum"))
+        TailRest::Damaged(format!("the complete record at byte {end}, after the last whole step, fails its checksum"))
     }
 }
 
@@ -163,18 +310,14 @@ fn record_header_is_intact(header: &[u8]) -> bool {
     }
 }
 
-/// SHA-256 of `bytes`, hex.
-pub(super) fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+/// SHA-256 of `bytes`.
+pub(super) fn sha256(bytes: &[u8]) -> Sha256Digest {
+    Sha256::digest(bytes).into()
 }
 
-/// The running digest's current value, hex.
-pub(super) fn digest_hex(hasher: &Sha256) -> String {
-    hex(&hasher.clone().finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+/// The running digest's current value.
+pub(super) fn digest_of(hasher: &Sha256) -> Sha256Digest {
+    hasher.clone().finalize().into()
 }
 
 fn le_u32(bytes: &[u8], at: usize) -> Option<u32> {

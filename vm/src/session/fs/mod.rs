@@ -11,38 +11,52 @@
 //!   generation `g`, base seq `s`, CRC-32), then one framed record per committed
 //!   [`Delta`](super::Delta) (length, CRC-32 of the payload, CRC-32 of the header; the payload, as
 //!   JSON, carries its seq). Records hold `s+1, s+2, …` with no gap.
-//! - `seal`, what was committed last: `{generation, seq, log_len, log_sha256,
-//!   checkpoint_sha256}`, small, replaced atomically after every commit.
+//! - `seal`, what vouches for the files: two fixed-size slots (512 bytes each), each
+//!   `{generation, seq, log_len, log SHA-256, snapshot SHA-256}` with a CRC-32; the
+//!   newer whole slot vouches. (A JSON seal of an earlier build, which replaced it
+//!   after every commit, is still read, and given slots when the session is opened.)
 //! - `lock`, held by the one writer.
 //!
-//! The one thing to know: **the seal is what makes a step committed**, and only the
-//! states a crash can leave are accepted on load. A commit appends the step's record
-//! and syncs it, then replaces the seal; so its cost does not grow with the session.
-//! When the log outgrows the snapshot (and 64 KiB) it is compacted: the snapshot
-//! `g+1` replaces `checkpoint.json`, a log holding only the header for `g+1` replaces
-//! `log`, and a seal for `g+1` replaces `seal`, each by an fsync'ed staging file
-//! (`.archmax-staging-*`) renamed over the old one. A session is created in a staging
-//! folder renamed to `checkpoints/` whole, so it either exists with all three files or
-//! not at all.
+//! The one thing to know: **a commit is durable when its record is**. A commit appends
+//! the step's record and `fdatasync`s the log (its one sync), then writes the seal into
+//! the slot that does not vouch now, in place and not synced. So the seal is exact
+//! after a killed process (the page cache survives it) and at worst behind the log
+//! after a power loss, never ahead of it: a slot is written only once the record it
+//! vouches for is on disk. A load accepts, after the sealed prefix, a run of whole,
+//! intact records continuing the seqs without a gap, then at most a torn append. When
+//! the log outgrows the snapshot (and 64 KiB) it is compacted: the seal is synced, then
+//! the snapshot `g+1` replaces `checkpoint.json`, a log holding only the header for
+//! `g+1` replaces `log`, and a seal for `g+1` replaces `seal`, each by an fsync'ed
+//! staging file (`.archmax-staging-*`) renamed over the old one. A session is created
+//! in a staging folder renamed to `checkpoints/` whole, so it either exists with all
+//! three files or not at all.
 //!
 //! What a crash can leave, and what a load makes of it:
 //!
 //! | crash during | on disk | loads as |
 //! |---|---|---|
 //! | creation | no `checkpoints/` (a staging folder, removed later) | no session |
-//! | a commit's append | sealed log + a strict prefix of one record (or zeros where its bytes never landed) | old; the prefix is cut on open |
-//! | the seal's replacement | sealed log + one whole intact record of the next seq (+ a staging file) | new; sealed on open |
-//! | compaction, before the snapshot's rename | the old files (+ a staging file) | old |
+//! | a commit's append | the log through the last commit + a strict prefix of one record (or zeros where its bytes never landed) | old; the prefix is cut on open |
+//! | after the append, before the seal's slot | one whole intact record after the sealed ones | new; sealed on open |
+//! | the seal's slot write | that slot torn; the other whole, one step behind | new; sealed on open |
+//! | any of these, after a power loss | the seal as the disk last got it: behind by any number of whole, consecutive records, maybe a torn one after them | every whole record; the torn one cut and the rest sealed on open |
+//! | compaction, before the snapshot's rename | the old files, the seal synced through the last step (+ a staging file) | old |
 //! | compaction, before the log's rename | snapshot `g+1`; log and seal of `g`, sealed through the snapshot's seq | same state; finished on open |
 //! | compaction, before the seal's rename | snapshot and header-only log of `g+1`; seal of `g` | same state; finished on open |
 //!
 //! Anything else is [`StoreError::Corrupt`], naming the session and the damage: a log
-//! shorter than the seal says, a missing log, seal or snapshot, a record failing its
-//! checksum or the seal's digest (also the last complete one), a seq gap, bytes after
-//! an unsealed step, a snapshot that is not the one sealed. A load never writes;
-//! [`FsStore::repair`] (`archmax sessions ID --repair`) keeps the longest verified
-//! prefix when asked. The store's files are opened without following symbolic links
-//! or reading anything but a regular file.
+//! shorter than the seal says (cut at a record boundary or rolled back to an earlier
+//! log), a missing log, seal or snapshot, no whole seal slot, a record failing its
+//! checksum or the seal's digest (also the last complete one, sealed or not), a seq
+//! gap, bytes after the last whole record that are not a prefix of one, a snapshot
+//! that is not the one sealed. A seal slot that fails its CRC while the other is whole
+//! cannot be told from a slot write a crash cut short, so the other vouches. Records
+//! after the seal are checked by their CRC-32s and seqs, not by a digest: they exist
+//! only after a power loss (or to a read racing commits), and an
+//! unkeyed digest chained through them would stop no one a CRC does not. A load never
+//! writes; [`FsStore::repair`] (`archmax sessions ID --repair`) keeps the longest
+//! verified prefix when asked. The store's files are opened without following symbolic
+//! links or reading anything but a regular file.
 
 mod faults;
 mod files;
@@ -68,7 +82,7 @@ use super::{SessionState, SessionStore, SessionWriter, StoreError};
 use crate::blocking::run_blocking;
 use faults::Faults;
 use files::{FileStamp, STAGING_PREFIX, real_dir_exists, remove_stale_staging_files, replace, staging_name, sync_dir};
-use format::{LogHeader, Seal, SnapshotToStore, sha256_hex};
+use format::{LogHeader, Seal, SealSource, SnapshotToStore, digest_of, sha256};
 use verify::{Files, Loaded, Settle};
 pub use writer::FsWriter;
 
@@ -162,8 +176,9 @@ impl FsStore {
     }
 
     /// Opens a session for writing: takes its lock, loads and verifies it, finishes
-    /// what a crash interrupted (cuts a torn tail, seals a synced step, completes a
-    /// compaction), and returns the state with the concrete writer.
+    /// what a crash interrupted (cuts a torn tail, seals the synced steps after the
+    /// seal, gives an earlier build's seal its slots, completes a compaction), and
+    /// returns the state with the concrete writer.
     pub fn open_writer(&self, id: &str) -> Result<(SessionState, FsWriter), StoreError> {
         let (session_path, lock) = self.lock_session(id)?;
         let runtime_dir = session_path.join(RUNTIME_DIR);
@@ -202,7 +217,7 @@ impl FsStore {
             generation: salvage.generation,
             seq: salvage.state.seq,
             log_len: salvage.log.len() as u64,
-            log_sha256: sha256_hex(&salvage.log),
+            log_sha256: sha256(&salvage.log),
             checkpoint_sha256: salvage.checkpoint_sha256,
         };
         write_seal(&runtime_dir, &seal, &mut faults).map_err(io_error(id))?;
@@ -251,7 +266,8 @@ impl FsStore {
 impl FsStore {
     /// Loads a session without the lock (the blocking form of [`SessionStore::read`]).
     /// A writer may append, seal or compact meanwhile, so a load that finds the files
-    /// disagreeing is retried while they keep changing.
+    /// disagreeing is retried while they keep changing. (A seal slot being written
+    /// while it is read is torn to the reader, which then reads the other slot.)
     pub fn read(&self, id: &str) -> Result<Option<SessionState>, StoreError> {
         let session_path = self.session_path(id)?;
         let runtime_dir = session_path.join(RUNTIME_DIR);
@@ -363,8 +379,8 @@ fn build_runtime_dir(id: &str, staging: &Path, state: &SessionState) -> Result<(
         generation: 0,
         seq: state.seq,
         log_len: header.len() as u64,
-        log_sha256: format::digest_hex(&log_digest),
-        checkpoint_sha256: sha256_hex(&snapshot),
+        log_sha256: digest_of(&log_digest),
+        checkpoint_sha256: sha256(&snapshot),
     };
     let mut faults = Faults::default();
     replace(staging, CHECKPOINT_FILE, &snapshot, &mut faults)
@@ -378,14 +394,15 @@ fn build_runtime_dir(id: &str, staging: &Path, state: &SessionState) -> Result<(
         checkpoint_sha256: seal.checkpoint_sha256,
         log_len: header.len() as u64,
         log_digest,
-        settle: Settle::Nothing,
+        seal_source: SealSource::Slot(0),
+        settle: Settle::NOTHING,
     };
     Ok((lock, loaded))
 }
 
+/// Replaces the seal file with one holding `seal` in its first slot.
 fn write_seal(runtime_dir: &Path, seal: &Seal, faults: &mut Faults) -> io::Result<()> {
-    let bytes = serde_json::to_vec(seal).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))?;
-    replace(runtime_dir, SEAL_FILE, &bytes, faults)
+    replace(runtime_dir, SEAL_FILE, &seal.encode_file(), faults)
 }
 
 /// Removes runtime folders of creations a killed process left: staging folders whose

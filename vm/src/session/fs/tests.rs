@@ -2,7 +2,9 @@ use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
-use super::format::{LOG_HEADER_BYTES, LogHeader, RECORD_HEADER_BYTES, crc32, encode_record};
+use super::format::{
+    LOG_HEADER_BYTES, LogHeader, RECORD_HEADER_BYTES, SEAL_FILE_BYTES, SEAL_SLOT_BYTES, crc32, encode_record,
+};
 use super::*;
 use crate::session::id::SessionId;
 use crate::session::{Delta, Head, Message, Variable};
@@ -126,6 +128,21 @@ fn snapshot_of_files(store: &FsStore) -> Vec<(String, Vec<u8>)> {
     files
 }
 
+/// Asserts that a read and an open of `s` both load `expected` (the open settling what
+/// it found), and returns the open's writer.
+fn assert_loads(store: &FsStore, expected: &SessionState) -> FsWriter {
+    assert_eq!(store.read("s").expect("read"), Some(expected.clone()));
+    let (state, writer) = store.open_writer("s").expect("open");
+    assert_eq!(&state, expected);
+    writer
+}
+
+/// The seal that vouches, as a load reads it.
+fn seal_of(store: &FsStore) -> Seal {
+    let bytes = fs::read(runtime_file(store, "s", SEAL_FILE)).expect("seal");
+    Seal::decode_file(&bytes).expect("a readable seal").0
+}
+
 fn flip_bit(path: &Path, at: usize) {
     let mut bytes = fs::read(path).expect("read");
     bytes[at] ^= 0x04;
@@ -235,7 +252,7 @@ fn a_torn_last_append_is_dropped_and_cut_on_the_next_open() {
 }
 
 #[test]
-fn a_synced_but_unsealed_last_step_loads_and_is_sealed_on_open() {
+fn whole_steps_after_the_seal_load_and_are_sealed_on_open() {
     let temp = TempDir::new("unsealed");
     let store = temp.store();
     let (states, _) = session_with_steps(&store, 2);
@@ -249,13 +266,167 @@ fn a_synced_but_unsealed_last_step_loads_and_is_sealed_on_open() {
     let (state, writer) = store.open_writer("s").expect("open");
     assert_eq!(state, expected);
     drop(writer);
-    let seal: Seal =
-        serde_json::from_slice(&fs::read(runtime_file(&store, "s", SEAL_FILE)).expect("seal")).expect("json");
-    assert_eq!(seal.seq, 3);
+    assert_eq!(seal_of(&store).seq, 3);
 
-    // Two unsealed records, or a wrong seq, are more than one interrupted append.
+    // Several whole steps after the seal load too: their seals never reached the disk.
     append_bytes(&log_path(&store, "s"), &[record_of(&step(4, "a")), record_of(&step(5, "b"))].concat());
-    assert_refused(&store, "follow the unsealed last step");
+    expected.apply(&step(4, "a"));
+    expected.apply(&step(5, "b"));
+    drop(assert_loads(&store, &expected));
+    assert_eq!(seal_of(&store).seq, 5);
+
+    // A whole record that is not the next step is not what any crash leaves.
+    append_bytes(&log_path(&store, "s"), &[record_of(&step(6, "c")), record_of(&step(8, "e"))].concat());
+    assert_refused(&store, "after the sealed step, holds step 8 where step 7 was expected");
+}
+
+/// A session whose seal lags behind its log, as after a power loss: three steps, the
+/// seal as it was after the first, then two more whole steps; the log's length after
+/// each step.
+fn session_with_a_lagging_seal(store: &FsStore) -> (Vec<SessionState>, Vec<usize>) {
+    let mut writer = store.create_writer(&initial("s")).expect("create");
+    let mut states = vec![initial("s")];
+    let mut ends = vec![writer.log_len() as usize];
+    let mut durable_seal = Vec::new();
+    for count in 1..=3 {
+        states.push(commit_steps(&mut writer, states.last().cloned().expect("a state"), 1));
+        ends.push(writer.log_len() as usize);
+        if count == 1 {
+            durable_seal = fs::read(runtime_file(store, "s", SEAL_FILE)).expect("seal");
+        }
+    }
+    drop(writer);
+    fs::write(runtime_file(store, "s", SEAL_FILE), durable_seal).expect("seal");
+    assert_eq!(seal_of(store).seq, 1);
+    (states, ends)
+}
+
+#[test]
+fn several_unsealed_steps_then_a_torn_one_load_and_the_torn_one_is_cut() {
+    let temp = TempDir::new("lagging");
+    let store = temp.store();
+    let (states, ends) = session_with_a_lagging_seal(&store);
+    let record = record_of(&step(4, "torn by the crash"));
+    append_bytes(&log_path(&store, "s"), &record[..record.len() - 3]);
+
+    let mut writer = assert_loads(&store, &states[3]);
+    assert_eq!(fs::metadata(log_path(&store, "s")).expect("meta").len() as usize, ends[3]);
+    assert_eq!(seal_of(&store).seq, 3, "the open seals the steps it accepted");
+    let expected = commit_steps(&mut writer, states[3].clone(), 1);
+    drop(writer);
+    assert_eq!(store.read("s").expect("read"), Some(expected));
+}
+
+#[test]
+fn a_damaged_record_in_the_unsealed_tail_is_refused() {
+    let temp = TempDir::new("lagging-damage");
+    let store = temp.store();
+    let (_, ends) = session_with_a_lagging_seal(&store);
+    let pristine = fs::read(log_path(&store, "s")).expect("log");
+
+    // The first unsealed record's payload, the last record's payload, a record header.
+    for (at, start) in [
+        (ends[1] + RECORD_HEADER_BYTES + 2, ends[1]),
+        (ends[2] + RECORD_HEADER_BYTES + 5, ends[2]),
+        (ends[2] + 1, ends[2]),
+    ] {
+        flip_bit(&log_path(&store, "s"), at);
+        let needle = if at < start + RECORD_HEADER_BYTES {
+            format!("at byte {start}, after the last whole step, have a damaged record header")
+        } else {
+            format!("the complete record at byte {start}, after the last whole step, fails its checksum")
+        };
+        assert_refused(&store, &needle);
+        fs::write(log_path(&store, "s"), &pristine).expect("restore");
+    }
+    // Cut behind the lagging seal: nothing a crash leaves.
+    fs::write(log_path(&store, "s"), &pristine[..ends[1] - 1]).expect("cut");
+    assert_refused(&store, &format!("but the seal says {} bytes through step 1: it was cut short", ends[1]));
+}
+
+#[test]
+fn a_torn_seal_slot_leaves_the_other_one_vouching() {
+    let temp = TempDir::new("seal-slots");
+    let store = temp.store();
+    let (states, _) = session_with_steps(&store, 3);
+    let seal_path = runtime_file(&store, "s", SEAL_FILE);
+    let pristine = fs::read(&seal_path).expect("seal");
+    let (_, newest) = Seal::decode_file(&pristine).expect("seal");
+    let SealSource::Slot(newest) = newest else { panic!("a fresh session's seal has slots") };
+
+    // The newest slot half overwritten (a write the crash cut short): the older one vouches
+    // for step 2 and the whole step 3 after it still loads.
+    flip_bit(&seal_path, newest * SEAL_SLOT_BYTES + 20);
+    assert_eq!(seal_of(&store).seq, 2);
+    let writer = assert_loads(&store, &states[3]);
+    drop(writer);
+    assert_eq!(seal_of(&store).seq, 3);
+
+    // Neither slot whole, or a seal of the wrong size: nothing vouches.
+    fs::write(&seal_path, vec![0x5a; SEAL_FILE_BYTES]).expect("garbage");
+    assert_refused(&store, "the seal is unreadable (neither of its two slots holds a whole seal)");
+    fs::write(&seal_path, &pristine[..SEAL_SLOT_BYTES]).expect("cut");
+    assert_refused(&store, "the seal is unreadable (512 bytes where 1024 were expected)");
+    fs::write(&seal_path, vec![0; SEAL_FILE_BYTES]).expect("zeros");
+    assert_refused(&store, "the seal is unreadable");
+}
+
+/// The seal an earlier build wrote after every commit: JSON, hex digests, in this order.
+fn legacy_seal(generation: u64, seq: u64, log: &[u8], checkpoint: &[u8]) -> Vec<u8> {
+    let hex = |digest: [u8; 32]| digest.iter().map(|byte| format!("{byte:02x}")).collect::<String>();
+    serde_json::to_vec(&serde_json::json!({
+        "generation": generation,
+        "seq": seq,
+        "log_len": log.len(),
+        "log_sha256": hex(sha256(log)),
+        "checkpoint_sha256": hex(sha256(checkpoint)),
+    }))
+    .expect("json")
+}
+
+#[test]
+fn a_session_sealed_by_an_earlier_build_loads_and_gets_slots_on_open() {
+    let temp = TempDir::new("legacy");
+    let store = temp.store();
+    let (states, ends) = session_with_steps(&store, 2);
+    let log = fs::read(log_path(&store, "s")).expect("log");
+    let checkpoint = fs::read(runtime_file(&store, "s", CHECKPOINT_FILE)).expect("checkpoint");
+    let seal_path = runtime_file(&store, "s", SEAL_FILE);
+    let legacy = legacy_seal(0, 2, &log, &checkpoint);
+    assert!(legacy.starts_with(b"{\"generation\":0,\"seq\":2,\"log_len\":"), "{}", String::from_utf8_lossy(&legacy));
+
+    // Sealed through step 2, and the same with one whole unsealed step after it (the old
+    // build died before replacing its seal).
+    fs::write(&seal_path, &legacy).expect("legacy seal");
+    let mut writer = assert_loads(&store, &states[2]);
+    assert_eq!(fs::read(&seal_path).expect("seal").len(), SEAL_FILE_BYTES, "the open gave the seal its slots");
+    let expected = commit_steps(&mut writer, states[2].clone(), 1);
+    drop(writer);
+    assert_eq!(store.read("s").expect("read"), Some(expected.clone()));
+    fs::write(&seal_path, &legacy).expect("legacy seal");
+    drop(assert_loads(&store, &expected));
+    assert_eq!(seal_of(&store).seq, 3);
+
+    // Its damage is still damage.
+    fs::write(&seal_path, legacy_seal(0, 2, &log, &checkpoint)).expect("legacy seal");
+    fs::write(log_path(&store, "s"), &log[..ends[1]]).expect("cut");
+    assert_refused(&store, "cut short");
+    fs::write(&seal_path, b"{\"generation\":0}").expect("legacy seal");
+    assert_refused(&store, "the seal is unreadable");
+}
+
+#[test]
+fn a_commit_makes_one_sync() {
+    let temp = TempDir::new("one-sync");
+    let store = temp.store();
+    let mut writer = store.create_writer(&initial("s")).expect("create");
+    let expected = commit_steps(&mut writer, initial("s"), 10);
+    assert_eq!(writer.faults.syncs, 10, "one fdatasync per commit");
+    // A compaction syncs the seal, then stages and renames three files.
+    writer.compact().expect("compact");
+    assert_eq!(writer.faults.syncs, 10 + 1 + 3 * 2);
+    drop(writer);
+    assert_eq!(store.read("s").expect("read"), Some(expected));
 }
 
 #[test]
@@ -339,7 +510,7 @@ fn a_whole_unsealed_record_that_fails_its_checksum_is_refused() {
     append_bytes(&log_path(&store, "s"), &record);
     assert_refused(
         &store,
-        &format!("the complete record after the last sealed step (byte {}) fails its checksum", ends[1]),
+        &format!("the complete record at byte {}, after the last whole step, fails its checksum", ends[1]),
     );
 }
 
@@ -372,12 +543,11 @@ fn a_seq_gap_under_a_matching_seal_is_refused() {
     log.extend([record_of(&step(1, "a")), record_of(&step(3, "c"))].concat());
     fs::write(log_path(&store, "s"), &log).expect("write");
     // A seal that vouches for exactly these bytes: only the seq check can catch it.
-    let mut seal: Seal =
-        serde_json::from_slice(&fs::read(runtime_file(&store, "s", SEAL_FILE)).expect("seal")).expect("json");
+    let mut seal = seal_of(&store);
     seal.seq = 3;
     seal.log_len = log.len() as u64;
-    seal.log_sha256 = sha256_hex(&log);
-    fs::write(runtime_file(&store, "s", SEAL_FILE), serde_json::to_vec(&seal).expect("json")).expect("seal");
+    seal.log_sha256 = sha256(&log);
+    fs::write(runtime_file(&store, "s", SEAL_FILE), seal.encode_file()).expect("seal");
     assert_refused(&store, "holds step 3 where step 2 was expected");
 }
 
@@ -548,14 +718,15 @@ fn a_crash_at_every_write_point_of_a_commit_loads_as_old_or_new() {
         (writer.commit(&delta), new)
     };
     let points: Vec<&str> = (0..).map_while(|point| crash_once(point, &commit)).collect();
-    assert_eq!(points, ["before append", "mid append", "appended", "staged", "renamed"]);
+    assert_eq!(points, ["before append", "mid append", "appended", "mid seal"]);
 }
 
 #[test]
 fn a_crash_at_every_write_point_of_a_compaction_loads_the_same_state() {
     let compact = |writer: &mut FsWriter, old: &SessionState| (writer.compact(), old.clone());
     let points: Vec<&str> = (0..).map_while(|point| crash_once(point, &compact)).collect();
-    // Snapshot, log and seal, each staged then renamed.
+    // Snapshot, log and seal, each staged then renamed (the seal's sync first is no
+    // point: the files are the same before and after it).
     assert_eq!(points, ["staged", "renamed", "staged", "renamed", "staged", "renamed"]);
 }
 
@@ -662,6 +833,24 @@ fn a_stale_writer_gets_conflict_and_writes_nothing() {
     assert!(matches!(stale.commit(&step(3, "stale")), Err(StoreError::Conflict { found: 3, .. })));
     assert!(matches!(stale.compact(), Err(StoreError::Conflict { .. })));
     drop(fresh);
+    assert_eq!(store.read("s").expect("read"), Some(expected));
+}
+
+/// The seal's slots change in place, so the writer's check stamps its inode: a seal
+/// renamed over it (by a repair, say) is noticed before the next write.
+#[test]
+fn a_seal_replaced_behind_the_writers_back_is_a_conflict() {
+    let temp = TempDir::new("seal-replaced");
+    let store = temp.store();
+    let mut writer = store.create_writer(&initial("s")).expect("create");
+    let expected = commit_steps(&mut writer, initial("s"), 2);
+    let seal_path = runtime_file(&store, "s", SEAL_FILE);
+    let copy = seal_path.with_file_name("seal-copy");
+    fs::copy(&seal_path, &copy).expect("copy");
+    fs::rename(&copy, &seal_path).expect("rename");
+    let refused = writer.commit(&step(3, "behind its back"));
+    assert!(matches!(refused, Err(StoreError::Conflict { expected: 2, found: 2, .. })), "{refused:?}");
+    drop(writer);
     assert_eq!(store.read("s").expect("read"), Some(expected));
 }
 

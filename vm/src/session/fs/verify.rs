@@ -13,8 +13,8 @@ use sha2::{Digest, Sha256};
 use super::super::SessionState;
 use super::files::read_if_exists;
 use super::format::{
-    LOG_HEADER_BYTES, LogHeader, Seal, Snapshot, Tail, classify_tail, decode_step, digest_hex, intact_record_at,
-    sha256_hex,
+    LOG_HEADER_BYTES, LogHeader, Seal, SealSource, Sha256Digest, Snapshot, TailRest, decode_step, digest_of,
+    intact_record_at, scan_tail, sha256,
 };
 use super::{CHECKPOINT_FILE, LOG_FILE, SEAL_FILE};
 
@@ -39,13 +39,20 @@ impl Files {
 /// What a load leaves for the writer to finish, so the files agree again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Settle {
-    Nothing,
-    /// Cut the log back to `log_len` (a torn last append).
-    CutTornTail,
-    /// Seal the last step, which was synced before the crash but not sealed.
-    SealLastStep,
+    /// The seal vouches for this snapshot and a prefix of the log.
+    Log {
+        /// Cut the log back to `log_len` (a torn last append).
+        cut_torn_tail: bool,
+        /// How many whole steps follow the sealed one (synced, their seal not yet on
+        /// disk): the next seal vouches for them.
+        unsealed_steps: usize,
+    },
     /// The new snapshot is in place: start its empty log and seal it.
     FinishCompaction,
+}
+
+impl Settle {
+    pub const NOTHING: Self = Self::Log { cut_torn_tail: false, unsealed_steps: 0 };
 }
 
 /// A verified session.
@@ -53,10 +60,13 @@ pub(super) struct Loaded {
     pub state: SessionState,
     pub generation: u64,
     pub checkpoint_len: u64,
-    pub checkpoint_sha256: String,
+    pub checkpoint_sha256: Sha256Digest,
     /// The length of the log to keep, and the running digest of those bytes.
     pub log_len: u64,
     pub log_digest: Sha256,
+    /// The seal that vouched: which slot (the next seal goes into the other), or an
+    /// earlier build's seal, to be rewritten with slots.
+    pub seal_source: SealSource,
     pub settle: Settle,
 }
 
@@ -70,8 +80,8 @@ pub(super) fn verify(files: &Files) -> Result<Option<Loaded>, String> {
             return Err("the seal (checkpoints/seal) is missing, so nothing vouches for the log".to_string());
         }
         (_, Some(seal), None) => {
-            return Err(match serde_json::from_slice::<Seal>(seal) {
-                Ok(seal) => format!(
+            return Err(match Seal::decode_file(seal) {
+                Ok((seal, _)) => format!(
                     "the step log is missing; the seal says it held {} bytes through step {}",
                     seal.log_len, seal.seq
                 ),
@@ -80,12 +90,12 @@ pub(super) fn verify(files: &Files) -> Result<Option<Loaded>, String> {
         }
     };
     let snapshot = parse_snapshot(checkpoint)?;
-    let seal: Seal = serde_json::from_slice(seal).map_err(|error| format!("the seal is unreadable ({error})"))?;
+    let (seal, seal_source) = Seal::decode_file(seal)?;
     let header = LogHeader::decode(log).map_err(|what| format!("the step log {what}"))?;
     let loaded = if seal.generation == snapshot.generation {
-        verify_current(checkpoint, snapshot, &seal, header, log)?
+        verify_current(checkpoint, snapshot, (&seal, seal_source), header, log)?
     } else if seal.generation.checked_add(1) == Some(snapshot.generation) {
-        verify_interrupted_compaction(checkpoint, snapshot, &seal, header, log)?
+        verify_interrupted_compaction(checkpoint, snapshot, (&seal, seal_source), header, log)?
     } else {
         return Err(format!(
             "checkpoint.json is snapshot {} but the seal belongs to snapshot {}",
@@ -107,15 +117,17 @@ fn parse_snapshot(checkpoint: &[u8]) -> Result<Snapshot, String> {
     Ok(snapshot)
 }
 
-/// The usual case: the seal vouches for this snapshot and a prefix of its log.
+/// The usual case: the seal vouches for this snapshot and a prefix of its log; whole
+/// steps may follow it (their seal was not on disk when the machine stopped), then a
+/// torn append.
 fn verify_current(
     checkpoint: &[u8],
     snapshot: Snapshot,
-    seal: &Seal,
+    (seal, seal_source): (&Seal, SealSource),
     header: LogHeader,
     log: &[u8],
 ) -> Result<Loaded, String> {
-    let checkpoint_sha256 = sha256_hex(checkpoint);
+    let checkpoint_sha256 = sha256(checkpoint);
     if checkpoint_sha256 != seal.checkpoint_sha256 {
         return Err("checkpoint.json does not match the seal's digest of it: it was changed or damaged".to_string());
     }
@@ -131,7 +143,7 @@ fn verify_current(
     replay(log, LOG_HEADER_BYTES, sealed_end, &mut state)?;
     let mut log_digest = Sha256::new();
     log_digest.update(&log[..sealed_end]);
-    if digest_hex(&log_digest) != seal.log_sha256 {
+    if digest_of(&log_digest) != seal.log_sha256 {
         return Err(format!(
             "the step log's first {sealed_end} bytes do not match the seal's digest: a record was rewritten"
         ));
@@ -139,33 +151,39 @@ fn verify_current(
     if state.seq != seal.seq {
         return Err(format!("the step log holds steps through {} but the seal says {}", state.seq, seal.seq));
     }
-    let (log_len, settle) = match classify_tail(log, sealed_end) {
-        Tail::Empty => (sealed_end, Settle::Nothing),
-        Tail::Torn => (sealed_end, Settle::CutTornTail),
-        Tail::WholeStep(payload) => {
-            apply_next_step(&mut state, payload, "the unsealed last record")?;
-            log_digest.update(&log[sealed_end..]);
-            (log.len(), Settle::SealLastStep)
-        }
-        Tail::Damaged(what) => return Err(what),
+    let tail = scan_tail(log, sealed_end);
+    for &(offset, payload) in &tail.records {
+        apply_next_step(
+            &mut state,
+            payload,
+            &format!("the step log's record at byte {offset}, after the sealed step,"),
+        )?;
+    }
+    let cut_torn_tail = match tail.rest {
+        TailRest::Empty => false,
+        TailRest::Torn => true,
+        TailRest::Damaged(what) => return Err(what),
     };
+    log_digest.update(&log[sealed_end..tail.end]);
     Ok(Loaded {
         state,
         generation: snapshot.generation,
         checkpoint_len: checkpoint.len() as u64,
         checkpoint_sha256,
-        log_len: log_len as u64,
+        log_len: tail.end as u64,
         log_digest,
-        settle,
+        seal_source,
+        settle: Settle::Log { cut_torn_tail, unsealed_steps: tail.records.len() },
     })
 }
 
 /// A compaction replaced the snapshot but did not get to seal it: the seal still
-/// vouches for the previous snapshot's log, which must end where the new snapshot does.
+/// vouches for the previous snapshot's log (synced before the compaction began), which
+/// must end where the new snapshot does.
 fn verify_interrupted_compaction(
     checkpoint: &[u8],
     snapshot: Snapshot,
-    seal: &Seal,
+    (seal, seal_source): (&Seal, SealSource),
     header: LogHeader,
     log: &[u8],
 ) -> Result<Loaded, String> {
@@ -182,13 +200,20 @@ fn verify_interrupted_compaction(
         }
     } else if header.generation == seal.generation {
         let sealed_end = sealed_end(seal, log)?;
-        if sha256_hex(&log[..sealed_end]) != seal.log_sha256 {
+        if sha256(&log[..sealed_end]) != seal.log_sha256 {
             return Err(format!(
                 "the step log's first {sealed_end} bytes do not match the seal's digest: a record was rewritten"
             ));
         }
-        if let Tail::Damaged(what) = classify_tail(log, sealed_end) {
+        let tail = scan_tail(log, sealed_end);
+        if let TailRest::Damaged(what) = tail.rest {
             return Err(what);
+        }
+        if let Some(&(offset, _)) = tail.records.first() {
+            return Err(format!(
+                "the step log holds a step at byte {offset} after step {}, which checkpoint.json (snapshot {}) already folds",
+                seal.seq, snapshot.generation
+            ));
         }
     } else {
         return Err(format!(
@@ -198,11 +223,12 @@ fn verify_interrupted_compaction(
     }
     Ok(Loaded {
         checkpoint_len: checkpoint.len() as u64,
-        checkpoint_sha256: sha256_hex(checkpoint),
+        checkpoint_sha256: sha256(checkpoint),
         generation: snapshot.generation,
         state: snapshot.state,
         log_len: 0,
         log_digest: Sha256::new(),
+        seal_source,
         settle: Settle::FinishCompaction,
     })
 }
@@ -242,7 +268,7 @@ fn replay(log: &[u8], from: usize, to: usize, state: &mut SessionState) -> Resul
 pub(super) struct Salvage {
     pub state: SessionState,
     pub generation: u64,
-    pub checkpoint_sha256: String,
+    pub checkpoint_sha256: Sha256Digest,
     /// The new log: header and the kept records, byte for byte.
     pub log: Vec<u8>,
     /// The last step the old seal vouched for, when it is readable.
@@ -274,12 +300,11 @@ pub(super) fn salvage(files: &Files) -> Result<Salvage, String> {
     } else {
         offset = 0;
     }
-    let sealed_seq =
-        files.seal.as_deref().and_then(|seal| serde_json::from_slice::<Seal>(seal).ok()).map(|seal| seal.seq);
+    let sealed_seq = files.seal.as_deref().and_then(|seal| Seal::decode_file(seal).ok()).map(|(seal, _)| seal.seq);
     Ok(Salvage {
         state,
         generation: snapshot.generation,
-        checkpoint_sha256: sha256_hex(checkpoint),
+        checkpoint_sha256: sha256(checkpoint),
         log: kept,
         sealed_seq,
         dropped_bytes: old_log.len().saturating_sub(offset) as u64,

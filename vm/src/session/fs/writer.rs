@@ -1,9 +1,12 @@
 //! The writer of one open session: commits, seals and compactions.
 //!
-//! The one thing to know: every durable step happens in the order the crash table of
-//! the parent module assumes (append and sync the record, then replace the seal;
-//! snapshot, then log, then seal), and a failed write leaves the writer broken, so the
-//! next step is only taken after a reopen has verified the disk again.
+//! The one thing to know: a commit makes one thing durable, its log record (one
+//! `fdatasync`); the seal slot it then writes in place is not synced, so after a power
+//! loss the seal may lag behind the log, never run ahead of it (it is written only once
+//! the record it vouches for is on disk). Compaction syncs the seal first, then replaces
+//! snapshot, log and seal in that order, as the crash table of the parent module
+//! assumes. A failed write leaves the writer broken, so the next step is only taken
+//! after a reopen has verified the disk again.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -14,10 +17,14 @@ use sha2::{Digest, Sha256};
 use super::super::store::StoreFuture;
 use super::super::{Delta, SessionState, SessionWriter, StoreError};
 use super::faults::Faults;
-use super::files::{self, FileStamp, replace};
-use super::format::{self, LogHeader, Seal, SnapshotToStore, encode_record, sha256_hex};
+use super::files::{self, FileStamp, replace, write_at};
+use super::format::{
+    LogHeader, SEAL_SLOT_BYTES, Seal, SealSource, Sha256Digest, SnapshotToStore, digest_of, encode_record, sha256,
+};
 use super::verify::{Loaded, Settle};
-use super::{CHECKPOINT_FILE, LOG_FILE, MIN_COMPACTION_LOG_BYTES, RUNTIME_DIR, corrupt, io_error, load, write_seal};
+use super::{
+    CHECKPOINT_FILE, LOG_FILE, MIN_COMPACTION_LOG_BYTES, RUNTIME_DIR, SEAL_FILE, corrupt, io_error, load, write_seal,
+};
 use crate::blocking::run_blocking;
 
 /// Commits steps to one session of an [`FsStore`](super::FsStore); holds the session's lock until dropped.
@@ -29,14 +36,19 @@ pub struct FsWriter {
     id: String,
     session_path: PathBuf,
     log: File,
+    /// The seal file, opened for writing its slots in place.
+    seal: File,
     pub(super) lock: File,
     state: SessionState,
     pub(super) generation: u64,
-    checkpoint_sha256: String,
+    checkpoint_sha256: Sha256Digest,
     /// The log's length after this writer's last write, and the digest of those bytes.
     log_len: u64,
     log_digest: Sha256,
     log_inode: u64,
+    seal_inode: u64,
+    /// The seal that vouches for the last step on disk; the next one goes into the other slot.
+    seal_source: SealSource,
     checkpoint: FileStamp,
     /// The size of the last snapshot, which the log must outgrow before compaction.
     snapshot_len: u64,
@@ -53,14 +65,17 @@ impl FsWriter {
         log: File,
         loaded: Loaded,
     ) -> Result<Self, StoreError> {
+        let runtime_dir = session_path.join(RUNTIME_DIR);
         let log_stamp = FileStamp::of_file(&log).map_err(io_error(id))?;
-        let checkpoint = FileStamp::of(&session_path.join(RUNTIME_DIR).join(CHECKPOINT_FILE))
+        let (seal, seal_stamp) = open_seal(&runtime_dir).map_err(io_error(id))?;
+        let checkpoint = FileStamp::of(&runtime_dir.join(CHECKPOINT_FILE))
             .map_err(io_error(id))?
             .ok_or_else(|| corrupt(id, "checkpoint.json vanished while opening".to_string()))?;
         Ok(Self {
             id: id.to_string(),
             session_path,
             log,
+            seal,
             lock,
             state: loaded.state,
             generation: loaded.generation,
@@ -68,6 +83,8 @@ impl FsWriter {
             log_len: loaded.log_len,
             log_digest: loaded.log_digest,
             log_inode: log_stamp.inode,
+            seal_inode: seal_stamp.inode,
+            seal_source: loaded.seal_source,
             checkpoint,
             snapshot_len: loaded.checkpoint_len,
             broken: None,
@@ -100,6 +117,8 @@ impl FsWriter {
     }
 
     /// Folds the log into a fresh snapshot now (commits do this on their own when due).
+    /// The seal is synced first: a crash later in the compaction leaves the old log
+    /// sealed through the new snapshot's step, which is how a load recognises it.
     pub fn compact(&mut self) -> Result<(), StoreError> {
         self.ensure_usable()?;
         self.ensure_disk_unchanged()?;
@@ -108,13 +127,17 @@ impl FsWriter {
             id: self.id.clone(),
             source: io::Error::new(io::ErrorKind::InvalidData, error),
         })?;
-        if let Err(error) = replace(&self.runtime_dir(), CHECKPOINT_FILE, &bytes, &mut self.faults) {
+        let runtime_dir = self.runtime_dir();
+        self.faults.synced();
+        let replaced =
+            self.seal.sync_data().and_then(|()| replace(&runtime_dir, CHECKPOINT_FILE, &bytes, &mut self.faults));
+        if let Err(error) = replaced {
             return Err(self.mark_broken(error));
         }
         self.generation += 1;
-        self.checkpoint_sha256 = sha256_hex(&bytes);
+        self.checkpoint_sha256 = sha256(&bytes);
         self.snapshot_len = bytes.len() as u64;
-        match FileStamp::of(&self.runtime_dir().join(CHECKPOINT_FILE)) {
+        match FileStamp::of(&runtime_dir.join(CHECKPOINT_FILE)) {
             Ok(Some(stamp)) => self.checkpoint = stamp,
             Ok(None) => return Err(self.mark_broken(io::Error::other("checkpoint.json vanished"))),
             Err(error) => return Err(self.mark_broken(error)),
@@ -140,33 +163,72 @@ impl FsWriter {
         self.log_len = header.len() as u64;
         self.log_digest = Sha256::new();
         self.log_digest.update(&header);
-        self.seal()
+        self.rewrite_seal()
     }
 
-    /// Replaces the seal with one vouching for everything this writer wrote.
-    fn seal(&mut self) -> Result<(), StoreError> {
-        let seal = Seal {
+    /// What this writer would seal now: its snapshot and everything it wrote to the log.
+    fn current_seal(&self) -> Seal {
+        Seal {
             generation: self.generation,
             seq: self.state.seq,
             log_len: self.log_len,
-            log_sha256: format::digest_hex(&self.log_digest),
-            checkpoint_sha256: self.checkpoint_sha256.clone(),
-        };
+            log_sha256: digest_of(&self.log_digest),
+            checkpoint_sha256: self.checkpoint_sha256,
+        }
+    }
+
+    /// Replaces the whole seal file (staged, synced, renamed) with the current seal in
+    /// slot 0: at compaction, and to give an earlier build's seal its slots.
+    fn rewrite_seal(&mut self) -> Result<(), StoreError> {
         let runtime_dir = self.runtime_dir();
-        write_seal(&runtime_dir, &seal, &mut self.faults).map_err(|error| self.mark_broken(error))
+        let rewritten =
+            write_seal(&runtime_dir, &self.current_seal(), &mut self.faults).and_then(|()| open_seal(&runtime_dir));
+        match rewritten {
+            Ok((seal, stamp)) => {
+                self.seal = seal;
+                self.seal_inode = stamp.inode;
+                self.seal_source = SealSource::Slot(0);
+                Ok(())
+            }
+            Err(error) => Err(self.mark_broken(error)),
+        }
+    }
+
+    /// Writes the current seal into the slot that does not vouch now, in place and not
+    /// synced: the older slot stays whole until this one is.
+    fn advance_seal(&mut self) -> Result<(), StoreError> {
+        let SealSource::Slot(current) = self.seal_source else {
+            return self.rewrite_seal();
+        };
+        let next = 1 - current;
+        let slot = self.current_seal().encode_slot();
+        let base = (next * SEAL_SLOT_BYTES) as u64;
+        let seal = &self.seal;
+        if let Err(error) =
+            self.faults.torn_write("mid seal", &slot, |offset, part| write_at(seal, base + offset as u64, part))
+        {
+            return Err(self.mark_broken(error));
+        }
+        self.seal_source = SealSource::Slot(next);
+        Ok(())
     }
 
     /// Finishes what a crash interrupted, as the load found it.
     pub(super) fn settle(&mut self, settle: Settle) -> Result<(), StoreError> {
         match settle {
-            Settle::Nothing => Ok(()),
-            Settle::CutTornTail => {
-                if let Err(error) = self.log.set_len(self.log_len).and_then(|()| self.log.sync_data()) {
-                    return Err(self.mark_broken(error));
+            Settle::Log { cut_torn_tail, unsealed_steps } => {
+                if cut_torn_tail {
+                    self.faults.synced();
+                    if let Err(error) = self.log.set_len(self.log_len).and_then(|()| self.log.sync_data()) {
+                        return Err(self.mark_broken(error));
+                    }
                 }
-                Ok(())
+                match self.seal_source {
+                    SealSource::Legacy => self.rewrite_seal(),
+                    SealSource::Slot(_) if unsealed_steps > 0 => self.advance_seal(),
+                    SealSource::Slot(_) => Ok(()),
+                }
             }
-            Settle::SealLastStep => self.seal(),
             Settle::FinishCompaction => self.start_log(),
         }
     }
@@ -185,13 +247,17 @@ impl FsWriter {
         }
     }
 
-    /// Refuses when the log or snapshot on disk is not what this writer left there.
+    /// Refuses when the log, seal or snapshot on disk is not what this writer left there:
+    /// the log's length and inode, the seal's inode (its slots change in place), the
+    /// snapshot's stamp.
     fn ensure_disk_unchanged(&self) -> Result<(), StoreError> {
         let runtime_dir = self.runtime_dir();
         let log_stamp = FileStamp::of(&runtime_dir.join(LOG_FILE)).map_err(io_error(&self.id))?;
+        let seal_stamp = FileStamp::of(&runtime_dir.join(SEAL_FILE)).map_err(io_error(&self.id))?;
         let checkpoint_stamp = FileStamp::of(&runtime_dir.join(CHECKPOINT_FILE)).map_err(io_error(&self.id))?;
         let log_unchanged = log_stamp.is_some_and(|log| log.len == self.log_len && log.inode == self.log_inode);
-        if log_unchanged && checkpoint_stamp == Some(self.checkpoint) {
+        let seal_unchanged = seal_stamp.is_some_and(|seal| seal.inode == self.seal_inode);
+        if log_unchanged && seal_unchanged && checkpoint_stamp == Some(self.checkpoint) {
             return Ok(());
         }
         match load(&self.id, &runtime_dir) {
@@ -206,7 +272,7 @@ impl FsWriter {
         }
     }
 
-    /// Appends the step's record and syncs it.
+    /// Appends the step's record and syncs it: the commit's one durable write.
     fn append(&mut self, delta: &Delta) -> Result<(), StoreError> {
         let payload = serde_json::to_vec(delta).map_err(|error| StoreError::Io {
             id: self.id.clone(),
@@ -226,10 +292,9 @@ impl FsWriter {
 
     fn write_record(&mut self, record: &[u8]) -> io::Result<()> {
         self.faults.hit("before append")?;
-        let half = record.len() / 2;
-        self.log.write_all(&record[..half])?;
-        self.faults.hit("mid append")?;
-        self.log.write_all(&record[half..])?;
+        let log = &mut self.log;
+        self.faults.torn_write("mid append", record, |_, part| log.write_all(part))?;
+        self.faults.synced();
         self.log.sync_data()?;
         self.faults.hit("appended")
     }
@@ -240,6 +305,13 @@ impl FsWriter {
     }
 }
 
+/// The seal file opened for writing its slots in place, and its stamp.
+fn open_seal(runtime_dir: &std::path::Path) -> io::Result<(File, FileStamp)> {
+    let seal = files::open(&runtime_dir.join(SEAL_FILE), OpenOptions::new().read(true).write(true))?;
+    let stamp = FileStamp::of_file(&seal)?;
+    Ok((seal, stamp))
+}
+
 impl SessionWriter for FsWriter {
     fn commit<'a>(&'a mut self, delta: &'a Delta) -> StoreFuture<'a, ()> {
         Box::pin(async move { run_blocking(|| FsWriter::commit(self, delta)) })
@@ -248,8 +320,8 @@ impl SessionWriter for FsWriter {
 
 impl FsWriter {
     /// Checks the seq and the disk, compacts when due (so a failed compaction leaves the
-    /// step unwritten), appends the delta's record, syncs it and seals it: the blocking
-    /// form of [`SessionWriter::commit`].
+    /// step unwritten), appends the delta's record and syncs it, then writes its seal
+    /// slot: the blocking form of [`SessionWriter::commit`].
     pub fn commit(&mut self, delta: &Delta) -> Result<(), StoreError> {
         self.ensure_usable()?;
         if Some(delta.seq) != self.state.seq.checked_add(1) {
@@ -265,7 +337,7 @@ impl FsWriter {
         }
         self.append(delta)?;
         self.state.apply(delta);
-        self.seal()
+        self.advance_seal()
     }
 }
 

@@ -190,6 +190,11 @@ fn a_session_killed_at_random_points_resumes_without_losing_or_repeating_a_step(
     let mut interrupted = 0;
     let mut seen = 0;
     for _ in 0..KILLS {
+        // A run on a finished session would be a new turn (and the session has read the
+        // whole tape): the walk is over.
+        if workspace.session("k1").is_some_and(|session| session["status"] == "completed") {
+            break;
+        }
         let killed = workspace.run_killed_after("k1", 1 + random.below(share));
         // After every kill the session loads (never corrupt), its trail is a prefix of
         // the chain (nothing twice) and no shorter than before (nothing committed lost).

@@ -45,6 +45,10 @@ pub use server::{Server, ServerError, ServerParts};
 /// closed (a slow or idle client must not hold a connection forever).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The most connections served at once; past it, new ones wait in the listen backlog
+/// until one closes (many slow or idle clients cannot exhaust memory or descriptors).
+pub const MAX_CONNECTIONS: usize = 4096;
+
 /// Serves `server` on `listener` until `shutdown` resolves; then stops accepting turns
 /// and connections, lets admitted turns finish within `grace` (each committed step is
 /// durable, so a turn cut short resumes in the next process) and returns whether every
@@ -56,17 +60,39 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<bool> {
-    serve_with(listener, server, shutdown, grace, HEADER_READ_TIMEOUT).await
+    let limits = ConnectionLimits { grace, ..ConnectionLimits::default() };
+    serve_with(listener, server, shutdown, limits).await
 }
 
-/// [`serve`], with the header-read timeout given.
+/// How the accept loop bounds connections.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    /// How long admitted turns and open connections get after `shutdown` resolves.
+    pub grace: Duration,
+    /// How long a client may take to send a request's headers.
+    pub header_read_timeout: Duration,
+    /// The most connections served at once.
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> ConnectionLimits {
+        ConnectionLimits {
+            grace: Duration::from_secs(30),
+            header_read_timeout: HEADER_READ_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// [`serve`], with every connection limit given.
 pub async fn serve_with(
     listener: tokio::net::TcpListener,
     server: Arc<Server>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    grace: Duration,
-    header_read_timeout: Duration,
+    limits: ConnectionLimits,
 ) -> std::io::Result<bool> {
+    let ConnectionLimits { grace, header_read_timeout, max_connections } = limits;
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     use hyper_util::server::conn::auto::Builder;
 
@@ -76,16 +102,26 @@ pub async fn serve_with(
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
     let mut shutdown = std::pin::pin!(shutdown);
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
+    let mut last_warning: Option<tokio::time::Instant> = None;
     loop {
         let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+            accepted = async {
+                let slot = Arc::clone(&slots).acquire_owned().await;
+                (slot, listener.accept().await)
+            } => accepted,
             () = &mut shutdown => break,
         };
+        let (Ok(slot), accepted) = accepted else { break };
         let stream = match accepted {
             Ok((stream, _)) => stream,
-            // Out of file descriptors and the like: back off a little, keep serving.
+            // Out of file descriptors and the like: back off a little, keep serving, and
+            // say so at most once a second.
             Err(error) => {
-                tracing::warn!(%error, "could not accept a connection");
+                if last_warning.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+                    tracing::warn!(%error, "could not accept a connection");
+                    last_warning = Some(tokio::time::Instant::now());
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -96,6 +132,7 @@ pub async fn serve_with(
         let watched = connections.watch(connection);
         tokio::spawn(async move {
             let _ = watched.await;
+            drop(slot);
         });
     }
     drop(listener);

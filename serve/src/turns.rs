@@ -120,10 +120,10 @@ impl TurnGate {
         let gate = Arc::clone(self);
         self.metrics.queued.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(async move {
-            let _claim = claim;
+            let claim = claim;
             let slot = Arc::clone(&gate.slots).acquire_owned().await;
             gate.metrics.queued.fetch_sub(1, Ordering::SeqCst);
-            let Ok(_slot) = slot else {
+            let Ok(slot) = slot else {
                 return;
             };
             gate.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
@@ -133,6 +133,10 @@ impl TurnGate {
                 gate.metrics.observe_turn(disposition, outcome.status.as_str(), &outcome.turn_usage, began.elapsed());
             }
             gate.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
+            // The session and the slot are free before anyone hears the turn ended: a
+            // caller's next request on the session is never refused as busy.
+            drop(slot);
+            drop(claim);
             let _ = sender.send(result);
         });
         Ok(receiver)
@@ -164,5 +168,23 @@ impl TurnGate {
             }
         };
         tokio::time::timeout(grace, all_ended).await.is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_session_is_free_again_by_the_time_its_turn_is_answered() {
+        let gate = TurnGate::new(TurnLimits::default(), Arc::new(Metrics::default()));
+        for round in 0..200 {
+            let ended = gate
+                .admit("s1", "turn", async { Err(archmax_vm::RunError::UnknownSession("s1".to_string())) })
+                .unwrap_or_else(|error| panic!("round {round}: {}", error.message));
+            assert!(ended.await.expect("an answer").is_err());
+            // The very next request on the session is admitted, never refused as busy.
+            assert_eq!(gate.admitted(), 0, "round {round}");
+        }
     }
 }

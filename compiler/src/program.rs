@@ -104,6 +104,11 @@ impl Program {
         self.strings.get(sym.0 as usize).map(String::as_str).unwrap_or("")
     }
 
+    /// The trigger `id` that `workflow` declares.
+    pub fn trigger<'p>(&'p self, workflow: &'p WorkflowProgram, id: &str) -> Option<&'p TriggerProgram> {
+        workflow.triggers.iter().find(|trigger| self.str(trigger.id) == id)
+    }
+
     /// The workflow named `slug`, with its id.
     pub fn workflow<'s>(&self, slug: impl Into<SlugRef<'s>>) -> Option<(WorkflowId, &WorkflowProgram)> {
         let slug = slug.into();

@@ -49,9 +49,7 @@ impl Server {
             .into_iter()
             .filter(|(slug, runtime)| {
                 let program = &runtime.program;
-                program.workflow(slug).is_some_and(|(_, workflow)| {
-                    workflow.triggers.iter().any(|trigger| program.str(trigger.id) == firing.trigger)
-                })
+                program.workflow(slug).is_some_and(|(_, workflow)| program.trigger(workflow, firing.trigger).is_some())
             })
             .filter(|(slug, _)| firing.workflow.is_none_or(|wanted| wanted == slug))
             .collect();
@@ -107,9 +105,7 @@ impl Server {
         let program = &runtime.program;
         let message = program
             .workflow(&slug)
-            .and_then(|(_, workflow)| {
-                workflow.triggers.iter().find(|trigger| program.str(trigger.id) == firing.trigger)
-            })
+            .and_then(|(_, workflow)| program.trigger(workflow, firing.trigger))
             .and_then(|trigger| match &trigger.message {
                 Some(Some(path)) => resolve_reference(path, &Value::Object(request.variables.clone())),
                 Some(None) | None => None,
@@ -142,9 +138,8 @@ impl Server {
         already: Option<&Option<String>>,
     ) -> Result<Option<String>, ApiError> {
         let program = &runtime.program;
-        let Some(trigger) = program.workflow(slug).and_then(|(_, workflow)| {
-            workflow.triggers.iter().find(|trigger| program.str(trigger.id) == firing.trigger)
-        }) else {
+        let Some(trigger) = program.workflow(slug).and_then(|(_, workflow)| program.trigger(workflow, firing.trigger))
+        else {
             self.auth.caller(firing.headers, Scope::Start)?;
             return Err(ApiError::not_found(
                 "trigger.unknown",

@@ -87,11 +87,7 @@ impl<'r> Turn<'r> {
         writer: Box<dyn SessionWriter>,
     ) -> Result<Turn<'r>, RunError> {
         let workflow = &runtime.program.workflows[workflow_id.0 as usize];
-        let trigger = session
-            .head
-            .trigger
-            .as_deref()
-            .and_then(|id| workflow.triggers.iter().find(|trigger| runtime.program.str(trigger.id) == id));
+        let trigger = session.head.trigger.as_deref().and_then(|id| runtime.program.trigger(workflow, id));
         let workspace = runtime.workspace(&session.id)?;
         let program = &runtime.program;
         let inherited = session

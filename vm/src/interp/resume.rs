@@ -421,7 +421,7 @@ impl Runtime {
         seeded.push("trigger".to_string());
         turn.emit(Event::VariablesSet { state: None, names: seeded, locked: true, call_id: None });
         turn.session.head.trigger = Some(trigger.clone());
-        turn.trigger = turn.workflow.triggers.iter().find(|declared| turn.runtime.program.str(declared.id) == trigger);
+        turn.trigger = turn.runtime.program.trigger(turn.workflow, &trigger);
 
         let payload = if pairs.is_empty() {
             "It carried no variables.".to_string()
@@ -466,7 +466,7 @@ impl Runtime {
     ) -> Result<(), RunError> {
         let program = &self.program;
         let workflow = &program.workflows[workflow_id.0 as usize];
-        match workflow.triggers.iter().find(|declared| program.str(declared.id) == trigger) {
+        match program.trigger(workflow, trigger) {
             Some(declared) => self.check_signature(
                 super::start::Firing::Delivery,
                 declared,

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use archmax_compiler::program::{Program, StateKind, TriggerProgram, WorkflowProgram};
+use archmax_compiler::program::{Program, StateKind, TriggerProgram, WorkflowId, WorkflowProgram};
 use archmax_compiler::syntax::reference::is_variable_name;
 
 use crate::events::Event;
@@ -126,17 +126,10 @@ impl Runtime {
     /// trigger's signature are held, and only then is the turn opened and run.
     pub async fn run_turn(&self, request: TurnRequest) -> Result<Outcome, RunError> {
         let program = &self.program;
-        let workflow_id = self.workflow_id(&request.workflow)?;
+        let (workflow_id, trigger) = self.start_trigger(&request)?;
         let workflow = &program.workflows[workflow_id.0 as usize];
         let slug = program.str(workflow.slug).to_string();
-        let trigger_id = request.trigger.clone().unwrap_or_else(|| "manual".to_string());
-        let Some(trigger) = workflow.triggers.iter().find(|trigger| program.str(trigger.id) == trigger_id) else {
-            return Err(RunError::UnknownTrigger {
-                workflow: slug,
-                trigger: trigger_id,
-                declared: names(program, workflow),
-            });
-        };
+        let trigger_id = program.str(trigger.id).to_string();
         check_request(&request)?;
         let session_id = self.session_id_for(&request, trigger)?;
 
@@ -226,17 +219,24 @@ impl Runtime {
     /// variables to a usable id (a firing joining a conversation), else a new random id.
     /// A host that must know the id before the turn runs (to queue it) asks here.
     pub fn start_session_id(&self, request: &TurnRequest) -> Result<SessionId, RunError> {
+        let (_, trigger) = self.start_trigger(request)?;
+        self.session_id_for(request, trigger)
+    }
+
+    /// The workflow a start names and the trigger it fires (`manual` when it names none).
+    fn start_trigger(&self, request: &TurnRequest) -> Result<(WorkflowId, &TriggerProgram), RunError> {
         let program = &self.program;
-        let workflow = &program.workflows[self.workflow_id(&request.workflow)?.0 as usize];
+        let workflow_id = self.workflow_id(&request.workflow)?;
+        let workflow = &program.workflows[workflow_id.0 as usize];
         let trigger_id = request.trigger.as_deref().unwrap_or("manual");
-        let Some(trigger) = workflow.triggers.iter().find(|trigger| program.str(trigger.id) == trigger_id) else {
-            return Err(RunError::UnknownTrigger {
-                workflow: request.workflow.clone(),
+        match program.trigger(workflow, trigger_id) {
+            Some(trigger) => Ok((workflow_id, trigger)),
+            None => Err(RunError::UnknownTrigger {
+                workflow: program.str(workflow.slug).to_string(),
                 trigger: trigger_id.to_string(),
                 declared: names(program, workflow),
-            });
-        };
-        self.session_id_for(request, trigger)
+            }),
+        }
     }
 
     /// The session a start runs in: the one asked for, else the trigger's `session`

@@ -97,10 +97,12 @@ struct TokenEntry {
 
 /// The SHA-256 of a token, as the tokens file holds it (lowercase hex).
 pub fn token_digest_hex(token: &str) -> String {
-    Sha256::digest(token.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect()
+    archmax_vm::compiler::lower::hash::hex(&Sha256::digest(token.as_bytes()))
 }
 
-fn parse_digest(hex: &str) -> Option<[u8; 32]> {
+/// A SHA-256 digest written as 64 hexadecimal digits (either case; surrounding space
+/// ignored).
+pub(crate) fn parse_digest(hex: &str) -> Option<[u8; 32]> {
     let hex = hex.trim();
     if hex.len() != 64 || !hex.bytes().all(|byte| byte.is_ascii_hexdigit()) {
         return None;

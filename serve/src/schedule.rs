@@ -27,7 +27,7 @@ use serde_json::Map;
 use archmax_vm::DeliverRequest;
 use archmax_vm::events::{Envelope, Event, Listener};
 use archmax_vm::session::Status;
-use archmax_vm::session::store::{ListQuery, resume_time_ms};
+use archmax_vm::session::store::{ListQuery, instant_ms, resume_time_ms};
 
 use crate::server::Server;
 
@@ -91,9 +91,7 @@ impl Listener for DueListener {
         else {
             return;
         };
-        if let Some((seconds, nanos)) = archmax_vm::compiler::values::parse_date_time(resume_at.trim())
-            && let Some(at) = seconds.checked_mul(1000).and_then(|ms| ms.checked_add(i64::from(nanos / 1_000_000)))
-        {
+        if let Some(at) = instant_ms(resume_at) {
             self.0.insert(at, session);
         }
     }

@@ -76,17 +76,10 @@ impl std::fmt::Debug for Connections {
     }
 }
 
+/// A signature header's digest: `sha256=<hex>` or the bare hex.
 fn parse_hex_digest(text: &str) -> Option<[u8; 32]> {
     let text = text.trim();
-    let text = text.strip_prefix("sha256=").unwrap_or(text);
-    if text.len() != 64 || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut digest = [0u8; 32];
-    for (index, byte) in digest.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[index * 2..index * 2 + 2], 16).ok()?;
-    }
-    Some(digest)
+    crate::auth::parse_digest(text.strip_prefix("sha256=").unwrap_or(text))
 }
 
 /// The `sha256=<hex>` signature of `body` under `secret`, with the timestamp prefix
@@ -99,7 +92,7 @@ pub fn sign(secret: &[u8], timestamp: Option<&str>, body: &[u8]) -> String {
     }
     mac.update(body);
     let digest = mac.finalize().into_bytes();
-    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    let hex = archmax_vm::compiler::lower::hash::hex(&digest);
     format!("sha256={hex}")
 }
 

@@ -13,6 +13,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use archmax_compiler::inspect::{Filter, view};
+use archmax_compiler::lower::hash::hex;
 use archmax_compiler::program::{Program, WorkflowProgram};
 
 use crate::events::Event;
@@ -59,10 +60,6 @@ pub fn pinned_spec(program: &Program, workflow: &WorkflowProgram) -> PinnedSpec 
         })
         .collect();
     PinnedSpec { workflow: slug.to_string(), spec_hash: workflow.spec_hash.clone(), states }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 impl Runtime {

@@ -127,7 +127,7 @@ impl Tape {
         };
         let entries: Vec<Entry> = serde_json::from_value(value)
             .map_err(|error| TapeError(format!("the tape `{name}` is malformed: {error}")))?;
-        let digest = Sha256::digest(text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect();
+        let digest = archmax_compiler::lower::hash::hex(&Sha256::digest(text.as_bytes()));
         Ok(Tape { entries, digest, readings: Mutex::new(HashMap::new()) })
     }
 

@@ -168,7 +168,11 @@ pub struct ListPage {
 /// epoch; `None` when it waits for no time, or the time is not an RFC 3339 instant (such a
 /// session is never due).
 pub fn resume_time_ms(head: &Head) -> Option<i64> {
-    let text = head.pending_input.as_ref()?.resume_at.as_deref()?;
+    instant_ms(head.pending_input.as_ref()?.resume_at.as_deref()?)
+}
+
+/// An RFC 3339 instant in milliseconds since the epoch; `None` when `text` is not one.
+pub fn instant_ms(text: &str) -> Option<i64> {
     let (seconds, nanos) = archmax_compiler::values::parse_date_time(text.trim())?;
     seconds.checked_mul(1000)?.checked_add(i64::from(nanos / 1_000_000))
 }

@@ -19,7 +19,7 @@ use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::session::memory::MemoryStore;
 
-use super::{ADMIN, DESK, Running, STARTER, TAPE, WAITER, compiled, listen, workspace_of};
+use super::{ADMIN, DESK, Running, STARTER, TAPE, WAITER, compiled, listen, listen_with, workspace_of};
 
 const INBOX: &str = r#"title: Inbox
 instructions: You answer mail threads.
@@ -359,22 +359,13 @@ async fn a_slow_client_is_cut_off_by_the_header_and_body_timeouts() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut server = server_of(&[("workflows/desk/workflow.yaml", DESK)], TAPE, clock());
     server.body_timeout = std::time::Duration::from_millis(200);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
-    let address = listener.local_addr().expect("address");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let limits = archmax_serve::ConnectionLimits {
         grace: std::time::Duration::from_secs(5),
         header_read_timeout: std::time::Duration::from_millis(200),
         ..Default::default()
     };
-    let served = tokio::spawn(archmax_serve::serve_with(
-        listener,
-        Arc::new(server),
-        async move {
-            let _ = stopped.await;
-        },
-        limits,
-    ));
+    let running = listen_with(Arc::new(server), limits).await;
+    let address = running.address();
     // Both waits are bounded generously: the point is that the server ends them at all.
     let bound = std::time::Duration::from_secs(60);
 
@@ -396,27 +387,16 @@ async fn a_slow_client_is_cut_off_by_the_header_and_body_timeouts() {
     let answer = String::from_utf8_lossy(&answer[..read]);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("request.timeout"), "{answer}");
-
-    let _ = stop.send(());
-    assert!(served.await.expect("task").expect("served"));
+    assert!(running.stop().await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_connection_cap_a_client_waits_until_a_connection_closes() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let server = server_of(&[("workflows/desk/workflow.yaml", DESK)], TAPE, clock());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
-    let address = listener.local_addr().expect("address");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let limits = archmax_serve::ConnectionLimits { max_connections: 1, ..Default::default() };
-    let served = tokio::spawn(archmax_serve::serve_with(
-        listener,
-        Arc::new(server),
-        async move {
-            let _ = stopped.await;
-        },
-        limits,
-    ));
+    let running = listen_with(Arc::new(server), limits).await;
+    let address = running.address();
     let healthz = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     // The one slot is taken by a client that says nothing.
     let idle = tokio::net::TcpStream::connect(address).await.expect("connects");
@@ -431,6 +411,5 @@ async fn past_the_connection_cap_a_client_waits_until_a_connection_closes() {
     let read = tokio::time::timeout(std::time::Duration::from_secs(60), waiting.read_to_end(&mut answer)).await;
     assert!(read.is_ok_and(|read| read.is_ok()), "answered once a slot is free");
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer));
-    let _ = stop.send(());
-    assert!(served.await.expect("task").expect("served"));
+    assert!(running.stop().await);
 }

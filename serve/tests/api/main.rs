@@ -102,18 +102,26 @@ fn compiled(root: &std::path::Path) -> archmax_vm::compiler::program::Program {
 
 /// Serves `server` on a loopback port until the returned server is stopped.
 async fn listen(server: Arc<Server>) -> Running {
+    listen_with(server, archmax_serve::ConnectionLimits::default()).await
+}
+
+/// [`listen`], with the accept loop's limits given.
+async fn listen_with(server: Arc<Server>, limits: archmax_serve::ConnectionLimits) -> Running {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
     let base = format!("http://{}", listener.local_addr().expect("address"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(archmax_serve::serve(
-        listener,
-        server,
-        async move {
-            let _ = stopped.await;
-        },
-        Duration::from_secs(30),
-    ));
+    let shutdown = async move {
+        let _ = stopped.await;
+    };
+    let served = tokio::spawn(archmax_serve::serve_with(listener, server, shutdown, limits));
     Running { base, client: reqwest::Client::new(), stop: Some(stop), served }
+}
+
+impl Running {
+    /// The `host:port` the server listens on, for raw connections.
+    fn address(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
 }
 
 fn rand_suffix() -> u64 {

@@ -500,28 +500,26 @@ impl Server {
         let runtime = self.runtime_for(workflow)?;
         let mut request =
             TurnRequest { workflow: workflow.to_string(), session: None, trigger, message, variables, upgrade: false };
-        let session = match requested {
-            Some(id) => {
-                let id = session_path(&id)?;
-                if self.store.read(&id).await.map_err(RunError::from)?.is_some() {
-                    return Err(ApiError::new(
-                        StatusCode::CONFLICT,
-                        "session.exists",
-                        format!("session `{id}` exists; continue it with POST /v1/sessions/{id}/messages"),
-                    ));
-                }
-                id
-            }
+        let (session, named) = match requested {
+            Some(id) => (session_path(&id)?, true),
             // The trigger's `session:` path names the conversation a firing joins; a
             // firing whose path does not resolve starts a session of its own.
-            None => runtime.start_session_id(&request)?.to_string(),
+            None => (runtime.start_session_id(&request)?.to_string(), false),
         };
-        request.session = Some(session.clone());
+        let existing = self.store.read(&session).await.map_err(RunError::from)?;
+        if named && existing.is_some() {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "session.exists",
+                format!("session `{session}` exists; continue it with POST /v1/sessions/{session}/messages"),
+            ));
+        }
         // A session joined keeps the program it started on.
-        let runtime = match self.store.read(&session).await.map_err(RunError::from)? {
+        let runtime = match existing {
             Some(state) => self.runtime_for_session(&state)?,
             None => runtime,
         };
+        request.session = Some(session.clone());
         let running = Arc::clone(&runtime);
         let turn = async move { running.run_turn(request).await };
         self.admit(runtime, &session, "turn", turn, wait).await

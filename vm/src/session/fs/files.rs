@@ -74,6 +74,20 @@ pub(super) fn real_dir_exists(path: &Path) -> io::Result<bool> {
     }
 }
 
+/// At most `limit + 1` bytes of the file, or `None` when it does not exist: a file that
+/// should be small is never read whole when it is not (a 1 TB sparse file).
+pub(super) fn read_at_most(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    match open(path, OpenOptions::new().read(true)) {
+        Ok(file) => {
+            let mut bytes = Vec::new();
+            file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+            Ok(Some(bytes))
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
 /// The whole file, or `None` when it does not exist.
 pub(super) fn read_if_exists(path: &Path) -> io::Result<Option<Vec<u8>>> {
     match open(path, OpenOptions::new().read(true)) {

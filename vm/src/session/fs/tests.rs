@@ -369,6 +369,10 @@ fn a_torn_seal_slot_leaves_the_other_one_vouching() {
     assert_refused(&store, "the seal is unreadable (512 bytes where 1024 were expected)");
     fs::write(&seal_path, vec![0; SEAL_FILE_BYTES]).expect("zeros");
     assert_refused(&store, "the seal is unreadable");
+    // A huge (sparse) seal is refused without being read whole.
+    fs::write(&seal_path, &pristine).expect("restore");
+    fs::OpenOptions::new().write(true).open(&seal_path).and_then(|file| file.set_len(1 << 40)).expect("sparse");
+    assert_refused(&store, "the seal is unreadable (4097 bytes where 1024 were expected)");
 }
 
 /// The seal an earlier build wrote after every commit: JSON, hex digests, in this order.

@@ -11,7 +11,11 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use super::super::SessionState;
-use super::files::read_if_exists;
+use super::files::{read_at_most, read_if_exists};
+
+/// The most bytes of a seal file a load reads: both slots, or an earlier build's JSON
+/// seal, fit well within it.
+const SEAL_READ_LIMIT: u64 = 4096;
 use super::format::{
     LOG_HEADER_BYTES, LogHeader, Seal, SealSource, Sha256Digest, Snapshot, TailRest, decode_step, digest_of,
     intact_record_at, scan_tail, sha256,
@@ -30,7 +34,9 @@ pub(super) struct Files {
 impl Files {
     pub fn read(runtime_dir: &Path) -> io::Result<Self> {
         let checkpoint = read_if_exists(&runtime_dir.join(CHECKPOINT_FILE))?;
-        let seal = read_if_exists(&runtime_dir.join(SEAL_FILE))?;
+        // The seal is two small slots (or an earlier build's JSON): anything longer is
+        // damage, refused without being read whole.
+        let seal = read_at_most(&runtime_dir.join(SEAL_FILE), SEAL_READ_LIMIT)?;
         let log = read_if_exists(&runtime_dir.join(LOG_FILE))?;
         Ok(Self { checkpoint, seal, log })
     }

@@ -59,6 +59,56 @@ pub struct Schedule {
 pub struct HostSettings {
     pub connections: BTreeMap<String, Connection>,
     pub schedules: BTreeMap<String, Schedule>,
+    /// Host tools on in every state (the spec's `essentialTools`), by full name.
+    pub essential_tools: Vec<String>,
+    /// The MCP servers that provide host tools, by their table name.
+    pub mcp_servers: BTreeMap<String, McpServer>,
+}
+
+/// How long a server may take to start by default, in milliseconds.
+pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 10_000;
+/// How long one tool call may take by default, in milliseconds.
+pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 60_000;
+
+/// One `[mcp_servers.<name>]` table: a Model Context Protocol server whose tools the
+/// runtime offers as `<collection>__<tool>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpServer {
+    /// The table's name; events name the server by it.
+    pub name: String,
+    /// The collection its tools are named under (`collection = "…"`, else `name`).
+    pub collection: String,
+    pub transport: McpTransport,
+    pub startup_timeout_ms: u64,
+    pub tool_timeout_ms: u64,
+    /// Path arguments of tools whose input schema does not mark them: tool (as the
+    /// server names it) → argument → how the tool uses it.
+    pub path_arguments: BTreeMap<String, BTreeMap<String, crate::tools::PathAccess>>,
+    /// Where the table is, for diagnostics found when the server is started.
+    pub span: Span,
+}
+
+/// How the runtime reaches an MCP server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A child process speaking MCP over its stdin and stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Set in the child's environment, over a minimal base (`PATH`, `HOME`, locale).
+        env: BTreeMap<String, String>,
+        /// Variables copied from the runner's own environment by name (how a secret
+        /// reaches a stdio server).
+        env_vars: Vec<String>,
+        /// The child's working directory, relative to the workspace root (default: the root).
+        cwd: Option<String>,
+    },
+    /// Streamable HTTP.
+    Http {
+        url: String,
+        /// The environment variable holding a bearer token sent as `Authorization`.
+        bearer_token_env_var: Option<String>,
+    },
 }
 
 #[derive(Deserialize)]

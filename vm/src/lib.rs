@@ -29,6 +29,7 @@ pub mod cache;
 pub mod clock;
 pub mod events;
 pub mod host_env;
+pub mod host_tools;
 pub mod interp;
 pub mod kernel;
 pub mod model;

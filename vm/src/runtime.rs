@@ -53,8 +53,17 @@ pub struct Runtime {
     /// The bounds every tool call and `${{…}}` substitution runs under (the documented
     /// defaults of `archmax_stdlib::limits` unless the host sets others).
     pub limits: archmax_stdlib::limits::Limits,
-    /// Declared tool results (a case's `mocks`), served after governance allowed a call.
-    pub mocks: Vec<Mock>,
+    /// Declared tool results (a case's `mocks`), served after governance allowed a call;
+    /// asked before [`Runtime::host`].
+    pub mocks: Arc<crate::host_tools::Mocks>,
+    /// Where tools the runtime does not implement itself are asked for
+    /// ([`crate::host_tools`]): the MCP servers a host configures. Default: none.
+    pub host: Arc<dyn crate::host_tools::ToolHost>,
+    /// The host's `essentialTools`: on in every state unless a state entry narrows or a
+    /// denial names them.
+    pub essential_tools: Vec<String>,
+    /// `mocks` then `host`, as the interpreter asks them.
+    pub(crate) tools: crate::host_tools::Chain,
     /// Tool definitions per workflow, per surface.
     pub definitions: Vec<Vec<Vec<ToolDefinition>>>,
     /// Each session's `archmax_eval` REPL, kept while the session is among the most
@@ -442,7 +451,10 @@ impl Runtime {
             mounts,
             recursion_limit: RECURSION_LIMIT,
             limits: archmax_stdlib::limits::Limits::default(),
-            mocks: Vec::new(),
+            mocks: Arc::new(crate::host_tools::Mocks::default()),
+            host: Arc::new(crate::host_tools::NoHost),
+            essential_tools: Vec::new(),
+            tools: crate::host_tools::Chain::default(),
             definitions,
             repls: Mutex::new(crate::cache::Lru::new(DEFAULT_REPL_CAPACITY)),
         }
@@ -467,15 +479,28 @@ impl Runtime {
     /// The agent's workspace for a session: its own folder plus the host's mounts.
     /// Serves these declared results (a case's `mocks`) from now on.
     pub fn with_mocks(mut self, mocks: Vec<Mock>) -> Runtime {
-        self.mocks = mocks;
+        self.mocks = Arc::new(crate::host_tools::Mocks(mocks));
+        self.rechain();
         self
+    }
+
+    /// Asks `host` for every tool the runtime does not implement itself, with
+    /// `essential_tools` on in every state.
+    pub fn with_host(mut self, host: Arc<dyn crate::host_tools::ToolHost>, essential_tools: Vec<String>) -> Runtime {
+        self.host = host;
+        self.essential_tools = essential_tools;
+        self.rechain();
+        self
+    }
+
+    fn rechain(&mut self) {
+        let mocks: Arc<dyn crate::host_tools::ToolHost> = self.mocks.clone();
+        self.tools = crate::host_tools::Chain(vec![mocks, Arc::clone(&self.host)]);
     }
 
     /// The mock answering a call of `tool` with `args`, if any.
     pub fn mock_for(&self, tool: &str, args: &Value) -> Option<&Mock> {
-        self.mocks
-            .iter()
-            .find(|mock| mock.tool == tool && mock.when_input.as_ref().is_none_or(|pattern| pattern.matches(args)))
+        self.mocks.find(tool, args)
     }
 
     /// The REPL of a session, if one is kept; using it makes it the most recent.

@@ -1,0 +1,237 @@
+//! The tool host seam: where the interpreter goes for a tool it does not implement.
+//!
+//! The runtime implements its control tools, sub-workflow calls and the standard
+//! library's file tools itself. Every other granted tool (`crm__lookup`, `send_email`)
+//! is asked of the runtime's [`ToolHost`]. The kernel has decided the call before the host
+//! sees it, so a host never decides governance; it only answers.
+//!
+//! Implementations:
+//! - [`Mocks`]: a case's declared results (`mocks:`), which answer an allowed call of any
+//!   tool but the runtime's controls, built-ins included.
+//! - [`Chain`]: hosts asked in order; the first that provides the tool answers.
+//! - [`NoHost`]: provides nothing (the default).
+//! - the `archmax-mcp` crate's host: the servers `archmax.toml` configures, over the Model
+//!   Context Protocol.
+//!
+//! A host's [`ToolHost::catalog`] lists what it provides with each tool's schema; the
+//! interpreter merges the granted ones into the surface the model is shown, and takes
+//! each tool's path arguments from it so `paths:` guards and zone safety govern them.
+//! The catalog is asked for only when a state's surface holds a host tool, so a host may
+//! start its servers lazily there.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use archmax_compiler::tools::PathAccess;
+
+/// A boxed `Send` future, the return type of every [`ToolHost`] method.
+pub type HostFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One tool a host provides.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTool {
+    /// The name the model calls it by (`crm__lookup`).
+    pub name: String,
+    /// Who serves it, as events name it (an MCP server's name from `archmax.toml`).
+    pub server: String,
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema).
+    pub input_schema: Value,
+    /// The arguments that name workspace paths, and how the tool uses each. The kernel
+    /// canonicalizes and governs them as it does a file tool's.
+    pub paths: Vec<(String, PathAccess)>,
+}
+
+/// What a host currently provides.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    pub tools: Vec<HostTool>,
+    /// Servers that could not be asked, each said once in words a person can act on
+    /// (which server, why, the tail of its stderr). Never carries a secret.
+    pub problems: Vec<String>,
+}
+
+impl Catalog {
+    pub fn tool(&self, name: &str) -> Option<&HostTool> {
+        self.tools.iter().find(|tool| tool.name == name)
+    }
+}
+
+/// One allowed call, as the host receives it.
+#[derive(Clone, Copy, Debug)]
+pub struct HostCall<'a> {
+    pub session: &'a str,
+    /// The state the call is made in.
+    pub state: &'a str,
+    /// The call's id in the transcript.
+    pub call_id: &'a str,
+    /// The tool's full name (after name resolution).
+    pub tool: &'a str,
+    /// The connection the deciding tools entry names, which picks the server when several
+    /// serve one collection.
+    pub connection: Option<&'a str>,
+    /// The arguments the kernel allowed (`${{…}}` substituted).
+    pub args: &'a Value,
+}
+
+/// One piece of a tool's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Content {
+    Text(String),
+    /// Binary content (an image or audio clip); the runtime writes it under `scratchpad/`
+    /// and tells the model the path.
+    Blob { mime_type: String, data: Vec<u8> },
+    /// An embedded resource's text.
+    ResourceText { uri: String, mime_type: Option<String>, text: String },
+    /// A link to a resource the server holds.
+    ResourceLink { uri: String, name: String },
+}
+
+/// A host's answer to one call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostAnswer {
+    /// Who answered (for events).
+    pub server: String,
+    pub content: Vec<Content>,
+    /// The tool reported an error (MCP's `isError`): the model reads an error answer.
+    pub is_error: bool,
+}
+
+impl HostAnswer {
+    /// A plain text answer.
+    pub fn text(server: impl Into<String>, text: impl Into<String>) -> HostAnswer {
+        HostAnswer { server: server.into(), content: vec![Content::Text(text.into())], is_error: false }
+    }
+}
+
+/// Why a host did not answer a call.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// This host has no such tool; the next host (or the standard library) is asked.
+    #[error("no host provides `{0}`")]
+    NotProvided(String),
+    /// The tool exists but the call failed before the tool answered: the server crashed,
+    /// timed out, would not start, or broke the protocol. The model reads `message` as an
+    /// error answer; it never carries a secret.
+    #[error("{message}")]
+    Failed { server: String, message: String },
+}
+
+/// Anything that answers the tools the runtime does not implement itself.
+pub trait ToolHost: Send + Sync {
+    /// What this host provides now. Cheap after the first call; a host may start its
+    /// servers here.
+    fn catalog(&self) -> HostFuture<'_, Arc<Catalog>>;
+
+    /// Answers one allowed call, or says it does not provide the tool. Dropping the
+    /// future cancels the call.
+    fn call<'a>(&'a self, call: HostCall<'a>) -> HostFuture<'a, Result<HostAnswer, HostError>>;
+
+    /// Whether a tool of this name could be this host's without asking the catalog
+    /// (MCP tools are `<collection>__<action>`). Lets the interpreter skip the catalog
+    /// for built-ins.
+    fn may_provide(&self, name: &str) -> bool {
+        let _ = name;
+        true
+    }
+}
+
+/// The host that provides nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoHost;
+
+impl ToolHost for NoHost {
+    fn catalog(&self) -> HostFuture<'_, Arc<Catalog>> {
+        Box::pin(async { Arc::new(Catalog::default()) })
+    }
+
+    fn call<'a>(&'a self, call: HostCall<'a>) -> HostFuture<'a, Result<HostAnswer, HostError>> {
+        Box::pin(async move { Err(HostError::NotProvided(call.tool.to_string())) })
+    }
+
+    fn may_provide(&self, _name: &str) -> bool {
+        false
+    }
+}
+
+/// The server name events give a mocked answer.
+pub const MOCK_SERVER: &str = "mock";
+
+/// A case's declared results: `{ tool, whenInput?, result }`. The first mock (in
+/// declaration order) whose tool matches and whose `when_input` partially matches the
+/// call's arguments answers it; the tool never runs.
+#[derive(Clone, Debug, Default)]
+pub struct Mocks(pub Vec<crate::runtime::Mock>);
+
+impl Mocks {
+    /// The mock answering a call of `tool` with `args`, if any.
+    pub fn find(&self, tool: &str, args: &Value) -> Option<&crate::runtime::Mock> {
+        self.0
+            .iter()
+            .find(|mock| mock.tool == tool && mock.when_input.as_ref().is_none_or(|pattern| pattern.matches(args)))
+    }
+}
+
+impl ToolHost for Mocks {
+    fn catalog(&self) -> HostFuture<'_, Arc<Catalog>> {
+        // Mocks declare results, not schemas: a mocked host tool is shown as granted.
+        Box::pin(async { Arc::new(Catalog::default()) })
+    }
+
+    fn call<'a>(&'a self, call: HostCall<'a>) -> HostFuture<'a, Result<HostAnswer, HostError>> {
+        let answer = match self.find(call.tool, call.args) {
+            Some(mock) => Ok(HostAnswer::text(MOCK_SERVER, mock.answer())),
+            None => Err(HostError::NotProvided(call.tool.to_string())),
+        };
+        Box::pin(async move { answer })
+    }
+
+    fn may_provide(&self, name: &str) -> bool {
+        self.0.iter().any(|mock| mock.tool == name)
+    }
+}
+
+/// Hosts asked in order: the first that provides a tool answers it; catalogs are merged
+/// (an earlier host's tool of a name hides a later one's).
+#[derive(Clone, Default)]
+pub struct Chain(pub Vec<Arc<dyn ToolHost>>);
+
+impl ToolHost for Chain {
+    fn catalog(&self) -> HostFuture<'_, Arc<Catalog>> {
+        Box::pin(async move {
+            let mut merged = Catalog::default();
+            for host in &self.0 {
+                let catalog = host.catalog().await;
+                for tool in &catalog.tools {
+                    if merged.tool(&tool.name).is_none() {
+                        merged.tools.push(tool.clone());
+                    }
+                }
+                merged.problems.extend(catalog.problems.iter().cloned());
+            }
+            Arc::new(merged)
+        })
+    }
+
+    fn call<'a>(&'a self, call: HostCall<'a>) -> HostFuture<'a, Result<HostAnswer, HostError>> {
+        Box::pin(async move {
+            for host in &self.0 {
+                if !host.may_provide(call.tool) {
+                    continue;
+                }
+                match host.call(call).await {
+                    Err(HostError::NotProvided(_)) => continue,
+                    answered => return answered,
+                }
+            }
+            Err(HostError::NotProvided(call.tool.to_string()))
+        })
+    }
+
+    fn may_provide(&self, name: &str) -> bool {
+        self.0.iter().any(|host| host.may_provide(name))
+    }
+}

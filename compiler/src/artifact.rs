@@ -42,7 +42,7 @@ use crate::program::Program;
 
 pub const MAGIC: &[u8; 8] = b"ARCHMAX\0";
 /// Bumped whenever the layout of the file or of [`Program`] changes.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// The largest payload the decoder accepts.
 pub const MAX_PAYLOAD: usize = crate::codec::MAX_DECODE_BYTES;
 /// The file extension of artifacts.

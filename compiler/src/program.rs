@@ -347,6 +347,9 @@ pub struct Grant {
     pub tier: GrantTier,
     /// Any one matching entry allows; an empty list means the tool is granted bare.
     pub entries: Vec<Rule>,
+    /// The connection the deciding entries name (the first that names one): for a host
+    /// tool, the server that serves it when several serve its collection.
+    pub connection: Option<Sym>,
 }
 
 /// Where a grant comes from.

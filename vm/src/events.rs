@@ -95,6 +95,10 @@ pub enum Event {
         call_id: String,
         args: Value,
         origin: String,
+        /// The host server that serves the tool (an MCP server's name); absent for the
+        /// runtime's own tools and declared results.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
     },
     ToolResult {
         state: String,
@@ -105,6 +109,9 @@ pub enum Event {
         output: String,
         truncated: bool,
         origin: String,
+        /// The host server that answered (see `ToolCalled`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
     },
     /// A refused call, for every rule that [`crate::kernel::Rule::is_recorded_as_blocked`].
     ToolBlocked {

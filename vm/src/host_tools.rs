@@ -83,11 +83,21 @@ pub enum Content {
     Text(String),
     /// Binary content (an image or audio clip); the runtime writes it under `scratchpad/`
     /// and tells the model the path.
-    Blob { mime_type: String, data: Vec<u8> },
+    Blob {
+        mime_type: String,
+        data: Vec<u8>,
+    },
     /// An embedded resource's text.
-    ResourceText { uri: String, mime_type: Option<String>, text: String },
+    ResourceText {
+        uri: String,
+        mime_type: Option<String>,
+        text: String,
+    },
     /// A link to a resource the server holds.
-    ResourceLink { uri: String, name: String },
+    ResourceLink {
+        uri: String,
+        name: String,
+    },
 }
 
 /// A host's answer to one call.

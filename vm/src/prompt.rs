@@ -114,6 +114,15 @@ fn constraints(program: &Program, state: &StateProgram, variables: &Value) -> Ve
 }
 
 /// The tool definitions of a surface, in order.
+/// How a host tool no host describes is shown: by name, taking any arguments.
+pub fn host_tool_definition(name: &str) -> ToolDefinition {
+    ToolDefinition {
+        name: name.to_string(),
+        description: format!("`{name}`, a tool the host provides."),
+        parameters: json!({ "type": "object", "additionalProperties": true }),
+    }
+}
+
 pub fn tool_definitions(program: &Program, workflow: &WorkflowProgram, surface: &Surface) -> Vec<ToolDefinition> {
     surface
         .tools
@@ -136,11 +145,7 @@ pub fn tool_definitions(program: &Program, workflow: &WorkflowProgram, surface: 
                         description: schema.description,
                         parameters: schema.parameters,
                     },
-                    None => ToolDefinition {
-                        name: name.to_string(),
-                        description: format!("`{name}`, a tool the host provides."),
-                        parameters: json!({ "type": "object", "additionalProperties": true }),
-                    },
+                    None => host_tool_definition(name),
                 },
             }
         })

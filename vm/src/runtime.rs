@@ -440,7 +440,7 @@ impl Runtime {
                     .collect()
             })
             .collect();
-        Runtime {
+        let mut runtime = Runtime {
             program,
             store: parts.store,
             model: parts.model,
@@ -457,7 +457,9 @@ impl Runtime {
             tools: crate::host_tools::Chain::default(),
             definitions,
             repls: Mutex::new(crate::cache::Lru::new(DEFAULT_REPL_CAPACITY)),
-        }
+        };
+        runtime.rechain();
+        runtime
     }
 
     pub fn now(&self) -> u64 {

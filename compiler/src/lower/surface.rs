@@ -128,10 +128,15 @@ pub fn lower_state(
             (GrantTier::Default, Vec::new())
         };
         let bare = entries.is_empty() || entries.iter().any(|entry| entry.is_bare());
+        let connection = entries
+            .iter()
+            .find_map(|entry| entry.connection.as_ref())
+            .map(|connection| interner.intern(&connection.value));
         let sym = interner.intern(name);
         grants.push(Grant {
             tool: sym,
             tier,
+            connection,
             entries: if bare {
                 Vec::new()
             } else {

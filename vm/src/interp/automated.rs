@@ -276,7 +276,7 @@ impl Turn<'_> {
             if self.steps > self.runtime.recursion_limit {
                 return Err(RECURSION.to_string());
             }
-            let definitions = &self.runtime.definitions[self.workflow_id.0 as usize][state.surface.0 as usize];
+            let definitions = self.definitions(id).await;
             let variables = self.session.variable_values();
             let request = ModelRequest {
                 model: state.model.map(|model| program.str(model)),
@@ -288,7 +288,7 @@ impl Turn<'_> {
                 system_static: GRADER_PREAMBLE,
                 system_volatile: &block,
                 messages: &transcript,
-                tools: definitions,
+                tools: &definitions,
                 prompt_cache: None,
                 timeout: None,
                 sampling: crate::model::Sampling::default(),
@@ -370,8 +370,14 @@ impl Turn<'_> {
     pub(super) fn bridge(&self, id: StateId) -> Bridge {
         let program = self.program();
         let state = self.state(id);
-        let visible: Vec<String> =
+        // The host's essential tools are on in every state, for scripts as for the model.
+        let mut visible: Vec<String> =
             self.workflow.surface(state.surface).tools.iter().map(|tool| program.str(tool.name).to_string()).collect();
+        for essential in &self.runtime.essential_tools {
+            if !visible.contains(essential) && !self.denied_by_name(id, essential) {
+                visible.push(essential.clone());
+            }
+        }
         let mut callable = visible.clone();
         let known = DEFAULT_TOOLS
             .iter()

@@ -11,6 +11,7 @@ use archmax_compiler::syntax::reference::{TemplatePart, VarPath, parse_template}
 use archmax_compiler::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, Tool, delegation_target};
 
 use crate::events::Event;
+use crate::host_tools::ToolHost;
 use crate::kernel::{Call, Origin, Refusal, Rule, Verdict, decide, resolve_reference};
 use crate::session::{Message, Status, ToolCall, ToolStatus};
 
@@ -342,8 +343,20 @@ impl Turn<'_> {
         let here = self.slug(id).to_string();
         let program = self.program();
         let surface = self.workflow.surface(state.surface);
+        let resolved = match self.resolve_name(id, &call.name) {
+            Ok(Some(full)) => ToolCall { id: call.id.clone(), name: full, args: call.args.clone() },
+            Ok(None) => call.clone(),
+            Err(candidates) => {
+                let candidates = candidates.iter().map(String::as_str).collect();
+                let refusal = Refusal::Ambiguous { tool: &call.name, state: &here, candidates }.verdict();
+                return self.refuse(&here, call, &origin, &call.args, refusal);
+            }
+        };
+        let call = &resolved;
         let on_surface = surface.tools.iter().find(|tool| program.str(tool.name) == call.name);
+        let essential = self.runtime.essential_tools.iter().any(|tool| *tool == call.name);
         let known = on_surface.is_some()
+            || essential
             || RUNTIME_TOOLS.contains(&call.name.as_str())
             || DEFAULT_TOOLS.contains(&call.name.as_str())
             || call.name == "task"
@@ -376,6 +389,12 @@ impl Turn<'_> {
         } else {
             args.clone()
         };
+        // A host tool's path arguments are the ones its host declares.
+        let hosted = if on_surface.is_none_or(|tool| tool.kind == ToolKind::Host) {
+            self.host_tool(&call.name).await
+        } else {
+            None
+        };
         let verdict = decide(
             &self.policy(),
             &Call {
@@ -385,29 +404,56 @@ impl Turn<'_> {
                 origin: caller.kernel(),
                 reply_only: false,
                 variables: &variables,
+                declared_paths: hosted.as_ref().map(|tool| tool.paths.as_slice()),
             },
         );
         if !verdict.allowed {
             return self.refuse(&here, call, &origin, &args, verdict);
         }
+        // A declared result (a case's mock) answers an allowed call instead of the tool;
+        // control tools are the runtime's own and are never mocked. Sub-workflow mocks are
+        // served by the dispatcher, after its checks.
+        let mocked = !is_control(&call.name)
+            && delegation_target(&call.name).is_none()
+            && self.runtime.mock_for(&call.name, &args).is_some();
         self.emit(Event::ToolCalled {
             state: here.clone(),
             tool: call.name.clone(),
             call_id: call.id.clone(),
             args: args.clone(),
             origin: origin.clone(),
+            server: hosted.as_ref().filter(|_| !mocked).map(|tool| tool.server.clone()),
         });
         let started = self.now();
-        // A declared result (a case's mock) answers an allowed call instead of the tool;
-        // control tools are the runtime's own and are never mocked. Sub-workflow mocks are
-        // served by the dispatcher, after its checks.
-        let mock = (!is_control(&call.name) && delegation_target(&call.name).is_none())
-            .then(|| self.runtime.mock_for(&call.name, &args))
-            .flatten()
-            .map(|mock| mock.answer());
-        let answer = match mock {
-            Some(text) => Answer::ok(text),
-            None => self.execute(id, call, &args, caller, alone, advanced).await,
+        let mut server = None;
+        let answer = if !is_control(&call.name)
+            && delegation_target(&call.name).is_none()
+            && self.runtime.tools.may_provide(&call.name)
+        {
+            let connection = self.connection_of(id, &call.name);
+            let host_call = crate::host_tools::HostCall {
+                session: &self.session.id,
+                state: &here,
+                call_id: &call.id,
+                tool: &call.name,
+                connection: connection.as_deref(),
+                args: &args,
+            };
+            match self.runtime.tools.call(host_call).await {
+                Ok(answered) => {
+                    server = (answered.server != crate::host_tools::MOCK_SERVER).then(|| answered.server.clone());
+                    self.host_answer(&call.id, answered).await
+                }
+                Err(crate::host_tools::HostError::NotProvided(_)) => {
+                    self.execute(id, call, &args, caller, alone, advanced).await
+                }
+                Err(crate::host_tools::HostError::Failed { server: failed, message }) => {
+                    server = Some(failed);
+                    Answer::error(format!("Error: {message}"))
+                }
+            }
+        } else {
+            self.execute(id, call, &args, caller, alone, advanced).await
         };
         if answer.deferred {
             return answer;
@@ -422,6 +468,7 @@ impl Turn<'_> {
             output,
             truncated,
             origin,
+            server,
         });
         answer
     }

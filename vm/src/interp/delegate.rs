@@ -554,8 +554,13 @@ impl Turn<'_> {
             .filter_map(|slug| program.workflow(slug))
             .map(|(_, source)| crate::kernel::Inherited { workflow: program.str(source.slug), program, source })
             .collect();
-        let child_policy =
-            crate::kernel::Policy { program, workflow: target, mounts: &self.runtime.mounts, ancestors: &inherited };
+        let child_policy = crate::kernel::Policy {
+            program,
+            workflow: target,
+            mounts: &self.runtime.mounts,
+            ancestors: &inherited,
+            essential: &self.runtime.essential_tools,
+        };
         let child_state = target
             .states
             .iter()
@@ -801,6 +806,7 @@ impl Turn<'_> {
             output,
             truncated,
             origin: caller.origin().to_string(),
+            server: None,
         });
     }
 

@@ -12,6 +12,7 @@ mod automated;
 mod calls;
 mod controls;
 mod delegate;
+mod host;
 mod pin;
 mod resume;
 mod start;
@@ -216,6 +217,7 @@ impl<'r> Turn<'r> {
             workflow: self.workflow,
             mounts: &self.runtime.mounts,
             ancestors: &self.inherited,
+            essential: &self.runtime.essential_tools,
         }
     }
 
@@ -496,7 +498,7 @@ impl<'r> Turn<'r> {
         let state = self.state(id);
         let program = self.program();
         let variables = self.session.variable_values();
-        let definitions = &self.runtime.definitions[self.workflow_id.0 as usize][state.surface.0 as usize];
+        let definitions = self.definitions(id).await;
         let settings = &self.workflow.settings;
         let prefix =
             program.str(if self.child { self.workflow.child_prompt_prefix } else { self.workflow.prompt_prefix });
@@ -511,7 +513,7 @@ impl<'r> Turn<'r> {
             system_static: prefix,
             system_volatile: &volatile_block,
             messages: &self.session.messages,
-            tools: definitions,
+            tools: &definitions,
             prompt_cache: settings.prompt_cache.then(|| program.str(settings.prompt_cache_ttl)),
             timeout,
             sampling: crate::model::Sampling::default(),

@@ -3,7 +3,7 @@
 //! `tools.forbid`.
 //!
 //! The one thing to know: a denial binds what a tool *does*, not only its name. A denial
-//! of `read_file` on a path binds every argument that reads it (the [`reveals`] table), so
+//! of `read_file` on a path binds every argument that reads it (the [`super::reveals`] table), so
 //! a grep over a file `read_file` may not read is refused like the read, and listings hide
 //! what such a denial covers ([`super::listed`]).
 
@@ -12,7 +12,7 @@ use archmax_compiler::tools::path_arguments;
 
 use super::matching::{Match, Subject, entry_matches};
 use super::refusal::{DenialScope, Refusal};
-use super::{Policy, Rule, Verdict, reveals, state_name};
+use super::{Policy, Rule, Verdict, state_name};
 
 /// A declared denial a call ran into.
 struct Denial<'p> {
@@ -68,13 +68,13 @@ pub(super) fn denial(policy: &Policy<'_>, state: &StateProgram, subject: &Subjec
         let Some(canonical) = path.canonical.as_deref() else {
             continue;
         };
-        for &reveal in reveals(subject.tool, path.name) {
+        for &reveal in path.reveals {
             for &through in reveal.denied_through().iter().filter(|through| **through != subject.tool) {
                 let Some((argument, _)) = path_arguments(through).first() else {
                     continue;
                 };
                 let args = serde_json::json!({ *argument: canonical });
-                let Ok(equivalent) = Subject::new(policy.program, through, &args, subject.variables) else {
+                let Ok(equivalent) = Subject::new(policy.program, through, &args, subject.variables, None) else {
                     continue;
                 };
                 if let Some(Denial { rule, display, scope }) = declared_denial(policy, state, &equivalent) {

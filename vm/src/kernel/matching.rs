@@ -14,11 +14,14 @@ use archmax_compiler::syntax::reference::{PathSegment, VarPath};
 use archmax_compiler::tools::{PathAccess, delegation_target, path_arguments};
 use archmax_compiler::zones::canonicalize;
 
+use super::Reveal;
+
 /// A path argument of the call, canonicalized.
 #[derive(Clone, Debug)]
 pub(super) struct PathArgument {
-    /// The tool's own name for the argument (not the alias the call used).
-    pub name: &'static str,
+    /// What the argument reveals or changes ([`super::reveals`]), which denials of other
+    /// tools it answers to.
+    pub reveals: &'static [Reveal],
     pub access: PathAccess,
     /// The canonical path, or `None` when it climbs out of the root.
     pub canonical: Option<String>,
@@ -38,34 +41,69 @@ fn aliases(name: &'static str) -> &'static [&'static str] {
     }
 }
 
-/// Extracts the call's path arguments; `Err` names a malformed one.
-fn path_values(tool: &str, args: &Value) -> Result<Vec<PathArgument>, String> {
+/// What a host tool's declared path argument reveals, by how the tool uses it: the
+/// broadest reading, since the host's own code does the work.
+fn declared_reveals(access: PathAccess) -> &'static [Reveal] {
+    match access {
+        PathAccess::Read | PathAccess::Execute => &[Reveal::Content],
+        PathAccess::List => &[Reveal::Names],
+        PathAccess::Search => &[Reveal::Content, Reveal::Names],
+        PathAccess::Write => &[Reveal::Writes],
+        PathAccess::Remove => &[Reveal::Content, Reveal::Writes],
+    }
+}
+
+/// Extracts the call's path arguments (a host tool's `declared` ones, else the built-in
+/// table's with their aliases); `Err` names a malformed one.
+fn path_values(
+    tool: &str,
+    declared: Option<&[(String, PathAccess)]>,
+    args: &Value,
+) -> Result<Vec<PathArgument>, String> {
     let mut found = Vec::new();
-    for (name, access) in path_arguments(tool) {
-        let value = aliases(name).iter().find_map(|alias| args.get(alias));
-        let written: Vec<String> = match value {
-            None | Some(Value::Null) => {
-                // Listing and searching default to the root.
-                if matches!(access, PathAccess::List | PathAccess::Search) { vec![String::new()] } else { Vec::new() }
+    match declared {
+        Some(declared) => {
+            for (name, access) in declared {
+                let revealed = declared_reveals(*access);
+                path_value(name, *access, revealed, args.get(name.as_str()), &mut found)?;
             }
-            Some(Value::String(text)) => vec![text.clone()],
-            Some(Value::Array(items)) => {
-                let mut texts = Vec::with_capacity(items.len());
-                for item in items {
-                    match item {
-                        Value::String(text) => texts.push(text.clone()),
-                        _ => return Err(format!("`{name}` must be a path or a list of paths")),
-                    }
-                }
-                texts
+        }
+        None => {
+            for (name, access) in path_arguments(tool) {
+                let value = aliases(name).iter().find_map(|alias| args.get(alias));
+                path_value(name, *access, super::reveals(tool, name), value, &mut found)?;
             }
-            Some(_) => return Err(format!("`{name}` must be a path or a list of paths")),
-        };
-        for written in written {
-            found.push(PathArgument { name, access: *access, canonical: canonicalize(&written).ok(), written });
         }
     }
     Ok(found)
+}
+
+/// Adds one path argument's value (a path, a list of paths, or nothing) to `found`.
+fn path_value(
+    name: &str,
+    access: PathAccess,
+    revealed: &'static [Reveal],
+    value: Option<&Value>,
+    found: &mut Vec<PathArgument>,
+) -> Result<(), String> {
+    let written: Vec<String> = match value {
+        // Listing and searching default to the root.
+        None | Some(Value::Null) if matches!(access, PathAccess::List | PathAccess::Search) => vec![String::new()],
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(text)) => vec![text.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(text) => Ok(text.clone()),
+                _ => Err(format!("`{name}` must be a path or a list of paths")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(format!("`{name}` must be a path or a list of paths")),
+    };
+    for written in written {
+        found.push(PathArgument { reveals: revealed, access, canonical: canonicalize(&written).ok(), written });
+    }
+    Ok(())
 }
 
 /// The value `segments` address inside `value`: own properties only, array indices
@@ -162,17 +200,25 @@ impl<'a> Subject<'a> {
         tool: &'a str,
         args: &'a Value,
         variables: &'a Value,
+        declared: Option<&'a [(String, PathAccess)]>,
     ) -> Result<Subject<'a>, String> {
-        let paths = path_values(tool, args)?;
-        Ok(Subject { tool, args, paths, path_names: path_argument_names(program, tool), variables })
+        let paths = path_values(tool, declared, args)?;
+        Ok(Subject { tool, args, paths, path_names: path_argument_names(program, tool, declared), variables })
     }
 }
 
-/// The names of every argument of `tool` that holds a path: a built-in's path arguments
-/// with their aliases, a sub-workflow's `file` parameters.
-fn path_argument_names<'p>(program: &'p Program, tool: &str) -> Vec<&'p str> {
-    let mut names: Vec<&'p str> =
-        path_arguments(tool).iter().flat_map(|(name, _)| aliases(name).iter().copied()).collect();
+/// The names of every argument of `tool` that holds a path: a host tool's declared ones,
+/// else a built-in's path arguments with their aliases; a sub-workflow's `file`
+/// parameters.
+fn path_argument_names<'p>(
+    program: &'p Program,
+    tool: &str,
+    declared: Option<&'p [(String, PathAccess)]>,
+) -> Vec<&'p str> {
+    let mut names: Vec<&'p str> = match declared {
+        Some(declared) => declared.iter().map(|(name, _)| name.as_str()).collect(),
+        None => path_arguments(tool).iter().flat_map(|(name, _)| aliases(name).iter().copied()).collect(),
+    };
     names.extend(file_parameters(program, tool));
     names
 }

@@ -24,14 +24,15 @@
 //! 4. The deciding grant (`deciding_grant`): the state's own entries when it names the
 //!    tool, else the workflow-wide grant (`tool.allowed`); a guard that cannot resolve
 //!    fails the session (`tool.unresolved-variable`, terminal).
-//! 5. Everything else (`not_granted`): `tool.not-allowed`.
+//! 5. The host's essential tools, where no state entry names them (`tool.essential`).
+//! 6. Everything else (`not_granted`): `tool.not-allowed`.
 //!
 //! Every rule id, with its title and long explanation, is in one table (`rules.rs`); every
 //! refusal text is composed in one place ([`Refusal::text`]), the refusals the turn makes
 //! around the kernel included (`tool.unknown`, `argument.*`, `delegation.*`).
 //!
 //! Path arguments are canonicalized before matching, a sub-workflow's `file` parameters
-//! included; `*` never crosses `/`; a variable's value matches literally, so it can never
+//! and a host tool's declared path arguments ([`Call::declared_paths`]) included; `*` never crosses `/`; a variable's value matches literally, so it can never
 //! widen a guard. What each path argument reveals comes from one table ([`reveals`]): a
 //! denial of `read_file` binds every argument that reads (grep, copy and move sources,
 //! edit_file), a denial of `ls`/`glob` every one that lists, a denial of `write_file`
@@ -84,6 +85,8 @@ pub struct Policy<'p> {
     pub mounts: &'p MountTable,
     /// Callers, nearest last.
     pub ancestors: &'p [Inherited<'p>],
+    /// The host's essential tools (`tool.essential`), on where no state entry names them.
+    pub essential: &'p [String],
 }
 
 /// One tool call to decide.
@@ -95,6 +98,9 @@ pub struct Call<'c> {
     pub reply_only: bool,
     /// The session's variables, for `${{…}}` guards.
     pub variables: &'c Value,
+    /// A host tool's path arguments, as its host declares them (in place of the
+    /// built-in table's, whose default for an unknown tool is `file_path`, read).
+    pub declared_paths: Option<&'c [(String, PathAccess)]>,
 }
 
 /// The kernel's answer.
@@ -135,7 +141,15 @@ fn standing<T: Copy>(program: &Program, table: &[(Sym, T)], name: &str) -> Optio
 /// the refusal, with its deciding rule.
 pub fn may_read(policy: &Policy<'_>, state: &StateProgram, path: &str, variables: &Value) -> Result<(), Verdict> {
     let args = serde_json::json!({ "file_path": path });
-    let call = Call { state, tool: "read_file", args: &args, origin: Origin::Model, reply_only: false, variables };
+    let call = Call {
+        state,
+        tool: "read_file",
+        args: &args,
+        origin: Origin::Model,
+        reply_only: false,
+        variables,
+        declared_paths: None,
+    };
     let verdict = decide(policy, &call);
     if verdict.allowed { Ok(()) } else { Err(verdict) }
 }
@@ -152,7 +166,7 @@ pub fn listed(policy: &Policy<'_>, state: &StateProgram, tool: &str, canonical: 
         return true;
     };
     let args = serde_json::json!({ *argument: canonical });
-    match Subject::new(policy.program, tool, &args, variables) {
+    match Subject::new(policy.program, tool, &args, variables, None) {
         Ok(subject) => denial(policy, state, &subject).is_none(),
         Err(_) => false,
     }
@@ -179,7 +193,7 @@ pub fn decide(policy: &Policy<'_>, call: &Call<'_>) -> Verdict {
 /// Decides one call on its own grants and denials: the phases of the module doc, in
 /// order, the first that decides winning.
 fn decide_tool(policy: &Policy<'_>, call: &Call<'_>) -> Verdict {
-    let subject = match Subject::new(policy.program, call.tool, call.args, call.variables) {
+    let subject = match Subject::new(policy.program, call.tool, call.args, call.variables, call.declared_paths) {
         Ok(subject) => subject,
         Err(problem) => return Refusal::PathArgument { tool: call.tool, problem: &problem }.verdict(),
     };
@@ -195,6 +209,7 @@ fn decide_tool(policy: &Policy<'_>, call: &Call<'_>) -> Verdict {
     }
     match grant {
         Some(grant) => deciding_grant(policy.program, call.state, &subject, grant),
+        None if policy.essential.iter().any(|tool| tool == call.tool) => Verdict::allow(Rule::ToolEssential),
         None => not_granted(policy, call.state, &subject),
     }
 }

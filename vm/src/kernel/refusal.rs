@@ -137,6 +137,12 @@ pub enum Refusal<'a> {
         state: &'a str,
         offered: Vec<&'a str>,
     },
+    /// A name that is the `<action>` of several offered `<collection>__<action>` tools.
+    Ambiguous {
+        tool: &'a str,
+        state: &'a str,
+        candidates: Vec<&'a str>,
+    },
     /// `${{…}}` substitution refused the arguments (`argument.*`); `problem` says why.
     NotMade {
         rule: Rule,
@@ -172,7 +178,7 @@ impl Refusal<'_> {
             Refusal::MountReadOnly { .. } => Rule::MountReadOnly,
             Refusal::UnresolvedVariable { .. } => Rule::ToolUnresolvedVariable,
             Refusal::NotAllowed { .. } => Rule::ToolNotAllowed,
-            Refusal::Unknown { .. } => Rule::ToolUnknown,
+            Refusal::Unknown { .. } | Refusal::Ambiguous { .. } => Rule::ToolUnknown,
             Refusal::FileArgument { refusal, .. } => refusal.rule,
             Refusal::Denied { rule, .. }
             | Refusal::DeniedThrough { rule, .. }
@@ -274,6 +280,10 @@ impl Refusal<'_> {
             Refusal::Unknown { tool, state, offered } => {
                 format!("[workflow] '{tool}' is not a tool. The tools of state '{state}' are: {}.", offered.join(", "))
             }
+            Refusal::Ambiguous { tool, state, candidates } => format!(
+                "[workflow] '{tool}' is not a tool. In state '{state}' it could be any of: {}. Call one by its full name.",
+                candidates.join(", ")
+            ),
             Refusal::NotMade { problem, .. } => format!("[workflow] The call was not made: {problem}."),
             Refusal::Dispatch { rule, workflow, reason } => format!(
                 "{BLOCKED}the call to sub-workflow '{workflow}' was refused ({}): {reason}. Nothing ran; correct the call and try again.",
@@ -355,5 +365,12 @@ mod tests {
         let refusal = Refusal::Unknown { tool: "read", state: "work", offered: vec!["read_file", "ls"] };
         assert_eq!(refusal.rule(), Rule::ToolUnknown);
         assert_eq!(refusal.text(), "[workflow] 'read' is not a tool. The tools of state 'work' are: read_file, ls.");
+        let refusal =
+            Refusal::Ambiguous { tool: "send", state: "work", candidates: vec!["gmail__send", "outlook__send"] };
+        assert_eq!(refusal.rule(), Rule::ToolUnknown);
+        assert_eq!(
+            refusal.text(),
+            "[workflow] 'send' is not a tool. In state 'work' it could be any of: gmail__send, outlook__send. Call one by its full name."
+        );
     }
 }

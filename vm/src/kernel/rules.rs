@@ -100,6 +100,7 @@ rules! {
 
     // 4. The deciding grant, and 5. everything else.
     ToolAllowed = "tool.allowed", Allows, "A call the deciding grant allows";
+    ToolEssential = "tool.essential", Allows, "A host's essential tool, which no state entry narrows";
     ToolUnresolvedVariable = "tool.unresolved-variable", Refuses, "A guard reads a variable that is not set; the session fails";
     ToolNotAllowed = "tool.not-allowed", Refuses, "A call no grant of the state allows";
 
@@ -268,6 +269,9 @@ mod tests {
             ]
         );
         let allowing: Vec<&str> = Rule::ALL.iter().filter(|rule| rule.allows()).map(|rule| rule.as_str()).collect();
-        assert_eq!(allowing, ["tool.scratchpad", "tool.offload-read", "tool.control", "tool.allowed"]);
+        assert_eq!(
+            allowing,
+            ["tool.scratchpad", "tool.offload-read", "tool.control", "tool.allowed", "tool.essential"]
+        );
     }
 }

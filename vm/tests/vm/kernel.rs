@@ -272,7 +272,8 @@ fn precedence_rows() -> Vec<Row> {
 fn every_rule_in_precedence_order() {
     let program = program();
     let mounts = mounts(&program);
-    let policy = Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[] };
+    let policy =
+        Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[], essential: &[] };
     let variables = json!({ "order_id": "ORD-7", "trigger": "manual" });
     let rows = precedence_rows();
     let mut failures = Vec::new();
@@ -286,6 +287,7 @@ fn every_rule_in_precedence_order() {
                 origin: Origin::Model,
                 reply_only: row.reply_only,
                 variables: &variables,
+                declared_paths: None,
             },
         );
         if verdict.allowed != row.allowed || verdict.rule != row.rule {
@@ -313,7 +315,8 @@ fn every_rule_in_precedence_order() {
 fn reply_only_refuses_everything_after_safety() {
     let program = program();
     let mounts = mounts(&program);
-    let policy = Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[] };
+    let policy =
+        Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[], essential: &[] };
     let variables = json!({});
     for tool in ["read_file", "archmax_advance", "archmax_set_variables"] {
         let verdict = decide(
@@ -325,6 +328,7 @@ fn reply_only_refuses_everything_after_safety() {
                 origin: Origin::Model,
                 reply_only: true,
                 variables: &variables,
+                declared_paths: None,
             },
         );
         assert_eq!(verdict.rule, "tool.reply-only", "{tool}");
@@ -335,7 +339,8 @@ fn reply_only_refuses_everything_after_safety() {
 fn a_variable_value_never_widens_a_guard() {
     let program = program();
     let mounts = mounts(&program);
-    let policy = Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[] };
+    let policy =
+        Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[], essential: &[] };
     let variables = json!({ "order_id": "*" });
     let verdict = decide(
         &policy,
@@ -346,6 +351,7 @@ fn a_variable_value_never_widens_a_guard() {
             origin: Origin::Model,
             reply_only: false,
             variables: &variables,
+            declared_paths: None,
         },
     );
     assert!(!verdict.allowed, "`*` in a variable matches only a literal `*`");
@@ -364,7 +370,13 @@ fn denials_of_calling_workflows_bind_the_child() {
     let child = program();
     let mounts = mounts(&child);
     let ancestors = [Inherited { workflow: "parent", program: &parent, source: &parent.workflows[0] }];
-    let policy = Policy { program: &child, workflow: &child.workflows[0], mounts: &mounts, ancestors: &ancestors };
+    let policy = Policy {
+        program: &child,
+        workflow: &child.workflows[0],
+        mounts: &mounts,
+        ancestors: &ancestors,
+        essential: &[],
+    };
     let variables = json!({ "order_id": "ORD-7" });
     let cases = [
         ("grep", json!({ "pattern": "x" }), "tool.forbidden"),
@@ -382,6 +394,7 @@ fn denials_of_calling_workflows_bind_the_child() {
                 origin: Origin::Model,
                 reply_only: false,
                 variables: &variables,
+                declared_paths: None,
             },
         );
         assert!(!verdict.allowed, "{tool} {args}");
@@ -394,7 +407,8 @@ fn denials_of_calling_workflows_bind_the_child() {
 fn listings_hide_from_grep_what_a_read_denial_covers() {
     let program = program();
     let mounts = mounts(&program);
-    let policy = Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[] };
+    let policy =
+        Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[], essential: &[] };
     let variables = json!({ "order_id": "ORD-7" });
     let work = state(&program, "work");
     assert!(!listed(&policy, work, "grep", "drafts/a.md", &variables), "grep never searches a file it may not read");
@@ -410,7 +424,8 @@ fn a_file_crosses_only_where_the_whole_read_decision_allows_it() {
         "title: Narrow\ninstructions: Pass files.\nskills: { allow_always: [] }\nstates:\n  work:\n    triggers: { manual: }\n    instructions: Work.\n    tools:\n      allow:\n        - { tool: read_file, paths: [\"scratchpad/**\", \"reports/${{order_id}}/*\"] }\n",
     )]);
     let mounts = mounts(&program);
-    let policy = Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[] };
+    let policy =
+        Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[], essential: &[] };
     let variables = json!({ "order_id": "ORD-7" });
     let work = state(&program, "work");
     assert!(may_read(&policy, work, "scratchpad/a.md", &variables).is_ok());

@@ -5,6 +5,7 @@ mod adversarial;
 mod cases;
 mod deciders;
 mod embedding;
+mod host_tools;
 mod kernel;
 mod pinning;
 mod refusals;

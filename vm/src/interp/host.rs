@@ -1,0 +1,228 @@
+//! Host tools at the call site and on the surface: name resolution, the host's catalog
+//! (schemas and path arguments), the connection a grant names, and turning a host's
+//! answer into the text the model reads.
+//!
+//! The one thing to know: nothing here decides governance. The kernel decides every host
+//! call as it does a built-in's, with the path arguments the host declares; this module
+//! only finds the tool, shows it, and reads its answer. Binary content never enters the
+//! transcript: it is written under `scratchpad/tool-output/` and the model is told the
+//! path.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use archmax_compiler::program::{StateId, ToolKind};
+use archmax_compiler::tools::{DEFAULT_TOOLS, NOTE_TOOL, RUNTIME_TOOLS, delegation_target};
+
+use crate::host_tools::{Catalog, Content, HostAnswer, HostTool};
+use crate::model::ToolDefinition;
+
+use super::Turn;
+use super::calls::Answer;
+
+/// Where binary tool content is written, inside the always-writable scratchpad.
+pub(super) const TOOL_OUTPUT_DIR: &str = "scratchpad/tool-output";
+
+impl<'r> Turn<'r> {
+    /// The tools offered in state `id` by name: its surface and the host's essential tools.
+    fn offered(&self, id: StateId) -> Vec<&str> {
+        let program = self.program();
+        let surface = self.workflow.surface(self.state(id).surface);
+        let mut offered: Vec<&str> = surface.tools.iter().map(|tool| program.str(tool.name)).collect();
+        for essential in &self.runtime.essential_tools {
+            if !offered.contains(&essential.as_str()) {
+                offered.push(essential);
+            }
+        }
+        offered
+    }
+
+    /// Resolves the name a model called: `Ok(None)` when it names a tool as it is,
+    /// `Ok(Some(full))` when it is the unambiguous `<action>` of one offered
+    /// `<collection>__<action>`, `Err(candidates)` when several offered tools end so.
+    pub(super) fn resolve_name(&self, id: StateId, called: &str) -> Result<Option<String>, Vec<String>> {
+        let program = self.program();
+        let state = self.state(id);
+        let offered = self.offered(id);
+        let exact = offered.contains(&called)
+            || RUNTIME_TOOLS.contains(&called)
+            || DEFAULT_TOOLS.contains(&called)
+            || matches!(called, "task" | "eval")
+            || called == NOTE_TOOL
+            || state.guards.grants.iter().any(|grant| program.str(grant.tool) == called)
+            || delegation_target(called).is_some();
+        if exact || called.is_empty() {
+            return Ok(None);
+        }
+        let suffix = format!("__{called}");
+        let candidates: Vec<String> =
+            offered.iter().filter(|name| name.ends_with(&suffix)).map(|name| name.to_string()).collect();
+        match candidates.len() {
+            0 => Ok(None),
+            1 => Ok(candidates.into_iter().next()),
+            _ => Err(candidates),
+        }
+    }
+
+    /// The host's catalog (the host caches it; it may start servers the first time).
+    async fn catalog(&self) -> Arc<Catalog> {
+        self.runtime.host.catalog().await
+    }
+
+    /// The host's entry for `name` (its server, schema and path arguments), if the host
+    /// provides it. Asks the catalog only for a name the host could provide, so a state
+    /// without host tools never starts a server.
+    pub(super) async fn host_tool(&self, name: &str) -> Option<HostTool> {
+        if !self.runtime.host.may_provide(name) {
+            return None;
+        }
+        self.catalog().await.tool(name).cloned()
+    }
+
+    /// The connection the grant deciding `tool` in state `id` names.
+    pub(super) fn connection_of(&self, id: StateId, tool: &str) -> Option<String> {
+        let program = self.program();
+        self.state(id)
+            .guards
+            .grants
+            .iter()
+            .find(|grant| program.str(grant.tool) == tool)
+            .and_then(|grant| grant.connection)
+            .map(|connection| program.str(connection).to_string())
+    }
+
+    /// The tool definitions the model is shown in state `id`: the precomputed surface,
+    /// each host tool with its host's real schema, then the essential tools the state
+    /// does not deny by name. Borrowed when the state has no host tool to merge.
+    pub(super) async fn definitions(&self, id: StateId) -> Cow<'r, [ToolDefinition]> {
+        let state = self.state(id);
+        let runtime: &'r crate::runtime::Runtime = self.runtime;
+        let precomputed: &'r [ToolDefinition] =
+            &runtime.definitions[self.workflow_id.0 as usize][state.surface.0 as usize];
+        let program = self.program();
+        let surface = self.workflow.surface(state.surface);
+        let essential: Vec<&String> = runtime
+            .essential_tools
+            .iter()
+            .filter(|tool| !surface.tools.iter().any(|shown| program.str(shown.name) == tool.as_str()))
+            .filter(|tool| !self.denied_by_name(id, tool))
+            .collect();
+        let hosted = surface
+            .tools
+            .iter()
+            .any(|tool| tool.kind == ToolKind::Host && runtime.host.may_provide(program.str(tool.name)));
+        if essential.is_empty() && !hosted {
+            return Cow::Borrowed(precomputed);
+        }
+        let catalog = self.catalog().await;
+        let mut merged: Vec<ToolDefinition> = precomputed
+            .iter()
+            .zip(&surface.tools)
+            .map(|(definition, tool)| match catalog.tool(&definition.name) {
+                Some(hosted) if tool.kind == ToolKind::Host => shown(hosted),
+                _ => definition.clone(),
+            })
+            .collect();
+        for tool in essential {
+            match catalog.tool(tool) {
+                Some(hosted) => merged.push(shown(hosted)),
+                None => merged.push(crate::prompt::host_tool_definition(tool)),
+            }
+        }
+        Cow::Owned(merged)
+    }
+
+    /// Whether a bare denial names `tool` in state `id` (its own `tools.forbid`, this
+    /// workflow's `forbid_always`, or a caller's): what hides a tool from the surface.
+    pub(super) fn denied_by_name(&self, id: StateId, tool: &str) -> bool {
+        let bare_names = |program: &archmax_compiler::program::Program, rules: &[archmax_compiler::program::Rule]| {
+            rules.iter().any(|rule| rule.is_bare() && rule.tool.is_none_or(|name| program.str(name) == tool))
+        };
+        let program = self.program();
+        bare_names(program, &self.state(id).guards.forbid)
+            || bare_names(program, &self.workflow.forbid_always)
+            || self.inherited.iter().any(|caller| bare_names(caller.program, &caller.source.forbid_always))
+    }
+
+    /// The text the model reads for a host's answer: text as it is, embedded resources
+    /// with their address, links by name, and binary content written under
+    /// [`TOOL_OUTPUT_DIR`] and named by path. `isError` makes it an error answer.
+    pub(super) async fn host_answer(&mut self, call_id: &str, answer: HostAnswer) -> Answer {
+        let mut parts: Vec<String> = Vec::with_capacity(answer.content.len());
+        let mut blobs = 0usize;
+        for content in answer.content {
+            match content {
+                Content::Text(text) => parts.push(text),
+                Content::ResourceText { uri, text, .. } => parts.push(format!("Resource {uri}:\n{text}")),
+                Content::ResourceLink { uri, name } => parts.push(format!("Resource link `{name}`: {uri}")),
+                Content::Blob { mime_type, data } => {
+                    blobs += 1;
+                    let path = format!("{TOOL_OUTPUT_DIR}/{}-{blobs}.{}", file_stem(call_id), extension(&mime_type));
+                    let workspace = &self.workspace;
+                    let written = crate::blocking::run_blocking(|| workspace.write(&path, &data));
+                    parts.push(match written {
+                        Ok(()) => format!("[{mime_type}, {} bytes, written to {path}]", data.len()),
+                        Err(error) => format!("[{mime_type}, {} bytes, which could not be kept: {error}]", data.len()),
+                    });
+                }
+            }
+        }
+        let text = if parts.is_empty() { "(the tool answered with no content)".to_string() } else { parts.join("\n") };
+        if answer.is_error { Answer::error(text) } else { Answer::ok(text) }
+    }
+}
+
+/// How a host tool is shown to the model: its name, description and input schema.
+fn shown(tool: &HostTool) -> ToolDefinition {
+    ToolDefinition {
+        name: tool.name.clone(),
+        description: tool.description.clone(),
+        parameters: tool.input_schema.clone(),
+    }
+}
+
+/// A call id made safe as a file name: the model chose it, so only letters, digits, `-`
+/// and `_` are kept, at most 64 of them.
+fn file_stem(call_id: &str) -> String {
+    let stem: String =
+        call_id.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')).take(64).collect();
+    if stem.is_empty() { "call".to_string() } else { stem }
+}
+
+/// The file extension for a MIME type (`bin` for anything not listed).
+fn extension(mime_type: &str) -> &'static str {
+    match mime_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase().as_str() {
+        "image/png" => "png",
+        "image/jpeg" | "image/jpg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
+        "image/svg+xml" => "svg",
+        "audio/wav" | "audio/x-wav" => "wav",
+        "audio/mpeg" => "mp3",
+        "audio/ogg" => "ogg",
+        "application/pdf" => "pdf",
+        "application/json" => "json",
+        "text/plain" => "txt",
+        _ => "bin",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{extension, file_stem};
+
+    #[test]
+    fn a_hostile_call_id_never_leaves_the_output_folder() {
+        assert_eq!(file_stem("../../etc/passwd"), "etcpasswd");
+        assert_eq!(file_stem("call_1"), "call_1");
+        assert_eq!(file_stem("///"), "call");
+        assert_eq!(file_stem(&"a".repeat(500)).len(), 64);
+    }
+
+    #[test]
+    fn extensions_follow_the_mime_type() {
+        assert_eq!(extension("image/png"), "png");
+        assert_eq!(extension("IMAGE/JPEG; q=1"), "jpg");
+        assert_eq!(extension("application/x-unknown"), "bin");
+    }
+}

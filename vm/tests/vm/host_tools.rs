@@ -1,0 +1,364 @@
+//! Host tools through the kernel: a fake [`ToolHost`] stands in for MCP servers, and a
+//! scripted model plays one turn of calls against it. Every call the host receives must
+//! be one the kernel allowed (guards, path arguments, denials, essential tools), the model
+//! must be shown the host's real schemas, and the answers (text, errors, binary content)
+//! must reach the model as the host gave them.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use archmax_vm::clock::FixedClock;
+use archmax_vm::compiler::tools::PathAccess;
+use archmax_vm::events::EventSink;
+use archmax_vm::host_tools::{Catalog, Content, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
+use archmax_vm::model::pricing::PricingTable;
+use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse};
+use archmax_vm::session::memory::MemoryStore;
+use archmax_vm::session::{Message, ToolCall};
+use archmax_vm::{Mock, Runtime, RuntimeParts, TurnRequest};
+
+use crate::support::compile;
+
+const DESK: &str = r#"title: Desk
+instructions: You work the customer records.
+tools:
+  allow_always: [read_file, archmax_eval]
+  forbid_always: [crm__purge]
+states:
+  work:
+    triggers:
+      manual:
+        description: Work one request.
+        requires:
+          - { name: region, type: string }
+    instructions: Look the customer up and export what you find.
+    tools:
+      allow:
+        - { tool: crm__lookup, args: { region: ["${{region}}"] } }
+        - crm__export
+        - crm__picture
+        - crm__broken
+        - crm__oops
+        - a__ping
+        - b__ping
+        - { tool: mail__send, connection: mail-eu }
+      forbid: [crm__audit]
+    transitions:
+      - to: done
+        description: The request is worked.
+  done:
+    instructions: Say that it is done.
+"#;
+
+fn tool(name: &str, server: &str, paths: &[(&str, PathAccess)]) -> HostTool {
+    HostTool {
+        name: name.to_string(),
+        server: server.to_string(),
+        description: format!("The {name} tool."),
+        input_schema: json!({ "type": "object", "properties": { "region": { "type": "string" } }, "x-tool": name }),
+        paths: paths.iter().map(|(argument, access)| (argument.to_string(), *access)).collect(),
+    }
+}
+
+/// Serves a fixed catalog and records every call it receives.
+struct FakeHost {
+    catalog: Arc<Catalog>,
+    calls: Mutex<Vec<(String, Option<String>, Value)>>,
+}
+
+impl FakeHost {
+    fn new() -> FakeHost {
+        let tools = vec![
+            tool("crm__lookup", "crm", &[]),
+            tool("crm__export", "crm", &[("destination", PathAccess::Write)]),
+            tool("crm__picture", "crm", &[]),
+            tool("crm__broken", "crm", &[]),
+            tool("crm__oops", "crm", &[]),
+            tool("crm__whoami", "crm", &[]),
+            tool("crm__audit", "crm", &[]),
+            tool("crm__purge", "crm", &[]),
+            tool("a__ping", "a", &[]),
+            tool("b__ping", "b", &[]),
+            tool("mail__send", "mail-eu", &[]),
+        ];
+        FakeHost { catalog: Arc::new(Catalog { tools, problems: Vec::new() }), calls: Mutex::new(Vec::new()) }
+    }
+
+    fn calls(&self) -> Vec<(String, Option<String>, Value)> {
+        self.calls.lock().map(|calls| calls.clone()).unwrap_or_default()
+    }
+}
+
+impl ToolHost for FakeHost {
+    fn catalog(&self) -> HostFuture<'_, Arc<Catalog>> {
+        let catalog = Arc::clone(&self.catalog);
+        Box::pin(async move { catalog })
+    }
+
+    fn call<'a>(&'a self, call: HostCall<'a>) -> HostFuture<'a, Result<HostAnswer, HostError>> {
+        Box::pin(async move {
+            let Some(known) = self.catalog.tool(call.tool) else {
+                return Err(HostError::NotProvided(call.tool.to_string()));
+            };
+            if let Ok(mut calls) = self.calls.lock() {
+                calls.push((call.tool.to_string(), call.connection.map(str::to_string), call.args.clone()));
+            }
+            let server = known.server.clone();
+            match call.tool {
+                "crm__picture" => Ok(HostAnswer {
+                    server,
+                    content: vec![
+                        Content::Text("Here is the chart.".to_string()),
+                        Content::Blob { mime_type: "image/png".to_string(), data: b"\x89PNG-chart".to_vec() },
+                    ],
+                    is_error: false,
+                }),
+                "crm__broken" => {
+                    Err(HostError::Failed { server, message: "server `crm` stopped mid-call".to_string() })
+                }
+                "crm__oops" => Ok(HostAnswer { is_error: true, ..HostAnswer::text(server, "no such customer") }),
+                tool => Ok(HostAnswer::text(server, format!("{tool} answered {}", call.args))),
+            }
+        })
+    }
+
+    fn may_provide(&self, name: &str) -> bool {
+        name.contains("__")
+    }
+}
+
+/// Plays one scripted batch of calls in `work`, then answers in text; records the tools
+/// it was shown on its first call.
+struct Script {
+    batch: Vec<ToolCall>,
+    shown: Mutex<Vec<(String, Value)>>,
+}
+
+impl ModelAdapter for Script {
+    fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
+        Box::pin(async move {
+            let answered = request.messages.iter().any(|message| matches!(message, Message::Tool { .. }));
+            if answered {
+                return Ok(ModelResponse { text: "Done.".to_string(), ..ModelResponse::default() });
+            }
+            if let Ok(mut shown) = self.shown.lock() {
+                *shown = request.tools.iter().map(|tool| (tool.name.clone(), tool.parameters.clone())).collect();
+            }
+            Ok(ModelResponse { tool_calls: self.batch.clone(), ..ModelResponse::default() })
+        })
+    }
+}
+
+fn call(id: &str, name: &str, args: Value) -> ToolCall {
+    ToolCall { id: id.to_string(), name: name.to_string(), args }
+}
+
+struct Ran {
+    runtime: Runtime,
+    host: Arc<FakeHost>,
+    model: Arc<Script>,
+    events: Vec<Value>,
+    messages: Vec<Message>,
+}
+
+fn run(batch: Vec<ToolCall>, essential: &[&str], mocks: Vec<Mock>) -> Ran {
+    let host = Arc::new(FakeHost::new());
+    let model = Arc::new(Script { batch, shown: Mutex::new(Vec::new()) });
+    let events = EventSink::new();
+    events.record();
+    let root = std::env::temp_dir();
+    let runtime = Runtime::new(RuntimeParts {
+        program: Arc::new(compile(&[("workflows/desk/workflow.yaml", DESK)])),
+        store: Arc::new(MemoryStore::new()),
+        model: model.clone(),
+        events: events.clone(),
+        clock: Arc::new(FixedClock(1_767_605_400_000)),
+        root,
+        pricing: PricingTable::default(),
+    })
+    .with_host(host.clone(), essential.iter().map(|tool| tool.to_string()).collect())
+    .with_mocks(mocks);
+    let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
+    let mut variables = serde_json::Map::new();
+    variables.insert("region".to_string(), json!("eu"));
+    let request = TurnRequest {
+        workflow: "desk".to_string(),
+        session: Some("s1".to_string()),
+        message: Some("Look up ACME.".to_string()),
+        variables,
+        ..TurnRequest::default()
+    };
+    executor.block_on(runtime.run_turn(request)).expect("the turn runs");
+    let session = executor.block_on(runtime.store.read("s1")).expect("the store reads").expect("the session is stored");
+    let events = events.recorded().iter().filter_map(|envelope| serde_json::to_value(envelope).ok()).collect();
+    Ran { runtime, host, model, events, messages: session.messages.clone() }
+}
+
+impl Ran {
+    fn answer(&self, call_id: &str) -> (String, String) {
+        self.messages
+            .iter()
+            .find_map(|message| match message {
+                Message::Tool { call_id: id, content, status, .. } if id == call_id => {
+                    Some((content.clone(), format!("{status:?}")))
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no answer to {call_id}: {:#?}", self.messages))
+    }
+
+    fn event(&self, kind: &str, call_id: &str) -> Option<&Value> {
+        self.events.iter().find(|event| event["event"] == kind && event["callId"] == call_id)
+    }
+
+    fn blocked(&self, call_id: &str) -> Option<String> {
+        self.event("tool-blocked", call_id).and_then(|event| event["rule"].as_str()).map(str::to_string)
+    }
+}
+
+#[test]
+fn every_host_call_passes_the_kernel_and_only_allowed_calls_reach_the_host() {
+    let ran = run(
+        vec![
+            call("c1", "crm__lookup", json!({ "region": "eu" })),
+            call("c2", "crm__lookup", json!({ "region": "us" })),
+            call("c3", "crm__export", json!({ "destination": "workflows/desk/workflow.yaml" })),
+            call("c4", "crm__export", json!({ "destination": "../outside.csv" })),
+            call("c5", "crm__export", json!({ "destination": "skills/notes.md" })),
+            call("c6", "crm__export", json!({ "destination": "scratchpad/acme.csv" })),
+            call("c7", "crm__audit", json!({})),
+            call("c8", "crm__purge", json!({})),
+            call("c9", "crm__unlisted", json!({})),
+            call("c10", "mail__send", json!({ "to": "ops@example.com" })),
+        ],
+        &[],
+        Vec::new(),
+    );
+    // Only the two allowed calls reached the host, with the arguments the kernel saw.
+    assert_eq!(
+        ran.host.calls(),
+        vec![
+            ("crm__lookup".to_string(), None, json!({ "region": "eu" })),
+            ("crm__export".to_string(), None, json!({ "destination": "scratchpad/acme.csv" })),
+            ("mail__send".to_string(), Some("mail-eu".to_string()), json!({ "to": "ops@example.com" })),
+        ]
+    );
+    assert_eq!(ran.blocked("c2").as_deref(), Some("tool.not-allowed"), "a guard mismatch is refused");
+    assert_eq!(ran.blocked("c3").as_deref(), Some("zone.governance-plane"));
+    assert_eq!(ran.blocked("c4").as_deref(), Some("zone.escape"));
+    assert_eq!(ran.blocked("c5").as_deref(), Some("zone.read-only"), "a declared write path is a write");
+    // A host tool the state does not offer (denied by name, or never granted) is no tool here.
+    for denied in ["c7", "c8"] {
+        assert_eq!(ran.blocked(denied), None);
+        assert!(ran.answer(denied).0.contains("is not a tool"), "{:?}", ran.answer(denied));
+    }
+    assert_eq!(ran.blocked("c9"), None, "a name that is no tool here is answered, not blocked");
+    assert!(ran.answer("c9").0.contains("'crm__unlisted' is not a tool"), "{:?}", ran.answer("c9"));
+    // Events name the server that served a call.
+    let called = ran.event("tool-called", "c1").expect("tool-called");
+    assert_eq!(called["server"], "crm");
+    let result = ran.event("tool-result", "c1").expect("tool-result");
+    assert_eq!((result["server"].as_str(), result["status"].as_str()), (Some("crm"), Some("ok")));
+    assert_eq!(ran.answer("c1").0, r#"crm__lookup answered {"region":"eu"}"#);
+}
+
+#[test]
+fn the_model_is_shown_the_hosts_schemas_and_the_essential_tools_it_may_use() {
+    let ran =
+        run(vec![call("c1", "crm__lookup", json!({ "region": "eu" }))], &["crm__whoami", "crm__audit"], Vec::new());
+    let shown = ran.model.shown.lock().expect("shown").clone();
+    let names: Vec<&str> = shown.iter().map(|(name, _)| name.as_str()).collect();
+    let lookup = shown.iter().find(|(name, _)| name == "crm__lookup").expect("crm__lookup is shown");
+    assert_eq!(lookup.1["x-tool"], "crm__lookup", "the host's own schema is shown");
+    assert!(names.contains(&"crm__whoami"), "an essential tool is on: {names:?}");
+    assert!(!names.contains(&"crm__audit"), "an essential tool the state forbids is hidden: {names:?}");
+    assert!(!names.contains(&"crm__purge"), "{names:?}");
+    // The precomputed built-ins keep their place ahead of the essential tools.
+    assert_eq!(names.first(), Some(&"read_file"));
+    assert_eq!(names.last(), Some(&"crm__whoami"));
+    assert!(ran.runtime.essential_tools.contains(&"crm__whoami".to_string()));
+}
+
+#[test]
+fn an_essential_tool_is_allowed_where_no_entry_names_it_and_a_denial_still_wins() {
+    let ran = run(
+        vec![
+            call("c1", "crm__whoami", json!({})),
+            call("c2", "crm__audit", json!({})),
+            call("c3", "crm__purge", json!({})),
+        ],
+        &["crm__whoami", "crm__audit", "crm__purge"],
+        Vec::new(),
+    );
+    assert_eq!(ran.host.calls(), vec![("crm__whoami".to_string(), None, json!({}))]);
+    assert_eq!(ran.event("tool-called", "c1").map(|event| event["server"].clone()), Some(json!("crm")));
+    assert_eq!(ran.blocked("c2").as_deref(), Some("tool.forbidden-here"));
+    assert_eq!(ran.blocked("c3").as_deref(), Some("tool.forbidden"));
+    // Without the host naming it essential, the same call is not granted.
+    let ran = run(vec![call("c1", "crm__whoami", json!({}))], &[], Vec::new());
+    assert!(ran.host.calls().is_empty());
+    assert!(ran.answer("c1").0.contains("'crm__whoami' is not a tool"), "{:?}", ran.answer("c1"));
+}
+
+#[test]
+fn a_short_name_resolves_to_the_one_tool_it_ends_and_an_ambiguous_one_lists_the_candidates() {
+    let ran =
+        run(vec![call("c1", "lookup", json!({ "region": "eu" })), call("c2", "ping", json!({}))], &[], Vec::new());
+    assert_eq!(ran.host.calls(), vec![("crm__lookup".to_string(), None, json!({ "region": "eu" }))]);
+    assert_eq!(ran.event("tool-called", "c1").map(|event| event["tool"].clone()), Some(json!("crm__lookup")));
+    let (text, status) = ran.answer("c2");
+    assert_eq!(status, "Error");
+    assert!(text.contains("it could be any of: a__ping, b__ping"), "{text}");
+    assert_eq!(ran.blocked("c2"), None);
+}
+
+#[test]
+fn answers_reach_the_model_as_the_host_gave_them() {
+    let ran = run(
+        vec![
+            call("c1", "crm__picture", json!({})),
+            call("c2", "crm__broken", json!({})),
+            call("c3", "crm__oops", json!({})),
+            call("../../c4", "crm__picture", json!({})),
+        ],
+        &[],
+        Vec::new(),
+    );
+    let (text, status) = ran.answer("c1");
+    assert_eq!(status, "Ok");
+    assert_eq!(text, "Here is the chart.\n[image/png, 10 bytes, written to scratchpad/tool-output/c1-1.png]");
+    let workspace = ran.runtime.workspace("s1").expect("workspace");
+    assert_eq!(workspace.read("scratchpad/tool-output/c1-1.png").expect("the image is kept"), b"\x89PNG-chart");
+    // A hostile call id cannot move where the content lands.
+    assert!(ran.answer("../../c4").0.contains("scratchpad/tool-output/c4-1.png"), "{:?}", ran.answer("../../c4"));
+    assert!(workspace.read("scratchpad/tool-output/c4-1.png").is_ok());
+    // A failed call and an `isError` answer are error answers; the turn goes on.
+    assert_eq!(ran.answer("c2"), ("Error: server `crm` stopped mid-call".to_string(), "Error".to_string()));
+    let failed = ran.event("tool-result", "c2").expect("tool-result");
+    assert_eq!((failed["status"].as_str(), failed["server"].as_str()), (Some("error"), Some("crm")));
+    assert_eq!(ran.answer("c3"), ("no such customer".to_string(), "Error".to_string()));
+}
+
+#[test]
+fn a_case_mock_answers_before_the_host() {
+    let mock = Mock { tool: "crm__lookup".to_string(), when_input: None, result: json!("mocked ACME") };
+    let ran = run(vec![call("c1", "crm__lookup", json!({ "region": "eu" }))], &[], vec![mock]);
+    assert!(ran.host.calls().is_empty(), "the mock answered: {:?}", ran.host.calls());
+    assert_eq!(ran.answer("c1").0, "mocked ACME");
+    assert!(ran.event("tool-result", "c1").is_some_and(|event| event.get("server").is_none()));
+}
+
+#[test]
+fn a_script_calls_host_tools_through_the_same_kernel() {
+    let code = "const ok = await tools.crm__lookup({ region: 'eu' }); \
+                let refused = ''; try { await tools.crmLookup({ region: 'us' }); } catch (error) { refused = String(error); } \
+                ok + ' | ' + refused";
+    let ran = run(vec![call("c1", "archmax_eval", json!({ "code": code }))], &[], Vec::new());
+    assert_eq!(ran.host.calls(), vec![("crm__lookup".to_string(), None, json!({ "region": "eu" }))]);
+    let (text, _) = ran.answer("c1");
+    assert!(text.contains(r#"crm__lookup answered {"region":"eu"} | "#), "{text}");
+    assert!(text.contains("BLOCKED"), "the guard refuses the script's second call: {text}");
+    let scripted = ran.events.iter().find(|event| event["event"] == "tool-called" && event["origin"] == "script");
+    assert_eq!(scripted.map(|event| event["server"].clone()), Some(json!("crm")));
+}

@@ -230,6 +230,7 @@ fn run_workflow(root: &Path, slug: &str, args: &TestArgs<'_>, color: bool) -> Su
         tests_dir,
         clock,
         pricing,
+        tools: Default::default(),
     };
     let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(executor) => executor,

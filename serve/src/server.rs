@@ -60,6 +60,8 @@ pub struct ServerParts {
     pub auth: Auth,
     pub limits: TurnLimits,
     pub body_limit: usize,
+    /// The host tools (MCP servers) and essential tools every runtime asks.
+    pub tools: archmax_vm::host_tools::HostTools,
 }
 
 /// Why a server could not be built.
@@ -79,6 +81,7 @@ struct RuntimeFactory {
     events: EventSink,
     root: PathBuf,
     pricing: PricingTable,
+    tools: archmax_vm::host_tools::HostTools,
 }
 
 /// One workflow as a load changed it.
@@ -239,7 +242,13 @@ impl Server {
         }
         let server = Server {
             generations: RwLock::new(Arc::new(Vec::new())),
-            factory: RuntimeFactory { model: parts.model, events, root: parts.root, pricing: parts.pricing },
+            factory: RuntimeFactory {
+                model: parts.model,
+                events,
+                root: parts.root,
+                pricing: parts.pricing,
+                tools: parts.tools,
+            },
             store: parts.store,
             auth: SharedAuth::new(parts.auth),
             connections: Connections::default(),
@@ -327,15 +336,18 @@ impl Server {
             .into_iter()
             .map(|entry| match entry {
                 Ok(existing) => existing,
-                Err(program) => Arc::new(Runtime::new(RuntimeParts {
-                    program: Arc::new(program),
-                    store: Arc::clone(&self.store),
-                    model: Arc::clone(&self.factory.model),
-                    events: self.factory.events.clone(),
-                    clock: Arc::clone(&self.clock),
-                    root: self.factory.root.clone(),
-                    pricing: self.factory.pricing.clone(),
-                })),
+                Err(program) => Arc::new(
+                    Runtime::new(RuntimeParts {
+                        program: Arc::new(program),
+                        store: Arc::clone(&self.store),
+                        model: Arc::clone(&self.factory.model),
+                        events: self.factory.events.clone(),
+                        clock: Arc::clone(&self.clock),
+                        root: self.factory.root.clone(),
+                        pricing: self.factory.pricing.clone(),
+                    })
+                    .with_tools(&self.factory.tools),
+                ),
             })
             .collect();
         let mut generations = match self.generations.write() {

@@ -134,7 +134,8 @@ fn turn_overhead(criterion: &mut Criterion) {
 fn kernel_decision(criterion: &mut Criterion) {
     let program = program();
     let mounts = mount_table(&program);
-    let policy = Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[] };
+    let policy =
+        Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[], essential: &[] };
     let state = &program.workflows[0].states[0];
     let variables = json!({ "order_id": "ORD-1", "trigger": "manual" });
     let args = json!({ "file_path": "reports/ORD-1/summary.md", "content": "x" });
@@ -149,6 +150,7 @@ fn kernel_decision(criterion: &mut Criterion) {
                     origin: Origin::Model,
                     reply_only: false,
                     variables: &variables,
+                    declared_paths: None,
                 },
             ))
         })

@@ -149,6 +149,21 @@ pub trait ToolHost: Send + Sync {
     }
 }
 
+/// What a runtime is given for tools it does not implement: a host and the host's
+/// essential tools. The default provides nothing.
+#[derive(Clone)]
+pub struct HostTools {
+    pub host: Arc<dyn ToolHost>,
+    /// On in every state (the spec's `essentialTools`), by full name.
+    pub essential: Vec<String>,
+}
+
+impl Default for HostTools {
+    fn default() -> HostTools {
+        HostTools { host: Arc::new(NoHost), essential: Vec::new() }
+    }
+}
+
 /// The host that provides nothing.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoHost;

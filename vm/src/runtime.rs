@@ -495,6 +495,11 @@ impl Runtime {
         self
     }
 
+    /// [`Runtime::with_host`] from a [`crate::host_tools::HostTools`].
+    pub fn with_tools(self, tools: &crate::host_tools::HostTools) -> Runtime {
+        self.with_host(Arc::clone(&tools.host), tools.essential.clone())
+    }
+
     fn rechain(&mut self) {
         let mocks: Arc<dyn crate::host_tools::ToolHost> = self.mocks.clone();
         self.tools = crate::host_tools::Chain(vec![mocks, Arc::clone(&self.host)]);

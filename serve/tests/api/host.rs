@@ -93,6 +93,7 @@ fn server_on(
         auth: Auth::configure(Some(ADMIN), Some(&super::tokens_file())).expect("tokens"),
         limits: TurnLimits::default(),
         body_limit: 64 * 1024,
+        tools: Default::default(),
     })
     .expect("server")
     .with_settings(settings, connections)

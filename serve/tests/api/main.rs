@@ -168,6 +168,7 @@ async fn start_server_on(
             auth,
             limits,
             body_limit,
+            tools: Default::default(),
         })
         .expect("server"),
     );

@@ -167,6 +167,7 @@ fn build_server(model: &ModelServer, retries: u32, store: Arc<MemoryStore>) -> A
         auth: Auth::Open,
         limits: TurnLimits::default(),
         body_limit: 64 * 1024,
+        tools: Default::default(),
     })
     .expect("server");
     Arc::new(server)

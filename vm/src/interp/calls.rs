@@ -354,7 +354,7 @@ impl Turn<'_> {
         };
         let call = &resolved;
         let on_surface = surface.tools.iter().find(|tool| program.str(tool.name) == call.name);
-        let essential = self.runtime.essential_tools.iter().any(|tool| *tool == call.name);
+        let essential = self.runtime.essential_tools.contains(&call.name);
         let known = on_surface.is_some()
             || essential
             || RUNTIME_TOOLS.contains(&call.name.as_str())

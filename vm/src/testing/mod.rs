@@ -169,6 +169,8 @@ pub struct Harness {
     pub tests_dir: PathBuf,
     pub clock: Arc<dyn Clock>,
     pub pricing: PricingTable,
+    /// The host tools every case's runtime asks (after the case's own mocks).
+    pub tools: crate::host_tools::HostTools,
 }
 
 /// What one case gets from its caller: its model (a tape under replay) and where its
@@ -214,6 +216,7 @@ impl Harness {
             root: self.root.clone(),
             pricing: self.pricing.clone(),
         })
+        .with_tools(&self.tools)
         .with_mocks(mocks)
     }
 

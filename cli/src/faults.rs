@@ -111,4 +111,8 @@ impl SessionStore for Faulty {
     fn spec<'a>(&'a self, hash: &'a str) -> StoreFuture<'a, Option<PinnedSpec>> {
         self.inner.spec(hash)
     }
+
+    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        self.inner.remove(id)
+    }
 }

@@ -122,21 +122,33 @@ enum Command {
         #[command(flatten)]
         common: SessionFlags,
     },
-    /// List sessions, or show one; `export` and `import` move one between stores.
+    /// List sessions (the most recently moved first), or show one; `rm` and `gc` remove
+    /// them; `export` and `import` move one between stores.
     #[command(args_conflicts_with_subcommands = true)]
     Sessions {
         #[command(subcommand)]
         action: Option<SessionsAction>,
-        /// A session id.
+        /// A session id, or the start of exactly one.
         id: Option<String>,
         /// Only sessions of this workflow.
         #[arg(long, value_name = "SLUG")]
         workflow: Option<String>,
+        /// Only sessions with this status: running, completed, resumable, failed, rejected,
+        /// awaiting_decision or awaiting_input.
+        #[arg(long, value_name = "STATUS", conflicts_with = "id")]
+        status: Option<String>,
+        /// Only sessions parked for a `decision` or for `input`.
+        #[arg(long, value_name = "CHANNEL", conflicts_with = "id")]
+        parked: Option<String>,
+        /// The session's conversation: messages, tool calls with their verdicts, runtime
+        /// notes and parks.
+        #[arg(long, requires = "id")]
+        transcript: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
         /// Cut a damaged session back to its longest verified prefix, saying what is dropped.
-        #[arg(long, requires = "id", conflicts_with_all = ["json", "workflow"])]
+        #[arg(long, requires = "id", conflicts_with_all = ["json", "workflow", "transcript"])]
         repair: bool,
         /// The session store: `fs:[DIR]`, `postgres://…` or `host=/socket dbname=…`
         /// (default: ARCHMAX_STORE, else `fs:`, the workspace's `sessions/`).
@@ -259,6 +271,24 @@ enum SessionsAction {
     },
     /// Create the session an export on stdin holds.
     Import,
+    /// Remove sessions for good, with their sub-workflow sessions (a running one is refused).
+    Rm {
+        /// Session ids, or the start of exactly one each.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Remove the finished and resumable sessions that last moved longer ago than a duration.
+    Gc {
+        /// How long ago: a whole number and a unit (`s`, `m`, `h`, `d`, `w`), such as 30d.
+        #[arg(long, value_name = "DURATION")]
+        older_than: String,
+        /// Remove parked sessions too (nobody decided or answered them in that time).
+        #[arg(long)]
+        include_parked: bool,
+        /// Say what would be removed, and remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// Flags every session command takes.
@@ -406,8 +436,22 @@ fn main() -> ExitCode {
         }
         Command::Sessions { action: Some(SessionsAction::Import), store, .. } => store::import(&root, store.as_deref()),
         Command::Sessions { id: Some(id), repair: true, store, .. } => sessions::repair(&root, store.as_deref(), &id),
-        Command::Sessions { id, workflow, json, store, .. } => {
-            sessions::run(&root, store.as_deref(), id.as_deref(), workflow.as_deref(), json)
+        Command::Sessions { action: Some(SessionsAction::Rm { ids }), store, .. } => {
+            sessions::remove(&root, store.as_deref(), &ids)
+        }
+        Command::Sessions {
+            action: Some(SessionsAction::Gc { older_than, include_parked, dry_run }), store, ..
+        } => sessions::gc(&root, store.as_deref(), &older_than, include_parked, dry_run),
+        Command::Sessions { id, workflow, status, parked, transcript, json, store, .. } => {
+            let query = sessions::Query {
+                id: id.as_deref(),
+                workflow: workflow.as_deref(),
+                status: status.as_deref(),
+                parked: parked.as_deref(),
+                json,
+                transcript,
+            };
+            sessions::run(&root, store.as_deref(), &query)
         }
         Command::Test { workflow, filter, replay, json } => {
             test::run(&root, test::TestArgs { workflow: workflow.as_deref(), filter: filter.as_deref(), replay, json })

@@ -20,7 +20,7 @@ use crate::session::{SessionOptions, execute};
 
 /// Reads the stored session (unlocked) and refuses, before any model is configured, a
 /// session that does not exist, belongs to another workflow, or is not parked on
-/// `channel`. Returns its workflow.
+/// `channel`. Returns its full id (`id` may be a unique prefix) and its workflow.
 fn parked_workflow(
     options: &SessionOptions<'_>,
     command: &str,
@@ -28,16 +28,12 @@ fn parked_workflow(
     named: Option<&str>,
     channel: Channel,
     to: Option<&str>,
-) -> Result<String, ExitCode> {
+) -> Result<(String, String), ExitCode> {
     if let Err(problem) = check_session_id(id, &[]) {
         return Err(usage(command, &format!("`{id}` is not a usable session id: {problem}")));
     }
     let store = crate::store::open_or_exit(options.root, options.store, command)?;
-    let state = match crate::store::read(store.as_ref(), id) {
-        Ok(Some(state)) => state,
-        Ok(None) => return Err(failure(format!("there is no session `{id}`; `archmax sessions` lists them"))),
-        Err(error) => return Err(failure(error)),
-    };
+    let (id, state) = crate::store::resolve(store.as_ref(), id).map_err(failure)?;
     if let Some(named) = named
         && named != state.head.workflow
     {
@@ -49,7 +45,7 @@ fn parked_workflow(
     if let Some(refusal) = to.and_then(|to| decision_refusal(&state, to)) {
         return Err(failure(refusal));
     }
-    Ok(state.head.workflow)
+    Ok((id, state.head.workflow))
 }
 
 pub fn decide(
@@ -62,8 +58,8 @@ pub fn decide(
     if to.trim().is_empty() {
         return usage("decide", "--to names no state");
     }
-    let workflow = match parked_workflow(options, "decide", id, workflow, Channel::Decision, Some(to.trim())) {
-        Ok(workflow) => workflow,
+    let (id, workflow) = match parked_workflow(options, "decide", id, workflow, Channel::Decision, Some(to.trim())) {
+        Ok(found) => found,
         Err(code) => return code,
     };
     let request = DecideRequest {
@@ -82,8 +78,8 @@ pub fn reply(options: &SessionOptions<'_>, id: &str, message: &[String], workflo
     if message.trim().is_empty() {
         return usage("reply", "the message is empty");
     }
-    let workflow = match parked_workflow(options, "reply", id, workflow, Channel::Decision, None) {
-        Ok(workflow) => workflow,
+    let (id, workflow) = match parked_workflow(options, "reply", id, workflow, Channel::Decision, None) {
+        Ok(found) => found,
         Err(code) => return code,
     };
     let request =
@@ -105,8 +101,8 @@ pub fn deliver(
         Ok(variables) => variables,
         Err(code) => return code,
     };
-    let workflow = match parked_workflow(options, "deliver", id, workflow, Channel::Input, None) {
-        Ok(workflow) => workflow,
+    let (id, workflow) = match parked_workflow(options, "deliver", id, workflow, Channel::Input, None) {
+        Ok(found) => found,
         Err(code) => return code,
     };
     let request = DeliverRequest {

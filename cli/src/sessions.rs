@@ -1,82 +1,277 @@
-//! `archmax sessions [ID] [--workflow SLUG] [--root DIR] [--json]`: a listing, or one session in full;
-//! `archmax sessions ID --repair` cuts a damaged session back to what still verifies.
+//! `archmax sessions`: the listing (the most recently moved first, filtered by
+//! `--workflow`, `--status`, `--parked`), one session in full (`ID`, a unique prefix
+//! accepted; `--transcript` for its conversation; `--json` for either), `rm` and `gc`
+//! (removal, a sub-workflow session with its parent), and `ID --repair`, which cuts a
+//! damaged session back to what still verifies.
+//!
+//! A session whose last turn completed in a state that is not terminal is shown as
+//! `resumable`, never `completed`: it can go on where it stopped.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use archmax_vm::session::SessionState;
 use archmax_vm::session::fs::{FsStore, RepairOutcome};
 use archmax_vm::session::id::check_session_id;
 use archmax_vm::session::summary::summary;
+use archmax_vm::session::{Message, SessionState, SessionStore, Status, ToolStatus};
+use archmax_vm::stdlib::vfs::Vfs;
 
 use crate::output::{failure, usage};
 use crate::session::thousands;
 
-pub fn run(root: &Path, store: Option<&str>, id: Option<&str>, workflow: Option<&str>, json_output: bool) -> ExitCode {
+/// What `archmax sessions` lists or shows.
+pub struct Query<'a> {
+    pub id: Option<&'a str>,
+    pub workflow: Option<&'a str>,
+    /// A status as the listing prints it (`resumable` included).
+    pub status: Option<&'a str>,
+    /// `decision` or `input`.
+    pub parked: Option<&'a str>,
+    pub json: bool,
+    pub transcript: bool,
+}
+
+/// The statuses `--status` takes, as the listing prints them.
+const STATUSES: [&str; 7] =
+    ["running", "completed", "resumable", "failed", "rejected", "awaiting_decision", "awaiting_input"];
+
+pub fn run(root: &Path, store: Option<&str>, query: &Query<'_>) -> ExitCode {
+    if let Some(status) = query.status
+        && !STATUSES.contains(&status)
+    {
+        return usage("sessions", &format!("`--status {status}` is not a status; use one of {}", STATUSES.join(", ")));
+    }
+    if let Some(parked) = query.parked
+        && !matches!(parked, "decision" | "input")
+    {
+        return usage("sessions", &format!("`--parked {parked}` is neither `decision` nor `input`"));
+    }
     let store = match crate::store::open_or_exit(root, store, "sessions") {
         Ok(store) => store,
         Err(code) => return code,
     };
-    let read = |id: &str| crate::store::read(store.as_ref(), id);
-    match id {
-        Some(id) => {
-            if let Err(problem) = check_session_id(id, &[]) {
-                return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
-            }
-            let state = match read(id) {
-                Ok(Some(state)) if workflow.is_some_and(|workflow| workflow != state.head.workflow) => {
-                    return failure(format!(
-                        "session `{id}` belongs to workflow `{}`, not `{}`",
-                        state.head.workflow,
-                        workflow.unwrap_or_default()
-                    ));
-                }
-                Ok(Some(state)) => state,
-                Ok(None) => return failure(format!("there is no session `{id}`; `archmax sessions` lists them")),
-                Err(error) => return failure(error),
-            };
-            if json_output {
-                println!("{}", serde_json::to_string_pretty(&summary(&state)).unwrap_or_default());
-            } else {
-                print!("{}", detail(&state));
-            }
-            ExitCode::SUCCESS
-        }
-        None => {
-            // One executor for the whole listing, not one per session read.
-            let listed = crate::store::block_on(async {
-                let ids = store.list().await?;
-                let mut read = Vec::with_capacity(ids.len());
-                for id in ids {
-                    read.push(store.read(&id).await);
-                }
-                Ok::<_, archmax_vm::session::StoreError>(read)
-            });
-            let read = match listed {
-                Ok(Ok(read)) => read,
-                Ok(Err(error)) => return failure(error),
-                Err(message) => return failure(message),
-            };
-            let mut states = Vec::with_capacity(read.len());
-            for loaded in read {
-                match loaded {
-                    Ok(Some(state)) if workflow.is_some_and(|workflow| workflow != state.head.workflow) => {}
-                    Ok(Some(state)) => states.push(state),
-                    Ok(None) => {}
-                    Err(error) => eprintln!("warning: {error}"),
-                }
-            }
-            if json_output {
-                let list: Vec<serde_json::Value> = states.iter().map(summary).collect();
-                println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
-            } else {
-                for state in &states {
-                    println!("{}", row(state));
-                }
-            }
-            ExitCode::SUCCESS
+    match query.id {
+        Some(id) => show(store.as_ref(), id, query),
+        None => list(store.as_ref(), query),
+    }
+}
+
+/// One session in full, or its conversation with `--transcript`.
+fn show(store: &dyn SessionStore, id: &str, query: &Query<'_>) -> ExitCode {
+    if let Err(problem) = check_session_id(id, &[]) {
+        return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
+    }
+    let (id, state) = match crate::store::resolve(store, id) {
+        Ok(found) => found,
+        Err(message) => return failure(message),
+    };
+    if let Some(workflow) = query.workflow
+        && workflow != state.head.workflow
+    {
+        return failure(format!("session `{id}` belongs to workflow `{}`, not `{workflow}`", state.head.workflow));
+    }
+    match (query.transcript, query.json) {
+        (true, true) => println!("{}", serde_json::to_string_pretty(&transcript_json(&state)).unwrap_or_default()),
+        (true, false) => print!("{}", transcript(&state)),
+        (false, true) => println!("{}", serde_json::to_string_pretty(&summary(&state)).unwrap_or_default()),
+        (false, false) => {
+            let files = store.files(&id).ok();
+            print!("{}", detail(&state, files.as_deref()));
         }
     }
+    ExitCode::SUCCESS
+}
+
+/// Every session the filters admit, the most recently moved first.
+fn list(store: &dyn SessionStore, query: &Query<'_>) -> ExitCode {
+    // One executor for the whole listing, not one per session read.
+    let listed = crate::store::block_on(async {
+        let ids = store.list().await?;
+        let mut read = Vec::with_capacity(ids.len());
+        for id in ids {
+            read.push(store.read(&id).await);
+        }
+        Ok::<_, archmax_vm::session::StoreError>(read)
+    });
+    let read = match listed {
+        Ok(Ok(read)) => read,
+        Ok(Err(error)) => return failure(error),
+        Err(message) => return failure(message),
+    };
+    let mut states = Vec::with_capacity(read.len());
+    for loaded in read {
+        match loaded {
+            Ok(Some(state)) if admits(query, &state) => states.push(state),
+            Ok(_) => {}
+            Err(error) => eprintln!("warning: {error}"),
+        }
+    }
+    states.sort_by(|a, b| b.head.updated_at.cmp(&a.head.updated_at).then_with(|| a.id.as_str().cmp(b.id.as_str())));
+    if query.json {
+        let list: Vec<serde_json::Value> = states.iter().map(summary).collect();
+        println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+    } else {
+        for state in &states {
+            println!("{}", row(state));
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn admits(query: &Query<'_>, state: &SessionState) -> bool {
+    let head = &state.head;
+    query.workflow.is_none_or(|workflow| head.workflow == workflow)
+        && query.status.is_none_or(|status| head.status_label() == status)
+        && query.parked.is_none_or(|parked| match parked {
+            "decision" => head.status == Status::AwaitingDecision,
+            _ => head.status == Status::AwaitingInput,
+        })
+}
+
+/// `archmax sessions rm ID…`: removes each session (a unique prefix names one) with its
+/// sub-workflow sessions. Every id is resolved before anything is removed, so a typo
+/// removes nothing.
+pub fn remove(root: &Path, store: Option<&str>, ids: &[String]) -> ExitCode {
+    let store = match crate::store::open_or_exit(root, store, "sessions") {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let mut resolved = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Err(problem) = check_session_id(id, &[]) {
+            return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
+        }
+        match crate::store::resolve(store.as_ref(), id) {
+            Ok((id, state)) => resolved.push((id, state)),
+            Err(message) => return failure(message),
+        }
+    }
+    let all = match crate::store::block_on(store.list()) {
+        Ok(Ok(all)) => all,
+        Ok(Err(error)) => return failure(error),
+        Err(message) => return failure(message),
+    };
+    let mut failed = false;
+    for (id, state) in resolved {
+        if state.head.status == Status::Running {
+            eprintln!(
+                "error: session `{id}` is running (a turn is in flight, or was cut and will be continued); stop what runs it first"
+            );
+            failed = true;
+            continue;
+        }
+        match remove_with_children(store.as_ref(), &id, &all) {
+            Ok(0) => println!("removed session `{id}`"),
+            Ok(children) => println!("removed session `{id}` and {children} sub-workflow session(s)"),
+            Err(message) => {
+                eprintln!("error: {message}");
+                failed = true;
+            }
+        }
+    }
+    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+/// Removes a session's sub-workflow sessions (`<id>~…`), then the session; returns how
+/// many children went.
+fn remove_with_children(store: &dyn SessionStore, id: &str, all: &[String]) -> Result<usize, String> {
+    let prefix = format!("{id}~");
+    let children: Vec<&String> = all.iter().filter(|other| other.starts_with(&prefix)).collect();
+    let mut removed = 0;
+    for child in children.iter().rev() {
+        if crate::store::block_on(store.remove(child))?.map_err(|error| error.to_string())? {
+            removed += 1;
+        }
+    }
+    match crate::store::block_on(store.remove(id))?.map_err(|error| error.to_string())? {
+        true => Ok(removed),
+        false => Err(format!("session `{id}` was already gone")),
+    }
+}
+
+/// `archmax sessions gc --older-than DURATION [--include-parked] [--dry-run]`: removes the
+/// sessions that last moved before then. Finished and resumable sessions only, unless
+/// parked ones are included; a running session never. Sub-workflow sessions go with
+/// their parent, never on their own.
+pub fn gc(root: &Path, store: Option<&str>, older_than: &str, include_parked: bool, dry_run: bool) -> ExitCode {
+    let Some(age) = parse_age(older_than) else {
+        return usage(
+            "sessions",
+            &format!(
+                "`--older-than {older_than}` is not a duration; write a whole number and a unit: 45m, 12h, 30d, 8w"
+            ),
+        );
+    };
+    let store = match crate::store::open_or_exit(root, store, "sessions") {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    // The host's clock (ARCHMAX_FIXED_CLOCK when set), as the runtime that moved them used.
+    let now = match archmax_vm::clock::from_env(archmax_vm::host_env::process_env) {
+        Ok(clock) => clock.now_ms(),
+        Err(message) => return failure(message),
+    };
+    let cutoff = now.saturating_sub(age);
+    let listed = crate::store::block_on(async {
+        let ids = store.list().await?;
+        let mut old = Vec::new();
+        for id in &ids {
+            if id.contains('~') {
+                continue;
+            }
+            if let Some(state) = store.read(id).await? {
+                let head = &state.head;
+                let idle = head.status.is_finished() || include_parked && head.status.is_parked();
+                if idle && head.updated_at < cutoff {
+                    old.push((id.clone(), head.status_label()));
+                }
+            }
+        }
+        Ok::<_, archmax_vm::session::StoreError>((ids, old))
+    });
+    let (all, old) = match listed {
+        Ok(Ok(found)) => found,
+        Ok(Err(error)) => return failure(error),
+        Err(message) => return failure(message),
+    };
+    let mut removed = 0usize;
+    let mut failed = false;
+    for (id, status) in &old {
+        if dry_run {
+            println!("would remove `{id}` ({status})");
+            continue;
+        }
+        match remove_with_children(store.as_ref(), id, &all) {
+            Ok(_) => removed += 1,
+            Err(message) => {
+                eprintln!("error: {message}");
+                failed = true;
+            }
+        }
+    }
+    if dry_run {
+        println!("{} session(s) last moved more than {older_than} ago; nothing was removed", old.len());
+    } else {
+        println!("removed {removed} session(s) that last moved more than {older_than} ago");
+    }
+    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+/// A duration such as `45m`, `12h`, `30d` or `8w`, in milliseconds.
+fn parse_age(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let unit_ms: u64 = match unit {
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        "w" => 604_800_000,
+        _ => return None,
+    };
+    number.checked_mul(unit_ms)
 }
 
 /// Repairs one session and says what was kept and what was dropped.
@@ -93,6 +288,11 @@ pub fn repair(root: &Path, store: Option<&str>, id: &str) -> ExitCode {
         }
         Err(message) => return usage("sessions", &message),
     };
+    let id = match crate::store::resolve_id(&store, id) {
+        Ok(id) => id,
+        Err(message) => return failure(message),
+    };
+    let id = id.as_str();
     match store.repair(id) {
         Ok(outcome) => {
             println!("{}", repair_report(id, &outcome));
@@ -128,13 +328,14 @@ fn repair_report(id: &str, outcome: &RepairOutcome) -> String {
 fn row(state: &SessionState) -> String {
     let head = &state.head;
     let names: Vec<&str> = state.variables.keys().map(String::as_str).collect();
-    let class = if head.status.is_finished() { "finished" } else { "open" };
     let mut line = format!(
-        "{}  {}  {} ({class})  {}",
+        "{}  {}  {}  {}  started {}  moved {}",
         state.id,
         head.workflow,
-        head.status.as_str(),
-        head.position.as_deref().unwrap_or("-")
+        head.status_label(),
+        head.position.as_deref().unwrap_or("-"),
+        moment(head.created_at),
+        moment(head.updated_at)
     );
     if let Some(decision) = &head.pending_decision {
         let what = decision.title.clone().unwrap_or_else(|| {
@@ -156,16 +357,59 @@ fn row(state: &SessionState) -> String {
     line
 }
 
-fn detail(state: &SessionState) -> String {
+/// A stored time (milliseconds since the epoch) as UTC to the second, `-` when unset.
+fn moment(ms: u64) -> String {
+    if ms == 0 {
+        return "-".to_string();
+    }
+    let text = archmax_vm::clock::rfc3339(ms);
+    match text.split_once('.') {
+        Some((seconds, _)) => format!("{seconds}Z"),
+        None => text,
+    }
+}
+
+/// How many lines of an evidence file the decision report shows.
+const EVIDENCE_LINES: usize = 5;
+/// The most bytes of an evidence file read for them.
+const EVIDENCE_BYTES: usize = 4 * 1024;
+
+/// The first lines of an evidence file, indented, or why they cannot be shown.
+fn evidence_head(files: Option<&dyn Vfs>, path: &str) -> String {
+    let Some(files) = files else { return String::new() };
+    let (bytes, size) = match files.read_head(path, EVIDENCE_BYTES) {
+        Ok(read) => read,
+        Err(error) => return format!("            ({error})\n"),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let mut out = String::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for line in lines.iter().take(EVIDENCE_LINES) {
+        out.push_str(&format!("            │ {}\n", line.chars().take(160).collect::<String>()));
+    }
+    if lines.len() > EVIDENCE_LINES || size > bytes.len() as u64 {
+        out.push_str("            │ …\n");
+    }
+    out
+}
+
+fn detail(state: &SessionState, files: Option<&dyn Vfs>) -> String {
     let head = &state.head;
     let mut out = format!(
-        "session   {}\nworkflow  {}\nspec hash {}\nstatus    {}\nstate     {}\n",
+        "session   {}\nworkflow  {}\nspec hash {}\nstatus    {}\nstate     {}\nstarted   {}\nmoved     {}\n",
         state.id,
         head.workflow,
         if head.spec_hash.is_empty() { "-" } else { head.spec_hash.as_str() },
-        head.status.as_str(),
-        head.position.as_deref().unwrap_or("-")
+        head.status_label(),
+        head.position.as_deref().unwrap_or("-"),
+        moment(head.created_at),
+        moment(head.updated_at)
     );
+    if head.status == Status::Completed && head.resumable {
+        out.push_str(
+            "          the last turn ended in a state that is not terminal: `archmax run --session` goes on there\n",
+        );
+    }
     if let Some(exit) = &head.exit {
         out.push_str(&format!("exit      {}: {}\n", exit.code, exit.reason));
     }
@@ -196,6 +440,7 @@ fn detail(state: &SessionState) -> String {
         }
         for path in &decision.evidence {
             out.push_str(&format!("          evidence {path}\n"));
+            out.push_str(&evidence_head(files, path));
         }
     }
     if let Some(input) = &head.pending_input {
@@ -228,4 +473,132 @@ fn detail(state: &SessionState) -> String {
         usage.cost_usd.map(|cost| format!(" · ${cost:.4}")).unwrap_or_default()
     ));
     out
+}
+
+/// How a call's answer reads in a transcript: blocked by governance, refused by the
+/// runtime (an advance it turned down), an error, or done.
+fn verdict(status: ToolStatus, content: &str) -> &'static str {
+    if content.starts_with("[workflow] BLOCKED") || content.starts_with("[workflow] FAILED") {
+        "blocked"
+    } else if content.starts_with("archmax_advance rejected:") || content.starts_with("[workflow] ") {
+        "refused"
+    } else if status == ToolStatus::Error {
+        "error"
+    } else {
+        "ok"
+    }
+}
+
+/// The answer to each tool call, by call id.
+fn answers(state: &SessionState) -> std::collections::HashMap<&str, (&str, ToolStatus)> {
+    state
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool { call_id, content, status, .. } => Some((call_id.as_str(), (content.as_str(), *status))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The most lines of one tool answer a transcript shows.
+const ANSWER_LINES: usize = 8;
+
+fn indented(text: &str, prefix: &str, limit: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    for line in lines.iter().take(limit) {
+        out.push_str(&format!("{prefix}{line}\n"));
+    }
+    if lines.len() > limit {
+        out.push_str(&format!("{prefix}… ({} more lines)\n", lines.len() - limit));
+    }
+    out
+}
+
+/// `archmax sessions ID --transcript`: the conversation as a person reads it.
+fn transcript(state: &SessionState) -> String {
+    let answers = answers(state);
+    let mut out = format!("session {} · {} · {}\n", state.id, state.head.workflow, state.head.status_label());
+    for message in &state.messages {
+        match message {
+            Message::User { text, .. } => {
+                out.push_str("\n── user\n");
+                out.push_str(&indented(text, "  ", usize::MAX));
+            }
+            Message::Assistant { text, tool_calls } => {
+                out.push_str("\n── assistant\n");
+                if !text.trim().is_empty() {
+                    out.push_str(&indented(text, "  ", usize::MAX));
+                }
+                for call in tool_calls {
+                    out.push_str(&format!("  → {} {}\n", call.name, call.args));
+                    match answers.get(call.id.as_str()) {
+                        Some((content, status)) => {
+                            out.push_str(&format!("    ← {}\n", verdict(*status, content)));
+                            out.push_str(&indented(content, "      ", ANSWER_LINES));
+                        }
+                        None => out.push_str("    ← no answer yet\n"),
+                    }
+                }
+            }
+            Message::Tool { .. } => {}
+            Message::Note { kind, text, .. } => {
+                out.push_str(&format!("\n── runtime note ({})\n", kind.as_str()));
+                out.push_str(&indented(text, "  ", usize::MAX));
+            }
+        }
+    }
+    if let Some(decision) = &state.head.pending_decision {
+        let targets: Vec<&str> = decision.transitions.iter().map(|choice| choice.to.as_str()).collect();
+        out.push_str(&format!("\n── parked: awaiting a decision at {} (to {})\n", decision.state, targets.join(", ")));
+    }
+    if let Some(input) = &state.head.pending_input {
+        out.push_str(&format!("\n── parked: awaiting input at {}: {}\n", input.state, input.reason));
+    }
+    out
+}
+
+/// `archmax sessions ID --transcript --json`: the same conversation, each call with its
+/// answer and verdict.
+fn transcript_json(state: &SessionState) -> serde_json::Value {
+    use serde_json::json;
+    let answers = answers(state);
+    let entries: Vec<serde_json::Value> = state
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::User { text, .. } => Some(json!({ "kind": "user", "text": text })),
+            Message::Assistant { text, tool_calls } => {
+                let calls: Vec<serde_json::Value> = tool_calls
+                    .iter()
+                    .map(|call| {
+                        let answer = answers.get(call.id.as_str());
+                        json!({
+                            "id": call.id,
+                            "tool": call.name,
+                            "args": call.args,
+                            "verdict": answer.map(|(content, status)| verdict(*status, content)),
+                            "answer": answer.map(|(content, _)| *content),
+                        })
+                    })
+                    .collect();
+                Some(json!({ "kind": "assistant", "text": text, "calls": calls }))
+            }
+            Message::Tool { .. } => None,
+            Message::Note { kind, text, .. } => Some(json!({ "kind": "note", "note": kind.as_str(), "text": text })),
+        })
+        .collect();
+    let park = match (&state.head.pending_decision, &state.head.pending_input) {
+        (Some(decision), _) => json!({ "channel": "decision", "state": decision.state }),
+        (None, Some(input)) => json!({ "channel": "input", "state": input.state, "reason": input.reason }),
+        (None, None) => serde_json::Value::Null,
+    };
+    json!({
+        "sessionId": state.id,
+        "workflow": state.head.workflow,
+        "status": state.head.status_label(),
+        "messages": entries,
+        "park": park,
+    })
 }

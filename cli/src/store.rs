@@ -132,6 +132,46 @@ pub fn read(store: &dyn SessionStore, id: &str) -> Result<Option<SessionState>, 
     block_on(store.read(id))?.map_err(|error| error.to_string())
 }
 
+/// The most ids an ambiguous prefix names in its refusal.
+const SHOWN_CANDIDATES: usize = 5;
+
+/// The session `given` names, and its state: the session of that id, else the one
+/// session whose id starts with it. No match, or several, is refused with what to do.
+pub fn resolve(store: &dyn SessionStore, given: &str) -> Result<(String, SessionState), String> {
+    if let Some(state) = read(store, given)? {
+        return Ok((given.to_string(), state));
+    }
+    let id = resolve_id(store, given)?;
+    match read(store, &id)? {
+        Some(state) => Ok((id, state)),
+        None => Err(format!("session `{id}` was removed while it was being read")),
+    }
+}
+
+/// The id `given` names among the listed sessions (itself, else the one id it starts),
+/// without reading any session: what a command on a damaged session uses.
+pub fn resolve_id(store: &dyn SessionStore, given: &str) -> Result<String, String> {
+    let ids = block_on(store.list())?.map_err(|error| error.to_string())?;
+    if ids.iter().any(|id| id == given) {
+        return Ok(given.to_string());
+    }
+    let matching: Vec<&String> = ids.iter().filter(|id| id.starts_with(given)).collect();
+    match matching.as_slice() {
+        [] => Err(format!("there is no session `{given}`; `archmax sessions` lists them")),
+        [id] => Ok(id.to_string()),
+        many => {
+            let shown: Vec<&str> = many.iter().take(SHOWN_CANDIDATES).map(|id| id.as_str()).collect();
+            let more = many.len().saturating_sub(SHOWN_CANDIDATES);
+            Err(format!(
+                "`{given}` is the start of {} session ids: {}{}; give more of the id",
+                many.len(),
+                shown.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            ))
+        }
+    }
+}
+
 /// `archmax sessions export ID`: the session as JSON lines on stdout.
 pub fn export(root: &Path, flag: Option<&str>, id: &str) -> ExitCode {
     if let Err(problem) = check_session_id(id, &[]) {
@@ -141,6 +181,11 @@ pub fn export(root: &Path, flag: Option<&str>, id: &str) -> ExitCode {
         Ok(store) => store,
         Err(code) => return code,
     };
+    let id = match resolve(store.as_ref(), id) {
+        Ok((id, _)) => id,
+        Err(message) => return failure(message),
+    };
+    let id = id.as_str();
     let mut out = std::io::BufWriter::new(std::io::stdout());
     match block_on(transfer::export(store.as_ref(), id, &mut out)) {
         Ok(Ok(summary)) => {

@@ -605,6 +605,41 @@ impl SessionStore for PgStore {
                 .await
         })
     }
+
+    /// Removes the session's row (its steps go with it) and its files in one transaction,
+    /// under the session's advisory lock taken for the transaction: a writer holding the
+    /// lock makes this `Busy` and nothing is removed.
+    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let pool = self.inner.pool.clone();
+            let task_id = id.to_string();
+            self.inner
+                .run(id, async move {
+                    let id = task_id.as_str();
+                    let mut client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+                    let transaction = client.transaction().await.map_err(db_error(id))?;
+                    let locked: bool = transaction
+                        .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&lock_key(id)])
+                        .await
+                        .map_err(db_error(id))?
+                        .get(0);
+                    if !locked {
+                        return Err(StoreError::Busy(id.to_string()));
+                    }
+                    transaction
+                        .execute("DELETE FROM archmax_files WHERE session_id = $1", &[&id])
+                        .await
+                        .map_err(db_error(id))?;
+                    let removed = transaction
+                        .execute("DELETE FROM archmax_sessions WHERE id = $1", &[&id])
+                        .await
+                        .map_err(db_error(id))?;
+                    transaction.commit().await.map_err(db_error(id))?;
+                    Ok(removed > 0)
+                })
+                .await
+        })
+    }
 }
 
 #[cfg(test)]

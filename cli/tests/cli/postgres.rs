@@ -137,7 +137,7 @@ fn a_park_made_through_one_process_is_decided_through_another() {
     let listed = workspace.command(&["sessions"]).env("ARCHMAX_STORE", &target).output().expect("runs");
     assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
     assert!(
-        text(&listed.stdout).starts_with("s1  refunds  awaiting_decision (open)  review"),
+        text(&listed.stdout).starts_with("s1  refunds  awaiting_decision  review  started "),
         "{}",
         text(&listed.stdout)
     );

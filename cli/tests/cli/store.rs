@@ -269,5 +269,5 @@ fn repair_needs_a_session_id() {
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     let missing = workspace.run(&["sessions", "nope", "--repair"]);
     assert_eq!(missing.status.code(), Some(1));
-    assert!(stderr(&missing).contains("session `nope` does not exist"), "{}", stderr(&missing));
+    assert!(stderr(&missing).contains("there is no session `nope`"), "{}", stderr(&missing));
 }

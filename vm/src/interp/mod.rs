@@ -614,6 +614,7 @@ impl<'r> Turn<'r> {
                 self.complete();
             } else {
                 self.session.head.status = Status::Completed;
+                self.session.head.resumable = true;
             }
             return self.commit().await;
         }
@@ -656,6 +657,7 @@ impl<'r> Turn<'r> {
             }
         }
         self.session.head.status = Status::Completed;
+        self.session.head.resumable = false;
         self.emit(Event::StateLeave { state: here, next: None });
     }
 

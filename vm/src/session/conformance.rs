@@ -10,8 +10,9 @@
 //! (written before the session exists, and by a step, as read back by another store
 //! value); pinned specs; export and import ([`super::transfer`]); listing with paging
 //! ([`SessionStore::list_page`]: pages of several sizes walked to the end, filters with
-//! paging, cursors naming no session, the page-size bounds); and 64 sessions written at
-//! once on a multi-threaded executor.
+//! paging, cursors naming no session, the page-size bounds); removal (refused while a
+//! writer holds the session, then gone with its files, the id free again); and 64
+//! sessions written at once on a multi-threaded executor.
 //!
 //! The one thing to know: the suite states the *weakest* contract every store keeps. A
 //! file a tool writes while a writer is open is only promised to another store value
@@ -60,7 +61,7 @@ pub fn run(label: &str, backing: &dyn Backing) {
         .enable_all()
         .build()
         .unwrap_or_else(|error| panic!("{label}: no executor for the conformance suite: {error}"));
-    let checks: [(&str, Check); 10] = [
+    let checks: [(&str, Check); 11] = [
         ("create, read and list", create_read_and_list),
         ("commits read back and reopened by another store value", commits_survive_a_second_process),
         ("create twice and unknown ids", create_twice_and_unknown_ids),
@@ -70,6 +71,7 @@ pub fn run(label: &str, backing: &dyn Backing) {
         ("pinned specs", pinned_specs_are_kept_by_hash),
         ("export and import", export_and_import_lose_nothing),
         ("listing with paging", listing_with_paging),
+        ("removing a session", removing_a_session),
         ("64 sessions at once", many_sessions_at_once),
     ];
     for (name, check) in checks {
@@ -286,6 +288,53 @@ fn a_second_writer_is_busy<'a>(context: &'a Context<'a>) -> Checked<'a> {
         let (_, writer) = context.ok("open once the first writer is gone", other.open(&id).await);
         drop(writer);
         drop(context.ok("open again after that writer was dropped", store.open(&id).await));
+    })
+}
+
+fn removing_a_session<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        let store = context.store();
+        let other = context.store();
+        let id = context.id("removed");
+        let kept = context.id("kept");
+        let mut expected = initial(&id);
+        let mut writer = context.ok("create", store.create(&expected).await);
+        let files = context.ok("files", store.files(&id));
+        context.ok("write a file", files.write("scratchpad/note.md", b"note"));
+        commit_steps(context, &mut writer, &mut expected, 2).await;
+        drop(context.ok("create another", store.create(&initial(&kept)).await));
+        // A session open for writing is not removed, from this store value or another.
+        match other.remove(&id).await {
+            Err(StoreError::Busy(found)) if found == id => {}
+            outcome => context.fail(&format!("removing a session a writer holds is Busy, got {outcome:?}")),
+        }
+        if context.ok("read after a refused removal", other.read(&id).await) != Some(expected.clone()) {
+            context.fail("a refused removal leaves the session as it was");
+        }
+        drop(writer);
+        if !context.ok("remove", other.remove(&id).await) {
+            context.fail("removing a session that exists says so");
+        }
+        if context.ok("read after removal", store.read(&id).await).is_some() {
+            context.fail("a removed session reads as missing");
+        }
+        if context.listed(store.as_ref()).await != [kept.clone()] {
+            context.fail("a removed session is not listed and the other one still is");
+        }
+        let listed = context.ok("list a removed session's files", context.store().files(&id)).list("scratchpad");
+        if listed.is_ok_and(|entries| !entries.is_empty()) {
+            context.fail("a removed session's files are gone");
+        }
+        if context.ok("remove again", store.remove(&id).await) {
+            context.fail("removing a session that does not exist says so");
+        }
+        match store.open(&id).await {
+            Err(StoreError::Missing(_)) => {}
+            Err(error) => context.fail(&format!("a removed session cannot be opened, got {error:?}")),
+            Ok(_) => context.fail("a removed session cannot be opened"),
+        }
+        // The id can be used again.
+        drop(context.ok("create under a removed id", store.create(&initial(&id)).await));
     })
 }
 

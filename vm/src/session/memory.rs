@@ -90,6 +90,19 @@ impl MemoryStore {
         }
     }
 
+    /// Removes a session and its files unless a writer holds it.
+    pub fn remove(&self, id: &str) -> Result<bool, StoreError> {
+        let mut sessions = self.shared.sessions();
+        match sessions.get(id) {
+            None => return Ok(false),
+            Some(entry) if entry.locked_by.is_some() => return Err(StoreError::Busy(id.to_string())),
+            Some(_) => {}
+        }
+        sessions.remove(id);
+        self.shared.files.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
+        Ok(true)
+    }
+
     /// Reads a session without locking it; `None` when it does not exist.
     pub fn read(&self, id: &str) -> Option<SessionState> {
         self.shared.sessions().get(id).map(|entry| entry.state.clone())
@@ -143,6 +156,10 @@ impl SessionStore for MemoryStore {
 
     fn spec<'a>(&'a self, hash: &'a str) -> StoreFuture<'a, Option<PinnedSpec>> {
         ready(Ok(MemoryStore::spec(self, hash)))
+    }
+
+    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        ready(MemoryStore::remove(self, id))
     }
 }
 

@@ -64,6 +64,14 @@ impl Status {
     }
 }
 
+impl Head {
+    /// The status as a person reads it: a turn that completed in a state that is not
+    /// terminal is `resumable`, never `completed`.
+    pub fn status_label(&self) -> &'static str {
+        if self.status == Status::Completed && self.resumable { "resumable" } else { self.status.as_str() }
+    }
+}
+
 /// One variable: its value and whether it is locked.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Variable {
@@ -426,6 +434,11 @@ pub struct Head {
     /// How far the session has read the tape it was run with, if one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tape: Option<crate::model::TapeReading>,
+    /// The last turn ended with the agent's answer in a state that is not terminal: the
+    /// status reads `completed` (the turn did), but the session can go on there. Read only
+    /// while the status is `completed`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resumable: bool,
     /// Milliseconds since the epoch.
     pub created_at: u64,
     pub updated_at: u64,

@@ -87,6 +87,10 @@ pub trait SessionStore: Send + Sync {
     fn keep_spec<'a>(&'a self, spec: &'a PinnedSpec) -> StoreFuture<'a, ()>;
     /// The spec kept under `hash`, if any.
     fn spec<'a>(&'a self, hash: &'a str) -> StoreFuture<'a, Option<PinnedSpec>>;
+    /// Removes a session and its files for good; `false` when there is no such session. A
+    /// session open for writing (here or in another process) is [`StoreError::Busy`] and
+    /// stays as it was.
+    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
 }
 
 /// Which sessions a listing wants, and where its page starts.

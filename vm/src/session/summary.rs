@@ -51,7 +51,12 @@ pub fn summary(state: &SessionState) -> Value {
             "costUsd": head.usage.cost_usd,
         },
         "specHash": head.spec_hash,
+        "createdAt": head.created_at,
+        "updatedAt": head.updated_at,
     });
+    if head.status == Status::Completed && head.resumable {
+        out["resumable"] = json!(true);
+    }
     if let Some(parent) = &head.parent {
         out["parentSessionId"] = json!(parent);
     }

@@ -297,6 +297,32 @@ impl FsStore {
         Ok(ids)
     }
 
+    /// Removes a session's folder (the blocking form of [`SessionStore::remove`]). The
+    /// session's lock is taken first, so a running writer is refused; its runtime folder is
+    /// then renamed to a staging name, which ends the session at once (a crash after that
+    /// leaves only files the next creation or open of the id clears), and the folder goes.
+    /// Folders left empty above it, up to the store's own, go too.
+    pub fn remove(&self, id: &str) -> Result<bool, StoreError> {
+        let (session_path, lock) = match self.lock_session(id) {
+            Ok(locked) => locked,
+            Err(StoreError::Missing(_)) => return Ok(false),
+            Err(error) => return Err(error),
+        };
+        let staging = session_path.join(staging_name(RUNTIME_DIR));
+        fs::rename(session_path.join(RUNTIME_DIR), &staging).map_err(io_error(id))?;
+        let removed = fs::remove_dir_all(&session_path).map_err(io_error(id));
+        drop(lock);
+        removed?;
+        let mut parent = session_path.parent();
+        while let Some(dir) = parent.filter(|dir| *dir != self.dir && dir.starts_with(&self.dir)) {
+            if fs::remove_dir(dir).is_err() {
+                break;
+            }
+            parent = dir.parent();
+        }
+        Ok(true)
+    }
+
     /// A session's own folder, where its `scratchpad/` and `artifacts/` live.
     pub fn session_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
         self.session_path(id)
@@ -339,6 +365,10 @@ impl SessionStore for FsStore {
 
     fn spec<'a>(&'a self, hash: &'a str) -> StoreFuture<'a, Option<super::spec::PinnedSpec>> {
         Box::pin(async move { run_blocking(|| self.read_spec(hash)) })
+    }
+
+    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move { run_blocking(|| FsStore::remove(self, id)) })
     }
 }
 

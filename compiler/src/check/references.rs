@@ -46,9 +46,12 @@ impl Guarantees {
             (0..workflow.states.len()).map(|index| graph.add_node(Node::Exit(index))).collect();
         for (index, state) in workflow.states.iter().enumerate() {
             graph.add_edge(state_nodes[index], exit_nodes[index], ());
+            // A person's decision leaves a human state without its `requires` being held.
+            let leaves_from =
+                if state.kind == crate::schema::ast::StateKind::Human { state_nodes[index] } else { exit_nodes[index] };
             for transition in &state.transitions {
                 if let Some(target) = workflow.state_index(&transition.to.value) {
-                    graph.add_edge(exit_nodes[index], state_nodes[target], ());
+                    graph.add_edge(leaves_from, state_nodes[target], ());
                 }
             }
             if let Some(target) = state.on_error.as_ref().and_then(|target| workflow.state_index(&target.value)) {

@@ -482,6 +482,24 @@ fn check_type_rules(reader: &mut Reader<'_>, state: &State, present: &HashMap<&s
             }
         }
     }
+    // A person's decision sets no variable, and the runtime does not hold a decision to
+    // the human state's `requires`: the list would promise what nothing checks.
+    if kind == StateKind::Human
+        && let Some(span) = present.get("requires")
+    {
+        reader.report(
+            Diagnostic::at(
+                Code::KeyInertOnType,
+                *span,
+                "`requires` is not checked when a person's decision moves the session out of a human state",
+            )
+            .with_label("ignored here")
+            .with_help(
+                "put `requires` on the agent state that advances into this one, so the agent must set the variables before a person is asked",
+            ),
+            &path.key("requires"),
+        );
+    }
     let required: Option<(&str, bool, &str)> = match kind {
         StateKind::Human => Some((
             "instructions",

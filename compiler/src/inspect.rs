@@ -282,7 +282,10 @@ pub fn view(program: &Program, filter: &Filter<'_>) -> Value {
                     "memoryLimitBytes": settings.memory_limit_bytes,
                     "maxPtcCalls": settings.max_ptc_calls,
                     "maxResultChars": settings.max_result_chars,
-                    "prompt_cache": { "enabled": settings.prompt_cache, "ttl": program.str(settings.prompt_cache_ttl) },
+                    "prompt_cache": {
+                        "enabled": settings.prompt_cache,
+                        "ttl": settings.prompt_cache_ttl.map(|sym| program.str(sym)),
+                    },
                 },
                 "tests": {
                     "caseTimeoutMs": workflow.tests.case_timeout_ms,
@@ -436,8 +439,12 @@ fn workflow_header_text(program: &Program, workflow: &WorkflowProgram, out: &mut
         settings.memory_limit_bytes,
         settings.max_ptc_calls.map(|calls| calls.to_string()).unwrap_or_else(|| "unbounded".to_string()),
         settings.max_result_chars,
-        if settings.prompt_cache { "on" } else { "off" },
-        program.str(settings.prompt_cache_ttl)
+        match settings.prompt_cache {
+            Some(true) => "on",
+            Some(false) => "off",
+            None => "(host default)",
+        },
+        settings.prompt_cache_ttl.map(|sym| program.str(sym)).unwrap_or("(host default)")
     ));
     out.push_str(&format!(
         "tests       caseTimeoutMs={} judge={}\n",

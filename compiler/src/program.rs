@@ -198,9 +198,11 @@ pub struct SettingsProgram {
     /// `None`: unbounded.
     pub max_ptc_calls: Option<u64>,
     pub max_result_chars: u64,
-    pub prompt_cache: bool,
-    /// `"5m"` or `"1h"`.
-    pub prompt_cache_ttl: Sym,
+    /// `settings.prompt_cache.enabled`; `None` leaves it to the host
+    /// (`ARCHMAX_PROMPT_CACHE`, else on).
+    pub prompt_cache: Option<bool>,
+    /// `"5m"` or `"1h"`; `None` leaves it to the host (`ARCHMAX_PROMPT_CACHE_TTL`, else 5m).
+    pub prompt_cache_ttl: Option<Sym>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

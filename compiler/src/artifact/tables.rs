@@ -72,8 +72,14 @@ pub fn verify(program: &Program) -> Result<(), ArtifactError> {
             return Err(ArtifactError::Inconsistent("a workflow without states".to_string()));
         }
         sym(workflow.slug, "a workflow")?;
-        for value in [workflow.prompt_prefix, workflow.child_prompt_prefix, workflow.settings.prompt_cache_ttl] {
+        for value in [workflow.prompt_prefix, workflow.child_prompt_prefix] {
             sym(value, "a workflow")?;
+        }
+        if let Some(ttl) = workflow.settings.prompt_cache_ttl {
+            sym(ttl, "a workflow")?;
+            if !matches!(program.str(ttl), "5m" | "1h") {
+                return Err(ArtifactError::Inconsistent("a prompt cache TTL that is neither 5m nor 1h".to_string()));
+            }
         }
         state_id(workflow.entry)?;
         for rule_entry in &workflow.forbid_always {

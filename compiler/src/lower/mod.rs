@@ -322,9 +322,11 @@ fn lower_workflow(
                 .map(|value| value.value)
                 .unwrap_or(DEFAULT_MAX_RESULT_CHARS),
             prompt_cache: settings.prompt_cache.enabled,
-            prompt_cache_ttl: interner.intern(match settings.prompt_cache.ttl {
-                CacheTtl::FiveMinutes => "5m",
-                CacheTtl::OneHour => "1h",
+            prompt_cache_ttl: settings.prompt_cache.ttl.map(|ttl| {
+                interner.intern(match ttl {
+                    CacheTtl::FiveMinutes => "5m",
+                    CacheTtl::OneHour => "1h",
+                })
             }),
         },
         tests: TestsProgram {

@@ -81,13 +81,15 @@ pub struct Settings {
 
 #[derive(Clone, Debug)]
 pub struct PromptCache {
-    pub enabled: bool,
-    pub ttl: CacheTtl,
+    /// `None` when the workflow leaves it to the host (`ARCHMAX_PROMPT_CACHE`, else on).
+    pub enabled: Option<bool>,
+    /// `None` when the workflow leaves it to the host (`ARCHMAX_PROMPT_CACHE_TTL`, else 5m).
+    pub ttl: Option<CacheTtl>,
 }
 
 impl Default for PromptCache {
     fn default() -> PromptCache {
-        PromptCache { enabled: true, ttl: CacheTtl::FiveMinutes }
+        PromptCache { enabled: None, ttl: None }
     }
 }
 

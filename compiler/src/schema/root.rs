@@ -371,12 +371,12 @@ fn read_prompt_cache(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) 
         match field.key {
             "enabled" => {
                 if let Some(enabled) = reader.boolean(field.value, &key_path) {
-                    cache.enabled = enabled;
+                    cache.enabled = Some(enabled);
                 }
             }
             "ttl" => match field.value.scalar_text() {
-                Some("5m") => cache.ttl = CacheTtl::FiveMinutes,
-                Some("1h") => cache.ttl = CacheTtl::OneHour,
+                Some("5m") => cache.ttl = Some(CacheTtl::FiveMinutes),
+                Some("1h") => cache.ttl = Some(CacheTtl::OneHour),
                 _ => reader.invalid_value(
                     field.value,
                     &key_path,

@@ -289,7 +289,7 @@ impl Turn<'_> {
                 system_volatile: &block,
                 messages: &transcript,
                 tools: &definitions,
-                prompt_cache: None,
+                prompt_cache: crate::model::PromptCache::OFF,
                 timeout: None,
                 sampling: crate::model::Sampling::default(),
                 tape: self.session.head.tape.as_ref(),

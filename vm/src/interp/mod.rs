@@ -514,7 +514,10 @@ impl<'r> Turn<'r> {
             system_volatile: &volatile_block,
             messages: &self.session.messages,
             tools: &definitions,
-            prompt_cache: settings.prompt_cache.then(|| program.str(settings.prompt_cache_ttl)),
+            prompt_cache: crate::model::PromptCache {
+                enabled: settings.prompt_cache,
+                ttl: settings.prompt_cache_ttl.map(|ttl| program.str(ttl)),
+            },
             timeout,
             sampling: crate::model::Sampling::default(),
             tape: self.session.head.tape.as_ref(),

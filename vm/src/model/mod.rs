@@ -74,8 +74,9 @@ pub struct ModelRequest<'a> {
     pub system_volatile: &'a str,
     pub messages: &'a [Message],
     pub tools: &'a [ToolDefinition],
-    /// Provider prompt caching, with its TTL (`5m` or `1h`).
-    pub prompt_cache: Option<&'a str>,
+    /// Provider prompt caching as the workflow declares it; what it leaves unset the
+    /// adapter decides (`ARCHMAX_PROMPT_CACHE`, `ARCHMAX_PROMPT_CACHE_TTL`).
+    pub prompt_cache: PromptCache<'a>,
     pub timeout: Option<Duration>,
     /// Sampling options for this call; what it leaves unset the adapter decides.
     pub sampling: Sampling,
@@ -139,6 +140,24 @@ pub enum ModelError {
 
 /// A boxed future, so adapters can be trait objects.
 pub type ModelFuture<'a> = Pin<Box<dyn Future<Output = Result<ModelResponse, ModelError>> + Send + 'a>>;
+
+/// Prompt caching for one call: each part the workflow's `settings.prompt_cache` sets,
+/// or `None` for the host's default. The precedence is the workflow's setting, then the
+/// host's environment (`ARCHMAX_PROMPT_CACHE`, `ARCHMAX_PROMPT_CACHE_TTL`), then on, `5m`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PromptCache<'a> {
+    pub enabled: Option<bool>,
+    /// `5m` or `1h`.
+    pub ttl: Option<&'a str>,
+}
+
+impl PromptCache<'_> {
+    /// No caching, whatever the host's default (graders and judges).
+    pub const OFF: PromptCache<'static> = PromptCache { enabled: Some(false), ttl: None };
+}
+
+/// The host's prompt caching default when a workflow sets nothing: on, for 5 minutes.
+pub const DEFAULT_CACHE_TTL: &str = "5m";
 
 /// Anything that answers model calls.
 pub trait ModelAdapter: Send + Sync {

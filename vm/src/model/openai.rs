@@ -56,6 +56,11 @@ pub struct OpenAiConfig {
     /// Retries after the first attempt.
     pub max_retries: u32,
     pub pricing: PricingTable,
+    /// Prompt caching where a workflow does not set it: `ARCHMAX_PROMPT_CACHE` (`0` or
+    /// `false` turns it off; default on) and its TTL, `ARCHMAX_PROMPT_CACHE_TTL` (`5m`,
+    /// the default, or `1h`).
+    pub prompt_cache: bool,
+    pub prompt_cache_ttl: &'static str,
 }
 
 impl fmt::Debug for OpenAiConfig {
@@ -69,6 +74,8 @@ impl fmt::Debug for OpenAiConfig {
             .field("request_timeout", &self.request_timeout)
             .field("max_retries", &self.max_retries)
             .field("pricing", &self.pricing)
+            .field("prompt_cache", &self.prompt_cache)
+            .field("prompt_cache_ttl", &self.prompt_cache_ttl)
             .finish()
     }
 }
@@ -114,6 +121,24 @@ impl OpenAiConfig {
             env_number::<u32>(&get, "ARCHMAX_MAX_RETRIES", "a whole number of retries, e.g. 3", |_| true)?
                 .unwrap_or(DEFAULT_MAX_RETRIES);
 
+        let prompt_cache = match env_var(&get, "ARCHMAX_PROMPT_CACHE").as_deref().map(str::trim) {
+            None | Some("1" | "true" | "on") => true,
+            Some("0" | "false" | "off") => false,
+            Some(other) => {
+                return Err(ModelError::Configuration(format!(
+                    "ARCHMAX_PROMPT_CACHE is `{other}`: set it to 0 to turn prompt caching off, or 1 (the default) to keep it on"
+                )));
+            }
+        };
+        let prompt_cache_ttl = match env_var(&get, "ARCHMAX_PROMPT_CACHE_TTL").as_deref().map(str::trim) {
+            None | Some("5m") => crate::model::DEFAULT_CACHE_TTL,
+            Some("1h") => "1h",
+            Some(other) => {
+                return Err(ModelError::Configuration(format!(
+                    "ARCHMAX_PROMPT_CACHE_TTL is `{other}`: providers cache prompts for 5m (the default) or 1h"
+                )));
+            }
+        };
         Ok(OpenAiConfig {
             base_url,
             api_key,
@@ -122,6 +147,8 @@ impl OpenAiConfig {
             max_tokens,
             request_timeout,
             max_retries,
+            prompt_cache,
+            prompt_cache_ttl,
             pricing: PricingTable::from_env(&get)?,
         })
     }
@@ -454,7 +481,7 @@ fn describe(error: &dyn std::error::Error) -> String {
 /// The JSON body of a chat-completions call.
 fn request_body(config: &OpenAiConfig, request: &ModelRequest<'_>, model: &str) -> Value {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if let Some(content) = system_content(request, model) {
+    if let Some(content) = system_content(config, request, model) {
         messages.push(json!({ "role": "system", "content": content }));
     }
     let has_notes = append_transcript(&mut messages, request.messages);
@@ -486,9 +513,11 @@ fn request_body(config: &OpenAiConfig, request: &ModelRequest<'_>, model: &str) 
 /// The system message's content: the static and volatile blocks as two text parts with a
 /// cache marker on the static one (prompt caching on, a Claude model, a non-empty static
 /// block), else one string with the blocks a blank line apart; `None` when both are empty.
-fn system_content(request: &ModelRequest<'_>, model: &str) -> Option<Value> {
+fn system_content(config: &OpenAiConfig, request: &ModelRequest<'_>, model: &str) -> Option<Value> {
     let (fixed, volatile) = (request.system_static, request.system_volatile);
-    if let Some(ttl) = request.prompt_cache
+    let cache = &request.prompt_cache;
+    let ttl = cache.enabled.unwrap_or(config.prompt_cache).then(|| cache.ttl.unwrap_or(config.prompt_cache_ttl));
+    if let Some(ttl) = ttl
         && !fixed.trim().is_empty()
         && model.to_ascii_lowercase().contains("claude")
     {
@@ -982,6 +1011,8 @@ mod tests {
             request_timeout: Duration::from_secs(5),
             max_retries: 3,
             pricing: PricingTable::default(),
+            prompt_cache: true,
+            prompt_cache_ttl: "5m",
         }
     }
 
@@ -995,7 +1026,7 @@ mod tests {
         tools: Vec<ToolDefinition>,
         variables: Value,
         model: Option<&'static str>,
-        prompt_cache: Option<&'static str>,
+        prompt_cache: crate::model::PromptCache<'static>,
         timeout: Option<Duration>,
         sampling: super::super::Sampling,
     }
@@ -1007,7 +1038,7 @@ mod tests {
                 tools: Vec::new(),
                 variables: json!({}),
                 model: None,
-                prompt_cache: None,
+                prompt_cache: crate::model::PromptCache::OFF,
                 timeout: None,
                 sampling: super::super::Sampling::default(),
             }
@@ -1336,12 +1367,12 @@ mod tests {
         let adapter = adapter(config(&server.base_url));
         let mut call = Call::new();
         call.model = Some("anthropic/Claude-Sonnet-4");
-        call.prompt_cache = Some("1h");
+        call.prompt_cache = crate::model::PromptCache { enabled: Some(true), ttl: Some("1h") };
         adapter.call(call.request()).await.expect("cached claude");
         call.model = Some("gpt-4o");
         adapter.call(call.request()).await.expect("cached gpt");
         call.model = Some("claude-haiku-4");
-        call.prompt_cache = None;
+        call.prompt_cache = crate::model::PromptCache::OFF;
         adapter.call(call.request()).await.expect("uncached claude");
 
         let requests = server.requests();
@@ -1651,6 +1682,45 @@ mod tests {
         assert_eq!(full.request_timeout, Duration::from_secs(30));
         assert_eq!(full.max_retries, 0);
         assert_eq!(full.pricing.default, Some(Rates { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.0 }));
+    }
+
+    #[test]
+    fn prompt_caching_follows_the_workflow_then_the_environment_then_the_default() {
+        let base = [("ARCHMAX_API_BASE_URL", "https://api.example.com/v1"), ("ARCHMAX_API_KEY", "sk-1")];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let pairs: Vec<(&str, &str)> = base.iter().chain(extra).copied().collect();
+            OpenAiConfig::from_env(env(&pairs))
+        };
+        let Ok(default) = with(&[]) else { panic!("the default config") };
+        assert_eq!((default.prompt_cache, default.prompt_cache_ttl), (true, "5m"));
+        let Ok(off) = with(&[("ARCHMAX_PROMPT_CACHE", "0"), ("ARCHMAX_PROMPT_CACHE_TTL", "1h")]) else {
+            panic!("caching off")
+        };
+        assert_eq!((off.prompt_cache, off.prompt_cache_ttl), (false, "1h"));
+        for (name, value) in [("ARCHMAX_PROMPT_CACHE", "maybe"), ("ARCHMAX_PROMPT_CACHE_TTL", "10m")] {
+            match with(&[(name, value)]) {
+                Err(ModelError::Configuration(message)) => {
+                    assert!(message.contains(name) && message.contains(value), "{message}")
+                }
+                other => panic!("{name}={value} is refused, got {other:?}"),
+            }
+        }
+        // What a call leaves unset comes from the host; what the workflow sets wins.
+        let marker = |config: &OpenAiConfig, cache: crate::model::PromptCache<'static>| {
+            let mut call = Call::new();
+            call.prompt_cache = cache;
+            let request = call.request();
+            let content = system_content(config, &request, "claude-sonnet-4");
+            content.and_then(|content| content[0]["cache_control"]["ttl"].as_str().map(str::to_string))
+        };
+        let unset = crate::model::PromptCache::default();
+        assert_eq!(marker(&default, unset).as_deref(), Some("5m"));
+        assert_eq!(marker(&off, unset), None, "ARCHMAX_PROMPT_CACHE=0 removes every marker");
+        let declared = crate::model::PromptCache { enabled: Some(true), ttl: None };
+        assert_eq!(marker(&off, declared).as_deref(), Some("1h"), "the workflow turns it on, the host's TTL stays");
+        let hour = crate::model::PromptCache { enabled: None, ttl: Some("1h") };
+        assert_eq!(marker(&default, hour).as_deref(), Some("1h"));
+        assert_eq!(marker(&default, crate::model::PromptCache::OFF), None);
     }
 
     #[test]

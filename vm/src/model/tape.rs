@@ -258,7 +258,7 @@ mod tests {
             system_volatile: "",
             messages: &[],
             tools: &[],
-            prompt_cache: None,
+            prompt_cache: crate::model::PromptCache::OFF,
             timeout: None,
             sampling: crate::model::Sampling::default(),
             tape: None,

@@ -183,7 +183,7 @@ pub(super) async fn grade(
             system_volatile: "",
             messages: &messages,
             tools: &[],
-            prompt_cache: None,
+            prompt_cache: crate::model::PromptCache::OFF,
             timeout: None,
             // `tests.judge.modelOptions`: the judge's own sampling.
             sampling: crate::model::Sampling { temperature: judge.temperature, max_tokens: judge.max_tokens },

@@ -221,6 +221,22 @@ impl Reader<'_> {
         self.diagnostics.push(Diagnostic::at(Code::HostConfigSuspect, span, message).with_help(help));
     }
 
+    /// A table value, or an error.
+    fn table<'v, 'i>(
+        &mut self,
+        value: &'v Value<'i>,
+        message: String,
+        help: impl Into<String>,
+    ) -> Option<&'v DeTable<'i>> {
+        match value.get_ref() {
+            DeValue::Table(table) => Some(table),
+            _ => {
+                self.error(value.span(), message, help);
+                None
+            }
+        }
+    }
+
     /// A string value, or an error naming what `what` must be.
     fn string(&mut self, value: &Value<'_>, what: &str) -> Option<String> {
         match value.get_ref() {
@@ -312,14 +328,11 @@ impl Reader<'_> {
         let errors_before = self.errors;
         let server = name.get_ref().to_string();
         let named = self.prefix(name.span(), &server, "MCP server name");
-        let DeValue::Table(keys) = table.get_ref() else {
-            self.error(
-                table.span(),
-                format!("`mcp_servers.{server}` must be a table"),
-                format!("declare it as `[mcp_servers.{server}]` with `command` or `url`"),
-            );
-            return None;
-        };
+        let keys = self.table(
+            table,
+            format!("`mcp_servers.{server}` must be a table"),
+            format!("declare it as `[mcp_servers.{server}]` with `command` or `url`"),
+        )?;
         let what = |key: &str| format!("`{key}` of MCP server `{server}`");
         let mut present: BTreeMap<&str, Range<usize>> = BTreeMap::new();
         let mut command = None;
@@ -476,12 +489,8 @@ impl Reader<'_> {
     /// `env`: a table of variable names to strings. A value under a secret-looking name
     /// is kept but warned about.
     fn env(&mut self, value: &Value<'_>, server: &str) -> BTreeMap<String, String> {
-        let DeValue::Table(entries) = value.get_ref() else {
-            self.error(
-                value.span(),
-                format!("the `env` of MCP server `{server}` must be a table of strings"),
-                "write `env = { NAME = \"value\" }`",
-            );
+        let message = format!("the `env` of MCP server `{server}` must be a table of strings");
+        let Some(entries) = self.table(value, message, "write `env = { NAME = \"value\" }`") else {
             return BTreeMap::new();
         };
         let mut env = BTreeMap::new();
@@ -575,10 +584,8 @@ impl Reader<'_> {
     /// `path_arguments`: tool (as the server names it) → argument → access.
     fn path_arguments(&mut self, value: &Value<'_>, server: &str) -> BTreeMap<String, BTreeMap<String, PathAccess>> {
         let help = "write `[mcp_servers.<name>.path_arguments]` with `<tool> = { <argument> = \"read\" }`";
-        let DeValue::Table(tools) = value.get_ref() else {
-            self.error(value.span(), format!("the `path_arguments` of MCP server `{server}` must be a table"), help);
-            return BTreeMap::new();
-        };
+        let message = format!("the `path_arguments` of MCP server `{server}` must be a table");
+        let Some(tools) = self.table(value, message, help) else { return BTreeMap::new() };
         let mut found = BTreeMap::new();
         for (tool, arguments) in tools.iter() {
             let tool_name = tool.get_ref().to_string();
@@ -590,14 +597,8 @@ impl Reader<'_> {
                 );
                 continue;
             }
-            let DeValue::Table(arguments) = arguments.get_ref() else {
-                self.error(
-                    arguments.span(),
-                    format!("the path arguments of `{tool_name}` (MCP server `{server}`) must be a table"),
-                    help,
-                );
-                continue;
-            };
+            let message = format!("the path arguments of `{tool_name}` (MCP server `{server}`) must be a table");
+            let Some(arguments) = self.table(arguments, message, help) else { continue };
             let mut accesses = BTreeMap::new();
             for (argument, access) in arguments.iter() {
                 let spelled = access.get_ref().as_str().unwrap_or("");

@@ -51,7 +51,7 @@ fn tool_host(root: &Path, settings: &HostSettings) -> Arc<dyn ToolHost> {
     Arc::new(NoHost)
 }
 
-/// One state that grants a host tool, or `essential_tools`.
+/// One state whose surface holds a host tool, and the grant that put it there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grantor {
     pub workflow: String,
@@ -296,6 +296,7 @@ fn arguments_text(schema: &Value) -> String {
 /// The report for a person.
 pub fn to_text(report: &ToolsReport) -> String {
     let mut servers: Vec<&str> = report.tools.iter().map(|provided| provided.tool.server.as_str()).collect();
+    servers.sort_unstable();
     servers.dedup();
     let mut text = format!(
         "{} host tool(s) from {} server(s); {} granted tool(s) provided by no server; {} problem(s)\n",
@@ -427,7 +428,9 @@ pub fn diagnostics(report: &ToolsReport, analysis: &Analysis, settings: &HostSet
         let server = settings
             .mcp_servers
             .values()
-            .filter(|server| problem.contains(&format!("`{}`", server.name)) || problem.starts_with(&server.name))
+            .filter(|server| {
+                problem.contains(&format!("`{}`", server.name)) || problem.starts_with(&format!("{}:", server.name))
+            })
             .max_by_key(|server| server.name.len());
         let span = server.map(|server| server.span).or(analysis.workspace.host_file.map(Span::file_start));
         found.push(

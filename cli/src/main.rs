@@ -20,6 +20,7 @@ mod session;
 mod sessions;
 mod store;
 mod test;
+mod tools;
 mod validate;
 
 use std::path::PathBuf;
@@ -52,6 +53,17 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// Also start the configured MCP servers and report granted host tools no
+        /// server provides, and servers that cannot be asked, as errors.
+        #[arg(long)]
+        tools: bool,
+    },
+    /// List the host tools the configured MCP servers provide, which states grant each,
+    /// and the granted tools no server provides (starts the servers).
+    Tools {
+        /// Print the report as JSON (documented in the README).
+        #[arg(long)]
+        json: bool,
     },
     /// Validate, then compile the workspace into one verified artifact (`.amx`).
     Build {
@@ -397,7 +409,8 @@ fn main() -> ExitCode {
     let root = cli.root.unwrap_or_else(|| PathBuf::from("."));
     load_dotenv(&root);
     match cli.command {
-        Command::Validate { workflows, format } => validate::run(&root, &workflows, format),
+        Command::Validate { workflows, format, tools } => validate::run(&root, &workflows, format, tools),
+        Command::Tools { json } => tools::run(&root, json),
         Command::Serve { artifacts, listen, trust, tokens, max_turns_in_flight, tape, store, log_format, grace } => {
             serve::run(
                 &root,

@@ -1,4 +1,7 @@
-//! `archmax validate [WORKFLOW…] [--root DIR] [--format human|json|sarif|github]`.
+//! `archmax validate [WORKFLOW…] [--root DIR] [--format human|json|sarif|github] [--tools]`.
+//!
+//! Plain `validate` is offline; `--tools` adds the host tool check of [`crate::tools`],
+//! which starts the configured MCP servers.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -20,7 +23,7 @@ impl From<Format> for render::Format {
     }
 }
 
-pub fn run(root: &Path, selection: &[String], format: Format) -> ExitCode {
+pub fn run(root: &Path, selection: &[String], format: Format, tools: bool) -> ExitCode {
     let analysis = match analyze(root) {
         Ok(analysis) => analysis,
         Err(error) => return failure(error),
@@ -31,9 +34,17 @@ pub fn run(root: &Path, selection: &[String], format: Format) -> ExitCode {
             root.join("workflows").display()
         ));
     }
-    let report = match analysis.report(selection) {
+    let mut report = match analysis.report(selection) {
         Ok(report) => report,
         Err(error) => return failure(error),
+    };
+    let analysis = if tools && report.is_valid() {
+        match crate::tools::check(root, analysis, selection, &mut report) {
+            Ok(analysis) => analysis,
+            Err(error) => return failure(error),
+        }
+    } else {
+        analysis
     };
     let printout =
         render::validation(analysis.sources(), &report, format.into(), &root.to_string_lossy(), stderr_color());

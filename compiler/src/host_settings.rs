@@ -1,6 +1,7 @@
 //! The runner's tables of `archmax.toml`: how webhook senders authenticate
-//! (`[connections.<slug>]`) and which trigger wakes a workflow's waiting sessions
-//! (`[schedule.<workflow>]`).
+//! (`[connections.<slug>]`), which trigger wakes a workflow's waiting sessions
+//! (`[schedule.<workflow>]`), and which MCP servers provide host tools
+//! (`[mcp_servers.<name>]`, `essential_tools`; read in [`mcp`], documented in the README).
 //!
 //! ```toml
 //! [connections.acme-slack]              # the slug a trigger's `connection:` names
@@ -11,12 +12,20 @@
 //!
 //! [schedule.support]                    # a workflow slug
 //! wake_trigger = "wake"                 # delivered to its sessions whose resumeAt has come
+//!
+//! [mcp_servers.crm]                     # tools `crm__<tool>`, over stdio
+//! command = "crm-mcp"
+//! env_vars = ["CRM_TOKEN"]              # copied from the runner's environment
 //! ```
 //!
 //! The one thing to know: a secret is only ever named by its environment variable, never
 //! written in the file, so the file can be committed. `validate` reports every problem
-//! of these tables (as `AMX0011`) the same way it reports mount problems; the runner reads
-//! them with [`parse_host_settings`] and refuses to start on the same problems.
+//! of these tables (as `AMX0011`, and doubtful settings as the warning `AMX0016`) the same
+//! way it reports mount problems; the runner reads them with [`parse_host_settings`],
+//! refuses to start on the same errors, and checks the variables they name with
+//! [`check_environment`].
+
+mod mcp;
 
 use std::collections::BTreeMap;
 
@@ -63,7 +72,11 @@ pub struct HostSettings {
     pub essential_tools: Vec<String>,
     /// The MCP servers that provide host tools, by their table name.
     pub mcp_servers: BTreeMap<String, McpServer>,
+    /// Where each of `essential_tools` is written, for diagnostics found at start.
+    pub essential_tool_spans: BTreeMap<String, Span>,
 }
+
+pub use mcp::{MAX_TIMEOUT_MS, check_environment, is_tool_name, prefix_problem};
 
 /// How long a server may take to start by default, in milliseconds.
 pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 10_000;
@@ -157,6 +170,7 @@ fn is_slug(text: &str) -> bool {
 pub fn parse_host_settings(file: FileId, text: &str) -> (HostSettings, Vec<Diagnostic>) {
     let mut settings = HostSettings::default();
     let mut diagnostics = Vec::new();
+    mcp::read(file, text, &mut settings, &mut diagnostics);
     let span = |range: std::ops::Range<usize>| Span::new(file, range.start, range.end);
     let parsed: SettingsFile = match toml::from_str(text) {
         Ok(parsed) => parsed,

@@ -1,6 +1,7 @@
 //! Integration tests of the `archmax` binary: the example workspace, the command-line
 //! contract (streams, formats, exit codes), artifacts and keys, parks and the session
-//! store across processes. The golden recordings have their own harness, `tests/golden`.
+//! store across processes, `archmax tools`. The golden recordings have their own
+//! harness, `tests/golden`.
 
 mod artifacts;
 mod commands;
@@ -13,3 +14,4 @@ mod serving;
 mod store;
 #[path = "../support/mod.rs"]
 mod support;
+mod tools;

@@ -2,7 +2,8 @@
 //!
 //! Each directory under `golden/diagnostics/` holds a `workspace/`, a `case.toml`
 //! (`description`, `expect` = the codes the case exists to show, optional `args` =
-//! workflow slugs for the command line) and the recorded outputs `expected.human`
+//! workflow slugs for the command line, optional `tools = true` for `validate --tools`,
+//! which always runs through the binary) and the recorded outputs `expected.human`
 //! (exit code, stderr, stdout) and `expected.json` of `archmax validate --root workspace`.
 //! A case checks that each expected code is emitted and compares both outputs with the
 //! recordings; under `UPDATE_GOLDEN=1` it rewrites them instead.
@@ -46,6 +47,8 @@ struct CaseFile {
     expect: Vec<String>,
     #[serde(default)]
     args: Vec<String>,
+    #[serde(default)]
+    tools: bool,
 }
 
 fn read_case(case: &Path) -> Result<CaseFile, String> {
@@ -68,13 +71,17 @@ enum Route {
 }
 
 /// The human and JSON outputs of `archmax validate --root workspace ARGS…` from `case`.
-fn validate(case: &Path, args: &[String], route: Route) -> (Output, Output) {
+fn validate(case: &Path, args: &[String], tools: bool, route: Route) -> (Output, Output) {
     if let Route::InProcess = route
+        && !tools
         && let Some(outputs) = validate_in_process(&case.join(ROOT_ARG), args)
     {
         return outputs;
     }
     let mut command = vec!["validate", "--root", ROOT_ARG];
+    if tools {
+        command.push("--tools");
+    }
     command.extend(args.iter().map(String::as_str));
     let human = archmax(case, &command);
     command.extend(["--format", "json"]);
@@ -105,7 +112,7 @@ fn run_case(case: &Path, route: Route) -> Result<(), Failed> {
     if spec.description.trim().is_empty() {
         return Err("describe the case in case.toml".into());
     }
-    let (human, json) = validate(case, &spec.args, route);
+    let (human, json) = validate(case, &spec.args, spec.tools, route);
     if human.code != json.code {
         return Err(format!("exit {} in human format but {} in JSON", human.code, json.code).into());
     }

@@ -71,6 +71,7 @@ codes! {
     SkillNameMismatch = "AMX0013", Error, "skill-name-mismatch", "A SKILL.md names a different slug than its directory";
     FileRead = "AMX0014", Error, "file-read", "A workspace file could not be read";
     LinkInMount = "AMX0015", Warning, "link-in-mount", "A mount's source holds a symbolic link sessions will not follow";
+    HostConfigSuspect = "AMX0016", Warning, "host-config-suspect", "archmax.toml holds a setting that works but is likely a mistake";
 
     // 01xx: document shape
     UnknownKey = "AMX0100", Error, "unknown-key", "A key the schema does not define";
@@ -150,6 +151,7 @@ codes! {
     SkillPathNotEnabled = "AMX0614", Error, "skill-path-not-enabled", "A tool entry reaches into a skill bundle the state does not enable";
     MountPathNotEnabled = "AMX0615", Warning, "mount-path-not-enabled", "A tool entry reaches only into a mount the state does not have";
     ReadDenialUnbound = "AMX0616", Warning, "read-denial-unbound", "A state's read denial does not bind the sub-workflows it calls";
+    HostToolNotProvided = "AMX0617", Error, "host-tool-not-provided", "A granted host tool is provided by no configured server";
 
     // 07xx: skills and mounts
     UnknownSkill = "AMX0700", Error, "unknown-skill", "A skills list names a bundle the workspace does not serve";

@@ -1,0 +1,690 @@
+//! `archmax tools [--root DIR] [--json]` and `archmax validate --tools`: which host tools
+//! the configured MCP servers provide, which states grant each, and which granted tools
+//! no server provides.
+//!
+//! The one thing to know: everything is computed by [`survey`] from the compiled program
+//! (each state's surface tools of kind `Host`, with the grant that put them there), the
+//! host settings (`essential_tools`) and one [`ToolHost`] catalog, so a test drives it
+//! with a fake host. Asking the catalog starts the servers; that is why plain `validate`
+//! never does it and `validate --tools` does.
+//!
+//! `--json` prints one object, stable across releases (fields are only ever added):
+//!
+//! ```json
+//! {
+//!   "tools": [{ "name": "crm__lookup", "server": "crm", "description": "…",
+//!               "input_schema": { "type": "object" },
+//!               "path_arguments": [{ "argument": "file", "access": "read" }],
+//!               "granted_in": [{ "workflow": "support", "state": "triage", "by": "allow" }],
+//!               "essential": false }],
+//!   "not_provided": [{ "name": "send_email", "granted_in": […], "essential": false,
+//!                      "candidates": ["mail__send_email"] }],
+//!   "problems": ["MCP server `crm` …"]
+//! }
+//! ```
+//!
+//! `by` is `allow` (the state's `tools.allow`), `allow_always` (the workflow-wide grant)
+//! or `default`; `essential` is true for a tool `essential_tools` turns on in every state.
+//! `candidates` are provided tools with the same action under another name. The command
+//! exits 0 once it has reported; `validate --tools` is the check that fails.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use archmax_compiler::diagnostic::{Code, Diagnostic, Scope, list_names};
+use archmax_compiler::host_settings::{HostSettings, check_environment, parse_host_settings};
+use archmax_compiler::lower::BuildInputs;
+use archmax_compiler::program::{GrantTier, Program, ToolKind};
+use archmax_compiler::source::Span;
+use archmax_compiler::{Analysis, CompileError, Report, compile, compile_analysis};
+use archmax_vm::host_tools::{Catalog, HostTool, NoHost, ToolHost};
+use archmax_vm::stdlib::PLATFORM_PROMPT;
+use serde_json::{Value, json};
+
+use crate::output::failure;
+
+/// The host the commands ask for tools.
+// wired to archmax_mcp::McpHost at merge
+fn tool_host(root: &Path, settings: &HostSettings) -> Arc<dyn ToolHost> {
+    let _ = (root, settings);
+    Arc::new(NoHost)
+}
+
+/// One state whose surface holds a host tool, and the grant that put it there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grantor {
+    pub workflow: String,
+    pub state: String,
+    /// `allow`, `allow_always` or `default`.
+    pub by: &'static str,
+}
+
+/// A tool a server provides, with who grants it (nobody, possibly).
+#[derive(Clone, Debug)]
+pub struct ProvidedTool {
+    pub tool: HostTool,
+    pub granted_in: Vec<Grantor>,
+    pub essential: bool,
+}
+
+/// A granted tool no server provides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingTool {
+    pub name: String,
+    pub granted_in: Vec<Grantor>,
+    pub essential: bool,
+    /// Provided tools with the same action under another collection (or none).
+    pub candidates: Vec<String>,
+}
+
+/// What [`survey`] found.
+#[derive(Clone, Debug, Default)]
+pub struct ToolsReport {
+    /// By name.
+    pub tools: Vec<ProvidedTool>,
+    /// By name.
+    pub not_provided: Vec<MissingTool>,
+    /// The catalog's problems, each a sentence naming its server.
+    pub problems: Vec<String>,
+}
+
+/// The report for `program` from `host`'s catalog.
+pub async fn survey(program: &Program, settings: &HostSettings, host: &dyn ToolHost) -> ToolsReport {
+    let catalog = host.catalog().await;
+    report(program, settings, &catalog)
+}
+
+/// Every host tool a state's surface holds, with the states granting it, in program order;
+/// `essential_tools` marks the tools on everywhere.
+fn granted(program: &Program, settings: &HostSettings) -> Vec<(String, Vec<Grantor>, bool)> {
+    let mut granted: Vec<(String, Vec<Grantor>, bool)> = Vec::new();
+    fn entry<'g>(
+        granted: &'g mut Vec<(String, Vec<Grantor>, bool)>,
+        name: &str,
+    ) -> &'g mut (String, Vec<Grantor>, bool) {
+        let index = match granted.iter().position(|(known, ..)| known == name) {
+            Some(index) => index,
+            None => {
+                granted.push((name.to_string(), Vec::new(), false));
+                granted.len() - 1
+            }
+        };
+        &mut granted[index]
+    }
+    for workflow in &program.workflows {
+        for state in &workflow.states {
+            for tool in &workflow.surface(state.surface).tools {
+                if tool.kind != ToolKind::Host {
+                    continue;
+                }
+                let tier = state.guards.grants.iter().find(|grant| grant.tool == tool.name).map(|grant| grant.tier);
+                let by = match tier {
+                    Some(GrantTier::State) => "allow",
+                    Some(GrantTier::Workflow) => "allow_always",
+                    Some(GrantTier::Default) | None => "default",
+                };
+                let grantor = Grantor {
+                    workflow: program.str(workflow.slug).to_string(),
+                    state: program.str(state.slug).to_string(),
+                    by,
+                };
+                entry(&mut granted, program.str(tool.name)).1.push(grantor);
+            }
+        }
+    }
+    for name in &settings.essential_tools {
+        entry(&mut granted, name).2 = true;
+    }
+    granted
+}
+
+/// What a tool does, without its collection: `send_email` for `mail__send_email`.
+fn action(name: &str) -> &str {
+    name.split_once("__").map_or(name, |(_, action)| action)
+}
+
+/// The report for `program` from one catalog.
+pub fn report(program: &Program, settings: &HostSettings, catalog: &Catalog) -> ToolsReport {
+    let granted = granted(program, settings);
+    let mut tools: Vec<ProvidedTool> = catalog
+        .tools
+        .iter()
+        .map(|tool| {
+            let grant = granted.iter().find(|(name, ..)| *name == tool.name);
+            ProvidedTool {
+                tool: tool.clone(),
+                granted_in: grant.map(|(_, grantors, _)| grantors.clone()).unwrap_or_default(),
+                essential: grant.is_some_and(|(.., essential)| *essential),
+            }
+        })
+        .collect();
+    tools.sort_by(|left, right| left.tool.name.cmp(&right.tool.name));
+    let mut not_provided: Vec<MissingTool> = granted
+        .into_iter()
+        .filter(|(name, ..)| catalog.tool(name).is_none())
+        .map(|(name, granted_in, essential)| {
+            let mut candidates: Vec<String> = catalog
+                .tools
+                .iter()
+                .filter(|tool| action(&tool.name) == action(&name))
+                .map(|tool| tool.name.clone())
+                .collect();
+            candidates.sort();
+            MissingTool { name, granted_in, essential, candidates }
+        })
+        .collect();
+    not_provided.sort_by(|left, right| left.name.cmp(&right.name));
+    ToolsReport { tools, not_provided, problems: catalog.problems.clone() }
+}
+
+/// `archmax.toml`'s settings as the analysis read it (the diagnostics are the analysis's).
+fn settings(analysis: &Analysis) -> HostSettings {
+    match analysis.workspace.host_file.filter(|file| analysis.workspace.readable(*file)) {
+        Some(file) => parse_host_settings(file, analysis.sources().text(file)).0,
+        None => HostSettings::default(),
+    }
+}
+
+/// The variables the servers copy from this process's environment that are not set.
+fn environment(settings: &HostSettings) -> Vec<Diagnostic> {
+    check_environment(settings, |name| std::env::var(name).ok())
+}
+
+/// `archmax tools`.
+pub fn run(root: &Path, json: bool) -> ExitCode {
+    let compiled = match compile(root, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT }) {
+        Ok(compiled) => compiled,
+        Err(error) => return crate::build::refused(error),
+    };
+    let settings = settings(&compiled.analysis);
+    let host = tool_host(root, &settings);
+    let mut report = match crate::store::block_on(survey(&compiled.program, &settings, host.as_ref())) {
+        Ok(report) => report,
+        Err(error) => return failure(error),
+    };
+    let missing = environment(&settings).into_iter().map(|diagnostic| diagnostic.message);
+    report.problems.splice(0..0, missing);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&report)).unwrap_or_default());
+    } else {
+        print!("{}", to_text(&report));
+    }
+    ExitCode::SUCCESS
+}
+
+fn grantors_json(grantors: &[Grantor]) -> Value {
+    grantors
+        .iter()
+        .map(|grantor| json!({ "workflow": grantor.workflow, "state": grantor.state, "by": grantor.by }))
+        .collect()
+}
+
+/// The `--json` document (see the module docs).
+pub fn to_json(report: &ToolsReport) -> Value {
+    let tools: Vec<Value> = report
+        .tools
+        .iter()
+        .map(|provided| {
+            let paths: Vec<Value> = provided
+                .tool
+                .paths
+                .iter()
+                .map(|(argument, access)| json!({ "argument": argument, "access": access.as_str() }))
+                .collect();
+            json!({
+                "name": provided.tool.name,
+                "server": provided.tool.server,
+                "description": provided.tool.description,
+                "input_schema": provided.tool.input_schema,
+                "path_arguments": paths,
+                "granted_in": grantors_json(&provided.granted_in),
+                "essential": provided.essential,
+            })
+        })
+        .collect();
+    let not_provided: Vec<Value> = report
+        .not_provided
+        .iter()
+        .map(|missing| {
+            json!({
+                "name": missing.name,
+                "granted_in": grantors_json(&missing.granted_in),
+                "essential": missing.essential,
+                "candidates": missing.candidates,
+            })
+        })
+        .collect();
+    json!({ "tools": tools, "not_provided": not_provided, "problems": report.problems })
+}
+
+/// `support/triage (allow), support/answer (allow_always)`, and `every state
+/// (essential_tools)` for an essential tool.
+fn grantors_text(grantors: &[Grantor], essential: bool) -> String {
+    let mut parts: Vec<String> =
+        grantors.iter().map(|grantor| format!("{}/{} ({})", grantor.workflow, grantor.state, grantor.by)).collect();
+    if essential {
+        parts.insert(0, "every state (essential_tools)".to_string());
+    }
+    if parts.is_empty() { "no state".to_string() } else { parts.join(", ") }
+}
+
+/// `email (string, required), limit (integer)` from an object schema.
+fn arguments_text(schema: &Value) -> String {
+    let required: Vec<&str> = schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let Some(properties) = schema["properties"].as_object().filter(|properties| !properties.is_empty()) else {
+        return "none".to_string();
+    };
+    properties
+        .iter()
+        .map(|(name, property)| {
+            let kind = match &property["type"] {
+                Value::String(kind) => kind.clone(),
+                Value::Array(kinds) => kinds.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" or "),
+                _ => "any".to_string(),
+            };
+            if required.contains(&name.as_str()) {
+                format!("{name} ({kind}, required)")
+            } else {
+                format!("{name} ({kind})")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The report for a person.
+pub fn to_text(report: &ToolsReport) -> String {
+    let mut servers: Vec<&str> = report.tools.iter().map(|provided| provided.tool.server.as_str()).collect();
+    servers.sort_unstable();
+    servers.dedup();
+    let mut text = format!(
+        "{} host tool(s) from {} server(s); {} granted tool(s) provided by no server; {} problem(s)\n",
+        report.tools.len(),
+        servers.len(),
+        report.not_provided.len(),
+        report.problems.len()
+    );
+    for provided in &report.tools {
+        let tool = &provided.tool;
+        text.push_str(&format!("\n{} (server {})\n", tool.name, tool.server));
+        if !tool.description.trim().is_empty() {
+            text.push_str(&format!("  {}\n", tool.description.trim()));
+        }
+        text.push_str(&format!("  arguments: {}\n", arguments_text(&tool.input_schema)));
+        if !tool.paths.is_empty() {
+            let paths: Vec<String> =
+                tool.paths.iter().map(|(argument, access)| format!("{argument} ({})", access.as_str())).collect();
+            text.push_str(&format!("  path arguments: {}\n", paths.join(", ")));
+        }
+        text.push_str(&format!("  granted in: {}\n", grantors_text(&provided.granted_in, provided.essential)));
+    }
+    if !report.not_provided.is_empty() {
+        text.push_str("\ngranted but provided by no server:\n");
+        for missing in &report.not_provided {
+            text.push_str(&format!(
+                "  {}: granted in {}",
+                missing.name,
+                grantors_text(&missing.granted_in, missing.essential)
+            ));
+            if !missing.candidates.is_empty() {
+                text.push_str(&format!("; provided as {}", list_names(&missing.candidates)));
+            }
+            text.push('\n');
+        }
+    }
+    if !report.problems.is_empty() {
+        text.push_str("\nproblems:\n");
+        for problem in &report.problems {
+            text.push_str(&format!("  {problem}\n"));
+        }
+    }
+    text
+}
+
+/// `validate --tools`: compiles the analysis (whose report is valid), asks the host, and
+/// adds the findings to `report` as errors. Returns the analysis back, for rendering.
+pub fn check(root: &Path, analysis: Analysis, selection: &[String], report: &mut Report) -> Result<Analysis, String> {
+    let compiled = match compile_analysis(analysis, selection, &BuildInputs { platform_prompt: PLATFORM_PROMPT }) {
+        Ok(compiled) => compiled,
+        Err(CompileError::Invalid(invalid)) => {
+            *report = invalid.report;
+            return Ok(invalid.analysis);
+        }
+        Err(error) => return Err(error.to_string()),
+    };
+    let settings = settings(&compiled.analysis);
+    let host = tool_host(root, &settings);
+    let surveyed = crate::store::block_on(survey(&compiled.program, &settings, host.as_ref()))?;
+    let mut found = environment(&settings);
+    found.extend(diagnostics(&surveyed, &compiled.analysis, &settings));
+    for diagnostic in found {
+        for workflow in &mut report.workflows {
+            let applies = match &diagnostic.scope {
+                Scope::Workflow(slug) => *slug == workflow.slug,
+                _ => true,
+            };
+            if applies {
+                workflow.diagnostics.push(diagnostic.clone());
+            }
+        }
+    }
+    Ok(compiled.analysis)
+}
+
+/// The tools entries of `workflow` that name `tool`: its `allow_always`, then each state's
+/// `allow`.
+fn entries_naming(analysis: &Analysis, workflow: &str, tool: &str) -> Vec<Span> {
+    let Some(parsed) = analysis.unit(workflow).and_then(|unit| unit.workflow.as_ref()) else { return Vec::new() };
+    let root = parsed.tools.allow_always.iter().flat_map(|entries| entries.value.iter());
+    let states = parsed.states.iter().flat_map(|state| state.tools.allow.iter());
+    root.chain(states).filter(|entry| entry.name() == tool).map(|entry| entry.tool.span).collect()
+}
+
+/// The report's findings as diagnostics: each granted tool no server provides (at the
+/// entries granting it, per workflow, or at its `essential_tools` entry), and each
+/// catalog problem (at the table of the server it names, when it names one).
+pub fn diagnostics(report: &ToolsReport, analysis: &Analysis, settings: &HostSettings) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    for missing in &report.not_provided {
+        let help = match missing.candidates.as_slice() {
+            [] => format!(
+                "configure the MCP server that provides `{}` in archmax.toml (`[mcp_servers.<name>]`), or remove the grant; `archmax tools` lists what the servers provide",
+                missing.name
+            ),
+            candidates => format!("a server provides {}: grant the tool by that name", list_names(candidates)),
+        };
+        let mut workflows: Vec<&str> = missing.granted_in.iter().map(|grantor| grantor.workflow.as_str()).collect();
+        workflows.dedup();
+        for workflow in workflows {
+            let states: Vec<&str> = missing
+                .granted_in
+                .iter()
+                .filter(|grantor| grantor.workflow == workflow)
+                .map(|grantor| grantor.state.as_str())
+                .collect();
+            let plural = if states.len() == 1 { "" } else { "s" };
+            let message = format!(
+                "`{}` is granted in state{plural} {} but no MCP server provides it",
+                missing.name,
+                list_names(&states)
+            );
+            let spans = entries_naming(analysis, workflow, &missing.name);
+            let mut diagnostic = Diagnostic::new(Code::HostToolNotProvided, spans.first().copied(), message)
+                .with_help(help.clone())
+                .with_scope(Scope::Workflow(workflow.to_string()));
+            for span in spans.iter().skip(1) {
+                diagnostic = diagnostic.with_secondary(*span, "also granted here");
+            }
+            found.push(diagnostic);
+        }
+        if missing.essential {
+            let message = format!("essential tool `{}` is provided by no MCP server", missing.name);
+            let span = settings.essential_tool_spans.get(&missing.name).copied();
+            found.push(Diagnostic::new(Code::HostToolNotProvided, span, message).with_help(help));
+        }
+    }
+    for problem in &report.problems {
+        let server = settings
+            .mcp_servers
+            .values()
+            .filter(|server| {
+                problem.contains(&format!("`{}`", server.name)) || problem.starts_with(&format!("{}:", server.name))
+            })
+            .max_by_key(|server| server.name.len());
+        let span = server.map(|server| server.span).or(analysis.workspace.host_file.map(Span::file_start));
+        found.push(
+            Diagnostic::new(
+                Code::HostConfig,
+                span,
+                format!("an MCP server could not be asked for its tools: {problem}"),
+            )
+            .with_help(
+                "fix the server's table in archmax.toml or the server itself; `archmax tools` shows the catalog",
+            ),
+        );
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use archmax_compiler::source::FileId;
+    use archmax_compiler::tools::PathAccess;
+    use archmax_compiler::{analyze_workspace, load_memory};
+    use archmax_vm::host_tools::{HostAnswer, HostCall, HostError, HostFuture};
+
+    use super::*;
+
+    /// A host whose catalog is given; it answers no call.
+    struct FakeHost(Arc<Catalog>);
+
+    impl ToolHost for FakeHost {
+        fn catalog(&self) -> HostFuture<'_, Arc<Catalog>> {
+            let catalog = self.0.clone();
+            Box::pin(async move { catalog })
+        }
+
+        fn call<'a>(&'a self, call: HostCall<'a>) -> HostFuture<'a, Result<HostAnswer, HostError>> {
+            Box::pin(async move { Err(HostError::NotProvided(call.tool.to_string())) })
+        }
+    }
+
+    const WORKFLOW: &str = r#"instructions: Help customers with their orders.
+tools:
+  allow_always:
+    - read_file
+    - crm__lookup
+states:
+  triage:
+    triggers:
+      manual:
+    instructions: Look the customer up, then hand over.
+    tools:
+      allow:
+        - { tool: crm__lookup, args: { email: ["*@example.com"] } }
+    transitions:
+      - to: notify
+        description: The customer is known.
+  notify:
+    instructions: Write to the customer.
+    tools:
+      allow:
+        - send_email
+"#;
+
+    const SETTINGS: &str = r#"essential_tools = ["crm__whoami"]
+
+[mcp_servers.crm]
+command = "crm-mcp"
+
+[mcp_servers.mail]
+url = "https://mail.internal/mcp"
+"#;
+
+    fn tool(name: &str, server: &str, paths: Vec<(String, PathAccess)>) -> HostTool {
+        HostTool {
+            name: name.to_string(),
+            server: server.to_string(),
+            description: format!("The {name} tool."),
+            input_schema: json!({
+                "type": "object",
+                "properties": { "email": { "type": "string" }, "limit": { "type": ["integer", "null"] } },
+                "required": ["email"]
+            }),
+            paths,
+        }
+    }
+
+    fn catalog() -> Catalog {
+        Catalog {
+            tools: vec![
+                tool("mail__send_email", "mail", Vec::new()),
+                tool("crm__lookup", "crm", vec![("export_to".to_string(), PathAccess::Write)]),
+                tool("crm__purge", "crm", Vec::new()),
+            ],
+            problems: vec!["MCP server `crm` exited at start: crm-mcp: region not set".to_string()],
+        }
+    }
+
+    /// The analysis and program of a workspace holding the workflow and the settings.
+    fn compiled() -> (Analysis, Program, HostSettings) {
+        let files = [("workflows/support/workflow.yaml", WORKFLOW), ("archmax.toml", SETTINGS)];
+        let workspace = match load_memory(files) {
+            Ok(workspace) => workspace,
+            Err(error) => panic!("the workspace loads: {error}"),
+        };
+        let analysis = analyze_workspace(workspace);
+        let compiled = match compile_analysis(analysis, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT }) {
+            Ok(compiled) => compiled,
+            Err(error) => panic!("the workspace compiles: {error:?}"),
+        };
+        let settings = settings(&compiled.analysis);
+        assert_eq!(settings.mcp_servers.len(), 2, "the settings are read from the analysis");
+        (compiled.analysis, compiled.program, settings)
+    }
+
+    fn survey_of(program: &Program, settings: &HostSettings) -> ToolsReport {
+        let host = FakeHost(Arc::new(catalog()));
+        match crate::store::block_on(survey(program, settings, &host)) {
+            Ok(report) => report,
+            Err(error) => panic!("{error}"),
+        }
+    }
+
+    fn grantor(state: &str, by: &'static str) -> Grantor {
+        Grantor { workflow: "support".to_string(), state: state.to_string(), by }
+    }
+
+    #[test]
+    fn every_provided_tool_is_listed_with_the_states_granting_it() {
+        let (_, program, settings) = compiled();
+        let report = survey_of(&program, &settings);
+        let names: Vec<&str> = report.tools.iter().map(|provided| provided.tool.name.as_str()).collect();
+        assert_eq!(names, ["crm__lookup", "crm__purge", "mail__send_email"]);
+        assert_eq!(report.tools[0].granted_in, [grantor("triage", "allow"), grantor("notify", "allow_always")]);
+        assert!(report.tools[1].granted_in.is_empty(), "nobody grants crm__purge");
+        assert_eq!(report.problems, catalog().problems);
+    }
+
+    #[test]
+    fn granted_tools_nobody_provides_are_named_with_their_candidates() {
+        let (_, program, settings) = compiled();
+        let report = survey_of(&program, &settings);
+        assert_eq!(
+            report.not_provided,
+            [
+                MissingTool {
+                    name: "crm__whoami".to_string(),
+                    granted_in: Vec::new(),
+                    essential: true,
+                    candidates: Vec::new()
+                },
+                MissingTool {
+                    name: "send_email".to_string(),
+                    granted_in: vec![grantor("notify", "allow")],
+                    essential: false,
+                    candidates: vec!["mail__send_email".to_string()],
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_json_document_has_the_documented_shape() {
+        let (_, program, settings) = compiled();
+        let document = to_json(&survey_of(&program, &settings));
+        let lookup = &document["tools"][0];
+        assert_eq!(lookup["name"], "crm__lookup");
+        assert_eq!(lookup["server"], "crm");
+        assert_eq!(lookup["description"], "The crm__lookup tool.");
+        assert_eq!(lookup["input_schema"]["required"], json!(["email"]));
+        assert_eq!(lookup["path_arguments"], json!([{ "argument": "export_to", "access": "write" }]));
+        assert_eq!(
+            lookup["granted_in"],
+            json!([
+                { "workflow": "support", "state": "triage", "by": "allow" },
+                { "workflow": "support", "state": "notify", "by": "allow_always" }
+            ])
+        );
+        assert_eq!(lookup["essential"], false);
+        assert_eq!(
+            document["not_provided"][0],
+            json!({ "name": "crm__whoami", "granted_in": [], "essential": true, "candidates": [] })
+        );
+        assert_eq!(document["not_provided"][1]["candidates"], json!(["mail__send_email"]));
+        assert_eq!(document["problems"], json!(catalog().problems));
+    }
+
+    #[test]
+    fn the_text_report_reads_for_a_person() {
+        let (_, program, settings) = compiled();
+        let text = to_text(&survey_of(&program, &settings));
+        let expected = [
+            "3 host tool(s) from 2 server(s); 2 granted tool(s) provided by no server; 1 problem(s)",
+            "crm__lookup (server crm)",
+            "  The crm__lookup tool.",
+            "  arguments: email (string, required), limit (integer or null)",
+            "  path arguments: export_to (write)",
+            "  granted in: support/triage (allow), support/notify (allow_always)",
+            "  granted in: no state",
+            "  crm__whoami: granted in every state (essential_tools)",
+            "  send_email: granted in support/notify (allow); provided as `mail__send_email`",
+            "  MCP server `crm` exited at start: crm-mcp: region not set",
+        ];
+        for line in expected {
+            assert!(text.lines().any(|written| written == line), "missing {line:?} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn findings_become_errors_at_the_grants_the_essential_entry_and_the_server() {
+        let (analysis, program, settings) = compiled();
+        let report = survey_of(&program, &settings);
+        let found = diagnostics(&report, &analysis, &settings);
+        let located: Vec<(Code, String, &str)> = found
+            .iter()
+            .map(|diagnostic| {
+                let span = diagnostic.span.unwrap_or(Span::file_start(FileId(0)));
+                let text = &analysis.sources().file(span.file).text;
+                (diagnostic.code, text[span.start as usize..span.end as usize].to_string(), diagnostic.message.as_str())
+            })
+            .collect();
+        assert_eq!(
+            located,
+            [
+                (
+                    Code::HostToolNotProvided,
+                    "\"crm__whoami\"".to_string(),
+                    "essential tool `crm__whoami` is provided by no MCP server"
+                ),
+                (
+                    Code::HostToolNotProvided,
+                    "send_email".to_string(),
+                    "`send_email` is granted in state `notify` but no MCP server provides it"
+                ),
+                (
+                    Code::HostConfig,
+                    "[mcp_servers.crm]".to_string(),
+                    "an MCP server could not be asked for its tools: MCP server `crm` exited at start: crm-mcp: region not set"
+                ),
+            ]
+        );
+        assert!(found.iter().all(|diagnostic| diagnostic.is_error() && diagnostic.help.is_some()));
+        assert_eq!(found[1].scope, Scope::Workflow("support".to_string()));
+        assert_eq!(found[1].help.as_deref(), Some("a server provides `mail__send_email`: grant the tool by that name"));
+    }
+
+    #[test]
+    fn the_host_the_commands_use_provides_nothing_until_one_is_wired() {
+        let (_, program, settings) = compiled();
+        let host = tool_host(Path::new("."), &settings);
+        let report = match crate::store::block_on(survey(&program, &settings, host.as_ref())) {
+            Ok(report) => report,
+            Err(error) => panic!("{error}"),
+        };
+        assert!(report.tools.is_empty() && report.problems.is_empty());
+        let names: Vec<&str> = report.not_provided.iter().map(|missing| missing.name.as_str()).collect();
+        assert_eq!(names, ["crm__lookup", "crm__whoami", "send_email"]);
+    }
+}

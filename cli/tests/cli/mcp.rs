@@ -42,10 +42,18 @@ fn write(root: &Path, path: &str, text: &str) {
     fs::write(path, text).expect("write the file");
 }
 
-/// Every event of a run's `--events` file.
-fn events(path: &Path) -> Vec<Value> {
-    let text = fs::read_to_string(path).expect("the run wrote its events");
-    text.lines().map(|line| serde_json::from_str(line).expect("one JSON event per line")).collect()
+/// Runs `archmax run WORKFLOW PROMPT --root . --tape TAPE` plus `extra` in `root`; it
+/// must exit 0. Returns what it printed on stdout and every event it wrote.
+fn run_session(root: &Path, workflow: &str, prompt: &str, tape: &str, extra: &[&str]) -> (String, Vec<Value>) {
+    let events_file = root.join("events.jsonl");
+    let events_path = events_file.to_string_lossy().into_owned();
+    let mut args = vec!["run", workflow, prompt, "--root", ".", "--tape", tape, "--events", &events_path];
+    args.extend_from_slice(extra);
+    let run = archmax(root, &args);
+    assert_eq!(run.code, 0, "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    let text = fs::read_to_string(&events_file).expect("the run wrote its events");
+    let events = text.lines().map(|line| serde_json::from_str(line).expect("one JSON event per line")).collect();
+    (run.stdout + "\n--- stderr\n" + &run.stderr, events)
 }
 
 /// The events of one kind about one tool, in order.
@@ -104,26 +112,9 @@ fn the_reference_server_answers_echo_and_get_sum_through_the_kernel() {
     );
     write(&root, "workflows/interop/workflow.yaml", INTEROP_WORKFLOW);
     write(&root, "tape.yaml", INTEROP_TAPE);
-    let events_file = root.join("events.jsonl");
-    let run = archmax(
-        &root,
-        &[
-            "run",
-            "interop",
-            "Check the reference server.",
-            "--root",
-            ".",
-            "--session",
-            "everything-1",
-            "--tape",
-            "tape.yaml",
-            "--events",
-            &events_file.to_string_lossy(),
-        ],
-    );
-    assert_eq!(run.code, 0, "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("the sum of 2 and 40 is 42"), "{}", run.stdout);
-    let events = events(&events_file);
+    let (printed, events) =
+        run_session(&root, "interop", "Check the reference server.", "tape.yaml", &["--session", "everything-1"]);
+    assert!(printed.contains("the sum of 2 and 40 is 42"), "{printed}");
 
     let echoed = tool_events(&events, "tool-result", "everything__echo");
     assert_eq!(echoed.len(), 1, "one echo ran (the second was refused): {echoed:?}");
@@ -180,28 +171,14 @@ fn order_status_cases_pass_against_the_real_carrier_server() {
 #[test]
 fn a_poll_reads_the_carrier_servers_delivered_scan_and_ends_the_watch() {
     let root = specs_copy("mcp-specs-poll");
-    let events_file = root.join("events.jsonl");
     let tape = root.join("workflows/order-status/tests/poll-shows-delivery.tape.yaml");
-    let run = archmax(
+    let (_, events) = run_session(
         &root,
-        &[
-            "run",
-            "order-status",
-            "Has my order ORD-1058 arrived?",
-            "--root",
-            ".",
-            "--variables",
-            r#"{"order_id":"ORD-1058"}"#,
-            "--session",
-            "JJD000390012133905",
-            "--tape",
-            &tape.to_string_lossy(),
-            "--events",
-            &events_file.to_string_lossy(),
-        ],
+        "order-status",
+        "Has my order ORD-1058 arrived?",
+        &tape.to_string_lossy(),
+        &["--variables", r#"{"order_id":"ORD-1058"}"#, "--session", "JJD000390012133905"],
     );
-    assert_eq!(run.code, 0, "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
-    let events = events(&events_file);
     let polled = tool_events(&events, "tool-result", "carrier__track_parcel");
     assert_eq!(polled.len(), 1, "{polled:?}");
     assert_eq!(polled[0]["status"], "ok", "{}", polled[0]);
@@ -238,26 +215,14 @@ fn the_carrier_guard_refuses_a_number_of_no_carriers_format() {
     - { name: archmax_wait, args: { reason: "no scan yet", until: "1d" } }
 "#,
     );
-    let events_file = root.join("events.jsonl");
-    let run = archmax(
+    let (printed, events) = run_session(
         &root,
-        &[
-            "run",
-            "order-status",
-            "Wo ist ORD-1045?",
-            "--root",
-            ".",
-            "--variables",
-            r#"{"order_id":"ORD-1045"}"#,
-            "--tape",
-            "probe.tape.yaml",
-            "--events",
-            &events_file.to_string_lossy(),
-        ],
+        "order-status",
+        "Wo ist ORD-1045?",
+        "probe.tape.yaml",
+        &["--variables", r#"{"order_id":"ORD-1045"}"#],
     );
-    assert_eq!(run.code, 0, "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
-    assert!(run.stderr.contains("awaiting input"), "{}", run.stderr);
-    let events = events(&events_file);
+    assert!(printed.contains("awaiting input"), "{printed}");
     // The traversal never reaches the server: the kernel's guard refuses it, and the
     // session parks as the model asked.
     let blocked = tool_events(&events, "tool-blocked", "carrier__track_parcel");

@@ -119,12 +119,12 @@ fn the_reference_server_answers_echo_and_get_sum_through_the_kernel() {
     let echoed = tool_events(&events, "tool-result", "everything__echo");
     assert_eq!(echoed.len(), 1, "one echo ran (the second was refused): {echoed:?}");
     assert_eq!(echoed[0]["status"], "ok", "{}", echoed[0]);
-    assert_eq!(echoed[0]["output"], "Echo: hello from archmax", "{}", echoed[0]);
+    assert!(echoed[0]["output"].as_str().unwrap_or_default().contains("Echo: hello from archmax"), "{}", echoed[0]);
 
     let summed = tool_events(&events, "tool-result", "everything__get-sum");
     assert_eq!(summed.len(), 1, "{summed:?}");
     assert_eq!(summed[0]["status"], "ok", "{}", summed[0]);
-    assert_eq!(summed[0]["output"], "The sum of 2 and 40 is 42.", "{}", summed[0]);
+    assert!(summed[0]["output"].as_str().unwrap_or_default().contains("The sum of 2 and 40 is 42."), "{}", summed[0]);
 
     // The guard pins the echo's message; a tool the state does not grant is refused
     // before any server sees it, the environment-dumping one included.
@@ -182,12 +182,16 @@ fn a_poll_reads_the_carrier_servers_delivered_scan_and_ends_the_watch() {
     let polled = tool_events(&events, "tool-result", "carrier__track_parcel");
     assert_eq!(polled.len(), 1, "{polled:?}");
     assert_eq!(polled[0]["status"], "ok", "{}", polled[0]);
-    let answer: Value =
-        serde_json::from_str(polled[0]["output"].as_str().expect("a text answer")).expect("the carrier answers JSON");
-    assert_eq!(answer["tracking_number"], "JJD000390012133905");
-    assert_eq!(answer["status"], "delivered");
-    assert_eq!(answer["scans"][0]["place"], "Hamburg 22765");
-    assert_eq!(answer["scans"][0]["time"], "2025-03-19T11:24:00+01:00");
+    // The carrier's own answer, as the model read it: the newest scan first.
+    let said = polled[0]["output"].as_str().unwrap_or_default();
+    assert!(
+        said.contains(r#""tracking_number":"JJD000390012133905","carrier":"DHL","status":"delivered""#)
+            && said.contains(
+                r#""scans":[{"status":"delivered","place":"Hamburg 22765","time":"2025-03-19T11:24:00+01:00"}"#
+            ),
+        "{}",
+        polled[0]
+    );
 
     let shown = archmax(&root, &["sessions", "JJD000390012133905", "--root", ".", "--json"]);
     assert_eq!(shown.code, 0, "{}", shown.stderr);

@@ -46,7 +46,7 @@ fn write(root: &Path, path: &str, text: &str) {
 }
 
 /// Runs `archmax run WORKFLOW PROMPT --root . --tape TAPE` plus `extra` in `root`; it
-/// must exit 0. Returns what it printed on stdout and every event it wrote.
+/// must exit 0. Returns what it printed (stdout, then stderr) and every event it wrote.
 fn run_session(root: &Path, workflow: &str, prompt: &str, tape: &str, extra: &[&str]) -> (String, Vec<Value>) {
     let events_file = root.join("events.jsonl");
     let events_path = events_file.to_string_lossy().into_owned();

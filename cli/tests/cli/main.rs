@@ -1,11 +1,12 @@
 //! Integration tests of the `archmax` binary: the example workspace, the command-line
 //! contract (streams, formats, exit codes), artifacts and keys, parks and the session
-//! store across processes, `archmax tools`. The golden recordings have their own
-//! harness, `tests/golden`.
+//! store across processes, `archmax tools`, host tools over MCP (the reference server and
+//! the shipped carrier server). The golden recordings have their own harness, `tests/golden`.
 
 mod artifacts;
 mod commands;
 mod explain;
+mod mcp;
 mod parks;
 mod postgres;
 mod serve;

@@ -10,6 +10,7 @@ mod explain;
 mod faults;
 mod flow;
 mod graph;
+mod inputs;
 mod inspect;
 mod keys;
 mod output;
@@ -131,6 +132,10 @@ enum Command {
         /// (`- { tool, whenInput?, result }`), so a workflow runs before its tools exist.
         #[arg(long, value_name = "FILE")]
         mocks: Option<PathBuf>,
+        /// Hand this file to the trigger's `file` input (copied into the session);
+        /// `NAME=PATH` picks the input when there are several. Repeatable.
+        #[arg(long = "file", value_name = "[NAME=]PATH")]
+        files: Vec<String>,
         #[command(flatten)]
         common: SessionFlags,
     },
@@ -209,6 +214,10 @@ enum Command {
         /// Variables the trigger carries, seeded locked: a JSON object.
         #[arg(long, value_name = "JSON")]
         variables: Option<String>,
+        /// Hand this file to the trigger's `file` input (copied into the session);
+        /// `NAME=PATH` picks the input when there are several. Repeatable.
+        #[arg(long = "file", value_name = "[NAME=]PATH")]
+        files: Vec<String>,
         /// Refuse unless the session runs this workflow.
         #[arg(long, value_name = "SLUG")]
         workflow: Option<String>,
@@ -434,7 +443,7 @@ fn main() -> ExitCode {
             inspect::run(&file, &trust, workflow.as_deref(), state.as_deref(), format)
         }
         Command::Graph { workflow, only, format } => graph::run(&root, workflow.or(only).as_deref(), format),
-        Command::Run { workflow, prompt, trigger, variables, session, mocks, common } => run::run(
+        Command::Run { workflow, prompt, trigger, variables, session, mocks, files, common } => run::run(
             &session::SessionOptions { mocks: mocks.as_deref(), ..common.options(&root) },
             run::RunArgs {
                 workflow: &workflow,
@@ -442,6 +451,7 @@ fn main() -> ExitCode {
                 trigger: trigger.as_deref(),
                 variables: variables.as_deref(),
                 session: session.as_deref(),
+                files: &files,
             },
         ),
         Command::Sessions { action: Some(SessionsAction::Export { id }), store, .. } => {
@@ -475,11 +485,11 @@ fn main() -> ExitCode {
         Command::Reply { session, message, workflow, common } => {
             resume::reply(&common.options(&root), &session, &message, workflow.as_deref())
         }
-        Command::Deliver { session, trigger, undeclared, variables, workflow, common } => resume::deliver(
+        Command::Deliver { session, trigger, undeclared, variables, files, workflow, common } => resume::deliver(
             &common.options(&root),
             &session,
             (&trigger, undeclared),
-            variables.as_deref(),
+            (variables.as_deref(), &files),
             workflow.as_deref(),
         ),
     }

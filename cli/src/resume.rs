@@ -9,6 +9,8 @@
 
 use std::process::ExitCode;
 
+use serde_json::Map;
+
 use archmax_vm::interp::{Channel, decision_refusal, park_refusal};
 
 use archmax_vm::session::id::check_session_id;
@@ -91,28 +93,40 @@ pub fn deliver(
     options: &SessionOptions<'_>,
     id: &str,
     (trigger, undeclared): (&str, bool),
-    variables: Option<&str>,
+    (variables, files): (Option<&str>, &[String]),
     workflow: Option<&str>,
 ) -> ExitCode {
     if trigger.trim().is_empty() {
         return usage("deliver", "--trigger names no trigger");
     }
-    let variables = match parse_variables(variables, "deliver") {
+    let mut variables = match parse_variables(variables, "deliver") {
         Ok(variables) => variables,
+        Err(code) => return code,
+    };
+    let files = match crate::inputs::read(files, "deliver") {
+        Ok(files) => files,
         Err(code) => return code,
     };
     let (id, workflow) = match parked_workflow(options, "deliver", id, workflow, Channel::Input, None) {
         Ok(found) => found,
         Err(code) => return code,
     };
-    let request = DeliverRequest {
+    let mut request = DeliverRequest {
         session: id.to_string(),
         workflow: Some(workflow.clone()),
         trigger: trigger.trim().to_string(),
-        variables,
+        variables: Map::new(),
         message: None,
         upgrade: options.upgrade,
         declared_only: !undeclared,
     };
-    execute(options, &workflow, |runtime| Box::pin(async move { runtime.deliver(request).await }))
+    let trigger = trigger.trim().to_string();
+    let workflow_name = workflow.clone();
+    execute(options, &workflow, |runtime| {
+        Box::pin(async move {
+            crate::inputs::hand_over(runtime, &workflow_name, &trigger, &request.session, files, &mut variables)?;
+            request.variables = variables;
+            runtime.deliver(request).await
+        })
+    })
 }

@@ -16,6 +16,8 @@ pub struct RunArgs<'a> {
     pub trigger: Option<&'a str>,
     pub variables: Option<&'a str>,
     pub session: Option<&'a str>,
+    /// `--file [NAME=]PATH` arguments.
+    pub files: &'a [String],
 }
 
 /// Parses `--variables`: one JSON object.
@@ -44,13 +46,42 @@ pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
     {
         return usage("run", &format!("`{id}` is not a usable session id: {problem}"));
     }
-    let request = TurnRequest {
+    let files = match crate::inputs::read(args.files, "run") {
+        Ok(files) => files,
+        Err(code) => return code,
+    };
+    // Handed files go into the session's own files before the turn, so its id is known
+    // first: the one asked for, else a new one.
+    let session = match (args.session, files.is_empty()) {
+        (Some(id), _) => Some(id.to_string()),
+        (None, true) => None,
+        (None, false) => match archmax_vm::session::id::new_session_id() {
+            Ok(id) => Some(id),
+            Err(error) => return crate::output::failure(error.to_string()),
+        },
+    };
+    let mut request = TurnRequest {
         workflow: args.workflow.to_string(),
-        session: args.session.map(str::to_string),
+        session,
         trigger: args.trigger.map(str::to_string),
         message: Some(message),
         variables,
         upgrade: options.upgrade,
     };
-    execute(options, args.workflow, |runtime| Box::pin(async move { runtime.run_turn(request).await }))
+    execute(options, args.workflow, |runtime| {
+        Box::pin(async move {
+            if let Some(session) = request.session.clone() {
+                let trigger = request.trigger.clone().unwrap_or_else(|| "manual".to_string());
+                crate::inputs::hand_over(
+                    runtime,
+                    &request.workflow,
+                    &trigger,
+                    &session,
+                    files,
+                    &mut request.variables,
+                )?;
+            }
+            runtime.run_turn(request).await
+        })
+    })
 }

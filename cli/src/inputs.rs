@@ -1,0 +1,195 @@
+//! `--file [NAME=]PATH` on `run` and `deliver`: a file from this machine handed to a
+//! `file`-typed input of the trigger.
+//!
+//! The file is read before anything runs (a missing, unreadable or oversized file is
+//! refused naming it), copied into the session's own files under `scratchpad/inputs/`, and
+//! the input is seeded with that workspace path, locked like every host seed. A bare
+//! `PATH` goes to the trigger's one `file` input; with several, `NAME=PATH` picks one. The
+//! input's `maxSize` is checked here against the real size; its `accept` extensions, like
+//! every other rule, by the runtime's signature check.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde_json::{Map, Value};
+
+use archmax_vm::compiler::program::ValueType;
+use archmax_vm::runtime::{FieldProblem, RunError, Runtime};
+
+use crate::output::usage;
+
+/// Where handed files are kept in a session.
+const INPUTS_DIR: &str = "scratchpad/inputs";
+
+/// One `--file` argument, read.
+pub struct HandedFile {
+    /// The input it fills, when the argument names one.
+    pub input: Option<String>,
+    pub source: PathBuf,
+    pub bytes: Vec<u8>,
+}
+
+/// Reads every `--file` argument; a file that is missing, not a regular file or larger
+/// than the session file limit is a usage error naming it.
+pub fn read(arguments: &[String], command: &str) -> Result<Vec<HandedFile>, ExitCode> {
+    let limit = archmax_vm::stdlib::limits::MAX_FILE_BYTES;
+    let mut files = Vec::with_capacity(arguments.len());
+    for argument in arguments {
+        let (input, path) = match argument.split_once('=') {
+            Some((name, path)) if is_input_name(name) => (Some(name.to_string()), path),
+            _ => (None, argument.as_str()),
+        };
+        let source = PathBuf::from(path);
+        let metadata = std::fs::metadata(&source)
+            .map_err(|error| usage(command, &format!("--file `{path}` cannot be read: {error}")))?;
+        if !metadata.is_file() {
+            return Err(usage(command, &format!("--file `{path}` is not a file")));
+        }
+        if metadata.len() > limit {
+            return Err(usage(
+                command,
+                &format!(
+                    "--file `{path}` is {} bytes, over the limit of {}",
+                    metadata.len(),
+                    archmax_vm::stdlib::limits::bound_in_words(limit)
+                ),
+            ));
+        }
+        let bytes = std::fs::read(&source)
+            .map_err(|error| usage(command, &format!("--file `{path}` cannot be read: {error}")))?;
+        files.push(HandedFile { input, source, bytes });
+    }
+    Ok(files)
+}
+
+/// Whether `name` can be a variable name: what makes `NAME=PATH` a named argument rather
+/// than a path that contains `=`.
+fn is_input_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|first| first.is_ascii_lowercase() || first == '_')
+        && chars.all(|rest| rest.is_ascii_lowercase() || rest.is_ascii_digit() || rest == '_')
+}
+
+/// Copies `files` into session `session` and seeds their inputs in `variables`. `trigger`
+/// is the trigger whose `requires` the inputs belong to.
+pub fn hand_over(
+    runtime: &Runtime,
+    workflow: &str,
+    trigger: &str,
+    session: &str,
+    files: Vec<HandedFile>,
+    variables: &mut Map<String, Value>,
+) -> Result<(), RunError> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let program = &runtime.program;
+    let problem = |field: &str, message: String| RunError::InvalidInput {
+        message: message.clone(),
+        fields: vec![FieldProblem { field: field.to_string(), problem: message }],
+    };
+    let Some((_, declared)) = program.workflow(workflow) else {
+        return Err(problem("workflow", format!("there is no workflow `{workflow}`")));
+    };
+    let Some(entries) = program.trigger(declared, trigger).map(|trigger| &trigger.requires) else {
+        return Err(problem("trigger", format!("workflow `{workflow}` has no trigger `{trigger}`")));
+    };
+    let inputs: Vec<_> = entries.iter().filter(|entry| entry.ty == Some(ValueType::File)).collect();
+    let names: Vec<&str> = inputs.iter().map(|entry| program.str(entry.name)).collect();
+    // Every file is checked before any is copied, so a refusal leaves nothing behind.
+    let mut checked = Vec::with_capacity(files.len());
+    for (index, file) in files.into_iter().enumerate() {
+        let name = match (&file.input, names.as_slice()) {
+            (Some(name), _) if names.contains(&name.as_str()) => name.clone(),
+            (Some(name), _) => {
+                return Err(problem(
+                    name,
+                    format!(
+                        "trigger `{trigger}` has no file input `{name}`{}",
+                        listed(&names, "; its file inputs are ")
+                    ),
+                ));
+            }
+            (None, [only]) => only.to_string(),
+            (None, []) => {
+                return Err(problem("file", format!("trigger `{trigger}` of `{workflow}` takes no file input")));
+            }
+            (None, several) => {
+                return Err(problem(
+                    "file",
+                    format!(
+                        "trigger `{trigger}` takes several files: write --file NAME=PATH with one of {}",
+                        several.join(", ")
+                    ),
+                ));
+            }
+        };
+        if variables.contains_key(&name) {
+            return Err(problem(&name, format!("`{name}` is given by both --file and --variables")));
+        }
+        let entry = inputs.iter().find(|entry| program.str(entry.name) == name);
+        if let Some(max) = entry.and_then(|entry| entry.rules.max_size)
+            && file.bytes.len() as u64 > max
+        {
+            return Err(problem(
+                &name,
+                format!("`{}` is {} bytes; '{name}' takes at most {max}", file.source.display(), file.bytes.len()),
+            ));
+        }
+        let path = format!("{INPUTS_DIR}/{}", file_name(&file.source, index));
+        if checked.iter().any(|(_, other, _): &(String, String, HandedFile)| *other == path) {
+            return Err(problem(&name, format!("two files would both be kept as `{path}`: rename one")));
+        }
+        checked.push((name, path, file));
+    }
+    let store = runtime.store.files(session).map_err(RunError::Store)?;
+    for (name, path, file) in checked {
+        store.write(&path, &file.bytes).map_err(|error| {
+            problem(&name, format!("`{}` could not be copied into the session: {error}", file.source.display()))
+        })?;
+        variables.insert(name, Value::String(path));
+    }
+    Ok(())
+}
+
+fn listed(names: &[&str], lead: &str) -> String {
+    if names.is_empty() { String::new() } else { format!("{lead}{}", names.join(", ")) }
+}
+
+/// The name a handed file is kept under: its own file name made safe (letters, digits,
+/// `.`, `-`, `_`; no leading dot), else `file-<n>`.
+fn file_name(source: &Path, index: usize) -> String {
+    let name: String = source
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or("")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '-' })
+        .take(100)
+        .collect();
+    let name = name.trim_start_matches('.');
+    if name.is_empty() { format!("file-{}", index + 1) } else { name.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{file_name, is_input_name};
+
+    #[test]
+    fn a_handed_file_keeps_a_safe_name_inside_the_inputs_folder() {
+        assert_eq!(file_name(Path::new("/tmp/Invoice 2025.pdf"), 0), "Invoice-2025.pdf");
+        assert_eq!(file_name(Path::new("../../.env"), 0), "env");
+        assert_eq!(file_name(Path::new("/"), 2), "file-3");
+    }
+
+    #[test]
+    fn only_a_variable_name_before_the_equals_sign_names_an_input() {
+        assert!(is_input_name("invoice"));
+        assert!(is_input_name("receipt_2"));
+        assert!(!is_input_name("./a"));
+        assert!(!is_input_name("Invoice"));
+        assert!(!is_input_name(""));
+    }
+}

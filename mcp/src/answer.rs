@@ -38,7 +38,9 @@ impl Blobs {
                 "[{kind} ({mime_type}) of {} bytes left out: an answer carries at most {MAX_BLOB_BYTES} bytes of binary content]",
                 bytes.len()
             )),
-            Err(_) => Content::Text(format!("[{kind} ({mime_type}) left out: the server sent data that is not base64]")),
+            Err(_) => {
+                Content::Text(format!("[{kind} ({mime_type}) left out: the server sent data that is not base64]"))
+            }
         }
     }
 }
@@ -101,7 +103,9 @@ mod tests {
         assert_eq!(answer.content[0], Content::Text("hello [redacted]".to_string()));
         assert_eq!(answer.content[1], Content::Blob { mime_type: "image/png".to_string(), data: vec![1, 2, 3] });
         assert!(matches!(&answer.content[2], Content::Text(text) if text.contains("not base64")));
-        assert!(matches!(&answer.content[3], Content::ResourceText { uri, text, .. } if uri == "note://1" && text == "body"));
+        assert!(
+            matches!(&answer.content[3], Content::ResourceText { uri, text, .. } if uri == "note://1" && text == "body")
+        );
     }
 
     #[test]

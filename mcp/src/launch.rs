@@ -143,8 +143,7 @@ pub fn spawn(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child =
-        command.spawn().map_err(|error| format!("could not run `{}`: {error}", launch.command))?;
+    let mut child = command.spawn().map_err(|error| format!("could not run `{}`: {error}", launch.command))?;
     let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         return Err(format!("could not connect to the pipes of `{}`", launch.command));
@@ -185,7 +184,10 @@ mod tests {
     #[test]
     fn the_environment_is_the_base_then_env_vars_then_env() {
         let options = options(&[("PATH", "/bin"), ("HOME", "/home/a"), ("OPENAI_API_KEY", "sk"), ("CRM_TOKEN", "t")]);
-        let env = BTreeMap::from([("CRM_URL".to_string(), "https://crm".to_string()), ("HOME".to_string(), "/srv".to_string())]);
+        let env = BTreeMap::from([
+            ("CRM_URL".to_string(), "https://crm".to_string()),
+            ("HOME".to_string(), "/srv".to_string()),
+        ]);
         let env_vars = vec!["CRM_TOKEN".to_string()];
         let launch = Launch { server: "crm", command: "crm", args: &[], env: &env, env_vars: &env_vars, cwd: None };
         let built = environment(&launch, &options).unwrap_or_default();

@@ -133,7 +133,15 @@ pub struct McpHost {
     servers: Vec<Supervisor>,
     /// Bumped on every change a catalog would show (a start, a stop, a new tool list).
     generation: Arc<AtomicU64>,
-    cached: Mutex<Option<(u64, Arc<Catalog>)>>,
+    cached: Mutex<Option<CachedCatalog>>,
+}
+
+/// The last catalog built, reused while nothing changed and every server answered.
+struct CachedCatalog {
+    generation: u64,
+    /// No server was unavailable (an unavailable one is asked again next time).
+    complete: bool,
+    catalog: Arc<Catalog>,
 }
 
 impl McpHost {
@@ -154,11 +162,11 @@ impl McpHost {
 
     async fn build_catalog(&self) -> Arc<Catalog> {
         let generation = self.generation.load(Ordering::SeqCst);
-        if let Some((built, catalog)) = &*self.cached.lock().unwrap_or_else(PoisonError::into_inner)
-            && *built == generation
-            && catalog.problems.is_empty()
+        if let Some(cached) = &*self.cached.lock().unwrap_or_else(PoisonError::into_inner)
+            && cached.generation == generation
+            && cached.complete
         {
-            return Arc::clone(catalog);
+            return Arc::clone(&cached.catalog);
         }
         let parts = futures_util::future::join_all(self.servers.iter().map(|server| async move {
             match server.connection().await {
@@ -167,9 +175,10 @@ impl McpHost {
             }
         }))
         .await;
+        let complete = parts.iter().all(|(_, unavailable)| unavailable.is_none());
         let mut catalog = Catalog::default();
-        for (set, problem) in parts {
-            catalog.problems.extend(problem);
+        for (set, unavailable) in parts {
+            catalog.problems.extend(unavailable);
             let Some(set) = set else { continue };
             catalog.problems.extend(set.problems.iter().cloned());
             for tool in &set.tools {
@@ -179,7 +188,8 @@ impl McpHost {
             }
         }
         let catalog = Arc::new(catalog);
-        *self.cached.lock().unwrap_or_else(PoisonError::into_inner) = Some((generation, Arc::clone(&catalog)));
+        *self.cached.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(CachedCatalog { generation, complete, catalog: Arc::clone(&catalog) });
         catalog
     }
 
@@ -234,7 +244,9 @@ impl McpHost {
         let (server, connection) = match providers.len() {
             0 => {
                 return Err(match unavailable {
-                    Some((server, why)) => HostError::Failed { server: server.name().to_string(), message: why.for_call() },
+                    Some((server, why)) => {
+                        HostError::Failed { server: server.name().to_string(), message: why.for_call() }
+                    }
                     None => HostError::NotProvided(call.tool.to_string()),
                 });
             }

@@ -63,7 +63,8 @@ pub fn derive(
             paths.push((argument.clone(), *access));
         }
     }
-    let has_file_path = schema.get("properties").and_then(Value::as_object).is_some_and(|p| p.contains_key("file_path"));
+    let has_file_path =
+        schema.get("properties").and_then(Value::as_object).is_some_and(|p| p.contains_key("file_path"));
     if paths.is_empty() && has_file_path {
         paths.push(("file_path".to_string(), PathAccess::Read));
     }
@@ -92,28 +93,32 @@ mod tests {
         }}));
         let configured: BTreeMap<String, PathAccess> =
             [("source".to_string(), PathAccess::Remove), ("destination".to_string(), PathAccess::Read)].into();
-        let table: &[(&Map<String, Value>, Option<&BTreeMap<String, PathAccess>>, Vec<(&str, PathAccess)>)] = &[
-            // The schema's mark wins over the table for the same argument.
-            (&marked, Some(&configured), vec![("destination", PathAccess::Write), ("source", PathAccess::Remove)]),
-            (&marked, None, vec![("destination", PathAccess::Write)]),
-        ];
-        for (schema, configured, expected) in table {
-            let (paths, _) = derive(schema, *configured).unwrap_or_default();
-            let expected: Vec<(String, PathAccess)> =
-                expected.iter().map(|(name, access)| (name.to_string(), *access)).collect();
-            assert_eq!(paths, expected);
-        }
+        let owned = |paths: &[(&str, PathAccess)]| -> Vec<(String, PathAccess)> {
+            paths.iter().map(|(name, access)| (name.to_string(), *access)).collect()
+        };
+        // The schema's mark wins over the table for the same argument; the table adds the rest.
+        let (paths, _) = derive(&marked, Some(&configured)).unwrap_or_default();
+        assert_eq!(paths, owned(&[("destination", PathAccess::Write), ("source", PathAccess::Remove)]));
+        let (paths, _) = derive(&marked, None).unwrap_or_default();
+        assert_eq!(paths, owned(&[("destination", PathAccess::Write)]));
         let plain = object(json!({"type": "object", "properties": {"file_path": {"type": "string"}}}));
-        assert_eq!(derive(&plain, None), Ok((vec![("file_path".to_string(), PathAccess::Read)], Value::Object(plain.clone()))));
+        assert_eq!(
+            derive(&plain, None),
+            Ok((vec![("file_path".to_string(), PathAccess::Read)], Value::Object(plain.clone())))
+        );
         let only_table: BTreeMap<String, PathAccess> = [("dir".to_string(), PathAccess::List)].into();
-        assert_eq!(derive(&plain, Some(&only_table)).map(|(paths, _)| paths), Ok(vec![("dir".to_string(), PathAccess::List)]));
+        assert_eq!(
+            derive(&plain, Some(&only_table)).map(|(paths, _)| paths),
+            Ok(vec![("dir".to_string(), PathAccess::List)])
+        );
         let none = object(json!({"type": "object", "properties": {"text": {"type": "string"}}}));
         assert_eq!(derive(&none, None).map(|(paths, _)| paths), Ok(vec![]));
     }
 
     #[test]
     fn marks_are_removed_from_the_schema_the_model_sees() {
-        let marked = object(json!({"type": "object", "properties": {"to": {"type": "string", "x-archmax-path": "execute"}}}));
+        let marked =
+            object(json!({"type": "object", "properties": {"to": {"type": "string", "x-archmax-path": "execute"}}}));
         let (paths, shown) = derive(&marked, None).unwrap_or_default();
         assert_eq!(paths, vec![("to".to_string(), PathAccess::Execute)]);
         assert_eq!(shown, json!({"type": "object", "properties": {"to": {"type": "string"}}}));
@@ -124,7 +129,10 @@ mod tests {
         for mark in [json!("delete"), json!(true), json!(["read"])] {
             let schema = object(json!({"type": "object", "properties": {"to": {"x-archmax-path": mark}}}));
             let error = derive(&schema, None).err().unwrap_or_default();
-            assert!(error.contains("argument `to`") && error.contains("read, list, search, write, remove, execute"), "{error}");
+            assert!(
+                error.contains("argument `to`") && error.contains("read, list, search, write, remove, execute"),
+                "{error}"
+            );
         }
     }
 }

@@ -75,7 +75,9 @@ const MIN_EDGE_OVERLAP: usize = 4;
 fn edge_overlap(secret: &str, text: &str, edge: Edge) -> Option<usize> {
     let longest = secret.len().saturating_sub(1).min(text.len());
     (MIN_EDGE_OVERLAP..=longest).rev().find(|&length| match edge {
-        Edge::Start => secret.is_char_boundary(secret.len() - length) && text.starts_with(&secret[secret.len() - length..]),
+        Edge::Start => {
+            secret.is_char_boundary(secret.len() - length) && text.starts_with(&secret[secret.len() - length..])
+        }
         Edge::End => secret.is_char_boundary(length) && text.ends_with(&secret[..length]),
     })
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{IntoTransport, StreamableHttpClientTransport};
 use rmcp::{ClientHandler, ServiceExt as _};
@@ -26,6 +27,8 @@ use crate::toolset::ToolSet;
 /// The first restart waits this long; each failure in a row doubles it.
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How many times a broken HTTP event stream is resumed before the server counts as stopped.
+const HTTP_RESUMES: usize = 3;
 /// How long a stopped child is given to exit and finish its stderr before its tail is read.
 const SETTLE: Duration = Duration::from_millis(500);
 
@@ -288,7 +291,10 @@ impl Supervisor {
                     Ok(Err(why)) => why,
                     Err(_) => {
                         process.stop();
-                        format!("it did not finish starting within {} ms (startup_timeout_ms)", self.config.startup_timeout_ms)
+                        format!(
+                            "it did not finish starting within {} ms (startup_timeout_ms)",
+                            self.config.startup_timeout_ms
+                        )
                     }
                 };
                 let mut message = failed(why);
@@ -299,6 +305,14 @@ impl Supervisor {
             }
             McpTransport::Http { url, bearer_token_env_var } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                // A broken event stream is resumed a few times, quickly; past that the
+                // server is treated as stopped, so a dead server fails its calls instead of
+                // leaving them to their timeout.
+                let mut resume = ExponentialBackoff::default();
+                resume.max_times = Some(HTTP_RESUMES);
+                resume.base_duration = FIRST_BACKOFF;
+                resume.max_delay = Some(Duration::from_secs(2));
+                config.retry_config = Arc::new(resume);
                 if let Some(variable) = bearer_token_env_var {
                     let Some(token) = (self.options.env)(variable) else {
                         return Err(failed(format!(

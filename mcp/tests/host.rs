@@ -103,6 +103,8 @@ impl HttpFixture {
     async fn start(address: &str) -> HttpFixture {
         let mut child = tokio::process::Command::new(FIXTURE)
             .args(["--http", address])
+            // The fixture refuses requests without this bearer token.
+            .env("FIXTURE_TOKEN", SECRET)
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
@@ -131,8 +133,8 @@ impl HttpFixture {
 async fn check_catalog(host: &McpHost) -> std::sync::Arc<Catalog> {
     let catalog = host.catalog().await;
     let names: Vec<&str> = catalog.tools.iter().map(|tool| tool.name.as_str()).collect();
-    // Thirteen tools over five pages; `bad.name` is skipped.
-    assert_eq!(names.len(), 12, "{names:?}");
+    // Fourteen tools over five pages; `bad.name` is skipped.
+    assert_eq!(names.len(), 13, "{names:?}");
     for name in ["fx__echo", "fx__add", "fx__read_note", "fx__export", "fx__hang", "fx__grow"] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
@@ -147,7 +149,11 @@ async fn check_catalog(host: &McpHost) -> std::sync::Arc<Catalog> {
     assert_eq!(export.paths, vec![("destination".to_string(), PathAccess::Write)]);
     assert!(export.input_schema["properties"]["destination"].get("x-archmax-path").is_none());
     assert_eq!(catalog.problems.len(), 1, "{:?}", catalog.problems);
-    assert!(catalog.problems[0].contains("`fx`") && catalog.problems[0].contains("`bad.name`"), "{:?}", catalog.problems);
+    assert!(
+        catalog.problems[0].contains("`fx`") && catalog.problems[0].contains("`bad.name`"),
+        "{:?}",
+        catalog.problems
+    );
     catalog
 }
 
@@ -170,20 +176,32 @@ async fn check_answers(host: &McpHost) {
     assert!(matches!(call(host, "fx__nothing_here", json!({})).await, Err(HostError::NotProvided(_))));
 }
 
-async fn check_timeout_cancels(host: &McpHost) {
-    let message = failure(call(host, "fx__hang", json!({})).await);
-    assert!(message.contains("did not answer `fx__hang` within 500 ms"), "{message}");
-    // The server was told: its hanging call ends with the cancellation it received.
-    let mut cancelled = false;
+/// Polls `tool` (a counter of the fixture's) until it reaches `at_least`.
+async fn wait_for_count(host: &McpHost, tool: &str, at_least: u64) {
     for _ in 0..POLLS {
-        let count = call(host, "fx__cancellations", json!({})).await.expect("cancellations answers");
-        if text(&count) != "0" {
-            cancelled = true;
-            break;
+        let count = call(host, tool, json!({})).await.expect("the counter answers");
+        if text(&count).parse::<u64>().is_ok_and(|count| count >= at_least) {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(cancelled, "the server never saw notifications/cancelled");
+    panic!("`{tool}` never reached {at_least}");
+}
+
+async fn check_timeout_cancels(host: std::sync::Arc<McpHost>) {
+    let message = failure(call(&host, "fx__hang", json!({})).await);
+    assert!(message.contains("did not answer `fx__hang` within 500 ms"), "{message}");
+    assert!(message.contains("the call was cancelled"), "{message}");
+    // The server was told: its hanging call ends with the cancellation it received.
+    wait_for_count(&host, "fx__cancellations", 1).await;
+    // A caller that drops the call future cancels it too.
+    let dropped = tokio::spawn({
+        let host = std::sync::Arc::clone(&host);
+        async move { call(&host, "fx__hang", json!({})).await }
+    });
+    wait_for_count(&host, "fx__hangs", 2).await;
+    dropped.abort();
+    wait_for_count(&host, "fx__cancellations", 2).await;
 }
 
 async fn check_list_changed(host: &McpHost) {
@@ -240,20 +258,27 @@ async fn http_catalog_calls_and_list_changed() {
     check_answers(&host).await;
     check_list_changed(&host).await;
     host.shutdown().await;
+    // The bearer token is what lets the host in: another variable's value is refused.
+    let wrong = McpTransport::Http { url: fixture.url(), bearer_token_env_var: Some("OPENAI_API_KEY".to_string()) };
+    let refused = McpHost::new(vec![server("fx", wrong)], options());
+    let problems = refused.catalog().await.problems.clone();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].starts_with("MCP server `fx` did not start"), "{problems:?}");
+    assert_no_secret(&problems[0]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_hang_times_out_and_is_cancelled() {
-    let host = McpHost::new(vec![with_timeout(server("fx", stdio(&[])), 500)], options());
-    check_timeout_cancels(&host).await;
+    let host = std::sync::Arc::new(McpHost::new(vec![with_timeout(server("fx", stdio(&[])), 500)], options()));
+    check_timeout_cancels(std::sync::Arc::clone(&host)).await;
     host.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_hang_times_out_and_is_cancelled() {
     let fixture = HttpFixture::start("127.0.0.1:0").await;
-    let host = McpHost::new(vec![with_timeout(server("fx", fixture.transport()), 500)], options());
-    check_timeout_cancels(&host).await;
+    let host = std::sync::Arc::new(McpHost::new(vec![with_timeout(server("fx", fixture.transport()), 500)], options()));
+    check_timeout_cancels(std::sync::Arc::clone(&host)).await;
     host.shutdown().await;
 }
 
@@ -277,7 +302,7 @@ async fn http_crash_fails_the_call_then_the_restarted_server_answers() {
     let host = McpHost::new(vec![with_timeout(server("fx", fixture.transport()), 10_000)], options());
     call(&host, "fx__echo", json!({"text": "first"})).await.expect("echo answers");
     let message = failure(call(&host, "fx__crash", json!({})).await);
-    assert!(message.contains("`fx`"), "{message}");
+    assert!(message.contains("MCP server `fx` stopped during the call of `fx__crash`"), "{message}");
     assert_no_secret(&message);
     fixture.restart().await;
     let again = echo_after_restart(&host).await;
@@ -314,12 +339,18 @@ async fn missing_commands_and_variables_are_start_problems_that_name_them() {
     }
     let missing_token = server(
         "notoken",
-        McpTransport::Http { url: "http://127.0.0.1:9/mcp".to_string(), bearer_token_env_var: Some("NO_TOKEN".to_string()) },
+        McpTransport::Http {
+            url: "http://127.0.0.1:9/mcp".to_string(),
+            bearer_token_env_var: Some("NO_TOKEN".to_string()),
+        },
     );
     let host = McpHost::new(vec![missing_command, missing_variable, missing_token], options());
     let problems = host.catalog().await.problems.clone();
     assert_eq!(problems.len(), 3, "{problems:?}");
-    assert!(problems[0].contains("`nocmd`") && problems[0].contains("`archmax-no-such-mcp-server` was found neither"), "{problems:?}");
+    assert!(
+        problems[0].contains("`nocmd`") && problems[0].contains("`archmax-no-such-mcp-server` was found neither"),
+        "{problems:?}"
+    );
     assert!(problems[1].contains("`novar`") && problems[1].contains("`NOT_IN_THE_RUNNER`"), "{problems:?}");
     assert!(problems[2].contains("`notoken`") && problems[2].contains("`NO_TOKEN`"), "{problems:?}");
     for problem in &problems {
@@ -358,7 +389,10 @@ async fn two_servers_of_one_collection_need_a_connection_to_pick() {
     let catalog = host.catalog().await;
     assert_eq!(catalog.tools.iter().filter(|tool| tool.name == "fx__echo").count(), 1);
     let message = failure(call(&host, "fx__echo", json!({"text": "x"})).await);
-    assert!(message.contains("servers `alpha` and `beta`") && message.contains("add `connection: <server>`"), "{message}");
+    assert!(
+        message.contains("servers `alpha` and `beta`") && message.contains("add `connection: <server>`"),
+        "{message}"
+    );
     let picked = call_through(&host, "fx__echo", Some("beta"), json!({"text": "x"})).await.expect("beta answers");
     assert_eq!((picked.server.as_str(), text(&picked)), ("beta", "x"));
     let message = failure(call_through(&host, "fx__echo", Some("gamma"), json!({"text": "x"})).await);

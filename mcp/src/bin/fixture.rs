@@ -9,12 +9,13 @@
 //!
 //! Tools: `echo {text}`, `add {a, b}`, `read_note {file_path}`, `export {destination}`
 //! (marked `x-archmax-path: write`), `slow {ms}`, `fail` (an `isError` answer), `crash`
-//! (exits 3 mid-call), `hang` (answers nothing; counts its cancellation), `cancellations`
-//! (how many `hang` calls were cancelled), `picture` (a PNG), `env {name}` (whether a
-//! variable is set), `grow` (adds the tool `extra` and sends `list_changed`), and
-//! `bad.name` (a name no model function may have). `tools/list` is paginated, three
-//! tools a page. Whatever it writes to stderr names the value of `FIXTURE_SECRET`, so
-//! the tests can check that the host never shows it.
+//! (exits 3 mid-call), `hang` (answers nothing; counts its cancellation), `hangs` and
+//! `cancellations` (how many `hang` calls started and were cancelled), `picture` (a
+//! PNG), `env {name}` (whether a variable is set), `grow` (adds the tool `extra` and sends
+//! `list_changed`), and `bad.name` (a name no model function may have). `tools/list` is
+//! paginated, three tools a page. Whatever it writes to stderr names the value of
+//! `FIXTURE_SECRET`, so the tests can check that the host never shows it. Over HTTP, when
+//! `FIXTURE_TOKEN` is set, every request must carry `Authorization: Bearer <it>` (else 401).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,6 +46,7 @@ const PAGE: usize = 3;
 #[derive(Clone, Default)]
 struct Fixture {
     grown: Arc<AtomicBool>,
+    hangs: Arc<AtomicU64>,
     cancellations: Arc<AtomicU64>,
 }
 
@@ -68,7 +70,11 @@ impl Fixture {
         let none = || schema(json!({}), &[]);
         let mut tools = vec![
             Tool::new("echo", "Says the text back", schema(json!({"text": string()}), &["text"])),
-            Tool::new("add", "Adds two numbers", schema(json!({"a": {"type": "number"}, "b": {"type": "number"}}), &["a", "b"])),
+            Tool::new(
+                "add",
+                "Adds two numbers",
+                schema(json!({"a": {"type": "number"}, "b": {"type": "number"}}), &["a", "b"]),
+            ),
             Tool::new("read_note", "Reads a note", schema(json!({"file_path": string()}), &["file_path"])),
             Tool::new(
                 "export",
@@ -79,6 +85,7 @@ impl Fixture {
             Tool::new("fail", "Always reports an error", none()),
             Tool::new("crash", "Exits in the middle of the call", none()),
             Tool::new("hang", "Never answers", none()),
+            Tool::new("hangs", "How many hanging calls started", none()),
             Tool::new("cancellations", "How many hanging calls were cancelled", none()),
             Tool::new("picture", "A tiny image", none()),
             Tool::new("env", "Whether a variable is set here", schema(json!({"name": string()}), &["name"])),
@@ -110,10 +117,12 @@ impl Fixture {
                 std::process::exit(3);
             }
             "hang" => {
+                self.hangs.fetch_add(1, Ordering::SeqCst);
                 context.ct.cancelled().await;
                 self.cancellations.fetch_add(1, Ordering::SeqCst);
                 text("cancelled".to_string())
             }
+            "hangs" => text(self.hangs.load(Ordering::SeqCst).to_string()),
             "cancellations" => text(self.cancellations.load(Ordering::SeqCst).to_string()),
             "picture" => CallToolResult::success(vec![ContentBlock::Image(ImageContent::new(
                 BASE64.encode(PIXEL_PNG),
@@ -177,7 +186,21 @@ async fn serve_http(address: &str) -> Result<(), Box<dyn std::error::Error>> {
         Default::default(),
         StreamableHttpServerConfig::default(),
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let token = std::env::var("FIXTURE_TOKEN").ok().map(|token| format!("Bearer {token}"));
+    let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let token = token.clone();
+            async move {
+                let sent = request.headers().get("authorization").and_then(|value| value.to_str().ok());
+                match token {
+                    Some(token) if sent != Some(token.as_str()) => {
+                        axum::response::IntoResponse::into_response(axum::http::StatusCode::UNAUTHORIZED)
+                    }
+                    _ => next.run(request).await,
+                }
+            }
+        },
+    ));
     axum::serve(listener, router).await?;
     Ok(())
 }

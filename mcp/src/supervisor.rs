@@ -252,7 +252,8 @@ impl Supervisor {
             tracing::warn!(server = %self.config.name, "{problem}");
             self.go_down(&mut slot, problem.clone(), false);
         }
-        format!("{problem}; it is restarted when next needed")
+        let again = if connection.process.is_some() { "restarted" } else { "reconnected" };
+        format!("{problem}; it is {again} when next needed")
     }
 
     /// Stops the server (its child, if any); later needs fail.

@@ -21,10 +21,9 @@ use archmax_serve::webhooks::Connections;
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::compiler::artifact;
 use archmax_vm::compiler::diagnostic::render;
-use archmax_vm::compiler::host_settings::{HostSettings, parse_host_settings};
+use archmax_vm::compiler::host_settings::HostSettings;
 use archmax_vm::compiler::lower::BuildInputs;
 use archmax_vm::compiler::program::Program;
-use archmax_vm::compiler::source::FileId;
 use archmax_vm::compiler::{CompileError, compile};
 use archmax_vm::host_env::{ClockAndPricing, process_env};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
@@ -136,24 +135,7 @@ impl Sources {
 
     /// `archmax.toml`'s runner tables; every problem of them refuses the start.
     fn settings(&self) -> Result<HostSettings, String> {
-        let path = self.root.join("archmax.toml");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HostSettings::default()),
-            Err(error) => return Err(format!("could not read `{}`: {error}", path.display())),
-        };
-        let (settings, problems) = parse_host_settings(FileId(0), &text);
-        if problems.is_empty() {
-            return Ok(settings);
-        }
-        let lines: Vec<String> = problems
-            .iter()
-            .map(|problem| match &problem.help {
-                Some(help) => format!("  {} ({help})", problem.message),
-                None => format!("  {}", problem.message),
-            })
-            .collect();
-        Err(format!("`{}` does not hold (`archmax validate` shows where):\n{}", path.display(), lines.join("\n")))
+        crate::tools::read_settings(&self.root)
     }
 
     /// A fingerprint of the files a compile reads: their paths, sizes and times.
@@ -297,6 +279,10 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         Ok(host) => host,
         Err(message) => return failure(message),
     };
+    let tools = match crate::tools::host_tools(root, &settings) {
+        Ok(tools) => tools,
+        Err(message) => return failure(message),
+    };
     let unconfigured = unconfigured_connections(&programs, &connections);
     let open = auth.is_open();
     let server = match Server::new(ServerParts {
@@ -312,7 +298,7 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         auth,
         limits: TurnLimits { in_flight: args.max_turns_in_flight.max(1), ..TurnLimits::default() },
         body_limit: DEFAULT_BODY_LIMIT,
-        tools: Default::default(),
+        tools,
     }) {
         Ok(server) => server.with_settings(settings, connections),
         Err(error) => return failure(error),

@@ -148,6 +148,8 @@ pub fn runtime(
         Some(path) => load_mocks(path).map_err(Refusal)?,
         None => Vec::new(),
     };
+    let settings = crate::tools::read_settings(options.root).map_err(Refusal)?;
+    let tools = crate::tools::host_tools(options.root, &settings).map_err(Refusal)?;
     Ok(Runtime::new(RuntimeParts {
         program: Arc::new(program),
         store: crate::faults::with_test_faults(crate::store::open_for(options.root, options.store).map_err(Refusal)?),
@@ -157,6 +159,7 @@ pub fn runtime(
         root: options.root.to_path_buf(),
         pricing,
     })
+    .with_tools(&tools)
     .with_mocks(mocks))
 }
 

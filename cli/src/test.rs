@@ -223,6 +223,10 @@ fn run_workflow(root: &Path, slug: &str, args: &TestArgs<'_>, color: bool) -> Su
         Ok(host) => host,
         Err(error) => return refused_with(error.to_string(), 1, cases.len()),
     };
+    let tools = match crate::tools::read_settings(root).and_then(|settings| crate::tools::host_tools(root, &settings)) {
+        Ok(tools) => tools,
+        Err(error) => return refused_with(error, 1, cases.len()),
+    };
     let harness = Harness {
         program: Arc::clone(&program),
         workflow: slug.to_string(),
@@ -230,7 +234,7 @@ fn run_workflow(root: &Path, slug: &str, args: &TestArgs<'_>, color: bool) -> Su
         tests_dir,
         clock,
         pricing,
-        tools: Default::default(),
+        tools,
     };
     let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(executor) => executor,

@@ -44,11 +44,59 @@ use serde_json::{Value, json};
 
 use crate::output::failure;
 
-/// The host the commands ask for tools.
-// wired to archmax_mcp::McpHost at merge
-fn tool_host(root: &Path, settings: &HostSettings) -> Arc<dyn ToolHost> {
-    let _ = (root, settings);
-    Arc::new(NoHost)
+/// The host the commands ask for tools: the MCP servers of `settings`, started on first
+/// need. A bare `command` is looked up beside the running `archmax` first (where the
+/// workspace's own servers are built), then on `PATH`.
+pub fn tool_host(root: &Path, settings: &HostSettings) -> Arc<dyn ToolHost> {
+    if settings.mcp_servers.is_empty() {
+        return Arc::new(NoHost);
+    }
+    let beside = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_path_buf));
+    let options = archmax_mcp::HostOptions::new(root).with_command_dirs(beside.into_iter().collect());
+    Arc::new(archmax_mcp::McpHost::new(settings.mcp_servers.values().cloned().collect(), options))
+}
+
+/// `<root>/archmax.toml`'s runner tables, for a command that runs sessions: none when the
+/// file is absent; its problems (`archmax validate` shows where) refuse the command.
+pub fn read_settings(root: &Path) -> Result<HostSettings, String> {
+    let path = root.join("archmax.toml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HostSettings::default()),
+        Err(error) => return Err(format!("could not read `{}`: {error}", path.display())),
+    };
+    let (settings, problems) = parse_host_settings(archmax_compiler::source::FileId(0), &text);
+    let problems: Vec<&Diagnostic> = problems.iter().filter(|problem| problem.is_error()).collect();
+    if problems.is_empty() {
+        return Ok(settings);
+    }
+    Err(format!("`{}` does not hold (`archmax validate` shows where):\n{}", path.display(), listed(&problems)))
+}
+
+fn listed(problems: &[&Diagnostic]) -> String {
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|problem| match &problem.help {
+            Some(help) => format!("  {} ({help})", problem.message),
+            None => format!("  {}", problem.message),
+        })
+        .collect();
+    lines.join("\n")
+}
+
+/// The host tools a command's runtimes are given: `archmax.toml`'s MCP servers and
+/// essential tools. A variable a server needs that is not set refuses the command before
+/// anything runs, naming it.
+pub fn host_tools(root: &Path, settings: &HostSettings) -> Result<archmax_vm::host_tools::HostTools, String> {
+    let missing = environment(settings);
+    let missing: Vec<&Diagnostic> = missing.iter().collect();
+    if !missing.is_empty() {
+        return Err(format!("the MCP servers of `archmax.toml` cannot start:\n{}", listed(&missing)));
+    }
+    Ok(archmax_vm::host_tools::HostTools {
+        host: tool_host(root, settings),
+        essential: settings.essential_tools.clone(),
+    })
 }
 
 /// One state whose surface holds a host tool, and the grant that put it there.
@@ -676,15 +724,23 @@ url = "https://mail.internal/mcp"
     }
 
     #[test]
-    fn the_host_the_commands_use_provides_nothing_until_one_is_wired() {
-        let (_, program, settings) = compiled();
+    fn the_commands_host_reports_a_server_that_cannot_start_and_its_tools_as_not_provided() {
+        let (_, program, _) = compiled();
+        let text = "[mcp_servers.crm]\ncommand = \"archmax-test-no-such-server\"\n";
+        let (settings, problems) = parse_host_settings(archmax_compiler::source::FileId(0), text);
+        assert!(problems.is_empty(), "{problems:?}");
         let host = tool_host(Path::new("."), &settings);
         let report = match crate::store::block_on(survey(&program, &settings, host.as_ref())) {
             Ok(report) => report,
             Err(error) => panic!("{error}"),
         };
-        assert!(report.tools.is_empty() && report.problems.is_empty());
+        assert!(report.tools.is_empty());
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        assert!(report.problems[0].contains("`crm`"), "the problem names the server: {:?}", report.problems);
         let names: Vec<&str> = report.not_provided.iter().map(|missing| missing.name.as_str()).collect();
-        assert_eq!(names, ["crm__lookup", "crm__whoami", "send_email"]);
+        assert_eq!(names, ["crm__lookup", "send_email"]);
+        // No servers: no host to start.
+        let host = tool_host(Path::new("."), &HostSettings::default());
+        assert!(!host.may_provide("crm__lookup"));
     }
 }

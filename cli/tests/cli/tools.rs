@@ -1,5 +1,5 @@
 //! `archmax tools` and the host tool configuration through the binary: plain `validate`
-//! reports a bad `[mcp_servers]` table at its line, `tools --json` names the granted host
+//! reports a bad `[mcp_servers]` table at its line, `tools --json` lists the carrier server's tools and names the granted host
 //! tools no server provides, and `validate --tools` fails on them and on variables a
 //! server needs that are not set.
 
@@ -33,11 +33,21 @@ fn validate_reports_a_bad_server_table_at_its_line() {
 }
 
 #[test]
-fn tools_json_names_the_granted_host_tools_no_server_provides() {
+fn tools_json_lists_the_servers_tools_and_the_granted_tools_no_server_provides() {
     let run = archmax(&repository(), &["tools", "--root", "specs", "--json"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let document: serde_json::Value = serde_json::from_str(&run.stdout).expect("tools --json prints JSON");
-    assert_eq!(document["tools"], serde_json::json!([]), "no server is configured");
+    // The shipped carrier server is started and lists its tools, with who grants them.
+    let tools = document["tools"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = tools.iter().filter_map(|tool| tool["name"].as_str()).collect();
+    assert_eq!(names, ["carrier__quote_shipping", "carrier__track_parcel"], "{document}");
+    let track = &tools[1];
+    assert_eq!(track["server"], "carrier");
+    assert_eq!(
+        track["granted_in"],
+        serde_json::json!([{ "workflow": "order-status", "state": "watch-shipment", "by": "allow" }])
+    );
+    assert_eq!(track["input_schema"]["required"], serde_json::json!(["tracking_number"]));
     let send_email = document["not_provided"]
         .as_array()
         .into_iter()

@@ -79,7 +79,7 @@ pub struct Settings {
     pub prompt_cache: PromptCache,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct PromptCache {
     /// `None` when the workflow leaves it to the host (`ARCHMAX_PROMPT_CACHE`, else on).
     pub enabled: Option<bool>,
@@ -87,11 +87,6 @@ pub struct PromptCache {
     pub ttl: Option<CacheTtl>,
 }
 
-impl Default for PromptCache {
-    fn default() -> PromptCache {
-        PromptCache { enabled: None, ttl: None }
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheTtl {

@@ -87,7 +87,6 @@ pub struct PromptCache {
     pub ttl: Option<CacheTtl>,
 }
 
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheTtl {
     FiveMinutes,

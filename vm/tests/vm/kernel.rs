@@ -111,6 +111,10 @@ fn precedence_rows() -> Vec<Row> {
         row("work", "read_file", json!({ "file_path": "vault/a.txt" }), false, "mount.not-allowed"),
         row("done", "read_file", json!({ "file_path": "shared/a.txt" }), false, "mount.forbidden"),
         row("work", "write_file", json!({ "file_path": "library/a.txt", "content": "x" }), false, "mount.read-only"),
+        // The host's essential tools are on where no entry names them; other host tools
+        // need a grant.
+        row("work", "crm__whoami", json!({}), true, "tool.essential"),
+        row("work", "crm__purge", json!({}), false, "tool.not-allowed"),
         // An enabled skill's bundle is readable (root allow_always enables `policy`).
         row("work", "read_file", json!({ "file_path": "skills/policy/SKILL.md" }), true, "tool.allowed"),
         // A path-scoped grant needs every path argument inside it; a denial needs any one.
@@ -272,8 +276,14 @@ fn precedence_rows() -> Vec<Row> {
 fn every_rule_in_precedence_order() {
     let program = program();
     let mounts = mounts(&program);
-    let policy =
-        Policy { program: &program, workflow: &program.workflows[0], mounts: &mounts, ancestors: &[], essential: &[] };
+    let essential = ["crm__whoami".to_string()];
+    let policy = Policy {
+        program: &program,
+        workflow: &program.workflows[0],
+        mounts: &mounts,
+        ancestors: &[],
+        essential: &essential,
+    };
     let variables = json!({ "order_id": "ORD-7", "trigger": "manual" });
     let rows = precedence_rows();
     let mut failures = Vec::new();

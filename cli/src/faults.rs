@@ -115,4 +115,8 @@ impl SessionStore for Faulty {
     fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
         self.inner.remove(id)
     }
+
+    fn local_dir(&self, id: &str) -> Option<std::path::PathBuf> {
+        self.inner.local_dir(id)
+    }
 }

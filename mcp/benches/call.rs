@@ -2,7 +2,10 @@
 //! once), two ways: through [`McpHost::call`] (server lookup, the tool-list check,
 //! the timeout, the answer's conversion and redaction), and straight through an `rmcp`
 //! client on its own child, which is the server's and the transport's own time. The
-//! difference is the host's overhead.
+//! difference is the host's overhead. Then the same call made by a model through the whole
+//! runtime (a turn: name resolution, `${{…}}` substitution, the kernel's decision, events,
+//! the committed step), answered by the server and, for comparison, by a case mock: the
+//! difference between those two turns is what the server call costs inside a turn.
 //!
 //! `cargo bench -p archmax-mcp --bench call`
 
@@ -99,5 +102,73 @@ fn call(criterion: &mut Criterion) {
     drop(client);
 }
 
-criterion_group!(benches, call);
+/// A one-state workflow granting the fixture's `echo`.
+const DESK: &str = "title: Desk\ninstructions: Echo.\ntools:\n  allow_always: []\nstates:\n  work:\n    triggers:\n      manual:\n    instructions: Echo the word.\n    tools:\n      allow: [fx__echo]\n";
+
+/// Calls `fx__echo` once, then answers in text.
+struct Echoes;
+
+impl archmax_vm::model::ModelAdapter for Echoes {
+    fn call<'a>(&'a self, request: archmax_vm::model::ModelRequest<'a>) -> archmax_vm::model::ModelFuture<'a> {
+        use archmax_vm::model::ModelResponse;
+        use archmax_vm::session::{Message, ToolCall};
+        let answered = request.messages.iter().any(|message| matches!(message, Message::Tool { .. }));
+        Box::pin(async move {
+            Ok(if answered {
+                ModelResponse { text: "hello".to_string(), ..ModelResponse::default() }
+            } else {
+                let call =
+                    ToolCall { id: "c1".to_string(), name: "fx__echo".to_string(), args: json!({"text": "hello"}) };
+                ModelResponse { tool_calls: vec![call], ..ModelResponse::default() }
+            })
+        })
+    }
+}
+
+fn desk_runtime(mocked: bool) -> archmax_vm::Runtime {
+    use archmax_vm::compiler::lower::{BuildInputs, lower};
+    use archmax_vm::compiler::{analyze_workspace, load_memory};
+    let analysis = analyze_workspace(load_memory([("workflows/desk/workflow.yaml", DESK)]).expect("workspace"));
+    let program = lower(&analysis, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
+        .expect("the desk compiles");
+    let host: std::sync::Arc<dyn ToolHost> = std::sync::Arc::new(host());
+    let runtime = archmax_vm::Runtime::new(archmax_vm::RuntimeParts {
+        program: std::sync::Arc::new(program),
+        store: std::sync::Arc::new(archmax_vm::session::memory::MemoryStore::new()),
+        model: std::sync::Arc::new(Echoes),
+        events: archmax_vm::events::EventSink::new(),
+        clock: std::sync::Arc::new(archmax_vm::clock::FixedClock(1_767_605_400_000)),
+        root: std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+        pricing: archmax_vm::model::pricing::PricingTable::default(),
+    })
+    .with_host(host, Vec::new());
+    if mocked {
+        let mock = archmax_vm::Mock { tool: "fx__echo".to_string(), when_input: None, result: json!("hello") };
+        runtime.with_mocks(vec![mock])
+    } else {
+        runtime
+    }
+}
+
+fn turn(criterion: &mut Criterion) {
+    let executor = runtime();
+    for (name, mocked) in [("turn_with_host_call_echo_stdio", false), ("turn_with_mocked_call_echo", true)] {
+        let desk = desk_runtime(mocked);
+        let mut session = 0u64;
+        criterion.bench_function(name, |bencher| {
+            bencher.iter(|| {
+                session += 1;
+                let request = archmax_vm::TurnRequest {
+                    workflow: "desk".to_string(),
+                    session: Some(format!("s{session}")),
+                    message: Some("Echo hello.".to_string()),
+                    ..archmax_vm::TurnRequest::default()
+                };
+                black_box(executor.block_on(desk.run_turn(request)).expect("the turn runs"))
+            })
+        });
+    }
+}
+
+criterion_group!(benches, call, turn);
 criterion_main!(benches);

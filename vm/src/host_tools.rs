@@ -7,8 +7,8 @@
 //!
 //! Implementations:
 //! - [`Mocks`]: a case's declared results (`mocks:`), which answer an allowed call of any
-//!   tool but the runtime's controls, built-ins included.
-//! - [`Chain`]: hosts asked in order; the first that provides the tool answers.
+//!   tool but the runtime's controls, built-ins included; the interpreter asks them first.
+//! - [`Chain`]: hosts asked in order, for an embedder that combines several.
 //! - [`NoHost`]: provides nothing (the default).
 //! - the `archmax-mcp` crate's host: the servers `archmax.toml` configures, over the Model
 //!   Context Protocol.
@@ -16,7 +16,10 @@
 //! A host's [`ToolHost::catalog`] lists what it provides with each tool's schema; the
 //! interpreter merges the granted ones into the surface the model is shown, and takes
 //! each tool's path arguments from it so `paths:` guards and zone safety govern them.
-//! The catalog is asked for only when a state's surface holds a host tool, so a host may
+//! Only a tool the catalog listed when the kernel decided the call is sent to the host,
+//! and its declared path arguments are sent as the real paths decided (inside a mount's
+//! source, or the session's own folder when the store keeps one on this machine). The
+//! catalog is asked for only when a state's surface holds a host tool, so a host may
 //! start its servers lazily there.
 
 use std::future::Future;

@@ -53,8 +53,8 @@ pub struct Runtime {
     /// The bounds every tool call and `${{…}}` substitution runs under (the documented
     /// defaults of `archmax_stdlib::limits` unless the host sets others).
     pub limits: archmax_stdlib::limits::Limits,
-    /// Declared tool results (a case's `mocks`), served after governance allowed a call;
-    /// asked before [`Runtime::host`].
+    /// Declared tool results (a case's `mocks`), served after governance allowed a call,
+    /// before [`Runtime::host`] or a built-in is asked.
     pub mocks: Arc<crate::host_tools::Mocks>,
     /// Where tools the runtime does not implement itself are asked for
     /// ([`crate::host_tools`]): the MCP servers a host configures. Default: none.
@@ -62,8 +62,6 @@ pub struct Runtime {
     /// The host's `essentialTools`: on in every state unless a state entry narrows or a
     /// denial names them.
     pub essential_tools: Vec<String>,
-    /// `mocks` then `host`, as the interpreter asks them.
-    pub(crate) tools: crate::host_tools::Chain,
     /// Tool definitions per workflow, per surface.
     pub definitions: Vec<Vec<Vec<ToolDefinition>>>,
     /// Each session's `archmax_eval` REPL, kept while the session is among the most
@@ -440,7 +438,7 @@ impl Runtime {
                     .collect()
             })
             .collect();
-        let mut runtime = Runtime {
+        Runtime {
             program,
             store: parts.store,
             model: parts.model,
@@ -454,12 +452,9 @@ impl Runtime {
             mocks: Arc::new(crate::host_tools::Mocks::default()),
             host: Arc::new(crate::host_tools::NoHost),
             essential_tools: Vec::new(),
-            tools: crate::host_tools::Chain::default(),
             definitions,
             repls: Mutex::new(crate::cache::Lru::new(DEFAULT_REPL_CAPACITY)),
-        };
-        runtime.rechain();
-        runtime
+        }
     }
 
     pub fn now(&self) -> u64 {
@@ -482,7 +477,6 @@ impl Runtime {
     /// Serves these declared results (a case's `mocks`) from now on.
     pub fn with_mocks(mut self, mocks: Vec<Mock>) -> Runtime {
         self.mocks = Arc::new(crate::host_tools::Mocks(mocks));
-        self.rechain();
         self
     }
 
@@ -491,18 +485,12 @@ impl Runtime {
     pub fn with_host(mut self, host: Arc<dyn crate::host_tools::ToolHost>, essential_tools: Vec<String>) -> Runtime {
         self.host = host;
         self.essential_tools = essential_tools;
-        self.rechain();
         self
     }
 
     /// [`Runtime::with_host`] from a [`crate::host_tools::HostTools`].
     pub fn with_tools(self, tools: &crate::host_tools::HostTools) -> Runtime {
         self.with_host(Arc::clone(&tools.host), tools.essential.clone())
-    }
-
-    fn rechain(&mut self) {
-        let mocks: Arc<dyn crate::host_tools::ToolHost> = self.mocks.clone();
-        self.tools = crate::host_tools::Chain(vec![mocks, Arc::clone(&self.host)]);
     }
 
     /// The mock answering a call of `tool` with `args`, if any.

@@ -11,7 +11,6 @@ use archmax_compiler::syntax::reference::{TemplatePart, VarPath, parse_template}
 use archmax_compiler::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, Tool, delegation_target};
 
 use crate::events::Event;
-use crate::host_tools::ToolHost;
 use crate::kernel::{Call, Origin, Refusal, Rule, Verdict, decide, resolve_reference};
 use crate::session::{Message, Status, ToolCall, ToolStatus};
 
@@ -426,30 +425,41 @@ impl Turn<'_> {
         });
         let started = self.now();
         let mut server = None;
-        let answer = if !is_control(&call.name)
-            && delegation_target(&call.name).is_none()
-            && self.runtime.tools.may_provide(&call.name)
-        {
-            let connection = self.connection_of(id, &call.name);
-            let host_call = crate::host_tools::HostCall {
-                session: &self.session.id,
-                state: &here,
-                call_id: &call.id,
-                tool: &call.name,
-                connection: connection.as_deref(),
-                args: &args,
-            };
-            match self.runtime.tools.call(host_call).await {
-                Ok(answered) => {
-                    server = (answered.server != crate::host_tools::MOCK_SERVER).then(|| answered.server.clone());
-                    self.host_answer(&call.id, answered).await
+        let answer = if mocked {
+            let text = self.runtime.mock_for(&call.name, &args).map(crate::runtime::Mock::answer).unwrap_or_default();
+            Answer::ok(text)
+        } else if let Some(hosted) = &hosted {
+            // Only a tool the kernel decided with its host's declared path arguments goes to
+            // the host, and the server receives those paths as the real paths decided.
+            match self.real_paths(&args, &hosted.paths) {
+                Err(problem) => {
+                    server = Some(hosted.server.clone());
+                    Answer::error(format!("Error: {problem}"))
                 }
-                Err(crate::host_tools::HostError::NotProvided(_)) => {
-                    self.execute(id, call, &args, caller, alone, advanced).await
-                }
-                Err(crate::host_tools::HostError::Failed { server: failed, message }) => {
-                    server = Some(failed);
-                    Answer::error(format!("Error: {message}"))
+                Ok(sent) => {
+                    let connection = self.connection_of(id, &call.name);
+                    let host_call = crate::host_tools::HostCall {
+                        session: &self.session.id,
+                        state: &here,
+                        call_id: &call.id,
+                        tool: &call.name,
+                        connection: connection.as_deref(),
+                        args: &sent,
+                    };
+                    match self.runtime.host.call(host_call).await {
+                        Ok(answered) => {
+                            server = Some(answered.server.clone());
+                            self.host_answer(&call.id, answered).await
+                        }
+                        Err(crate::host_tools::HostError::NotProvided(_)) => Answer::error(format!(
+                            "Error: no server provides `{}` any more; its server may have changed its tools",
+                            call.name
+                        )),
+                        Err(crate::host_tools::HostError::Failed { server: failed, message }) => {
+                            server = Some(failed);
+                            Answer::error(format!("Error: {message}"))
+                        }
+                    }
                 }
             }
         } else {

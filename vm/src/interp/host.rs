@@ -11,8 +11,11 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use serde_json::Value;
+
 use archmax_compiler::program::{StateId, ToolKind};
-use archmax_compiler::tools::{DEFAULT_TOOLS, NOTE_TOOL, RUNTIME_TOOLS, delegation_target};
+use archmax_compiler::tools::{DEFAULT_TOOLS, NOTE_TOOL, PathAccess, RUNTIME_TOOLS, delegation_target};
+use archmax_compiler::zones::Zone;
 
 use crate::host_tools::{Catalog, Content, HostAnswer, HostTool};
 use crate::model::ToolDefinition;
@@ -142,6 +145,61 @@ impl<'r> Turn<'r> {
         bare_names(program, &self.state(id).guards.forbid)
             || bare_names(program, &self.workflow.forbid_always)
             || self.inherited.iter().any(|caller| bare_names(caller.program, &caller.source.forbid_always))
+    }
+
+    /// The arguments a host tool's server receives: each declared path argument, which the
+    /// kernel decided as a workspace path, turned into the real path it names on this
+    /// machine (inside a mount's source, or inside the session's own folder), so the server
+    /// opens exactly what was decided and nothing a different reading of the text would
+    /// reach (`/…`, `~`, the runner's own files beside the workspace). `Err` when a path
+    /// names session files a store keeps off this machine, or the workspace root itself.
+    pub(super) fn real_paths(&self, args: &Value, declared: &[(String, PathAccess)]) -> Result<Value, String> {
+        let Value::Object(map) = args else { return Ok(args.clone()) };
+        let mut out = map.clone();
+        for (name, _) in declared {
+            let translated = match map.get(name) {
+                Some(Value::String(text)) => Value::String(self.real_path(name, text)?),
+                Some(Value::Array(items)) => Value::Array(
+                    items
+                        .iter()
+                        .map(|item| match item {
+                            Value::String(text) => self.real_path(name, text).map(Value::String),
+                            other => Ok(other.clone()),
+                        })
+                        .collect::<Result<_, _>>()?,
+                ),
+                _ => continue,
+            };
+            out.insert(name.clone(), translated);
+        }
+        Ok(Value::Object(out))
+    }
+
+    fn real_path(&self, argument: &str, written: &str) -> Result<String, String> {
+        let canonical = archmax_compiler::zones::canonicalize(written)
+            .map_err(|_| format!("`{argument}` ({written}) is not a workspace path"))?;
+        let runtime = self.runtime;
+        let real = match archmax_compiler::zones::classify(&canonical, &runtime.mounts) {
+            Zone::Mount(index) => {
+                let mount = &runtime.mounts.mounts[index];
+                let key = mount.key.trim_end_matches('/');
+                let rest = canonical.strip_prefix(key).unwrap_or("").trim_start_matches('/');
+                let source = runtime.root.join(&mount.source);
+                if rest.is_empty() { source } else { source.join(rest) }
+            }
+            Zone::Root => {
+                return Err(format!("`{argument}` names the whole workspace; name a folder or file inside it"));
+            }
+            _ => match runtime.store.local_dir(&self.session.id) {
+                Some(dir) => dir.join(&canonical),
+                None => {
+                    return Err(format!(
+                        "`{argument}` ({canonical}) names the session's own files, which this runner's session store keeps where an MCP server cannot open them; give the server a path inside a mount"
+                    ));
+                }
+            },
+        };
+        Ok(real.to_string_lossy().into_owned())
     }
 
     /// The text the model reads for a host's answer: text as it is, embedded resources

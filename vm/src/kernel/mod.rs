@@ -345,7 +345,10 @@ fn always_open(policy: &Policy<'_>, state: &StateProgram, subject: &Subject<'_>,
             return Some(Verdict::allow(Rule::ToolScratchpad));
         }
     }
+    // Only the runtime's own file tools: a host tool's other arguments are its grant's to
+    // decide, whatever its path arguments name.
     if granted
+        && FILE_TOOLS.contains(&subject.tool)
         && !paths.is_empty()
         && paths.iter().all(|path| {
             matches!(path.access, PathAccess::Read | PathAccess::List)

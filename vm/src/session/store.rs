@@ -82,6 +82,13 @@ pub trait SessionStore: Send + Sync {
     /// kept by the store. It may be asked for before the session exists; what is written
     /// there lives as long as the store keeps the session.
     fn files(&self, id: &str) -> Result<Arc<dyn Vfs>, StoreError>;
+    /// The folder on this machine that holds the session's own files, when the store keeps
+    /// them in one (what a host tool's path arguments are translated into); `None` for a
+    /// store that keeps them elsewhere (memory, a database).
+    fn local_dir(&self, id: &str) -> Option<std::path::PathBuf> {
+        let _ = id;
+        None
+    }
     /// Keeps `spec` under its hash unless one is kept there already; losing a race to
     /// write the same hash is success.
     fn keep_spec<'a>(&'a self, spec: &'a PinnedSpec) -> StoreFuture<'a, ()>;

@@ -14,8 +14,9 @@ use archmax_vm::events::EventSink;
 use archmax_vm::host_tools::{Catalog, Content, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse};
+use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::memory::MemoryStore;
-use archmax_vm::session::{Message, ToolCall};
+use archmax_vm::session::{Message, SessionStore, ToolCall};
 use archmax_vm::{Mock, Runtime, RuntimeParts, TurnRequest};
 
 use crate::support::compile;
@@ -37,6 +38,7 @@ states:
       allow:
         - { tool: crm__lookup, args: { region: ["${{region}}"] } }
         - crm__export
+        - crm__import
         - crm__picture
         - crm__broken
         - crm__oops
@@ -70,8 +72,9 @@ struct FakeHost {
 impl FakeHost {
     fn new() -> FakeHost {
         let tools = vec![
-            tool("crm__lookup", "crm", &[]),
+            tool("crm__lookup", "crm", &[("file_path", PathAccess::Read)]),
             tool("crm__export", "crm", &[("destination", PathAccess::Write)]),
+            tool("crm__import", "crm", &[("file_path", PathAccess::Read)]),
             tool("crm__picture", "crm", &[]),
             tool("crm__broken", "crm", &[]),
             tool("crm__oops", "crm", &[]),
@@ -163,6 +166,10 @@ struct Ran {
 }
 
 fn run(batch: Vec<ToolCall>, essential: &[&str], mocks: Vec<Mock>) -> Ran {
+    run_in(Arc::new(MemoryStore::new()), batch, essential, mocks)
+}
+
+fn run_in(store: Arc<dyn SessionStore>, batch: Vec<ToolCall>, essential: &[&str], mocks: Vec<Mock>) -> Ran {
     let host = Arc::new(FakeHost::new());
     let model = Arc::new(Script { batch, shown: Mutex::new(Vec::new()) });
     let events = EventSink::new();
@@ -170,7 +177,7 @@ fn run(batch: Vec<ToolCall>, essential: &[&str], mocks: Vec<Mock>) -> Ran {
     let root = std::env::temp_dir();
     let runtime = Runtime::new(RuntimeParts {
         program: Arc::new(compile(&[("workflows/desk/workflow.yaml", DESK)])),
-        store: Arc::new(MemoryStore::new()),
+        store,
         model: model.clone(),
         events: events.clone(),
         clock: Arc::new(FixedClock(1_767_605_400_000)),
@@ -219,7 +226,9 @@ impl Ran {
 
 #[test]
 fn every_host_call_passes_the_kernel_and_only_allowed_calls_reach_the_host() {
-    let ran = run(
+    let sessions = std::env::temp_dir().join(format!("archmax-host-tools-{}", std::process::id()));
+    let ran = run_in(
+        Arc::new(FsStore::new(&sessions)),
         vec![
             call("c1", "crm__lookup", json!({ "region": "eu" })),
             call("c2", "crm__lookup", json!({ "region": "us" })),
@@ -231,20 +240,36 @@ fn every_host_call_passes_the_kernel_and_only_allowed_calls_reach_the_host() {
             call("c8", "crm__purge", json!({})),
             call("c9", "crm__unlisted", json!({})),
             call("c10", "mail__send", json!({ "to": "ops@example.com" })),
+            call("c11", "crm__export", json!({ "destination": "/etc/cron.d/evil" })),
+            call("c12", "crm__import", json!({ "file_path": "./AGENTS.md" })),
+            // A read path into an offload area opens nothing of a host tool's guards.
+            call("c13", "crm__lookup", json!({ "region": "us", "file_path": "large_tool_results/x" })),
         ],
         &[],
         Vec::new(),
     );
-    // Only the two allowed calls reached the host, with the arguments the kernel saw.
+    // Only the allowed calls reached the host, a declared path argument as the real path
+    // the kernel decided: inside the session's own folder, whatever the text said.
+    let session_dir = sessions.join("s1");
+    let real = |path: &str| session_dir.join(path).to_string_lossy().into_owned();
     assert_eq!(
         ran.host.calls(),
         vec![
             ("crm__lookup".to_string(), None, json!({ "region": "eu" })),
-            ("crm__export".to_string(), None, json!({ "destination": "scratchpad/acme.csv" })),
+            ("crm__export".to_string(), None, json!({ "destination": real("scratchpad/acme.csv") })),
             ("mail__send".to_string(), Some("mail-eu".to_string()), json!({ "to": "ops@example.com" })),
+            ("crm__export".to_string(), None, json!({ "destination": real("etc/cron.d/evil") })),
+            // A mount's path is its source's, under the workspace root.
+            (
+                "crm__import".to_string(),
+                None,
+                json!({ "file_path": std::env::temp_dir().join("AGENTS.md").to_string_lossy() }),
+            ),
         ]
     );
+    let _ = std::fs::remove_dir_all(&sessions);
     assert_eq!(ran.blocked("c2").as_deref(), Some("tool.not-allowed"), "a guard mismatch is refused");
+    assert_eq!(ran.blocked("c13").as_deref(), Some("tool.not-allowed"));
     assert_eq!(ran.blocked("c3").as_deref(), Some("zone.governance-plane"));
     assert_eq!(ran.blocked("c4").as_deref(), Some("zone.escape"));
     assert_eq!(ran.blocked("c5").as_deref(), Some("zone.read-only"), "a declared write path is a write");
@@ -361,4 +386,13 @@ fn a_script_calls_host_tools_through_the_same_kernel() {
     assert!(text.contains("BLOCKED"), "the guard refuses the script's second call: {text}");
     let scripted = ran.events.iter().find(|event| event["event"] == "tool-called" && event["origin"] == "script");
     assert_eq!(scripted.map(|event| event["server"].clone()), Some(json!("crm")));
+}
+
+#[test]
+fn a_path_into_session_files_a_store_keeps_off_this_machine_is_refused_before_the_host() {
+    let ran = run(vec![call("c1", "crm__export", json!({ "destination": "scratchpad/acme.csv" }))], &[], Vec::new());
+    assert!(ran.host.calls().is_empty(), "{:?}", ran.host.calls());
+    let (text, status) = ran.answer("c1");
+    assert_eq!(status, "Error");
+    assert!(text.contains("cannot open them; give the server a path inside a mount"), "{text}");
 }

@@ -41,7 +41,29 @@ pub struct QuoteRequest {
 pub struct CarrierService {
     scans: Arc<ScanBook>,
     rates: Option<Arc<RateCard>>,
+    fault: Option<Fault>,
     tool_router: ToolRouter<CarrierService>,
+}
+
+/// A failure the test suite injects into `track_parcel` through the variable
+/// `ARCHMAX_TEST_CARRIER_FAULT` (which archmax passes only when `archmax.toml`'s `env`
+/// table sets it): `crash` ends the process mid-call, `hang` never answers. Like
+/// archmax's own `ARCHMAX_TEST_*` faults, for tests only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    Crash,
+    Hang,
+}
+
+impl Fault {
+    /// The fault the environment asks for, if any.
+    pub fn from_env() -> Option<Fault> {
+        match std::env::var("ARCHMAX_TEST_CARRIER_FAULT").ok()?.as_str() {
+            "crash" => Some(Fault::Crash),
+            "hang" => Some(Fault::Hang),
+            _ => None,
+        }
+    }
 }
 
 fn answer(value: &impl serde::Serialize) -> CallToolResult {
@@ -63,7 +85,7 @@ impl CarrierService {
         if rates.is_none() {
             tool_router.remove_route("quote_shipping");
         }
-        CarrierService { scans: Arc::new(scans), rates: rates.map(Arc::new), tool_router }
+        CarrierService { scans: Arc::new(scans), rates: rates.map(Arc::new), fault: Fault::from_env(), tool_router }
     }
 
     #[tool(
@@ -71,6 +93,14 @@ impl CarrierService {
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     pub async fn track_parcel(&self, Parameters(request): Parameters<TrackRequest>) -> CallToolResult {
+        match self.fault {
+            Some(Fault::Crash) => {
+                eprintln!("archmax-carrier-mcp: the injected fault ends the process");
+                std::process::exit(3);
+            }
+            Some(Fault::Hang) => std::future::pending::<()>().await,
+            None => {}
+        }
         match self.scans.track(&request.tracking_number) {
             Ok(report) => answer(&report),
             Err(error) => refusal(error.to_string()),

@@ -370,6 +370,10 @@ impl SessionStore for FsStore {
     fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
         Box::pin(async move { run_blocking(|| FsStore::remove(self, id)) })
     }
+
+    fn local_dir(&self, id: &str) -> Option<PathBuf> {
+        self.session_path(id).ok()
+    }
 }
 
 /// Loads and verifies a session's files; never writes.

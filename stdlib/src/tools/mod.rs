@@ -71,6 +71,14 @@ pub struct ToolSchema {
 pub struct ToolError(pub String);
 
 /// Runs the built-in tool `tool` with its JSON arguments.
+/// Keeps `bytes` at `path` for `tool` (a host tool's binary answer, say) under the same
+/// bounds a file tool's write meets: the per-file bound and the session's quota of bytes
+/// and files.
+pub fn keep_file(tool: &'static str, path: &str, bytes: &[u8], ctx: &ToolContext) -> Result<(), ToolError> {
+    caps::check_write(ctx, &caps::Write { tool, path, bytes: bytes.len() as u64, freed: None })?;
+    ctx.workspace.write(path, bytes).map_err(vfs_failure)
+}
+
 pub fn run(tool: &str, args: &Value, ctx: &ToolContext) -> Result<String, ToolError> {
     match tool {
         "ls" => listing::ls(args, ctx),

@@ -204,31 +204,77 @@ impl<'r> Turn<'r> {
 
     /// The text the model reads for a host's answer: text as it is, embedded resources
     /// with their address, links by name, and binary content written under
-    /// [`TOOL_OUTPUT_DIR`] and named by path. `isError` makes it an error answer.
+    /// [`TOOL_OUTPUT_DIR`] and named by path (at most [`MAX_KEPT_PARTS`] parts, each
+    /// within the session's quota). Text over [`MAX_ANSWER_TEXT`] bytes is kept whole in a
+    /// file and shown cut, with the path. `isError` makes it an error answer.
     pub(super) async fn host_answer(&mut self, call_id: &str, answer: HostAnswer) -> Answer {
+        let stem = format!("{}-{}", file_stem(call_id), self.session.seq + 1);
         let mut parts: Vec<String> = Vec::with_capacity(answer.content.len());
-        let mut blobs = 0usize;
+        let mut kept = 0usize;
+        let mut dropped = 0usize;
+        let mut dropped_at = 0usize;
         for content in answer.content {
             match content {
                 Content::Text(text) => parts.push(text),
                 Content::ResourceText { uri, text, .. } => parts.push(format!("Resource {uri}:\n{text}")),
                 Content::ResourceLink { uri, name } => parts.push(format!("Resource link `{name}`: {uri}")),
+                Content::Blob { .. } if kept >= MAX_KEPT_PARTS => {
+                    if dropped == 0 {
+                        dropped_at = parts.len();
+                    }
+                    dropped += 1;
+                }
                 Content::Blob { mime_type, data } => {
-                    blobs += 1;
-                    let path = format!("{TOOL_OUTPUT_DIR}/{}-{blobs}.{}", file_stem(call_id), extension(&mime_type));
-                    let workspace = &self.workspace;
-                    let written = crate::blocking::run_blocking(|| workspace.write(&path, &data));
-                    parts.push(match written {
+                    kept += 1;
+                    let path = format!("{TOOL_OUTPUT_DIR}/{stem}-{kept}.{}", extension(&mime_type));
+                    parts.push(match self.keep(&path, &data) {
                         Ok(()) => format!("[{mime_type}, {} bytes, written to {path}]", data.len()),
                         Err(error) => format!("[{mime_type}, {} bytes, which could not be kept: {error}]", data.len()),
                     });
                 }
             }
         }
-        let text = if parts.is_empty() { "(the tool answered with no content)".to_string() } else { parts.join("\n") };
+        if dropped > 0 {
+            let note = format!("[{dropped} more binary part(s) dropped: at most {MAX_KEPT_PARTS} are kept per answer]");
+            parts.insert(dropped_at, note);
+        }
+        let mut text =
+            if parts.is_empty() { "(the tool answered with no content)".to_string() } else { parts.join("\n") };
+        if text.len() > MAX_ANSWER_TEXT {
+            let path = format!("{TOOL_OUTPUT_DIR}/{stem}.txt");
+            let mut end = MAX_ANSWER_TEXT;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let note = match self.keep(&path, text.as_bytes()) {
+                Ok(()) => format!("[the answer is {} bytes; the whole of it is in {path}]", text.len()),
+                Err(error) => format!("[the answer is {} bytes, cut here; it could not be kept: {error}]", text.len()),
+            };
+            text.truncate(end);
+            text.push('\n');
+            text.push_str(&note);
+        }
         if answer.is_error { Answer::error(text) } else { Answer::ok(text) }
     }
+
+    /// Writes `bytes` into the session's files under the file tools' bounds.
+    fn keep(&self, path: &str, bytes: &[u8]) -> Result<(), String> {
+        let everything = |_: &str| true;
+        let context = archmax_stdlib::tools::ToolContext {
+            workspace: &self.workspace,
+            visible: &everything,
+            raw_text: false,
+            limits: self.runtime.limits,
+        };
+        crate::blocking::run_blocking(|| archmax_stdlib::tools::keep_file("write_file", path, bytes, &context))
+            .map_err(|error| error.0)
+    }
 }
+
+/// The most binary parts of one answer kept as files.
+pub const MAX_KEPT_PARTS: usize = 16;
+/// The most bytes of a host tool's text answer the model reads in the transcript.
+pub const MAX_ANSWER_TEXT: usize = 64 * 1024;
 
 /// How a host tool is shown to the model: its name, description and input schema.
 fn shown(tool: &HostTool) -> ToolDefinition {

@@ -42,6 +42,7 @@ states:
         - crm__picture
         - crm__broken
         - crm__oops
+        - crm__flood
         - a__ping
         - b__ping
         - { tool: mail__send, connection: mail-eu }
@@ -78,6 +79,7 @@ impl FakeHost {
             tool("crm__picture", "crm", &[]),
             tool("crm__broken", "crm", &[]),
             tool("crm__oops", "crm", &[]),
+            tool("crm__flood", "crm", &[]),
             tool("crm__whoami", "crm", &[]),
             tool("crm__audit", "crm", &[]),
             tool("crm__purge", "crm", &[]),
@@ -121,6 +123,15 @@ impl ToolHost for FakeHost {
                     Err(HostError::Failed { server, message: "server `crm` stopped mid-call".to_string() })
                 }
                 "crm__oops" => Ok(HostAnswer { is_error: true, ..HostAnswer::text(server, "no such customer") }),
+                // A hostile server: 100 images, and a megabyte of text.
+                "crm__flood" => Ok(HostAnswer {
+                    server,
+                    content: (0..100)
+                        .map(|_| Content::Blob { mime_type: "image/png".to_string(), data: vec![0; 10] })
+                        .chain([Content::Text("y".repeat(1 << 20))])
+                        .collect(),
+                    is_error: false,
+                }),
                 tool => Ok(HostAnswer::text(server, format!("{tool} answered {}", call.args))),
             }
         })
@@ -352,12 +363,12 @@ fn answers_reach_the_model_as_the_host_gave_them() {
     );
     let (text, status) = ran.answer("c1");
     assert_eq!(status, "Ok");
-    assert_eq!(text, "Here is the chart.\n[image/png, 10 bytes, written to scratchpad/tool-output/c1-1.png]");
+    assert_eq!(text, "Here is the chart.\n[image/png, 10 bytes, written to scratchpad/tool-output/c1-2-1.png]");
     let workspace = ran.runtime.workspace("s1").expect("workspace");
-    assert_eq!(workspace.read("scratchpad/tool-output/c1-1.png").expect("the image is kept"), b"\x89PNG-chart");
+    assert_eq!(workspace.read("scratchpad/tool-output/c1-2-1.png").expect("the image is kept"), b"\x89PNG-chart");
     // A hostile call id cannot move where the content lands.
-    assert!(ran.answer("../../c4").0.contains("scratchpad/tool-output/c4-1.png"), "{:?}", ran.answer("../../c4"));
-    assert!(workspace.read("scratchpad/tool-output/c4-1.png").is_ok());
+    assert!(ran.answer("../../c4").0.contains("scratchpad/tool-output/c4-2-1.png"), "{:?}", ran.answer("../../c4"));
+    assert!(workspace.read("scratchpad/tool-output/c4-2-1.png").is_ok());
     // A failed call and an `isError` answer are error answers; the turn goes on.
     assert_eq!(ran.answer("c2"), ("Error: server `crm` stopped mid-call".to_string(), "Error".to_string()));
     let failed = ran.event("tool-result", "c2").expect("tool-result");
@@ -395,4 +406,19 @@ fn a_path_into_session_files_a_store_keeps_off_this_machine_is_refused_before_th
     let (text, status) = ran.answer("c1");
     assert_eq!(status, "Error");
     assert!(text.contains("cannot open them; give the server a path inside a mount"), "{text}");
+}
+
+#[test]
+fn a_flooding_answer_is_bounded_before_it_reaches_the_transcript() {
+    let ran = run(vec![call("c1", "crm__flood", json!({}))], &[], Vec::new());
+    let (text, status) = ran.answer("c1");
+    assert_eq!(status, "Ok");
+    assert!(text.len() < 70 * 1024, "the model reads at most 64 KiB of it: {} bytes", text.len());
+    assert!(text.contains("[84 more binary part(s) dropped: at most 16 are kept per answer]"), "{}", &text[..2000]);
+    assert!(text.ends_with("the whole of it is in scratchpad/tool-output/c1-2.txt]"), "{}", &text[text.len() - 200..]);
+    let workspace = ran.runtime.workspace("s1").expect("workspace");
+    let kept = workspace.list("scratchpad/tool-output").expect("the output folder");
+    assert_eq!(kept.len(), 17, "16 images and the whole text");
+    let whole = workspace.read("scratchpad/tool-output/c1-2.txt").expect("the whole text");
+    assert!(whole.len() > 1 << 20);
 }

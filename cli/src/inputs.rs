@@ -8,6 +8,8 @@
 //! input's `maxSize` is checked here against the real size; its `accept` extensions, like
 //! every other rule, by the runtime's signature check.
 
+use std::io::Read as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -40,23 +42,22 @@ pub fn read(arguments: &[String], command: &str) -> Result<Vec<HandedFile>, Exit
             _ => (None, argument.as_str()),
         };
         let source = PathBuf::from(path);
-        let metadata = std::fs::metadata(&source)
-            .map_err(|error| usage(command, &format!("--file `{path}` cannot be read: {error}")))?;
-        if !metadata.is_file() {
+        let unreadable = |error: std::io::Error| usage(command, &format!("--file `{path}` cannot be read: {error}"));
+        // One open, checked on its own handle (a FIFO or a device is never read), and read
+        // to at most one byte past the limit, so a file that grows meanwhile is refused too.
+        let file =
+            std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&source).map_err(unreadable)?;
+        if !file.metadata().map_err(unreadable)?.is_file() {
             return Err(usage(command, &format!("--file `{path}` is not a file")));
         }
-        if metadata.len() > limit {
+        let mut bytes = Vec::new();
+        file.take(limit + 1).read_to_end(&mut bytes).map_err(unreadable)?;
+        if bytes.len() as u64 > limit {
             return Err(usage(
                 command,
-                &format!(
-                    "--file `{path}` is {} bytes, over the limit of {}",
-                    metadata.len(),
-                    archmax_vm::stdlib::limits::bound_in_words(limit)
-                ),
+                &format!("--file `{path}` is over the limit of {}", archmax_vm::stdlib::limits::bound_in_words(limit)),
             ));
         }
-        let bytes = std::fs::read(&source)
-            .map_err(|error| usage(command, &format!("--file `{path}` cannot be read: {error}")))?;
         files.push(HandedFile { input, source, bytes });
     }
     Ok(files)

@@ -142,6 +142,12 @@ pub fn remove(root: &Path, store: Option<&str>, ids: &[String]) -> ExitCode {
             return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
         }
         match crate::store::resolve(store.as_ref(), id) {
+            Ok((id, _)) if id.contains('~') => {
+                return failure(format!(
+                    "`{id}` is a sub-workflow session; it goes with its parent (`archmax sessions rm {}`)",
+                    id.split('~').next().unwrap_or_default()
+                ));
+            }
             Ok((id, state)) => resolved.push((id, state)),
             Err(message) => return failure(message),
         }
@@ -172,21 +178,24 @@ pub fn remove(root: &Path, store: Option<&str>, ids: &[String]) -> ExitCode {
     if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }
 
-/// Removes a session's sub-workflow sessions (`<id>~…`), then the session; returns how
-/// many children went.
+/// Removes a session, then its sub-workflow sessions (`<id>~…`); returns how many
+/// children went. The session goes first, under its lock, so one a writer holds is
+/// refused with its children untouched.
 fn remove_with_children(store: &dyn SessionStore, id: &str, all: &[String]) -> Result<usize, String> {
+    if !crate::store::block_on(store.remove(id))?.map_err(|error| error.to_string())? {
+        return Err(format!("session `{id}` was already gone"));
+    }
     let prefix = format!("{id}~");
     let children: Vec<&String> = all.iter().filter(|other| other.starts_with(&prefix)).collect();
     let mut removed = 0;
     for child in children.iter().rev() {
-        if crate::store::block_on(store.remove(child))?.map_err(|error| error.to_string())? {
-            removed += 1;
+        match crate::store::block_on(store.remove(child))? {
+            Ok(true) => removed += 1,
+            Ok(false) => {}
+            Err(error) => return Err(format!("session `{id}` was removed, but its sub-workflow session: {error}")),
         }
     }
-    match crate::store::block_on(store.remove(id))?.map_err(|error| error.to_string())? {
-        true => Ok(removed),
-        false => Err(format!("session `{id}` was already gone")),
-    }
+    Ok(removed)
 }
 
 /// `archmax sessions gc --older-than DURATION [--include-parked] [--dry-run]`: removes the

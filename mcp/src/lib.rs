@@ -182,8 +182,18 @@ impl McpHost {
             let Some(set) = set else { continue };
             catalog.problems.extend(set.problems.iter().cloned());
             for tool in &set.tools {
-                if catalog.tool(&tool.host.name).is_none() {
-                    catalog.tools.push(tool.host.clone());
+                match catalog.tools.iter_mut().find(|known| known.name == tool.host.name) {
+                    None => catalog.tools.push(tool.host.clone()),
+                    // Several servers of one collection serve the tool: the kernel decides
+                    // on every path argument any of them declares, however each uses it,
+                    // since a tools entry's `connection` may send the call to any of them.
+                    Some(known) => {
+                        for declared in &tool.host.paths {
+                            if !known.paths.contains(declared) {
+                                known.paths.push(declared.clone());
+                            }
+                        }
+                    }
                 }
             }
         }

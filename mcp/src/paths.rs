@@ -63,6 +63,18 @@ pub fn derive(
             paths.push((argument.clone(), *access));
         }
     }
+    // A mark anywhere below the top level (a nested object, an array's items) names an
+    // argument the kernel cannot find in a call: the tool is refused, never shown with a
+    // path argument nobody governs.
+    if let Some(Value::Object(properties)) = shown.get("properties") {
+        for (name, property) in properties {
+            if marked_below(property) {
+                return Err(format!(
+                    "its argument `{name}` holds `{PATH_KEYWORD}` below the top level; only top-level arguments can be path arguments"
+                ));
+            }
+        }
+    }
     let has_file_path =
         schema.get("properties").and_then(Value::as_object).is_some_and(|p| p.contains_key("file_path"));
     if paths.is_empty() && has_file_path {
@@ -71,8 +83,30 @@ pub fn derive(
     Ok((paths, Value::Object(shown)))
 }
 
+/// Whether `value` holds a path mark anywhere inside it.
+fn marked_below(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.iter().any(|(key, inner)| key == PATH_KEYWORD || marked_below(inner)),
+        Value::Array(items) => items.iter().any(marked_below),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_mark_below_the_top_level_refuses_the_tool() {
+        let nested = object(json!({"type": "object", "properties": {
+            "opts": {"type": "object", "properties": {"dest": {"type": "string", "x-archmax-path": "write"}}}
+        }}));
+        let refused = derive(&nested, None).expect_err("a nested mark is refused");
+        assert!(refused.contains("`opts`") && refused.contains("below the top level"), "{refused}");
+        let items = object(json!({"type": "object", "properties": {
+            "files": {"type": "array", "items": {"type": "string", "x-archmax-path": "read"}}
+        }}));
+        assert!(derive(&items, None).is_err());
+    }
+
     use serde_json::json;
 
     use super::*;

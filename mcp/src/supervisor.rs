@@ -217,7 +217,7 @@ impl Supervisor {
             let _relisting = connection.relisting.lock().await;
             if connection.listing.stale.swap(false, Ordering::SeqCst) {
                 let wait = Duration::from_millis(self.config.startup_timeout_ms);
-                match tokio::time::timeout(wait, connection.peer().list_all_tools()).await {
+                match tokio::time::timeout(wait, list_tools(connection.peer())).await {
                     Ok(Ok(listed)) => {
                         let set = Arc::new(ToolSet::describe(&self.config, listed, &self.redactor));
                         *connection.tools.lock().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&set);
@@ -226,7 +226,7 @@ impl Supervisor {
                     }
                     outcome => {
                         let why = match outcome {
-                            Ok(Err(error)) => error.to_string(),
+                            Ok(Err(error)) => error,
                             _ => format!("no answer within {} ms", self.config.startup_timeout_ms),
                         };
                         tracing::warn!(server = %self.config.name, "MCP server `{}` could not list its tools again: {}", self.config.name, self.redactor.redact(&why));
@@ -364,10 +364,34 @@ impl Supervisor {
         E: std::error::Error + Send + Sync + 'static,
     {
         let client = listener.serve(transport).await.map_err(|error| format!("the handshake failed: {error}"))?;
-        let listed =
-            client.peer().list_all_tools().await.map_err(|error| format!("it did not list its tools: {error}"))?;
+        let listed = list_tools(client.peer()).await.map_err(|error| format!("it did not list its tools: {error}"))?;
         Ok((client, ToolSet::describe(&self.config, listed, &self.redactor)))
     }
+}
+
+/// The most tools one server may list: a server listing more is refused, so a hostile or
+/// broken server cannot make the runner hold, check and show an unbounded list.
+pub const MAX_TOOLS_PER_SERVER: usize = 1_000;
+/// The most pages one `tools/list` may take.
+const MAX_LIST_PAGES: usize = 100;
+
+/// Every page of `tools/list`, within [`MAX_TOOLS_PER_SERVER`] and [`MAX_LIST_PAGES`].
+async fn list_tools(peer: &rmcp::Peer<RoleClient>) -> Result<Vec<rmcp::model::Tool>, String> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_LIST_PAGES {
+        let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor.take());
+        let page = peer.list_tools(Some(params)).await.map_err(|error| error.to_string())?;
+        tools.extend(page.tools);
+        if tools.len() > MAX_TOOLS_PER_SERVER {
+            return Err(format!("it lists more than {MAX_TOOLS_PER_SERVER} tools"));
+        }
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(tools),
+        }
+    }
+    Err(format!("its tool list goes on past {MAX_LIST_PAGES} pages"))
 }
 
 /// Every value this server's messages must hide: its `env` table, its `env_vars` and its

@@ -27,9 +27,10 @@ pub struct ToolSet {
 impl ToolSet {
     pub fn describe(server: &McpServer, listed: Vec<rmcp::model::Tool>, redactor: &Redactor) -> ToolSet {
         let mut set = ToolSet::default();
+        let mut seen = std::collections::HashSet::new();
         for tool in listed {
             let action = tool.name.to_string();
-            if set.tools.iter().any(|known| known.action == action) {
+            if !seen.insert(action.clone()) {
                 continue;
             }
             let name = full_name(&server.collection, &action);

@@ -58,9 +58,10 @@
 //!
 //! # Secrets
 //!
-//! Every value of a server's `env` table, of the variables its `env_vars` names and its
-//! bearer token is replaced by `[redacted]` in every error, problem, log line and text
-//! answer the host produces. A missing `env_vars` or `bearer_token_env_var` variable is
+//! Every value of the variables a server's `env_vars` names, its bearer token, and every
+//! value of its `env` table of 8 bytes or more (shorter ones are configuration written in
+//! `archmax.toml`, such as `eu`, and hiding them would mangle messages) is replaced by
+//! `[redacted]` in every error, problem, log line and text answer the host produces. A missing `env_vars` or `bearer_token_env_var` variable is
 //! a start failure that names the variable, never a value.
 
 pub mod answer;

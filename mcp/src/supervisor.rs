@@ -369,6 +369,10 @@ impl Supervisor {
     }
 }
 
+/// The shortest `env` table value hidden from messages (every `env_vars` value and bearer
+/// token is hidden, however short).
+const MIN_TABLE_SECRET: usize = 8;
+
 /// The most tools one server may list: a server listing more is refused, so a hostile or
 /// broken server cannot make the runner hold, check and show an unbounded list.
 pub const MAX_TOOLS_PER_SERVER: usize = 1_000;
@@ -398,9 +402,15 @@ async fn list_tools(peer: &rmcp::Peer<RoleClient>) -> Result<Vec<rmcp::model::To
 /// bearer token as the runner has them.
 fn secret_values(config: &McpServer, options: &HostOptions) -> Vec<String> {
     match &config.transport {
-        McpTransport::Stdio { env, env_vars, .. } => {
-            env.values().cloned().chain(env_vars.iter().filter_map(|name| (options.env)(name))).collect()
-        }
+        McpTransport::Stdio { env, env_vars, .. } => env
+            .values()
+            // The `env` table is written in `archmax.toml`, so a short value there is
+            // configuration (`eu`, `1`, `debug`), not a secret, and hiding it would mangle
+            // every message that happens to contain it; a long one is hidden in case.
+            .filter(|value| value.len() >= MIN_TABLE_SECRET)
+            .cloned()
+            .chain(env_vars.iter().filter_map(|name| (options.env)(name)))
+            .collect(),
         McpTransport::Http { bearer_token_env_var, .. } => {
             bearer_token_env_var.iter().filter_map(|name| (options.env)(name)).collect()
         }

@@ -517,12 +517,21 @@ fn indented(text: &str, prefix: &str, limit: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = String::new();
     for line in lines.iter().take(limit) {
-        out.push_str(&format!("{prefix}{line}\n"));
+        out.push_str(&format!("{prefix}{}\n", printable(line)));
     }
     if lines.len() > limit {
         out.push_str(&format!("{prefix}… ({} more lines)\n", lines.len() - limit));
     }
     out
+}
+
+/// `line` with every control character a terminal would act on (escape sequences, a
+/// carriage return) shown as its escape instead: what a model or a tool wrote cannot
+/// repaint the reader's terminal.
+fn printable(line: &str) -> String {
+    line.chars()
+        .map(|c| if c.is_control() && c != '\t' { c.escape_default().to_string() } else { c.to_string() })
+        .collect()
 }
 
 /// `archmax sessions ID --transcript`: the conversation as a person reads it.
@@ -541,7 +550,7 @@ fn transcript(state: &SessionState) -> String {
                     out.push_str(&indented(text, "  ", usize::MAX));
                 }
                 for call in tool_calls {
-                    out.push_str(&format!("  → {} {}\n", call.name, call.args));
+                    out.push_str(&format!("  → {} {}\n", printable(&call.name), call.args));
                     match answers.get(call.id.as_str()) {
                         Some((content, status)) => {
                             out.push_str(&format!("    ← {}\n", verdict(*status, content)));
@@ -610,4 +619,15 @@ fn transcript_json(state: &SessionState) -> serde_json::Value {
         "messages": entries,
         "park": park,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn a_transcript_line_cannot_drive_the_terminal() {
+        assert_eq!(printable("ok\u{1b}[2Jgone\r!"), "ok\\u{1b}[2Jgone\\r!");
+        assert_eq!(printable("tab\there"), "tab\there");
+    }
 }

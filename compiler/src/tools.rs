@@ -204,6 +204,27 @@ impl PathAccess {
         matches!(self, PathAccess::Write | PathAccess::Remove)
     }
 
+    /// Every way a tool may use a path argument, in the order they are listed to people.
+    pub const ALL: [PathAccess; 6] = [
+        PathAccess::Read,
+        PathAccess::List,
+        PathAccess::Search,
+        PathAccess::Write,
+        PathAccess::Remove,
+        PathAccess::Execute,
+    ];
+
+    /// The access spelled `text` (`read`, `list`, …), as `archmax.toml` and a schema's
+    /// `x-archmax-path` write it.
+    pub fn parse(text: &str) -> Option<PathAccess> {
+        PathAccess::ALL.into_iter().find(|access| access.as_str() == text)
+    }
+
+    /// Every spelling [`PathAccess::parse`] accepts.
+    pub fn spellings() -> Vec<&'static str> {
+        PathAccess::ALL.iter().map(|access| access.as_str()).collect()
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             PathAccess::Read => "read",

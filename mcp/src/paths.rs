@@ -21,19 +21,6 @@ use archmax_compiler::tools::PathAccess;
 /// The schema keyword that marks a path argument.
 pub const PATH_KEYWORD: &str = "x-archmax-path";
 
-const ACCESSES: [PathAccess; 6] = [
-    PathAccess::Read,
-    PathAccess::List,
-    PathAccess::Search,
-    PathAccess::Write,
-    PathAccess::Remove,
-    PathAccess::Execute,
-];
-
-fn parse_access(text: &str) -> Option<PathAccess> {
-    ACCESSES.into_iter().find(|access| access.as_str() == text)
-}
-
 /// A tool's path arguments and the schema to show the model (marks removed). `Err`
 /// names the property whose mark is not a known access.
 pub fn derive(
@@ -46,10 +33,10 @@ pub fn derive(
         for (name, property) in properties.iter_mut() {
             let Value::Object(property) = property else { continue };
             let Some(mark) = property.remove(PATH_KEYWORD) else { continue };
-            match mark.as_str().and_then(parse_access) {
+            match mark.as_str().and_then(PathAccess::parse) {
                 Some(access) => paths.push((name.clone(), access)),
                 None => {
-                    let accepted: Vec<&str> = ACCESSES.iter().map(|access| access.as_str()).collect();
+                    let accepted = PathAccess::spellings();
                     return Err(format!(
                         "its argument `{name}` has `{PATH_KEYWORD}: {mark}`, which is not one of {}",
                         accepted.join(", ")

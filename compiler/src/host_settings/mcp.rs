@@ -44,16 +44,6 @@ const SERVER_KEYS: [&str; 11] = [
 /// The keys only a stdio server takes.
 const STDIO_KEYS: [&str; 4] = ["args", "env", "env_vars", "cwd"];
 
-/// How a tool may use a path argument, as `path_arguments` spells it.
-const PATH_ACCESSES: [PathAccess; 6] = [
-    PathAccess::Read,
-    PathAccess::List,
-    PathAccess::Search,
-    PathAccess::Write,
-    PathAccess::Remove,
-    PathAccess::Execute,
-];
-
 /// The endings of an `env` key whose value is likely a secret.
 const SECRET_ENDINGS: [&str; 4] = ["TOKEN", "KEY", "SECRET", "PASSWORD"];
 
@@ -543,12 +533,15 @@ impl Reader<'_> {
             return None;
         }
         let authority = url.split("://").nth(1).and_then(|rest| rest.split(['/', '?', '#']).next()).unwrap_or("");
+        // A secret written in the file would be committed with it and shown in every
+        // message naming the server's address: refused, not warned.
         if authority.contains('@') {
-            self.warn(
+            self.error(
                 value.span(),
                 format!("the `url` of MCP server `{server}` carries credentials"),
                 "drop the `user:password@` part and name the variable holding a token in `bearer_token_env_var`",
             );
+            return None;
         }
         Some(url)
     }
@@ -602,12 +595,12 @@ impl Reader<'_> {
             let mut accesses = BTreeMap::new();
             for (argument, access) in arguments.iter() {
                 let spelled = access.get_ref().as_str().unwrap_or("");
-                match PATH_ACCESSES.iter().find(|known| known.as_str() == spelled) {
+                match PathAccess::parse(spelled) {
                     Some(known) => {
-                        accesses.insert(argument.get_ref().to_string(), *known);
+                        accesses.insert(argument.get_ref().to_string(), known);
                     }
                     None => {
-                        let names: Vec<&str> = PATH_ACCESSES.iter().map(|known| known.as_str()).collect();
+                        let names = PathAccess::spellings();
                         self.error(
                             access.span(),
                             format!(
@@ -865,9 +858,9 @@ collection = "mail__eu"
             ]
         );
         let credentials = "[mcp_servers.a]\nurl = \"https://me:pw@mail/mcp\"\n";
-        assert!(errors(credentials).is_empty());
+        assert!(warnings(credentials).is_empty());
         assert_eq!(
-            warnings(credentials),
+            errors(credentials),
             [("\"https://me:pw@mail/mcp\"", "the `url` of MCP server `a` carries credentials".to_string())]
         );
     }

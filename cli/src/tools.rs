@@ -70,15 +70,25 @@ pub fn read_settings(root: &Path) -> Result<HostSettings, String> {
     if problems.is_empty() {
         return Ok(settings);
     }
-    Err(format!("`{}` does not hold (`archmax validate` shows where):\n{}", path.display(), listed(&problems)))
+    Err(format!("`{}` does not hold (`archmax validate` shows more):\n{}", path.display(), listed(&problems, &text)))
 }
 
-fn listed(problems: &[&Diagnostic]) -> String {
+/// Each problem on a line of its own, at its place in `archmax.toml` (`text`).
+fn listed(problems: &[&Diagnostic], text: &str) -> String {
     let lines: Vec<String> = problems
         .iter()
-        .map(|problem| match &problem.help {
-            Some(help) => format!("  {} ({help})", problem.message),
-            None => format!("  {}", problem.message),
+        .map(|problem| {
+            let at = problem.span.map(|span| {
+                let before = &text[..(span.start as usize).min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let column = before.rsplit('\n').next().map_or(0, |last| last.chars().count()) + 1;
+                format!("archmax.toml:{line}:{column}: ")
+            });
+            let at = at.unwrap_or_default();
+            match &problem.help {
+                Some(help) => format!("  {at}{} ({help})", problem.message),
+                None => format!("  {at}{}", problem.message),
+            }
         })
         .collect();
     lines.join("\n")
@@ -91,7 +101,8 @@ pub fn host_tools(root: &Path, settings: &HostSettings) -> Result<archmax_vm::ho
     let missing = environment(settings);
     let missing: Vec<&Diagnostic> = missing.iter().collect();
     if !missing.is_empty() {
-        return Err(format!("the MCP servers of `archmax.toml` cannot start:\n{}", listed(&missing)));
+        let text = std::fs::read_to_string(root.join("archmax.toml")).unwrap_or_default();
+        return Err(format!("the MCP servers of `archmax.toml` cannot start:\n{}", listed(&missing, &text)));
     }
     Ok(archmax_vm::host_tools::HostTools {
         host: tool_host(root, settings),

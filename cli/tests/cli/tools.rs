@@ -101,5 +101,15 @@ fn a_variable_a_server_needs_is_checked_only_when_the_servers_are_asked() {
     assert_eq!(listed.code, 0, "{}", listed.stderr);
     assert!(listed.stdout.contains(&format!("problems:\n  {missing}\n")), "{}", listed.stdout);
     assert!(listed.stdout.contains("  mail__send_email: granted in notify/send (allow)\n"), "{}", listed.stdout);
+    // A command that runs sessions is refused before anything runs, at the server's line.
+    fs::write(root.join("tape.yaml"), "- state: send\n  text: Sent.\n").expect("tape");
+    let run = archmax(&root, &["run", "notify", "Ship it.", "--tape", "tape.yaml"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("the MCP servers of `archmax.toml` cannot start:\n  archmax.toml:1:1: {missing}")),
+        "{}",
+        run.stderr
+    );
+    assert!(!root.join("sessions").exists(), "no session was started");
     let _ = fs::remove_dir_all(&root);
 }

@@ -76,6 +76,27 @@ fn argument_summary(args: &serde_json::Value) -> String {
     String::new()
 }
 
+/// A host tool's call in one line: its first plain argument as `name=value` (cut to 60
+/// characters), so a reader sees what was asked of the server.
+fn host_summary(args: &serde_json::Value) -> String {
+    let summary = argument_summary(args);
+    if !summary.is_empty() {
+        return summary;
+    }
+    let Some(map) = args.as_object() else { return String::new() };
+    map.iter()
+        .find_map(|(key, value)| {
+            let text = match value {
+                serde_json::Value::String(text) => text.clone(),
+                serde_json::Value::Number(number) => number.to_string(),
+                serde_json::Value::Bool(flag) => flag.to_string(),
+                _ => return None,
+            };
+            Some(format!(" {key}={}", first_line(&text, 60)))
+        })
+        .unwrap_or_default()
+}
+
 impl Listener for Flow {
     fn on_event(&mut self, envelope: &Envelope) {
         // A resume (a delivery, a decision, a message to a park) happens in the parked
@@ -132,6 +153,9 @@ impl Listener for Flow {
             )),
             Event::AgentText { text, .. } => {
                 Some(format!("  {}", self.paint("2", &format!("“{}”", first_line(text, 100)))))
+            }
+            Event::ToolCalled { tool, args, origin, server: Some(_), .. } => {
+                Some(format!("  · {tool}{}{}", host_summary(args), via(origin)))
             }
             Event::ToolCalled { tool, args, origin, .. }
                 if !tool.starts_with("archmax_")

@@ -8,7 +8,6 @@
 //! Implementations:
 //! - [`Mocks`]: a case's declared results (`mocks:`), which answer an allowed call of any
 //!   tool but the runtime's controls, built-ins included; the interpreter asks them first.
-//! - [`Chain`]: hosts asked in order, for an embedder that combines several.
 //! - [`NoHost`]: provides nothing (the default).
 //! - the `archmax-mcp` crate's host: the servers `archmax.toml` configures, over the Model
 //!   Context Protocol.
@@ -219,47 +218,5 @@ impl ToolHost for Mocks {
 
     fn may_provide(&self, name: &str) -> bool {
         self.0.iter().any(|mock| mock.tool == name)
-    }
-}
-
-/// Hosts asked in order: the first that provides a tool answers it; catalogs are merged
-/// (an earlier host's tool of a name hides a later one's).
-#[derive(Clone, Default)]
-pub struct Chain(pub Vec<Arc<dyn ToolHost>>);
-
-impl ToolHost for Chain {
-    fn catalog(&self) -> HostFuture<'_, Arc<Catalog>> {
-        Box::pin(async move {
-            let mut merged = Catalog::default();
-            for host in &self.0 {
-                let catalog = host.catalog().await;
-                for tool in &catalog.tools {
-                    if merged.tool(&tool.name).is_none() {
-                        merged.tools.push(tool.clone());
-                    }
-                }
-                merged.problems.extend(catalog.problems.iter().cloned());
-            }
-            Arc::new(merged)
-        })
-    }
-
-    fn call<'a>(&'a self, call: HostCall<'a>) -> HostFuture<'a, Result<HostAnswer, HostError>> {
-        Box::pin(async move {
-            for host in &self.0 {
-                if !host.may_provide(call.tool) {
-                    continue;
-                }
-                match host.call(call).await {
-                    Err(HostError::NotProvided(_)) => continue,
-                    answered => return answered,
-                }
-            }
-            Err(HostError::NotProvided(call.tool.to_string()))
-        })
-    }
-
-    fn may_provide(&self, name: &str) -> bool {
-        self.0.iter().any(|host| host.may_provide(name))
     }
 }

@@ -353,17 +353,7 @@ impl Turn<'_> {
         };
         let call = &resolved;
         let on_surface = surface.tools.iter().find(|tool| program.str(tool.name) == call.name);
-        let essential = self.runtime.essential_tools.contains(&call.name);
-        let known = on_surface.is_some()
-            || essential
-            || RUNTIME_TOOLS.contains(&call.name.as_str())
-            || DEFAULT_TOOLS.contains(&call.name.as_str())
-            || call.name == "task"
-            || call.name == "eval"
-            || call.name == archmax_compiler::tools::NOTE_TOOL
-            || state.guards.grants.iter().any(|grant| program.str(grant.tool) == call.name)
-            || delegation_target(&call.name).is_some();
-        if !known {
+        if !self.is_known(id, &call.name) {
             let offered = surface.tools.iter().map(|tool| program.str(tool.name)).collect();
             let refusal = Refusal::Unknown { tool: &call.name, state: &here, offered }.verdict();
             return self.refuse(&here, call, &origin, &call.args, refusal);
@@ -412,21 +402,22 @@ impl Turn<'_> {
         // A declared result (a case's mock) answers an allowed call instead of the tool;
         // control tools are the runtime's own and are never mocked. Sub-workflow mocks are
         // served by the dispatcher, after its checks.
-        let mocked = !is_control(&call.name)
-            && delegation_target(&call.name).is_none()
-            && self.runtime.mock_for(&call.name, &args).is_some();
+        let mocked = if !is_control(&call.name) && delegation_target(&call.name).is_none() {
+            self.mocked(&here, call, &args).await
+        } else {
+            None
+        };
         self.emit(Event::ToolCalled {
             state: here.clone(),
             tool: call.name.clone(),
             call_id: call.id.clone(),
             args: args.clone(),
             origin: origin.clone(),
-            server: hosted.as_ref().filter(|_| !mocked).map(|tool| tool.server.clone()),
+            server: hosted.as_ref().filter(|_| mocked.is_none()).map(|tool| tool.server.clone()),
         });
         let started = self.now();
         let mut server = None;
-        let answer = if mocked {
-            let text = self.runtime.mock_for(&call.name, &args).map(crate::runtime::Mock::answer).unwrap_or_default();
+        let answer = if let Some(text) = mocked {
             Answer::ok(text)
         } else if let Some(hosted) = &hosted {
             // Only a tool the kernel decided with its host's declared path arguments goes to

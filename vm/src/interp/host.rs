@@ -17,8 +17,9 @@ use archmax_compiler::program::{StateId, ToolKind};
 use archmax_compiler::tools::{DEFAULT_TOOLS, NOTE_TOOL, PathAccess, RUNTIME_TOOLS, delegation_target};
 use archmax_compiler::zones::Zone;
 
-use crate::host_tools::{Catalog, Content, HostAnswer, HostTool};
+use crate::host_tools::{Catalog, Content, HostAnswer, HostCall, HostTool, ToolHost as _};
 use crate::model::ToolDefinition;
+use crate::session::ToolCall;
 
 use super::Turn;
 use super::calls::Answer;
@@ -40,23 +41,28 @@ impl<'r> Turn<'r> {
         offered
     }
 
+    /// Whether `name` is a tool the call site knows in state `id`: one it offers (its
+    /// surface, the essential tools), one the runtime defines, one the state grants, or a
+    /// sub-workflow; the kernel decides each. Any other name is answered as no tool.
+    pub(super) fn is_known(&self, id: StateId, name: &str) -> bool {
+        let program = self.program();
+        self.offered(id).contains(&name)
+            || RUNTIME_TOOLS.contains(&name)
+            || DEFAULT_TOOLS.contains(&name)
+            || matches!(name, "task" | "eval")
+            || name == NOTE_TOOL
+            || self.state(id).guards.grants.iter().any(|grant| program.str(grant.tool) == name)
+            || delegation_target(name).is_some()
+    }
+
     /// Resolves the name a model called: `Ok(None)` when it names a tool as it is,
     /// `Ok(Some(full))` when it is the unambiguous `<action>` of one offered
     /// `<collection>__<action>`, `Err(candidates)` when several offered tools end so.
     pub(super) fn resolve_name(&self, id: StateId, called: &str) -> Result<Option<String>, Vec<String>> {
-        let program = self.program();
-        let state = self.state(id);
-        let offered = self.offered(id);
-        let exact = offered.contains(&called)
-            || RUNTIME_TOOLS.contains(&called)
-            || DEFAULT_TOOLS.contains(&called)
-            || matches!(called, "task" | "eval")
-            || called == NOTE_TOOL
-            || state.guards.grants.iter().any(|grant| program.str(grant.tool) == called)
-            || delegation_target(called).is_some();
-        if exact || called.is_empty() {
+        if called.is_empty() || self.is_known(id, called) {
             return Ok(None);
         }
+        let offered = self.offered(id);
         let suffix = format!("__{called}");
         let candidates: Vec<String> =
             offered.iter().filter(|name| name.ends_with(&suffix)).map(|name| name.to_string()).collect();
@@ -70,6 +76,24 @@ impl<'r> Turn<'r> {
     /// The host's catalog (the host caches it; it may start servers the first time).
     async fn catalog(&self) -> Arc<Catalog> {
         self.runtime.host.catalog().await
+    }
+
+    /// A case's declared result for this call (the [`crate::host_tools::Mocks`] host),
+    /// as the model reads it; `None` when no mock matches.
+    pub(super) async fn mocked(&self, state: &str, call: &ToolCall, args: &Value) -> Option<String> {
+        let asked =
+            HostCall { session: &self.session.id, state, call_id: &call.id, tool: &call.name, connection: None, args };
+        let answered = self.runtime.mocks.call(asked).await.ok()?;
+        Some(
+            answered
+                .content
+                .into_iter()
+                .filter_map(|content| match content {
+                    Content::Text(text) => Some(text),
+                    _ => None,
+                })
+                .collect(),
+        )
     }
 
     /// The host's entry for `name` (its server, schema and path arguments), if the host

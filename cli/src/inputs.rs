@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use serde_json::{Map, Value};
 
 use archmax_vm::compiler::program::ValueType;
+use archmax_vm::compiler::syntax::reference::is_variable_name;
 use archmax_vm::runtime::{FieldProblem, RunError, Runtime};
 
 use crate::output::usage;
@@ -38,7 +39,7 @@ pub fn read(arguments: &[String], command: &str) -> Result<Vec<HandedFile>, Exit
     let mut files = Vec::with_capacity(arguments.len());
     for argument in arguments {
         let (input, path) = match argument.split_once('=') {
-            Some((name, path)) if is_input_name(name) => (Some(name.to_string()), path),
+            Some((name, path)) if is_variable_name(name) => (Some(name.to_string()), path),
             _ => (None, argument.as_str()),
         };
         let source = PathBuf::from(path);
@@ -61,14 +62,6 @@ pub fn read(arguments: &[String], command: &str) -> Result<Vec<HandedFile>, Exit
         files.push(HandedFile { input, source, bytes });
     }
     Ok(files)
-}
-
-/// Whether `name` can be a variable name: what makes `NAME=PATH` a named argument rather
-/// than a path that contains `=`.
-fn is_input_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|first| first.is_ascii_lowercase() || first == '_')
-        && chars.all(|rest| rest.is_ascii_lowercase() || rest.is_ascii_digit() || rest == '_')
 }
 
 /// Copies `files` into session `session` and seeds their inputs in `variables`. `trigger`
@@ -176,21 +169,12 @@ fn file_name(source: &Path, index: usize) -> String {
 mod tests {
     use std::path::Path;
 
-    use super::{file_name, is_input_name};
+    use super::file_name;
 
     #[test]
     fn a_handed_file_keeps_a_safe_name_inside_the_inputs_folder() {
         assert_eq!(file_name(Path::new("/tmp/Invoice 2025.pdf"), 0), "Invoice-2025.pdf");
         assert_eq!(file_name(Path::new("../../.env"), 0), "env");
         assert_eq!(file_name(Path::new("/"), 2), "file-3");
-    }
-
-    #[test]
-    fn only_a_variable_name_before_the_equals_sign_names_an_input() {
-        assert!(is_input_name("invoice"));
-        assert!(is_input_name("receipt_2"));
-        assert!(!is_input_name("./a"));
-        assert!(!is_input_name("Invoice"));
-        assert!(!is_input_name(""));
     }
 }

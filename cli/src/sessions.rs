@@ -368,14 +368,7 @@ fn row(state: &SessionState) -> String {
 
 /// A stored time (milliseconds since the epoch) as UTC to the second, `-` when unset.
 fn moment(ms: u64) -> String {
-    if ms == 0 {
-        return "-".to_string();
-    }
-    let text = archmax_vm::clock::rfc3339(ms);
-    match text.split_once('.') {
-        Some((seconds, _)) => format!("{seconds}Z"),
-        None => text,
-    }
+    if ms == 0 { "-".to_string() } else { archmax_vm::clock::rfc3339(ms) }
 }
 
 /// How many lines of an evidence file the decision report shows.

@@ -75,14 +75,14 @@ pub fn read_settings(root: &Path) -> Result<HostSettings, String> {
 
 /// Each problem on a line of its own, at its place in `archmax.toml` (`text`).
 fn listed(problems: &[&Diagnostic], text: &str) -> String {
+    let mut sources = archmax_compiler::source::SourceMap::new();
+    let file = sources.add("archmax.toml", "archmax.toml", text);
     let lines: Vec<String> = problems
         .iter()
         .map(|problem| {
             let at = problem.span.map(|span| {
-                let before = &text[..(span.start as usize).min(text.len())];
-                let line = before.matches('\n').count() + 1;
-                let column = before.rsplit('\n').next().map_or(0, |last| last.chars().count()) + 1;
-                format!("archmax.toml:{line}:{column}: ")
+                let place = sources.file(file).line_column(span.start);
+                format!("archmax.toml:{}:{}: ", place.line, place.column)
             });
             let at = at.unwrap_or_default();
             match &problem.help {
@@ -247,7 +247,7 @@ fn settings(analysis: &Analysis) -> HostSettings {
 
 /// The variables the servers copy from this process's environment that are not set.
 fn environment(settings: &HostSettings) -> Vec<Diagnostic> {
-    check_environment(settings, |name| std::env::var(name).ok())
+    check_environment(settings, archmax_vm::host_env::process_env)
 }
 
 /// `archmax tools`.

@@ -6,6 +6,7 @@
 
 use std::io::Write;
 
+use archmax_vm::compiler::tools::path_arguments;
 use archmax_vm::events::{Envelope, Event, Listener};
 
 /// Writes the flow to stderr.
@@ -67,34 +68,10 @@ fn via(origin: &str) -> String {
     }
 }
 
-fn argument_summary(args: &serde_json::Value) -> String {
-    for key in ["file_path", "path", "source", "pattern", "name"] {
-        if let Some(value) = args.get(key).and_then(|value| value.as_str()) {
-            return format!(" {value}");
-        }
-    }
-    String::new()
-}
-
-/// A host tool's call in one line: its first plain argument as `name=value` (cut to 60
-/// characters), so a reader sees what was asked of the server.
-fn host_summary(args: &serde_json::Value) -> String {
-    let summary = argument_summary(args);
-    if !summary.is_empty() {
-        return summary;
-    }
-    let Some(map) = args.as_object() else { return String::new() };
-    map.iter()
-        .find_map(|(key, value)| {
-            let text = match value {
-                serde_json::Value::String(text) => text.clone(),
-                serde_json::Value::Number(number) => number.to_string(),
-                serde_json::Value::Bool(flag) => flag.to_string(),
-                _ => return None,
-            };
-            Some(format!(" {key}={}", first_line(&text, 60)))
-        })
-        .unwrap_or_default()
+/// A call in one line, as its `tool-called` event's `detail` has it: a space and the
+/// detail, or nothing.
+fn detail(detail: Option<&str>) -> String {
+    detail.map(|detail| format!(" {detail}")).unwrap_or_default()
 }
 
 impl Listener for Flow {
@@ -151,25 +128,26 @@ impl Listener for Flow {
                 self.paint("36", "→"),
                 reason.as_ref().map(|reason| format!(" — {}", first_line(reason, 100))).unwrap_or_default()
             )),
-            Event::AgentText { text, .. } => {
-                Some(format!("  {}", self.paint("2", &format!("“{}”", first_line(text, 100)))))
+            Event::AgentText { text, partial, .. } => {
+                let cut = if partial == &Some(true) { " (cut off at the output limit)" } else { "" };
+                Some(format!("  {}{cut}", self.paint("2", &format!("“{}”", first_line(text, 100)))))
             }
-            Event::ToolCalled { tool, args, origin, server: Some(_), .. } => {
-                Some(format!("  · {tool}{}{}", host_summary(args), via(origin)))
-            }
-            Event::ToolCalled { tool, args, origin, .. }
-                if !tool.starts_with("archmax_")
+            Event::ToolCalled { tool, detail: said, origin, server, .. }
+                if server.is_some()
+                    || !tool.starts_with("archmax_")
                     || tool == "archmax_run"
                     || tool == "archmax_eval"
                     || tool == "archmax_set_variables" =>
             {
-                Some(format!("  · {tool}{}{}", argument_summary(args), via(origin)))
+                Some(format!("  · {tool}{}{}", detail(said.as_deref()), via(origin)))
             }
             Event::ToolResult { status, output, .. } if status == "error" => {
                 Some(format!("    {} {}", self.paint("33", "!"), first_line(plain(output), 240)))
             }
             Event::ToolBlocked { tool, rule, args, .. } => {
-                Some(format!("  {} {tool}{} refused ({rule})", self.paint("33", "✖"), argument_summary(args)))
+                let paths = path_arguments(tool).iter().map(|(name, _)| *name);
+                let said = archmax_vm::events::call_detail(args, paths);
+                Some(format!("  {} {tool}{} refused ({rule})", self.paint("33", "✖"), detail(said.as_deref())))
             }
             Event::Parked { awaiting, reason, resume_at, .. } => Some(format!(
                 "  {} awaiting {}{}{}",

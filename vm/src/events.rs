@@ -22,6 +22,25 @@ pub enum Level {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case", rename_all_fields = "camelCase")]
 pub enum Event {
+    // ----- assembly: what the turn's program offers, before its first step ---------
+    /// The model may run code in some state of the workflow (`archmax_eval` or
+    /// `archmax_run` is on a state's surface).
+    InterpreterEnabled {},
+    /// The skill bundles the workflow's states enable, sorted.
+    SkillsLoaded {
+        names: Vec<String>,
+    },
+    /// The workflow's states and edges, in the shape `archmax graph --format json` gives
+    /// one workflow.
+    GraphTopology {
+        topology: Value,
+    },
+    /// How the prompt is shaped for the provider: caching per model the workflow can run,
+    /// and the built-in tools no state is handed (their guidance is not in the prompt).
+    PromptShaping {
+        cache: CacheShaping,
+        withheld: Vec<String>,
+    },
     /// A turn opened at a start state.
     WorkflowReset {
         entry: String,
@@ -88,12 +107,23 @@ pub enum Event {
     AgentText {
         state: String,
         text: String,
+        /// The provider's id for the answer, when it gave one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+        /// `true` when the text is not the whole message: the answer was cut off at the
+        /// output limit.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        partial: Option<bool>,
     },
     ToolCalled {
         state: String,
         tool: String,
         call_id: String,
         args: Value,
+        /// What the call is about, in one short line (its path, or its first plain
+        /// argument as `name=value`); absent when nothing says it briefly.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
         origin: String,
         /// The host server that serves the tool (an MCP server's name); absent for the
         /// runtime's own tools and declared results.
@@ -180,6 +210,8 @@ pub enum Event {
         workflow: String,
         dispatch_id: String,
         depth: u32,
+        /// The workflows from the root to the called one, both included.
+        chain: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
     },
@@ -211,6 +243,32 @@ pub enum Event {
     },
 }
 
+/// Prompt caching as a turn's program is shaped for its adapter.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheShaping {
+    /// Caching is asked for (the workflow's `settings.prompt_cache`, else the host's
+    /// `ARCHMAX_PROMPT_CACHE`, else on).
+    pub enabled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+    /// One entry per model the workflow can run: the workflow's (or the adapter's
+    /// default), then each state's own, in state order, each once.
+    pub models: Vec<ModelCache>,
+}
+
+/// How one model's calls are marked for caching.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCache {
+    /// The model id; absent when the adapter picks one it does not name (a tape).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `anthropic-compat` (a `cache_control` marker on the static block),
+    /// `unsupported` (no marker; whatever the provider caches by itself) or `off`.
+    pub strategy: String,
+}
+
 impl Event {
     pub fn level(&self) -> Level {
         match self {
@@ -221,6 +279,35 @@ impl Event {
             _ => Level::Info,
         }
     }
+}
+
+/// The most characters [`call_detail`] keeps of a value.
+const DETAIL_CHARS: usize = 60;
+
+/// What a tool call is about, in one short line: the first of `paths` (the tool's path
+/// arguments, in declared order) that the call gives as text, else its first plain
+/// argument as `name=value`; the value's first non-blank line, cut to 60 characters.
+pub fn call_detail<'a>(args: &Value, paths: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let line = |text: &str| {
+        let line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim();
+        match line.char_indices().nth(DETAIL_CHARS) {
+            Some((cut, _)) => format!("{}…", &line[..cut]),
+            None => line.to_string(),
+        }
+    };
+    let map = args.as_object()?;
+    if let Some(path) = paths.into_iter().find_map(|name| map.get(name).and_then(Value::as_str)) {
+        return Some(line(path));
+    }
+    map.iter().find_map(|(key, value)| {
+        let text = match value {
+            Value::String(text) => line(text),
+            Value::Number(number) => number.to_string(),
+            Value::Bool(flag) => flag.to_string(),
+            _ => return None,
+        };
+        Some(format!("{key}={text}"))
+    })
 }
 
 /// An event with its envelope, as written to `--events`. Field names are camelCase, as
@@ -312,5 +399,24 @@ impl<W: std::io::Write + Send> Listener for JsonLines<W> {
             let _ = writeln!(self.writer, "{line}");
             let _ = self.writer.flush();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::call_detail;
+    use serde_json::json;
+
+    #[test]
+    fn a_call_is_told_by_its_path_else_its_first_plain_argument() {
+        let paths = ["source", "destination"];
+        assert_eq!(call_detail(&json!({"destination": "b.md", "source": "a.md"}), paths), Some("a.md".to_string()));
+        assert_eq!(call_detail(&json!({"pattern": "**/*.md"}), ["path"]), Some("pattern=**/*.md".to_string()));
+        assert_eq!(call_detail(&json!({"order": {"id": 1}, "limit": 5}), []), Some("limit=5".to_string()));
+        assert_eq!(call_detail(&json!({"order": {"id": 1}}), []), None);
+        assert_eq!(call_detail(&json!("not an object"), []), None);
+        // One line, cut on a character boundary, whatever the model sent.
+        let long = format!("\n\n  {}é{}\nsecond line", "x".repeat(59), "y".repeat(10));
+        assert_eq!(call_detail(&json!({"note": long}), []), Some(format!("note={}é…", "x".repeat(59))));
     }
 }

@@ -4,7 +4,8 @@
 //! `base` workspace of the repository (`specs`) that its `workspace/` is laid over, and a
 //! `case.toml` listing `[[steps]]`: the `archmax` arguments of each command, run in a
 //! fresh copy of the workspace with a fixed clock (`ARCHMAX_FIXED_CLOCK`), so sessions,
-//! events and outputs are reproducible. Session commands get `--events` automatically.
+//! events and outputs are reproducible. Session commands get `--events` automatically, and
+//! every event they record must validate against `schemas/events.schema.json`.
 //! Everything a step produced (exit code, stdout, stderr, events) is compared with
 //! `expected.txt`; `UPDATE_GOLDEN=1` rewrites it. A step may set `exit` to assert its
 //! code, and `env` to add variables (`ARCHMAX_TEST_ABORT_AFTER_COMMITS` kills the process
@@ -17,6 +18,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
+use std::sync::OnceLock;
 
 use serde::Deserialize;
 
@@ -157,13 +159,46 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<String, String> {
         transcript.push_str("--- stderr\n");
         transcript.push_str(&shown(&output.stderr));
         if records_events {
+            let recorded = fs::read_to_string(&events).unwrap_or_default();
+            check_events(index, &recorded)?;
             transcript.push_str("--- events\n");
-            transcript.push_str(&fs::read_to_string(&events).unwrap_or_default());
+            transcript.push_str(&recorded);
         }
         transcript.push('\n');
     }
     Ok(transcript)
 }
+
+/// Every recorded event is one JSON object that validates against the published event
+/// schema (`schemas/events.schema.json`), whatever the recording says otherwise.
+fn check_events(step: usize, recorded: &str) -> Result<(), String> {
+    static VALIDATOR: OnceLock<Result<jsonschema::Validator, String>> = OnceLock::new();
+    let validator = VALIDATOR
+        .get_or_init(|| {
+            let schema: serde_json::Value =
+                serde_json::from_str(EVENT_SCHEMA).map_err(|error| format!("the event schema is not JSON: {error}"))?;
+            jsonschema::draft202012::new(&schema).map_err(|error| format!("the event schema does not compile: {error}"))
+        })
+        .as_ref()?;
+    let mut problems = Vec::new();
+    for (number, line) in recorded.lines().enumerate() {
+        match serde_json::from_str::<serde_json::Value>(line) {
+            Ok(event) => problems.extend(
+                validator
+                    .iter_errors(&event)
+                    .map(|error| format!("line {}: {error} at `{}`: {line}", number + 1, error.instance_path())),
+            ),
+            Err(error) => problems.push(format!("line {}: not JSON ({error}): {line}", number + 1)),
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("step {step} emitted events the event schema refuses:\n{}", problems.join("\n")))
+    }
+}
+
+const EVENT_SCHEMA: &str = include_str!("../../../schemas/events.schema.json");
 
 fn check_case(name: &str, case: &Path) -> Result<(), Failed> {
     let scratch = scratch(&format!("runs-{name}"));

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use archmax_compiler::program::{StateId, ToolKind};
 use archmax_compiler::syntax::reference::{TemplatePart, VarPath, parse_template};
-use archmax_compiler::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, Tool, delegation_target};
+use archmax_compiler::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, Tool, delegation_target, path_arguments};
 
 use crate::events::Event;
 use crate::kernel::{Call, Origin, Refusal, Rule, Verdict, decide, resolve_reference};
@@ -407,11 +407,20 @@ impl Turn<'_> {
         } else {
             None
         };
+        // The tool's path arguments tell what the call is about: as its host declares
+        // them, as the surface has them, else as the built-in takes them.
+        let paths: Vec<&str> = match (&hosted, on_surface) {
+            (Some(tool), _) => tool.paths.iter().map(|(name, _)| name.as_str()).collect(),
+            (None, Some(tool)) => tool.paths.iter().map(|(name, _)| program.str(*name)).collect(),
+            (None, None) => path_arguments(&call.name).iter().map(|(name, _)| *name).collect(),
+        };
+        let detail = crate::events::call_detail(&args, paths);
         self.emit(Event::ToolCalled {
             state: here.clone(),
             tool: call.name.clone(),
             call_id: call.id.clone(),
             args: args.clone(),
+            detail,
             origin: origin.clone(),
             server: hosted.as_ref().filter(|_| mocked.is_none()).map(|tool| tool.server.clone()),
         });

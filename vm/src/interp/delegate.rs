@@ -298,19 +298,20 @@ impl Turn<'_> {
             args: args.clone(),
             started: self.now(),
         };
+        let mut chain: Vec<String> = self.session.head.ancestors.clone();
+        chain.push(self.session.head.workflow.clone());
         self.emit(Event::SubWorkflowStart {
             state: here.clone(),
             workflow: slug.clone(),
             dispatch_id: meta.dispatch_id.clone(),
             depth: depth as u32,
+            chain: chain.iter().cloned().chain([slug.clone()]).collect(),
             call_id: Some(call_id.to_string()),
         });
         let refuse = |turn: &Turn<'_>, meta: &Meta, rule: Rule, reason: String| -> Answer {
             turn.sub_result(meta, "error", Some(format!("{}: {reason}", rule.name())), Vec::new());
             Answer::error(Refusal::Dispatch { rule, workflow: &meta.slug, reason: &reason }.text())
         };
-        let mut chain: Vec<String> = self.session.head.ancestors.clone();
-        chain.push(self.session.head.workflow.clone());
         if depth > MAX_DEPTH {
             let reason = format!(
                 "it would run at depth {depth}, and the limit is {MAX_DEPTH} (chain {} → {slug})",

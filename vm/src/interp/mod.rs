@@ -8,6 +8,7 @@
 //! by the recursion limit. Every mutation goes through the helpers here, which record it
 //! both in the session and in the pending [`Delta`], so a commit writes only what changed.
 
+mod assembly;
 mod automated;
 mod calls;
 mod controls;
@@ -100,7 +101,7 @@ impl<'r> Turn<'r> {
             .collect();
         let child = session.head.parent.is_some();
         let opened_at = session.messages.len();
-        Ok(Turn {
+        let turn = Turn {
             runtime,
             workflow_id,
             workflow,
@@ -120,7 +121,9 @@ impl<'r> Turn<'r> {
             children_usage: Usage::default(),
             inherited,
             session,
-        })
+        };
+        turn.announce();
+        Ok(turn)
     }
 
     fn program(&self) -> &'r archmax_compiler::program::Program {
@@ -539,7 +542,12 @@ impl<'r> Turn<'r> {
         self.push_message(Message::Assistant { text: response.text.clone(), tool_calls: response.tool_calls.clone() });
         if !response.text.trim().is_empty() {
             self.reply.push(response.text.clone());
-            self.emit(Event::AgentText { state: state.clone(), text: response.text.clone() });
+            self.emit(Event::AgentText {
+                state: state.clone(),
+                text: response.text.clone(),
+                message_id: response.id.clone(),
+                partial: response.truncated.then_some(true),
+            });
         }
         self.record_usage(id, response);
     }

@@ -103,6 +103,12 @@ pub struct ModelResponse {
     pub usage: TokenUsage,
     /// The model id the provider reported, if any.
     pub model: Option<String>,
+    /// The provider's id for this answer, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The answer stopped at the output limit: its text is not the whole message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
     /// A tape's reading after this answer (only a tape sets it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tape: Option<TapeReading>,
@@ -159,9 +165,41 @@ impl PromptCache<'_> {
 /// The host's prompt caching default when a workflow sets nothing: on, for 5 minutes.
 pub const DEFAULT_CACHE_TTL: &str = "5m";
 
+/// How an adapter would mark one model's calls for provider prompt caching.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CachePlan {
+    pub enabled: bool,
+    /// The time to live asked for, when enabled.
+    pub ttl: Option<String>,
+    /// The model id the calls go to, when the adapter knows it.
+    pub model: Option<String>,
+    /// `anthropic-compat`, `unsupported` or `off` (see [`crate::events::ModelCache`]).
+    pub strategy: &'static str,
+}
+
+impl CachePlan {
+    /// What an adapter that never marks anything reports: the request's setting (on,
+    /// `5m` when it leaves them unset), no marker.
+    pub fn unmarked(model: Option<&str>, cache: PromptCache<'_>) -> CachePlan {
+        let enabled = cache.enabled.unwrap_or(true);
+        CachePlan {
+            enabled,
+            ttl: enabled.then(|| cache.ttl.unwrap_or(DEFAULT_CACHE_TTL).to_string()),
+            model: model.map(str::to_string),
+            strategy: if enabled { "unsupported" } else { "off" },
+        }
+    }
+}
+
 /// Anything that answers model calls.
 pub trait ModelAdapter: Send + Sync {
     fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a>;
+
+    /// How calls to `model` (`None`: the adapter's default) would be marked for caching
+    /// under `cache`. Reported once per turn in the `prompt-shaping` event.
+    fn cache_plan(&self, model: Option<&str>, cache: PromptCache<'_>) -> CachePlan {
+        CachePlan::unmarked(model, cache)
+    }
 
     /// Entries a scripted adapter still holds at the end of a command (0 for live ones).
     fn leftover(&self) -> usize {

@@ -25,7 +25,10 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::{Map, Value, json};
 
 use super::pricing::PricingTable;
-use super::{ModelAdapter, ModelError, ModelFuture, ModelRequest, ModelResponse, TokenUsage, ToolDefinition};
+use super::{
+    CachePlan, ModelAdapter, ModelError, ModelFuture, ModelRequest, ModelResponse, PromptCache, TokenUsage,
+    ToolDefinition,
+};
 use crate::session::{Message, ToolCall, ToolStatus};
 
 /// The function runtime notes are shown as: the compiler's tool vocabulary names it.
@@ -413,6 +416,29 @@ impl ModelAdapter for OpenAiAdapter {
     fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
         Box::pin(self.complete(request))
     }
+
+    fn cache_plan(&self, model: Option<&str>, cache: PromptCache<'_>) -> CachePlan {
+        let model = model.map(str::trim).filter(|model| !model.is_empty()).or(self.config.default_model.as_deref());
+        let ttl = cache_ttl(&self.config, &cache);
+        let strategy = match (ttl, model) {
+            (None, _) => "off",
+            (Some(_), Some(model)) if marks_static_block(model) => "anthropic-compat",
+            (Some(_), _) => "unsupported",
+        };
+        CachePlan { enabled: ttl.is_some(), ttl: ttl.map(str::to_string), model: model.map(str::to_string), strategy }
+    }
+}
+
+/// The time to live a call asks its provider to cache for, or `None` when caching is off:
+/// the workflow's setting over the host's (`ARCHMAX_PROMPT_CACHE`, `_TTL`).
+fn cache_ttl<'a>(config: &'a OpenAiConfig, cache: &PromptCache<'a>) -> Option<&'a str> {
+    cache.enabled.unwrap_or(config.prompt_cache).then(|| cache.ttl.unwrap_or(config.prompt_cache_ttl))
+}
+
+/// Claude-family models behind an OpenAI-compatible endpoint cache only what carries a
+/// `cache_control` marker; the others cache prefixes by themselves, if at all.
+fn marks_static_block(model: &str) -> bool {
+    model.to_ascii_lowercase().contains("claude")
 }
 
 /// How one attempt ended.
@@ -515,11 +541,9 @@ fn request_body(config: &OpenAiConfig, request: &ModelRequest<'_>, model: &str) 
 /// block), else one string with the blocks a blank line apart; `None` when both are empty.
 fn system_content(config: &OpenAiConfig, request: &ModelRequest<'_>, model: &str) -> Option<Value> {
     let (fixed, volatile) = (request.system_static, request.system_volatile);
-    let cache = &request.prompt_cache;
-    let ttl = cache.enabled.unwrap_or(config.prompt_cache).then(|| cache.ttl.unwrap_or(config.prompt_cache_ttl));
-    if let Some(ttl) = ttl
+    if let Some(ttl) = cache_ttl(config, &request.prompt_cache)
         && !fixed.trim().is_empty()
-        && model.to_ascii_lowercase().contains("claude")
+        && marks_static_block(model)
     {
         let mut parts =
             vec![json!({ "type": "text", "text": fixed, "cache_control": { "type": "ephemeral", "ttl": ttl } })];
@@ -666,7 +690,9 @@ fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
         text = refusal.to_string();
     }
     let model = body.get("model").and_then(Value::as_str).filter(|model| !model.is_empty()).map(str::to_string);
-    Ok(ModelResponse { text, tool_calls, usage: parse_usage(body.get("usage")), model, tape: None })
+    let id = body.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()).map(str::to_string);
+    let truncated = choice.get("finish_reason").and_then(Value::as_str) == Some("length");
+    Ok(ModelResponse { text, tool_calls, usage: parse_usage(body.get("usage")), model, id, truncated, tape: None })
 }
 
 fn error_text(error: &Value) -> String {
@@ -1108,6 +1134,52 @@ mod tests {
         assert_eq!(answer.usage, TokenUsage { input: 1200, output: 30, cache_read: 1000, cache_write: 0 });
         assert_eq!(answer.model.as_deref(), Some("gpt-test-2025-01-01"));
         assert_eq!(server.requests().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_answer_cut_at_the_output_limit_is_marked_truncated_and_keeps_its_id() {
+        let server = FakeEndpoint::start(vec![
+            ok(json!({
+                "id": "chatcmpl-42",
+                "choices": [{ "message": { "role": "assistant", "content": "The refund is appr" }, "finish_reason": "length" }],
+            })),
+            ok(json!({ "choices": [{ "message": { "role": "assistant", "content": "Done." }, "finish_reason": "stop" }] })),
+        ])
+        .await;
+        let adapter = adapter(config(&server.base_url));
+        let cut = adapter.call(Call::new().request()).await.expect("answer");
+        assert!(cut.truncated);
+        assert_eq!(cut.id.as_deref(), Some("chatcmpl-42"));
+        let whole = adapter.call(Call::new().request()).await.expect("answer");
+        assert!(!whole.truncated);
+        assert_eq!(whole.id, None);
+    }
+
+    #[test]
+    fn the_cache_plan_names_the_marker_each_model_gets() {
+        let claude =
+            OpenAiConfig { default_model: Some("anthropic/claude-sonnet-4".into()), ..config("http://127.0.0.1:9") };
+        let adapter = adapter(claude.clone());
+        let unset = crate::model::PromptCache::default();
+        let plan = adapter.cache_plan(None, unset);
+        assert_eq!(
+            (plan.enabled, plan.ttl.as_deref(), plan.model.as_deref(), plan.strategy),
+            (true, Some("5m"), Some("anthropic/claude-sonnet-4"), "anthropic-compat")
+        );
+        let plan = adapter.cache_plan(Some("gpt-4.1"), crate::model::PromptCache { enabled: None, ttl: Some("1h") });
+        assert_eq!(
+            (plan.ttl.as_deref(), plan.model.as_deref(), plan.strategy),
+            (Some("1h"), Some("gpt-4.1"), "unsupported")
+        );
+        let plan = adapter.cache_plan(Some("claude-haiku"), crate::model::PromptCache::OFF);
+        assert_eq!((plan.enabled, plan.ttl, plan.strategy), (false, None, "off"));
+        // The host's ARCHMAX_PROMPT_CACHE=0 holds where the workflow says nothing.
+        let host_off = super::OpenAiAdapter::new(OpenAiConfig { prompt_cache: false, ..claude }).expect("adapter");
+        assert_eq!(host_off.cache_plan(None, unset).strategy, "off");
+        assert_eq!(
+            host_off.cache_plan(None, crate::model::PromptCache { enabled: Some(true), ttl: None }).strategy,
+            "anthropic-compat"
+        );
     }
 
     #[tokio::test]

@@ -60,6 +60,12 @@ struct Entry {
     usage: Option<TapeUsage>,
     #[serde(default)]
     model: Option<String>,
+    /// The answer's provider id, as an endpoint would give it.
+    #[serde(default)]
+    id: Option<String>,
+    /// The answer stopped at the output limit (an endpoint's `finish_reason: length`).
+    #[serde(default)]
+    truncated: bool,
 }
 
 fn variables_pattern<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Matcher>, D::Error> {
@@ -217,6 +223,8 @@ impl Tape {
             tool_calls,
             usage,
             model: entry.model.clone().or_else(|| request.model.map(str::to_string)),
+            id: entry.id.clone(),
+            truncated: entry.truncated,
             tape: Some(TapeReading { digest: self.digest.clone(), used }),
         })
     }

@@ -5,6 +5,7 @@ mod adversarial;
 mod cases;
 mod deciders;
 mod embedding;
+mod events;
 mod host_tools;
 mod kernel;
 mod pinning;

@@ -233,6 +233,10 @@ enum Command {
         /// Replay each case's tape (`<case>.tape.yaml` beside it) instead of calling a model.
         #[arg(long)]
         replay: bool,
+        /// Run against the live model and write each case's answers as its tape
+        /// (`<case>.tape.yaml`, replaced), so `--replay` runs it offline afterwards.
+        #[arg(long, conflicts_with = "replay")]
+        record: bool,
         /// Print the results document as JSON on stdout.
         #[arg(long)]
         json: bool,
@@ -325,6 +329,10 @@ struct SessionFlags {
     /// Replay scripted model turns from this tape instead of calling a model.
     #[arg(long, value_name = "FILE")]
     tape: Option<PathBuf>,
+    /// Also write the live model's answers to this tape (added to it when it is one
+    /// already), so the session can be replayed offline with --tape.
+    #[arg(long, value_name = "FILE", conflicts_with = "tape")]
+    record: Option<PathBuf>,
     /// Write every event as JSON lines to this file.
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
@@ -356,6 +364,7 @@ impl SessionFlags {
             artifact: self.artifact.as_deref(),
             trust: &self.trust,
             tape: self.tape.as_deref(),
+            record: self.record.as_deref(),
             events: self.events.as_deref(),
             upgrade: self.upgrade,
             store: self.store.as_deref(),
@@ -476,9 +485,10 @@ fn main() -> ExitCode {
             };
             sessions::run(&root, store.as_deref(), &query)
         }
-        Command::Test { workflow, filter, replay, json } => {
-            test::run(&root, test::TestArgs { workflow: workflow.as_deref(), filter: filter.as_deref(), replay, json })
-        }
+        Command::Test { workflow, filter, replay, record, json } => test::run(
+            &root,
+            test::TestArgs { workflow: workflow.as_deref(), filter: filter.as_deref(), replay, record, json },
+        ),
         Command::Decide { session, to, comment, workflow, common } => {
             resume::decide(&common.options(&root), &session, &to, comment.as_deref(), workflow.as_deref())
         }

@@ -244,6 +244,7 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         artifact: None,
         trust: args.trust,
         tape: args.tape,
+        record: None,
         events: None,
         upgrade: false,
         store: args.store,

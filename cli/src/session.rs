@@ -30,6 +30,8 @@ pub struct SessionOptions<'a> {
     /// `--trust` values; with `ARCHMAX_TRUSTED_KEYS`, the keys an artifact must be signed by.
     pub trust: &'a [String],
     pub tape: Option<&'a Path>,
+    /// `--record FILE`: the live model's answers are also written to this tape.
+    pub record: Option<&'a Path>,
     pub events: Option<&'a Path>,
     /// `--upgrade`: move a session pinned to another program of its workflow to this one.
     pub upgrade: bool,
@@ -118,7 +120,14 @@ pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refu
                     notice.reason
                 );
             });
-            host_env::endpoint_with_retries(get, Some(show)).map_err(|error| Refusal(error.to_string()))
+            let endpoint =
+                host_env::endpoint_with_retries(get, Some(show)).map_err(|error| Refusal(error.to_string()))?;
+            match options.record {
+                Some(path) => archmax_vm::model::record::Recorder::new(endpoint, path)
+                    .map(|recorder| Arc::new(recorder) as Arc<dyn ModelAdapter>)
+                    .map_err(|error| Refusal(error.to_string())),
+                None => Ok(endpoint),
+            }
         }
     }
 }
@@ -214,6 +223,10 @@ pub fn header(options: &SessionOptions<'_>, workflow: &str, program: Option<&Pro
     let model = match options.tape {
         Some(tape) => format!("tape {}", tape.display()),
         None => models_used(program, workflow, host_env::configured_model(process_env)),
+    };
+    let model = match options.record {
+        Some(tape) => format!("{model} · recording to {}", tape.display()),
+        None => model,
     };
     note!("archmax · workflow {workflow} · root {} · model {model}", root.display());
 }
@@ -338,6 +351,9 @@ pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>) -> Exi
     let leftover = runtime.model.leftover();
     if leftover > 0 {
         eprintln!("warning: the tape still holds {leftover} unused entr{}", if leftover == 1 { "y" } else { "ies" });
+    }
+    if let Some(report) = runtime.model.report() {
+        eprintln!("{report}");
     }
     match park_report(outcome, &runtime.program, caller) {
         Some(report) => note!("{report}"),

@@ -32,6 +32,8 @@ pub struct TestArgs<'a> {
     pub workflow: Option<&'a str>,
     pub filter: Option<&'a str>,
     pub replay: bool,
+    /// `--record`: live, each case's answers written as its tape.
+    pub record: bool,
     pub json: bool,
 }
 
@@ -57,7 +59,11 @@ impl Observer for Printer {
         events
     }
 
-    fn case_finished(&mut self, result: &CaseResult, leftover: usize) {
+    fn case_finished(&mut self, result: &CaseResult, model: &archmax_vm::testing::suite::ModelNotes) {
+        let leftover = model.leftover;
+        if let Some(report) = &model.report {
+            eprintln!("  {report}");
+        }
         if leftover > 0 {
             eprintln!(
                 "  warning: the tape still holds {leftover} unused entr{}",
@@ -212,6 +218,7 @@ fn run_workflow(root: &Path, slug: &str, args: &TestArgs<'_>, color: bool) -> Su
         Models::Tapes { tests_dir: tests_dir.clone() }
     } else {
         match host_env::endpoint_from_env(process_env) {
+            Ok(endpoint) if args.record => Models::Record { endpoint, tests_dir: tests_dir.clone() },
             Ok(endpoint) => Models::Endpoint(endpoint),
             Err(EndpointError::Environment(error)) => {
                 return refused_with(format!("{error} (or run the cases offline with --replay)"), 1, cases.len());
@@ -243,7 +250,11 @@ fn run_workflow(root: &Path, slug: &str, args: &TestArgs<'_>, color: bool) -> Su
     note!(
         "archmax test · workflow {slug} · root {} · {}",
         root.canonicalize().unwrap_or_else(|_| root.to_path_buf()).display(),
-        if args.replay { "replaying tapes".to_string() } else { "live model".to_string() }
+        match (args.replay, args.record) {
+            (true, _) => "replaying tapes",
+            (false, true) => "live model, recording each case's tape",
+            (false, false) => "live model",
+        }
     );
     let mut printer = Printer { color, progress: std::io::IsTerminal::is_terminal(&std::io::stderr()) };
     let tally = executor.block_on(harness.run_suite(&selected, &models, &mut printer));

@@ -261,7 +261,8 @@ pub struct CacheShaping {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCache {
-    /// The model id; absent when the adapter picks one it does not name (a tape).
+    /// The model id the workflow declares; absent where it leaves the model to the host
+    /// (the adapter's default decides the strategy then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// `anthropic-compat` (a `cache_control` marker on the static block),

@@ -9,6 +9,7 @@ mod explain;
 mod mcp;
 mod parks;
 mod postgres;
+mod record;
 mod serve;
 mod serve_ops;
 mod serving;

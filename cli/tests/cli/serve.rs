@@ -88,7 +88,7 @@ fn advance(to: &str) -> Value {
 }
 
 /// Reads one HTTP/1.1 request: its body.
-fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
+pub(crate) fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
     let mut reader = BufReader::new(stream.try_clone().ok()?);
     let mut length = 0usize;
     loop {

@@ -61,14 +61,18 @@ impl Turn<'_> {
                 models.push(model);
             }
         }
-        let plans: Vec<_> = models.into_iter().map(|model| self.runtime.model.cache_plan(model, cache)).collect();
-        let first = plans.first();
+        let plans: Vec<_> =
+            models.into_iter().map(|model| (model, self.runtime.model.cache_plan(model, cache))).collect();
+        let first = plans.first().map(|(_, plan)| plan);
         CacheShaping {
             enabled: first.is_some_and(|plan| plan.enabled),
             ttl: first.and_then(|plan| plan.ttl.clone()),
             models: plans
                 .iter()
-                .map(|plan| ModelCache { model: plan.model.clone(), strategy: plan.strategy.to_string() })
+                .map(|(model, plan)| ModelCache {
+                    model: model.map(str::to_string),
+                    strategy: plan.strategy.to_string(),
+                })
                 .collect(),
         }
     }

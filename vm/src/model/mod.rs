@@ -9,6 +9,7 @@
 
 pub mod openai;
 pub mod pricing;
+pub mod record;
 pub mod tape;
 
 use std::future::Future;
@@ -171,8 +172,6 @@ pub struct CachePlan {
     pub enabled: bool,
     /// The time to live asked for, when enabled.
     pub ttl: Option<String>,
-    /// The model id the calls go to, when the adapter knows it.
-    pub model: Option<String>,
     /// `anthropic-compat`, `unsupported` or `off` (see [`crate::events::ModelCache`]).
     pub strategy: &'static str,
 }
@@ -180,12 +179,11 @@ pub struct CachePlan {
 impl CachePlan {
     /// What an adapter that never marks anything reports: the request's setting (on,
     /// `5m` when it leaves them unset), no marker.
-    pub fn unmarked(model: Option<&str>, cache: PromptCache<'_>) -> CachePlan {
+    pub fn unmarked(cache: PromptCache<'_>) -> CachePlan {
         let enabled = cache.enabled.unwrap_or(true);
         CachePlan {
             enabled,
             ttl: enabled.then(|| cache.ttl.unwrap_or(DEFAULT_CACHE_TTL).to_string()),
-            model: model.map(str::to_string),
             strategy: if enabled { "unsupported" } else { "off" },
         }
     }
@@ -198,11 +196,18 @@ pub trait ModelAdapter: Send + Sync {
     /// How calls to `model` (`None`: the adapter's default) would be marked for caching
     /// under `cache`. Reported once per turn in the `prompt-shaping` event.
     fn cache_plan(&self, model: Option<&str>, cache: PromptCache<'_>) -> CachePlan {
-        CachePlan::unmarked(model, cache)
+        let _ = model;
+        CachePlan::unmarked(cache)
     }
 
     /// Entries a scripted adapter still holds at the end of a command (0 for live ones).
     fn leftover(&self) -> usize {
         0
+    }
+
+    /// What the adapter has to tell at the end of a command, if anything (a recorder:
+    /// what it recorded, or why it could not write it).
+    fn report(&self) -> Option<String> {
+        None
     }
 }

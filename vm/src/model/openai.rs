@@ -425,7 +425,7 @@ impl ModelAdapter for OpenAiAdapter {
             (Some(_), Some(model)) if marks_static_block(model) => "anthropic-compat",
             (Some(_), _) => "unsupported",
         };
-        CachePlan { enabled: ttl.is_some(), ttl: ttl.map(str::to_string), model: model.map(str::to_string), strategy }
+        CachePlan { enabled: ttl.is_some(), ttl: ttl.map(str::to_string), strategy }
     }
 }
 
@@ -1162,15 +1162,9 @@ mod tests {
         let adapter = adapter(claude.clone());
         let unset = crate::model::PromptCache::default();
         let plan = adapter.cache_plan(None, unset);
-        assert_eq!(
-            (plan.enabled, plan.ttl.as_deref(), plan.model.as_deref(), plan.strategy),
-            (true, Some("5m"), Some("anthropic/claude-sonnet-4"), "anthropic-compat")
-        );
+        assert_eq!((plan.enabled, plan.ttl.as_deref(), plan.strategy), (true, Some("5m"), "anthropic-compat"));
         let plan = adapter.cache_plan(Some("gpt-4.1"), crate::model::PromptCache { enabled: None, ttl: Some("1h") });
-        assert_eq!(
-            (plan.ttl.as_deref(), plan.model.as_deref(), plan.strategy),
-            (Some("1h"), Some("gpt-4.1"), "unsupported")
-        );
+        assert_eq!((plan.ttl.as_deref(), plan.strategy), (Some("1h"), "unsupported"));
         let plan = adapter.cache_plan(Some("claude-haiku"), crate::model::PromptCache::OFF);
         assert_eq!((plan.enabled, plan.ttl, plan.strategy), (false, None, "off"));
         // The host's ARCHMAX_PROMPT_CACHE=0 holds where the workflow says nothing.

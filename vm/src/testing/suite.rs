@@ -20,6 +20,7 @@ use super::{CaseEnv, CaseResult, Harness, Verdict};
 use crate::events::EventSink;
 use crate::host_env::{self, TapeFileError};
 use crate::model::ModelAdapter;
+use crate::model::record::Recorder;
 use crate::session::Usage;
 
 /// One case file of a suite.
@@ -107,6 +108,9 @@ pub enum Models {
     Endpoint(Arc<dyn ModelAdapter>),
     /// Each case replays the tape beside it (`<case>.tape.yaml` in `tests_dir`).
     Tapes { tests_dir: PathBuf },
+    /// Every case talks to this model, and its answers become the case's tape (written
+    /// afresh over `<case>.tape.yaml`), so `--replay` runs it offline afterwards.
+    Record { endpoint: Arc<dyn ModelAdapter>, tests_dir: PathBuf },
 }
 
 impl Models {
@@ -114,6 +118,10 @@ impl Models {
     pub fn for_case(&self, case: &SuiteCase) -> Result<Arc<dyn ModelAdapter>, String> {
         match self {
             Models::Endpoint(endpoint) => Ok(Arc::clone(endpoint)),
+            Models::Record { endpoint, tests_dir } => {
+                let file = tests_dir.join(format!("{}.tape.yaml", case.id));
+                Ok(Arc::new(Recorder::afresh(Arc::clone(endpoint), &file)))
+            }
             Models::Tapes { tests_dir } => {
                 let id = &case.id;
                 let file = tests_dir.join(format!("{id}.tape.yaml"));
@@ -129,13 +137,22 @@ impl Models {
     }
 }
 
+/// What a case's model has to say once the case ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelNotes {
+    /// Tape entries the case did not use.
+    pub leftover: usize,
+    /// The adapter's closing report (a recorder's: the tape it wrote).
+    pub report: Option<String>,
+}
+
 /// What a suite tells whoever runs it, case by case.
 pub trait Observer {
     /// Case `position` (from 0) of `count` is about to run; the returned sink receives
     /// its session's events.
     fn case_started(&mut self, position: usize, count: usize, case: &SuiteCase) -> EventSink;
-    /// The case ended; `leftover` is how many tape entries its model did not use.
-    fn case_finished(&mut self, result: &CaseResult, leftover: usize);
+    /// The case ended; `model` says what its model left behind.
+    fn case_finished(&mut self, result: &CaseResult, model: &ModelNotes);
 }
 
 /// The verdict of a suite so far.
@@ -193,20 +210,21 @@ impl Harness {
         for (position, suite_case) in cases.iter().enumerate() {
             let events = observer.case_started(position, count, suite_case);
             let title = &suite_case.title;
-            let (result, leftover) = match &suite_case.case {
-                Err(error) => (CaseResult::dead(&suite_case.id, title, "", error.clone()), 0),
+            let none = ModelNotes::default();
+            let (result, notes) = match &suite_case.case {
+                Err(error) => (CaseResult::dead(&suite_case.id, title, "", error.clone()), none),
                 // A skipped case needs no model, so no tape or endpoint either.
-                Ok(case) if case.skip.is_some() => (CaseResult::skipped(case), 0),
+                Ok(case) if case.skip.is_some() => (CaseResult::skipped(case), none),
                 Ok(case) => match models.for_case(suite_case) {
-                    Err(error) => (CaseResult::dead(&suite_case.id, title, &case.description, error), 0),
+                    Err(error) => (CaseResult::dead(&suite_case.id, title, &case.description, error), none),
                     Ok(model) => {
                         let result = self.run_case(case, CaseEnv { model: Arc::clone(&model), events }).await;
                         let leftover = if result.verdict == Verdict::Skipped { 0 } else { model.leftover() };
-                        (result, leftover)
+                        (result, ModelNotes { leftover, report: model.report() })
                     }
                 },
             };
-            observer.case_finished(&result, leftover);
+            observer.case_finished(&result, &notes);
             tally.add(result);
         }
         tally

@@ -103,5 +103,5 @@ impl suite::Observer for Quiet {
         EventSink::new()
     }
 
-    fn case_finished(&mut self, _: &archmax_vm::testing::CaseResult, _: usize) {}
+    fn case_finished(&mut self, _: &archmax_vm::testing::CaseResult, _: &suite::ModelNotes) {}
 }

@@ -14,6 +14,7 @@ mod inputs;
 mod inspect;
 mod keys;
 mod output;
+mod reply;
 mod resume;
 mod run;
 mod serve;

@@ -106,6 +106,8 @@ pub fn usage(command: &str, message: &str) -> ExitCode {
 
 /// A failure established after parsing: one line, exit 1.
 pub fn failure(message: impl std::fmt::Display) -> ExitCode {
+    // A reply that was streaming when the command failed keeps its own line.
+    crate::reply::end_line();
     eprintln!("error: {message}");
     ExitCode::from(1)
 }

@@ -144,6 +144,7 @@ pub fn runtime(
     model: Arc<dyn ModelAdapter>,
 ) -> Result<Runtime, Refusal> {
     let events = EventSink::new();
+    events.listen(Box::new(crate::reply::ReplyStream::default()));
     if !crate::output::quiet() {
         events.listen(Box::new(Flow::new(stderr_color())));
     }
@@ -343,7 +344,10 @@ fn delivery_trigger(program: &Program, workflow: &str, state: &str) -> String {
 /// session on stderr (the verdict line came from the flow); `caller` is the session
 /// that waits for this one, if any. Returns the exit code.
 pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>) -> ExitCode {
-    if !outcome.reply.is_empty() {
+    if crate::reply::streamed() {
+        // The reply went out as it arrived; only its line end is left.
+        crate::reply::end_line();
+    } else if !outcome.reply.is_empty() {
         println!("{}", outcome.reply);
     } else if outcome.disposition == Disposition::Decide && outcome.status.is_parked() {
         println!("parked again at {} ({})", outcome.state, outcome.status.as_str());

@@ -104,6 +104,14 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
     },
+    /// A piece of the agent's answer as it arrives (the whole text at once from an adapter
+    /// that does not stream); `agent-text` follows with the whole message.
+    AgentTextDelta {
+        state: String,
+        text: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+    },
     AgentText {
         state: String,
         text: String,
@@ -111,7 +119,8 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         message_id: Option<String>,
         /// `true` when the text is not the whole message: the answer was cut off at the
-        /// output limit.
+        /// output limit, or its stream broke and the call failed (the session keeps none of
+        /// it then).
         #[serde(skip_serializing_if = "Option::is_none")]
         partial: Option<bool>,
     },

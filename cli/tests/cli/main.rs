@@ -14,6 +14,7 @@ mod serve;
 mod serve_ops;
 mod serving;
 mod store;
+mod streaming;
 #[path = "../support/mod.rs"]
 mod support;
 mod tools;

@@ -293,6 +293,7 @@ impl Turn<'_> {
                 timeout: None,
                 sampling: crate::model::Sampling::default(),
                 tape: self.session.head.tape.as_ref(),
+                on_text: None,
             };
             let response = match self.runtime.model.call(request).await {
                 Ok(response) => response,

@@ -506,12 +506,30 @@ impl<'r> Turn<'r> {
         let prefix =
             program.str(if self.child { self.workflow.child_prompt_prefix } else { self.workflow.prompt_prefix });
         let timeout = state.budget.timeout_ms.map(Duration::from_millis);
+        // The answer's text is an event piece by piece as it arrives (`agent-text-delta`),
+        // and kept here to tell what was shown should the call fail half-way.
+        let here = program.str(state.slug);
+        let runtime = self.runtime;
+        let session = self.session.id.as_str();
+        let dispatch = self.session.head.dispatch_id.as_deref();
+        let shown = std::sync::Mutex::new(String::new());
+        let delta = |text: &str, message: Option<&str>| {
+            if let Ok(mut shown) = shown.lock() {
+                shown.push_str(text);
+            }
+            let event = Event::AgentTextDelta {
+                state: here.to_string(),
+                text: text.to_string(),
+                message_id: message.map(str::to_string),
+            };
+            runtime.events.emit(runtime.now(), Some(session), dispatch, event);
+        };
         let request = ModelRequest {
             model: state.model.map(|model| program.str(model)),
             role: Role::Agent,
             session: &self.session.id,
             workflow: program.str(self.workflow.slug),
-            state: program.str(state.slug),
+            state: here,
             variables: &variables,
             system_static: prefix,
             system_volatile: &volatile_block,
@@ -524,13 +542,31 @@ impl<'r> Turn<'r> {
             timeout,
             sampling: crate::model::Sampling::default(),
             tape: self.session.head.tape.as_ref(),
+            on_text: Some(crate::model::TextSink(&delta)),
         };
-        match timeout {
+        let result = match timeout {
             Some(limit) => tokio::time::timeout(limit, self.runtime.model.call(request))
                 .await
                 .unwrap_or(Err(ModelError::Timeout(limit))),
             None => self.runtime.model.call(request).await,
+        };
+        let shown = shown.lock().map(|shown| shown.clone()).unwrap_or_default();
+        match &result {
+            // An adapter that does not stream (or `ARCHMAX_STREAMING=0`): one delta for
+            // the whole message, so every answer reaches a watcher the same way.
+            Ok(response) if shown.is_empty() && !response.text.trim().is_empty() => {
+                delta(&response.text, response.id.as_deref())
+            }
+            // The text shown so far is all there will be of it: the session keeps none.
+            Err(_) if !shown.is_empty() => self.emit(Event::AgentText {
+                state: here.to_string(),
+                text: shown,
+                message_id: None,
+                partial: Some(true),
+            }),
+            _ => {}
         }
+        result
     }
 
     /// Records what a model answered: the assistant message, its text, its usage.

@@ -10,6 +10,7 @@
 pub mod openai;
 pub mod pricing;
 pub mod record;
+pub mod stream;
 pub mod tape;
 
 use std::future::Future;
@@ -84,6 +85,25 @@ pub struct ModelRequest<'a> {
     /// How far the session read a tape in an earlier process, if it did: a tape that
     /// has not seen the session yet continues from there (when it is the same tape).
     pub tape: Option<&'a TapeReading>,
+    /// Where each piece of the answer's text goes as it arrives (a streaming adapter, a
+    /// tape's `chunks`); `None` when nobody watches the text (graders, judges).
+    pub on_text: Option<TextSink<'a>>,
+}
+
+/// Receives an answer's text piece by piece, with the answer's id once it is known.
+#[derive(Clone, Copy)]
+pub struct TextSink<'a>(pub &'a (dyn Fn(&str, Option<&str>) + Send + Sync));
+
+impl TextSink<'_> {
+    pub fn send(&self, text: &str, id: Option<&str>) {
+        (self.0)(text, id)
+    }
+}
+
+impl std::fmt::Debug for TextSink<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("TextSink")
+    }
 }
 
 /// Which entries of one tape a session (with its children) has consumed, kept in the

@@ -1,7 +1,10 @@
 //! The OpenAI-compatible chat-completions adapter.
 //!
-//! [`OpenAiAdapter`] turns a [`ModelRequest`] into one `POST {base}/chat/completions`
-//! (non-streaming) and the first choice of the answer into a [`ModelResponse`]. It talks to
+//! [`OpenAiAdapter`] turns a [`ModelRequest`] into one `POST {base}/chat/completions` and
+//! the first choice of the answer into a [`ModelResponse`]. By default it asks for a stream
+//! (`stream: true`, with the usage in the last chunk) and hands the text on as it arrives
+//! ([`super::stream`] puts the answer together); `ARCHMAX_STREAMING=0`, or an endpoint that
+//! answers with plain JSON anyway, gives the answer whole. It talks to
 //! anything that speaks that protocol: OpenAI, vLLM, Ollama, LiteLLM, OpenRouter, or an
 //! Anthropic model behind such a proxy (which is why a `claude` model gets a
 //! `cache_control` marker on the static system block when prompt caching is on).
@@ -64,6 +67,9 @@ pub struct OpenAiConfig {
     /// the default, or `1h`).
     pub prompt_cache: bool,
     pub prompt_cache_ttl: &'static str,
+    /// `ARCHMAX_STREAMING` (default on): ask for the answer as a stream of events and hand
+    /// its text on as it arrives; off, each answer comes whole.
+    pub streaming: bool,
 }
 
 impl fmt::Debug for OpenAiConfig {
@@ -79,6 +85,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("pricing", &self.pricing)
             .field("prompt_cache", &self.prompt_cache)
             .field("prompt_cache_ttl", &self.prompt_cache_ttl)
+            .field("streaming", &self.streaming)
             .finish()
     }
 }
@@ -142,7 +149,17 @@ impl OpenAiConfig {
                 )));
             }
         };
+        let streaming = match env_var(&get, "ARCHMAX_STREAMING").as_deref().map(str::trim) {
+            None | Some("1" | "true" | "on") => true,
+            Some("0" | "false" | "off") => false,
+            Some(other) => {
+                return Err(ModelError::Configuration(format!(
+                    "ARCHMAX_STREAMING is `{other}`: set it to 0 to take each answer whole, or 1 (the default) to stream"
+                )));
+            }
+        };
         Ok(OpenAiConfig {
+            streaming,
             base_url,
             api_key,
             default_model: env_var(&get, crate::host_env::MODEL_VARIABLE),
@@ -330,7 +347,7 @@ impl OpenAiAdapter {
                 }
                 None => (self.config.request_timeout, self.config.request_timeout),
             };
-            let outcome = match tokio::time::timeout(limit, self.attempt(&body)).await {
+            let outcome = match tokio::time::timeout(limit, self.attempt(&body, request.on_text)).await {
                 Ok(outcome) => outcome,
                 Err(_) => Attempt::Retry(ModelError::Timeout(reported), None),
             };
@@ -359,14 +376,19 @@ impl OpenAiAdapter {
         }
     }
 
-    /// One HTTP exchange, classified.
-    async fn attempt(&self, body: &[u8]) -> Attempt {
+    /// One HTTP exchange, classified. A streamed answer hands its text to `on_text` as
+    /// it arrives; once any has been handed on, a broken stream fails the call instead of
+    /// retrying it (what was shown cannot be taken back).
+    async fn attempt(&self, body: &[u8], on_text: Option<crate::model::TextSink<'_>>) -> Attempt {
         let sent = self
             .client
             .post(self.endpoint.clone())
             .bearer_auth(&self.config.api_key)
             .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json")
+            .header(
+                ACCEPT,
+                if self.config.streaming { "text/event-stream, application/json" } else { "application/json" },
+            )
             .body(body.to_vec())
             .send()
             .await;
@@ -381,6 +403,14 @@ impl OpenAiAdapter {
         let status = response.status();
         let retry_after =
             response.headers().get(RETRY_AFTER).and_then(|value| value.to_str().ok()).and_then(parse_retry_after);
+        let streamed = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|kind| kind.trim_start().starts_with("text/event-stream"));
+        if status.is_success() && streamed {
+            return read_stream(&mut response, on_text).await;
+        }
 
         let mut bytes = Vec::new();
         let read = loop {
@@ -409,6 +439,50 @@ impl OpenAiAdapter {
         } else {
             Attempt::Fail(error)
         }
+    }
+}
+
+/// Reads a streamed answer to its end, handing its text on as it arrives.
+async fn read_stream(response: &mut reqwest::Response, on_text: Option<crate::model::TextSink<'_>>) -> Attempt {
+    let mut assembler = super::stream::Assembler::default();
+    let mut received = 0usize;
+    let mut hand_on = |text: &str, id: Option<&str>| {
+        if let Some(sink) = on_text {
+            sink.send(text, id);
+        }
+    };
+    let cut = |assembler: &super::stream::Assembler, error: ModelError| {
+        if assembler.forwarded() > 0 { Attempt::Fail(error) } else { Attempt::Retry(error, None) }
+    };
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                received += chunk.len();
+                if received > MAX_RESPONSE_BYTES {
+                    return Attempt::Fail(ModelError::Response(format!(
+                        "the streamed answer is larger than {MAX_RESPONSE_BYTES} bytes"
+                    )));
+                }
+                if let Err(error) = assembler.feed(&chunk, &mut hand_on) {
+                    return Attempt::Fail(error);
+                }
+            }
+            Ok(None) => break,
+            Err(error) => {
+                let error = ModelError::Transport(format!(
+                    "reading the answer's stream failed after {} characters of text: {}",
+                    assembler.forwarded(),
+                    describe(&error)
+                ));
+                return cut(&assembler, error);
+            }
+        }
+    }
+    let forwarded = assembler.forwarded();
+    match assembler.finish() {
+        Ok(answer) => Attempt::Done(answer),
+        Err(error @ ModelError::Transport(_)) if forwarded == 0 => Attempt::Retry(error, None),
+        Err(error) => Attempt::Fail(error),
     }
 }
 
@@ -474,7 +548,7 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
 }
 
 /// The start of a body for an error message, at most [`BODY_EXCERPT_CHARS`] characters.
-fn excerpt(bytes: &[u8]) -> String {
+pub(super) fn excerpt(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     let text = text.trim();
     if text.chars().count() <= BODY_EXCERPT_CHARS {
@@ -532,7 +606,10 @@ fn request_body(config: &OpenAiConfig, request: &ModelRequest<'_>, model: &str) 
     if let Some(max_tokens) = request.sampling.max_tokens.or(config.max_tokens) {
         body.insert("max_tokens".into(), Value::from(max_tokens));
     }
-    body.insert("stream".into(), Value::Bool(false));
+    body.insert("stream".into(), Value::Bool(config.streaming));
+    if config.streaming {
+        body.insert("stream_options".into(), json!({ "include_usage": true }));
+    }
     Value::Object(body)
 }
 
@@ -695,7 +772,7 @@ fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
     Ok(ModelResponse { text, tool_calls, usage: parse_usage(body.get("usage")), model, id, truncated, tape: None })
 }
 
-fn error_text(error: &Value) -> String {
+pub(super) fn error_text(error: &Value) -> String {
     match error.get("message").and_then(Value::as_str) {
         Some(message) => message.to_string(),
         None => excerpt(error.to_string().as_bytes()),
@@ -703,7 +780,7 @@ fn error_text(error: &Value) -> String {
 }
 
 /// `content` as a string, or the text parts of an array joined together.
-fn content_text(content: Option<&Value>) -> String {
+pub(super) fn content_text(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(text)) => text.clone(),
         Some(Value::Array(parts)) => parts
@@ -719,7 +796,7 @@ fn content_text(content: Option<&Value>) -> String {
 
 /// One tool call. Arguments that are not valid JSON are kept as `{ "_raw": … }` so the
 /// runtime can tell the model rather than fail the turn; a call without an id gets one.
-fn tool_call(index: usize, call: &Value) -> Result<ToolCall, ModelError> {
+pub(super) fn tool_call(index: usize, call: &Value) -> Result<ToolCall, ModelError> {
     let function = call.get("function");
     let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str).filter(|name| !name.is_empty())
     else {
@@ -747,7 +824,7 @@ fn tool_call(index: usize, call: &Value) -> Result<ToolCall, ModelError> {
 /// shape; missing counts are 0. `input` comes out as the total: OpenAI's `prompt_tokens`
 /// already includes cached tokens (unless it is smaller than them, which only a disjoint
 /// count can be), Anthropic's `input_tokens` never does.
-fn parse_usage(usage: Option<&Value>) -> TokenUsage {
+pub(super) fn parse_usage(usage: Option<&Value>) -> TokenUsage {
     let Some(usage) = usage.filter(|usage| usage.is_object()) else { return TokenUsage::default() };
     let count = |pointer: &str| -> Option<u64> {
         let value = usage.pointer(pointer)?;
@@ -800,6 +877,8 @@ mod tests {
         },
         /// Read the request and never answer.
         Hang,
+        /// A `text/event-stream` answer: these bytes, then the connection closes.
+        Stream(String),
     }
 
     fn ok(body: Value) -> Reply {
@@ -957,6 +1036,13 @@ mod tests {
             shared.seen.lock().unwrap_or_else(PoisonError::into_inner).push(request);
             let reply = shared.script.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
             let (code, headers, body) = match reply {
+                Some(Reply::Stream(body)) => {
+                    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    let _ = stream.write_all(body.as_bytes()).await;
+                    shared.start_the_clock();
+                    return;
+                }
                 Some(Reply::Answer { status, headers, body }) => (status, headers, body),
                 Some(Reply::Hang) => {
                     shared.start_the_clock();
@@ -1039,6 +1125,7 @@ mod tests {
             pricing: PricingTable::default(),
             prompt_cache: true,
             prompt_cache_ttl: "5m",
+            streaming: false,
         }
     }
 
@@ -1086,6 +1173,7 @@ mod tests {
                 timeout: self.timeout,
                 sampling: self.sampling,
                 tape: None,
+                on_text: None,
             }
         }
     }
@@ -1134,6 +1222,112 @@ mod tests {
         assert_eq!(answer.usage, TokenUsage { input: 1200, output: 30, cache_read: 1000, cache_write: 0 });
         assert_eq!(answer.model.as_deref(), Some("gpt-test-2025-01-01"));
         assert_eq!(server.requests().len(), 1);
+    }
+
+    /// Server-sent events of `chunks`, ended by `[DONE]` unless `cut`.
+    fn sse(chunks: &[Value], cut: bool) -> String {
+        let mut out: String = chunks.iter().map(|chunk| format!("data: {chunk}\n\n")).collect();
+        if !cut {
+            out.push_str("data: [DONE]\n\n");
+        }
+        out
+    }
+
+    fn piece(text: &str) -> Value {
+        json!({ "id": "chatcmpl-s", "model": "gpt-test-s", "choices": [{ "index": 0, "delta": { "content": text } }] })
+    }
+
+    fn streaming(base_url: &str) -> OpenAiConfig {
+        OpenAiConfig { streaming: true, max_retries: 2, ..config(base_url) }
+    }
+
+    /// Calls with a sink that keeps every piece of text it is handed.
+    async fn call_watching(adapter: &OpenAiAdapter) -> (Result<ModelResponse, ModelError>, Vec<String>) {
+        let pieces = Mutex::new(Vec::new());
+        let keep =
+            |text: &str, _: Option<&str>| pieces.lock().unwrap_or_else(PoisonError::into_inner).push(text.to_string());
+        let call = Call::new();
+        let request = ModelRequest { on_text: Some(crate::model::TextSink(&keep)), ..call.request() };
+        let answer = adapter.call(request).await;
+        (answer, pieces.into_inner().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    #[tokio::test]
+    async fn a_streamed_answer_hands_its_text_on_as_it_arrives_and_asks_for_the_usage() {
+        let tool = json!({ "choices": [{ "index": 0, "delta": { "tool_calls": [
+            { "index": 0, "id": "call_s", "type": "function", "function": { "name": "read_file", "arguments": "{\"file_path\": \"a.md\"}" } } ] } }] });
+        let usage = json!({ "choices": [], "usage": { "prompt_tokens": 80, "completion_tokens": 9 } });
+        let server =
+            FakeEndpoint::start(vec![Reply::Stream(sse(&[piece("Reading "), piece("a.md now."), tool, usage], false))])
+                .await;
+        let adapter = adapter(streaming(&server.base_url));
+        let (answer, pieces) = call_watching(&adapter).await;
+        let answer = answer.expect("answer");
+        assert_eq!(pieces, ["Reading ", "a.md now."]);
+        assert_eq!(answer.text, "Reading a.md now.");
+        assert_eq!(
+            (answer.tool_calls[0].name.as_str(), &answer.tool_calls[0].args),
+            ("read_file", &json!({ "file_path": "a.md" }))
+        );
+        assert_eq!((answer.usage.input, answer.usage.output), (80, 9));
+        assert_eq!((answer.id.as_deref(), answer.model.as_deref()), (Some("chatcmpl-s"), Some("gpt-test-s")));
+        let sent = server.requests()[0].json();
+        assert_eq!(
+            (sent["stream"].clone(), sent["stream_options"]["include_usage"].clone()),
+            (json!(true), json!(true))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stream_cut_before_any_text_is_retried_and_one_cut_after_text_fails_the_call() {
+        // Cut before any text: nothing was shown, so the call is made again.
+        let server = FakeEndpoint::start(vec![
+            Reply::Stream(sse(&[json!({ "choices": [{ "index": 0, "delta": { "role": "assistant" } }] })], true)),
+            Reply::Stream(sse(&[piece("Hello.")], false)),
+        ])
+        .await;
+        let (answer, pieces) = call_watching(&adapter(streaming(&server.base_url))).await;
+        assert_eq!(
+            (answer.expect("the retry answers").text, pieces),
+            ("Hello.".to_string(), vec!["Hello.".to_string()])
+        );
+        assert_eq!(server.requests().len(), 2);
+        // Cut after text was shown: the call fails, naming the cut, and is not made again.
+        let server = FakeEndpoint::start(vec![
+            Reply::Stream(sse(&[piece("The refund")], true)),
+            Reply::Stream(sse(&[piece("x")], false)),
+        ])
+        .await;
+        let (answer, pieces) = call_watching(&adapter(streaming(&server.base_url))).await;
+        match answer {
+            Err(ModelError::Transport(message)) => assert!(message.contains("cut before its end"), "{message}"),
+            other => panic!("a stream cut after its text fails the call, got {other:?}"),
+        }
+        assert_eq!(pieces, ["The refund"]);
+        assert_eq!(server.requests().len(), 1, "never retried once text was shown");
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_that_answers_json_to_a_stream_request_is_read_whole() {
+        let server = FakeEndpoint::start(vec![ok(text_answer("Plain."))]).await;
+        let (answer, pieces) = call_watching(&adapter(streaming(&server.base_url))).await;
+        assert_eq!(answer.expect("answer").text, "Plain.");
+        assert!(pieces.is_empty(), "nothing was streamed; the interpreter sends the whole text as one delta");
+    }
+
+    #[test]
+    fn archmax_streaming_is_on_unless_turned_off_and_refuses_other_values() {
+        let base = [("ARCHMAX_API_BASE_URL", "http://x/v1"), ("ARCHMAX_API_KEY", "k")];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let pairs: Vec<(&str, &str)> = base.iter().chain(extra).copied().collect();
+            OpenAiConfig::from_env(env(&pairs))
+        };
+        assert!(with(&[]).expect("config").streaming);
+        assert!(!with(&[("ARCHMAX_STREAMING", "0")]).expect("config").streaming);
+        match with(&[("ARCHMAX_STREAMING", "sometimes")]) {
+            Err(ModelError::Configuration(message)) => assert!(message.contains("ARCHMAX_STREAMING"), "{message}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]

@@ -267,6 +267,7 @@ mod tests {
             timeout: None,
             sampling: crate::model::Sampling::default(),
             tape: None,
+            on_text: None,
         }
     }
 

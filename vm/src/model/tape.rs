@@ -54,6 +54,9 @@ struct Entry {
     variables: Option<Matcher>,
     #[serde(default)]
     text: Option<String>,
+    /// The text in the pieces a stream would bring (instead of `text`).
+    #[serde(default)]
+    chunks: Option<Vec<String>>,
     #[serde(default)]
     tool_calls: Vec<TapeCall>,
     #[serde(default)]
@@ -133,6 +136,12 @@ impl Tape {
         };
         let entries: Vec<Entry> = serde_json::from_value(value)
             .map_err(|error| TapeError(format!("the tape `{name}` is malformed: {error}")))?;
+        if let Some(index) = entries.iter().position(|entry| entry.text.is_some() && entry.chunks.is_some()) {
+            return Err(TapeError(format!(
+                "the tape `{name}` is malformed: entry {} has both `text` and `chunks`; keep one (`chunks` is the text in pieces)",
+                index + 1
+            )));
+        }
         let digest = archmax_compiler::lower::hash::hex(&Sha256::digest(text.as_bytes()));
         Ok(Tape { entries, digest, readings: Mutex::new(HashMap::new()) })
     }
@@ -218,8 +227,16 @@ impl Tape {
             })
             .unwrap_or_default();
         let used = state.used.iter().enumerate().filter(|(_, used)| **used).map(|(index, _)| index as u32).collect();
+        // Pieces reach a watcher as a stream would bring them.
+        if let (Some(chunks), Some(sink)) = (&entry.chunks, request.on_text) {
+            chunks.iter().filter(|chunk| !chunk.is_empty()).for_each(|chunk| sink.send(chunk, entry.id.as_deref()));
+        }
+        let text = match &entry.chunks {
+            Some(chunks) => chunks.concat(),
+            None => entry.text.clone().unwrap_or_default(),
+        };
         Ok(ModelResponse {
-            text: entry.text.clone().unwrap_or_default(),
+            text,
             tool_calls,
             usage,
             model: entry.model.clone().or_else(|| request.model.map(str::to_string)),
@@ -270,6 +287,7 @@ mod tests {
             timeout: None,
             sampling: crate::model::Sampling::default(),
             tape: None,
+            on_text: None,
         }
     }
 
@@ -352,5 +370,23 @@ mod tests {
     fn malformed_tapes_are_refused() {
         assert!(Tape::parse("t", "- { txt: typo }\n").is_err());
         assert!(Tape::parse("t", "- text: [unclosed\n").is_err());
+        let both = Tape::parse("t", "- text: Hello\n- text: Hi\n  chunks: [H, i]\n").err().expect("refused");
+        assert!(both.0.contains("entry 2 has both `text` and `chunks`"), "{}", both.0);
+    }
+
+    #[test]
+    fn chunks_reach_a_watcher_piece_by_piece_and_make_the_text() {
+        let tape = Tape::parse("t", "- id: msg-3\n  chunks: [\"Your parcel \", \"\", \"is here.\"]\n").expect("tape");
+        let none = json!({});
+        let seen = std::sync::Mutex::new(Vec::new());
+        let keep = |text: &str, id: Option<&str>| seen.lock().unwrap().push((text.to_string(), id.map(str::to_string)));
+        let request = ModelRequest { on_text: Some(crate::model::TextSink(&keep)), ..request("a", &none) };
+        let answer = tape.answer(&request).expect("answer");
+        assert_eq!(answer.text, "Your parcel is here.");
+        let msg = Some("msg-3".to_string());
+        assert_eq!(
+            seen.into_inner().unwrap(),
+            [("Your parcel ".to_string(), msg.clone()), ("is here.".to_string(), msg)]
+        );
     }
 }

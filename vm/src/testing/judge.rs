@@ -188,6 +188,7 @@ pub(super) async fn grade(
             // `tests.judge.modelOptions`: the judge's own sampling.
             sampling: crate::model::Sampling { temperature: judge.temperature, max_tokens: judge.max_tokens },
             tape: None,
+            on_text: None,
         };
         let response = match runtime.model.call(request).await {
             Ok(response) => response,

@@ -33,25 +33,26 @@ fn arm(event: &Event) -> usize {
         Event::ParkMessage { .. } => 12,
         Event::Delivered { .. } => 13,
         Event::Raised { .. } => 14,
-        Event::AgentText { .. } => 15,
-        Event::ToolCalled { .. } => 16,
-        Event::ToolResult { .. } => 17,
-        Event::ToolBlocked { .. } => 18,
-        Event::VariablesSet { .. } => 19,
-        Event::TitleSet { .. } => 20,
-        Event::ModelUsage { .. } => 21,
-        Event::CodeStart { .. } => 22,
-        Event::CodeOutput { .. } => 23,
-        Event::CodeResult { .. } => 24,
-        Event::GraderStart { .. } => 25,
-        Event::GraderResult { .. } => 26,
-        Event::SubWorkflowStart { .. } => 27,
-        Event::SubWorkflowResult { .. } => 28,
-        Event::TurnEnd { .. } => 29,
-        Event::Warning { .. } => 30,
+        Event::AgentTextDelta { .. } => 15,
+        Event::AgentText { .. } => 16,
+        Event::ToolCalled { .. } => 17,
+        Event::ToolResult { .. } => 18,
+        Event::ToolBlocked { .. } => 19,
+        Event::VariablesSet { .. } => 20,
+        Event::TitleSet { .. } => 21,
+        Event::ModelUsage { .. } => 22,
+        Event::CodeStart { .. } => 23,
+        Event::CodeOutput { .. } => 24,
+        Event::CodeResult { .. } => 25,
+        Event::GraderStart { .. } => 26,
+        Event::GraderResult { .. } => 27,
+        Event::SubWorkflowStart { .. } => 28,
+        Event::SubWorkflowResult { .. } => 29,
+        Event::TurnEnd { .. } => 30,
+        Event::Warning { .. } => 31,
     }
 }
-const ARMS: usize = 31;
+const ARMS: usize = 32;
 
 fn s(text: &str) -> String {
     text.to_string()
@@ -114,6 +115,8 @@ fn samples() -> Vec<Event> {
         Event::ParkMessage { state: s("approve"), direction: s("inbound"), text: s("Any news?") },
         Event::Delivered { state: s("wait"), trigger: s("carrier-scan"), to: s("triage") },
         Event::Raised { state: s("triage"), code: s("fraud"), reason: s("flagged"), call_id: Some(s("c3")) },
+        Event::AgentTextDelta { state: s("triage"), text: s("Hel"), message_id: Some(s("msg-1")) },
+        Event::AgentTextDelta { state: s("triage"), text: s("lo."), message_id: None },
         Event::AgentText { state: s("triage"), text: s("Hello."), message_id: None, partial: None },
         Event::AgentText { state: s("triage"), text: s("Hel"), message_id: Some(s("msg-1")), partial: Some(true) },
         Event::ToolCalled {

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use crate::diagnostic::values::{STATE_TYPE_SYNONYMS, meant};
 use crate::diagnostic::{Code, Diagnostic, SpecPath};
 use crate::source::{Span, Spanned};
 use crate::syntax::is_slug;
@@ -165,6 +166,9 @@ fn kebab(text: &str) -> String {
     out.split('-').filter(|part| !part.is_empty()).collect::<Vec<_>>().join("-")
 }
 
+/// The values a state's `type` takes.
+const STATE_TYPES: [&str; 4] = ["agent", "human", "grader", "code"];
+
 fn parse_state(reader: &mut Reader<'_>, slug: &str, key_span: Span, node: &Node, path: &SpecPath<'_>) -> Option<State> {
     let fields = reader.fields(node, path, &STATE, true)?;
     let mut kind = StateKind::Agent;
@@ -200,7 +204,12 @@ fn parse_state(reader: &mut Reader<'_>, slug: &str, key_span: Span, node: &Node,
                 reader.report(
                     Diagnostic::at(Code::UnknownStateType, field.value.span, format!("unknown state type `{other}`"))
                         .with_label("not a state type")
-                        .with_help("a state's `type` is `agent` (the default), `human`, `grader` or `code`"),
+                        .with_help(match meant(other, &STATE_TYPES, STATE_TYPE_SYNONYMS) {
+                            Some(close) => format!("did you mean `{close}`?"),
+                            None => {
+                                "a state's `type` is `agent` (the default), `human`, `grader` or `code`".to_string()
+                            }
+                        }),
                     &type_path,
                 );
             }

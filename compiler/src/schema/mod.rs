@@ -9,9 +9,11 @@ pub mod ast;
 pub mod case;
 mod governance;
 pub mod matcher;
+mod placement;
 pub(crate) mod reader;
 mod root;
 mod state;
+pub mod tape;
 mod trigger;
 
 pub use root::{CONTRACT, parse_workflow};

@@ -4,6 +4,7 @@
 //! the shipped carrier server). The golden recordings have their own harness, `tests/golden`.
 
 mod artifacts;
+mod authoring;
 mod commands;
 mod explain;
 mod mcp;

@@ -18,6 +18,7 @@ mod keys;
 mod output;
 mod resume;
 mod run;
+mod schema_cmd;
 mod serve;
 mod session;
 mod sessions;
@@ -281,6 +282,15 @@ enum Command {
         #[arg(long, value_enum, default_value = "minimal")]
         template: init::Template,
     },
+    /// Print the JSON Schema of a workflow, a case or archmax.toml, for editors and linters.
+    Schema {
+        /// Which file the schema describes.
+        #[arg(value_enum, default_value = "workflow")]
+        kind: schema_cmd::Kind,
+        /// Write it to FILE instead of stdout.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Print a shell completion script (e.g. `archmax completions bash > /etc/bash_completion.d/archmax`).
     Completions {
         /// The shell to complete in.
@@ -454,6 +464,7 @@ fn main() -> ExitCode {
         }
         Command::Explain { code, list } => explain::run(code.as_deref(), list),
         Command::Init { dir, template } => init::run(&dir.unwrap_or(root), template),
+        Command::Schema { kind, output } => schema_cmd::run(kind, output.as_deref()),
         Command::Completions { shell } => completions::run::<Cli>(shell),
         Command::Build { workflows, output, sign } => build::run(&root, &workflows, output.as_deref(), sign.as_deref()),
         Command::Keygen { output, force } => keys::keygen(&output, force),

@@ -10,6 +10,7 @@ mod explain;
 mod mcp;
 mod parks;
 mod postgres;
+mod schemas;
 mod serve;
 mod serve_ops;
 mod serving;

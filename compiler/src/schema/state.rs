@@ -24,7 +24,7 @@ use super::trigger::parse_triggers;
 
 const HOOK_HELP: &str = "hooks are gone: put a code state (`type: code`) in front of this state for a check before it, or behind it for a check after it, and a grader state (`type: grader`) behind it to judge the work";
 
-const STATE: Fields = Fields {
+pub(crate) const STATE: Fields = Fields {
     known: &[
         "type",
         "title",
@@ -87,11 +87,13 @@ const STATE: Fields = Fields {
     what: "a state",
 };
 
-const STATE_TOOLS: Fields = Fields { known: &["allow", "forbid"], removed: &[], what: "a state's `tools` block" };
+pub(crate) const STATE_TOOLS: Fields =
+    Fields { known: &["allow", "forbid"], removed: &[], what: "a state's `tools` block" };
 
-const STATE_GRANTS: Fields = Fields { known: &["allow", "forbid"], removed: &[], what: "a state's grant block" };
+pub(crate) const STATE_GRANTS: Fields =
+    Fields { known: &["allow", "forbid"], removed: &[], what: "a state's grant block" };
 
-const BUDGET: Fields = Fields {
+pub(crate) const BUDGET: Fields = Fields {
     known: &["timeoutMs", "maxParks"],
     removed: &[(
         "maxTurns",
@@ -100,7 +102,7 @@ const BUDGET: Fields = Fields {
     what: "`budget`",
 };
 
-const TRANSITION: Fields = Fields {
+pub(crate) const TRANSITION: Fields = Fields {
     known: &["to", "description", "type"],
     removed: &[(
         "on",

@@ -46,6 +46,15 @@ pub fn schema() -> Value {
     schema
 }
 
+/// A grant block: a list of entries that grants, and one that denies.
+fn block(description: &str, keys: [&str; 2], lists: [&str; 2], entry: &str) -> Value {
+    closed(
+        description,
+        &[(keys[0], list(lists[0], reference(entry))), (keys[1], list(lists[1], reference(entry)))],
+        &[],
+    )
+}
+
 fn definitions() -> Value {
     json!({
         "runtime": closed(
@@ -98,37 +107,29 @@ fn definitions() -> Value {
             ],
             &[],
         ),
-        "rootTools": closed(
+        "rootTools": block(
             "Tool grants and denials for every state.",
-            &[
-                ("allow_always", list("Tools on in every state.", reference("toolEntry"))),
-                ("forbid_always", list("Tools no state may use; a denial beats every grant.", reference("toolEntry"))),
-            ],
-            &[],
+            ["allow_always", "forbid_always"],
+            ["Tools on in every state.", "Tools no state may use; a denial beats every grant."],
+            "toolEntry",
         ),
-        "rootGrants": closed(
+        "rootGrants": block(
             "Skill bundles or mounts granted or denied in every state.",
-            &[
-                ("allow_always", list("Granted in every state.", reference("grantEntry"))),
-                ("forbid_always", list("Denied in every state.", reference("grantEntry"))),
-            ],
-            &[],
+            ["allow_always", "forbid_always"],
+            ["Granted in every state.", "Denied in every state."],
+            "grantEntry",
         ),
-        "stateGrants": closed(
+        "stateGrants": block(
             "Skill bundles or mounts this state adds or takes away.",
-            &[
-                ("allow", list("Granted in this state.", reference("grantEntry"))),
-                ("forbid", list("Denied in this state.", reference("grantEntry"))),
-            ],
-            &[],
+            ["allow", "forbid"],
+            ["Granted in this state.", "Denied in this state."],
+            "grantEntry",
         ),
-        "stateTools": closed(
+        "stateTools": block(
             "The tools this state may use beyond the defaults, and those it may not.",
-            &[
-                ("allow", list("Tools this state may use; an entry may guard arguments and paths.", reference("toolEntry"))),
-                ("forbid", list("Tools this state may not use.", reference("toolEntry"))),
-            ],
-            &[],
+            ["allow", "forbid"],
+            ["Tools this state may use; an entry may guard arguments and paths.", "Tools this state may not use."],
+            "toolEntry",
         ),
         "toolEntry": {
             "description": "A tool name, or a tool with guards on its arguments and paths.",

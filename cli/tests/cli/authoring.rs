@@ -1,6 +1,7 @@
 //! The authoring commands: `archmax init` (each template validates with no warning and
 //! its case passes under `--replay`, shown by running exactly those commands on what it
-//! wrote; a directory that is not empty is refused by name) and `archmax completions`.
+//! wrote; a directory that is not empty is refused by name; a broken tape fails its own
+//! case, at its line) and `archmax completions`.
 
 use std::fs;
 
@@ -66,4 +67,31 @@ fn every_shell_gets_a_completion_script_naming_the_subcommands() {
     }
     let unknown = archmax(&here, &["completions", "tcsh"]);
     assert_eq!(unknown.code, 2, "an unknown shell is a usage error");
+}
+
+#[test]
+fn a_broken_tape_fails_its_own_case_at_its_line_and_the_others_still_run() {
+    let base = scratch("init-broken-tape");
+    fs::create_dir_all(&base).expect("scratch");
+    assert_eq!(archmax(&base, &["init", "workspace"]).code, 0);
+    let tests = base.join("workspace/workflows/hello/tests");
+    fs::copy(tests.join("greeting.test.yaml"), tests.join("second.test.yaml")).expect("copy the case");
+    let tape = fs::read_to_string(tests.join("greeting.tape.yaml")).expect("tape");
+    fs::write(tests.join("second.tape.yaml"), tape.replace("  text:", "  txt:")).expect("write the tape");
+
+    let validate = archmax(&base, &["validate", "--root", "workspace"]);
+    assert_eq!(validate.code, 1);
+    assert!(validate.stderr.contains("AMX0911"), "{}", validate.stderr);
+    assert!(validate.stderr.contains("workflows/hello/tests/second.tape.yaml:5:3"), "{}", validate.stderr);
+    assert!(validate.stderr.contains("did you mean `text`?"), "{}", validate.stderr);
+
+    let test = archmax(&base, &["test", "--replay", "--root", "workspace"]);
+    assert_eq!(test.code, 1);
+    assert_eq!(test.stdout, "1 passed, 1 failed, 0 skipped\n", "{}", test.stderr);
+    assert!(
+        test.stderr.contains("the case's tape is invalid: workflows/hello/tests/second.tape.yaml:5:3: AMX0911"),
+        "{}",
+        test.stderr
+    );
+    fs::remove_dir_all(&base).ok();
 }

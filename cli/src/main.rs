@@ -5,11 +5,13 @@
 //! invalid workflow, an unknown name), 2 for a usage error (one line on stderr).
 
 mod build;
+mod completions;
 mod dotenv;
 mod explain;
 mod faults;
 mod flow;
 mod graph;
+mod init;
 mod inputs;
 mod inspect;
 mod keys;
@@ -17,6 +19,7 @@ mod output;
 mod reply;
 mod resume;
 mod run;
+mod schema_cmd;
 mod serve;
 mod session;
 mod sessions;
@@ -276,6 +279,29 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 30.0, value_parser = positive_seconds)]
         grace: f64,
     },
+    /// Write a new workspace to start from: a workflow, its case and the case's tape.
+    Init {
+        /// Where to write it: a new or empty directory (default: `--root`, else `.`).
+        dir: Option<PathBuf>,
+        /// Which workspace to write.
+        #[arg(long, value_enum, default_value = "minimal")]
+        template: init::Template,
+    },
+    /// Print the JSON Schema of a workflow, a case, archmax.toml (for editors and linters) or an event line.
+    Schema {
+        /// Which file the schema describes.
+        #[arg(value_enum, default_value = "workflow")]
+        kind: schema_cmd::Kind,
+        /// Write it to FILE instead of stdout.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Print a shell completion script (e.g. `archmax completions bash > /etc/bash_completion.d/archmax`).
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: completions::Shell,
+    },
     /// Print the long explanation of a diagnostic code or a kernel rule.
     Explain {
         /// A code such as AMX0301 (or its name), or a rule id such as tool.not-allowed.
@@ -447,6 +473,9 @@ fn main() -> ExitCode {
             )
         }
         Command::Explain { code, list } => explain::run(code.as_deref(), list),
+        Command::Init { dir, template } => init::run(&dir.unwrap_or(root), template),
+        Command::Schema { kind, output } => schema_cmd::run(kind, output.as_deref()),
+        Command::Completions { shell } => completions::run::<Cli>(shell),
         Command::Build { workflows, output, sign } => build::run(&root, &workflows, output.as_deref(), sign.as_deref()),
         Command::Keygen { output, force } => keys::keygen(&output, force),
         Command::Inspect { file, trust, workflow, state, format } => {

@@ -1,7 +1,8 @@
 //! `archmax validate [WORKFLOW…] [--root DIR] [--format human|json|sarif|github] [--tools]`.
 //!
 //! Plain `validate` is offline; `--tools` adds the host tool check of [`crate::tools`],
-//! which starts the configured MCP servers.
+//! which starts the configured MCP servers. A refusal before any report (the workspace
+//! does not load, an unknown workflow name) is still one document under `--format json`.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -10,7 +11,7 @@ use archmax_compiler::analyze;
 use archmax_compiler::diagnostic::render::{self, Stream};
 
 use crate::Format;
-use crate::output::{failure, stderr_color};
+use crate::output::stderr_color;
 
 impl From<Format> for render::Format {
     fn from(format: Format) -> Self {
@@ -24,30 +25,34 @@ impl From<Format> for render::Format {
 }
 
 pub fn run(root: &Path, selection: &[String], format: Format, tools: bool) -> ExitCode {
+    let refuse = |message: &dyn std::fmt::Display| print(&render::refusal(&message.to_string(), format.into()));
     let analysis = match analyze(root) {
         Ok(analysis) => analysis,
-        Err(error) => return failure(error),
+        Err(error) => return refuse(&error),
     };
     if analysis.units.is_empty() {
-        return failure(format!(
+        return refuse(&format!(
             "`{}` has no workflows: add `workflows/<slug>/workflow.yaml`",
             root.join("workflows").display()
         ));
     }
     let mut report = match analysis.report(selection) {
         Ok(report) => report,
-        Err(error) => return failure(error),
+        Err(error) => return refuse(&error),
     };
     let analysis = if tools && report.is_valid() {
         match crate::tools::check(root, analysis, selection, &mut report) {
             Ok(analysis) => analysis,
-            Err(error) => return failure(error),
+            Err(error) => return refuse(&error),
         }
     } else {
         analysis
     };
-    let printout =
-        render::validation(analysis.sources(), &report, format.into(), &root.to_string_lossy(), stderr_color());
+    print(&render::validation(analysis.sources(), &report, format.into(), &root.to_string_lossy(), stderr_color()))
+}
+
+/// Writes a printout out as it is, and ends with its exit code.
+fn print(printout: &render::Printout) -> ExitCode {
     for (stream, text) in &printout.writes {
         match stream {
             Stream::Stdout => print!("{text}"),

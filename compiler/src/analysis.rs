@@ -124,6 +124,11 @@ fn parse_unit(workspace: &Workspace, source: &crate::workspace::WorkflowSource) 
             cases.extend(case);
         }
     }
+    for (_, file) in &source.tapes {
+        if workspace.readable(*file) {
+            diagnostics.extend(crate::schema::tape::check_tape(*file, workspace.sources.text(*file), &source.slug));
+        }
+    }
     Unit { slug: source.slug.clone(), workflow, cases, diagnostics, scripts: Vec::new() }
 }
 

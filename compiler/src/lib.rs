@@ -19,6 +19,7 @@
 
 pub mod analysis;
 pub mod artifact;
+pub mod authoring_schema;
 pub mod check;
 pub mod codec;
 pub mod compile;

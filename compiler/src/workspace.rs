@@ -53,6 +53,8 @@ pub struct WorkflowSource {
     pub scripts: Vec<(String, FileId)>,
     /// Case files, keyed by case id (the tests-relative path without extension).
     pub cases: Vec<(String, FileId)>,
+    /// Tapes under `tests/` (`<case>.tape.yaml`), keyed by their tests-relative path.
+    pub tapes: Vec<(String, FileId)>,
     /// Every regular file under `tests/`, tests-relative: what `from:` may name.
     pub test_files: BTreeSet<String>,
 }
@@ -508,6 +510,7 @@ fn load_workflow_dir(loader: &mut Loader<'_>, slug: &str) -> WorkflowSource {
         prose: None,
         scripts: Vec::new(),
         cases: Vec::new(),
+        tapes: Vec::new(),
         test_files: BTreeSet::new(),
     };
     if !is_slug(slug) {
@@ -583,6 +586,9 @@ fn load_workflow_dir(loader: &mut Loader<'_>, slug: &str) -> WorkflowSource {
             if let Some(id) = case_id {
                 let (file, _) = loader.register(&path, &scope);
                 source.cases.push((id.to_string(), file));
+            } else if kind == Kind::File && (test.ends_with(".tape.yaml") || test.ends_with(".tape.yml")) {
+                let (file, _) = loader.register(&path, &scope);
+                source.tapes.push((test.to_string(), file));
             }
             if kind == Kind::File || case_id.is_some() {
                 source.test_files.insert(test.to_string());

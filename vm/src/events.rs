@@ -10,6 +10,10 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::Value;
 
+/// The JSON Schema (2020-12) every event line validates against, as committed in
+/// `schemas/events.schema.json`; `archmax schema events` prints it.
+pub const SCHEMA: &str = include_str!("../../schemas/events.schema.json");
+
 /// How loud an event is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

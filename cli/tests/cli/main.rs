@@ -4,12 +4,14 @@
 //! the shipped carrier server). The golden recordings have their own harness, `tests/golden`.
 
 mod artifacts;
+mod authoring;
 mod commands;
 mod explain;
 mod mcp;
 mod parks;
 mod postgres;
 mod record;
+mod schemas;
 mod serve;
 mod serve_ops;
 mod serving;

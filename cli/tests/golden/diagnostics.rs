@@ -3,7 +3,9 @@
 //! Each directory under `golden/diagnostics/` holds a `workspace/`, a `case.toml`
 //! (`description`, `expect` = the codes the case exists to show, optional `args` =
 //! workflow slugs for the command line, optional `tools = true` for `validate --tools`,
-//! which always runs through the binary) and the recorded outputs `expected.human`
+//! which always runs through the binary, optional `refused = true` for a command that
+//! refuses before it has a report, which must still print one JSON document carrying
+//! `error`) and the recorded outputs `expected.human`
 //! (exit code, stderr, stdout) and `expected.json` of `archmax validate --root workspace`.
 //! A case checks that each expected code is emitted and compares both outputs with the
 //! recordings; under `UPDATE_GOLDEN=1` it rewrites them instead.
@@ -49,6 +51,8 @@ struct CaseFile {
     args: Vec<String>,
     #[serde(default)]
     tools: bool,
+    #[serde(default)]
+    refused: bool,
 }
 
 fn read_case(case: &Path) -> Result<CaseFile, String> {
@@ -134,7 +138,17 @@ fn run_case(case: &Path, route: Route) -> Result<(), Failed> {
         .filter(|code| !emitted.contains(code.as_str()))
         .map(|code| format!("expected {code}, emitted {emitted:?}"))
         .collect();
-    if spec.expect.is_empty() && human.code != 0 {
+    if spec.refused {
+        if human.code != 1
+            || !parsed["error"].is_string()
+            || parsed["workflows"].as_array().is_none_or(|w| !w.is_empty())
+        {
+            failures.push(format!(
+                "a refusal exits 1 with one document `{{\"workflows\": [], \"error\"}}`, got {}:\n{}",
+                human.code, json.stdout
+            ));
+        }
+    } else if spec.expect.is_empty() && human.code != 0 {
         failures.push(format!("a clean case must validate (exit 0), got {}:\n{}", human.code, human.stderr));
     }
     let recorded = format!("exit: {}\n--- stderr\n{}--- stdout\n{}", human.code, human.stderr, human.stdout);

@@ -175,8 +175,8 @@ fn check_events(step: usize, recorded: &str) -> Result<(), String> {
     static VALIDATOR: OnceLock<Result<jsonschema::Validator, String>> = OnceLock::new();
     let validator = VALIDATOR
         .get_or_init(|| {
-            let schema: serde_json::Value =
-                serde_json::from_str(EVENT_SCHEMA).map_err(|error| format!("the event schema is not JSON: {error}"))?;
+            let schema: serde_json::Value = serde_json::from_str(archmax_vm::events::SCHEMA)
+                .map_err(|error| format!("the event schema is not JSON: {error}"))?;
             jsonschema::draft202012::new(&schema).map_err(|error| format!("the event schema does not compile: {error}"))
         })
         .as_ref()?;
@@ -197,8 +197,6 @@ fn check_events(step: usize, recorded: &str) -> Result<(), String> {
         Err(format!("step {step} emitted events the event schema refuses:\n{}", problems.join("\n")))
     }
 }
-
-const EVENT_SCHEMA: &str = include_str!("../../../schemas/events.schema.json");
 
 fn check_case(name: &str, case: &Path) -> Result<(), Failed> {
     let scratch = scratch(&format!("runs-{name}"));

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 
 use petgraph::graph::{DiGraph, NodeIndex};
-use petgraph::visit::Bfs;
 
 use crate::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
 use crate::schema::ast::{State, StateKind, Workflow};
@@ -13,6 +12,7 @@ use crate::source::Span;
 use crate::zones::canonicalize;
 
 use super::Findings;
+use super::follow_on::Reach;
 
 /// The graph of states: transitions and `on_error` routes, node `i` being state `i`.
 pub fn state_graph(workflow: &Workflow) -> DiGraph<(), bool> {
@@ -224,39 +224,26 @@ fn check_duplicate_edges(state: &State, base: &str, findings: &mut Findings<'_>)
 }
 
 fn check_reachability(workflow: &Workflow, findings: &mut Findings<'_>) {
-    let entries: Vec<usize> = workflow
-        .states
-        .iter()
-        .enumerate()
-        .filter(|(_, state)| !state.triggers.is_empty())
-        .map(|(index, _)| index)
-        .collect();
-    if entries.is_empty() {
+    if workflow.triggers().next().is_none() {
         return;
     }
-    let graph = state_graph(workflow);
-    let mut reached = vec![false; workflow.states.len()];
-    for entry in entries {
-        let mut bfs = Bfs::new(&graph, NodeIndex::new(entry));
-        while let Some(node) = bfs.next(&graph) {
-            reached[node.index()] = true;
-        }
-    }
+    let reach = Reach::new(workflow);
     for (index, state) in workflow.states.iter().enumerate() {
-        if !reached[index] && !state.slug.value.is_empty() {
-            findings.push(
-                Diagnostic::at(
-                    Code::UnreachableState,
-                    state.slug.span,
-                    format!("no trigger can reach `{}`", state.slug.value),
-                )
-                .with_label("unreachable")
-                .with_help(
-                    "add a transition or an `on_error` into it from a reachable state, give it a trigger, or remove it",
-                ),
-                format!("states.{}", state.slug.value),
-            );
+        if reach.is_reached(index) || reach.hidden_by_open_edge(index) || state.slug.value.is_empty() {
+            continue;
         }
+        findings.push(
+            Diagnostic::at(
+                Code::UnreachableState,
+                state.slug.span,
+                format!("no trigger can reach `{}`", state.slug.value),
+            )
+            .with_label("unreachable")
+            .with_help(
+                "add a transition or an `on_error` into it from a reachable state, give it a trigger, or remove it",
+            ),
+            format!("states.{}", state.slug.value),
+        );
     }
 }
 

@@ -1,19 +1,23 @@
 //! Semantic checks: rules that relate one part of a workspace to another.
 //!
 //! Each module takes the parsed workflows and reports through a [`Findings`] sink:
-//! [`graph`] (targets, descriptions, reachability, triggers, locks), [`scripts`] (code
+//! [`graph`] (targets, descriptions, reachability, triggers, locks; [`follow_on`] keeps an
+//! unknown target from also reporting what it makes unreachable), [`scripts`] (code
 //! state scripts, compiled once by [`bytecode`] and kept on the [`Unit`]), [`governance`] (tool, skill and mount entries probed against the zones,
 //! the registry and the host table), [`references`] (which `${{…}}` guards are
-//! guaranteed, by dominator analysis), [`delegation`] (the sub-workflow call graph) and
+//! guaranteed, by dominator analysis), [`variables`] (references in instructions, and
+//! near misses of declared names), [`delegation`] (the sub-workflow call graph) and
 //! [`cases`] (what cases name). Checks never stop at the first finding.
 
 pub mod bytecode;
 pub mod cases;
 pub mod delegation;
+pub mod follow_on;
 pub mod governance;
 pub mod graph;
 pub mod references;
 pub mod scripts;
+pub mod variables;
 
 use crate::diagnostic::{Diagnostic, Scope};
 use crate::schema::ast::Workflow;
@@ -67,6 +71,7 @@ pub fn check_workspace(workspace: &Workspace, units: &mut [Unit]) {
         scripts::check(workspace, workflow, &mut unit.scripts, &mut findings);
         governance::check(workspace, workflow, &mut findings);
         references::check(workflow, &mut findings);
+        variables::check(workspace, workflow, &mut findings);
     }
     for index in 0..units.len() {
         let findings = cases::check(workspace, units, index);

@@ -19,6 +19,8 @@ use crate::schema::ast::{ToolEntry, Workflow};
 use crate::source::Span;
 
 use super::Findings;
+use super::follow_on::Reach;
+use super::variables::Declared;
 
 enum Node {
     Root,
@@ -138,7 +140,12 @@ pub fn check(workflow: &Workflow, findings: &mut Findings<'_>) {
     }
     let guarantees = Guarantees::new(workflow);
     let dominators = simple_fast(&guarantees.graph, guarantees.root);
+    let reach = Reach::new(workflow);
+    let declared = Declared::new(workflow);
     for (index, state) in workflow.states.iter().enumerate() {
+        if reach.hidden_by_open_edge(index) {
+            continue;
+        }
         for (entry_index, entry) in state.tools.allow.iter().enumerate() {
             let mut reported = BTreeSet::new();
             for (name, span) in references(entry) {
@@ -146,7 +153,7 @@ pub fn check(workflow: &Workflow, findings: &mut Findings<'_>) {
                     continue;
                 }
                 findings.push(
-                    unguaranteed(&name, span, &format!("the state `{}`", state.slug.value)),
+                    unguaranteed(&name, span, &format!("the state `{}`", state.slug.value), &declared),
                     format!("states.{}.tools.allow.{entry_index}", state.slug.value),
                 );
                 reported.insert(name);
@@ -164,15 +171,20 @@ pub fn check(workflow: &Workflow, findings: &mut Findings<'_>) {
                 if everywhere || reported.contains(&name) {
                     continue;
                 }
-                findings.push(unguaranteed(&name, span, "every state"), format!("tools.allow_always.{entry_index}"));
+                findings.push(
+                    unguaranteed(&name, span, "every state", &declared),
+                    format!("tools.allow_always.{entry_index}"),
+                );
                 reported.insert(name);
             }
         }
     }
 }
 
-fn unguaranteed(name: &str, span: Span, place: &str) -> Diagnostic {
-    let help = if name == "title" {
+fn unguaranteed(name: &str, span: Span, place: &str, declared: &Declared) -> Diagnostic {
+    let help = if let Some(close) = declared.near_miss(name) {
+        format!("did you mean `{close}`? No trigger or state declares `{name}`")
+    } else if name == "title" {
         "`title` is set by the agent whenever it chooses and is never guaranteed: guard on a variable a trigger or an earlier state requires".to_string()
     } else {
         format!(

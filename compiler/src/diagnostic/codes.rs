@@ -132,6 +132,7 @@ codes! {
     // 05xx: references
     MalformedReference = "AMX0500", Error, "malformed-reference", "A ${{…}} reference is malformed";
     UnguaranteedReference = "AMX0501", Warning, "unguaranteed-reference", "A guard reads a variable nothing guarantees";
+    MisspeltReference = "AMX0502", Warning, "misspelt-reference", "A reference in instructions names an undeclared variable close to a declared one";
 
     // 06xx: tool governance
     WildcardInAllow = "AMX0600", Error, "wildcard-in-allow", "The tool \"*\" appears in an allow list";
@@ -188,6 +189,7 @@ codes! {
     CaseUnknownState = "AMX0908", Error, "case-unknown-state", "A case names a state the workflow does not declare";
     CaseUnknownWorkflow = "AMX0909", Error, "case-unknown-workflow", "A case names a workflow the workspace does not have";
     GradeWithoutJudge = "AMX0910", Warning, "grade-without-judge", "A case grades without tests.judge";
+    TapeSchema = "AMX0911", Error, "tape-schema", "A case's tape does not follow the tape format";
 }
 
 impl Code {

@@ -9,6 +9,7 @@
 
 pub mod codes;
 pub mod render;
+pub mod values;
 
 pub use codes::{Code, CodeInfo};
 
@@ -139,6 +140,23 @@ impl<'a> SpecPath<'a> {
 
     pub fn index(&'a self, index: usize) -> SpecPath<'a> {
         SpecPath { parent: Some(self), segment: Segment::Index(index) }
+    }
+
+    /// The path this one extends; `None` at the root.
+    pub fn parent(&self) -> Option<&SpecPath<'a>> {
+        self.parent
+    }
+
+    /// The last segment when it is a key.
+    pub fn last_key(&self) -> Option<&'a str> {
+        match self.segment {
+            Segment::Key(key) => Some(key),
+            Segment::Root | Segment::Index(_) => None,
+        }
+    }
+
+    pub fn is_index(&self) -> bool {
+        matches!(self.segment, Segment::Index(_))
     }
 
     /// `states.review.transitions.0.to`; the root renders as `""`.

@@ -265,6 +265,21 @@ pub fn validation(sources: &SourceMap, report: &Report, format: Format, root_pre
     Printout { writes, exit_code: if report.is_valid() { 0 } else { 1 } }
 }
 
+/// What `archmax validate` prints when it refuses before it has a report (the workspace
+/// does not load, has no workflow, or the selection names an unknown one): the one line
+/// on stderr, and in JSON still one document on stdout, `{"workflows": [], "error": …}`,
+/// so a tool reading the output always gets a document to parse. Exit code 1.
+pub fn refusal(message: &str, format: Format) -> Printout {
+    let mut writes = vec![(Stream::Stderr, format!("error: {message}\n"))];
+    if format == Format::Json {
+        let document = json!({ "workflows": [], "error": message });
+        let mut text = serde_json::to_string_pretty(&document).unwrap_or_else(|_| "{}".to_string());
+        text.push('\n');
+        writes.push((Stream::Stdout, text));
+    }
+    Printout { writes, exit_code: 1 }
+}
+
 /// The verdict line: `valid — 0 error(s), 2 warning(s)`.
 pub fn verdict(report: &Report) -> String {
     format!(

@@ -15,10 +15,10 @@ use crate::syntax::yaml::{Node, NodeKind};
 use super::ast::{Access, ArgGuard, Glob, MountEntry, ToolEntry};
 use super::reader::{Fields, Reader};
 
-const TOOL_ENTRY: Fields =
+pub(crate) const TOOL_ENTRY: Fields =
     Fields { known: &["tool", "args", "paths", "connection", "source"], removed: &[], what: "a tool entry" };
 
-const MOUNT_ENTRY: Fields = Fields { known: &["mount", "access"], removed: &[], what: "a mount entry" };
+pub(crate) const MOUNT_ENTRY: Fields = Fields { known: &["mount", "access"], removed: &[], what: "a mount entry" };
 
 /// A tools list (`allow`, `forbid`, `allow_always`, `forbid_always`).
 pub(super) fn tool_entries(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>, forbid: bool) -> Vec<ToolEntry> {

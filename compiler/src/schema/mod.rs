@@ -7,11 +7,16 @@
 
 pub mod ast;
 pub mod case;
-mod governance;
+pub(crate) mod governance;
 pub mod matcher;
+mod placement;
 pub(crate) mod reader;
-mod root;
-mod state;
+pub(crate) mod root;
+pub(crate) mod state;
+pub mod tape;
 mod trigger;
+
+#[cfg(test)]
+mod json_schema_keys;
 
 pub use root::{CONTRACT, parse_workflow};

@@ -4,10 +4,14 @@
 //! through [`Reader::fields`] reports each unknown key with a "did you mean" and each
 //! removed key with what replaced it, and yields only the known ones. Typed accessors
 //! report a wrong type once and return `None`, so callers simply skip what is invalid.
+//! A key that belongs to the mapping one level up is hinted as indentation
+//! ([`super::placement`]).
 
 use crate::diagnostic::{Code, Diagnostic, Scope, SpecPath, did_you_mean, list_names};
 use crate::source::{Span, Spanned};
 use crate::syntax::yaml::{Entry, Node, NodeKind, ScalarValue};
+
+use super::placement::Mappings;
 
 /// The keys a mapping may hold.
 pub struct Fields {
@@ -60,11 +64,13 @@ pub struct Reader<'s> {
     pub source: &'s str,
     pub scope: Scope,
     pub diagnostics: Vec<Diagnostic>,
+    /// The mappings read through [`Reader::fields`], for the misplaced-key hint.
+    mappings: Mappings,
 }
 
 impl<'s> Reader<'s> {
     pub fn new(source: &'s str, scope: Scope) -> Reader<'s> {
-        Reader { source, scope, diagnostics: Vec::new() }
+        Reader { source, scope, diagnostics: Vec::new(), mappings: Mappings::default() }
     }
 
     pub fn report(&mut self, diagnostic: Diagnostic, path: &SpecPath<'_>) {
@@ -77,10 +83,17 @@ impl<'s> Reader<'s> {
         } else {
             format!("`{path}` must be {expected}, not {}", node.type_name())
         };
-        self.report(
-            Diagnostic::at(Code::WrongType, node.span, message).with_label(format!("expected {expected}")),
-            path,
-        );
+        let mut diagnostic =
+            Diagnostic::at(Code::WrongType, node.span, message).with_label(format!("expected {expected}"));
+        // In a mapping of free names (trigger ids, state slugs) a misplaced key reads as a
+        // name with a value of the wrong kind.
+        if let (Some(key), Some(mapping)) = (path.last_key(), path.parent())
+            && !self.mappings.is_recorded(mapping)
+            && let Some(hint) = self.mappings.misindented(mapping, key)
+        {
+            diagnostic = diagnostic.with_help(hint);
+        }
+        self.report(diagnostic, path);
     }
 
     /// The entries of a mapping; `null` reads as an empty mapping when `null_ok`.
@@ -104,6 +117,7 @@ impl<'s> Reader<'s> {
         null_ok: bool,
     ) -> Option<Vec<Field<'n>>> {
         let entries = self.mapping(node, path, null_ok)?;
+        self.mappings.record(path, fields.known, fields.what);
         let mut known = Vec::with_capacity(entries.len());
         for entry in entries {
             let Some(key) = entry.key.scalar_text() else {
@@ -150,6 +164,8 @@ impl<'s> Reader<'s> {
         diagnostic = if key == "<<" {
             diagnostic.with_help("YAML 1.2 has no merge keys; write the entries out in full")
         } else if let Some(hint) = misplaced(fields.what, key) {
+            diagnostic.with_help(hint)
+        } else if let Some(hint) = self.mappings.misindented(path, key) {
             diagnostic.with_help(hint)
         } else if let Some(close) = did_you_mean(key, fields.known.iter().copied()) {
             diagnostic.with_help(format!("did you mean `{close}`?"))

@@ -10,7 +10,7 @@ use super::governance::{mount_entries, name_list, skill_entries, tool_entries};
 use super::reader::{Fields, Reader};
 use super::state::parse_states;
 
-const ROOT: Fields = Fields {
+pub(crate) const ROOT: Fields = Fields {
     known: &[
         "title",
         "instructions",
@@ -39,9 +39,9 @@ const ROOT: Fields = Fields {
     what: "a workflow",
 };
 
-const RUNTIME: Fields = Fields { known: &["engine", "version"], removed: &[], what: "`runtime`" };
+pub(crate) const RUNTIME: Fields = Fields { known: &["engine", "version"], removed: &[], what: "`runtime`" };
 
-const SETTINGS: Fields = Fields {
+pub(crate) const SETTINGS: Fields = Fields {
     known: &["model", "timeoutMs", "memoryLimitBytes", "maxPtcCalls", "maxResultChars", "prompt_cache"],
     removed: &[
         ("sub_workflows", "delete it: the runtime fixes sub-workflow bounds (depth 3, at most 4 calls in flight)"),
@@ -51,19 +51,21 @@ const SETTINGS: Fields = Fields {
     what: "`settings`",
 };
 
-const PROMPT_CACHE: Fields = Fields { known: &["enabled", "ttl"], removed: &[], what: "`settings.prompt_cache`" };
+pub(crate) const PROMPT_CACHE: Fields =
+    Fields { known: &["enabled", "ttl"], removed: &[], what: "`settings.prompt_cache`" };
 
-const TESTS: Fields = Fields { known: &["maxConcurrency", "caseTimeoutMs", "judge"], removed: &[], what: "`tests`" };
+pub(crate) const TESTS: Fields =
+    Fields { known: &["maxConcurrency", "caseTimeoutMs", "judge"], removed: &[], what: "`tests`" };
 
-const JUDGE: Fields = Fields { known: &["model", "modelOptions"], removed: &[], what: "`tests.judge`" };
+pub(crate) const JUDGE: Fields = Fields { known: &["model", "modelOptions"], removed: &[], what: "`tests.judge`" };
 
-const MODEL_OPTIONS: Fields =
+pub(crate) const MODEL_OPTIONS: Fields =
     Fields { known: &["temperature", "maxTokens"], removed: &[], what: "`tests.judge.modelOptions`" };
 
-const ROOT_TOOLS: Fields =
+pub(crate) const ROOT_TOOLS: Fields =
     Fields { known: &["allow_always", "forbid_always"], removed: &[], what: "the root `tools` block" };
 
-const ROOT_SKILLS: Fields = Fields {
+pub(crate) const ROOT_SKILLS: Fields = Fields {
     known: &["allow_always", "forbid_always"],
     removed: &[(
         "allow",

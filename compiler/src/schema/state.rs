@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use crate::diagnostic::values::{STATE_TYPE_SYNONYMS, meant};
 use crate::diagnostic::{Code, Diagnostic, SpecPath};
 use crate::source::{Span, Spanned};
 use crate::syntax::is_slug;
@@ -23,7 +24,7 @@ use super::trigger::parse_triggers;
 
 const HOOK_HELP: &str = "hooks are gone: put a code state (`type: code`) in front of this state for a check before it, or behind it for a check after it, and a grader state (`type: grader`) behind it to judge the work";
 
-const STATE: Fields = Fields {
+pub(crate) const STATE: Fields = Fields {
     known: &[
         "type",
         "title",
@@ -86,11 +87,13 @@ const STATE: Fields = Fields {
     what: "a state",
 };
 
-const STATE_TOOLS: Fields = Fields { known: &["allow", "forbid"], removed: &[], what: "a state's `tools` block" };
+pub(crate) const STATE_TOOLS: Fields =
+    Fields { known: &["allow", "forbid"], removed: &[], what: "a state's `tools` block" };
 
-const STATE_GRANTS: Fields = Fields { known: &["allow", "forbid"], removed: &[], what: "a state's grant block" };
+pub(crate) const STATE_GRANTS: Fields =
+    Fields { known: &["allow", "forbid"], removed: &[], what: "a state's grant block" };
 
-const BUDGET: Fields = Fields {
+pub(crate) const BUDGET: Fields = Fields {
     known: &["timeoutMs", "maxParks"],
     removed: &[(
         "maxTurns",
@@ -99,7 +102,7 @@ const BUDGET: Fields = Fields {
     what: "`budget`",
 };
 
-const TRANSITION: Fields = Fields {
+pub(crate) const TRANSITION: Fields = Fields {
     known: &["to", "description", "type"],
     removed: &[(
         "on",
@@ -165,6 +168,9 @@ fn kebab(text: &str) -> String {
     out.split('-').filter(|part| !part.is_empty()).collect::<Vec<_>>().join("-")
 }
 
+/// The values a state's `type` takes.
+const STATE_TYPES: [&str; 4] = ["agent", "human", "grader", "code"];
+
 fn parse_state(reader: &mut Reader<'_>, slug: &str, key_span: Span, node: &Node, path: &SpecPath<'_>) -> Option<State> {
     let fields = reader.fields(node, path, &STATE, true)?;
     let mut kind = StateKind::Agent;
@@ -200,7 +206,12 @@ fn parse_state(reader: &mut Reader<'_>, slug: &str, key_span: Span, node: &Node,
                 reader.report(
                     Diagnostic::at(Code::UnknownStateType, field.value.span, format!("unknown state type `{other}`"))
                         .with_label("not a state type")
-                        .with_help("a state's `type` is `agent` (the default), `human`, `grader` or `code`"),
+                        .with_help(match meant(other, &STATE_TYPES, STATE_TYPE_SYNONYMS) {
+                            Some(close) => format!("did you mean `{close}`?"),
+                            None => {
+                                "a state's `type` is `agent` (the default), `human`, `grader` or `code`".to_string()
+                            }
+                        }),
                     &type_path,
                 );
             }

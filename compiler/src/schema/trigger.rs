@@ -6,6 +6,7 @@
 //! `{ name, type?, description?, …rules }`; each rule is checked against the entry's
 //! type, its value, and the entry's other rules.
 
+use crate::diagnostic::values::{SIGNATURE_TYPE_SYNONYMS, meant};
 use crate::diagnostic::{Code, Diagnostic, SpecPath, did_you_mean, list_names};
 use crate::source::{Span, Spanned};
 use crate::syntax::reference::{is_variable_name, parse_var_path};
@@ -288,7 +289,7 @@ fn signature_entry(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) ->
                                 format!("`{written}` is not a signature type"),
                             )
                             .with_label("unknown type");
-                            diagnostic = match did_you_mean(written, known.iter().copied()) {
+                            diagnostic = match meant(written, &known, SIGNATURE_TYPE_SYNONYMS) {
                                 Some(close) => diagnostic.with_help(format!("did you mean `{close}`?")),
                                 None => diagnostic.with_help(format!("a type is one of {}", list_names(&known))),
                             };

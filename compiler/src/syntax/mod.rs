@@ -1,8 +1,9 @@
-//! Reading text: the spanned YAML loader, the `${{…}}` reference lexer, and Markdown
-//! frontmatter.
+//! Reading text: the spanned YAML loader (with `yaml_errors`, which blames a scan error
+//! on its cause), the `${{…}}` reference lexer, and Markdown frontmatter.
 
 pub mod reference;
 pub mod yaml;
+mod yaml_errors;
 
 use std::ops::Range;
 
@@ -69,12 +70,17 @@ pub fn frontmatter(text: &str) -> Option<Frontmatter<'_>> {
 /// the range is searched for inside the node's source, and the whole node is the
 /// fallback (block scalars, escapes that change lengths).
 pub fn value_subspan(source: &str, node: &Node, value: &str, range: Range<usize>) -> Span {
-    let raw = source.get(node.span.start as usize..node.span.end as usize).unwrap_or("");
+    text_subspan(source, node.span, value, range)
+}
+
+/// [`value_subspan`] for a string value known only by the span it was read from.
+pub fn text_subspan(source: &str, span: Span, value: &str, range: Range<usize>) -> Span {
+    let raw = source.get(span.start as usize..span.end as usize).unwrap_or("");
     let piece = value.get(range.clone()).unwrap_or("");
     let shifted = |offset: usize| Span {
-        file: node.span.file,
-        start: node.span.start + (offset + range.start) as u32,
-        end: node.span.start + (offset + range.end) as u32,
+        file: span.file,
+        start: span.start + (offset + range.start) as u32,
+        end: span.start + (offset + range.end) as u32,
     };
     if raw == value {
         return shifted(0);
@@ -88,12 +94,12 @@ pub fn value_subspan(source: &str, node: &Node, value: &str, range: Range<usize>
         && let Some(found) = raw.find(piece)
     {
         return Span {
-            file: node.span.file,
-            start: node.span.start + found as u32,
-            end: node.span.start + (found + piece.len()) as u32,
+            file: span.file,
+            start: span.start + found as u32,
+            end: span.start + (found + piece.len()) as u32,
         };
     }
-    node.span
+    span
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@ use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span as ParserSpan, T
 use crate::diagnostic::{Code, Diagnostic};
 use crate::source::{FileId, Span};
 
+use super::yaml_errors::ScanProblem;
+
 /// Deepest nesting of collections a document may have.
 pub const MAX_DEPTH: usize = 64;
 /// Most nodes a document may hold, aliases counted as expanded.
@@ -328,24 +330,15 @@ impl Loader<'_> {
     }
 
     fn scan_error(&mut self, error: &ScanError) {
-        let offset = self.base + self.offsets.byte(error.marker().index());
-        let info = error.info();
-        let help = if info.contains("quoted scalar") || info.contains("unexpected end of stream") {
-            "a quoted string may be missing its closing quote: check the quotes on the lines above this point"
-        } else if info.contains("indentation") || info.contains("mapping values are not allowed") {
-            "check the indentation here: keys of one mapping line up, and `key: value` needs a space after the colon"
-        } else if info.contains("flow") {
-            "a `[` or `{` may be missing its closing bracket, or a `,` may be out of place"
-        } else if info.contains("tab") {
-            "YAML indents with spaces; replace the tab characters"
-        } else {
-            "the file must be YAML 1.2: check the quoting and indentation around this point"
-        };
-        self.diagnostics.push(
-            Diagnostic::at(Code::YamlSyntax, Span::new(self.file, offset, offset), format!("invalid YAML: {info}"))
-                .with_label("the parser stopped here")
-                .with_help(help),
-        );
+        let stop = self.offsets.byte(error.marker().index());
+        let open_flow = self.stack.iter().rev().find_map(|frame| {
+            let (Frame::Sequence { start, .. } | Frame::Mapping { start, .. }) = frame;
+            let local = start.checked_sub(self.base)?;
+            matches!(self.text.as_bytes().get(local), Some(b'{' | b'[')).then_some(local)
+        });
+        let problem =
+            ScanProblem { file: self.file, text: self.text, base: self.base, stop, info: error.info(), open_flow };
+        self.diagnostics.push(problem.diagnostic());
     }
 
     fn limit(&mut self, span: Span, message: String) -> Flow {

@@ -50,9 +50,9 @@ fn one_line(analysis: &Analysis, diagnostic: &Diagnostic) -> String {
 }
 
 /// The case files of workflow `slug`, sorted by path, or `None` when the workspace has
-/// no such workflow. Errors inside a case file are taken out of the workflow's findings
-/// and become that case's own failure; warnings inside case files are dropped. What is
-/// left in the analysis decides whether the workflow compiles.
+/// no such workflow. Errors inside a case file or its tape (`<case>.tape.yaml`) are taken
+/// out of the workflow's findings and become that case's own failure; warnings inside
+/// them are dropped. What is left in the analysis decides whether the workflow compiles.
 pub fn discover(analysis: &mut Analysis, slug: &str) -> Option<Vec<SuiteCase>> {
     let source = analysis.workspace.workflow(slug)?.clone();
     let prefix = format!("{}/tests/", source.dir);
@@ -61,13 +61,19 @@ pub fn discover(analysis: &mut Analysis, slug: &str) -> Option<Vec<SuiteCase>> {
         let findings = std::mem::take(&mut analysis.units[index].diagnostics);
         let mut kept = Vec::new();
         for diagnostic in findings {
-            let in_case = diagnostic
-                .span
-                .and_then(|span| source.cases.iter().find(|(_, file)| *file == span.file).map(|(id, _)| id.clone()));
+            let in_case = diagnostic.span.and_then(|span| {
+                let case = source.cases.iter().find(|(_, file)| *file == span.file).map(|(id, _)| (id.clone(), "file"));
+                case.or_else(|| {
+                    let (tape, _) = source.tapes.iter().find(|(_, file)| *file == span.file)?;
+                    let id = tape.strip_suffix(".tape.yaml").or_else(|| tape.strip_suffix(".tape.yml"))?;
+                    Some((id.to_string(), "tape"))
+                })
+            });
             match in_case {
-                Some(id) if diagnostic.is_error() => {
+                Some((id, what)) if diagnostic.is_error() => {
                     if !errors.iter().any(|(known, _)| *known == id) {
-                        errors.push((id, one_line(analysis, &diagnostic)));
+                        let what = if what == "tape" { "the case's tape" } else { "the case file" };
+                        errors.push((id, format!("{what} is invalid: {}", one_line(analysis, &diagnostic))));
                     }
                 }
                 Some(_) => {}
@@ -86,7 +92,7 @@ pub fn discover(analysis: &mut Analysis, slug: &str) -> Option<Vec<SuiteCase>> {
             let found = parsed.iter().find(|case| &case.id == id);
             let title = found.map(|case| case.title.clone()).unwrap_or_else(|| id.clone());
             let case = match (errors.iter().find(|(known, _)| known == id), found) {
-                (Some((_, error)), _) => Err(format!("the case file is invalid: {error}")),
+                (Some((_, error)), _) => Err(error.clone()),
                 (None, Some(case)) => Ok(case.clone()),
                 (None, None) => Err("the case file could not be read".to_string()),
             };

@@ -6,7 +6,7 @@
 use archmax_vm::events::{CacheShaping, Envelope, Event, ModelCache};
 use serde_json::{Value, json};
 
-const SCHEMA: &str = include_str!("../../../schemas/events.schema.json");
+use archmax_vm::events::SCHEMA;
 
 fn validator() -> jsonschema::Validator {
     let schema: Value = serde_json::from_str(SCHEMA).expect("the committed schema is JSON");

@@ -15,7 +15,7 @@ use crate::source::{FileId, Span, Spanned};
 use crate::syntax::reference::{VarPath, is_variable_name};
 use crate::syntax::yaml::{Node, NodeKind};
 
-mod steps;
+pub(crate) mod steps;
 
 pub use super::matcher::{CompiledRegex, Matcher, RegexText, TextMatcher};
 use super::reader::{Fields, Reader};
@@ -170,7 +170,7 @@ impl StepKind {
     }
 }
 
-const CASE: Fields = Fields {
+pub(crate) const CASE: Fields = Fields {
     known: &["title", "description", "skip", "trigger", "variables", "workspace", "mocks", "steps"],
     removed: &[
         (
@@ -404,7 +404,7 @@ fn seeds(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<Seed>
     seeds
 }
 
-const MOCK: Fields = Fields { known: &["tool", "whenInput", "result"], removed: &[], what: "a mock" };
+pub(crate) const MOCK: Fields = Fields { known: &["tool", "whenInput", "result"], removed: &[], what: "a mock" };
 
 /// Reads a mocks file (`archmax run --mocks`): a list of mocks in the case format
 /// (`- { tool, whenInput?, result }`). `Err` holds every finding, each with its span in

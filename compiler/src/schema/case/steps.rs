@@ -16,7 +16,7 @@ use super::{
 
 const ACTIONS: [&str; 3] = ["send", "decide", "deliver"];
 
-const STEP_KEYS: Fields = Fields {
+pub(crate) const STEP_KEYS: Fields = Fields {
     known: &[
         "send",
         "decide",

@@ -1,0 +1,52 @@
+//! `archmax schema [workflow|case|config|events] [-o FILE]`: the JSON Schema (2020-12) of a
+//! file an author writes, for editors and linters, or of one line of the event stream.
+//!
+//! The authoring schemas are built by `archmax_compiler::authoring_schema`; `schemas/` in
+//! the repository holds the same text (a test keeps them equal). The event schema is the
+//! committed `schemas/events.schema.json` itself (`archmax_vm::events::SCHEMA`), which the
+//! VM's tests and the golden harness check every event against.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use archmax_compiler::authoring_schema::Document;
+use clap::ValueEnum;
+
+use crate::output::failure;
+
+/// The documents `archmax schema` describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// `workflows/<slug>/workflow.yaml`.
+    Workflow,
+    /// A case, `workflows/<slug>/tests/**/*.test.yaml`.
+    Case,
+    /// `archmax.toml`.
+    Config,
+    /// One line of an event stream (`--events FILE`, the runner's event stream).
+    Events,
+}
+
+/// The schema's text.
+fn text(kind: Kind) -> String {
+    match kind {
+        Kind::Workflow => Document::Workflow.text(),
+        Kind::Case => Document::Case.text(),
+        Kind::Config => Document::Config.text(),
+        Kind::Events => archmax_vm::events::SCHEMA.to_string(),
+    }
+}
+
+pub fn run(kind: Kind, output: Option<&Path>) -> ExitCode {
+    let text = text(kind);
+    match output {
+        None => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Some(path) => match std::fs::write(path, text) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => failure(format!("cannot write `{}`: {error}", path.display())),
+        },
+    }
+}

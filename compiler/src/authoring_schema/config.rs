@@ -1,0 +1,130 @@
+//! The schema of `archmax.toml`, the host's tables (read as TOML; the schema describes
+//! the table it parses to).
+
+use serde_json::{Value, json};
+
+use super::{closed, document, flag, list, nonempty, one_of};
+
+const PATH_ACCESS: [&str; 6] = ["read", "list", "search", "write", "remove", "execute"];
+const ENV_NAME: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
+const TIMEOUT_MS: (u64, u64) = (1, 600_000);
+
+fn timeout(description: &str) -> Value {
+    json!({ "type": "integer", "minimum": TIMEOUT_MS.0, "maximum": TIMEOUT_MS.1, "description": description })
+}
+
+pub fn schema() -> Value {
+    document(
+        "config.schema.json",
+        "archmax.toml",
+        "The host's tables: mounts, webhook connections, schedules, MCP servers and essential tools.",
+        closed(
+            "The whole file.",
+            &[
+                (
+                    "essential_tools",
+                    list("Host tools on in every state.", nonempty("A host tool, `<collection>__<tool>`.")),
+                ),
+                (
+                    "mounts",
+                    json!({
+                        "type": "object",
+                        "description": "Host folders the sessions see, keyed by their workspace path (`reference/`).",
+                        "additionalProperties": closed(
+                            "One mount.",
+                            &[
+                                ("source", nonempty("The folder under the workspace root it serves (default: the key).")),
+                                ("read_only", flag("Sessions may not write there (default true).")),
+                                ("governed", flag("Reachable only where a state's `mounts` grants it (default false).")),
+                                ("searchable", flag("`glob` and `grep` reach into it (default true).")),
+                            ],
+                            &[],
+                        ),
+                    }),
+                ),
+                (
+                    "connections",
+                    json!({
+                        "type": "object",
+                        "description": "Webhook senders, keyed by slug, whose firings are signed.",
+                        "additionalProperties": closed(
+                            "One connection.",
+                            &[
+                                ("secret_env", json!({ "type": "string", "pattern": ENV_NAME, "description": "The variable holding the HMAC-SHA256 secret." })),
+                                ("signature_header", nonempty("The header carrying the signature (default `x-archmax-signature`).")),
+                                ("timestamp_header", nonempty("The header carrying the signed timestamp, when the signature covers one.")),
+                                ("tolerance_seconds", json!({ "type": "integer", "minimum": 1, "maximum": 86_400, "description": "How old a signed timestamp may be (default 300)." })),
+                            ],
+                            &["secret_env"],
+                        ),
+                    }),
+                ),
+                (
+                    "schedule",
+                    json!({
+                        "type": "object",
+                        "description": "Wake triggers the runner delivers at a parked session's resume time, keyed by workflow.",
+                        "additionalProperties": closed(
+                            "One workflow's schedule.",
+                            &[("wake_trigger", nonempty("The trigger delivered when the resume time comes."))],
+                            &["wake_trigger"],
+                        ),
+                    }),
+                ),
+                (
+                    "mcp_servers",
+                    json!({
+                        "type": "object",
+                        "description": "MCP servers that provide host tools, keyed by name; their tools are `<collection>__<tool>`.",
+                        "additionalProperties": server(),
+                    }),
+                ),
+            ],
+            &[],
+        ),
+    )
+}
+
+fn server() -> Value {
+    let mut server = closed(
+        "One MCP server: a child process over stdio (`command`) or streamable HTTP (`url`).",
+        &[
+            ("command", nonempty("The program to start (first beside the archmax binary, then on PATH).")),
+            ("args", list("Its arguments.", json!({ "type": "string" }))),
+            (
+                "env",
+                json!({ "type": "object", "description": "Fixed variables, over a minimal base environment.", "additionalProperties": { "type": "string" } }),
+            ),
+            (
+                "env_vars",
+                list(
+                    "Variables copied by name from the runner's environment.",
+                    json!({ "type": "string", "pattern": ENV_NAME }),
+                ),
+            ),
+            ("cwd", nonempty("Its working directory, relative to the workspace root.")),
+            (
+                "url",
+                json!({ "type": "string", "pattern": "^https?://", "description": "The server's streamable HTTP endpoint." }),
+            ),
+            (
+                "bearer_token_env_var",
+                json!({ "type": "string", "pattern": ENV_NAME, "description": "The variable holding the bearer token sent with each request." }),
+            ),
+            ("collection", nonempty("The tools' prefix (default: the table's name).")),
+            ("startup_timeout_ms", timeout("How long it may take to start, in milliseconds (default 10000).")),
+            ("tool_timeout_ms", timeout("How long one call may take, in milliseconds (default 60000).")),
+            (
+                "path_arguments",
+                json!({
+                    "type": "object",
+                    "description": "For each tool, the arguments naming workspace paths and their access.",
+                    "additionalProperties": { "type": "object", "additionalProperties": one_of("The access the argument asks for.", &PATH_ACCESS) },
+                }),
+            ),
+        ],
+        &[],
+    );
+    server["oneOf"] = json!([{ "required": ["command"] }, { "required": ["url"] }]);
+    server
+}

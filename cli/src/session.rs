@@ -170,6 +170,7 @@ pub fn runtime(
         pricing,
     })
     .with_tools(&tools)
+    .with_context(settings.context)
     .with_mocks(mocks))
 }
 

@@ -230,7 +230,11 @@ fn run_workflow(root: &Path, slug: &str, args: &TestArgs<'_>, color: bool) -> Su
         Ok(host) => host,
         Err(error) => return refused_with(error.to_string(), 1, cases.len()),
     };
-    let tools = match crate::tools::read_settings(root).and_then(|settings| crate::tools::host_tools(root, &settings)) {
+    let settings = match crate::tools::read_settings(root) {
+        Ok(settings) => settings,
+        Err(error) => return refused_with(error, 1, cases.len()),
+    };
+    let tools = match crate::tools::host_tools(root, &settings) {
         Ok(tools) => tools,
         Err(error) => return refused_with(error, 1, cases.len()),
     };
@@ -242,6 +246,7 @@ fn run_workflow(root: &Path, slug: &str, args: &TestArgs<'_>, color: bool) -> Su
         clock,
         pricing,
         tools,
+        context: settings.context,
     };
     let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(executor) => executor,

@@ -173,6 +173,8 @@ struct HostFile {
     _mcp_servers: Option<serde::de::IgnoredAny>,
     #[serde(default, rename = "essential_tools")]
     _essential_tools: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "context")]
+    _context: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -197,7 +199,7 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
             let help = if message.contains("unknown field") && message.contains("expected one of `source`") {
                 "a mount takes `source`, `read_only`, `governed` and `searchable`; a writable mount says `read_only = false`"
             } else if message.contains("unknown field") {
-                "archmax.toml holds `essential_tools` and `[mounts.\"<key>\"]`, `[connections.<slug>]`, `[schedule.<workflow>]` and `[mcp_servers.<name>]` tables, and nothing else"
+                "archmax.toml holds `essential_tools` and `[mounts.\"<key>\"]`, `[connections.<slug>]`, `[schedule.<workflow>]`, `[mcp_servers.<name>]` and `[context]` tables, and nothing else"
             } else {
                 "declare mounts as `[mounts.\"<key>\"]` tables with `source`, `read_only`, `governed` and `searchable`"
             };

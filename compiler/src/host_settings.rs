@@ -1,7 +1,8 @@
 //! The runner's tables of `archmax.toml`: how webhook senders authenticate
 //! (`[connections.<slug>]`), which trigger wakes a workflow's waiting sessions
 //! (`[schedule.<workflow>]`), and which MCP servers provide host tools
-//! (`[mcp_servers.<name>]`, `essential_tools`; read in [`mcp`], documented in the README).
+//! (`[mcp_servers.<name>]`, `essential_tools`; read in [`mcp`], documented in the README),
+//! and the sessions' context budgets (`[context]`, read in [`context`]).
 //!
 //! ```toml
 //! [connections.acme-slack]              # the slug a trigger's `connection:` names
@@ -25,6 +26,7 @@
 //! refuses to start on the same errors, and checks the variables they name with
 //! [`check_environment`].
 
+mod context;
 mod mcp;
 
 use std::collections::BTreeMap;
@@ -64,7 +66,7 @@ pub struct Schedule {
 }
 
 /// The runner's tables, checked.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct HostSettings {
     pub connections: BTreeMap<String, Connection>,
     pub schedules: BTreeMap<String, Schedule>,
@@ -74,7 +76,11 @@ pub struct HostSettings {
     pub mcp_servers: BTreeMap<String, McpServer>,
     /// Where each of `essential_tools` is written, for diagnostics found at start.
     pub essential_tool_spans: BTreeMap<String, Span>,
+    /// `[context]`: the context budgets of every session (read in [`context`]).
+    pub context: ContextSettings,
 }
+
+pub use context::ContextSettings;
 
 pub use mcp::{MAX_TIMEOUT_MS, check_environment, is_tool_name, prefix_problem};
 
@@ -171,6 +177,7 @@ pub fn parse_host_settings(file: FileId, text: &str) -> (HostSettings, Vec<Diagn
     let mut settings = HostSettings::default();
     let mut diagnostics = Vec::new();
     mcp::read(file, text, &mut settings, &mut diagnostics);
+    context::read(file, text, &mut settings, &mut diagnostics);
     let span = |range: std::ops::Range<usize>| Span::new(file, range.start, range.end);
     let parsed: SettingsFile = match toml::from_str(text) {
         Ok(parsed) => parsed,

@@ -156,6 +156,19 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         server: Option<String>,
     },
+    /// A result too long for the conversation was saved whole under
+    /// `large_tool_results/`; the model read a preview and the path.
+    ToolResultOffloaded {
+        state: String,
+        tool: String,
+        call_id: String,
+        /// Where it is, in the session's files.
+        path: String,
+        /// The saved file's size.
+        bytes: u64,
+        /// The result's tokens, as counted for the state's model.
+        tokens: u64,
+    },
     /// A refused call, for every rule that [`crate::kernel::Rule::is_recorded_as_blocked`].
     ToolBlocked {
         state: String,

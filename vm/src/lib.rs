@@ -27,6 +27,7 @@
 pub mod blocking;
 pub mod cache;
 pub mod clock;
+pub mod context;
 pub mod events;
 pub mod host_env;
 pub mod host_tools;

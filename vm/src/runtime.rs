@@ -64,6 +64,9 @@ pub struct Runtime {
     pub essential_tools: Vec<String>,
     /// Tool definitions per workflow, per surface.
     pub definitions: Vec<Vec<Vec<ToolDefinition>>>,
+    /// The context budgets (`archmax.toml` `[context]`): when a tool result is offloaded
+    /// to `large_tool_results/`. Default: [`crate::context::ContextSettings::default`].
+    pub context: crate::context::ContextSettings,
     /// Each session's `archmax_eval` REPL, kept while the session is among the most
     /// recently used [`Runtime::repl_capacity`] ones, or until [`Runtime::close_session`].
     repls: Mutex<crate::cache::Lru<Arc<crate::sandbox::Sandbox>>>,
@@ -452,6 +455,7 @@ impl Runtime {
             mocks: Arc::new(crate::host_tools::Mocks::default()),
             host: Arc::new(crate::host_tools::NoHost),
             essential_tools: Vec::new(),
+            context: crate::context::ContextSettings::default(),
             definitions,
             repls: Mutex::new(crate::cache::Lru::new(DEFAULT_REPL_CAPACITY)),
         }
@@ -475,6 +479,12 @@ impl Runtime {
 
     /// The agent's workspace for a session: its own folder plus the host's mounts.
     /// Serves these declared results (a case's `mocks`) from now on.
+    /// The host's context budgets (`[context]` of `archmax.toml`).
+    pub fn with_context(mut self, context: crate::context::ContextSettings) -> Runtime {
+        self.context = context;
+        self
+    }
+
     pub fn with_mocks(mut self, mocks: Vec<Mock>) -> Runtime {
         self.mocks = Arc::new(crate::host_tools::Mocks(mocks));
         self

@@ -17,7 +17,7 @@ pub fn schema() -> Value {
     document(
         "config.schema.json",
         "archmax.toml",
-        "The host's tables: mounts, webhook connections, schedules, MCP servers and essential tools.",
+        "The host's tables: mounts, webhook connections, schedules, MCP servers, essential tools and context budgets.",
         closed(
             "The whole file.",
             &[
@@ -78,6 +78,31 @@ pub fn schema() -> Value {
                         "description": "MCP servers that provide host tools, keyed by name; their tools are `<collection>__<tool>`.",
                         "additionalProperties": server(),
                     }),
+                ),
+                (
+                    "context",
+                    closed(
+                        "The sessions' context budgets.",
+                        &[
+                            (
+                                "window_tokens",
+                                json!({ "type": "integer", "minimum": 1000, "maximum": 100_000_000, "description": "The model's context window in tokens (default: the runtime's table of models)." }),
+                            ),
+                            (
+                                "compact_at",
+                                json!({ "type": "number", "minimum": 0.1, "maximum": 0.95, "description": "The share of the window past which older conversation is summarised (default 0.8)." }),
+                            ),
+                            (
+                                "max_tool_result_tokens",
+                                json!({ "type": "integer", "minimum": 100, "maximum": 10_000_000, "description": "A longer tool result goes to large_tool_results/ and the model gets a preview (default 8000)." }),
+                            ),
+                            (
+                                "keep_recent",
+                                json!({ "type": "integer", "minimum": 0, "maximum": 10_000, "description": "Messages at the end of the conversation always kept verbatim (default 20)." }),
+                            ),
+                        ],
+                        &[],
+                    ),
                 ),
             ],
             &[],

@@ -468,6 +468,13 @@ impl Turn<'_> {
         if answer.deferred {
             return answer;
         }
+        // What a model reads in its conversation is held to the context budget; a
+        // script's calls answer the script, which bounds its own results.
+        let answer = if matches!(caller, Caller::Model | Caller::Grader) && !is_control(&call.name) {
+            self.offload(id, &here, call, &args, answer)
+        } else {
+            answer
+        };
         let (output, truncated) = preview(&answer.content);
         self.emit(Event::ToolResult {
             state: here,

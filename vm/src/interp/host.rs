@@ -282,7 +282,7 @@ impl<'r> Turn<'r> {
     }
 
     /// Writes `bytes` into the session's files under the file tools' bounds.
-    fn keep(&self, path: &str, bytes: &[u8]) -> Result<(), String> {
+    pub(super) fn keep(&self, path: &str, bytes: &[u8]) -> Result<(), String> {
         let everything = |_: &str| true;
         let context = archmax_stdlib::tools::ToolContext {
             workspace: &self.workspace,

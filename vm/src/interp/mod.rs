@@ -14,6 +14,7 @@ mod calls;
 mod controls;
 mod delegate;
 mod host;
+mod offload;
 mod pin;
 mod resume;
 mod start;

@@ -171,6 +171,8 @@ pub struct Harness {
     pub pricing: PricingTable,
     /// The host tools every case's runtime asks (after the case's own mocks).
     pub tools: crate::host_tools::HostTools,
+    /// The host's context budgets (`[context]` of `archmax.toml`).
+    pub context: crate::context::ContextSettings,
 }
 
 /// What one case gets from its caller: its model (a tape under replay) and where its
@@ -217,6 +219,7 @@ impl Harness {
             pricing: self.pricing.clone(),
         })
         .with_tools(&self.tools)
+        .with_context(self.context)
         .with_mocks(mocks)
     }
 

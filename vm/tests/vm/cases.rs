@@ -77,6 +77,7 @@ fn the_judge_is_asked_with_the_model_options_the_workflow_names() {
         clock: Arc::new(FixedClock(1_767_605_400_000)),
         pricing: PricingTable::default(),
         tools: Default::default(),
+        context: Default::default(),
     };
     let recorder = Arc::new(Recorder::default());
     let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");

@@ -37,22 +37,23 @@ fn arm(event: &Event) -> usize {
         Event::AgentText { .. } => 16,
         Event::ToolCalled { .. } => 17,
         Event::ToolResult { .. } => 18,
-        Event::ToolBlocked { .. } => 19,
-        Event::VariablesSet { .. } => 20,
-        Event::TitleSet { .. } => 21,
-        Event::ModelUsage { .. } => 22,
-        Event::CodeStart { .. } => 23,
-        Event::CodeOutput { .. } => 24,
-        Event::CodeResult { .. } => 25,
-        Event::GraderStart { .. } => 26,
-        Event::GraderResult { .. } => 27,
-        Event::SubWorkflowStart { .. } => 28,
-        Event::SubWorkflowResult { .. } => 29,
-        Event::TurnEnd { .. } => 30,
-        Event::Warning { .. } => 31,
+        Event::ToolResultOffloaded { .. } => 19,
+        Event::ToolBlocked { .. } => 20,
+        Event::VariablesSet { .. } => 21,
+        Event::TitleSet { .. } => 22,
+        Event::ModelUsage { .. } => 23,
+        Event::CodeStart { .. } => 24,
+        Event::CodeOutput { .. } => 25,
+        Event::CodeResult { .. } => 26,
+        Event::GraderStart { .. } => 27,
+        Event::GraderResult { .. } => 28,
+        Event::SubWorkflowStart { .. } => 29,
+        Event::SubWorkflowResult { .. } => 30,
+        Event::TurnEnd { .. } => 31,
+        Event::Warning { .. } => 32,
     }
 }
-const ARMS: usize = 32;
+const ARMS: usize = 33;
 
 fn s(text: &str) -> String {
     text.to_string()
@@ -147,6 +148,14 @@ fn samples() -> Vec<Event> {
             truncated: false,
             origin: s("code"),
             server: Some(s("carrier")),
+        },
+        Event::ToolResultOffloaded {
+            state: s("triage"),
+            tool: s("grep"),
+            call_id: s("call_7"),
+            path: s("large_tool_results/call_7"),
+            bytes: 183_204,
+            tokens: 45_801,
         },
         Event::ToolBlocked {
             state: s("triage"),

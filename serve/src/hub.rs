@@ -68,6 +68,8 @@ struct HubState {
 #[derive(Clone, Default)]
 pub struct Hub {
     state: Arc<Mutex<HubState>>,
+    /// How many events were recorded, all sessions together (the inbox's live list).
+    recorded: Arc<watch::Sender<u64>>,
 }
 
 /// The session whose stream an event belongs to.
@@ -102,6 +104,12 @@ impl Hub {
         Hub::entry(&mut state, root_session(session)).announce.subscribe()
     }
 
+    /// A receiver of the number of events recorded for all sessions: it changes with
+    /// every new event of any session.
+    pub fn watch_all(&self) -> watch::Receiver<u64> {
+        self.recorded.subscribe()
+    }
+
     /// The kept events after `after`, oldest first.
     pub fn since(&self, session: &str, after: u64) -> Vec<NumberedEvent> {
         let state = self.lock();
@@ -129,6 +137,7 @@ impl Hub {
             }
         }
         events.announce.send_replace(id);
+        self.recorded.send_modify(|count| *count += 1);
         state.bytes = state.bytes + size - freed;
         // Over the hub's bound, the least recently active other sessions go first.
         while state.bytes > HUB_BYTES_KEPT {

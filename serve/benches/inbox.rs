@@ -59,7 +59,7 @@ fn parked(index: usize) -> SessionState {
         title: Some("Approve the payout".to_string()),
         seq: 1,
         instructions: "Approve the payout or turn it down.".to_string(),
-        approvers: if index % 3 == 0 { vec!["admin".to_string()] } else { Vec::new() },
+        approvers: if index.is_multiple_of(3) { vec!["admin".to_string()] } else { Vec::new() },
         transitions: vec![
             DecisionChoice {
                 to: "done".to_string(),

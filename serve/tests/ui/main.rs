@@ -4,6 +4,7 @@
 //! and a small one of this test's, with the filesystem store and the tape adapter
 //! (`inbox.tape.yaml`).
 
+mod browser;
 mod http;
 
 use std::path::{Path, PathBuf};

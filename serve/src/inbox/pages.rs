@@ -534,11 +534,13 @@ fn message_item(message: &Message) -> Markup {
             }
         },
         Message::Tool { name, content, status, .. } => {
-            let refused = content.starts_with("[workflow] BLOCKED");
-            let verdict = match (refused, status) {
-                (true, _) => "refused",
-                (false, ToolStatus::Ok) => "ok",
-                (false, ToolStatus::Error) => "error",
+            // The runtime's own answers open with `[workflow] `: a refusal (the kernel's
+            // `BLOCKED`, an unknown tool, …), except a call that ran and `FAILED`.
+            let refused = content.starts_with("[workflow] ") && !content.starts_with("[workflow] FAILED");
+            let verdict = match (status, refused) {
+                (ToolStatus::Ok, _) => "ok",
+                (ToolStatus::Error, true) => "refused",
+                (ToolStatus::Error, false) => "error",
             };
             html! {
                 li.message.tool {

@@ -22,6 +22,9 @@ async fn signing_in_keeps_the_token_in_a_strict_http_only_cookie_and_pages_carry
     assert!(csp.contains("frame-ancestors 'none'") && csp.contains("form-action 'self'"), "{csp}");
     let nonce = form.cookie("archmax_sign_in").expect("a sign-in cookie");
     let nonce = nonce.split(';').next().unwrap_or_default();
+    let forged = server.post_form("/sign-in", None, &[("csrf", &form.csrf()), ("token", LEAD)]).await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "a sign-in without its cookie (another site's form)");
+    assert!(forged.cookie("archmax_inbox").is_none());
     let wrong = server.post_form("/sign-in", Some(nonce), &[("csrf", &form.csrf()), ("token", "guess")]).await;
     assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
     assert!(wrong.body.contains("does not accept this token"), "{}", wrong.body);
@@ -183,6 +186,20 @@ async fn what_the_model_and_tools_wrote_is_escaped_and_evidence_is_shown_by_kind
         "{body}"
     );
     assert!(body.contains("&quot;payee&quot;: &quot;Acme &lt;b&gt;Ltd&lt;/b&gt;&quot;"), "{body}");
+    // Each tool call's verdict: the call the kernel refused says so.
+    assert!(
+        body.contains(
+            "Result of <code>wire_money</code> <span class=\"verdict\" data-verdict=\"refused\">refused</span>"
+        ),
+        "{body}"
+    );
+    assert!(body.contains("Result of <code>write_file</code> <span class=\"verdict\" data-verdict=\"ok\">ok</span>"));
+    // Evidence is served as an image only when the decision names it and it is one.
+    for path in ["scratchpad/memo.md", "scratchpad/other.png", "../sessions/pay-xss/scratchpad/memo.md"] {
+        let served =
+            server.get(&format!("/evidence?session=pay-xss&path={}", crate::encode(path)), Some(&cookie)).await;
+        assert_eq!(served.status, StatusCode::NOT_FOUND, "{path}");
+    }
     // The graph shows the current state.
     assert!(body.contains(r#"<g class="node current visited human" data-state="review">"#), "{body}");
     // One button per transition, with its description.

@@ -27,30 +27,6 @@ const SESSIONS: usize = 1000;
 const TOKEN: &str = "bench-secret";
 const NOW_MS: u64 = 1_741_435_200_000;
 
-const PAYOUT: &str = r#"title: Payout desk
-instructions: You route a payout request to finance.
-states:
-  intake:
-    triggers:
-      manual:
-        description: Take one payout request.
-    instructions: Hand the request to finance.
-    transitions:
-      - to: review
-        description: The request is ready.
-  review:
-    type: human
-    approvers: [admin]
-    instructions: Approve the payout or turn it down.
-    transitions:
-      - { to: done, type: approve, description: Pay it. }
-      - { to: declined, type: reject, description: Turn it down. }
-  done:
-    instructions: Say it was paid.
-  declined:
-    instructions: Say it was declined.
-"#;
-
 fn parked(index: usize) -> SessionState {
     let minutes = index as u64 * 7;
     let created = archmax_vm::clock::rfc3339(NOW_MS - minutes * 60_000);
@@ -96,10 +72,8 @@ fn inbox(criterion: &mut Criterion) {
 
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
-    let root = std::env::temp_dir().join(format!("archmax-inbox-bench-{}", std::process::id()));
-    let file = root.join("workflows/payout/workflow.yaml");
-    std::fs::create_dir_all(file.parent().expect("a folder")).expect("a workspace");
-    std::fs::write(&file, PAYOUT).expect("the workflow");
+    // The UI tests' workspace: its payout desk is the workflow the sessions are parked in.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/workspace");
     let program = compile(&root, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
         .map(|compiled| compiled.program)
         .unwrap_or_else(|_| panic!("the bench workflow compiles"));
@@ -114,7 +88,7 @@ fn inbox(criterion: &mut Criterion) {
             model: Arc::new(archmax_vm::model::tape::Tape::parse("bench", "[]").expect("a tape")),
             clock: Arc::new(FixedClock(NOW_MS)),
             pricing: Default::default(),
-            root: root.clone(),
+            root,
             auth: Auth::configure(Some(TOKEN), None).expect("a token"),
             limits: TurnLimits::default(),
             body_limit: 1024 * 1024,
@@ -137,7 +111,6 @@ fn inbox(criterion: &mut Criterion) {
     let size = runtime.block_on(get());
     assert!(size > SESSIONS * 100, "the page lists every session ({size} bytes)");
     criterion.bench_function("inbox/GET / 1000 parked", |bench| bench.iter(|| runtime.block_on(get())));
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 criterion_group!(benches, inbox);

@@ -166,42 +166,44 @@ pub fn inbox_body(
             button type="submit" { "Filter" }
         }
         div data-region="queues" {
-            section aria-labelledby="decisions-heading" {
-                h2 id="decisions-heading" { "Awaiting a decision " span.count { "(" (decisions.len()) ")" } }
-                @if decisions.is_empty() {
-                    p.empty { "No session is waiting for a decision." }
-                } @else {
-                    table.queue {
-                        thead { tr { th scope="col" { "Session" } th scope="col" { "Workflow" } th scope="col" { "Decision" } th scope="col" { "Waiting" } th scope="col" { "Who decides" } } }
-                        tbody {
-                            @for (session, since) in &decisions {
-                                (decision_row(session, *since, identity, now_ms))
-                            }
-                        }
-                    }
+            (queue("decisions", "Awaiting a decision", "No session is waiting for a decision.",
+                &["Session", "Workflow", "Decision", "Waiting", "Who decides"],
+                decisions.iter().map(|(session, since)| decision_row(session, *since, identity, now_ms))))
+            (queue("inputs", "Awaiting input", "No session is waiting for input.",
+                &["Session", "Workflow", "Waiting for", "Waiting"],
+                inputs.iter().map(|(session, since)| input_row(session, *since, now_ms))))
+        }
+    }
+}
+
+/// One queue of the inbox: its heading with the count, then a table of `rows` under
+/// `columns`, or `empty` when there are none.
+fn queue(id: &str, heading: &str, empty: &str, columns: &[&str], rows: impl Iterator<Item = Markup>) -> Markup {
+    let rows: Vec<Markup> = rows.collect();
+    let heading_id = format!("{id}-heading");
+    html! {
+        section aria-labelledby=(heading_id) {
+            h2 id=(heading_id) { (heading) " " span.count { "(" (rows.len()) ")" } }
+            @if rows.is_empty() {
+                p.empty { (empty) }
+            } @else {
+                table.queue {
+                    thead { tr { @for column in columns { th scope="col" { (column) } } } }
+                    tbody { @for row in rows { (row) } }
                 }
             }
-            section aria-labelledby="inputs-heading" {
-                h2 id="inputs-heading" { "Awaiting input " span.count { "(" (inputs.len()) ")" } }
-                @if inputs.is_empty() {
-                    p.empty { "No session is waiting for input." }
-                } @else {
-                    table.queue {
-                        thead { tr { th scope="col" { "Session" } th scope="col" { "Workflow" } th scope="col" { "Waiting for" } th scope="col" { "Waiting" } } }
-                        tbody {
-                            @for (session, since) in &inputs {
-                                @let input = session.head.pending_input.as_ref();
-                                tr data-session=(session.id) {
-                                    td data-label="Session" { a href=(session_url(&session.id)) { (session.id) } }
-                                    td data-label="Workflow" { (session.head.workflow) }
-                                    td data-label="Waiting for" { (input.map_or("", |input| input.reason.as_str())) }
-                                    td data-label="Waiting" { (age(now_ms, *since)) }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+        }
+    }
+}
+
+fn input_row(session: &SessionState, since: Option<i64>, now_ms: u64) -> Markup {
+    let input = session.head.pending_input.as_ref();
+    html! {
+        tr data-session=(session.id) {
+            td data-label="Session" { a href=(session_url(&session.id)) { (session.id) } }
+            td data-label="Workflow" { (session.head.workflow) }
+            td data-label="Waiting for" { (input.map_or("", |input| input.reason.as_str())) }
+            td data-label="Waiting" { (age(now_ms, since)) }
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The decision inbox: over HTTP with `reqwest` (forms, cookies, CSRF, approvers,
 //! escaping: [`http`]) and in headless Chromium through chromedriver with `fantoccini`
 //! ([`browser`]). The server is the real one on loopback, serving the `specs/` workspace
-//! and a small one of this test's, with the filesystem store and the tape adapter
+//! and this test's own (`workspace/`: a payout desk whose review names approvers and
+//! evidence, and a payment wait with a typed trigger), with the filesystem store and the tape adapter
 //! (`inbox.tape.yaml`).
 
 mod browser;
@@ -23,48 +24,6 @@ use archmax_vm::compiler::lower::BuildInputs;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::session::fs::FsStore;
-
-const PAYOUT: &str = r#"title: Payout desk
-instructions: You route a payout request to finance.
-states:
-  intake:
-    triggers:
-      manual:
-        description: Take one payout request.
-    instructions: Write the memo and the facts, then hand the request to finance.
-    transitions:
-      - to: review
-        description: The memo is written.
-  review:
-    type: human
-    title: Approve the payout
-    approvers: [refunds-lead@fernhill.example, care-team@fernhill.example]
-    evidence: [scratchpad/memo.md, scratchpad/facts.json]
-    instructions: Approve the payout **or** turn it down.
-    transitions:
-      - { to: done, type: approve, description: Pay it. }
-      - { to: declined, type: reject, description: Turn it down. }
-  done:
-    instructions: Say it was paid.
-  declined:
-    instructions: Say it was declined.
-"#;
-
-const PAYMENT: &str = r#"title: Payment wait
-instructions: You wait for a payment to arrive.
-states:
-  wait:
-    triggers:
-      manual:
-        description: Wait for one payment.
-      paid:
-        description: The payment arrived.
-        requires:
-          - { name: amount, type: number, minimum: 0, description: Euros received. }
-          - { name: currency, type: string, enum: [EUR, USD], description: The currency paid in. }
-          - { name: paid_on, type: date, description: The day it arrived. }
-    instructions: Wait for the payment, then thank the customer.
-"#;
 
 const TAPE: &str = include_str!("inbox.tape.yaml");
 
@@ -126,12 +85,7 @@ pub struct Running {
 pub async fn serve(open: bool) -> Running {
     archmax_vm::model::openai::install_tls_provider();
     let scratch = scratch("serve");
-    let own = scratch.join("workspace");
-    for (path, text) in [("workflows/payout/workflow.yaml", PAYOUT), ("workflows/payment/workflow.yaml", PAYMENT)] {
-        let file = own.join(path);
-        std::fs::create_dir_all(file.parent().expect("a folder")).expect("workspace");
-        std::fs::write(file, text).expect("workflow");
-    }
+    let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/workspace");
     let auth = if open { Auth::Open } else { Auth::configure(Some(ADMIN), Some(&tokens_file())).expect("tokens") };
     let server = Server::new(ServerParts {
         programs: vec![compiled(&own), compiled(&specs_root())],

@@ -72,9 +72,10 @@
       .catch(function () {});
   }
 
+  // At most one refresh per 400 ms, however many events arrive.
   function soon() {
     if (timer === null) {
-      timer = window.setTimeout(refresh, 200);
+      timer = window.setTimeout(refresh, 400);
     }
   }
 

@@ -243,9 +243,13 @@ async fn model_markup_is_inert_a_post_without_csrf_is_refused_and_the_page_works
     browser.until("document.querySelector('section.decision') !== null").await;
     assert_eq!(browser.script("return typeof window.pwned").await, json!("undefined"), "no script of the model ran");
     assert_eq!(
-        browser.script("return document.querySelectorAll('main script, main img, main iframe').length").await,
+        browser
+            .script("return document.querySelectorAll('main script, main img:not(.evidence), main iframe, main [onerror]').length")
+            .await,
         json!(0)
     );
+    // The chart the decision names is shown (it loaded under the page's CSP).
+    browser.until("document.querySelector('img.evidence').complete && document.querySelector('img.evidence').naturalWidth === 48").await;
     let said = browser.script("return document.querySelector('li.message.assistant:last-of-type').innerText").await;
     assert!(said.as_str().unwrap_or_default().contains("<script>window.pwned = 1</script>"), "shown as text: {said}");
 

@@ -176,7 +176,7 @@ async fn what_the_model_and_tools_wrote_is_escaped_and_evidence_is_shown_by_kind
     let body = &page.body;
     assert_eq!(body.matches("<script").count(), 1, "only the page's own script tag: {body}");
     assert!(body.contains(r#"<script src="/assets/inbox.js" defer></script>"#));
-    assert!(!body.contains("<img"), "the model's image tag is text: {body}");
+    assert_eq!(body.matches("<img").count(), 1, "only the chart; the model's image tag is text: {body}");
     assert!(body.contains("&lt;img src=\"x\" onerror="), "{body}");
     assert!(body.contains("&lt;script&gt;window.pwned = 1&lt;/script&gt;"), "{body}");
     assert!(!body.to_ascii_lowercase().contains("javascript:"), "{body}");
@@ -194,6 +194,17 @@ async fn what_the_model_and_tools_wrote_is_escaped_and_evidence_is_shown_by_kind
         "{body}"
     );
     assert!(body.contains("Result of <code>write_file</code> <span class=\"verdict\" data-verdict=\"ok\">ok</span>"));
+    // An image the decision names is shown from the evidence route, sandboxed.
+    let src = "/evidence?session=pay-xss&amp;path=scratchpad%2Fchart.png";
+    assert!(
+        body.contains(&format!(r#"<img class="evidence" src="{src}" alt="Evidence image scratchpad/chart.png">"#)),
+        "{body}"
+    );
+    let image = server.get(&src.replace("&amp;", "&"), Some(&cookie)).await;
+    assert_eq!(image.status, StatusCode::OK);
+    assert_eq!(image.headers["content-type"], "image/png");
+    assert_eq!(image.headers["content-security-policy"], "default-src 'none'; sandbox");
+    assert_eq!(server.get(&src.replace("&amp;", "&"), None).await.status, StatusCode::SEE_OTHER, "signed in only");
     // Evidence is served as an image only when the decision names it and it is one.
     for path in ["scratchpad/memo.md", "scratchpad/other.png", "../sessions/pay-xss/scratchpad/memo.md"] {
         let served =

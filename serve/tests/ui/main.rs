@@ -26,6 +26,8 @@ use archmax_vm::model::tape::Tape;
 use archmax_vm::session::fs::FsStore;
 
 const TAPE: &str = include_str!("inbox.tape.yaml");
+/// A small PNG, the payout's chart.
+pub const CHART: &[u8] = include_bytes!("chart.png");
 
 /// Tokens: the lead and the care team are refund-desk's approvers, the intern is not.
 pub const ADMIN: &str = "admin-secret";
@@ -221,9 +223,14 @@ impl Running {
         response.json().await.unwrap_or(Value::Null)
     }
 
+    /// Starts a payout that parks for review, then puts the chart its decision names
+    /// among the session's files (a model writes text only).
     pub async fn start_payout(&self, session: &str) -> Value {
         let shown = self.start("payout", session, json!({ "message": "Pay invoice 7." })).await;
         assert_eq!(shown["status"], "awaiting_decision", "{shown}");
+        let store = FsStore::new(self.scratch.join("sessions"));
+        let files = archmax_vm::session::SessionStore::files(&store, session).expect("the session's files");
+        files.write("scratchpad/chart.png", CHART).expect("the chart");
         shown
     }
 

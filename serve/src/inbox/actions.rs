@@ -186,17 +186,26 @@ pub async fn inbox_events(State(inbox): Shared, headers: HeaderMap) -> Response 
     Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
 }
 
-/// `GET /live/{id}`: the session's event stream (`GET /v1/sessions/{id}/events`), for
-/// a signed-in browser.
-pub async fn session_events(State(inbox): Shared, Path(id): Path<String>, headers: HeaderMap) -> Response {
+/// `GET /live/{id}?after=N`: the session's event stream (`GET /v1/sessions/{id}/events`)
+/// after event `N` (the page's), or after `Last-Event-ID` when the browser reconnects.
+pub async fn session_events(
+    State(inbox): Shared,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
     if signed_in(&inbox, &headers, Scope::Read).is_err() {
         return unauthenticated_stream();
     }
-    let after = headers
+    let shown = crate::routes::query_pairs(query.as_deref())
+        .into_iter()
+        .find(|(key, _)| key == "after")
+        .and_then(|(_, value)| value.parse::<u64>().ok());
+    let resumed = headers
         .get("last-event-id")
         .and_then(|value| value.to_str().ok())
-        .and_then(|text| text.trim().parse::<u64>().ok())
-        .unwrap_or(0);
+        .and_then(|text| text.trim().parse::<u64>().ok());
+    let after = resumed.or(shown).unwrap_or(0);
     match inbox.server.events(&id, after).await {
         Ok(stream) => Sse::new(stream).keep_alive(KeepAlive::default()).into_response(),
         Err(error) => error.into_response(),

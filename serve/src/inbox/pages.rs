@@ -284,7 +284,10 @@ pub async fn session_page(
     let (may_decide, may_start) = (signed.holds(inbox, Scope::Decide), signed.holds(inbox, Scope::Start));
     let view = SessionView { session: &session, program, evidence: &evidence, signed, may_decide, may_start };
     let viewer = Viewer { identity: &signed.caller.identity, csrf: &signed.csrf };
-    let live = format!("/live/{}", session.id.split('/').map(encode).collect::<Vec<_>>().join("/"));
+    // The stream starts after the last event the page already reflects.
+    let seen = *inbox.server.hub.watch(crate::hub::root_session(&session.id)).borrow();
+    let path: Vec<String> = session.id.split('/').map(encode).collect();
+    let live = format!("/live/{}?after={seen}", path.join("/"));
     let title = format!("{} · {}", session.id, session.head.workflow);
     html_response(status, render::page(&title, Some(&viewer), notice.as_ref(), Some(&live), view.render()))
 }

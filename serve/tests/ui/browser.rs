@@ -102,18 +102,17 @@ impl Browser {
         panic!("never true: {condition}\nthe page: {shown}");
     }
 
-    async fn fill(&self, css: &str, text: &str) {
-        let field = self.client.find(Locator::Css(css)).await.expect("the field");
-        field.send_keys(text).await.expect("typed");
-    }
-
-    /// Clicks the element `css` finds; found again when a live refresh replaced it
-    /// between the finding and the click.
-    async fn click(&self, css: &str) {
+    /// Does `act` to the element `css` finds; finds it again when a live refresh
+    /// replaced it between the finding and the act.
+    async fn on_element<Act, Done>(&self, css: &str, act: Act)
+    where
+        Act: Fn(fantoccini::elements::Element) -> Done,
+        Done: std::future::Future<Output = Result<(), fantoccini::error::CmdError>>,
+    {
         let mut last = None;
         for _ in 0..ATTEMPTS {
             match self.client.find(Locator::Css(css)).await {
-                Ok(element) => match element.click().await {
+                Ok(element) => match act(element).await {
                     Ok(()) => return,
                     Err(error) => last = Some(error),
                 },
@@ -121,7 +120,15 @@ impl Browser {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("{css} could not be clicked: {last:?}");
+        panic!("{css}: {last:?}");
+    }
+
+    async fn fill(&self, css: &str, text: &str) {
+        self.on_element(css, |field| async move { field.send_keys(text).await }).await;
+    }
+
+    async fn click(&self, css: &str) {
+        self.on_element(css, |control| async move { control.click().await }).await;
     }
 
     async fn sign_in(&self, server: &Running, token: &str) {

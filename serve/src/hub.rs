@@ -3,8 +3,9 @@
 //!
 //! The hub listens on the runtime's [`EventSink`](archmax_vm::events::EventSink): every
 //! envelope is numbered within its root session (a child `<id>~<n>` counts with its
-//! root), kept in a bounded buffer, and announced on the session's watch channel. A
-//! reader resumes after the last number it saw (`Last-Event-ID`).
+//! root), kept in a bounded buffer, and announced on the session's watch channel (and
+//! counted on one channel for all sessions, [`Hub::watch_all`], which the inbox's live
+//! list follows). A reader resumes after the last number it saw (`Last-Event-ID`).
 //!
 //! The one thing to know: the buffer is in memory and bounded ([`EVENTS_KEPT`] per
 //! session, [`SESSIONS_KEPT`] sessions, the least recently active dropped first): a reader

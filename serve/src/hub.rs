@@ -111,6 +111,12 @@ impl Hub {
         self.recorded.subscribe()
     }
 
+    /// The number of the session's last event (0 when it has none here); unlike
+    /// [`Hub::watch`], it keeps nothing for a session the hub does not know.
+    pub fn last(&self, session: &str) -> u64 {
+        self.lock().sessions.get(root_session(session)).map_or(0, |events| events.last)
+    }
+
     /// The kept events after `after`, oldest first.
     pub fn since(&self, session: &str, after: u64) -> Vec<NumberedEvent> {
         let state = self.lock();

@@ -274,6 +274,9 @@ pub async fn session_page(
     status: StatusCode,
     notice: Option<Notice>,
 ) -> Response {
+    // The page's stream starts after the last event before the session is read: what
+    // happens from here on refreshes the page.
+    let seen = inbox.server.hub.last(id);
     let session = match inbox.server.session(id).await {
         Ok(session) => session,
         Err(error) => return render::error_page(error.status, "No such session", &error.message),
@@ -284,8 +287,6 @@ pub async fn session_page(
     let (may_decide, may_start) = (signed.holds(inbox, Scope::Decide), signed.holds(inbox, Scope::Start));
     let view = SessionView { session: &session, program, evidence: &evidence, signed, may_decide, may_start };
     let viewer = Viewer { identity: &signed.caller.identity, csrf: &signed.csrf };
-    // The stream starts after the last event the page already reflects.
-    let seen = *inbox.server.hub.watch(crate::hub::root_session(&session.id)).borrow();
     let path: Vec<String> = session.id.split('/').map(encode).collect();
     let live = format!("/live/{}?after={seen}", path.join("/"));
     let title = format!("{} · {}", session.id, session.head.workflow);
@@ -381,7 +382,7 @@ impl SessionView<'_> {
                 ol.trail {
                     @for step in &session.trail {
                         li {
-                            span.kind { (format!("{:?}", step.kind).to_lowercase()) } " → " strong { (step.to) }
+                            span.kind { (step.kind.as_str()) } " → " strong { (step.to) }
                             @if let Some(by) = &step.decided_by { " by " span.decider { (by) } }
                             @if let Some(reason) = &step.reason { span.reason { " — " (reason) } }
                         }

@@ -153,7 +153,7 @@ pub fn variables(schema: &Value, form: &Form) -> Map<String, Value> {
                 other => Value::from(other),
             },
             ("object" | "array", _) => serde_json::from_str(text).unwrap_or_else(|_| Value::from(text)),
-            (_, "date-time") if !text.ends_with('Z') && !text[10.min(text.len())..].contains(['+', '-']) => {
+            (_, "date-time") if !text.ends_with('Z') && !text.get(10..).unwrap_or("").contains(['+', '-']) => {
                 // `datetime-local` sends `2025-03-06T10:00`: minutes, no offset; the
                 // runtime takes RFC 3339, so it is read as UTC.
                 let seconds = if text.len() == 16 { ":00" } else { "" };
@@ -202,10 +202,10 @@ mod tests {
                 "at": "2025-03-06T10:00:00Z", "confirmed": false, "lines": [1, 2],
             })
         );
-        let loose = variables_of("field.amount=forty&field.count=2.5");
+        let loose = variables_of("field.amount=forty&field.count=2.5&field.at=x%C3%A9%C3%A9%C3%A9%C3%A9%C3%A9y");
         assert_eq!(
             Value::Object(loose),
-            json!({ "amount": "forty", "count": "2.5" }),
+            json!({ "amount": "forty", "count": "2.5", "at": "xéééééyZ" }),
             "left for the runtime to refuse"
         );
     }

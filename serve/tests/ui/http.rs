@@ -123,6 +123,13 @@ async fn only_an_approver_may_decide_and_the_decider_is_recorded_in_the_trail() 
     let after = server.get("/sessions/pay-approvers?done=decided", Some(&lead)).await;
     assert!(after.body.contains("Your decision was recorded."));
     assert!(after.body.contains(r#"<span class="decider">refunds-lead@fernhill.example</span>"#), "{}", after.body);
+    // The decision's record in the transcript (the note the session reads) names the decider
+    // and carries the comment.
+    assert!(
+        after.body.contains("Runtime note (decision)")
+            && after.body.contains("refunds-lead@fernhill.example (a person)")
+    );
+    assert!(after.body.contains("Matches invoice 7."), "{}", after.body);
     server.stop().await;
 }
 

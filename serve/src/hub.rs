@@ -3,8 +3,9 @@
 //!
 //! The hub listens on the runtime's [`EventSink`](archmax_vm::events::EventSink): every
 //! envelope is numbered within its root session (a child `<id>~<n>` counts with its
-//! root), kept in a bounded buffer, and announced on the session's watch channel. A
-//! reader resumes after the last number it saw (`Last-Event-ID`).
+//! root), kept in a bounded buffer, and announced on the session's watch channel (and
+//! counted on one channel for all sessions, [`Hub::watch_all`], which the inbox's live
+//! list follows). A reader resumes after the last number it saw (`Last-Event-ID`).
 //!
 //! The one thing to know: the buffer is in memory and bounded ([`EVENTS_KEPT`] per
 //! session, [`SESSIONS_KEPT`] sessions, the least recently active dropped first): a reader
@@ -68,6 +69,8 @@ struct HubState {
 #[derive(Clone, Default)]
 pub struct Hub {
     state: Arc<Mutex<HubState>>,
+    /// How many events were recorded, all sessions together (the inbox's live list).
+    recorded: Arc<watch::Sender<u64>>,
 }
 
 /// The session whose stream an event belongs to.
@@ -102,6 +105,18 @@ impl Hub {
         Hub::entry(&mut state, root_session(session)).announce.subscribe()
     }
 
+    /// A receiver of the number of events recorded for all sessions: it changes with
+    /// every new event of any session.
+    pub fn watch_all(&self) -> watch::Receiver<u64> {
+        self.recorded.subscribe()
+    }
+
+    /// The number of the session's last event (0 when it has none here); unlike
+    /// [`Hub::watch`], it keeps nothing for a session the hub does not know.
+    pub fn last(&self, session: &str) -> u64 {
+        self.lock().sessions.get(root_session(session)).map_or(0, |events| events.last)
+    }
+
     /// The kept events after `after`, oldest first.
     pub fn since(&self, session: &str, after: u64) -> Vec<NumberedEvent> {
         let state = self.lock();
@@ -129,6 +144,7 @@ impl Hub {
             }
         }
         events.announce.send_replace(id);
+        self.recorded.send_modify(|count| *count += 1);
         state.bytes = state.bytes + size - freed;
         // Over the hub's bound, the least recently active other sessions go first.
         while state.bytes > HUB_BYTES_KEPT {

@@ -25,6 +25,7 @@
 pub mod auth;
 pub mod error;
 pub mod hub;
+pub mod inbox;
 pub mod metrics;
 pub mod openapi;
 pub mod recovery;

@@ -21,7 +21,7 @@ use crate::server::{Answer, MAX_PAGE, MAX_WAIT_SECONDS, Server, SessionQuery};
 
 type Shared = State<Arc<Server>>;
 
-/// Every route of the API.
+/// Every route of the API, and the decision inbox's pages ([`crate::inbox`]).
 pub fn router(server: Arc<Server>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
@@ -39,11 +39,12 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/v1/triggers/{trigger}", post(fire))
         .route("/v1/admin/artifacts", post(load_artifact))
         .fallback(not_found)
-        .with_state(server)
+        .with_state(Arc::clone(&server))
+        .merge(crate::inbox::router(server))
 }
 
 /// The decoded `key=value` pairs of a query string.
-fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     query
         .unwrap_or("")
         .split('&')

@@ -1,0 +1,229 @@
+//! Form bodies, and the deliver form generated from a trigger's signature.
+//!
+//! A trigger's `requires` is published as JSON Schema (`{type: object, properties,
+//! required}`); each property becomes one labelled control (text, email, URL, date,
+//! number, a yes/no choice, a list for `enum`, a text area for Markdown and for objects
+//! and arrays as JSON) and, when the form comes back, one typed value. The runtime
+//! checks the values against the signature itself, so a value that does not hold is
+//! answered with the runtime's own field problems.
+
+use maud::{Markup, html};
+use serde_json::{Map, Value};
+
+/// A `application/x-www-form-urlencoded` body: its pairs in order.
+pub struct Form {
+    pairs: Vec<(String, String)>,
+}
+
+impl Form {
+    pub fn parse(body: &[u8]) -> Form {
+        let text = String::from_utf8_lossy(body);
+        Form { pairs: crate::routes::query_pairs(Some(&text)) }
+    }
+
+    /// The first value of `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.pairs.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+    }
+
+    /// The first value of `name`, when it holds more than space.
+    pub fn text(&self, name: &str) -> Option<String> {
+        self.get(name).map(str::trim).filter(|text| !text.is_empty()).map(str::to_string)
+    }
+}
+
+/// One field of a signature's schema.
+pub struct SchemaField<'a> {
+    pub name: &'a str,
+    pub schema: &'a Value,
+    pub required: bool,
+}
+
+/// The fields of an object schema, in declaration order.
+pub fn fields(schema: &Value) -> Vec<SchemaField<'_>> {
+    let required: Vec<&str> = schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    schema["properties"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, schema)| SchemaField { name, schema, required: required.contains(&name.as_str()) })
+        .collect()
+}
+
+fn kind(schema: &Value) -> (&str, &str) {
+    (schema["type"].as_str().unwrap_or("string"), schema["format"].as_str().unwrap_or(""))
+}
+
+/// The control for one field, with its label and description; `prefix` keeps the ids of
+/// several forms on one page apart.
+pub fn control(prefix: &str, field: &SchemaField<'_>) -> Markup {
+    let id = format!("{prefix}-{}", field.name);
+    let name = format!("field.{}", field.name);
+    let schema = field.schema;
+    let description = schema["description"].as_str();
+    let hint_id = format!("{id}-hint");
+    let described = description.map(|_| hint_id.as_str());
+    let (ty, format) = kind(schema);
+    let input_type = match (ty, format) {
+        (_, "email") => "email",
+        (_, "uri") => "url",
+        (_, "date") => "date",
+        (_, "date-time") => "datetime-local",
+        ("number" | "integer", _) => "number",
+        _ => "text",
+    };
+    let step = match ty {
+        "integer" => Some("1"),
+        "number" => Some("any"),
+        _ => None,
+    };
+    let dated_bound = |key: &str| schema[key].as_str().filter(|bound| bound.len() == 10 && bound.as_bytes()[4] == b'-');
+    let (min, max) = match ty {
+        "number" | "integer" => {
+            (schema["minimum"].as_f64().map(number_text), schema["maximum"].as_f64().map(number_text))
+        }
+        _ => (dated_bound("formatMinimum").map(str::to_string), dated_bound("formatMaximum").map(str::to_string)),
+    };
+    let long = ty == "object" || ty == "array" || schema["contentMediaType"].as_str() == Some("text/markdown");
+    html! {
+        div.field {
+            label for=(id) {
+                (field.name)
+                @if field.required { " " span.required { "(required)" } }
+                @if ty == "object" || ty == "array" { " " span.hint { "(JSON)" } }
+            }
+            @if let Some(description) = description {
+                p.hint id=(hint_id) { (description) }
+            }
+            @if let Some(choices) = schema["enum"].as_array() {
+                select id=(id) name=(name) required[field.required] aria-describedby=[described] {
+                    @if !field.required { option value="" { "(none)" } }
+                    @for choice in choices {
+                        @let shown = choice.as_str().map_or_else(|| choice.to_string(), str::to_string);
+                        option value=(shown) { (shown) }
+                    }
+                }
+            } @else if ty == "boolean" {
+                select id=(id) name=(name) required[field.required] aria-describedby=[described] {
+                    option value="" { "(choose)" }
+                    option value="true" { "yes" }
+                    option value="false" { "no" }
+                }
+            } @else if schema["x-archmax-type"].as_str() == Some("file") {
+                p.hint { "A file: deliver this trigger through the API (POST /v1/sessions/{id}/deliver)." }
+            } @else if long {
+                textarea id=(id) name=(name) rows="4" required[field.required] aria-describedby=[described] {}
+            } @else {
+                input id=(id) name=(name) type=(input_type) step=[step] min=[min] max=[max]
+                    pattern=[schema["pattern"].as_str()]
+                    minlength=[schema["minLength"].as_u64()] maxlength=[schema["maxLength"].as_u64()]
+                    required[field.required] aria-describedby=[described];
+            }
+        }
+    }
+}
+
+fn number_text(number: f64) -> String {
+    if number.fract() == 0.0 && number.abs() < 1e15 { format!("{}", number as i64) } else { number.to_string() }
+}
+
+/// The typed variables of a submitted deliver form: each field's text as its schema's
+/// type (a value that does not parse is passed on as text, for the runtime to refuse
+/// with its own words); an empty field is left out.
+pub fn variables(schema: &Value, form: &Form) -> Map<String, Value> {
+    let mut variables = Map::new();
+    for field in fields(schema) {
+        let Some(text) = form.get(&format!("field.{}", field.name)) else { continue };
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let (ty, format) = kind(field.schema);
+        let value = match (ty, format) {
+            ("integer", _) => text.parse::<i64>().map(Value::from).unwrap_or_else(|_| Value::from(text)),
+            ("number", _) => text
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number)
+                .unwrap_or_else(|| Value::from(text)),
+            ("boolean", _) => match text {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                other => Value::from(other),
+            },
+            ("object" | "array", _) => serde_json::from_str(text).unwrap_or_else(|_| Value::from(text)),
+            (_, "date-time") if !text.ends_with('Z') && !text.get(10..).unwrap_or("").contains(['+', '-']) => {
+                // `datetime-local` sends `2025-03-06T10:00`: minutes, no offset; the
+                // runtime takes RFC 3339, so it is read as UTC.
+                let seconds = if text.len() == 16 { ":00" } else { "" };
+                Value::from(format!("{text}{seconds}Z"))
+            }
+            _ => Value::from(text),
+        };
+        variables.insert(field.name.to_string(), value);
+    }
+    variables
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "amount": { "type": "number", "minimum": 0, "description": "Euros received." },
+                "count": { "type": "integer" },
+                "currency": { "type": "string", "enum": ["EUR", "USD"] },
+                "paid_on": { "type": "string", "format": "date", "formatMaximum": "today" },
+                "at": { "type": "string", "format": "date-time" },
+                "confirmed": { "type": "boolean" },
+                "lines": { "type": "array" },
+                "note": { "type": "string" },
+            },
+            "required": ["amount", "currency"],
+        })
+    }
+
+    #[test]
+    fn a_submitted_form_becomes_typed_variables() {
+        let form = Form::parse(
+            b"field.amount=40.5&field.count=3&field.currency=EUR&field.paid_on=2025-03-06&field.at=2025-03-06T10%3A00\
+              &field.confirmed=false&field.lines=%5B1%2C2%5D&field.note=&field.unknown=x",
+        );
+        let variables = variables(&schema(), &form);
+        assert_eq!(
+            Value::Object(variables),
+            json!({
+                "amount": 40.5, "count": 3, "currency": "EUR", "paid_on": "2025-03-06",
+                "at": "2025-03-06T10:00:00Z", "confirmed": false, "lines": [1, 2],
+            })
+        );
+        let loose = variables_of("field.amount=forty&field.count=2.5&field.at=x%C3%A9%C3%A9%C3%A9%C3%A9%C3%A9y");
+        assert_eq!(
+            Value::Object(loose),
+            json!({ "amount": "forty", "count": "2.5", "at": "xéééééyZ" }),
+            "left for the runtime to refuse"
+        );
+    }
+
+    fn variables_of(body: &str) -> Map<String, Value> {
+        variables(&schema(), &Form::parse(body.as_bytes()))
+    }
+
+    #[test]
+    fn each_field_gets_a_labelled_control_of_its_type() {
+        let schema = schema();
+        let shown: Vec<String> = fields(&schema).iter().map(|field| control("d", field).into_string()).collect();
+        assert!(shown[0].contains(r#"<label for="d-amount">amount <span class="required">(required)</span>"#));
+        assert!(shown[0].contains(r#"type="number" step="any" min="0""#), "{}", shown[0]);
+        assert!(shown[0].contains(r#"aria-describedby="d-amount-hint""#));
+        assert!(shown[2].contains("<select") && shown[2].contains(r#"<option value="USD">"#), "{}", shown[2]);
+        assert!(shown[3].contains(r#"type="date""#) && !shown[3].contains("max="), "today is no date: {}", shown[3]);
+        assert!(shown[5].contains(r#"<option value="false">no</option>"#));
+        assert!(shown[6].contains("<textarea"));
+    }
+}

@@ -1,0 +1,102 @@
+//! The decision inbox: the web pages `archmax serve` answers at `/`, where people find,
+//! read and decide parked sessions.
+//!
+//! ```text
+//! GET  /sign-in, POST /sign-in, POST /sign-out   signin: the token in an HttpOnly cookie
+//! GET  /                                          pages::inbox (parked sessions, filters)
+//! GET  /sessions/{id}                             pages::session (graph, evidence, forms)
+//! POST /decide, /reply, /deliver                  actions: one Server call each
+//! GET  /live, /live/{id}                          server-sent events that refresh a page
+//! GET  /evidence?session=&path=                   an evidence image
+//! GET  /assets/{name}                             the embedded CSS and JavaScript
+//! ```
+//!
+//! The one thing to know: every page is rendered on the server with maud, which escapes
+//! whatever it is given, and works without JavaScript (the script only refreshes regions
+//! as events arrive); every POST carries a CSRF token bound to the signed-in token, and
+//! every answer carries a strict Content-Security-Policy (no inline script or style).
+//! A decision goes through [`Server::decide`] with the signed-in identity, so the VM
+//! enforces `approvers` and records the decider exactly as for the API.
+
+mod actions;
+mod forms;
+mod graph;
+pub mod markdown;
+pub mod pages;
+mod render;
+mod signin;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+use axum::routing::{get, post};
+
+use crate::server::Server;
+
+pub use signin::Secret;
+
+/// The inbox's share of the server: the server itself and the key CSRF tokens are
+/// derived from (new for each process).
+pub struct Inbox {
+    pub server: Arc<Server>,
+    secret: Secret,
+}
+
+type Shared = axum::extract::State<Arc<Inbox>>;
+
+/// The Content-Security-Policy of every inbox answer: only the server's own script,
+/// style, images and event streams; no inline script or style, no framing, forms post
+/// only here.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+     connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The inbox's routes, to merge into the API's router.
+pub fn router(server: Arc<Server>) -> Router {
+    let inbox = Arc::new(Inbox { server, secret: Secret::random() });
+    Router::new()
+        .route("/", get(pages::inbox_route))
+        .route("/sign-in", get(signin::sign_in_page).post(signin::sign_in))
+        .route("/sign-out", post(signin::sign_out))
+        .route("/sessions/{*id}", get(pages::session_route))
+        .route("/decide", post(actions::decide))
+        .route("/reply", post(actions::reply))
+        .route("/deliver", post(actions::deliver))
+        .route("/live", get(actions::inbox_events))
+        .route("/live/{*id}", get(actions::session_events))
+        .route("/evidence", get(actions::evidence))
+        .route("/assets/{name}", get(asset))
+        .layer(axum::middleware::map_response(secure_headers))
+        .with_state(inbox)
+}
+
+/// The headers every inbox answer carries.
+async fn secure_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    }
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    // `same-origin`, not `no-referrer`: under `no-referrer` a form's POST carries
+    // `Origin: null`, and the origin check needs the real one.
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+const STYLE: &str = include_str!("../../assets/inbox.css");
+const SCRIPT: &str = include_str!("../../assets/inbox.js");
+
+async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Response {
+    use axum::response::IntoResponse;
+    let (kind, body) = match name.as_str() {
+        "inbox.css" => ("text/css; charset=utf-8", STYLE),
+        "inbox.js" => ("text/javascript; charset=utf-8", SCRIPT),
+        _ => return render::not_found_page().into_response(),
+    };
+    ([(header::CONTENT_TYPE, kind), (header::CACHE_CONTROL, "max-age=3600")], body).into_response()
+}

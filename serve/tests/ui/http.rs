@@ -1,0 +1,322 @@
+//! The inbox over HTTP: every form works without JavaScript, and its safety holds at the
+//! protocol level (cookies, CSRF, approvers, escaping, the CSP header).
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::{CARE, INTERN, LEAD, READER, serve};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signing_in_keeps_the_token_in_a_strict_http_only_cookie_and_pages_carry_a_strict_csp() {
+    let server = serve(false).await;
+    server.start_payout("pay-1").await;
+    let anonymous = server.get("/", None).await;
+    assert_eq!((anonymous.status, anonymous.location()), (StatusCode::SEE_OTHER, "/sign-in"));
+
+    let form = server.get("/sign-in", None).await;
+    let csp = form.headers.get("content-security-policy").and_then(|value| value.to_str().ok()).unwrap_or_default();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("script-src 'self'") && !csp.contains("unsafe"),
+        "{csp}"
+    );
+    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("form-action 'self'"), "{csp}");
+    let nonce = form.cookie("archmax_sign_in").expect("a sign-in cookie");
+    let nonce = nonce.split(';').next().unwrap_or_default();
+    let forged = server.post_form("/sign-in", None, &[("csrf", &form.csrf()), ("token", LEAD)]).await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "a sign-in without its cookie (another site's form)");
+    assert!(forged.cookie("archmax_inbox").is_none());
+    let wrong = server.post_form("/sign-in", Some(nonce), &[("csrf", &form.csrf()), ("token", "guess")]).await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert!(wrong.body.contains("does not accept this token"), "{}", wrong.body);
+    assert!(wrong.cookie("archmax_inbox").is_none());
+
+    let form = server.get("/sign-in", None).await;
+    let nonce = form.cookie("archmax_sign_in").expect("a sign-in cookie");
+    let nonce = nonce.split(';').next().unwrap_or_default();
+    let signed = server.post_form("/sign-in", Some(nonce), &[("csrf", &form.csrf()), ("token", LEAD)]).await;
+    let kept = signed.cookie("archmax_inbox").expect("the token cookie");
+    assert!(kept.contains("HttpOnly") && kept.contains("SameSite=Strict") && kept.contains("Path=/"), "{kept}");
+    assert!(!kept.contains(LEAD), "the cookie holds the token encoded, never as typed: {kept}");
+
+    let cookie = kept.split(';').next().unwrap_or_default();
+    let inbox = server.get("/", Some(cookie)).await;
+    assert_eq!(inbox.status, StatusCode::OK);
+    assert!(inbox.body.contains("Signed in as <strong>refunds-lead@fernhill.example</strong>"), "{}", inbox.body);
+    assert!(inbox.body.contains(r#"href="/sessions/pay-1""#) && inbox.body.contains("Assigned to you"));
+    assert!(inbox.headers.get("content-security-policy").is_some());
+
+    let out = server.post_form("/sign-out", Some(cookie), &[("csrf", &inbox.csrf())]).await;
+    assert_eq!((out.status, out.location()), (StatusCode::SEE_OTHER, "/sign-in"));
+    assert!(out.cookie("archmax_inbox").is_some_and(|cleared| cleared.contains("Max-Age=0")));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_without_the_right_csrf_token_or_from_another_site_is_refused_and_changes_nothing() {
+    let server = serve(false).await;
+    server.start_payout("pay-csrf").await;
+    let cookie = server.sign_in(LEAD).await;
+    let page = server.get("/sessions/pay-csrf", Some(&cookie)).await;
+    let csrf = page.csrf();
+    for fields in
+        [vec![("session", "pay-csrf"), ("to", "done")], vec![("csrf", "00ff"), ("session", "pay-csrf"), ("to", "done")]]
+    {
+        let refused = server.post_form("/decide", Some(&cookie), &fields).await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+        assert!(refused.body.contains("CSRF token is missing or wrong"), "{}", refused.body);
+    }
+    let other_site = server
+        .client
+        .post(format!("{}/decide", server.base))
+        .header("cookie", &cookie)
+        .header("origin", "https://evil.example")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&session=pay-csrf&to=done"))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(other_site.status(), StatusCode::FORBIDDEN);
+    // Another person's token does not fit this person's forms.
+    let care = server.sign_in(CARE).await;
+    let borrowed =
+        server.post_form("/decide", Some(&care), &[("csrf", &csrf), ("session", "pay-csrf"), ("to", "done")]).await;
+    assert_eq!(borrowed.status, StatusCode::FORBIDDEN);
+    assert_eq!(server.show("pay-csrf").await["status"], "awaiting_decision", "nothing was decided");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_approver_may_decide_and_the_decider_is_recorded_in_the_trail() {
+    let server = serve(false).await;
+    server.start_payout("pay-approvers").await;
+    let intern = server.sign_in(INTERN).await;
+    let page = server.get("/sessions/pay-approvers", Some(&intern)).await;
+    assert!(page.body.contains("You are not among them."), "{}", page.body);
+    let fields = [("csrf", page.csrf()), ("session", "pay-approvers".into()), ("to", "done".into())];
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(key, value)| (*key, value.as_str())).collect();
+    let refused = server.post_form("/decide", Some(&intern), &fields).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(refused.body.contains("intern@fernhill.example"), "the page says who was refused: {}", refused.body);
+
+    let reader = server.sign_in(READER).await;
+    let page = server.get("/sessions/pay-approvers", Some(&reader)).await;
+    assert!(page.body.contains("does not hold the decide scope"));
+    let refused = server
+        .post_form("/decide", Some(&reader), &[("csrf", &page.csrf()), ("session", "pay-approvers"), ("to", "done")])
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+
+    let lead = server.sign_in(LEAD).await;
+    let page = server.get("/sessions/pay-approvers", Some(&lead)).await;
+    let decided = server
+        .post_form(
+            "/decide",
+            Some(&lead),
+            &[("csrf", &page.csrf()), ("session", "pay-approvers"), ("to", "done"), ("comment", "Matches invoice 7.")],
+        )
+        .await;
+    assert_eq!((decided.status, decided.location()), (StatusCode::SEE_OTHER, "/sessions/pay-approvers?done=decided"));
+    let shown = server.show("pay-approvers").await;
+    assert_eq!(shown["status"], "completed", "{shown}");
+    let human = shown["trail"].as_array().and_then(|trail| trail.iter().find(|step| step["kind"] == "human")).cloned();
+    assert_eq!(human.map(|step| step["decidedBy"].clone()), Some(json!("refunds-lead@fernhill.example")));
+    let after = server.get("/sessions/pay-approvers?done=decided", Some(&lead)).await;
+    assert!(after.body.contains("Your decision was recorded."));
+    assert!(after.body.contains(r#"<span class="decider">refunds-lead@fernhill.example</span>"#), "{}", after.body);
+    // The decision's record in the transcript (the note the session reads) names the decider
+    // and carries the comment.
+    assert!(
+        after.body.contains("Runtime note (decision)")
+            && after.body.contains("refunds-lead@fernhill.example (a person)")
+    );
+    assert!(after.body.contains("Matches invoice 7."), "{}", after.body);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_people_deciding_one_session_one_wins_and_the_other_sees_why() {
+    let server = serve(false).await;
+    server.start_payout("pay-race").await;
+    let (lead, care) = (server.sign_in(LEAD).await, server.sign_in(CARE).await);
+    let lead_csrf = server.get("/sessions/pay-race", Some(&lead)).await.csrf();
+    let care_csrf = server.get("/sessions/pay-race", Some(&care)).await.csrf();
+    let lead_fields = [("csrf", lead_csrf.as_str()), ("session", "pay-race"), ("to", "done")];
+    let care_fields = [("csrf", care_csrf.as_str()), ("session", "pay-race"), ("to", "declined")];
+    let (first, second) = tokio::join!(
+        server.post_form("/decide", Some(&lead), &lead_fields),
+        server.post_form("/decide", Some(&care), &care_fields),
+    );
+    let mut statuses = [first.status, second.status];
+    statuses.sort();
+    assert_eq!(statuses, [StatusCode::SEE_OTHER, StatusCode::CONFLICT], "{} / {}", first.body, second.body);
+    let loser = if first.status == StatusCode::CONFLICT { &first } else { &second };
+    assert!(
+        loser.body.contains("no longer waiting for a decision")
+            || loser.body.contains("Another turn of this session is running"),
+        "the one who lost is told why: {}",
+        loser.body
+    );
+    // Once it settled, a late decision names who decided.
+    let shown = server.show("pay-race").await;
+    let decider = shown["trail"]
+        .as_array()
+        .and_then(|trail| trail.iter().find(|step| step["kind"] == "human"))
+        .and_then(|step| step["decidedBy"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(["refunds-lead@fernhill.example", "care-team@fernhill.example"].contains(&decider.as_str()), "{shown}");
+    let late = server
+        .post_form("/decide", Some(&care), &[("csrf", &care_csrf), ("session", "pay-race"), ("to", "done")])
+        .await;
+    assert_eq!(late.status, StatusCode::CONFLICT);
+    assert!(late.body.contains(&format!("{decider} decided it")), "{}", late.body);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_model_and_tools_wrote_is_escaped_and_evidence_is_shown_by_kind() {
+    let server = serve(false).await;
+    server.start_payout("pay-xss").await;
+    let cookie = server.sign_in(LEAD).await;
+    let page = server.get("/sessions/pay-xss", Some(&cookie)).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let body = &page.body;
+    assert_eq!(body.matches("<script").count(), 1, "only the page's own script tag: {body}");
+    assert!(body.contains(r#"<script src="/assets/inbox.js" defer></script>"#));
+    assert_eq!(body.matches("<img").count(), 1, "only the chart; the model's image tag is text: {body}");
+    assert!(body.contains("&lt;img src=\"x\" onerror="), "{body}");
+    assert!(body.contains("&lt;script&gt;window.pwned = 1&lt;/script&gt;"), "{body}");
+    assert!(!body.to_ascii_lowercase().contains("javascript:"), "{body}");
+    // The memo is Markdown (a table, bold), the facts JSON pretty-printed.
+    assert!(
+        body.contains("<h1>Payout memo</h1>") && body.contains("<strong>7</strong>") && body.contains("<table>"),
+        "{body}"
+    );
+    assert!(body.contains("&quot;payee&quot;: &quot;Acme &lt;b&gt;Ltd&lt;/b&gt;&quot;"), "{body}");
+    // Each tool call's verdict: the call the kernel refused says so.
+    assert!(
+        body.contains(
+            "Result of <code>wire_money</code> <span class=\"verdict\" data-verdict=\"refused\">refused</span>"
+        ),
+        "{body}"
+    );
+    assert!(body.contains("Result of <code>write_file</code> <span class=\"verdict\" data-verdict=\"ok\">ok</span>"));
+    // An image the decision names is shown from the evidence route, sandboxed.
+    let src = "/evidence?session=pay-xss&amp;path=scratchpad%2Fchart.png";
+    assert!(
+        body.contains(&format!(r#"<img class="evidence" src="{src}" alt="Evidence image scratchpad/chart.png">"#)),
+        "{body}"
+    );
+    let image = server.get(&src.replace("&amp;", "&"), Some(&cookie)).await;
+    assert_eq!(image.status, StatusCode::OK);
+    assert_eq!(image.headers["content-type"], "image/png");
+    assert_eq!(image.headers["content-security-policy"], "default-src 'none'; sandbox");
+    assert_eq!(server.get(&src.replace("&amp;", "&"), None).await.status, StatusCode::SEE_OTHER, "signed in only");
+    // Evidence is served as an image only when the decision names it and it is one.
+    for path in ["scratchpad/memo.md", "scratchpad/other.png", "../sessions/pay-xss/scratchpad/memo.md"] {
+        let served =
+            server.get(&format!("/evidence?session=pay-xss&path={}", crate::encode(path)), Some(&cookie)).await;
+        assert_eq!(served.status, StatusCode::NOT_FOUND, "{path}");
+    }
+    // The graph shows the current state.
+    assert!(body.contains(r#"<g class="node current visited human" data-state="review">"#), "{body}");
+    // One button per transition, with its description.
+    assert!(body.contains(r#"name="to" value="done""#) && body.contains(r#"name="to" value="declined""#));
+    assert!(body.contains("Pay it.") && body.contains("Turn it down."));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_filters_by_workflow_state_and_approver_and_lists_waiting_sessions_apart() {
+    let server = serve(false).await;
+    server.start_payout("pay-a").await;
+    server.start_refund("refund-a").await;
+    let waiting = server.start("payment", "wait-a", json!({ "message": "Tell me when it is paid." })).await;
+    assert_eq!(waiting["status"], "awaiting_input", "{waiting}");
+    let cookie = server.sign_in(INTERN).await;
+    let all = server.get("/", Some(&cookie)).await.body;
+    assert!(all.contains("Awaiting a decision <span class=\"count\">(2)</span>"), "{all}");
+    assert!(
+        all.contains("Awaiting input <span class=\"count\">(1)</span>") && all.contains("the payment has not arrived")
+    );
+    assert!(!all.contains("Assigned to you"), "the intern is nobody's approver");
+    let payouts = server.get("/?workflow=payout", Some(&cookie)).await.body;
+    assert!(payouts.contains("/sessions/pay-a") && !payouts.contains("/sessions/refund-a"), "{payouts}");
+    let reviews = server.get("/?state=review&order=oldest", Some(&cookie)).await.body;
+    assert!(reviews.contains("/sessions/pay-a") && reviews.contains("/sessions/refund-a"));
+    assert!(reviews.contains(r#"<option value="oldest" selected>"#));
+    let mine = server.get("/?mine=1", Some(&cookie)).await.body;
+    assert!(mine.contains("No session is waiting for a decision."), "{mine}");
+    let lead = server.sign_in(LEAD).await;
+    let mine = server.get("/?mine=1", Some(&lead)).await.body;
+    assert!(mine.contains("/sessions/pay-a") && mine.contains("/sessions/refund-a"), "{mine}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_is_a_turn_that_keeps_the_park_and_a_delivery_is_typed_by_the_trigger_schema() {
+    let server = serve(false).await;
+    server.start_payout("pay-reply").await;
+    let cookie = server.sign_in(LEAD).await;
+    let csrf = server.get("/sessions/pay-reply", Some(&cookie)).await.csrf();
+    let replied = server
+        .post_form("/reply", Some(&cookie), &[("csrf", &csrf), ("session", "pay-reply"), ("message", "Any news?")])
+        .await;
+    assert_eq!(replied.status, StatusCode::SEE_OTHER, "{}", replied.body);
+    let page = server.get("/sessions/pay-reply", Some(&cookie)).await.body;
+    assert!(page.contains("Finance has your message and will decide soon."), "{page}");
+    assert_eq!(server.show("pay-reply").await["status"], "awaiting_decision");
+
+    server.start("payment", "wait-typed", json!({ "message": "Tell me when it is paid." })).await;
+    let page = server.get("/sessions/wait-typed", Some(&cookie)).await;
+    let form = &page.body;
+    assert!(
+        form.contains(r#"<input id="paid-amount" name="field.amount" type="number" step="any" min="0" required"#),
+        "{form}"
+    );
+    assert!(form.contains(r#"<select id="paid-currency" name="field.currency" required"#), "{form}");
+    assert!(form.contains(r#"type="date""#) && form.contains("Euros received."));
+    let refused = server
+        .post_form(
+            "/deliver",
+            Some(&cookie),
+            &[("csrf", &page.csrf()), ("session", "wait-typed"), ("trigger", "paid"), ("field.amount", "lots")],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert!(
+        refused.body.contains("amount") && refused.body.contains("currency"),
+        "every field problem: {}",
+        refused.body
+    );
+    let delivered = server
+        .post_form(
+            "/deliver",
+            Some(&cookie),
+            &[
+                ("csrf", &page.csrf()),
+                ("session", "wait-typed"),
+                ("trigger", "paid"),
+                ("field.amount", "40.5"),
+                ("field.currency", "EUR"),
+                ("field.paid_on", "2025-03-07"),
+            ],
+        )
+        .await;
+    assert_eq!(delivered.status, StatusCode::SEE_OTHER, "{}", delivered.body);
+    let shown = server.show("wait-typed").await;
+    assert_eq!(shown["status"], "completed", "{shown}");
+    assert_eq!(shown["variables"]["amount"]["value"], json!(40.5));
+    assert_eq!(shown["variables"]["currency"]["value"], json!("EUR"));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_configured_token_the_inbox_serves_no_one() {
+    let server = serve(true).await;
+    let page = server.get("/", None).await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    assert!(page.body.contains("The inbox needs a token"), "{}", page.body);
+    assert_eq!(server.get("/sign-in", None).await.status, StatusCode::FORBIDDEN);
+    server.stop().await;
+}

@@ -1,0 +1,270 @@
+//! The decision inbox: over HTTP with `reqwest` (forms, cookies, CSRF, approvers,
+//! escaping: [`http`]) and in headless Chromium through chromedriver with `fantoccini`
+//! ([`browser`]). The server is the real one on loopback, serving the `specs/` workspace
+//! and this test's own (`workspace/`: a payout desk whose review names approvers and
+//! evidence, and a payment wait with a typed trigger), with the filesystem store and the tape adapter
+//! (`inbox.tape.yaml`).
+
+mod browser;
+mod http;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use reqwest::StatusCode;
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use serde_json::{Value, json};
+
+use archmax_serve::auth::{Auth, token_digest_hex};
+use archmax_serve::turns::TurnLimits;
+use archmax_serve::{Server, ServerParts};
+use archmax_vm::clock::FixedClock;
+use archmax_vm::compiler::compile;
+use archmax_vm::compiler::lower::BuildInputs;
+use archmax_vm::model::pricing::PricingTable;
+use archmax_vm::model::tape::Tape;
+use archmax_vm::session::fs::FsStore;
+
+const TAPE: &str = include_str!("inbox.tape.yaml");
+/// A small PNG, the payout's chart.
+pub const CHART: &[u8] = include_bytes!("chart.png");
+
+/// Tokens: the lead and the care team are refund-desk's approvers, the intern is not.
+pub const ADMIN: &str = "admin-secret";
+pub const LEAD: &str = "lead-secret";
+pub const CARE: &str = "care-secret";
+pub const INTERN: &str = "intern-secret";
+pub const READER: &str = "reader-secret";
+
+fn tokens_file() -> String {
+    [
+        ("refunds-lead@fernhill.example", "[\"decide\", \"read\", \"start\"]", LEAD),
+        ("care-team@fernhill.example", "[\"decide\", \"read\"]", CARE),
+        ("intern@fernhill.example", "[\"decide\", \"read\", \"start\"]", INTERN),
+        ("reader", "[\"read\"]", READER),
+    ]
+    .iter()
+    .map(|(identity, scopes, token)| {
+        format!("[[tokens]]\nidentity = \"{identity}\"\nscopes = {scopes}\nsha256 = \"{}\"\n", token_digest_hex(token))
+    })
+    .collect()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "archmax-inbox-{name}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    dir
+}
+
+fn compiled(root: &Path) -> archmax_vm::compiler::program::Program {
+    compile(root, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
+        .map(|compiled| compiled.program)
+        .unwrap_or_else(|_| panic!("{} compiles", root.display()))
+}
+
+/// The repository's example workspace.
+pub fn specs_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs")
+}
+
+/// A running server and a client that follows no redirect.
+pub struct Running {
+    pub base: String,
+    pub client: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<std::io::Result<bool>>,
+    scratch: PathBuf,
+}
+
+/// Serves `specs/` and the test's workspace with tokens (or none, `open`).
+pub async fn serve(open: bool) -> Running {
+    archmax_vm::model::openai::install_tls_provider();
+    let scratch = scratch("serve");
+    let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/workspace");
+    let auth = if open { Auth::Open } else { Auth::configure(Some(ADMIN), Some(&tokens_file())).expect("tokens") };
+    let server = Server::new(ServerParts {
+        programs: vec![compiled(&own), compiled(&specs_root())],
+        store: Arc::new(FsStore::new(scratch.join("sessions"))),
+        model: Arc::new(Tape::parse("inbox", TAPE).expect("the tape parses")),
+        // 2025-03-08T12:00:00Z: two days after the refund request, so its window holds.
+        clock: Arc::new(FixedClock(1_741_435_200_000)),
+        pricing: PricingTable::default(),
+        root: specs_root(),
+        auth,
+        limits: TurnLimits::default(),
+        body_limit: 1024 * 1024,
+        tools: Default::default(),
+    })
+    .expect("a server");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
+    let base = format!("http://{}", listener.local_addr().expect("an address"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async move {
+        let _ = stopped.await;
+    };
+    let served = tokio::spawn(archmax_serve::serve_with(
+        listener,
+        Arc::new(server),
+        shutdown,
+        archmax_serve::ConnectionLimits { grace: std::time::Duration::from_secs(5), ..Default::default() },
+    ));
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("a client");
+    Running { base, client, stop: Some(stop), served, scratch }
+}
+
+/// What a page answered.
+pub struct Page {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Page {
+    pub fn location(&self) -> &str {
+        self.headers.get(LOCATION).and_then(|value| value.to_str().ok()).unwrap_or_default()
+    }
+
+    /// The value of the first `name="csrf"` field.
+    pub fn csrf(&self) -> String {
+        let marker = r#"name="csrf" value=""#;
+        let start = self.body.find(marker).map(|at| at + marker.len()).expect("a form with a CSRF token");
+        self.body[start..].split('"').next().unwrap_or_default().to_string()
+    }
+
+    /// The `name=value` of the cookie `name` this answer sets.
+    pub fn cookie(&self, name: &str) -> Option<String> {
+        self.headers
+            .get_all(SET_COOKIE)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .find(|value| value.starts_with(&format!("{name}=")))
+            .map(str::to_string)
+    }
+}
+
+async fn page_of(response: reqwest::Response) -> Page {
+    let status = response.status();
+    let headers = response.headers().clone();
+    Page { status, headers, body: response.text().await.unwrap_or_default() }
+}
+
+impl Running {
+    pub async fn get(&self, path: &str, cookie: Option<&str>) -> Page {
+        let mut request = self.client.get(format!("{}{path}", self.base));
+        if let Some(cookie) = cookie {
+            request = request.header(COOKIE, cookie);
+        }
+        page_of(request.send().await.expect("the server answers")).await
+    }
+
+    pub async fn post_form(&self, path: &str, cookie: Option<&str>, fields: &[(&str, &str)]) -> Page {
+        let body: String = fields
+            .iter()
+            .map(|(key, value)| format!("{}={}", encode(key), encode(value)))
+            .collect::<Vec<_>>()
+            .join("&");
+        let mut request = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        if let Some(cookie) = cookie {
+            request = request.header(COOKIE, cookie);
+        }
+        page_of(request.send().await.expect("the server answers")).await
+    }
+
+    /// Signs in with `token`: the cookie header to send from then on.
+    pub async fn sign_in(&self, token: &str) -> String {
+        let form = self.get("/sign-in", None).await;
+        assert_eq!(form.status, StatusCode::OK, "{}", form.body);
+        let nonce = form.cookie("archmax_sign_in").expect("the sign-in cookie");
+        let nonce = nonce.split(';').next().unwrap_or_default().to_string();
+        let signed = self.post_form("/sign-in", Some(&nonce), &[("csrf", &form.csrf()), ("token", token)]).await;
+        assert_eq!((signed.status, signed.location()), (StatusCode::SEE_OTHER, "/"), "{}", signed.body);
+        let cookie = signed.cookie("archmax_inbox").expect("the token cookie");
+        cookie.split(';').next().unwrap_or_default().to_string()
+    }
+
+    /// Starts a session through the API and waits for its first turn to end.
+    pub async fn start(&self, workflow: &str, session: &str, body: Value) -> Value {
+        let mut body = body;
+        body["sessionId"] = json!(session);
+        let response = self
+            .client
+            .post(format!("{}/v1/workflows/{workflow}/sessions?wait=120", self.base))
+            .bearer_auth(ADMIN)
+            .json(&body)
+            .send()
+            .await
+            .expect("the server answers");
+        let status = response.status();
+        let shown: Value = response.json().await.unwrap_or(Value::Null);
+        assert_eq!(status, StatusCode::OK, "{shown}");
+        shown
+    }
+
+    /// A session as the API shows it.
+    pub async fn show(&self, session: &str) -> Value {
+        let response = self
+            .client
+            .get(format!("{}/v1/sessions/{session}", self.base))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .expect("the server answers");
+        response.json().await.unwrap_or(Value::Null)
+    }
+
+    /// Starts a payout that parks for review, then puts the chart its decision names
+    /// among the session's files (a model writes text only).
+    pub async fn start_payout(&self, session: &str) -> Value {
+        let shown = self.start("payout", session, json!({ "message": "Pay invoice 7." })).await;
+        assert_eq!(shown["status"], "awaiting_decision", "{shown}");
+        let store = FsStore::new(self.scratch.join("sessions"));
+        let files = archmax_vm::session::SessionStore::files(&store, session).expect("the session's files");
+        files.write("scratchpad/chart.png", CHART).expect("the chart");
+        shown
+    }
+
+    pub async fn start_refund(&self, session: &str) -> Value {
+        let body = json!({
+            "message": "Refund request from Jonas Weber for ORD-1042: two bowls from the stoneware set arrived cracked.",
+            "variables": {
+                "order_id": "ORD-1042",
+                "customer_email": "jonas.weber@example.net",
+                "requested_on": "2025-03-06",
+                "reason": "Two of the four stoneware bowls arrived cracked. The olive wood board is fine.",
+            },
+        });
+        let shown = self.start("refund-desk", session, body).await;
+        assert_eq!(shown["status"], "awaiting_decision", "{shown}");
+        shown
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = self.served.await;
+        let _ = std::fs::remove_dir_all(&self.scratch);
+    }
+}
+
+pub fn encode(text: &str) -> String {
+    let mut out = String::new();
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(byte as char),
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}

@@ -9,6 +9,7 @@ mod dotenv;
 mod explain;
 mod faults;
 mod flow;
+mod flow_cmd;
 mod graph;
 mod inputs;
 mod inspect;
@@ -271,6 +272,9 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 30.0, value_parser = positive_seconds)]
         grace: f64,
     },
+    /// Plan or walk a flow document (`flow plan`, `flow run`).
+    #[command(subcommand)]
+    Flow(flow_cmd::FlowCommand),
     /// Print the long explanation of a diagnostic code or a kernel rule.
     Explain {
         /// A code such as AMX0301 (or its name), or a rule id such as tool.not-allowed.
@@ -437,6 +441,7 @@ fn main() -> ExitCode {
             )
         }
         Command::Explain { code, list } => explain::run(code.as_deref(), list),
+        Command::Flow(command) => flow_cmd::run(command),
         Command::Build { workflows, output, sign } => build::run(&root, &workflows, output.as_deref(), sign.as_deref()),
         Command::Keygen { output, force } => keys::keygen(&output, force),
         Command::Inspect { file, trust, workflow, state, format } => {

@@ -1,0 +1,189 @@
+//! The durable flow record: what `--resume` continues from.
+//!
+//! One JSON-lines file per walk, `<session-dir>/<flow-run-id>.flow.jsonl`, beside the
+//! per-scope sessions. The first line is the header (the document's digest, the input,
+//! the attempt override); then one line per finished step (its whole report: outcome,
+//! gives, the messages it added, what it spent, the tape's reading) and per transition
+//! hook answer, each keyed by its place in the walk (`root.1.shape.2.specify`,
+//! `root.1.shape.2@leave`), and a line when the walk pauses or ends. Every line is
+//! appended and synced before the walk goes on.
+//!
+//! The one thing to know: **the key carries every enclosing attempt**, so a resumed
+//! walk that re-walks the document meets each finished step at exactly one key and
+//! takes its report from here instead of running it again; a torn last line (the
+//! process died while writing it) is dropped on reading.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use archmax_vm::model::TapeReading;
+use archmax_vm::session::Message;
+
+use crate::hooks::HookAnswer;
+use crate::step::{Outcome, Spend, StepReport};
+
+/// What the first line says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub flow: String,
+    pub run: String,
+    /// SHA-256 (hex) of the document's text: a resume refuses a changed document.
+    pub digest: String,
+    pub input: String,
+    pub max_attempts: Option<u32>,
+}
+
+/// A finished step as the record keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedStep {
+    pub outcome: Outcome,
+    pub note: Option<String>,
+    pub reason: Option<String>,
+    pub gives: Map<String, Value>,
+    pub messages: Vec<Message>,
+    pub spend: Spend,
+    pub tape: Option<TapeReading>,
+}
+
+impl RecordedStep {
+    pub fn from_report(report: &StepReport) -> RecordedStep {
+        RecordedStep {
+            outcome: report.outcome,
+            note: report.note.clone(),
+            reason: report.reason.clone(),
+            gives: report.gives.clone(),
+            messages: report.messages.clone(),
+            spend: report.spend,
+            tape: report.tape.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Line {
+    Header(Header),
+    Step { key: String, step: RecordedStep },
+    Hook { key: String, answer: HookAnswer },
+    Paused { key: String },
+    Finished { clean: bool },
+}
+
+/// A record read back.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    pub header: Option<Header>,
+    pub steps: HashMap<String, RecordedStep>,
+    pub hooks: HashMap<String, HookAnswer>,
+    /// The operator step the walk last paused at, if its last word was a pause.
+    pub paused: Option<String>,
+    pub finished: bool,
+}
+
+/// Why the record could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("the flow record `{path}` cannot be written: {error}")]
+    Write { path: String, error: std::io::Error },
+    #[error("there is no flow record `{path}`: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("the flow record `{0}` has no header line")]
+    NoHeader(String),
+}
+
+/// The file of the walk `run` under `directory`.
+pub fn record_path(directory: &Path, run: &str) -> PathBuf {
+    directory.join(format!("{run}.flow.jsonl"))
+}
+
+/// An open record being appended to.
+pub struct Record {
+    path: PathBuf,
+    file: File,
+}
+
+impl Record {
+    /// Creates the record with its header (a new walk).
+    pub fn create(directory: &Path, header: &Header) -> Result<Record, RecordError> {
+        let path = record_path(directory, &header.run);
+        let failure = |error| RecordError::Write { path: path.display().to_string(), error };
+        std::fs::create_dir_all(directory).map_err(failure)?;
+        let file = OpenOptions::new().create_new(true).append(true).open(&path).map_err(failure)?;
+        let mut record = Record { path, file };
+        record.append(&Line::Header(header.clone()))?;
+        Ok(record)
+    }
+
+    /// Opens an existing record to append to, and reads what it holds.
+    pub fn resume(directory: &Path, run: &str) -> Result<(Record, Recorded), RecordError> {
+        let path = record_path(directory, run);
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(&path).map_err(|error| RecordError::Read { path: shown.clone(), error })?;
+        let mut recorded = Recorded::default();
+        // A line is whole only when its newline was written; the last one may be torn.
+        let whole = match text.rfind('\n') {
+            Some(end) => &text[..end],
+            None => "",
+        };
+        for line in whole.lines() {
+            let Ok(line) = serde_json::from_str::<Line>(line) else { continue };
+            match line {
+                Line::Header(header) => recorded.header = Some(header),
+                Line::Step { key, step } => {
+                    recorded.steps.insert(key, step);
+                    recorded.paused = None;
+                }
+                Line::Hook { key, answer } => {
+                    recorded.hooks.insert(key, answer);
+                }
+                Line::Paused { key } => recorded.paused = Some(key),
+                Line::Finished { .. } => recorded.finished = true,
+            }
+        }
+        if recorded.header.is_none() {
+            return Err(RecordError::NoHeader(shown));
+        }
+        // Cut a torn tail so the next line starts on its own.
+        let file = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|error| RecordError::Write { path: shown.clone(), error })?;
+        file.set_len(whole.len() as u64 + u64::from(!whole.is_empty()))
+            .map_err(|error| RecordError::Write { path: shown.clone(), error })?;
+        drop(file);
+        let file =
+            OpenOptions::new().append(true).open(&path).map_err(|error| RecordError::Write { path: shown, error })?;
+        Ok((Record { path, file }, recorded))
+    }
+
+    fn append(&mut self, line: &Line) -> Result<(), RecordError> {
+        let mut text = serde_json::to_string(line).unwrap_or_default();
+        text.push('\n');
+        let path = self.path.display().to_string();
+        self.file
+            .write_all(text.as_bytes())
+            .and_then(|()| self.file.sync_data())
+            .map_err(|error| RecordError::Write { path, error })
+    }
+
+    pub fn step(&mut self, key: &str, step: &RecordedStep) -> Result<(), RecordError> {
+        self.append(&Line::Step { key: key.to_string(), step: step.clone() })
+    }
+
+    pub fn hook(&mut self, key: &str, answer: &HookAnswer) -> Result<(), RecordError> {
+        self.append(&Line::Hook { key: key.to_string(), answer: answer.clone() })
+    }
+
+    pub fn paused(&mut self, key: &str) -> Result<(), RecordError> {
+        self.append(&Line::Paused { key: key.to_string() })
+    }
+
+    pub fn finished(&mut self, clean: bool) -> Result<(), RecordError> {
+        self.append(&Line::Finished { clean })
+    }
+}

@@ -300,7 +300,8 @@ impl<'a, 'e> Walker<'a, 'e> {
             "spend": spend,
             "messages": conversation,
         });
-        let text = serde_json::to_string_pretty(&document).unwrap_or_default();
+        let mut text = serde_json::to_string_pretty(&document).unwrap_or_default();
+        text.push('\n');
         std::fs::write(&file, text).map_err(|error| WalkError::Session { path: file.display().to_string(), error })?;
         self.emit(FlowEvent::Session {
             id: session.to_string(),

@@ -679,7 +679,7 @@ impl Reader<'_> {
         });
         let Some(argv) = argv else {
             let (span, found) =
-                command.map_or((span, "missing".to_string()), |value| (value.span, format!("{}", value.type_name())));
+                command.map_or((span, "missing".to_string()), |value| (value.span, value.type_name().to_string()));
             self.report(
                 Code::FlowCommand,
                 span,

@@ -213,8 +213,15 @@ pub fn exhausted_ceiling(environment: &StepEnvironment<'_>, remaining: Remaining
     None
 }
 
+/// What a step answered through `answer`.
+struct Answer {
+    outcome: Outcome,
+    note: Option<String>,
+    gives: Map<String, Value>,
+}
+
 /// An answer's arguments: `Ok` when they follow the derived schema.
-fn read_answer(args: &Value, gives: &[String]) -> Result<(Outcome, Option<String>, Map<String, Value>), String> {
+fn read_answer(args: &Value, gives: &[String]) -> Result<Answer, String> {
     let outcome = match args.get("outcome").and_then(Value::as_str) {
         Some("passed") => Outcome::Passed,
         Some("failed") => Outcome::Failed,
@@ -237,7 +244,7 @@ fn read_answer(args: &Value, gives: &[String]) -> Result<(Outcome, Option<String
         }
         Some(_) => return Err("`gives` is an object of the names this section gives".to_string()),
     }
-    Ok((outcome, note, handed))
+    Ok(Answer { outcome, note, gives: handed })
 }
 
 /// Whether a call writes, and how, for each path argument.
@@ -391,7 +398,7 @@ pub async fn model_step(environment: &StepEnvironment<'_>, step: ModelStep<'_>) 
             });
             conversation.push(Message::Tool { call_id: call.id.clone(), name: call.name.clone(), content, status });
         }
-        if let Some((outcome, note, gives)) = answered {
+        if let Some(Answer { outcome, note, gives }) = answered {
             return Ok(finish(&conversation, outcome, note, None, gives, events, spend, tape));
         }
     }

@@ -136,7 +136,7 @@ pub fn run(command: FlowCommand) -> ExitCode {
 }
 
 /// Reads the document; a refusal is printed in `format` and is `Err(exit code)`.
-fn load(flow: &Path, format: Format) -> Result<(Loaded, FlowDocument), ExitCode> {
+pub fn load(flow: &Path, format: Format) -> Result<(Loaded, FlowDocument), ExitCode> {
     let loaded = read::load(flow, &flow.display().to_string());
     let report = loaded.report();
     match &loaded.document {

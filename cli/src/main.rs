@@ -110,6 +110,9 @@ enum Command {
         /// The workflow to draw, as a flag (the same as naming it).
         #[arg(long = "workflow", value_name = "SLUG", conflicts_with = "workflow")]
         only: Option<String>,
+        /// Draw this flow document instead (groups as clusters).
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["workflow", "only"])]
+        flow: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = graph::GraphFormat::Mermaid)]
         format: graph::GraphFormat,
     },
@@ -447,7 +450,8 @@ fn main() -> ExitCode {
         Command::Inspect { file, trust, workflow, state, format } => {
             inspect::run(&file, &trust, workflow.as_deref(), state.as_deref(), format)
         }
-        Command::Graph { workflow, only, format } => graph::run(&root, workflow.or(only).as_deref(), format),
+        Command::Graph { flow: Some(flow), format, .. } => graph::run_flow(&flow, format),
+        Command::Graph { workflow, only, format, .. } => graph::run(&root, workflow.or(only).as_deref(), format),
         Command::Run { workflow, prompt, trigger, variables, session, mocks, files, common } => run::run(
             &session::SessionOptions { mocks: mocks.as_deref(), ..common.options(&root) },
             run::RunArgs {

@@ -22,6 +22,7 @@
 
 pub mod document;
 pub mod events;
+pub mod graph;
 pub mod hooks;
 pub mod plan;
 pub mod process;

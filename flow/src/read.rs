@@ -352,17 +352,35 @@ impl Reader<'_> {
         Some(id.to_string())
     }
 
-    /// A list of names (`needs`, `gives`): strings, each once.
-    fn names(&mut self, value: Option<&YamlNode>, path: &str, key: &str, code: Code) -> Vec<String> {
-        let Some(value) = value else { return Vec::new() };
-        let Some(items) = value.as_sequence() else {
+    /// The items of a list, or a report that `subject` is not a list of `of`.
+    fn list<'n>(
+        &mut self,
+        value: &'n YamlNode,
+        code: Code,
+        path: &str,
+        subject: &str,
+        of: &str,
+        help: &str,
+    ) -> Option<&'n [YamlNode]> {
+        let items = value.as_sequence();
+        if items.is_none() {
             self.report(
                 code,
                 value.span,
                 path,
-                format!("`{key}` is {}, not a list of names", value.type_name()),
-                &format!("write `{key}: [name, ...]`"),
+                format!("{subject} is {}, not a list of {of}", value.type_name()),
+                help,
             );
+        }
+        items
+    }
+
+    /// A list of names (`needs`, `gives`): strings, each once.
+    fn names(&mut self, value: Option<&YamlNode>, path: &str, key: &str, code: Code) -> Vec<String> {
+        let Some(value) = value else { return Vec::new() };
+        let subject = format!("`{key}`");
+        let Some(items) = self.list(value, code, path, &subject, "names", &format!("write `{key}: [name, ...]`"))
+        else {
             return Vec::new();
         };
         let mut names = Vec::new();
@@ -403,16 +421,8 @@ impl Reader<'_> {
     }
 
     fn children(&mut self, value: &YamlNode, path: &str) -> Option<Vec<Node>> {
-        let Some(items) = value.as_sequence() else {
-            self.report(
-                Code::FlowShape,
-                value.span,
-                path,
-                format!("`nodes` of `{path}` is {}, not a list", value.type_name()),
-                "write `nodes: [{id: ...}, ...]`",
-            );
-            return None;
-        };
+        let subject = format!("`nodes` of `{path}`");
+        let items = self.list(value, Code::FlowShape, path, &subject, "nodes", "write `nodes: [{id: ...}, ...]`")?;
         let mut nodes = Vec::new();
         let mut spans: BTreeMap<String, Span> = BTreeMap::new();
         let mut complete = true;
@@ -709,16 +719,8 @@ impl Reader<'_> {
     }
 
     fn scope(&mut self, value: &YamlNode, run_path: &str) -> Option<WriteScope> {
-        let Some(items) = value.as_sequence() else {
-            self.report(
-                Code::FlowScope,
-                value.span,
-                run_path,
-                format!("the scope is {}, not a list of rules", value.type_name()),
-                "write `scope: [\"<glob>=<allowed|partial-only|denied>\", ...]`",
-            );
-            return None;
-        };
+        let help = "write `scope: [\"<glob>=<allowed|partial-only|denied>\", ...]`";
+        let items = self.list(value, Code::FlowScope, run_path, "the scope", "rules", help)?;
         let mut texts = Vec::new();
         for item in items {
             let Some(text) = item.as_str() else {

@@ -193,6 +193,19 @@ fn record_key(run: &str, session: &str, suffix: &str) -> String {
     if chain.is_empty() { suffix.to_string() } else { format!("{chain}{suffix}") }
 }
 
+/// The `hook-ran` event of one transition hook's answer.
+fn hook_ran(path: &str, moment: &str, attempt: u32, answer: &HookAnswer, replayed: bool) -> FlowEvent {
+    FlowEvent::HookRan {
+        point: "transition".to_string(),
+        path: path.to_string(),
+        moment: moment.to_string(),
+        attempt,
+        verdict: if answer.proceed { "proceed" } else { "refuse" }.to_string(),
+        status: answer.status,
+        replayed,
+    }
+}
+
 /// Every step path inside `node`.
 fn step_paths(node: &Node, parent: &str, into: &mut Vec<String>) {
     let path = join_path(parent, node.id());
@@ -231,15 +244,7 @@ impl<'a, 'e> Walker<'a, 'e> {
         }
         let key = format!("{key}@{moment}");
         if let Some(recorded) = self.options.recorded.hooks.get(&key).cloned() {
-            self.emit(FlowEvent::HookRan {
-                point: "transition".to_string(),
-                path: path.to_string(),
-                moment: moment.to_string(),
-                attempt,
-                verdict: if recorded.proceed { "proceed" } else { "refuse" }.to_string(),
-                status: recorded.status,
-                replayed: true,
-            });
+            self.emit(hook_ran(path, moment, attempt, &recorded, true));
             return Ok(recorded);
         }
         let mut document = json!({
@@ -257,15 +262,7 @@ impl<'a, 'e> Walker<'a, 'e> {
         }
         for hook in &self.options.hooks.transition {
             answer = hook.ask(&document, self.environment.workspace_root, self.environment.credential_variables);
-            self.emit(FlowEvent::HookRan {
-                point: "transition".to_string(),
-                path: path.to_string(),
-                moment: moment.to_string(),
-                attempt,
-                verdict: if answer.proceed { "proceed" } else { "refuse" }.to_string(),
-                status: answer.status,
-                replayed: false,
-            });
+            self.emit(hook_ran(path, moment, attempt, &answer, false));
             if !answer.proceed {
                 break;
             }

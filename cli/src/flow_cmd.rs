@@ -209,6 +209,9 @@ fn open_record(
             header.run
         ));
     }
+    if flags.input.as_ref().is_some_and(|input| *input != found.input) {
+        return Err("--input differs from the walk's recorded input; leave it out to resume".to_string());
+    }
     if found.max_attempts != header.max_attempts {
         return Err("the walk ran with another --max-attempts; resume it with the same".to_string());
     }
@@ -305,28 +308,19 @@ fn walk(flags: &RunFlags) -> ExitCode {
         use sha2::Digest;
         sha2::Sha256::digest(loaded.text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect::<String>()
     };
-    let header_input = flags.input.clone().unwrap_or_default();
-    let mut header = Header {
+    let header = Header {
         flow: document.id.clone(),
         run: run.clone(),
         digest,
-        input: header_input,
+        input: flags.input.clone().unwrap_or_default(),
         max_attempts: flags.max_attempts,
     };
-    if let Some(directory) = &session_dir
-        && flags.resume.is_some()
-        && let Ok((_, recorded)) = Record::resume(directory, &run).map(|(_, recorded)| ((), recorded))
-        && let Some(found) = &recorded.header
-    {
-        if flags.input.as_ref().is_some_and(|input| *input != found.input) {
-            return failure("--input differs from the walk's recorded input; leave it out to resume");
-        }
-        header.input = found.input.clone();
-    }
     let (record, recorded) = match open_record(flags, session_dir.as_deref(), &header) {
         Ok(opened) => opened,
         Err(problem) => return failure(problem),
     };
+    // A resumed walk keeps the input it started with.
+    let input = recorded.header.as_ref().map_or(header.input.clone(), |found| found.input.clone());
     let reserved = session_dir
         .as_ref()
         .and_then(|directory| std::fs::canonicalize(directory).ok())
@@ -372,7 +366,7 @@ fn walk(flags: &RunFlags) -> ExitCode {
     });
     listen_for_interrupt();
     let options = WalkOptions {
-        input: &header.input,
+        input: &input,
         max_attempts: flags.max_attempts,
         hooks: &hooks,
         parallel: flags.parallel as usize,

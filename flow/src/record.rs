@@ -187,3 +187,78 @@ impl Record {
         self.append(&Line::Finished { clean })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(run: &str) -> Header {
+        Header { flow: "f".into(), run: run.into(), digest: "d".into(), input: "task".into(), max_attempts: None }
+    }
+
+    fn step(outcome: Outcome) -> RecordedStep {
+        RecordedStep {
+            outcome,
+            note: None,
+            reason: None,
+            gives: Map::new(),
+            messages: Vec::new(),
+            spend: Spend::default(),
+            tape: None,
+        }
+    }
+
+    #[test]
+    fn a_torn_last_line_is_dropped_and_the_next_append_starts_clean() {
+        let directory = std::env::temp_dir().join(format!("archmax-flow-record-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&directory);
+        let run = "0123456789abcdef-01234567";
+        let created = Record::create(&directory, &header(run));
+        assert!(created.is_ok());
+        if let Ok(mut record) = created {
+            assert!(record.step("root.1.a", &step(Outcome::Passed)).is_ok());
+            assert!(record.hook("root.1@enter", &HookAnswer { proceed: true, reason: None, status: Some(0) }).is_ok());
+        }
+        let path = record_path(&directory, run);
+        let mut file = OpenOptions::new().append(true).open(&path).ok();
+        if let Some(file) = file.as_mut() {
+            assert!(file.write_all(br#"{"step":{"key":"root.1.b","st"#).is_ok());
+        }
+        drop(file);
+        let resumed = Record::resume(&directory, run);
+        assert!(resumed.is_ok());
+        if let Ok((mut record, recorded)) = resumed {
+            assert_eq!(recorded.header, Some(header(run)));
+            assert!(recorded.steps.contains_key("root.1.a"));
+            assert!(!recorded.steps.contains_key("root.1.b"), "the torn line is not a step");
+            assert!(recorded.hooks.contains_key("root.1@enter"));
+            assert!(record.step("root.1.b", &step(Outcome::Failed)).is_ok());
+        }
+        let again = Record::resume(&directory, run).map(|(_, recorded)| recorded);
+        assert!(
+            again.is_ok_and(|recorded| recorded
+                .steps
+                .get("root.1.b")
+                .is_some_and(|step| step.outcome == Outcome::Failed))
+        );
+        let _ = std::fs::remove_dir_all(&directory);
+    }
+
+    #[test]
+    fn a_pause_is_forgotten_once_a_later_step_is_recorded() {
+        let directory = std::env::temp_dir().join(format!("archmax-flow-pause-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&directory);
+        let run = "fedcba9876543210-76543210";
+        if let Ok(mut record) = Record::create(&directory, &header(run)) {
+            assert!(record.paused("root.1.review").is_ok());
+        }
+        let paused = Record::resume(&directory, run).map(|(_, recorded)| recorded.paused);
+        assert_eq!(paused.ok().flatten().as_deref(), Some("root.1.review"));
+        if let Ok((mut record, _)) = Record::resume(&directory, run) {
+            assert!(record.step("root.1.review", &step(Outcome::Passed)).is_ok());
+        }
+        let paused = Record::resume(&directory, run).map(|(_, recorded)| recorded.paused);
+        assert_eq!(paused.ok().flatten(), None);
+        let _ = std::fs::remove_dir_all(&directory);
+    }
+}

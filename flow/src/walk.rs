@@ -653,9 +653,16 @@ impl<'a, 'e> Walker<'a, 'e> {
         self.apply(step, &step_path, attempt, &key, report)
     }
 
-    /// The user message of a model step, or why it cannot start.
+    /// The user message of a model step, or why a step cannot start (a spent flow
+    /// ceiling for any step, a refused context file for a model step).
     fn prepare(&self, step: &Step, step_path: &str, attempt: u32, scope: &str, handoffs: &Handoffs) -> PreparedStep {
         let remaining = Remaining { spent_microunits: self.spent_microunits, started_ms: self.started_ms };
+        if let Some(ceiling) = exhausted_ceiling(self.environment, remaining) {
+            return PreparedStep::Refused {
+                code: "flow-budget",
+                message: format!("the step does not start: {ceiling}"),
+            };
+        }
         if let StepKind::Command { .. } = step.kind {
             return PreparedStep::Run(String::new());
         }
@@ -673,12 +680,6 @@ impl<'a, 'e> Walker<'a, 'e> {
                     };
                 }
             }
-        }
-        if let Some(ceiling) = exhausted_ceiling(self.environment, remaining) {
-            return PreparedStep::Refused {
-                code: "flow-budget",
-                message: format!("the step does not start: {ceiling}"),
-            };
         }
         let mut input =
             format!("{}\n\nYou are in step {step_path}, attempt {attempt} of section {scope}.", self.options.input);

@@ -382,15 +382,15 @@ impl<'a, 'e> Walker<'a, 'e> {
                         &mut spend,
                     )
                     .await;
-                let steps_clean = match run {
-                    Ok(clean) => clean,
+                let first_failure = match run {
+                    Ok(first_failure) => first_failure,
                     Err(Stop::Cancelled) => {
                         self.file_session(&session, &path, attempt, true, &conversation, spend)?;
                         return Err(Stop::Cancelled);
                     }
                     Err(other) => return Err(other),
                 };
-                let mut failed = !steps_clean;
+                let mut failed = first_failure.is_some();
                 let mut final_failure = false;
                 let missing: Vec<String> =
                     group.gives.iter().filter(|name| !gives.contains_key(*name)).cloned().collect();
@@ -402,11 +402,7 @@ impl<'a, 'e> Walker<'a, 'e> {
                 let last = attempt >= bound || final_failure;
                 let shown = if failed && !last { Map::new() } else { gives.clone() };
                 let leave = self.transition(&path, &key, "leave", attempt, bound, Some((failed, &shown)))?;
-                let mut reason = if final_failure {
-                    "the section did not hand over what it gives".to_string()
-                } else {
-                    "a step did not pass".to_string()
-                };
+                let mut reason = first_failure.unwrap_or_else(|| "it did not hand over what it gives".to_string());
                 if !leave.proceed {
                     let refusal = leave.reason.unwrap_or_default();
                     self.emit(FlowEvent::TransitionRefused {
@@ -448,7 +444,7 @@ impl<'a, 'e> Walker<'a, 'e> {
         })
     }
 
-    /// One attempt's layers; `Ok(true)` when every node passed.
+    /// One attempt's layers; `Ok(None)` when every node passed, else what failed first.
     #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &mut self,
@@ -461,8 +457,9 @@ impl<'a, 'e> Walker<'a, 'e> {
         conversation: &mut Vec<Message>,
         gives: &mut Map<String, Value>,
         spend: &mut Spend,
-    ) -> Result<bool, Stop> {
+    ) -> Result<Option<String>, Stop> {
         let mut passed: BTreeMap<String, bool> = BTreeMap::new();
+        let mut first_failure: Option<String> = None;
         let mut available = handoffs.clone();
         for (index, layer) in layers.iter().enumerate() {
             if self.cancelled() {
@@ -504,6 +501,11 @@ impl<'a, 'e> Walker<'a, 'e> {
                             gives.insert(name.clone(), value.clone());
                         }
                         spend.add(report.spend);
+                        if report.outcome == Outcome::Failed && first_failure.is_none() {
+                            let why = report.reason.as_ref().or(report.note.as_ref());
+                            let why = why.map_or("it answered failed".to_string(), String::clone);
+                            first_failure = Some(format!("`{step_path}` failed: {why}"));
+                        }
                         passed.insert(step.id.clone(), report.outcome == Outcome::Passed);
                     }
                     Node::Group(child) => {
@@ -516,12 +518,17 @@ impl<'a, 'e> Walker<'a, 'e> {
                                 }
                             }
                         }
+                        if !section.clean && first_failure.is_none() {
+                            first_failure =
+                                Some(format!("the section `{}` did not come out clean", join_path(path, &child.id)));
+                        }
                         passed.insert(child.id.clone(), section.clean);
                     }
                 }
             }
         }
-        Ok(passed.values().all(|ok| *ok))
+        // A node skipped because what it needs failed is covered by that failure.
+        Ok(first_failure)
     }
 }
 

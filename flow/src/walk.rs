@@ -428,12 +428,14 @@ impl<'a, 'e> Walker<'a, 'e> {
                     return Ok(Section { clean: true, gives });
                 }
                 if last {
+                    // Exhausted: a section that had attempts to repeat with, and used them all.
+                    let exhausted = !final_failure && bound > 1;
                     self.emit(FlowEvent::GroupLeft {
                         path: path.clone(),
                         failed: true,
                         gave: gives,
                         attempts: attempt,
-                        exhausted: !final_failure,
+                        exhausted,
                     });
                     return Ok(Section { clean: false, gives: Map::new() });
                 }

@@ -30,6 +30,7 @@ use crate::events::FlowEvent;
 use crate::hooks::{HookAnswer, Hooks};
 use crate::record::{Record, RecordError, Recorded};
 use crate::step::{Outcome, Spend, StepEnvironment};
+use steps::LayerStart;
 
 /// How a walk ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -486,7 +487,8 @@ impl<'a, 'e> Walker<'a, 'e> {
             });
             let snapshot = conversation.clone();
             let visible = available.clone();
-            let mut reports = self.layer_steps(&ready, path, session, attempt, group, &snapshot, &visible).await?;
+            let start = LayerStart { path, session, attempt, group, snapshot: &snapshot, handoffs: &visible };
+            let mut reports = self.layer_steps(&ready, &start).await?;
             for node in &ready {
                 match node {
                     Node::Step(step) => {
@@ -496,7 +498,7 @@ impl<'a, 'e> Walker<'a, 'e> {
                             None if step.kind == StepKind::Operator => {
                                 self.operator_step(step, &step_path, session, attempt)?
                             }
-                            None => self.run_one(step, path, session, attempt, group, &snapshot, &visible).await?,
+                            None => self.run_one(step, &start).await?,
                         };
                         conversation.extend(report.messages.iter().cloned());
                         for (name, value) in &report.gives {

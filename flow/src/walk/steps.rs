@@ -20,21 +20,28 @@ use crate::step::{
     self, CommandStep, ModelStep, Outcome, Remaining, Spend, StepEnvironment, StepReport, exhausted_ceiling,
 };
 
+/// Where a layer's steps run: the section and its attempt, and the conversation and
+/// handoffs the layer started from.
+#[derive(Clone, Copy)]
+pub(super) struct LayerStart<'p> {
+    pub path: &'p str,
+    pub session: &'p str,
+    pub attempt: u32,
+    pub group: &'p Group,
+    pub snapshot: &'p [Message],
+    pub handoffs: &'p Handoffs,
+}
+
 impl Walker<'_, '_> {
     /// Runs (or replays) the model and command steps of one layer, at most `parallel`
     /// at once, and applies their records and events in document order. Operator steps
     /// are left to the caller, which meets them in order.
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn layer_steps(
         &mut self,
         ready: &[&Node],
-        path: &str,
-        session: &str,
-        attempt: u32,
-        group: &Group,
-        snapshot: &[Message],
-        handoffs: &Handoffs,
+        layer: &LayerStart<'_>,
     ) -> Result<BTreeMap<String, StepReport>, Stop> {
+        let LayerStart { path, session, attempt, group, snapshot, handoffs } = *layer;
         let steps: Vec<&Step> = ready
             .iter()
             .filter_map(|node| match node {
@@ -112,17 +119,8 @@ impl Walker<'_, '_> {
     }
 
     /// One model or command step, sequentially (a layer with an operator step).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn run_one(
-        &mut self,
-        step: &Step,
-        path: &str,
-        session: &str,
-        attempt: u32,
-        group: &Group,
-        snapshot: &[Message],
-        handoffs: &Handoffs,
-    ) -> Result<StepReport, Stop> {
+    pub(super) async fn run_one(&mut self, step: &Step, layer: &LayerStart<'_>) -> Result<StepReport, Stop> {
+        let LayerStart { path, session, attempt, group, snapshot, handoffs } = *layer;
         let step_path = join_path(path, &step.id);
         let key = record_key(self.environment.run, session, &format!(".{}", step.id));
         if let Some(recorded) = self.options.recorded.steps.get(&key).cloned() {

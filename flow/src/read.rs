@@ -226,6 +226,17 @@ impl Reader<'_> {
         };
         let group = match root.get("root") {
             Some(node) => match self.node(node, "") {
+                Some(Node::Group(group)) if !group.needs.is_empty() => {
+                    let span = node.get("needs").map_or(node.span, |needs| needs.span);
+                    self.report(
+                        Code::FlowUnknownNeed,
+                        span,
+                        &group.id,
+                        "the root needs something, but it has no siblings".to_string(),
+                        "remove `needs` from the root",
+                    );
+                    None
+                }
                 Some(Node::Group(group)) => Some(group),
                 Some(Node::Step(_)) => {
                     self.report(

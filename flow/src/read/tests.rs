@@ -33,6 +33,7 @@ fn every_rule_refuses_with_its_code() {
         ("id: d\nroot: {id: root, nodes: [{id: a.b}]}\n", "AMX1002"),
         ("id: d\nroot: {id: root, nodes: [{id: a}, {id: a}]}\n", "AMX1002"),
         ("id: d\nroot: {id: root, nodes: [{id: a, needs: [a]}]}\n", "AMX1003"),
+        ("id: d\nroot: {id: root, needs: [other], nodes: []}\n", "AMX1003"),
         ("id: d\nroot: {id: root, nodes: [{id: a, needs: [b]}, {id: b, needs: [a]}]}\n", "AMX1004"),
         ("id: d\nroot: {id: root, nodes: [{id: g, repeat: {max: two}, nodes: []}]}\n", "AMX1005"),
         ("id: d\nroot: {id: root, nodes: [{id: g, gives: [a, a], nodes: []}]}\n", "AMX1006"),

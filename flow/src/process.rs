@@ -51,7 +51,8 @@ pub fn run(
         return Err(ProcessError::Start { program: String::new(), reason: "the argv is empty".to_string() });
     };
     let mut command = Command::new(program);
-    command.args(arguments).current_dir(cwd).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let input = if stdin.is_empty() { Stdio::null() } else { Stdio::piped() };
+    command.args(arguments).current_dir(cwd).stdin(input).stdout(Stdio::piped()).stderr(Stdio::piped());
     for name in remove {
         command.env_remove(name);
     }
@@ -83,8 +84,12 @@ pub fn run(
     let stderr = reader(child.stderr.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
     if let Some(mut pipe) = child.stdin.take() {
         let input = stdin.to_vec();
-        // A child that does not read its stdin closes the pipe; that is its business.
+        // A child that does not read its stdin and exits closes the pipe; that is its
+        // business, and must not end this process with SIGPIPE (the command line keeps
+        // the default action for its own stdout), so this thread blocks the signal and
+        // takes the write's error instead.
         std::thread::spawn(move || {
+            block_sigpipe_in_this_thread();
             let _ = pipe.write_all(&input);
         });
     }
@@ -127,6 +132,19 @@ pub fn run(
     Ok(Finished { status: status.code(), stdout, stderr })
 }
 
+/// Blocks SIGPIPE for the calling thread only: a write to a closed pipe then fails with
+/// `EPIPE`, and the signal left pending dies with the thread.
+fn block_sigpipe_in_this_thread() {
+    // SAFETY: `sigemptyset`, `sigaddset` and `pthread_sigmask` are given a set that lives
+    // on this stack frame for the whole call, and only change this thread's signal mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +174,15 @@ mod tests {
         let bounds = Bounds { timeout: Duration::from_millis(50), ..BOUNDS };
         let result = run(&sh("sleep 30"), Path::new("."), b"", &[], bounds);
         assert_eq!(result.err(), Some(ProcessError::Timeout(50)));
+    }
+
+    #[test]
+    fn a_program_that_leaves_its_stdin_unread_does_not_end_the_caller() {
+        // More than a pipe holds, to a program that exits without reading: the write fails
+        // in its own thread, with no SIGPIPE for the process.
+        let input = vec![b'x'; 1 << 20];
+        let finished = run(&sh("exit 0"), Path::new("."), &input, &[], BOUNDS);
+        assert_eq!(finished.ok().and_then(|finished| finished.status), Some(0));
     }
 
     #[test]

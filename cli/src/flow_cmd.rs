@@ -17,7 +17,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use archmax_compiler::diagnostic::render::{self, Stream};
 use archmax_flow::hooks::Hooks;
 use archmax_flow::read::{self, Loaded};
-use archmax_flow::record::{Header, Record, Recorded};
+use archmax_flow::record::Header;
 use archmax_flow::scope::WriteScope;
 use archmax_flow::step::{FlowBudget, Outcome, StepBudget, StepEnvironment};
 use archmax_flow::walk::{OperatorVerdict, WalkOptions, default_session_dir, new_run_id};
@@ -189,47 +189,6 @@ fn listen_for_interrupt() {
     }
 }
 
-/// The record to append to and what it already holds: a fresh one, or a resumed one.
-fn open_record(
-    flags: &RunFlags,
-    directory: Option<&Path>,
-    header: &Header,
-) -> Result<(Option<Record>, Recorded), String> {
-    let Some(directory) = directory else { return Ok((None, Recorded::default())) };
-    if flags.resume.is_none() {
-        return Record::create(directory, header)
-            .map(|record| (Some(record), Recorded::default()))
-            .map_err(|error| error.to_string());
-    }
-    let (record, recorded) = Record::resume(directory, &header.run).map_err(|error| error.to_string())?;
-    let Some(found) = &recorded.header else { return Err("the flow record has no header".to_string()) };
-    if found.digest != header.digest || found.flow != header.flow {
-        return Err(format!(
-            "the flow record of `{}` was made from another document; resume it with the document it ran",
-            header.run
-        ));
-    }
-    if flags.input.as_ref().is_some_and(|input| *input != found.input) {
-        return Err("--input differs from the walk's recorded input; leave it out to resume".to_string());
-    }
-    if found.max_attempts != header.max_attempts {
-        return Err("the walk ran with another --max-attempts; resume it with the same".to_string());
-    }
-    if recorded.finished {
-        return Err(format!("the walk `{}` already finished; there is nothing to resume", header.run));
-    }
-    match (&recorded.paused, flags.operator) {
-        (Some(step), None) => {
-            return Err(format!(
-                "the walk waits for the operator at `{step}`; record the verdict with --operator passed|failed [--note TEXT]"
-            ));
-        }
-        (None, Some(_)) => return Err("the walk is not waiting for an operator; leave out --operator".to_string()),
-        _ => {}
-    }
-    Ok((Some(record), recorded))
-}
-
 /// The lookup the endpoint is configured from: the flags over the environment.
 fn model_lookup(flags: &RunFlags) -> impl Fn(&str) -> Option<String> + '_ {
     move |name: &str| match name {
@@ -261,11 +220,7 @@ fn walk(flags: &RunFlags) -> ExitCode {
         Err(code) => return code,
     };
     let run_scope = match WriteScope::parse_all(&flags.write_scope) {
-        Ok(scope) if flags.write_scope.is_empty() => {
-            drop(scope);
-            None
-        }
-        Ok(scope) => Some(scope),
+        Ok(scope) => (!scope.rules.is_empty()).then_some(scope),
         Err(error) => return failure(format!("--write-scope: the rule {error}")),
     };
     let hooks = match &flags.hooks {
@@ -315,7 +270,11 @@ fn walk(flags: &RunFlags) -> ExitCode {
         input: flags.input.clone().unwrap_or_default(),
         max_attempts: flags.max_attempts,
     };
-    let (record, recorded) = match open_record(flags, session_dir.as_deref(), &header) {
+    let continuing = flags.resume.is_some().then_some(archmax_flow::record::Continuing {
+        input: flags.input.as_deref(),
+        operator: flags.operator.is_some(),
+    });
+    let (record, recorded) = match archmax_flow::record::open(session_dir.as_deref(), &header, continuing) {
         Ok(opened) => opened,
         Err(problem) => return failure(problem),
     };

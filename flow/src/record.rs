@@ -96,6 +96,68 @@ pub enum RecordError {
     NoHeader(String),
 }
 
+/// What `--resume` brings besides the run id.
+#[derive(Clone, Copy, Debug)]
+pub struct Continuing<'a> {
+    /// `--input`, when it was given again: it must be the recorded one.
+    pub input: Option<&'a str>,
+    /// Whether an operator's verdict was given.
+    pub operator: bool,
+}
+
+/// Why a walk cannot start or continue from `directory`: one sentence.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error("the flow record of `{0}` was made from another document; resume it with the document it ran")]
+    OtherDocument(String),
+    #[error("--input differs from the walk's recorded input; leave it out to resume")]
+    OtherInput,
+    #[error("the walk ran with another --max-attempts; resume it with the same")]
+    OtherAttempts,
+    #[error("the walk `{0}` already finished; there is nothing to resume")]
+    Finished(String),
+    #[error("the walk waits for the operator at `{0}`; record the verdict with --operator passed|failed [--note TEXT]")]
+    AwaitingOperator(String),
+    #[error("the walk is not waiting for an operator; leave out --operator")]
+    NotAwaitingOperator,
+}
+
+/// The record a walk appends to and what it already holds: a new one for a new walk, or
+/// the one `--resume` names, checked against the document, the input, the attempt
+/// override and the operator's verdict. No directory (`--no-session`) is no record.
+pub fn open(
+    directory: Option<&Path>,
+    header: &Header,
+    continuing: Option<Continuing<'_>>,
+) -> Result<(Option<Record>, Recorded), OpenError> {
+    let Some(directory) = directory else { return Ok((None, Recorded::default())) };
+    let Some(continuing) = continuing else {
+        return Ok((Some(Record::create(directory, header)?), Recorded::default()));
+    };
+    let (record, recorded) = Record::resume(directory, &header.run)?;
+    let found = recorded.header.as_ref().ok_or_else(|| RecordError::NoHeader(header.run.clone()))?;
+    if found.digest != header.digest || found.flow != header.flow {
+        return Err(OpenError::OtherDocument(header.run.clone()));
+    }
+    if continuing.input.is_some_and(|input| input != found.input) {
+        return Err(OpenError::OtherInput);
+    }
+    if found.max_attempts != header.max_attempts {
+        return Err(OpenError::OtherAttempts);
+    }
+    if recorded.finished {
+        return Err(OpenError::Finished(header.run.clone()));
+    }
+    match (&recorded.paused, continuing.operator) {
+        (Some(step), false) => return Err(OpenError::AwaitingOperator(step.clone())),
+        (None, true) => return Err(OpenError::NotAwaitingOperator),
+        _ => {}
+    }
+    Ok((Some(record), recorded))
+}
+
 /// The file of the walk `run` under `directory`.
 pub fn record_path(directory: &Path, run: &str) -> PathBuf {
     directory.join(format!("{run}.flow.jsonl"))

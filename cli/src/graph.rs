@@ -1,4 +1,5 @@
-//! `archmax graph [WORKFLOW] [--root DIR] [--format mermaid|dot|json]`.
+//! `archmax graph [WORKFLOW] [--root DIR] [--format mermaid|dot|json]`, and
+//! `archmax graph --flow FILE` for a flow document (groups as clusters; `json` is its plan).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -45,6 +46,26 @@ pub fn run(root: &Path, workflow: Option<&str>, format: GraphFormat) -> ExitCode
         GraphFormat::Mermaid => graph::mermaid(&workflows),
         GraphFormat::Dot => graph::dot(&workflows),
         GraphFormat::Json => graph::json(&workflows),
+    };
+    print!("{text}");
+    ExitCode::SUCCESS
+}
+
+/// `archmax graph --flow FILE`: a document that does not validate is refused as `flow plan` refuses it.
+pub fn run_flow(flow: &Path, format: GraphFormat) -> ExitCode {
+    let document = match crate::flow_cmd::load(flow, crate::Format::Human) {
+        Ok((_, document)) => document,
+        Err(code) => return code,
+    };
+    let text = match format {
+        GraphFormat::Mermaid => archmax_flow::graph::mermaid(&document),
+        GraphFormat::Dot => archmax_flow::graph::dot(&document),
+        GraphFormat::Json => {
+            format!(
+                "{}\n",
+                serde_json::to_string_pretty(&archmax_flow::plan::to_json(&document, None)).unwrap_or_default()
+            )
+        }
     };
     print!("{text}");
     ExitCode::SUCCESS

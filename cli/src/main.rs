@@ -10,6 +10,7 @@ mod dotenv;
 mod explain;
 mod faults;
 mod flow;
+mod flow_cmd;
 mod graph;
 mod init;
 mod inputs;
@@ -113,6 +114,9 @@ enum Command {
         /// The workflow to draw, as a flag (the same as naming it).
         #[arg(long = "workflow", value_name = "SLUG", conflicts_with = "workflow")]
         only: Option<String>,
+        /// Draw this flow document instead (groups as clusters).
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["workflow", "only"])]
+        flow: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = graph::GraphFormat::Mermaid)]
         format: graph::GraphFormat,
     },
@@ -302,6 +306,9 @@ enum Command {
         #[arg(value_enum)]
         shell: completions::Shell,
     },
+    /// Plan or walk a flow document (`flow plan`, `flow run`).
+    #[command(subcommand)]
+    Flow(flow_cmd::FlowCommand),
     /// Print the long explanation of a diagnostic code or a kernel rule.
     Explain {
         /// A code such as AMX0301 (or its name), or a rule id such as tool.not-allowed.
@@ -476,12 +483,14 @@ fn main() -> ExitCode {
         Command::Init { dir, template } => init::run(&dir.unwrap_or(root), template),
         Command::Schema { kind, output } => schema_cmd::run(kind, output.as_deref()),
         Command::Completions { shell } => completions::run::<Cli>(shell),
+        Command::Flow(command) => flow_cmd::run(command),
         Command::Build { workflows, output, sign } => build::run(&root, &workflows, output.as_deref(), sign.as_deref()),
         Command::Keygen { output, force } => keys::keygen(&output, force),
         Command::Inspect { file, trust, workflow, state, format } => {
             inspect::run(&file, &trust, workflow.as_deref(), state.as_deref(), format)
         }
-        Command::Graph { workflow, only, format } => graph::run(&root, workflow.or(only).as_deref(), format),
+        Command::Graph { flow: Some(flow), format, .. } => graph::run_flow(&flow, format),
+        Command::Graph { workflow, only, format, .. } => graph::run(&root, workflow.or(only).as_deref(), format),
         Command::Run { workflow, prompt, trigger, variables, session, mocks, files, common } => run::run(
             &session::SessionOptions { mocks: mocks.as_deref(), ..common.options(&root) },
             run::RunArgs {

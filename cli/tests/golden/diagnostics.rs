@@ -162,8 +162,12 @@ fn every_code_has_a_case(cases: &[std::path::PathBuf]) -> Result<(), Failed> {
     // A case whose case.toml does not read fails as its own test.
     let covered: BTreeSet<String> =
         cases.iter().filter_map(|case| read_case(case).ok()).flat_map(|spec| spec.expect).collect();
-    let missing: Vec<&str> =
-        Code::ALL.iter().map(|code| code.as_str()).filter(|code| !covered.contains(*code)).collect();
+    // The flow codes (`AMX10xx`) have their own cases and coverage test (`flows.rs`).
+    let missing: Vec<&str> = Code::ALL
+        .iter()
+        .map(|code| code.as_str())
+        .filter(|code| !code.starts_with("AMX10") && !covered.contains(*code))
+        .collect();
     if missing.is_empty() { Ok(()) } else { Err(format!("no golden case expects {missing:?}").into()) }
 }
 

@@ -6,6 +6,7 @@
 
 mod compare;
 mod diagnostics;
+mod flows;
 mod inspect_and_graph;
 mod runs;
 #[path = "../support/mod.rs"]
@@ -15,6 +16,7 @@ fn main() {
     let arguments = libtest_mimic::Arguments::from_args();
     let mut trials = diagnostics::trials();
     trials.extend(runs::trials());
+    trials.extend(flows::trials());
     trials.extend(inspect_and_graph::trials());
     let conclusion = libtest_mimic::run(&arguments, trials);
     inspect_and_graph::clean_up();

@@ -7,7 +7,8 @@
 //!
 //! Codes are grouped by area: `00xx` files and YAML, `01xx` document shape, `02xx` states,
 //! `03xx` transitions, `04xx` triggers and signatures, `05xx` `${{…}}` references, `06xx`
-//! tool governance, `07xx` skills and mounts, `08xx` sub-workflows, `09xx` cases.
+//! tool governance, `07xx` skills and mounts, `08xx` sub-workflows, `09xx` cases, `10xx`
+//! flow documents (`archmax flow plan|run`, read by archmax-flow).
 //! A code never changes meaning once released; retire one by leaving its number unused.
 
 use super::Severity;
@@ -190,6 +191,21 @@ codes! {
     CaseUnknownWorkflow = "AMX0909", Error, "case-unknown-workflow", "A case names a workflow the workspace does not have";
     GradeWithoutJudge = "AMX0910", Warning, "grade-without-judge", "A case grades without tests.judge";
     TapeSchema = "AMX0911", Error, "tape-schema", "A case's tape does not follow the tape format";
+
+    // 10xx: flow documents (archmax-flow)
+    FlowFile = "AMX1000", Error, "flow-file", "A flow document cannot be read: its extension, its text or its JSON";
+    FlowShape = "AMX1001", Error, "flow-shape", "A flow document's key is unknown, missing or of the wrong type";
+    FlowNodeId = "AMX1002", Error, "flow-node-id", "A node id is missing, repeated among its siblings or holds a dot";
+    FlowUnknownNeed = "AMX1003", Error, "flow-unknown-need", "A node needs something that is not one of its siblings";
+    FlowNeedsCycle = "AMX1004", Error, "flow-needs-cycle", "Sibling nodes need each other in a cycle";
+    FlowRepeat = "AMX1005", Error, "flow-repeat", "A repeat is not `{max: N}` with N at least 1, or sits on a step";
+    FlowGives = "AMX1006", Error, "flow-gives", "A gives list is malformed or sits on a step";
+    FlowStepKind = "AMX1007", Error, "flow-step-kind", "A step's kind is not llm, command or operator";
+    FlowCommand = "AMX1008", Error, "flow-command", "A command step's command is missing, empty or not a list of strings";
+    FlowOperatorPrompt = "AMX1009", Error, "flow-operator-prompt", "An operator step has no non-empty prompt";
+    FlowScope = "AMX1010", Error, "flow-scope", "A step's write scope cannot be read";
+    FlowContext = "AMX1011", Error, "flow-context", "A step's context is not a list of relative file paths";
+    FlowRunKeyUnread = "AMX1012", Warning, "flow-run-key-unread", "A step's run payload holds a key archmax does not read";
 }
 
 impl Code {

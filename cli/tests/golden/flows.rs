@@ -1,0 +1,210 @@
+//! The golden flows: `archmax flow plan` and `archmax flow run`, one test per case, and
+//! one test that every flow diagnostic code (`AMX10xx`) is expected by a case.
+//!
+//! Each directory under `golden/flows/` holds a `workspace/` (the document, its tape,
+//! hook programs and files) and a `case.toml`: `description`, `expect` (the codes a
+//! refusal case exists to show), `[[steps]]` (the `archmax` arguments of each command,
+//! run in a fresh copy of the workspace with a fixed clock; `exit` asserts the status,
+//! `env` adds variables, and `same_stdout_as = N` asserts the step printed what step N
+//! printed, which is how `--parallel` is shown equal to the sequential walk), `show`
+//! (workspace files printed after the steps; `{run}` in a name is the first run's id) and `list` (directories whose file names
+//! are printed). A `{run}` in an argument is the flow-run id the first step printed.
+//! Flow-run ids print as `<run>` and the scratch path as `<workspace>`, so the
+//! recordings are stable; `UPDATE_GOLDEN=1` rewrites `expected.txt`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use archmax_compiler::Code;
+use libtest_mimic::{Failed, Trial};
+use serde::Deserialize;
+
+use crate::compare::{case_folders, compare_or_update, verdict};
+use crate::support::{copy_dir, repository, scratch};
+
+const FIXED_CLOCK: &str = "2026-01-05T09:30:00Z";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Case {
+    description: String,
+    #[serde(default)]
+    expect: Vec<String>,
+    steps: Vec<Step>,
+    #[serde(default)]
+    show: Vec<String>,
+    #[serde(default)]
+    list: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Step {
+    args: Vec<String>,
+    #[serde(default)]
+    exit: Option<i32>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    same_stdout_as: Option<usize>,
+}
+
+fn read_case(case_dir: &Path) -> Result<Case, String> {
+    let text = fs::read_to_string(case_dir.join("case.toml")).map_err(|error| format!("no case.toml: {error}"))?;
+    toml::from_str(&text).map_err(|error| format!("case.toml is invalid: {error}"))
+}
+
+/// The first flow-run id (`<16 hex>-<8 hex>`) in `text`.
+fn find_run_id(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let hex = |byte: &u8| byte.is_ascii_digit() || (b'a'..=b'f').contains(byte);
+    (0..bytes.len().saturating_sub(24)).find_map(|start| {
+        let candidate = &bytes[start..start + 25];
+        let boundary = start == 0 || !hex(&bytes[start - 1]);
+        let shaped = candidate[..16].iter().all(hex) && candidate[16] == b'-' && candidate[17..].iter().all(hex);
+        (boundary && shaped).then(|| String::from_utf8_lossy(candidate).into_owned())
+    })
+}
+
+/// `text` with every flow-run id as `<run>` and the workspace path as `<workspace>`.
+fn normalize(text: &str, workspace: &Path, runs: &mut BTreeSet<String>) -> String {
+    let mut text = text.to_string();
+    if let Ok(real) = workspace.canonicalize() {
+        text = text.replace(&*real.to_string_lossy(), "<workspace>");
+    }
+    text = text.replace(&*workspace.to_string_lossy(), "<workspace>");
+    text = text.replace(&*repository().to_string_lossy(), "<repo>");
+    while let Some(id) = find_run_id(&text) {
+        runs.insert(id.clone());
+        text = text.replace(&id, "<run>");
+    }
+    text
+}
+
+fn run_case(case_dir: &Path, scratch: &Path) -> Result<(String, Vec<String>), String> {
+    let case = read_case(case_dir)?;
+    if case.description.trim().is_empty() {
+        return Err("describe the case".to_string());
+    }
+    let workspace = scratch.join("workspace");
+    let _ = fs::remove_dir_all(scratch);
+    let overlay = case_dir.join("workspace");
+    if !overlay.is_dir() {
+        return Err("a case needs a `workspace/`".to_string());
+    }
+    copy_dir(&overlay, &workspace);
+    let mut transcript = String::new();
+    let mut failures = Vec::new();
+    let mut printed: Vec<String> = Vec::new();
+    let mut run: Option<String> = None;
+    let repo = repository().to_string_lossy().into_owned();
+    for (index, step) in case.steps.iter().enumerate() {
+        let args: Vec<String> = step
+            .args
+            .iter()
+            .map(|arg| arg.replace("{run}", run.as_deref().unwrap_or("{run}")).replace("{repo}", &repo))
+            .collect();
+        let output = Command::new(env!("CARGO_BIN_EXE_archmax"))
+            .args(&args)
+            .current_dir(&workspace)
+            .env("NO_COLOR", "1")
+            .env("ARCHMAX_FIXED_CLOCK", FIXED_CLOCK)
+            .env_remove("ARCHMAX_API_BASE_URL")
+            .env_remove("ARCHMAX_API_KEY")
+            .env_remove("ARCHMAX_MODEL")
+            .envs(&step.env)
+            .output()
+            .map_err(|error| format!("archmax did not run: {error}"))?;
+        let code = output.status.code().unwrap_or(-1);
+        let mut runs = BTreeSet::new();
+        let stdout = normalize(&String::from_utf8_lossy(&output.stdout), &workspace, &mut runs);
+        let stderr = normalize(&String::from_utf8_lossy(&output.stderr), &workspace, &mut runs);
+        if run.is_none() {
+            run = runs.into_iter().next();
+        }
+        if let Some(expected) = step.exit
+            && expected != code
+        {
+            failures.push(format!(
+                "step {index} ({}) exited {code}, expected {expected}\nstderr:\n{stderr}",
+                args.join(" ")
+            ));
+        }
+        if let Some(other) = step.same_stdout_as {
+            match printed.get(other) {
+                Some(earlier) if *earlier == stdout => {}
+                Some(earlier) => failures.push(format!(
+                    "step {index} printed other than step {other}:\n--- step {other}\n{earlier}--- step {index}\n{stdout}"
+                )),
+                None => failures.push(format!("step {index} compares with step {other}, which is not before it")),
+            }
+        }
+        transcript.push_str(&format!(
+            "$ archmax {}\nexit: {code}\n--- stdout\n{stdout}--- stderr\n{stderr}\n",
+            step.args.join(" ")
+        ));
+        printed.push(stdout);
+    }
+    let all: String = transcript.clone();
+    for code in &case.expect {
+        if !all.contains(code.as_str()) {
+            failures.push(format!("expected {code} in the output"));
+        }
+    }
+    for name in &case.list {
+        let mut names: Vec<String> = fs::read_dir(workspace.join(name))
+            .map(|entries| entries.flatten().map(|entry| entry.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        names.sort();
+        let mut runs = BTreeSet::new();
+        transcript.push_str(&format!("--- list {name}\n"));
+        for entry in names {
+            transcript.push_str(&format!("{}\n", normalize(&entry, &workspace, &mut runs)));
+        }
+    }
+    for name in &case.show {
+        let path = name.replace("{run}", run.as_deref().unwrap_or("{run}"));
+        let text = fs::read_to_string(workspace.join(&path)).unwrap_or_else(|_| "(absent)\n".to_string());
+        let mut runs = BTreeSet::new();
+        transcript.push_str(&format!("--- file {name}\n{}", normalize(&text, &workspace, &mut runs)));
+    }
+    Ok((transcript, failures))
+}
+
+fn check_case(name: &str, case: &Path) -> Result<(), Failed> {
+    let scratch = scratch(&format!("flows-{name}"));
+    let result = run_case(case, &scratch);
+    let _ = fs::remove_dir_all(&scratch);
+    let (transcript, mut failures) = result?;
+    compare_or_update(&case.join("expected.txt"), &transcript, &mut failures);
+    verdict(failures)
+}
+
+/// Every flow code (`AMX10xx`) is expected by at least one case.
+fn every_flow_code_has_a_case(cases: &[std::path::PathBuf]) -> Result<(), Failed> {
+    let covered: BTreeSet<String> =
+        cases.iter().filter_map(|case| read_case(case).ok()).flat_map(|case| case.expect).collect();
+    let missing: Vec<&str> = Code::ALL
+        .iter()
+        .map(|code| code.as_str())
+        .filter(|code| code.starts_with("AMX10") && !covered.contains(*code))
+        .collect();
+    if missing.is_empty() { Ok(()) } else { Err(format!("no golden flow expects {missing:?}").into()) }
+}
+
+/// One test per case under `golden/flows/`, and the coverage test.
+pub fn trials() -> Vec<Trial> {
+    let cases = match case_folders(&repository().join("golden/flows")) {
+        Ok(cases) => cases,
+        Err(problem) => return vec![Trial::test("flows::cases", move || Err(problem.into()))],
+    };
+    let folders: Vec<std::path::PathBuf> = cases.iter().map(|(_, case)| case.clone()).collect();
+    let mut trials: Vec<Trial> = cases
+        .into_iter()
+        .map(|(name, case)| Trial::test(format!("flows::{name}"), move || check_case(&name, &case)))
+        .collect();
+    trials.push(Trial::test("flows::every_flow_code_has_a_case", move || every_flow_code_has_a_case(&folders)));
+    trials
+}

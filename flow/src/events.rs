@@ -1,0 +1,217 @@
+//! Flow events: the one record of a walk. Under `--json` each is one JSON object per
+//! line with a kebab-case `kind`; on stderr [`FlowEvent::line`] renders each in one line
+//! (`flow ▸ …`, `step ✓ …`, `retreat ↺ …`). A step's own loop events (tool calls,
+//! warnings) come between its `step-started` and `step-finished`.
+//!
+//! The one thing to know: an event replayed by `--resume` (a step or hook the record
+//! already holds) carries `"replayed": true` and is never run again.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+fn not(flag: &bool) -> bool {
+    !*flag
+}
+
+/// Every event a walk emits.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum FlowEvent {
+    FlowStarted {
+        flow: String,
+        run: String,
+        steps: usize,
+        #[serde(skip_serializing_if = "not")]
+        resumed: bool,
+    },
+    GroupEntered {
+        path: String,
+        layers: Vec<Vec<String>>,
+        attempt: u32,
+        of: u32,
+    },
+    LayerReady {
+        path: String,
+        layer: usize,
+        nodes: Vec<String>,
+    },
+    StepStarted {
+        path: String,
+        #[serde(rename = "step_kind")]
+        step_kind: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        state: Option<String>,
+        attempt: u32,
+        #[serde(skip_serializing_if = "not")]
+        replayed: bool,
+    },
+    StepFinished {
+        path: String,
+        outcome: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        gives: Map<String, Value>,
+        #[serde(skip_serializing_if = "not")]
+        replayed: bool,
+    },
+    NodeSkipped {
+        path: String,
+        because: String,
+    },
+    GroupRepeating {
+        path: String,
+        attempt: u32,
+        of: u32,
+        reason: String,
+    },
+    HandoffIncomplete {
+        path: String,
+        missing: Vec<String>,
+    },
+    GroupLeft {
+        path: String,
+        failed: bool,
+        gave: Map<String, Value>,
+        attempts: u32,
+        exhausted: bool,
+    },
+    TransitionRefused {
+        path: String,
+        moment: String,
+        attempt: u32,
+        reason: String,
+    },
+    FlowFinished {
+        flow: String,
+        run: String,
+        ran: usize,
+        failed: usize,
+        skipped: usize,
+        retreats: usize,
+        clean: bool,
+    },
+    FlowPaused {
+        flow: String,
+        run: String,
+        path: String,
+        reason: String,
+        reached: usize,
+        failed: usize,
+        skipped: usize,
+        retreats: usize,
+    },
+    HookRan {
+        point: String,
+        path: String,
+        moment: String,
+        attempt: u32,
+        verdict: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<i32>,
+        #[serde(skip_serializing_if = "not")]
+        replayed: bool,
+    },
+    Session {
+        id: String,
+        scope: String,
+        attempt: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        file: Option<String>,
+        turns: u32,
+        input_tokens: u64,
+        output_tokens: u64,
+        cost_microunits: u64,
+    },
+    ToolRequested {
+        step: String,
+        name: String,
+        args: Value,
+    },
+    ToolCompleted {
+        step: String,
+        name: String,
+        status: String,
+        content: String,
+    },
+    Warning {
+        step: String,
+        code: String,
+        message: String,
+    },
+}
+
+impl FlowEvent {
+    /// The event as one JSON line (without the newline).
+    pub fn json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string())
+    }
+
+    /// The event's stderr line, when it has one.
+    pub fn line(&self) -> Option<String> {
+        Some(match self {
+            FlowEvent::FlowStarted { flow, run, steps, resumed } => {
+                let verb = if *resumed { "resumed" } else { "started" };
+                format!("flow ▸ {flow} {verb} ({steps} steps, run {run})")
+            }
+            FlowEvent::GroupEntered { path, attempt, of, .. } => format!("flow ▸ {path} (attempt {attempt} of {of})"),
+            FlowEvent::StepFinished { path, outcome, reason, note, replayed, .. } => {
+                let mark = if outcome == "passed" { "✓" } else { "✗" };
+                let why = reason.as_ref().or(note.as_ref().filter(|_| outcome != "passed"));
+                let why = why.map(|why| format!(": {why}")).unwrap_or_default();
+                let replayed = if *replayed { " (from the record)" } else { "" };
+                format!("step {mark} {path}{why}{replayed}")
+            }
+            FlowEvent::NodeSkipped { path, because } => format!("skip · {path} ({because})"),
+            FlowEvent::GroupRepeating { path, attempt, of, reason } => {
+                format!("retreat ↺ {path} ({attempt} of {of}): {reason}")
+            }
+            FlowEvent::HandoffIncomplete { path, missing } => {
+                format!("handoff ✗ {path}: did not hand over {}", missing.join(", "))
+            }
+            FlowEvent::GroupLeft { path, failed, attempts, exhausted, .. } => {
+                let how = match (failed, exhausted) {
+                    (false, _) => "clean",
+                    (true, true) => "failed, exhausted",
+                    (true, false) => "failed",
+                };
+                format!("flow ◂ {path} {how} after {attempts} attempt{}", if *attempts == 1 { "" } else { "s" })
+            }
+            FlowEvent::TransitionRefused { path, moment, attempt, reason } => {
+                format!("refused ⊘ {path} at {moment} (attempt {attempt}): {reason}")
+            }
+            FlowEvent::FlowFinished { flow, ran, failed, skipped, retreats, clean, .. } => format!(
+                "flow ■ {flow} {}: ran {ran}, failed {failed}, skipped {skipped}, retreats {retreats}",
+                if *clean { "clean" } else { "not clean" }
+            ),
+            FlowEvent::FlowPaused { path, reason, .. } => format!("pause ‖ {path}: {reason}"),
+            FlowEvent::HookRan { path, moment, verdict, replayed, .. } => {
+                let replayed = if *replayed { " (from the record)" } else { "" };
+                format!("hook · transition {path} {moment}: {verdict}{replayed}")
+            }
+            FlowEvent::ToolRequested { name, args, .. } => format!("  call {name} {}", args_preview(args)),
+            FlowEvent::ToolCompleted { name, status, .. } if status != "ok" => format!("  call {name} failed"),
+            FlowEvent::Warning { step, code, message } => format!("warning [{code}] {step}: {message}"),
+            FlowEvent::LayerReady { .. }
+            | FlowEvent::StepStarted { .. }
+            | FlowEvent::Session { .. }
+            | FlowEvent::ToolCompleted { .. } => return None,
+        })
+    }
+}
+
+/// The first plain argument of a call, for the one-line rendering.
+fn args_preview(args: &Value) -> String {
+    let Some(object) = args.as_object() else { return String::new() };
+    object
+        .iter()
+        .find_map(|(key, value)| match value {
+            Value::String(text) => Some(format!("{key}={}", text.chars().take(60).collect::<String>())),
+            Value::Array(items) => {
+                Some(format!("{key}=[{}]", items.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")))
+            }
+            _ => None,
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,37 @@
+//! # archmax-flow
+//!
+//! Flow documents: the second kind of document archmax runs. A flow walks a tree of
+//! groups (sections: the unit of scope, reuse, retry and reporting) and steps (a model
+//! turn, a gated command, or a hand-off to a person) instead of answering one request.
+//!
+//! ```text
+//! flow.yaml ──read──▶ FlowDocument (or AMX10xx diagnostics) ──plan──▶ layers
+//!                          └──walk──▶ events, per-scope sessions, the flow record
+//! ```
+//!
+//! [`read::load`] reads and validates a document with the compiler's diagnostics;
+//! [`plan`] renders what runs in what order; [`walk::walk`] runs it over a model
+//! adapter (an endpoint or a tape), the built-in file tools under [`scope`] rules,
+//! [`hooks`] at section boundaries, and a durable [`record`] that `--resume` continues
+//! from. The one thing to know: a walk's steps hand back reports and the walker applies
+//! them in document order ([`walk`]), so the parallel and sequential walks agree.
+//!
+//! Flow steps call the built-in file tools directly under their write scopes; they do
+//! not pass through the VM's governance kernel, which decides calls against a compiled
+//! workflow's tables that a flow does not have.
+
+pub mod document;
+pub mod events;
+pub mod graph;
+pub mod hooks;
+pub mod plan;
+pub mod process;
+pub mod read;
+pub mod record;
+pub mod scope;
+pub mod step;
+pub mod walk;
+
+pub use document::FlowDocument;
+pub use events::FlowEvent;
+pub use walk::{WalkEnd, WalkError, WalkOptions, walk};

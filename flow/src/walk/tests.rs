@@ -1,0 +1,107 @@
+//! The walker driven in process: a parallel layer against the sequential walk.
+
+use std::sync::Mutex;
+use std::sync::atomic::AtomicUsize;
+
+use archmax_stdlib::vfs::{MemoryVfs, Workspace};
+use archmax_vm::clock::FixedClock;
+use archmax_vm::model::pricing::PricingTable;
+use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse};
+use archmax_vm::session::ToolCall;
+
+use super::*;
+use crate::hooks::Hooks;
+use crate::read::{Format, read_text};
+use crate::step::{self, StepEnvironment};
+
+/// Answers every step `passed`, giving `verdicts` its own name, after yielding a number
+/// of times that differs per step, so concurrent steps finish out of document order.
+/// It counts how many calls were in flight at once.
+#[derive(Default)]
+struct Staggered {
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+    order: Mutex<Vec<String>>,
+}
+
+impl ModelAdapter for Staggered {
+    fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
+        Box::pin(async move {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            let step = request.state.rsplit('.').next().unwrap_or_default().to_string();
+            for _ in 0..2 + (10 - step.len().min(10)) * 2 {
+                tokio::task::yield_now().await;
+            }
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            if let Ok(mut order) = self.order.lock() {
+                order.push(step.clone());
+            }
+            let args = json!({ "outcome": "passed", "gives": { "verdicts": step } });
+            Ok(ModelResponse {
+                tool_calls: vec![ToolCall { id: format!("{}-call", request.state), name: "answer".into(), args }],
+                ..ModelResponse::default()
+            })
+        })
+    }
+}
+
+const DOCUMENT: &str = "id: four\nroot:\n  id: root\n  nodes:\n    - id: reviews\n      gives: [verdicts]\n      nodes:\n        - id: security\n        - id: docs\n        - id: tests\n        - id: style\n        - {id: collect, needs: [security, docs, tests, style]}\n";
+
+async fn walk_with(parallel: usize, model: &Staggered) -> (Vec<String>, Option<WalkEnd>) {
+    let loaded = read_text("four.yaml", Path::new("four.yaml"), DOCUMENT, Format::Yaml);
+    let Some(document) = loaded.document else { return (Vec::new(), None) };
+    let workspace = Workspace { session: std::sync::Arc::new(MemoryVfs::new()), mounts: Vec::new() };
+    let pricing = PricingTable::default();
+    let clock = FixedClock(0);
+    let environment = StepEnvironment {
+        flow: "four",
+        run: "0000000000000000-00000000",
+        model,
+        model_name: None,
+        pricing: &pricing,
+        clock: &clock,
+        workspace: &workspace,
+        workspace_root: Path::new("."),
+        reserved: None,
+        run_scope: None,
+        budget: step::StepBudget::default(),
+        flow_budget: step::FlowBudget::default(),
+        allow_program: &[],
+        credential_variables: &[],
+        system: "system",
+    };
+    let hooks = Hooks::default();
+    let cancel = AtomicBool::new(false);
+    let options = WalkOptions {
+        input: "review",
+        max_attempts: None,
+        hooks: &hooks,
+        parallel,
+        session_dir: None,
+        recorded: Recorded::default(),
+        operator: None,
+        cancel: &cancel,
+    };
+    let mut events = Vec::new();
+    let mut sink = |event: &FlowEvent| events.push(event.json());
+    let end = walk(&environment, &document, options, None, &mut sink).await.ok();
+    (events, end)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_parallel_layer_runs_at_once_and_reports_in_document_order() {
+    let sequential_model = Staggered::default();
+    let (sequential, end) = walk_with(1, &sequential_model).await;
+    assert_eq!(end, Some(WalkEnd::Finished { clean: true }));
+    assert_eq!(sequential_model.most.load(Ordering::SeqCst), 1);
+    let parallel_model = Staggered::default();
+    let (parallel, end) = walk_with(4, &parallel_model).await;
+    assert_eq!(end, Some(WalkEnd::Finished { clean: true }));
+    assert_eq!(parallel_model.most.load(Ordering::SeqCst), 4, "the four reviews were in flight together");
+    let finished = parallel_model.order.lock().map(|order| order.clone()).unwrap_or_default();
+    assert_ne!(finished[..4], ["security", "docs", "tests", "style"], "they finished out of document order");
+    assert_eq!(parallel, sequential, "the events are the sequential walk's, in its order");
+    let collect = sequential.iter().find(|event| event.contains("group-left")).cloned().unwrap_or_default();
+    assert!(collect.contains(r#""gave":{"verdicts":"collect"}"#), "the last write wins: {collect}");
+}

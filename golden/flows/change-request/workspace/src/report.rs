@@ -1,0 +1,3 @@
+pub fn report(orders: &[Order]) -> Vec<String> {
+    orders.iter().map(Order::line).collect()
+}

@@ -39,6 +39,10 @@ pub enum ProcessError {
     Oversized(usize),
 }
 
+/// How long the output of a process that ended is still awaited from pipes that a
+/// process it left behind (outside its group) may hold open.
+const PIPE_GRACE: Duration = Duration::from_secs(2);
+
 /// Runs `argv` in `cwd` with `stdin`, without the variables in `remove`.
 pub fn run(
     argv: &[String],
@@ -60,16 +64,22 @@ pub fn run(
     let mut child =
         command.spawn().map_err(|error| ProcessError::Start { program: program.clone(), reason: error.to_string() })?;
     let oversized = Arc::new(AtomicBool::new(false));
+    // Each pipe is read on its own thread into a shared buffer, and the thread says when
+    // its pipe closed: a process that escaped the group may hold a pipe open for ever,
+    // and what it wrote so far is then taken without waiting for the end.
     let reader = |pipe: Option<Box<dyn Read + Send>>| {
         let oversized = Arc::clone(&oversized);
+        let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (closed, done) = std::sync::mpsc::channel::<()>();
+        let shared = Arc::clone(&kept);
         std::thread::spawn(move || {
-            let mut kept = Vec::new();
             if let Some(mut pipe) = pipe {
                 let mut buffer = [0u8; 8192];
                 while let Ok(read) = pipe.read(&mut buffer) {
                     if read == 0 {
                         break;
                     }
+                    let Ok(mut kept) = shared.lock() else { break };
                     if kept.len() + read > bounds.output_bytes {
                         oversized.store(true, Ordering::SeqCst);
                         break;
@@ -77,8 +87,13 @@ pub fn run(
                     kept.extend_from_slice(&buffer[..read]);
                 }
             }
-            kept
-        })
+            let _ = closed.send(());
+        });
+        (kept, done)
+    };
+    let collect = |(kept, done): (Arc<std::sync::Mutex<Vec<u8>>>, std::sync::mpsc::Receiver<()>), until: Instant| {
+        let _ = done.recv_timeout(until.saturating_duration_since(Instant::now()));
+        kept.lock().map(|kept| kept.clone()).unwrap_or_default()
     };
     let stdout = reader(child.stdout.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
     let stderr = reader(child.stderr.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
@@ -124,8 +139,9 @@ pub fn run(
     if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
+    let until = Instant::now() + PIPE_GRACE;
+    let stdout = collect(stdout, until);
+    let stderr = collect(stderr, until);
     if oversized.load(Ordering::SeqCst) {
         return Err(ProcessError::Oversized(bounds.output_bytes));
     }
@@ -167,6 +183,28 @@ mod tests {
     fn output_past_the_bound_stops_the_program() {
         let result = run(&sh("head -c 5000 /dev/zero"), Path::new("."), b"", &[], BOUNDS);
         assert_eq!(result.err(), Some(ProcessError::Oversized(1024)));
+    }
+
+    #[test]
+    fn a_process_left_behind_outside_the_group_does_not_hold_the_result() {
+        // `setsid` puts the sleeper in a session of its own, out of reach of the group
+        // kill, with the command's stdout still open: the result is taken regardless.
+        // The sleeper never ends by itself (waiting for its pipe would hang this test); it
+        // writes its pid first, so the test ends it afterwards.
+        let pid_file = std::env::temp_dir().join(format!("archmax-flow-left-behind-{}", std::process::id()));
+        let file = pid_file.display();
+        let script = format!(
+            "setsid sh -c 'echo $$ > {file}; exec sleep 100000' & while [ ! -s {file} ]; do sleep 0.01; done; echo done"
+        );
+        let finished = run(&sh(&script), Path::new("."), b"", &[], BOUNDS);
+        let pid = std::fs::read_to_string(&pid_file).ok().and_then(|text| text.trim().parse::<i32>().ok());
+        if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+        let _ = std::fs::remove_file(&pid_file);
+        let finished = finished.ok();
+        assert_eq!(finished.as_ref().and_then(|finished| finished.status), Some(0));
+        assert_eq!(finished.map(|finished| finished.stdout), Some(b"done\n".to_vec()));
     }
 
     #[test]

@@ -247,21 +247,23 @@ fn read_answer(args: &Value, gives: &[String]) -> Result<Answer, String> {
     Ok(Answer { outcome, note, gives: handed })
 }
 
-/// Whether a call writes, and how, for each path argument.
-fn writes(tool: &str, args: &Value) -> Vec<(String, WriteKind)> {
-    path_arguments(tool)
-        .iter()
-        .filter(|(_, access)| access.writes())
-        .filter_map(|(argument, access)| {
-            let path = args.get(*argument)?.as_str()?;
-            let kind = match (tool, access) {
-                ("edit_file", _) => WriteKind::Partial,
-                (_, PathAccess::Remove) => WriteKind::Remove,
-                _ => WriteKind::Whole,
-            };
-            Some((path.trim_start_matches("./").trim_start_matches('/').to_string(), kind))
-        })
-        .collect()
+/// Whether a call writes, and how, for each path argument: the path as the file tools
+/// will resolve it (`.` and empty segments dropped, `..` taken back), so a scope judges
+/// the very file written. `Err` names a path that climbs out of the workspace.
+fn writes(tool: &str, args: &Value) -> Result<Vec<(String, WriteKind)>, String> {
+    let mut found = Vec::new();
+    for (argument, access) in path_arguments(tool).iter().filter(|(_, access)| access.writes()) {
+        let Some(path) = args.get(*argument).and_then(Value::as_str) else { continue };
+        let kind = match (tool, access) {
+            ("edit_file", _) => WriteKind::Partial,
+            (_, PathAccess::Remove) => WriteKind::Remove,
+            _ => WriteKind::Whole,
+        };
+        let resolved = archmax_compiler::zones::canonicalize(path)
+            .map_err(|_| format!("`{path}` leads out of the workspace; no step writes there."))?;
+        found.push((resolved, kind));
+    }
+    Ok(found)
 }
 
 /// Runs one file tool under the step's scopes; the answer the model reads.
@@ -269,9 +271,14 @@ fn file_tool(environment: &StepEnvironment<'_>, scopes: ScopeStack<'_>, call: &T
     if !BUILT_IN_TOOLS.contains(&call.name.as_str()) {
         return (ToolStatus::Error, format!("`{}` is not a tool of this step", call.name));
     }
-    for (path, kind) in writes(&call.name, &call.args) {
-        if let Some(reserved) = environment.reserved
-            && (path == reserved || path.starts_with(&format!("{reserved}/")))
+    let written = match writes(&call.name, &call.args) {
+        Ok(written) => written,
+        Err(refusal) => return (ToolStatus::Error, refusal),
+    };
+    for (path, kind) in written {
+        let lower = path.to_ascii_lowercase();
+        if let Some(reserved) = environment.reserved.map(str::to_ascii_lowercase)
+            && (lower == reserved || lower.starts_with(&format!("{reserved}/")))
         {
             return (ToolStatus::Error, format!("`{path}` holds the flow's own records; no step writes there."));
         }
@@ -420,13 +427,19 @@ pub struct Gate<'a> {
 
 impl Gate<'_> {
     /// `Err` is the refusal: the program is not published to this run.
+    /// A bare name is admitted by that name; a program given by a path (it holds a `/`)
+    /// only by that very path, so publishing `cargo` never publishes `./tools/cargo`.
     pub fn admit(&self, program: &str) -> Result<(), String> {
-        let name = Path::new(program).file_name().and_then(|name| name.to_str()).unwrap_or(program);
-        if self.allow_program.iter().any(|allowed| allowed == program || allowed == name) {
-            Ok(())
-        } else {
-            Err(format!("`{program}` is not published to this run; pass `--allow-program {name}` to admit it"))
+        if self.allow_program.iter().any(|allowed| allowed == program) {
+            return Ok(());
         }
+        if program.contains('/') {
+            let name = Path::new(program).file_name().and_then(|name| name.to_str()).unwrap_or(program);
+            return Err(format!(
+                "`{program}` is not published to this run; `--allow-program {name}` admits only `{name}` found on PATH, so pass `--allow-program {program}` to admit this file"
+            ));
+        }
+        Err(format!("`{program}` is not published to this run; pass `--allow-program {program}` to admit it"))
     }
 }
 
@@ -501,4 +514,37 @@ pub fn command_step(environment: &StepEnvironment<'_>, step: CommandStep<'_>, ca
 pub fn refused_step(path: &str, code: &str, message: String) -> StepReport {
     let events = vec![FlowEvent::Warning { step: path.to_string(), code: code.to_string(), message: message.clone() }];
     StepReport::failed(message, Vec::new(), events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_written_path_is_judged_as_the_file_tools_resolve_it() {
+        let written = |path: &str| writes("write_file", &json!({ "file_path": path, "content": "x" }));
+        assert_eq!(written("docs/../src/main.rs"), Ok(vec![("src/main.rs".to_string(), WriteKind::Whole)]));
+        assert_eq!(written("./src//main.rs"), Ok(vec![("src/main.rs".to_string(), WriteKind::Whole)]));
+        assert_eq!(
+            written("/x/../.archmax-flows/run.flow.jsonl").map(|found| found[0].0.clone()).as_deref(),
+            Ok(".archmax-flows/run.flow.jsonl")
+        );
+        assert!(written("../outside.txt").is_err_and(|refusal| refusal.contains("leads out of the workspace")));
+        let moved = writes("move_file", &json!({ "source": "a/../b.md", "destination": "c/./d.md" })).unwrap();
+        assert_eq!(moved, [("b.md".to_string(), WriteKind::Remove), ("c/d.md".to_string(), WriteKind::Whole)]);
+        assert_eq!(writes("read_file", &json!({ "file_path": "../x" })), Ok(Vec::new()));
+    }
+
+    #[test]
+    fn the_gate_admits_a_name_from_path_and_a_path_only_as_written() {
+        let allowed = ["cargo".to_string(), "./scripts/check.sh".to_string()];
+        let gate = Gate { allow_program: &allowed };
+        assert!(gate.admit("cargo").is_ok());
+        assert!(gate.admit("./scripts/check.sh").is_ok());
+        for smuggled in ["./tools/cargo", "/tmp/x/cargo", "../../cargo", "scripts/check.sh"] {
+            let refusal = gate.admit(smuggled).expect_err(smuggled);
+            assert!(refusal.contains(&format!("`{smuggled}` is not published")), "{refusal}");
+        }
+        assert!(gate.admit("make").is_err_and(|refusal| refusal.contains("--allow-program make")));
+    }
 }

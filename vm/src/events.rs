@@ -313,14 +313,13 @@ const DETAIL_CHARS: usize = 60;
 
 /// What a tool call is about, in one short line: the first of `paths` (the tool's path
 /// arguments, in declared order) that the call gives as text, else its first plain
-/// argument as `name=value`; the value's first non-blank line, cut to 60 characters.
+/// argument as `name=value`; the value's first non-blank line, cut to 60 characters,
+/// with control characters (a terminal's escape sequences) shown as `�`.
 pub fn call_detail<'a>(args: &Value, paths: impl IntoIterator<Item = &'a str>) -> Option<String> {
     let line = |text: &str| {
         let line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim();
-        match line.char_indices().nth(DETAIL_CHARS) {
-            Some((cut, _)) => format!("{}…", &line[..cut]),
-            None => line.to_string(),
-        }
+        let shown: String = line.chars().take(DETAIL_CHARS).map(|c| if c.is_control() { '�' } else { c }).collect();
+        if line.chars().nth(DETAIL_CHARS).is_some() { format!("{shown}…") } else { shown }
     };
     let map = args.as_object()?;
     if let Some(path) = paths.into_iter().find_map(|name| map.get(name).and_then(Value::as_str)) {
@@ -445,5 +444,6 @@ mod tests {
         // One line, cut on a character boundary, whatever the model sent.
         let long = format!("\n\n  {}é{}\nsecond line", "x".repeat(59), "y".repeat(10));
         assert_eq!(call_detail(&json!({"note": long}), []), Some(format!("note={}é…", "x".repeat(59))));
+        assert_eq!(call_detail(&json!({"path": "a\u{1b}]52;c;x\u{7}b"}), ["path"]), Some("a�]52;c;x�b".to_string()));
     }
 }

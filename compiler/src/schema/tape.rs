@@ -14,7 +14,19 @@ use crate::syntax::yaml::{self, Node};
 use super::reader::{Fields, Reader};
 
 const ENTRY: Fields = Fields {
-    known: &["state", "role", "workflow", "variables", "text", "tool_calls", "usage", "model"],
+    known: &[
+        "state",
+        "role",
+        "workflow",
+        "variables",
+        "text",
+        "chunks",
+        "tool_calls",
+        "usage",
+        "model",
+        "id",
+        "truncated",
+    ],
     removed: &[],
     what: "a tape entry",
 };
@@ -59,11 +71,27 @@ fn read_entry(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) {
     let Some(fields) = reader.fields(node, path, &ENTRY, false) else {
         return;
     };
+    if let (Some(_), Some(chunks)) =
+        (fields.iter().find(|field| field.key == "text"), fields.iter().find(|field| field.key == "chunks"))
+    {
+        reader.report(
+            Diagnostic::at(Code::TapeSchema, chunks.value.span, "a tape entry has both `text` and `chunks`")
+                .with_label("the text again, in pieces")
+                .with_help("keep one: `chunks` is the entry's text in the pieces a stream would bring"),
+            &path.key("chunks"),
+        );
+    }
     for field in fields {
         let key_path = path.key(field.key);
         match field.key {
-            "state" | "workflow" | "text" | "model" => {
+            "state" | "workflow" | "text" | "model" | "id" => {
                 reader.string(field.value, &key_path);
+            }
+            "truncated" => {
+                reader.boolean(field.value, &key_path);
+            }
+            "chunks" => {
+                reader.string_list(field.value, &key_path);
             }
             "role" => match field.value.as_str() {
                 Some(role) if ROLES.contains(&role) => {}

@@ -109,6 +109,17 @@ pub async fn decide(State(inbox): Shared, headers: HeaderMap, body: Bytes) -> Re
         Ok(action) => action,
         Err(refused) => return *refused,
     };
+    let shown = form.text("decision");
+    let pending = match inbox.server.session(&session).await {
+        Ok(state) => state.head.pending_decision.map(|decision| decision.seq.to_string()),
+        Err(_) => None,
+    };
+    // A page names the record it showed; when another record waits now, the click was
+    // for that earlier one. (With nothing waiting, the decide below says why.)
+    if pending.is_some() && shown.is_some() && shown != pending {
+        let why = "The decision you answered is no longer the one waiting: the session moved on since the page was loaded. Here it is as it stands now; decide again if it still needs you.";
+        return session_page(&inbox, &signed, &session, StatusCode::CONFLICT, Some(Notice::error(why))).await;
+    }
     let mut request = json!({ "to": form.get("to").unwrap_or_default() });
     if let Some(comment) = form.text("comment") {
         request["comment"] = json!(comment);

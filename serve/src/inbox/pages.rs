@@ -429,6 +429,9 @@ impl SessionView<'_> {
                 form.decide method="post" action="/decide" {
                     input type="hidden" name="csrf" value=(self.signed.csrf);
                     input type="hidden" name="session" value=(self.session.id);
+                    // The decision record this form answers: a click on a stale page
+                    // never decides a later record it did not show.
+                    input type="hidden" name="decision" value=(decision.seq);
                     div.field {
                         label for="comment" { "Comment (optional, sent with your decision)" }
                         textarea id="comment" name="comment" rows="3" disabled[!allowed] {}

@@ -134,6 +134,23 @@ async fn only_an_approver_may_decide_and_the_decider_is_recorded_in_the_trail() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_on_a_page_showing_another_decision_record_decides_nothing() {
+    let server = serve(false).await;
+    server.start_payout("pay-stale").await;
+    let lead = server.sign_in(LEAD).await;
+    let page = server.get("/sessions/pay-stale", Some(&lead)).await;
+    assert!(page.body.contains(r#"name="decision" value=""#), "the form names its record: {}", page.body);
+    let fields =
+        [("csrf", page.csrf()), ("session", "pay-stale".into()), ("to", "done".into()), ("decision", "999".into())];
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(key, value)| (*key, value.as_str())).collect();
+    let stale = server.post_form("/decide", Some(&lead), &fields).await;
+    assert_eq!(stale.status, StatusCode::CONFLICT, "{}", stale.body);
+    assert!(stale.body.contains("no longer the one waiting"), "{}", stale.body);
+    assert_eq!(server.show("pay-stale").await["status"], "awaiting_decision", "nothing was decided");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_two_people_deciding_one_session_one_wins_and_the_other_sees_why() {
     let server = serve(false).await;
     server.start_payout("pay-race").await;

@@ -18,6 +18,11 @@ use serde_json::{Value, json};
 use super::openai::{content_text, error_text, excerpt, parse_usage, tool_call};
 use super::{ModelError, ModelResponse};
 
+/// The most tool calls one answer may make.
+const MAX_TOOL_CALLS: usize = 128;
+/// The longest line of a stream: no chunk an endpoint sends comes near it.
+const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
 /// One tool call being put together from its fragments.
 #[derive(Default)]
 struct PartialCall {
@@ -31,6 +36,8 @@ struct PartialCall {
 pub struct Assembler {
     /// Bytes not yet ending a line.
     pending: Vec<u8>,
+    /// How much of `pending` is known to hold no line end.
+    scanned: usize,
     /// The `data:` lines of the event being read.
     data: Vec<String>,
     text: String,
@@ -50,10 +57,22 @@ impl Assembler {
     /// goes to `on_text` with the answer's id as soon as its event is complete.
     pub fn feed(&mut self, bytes: &[u8], on_text: &mut dyn FnMut(&str, Option<&str>)) -> Result<(), ModelError> {
         self.pending.extend_from_slice(bytes);
-        while let Some(end) = self.pending.iter().position(|byte| *byte == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+        // Each byte is looked at once: the scan resumes where the last one stopped, and
+        // the lines found are taken off the front together.
+        let mut start = 0;
+        while let Some(offset) = self.pending[start + self.scanned..].iter().position(|byte| *byte == b'\n') {
+            let end = start + self.scanned + offset;
+            let line = String::from_utf8_lossy(&self.pending[start..end]).into_owned();
+            start = end + 1;
+            self.scanned = 0;
             self.line(line.strip_suffix('\r').unwrap_or(&line), on_text)?;
+        }
+        self.pending.drain(..start);
+        self.scanned = self.pending.len();
+        if self.pending.len() > MAX_LINE_BYTES {
+            return Err(ModelError::Response(format!(
+                "a line of the answer's stream is longer than {MAX_LINE_BYTES} bytes"
+            )));
         }
         Ok(())
     }
@@ -135,8 +154,10 @@ impl Assembler {
             Some(index) => index as usize,
             None => self.calls.len(),
         };
-        if index > self.calls.len() + 128 {
-            return Err(ModelError::Response(format!("a streamed tool call has the unlikely index {index}")));
+        if index >= MAX_TOOL_CALLS {
+            return Err(ModelError::Response(format!(
+                "a streamed tool call has the index {index}; an answer may make at most {MAX_TOOL_CALLS} calls"
+            )));
         }
         while self.calls.len() <= index {
             self.calls.push(PartialCall::default());
@@ -162,6 +183,7 @@ impl Assembler {
         // An event the stream did not close with a blank line still counts.
         // A cut stream's last line may be half a chunk: the cut is what is reported.
         let mut ignore = |_: &str, _: Option<&str>| {};
+        self.scanned = 0;
         let line = String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned();
         let trailing =
             self.line(line.strip_suffix('\r').unwrap_or(&line), &mut ignore).and_then(|()| self.dispatch(&mut ignore));
@@ -282,6 +304,13 @@ mod tests {
         let error = events(&[json!({ "error": { "message": "overloaded" } })]);
         match read(error.as_bytes(), 10).0 {
             Err(ModelError::Response(message)) => assert!(message.contains("overloaded"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        let many = events(&[
+            json!({ "choices": [{ "delta": { "tool_calls": [{ "index": 128, "function": { "name": "x" } }] } }] }),
+        ]);
+        match read(many.as_bytes(), 50).0 {
+            Err(ModelError::Response(message)) => assert!(message.contains("at most 128 calls"), "{message}"),
             other => panic!("{other:?}"),
         }
         match read(b"data: {not json\n\n", 4).0 {

@@ -91,8 +91,7 @@ fn value_candidates(session: &Session, path: &str, context: &Context) -> Vec<(St
     }
     let parent = keys.len().checked_sub(2).and_then(|index| keys.get(index)).copied().unwrap_or("");
     let list_of = |name: &str| {
-        (TOOL_LISTS.contains(&last) && parent == name)
-            || (keys.iter().any(|key| *key == name) && matches!(last, "tool" | "name"))
+        (TOOL_LISTS.contains(&last) && parent == name) || (keys.contains(&name) && matches!(last, "tool" | "name"))
     };
     if list_of("tools") {
         let tools = Tool::ALL.iter().map(|tool| tool.name().to_string());

@@ -293,7 +293,7 @@ impl Server {
                 } else {
                     parse::<DidCloseTextDocumentParams>(notification.params).map(|params| params.text_document.uri)
                 };
-                match uri.map(|uri| session.relative(&uri).map_err(|outside| invalid(outside))) {
+                match uri.map(|uri| session.relative(&uri).map_err(invalid)) {
                     Ok(Ok(path)) => {
                         if notification.method == "textDocument/didClose" {
                             session.close(&path);

@@ -62,15 +62,14 @@ pub fn target_at(workflow: &Workflow, offset: usize) -> Option<(Target, Span)> {
             return Some((Target::Script(script.value.clone()), span));
         }
     }
-    let found = state_references(workflow)
+    state_references(workflow)
         .find_map(|named| hit(named).map(|span| (Target::State(named.value.clone()), span)))
         .or_else(|| {
             skill_names(workflow).find_map(|named| hit(named).map(|span| (Target::Skill(named.value.clone()), span)))
         })
         .or_else(|| {
             mount_names(workflow).find_map(|named| hit(named).map(|span| (Target::Mount(named.value.clone()), span)))
-        });
-    found
+        })
 }
 
 /// The exact span of `name` inside a value's span (a quoted scalar spans its quotes).

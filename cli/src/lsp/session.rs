@@ -29,7 +29,7 @@ pub enum Outside {
     #[error("`{0}` lies outside the workspace (no `workflows/` directory above it)")]
     NoWorkspace(String),
     #[error("`{0}` lies outside the workspace root `{1}`")]
-    OutsideRoot(String, String),
+    BeyondRoot(String, String),
     #[error("`{0}` is neither open nor part of the workspace")]
     Unknown(String),
 }
@@ -88,12 +88,12 @@ impl Session {
         let root = self.root.as_deref().unwrap_or(Path::new("/"));
         let rest = path
             .strip_prefix(root)
-            .map_err(|_| Outside::OutsideRoot(uri.as_str().to_string(), root.display().to_string()))?;
+            .map_err(|_| Outside::BeyondRoot(uri.as_str().to_string(), root.display().to_string()))?;
         let mut parts = Vec::new();
         for component in rest.components() {
             match component {
                 Component::Normal(part) => parts.push(part.to_string_lossy().into_owned()),
-                _ => return Err(Outside::OutsideRoot(uri.as_str().to_string(), root.display().to_string())),
+                _ => return Err(Outside::BeyondRoot(uri.as_str().to_string(), root.display().to_string())),
             }
         }
         Ok(parts.join("/"))

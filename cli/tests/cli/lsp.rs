@@ -243,6 +243,44 @@ fn the_language_server_checks_the_editors_text_and_answers_about_it() {
     let completion = client.request("textDocument/completion", at(&spec_uri, 12, 29));
     assert!(labels(&completion).contains(&"order_id".to_string()), "{completion}");
 
+    // Tool names in a tools list; a code's explanation on hover.
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": spec_uri, "version": 5 },
+                "contentChanges": [{ "range": { "start": position(24, 0), "end": position(24, 0) },
+                                     "text": "    tools:\n      allow: [re]\n# AMX0300\n" }] }),
+    );
+    let tools = labels(&client.request("textDocument/completion", at(&spec_uri, 25, 16)));
+    assert!(
+        tools.contains(&"read_file".to_string()) && tools.contains(&"archmax_workflow_desk".to_string()),
+        "{tools:?}"
+    );
+    let hover = client.request("textDocument/hover", at(&spec_uri, 26, 4));
+    let text = hover["result"]["contents"]["value"].as_str().unwrap_or("");
+    assert!(text.starts_with("**AMX0300**") && text.len() > 100, "{hover}");
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": spec_uri, "version": 6 },
+                "contentChanges": [{ "range": { "start": position(24, 0), "end": position(27, 0) }, "text": "" }] }),
+    );
+
+    // A script of the workflow: its unsaved text is checked and its file gets the finding.
+    let script_uri = uri(&root.join("workflows/desk/scripts/check.js"));
+    let broken = SCRIPT.replace("\"reply\", reason", "\"reply\" reason");
+    client.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": script_uri, "languageId": "javascript", "version": 1, "text": broken } }),
+    );
+    let script = client.diagnostics(&script_uri);
+    assert_eq!(script.len(), 1, "{script:?}");
+    assert_eq!(script[0]["code"], "AMX0219", "{script:?}");
+    assert_eq!(script[0]["range"]["start"]["line"], 2, "{script:?}");
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": script_uri, "version": 2 }, "contentChanges": [{ "text": SCRIPT }] }),
+    );
+    assert_eq!(client.diagnostics(&script_uri), Vec::<Value>::new());
+
     // Definition: a reference to its state, a script to its file, a skill to SKILL.md.
     let definition = client.request("textDocument/definition", at(&spec_uri, 20, 13));
     assert_eq!(definition["result"]["uri"], spec_uri.as_str());

@@ -205,35 +205,21 @@ mod tests {
 
     const TEXT: &str = "states:\n  review:\n    type: agent\n    transitions:\n      - to: done\n        description: x\n      - { to: done, type: approve }\n    on_error: \n";
 
-    fn at(marker: &str, delta: usize) -> Context {
-        context(TEXT, TEXT.find(marker).unwrap_or(0) + delta)
-    }
+    /// Where the cursor is (a marker and the bytes past its start), the keys from the
+    /// root, and whether it is in a value.
+    const CASES: [(&str, usize, &[&str], bool); 4] = [
+        ("- to: done", 6, &["states", "review", "transitions", "to"], true),
+        ("description", 2, &["states", "review", "transitions", "description"], false),
+        ("{ to: done, type", 6, &["states", "review", "transitions", "to"], true),
+        ("on_error: ", 10, &["states", "review", "on_error"], true),
+    ];
 
     #[test]
-    fn a_value_in_a_block_item_has_its_keys_from_the_root() {
-        let context = at("- to: done", 6);
-        assert_eq!(context.keys(), ["states", "review", "transitions", "to"]);
-        assert!(context.in_value);
-    }
-
-    #[test]
-    fn a_key_under_an_item_is_not_a_value() {
-        let context = at("description", 2);
-        assert_eq!(context.keys(), ["states", "review", "transitions", "description"]);
-        assert!(!context.in_value);
-    }
-
-    #[test]
-    fn a_flow_mapping_entry_is_read_like_a_block_one() {
-        let context = at("{ to: done, type", 6);
-        assert_eq!(context.keys(), ["states", "review", "transitions", "to"]);
-        assert!(context.in_value);
-    }
-
-    #[test]
-    fn an_empty_value_after_its_key_is_that_keys_value() {
-        let context = at("on_error: ", 10);
-        assert_eq!(context.keys(), ["states", "review", "on_error"]);
-        assert!(context.in_value);
+    fn block_items_flow_entries_and_empty_values_read_as_key_paths() {
+        for (marker, delta, keys, in_value) in CASES {
+            let context = context(TEXT, TEXT.find(marker).unwrap_or(0) + delta);
+            assert_eq!(context.keys(), keys, "at {marker:?}+{delta}");
+            assert_eq!(context.in_value, in_value, "at {marker:?}+{delta}");
+        }
     }
 }

@@ -255,6 +255,7 @@ fn the_language_server_checks_the_editors_text_and_answers_about_it() {
         tools.contains(&"read_file".to_string()) && tools.contains(&"archmax_workflow_desk".to_string()),
         "{tools:?}"
     );
+    assert_eq!(labels(&client.request("textDocument/completion", at(&spec_uri, 3, 18))), ["order-data"]);
     let hover = client.request("textDocument/hover", at(&spec_uri, 26, 4));
     let text = hover["result"]["contents"]["value"].as_str().unwrap_or("");
     assert!(text.starts_with("**AMX0300**") && text.len() > 100, "{hover}");

@@ -1,7 +1,7 @@
 //! Go to definition, document symbols and renaming a state.
 //!
-//! The one thing to know: a rename edits the state's key and every `to:` and `on_error:`
-//! naming it, and is refused (an `InvalidParams` answer) when the new name is not a slug
+//! The one thing to know: a rename edits the state's key, every `to:` and `on_error:`
+//! naming it and every case step that names it, and is refused (an `InvalidParams` answer) when the new name is not a slug
 //! or already names a state, because either would break the workflow it edits.
 
 use std::collections::HashMap;
@@ -86,6 +86,8 @@ pub fn symbols(workflow: &Workflow, text: &str) -> Vec<DocumentSymbol> {
 /// Why a rename is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum RenameRefused {
+    #[error("this document is not a workflow that parses")]
+    NotAWorkflow,
     #[error("there is no state name at this position")]
     NoState,
     #[error("`{0}` is not a state name: use lowercase letters, digits and single hyphens")]
@@ -103,14 +105,17 @@ pub fn state_at(workflow: &Workflow, text: &str, offset: usize) -> Option<(Strin
     Some((name.clone(), LineIndex::new(text).span_range(navigation::name_span(text, span, &name))))
 }
 
-/// The edits renaming the state at `offset` to `new_name`.
+/// The edits renaming the state at `offset` of the workflow at `path` to `new_name`: in
+/// `workflow.yaml` and in the workflow's cases (`decide.to`, `reachedState`, `parked.state`,
+/// `trail.to`).
 pub fn rename(
-    workflow: &Workflow,
-    uri: Uri,
+    session: &Session,
+    path: &str,
     text: &str,
     offset: usize,
     new_name: &str,
 ) -> Result<WorkspaceEdit, RenameRefused> {
+    let workflow = session.workflow(path).ok_or(RenameRefused::NotAWorkflow)?;
     let (name, _) = state_at(workflow, text, offset).ok_or(RenameRefused::NoState)?;
     if !is_slug(new_name) {
         return Err(RenameRefused::NotASlug(new_name.to_string()));
@@ -118,10 +123,31 @@ pub fn rename(
     if new_name != name && workflow.state_indices.contains_key(new_name) {
         return Err(RenameRefused::Taken(new_name.to_string()));
     }
+    let edit = |index: &LineIndex<'_>, span| TextEdit { range: index.span_range(span), new_text: new_name.to_string() };
+    let mut changes: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
     let index = LineIndex::new(text);
-    let edits = navigation::state_occurrences(workflow, text, &name)
-        .into_iter()
-        .map(|span| TextEdit { range: index.span_range(span), new_text: new_name.to_string() })
-        .collect();
-    Ok(WorkspaceEdit { changes: Some(HashMap::from([(uri, edits)])), ..WorkspaceEdit::default() })
+    let spec =
+        navigation::state_occurrences(workflow, text, &name).into_iter().map(|span| edit(&index, span)).collect();
+    changes.insert(session.uri_of(path).ok_or(RenameRefused::NotAWorkflow)?, spec);
+    if let Some(analysis) = session.analysis()
+        && let Some(unit) = analysis.unit(&workflow.slug)
+    {
+        for case in &unit.cases {
+            let case_text = analysis.sources().text(case.file);
+            let index = LineIndex::new(case_text);
+            let edits: Vec<TextEdit> = case
+                .steps
+                .iter()
+                .filter_map(|step| step.state_reference())
+                .filter(|(named, _)| named.value == name)
+                .map(|(named, _)| edit(&index, navigation::name_span(case_text, named.span, &name)))
+                .collect();
+            if let Some(uri) = session.uri_of(&analysis.sources().file(case.file).name)
+                && !edits.is_empty()
+            {
+                changes.entry(uri).or_default().extend(edits);
+            }
+        }
+    }
+    Ok(WorkspaceEdit { changes: Some(changes), ..WorkspaceEdit::default() })
 }

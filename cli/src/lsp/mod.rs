@@ -243,12 +243,9 @@ impl Server {
             }
             "textDocument/rename" => {
                 let params: RenameParams = parse(params)?;
-                let uri = params.text_document_position.text_document.uri.clone();
                 let at = self.at_position(&params.text_document_position)?;
-                let session = self.session()?;
-                let workflow =
-                    session.workflow(&at.path).ok_or_else(|| invalid("this document is not a workflow that parses"))?;
-                let edit = locate::rename(workflow, uri, &at.text, at.offset, &params.new_name).map_err(invalid)?;
+                let edit = locate::rename(self.session()?, &at.path, &at.text, at.offset, &params.new_name)
+                    .map_err(invalid)?;
                 to_value(edit)
             }
             other => return Err(failure(ErrorCode::MethodNotFound, format!("unknown method `{other}`"))),

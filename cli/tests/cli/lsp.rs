@@ -52,6 +52,12 @@ fn workspace(label: &str) -> PathBuf {
     // The disk copy is valid: the server must check the editor's text, not this one.
     fs::write(root.join("workflows/desk/workflow.yaml"), WORKFLOW.replace("to: chek", "to: check")).expect("spec");
     fs::write(root.join("workflows/desk/scripts/check.js"), SCRIPT).expect("script");
+    fs::create_dir_all(root.join("workflows/desk/tests")).expect("tests dir");
+    fs::write(
+        root.join("workflows/desk/tests/checked.test.yaml"),
+        "title: Checked\ndescription: The request is checked.\nsteps:\n  - send: Order ORD-1\n  - reachedState: check\n",
+    )
+    .expect("case");
     fs::write(root.join("skills/order-data/SKILL.md"), "---\nname: order-data\ndescription: Orders.\n---\nOrders.\n")
         .expect("skill");
     fs::canonicalize(&root).expect("root")
@@ -308,6 +314,10 @@ fn the_language_server_checks_the_editors_text_and_answers_about_it() {
     ranges.sort_by_key(|start| (start["line"].as_u64(), start["character"].as_u64()));
     assert_eq!(ranges, [position(14, 12), position(16, 2)], "{rename}");
     assert!(edits.iter().all(|edit| edit["newText"] == "verify"), "{rename}");
+    let case_uri = uri(&root.join("workflows/desk/tests/checked.test.yaml"));
+    let case = rename["result"]["changes"][case_uri.as_str()].as_array().cloned().unwrap_or_default();
+    assert_eq!(case.len(), 1, "{rename}");
+    assert_eq!(case[0]["range"], json!({ "start": position(4, 18), "end": position(4, 23) }), "{rename}");
     let refused = client.request(
         "textDocument/rename",
         json!({ "textDocument": { "uri": spec_uri }, "position": position(16, 3), "newName": "reply" }),

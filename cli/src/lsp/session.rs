@@ -178,6 +178,11 @@ impl Session {
         publish
     }
 
+    /// The findings last published for a file.
+    pub fn findings(&self, path: &str) -> &[Diagnostic] {
+        self.published.get(path).map(Vec::as_slice).unwrap_or(&[])
+    }
+
     /// What was last published for a file, to publish again on open.
     pub fn published(&self, path: &str) -> Option<PublishDiagnosticsParams> {
         Some(PublishDiagnosticsParams {

@@ -214,6 +214,11 @@ fn the_language_server_checks_the_editors_text_and_answers_about_it() {
     let message = typo["message"].as_str().unwrap_or("");
     assert!(message.contains("`chek` is not a state") && message.contains("help: did you mean `check`?"), "{message}");
 
+    // Hover on the finding: its code's explanation.
+    let hover = client.request("textDocument/hover", at(&spec_uri, 14, 14));
+    let text = hover["result"]["contents"]["value"].as_str().unwrap_or("");
+    assert!(text.starts_with("**AMX0300**"), "{hover}");
+
     // The fix, as an incremental edit: the diagnostics are cleared.
     client.notify(
         "textDocument/didChange",

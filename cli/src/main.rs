@@ -16,6 +16,7 @@ mod init;
 mod inputs;
 mod inspect;
 mod keys;
+mod lsp;
 mod output;
 mod reply;
 mod resume;
@@ -309,6 +310,8 @@ enum Command {
     /// Plan or walk a flow document (`flow plan`, `flow run`).
     #[command(subcommand)]
     Flow(flow_cmd::FlowCommand),
+    /// Serve the language server protocol on stdin and stdout (diagnostics, hover, completion, definition, rename).
+    Lsp,
     /// Print the long explanation of a diagnostic code or a kernel rule.
     Explain {
         /// A code such as AMX0301 (or its name), or a rule id such as tool.not-allowed.
@@ -458,6 +461,7 @@ fn main() -> ExitCode {
         Err(error) => return output::usage_error(error),
     };
     output::configure(output::Terminal { color: cli.color, quiet: cli.quiet });
+    let root_flag = cli.root.clone();
     let root = cli.root.unwrap_or_else(|| PathBuf::from("."));
     load_dotenv(&root);
     match cli.command {
@@ -479,6 +483,7 @@ fn main() -> ExitCode {
                 },
             )
         }
+        Command::Lsp => lsp::run(root_flag.and_then(|root| std::fs::canonicalize(root).ok())),
         Command::Explain { code, list } => explain::run(code.as_deref(), list),
         Command::Init { dir, template } => init::run(&dir.unwrap_or(root), template),
         Command::Schema { kind, output } => schema_cmd::run(kind, output.as_deref()),

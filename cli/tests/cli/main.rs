@@ -7,6 +7,7 @@ mod artifacts;
 mod authoring;
 mod commands;
 mod explain;
+mod lsp;
 mod mcp;
 mod parks;
 mod postgres;

@@ -56,11 +56,10 @@ pub fn check(workspace: &Workspace, units: &[Unit], index: usize) -> Vec<Diagnos
                 };
                 push(diagnostic, format!("{step_path}.{key}"));
             };
+            if let Some((name, key)) = step.state_reference() {
+                state_reference(name, key);
+            }
             match &step.kind {
-                StepKind::Decide { to, .. } => state_reference(to, "decide.to"),
-                StepKind::ReachedState(name) => state_reference(name, "reachedState"),
-                StepKind::Parked { state: Some(name), .. } => state_reference(name, "parked.state"),
-                StepKind::Trail { to: Some(name), .. } => state_reference(name, "trail.to"),
                 StepKind::RanWorkflow { workflow: target, .. } if workspace.workflow(&target.value).is_none() => {
                     let names: Vec<&str> = workspace.workflows.iter().map(|workflow| workflow.slug.as_str()).collect();
                     push(

@@ -37,6 +37,11 @@ impl Declared {
         Declared { names }
     }
 
+    /// Every declared name, sorted (what an editor offers after `${{`).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(String::as_str)
+    }
+
     /// The declared name `name` is most likely a misspelling of; `None` when `name` is
     /// declared itself or close to nothing declared.
     pub fn near_miss(&self, name: &str) -> Option<&str> {

@@ -78,6 +78,18 @@ pub struct Step {
 }
 
 impl Step {
+    /// The state the step names, with the key that names it: what `validate` checks
+    /// against the workflow's states and a state rename edits.
+    pub fn state_reference(&self) -> Option<(&Spanned<String>, &'static str)> {
+        match &self.kind {
+            StepKind::Decide { to, .. } => Some((to, "decide.to")),
+            StepKind::ReachedState(name) => Some((name, "reachedState")),
+            StepKind::Parked { state: Some(name), .. } => Some((name, "parked.state")),
+            StepKind::Trail { to: Some(name), .. } => Some((name, "trail.to")),
+            _ => None,
+        }
+    }
+
     pub fn is_action(&self) -> bool {
         matches!(self.kind, StepKind::Send(_) | StepKind::Decide { .. } | StepKind::Deliver { .. })
     }

@@ -300,6 +300,7 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         limits: TurnLimits { in_flight: args.max_turns_in_flight.max(1), ..TurnLimits::default() },
         body_limit: DEFAULT_BODY_LIMIT,
         tools,
+        context: settings.context,
     }) {
         Ok(server) => server.with_settings(settings, connections),
         Err(error) => return failure(error),

@@ -120,6 +120,7 @@ async fn serve(program: Program, store: Arc<dyn SessionStore>) -> Served {
         limits: TurnLimits { in_flight: 64, queued: 4096 },
         body_limit: archmax_serve::server::DEFAULT_BODY_LIMIT,
         tools: Default::default(),
+        context: Default::default(),
     })
     .expect("the server builds");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");

@@ -62,6 +62,8 @@ pub struct ServerParts {
     pub body_limit: usize,
     /// The host tools (MCP servers) and essential tools every runtime asks.
     pub tools: archmax_vm::host_tools::HostTools,
+    /// The context budgets of every session (`[context]` of `archmax.toml`).
+    pub context: archmax_vm::context::ContextSettings,
 }
 
 /// Why a server could not be built.
@@ -82,6 +84,7 @@ struct RuntimeFactory {
     root: PathBuf,
     pricing: PricingTable,
     tools: archmax_vm::host_tools::HostTools,
+    context: archmax_vm::context::ContextSettings,
 }
 
 /// One workflow as a load changed it.
@@ -248,6 +251,7 @@ impl Server {
                 root: parts.root,
                 pricing: parts.pricing,
                 tools: parts.tools,
+                context: parts.context,
             },
             store: parts.store,
             auth: SharedAuth::new(parts.auth),
@@ -346,7 +350,8 @@ impl Server {
                         root: self.factory.root.clone(),
                         pricing: self.factory.pricing.clone(),
                     })
-                    .with_tools(&self.factory.tools),
+                    .with_tools(&self.factory.tools)
+                    .with_context(self.factory.context),
                 ),
             })
             .collect();

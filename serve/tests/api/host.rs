@@ -94,6 +94,7 @@ fn server_on(
         limits: TurnLimits::default(),
         body_limit: 64 * 1024,
         tools: Default::default(),
+        context: Default::default(),
     })
     .expect("server")
     .with_settings(settings, connections)

@@ -169,6 +169,7 @@ async fn start_server_on(
             limits,
             body_limit,
             tools: Default::default(),
+            context: Default::default(),
         })
         .expect("server"),
     );

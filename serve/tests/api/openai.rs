@@ -168,6 +168,7 @@ fn build_server(model: &ModelServer, retries: u32, store: Arc<MemoryStore>) -> A
         limits: TurnLimits::default(),
         body_limit: 64 * 1024,
         tools: Default::default(),
+        context: Default::default(),
     })
     .expect("server");
     Arc::new(server)

@@ -101,6 +101,7 @@ pub async fn serve(open: bool) -> Running {
         limits: TurnLimits::default(),
         body_limit: 1024 * 1024,
         tools: Default::default(),
+        context: Default::default(),
     })
     .expect("a server");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");

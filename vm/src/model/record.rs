@@ -151,12 +151,27 @@ impl ModelAdapter for Recorder {
     }
 }
 
-/// Writes `text` to `path` through a temporary file beside it, renamed over it.
+/// Writes `text` to `path` through a new temporary file beside it, renamed over it. The
+/// temporary file has a random name and is created only if nothing is there (no link is
+/// followed), and the rename replaces `path` itself, even when `path` is a link.
 fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
     let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let temporary = path.with_file_name(format!(".{name}.recording"));
-    std::fs::write(&temporary, text)?;
-    std::fs::rename(&temporary, path)
+    for _ in 0..16 {
+        let random = getrandom::u64().map_err(|error| std::io::Error::other(error.to_string()))?;
+        let temporary = path.with_file_name(format!(".{name}.{random:016x}.recording"));
+        let mut file = match std::fs::OpenOptions::new().write(true).create_new(true).open(&temporary) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(error) => return Err(error),
+        };
+        if let Err(error) = file.write_all(text.as_bytes()).and_then(|()| std::fs::rename(&temporary, path)) {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(error);
+        }
+        return Ok(());
+    }
+    Err(std::io::Error::other("no free name for the temporary file beside the tape"))
 }
 
 /// One tape entry for an answer, as YAML text.
@@ -330,6 +345,22 @@ mod tests {
         let error = tape.call(request("triage", &variables, "s2")).await.expect_err("only `done` is left");
         assert!(error.to_string().contains("state `triage`"), "{error}");
         assert_eq!(tape.call(request("done", &variables, "s2")).await.expect("replayed").text, "Done.");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_link_planted_where_a_tape_goes_is_replaced_never_followed() {
+        let dir = scratch("link");
+        let target = dir.join("precious.txt");
+        std::fs::write(&target, "keep me\n").expect("write");
+        let path = dir.join("case.tape.yaml");
+        std::os::unix::fs::symlink(&target, &path).expect("symlink");
+        write_whole(&path, "- text: recorded\n").expect("written");
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "keep me\n", "the link's target is untouched");
+        assert!(!std::fs::symlink_metadata(&path).expect("stat").file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "- text: recorded\n");
+        let leftovers = std::fs::read_dir(&dir).expect("list").filter_map(Result::ok);
+        assert!(leftovers.filter(|entry| entry.file_name().to_string_lossy().ends_with(".recording")).count() == 0);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

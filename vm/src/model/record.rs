@@ -248,7 +248,7 @@ fn flow(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Role, TokenUsage};
+    use crate::model::TokenUsage;
     use crate::session::ToolCall;
     use serde_json::json;
 
@@ -267,23 +267,7 @@ mod tests {
     }
 
     fn request<'a>(state: &'a str, variables: &'a Value, session: &'a str) -> ModelRequest<'a> {
-        ModelRequest {
-            model: None,
-            role: Role::Agent,
-            session,
-            workflow: "refund-desk",
-            state,
-            variables,
-            system_static: "",
-            system_volatile: "",
-            messages: &[],
-            tools: &[],
-            prompt_cache: PromptCache::default(),
-            timeout: None,
-            sampling: crate::model::Sampling::default(),
-            tape: None,
-            on_text: None,
-        }
+        crate::model::tape::tests::in_session(session, state, variables)
     }
 
     fn scratch(name: &str) -> PathBuf {

@@ -263,7 +263,7 @@ impl ModelAdapter for Tape {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -271,7 +271,8 @@ mod tests {
         in_session("s1", state, variables)
     }
 
-    fn in_session<'a>(session: &'a str, state: &'a str, variables: &'a Value) -> ModelRequest<'a> {
+    /// A request for tests of adapters: no prompt, no tools, workflow `desk`.
+    pub(crate) fn in_session<'a>(session: &'a str, state: &'a str, variables: &'a Value) -> ModelRequest<'a> {
         ModelRequest {
             model: None,
             role: Role::Agent,

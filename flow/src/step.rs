@@ -345,6 +345,7 @@ pub async fn model_step(environment: &StepEnvironment<'_>, step: ModelStep<'_>) 
             system_static: environment.system,
             system_volatile: "",
             messages: &conversation,
+            history: conversation.len(),
             tools: &tools,
             prompt_cache: Default::default(),
             timeout: None,

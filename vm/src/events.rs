@@ -169,6 +169,22 @@ pub enum Event {
         /// The result's tokens, as counted for the state's model.
         tokens: u64,
     },
+    /// The older part of the conversation was summarized before a model call whose prompt
+    /// would have passed `[context] compact_at` of the window: the summary and the runtime
+    /// notes stand for it from now on, and its full text is in `path`.
+    ContextCompacted {
+        state: String,
+        /// Which compaction of the session this is (1 for the first).
+        count: u64,
+        /// How many messages the summary stands for.
+        messages: u64,
+        /// The summarized messages as JSON lines in the session's files (a readable `.md`
+        /// with the same stem beside it).
+        path: String,
+        /// The prompt's tokens before and after, as counted for the state's model.
+        tokens_before: u64,
+        tokens_after: u64,
+    },
     /// A refused call, for every rule that [`crate::kernel::Rule::is_recorded_as_blocked`].
     ToolBlocked {
         state: String,

@@ -35,7 +35,7 @@ const USAGE: Fields =
     Fields { known: &["input", "output", "cache_read", "cache_write"], removed: &[], what: "a tape entry's `usage`" };
 
 /// The roles a tape entry may match.
-pub const ROLES: [&str; 3] = ["agent", "grader", "judge"];
+pub const ROLES: [&str; 4] = ["agent", "grader", "judge", "summarizer"];
 
 /// Every problem in one tape's text.
 pub fn check_tape(file: FileId, text: &str, workflow: &str) -> Vec<Diagnostic> {
@@ -102,7 +102,7 @@ fn read_entry(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) {
                         "`{}` is not a role a tape entry matches",
                         field.value.scalar_text().unwrap_or("this value")
                     ),
-                    "a tape entry's `role` is `agent`, `grader` or `judge`".to_string(),
+                    "a tape entry's `role` is `agent`, `grader`, `judge` or `summarizer`".to_string(),
                 ),
             },
             "variables" => {

@@ -47,17 +47,17 @@ impl Turn<'_> {
         self.emit(Event::PromptShaping { cache: self.cache_shaping(), withheld });
     }
 
-    /// Caching as the adapter would mark the calls of each model the workflow's agent and
-    /// human states run (graders and judges never ask for caching).
+    /// Caching as the adapter would mark the calls of each model the workflow's agent,
+    /// human and grader states run (all under the workflow's `settings.prompt_cache`).
     fn cache_shaping(&self) -> CacheShaping {
         let program = self.program();
         let settings = &self.workflow.settings;
-        let cache =
-            PromptCache { enabled: settings.prompt_cache, ttl: settings.prompt_cache_ttl.map(|ttl| program.str(ttl)) };
+        let cache = PromptCache::declared(program, self.workflow);
         let mut models: Vec<Option<&str>> = vec![settings.model.map(|model| program.str(model))];
         for state in &self.workflow.states {
             let model = state.model.map(|model| program.str(model));
-            if matches!(state.kind, StateKind::Agent | StateKind::Human) && !models.contains(&model) {
+            if matches!(state.kind, StateKind::Agent | StateKind::Human | StateKind::Grader) && !models.contains(&model)
+            {
                 models.push(model);
             }
         }

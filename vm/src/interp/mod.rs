@@ -11,6 +11,7 @@
 mod assembly;
 mod automated;
 mod calls;
+mod compact;
 mod controls;
 mod delegate;
 mod host;
@@ -67,6 +68,11 @@ pub struct Turn<'r> {
     children_usage: Usage,
     /// The calling workflows' denials, for a child.
     inherited: Vec<Inherited<'r>>,
+    /// The conversation the model is shown, once it has been compacted (else it is the
+    /// session's messages): see [`compact`].
+    view: Option<Vec<Message>>,
+    /// The measure of that conversation.
+    meter: compact::Meter,
 }
 
 /// Why a parked session is handed a reply-only call: the opening of its volatile block.
@@ -102,7 +108,7 @@ impl<'r> Turn<'r> {
             .collect();
         let child = session.head.parent.is_some();
         let opened_at = session.messages.len();
-        let turn = Turn {
+        let mut turn = Turn {
             runtime,
             workflow_id,
             workflow,
@@ -122,7 +128,10 @@ impl<'r> Turn<'r> {
             children_usage: Usage::default(),
             inherited,
             session,
+            view: None,
+            meter: compact::Meter::default(),
         };
+        turn.rebuild_view();
         turn.announce();
         Ok(turn)
     }
@@ -142,6 +151,9 @@ impl<'r> Turn<'r> {
     // ----- session mutations: recorded in the session and in the pending delta ------
 
     fn push_message(&mut self, message: Message) {
+        if let Some(view) = &mut self.view {
+            view.push(message.clone());
+        }
         self.session.messages.push(message.clone());
         self.pending.messages.push(message);
     }
@@ -471,6 +483,7 @@ impl<'r> Turn<'r> {
             "{}\n\n## This session is parked\n\n{opening}\n\nWrite one short message and call no tools: every call is refused, and the session stays parked whatever you write.",
             crate::clock::clock_line(self.now())
         );
+        self.fit_context(id, &volatile).await?;
         let response = self.call_model(id, volatile).await;
         let response = match response {
             Ok(response) => response,
@@ -503,9 +516,7 @@ impl<'r> Turn<'r> {
         let program = self.program();
         let variables = self.session.variable_values();
         let definitions = self.definitions(id).await;
-        let settings = &self.workflow.settings;
-        let prefix =
-            program.str(if self.child { self.workflow.child_prompt_prefix } else { self.workflow.prompt_prefix });
+        let prefix = self.prefix();
         let timeout = state.budget.timeout_ms.map(Duration::from_millis);
         // The answer's text is an event piece by piece as it arrives (`agent-text-delta`),
         // and kept here to tell what was shown should the call fail half-way.
@@ -534,12 +545,10 @@ impl<'r> Turn<'r> {
             variables: &variables,
             system_static: prefix,
             system_volatile: &volatile_block,
-            messages: &self.session.messages,
+            messages: self.view(),
+            history: self.session.messages.len(),
             tools: &definitions,
-            prompt_cache: crate::model::PromptCache {
-                enabled: settings.prompt_cache,
-                ttl: settings.prompt_cache_ttl.map(|ttl| program.str(ttl)),
-            },
+            prompt_cache: crate::model::PromptCache::declared(program, self.workflow),
             timeout,
             sampling: crate::model::Sampling::default(),
             tape: self.session.head.tape.as_ref(),
@@ -640,6 +649,7 @@ impl<'r> Turn<'r> {
             && id != entry
             && self.session.trail.last().is_some_and(|step| step.kind == TrailKind::Trigger);
         let block = self.volatile_block(id, reentry);
+        self.fit_context(id, &block).await?;
         let response = match self.call_model(id, block).await {
             Ok(response) => response,
             Err(ModelError::Timeout(limit)) => {

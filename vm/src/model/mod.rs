@@ -29,6 +29,8 @@ pub enum Role {
     Agent,
     Grader,
     Judge,
+    /// The call that summarizes the older part of a long conversation (compaction).
+    Summarizer,
 }
 
 impl Role {
@@ -37,6 +39,7 @@ impl Role {
             Role::Agent => "agent",
             Role::Grader => "grader",
             Role::Judge => "judge",
+            Role::Summarizer => "summarizer",
         }
     }
 }
@@ -75,6 +78,10 @@ pub struct ModelRequest<'a> {
     pub system_static: &'a str,
     pub system_volatile: &'a str,
     pub messages: &'a [Message],
+    /// How many messages the conversation holds before this call: `messages.len()`
+    /// until the conversation is compacted, more after (the model is shown fewer). A
+    /// tape numbers its generated call ids by it, so they stay unique in the session.
+    pub history: usize,
     pub tools: &'a [ToolDefinition],
     /// Provider prompt caching as the workflow declares it; what it leaves unset the
     /// adapter decides (`ARCHMAX_PROMPT_CACHE`, `ARCHMAX_PROMPT_CACHE_TTL`).
@@ -178,9 +185,19 @@ pub struct PromptCache<'a> {
     pub ttl: Option<&'a str>,
 }
 
-impl PromptCache<'_> {
-    /// No caching, whatever the host's default (graders and judges).
+impl<'a> PromptCache<'a> {
+    /// No caching, whatever the host's default.
     pub const OFF: PromptCache<'static> = PromptCache { enabled: Some(false), ttl: None };
+
+    /// What `workflow`'s `settings.prompt_cache` declares, for every call its sessions make
+    /// (the agent's, its graders', its summarizer's and its case judge's alike).
+    pub fn declared(
+        program: &'a archmax_compiler::program::Program,
+        workflow: &archmax_compiler::program::WorkflowProgram,
+    ) -> PromptCache<'a> {
+        let settings = &workflow.settings;
+        PromptCache { enabled: settings.prompt_cache, ttl: settings.prompt_cache_ttl.map(|ttl| program.str(ttl)) }
+    }
 }
 
 /// The host's prompt caching default when a workflow sets nothing: on, for 5 minutes.

@@ -1168,6 +1168,7 @@ mod tests {
                 system_static: "You are the static part.",
                 system_volatile: "Current state: triage",
                 messages: &self.messages,
+                history: self.messages.len(),
                 tools: &self.tools,
                 prompt_cache: self.prompt_cache,
                 timeout: self.timeout,

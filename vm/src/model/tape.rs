@@ -4,7 +4,7 @@
 //!
 //! ```yaml
 //! - state: identify-case          # the state the call is made in
-//!   role: agent                   # agent | grader | judge
+//!   role: agent                   # agent | grader | judge | summarizer
 //!   workflow: support-desk        # the calling session's workflow
 //!   variables: { order_id: NW-1 } # a partial match on the session's variables (schema::matcher)
 //!   text: Routing your question.
@@ -202,12 +202,10 @@ impl Tape {
             .iter()
             .enumerate()
             .map(|(position, call_entry)| ToolCall {
-                // Numbered by the transcript's length, so ids stay unique across the
-                // processes that continue one session.
-                id: call_entry
-                    .id
-                    .clone()
-                    .unwrap_or_else(|| format!("call-{}-{}", request.messages.len() + 1, position + 1)),
+                // Numbered by the conversation's length (its whole length, however
+                // much of it the model is shown), so ids stay unique across the processes
+                // that continue one session and across compactions.
+                id: call_entry.id.clone().unwrap_or_else(|| format!("call-{}-{}", request.history + 1, position + 1)),
                 name: call_entry.name.clone(),
                 args: if call_entry.args.is_null() {
                     Value::Object(Default::default())
@@ -283,6 +281,7 @@ pub(crate) mod tests {
             system_static: "",
             system_volatile: "",
             messages: &[],
+            history: 0,
             tools: &[],
             prompt_cache: crate::model::PromptCache::OFF,
             timeout: None,

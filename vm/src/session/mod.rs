@@ -107,6 +107,9 @@ pub enum NoteKind {
     Grader,
     SubWorkflow,
     Opening,
+    /// What an earlier part of the conversation said, in a summarizer's words: it stands
+    /// for that part in every later model call (see [`Compaction`]).
+    Summary,
 }
 
 impl NoteKind {
@@ -119,6 +122,7 @@ impl NoteKind {
             NoteKind::Grader => "grader",
             NoteKind::SubWorkflow => "sub-workflow",
             NoteKind::Opening => "opening",
+            NoteKind::Summary => "summary",
         }
     }
 }
@@ -378,6 +382,21 @@ pub struct Exit {
     pub raised: bool,
 }
 
+/// How the conversation the model is shown differs from the session's messages once it
+/// has been compacted: the messages before `through` are left out, except the runtime
+/// notes among them (and a child's opening line), and the summary note stands for them.
+/// The messages themselves stay in the session; only the model's view is shorter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Compaction {
+    /// How many compactions there have been: the `<n>` of `conversation_history/<n>.jsonl`.
+    pub count: u64,
+    /// The index of the first message shown verbatim (earlier notes excepted).
+    pub through: u64,
+    /// The index of the summary note in the session's messages.
+    pub summary: u64,
+}
+
 /// The small, fixed-size part of a session, rewritten whole by every step.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Head {
@@ -439,6 +458,10 @@ pub struct Head {
     /// while the status is `completed`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resumable: bool,
+    /// The last compaction of the conversation, if the session has had one: what the
+    /// model is shown in place of the messages before `through`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<Compaction>,
     /// Milliseconds since the epoch.
     pub created_at: u64,
     pub updated_at: u64,

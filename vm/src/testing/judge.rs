@@ -182,8 +182,9 @@ pub(super) async fn grade(
             system_static: JUDGE_SYSTEM,
             system_volatile: "",
             messages: &messages,
+            history: messages.len(),
             tools: &[],
-            prompt_cache: crate::model::PromptCache::OFF,
+            prompt_cache: crate::model::PromptCache::declared(program, workflow),
             timeout: None,
             // `tests.judge.modelOptions`: the judge's own sampling.
             sampling: crate::model::Sampling { temperature: judge.temperature, max_tokens: judge.max_tokens },

@@ -51,9 +51,10 @@ fn arm(event: &Event) -> usize {
         Event::SubWorkflowResult { .. } => 30,
         Event::TurnEnd { .. } => 31,
         Event::Warning { .. } => 32,
+        Event::ContextCompacted { .. } => 33,
     }
 }
-const ARMS: usize = 33;
+const ARMS: usize = 34;
 
 fn s(text: &str) -> String {
     text.to_string()
@@ -156,6 +157,14 @@ fn samples() -> Vec<Event> {
             path: s("large_tool_results/call_7"),
             bytes: 183_204,
             tokens: 45_801,
+        },
+        Event::ContextCompacted {
+            state: s("triage"),
+            count: 2,
+            messages: 412,
+            path: s("conversation_history/2.jsonl"),
+            tokens_before: 104_220,
+            tokens_after: 31_877,
         },
         Event::ToolBlocked {
             state: s("triage"),

@@ -1,0 +1,580 @@
+//! Compaction: keeping a long conversation inside the model's window.
+//!
+//! Before every agent model call the prompt is measured (the system blocks, the tool
+//! definitions and the conversation the model is shown). When it would pass
+//! `[context] compact_at` of the state's model's window, the older part of the
+//! conversation is summarized by one model call (role `summarizer`, so a tape can script
+//! it), its full text is saved as `conversation_history/<n>.jsonl` and a readable
+//! `<n>.md`, and from then on the model is shown the summary, every runtime note, and the
+//! messages from the cut on (see [`Compaction`]).
+//!
+//! The one thing to know: **the session's messages are never rewritten**. A compaction
+//! is a note appended to them and a [`Compaction`] in the head, both committed as one
+//! step; the model's view is derived from the two, so a session resumed in another
+//! process (or from another store) is shown exactly the same conversation, and nothing a
+//! person or a later audit reads is lost. Between compactions the view only grows at its
+//! end, so a provider's prefix cache keeps hitting.
+//!
+//! The cut never separates a tool call from its answer, and always keeps the last
+//! `keep_recent` messages. Measuring is cheap while the conversation is small: a token
+//! is never shorter than a byte, so while the prompt's bytes fit, nothing is counted;
+//! past that, every message is counted once and the counts are kept.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use archmax_compiler::program::StateId;
+
+use super::Turn;
+use crate::context::{count_tokens, window_tokens};
+use crate::events::Event;
+use crate::model::{ModelRequest, Role, Sampling};
+use crate::runtime::RunError;
+use crate::session::{Compaction, Message, NoteKind};
+
+/// What a message costs beyond its text (its role and framing), in bytes and in tokens
+/// alike, so that the byte count stays an upper bound of the token count.
+const MESSAGE_OVERHEAD: u64 = 8;
+/// The most characters of one message the summarizer reads (the whole is in the file).
+const SUMMARIZER_CHARS_PER_MESSAGE: usize = 2_000;
+
+/// The summarizer's instructions: the static system block of every summarizer call.
+pub const SUMMARIZER_PROMPT: &str = "You condense the earlier part of a long conversation between a user, an AI agent working inside a workflow, and the tools it called, so the agent can carry on without the full text. Write a summary of at most a few hundred words that keeps: what the user asked for and every commitment made to them; facts found (names, ids, amounts, dates, paths of files written or read) exactly as they appear; decisions taken and why; what is still open. Leave out greetings, repetition and tool output that led nowhere. Write plain prose or short lists; call no tools. If an earlier summary is part of the conversation, fold it into yours.";
+
+/// The conversation's measure for the model's view, kept up to date as messages come.
+#[derive(Debug, Default)]
+pub(super) struct Meter {
+    /// The model the token counts are for.
+    model: Option<String>,
+    /// How many messages of the view `bytes` covers, and their bytes.
+    bytes_counted: usize,
+    bytes: u64,
+    /// Token counts per message of the view, in order, as far as they have been counted.
+    tokens: Vec<u64>,
+    tokens_total: u64,
+    /// The tool definitions' measure per state: bytes, and tokens once counted.
+    tools: Vec<(StateId, u64, Option<u64>)>,
+}
+
+impl Meter {
+    fn reset(&mut self) {
+        self.bytes_counted = 0;
+        self.bytes = 0;
+        self.tokens.clear();
+        self.tokens_total = 0;
+    }
+
+    /// The bytes of `view`, catching up with what came since the last call.
+    fn bytes(&mut self, view: &[Message]) -> u64 {
+        for message in &view[self.bytes_counted.min(view.len())..] {
+            self.bytes += message_bytes(message);
+        }
+        self.bytes_counted = view.len();
+        self.bytes
+    }
+
+    /// The tokens of `view` for `model`, counting only what has not been counted.
+    fn tokens(&mut self, model: Option<&str>, view: &[Message]) -> u64 {
+        if self.model.as_deref() != model {
+            self.model = model.map(str::to_string);
+            self.tokens.clear();
+            self.tokens_total = 0;
+            for tools in &mut self.tools {
+                tools.2 = None;
+            }
+        }
+        for message in &view[self.tokens.len().min(view.len())..] {
+            let count = message_tokens(model, message);
+            self.tokens.push(count);
+            self.tokens_total += count;
+        }
+        self.tokens_total
+    }
+}
+
+/// An upper bound of a message's tokens under any tokenizer here: its bytes.
+fn message_bytes(message: &Message) -> u64 {
+    MESSAGE_OVERHEAD
+        + match message {
+            Message::User { text, .. } => text.len() as u64,
+            Message::Assistant { text, tool_calls } => {
+                text.len() as u64
+                    + tool_calls
+                        .iter()
+                        .map(|call| (call.id.len() + call.name.len() + args_len(&call.args)) as u64)
+                        .sum::<u64>()
+            }
+            Message::Tool { call_id, name, content, .. } => (call_id.len() + name.len() + content.len()) as u64,
+            Message::Note { call_id, text, .. } => (call_id.len() + text.len()) as u64 + MESSAGE_OVERHEAD,
+        }
+}
+
+fn args_len(args: &Value) -> usize {
+    if args.is_null() { 2 } else { args.to_string().len() }
+}
+
+/// A message's tokens for `model`.
+fn message_tokens(model: Option<&str>, message: &Message) -> u64 {
+    MESSAGE_OVERHEAD
+        + match message {
+            Message::User { text, .. } => count_tokens(model, text),
+            Message::Assistant { text, tool_calls } => {
+                count_tokens(model, text)
+                    + tool_calls
+                        .iter()
+                        .map(|call| {
+                            let args = if call.args.is_null() { "{}".to_string() } else { call.args.to_string() };
+                            count_tokens(model, &call.id) + count_tokens(model, &call.name) + count_tokens(model, &args)
+                        })
+                        .sum::<u64>()
+            }
+            Message::Tool { call_id, name, content, .. } => {
+                count_tokens(model, call_id) + count_tokens(model, name) + count_tokens(model, content)
+            }
+            Message::Note { call_id, text, .. } => {
+                count_tokens(model, call_id) + count_tokens(model, text) + MESSAGE_OVERHEAD
+            }
+        }
+}
+
+/// Whether a message of the summarized part stays in the model's view anyway: a runtime
+/// note (the summaries excepted, which only the latest stands for) or a child's opening.
+fn stays(message: &Message) -> bool {
+    match message {
+        Message::Note { kind, .. } => *kind != NoteKind::Summary,
+        Message::User { opening, .. } => *opening == Some(true),
+        _ => false,
+    }
+}
+
+/// The conversation the model is shown under `compaction`: the summary first, then every
+/// message that [`stays`] from before the cut, then everything from the cut on.
+pub fn model_view(messages: &[Message], compaction: &Compaction) -> Vec<Message> {
+    let through = compaction.through as usize;
+    let summary = compaction.summary as usize;
+    let mut view = Vec::with_capacity(messages.len().saturating_sub(through) + 8);
+    if let Some(note) = messages.get(summary) {
+        view.push(note.clone());
+    }
+    for (index, message) in messages.iter().enumerate() {
+        if index == summary || matches!(message, Message::Note { kind: NoteKind::Summary, .. }) {
+            continue;
+        }
+        if index >= through || stays(message) {
+            view.push(message.clone());
+        }
+    }
+    view
+}
+
+/// Where the cut goes so that no tool call in `messages[start..cut]` has its answer at
+/// or after `cut`: `cut` itself, or earlier.
+fn safe_cut(messages: &[Message], start: usize, mut cut: usize) -> usize {
+    loop {
+        let answered_later = |id: &str| {
+            messages[cut..].iter().any(|message| matches!(message, Message::Tool { call_id, .. } if call_id == id))
+        };
+        let split = (start..cut).find(|index| match &messages[*index] {
+            Message::Assistant { tool_calls, .. } => tool_calls.iter().any(|call| answered_later(&call.id)),
+            _ => false,
+        });
+        match split {
+            Some(index) => cut = index,
+            None => return cut,
+        }
+    }
+}
+
+impl<'r> Turn<'r> {
+    /// The conversation the model is shown now.
+    pub(super) fn view(&self) -> &[Message] {
+        self.view.as_deref().unwrap_or(&self.session.messages)
+    }
+
+    /// The compacted view, rebuilt from the session (when it opens, after a compaction).
+    pub(super) fn rebuild_view(&mut self) {
+        self.view =
+            self.session.head.compaction.as_ref().map(|compaction| model_view(&self.session.messages, compaction));
+        self.meter.reset();
+    }
+
+    /// Compacts the conversation first when the next model call in state `id` (with
+    /// `volatile` as its volatile block) would pass the `compact_at` share of the window.
+    pub(super) async fn fit_context(&mut self, id: StateId, volatile: &str) -> Result<(), RunError> {
+        let program = self.program();
+        let model = self.state(id).model.map(|model| program.str(model));
+        let context = self.runtime.context;
+        let limit = (window_tokens(&context, model) as f64 * context.compact_at) as u64;
+        let fixed = self.fixed_bytes(id, volatile).await;
+        let view_bytes = {
+            let view = self.view.as_deref().unwrap_or(&self.session.messages);
+            self.meter.bytes(view)
+        };
+        if fixed + view_bytes <= limit {
+            return Ok(());
+        }
+        let before = self.prompt_tokens(id, volatile).await;
+        if before <= limit {
+            return Ok(());
+        }
+        self.compact(id, volatile, before, limit).await
+    }
+
+    /// The bytes of the system blocks and the tool definitions of a call in state `id`.
+    async fn fixed_bytes(&mut self, id: StateId, volatile: &str) -> u64 {
+        let prefix = self.prefix();
+        let tools = match self.meter.tools.iter().find(|(state, _, _)| *state == id) {
+            Some((_, bytes, _)) => *bytes,
+            None => {
+                let definitions = self.definitions(id).await;
+                let bytes = serde_json::to_string(definitions.as_ref()).map_or(0, |json| json.len() as u64);
+                self.meter.tools.push((id, bytes, None));
+                bytes
+            }
+        };
+        (prefix.len() + volatile.len()) as u64 + tools + 2 * MESSAGE_OVERHEAD
+    }
+
+    /// The tokens of the next call's prompt in state `id`.
+    async fn prompt_tokens(&mut self, id: StateId, volatile: &str) -> u64 {
+        let program = self.program();
+        let model = self.state(id).model.map(|model| program.str(model));
+        let view = self.view.as_deref().unwrap_or(&self.session.messages);
+        let conversation = self.meter.tokens(model, view);
+        let tools = match self.meter.tools.iter().find(|(state, _, _)| *state == id).and_then(|(_, _, tokens)| *tokens)
+        {
+            Some(tokens) => tokens,
+            None => {
+                let definitions = self.definitions(id).await;
+                let json = serde_json::to_string(definitions.as_ref()).unwrap_or_default();
+                let tokens = count_tokens(model, &json);
+                match self.meter.tools.iter_mut().find(|(state, _, _)| *state == id) {
+                    Some(entry) => entry.2 = Some(tokens),
+                    None => self.meter.tools.push((id, json.len() as u64, Some(tokens))),
+                }
+                tokens
+            }
+        };
+        count_tokens(model, self.prefix()) + count_tokens(model, volatile) + tools + conversation + 2 * MESSAGE_OVERHEAD
+    }
+
+    /// The static system block of this session's calls.
+    pub(super) fn prefix(&self) -> &'r str {
+        let workflow = self.workflow;
+        self.program().str(if self.child { workflow.child_prompt_prefix } else { workflow.prompt_prefix })
+    }
+
+    /// Summarizes the older part of the conversation and commits the compaction as a step
+    /// of its own. `before` is the prompt's tokens (with `volatile`), over `limit`.
+    async fn compact(&mut self, id: StateId, volatile: &str, before: u64, limit: u64) -> Result<(), RunError> {
+        let here = self.slug(id).to_string();
+        let program = self.program();
+        let model = self.state(id).model.map(|model| program.str(model));
+        let messages = &self.session.messages;
+        let previous = self.session.head.compaction;
+        let start = previous.map_or(0, |compaction| compaction.through as usize).min(messages.len());
+        let keep_recent = usize::try_from(self.runtime.context.keep_recent).unwrap_or(usize::MAX);
+        let latest_cut = messages.len().saturating_sub(keep_recent);
+        // What the kept part may take: half the limit, less what is there anyway (the
+        // fixed blocks, the notes that stay) and room for the summary.
+        let reserve = summary_reserve(limit);
+        let conversation = self.meter.tokens_total;
+        let fixed = before.saturating_sub(conversation);
+        let staying: u64 = messages[..start.max(latest_cut)]
+            .iter()
+            .filter(|message| stays(message))
+            .map(|message| message_tokens(model, message))
+            .sum();
+        let room = (limit / 2).saturating_sub(fixed + staying + reserve);
+        let mut cut = messages.len();
+        let mut kept = 0u64;
+        while cut > start {
+            let message = &messages[cut - 1];
+            let cost = if stays(message) || message.is_note() { 0 } else { message_tokens(model, message) };
+            if kept + cost > room {
+                break;
+            }
+            kept += cost;
+            cut -= 1;
+        }
+        let cut = safe_cut(messages, start, cut.min(latest_cut).max(start));
+        let summarized: Vec<usize> = (start..cut).filter(|index| !messages[*index].is_note()).collect();
+        if summarized.is_empty() {
+            self.emit(Event::Warning {
+                scope: "context".to_string(),
+                message: format!(
+                    "the prompt in '{here}' takes {before} tokens, over the {limit} that `[context] compact_at` allows, and nothing older than the last {keep_recent} messages is left to summarize"
+                ),
+            });
+            return Ok(());
+        }
+        let count = previous.map_or(1, |compaction| compaction.count + 1);
+        let stem = format!("conversation_history/{count}");
+        let earlier = previous.and_then(|compaction| match messages.get(compaction.summary as usize) {
+            Some(Message::Note { text, .. }) => Some(text.clone()),
+            _ => None,
+        });
+        let task = summarizer_task(earlier.as_deref(), &messages[start..cut], start);
+        let summary = match self.summarize(id, &here, task, reserve).await {
+            Ok(summary) => summary,
+            Err(problem) => {
+                self.emit(Event::Warning {
+                    scope: "context".to_string(),
+                    message: format!(
+                        "the conversation in '{here}' takes {before} tokens, over the {limit} allowed, and could not be compacted: {problem}"
+                    ),
+                });
+                return Ok(());
+            }
+        };
+        let saved = self.save_history(&stem, &self.session.messages[start..cut], start);
+        let range = format!("{}–{}", start + 1, cut);
+        let text = match &saved {
+            Ok(()) => format!(
+                "[summary] Messages {range} of this conversation are summarized here. Their full text is in `{stem}.md` (one JSON message per line in `{stem}.jsonl`); read it with `read_file` when a detail matters.\n\n{summary}"
+            ),
+            Err(error) => format!(
+                "[summary] Messages {range} of this conversation are summarized here (their full text could not be saved: {error}).\n\n{summary}"
+            ),
+        };
+        if let Err(error) = &saved {
+            self.emit(Event::Warning {
+                scope: "context".to_string(),
+                message: format!("the summarized conversation could not be saved under `{stem}`: {error}"),
+            });
+        }
+        self.note(NoteKind::Summary, text);
+        let summary_at = self.session.messages.len() as u64 - 1;
+        self.session.head.compaction = Some(Compaction { count, through: cut as u64, summary: summary_at });
+        self.rebuild_view();
+        let after = self.prompt_tokens(id, volatile).await;
+        self.emit(Event::ContextCompacted {
+            state: here.clone(),
+            count,
+            messages: summarized.len() as u64,
+            path: format!("{stem}.jsonl"),
+            tokens_before: before,
+            tokens_after: after,
+        });
+        if after > limit {
+            self.emit(Event::Warning {
+                scope: "context".to_string(),
+                message: format!(
+                    "after compaction the prompt in '{here}' still takes {after} tokens, over the {limit} allowed: the last {keep_recent} messages and the runtime notes are kept whole; lower `[context] keep_recent` or `max_tool_result_tokens`"
+                ),
+            });
+        }
+        self.commit().await
+    }
+
+    /// The summarizer's answer for `task`, cut to about `reserve` tokens.
+    async fn summarize(&mut self, id: StateId, here: &str, task: String, reserve: u64) -> Result<String, String> {
+        let program = self.program();
+        let state = self.state(id);
+        let variables = self.session.variable_values();
+        let transcript = [Message::User { text: task, opening: None }];
+        let request = ModelRequest {
+            model: state.model.map(|model| program.str(model)),
+            role: Role::Summarizer,
+            session: &self.session.id,
+            workflow: program.str(self.workflow.slug),
+            state: here,
+            variables: &variables,
+            system_static: SUMMARIZER_PROMPT,
+            system_volatile: "",
+            messages: &transcript,
+            history: transcript.len(),
+            tools: &[],
+            prompt_cache: crate::model::PromptCache::declared(program, self.workflow),
+            timeout: state.budget.timeout_ms.map(std::time::Duration::from_millis),
+            sampling: Sampling { temperature: None, max_tokens: Some(reserve) },
+            tape: self.session.head.tape.as_ref(),
+            on_text: None,
+        };
+        let response =
+            self.runtime.model.call(request).await.map_err(|error| format!("the summarizer failed: {error}"))?;
+        if let Some(reading) = &response.tape {
+            self.session.head.tape = Some(reading.clone());
+        }
+        self.record_usage(id, &response);
+        let summary = response.text.trim();
+        if summary.is_empty() {
+            return Err("the summarizer answered with no text".to_string());
+        }
+        let most = usize::try_from(reserve.saturating_mul(3)).unwrap_or(usize::MAX);
+        Ok(match summary.char_indices().nth(most) {
+            Some((at, _)) => format!("{} […]", &summary[..at]),
+            None => summary.to_string(),
+        })
+    }
+
+    /// Saves `messages` (the session's from index `first`) as `<stem>.jsonl` and `<stem>.md`.
+    fn save_history(&self, stem: &str, messages: &[Message], first: usize) -> Result<(), String> {
+        let mut lines = String::new();
+        for message in messages {
+            let line = serde_json::to_string(message).map_err(|error| error.to_string())?;
+            lines.push_str(&line);
+            lines.push('\n');
+        }
+        self.keep(&format!("{stem}.jsonl"), lines.as_bytes())?;
+        self.keep(&format!("{stem}.md"), readable(messages, first, usize::MAX).as_bytes())
+    }
+}
+
+/// Room for the summary: an eighth of the limit, between 256 and 4,000 tokens.
+fn summary_reserve(limit: u64) -> u64 {
+    (limit / 8).clamp(256, 4_000)
+}
+
+/// What the summarizer is asked: the earlier summary, if any, then the messages.
+fn summarizer_task(earlier: Option<&str>, messages: &[Message], first: usize) -> String {
+    let mut task = String::from("Summarize this part of the conversation.\n\n");
+    if let Some(earlier) = earlier {
+        let _ = write!(task, "## The summary of what came before it\n\n{earlier}\n\n");
+    }
+    task.push_str("## The conversation\n\n");
+    task.push_str(&readable(messages, first, SUMMARIZER_CHARS_PER_MESSAGE));
+    task
+}
+
+/// `messages` as Markdown, numbered from `first + 1`, each text cut to `most` characters.
+fn readable(messages: &[Message], first: usize, most: usize) -> String {
+    let cut = |text: &str| match text.char_indices().nth(most) {
+        Some((at, _)) => format!("{} [… {} characters more]", &text[..at], text[at..].chars().count()),
+        None => text.to_string(),
+    };
+    let mut out = String::new();
+    for (offset, message) in messages.iter().enumerate() {
+        let number = first + offset + 1;
+        match message {
+            Message::User { text, .. } => {
+                let _ = write!(out, "### {number}. user\n\n{}\n\n", cut(text));
+            }
+            Message::Assistant { text, tool_calls } => {
+                let _ = write!(out, "### {number}. assistant\n\n");
+                if !text.is_empty() {
+                    let _ = write!(out, "{}\n\n", cut(text));
+                }
+                for call in tool_calls {
+                    let args = if call.args.is_null() { "{}".to_string() } else { call.args.to_string() };
+                    let _ = writeln!(out, "- calls `{}` (`{}`): {}", call.name, call.id, cut(&args));
+                }
+                if !tool_calls.is_empty() {
+                    out.push('\n');
+                }
+            }
+            Message::Tool { call_id, name, content, status } => {
+                let status = match status {
+                    crate::session::ToolStatus::Ok => "ok",
+                    crate::session::ToolStatus::Error => "error",
+                };
+                let _ = write!(out, "### {number}. `{name}` answered `{call_id}` ({status})\n\n{}\n\n", cut(content));
+            }
+            Message::Note { kind, text, .. } => {
+                let _ = write!(out, "### {number}. runtime note ({})\n\n{}\n\n", kind.as_str(), cut(text));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{ToolCall, ToolStatus};
+
+    fn user(text: &str) -> Message {
+        Message::User { text: text.to_string(), opening: None }
+    }
+
+    fn calls(ids: &[&str]) -> Message {
+        Message::Assistant {
+            text: String::new(),
+            tool_calls: ids
+                .iter()
+                .map(|id| ToolCall { id: id.to_string(), name: "lookup".to_string(), args: Value::Null })
+                .collect(),
+        }
+    }
+
+    fn answer(id: &str) -> Message {
+        Message::Tool {
+            call_id: id.to_string(),
+            name: "lookup".to_string(),
+            content: "ok".to_string(),
+            status: ToolStatus::Ok,
+        }
+    }
+
+    fn note(kind: NoteKind, text: &str) -> Message {
+        Message::Note { kind, call_id: format!("note-{text}"), text: text.to_string() }
+    }
+
+    #[test]
+    fn a_cut_never_separates_a_call_from_its_answers() {
+        let messages =
+            [user("a"), calls(&["c1", "c2"]), answer("c1"), note(NoteKind::Event, "x"), answer("c2"), user("b")];
+        assert_eq!(safe_cut(&messages, 0, 5), 5, "after the last answer");
+        assert_eq!(safe_cut(&messages, 0, 4), 1, "between the answers: back to the call");
+        assert_eq!(safe_cut(&messages, 0, 2), 1, "between the call and its first answer");
+        assert_eq!(safe_cut(&messages, 0, 1), 1);
+        assert_eq!(safe_cut(&messages, 2, 4), 4, "nothing before the start counts");
+    }
+
+    #[test]
+    fn the_view_shows_the_latest_summary_the_notes_and_the_tail() {
+        let messages = [
+            Message::User { text: "task".to_string(), opening: Some(true) },
+            user("old"),
+            note(NoteKind::Decision, "approved"),
+            calls(&["c1"]),
+            answer("c1"),
+            note(NoteKind::Summary, "first summary"),
+            user("recent"),
+            note(NoteKind::Summary, "second summary"),
+        ];
+        let view = model_view(&messages, &Compaction { count: 2, through: 6, summary: 7 });
+        let texts: Vec<String> = view
+            .iter()
+            .map(|message| match message {
+                Message::User { text, .. } | Message::Note { text, .. } => text.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(texts, ["second summary", "task", "approved", "recent"]);
+    }
+
+    #[test]
+    fn bytes_bound_tokens_for_every_tokenizer() {
+        let messages = [
+            user("héllo wörld, this is a test of the meter"),
+            calls(&["call_1"]),
+            answer("call_1"),
+            note(NoteKind::Code, "ran"),
+        ];
+        for model in [None, Some("gpt-4o"), Some("claude-sonnet-4")] {
+            for message in &messages {
+                assert!(message_tokens(model, message) <= message_bytes(message), "{model:?} {message:?}");
+            }
+        }
+        let mut meter = Meter::default();
+        let first = meter.tokens(Some("gpt-4o"), &messages[..2]);
+        let all = meter.tokens(Some("gpt-4o"), &messages);
+        assert!(first < all && meter.tokens.len() == 4);
+        assert_eq!(meter.tokens(Some("gpt-4o"), &messages), all, "nothing is counted twice");
+        let estimated = meter.tokens(None, &messages);
+        assert_eq!(meter.tokens.len(), 4, "another model counts afresh");
+        assert_ne!(estimated, 0);
+    }
+
+    #[test]
+    fn the_readable_history_numbers_messages_and_cuts_long_ones() {
+        let long = "x".repeat(50);
+        let text = readable(&[user(&long), calls(&["c1"]), answer("c1")], 10, 20);
+        assert!(text.starts_with("### 11. user\n\n"), "{text}");
+        assert!(text.contains("[… 30 characters more]"));
+        assert!(text.contains("### 12. assistant") && text.contains("- calls `lookup` (`c1`): {}"));
+        assert!(text.contains("### 13. `lookup` answered `c1` (ok)"));
+    }
+}

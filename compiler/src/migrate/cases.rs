@@ -1,8 +1,8 @@
 //! The rewrite of a workflow's cases (`tests/*.test.yaml`) after its states moved.
 //!
-//! The one thing to know: a case names states only in `reachedState` (and the
-//! `noTraversal` it asserted when a `before` hook vetoed entry), so those are the only
-//! scalars rewritten, in place; case keys that never were part of the case format are
+//! The one thing to know: a case names moved states only in `reachedState` (a removed
+//! trigger state becomes a `triggerArrival`) and in the `noTraversal` it asserted when a
+//! `before` hook vetoed entry, so those are the only steps rewritten, in place; case keys that never were part of the case format are
 //! reported with their span, never guessed at.
 
 use std::collections::BTreeMap;
@@ -56,14 +56,15 @@ pub(crate) fn rewrite(text: &str, moves: &Moves<'_>) -> Result<CaseRewrite, (usi
             let at = entry.value.span.start as usize;
             match key {
                 "reachedState" => {
+                    // A trigger state was entered first and left at once; it is now the
+                    // trigger itself, so what the case pinned is the arrival.
                     if let Some(name) = entry.value.as_str()
                         && let Some(into) = moves.renamed.get(name)
                     {
-                        let end = at + text.get(at..entry.value.span.end as usize).unwrap_or("").trim_end().len();
-                        edits.replace(at..end, into.clone());
+                        edits.replace(entry.key.span.start as usize..entry.key.span.end as usize, "triggerArrival");
                         changes.push(Note {
-                            at,
-                            text: format!("`reachedState: {name}` → `{into}` (`{name}` is now a trigger of `{into}`)"),
+                            at: entry.key.span.start as usize,
+                            text: format!("`reachedState: {name}` → `triggerArrival: {name}` (`{name}` is now a trigger of `{into}`)"),
                         });
                     }
                 }

@@ -68,8 +68,8 @@ pub(crate) fn rewrite(text: &str, moves: &Moves<'_>) -> Result<CaseRewrite, (usi
                         });
                     }
                 }
-                "noTraversal" if entry.value.as_bool() == Some(true) => match moves.refusal {
-                    Some(refused) => {
+                "noTraversal" if entry.value.as_bool() == Some(true) => {
+                    if let Some(refused) = moves.refusal {
                         let end = at + text.get(at..entry.value.span.end as usize).unwrap_or("").trim_end().len();
                         edits.replace(entry.key.span.start as usize..end, format!("reachedState: {refused}"));
                         changes.push(Note {
@@ -77,8 +77,7 @@ pub(crate) fn rewrite(text: &str, moves: &Moves<'_>) -> Result<CaseRewrite, (usi
                             text: format!("`noTraversal: true` → `reachedState: {refused}`: a veto at entry is now an advance into the refusal state"),
                         });
                     }
-                    None => {}
-                },
+                }
                 "judge" => follow_ups.push(Note {
                     at: entry.key.span.start as usize,
                     text: "the `judge` step is gone: write it as `grade: { closedQA: <criterion>, atLeast: <0..1> }`"

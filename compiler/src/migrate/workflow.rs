@@ -354,7 +354,7 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                     _ => return Err(Refusal::UnknownContract { at: version.span.start as usize, version: written }),
                 }
             }
-            None if !runtime.value.as_mapping().is_some_and(|entries| !entries.is_empty()) => {
+            None if runtime.value.as_mapping().is_none_or(|entries| entries.is_empty()) => {
                 w.follow_up(runtime.key.span.start as usize, "`runtime` is not a `{ engine, version }` mapping: write `{ engine: archmax-harness, version: \"3\" }` or delete it");
             }
             None => {}
@@ -694,7 +694,7 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
             doomed.push(key);
             for hook in hooks_of(&hook_entry.value) {
                 if let Hook::Other { at, kind } = hook {
-                    let known = custom_kinds.iter().any(|custom| *custom == kind);
+                    let known = custom_kinds.contains(&kind);
                     w.follow_up(
                         at,
                         format!(
@@ -705,7 +705,6 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                     );
                 }
             }
-            let _ = phase;
         }
         let mut inserts_before = String::new();
         let mut inserts_after = String::new();
@@ -852,9 +851,6 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                 None => {
                     let at = node_end(text, node.span.end as usize);
                     w.edits.insert(at, lead_block);
-                    if let Some(on_error) = node.get("on_error") {
-                        let _ = on_error;
-                    }
                 }
             }
             if finish.is_some() {
@@ -1001,8 +997,6 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
             let lead = if at == text.len() && !text.ends_with('\n') { "\n" } else { "" };
             w.edits.insert(at, format!("{lead}{inserts_after}"));
         }
-        let entries = node.as_mapping().unwrap_or(&[]);
-        let _ = entries;
         w.remove_keys(node, &doomed, None);
     }
 
@@ -1091,7 +1085,7 @@ fn port_script(
     for (_, tool) in script::called_tools(source) {
         let control = tool.starts_with("archmax_");
         let granted = match tools_granted {
-            Some(list) => list.iter().any(|granted| *granted == tool),
+            Some(list) => list.contains(&tool),
             None => DEFAULT_TOOLS.contains(&tool.as_str()),
         };
         if !control && !granted {

@@ -128,3 +128,64 @@ fn bad_documents_are_refused_with_a_reason() {
         Err(Refusal::UnknownContract { .. })
     ));
 }
+
+const MIDDLE: &str = "states:
+  start:
+    triggers: { manual: {} }
+    instructions: Take the order.
+    transitions:
+      - to: pay
+        description: The order is taken.
+  pay:
+    instructions: Charge the card.
+    before:
+      - rubric:
+          instructions: The order names an amount.
+    after:
+      - script: hooks/charged.js
+        max_iterations: 3
+    transitions:
+      - to: receipt
+        description: The card is charged.
+      - to: declined
+        description: The card is declined.
+  receipt:
+    instructions: Send the receipt.
+  declined:
+    instructions: Say the card was declined.
+";
+
+#[test]
+fn a_check_away_from_the_start_raises_and_one_behind_picks_the_named_edge() {
+    let files = Files(BTreeMap::from([("hooks/charged.js", "export default async () => ok();\n")]));
+    let done = rewrite(MIDDLE, &files, None).expect("it migrates");
+    // In front of a state that is no start: a grader whose refusal is a raise, and no
+    // refusal state.
+    assert_eq!(done.refusal, None);
+    assert!(done.text.contains("  pay-screen:\n    type: grader\n"), "{}", done.text);
+    assert!(done.text.contains("- It fails: raise `pay-refused` with the reason."), "{}", done.text);
+    assert!(
+        done.text.contains("      - to: pay-screen\n        description: The order is taken.\n"),
+        "the edge into `pay` enters its check:\n{}",
+        done.text
+    );
+    // Behind it: a code state with the state's two transitions and a send-back; the
+    // state's own edge asks the agent to name the next step.
+    assert!(done.text.contains("      - to: charged\n        description: \"The work is done; name the next step in your reason: `receipt` when The card is charged; `declined` when The card is declined.\"\n"), "{}", done.text);
+    let charged = done.text.find("  charged:\n").expect("the check");
+    let block = &done.text[charged..];
+    assert!(
+        block.contains("      - to: receipt\n")
+            && block.contains("      - to: declined\n")
+            && block.contains("      - to: pay\n"),
+        "{block}"
+    );
+    let script = done.scripts.iter().find(|script| script.path == "scripts/charged.js").expect("ported");
+    assert!(
+        script.text.contains("const ONWARD = [\"receipt\", \"declined\"];\nconst MAX_SEND_BACKS = 3;"),
+        "{}",
+        script.text
+    );
+    assert!(script.text.starts_with("const contract2Hook = async () => ok();\n"));
+    assert!(done.changes.iter().any(|note| note.text.contains("`max_iterations: 3` → at most 3 `correct` send-backs")));
+}

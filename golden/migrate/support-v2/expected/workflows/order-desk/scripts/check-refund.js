@@ -28,7 +28,7 @@ const contract2Hook = async function hook({ tools, to }) {
 const GUARDED = "refund-request";
 const HERE = "check-refund";
 const ONWARD = ["refund-review"];
-const MAX_SEND_BACKS = 0;
+const MAX_SEND_BACKS = 1;
 const RAISE_CODE = "refund-request-rejected";
 const VERDICT = Symbol("verdict");
 

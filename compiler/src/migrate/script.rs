@@ -132,15 +132,19 @@ pub(crate) fn port(source: &str, hook_path: &str, spec: &Port<'_>) -> Ported {
         body.push('\n');
     }
 
-    let export = Regex::new(r"(?m)^(\s*)export\s+default\b")
-        .ok()
-        .and_then(|pattern| pattern.find(&body).map(|found| found.range()));
+    let pattern = Regex::new(r"(?m)^(\s*)export\s+default\b").ok();
+    let export = pattern.as_ref().and_then(|pattern| pattern.find(&body).map(|found| found.range()));
+    // Import lines become empty lines, so the report's offset is read in the original.
+    let export_at = pattern
+        .as_ref()
+        .and_then(|pattern| pattern.find(source))
+        .map_or(0, |found| found.start() + found.as_str().len() - found.as_str().trim_start().len());
     match export {
         Some(range) => {
             let indent_len = body[range.clone()].len() - body[range.clone()].trim_start().len();
             body.replace_range(range.start + indent_len..range.end, "const contract2Hook =");
             changes.push((
-                0,
+                export_at,
                 format!(
                     "the hook's default export is kept as `contract2Hook`, called by a generated adapter ({hook_path})"
                 ),

@@ -17,6 +17,7 @@ mod inputs;
 mod inspect;
 mod keys;
 mod lsp;
+mod migrate;
 mod output;
 mod reply;
 mod resume;
@@ -284,6 +285,17 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 30.0, value_parser = positive_seconds)]
         grace: f64,
     },
+    /// Rewrite contract-2 workflows (hooks, removed keys, hook scripts, cases) to contract 3, in place.
+    Migrate {
+        /// Workflows to migrate (slugs); all of them when none is named.
+        workflows: Vec<String>,
+        /// Print what would change and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Also print a unified diff of every file it changes.
+        #[arg(long)]
+        diff: bool,
+    },
     /// Write a new workspace to start from: a workflow, its case and the case's tape.
     Init {
         /// Where to write it: a new or empty directory (default: `--root`, else `.`).
@@ -485,6 +497,7 @@ fn main() -> ExitCode {
         }
         Command::Lsp => lsp::run(root_flag.and_then(|root| std::fs::canonicalize(root).ok())),
         Command::Explain { code, list } => explain::run(code.as_deref(), list),
+        Command::Migrate { workflows, dry_run, diff } => migrate::run(&root, &workflows, dry_run, diff),
         Command::Init { dir, template } => init::run(&dir.unwrap_or(root), template),
         Command::Schema { kind, output } => schema_cmd::run(kind, output.as_deref()),
         Command::Completions { shell } => completions::run::<Cli>(shell),

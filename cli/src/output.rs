@@ -92,9 +92,9 @@ pub fn usage_error(error: clap::Error) -> ExitCode {
 }
 
 /// Every subcommand, for pointing usage errors at the right `--help`.
-const COMMANDS: [&str; 13] = [
+const COMMANDS: [&str; 14] = [
     "validate", "explain", "build", "keygen", "inspect", "graph", "run", "sessions", "decide", "reply", "deliver",
-    "test", "schema",
+    "test", "schema", "migrate",
 ];
 
 /// A usage problem found after parsing (bad JSON, an empty prompt): one line, exit 2.

@@ -30,6 +30,7 @@ pub mod host;
 pub mod host_settings;
 pub mod inspect;
 pub mod lower;
+pub mod migrate;
 pub mod program;
 pub mod schema;
 pub mod slug;

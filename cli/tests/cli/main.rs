@@ -1,7 +1,7 @@
 //! Integration tests of the `archmax` binary: the example workspace, the command-line
 //! contract (streams, formats, exit codes), artifacts and keys, parks and the session
 //! store across processes, `archmax tools`, host tools over MCP (the reference server and
-//! the shipped carrier server). The golden recordings have their own harness, `tests/golden`.
+//! the shipped carrier server), `archmax migrate`. The golden recordings have their own harness, `tests/golden`.
 
 mod artifacts;
 mod authoring;
@@ -9,6 +9,7 @@ mod commands;
 mod explain;
 mod lsp;
 mod mcp;
+mod migrate;
 mod parks;
 mod postgres;
 mod record;

@@ -1,0 +1,407 @@
+//! `archmax migrate`: contract-2 workflows rewritten to contract 3.
+//!
+//! The one thing to know: the rewrite edits source text through spans and never
+//! re-serializes a document, so whatever it does not touch (comments, blank lines, key
+//! order, quoting) is byte-identical afterwards. [`plan`] reads a workspace and returns
+//! every file it would change with every change and every manual follow-up, each at a
+//! file:line:column of the file as it was; [`apply`] writes that plan. A workflow with
+//! nothing of contract 2 left is reported as already migrated, so a second run changes
+//! nothing.
+//!
+//! `workflow.rs` rewrites one `workflow.yaml` (hooks become code and grader states in
+//! front of or behind their state, removed keys are rewritten or reported),
+//! `script.rs` ports a hook script to a code-state script, `cases.rs` follows moved
+//! states into the cases, `edit.rs` holds the span edits and `diff.rs` the unified diff.
+
+mod cases;
+pub mod diff;
+mod edit;
+mod script;
+mod workflow;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::syntax::{frontmatter, is_slug};
+
+use workflow::{Note, Refusal, WorkflowFiles};
+
+/// A place in a file as it was before the migration: workspace-relative path, 1-based
+/// line and column.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// One change made, or one thing left for a person.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub at: Location,
+    pub text: String,
+}
+
+/// One file the migration writes, creates or removes (workspace-relative).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileChange {
+    pub path: String,
+    /// `None`: the file is created.
+    pub before: Option<String>,
+    /// `None`: the file is removed.
+    pub after: Option<String>,
+}
+
+/// What migrating one workflow does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkflowMigration {
+    pub slug: String,
+    pub changes: Vec<Finding>,
+    pub follow_ups: Vec<Finding>,
+    pub files: Vec<FileChange>,
+}
+
+impl WorkflowMigration {
+    /// Nothing of contract 2 was found.
+    pub fn is_current(&self) -> bool {
+        self.files.is_empty() && self.follow_ups.is_empty()
+    }
+}
+
+/// The whole plan, workflows in slug order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Migration {
+    pub workflows: Vec<WorkflowMigration>,
+}
+
+impl Migration {
+    pub fn files(&self) -> impl Iterator<Item = &FileChange> {
+        self.workflows.iter().flat_map(|workflow| &workflow.files)
+    }
+}
+
+/// Why nothing could be planned.
+#[derive(Debug, PartialEq, Eq)]
+pub enum MigrateError {
+    /// The root has no `workflows/` directory, or it holds no workflow.
+    NoWorkflows { root: PathBuf },
+    /// A named workflow has no directory.
+    UnknownWorkflow { slug: String, known: Vec<String> },
+    /// A file is not a workflow (or a case) the migration can read.
+    NotAWorkflow { at: Location, reason: String },
+    /// A file is not valid YAML.
+    Unparseable { at: Location, message: String },
+    /// `runtime.version` names a contract this migration does not know.
+    UnknownContract { at: Location, version: String },
+    /// A file could not be read.
+    Io { path: String, message: String },
+}
+
+impl fmt::Display for MigrateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MigrateError::NoWorkflows { root } => write!(
+                f,
+                "`{}` holds no workflows: migrate reads `workflows/<slug>/workflow.yaml` (or a single-file WORKFLOW.md) under --root",
+                root.join("workflows").display()
+            ),
+            MigrateError::UnknownWorkflow { slug, known } => {
+                write!(f, "there is no workflow `{slug}`")?;
+                if known.is_empty() { Ok(()) } else { write!(f, " (the workspace has: {})", known.join(", ")) }
+            }
+            MigrateError::NotAWorkflow { at, reason } => write!(f, "{at}: not a workflow: {reason}"),
+            MigrateError::Unparseable { at, message } => {
+                write!(f, "{at}: the YAML does not parse ({message}); fix it, then migrate again")
+            }
+            MigrateError::UnknownContract { at, version } => write!(
+                f,
+                "{at}: `runtime.version` is \"{version}\": migrate rewrites contracts \"1\" and \"2\" to \"3\" and knows no other"
+            ),
+            MigrateError::Io { path, message } => write!(f, "cannot read `{path}`: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for MigrateError {}
+
+fn location(file: &str, text: &str, at: usize, line_offset: usize) -> Location {
+    let (line, column) = edit::line_column(text, at);
+    Location { file: file.to_string(), line: line + line_offset, column }
+}
+
+fn findings(file: &str, text: &str, notes: Vec<Note>, line_offset: usize) -> Vec<Finding> {
+    notes.into_iter().map(|note| Finding { at: location(file, text, note.at, line_offset), text: note.text }).collect()
+}
+
+struct Disk<'p> {
+    dir: &'p Path,
+}
+
+impl WorkflowFiles for Disk<'_> {
+    fn read(&self, path: &str) -> Option<String> {
+        let plain = Path::new(path).components().all(|part| matches!(part, std::path::Component::Normal(_)));
+        if !plain {
+            return None;
+        }
+        let file = self.dir.join(path);
+        if !fs::symlink_metadata(&file).is_ok_and(|meta| meta.is_file()) {
+            return None;
+        }
+        fs::read_to_string(file).ok()
+    }
+}
+
+fn read(path: &Path, shown: &str) -> Result<String, MigrateError> {
+    fs::read_to_string(path).map_err(|error| MigrateError::Io { path: shown.to_string(), message: error.to_string() })
+}
+
+/// The workflow directories under `root/workflows`, sorted.
+fn workflow_dirs(root: &Path) -> Result<Vec<String>, MigrateError> {
+    let dir = root.join("workflows");
+    let entries = fs::read_dir(&dir).map_err(|_| MigrateError::NoWorkflows { root: root.to_path_buf() })?;
+    let mut slugs: Vec<String> = entries
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+        .filter_map(|entry| entry.file_name().to_str().map(str::to_string))
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    slugs.sort();
+    Ok(slugs)
+}
+
+/// Plans the migration of the selected workflows (all when `selection` is empty).
+pub fn plan(root: &Path, selection: &[String]) -> Result<Migration, MigrateError> {
+    let known = workflow_dirs(root)?;
+    let chosen: Vec<String> = if selection.is_empty() {
+        known.clone()
+    } else {
+        let mut chosen = Vec::new();
+        for slug in selection {
+            if !known.contains(slug) {
+                return Err(MigrateError::UnknownWorkflow { slug: slug.clone(), known });
+            }
+            if !chosen.contains(slug) {
+                chosen.push(slug.clone());
+            }
+        }
+        chosen
+    };
+    if chosen.is_empty() {
+        return Err(MigrateError::NoWorkflows { root: root.to_path_buf() });
+    }
+    let mut workflows = Vec::new();
+    for slug in chosen {
+        workflows.push(plan_workflow(root, &slug)?);
+    }
+    Ok(Migration { workflows })
+}
+
+fn plan_workflow(root: &Path, slug: &str) -> Result<WorkflowMigration, MigrateError> {
+    let dir = root.join("workflows").join(slug);
+    let base = format!("workflows/{slug}");
+    let yaml_name = format!("{base}/workflow.yaml");
+    let md_name = format!("{base}/WORKFLOW.md");
+    let mut files = Vec::new();
+    let mut changes = Vec::new();
+    let mut follow_ups = Vec::new();
+
+    // The machine: workflow.yaml, or the frontmatter of a single-file WORKFLOW.md.
+    let yaml_path = dir.join("workflow.yaml");
+    let md_path = dir.join("WORKFLOW.md");
+    let md_text = if md_path.is_file() { Some(read(&md_path, &md_name)?) } else { None };
+    let (source, shown, line_offset, single_file) = if yaml_path.is_file() {
+        if let Some(md) = &md_text
+            && frontmatter(md).is_some()
+        {
+            follow_ups.push(Finding {
+                at: Location { file: md_name.clone(), line: 1, column: 1 },
+                text: "WORKFLOW.md has frontmatter beside workflow.yaml: merge what it sets into workflow.yaml and delete the block".to_string(),
+            });
+        }
+        (read(&yaml_path, &yaml_name)?, yaml_name.clone(), 0, None)
+    } else if let Some(md) = &md_text
+        && let Some(block) = frontmatter(md)
+    {
+        let line_offset = md[..block.offset].matches('\n').count();
+        let body = md[block.body_offset..].trim_start_matches('\n').to_string();
+        (block.yaml.to_string(), md_name.clone(), line_offset, Some(body))
+    } else {
+        return Err(MigrateError::NotAWorkflow {
+            at: Location { file: base.clone(), line: 1, column: 1 },
+            reason: "the directory has no workflow.yaml (nor a WORKFLOW.md with frontmatter)".to_string(),
+        });
+    };
+    if !is_slug(slug) {
+        follow_ups.push(Finding {
+            at: Location { file: base.clone(), line: 1, column: 1 },
+            text: format!("`{slug}` is not a kebab-case slug: rename the directory"),
+        });
+    }
+
+    let config_paths = [format!("{base}/tests.config.js"), format!("{base}/tests/tests.config.js")];
+    let config = config_paths.iter().find_map(|path| {
+        let text = fs::read_to_string(root.join(path)).ok()?;
+        Some((path.clone(), text))
+    });
+    let disk = Disk { dir: &dir };
+    let refusal_at = |at: usize| location(&shown, &source, at, line_offset);
+    let rewrite = match workflow::rewrite(&source, &disk, config.as_ref().map(|(_, text)| text.as_str())) {
+        Ok(rewrite) => rewrite,
+        Err(Refusal::Unparseable { at, message }) => {
+            return Err(MigrateError::Unparseable { at: refusal_at(at), message });
+        }
+        Err(Refusal::NotAWorkflow { at, reason }) => {
+            return Err(MigrateError::NotAWorkflow { at: refusal_at(at), reason });
+        }
+        Err(Refusal::UnknownContract { at, version }) => {
+            return Err(MigrateError::UnknownContract { at: refusal_at(at), version });
+        }
+    };
+    changes.extend(findings(&shown, &source, rewrite.changes, line_offset));
+    follow_ups.extend(findings(&shown, &source, rewrite.follow_ups, line_offset));
+
+    match &single_file {
+        Some(body) => {
+            files.push(FileChange { path: yaml_name.clone(), before: None, after: Some(rewrite.text.clone()) });
+            files.push(FileChange { path: md_name.clone(), before: md_text.clone(), after: Some(body.clone()) });
+            changes.push(Finding {
+                at: Location { file: md_name.clone(), line: 1, column: 1 },
+                text: "the single-file WORKFLOW.md is split: its frontmatter is workflow.yaml, its body a plain WORKFLOW.md".to_string(),
+            });
+        }
+        None if rewrite.text != source => {
+            files.push(FileChange {
+                path: yaml_name.clone(),
+                before: Some(source.clone()),
+                after: Some(rewrite.text.clone()),
+            });
+        }
+        None => {}
+    }
+    if rewrite.folded_tests_config
+        && let Some((path, text)) = &config
+    {
+        files.push(FileChange { path: path.clone(), before: Some(text.clone()), after: None });
+    }
+
+    // Ported scripts and the hooks they came from.
+    for script in rewrite.scripts {
+        let path = format!("{base}/{}", script.path);
+        let existing = fs::read_to_string(root.join(&path)).ok();
+        if let Some(hook) = &script.from_hook {
+            let hook_name = format!("{base}/{hook}");
+            let hook_text = disk.read(hook).unwrap_or_default();
+            changes.extend(findings(&hook_name, &hook_text, script.hook_changes, 0));
+            follow_ups.extend(findings(&hook_name, &hook_text, script.hook_follow_ups, 0));
+        }
+        if existing.is_some() {
+            follow_ups.push(Finding {
+                at: Location { file: path.clone(), line: 1, column: 1 },
+                text: "a script of this name already existed: it is replaced by the ported check; merge by hand if it mattered".to_string(),
+            });
+        }
+        files.push(FileChange { path, before: existing, after: Some(script.text) });
+    }
+    for hook in &rewrite.ported_hooks {
+        let path = format!("{base}/{hook}");
+        let text = disk.read(hook).unwrap_or_default();
+        files.push(FileChange { path: path.clone(), before: Some(text), after: None });
+    }
+    let hooks_dir = dir.join("hooks");
+    if let Ok(entries) = fs::read_dir(&hooks_dir) {
+        let mut left: Vec<String> = entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str().map(|name| format!("hooks/{name}")))
+            .filter(|name| !rewrite.ported_hooks.contains(name))
+            .collect();
+        left.sort();
+        for name in left {
+            follow_ups.push(Finding {
+                at: Location { file: format!("{base}/{name}"), line: 1, column: 1 },
+                text:
+                    "no hook uses this file, so it was not ported: move what it checks into a code state, or delete it"
+                        .to_string(),
+            });
+        }
+    }
+
+    // Cases.
+    let moves = cases::Moves { renamed: &rewrite.renamed, refusal: rewrite.refusal.as_deref() };
+    let tests_dir = dir.join("tests");
+    let mut case_names: Vec<String> = fs::read_dir(&tests_dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str().map(str::to_string))
+                .filter(|name| name.ends_with(".test.yaml") || name.ends_with(".test.yml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    case_names.sort();
+    for name in case_names {
+        let path = format!("{base}/tests/{name}");
+        let text = read(&tests_dir.join(&name), &path)?;
+        let case = cases::rewrite(&text, &moves)
+            .map_err(|(at, message)| MigrateError::Unparseable { at: location(&path, &text, at, 0), message })?;
+        changes.extend(findings(&path, &text, case.changes, 0));
+        follow_ups.extend(findings(&path, &text, case.follow_ups, 0));
+        if case.text != text {
+            files.push(FileChange { path, before: Some(text), after: Some(case.text) });
+        }
+    }
+    files.sort_by(|left, right| left.path.cmp(&right.path));
+    let order = |finding: &Finding| (finding.at.file.clone(), finding.at.line, finding.at.column);
+    changes.sort_by_key(order);
+    follow_ups.sort_by_key(order);
+    changes.dedup();
+    follow_ups.dedup();
+    if files.is_empty() {
+        // Notes about a document that did not change are not changes.
+        changes.clear();
+    }
+    Ok(WorkflowMigration { slug: slug.to_string(), changes, follow_ups, files })
+}
+
+/// Writes a plan: every changed file, new scripts, removed hooks and configs (and a
+/// `hooks/` directory left empty).
+pub fn apply(root: &Path, migration: &Migration) -> Result<(), MigrateError> {
+    let failed =
+        |path: &str, error: std::io::Error| MigrateError::Io { path: path.to_string(), message: error.to_string() };
+    let mut emptied: BTreeMap<PathBuf, ()> = BTreeMap::new();
+    for file in migration.files() {
+        let target = root.join(&file.path);
+        match &file.after {
+            Some(text) => {
+                if let Some(parent) = target.parent() {
+                    fs::create_dir_all(parent).map_err(|error| failed(&file.path, error))?;
+                }
+                fs::write(&target, text).map_err(|error| failed(&file.path, error))?;
+            }
+            None => {
+                fs::remove_file(&target).map_err(|error| failed(&file.path, error))?;
+                if let Some(parent) = target.parent() {
+                    emptied.insert(parent.to_path_buf(), ());
+                }
+            }
+        }
+    }
+    for dir in emptied.keys() {
+        if dir.file_name().is_some_and(|name| name == "hooks")
+            && fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none())
+        {
+            let _ = fs::remove_dir(dir);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,191 @@
+//! Unit tests of the rewrite over in-memory documents.
+
+use std::collections::BTreeMap;
+
+use super::diff::unified;
+use super::workflow::{WorkflowFiles, rewrite};
+
+struct Files(BTreeMap<&'static str, &'static str>);
+
+impl WorkflowFiles for Files {
+    fn read(&self, path: &str) -> Option<String> {
+        self.0.get(path).map(|text| text.to_string())
+    }
+}
+
+const DOC: &str = "# Intake desk: a contract-2 workflow.
+name: Intake
+runtime:   { engine: archmax-harness, version: \"2\" }   # pinned
+
+# Settings stay as they are.
+settings:
+  timeoutMs: 15000
+
+states:
+  # The entry.
+  intake:
+    triggers:
+      manual: {}
+    instructions: >-
+      Read the request and advance.
+    before:
+      - script: hooks/known.js
+    budget:
+      maxTurns: 12     # gone
+      timeoutMs: 60000 # stays
+    transitions:
+      - to: answer
+        description: The request is read.   # why
+
+  answer:
+    instructions: Answer it.
+";
+
+const HOOK: &str = "/** Known requester. */\nexport default async function hook({ messages }) {\n  return messages.length ? ok() : veto(\"empty\");\n}\n";
+
+fn files() -> Files {
+    Files(BTreeMap::from([("hooks/known.js", HOOK)]))
+}
+
+#[test]
+fn comments_and_layout_outside_the_edits_are_byte_identical() {
+    let done = rewrite(DOC, &files(), None).expect("it migrates");
+    // The lines the rewrite touches: two rewritten in place, two moved (the entry's
+    // triggers go to the new check), three deleted.
+    let touched = [
+        "name: Intake",
+        "runtime:   { engine: archmax-harness, version: \"2\" }   # pinned",
+        "    triggers:",
+        "      manual: {}",
+        "    before:",
+        "      - script: hooks/known.js",
+        "      maxTurns: 12     # gone",
+    ];
+    // Every other line, comments and blank lines included, comes out byte-identical and
+    // in its order.
+    let mut output = done.text.lines();
+    for line in DOC.lines().filter(|line| !touched.contains(line)) {
+        assert!(output.any(|candidate| candidate == line), "`{line}` is kept in order:\n{}", done.text);
+    }
+    for gone in &touched[4..] {
+        assert!(!done.text.lines().any(|line| line == *gone), "`{gone}` is deleted:\n{}", done.text);
+    }
+    // The in-place rewrites change only the scalar they touch.
+    assert!(done.text.contains("\ntitle: Intake\n"));
+    assert!(
+        done.text.contains("\nruntime:   { engine: archmax-harness, version: \"3\" }   # pinned\n"),
+        "{}",
+        done.text
+    );
+    assert!(done.text.contains("    triggers:\n      manual: {}\n"));
+    let diff = unified("workflow.yaml", Some(DOC), Some(&done.text));
+    let removed = diff.lines().filter(|line| line.starts_with('-') && !line.starts_with("---")).count();
+    assert!(removed <= touched.len() + 2, "the diff removes little:\n{diff}");
+}
+
+#[test]
+fn a_before_hook_becomes_a_code_state_that_takes_the_entry() {
+    let done = rewrite(DOC, &files(), None).expect("it migrates");
+    let gate = done.text.find("  known:\n").expect("the gate state");
+    let intake = done.text.find("  intake:\n").expect("the guarded state");
+    assert!(gate < intake, "the gate sits in front:\n{}", done.text);
+    let gate_block = &done.text[gate..intake];
+    assert!(
+        gate_block.contains("    type: code\n    script: scripts/known.js\n    triggers:\n      manual: {}\n"),
+        "{gate_block}"
+    );
+    assert!(gate_block.contains("      - to: intake\n"));
+    assert!(gate_block.contains("      - to: intake-refused\n"));
+    assert!(done.text.contains("  intake-refused:\n    instructions: |-\n"));
+    assert_eq!(done.refusal.as_deref(), Some("intake-refused"));
+    let script = &done.scripts[0];
+    assert_eq!(script.path, "scripts/known.js");
+    assert!(
+        script.text.starts_with("/** Known requester. */\nconst contract2Hook = async function hook({ messages }) {")
+    );
+    assert!(script.text.contains("const ONWARD = [\"intake\"];\nconst REFUSED = \"intake-refused\";"));
+    assert!(script.text.contains("tools.archmax_get_history()"));
+    assert!(done.ported_hooks.contains("hooks/known.js"));
+}
+
+#[test]
+fn running_on_its_own_output_changes_nothing() {
+    let done = rewrite(DOC, &files(), None).expect("it migrates");
+    let again = rewrite(&done.text, &Files(BTreeMap::new()), None).expect("it reads its own output");
+    assert_eq!(again.text, done.text);
+    assert!(again.changes.is_empty() && again.follow_ups.is_empty() && again.scripts.is_empty());
+}
+
+#[test]
+fn bad_documents_are_refused_with_a_reason() {
+    use super::workflow::Refusal;
+    let empty = Files(BTreeMap::new());
+    assert!(matches!(rewrite("states: [unclosed\n", &empty, None), Err(Refusal::Unparseable { .. })));
+    assert!(matches!(rewrite("- a\n- b\n", &empty, None), Err(Refusal::NotAWorkflow { .. })));
+    assert!(matches!(rewrite("title: x\n", &empty, None), Err(Refusal::NotAWorkflow { .. })));
+    assert!(matches!(
+        rewrite("runtime: { version: \"9\" }\nstates: { a: {} }\n", &empty, None),
+        Err(Refusal::UnknownContract { .. })
+    ));
+}
+
+const MIDDLE: &str = "states:
+  start:
+    triggers: { manual: {} }
+    instructions: Take the order.
+    transitions:
+      - to: pay
+        description: The order is taken.
+  pay:
+    instructions: Charge the card.
+    before:
+      - rubric:
+          instructions: The order names an amount.
+    after:
+      - script: hooks/charged.js
+        max_iterations: 3
+    transitions:
+      - to: receipt
+        description: The card is charged.
+      - to: declined
+        description: The card is declined.
+  receipt:
+    instructions: Send the receipt.
+  declined:
+    instructions: Say the card was declined.
+";
+
+#[test]
+fn a_check_away_from_the_start_raises_and_one_behind_picks_the_named_edge() {
+    let files = Files(BTreeMap::from([("hooks/charged.js", "export default async () => ok();\n")]));
+    let done = rewrite(MIDDLE, &files, None).expect("it migrates");
+    // In front of a state that is no start: a grader whose refusal is a raise, and no
+    // refusal state.
+    assert_eq!(done.refusal, None);
+    assert!(done.text.contains("  pay-screen:\n    type: grader\n"), "{}", done.text);
+    assert!(done.text.contains("- It fails: raise `pay-refused` with the reason."), "{}", done.text);
+    assert!(
+        done.text.contains("      - to: pay-screen\n        description: The order is taken.\n"),
+        "the edge into `pay` enters its check:\n{}",
+        done.text
+    );
+    // Behind it: a code state with the state's two transitions and a send-back; the
+    // state's own edge asks the agent to name the next step.
+    assert!(done.text.contains("      - to: charged\n        description: \"The work is done; name the next step in your reason: `receipt` when The card is charged; `declined` when The card is declined.\"\n"), "{}", done.text);
+    let charged = done.text.find("  charged:\n").expect("the check");
+    let block = &done.text[charged..];
+    assert!(
+        block.contains("      - to: receipt\n")
+            && block.contains("      - to: declined\n")
+            && block.contains("      - to: pay\n"),
+        "{block}"
+    );
+    let script = done.scripts.iter().find(|script| script.path == "scripts/charged.js").expect("ported");
+    assert!(
+        script.text.contains("const ONWARD = [\"receipt\", \"declined\"];\nconst MAX_SEND_BACKS = 3;"),
+        "{}",
+        script.text
+    );
+    assert!(script.text.starts_with("const contract2Hook = async () => ok();\n"));
+    assert!(done.changes.iter().any(|note| note.text.contains("`max_iterations: 3` → at most 3 `correct` send-backs")));
+}

@@ -8,6 +8,7 @@ mod embedding;
 mod events;
 mod host_tools;
 mod kernel;
+mod long_sessions;
 mod pinning;
 mod refusals;
 mod sandbox;

@@ -1,4 +1,6 @@
-//! The case runner as a host drives it: what a case's judge is asked.
+//! The case runner as a host drives it: what a case's judge is asked, and that every model
+//! call of the session (the agent's, the grader's, the judge's) is cached as the workflow's
+//! `settings.prompt_cache` declares.
 
 use std::sync::{Arc, Mutex};
 
@@ -8,6 +10,7 @@ use archmax_vm::compiler::{analyze_workspace, compile_analysis, load_memory};
 use archmax_vm::events::EventSink;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse, Role, Sampling};
+use archmax_vm::session::ToolCall;
 use archmax_vm::testing::suite::{self, Models};
 use archmax_vm::testing::{CaseEnv, Harness, Verdict};
 
@@ -17,11 +20,24 @@ tests:
   judge:
     model: judge-model
     modelOptions: { temperature: 0, maxTokens: 200 }
+settings:
+  prompt_cache: { enabled: true, ttl: 1h }
 states:
   greet:
     triggers:
       manual:
         description: Greet one customer.
+    instructions: Plan a warm greeting, then have it checked.
+    transitions:
+      - to: check
+        description: The greeting is planned.
+  check:
+    type: grader
+    instructions: Pass the greeting when it is warm.
+    transitions:
+      - to: welcome
+        description: The greeting is warm.
+  welcome:
     instructions: Greet the customer warmly.
 "#;
 
@@ -34,21 +50,38 @@ steps:
       atLeast: 0.5
 "#;
 
-/// Answers the agent with a greeting and the judge with a score, recording every
-/// judge request's model and sampling.
+/// Moves the agent to the grader, passes it, answers with a greeting and the judge with a
+/// score, recording every judge request's model and sampling and every request's caching.
 #[derive(Default)]
 struct Recorder {
     judged: Mutex<Vec<(Option<String>, Sampling)>>,
+    cached: Mutex<Vec<(Role, Option<bool>, Option<String>)>>,
+}
+
+fn advance(to: &str) -> Vec<ToolCall> {
+    vec![ToolCall {
+        id: format!("to-{to}"),
+        name: "archmax_advance".to_string(),
+        args: serde_json::json!({ "to": to, "reason": "done here" }),
+    }]
 }
 
 impl ModelAdapter for Recorder {
     fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
         Box::pin(async move {
-            let text = match request.role {
-                Role::Judge => {
+            let mut cached = self.cached.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            cached.push((request.role, request.prompt_cache.enabled, request.prompt_cache.ttl.map(str::to_string)));
+            let text = match (request.role, request.state) {
+                (Role::Judge, _) => {
                     let mut judged = self.judged.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                     judged.push((request.model.map(str::to_string), request.sampling));
                     r#"{"score": 0.9, "pass": true, "reason": "Warm."}"#.to_string()
+                }
+                (Role::Agent, "greet") => {
+                    return Ok(ModelResponse { tool_calls: advance("check"), ..ModelResponse::default() });
+                }
+                (Role::Grader, _) => {
+                    return Ok(ModelResponse { tool_calls: advance("welcome"), ..ModelResponse::default() });
                 }
                 _ => "Welcome, it is lovely to see you!".to_string(),
             };
@@ -87,6 +120,13 @@ fn the_judge_is_asked_with_the_model_options_the_workflow_names() {
     assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures());
     let judged = recorder.judged.lock().expect("lock").clone();
     assert_eq!(judged, [(Some("judge-model".to_string()), Sampling { temperature: Some(0.0), max_tokens: Some(200) })]);
+    let cached = recorder.cached.lock().expect("lock").clone();
+    let roles: Vec<Role> = cached.iter().map(|(role, _, _)| *role).collect();
+    assert_eq!(roles, [Role::Agent, Role::Grader, Role::Agent, Role::Judge], "{cached:?}");
+    assert!(
+        cached.iter().all(|(_, enabled, ttl)| *enabled == Some(true) && ttl.as_deref() == Some("1h")),
+        "every call is cached as settings.prompt_cache says: {cached:?}"
+    );
 
     // The suite runs the same case against an endpoint the same way.
     let tally = executor.block_on(harness.run_suite(

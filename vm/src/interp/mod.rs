@@ -73,6 +73,8 @@ pub struct Turn<'r> {
     view: Option<Vec<Message>>,
     /// The measure of that conversation.
     meter: compact::Meter,
+    /// A context warning was given this turn (it is given once).
+    context_warned: bool,
 }
 
 /// Why a parked session is handed a reply-only call: the opening of its volatile block.
@@ -130,6 +132,7 @@ impl<'r> Turn<'r> {
             session,
             view: None,
             meter: compact::Meter::default(),
+            context_warned: false,
         };
         turn.rebuild_view();
         turn.announce();

@@ -14,7 +14,8 @@
 //! ```
 //!
 //! Each call takes the first entry its session has not consumed whose matchers all fit;
-//! an entry without matchers fits any call. So a plain tape replays strictly in order,
+//! an entry without matchers fits any call but a summarizer's, which takes only entries
+//! that say `role: summarizer`. So a plain tape replays strictly in order,
 //! while concurrent children of a fan-out each find their own entries. A call no entry
 //! fits is an error naming the call, workflow, state and role; entries left at the end
 //! are reported.
@@ -156,7 +157,13 @@ impl Tape {
 
     fn fits(entry: &Entry, request: &ModelRequest<'_>) -> bool {
         entry.state.as_deref().is_none_or(|state| state == request.state)
-            && entry.role.is_none_or(|role| role == request.role)
+            // A summary is only ever scripted on purpose: an entry without a role is for
+            // the other roles, so a tape written before compaction never feeds an agent's
+            // answer to the summarizer.
+            && match entry.role {
+                Some(role) => role == request.role,
+                None => request.role != Role::Summarizer,
+            }
             && entry.workflow.as_deref().is_none_or(|workflow| workflow == request.workflow)
             && entry.variables.as_ref().is_none_or(|pattern| pattern.matches(request.variables))
     }
@@ -289,6 +296,18 @@ pub(crate) mod tests {
             tape: None,
             on_text: None,
         }
+    }
+
+    #[test]
+    fn only_an_entry_that_says_summarizer_answers_a_summarizer() {
+        let text = "- { text: an agent's answer }\n- { role: summarizer, text: the summary }\n";
+        let none = Value::Null;
+        let tape = Tape::parse("t", text).expect("tape");
+        let summarizer = ModelRequest { role: Role::Summarizer, ..request("a", &none) };
+        assert_eq!(tape.answer(&summarizer).expect("answer").text, "the summary");
+        assert_eq!(tape.answer(&request("a", &none)).expect("answer").text, "an agent's answer");
+        let plain = Tape::parse("t", "- { text: an agent's answer }\n").expect("tape");
+        assert!(plain.answer(&summarizer).is_err(), "an entry without a role is not a summary");
     }
 
     #[test]

@@ -55,8 +55,11 @@ steps:
 #[derive(Default)]
 struct Recorder {
     judged: Mutex<Vec<(Option<String>, Sampling)>>,
-    cached: Mutex<Vec<(Role, Option<bool>, Option<String>)>>,
+    cached: Mutex<Vec<Cached>>,
 }
+
+/// A request's role and its prompt caching (enabled, ttl).
+type Cached = (Role, Option<bool>, Option<String>);
 
 fn advance(to: &str) -> Vec<ToolCall> {
     vec![ToolCall {

@@ -449,7 +449,8 @@ impl Turn<'_> {
                     match self.runtime.host.call(host_call).await {
                         Ok(answered) => {
                             server = Some(answered.server.clone());
-                            self.host_answer(&call.id, answered).await
+                            let offloaded = matches!(caller, Caller::Model | Caller::Grader);
+                            self.host_answer(&call.id, answered, offloaded).await
                         }
                         Err(crate::host_tools::HostError::NotProvided(_)) => Answer::error(format!(
                             "Error: no server provides `{}` any more; its server may have changed its tools",
@@ -471,7 +472,7 @@ impl Turn<'_> {
         // What a model reads in its conversation is held to the context budget; a
         // script's calls answer the script, which bounds its own results.
         let answer = if matches!(caller, Caller::Model | Caller::Grader) && !is_control(&call.name) {
-            self.offload(id, &here, call, &args, answer)
+            self.offload(id, &here, call, &args, answer, server.is_some())
         } else {
             answer
         };

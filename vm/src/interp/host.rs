@@ -230,8 +230,10 @@ impl<'r> Turn<'r> {
     /// with their address, links by name, and binary content written under
     /// [`TOOL_OUTPUT_DIR`] and named by path (at most [`MAX_KEPT_PARTS`] parts, each
     /// within the session's quota). Text over [`MAX_ANSWER_TEXT`] bytes is kept whole in a
-    /// file and shown cut, with the path. `isError` makes it an error answer.
-    pub(super) async fn host_answer(&mut self, call_id: &str, answer: HostAnswer) -> Answer {
+    /// file and shown cut, with the path, unless the answer is `offloaded` next (a model's
+    /// or a grader's call: the offload saves it under `large_tool_results/` instead, so it
+    /// is never cut twice). `isError` makes it an error answer.
+    pub(super) async fn host_answer(&mut self, call_id: &str, answer: HostAnswer, offloaded: bool) -> Answer {
         let stem = format!("{}-{}", file_stem(call_id), self.session.seq + 1);
         let mut parts: Vec<String> = Vec::with_capacity(answer.content.len());
         let mut kept = 0usize;
@@ -264,7 +266,7 @@ impl<'r> Turn<'r> {
         }
         let mut text =
             if parts.is_empty() { "(the tool answered with no content)".to_string() } else { parts.join("\n") };
-        if text.len() > MAX_ANSWER_TEXT {
+        if text.len() > MAX_ANSWER_TEXT && !offloaded {
             let path = format!("{TOOL_OUTPUT_DIR}/{stem}.txt");
             let mut end = MAX_ANSWER_TEXT;
             while !text.is_char_boundary(end) {

@@ -18,27 +18,46 @@ use archmax_compiler::program::StateId;
 
 use super::Turn;
 use super::calls::Answer;
-use crate::context::count_tokens;
+use super::host::MAX_ANSWER_TEXT;
+use crate::context::{count_tokens, estimate};
 use crate::events::Event;
 use crate::session::ToolCall;
 
 /// Characters of a line in a saved result; longer lines are wrapped.
 const WRAP_CHARS: usize = 1000;
+/// The longest answer whose tokens are counted exactly; a longer one is estimated.
+const COUNT_AT_MOST: usize = 4 << 20;
 /// The most characters a preview shows of a result (its beginning and end together).
 const MAX_PREVIEW_CHARS: usize = 4000;
 
 impl Turn<'_> {
     /// The answer the conversation keeps for `call` in state `id`: `answer` itself when it
-    /// fits the budget, else its preview (the whole saved under `large_tool_results/`).
-    pub(super) fn offload(&mut self, id: StateId, here: &str, call: &ToolCall, args: &Value, answer: Answer) -> Answer {
+    /// fits the budget, else its preview (the whole saved under `large_tool_results/`). A
+    /// `hosted` answer (a host tool's) over [`MAX_ANSWER_TEXT`] bytes is offloaded whatever
+    /// its tokens: that is the bound on what a server may put into the conversation.
+    pub(super) fn offload(
+        &mut self,
+        id: StateId,
+        here: &str,
+        call: &ToolCall,
+        args: &Value,
+        answer: Answer,
+        hosted: bool,
+    ) -> Answer {
         let budget = self.runtime.context.max_tool_result_tokens;
+        let huge = hosted && answer.content.len() > MAX_ANSWER_TEXT;
         // A token is at least one byte: a short answer needs no count.
-        if answer.content.len() as u64 <= budget {
+        if answer.content.len() as u64 <= budget && !huge {
             return answer;
         }
         let model = self.state(id).model.map(|model| self.program().str(model));
-        let tokens = count_tokens(model, &answer.content);
-        if tokens <= budget {
+        // Counting is linear but not cheap; past this size the estimate says enough.
+        let tokens = if answer.content.len() > COUNT_AT_MOST {
+            estimate(&answer.content)
+        } else {
+            count_tokens(model, &answer.content)
+        };
+        if tokens <= budget && !huge {
             return answer;
         }
         let text = &answer.content;

@@ -224,3 +224,38 @@ fn a_signed_specs_artifact_runs_under_serve_trust_and_an_unsigned_one_is_refused
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("`unsigned.amx` is refused"), "{stderr}");
 }
+
+/// A file under `dir` whose path ends in `tail`.
+fn find_file(dir: &Path, tail: &str) -> Option<PathBuf> {
+    for entry in fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(found) = find_file(&path, tail) {
+                return Some(found);
+            }
+        } else if path.to_string_lossy().ends_with(tail) {
+            return Some(path);
+        }
+    }
+    None
+}
+
+#[test]
+fn served_sessions_are_held_to_the_context_budgets_of_archmax_toml() {
+    // The compaction golden's workspace: a 6,000-token window that eight ledger reads
+    // overflow, so a served session must compact as `archmax run` does.
+    let root = scratch("serve-ops-context");
+    let _ = fs::remove_dir_all(&root);
+    copy_dir(&repository().join("golden/runs/compaction-summary/workspace"), &root);
+    let workspace = Workspace(root);
+    let served = workspace.serve(&[], &[]);
+    let body = json!({ "message": "Audit the weekly ledgers for invoices over 800 EUR.", "sessionId": "c1" });
+    let (status, shown) = served.request("POST", "/v1/workflows/ledger-audit/sessions?wait=60", None, Some(&body));
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(shown["status"], "completed", "{shown}");
+    let history = find_file(&workspace.0, "conversation_history/1.jsonl").expect("the served session was compacted");
+    let first = fs::read_to_string(history).expect("reads");
+    assert!(first.lines().count() >= 8, "the summarized messages are kept whole:\n{first}");
+    assert!(find_file(&workspace.0, "conversation_history/2.jsonl").is_none(), "one compaction, as under `run`");
+    assert_eq!(served.stop(), Some(0));
+}

@@ -176,6 +176,12 @@ impl Listener for Flow {
             Event::CodeStart { script, .. } => Some(format!("  · running {script}")),
             Event::CodeOutput { line, .. } => Some(format!("    {}", self.paint("2", line))),
             Event::GraderStart { .. } => Some("  · grading".to_string()),
+            Event::ContextCompacted { messages, tokens_before, tokens_after, path, .. } => Some(format!(
+                "  {} compacted {messages} earlier messages into a summary ({} → {} tokens; {path})",
+                self.paint("36", "≡"),
+                crate::session::thousands(*tokens_before),
+                crate::session::thousands(*tokens_after)
+            )),
             Event::SubWorkflowStart { workflow, dispatch_id, .. } => {
                 Some(format!("  {} sub-workflow {workflow} ({dispatch_id})", self.paint("36", "↳")))
             }

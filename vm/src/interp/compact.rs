@@ -110,8 +110,26 @@ fn message_bytes(message: &Message) -> u64 {
         }
 }
 
+/// The length of `args` as JSON, counted without building the text.
 fn args_len(args: &Value) -> usize {
-    if args.is_null() { 2 } else { args.to_string().len() }
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    if args.is_null() {
+        return 2;
+    }
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, args) {
+        Ok(()) => counter.0,
+        Err(_) => args.to_string().len(),
+    }
 }
 
 /// A message's tokens for `model`.

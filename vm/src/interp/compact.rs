@@ -258,7 +258,7 @@ impl<'r> Turn<'r> {
             return Ok(());
         }
         let before = self.prompt_tokens(id, volatile).await;
-        if before <= limit {
+        if before <= limit || self.summarizer_failed {
             return Ok(());
         }
         self.compact(id, volatile, before, limit).await
@@ -375,10 +375,13 @@ impl<'r> Turn<'r> {
         let summary = match self.summarize(id, &here, task, reserve).await {
             Ok(summary) => summary,
             Err(problem) => {
+                // Not asked again this turn: a summarizer that failed once (a tape without
+                // a summary, an endpoint down) would fail at every call.
+                self.summarizer_failed = true;
                 self.emit(Event::Warning {
                     scope: "context".to_string(),
                     message: format!(
-                        "the conversation in '{here}' takes {before} tokens, over the {limit} allowed, and could not be compacted: {problem}"
+                        "the conversation in '{here}' takes {before} tokens, over the {limit} allowed, and could not be compacted: {problem}; the turn goes on uncompacted"
                     ),
                 });
                 return Ok(());

@@ -75,6 +75,8 @@ pub struct Turn<'r> {
     meter: compact::Meter,
     /// A context warning was given this turn (it is given once).
     context_warned: bool,
+    /// The summarizer failed this turn; it is not asked again until the next.
+    summarizer_failed: bool,
 }
 
 /// Why a parked session is handed a reply-only call: the opening of its volatile block.
@@ -133,6 +135,7 @@ impl<'r> Turn<'r> {
             view: None,
             meter: compact::Meter::default(),
             context_warned: false,
+            summarizer_failed: false,
         };
         turn.rebuild_view();
         turn.announce();

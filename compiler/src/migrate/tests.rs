@@ -332,3 +332,33 @@ fn a_state_key_with_a_line_break_stays_inside_the_script_comments() {
     assert!(ported.text.contains("const GUARDED = \"a\\nb\";"), "{}", ported.text);
     assert!(finish.text.contains(" * Finish `a\\nb`\n"), "{}", finish.text);
 }
+
+#[test]
+fn a_plan_that_changes_one_path_twice_is_refused_before_anything_is_written() {
+    use super::{FileChange, MigrateError, Migration, WorkflowMigration, apply};
+    let dir = std::env::temp_dir().join(format!("archmax-migrate-conflict-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("workflows/w")).expect("dir");
+    std::fs::write(dir.join("workflows/w/a.js"), "old\n").expect("written");
+    let file = |path: &str, after: Option<&str>| FileChange {
+        path: path.to_string(),
+        before: Some("old\n".to_string()),
+        after: after.map(str::to_string),
+    };
+    let plan = Migration {
+        workflows: vec![WorkflowMigration {
+            slug: "w".to_string(),
+            changes: Vec::new(),
+            follow_ups: Vec::new(),
+            files: vec![
+                file("workflows/w/b.js", Some("new\n")),
+                file("workflows/w/a.js", Some("new\n")),
+                file("workflows/w/a.js", None),
+            ],
+        }],
+    };
+    assert_eq!(apply(&dir, &plan), Err(MigrateError::Conflict { path: "workflows/w/a.js".to_string() }));
+    assert_eq!(std::fs::read_to_string(dir.join("workflows/w/a.js")).expect("kept"), "old\n");
+    assert!(!dir.join("workflows/w/b.js").exists(), "nothing was written");
+    let _ = std::fs::remove_dir_all(&dir);
+}

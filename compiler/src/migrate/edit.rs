@@ -3,7 +3,8 @@
 //! The one thing to know: a migration never re-serializes a document. Every change is a
 //! replacement of a byte range of the original text, so whatever no edit covers comes
 //! out byte for byte as it went in. When two edits overlap, the wider one (the first by
-//! position) wins and the one inside it is dropped: that is how a retargeted `to:` inside
+//! position, or of two at one offset the one reaching further) wins and the one inside
+//! it is dropped: that is how a retargeted `to:` inside
 //! a block that moves as a whole is taken care of by the copy, not twice.
 
 use std::ops::Range;

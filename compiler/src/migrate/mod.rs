@@ -447,7 +447,7 @@ fn plan_workflow(root: &Path, slug: &str) -> Result<WorkflowMigration, MigrateEr
         test_names.iter().filter(|name| name.ends_with(".test.yaml") || name.ends_with(".test.yml")).collect();
     for name in case_names {
         let path = format!("{base}/tests/{name}");
-        let text = read(&tests_dir.join(&name), &path)?;
+        let text = read(&tests_dir.join(name), &path)?;
         let case = cases::rewrite(&text, &moves)
             .map_err(|(at, message)| MigrateError::Unparseable { at: location(&path, &text, at, 0), message })?;
         changes.extend(findings(&path, &text, case.changes, 0));

@@ -169,3 +169,120 @@ fn bad_input_gets_a_clear_message() {
     assert_eq!(unknown.code, 1);
     assert!(unknown.stderr.contains("there is no workflow `nope`"), "{}", unknown.stderr);
 }
+
+fn fresh_workspace(label: &str) -> PathBuf {
+    let dir = scratch(label);
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("dir");
+    dir
+}
+
+const HOOKED: &str = "runtime: { engine: archmax-harness, version: \"2\" }\nstates:\n  start:\n    triggers: { manual: {} }\n    instructions: Go.\n    before: [hooks/check.js]\n    transitions:\n      - to: end\n        description: Done.\n  end:\n    instructions: End.\n";
+
+const CHECK: &str = "export default async () => ok();\n";
+
+#[test]
+fn a_hook_outside_hooks_is_ported_and_never_removed() {
+    let dir = fresh_workspace("migrate-outside-hooks");
+    let yaml = "runtime: { engine: archmax-harness, version: \"2\" }\nstates:\n  start:\n    triggers: { manual: {} }\n    instructions: Go.\n    before: [scripts/check.js]\n    after: [workflow.yaml]\n";
+    write(&dir, "workflows/w/workflow.yaml", yaml);
+    write(&dir, "workflows/w/scripts/check.js", CHECK);
+    let run = archmax(&dir, &["migrate"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(!run.stdout.contains("removed workflows/w/scripts/check.js"), "{}", run.stdout);
+    assert!(!run.stdout.contains("removed workflows/w/workflow.yaml"), "{}", run.stdout);
+    assert_eq!(fs::read_to_string(dir.join("workflows/w/scripts/check.js")).expect("the hook stays"), CHECK);
+    let migrated = fs::read_to_string(dir.join("workflows/w/workflow.yaml")).expect("the workflow stays");
+    assert!(migrated.contains("version: \"3\""), "{migrated}");
+    // The gate got a script of its own, beside the file it was ported from.
+    assert!(migrated.contains("script: scripts/start-check.js"), "{migrated}");
+    assert!(dir.join("workflows/w/scripts/start-check.js").is_file());
+    assert!(
+        run.stdout.contains(
+            "workflows/w/scripts/check.js:1:1: follow-up: this hook was ported, but the file is not under hooks/"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("workflows/w/workflow.yaml:1:1: follow-up: this hook was ported"), "{}", run.stdout);
+}
+
+#[test]
+fn an_existing_script_is_kept_and_the_port_gets_another_name() {
+    let dir = fresh_workspace("migrate-existing-script");
+    write(&dir, "workflows/w/workflow.yaml", HOOKED);
+    write(&dir, "workflows/w/hooks/check.js", CHECK);
+    write(&dir, "workflows/w/scripts/check.js", "// someone's own script\n");
+    let run = archmax(&dir, &["migrate"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        fs::read_to_string(dir.join("workflows/w/scripts/check.js")).expect("kept"),
+        "// someone's own script\n"
+    );
+    assert!(run.stdout.contains("  created workflows/w/scripts/start-check.js\n"), "{}", run.stdout);
+    assert!(run.stdout.contains("  removed workflows/w/hooks/check.js\n"), "{}", run.stdout);
+    let migrated = fs::read_to_string(dir.join("workflows/w/workflow.yaml")).expect("written");
+    assert!(migrated.contains("  start-check:\n    type: code\n    script: scripts/start-check.js\n"), "{migrated}");
+}
+
+#[test]
+fn a_failed_write_changes_nothing_and_names_the_path() {
+    let dir = fresh_workspace("migrate-failed-write");
+    write(&dir, "workflows/w/workflow.yaml", HOOKED);
+    write(&dir, "workflows/w/hooks/check.js", CHECK);
+    // `scripts` is a file, so no script can be created under it.
+    write(&dir, "workflows/w/scripts", "not a directory\n");
+    let before = snapshot(&dir);
+    let run = archmax(&dir, &["migrate"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("cannot write `workflows/w/scripts/check.js`"), "{}", run.stderr);
+    assert_eq!(snapshot(&dir), before, "the hook, the workflow and everything else are as they were");
+}
+
+#[cfg(unix)]
+#[test]
+fn symbolic_links_are_refused_and_never_written_through() {
+    use std::os::unix::fs::symlink;
+    let dir = fresh_workspace("migrate-links");
+    let outside = fresh_workspace("migrate-links-outside");
+    write(&outside, "elsewhere.yaml", HOOKED);
+    write(&outside, "hooks/check.js", CHECK);
+
+    fs::create_dir_all(dir.join("workflows/linked")).expect("dir");
+    symlink(outside.join("elsewhere.yaml"), dir.join("workflows/linked/workflow.yaml")).expect("link");
+    let run = archmax(&dir, &["migrate", "linked"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(
+            "`workflows/linked/workflow.yaml` is a symbolic link: migrate neither reads nor writes through links"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(fs::read_to_string(outside.join("elsewhere.yaml")).expect("the target"), HOOKED);
+
+    // A linked hooks/ directory, and a linked hook file inside a real one.
+    write(&dir, "workflows/hooks-dir/workflow.yaml", HOOKED);
+    symlink(outside.join("hooks"), dir.join("workflows/hooks-dir/hooks")).expect("link");
+    let run = archmax(&dir, &["migrate", "hooks-dir"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("`workflows/hooks-dir/hooks` is a symbolic link"), "{}", run.stderr);
+    write(&dir, "workflows/hook-file/workflow.yaml", HOOKED);
+    fs::create_dir_all(dir.join("workflows/hook-file/hooks")).expect("dir");
+    symlink(outside.join("hooks/check.js"), dir.join("workflows/hook-file/hooks/check.js")).expect("link");
+    let run = archmax(&dir, &["migrate", "hook-file"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("`workflows/hook-file/hooks/check.js` is a symbolic link"), "{}", run.stderr);
+    assert_eq!(fs::read_to_string(outside.join("hooks/check.js")).expect("the target"), CHECK);
+    assert_eq!(fs::read_to_string(dir.join("workflows/hook-file/workflow.yaml")).expect("kept"), HOOKED);
+
+    // A linked scripts/ directory would have the port written outside the workspace.
+    write(&dir, "workflows/scripts-dir/workflow.yaml", HOOKED);
+    write(&dir, "workflows/scripts-dir/hooks/check.js", CHECK);
+    fs::create_dir_all(outside.join("scripts")).expect("dir");
+    symlink(outside.join("scripts"), dir.join("workflows/scripts-dir/scripts")).expect("link");
+    let run = archmax(&dir, &["migrate", "scripts-dir"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("`workflows/scripts-dir/scripts` is a symbolic link"), "{}", run.stderr);
+    assert_eq!(fs::read_dir(outside.join("scripts")).expect("dir").count(), 0, "nothing written through the link");
+}

@@ -3,7 +3,8 @@
 //! The one thing to know: a migration never re-serializes a document. Every change is a
 //! replacement of a byte range of the original text, so whatever no edit covers comes
 //! out byte for byte as it went in. When two edits overlap, the wider one (the first by
-//! position) wins and the one inside it is dropped: that is how a retargeted `to:` inside
+//! position, or of two at one offset the one reaching further) wins and the one inside
+//! it is dropped: that is how a retargeted `to:` inside
 //! a block that moves as a whole is taken care of by the copy, not twice.
 
 use std::ops::Range;
@@ -38,9 +39,11 @@ impl Edits {
     /// made in and go ahead of a replacement starting there.
     pub fn apply(&self, source: &str) -> String {
         let mut order: Vec<usize> = (0..self.list.len()).collect();
+        // At one start: insertions first, then the widest replacement, which takes the
+        // narrower ones with it.
         order.sort_by_key(|&index| {
             let (range, _) = &self.list[index];
-            (range.start, !range.is_empty(), index)
+            (range.start, !range.is_empty(), std::cmp::Reverse(range.end), index)
         });
         let mut out = String::with_capacity(source.len());
         let mut cursor = 0;
@@ -137,6 +140,12 @@ pub(crate) fn line_column(text: &str, at: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// Plain words a YAML 1.1 reader takes for booleans; they are quoted for its sake.
+const YAML_1_1_WORDS: [&str; 22] = [
+    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF", "=", "<<",
+    "true", "false", "null", "~",
+];
+
 /// `value` as a YAML scalar: plain when it reads back as the same string, else quoted.
 pub(crate) fn yaml_string(value: &str) -> String {
     let plain = !value.is_empty()
@@ -146,14 +155,24 @@ pub(crate) fn yaml_string(value: &str) -> String {
         && !value.ends_with(':')
         && !value.contains('\n')
         && !value.starts_with(|first: char| "-?:,[]{}#&*!|>'\"%@`".contains(first))
+        && !YAML_1_1_WORDS.contains(&value)
         && matches!(crate::syntax::yaml::resolve_plain(value), crate::syntax::yaml::ScalarValue::String);
     if plain { value.to_string() } else { serde_json::Value::String(value.to_string()).to_string() }
 }
 
-/// `value` as a literal block scalar (`|-`) whose lines are indented by `indent`.
-pub(crate) fn literal_block(value: &str, indent: usize) -> String {
-    let mut out = String::from("|-\n");
-    for line in value.trim_end_matches('\n').split('\n') {
+/// `value` as a literal block scalar (`|-`) whose lines are indented by `indent`, the
+/// value of a key at column `key`. When the text's first non-blank line itself starts
+/// with spaces the block says its indentation (`|2-`), which a reader would otherwise
+/// take from that line.
+pub(crate) fn literal_block(value: &str, key: usize, indent: usize) -> String {
+    let lines: Vec<&str> = value.trim_end_matches('\n').split('\n').collect();
+    let leading = lines
+        .iter()
+        .find(|line| !line.trim().is_empty() || line.starts_with(' '))
+        .is_some_and(|line| line.starts_with(' '));
+    let step = indent.saturating_sub(key);
+    let mut out = if leading && (1..=9).contains(&step) { format!("|{step}-\n") } else { String::from("|-\n") };
+    for line in lines {
         if line.is_empty() {
             out.push('\n');
         } else {
@@ -176,6 +195,38 @@ mod tests {
         edits.replace(2..8, "[moved]");
         edits.insert(2, "<");
         assert_eq!(edits.apply("0123456789"), "01<[moved]89");
+    }
+
+    #[test]
+    fn of_two_edits_at_one_offset_the_wider_wins() {
+        let mut edits = Edits::default();
+        edits.replace(2..4, "n");
+        edits.replace(2..8, "W");
+        assert_eq!(edits.apply("0123456789"), "01W89");
+    }
+
+    #[test]
+    fn a_block_whose_first_line_is_indented_says_its_indentation() {
+        assert_eq!(literal_block("  one\ntwo", 4, 6), "|2-\n        one\n      two\n");
+        assert_eq!(literal_block("\n   one\ntwo\n", 0, 2), "|2-\n\n     one\n  two\n");
+        assert_eq!(literal_block("one\n  two", 4, 6), "|-\n      one\n        two\n");
+        for (value, key) in [("  one\ntwo", 0), ("    deep\n\n  less\nnone", 2), ("plain\n  more", 4)] {
+            let text = format!("{}k: {}", pad(key), literal_block(value, key, key + 2));
+            let text = if key > 0 { format!("m:\n{text}") } else { text };
+            let document = crate::syntax::yaml::load(crate::source::FileId(0), &text);
+            let root = document.root.expect("a document");
+            let node = if key > 0 { root.get("m").and_then(|m| m.get("k")) } else { root.get("k") };
+            assert_eq!(node.and_then(|node| node.as_str()), Some(value), "{text}");
+        }
+    }
+
+    #[test]
+    fn words_a_yaml_1_1_reader_takes_for_booleans_are_quoted() {
+        assert_eq!(yaml_string("yes"), "\"yes\"");
+        assert_eq!(yaml_string("off"), "\"off\"");
+        assert_eq!(yaml_string("1"), "\"1\"");
+        assert_eq!(yaml_string("a\nb"), "\"a\\nb\"");
+        assert_eq!(yaml_string("yesterday"), "yesterday");
     }
 
     #[test]

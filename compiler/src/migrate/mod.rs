@@ -19,7 +19,8 @@ mod edit;
 mod script;
 mod workflow;
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -103,6 +104,13 @@ pub enum MigrateError {
     UnknownContract { at: Location, version: String },
     /// A file could not be read.
     Io { path: String, message: String },
+    /// A file could not be written or removed; `apply` changed nothing it had not
+    /// finished before (new text is renamed into place only once every file is staged).
+    Write { path: String, message: String },
+    /// A path the migration reads or writes is a symbolic link (workspace-relative).
+    Symlink { path: String },
+    /// The plan holds two changes of one file (an inconsistent plan; nothing is written).
+    Conflict { path: String },
 }
 
 impl fmt::Display for MigrateError {
@@ -126,6 +134,15 @@ impl fmt::Display for MigrateError {
                 "{at}: `runtime.version` is \"{version}\": migrate rewrites contracts \"1\" and \"2\" to \"3\" and knows no other"
             ),
             MigrateError::Io { path, message } => write!(f, "cannot read `{path}`: {message}"),
+            MigrateError::Write { path, message } => write!(f, "cannot write `{path}`: {message}"),
+            MigrateError::Symlink { path } => write!(
+                f,
+                "`{path}` is a symbolic link: migrate neither reads nor writes through links; replace it with the file or directory it points to, then migrate again"
+            ),
+            MigrateError::Conflict { path } => write!(
+                f,
+                "the plan changes `{path}` twice, so nothing was written; migrate this workflow by hand and report the case"
+            ),
         }
     }
 }
@@ -143,20 +160,87 @@ fn findings(file: &str, text: &str, notes: Vec<Note>, line_offset: usize) -> Vec
 
 struct Disk<'p> {
     dir: &'p Path,
+    /// Workflow-relative paths the rewrite asked for that are (or lie under) a link.
+    links: RefCell<BTreeSet<String>>,
+}
+
+impl Disk<'_> {
+    /// `path` made of plain names only, with no link on the way (links are noted).
+    fn plain(&self, path: &str) -> Option<PathBuf> {
+        let plain = Path::new(path).components().all(|part| matches!(part, std::path::Component::Normal(_)));
+        if !plain || path.is_empty() {
+            return None;
+        }
+        let mut at = self.dir.to_path_buf();
+        for part in Path::new(path).components() {
+            at.push(part);
+            match fs::symlink_metadata(&at) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    self.links.borrow_mut().insert(path.to_string());
+                    return None;
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        Some(at)
+    }
 }
 
 impl WorkflowFiles for Disk<'_> {
     fn read(&self, path: &str) -> Option<String> {
-        let plain = Path::new(path).components().all(|part| matches!(part, std::path::Component::Normal(_)));
-        if !plain {
-            return None;
-        }
-        let file = self.dir.join(path);
-        if !fs::symlink_metadata(&file).is_ok_and(|meta| meta.is_file()) {
+        let file = self.plain(path)?;
+        if !is_regular(&file) {
             return None;
         }
         fs::read_to_string(file).ok()
     }
+
+    fn exists(&self, path: &str) -> bool {
+        match self.plain(path) {
+            Some(file) => fs::symlink_metadata(file).is_ok(),
+            None => true,
+        }
+    }
+}
+
+/// A regular file, not a link to one.
+fn is_regular(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file())
+}
+
+/// Refuses `relative` (under `root`) when it, or a directory on the way to it, is a
+/// symbolic link. A part that does not exist (yet) ends the check.
+fn refuse_links(root: &Path, relative: &str) -> Result<(), MigrateError> {
+    let mut at = root.to_path_buf();
+    let mut shown: Vec<String> = Vec::new();
+    for part in Path::new(relative).components() {
+        at.push(part);
+        shown.push(part.as_os_str().to_string_lossy().into_owned());
+        match fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => return Err(MigrateError::Symlink { path: shown.join("/") }),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
+/// The names in the directory `relative` (none when it is not there), refusing the
+/// directory or any entry of it that is a link.
+fn listing(root: &Path, relative: &str) -> Result<Vec<String>, MigrateError> {
+    refuse_links(root, relative)?;
+    let Ok(entries) = fs::read_dir(root.join(relative)) else { return Ok(Vec::new()) };
+    let mut names = Vec::new();
+    for entry in entries.flatten() {
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+        if entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
+            return Err(MigrateError::Symlink { path: format!("{relative}/{name}") });
+        }
+        names.push(name);
+    }
+    names.sort();
+    Ok(names)
 }
 
 fn read(path: &Path, shown: &str) -> Result<String, MigrateError> {
@@ -165,6 +249,7 @@ fn read(path: &Path, shown: &str) -> Result<String, MigrateError> {
 
 /// The workflow directories under `root/workflows`, sorted.
 fn workflow_dirs(root: &Path) -> Result<Vec<String>, MigrateError> {
+    refuse_links(root, "workflows")?;
     let dir = root.join("workflows");
     let entries = fs::read_dir(&dir).map_err(|_| MigrateError::NoWorkflows { root: root.to_path_buf() })?;
     let mut slugs: Vec<String> = entries
@@ -216,8 +301,10 @@ fn plan_workflow(root: &Path, slug: &str) -> Result<WorkflowMigration, MigrateEr
     // The machine: workflow.yaml, or the frontmatter of a single-file WORKFLOW.md.
     let yaml_path = dir.join("workflow.yaml");
     let md_path = dir.join("WORKFLOW.md");
-    let md_text = if md_path.is_file() { Some(read(&md_path, &md_name)?) } else { None };
-    let (source, shown, line_offset, single_file) = if yaml_path.is_file() {
+    refuse_links(root, &yaml_name)?;
+    refuse_links(root, &md_name)?;
+    let md_text = if is_regular(&md_path) { Some(read(&md_path, &md_name)?) } else { None };
+    let (source, shown, line_offset, single_file) = if is_regular(&yaml_path) {
         if let Some(md) = &md_text
             && frontmatter(md).is_some()
         {
@@ -247,11 +334,19 @@ fn plan_workflow(root: &Path, slug: &str) -> Result<WorkflowMigration, MigrateEr
     }
 
     let config_paths = [format!("{base}/tests.config.js"), format!("{base}/tests/tests.config.js")];
+    for path in &config_paths {
+        refuse_links(root, path)?;
+    }
     let config = config_paths.iter().find_map(|path| {
-        let text = fs::read_to_string(root.join(path)).ok()?;
+        let file = root.join(path);
+        let text = if is_regular(&file) { fs::read_to_string(file).ok()? } else { return None };
         Some((path.clone(), text))
     });
-    let disk = Disk { dir: &dir };
+    // What the rewrite may read or must not overwrite: links there are refused up front.
+    let hook_names = listing(root, &format!("{base}/hooks"))?;
+    listing(root, &format!("{base}/scripts"))?;
+    let test_names = listing(root, &format!("{base}/tests"))?;
+    let disk = Disk { dir: &dir, links: RefCell::new(BTreeSet::new()) };
     let refusal_at = |at: usize| location(&shown, &source, at, line_offset);
     let rewrite = match workflow::rewrite(&source, &disk, config.as_ref().map(|(_, text)| text.as_str())) {
         Ok(rewrite) => rewrite,
@@ -265,6 +360,9 @@ fn plan_workflow(root: &Path, slug: &str) -> Result<WorkflowMigration, MigrateEr
             return Err(MigrateError::UnknownContract { at: refusal_at(at), version });
         }
     };
+    if let Some(link) = disk.links.borrow().first() {
+        return Err(MigrateError::Symlink { path: format!("{base}/{link}") });
+    }
     changes.extend(findings(&shown, &source, rewrite.changes, line_offset));
     follow_ups.extend(findings(&shown, &source, rewrite.follow_ups, line_offset));
 
@@ -310,45 +408,46 @@ fn plan_workflow(root: &Path, slug: &str) -> Result<WorkflowMigration, MigrateEr
         }
         files.push(FileChange { path, before: existing, after: Some(script.text) });
     }
+    // A ported hook file goes only when it is a plain file under hooks/ that nothing
+    // in the plan writes (a hook elsewhere, say scripts/check.js, stays where it is).
+    let written: BTreeSet<String> =
+        files.iter().filter(|file| file.after.is_some()).map(|file| file.path.clone()).collect();
     for hook in &rewrite.ported_hooks {
         let path = format!("{base}/{hook}");
-        let text = disk.read(hook).unwrap_or_default();
-        files.push(FileChange { path: path.clone(), before: Some(text), after: None });
-    }
-    let hooks_dir = dir.join("hooks");
-    if let Ok(entries) = fs::read_dir(&hooks_dir) {
-        let mut left: Vec<String> = entries
-            .flatten()
-            .filter_map(|entry| entry.file_name().to_str().map(|name| format!("hooks/{name}")))
-            .filter(|name| !rewrite.ported_hooks.contains(name))
-            .collect();
-        left.sort();
-        for name in left {
+        let removable = hook.starts_with("hooks/")
+            && disk.plain(hook).is_some_and(|file| is_regular(&file))
+            && !written.contains(&path);
+        if removable {
+            let text = disk.read(hook).unwrap_or_default();
+            files.push(FileChange { path: path.clone(), before: Some(text), after: None });
+        } else {
             follow_ups.push(Finding {
-                at: Location { file: format!("{base}/{name}"), line: 1, column: 1 },
-                text:
-                    "no hook uses this file, so it was not ported: move what it checks into a code state, or delete it"
-                        .to_string(),
+                at: Location { file: path.clone(), line: 1, column: 1 },
+                text: "this hook was ported, but the file is not under hooks/ (or is written by the migration), so it is left in place: delete it once nothing else uses it".to_string(),
             });
         }
+    }
+    let left: Vec<String> = hook_names
+        .iter()
+        .map(|name| format!("hooks/{name}"))
+        .filter(|name| !rewrite.ported_hooks.contains(name))
+        .collect();
+    for name in left {
+        follow_ups.push(Finding {
+            at: Location { file: format!("{base}/{name}"), line: 1, column: 1 },
+            text: "no hook uses this file, so it was not ported: move what it checks into a code state, or delete it"
+                .to_string(),
+        });
     }
 
     // Cases.
     let moves = cases::Moves { renamed: &rewrite.renamed, refusal: rewrite.refusal.as_deref() };
     let tests_dir = dir.join("tests");
-    let mut case_names: Vec<String> = fs::read_dir(&tests_dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|entry| entry.file_name().to_str().map(str::to_string))
-                .filter(|name| name.ends_with(".test.yaml") || name.ends_with(".test.yml"))
-                .collect()
-        })
-        .unwrap_or_default();
-    case_names.sort();
+    let case_names: Vec<&String> =
+        test_names.iter().filter(|name| name.ends_with(".test.yaml") || name.ends_with(".test.yml")).collect();
     for name in case_names {
         let path = format!("{base}/tests/{name}");
-        let text = read(&tests_dir.join(&name), &path)?;
+        let text = read(&tests_dir.join(name), &path)?;
         let case = cases::rewrite(&text, &moves)
             .map_err(|(at, message)| MigrateError::Unparseable { at: location(&path, &text, at, 0), message })?;
         changes.extend(findings(&path, &text, case.changes, 0));
@@ -358,6 +457,9 @@ fn plan_workflow(root: &Path, slug: &str) -> Result<WorkflowMigration, MigrateEr
         }
     }
     files.sort_by(|left, right| left.path.cmp(&right.path));
+    if let Some(pair) = files.windows(2).find(|pair| pair[0].path == pair[1].path) {
+        return Err(MigrateError::Conflict { path: pair[0].path.clone() });
+    }
     let order = |finding: &Finding| (finding.at.file.clone(), finding.at.line, finding.at.column);
     changes.sort_by_key(order);
     follow_ups.sort_by_key(order);
@@ -372,28 +474,83 @@ fn plan_workflow(root: &Path, slug: &str) -> Result<WorkflowMigration, MigrateEr
 
 /// Writes a plan: every changed file, new scripts, removed hooks and configs (and a
 /// `hooks/` directory left empty).
+///
+/// Nothing is written through a link, and nothing is lost when a write fails: every new
+/// text is first written to a temporary file beside its target, the temporary files are
+/// renamed into place only once all of them are written, and files are removed only
+/// after that.
 pub fn apply(root: &Path, migration: &Migration) -> Result<(), MigrateError> {
     let failed =
-        |path: &str, error: std::io::Error| MigrateError::Io { path: path.to_string(), message: error.to_string() };
-    let mut emptied: BTreeMap<PathBuf, ()> = BTreeMap::new();
+        |path: &str, error: std::io::Error| MigrateError::Write { path: path.to_string(), message: error.to_string() };
+    let mut seen = BTreeSet::new();
     for file in migration.files() {
-        let target = root.join(&file.path);
-        match &file.after {
-            Some(text) => {
-                if let Some(parent) = target.parent() {
-                    fs::create_dir_all(parent).map_err(|error| failed(&file.path, error))?;
-                }
-                fs::write(&target, text).map_err(|error| failed(&file.path, error))?;
+        if !seen.insert(file.path.as_str()) {
+            return Err(MigrateError::Conflict { path: file.path.clone() });
+        }
+        refuse_links(root, &file.path)?;
+    }
+
+    // 1. Stage every new text beside its target.
+    let mut staged: Vec<(PathBuf, PathBuf, &str)> = Vec::new();
+    let mut stage = || -> Result<(), MigrateError> {
+        for file in migration.files() {
+            let Some(text) = &file.after else { continue };
+            let target = root.join(&file.path);
+            let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
+                return Err(MigrateError::Write { path: file.path.clone(), message: "not a file path".to_string() });
+            };
+            fs::create_dir_all(parent).map_err(|error| failed(&file.path, error))?;
+            let temp = parent.join(format!(".{}.archmax-migrate", name.to_string_lossy()));
+            if fs::symlink_metadata(&temp).is_ok() {
+                fs::remove_file(&temp).map_err(|error| failed(&file.path, error))?;
             }
-            None => {
-                fs::remove_file(&target).map_err(|error| failed(&file.path, error))?;
-                if let Some(parent) = target.parent() {
-                    emptied.insert(parent.to_path_buf(), ());
-                }
+            let mut out = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&temp)
+                .map_err(|error| failed(&file.path, error))?;
+            staged.push((temp.clone(), target.clone(), file.path.as_str()));
+            std::io::Write::write_all(&mut out, text.as_bytes()).map_err(|error| failed(&file.path, error))?;
+            out.sync_all().map_err(|error| failed(&file.path, error))?;
+            if let Ok(meta) = fs::symlink_metadata(&target)
+                && meta.is_file()
+            {
+                let _ = fs::set_permissions(&temp, meta.permissions());
             }
         }
+        Ok(())
+    };
+    let result = stage();
+    if let Err(error) = result {
+        for (temp, _, _) in &staged {
+            let _ = fs::remove_file(temp);
+        }
+        return Err(error);
     }
-    for dir in emptied.keys() {
+
+    // 2. Rename them into place (a rename replaces the entry; it never follows a link).
+    for (index, (temp, target, path)) in staged.iter().enumerate() {
+        if let Err(error) = fs::rename(temp, target) {
+            for (left, _, _) in &staged[index..] {
+                let _ = fs::remove_file(left);
+            }
+            return Err(failed(path, error));
+        }
+    }
+
+    // 3. Only now remove what the plan removes.
+    let mut emptied: BTreeSet<PathBuf> = BTreeSet::new();
+    for file in migration.files().filter(|file| file.after.is_none()) {
+        let target = root.join(&file.path);
+        fs::remove_file(&target).map_err(|error| MigrateError::Write {
+            path: file.path.clone(),
+            message: format!("removing it failed ({error}); every new text is already written"),
+        })?;
+        if let Some(parent) = target.parent() {
+            emptied.insert(parent.to_path_buf());
+        }
+    }
+    for dir in &emptied {
         if dir.file_name().is_some_and(|name| name == "hooks")
             && fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none())
         {

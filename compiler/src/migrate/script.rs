@@ -97,6 +97,22 @@ fn snake_case(name: &str) -> String {
     out
 }
 
+/// `value` made safe to stand inside a `//` or `/* */` comment: the characters that end
+/// a JavaScript line become their escapes and `*/` cannot close the comment.
+pub(crate) fn comment_safe(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for character in value.chars() {
+        match character {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            other => out.push(other),
+        }
+    }
+    out.replace("*/", "*\\/")
+}
+
 fn js(value: &str) -> String {
     serde_json::Value::String(value.to_string()).to_string()
 }
@@ -227,8 +243,8 @@ fn adapter(spec: &Port<'_>) -> String {
     out.push_str(&format!(
         "// This file was the `{}` hook of `{}`. Under contract 3 it runs as the code state `{}`:\n",
         spec.phase.as_str(),
-        spec.guarded,
-        spec.here
+        comment_safe(spec.guarded),
+        comment_safe(spec.here)
     ));
     out.push_str("// the hook above is called as before, and its verdict becomes this state's decision.\n\n");
     out.push_str(&format!("const GUARDED = {};\n", js(spec.guarded)));
@@ -356,6 +372,7 @@ export default async function ({ trigger, variables, tools }) {
 /// The script of a terminal code state that ends the session once a check behind a
 /// terminal state has passed.
 pub(crate) fn finish_script(guarded: &str) -> String {
+    let guarded = comment_safe(guarded);
     format!(
         "/**\n * Finish `{guarded}`\n *\n * Written by `archmax migrate`: `{guarded}` was a terminal state with an `after` check,\n * so the check now sits behind it and advances here when it passes. This terminal\n * code state decides nothing, so the session completes.\n */\nexport default async function () {{}}\n"
     )

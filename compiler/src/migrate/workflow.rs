@@ -63,6 +63,11 @@ pub(crate) enum Refusal {
 pub(crate) trait WorkflowFiles {
     /// The text of a file relative to the workflow directory, if it is there.
     fn read(&self, path: &str) -> Option<String>;
+
+    /// Something (a file, a directory, a link) is at `path`, so nothing may be written there.
+    fn exists(&self, path: &str) -> bool {
+        self.read(path).is_some()
+    }
 }
 
 const TRIGGER_KEYS: [&str; 6] = ["description", "session", "message", "connection", "requires", "returns"];
@@ -89,7 +94,13 @@ impl Layout {
     }
 
     fn transition(&self, to: &str, description: &str) -> String {
-        format!("{}- to: {to}\n{}  description: {}\n", pad(self.item()), pad(self.item()), yaml_string(description))
+        format!(
+            "{}- to: {}\n{}  description: {}\n",
+            pad(self.item()),
+            yaml_string(to),
+            pad(self.item()),
+            yaml_string(description)
+        )
     }
 }
 
@@ -155,6 +166,7 @@ fn stem(path: &str) -> String {
 
 struct Rewriter<'t> {
     text: &'t str,
+    files: &'t dyn WorkflowFiles,
     edits: Edits,
     changes: Vec<Note>,
     follow_ups: Vec<Note>,
@@ -175,26 +187,41 @@ impl<'t> Rewriter<'t> {
         self.text.get(range).unwrap_or("")
     }
 
-    /// A free state slug: `preferred`, else `<state>-<preferred>`, else numbered.
+    /// A free state slug: `preferred`, else `<state>-<preferred>`, else numbered. Both
+    /// parts are slugified first (a contract-2 state key need not be a slug), and a name
+    /// is free only when no state has it and no `scripts/<name>.js` is on disk.
     fn fresh(&mut self, preferred: &str, state: &str) -> String {
-        let mut candidates = vec![preferred.to_string(), format!("{state}-{preferred}")];
-        candidates.retain(|slug| is_slug(slug));
-        let mut chosen = candidates.into_iter().find(|slug| !self.taken.contains(slug));
-        let mut number = 2;
-        while chosen.is_none() {
+        let preferred = match slugify(preferred) {
+            empty if empty.is_empty() => "check".to_string(),
+            slug => slug,
+        };
+        let state = match slugify(state) {
+            empty if empty.is_empty() => "state".to_string(),
+            slug => slug,
+        };
+        let free = |w: &Self, slug: &str| {
+            is_slug(slug) && !w.taken.contains(slug) && !w.files.exists(&format!("scripts/{slug}.js"))
+        };
+        let mut chosen = [preferred.clone(), format!("{state}-{preferred}")].into_iter().find(|slug| free(self, slug));
+        // Of `taken.len() + 1` numbered names at least one is not taken; the files on
+        // disk are finite too, so the bound only guards against a pathological disk.
+        let bound = self.taken.len() + 1024;
+        for number in 2..=bound {
+            if chosen.is_some() {
+                break;
+            }
             let slug = format!("{state}-{preferred}-{number}");
-            if !self.taken.contains(&slug) && is_slug(&slug) {
+            if free(self, &slug) {
                 chosen = Some(slug);
             }
-            number += 1;
         }
-        let slug = chosen.unwrap_or_default();
+        let slug = chosen.unwrap_or_else(|| format!("{state}-{preferred}-{}", bound + 1));
         self.taken.insert(slug.clone());
         slug
     }
 
     fn is_flow(&self, node: &Node) -> bool {
-        self.text.as_bytes().get(node.span.start as usize) == Some(&b'{')
+        matches!(self.text.as_bytes().get(node.span.start as usize), Some(b'{' | b'['))
     }
 
     /// The lines of a block entry; for an entry that opens a sequence item (`- on: x`),
@@ -332,6 +359,7 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
 
     let mut w = Rewriter {
         text,
+        files,
         edits: Edits::default(),
         changes: Vec::new(),
         follow_ups: Vec::new(),
@@ -483,6 +511,12 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
         let Some(slug) = state.key.scalar_text() else { continue };
         let node = &state.value;
         let kind = node.get("type").and_then(Node::as_str).unwrap_or("agent");
+        if !is_slug(slug) {
+            w.follow_up(
+                state.key.span.start as usize,
+                format!("the state key `{}` is not a kebab-case slug, which contract 3 requires: rename it (and every `to:` and `on_error:` naming it) to `{}` or another slug", slug.escape_debug(), slugify(slug)),
+            );
+        }
         if let Some(before) = node.get("before") {
             let mut list = Vec::new();
             for hook in hooks_of(before) {
@@ -564,7 +598,7 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                     format!("`{name}` → `{gate}`: the check in front of `{name}` is entered first"),
                 );
             } else if let Some(into) = renamed.get(name) {
-                w.edits.replace(w.scalar_range(target), into.clone());
+                w.edits.replace(w.scalar_range(target), yaml_string(into));
                 w.follow_up(target.span.start as usize, format!("this edge led into the trigger state `{name}`, which is now a trigger of `{into}`: check it still belongs here"));
             }
         }
@@ -758,7 +792,7 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                         block.push_str(&format!(
                             "{}instructions: {}",
                             pad(lay.field()),
-                            literal_block(&text, lay.field() + lay.step)
+                            literal_block(&text, lay.field(), lay.field() + lay.step)
                         ));
                         if let Some(model) = model {
                             block.push_str(&format!("{}model: {}\n", pad(lay.field()), yaml_string(model)));
@@ -776,7 +810,7 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                     Hook::Other { .. } => continue,
                 }
                 if let Some(on_error) = &on_error {
-                    block.push_str(&format!("{}on_error: {on_error}\n", pad(lay.field())));
+                    block.push_str(&format!("{}on_error: {}\n", pad(lay.field()), yaml_string(on_error)));
                 }
                 block.push_str(&format!("{}transitions:\n", pad(lay.field())));
                 block.push_str(&lay.transition(&next, &description_ok));
@@ -803,7 +837,7 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                 block.push_str(&format!(
                     "{}instructions: {}",
                     pad(lay.field()),
-                    literal_block(&text, lay.field() + lay.step)
+                    literal_block(&text, lay.field(), lay.field() + lay.step)
                 ));
                 inserts_after.push_str(&block);
                 w.change(state.key.span.start as usize, format!("a veto before `{slug}` now advances to the terminal state `{refused}`, which tells the requester why"));
@@ -918,7 +952,7 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                         block.push_str(&format!(
                             "{}instructions: {}",
                             pad(lay.field()),
-                            literal_block(&text, lay.field() + lay.step)
+                            literal_block(&text, lay.field(), lay.field() + lay.step)
                         ));
                         if let Some(model) = model {
                             block.push_str(&format!("{}model: {}\n", pad(lay.field()), yaml_string(model)));
@@ -935,7 +969,7 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                     Hook::Other { .. } => continue,
                 }
                 if let Some(on_error) = &on_error {
-                    block.push_str(&format!("{}on_error: {on_error}\n", pad(lay.field())));
+                    block.push_str(&format!("{}on_error: {}\n", pad(lay.field()), yaml_string(on_error)));
                 }
                 if last && finish.is_none() {
                     match transitions {
@@ -1061,10 +1095,11 @@ fn port_script(
         );
         let code = serde_json::Value::String(spec.raise_code.to_string());
         let reason = serde_json::Value::String(format!("the check {path} was missing when this workflow was migrated"));
+        let shown = script::comment_safe(path);
         w.scripts.push(NewScript {
             path: script_path,
             text: format!(
-                "/**\n * Missing check\n *\n * `archmax migrate` found no {path}, so this code state refuses every session\n * (a missing hook vetoed under contract 2 too) until the check is written.\n */\nexport default async function ({{ tools }}) {{\n  await tools.archmax_raise({{ code: {code}, reason: {reason} }});\n}}\n"
+                "/**\n * Missing check\n *\n * `archmax migrate` found no {shown}, so this code state refuses every session\n * (a missing hook vetoed under contract 2 too) until the check is written.\n */\nexport default async function ({{ tools }}) {{\n  await tools.archmax_raise({{ code: {code}, reason: {reason} }});\n}}\n"
             ),
             from_hook: None,
             hook_changes: Vec::new(),
@@ -1149,10 +1184,11 @@ fn add_trigger(
             );
         }
     }
+    let key = yaml_string(slug);
     let head = if body.is_empty() {
-        format!("{}{slug}: {{}}\n", pad(lay.field() + lay.step))
+        format!("{}{key}: {{}}\n", pad(lay.field() + lay.step))
     } else {
-        format!("{}{slug}:\n{body}", pad(lay.field() + lay.step))
+        format!("{}{key}:\n{body}", pad(lay.field() + lay.step))
     };
     match entry(&target_state.value, "triggers") {
         Some((_, triggers))
@@ -1288,7 +1324,7 @@ fn sequence_branches(
             format!(
                 "transitions:\n{}- to: {}\n{}  description: {}",
                 pad(item),
-                branches[0],
+                yaml_string(&branches[0]),
                 pad(item),
                 yaml_string("This state's work is done; its branches now run one after another.")
             ),

@@ -111,6 +111,20 @@ enum Hook {
     Other { at: usize, kind: String },
 }
 
+/// Writes the fields of a grader state made from a rubric: its type, its instructions
+/// (the rubric's criteria and how to decide) and the rubric's model, if it named one.
+fn grader_fields(block: &mut String, lay: &Layout, instructions: &str, model: Option<&str>) {
+    block.push_str(&format!("{}type: grader\n", pad(lay.field())));
+    block.push_str(&format!(
+        "{}instructions: {}",
+        pad(lay.field()),
+        literal_block(instructions, lay.field(), lay.field() + lay.step)
+    ));
+    if let Some(model) = model {
+        block.push_str(&format!("{}model: {}\n", pad(lay.field()), yaml_string(model)));
+    }
+}
+
 fn hooks_of(value: &Node) -> Vec<Hook> {
     let items: Vec<&Node> = match &value.kind {
         NodeKind::Sequence(items) => items.iter().collect(),
@@ -778,7 +792,6 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                         w.change(*at, format!("the `before` hook {path} of `{slug}` → the code state `{gate}` in front of it (scripts/{gate}.js)"));
                     }
                     Hook::Rubric { at, instructions, model, .. } => {
-                        block.push_str(&format!("{}type: grader\n", pad(lay.field())));
                         let decide = match &refused {
                             Some(refused) => {
                                 format!("- It fails: advance to `{refused}` with a reason the requester can read.")
@@ -789,14 +802,7 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                             "{}\n\nDeciding (this was the `before` rubric of `{slug}`):\n- The request passes: advance to `{next}`.\n{decide}",
                             instructions.trim_end()
                         );
-                        block.push_str(&format!(
-                            "{}instructions: {}",
-                            pad(lay.field()),
-                            literal_block(&text, lay.field(), lay.field() + lay.step)
-                        ));
-                        if let Some(model) = model {
-                            block.push_str(&format!("{}model: {}\n", pad(lay.field()), yaml_string(model)));
-                        }
+                        grader_fields(&mut block, &lay, &text, model.as_deref());
                         if let Some(moved) = moved {
                             let range = w.block_with_comments(moved);
                             block.push_str(w.slice(range.clone()));
@@ -931,7 +937,6 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                         }
                     }
                     Hook::Rubric { at, instructions, max_iterations, model } => {
-                        block.push_str(&format!("{}type: grader\n", pad(lay.field())));
                         let pass = match onward.as_slice() {
                             [one] => format!("advance to `{one}`"),
                             _ => "advance along the transition the work calls for".to_string(),
@@ -949,14 +954,7 @@ pub(crate) fn rewrite(text: &str, files: &dyn WorkflowFiles, tests_config: Optio
                             "{}\n\nDeciding (this was the `after` rubric of `{slug}`; read the session with archmax_get_history, which replaces the old task payload):\n- It passes: {pass}.\n{bound}\n- It is unacceptable: raise `{raise_code}` with the reason.",
                             instructions.trim_end()
                         );
-                        block.push_str(&format!(
-                            "{}instructions: {}",
-                            pad(lay.field()),
-                            literal_block(&text, lay.field(), lay.field() + lay.step)
-                        ));
-                        if let Some(model) = model {
-                            block.push_str(&format!("{}model: {}\n", pad(lay.field()), yaml_string(model)));
-                        }
+                        grader_fields(&mut block, &lay, &text, model.as_deref());
                         w.change(*at, format!("the `after` rubric of `{slug}` → the grader state `{check}` behind it"));
                         w.change(*at, format!("`max_iterations: {max_iterations}` → a send-back bound of {max_iterations} in the instructions of `{check}`, counted on the trail"));
                         if ["userRequest", "payload", "`history`", "phase"]

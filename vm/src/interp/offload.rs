@@ -159,7 +159,7 @@ fn preview_chars(budget: u64) -> usize {
 }
 
 /// `text` split after `count` characters (on a character boundary).
-fn split_at_chars(text: &str, count: usize) -> (&str, &str) {
+pub(super) fn split_at_chars(text: &str, count: usize) -> (&str, &str) {
     match text.char_indices().nth(count) {
         Some((at, _)) => text.split_at(at),
         None => (text, ""),

@@ -6,6 +6,7 @@
 mod artifacts;
 mod authoring;
 mod commands;
+mod deliveries;
 mod explain;
 mod lsp;
 mod mcp;

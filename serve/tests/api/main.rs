@@ -70,6 +70,7 @@ const READER: &str = "reader-secret";
 const STARTER: &str = "starter-secret";
 
 mod host;
+mod carried;
 
 struct Running {
     base: String,

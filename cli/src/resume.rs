@@ -21,7 +21,7 @@ use crate::run::parse_variables;
 use crate::session::{SessionOptions, execute};
 
 /// Reads the stored session (unlocked) and refuses, before any model is configured, a
-/// session that does not exist, belongs to another workflow, or is not parked on
+/// session that does not exist or belongs to another workflow (alike), or is not parked on
 /// `channel`. Returns its full id (`id` may be a unique prefix) and its workflow.
 fn parked_workflow(
     options: &SessionOptions<'_>,
@@ -36,11 +36,8 @@ fn parked_workflow(
     }
     let store = crate::store::open_or_exit(options.root, options.store, command)?;
     let (id, state) = crate::store::resolve(store.as_ref(), id).map_err(failure)?;
-    if let Some(named) = named
-        && named != state.head.workflow
-    {
-        return Err(failure(format!("session `{id}` belongs to workflow `{}`, not `{named}`", state.head.workflow)));
-    }
+    // A session of another workflow is refused in the words used for one that does not exist.
+    archmax_vm::interp::check_named_workflow(&state, named).map_err(|error| failure(error.to_string()))?;
     if let Some(refusal) = park_refusal(&state, channel) {
         return Err(failure(refusal));
     }

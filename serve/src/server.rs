@@ -215,8 +215,15 @@ const READINESS_PROBE: &str = "readyz~probe";
 
 /// A session id from a path, checked before it reaches the store.
 fn session_path(id: &str) -> Result<String, ApiError> {
+    checked_session_id(id, "session")
+}
+
+/// A session id a caller supplied as `field`, checked before it reaches the store: one
+/// that is not an id (a path such as `/abs` among them) is a 400 naming the field and
+/// the id pattern.
+fn checked_session_id(id: &str, field: &str) -> Result<String, ApiError> {
     check_session_id(id, &[]).map_err(|problem| {
-        ApiError::invalid(problem.clone(), &[FieldProblem { field: "session".to_string(), problem }])
+        ApiError::invalid(format!("`{field}`: {problem}"), &[FieldProblem { field: field.to_string(), problem }])
     })?;
     Ok(id.to_string())
 }
@@ -518,10 +525,10 @@ impl Server {
         let mut request =
             TurnRequest { workflow: workflow.to_string(), session: None, trigger, message, variables, upgrade: false };
         let (session, named) = match requested {
-            Some(id) => (session_path(&id)?, true),
+            Some(id) => (checked_session_id(&id, "sessionId")?, true),
             // The trigger's `session:` path names the conversation a firing joins; a
             // firing whose path does not resolve starts a session of its own.
-            None => (runtime.start_session_id(&request)?.to_string(), false),
+            None => (runtime.session_to_join(&request).await?.to_string(), false),
         };
         let existing = self.store.read(&session).await.map_err(RunError::from)?;
         if named && existing.is_some() {
@@ -537,8 +544,12 @@ impl Server {
             None => runtime,
         };
         request.session = Some(session.clone());
+        // A host trigger fired over HTTP carries only what it declares, as from a webhook.
+        let host_trigger = request.trigger.as_deref().is_some_and(|trigger| trigger != "manual");
         let running = Arc::clone(&runtime);
-        let turn = async move { running.run_turn(request).await };
+        let turn = async move {
+            if host_trigger { running.run_firing(request).await } else { running.run_turn(request).await }
+        };
         self.admit(runtime, &session, "turn", turn, wait).await
     }
 
@@ -586,17 +597,20 @@ impl Server {
 
     /// `POST /v1/sessions/{id}/deliver`: a trigger to a session waiting for input.
     pub async fn deliver(&self, id: &str, body: &Value, wait: Duration) -> Result<Answer, ApiError> {
-        let mut fields = Fields::of(body, &["trigger", "variables", "message", "undeclared"]);
+        let mut fields = Fields::of(body, &["trigger", "variables", "message", "undeclared", "workflow"]);
         let trigger = fields.text("trigger", true);
         let variables = fields.variables();
         let message = fields.text("message", false);
         let undeclared = fields.flag("undeclared");
+        let workflow = fields.text("workflow", false);
         fields.finish()?;
         let state = self.session(id).await?;
+        // A session of another workflow is answered as one that does not exist.
+        archmax_vm::interp::check_named_workflow(&state, workflow.as_deref())?;
         let runtime = self.runtime_for_session(&state)?;
         let request = DeliverRequest {
             session: state.id.to_string(),
-            workflow: None,
+            workflow,
             trigger: trigger.unwrap_or_default(),
             variables,
             message,

@@ -1,10 +1,14 @@
 //! Host triggers fired over HTTP: `POST /v1/triggers/{trigger}` (webhooks).
 //!
 //! The body is the trigger's input: a JSON object whose members become the session's
-//! locked variables, held against the trigger's `requires`. The trigger's `session:`
-//! path, resolved in that input, names the session the firing joins (a parked one is
-//! resumed: a firing into a wait is its delivery); without one, or when it does not
-//! resolve, the firing starts a session of its own. The trigger's `message:` path names
+//! locked variables, held against the trigger's `requires`. It may hold only what the
+//! trigger declares (its `requires` and the first names of its `session:` and `message:`
+//! paths; see [`archmax_vm::Runtime::run_firing`]): any other member is a 400 naming it,
+//! so a sender cannot replace a locked variable the trigger does not declare. The
+//! trigger's `session:` path, resolved in that input, names the session the firing joins
+//! (a parked one is resumed: a firing into a wait is its delivery); without one, when it
+//! does not resolve to an id, or when it names another workflow's session, the firing
+//! starts a session of its own. The trigger's `message:` path names
 //! the words of the firing, if any; `message: false` means it carries none.
 //!
 //! The one thing to know: a trigger id names one workflow's trigger, so a firing finds
@@ -92,7 +96,9 @@ impl Server {
             variables,
             upgrade: false,
         };
-        let session = newest.start_session_id(&request)?.to_string();
+        // A path naming another workflow's session resolves to no session: the firing
+        // starts one of its own, so a sender cannot probe other workflows' sessions.
+        let session = newest.session_to_join(&request).await?.to_string();
         // A session the firing joins runs on the program it started on; its trigger there
         // (and that trigger's sender) is the one that counts.
         let runtime = match self.store.read(&session).await.map_err(archmax_vm::RunError::from)? {
@@ -114,7 +120,7 @@ impl Server {
         request.session = Some(session.clone());
         tracing::info!(trigger = firing.trigger, workflow = slug.as_str(), session = session.as_str(), "trigger fired");
         let running = std::sync::Arc::clone(&runtime);
-        let turn = async move { running.run_turn(request).await };
+        let turn = async move { running.run_firing(request).await };
         // The sender learns the session and how the turn ended, never what it holds.
         match self.admit(runtime, &session, "turn", turn, firing.wait).await? {
             Answer::Finished(shown) => Ok(Answer::Finished(json!({

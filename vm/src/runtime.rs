@@ -158,15 +158,19 @@ pub struct ReplyRequest {
 #[derive(Clone, Debug, Default)]
 pub struct DeliverRequest {
     pub session: String,
+    /// When given, the session must belong to this workflow; a session of another one
+    /// is refused exactly as an unknown session is.
     pub workflow: Option<String>,
     /// Any id, as the spec's runtime accepts; a trigger the workflow declares has its
-    /// `requires` checked as at a start. An undeclared one has no signature to check and
-    /// becomes the session's trigger, so no `returns` check applies after it.
+    /// `requires` checked as at a start. An undeclared one has no signature to check,
+    /// carries no variables and becomes the session's trigger, so no `returns` check
+    /// applies after it.
     pub trigger: String,
     /// Refuse a trigger the workflow does not declare, with a "did you mean" (the CLI's
     /// and the server's default; `deliver --undeclared` turns it off).
     pub declared_only: bool,
-    /// Seeded locked (`title` excepted).
+    /// Seeded locked (`title` excepted); only members the trigger declares
+    /// ([`crate::interp::declared_members`]), anything else is refused by name.
     pub variables: Map<String, Value>,
     pub message: Option<String>,
     /// Move a session pinned to another program of the workflow to this one.

@@ -11,6 +11,7 @@
 mod assembly;
 mod automated;
 mod calls;
+mod carried;
 mod compact;
 mod controls;
 mod delegate;
@@ -37,7 +38,8 @@ use crate::session::{
 };
 
 pub use pin::pinned_spec;
-pub use resume::{Channel, decision_refusal, park_refusal};
+pub use carried::declared_members;
+pub use resume::{Channel, check_named_workflow, decision_refusal, park_refusal};
 pub use start::validate_variable_name;
 
 /// One turn on an open session.

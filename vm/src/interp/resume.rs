@@ -21,6 +21,7 @@ use crate::session::id::SessionId;
 use crate::session::{Message, NoteKind, ParkPhase, SessionState, SessionWriter, Status, StoreError, Variable};
 use crate::session::{PendingDecision, TrailKind, TrailStep};
 
+use super::carried::{Carry, Undeclared};
 use super::pin::Upgrade;
 use super::start::validate_title;
 use super::{ParkOpening, Turn};
@@ -122,8 +123,19 @@ fn approver_refusal(decision: &PendingDecision, request: &DecideRequest) -> Opti
     ))
 }
 
+/// Refuses a request that names a workflow (`named`) for a session of another one, in
+/// exactly the words used for a session that does not exist: a caller learns nothing of
+/// the sessions outside the workflow it names.
+pub fn check_named_workflow(session: &SessionState, named: Option<&str>) -> Result<(), RunError> {
+    match named {
+        Some(named) if named != session.head.workflow => Err(RunError::UnknownSession(session.id.to_string())),
+        _ => Ok(()),
+    }
+}
+
 impl Runtime {
-    /// Opens a session for a resume: it must exist, belong to `workflow` when one is named,
+    /// Opens a session for a resume: it must exist, belong to `workflow` when one is named
+    /// (a session of another is refused as unknown),
     /// be parked on `channel`, and be pinned to this program (or `upgrade` be asked for
     /// and possible). Nothing is written on refusal.
     async fn open_parked(
@@ -138,14 +150,7 @@ impl Runtime {
             Err(StoreError::Missing(_)) => return Err(RunError::UnknownSession(id.to_string())),
             Err(error) => return Err(error.into()),
         };
-        if let Some(workflow) = workflow
-            && state.head.workflow != workflow
-        {
-            return Err(RunError::invalid(
-                "session",
-                format!("session `{id}` belongs to workflow `{}`, not `{workflow}`", state.head.workflow),
-            ));
-        }
+        check_named_workflow(&state, workflow)?;
         if self.program.workflow(&state.head.workflow).is_none() {
             return Err(RunError::refused(
                 Refusal::WorkflowNotInProgram,
@@ -454,8 +459,9 @@ impl Runtime {
         turn.run().await
     }
 
-    /// A delivery meets its trigger's `requires` (counting what the session holds) when
-    /// the workflow declares the trigger; an undeclared one is refused with a "did you
+    /// A delivery carries only what its trigger declares ([`super::carried`]) and meets
+    /// its `requires` (counting what the session holds) when the workflow declares the
+    /// trigger; an undeclared one carries no variables, and is refused with a "did you
     /// mean" when the caller asked for declared triggers only. Nothing changes on refusal.
     fn check_delivery(
         &self,
@@ -469,12 +475,18 @@ impl Runtime {
         match program.trigger(workflow, trigger) {
             Some(declared) => self.check_signature(
                 super::start::Firing::Delivery,
-                declared,
-                trigger,
+                (declared, trigger),
                 &request.variables,
                 &session.variable_values(),
+                Carry::Declared,
             ),
-            None if !request.declared_only => Ok(()),
+            None if !request.declared_only => match Undeclared::find(program, None, &request.variables) {
+                None => Ok(()),
+                Some(undeclared) => Err(RunError::InvalidInput {
+                    message: format!("Refusing the delivery: trigger '{trigger}' {}", undeclared.clause()),
+                    fields: undeclared.fields(trigger),
+                }),
+            },
             None => Err(RunError::UnknownTrigger {
                 workflow: program.str(workflow.slug).to_string(),
                 trigger: trigger.to_string(),

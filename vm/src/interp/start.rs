@@ -15,6 +15,7 @@ use crate::session::id::SessionId;
 use crate::session::{Head, Message, SessionState, SessionWriter, Status, StoreError, Variable};
 
 use super::Turn;
+use super::carried::{Carry, Undeclared};
 
 /// Longest `title` a session may carry.
 pub const TITLE_MAX_CHARS: usize = 200;
@@ -78,8 +79,6 @@ pub(super) fn check_variable_names(variables: &Map<String, Value>) -> Result<(),
     Err(RunError::InvalidInput { message, fields })
 }
 
-/// The refusal of a firing whose trigger signature does not hold: every mistyped
-/// variable and every missing one at once, or `None` when it holds.
 /// What fired a trigger: a start, or a delivery to a waiting session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Firing {
@@ -96,9 +95,22 @@ impl Firing {
     }
 }
 
-fn signature_refusal(firing: Firing, trigger: &str, missing: &[&str], mistyped: Vec<FieldProblem>) -> Option<RunError> {
+/// The refusal of a firing whose trigger signature does not hold: every mistyped
+/// variable, every missing one and every member the trigger does not declare at once, or
+/// `None` when it holds.
+fn signature_refusal(
+    firing: Firing,
+    trigger: &str,
+    missing: &[&str],
+    mistyped: Vec<FieldProblem>,
+    undeclared: Option<Undeclared<'_>>,
+) -> Option<RunError> {
     if missing.is_empty() && mistyped.is_empty() {
-        return None;
+        let undeclared = undeclared?;
+        return Some(RunError::InvalidInput {
+            message: format!("{}: trigger '{trigger}' {}", firing.refusing(), undeclared.clause()),
+            fields: undeclared.fields(trigger),
+        });
     }
     let quoted: Vec<String> = missing.iter().map(|name| format!("'{name}'")).collect();
     let them = if missing.len() == 1 { "it" } else { "them" };
@@ -117,6 +129,13 @@ fn signature_refusal(firing: Firing, trigger: &str, missing: &[&str], mistyped: 
         field: name.to_string(),
         problem: format!("'{name}' is required by trigger '{trigger}' and was not supplied"),
     }));
+    let message = match undeclared {
+        Some(undeclared) => {
+            fields.extend(undeclared.fields(trigger));
+            format!("{message} The trigger also {}", undeclared.clause())
+        }
+        None => message,
+    };
     Some(RunError::InvalidInput { message, fields })
 }
 
@@ -125,6 +144,18 @@ impl Runtime {
     /// checked, the session opened (a parked one is resumed instead), its pin and the
     /// trigger's signature are held, and only then is the turn opened and run.
     pub async fn run_turn(&self, request: TurnRequest) -> Result<Outcome, RunError> {
+        self.run_turn_carrying(request, Carry::AnySeeds).await
+    }
+
+    /// Runs one turn fired from outside (a webhook): as [`Runtime::run_turn`], except
+    /// that its variables may hold only what the fired trigger declares
+    /// ([`super::carried`]), whether it starts a session, joins one for a new turn or
+    /// resumes one waiting for input.
+    pub async fn run_firing(&self, request: TurnRequest) -> Result<Outcome, RunError> {
+        self.run_turn_carrying(request, Carry::Declared).await
+    }
+
+    async fn run_turn_carrying(&self, request: TurnRequest, carry: Carry) -> Result<Outcome, RunError> {
         let program = &self.program;
         let (workflow_id, trigger) = self.start_trigger(&request)?;
         let workflow = &program.workflows[workflow_id.0 as usize];
@@ -176,7 +207,7 @@ impl Runtime {
         }
         // The trigger's signature, held before any model call.
         let held = existing.as_ref().map(|(state, _)| state.variable_values()).unwrap_or_default();
-        self.check_signature(Firing::Start, trigger, &trigger_id, &request.variables, &held)?;
+        self.check_signature(Firing::Start, (trigger, &trigger_id), &request.variables, &held, carry)?;
         // Seeds count against the bound on the session's variables, before anything exists.
         let writes = seed_writes(&request.variables);
         let none = std::collections::BTreeMap::new();
@@ -223,6 +254,26 @@ impl Runtime {
         self.session_id_for(request, trigger)
     }
 
+    /// The session a firing of `request` joins: as [`Runtime::start_session_id`] says,
+    /// except that a `session:` path naming a session of another workflow does not
+    /// resolve, so the firing starts a session of its own as it does when the path names
+    /// no session; its answer says nothing of the session it named. An id the request
+    /// names itself is returned as it is (the start refuses it if it is taken).
+    pub async fn session_to_join(&self, request: &TurnRequest) -> Result<SessionId, RunError> {
+        let id = self.start_session_id(request)?;
+        if request.session.is_some() {
+            return Ok(id);
+        }
+        let (workflow_id, _) = self.start_trigger(request)?;
+        let slug = self.program.str(self.program.workflows[workflow_id.0 as usize].slug);
+        match self.store.read(&id).await? {
+            Some(state) if state.head.workflow != slug => {
+                SessionId::mint().map_err(|error| RunError::refused(Refusal::NoSessionId, error.to_string()))
+            }
+            _ => Ok(id),
+        }
+    }
+
     /// The workflow a start names and the trigger it fires (`manual` when it names none).
     fn start_trigger(&self, request: &TurnRequest) -> Result<(WorkflowId, &TriggerProgram), RunError> {
         let program = &self.program;
@@ -259,14 +310,15 @@ impl Runtime {
         }
     }
 
-    /// Holds the trigger's `requires` against the seeds and what the session holds.
+    /// Holds the trigger's `requires` against the seeds and what the session holds, and,
+    /// when only declared members may be carried, the seeds to what it declares.
     pub(super) fn check_signature(
         &self,
         firing: Firing,
-        trigger: &TriggerProgram,
-        trigger_id: &str,
+        (trigger, trigger_id): (&TriggerProgram, &str),
         seeds: &Map<String, Value>,
         held: &Value,
+        carry: Carry,
     ) -> Result<(), RunError> {
         let program = &self.program;
         let today = crate::values::Today::at(self.now());
@@ -283,7 +335,11 @@ impl Runtime {
                 }
             }
         }
-        match signature_refusal(firing, trigger_id, &missing, mistyped) {
+        let undeclared = match carry {
+            Carry::Declared => Undeclared::find(program, Some(trigger), seeds),
+            Carry::AnySeeds => None,
+        };
+        match signature_refusal(firing, trigger_id, &missing, mistyped, undeclared) {
             Some(refusal) => Err(refusal),
             None => Ok(()),
         }

@@ -112,40 +112,48 @@ pub fn new_session_id() -> Result<String, MintError> {
     Ok(format!("session-{:032x}", u128::from_le_bytes(bytes)))
 }
 
-/// Checks a caller-supplied session id; the error is one sentence saying why it is refused.
+/// The shape of every session id, as refusals name it. Beside it, an id is never `.` or
+/// `..` and never starts with a reserved workspace root or a mount's name.
+pub const SESSION_ID_PATTERN: &str = "^[A-Za-z0-9._~:@-]{1,200}$";
+
+/// Checks a caller-supplied session id; the error says in one sentence why it is
+/// refused, then names [`SESSION_ID_PATTERN`].
 ///
 /// `mount_names` are the workspace's mount keys or their first segments (`skills`,
-/// `/catalogs/eu/`); an id whose first segment names one is refused.
+/// `/catalogs/eu/`); an id whose first segment names one is refused. An id is a name,
+/// never a path: a `/` anywhere, a leading one included, is refused, so no id can
+/// reach outside the store or into another session's folder.
 pub fn check_session_id(id: &str, mount_names: &[&str]) -> Result<(), String> {
-    let stripped = id.trim_start_matches('/');
-    if stripped.is_empty() {
-        return Err("A session id must not be empty.".to_string());
+    id_problem(id, mount_names).map_or(Ok(()), |problem| Err(format!("{problem} A session id matches `{SESSION_ID_PATTERN}`.")))
+}
+
+/// What is wrong with `id`, in one sentence, or `None` when it is a usable id.
+fn id_problem(id: &str, mount_names: &[&str]) -> Option<String> {
+    if id.is_empty() {
+        return Some("A session id must not be empty.".to_string());
     }
     if id.len() > MAX_SESSION_ID_BYTES {
-        return Err(format!("The session id is {} bytes long; at most {MAX_SESSION_ID_BYTES} are allowed.", id.len()));
+        return Some(format!("The session id is {} bytes long; at most {MAX_SESSION_ID_BYTES} are allowed.", id.len()));
     }
-    if let Some(bad) = stripped.chars().find(|&c| !is_session_id_char(c)) {
-        return Err(format!(
+    if id.starts_with('/') {
+        return Some("The session id starts with `/`: an id is a name, not a path.".to_string());
+    }
+    if let Some(bad) = id.chars().find(|&c| !is_session_id_char(c)) {
+        return Some(format!(
             "The session id contains `{}`; only letters, digits, `.`, `_`, `~`, `:`, `@` and `-` are allowed.",
             bad.escape_default()
         ));
     }
-    for segment in stripped.split('/') {
-        match segment {
-            ".." => return Err("A session id must not contain a `..` segment.".to_string()),
-            "." => return Err("A session id must not contain a `.` segment.".to_string()),
-            "" => return Err("A session id must not contain an empty segment (`//` or a trailing `/`).".to_string()),
-            _ => {}
-        }
+    if id == "." || id == ".." {
+        return Some(format!("A session id must not be `{id}`."));
     }
-    let first = stripped.split('/').next().unwrap_or(stripped);
-    if RESERVED_ROOTS.contains(&first) {
-        return Err(format!("A session id must not start with `{first}`, a reserved workspace root."));
+    if RESERVED_ROOTS.contains(&id) {
+        return Some(format!("A session id must not be `{id}`, a reserved workspace root."));
     }
-    if mount_names.iter().any(|mount| mount_first_segment(mount) == first) {
-        return Err(format!("A session id must not start with `{first}`, the name of a workspace mount."));
+    if mount_names.iter().any(|mount| mount_first_segment(mount) == id) {
+        return Some(format!("A session id must not be `{id}`, the name of a workspace mount."));
     }
-    Ok(())
+    None
 }
 
 /// `/` is not among them: an id names one folder of the store, and a nested id would
@@ -182,7 +190,7 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_ids() {
-        for id in ["abc", "/abc", "tenant-1.conv:42@x", "a.b_c~1", "s~review:triage:2", "scratchpad-not-quite"] {
+        for id in ["abc", "tenant-1.conv:42@x", "a.b_c~1", "s~review:triage:2", "scratchpad-not-quite"] {
             assert_eq!(check_session_id(id, &["skills"]), Ok(()), "{id}");
         }
     }
@@ -193,6 +201,7 @@ mod tests {
         let long = "a".repeat(MAX_SESSION_ID_BYTES + 1);
         for id in [
             "",
+            "/abs",
             "///",
             "a/../b",
             "..",
@@ -215,6 +224,7 @@ mod tests {
         ] {
             let reason = check_session_id(id, &mounts).expect_err(id);
             assert!(reason.ends_with('.') && !reason.contains('\n'), "{id}: {reason}");
+            assert!(reason.contains(SESSION_ID_PATTERN), "{id}: the pattern is named: {reason}");
         }
         assert_eq!(check_session_id(&"a".repeat(MAX_SESSION_ID_BYTES), &[]), Ok(()));
     }

@@ -70,13 +70,24 @@ fn workspace(label: &str) -> PathBuf {
 fn start_order(root: &Path, id: &str) {
     let run = archmax(
         root,
-        &["run", "orders", "Where is my parcel?", "--session", id, "--variables", r#"{"order_id":"o-1"}"#, "--tape", "wait.yaml"],
+        &[
+            "run",
+            "orders",
+            "Where is my parcel?",
+            "--session",
+            id,
+            "--variables",
+            r#"{"order_id":"o-1"}"#,
+            "--tape",
+            "wait.yaml",
+        ],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
 }
 
 fn deliver(root: &Path, id: &str, trigger: &[&str], variables: &str) -> Run {
-    let args = [&["deliver", id, "--trigger"][..], trigger, &["--variables", variables, "--tape", "done.yaml"]].concat();
+    let args =
+        [&["deliver", id, "--trigger"][..], trigger, &["--variables", variables, "--tape", "done.yaml"]].concat();
     archmax(root, &args)
 }
 
@@ -135,7 +146,8 @@ fn a_locked_variable_set_at_the_start_is_replaced_only_by_a_trigger_that_declare
 #[test]
 fn deliver_with_workflow_answers_alike_for_an_unknown_session_and_another_workflows() {
     let root = workspace("deliver-other-workflow");
-    let waiting = archmax(&root, &["run", "waiter", "Tell me when it is paid.", "--session", "w1", "--tape", "wait.yaml"]);
+    let waiting =
+        archmax(&root, &["run", "waiter", "Tell me when it is paid.", "--session", "w1", "--tape", "wait.yaml"]);
     assert_eq!(waiting.code, 0, "{}", waiting.stderr);
     let attempt = |id: &str| deliver(&root, id, &["carrier_update", "--workflow", "orders"], r#"{"scan":{}}"#);
     let (other, unknown) = (attempt("w1"), attempt("w2"));

@@ -196,7 +196,11 @@ async fn a_locked_variable_set_at_the_start_is_replaced_only_by_a_trigger_that_d
 async fn a_delivery_naming_a_workflow_gets_the_same_answer_for_an_unknown_session_and_another_workflows() {
     let server = orders_server().await;
     let (status, waiting) = server
-        .post("/v1/workflows/waiter/sessions?wait=60", Some(STARTER), json!({ "message": "Tell me.", "sessionId": "w1" }))
+        .post(
+            "/v1/workflows/waiter/sessions?wait=60",
+            Some(STARTER),
+            json!({ "message": "Tell me.", "sessionId": "w1" }),
+        )
         .await;
     assert_eq!((status, waiting["status"].as_str()), (StatusCode::OK, Some("awaiting_input")), "{waiting}");
     let delivery = json!({ "trigger": "carrier_update", "workflow": "orders", "variables": { "scan": {} } });
@@ -254,7 +258,11 @@ async fn a_webhook_carrying_members_its_trigger_does_not_declare_is_refused_whet
 async fn a_webhook_naming_another_workflows_session_is_answered_like_one_naming_no_session() {
     let server = orders_server().await;
     let (status, waiting) = server
-        .post("/v1/workflows/waiter/sessions?wait=60", Some(STARTER), json!({ "message": "Tell me.", "sessionId": "w9" }))
+        .post(
+            "/v1/workflows/waiter/sessions?wait=60",
+            Some(STARTER),
+            json!({ "message": "Tell me.", "sessionId": "w9" }),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{waiting}");
     let before = server.get("/v1/sessions/w9", Some(ADMIN)).await.1;

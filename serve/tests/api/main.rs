@@ -69,8 +69,8 @@ const INTERN: &str = "intern-secret";
 const READER: &str = "reader-secret";
 const STARTER: &str = "starter-secret";
 
-mod host;
 mod carried;
+mod host;
 
 struct Running {
     base: String,
@@ -300,13 +300,8 @@ async fn a_delivered_trigger_resumes_a_waiting_session() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "a trigger the workflow does not declare: {delivered}");
     assert_eq!(delivered["error"]["code"], "trigger.unknown");
-    let (status, delivered) = server
-        .post(
-            "/v1/sessions/w1/deliver?wait=60",
-            None,
-            json!({ "trigger": "paid", "undeclared": true }),
-        )
-        .await;
+    let (status, delivered) =
+        server.post("/v1/sessions/w1/deliver?wait=60", None, json!({ "trigger": "paid", "undeclared": true })).await;
     assert_eq!(status, StatusCode::OK, "{delivered}");
     assert_eq!(delivered["status"], "completed");
     assert_eq!(delivered["variables"]["trigger"]["value"], "paid");

@@ -94,7 +94,9 @@ impl<'a> Undeclared<'a> {
             .iter()
             .map(|name| FieldProblem {
                 field: name.to_string(),
-                problem: format!("'{name}' is not declared by trigger '{trigger}'; a firing carries only what its trigger declares"),
+                problem: format!(
+                    "'{name}' is not declared by trigger '{trigger}'; a firing carries only what its trigger declares"
+                ),
             })
             .collect()
     }

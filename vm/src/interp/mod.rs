@@ -37,8 +37,8 @@ use crate::session::{
     TrailKind, TrailStep, Usage, Variable,
 };
 
-pub use pin::pinned_spec;
 pub use carried::declared_members;
+pub use pin::pinned_spec;
 pub use resume::{Channel, check_named_workflow, decision_refusal, park_refusal};
 pub use start::validate_variable_name;
 

@@ -124,7 +124,8 @@ pub const SESSION_ID_PATTERN: &str = "^[A-Za-z0-9._~:@-]{1,200}$";
 /// never a path: a `/` anywhere, a leading one included, is refused, so no id can
 /// reach outside the store or into another session's folder.
 pub fn check_session_id(id: &str, mount_names: &[&str]) -> Result<(), String> {
-    id_problem(id, mount_names).map_or(Ok(()), |problem| Err(format!("{problem} A session id matches `{SESSION_ID_PATTERN}`.")))
+    id_problem(id, mount_names)
+        .map_or(Ok(()), |problem| Err(format!("{problem} A session id matches `{SESSION_ID_PATTERN}`.")))
 }
 
 /// What is wrong with `id`, in one sentence, or `None` when it is a usable id.

@@ -63,13 +63,14 @@ const TAPE: &str = r#"
 - { state: wait, text: "Thank you, the payment arrived." }
 "#;
 
-const ADMIN: &str = "admin-secret";
+const ADMIN: &str = "admin-secret-of-the-api-tests";
 const FINANCE: &str = "finance-secret";
 const INTERN: &str = "intern-secret";
 const READER: &str = "reader-secret";
 const STARTER: &str = "starter-secret";
 
 mod host;
+mod replay;
 
 struct Running {
     base: String,

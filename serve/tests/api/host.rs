@@ -115,7 +115,13 @@ impl Running {
     }
 
     /// Fires `trigger` with `body`, signed (when `secret` is given) at `time`.
-    pub(super) async fn fire(&self, trigger: &str, body: &Value, secret: Option<&str>, time: u64) -> (StatusCode, Value) {
+    pub(super) async fn fire(
+        &self,
+        trigger: &str,
+        body: &Value,
+        secret: Option<&str>,
+        time: u64,
+    ) -> (StatusCode, Value) {
         let bytes = serde_json::to_vec(body).expect("json");
         let stamp = time.to_string();
         let mut request = self

@@ -32,10 +32,13 @@ struct Shared {
     specs: Mutex<HashMap<String, PinnedSpec>>,
     /// Each session's files, by session id.
     files: Mutex<HashMap<String, Arc<MemoryVfs>>>,
-    /// Shared records by kind, then key: the value and when it expires.
-    records: Mutex<HashMap<RecordKind, HashMap<String, (Vec<u8>, u64)>>>,
+    /// Shared records by kind, then key.
+    records: Mutex<HashMap<RecordKind, KeptRecords>>,
     next_writer_token: AtomicU64,
 }
+
+/// One kind's shared records by key: the value and when it expires (ms since the epoch).
+type KeptRecords = HashMap<String, (Vec<u8>, u64)>;
 
 struct Entry {
     state: SessionState,

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use archmax_vm::session::records::{Record, RecordKind};
 use archmax_vm::session::spec::PinnedSpec;
 use archmax_vm::session::store::StoreFuture;
 use archmax_vm::session::{Delta, SessionState, SessionStore, SessionWriter};
@@ -118,5 +119,17 @@ impl SessionStore for Faulty {
 
     fn local_dir(&self, id: &str) -> Option<std::path::PathBuf> {
         self.inner.local_dir(id)
+    }
+
+    fn claim_record<'a>(&'a self, record: &'a Record, now_ms: u64) -> StoreFuture<'a, bool> {
+        self.inner.claim_record(record, now_ms)
+    }
+
+    fn read_record<'a>(&'a self, kind: RecordKind, key: &'a str, now_ms: u64) -> StoreFuture<'a, Option<Vec<u8>>> {
+        self.inner.read_record(kind, key, now_ms)
+    }
+
+    fn remove_record<'a>(&'a self, kind: RecordKind, key: &'a str) -> StoreFuture<'a, bool> {
+        self.inner.remove_record(kind, key)
     }
 }

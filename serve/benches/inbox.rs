@@ -24,7 +24,7 @@ use archmax_vm::session::memory::MemoryStore;
 use archmax_vm::session::{DecisionChoice, Head, PendingDecision, SessionState, Status};
 
 const SESSIONS: usize = 1000;
-const TOKEN: &str = "bench-secret";
+const TOKEN: &str = "bench-secret-of-the-inbox-bench";
 const NOW_MS: u64 = 1_741_435_200_000;
 
 fn parked(index: usize) -> SessionState {
@@ -101,9 +101,9 @@ fn inbox(criterion: &mut Criterion) {
         tokio::spawn(archmax_serve::serve(listener, Arc::new(server), std::future::pending(), Default::default()));
         base
     });
-    let cookie = format!("archmax_inbox={}", TOKEN.bytes().map(|byte| format!("{byte:02x}")).collect::<String>());
     archmax_vm::model::openai::install_tls_provider();
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("a client");
+    let cookie = runtime.block_on(sign_in(&client, &base));
     let get = || async {
         let response = client.get(format!("{base}/")).header("cookie", &cookie).send().await.expect("an answer");
         assert!(response.status().is_success(), "{}", response.status());
@@ -112,6 +112,41 @@ fn inbox(criterion: &mut Criterion) {
     let size = runtime.block_on(get());
     assert!(size > SESSIONS * 100, "the page lists every session ({size} bytes)");
     criterion.bench_function("inbox/GET / 1000 parked", |bench| bench.iter(|| runtime.block_on(get())));
+}
+
+/// Signs in through the form: the cookie header of the inbox session.
+async fn sign_in(client: &reqwest::Client, base: &str) -> String {
+    let form = client.get(format!("{base}/sign-in")).send().await.expect("the sign-in page");
+    let nonce = form
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|value| value.starts_with("archmax_sign_in="))
+        .and_then(|value| value.split(';').next())
+        .expect("the sign-in cookie")
+        .to_string();
+    let page = form.text().await.expect("the form");
+    let marker = r#"name="csrf" value=""#;
+    let start = page.find(marker).map(|at| at + marker.len()).expect("a CSRF field");
+    let csrf = page[start..].split('"').next().unwrap_or_default();
+    let signed = client
+        .post(format!("{base}/sign-in"))
+        .header("cookie", nonce)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&token={TOKEN}"))
+        .send()
+        .await
+        .expect("signed in");
+    signed
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|value| value.starts_with("archmax_inbox="))
+        .and_then(|value| value.split(';').next())
+        .expect("the session cookie")
+        .to_string()
 }
 
 criterion_group!(benches, inbox);

@@ -78,7 +78,15 @@ pub enum AuthConfigError {
     NoScopes { index: usize, identity: String },
     #[error("ARCHMAX_SERVE_TOKEN is empty")]
     EmptyToken,
+    #[error(
+        "ARCHMAX_SERVE_TOKEN is {bytes} bytes long; a token needs at least {MIN_TOKEN_BYTES} (make one with `openssl rand -hex 32`)"
+    )]
+    ShortToken { bytes: usize },
 }
+
+/// The shortest token `ARCHMAX_SERVE_TOKEN` may hold, in bytes. (A tokens file holds
+/// digests only, so the length of its tokens cannot be checked.)
+pub const MIN_TOKEN_BYTES: usize = 16;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -123,6 +131,9 @@ impl Auth {
             if token.trim().is_empty() {
                 return Err(AuthConfigError::EmptyToken);
             }
+            if token.trim().len() < MIN_TOKEN_BYTES {
+                return Err(AuthConfigError::ShortToken { bytes: token.trim().len() });
+            }
             let sha256 = Sha256::digest(token.trim().as_bytes()).into();
             tokens.push(Token { identity: "admin".to_string(), scopes: vec![Scope::Admin], sha256 });
         }
@@ -153,13 +164,10 @@ impl Auth {
     /// The caller of a request that needs `scope`: 401 without a valid bearer token, 403
     /// when the token lacks the scope (`admin` holds every scope).
     pub fn caller(&self, headers: &HeaderMap, scope: Scope) -> Result<Caller, ApiError> {
-        let tokens = match self {
-            Auth::Open => {
-                local_only(headers)?;
-                return Ok(Caller { identity: "local".to_string(), authenticated: false });
-            }
-            Auth::Tokens(tokens) => tokens,
-        };
+        if let Auth::Open = self {
+            local_only(headers)?;
+            return Ok(Caller { identity: "local".to_string(), authenticated: false });
+        }
         let presented = headers
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
@@ -170,11 +178,21 @@ impl Auth {
             return Err(unauthorized("this request needs `Authorization: Bearer <token>`"));
         };
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        self.caller_by_digest(&digest, scope)
+    }
+
+    /// The caller whose token has the SHA-256 `digest` (what an inbox session keeps
+    /// instead of the token): 401 when no configured token has it (any more), 403 when it
+    /// lacks `scope`. An open server has no tokens: 401.
+    pub fn caller_by_digest(&self, digest: &[u8; 32], scope: Scope) -> Result<Caller, ApiError> {
+        let Auth::Tokens(tokens) = self else {
+            return Err(unauthorized("no token is configured"));
+        };
         // Every entry is compared, whatever matched before: the time taken does not say
         // which token (or whether any) matched.
         let mut found: Option<&Token> = None;
         for token in tokens {
-            let same: bool = token.sha256.ct_eq(&digest).into();
+            let same: bool = token.sha256.ct_eq(digest).into();
             if same && found.is_none() {
                 found = Some(token);
             }
@@ -259,6 +277,11 @@ impl SharedAuth {
         self.now().caller(headers, scope)
     }
 
+    /// See [`Auth::caller_by_digest`].
+    pub fn caller_by_digest(&self, digest: &[u8; 32], scope: Scope) -> Result<Caller, ApiError> {
+        self.now().caller_by_digest(digest, scope)
+    }
+
     /// Serves `auth` from now on; refused when it would open a server that has tokens.
     pub fn replace(&self, auth: Auth) -> Result<(), String> {
         if auth.is_open() && !self.is_open() {
@@ -297,13 +320,13 @@ mod tests {
             "[[tokens]]\nidentity = \"alice@example.com\"\nscopes = [\"decide\", \"read\"]\nsha256 = \"{}\"\n",
             token_digest_hex("alice-secret")
         );
-        let auth = Auth::configure(Some("root-secret"), Some(&file)).expect("configured");
+        let auth = Auth::configure(Some("root-secret-of-16-bytes"), Some(&file)).expect("configured");
         let alice = auth.caller(&bearer("alice-secret"), Scope::Decide).expect("alice decides");
         assert_eq!(alice, Caller { identity: "alice@example.com".to_string(), authenticated: true });
         let refused = auth.caller(&bearer("alice-secret"), Scope::Start).expect_err("alice cannot start");
         assert_eq!((refused.status, refused.code), (StatusCode::FORBIDDEN, "auth.scope"));
         for scope in Scope::ALL {
-            assert_eq!(auth.caller(&bearer("root-secret"), scope).expect("admin").identity, "admin");
+            assert_eq!(auth.caller(&bearer("root-secret-of-16-bytes"), scope).expect("admin").identity, "admin");
         }
         let wrong = auth.caller(&bearer("guess"), Scope::Read).expect_err("unknown token");
         assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
@@ -347,6 +370,16 @@ mod tests {
             Err(AuthConfigError::Malformed(_))
         ));
         assert!(matches!(Auth::configure(Some(" "), None), Err(AuthConfigError::EmptyToken)));
+    }
+
+    #[test]
+    fn a_token_shorter_than_16_bytes_is_refused_at_start_naming_the_variable() {
+        let short = Auth::configure(Some("a"), None).expect_err("one byte");
+        assert!(matches!(short, AuthConfigError::ShortToken { bytes: 1 }));
+        let message = short.to_string();
+        assert!(message.contains("ARCHMAX_SERVE_TOKEN") && message.contains("at least 16"), "{message}");
+        assert!(Auth::configure(Some("fifteen-bytes!!"), None).is_err());
+        assert!(Auth::configure(Some("sixteen-bytes!!!"), None).is_ok());
         // A configured file with no entries is not "open": nobody gets in.
         assert!(!Auth::configure(None, Some("")).expect("empty").is_open());
     }

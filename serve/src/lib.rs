@@ -114,8 +114,8 @@ pub async fn serve_with(
             () = &mut shutdown => break,
         };
         let (Ok(slot), accepted) = accepted else { break };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             // Out of file descriptors and the like: back off a little, keep serving, and
             // say so at most once a second.
             Err(error) => {
@@ -128,7 +128,9 @@ pub async fn serve_with(
             }
         };
         let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        // The peer's address, for what is counted per client (sign-in throttling).
+        let with_peer = app.clone().layer(axum::Extension(axum::extract::ConnectInfo(peer)));
+        let service = hyper_util::service::TowerToHyperService::new(with_peer);
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
         let watched = connections.watch(connection);
         tokio::spawn(async move {

@@ -86,7 +86,7 @@ impl Server {
                 ));
             }
         };
-        let sender = self.authenticate(&newest, &slug, &firing, None)?;
+        let sender = self.authenticate(&newest, &slug, &firing, None).await?;
         let variables = input_of(firing.body)?;
         let mut request = TurnRequest {
             workflow: slug.clone(),
@@ -106,7 +106,7 @@ impl Server {
             None => std::sync::Arc::clone(&newest),
         };
         if !std::sync::Arc::ptr_eq(&runtime, &newest) {
-            self.authenticate(&runtime, &slug, &firing, Some(&sender))?;
+            self.authenticate(&runtime, &slug, &firing, Some(&sender)).await?;
         }
         let program = &runtime.program;
         let message = program
@@ -136,7 +136,7 @@ impl Server {
     /// its connection's signature, or a bearer token with `start`. Returns the connection
     /// checked (`None`: a token); one `already` checked is not checked twice (its
     /// signature would count as a replay).
-    fn authenticate(
+    async fn authenticate(
         &self,
         runtime: &Runtime,
         slug: &str,
@@ -160,7 +160,8 @@ impl Server {
             return self.auth.caller(firing.headers, Scope::Start).map(|_| None);
         };
         let now = (self.now_ms() / 1000) as i64;
-        let verified = self.connections.verify(&connection, firing.headers, firing.body, now);
+        let verified =
+            self.connections.verify(self.store.as_ref(), &connection, firing.headers, firing.body, now).await;
         verified.map(|()| Some(connection.clone())).inspect_err(|refused| {
             tracing::warn!(
                 trigger = firing.trigger,

@@ -7,8 +7,11 @@
 //! `sha256=<hex>` (or the bare hex digest); with a `timestamp_header` the signed bytes are
 //! `<timestamp>.<body>`, a timestamp further than `tolerance_seconds` from now is
 //! refused, and a signature accepted once is refused for the rest of its window, so a
-//! captured request cannot be sent again. Without a timestamp a captured request stays
-//! valid, which the host is warned of at start. A trigger without a connection takes a
+//! captured request cannot be sent again. The accepted signatures are kept in the session
+//! store as shared records ([`RecordKind::WebhookReplay`]) until their window closes, so
+//! every runner on one store (and a runner after a restart) refuses the replay; the
+//! store's capacity for them bounds a flood (past it: 429 until old ones expire). Without
+//! a timestamp a captured request stays valid, which the host is warned of at start. A trigger without a connection takes a
 //! bearer token with the `start` scope, like every other turn.
 //!
 //! The one thing to know: a refused signature is logged (connection, trigger, reason)
@@ -21,6 +24,9 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use archmax_vm::compiler::host_settings::{Connection, HostSettings};
+use archmax_vm::session::SessionStore;
+use archmax_vm::session::StoreError;
+use archmax_vm::session::records::{Record, RecordKind};
 
 use crate::error::ApiError;
 
@@ -36,14 +42,15 @@ struct Verifier {
 #[derive(Default)]
 pub struct Connections {
     verifiers: BTreeMap<String, Verifier>,
-    /// Signatures accepted within their timestamp's tolerance, with the second they
-    /// expire: a request sent again within the window is refused as a replay.
-    seen: std::sync::Mutex<std::collections::HashMap<[u8; 32], i64>>,
 }
 
-/// The most signatures the replay guard remembers; past it, a new one is refused until
-/// old ones expire (a flood must not grow memory without bound).
-const MAX_REMEMBERED: usize = 100_000;
+/// A signature that passed, with the second its timestamp's window closes: the replay
+/// guard keeps it in the store until then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SignedWindow {
+    signature: [u8; 32],
+    closes_at_seconds: i64,
+}
 
 /// The shortest webhook secret accepted, in bytes.
 pub const MIN_SECRET_BYTES: usize = 16;
@@ -67,6 +74,8 @@ pub enum SignatureRefusal {
     Replayed,
     #[error("too many signed requests within the tolerance; try again shortly")]
     Flooded,
+    #[error("the replay guard could not reach the session store; send it again shortly")]
+    Unguarded,
 }
 
 impl std::fmt::Debug for Connections {
@@ -129,7 +138,7 @@ impl Connections {
             };
             verifiers.insert(slug.clone(), Verifier { connection: connection.clone(), secret });
         }
-        Ok(Connections { verifiers, seen: Default::default() })
+        Ok(Connections { verifiers })
     }
 
     /// The connections that sign no timestamp: a captured request of theirs can be sent
@@ -142,20 +151,30 @@ impl Connections {
             .collect()
     }
 
-    /// Remembers an accepted signature until `expires`; refuses one seen before.
-    fn remember(&self, signature: [u8; 32], now: i64, expires: i64) -> Result<(), SignatureRefusal> {
-        let mut seen = self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if seen.get(&signature).is_some_and(|until| *until >= now) {
-            return Err(SignatureRefusal::Replayed);
-        }
-        if seen.len() >= MAX_REMEMBERED {
-            seen.retain(|_, until| *until >= now);
-            if seen.len() >= MAX_REMEMBERED {
-                return Err(SignatureRefusal::Flooded);
+    /// Keeps an accepted signature in `store` until its window closes; refuses one that
+    /// any runner on the store accepted before.
+    async fn remember(
+        store: &dyn SessionStore,
+        window: SignedWindow,
+        now_seconds: i64,
+    ) -> Result<(), SignatureRefusal> {
+        let millis = |seconds: i64| u64::try_from(seconds.max(0)).unwrap_or(0).saturating_mul(1000);
+        // Live through the last second the timestamp is accepted in.
+        let record = Record {
+            kind: RecordKind::WebhookReplay,
+            key: archmax_vm::compiler::lower::hash::hex(&window.signature),
+            value: Vec::new(),
+            expires_ms: millis(window.closes_at_seconds.saturating_add(1)),
+        };
+        match store.claim_record(&record, millis(now_seconds)).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(SignatureRefusal::Replayed),
+            Err(StoreError::RecordsFull { .. }) => Err(SignatureRefusal::Flooded),
+            Err(error) => {
+                tracing::error!("the webhook replay guard could not reach the session store: {error}");
+                Err(SignatureRefusal::Unguarded)
             }
         }
-        seen.insert(signature, expires);
-        Ok(())
     }
 
     pub fn contains(&self, slug: &str) -> bool {
@@ -163,8 +182,29 @@ impl Connections {
     }
 
     /// Checks a webhook from connection `slug`: its signature over `body` (and its
-    /// timestamp, when the connection signs one, against `now_seconds`).
-    pub fn verify(&self, slug: &str, headers: &HeaderMap, body: &[u8], now_seconds: i64) -> Result<(), ApiError> {
+    /// timestamp, when the connection signs one, against `now_seconds`), then, for a
+    /// timestamped one, that no runner on `store` accepted it before.
+    pub async fn verify(
+        &self,
+        store: &dyn SessionStore,
+        slug: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+        now_seconds: i64,
+    ) -> Result<(), ApiError> {
+        let Some(window) = self.check(slug, headers, body, now_seconds)? else { return Ok(()) };
+        Connections::remember(store, window, now_seconds).await.map_err(refused)
+    }
+
+    /// The signature check of [`Connections::verify`] alone: the window to guard against
+    /// a replay, for a timestamped signature.
+    pub fn check(
+        &self,
+        slug: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+        now_seconds: i64,
+    ) -> Result<Option<SignedWindow>, ApiError> {
         let Some(verifier) = self.verifiers.get(slug) else {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -174,19 +214,18 @@ impl Connections {
                 ),
             ));
         };
-        let checked = verifier.check(headers, body, now_seconds).and_then(|signature| match signature {
-            Some((signature, expires)) => self.remember(signature, now_seconds, expires),
-            None => Ok(()),
-        });
-        checked.map_err(|refusal| {
-            let status = if refusal == SignatureRefusal::Flooded {
-                StatusCode::TOO_MANY_REQUESTS
-            } else {
-                StatusCode::UNAUTHORIZED
-            };
-            ApiError::new(status, "webhook.bad-signature", format!("webhook refused: {refusal}"))
-        })
+        verifier.check(headers, body, now_seconds).map_err(refused)
     }
+}
+
+/// The answer to a refused webhook.
+fn refused(refusal: SignatureRefusal) -> ApiError {
+    let status = match refusal {
+        SignatureRefusal::Flooded => StatusCode::TOO_MANY_REQUESTS,
+        SignatureRefusal::Unguarded => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::UNAUTHORIZED,
+    };
+    ApiError::new(status, "webhook.bad-signature", format!("webhook refused: {refusal}"))
 }
 
 impl Verifier {
@@ -197,7 +236,7 @@ impl Verifier {
         headers: &HeaderMap,
         body: &[u8],
         now_seconds: i64,
-    ) -> Result<Option<([u8; 32], i64)>, SignatureRefusal> {
+    ) -> Result<Option<SignedWindow>, SignatureRefusal> {
         let connection = &self.connection;
         let header_text = |name: &str| headers.get(name).map(|value| value.to_str().map(str::trim));
         let signature = match header_text(&connection.signature_header) {
@@ -229,7 +268,7 @@ impl Verifier {
         mac.update(body);
         // `verify_slice` compares in constant time.
         mac.verify_slice(&signature).map_err(|_| SignatureRefusal::Mismatch)?;
-        Ok(window.map(|expires| (signature, expires)))
+        Ok(window.map(|closes_at_seconds| SignedWindow { signature, closes_at_seconds }))
     }
 }
 
@@ -278,61 +317,67 @@ tolerance_seconds = 60
         let body = br#"{"order":"A-1"}"#;
         let good = sign(b"secret of PLAIN_SECRET", None, body);
         let bare = good.trim_start_matches("sha256=").to_uppercase();
-        assert!(connections.verify("plain", &headers(&[("x-archmax-signature", &good)]), body, 0).is_ok());
-        assert!(connections.verify("plain", &headers(&[("x-archmax-signature", &bare)]), body, 0).is_ok(), "bare hex");
-        let refusal = |found: Result<(), ApiError>| {
+        assert!(connections.check("plain", &headers(&[("x-archmax-signature", &good)]), body, 0).is_ok());
+        assert!(connections.check("plain", &headers(&[("x-archmax-signature", &bare)]), body, 0).is_ok(), "bare hex");
+        let refusal = |found: Result<Option<SignedWindow>, ApiError>| {
             let error = found.expect_err("refused");
             (error.status, error.message)
         };
-        let (status, message) = refusal(connections.verify("plain", &HeaderMap::new(), body, 0));
+        let (status, message) = refusal(connections.check("plain", &HeaderMap::new(), body, 0));
         assert_eq!(status, StatusCode::UNAUTHORIZED);
         assert!(message.contains("`x-archmax-signature` header is missing"), "{message}");
         let (_, message) =
-            refusal(connections.verify("plain", &headers(&[("x-archmax-signature", "sha256=zz")]), body, 0));
+            refusal(connections.check("plain", &headers(&[("x-archmax-signature", "sha256=zz")]), body, 0));
         assert!(message.contains("is not `sha256="), "{message}");
         let tampered = br#"{"order":"A-2"}"#;
         let (_, message) =
-            refusal(connections.verify("plain", &headers(&[("x-archmax-signature", &good)]), tampered, 0));
+            refusal(connections.check("plain", &headers(&[("x-archmax-signature", &good)]), tampered, 0));
         assert!(message.contains("does not match"), "{message}");
         let other_key = sign(b"another secret", None, body);
         let (_, message) =
-            refusal(connections.verify("plain", &headers(&[("x-archmax-signature", &other_key)]), body, 0));
+            refusal(connections.check("plain", &headers(&[("x-archmax-signature", &other_key)]), body, 0));
         assert!(message.contains("does not match"), "{message}");
-        let (status, message) = refusal(connections.verify("nobody", &HeaderMap::new(), body, 0));
+        let (status, message) = refusal(connections.check("nobody", &HeaderMap::new(), body, 0));
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(message.contains("[connections.nobody]"), "{message}");
     }
 
-    #[test]
-    fn a_timestamped_signature_covers_the_time_and_refuses_stale_or_replayed_times() {
+    #[tokio::test]
+    async fn a_timestamped_signature_covers_the_time_and_refuses_stale_or_replayed_times() {
         let connections = connections();
+        let store = archmax_vm::session::memory::MemoryStore::new();
         let body = b"{}";
         let secret = b"secret of STAMPED_SECRET";
         let now = 1_767_605_400;
         let stamp = now.to_string();
         let good = sign(secret, Some(&stamp), body);
         let sent = headers(&[("x-signature", &good), ("x-timestamp", &stamp)]);
-        assert!(connections.verify("stamped", &sent, body, now).is_ok());
-        let again = connections.verify("stamped", &sent, body, now + 60).expect_err("sent twice");
+        assert!(connections.verify(&store, "stamped", &sent, body, now).await.is_ok());
+        let again = connections.verify(&store, "stamped", &sent, body, now + 60).await.expect_err("sent twice");
         assert!(again.message.contains("replay is refused"), "{}", again.message);
-        let late = connections.verify("stamped", &sent, body, now + 61).expect_err("replayed later");
+        let late = connections.verify(&store, "stamped", &sent, body, now + 61).await.expect_err("replayed later");
         assert!(late.message.contains("61 s away"), "{}", late.message);
         let later_body = br#"{"n":2}"#;
         let fresh = sign(secret, Some(&stamp), later_body);
         let fresh_headers = headers(&[("x-signature", &fresh), ("x-timestamp", &stamp)]);
-        assert!(connections.verify("stamped", &fresh_headers, later_body, now + 60).is_ok(), "within the tolerance");
+        assert!(
+            connections.verify(&store, "stamped", &fresh_headers, later_body, now + 60).await.is_ok(),
+            "within the tolerance"
+        );
         assert_eq!(connections.without_replay_guard(), ["plain"]);
         // The same signature under another time does not pass: the time is signed.
         let moved = headers(&[("x-signature", &good), ("x-timestamp", &(now + 1).to_string())]);
-        assert!(connections.verify("stamped", &moved, body, now).is_err());
+        assert!(connections.verify(&store, "stamped", &moved, body, now).await.is_err());
         let unsigned_time = sign(secret, None, body);
         let plain = headers(&[("x-signature", &unsigned_time), ("x-timestamp", &stamp)]);
-        assert!(connections.verify("stamped", &plain, body, now).is_err());
-        let missing =
-            connections.verify("stamped", &headers(&[("x-signature", &good)]), body, now).expect_err("no time");
+        assert!(connections.verify(&store, "stamped", &plain, body, now).await.is_err());
+        let missing = connections
+            .verify(&store, "stamped", &headers(&[("x-signature", &good)]), body, now)
+            .await
+            .expect_err("no time");
         assert!(missing.message.contains("`x-timestamp` header is missing"), "{}", missing.message);
         let words = headers(&[("x-signature", &good), ("x-timestamp", "yesterday")]);
-        let malformed = connections.verify("stamped", &words, body, now).expect_err("not a number");
+        let malformed = connections.verify(&store, "stamped", &words, body, now).await.expect_err("not a number");
         assert!(malformed.message.contains("not a Unix time"), "{}", malformed.message);
     }
 

@@ -13,7 +13,8 @@
 //! The tables: `archmax_sessions` (one row per session: its head, status, park,
 //! program hash, a compacted snapshot), `archmax_steps` (append-only, one row per
 //! committed step, keyed by `(session_id, seq)`), `archmax_files` (each session's own
-//! files) and `archmax_programs` (pinned specs by hash).
+//! files), `archmax_programs` (pinned specs by hash) and `archmax_records` (small
+//! expiring records every runner shares, [`records`]).
 //!
 //! **A step is one statement.** A commit is a single `UPDATE … WHERE seq = previous`
 //! with the step's `INSERT` and the files the step wrote in data-modifying `WITH`
@@ -61,6 +62,7 @@
 mod files;
 mod listing;
 mod notify;
+mod records;
 pub mod schema;
 pub mod test_cluster;
 mod writer;
@@ -78,6 +80,7 @@ use tokio_postgres::types::{Json, ToSql};
 use archmax_stdlib::limits::Limits;
 use archmax_stdlib::vfs::Vfs;
 use archmax_vm::session::id::SessionId;
+use archmax_vm::session::records::{Record, RecordKind};
 use archmax_vm::session::spec::{PinnedSpec, is_spec_hash};
 use archmax_vm::session::store::{ListPage, ListQuery, StoreFuture, resume_time_ms};
 use archmax_vm::session::{Delta, SessionState, SessionStore, SessionWriter, StoreError};
@@ -639,6 +642,21 @@ impl SessionStore for PgStore {
                 })
                 .await
         })
+    }
+
+    fn claim_record<'a>(&'a self, record: &'a Record, now_ms: u64) -> StoreFuture<'a, bool> {
+        let work = records::claim(self.inner.pool.clone(), record.clone(), now_ms);
+        Box::pin(self.inner.run("records", work))
+    }
+
+    fn read_record<'a>(&'a self, kind: RecordKind, key: &'a str, now_ms: u64) -> StoreFuture<'a, Option<Vec<u8>>> {
+        let work = records::read(self.inner.pool.clone(), kind, key.to_string(), now_ms);
+        Box::pin(self.inner.run("records", work))
+    }
+
+    fn remove_record<'a>(&'a self, kind: RecordKind, key: &'a str) -> StoreFuture<'a, bool> {
+        let work = records::remove(self.inner.pool.clone(), kind, key.to_string());
+        Box::pin(self.inner.run("records", work))
     }
 }
 

@@ -11,11 +11,14 @@ use tokio_postgres::Client;
 use crate::ConnectError;
 
 /// Every migration this binary knows, by version, oldest first.
-const MIGRATIONS: &[(i32, &str)] =
-    &[(1, include_str!("../migrations/0001_sessions.sql")), (2, include_str!("../migrations/0002_listing.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../migrations/0001_sessions.sql")),
+    (2, include_str!("../migrations/0002_listing.sql")),
+    (3, include_str!("../migrations/0003_records.sql")),
+];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The advisory lock migrators take turns on ("archmax" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0061_7263_686d_6178;

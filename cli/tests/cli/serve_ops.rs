@@ -259,3 +259,20 @@ fn served_sessions_are_held_to_the_context_budgets_of_archmax_toml() {
     assert!(find_file(&workspace.0, "conversation_history/2.jsonl").is_none(), "one compaction, as under `run`");
     assert_eq!(served.stop(), Some(0));
 }
+
+#[test]
+fn a_serve_token_shorter_than_16_bytes_refuses_the_start_naming_the_variable() {
+    let workspace = Workspace::new("short-token");
+    for short in ["a", "fifteen-bytes!!"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_archmax"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--tape", "tape.yaml"])
+            .current_dir(&workspace.0)
+            .env("NO_COLOR", "1")
+            .env("ARCHMAX_SERVE_TOKEN", short)
+            .output()
+            .expect("archmax serve runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{short:?} refuses the start: {stderr}");
+        assert!(stderr.contains("ARCHMAX_SERVE_TOKEN") && stderr.contains("at least 16"), "{stderr}");
+    }
+}

@@ -11,7 +11,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{self, KeepAlive, Sse};
@@ -32,14 +32,13 @@ const TURN_WAIT: Duration = Duration::from_secs(20);
 
 /// A form POST of a signed-in person holding `scope`: the form, the person and the
 /// session it names; else the answer that refuses it.
-fn form_action(
+async fn form_action(
     inbox: &Inbox,
     headers: &HeaderMap,
-    body: &[u8],
+    body: Body,
     scope: Scope,
 ) -> Result<(Form, SignedIn, String), Box<Response>> {
-    let form = Form::parse(body);
-    let signed = signed_in_post(inbox, headers, &form, scope)?;
+    let (form, signed) = signed_in_post(inbox, headers, body, scope).await?;
     let Some(session) = form.text("session") else {
         return Err(Box::new(render::error_page(StatusCode::BAD_REQUEST, "No session", "The form named no session.")));
     };
@@ -104,8 +103,8 @@ where
 }
 
 /// `POST /decide`: `to` and an optional `comment`, by the signed-in person.
-pub async fn decide(State(inbox): Shared, headers: HeaderMap, body: Bytes) -> Response {
-    let (form, signed, session) = match form_action(&inbox, &headers, &body, Scope::Decide) {
+pub async fn decide(State(inbox): Shared, headers: HeaderMap, body: Body) -> Response {
+    let (form, signed, session) = match form_action(&inbox, &headers, body, Scope::Decide).await {
         Ok(action) => action,
         Err(refused) => return *refused,
     };
@@ -130,8 +129,8 @@ pub async fn decide(State(inbox): Shared, headers: HeaderMap, body: Bytes) -> Re
 }
 
 /// `POST /reply`: a message to a parked session (a reply-only turn).
-pub async fn reply(State(inbox): Shared, headers: HeaderMap, body: Bytes) -> Response {
-    let (form, signed, session) = match form_action(&inbox, &headers, &body, Scope::Start) {
+pub async fn reply(State(inbox): Shared, headers: HeaderMap, body: Body) -> Response {
+    let (form, signed, session) = match form_action(&inbox, &headers, body, Scope::Start).await {
         Ok(action) => action,
         Err(refused) => return *refused,
     };
@@ -142,8 +141,8 @@ pub async fn reply(State(inbox): Shared, headers: HeaderMap, body: Bytes) -> Res
 }
 
 /// `POST /deliver`: a trigger's values, typed by its signature's schema.
-pub async fn deliver(State(inbox): Shared, headers: HeaderMap, body: Bytes) -> Response {
-    let (form, signed, session) = match form_action(&inbox, &headers, &body, Scope::Start) {
+pub async fn deliver(State(inbox): Shared, headers: HeaderMap, body: Body) -> Response {
+    let (form, signed, session) = match form_action(&inbox, &headers, body, Scope::Start).await {
         Ok(action) => action,
         Err(refused) => return *refused,
     };
@@ -175,7 +174,7 @@ fn unauthenticated_stream() -> Response {
 /// `GET /live`: one `changed` event whenever any session has new events (the inbox
 /// then fetches itself again), until the server stops.
 pub async fn inbox_events(State(inbox): Shared, headers: HeaderMap) -> Response {
-    if signed_in(&inbox, &headers, Scope::Read).is_err() {
+    if signed_in(&inbox, &headers, Scope::Read).await.is_err() {
         return unauthenticated_stream();
     }
     let changes = inbox.server.hub.watch_all();
@@ -205,7 +204,7 @@ pub async fn session_events(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    if signed_in(&inbox, &headers, Scope::Read).is_err() {
+    if signed_in(&inbox, &headers, Scope::Read).await.is_err() {
         return unauthenticated_stream();
     }
     let shown = crate::routes::query_pairs(query.as_deref())
@@ -229,7 +228,7 @@ const IMAGE_LIMIT: u64 = 16 * 1024 * 1024;
 /// `GET /evidence?session=&path=`: an image the pending decision names as evidence
 /// (nothing else of the session's files), sandboxed.
 pub async fn evidence(State(inbox): Shared, RawQuery(query): RawQuery, headers: HeaderMap) -> Response {
-    if let Err(refused) = signed_in(&inbox, &headers, Scope::Read) {
+    if let Err(refused) = signed_in(&inbox, &headers, Scope::Read).await {
         return refused.into_page();
     }
     let pairs = crate::routes::query_pairs(query.as_deref());

@@ -2,7 +2,7 @@
 //! read and decide parked sessions.
 //!
 //! ```text
-//! GET  /sign-in, POST /sign-in, POST /sign-out   signin: the token in an HttpOnly cookie
+//! GET  /sign-in, POST /sign-in, POST /sign-out   signin: a store-kept session, its id in a cookie
 //! GET  /                                          pages::inbox (parked sessions, filters)
 //! GET  /sessions/{id}                             pages::session (graph, evidence, forms)
 //! POST /decide, /reply, /deliver                  actions: one Server call each
@@ -13,7 +13,9 @@
 //!
 //! The one thing to know: every page is rendered on the server with maud, which escapes
 //! whatever it is given, and works without JavaScript (the script only refreshes regions
-//! as events arrive); every POST carries a CSRF token bound to the signed-in token, and
+//! as events arrive); every POST carries a CSRF token under the inbox session's own key
+//! (kept in the store, so any runner verifies it) and is refused before its body is
+//! read when the session or origin is not good, and
 //! every answer carries a strict Content-Security-Policy (no inline script or style).
 //! A decision goes through [`Server::decide`] with the signed-in identity, so the VM
 //! enforces `approvers` and records the decider exactly as for the API.
@@ -25,6 +27,7 @@ pub mod markdown;
 pub mod pages;
 mod render;
 mod signin;
+mod throttle;
 
 use std::sync::Arc;
 
@@ -37,11 +40,12 @@ use crate::server::Server;
 
 pub use signin::Secret;
 
-/// The inbox's share of the server: the server itself and the key CSRF tokens are
-/// derived from (new for each process).
+/// The inbox's share of the server: the server itself and the sign-in throttles (this
+/// process's counters; the sign-ins and CSRF keys live in the session store).
 pub struct Inbox {
     pub server: Arc<Server>,
-    secret: Secret,
+    failures_per_client: throttle::Throttle,
+    sign_ins_per_identity: throttle::Throttle,
 }
 
 type Shared = axum::extract::State<Arc<Inbox>>;
@@ -54,7 +58,11 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// The inbox's routes, to merge into the API's router.
 pub fn router(server: Arc<Server>) -> Router {
-    let inbox = Arc::new(Inbox { server, secret: Secret::random() });
+    let inbox = Arc::new(Inbox {
+        server,
+        failures_per_client: throttle::Throttle::new(throttle::FAILURES_PER_CLIENT, throttle::SIGN_IN_WINDOW),
+        sign_ins_per_identity: throttle::Throttle::new(throttle::SIGN_INS_PER_IDENTITY, throttle::SIGN_IN_WINDOW),
+    });
     Router::new()
         .route("/", get(pages::inbox_route))
         .route("/sign-in", get(signin::sign_in_page).post(signin::sign_in))

@@ -230,7 +230,7 @@ fn decision_row(session: &SessionState, since: Option<i64>, identity: &str, now_
 
 /// `GET /`: the inbox.
 pub async fn inbox_route(State(inbox): Shared, RawQuery(query): RawQuery, headers: HeaderMap) -> Response {
-    let signed = match signed_in(&inbox, &headers, Scope::Read) {
+    let signed = match signed_in(&inbox, &headers, Scope::Read).await {
         Ok(signed) => signed,
         Err(refused) => return refused.into_page(),
     };
@@ -252,7 +252,7 @@ pub async fn session_route(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    let signed = match signed_in(&inbox, &headers, Scope::Read) {
+    let signed = match signed_in(&inbox, &headers, Scope::Read).await {
         Ok(signed) => signed,
         Err(refused) => return refused.into_page(),
     };

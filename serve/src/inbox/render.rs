@@ -97,7 +97,7 @@ pub fn not_found_page() -> Response {
 pub fn sign_in_page(csrf: &str, notice: Option<&Notice>) -> Markup {
     let body = html! {
         h1 { "Sign in" }
-        p { "Sign in with a token this runner accepts (ARCHMAX_SERVE_TOKEN, or one of its --tokens file). It is kept in a cookie only this site reads." }
+        p { "Sign in with a token this runner accepts (ARCHMAX_SERVE_TOKEN, or one of its --tokens file). The token is checked, never kept in the browser: a cookie only this site reads holds a random sign-in id." }
         form.sign-in method="post" action="/sign-in" {
             input type="hidden" name="csrf" value=(csrf);
             div.field {

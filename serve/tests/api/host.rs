@@ -21,7 +21,7 @@ use archmax_vm::session::memory::MemoryStore;
 
 use super::{ADMIN, DESK, Running, STARTER, TAPE, WAITER, compiled, listen, listen_with, workspace_of};
 
-const INBOX: &str = r#"title: Inbox
+pub(super) const INBOX: &str = r#"title: Inbox
 instructions: You answer mail threads.
 states:
   answer:
@@ -40,7 +40,7 @@ states:
     instructions: Answer the mail.
 "#;
 
-const INBOX_TAPE: &str = r#"
+pub(super) const INBOX_TAPE: &str = r#"
 - { state: answer, text: "Thanks, we read your mail." }
 - { state: answer, text: "Thanks again, noted." }
 - { state: answer, text: "Yes, still here." }
@@ -55,11 +55,11 @@ timestamp_header = "X-Mail-Time"
 wake_trigger = "payment"
 "#;
 
-const SECRET: &str = "mail-hook-secret";
-const NOW_MS: u64 = 1_767_605_400_000;
+pub(super) const SECRET: &str = "mail-hook-secret";
+pub(super) const NOW_MS: u64 = 1_767_605_400_000;
 
 /// A clock a test moves.
-struct TestClock(AtomicU64);
+pub(super) struct TestClock(AtomicU64);
 
 impl Clock for TestClock {
     fn now_ms(&self) -> u64 {
@@ -71,7 +71,7 @@ fn server_of(files: &[(&str, &str)], tape: &str, clock: Arc<TestClock>) -> Serve
     server_on(files, tape, clock, Arc::new(MemoryStore::new()))
 }
 
-fn server_on(
+pub(super) fn server_on(
     files: &[(&str, &str)],
     tape: &str,
     clock: Arc<TestClock>,
@@ -100,7 +100,7 @@ fn server_on(
     .with_settings(settings, connections)
 }
 
-fn clock() -> Arc<TestClock> {
+pub(super) fn clock() -> Arc<TestClock> {
     Arc::new(TestClock(AtomicU64::new(NOW_MS)))
 }
 
@@ -115,7 +115,13 @@ impl Running {
     }
 
     /// Fires `trigger` with `body`, signed (when `secret` is given) at `time`.
-    async fn fire(&self, trigger: &str, body: &Value, secret: Option<&str>, time: u64) -> (StatusCode, Value) {
+    pub(super) async fn fire(
+        &self,
+        trigger: &str,
+        body: &Value,
+        secret: Option<&str>,
+        time: u64,
+    ) -> (StatusCode, Value) {
         let bytes = serde_json::to_vec(body).expect("json");
         let stamp = time.to_string();
         let mut request = self

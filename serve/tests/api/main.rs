@@ -63,7 +63,7 @@ const TAPE: &str = r#"
 - { state: wait, text: "Thank you, the payment arrived." }
 "#;
 
-const ADMIN: &str = "admin-secret";
+const ADMIN: &str = "admin-secret-of-the-api-tests";
 const FINANCE: &str = "finance-secret";
 const INTERN: &str = "intern-secret";
 const READER: &str = "reader-secret";
@@ -71,6 +71,7 @@ const STARTER: &str = "starter-secret";
 
 mod carried;
 mod host;
+mod replay;
 
 struct Running {
     base: String,

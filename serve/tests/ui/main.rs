@@ -7,6 +7,7 @@
 
 mod browser;
 mod http;
+mod sessions;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,13 +31,18 @@ const TAPE: &str = include_str!("inbox.tape.yaml");
 pub const CHART: &[u8] = include_bytes!("chart.png");
 
 /// Tokens: the lead and the care team are refund-desk's approvers, the intern is not.
-pub const ADMIN: &str = "admin-secret";
+pub const ADMIN: &str = "admin-secret-of-the-inbox-tests";
 pub const LEAD: &str = "lead-secret";
 pub const CARE: &str = "care-secret";
 pub const INTERN: &str = "intern-secret";
 pub const READER: &str = "reader-secret";
 
 fn tokens_file() -> String {
+    tokens_file_without(&[])
+}
+
+/// The tokens file without the tokens in `revoked`.
+pub fn tokens_file_without(revoked: &[&str]) -> String {
     [
         ("refunds-lead@fernhill.example", "[\"decide\", \"read\", \"start\"]", LEAD),
         ("care-team@fernhill.example", "[\"decide\", \"read\"]", CARE),
@@ -44,6 +50,7 @@ fn tokens_file() -> String {
         ("reader", "[\"read\"]", READER),
     ]
     .iter()
+    .filter(|(_, _, token)| !revoked.contains(token))
     .map(|(identity, scopes, token)| {
         format!("[[tokens]]\nidentity = \"{identity}\"\nscopes = {scopes}\nsha256 = \"{}\"\n", token_digest_hex(token))
     })
@@ -81,12 +88,24 @@ pub struct Running {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<std::io::Result<bool>>,
     scratch: PathBuf,
+    /// Whether stopping removes the scratch folder (another runner may share it).
+    owns_scratch: bool,
+    /// The server, to change what it serves while it runs.
+    pub server: Arc<Server>,
 }
 
 /// Serves `specs/` and the test's workspace with tokens (or none, `open`).
 pub async fn serve(open: bool) -> Running {
+    serve_in(scratch("serve"), open, true).await
+}
+
+/// A second runner on the sessions of `running` (the same sessions folder).
+pub async fn serve_beside(running: &Running) -> Running {
+    serve_in(running.scratch.clone(), false, false).await
+}
+
+async fn serve_in(scratch: PathBuf, open: bool, owns_scratch: bool) -> Running {
     archmax_vm::model::openai::install_tls_provider();
-    let scratch = scratch("serve");
     let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/workspace");
     let auth = if open { Auth::Open } else { Auth::configure(Some(ADMIN), Some(&tokens_file())).expect("tokens") };
     let server = Server::new(ServerParts {
@@ -104,6 +123,7 @@ pub async fn serve(open: bool) -> Running {
         context: Default::default(),
     })
     .expect("a server");
+    let server = Arc::new(server);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
     let base = format!("http://{}", listener.local_addr().expect("an address"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -112,12 +132,12 @@ pub async fn serve(open: bool) -> Running {
     };
     let served = tokio::spawn(archmax_serve::serve_with(
         listener,
-        Arc::new(server),
+        Arc::clone(&server),
         shutdown,
         archmax_serve::ConnectionLimits { grace: std::time::Duration::from_secs(5), ..Default::default() },
     ));
     let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("a client");
-    Running { base, client, stop: Some(stop), served, scratch }
+    Running { base, client, stop: Some(stop), served, scratch, owns_scratch, server }
 }
 
 /// What a page answered.
@@ -255,7 +275,9 @@ impl Running {
             let _ = stop.send(());
         }
         let _ = self.served.await;
-        let _ = std::fs::remove_dir_all(&self.scratch);
+        if self.owns_scratch {
+            let _ = std::fs::remove_dir_all(&self.scratch);
+        }
     }
 }
 

@@ -11,8 +11,11 @@
 //! value); pinned specs; export and import ([`super::transfer`]); listing with paging
 //! ([`SessionStore::list_page`]: pages of several sizes walked to the end, filters with
 //! paging, cursors naming no session, the page-size bounds); removal (refused while a
-//! writer holds the session, then gone with its files, the id free again); and 64
-//! sessions written at once on a multi-threaded executor.
+//! writer holds the session, then gone with its files, the id free again); 64
+//! sessions written at once on a multi-threaded executor; and shared records
+//! ([`super::records`]: a key claimed once until it expires, also when 16 store values
+//! claim it at once; read, removed and claimed again by another store value; a kind
+//! refused past its capacity until its records expire).
 //!
 //! The one thing to know: the suite states the *weakest* contract every store keeps. A
 //! file a tool writes while a writer is open is only promised to another store value
@@ -29,6 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use archmax_stdlib::vfs::VfsError;
 
 use super::id::SessionId;
+use super::records::{Record, RecordKind};
 use super::spec::{PinnedSpec, PinnedState};
 use super::store::{ListPage, ListQuery};
 use super::{
@@ -61,7 +65,7 @@ pub fn run(label: &str, backing: &dyn Backing) {
         .enable_all()
         .build()
         .unwrap_or_else(|error| panic!("{label}: no executor for the conformance suite: {error}"));
-    let checks: [(&str, Check); 11] = [
+    let checks: [(&str, Check); 13] = [
         ("create, read and list", create_read_and_list),
         ("commits read back and reopened by another store value", commits_survive_a_second_process),
         ("create twice and unknown ids", create_twice_and_unknown_ids),
@@ -73,6 +77,8 @@ pub fn run(label: &str, backing: &dyn Backing) {
         ("listing with paging", listing_with_paging),
         ("removing a session", removing_a_session),
         ("64 sessions at once", many_sessions_at_once),
+        ("shared records claimed once until they expire", records_are_claimed_once_until_they_expire),
+        ("shared records are bounded", records_are_bounded),
     ];
     for (name, check) in checks {
         let context = Context { label, name, prefix: fresh_prefix(), backing };
@@ -870,4 +876,101 @@ async fn walk(context: &Context<'_>, store: &dyn SessionStore, mut query: ListQu
         }
     }
     context.fail(&format!("{what}: the walk ends"))
+}
+
+/// The clock the record checks start from: now, so records a previous run on the same
+/// database left behind have expired by the time a later run counts them.
+fn records_epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn conformance_record(key: String, value: &[u8], expires_ms: u64) -> Record {
+    Record { kind: RecordKind::Conformance, key, value: value.to_vec(), expires_ms }
+}
+
+fn records_are_claimed_once_until_they_expire<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        let now = records_epoch_ms();
+        let key = context.id("claimed");
+        let first = conformance_record(key.clone(), b"first", now + 1_000);
+        if !context.ok("claim a fresh key", context.store().claim_record(&first, now).await) {
+            context.fail("a key nobody holds is claimed");
+        }
+        let second = conformance_record(key.clone(), b"second", now + 5_000);
+        if context.ok("claim it again", context.store().claim_record(&second, now + 999).await) {
+            context.fail("a live record's key is refused to a second claim (another store value)");
+        }
+        let read = context.ok("read it", context.store().read_record(RecordKind::Conformance, &key, now + 999).await);
+        if read.as_deref() != Some(b"first".as_slice()) {
+            context.fail("another store value reads the value of the claim that won");
+        }
+        let expired = context.store().read_record(RecordKind::Conformance, &key, now + 1_000).await;
+        if context.ok("read it expired", expired).is_some() {
+            context.fail("an expired record reads as absent");
+        }
+        if !context.ok("claim it expired", context.store().claim_record(&second, now + 1_000).await) {
+            context.fail("an expired record's key is claimed again");
+        }
+        if !context.ok("remove it", context.store().remove_record(RecordKind::Conformance, &key).await) {
+            context.fail("removing a kept record says it was kept");
+        }
+        let gone = context.store().read_record(RecordKind::Conformance, &key, now + 1_000).await;
+        if context.ok("read it removed", gone).is_some() {
+            context.fail("a removed record reads as absent");
+        }
+        if context.ok("remove it again", context.store().remove_record(RecordKind::Conformance, &key).await) {
+            context.fail("removing nothing says so");
+        }
+        match context.store().claim_record(&conformance_record("a/../b".to_string(), b"", now + 1), now).await {
+            Err(StoreError::Record { .. }) => {}
+            other => context.fail(&format!("a key that is a path is refused, not {other:?}")),
+        }
+        // Sixteen store values claim one key at once: exactly one wins.
+        let raced = context.id("raced");
+        let claims = (0..16).map(|index| {
+            let store = context.store();
+            let record = conformance_record(raced.clone(), format!("{index}").as_bytes(), now + 2_000);
+            tokio::spawn(async move { store.claim_record(&record, now).await })
+        });
+        let mut winners = 0;
+        for claim in futures_util::future::join_all(claims).await {
+            let claimed = context.ok("join a claim", claim);
+            if context.ok("claim the raced key", claimed) {
+                winners += 1;
+            }
+        }
+        if winners != 1 {
+            context.fail(&format!("one of 16 claims of a key at once wins, not {winners}"));
+        }
+        context.ok("clean up", context.store().remove_record(RecordKind::Conformance, &raced).await);
+    })
+}
+
+fn records_are_bounded<'a>(context: &'a Context<'a>) -> Checked<'a> {
+    Box::pin(async move {
+        // Later than every record the other check (or an earlier run) left live.
+        let now = records_epoch_ms() + 60_000;
+        let capacity = RecordKind::Conformance.capacity();
+        for index in 0..capacity {
+            let record = conformance_record(context.id(&format!("fill-{index}")), b"x", now + 1_000);
+            if !context.ok("fill the kind", context.store().claim_record(&record, now).await) {
+                context.fail("a fresh key is claimed while the kind has room");
+            }
+        }
+        let over = conformance_record(context.id("over"), b"x", now + 1_000);
+        match context.store().claim_record(&over, now + 1).await {
+            Err(StoreError::RecordsFull { capacity: found, .. }) if found == capacity => {}
+            other => context.fail(&format!("a claim past the capacity is refused as full, not {other:?}")),
+        }
+        let held = conformance_record(context.id("fill-0"), b"y", now + 1_000);
+        if context.ok("claim a held key of a full kind", context.store().claim_record(&held, now + 1).await) {
+            context.fail("a live key of a full kind is still refused as held");
+        }
+        // Once they expire, the kind takes claims again: the expired ones were pruned.
+        if !context.ok("claim after expiry", context.store().claim_record(&over, now + 1_000).await) {
+            context.fail("a full kind takes claims again once its records expire");
+        }
+    })
 }

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use archmax_stdlib::vfs::{MemoryVfs, Vfs};
 
+use super::records::{Record, RecordKind, check_record_key, records_full};
 use super::spec::PinnedSpec;
 use super::store::{StoreFuture, ready};
 use super::{Delta, SessionState, SessionStore, SessionWriter, StoreError};
@@ -31,8 +32,13 @@ struct Shared {
     specs: Mutex<HashMap<String, PinnedSpec>>,
     /// Each session's files, by session id.
     files: Mutex<HashMap<String, Arc<MemoryVfs>>>,
+    /// Shared records by kind, then key.
+    records: Mutex<HashMap<RecordKind, KeptRecords>>,
     next_writer_token: AtomicU64,
 }
+
+/// One kind's shared records by key: the value and when it expires (ms since the epoch).
+type KeptRecords = HashMap<String, (Vec<u8>, u64)>;
 
 struct Entry {
     state: SessionState,
@@ -120,6 +126,39 @@ impl MemoryStore {
         self.shared.specs.lock().unwrap_or_else(PoisonError::into_inner).get(hash).cloned()
     }
 
+    /// Claims a shared record (see [`SessionStore::claim_record`]).
+    pub fn claim_record(&self, record: &Record, now_ms: u64) -> Result<bool, StoreError> {
+        record.check()?;
+        let mut records = self.shared.records.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = records.entry(record.kind).or_default();
+        if kept.get(&record.key).is_some_and(|(_, expires)| *expires > now_ms) {
+            return Ok(false);
+        }
+        if !kept.contains_key(&record.key) && kept.len() >= record.kind.capacity() {
+            kept.retain(|_, (_, expires)| *expires > now_ms);
+            if kept.len() >= record.kind.capacity() {
+                return Err(records_full(record.kind));
+            }
+        }
+        kept.insert(record.key.clone(), (record.value.clone(), record.expires_ms));
+        Ok(true)
+    }
+
+    /// The value of a live shared record.
+    pub fn read_record(&self, kind: RecordKind, key: &str, now_ms: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        check_record_key(kind, key)?;
+        let records = self.shared.records.lock().unwrap_or_else(PoisonError::into_inner);
+        let found = records.get(&kind).and_then(|kept| kept.get(key));
+        Ok(found.filter(|(_, expires)| *expires > now_ms).map(|(value, _)| value.clone()))
+    }
+
+    /// Forgets a shared record.
+    pub fn remove_record(&self, kind: RecordKind, key: &str) -> Result<bool, StoreError> {
+        check_record_key(kind, key)?;
+        let mut records = self.shared.records.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(records.get_mut(&kind).and_then(|kept| kept.remove(key)).is_some())
+    }
+
     /// A session's files, made empty on first use.
     pub fn files(&self, id: &str) -> Arc<MemoryVfs> {
         let mut files = self.shared.files.lock().unwrap_or_else(PoisonError::into_inner);
@@ -160,6 +199,18 @@ impl SessionStore for MemoryStore {
 
     fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
         ready(MemoryStore::remove(self, id))
+    }
+
+    fn claim_record<'a>(&'a self, record: &'a Record, now_ms: u64) -> StoreFuture<'a, bool> {
+        ready(MemoryStore::claim_record(self, record, now_ms))
+    }
+
+    fn read_record<'a>(&'a self, kind: RecordKind, key: &'a str, now_ms: u64) -> StoreFuture<'a, Option<Vec<u8>>> {
+        ready(MemoryStore::read_record(self, kind, key, now_ms))
+    }
+
+    fn remove_record<'a>(&'a self, kind: RecordKind, key: &'a str) -> StoreFuture<'a, bool> {
+        ready(MemoryStore::remove_record(self, kind, key))
     }
 }
 

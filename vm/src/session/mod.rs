@@ -17,6 +17,7 @@ pub mod conformance;
 pub mod fs;
 pub mod id;
 pub mod memory;
+pub mod records;
 pub mod spec;
 pub mod store;
 pub mod summary;

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use archmax_stdlib::vfs::Vfs;
 
+use super::records::{Record, RecordKind};
 use super::spec::PinnedSpec;
 use super::{Delta, Head, SessionState, Status};
 
@@ -46,6 +47,12 @@ pub enum StoreError {
     /// A pinned spec could not be kept or read (a bad hash, a damaged file, I/O).
     #[error("the session store's spec `{hash}` could not be used: {message}")]
     Spec { hash: String, message: String },
+    /// A shared record's key or value the store cannot keep ([`super::records`]).
+    #[error("the shared record `{kind}/{key}` is refused: {message}")]
+    Record { kind: &'static str, key: String, message: String },
+    /// A claim past a record kind's capacity ([`super::records::RecordKind::capacity`]).
+    #[error("the store holds {capacity} live `{kind}` records, as many as it keeps; try again when some expire")]
+    RecordsFull { kind: &'static str, capacity: usize },
     #[error("session store I/O failed for `{id}`: {source}")]
     Io {
         id: String,
@@ -98,6 +105,16 @@ pub trait SessionStore: Send + Sync {
     /// session open for writing (here or in another process) is [`StoreError::Busy`] and
     /// stays as it was.
     fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
+    /// Keeps `record` unless a live record of its kind already holds its key: `true` when
+    /// this call claimed the key (until `record.expires_ms`), `false` when a live record
+    /// holds it. Of several claims of one key at once, in any processes, one wins. An
+    /// expired record under the key is replaced; a claim past the kind's capacity is
+    /// [`StoreError::RecordsFull`] (see [`super::records`]).
+    fn claim_record<'a>(&'a self, record: &'a Record, now_ms: u64) -> StoreFuture<'a, bool>;
+    /// The value of the live record `kind`/`key`; `None` when there is none or it expired.
+    fn read_record<'a>(&'a self, kind: RecordKind, key: &'a str, now_ms: u64) -> StoreFuture<'a, Option<Vec<u8>>>;
+    /// Forgets the record `kind`/`key`; `true` when one (live or expired) was kept.
+    fn remove_record<'a>(&'a self, kind: RecordKind, key: &'a str) -> StoreFuture<'a, bool>;
 }
 
 /// Which sessions a listing wants, and where its page starts.

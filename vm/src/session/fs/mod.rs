@@ -1,7 +1,8 @@
 //! The filesystem session store: the default, durable home of sessions.
 //!
 //! Each session lives in `<dir>/<id>/`; the workflow specs sessions are pinned to live
-//! in `<dir>/_specs/<hash>.json` ([`specs`]). The runtime's own files sit in its
+//! in `<dir>/_specs/<hash>.json` ([`specs`]); the records runners share (webhook replays,
+//! inbox sign-ins) in `<dir>/+records/<kind>/<key>` ([`records`]). The runtime's own files sit in its
 //! `checkpoints/` folder, a zone no tool call can reach; beside it are the session's own
 //! folders `scratchpad/` and `artifacts/`. The files:
 //!
@@ -61,6 +62,7 @@
 mod faults;
 mod files;
 mod format;
+mod records;
 mod specs;
 mod verify;
 mod writer;
@@ -374,6 +376,23 @@ impl SessionStore for FsStore {
     fn local_dir(&self, id: &str) -> Option<PathBuf> {
         self.session_path(id).ok()
     }
+
+    fn claim_record<'a>(&'a self, record: &'a crate::session::records::Record, now_ms: u64) -> StoreFuture<'a, bool> {
+        Box::pin(async move { run_blocking(|| FsStore::claim_record(self, record, now_ms)) })
+    }
+
+    fn read_record<'a>(
+        &'a self,
+        kind: crate::session::records::RecordKind,
+        key: &'a str,
+        now_ms: u64,
+    ) -> StoreFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move { run_blocking(|| FsStore::read_record(self, kind, key, now_ms)) })
+    }
+
+    fn remove_record<'a>(&'a self, kind: crate::session::records::RecordKind, key: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move { run_blocking(|| FsStore::remove_record(self, kind, key)) })
+    }
 }
 
 /// Loads and verifies a session's files; never writes.
@@ -508,6 +527,9 @@ fn collect_session_ids(dir: &Path, id_prefix: &str, ids: &mut Vec<String>) -> io
             continue;
         }
         let Ok(name) = entry.file_name().into_string() else { continue };
+        if id_prefix.is_empty() && name == records::RECORDS_DIR {
+            continue;
+        }
         let id = if id_prefix.is_empty() { name } else { format!("{id_prefix}/{name}") };
         let path = entry.path();
         let runtime_dir = path.join(RUNTIME_DIR);

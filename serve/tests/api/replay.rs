@@ -1,0 +1,77 @@
+//! Replay protection across runners: a signed webhook accepted by one runner is refused
+//! by every runner on the same session store, and by a runner started again on it,
+//! because the accepted signatures are kept in the store (filesystem and PostgreSQL).
+
+use std::sync::Arc;
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use archmax_store_postgres::PgStore;
+use archmax_store_postgres::test_cluster::TestCluster;
+use archmax_vm::session::SessionStore;
+use archmax_vm::session::fs::FsStore;
+
+use super::host::{INBOX, INBOX_TAPE, NOW_MS, SECRET, clock, server_on};
+use super::{listen, workspace_of};
+
+/// Fires one signed request at a runner on `first`, then the same bytes at a second
+/// runner on `second` (the same sessions), then at a runner started afresh on `restarted`.
+async fn a_replay_is_refused_by_every_runner_on_the_store(
+    first: Arc<dyn SessionStore>,
+    second: Arc<dyn SessionStore>,
+    restarted: Arc<dyn SessionStore>,
+) {
+    let files = [("workflows/inbox/workflow.yaml", INBOX)];
+    let one = listen(Arc::new(server_on(&files, INBOX_TAPE, clock(), first))).await;
+    let two = listen(Arc::new(server_on(&files, INBOX_TAPE, clock(), second))).await;
+    let now = NOW_MS / 1000;
+    let mail = json!({ "thread_id": "thread-replayed", "mail": { "text": "Where is my parcel?" } });
+
+    let (status, accepted) = one.fire("mail-in", &mail, Some(SECRET), now).await;
+    assert_eq!(status, StatusCode::OK, "the first delivery runs: {accepted}");
+    let (status, replayed) = two.fire("mail-in", &mail, Some(SECRET), now).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "another runner on the store refuses the replay: {replayed}");
+    assert!(replayed["error"]["message"].as_str().is_some_and(|text| text.contains("replay is refused")), "{replayed}");
+    // Another request signed at the same second is not a replay.
+    let other = json!({ "thread_id": "thread-replayed", "mail": { "text": "Any news?" } });
+    let (status, joined) = two.fire("mail-in", &other, Some(SECRET), now).await;
+    assert_eq!(status, StatusCode::OK, "{joined}");
+    one.stop().await;
+    two.stop().await;
+
+    let again = listen(Arc::new(server_on(&files, INBOX_TAPE, clock(), restarted))).await;
+    let (status, replayed) = again.fire("mail-in", &mail, Some(SECRET), now).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "a runner started again refuses the replay: {replayed}");
+    let (status, replayed) = again.fire("mail-in", &other, Some(SECRET), now).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{replayed}");
+    again.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_webhook_replayed_to_another_runner_on_one_sessions_folder_or_after_a_restart_is_refused() {
+    let folder = workspace_of(&[]).join("shared-sessions");
+    let store = || Arc::new(FsStore::new(&folder)) as Arc<dyn SessionStore>;
+    a_replay_is_refused_by_every_runner_on_the_store(store(), store(), store()).await;
+    let _ = std::fs::remove_dir_all(folder);
+}
+
+#[test]
+fn a_signed_webhook_replayed_to_another_runner_on_one_database_or_after_a_restart_is_refused() {
+    // The cluster is made and dropped outside the executor (it blocks).
+    let cluster = TestCluster::require();
+    let target = cluster.database("replay").expect("a database");
+    let executor =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("an executor");
+    executor.block_on(async {
+        let mut stores = Vec::new();
+        for _ in 0..3 {
+            stores.push(Arc::new(PgStore::connect(&target).await.expect("connect")) as Arc<dyn SessionStore>);
+        }
+        let [first, second, restarted]: [Arc<dyn SessionStore>; 3] =
+            stores.try_into().unwrap_or_else(|_| panic!("three stores"));
+        a_replay_is_refused_by_every_runner_on_the_store(first, second, restarted).await;
+    });
+    drop(executor);
+    drop(cluster);
+}

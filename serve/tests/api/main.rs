@@ -69,6 +69,7 @@ const INTERN: &str = "intern-secret";
 const READER: &str = "reader-secret";
 const STARTER: &str = "starter-secret";
 
+mod connections;
 mod host;
 
 struct Running {
@@ -154,26 +155,33 @@ async fn start_server_on(
     limits: TurnLimits,
     body_limit: usize,
 ) -> Running {
+    listen(Arc::new(api_server(store, auth, limits, body_limit))).await
+}
+
+/// The desk and the waiter on the tape, not yet listening.
+fn api_server(
+    store: Arc<dyn archmax_vm::session::SessionStore>,
+    auth: Auth,
+    limits: TurnLimits,
+    body_limit: usize,
+) -> Server {
     archmax_vm::model::openai::install_tls_provider();
     let root = workspace();
     let program = compiled(&root);
-    let server = Arc::new(
-        Server::new(ServerParts {
-            programs: vec![program],
-            store,
-            model: Arc::new(Tape::parse("api", TAPE).expect("tape")),
-            clock: Arc::new(FixedClock(1_767_605_400_000)),
-            pricing: PricingTable::default(),
-            root,
-            auth,
-            limits,
-            body_limit,
-            tools: Default::default(),
-            context: Default::default(),
-        })
-        .expect("server"),
-    );
-    listen(server).await
+    Server::new(ServerParts {
+        programs: vec![program],
+        store,
+        model: Arc::new(Tape::parse("api", TAPE).expect("tape")),
+        clock: Arc::new(FixedClock(1_767_605_400_000)),
+        pricing: PricingTable::default(),
+        root,
+        auth,
+        limits,
+        body_limit,
+        tools: Default::default(),
+        context: Default::default(),
+    })
+    .expect("server")
 }
 
 async fn open_server() -> Running {

@@ -469,7 +469,11 @@ async fn of_two_concurrent_decisions_one_runs_and_the_other_is_a_conflict() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_sessions_run_at_once_each_reading_the_tape_from_its_start() {
-    let server = open_server().await;
+    // Two hundred connections from one address: past the default per-peer cap, as a
+    // runner behind one proxy (or with one busy backend) is configured.
+    let limits = archmax_serve::ConnectionLimits { max_connections_per_peer: 256, ..Default::default() };
+    let server = api_server(Arc::new(MemoryStore::new()), Auth::Open, TurnLimits::default(), 64 * 1024);
+    let server = listen_with(Arc::new(server), limits).await;
     let starts = (0..200).map(|index| {
         let server = &server;
         async move {

@@ -285,7 +285,7 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 30.0, value_parser = positive_seconds)]
         grace: f64,
         /// The most connections served at once; more wait in the listen backlog.
-        #[arg(long, value_name = "N", default_value_t = archmax_serve::MAX_CONNECTIONS, value_parser = clap::value_parser!(usize).range(1..))]
+        #[arg(long, value_name = "N", default_value_t = archmax_serve::MAX_CONNECTIONS)]
         max_connections: usize,
         /// The most connections one client address (an IPv6 /64) holds at once; more are
         /// closed on accept. 0 turns the cap off (every client behind one proxy).

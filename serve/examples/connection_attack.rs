@@ -41,9 +41,11 @@ const SAMPLES: usize = 20;
 
 fn server() -> Server {
     let workspace = load_memory([("workflows/desk/workflow.yaml", DESK)]).expect("the desk loads");
-    let program = lower(&analyze_workspace(workspace), &[], &BuildInputs {
-        platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT,
-    })
+    let program = lower(
+        &analyze_workspace(workspace),
+        &[],
+        &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT },
+    )
     .expect("the desk lowers");
     Server::new(ServerParts {
         programs: vec![program],
@@ -109,7 +111,8 @@ async fn measure(name: &str, server: SocketAddr, before_kib: u64, samples: usize
     }
     times.sort();
     let peak = status_kib("VmHWM").unwrap_or(0);
-    let shown = |time: Option<&Duration>| time.map_or("-".to_string(), |time| format!("{:.1} ms", time.as_secs_f64() * 1e3));
+    let shown =
+        |time: Option<&Duration>| time.map_or("-".to_string(), |time| format!("{:.1} ms", time.as_secs_f64() * 1e3));
     println!(
         "{name}: /healthz p50 {} max {} ({} of {samples} answered); resident set {} MiB before, peak {} MiB (+{} MiB)",
         shown(times.get(times.len() / 2)),

@@ -55,8 +55,12 @@ pub fn run(root: Option<PathBuf>) -> ExitCode {
         let mut stdin = BufReader::new(io::stdin().lock());
         loop {
             match read_frame(&mut stdin) {
-                Ok(Some(frame)) if sender.send(frame).is_ok() => {}
-                Ok(_) => break,
+                Ok(Some(frame)) => {
+                    if sender.send(frame).is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
                 Err(error) => {
                     // The editor's log shows stderr: say why the server stops reading.
                     eprintln!("archmax lsp: stopped reading the client: {error}");

@@ -284,6 +284,13 @@ enum Command {
         /// running then is cut and resumes in the next process.
         #[arg(long, value_name = "SECONDS", default_value_t = 30.0, value_parser = positive_seconds)]
         grace: f64,
+        /// The most connections served at once; more wait in the listen backlog.
+        #[arg(long, value_name = "N", default_value_t = archmax_serve::MAX_CONNECTIONS)]
+        max_connections: usize,
+        /// The most connections one client address (an IPv6 /64) holds at once; more are
+        /// closed on accept. 0 turns the cap off (every client behind one proxy).
+        #[arg(long, value_name = "N", default_value_t = archmax_serve::MAX_CONNECTIONS_PER_PEER)]
+        max_connections_per_peer: usize,
     },
     /// Rewrite contract-2 workflows (hooks, removed keys, hook scripts, cases) to contract 3, in place.
     Migrate {
@@ -443,6 +450,19 @@ fn end_quietly_on_closed_pipe() {
     }
 }
 
+/// `serve` and `lsp` talk to peers that may go away at any moment (an HTTP client, an
+/// event stream's reader, an editor): for them a closed peer must be a write error on
+/// that one connection, never the end of the process, so they ignore SIGPIPE again.
+fn survive_closed_peers(command: &Command) {
+    if matches!(command, Command::Serve { .. } | Command::Lsp) {
+        // SAFETY: called from `main` right after parsing the arguments, before any
+        // thread exists; `signal` with `SIG_IGN` only sets the kernel's disposition.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        }
+    }
+}
+
 /// The `.env` files of the current directory and the workspace root, under the real
 /// environment (see [`dotenv`]).
 fn load_dotenv(root: &std::path::Path) {
@@ -472,6 +492,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return output::usage_error(error),
     };
+    survive_closed_peers(&cli.command);
     output::configure(output::Terminal { color: cli.color, quiet: cli.quiet });
     let root_flag = cli.root.clone();
     let root = cli.root.unwrap_or_else(|| PathBuf::from("."));
@@ -479,22 +500,37 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Validate { workflows, format, tools } => validate::run(&root, &workflows, format, tools),
         Command::Tools { json } => tools::run(&root, json),
-        Command::Serve { artifacts, listen, trust, tokens, max_turns_in_flight, tape, store, log_format, grace } => {
-            serve::run(
-                &root,
-                serve::ServeArgs {
-                    artifacts: &artifacts,
-                    listen: &listen,
-                    trust: &trust,
-                    tokens: tokens.as_deref(),
-                    max_turns_in_flight,
-                    tape: tape.as_deref(),
-                    store: store.as_deref(),
-                    log_format,
+        Command::Serve {
+            artifacts,
+            listen,
+            trust,
+            tokens,
+            max_turns_in_flight,
+            tape,
+            store,
+            log_format,
+            grace,
+            max_connections,
+            max_connections_per_peer,
+        } => serve::run(
+            &root,
+            serve::ServeArgs {
+                artifacts: &artifacts,
+                listen: &listen,
+                trust: &trust,
+                tokens: tokens.as_deref(),
+                max_turns_in_flight,
+                tape: tape.as_deref(),
+                store: store.as_deref(),
+                log_format,
+                connections: archmax_serve::ConnectionLimits {
                     grace: std::time::Duration::from_secs_f64(grace),
+                    max_connections,
+                    max_connections_per_peer,
+                    ..archmax_serve::ConnectionLimits::default()
                 },
-            )
-        }
+            },
+        ),
         Command::Lsp => lsp::run(root_flag.and_then(|root| std::fs::canonicalize(root).ok())),
         Command::Explain { code, list } => explain::run(code.as_deref(), list),
         Command::Migrate { workflows, dry_run, diff } => migrate::run(&root, &workflows, dry_run, diff),

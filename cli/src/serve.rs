@@ -62,8 +62,9 @@ pub struct ServeArgs<'a> {
     /// `--store`: where sessions live (the filesystem store by default).
     pub store: Option<&'a str>,
     pub log_format: LogFormat,
-    /// How long admitted turns get to finish after SIGTERM.
-    pub grace: Duration,
+    /// The accept loop's limits, with how long admitted turns get to finish after SIGTERM
+    /// (`--grace`, `--max-connections`, `--max-connections-per-peer`).
+    pub connections: archmax_serve::ConnectionLimits,
 }
 
 /// What a reload needs, owned, so it can run on a blocking thread.
@@ -364,15 +365,15 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         if args.artifacts.is_empty() {
             tokio::spawn(reload_on_change(Arc::clone(&server), sources.clone()));
         }
-        match archmax_serve::serve(listener, Arc::clone(&server), archmax_serve::termination_signal(), args.grace).await
-        {
+        let stopped = archmax_serve::termination_signal();
+        match archmax_serve::serve_with(listener, Arc::clone(&server), stopped, args.connections).await {
             Ok(true) => {
                 tracing::info!("archmax serve stopped; every admitted turn ended");
                 ExitCode::SUCCESS
             }
             Ok(false) => {
                 tracing::warn!(
-                    grace_seconds = args.grace.as_secs_f64(),
+                    grace_seconds = args.connections.grace.as_secs_f64(),
                     "archmax serve stopped; unfinished turns resume from their last committed step"
                 );
                 ExitCode::SUCCESS

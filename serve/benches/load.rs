@@ -130,7 +130,13 @@ async fn serve(program: Program, store: Arc<dyn SessionStore>) -> Served {
         let _ = stopped.await;
     };
     let server = Arc::new(server);
-    let task = tokio::spawn(archmax_serve::serve(listener, Arc::clone(&server), shutdown, Duration::from_secs(10)));
+    // Every client comes from loopback: no per-peer cap.
+    let limits = archmax_serve::ConnectionLimits {
+        grace: Duration::from_secs(10),
+        max_connections_per_peer: 0,
+        ..archmax_serve::ConnectionLimits::default()
+    };
+    let task = tokio::spawn(archmax_serve::serve_with(listener, Arc::clone(&server), shutdown, limits));
     Served { base, server, stop, task }
 }
 

@@ -21,8 +21,10 @@ use crate::server::{Answer, MAX_PAGE, MAX_WAIT_SECONDS, Server, SessionQuery};
 
 type Shared = State<Arc<Server>>;
 
-/// Every route of the API, and the decision inbox's pages ([`crate::inbox`]).
+/// Every route of the API, and the decision inbox's pages ([`crate::inbox`]); every
+/// request body is held to the server's body deadline.
 pub fn router(server: Arc<Server>) -> Router {
+    let body_deadline = server.body_timeout;
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -41,6 +43,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .fallback(not_found)
         .with_state(Arc::clone(&server))
         .merge(crate::inbox::router(server))
+        .layer(axum::middleware::from_fn_with_state(body_deadline, crate::request_limits::body_deadline))
 }
 
 /// The decoded `key=value` pairs of a query string.
@@ -167,13 +170,8 @@ fn session_query(query: Option<&str>) -> Result<SessionQuery, ApiError> {
 const ARTIFACT_LIMIT: usize = 64 * 1024 * 1024;
 
 /// The request body's bytes, refused with 413 past `limit` and 408 when it does not
-/// arrive within the server's body timeout.
-async fn body_bytes(
-    server: &Server,
-    headers: &HeaderMap,
-    body: Body,
-    limit: usize,
-) -> Result<axum::body::Bytes, ApiError> {
+/// arrive within the server's body deadline ([`crate::request_limits::body_deadline`]).
+async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) -> Result<axum::body::Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -185,14 +183,13 @@ async fn body_bytes(
     if declared.is_some_and(|length| length > limit) {
         return Err(too_large());
     }
-    match tokio::time::timeout(server.body_timeout, to_bytes(body, limit)).await {
-        Ok(read) => read.map_err(|_| too_large()),
-        Err(_) => Err(ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "request.timeout",
-            format!("the body did not arrive within {} s", server.body_timeout.as_secs_f64()),
-        )),
-    }
+    to_bytes(body, limit).await.map_err(|error| {
+        if crate::request_limits::is_too_slow(&error) {
+            ApiError::new(StatusCode::REQUEST_TIMEOUT, "request.timeout", error.to_string())
+        } else {
+            too_large()
+        }
+    })
 }
 
 /// Refuses a non-empty body not sent as JSON: a form a web page posts without a
@@ -213,7 +210,7 @@ fn require_json(headers: &HeaderMap, bytes: &[u8]) -> Result<(), ApiError> {
 
 /// The request body as JSON, refused with 413 past the server's limit.
 async fn json_body(server: &Server, headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
-    let bytes = body_bytes(server, headers, body, server.body_limit).await?;
+    let bytes = body_bytes(headers, body, server.body_limit).await?;
     if bytes.is_empty() {
         return Ok(json!({}));
     }
@@ -357,7 +354,7 @@ async fn fire(
                 _ => return Err(bad_query(&key, "unknown parameter; this route takes workflow and wait")),
             }
         }
-        let bytes = body_bytes(&server, &headers, body, server.body_limit).await?;
+        let bytes = body_bytes(&headers, body, server.body_limit).await?;
         require_json(&headers, &bytes)?;
         let firing = crate::triggers::Firing {
             trigger: &trigger,
@@ -376,7 +373,7 @@ async fn fire(
 async fn load_artifact(State(server): Shared, headers: HeaderMap, body: Body) -> Response {
     let loaded = async {
         let caller = server.auth.caller(&headers, Scope::Admin)?;
-        let bytes = body_bytes(&server, &headers, body, ARTIFACT_LIMIT).await?;
+        let bytes = body_bytes(&headers, body, ARTIFACT_LIMIT).await?;
         // Verifying and decoding a large artifact is CPU work: off the executor's threads.
         let loading = Arc::clone(&server);
         let loaded = tokio::task::spawn_blocking(move || loading.load_artifact(&bytes))

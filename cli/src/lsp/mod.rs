@@ -53,9 +53,19 @@ pub fn run(root: Option<PathBuf>) -> ExitCode {
     let (sender, receiver) = mpsc::channel::<Incoming>();
     std::thread::spawn(move || {
         let mut stdin = BufReader::new(io::stdin().lock());
-        while let Ok(Some(frame)) = read_frame(&mut stdin) {
-            if sender.send(frame).is_err() {
-                break;
+        loop {
+            match read_frame(&mut stdin) {
+                Ok(Some(frame)) => {
+                    if sender.send(frame).is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    // The editor's log shows stderr: say why the server stops reading.
+                    eprintln!("archmax lsp: stopped reading the client: {error}");
+                    break;
+                }
             }
         }
     });

@@ -361,3 +361,69 @@ fn bad_input_gets_protocol_errors_and_the_server_goes_on() {
     assert_eq!(client.finish(), 0);
     let _ = fs::remove_dir_all(&root);
 }
+
+/// `archmax lsp` in `root` with every stream piped, for the tests of a misbehaving client.
+fn spawn_bare(root: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_archmax"))
+        .arg("lsp")
+        .current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("archmax lsp starts")
+}
+
+/// Waits (bounded by [`WAIT`], a hang guard only) for `child` to exit.
+fn exit_of(child: &mut Child) -> std::process::ExitStatus {
+    let began = std::time::Instant::now();
+    while began.elapsed() < WAIT {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    panic!("archmax lsp did not exit");
+}
+
+#[test]
+fn a_client_that_closed_its_end_ends_the_server_with_an_error_not_a_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let root = workspace("lsp-closed-client");
+    let mut child = spawn_bare(&root);
+    // The client stops reading before it asks anything: the answer meets a closed pipe.
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().expect("stdin");
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "processId": null, "capabilities": {} } })
+        .to_string();
+    write!(stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).expect("write frame");
+    stdin.flush().expect("flush");
+    let status = exit_of(&mut child);
+    assert_eq!(status.signal(), None, "killed by a signal ({status}); SIGPIPE must be ignored");
+    assert_eq!(status.code(), Some(1), "{status}");
+    let _ = fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_header_line_that_never_ends_stops_the_server_after_the_bound_and_says_why() {
+    use std::io::Read;
+    let root = workspace("lsp-endless-header");
+    let mut child = spawn_bare(&root);
+    let mut stdin = child.stdin.take().expect("stdin");
+    // Far more than the bound, with no newline; the pipe stays open, so only the bound
+    // can end the read. A write fails once the server has stopped reading: that is fine.
+    let chunk = [b'X'; 4096];
+    for _ in 0..64 {
+        if stdin.write_all(&chunk).is_err() {
+            break;
+        }
+    }
+    let status = exit_of(&mut child);
+    assert_eq!(status.code(), Some(1), "{status}");
+    let mut said = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut said).expect("stderr");
+    assert!(said.contains("header block is longer than 8192 bytes"), "{said}");
+    drop(stdin);
+    let _ = fs::remove_dir_all(&root);
+}

@@ -16,6 +16,7 @@ mod postgres;
 mod record;
 mod schemas;
 mod serve;
+mod serve_clients;
 mod serve_ops;
 mod serving;
 mod store;

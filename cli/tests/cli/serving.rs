@@ -130,6 +130,11 @@ impl Served {
         }
     }
 
+    /// Whether the process is still running (not exited, not killed by a signal).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Waits for the process to exit; its exit code.
     pub fn exit_code(&mut self) -> Option<i32> {
         let began = Instant::now();

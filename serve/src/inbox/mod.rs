@@ -36,6 +36,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use axum::routing::{get, post};
 
+use crate::request_limits::form_body_limit;
 use crate::server::Server;
 
 pub use signin::Secret;
@@ -65,12 +66,12 @@ pub fn router(server: Arc<Server>) -> Router {
     });
     Router::new()
         .route("/", get(pages::inbox_route))
-        .route("/sign-in", get(signin::sign_in_page).post(signin::sign_in))
-        .route("/sign-out", post(signin::sign_out))
+        .route("/sign-in", get(signin::sign_in_page).post(signin::sign_in).layer(form_body_limit()))
+        .route("/sign-out", post(signin::sign_out).layer(form_body_limit()))
         .route("/sessions/{*id}", get(pages::session_route))
-        .route("/decide", post(actions::decide))
-        .route("/reply", post(actions::reply))
-        .route("/deliver", post(actions::deliver))
+        .route("/decide", post(actions::decide).layer(form_body_limit()))
+        .route("/reply", post(actions::reply).layer(form_body_limit()))
+        .route("/deliver", post(actions::deliver).layer(form_body_limit()))
         .route("/live", get(actions::inbox_events))
         .route("/live/{*id}", get(actions::session_events))
         .route("/evidence", get(actions::evidence))

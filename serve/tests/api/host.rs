@@ -369,7 +369,8 @@ async fn a_slow_client_is_cut_off_by_the_header_and_body_timeouts() {
     server.body_timeout = std::time::Duration::from_millis(200);
     let limits = archmax_serve::ConnectionLimits {
         grace: std::time::Duration::from_secs(5),
-        header_read_timeout: std::time::Duration::from_millis(200),
+        first_request_timeout: std::time::Duration::from_millis(200),
+        idle_timeout: std::time::Duration::from_millis(200),
         ..Default::default()
     };
     let running = listen_with(Arc::new(server), limits).await;

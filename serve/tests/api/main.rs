@@ -70,6 +70,7 @@ const READER: &str = "reader-secret";
 const STARTER: &str = "starter-secret";
 
 mod carried;
+mod connections;
 mod host;
 mod replay;
 
@@ -156,26 +157,33 @@ async fn start_server_on(
     limits: TurnLimits,
     body_limit: usize,
 ) -> Running {
+    listen(Arc::new(api_server(store, auth, limits, body_limit))).await
+}
+
+/// The desk and the waiter on the tape, not yet listening.
+fn api_server(
+    store: Arc<dyn archmax_vm::session::SessionStore>,
+    auth: Auth,
+    limits: TurnLimits,
+    body_limit: usize,
+) -> Server {
     archmax_vm::model::openai::install_tls_provider();
     let root = workspace();
     let program = compiled(&root);
-    let server = Arc::new(
-        Server::new(ServerParts {
-            programs: vec![program],
-            store,
-            model: Arc::new(Tape::parse("api", TAPE).expect("tape")),
-            clock: Arc::new(FixedClock(1_767_605_400_000)),
-            pricing: PricingTable::default(),
-            root,
-            auth,
-            limits,
-            body_limit,
-            tools: Default::default(),
-            context: Default::default(),
-        })
-        .expect("server"),
-    );
-    listen(server).await
+    Server::new(ServerParts {
+        programs: vec![program],
+        store,
+        model: Arc::new(Tape::parse("api", TAPE).expect("tape")),
+        clock: Arc::new(FixedClock(1_767_605_400_000)),
+        pricing: PricingTable::default(),
+        root,
+        auth,
+        limits,
+        body_limit,
+        tools: Default::default(),
+        context: Default::default(),
+    })
+    .expect("server")
 }
 
 async fn open_server() -> Running {
@@ -458,7 +466,11 @@ async fn of_two_concurrent_decisions_one_runs_and_the_other_is_a_conflict() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_sessions_run_at_once_each_reading_the_tape_from_its_start() {
-    let server = open_server().await;
+    // Two hundred connections from one address: past the default per-peer cap, as a
+    // runner behind one proxy (or with one busy backend) is configured.
+    let limits = archmax_serve::ConnectionLimits { max_connections_per_peer: 256, ..Default::default() };
+    let server = api_server(Arc::new(MemoryStore::new()), Auth::Open, TurnLimits::default(), 64 * 1024);
+    let server = listen_with(Arc::new(server), limits).await;
     let starts = (0..200).map(|index| {
         let server = &server;
         async move {

@@ -80,9 +80,11 @@ pub fn open_secret_file(path: &Path, what: &'static str) -> Result<File, SecretF
 pub fn read_secret_file(path: &Path, what: &'static str, limit: u64) -> Result<Vec<u8>, SecretFileError> {
     let file = open_secret_file(path, what)?;
     let mut bytes = Vec::new();
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|source| SecretFileError::Io { what, path: path.to_path_buf(), source })?;
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(|source| SecretFileError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })?;
     if bytes.len() as u64 > limit {
         return Err(SecretFileError::TooLarge { what, path: path.to_path_buf(), limit });
     }

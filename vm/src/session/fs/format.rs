@@ -187,7 +187,8 @@ impl Seal {
             if le_u32(bytes, SEAL_FIELDS_BYTES) != Some(crc32(covered)) {
                 return SlotRead::Torn;
             }
-            return Self::decode_fields(covered).map_or(SlotRead::Torn, |seal| SlotRead::Sealed(seal, SealedBy::Unkeyed));
+            return Self::decode_fields(covered)
+                .map_or(SlotRead::Torn, |seal| SlotRead::Sealed(seal, SealedBy::Unkeyed));
         }
         let Some(covered) = bytes.get(..SEAL_COVERED_BYTES) else { return SlotRead::Torn };
         if &covered[..8] != SEAL_MAGIC || le_u32(bytes, SEAL_COVERED_BYTES) != Some(crc32(covered)) {

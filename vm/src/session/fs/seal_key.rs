@@ -254,9 +254,8 @@ fn create_key_file(path: &Path) -> Result<(), SealKeyError> {
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let written = options
-        .open(&staging)
-        .and_then(|mut file| file.write_all(text.as_bytes()).and_then(|()| file.sync_all()));
+    let written =
+        options.open(&staging).and_then(|mut file| file.write_all(text.as_bytes()).and_then(|()| file.sync_all()));
     let linked = written.and_then(|()| fs::hard_link(&staging, path));
     let _ = fs::remove_file(&staging);
     match linked {

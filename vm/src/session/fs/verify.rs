@@ -124,7 +124,9 @@ pub(super) fn verify(files: &Files, trust: Trust<'_>) -> Result<Option<Loaded>, 
         (None, None, None) => return Ok(None),
         (Some(checkpoint), Some(seal), Some(log)) => (checkpoint, seal, log),
         (None, _, _) => {
-            return Err(Refusal::Damage("checkpoint.json is missing while the session's log or seal exists".to_string()));
+            return Err(Refusal::Damage(
+                "checkpoint.json is missing while the session's log or seal exists".to_string(),
+            ));
         }
         (_, None, _) => {
             return Err(Refusal::Damage(

@@ -187,9 +187,8 @@ impl FsWriter {
     /// slot 0: at compaction, and to give an earlier build's seal its slots.
     fn rewrite_seal(&mut self) -> Result<(), StoreError> {
         let runtime_dir = self.runtime_dir();
-        let rewritten =
-            write_seal(&runtime_dir, &self.current_seal(), &self.keys, &mut self.faults)
-                .and_then(|()| open_seal(&runtime_dir));
+        let rewritten = write_seal(&runtime_dir, &self.current_seal(), &self.keys, &mut self.faults)
+            .and_then(|()| open_seal(&runtime_dir));
         match rewritten {
             Ok((seal, stamp)) => {
                 self.seal = seal;

@@ -14,6 +14,7 @@ mod parks;
 mod postgres;
 mod record;
 mod schemas;
+mod secrets;
 mod serve;
 mod serve_ops;
 mod serving;

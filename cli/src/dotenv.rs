@@ -7,7 +7,9 @@
 //! `"`, and `#` starts a comment line. A line that is none of these is named in a
 //! warning and skipped, never guessed at. Trust is the operator's alone: a `.env` never
 //! sets `ARCHMAX_TRUSTED_KEYS` (a workspace naming its own signing key would have its
-//! bytecode run unchecked) nor the test-fault `ARCHMAX_TEST_*` variables.
+//! bytecode run unchecked), the session seal key (`ARCHMAX_SEAL_KEY`,
+//! `ARCHMAX_SEAL_KEY_FILE`: a file in the workspace naming the key would let whoever
+//! writes it forge seals) nor the test-fault `ARCHMAX_TEST_*` variables.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -42,7 +44,8 @@ pub fn read(files: &[&Path]) -> (BTreeMap<String, String>, Vec<String>) {
 
 /// Variables only the operator's real environment may set.
 fn operator_only(key: &str) -> bool {
-    key == "ARCHMAX_TRUSTED_KEYS" || key.starts_with("ARCHMAX_TEST_")
+    matches!(key, "ARCHMAX_TRUSTED_KEYS" | "ARCHMAX_SEAL_KEY" | "ARCHMAX_SEAL_KEY_FILE")
+        || key.starts_with("ARCHMAX_TEST_")
 }
 
 /// One line: `Ok(None)` for a blank or comment line.
@@ -103,6 +106,21 @@ mod tests {
         );
         assert_eq!(warnings.len(), 3, "{warnings:?}");
         assert!(warnings[0].contains("cwd.env:3"), "{warnings:?}");
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    #[test]
+    fn a_dotenv_file_never_names_the_session_seal_key() {
+        let dir = std::env::temp_dir().join(format!("archmax-dotenv-seal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch");
+        let file = dir.join(".env");
+        let key = "00".repeat(32);
+        std::fs::write(&file, format!("ARCHMAX_SEAL_KEY={key}\nARCHMAX_SEAL_KEY_FILE=/tmp/mine\nKEPT=1\n"))
+            .expect("write");
+        let (values, warnings) = read(&[&file]);
+        assert!(!values.contains_key("ARCHMAX_SEAL_KEY") && !values.contains_key("ARCHMAX_SEAL_KEY_FILE"));
+        assert_eq!(values.get("KEPT").map(String::as_str), Some("1"));
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
         std::fs::remove_dir_all(&dir).expect("clean up");
     }
 }

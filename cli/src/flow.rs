@@ -2,9 +2,13 @@
 //!
 //! Append-only: state changes at the margin, what happened inside a state indented under
 //! it. Control calls are shown as what they do (a move, a park, a raise), never as tool
-//! lines; runtime notes are not shown at all.
+//! lines; runtime notes are not shown at all. Every text an event carries (model and
+//! tool text, names, reasons) passes through [`terminal_safe`] before it is painted, so
+//! the only escape sequences on the flow are its own colours.
 
 use std::io::Write;
+
+use crate::output::terminal_safe;
 
 use archmax_vm::compiler::tools::path_arguments;
 use archmax_vm::events::{Envelope, Event, Listener};
@@ -36,11 +40,18 @@ impl Flow {
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
-        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
+        let text = terminal_safe(text);
+        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.into_owned() }
     }
 }
 
+/// Event text as the flow may print it.
+fn safe(text: &str) -> String {
+    terminal_safe(text).into_owned()
+}
+
 fn first_line(text: &str, limit: usize) -> String {
+    let text = terminal_safe(text);
     let line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim();
     if line.chars().count() > limit {
         format!("{}…", line.chars().take(limit).collect::<String>())
@@ -64,14 +75,14 @@ fn plain(text: &str) -> &str {
 fn via(origin: &str) -> String {
     match origin {
         "model" | "" => String::new(),
-        other => format!(" via {other}"),
+        other => format!(" via {}", safe(other)),
     }
 }
 
 /// A call in one line, as its `tool-called` event's `detail` has it: a space and the
 /// detail, or nothing.
 fn detail(detail: Option<&str>) -> String {
-    detail.map(|detail| format!(" {detail}")).unwrap_or_default()
+    detail.map(|detail| format!(" {}", safe(detail))).unwrap_or_default()
 }
 
 impl Listener for Flow {
@@ -124,8 +135,9 @@ impl Listener for Flow {
             )),
             Event::StateEnter { state } => Some(self.state_header(state)),
             Event::Advance { from, to, reason, .. } if from != "__start__" => Some(format!(
-                "  {} {to}{}",
+                "  {} {}{}",
                 self.paint("36", "→"),
+                safe(to),
                 reason.as_ref().map(|reason| format!(" — {}", first_line(reason, 100))).unwrap_or_default()
             )),
             Event::AgentText { text, partial, .. } => {
@@ -139,7 +151,7 @@ impl Listener for Flow {
                     || tool == "archmax_eval"
                     || tool == "archmax_set_variables" =>
             {
-                Some(format!("  · {tool}{}{}", detail(said.as_deref()), via(origin)))
+                Some(format!("  · {}{}{}", safe(tool), detail(said.as_deref()), via(origin)))
             }
             Event::ToolResult { status, output, .. } if status == "error" => {
                 Some(format!("    {} {}", self.paint("33", "!"), first_line(plain(output), 240)))
@@ -147,60 +159,74 @@ impl Listener for Flow {
             Event::ToolBlocked { tool, rule, args, .. } => {
                 let paths = path_arguments(tool).iter().map(|(name, _)| *name);
                 let said = archmax_vm::events::call_detail(args, paths);
-                Some(format!("  {} {tool}{} refused ({rule})", self.paint("33", "✖"), detail(said.as_deref())))
+                Some(format!(
+                    "  {} {}{} refused ({})",
+                    self.paint("33", "✖"),
+                    safe(tool),
+                    detail(said.as_deref()),
+                    safe(rule)
+                ))
             }
             Event::Parked { awaiting, reason, resume_at, .. } => Some(format!(
                 "  {} awaiting {}{}{}",
                 self.paint("35", "⏸"),
                 if awaiting == "decision" { "a decision" } else { "input" },
                 reason.as_ref().map(|reason| format!(": {}", first_line(reason, 80))).unwrap_or_default(),
-                resume_at.as_ref().map(|at| format!(" (due {at})")).unwrap_or_default()
+                resume_at.as_ref().map(|at| format!(" (due {})", safe(at))).unwrap_or_default()
             )),
             Event::StateErrorRouted { to, reason, .. } => {
-                Some(format!("  {} failed: {} → {to}", self.paint("33", "⚠"), first_line(plain(reason), 240)))
+                Some(format!("  {} failed: {} → {}", self.paint("33", "⚠"), first_line(plain(reason), 240), safe(to)))
             }
             Event::Raised { code, reason, .. } => {
-                Some(format!("  {} raised `{code}`: {}", self.paint("31", "✖"), first_line(reason, 100)))
+                Some(format!("  {} raised `{}`: {}", self.paint("31", "✖"), safe(code), first_line(reason, 100)))
             }
             Event::ParkMessage { direction, text, .. } if direction == "inbound" => Some(format!(
                 "  {} {}",
                 self.paint("36", "✉"),
                 self.paint("2", &format!("“{}”", first_line(text, 100)))
             )),
-            Event::Decided { to, .. } => Some(format!("  {} decided → {to}", self.paint("36", "✓"))),
+            Event::Decided { to, .. } => Some(format!("  {} decided → {}", self.paint("36", "✓"), safe(to))),
             Event::Upgraded { from, to, .. } => {
-                let short = |hash: &str| hash.chars().take(12).collect::<String>();
+                let short = |hash: &str| safe(&hash.chars().take(12).collect::<String>());
                 Some(format!("  {} upgraded program {} → {}", self.paint("36", "↑"), short(from), short(to)))
             }
-            Event::Delivered { trigger, .. } => Some(format!("  {} delivered `{trigger}`", self.paint("36", "↩"))),
-            Event::CodeStart { script, .. } => Some(format!("  · running {script}")),
+            Event::Delivered { trigger, .. } => {
+                Some(format!("  {} delivered `{}`", self.paint("36", "↩"), safe(trigger)))
+            }
+            Event::CodeStart { script, .. } => Some(format!("  · running {}", safe(script))),
             Event::CodeOutput { line, .. } => Some(format!("    {}", self.paint("2", line))),
             Event::GraderStart { .. } => Some("  · grading".to_string()),
             Event::ContextCompacted { messages, tokens_before, tokens_after, path, .. } => Some(format!(
-                "  {} compacted {messages} earlier messages into a summary ({} → {} tokens; {path})",
+                "  {} compacted {messages} earlier messages into a summary ({} → {} tokens; {})",
                 self.paint("36", "≡"),
                 crate::session::thousands(*tokens_before),
-                crate::session::thousands(*tokens_after)
+                crate::session::thousands(*tokens_after),
+                safe(path)
             )),
             Event::SubWorkflowStart { workflow, dispatch_id, .. } => {
-                Some(format!("  {} sub-workflow {workflow} ({dispatch_id})", self.paint("36", "↳")))
+                Some(format!("  {} sub-workflow {} ({})", self.paint("36", "↳"), safe(workflow), safe(dispatch_id)))
             }
             Event::SubWorkflowResult { workflow, dispatch_id, status, reason, .. } => Some(format!(
-                "  {} {workflow} ({dispatch_id}): {status}{}",
+                "  {} {} ({}): {}{}",
                 self.paint("36", "↲"),
+                safe(workflow),
+                safe(dispatch_id),
+                safe(status),
                 reason.as_ref().map(|reason| format!(" — {}", first_line(reason, 160))).unwrap_or_default()
             )),
-            Event::Warning { message, .. } => Some(format!("  {} {}", self.paint("33", "⚠"), message)),
+            Event::Warning { message, .. } => Some(format!("  {} {}", self.paint("33", "⚠"), safe(message))),
             Event::TurnEnd { status, state, reason, terminal, code } => Some(match status.as_str() {
-                "completed" if *terminal => format!("{} completed in {state}", self.paint("32", "✔")),
+                "completed" if *terminal => format!("{} completed in {}", self.paint("32", "✔"), safe(state)),
                 "completed" => {
-                    format!("{} turn ended in {state}; the session can continue there", self.paint("32", "✔"))
+                    format!("{} turn ended in {}; the session can continue there", self.paint("32", "✔"), safe(state))
                 }
                 "awaiting_decision" | "awaiting_input" => return,
                 other => format!(
-                    "{} {other} in {state}{}{}",
+                    "{} {} in {}{}{}",
                     if self.in_case { self.paint("2", "·") } else { self.paint("31", "✖") },
-                    code.as_ref().map(|code| format!(" ({code})")).unwrap_or_default(),
+                    safe(other),
+                    safe(state),
+                    code.as_ref().map(|code| format!(" ({})", safe(code))).unwrap_or_default(),
                     reason.as_ref().map(|reason| format!(": {}", first_line(reason, 200))).unwrap_or_default()
                 ),
             }),

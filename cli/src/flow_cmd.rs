@@ -341,7 +341,7 @@ fn walk(flags: &RunFlags) -> ExitCode {
         } else if !quiet()
             && let Some(line) = event.line()
         {
-            eprintln!("{line}");
+            eprintln!("{}", crate::output::terminal_safe(&line));
         }
     };
     let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {

@@ -6,12 +6,13 @@
 //! and a rename, so the old file's permissions are not inherited).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::ExitCode;
 
 use archmax_vm::compiler::artifact::{PUBLIC_PREFIX, PublicKey, SECRET_PREFIX, SecretKey, TrustedKeys};
+use archmax_vm::secret_file::read_secret_text;
 
 use crate::output::failure;
 
@@ -62,16 +63,10 @@ fn write_private(path: &Path, text: &str, force: bool) -> Result<(), String> {
     written.map_err(describe)
 }
 
-/// Reads at most [`KEY_FILE_LIMIT`] bytes of a key file as text.
+/// Reads at most [`KEY_FILE_LIMIT`] bytes of a key file as text, refusing a link, a
+/// file that is not regular and one every user may write ([`read_secret_text`]).
 fn read_key_file(path: &Path) -> Result<String, String> {
-    let mut text = String::new();
-    File::open(path)
-        .and_then(|file| file.take(KEY_FILE_LIMIT + 1).read_to_string(&mut text))
-        .map_err(|error| format!("could not read the key file `{}`: {error}", path.display()))?;
-    if text.len() as u64 > KEY_FILE_LIMIT {
-        return Err(format!("`{}` is too large to be a key file", path.display()));
-    }
-    Ok(text)
+    read_secret_text(path, "the key file", KEY_FILE_LIMIT).map_err(|error| error.to_string())
 }
 
 /// The signing key of `build --sign KEYFILE`.

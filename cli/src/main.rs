@@ -177,6 +177,10 @@ enum Command {
         /// Cut a damaged session back to its longest verified prefix, saying what is dropped.
         #[arg(long, requires = "id", conflicts_with_all = ["json", "workflow", "transcript"])]
         repair: bool,
+        /// Reseal a session under the current seal key: one sealed by a build before
+        /// keyed seals (adopting its files as they are), or by a previous key.
+        #[arg(long, requires = "id", conflicts_with_all = ["json", "workflow", "transcript", "repair"])]
+        reseal: bool,
         /// The session store: `fs:[DIR]`, `postgres://…` or `host=/socket dbname=…`
         /// (default: ARCHMAX_STORE, else `fs:`, the workspace's `sessions/`).
         #[arg(long, global = true, value_name = "URL")]
@@ -561,6 +565,7 @@ fn main() -> ExitCode {
         }
         Command::Sessions { action: Some(SessionsAction::Import), store, .. } => store::import(&root, store.as_deref()),
         Command::Sessions { id: Some(id), repair: true, store, .. } => sessions::repair(&root, store.as_deref(), &id),
+        Command::Sessions { id: Some(id), reseal: true, store, .. } => sessions::reseal(&root, store.as_deref(), &id),
         Command::Sessions { action: Some(SessionsAction::Rm { ids }), store, .. } => {
             sessions::remove(&root, store.as_deref(), &ids)
         }

@@ -1,5 +1,8 @@
-//! Terminal conventions shared by every command: colour, usage errors, failures.
+//! Terminal conventions shared by every command: colour, usage errors, failures, and
+//! [`terminal_safe`], the one filter every text a model, a tool or a session holds
+//! passes through before the CLI prints it as text.
 
+use std::borrow::Cow;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::OnceLock;
@@ -102,6 +105,37 @@ pub fn usage(command: &str, message: &str) -> ExitCode {
     let message = message.trim_end().trim_end_matches('.');
     eprintln!("error: {message}; try `archmax {command} --help`");
     ExitCode::from(2)
+}
+
+/// What a control character is shown as: the replacement character, visible and inert.
+pub const CONTROL_REPLACEMENT: char = '\u{FFFD}';
+
+/// `text` as a terminal can show it without acting on it: every control character
+/// other than newline and tab (ESC and so every CSI/OSC escape sequence, BEL, a carriage
+/// return, backspace, DEL, and the C1 controls U+0080–U+009F, 8-bit CSI and OSC
+/// included) becomes [`CONTROL_REPLACEMENT`]. Model and tool text cannot retitle,
+/// clear or repaint the reader's terminal, nor hide what came before it on the line.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    let acts = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(acts) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(text.chars().map(|c| if acts(c) { CONTROL_REPLACEMENT } else { c }).collect())
+}
+
+#[cfg(test)]
+mod control_characters {
+    use super::{CONTROL_REPLACEMENT, terminal_safe};
+
+    #[test]
+    fn escape_sequences_and_other_controls_are_shown_as_replacement_characters() {
+        let hostile = "a\x1b]0;pwned\x07\x1b[2Jb\r\x08\x7f\u{9b}31m\u{9d}x";
+        let shown = terminal_safe(hostile);
+        assert!(!shown.chars().any(|c| c.is_control()), "{shown:?}");
+        assert_eq!(shown.chars().filter(|&c| c == CONTROL_REPLACEMENT).count(), 8, "{shown:?}");
+        assert!(shown.starts_with('a') && shown.contains("]0;pwned") && shown.ends_with('x'));
+        assert_eq!(terminal_safe("line one\n\tline two"), "line one\n\tline two");
+    }
 }
 
 /// A failure established after parsing: one line, exit 1.

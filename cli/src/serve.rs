@@ -33,6 +33,8 @@ use crate::session::{self, SessionOptions};
 
 /// The variable holding the one all-scopes token.
 const TOKEN_VARIABLE: &str = "ARCHMAX_SERVE_TOKEN";
+/// A tokens file is a few lines per client; anything larger is not one.
+const TOKENS_FILE_LIMIT: u64 = 1024 * 1024;
 
 /// How often the scheduler looks for sessions whose `resumeAt` has come.
 const WAKE_EVERY: Duration = Duration::from_secs(1);
@@ -125,9 +127,11 @@ impl Sources {
 
     fn auth(&self) -> Result<Auth, String> {
         let text = match &self.tokens {
+            // A token file every user may write would let any of them grant themselves
+            // access: refused like every key file, as are links and non-regular files.
             Some(path) => Some(
-                std::fs::read_to_string(path)
-                    .map_err(|error| format!("could not read `{}`: {error}", path.display()))?,
+                archmax_vm::secret_file::read_secret_text(path, "the tokens file", TOKENS_FILE_LIMIT)
+                    .map_err(|error| error.to_string())?,
             ),
             None => None,
         };

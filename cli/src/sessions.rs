@@ -10,13 +10,13 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use archmax_vm::session::fs::{FsStore, RepairOutcome};
+use archmax_vm::session::fs::RepairOutcome;
 use archmax_vm::session::id::check_session_id;
 use archmax_vm::session::summary::summary;
 use archmax_vm::session::{Message, SessionState, SessionStore, Status, ToolStatus};
 use archmax_vm::stdlib::vfs::Vfs;
 
-use crate::output::{failure, usage};
+use crate::output::{failure, terminal_safe, usage};
 use crate::session::thousands;
 
 /// What `archmax sessions` lists or shows.
@@ -72,11 +72,11 @@ fn show(store: &dyn SessionStore, id: &str, query: &Query<'_>) -> ExitCode {
     }
     match (query.transcript, query.json) {
         (true, true) => println!("{}", serde_json::to_string_pretty(&transcript_json(&state)).unwrap_or_default()),
-        (true, false) => print!("{}", transcript(&state)),
+        (true, false) => print!("{}", terminal_safe(&transcript(&state))),
         (false, true) => println!("{}", serde_json::to_string_pretty(&summary(&state)).unwrap_or_default()),
         (false, false) => {
             let files = store.files(&id).ok();
-            print!("{}", detail(&state, files.as_deref()));
+            print!("{}", terminal_safe(&detail(&state, files.as_deref())));
         }
     }
     ExitCode::SUCCESS
@@ -112,7 +112,7 @@ fn list(store: &dyn SessionStore, query: &Query<'_>) -> ExitCode {
         println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
     } else {
         for state in &states {
-            println!("{}", row(state));
+            println!("{}", terminal_safe(&row(state)));
         }
     }
     ExitCode::SUCCESS
@@ -289,7 +289,10 @@ pub fn repair(root: &Path, store: Option<&str>, id: &str) -> ExitCode {
         return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
     }
     let store = match crate::store::target(root, store) {
-        Ok(crate::store::Target::Fs(dir)) => FsStore::new(dir),
+        Ok(crate::store::Target::Fs(dir)) => match crate::store::fs_store(root, dir) {
+            Ok(store) => store,
+            Err(message) => return failure(message),
+        },
         Ok(crate::store::Target::Postgres(_)) => {
             return failure(
                 "--repair mends the filesystem store's log; the PostgreSQL store commits each step whole or not at all",
@@ -305,6 +308,37 @@ pub fn repair(root: &Path, store: Option<&str>, id: &str) -> ExitCode {
     match store.repair(id) {
         Ok(outcome) => {
             println!("{}", repair_report(id, &outcome));
+            ExitCode::SUCCESS
+        }
+        Err(error) => failure(error),
+    }
+}
+
+/// `archmax sessions ID --reseal`: rewrites one session under the current seal key,
+/// adopting it as it is when an earlier build sealed it without a key. This trusts the
+/// session's files: run it for sessions written before keyed seals, not for one whose
+/// origin is unknown.
+pub fn reseal(root: &Path, store: Option<&str>, id: &str) -> ExitCode {
+    if let Err(problem) = check_session_id(id, &[]) {
+        return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
+    }
+    let store = match crate::store::target(root, store) {
+        Ok(crate::store::Target::Fs(dir)) => match crate::store::fs_store(root, dir) {
+            Ok(store) => store.adopting_unkeyed_sessions(),
+            Err(message) => return failure(message),
+        },
+        Ok(crate::store::Target::Postgres(_)) => {
+            return failure("--reseal applies to the filesystem store's seal; the PostgreSQL store has none");
+        }
+        Err(message) => return usage("sessions", &message),
+    };
+    let id = match crate::store::resolve_id(&store, id) {
+        Ok(id) => id,
+        Err(message) => return failure(message),
+    };
+    match store.reseal(&id) {
+        Ok(seq) => {
+            println!("resealed session `{id}` (through step {seq}) under seal key {}", store.seal_keys().current_id());
             ExitCode::SUCCESS
         }
         Err(error) => failure(error),
@@ -518,13 +552,9 @@ fn indented(text: &str, prefix: &str, limit: usize) -> String {
     out
 }
 
-/// `line` with every control character a terminal would act on (escape sequences, a
-/// carriage return) shown as its escape instead: what a model or a tool wrote cannot
-/// repaint the reader's terminal.
+/// One line of model or tool text as the terminal may show it ([`terminal_safe`]).
 fn printable(line: &str) -> String {
-    line.chars()
-        .map(|c| if c.is_control() && c != '\t' { c.escape_default().to_string() } else { c.to_string() })
-        .collect()
+    terminal_safe(line).into_owned()
 }
 
 /// `archmax sessions ID --transcript`: the conversation as a person reads it.

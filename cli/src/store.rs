@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use archmax_store_postgres::{PgOptions, PgStore};
-use archmax_vm::session::fs::FsStore;
+use archmax_vm::session::fs::{FsStore, SealKeys};
 use archmax_vm::session::id::check_session_id;
 use archmax_vm::session::{SessionState, SessionStore, transfer};
 
@@ -96,10 +96,19 @@ fn parse(root: &Path, text: &str) -> Option<Target> {
     (url || keywords).then(|| Target::Postgres(text.to_string()))
 }
 
-/// Opens the store `target` names.
-pub fn open(target: &Target) -> Result<Arc<dyn SessionStore>, String> {
+/// The filesystem store in `dir`, sealed with the seal keys of the workspace at `root`
+/// (`ARCHMAX_SEAL_KEY`, `ARCHMAX_SEAL_KEY_FILE`, else `<root>/.archmax/seal.key`,
+/// created on first use).
+pub fn fs_store(root: &Path, dir: PathBuf) -> Result<FsStore, String> {
+    let keys = SealKeys::for_workspace(root).map_err(|error| error.to_string())?;
+    Ok(FsStore::new(dir, keys))
+}
+
+/// Opens the store `target` names; `root` is the workspace whose seal key a
+/// filesystem store uses.
+pub fn open(root: &Path, target: &Target) -> Result<Arc<dyn SessionStore>, String> {
     match target {
-        Target::Fs(dir) => Ok(Arc::new(FsStore::new(dir.clone()))),
+        Target::Fs(dir) => Ok(Arc::new(fs_store(root, dir.clone())?)),
         Target::Postgres(connection) => PgStore::connect_blocking(connection, PgOptions::default())
             .map(|store| Arc::new(store) as Arc<dyn SessionStore>)
             .map_err(|error| error.to_string()),
@@ -108,14 +117,14 @@ pub fn open(target: &Target) -> Result<Arc<dyn SessionStore>, String> {
 
 /// The store a command names (`--store`, `ARCHMAX_STORE`, or the workspace's folder).
 pub fn open_for(root: &Path, flag: Option<&str>) -> Result<Arc<dyn SessionStore>, String> {
-    open(&target(root, flag)?)
+    open(root, &target(root, flag)?)
 }
 
 /// [`open_for`] for a command: a target that names no store is a usage error (exit 2),
 /// a store that cannot be reached a failure (exit 1).
 pub fn open_or_exit(root: &Path, flag: Option<&str>, command: &str) -> Result<Arc<dyn SessionStore>, ExitCode> {
     let target = target(root, flag).map_err(|message| usage(command, &message))?;
-    open(&target).map_err(failure)
+    open(root, &target).map_err(failure)
 }
 
 /// Runs one store operation to completion on a small executor of its own.

@@ -462,7 +462,7 @@ fn main() {
             }
             let store: Arc<dyn SessionStore> = match &scratch {
                 None => Arc::new(MemoryStore::new()),
-                Some(scratch) => Arc::new(FsStore::new(scratch.join("sessions"))),
+                Some(scratch) => Arc::new(FsStore::for_workspace(scratch).expect("the scratch workspace's seal key")),
             };
             let point = executor.block_on(async {
                 let served = serve(ring_program(RING), store).await;

@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use archmax_vm::session::fs::{FsStore, FsWriter};
+use archmax_vm::session::fs::{FsStore, FsWriter, SealKeys};
 use archmax_vm::session::{Delta, Head, Message, SessionState, ToolCall, ToolStatus};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
@@ -141,7 +141,7 @@ fn commit_all(writer: &mut FsWriter, deltas: &[Delta]) {
 
 fn durable_commit(criterion: &mut Criterion) {
     let bench_dir = BenchDir::new();
-    let store = FsStore::new(&bench_dir.0);
+    let store = FsStore::new(&bench_dir.0, SealKeys::generate().expect("a seal key"));
     let mut group = criterion.benchmark_group("fs_store_commit");
     group.measurement_time(Duration::from_secs(10));
     let mut sample = 0u64;
@@ -211,7 +211,7 @@ fn raw_fdatasync(criterion: &mut Criterion) {
 /// released at once; one iteration is one commit by each session.
 fn concurrent_sessions(criterion: &mut Criterion) {
     let bench_dir = BenchDir::new();
-    let store = FsStore::new(&bench_dir.0);
+    let store = FsStore::new(&bench_dir.0, SealKeys::generate().expect("a seal key"));
     let mut group = criterion.benchmark_group("fs_store_concurrent");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));

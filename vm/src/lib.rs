@@ -37,6 +37,7 @@ pub mod model;
 pub mod prompt;
 pub mod runtime;
 pub mod sandbox;
+pub mod secret_file;
 pub mod session;
 pub mod testing;
 pub mod values;

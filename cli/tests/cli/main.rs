@@ -15,6 +15,7 @@ mod parks;
 mod postgres;
 mod record;
 mod schemas;
+mod secrets;
 mod serve;
 mod serve_clients;
 mod serve_ops;

@@ -359,7 +359,7 @@ async fn tokens_grant_scopes_and_only_an_approver_may_decide() {
 async fn one_damaged_session_is_named_in_the_listing_and_hides_no_other() {
     let dir = std::env::temp_dir().join(format!("archmax-serve-damaged-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let store = archmax_vm::session::fs::FsStore::new(dir.join("sessions"));
+    let store = archmax_vm::session::fs::FsStore::for_workspace(&dir).expect("the scratch workspace's seal key");
     let server = start_server_on(Arc::new(store), Auth::Open, TurnLimits::default(), 64 * 1024).await;
     server.start_desk(None, "s-good").await;
     // A session folder whose files verify as nothing a crash leaves.

@@ -110,7 +110,7 @@ async fn serve_in(scratch: PathBuf, open: bool, owns_scratch: bool) -> Running {
     let auth = if open { Auth::Open } else { Auth::configure(Some(ADMIN), Some(&tokens_file())).expect("tokens") };
     let server = Server::new(ServerParts {
         programs: vec![compiled(&own), compiled(&specs_root())],
-        store: Arc::new(FsStore::new(scratch.join("sessions"))),
+        store: Arc::new(FsStore::for_workspace(&scratch).expect("the scratch workspace's seal key")),
         model: Arc::new(Tape::parse("inbox", TAPE).expect("the tape parses")),
         // 2025-03-08T12:00:00Z: two days after the refund request, so its window holds.
         clock: Arc::new(FixedClock(1_741_435_200_000)),
@@ -249,7 +249,7 @@ impl Running {
     pub async fn start_payout(&self, session: &str) -> Value {
         let shown = self.start("payout", session, json!({ "message": "Pay invoice 7." })).await;
         assert_eq!(shown["status"], "awaiting_decision", "{shown}");
-        let store = FsStore::new(self.scratch.join("sessions"));
+        let store = FsStore::for_workspace(&self.scratch).expect("the scratch workspace's seal key");
         let files = archmax_vm::session::SessionStore::files(&store, session).expect("the session's files");
         files.write("scratchpad/chart.png", CHART).expect("the chart");
         shown

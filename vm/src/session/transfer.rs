@@ -11,10 +11,15 @@
 //! The one thing to know: an import checks the whole export before it writes anything
 //! (a missing `end`, a miscount, a file over the size caps, a bad id are refused), then
 //! writes the files and the spec, and creates the session last, so a session that
-//! exists after an import is whole. The history of steps is not carried: the state is
+//! exists after an import is whole. A failed import leaves nothing behind: the files it
+//! wrote are removed, and on a store that keeps sessions on disk so is every folder it
+//! created (the session's own, and any missing folder above it, `sessions/` included).
+//! Only a process killed mid-import can leave files, in a folder with no session in it,
+//! which no listing shows and the next import of that id overwrites. The history of steps is not carried: the state is
 //! their fold, which is everything a session needs to continue (its seq included).
 
 use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -160,16 +165,20 @@ pub async fn import(
         return Err(StoreError::Exists(id).into());
     }
     let files = store.files(&id)?;
+    let new_folder = run_blocking(|| first_missing_folder(store.local_dir(&id)));
     // Files first, the session last, so a session that exists is whole; if anything
-    // fails, the files this import wrote are taken away again.
-    let undo = |written: &[(String, Vec<u8>)]| {
+    // fails, the files this import wrote are taken away again, and the folders it made.
+    let undo = |written: &[(String, Vec<u8>)], folders_too: bool| {
         for (path, _) in written {
             let _ = run_blocking(|| files.remove(path));
+        }
+        if let Some(folder) = new_folder.as_ref().filter(|_| folders_too) {
+            let _ = run_blocking(|| std::fs::remove_dir_all(folder));
         }
     };
     for (index, (path, bytes)) in parsed.files.iter().enumerate() {
         if let Err(source) = run_blocking(|| files.write(path, bytes)) {
-            undo(&parsed.files[..index]);
+            undo(&parsed.files[..=index], true);
             return Err(TransferError::File { path: path.clone(), source });
         }
     }
@@ -182,11 +191,29 @@ pub async fn import(
     match created.await {
         Ok(writer) => drop(writer),
         Err(error) => {
-            undo(&parsed.files);
+            // A session another process created meanwhile is theirs: only this
+            // import's files go, never the folder.
+            undo(&parsed.files, !matches!(error, StoreError::Exists(_)));
             return Err(error.into());
         }
     }
     Ok(ImportSummary { id, seq: parsed.state.seq, files: parsed.files.len() as u64 })
+}
+
+/// The outermost folder on the way to `dir` that does not exist yet (what an import
+/// creates, and removes again when it fails); `None` when `dir` exists or the store
+/// keeps no folders.
+fn first_missing_folder(dir: Option<PathBuf>) -> Option<PathBuf> {
+    let mut missing = None;
+    let mut at = dir.as_deref();
+    while let Some(path) = at {
+        match std::fs::symlink_metadata(path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => missing = Some(path.to_path_buf()),
+            _ => break,
+        }
+        at = path.parent();
+    }
+    missing
 }
 
 struct Parsed {
@@ -322,6 +349,88 @@ mod tests {
             let refused = parse(&mut text.as_bytes());
             assert!(matches!(refused, Err(TransferError::Invalid { .. })), "{path:?} was accepted");
         }
+    }
+
+    /// Every path under `dir` with its bytes (folders as `None`), sorted.
+    fn tree(dir: &std::path::Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+        let mut found = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(path) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&path) else { continue };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    found.push((path.clone(), None));
+                    stack.push(path);
+                } else {
+                    found.push((path.clone(), std::fs::read(&path).ok()));
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+
+    fn export_of(id: &str, spec: Option<&str>, files: &[(&str, &[u8])], end: usize) -> String {
+        let state = SessionState { id: super::super::id::SessionId::from_store(id), ..SessionState::default() };
+        let mut records = vec![
+            Record::Header { format: FORMAT.to_string(), version: VERSION },
+            Record::State { state: Box::new(state) },
+        ];
+        if let Some(hash) = spec {
+            records.push(Record::Spec {
+                spec: PinnedSpec { workflow: "w".into(), spec_hash: hash.into(), states: Vec::new() },
+            });
+        }
+        for (path, bytes) in files {
+            records.push(Record::File { path: path.to_string(), base64: BASE64.encode(bytes) });
+        }
+        records.push(Record::End { files: end as u64 });
+        records.iter().map(|record| serde_json::to_string(record).expect("a record") + "\n").collect()
+    }
+
+    #[test]
+    fn a_failed_import_leaves_the_sessions_folder_exactly_as_it_was() {
+        use super::super::fs::{FsStore, SealKeys};
+        let root = std::env::temp_dir().join(format!("archmax-import-undo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).expect("scratch");
+        let store = FsStore::new(root.join("sessions"), SealKeys::generate().expect("a key"));
+        let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let import_text = |text: String| executor.block_on(import(&store, &mut text.as_bytes()));
+
+        // Into a store folder that does not exist yet: a file write fails midway (the
+        // second file's folder is the first file), after the session folder was made.
+        let writes_fail = [("scratchpad/a", &b"1"[..]), ("scratchpad/a/b", &b"2"[..])];
+        let before = tree(&root);
+        let refused = import_text(export_of("s1", None, &writes_fail, 2));
+        assert!(matches!(refused, Err(TransferError::File { .. })), "{refused:?}");
+        assert_eq!(tree(&root), before, "the failed import left files or folders behind");
+
+        // Beside an existing session, under an id with a folder of its own (`tenant/`).
+        let existing = SessionState { id: super::super::id::SessionId::from_store("kept"), ..SessionState::default() };
+        drop(executor.block_on(store.create(&existing)).expect("an existing session"));
+        let before = tree(&root);
+        assert!(import_text(export_of("tenant/s2", None, &writes_fail, 2)).is_err());
+        assert_eq!(tree(&root), before, "a nested id's folders were left behind");
+
+        // An invalid file in the middle of the archive: refused before anything is written.
+        let invalid = [("scratchpad/a", &b"1"[..]), ("checkpoints/seal", &b"x"[..]), ("artifacts/c", &b"3"[..])];
+        assert!(matches!(import_text(export_of("s3", None, &invalid, 3)), Err(TransferError::Invalid { .. })));
+        assert_eq!(tree(&root), before);
+
+        // Every file written, then the spec cannot be kept (its folder is a file).
+        std::fs::write(root.join("sessions/_specs"), b"not a folder").expect("a blocking file");
+        let before = tree(&root);
+        let files = [("scratchpad/a", &b"1"[..]), ("artifacts/b", &b"2"[..])];
+        assert!(import_text(export_of("s4", Some("ab12"), &files, 2)).is_err());
+        assert_eq!(tree(&root), before, "a failed spec left the session's files behind");
+
+        // And the same export imports whole once nothing stands in its way.
+        std::fs::remove_file(root.join("sessions/_specs")).expect("unblock");
+        let summary = import_text(export_of("s4", Some("ab12"), &files, 2)).expect("import");
+        assert_eq!(summary.files, 2);
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

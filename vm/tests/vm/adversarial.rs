@@ -809,7 +809,7 @@ impl Harness {
         events.record();
         let store: Arc<dyn SessionStore> = match setup.sessions {
             Sessions::Memory => Arc::new(MemoryStore::new()),
-            Sessions::Disk => Arc::new(FsStore::for_workspace(&site.root)),
+            Sessions::Disk => Arc::new(FsStore::for_workspace(&site.root).expect("the site's seal key")),
         };
         let tape = Tape::parse(tape.0, tape.1).map_err(|error| format!("the tape: {error}"))?;
         let mut runtime = Runtime::new(RuntimeParts {

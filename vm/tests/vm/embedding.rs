@@ -220,7 +220,7 @@ fn the_filesystem_store_serves_concurrent_sessions_without_holding_up_the_execut
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).expect("scratch root");
     // Every commit blocks on fsync; the barrier still needs all sessions in flight.
-    run_fleet(Arc::new(FsStore::for_workspace(&root)), &root, 16);
+    run_fleet(Arc::new(FsStore::for_workspace(&root).expect("the workspace's seal key")), &root, 16);
     assert!(root.join("sessions/s03/scratchpad/note.md").is_file());
     std::fs::remove_dir_all(&root).expect("clean up");
 }

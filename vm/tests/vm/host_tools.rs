@@ -239,7 +239,7 @@ impl Ran {
 fn every_host_call_passes_the_kernel_and_only_allowed_calls_reach_the_host() {
     let sessions = std::env::temp_dir().join(format!("archmax-host-tools-{}", std::process::id()));
     let ran = run_in(
-        Arc::new(FsStore::new(&sessions)),
+        Arc::new(FsStore::new(&sessions, archmax_vm::session::fs::SealKeys::generate().expect("a seal key"))),
         vec![
             call("c1", "crm__lookup", json!({ "region": "eu" })),
             call("c2", "crm__lookup", json!({ "region": "us" })),

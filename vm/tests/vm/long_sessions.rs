@@ -317,7 +317,7 @@ fn runtime(base_url: &str, root: &Path, events: &EventSink) -> Runtime {
     archmax_vm::model::openai::install_tls_provider();
     let mut runtime = Runtime::new(RuntimeParts {
         program: Arc::new(compile(&[("workflows/desk/workflow.yaml", DESK)])),
-        store: Arc::new(FsStore::for_workspace(root)),
+        store: Arc::new(FsStore::for_workspace(root).expect("the workspace's seal key")),
         model: Arc::new(OpenAiAdapter::new(config).expect("adapter")),
         events: events.clone(),
         clock: Arc::new(FixedClock(1_767_605_400_000)),

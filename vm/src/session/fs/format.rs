@@ -3,17 +3,31 @@
 //! The one thing to know: every byte the store trusts is covered by a CRC-32 in its
 //! frame (which tells a torn write from damage), and the log's prefix through the
 //! sealed step also by the seal's SHA-256 (which tells a log cut at a record boundary,
-//! rolled back or rewritten from the log that was committed). The seal file holds two
-//! fixed-size slots written in place by turns, so a slot torn by a crash leaves the
-//! other, older one vouching.
+//! rolled back or rewritten from the log that was committed). The seal slot carries an
+//! HMAC-SHA256 of its fields under the runner's seal key, and each record of a keyed log
+//! (`AMXLOG2`) ends in an HMAC of the log before it plus its step, so neither a seal nor
+//! an appended step can be made without the key. The seal file holds two fixed-size
+//! slots written in place by turns, so a slot torn by a crash leaves the other, older
+//! one vouching. The unkeyed formats of earlier builds (`AMXLOG1` logs, `AMXSEAL2`
+//! slots, JSON seals) are still decoded, for an explicit adoption only.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::super::{Delta, SessionState};
+use super::seal_key::{KeyId, SealKeys};
 
-/// The log starts with these bytes, then the generation, the base seq and a CRC-32.
-const LOG_MAGIC: &[u8; 8] = b"AMXLOG1\0";
+/// The log starts with these bytes, then the generation, the base seq and a CRC-32: a
+/// keyed log, whose records end in a MAC.
+const LOG_MAGIC: &[u8; 8] = b"AMXLOG2\0";
+/// The header of an earlier build's log, whose records carry no MAC.
+const UNKEYED_LOG_MAGIC: &[u8; 8] = b"AMXLOG1\0";
+/// The length of a keyed record's MAC, at the end of its payload.
+pub(super) const RECORD_TAG_BYTES: usize = 32;
+/// What a record's MAC covers first, so it can never be mistaken for a seal's.
+const RECORD_TAG_DOMAIN: &[u8] = b"archmax log record v2\0";
+/// What a seal slot's MAC covers first.
+const SEAL_TAG_DOMAIN: &[u8] = b"archmax seal v3\0";
 pub(super) const LOG_HEADER_BYTES: usize = 28;
 pub(super) const RECORD_HEADER_BYTES: usize = 12;
 
@@ -54,10 +68,15 @@ pub(super) struct Seal {
 /// whole or not at all), and the file holds exactly two.
 pub(super) const SEAL_SLOT_BYTES: usize = 512;
 pub(super) const SEAL_FILE_BYTES: usize = 2 * SEAL_SLOT_BYTES;
-/// A slot starts with these bytes; then generation, seq, log length, the two digests and
-/// a CRC-32 of everything before it; zeros pad it to [`SEAL_SLOT_BYTES`].
-const SEAL_MAGIC: &[u8; 8] = b"AMXSEAL2";
-const SEAL_COVERED_BYTES: usize = 8 + 3 * 8 + 2 * 32;
+/// A keyed slot starts with these bytes; then generation, seq, log length, the two
+/// digests, the sealing key's id, the HMAC-SHA256 of everything before it under that
+/// key, and a CRC-32 of everything before it; zeros pad it to [`SEAL_SLOT_BYTES`].
+const SEAL_MAGIC: &[u8; 8] = b"AMXSEAL3";
+/// An earlier build's unkeyed slot: the same fields without key id and MAC.
+const UNKEYED_SEAL_MAGIC: &[u8; 8] = b"AMXSEAL2";
+const SEAL_FIELDS_BYTES: usize = 8 + 3 * 8 + 2 * 32;
+const SEAL_MAC_AT: usize = SEAL_FIELDS_BYTES + 8;
+const SEAL_COVERED_BYTES: usize = SEAL_MAC_AT + 32;
 
 /// The seal as the store wrote it before it had slots (a JSON object replaced after
 /// every commit): still read, so sessions written by earlier builds load.
@@ -80,12 +99,51 @@ pub(super) enum SealSource {
     Legacy,
 }
 
+/// Which key made the seal that vouches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SealedBy {
+    /// The configured key at this index (0 is the current key; others are previous keys).
+    Key(usize),
+    /// No key: an earlier build's seal, or one made by someone without the key.
+    Unkeyed,
+}
+
+/// What one slot holds.
+enum SlotRead {
+    Empty,
+    /// Not whole: a torn write, or damage a CRC catches.
+    Torn,
+    Sealed(Seal, SealedBy),
+    /// Whole, but its MAC does not hold: written by someone without the key.
+    Forged(String),
+}
+
 impl Seal {
-    /// The slot's bytes.
-    pub fn encode_slot(&self) -> [u8; SEAL_SLOT_BYTES] {
+    /// The slot's bytes, sealed under the current key of `keys`.
+    pub fn encode_slot(&self, keys: &SealKeys) -> [u8; SEAL_SLOT_BYTES] {
+        let mut slot = self.encode_fields(SEAL_MAGIC);
+        slot[SEAL_FIELDS_BYTES..SEAL_MAC_AT].copy_from_slice(&keys.current_key_id());
+        let mac = keys.mac(&[SEAL_TAG_DOMAIN, &slot[..SEAL_MAC_AT]]);
+        slot[SEAL_MAC_AT..SEAL_COVERED_BYTES].copy_from_slice(&mac);
+        let crc = crc32(&slot[..SEAL_COVERED_BYTES]);
+        slot[SEAL_COVERED_BYTES..SEAL_COVERED_BYTES + 4].copy_from_slice(&crc.to_le_bytes());
+        slot
+    }
+
+    /// The slot an earlier build wrote (no key): what a downgrade would forge.
+    #[cfg(test)]
+    pub fn encode_unkeyed_slot(&self) -> [u8; SEAL_SLOT_BYTES] {
+        let mut slot = self.encode_fields(UNKEYED_SEAL_MAGIC);
+        let crc = crc32(&slot[..SEAL_FIELDS_BYTES]);
+        slot[SEAL_FIELDS_BYTES..SEAL_FIELDS_BYTES + 4].copy_from_slice(&crc.to_le_bytes());
+        slot
+    }
+
+    /// A slot with `magic` and the seal's fields, the rest zeros.
+    fn encode_fields(&self, magic: &[u8; 8]) -> [u8; SEAL_SLOT_BYTES] {
         let mut slot = [0u8; SEAL_SLOT_BYTES];
         let fields: [&[u8]; 6] = [
-            SEAL_MAGIC,
+            magic,
             &self.generation.to_le_bytes(),
             &self.seq.to_le_bytes(),
             &self.log_len.to_le_bytes(),
@@ -97,44 +155,69 @@ impl Seal {
             slot[at..at + field.len()].copy_from_slice(field);
             at += field.len();
         }
-        let crc = crc32(&slot[..SEAL_COVERED_BYTES]);
-        slot[SEAL_COVERED_BYTES..SEAL_COVERED_BYTES + 4].copy_from_slice(&crc.to_le_bytes());
         slot
     }
 
-    /// A fresh seal file: this seal in slot 0, slot 1 empty.
-    pub fn encode_file(&self) -> Vec<u8> {
+    /// A fresh seal file: this seal in slot 0 (under the current key), slot 1 empty.
+    pub fn encode_file(&self, keys: &SealKeys) -> Vec<u8> {
         let mut file = vec![0u8; SEAL_FILE_BYTES];
-        file[..SEAL_SLOT_BYTES].copy_from_slice(&self.encode_slot());
+        file[..SEAL_SLOT_BYTES].copy_from_slice(&self.encode_slot(keys));
         file
     }
 
-    /// The slot at the start of `bytes`: `Ok(None)` when it was never written (all
-    /// zeros), `Err` when it is not whole (a torn write, or damage).
-    fn decode_slot(bytes: &[u8]) -> Result<Option<Self>, ()> {
-        if bytes.iter().all(|&byte| byte == 0) {
-            return Ok(None);
-        }
-        let covered = bytes.get(..SEAL_COVERED_BYTES).ok_or(())?;
-        if &covered[..8] != SEAL_MAGIC || le_u32(bytes, SEAL_COVERED_BYTES) != Some(crc32(covered)) {
-            return Err(());
-        }
-        let digest = |at: usize| -> Result<Sha256Digest, ()> { covered[at..at + 32].try_into().map_err(|_| ()) };
-        Ok(Some(Self {
-            generation: le_u64(covered, 8).ok_or(())?,
-            seq: le_u64(covered, 16).ok_or(())?,
-            log_len: le_u64(covered, 24).ok_or(())?,
+    /// The seal's fields at the start of `covered` (after the magic).
+    fn decode_fields(covered: &[u8]) -> Option<Self> {
+        let digest = |at: usize| -> Option<Sha256Digest> { covered.get(at..at + 32)?.try_into().ok() };
+        Some(Self {
+            generation: le_u64(covered, 8)?,
+            seq: le_u64(covered, 16)?,
+            log_len: le_u64(covered, 24)?,
             log_sha256: digest(32)?,
             checkpoint_sha256: digest(64)?,
-        }))
+        })
+    }
+
+    /// The slot at the start of `bytes`, its MAC checked against `keys`.
+    fn read_slot(bytes: &[u8], index: usize, keys: &SealKeys) -> SlotRead {
+        if bytes.iter().all(|&byte| byte == 0) {
+            return SlotRead::Empty;
+        }
+        if bytes.get(..8) == Some(UNKEYED_SEAL_MAGIC.as_slice()) {
+            let Some(covered) = bytes.get(..SEAL_FIELDS_BYTES) else { return SlotRead::Torn };
+            if le_u32(bytes, SEAL_FIELDS_BYTES) != Some(crc32(covered)) {
+                return SlotRead::Torn;
+            }
+            return Self::decode_fields(covered)
+                .map_or(SlotRead::Torn, |seal| SlotRead::Sealed(seal, SealedBy::Unkeyed));
+        }
+        let Some(covered) = bytes.get(..SEAL_COVERED_BYTES) else { return SlotRead::Torn };
+        if &covered[..8] != SEAL_MAGIC || le_u32(bytes, SEAL_COVERED_BYTES) != Some(crc32(covered)) {
+            return SlotRead::Torn;
+        }
+        let Some(seal) = Self::decode_fields(covered) else { return SlotRead::Torn };
+        let mut key_id: KeyId = [0; 8];
+        key_id.copy_from_slice(&covered[SEAL_FIELDS_BYTES..SEAL_MAC_AT]);
+        let shown_id: String = key_id.iter().map(|byte| format!("{byte:02x}")).collect();
+        match keys.check_with_id(&key_id, &[SEAL_TAG_DOMAIN, &covered[..SEAL_MAC_AT]], &covered[SEAL_MAC_AT..]) {
+            Ok(key) => SlotRead::Sealed(seal, SealedBy::Key(key)),
+            Err(None) => SlotRead::Forged(format!(
+                "the seal's slot {index} was made under key {shown_id}, which is neither the current seal key nor a previous one in {}: it was tampered with, or that key was removed before the session was resealed",
+                keys.source()
+            )),
+            Err(Some(_)) => SlotRead::Forged(format!(
+                "the seal's slot {index} fails its MAC under key {shown_id}: it was tampered with (written without the seal key)"
+            )),
+        }
     }
 
     /// The seal in a seal file: the newer of its whole slots (the other may be an older
     /// seal, empty, or torn by a crash while it was written), or an earlier build's JSON
-    /// seal. `Err` says why none vouches.
-    pub fn decode_file(bytes: &[u8]) -> Result<(Self, SealSource), String> {
+    /// seal, with the key that made it. A whole slot whose MAC fails is never the result
+    /// of a crash, so it is refused even when the other slot would vouch. `Err` says why
+    /// none vouches.
+    pub fn decode_file(bytes: &[u8], keys: &SealKeys) -> Result<(Self, SealSource, SealedBy), String> {
         if bytes.first() == Some(&b'{') {
-            return decode_legacy(bytes).map(|seal| (seal, SealSource::Legacy));
+            return decode_legacy(bytes).map(|seal| (seal, SealSource::Legacy, SealedBy::Unkeyed));
         }
         if bytes.len() != SEAL_FILE_BYTES {
             return Err(format!(
@@ -142,14 +225,25 @@ impl Seal {
                 bytes.len()
             ));
         }
-        let slots = [&bytes[..SEAL_SLOT_BYTES], &bytes[SEAL_SLOT_BYTES..]].map(Self::decode_slot);
-        let newest = slots
+        let slots = [&bytes[..SEAL_SLOT_BYTES], &bytes[SEAL_SLOT_BYTES..]]
             .iter()
             .enumerate()
-            .filter_map(|(index, slot)| Some((index, (*slot).ok()??)))
-            .max_by_key(|(_, seal)| (seal.generation, seal.seq));
+            .map(|(index, slot)| Self::read_slot(slot, index, keys))
+            .collect::<Vec<_>>();
+        let mut newest: Option<(usize, Seal, SealedBy)> = None;
+        for (index, slot) in slots.into_iter().enumerate() {
+            match slot {
+                SlotRead::Forged(what) => return Err(what),
+                SlotRead::Sealed(seal, by) => {
+                    if newest.is_none_or(|(_, best, _)| (seal.generation, seal.seq) > (best.generation, best.seq)) {
+                        newest = Some((index, seal, by));
+                    }
+                }
+                SlotRead::Empty | SlotRead::Torn => {}
+            }
+        }
         match newest {
-            Some((index, seal)) => Ok((seal, SealSource::Slot(index))),
+            Some((index, seal, by)) => Ok((seal, SealSource::Slot(index), by)),
             None => Err("the seal is unreadable (neither of its two slots holds a whole seal)".to_string()),
         }
     }
@@ -187,12 +281,20 @@ pub(super) struct LogHeader {
     pub generation: u64,
     /// The snapshot's seq; the first record holds `base_seq + 1`.
     pub base_seq: u64,
+    /// Whether its records end in a MAC (every log this build writes), or are an
+    /// earlier build's unkeyed records.
+    pub keyed: bool,
 }
 
 impl LogHeader {
+    /// The header of a keyed log, the only kind this build writes.
+    pub fn keyed(generation: u64, base_seq: u64) -> Self {
+        Self { generation, base_seq, keyed: true }
+    }
+
     pub fn encode(self) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(LOG_HEADER_BYTES);
-        bytes.extend_from_slice(LOG_MAGIC);
+        bytes.extend_from_slice(if self.keyed { LOG_MAGIC } else { UNKEYED_LOG_MAGIC });
         bytes.extend_from_slice(&self.generation.to_le_bytes());
         bytes.extend_from_slice(&self.base_seq.to_le_bytes());
         let crc = crc32(&bytes);
@@ -205,14 +307,16 @@ impl LogHeader {
         let Some(header) = log.get(..LOG_HEADER_BYTES) else {
             return Err("is shorter than its header");
         };
-        if &header[..8] != LOG_MAGIC {
-            return Err("does not start with the log header");
-        }
+        let keyed = match &header[..8] {
+            magic if magic == LOG_MAGIC => true,
+            magic if magic == UNKEYED_LOG_MAGIC => false,
+            _ => return Err("does not start with the log header"),
+        };
         if Some(crc32(&header[..24])) != le_u32(header, 24) {
             return Err("has a damaged header");
         }
         match (le_u64(header, 8), le_u64(header, 16)) {
-            (Some(generation), Some(base_seq)) => Ok(Self { generation, base_seq }),
+            (Some(generation), Some(base_seq)) => Ok(Self { generation, base_seq, keyed }),
             _ => Err("has a damaged header"),
         }
     }
@@ -244,9 +348,36 @@ pub(super) fn intact_record_at(log: &[u8], offset: usize) -> Option<(&[u8], usiz
     (crc32(payload) == le_u32(header, 4)?).then_some((payload, end))
 }
 
-/// The step in an intact record's payload.
-pub(super) fn decode_step(payload: &[u8]) -> Result<Delta, String> {
-    serde_json::from_slice(payload).map_err(|error| format!("is not a step ({error})"))
+/// The payload of a keyed record holding the step `json`, written after log bytes whose
+/// SHA-256 is `prefix`: the step, then its MAC under the current key over the prefix's
+/// digest and the step (so a record is bound to its place in this very log).
+pub(super) fn keyed_payload(keys: &SealKeys, prefix: &Sha256Digest, json: &[u8]) -> Vec<u8> {
+    let tag = keys.mac(&[RECORD_TAG_DOMAIN, prefix, json]);
+    let mut payload = Vec::with_capacity(json.len() + RECORD_TAG_BYTES);
+    payload.extend_from_slice(json);
+    payload.extend_from_slice(&tag);
+    payload
+}
+
+/// Whether a keyed record's MAC holds under one of `keys`, `prefix` being the SHA-256 of
+/// the log bytes before it.
+pub(super) fn record_tag_holds(keys: &SealKeys, prefix: &Sha256Digest, payload: &[u8]) -> bool {
+    let Some(split) = payload.len().checked_sub(RECORD_TAG_BYTES) else { return false };
+    let (json, tag) = payload.split_at(split);
+    keys.check_any(&[RECORD_TAG_DOMAIN, prefix, json], tag).is_some()
+}
+
+/// The step in an intact record's payload (a keyed record's MAC set aside).
+pub(super) fn decode_step(payload: &[u8], keyed: bool) -> Result<Delta, String> {
+    let json = if keyed {
+        let Some(split) = payload.len().checked_sub(RECORD_TAG_BYTES) else {
+            return Err("is shorter than a keyed record's MAC".to_string());
+        };
+        &payload[..split]
+    } else {
+        payload
+    };
+    serde_json::from_slice(json).map_err(|error| format!("is not a step ({error})"))
 }
 
 /// The whole records from some offset of the log on, and what follows the last of them.

@@ -13,10 +13,25 @@
 //!   [`Delta`](super::Delta) (length, CRC-32 of the payload, CRC-32 of the header; the payload, as
 //!   JSON, carries its seq). Records hold `s+1, s+2, …` with no gap.
 //! - `seal`, what vouches for the files: two fixed-size slots (512 bytes each), each
-//!   `{generation, seq, log_len, log SHA-256, snapshot SHA-256}` with a CRC-32; the
-//!   newer whole slot vouches. (A JSON seal of an earlier build, which replaced it
-//!   after every commit, is still read, and given slots when the session is opened.)
+//!   `{generation, seq, log_len, log SHA-256, snapshot SHA-256, key id}` with an
+//!   HMAC-SHA256 under the seal key and a CRC-32; the newer whole slot vouches.
 //! - `lock`, held by the one writer.
+//!
+//! **The seal is keyed** ([`SealKeys`]: `ARCHMAX_SEAL_KEY`, a key file named by
+//! `ARCHMAX_SEAL_KEY_FILE`, else `<root>/.archmax/seal.key`, created on first use), so a
+//! writer of `sessions/` who cannot read the key cannot forge a step. Each log record
+//! ends in an HMAC over the SHA-256 of the log before it and its step, so a whole record
+//! after the seal (which a power loss can leave, and which a load accepts) is still
+//! proved the runner's own; each seal slot carries an HMAC of its fields and the id of
+//! the key that made it. A whole slot or a record whose MAC fails is refused as
+//! tampered: no crash makes one. Rotation: the key file lists the current key first and
+//! previous keys after it; a session sealed under a previous key loads, and is resealed
+//! (compacted) under the current key when opened for writing. Migration: the unkeyed
+//! formats of earlier builds (`AMXLOG1` logs, `AMXSEAL2` slots, JSON seals) load only on
+//! a store [adopting unkeyed sessions](FsStore::adopting_unkeyed_sessions)
+//! (`archmax sessions ID --reseal`), which reseals them; everywhere else they are
+//! refused, so rewriting a keyed session into the unkeyed format (a downgrade, to get a
+//! seal anyone can compute) gains nothing.
 //!
 //! The one thing to know: **a commit is durable when its record is**. A commit appends
 //! the step's record and `fdatasync`s the log (its one sync), then writes the seal into
@@ -52,9 +67,8 @@
 //! gap, bytes after the last whole record that are not a prefix of one, a snapshot
 //! that is not the one sealed. A seal slot that fails its CRC while the other is whole
 //! cannot be told from a slot write a crash cut short, so the other vouches. Records
-//! after the seal are checked by their CRC-32s and seqs, not by a digest: they exist
-//! only after a power loss (or to a read racing commits), and an
-//! unkeyed digest chained through them would stop no one a CRC does not. A load never
+//! after the seal are checked by their CRC-32s, seqs and record MACs: they exist only
+//! after a power loss (or to a read racing commits). A load never
 //! writes; [`FsStore::repair`] (`archmax sessions ID --repair`) keeps the longest
 //! verified prefix when asked. The store's files are opened without following symbolic
 //! links or reading anything but a regular file.
@@ -63,6 +77,7 @@ mod faults;
 mod files;
 mod format;
 mod records;
+pub mod seal_key;
 mod specs;
 mod verify;
 mod writer;
@@ -84,8 +99,9 @@ use super::{SessionState, SessionStore, SessionWriter, StoreError};
 use crate::blocking::run_blocking;
 use faults::Faults;
 use files::{FileStamp, STAGING_PREFIX, real_dir_exists, remove_stale_staging_files, replace, staging_name, sync_dir};
-use format::{LogHeader, Seal, SealSource, SnapshotToStore, digest_of, sha256};
-use verify::{Files, Loaded, Settle};
+use format::{LogHeader, Seal, SealSource, SealedBy, SnapshotToStore, digest_of, sha256};
+pub use seal_key::{SealKeyError, SealKeys};
+use verify::{Files, Loaded, Refusal, Settle, Trust};
 pub use writer::FsWriter;
 
 /// The store's directory under the workspace root.
@@ -107,10 +123,14 @@ const MAX_LISTED_ID_SEGMENTS: usize = 100;
 /// How often `read` retries when a writer changed the files while it was loading.
 const READ_ATTEMPTS: usize = 32;
 
-/// Sessions as folders under `dir`.
+/// Sessions as folders under `dir`, sealed under `keys`.
 #[derive(Clone, Debug)]
 pub struct FsStore {
     pub dir: PathBuf,
+    keys: SealKeys,
+    /// Whether sessions sealed without a key load (then resealed when opened for
+    /// writing): only for an explicit adoption (`archmax sessions ID --reseal`).
+    adopt_unkeyed: bool,
 }
 
 /// What [`FsStore::repair`] did.
@@ -130,13 +150,33 @@ pub enum RepairOutcome {
 }
 
 impl FsStore {
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+    /// The store in `dir`, sealing under the current key of `keys` and accepting seals
+    /// of its previous keys.
+    pub fn new(dir: impl Into<PathBuf>, keys: SealKeys) -> Self {
+        Self { dir: dir.into(), keys, adopt_unkeyed: false }
     }
 
-    /// The default store of a workspace: `<root>/sessions/`.
-    pub fn for_workspace(root: &Path) -> Self {
-        Self::new(root.join(DEFAULT_SESSIONS_DIR))
+    /// The default store of a workspace: `<root>/sessions/`, with the workspace's seal
+    /// keys ([`SealKeys::for_workspace`]: the key file is created on first use).
+    pub fn for_workspace(root: &Path) -> Result<Self, SealKeyError> {
+        Ok(Self::new(root.join(DEFAULT_SESSIONS_DIR), SealKeys::for_workspace(root)?))
+    }
+
+    /// This store, also loading sessions sealed without a key (an earlier build's, or
+    /// a downgrade): an explicit adoption, for `archmax sessions ID --reseal` only. A
+    /// session so loaded is rewritten under the current key when opened for writing.
+    pub fn adopting_unkeyed_sessions(mut self) -> Self {
+        self.adopt_unkeyed = true;
+        self
+    }
+
+    /// The seal keys this store uses.
+    pub fn seal_keys(&self) -> &SealKeys {
+        &self.keys
+    }
+
+    fn trust(&self) -> Trust<'_> {
+        Trust { keys: &self.keys, adopt_unkeyed: self.adopt_unkeyed }
     }
 
     /// Creates a session (writing its first state as the snapshot) and returns its
@@ -153,7 +193,7 @@ impl FsStore {
         }
         let staging = session_path.join(staging_name(RUNTIME_DIR));
         fs::create_dir(&staging).map_err(io_error(id))?;
-        let built = build_runtime_dir(id, &staging, state);
+        let built = build_runtime_dir(id, &staging, state, &self.keys);
         let (lock, sealed) = match built {
             Ok(built) => built,
             Err(error) => {
@@ -174,24 +214,41 @@ impl FsStore {
         }
         create_session_folders(id, &session_path)?;
         let log = open_log(id, &runtime_dir)?;
-        FsWriter::new(id, session_path, lock, log, sealed)
+        FsWriter::new(id, session_path, lock, log, sealed, self.keys.clone())
     }
 
     /// Opens a session for writing: takes its lock, loads and verifies it, finishes
     /// what a crash interrupted (cuts a torn tail, seals the synced steps after the
-    /// seal, gives an earlier build's seal its slots, completes a compaction), and
-    /// returns the state with the concrete writer.
+    /// seal, gives an earlier build's seal its slots, completes a compaction), reseals
+    /// it under the current key when a previous key (or, when adopting, none) sealed
+    /// it, and returns the state with the concrete writer.
     pub fn open_writer(&self, id: &str) -> Result<(SessionState, FsWriter), StoreError> {
         let (session_path, lock) = self.lock_session(id)?;
         let runtime_dir = session_path.join(RUNTIME_DIR);
-        let loaded = load(id, &runtime_dir)?.ok_or_else(|| StoreError::Missing(id.to_string()))?;
+        let loaded = load(id, &runtime_dir, self.trust())?.ok_or_else(|| StoreError::Missing(id.to_string()))?;
         create_session_folders(id, &session_path)?;
         let settle = loaded.settle;
+        let reseal = loaded.needs_reseal() && settle != Settle::FinishCompaction;
         let state = loaded.state.clone();
         let log = open_log(id, &runtime_dir)?;
-        let mut writer = FsWriter::new(id, session_path, lock, log, loaded)?;
+        let mut writer = FsWriter::new(id, session_path, lock, log, loaded, self.keys.clone())?;
         writer.settle(settle)?;
+        if reseal {
+            // A compaction rewrites snapshot, log and seal under the current key.
+            writer.compact()?;
+        }
         Ok((state, writer))
+    }
+
+    /// Reseals a session under the current key (`archmax sessions ID --reseal`):
+    /// after a key rotation, or, on a store [adopting unkeyed sessions](Self::adopting_unkeyed_sessions),
+    /// for a session an earlier build sealed. Returns the session's last step.
+    pub fn reseal(&self, id: &str) -> Result<u64, StoreError> {
+        // Opening reseals whatever needs it; a session already under the current key
+        // is left as it is.
+        let (state, writer) = self.open_writer(id)?;
+        drop(writer);
+        Ok(state.seq)
     }
 
     /// Cuts a corrupt session back to its longest verified prefix: the snapshot and
@@ -201,12 +258,14 @@ impl FsStore {
         let (session_path, lock) = self.lock_session(id)?;
         let runtime_dir = session_path.join(RUNTIME_DIR);
         let files = Files::read(&runtime_dir).map_err(io_error(id))?;
-        match verify_for(id, &files) {
+        match verify_for(id, &files, self.trust()) {
             Ok(Some(loaded)) => return Ok(RepairOutcome::Healthy { seq: loaded.state.seq }),
             Ok(None) => return Err(StoreError::Missing(id.to_string())),
+            // Cutting a log back never adopts a session sealed without the key.
+            Err(_) if matches!(verify::verify(&files, self.trust()), Err(Refusal::Unkeyed)) => return Err(unkeyed(id)),
             Err(_) => {}
         }
-        let salvage = verify::salvage(&files).map_err(|what| StoreError::Corrupt {
+        let salvage = verify::salvage(&files, self.trust()).map_err(|what| StoreError::Corrupt {
             id: id.to_string(),
             message: format!("{what}; --repair cannot help, restore the session from a backup or delete it"),
         })?;
@@ -222,7 +281,7 @@ impl FsStore {
             log_sha256: sha256(&salvage.log),
             checkpoint_sha256: salvage.checkpoint_sha256,
         };
-        write_seal(&runtime_dir, &seal, &mut faults).map_err(io_error(id))?;
+        write_seal(&runtime_dir, &seal, &self.keys, &mut faults).map_err(io_error(id))?;
         drop(lock);
         let kept_through = salvage.state.seq;
         Ok(RepairOutcome::Repaired {
@@ -279,7 +338,7 @@ impl FsStore {
         let mut attempts_left = READ_ATTEMPTS;
         loop {
             let before = stamps(&runtime_dir).map_err(io_error(id))?;
-            let loaded = load(id, &runtime_dir);
+            let loaded = load(id, &runtime_dir, self.trust());
             let after = stamps(&runtime_dir).map_err(io_error(id))?;
             attempts_left -= 1;
             let settled = before == after || attempts_left == 0;
@@ -396,7 +455,7 @@ impl SessionStore for FsStore {
 }
 
 /// Loads and verifies a session's files; never writes.
-fn load(id: &str, runtime_dir: &Path) -> Result<Option<Loaded>, StoreError> {
+fn load(id: &str, runtime_dir: &Path, trust: Trust<'_>) -> Result<Option<Loaded>, StoreError> {
     let tampered = |error: io::Error| match error.kind() {
         io::ErrorKind::InvalidData => StoreError::Corrupt { id: id.to_string(), message: error.to_string() },
         _ => StoreError::Io { id: id.to_string(), source: error },
@@ -405,12 +464,15 @@ fn load(id: &str, runtime_dir: &Path) -> Result<Option<Loaded>, StoreError> {
         return Ok(None);
     }
     let files = Files::read(runtime_dir).map_err(tampered)?;
-    verify_for(id, &files)
+    verify_for(id, &files, trust)
 }
 
 /// [`verify::verify`], for the session `id`.
-fn verify_for(id: &str, files: &Files) -> Result<Option<Loaded>, StoreError> {
-    let loaded = verify::verify(files).map_err(|what| corrupt(id, what))?;
+fn verify_for(id: &str, files: &Files, trust: Trust<'_>) -> Result<Option<Loaded>, StoreError> {
+    let loaded = verify::verify(files, trust).map_err(|refusal| match refusal {
+        Refusal::Damage(what) => corrupt(id, what),
+        Refusal::Unkeyed => unkeyed(id),
+    })?;
     match loaded {
         Some(loaded) if loaded.state.id != id => {
             Err(corrupt(id, format!("checkpoint.json belongs to session `{}`", loaded.state.id)))
@@ -420,12 +482,17 @@ fn verify_for(id: &str, files: &Files) -> Result<Option<Loaded>, StoreError> {
 }
 
 /// Writes a new session's three files into `staging` and takes its lock there.
-fn build_runtime_dir(id: &str, staging: &Path, state: &SessionState) -> Result<(File, Loaded), StoreError> {
+fn build_runtime_dir(
+    id: &str,
+    staging: &Path,
+    state: &SessionState,
+    keys: &SealKeys,
+) -> Result<(File, Loaded), StoreError> {
     let lock = take_lock(id, staging)?;
     let snapshot = serde_json::to_vec(&SnapshotToStore { generation: 0, seq: state.seq, state }).map_err(|error| {
         StoreError::Io { id: id.to_string(), source: io::Error::new(io::ErrorKind::InvalidData, error) }
     })?;
-    let header = LogHeader { generation: 0, base_seq: state.seq }.encode();
+    let header = LogHeader::keyed(0, state.seq).encode();
     let mut log_digest = Sha256::new();
     log_digest.update(&header);
     let seal = Seal {
@@ -438,7 +505,7 @@ fn build_runtime_dir(id: &str, staging: &Path, state: &SessionState) -> Result<(
     let mut faults = Faults::default();
     replace(staging, CHECKPOINT_FILE, &snapshot, &mut faults)
         .and_then(|()| replace(staging, LOG_FILE, &header, &mut faults))
-        .and_then(|()| write_seal(staging, &seal, &mut faults))
+        .and_then(|()| write_seal(staging, &seal, keys, &mut faults))
         .map_err(io_error(id))?;
     let loaded = Loaded {
         state: state.clone(),
@@ -449,13 +516,15 @@ fn build_runtime_dir(id: &str, staging: &Path, state: &SessionState) -> Result<(
         log_digest,
         seal_source: SealSource::Slot(0),
         settle: Settle::NOTHING,
+        sealed_by: SealedBy::Key(0),
+        log_keyed: true,
     };
     Ok((lock, loaded))
 }
 
-/// Replaces the seal file with one holding `seal` in its first slot.
-fn write_seal(runtime_dir: &Path, seal: &Seal, faults: &mut Faults) -> io::Result<()> {
-    replace(runtime_dir, SEAL_FILE, &seal.encode_file(), faults)
+/// Replaces the seal file with one holding `seal` in its first slot, under the current key.
+fn write_seal(runtime_dir: &Path, seal: &Seal, keys: &SealKeys, faults: &mut Faults) -> io::Result<()> {
+    replace(runtime_dir, SEAL_FILE, &seal.encode_file(keys), faults)
 }
 
 /// Removes runtime folders of creations a killed process left: staging folders whose
@@ -548,6 +617,19 @@ fn collect_session_ids(dir: &Path, id_prefix: &str, ids: &mut Vec<String>) -> io
 
 fn io_error(id: &str) -> impl Fn(io::Error) -> StoreError + '_ {
     move |source| StoreError::Io { id: id.to_string(), source }
+}
+
+/// The error of a session sealed without a key: what that means and how to adopt it.
+fn unkeyed(id: &str) -> StoreError {
+    StoreError::Corrupt {
+        id: id.to_string(),
+        message: format!(
+            "its seal was made without the runner's seal key (by a build before keyed seals, or by someone \
+             rewriting it without the key), so nothing vouches that its steps are the ones the runner wrote. \
+             Nothing was changed; if these files are yours and unaltered, `archmax sessions {id} --reseal` \
+             adopts the session under the key, otherwise restore it from a backup"
+        ),
+    }
 }
 
 /// A corrupt session's error: what is wrong and how to repair it.

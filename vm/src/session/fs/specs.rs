@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn a_kept_spec_reads_back_and_is_not_listed_as_a_session() {
         let dir = Scratch::new("kept");
-        let store = FsStore::new(dir.path());
+        let store = FsStore::new(dir.path(), crate::session::fs::SealKeys::generate().unwrap());
         assert_eq!(store.read_spec("ab12").unwrap(), None);
         store.write_spec(&spec("ab12")).unwrap();
         store.write_spec(&spec("ab12")).unwrap();
@@ -121,7 +121,7 @@ mod tests {
     #[test]
     fn a_hash_that_is_not_hex_never_becomes_a_path() {
         let dir = Scratch::new("hash");
-        let store = FsStore::new(dir.path());
+        let store = FsStore::new(dir.path(), crate::session::fs::SealKeys::generate().unwrap());
         assert!(matches!(store.read_spec("../../etc/passwd"), Err(StoreError::Spec { .. })));
         assert!(matches!(store.write_spec(&spec("../x")), Err(StoreError::Spec { .. })));
     }
@@ -129,7 +129,7 @@ mod tests {
     #[test]
     fn a_spec_file_naming_another_hash_is_refused() {
         let dir = Scratch::new("other");
-        let store = FsStore::new(dir.path());
+        let store = FsStore::new(dir.path(), crate::session::fs::SealKeys::generate().unwrap());
         store.write_spec(&spec("ab12")).unwrap();
         fs::copy(dir.path().join("_specs/ab12.json"), dir.path().join("_specs/cd34.json")).unwrap();
         assert!(matches!(store.read_spec("cd34"), Err(StoreError::Spec { .. })));

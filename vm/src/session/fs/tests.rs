@@ -3,14 +3,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use super::format::{
-    LOG_HEADER_BYTES, LogHeader, RECORD_HEADER_BYTES, SEAL_FILE_BYTES, SEAL_SLOT_BYTES, crc32, encode_record,
+    LOG_HEADER_BYTES, LogHeader, RECORD_HEADER_BYTES, RECORD_TAG_BYTES, SEAL_FILE_BYTES, SEAL_SLOT_BYTES, crc32,
+    encode_record, keyed_payload,
 };
 use super::*;
 use crate::session::id::SessionId;
 use crate::session::{Delta, Head, Message, Variable};
 
-/// A unique directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+/// A unique directory under the system temp dir, removed on drop, and the seal keys of
+/// the stores made in it.
+struct TempDir(PathBuf, SealKeys);
 
 impl TempDir {
     fn new(label: &str) -> Self {
@@ -23,11 +25,11 @@ impl TempDir {
         );
         let path = std::env::temp_dir().join(name);
         fs::create_dir_all(&path).expect("temp dir");
-        Self(path)
+        Self(path, SealKeys::generate().expect("a key"))
     }
 
     fn store(&self) -> FsStore {
-        FsStore::new(self.0.join("sessions"))
+        FsStore::new(self.0.join("sessions"), self.1.clone())
     }
 }
 
@@ -68,8 +70,33 @@ fn append_bytes(path: &Path, bytes: &[u8]) {
     file.write_all(bytes).expect("append");
 }
 
+/// A record of `delta` as long as a keyed one, its MAC zeros: for torn and damaged
+/// appends, where only the frame matters.
 fn record_of(delta: &Delta) -> Vec<u8> {
-    encode_record(&serde_json::to_vec(delta).expect("json")).expect("record")
+    let mut payload = serde_json::to_vec(delta).expect("json");
+    payload.extend_from_slice(&[0; RECORD_TAG_BYTES]);
+    encode_record(&payload).expect("record")
+}
+
+/// The records of `deltas` as the store's writer would append them after `log`: each
+/// with its MAC under the store's key over the log before it.
+fn keyed_records(store: &FsStore, log: &[u8], deltas: &[Delta]) -> Vec<u8> {
+    let mut prefix = Sha256::new();
+    prefix.update(log);
+    let mut records = Vec::new();
+    for delta in deltas {
+        let json = serde_json::to_vec(delta).expect("json");
+        let record = encode_record(&keyed_payload(store.seal_keys(), &digest_of(&prefix), &json)).expect("record");
+        prefix.update(&record);
+        records.extend(record);
+    }
+    records
+}
+
+/// Appends `deltas` to the session `s`'s log as a writer that died before sealing them would.
+fn append_keyed(store: &FsStore, deltas: &[Delta]) {
+    let log = fs::read(log_path(store, "s")).expect("log");
+    append_bytes(&log_path(store, "s"), &keyed_records(store, &log, deltas));
 }
 
 /// Commits the next `count` steps and returns the expected state.
@@ -140,7 +167,7 @@ fn assert_loads(store: &FsStore, expected: &SessionState) -> FsWriter {
 /// The seal that vouches, as a load reads it.
 fn seal_of(store: &FsStore) -> Seal {
     let bytes = fs::read(runtime_file(store, "s", SEAL_FILE)).expect("seal");
-    Seal::decode_file(&bytes).expect("a readable seal").0
+    Seal::decode_file(&bytes, store.seal_keys()).expect("a readable seal").0
 }
 
 fn flip_bit(path: &Path, at: usize) {
@@ -172,9 +199,12 @@ fn log_frames_keep_their_on_disk_bytes() {
     let record = encode_record(b"123456789").expect("short payload");
     assert_eq!(hex(&record[..RECORD_HEADER_BYTES]), "090000002639f4cb3ed5e8a8");
     assert_eq!(&record[RECORD_HEADER_BYTES..], b"123456789");
-    let header = LogHeader { generation: 3, base_seq: 41 }.encode();
+    let header = LogHeader { generation: 3, base_seq: 41, keyed: false }.encode();
     assert_eq!(hex(&header), "414d584c4f473100030000000000000029000000000000004b63639e");
-    assert_eq!(LogHeader::decode(&header), Ok(LogHeader { generation: 3, base_seq: 41 }));
+    assert_eq!(LogHeader::decode(&header), Ok(LogHeader { generation: 3, base_seq: 41, keyed: false }));
+    let keyed = LogHeader::keyed(3, 41).encode();
+    assert_eq!(&keyed[..8], b"AMXLOG2\0");
+    assert_eq!(LogHeader::decode(&keyed), Ok(LogHeader::keyed(3, 41)));
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -257,7 +287,7 @@ fn whole_steps_after_the_seal_load_and_are_sealed_on_open() {
     let store = temp.store();
     let (states, _) = session_with_steps(&store, 2);
     let seal_before = fs::read(runtime_file(&store, "s", SEAL_FILE)).expect("seal");
-    append_bytes(&log_path(&store, "s"), &record_of(&step(3, "synced, not sealed")));
+    append_keyed(&store, &[step(3, "synced, not sealed")]);
     let mut expected = states[2].clone();
     expected.apply(&step(3, "synced, not sealed"));
 
@@ -269,14 +299,14 @@ fn whole_steps_after_the_seal_load_and_are_sealed_on_open() {
     assert_eq!(seal_of(&store).seq, 3);
 
     // Several whole steps after the seal load too: their seals never reached the disk.
-    append_bytes(&log_path(&store, "s"), &[record_of(&step(4, "a")), record_of(&step(5, "b"))].concat());
+    append_keyed(&store, &[step(4, "a"), step(5, "b")]);
     expected.apply(&step(4, "a"));
     expected.apply(&step(5, "b"));
     drop(assert_loads(&store, &expected));
     assert_eq!(seal_of(&store).seq, 5);
 
     // A whole record that is not the next step is not what any crash leaves.
-    append_bytes(&log_path(&store, "s"), &[record_of(&step(6, "c")), record_of(&step(8, "e"))].concat());
+    append_keyed(&store, &[step(6, "c"), step(8, "e")]);
     assert_refused(&store, "after the sealed step, holds step 8 where step 7 was expected");
 }
 
@@ -351,7 +381,7 @@ fn a_torn_seal_slot_leaves_the_other_one_vouching() {
     let (states, _) = session_with_steps(&store, 3);
     let seal_path = runtime_file(&store, "s", SEAL_FILE);
     let pristine = fs::read(&seal_path).expect("seal");
-    let (_, newest) = Seal::decode_file(&pristine).expect("seal");
+    let (_, newest, _) = Seal::decode_file(&pristine, store.seal_keys()).expect("seal");
     let SealSource::Slot(newest) = newest else { panic!("a fresh session's seal has slots") };
 
     // The newest slot half overwritten (a write the crash cut short): the older one vouches
@@ -388,35 +418,192 @@ fn legacy_seal(generation: u64, seq: u64, log: &[u8], checkpoint: &[u8]) -> Vec<
     .expect("json")
 }
 
+/// Rewrites session `s` into an earlier build's unkeyed format, through `deltas`: an
+/// `AMXLOG1` log of MAC-less records after its snapshot, sealed by `seal` (made from the
+/// log and snapshot bytes) — what an old build left, and what a downgrade forges.
+fn rewrite_unkeyed(store: &FsStore, deltas: &[Delta], seal: impl Fn(&[u8], &[u8]) -> Vec<u8>) -> Vec<u8> {
+    let checkpoint = fs::read(runtime_file(store, "s", CHECKPOINT_FILE)).expect("checkpoint");
+    let snapshot: serde_json::Value = serde_json::from_slice(&checkpoint).expect("snapshot");
+    let generation = snapshot["generation"].as_u64().expect("generation");
+    let base_seq = snapshot["seq"].as_u64().expect("seq");
+    let mut log = LogHeader { generation, base_seq, keyed: false }.encode();
+    for delta in deltas {
+        log.extend(encode_record(&serde_json::to_vec(delta).expect("json")).expect("record"));
+    }
+    fs::write(log_path(store, "s"), &log).expect("log");
+    fs::write(runtime_file(store, "s", SEAL_FILE), seal(&log, &checkpoint)).expect("seal");
+    log
+}
+
+/// An earlier build's slotted seal (`AMXSEAL2`, no key) over `log` and `checkpoint`.
+fn unkeyed_slots(generation: u64, seq: u64) -> impl Fn(&[u8], &[u8]) -> Vec<u8> {
+    move |log, checkpoint| {
+        let seal = Seal {
+            generation,
+            seq,
+            log_len: log.len() as u64,
+            log_sha256: sha256(log),
+            checkpoint_sha256: sha256(checkpoint),
+        };
+        let mut file = vec![0u8; SEAL_FILE_BYTES];
+        file[..SEAL_SLOT_BYTES].copy_from_slice(&seal.encode_unkeyed_slot());
+        file
+    }
+}
+
+/// Asserts a load of `s` is refused as sealed without the key, naming the session and
+/// `--reseal`, and changes nothing.
+fn assert_refused_unkeyed(store: &FsStore) {
+    let before = snapshot_of_files(store);
+    for result in [store.read("s").map(|_| ()), store.open_writer("s").map(|_| ())] {
+        let Err(error) = result else { panic!("a session sealed without the key loaded") };
+        let message = error.to_string();
+        assert!(matches!(error, StoreError::Corrupt { .. }), "{message}");
+        assert!(message.contains("session `s`"), "{message}");
+        assert!(message.contains("without the runner's seal key"), "{message}");
+        assert!(message.contains("archmax sessions s --reseal"), "{message}");
+    }
+    assert_eq!(snapshot_of_files(store), before, "a refused load changed the disk");
+}
+
 #[test]
-fn a_session_sealed_by_an_earlier_build_loads_and_gets_slots_on_open() {
+fn a_step_appended_and_resealed_the_old_unkeyed_way_is_refused_as_tampered() {
+    let temp = TempDir::new("forged-old-seal");
+    let store = temp.store();
+    session_with_steps(&store, 2);
+    let original = [step(1, "message 1"), step(2, "message 2")];
+    // The forger keeps the two real steps, appends a third (say, one widening a
+    // decision's approvers) and recomputes the seal as the store used to: no key needed.
+    let forged = step(3, "approvers: [\"mallory\"]");
+    let mut steps = original.to_vec();
+    steps.push(forged.clone());
+    rewrite_unkeyed(&store, &steps, unkeyed_slots(0, 3));
+    assert_refused_unkeyed(&store);
+    // With the earlier JSON seal instead of slots: the same.
+    rewrite_unkeyed(&store, &steps, |log, checkpoint| legacy_seal(0, 3, log, checkpoint));
+    assert_refused_unkeyed(&store);
+
+    // Appended to the keyed log itself, with a MAC the forger can make (under a key of
+    // their own), and the seal slot recomputed under that key: refused as tampered.
+    let temp = TempDir::new("forged-keyed");
+    let store = temp.store();
+    let (_, ends) = session_with_steps(&store, 2);
+    let forger = FsStore::new(store.dir.clone(), SealKeys::generate().expect("key"));
+    let log = fs::read(log_path(&store, "s")).expect("log");
+    let with_forged = [log.clone(), keyed_records(&forger, &log, std::slice::from_ref(&forged))].concat();
+    fs::write(log_path(&store, "s"), &with_forged).expect("append");
+    // Left after the seal, as a step a power loss left unsealed: its MAC fails.
+    assert_refused(&store, &format!("the step log's record at byte {}, after the sealed step, fails its MAC", ends[2]));
+    // Sealed by the forger: the slot's key is not the runner's.
+    let mut seal = seal_of(&store);
+    seal.seq = 3;
+    seal.log_len = with_forged.len() as u64;
+    seal.log_sha256 = sha256(&with_forged);
+    fs::write(runtime_file(&store, "s", SEAL_FILE), seal.encode_file(forger.seal_keys())).expect("seal");
+    assert_refused(&store, "neither the current seal key nor a previous one");
+    // A slot claiming the runner's key id with a MAC made under another key: refused.
+    let mut slots = seal.encode_file(store.seal_keys());
+    slots[..SEAL_SLOT_BYTES].copy_from_slice(&{
+        let mut slot = seal.encode_slot(forger.seal_keys());
+        let theirs = seal.encode_slot(store.seal_keys());
+        slot[96..104].copy_from_slice(&theirs[96..104]);
+        let crc = crc32(&slot[..136]);
+        slot[136..140].copy_from_slice(&crc.to_le_bytes());
+        slot
+    });
+    fs::write(runtime_file(&store, "s", SEAL_FILE), &slots).expect("seal");
+    assert_refused(&store, "fails its MAC");
+}
+
+#[test]
+fn a_keyed_session_rewritten_into_the_old_format_is_refused_unless_explicitly_resealed() {
+    let temp = TempDir::new("downgrade");
+    let store = temp.store();
+    let (states, _) = session_with_steps(&store, 2);
+    let steps = [step(1, "message 1"), step(2, "message 2")];
+    rewrite_unkeyed(&store, &steps, unkeyed_slots(0, 2));
+    assert_refused_unkeyed(&store);
+    // Only a store told to adopt unkeyed sessions loads it (and would reseal it).
+    let adopting = temp.store().adopting_unkeyed_sessions();
+    assert_eq!(adopting.read("s").expect("adopted read"), Some(states[2].clone()));
+    assert_refused_unkeyed(&store);
+}
+
+#[test]
+fn an_earlier_builds_session_loads_once_resealed_and_then_is_keyed() {
     let temp = TempDir::new("legacy");
     let store = temp.store();
-    let (states, ends) = session_with_steps(&store, 2);
+    let (states, ends) = session_with_steps(&store, 3);
+    let steps = [step(1, "message 1"), step(2, "message 2"), step(3, "message 3")];
+    for seal in [0, 1] {
+        // Sealed through step 2 by an earlier build (JSON seal, then slots), with the
+        // whole step 3 after it: that build died before sealing it.
+        if seal == 0 {
+            rewrite_unkeyed(&store, &steps, |log, checkpoint| {
+                let sealed = &log[..log.len() - (ends[3] - ends[2]) + RECORD_TAG_BYTES];
+                legacy_seal(0, 2, sealed, checkpoint)
+            });
+        } else {
+            rewrite_unkeyed(&store, &steps, |log, checkpoint| {
+                unkeyed_slots(0, 2)(&log[..log.len() - (ends[3] - ends[2]) + RECORD_TAG_BYTES], checkpoint)
+            });
+        }
+        assert_refused_unkeyed(&store);
+        let adopting = temp.store().adopting_unkeyed_sessions();
+        assert_eq!(adopting.read("s").expect("adopted read"), Some(states[3].clone()));
+        assert_eq!(adopting.reseal("s").expect("reseal"), 3);
+        // Resealed: a keyed log and seal, which the plain store loads and extends.
+        let log = fs::read(log_path(&store, "s")).expect("log");
+        assert_eq!(&log[..8], b"AMXLOG2\0");
+        assert_eq!(&fs::read(runtime_file(&store, "s", SEAL_FILE)).expect("seal")[..8], b"AMXSEAL3");
+        let mut writer = assert_loads(&store, &states[3]);
+        let extended = commit_steps(&mut writer, states[3].clone(), 1);
+        drop(writer);
+        assert_eq!(store.read("s").expect("read"), Some(extended));
+        // Back to three steps for the next round: a fresh session.
+        store.remove("s").expect("remove");
+        session_with_steps(&store, 3);
+    }
+
+    // Its damage is still damage, adopted or not.
+    rewrite_unkeyed(&store, &steps, unkeyed_slots(0, 3));
     let log = fs::read(log_path(&store, "s")).expect("log");
-    let checkpoint = fs::read(runtime_file(&store, "s", CHECKPOINT_FILE)).expect("checkpoint");
-    let seal_path = runtime_file(&store, "s", SEAL_FILE);
-    let legacy = legacy_seal(0, 2, &log, &checkpoint);
-    assert!(legacy.starts_with(b"{\"generation\":0,\"seq\":2,\"log_len\":"), "{}", String::from_utf8_lossy(&legacy));
+    fs::write(log_path(&store, "s"), &log[..log.len() - 5]).expect("cut");
+    let adopting = temp.store().adopting_unkeyed_sessions();
+    let error = adopting.read("s").expect_err("a cut log");
+    assert!(error.to_string().contains("cut short"), "{error}");
+    fs::write(runtime_file(&store, "s", SEAL_FILE), b"{\"generation\":0}").expect("legacy seal");
+    let error = adopting.read("s").expect_err("a broken seal");
+    assert!(error.to_string().contains("the seal is unreadable"), "{error}");
+}
 
-    // Sealed through step 2, and the same with one whole unsealed step after it (the old
-    // build died before replacing its seal).
-    fs::write(&seal_path, &legacy).expect("legacy seal");
-    let mut writer = assert_loads(&store, &states[2]);
-    assert_eq!(fs::read(&seal_path).expect("seal").len(), SEAL_FILE_BYTES, "the open gave the seal its slots");
-    let expected = commit_steps(&mut writer, states[2].clone(), 1);
+#[test]
+fn a_rotated_key_still_loads_sessions_of_the_previous_key_and_reseals_them_under_the_new() {
+    let temp = TempDir::new("rotation");
+    let old_store = temp.store();
+    let (states, _) = session_with_steps(&old_store, 2);
+    // A power loss left step 3 unsealed, written under the old key.
+    append_keyed(&old_store, &[step(3, "unsealed")]);
+    let mut expected = states[2].clone();
+    expected.apply(&step(3, "unsealed"));
+
+    let new_keys = SealKeys::generate().expect("key");
+    let rotated = FsStore::new(old_store.dir.clone(), new_keys.with_previous(old_store.seal_keys()));
+    let only_new = FsStore::new(old_store.dir.clone(), new_keys.clone());
+    // Before the reseal only a store that still lists the old key accepts the session.
+    assert!(only_new.read("s").expect_err("unknown key").to_string().contains("neither the current seal key"));
+    assert_eq!(rotated.read("s").expect("read"), Some(expected.clone()));
+    // Opening it for writing reseals it under the new key; then the old key may go.
+    let mut writer = rotated.open_writer("s").expect("open").1;
+    let expected = commit_steps(&mut writer, expected, 1);
     drop(writer);
-    assert_eq!(store.read("s").expect("read"), Some(expected.clone()));
-    fs::write(&seal_path, &legacy).expect("legacy seal");
-    drop(assert_loads(&store, &expected));
-    assert_eq!(seal_of(&store).seq, 3);
-
-    // Its damage is still damage.
-    fs::write(&seal_path, legacy_seal(0, 2, &log, &checkpoint)).expect("legacy seal");
-    fs::write(log_path(&store, "s"), &log[..ends[1]]).expect("cut");
-    assert_refused(&store, "cut short");
-    fs::write(&seal_path, b"{\"generation\":0}").expect("legacy seal");
-    assert_refused(&store, "the seal is unreadable");
+    assert_eq!(only_new.read("s").expect("read under the new key alone"), Some(expected.clone()));
+    let seal = fs::read(runtime_file(&only_new, "s", SEAL_FILE)).expect("seal");
+    let new_id = new_keys.current_key_id();
+    assert!(seal.windows(8).any(|window| window == new_id.as_slice()), "the seal names the new key");
+    let error = old_store.read("s").expect_err("the old key alone no longer vouches");
+    assert!(error.to_string().contains("session `s`"), "{error}");
+    assert!(error.to_string().contains("neither the current seal key"), "{error}");
 }
 
 #[test]
@@ -544,14 +731,14 @@ fn a_seq_gap_under_a_matching_seal_is_refused() {
     let store = temp.store();
     session_with_steps(&store, 0);
     let mut log = fs::read(log_path(&store, "s")).expect("log");
-    log.extend([record_of(&step(1, "a")), record_of(&step(3, "c"))].concat());
+    log.extend(keyed_records(&store, &log.clone(), &[step(1, "a"), step(3, "c")]));
     fs::write(log_path(&store, "s"), &log).expect("write");
     // A seal that vouches for exactly these bytes: only the seq check can catch it.
     let mut seal = seal_of(&store);
     seal.seq = 3;
     seal.log_len = log.len() as u64;
     seal.log_sha256 = sha256(&log);
-    fs::write(runtime_file(&store, "s", SEAL_FILE), seal.encode_file()).expect("seal");
+    fs::write(runtime_file(&store, "s", SEAL_FILE), seal.encode_file(store.seal_keys())).expect("seal");
     assert_refused(&store, "holds step 3 where step 2 was expected");
 }
 
@@ -586,6 +773,44 @@ fn repair_keeps_the_longest_verified_prefix_and_says_what_it_dropped() {
     let outcome = store.repair("s").expect("repair");
     assert!(matches!(outcome, RepairOutcome::Repaired { kept_through: 0, dropped_steps: Some(2), .. }), "{outcome:?}");
     assert_eq!(store.read("s").expect("repaired"), Some(states[0].clone()));
+}
+
+#[test]
+fn repair_never_keeps_a_snapshot_or_a_step_the_key_does_not_vouch_for() {
+    let temp = TempDir::new("repair-forged");
+    let store = temp.store();
+    let (states, ends) = session_with_steps(&store, 2);
+    let pristine = snapshot_of_files(&store);
+
+    // A step appended under someone else's key: the repair drops it.
+    let forger = FsStore::new(store.dir.clone(), SealKeys::generate().expect("key"));
+    let log = fs::read(log_path(&store, "s")).expect("log");
+    let forged = keyed_records(&forger, &log, &[step(3, "forged")]);
+    append_bytes(&log_path(&store, "s"), &forged);
+    let outcome = store.repair("s").expect("repair");
+    assert_eq!(
+        outcome,
+        RepairOutcome::Repaired { kept_through: 2, dropped_steps: Some(0), dropped_bytes: forged.len() as u64 }
+    );
+    assert_eq!(store.read("s").expect("repaired"), Some(states[2].clone()));
+    assert_eq!(fs::metadata(log_path(&store, "s")).expect("log").len() as usize, ends[2]);
+
+    // A rewritten snapshot no keyed seal vouches for: refused, nothing changed.
+    let checkpoint = runtime_file(&store, "s", CHECKPOINT_FILE);
+    let forged_snapshot = fs::read_to_string(&checkpoint).expect("checkpoint").replace("\"w\"", "\"x\"");
+    fs::write(&checkpoint, forged_snapshot).expect("forge");
+    let before = snapshot_of_files(&store);
+    let refused = store.repair("s").expect_err("a forged snapshot");
+    assert!(refused.to_string().contains("no seal made under the seal key vouches for checkpoint.json"), "{refused}");
+    assert_eq!(snapshot_of_files(&store), before);
+
+    // A session rewritten into the unkeyed format: --repair does not adopt it.
+    for (name, bytes) in &pristine {
+        fs::write(runtime_file(&store, "s", name), bytes).expect("restore");
+    }
+    rewrite_unkeyed(&store, &[step(1, "message 1"), step(2, "message 2"), step(3, "forged")], unkeyed_slots(0, 3));
+    let refused = store.repair("s").expect_err("an unkeyed session");
+    assert!(refused.to_string().contains("--reseal"), "{refused}");
 }
 
 #[test]
@@ -787,11 +1012,12 @@ fn a_read_that_meets_the_log_ahead_of_the_seal_verifies() {
 
     let seal_behind =
         Files { checkpoint: at_one.checkpoint.clone(), seal: at_one.seal.clone(), log: at_two.log.clone() };
-    let loaded = verify::verify(&seal_behind).expect("a log one step ahead verifies").expect("a session");
+    let trust = verify::Trust { keys: store.seal_keys(), adopt_unkeyed: false };
+    let loaded = verify::verify(&seal_behind, trust).expect("a log one step ahead verifies").expect("a session");
     assert_eq!(loaded.state, after_two);
     let seal_ahead = Files { checkpoint: at_two.checkpoint, seal: at_two.seal, log: at_one.log };
-    let refused = verify::verify(&seal_ahead).err().expect("a seal ahead of the log");
-    assert!(refused.contains("cut short"), "{refused}");
+    let refused = verify::verify(&seal_ahead, trust).err().expect("a seal ahead of the log");
+    assert!(matches!(&refused, verify::Refusal::Damage(what) if what.contains("cut short")), "{refused:?}");
 }
 
 #[test]
@@ -877,6 +1103,6 @@ fn the_filesystem_store_keeps_the_store_contract() {
     let dir = TempDir::new("conformance");
     let sessions = dir.0.join("sessions");
     crate::session::conformance::run("filesystem store", &|| {
-        Arc::new(FsStore::new(sessions.clone())) as Arc<dyn SessionStore>
+        Arc::new(FsStore::new(sessions.clone(), dir.1.clone())) as Arc<dyn SessionStore>
     });
 }

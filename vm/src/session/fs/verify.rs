@@ -3,7 +3,10 @@
 //!
 //! The one thing to know: only the states a crash can leave are accepted (see the crash
 //! table in the parent module); everything else is an error text naming what is wrong,
-//! and nothing here writes to disk.
+//! and nothing here writes to disk. Every seal must hold its MAC under a configured key
+//! and every record after the sealed prefix its record MAC; a session sealed without a
+//! key (an earlier build's, or a downgrade forged to look like one) is refused unless
+//! the caller adopts unkeyed sessions explicitly ([`Trust::adopt_unkeyed`]).
 
 use std::io;
 use std::path::Path;
@@ -17,9 +20,10 @@ use super::files::{read_at_most, read_if_exists};
 /// seal, fit well within it.
 const SEAL_READ_LIMIT: u64 = 4096;
 use super::format::{
-    LOG_HEADER_BYTES, LogHeader, Seal, SealSource, Sha256Digest, Snapshot, TailRest, decode_step, digest_of,
-    intact_record_at, scan_tail, sha256,
+    LOG_HEADER_BYTES, LogHeader, RECORD_HEADER_BYTES, Seal, SealSource, SealedBy, Sha256Digest, Snapshot, TailRest,
+    decode_step, digest_of, intact_record_at, record_tag_holds, scan_tail, sha256,
 };
+use super::seal_key::SealKeys;
 use super::{CHECKPOINT_FILE, LOG_FILE, SEAL_FILE};
 
 /// A session's files, read in the order a writer's crash-safe sequence needs: the
@@ -39,6 +43,32 @@ impl Files {
         let seal = read_at_most(&runtime_dir.join(SEAL_FILE), SEAL_READ_LIMIT)?;
         let log = read_if_exists(&runtime_dir.join(LOG_FILE))?;
         Ok(Self { checkpoint, seal, log })
+    }
+}
+
+/// The keys a load checks seals and records with, and whether it accepts a session
+/// sealed without a key.
+#[derive(Clone, Copy)]
+pub(super) struct Trust<'a> {
+    pub keys: &'a SealKeys,
+    /// Accept an earlier build's unkeyed seal and log (an explicit adoption: the
+    /// caller then reseals the session under the current key).
+    pub adopt_unkeyed: bool,
+}
+
+/// Why a load refused a session.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// The files are damaged or were changed; the text says how.
+    Damage(String),
+    /// The seal (or a step after it) was made without a key: an earlier build's
+    /// session, or one rewritten into that format; only an explicit adoption loads it.
+    Unkeyed,
+}
+
+impl From<String> for Refusal {
+    fn from(what: String) -> Self {
+        Self::Damage(what)
     }
 }
 
@@ -74,41 +104,71 @@ pub(super) struct Loaded {
     /// earlier build's seal, to be rewritten with slots.
     pub seal_source: SealSource,
     pub settle: Settle,
+    /// Which key made the seal that vouched.
+    pub sealed_by: SealedBy,
+    /// Whether the log is keyed (records end in a MAC).
+    pub log_keyed: bool,
+}
+
+impl Loaded {
+    /// Whether the session must be rewritten under the current key before a writer
+    /// appends to it: sealed under a previous key or none, or an unkeyed log.
+    pub fn needs_reseal(&self) -> bool {
+        self.sealed_by != SealedBy::Key(0) || !self.log_keyed
+    }
 }
 
 /// Checks the files; `Ok(None)` when the session does not exist, `Err` names the damage.
-pub(super) fn verify(files: &Files) -> Result<Option<Loaded>, String> {
+pub(super) fn verify(files: &Files, trust: Trust<'_>) -> Result<Option<Loaded>, Refusal> {
     let (checkpoint, seal, log) = match (&files.checkpoint, &files.seal, &files.log) {
         (None, None, None) => return Ok(None),
         (Some(checkpoint), Some(seal), Some(log)) => (checkpoint, seal, log),
-        (None, _, _) => return Err("checkpoint.json is missing while the session's log or seal exists".to_string()),
+        (None, _, _) => {
+            return Err(Refusal::Damage(
+                "checkpoint.json is missing while the session's log or seal exists".to_string(),
+            ));
+        }
         (_, None, _) => {
-            return Err("the seal (checkpoints/seal) is missing, so nothing vouches for the log".to_string());
+            return Err(Refusal::Damage(
+                "the seal (checkpoints/seal) is missing, so nothing vouches for the log".to_string(),
+            ));
         }
         (_, Some(seal), None) => {
-            return Err(match Seal::decode_file(seal) {
-                Ok((seal, _)) => format!(
+            return Err(Refusal::Damage(match Seal::decode_file(seal, trust.keys) {
+                Ok((seal, _, _)) => format!(
                     "the step log is missing; the seal says it held {} bytes through step {}",
                     seal.log_len, seal.seq
                 ),
                 Err(_) => "the step log is missing".to_string(),
-            });
+            }));
         }
     };
     let snapshot = parse_snapshot(checkpoint)?;
-    let (seal, seal_source) = Seal::decode_file(seal)?;
+    let (seal, seal_source, sealed_by) = Seal::decode_file(seal, trust.keys)?;
+    if sealed_by == SealedBy::Unkeyed && !trust.adopt_unkeyed {
+        return Err(Refusal::Unkeyed);
+    }
     let header = LogHeader::decode(log).map_err(|what| format!("the step log {what}"))?;
+    let sealed = SealedWith { seal: &seal, source: seal_source, by: sealed_by };
     let loaded = if seal.generation == snapshot.generation {
-        verify_current(checkpoint, snapshot, (&seal, seal_source), header, log)?
+        verify_current(checkpoint, snapshot, sealed, header, log, trust)?
     } else if seal.generation.checked_add(1) == Some(snapshot.generation) {
-        verify_interrupted_compaction(checkpoint, snapshot, (&seal, seal_source), header, log)?
+        verify_interrupted_compaction(checkpoint, snapshot, sealed, header, log)?
     } else {
-        return Err(format!(
+        return Err(Refusal::Damage(format!(
             "checkpoint.json is snapshot {} but the seal belongs to snapshot {}",
             snapshot.generation, seal.generation
-        ));
+        )));
     };
     Ok(Some(loaded))
+}
+
+/// The seal that vouches, where it was read and which key made it.
+#[derive(Clone, Copy)]
+struct SealedWith<'a> {
+    seal: &'a Seal,
+    source: SealSource,
+    by: SealedBy,
 }
 
 fn parse_snapshot(checkpoint: &[u8]) -> Result<Snapshot, String> {
@@ -129,48 +189,60 @@ fn parse_snapshot(checkpoint: &[u8]) -> Result<Snapshot, String> {
 fn verify_current(
     checkpoint: &[u8],
     snapshot: Snapshot,
-    (seal, seal_source): (&Seal, SealSource),
+    sealed: SealedWith<'_>,
     header: LogHeader,
     log: &[u8],
-) -> Result<Loaded, String> {
+    trust: Trust<'_>,
+) -> Result<Loaded, Refusal> {
+    let seal = sealed.seal;
     let checkpoint_sha256 = sha256(checkpoint);
     if checkpoint_sha256 != seal.checkpoint_sha256 {
-        return Err("checkpoint.json does not match the seal's digest of it: it was changed or damaged".to_string());
+        return Err(Refusal::Damage(
+            "checkpoint.json does not match the seal's digest of it: it was changed or damaged".to_string(),
+        ));
     }
-    let expected = LogHeader { generation: snapshot.generation, base_seq: snapshot.seq };
+    let expected = LogHeader { generation: snapshot.generation, base_seq: snapshot.seq, keyed: header.keyed };
     if header != expected {
-        return Err(format!(
+        return Err(Refusal::Damage(format!(
             "the step log follows snapshot {} at step {}, but checkpoint.json is snapshot {} at step {}",
             header.generation, header.base_seq, expected.generation, expected.base_seq
-        ));
+        )));
     }
     let sealed_end = sealed_end(seal, log)?;
     let mut state = snapshot.state;
-    replay(log, LOG_HEADER_BYTES, sealed_end, &mut state)?;
+    replay(log, LOG_HEADER_BYTES, sealed_end, &mut state, header.keyed)?;
     let mut log_digest = Sha256::new();
     log_digest.update(&log[..sealed_end]);
     if digest_of(&log_digest) != seal.log_sha256 {
-        return Err(format!(
+        return Err(Refusal::Damage(format!(
             "the step log's first {sealed_end} bytes do not match the seal's digest: a record was rewritten"
-        ));
+        )));
     }
     if state.seq != seal.seq {
-        return Err(format!("the step log holds steps through {} but the seal says {}", state.seq, seal.seq));
+        return Err(Refusal::Damage(format!(
+            "the step log holds steps through {} but the seal says {}",
+            state.seq, seal.seq
+        )));
     }
     let tail = scan_tail(log, sealed_end);
+    if !header.keyed && !tail.records.is_empty() && !trust.adopt_unkeyed {
+        return Err(Refusal::Unkeyed);
+    }
     for &(offset, payload) in &tail.records {
-        apply_next_step(
-            &mut state,
-            payload,
-            &format!("the step log's record at byte {offset}, after the sealed step,"),
-        )?;
+        let record = format!("the step log's record at byte {offset}, after the sealed step,");
+        if header.keyed && !record_tag_holds(trust.keys, &digest_of(&log_digest), payload) {
+            return Err(Refusal::Damage(format!(
+                "{record} fails its MAC: it was appended or rewritten by someone without the seal key"
+            )));
+        }
+        apply_next_step(&mut state, payload, header.keyed, &record)?;
+        log_digest.update(&log[offset..offset + RECORD_HEADER_BYTES + payload.len()]);
     }
     let cut_torn_tail = match tail.rest {
         TailRest::Empty => false,
         TailRest::Torn => true,
-        TailRest::Damaged(what) => return Err(what),
+        TailRest::Damaged(what) => return Err(Refusal::Damage(what)),
     };
-    log_digest.update(&log[sealed_end..tail.end]);
     Ok(Loaded {
         state,
         generation: snapshot.generation,
@@ -178,8 +250,10 @@ fn verify_current(
         checkpoint_sha256,
         log_len: tail.end as u64,
         log_digest,
-        seal_source,
+        seal_source: sealed.source,
         settle: Settle::Log { cut_torn_tail, unsealed_steps: tail.records.len() },
+        sealed_by: sealed.by,
+        log_keyed: header.keyed,
     })
 }
 
@@ -189,17 +263,18 @@ fn verify_current(
 fn verify_interrupted_compaction(
     checkpoint: &[u8],
     snapshot: Snapshot,
-    (seal, seal_source): (&Seal, SealSource),
+    sealed: SealedWith<'_>,
     header: LogHeader,
     log: &[u8],
 ) -> Result<Loaded, String> {
+    let seal = sealed.seal;
     if seal.seq != snapshot.seq {
         return Err(format!(
             "checkpoint.json (snapshot {}) folds steps through {} but the last sealed step is {}",
             snapshot.generation, snapshot.seq, seal.seq
         ));
     }
-    let fresh_log = LogHeader { generation: snapshot.generation, base_seq: snapshot.seq };
+    let fresh_log = LogHeader { generation: snapshot.generation, base_seq: snapshot.seq, keyed: header.keyed };
     if header == fresh_log {
         if log.len() != LOG_HEADER_BYTES {
             return Err("the new snapshot's step log holds bytes it was never sealed for".to_string());
@@ -234,8 +309,10 @@ fn verify_interrupted_compaction(
         state: snapshot.state,
         log_len: 0,
         log_digest: Sha256::new(),
-        seal_source,
+        seal_source: sealed.source,
         settle: Settle::FinishCompaction,
+        sealed_by: sealed.by,
+        log_keyed: true,
     })
 }
 
@@ -254,7 +331,7 @@ fn sealed_end(seal: &Seal, log: &[u8]) -> Result<usize, String> {
 }
 
 /// Applies every record in `log[from..to]`, each of which must be intact and the next step.
-fn replay(log: &[u8], from: usize, to: usize, state: &mut SessionState) -> Result<(), String> {
+fn replay(log: &[u8], from: usize, to: usize, state: &mut SessionState, keyed: bool) -> Result<(), String> {
     let mut offset = from;
     while offset < to {
         let Some((payload, end)) = intact_record_at(log, offset).filter(|&(_, end)| end <= to) else {
@@ -263,7 +340,7 @@ fn replay(log: &[u8], from: usize, to: usize, state: &mut SessionState) -> Resul
                 state.seq.saturating_add(1)
             ));
         };
-        apply_next_step(state, payload, &format!("the step log's record at byte {offset}"))?;
+        apply_next_step(state, payload, keyed, &format!("the step log's record at byte {offset}"))?;
         offset = end;
     }
     Ok(())
@@ -283,30 +360,53 @@ pub(super) struct Salvage {
     pub dropped_bytes: u64,
 }
 
-/// The longest verified prefix, or why there is none (the snapshot itself is damaged).
-pub(super) fn salvage(files: &Files) -> Result<Salvage, String> {
+/// The longest verified prefix, or why there is none (the snapshot itself is damaged,
+/// or no seal made under the key vouches for it). In a keyed log, a record whose MAC
+/// fails ends the prefix like a damaged one; an unkeyed log keeps no record unless the
+/// caller adopts unkeyed sessions.
+pub(super) fn salvage(files: &Files, trust: Trust<'_>) -> Result<Salvage, String> {
+    let keys = trust.keys;
     let Some(checkpoint) = &files.checkpoint else {
         return Err("checkpoint.json is missing, so there is no verified state to keep".to_string());
     };
     let snapshot = parse_snapshot(checkpoint).map_err(|what| format!("{what}; there is no verified state to keep"))?;
-    let header = LogHeader { generation: snapshot.generation, base_seq: snapshot.seq };
+    let sealed = files.seal.as_deref().and_then(|seal| Seal::decode_file(seal, keys).ok());
+    let vouched = matches!(sealed, Some((seal, _, SealedBy::Key(_))) if seal.checkpoint_sha256 == sha256(checkpoint));
+    if !vouched && !trust.adopt_unkeyed {
+        return Err(
+            "no seal made under the seal key vouches for checkpoint.json, so there is no verified state to keep"
+                .to_string(),
+        );
+    }
+    let old_log = files.log.as_deref().unwrap_or_default();
+    let old_header = LogHeader::decode(old_log).ok();
+    let header = LogHeader {
+        generation: snapshot.generation,
+        base_seq: snapshot.seq,
+        keyed: old_header.is_none_or(|header| header.keyed),
+    };
     let mut state = snapshot.state;
     let mut kept = header.encode();
-    let old_log = files.log.as_deref().unwrap_or_default();
     let mut offset = LOG_HEADER_BYTES;
-    if LogHeader::decode(old_log) == Ok(header) {
+    if old_header == Some(header) && (header.keyed || trust.adopt_unkeyed) {
+        let mut prefix = Sha256::new();
+        prefix.update(&kept);
         while let Some((payload, end)) = intact_record_at(old_log, offset) {
-            match decode_step(payload) {
+            if header.keyed && !record_tag_holds(keys, &digest_of(&prefix), payload) {
+                break;
+            }
+            match decode_step(payload, header.keyed) {
                 Ok(delta) if Some(delta.seq) == state.seq.checked_add(1) => state.apply(&delta),
                 _ => break,
             }
             kept.extend_from_slice(&old_log[offset..end]);
+            prefix.update(&old_log[offset..end]);
             offset = end;
         }
     } else {
         offset = 0;
     }
-    let sealed_seq = files.seal.as_deref().and_then(|seal| Seal::decode_file(seal).ok()).map(|(seal, _)| seal.seq);
+    let sealed_seq = sealed.map(|(seal, _, _)| seal.seq);
     Ok(Salvage {
         state,
         generation: snapshot.generation,
@@ -320,8 +420,8 @@ pub(super) fn salvage(files: &Files) -> Result<Salvage, String> {
 /// Decodes one record and applies it, refusing one that is not the very next step.
 /// `record` names the record in the refusal ("the unsealed last record", "the step
 /// log's record at byte 120").
-fn apply_next_step(state: &mut SessionState, payload: &[u8], record: &str) -> Result<(), String> {
-    let delta = decode_step(payload).map_err(|what| format!("{record} {what}"))?;
+fn apply_next_step(state: &mut SessionState, payload: &[u8], keyed: bool, record: &str) -> Result<(), String> {
+    let delta = decode_step(payload, keyed).map_err(|what| format!("{record} {what}"))?;
     if Some(delta.seq) != state.seq.checked_add(1) {
         return Err(format!(
             "{record} holds step {} where step {} was expected",

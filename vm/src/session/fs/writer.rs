@@ -19,9 +19,11 @@ use super::super::{Delta, SessionState, SessionWriter, StoreError};
 use super::faults::Faults;
 use super::files::{self, FileStamp, replace, write_at};
 use super::format::{
-    LogHeader, SEAL_SLOT_BYTES, Seal, SealSource, Sha256Digest, SnapshotToStore, digest_of, encode_record, sha256,
+    LogHeader, SEAL_SLOT_BYTES, Seal, SealSource, Sha256Digest, SnapshotToStore, digest_of, encode_record,
+    keyed_payload, sha256,
 };
-use super::verify::{Loaded, Settle};
+use super::seal_key::SealKeys;
+use super::verify::{Loaded, Settle, Trust};
 use super::{
     CHECKPOINT_FILE, LOG_FILE, MIN_COMPACTION_LOG_BYTES, RUNTIME_DIR, SEAL_FILE, corrupt, io_error, load, write_seal,
 };
@@ -55,6 +57,8 @@ pub struct FsWriter {
     /// Why the writer can no longer be trusted, after a failed write.
     broken: Option<String>,
     pub(super) faults: Faults,
+    /// The keys: records and seals are written under the current one.
+    keys: SealKeys,
 }
 
 impl FsWriter {
@@ -64,6 +68,7 @@ impl FsWriter {
         lock: File,
         log: File,
         loaded: Loaded,
+        keys: SealKeys,
     ) -> Result<Self, StoreError> {
         let runtime_dir = session_path.join(RUNTIME_DIR);
         let log_stamp = FileStamp::of_file(&log).map_err(io_error(id))?;
@@ -89,6 +94,7 @@ impl FsWriter {
             snapshot_len: loaded.checkpoint_len,
             broken: None,
             faults: Faults::default(),
+            keys,
         })
     }
 
@@ -147,7 +153,7 @@ impl FsWriter {
 
     /// Replaces the log with an empty one following the current snapshot, and seals it.
     fn start_log(&mut self) -> Result<(), StoreError> {
-        let header = LogHeader { generation: self.generation, base_seq: self.state.seq }.encode();
+        let header = LogHeader::keyed(self.generation, self.state.seq).encode();
         let runtime_dir = self.runtime_dir();
         let replaced = replace(&runtime_dir, LOG_FILE, &header, &mut self.faults)
             .and_then(|()| files::open(&runtime_dir.join(LOG_FILE), OpenOptions::new().append(true)));
@@ -181,8 +187,8 @@ impl FsWriter {
     /// slot 0: at compaction, and to give an earlier build's seal its slots.
     fn rewrite_seal(&mut self) -> Result<(), StoreError> {
         let runtime_dir = self.runtime_dir();
-        let rewritten =
-            write_seal(&runtime_dir, &self.current_seal(), &mut self.faults).and_then(|()| open_seal(&runtime_dir));
+        let rewritten = write_seal(&runtime_dir, &self.current_seal(), &self.keys, &mut self.faults)
+            .and_then(|()| open_seal(&runtime_dir));
         match rewritten {
             Ok((seal, stamp)) => {
                 self.seal = seal;
@@ -201,7 +207,7 @@ impl FsWriter {
             return self.rewrite_seal();
         };
         let next = 1 - current;
-        let slot = self.current_seal().encode_slot();
+        let slot = self.current_seal().encode_slot(&self.keys);
         let base = (next * SEAL_SLOT_BYTES) as u64;
         let seal = &self.seal;
         if let Err(error) =
@@ -260,7 +266,7 @@ impl FsWriter {
         if log_unchanged && seal_unchanged && checkpoint_stamp == Some(self.checkpoint) {
             return Ok(());
         }
-        match load(&self.id, &runtime_dir) {
+        match load(&self.id, &runtime_dir, Trust { keys: &self.keys, adopt_unkeyed: false }) {
             Ok(None) => Err(StoreError::Missing(self.id.clone())),
             Ok(Some(loaded)) => {
                 Err(StoreError::Conflict { id: self.id.clone(), expected: self.state.seq, found: loaded.state.seq })
@@ -272,12 +278,14 @@ impl FsWriter {
         }
     }
 
-    /// Appends the step's record and syncs it: the commit's one durable write.
+    /// Appends the step's record (the step and its MAC over the log before it) and
+    /// syncs it: the commit's one durable write.
     fn append(&mut self, delta: &Delta) -> Result<(), StoreError> {
-        let payload = serde_json::to_vec(delta).map_err(|error| StoreError::Io {
+        let json = serde_json::to_vec(delta).map_err(|error| StoreError::Io {
             id: self.id.clone(),
             source: io::Error::new(io::ErrorKind::InvalidData, error),
         })?;
+        let payload = keyed_payload(&self.keys, &digest_of(&self.log_digest), &json);
         let record = encode_record(&payload).ok_or_else(|| StoreError::Io {
             id: self.id.clone(),
             source: io::Error::new(io::ErrorKind::InvalidInput, "the step is larger than 4 GiB"),

@@ -40,7 +40,9 @@
 //!    (`[mcp_servers.x.path_arguments] export = { destination = "write" }`);
 //! 3. when neither names any, a property named `file_path`, read.
 //!
-//! The marks are removed from the schema the model is shown.
+//! The marks are removed from the schema the model is shown. The runtime hands a server
+//! each declared path as an absolute path, resolved beneath its mount or session folder
+//! without following any link (`zone.link` refuses the call otherwise).
 //!
 //! # Runtime
 //!

@@ -133,8 +133,8 @@ impl HttpFixture {
 async fn check_catalog(host: &McpHost) -> std::sync::Arc<Catalog> {
     let catalog = host.catalog().await;
     let names: Vec<&str> = catalog.tools.iter().map(|tool| tool.name.as_str()).collect();
-    // Fourteen tools over five pages; `bad.name` is skipped.
-    assert_eq!(names.len(), 13, "{names:?}");
+    // Seventeen tools over six pages; `bad.name` is skipped.
+    assert_eq!(names.len(), 16, "{names:?}");
     for name in ["fx__echo", "fx__add", "fx__read_note", "fx__export", "fx__hang", "fx__grow"] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }

@@ -428,3 +428,31 @@ fn a_flooding_answer_is_bounded_before_it_reaches_the_transcript() {
         "nothing but line breaks added"
     );
 }
+
+#[test]
+fn a_host_tools_path_through_a_link_planted_in_the_session_folder_is_refused_as_zone_link() {
+    let sessions = std::env::temp_dir().join(format!("archmax-host-link-{}", std::process::id()));
+    let outside = sessions.join("outside");
+    std::fs::create_dir_all(&outside).expect("outside");
+    let scratchpad = sessions.join("s1/scratchpad");
+    std::fs::create_dir_all(&scratchpad).expect("scratchpad");
+    std::os::unix::fs::symlink(&outside, scratchpad.join("out")).expect("link");
+    let ran = run_in(
+        Arc::new(FsStore::new(&sessions)),
+        vec![
+            call("c1", "crm__export", json!({ "destination": "scratchpad/out/leak.csv" })),
+            call("c2", "crm__export", json!({ "destination": "scratchpad/own.csv" })),
+        ],
+        &[],
+        Vec::new(),
+    );
+    let own = sessions.join("s1/scratchpad/own.csv").to_string_lossy().into_owned();
+    let _ = std::fs::remove_dir_all(&sessions);
+    assert_eq!(ran.blocked("c1").as_deref(), Some("zone.link"));
+    let (text, status) = ran.answer("c1");
+    assert_eq!(status, "Error");
+    assert!(text.contains("'crm__export' was not called") && text.contains("symbolic link"), "{text}");
+    assert!(ran.event("tool-called", "c1").is_none(), "a refused call is recorded as blocked only");
+    // Only the path with no link reached the host, as an absolute path.
+    assert_eq!(ran.host.calls(), vec![("crm__export".to_string(), None, json!({ "destination": own }))]);
+}

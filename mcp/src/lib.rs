@@ -55,7 +55,9 @@
 //! restarted on the next need, after a backoff of 250 ms doubling to 30 s; a server
 //! that will not start is warned about once and listed in [`Catalog::problems`] while it
 //! stays down. Each call runs under `tool_timeout_ms`; a call that times out or whose
-//! future is dropped is cancelled with `notifications/cancelled`. The tool list is
+//! future is dropped is cancelled with `notifications/cancelled`. A stdio server's message
+//! (one line) over 16 MiB ends its connection, and the call fails saying the answer was
+//! too large ([`launch::LineCapped`]) rather than waiting out the timeout. The tool list is
 //! cached until the server sends `notifications/tools/list_changed`.
 //!
 //! # Secrets

@@ -431,11 +431,14 @@ impl Turn<'_> {
             _ => None,
         };
         let detail = crate::events::call_detail(&args, paths);
+        // An event carries the arguments cut to a bound; the transcript keeps them whole.
+        let (shown_args, args_cut) = crate::events::bounded_args(&args);
         self.emit(Event::ToolCalled {
             state: here.clone(),
             tool: call.name.clone(),
             call_id: call.id.clone(),
-            args: args.clone(),
+            args: shown_args,
+            args_cut,
             detail,
             origin: origin.clone(),
             server: hosted.as_ref().filter(|_| mocked.is_none()).map(|tool| tool.server.clone()),
@@ -526,13 +529,15 @@ impl Turn<'_> {
         verdict: Verdict,
     ) -> Answer {
         if verdict.rule.is_recorded_as_blocked() {
+            let (shown_args, args_cut) = crate::events::bounded_args(args);
             self.emit(Event::ToolBlocked {
                 state: here.to_string(),
                 tool: call.name.clone(),
                 rule: verdict.rule.to_string(),
                 reason: verdict.reason.clone(),
                 call_id: call.id.clone(),
-                args: args.clone(),
+                args: shown_args,
+                args_cut,
                 origin: origin.to_string(),
             });
         }

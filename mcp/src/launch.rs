@@ -12,11 +12,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::pin::Pin;
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::task::{Context, Poll};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, ReadBuf};
@@ -225,7 +225,11 @@ impl<R> LineCapped<R> {
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for LineCapped<R> {
-    fn poll_read(mut self: Pin<&mut Self>, context: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let over = || std::io::Error::new(std::io::ErrorKind::InvalidData, "a message is over the line cap");
         if self.oversized.load(Ordering::SeqCst) {
             return Poll::Ready(Err(over()));

@@ -144,11 +144,8 @@ impl Ran {
 /// Runs one turn of `batch` in workspace `root` (sessions kept under `sessions`) against
 /// the fixture server started in `server_cwd`.
 fn run(root: &Path, sessions: &Path, server_cwd: Option<&Path>, batch: Vec<ToolCall>) -> Ran {
-    let executor = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("executor");
+    let executor =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("executor");
     let options = HostOptions::new(std::path::absolute(root).expect("absolute root"))
         .with_env_map(BTreeMap::from([("PATH".to_string(), std::env::var("PATH").unwrap_or_default())]));
     let host = Arc::new(McpHost::new(vec![fixture(server_cwd)], options));

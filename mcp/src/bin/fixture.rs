@@ -96,7 +96,11 @@ impl Fixture {
                     &["destination", "text"],
                 ),
             ),
-            Tool::new("huge", "Answers that many bytes of text", schema(json!({"bytes": {"type": "integer"}}), &["bytes"])),
+            Tool::new(
+                "huge",
+                "Answers that many bytes of text",
+                schema(json!({"bytes": {"type": "integer"}}), &["bytes"]),
+            ),
             Tool::new("slow", "Answers after a while", schema(json!({"ms": {"type": "integer"}}), &["ms"])),
             Tool::new("fail", "Always reports an error", none()),
             Tool::new("crash", "Exits in the middle of the call", none()),

@@ -276,8 +276,8 @@ mod tests {
         );
         assert!(fixture.workspace.stat("catalogs/eu/b.json").unwrap().is_none(), "nothing was written");
         // Every way of writing counts, and what a call frees in the same mount is freed.
-        let copy = fixture
-            .refused("copy_file", json!({ "source": "scratchpad/notes.md", "destination": "catalogs/eu/c.md" }));
+        let copy =
+            fixture.refused("copy_file", json!({ "source": "scratchpad/notes.md", "destination": "catalogs/eu/c.md" }));
         assert!(copy.contains("over a writable mount's limit of 100 bytes"), "{copy}");
         let edit = fixture.refused(
             "edit_file",
@@ -297,9 +297,12 @@ mod tests {
         for index in 0..9_999 {
             mount.write(&format!("batch/{index}.json"), b"{}").unwrap();
         }
-        let refused = fixture.refused("write_file", json!({ "file_path": "catalogs/eu/one-more.json", "content": "{}" }));
+        let refused =
+            fixture.refused("write_file", json!({ "file_path": "catalogs/eu/one-more.json", "content": "{}" }));
         assert!(
-            refused.contains("would make the mount `catalogs/eu/` hold 10001 files, over a writable mount's limit of 10000"),
+            refused.contains(
+                "would make the mount `catalogs/eu/` hold 10001 files, over a writable mount's limit of 10000"
+            ),
             "{refused}"
         );
         // Replacing a file it holds adds none.
@@ -315,7 +318,10 @@ mod tests {
         fixture.ok("write_file", json!({ "file_path": "catalogs/eu/a.json", "content": "a" }));
         fixture.ok("write_file", json!({ "file_path": "catalogs/eu/deep/b.json", "content": "b" }));
         let refused = fixture.refused("write_file", json!({ "file_path": "catalogs/eu/c.json", "content": "c" }));
-        assert!(refused.contains("would make the mount `catalogs/eu/` hold 4 files, over a writable mount's limit of 3"), "{refused}");
+        assert!(
+            refused.contains("would make the mount `catalogs/eu/` hold 4 files, over a writable mount's limit of 3"),
+            "{refused}"
+        );
         fixture.ok("write_file", json!({ "file_path": "catalogs/eu/a.json", "content": "again" }));
         let mount = fixture.workspace.mount_for("catalogs/eu").map(|mount| mount.store.clone()).unwrap();
         mount.write("d.json", b"d").unwrap();

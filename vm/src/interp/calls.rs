@@ -422,7 +422,8 @@ impl Turn<'_> {
             (Some(hosted), None) => match self.real_paths(&args, &hosted.paths) {
                 Err(HostPathProblem::Link { argument, path, refused }) => {
                     let detail = refused.to_string();
-                    let refusal = Refusal::LinkOnPath { tool: &call.name, argument: &argument, path: &path, detail: &detail };
+                    let refusal =
+                        Refusal::LinkOnPath { tool: &call.name, argument: &argument, path: &path, detail: &detail };
                     return self.refuse(&here, call, &origin, &args, refusal.verdict());
                 }
                 Err(HostPathProblem::Other(problem)) => Some(Err(problem)),

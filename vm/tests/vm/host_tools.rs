@@ -469,7 +469,8 @@ fn events_carry_arguments_cut_to_a_bound_and_the_session_record_keeps_them_whole
         &[],
         Vec::new(),
     );
-    let whole = |region: &str| serde_json::to_vec(&json!({ "region": region, "note": note })).map_or(0, |json| json.len());
+    let whole =
+        |region: &str| serde_json::to_vec(&json!({ "region": region, "note": note })).map_or(0, |json| json.len());
     for (kind, id, region) in [("tool-called", "c1", "eu"), ("tool-blocked", "c2", "us")] {
         let event = ran.event(kind, id).unwrap_or_else(|| panic!("no {kind} for {id}"));
         assert_eq!(event["argsCut"], json!(whole(region)), "{kind} says the whole size");

@@ -25,7 +25,9 @@ pub enum HostPathError {
     #[error("'{0}' passes through a symbolic link; a host tool is never handed a path that follows one")]
     SymbolicLink(String),
     /// A file in a session's folder with a second name elsewhere.
-    #[error("'{0}' has more than one hard link, so it is another name for a file elsewhere; no tool makes hard links, so it was planted")]
+    #[error(
+        "'{0}' has more than one hard link, so it is another name for a file elsewhere; no tool makes hard links, so it was planted"
+    )]
     HardLink(String),
     /// The path climbs above the store's root.
     #[error("'{0}' climbs above its root")]

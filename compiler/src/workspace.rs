@@ -13,6 +13,8 @@
 //! of what such a link points at is read or shown. Links that stay inside the root are
 //! followed like the files they point at, except that a link anywhere inside a folder
 //! mount's source is warned about (`AMX0015`): sessions never follow links in mounts.
+//! The links found are kept ([`Workspace::mount_links`]) so the governance check can refuse
+//! a host tool's path grant over one (`AMX0713`).
 
 mod files;
 
@@ -74,6 +76,18 @@ pub struct Workspace {
     pub diagnostics: Vec<Diagnostic>,
     /// Files registered without text because they could not be read or decoded.
     pub unreadable: BTreeSet<FileId>,
+    /// The symbolic links found inside folder mounts' sources (each warned about as
+    /// AMX0015), so a workflow granting a host tool paths in such a mount is refused.
+    pub mount_links: Vec<MountLink>,
+}
+
+/// A symbolic link inside a folder mount's source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountLink {
+    /// Where the link is, root-relative (`reference/alias`).
+    pub path: String,
+    /// The key of the mount whose source holds it (`reference/`).
+    pub mount: String,
 }
 
 impl Workspace {
@@ -270,7 +284,7 @@ pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceE
     let platform_source =
         mounts.by_name(".platform").map(|mount| mount.source.clone()).unwrap_or_else(|| ".platform".to_string());
     let refused_sources = report_refused_mount_sources(&mut loader, &mounts);
-    warn_links_in_mounts(&mut loader, &mounts);
+    let mount_links = warn_links_in_mounts(&mut loader, &mounts);
     let platform_path = join(&platform_source, "system/GRAPH_STATE.md");
     let platform_prompt = (!refused_sources.contains(&platform_source) && loader.present(&platform_path))
         .then(|| loader.register(&platform_path, &Scope::Workspace).0);
@@ -302,6 +316,7 @@ pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceE
         workflows,
         diagnostics: loader.diagnostics,
         unreadable: loader.unreadable,
+        mount_links,
     })
 }
 
@@ -326,8 +341,9 @@ const MAX_LINK_SEARCH_FOLDERS: usize = 10_000;
 
 /// Warns (AMX0015) about each symbolic link inside a folder mount's source: sessions
 /// never follow one, so what it points at is not there for them. Links are never
-/// descended into; the search is bounded in depth and folders.
-fn warn_links_in_mounts(loader: &mut Loader<'_>, mounts: &MountTable) {
+/// descended into; the search is bounded in depth and folders. Returns the links found.
+fn warn_links_in_mounts(loader: &mut Loader<'_>, mounts: &MountTable) -> Vec<MountLink> {
+    let mut found = Vec::new();
     for mount in mounts.mounts.iter().filter(|mount| mount.directory) {
         if loader.files.kind(&mount.source) != Some(Kind::Directory) {
             continue;
@@ -346,6 +362,7 @@ fn warn_links_in_mounts(loader: &mut Loader<'_>, mounts: &MountTable) {
                     // A link leading outside is an AMX0014 error already.
                     if !matches!(kind, Kind::Refused(_)) {
                         loader.diagnostics.push(link_in_mount(&path, &mount.key));
+                        found.push(MountLink { path: path.clone(), mount: mount.key.clone() });
                     }
                 } else if kind == Kind::Directory && depth < MAX_WALK_DEPTH {
                     pending.push((path, depth + 1));
@@ -353,6 +370,7 @@ fn warn_links_in_mounts(loader: &mut Loader<'_>, mounts: &MountTable) {
             }
         }
     }
+    found
 }
 
 fn link_in_mount(path: &str, key: &str) -> Diagnostic {

@@ -5,14 +5,21 @@
 //! (`env_clear`): a minimal base copied from the runner ([`BASE_VARIABLES`]), then the
 //! variables `env_vars` names, then the `env` table. Nothing else of the runner's
 //! environment (its model API key, its tokens) ever reaches a child.
+//!
+//! A child's stdout is read through [`LineCapped`]: one message (one line) longer than
+//! [`MAX_LINE_BYTES`] ends the connection and marks the process as having sent it, so the
+//! call in flight fails saying its answer was too large instead of waiting for a timeout.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::{oneshot, watch};
 
@@ -38,6 +45,8 @@ pub struct Process {
     stop: Mutex<Option<oneshot::Sender<()>>>,
     ended: watch::Receiver<Option<String>>,
     pub stderr: StderrTail,
+    /// Set once the child wrote a line over [`MAX_LINE_BYTES`] (see [`LineCapped`]).
+    oversized: Arc<AtomicBool>,
 }
 
 impl Process {
@@ -46,6 +55,11 @@ impl Process {
         if let Some(stop) = self.stop.lock().unwrap_or_else(PoisonError::into_inner).take() {
             let _ = stop.send(());
         }
+    }
+
+    /// Whether the connection ended because the child wrote a line over the cap.
+    pub fn sent_oversized_line(&self) -> bool {
+        self.oversized.load(Ordering::SeqCst)
     }
 
     pub fn has_ended(&self) -> bool {
@@ -126,7 +140,7 @@ pub fn spawn(
     launch: &Launch<'_>,
     options: &HostOptions,
     generation: Arc<AtomicU64>,
-) -> Result<(Process, ChildStdout, ChildStdin), String> {
+) -> Result<(Process, LineCapped<ChildStdout>, ChildStdin), String> {
     let program = resolve_command(launch.command, options)?;
     let environment = environment(launch, options)?;
     let cwd = match launch.cwd {
@@ -169,7 +183,71 @@ pub fn spawn(
         let _ = end.send(Some(description));
         generation.fetch_add(1, Ordering::SeqCst);
     });
-    Ok((Process { stop: Mutex::new(Some(stop)), ended, stderr }, stdout, stdin))
+    let oversized = Arc::new(AtomicBool::new(false));
+    let stdout = LineCapped::new(stdout, MAX_LINE_BYTES, Arc::clone(&oversized));
+    Ok((Process { stop: Mutex::new(Some(stop)), ended, stderr, oversized }, stdout, stdin))
+}
+
+/// The most bytes one message from a stdio server may hold, its newline not counted.
+/// The MCP SDK drops a longer line without a word (its own cap is the same 16 MiB), which
+/// would leave the call waiting for its timeout; [`LineCapped`] ends the connection first.
+pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024 - 1;
+
+/// A child's stdout, read with a bound on the length of one line: the read that would
+/// carry a line past `cap` bytes fails instead (and every read after it), and `oversized`
+/// is set so the host can say why the connection ended.
+pub struct LineCapped<R> {
+    inner: R,
+    cap: usize,
+    /// Bytes read since the last newline.
+    current_line: usize,
+    oversized: Arc<AtomicBool>,
+}
+
+impl<R> LineCapped<R> {
+    pub fn new(inner: R, cap: usize, oversized: Arc<AtomicBool>) -> LineCapped<R> {
+        LineCapped { inner, cap, current_line: 0, oversized }
+    }
+
+    /// Counts `fresh` bytes into the current line; `false` once a line is over the cap.
+    fn within_cap(&mut self, fresh: &[u8]) -> bool {
+        let mut lines = fresh.split(|byte| *byte == b'\n');
+        let mut length = self.current_line.saturating_add(lines.next().map_or(0, <[u8]>::len));
+        for line in lines {
+            if length > self.cap {
+                return false;
+            }
+            length = line.len();
+        }
+        self.current_line = length;
+        length <= self.cap
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for LineCapped<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let over = || std::io::Error::new(std::io::ErrorKind::InvalidData, "a message is over the line cap");
+        if self.oversized.load(Ordering::SeqCst) {
+            return Poll::Ready(Err(over()));
+        }
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(context, buf) {
+            Poll::Ready(Ok(())) => {
+                let fresh = buf.filled().get(before..).unwrap_or_default();
+                if self.within_cap(fresh) {
+                    Poll::Ready(Ok(()))
+                } else {
+                    self.oversized.store(true, Ordering::SeqCst);
+                    Poll::Ready(Err(over()))
+                }
+            }
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -198,6 +276,18 @@ mod tests {
         let launch = Launch { env_vars: &missing, ..launch };
         let error = environment(&launch, &options).err().unwrap_or_default();
         assert!(error.contains("`NOT_SET`"), "{error}");
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_caught_however_the_reads_split_it() {
+        let flag = || Arc::new(AtomicBool::new(false));
+        let mut capped = LineCapped::new((), 4, flag());
+        assert!(capped.within_cap(b"ab"));
+        assert!(capped.within_cap(b"cd\nefgh\n"));
+        assert!(capped.within_cap(b"wxyz"));
+        assert!(!capped.within_cap(b"!"), "five bytes with no newline between");
+        let mut capped = LineCapped::new((), 4, flag());
+        assert!(!capped.within_cap(b"ok\ntoo long\nok"), "a long line in the middle of one read");
     }
 
     #[test]

@@ -40,7 +40,9 @@
 //!    (`[mcp_servers.x.path_arguments] export = { destination = "write" }`);
 //! 3. when neither names any, a property named `file_path`, read.
 //!
-//! The marks are removed from the schema the model is shown.
+//! The marks are removed from the schema the model is shown. The runtime hands a server
+//! each declared path as an absolute path, resolved beneath its mount or session folder
+//! without following any link (`zone.link` refuses the call otherwise).
 //!
 //! # Runtime
 //!
@@ -53,7 +55,9 @@
 //! restarted on the next need, after a backoff of 250 ms doubling to 30 s; a server
 //! that will not start is warned about once and listed in [`Catalog::problems`] while it
 //! stays down. Each call runs under `tool_timeout_ms`; a call that times out or whose
-//! future is dropped is cancelled with `notifications/cancelled`. The tool list is
+//! future is dropped is cancelled with `notifications/cancelled`. A stdio server's message
+//! (one line) over 16 MiB ends its connection, and the call fails saying the answer was
+//! too large ([`launch::LineCapped`]) rather than waiting out the timeout. The tool list is
 //! cached until the server sends `notifications/tools/list_changed`.
 //!
 //! # Secrets

@@ -246,7 +246,16 @@ impl Supervisor {
     /// The connection broke during a call: the sentence for the model, and the server
     /// marked down so the next need restarts it.
     pub async fn lost(&self, connection: &Arc<Connection>, tool: &str) -> String {
-        let problem = self.stop_message(connection, &format!("stopped during the call of `{tool}`")).await;
+        let oversized = connection.process.as_ref().is_some_and(Process::sent_oversized_line);
+        let what = if oversized {
+            format!(
+                "answered `{tool}` with a message over the line cap of {} bytes, which is too large to read; the connection was closed",
+                launch::MAX_LINE_BYTES
+            )
+        } else {
+            format!("stopped during the call of `{tool}`")
+        };
+        let problem = self.stop_message(connection, &what).await;
         let mut slot = self.slot.lock().await;
         if matches!(&*slot, Slot::Up(current) if Arc::ptr_eq(current, connection)) {
             tracing::warn!(server = %self.config.name, "{problem}");

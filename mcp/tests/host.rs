@@ -133,8 +133,8 @@ impl HttpFixture {
 async fn check_catalog(host: &McpHost) -> std::sync::Arc<Catalog> {
     let catalog = host.catalog().await;
     let names: Vec<&str> = catalog.tools.iter().map(|tool| tool.name.as_str()).collect();
-    // Fourteen tools over five pages; `bad.name` is skipped.
-    assert_eq!(names.len(), 13, "{names:?}");
+    // Seventeen tools over six pages; `bad.name` is skipped.
+    assert_eq!(names.len(), 16, "{names:?}");
     for name in ["fx__echo", "fx__add", "fx__read_note", "fx__export", "fx__hang", "fx__grow"] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
@@ -293,6 +293,28 @@ async fn stdio_crash_fails_the_call_with_the_redacted_stderr_tail_then_restarts(
     assert_no_secret(&message);
     let again = echo_after_restart(&host).await;
     assert_eq!(text(&again), "again");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_the_stdio_line_cap_is_reported_as_too_large_not_as_a_timeout() {
+    // The timeout is a hang guard only: the answer is refused as soon as it passes the cap.
+    let host = McpHost::new(vec![with_timeout(server("fx", stdio(&[])), 120_000)], options());
+    call(&host, "fx__echo", json!({"text": "first"})).await.expect("echo answers");
+    // 16 MiB is the cap (the MCP SDK's own, which drops a longer line without a word).
+    let over = 16 * 1024 * 1024 + 1024;
+    let message = failure(call(&host, "fx__huge", json!({"bytes": over})).await);
+    assert!(
+        message.contains("MCP server `fx` answered `fx__huge` with a message over the line cap of 16777215 bytes"),
+        "{message}"
+    );
+    assert!(message.contains("too large"), "{message}");
+    assert!(!message.contains("tool_timeout_ms"), "{message}");
+    // An answer under the cap still arrives, and the server is started again for it.
+    let again = echo_after_restart(&host).await;
+    assert_eq!(text(&again), "again");
+    let under = call(&host, "fx__huge", json!({"bytes": 1 << 20})).await.expect("a large answer under the cap");
+    assert_eq!(text(&under).len(), 1 << 20);
     host.shutdown().await;
 }
 

@@ -1,5 +1,6 @@
-//! Resource caps: how much one tool call may read, write, scan, list or expand, and how
-//! much a session may keep in its own writable areas.
+//! Resource caps: how much one tool call may read, write, scan, list or expand, how
+//! much a session may keep in its own writable areas, and how much a writable host mount
+//! may hold.
 //!
 //! The one thing to know: every bound is checked *before* the work it bounds (a size from
 //! `stat`, a head of the file, or arithmetic on lengths), so exceeding one is a tool
@@ -31,6 +32,14 @@ pub const MAX_SESSION_BYTES: u64 = 256 * MIB;
 
 /// Most files a session keeps in its own writable areas: 10 000.
 pub const MAX_SESSION_FILES: usize = 10_000;
+
+/// Largest total size of the files one writable host mount holds: 256 MiB, the same
+/// bound as a session's own files. A write that would take a writable mount past it is
+/// refused; what the mount already held when the host mounted it counts too.
+pub const MAX_MOUNT_BYTES: u64 = 256 * MIB;
+
+/// Most files one writable host mount holds: 10 000.
+pub const MAX_MOUNT_FILES: usize = 10_000;
 
 /// Longest glob pattern (`glob`'s `pattern`, `grep`'s `glob`) a model may pass, in
 /// characters: 1000.
@@ -65,6 +74,10 @@ pub struct Limits {
     pub session_bytes: u64,
     /// [`MAX_SESSION_FILES`].
     pub session_files: usize,
+    /// [`MAX_MOUNT_BYTES`].
+    pub mount_bytes: u64,
+    /// [`MAX_MOUNT_FILES`].
+    pub mount_files: usize,
     /// [`MAX_GLOB_PATTERN_CHARS`].
     pub glob_pattern_chars: usize,
     /// [`MAX_VARIABLE_BYTES`].
@@ -80,6 +93,8 @@ impl Default for Limits {
             listed_entries: MAX_LISTED_ENTRIES,
             session_bytes: MAX_SESSION_BYTES,
             session_files: MAX_SESSION_FILES,
+            mount_bytes: MAX_MOUNT_BYTES,
+            mount_files: MAX_MOUNT_FILES,
             glob_pattern_chars: MAX_GLOB_PATTERN_CHARS,
             variable_bytes: MAX_VARIABLE_BYTES,
         }
@@ -109,6 +124,8 @@ mod tests {
         assert_eq!(limits.listed_entries, 1000);
         assert_eq!(limits.session_bytes, 268_435_456);
         assert_eq!(limits.session_files, 10_000);
+        assert_eq!(limits.mount_bytes, 268_435_456);
+        assert_eq!(limits.mount_files, 10_000);
         assert_eq!(limits.glob_pattern_chars, 1000);
         assert_eq!(limits.variable_bytes, 10_485_760);
     }

@@ -132,7 +132,12 @@ pub enum Event {
         state: String,
         tool: String,
         call_id: String,
+        /// The arguments, cut to [`MAX_EVENT_ARGS_BYTES`] (see [`bounded_args`]).
         args: Value,
+        /// Present only when `args` was cut: the size in bytes of the whole arguments,
+        /// which the session record keeps (the model's call in its transcript).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        args_cut: Option<u64>,
         /// What the call is about, in one short line (its path, or its first plain
         /// argument as `name=value`); absent when nothing says it briefly.
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -193,7 +198,11 @@ pub enum Event {
         rule: String,
         reason: String,
         call_id: String,
+        /// The arguments, cut to [`MAX_EVENT_ARGS_BYTES`] (see [`bounded_args`]).
         args: Value,
+        /// Present only when `args` was cut: the size in bytes of the whole arguments.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        args_cut: Option<u64>,
         origin: String,
     },
     VariablesSet {
@@ -324,6 +333,84 @@ impl Event {
     }
 }
 
+/// The most bytes of a call's arguments (as compact JSON) one event carries. Larger
+/// arguments are cut ([`bounded_args`]); the session record keeps them whole.
+pub const MAX_EVENT_ARGS_BYTES: usize = 4096;
+
+/// How far each pass of [`bounded_args`] cuts: the bytes kept of each string, and the
+/// items kept of each array or object. Each pass cuts harder than the last.
+const CUT_PASSES: [(usize, usize); 4] = [(1024, 64), (256, 16), (64, 4), (16, 1)];
+
+/// Below this depth a value is shown only as a mark.
+const CUT_DEPTH: usize = 8;
+
+/// What an event shows of a call's arguments: the arguments themselves when their JSON
+/// is at most [`MAX_EVENT_ARGS_BYTES`] bytes, and `None` beside them; otherwise the same
+/// shape cut down (long strings end in `…`, long arrays and objects keep their first
+/// items and say how many more there were) and the whole size in bytes. Whatever the
+/// arguments, the value returned is within the bound.
+pub fn bounded_args(args: &Value) -> (Value, Option<u64>) {
+    let size = json_size(args);
+    if size <= MAX_EVENT_ARGS_BYTES {
+        return (args.clone(), None);
+    }
+    let whole = u64::try_from(size).unwrap_or(u64::MAX);
+    for (text, items) in CUT_PASSES {
+        let cut = cut_value(args, text, items, 0);
+        if json_size(&cut) <= MAX_EVENT_ARGS_BYTES {
+            return (cut, Some(whole));
+        }
+    }
+    (Value::String(format!("… ({whole} bytes of arguments)")), Some(whole))
+}
+
+fn json_size(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |bytes| bytes.len())
+}
+
+/// `value` with each string cut to `text` bytes and each array or object to `items`.
+fn cut_value(value: &Value, text: usize, items: usize, depth: usize) -> Value {
+    if depth >= CUT_DEPTH && matches!(value, Value::Array(_) | Value::Object(_)) {
+        return Value::String("…".to_string());
+    }
+    match value {
+        Value::String(string) => Value::String(cut_text(string, text)),
+        Value::Array(values) => {
+            let mut kept: Vec<Value> =
+                values.iter().take(items).map(|inner| cut_value(inner, text, items, depth + 1)).collect();
+            if values.len() > items {
+                kept.push(Value::String(format!("… ({} more)", values.len() - items)));
+            }
+            Value::Array(kept)
+        }
+        Value::Object(map) => {
+            let mut kept: serde_json::Map<String, Value> = map
+                .iter()
+                .take(items)
+                .map(|(key, inner)| (cut_text(key, text), cut_value(inner, text, items, depth + 1)))
+                .collect();
+            if map.len() > items {
+                kept.insert("…".to_string(), Value::String(format!("{} more", map.len() - items)));
+            }
+            Value::Object(kept)
+        }
+        other => other.clone(),
+    }
+}
+
+/// `text` itself when it has at most `keep` bytes, else its first `keep` bytes (on a
+/// character boundary), `…` and its whole size.
+fn cut_text(text: &str, keep: usize) -> String {
+    if text.len() <= keep {
+        return text.to_string();
+    }
+    let mut end = keep;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
 /// The most characters [`call_detail`] keeps of a value.
 const DETAIL_CHARS: usize = 60;
 
@@ -446,8 +533,39 @@ impl<W: std::io::Write + Send> Listener for JsonLines<W> {
 
 #[cfg(test)]
 mod tests {
-    use super::call_detail;
-    use serde_json::json;
+    use super::{MAX_EVENT_ARGS_BYTES, bounded_args, call_detail, json_size};
+    use serde_json::{Value, json};
+
+    #[test]
+    fn arguments_within_the_bound_are_shown_as_they_are() {
+        let args = json!({"file_path": "scratchpad/a.md", "content": "x".repeat(3000)});
+        assert_eq!(bounded_args(&args), (args.clone(), None));
+    }
+
+    #[test]
+    fn large_arguments_are_cut_within_the_bound_keeping_their_shape() {
+        let content = "é".repeat(40_000);
+        let args = json!({"file_path": "scratchpad/a.md", "content": content});
+        let (shown, cut) = bounded_args(&args);
+        assert_eq!(cut, Some(json_size(&args) as u64));
+        assert!(json_size(&shown) <= MAX_EVENT_ARGS_BYTES);
+        assert_eq!(shown["file_path"], "scratchpad/a.md");
+        let text = shown["content"].as_str().unwrap_or_default();
+        assert!(text.ends_with("… (80000 bytes)"), "{text}");
+        // Many items, deep nesting, long keys: every shape ends within the bound.
+        let wide: Value = (0..5000).map(|index| json!({"k": index})).collect();
+        let long_keys: serde_json::Map<String, Value> =
+            (0..500).map(|index| (format!("{index}-{}", "k".repeat(600)), json!(index))).collect();
+        let mut deep = json!("bottom");
+        for _ in 0..100 {
+            deep = json!([deep, "x".repeat(100)]);
+        }
+        for hostile in [wide, Value::Object(long_keys), deep] {
+            let (shown, cut) = bounded_args(&hostile);
+            assert!(cut.is_some());
+            assert!(json_size(&shown) <= MAX_EVENT_ARGS_BYTES, "{}", json_size(&shown));
+        }
+    }
 
     #[test]
     fn a_call_is_told_by_its_path_else_its_first_plain_argument() {

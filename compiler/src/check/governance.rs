@@ -72,6 +72,7 @@ fn check_tools(workspace: &Workspace, workflow: &Workflow, findings: &mut Findin
             check_entry_paths(workspace, workflow, place, entry, &path, findings);
             if place.is_allow() {
                 check_grant_denied(workflow, place, entry, &path, findings);
+                check_host_paths_over_links(workspace, entry, &path, findings);
             }
         }
     }
@@ -436,6 +437,53 @@ fn check_entry_paths(
             )
             .with_label("narrows nothing")
             .with_help("to govern where a result lands, name a path outside the reserved areas, such as `reports/*.json`"),
+            path,
+        );
+    }
+}
+
+/// Whether `name` is a host tool's: neither built in, nor a runtime tool, nor a
+/// sub-workflow call.
+fn is_host_tool(name: &str) -> bool {
+    name != "*"
+        && !tools::DEFAULT_TOOLS.contains(&name)
+        && !RUNTIME_TOOLS.contains(&name)
+        && delegation_target(name).is_none()
+        && !matches!(name, "task" | "eval")
+}
+
+/// Refuses (AMX0713) a host tool's grant whose path globs (`paths:` or any argument's
+/// guard: the compiler cannot know which of a host tool's arguments are paths) lie in a
+/// mount whose source holds a symbolic link. The runtime refuses every host-tool path
+/// through such a link (`zone.link`), so the grant means less than it says; and the link
+/// gives a denied file a second name that only the link refusal stands between.
+fn check_host_paths_over_links(workspace: &Workspace, entry: &ToolEntry, path: &str, findings: &mut Findings<'_>) {
+    let name = entry.name();
+    if workspace.mount_links.is_empty() || !is_host_tool(name) {
+        return;
+    }
+    let mounts = &workspace.mounts;
+    let globs = entry.paths.iter().flatten().chain(entry.args.iter().flat_map(|guard| guard.globs.iter()));
+    let mut reported: Vec<&str> = Vec::new();
+    for glob in globs {
+        let Ok(Some(Zone::Mount(index))) = glob_zone(glob.text.value.as_str(), mounts) else { continue };
+        let Some(mount) = mounts.mounts.get(index) else { continue };
+        let Some(link) = workspace.mount_links.iter().find(|link| link.mount == mount.key) else { continue };
+        if reported.contains(&mount.key.as_str()) {
+            continue;
+        }
+        reported.push(&mount.key);
+        findings.push(
+            Diagnostic::at(
+                Code::HostPathsOverLink,
+                glob.text.span,
+                format!(
+                    "`{name}` is granted paths in the mount `{}`, whose source holds the symbolic link `{}` (AMX0015)",
+                    mount.key, link.path
+                ),
+            )
+            .with_label("a host tool's path through the link is refused")
+            .with_help("replace the link with the file or folder itself (a copy), or remove it; a host tool must never be handed a path through a link in a mount it may reach"),
             path,
         );
     }

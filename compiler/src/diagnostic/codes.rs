@@ -169,6 +169,7 @@ codes! {
     ForbidAlwaysGranted = "AMX0710", Warning, "forbid-always-granted", "A name is both granted and forbidden workflow-wide";
     ForbidNothing = "AMX0711", Warning, "forbid-nothing", "A forbid entry takes away something nothing grants";
     AllowAndForbid = "AMX0712", Warning, "allow-and-forbid", "A state both allows and forbids the same name";
+    HostPathsOverLink = "AMX0713", Error, "host-paths-over-link", "A host tool is granted paths in a mount whose source holds a symbolic link";
 
     // 08xx: sub-workflows
     UnknownWorkflowTarget = "AMX0800", Error, "unknown-workflow-target", "A delegation tool names a workflow the workspace does not have";

@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Tools: `echo {text}`, `add {a, b}`, `read_note {file_path}`, `export {destination}`
-//! (marked `x-archmax-path: write`), `slow {ms}`, `fail` (an `isError` answer), `crash`
+//! (marked `x-archmax-path: write`), `cat {file_path}` (marked `read`: answers the file's
+//! text, or the error opening it), `save {destination, text}` (marked `write`: writes the
+//! text there), `huge {bytes}` (answers that many bytes of text, one JSON line), `slow {ms}`, `fail` (an `isError` answer), `crash`
 //! (exits 3 mid-call), `hang` (answers nothing; counts its cancellation), `hangs` and
 //! `cancellations` (how many `hang` calls started and were cancelled), `picture` (a
 //! PNG), `env {name}` (whether a variable is set), `grow` (adds the tool `extra` and sends
@@ -81,6 +83,24 @@ impl Fixture {
                 "Exports to a file",
                 schema(json!({"destination": {"type": "string", "x-archmax-path": "write"}}), &["destination"]),
             ),
+            Tool::new(
+                "cat",
+                "Answers a file's text",
+                schema(json!({"file_path": {"type": "string", "x-archmax-path": "read"}}), &["file_path"]),
+            ),
+            Tool::new(
+                "save",
+                "Writes text to a file",
+                schema(
+                    json!({"destination": {"type": "string", "x-archmax-path": "write"}, "text": string()}),
+                    &["destination", "text"],
+                ),
+            ),
+            Tool::new(
+                "huge",
+                "Answers that many bytes of text",
+                schema(json!({"bytes": {"type": "integer"}}), &["bytes"]),
+            ),
             Tool::new("slow", "Answers after a while", schema(json!({"ms": {"type": "integer"}}), &["ms"])),
             Tool::new("fail", "Always reports an error", none()),
             Tool::new("crash", "Exits in the middle of the call", none()),
@@ -106,6 +126,18 @@ impl Fixture {
             "add" => text((arg("a").as_f64().unwrap_or(0.0) + arg("b").as_f64().unwrap_or(0.0)).to_string()),
             "read_note" => text(format!("the note at {}", arg("file_path").as_str().unwrap_or_default())),
             "export" => text(format!("exported to {}", arg("destination").as_str().unwrap_or_default())),
+            "cat" => match std::fs::read_to_string(arg("file_path").as_str().unwrap_or_default()) {
+                Ok(contents) => text(contents),
+                Err(error) => CallToolResult::error(vec![ContentBlock::text(format!("cannot read: {error}"))]),
+            },
+            "save" => {
+                let destination = arg("destination").as_str().unwrap_or_default().to_string();
+                match std::fs::write(&destination, arg("text").as_str().unwrap_or_default()) {
+                    Ok(()) => text(format!("saved {destination}")),
+                    Err(error) => CallToolResult::error(vec![ContentBlock::text(format!("cannot write: {error}"))]),
+                }
+            }
+            "huge" => text("x".repeat(usize::try_from(arg("bytes").as_u64().unwrap_or(0)).unwrap_or(0))),
             "slow" => {
                 let ms = arg("ms").as_u64().unwrap_or(0);
                 tokio::time::sleep(Duration::from_millis(ms)).await;

@@ -1,14 +1,15 @@
 //! Applying the [`Limits`](crate::limits::Limits) to the file tools: a bounded read, and
-//! the check every write makes before it writes (the per-file bound and the session's
-//! quota).
+//! the check every write makes before it writes (the per-file bound, and the quota of
+//! the session's own files or of the writable mount the write lands in).
 //!
-//! The one thing to know: the quota is computed from a walk of the session's own store
-//! at write time, so it is always true (files removed, moved or written by scripts are
-//! all seen) and needs no bookkeeping; the walk is bounded by the quota's own file count.
+//! The one thing to know: a quota is computed from a walk of the store written to (the
+//! session's own, or the mount's) at write time, so it is always true (files removed,
+//! moved or written by scripts or by the host are all seen) and needs no bookkeeping;
+//! the walk is bounded by the quota's own file count.
 
 use super::{ToolContext, ToolError, shown, vfs_failure};
 use crate::limits::bound_in_words;
-use crate::vfs::{Vfs, VfsError};
+use crate::vfs::{MountPoint, Vfs, VfsError};
 
 use archmax_compiler::zones::session_root;
 
@@ -46,8 +47,8 @@ pub(crate) struct Write<'p> {
 }
 
 /// Refuses a write over the per-file bound, or one that would take the session over its
-/// quota of bytes or files. Writes into host mounts count against the per-file bound
-/// only: the quota covers what the session itself keeps.
+/// quota of bytes or files, or a writable directory mount over its own quota
+/// ([`Limits::mount_bytes`](crate::limits::Limits::mount_bytes), `mount_files`).
 pub(crate) fn check_write(ctx: &ToolContext, write: &Write) -> Result<(), ToolError> {
     let limits = ctx.limits;
     if write.bytes > limits.file_bytes {
@@ -60,11 +61,11 @@ pub(crate) fn check_write(ctx: &ToolContext, write: &Write) -> Result<(), ToolEr
         )));
     }
     let workspace = ctx.workspace;
-    if workspace.mount_for(write.path).is_some() {
-        return Ok(());
+    if let Some(mount) = workspace.mount_for(write.path) {
+        return check_mount_quota(ctx, mount, write);
     }
     let session = workspace.session.as_ref();
-    let Some(usage) = usage(session, limits.session_files) else {
+    let Some(usage) = usage(session, limits.session_files, counted_root) else {
         return Err(ToolError(format!(
             "the session already keeps more than {} files, its limit; remove files you no longer need \
              before writing new ones",
@@ -102,6 +103,64 @@ pub(crate) fn check_write(ctx: &ToolContext, write: &Write) -> Result<(), ToolEr
     Ok(())
 }
 
+/// Refuses a write that would take a writable directory mount past its quota of bytes or
+/// files. A read-only mount refuses the write itself, and a file mount holds one file,
+/// which the per-file bound already covers.
+fn check_mount_quota(ctx: &ToolContext, mount: &MountPoint, write: &Write) -> Result<(), ToolError> {
+    if mount.read_only || !mount.is_directory() {
+        return Ok(());
+    }
+    let limits = ctx.limits;
+    let workspace = ctx.workspace;
+    let key = mount.path();
+    let Some(usage) = usage(mount.store.as_ref(), limits.mount_files, |_| true) else {
+        return Err(ToolError(format!(
+            "the mount `{key}/` already holds more than {} files, a writable mount's limit; remove files it no \
+             longer needs before writing new ones",
+            limits.mount_files
+        )));
+    };
+    let in_this_mount = |path: &&str| workspace.mount_for(path).is_some_and(|other| other.key == mount.key);
+    let replaced = workspace_file_size(ctx, write.path)?;
+    let freed = match write.freed.filter(in_this_mount) {
+        Some(path) => workspace_file_size(ctx, path)?,
+        None => None,
+    };
+    let bytes = usage
+        .bytes
+        .saturating_sub(replaced.unwrap_or(0))
+        .saturating_sub(freed.unwrap_or(0))
+        .saturating_add(write.bytes);
+    if bytes > limits.mount_bytes {
+        return Err(ToolError(format!(
+            "writing {} bytes to {} would make the mount `{key}/` hold {bytes} bytes, over a writable mount's \
+             limit of {}; remove files it no longer needs or write less",
+            write.bytes,
+            shown(write.path),
+            bound_in_words(limits.mount_bytes)
+        )));
+    }
+    let files = (usage.files + usize::from(replaced.is_none())).saturating_sub(usize::from(freed.is_some()));
+    if files > limits.mount_files {
+        return Err(ToolError(format!(
+            "writing {} would make the mount `{key}/` hold {files} files, over a writable mount's limit of {}; \
+             remove files it no longer needs or write into an existing one",
+            shown(write.path),
+            limits.mount_files
+        )));
+    }
+    Ok(())
+}
+
+/// The size of a file at a workspace path, if one is there.
+fn workspace_file_size(ctx: &ToolContext, path: &str) -> Result<Option<u64>, ToolError> {
+    match ctx.workspace.stat(path) {
+        Ok(Some(entry)) if !entry.is_dir => Ok(Some(entry.size)),
+        Ok(_) => Ok(None),
+        Err(error) => Err(vfs_failure(error)),
+    }
+}
+
 /// The size of a file in the session's own store, if one is there.
 fn own_file_size(session: &dyn Vfs, path: &str) -> Result<Option<u64>, ToolError> {
     match session.stat(path) {
@@ -111,16 +170,17 @@ fn own_file_size(session: &dyn Vfs, path: &str) -> Result<Option<u64>, ToolError
     }
 }
 
-/// What the session keeps in its own areas.
+/// What a store keeps.
 struct Usage {
     bytes: u64,
     files: usize,
 }
 
-/// Sums the files below the session root, outside the runtime's folders. `None` once
-/// more than `max_files` files (or ten times as many entries, folders included) were
-/// seen: the walk stops there, so a crowded store costs no more than the quota allows.
-fn usage(session: &dyn Vfs, max_files: usize) -> Option<Usage> {
+/// Sums the files below a store's root, skipping the root entries `counted` refuses
+/// (for the session, the runtime's folders). `None` once more than `max_files` files
+/// (or ten times as many entries, folders included) were seen: the walk stops there, so
+/// a crowded store costs no more than the quota allows.
+fn usage(session: &dyn Vfs, max_files: usize, counted: impl Fn(&str) -> bool) -> Option<Usage> {
     let max_entries = max_files.saturating_mul(10);
     let mut usage = Usage { bytes: 0, files: 0 };
     let mut entries = 0usize;
@@ -129,7 +189,7 @@ fn usage(session: &dyn Vfs, max_files: usize) -> Option<Usage> {
         // A folder that vanished or refuses listing holds nothing to count.
         let Ok(listing) = session.list(&dir) else { continue };
         for entry in listing {
-            if dir.is_empty() && !counted_root(&entry.name) {
+            if dir.is_empty() && !counted(&entry.name) {
                 continue;
             }
             entries += 1;
@@ -195,8 +255,79 @@ mod tests {
         assert!(copy.contains("over the session's limit of 60 bytes"), "{copy}");
         // A move inside the session frees its source, so it fits.
         fixture.ok("move_file", json!({ "source": "scratchpad/notes.md", "destination": "scratchpad/moved.md" }));
-        // Host mounts are not the session's to keep: only the per-file bound applies.
+        // Host mounts are not the session's to keep: their own quota applies, not the session's.
         fixture.ok("write_file", json!({ "file_path": "catalogs/eu/big.json", "content": "x".repeat(200) }));
+    }
+
+    fn mount_quota(bytes: u64, files: usize) -> Limits {
+        Limits { mount_bytes: bytes, mount_files: files, ..Limits::default() }
+    }
+
+    #[test]
+    fn a_write_over_a_writable_mounts_quota_is_a_tool_error_naming_the_bound() {
+        // `catalogs/eu/` holds `prices.json`, 15 bytes, when the session starts.
+        let fixture = Fixture::new().limited(mount_quota(100, 100));
+        fixture.ok("write_file", json!({ "file_path": "catalogs/eu/a.json", "content": "x".repeat(85) }));
+        let refused = fixture.refused("write_file", json!({ "file_path": "catalogs/eu/b.json", "content": "y" }));
+        assert_eq!(
+            refused,
+            "writing 1 bytes to 'catalogs/eu/b.json' would make the mount `catalogs/eu/` hold 101 bytes, over a \
+             writable mount's limit of 100 bytes; remove files it no longer needs or write less"
+        );
+        assert!(fixture.workspace.stat("catalogs/eu/b.json").unwrap().is_none(), "nothing was written");
+        // Every way of writing counts, and what a call frees in the same mount is freed.
+        let copy =
+            fixture.refused("copy_file", json!({ "source": "scratchpad/notes.md", "destination": "catalogs/eu/c.md" }));
+        assert!(copy.contains("over a writable mount's limit of 100 bytes"), "{copy}");
+        let edit = fixture.refused(
+            "edit_file",
+            json!({ "file_path": "catalogs/eu/prices.json", "old_string": "revenue", "new_string": "r".repeat(20) }),
+        );
+        assert!(edit.contains("over a writable mount's limit of 100 bytes"), "{edit}");
+        fixture.ok("move_file", json!({ "source": "catalogs/eu/a.json", "destination": "catalogs/eu/moved.json" }));
+        // The session's own files are not the mount's: the session keeps its own quota.
+        fixture.ok("write_file", json!({ "file_path": "scratchpad/big.md", "content": "x".repeat(500) }));
+    }
+
+    #[test]
+    fn by_default_a_writable_mount_holds_at_most_ten_thousand_files() {
+        let fixture = Fixture::new();
+        let mount = fixture.workspace.mount_for("catalogs/eu").map(|mount| mount.store.clone()).unwrap();
+        // `prices.json` and 9 999 more: the mount is full.
+        for index in 0..9_999 {
+            mount.write(&format!("batch/{index}.json"), b"{}").unwrap();
+        }
+        let refused =
+            fixture.refused("write_file", json!({ "file_path": "catalogs/eu/one-more.json", "content": "{}" }));
+        assert!(
+            refused.contains(
+                "would make the mount `catalogs/eu/` hold 10001 files, over a writable mount's limit of 10000"
+            ),
+            "{refused}"
+        );
+        // Replacing a file it holds adds none.
+        fixture.ok("write_file", json!({ "file_path": "catalogs/eu/prices.json", "content": "{}" }));
+        // A read-only mount refuses the write itself, quota or not.
+        let read_only = fixture.refused("write_file", json!({ "file_path": "skills/orders/x.md", "content": "x" }));
+        assert!(!read_only.contains("limit"), "{read_only}");
+    }
+
+    #[test]
+    fn a_writable_mounts_quota_bounds_the_number_of_files_too() {
+        let fixture = Fixture::new().limited(mount_quota(1_000, 3));
+        fixture.ok("write_file", json!({ "file_path": "catalogs/eu/a.json", "content": "a" }));
+        fixture.ok("write_file", json!({ "file_path": "catalogs/eu/deep/b.json", "content": "b" }));
+        let refused = fixture.refused("write_file", json!({ "file_path": "catalogs/eu/c.json", "content": "c" }));
+        assert!(
+            refused.contains("would make the mount `catalogs/eu/` hold 4 files, over a writable mount's limit of 3"),
+            "{refused}"
+        );
+        fixture.ok("write_file", json!({ "file_path": "catalogs/eu/a.json", "content": "again" }));
+        let mount = fixture.workspace.mount_for("catalogs/eu").map(|mount| mount.store.clone()).unwrap();
+        mount.write("d.json", b"d").unwrap();
+        mount.write("e.json", b"e").unwrap();
+        let crowded = fixture.refused("write_file", json!({ "file_path": "catalogs/eu/a.json", "content": "x" }));
+        assert!(crowded.contains("the mount `catalogs/eu/` already holds more than 3 files"), "{crowded}");
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! their own and carry only the store-relative path, never the host's.
 
 mod beneath;
+mod host_path;
 #[cfg(test)]
 mod tests;
 
@@ -34,6 +35,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use self::beneath::{Root, file_type};
+pub use self::host_path::HostPathError;
 use super::{Entry, Vfs, VfsError, relative_segments};
 
 /// Prefix of the temporary files a write stages beside its target; listings hide them

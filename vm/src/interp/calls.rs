@@ -15,6 +15,7 @@ use crate::kernel::{Call, Origin, Refusal, Rule, Verdict, decide, resolve_refere
 use crate::session::{Message, Status, ToolCall, ToolStatus};
 
 use super::Turn;
+use super::host::HostPathProblem;
 
 /// The runtime's own control tools (never mocked): every `archmax_` tool but the two
 /// that run scripts.
@@ -414,12 +415,31 @@ impl Turn<'_> {
             (None, Some(tool)) => tool.paths.iter().map(|(name, _)| program.str(*name)).collect(),
             (None, None) => path_arguments(&call.name).iter().map(|(name, _)| *name).collect(),
         };
+        // A host tool's path arguments become the absolute real paths its server opens,
+        // each resolved beneath its root now: a link on the way refuses the call before
+        // anything is recorded as called.
+        let sent = match (&hosted, &mocked) {
+            (Some(hosted), None) => match self.real_paths(&args, &hosted.paths) {
+                Err(HostPathProblem::Link { argument, path, refused }) => {
+                    let detail = refused.to_string();
+                    let refusal =
+                        Refusal::LinkOnPath { tool: &call.name, argument: &argument, path: &path, detail: &detail };
+                    return self.refuse(&here, call, &origin, &args, refusal.verdict());
+                }
+                Err(HostPathProblem::Other(problem)) => Some(Err(problem)),
+                Ok(sent) => Some(Ok(sent)),
+            },
+            _ => None,
+        };
         let detail = crate::events::call_detail(&args, paths);
+        // An event carries the arguments cut to a bound; the transcript keeps them whole.
+        let (shown_args, args_cut) = crate::events::bounded_args(&args);
         self.emit(Event::ToolCalled {
             state: here.clone(),
             tool: call.name.clone(),
             call_id: call.id.clone(),
-            args: args.clone(),
+            args: shown_args,
+            args_cut,
             detail,
             origin: origin.clone(),
             server: hosted.as_ref().filter(|_| mocked.is_none()).map(|tool| tool.server.clone()),
@@ -428,10 +448,10 @@ impl Turn<'_> {
         let mut server = None;
         let answer = if let Some(text) = mocked {
             Answer::ok(text)
-        } else if let Some(hosted) = &hosted {
+        } else if let (Some(hosted), Some(sent)) = (&hosted, sent) {
             // Only a tool the kernel decided with its host's declared path arguments goes to
             // the host, and the server receives those paths as the real paths decided.
-            match self.real_paths(&args, &hosted.paths) {
+            match sent {
                 Err(problem) => {
                     server = Some(hosted.server.clone());
                     Answer::error(format!("Error: {problem}"))
@@ -510,13 +530,15 @@ impl Turn<'_> {
         verdict: Verdict,
     ) -> Answer {
         if verdict.rule.is_recorded_as_blocked() {
+            let (shown_args, args_cut) = crate::events::bounded_args(args);
             self.emit(Event::ToolBlocked {
                 state: here.to_string(),
                 tool: call.name.clone(),
                 rule: verdict.rule.to_string(),
                 reason: verdict.reason.clone(),
                 call_id: call.id.clone(),
-                args: args.clone(),
+                args: shown_args,
+                args_cut,
                 origin: origin.to_string(),
             });
         }

@@ -16,6 +16,7 @@ use serde_json::Value;
 use archmax_compiler::program::{StateId, ToolKind};
 use archmax_compiler::tools::{DEFAULT_TOOLS, NOTE_TOOL, PathAccess, RUNTIME_TOOLS, delegation_target};
 use archmax_compiler::zones::Zone;
+use archmax_stdlib::vfs::{DiskVfs, HostPathError};
 
 use crate::host_tools::{Catalog, Content, HostAnswer, HostCall, HostTool, ToolHost as _};
 use crate::model::ToolDefinition;
@@ -172,12 +173,14 @@ impl<'r> Turn<'r> {
     }
 
     /// The arguments a host tool's server receives: each declared path argument, which the
-    /// kernel decided as a workspace path, turned into the real path it names on this
-    /// machine (inside a mount's source, or inside the session's own folder), so the server
-    /// opens exactly what was decided and nothing a different reading of the text would
-    /// reach (`/…`, `~`, the runner's own files beside the workspace). `Err` when a path
-    /// names session files a store keeps off this machine, or the workspace root itself.
-    pub(super) fn real_paths(&self, args: &Value, declared: &[(String, PathAccess)]) -> Result<Value, String> {
+    /// kernel decided as a workspace path, turned into the ABSOLUTE real path it names on
+    /// this machine (inside a mount's source, or inside the session's own folder), so the
+    /// server opens exactly what was decided and nothing a different reading of the text
+    /// would reach (`/…`, `~`, the runner's own files beside the workspace, the server's
+    /// own working directory). Each is resolved beneath its root as the file tools
+    /// resolve it (`DiskVfs::host_path`): a symbolic link anywhere on the way, or a
+    /// planted hard link in the session's folder, refuses the call (`zone.link`).
+    pub(super) fn real_paths(&self, args: &Value, declared: &[(String, PathAccess)]) -> Result<Value, HostPathProblem> {
         let Value::Object(map) = args else { return Ok(args.clone()) };
         let mut out = map.clone();
         for (name, _) in declared {
@@ -199,31 +202,38 @@ impl<'r> Turn<'r> {
         Ok(Value::Object(out))
     }
 
-    fn real_path(&self, argument: &str, written: &str) -> Result<String, String> {
+    fn real_path(&self, argument: &str, written: &str) -> Result<String, HostPathProblem> {
         let canonical = archmax_compiler::zones::canonicalize(written)
-            .map_err(|_| format!("`{argument}` ({written}) is not a workspace path"))?;
+            .map_err(|_| HostPathProblem::Other(format!("`{argument}` ({written}) is not a workspace path")))?;
         let runtime = self.runtime;
-        let real = match archmax_compiler::zones::classify(&canonical, &runtime.mounts) {
+        let (store, inside) = match archmax_compiler::zones::classify(&canonical, &runtime.mounts) {
             Zone::Mount(index) => {
                 let mount = &runtime.mounts.mounts[index];
                 let key = mount.key.trim_end_matches('/');
                 let rest = canonical.strip_prefix(key).unwrap_or("").trim_start_matches('/');
-                let source = runtime.root.join(&mount.source);
-                if rest.is_empty() { source } else { source.join(rest) }
+                (DiskVfs::mount(runtime.root.join(&mount.source)), rest.to_string())
             }
             Zone::Root => {
-                return Err(format!("`{argument}` names the whole workspace; name a folder or file inside it"));
+                return Err(HostPathProblem::Other(format!(
+                    "`{argument}` names the whole workspace; name a folder or file inside it"
+                )));
             }
             _ => match runtime.store.local_dir(&self.session.id) {
-                Some(dir) => dir.join(&canonical),
+                Some(dir) => (DiskVfs::new(dir), canonical.clone()),
                 None => {
-                    return Err(format!(
+                    return Err(HostPathProblem::Other(format!(
                         "`{argument}` ({canonical}) names the session's own files, which this runner's session store keeps where an MCP server cannot open them; give the server a path inside a mount"
-                    ));
+                    )));
                 }
             },
         };
-        Ok(real.to_string_lossy().into_owned())
+        match crate::blocking::run_blocking(|| store.host_path(&inside)) {
+            Ok(real) => Ok(real.to_string_lossy().into_owned()),
+            Err(refused) if refused.is_link() => {
+                Err(HostPathProblem::Link { argument: argument.to_string(), path: canonical, refused })
+            }
+            Err(refused) => Err(HostPathProblem::Other(format!("`{argument}` ({canonical}): {refused}"))),
+        }
     }
 
     /// The text the model reads for a host's answer: text as it is, embedded resources
@@ -295,6 +305,15 @@ impl<'r> Turn<'r> {
         crate::blocking::run_blocking(|| archmax_stdlib::tools::keep_file("write_file", path, bytes, &context))
             .map_err(|error| error.0)
     }
+}
+
+/// Why a host tool's path argument could not be handed to its server.
+#[derive(Debug)]
+pub(super) enum HostPathProblem {
+    /// A link is on the path: the call is refused under `zone.link`.
+    Link { argument: String, path: String, refused: HostPathError },
+    /// Anything else: the model reads it as an error answer.
+    Other(String),
 }
 
 /// The most binary parts of one answer kept as files.

@@ -148,6 +148,13 @@ pub enum Refusal<'a> {
         rule: Rule,
         problem: &'a str,
     },
+    /// A host tool's path argument passes through a link (`zone.link`).
+    LinkOnPath {
+        tool: &'a str,
+        argument: &'a str,
+        path: &'a str,
+        detail: &'a str,
+    },
     /// A sub-workflow dispatch check (`delegation.*`) refused the call.
     Dispatch {
         rule: Rule,
@@ -179,6 +186,7 @@ impl Refusal<'_> {
             Refusal::UnresolvedVariable { .. } => Rule::ToolUnresolvedVariable,
             Refusal::NotAllowed { .. } => Rule::ToolNotAllowed,
             Refusal::Unknown { .. } | Refusal::Ambiguous { .. } => Rule::ToolUnknown,
+            Refusal::LinkOnPath { .. } => Rule::ZoneLink,
             Refusal::FileArgument { refusal, .. } => refusal.rule,
             Refusal::Denied { rule, .. }
             | Refusal::DeniedThrough { rule, .. }
@@ -285,6 +293,9 @@ impl Refusal<'_> {
                 candidates.join(", ")
             ),
             Refusal::NotMade { problem, .. } => format!("[workflow] The call was not made: {problem}."),
+            Refusal::LinkOnPath { tool, argument, path, detail } => format!(
+                "{BLOCKED}'{tool}' was not called: its argument `{argument}` ({path}) is refused: {detail}. Name the file where it really is."
+            ),
             Refusal::Dispatch { rule, workflow, reason } => format!(
                 "{BLOCKED}the call to sub-workflow '{workflow}' was refused ({}): {reason}. Nothing ran; correct the call and try again.",
                 rule.name()

@@ -8,7 +8,8 @@
 //!
 //! The one thing to know: the table holds the kernel's rules (its precedence list, in
 //! order) *and* the refusals the turn makes around the kernel (a name that is no tool,
-//! arguments `${{…}}` substitution refuses, a sub-workflow dispatch check), so every
+//! arguments `${{…}}` substitution refuses, a host tool's path through a link, a
+//! sub-workflow dispatch check), so every
 //! refused call carries a [`Rule`] and its text is composed in one place
 //! ([`Refusal::text`](super::Refusal::text)).
 
@@ -108,6 +109,7 @@ rules! {
     ToolUnknown = "tool.unknown", Refuses, "A call to a name that is no tool";
     ArgumentUnresolvedReference = "argument.unresolved-reference", Refuses, "A `${{…}}` reference in the arguments that does not resolve";
     ArgumentTooLarge = "argument.too-large", Refuses, "Arguments that would grow past the bound once `${{…}}` is substituted";
+    ZoneLink = "zone.link", Refuses, "A host tool's path argument that passes through a link";
 
     // Around the kernel: the sub-workflow dispatch checks, in their order.
     DelegationDepthExceeded = "delegation.depth-exceeded", Refuses, "A sub-workflow call deeper than the chain limit";

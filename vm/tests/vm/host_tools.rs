@@ -428,3 +428,72 @@ fn a_flooding_answer_is_bounded_before_it_reaches_the_transcript() {
         "nothing but line breaks added"
     );
 }
+
+#[test]
+fn a_host_tools_path_through_a_link_planted_in_the_session_folder_is_refused_as_zone_link() {
+    let sessions = std::env::temp_dir().join(format!("archmax-host-link-{}", std::process::id()));
+    let outside = sessions.join("outside");
+    std::fs::create_dir_all(&outside).expect("outside");
+    let scratchpad = sessions.join("s1/scratchpad");
+    std::fs::create_dir_all(&scratchpad).expect("scratchpad");
+    std::os::unix::fs::symlink(&outside, scratchpad.join("out")).expect("link");
+    let ran = run_in(
+        Arc::new(FsStore::new(&sessions)),
+        vec![
+            call("c1", "crm__export", json!({ "destination": "scratchpad/out/leak.csv" })),
+            call("c2", "crm__export", json!({ "destination": "scratchpad/own.csv" })),
+        ],
+        &[],
+        Vec::new(),
+    );
+    let own = sessions.join("s1/scratchpad/own.csv").to_string_lossy().into_owned();
+    let _ = std::fs::remove_dir_all(&sessions);
+    assert_eq!(ran.blocked("c1").as_deref(), Some("zone.link"));
+    let (text, status) = ran.answer("c1");
+    assert_eq!(status, "Error");
+    assert!(text.contains("'crm__export' was not called") && text.contains("symbolic link"), "{text}");
+    assert!(ran.event("tool-called", "c1").is_none(), "a refused call is recorded as blocked only");
+    // Only the path with no link reached the host, as an absolute path.
+    assert_eq!(ran.host.calls(), vec![("crm__export".to_string(), None, json!({ "destination": own }))]);
+}
+
+#[test]
+fn events_carry_arguments_cut_to_a_bound_and_the_session_record_keeps_them_whole() {
+    let note = "n".repeat(20_000);
+    let ran = run(
+        vec![
+            call("c1", "crm__lookup", json!({ "region": "eu", "note": note })),
+            call("c2", "crm__lookup", json!({ "region": "us", "note": note })),
+            call("c3", "crm__lookup", json!({ "region": "eu", "note": "short" })),
+        ],
+        &[],
+        Vec::new(),
+    );
+    let whole =
+        |region: &str| serde_json::to_vec(&json!({ "region": region, "note": note })).map_or(0, |json| json.len());
+    for (kind, id, region) in [("tool-called", "c1", "eu"), ("tool-blocked", "c2", "us")] {
+        let event = ran.event(kind, id).unwrap_or_else(|| panic!("no {kind} for {id}"));
+        assert_eq!(event["argsCut"], json!(whole(region)), "{kind} says the whole size");
+        let shown = serde_json::to_vec(&event["args"]).map_or(usize::MAX, |json| json.len());
+        assert!(shown <= 4096, "{kind} carries {shown} bytes of arguments");
+        assert_eq!(event["args"]["region"], region, "short values are kept as they are");
+        let cut = event["args"]["note"].as_str().unwrap_or_default();
+        assert!(cut.starts_with("nnnn") && cut.ends_with("… (20000 bytes)"), "{cut}");
+    }
+    // Arguments within the bound are carried as they are, with no mark.
+    let small = ran.event("tool-called", "c3").expect("tool-called");
+    assert_eq!(small["args"], json!({ "region": "eu", "note": "short" }));
+    assert!(small.get("argsCut").is_none());
+    // The host received the whole arguments, and the session record keeps them whole.
+    assert_eq!(ran.host.calls()[0].2, json!({ "region": "eu", "note": note }));
+    let recorded: Vec<&Value> = ran
+        .messages
+        .iter()
+        .flat_map(|message| match message {
+            Message::Assistant { tool_calls, .. } => tool_calls.iter().map(|call| &call.args).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(recorded[0], &json!({ "region": "eu", "note": note }));
+    assert_eq!(recorded[1], &json!({ "region": "us", "note": note }));
+}

@@ -465,9 +465,12 @@ const PREVENTED_BY_THE_COMPILER: &[(&str, &str)] = &[
     ("delegation.not-delegatable", "AMX0801"),
 ];
 
-/// Rules a test of the whole runtime in this suite exercises, with the test.
-const EXERCISED_IN_RUNTIME_TESTS: &[(&str, &str)] =
-    &[("tool.unknown", "a_name_that_is_no_tool_is_answered_with_the_state_tools_and_leaves_no_block")];
+/// Rules a test of the whole runtime in this suite (`refusals.rs`, `host_tools.rs`)
+/// exercises, with the test.
+const EXERCISED_IN_RUNTIME_TESTS: &[(&str, &str)] = &[
+    ("tool.unknown", "a_name_that_is_no_tool_is_answered_with_the_state_tools_and_leaves_no_block"),
+    ("zone.link", "a_host_tools_path_through_a_link_planted_in_the_session_folder_is_refused_as_zone_link"),
+];
 
 /// Every `expected.txt` of the golden runs, concatenated.
 fn golden_runs() -> String {
@@ -492,7 +495,7 @@ fn golden_runs() -> String {
 fn every_rule_is_exercised() {
     let rows: Vec<&str> = precedence_rows().iter().map(|row| row.rule).collect();
     let goldens = golden_runs();
-    let runtime_tests = include_str!("refusals.rs");
+    let runtime_tests = [include_str!("refusals.rs"), include_str!("host_tools.rs")].concat();
     let mut unexercised = Vec::new();
     for rule in Rule::ALL {
         let id = rule.as_str();

@@ -421,3 +421,36 @@ fn a_missing_root_lists_as_missing_and_is_created_on_write() {
     store.write("scratchpad/a.md", b"a").unwrap();
     assert_eq!(store.read("scratchpad/a.md").unwrap(), b"a");
 }
+
+#[test]
+fn a_host_path_is_absolute_and_refuses_every_link_on_the_way() {
+    let scratch = Scratch::new("host-path");
+    let root = scratch.0.join("mount");
+    fs::create_dir_all(root.join("internal")).unwrap();
+    fs::write(root.join("internal/rates.md"), "secret").unwrap();
+    fs::write(root.join("public.md"), "public").unwrap();
+    symlink("internal", root.join("alias")).unwrap();
+    symlink("internal/rates.md", root.join("rates-link.md")).unwrap();
+    symlink("nowhere", root.join("dangling")).unwrap();
+    let store = DiskVfs::mount(&root);
+    assert_eq!(store.host_path("public.md"), Ok(root.join("public.md")));
+    // What does not exist yet (a file a tool will write) is handed over as it would be.
+    assert_eq!(store.host_path("new/deep/file.md"), Ok(root.join("new/deep/file.md")));
+    for through_a_link in ["alias/rates.md", "alias", "rates-link.md", "dangling", "alias/new/file.md"] {
+        assert_eq!(
+            store.host_path(through_a_link),
+            Err(HostPathError::SymbolicLink(through_a_link.to_string())),
+            "{through_a_link}"
+        );
+    }
+    assert_eq!(store.host_path("../outside"), Err(HostPathError::Escape("../outside".to_string())));
+    // A mount may hold hard links of its author's; a session folder may not.
+    fs::hard_link(root.join("public.md"), root.join("public-again.md")).unwrap();
+    assert!(store.host_path("public-again.md").is_ok());
+    let session = DiskVfs::new(&root);
+    assert_eq!(session.host_path("public-again.md"), Err(HostPathError::HardLink("public-again.md".to_string())));
+    // A relative root is made absolute, so a server's own working directory cannot change it.
+    let relative = DiskVfs::mount("some/relative/root");
+    let handed = relative.host_path("a.md").unwrap();
+    assert!(handed.is_absolute() && handed.ends_with("some/relative/root/a.md"), "{}", handed.display());
+}

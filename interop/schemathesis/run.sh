@@ -5,7 +5,7 @@
 # answering /healthz at the end of the run.
 #
 # Usage: interop/schemathesis/run.sh   (from anywhere; CI calls it from .ci/run)
-#   SCHEMATHESIS_MAX_EXAMPLES  examples per operation and phase (default 40)
+#   SCHEMATHESIS_MAX_EXAMPLES  examples per operation and phase (default 15)
 #   SCHEMATHESIS_VENV          where the pinned virtualenv lives (default target/schemathesis-venv)
 #   ARCHMAX_BIN                the archmax binary to serve (default: built here, debug)
 #
@@ -19,7 +19,7 @@ cd "$repo"
 
 target_dir="${CARGO_TARGET_DIR:-$repo/target}"
 venv="${SCHEMATHESIS_VENV:-$target_dir/schemathesis-venv}"
-max_examples="${SCHEMATHESIS_MAX_EXAMPLES:-40}"
+max_examples="${SCHEMATHESIS_MAX_EXAMPLES:-15}"
 
 if ! command -v python3 >/dev/null; then
     echo "error: python3 is not installed; Schemathesis needs Python 3.10 or newer with venv" >&2

@@ -57,6 +57,7 @@ pub const EVENT_COMPONENT: &str = "Event";
         wire::ErrorBody,
         wire::Accepted,
         wire::Session,
+        wire::Fired,
         wire::SessionPage,
         wire::Transcript,
         wire::Health,
@@ -148,7 +149,7 @@ fn add_session_links(document: &mut Value) {
                 let names_a_session = response
                     .pointer("/content/application~1json/schema/$ref")
                     .and_then(Value::as_str)
-                    .is_some_and(|target| target.ends_with("/Accepted") || target.ends_with("/Session"));
+                    .is_some_and(|target| ["/Accepted", "/Session", "/Fired"].iter().any(|name| target.ends_with(name)));
                 if status.starts_with('2') && names_a_session {
                     response["links"] = Value::Object(links.clone());
                 }
@@ -296,7 +297,7 @@ mod tests {
         assert_eq!(id["schema"]["maxLength"], 200);
         let schemas = &document["components"]["schemas"];
         assert_eq!(schemas["StartRequest"]["properties"]["message"]["pattern"], wire::NOT_BLANK_PATTERN);
-        assert_eq!(schemas["StartRequest"]["properties"]["sessionId"]["pattern"], wire::SESSION_ID_PATTERN);
+        assert_eq!(schemas["StartRequest"]["properties"]["sessionId"]["pattern"], wire::NEW_SESSION_ID_PATTERN);
         assert_eq!(schemas["MessageRequest"]["properties"]["message"]["pattern"], wire::NOT_BLANK_PATTERN);
         assert_eq!(schemas["DeliverRequest"]["properties"]["trigger"]["pattern"], wire::NOT_BLANK_PATTERN);
         assert_eq!(

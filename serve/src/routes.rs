@@ -479,7 +479,7 @@ pub(crate) async fn deliver(
     params(crate::wire::TriggerPath, crate::wire::FireQuery),
     request_body(content = crate::wire::TriggerInput, content_type = "application/json"),
     responses(
-        (status = 200, description = "The turn ended within the wait: the session as it stands, with `turn`.", body = crate::wire::Session),
+        (status = 200, description = "The turn ended within the wait: the session's id and status only.", body = crate::wire::Fired),
         (status = 202, description = "The turn was accepted and runs on.", body = crate::wire::Accepted),
         (status = 400, description = "Invalid input: a bad `wait`, a body that is not a JSON object, or fields that do not hold (each in `details.fields`).", body = crate::wire::ErrorBody),
         (status = 408, description = "The body did not arrive within the server's body timeout.", body = crate::wire::ErrorBody),

@@ -22,6 +22,13 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 /// pattern cannot name a workspace's mounts, so the description says it.)
 pub const SESSION_ID_PATTERN: &str = r"^(\.*[A-Za-z0-9_~:@-][A-Za-z0-9._~:@-]*|\.{3,})$";
 
+/// A session id a start may name: as [`SESSION_ID_PATTERN`], without `~` (reserved for the
+/// ids of sub-workflow sessions, `<caller>~<n>`).
+pub const NEW_SESSION_ID_PATTERN: &str = r"^(\.*[A-Za-z0-9_:@-][A-Za-z0-9._:@-]*|\.{3,})$";
+
+/// A seeded `title`: one line, not blank, at most 200 characters.
+pub const TITLE_PATTERN: &str = r"^[\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]([^\n]*[^\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?[\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$";
+
 /// Text with at least one character that is not white space (the runtime trims and
 /// refuses what is left empty). The class is Rust's `White_Space` set, so the document and
 /// the server agree on every code point.
@@ -40,6 +47,10 @@ fn variables_schema() -> Schema {
              workflow's own (a trigger's `requires`): a name it does not take is refused with 400.",
         ))
         .property_names(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some(VARIABLE_NAME_PATTERN))))
+        .property(
+            "title",
+            ObjectBuilder::new().schema_type(Type::String).pattern(Some(TITLE_PATTERN)).max_length(Some(200)),
+        )
         .additional_properties(Some(AdditionalProperties::FreeForm(true)))
         .into()
 }
@@ -55,8 +66,9 @@ pub struct StartRequest {
     pub trigger: Option<String>,
     #[schema(schema_with = variables_schema)]
     pub variables: Option<BTreeMap<String, Value>>,
-    /// A session id of the caller's choosing; refused with 409 when it exists.
-    #[schema(max_length = 200, pattern = r"^(\.*[A-Za-z0-9_~:@-][A-Za-z0-9._~:@-]*|\.{3,})$")]
+    /// A session id of the caller's choosing (no `~`: those name sub-workflow sessions);
+    /// refused with 409 when it exists.
+    #[schema(max_length = 200, pattern = r"^(\.*[A-Za-z0-9_:@-][A-Za-z0-9._:@-]*|\.{3,})$")]
     pub session_id: Option<String>,
 }
 
@@ -73,7 +85,9 @@ pub struct MessageRequest {
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecideRequest {
-    /// The transition taken: one the parked state declares (its slug).
+    /// The transition taken: one the parked state declares (its slug, as the session's
+    /// `park.transitions` lists them); another is refused with 400.
+    #[schema(pattern = r"[^\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     pub to: String,
     /// Why, recorded with the decision.
     pub comment: Option<String>,
@@ -100,14 +114,16 @@ pub struct TriggerInput;
 
 impl PartialSchema for TriggerInput {
     fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::Object)
-            .description(Some(
-                "The trigger's input: a JSON object whose members become the session's locked variables, \
-                 held against the trigger's requires.",
-            ))
-            .additional_properties(Some(AdditionalProperties::FreeForm(true)))
-            .into()
+        let Schema::Object(mut object) = variables_schema() else {
+            return variables_schema().into();
+        };
+        object.schema_type = SchemaType::Type(Type::Object);
+        object.description = Some(
+            "The trigger's input: a JSON object whose members become the session's locked variables (so each \
+             name is a variable name), held against the trigger's requires."
+                .to_string(),
+        );
+        Schema::Object(object).into()
     }
 }
 
@@ -278,6 +294,23 @@ pub struct Session {
     pub turn: Option<Value>,
 }
 
+/// How a firing's turn ended, as much as a webhook sender is told.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FiredTurn {
+    /// `turn`, `deliver` or `decide`: what the firing ran.
+    pub disposition: String,
+}
+
+/// 200 from `POST /v1/triggers/{trigger}` when the turn ended within the wait: the
+/// session's id and status only (a webhook sender sees nothing else of the session).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Fired {
+    pub session_id: String,
+    pub status: SessionStatus,
+    pub turn: FiredTurn,
+}
+
 /// One page of `GET /v1/sessions`.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -351,6 +384,19 @@ mod tests {
         for id in ["", ".", "..", "a/b", "a b", "é", "a\n"] {
             assert!(!pattern.is_match(id), "{id:?} is not documented");
             assert!(check_session_id(id, &[]).is_err(), "{id:?} is refused");
+        }
+    }
+
+    #[test]
+    fn a_start_may_not_name_a_sub_workflow_id_and_a_title_is_one_line() {
+        let new = regex::Regex::new(NEW_SESSION_ID_PATTERN).expect("the pattern compiles");
+        assert!(new.is_match("s-1") && !new.is_match("s~1") && !new.is_match(".."));
+        let title = regex::Regex::new(TITLE_PATTERN).expect("the pattern compiles");
+        for good in ["Refund", " two words ", "x\n"] {
+            assert!(title.is_match(good), "{good:?}");
+        }
+        for bad in ["", "  ", "one\ntwo", "\u{3000}"] {
+            assert!(!title.is_match(bad), "{bad:?}");
         }
     }
 

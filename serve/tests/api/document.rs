@@ -137,7 +137,11 @@ async fn the_limits_the_server_enforces_are_stated_in_the_document() {
         assert!(id_pattern.is_match(good) && !id_pattern.is_match(bad), "{good} / {bad}");
     }
     let start = body_schema(&document, "post", "/v1/workflows/{slug}/sessions");
-    assert_eq!(start["properties"]["sessionId"]["pattern"], id["pattern"]);
+    let new_id = regex::Regex::new(start["properties"]["sessionId"]["pattern"].as_str().expect("a new id's pattern"))
+        .expect("the pattern compiles");
+    assert!(new_id.is_match("s-1") && !new_id.is_match("s~1"), "a start names no sub-workflow id");
+    let (status, _) = server.post("/v1/workflows/desk/sessions", Some(ADMIN), json!({ "message": "Hi.", "sessionId": "s~1" })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(start["required"], json!(["message"]));
     assert_eq!(start["additionalProperties"], false, "unknown members are refused");
 

@@ -146,10 +146,10 @@ fn add_session_links(document: &mut Value) {
         for operation in item.as_object_mut().into_iter().flat_map(|item| item.values_mut()) {
             let Some(responses) = operation.get_mut("responses").and_then(Value::as_object_mut) else { continue };
             for (status, response) in responses.iter_mut() {
-                let names_a_session = response
-                    .pointer("/content/application~1json/schema/$ref")
-                    .and_then(Value::as_str)
-                    .is_some_and(|target| ["/Accepted", "/Session", "/Fired"].iter().any(|name| target.ends_with(name)));
+                let names_a_session =
+                    response.pointer("/content/application~1json/schema/$ref").and_then(Value::as_str).is_some_and(
+                        |target| ["/Accepted", "/Session", "/Fired"].iter().any(|name| target.ends_with(name)),
+                    );
                 if status.starts_with('2') && names_a_session {
                     response["links"] = Value::Object(links.clone());
                 }
@@ -242,7 +242,9 @@ mod tests {
             }
         }
         assert!(
-            !operations.iter().any(|(_, path, _)| !path.starts_with("/v1/") && !path.ends_with('z') && path != "/metrics"),
+            !operations
+                .iter()
+                .any(|(_, path, _)| !path.starts_with("/v1/") && !path.ends_with('z') && path != "/metrics"),
             "the inbox's pages are not part of the API"
         );
     }
@@ -264,7 +266,9 @@ mod tests {
                 assert!(documented.iter().any(|have| have == status), "POST {path} documents {status}");
             }
         }
-        for (method, path) in [("get", "/v1/sessions/{id}"), ("get", "/v1/sessions/{id}/transcript"), ("get", "/v1/sessions/{id}/events")] {
+        for (method, path) in
+            [("get", "/v1/sessions/{id}"), ("get", "/v1/sessions/{id}/transcript"), ("get", "/v1/sessions/{id}/events")]
+        {
             let documented = statuses(&operation(method, path));
             for status in ["200", "400", "401", "403", "404", "500"] {
                 assert!(documented.iter().any(|have| have == status), "{method} {path} documents {status}");
@@ -273,9 +277,16 @@ mod tests {
         let list = statuses(&operation("get", "/v1/sessions"));
         assert!(["200", "400", "401", "403", "500"].iter().all(|status| list.iter().any(|have| have == status)));
         let artifacts = statuses(&operation("post", "/v1/admin/artifacts"));
-        assert!(["200", "400", "401", "403", "408", "409", "413", "500"].iter().all(|status| artifacts.iter().any(|have| have == status)));
+        assert!(
+            ["200", "400", "401", "403", "408", "409", "413", "500"]
+                .iter()
+                .all(|status| artifacts.iter().any(|have| have == status))
+        );
         assert!(statuses(&operation("get", "/readyz")).iter().any(|status| status == "503"));
-        let error = document["paths"]["/v1/sessions/{id}"]["get"]["responses"]["404"]["content"]["application/json"]["schema"]["$ref"].clone();
+        let error =
+            document["paths"]["/v1/sessions/{id}"]["get"]["responses"]["404"]["content"]["application/json"]["schema"]
+                ["$ref"]
+                .clone();
         assert_eq!(error, "#/components/schemas/Error");
     }
 
@@ -316,10 +327,15 @@ mod tests {
         let stream = &document["paths"]["/v1/sessions/{id}/events"]["get"]["responses"]["200"]["content"];
         assert_eq!(stream["text/event-stream"]["schema"]["$ref"], "#/components/schemas/EventFrame");
         let frame = &document["components"]["schemas"]["EventFrame"];
-        assert_eq!(frame["properties"]["data"]["contentSchema"]["$ref"], format!("#/components/schemas/{EVENT_COMPONENT}"));
+        assert_eq!(
+            frame["properties"]["data"]["contentSchema"]["$ref"],
+            format!("#/components/schemas/{EVENT_COMPONENT}")
+        );
         let event = &document["components"]["schemas"][EVENT_COMPONENT];
         assert!(event["required"].as_array().is_some_and(|required| required.iter().any(|name| name == "event")));
         assert!(event.get("$id").is_none(), "no base change inside the document");
-        assert!(document["components"]["schemas"].as_object().is_some_and(|schemas| schemas.contains_key("Event.advance")));
+        assert!(
+            document["components"]["schemas"].as_object().is_some_and(|schemas| schemas.contains_key("Event.advance"))
+        );
     }
 }

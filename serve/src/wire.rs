@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, SchemaType, Type};
 use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, SchemaType, Type};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 /// A session id, as `check_session_id` in the VM takes it from a caller: letters, digits
@@ -32,7 +32,8 @@ pub const TITLE_PATTERN: &str = r"^[\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\
 /// Text with at least one character that is not white space (the runtime trims and
 /// refuses what is left empty). The class is Rust's `White_Space` set, so the document and
 /// the server agree on every code point.
-pub const NOT_BLANK_PATTERN: &str = "[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+pub const NOT_BLANK_PATTERN: &str =
+    "[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
 
 /// The name of a variable a caller may seed.
 pub const VARIABLE_NAME_PATTERN: &str = "^[a-z][a-z0-9_]*$";
@@ -403,7 +404,12 @@ mod tests {
     #[test]
     fn the_not_blank_pattern_refuses_exactly_what_trims_to_nothing() {
         let pattern = regex::Regex::new(NOT_BLANK_PATTERN).expect("the pattern compiles");
-        for text in ["", " ", "\t\n\r\u{b}\u{c}", "\u{85}\u{a0}\u{1680}\u{2000}\u{200a}\u{2028}\u{2029}\u{202f}\u{205f}\u{3000}"] {
+        for text in [
+            "",
+            " ",
+            "\t\n\r\u{b}\u{c}",
+            "\u{85}\u{a0}\u{1680}\u{2000}\u{200a}\u{2028}\u{2029}\u{202f}\u{205f}\u{3000}",
+        ] {
             assert!(text.trim().is_empty());
             assert!(!pattern.is_match(text), "{text:?}");
         }

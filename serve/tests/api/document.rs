@@ -18,7 +18,14 @@ impl Running {
     }
 
     /// Sends `method path` with a raw body, content type and token; the answer's status.
-    async fn raw(&self, method: &str, path: &str, token: Option<&str>, content_type: &str, body: Vec<u8>) -> StatusCode {
+    async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> StatusCode {
         let url = format!("{}{path}", self.base);
         let mut request = match method {
             "get" => self.client.get(url),
@@ -34,6 +41,10 @@ impl Running {
             .status()
     }
 }
+
+/// One request and the status it draws: (method, path sent, documented path, token,
+/// content type, body, the status expected).
+type Probe = (&'static str, &'static str, &'static str, Option<&'static str>, &'static str, Vec<u8>, StatusCode);
 
 /// The statuses `method template` documents.
 fn documented(document: &Value, method: &str, template: &str) -> Vec<String> {
@@ -72,31 +83,199 @@ async fn every_status_the_server_answers_a_route_with_is_documented_on_that_rout
     let large = serde_json::to_vec(&json!({ "message": "x".repeat(65 * 1024) })).expect("json");
     let starts = "/v1/workflows/{slug}/sessions";
     // (method, path sent, documented path, token, content type, body, the status expected)
-    let cases: Vec<(&str, &str, &str, Option<&str>, &str, Vec<u8>, StatusCode)> = vec![
-        ("post", "/v1/workflows/desk/sessions", starts, Some(ADMIN), "text/plain", b"hello".to_vec(), StatusCode::UNSUPPORTED_MEDIA_TYPE),
-        ("post", "/v1/workflows/desk/sessions", starts, Some(ADMIN), json, large.clone(), StatusCode::PAYLOAD_TOO_LARGE),
-        ("post", "/v1/workflows/desk/sessions", starts, Some(ADMIN), json, br#"{"message": " "}"#.to_vec(), StatusCode::BAD_REQUEST),
-        ("post", "/v1/workflows/desk/sessions", starts, Some(ADMIN), json, br#"{"message": "Hi.", "sessionId": "s-statuses"}"#.to_vec(), StatusCode::CONFLICT),
-        ("post", "/v1/workflows/nope/sessions", starts, Some(ADMIN), json, br#"{"message": "Hi."}"#.to_vec(), StatusCode::NOT_FOUND),
-        ("post", "/v1/workflows/desk/sessions", starts, None, json, br#"{"message": "Hi."}"#.to_vec(), StatusCode::UNAUTHORIZED),
-        ("post", "/v1/workflows/desk/sessions", starts, Some(READER), json, br#"{"message": "Hi."}"#.to_vec(), StatusCode::FORBIDDEN),
-        ("post", "/v1/sessions/s-statuses/messages", "/v1/sessions/{id}/messages", Some(STARTER), "text/plain", b"hi".to_vec(), StatusCode::UNSUPPORTED_MEDIA_TYPE),
-        ("post", "/v1/sessions/s-statuses/messages", "/v1/sessions/{id}/messages", Some(STARTER), json, br#"{"message": ""}"#.to_vec(), StatusCode::BAD_REQUEST),
-        ("post", "/v1/sessions/nobody/messages", "/v1/sessions/{id}/messages", Some(STARTER), json, br#"{"message": "Hi."}"#.to_vec(), StatusCode::NOT_FOUND),
-        ("post", "/v1/sessions/s-statuses/deliver", "/v1/sessions/{id}/deliver", Some(STARTER), json, br#"{"trigger": "payment"}"#.to_vec(), StatusCode::CONFLICT),
-        ("post", "/v1/sessions/s-statuses/deliver", "/v1/sessions/{id}/deliver", Some(STARTER), "text/plain", b"x".to_vec(), StatusCode::UNSUPPORTED_MEDIA_TYPE),
-        ("post", "/v1/sessions/s-statuses/decide", "/v1/sessions/{id}/decide", Some(ADMIN), "text/plain", b"x".to_vec(), StatusCode::UNSUPPORTED_MEDIA_TYPE),
-        ("post", "/v1/sessions/s-statuses/decide?wait=soon", "/v1/sessions/{id}/decide", Some(ADMIN), json, br#"{"to": "done"}"#.to_vec(), StatusCode::BAD_REQUEST),
-        ("post", "/v1/triggers/manual", "/v1/triggers/{trigger}", Some(STARTER), json, b"{}".to_vec(), StatusCode::BAD_REQUEST),
-        ("post", "/v1/triggers/nothing", "/v1/triggers/{trigger}", Some(STARTER), json, b"{}".to_vec(), StatusCode::NOT_FOUND),
-        ("post", "/v1/triggers/nothing", "/v1/triggers/{trigger}", Some(STARTER), "text/plain", b"x".to_vec(), StatusCode::UNSUPPORTED_MEDIA_TYPE),
-        ("post", "/v1/admin/artifacts", "/v1/admin/artifacts", Some(ADMIN), "application/octet-stream", b"not an artifact".to_vec(), StatusCode::CONFLICT),
+    let cases: Vec<Probe> = vec![
+        (
+            "post",
+            "/v1/workflows/desk/sessions",
+            starts,
+            Some(ADMIN),
+            "text/plain",
+            b"hello".to_vec(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+        (
+            "post",
+            "/v1/workflows/desk/sessions",
+            starts,
+            Some(ADMIN),
+            json,
+            large.clone(),
+            StatusCode::PAYLOAD_TOO_LARGE,
+        ),
+        (
+            "post",
+            "/v1/workflows/desk/sessions",
+            starts,
+            Some(ADMIN),
+            json,
+            br#"{"message": " "}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "post",
+            "/v1/workflows/desk/sessions",
+            starts,
+            Some(ADMIN),
+            json,
+            br#"{"message": "Hi.", "sessionId": "s-statuses"}"#.to_vec(),
+            StatusCode::CONFLICT,
+        ),
+        (
+            "post",
+            "/v1/workflows/nope/sessions",
+            starts,
+            Some(ADMIN),
+            json,
+            br#"{"message": "Hi."}"#.to_vec(),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "post",
+            "/v1/workflows/desk/sessions",
+            starts,
+            None,
+            json,
+            br#"{"message": "Hi."}"#.to_vec(),
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "post",
+            "/v1/workflows/desk/sessions",
+            starts,
+            Some(READER),
+            json,
+            br#"{"message": "Hi."}"#.to_vec(),
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            "post",
+            "/v1/sessions/s-statuses/messages",
+            "/v1/sessions/{id}/messages",
+            Some(STARTER),
+            "text/plain",
+            b"hi".to_vec(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+        (
+            "post",
+            "/v1/sessions/s-statuses/messages",
+            "/v1/sessions/{id}/messages",
+            Some(STARTER),
+            json,
+            br#"{"message": ""}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "post",
+            "/v1/sessions/nobody/messages",
+            "/v1/sessions/{id}/messages",
+            Some(STARTER),
+            json,
+            br#"{"message": "Hi."}"#.to_vec(),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "post",
+            "/v1/sessions/s-statuses/deliver",
+            "/v1/sessions/{id}/deliver",
+            Some(STARTER),
+            json,
+            br#"{"trigger": "payment"}"#.to_vec(),
+            StatusCode::CONFLICT,
+        ),
+        (
+            "post",
+            "/v1/sessions/s-statuses/deliver",
+            "/v1/sessions/{id}/deliver",
+            Some(STARTER),
+            "text/plain",
+            b"x".to_vec(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+        (
+            "post",
+            "/v1/sessions/s-statuses/decide",
+            "/v1/sessions/{id}/decide",
+            Some(ADMIN),
+            "text/plain",
+            b"x".to_vec(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+        (
+            "post",
+            "/v1/sessions/s-statuses/decide?wait=soon",
+            "/v1/sessions/{id}/decide",
+            Some(ADMIN),
+            json,
+            br#"{"to": "done"}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "post",
+            "/v1/triggers/manual",
+            "/v1/triggers/{trigger}",
+            Some(STARTER),
+            json,
+            b"{}".to_vec(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "post",
+            "/v1/triggers/nothing",
+            "/v1/triggers/{trigger}",
+            Some(STARTER),
+            json,
+            b"{}".to_vec(),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "post",
+            "/v1/triggers/nothing",
+            "/v1/triggers/{trigger}",
+            Some(STARTER),
+            "text/plain",
+            b"x".to_vec(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+        (
+            "post",
+            "/v1/admin/artifacts",
+            "/v1/admin/artifacts",
+            Some(ADMIN),
+            "application/octet-stream",
+            b"not an artifact".to_vec(),
+            StatusCode::CONFLICT,
+        ),
         ("get", "/v1/sessions?limit=0", "/v1/sessions", Some(READER), json, Vec::new(), StatusCode::BAD_REQUEST),
         ("get", "/v1/sessions?limit=501", "/v1/sessions", Some(READER), json, Vec::new(), StatusCode::BAD_REQUEST),
         ("get", "/v1/sessions/a%20b", "/v1/sessions/{id}", Some(READER), json, Vec::new(), StatusCode::BAD_REQUEST),
-        ("get", "/v1/sessions/a%20b/transcript", "/v1/sessions/{id}/transcript", Some(READER), json, Vec::new(), StatusCode::BAD_REQUEST),
-        ("get", "/v1/sessions/a%20b/events", "/v1/sessions/{id}/events", Some(READER), json, Vec::new(), StatusCode::BAD_REQUEST),
-        ("get", "/v1/sessions/nobody/events", "/v1/sessions/{id}/events", Some(READER), json, Vec::new(), StatusCode::NOT_FOUND),
+        (
+            "get",
+            "/v1/sessions/a%20b/transcript",
+            "/v1/sessions/{id}/transcript",
+            Some(READER),
+            json,
+            Vec::new(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "get",
+            "/v1/sessions/a%20b/events",
+            "/v1/sessions/{id}/events",
+            Some(READER),
+            json,
+            Vec::new(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "get",
+            "/v1/sessions/nobody/events",
+            "/v1/sessions/{id}/events",
+            Some(READER),
+            json,
+            Vec::new(),
+            StatusCode::NOT_FOUND,
+        ),
         ("get", "/metrics", "/metrics", None, json, Vec::new(), StatusCode::UNAUTHORIZED),
         ("get", "/metrics", "/metrics", Some(STARTER), json, Vec::new(), StatusCode::FORBIDDEN),
     ];
@@ -109,7 +288,11 @@ async fn every_status_the_server_answers_a_route_with_is_documented_on_that_rout
             "{method} {template} answers {status} but documents only {statuses:?}"
         );
         let error = &document["paths"][template][method]["responses"][status.as_str()]["content"][json]["schema"];
-        assert_eq!(resolve(&document, error)["required"], json!(["error"]), "{method} {template} {status}: the error shape");
+        assert_eq!(
+            resolve(&document, error)["required"],
+            json!(["error"]),
+            "{method} {template} {status}: the error shape"
+        );
     }
     server.stop().await;
 }
@@ -121,7 +304,9 @@ async fn the_limits_the_server_enforces_are_stated_in_the_document() {
 
     let limit = parameter(&document, "get", "/v1/sessions", "limit");
     assert_eq!((limit["minimum"].as_u64(), limit["maximum"].as_u64()), (Some(1), Some(500)), "{limit}");
-    for (query, expected) in [("limit=1", StatusCode::OK), ("limit=500", StatusCode::OK), ("limit=0", StatusCode::BAD_REQUEST)] {
+    for (query, expected) in
+        [("limit=1", StatusCode::OK), ("limit=500", StatusCode::OK), ("limit=0", StatusCode::BAD_REQUEST)]
+    {
         assert_eq!(server.get(&format!("/v1/sessions?{query}"), Some(READER)).await.0, expected, "{query}");
     }
     let status = parameter(&document, "get", "/v1/sessions", "status");
@@ -141,21 +326,24 @@ async fn the_limits_the_server_enforces_are_stated_in_the_document() {
     let new_id = regex::Regex::new(start["properties"]["sessionId"]["pattern"].as_str().expect("a new id's pattern"))
         .expect("the pattern compiles");
     assert!(new_id.is_match("s-1") && !new_id.is_match("s~1"), "a start names no sub-workflow id");
-    let (status, _) = server.post("/v1/workflows/desk/sessions", Some(ADMIN), json!({ "message": "Hi.", "sessionId": "s~1" })).await;
+    let (status, _) =
+        server.post("/v1/workflows/desk/sessions", Some(ADMIN), json!({ "message": "Hi.", "sessionId": "s~1" })).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(start["required"], json!(["message"]));
     assert_eq!(start["additionalProperties"], false, "unknown members are refused");
 
     // `message` and `trigger` must hold more than white space.
     let blank = |schema: &Value, field: &str| {
-        let pattern = schema["properties"][field]["pattern"].as_str().unwrap_or_else(|| panic!("{field} has a pattern"));
+        let pattern =
+            schema["properties"][field]["pattern"].as_str().unwrap_or_else(|| panic!("{field} has a pattern"));
         let pattern = regex::Regex::new(pattern).expect("the pattern compiles");
         (pattern.is_match(" \t\n"), pattern.is_match(" a "))
     };
     assert_eq!(blank(start, "message"), (false, true));
     assert_eq!(blank(body_schema(&document, "post", "/v1/sessions/{id}/messages"), "message"), (false, true));
     assert_eq!(blank(body_schema(&document, "post", "/v1/sessions/{id}/deliver"), "trigger"), (false, true));
-    let (status, refused) = server.post("/v1/workflows/desk/sessions", Some(ADMIN), json!({ "message": " \t\n" })).await;
+    let (status, refused) =
+        server.post("/v1/workflows/desk/sessions", Some(ADMIN), json!({ "message": " \t\n" })).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
 
     let names = &start["properties"]["variables"]["propertyNames"]["pattern"];
@@ -171,7 +359,8 @@ async fn the_event_stream_is_documented_with_the_events_schema_and_its_frames_ma
     let server = token_server().await;
     server.start_desk(Some(ADMIN), "s-frames").await;
     let document = server.document().await;
-    let stream = &document["paths"]["/v1/sessions/{id}/events"]["get"]["responses"]["200"]["content"]["text/event-stream"];
+    let stream =
+        &document["paths"]["/v1/sessions/{id}/events"]["get"]["responses"]["200"]["content"]["text/event-stream"];
     let frame = resolve(&document, &stream["schema"]);
     assert_eq!(frame["required"], json!(["event", "id", "data"]), "{frame}");
     let event = resolve(&document, &frame["properties"]["data"]["contentSchema"]);

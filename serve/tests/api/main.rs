@@ -526,7 +526,9 @@ async fn every_documented_route_is_served() {
     let paths = document["paths"].as_object().expect("paths");
     let operations: Vec<(&str, &str)> = paths
         .iter()
-        .flat_map(|(path, item)| item.as_object().into_iter().flatten().map(move |(method, _)| (method.as_str(), path.as_str())))
+        .flat_map(|(path, item)| {
+            item.as_object().into_iter().flatten().map(move |(method, _)| (method.as_str(), path.as_str()))
+        })
         .collect();
     assert_eq!(operations.len(), 14, "every route of the API is documented: {operations:?}");
     for (method, template) in operations {

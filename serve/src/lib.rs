@@ -37,6 +37,7 @@ pub mod server;
 pub mod triggers;
 pub mod turns;
 pub mod webhooks;
+pub mod wire;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,315 +1,187 @@
-//! `GET /v1/openapi.json`: the OpenAPI 3.1 document of every route.
+//! `GET /v1/openapi.json`: the OpenAPI 3.1 document of the API, derived with `utoipa`.
 //!
-//! The one thing to know: [`ROUTES`] is the list the document is built from, and the
-//! integration tests call every entry on a live server, so a route added to the router
-//! without a line here (or the reverse) fails a test.
+//! The one thing to know: nothing here lists routes or fields by hand. Each handler in
+//! [`crate::routes`] carries a `#[utoipa::path]` naming its method, path, parameters,
+//! body and every status it can answer; the shapes are the types of [`crate::wire`],
+//! where each enforced constraint (length, pattern, enum, range) sits beside its field.
+//! [`ApiDoc`] gathers them; [`document`] adds what a derive cannot: the bearer scheme and
+//! the events JSON Schema (`schemas/events.schema.json`) that types the event stream's
+//! data. The inbox's HTML pages are not part of the API and are not documented here.
+//!
+//! The integration tests call every documented operation on a live server, and
+//! Schemathesis (`interop/schemathesis/run.sh`) drives the whole document against one.
 
 use serde_json::{Map, Value, json};
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-/// One documented operation.
-pub struct Operation {
-    pub method: &'static str,
-    pub path: &'static str,
-    pub summary: &'static str,
-    /// The scope a token needs; `None` for open routes.
-    pub scope: Option<&'static str>,
-    /// The request body's schema name, for POSTs.
-    pub body: Option<&'static str>,
-    /// Whether the route takes `?wait=`.
-    pub waits: bool,
-    /// The success status and its schema name.
-    pub ok: (&'static str, &'static str),
-}
+use crate::routes;
+use crate::wire;
 
-/// Every route the server answers.
-pub const ROUTES: &[Operation] = &[
-    Operation {
-        method: "get",
-        path: "/healthz",
-        summary: "Liveness: the process answers.",
-        scope: None,
-        body: None,
-        waits: false,
-        ok: ("200", "Health"),
-    },
-    Operation {
-        method: "get",
-        path: "/readyz",
-        summary: "Readiness: programs loaded, store reachable.",
-        scope: None,
-        body: None,
-        waits: false,
-        ok: ("200", "Ready"),
-    },
-    Operation {
-        method: "get",
-        path: "/metrics",
-        summary: "Prometheus text metrics.",
-        scope: Some("read"),
-        body: None,
-        waits: false,
-        ok: ("200", "Metrics"),
-    },
-    Operation {
-        method: "get",
-        path: "/v1/openapi.json",
-        summary: "This document.",
-        scope: None,
-        body: None,
-        waits: false,
-        ok: ("200", "OpenApi"),
-    },
-    Operation {
-        method: "post",
-        path: "/v1/workflows/{slug}/sessions",
-        summary: "Start a session of a workflow.",
-        scope: Some("start"),
-        body: Some("StartRequest"),
-        waits: true,
-        ok: ("202", "Accepted"),
-    },
-    Operation {
-        method: "get",
-        path: "/v1/sessions",
-        summary: "List sessions (filters, cursor paging).",
-        scope: Some("read"),
-        body: None,
-        waits: false,
-        ok: ("200", "SessionPage"),
-    },
-    Operation {
-        method: "get",
-        path: "/v1/sessions/{id}",
-        summary: "One session, with its park record.",
-        scope: Some("read"),
-        body: None,
-        waits: false,
-        ok: ("200", "Session"),
-    },
-    Operation {
-        method: "post",
-        path: "/v1/sessions/{id}/messages",
-        summary: "Continue a session, or write to one parked at a decision (a reply-only turn).",
-        scope: Some("start"),
-        body: Some("MessageRequest"),
-        waits: true,
-        ok: ("202", "Accepted"),
-    },
-    Operation {
-        method: "post",
-        path: "/v1/sessions/{id}/decide",
-        summary: "Decide a session parked at a human state; the caller's identity is recorded and held against `approvers`.",
-        scope: Some("decide"),
-        body: Some("DecideRequest"),
-        waits: true,
-        ok: ("202", "Accepted"),
-    },
-    Operation {
-        method: "post",
-        path: "/v1/sessions/{id}/deliver",
-        summary: "Deliver a trigger the workflow declares (its requires checked) to a session waiting for input.",
-        scope: Some("start"),
-        body: Some("DeliverRequest"),
-        waits: true,
-        ok: ("202", "Accepted"),
-    },
-    Operation {
-        method: "get",
-        path: "/v1/sessions/{id}/transcript",
-        summary: "A session's messages.",
-        scope: Some("read"),
-        body: None,
-        waits: false,
-        ok: ("200", "Transcript"),
-    },
-    Operation {
-        method: "get",
-        path: "/v1/sessions/{id}/events",
-        summary: "Server-Sent Events of a session, live; resumable with Last-Event-ID.",
-        scope: Some("read"),
-        body: None,
-        waits: false,
-        ok: ("200", "EventStream"),
-    },
-    Operation {
-        method: "post",
-        path: "/v1/triggers/{trigger}",
-        summary: "Fire a host trigger (a webhook): the body is its input. A trigger with a connection is authenticated by its HMAC-SHA256 signature header instead of a token; any other takes a token with start. Its session: path joins an existing session or starts one. The answer names the session and its status only.",
-        scope: Some("start"),
-        body: Some("TriggerInput"),
-        waits: true,
-        ok: ("202", "Accepted"),
-    },
-    Operation {
-        method: "post",
-        path: "/v1/admin/artifacts",
-        summary: "Load an artifact (.amx bytes, verified like --artifact) without downtime: new sessions start on it, running ones keep their program.",
-        scope: Some("admin"),
-        body: Some("Artifact"),
-        waits: false,
-        ok: ("200", "Loaded"),
-    },
-];
+/// The events JSON Schema, as the repository ships it.
+const EVENTS_SCHEMA: &str = include_str!("../../schemas/events.schema.json");
 
-/// The path parameters routes use.
-const PATH_PARAMETERS: [&str; 3] = ["slug", "id", "trigger"];
+/// The component the event stream's data refers to; the schema's `$defs` become
+/// components named `Event.<kind>`.
+pub const EVENT_COMPONENT: &str = "Event";
 
-fn reference(name: &str) -> Value {
-    json!({ "$ref": format!("#/components/schemas/{name}") })
-}
+/// The document's paths, components and top matter, from the handlers' annotations.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "archmax serve",
+        description = "The production runner for compiled archmax artifacts. Every error answer is `{\"error\": {\"code\", \"message\", \"details\"}}`; a 400 lists each offending field in `details.fields`."
+    ),
+    paths(
+        routes::healthz,
+        routes::readyz,
+        routes::metrics,
+        routes::openapi,
+        routes::start,
+        routes::list,
+        routes::show,
+        routes::message,
+        routes::decide,
+        routes::deliver,
+        routes::transcript,
+        routes::events,
+        routes::fire,
+        routes::load_artifact,
+    ),
+    components(schemas(
+        wire::StartRequest,
+        wire::MessageRequest,
+        wire::DecideRequest,
+        wire::DeliverRequest,
+        wire::TriggerInput,
+        wire::ErrorBody,
+        wire::Accepted,
+        wire::Session,
+        wire::Fired,
+        wire::SessionPage,
+        wire::Transcript,
+        wire::Health,
+        wire::Ready,
+        wire::Loaded,
+    ))
+)]
+pub struct ApiDoc;
 
-fn error_response(description: &str) -> Value {
-    json!({ "description": description, "content": { "application/json": { "schema": reference("Error") } } })
-}
-
-fn parameters(operation: &Operation) -> Vec<Value> {
-    let mut out = Vec::new();
-    for name in PATH_PARAMETERS {
-        if operation.path.contains(&format!("{{{name}}}")) {
-            out.push(json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }));
+/// The events JSON Schema as document components: the root as [`EVENT_COMPONENT`], each
+/// `$defs` entry as `Event.<name>`, with every internal reference rewritten to match. Its
+/// `$schema` and `$id` are dropped: inside the document, an `$id` would move the base
+/// every reference resolves against.
+fn event_components() -> Map<String, Value> {
+    fn rewrite(value: &mut Value) {
+        match value {
+            Value::Object(object) => {
+                if let Some(Value::String(target)) = object.get_mut("$ref")
+                    && let Some(name) = target.strip_prefix("#/$defs/")
+                {
+                    *target = format!("#/components/schemas/{EVENT_COMPONENT}.{name}");
+                }
+                object.values_mut().for_each(rewrite);
+            }
+            Value::Array(items) => items.iter_mut().for_each(rewrite),
+            _ => {}
         }
     }
-    if operation.waits {
-        out.push(json!({ "name": "wait", "in": "query", "required": false, "description": "Seconds to wait for the turn's outcome (at most 300).", "schema": { "type": "number", "minimum": 0 } }));
-    }
-    if operation.path == "/v1/sessions" {
-        for (name, kind, description) in [
-            ("workflow", "string", "Only this workflow's sessions."),
-            (
-                "status",
-                "string",
-                "Only sessions with this status: running, completed, failed, rejected, awaiting_decision or awaiting_input (another value is refused).",
-            ),
-            ("parked", "boolean", "Only parked (or only unparked) sessions."),
-            ("due", "boolean", "Only sessions waiting for input whose resumeAt has come (compared as instants)."),
-            ("cursor", "string", "The nextCursor of the previous page."),
-            ("limit", "integer", "Sessions per page (1 to 500, default 50)."),
-        ] {
-            out.push(json!({ "name": name, "in": "query", "required": false, "description": description, "schema": { "type": kind } }));
+    let mut components = Map::new();
+    // The file is part of this repository and its tests parse it; a broken file leaves
+    // the stream's data untyped rather than taking the document down.
+    let Ok(Value::Object(mut root)) = serde_json::from_str::<Value>(EVENTS_SCHEMA) else {
+        tracing::error!("schemas/events.schema.json does not parse; the event stream is documented untyped");
+        components.insert(EVENT_COMPONENT.to_string(), json!({ "type": "object" }));
+        return components;
+    };
+    root.remove("$schema");
+    root.remove("$id");
+    if let Some(Value::Object(definitions)) = root.remove("$defs") {
+        for (name, mut schema) in definitions {
+            rewrite(&mut schema);
+            components.insert(format!("{EVENT_COMPONENT}.{name}"), schema);
         }
     }
-    if operation.path == "/v1/triggers/{trigger}" {
-        out.push(json!({ "name": "workflow", "in": "query", "required": false, "description": "The workflow, when several served workflows declare the trigger.", "schema": { "type": "string" } }));
-    }
-    if operation.path.ends_with("/events") {
-        out.push(json!({ "name": "Last-Event-ID", "in": "header", "required": false, "description": "Resume after this event id.", "schema": { "type": "integer", "minimum": 0 } }));
-    }
-    out
+    let mut root = Value::Object(root);
+    rewrite(&mut root);
+    components.insert(EVENT_COMPONENT.to_string(), root);
+    components
 }
 
-fn responses_of(object: &mut Value) -> &mut Map<String, Value> {
-    match object["responses"].as_object_mut() {
-        Some(responses) => responses,
-        None => unreachable!("every operation object has responses"),
-    }
-}
-
-fn operation_object(operation: &Operation) -> Value {
-    let mut responses = Map::new();
-    let content = match operation.ok.1 {
-        "Metrics" => json!({ "text/plain": { "schema": { "type": "string" } } }),
-        "EventStream" => json!({ "text/event-stream": { "schema": { "type": "string" } } }),
-        name => json!({ "application/json": { "schema": reference(name) } }),
-    };
-    responses.insert(operation.ok.0.to_string(), json!({ "description": "Success.", "content": content }));
-    if operation.waits {
-        responses.insert("200".to_string(), json!({ "description": "The turn ended within the wait: the session as it stands, with the turn.", "content": { "application/json": { "schema": reference("Session") } } }));
-        responses.insert(
-            "409".to_string(),
-            error_response("The session is busy, or not in a state that accepts the request."),
-        );
-        responses.insert("413".to_string(), error_response("The body is too large."));
-        responses.insert("429".to_string(), error_response("Saturated: too many turns are queued (Retry-After)."));
-        responses.insert("503".to_string(), error_response("Shutting down (Retry-After)."));
-    }
-    if operation.scope.is_some() {
-        responses.insert("401".to_string(), error_response("No valid bearer token."));
-        responses.insert(
-            "403".to_string(),
-            error_response(
-                "The token lacks the scope, or the request is refused (such as a decider who is not an approver).",
-            ),
-        );
-    }
-    if operation.path.contains('{') {
-        responses.insert("404".to_string(), error_response("No such workflow or session."));
-    }
-    if operation.body.is_some() || operation.path == "/v1/sessions" {
-        responses.insert("400".to_string(), error_response("Invalid input: every offending field in details.fields."));
-    }
-    let mut object = json!({
-        "operationId": format!("{}{}", operation.method, operation.path.replace(['/', '{', '}', '.'], "_")),
-        "summary": operation.summary,
-        "parameters": parameters(operation),
-        "responses": responses,
-    });
-    if operation.path == "/v1/triggers/{trigger}" {
-        responses_of(&mut object).insert(
-            "503".to_string(),
-            error_response("The trigger's connection is not configured, or the server is shutting down."),
-        );
-    }
-    if let Some(body) = operation.body {
-        let media = if body == "Artifact" { "application/octet-stream" } else { "application/json" };
-        object["requestBody"] = json!({ "required": true, "content": { media: { "schema": reference(body) } } });
-    }
-    object["security"] = match operation.scope {
-        Some(scope) => json!([{ "bearer": [scope] }]),
-        None => json!([]),
-    };
-    object
-}
-
-fn schemas() -> Value {
-    let variables =
-        json!({ "type": "object", "description": "Variable values, seeded locked.", "additionalProperties": true });
+/// One frame of the event stream, as a client's SSE parser hands it over: `event`, `id`
+/// and `data`, whose JSON is one event of the events schema.
+fn event_frame() -> Value {
     json!({
-        "Error": { "type": "object", "required": ["error"], "properties": { "error": { "type": "object", "required": ["code", "message", "details"], "properties": {
-            "code": { "type": "string" }, "message": { "type": "string" },
-            "details": { "type": "object", "properties": { "fields": { "type": "array", "items": { "type": "object", "properties": { "field": { "type": "string" }, "problem": { "type": "string" } } } } } } } } } },
-        "StartRequest": { "type": "object", "required": ["message"], "additionalProperties": false, "properties": {
-            "message": { "type": "string" }, "trigger": { "type": "string" }, "variables": variables, "sessionId": { "type": "string" } } },
-        "MessageRequest": { "type": "object", "required": ["message"], "additionalProperties": false, "properties": { "message": { "type": "string" } } },
-        "DecideRequest": { "type": "object", "required": ["to"], "additionalProperties": false, "properties": { "to": { "type": "string" }, "comment": { "type": "string" } } },
-        "DeliverRequest": { "type": "object", "required": ["trigger"], "additionalProperties": false, "properties": {
-            "trigger": { "type": "string" }, "variables": variables, "message": { "type": "string" },
-            "undeclared": { "type": "boolean", "description": "Deliver a trigger id the workflow does not declare." } } },
-        "Accepted": { "type": "object", "required": ["sessionId", "status"], "properties": { "sessionId": { "type": "string" }, "status": { "type": "string" } } },
-        "Session": { "type": "object", "required": ["sessionId", "workflow", "status"], "properties": {
-            "sessionId": { "type": "string" }, "workflow": { "type": "string" }, "status": { "type": "string" },
-            "workflowState": { "type": ["string", "null"] }, "variables": { "type": "object" }, "trail": { "type": "array", "items": { "type": "object" } },
-            "exit": {}, "usage": { "type": "object" }, "specHash": { "type": "string" }, "park": { "type": "object" },
-            "turn": { "type": "object", "description": "Present when a turn request waited for the outcome." } } },
-        "SessionPage": { "type": "object", "required": ["sessions"], "properties": { "sessions": { "type": "array", "items": reference("Session") }, "nextCursor": { "type": ["string", "null"] },
-            "unreadable": { "type": "array", "items": { "type": "string" }, "description": "Sessions that no longer load, skipped." } } },
-        "Transcript": { "type": "object", "properties": { "sessionId": { "type": "string" }, "messages": { "type": "array", "items": { "type": "object" } } } },
-        "Health": { "type": "object", "properties": { "ok": { "type": "boolean" } } },
-        "Ready": { "type": "object", "properties": { "ready": { "type": "boolean" }, "workflows": { "type": "array", "items": { "type": "string" } } } },
-        "OpenApi": { "type": "object" },
-        "TriggerInput": { "type": "object", "description": "The trigger's input: its members become the session's locked variables, held against the trigger's requires.", "additionalProperties": true },
-        "Artifact": { "type": "string", "format": "binary", "description": "An artifact built by archmax build (signed when the server trusts keys)." },
-        "Loaded": { "type": "object", "properties": {
-            "loaded": { "type": "array", "description": "The workflows whose program changed.", "items": { "type": "object", "properties": { "workflow": { "type": "string" }, "specHash": { "type": "string" }, "previous": { "type": ["string", "null"] } } } },
-            "workflows": { "type": "array", "items": { "type": "string" } } } },
+        "type": "object",
+        "description": "One Server-Sent Events frame; `data` holds one event as JSON.",
+        "required": ["event", "id", "data"],
+        "properties": {
+            "event": { "const": "archmax" },
+            "id": { "type": "string", "pattern": "^[0-9]+$", "description": "Send back as Last-Event-ID to resume after it." },
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": { "$ref": format!("#/components/schemas/{EVENT_COMPONENT}") },
+            },
+        },
     })
+}
+
+/// The operations a session's id leads to, by operation id, and the links a session's
+/// answer gives to them (the id from the answer's `sessionId`).
+const SESSION_OPERATIONS: [&str; 6] = ["show", "message", "decide", "deliver", "transcript", "events"];
+
+/// Links from every answer naming a session to the operations on it: a client (and
+/// Schemathesis's stateful phase) follows them with the answer's `sessionId`.
+fn add_session_links(document: &mut Value) {
+    let links: Map<String, Value> = SESSION_OPERATIONS
+        .iter()
+        .map(|operation| {
+            let link = json!({ "operationId": operation, "parameters": { "id": "$response.body#/sessionId" } });
+            (operation.to_string(), link)
+        })
+        .collect();
+    let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) else { return };
+    for item in paths.values_mut() {
+        for operation in item.as_object_mut().into_iter().flat_map(|item| item.values_mut()) {
+            let Some(responses) = operation.get_mut("responses").and_then(Value::as_object_mut) else { continue };
+            for (status, response) in responses.iter_mut() {
+                let names_a_session =
+                    response.pointer("/content/application~1json/schema/$ref").and_then(Value::as_str).is_some_and(
+                        |target| ["/Accepted", "/Session", "/Fired"].iter().any(|name| target.ends_with(name)),
+                    );
+                if status.starts_with('2') && names_a_session {
+                    response["links"] = Value::Object(links.clone());
+                }
+            }
+        }
+    }
 }
 
 /// The whole document.
 pub fn document() -> Value {
-    let mut paths = Map::new();
-    for operation in ROUTES {
-        let entry = paths.entry(operation.path.to_string()).or_insert_with(|| json!({}));
-        entry[operation.method] = operation_object(operation);
+    let mut api = ApiDoc::openapi();
+    api.info.version = env!("CARGO_PKG_VERSION").to_string();
+    let bearer = HttpBuilder::new()
+        .scheme(HttpAuthScheme::Bearer)
+        .description(Some("A token from ARCHMAX_SERVE_TOKEN or the --tokens file; scopes start, decide, read, admin."))
+        .build();
+    if let Some(components) = api.components.as_mut() {
+        components.add_security_scheme("bearer", SecurityScheme::Http(bearer));
     }
-    json!({
-        "openapi": "3.1.0",
-        "info": { "title": "archmax serve", "version": env!("CARGO_PKG_VERSION"), "description": "The production runner for compiled archmax artifacts." },
-        "paths": paths,
-        "components": {
-            "schemas": schemas(),
-            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer", "description": "A token from ARCHMAX_SERVE_TOKEN or the --tokens file; scopes start, decide, read, admin." } },
-        },
-    })
+    let mut document = match serde_json::to_value(&api) {
+        Ok(document) => document,
+        Err(error) => {
+            tracing::error!("the OpenAPI document does not serialize: {error}");
+            return json!({ "openapi": "3.1.0", "info": { "title": "archmax serve", "version": env!("CARGO_PKG_VERSION") }, "paths": {} });
+        }
+    };
+    if let Some(schemas) = document.pointer_mut("/components/schemas").and_then(Value::as_object_mut) {
+        schemas.extend(event_components());
+        schemas.insert("EventFrame".to_string(), event_frame());
+    }
+    add_session_links(&mut document);
+    document
 }
 
 #[cfg(test)]
@@ -330,6 +202,21 @@ mod tests {
         }
     }
 
+    /// Every operation of the document: (method, path, object).
+    fn operations(document: &Value) -> Vec<(String, String, Value)> {
+        let mut out = Vec::new();
+        for (path, item) in document["paths"].as_object().into_iter().flatten() {
+            for (method, operation) in item.as_object().into_iter().flatten() {
+                out.push((method.clone(), path.clone(), operation.clone()));
+            }
+        }
+        out
+    }
+
+    fn statuses(operation: &Value) -> Vec<String> {
+        operation["responses"].as_object().map(|responses| responses.keys().cloned().collect()).unwrap_or_default()
+    }
+
     #[test]
     fn the_document_is_openapi_3_1_with_every_reference_resolved_and_every_operation_answered() {
         let document = document();
@@ -342,22 +229,113 @@ mod tests {
             assert!(document["components"]["schemas"].get(name).is_some(), "{target} resolves");
         }
         let mut ids = std::collections::HashSet::new();
-        for operation in ROUTES {
-            let object = &document["paths"][operation.path][operation.method];
-            assert!(
-                object["responses"].as_object().is_some_and(|responses| !responses.is_empty()),
-                "{}",
-                operation.path
-            );
+        let operations = operations(&document);
+        assert_eq!(operations.len(), 14, "every API route is documented once");
+        for (method, path, object) in &operations {
+            assert!(!statuses(object).is_empty(), "{method} {path} answers");
             assert!(ids.insert(object["operationId"].as_str().expect("an id").to_string()), "operation ids are unique");
-            for name in PATH_PARAMETERS {
-                if operation.path.contains(&format!("{{{name}}}")) {
-                    let declared = object["parameters"].as_array().is_some_and(|parameters| {
-                        parameters.iter().any(|parameter| parameter["name"] == name && parameter["in"] == "path")
-                    });
-                    assert!(declared, "{} declares its path parameter {name}", operation.path);
-                }
+            for segment in path.split('/').filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}')) {
+                let declared = object["parameters"].as_array().is_some_and(|parameters| {
+                    parameters.iter().any(|parameter| parameter["name"] == segment && parameter["in"] == "path")
+                });
+                assert!(declared, "{path} declares its path parameter {segment}");
             }
         }
+        assert!(
+            !operations
+                .iter()
+                .any(|(_, path, _)| !path.starts_with("/v1/") && !path.ends_with('z') && path != "/metrics"),
+            "the inbox's pages are not part of the API"
+        );
+    }
+
+    #[test]
+    fn every_status_the_server_sends_is_documented_on_the_routes_that_send_it() {
+        let document = document();
+        let operation = |method: &str, path: &str| document["paths"][path][method].clone();
+        let turn_statuses = ["200", "202", "400", "401", "403", "404", "408", "409", "413", "415", "429", "500", "503"];
+        for path in [
+            "/v1/workflows/{slug}/sessions",
+            "/v1/sessions/{id}/messages",
+            "/v1/sessions/{id}/decide",
+            "/v1/sessions/{id}/deliver",
+            "/v1/triggers/{trigger}",
+        ] {
+            let documented = statuses(&operation("post", path));
+            for status in turn_statuses {
+                assert!(documented.iter().any(|have| have == status), "POST {path} documents {status}");
+            }
+        }
+        for (method, path) in
+            [("get", "/v1/sessions/{id}"), ("get", "/v1/sessions/{id}/transcript"), ("get", "/v1/sessions/{id}/events")]
+        {
+            let documented = statuses(&operation(method, path));
+            for status in ["200", "400", "401", "403", "404", "500"] {
+                assert!(documented.iter().any(|have| have == status), "{method} {path} documents {status}");
+            }
+        }
+        let list = statuses(&operation("get", "/v1/sessions"));
+        assert!(["200", "400", "401", "403", "500"].iter().all(|status| list.iter().any(|have| have == status)));
+        let artifacts = statuses(&operation("post", "/v1/admin/artifacts"));
+        assert!(
+            ["200", "400", "401", "403", "408", "409", "413", "500"]
+                .iter()
+                .all(|status| artifacts.iter().any(|have| have == status))
+        );
+        assert!(statuses(&operation("get", "/readyz")).iter().any(|status| status == "503"));
+        let error =
+            document["paths"]["/v1/sessions/{id}"]["get"]["responses"]["404"]["content"]["application/json"]["schema"]
+                ["$ref"]
+                .clone();
+        assert_eq!(error, "#/components/schemas/Error");
+    }
+
+    #[test]
+    fn the_limits_the_server_enforces_are_stated() {
+        let document = document();
+        let parameter = |path: &str, method: &str, name: &str| {
+            document["paths"][path][method]["parameters"]
+                .as_array()
+                .and_then(|parameters| parameters.iter().find(|parameter| parameter["name"] == name).cloned())
+                .unwrap_or(Value::Null)
+        };
+        let limit = parameter("/v1/sessions", "get", "limit");
+        assert_eq!((limit["schema"]["minimum"].as_u64(), limit["schema"]["maximum"].as_u64()), (Some(1), Some(500)));
+        let status = parameter("/v1/sessions", "get", "status");
+        assert_eq!(status["schema"]["enum"].as_array().map(Vec::len), Some(6), "{status}");
+        let id = parameter("/v1/sessions/{id}", "get", "id");
+        assert_eq!(id["schema"]["pattern"], wire::SESSION_ID_PATTERN);
+        assert_eq!(id["schema"]["maxLength"], 200);
+        let schemas = &document["components"]["schemas"];
+        assert_eq!(schemas["StartRequest"]["properties"]["message"]["pattern"], wire::NOT_BLANK_PATTERN);
+        assert_eq!(schemas["StartRequest"]["properties"]["sessionId"]["pattern"], wire::NEW_SESSION_ID_PATTERN);
+        assert_eq!(schemas["MessageRequest"]["properties"]["message"]["pattern"], wire::NOT_BLANK_PATTERN);
+        assert_eq!(schemas["DeliverRequest"]["properties"]["trigger"]["pattern"], wire::NOT_BLANK_PATTERN);
+        assert_eq!(
+            schemas["StartRequest"]["properties"]["variables"]["propertyNames"]["pattern"],
+            wire::VARIABLE_NAME_PATTERN
+        );
+        for body in ["StartRequest", "MessageRequest", "DecideRequest", "DeliverRequest"] {
+            assert_eq!(schemas[body]["additionalProperties"], false, "{body} refuses unknown members");
+        }
+        assert_eq!(parameter("/v1/sessions/{id}/messages", "post", "wait")["schema"]["minimum"].as_u64(), Some(0));
+    }
+
+    #[test]
+    fn the_event_stream_is_typed_by_the_events_schema() {
+        let document = document();
+        let stream = &document["paths"]["/v1/sessions/{id}/events"]["get"]["responses"]["200"]["content"];
+        assert_eq!(stream["text/event-stream"]["schema"]["$ref"], "#/components/schemas/EventFrame");
+        let frame = &document["components"]["schemas"]["EventFrame"];
+        assert_eq!(
+            frame["properties"]["data"]["contentSchema"]["$ref"],
+            format!("#/components/schemas/{EVENT_COMPONENT}")
+        );
+        let event = &document["components"]["schemas"][EVENT_COMPONENT];
+        assert!(event["required"].as_array().is_some_and(|required| required.iter().any(|name| name == "event")));
+        assert!(event.get("$id").is_none(), "no base change inside the document");
+        assert!(
+            document["components"]["schemas"].as_object().is_some_and(|schemas| schemas.contains_key("Event.advance"))
+        );
     }
 }

@@ -235,22 +235,61 @@ fn json_answer(answer: Result<Value, ApiError>) -> Response {
     }
 }
 
-async fn healthz() -> Response {
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    summary = "Liveness: the process answers.",
+    responses(
+        (status = 200, description = "The process answers.", body = crate::wire::Health),
+    ),
+    security(()),
+)]
+pub(crate) async fn healthz() -> Response {
     axum::Json(json!({ "ok": true })).into_response()
 }
 
-async fn readyz(State(server): Shared) -> Response {
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    summary = "Readiness: programs loaded, store reachable.",
+    responses(
+        (status = 200, description = "Ready.", body = crate::wire::Ready),
+        (status = 503, description = "Shutting down, or the session store did not answer.", body = crate::wire::ErrorBody),
+    ),
+    security(()),
+)]
+pub(crate) async fn readyz(State(server): Shared) -> Response {
     json_answer(server.ready().await)
 }
 
-async fn metrics(State(server): Shared, headers: HeaderMap) -> Response {
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    summary = "Prometheus text metrics.",
+    responses(
+        (status = 200, description = "The metrics, in Prometheus text format.", body = String, content_type = "text/plain"),
+        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
+pub(crate) async fn metrics(State(server): Shared, headers: HeaderMap) -> Response {
     if let Err(error) = server.auth.caller(&headers, Scope::Read) {
         return error.into_response();
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], server.metrics.render()).into_response()
 }
 
-async fn openapi() -> Response {
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    summary = "This document.",
+    responses(
+        (status = 200, description = "This OpenAPI document.", body = Object),
+    ),
+    security(()),
+)]
+pub(crate) async fn openapi() -> Response {
     axum::Json(crate::openapi::document()).into_response()
 }
 
@@ -280,7 +319,30 @@ where
     answer(parsed.await)
 }
 
-async fn start(
+#[utoipa::path(
+    post,
+    path = "/v1/workflows/{slug}/sessions",
+    summary = "Start a session of a workflow.",
+    params(crate::wire::WorkflowPath, crate::wire::WaitQuery),
+    request_body(content = crate::wire::StartRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The turn ended within the wait: the session as it stands, with `turn`.", body = crate::wire::Session),
+        (status = 202, description = "The turn was accepted and runs on.", body = crate::wire::Accepted),
+        (status = 400, description = "Invalid input: a bad `wait`, a body that is not a JSON object, or fields that do not hold (each in `details.fields`).", body = crate::wire::ErrorBody),
+        (status = 408, description = "The body did not arrive within the server's body timeout.", body = crate::wire::ErrorBody),
+        (status = 413, description = "The body is larger than the server's limit.", body = crate::wire::ErrorBody),
+        (status = 415, description = "A non-empty body not sent as `application/json`.", body = crate::wire::ErrorBody),
+        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+        (status = 404, description = "No such workflow.", body = crate::wire::ErrorBody),
+        (status = 409, description = "The session is busy with a turn (Retry-After), exists already, or is not in a state that takes this request.", body = crate::wire::ErrorBody),
+        (status = 429, description = "Saturated: too many turns are queued (Retry-After).", body = crate::wire::ErrorBody),
+        (status = 500, description = "The session store failed, or the turn's task ended without an answer.", body = crate::wire::ErrorBody),
+        (status = 503, description = "Shutting down: no new turns (Retry-After).", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["start"])),
+)]
+pub(crate) async fn start(
     State(server): Shared,
     Path(slug): Path<String>,
     RawQuery(query): RawQuery,
@@ -292,7 +354,30 @@ async fn start(
     turn_route(&server, Scope::Start, query.as_deref(), &headers, body, call).await
 }
 
-async fn message(
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/messages",
+    summary = "Continue a session, or write to one parked at a decision (a reply-only turn).",
+    params(crate::wire::SessionPath, crate::wire::WaitQuery),
+    request_body(content = crate::wire::MessageRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The turn ended within the wait: the session as it stands, with `turn`.", body = crate::wire::Session),
+        (status = 202, description = "The turn was accepted and runs on.", body = crate::wire::Accepted),
+        (status = 400, description = "Invalid input: a bad `wait`, a body that is not a JSON object, or fields that do not hold (each in `details.fields`).", body = crate::wire::ErrorBody),
+        (status = 408, description = "The body did not arrive within the server's body timeout.", body = crate::wire::ErrorBody),
+        (status = 413, description = "The body is larger than the server's limit.", body = crate::wire::ErrorBody),
+        (status = 415, description = "A non-empty body not sent as `application/json`.", body = crate::wire::ErrorBody),
+        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+        (status = 404, description = "No such session.", body = crate::wire::ErrorBody),
+        (status = 409, description = "The session is busy with a turn (Retry-After), exists already, or is not in a state that takes this request.", body = crate::wire::ErrorBody),
+        (status = 429, description = "Saturated: too many turns are queued (Retry-After).", body = crate::wire::ErrorBody),
+        (status = 500, description = "The session store failed, or the turn's task ended without an answer.", body = crate::wire::ErrorBody),
+        (status = 503, description = "Shutting down: no new turns (Retry-After).", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["start"])),
+)]
+pub(crate) async fn message(
     State(server): Shared,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
@@ -304,7 +389,30 @@ async fn message(
     turn_route(&server, Scope::Start, query.as_deref(), &headers, body, call).await
 }
 
-async fn decide(
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/decide",
+    summary = "Decide a session parked at a human state; the caller's identity is recorded and held against `approvers`.",
+    params(crate::wire::SessionPath, crate::wire::WaitQuery),
+    request_body(content = crate::wire::DecideRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The turn ended within the wait: the session as it stands, with `turn`.", body = crate::wire::Session),
+        (status = 202, description = "The turn was accepted and runs on.", body = crate::wire::Accepted),
+        (status = 400, description = "Invalid input: a bad `wait`, a body that is not a JSON object, or fields that do not hold (each in `details.fields`).", body = crate::wire::ErrorBody),
+        (status = 408, description = "The body did not arrive within the server's body timeout.", body = crate::wire::ErrorBody),
+        (status = 413, description = "The body is larger than the server's limit.", body = crate::wire::ErrorBody),
+        (status = 415, description = "A non-empty body not sent as `application/json`.", body = crate::wire::ErrorBody),
+        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+        (status = 404, description = "No such session.", body = crate::wire::ErrorBody),
+        (status = 409, description = "The session is busy with a turn (Retry-After), exists already, or is not in a state that takes this request.", body = crate::wire::ErrorBody),
+        (status = 429, description = "Saturated: too many turns are queued (Retry-After).", body = crate::wire::ErrorBody),
+        (status = 500, description = "The session store failed, or the turn's task ended without an answer.", body = crate::wire::ErrorBody),
+        (status = 503, description = "Shutting down: no new turns (Retry-After).", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["decide"])),
+)]
+pub(crate) async fn decide(
     State(server): Shared,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
@@ -316,7 +424,30 @@ async fn decide(
     turn_route(&server, Scope::Decide, query.as_deref(), &headers, body, call).await
 }
 
-async fn deliver(
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{id}/deliver",
+    summary = "Deliver a trigger the workflow declares (its requires checked) to a session waiting for input.",
+    params(crate::wire::SessionPath, crate::wire::WaitQuery),
+    request_body(content = crate::wire::DeliverRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The turn ended within the wait: the session as it stands, with `turn`.", body = crate::wire::Session),
+        (status = 202, description = "The turn was accepted and runs on.", body = crate::wire::Accepted),
+        (status = 400, description = "Invalid input: a bad `wait`, a body that is not a JSON object, or fields that do not hold (each in `details.fields`).", body = crate::wire::ErrorBody),
+        (status = 408, description = "The body did not arrive within the server's body timeout.", body = crate::wire::ErrorBody),
+        (status = 413, description = "The body is larger than the server's limit.", body = crate::wire::ErrorBody),
+        (status = 415, description = "A non-empty body not sent as `application/json`.", body = crate::wire::ErrorBody),
+        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+        (status = 404, description = "No such session.", body = crate::wire::ErrorBody),
+        (status = 409, description = "The session is busy with a turn (Retry-After), exists already, or is not in a state that takes this request.", body = crate::wire::ErrorBody),
+        (status = 429, description = "Saturated: too many turns are queued (Retry-After).", body = crate::wire::ErrorBody),
+        (status = 500, description = "The session store failed, or the turn's task ended without an answer.", body = crate::wire::ErrorBody),
+        (status = 503, description = "Shutting down: no new turns (Retry-After).", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["start"])),
+)]
+pub(crate) async fn deliver(
     State(server): Shared,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
@@ -337,7 +468,31 @@ async fn deliver(
 
 /// `POST /v1/triggers/{trigger}[?workflow=][&wait=]`: a host trigger (a webhook). The
 /// sender is authenticated by the trigger's connection, or by a `start` token.
-async fn fire(
+#[utoipa::path(
+    post,
+    path = "/v1/triggers/{trigger}",
+    summary = "Fire a host trigger (a webhook): the body is its input.",
+    description = "A trigger with a connection is authenticated by its HMAC-SHA256 signature header instead of a token; any other takes a token with `start`. Its `session:` path joins an existing session or starts one. The answer names the session and its status only.",
+    params(crate::wire::TriggerPath, crate::wire::FireQuery),
+    request_body(content = crate::wire::TriggerInput, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The turn ended within the wait: the session's id and status only.", body = crate::wire::Fired),
+        (status = 202, description = "The turn was accepted and runs on.", body = crate::wire::Accepted),
+        (status = 400, description = "Invalid input: a bad `wait`, a body that is not a JSON object, or fields that do not hold (each in `details.fields`).", body = crate::wire::ErrorBody),
+        (status = 408, description = "The body did not arrive within the server's body timeout.", body = crate::wire::ErrorBody),
+        (status = 413, description = "The body is larger than the server's limit.", body = crate::wire::ErrorBody),
+        (status = 415, description = "A non-empty body not sent as `application/json`.", body = crate::wire::ErrorBody),
+        (status = 401, description = "No valid bearer token, or a bad or stale webhook signature.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+        (status = 404, description = "No served workflow declares the trigger.", body = crate::wire::ErrorBody),
+        (status = 409, description = "The session is busy with a turn (Retry-After), exists already, or is not in a state that takes this request.", body = crate::wire::ErrorBody),
+        (status = 429, description = "Saturated (too many turns queued), or too many signed requests to remember (Retry-After).", body = crate::wire::ErrorBody),
+        (status = 500, description = "The session store failed, or the turn's task ended without an answer.", body = crate::wire::ErrorBody),
+        (status = 503, description = "The trigger's connection is not configured, or the server is shutting down.", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["start"])),
+)]
+pub(crate) async fn fire(
     State(server): Shared,
     Path(trigger): Path<String>,
     RawQuery(query): RawQuery,
@@ -370,7 +525,24 @@ async fn fire(
 
 /// `POST /v1/admin/artifacts`: the body is an artifact (`.amx`), verified like one
 /// given with `--artifact`; new sessions of its workflows start on it.
-async fn load_artifact(State(server): Shared, headers: HeaderMap, body: Body) -> Response {
+#[utoipa::path(
+    post,
+    path = "/v1/admin/artifacts",
+    summary = "Load an artifact (.amx bytes, verified like --artifact) without downtime.",
+    request_body(content = inline(crate::wire::ArtifactBytes), content_type = "application/octet-stream"),
+    responses(
+        (status = 200, description = "Loaded: new sessions start on it, running ones keep their program.", body = crate::wire::Loaded),
+        (status = 400, description = "The bytes are not an artifact this server accepts (in `details.fields`).", body = crate::wire::ErrorBody),
+        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+        (status = 408, description = "The body did not arrive within the server's body timeout.", body = crate::wire::ErrorBody),
+        (status = 409, description = "This server compiles its workspace (development mode) and loads no artifacts.", body = crate::wire::ErrorBody),
+        (status = 413, description = "The artifact is larger than 64 MiB.", body = crate::wire::ErrorBody),
+        (status = 500, description = "The load stopped.", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["admin"])),
+)]
+pub(crate) async fn load_artifact(State(server): Shared, headers: HeaderMap, body: Body) -> Response {
     let loaded = async {
         let caller = server.auth.caller(&headers, Scope::Admin)?;
         let bytes = body_bytes(&headers, body, ARTIFACT_LIMIT).await?;
@@ -385,7 +557,21 @@ async fn load_artifact(State(server): Shared, headers: HeaderMap, body: Body) ->
     json_answer(loaded.await)
 }
 
-async fn list(State(server): Shared, RawQuery(query): RawQuery, headers: HeaderMap) -> Response {
+#[utoipa::path(
+    get,
+    path = "/v1/sessions",
+    summary = "List sessions (filters, cursor paging).",
+    params(crate::wire::ListQuery),
+    responses(
+        (status = 200, description = "One page of sessions, in id order.", body = crate::wire::SessionPage),
+        (status = 400, description = "A filter that does not hold, or an unknown one (each in `details.fields`).", body = crate::wire::ErrorBody),
+        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+        (status = 500, description = "The session store failed.", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
+pub(crate) async fn list(State(server): Shared, RawQuery(query): RawQuery, headers: HeaderMap) -> Response {
     let parsed = async {
         server.auth.caller(&headers, Scope::Read)?;
         server.list(&session_query(query.as_deref())?).await
@@ -393,7 +579,22 @@ async fn list(State(server): Shared, RawQuery(query): RawQuery, headers: HeaderM
     json_answer(parsed.await)
 }
 
-async fn show(State(server): Shared, Path(id): Path<String>, headers: HeaderMap) -> Response {
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}",
+    summary = "One session, with its park record.",
+    params(crate::wire::SessionPath),
+    responses(
+        (status = 200, description = "The session.", body = crate::wire::Session),
+        (status = 400, description = "The id is not a session id the server takes.", body = crate::wire::ErrorBody),
+        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+        (status = 404, description = "No such session.", body = crate::wire::ErrorBody),
+        (status = 500, description = "The session store failed.", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
+pub(crate) async fn show(State(server): Shared, Path(id): Path<String>, headers: HeaderMap) -> Response {
     let parsed = async {
         server.auth.caller(&headers, Scope::Read)?;
         server.show(&id).await
@@ -401,7 +602,22 @@ async fn show(State(server): Shared, Path(id): Path<String>, headers: HeaderMap)
     json_answer(parsed.await)
 }
 
-async fn transcript(State(server): Shared, Path(id): Path<String>, headers: HeaderMap) -> Response {
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/transcript",
+    summary = "A session's messages.",
+    params(crate::wire::SessionPath),
+    responses(
+        (status = 200, description = "The messages.", body = crate::wire::Transcript),
+        (status = 400, description = "The id is not a session id the server takes.", body = crate::wire::ErrorBody),
+        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+        (status = 404, description = "No such session.", body = crate::wire::ErrorBody),
+        (status = 500, description = "The session store failed.", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
+pub(crate) async fn transcript(State(server): Shared, Path(id): Path<String>, headers: HeaderMap) -> Response {
     let parsed = async {
         server.auth.caller(&headers, Scope::Read)?;
         server.transcript(&id).await
@@ -409,7 +625,22 @@ async fn transcript(State(server): Shared, Path(id): Path<String>, headers: Head
     json_answer(parsed.await)
 }
 
-async fn events(State(server): Shared, Path(id): Path<String>, headers: HeaderMap) -> Response {
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{id}/events",
+    summary = "Server-Sent Events of a session, live; resumable with Last-Event-ID.",
+    params(crate::wire::SessionPath, crate::wire::EventsHeaders),
+    responses(
+        (status = 200, description = "An endless `text/event-stream`: each frame has `event: archmax`, a numeric `id` and one event as JSON `data` (the Event schema). Comment frames keep the connection alive.", body = ref("#/components/schemas/EventFrame"), content_type = "text/event-stream"),
+        (status = 400, description = "The id is not a session id the server takes, or Last-Event-ID is not a whole number.", body = crate::wire::ErrorBody),
+        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+        (status = 404, description = "No such session.", body = crate::wire::ErrorBody),
+        (status = 500, description = "The session store failed.", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
+pub(crate) async fn events(State(server): Shared, Path(id): Path<String>, headers: HeaderMap) -> Response {
     let parsed = async {
         server.auth.caller(&headers, Scope::Read)?;
         let after = match headers.get("last-event-id") {

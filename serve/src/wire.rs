@@ -1,0 +1,421 @@
+//! The shapes the HTTP API reads and writes, as types: request bodies, query strings,
+//! path parameters and answers. `/v1/openapi.json` is derived from them
+//! ([`crate::openapi`]), so each constraint the server enforces is written once, here,
+//! beside the field it limits.
+//!
+//! The one thing to know: the handlers still read bodies field by field (every offending
+//! field is reported at once, see `server.rs`), so these types describe the wire; a
+//! constraint added to a check in the server must be added here too. The unit tests
+//! below hold the session-id pattern against the VM's own check.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
+
+/// A session id, as `check_session_id` in the VM takes it from a caller: letters, digits
+/// and `._~:@-`, at most 200 bytes, neither `.` nor `..`. (An id whose first segment is
+/// a reserved workspace root such as `scratchpad` or a mount's name is refused too; a
+/// pattern cannot name a workspace's mounts, so the description says it.)
+pub const SESSION_ID_PATTERN: &str = r"^(\.*[A-Za-z0-9_~:@-][A-Za-z0-9._~:@-]*|\.{3,})$";
+
+/// A session id a start may name: as [`SESSION_ID_PATTERN`], without `~` (reserved for the
+/// ids of sub-workflow sessions, `<caller>~<n>`).
+pub const NEW_SESSION_ID_PATTERN: &str = r"^(\.*[A-Za-z0-9_:@-][A-Za-z0-9._:@-]*|\.{3,})$";
+
+/// A seeded `title`: one line, not blank, at most 200 characters.
+pub const TITLE_PATTERN: &str = r"^[\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]([^\n]*[^\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?[\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$";
+
+/// Text with at least one character that is not white space (the runtime trims and
+/// refuses what is left empty). The class is Rust's `White_Space` set, so the document and
+/// the server agree on every code point.
+pub const NOT_BLANK_PATTERN: &str =
+    "[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+
+/// The name of a variable a caller may seed.
+pub const VARIABLE_NAME_PATTERN: &str = "^[a-z][a-z0-9_]*$";
+
+/// `variables`: values keyed by variable name, each seeded locked.
+fn variables_schema() -> Schema {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
+        .description(Some(
+            "Variable values, seeded locked. Names are lowercase letters, digits and `_`, starting with a letter; \
+             a seeded `title` is a non-empty line of text. Which names a workflow takes, and their types, are the \
+             workflow's own (a trigger's `requires`): a name it does not take is refused with 400.",
+        ))
+        .property_names(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some(VARIABLE_NAME_PATTERN))))
+        .property(
+            "title",
+            ObjectBuilder::new().schema_type(Type::String).pattern(Some(TITLE_PATTERN)).max_length(Some(200)),
+        )
+        .additional_properties(Some(AdditionalProperties::FreeForm(true)))
+        .into()
+}
+
+/// `POST /v1/workflows/{slug}/sessions`.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StartRequest {
+    /// The first user message; not blank.
+    #[schema(pattern = "[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]")]
+    pub message: String,
+    /// The trigger that starts the session (default `manual`).
+    pub trigger: Option<String>,
+    #[schema(schema_with = variables_schema)]
+    pub variables: Option<BTreeMap<String, Value>>,
+    /// A session id of the caller's choosing (no `~`: those name sub-workflow sessions);
+    /// refused with 409 when it exists.
+    #[schema(max_length = 200, pattern = r"^(\.*[A-Za-z0-9_:@-][A-Za-z0-9._:@-]*|\.{3,})$")]
+    pub session_id: Option<String>,
+}
+
+/// `POST /v1/sessions/{id}/messages`.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageRequest {
+    /// The user's message; not blank.
+    #[schema(pattern = "[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]")]
+    pub message: String,
+}
+
+/// `POST /v1/sessions/{id}/decide`.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecideRequest {
+    /// The transition taken: one the parked state declares (its slug, as the session's
+    /// `park.transitions` lists them); another is refused with 400.
+    #[schema(pattern = r"[^\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
+    pub to: String,
+    /// Why, recorded with the decision.
+    pub comment: Option<String>,
+}
+
+/// `POST /v1/sessions/{id}/deliver`.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeliverRequest {
+    /// The trigger delivered: one the workflow declares (unless `undeclared`); not blank.
+    #[schema(pattern = "[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]")]
+    pub trigger: String,
+    #[schema(schema_with = variables_schema)]
+    pub variables: Option<BTreeMap<String, Value>>,
+    /// A message delivered with the trigger.
+    pub message: Option<String>,
+    /// Deliver a trigger id the workflow does not declare (an `admin` token only).
+    pub undeclared: Option<bool>,
+}
+
+/// The body of `POST /v1/triggers/{trigger}`: the trigger's input, any JSON object.
+#[derive(Debug)]
+pub struct TriggerInput;
+
+impl PartialSchema for TriggerInput {
+    fn schema() -> RefOr<Schema> {
+        let Schema::Object(mut object) = variables_schema() else {
+            return variables_schema().into();
+        };
+        object.schema_type = SchemaType::Type(Type::Object);
+        object.description = Some(
+            "The trigger's input: a JSON object whose members become the session's locked variables (so each \
+             name is a variable name), held against the trigger's requires."
+                .to_string(),
+        );
+        Schema::Object(object).into()
+    }
+}
+
+impl ToSchema for TriggerInput {}
+
+/// `?wait=`: how long a turn request waits for the turn's outcome.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WaitQuery {
+    /// Seconds to wait for the turn's outcome (fractions allowed; more than 300 waits 300).
+    /// Without it the answer is 202 as soon as the turn is accepted.
+    #[param(minimum = 0, nullable = false)]
+    pub wait: Option<f64>,
+}
+
+/// `POST /v1/triggers/{trigger}`'s query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct FireQuery {
+    /// The workflow, when several served workflows declare the trigger.
+    #[param(nullable = false)]
+    pub workflow: Option<String>,
+    /// Seconds to wait for the turn's outcome (fractions allowed; more than 300 waits 300).
+    #[param(minimum = 0, nullable = false)]
+    pub wait: Option<f64>,
+}
+
+/// A session's lifecycle status, as filters and answers spell it.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Running,
+    Completed,
+    Failed,
+    Rejected,
+    AwaitingDecision,
+    AwaitingInput,
+}
+
+/// `GET /v1/sessions`'s filters and page; any other parameter is refused with 400.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only this workflow's sessions.
+    #[param(nullable = false)]
+    pub workflow: Option<String>,
+    /// Only sessions with this status.
+    #[param(inline, nullable = false)]
+    pub status: Option<SessionStatus>,
+    /// Only parked (or only unparked) sessions.
+    #[param(nullable = false)]
+    pub parked: Option<bool>,
+    /// Only sessions waiting for input whose `resumeAt` has come (compared as instants).
+    #[param(nullable = false)]
+    pub due: Option<bool>,
+    /// The `nextCursor` of the previous page.
+    #[param(nullable = false)]
+    pub cursor: Option<String>,
+    /// Sessions per page (default 50).
+    #[param(minimum = 1, maximum = 500, nullable = false)]
+    pub limit: Option<u32>,
+}
+
+/// A path naming a workflow.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct WorkflowPath {
+    /// The workflow's slug (its folder under `workflows/`).
+    pub slug: String,
+}
+
+/// A path naming a session.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SessionPath {
+    /// The session's id. Ids starting with a reserved workspace root (such as `scratchpad`)
+    /// or a mount's name are refused with 400.
+    #[param(max_length = 200, pattern = r"^(\.*[A-Za-z0-9_~:@-][A-Za-z0-9._~:@-]*|\.{3,})$")]
+    pub id: String,
+}
+
+/// A path naming a host trigger.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct TriggerPath {
+    /// The trigger's id, as a workflow declares it (`manual` is not a host trigger: 400).
+    pub trigger: String,
+}
+
+/// `GET /v1/sessions/{id}/events`'s header.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct EventsHeaders {
+    /// Resume after this event id.
+    #[serde(rename = "Last-Event-ID")]
+    #[param(minimum = 0, nullable = false)]
+    pub last_event_id: Option<u64>,
+}
+
+/// One offending field of a refused request.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FieldProblemBody {
+    pub field: String,
+    pub problem: String,
+}
+
+/// What went wrong, beyond the code.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetails {
+    /// Every offending field (400 answers).
+    #[schema(nullable = false)]
+    pub fields: Option<Vec<FieldProblemBody>>,
+}
+
+/// The error inside every error answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorObject {
+    /// A stable id, such as `session.busy` or `input.invalid`.
+    pub code: String,
+    /// One sentence a person reads.
+    pub message: String,
+    pub details: ErrorDetails,
+}
+
+/// Every error answer: `{"error": {"code", "message", "details"}}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    pub error: ErrorObject,
+}
+
+/// 202: the turn was accepted and runs on.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Accepted {
+    pub session_id: String,
+    /// `running` while the turn runs.
+    pub status: String,
+}
+
+/// A session: the one shape `GET /v1/sessions/{id}`, a page of sessions and a turn
+/// answered within its wait use.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    pub session_id: String,
+    pub workflow: String,
+    pub status: SessionStatus,
+    /// The state the session stands in (none before its first turn).
+    pub workflow_state: Option<String>,
+    /// Each variable's value and whether it is locked.
+    #[schema(value_type = Object)]
+    pub variables: Value,
+    #[schema(value_type = Vec<Object>)]
+    pub trail: Value,
+    /// How the session ended, once it did.
+    #[schema(value_type = Option<Object>)]
+    pub exit: Value,
+    #[schema(value_type = Object)]
+    pub usage: Value,
+    pub spec_hash: String,
+    /// While parked: the decision or input it waits for.
+    #[schema(value_type = Option<Object>, nullable = false)]
+    pub park: Option<Value>,
+    /// Present when a turn request waited for the outcome: the turn's disposition, reply,
+    /// reason and usage.
+    #[schema(value_type = Option<Object>, nullable = false)]
+    pub turn: Option<Value>,
+}
+
+/// How a firing's turn ended, as much as a webhook sender is told.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FiredTurn {
+    /// `turn`, `deliver` or `decide`: what the firing ran.
+    pub disposition: String,
+}
+
+/// 200 from `POST /v1/triggers/{trigger}` when the turn ended within the wait: the
+/// session's id and status only (a webhook sender sees nothing else of the session).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Fired {
+    pub session_id: String,
+    pub status: SessionStatus,
+    pub turn: FiredTurn,
+}
+
+/// One page of `GET /v1/sessions`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionPage {
+    pub sessions: Vec<Session>,
+    /// Pass as `cursor` for the next page; null on the last.
+    pub next_cursor: Option<String>,
+    /// Sessions that no longer load, skipped.
+    #[schema(nullable = false)]
+    pub unreadable: Option<Vec<String>>,
+}
+
+/// `GET /v1/sessions/{id}/transcript`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Transcript {
+    pub session_id: String,
+    #[schema(value_type = Vec<Object>)]
+    pub messages: Value,
+}
+
+/// `GET /healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    pub ok: bool,
+}
+
+/// `GET /readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Ready {
+    pub ready: bool,
+    pub workflows: Vec<String>,
+}
+
+/// One workflow whose program an artifact changed.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadedWorkflowBody {
+    pub workflow: String,
+    pub spec_hash: String,
+    pub previous: Option<String>,
+}
+
+/// `POST /v1/admin/artifacts`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Loaded {
+    /// The workflows whose program changed.
+    pub loaded: Vec<LoadedWorkflowBody>,
+    /// Every workflow served.
+    pub workflows: Vec<String>,
+}
+
+/// The artifact bytes `POST /v1/admin/artifacts` takes: an artifact built by
+/// `archmax build` (signed when the server trusts keys).
+#[derive(Debug, ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct ArtifactBytes(pub Vec<u8>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use archmax_vm::session::id::check_session_id;
+
+    #[test]
+    fn the_documented_session_id_pattern_accepts_exactly_the_ids_the_server_takes() {
+        let pattern = regex::Regex::new(SESSION_ID_PATTERN).expect("the pattern compiles");
+        for id in ["abc", "session-0f", ".a", "..a", "...", "a..", "tenant-1.conv:42@x", "s~review:triage:2", "_"] {
+            assert!(pattern.is_match(id), "{id} is documented");
+            assert_eq!(check_session_id(id, &[]), Ok(()), "{id} is taken");
+        }
+        for id in ["", ".", "..", "a/b", "a b", "é", "a\n"] {
+            assert!(!pattern.is_match(id), "{id:?} is not documented");
+            assert!(check_session_id(id, &[]).is_err(), "{id:?} is refused");
+        }
+    }
+
+    #[test]
+    fn a_start_may_not_name_a_sub_workflow_id_and_a_title_is_one_line() {
+        let new = regex::Regex::new(NEW_SESSION_ID_PATTERN).expect("the pattern compiles");
+        assert!(new.is_match("s-1") && !new.is_match("s~1") && !new.is_match(".."));
+        let title = regex::Regex::new(TITLE_PATTERN).expect("the pattern compiles");
+        for good in ["Refund", " two words ", "x\n"] {
+            assert!(title.is_match(good), "{good:?}");
+        }
+        for bad in ["", "  ", "one\ntwo", "\u{3000}"] {
+            assert!(!title.is_match(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_not_blank_pattern_refuses_exactly_what_trims_to_nothing() {
+        let pattern = regex::Regex::new(NOT_BLANK_PATTERN).expect("the pattern compiles");
+        for text in [
+            "",
+            " ",
+            "\t\n\r\u{b}\u{c}",
+            "\u{85}\u{a0}\u{1680}\u{2000}\u{200a}\u{2028}\u{2029}\u{202f}\u{205f}\u{3000}",
+        ] {
+            assert!(text.trim().is_empty());
+            assert!(!pattern.is_match(text), "{text:?}");
+        }
+        for text in ["a", " a ", "\u{1c}", "\u{200b}", "\u{feff}"] {
+            assert!(!text.trim().is_empty());
+            assert!(pattern.is_match(text), "{text:?}");
+        }
+    }
+}

@@ -153,7 +153,7 @@ fn run(root: &Path, sessions: &Path, server_cwd: Option<&Path>, batch: Vec<ToolC
     events.record();
     let runtime = Runtime::new(RuntimeParts {
         program: Arc::new(compile()),
-        store: Arc::new(FsStore::new(sessions)),
+        store: Arc::new(FsStore::new(sessions, archmax_vm::session::fs::SealKeys::generate().expect("a seal key"))),
         model: Arc::new(Script(batch)),
         events: events.clone(),
         clock: Arc::new(FixedClock(1_767_605_400_000)),

@@ -74,7 +74,7 @@ async fn orders_server() -> Running {
         .expect("the secret is set");
     let server = Server::new(ServerParts {
         programs: vec![compiled(&root)],
-        store: Arc::new(FsStore::new(root.join("sessions"))),
+        store: Arc::new(FsStore::for_workspace(&root).expect("the workspace's seal key")),
         model: Arc::new(Tape::parse("carried", ORDERS_TAPE).expect("tape")),
         clock: Arc::new(FixedClock(NOW_MS)),
         pricing: PricingTable::default(),

@@ -50,8 +50,11 @@ async fn a_replay_is_refused_by_every_runner_on_the_store(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_webhook_replayed_to_another_runner_on_one_sessions_folder_or_after_a_restart_is_refused() {
-    let folder = workspace_of(&[]).join("shared-sessions");
-    let store = || Arc::new(FsStore::new(&folder)) as Arc<dyn SessionStore>;
+    let workspace = workspace_of(&[]);
+    let folder = workspace.join("shared-sessions");
+    // Runners sharing one sessions folder share its seal key too.
+    let keys = archmax_vm::session::fs::seal_key::SealKeys::for_workspace(&workspace).expect("the seal key");
+    let store = || Arc::new(FsStore::new(&folder, keys.clone())) as Arc<dyn SessionStore>;
     a_replay_is_refused_by_every_runner_on_the_store(store(), store(), store()).await;
     let _ = std::fs::remove_dir_all(folder);
 }

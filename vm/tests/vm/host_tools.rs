@@ -438,7 +438,7 @@ fn a_host_tools_path_through_a_link_planted_in_the_session_folder_is_refused_as_
     std::fs::create_dir_all(&scratchpad).expect("scratchpad");
     std::os::unix::fs::symlink(&outside, scratchpad.join("out")).expect("link");
     let ran = run_in(
-        Arc::new(FsStore::new(&sessions)),
+        Arc::new(FsStore::new(&sessions, archmax_vm::session::fs::SealKeys::generate().expect("a seal key"))),
         vec![
             call("c1", "crm__export", json!({ "destination": "scratchpad/out/leak.csv" })),
             call("c2", "crm__export", json!({ "destination": "scratchpad/own.csv" })),

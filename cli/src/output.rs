@@ -123,6 +123,14 @@ pub fn terminal_safe(text: &str) -> Cow<'_, str> {
     Cow::Owned(text.chars().map(|c| if acts(c) { CONTROL_REPLACEMENT } else { c }).collect())
 }
 
+/// A failure established after parsing: one line, exit 1.
+pub fn failure(message: impl std::fmt::Display) -> ExitCode {
+    // A reply that was streaming when the command failed keeps its own line.
+    crate::reply::end_line();
+    eprintln!("error: {message}");
+    ExitCode::from(1)
+}
+
 #[cfg(test)]
 mod control_characters {
     use super::{CONTROL_REPLACEMENT, terminal_safe};
@@ -136,12 +144,4 @@ mod control_characters {
         assert!(shown.starts_with('a') && shown.contains("]0;pwned") && shown.ends_with('x'));
         assert_eq!(terminal_safe("line one\n\tline two"), "line one\n\tline two");
     }
-}
-
-/// A failure established after parsing: one line, exit 1.
-pub fn failure(message: impl std::fmt::Display) -> ExitCode {
-    // A reply that was streaming when the command failed keeps its own line.
-    crate::reply::end_line();
-    eprintln!("error: {message}");
-    ExitCode::from(1)
 }

@@ -120,10 +120,14 @@ impl PartialSchema for TriggerInput {
         };
         object.schema_type = SchemaType::Type(Type::Object);
         object.description = Some(
-            "The trigger's input: a JSON object whose members become the session's locked variables (so each \
-             name is a variable name), held against the trigger's requires."
+            "The trigger's input: a JSON object whose members become the session's locked variables. Beyond \
+             `title`, it may carry only the members its trigger declares (the names in its `requires`, and the \
+             first name of its `session:` and `message:` paths); those are the workflow's own, so this document \
+             cannot list them, and any other member is refused with 400 naming it."
                 .to_string(),
         );
+        // What this document can promise for every trigger: `title`, and nothing else.
+        object.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
         Schema::Object(object).into()
     }
 }

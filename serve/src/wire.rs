@@ -380,6 +380,32 @@ mod tests {
     use archmax_vm::session::id::check_session_id;
 
     #[test]
+    fn the_documented_statuses_are_the_sessions_statuses_spelled_alike() {
+        use archmax_vm::session::Status;
+        // An exhaustive match: a status the VM gains fails to compile here until the
+        // document's enum names it too.
+        let documented = |status: Status| match status {
+            Status::Running => SessionStatus::Running,
+            Status::Completed => SessionStatus::Completed,
+            Status::Failed => SessionStatus::Failed,
+            Status::Rejected => SessionStatus::Rejected,
+            Status::AwaitingDecision => SessionStatus::AwaitingDecision,
+            Status::AwaitingInput => SessionStatus::AwaitingInput,
+        };
+        for status in [
+            Status::Running,
+            Status::Completed,
+            Status::Failed,
+            Status::Rejected,
+            Status::AwaitingDecision,
+            Status::AwaitingInput,
+        ] {
+            let spelled = serde_json::to_value(status).expect("a status serializes");
+            assert_eq!(serde_json::to_value(documented(status)).expect("serializes"), spelled);
+        }
+    }
+
+    #[test]
     fn the_documented_session_id_pattern_accepts_exactly_the_ids_the_server_takes() {
         let pattern = regex::Regex::new(SESSION_ID_PATTERN).expect("the pattern compiles");
         for id in ["abc", "session-0f", ".a", "..a", "...", "a..", "tenant-1.conv:42@x", "s~review:triage:2", "_"] {

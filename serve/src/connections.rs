@@ -1,22 +1,32 @@
 //! The accept loop and what bounds a connection: how many are served at once, how many
-//! one peer may hold, and how long one may sit without sending a request.
+//! one peer may hold, how long one may sit without sending a request, how long it may
+//! leave an answer unread, and how long it is kept alive at all.
 //!
 //! ```text
 //! accept ─▶ total cap (a slot, else wait in the listen backlog)
 //!        ─▶ per-peer cap (over it: closed at once)
 //!        ─▶ HTTP/1 ─ first request head within `first_request_timeout`, else closed
 //!                   ─ each later head within `idle_timeout` of the last answer, else closed
+//!                   ─ an answer the peer takes no byte of for `write_timeout`: closed
+//!                   ─ the answer to the `max_requests_per_connection`th request, or to the
+//!                     first request after `max_connection_age`, says `Connection: close`
 //! ```
 //!
-//! The one thing to know: a socket that never sends a byte costs a slot only until its
-//! first-request deadline, and one address can never hold more than
-//! `max_connections_per_peer` of the `max_connections` slots, so idle or half-open
-//! sockets from a few addresses cannot lock every other client out. Request bodies are
-//! bounded per request by the router's layers ([`crate::request_limits`]), not here.
+//! The one thing to know: every way of holding a slot ends. A socket that never sends a
+//! byte costs a slot until its first-request deadline; one that stops reading its answers
+//! until the write-progress deadline; one that keeps asking, until its request or age cap
+//! closes it after an answer (at most `max_connection_age` plus one idle timeout plus that
+//! answer). The age and request caps only refuse keep-alive reuse: an answer in flight,
+//! such as an event stream that is being read, is never cut by them. One address can never
+//! hold more than `max_connections_per_peer` of the `max_connections` slots. Request
+//! bodies are bounded per request by the router's layers ([`crate::request_limits`]).
+
+mod write_progress;
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -28,12 +38,26 @@ use tokio::sync::Notify;
 use crate::server::Server;
 use crate::{recovery, routes};
 
+pub use write_progress::WriteStalled;
+
 /// How long a new connection may take to send its first complete request head.
 pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a kept-alive connection may wait for its next complete request head after
 /// an answer (also the bound on reading any one head).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long an answer may go without the peer taking a byte of it before the connection
+/// is closed (a peer that stops reading, or advertises a zero window, frees its slot).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a connection is kept alive: the first answer after this says
+/// `Connection: close`.
+pub const MAX_CONNECTION_AGE: Duration = Duration::from_secs(10 * 60);
+
+/// How many requests one connection is served: the answer to the last says
+/// `Connection: close`.
+pub const MAX_REQUESTS_PER_CONNECTION: usize = 1_000;
 
 /// The most connections served at once; past it, new ones wait in the listen backlog
 /// until one closes (many slow or idle clients cannot exhaust memory or descriptors).
@@ -51,6 +75,12 @@ pub struct ConnectionLimits {
     pub first_request_timeout: Duration,
     /// From an answer to the next request's complete head on a kept-alive connection.
     pub idle_timeout: Duration,
+    /// How long a blocked write waits for the peer to take a byte.
+    pub write_timeout: Duration,
+    /// From accept to the last request whose answer keeps the connection alive.
+    pub max_connection_age: Duration,
+    /// The most requests served on one connection (`0` counts as `1`).
+    pub max_requests_per_connection: usize,
     /// The most connections served at once.
     pub max_connections: usize,
     /// The most connections one peer holds at once (`0`: no per-peer cap, for a runner
@@ -64,6 +94,9 @@ impl Default for ConnectionLimits {
             grace: Duration::from_secs(30),
             first_request_timeout: FIRST_REQUEST_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
+            write_timeout: WRITE_TIMEOUT,
+            max_connection_age: MAX_CONNECTION_AGE,
+            max_requests_per_connection: MAX_REQUESTS_PER_CONNECTION,
             max_connections: MAX_CONNECTIONS,
             max_connections_per_peer: MAX_CONNECTIONS_PER_PEER,
         }
@@ -114,20 +147,21 @@ pub async fn serve_with(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let first_request = Arc::new(Notify::new());
-        let service = hyper_util::service::TowerToHyperService::new(FirstRequestSignal {
+        let usage = Arc::new(ConnectionUse::new(&limits));
+        let service = hyper_util::service::TowerToHyperService::new(CountedRequests {
             // The peer's address, for what is counted per client (sign-in throttling).
             inner: app.clone().layer(axum::Extension(axum::extract::ConnectInfo(peer))),
-            seen: Arc::clone(&first_request),
+            usage: Arc::clone(&usage),
         });
-        let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+        let io = TokioIo::new(write_progress::WriteProgressDeadline::new(stream, limits.write_timeout));
+        let connection = builder.serve_connection(io, service).into_owned();
         let watched = connections.watch(connection);
         let first_request_timeout = limits.first_request_timeout;
         tokio::spawn(async move {
             let mut watched = std::pin::pin!(watched);
             tokio::select! {
                 _ = &mut watched => {}
-                () = first_request.notified() => {
+                () = usage.first_request.notified() => {
                     let _ = watched.await;
                 }
                 // No complete request head in time: dropping the connection closes it.
@@ -220,30 +254,73 @@ fn peer_of(address: IpAddr) -> IpAddr {
     }
 }
 
-/// The router, telling its connection's task that a complete request head arrived (the
-/// service is called only once hyper has parsed one).
-#[derive(Clone)]
-struct FirstRequestSignal<S> {
-    inner: S,
-    seen: Arc<Notify>,
+/// What one connection has used of its keep-alive: when it opened and how many
+/// requests it has been served, against its caps; and the signal that its first complete
+/// request head arrived (which ends its first-request deadline).
+struct ConnectionUse {
+    first_request: Notify,
+    opened: tokio::time::Instant,
+    requests: AtomicUsize,
+    max_age: Duration,
+    max_requests: usize,
 }
 
-impl<S, Request> tower_service::Service<Request> for FirstRequestSignal<S>
+impl ConnectionUse {
+    fn new(limits: &ConnectionLimits) -> ConnectionUse {
+        ConnectionUse {
+            first_request: Notify::new(),
+            opened: tokio::time::Instant::now(),
+            requests: AtomicUsize::new(0),
+            max_age: limits.max_connection_age,
+            max_requests: limits.max_requests_per_connection.max(1),
+        }
+    }
+
+    /// Whether the answer to the connection's `request_number`th request is its last.
+    fn is_last(&self, request_number: usize) -> bool {
+        request_number >= self.max_requests || self.opened.elapsed() >= self.max_age
+    }
+}
+
+/// The router for one connection: it signals the first request and counts every one, and
+/// the answer to the connection's last request carries `Connection: close`, so hyper
+/// closes the connection once that answer is written (the service is called only once
+/// hyper has parsed a complete head).
+#[derive(Clone)]
+struct CountedRequests<S> {
+    inner: S,
+    usage: Arc<ConnectionUse>,
+}
+
+type Answer<Body> = axum::http::Response<Body>;
+
+impl<S, Request, Body> tower_service::Service<Request> for CountedRequests<S>
 where
-    S: tower_service::Service<Request>,
+    S: tower_service::Service<Request, Response = Answer<Body>>,
 {
-    type Response = S::Response;
+    type Response = Answer<Body>;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = futures_util::future::MapOk<S::Future, fn(Answer<Body>) -> Answer<Body>>;
 
     fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(context)
     }
 
-    fn call(&mut self, request: Request) -> S::Future {
-        self.seen.notify_one();
-        self.inner.call(request)
+    fn call(&mut self, request: Request) -> Self::Future {
+        self.usage.first_request.notify_one();
+        let request_number = self.usage.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        let mark: fn(Answer<Body>) -> Answer<Body> =
+            if self.usage.is_last(request_number) { closing } else { std::convert::identity };
+        futures_util::TryFutureExt::map_ok(self.inner.call(request), mark)
     }
+}
+
+/// `answer`, saying the connection closes after it.
+fn closing<Body>(mut answer: Answer<Body>) -> Answer<Body> {
+    answer
+        .headers_mut()
+        .insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    answer
 }
 
 #[cfg(test)]

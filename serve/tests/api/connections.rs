@@ -1,12 +1,13 @@
 //! Connection discipline under attack: sockets that never send a byte, thousands of them
-//! from a few addresses, and form bodies that never finish. Each test holds the attack
-//! open while a real client is served, and only hang guards are timed.
+//! from a few addresses, form bodies that never finish, clients that keep a connection by
+//! asking again just in time, and clients that never read their answers. Each test holds
+//! the attack open while a real client is served, and only hang guards are timed.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpSocket, TcpStream};
 
 use super::*;
@@ -182,6 +183,199 @@ async fn a_kept_alive_connection_is_closed_after_its_idle_timeout() {
     let said = closed_with(&mut stream).await;
     assert_eq!(said, "HTTP/1.1 200 OK");
     assert!(running.stop().await);
+}
+
+/// One answer read off a kept-alive connection: its status line and whether it said
+/// the connection closes after it. `None` when the server closed the connection instead.
+struct KeptAliveAnswer {
+    status: String,
+    closes: bool,
+}
+
+/// Reads one whole answer (head and a `Content-Length` body) from `stream`.
+async fn next_answer(stream: &mut BufReader<TcpStream>) -> Option<KeptAliveAnswer> {
+    let read = async {
+        let mut status = String::new();
+        if stream.read_line(&mut status).await.ok()? == 0 {
+            return None;
+        }
+        let (mut length, mut closes) = (0usize, false);
+        loop {
+            let mut line = String::new();
+            stream.read_line(&mut line).await.ok()?;
+            let line = line.trim_end().to_ascii_lowercase();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(value) = line.strip_prefix("content-length:") {
+                length = value.trim().parse().ok()?;
+            }
+            closes |= line == "connection: close";
+        }
+        let mut body = vec![0u8; length];
+        stream.read_exact(&mut body).await.ok()?;
+        Some(KeptAliveAnswer { status: status.trim_end().to_string(), closes })
+    };
+    tokio::time::timeout(HANG_GUARD, read).await.expect("an answer or the end of the connection")
+}
+
+/// A client that keeps its connection by asking `/healthz` again well inside the idle
+/// timeout: the answers it got, up to the one that closed the connection.
+async fn ask_again_and_again(running: &Running, pause: Duration) -> Vec<KeptAliveAnswer> {
+    let stream = TcpStream::connect(running.address()).await.expect("connects");
+    let mut stream = BufReader::new(stream);
+    let mut answers = Vec::new();
+    let asked = async {
+        loop {
+            if stream.get_mut().write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.is_err() {
+                return;
+            }
+            let Some(answer) = next_answer(&mut stream).await else { return };
+            let closes = answer.closes;
+            answers.push(answer);
+            if closes {
+                let mut rest = Vec::new();
+                let ended = stream.read_to_end(&mut rest).await;
+                assert!(ended.is_ok_and(|_| rest.is_empty()), "nothing follows the closing answer");
+                return;
+            }
+            tokio::time::sleep(pause).await;
+        }
+    };
+    let closed = tokio::time::timeout(HANG_GUARD, asked).await;
+    assert!(closed.is_ok(), "the server kept the connection for ever: {} answers", answers.len());
+    answers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_asking_again_within_every_idle_timeout_is_closed_at_its_request_cap() {
+    let limits = archmax_serve::ConnectionLimits {
+        idle_timeout: Duration::from_secs(5),
+        max_requests_per_connection: 3,
+        ..Default::default()
+    };
+    let running = listen_with(Arc::new(server_of_desk()), limits).await;
+    let answers = ask_again_and_again(&running, Duration::from_millis(100)).await;
+    let statuses: Vec<&str> = answers.iter().map(|answer| answer.status.as_str()).collect();
+    assert_eq!(statuses, ["HTTP/1.1 200 OK"; 3], "three requests are served, then the connection closes");
+    assert_eq!(answers.iter().filter(|answer| answer.closes).count(), 1, "only the last says it closes");
+    assert!(running.stop().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_asking_again_within_every_idle_timeout_is_closed_once_the_connection_is_too_old() {
+    let limits = archmax_serve::ConnectionLimits {
+        idle_timeout: Duration::from_secs(5),
+        max_connection_age: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let running = listen_with(Arc::new(server_of_desk()), limits).await;
+    let answers = ask_again_and_again(&running, Duration::from_millis(100)).await;
+    assert!(answers.iter().all(|answer| answer.status == "HTTP/1.1 200 OK"), "every request was served");
+    assert!(answers.len() > 1, "a young connection is kept alive");
+    assert!(answers.last().is_some_and(|answer| answer.closes), "the connection ends with an answer");
+    assert!(running.stop().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_pipelines_requests_and_never_reads_is_closed_and_its_slot_freed() {
+    let limits = archmax_serve::ConnectionLimits {
+        max_connections_per_peer: 1,
+        write_timeout: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let running = listen_with(Arc::new(server_of_desk()), limits).await;
+    let address = running.address().to_string();
+    // A small receive window, and never a read: the server's answers soon fill it.
+    let socket = TcpSocket::new_v4().expect("a socket");
+    socket.set_recv_buffer_size(4096).expect("a small window");
+    socket.bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 40)), 0)).expect("binds");
+    let mut reader_that_never_reads = socket.connect(address.parse().expect("an address")).await.expect("connects");
+    let pipelined = "GET /v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n".repeat(PIPELINED_REQUESTS);
+    reader_that_never_reads.write_all(pipelined.as_bytes()).await.expect("the requests fit the server's window");
+    // The only slot of 127.0.0.40 comes back once the server gives up on that write: a
+    // new connection from it is then served (until then, each is closed on accept).
+    let served_again = async {
+        loop {
+            if healthz_attempt_from(40, &address).await == "HTTP/1.1 200 OK" {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let freed = tokio::time::timeout(HANG_GUARD, served_again).await;
+    assert!(freed.is_ok(), "the connection that never reads kept the address's only slot");
+    drop(reader_that_never_reads);
+    assert!(running.stop().await);
+}
+
+/// Requests the never-reading client pipelines: their answers (the whole document each)
+/// are far more than the socket buffers between the two ends can hold.
+const PIPELINED_REQUESTS: usize = 200;
+
+/// One `GET /healthz` from `127.0.0.{host}`: the status line, or empty when the
+/// connection was closed without an answer (as the per-peer cap does).
+async fn healthz_attempt_from(host: u8, server: &str) -> String {
+    let Ok(mut stream) = connect_from(host, server).await else { return String::new() };
+    if stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.is_err() {
+        return String::new();
+    }
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(HANG_GUARD, stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).lines().next().unwrap_or_default().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_that_is_read_keeps_flowing_past_every_connection_timeout() {
+    let short = Duration::from_millis(300);
+    let limits = archmax_serve::ConnectionLimits {
+        idle_timeout: short,
+        write_timeout: short,
+        max_connection_age: short,
+        max_requests_per_connection: 1,
+        ..Default::default()
+    };
+    let server = api_server(Arc::new(MemoryStore::new()), Auth::Open, TurnLimits::default(), 64 * 1024);
+    let running = listen_with(Arc::new(server), limits).await;
+    running.start_desk(None, "s-long-stream").await;
+    let url = format!("{}/v1/sessions/s-long-stream/events", running.base);
+    let stream = running.client.get(&url).send().await.expect("the stream opens");
+    let mut frames = EventFrames::new(stream);
+    frames.until("\"event\":\"parked\"").await;
+    // Quiet for longer than every connection timeout, then a decision posts events.
+    tokio::time::sleep(4 * short).await;
+    let (status, decided) =
+        running.post("/v1/sessions/s-long-stream/decide?wait=60", None, json!({ "to": "done" })).await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    frames.until("\"event\":\"decided\"").await;
+    assert!(running.stop().await, "open streams end at shutdown");
+}
+
+/// The frames of one event stream, read as they come.
+struct EventFrames {
+    response: reqwest::Response,
+    text: String,
+}
+
+impl EventFrames {
+    fn new(response: reqwest::Response) -> EventFrames {
+        EventFrames { response, text: String::new() }
+    }
+
+    /// Reads frames until one holds `wanted`.
+    async fn until(&mut self, wanted: &str) {
+        loop {
+            while let Some(end) = self.text.find("\n\n") {
+                let frame: String = self.text.drain(..end + 2).collect();
+                if frame.contains(wanted) {
+                    return;
+                }
+            }
+            let chunk = tokio::time::timeout(HANG_GUARD, self.response.chunk()).await.expect("events arrive");
+            let chunk = chunk.expect("the stream is not cut").unwrap_or_else(|| panic!("the stream ended before {wanted}"));
+            self.text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
 }
 
 /// The desk on the tape, bearer tokens configured (so the inbox serves its forms).

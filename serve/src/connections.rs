@@ -317,9 +317,7 @@ where
 
 /// `answer`, saying the connection closes after it.
 fn closing<Body>(mut answer: Answer<Body>) -> Answer<Body> {
-    answer
-        .headers_mut()
-        .insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    answer.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
     answer
 }
 

@@ -43,7 +43,9 @@ impl<Io> WriteProgressDeadline<Io> {
                 let patience = self.patience;
                 let stall = self.stalled_until.get_or_insert_with(|| Box::pin(tokio::time::sleep(patience)));
                 match stall.as_mut().poll(context) {
-                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, WriteStalled(patience)))),
+                    Poll::Ready(()) => {
+                        Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, WriteStalled(patience))))
+                    }
                     Poll::Pending => Poll::Pending,
                 }
             }

@@ -372,7 +372,8 @@ impl EventFrames {
                 }
             }
             let chunk = tokio::time::timeout(HANG_GUARD, self.response.chunk()).await.expect("events arrive");
-            let chunk = chunk.expect("the stream is not cut").unwrap_or_else(|| panic!("the stream ended before {wanted}"));
+            let chunk =
+                chunk.expect("the stream is not cut").unwrap_or_else(|| panic!("the stream ended before {wanted}"));
             self.text.push_str(&String::from_utf8_lossy(&chunk));
         }
     }

@@ -38,22 +38,47 @@ pub const NOT_BLANK_PATTERN: &str =
 /// The name of a variable a caller may seed.
 pub const VARIABLE_NAME_PATTERN: &str = "^[a-z][a-z0-9_]*$";
 
-/// `variables`: values keyed by variable name, each seeded locked.
-fn variables_schema() -> Schema {
+/// `variables`: values keyed by variable name, each seeded locked; `title` (a non-empty
+/// line of text) listed, and other well-formed names allowed when `other_names` is set.
+fn variables_schema(description: &str, other_names: bool) -> Schema {
     ObjectBuilder::new()
         .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
-        .description(Some(
-            "Variable values, seeded locked. Names are lowercase letters, digits and `_`, starting with a letter; \
-             a seeded `title` is a non-empty line of text. Which names a workflow takes, and their types, are the \
-             workflow's own (a trigger's `requires`): a name it does not take is refused with 400.",
-        ))
+        .description(Some(description))
         .property_names(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some(VARIABLE_NAME_PATTERN))))
         .property(
             "title",
             ObjectBuilder::new().schema_type(Type::String).pattern(Some(TITLE_PATTERN)).max_length(Some(200)),
         )
-        .additional_properties(Some(AdditionalProperties::FreeForm(true)))
+        .additional_properties(Some(AdditionalProperties::FreeForm(other_names)))
         .into()
+}
+
+/// A start's `variables`. A start by `manual` (the default) seeds any well-formed name, as
+/// its caller is the session's host; a start by a host trigger takes only what that
+/// trigger declares, which one document for every workflow cannot list. The schema
+/// follows the default: every name allowed, the refusal said in words.
+fn start_variables_schema() -> Schema {
+    variables_schema(
+        "Variable values, seeded locked. Names are lowercase letters, digits and `_`, starting with a letter; \
+         a seeded `title` is a non-empty line of text. A start by `manual` (the default trigger) seeds any such \
+         name. A start by another trigger takes only `title` and the names that trigger declares (its \
+         `requires`, and the first name of its `session:` and `message:` paths: the workflow's own, so this \
+         document cannot list them); any other name is then refused with 400 naming it.",
+        true,
+    )
+}
+
+/// A delivery's `variables`: beyond `title`, only what the delivered trigger declares,
+/// which this document cannot list; so it promises `title` alone, as the server takes it
+/// on every delivery and refuses a name the trigger does not declare.
+fn delivery_variables_schema() -> Schema {
+    variables_schema(
+        "Variable values, seeded locked. Every delivery takes `title`, a non-empty line of text. It also takes \
+         the names its trigger declares (its `requires`, and the first name of its `session:` and `message:` \
+         paths: the workflow's own, so this document cannot list them); any other name is refused with 400 \
+         naming it. Names are lowercase letters, digits and `_`, starting with a letter.",
+        false,
+    )
 }
 
 /// `POST /v1/workflows/{slug}/sessions`.
@@ -65,7 +90,7 @@ pub struct StartRequest {
     pub message: String,
     /// The trigger that starts the session (default `manual`).
     pub trigger: Option<String>,
-    #[schema(schema_with = variables_schema)]
+    #[schema(schema_with = start_variables_schema)]
     pub variables: Option<BTreeMap<String, Value>>,
     /// A session id of the caller's choosing (no `~`: those name sub-workflow sessions);
     /// refused with 409 when it exists.
@@ -101,7 +126,7 @@ pub struct DeliverRequest {
     /// The trigger delivered: one the workflow declares (unless `undeclared`); not blank.
     #[schema(pattern = "[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]")]
     pub trigger: String,
-    #[schema(schema_with = variables_schema)]
+    #[schema(schema_with = delivery_variables_schema)]
     pub variables: Option<BTreeMap<String, Value>>,
     /// A message delivered with the trigger.
     pub message: Option<String>,
@@ -115,8 +140,8 @@ pub struct TriggerInput;
 
 impl PartialSchema for TriggerInput {
     fn schema() -> RefOr<Schema> {
-        let Schema::Object(mut object) = variables_schema() else {
-            return variables_schema().into();
+        let Schema::Object(mut object) = delivery_variables_schema() else {
+            return delivery_variables_schema().into();
         };
         object.schema_type = SchemaType::Type(Type::Object);
         object.description = Some(
@@ -126,8 +151,6 @@ impl PartialSchema for TriggerInput {
              cannot list them, and any other member is refused with 400 naming it."
                 .to_string(),
         );
-        // What this document can promise for every trigger: `title`, and nothing else.
-        object.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
         Schema::Object(object).into()
     }
 }

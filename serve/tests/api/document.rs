@@ -404,3 +404,64 @@ async fn the_event_stream_is_documented_with_the_events_schema_and_its_frames_ma
     assert_eq!(seen, 3);
     server.stop().await;
 }
+
+/// A body's `variables` schema on `template`: the names it lists, and whether it allows
+/// other well-formed names.
+fn variables_of(document: &Value, template: &str) -> (Vec<String>, bool) {
+    let variables = &body_schema(document, "post", template)["properties"]["variables"];
+    let listed = variables["properties"].as_object().map(|names| names.keys().cloned().collect()).unwrap_or_default();
+    let others = variables["additionalProperties"].as_bool().unwrap_or_else(|| panic!("{template}: {variables}"));
+    (listed, others)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_variables_a_start_or_a_delivery_may_carry_are_the_ones_the_document_allows() {
+    let server = token_server().await;
+    let document = server.document().await;
+    let (start_listed, start_takes_others) = variables_of(&document, "/v1/workflows/{slug}/sessions");
+    let (delivery_listed, delivery_takes_others) = variables_of(&document, "/v1/sessions/{id}/deliver");
+    assert_eq!(
+        (start_listed.as_slice(), delivery_listed.as_slice()),
+        (["title".to_string()].as_slice(), ["title".to_string()].as_slice())
+    );
+    // A start by `manual` seeds any well-formed name, as the document allows.
+    assert!(start_takes_others, "a manual start takes any name");
+    let (status, started) = server
+        .post(
+            "/v1/workflows/desk/sessions?wait=60",
+            Some(ADMIN),
+            json!({ "message": "Pay invoice 7.", "sessionId": "s-seeded", "variables": { "title": "A payout", "order_id": "7" } }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    assert_eq!(started["variables"]["order_id"]["value"], "7", "{started}");
+    // A delivery takes only what its trigger declares: the document allows no name it does
+    // not list, and the server refuses one, naming it.
+    assert!(!delivery_takes_others, "a delivery's variables allow no name the document does not list");
+    let (status, waiting) = server
+        .post(
+            "/v1/workflows/waiter/sessions?wait=60",
+            Some(ADMIN),
+            json!({ "message": "Wait.", "sessionId": "w-seeded" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{waiting}");
+    let (status, refused) = server
+        .post(
+            "/v1/sessions/w-seeded/deliver?wait=60",
+            Some(ADMIN),
+            json!({ "trigger": "manual", "variables": { "order_id": "7" } }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused.to_string().contains("order_id"), "the refusal names the variable: {refused}");
+    let (status, delivered) = server
+        .post(
+            "/v1/sessions/w-seeded/deliver?wait=60",
+            Some(ADMIN),
+            json!({ "trigger": "manual", "variables": { "title": "Paid" } }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "every name the document lists is taken: {delivered}");
+    server.stop().await;
+}

@@ -2,6 +2,8 @@
 //! body, calls one [`Server`] function and turns its answer or typed error into a
 //! response.
 
+mod answers;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -326,19 +328,9 @@ where
     params(crate::wire::WorkflowPath, crate::wire::WaitQuery),
     request_body(content = crate::wire::StartRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The turn ended within the wait: the session as it stands, with `turn`.", body = crate::wire::Session),
-        (status = 202, description = "The turn was accepted and runs on.", body = crate::wire::Accepted),
-        (status = 400, description = "Invalid input: a bad `wait`, a body that is not a JSON object, or fields that do not hold (each in `details.fields`).", body = crate::wire::ErrorBody),
-        (status = 408, description = "The body did not arrive within the server's body timeout.", body = crate::wire::ErrorBody),
-        (status = 413, description = "The body is larger than the server's limit.", body = crate::wire::ErrorBody),
-        (status = 415, description = "A non-empty body not sent as `application/json`.", body = crate::wire::ErrorBody),
-        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
-        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+        answers::TurnRequestAnswers,
+        answers::TokenTurnAnswers,
         (status = 404, description = "No such workflow.", body = crate::wire::ErrorBody),
-        (status = 409, description = "The session is busy with a turn (Retry-After), exists already, or is not in a state that takes this request.", body = crate::wire::ErrorBody),
-        (status = 429, description = "Saturated: too many turns are queued (Retry-After).", body = crate::wire::ErrorBody),
-        (status = 500, description = "The session store failed, or the turn's task ended without an answer.", body = crate::wire::ErrorBody),
-        (status = 503, description = "Shutting down: no new turns (Retry-After).", body = crate::wire::ErrorBody),
     ),
     security(("bearer" = ["start"])),
 )]
@@ -361,19 +353,9 @@ pub(crate) async fn start(
     params(crate::wire::SessionPath, crate::wire::WaitQuery),
     request_body(content = crate::wire::MessageRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The turn ended within the wait: the session as it stands, with `turn`.", body = crate::wire::Session),
-        (status = 202, description = "The turn was accepted and runs on.", body = crate::wire::Accepted),
-        (status = 400, description = "Invalid input: a bad `wait`, a body that is not a JSON object, or fields that do not hold (each in `details.fields`).", body = crate::wire::ErrorBody),
-        (status = 408, description = "The body did not arrive within the server's body timeout.", body = crate::wire::ErrorBody),
-        (status = 413, description = "The body is larger than the server's limit.", body = crate::wire::ErrorBody),
-        (status = 415, description = "A non-empty body not sent as `application/json`.", body = crate::wire::ErrorBody),
-        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
-        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
-        (status = 404, description = "No such session.", body = crate::wire::ErrorBody),
-        (status = 409, description = "The session is busy with a turn (Retry-After), exists already, or is not in a state that takes this request.", body = crate::wire::ErrorBody),
-        (status = 429, description = "Saturated: too many turns are queued (Retry-After).", body = crate::wire::ErrorBody),
-        (status = 500, description = "The session store failed, or the turn's task ended without an answer.", body = crate::wire::ErrorBody),
-        (status = 503, description = "Shutting down: no new turns (Retry-After).", body = crate::wire::ErrorBody),
+        answers::TurnRequestAnswers,
+        answers::TokenTurnAnswers,
+        answers::NoSuchSession,
     ),
     security(("bearer" = ["start"])),
 )]
@@ -396,19 +378,9 @@ pub(crate) async fn message(
     params(crate::wire::SessionPath, crate::wire::WaitQuery),
     request_body(content = crate::wire::DecideRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The turn ended within the wait: the session as it stands, with `turn`.", body = crate::wire::Session),
-        (status = 202, description = "The turn was accepted and runs on.", body = crate::wire::Accepted),
-        (status = 400, description = "Invalid input: a bad `wait`, a body that is not a JSON object, or fields that do not hold (each in `details.fields`).", body = crate::wire::ErrorBody),
-        (status = 408, description = "The body did not arrive within the server's body timeout.", body = crate::wire::ErrorBody),
-        (status = 413, description = "The body is larger than the server's limit.", body = crate::wire::ErrorBody),
-        (status = 415, description = "A non-empty body not sent as `application/json`.", body = crate::wire::ErrorBody),
-        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
-        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
-        (status = 404, description = "No such session.", body = crate::wire::ErrorBody),
-        (status = 409, description = "The session is busy with a turn (Retry-After), exists already, or is not in a state that takes this request.", body = crate::wire::ErrorBody),
-        (status = 429, description = "Saturated: too many turns are queued (Retry-After).", body = crate::wire::ErrorBody),
-        (status = 500, description = "The session store failed, or the turn's task ended without an answer.", body = crate::wire::ErrorBody),
-        (status = 503, description = "Shutting down: no new turns (Retry-After).", body = crate::wire::ErrorBody),
+        answers::TurnRequestAnswers,
+        answers::TokenTurnAnswers,
+        answers::NoSuchSession,
     ),
     security(("bearer" = ["decide"])),
 )]
@@ -431,19 +403,9 @@ pub(crate) async fn decide(
     params(crate::wire::SessionPath, crate::wire::WaitQuery),
     request_body(content = crate::wire::DeliverRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The turn ended within the wait: the session as it stands, with `turn`.", body = crate::wire::Session),
-        (status = 202, description = "The turn was accepted and runs on.", body = crate::wire::Accepted),
-        (status = 400, description = "Invalid input: a bad `wait`, a body that is not a JSON object, or fields that do not hold (each in `details.fields`).", body = crate::wire::ErrorBody),
-        (status = 408, description = "The body did not arrive within the server's body timeout.", body = crate::wire::ErrorBody),
-        (status = 413, description = "The body is larger than the server's limit.", body = crate::wire::ErrorBody),
-        (status = 415, description = "A non-empty body not sent as `application/json`.", body = crate::wire::ErrorBody),
-        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
-        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
-        (status = 404, description = "No such session.", body = crate::wire::ErrorBody),
-        (status = 409, description = "The session is busy with a turn (Retry-After), exists already, or is not in a state that takes this request.", body = crate::wire::ErrorBody),
-        (status = 429, description = "Saturated: too many turns are queued (Retry-After).", body = crate::wire::ErrorBody),
-        (status = 500, description = "The session store failed, or the turn's task ended without an answer.", body = crate::wire::ErrorBody),
-        (status = 503, description = "Shutting down: no new turns (Retry-After).", body = crate::wire::ErrorBody),
+        answers::TurnRequestAnswers,
+        answers::TokenTurnAnswers,
+        answers::NoSuchSession,
     ),
     security(("bearer" = ["start"])),
 )]
@@ -476,18 +438,11 @@ pub(crate) async fn deliver(
     params(crate::wire::TriggerPath, crate::wire::FireQuery),
     request_body(content = crate::wire::TriggerInput, content_type = "application/json"),
     responses(
+        answers::TurnRequestAnswers,
         (status = 200, description = "The turn ended within the wait: the session's id and status only.", body = crate::wire::Fired),
-        (status = 202, description = "The turn was accepted and runs on.", body = crate::wire::Accepted),
-        (status = 400, description = "Invalid input: a bad `wait`, a body that is not a JSON object, or fields that do not hold (each in `details.fields`).", body = crate::wire::ErrorBody),
-        (status = 408, description = "The body did not arrive within the server's body timeout.", body = crate::wire::ErrorBody),
-        (status = 413, description = "The body is larger than the server's limit.", body = crate::wire::ErrorBody),
-        (status = 415, description = "A non-empty body not sent as `application/json`.", body = crate::wire::ErrorBody),
         (status = 401, description = "No valid bearer token, or a bad or stale webhook signature.", body = crate::wire::ErrorBody),
-        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
         (status = 404, description = "No served workflow declares the trigger.", body = crate::wire::ErrorBody),
-        (status = 409, description = "The session is busy with a turn (Retry-After), exists already, or is not in a state that takes this request.", body = crate::wire::ErrorBody),
         (status = 429, description = "Saturated (too many turns queued), or too many signed requests to remember (Retry-After).", body = crate::wire::ErrorBody),
-        (status = 500, description = "The session store failed, or the turn's task ended without an answer.", body = crate::wire::ErrorBody),
         (status = 503, description = "The trigger's connection is not configured, or the server is shutting down.", body = crate::wire::ErrorBody),
     ),
     security(("bearer" = ["start"])),
@@ -587,10 +542,7 @@ pub(crate) async fn list(State(server): Shared, RawQuery(query): RawQuery, heade
     responses(
         (status = 200, description = "The session.", body = crate::wire::Session),
         (status = 400, description = "The id is not a session id the server takes.", body = crate::wire::ErrorBody),
-        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
-        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
-        (status = 404, description = "No such session.", body = crate::wire::ErrorBody),
-        (status = 500, description = "The session store failed.", body = crate::wire::ErrorBody),
+        answers::SessionReadRefusals,
     ),
     security(("bearer" = ["read"])),
 )]
@@ -610,10 +562,7 @@ pub(crate) async fn show(State(server): Shared, Path(id): Path<String>, headers:
     responses(
         (status = 200, description = "The messages.", body = crate::wire::Transcript),
         (status = 400, description = "The id is not a session id the server takes.", body = crate::wire::ErrorBody),
-        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
-        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
-        (status = 404, description = "No such session.", body = crate::wire::ErrorBody),
-        (status = 500, description = "The session store failed.", body = crate::wire::ErrorBody),
+        answers::SessionReadRefusals,
     ),
     security(("bearer" = ["read"])),
 )]
@@ -633,10 +582,7 @@ pub(crate) async fn transcript(State(server): Shared, Path(id): Path<String>, he
     responses(
         (status = 200, description = "An endless `text/event-stream`: each frame has `event: archmax`, a numeric `id` and one event as JSON `data` (the Event schema). Comment frames keep the connection alive.", body = ref("#/components/schemas/EventFrame"), content_type = "text/event-stream"),
         (status = 400, description = "The id is not a session id the server takes, or Last-Event-ID is not a whole number.", body = crate::wire::ErrorBody),
-        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
-        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
-        (status = 404, description = "No such session.", body = crate::wire::ErrorBody),
-        (status = 500, description = "The session store failed.", body = crate::wire::ErrorBody),
+        answers::SessionReadRefusals,
     ),
     security(("bearer" = ["read"])),
 )]

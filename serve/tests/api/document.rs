@@ -446,22 +446,14 @@ async fn the_variables_a_start_or_a_delivery_may_carry_are_the_ones_the_document
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{waiting}");
-    let (status, refused) = server
-        .post(
-            "/v1/sessions/w-seeded/deliver?wait=60",
-            Some(ADMIN),
-            json!({ "trigger": "manual", "variables": { "order_id": "7" } }),
-        )
-        .await;
+    let deliver = |variables: Value| {
+        let body = json!({ "trigger": "manual", "variables": variables });
+        server.post("/v1/sessions/w-seeded/deliver?wait=60", Some(ADMIN), body)
+    };
+    let (status, refused) = deliver(json!({ "order_id": "7" })).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
     assert!(refused.to_string().contains("order_id"), "the refusal names the variable: {refused}");
-    let (status, delivered) = server
-        .post(
-            "/v1/sessions/w-seeded/deliver?wait=60",
-            Some(ADMIN),
-            json!({ "trigger": "manual", "variables": { "title": "Paid" } }),
-        )
-        .await;
+    let (status, delivered) = deliver(json!({ "title": "Paid" })).await;
     assert_eq!(status, StatusCode::OK, "every name the document lists is taken: {delivered}");
     server.stop().await;
 }

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! accept ─▶ total cap (a slot, else wait in the listen backlog)
-//!        ─▶ per-peer cap (over it: closed at once)
+//!        ─▶ per-peer cap, and per-/48 cap for IPv6 (over either: closed at once)
 //!        ─▶ HTTP/1 ─ first request head within `first_request_timeout`, else closed
 //!                   ─ each later head within `idle_timeout` of the last answer, else closed
 //!                   ─ an answer the peer takes no byte of for `write_timeout`: closed
@@ -17,8 +17,9 @@
 //! until the write-progress deadline; one that keeps asking, until its request or age cap
 //! closes it after an answer (at most `max_connection_age` plus one idle timeout plus that
 //! answer). The age and request caps only refuse keep-alive reuse: an answer in flight,
-//! such as an event stream that is being read, is never cut by them. One address can never
-//! hold more than `max_connections_per_peer` of the `max_connections` slots. Request
+//! such as an event stream that is being read, is never cut by them. One address (an IPv6
+//! /64) can never hold more than `max_connections_per_peer` of the `max_connections`
+//! slots, nor one IPv6 /48 more than `max_connections_per_network`. Request
 //! bodies are bounded per request by the router's layers ([`crate::request_limits`]).
 
 mod write_progress;
@@ -66,6 +67,10 @@ pub const MAX_CONNECTIONS: usize = 4096;
 /// The most connections one peer (an IPv4 address, an IPv6 /64) holds at once.
 pub const MAX_CONNECTIONS_PER_PEER: usize = 64;
 
+/// The most connections one IPv6 /48 holds at once: four peers' worth, so an attacker
+/// needs sixteen /48s, not sixty-four /64s of one, to fill [`MAX_CONNECTIONS`].
+pub const MAX_CONNECTIONS_PER_NETWORK: usize = 4 * MAX_CONNECTIONS_PER_PEER;
+
 /// How the accept loop bounds connections.
 #[derive(Clone, Copy, Debug)]
 pub struct ConnectionLimits {
@@ -84,8 +89,10 @@ pub struct ConnectionLimits {
     /// The most connections served at once.
     pub max_connections: usize,
     /// The most connections one peer holds at once (`0`: no per-peer cap, for a runner
-    /// whose every client arrives through one proxy).
+    /// whose every client arrives through one proxy; the per-network cap is then off too).
     pub max_connections_per_peer: usize,
+    /// The most connections one IPv6 /48 holds at once (`0`: no such cap).
+    pub max_connections_per_network: usize,
 }
 
 impl Default for ConnectionLimits {
@@ -99,6 +106,7 @@ impl Default for ConnectionLimits {
             max_requests_per_connection: MAX_REQUESTS_PER_CONNECTION,
             max_connections: MAX_CONNECTIONS,
             max_connections_per_peer: MAX_CONNECTIONS_PER_PEER,
+            max_connections_per_network: MAX_CONNECTIONS_PER_NETWORK,
         }
     }
 }
@@ -120,7 +128,7 @@ pub async fn serve_with(
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.idle_timeout);
     let mut shutdown = std::pin::pin!(shutdown);
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
-    let peers = Arc::new(PeerCounts::new(limits.max_connections_per_peer));
+    let peers = Arc::new(PeerCounts::new(limits.max_connections_per_peer, limits.max_connections_per_network));
     let mut warnings = Warnings::default();
     loop {
         let accepted = tokio::select! {
@@ -195,48 +203,77 @@ impl Warnings {
     }
 }
 
-/// The open connections of each peer, against the per-peer cap.
+/// The open connections of each peer, against the per-peer cap, and of each IPv6 /48,
+/// against the per-network cap.
 struct PeerCounts {
-    cap: usize,
-    open: Mutex<HashMap<IpAddr, usize>>,
+    per_peer: usize,
+    per_network: usize,
+    open: Mutex<HashMap<Holder, usize>>,
 }
 
-/// One admitted connection's place in its peer's count (none without a cap); dropping
-/// it gives the place back.
+/// Whom a connection is counted against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Holder {
+    /// An IPv4 address or an IPv6 /64 ([`peer_of`]).
+    Peer(IpAddr),
+    /// An IPv6 /48 ([`network_of`]), which holds 65,536 /64s.
+    Network(Ipv6Addr),
+}
+
+/// One admitted connection's places in its holders' counts (none without a cap);
+/// dropping it gives them back.
 struct PeerSlot {
     peers: Arc<PeerCounts>,
-    peer: Option<IpAddr>,
+    holders: Vec<Holder>,
 }
 
 impl PeerCounts {
-    fn new(cap: usize) -> PeerCounts {
-        PeerCounts { cap, open: Mutex::new(HashMap::new()) }
+    /// Counts under `per_peer` and `per_network`; `per_peer` 0 turns both off (every
+    /// client behind one proxy), `per_network` 0 the second alone.
+    fn new(per_peer: usize, per_network: usize) -> PeerCounts {
+        PeerCounts { per_peer, per_network, open: Mutex::new(HashMap::new()) }
     }
 
-    /// A place for one more connection from `address`, unless its peer holds the cap.
-    fn admit(peers: &Arc<PeerCounts>, address: SocketAddr) -> Option<PeerSlot> {
-        if peers.cap == 0 {
-            return Some(PeerSlot { peers: Arc::clone(peers), peer: None });
+    fn cap_of(&self, holder: Holder) -> usize {
+        match holder {
+            Holder::Peer(_) => self.per_peer,
+            Holder::Network(_) => self.per_network,
         }
-        let peer = peer_of(address.ip());
+    }
+
+    /// A place for one more connection from `address`, unless its peer, or its IPv6 /48,
+    /// holds its cap.
+    fn admit(peers: &Arc<PeerCounts>, address: SocketAddr) -> Option<PeerSlot> {
+        let mut holders = Vec::with_capacity(2);
+        if peers.per_peer > 0 {
+            holders.push(Holder::Peer(peer_of(address.ip())));
+            if peers.per_network > 0 {
+                holders.extend(network_of(address.ip()).map(Holder::Network));
+            }
+        }
         let mut open = peers.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = open.entry(peer).or_insert(0);
-        if *count >= peers.cap {
+        if holders.iter().any(|holder| open.get(holder).is_some_and(|count| *count >= peers.cap_of(*holder))) {
             return None;
         }
-        *count += 1;
-        Some(PeerSlot { peers: Arc::clone(peers), peer: Some(peer) })
+        for holder in &holders {
+            *open.entry(*holder).or_insert(0) += 1;
+        }
+        Some(PeerSlot { peers: Arc::clone(peers), holders })
     }
 }
 
 impl Drop for PeerSlot {
     fn drop(&mut self) {
-        let Some(peer) = self.peer else { return };
+        if self.holders.is_empty() {
+            return;
+        }
         let mut open = self.peers.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = open.get_mut(&peer) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                open.remove(&peer);
+        for holder in &self.holders {
+            if let Some(count) = open.get_mut(holder) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    open.remove(holder);
+                }
             }
         }
     }
@@ -247,11 +284,22 @@ impl Drop for PeerSlot {
 fn peer_of(address: IpAddr) -> IpAddr {
     match address.to_canonical() {
         IpAddr::V4(v4) => IpAddr::V4(v4),
-        IpAddr::V6(v6) => {
-            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-            IpAddr::V6(Ipv6Addr::from(prefix))
-        }
+        IpAddr::V6(v6) => IpAddr::V6(prefix_of(v6, 64)),
     }
+}
+
+/// The IPv6 /48 a connection comes from (a site is usually handed one, so one owner can
+/// spread its connections over its 65,536 /64s); none for IPv4.
+fn network_of(address: IpAddr) -> Option<Ipv6Addr> {
+    match address.to_canonical() {
+        IpAddr::V4(_) => None,
+        IpAddr::V6(v6) => Some(prefix_of(v6, 48)),
+    }
+}
+
+/// `address` with all but its first `bits` bits cleared.
+fn prefix_of(address: Ipv6Addr, bits: u32) -> Ipv6Addr {
+    Ipv6Addr::from(u128::from(address) & !(u128::MAX >> bits))
 }
 
 /// What one connection has used of its keep-alive: when it opened and how many
@@ -338,7 +386,7 @@ mod tests {
 
     #[test]
     fn a_peer_past_its_cap_is_refused_until_one_of_its_connections_closes() {
-        let peers = Arc::new(PeerCounts::new(2));
+        let peers = Arc::new(PeerCounts::new(2, 0));
         let at = |ip: &str| SocketAddr::new(ip.parse().expect("ip"), 1);
         let first = PeerCounts::admit(&peers, at("192.0.2.1")).expect("first");
         let _second = PeerCounts::admit(&peers, at("192.0.2.1")).expect("second");
@@ -346,7 +394,28 @@ mod tests {
         assert!(PeerCounts::admit(&peers, at("192.0.2.2")).is_some(), "another peer is not");
         drop(first);
         assert!(PeerCounts::admit(&peers, at("192.0.2.1")).is_some(), "a place came back");
-        let uncapped = Arc::new(PeerCounts::new(0));
+        let uncapped = Arc::new(PeerCounts::new(0, 1));
         assert!((0..1000).all(|_| PeerCounts::admit(&uncapped, at("192.0.2.1")).is_some()));
+    }
+
+    #[test]
+    fn one_ipv6_48_holds_at_most_its_network_cap_however_many_64s_it_spreads_over() {
+        let peers = Arc::new(PeerCounts::new(2, 3));
+        let at = |ip: &str| SocketAddr::new(ip.parse().expect("ip"), 1);
+        // Three /64s of one /48, each under its own cap: the /48 is full after three.
+        let first = PeerCounts::admit(&peers, at("2001:db8:7:1::1")).expect("first");
+        let _second = PeerCounts::admit(&peers, at("2001:db8:7:2::1")).expect("second");
+        let _third = PeerCounts::admit(&peers, at("2001:db8:7:3::1")).expect("third");
+        assert!(PeerCounts::admit(&peers, at("2001:db8:7:4::1")).is_none(), "a fourth /64 of the /48 is refused");
+        assert!(PeerCounts::admit(&peers, at("2001:db8:8:4::1")).is_some(), "another /48 is not");
+        drop(first);
+        assert!(PeerCounts::admit(&peers, at("2001:db8:7:4::1")).is_some(), "a place came back");
+        // IPv4 peers have no network count; no per-peer cap turns the network cap off.
+        let v4 = Arc::new(PeerCounts::new(5, 1));
+        let held: Vec<_> = (0..5).filter_map(|host| PeerCounts::admit(&v4, at(&format!("192.0.2.{host}")))).collect();
+        assert_eq!(held.len(), 5);
+        let behind_a_proxy = Arc::new(PeerCounts::new(0, 1));
+        let held: Vec<_> = (0..10).filter_map(|_| PeerCounts::admit(&behind_a_proxy, at("2001:db8:7:1::1"))).collect();
+        assert_eq!(held.len(), 10);
     }
 }

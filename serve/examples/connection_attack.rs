@@ -10,7 +10,14 @@
 //!    they fill the total cap);
 //! 3. 600 unfinished `POST /sign-in` forms from ten addresses: half announce 2,000,000
 //!    bytes and send what the server lets them, half send 7 KiB of a chunked body and
-//!    stall.
+//!    stall;
+//! 4. 300 connections from seventy addresses that each pipeline twenty
+//!    `GET /v1/openapi.json` and never read (a 4 KiB receive window): the answers fill the
+//!    sockets and the server's next write on each sits blocked until the write-progress
+//!    deadline closes it. (Not 4,100: the document is built anew for every request, which
+//!    in a debug build makes the attack's set-up take minutes; the memory each blocked
+//!    connection holds is the figure sought. `/healthz` waits for the deadline once such
+//!    connections fill the total cap, as for silent sockets.)
 //!
 //! For each: the peak resident set while the attack is held (`VmHWM`, reset before it
 //! starts through `/proc/self/clear_refs`) against the resident set before, and the time
@@ -135,6 +142,23 @@ async fn idle_sockets(server: SocketAddr, count: usize, addresses: usize) -> Vec
     held
 }
 
+async fn never_reading(server: SocketAddr, count: usize, addresses: usize) -> Vec<TcpStream> {
+    let pipelined = "GET /v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n".repeat(20);
+    let mut held = Vec::with_capacity(count);
+    for index in 0..count {
+        let Ok(socket) = TcpSocket::new_v4() else { continue };
+        let _ = socket.set_recv_buffer_size(4096);
+        let from = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 10 + (index % addresses) as u8)), 0);
+        if socket.bind(from).is_err() {
+            continue;
+        }
+        let Ok(mut stream) = socket.connect(server).await else { continue };
+        let _ = tokio::time::timeout(Duration::from_millis(200), stream.write_all(pipelined.as_bytes())).await;
+        held.push(stream);
+    }
+    held
+}
+
 async fn unfinished_forms(server: SocketAddr, count: usize) -> Vec<TcpStream> {
     let filler = vec![b'a'; 64 * 1024];
     let mut held = Vec::with_capacity(count);
@@ -195,6 +219,13 @@ async fn main() {
     reset_peak();
     let held = unfinished_forms(address, 600).await;
     measure(&format!("{} unfinished sign-in forms", held.len()), address, before, SAMPLES).await;
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let before = status_kib("VmRSS").unwrap_or(0);
+    reset_peak();
+    let held = never_reading(address, 300, 70).await;
+    measure(&format!("{} never-reading pipelines from 70 addresses", held.len()), address, before, 3).await;
     drop(held);
 
     let _ = stop.send(());

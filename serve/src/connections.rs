@@ -150,7 +150,12 @@ pub async fn serve_with(
         };
         let Some(peer_slot) = PeerCounts::admit(&peers, peer) else {
             warnings.say(|| {
-                tracing::warn!(peer = %peer.ip(), cap = limits.max_connections_per_peer, "connection closed: its address holds the most connections one peer may")
+                tracing::warn!(
+                    peer = %peer.ip(),
+                    per_peer = limits.max_connections_per_peer,
+                    per_network = limits.max_connections_per_network,
+                    "connection closed: its address, or its IPv6 /48, holds the most connections it may"
+                )
             });
             continue;
         };

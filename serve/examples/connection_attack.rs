@@ -187,6 +187,21 @@ async fn unfinished_forms(server: SocketAddr, count: usize) -> Vec<TcpStream> {
     held
 }
 
+/// Opens the sockets of one attack, measures while they are held, then lets them go.
+async fn hold(
+    name: &str,
+    server: SocketAddr,
+    samples: usize,
+    attack: impl std::future::Future<Output = Vec<TcpStream>>,
+) {
+    let before = status_kib("VmRSS").unwrap_or(0);
+    reset_peak();
+    let held = attack.await;
+    measure(&format!("{} {name}", held.len()), server, before, samples).await;
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     allow_many_descriptors();
@@ -201,32 +216,10 @@ async fn main() {
     let _ = healthz_time(address).await;
     println!("limits: {:?}", archmax_serve::ConnectionLimits::default());
 
-    let before = status_kib("VmRSS").unwrap_or(0);
-    reset_peak();
-    let held = idle_sockets(address, 4_100, 10).await;
-    measure(&format!("{} idle sockets from 10 addresses", held.len()), address, before, SAMPLES).await;
-    drop(held);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-
-    let before = status_kib("VmRSS").unwrap_or(0);
-    reset_peak();
-    let held = idle_sockets(address, 4_100, 70).await;
-    measure(&format!("{} idle sockets from 70 addresses", held.len()), address, before, 3).await;
-    drop(held);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-
-    let before = status_kib("VmRSS").unwrap_or(0);
-    reset_peak();
-    let held = unfinished_forms(address, 600).await;
-    measure(&format!("{} unfinished sign-in forms", held.len()), address, before, SAMPLES).await;
-    drop(held);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-
-    let before = status_kib("VmRSS").unwrap_or(0);
-    reset_peak();
-    let held = never_reading(address, 300, 70).await;
-    measure(&format!("{} never-reading pipelines from 70 addresses", held.len()), address, before, 3).await;
-    drop(held);
+    hold("idle sockets from 10 addresses", address, SAMPLES, idle_sockets(address, 4_100, 10)).await;
+    hold("idle sockets from 70 addresses", address, 3, idle_sockets(address, 4_100, 70)).await;
+    hold("unfinished sign-in forms", address, SAMPLES, unfinished_forms(address, 600)).await;
+    hold("never-reading pipelines from 70 addresses", address, 3, never_reading(address, 300, 70)).await;
 
     let _ = stop.send(());
     let _ = served.await;

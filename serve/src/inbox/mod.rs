@@ -26,6 +26,7 @@ mod graph;
 pub mod markdown;
 pub mod pages;
 mod render;
+mod session_record;
 mod signin;
 mod throttle;
 

@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use archmax_serve::auth::token_digest_hex;
 use archmax_vm::session::records::{Record, RecordKind};
 
-use crate::{CARE, INTERN, LEAD, READER, Running, serve};
+use crate::{CARE, INTERN, LEAD, READER, Running, serve, serve_behind_proxy};
 
 /// The keys of the inbox-session records in the store, as a directory listing shows them.
 fn inbox_session_keys(running: &Running) -> Vec<String> {
@@ -163,4 +163,49 @@ async fn parallel_bad_sign_ins_from_one_client_are_all_counted_before_any_token_
         Ok(server) => server.stop().await,
         Err(_) => panic!("the attempts ended"),
     }
+}
+
+/// Posts the sign-in form with `token`, the request carrying `X-Forwarded-For: forwarded`.
+async fn sign_in_forwarded(running: &Running, token: &str, forwarded: &str) -> StatusCode {
+    let form = running.get("/sign-in", None).await;
+    let cookie = form.cookie("archmax_sign_in").expect("a sign-in cookie");
+    let cookie = cookie.split(';').next().unwrap_or_default().to_string();
+    let body = format!("csrf={}&token={}", form.csrf(), crate::encode(token));
+    let response = running
+        .client
+        .post(format!("{}/sign-in", running.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("cookie", cookie)
+        .header("x-forwarded-for", forwarded)
+        .body(body)
+        .send()
+        .await
+        .expect("the server answers");
+    response.status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_proxy_failed_sign_ins_count_against_the_forwarded_client_not_everyone() {
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+    let server = serve_behind_proxy(loopback).await;
+    for attempt in 1..=10 {
+        let status = sign_in_forwarded(&server, "a-guessed-token-0000", "198.51.100.7").await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "attempt {attempt}");
+    }
+    let status = sign_in_forwarded(&server, "a-guessed-token-0000", "198.51.100.7").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "the guessing client waits");
+    let status = sign_in_forwarded(&server, "a-guessed-token-0000", "203.0.113.1, 198.51.100.7").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "a name it writes itself is not taken");
+    let status = sign_in_forwarded(&server, LEAD, "198.51.100.8").await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "another client behind the same proxy signs in");
+    server.stop().await;
+
+    // Without --trusted-proxy the header is nobody's word: the peer is the client.
+    let direct = serve(false).await;
+    for _ in 1..=10 {
+        assert_eq!(sign_in_forwarded(&direct, "a-guessed-token-0000", "198.51.100.7").await, StatusCode::UNAUTHORIZED);
+    }
+    let status = sign_in_forwarded(&direct, LEAD, "198.51.100.8").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "the header does not make another client");
+    direct.stop().await;
 }

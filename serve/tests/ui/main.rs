@@ -115,15 +115,20 @@ impl Clock for TestClock {
 
 /// Serves `specs/` and the test's workspace with tokens (or none, `open`).
 pub async fn serve(open: bool) -> Running {
-    serve_in(scratch("serve"), open, true).await
+    serve_in(scratch("serve"), open, true, &[]).await
+}
+
+/// Serves with tokens behind a reverse proxy at `proxy` (`--trusted-proxy`).
+pub async fn serve_behind_proxy(proxy: std::net::IpAddr) -> Running {
+    serve_in(scratch("serve"), false, true, &[proxy]).await
 }
 
 /// A second runner on the sessions of `running` (the same sessions folder).
 pub async fn serve_beside(running: &Running) -> Running {
-    serve_in(running.scratch.clone(), false, false).await
+    serve_in(running.scratch.clone(), false, false, &[]).await
 }
 
-async fn serve_in(scratch: PathBuf, open: bool, owns_scratch: bool) -> Running {
+async fn serve_in(scratch: PathBuf, open: bool, owns_scratch: bool, proxies: &[std::net::IpAddr]) -> Running {
     archmax_vm::model::openai::install_tls_provider();
     let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/workspace");
     // 2025-03-08T12:00:00Z: two days after the refund request, so its window holds.
@@ -142,7 +147,8 @@ async fn serve_in(scratch: PathBuf, open: bool, owns_scratch: bool) -> Running {
         tools: Default::default(),
         context: Default::default(),
     })
-    .expect("a server");
+    .expect("a server")
+    .with_trusted_proxies(proxies.to_vec());
     let server = Arc::new(server);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
     let base = format!("http://{}", listener.local_addr().expect("an address"));

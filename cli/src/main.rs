@@ -295,6 +295,10 @@ enum Command {
         /// closed on accept. 0 turns the cap off (every client behind one proxy).
         #[arg(long, value_name = "N", default_value_t = archmax_serve::MAX_CONNECTIONS_PER_PEER)]
         max_connections_per_peer: usize,
+        /// A reverse proxy (IP address) whose `X-Forwarded-For` names the client: inbox
+        /// sign-in attempts through it are counted per forwarded client. Repeatable.
+        #[arg(long, value_name = "ADDRESS")]
+        trusted_proxy: Vec<std::net::IpAddr>,
     },
     /// Rewrite contract-2 workflows (hooks, removed keys, hook scripts, cases) to contract 3, in place.
     Migrate {
@@ -516,6 +520,7 @@ fn main() -> ExitCode {
             grace,
             max_connections,
             max_connections_per_peer,
+            trusted_proxy,
         } => serve::run(
             &root,
             serve::ServeArgs {
@@ -533,6 +538,7 @@ fn main() -> ExitCode {
                     max_connections_per_peer,
                     ..archmax_serve::ConnectionLimits::default()
                 },
+                trusted_proxies: trusted_proxy,
             },
         ),
         Command::Lsp => lsp::run(root_flag.and_then(|root| std::fs::canonicalize(root).ok())),

@@ -67,6 +67,8 @@ pub struct ServeArgs<'a> {
     /// The accept loop's limits, with how long admitted turns get to finish after SIGTERM
     /// (`--grace`, `--max-connections`, `--max-connections-per-peer`).
     pub connections: archmax_serve::ConnectionLimits,
+    /// `--trusted-proxy`: proxies whose `X-Forwarded-For` the inbox's sign-in throttle takes.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 /// What a reload needs, owned, so it can run on a blocking thread.
@@ -307,7 +309,7 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         tools,
         context: settings.context,
     }) {
-        Ok(server) => server.with_settings(settings, connections),
+        Ok(server) => server.with_settings(settings, connections).with_trusted_proxies(args.trusted_proxies.clone()),
         Err(error) => return failure(error),
     };
     let server = Arc::new(if args.artifacts.is_empty() {

@@ -210,6 +210,16 @@ impl Auth {
         }
         Ok(Caller { identity: token.identity.clone(), authenticated: true })
     }
+
+    /// The digests of the tokens configured for `identity`, sorted (none when open): the
+    /// runner's secret material from which the inbox derives that identity's session key.
+    pub(crate) fn digests_of(&self, identity: &str) -> Vec<[u8; 32]> {
+        let Auth::Tokens(tokens) = self else { return Vec::new() };
+        let mut digests: Vec<[u8; 32]> =
+            tokens.iter().filter(|token| token.identity == identity).map(|token| token.sha256).collect();
+        digests.sort_unstable();
+        digests
+    }
 }
 
 /// Without tokens the server serves only local programs: a request a browser made for a
@@ -280,6 +290,11 @@ impl SharedAuth {
     /// See [`Auth::caller_by_digest`].
     pub fn caller_by_digest(&self, digest: &[u8; 32], scope: Scope) -> Result<Caller, ApiError> {
         self.now().caller_by_digest(digest, scope)
+    }
+
+    /// See [`Auth::digests_of`].
+    pub(crate) fn digests_of(&self, identity: &str) -> Vec<[u8; 32]> {
+        self.now().digests_of(identity)
     }
 
     /// Serves `auth` from now on; refused when it would open a server that has tokens.

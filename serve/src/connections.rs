@@ -286,7 +286,7 @@ impl Drop for PeerSlot {
 
 /// Who a connection counts against: its IPv4 address, or its IPv6 /64 (one host is
 /// usually handed a whole /64, so counting single IPv6 addresses would bound nothing).
-fn peer_of(address: IpAddr) -> IpAddr {
+pub(crate) fn peer_of(address: IpAddr) -> IpAddr {
     match address.to_canonical() {
         IpAddr::V4(v4) => IpAddr::V4(v4),
         IpAddr::V6(v6) => IpAddr::V6(prefix_of(v6, 64)),

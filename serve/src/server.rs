@@ -121,6 +121,9 @@ pub struct Server {
     pub body_limit: usize,
     /// How long a request's body may take to arrive (408 past it).
     pub body_timeout: Duration,
+    /// Reverse proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`): the
+    /// inbox's sign-in throttle counts that client instead of the proxy.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     clock: Arc<dyn Clock>,
     stopping: watch::Sender<bool>,
 }
@@ -271,6 +274,7 @@ impl Server {
             metrics,
             body_limit: parts.body_limit,
             body_timeout: DEFAULT_BODY_TIMEOUT,
+            trusted_proxies: Vec::new(),
             clock: parts.clock,
             stopping: watch::channel(false).0,
         };
@@ -284,6 +288,12 @@ impl Server {
     pub fn with_settings(mut self, settings: HostSettings, connections: Connections) -> Server {
         self.settings = settings;
         self.connections = connections;
+        self
+    }
+
+    /// Takes the client named by `X-Forwarded-For` when the peer is one of `proxies`.
+    pub fn with_trusted_proxies(mut self, proxies: Vec<std::net::IpAddr>) -> Server {
+        self.trusted_proxies = proxies;
         self
     }
 

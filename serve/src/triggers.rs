@@ -26,6 +26,7 @@ use archmax_vm::{FieldProblem, Runtime, TurnRequest};
 use crate::auth::Scope;
 use crate::error::ApiError;
 use crate::server::{Answer, Server};
+use crate::webhooks::{Connections, ReplayClaim};
 
 /// What the route hands over: the raw body (the signature covers its bytes) and the
 /// request's headers.
@@ -39,8 +40,22 @@ pub struct Firing<'a> {
 
 impl Server {
     /// Fires host trigger `firing.trigger`: authenticates the sender (its connection's
-    /// signature, or a bearer token with `start`), then starts or joins a session.
+    /// signature, or a bearer token with `start`), then starts or joins a session. A
+    /// firing refused after its signature passed gives its replay record back, so the
+    /// sender may send the same signed request again.
     pub async fn fire(&self, firing: Firing<'_>) -> Result<Answer, ApiError> {
+        let mut claims = Vec::new();
+        let answer = self.fire_claiming(firing, &mut claims).await;
+        if answer.is_err() {
+            for claim in claims {
+                Connections::release(self.store.as_ref(), claim).await;
+            }
+        }
+        answer
+    }
+
+    /// [`Server::fire`], keeping in `claims` the replay records its signatures claimed.
+    async fn fire_claiming(&self, firing: Firing<'_>, claims: &mut Vec<ReplayClaim>) -> Result<Answer, ApiError> {
         if firing.trigger == "manual" {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
@@ -86,7 +101,7 @@ impl Server {
                 ));
             }
         };
-        let sender = self.authenticate(&newest, &slug, &firing, None).await?;
+        let sender = self.authenticate(&newest, &slug, &firing, None, claims).await?;
         let variables = input_of(firing.body)?;
         let mut request = TurnRequest {
             workflow: slug.clone(),
@@ -106,7 +121,7 @@ impl Server {
             None => std::sync::Arc::clone(&newest),
         };
         if !std::sync::Arc::ptr_eq(&runtime, &newest) {
-            self.authenticate(&runtime, &slug, &firing, Some(&sender)).await?;
+            self.authenticate(&runtime, &slug, &firing, Some(&sender), claims).await?;
         }
         let program = &runtime.program;
         let message = program
@@ -135,13 +150,14 @@ impl Server {
     /// Holds the sender of `firing` to the trigger as `runtime`'s program declares it:
     /// its connection's signature, or a bearer token with `start`. Returns the connection
     /// checked (`None`: a token); one `already` checked is not checked twice (its
-    /// signature would count as a replay).
+    /// signature would count as a replay). A replay record it claims goes into `claims`.
     async fn authenticate(
         &self,
         runtime: &Runtime,
         slug: &str,
         firing: &Firing<'_>,
         already: Option<&Option<String>>,
+        claims: &mut Vec<ReplayClaim>,
     ) -> Result<Option<String>, ApiError> {
         let program = &runtime.program;
         let Some(trigger) = program.workflow(slug).and_then(|(_, workflow)| program.trigger(workflow, firing.trigger))
@@ -162,7 +178,7 @@ impl Server {
         let now = (self.now_ms() / 1000) as i64;
         let verified =
             self.connections.verify(self.store.as_ref(), &connection, firing.headers, firing.body, now).await;
-        verified.map(|()| Some(connection.clone())).inspect_err(|refused| {
+        verified.map(|claim| claims.extend(claim)).map(|()| Some(connection.clone())).inspect_err(|refused| {
             tracing::warn!(
                 trigger = firing.trigger,
                 workflow = slug,

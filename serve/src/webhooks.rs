@@ -10,8 +10,13 @@
 //! captured request cannot be sent again. The accepted signatures are kept in the session
 //! store as shared records ([`RecordKind::WebhookReplay`]) until their window closes, so
 //! every runner on one store (and a runner after a restart) refuses the replay; the
-//! store's capacity for them bounds a flood (past it: 429 until old ones expire). Without
-//! a timestamp a captured request stays valid, which the host is warned of at start. A trigger without a connection takes a
+//! store's capacity for them bounds a flood (past it: 429 until old ones expire). The
+//! record is claimed when the signature passes (so two copies sent at once cannot both
+//! run), and handed back as a [`ReplayClaim`]: when the firing is then refused after all
+//! (an undeclared member, a busy session, a store error: any answer that is not 2xx) the
+//! caller [releases](Connections::release) it, so the sender's honest retry of the same
+//! signed request is not taken for a replay. Without a timestamp a captured request stays
+//! valid, which the host is warned of at start. A trigger without a connection takes a
 //! bearer token with the `start` scope, like every other turn.
 //!
 //! The one thing to know: a refused signature is logged (connection, trigger, reason)
@@ -50,6 +55,14 @@ pub struct Connections {
 pub struct SignedWindow {
     signature: [u8; 32],
     closes_at_seconds: i64,
+}
+
+/// The replay record of a signature just accepted: kept when the firing is admitted,
+/// given back with [`Connections::release`] when it is refused after all.
+#[derive(Debug)]
+#[must_use = "a refused firing must release its replay record"]
+pub struct ReplayClaim {
+    key: String,
 }
 
 /// The shortest webhook secret accepted, in bytes.
@@ -157,7 +170,7 @@ impl Connections {
         store: &dyn SessionStore,
         window: SignedWindow,
         now_seconds: i64,
-    ) -> Result<(), SignatureRefusal> {
+    ) -> Result<ReplayClaim, SignatureRefusal> {
         let millis = |seconds: i64| u64::try_from(seconds.max(0)).unwrap_or(0).saturating_mul(1000);
         // Live through the last second the timestamp is accepted in.
         let record = Record {
@@ -167,7 +180,7 @@ impl Connections {
             expires_ms: millis(window.closes_at_seconds.saturating_add(1)),
         };
         match store.claim_record(&record, millis(now_seconds)).await {
-            Ok(true) => Ok(()),
+            Ok(true) => Ok(ReplayClaim { key: record.key }),
             Ok(false) => Err(SignatureRefusal::Replayed),
             Err(StoreError::RecordsFull { .. }) => Err(SignatureRefusal::Flooded),
             Err(error) => {
@@ -183,7 +196,9 @@ impl Connections {
 
     /// Checks a webhook from connection `slug`: its signature over `body` (and its
     /// timestamp, when the connection signs one, against `now_seconds`), then, for a
-    /// timestamped one, that no runner on `store` accepted it before.
+    /// timestamped one, that no runner on `store` accepted it before. A timestamped one's
+    /// replay record is claimed and returned: [release](Connections::release) it when the
+    /// firing is refused after all.
     pub async fn verify(
         &self,
         store: &dyn SessionStore,
@@ -191,9 +206,20 @@ impl Connections {
         headers: &HeaderMap,
         body: &[u8],
         now_seconds: i64,
-    ) -> Result<(), ApiError> {
-        let Some(window) = self.check(slug, headers, body, now_seconds)? else { return Ok(()) };
-        Connections::remember(store, window, now_seconds).await.map_err(refused)
+    ) -> Result<Option<ReplayClaim>, ApiError> {
+        let Some(window) = self.check(slug, headers, body, now_seconds)? else { return Ok(None) };
+        Connections::remember(store, window, now_seconds).await.map(Some).map_err(refused)
+    }
+
+    /// Gives back the replay record of a firing that was refused after its signature
+    /// passed, so the same signed request may be sent again. A store that cannot remove
+    /// it is logged: the retry is then refused as a replay until the window closes.
+    pub async fn release(store: &dyn SessionStore, claim: ReplayClaim) {
+        if let Err(error) = store.remove_record(RecordKind::WebhookReplay, &claim.key).await {
+            tracing::error!(
+                "a refused webhook's replay record could not be removed (a retry of it is refused until its window closes): {error}"
+            );
+        }
     }
 
     /// The signature check of [`Connections::verify`] alone: the window to guard against
@@ -379,6 +405,23 @@ tolerance_seconds = 60
         let words = headers(&[("x-signature", &good), ("x-timestamp", "yesterday")]);
         let malformed = connections.verify(&store, "stamped", &words, body, now).await.expect_err("not a number");
         assert!(malformed.message.contains("not a Unix time"), "{}", malformed.message);
+    }
+
+    #[tokio::test]
+    async fn a_released_signature_is_accepted_again_and_a_kept_one_is_not() {
+        let connections = connections();
+        let store = archmax_vm::session::memory::MemoryStore::new();
+        let (body, now) = (b"{}", 1_767_605_400);
+        let stamp = now.to_string();
+        let sent = headers(&[
+            ("x-signature", &sign(b"secret of STAMPED_SECRET", Some(&stamp), body)),
+            ("x-timestamp", &stamp),
+        ]);
+        let claim = connections.verify(&store, "stamped", &sent, body, now).await.expect("accepted").expect("a claim");
+        Connections::release(&store, claim).await;
+        let kept = connections.verify(&store, "stamped", &sent, body, now).await.expect("accepted again");
+        assert!(kept.is_some());
+        assert!(connections.verify(&store, "stamped", &sent, body, now).await.is_err(), "a kept one is a replay");
     }
 
     #[test]

@@ -276,3 +276,63 @@ fn a_serve_token_shorter_than_16_bytes_refuses_the_start_naming_the_variable() {
         assert!(stderr.contains("ARCHMAX_SERVE_TOKEN") && stderr.contains("at least 16"), "{stderr}");
     }
 }
+
+/// One request over a fresh connection with the headers in `head` (each ending in CRLF):
+/// the status and the whole answer.
+fn raw_request(served: &Served, method: &str, path: &str, head: &str, body: &str) -> (u16, String) {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(&served.address).expect("connect");
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).expect("a read timeout");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nhost: {}\r\n{head}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        served.address,
+        body.len()
+    )
+    .expect("sent");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("an answer");
+    let status = answer.split_whitespace().nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
+    (status, answer)
+}
+
+/// Signs in to the inbox with `token`, the request forwarded for `client`: the status.
+fn sign_in_forwarded_for(served: &Served, token: &str, client: &str) -> u16 {
+    let (status, form) = raw_request(served, "GET", "/sign-in", "", "");
+    assert_eq!(status, 200, "{form}");
+    let cookie = form
+        .lines()
+        .find_map(|line| line.strip_prefix("set-cookie: archmax_sign_in="))
+        .and_then(|value| value.split(';').next())
+        .expect("a sign-in cookie");
+    let marker = r#"name="csrf" value=""#;
+    let csrf = form.split(marker).nth(1).and_then(|rest| rest.split('"').next()).expect("a CSRF token");
+    let head = format!(
+        "cookie: archmax_sign_in={cookie}\r\nx-forwarded-for: {client}\r\ncontent-type: application/x-www-form-urlencoded\r\n"
+    );
+    raw_request(served, "POST", "/sign-in", &head, &format!("csrf={csrf}&token={token}")).0
+}
+
+#[test]
+fn serve_trusted_proxy_counts_failed_sign_ins_per_forwarded_client_and_refuses_a_value_that_is_no_address() {
+    let workspace = Workspace::new("trusted-proxy");
+    let token = "a-serve-token-of-32-characters-0";
+    let mut served = workspace.serve(&["--trusted-proxy", "127.0.0.1"], &[("ARCHMAX_SERVE_TOKEN", token)]);
+    for attempt in 1..=10 {
+        assert_eq!(sign_in_forwarded_for(&served, "guessed-token", "198.51.100.7"), 401, "attempt {attempt}");
+    }
+    assert_eq!(sign_in_forwarded_for(&served, "guessed-token", "198.51.100.7"), 429);
+    assert_eq!(sign_in_forwarded_for(&served, token, "198.51.100.8"), 303, "another client through the proxy");
+    assert!(served.is_running());
+    assert_eq!(served.stop(), Some(0));
+
+    let output = Command::new(env!("CARGO_BIN_EXE_archmax"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--tape", "tape.yaml", "--trusted-proxy", "proxy.example"])
+        .current_dir(&workspace.0)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("archmax serve runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--trusted-proxy") && stderr.contains("proxy.example"), "{stderr}");
+}

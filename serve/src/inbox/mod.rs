@@ -14,7 +14,8 @@
 //! The one thing to know: every page is rendered on the server with maud, which escapes
 //! whatever it is given, and works without JavaScript (the script only refreshes regions
 //! as events arrive); every POST carries a CSRF token under the inbox session's own key
-//! (kept in the store, so any runner verifies it) and is refused before its body is
+//! (derived from the cookie's secret under the identity's key, so any runner verifies
+//! it; see `session_record.rs`) and is refused before its body is
 //! read when the session or origin is not good, and
 //! every answer carries a strict Content-Security-Policy (no inline script or style).
 //! A decision goes through [`Server::decide`] with the signed-in identity, so the VM
@@ -26,6 +27,7 @@ mod graph;
 pub mod markdown;
 pub mod pages;
 mod render;
+mod session_record;
 mod signin;
 mod throttle;
 

@@ -3,25 +3,29 @@
 //!
 //! A person pastes a token the runner accepts (`ARCHMAX_SERVE_TOKEN` or a `--tokens`
 //! entry); it is checked like a bearer token, and an inbox session is kept in the session
-//! store as a shared record ([`RecordKind::InboxSession`]): the identity, the token's
-//! SHA-256, when it ends (12 hours on) and a random key for the session's CSRF tokens.
-//! The `archmax_inbox` cookie (`HttpOnly; SameSite=Strict; Path=/`, `Secure` behind an
-//! HTTPS proxy) holds only a random session id; the store keys the record by the id's
-//! digest, so what the store holds cannot be replayed as a cookie. Every runner on the
+//! store as a shared record ([`RecordKind::InboxSession`]) that lives 12 hours, in one of
+//! the identity's [`MAX_SESSIONS_PER_IDENTITY`] slots: a sign-in past them ends the
+//! identity's oldest session, so a few identities cannot fill the store's capacity. How
+//! the record is keyed and bound so that a reader or writer of the store cannot turn it
+//! into a sign-in is [`super::session_record`]'s business. The `archmax_inbox` cookie
+//! (`HttpOnly; SameSite=Strict; Path=/`, `Secure` behind an HTTPS proxy) holds the
+//! record's key and a random secret the record holds only a MAC of. Every runner on the
 //! store serves the session; signing out removes the record (the old cookie is then
 //! refused everywhere); a token removed from the configuration ends its sessions at the
-//! next request, since each request checks the kept digest against the tokens served.
+//! next request, since each request derives the identity's key from the tokens served.
 //! A form's CSRF token is an HMAC under the session's key; the sign-in form's is bound to
-//! a signed nonce in a short-lived cookie, under a key every runner reads from the store
-//! ([`RecordKind::InboxKey`]). On a POST the cookie (or the sign-in nonce) and the origin
-//! are checked before the body is read. Sign-in is throttled per client address and per
-//! identity ([`super::throttle`]).
+//! a signed nonce and its issue time in a short-lived cookie, under a key every runner
+//! reads from the store ([`RecordKind::InboxKey`]), and a form older than
+//! [`SIGN_IN_FORM_SECONDS`] is refused by the server, whatever the browser kept. On a POST
+//! the cookie (or the sign-in nonce) and the origin are checked before the body is read.
+//! Sign-in is throttled per client (IPv4 address or IPv6 /64) and per identity
+//! ([`super::throttle`]).
 //!
 //! The one thing to know: with no token configured the runner is open to local programs
 //! only and refuses requests from web pages, so the inbox asks for a token to be
 //! configured instead of serving anyone.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use axum::body::Body;
@@ -30,12 +34,12 @@ use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use archmax_vm::session::records::{Record, RecordKind};
 
 use super::render::{self, Notice};
+use super::session_record::{IdentityKey, InboxSession, MAX_SESSIONS_PER_IDENTITY};
 use super::{Inbox, Shared, forms::Form};
 use crate::auth::{Caller, Scope};
 
@@ -45,8 +49,11 @@ pub const TOKEN_COOKIE: &str = "archmax_inbox";
 pub const SIGN_IN_COOKIE: &str = "archmax_sign_in";
 /// How long a sign-in lasts, in seconds (12 hours).
 const SIGNED_IN_SECONDS: u64 = 12 * 60 * 60;
-/// How long the sign-in form stays valid, in seconds.
-const SIGN_IN_FORM_SECONDS: u64 = 600;
+/// How long the sign-in form stays valid, in seconds: the cookie's `Max-Age`, and the
+/// age past which the server refuses it.
+pub const SIGN_IN_FORM_SECONDS: u64 = 600;
+/// How far in the future a sign-in form's issue time may lie (another runner's clock).
+const SIGN_IN_FORM_SKEW_SECONDS: u64 = 60;
 /// How long the shared sign-in form key is used before a new one is made (a week).
 const SIGN_IN_KEY_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 /// The record key of the shared sign-in form key.
@@ -70,6 +77,11 @@ impl Secret {
     /// The key held in `bytes` (64 bytes; anything else is no key).
     fn from_bytes(bytes: &[u8]) -> Option<Secret> {
         Some(Secret(bytes.try_into().ok()?))
+    }
+
+    /// The key made of `bytes`.
+    pub(super) fn from_array(bytes: [u8; 64]) -> Secret {
+        Secret(bytes)
     }
 
     fn mac(&self, purpose: &str, value: &[u8]) -> Hmac<Sha256> {
@@ -98,7 +110,7 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-fn unhex(text: &str) -> Option<Vec<u8>> {
+pub(super) fn unhex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
         return None;
     }
@@ -117,26 +129,13 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, value)| value.trim())
 }
 
-/// What the store keeps of one signed-in browser.
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct InboxSession {
-    identity: String,
-    /// The SHA-256 of the token signed in with (hex), checked against the tokens served
-    /// on every request.
-    token_sha256: String,
-    /// The key of this session's CSRF tokens (hex, 64 bytes).
-    csrf_key: String,
-}
-
-/// The store's key of the inbox session whose cookie holds `id`: the id's SHA-256.
-fn session_key(id: &[u8]) -> String {
-    hex(&Sha256::digest(id))
-}
-
-/// The inbox session id a browser presents (32 bytes, hex).
-fn presented_session(headers: &HeaderMap) -> Option<Vec<u8>> {
-    unhex(cookie(headers, TOKEN_COOKIE)?).filter(|id| id.len() == 32)
+/// The inbox session a browser presents: the record's key (64 hex digits) and the
+/// cookie's secret (32 bytes), from `<key>.<secret hex>`.
+fn presented_session(headers: &HeaderMap) -> Option<(String, Vec<u8>)> {
+    let (key, secret) = cookie(headers, TOKEN_COOKIE)?.split_once('.')?;
+    let key_is_digest = key.len() == 64 && key.bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'));
+    let secret = unhex(secret).filter(|secret| secret.len() == 32)?;
+    key_is_digest.then(|| (key.to_string(), secret))
 }
 
 /// Who is signed in, with the CSRF token of their forms.
@@ -191,13 +190,13 @@ fn store_unavailable_page() -> Response {
 }
 
 /// The signed-in person, when their inbox session is live and its token holds `scope`.
-/// A session whose token is no longer served is ended here.
+/// A session whose token is no longer served, or whose record does not verify under its
+/// identity's key, is ended here.
 pub async fn signed_in(inbox: &Inbox, headers: &HeaderMap, scope: Scope) -> Result<SignedIn, NotSignedIn> {
     if inbox.server.auth.is_open() {
         return Err(NotSignedIn::Open);
     }
-    let id = presented_session(headers).ok_or(NotSignedIn::Anonymous)?;
-    let key = session_key(&id);
+    let (key, secret) = presented_session(headers).ok_or(NotSignedIn::Anonymous)?;
     let store = &inbox.server.store;
     let kept = match store.read_record(RecordKind::InboxSession, &key, inbox.server.now_ms()).await {
         Ok(Some(kept)) => kept,
@@ -207,24 +206,29 @@ pub async fn signed_in(inbox: &Inbox, headers: &HeaderMap, scope: Scope) -> Resu
             return Err(NotSignedIn::Unavailable);
         }
     };
-    let Ok(session) = serde_json::from_slice::<InboxSession>(&kept) else {
+    let session = serde_json::from_slice::<InboxSession>(&kept).ok();
+    let digests = session.as_ref().map(|session| inbox.server.auth.digests_of(&session.identity)).unwrap_or_default();
+    let verified = session.as_ref().and_then(|session| {
+        let identity_key = IdentityKey::of(&session.identity, &digests)?;
+        let in_its_slot = session.slot < MAX_SESSIONS_PER_IDENTITY && identity_key.slot_key(session.slot) == key;
+        let token = identity_key.token_of(&digests, &session.token_mac)?;
+        in_its_slot.then_some((identity_key, token))
+    });
+    let (Some(session), Some((identity_key, token_sha256))) = (session, verified) else {
+        // A token revoked, or a record no runner wrote: it never serves again.
+        let _ = store.remove_record(RecordKind::InboxSession, &key).await;
+        tracing::info!("an inbox session ended: its token is no longer served, or its record does not verify");
         return Err(NotSignedIn::Anonymous);
     };
-    let token_sha256 = crate::auth::parse_digest(&session.token_sha256).ok_or(NotSignedIn::Anonymous)?;
-    let secret = unhex(&session.csrf_key).and_then(|key| Secret::from_bytes(&key)).ok_or(NotSignedIn::Anonymous)?;
+    if !identity_key.verify_secret(&key, &secret, &session.secret_mac) {
+        return Err(NotSignedIn::Anonymous);
+    }
     let caller = match inbox.server.auth.caller_by_digest(&token_sha256, scope) {
         Ok(caller) => caller,
         Err(error) if error.status == StatusCode::FORBIDDEN => return Err(NotSignedIn::Scope(error)),
-        Err(_) => {
-            // The token was revoked: the session ends on every runner.
-            let _ = store.remove_record(RecordKind::InboxSession, &key).await;
-            tracing::info!(
-                identity = session.identity.as_str(),
-                "an inbox session ended: its token is no longer served"
-            );
-            return Err(NotSignedIn::Anonymous);
-        }
+        Err(_) => return Err(NotSignedIn::Anonymous),
     };
+    let secret = identity_key.csrf_secret(&key, &secret);
     let csrf = secret.token("form", key.as_bytes());
     Ok(SignedIn { caller, csrf, token_sha256, key, secret })
 }
@@ -346,16 +350,46 @@ async fn sign_in_key(inbox: &Inbox) -> Option<Secret> {
     None
 }
 
-/// The sign-in cookie's value: a random nonce and its MAC, so the cookie can be checked
-/// before a form's body is read.
-fn sign_in_cookie_value(key: &Secret, nonce: &str) -> String {
-    format!("{nonce}.{}", key.token("sign-in-cookie", nonce.as_bytes()))
+/// The sign-in cookie's value: a random nonce, the second it was issued and their MAC,
+/// so the cookie (and its age) can be checked before a form's body is read.
+fn sign_in_cookie_value(key: &Secret, nonce: &str, issued_seconds: u64) -> String {
+    let signed = format!("{nonce}.{issued_seconds}");
+    format!("{signed}.{}", key.token("sign-in-cookie", signed.as_bytes()))
 }
 
-/// The nonce of a sign-in cookie this inbox made (its MAC checks out).
-fn sign_in_nonce<'a>(key: &Secret, headers: &'a HeaderMap) -> Option<&'a str> {
-    let (nonce, mac) = cookie(headers, SIGN_IN_COOKIE)?.split_once('.')?;
-    (nonce.len() == 32 && key.verify("sign-in-cookie", nonce.as_bytes(), mac)).then_some(nonce)
+/// Why a sign-in cookie is not taken.
+#[derive(Debug, PartialEq, Eq)]
+enum SignInCookieRefusal {
+    /// None, or not one this inbox made (its MAC does not check out).
+    Foreign,
+    /// One this inbox made more than [`SIGN_IN_FORM_SECONDS`] ago.
+    Expired,
+}
+
+/// The nonce of a sign-in cookie this inbox made (its MAC checks out) no more than
+/// [`SIGN_IN_FORM_SECONDS`] before `now_seconds`.
+fn sign_in_nonce<'a>(key: &Secret, headers: &'a HeaderMap, now_seconds: u64) -> Result<&'a str, SignInCookieRefusal> {
+    let value = cookie(headers, SIGN_IN_COOKIE).ok_or(SignInCookieRefusal::Foreign)?;
+    let (signed, mac) = value.rsplit_once('.').ok_or(SignInCookieRefusal::Foreign)?;
+    let (nonce, issued) = signed.split_once('.').ok_or(SignInCookieRefusal::Foreign)?;
+    if nonce.len() != 32 || !key.verify("sign-in-cookie", signed.as_bytes(), mac) {
+        return Err(SignInCookieRefusal::Foreign);
+    }
+    let issued: u64 = issued.parse().map_err(|_| SignInCookieRefusal::Foreign)?;
+    let fresh = now_seconds.saturating_sub(issued) <= SIGN_IN_FORM_SECONDS
+        && issued <= now_seconds.saturating_add(SIGN_IN_FORM_SKEW_SECONDS);
+    if fresh { Ok(nonce) } else { Err(SignInCookieRefusal::Expired) }
+}
+
+fn sign_in_form_expired() -> Response {
+    render::error_page(
+        StatusCode::FORBIDDEN,
+        "Sign-in form expired",
+        &format!(
+            "This sign-in form expired: it is valid for {} minutes. Reload the sign-in page and send it again.",
+            SIGN_IN_FORM_SECONDS / 60
+        ),
+    )
 }
 
 /// `GET /sign-in`: the token form, its CSRF token bound to a fresh cookie.
@@ -374,8 +408,9 @@ async fn sign_in_form(inbox: &Inbox, headers: &HeaderMap, status: StatusCode, no
     }
     let nonce = hex(&nonce);
     let csrf = key.token("sign-in", nonce.as_bytes());
-    let cookie =
-        set_cookie(SIGN_IN_COOKIE, &sign_in_cookie_value(&key, &nonce), SIGN_IN_FORM_SECONDS, over_https(headers));
+    let issued_seconds = inbox.server.now_ms() / 1000;
+    let value = sign_in_cookie_value(&key, &nonce, issued_seconds);
+    let cookie = set_cookie(SIGN_IN_COOKIE, &value, SIGN_IN_FORM_SECONDS, over_https(headers));
     let mut response = render::html_response(status, render::sign_in_page(&csrf, notice.as_ref()));
     if let Ok(value) = HeaderValue::from_str(&cookie.1) {
         response.headers_mut().append(cookie.0, value);
@@ -383,11 +418,45 @@ async fn sign_in_form(inbox: &Inbox, headers: &HeaderMap, status: StatusCode, no
     response
 }
 
-/// The client address a request came from, as the accept loop recorded it.
-fn client_of(extensions: &Extensions) -> String {
-    extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map_or_else(|| "unknown".to_string(), |ConnectInfo(address)| address.ip().to_string())
+/// The client a request came from, as the sign-in throttle counts it: the peer's IPv4
+/// address, or its IPv6 /64 (grouped as the connection cap groups peers, so a client
+/// rotating addresses inside its /64 is one client). Through a proxy in `trusted`, the
+/// client its `X-Forwarded-For` names ([`forwarded_client`]).
+fn client_of(extensions: &Extensions, headers: &HeaderMap, trusted: &[IpAddr]) -> String {
+    extensions.get::<ConnectInfo<SocketAddr>>().map_or_else(
+        || "unknown".to_string(),
+        |ConnectInfo(address)| {
+            crate::connections::peer_of(forwarded_client(address.ip(), headers, trusted)).to_string()
+        },
+    )
+}
+
+/// The client behind `peer` when `peer` is a trusted proxy: `X-Forwarded-For` read from
+/// its right end (what the nearest proxy wrote) past every trusted proxy; what a client
+/// wrote further left is never reached. An entry that is not an address stops the walk at
+/// the proxy before it. A peer that is not trusted is the client, whatever it sends.
+fn forwarded_client(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
+    let is_trusted = |address: IpAddr| trusted.iter().any(|proxy| proxy.to_canonical() == address.to_canonical());
+    if !is_trusted(peer) {
+        return peer;
+    }
+    let hops: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .collect();
+    let mut client = peer;
+    for hop in hops.iter().rev() {
+        let address = hop.parse::<IpAddr>().or_else(|_| hop.parse::<SocketAddr>().map(|socket| socket.ip()));
+        let Ok(address) = address else { return client };
+        client = address;
+        if !is_trusted(address) {
+            break;
+        }
+    }
+    client
 }
 
 /// 429 with `Retry-After`: too many sign-ins.
@@ -405,6 +474,9 @@ fn throttled(retry_after: std::time::Duration, why: &str) -> Response {
 }
 
 /// `POST /sign-in`: checks the token and starts an inbox session.
+///
+/// The attempt is counted against the client before anything else and given back unless
+/// the token turns out wrong, so parallel attempts cannot all pass the throttle.
 pub async fn sign_in(
     axum::extract::State(inbox): Shared,
     extensions: Extensions,
@@ -414,12 +486,17 @@ pub async fn sign_in(
     if inbox.server.auth.is_open() {
         return open_server_page();
     }
-    let client = client_of(&extensions);
-    if let Err(retry_after) = inbox.failures_per_client.check(&client, Instant::now()) {
-        return throttled(retry_after, "This address made too many failed sign-ins.");
-    }
+    let client = client_of(&extensions, &headers, &inbox.server.trusted_proxies);
+    let attempt = match inbox.failures_per_client.attempt(&client, Instant::now()) {
+        Ok(attempt) => attempt,
+        Err(retry_after) => return throttled(retry_after, "This address made too many failed sign-ins."),
+    };
     let Some(key) = sign_in_key(&inbox).await else { return store_unavailable_page() };
-    let Some(nonce) = sign_in_nonce(&key, &headers) else { return csrf_refused() };
+    let nonce = match sign_in_nonce(&key, &headers, inbox.server.now_ms() / 1000) {
+        Ok(nonce) => nonce,
+        Err(SignInCookieRefusal::Foreign) => return csrf_refused(),
+        Err(SignInCookieRefusal::Expired) => return sign_in_form_expired(),
+    };
     if !same_origin(&headers) {
         return csrf_refused();
     }
@@ -435,7 +512,7 @@ pub async fn sign_in(
     let caller = match inbox.server.auth.caller_by_digest(&token_sha256, Scope::Read) {
         Ok(caller) => caller,
         Err(error) => {
-            inbox.failures_per_client.count(&client, Instant::now());
+            attempt.keep();
             tracing::warn!(client = client.as_str(), "a sign-in to the inbox was refused");
             let why = match error.status {
                 StatusCode::FORBIDDEN => "This token may not read sessions (it needs the `read` scope).",
@@ -444,17 +521,19 @@ pub async fn sign_in(
             return sign_in_form(&inbox, &headers, StatusCode::UNAUTHORIZED, Some(Notice::error(why))).await;
         }
     };
-    if let Err(retry_after) = inbox.sign_ins_per_identity.check(&caller.identity, Instant::now()) {
-        return throttled(retry_after, "This identity signed in too many times.");
-    }
-    inbox.sign_ins_per_identity.count(&caller.identity, Instant::now());
-    let id = match start_session(&inbox, &caller, &token_sha256).await {
-        Ok(id) => id,
+    drop(attempt);
+    let sign_in = match inbox.sign_ins_per_identity.attempt(&caller.identity, Instant::now()) {
+        Ok(sign_in) => sign_in,
+        Err(retry_after) => return throttled(retry_after, "This identity signed in too many times."),
+    };
+    let cookie_value = match start_session(&inbox, &caller, &token_sha256).await {
+        Ok(value) => value,
         Err(response) => return *response,
     };
+    sign_in.keep();
     tracing::info!(identity = caller.identity.as_str(), "signed in to the inbox");
     let secure = over_https(&headers);
-    let kept = set_cookie(TOKEN_COOKIE, &id, SIGNED_IN_SECONDS, secure);
+    let kept = set_cookie(TOKEN_COOKIE, &cookie_value, SIGNED_IN_SECONDS, secure);
     let cleared = set_cookie(SIGN_IN_COOKIE, "", 0, secure);
     let mut response = Redirect::to("/").into_response();
     for (name, value) in [kept, cleared] {
@@ -465,33 +544,78 @@ pub async fn sign_in(
     response
 }
 
-/// Keeps a new inbox session for `caller` in the store; its cookie value (the id, hex).
+/// How many times a sign-in looks for a slot again after another sign-in of the same
+/// identity took the one it chose.
+const SLOT_TRIES: usize = 4;
+
+/// Keeps a new inbox session for `caller` in the store, in a free slot of its identity or
+/// in place of its oldest session; the cookie's value (`<key>.<secret hex>`).
 async fn start_session(inbox: &Inbox, caller: &Caller, token_sha256: &[u8; 32]) -> Result<String, Box<Response>> {
     let unavailable = || Box::new(store_unavailable_page());
-    let mut id = [0u8; 32];
-    let mut csrf_key = [0u8; 64];
-    if !random_bytes(&mut id) || !random_bytes(&mut csrf_key) {
+    let digests = inbox.server.auth.digests_of(&caller.identity);
+    let identity_key = IdentityKey::of(&caller.identity, &digests).ok_or_else(unavailable)?;
+    let mut secret = [0u8; 32];
+    if !random_bytes(&mut secret) {
         return Err(unavailable());
     }
-    let session =
-        InboxSession { identity: caller.identity.clone(), token_sha256: hex(token_sha256), csrf_key: hex(&csrf_key) };
-    let value = serde_json::to_vec(&session).map_err(|_| unavailable())?;
-    let now = inbox.server.now_ms();
-    let record = Record {
-        kind: RecordKind::InboxSession,
-        key: session_key(&id),
-        value,
-        expires_ms: now.saturating_add(SIGNED_IN_SECONDS * 1000),
-    };
-    match inbox.server.store.claim_record(&record, now).await {
-        Ok(true) => Ok(hex(&id)),
-        // 256 random bits met a live session's: the random source is broken.
-        Ok(false) => Err(unavailable()),
-        Err(error) => {
-            tracing::error!("the inbox could not keep a sign-in in the session store: {error}");
-            Err(unavailable())
+    let store = &inbox.server.store;
+    for _ in 0..SLOT_TRIES {
+        let now = inbox.server.now_ms();
+        let (slot, oldest_live) = choose_slot(inbox, &identity_key, now).await.map_err(|()| unavailable())?;
+        let key = identity_key.slot_key(slot);
+        if oldest_live {
+            // The identity holds its most sessions: its oldest one ends.
+            if let Err(error) = store.remove_record(RecordKind::InboxSession, &key).await {
+                tracing::error!("the inbox could not end an identity's oldest sign-in: {error}");
+                return Err(unavailable());
+            }
+            tracing::info!(identity = caller.identity.as_str(), "an inbox session ended: its identity signed in again");
+        }
+        let session = InboxSession {
+            identity: caller.identity.clone(),
+            slot,
+            issued_ms: now,
+            token_mac: identity_key.token_mac(token_sha256),
+            secret_mac: identity_key.secret_mac(&key, &secret),
+        };
+        let value = serde_json::to_vec(&session).map_err(|_| unavailable())?;
+        let expires_ms = now.saturating_add(SIGNED_IN_SECONDS * 1000);
+        let record = Record { kind: RecordKind::InboxSession, key: key.clone(), value, expires_ms };
+        match store.claim_record(&record, now).await {
+            Ok(true) => return Ok(format!("{key}.{}", hex(&secret))),
+            // Another sign-in of the identity took the slot first: look again.
+            Ok(false) => {}
+            Err(error) => {
+                tracing::error!("the inbox could not keep a sign-in in the session store: {error}");
+                return Err(unavailable());
+            }
         }
     }
+    Err(unavailable())
+}
+
+/// The slot a new session of the identity takes: the first free one (`false`), or the
+/// one of its oldest live session (`true`).
+async fn choose_slot(inbox: &Inbox, identity_key: &IdentityKey, now: u64) -> Result<(u8, bool), ()> {
+    let mut oldest: Option<(u64, u8)> = None;
+    for slot in 0..MAX_SESSIONS_PER_IDENTITY {
+        let key = identity_key.slot_key(slot);
+        match inbox.server.store.read_record(RecordKind::InboxSession, &key, now).await {
+            Ok(None) => return Ok((slot, false)),
+            Ok(Some(kept)) => {
+                // A record that does not read counts as the oldest.
+                let issued = serde_json::from_slice::<InboxSession>(&kept).map_or(0, |session| session.issued_ms);
+                if oldest.is_none_or(|(at, _)| issued < at) {
+                    oldest = Some((issued, slot));
+                }
+            }
+            Err(error) => {
+                tracing::error!("the inbox could not read an identity's sign-ins from the session store: {error}");
+                return Err(());
+            }
+        }
+    }
+    oldest.map(|(_, slot)| (slot, true)).ok_or(())
 }
 
 /// `POST /sign-out`: ends the inbox session on every runner and forgets the cookie.
@@ -529,9 +653,12 @@ mod tests {
     fn cookies_are_read_by_name_and_a_foreign_origin_is_refused() {
         let mut headers = HeaderMap::new();
         let id = "ab".repeat(32);
-        headers
-            .insert(header::COOKIE, HeaderValue::from_str(&format!("a=1; archmax_inbox={id}; b=2")).expect("cookie"));
-        assert_eq!(presented_session(&headers), Some(vec![0xab; 32]));
+        let secret = "cd".repeat(32);
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_str(&format!("a=1; archmax_inbox={id}.{secret}; b=2")).expect("cookie"),
+        );
+        assert_eq!(presented_session(&headers), Some((id.clone(), vec![0xcd; 32])));
         headers.insert(header::COOKIE, HeaderValue::from_static("archmax_inbox=6869"));
         assert_eq!(presented_session(&headers), None, "not a session id");
         headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8787"));
@@ -546,16 +673,65 @@ mod tests {
     }
 
     #[test]
-    fn a_sign_in_cookie_is_accepted_only_as_this_inbox_signed_it() {
+    fn a_sign_in_cookie_is_accepted_only_as_this_inbox_signed_it_and_within_ten_minutes() {
         let key = Secret::random().expect("a random source");
         let nonce = "0123456789abcdef0123456789abcdef";
+        let issued = 1_741_435_200;
         let mut headers = HeaderMap::new();
-        let value = format!("archmax_sign_in={}", sign_in_cookie_value(&key, nonce));
+        let value = format!("archmax_sign_in={}", sign_in_cookie_value(&key, nonce, issued));
         headers.insert(header::COOKIE, HeaderValue::from_str(&value).expect("cookie"));
-        assert_eq!(sign_in_nonce(&key, &headers), Some(nonce));
-        assert_eq!(sign_in_nonce(&Secret::random().expect("a random source"), &headers), None, "another key");
-        let forged = format!("archmax_sign_in={nonce}.{}", "00".repeat(32));
+        assert_eq!(sign_in_nonce(&key, &headers, issued), Ok(nonce));
+        assert_eq!(sign_in_nonce(&key, &headers, issued + SIGN_IN_FORM_SECONDS), Ok(nonce));
+        assert_eq!(sign_in_nonce(&key, &headers, issued + SIGN_IN_FORM_SECONDS + 1), Err(SignInCookieRefusal::Expired));
+        assert_eq!(sign_in_nonce(&key, &headers, issued - 3600), Err(SignInCookieRefusal::Expired), "issued ahead");
+        let other = Secret::random().expect("a random source");
+        assert_eq!(sign_in_nonce(&other, &headers, issued), Err(SignInCookieRefusal::Foreign), "another key");
+        // The issue time is under the MAC: moving it forward breaks the cookie.
+        let moved = value.replace(&format!(".{issued}."), &format!(".{}.", issued + 1000));
+        headers.insert(header::COOKIE, HeaderValue::from_str(&moved).expect("cookie"));
+        assert_eq!(sign_in_nonce(&key, &headers, issued + 1000), Err(SignInCookieRefusal::Foreign));
+        let forged = format!("archmax_sign_in={nonce}.{issued}.{}", "00".repeat(32));
         headers.insert(header::COOKIE, HeaderValue::from_str(&forged).expect("cookie"));
-        assert_eq!(sign_in_nonce(&key, &headers), None);
+        assert_eq!(sign_in_nonce(&key, &headers, issued), Err(SignInCookieRefusal::Foreign));
+    }
+
+    #[test]
+    fn sign_in_attempts_are_counted_per_ipv4_address_and_per_ipv6_slash_64() {
+        let of = |address: &str| {
+            let mut extensions = Extensions::new();
+            extensions.insert(ConnectInfo(address.parse::<SocketAddr>().expect("an address")));
+            client_of(&extensions, &HeaderMap::new(), &[])
+        };
+        assert_eq!(of("[2001:db8:1:2::1]:4000"), of("[2001:db8:1:2:ffff:eeee:dddd:cccc]:4001"), "one /64");
+        assert_ne!(of("[2001:db8:1:2::1]:4000"), of("[2001:db8:1:3::1]:4000"), "another /64");
+        assert_eq!(of("192.0.2.7:1"), of("[::ffff:192.0.2.7]:2"), "an IPv4 address, however written");
+        assert_ne!(of("192.0.2.7:1"), of("192.0.2.8:1"));
+    }
+
+    #[test]
+    fn through_a_trusted_proxy_the_client_is_the_nearest_untrusted_forwarded_address() {
+        let address = |text: &str| text.parse::<IpAddr>().expect("an address");
+        let (proxy, inner) = (address("10.0.0.1"), address("10.0.0.2"));
+        let forwarded = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("x-forwarded-for", HeaderValue::from_str(value).expect("a header"));
+            headers
+        };
+        let trusted = [proxy, inner];
+        let client = |peer: IpAddr, headers: &HeaderMap| forwarded_client(peer, headers, &trusted);
+        assert_eq!(client(proxy, &forwarded("198.51.100.7")), address("198.51.100.7"));
+        assert_eq!(
+            client(proxy, &forwarded("203.0.113.9, 198.51.100.7, 10.0.0.2")),
+            address("198.51.100.7"),
+            "what the client wrote to the left is not reached"
+        );
+        assert_eq!(client(proxy, &forwarded("not an address")), proxy, "a garbled header counts against the proxy");
+        assert_eq!(client(proxy, &HeaderMap::new()), proxy);
+        assert_eq!(
+            client(address("192.0.2.1"), &forwarded("198.51.100.7")),
+            address("192.0.2.1"),
+            "a peer that is not trusted is the client"
+        );
+        assert_eq!(forwarded_client(proxy, &forwarded("198.51.100.7"), &[]), proxy, "no proxy trusted");
     }
 }

@@ -1,6 +1,7 @@
 //! Replay protection across runners: a signed webhook accepted by one runner is refused
 //! by every runner on the same session store, and by a runner started again on it,
-//! because the accepted signatures are kept in the store (filesystem and PostgreSQL).
+//! because the accepted signatures are kept in the store (filesystem and PostgreSQL);
+//! and a firing that was refused keeps its signature for an honest retry.
 
 use std::sync::Arc;
 
@@ -11,9 +12,10 @@ use archmax_store_postgres::PgStore;
 use archmax_store_postgres::test_cluster::TestCluster;
 use archmax_vm::session::SessionStore;
 use archmax_vm::session::fs::FsStore;
+use archmax_vm::session::memory::MemoryStore;
 
 use super::host::{INBOX, INBOX_TAPE, NOW_MS, SECRET, clock, server_on};
-use super::{listen, workspace_of};
+use super::{compiled, listen, workspace_of};
 
 /// Fires one signed request at a runner on `first`, then the same bytes at a second
 /// runner on `second` (the same sessions), then at a runner started afresh on `restarted`.
@@ -77,4 +79,30 @@ fn a_signed_webhook_replayed_to_another_runner_on_one_database_or_after_a_restar
     });
     drop(executor);
     drop(cluster);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_firing_refused_400_is_accepted_when_sent_again_after_the_fix_and_then_refused_as_a_replay() {
+    let files = [("workflows/inbox/workflow.yaml", INBOX)];
+    let server = Arc::new(server_on(&files, INBOX_TAPE, clock(), Arc::new(MemoryStore::new())));
+    let running = listen(Arc::clone(&server)).await;
+    let now = NOW_MS / 1000;
+    // `priority` is not declared by the trigger yet: the firing is refused, 400.
+    let mail = json!({ "thread_id": "thread-retried", "priority": "high", "mail": { "text": "Where is my parcel?" } });
+    let (status, refused) = running.fire("mail-in", &mail, Some(SECRET), now).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    // The host declares it; the sender sends the very same signed request again.
+    let declared = INBOX.replace(
+        "          - { name: thread_id, type: string }\n",
+        "          - { name: thread_id, type: string }\n          - { name: priority, type: string }\n",
+    );
+    assert_ne!(declared, INBOX);
+    let loaded = server.load_program(compiled(&workspace_of(&[("workflows/inbox/workflow.yaml", &declared)])));
+    assert_eq!(loaded.len(), 1);
+    let (status, accepted) = running.fire("mail-in", &mail, Some(SECRET), now).await;
+    assert_eq!(status, StatusCode::OK, "the refused firing did not use up its signature: {accepted}");
+    let (status, replayed) = running.fire("mail-in", &mail, Some(SECRET), now).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "an accepted firing is not accepted twice: {replayed}");
+    assert!(replayed["error"]["message"].as_str().is_some_and(|text| text.contains("replay is refused")), "{replayed}");
+    running.stop().await;
 }

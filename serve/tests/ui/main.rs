@@ -6,6 +6,7 @@
 //! (`inbox.tape.yaml`).
 
 mod browser;
+mod hardening;
 mod http;
 mod sessions;
 
@@ -19,7 +20,7 @@ use serde_json::{Value, json};
 use archmax_serve::auth::{Auth, token_digest_hex};
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::{Server, ServerParts};
-use archmax_vm::clock::FixedClock;
+use archmax_vm::clock::Clock;
 use archmax_vm::compiler::compile;
 use archmax_vm::compiler::lower::BuildInputs;
 use archmax_vm::model::pricing::PricingTable;
@@ -92,28 +93,52 @@ pub struct Running {
     owns_scratch: bool,
     /// The server, to change what it serves while it runs.
     pub server: Arc<Server>,
+    /// The server's clock, which a test moves.
+    pub clock: Arc<TestClock>,
+}
+
+/// A clock a test moves (milliseconds since the Unix epoch).
+pub struct TestClock(std::sync::atomic::AtomicU64);
+
+impl TestClock {
+    /// Moves the clock `seconds` on.
+    pub fn advance(&self, seconds: u64) {
+        self.0.fetch_add(seconds * 1000, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for TestClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// Serves `specs/` and the test's workspace with tokens (or none, `open`).
 pub async fn serve(open: bool) -> Running {
-    serve_in(scratch("serve"), open, true).await
+    serve_in(scratch("serve"), open, true, &[]).await
+}
+
+/// Serves with tokens behind a reverse proxy at `proxy` (`--trusted-proxy`).
+pub async fn serve_behind_proxy(proxy: std::net::IpAddr) -> Running {
+    serve_in(scratch("serve"), false, true, &[proxy]).await
 }
 
 /// A second runner on the sessions of `running` (the same sessions folder).
 pub async fn serve_beside(running: &Running) -> Running {
-    serve_in(running.scratch.clone(), false, false).await
+    serve_in(running.scratch.clone(), false, false, &[]).await
 }
 
-async fn serve_in(scratch: PathBuf, open: bool, owns_scratch: bool) -> Running {
+async fn serve_in(scratch: PathBuf, open: bool, owns_scratch: bool, proxies: &[std::net::IpAddr]) -> Running {
     archmax_vm::model::openai::install_tls_provider();
     let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/workspace");
+    // 2025-03-08T12:00:00Z: two days after the refund request, so its window holds.
+    let clock = Arc::new(TestClock(std::sync::atomic::AtomicU64::new(1_741_435_200_000)));
     let auth = if open { Auth::Open } else { Auth::configure(Some(ADMIN), Some(&tokens_file())).expect("tokens") };
     let server = Server::new(ServerParts {
         programs: vec![compiled(&own), compiled(&specs_root())],
         store: Arc::new(FsStore::for_workspace(&scratch).expect("the scratch workspace's seal key")),
         model: Arc::new(Tape::parse("inbox", TAPE).expect("the tape parses")),
-        // 2025-03-08T12:00:00Z: two days after the refund request, so its window holds.
-        clock: Arc::new(FixedClock(1_741_435_200_000)),
+        clock: Arc::clone(&clock) as Arc<dyn Clock>,
         pricing: PricingTable::default(),
         root: specs_root(),
         auth,
@@ -122,7 +147,8 @@ async fn serve_in(scratch: PathBuf, open: bool, owns_scratch: bool) -> Running {
         tools: Default::default(),
         context: Default::default(),
     })
-    .expect("a server");
+    .expect("a server")
+    .with_trusted_proxies(proxies.to_vec());
     let server = Arc::new(server);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
     let base = format!("http://{}", listener.local_addr().expect("an address"));
@@ -137,7 +163,7 @@ async fn serve_in(scratch: PathBuf, open: bool, owns_scratch: bool) -> Running {
         archmax_serve::ConnectionLimits { grace: std::time::Duration::from_secs(5), ..Default::default() },
     ));
     let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("a client");
-    Running { base, client, stop: Some(stop), served, scratch, owns_scratch, server }
+    Running { base, client, stop: Some(stop), served, scratch, owns_scratch, server, clock }
 }
 
 /// What a page answered.
@@ -268,6 +294,12 @@ impl Running {
         let shown = self.start("refund-desk", session, body).await;
         assert_eq!(shown["status"], "awaiting_decision", "{shown}");
         shown
+    }
+
+    /// The folder of the runner's shared records of `kind` (`inbox-session`, ...), as a
+    /// local user who can read the sessions folder sees it.
+    pub fn records_folder(&self, kind: &str) -> PathBuf {
+        self.scratch.join("sessions").join("+records").join(kind)
     }
 
     pub async fn stop(mut self) {

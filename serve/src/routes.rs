@@ -292,7 +292,11 @@ pub(crate) async fn metrics(State(server): Shared, headers: HeaderMap) -> Respon
     security(()),
 )]
 pub(crate) async fn openapi() -> Response {
-    axum::Json(crate::openapi::document()).into_response()
+    // Built once per process: the document is fixed at compile time, and deriving it on
+    // every request would let a client spend the runner's CPU for free.
+    static DOCUMENT: std::sync::LazyLock<axum::body::Bytes> =
+        std::sync::LazyLock::new(|| axum::body::Bytes::from(crate::openapi::document().to_string()));
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], DOCUMENT.clone()).into_response()
 }
 
 async fn not_found() -> Response {

@@ -382,3 +382,32 @@ fn the_kinds_counter_row_follows_claims_removals_and_pruning() {
         assert_eq!(counted_and_held(&client, kind).await, (96, 96));
     });
 }
+
+#[test]
+fn version_four_counts_the_records_version_three_left() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("upgrade-records").expect("a database");
+    executor().block_on(async {
+        let client = raw(&target).await;
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE archmax_schema_version (version integer PRIMARY KEY, \
+                 applied_at timestamptz NOT NULL DEFAULT now()); {} {} {} \
+                 INSERT INTO archmax_schema_version (version) VALUES (1), (2), (3); \
+                 INSERT INTO archmax_records (kind, key, value, expires_ms) \
+                     SELECT 'webhook-replay', 'r' || n, '\\x00', 2000 FROM generate_series(1, 5) AS n; \
+                 INSERT INTO archmax_records (kind, key, value, expires_ms) VALUES ('inbox-key', 'k', '\\x00', 2000);",
+                include_str!("../migrations/0001_sessions.sql"),
+                include_str!("../migrations/0002_listing.sql"),
+                include_str!("../migrations/0003_records.sql"),
+            ))
+            .await
+            .expect("schema version 3 with records");
+        let store = PgStore::connect(&target).await.expect("upgrade to the current schema");
+        assert_eq!(counted_and_held(&client, "webhook-replay").await, (5, 5));
+        assert_eq!(counted_and_held(&client, "inbox-key").await, (1, 1));
+        assert!(!store.claim_record(&replay_record("r1", 3_000), 1_000).await.expect("a kept record holds its key"));
+        assert!(store.claim_record(&replay_record("r6", 3_000), 1_000).await.expect("claim"));
+        assert_eq!(counted_and_held(&client, "webhook-replay").await, (6, 6));
+    });
+}

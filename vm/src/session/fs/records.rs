@@ -17,8 +17,8 @@
 //! Seal-key rotation: records are named and checked under the current key only, so those
 //! written under a previous key read as absent once the key changes (and are swept as
 //! damaged). Records live minutes to hours (a replay window, a sign-in); the cost of a
-//! rotation is that inbox users sign in again and a replay of a signature accepted just
-//! before it is judged by its timestamp tolerance alone.
+//! rotation is that inbox users sign in again, and a webhook request accepted just before
+//! it may be replayed once more while its timestamp is within the tolerance.
 //!
 //! Every operation opens `+records` and then `+records/<kind>` once, each with
 //! `O_DIRECTORY | O_NOFOLLOW`, and does all its work (the `flock`, listing, opening,

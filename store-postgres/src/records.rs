@@ -1,34 +1,56 @@
 //! Shared records in PostgreSQL ([`archmax_vm::session::records`]): the
-//! `archmax_records` table (migration 3).
+//! `archmax_records` table (migration 3) and its per-kind counter rows in
+//! `archmax_record_counts` (migration 4).
 //!
-//! A claim is one transaction: it takes a transaction-level advisory lock for the
-//! record's kind (so claims of one kind take turns across every runner and the capacity
-//! is exact), deletes the kind's expired rows, counts the live ones, and then writes the
-//! row with `INSERT … ON CONFLICT (kind, key) DO UPDATE … WHERE` the old row has expired:
-//! a row comes back only when this claim won the key. Reads and removals are single
-//! statements.
+//! A claim is one transaction. It first locks the kind's counter row (made on a kind's
+//! first claim), so claims of one kind take turns across every runner; deletes the kind's
+//! expired rows (an index range, each row deleted once) and takes their number off the
+//! counter; then, unless the counter says the kind is full, writes the row with
+//! `INSERT … ON CONFLICT (kind, key) DO NOTHING`: a row comes back only when this claim
+//! won the key (any row left for it is live, the expired ones were just deleted), and the
+//! counter goes up by one. A removal deletes the row and lowers the counter under the
+//! same lock. Reads are a single statement.
 //!
-//! The one thing to know: expiry is decided by the `now_ms` each caller passes, the
-//! runner's clock, not the database's, so every store agrees on what "live" means.
+//! The one thing to know: the capacity is checked against the counter row, never by
+//! counting the kind's records, so a claim costs the same with 10 or 100,000 live records
+//! of its kind. The counter stays exact because every statement that adds or deletes a
+//! record changes it in the same transaction. Should it ever be wrong (rows deleted by
+//! hand), `UPDATE archmax_record_counts c SET records = (SELECT count(*) FROM
+//! archmax_records r WHERE r.kind = c.kind)` puts it right. Expiry is decided by the
+//! `now_ms` each caller passes, the runner's clock, not the database's, so every store
+//! agrees on what "live" means.
 
-use deadpool_postgres::Pool;
-use sha2::{Digest, Sha256};
+use deadpool_postgres::{Pool, Transaction};
 
 use archmax_vm::session::StoreError;
 use archmax_vm::session::records::{Record, RecordKind, check_record_key, records_full};
 
 use crate::{db_error, io_error, number};
 
-/// The advisory lock claims of `kind` take turns on.
-fn kind_lock(kind: RecordKind) -> i64 {
-    let digest = Sha256::digest(format!("archmax-records/{}", kind.as_str()).as_bytes());
-    let mut bytes = [0u8; 8];
-    bytes.copy_from_slice(&digest[..8]);
-    i64::from_be_bytes(bytes)
-}
-
 fn label(kind: RecordKind) -> String {
     format!("records/{}", kind.as_str())
+}
+
+/// Locks `kind`'s counter row (making it on the kind's first claim) for the rest of the
+/// transaction, and returns how many rows the kind holds.
+async fn lock_counter(transaction: &Transaction<'_>, kind: &str, id: &str) -> Result<i64, StoreError> {
+    let row = transaction
+        .query_one(
+            "INSERT INTO archmax_record_counts (kind, records) VALUES ($1, 0) \
+             ON CONFLICT (kind) DO UPDATE SET records = archmax_record_counts.records RETURNING records",
+            &[&kind],
+        )
+        .await
+        .map_err(db_error(id))?;
+    Ok(row.get(0))
+}
+
+async fn set_counter(transaction: &Transaction<'_>, kind: &str, records: i64, id: &str) -> Result<(), StoreError> {
+    transaction
+        .execute("UPDATE archmax_record_counts SET records = $2 WHERE kind = $1", &[&kind, &records])
+        .await
+        .map_err(db_error(id))?;
+    Ok(())
 }
 
 pub(crate) async fn claim(pool: Pool, record: Record, now_ms: u64) -> Result<bool, StoreError> {
@@ -40,32 +62,33 @@ pub(crate) async fn claim(pool: Pool, record: Record, now_ms: u64) -> Result<boo
     let kind = record.kind.as_str();
     let mut client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
     let transaction = client.transaction().await.map_err(db_error(id))?;
-    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&kind_lock(record.kind)]).await.map_err(db_error(id))?;
-    transaction
+    let counted = lock_counter(&transaction, kind, id).await?;
+    let pruned = transaction
         .execute("DELETE FROM archmax_records WHERE kind = $1 AND expires_ms <= $2", &[&kind, &now])
         .await
         .map_err(db_error(id))?;
-    let live: i64 = transaction
-        .query_one(
-            "SELECT count(*) FROM archmax_records WHERE kind = $1 AND key <> $2 AND expires_ms > $3",
-            &[&kind, &record.key, &now],
-        )
-        .await
-        .map_err(db_error(id))?
-        .get(0);
+    let live = counted.saturating_sub(i64::try_from(pruned).unwrap_or(i64::MAX)).max(0);
     if live >= capacity {
-        return Err(records_full(record.kind));
+        let held = transaction
+            .query_opt("SELECT 1 FROM archmax_records WHERE kind = $1 AND key = $2", &[&kind, &record.key])
+            .await
+            .map_err(db_error(id))?
+            .is_some();
+        set_counter(&transaction, kind, live, id).await?;
+        transaction.commit().await.map_err(db_error(id))?;
+        // A live record holds the key: the claim loses, as it would with room to spare.
+        return if held { Ok(false) } else { Err(records_full(record.kind)) };
     }
     let won = transaction
         .query_opt(
             "INSERT INTO archmax_records (kind, key, value, expires_ms) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (kind, key) DO UPDATE SET value = EXCLUDED.value, expires_ms = EXCLUDED.expires_ms \
-             WHERE archmax_records.expires_ms <= $5 RETURNING 1",
-            &[&kind, &record.key, &record.value, &expires, &now],
+             ON CONFLICT (kind, key) DO NOTHING RETURNING 1",
+            &[&kind, &record.key, &record.value, &expires],
         )
         .await
         .map_err(db_error(id))?
         .is_some();
+    set_counter(&transaction, kind, live + i64::from(won), id).await?;
     transaction.commit().await.map_err(db_error(id))?;
     Ok(won)
 }
@@ -95,10 +118,19 @@ pub(crate) async fn remove(pool: Pool, kind: RecordKind, key: String) -> Result<
     check_record_key(kind, &key)?;
     let id = label(kind);
     let id = id.as_str();
-    let client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
-    let removed = client
+    let mut client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+    let transaction = client.transaction().await.map_err(db_error(id))?;
+    // The counter's lock first, as a claim takes it, so the two never wait on each other
+    // in opposite orders.
+    let counted = lock_counter(&transaction, kind.as_str(), id).await?;
+    let removed = transaction
         .execute("DELETE FROM archmax_records WHERE kind = $1 AND key = $2", &[&kind.as_str(), &key])
         .await
         .map_err(db_error(id))?;
+    if removed > 0 {
+        let left = counted.saturating_sub(i64::try_from(removed).unwrap_or(i64::MAX)).max(0);
+        set_counter(&transaction, kind.as_str(), left, id).await?;
+    }
+    transaction.commit().await.map_err(db_error(id))?;
     Ok(removed > 0)
 }

@@ -15,10 +15,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../migrations/0001_sessions.sql")),
     (2, include_str!("../migrations/0002_listing.sql")),
     (3, include_str!("../migrations/0003_records.sql")),
+    (4, include_str!("../migrations/0004_record_counts.sql")),
 ];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The advisory lock migrators take turns on ("archmax" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0061_7263_686d_6178;

@@ -293,3 +293,121 @@ fn pages_list_ids_in_byte_order_whatever_the_database_collation() {
         admin.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).await.expect("drop the ICU database");
     });
 }
+
+fn replay_record(key: &str, expires_ms: u64) -> archmax_vm::session::records::Record {
+    use archmax_vm::session::records::{Record, RecordKind};
+    Record { kind: RecordKind::WebhookReplay, key: key.to_string(), value: b"v".to_vec(), expires_ms }
+}
+
+/// The kind's counter row and the number of its rows in `archmax_records`.
+async fn counted_and_held(client: &tokio_postgres::Client, kind: &str) -> (i64, i64) {
+    let counted = client
+        .query_one("SELECT records FROM archmax_record_counts WHERE kind = $1", &[&kind])
+        .await
+        .expect("the kind's counter row")
+        .get(0);
+    let held =
+        client.query_one("SELECT count(*) FROM archmax_records WHERE kind = $1", &[&kind]).await.expect("count").get(0);
+    (counted, held)
+}
+
+#[test]
+fn a_record_claim_checks_the_capacity_against_the_kinds_counter_row_without_counting_its_records() {
+    use archmax_vm::session::records::{Record, RecordKind};
+    let cluster = TestCluster::require();
+    let target = cluster.database("record-counts").expect("a database");
+    executor().block_on(async {
+        let store = PgStore::connect(&target).await.expect("connect");
+        let client = raw(&target).await;
+        let kind = RecordKind::Conformance;
+        let record = |key: &str| Record { kind, key: key.to_string(), value: b"v".to_vec(), expires_ms: 2_000 };
+        // As many live rows as the kind holds, put there behind the store's back with the
+        // counter saying none: a claim that counted them would be refused.
+        client
+            .execute(
+                "INSERT INTO archmax_records (kind, key, value, expires_ms) \
+                 SELECT $1, 'behind-' || n, '\\x00', 2000 FROM generate_series(1, $2::int) AS n",
+                &[&kind.as_str(), &i32::try_from(kind.capacity()).expect("small")],
+            )
+            .await
+            .expect("rows behind the store's back");
+        client
+            .execute(
+                "INSERT INTO archmax_record_counts (kind, records) VALUES ($1, 0) \
+                 ON CONFLICT (kind) DO UPDATE SET records = 0",
+                &[&kind.as_str()],
+            )
+            .await
+            .expect("a counter of none");
+        assert!(store.claim_record(&record("counted-by-the-row"), 1_000).await.expect("the counter has room"));
+        assert_eq!(counted_and_held(&client, kind.as_str()).await.0, 1, "the claim added one to the counter");
+        // And the other way: no rows, a counter at the capacity: the kind is full.
+        client.execute("DELETE FROM archmax_records WHERE kind = $1", &[&kind.as_str()]).await.expect("clear");
+        client
+            .execute(
+                "UPDATE archmax_record_counts SET records = $2 WHERE kind = $1",
+                &[&kind.as_str(), &i64::try_from(kind.capacity()).expect("small")],
+            )
+            .await
+            .expect("a full counter");
+        match store.claim_record(&record("refused"), 1_000).await {
+            Err(StoreError::RecordsFull { .. }) => {}
+            other => panic!("a full counter refuses the claim, got {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn the_kinds_counter_row_follows_claims_removals_and_pruning() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("record-counter").expect("a database");
+    executor().block_on(async {
+        let store = PgStore::connect(&target).await.expect("connect");
+        let client = raw(&target).await;
+        let kind = "webhook-replay";
+        for index in 0..200 {
+            // Half expire at 2,000, half live on.
+            let expires = if index % 2 == 0 { 2_000 } else { 100_000 };
+            assert!(store.claim_record(&replay_record(&format!("r{index}"), expires), 1_000).await.expect("claim"));
+        }
+        assert!(!store.claim_record(&replay_record("r1", 100_000), 1_000).await.expect("a held key loses"));
+        assert_eq!(counted_and_held(&client, kind).await, (200, 200));
+        for index in 0..10 {
+            assert!(store.remove_record(replay_record("x", 0).kind, &format!("r{index}")).await.expect("remove"));
+        }
+        assert!(!store.remove_record(replay_record("x", 0).kind, "r0").await.expect("remove again"));
+        assert_eq!(counted_and_held(&client, kind).await, (190, 190));
+        // A claim after the first half expired prunes them and counts the survivors.
+        assert!(store.claim_record(&replay_record("late", 100_000), 3_000).await.expect("claim"));
+        assert_eq!(counted_and_held(&client, kind).await, (96, 96));
+    });
+}
+
+#[test]
+fn version_four_counts_the_records_version_three_left() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("upgrade-records").expect("a database");
+    executor().block_on(async {
+        let client = raw(&target).await;
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE archmax_schema_version (version integer PRIMARY KEY, \
+                 applied_at timestamptz NOT NULL DEFAULT now()); {} {} {} \
+                 INSERT INTO archmax_schema_version (version) VALUES (1), (2), (3); \
+                 INSERT INTO archmax_records (kind, key, value, expires_ms) \
+                     SELECT 'webhook-replay', 'r' || n, '\\x00', 2000 FROM generate_series(1, 5) AS n; \
+                 INSERT INTO archmax_records (kind, key, value, expires_ms) VALUES ('inbox-key', 'k', '\\x00', 2000);",
+                include_str!("../migrations/0001_sessions.sql"),
+                include_str!("../migrations/0002_listing.sql"),
+                include_str!("../migrations/0003_records.sql"),
+            ))
+            .await
+            .expect("schema version 3 with records");
+        let store = PgStore::connect(&target).await.expect("upgrade to the current schema");
+        assert_eq!(counted_and_held(&client, "webhook-replay").await, (5, 5));
+        assert_eq!(counted_and_held(&client, "inbox-key").await, (1, 1));
+        assert!(!store.claim_record(&replay_record("r1", 3_000), 1_000).await.expect("a kept record holds its key"));
+        assert!(store.claim_record(&replay_record("r6", 3_000), 1_000).await.expect("claim"));
+        assert_eq!(counted_and_held(&client, "webhook-replay").await, (6, 6));
+    });
+}

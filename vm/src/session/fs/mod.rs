@@ -2,7 +2,8 @@
 //!
 //! Each session lives in `<dir>/<id>/`; the workflow specs sessions are pinned to live
 //! in `<dir>/_specs/<hash>.json` ([`specs`]); the records runners share (webhook replays,
-//! inbox sign-ins) in `<dir>/+records/<kind>/<key>` ([`records`]). The runtime's own files sit in its
+//! inbox sign-ins) in `<dir>/+records/<kind>/<name>`, each named and sealed by an HMAC
+//! under the seal key ([`records`]). The runtime's own files sit in its
 //! `checkpoints/` folder, a zone no tool call can reach; beside it are the session's own
 //! folders `scratchpad/` and `artifacts/`. The files:
 //!

@@ -158,6 +158,11 @@ impl SealKeys {
         mac_with(&self.keys[0].secret, parts)
     }
 
+    /// Whether `tag` is the current key's HMAC-SHA256 of `parts` (compared in constant time).
+    pub(super) fn verify_current(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        verify_with(&self.keys[0].secret, parts, tag)
+    }
+
     /// Which key (0 = current) has id `id` and gives `tag` over `parts`; `Err` says
     /// whether the id is unknown (`None`) or known and the tag wrong (`Some(index)`).
     pub(super) fn check_with_id(&self, id: &KeyId, parts: &[&[u8]], tag: &[u8]) -> Result<usize, Option<usize>> {
@@ -221,7 +226,7 @@ fn key_from_hex(word: &str) -> Option<[u8; KEY_BYTES]> {
     Some(key)
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 

@@ -10,7 +10,6 @@ mod dotenv;
 mod explain;
 mod faults;
 mod flow;
-mod flow_cmd;
 mod graph;
 mod init;
 mod inputs;
@@ -29,6 +28,7 @@ mod sessions;
 mod store;
 mod test;
 mod tools;
+mod trace;
 mod validate;
 
 use std::path::PathBuf;
@@ -332,7 +332,7 @@ enum Command {
     },
     /// Plan or walk a flow document (`flow plan`, `flow run`).
     #[command(subcommand)]
-    Flow(flow_cmd::FlowCommand),
+    Flow(flow::FlowCommand),
     /// Serve the language server protocol on stdin and stdout (diagnostics, hover, completion, definition, rename).
     Lsp,
     /// Print the long explanation of a diagnostic code or a kernel rule.
@@ -541,7 +541,7 @@ fn main() -> ExitCode {
         Command::Init { dir, template } => init::run(&dir.unwrap_or(root), template),
         Command::Schema { kind, output } => schema_cmd::run(kind, output.as_deref()),
         Command::Completions { shell } => completions::run::<Cli>(shell),
-        Command::Flow(command) => flow_cmd::run(command),
+        Command::Flow(command) => flow::run(command),
         Command::Build { workflows, output, sign } => build::run(&root, &workflows, output.as_deref(), sign.as_deref()),
         Command::Keygen { output, force } => keys::keygen(&output, force),
         Command::Inspect { file, trust, workflow, state, format } => {

@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -20,8 +20,8 @@ use archmax_vm::stdlib::PLATFORM_PROMPT;
 use archmax_vm::{Disposition, Outcome, RunError, Runtime, RuntimeParts};
 
 use crate::build::refused;
-use crate::flow::Flow;
 use crate::output::{failure, note, stderr_color};
+use crate::trace::Trace;
 
 /// Options every session command takes.
 pub struct SessionOptions<'a> {
@@ -132,11 +132,6 @@ pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refu
     }
 }
 
-/// The sessions directory of a workspace.
-pub fn sessions_dir(root: &Path) -> PathBuf {
-    root.join("sessions")
-}
-
 /// Builds a runtime with the flow renderer and, when asked, a JSON-lines event file.
 pub fn runtime(
     options: &SessionOptions<'_>,
@@ -146,7 +141,7 @@ pub fn runtime(
     let events = EventSink::new();
     events.listen(Box::new(crate::reply::ReplyStream::default()));
     if !crate::output::quiet() {
-        events.listen(Box::new(Flow::new(stderr_color())));
+        events.listen(Box::new(Trace::new(stderr_color())));
     }
     if let Some(path) = options.events {
         let file =
@@ -257,19 +252,6 @@ fn models_used(program: Option<&Program>, workflow: &str, configured: Option<Str
     }
 }
 
-/// `20369` → `20,369`.
-pub fn thousands(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
-}
-
 /// The token footer, or `None` when no usage was reported.
 pub fn footer(usage: &Usage) -> Option<String> {
     if usage.is_empty() {
@@ -277,10 +259,10 @@ pub fn footer(usage: &Usage) -> Option<String> {
     }
     let mut line = format!(
         "tokens     in {} · out {} · cache r {}/w {}",
-        thousands(usage.input_tokens),
-        thousands(usage.output_tokens),
-        thousands(usage.cache_read_tokens),
-        thousands(usage.cache_creation_tokens)
+        crate::output::thousands(usage.input_tokens),
+        crate::output::thousands(usage.output_tokens),
+        crate::output::thousands(usage.cache_read_tokens),
+        crate::output::thousands(usage.cache_creation_tokens)
     );
     if let Some(cost) = usage.cost_usd {
         line.push_str(&format!(" · ${cost:.4}"));

@@ -16,8 +16,8 @@ use archmax_vm::session::summary::summary;
 use archmax_vm::session::{Message, SessionState, SessionStore, Status, ToolStatus};
 use archmax_vm::stdlib::vfs::Vfs;
 
+use crate::output::thousands;
 use crate::output::{failure, terminal_safe, usage};
-use crate::session::thousands;
 
 /// What `archmax sessions` lists or shows.
 pub struct Query<'a> {

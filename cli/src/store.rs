@@ -17,7 +17,11 @@ use archmax_vm::session::id::check_session_id;
 use archmax_vm::session::{SessionState, SessionStore, transfer};
 
 use crate::output::{failure, usage};
-use crate::session::sessions_dir;
+
+/// The sessions directory of a workspace.
+pub fn sessions_dir(root: &Path) -> PathBuf {
+    root.join("sessions")
+}
 
 /// The environment variable naming the store when `--store` is not given.
 pub const STORE_VARIABLE: &str = "ARCHMAX_STORE";

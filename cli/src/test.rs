@@ -24,9 +24,9 @@ use archmax_vm::testing::suite::{self, Models, Observer, SuiteCase, Tally};
 use archmax_vm::testing::{CaseResult, Harness, RecordStatus, Verdict};
 
 use crate::build::refused;
-use crate::flow::Flow;
 use crate::output::{note, quiet, stderr_color};
 use crate::session::footer;
+use crate::trace::Trace;
 
 pub struct TestArgs<'a> {
     pub workflow: Option<&'a str>,
@@ -54,7 +54,7 @@ impl Observer for Printer {
         note!("{}", paint(self.color, "2", &format!("── {counter}{} · {}", case.id, case.title)));
         let events = EventSink::new();
         if !quiet() {
-            events.listen(Box::new(Flow::for_case(self.color)));
+            events.listen(Box::new(Trace::for_case(self.color)));
         }
         events
     }

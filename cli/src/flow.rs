@@ -128,10 +128,10 @@ pub struct RunFlags {
     api_key_env: Option<String>,
 }
 
-pub fn run(command: FlowCommand) -> ExitCode {
+pub fn run(executor: &tokio::runtime::Runtime, command: FlowCommand) -> ExitCode {
     match command {
         FlowCommand::Plan { flow, max_attempts, json, format } => plan(&flow, max_attempts, json, format),
-        FlowCommand::Run(flags) => walk(&flags),
+        FlowCommand::Run(flags) => walk(executor, &flags),
     }
 }
 
@@ -214,7 +214,7 @@ fn standing_instruction(flow: &str, run_scope: Option<&WriteScope>) -> String {
     text
 }
 
-fn walk(flags: &RunFlags) -> ExitCode {
+fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     let (loaded, document) = match load(&flags.flow, Format::Human) {
         Ok(loaded) => loaded,
         Err(code) => return code,
@@ -343,10 +343,6 @@ fn walk(flags: &RunFlags) -> ExitCode {
         {
             eprintln!("{}", crate::output::terminal_safe(&line));
         }
-    };
-    let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(executor) => executor,
-        Err(error) => return failure(format!("cannot start the async runtime: {error}")),
     };
     match executor.block_on(archmax_flow::walk(&environment, &document, options, record, &mut sink)) {
         Ok(end) => ExitCode::from(end.exit_status()),

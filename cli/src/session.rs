@@ -41,6 +41,8 @@ pub struct SessionOptions<'a> {
     pub timeout: Option<f64>,
     /// `--store`: the session store (else `ARCHMAX_STORE`, else `<root>/sessions`).
     pub store: Option<&'a str>,
+    /// The process's one async runtime (built in `main`), which runs the session.
+    pub executor: &'a tokio::runtime::Runtime,
 }
 
 /// A failure before anything ran, with the message to print.
@@ -199,11 +201,7 @@ where
         Ok(runtime) => runtime,
         Err(refusal) => return failure(refusal.0),
     };
-    let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(executor) => executor,
-        Err(error) => return failure(format!("could not start the runtime: {error}")),
-    };
-    let finished = executor.block_on(async {
+    let finished = options.executor.block_on(async {
         let outcome = action(&runtime).await?;
         let caller = runtime.awaiting_caller(&outcome.session_id).await;
         Ok::<_, RunError>((outcome, caller))

@@ -40,8 +40,7 @@ use archmax_vm::host_tools::survey::{Grantor, ToolsReport, diagnostics, survey};
 use archmax_vm::host_tools::{NoHost, ToolHost};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 use serde_json::{Value, json};
-
-use crate::output::failure;
+use tokio::runtime::Runtime;
 
 /// The host the commands ask for tools: the MCP servers of `settings`, started on first
 /// need. A bare `command` is looked up beside the running `archmax` first (where the
@@ -123,17 +122,14 @@ fn environment(settings: &HostSettings) -> Vec<Diagnostic> {
 }
 
 /// `archmax tools`.
-pub fn run(root: &Path, json: bool) -> ExitCode {
+pub fn run(executor: &Runtime, root: &Path, json: bool) -> ExitCode {
     let compiled = match compile(root, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT }) {
         Ok(compiled) => compiled,
         Err(error) => return crate::build::refused(error),
     };
     let settings = settings(&compiled.analysis);
     let host = tool_host(root, &settings);
-    let mut report = match crate::store::block_on(survey(&compiled.program, &settings, host.as_ref())) {
-        Ok(report) => report,
-        Err(error) => return failure(error),
-    };
+    let mut report = executor.block_on(survey(&compiled.program, &settings, host.as_ref()));
     let missing = environment(&settings).into_iter().map(|diagnostic| diagnostic.message);
     report.problems.splice(0..0, missing);
     if json {
@@ -275,7 +271,13 @@ pub fn to_text(report: &ToolsReport) -> String {
 
 /// `validate --tools`: compiles the analysis (whose report is valid), asks the host, and
 /// adds the findings to `report` as errors. Returns the analysis back, for rendering.
-pub fn check(root: &Path, analysis: Analysis, selection: &[String], report: &mut Report) -> Result<Analysis, String> {
+pub fn check(
+    executor: &Runtime,
+    root: &Path,
+    analysis: Analysis,
+    selection: &[String],
+    report: &mut Report,
+) -> Result<Analysis, String> {
     let compiled = match compile_analysis(analysis, selection, &BuildInputs { platform_prompt: PLATFORM_PROMPT }) {
         Ok(compiled) => compiled,
         Err(CompileError::Invalid(invalid)) => {
@@ -286,7 +288,7 @@ pub fn check(root: &Path, analysis: Analysis, selection: &[String], report: &mut
     };
     let settings = settings(&compiled.analysis);
     let host = tool_host(root, &settings);
-    let surveyed = crate::store::block_on(survey(&compiled.program, &settings, host.as_ref()))?;
+    let surveyed = executor.block_on(survey(&compiled.program, &settings, host.as_ref()));
     let mut found = environment(&settings);
     found.extend(diagnostics(&surveyed, &compiled.analysis, &settings));
     for diagnostic in found {
@@ -314,6 +316,15 @@ mod tests {
     use archmax_vm::host_tools::{Catalog, HostAnswer, HostCall, HostError, HostFuture, HostTool};
 
     use super::*;
+
+    /// Runs a survey to completion, as the commands do on the process's runtime.
+    fn block_on<T>(work: impl std::future::Future<Output = T>) -> Result<T, String> {
+        let executor = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| format!("could not start the runtime: {error}"))?;
+        Ok(executor.block_on(work))
+    }
 
     /// A host whose catalog is given; it answers no call.
     struct FakeHost(Arc<Catalog>);
@@ -405,7 +416,7 @@ url = "https://mail.internal/mcp"
 
     fn survey_of(program: &Program, settings: &HostSettings) -> ToolsReport {
         let host = FakeHost(Arc::new(catalog()));
-        match crate::store::block_on(survey(program, settings, &host)) {
+        match block_on(survey(program, settings, &host)) {
             Ok(report) => report,
             Err(error) => panic!("{error}"),
         }
@@ -541,7 +552,7 @@ url = "https://mail.internal/mcp"
         let (settings, problems) = parse_host_settings(archmax_compiler::source::FileId(0), text);
         assert!(problems.is_empty(), "{problems:?}");
         let host = tool_host(Path::new("."), &settings);
-        let report = match crate::store::block_on(survey(&program, &settings, host.as_ref())) {
+        let report = match block_on(survey(&program, &settings, host.as_ref())) {
             Ok(report) => report,
             Err(error) => panic!("{error}"),
         };

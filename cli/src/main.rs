@@ -1,5 +1,5 @@
 //! `archmax`: the command line. Parsing, rendering and exit codes only; every decision
-//! is made by `archmax-compiler` and `archmax-vm`.
+//! is made by `archmax-compiler` and `archmax-vm` (and, for the language server, `archmax-ide`).
 //!
 //! Exit codes: 0 when the command did its job, 1 when it established a failure (an
 //! invalid workflow, an unknown name), 2 for a usage error (one line on stderr).

@@ -1,248 +1,351 @@
-//! The human "state flow" on stderr, rendered from the run's events as they happen.
+//! `archmax flow plan FLOW` and `archmax flow run FLOW --input TEXT …`: flow documents.
 //!
-//! Append-only: state changes at the margin, what happened inside a state indented under
-//! it. Control calls are shown as what they do (a move, a park, a raise), never as tool
-//! lines; runtime notes are not shown at all. Every text an event carries (model and
-//! tool text, names, reasons) passes through [`terminal_safe`] before it is painted, so
-//! the only escape sequences on the flow are its own colours.
+//! Parsing and rendering only: reading, planning and walking are `archmax-flow`'s. A
+//! document that does not validate is rendered like `validate` renders a workspace
+//! (`--format human|json|sarif|github` for `plan`), and exits 1. `run` exits with the
+//! walk's status: 0 clean or awaiting the operator, 2 finished and not clean or
+//! cancelled (SIGINT), 1 refused before it started or aborted on a loop error.
+//! (A session's live rendering of its states on stderr is [`crate::trace`], not this.)
 
-use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::output::terminal_safe;
+use clap::{Args, Subcommand, ValueEnum};
 
-use archmax_vm::compiler::tools::path_arguments;
-use archmax_vm::events::{Envelope, Event, Listener};
+use archmax_compiler::diagnostic::render::{self, Stream};
+use archmax_flow::hooks::Hooks;
+use archmax_flow::read::{self, Loaded};
+use archmax_flow::record::Header;
+use archmax_flow::scope::WriteScope;
+use archmax_flow::step::{FlowBudget, Outcome, StepBudget, StepEnvironment};
+use archmax_flow::walk::{OperatorVerdict, WalkOptions, default_session_dir, new_run_id};
+use archmax_flow::{FlowDocument, FlowEvent};
+use archmax_vm::host_env::{self, ClockAndPricing};
+use archmax_vm::stdlib::vfs::{DiskVfs, Workspace};
 
-/// Writes the flow to stderr.
-pub struct Flow {
-    color: bool,
-    /// Per session: the state shown at its margin, until the session leaves it.
-    current: std::collections::HashMap<String, String>,
-    /// How many `~` the top-level session's own id holds (ids may contain them).
-    root_tildes: Option<usize>,
-    /// Inside a case: how a turn ended is a fact the case asserts on, not a verdict, so
-    /// a failed turn is not painted as a failure before the case's own verdict.
-    in_case: bool,
+use crate::Format;
+use crate::output::{failure, quiet, stderr_color};
+
+/// `archmax flow …`.
+#[derive(Subcommand)]
+pub enum FlowCommand {
+    /// Validate a flow document and print what runs in what order (no endpoint).
+    Plan {
+        /// The document (`.yaml`, `.yml` or `.json`).
+        flow: PathBuf,
+        /// Override every group's `repeat.max` (the root's included).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_attempts: Option<u32>,
+        /// Print the plan (or the refusal) as JSON.
+        #[arg(long)]
+        json: bool,
+        /// How a refusal is printed.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Walk a flow document: model steps, gated commands, operator pauses.
+    Run(Box<RunFlags>),
 }
 
-impl Flow {
-    pub fn new(color: bool) -> Flow {
-        Flow { color, current: std::collections::HashMap::new(), root_tildes: None, in_case: false }
-    }
+/// The verdict an operator records with `--resume`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OperatorWord {
+    Passed,
+    Failed,
+}
 
-    /// The flow of a case's session (`archmax test`).
-    pub fn for_case(color: bool) -> Flow {
-        Flow { in_case: true, ..Flow::new(color) }
-    }
+#[derive(Args)]
+pub struct RunFlags {
+    /// The document (`.yaml`, `.yml` or `.json`).
+    flow: PathBuf,
+    /// The task, given to every step beside its own prompt (a resume reuses the recorded one).
+    #[arg(long, value_name = "TEXT", required_unless_present = "resume")]
+    input: Option<String>,
+    /// The directory the steps work in (default: the current directory).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    workspace: PathBuf,
+    /// Override every group's `repeat.max` (the root's included).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_attempts: Option<u32>,
+    /// Print every event as one JSON object per line on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Transition hooks: `{"version": 1, "hooks": [{"on": "transition", "command": [...]}]}`.
+    #[arg(long, value_name = "FILE")]
+    hooks: Option<PathBuf>,
+    /// Where any step may write: `<glob>=<allowed|partial-only|denied>`, first match wins; repeatable.
+    #[arg(long = "write-scope", value_name = "RULE")]
+    write_scope: Vec<String>,
+    /// A program command steps may run (by name or path); repeatable.
+    #[arg(long = "allow-program", value_name = "NAME")]
+    allow_program: Vec<String>,
+    /// Replay scripted model turns from this tape instead of calling a model.
+    #[arg(long, value_name = "FILE")]
+    tape: Option<PathBuf>,
+    /// Most model turns per step.
+    #[arg(long, value_name = "N")]
+    max_turns: Option<u32>,
+    /// Most output tokens per step.
+    #[arg(long, value_name = "N")]
+    max_output_tokens: Option<u64>,
+    /// Most output tokens per model turn.
+    #[arg(long, value_name = "N")]
+    max_output_tokens_per_turn: Option<u64>,
+    /// Most the whole flow may cost, in microunits (`ARCHMAX_PRICE_*` prices the calls).
+    #[arg(long, value_name = "N")]
+    max_cost_microunits: Option<u64>,
+    /// Most the whole flow may take, in milliseconds.
+    #[arg(long, value_name = "N")]
+    max_duration_ms: Option<u64>,
+    /// Where sessions and the flow record are filed (default: `<workspace>/.archmax-flows`).
+    #[arg(long, value_name = "DIR", conflicts_with = "no_session")]
+    session_dir: Option<PathBuf>,
+    /// Write no session and no record (a walk that cannot be resumed).
+    #[arg(long)]
+    no_session: bool,
+    /// Run at most N steps of a layer at once.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    parallel: u32,
+    /// Continue the walk with this flow-run id from its record.
+    #[arg(long, value_name = "FLOW-RUN-ID", conflicts_with = "no_session")]
+    resume: Option<String>,
+    /// The verdict of the operator step the walk paused at (with `--resume`).
+    #[arg(long, value_enum, requires = "resume")]
+    operator: Option<OperatorWord>,
+    /// The operator's note (with `--operator`).
+    #[arg(long, value_name = "TEXT", requires = "operator")]
+    note: Option<String>,
+    /// The model endpoint (over ARCHMAX_API_BASE_URL).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// The model (over ARCHMAX_MODEL).
+    #[arg(long, value_name = "ID")]
+    model: Option<String>,
+    /// The variable holding the API key (over ARCHMAX_API_KEY).
+    #[arg(long, value_name = "NAME")]
+    api_key_env: Option<String>,
+}
 
-    fn state_header(&self, state: &str) -> String {
-        format!("{} {}", self.paint("1;36", "●"), self.paint("1", state))
-    }
-
-    fn paint(&self, code: &str, text: &str) -> String {
-        let text = terminal_safe(text);
-        if self.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.into_owned() }
+pub fn run(executor: &tokio::runtime::Runtime, command: FlowCommand) -> ExitCode {
+    match command {
+        FlowCommand::Plan { flow, max_attempts, json, format } => plan(&flow, max_attempts, json, format),
+        FlowCommand::Run(flags) => walk(executor, &flags),
     }
 }
 
-/// Event text as the flow may print it.
-fn safe(text: &str) -> String {
-    terminal_safe(text).into_owned()
-}
-
-fn first_line(text: &str, limit: usize) -> String {
-    let text = terminal_safe(text);
-    let line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim();
-    if line.chars().count() > limit {
-        format!("{}…", line.chars().take(limit).collect::<String>())
-    } else {
-        line.to_string()
-    }
-}
-
-/// A runtime message without its `[workflow] FAILED:`-style marker, which the flow's icons
-/// already say.
-fn plain(text: &str) -> &str {
-    for marker in ["[workflow] FAILED: ", "[workflow] BLOCKED: ", "[workflow] "] {
-        if let Some(rest) = text.strip_prefix(marker) {
-            return rest;
+/// Reads the document; a refusal is printed in `format` and is `Err(exit code)`.
+pub fn load(flow: &Path, format: Format) -> Result<(Loaded, FlowDocument), ExitCode> {
+    let loaded = read::load(flow, &flow.display().to_string());
+    let report = loaded.report();
+    match &loaded.document {
+        Some(document) => {
+            if !report.distinct().is_empty() && !quiet() {
+                eprint!("{}", render::human(&loaded.sources, &report, stderr_color()));
+            }
+            let document = document.clone();
+            Ok((loaded, document))
         }
+        None => {
+            let printout = render::validation(&loaded.sources, &report, format.into(), "", stderr_color());
+            for (stream, text) in &printout.writes {
+                match stream {
+                    Stream::Stdout => print!("{text}"),
+                    Stream::Stderr => eprint!("{text}"),
+                }
+            }
+            Err(ExitCode::from(1))
+        }
+    }
+}
+
+fn plan(flow: &Path, max_attempts: Option<u32>, json: bool, format: Format) -> ExitCode {
+    let format = if json { Format::Json } else { format };
+    let (_, document) = match load(flow, format) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
+    if json {
+        let plan = archmax_flow::plan::to_json(&document, max_attempts);
+        println!("{}", serde_json::to_string_pretty(&plan).unwrap_or_default());
+    } else {
+        print!("{}", archmax_flow::plan::render(&document, max_attempts));
+    }
+    ExitCode::SUCCESS
+}
+
+/// Set by SIGINT: the walk stops after the step in flight.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn listen_for_interrupt() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_interrupt as *const () as libc::sighandler_t);
+    }
+}
+
+/// The lookup the endpoint is configured from: the flags over the environment.
+fn model_lookup(flags: &RunFlags) -> impl Fn(&str) -> Option<String> + '_ {
+    move |name: &str| match name {
+        "ARCHMAX_API_BASE_URL" if flags.base_url.is_some() => flags.base_url.clone(),
+        "ARCHMAX_MODEL" if flags.model.is_some() => flags.model.clone(),
+        "ARCHMAX_API_KEY" => match &flags.api_key_env {
+            Some(variable) => host_env::process_env(variable),
+            None => host_env::process_env(name),
+        },
+        _ => host_env::process_env(name),
+    }
+}
+
+fn standing_instruction(flow: &str, run_scope: Option<&WriteScope>) -> String {
+    let mut text = format!(
+        "You are one step of the flow `{flow}`. Work in the workspace with the file tools. When the step is done, \
+         call `answer` once with `outcome` (`passed` or `failed`), a short `note`, and under `gives` the names \
+         this section hands on, if it gives any."
+    );
+    if let Some(scope) = run_scope {
+        text.push_str(&format!("\n\n{}", scope.describe("The run's")));
     }
     text
 }
 
-/// Who made a call, when it was not the agent's model.
-fn via(origin: &str) -> String {
-    match origin {
-        "model" | "" => String::new(),
-        other => format!(" via {}", safe(other)),
-    }
-}
-
-/// A call in one line, as its `tool-called` event's `detail` has it: a space and the
-/// detail, or nothing.
-fn detail(detail: Option<&str>) -> String {
-    detail.map(|detail| format!(" {}", safe(detail))).unwrap_or_default()
-}
-
-impl Listener for Flow {
-    fn on_event(&mut self, envelope: &Envelope) {
-        // A resume (a delivery, a decision, a message to a park) happens in the parked
-        // state: name it first, and do not name it twice when the state is re-entered.
-        // A sub-workflow's events (its session id is its caller's plus `~n`) are drawn
-        // indented under the calling state, one level per depth, never at the margin.
-        let session = envelope.session_id.clone().unwrap_or_default();
-        let tildes = session.matches('~').count();
-        let depth = match &envelope.sub_workflow_dispatch_id {
-            None => {
-                self.root_tildes.get_or_insert(tildes);
-                0
-            }
-            Some(_) => tildes.saturating_sub(self.root_tildes.unwrap_or(0)).max(1),
-        };
-        if depth > 0 && matches!(envelope.event, Event::TurnEnd { .. } | Event::Warning { .. }) {
-            return;
-        }
-        let mut lines = Vec::new();
-        match &envelope.event {
-            Event::StateEnter { state } if self.current.get(&session) == Some(state) => return,
-            Event::StateEnter { state } => {
-                self.current.insert(session.clone(), state.clone());
-            }
-            Event::StateLeave { .. } => {
-                self.current.remove(&session);
-            }
-            Event::Delivered { state, .. }
-            | Event::Decided { state, .. }
-            | Event::ParkMessage { state, .. }
-            | Event::Upgraded { state, .. }
-                if !self.current.contains_key(&session) =>
+fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
+    let (loaded, document) = match load(&flags.flow, Format::Human) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
+    let run_scope = match WriteScope::parse_all(&flags.write_scope) {
+        Ok(scope) => (!scope.rules.is_empty()).then_some(scope),
+        Err(error) => return failure(format!("--write-scope: the rule {error}")),
+    };
+    let hooks = match &flags.hooks {
+        None => Hooks::default(),
+        Some(path) => {
+            match std::fs::read_to_string(path).map_err(|error| error.to_string()).and_then(|text| Hooks::parse(&text))
             {
-                lines.push(self.state_header(state));
-                self.current.insert(session.clone(), state.clone());
+                Ok(hooks) => hooks,
+                Err(problem) => return failure(format!("--hooks `{}`: {problem}", path.display())),
             }
-            _ => {}
         }
-        let line = match &envelope.event {
-            Event::StateEnter { state } if depth > 0 => Some(format!(
-                "{}{}",
-                self.state_header(state),
-                envelope
-                    .sub_workflow_dispatch_id
-                    .as_ref()
-                    .map(|id| self.paint("2", &format!(" ({id})")))
-                    .unwrap_or_default()
-            )),
-            Event::StateEnter { state } => Some(self.state_header(state)),
-            Event::Advance { from, to, reason, .. } if from != "__start__" => Some(format!(
-                "  {} {}{}",
-                self.paint("36", "→"),
-                safe(to),
-                reason.as_ref().map(|reason| format!(" — {}", first_line(reason, 100))).unwrap_or_default()
-            )),
-            Event::AgentText { text, partial, .. } => {
-                let cut = if partial == &Some(true) { " (cut off at the output limit)" } else { "" };
-                Some(format!("  {}{cut}", self.paint("2", &format!("“{}”", first_line(text, 100)))))
-            }
-            Event::ToolCalled { tool, detail: said, origin, server, .. }
-                if server.is_some()
-                    || !tool.starts_with("archmax_")
-                    || tool == "archmax_run"
-                    || tool == "archmax_eval"
-                    || tool == "archmax_set_variables" =>
-            {
-                Some(format!("  · {}{}{}", safe(tool), detail(said.as_deref()), via(origin)))
-            }
-            Event::ToolResult { status, output, .. } if status == "error" => {
-                Some(format!("    {} {}", self.paint("33", "!"), first_line(plain(output), 240)))
-            }
-            Event::ToolBlocked { tool, rule, args, .. } => {
-                let paths = path_arguments(tool).iter().map(|(name, _)| *name);
-                let said = archmax_vm::events::call_detail(args, paths);
-                Some(format!(
-                    "  {} {}{} refused ({})",
-                    self.paint("33", "✖"),
-                    safe(tool),
-                    detail(said.as_deref()),
-                    safe(rule)
-                ))
-            }
-            Event::Parked { awaiting, reason, resume_at, .. } => Some(format!(
-                "  {} awaiting {}{}{}",
-                self.paint("35", "⏸"),
-                if awaiting == "decision" { "a decision" } else { "input" },
-                reason.as_ref().map(|reason| format!(": {}", first_line(reason, 80))).unwrap_or_default(),
-                resume_at.as_ref().map(|at| format!(" (due {})", safe(at))).unwrap_or_default()
-            )),
-            Event::StateErrorRouted { to, reason, .. } => {
-                Some(format!("  {} failed: {} → {}", self.paint("33", "⚠"), first_line(plain(reason), 240), safe(to)))
-            }
-            Event::Raised { code, reason, .. } => {
-                Some(format!("  {} raised `{}`: {}", self.paint("31", "✖"), safe(code), first_line(reason, 100)))
-            }
-            Event::ParkMessage { direction, text, .. } if direction == "inbound" => Some(format!(
-                "  {} {}",
-                self.paint("36", "✉"),
-                self.paint("2", &format!("“{}”", first_line(text, 100)))
-            )),
-            Event::Decided { to, .. } => Some(format!("  {} decided → {}", self.paint("36", "✓"), safe(to))),
-            Event::Upgraded { from, to, .. } => {
-                let short = |hash: &str| safe(&hash.chars().take(12).collect::<String>());
-                Some(format!("  {} upgraded program {} → {}", self.paint("36", "↑"), short(from), short(to)))
-            }
-            Event::Delivered { trigger, .. } => {
-                Some(format!("  {} delivered `{}`", self.paint("36", "↩"), safe(trigger)))
-            }
-            Event::CodeStart { script, .. } => Some(format!("  · running {}", safe(script))),
-            Event::CodeOutput { line, .. } => Some(format!("    {}", self.paint("2", line))),
-            Event::GraderStart { .. } => Some("  · grading".to_string()),
-            Event::ContextCompacted { messages, tokens_before, tokens_after, path, .. } => Some(format!(
-                "  {} compacted {messages} earlier messages into a summary ({} → {} tokens; {})",
-                self.paint("36", "≡"),
-                crate::session::thousands(*tokens_before),
-                crate::session::thousands(*tokens_after),
-                safe(path)
-            )),
-            Event::SubWorkflowStart { workflow, dispatch_id, .. } => {
-                Some(format!("  {} sub-workflow {} ({})", self.paint("36", "↳"), safe(workflow), safe(dispatch_id)))
-            }
-            Event::SubWorkflowResult { workflow, dispatch_id, status, reason, .. } => Some(format!(
-                "  {} {} ({}): {}{}",
-                self.paint("36", "↲"),
-                safe(workflow),
-                safe(dispatch_id),
-                safe(status),
-                reason.as_ref().map(|reason| format!(" — {}", first_line(reason, 160))).unwrap_or_default()
-            )),
-            Event::Warning { message, .. } => Some(format!("  {} {}", self.paint("33", "⚠"), safe(message))),
-            Event::TurnEnd { status, state, reason, terminal, code } => Some(match status.as_str() {
-                "completed" if *terminal => format!("{} completed in {}", self.paint("32", "✔"), safe(state)),
-                "completed" => {
-                    format!("{} turn ended in {}; the session can continue there", self.paint("32", "✔"), safe(state))
-                }
-                "awaiting_decision" | "awaiting_input" => return,
-                other => format!(
-                    "{} {} in {}{}{}",
-                    if self.in_case { self.paint("2", "·") } else { self.paint("31", "✖") },
-                    safe(other),
-                    safe(state),
-                    code.as_ref().map(|code| format!(" ({})", safe(code))).unwrap_or_default(),
-                    reason.as_ref().map(|reason| format!(": {}", first_line(reason, 200))).unwrap_or_default()
-                ),
-            }),
-            _ => None,
-        };
-        let Some(line) = line else {
-            return;
-        };
-        lines.push(line);
-        if depth > 0 {
-            let indent = format!("  {}", "│ ".repeat(depth));
-            lines = lines.into_iter().map(|line| format!("{indent}{line}")).collect();
+    };
+    let workspace_root = match std::fs::canonicalize(&flags.workspace) {
+        Ok(root) if root.is_dir() => root,
+        _ => return failure(format!("--workspace `{}` is not a directory", flags.workspace.display())),
+    };
+    let model = match &flags.tape {
+        Some(tape) => host_env::tape_from_file(tape, &tape.display().to_string()).map_err(|error| error.to_string()),
+        None => host_env::endpoint_from_env(model_lookup(flags)).map_err(|error| error.to_string()),
+    };
+    let model = match model {
+        Ok(model) => model,
+        Err(error) => return failure(error),
+    };
+    let host = match ClockAndPricing::from_env(host_env::process_env) {
+        Ok(host) => host,
+        Err(error) => return failure(error),
+    };
+    let session_dir =
+        (!flags.no_session).then(|| flags.session_dir.clone().unwrap_or_else(|| default_session_dir(&workspace_root)));
+    let run = match &flags.resume {
+        Some(id) if id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') && !id.is_empty() => id.clone(),
+        Some(id) => return failure(format!("`{id}` is not a flow-run id")),
+        None => match new_run_id() {
+            Ok(id) => id,
+            Err(error) => return failure(error),
+        },
+    };
+    let digest = {
+        use sha2::Digest;
+        sha2::Sha256::digest(loaded.text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect::<String>()
+    };
+    let header = Header {
+        flow: document.id.clone(),
+        run: run.clone(),
+        digest,
+        input: flags.input.clone().unwrap_or_default(),
+        max_attempts: flags.max_attempts,
+    };
+    let continuing = flags.resume.is_some().then_some(archmax_flow::record::Continuing {
+        input: flags.input.as_deref(),
+        operator: flags.operator.is_some(),
+    });
+    let (record, recorded) = match archmax_flow::record::open(session_dir.as_deref(), &header, continuing) {
+        Ok(opened) => opened,
+        Err(problem) => return failure(problem),
+    };
+    // A resumed walk keeps the input it started with.
+    let input = recorded.header.as_ref().map_or(header.input.clone(), |found| found.input.clone());
+    let reserved = session_dir
+        .as_ref()
+        .and_then(|directory| std::fs::canonicalize(directory).ok())
+        .and_then(|directory| {
+            directory.strip_prefix(&workspace_root).ok().map(|inside| inside.to_string_lossy().into_owned())
+        })
+        .filter(|inside| !inside.is_empty());
+    let mut credential_variables = vec!["ARCHMAX_API_KEY".to_string()];
+    credential_variables.extend(flags.api_key_env.clone());
+    let workspace = Workspace { session: Arc::new(DiskVfs::new(&workspace_root)), mounts: Vec::new() };
+    let model_name = flags.model.clone().or_else(|| host_env::configured_model(host_env::process_env));
+    let system = standing_instruction(&document.id, run_scope.as_ref());
+    let environment = StepEnvironment {
+        flow: &document.id,
+        run: &run,
+        model: model.as_ref(),
+        model_name: model_name.as_deref(),
+        pricing: &host.pricing,
+        clock: host.clock.as_ref(),
+        workspace: &workspace,
+        workspace_root: &workspace_root,
+        reserved: reserved.as_deref(),
+        run_scope: run_scope.as_ref(),
+        budget: StepBudget {
+            max_turns: flags.max_turns,
+            max_output_tokens: flags.max_output_tokens,
+            max_output_tokens_per_turn: flags.max_output_tokens_per_turn,
+        },
+        flow_budget: FlowBudget {
+            max_cost_microunits: flags.max_cost_microunits,
+            max_duration_ms: flags.max_duration_ms,
+        },
+        allow_program: &flags.allow_program,
+        credential_variables: &credential_variables,
+        system: &system,
+    };
+    let operator = flags.operator.map(|word| OperatorVerdict {
+        outcome: match word {
+            OperatorWord::Passed => Outcome::Passed,
+            OperatorWord::Failed => Outcome::Failed,
+        },
+        note: flags.note.clone(),
+    });
+    listen_for_interrupt();
+    let options = WalkOptions {
+        input: &input,
+        max_attempts: flags.max_attempts,
+        hooks: &hooks,
+        parallel: flags.parallel as usize,
+        session_dir: session_dir.as_deref(),
+        recorded,
+        operator,
+        cancel: &INTERRUPTED,
+    };
+    let json = flags.json;
+    let mut sink = |event: &FlowEvent| {
+        if json {
+            println!("{}", event.json());
+        } else if !quiet()
+            && let Some(line) = event.line()
+        {
+            eprintln!("{}", crate::output::terminal_safe(&line));
         }
-        let mut stderr = std::io::stderr().lock();
-        for line in lines {
-            let _ = writeln!(stderr, "{line}");
-        }
+    };
+    match executor.block_on(archmax_flow::walk(&environment, &document, options, record, &mut sink)) {
+        Ok(end) => ExitCode::from(end.exit_status()),
+        Err(error) => failure(error),
     }
 }

@@ -53,7 +53,7 @@ pub fn run(root: &Path, workflow: Option<&str>, format: GraphFormat) -> ExitCode
 
 /// `archmax graph --flow FILE`: a document that does not validate is refused as `flow plan` refuses it.
 pub fn run_flow(flow: &Path, format: GraphFormat) -> ExitCode {
-    let document = match crate::flow_cmd::load(flow, crate::Format::Human) {
+    let document = match crate::flow::load(flow, crate::Format::Human) {
         Ok((_, document)) => document,
         Err(code) => return code,
     };

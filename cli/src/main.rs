@@ -1,5 +1,5 @@
 //! `archmax`: the command line. Parsing, rendering and exit codes only; every decision
-//! is made by `archmax-compiler` and `archmax-vm`.
+//! is made by `archmax-compiler` and `archmax-vm` (and, for the language server, `archmax-ide`).
 //!
 //! Exit codes: 0 when the command did its job, 1 when it established a failure (an
 //! invalid workflow, an unknown name), 2 for a usage error (one line on stderr).
@@ -10,7 +10,6 @@ mod dotenv;
 mod explain;
 mod faults;
 mod flow;
-mod flow_cmd;
 mod graph;
 mod init;
 mod inputs;
@@ -29,6 +28,7 @@ mod sessions;
 mod store;
 mod test;
 mod tools;
+mod trace;
 mod validate;
 
 use std::path::PathBuf;
@@ -336,7 +336,7 @@ enum Command {
     },
     /// Plan or walk a flow document (`flow plan`, `flow run`).
     #[command(subcommand)]
-    Flow(flow_cmd::FlowCommand),
+    Flow(flow::FlowCommand),
     /// Serve the language server protocol on stdin and stdout (diagnostics, hover, completion, definition, rename).
     Lsp,
     /// Print the long explanation of a diagnostic code or a kernel rule.
@@ -422,7 +422,11 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
 }
 
 impl SessionFlags {
-    fn options<'a>(&'a self, root: &'a std::path::Path) -> session::SessionOptions<'a> {
+    fn options<'a>(
+        &'a self,
+        root: &'a std::path::Path,
+        executor: &'a tokio::runtime::Runtime,
+    ) -> session::SessionOptions<'a> {
         session::SessionOptions {
             root,
             artifact: self.artifact.as_deref(),
@@ -434,6 +438,7 @@ impl SessionFlags {
             store: self.store.as_deref(),
             mocks: None,
             timeout: self.timeout,
+            executor,
         }
     }
 }
@@ -492,6 +497,18 @@ fn load_dotenv(root: &std::path::Path) {
     }
 }
 
+/// The process's one async runtime, built once the environment is final: `serve` answers
+/// its clients on a pool of worker threads; every other command drives its work on the
+/// calling thread. Commands get it by reference; no library builds one for them
+/// (`archmax-store-postgres` still keeps a runtime of its own for its synchronous files).
+fn executor_for(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match command {
+        Command::Serve { .. } => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    builder.enable_all().build()
+}
+
 fn main() -> ExitCode {
     end_quietly_on_closed_pipe();
     // The process's TLS crypto for model endpoints: the binary's choice, not the library's.
@@ -505,9 +522,14 @@ fn main() -> ExitCode {
     let root_flag = cli.root.clone();
     let root = cli.root.unwrap_or_else(|| PathBuf::from("."));
     load_dotenv(&root);
+    let executor = match executor_for(&cli.command) {
+        Ok(executor) => executor,
+        Err(error) => return output::failure(format!("could not start the runtime: {error}")),
+    };
+    let executor = &executor;
     match cli.command {
-        Command::Validate { workflows, format, tools } => validate::run(&root, &workflows, format, tools),
-        Command::Tools { json } => tools::run(&root, json),
+        Command::Validate { workflows, format, tools } => validate::run(executor, &root, &workflows, format, tools),
+        Command::Tools { json } => tools::run(executor, &root, json),
         Command::Serve {
             artifacts,
             listen,
@@ -522,6 +544,7 @@ fn main() -> ExitCode {
             max_connections_per_peer,
             trusted_proxy,
         } => serve::run(
+            executor,
             &root,
             serve::ServeArgs {
                 artifacts: &artifacts,
@@ -547,7 +570,7 @@ fn main() -> ExitCode {
         Command::Init { dir, template } => init::run(&dir.unwrap_or(root), template),
         Command::Schema { kind, output } => schema_cmd::run(kind, output.as_deref()),
         Command::Completions { shell } => completions::run::<Cli>(shell),
-        Command::Flow(command) => flow_cmd::run(command),
+        Command::Flow(command) => flow::run(executor, command),
         Command::Build { workflows, output, sign } => build::run(&root, &workflows, output.as_deref(), sign.as_deref()),
         Command::Keygen { output, force } => keys::keygen(&output, force),
         Command::Inspect { file, trust, workflow, state, format } => {
@@ -556,7 +579,7 @@ fn main() -> ExitCode {
         Command::Graph { flow: Some(flow), format, .. } => graph::run_flow(&flow, format),
         Command::Graph { workflow, only, format, .. } => graph::run(&root, workflow.or(only).as_deref(), format),
         Command::Run { workflow, prompt, trigger, variables, session, mocks, files, common } => run::run(
-            &session::SessionOptions { mocks: mocks.as_deref(), ..common.options(&root) },
+            &session::SessionOptions { mocks: mocks.as_deref(), ..common.options(&root, executor) },
             run::RunArgs {
                 workflow: &workflow,
                 prompt: &prompt,
@@ -567,17 +590,23 @@ fn main() -> ExitCode {
             },
         ),
         Command::Sessions { action: Some(SessionsAction::Export { id }), store, .. } => {
-            store::export(&root, store.as_deref(), &id)
+            store::export(executor, &root, store.as_deref(), &id)
         }
-        Command::Sessions { action: Some(SessionsAction::Import), store, .. } => store::import(&root, store.as_deref()),
-        Command::Sessions { id: Some(id), repair: true, store, .. } => sessions::repair(&root, store.as_deref(), &id),
-        Command::Sessions { id: Some(id), reseal: true, store, .. } => sessions::reseal(&root, store.as_deref(), &id),
+        Command::Sessions { action: Some(SessionsAction::Import), store, .. } => {
+            store::import(executor, &root, store.as_deref())
+        }
+        Command::Sessions { id: Some(id), repair: true, store, .. } => {
+            sessions::repair(executor, &root, store.as_deref(), &id)
+        }
+        Command::Sessions { id: Some(id), reseal: true, store, .. } => {
+            sessions::reseal(executor, &root, store.as_deref(), &id)
+        }
         Command::Sessions { action: Some(SessionsAction::Rm { ids }), store, .. } => {
-            sessions::remove(&root, store.as_deref(), &ids)
+            sessions::remove(executor, &root, store.as_deref(), &ids)
         }
         Command::Sessions {
             action: Some(SessionsAction::Gc { older_than, include_parked, dry_run }), store, ..
-        } => sessions::gc(&root, store.as_deref(), &older_than, include_parked, dry_run),
+        } => sessions::gc(executor, &root, store.as_deref(), &older_than, include_parked, dry_run),
         Command::Sessions { id, workflow, status, parked, transcript, json, store, .. } => {
             let query = sessions::Query {
                 id: id.as_deref(),
@@ -587,20 +616,21 @@ fn main() -> ExitCode {
                 json,
                 transcript,
             };
-            sessions::run(&root, store.as_deref(), &query)
+            sessions::run(executor, &root, store.as_deref(), &query)
         }
         Command::Test { workflow, filter, replay, record, json } => test::run(
+            executor,
             &root,
             test::TestArgs { workflow: workflow.as_deref(), filter: filter.as_deref(), replay, record, json },
         ),
         Command::Decide { session, to, comment, workflow, common } => {
-            resume::decide(&common.options(&root), &session, &to, comment.as_deref(), workflow.as_deref())
+            resume::decide(&common.options(&root, executor), &session, &to, comment.as_deref(), workflow.as_deref())
         }
         Command::Reply { session, message, workflow, common } => {
-            resume::reply(&common.options(&root), &session, &message, workflow.as_deref())
+            resume::reply(&common.options(&root, executor), &session, &message, workflow.as_deref())
         }
         Command::Deliver { session, trigger, undeclared, variables, files, workflow, common } => resume::deliver(
-            &common.options(&root),
+            &common.options(&root, executor),
             &session,
             (&trigger, undeclared),
             (variables.as_deref(), &files),

@@ -131,6 +131,19 @@ pub fn failure(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(1)
 }
 
+/// `20369` → `20,369`.
+pub fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
 #[cfg(test)]
 mod control_characters {
     use super::{CONTROL_REPLACEMENT, terminal_safe};

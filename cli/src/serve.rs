@@ -227,7 +227,7 @@ async fn reload_on_change(server: Arc<Server>, sources: Sources) {
     }
 }
 
-pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
+pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -> ExitCode {
     init_logs(args.log_format);
     let sources = Sources {
         root: root.to_path_buf(),
@@ -257,6 +257,7 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
         store: args.store,
         mocks: None,
         timeout: None,
+        executor,
     };
     let model = match session::model(&options) {
         Ok(model) => model,
@@ -325,10 +326,6 @@ pub fn run(root: &Path, args: ServeArgs<'_>) -> ExitCode {
                 .map_err(|error| format!("the artifact is refused: {error}"))
         }))
     });
-    let executor = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(executor) => executor,
-        Err(error) => return failure(format!("could not start the runtime: {error}")),
-    };
     executor.block_on(async {
         let listener = match tokio::net::TcpListener::bind(address).await {
             Ok(listener) => listener,

@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -20,8 +20,8 @@ use archmax_vm::stdlib::PLATFORM_PROMPT;
 use archmax_vm::{Disposition, Outcome, RunError, Runtime, RuntimeParts};
 
 use crate::build::refused;
-use crate::flow::Flow;
 use crate::output::{failure, note, stderr_color};
+use crate::trace::Trace;
 
 /// Options every session command takes.
 pub struct SessionOptions<'a> {
@@ -41,6 +41,8 @@ pub struct SessionOptions<'a> {
     pub timeout: Option<f64>,
     /// `--store`: the session store (else `ARCHMAX_STORE`, else `<root>/sessions`).
     pub store: Option<&'a str>,
+    /// The process's one async runtime (built in `main`), which runs the session.
+    pub executor: &'a tokio::runtime::Runtime,
 }
 
 /// A failure before anything ran, with the message to print.
@@ -132,11 +134,6 @@ pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refu
     }
 }
 
-/// The sessions directory of a workspace.
-pub fn sessions_dir(root: &Path) -> PathBuf {
-    root.join("sessions")
-}
-
 /// Builds a runtime with the flow renderer and, when asked, a JSON-lines event file.
 pub fn runtime(
     options: &SessionOptions<'_>,
@@ -146,7 +143,7 @@ pub fn runtime(
     let events = EventSink::new();
     events.listen(Box::new(crate::reply::ReplyStream::default()));
     if !crate::output::quiet() {
-        events.listen(Box::new(Flow::new(stderr_color())));
+        events.listen(Box::new(Trace::new(stderr_color())));
     }
     if let Some(path) = options.events {
         let file =
@@ -204,11 +201,7 @@ where
         Ok(runtime) => runtime,
         Err(refusal) => return failure(refusal.0),
     };
-    let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(executor) => executor,
-        Err(error) => return failure(format!("could not start the runtime: {error}")),
-    };
-    let finished = executor.block_on(async {
+    let finished = options.executor.block_on(async {
         let outcome = action(&runtime).await?;
         let caller = runtime.awaiting_caller(&outcome.session_id).await;
         Ok::<_, RunError>((outcome, caller))
@@ -257,19 +250,6 @@ fn models_used(program: Option<&Program>, workflow: &str, configured: Option<Str
     }
 }
 
-/// `20369` → `20,369`.
-pub fn thousands(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
-}
-
 /// The token footer, or `None` when no usage was reported.
 pub fn footer(usage: &Usage) -> Option<String> {
     if usage.is_empty() {
@@ -277,10 +257,10 @@ pub fn footer(usage: &Usage) -> Option<String> {
     }
     let mut line = format!(
         "tokens     in {} · out {} · cache r {}/w {}",
-        thousands(usage.input_tokens),
-        thousands(usage.output_tokens),
-        thousands(usage.cache_read_tokens),
-        thousands(usage.cache_creation_tokens)
+        crate::output::thousands(usage.input_tokens),
+        crate::output::thousands(usage.output_tokens),
+        crate::output::thousands(usage.cache_read_tokens),
+        crate::output::thousands(usage.cache_creation_tokens)
     );
     if let Some(cost) = usage.cost_usd {
         line.push_str(&format!(" · ${cost:.4}"));

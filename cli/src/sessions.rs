@@ -16,8 +16,9 @@ use archmax_vm::session::summary::summary;
 use archmax_vm::session::{Message, SessionState, SessionStore, Status, ToolStatus};
 use archmax_vm::stdlib::vfs::Vfs;
 
+use crate::output::thousands;
 use crate::output::{failure, terminal_safe, usage};
-use crate::session::thousands;
+use tokio::runtime::Runtime;
 
 /// What `archmax sessions` lists or shows.
 pub struct Query<'a> {
@@ -35,7 +36,7 @@ pub struct Query<'a> {
 const STATUSES: [&str; 7] =
     ["running", "completed", "resumable", "failed", "rejected", "awaiting_decision", "awaiting_input"];
 
-pub fn run(root: &Path, store: Option<&str>, query: &Query<'_>) -> ExitCode {
+pub fn run(executor: &Runtime, root: &Path, store: Option<&str>, query: &Query<'_>) -> ExitCode {
     if let Some(status) = query.status
         && !STATUSES.contains(&status)
     {
@@ -51,17 +52,17 @@ pub fn run(root: &Path, store: Option<&str>, query: &Query<'_>) -> ExitCode {
         Err(code) => return code,
     };
     match query.id {
-        Some(id) => show(store.as_ref(), id, query),
-        None => list(store.as_ref(), query),
+        Some(id) => show(executor, store.as_ref(), id, query),
+        None => list(executor, store.as_ref(), query),
     }
 }
 
 /// One session in full, or its conversation with `--transcript`.
-fn show(store: &dyn SessionStore, id: &str, query: &Query<'_>) -> ExitCode {
+fn show(executor: &Runtime, store: &dyn SessionStore, id: &str, query: &Query<'_>) -> ExitCode {
     if let Err(problem) = check_session_id(id, &[]) {
         return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
     }
-    let (id, state) = match crate::store::resolve(store, id) {
+    let (id, state) = match crate::store::resolve(executor, store, id) {
         Ok(found) => found,
         Err(message) => return failure(message),
     };
@@ -83,9 +84,8 @@ fn show(store: &dyn SessionStore, id: &str, query: &Query<'_>) -> ExitCode {
 }
 
 /// Every session the filters admit, the most recently moved first.
-fn list(store: &dyn SessionStore, query: &Query<'_>) -> ExitCode {
-    // One executor for the whole listing, not one per session read.
-    let listed = crate::store::block_on(async {
+fn list(executor: &Runtime, store: &dyn SessionStore, query: &Query<'_>) -> ExitCode {
+    let listed = executor.block_on(async {
         let ids = store.list().await?;
         let mut read = Vec::with_capacity(ids.len());
         for id in ids {
@@ -94,9 +94,8 @@ fn list(store: &dyn SessionStore, query: &Query<'_>) -> ExitCode {
         Ok::<_, archmax_vm::session::StoreError>(read)
     });
     let read = match listed {
-        Ok(Ok(read)) => read,
-        Ok(Err(error)) => return failure(error),
-        Err(message) => return failure(message),
+        Ok(read) => read,
+        Err(error) => return failure(error),
     };
     let mut states = Vec::with_capacity(read.len());
     for loaded in read {
@@ -131,7 +130,7 @@ fn admits(query: &Query<'_>, state: &SessionState) -> bool {
 /// `archmax sessions rm ID…`: removes each session (a unique prefix names one) with its
 /// sub-workflow sessions. Every id is resolved before anything is removed, so a typo
 /// removes nothing.
-pub fn remove(root: &Path, store: Option<&str>, ids: &[String]) -> ExitCode {
+pub fn remove(executor: &Runtime, root: &Path, store: Option<&str>, ids: &[String]) -> ExitCode {
     let store = match crate::store::open_or_exit(root, store, "sessions") {
         Ok(store) => store,
         Err(code) => return code,
@@ -141,7 +140,7 @@ pub fn remove(root: &Path, store: Option<&str>, ids: &[String]) -> ExitCode {
         if let Err(problem) = check_session_id(id, &[]) {
             return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
         }
-        match crate::store::resolve(store.as_ref(), id) {
+        match crate::store::resolve(executor, store.as_ref(), id) {
             Ok((id, _)) if id.contains('~') => {
                 return failure(format!(
                     "`{id}` is a sub-workflow session; it goes with its parent (`archmax sessions rm {}`)",
@@ -152,10 +151,9 @@ pub fn remove(root: &Path, store: Option<&str>, ids: &[String]) -> ExitCode {
             Err(message) => return failure(message),
         }
     }
-    let all = match crate::store::block_on(store.list()) {
-        Ok(Ok(all)) => all,
-        Ok(Err(error)) => return failure(error),
-        Err(message) => return failure(message),
+    let all = match executor.block_on(store.list()) {
+        Ok(all) => all,
+        Err(error) => return failure(error),
     };
     let mut failed = false;
     for (id, state) in resolved {
@@ -166,7 +164,7 @@ pub fn remove(root: &Path, store: Option<&str>, ids: &[String]) -> ExitCode {
             failed = true;
             continue;
         }
-        match remove_with_children(store.as_ref(), &id, &all) {
+        match remove_with_children(executor, store.as_ref(), &id, &all) {
             Ok(0) => println!("removed session `{id}`"),
             Ok(children) => println!("removed session `{id}` and {children} sub-workflow session(s)"),
             Err(message) => {
@@ -181,15 +179,20 @@ pub fn remove(root: &Path, store: Option<&str>, ids: &[String]) -> ExitCode {
 /// Removes a session, then its sub-workflow sessions (`<id>~…`); returns how many
 /// children went. The session goes first, under its lock, so one a writer holds is
 /// refused with its children untouched.
-fn remove_with_children(store: &dyn SessionStore, id: &str, all: &[String]) -> Result<usize, String> {
-    if !crate::store::block_on(store.remove(id))?.map_err(|error| error.to_string())? {
+fn remove_with_children(
+    executor: &Runtime,
+    store: &dyn SessionStore,
+    id: &str,
+    all: &[String],
+) -> Result<usize, String> {
+    if !executor.block_on(store.remove(id)).map_err(|error| error.to_string())? {
         return Err(format!("session `{id}` was already gone"));
     }
     let prefix = format!("{id}~");
     let children: Vec<&String> = all.iter().filter(|other| other.starts_with(&prefix)).collect();
     let mut removed = 0;
     for child in children.iter().rev() {
-        match crate::store::block_on(store.remove(child))? {
+        match executor.block_on(store.remove(child)) {
             Ok(true) => removed += 1,
             Ok(false) => {}
             Err(error) => return Err(format!("session `{id}` was removed, but its sub-workflow session: {error}")),
@@ -202,7 +205,14 @@ fn remove_with_children(store: &dyn SessionStore, id: &str, all: &[String]) -> R
 /// sessions that last moved before then. Finished and resumable sessions only, unless
 /// parked ones are included; a running session never. Sub-workflow sessions go with
 /// their parent, never on their own.
-pub fn gc(root: &Path, store: Option<&str>, older_than: &str, include_parked: bool, dry_run: bool) -> ExitCode {
+pub fn gc(
+    executor: &Runtime,
+    root: &Path,
+    store: Option<&str>,
+    older_than: &str,
+    include_parked: bool,
+    dry_run: bool,
+) -> ExitCode {
     let Some(age) = parse_age(older_than) else {
         return usage(
             "sessions",
@@ -221,7 +231,7 @@ pub fn gc(root: &Path, store: Option<&str>, older_than: &str, include_parked: bo
         Err(message) => return failure(message),
     };
     let cutoff = now.saturating_sub(age);
-    let listed = crate::store::block_on(async {
+    let listed = executor.block_on(async {
         let ids = store.list().await?;
         let mut old = Vec::new();
         for id in &ids {
@@ -239,9 +249,8 @@ pub fn gc(root: &Path, store: Option<&str>, older_than: &str, include_parked: bo
         Ok::<_, archmax_vm::session::StoreError>((ids, old))
     });
     let (all, old) = match listed {
-        Ok(Ok(found)) => found,
-        Ok(Err(error)) => return failure(error),
-        Err(message) => return failure(message),
+        Ok(found) => found,
+        Err(error) => return failure(error),
     };
     let mut removed = 0usize;
     let mut failed = false;
@@ -250,7 +259,7 @@ pub fn gc(root: &Path, store: Option<&str>, older_than: &str, include_parked: bo
             println!("would remove `{id}` ({status})");
             continue;
         }
-        match remove_with_children(store.as_ref(), id, &all) {
+        match remove_with_children(executor, store.as_ref(), id, &all) {
             Ok(_) => removed += 1,
             Err(message) => {
                 eprintln!("error: {message}");
@@ -284,7 +293,7 @@ fn parse_age(text: &str) -> Option<u64> {
 }
 
 /// Repairs one session and says what was kept and what was dropped.
-pub fn repair(root: &Path, store: Option<&str>, id: &str) -> ExitCode {
+pub fn repair(executor: &Runtime, root: &Path, store: Option<&str>, id: &str) -> ExitCode {
     if let Err(problem) = check_session_id(id, &[]) {
         return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
     }
@@ -300,7 +309,7 @@ pub fn repair(root: &Path, store: Option<&str>, id: &str) -> ExitCode {
         }
         Err(message) => return usage("sessions", &message),
     };
-    let id = match crate::store::resolve_id(&store, id) {
+    let id = match crate::store::resolve_id(executor, &store, id) {
         Ok(id) => id,
         Err(message) => return failure(message),
     };
@@ -318,7 +327,7 @@ pub fn repair(root: &Path, store: Option<&str>, id: &str) -> ExitCode {
 /// adopting it as it is when an earlier build sealed it without a key. This trusts the
 /// session's files: run it for sessions written before keyed seals, not for one whose
 /// origin is unknown.
-pub fn reseal(root: &Path, store: Option<&str>, id: &str) -> ExitCode {
+pub fn reseal(executor: &Runtime, root: &Path, store: Option<&str>, id: &str) -> ExitCode {
     if let Err(problem) = check_session_id(id, &[]) {
         return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
     }
@@ -332,7 +341,7 @@ pub fn reseal(root: &Path, store: Option<&str>, id: &str) -> ExitCode {
         }
         Err(message) => return usage("sessions", &message),
     };
-    let id = match crate::store::resolve_id(&store, id) {
+    let id = match crate::store::resolve_id(executor, &store, id) {
         Ok(id) => id,
         Err(message) => return failure(message),
     };

@@ -6,7 +6,6 @@
 //! `postgres://…` / `postgresql://…` (libpq URLs) and libpq `key=value` strings such as
 //! `host=/run/postgresql dbname=archmax`. Anything else is a usage error naming the forms.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,9 +14,14 @@ use archmax_store_postgres::{PgOptions, PgStore};
 use archmax_vm::session::fs::{FsStore, SealKeys};
 use archmax_vm::session::id::check_session_id;
 use archmax_vm::session::{SessionState, SessionStore, transfer};
+use tokio::runtime::Runtime;
 
 use crate::output::{failure, usage};
-use crate::session::sessions_dir;
+
+/// The sessions directory of a workspace.
+pub fn sessions_dir(root: &Path) -> PathBuf {
+    root.join("sessions")
+}
 
 /// The environment variable naming the store when `--store` is not given.
 pub const STORE_VARIABLE: &str = "ARCHMAX_STORE";
@@ -127,18 +131,9 @@ pub fn open_or_exit(root: &Path, flag: Option<&str>, command: &str) -> Result<Ar
     open(root, &target).map_err(failure)
 }
 
-/// Runs one store operation to completion on a small executor of its own.
-pub fn block_on<T>(work: impl Future<Output = T>) -> Result<T, String> {
-    let executor = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| format!("could not start the runtime: {error}"))?;
-    Ok(executor.block_on(work))
-}
-
 /// Reads one session (unlocked).
-pub fn read(store: &dyn SessionStore, id: &str) -> Result<Option<SessionState>, String> {
-    block_on(store.read(id))?.map_err(|error| error.to_string())
+pub fn read(executor: &Runtime, store: &dyn SessionStore, id: &str) -> Result<Option<SessionState>, String> {
+    executor.block_on(store.read(id)).map_err(|error| error.to_string())
 }
 
 /// The most ids an ambiguous prefix names in its refusal.
@@ -146,12 +141,12 @@ const SHOWN_CANDIDATES: usize = 5;
 
 /// The session `given` names, and its state: the session of that id, else the one
 /// session whose id starts with it. No match, or several, is refused with what to do.
-pub fn resolve(store: &dyn SessionStore, given: &str) -> Result<(String, SessionState), String> {
-    if let Some(state) = read(store, given)? {
+pub fn resolve(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Result<(String, SessionState), String> {
+    if let Some(state) = read(executor, store, given)? {
         return Ok((given.to_string(), state));
     }
-    let id = resolve_id(store, given)?;
-    match read(store, &id)? {
+    let id = resolve_id(executor, store, given)?;
+    match read(executor, store, &id)? {
         Some(state) => Ok((id, state)),
         None => Err(format!("session `{id}` was removed while it was being read")),
     }
@@ -159,8 +154,8 @@ pub fn resolve(store: &dyn SessionStore, given: &str) -> Result<(String, Session
 
 /// The id `given` names among the listed sessions (itself, else the one id it starts),
 /// without reading any session: what a command on a damaged session uses.
-pub fn resolve_id(store: &dyn SessionStore, given: &str) -> Result<String, String> {
-    let ids = block_on(store.list())?.map_err(|error| error.to_string())?;
+pub fn resolve_id(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Result<String, String> {
+    let ids = executor.block_on(store.list()).map_err(|error| error.to_string())?;
     if ids.iter().any(|id| id == given) {
         return Ok(given.to_string());
     }
@@ -182,7 +177,7 @@ pub fn resolve_id(store: &dyn SessionStore, given: &str) -> Result<String, Strin
 }
 
 /// `archmax sessions export ID`: the session as JSON lines on stdout.
-pub fn export(root: &Path, flag: Option<&str>, id: &str) -> ExitCode {
+pub fn export(executor: &Runtime, root: &Path, flag: Option<&str>, id: &str) -> ExitCode {
     if let Err(problem) = check_session_id(id, &[]) {
         return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
     }
@@ -190,36 +185,34 @@ pub fn export(root: &Path, flag: Option<&str>, id: &str) -> ExitCode {
         Ok(store) => store,
         Err(code) => return code,
     };
-    let id = match resolve(store.as_ref(), id) {
+    let id = match resolve(executor, store.as_ref(), id) {
         Ok((id, _)) => id,
         Err(message) => return failure(message),
     };
     let id = id.as_str();
     let mut out = std::io::BufWriter::new(std::io::stdout());
-    match block_on(transfer::export(store.as_ref(), id, &mut out)) {
-        Ok(Ok(summary)) => {
+    match executor.block_on(transfer::export(store.as_ref(), id, &mut out)) {
+        Ok(summary) => {
             eprintln!("exported session {id} (step {}, {} files)", summary.seq, summary.files);
             ExitCode::SUCCESS
         }
-        Ok(Err(error)) => failure(error),
-        Err(message) => failure(message),
+        Err(error) => failure(error),
     }
 }
 
 /// `archmax sessions import`: creates the session an export on stdin holds.
-pub fn import(root: &Path, flag: Option<&str>) -> ExitCode {
+pub fn import(executor: &Runtime, root: &Path, flag: Option<&str>) -> ExitCode {
     let store = match open_or_exit(root, flag, "sessions") {
         Ok(store) => store,
         Err(code) => return code,
     };
     let mut input = std::io::BufReader::new(std::io::stdin());
-    match block_on(transfer::import(store.as_ref(), &mut input)) {
-        Ok(Ok(summary)) => {
+    match executor.block_on(transfer::import(store.as_ref(), &mut input)) {
+        Ok(summary) => {
             eprintln!("imported session {} (step {}, {} files)", summary.id, summary.seq, summary.files);
             ExitCode::SUCCESS
         }
-        Ok(Err(error)) => failure(error),
-        Err(message) => failure(message),
+        Err(error) => failure(error),
     }
 }
 

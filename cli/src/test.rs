@@ -24,9 +24,9 @@ use archmax_vm::testing::suite::{self, Models, Observer, SuiteCase, Tally};
 use archmax_vm::testing::{CaseResult, Harness, RecordStatus, Verdict};
 
 use crate::build::refused;
-use crate::flow::Flow;
 use crate::output::{note, quiet, stderr_color};
 use crate::session::footer;
+use crate::trace::Trace;
 
 pub struct TestArgs<'a> {
     pub workflow: Option<&'a str>,
@@ -54,7 +54,7 @@ impl Observer for Printer {
         note!("{}", paint(self.color, "2", &format!("── {counter}{} · {}", case.id, case.title)));
         let events = EventSink::new();
         if !quiet() {
-            events.listen(Box::new(Flow::for_case(self.color)));
+            events.listen(Box::new(Trace::for_case(self.color)));
         }
         events
     }
@@ -120,7 +120,7 @@ fn refuse(json: bool, workflow: Option<&str>, reason: String, exit: u8) -> ExitC
 }
 
 /// `archmax test`: the named workflow's suite, or every workflow's when none is named.
-pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
+pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: TestArgs<'_>) -> ExitCode {
     let slugs: Vec<String> = match args.workflow {
         Some(slug) => vec![slug.to_string()],
         None => match analyze(root) {
@@ -138,7 +138,7 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
     let suites: Vec<(String, Suite)> = slugs
         .into_iter()
         .map(|slug| {
-            let suite = run_workflow(root, &slug, &args, color);
+            let suite = run_workflow(executor, root, &slug, &args, color);
             if several && let Suite::Ran { tally, .. } = &suite {
                 note!("{}", paint(color, "1", &format!("{slug}: {}", tally.summary())));
             }
@@ -174,7 +174,13 @@ pub fn run(root: &Path, args: TestArgs<'_>) -> ExitCode {
 }
 
 /// One workflow's suite: discover, compile, select, then run each case.
-fn run_workflow(root: &Path, slug: &str, args: &TestArgs<'_>, color: bool) -> Suite {
+fn run_workflow(
+    executor: &tokio::runtime::Runtime,
+    root: &Path,
+    slug: &str,
+    args: &TestArgs<'_>,
+    color: bool,
+) -> Suite {
     let refused_with = |reason: String, exit: u8, discovered: usize| {
         eprintln!("error: {reason}");
         Suite::Refused { reason, exit, discovered }
@@ -247,10 +253,6 @@ fn run_workflow(root: &Path, slug: &str, args: &TestArgs<'_>, color: bool) -> Su
         pricing,
         tools,
         context: settings.context,
-    };
-    let executor = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(executor) => executor,
-        Err(error) => return refused_with(format!("could not start the runtime: {error}"), 1, cases.len()),
     };
     note!(
         "archmax test · workflow {slug} · root {} · {}",

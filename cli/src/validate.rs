@@ -24,7 +24,13 @@ impl From<Format> for render::Format {
     }
 }
 
-pub fn run(root: &Path, selection: &[String], format: Format, tools: bool) -> ExitCode {
+pub fn run(
+    executor: &tokio::runtime::Runtime,
+    root: &Path,
+    selection: &[String],
+    format: Format,
+    tools: bool,
+) -> ExitCode {
     let refuse = |message: &dyn std::fmt::Display| print(&render::refusal(&message.to_string(), format.into()));
     let analysis = match analyze(root) {
         Ok(analysis) => analysis,
@@ -41,7 +47,7 @@ pub fn run(root: &Path, selection: &[String], format: Format, tools: bool) -> Ex
         Err(error) => return refuse(&error),
     };
     let analysis = if tools && report.is_valid() {
-        match crate::tools::check(root, analysis, selection, &mut report) {
+        match crate::tools::check(executor, root, analysis, selection, &mut report) {
             Ok(analysis) => analysis,
             Err(error) => return refuse(&error),
         }

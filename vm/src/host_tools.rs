@@ -21,6 +21,8 @@
 //! catalog is asked for only when a state's surface holds a host tool, so a host may
 //! start its servers lazily there.
 
+pub mod survey;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

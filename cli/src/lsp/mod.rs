@@ -1,25 +1,20 @@
 //! `archmax lsp`: a language server over stdio for workflow workspaces.
 //!
 //! It publishes the findings `archmax validate` reports, as the editor's unsaved texts
-//! stand (an [`overlay`] over the files on disk), and answers hover, completion, go to
-//! definition, document symbols and state renames. The protocol is served synchronously
-//! (`lsp-server`'s message types, our own framing in [`transport`]) because the compiler
-//! is synchronous and fast: one thread reads frames, the main thread answers in order.
+//! stand, and answers hover, completion, go to definition, document symbols and state
+//! renames. What those answers are is the language layer's business (`archmax-ide`); this
+//! module is the transport and the protocol: framing ([`transport`]), the client's
+//! documents and what was published ([`session`]), and the mapping between the protocol's
+//! types and the language layer's ([`convert`]). The protocol is served synchronously
+//! (`lsp-server`'s message types, our own framing) because the compiler is synchronous and
+//! fast: one thread reads frames, the main thread answers in order.
 //!
 //! The one thing to know: edits are debounced ([`DEBOUNCE`]) and re-check the whole
 //! workspace once the client pauses, but any request first brings the analysis up to date,
 //! so an answer never reads spans of a text the editor no longer has.
 
-mod completion;
-mod cursor;
-mod hover;
-mod locate;
-mod navigation;
-mod overlay;
-mod publish;
-mod schema_docs;
+mod convert;
 mod session;
-mod text;
 mod transport;
 
 use std::io::{self, BufReader};
@@ -42,8 +37,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 pub use self::session::Session;
-use self::text::LineIndex;
 use self::transport::{Incoming, read_frame, write_frame};
+use archmax_ide::{self as ide, LineIndex};
 
 /// How long the client must pause typing before a re-check.
 pub const DEBOUNCE: Duration = Duration::from_millis(120);
@@ -207,7 +202,7 @@ impl Server {
         let session = self.session()?;
         let path = session.relative(uri).map_err(invalid)?;
         let text = session.text(&path).map_err(invalid)?.to_string();
-        let offset = LineIndex::new(&text).offset(position).map_err(invalid)?;
+        let offset = LineIndex::new(&text).offset(convert::ide_position(position)).map_err(invalid)?;
         Ok(At { path, text, offset })
     }
 
@@ -220,43 +215,43 @@ impl Server {
             "textDocument/hover" => {
                 let params: HoverParams = parse(params)?;
                 let at = self.at_position(&params.text_document_position_params)?;
-                to_value(hover::hover(self.session()?, &at.path, &at.text, at.offset))
+                let session = self.session()?;
+                to_value(ide::hover(session.workspace(), &at.path, &at.text, at.offset).map(convert::hover))
             }
             "textDocument/completion" => {
                 let params: CompletionParams = parse(params)?;
                 let at = self.at_position(&params.text_document_position)?;
-                to_value(CompletionResponse::List(completion::complete(self.session()?, &at.path, &at.text, at.offset)))
+                let items = ide::complete(self.session()?.workspace(), &at.path, &at.text, at.offset);
+                to_value(CompletionResponse::List(convert::completions(items)))
             }
             "textDocument/definition" => {
                 let params: GotoDefinitionParams = parse(params)?;
                 let at = self.at_position(&params.text_document_position_params)?;
-                let found = locate::definition(self.session()?, &at.path, &at.text, at.offset);
+                let session = self.session()?;
+                let found = ide::locate::definition(session.workspace(), &at.path, &at.text, at.offset)
+                    .and_then(|location| convert::location(session, location));
                 to_value(found.map(GotoDefinitionResponse::Scalar))
             }
             "textDocument/documentSymbol" => {
                 let params: DocumentSymbolParams = parse(params)?;
                 let at = self.at(&params.text_document.uri, Position::new(0, 0))?;
-                let symbols = match self.session()?.workflow(&at.path) {
-                    Some(workflow) => locate::symbols(workflow, &at.text),
-                    None => Vec::new(),
-                };
-                to_value(DocumentSymbolResponse::Nested(symbols))
+                let symbols = ide::locate::symbols(self.session()?.workspace(), &at.path, &at.text);
+                to_value(DocumentSymbolResponse::Nested(symbols.into_iter().map(convert::symbol).collect()))
             }
             "textDocument/prepareRename" => {
                 let params: TextDocumentPositionParams = parse(params)?;
                 let at = self.at_position(&params)?;
-                let found = self
-                    .session()?
-                    .workflow(&at.path)
-                    .and_then(|workflow| locate::state_at(workflow, &at.text, at.offset));
-                to_value(found.map(|(_, range)| PrepareRenameResponse::Range(range)))
+                let found = ide::locate::state_at(self.session()?.workspace(), &at.path, &at.text, at.offset);
+                to_value(found.map(|(_, range)| PrepareRenameResponse::Range(convert::range(range))))
             }
             "textDocument/rename" => {
                 let params: RenameParams = parse(params)?;
                 let at = self.at_position(&params.text_document_position)?;
-                let edit = locate::rename(self.session()?, &at.path, &at.text, at.offset, &params.new_name)
+                let session = self.session()?;
+                let files = ide::locate::rename(session.workspace(), &at.path, &at.text, at.offset, &params.new_name)
+                    .and_then(|files| convert::rename(session, files))
                     .map_err(invalid)?;
-                to_value(edit)
+                to_value(files)
             }
             other => return Err(failure(ErrorCode::MethodNotFound, format!("unknown method `{other}`"))),
         };
@@ -346,8 +341,8 @@ impl Server {
         for params in &published {
             notify("textDocument/publishDiagnostics", params)?;
         }
-        if session.problem != self.logged {
-            self.logged = session.problem.clone();
+        if session.problem() != self.logged.as_ref() {
+            self.logged = session.problem().cloned();
             if let Some(problem) = &self.logged {
                 log(MessageType::ERROR, problem)?;
             }
@@ -379,7 +374,7 @@ fn apply(text: &mut String, range: Option<lsp_types::Range>, new_text: &str) {
         return;
     };
     let index = LineIndex::new(text);
-    let start = index.offset(range.start).unwrap_or(text.len());
-    let end = index.offset(range.end).unwrap_or(text.len()).max(start);
+    let start = index.offset(convert::ide_position(range.start)).unwrap_or(text.len());
+    let end = index.offset(convert::ide_position(range.end)).unwrap_or(text.len()).max(start);
     text.replace_range(start..end, new_text);
 }

@@ -3,27 +3,31 @@
 //! a key's documentation from the authoring schema.
 
 use archmax_compiler::Code;
-use lsp_types::{Hover, HoverContents, MarkupContent, MarkupKind, NumberOrString};
 
-use super::cursor::{self, Segment};
-use super::navigation::{self, Target};
-use super::schema_docs::SchemaDocs;
-use super::session::Session;
-use super::text::LineIndex;
+use crate::cursor::{self, Segment};
+use crate::navigation::{self, Target};
+use crate::schema_docs::SchemaDocs;
+use crate::text::{LineIndex, Range};
+use crate::workspace::Workspace;
+
+/// What to show for the cursor's place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hover {
+    pub markdown: String,
+    /// The text the hover is about.
+    pub range: Range,
+}
 
 /// The hover at a byte offset of a root-relative path; `None` when nothing is there. A
-/// finding published where the cursor is adds its code's explanation.
-pub fn hover(session: &Session, path: &str, text: &str, offset: usize) -> Option<Hover> {
+/// finding of the last check where the cursor is adds its code's explanation.
+pub fn hover(session: &Workspace, path: &str, text: &str, offset: usize) -> Option<Hover> {
     let index = LineIndex::new(text);
     let position = index.position(offset);
     let findings: Vec<Code> = session
         .findings(path)
         .iter()
-        .filter(|finding| finding.range.start <= position && position <= finding.range.end)
-        .filter_map(|finding| match &finding.code {
-            Some(NumberOrString::String(code)) => Code::from_code(code),
-            _ => None,
-        })
+        .filter(|finding| finding.range.touches(position))
+        .map(|finding| finding.code)
         .collect();
     let found = subject(session, path, text, offset);
     if found.is_none() && findings.is_empty() {
@@ -36,10 +40,7 @@ pub fn hover(session: &Session, path: &str, text: &str, offset: usize) -> Option
         }
         markdown.push_str(&explanation(code));
     }
-    Some(Hover {
-        contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: markdown }),
-        range: Some(index.range(range.0, range.1)),
-    })
+    Some(Hover { markdown, range: index.range(range.0, range.1) })
 }
 
 fn explanation(code: Code) -> String {
@@ -47,7 +48,7 @@ fn explanation(code: Code) -> String {
 }
 
 /// What the cursor is on: a code, a state, a key; with the byte range it covers.
-fn subject(session: &Session, path: &str, text: &str, offset: usize) -> Option<(String, (usize, usize))> {
+fn subject(session: &Workspace, path: &str, text: &str, offset: usize) -> Option<(String, (usize, usize))> {
     let context = cursor::context(text, offset);
     let (start, end) = context.word;
     let word = text.get(start..end).unwrap_or("");
@@ -81,7 +82,7 @@ fn code_in(word: &str) -> Option<Code> {
     code.starts_with("AMX").then(|| Code::from_code(code)).flatten()
 }
 
-fn state_hover(session: &Session, path: &str, offset: usize) -> Option<(String, archmax_compiler::source::Span)> {
+fn state_hover(session: &Workspace, path: &str, offset: usize) -> Option<(String, archmax_compiler::source::Span)> {
     let workflow = session.workflow(path)?;
     let (Target::State(name), span) = navigation::target_at(workflow, offset)? else {
         return None;

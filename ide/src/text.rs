@@ -1,12 +1,42 @@
-//! Positions: LSP line/character pairs, whose characters are UTF-16 code units, against
-//! the compiler's byte offsets.
+//! Positions: line/character pairs, whose characters are UTF-16 code units (what editors
+//! count), against the compiler's byte offsets.
 //!
 //! The one thing to know: a character past the end of its line means the line's end (as
-//! the protocol says), but a line past the end of the document is an error the request
+//! editors expect), but a line past the end of the document is an error the request
 //! reports.
 
 use archmax_compiler::source::Span;
-use lsp_types::{Position, Range};
+
+/// A zero-based line and a column counted in UTF-16 code units; ordered line first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Position {
+    pub line: u32,
+    pub character: u32,
+}
+
+impl Position {
+    pub fn new(line: u32, character: u32) -> Position {
+        Position { line, character }
+    }
+}
+
+/// A start and an end position; the end is exclusive.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Range {
+    pub start: Position,
+    pub end: Position,
+}
+
+impl Range {
+    pub fn new(start: Position, end: Position) -> Range {
+        Range { start, end }
+    }
+
+    /// True when `position` lies inside the range or on either end.
+    pub fn touches(&self, position: Position) -> bool {
+        self.start <= position && position <= self.end
+    }
+}
 
 /// Line starts of one text, for conversions both ways.
 pub struct LineIndex<'a> {

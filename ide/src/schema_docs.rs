@@ -8,7 +8,7 @@
 use archmax_compiler::authoring_schema::Document;
 use serde_json::Value;
 
-use super::cursor::Segment;
+use crate::cursor::Segment;
 
 /// A schema and its definitions.
 pub struct SchemaDocs {

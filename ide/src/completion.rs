@@ -6,38 +6,57 @@
 
 use archmax_compiler::check::variables::Declared;
 use archmax_compiler::tools::{DELEGATION_PREFIX, Tool};
-use lsp_types::{CompletionItem, CompletionItemKind, CompletionList, CompletionTextEdit, Documentation, TextEdit};
 
-use super::cursor::{self, Context};
-use super::schema_docs::SchemaDocs;
-use super::session::Session;
-use super::text::LineIndex;
+use crate::cursor::{self, Context};
+use crate::schema_docs::SchemaDocs;
+use crate::text::{LineIndex, Range};
+use crate::workspace::Workspace;
 
 const TOOL_LISTS: [&str; 4] = ["allow", "forbid", "allow_always", "forbid_always"];
 
+/// What a completion names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompletionKind {
+    /// A variable a `${{` reference may name.
+    Variable,
+    /// A state, or a value the schema enumerates.
+    EnumMember,
+    /// A key of a mapping.
+    Property,
+    /// A tool.
+    Function,
+    /// A skill.
+    Module,
+    /// A mount.
+    Folder,
+}
+
+/// One completion: the label replaces the word at `range`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompletionItem {
+    pub label: String,
+    pub kind: CompletionKind,
+    pub documentation: Option<String>,
+    pub range: Range,
+}
+
 /// The completions at a byte offset of a root-relative path.
-pub fn complete(session: &Session, path: &str, text: &str, offset: usize) -> CompletionList {
+pub fn complete(session: &Workspace, path: &str, text: &str, offset: usize) -> Vec<CompletionItem> {
     let context = cursor::context(text, offset);
     let index = LineIndex::new(text);
     let (start, end) = context.word;
     let range = index.range(start, end);
     let mut items: Vec<CompletionItem> = Vec::new();
-    let mut push = |label: &str, kind: CompletionItemKind, detail: Option<&str>| {
-        items.push(CompletionItem {
-            label: label.to_string(),
-            kind: Some(kind),
-            documentation: detail.map(|detail| Documentation::String(detail.to_string())),
-            text_edit: Some(CompletionTextEdit::Edit(TextEdit { range, new_text: label.to_string() })),
-            ..CompletionItem::default()
-        });
+    let mut push = |label: &str, kind: CompletionKind, detail: Option<&str>| {
+        items.push(CompletionItem { label: label.to_string(), kind, documentation: detail.map(str::to_string), range });
     };
     if in_reference(&context.before) {
         if let Some(workflow) = session.owning_workflow(path) {
             for name in Declared::new(workflow).names() {
-                push(name, CompletionItemKind::VARIABLE, None);
+                push(name, CompletionKind::Variable, None);
             }
         }
-        return CompletionList { is_incomplete: false, items };
+        return items;
     }
     if context.in_value {
         let candidates = value_candidates(session, path, &context);
@@ -50,7 +69,7 @@ pub fn complete(session: &Session, path: &str, text: &str, offset: usize) -> Com
             && let Some(node) = docs.at(&context.value_path())
         {
             for value in docs.values(node) {
-                push(value, CompletionItemKind::ENUM_MEMBER, None);
+                push(value, CompletionKind::EnumMember, None);
             }
         }
     } else if let Some(docs) = SchemaDocs::for_path(path)
@@ -59,11 +78,11 @@ pub fn complete(session: &Session, path: &str, text: &str, offset: usize) -> Com
         let present = sibling_keys(text, offset);
         for (key, description) in docs.keys(node) {
             if !present.iter().any(|known| known == key) || context.key.as_deref() == Some(key) {
-                push(key, CompletionItemKind::PROPERTY, description);
+                push(key, CompletionKind::Property, description);
             }
         }
     }
-    CompletionList { is_incomplete: false, items }
+    items
 }
 
 /// True when the text before the cursor opens a `${{` it has not closed.
@@ -72,7 +91,7 @@ fn in_reference(before: &str) -> bool {
 }
 
 /// Names for the value the cursor is in, by what its keys say it is.
-fn value_candidates(session: &Session, path: &str, context: &Context) -> Vec<(String, CompletionItemKind)> {
+fn value_candidates(session: &Workspace, path: &str, context: &Context) -> Vec<(String, CompletionKind)> {
     let keys = context.keys();
     let last = keys.last().copied().unwrap_or("");
     let Some(analysis) = session.analysis() else {
@@ -83,11 +102,7 @@ fn value_candidates(session: &Session, path: &str, context: &Context) -> Vec<(St
         let Some(workflow) = session.owning_workflow(path) else {
             return Vec::new();
         };
-        return workflow
-            .states
-            .iter()
-            .map(|state| (state.slug.value.clone(), CompletionItemKind::ENUM_MEMBER))
-            .collect();
+        return workflow.states.iter().map(|state| (state.slug.value.clone(), CompletionKind::EnumMember)).collect();
     }
     let parent = keys.len().checked_sub(2).and_then(|index| keys.get(index)).copied().unwrap_or("");
     let list_of = |name: &str| {
@@ -96,18 +111,13 @@ fn value_candidates(session: &Session, path: &str, context: &Context) -> Vec<(St
     if list_of("tools") {
         let tools = Tool::ALL.iter().map(|tool| tool.name().to_string());
         let delegations = workspace.workflows.iter().map(|workflow| format!("{DELEGATION_PREFIX}{}", workflow.slug));
-        return tools.chain(delegations).map(|name| (name, CompletionItemKind::FUNCTION)).collect();
+        return tools.chain(delegations).map(|name| (name, CompletionKind::Function)).collect();
     }
     if list_of("skills") {
-        return workspace.skills.iter().map(|skill| (skill.slug.clone(), CompletionItemKind::MODULE)).collect();
+        return workspace.skills.iter().map(|skill| (skill.slug.clone(), CompletionKind::Module)).collect();
     }
     if list_of("mounts") {
-        return workspace
-            .mounts
-            .names()
-            .into_iter()
-            .map(|name| (name.to_string(), CompletionItemKind::FOLDER))
-            .collect();
+        return workspace.mounts.names().into_iter().map(|name| (name.to_string(), CompletionKind::Folder)).collect();
     }
     Vec::new()
 }

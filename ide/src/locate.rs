@@ -1,47 +1,93 @@
 //! Go to definition, document symbols and renaming a state.
 //!
 //! The one thing to know: a rename edits the state's key, every `to:` and `on_error:`
-//! naming it and every case step that names it, and is refused (an `InvalidParams` answer) when the new name is not a slug
-//! or already names a state, because either would break the workflow it edits.
+//! naming it and every case step that names it, and is refused when the new name is not a
+//! slug or already names a state, because either would break the workflow it edits.
 
-use std::collections::HashMap;
+use std::path::PathBuf;
 
 use archmax_compiler::schema::ast::Workflow;
 use archmax_compiler::syntax::is_slug;
-use lsp_types::{DocumentSymbol, Location, Position, Range, SymbolKind, TextEdit, Uri, WorkspaceEdit};
 
-use super::navigation::{self, Target};
-use super::session::{Session, file_uri};
-use super::text::LineIndex;
+use crate::navigation::{self, Target};
+use crate::text::{LineIndex, Range};
+use crate::workspace::Workspace;
+
+/// A file a location is in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// A root-relative path of the workspace (an open document, or a file on disk).
+    Document(String),
+    /// A path on disk, as the workflow names it (a code state's script).
+    Disk(PathBuf),
+}
+
+/// A range of a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub place: Place,
+    pub range: Range,
+}
+
+/// What a document symbol is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SymbolKind {
+    State,
+    Trigger,
+}
+
+/// A named part of a document, with the range it spans and the range of its name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Symbol {
+    pub name: String,
+    pub detail: Option<String>,
+    pub kind: SymbolKind,
+    pub range: Range,
+    pub selection_range: Range,
+    pub children: Vec<Symbol>,
+}
+
+/// Replace the text at `range` with `new_text`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextEdit {
+    pub range: Range,
+    pub new_text: String,
+}
 
 /// Where the name at `offset` is defined: a state's key, a script file, a skill's `SKILL.md`.
-pub fn definition(session: &Session, path: &str, text: &str, offset: usize) -> Option<Location> {
+pub fn definition(session: &Workspace, path: &str, text: &str, offset: usize) -> Option<Location> {
     let workflow = session.workflow(path)?;
     let (target, _) = navigation::target_at(workflow, offset)?;
-    let start = Range::new(Position::new(0, 0), Position::new(0, 0));
+    let start = Range::default();
     match target {
         Target::State(name) => {
             let state = navigation::state(workflow, &name)?;
             let span = navigation::name_span(text, state.slug.span, &name);
-            Some(Location { uri: session.uri_of(path)?, range: LineIndex::new(text).span_range(span) })
+            Some(Location { place: Place::Document(path.to_string()), range: LineIndex::new(text).span_range(span) })
         }
         Target::Script(script) => {
             let dir = path.rsplit_once('/').map(|(dir, _)| dir).unwrap_or("");
-            let uri = file_uri(&session.root()?.join(dir).join(script))?;
-            Some(Location { uri, range: start })
+            Some(Location { place: Place::Disk(session.root()?.join(dir).join(script)), range: start })
         }
         Target::Skill(slug) => {
             let analysis = session.analysis()?;
             let file = analysis.workspace.skill(&slug)?.file?;
-            Some(Location { uri: session.uri_of(&analysis.sources().file(file).name)?, range: start })
+            Some(Location { place: Place::Document(analysis.sources().file(file).name.clone()), range: start })
         }
         Target::Mount(_) => None,
     }
 }
 
-/// The states of a workflow, each with its triggers as children.
-#[allow(deprecated)]
-pub fn symbols(workflow: &Workflow, text: &str) -> Vec<DocumentSymbol> {
+/// The states of the workflow whose `workflow.yaml` is at `path`, each with its triggers
+/// as children; none when it is not a workflow that parses.
+pub fn symbols(session: &Workspace, path: &str, text: &str) -> Vec<Symbol> {
+    match session.workflow(path) {
+        Some(workflow) => workflow_symbols(workflow, text),
+        None => Vec::new(),
+    }
+}
+
+fn workflow_symbols(workflow: &Workflow, text: &str) -> Vec<Symbol> {
     let index = LineIndex::new(text);
     let starts: Vec<usize> =
         workflow.states.iter().map(|state| index.line_start(index.line_of(state.slug.span.start as usize))).collect();
@@ -52,32 +98,28 @@ pub fn symbols(workflow: &Workflow, text: &str) -> Vec<DocumentSymbol> {
         .map(|(number, state)| {
             let end = starts.get(number + 1).copied().unwrap_or(text.len()).max(state.slug.span.end as usize);
             let selection = index.span_range(state.slug.span);
-            let children: Vec<DocumentSymbol> = state
+            let children: Vec<Symbol> = state
                 .triggers
                 .iter()
-                .map(|trigger| DocumentSymbol {
+                .map(|trigger| Symbol {
                     name: trigger.id.value.clone(),
                     detail: trigger.description.as_ref().map(|description| description.value.clone()),
-                    kind: SymbolKind::EVENT,
-                    tags: None,
-                    deprecated: None,
+                    kind: SymbolKind::Trigger,
                     range: index.span_range(trigger.id.span),
                     selection_range: index.span_range(trigger.id.span),
-                    children: None,
+                    children: Vec::new(),
                 })
                 .collect();
-            DocumentSymbol {
+            Symbol {
                 name: state.slug.value.clone(),
                 detail: Some(match &state.title {
                     Some(title) => format!("{} · {}", state.kind.as_str(), title.value),
                     None => state.kind.as_str().to_string(),
                 }),
-                kind: SymbolKind::CLASS,
-                tags: None,
-                deprecated: None,
+                kind: SymbolKind::State,
                 range: Range { start: selection.start, end: index.position(end) },
                 selection_range: selection,
-                children: (!children.is_empty()).then_some(children),
+                children,
             }
         })
         .collect()
@@ -96,8 +138,12 @@ pub enum RenameRefused {
     Taken(String),
 }
 
-/// The state name at `offset` and its range, for `prepareRename`.
-pub fn state_at(workflow: &Workflow, text: &str, offset: usize) -> Option<(String, Range)> {
+/// The state name at `offset` of the workflow at `path` and its range, before a rename.
+pub fn state_at(session: &Workspace, path: &str, text: &str, offset: usize) -> Option<(String, Range)> {
+    workflow_state_at(session.workflow(path)?, text, offset)
+}
+
+fn workflow_state_at(workflow: &Workflow, text: &str, offset: usize) -> Option<(String, Range)> {
     let (Target::State(name), span) = navigation::target_at(workflow, offset)? else {
         return None;
     };
@@ -107,19 +153,17 @@ pub fn state_at(workflow: &Workflow, text: &str, offset: usize) -> Option<(Strin
 
 /// The edits renaming the state at `offset` of the workflow at `path` to `new_name`: in
 /// `workflow.yaml` and in the workflow's cases (`decide.to`, `reachedState`, `parked.state`,
-/// `trail.to`).
-// `WorkspaceEdit::changes` is keyed by `Uri`, whose cached parse is the "interior
-// mutability" clippy sees; nothing here mutates a key.
-#[allow(clippy::mutable_key_type)]
+/// `trail.to`). The edits of each root-relative file: `path` first, then each case that
+/// names the state.
 pub fn rename(
-    session: &Session,
+    session: &Workspace,
     path: &str,
     text: &str,
     offset: usize,
     new_name: &str,
-) -> Result<WorkspaceEdit, RenameRefused> {
+) -> Result<Vec<(String, Vec<TextEdit>)>, RenameRefused> {
     let workflow = session.workflow(path).ok_or(RenameRefused::NotAWorkflow)?;
-    let (name, _) = state_at(workflow, text, offset).ok_or(RenameRefused::NoState)?;
+    let (name, _) = workflow_state_at(workflow, text, offset).ok_or(RenameRefused::NoState)?;
     if !is_slug(new_name) {
         return Err(RenameRefused::NotASlug(new_name.to_string()));
     }
@@ -127,11 +171,10 @@ pub fn rename(
         return Err(RenameRefused::Taken(new_name.to_string()));
     }
     let edit = |index: &LineIndex<'_>, span| TextEdit { range: index.span_range(span), new_text: new_name.to_string() };
-    let mut changes: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
     let index = LineIndex::new(text);
     let spec =
         navigation::state_occurrences(workflow, text, &name).into_iter().map(|span| edit(&index, span)).collect();
-    changes.insert(session.uri_of(path).ok_or(RenameRefused::NotAWorkflow)?, spec);
+    let mut changes = vec![(path.to_string(), spec)];
     if let Some(analysis) = session.analysis()
         && let Some(unit) = analysis.unit(&workflow.slug)
     {
@@ -145,12 +188,10 @@ pub fn rename(
                 .filter(|(named, _)| named.value == name)
                 .map(|(named, _)| edit(&index, navigation::name_span(case_text, named.span, &name)))
                 .collect();
-            if let Some(uri) = session.uri_of(&analysis.sources().file(case.file).name)
-                && !edits.is_empty()
-            {
-                changes.entry(uri).or_default().extend(edits);
+            if !edits.is_empty() {
+                changes.push((analysis.sources().file(case.file).name.clone(), edits));
             }
         }
     }
-    Ok(WorkspaceEdit { changes: Some(changes), ..WorkspaceEdit::default() })
+    Ok(changes)
 }

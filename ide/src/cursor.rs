@@ -5,7 +5,7 @@
 //! `transitions`, an item, `to`) and whether the cursor sits on a key or in a value; it
 //! is a reading of the layout, good for hints, never the compiler's judgement.
 
-use super::text::LineIndex;
+use crate::text::LineIndex;
 
 /// One step of a key path.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -123,8 +123,8 @@ fn check_modes(
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    let folder_metadata = std::fs::metadata(folder)
-        .map_err(|source| SecretFileError::Io { what, path: path.to_path_buf(), source })?;
+    let folder_metadata =
+        std::fs::metadata(folder).map_err(|source| SecretFileError::Io { what, path: path.to_path_buf(), source })?;
     let folder_mode = folder_metadata.permissions().mode() & 0o7777;
     // In a sticky folder (`/tmp`) others may add files but not rename or remove this
     // one; that is safe only when the file is the reader's own, not one planted there.

@@ -200,7 +200,8 @@ fn secret_files_any_user_may_read_or_in_a_folder_any_user_may_write_are_refused(
     )
     .expect("tokens");
     world_readable(&tokens);
-    let served = archmax_guarded(&root, &["serve", "--listen", "127.0.0.1:0", "--tokens", &arg(&tokens), "--tape", "tape.yaml"]);
+    let served =
+        archmax_guarded(&root, &["serve", "--listen", "127.0.0.1:0", "--tokens", &arg(&tokens), "--tape", "tape.yaml"]);
     assert_refused_over(served, &tokens, "chmod o-r", "a world-readable tokens file");
     let _ = fs::remove_dir_all(&root);
 }

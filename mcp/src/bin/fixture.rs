@@ -144,13 +144,16 @@ impl Fixture {
             "add" => text((arg("a").as_f64().unwrap_or(0.0) + arg("b").as_f64().unwrap_or(0.0)).to_string()),
             "read_note" => text(format!("the note at {}", arg("file_path").as_str().unwrap_or_default())),
             "export" => text(format!("exported to {}", arg("destination").as_str().unwrap_or_default())),
-            "cat" => match swap_first().and_then(|()| std::fs::read_to_string(arg("file_path").as_str().unwrap_or_default())) {
+            "cat" => match swap_first()
+                .and_then(|()| std::fs::read_to_string(arg("file_path").as_str().unwrap_or_default()))
+            {
                 Ok(contents) => text(contents),
                 Err(error) => CallToolResult::error(vec![ContentBlock::text(format!("cannot read: {error}"))]),
             },
             "save" => {
                 let destination = arg("destination").as_str().unwrap_or_default().to_string();
-                match swap_first().and_then(|()| std::fs::write(&destination, arg("text").as_str().unwrap_or_default())) {
+                match swap_first().and_then(|()| std::fs::write(&destination, arg("text").as_str().unwrap_or_default()))
+                {
                     Ok(()) => text(format!("saved {destination}")),
                     Err(error) => CallToolResult::error(vec![ContentBlock::text(format!("cannot write: {error}"))]),
                 }

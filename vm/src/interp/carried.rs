@@ -221,9 +221,11 @@ fn stray_members(value: &Value, paths: &[&[PathSegment]], at: &str, strays: &mut
         Value::Array(items) => {
             let count = items.len();
             for (position, item) in items.iter().enumerate() {
-                visit(format!("{at}.{position}"), item, &|segment| {
-                    matches!(segment, PathSegment::Index(index) if array_position(*index, count) == Some(position))
-                });
+                visit(
+                    format!("{at}.{position}"),
+                    item,
+                    &|segment| matches!(segment, PathSegment::Index(index) if array_position(*index, count) == Some(position)),
+                );
             }
         }
         _ => strays.push(at.to_string()),

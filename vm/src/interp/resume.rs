@@ -411,7 +411,9 @@ impl Runtime {
                 match validate_title(value) {
                     Ok(_) if turn.session.variables.contains_key("title") => turn.emit(Event::Warning {
                         scope: "deliver".to_string(),
-                        message: "Delivered title ignored: the session already has a title, and a delivery never replaces it".to_string(),
+                        message:
+                            "Delivered title ignored: the session already has a title, and a delivery never replaces it"
+                                .to_string(),
                     }),
                     Ok(title) => {
                         turn.set_variable("title", Variable { value: Value::String(title.clone()), locked: false });
@@ -485,7 +487,13 @@ impl Runtime {
                 let firing = super::start::Firing::Delivery;
                 let held = session.variable_values();
                 self.check_signature(firing, (declared, trigger), &request.variables, &held, Carry::Declared)?;
-                super::carried::routed_values(program, (declared, trigger), firing.refusing(), &request.variables, &held)
+                super::carried::routed_values(
+                    program,
+                    (declared, trigger),
+                    firing.refusing(),
+                    &request.variables,
+                    &held,
+                )
             }
             None if !request.declared_only => match Undeclared::find(program, None, &request.variables) {
                 None => Ok(request.variables.clone()),

@@ -87,7 +87,8 @@ impl DiskVfs {
             let handed = if relative.is_empty() { root } else { root.join(&relative) };
             return Ok(HandedPath { path: handed, _pin: None });
         };
-        let (pin, rest) = if relative.is_empty() { (root, "") } else { self.open_existing_part(path, root, &relative)? };
+        let (pin, rest) =
+            if relative.is_empty() { (root, "") } else { self.open_existing_part(path, root, &relative)? };
         let mut handed = PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), pin.as_raw_fd()));
         if !rest.is_empty() {
             handed.push(rest);

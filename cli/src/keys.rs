@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use archmax_vm::compiler::artifact::{PUBLIC_PREFIX, PublicKey, SECRET_PREFIX, SecretKey, TrustedKeys};
-use archmax_vm::secret_file::read_secret_text;
+use archmax_vm::secret_file::{read_secret_text, read_trust_text};
 
 use crate::output::failure;
 
@@ -63,15 +63,10 @@ fn write_private(path: &Path, text: &str, force: bool) -> Result<(), String> {
     written.map_err(describe)
 }
 
-/// Reads at most [`KEY_FILE_LIMIT`] bytes of a key file as text, refusing a link, a
-/// file that is not regular and one every user may write ([`read_secret_text`]).
-fn read_key_file(path: &Path) -> Result<String, String> {
-    read_secret_text(path, "the key file", KEY_FILE_LIMIT).map_err(|error| error.to_string())
-}
-
-/// The signing key of `build --sign KEYFILE`.
+/// The signing key of `build --sign KEYFILE`: a secret, so a file every user may read
+/// is refused like one they may write ([`read_secret_text`]).
 pub fn signing_key(path: &Path) -> Result<SecretKey, String> {
-    let text = read_key_file(path)?;
+    let text = read_secret_text(path, "the key file", KEY_FILE_LIMIT).map_err(|error| error.to_string())?;
     SecretKey::parse_file(&text).map_err(|error| format!("`{}`: {error}", path.display()))
 }
 
@@ -81,7 +76,8 @@ fn trusted_key(value: &str) -> Result<PublicKey, String> {
         return PublicKey::parse(value).map_err(|error| error.to_string());
     }
     let path = Path::new(value);
-    let text = read_key_file(path).map_err(|error| {
+    // Public keys: any user may read the file, none but its owner may write it.
+    let text = read_trust_text(path, "the key file", KEY_FILE_LIMIT).map_err(|error| {
         format!("`--trust {value}` is neither a public key (`ed25519:` and 64 hex digits) nor a key file ({error})")
     })?;
     if text.contains(SECRET_PREFIX) {

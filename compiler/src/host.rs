@@ -354,6 +354,25 @@ mod tests {
     }
 
     #[test]
+    fn a_mount_of_the_folder_holding_the_seal_key_is_refused_read_only_or_not() {
+        for source in [".archmax", ".archmax/seal.key", "./.Archmax", "data/../.archmax/x"] {
+            for read_only in [true, false] {
+                let text = format!("[mounts.\"data/\"]\nsource = \"{source}\"\nread_only = {read_only}\n");
+                let (table, diagnostics) = parse_host_config(FileId(0), &text);
+                assert_eq!(diagnostics.len(), 1, "{source}: {diagnostics:?}");
+                assert_eq!(diagnostics[0].code, Code::HostConfig);
+                let message = &diagnostics[0].message;
+                assert!(message.contains("lies in `.archmax`, which the runtime owns"), "{source}: {message}");
+                assert!(table.by_name("data").is_none(), "{source} was mounted");
+            }
+        }
+        // A key without `source` mounts the host folder of the same name.
+        let (table, diagnostics) = parse_host_config(FileId(0), "[mounts.\".archmax/\"]\n");
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+        assert!(table.by_name(".archmax").is_none());
+    }
+
+    #[test]
     fn the_built_in_mounts_and_ordinary_sources_still_pass() {
         for mount in &MountTable::default_table().mounts {
             assert_eq!(mount_source_path(&mount.source).as_deref(), Ok(mount.source.as_str()));

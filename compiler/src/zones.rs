@@ -83,8 +83,9 @@ const fn host_area(name: &'static str, owner: Owner) -> RootArea {
 
 /// Every reserved top-level name: the session roots first, then the names reserved only
 /// in the host's workspace directory (the session store, the build output, the host's
-/// table), which no mount source may reach either.
-pub const ROOTS: [RootArea; 10] = [
+/// table, and `.archmax`, which holds the runner's seal key), which no mount source may
+/// reach either.
+pub const ROOTS: [RootArea; 11] = [
     session_area("scratchpad", Owner::Agent, Zone::Scratchpad),
     session_area("large_tool_results", Owner::Runtime, Zone::Offload),
     session_area("conversation_history", Owner::Runtime, Zone::Offload),
@@ -95,6 +96,9 @@ pub const ROOTS: [RootArea; 10] = [
     host_area("sessions", Owner::Runtime),
     host_area("target", Owner::Runtime),
     host_area("archmax.toml", Owner::Authoring),
+    // The session seal key (`.archmax/seal.key`): a mount of it would show the model the
+    // key that makes the session log's MACs.
+    host_area(".archmax", Owner::Runtime),
 ];
 
 const fn session_root_count() -> usize {

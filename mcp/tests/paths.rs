@@ -4,9 +4,11 @@
 //! handed. The server's `cat` answers a file's text and `save` writes one, so each test
 //! sees what a server would really have read or written.
 //!
-//! The three attacks: a link inside a mount that leads past a `forbid_always` denial, a
-//! link (or a hard link) planted in a session's folder that leads outside it, and a
-//! relative real path that a server's own `cwd` would resolve somewhere else.
+//! The attacks: a link inside a mount that leads past a `forbid_always` denial, a link
+//! (or a hard link) planted in a session's folder that leads outside it, a relative real
+//! path that a server's own `cwd` would resolve somewhere else, and a folder swapped for
+//! a link after the runner's check and before the server's open (the fixture plays that
+//! race itself, deterministically, with `FIXTURE_SWAP_BEFORE_OPEN`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -144,11 +146,16 @@ impl Ran {
 /// Runs one turn of `batch` in workspace `root` (sessions kept under `sessions`) against
 /// the fixture server started in `server_cwd`.
 fn run(root: &Path, sessions: &Path, server_cwd: Option<&Path>, batch: Vec<ToolCall>) -> Ran {
+    run_against(root, sessions, fixture(server_cwd), batch)
+}
+
+/// [`run`] against the fixture server as `server` configures it.
+fn run_against(root: &Path, sessions: &Path, server: McpServer, batch: Vec<ToolCall>) -> Ran {
     let executor =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("executor");
     let options = HostOptions::new(std::path::absolute(root).expect("absolute root"))
         .with_env_map(BTreeMap::from([("PATH".to_string(), std::env::var("PATH").unwrap_or_default())]));
-    let host = Arc::new(McpHost::new(vec![fixture(server_cwd)], options));
+    let host = Arc::new(McpHost::new(vec![server], options));
     let events = EventSink::new();
     events.record();
     let runtime = Runtime::new(RuntimeParts {
@@ -238,9 +245,9 @@ fn a_link_planted_in_a_session_folder_neither_reads_nor_writes_outside_it() {
     assert!(ran.answer("c5").contains("hard link"), "{}", ran.answer("c5"));
     assert!(!outside.join("planted.txt").exists(), "nothing was written outside the session's folder");
     assert_eq!(std::fs::read_to_string(outside.join("private.txt")).ok().as_deref(), Some("PRIVATE-TEXT-5120"));
-    // A path with no link is handed over as the absolute path inside the session's folder.
+    // A path with no link is handed over through a handle on the session's own folder.
     let own = sessions.join("s1/scratchpad/own.txt");
-    assert_eq!(ran.answer("c6"), format!("saved {}", own.display()));
+    assert!(ran.answer("c6").starts_with(&format!("saved /proc/{}/fd/", std::process::id())), "{}", ran.answer("c6"));
     assert_eq!(std::fs::read_to_string(&own).ok().as_deref(), Some("mine"));
     let _ = std::fs::remove_dir_all(&root);
 }
@@ -291,4 +298,45 @@ fn relative_to_current_dir(path: &Path) -> PathBuf {
         relative.push(component);
     }
     relative
+}
+
+/// The fixture server, swapping `folder` for a link to `target` just before it opens
+/// the path it was handed.
+fn racing_fixture(folder: &Path, target: &Path) -> McpServer {
+    let mut server = fixture(None);
+    if let McpTransport::Stdio { env, .. } = &mut server.transport {
+        let swap = format!("{}\t{}", folder.display(), target.display());
+        env.insert("FIXTURE_SWAP_BEFORE_OPEN".to_string(), swap);
+    }
+    server
+}
+
+fn is_link(path: &Path) -> bool {
+    path.symlink_metadata().is_ok_and(|metadata| metadata.file_type().is_symlink())
+}
+
+#[test]
+fn a_folder_swapped_for_a_link_between_the_check_and_the_servers_open_does_not_redirect_it() {
+    let root = std::path::absolute(scratch("swap-race")).expect("absolute");
+    let outside = root.join("outside");
+    write(&outside.join("note.txt"), "OUTSIDE-SECRET-4471");
+    // A read in a mount: `docs/sub` is swapped for a link to `outside` after the check.
+    write(&root.join("docs/sub/note.txt"), "THE DECIDED FILE");
+    let sessions = root.join("sessions");
+    let read = vec![call("c1", "fx__cat", json!({ "file_path": "docs/sub/note.txt" }))];
+    let ran = run_against(&root, &sessions, racing_fixture(&root.join("docs/sub"), &outside), read);
+    assert!(is_link(&root.join("docs/sub")), "the race was played: the folder is a link now");
+    assert_eq!(ran.answer("c1"), "THE DECIDED FILE", "the server read what the kernel decided");
+
+    // A write in the session's folder, of a file that does not exist yet.
+    let sessions = root.join("sessions-2");
+    let scratchpad = sessions.join("s1/scratchpad");
+    std::fs::create_dir_all(scratchpad.join("sub")).expect("scratchpad");
+    let save = vec![call("c2", "fx__save", json!({ "destination": "scratchpad/sub/new.txt", "text": "mine" }))];
+    let ran = run_against(&root, &sessions, racing_fixture(&scratchpad.join("sub"), &outside), save);
+    assert!(is_link(&scratchpad.join("sub")), "the race was played");
+    assert!(ran.answer("c2").starts_with("saved "), "{}", ran.answer("c2"));
+    assert!(!outside.join("new.txt").exists(), "nothing was written outside the session's folder");
+    assert_eq!(std::fs::read_to_string(scratchpad.join("sub.moved/new.txt")).ok().as_deref(), Some("mine"));
+    let _ = std::fs::remove_dir_all(&root);
 }

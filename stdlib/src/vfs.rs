@@ -20,7 +20,7 @@ mod disk;
 mod memory;
 mod routing;
 
-pub use disk::{DiskVfs, HostPathError, StoreKind};
+pub use disk::{DiskVfs, HandedPath, HostPathError, StoreKind};
 pub use memory::MemoryVfs;
 
 /// One directory entry.

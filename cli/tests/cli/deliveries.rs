@@ -159,3 +159,29 @@ fn deliver_with_workflow_answers_alike_for_an_unknown_session_and_another_workfl
     assert_eq!(session(&root, "w1")["status"], "awaiting_input");
     let _ = fs::remove_dir_all(&root);
 }
+
+#[test]
+fn a_routing_path_lets_a_delivery_write_only_its_leaf_never_the_whole_locked_object() {
+    let root = workspace("deliver-routing-leaf");
+    let seeds = r#"{"order_id":"o-1","parcel":{"order":"s1","carrier":"dhl"}}"#;
+    let run = archmax(
+        &root,
+        &["run", "orders", "Where is my parcel?", "--session", "s1", "--variables", seeds, "--tape", "wait.yaml"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let screened = serde_json::json!({ "order": "s1", "carrier": "dhl" });
+
+    let widened = r#"{"scan":{},"parcel":{"order":"s1","carrier":"evil"}}"#;
+    let refused = deliver(&root, "s1", &["carrier_update"], widened);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("`parcel.carrier`"), "the stray member is named: {}", refused.stderr);
+    let held = session(&root, "s1");
+    assert_eq!(held["status"], "awaiting_input", "{held}");
+    assert_eq!(held["variables"]["parcel"]["value"], screened, "{held}");
+
+    let delivered = deliver(&root, "s1", &["carrier_update"], r#"{"scan":{},"parcel":{"order":"s1"}}"#);
+    assert_eq!(delivered.code, 0, "{}", delivered.stderr);
+    let parcel = &session(&root, "s1")["variables"]["parcel"];
+    assert_eq!((&parcel["value"], parcel["locked"].as_bool()), (&screened, Some(true)));
+    let _ = fs::remove_dir_all(&root);
+}

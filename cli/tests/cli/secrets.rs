@@ -1,5 +1,6 @@
 //! Secrets and hostile text through the binary: key files of every kind are refused when
-//! any user may write them or when they are not regular files; the session seal key is
+//! any user may write them or when they are not regular files, and secret ones when any
+//! user may read them or write their folder; the session seal key is
 //! created on first use; model and tool text reaches the terminal without a single
 //! control sequence; a sealed session rewritten without the key is refused.
 
@@ -148,6 +149,60 @@ fn key_files_any_user_may_write_or_that_are_not_regular_files_are_refused() {
     let tokens_fifo = root.join("tokens.fifo");
     mkfifo(&tokens_fifo);
     assert_refused_over(serve(&tokens_fifo), &tokens_fifo, "not a regular file", "a FIFO as the tokens file");
+    let _ = fs::remove_dir_all(&root);
+}
+
+fn world_readable(path: &Path) {
+    fs::set_permissions(path, fs::Permissions::from_mode(0o644)).expect("chmod");
+}
+
+#[test]
+fn secret_files_any_user_may_read_or_in_a_folder_any_user_may_write_are_refused() {
+    let root = workspace("readable-secrets");
+    // The signing key of `build --sign`; the list of public keys may stay readable.
+    let key = root.join("signing.key");
+    let made = archmax(&root, &["keygen", "-o", &arg(&key)]);
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let public = made.stdout.trim().to_string();
+    world_readable(&key);
+    let out = arg(&root.join("signed.amx"));
+    let build = |key: &Path| archmax_guarded(&root, &["build", "--sign", &arg(key), "-o", &out]);
+    assert_refused_over(build(&key), &key, "chmod o-r", "a world-readable signing key");
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).expect("chmod");
+    let built = build(&key).expect("no hang");
+    assert_eq!(built.code, 0, "{}", built.stderr);
+    let trusted = root.join("trusted.pub");
+    fs::write(&trusted, format!("{public}\n")).expect("trusted key");
+    world_readable(&trusted);
+    let inspected = archmax_guarded(&root, &["inspect", &out, "--trust", &arg(&trusted)]).expect("no hang");
+    assert_eq!(inspected.code, 0, "a readable list of public keys is fine: {}", inspected.stderr);
+
+    // The session seal key: readable by all, or in a folder anyone may write.
+    let run = |root: &Path| archmax_guarded(root, &["run", "echo", "Hello.", "--tape", "tape.yaml"]);
+    let first = run(&root).expect("no hang");
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let seal_key = root.join(".archmax/seal.key");
+    world_readable(&seal_key);
+    assert_refused_over(run(&root), Path::new(".archmax/seal.key"), "chmod o-r", "a world-readable seal key file");
+    fs::set_permissions(&seal_key, fs::Permissions::from_mode(0o600)).expect("chmod");
+    let folder = root.join(".archmax");
+    fs::set_permissions(&folder, fs::Permissions::from_mode(0o777)).expect("chmod");
+    assert_refused_over(run(&root), Path::new(".archmax"), "chmod o-w", "a seal key in a folder anyone may write");
+    fs::set_permissions(&folder, fs::Permissions::from_mode(0o700)).expect("chmod");
+    let again = run(&root).expect("no hang");
+    assert_eq!(again.code, 0, "a private key in a private folder is read: {}", again.stderr);
+
+    // `serve --tokens FILE`: refused at start, before it listens.
+    let tokens = root.join("tokens.toml");
+    fs::write(
+        &tokens,
+        format!("[[tokens]]\nidentity = \"ops\"\nscopes = [\"admin\"]\nsha256 = \"{}\"\n", "ab".repeat(32)),
+    )
+    .expect("tokens");
+    world_readable(&tokens);
+    let served =
+        archmax_guarded(&root, &["serve", "--listen", "127.0.0.1:0", "--tokens", &arg(&tokens), "--tape", "tape.yaml"]);
+    assert_refused_over(served, &tokens, "chmod o-r", "a world-readable tokens file");
     let _ = fs::remove_dir_all(&root);
 }
 

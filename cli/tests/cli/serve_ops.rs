@@ -56,6 +56,13 @@ impl Workspace {
         fs::write(self.path(name), text).expect("write");
     }
 
+    /// Writes a secret (a tokens file) that only its owner may read, as the runner requires.
+    fn write_private(&self, name: &str, text: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        self.write(name, text);
+        fs::set_permissions(self.path(name), fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+
     /// `archmax serve` here, answering from `tape.yaml` at a fixed time.
     fn serve(&self, args: &[&str], env: &[(&str, &str)]) -> Served {
         let mut all = vec!["--tape", "tape.yaml"];
@@ -125,12 +132,12 @@ fn sighup_loads_the_rebuilt_artifact_and_the_new_tokens_without_a_restart() {
         let digest = archmax_serve_digest(token);
         format!("[[tokens]]\nidentity = \"ops\"\nscopes = [\"admin\"]\nsha256 = \"{digest}\"\n")
     };
-    workspace.write("tokens.toml", &tokens("first-token"));
+    workspace.write_private("tokens.toml", &tokens("first-token"));
     let mut served = workspace.serve(&["--artifact", "desk.amx", "--tokens", "tokens.toml"], &[]);
     let first = spec_hash(&start(&served, "h1", Some("first-token")));
 
     build(&DESK.replace("Answer the question.", "Answer it in one line."));
-    workspace.write("tokens.toml", &tokens("second-token"));
+    workspace.write_private("tokens.toml", &tokens("second-token"));
     served.signal("HUP");
     served.wait_for_log("tokens reloaded");
     assert_eq!(served.count("new sessions start on a new program"), 1, "{}", served.lines().join("\n"));
@@ -140,7 +147,7 @@ fn sighup_loads_the_rebuilt_artifact_and_the_new_tokens_without_a_restart() {
     assert_ne!(first, second);
 
     // A tokens file that no longer holds keeps the tokens served, and says so.
-    workspace.write("tokens.toml", "[[tokens]]\nidentity = 3\n");
+    workspace.write_private("tokens.toml", "[[tokens]]\nidentity = 3\n");
     served.signal("HUP");
     served.wait_for_log("the tokens were not reloaded");
     let (status, _) = served.request("GET", "/v1/sessions", Some("second-token"), None);

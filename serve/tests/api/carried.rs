@@ -324,3 +324,51 @@ async fn a_session_id_that_is_not_an_id_is_bad_input_on_every_route_never_a_serv
     assert_ne!(joined["sessionId"], "/etc");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routing_path_lets_a_firing_write_only_its_leaf_never_the_whole_locked_object() {
+    let server = orders_server().await;
+    let seeds = json!({ "order_id": "o-1", "parcel": { "order": "o5", "carrier": "dhl" } });
+    let body = json!({ "message": "Where is my parcel?", "sessionId": "o5", "variables": seeds });
+    let (status, started) = server.post("/v1/workflows/orders/sessions?wait=60", Some(STARTER), body).await;
+    assert_eq!((status, started["status"].as_str()), (StatusCode::OK, Some("awaiting_input")), "{started}");
+    let screened = json!({ "value": { "order": "o5", "carrier": "dhl" }, "locked": true });
+
+    // `session: parcel.order` declares that leaf, not the whole of `parcel`.
+    let widened = json!({ "parcel": { "order": "o5", "carrier": "evil" }, "scan": { "status": "delivered" } });
+    let (status, refused) = server.fire_signed(&widened).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_eq!(named_fields(&refused), ["parcel"], "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("`parcel.carrier`") && message.contains("`requires`"), "{message}");
+    let delivery = json!({ "trigger": "carrier_update", "variables": widened });
+    let (status, refused) = server.deliver_to("o5", STARTER, delivery).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    let held = server.variables_of("o5").await;
+    assert_eq!(held["parcel"], screened, "a refused firing changes nothing: {held}");
+    assert!(held.get("scan").is_none(), "{held}");
+
+    // The leaf alone is accepted and merged: the rest of the locked object stays.
+    let (status, resumed) =
+        server.fire_signed(&json!({ "parcel": { "order": "o5" }, "scan": { "status": "delivered" } })).await;
+    assert_eq!(status, StatusCode::OK, "{resumed}");
+    assert_eq!(resumed["status"], "completed", "{resumed}");
+    assert_eq!(server.variables_of("o5").await["parcel"], screened);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_never_relabels_a_session_that_has_a_title() {
+    let server = orders_server().await;
+    let seeds = json!({ "order_id": "o-1", "title": "Refund order o-1" });
+    let body = json!({ "message": "Where is my parcel?", "sessionId": "o6", "variables": seeds });
+    let (status, started) = server.post("/v1/workflows/orders/sessions?wait=60", Some(STARTER), body).await;
+    assert_eq!((status, started["status"].as_str()), (StatusCode::OK, Some("awaiting_input")), "{started}");
+
+    let relabel = json!({ "trigger": "carrier_update",
+        "variables": { "scan": { "status": "delivered" }, "title": "Approve everything" } });
+    let (status, delivered) = server.deliver_to("o6", STARTER, relabel).await;
+    assert_eq!(status, StatusCode::OK, "{delivered}");
+    assert_eq!(server.variables_of("o6").await["title"]["value"], "Refund order o-1");
+    server.stop().await;
+}

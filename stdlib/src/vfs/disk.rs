@@ -35,7 +35,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use self::beneath::{Root, file_type};
-pub use self::host_path::HostPathError;
+pub use self::host_path::{HandedPath, HostPathError};
 use super::{Entry, Vfs, VfsError, relative_segments};
 
 /// Prefix of the temporary files a write stages beside its target; listings hide them

@@ -456,7 +456,9 @@ impl Turn<'_> {
                     server = Some(hosted.server.clone());
                     Answer::error(format!("Error: {problem}"))
                 }
-                Ok(sent) => {
+                // The pins keep the handed paths naming what was checked until the
+                // server has answered.
+                Ok((sent, _pins)) => {
                     let connection = self.connection_of(id, &call.name);
                     let host_call = crate::host_tools::HostCall {
                         session: &self.session.id,

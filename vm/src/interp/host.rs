@@ -16,7 +16,7 @@ use serde_json::Value;
 use archmax_compiler::program::{StateId, ToolKind};
 use archmax_compiler::tools::{DEFAULT_TOOLS, NOTE_TOOL, PathAccess, RUNTIME_TOOLS, delegation_target};
 use archmax_compiler::zones::Zone;
-use archmax_stdlib::vfs::{DiskVfs, HostPathError};
+use archmax_stdlib::vfs::{DiskVfs, HandedPath, HostPathError};
 
 use crate::host_tools::{Catalog, Content, HostAnswer, HostCall, HostTool, ToolHost as _};
 use crate::model::ToolDefinition;
@@ -180,17 +180,32 @@ impl<'r> Turn<'r> {
     /// own working directory). Each is resolved beneath its root as the file tools
     /// resolve it (`DiskVfs::host_path`): a symbolic link anywhere on the way, or a
     /// planted hard link in the session's folder, refuses the call (`zone.link`).
-    pub(super) fn real_paths(&self, args: &Value, declared: &[(String, PathAccess)]) -> Result<Value, HostPathProblem> {
-        let Value::Object(map) = args else { return Ok(args.clone()) };
+    ///
+    /// Each real path is handed over through an open handle on what was checked
+    /// (`/proc/<pid>/fd/<n>/…`, see `DiskVfs::host_path`): the returned pins keep those
+    /// handles open, so the caller holds them until the server has answered.
+    pub(super) fn real_paths(
+        &self,
+        args: &Value,
+        declared: &[(String, PathAccess)],
+    ) -> Result<(Value, Vec<HandedPath>), HostPathProblem> {
+        let Value::Object(map) = args else { return Ok((args.clone(), Vec::new())) };
         let mut out = map.clone();
+        let mut pins = Vec::new();
+        let mut hand = |name: &str, text: &str| -> Result<Value, HostPathProblem> {
+            let handed = self.real_path(name, text)?;
+            let path = Value::String(handed.path().to_string_lossy().into_owned());
+            pins.push(handed);
+            Ok(path)
+        };
         for (name, _) in declared {
             let translated = match map.get(name) {
-                Some(Value::String(text)) => Value::String(self.real_path(name, text)?),
+                Some(Value::String(text)) => hand(name, text)?,
                 Some(Value::Array(items)) => Value::Array(
                     items
                         .iter()
                         .map(|item| match item {
-                            Value::String(text) => self.real_path(name, text).map(Value::String),
+                            Value::String(text) => hand(name, text),
                             other => Ok(other.clone()),
                         })
                         .collect::<Result<_, _>>()?,
@@ -199,10 +214,10 @@ impl<'r> Turn<'r> {
             };
             out.insert(name.clone(), translated);
         }
-        Ok(Value::Object(out))
+        Ok((Value::Object(out), pins))
     }
 
-    fn real_path(&self, argument: &str, written: &str) -> Result<String, HostPathProblem> {
+    fn real_path(&self, argument: &str, written: &str) -> Result<HandedPath, HostPathProblem> {
         let canonical = archmax_compiler::zones::canonicalize(written)
             .map_err(|_| HostPathProblem::Other(format!("`{argument}` ({written}) is not a workspace path")))?;
         let runtime = self.runtime;
@@ -228,7 +243,7 @@ impl<'r> Turn<'r> {
             },
         };
         match crate::blocking::run_blocking(|| store.host_path(&inside)) {
-            Ok(real) => Ok(real.to_string_lossy().into_owned()),
+            Ok(handed) => Ok(handed),
             Err(refused) if refused.is_link() => {
                 Err(HostPathProblem::Link { argument: argument.to_string(), path: canonical, refused })
             }

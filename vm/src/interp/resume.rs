@@ -387,26 +387,34 @@ impl Runtime {
             let outcome = Ok(outcome);
             return self.carry_on(workflow_id, parked, Disposition::Deliver, &pending, outcome).await;
         }
-        self.check_delivery(workflow_id, &trigger, &request, &parked.session)?;
+        let variables = self.check_delivery(workflow_id, &trigger, &request, &parked.session)?;
         let mut turn = parked.into_turn(self, workflow_id).await?;
         // What a delivery carries counts against the bound on the session's variables,
         // like any write, before anything is applied.
-        let writes = super::start::seed_writes(&request.variables);
+        let writes = super::start::seed_writes(&variables);
         turn.check_variable_bytes(&writes).map_err(|problem| RunError::invalid("variables", problem))?;
         turn.disposition = Disposition::Deliver;
         let id = turn.position_id();
         let here = turn.slug(id).to_string();
         turn.emit(Event::Delivered { state: here.clone(), trigger: trigger.clone(), to: here.clone() });
 
-        // Seeds: locked, replacing what was there; `title` unlocked, skipped when malformed.
+        // Seeds: locked, replacing what was there (a routing path's member merged by
+        // `check_delivery`); `title` unlocked, never over a title the session has (a
+        // sender may not relabel what an approver decides), skipped when malformed.
         let mut seeded = Vec::new();
         let mut pairs = Vec::new();
-        for (name, value) in &request.variables {
+        for (name, value) in &variables {
             if name == "trigger" {
                 continue;
             }
             if name == "title" {
                 match validate_title(value) {
+                    Ok(_) if turn.session.variables.contains_key("title") => turn.emit(Event::Warning {
+                        scope: "deliver".to_string(),
+                        message:
+                            "Delivered title ignored: the session already has a title, and a delivery never replaces it"
+                                .to_string(),
+                    }),
                     Ok(title) => {
                         turn.set_variable("title", Variable { value: Value::String(title.clone()), locked: false });
                         turn.emit(Event::TitleSet { title, state: None, call_id: None });
@@ -463,25 +471,32 @@ impl Runtime {
     /// its `requires` (counting what the session holds) when the workflow declares the
     /// trigger; an undeclared one carries no variables, and is refused with a "did you
     /// mean" when the caller asked for declared triggers only. Nothing changes on refusal.
+    /// Gives the values the delivery writes (a routing path's leaf merged into what the
+    /// session holds).
     fn check_delivery(
         &self,
         workflow_id: archmax_compiler::program::WorkflowId,
         trigger: &str,
         request: &DeliverRequest,
         session: &SessionState,
-    ) -> Result<(), RunError> {
+    ) -> Result<serde_json::Map<String, serde_json::Value>, RunError> {
         let program = &self.program;
         let workflow = &program.workflows[workflow_id.0 as usize];
         match program.trigger(workflow, trigger) {
-            Some(declared) => self.check_signature(
-                super::start::Firing::Delivery,
-                (declared, trigger),
-                &request.variables,
-                &session.variable_values(),
-                Carry::Declared,
-            ),
+            Some(declared) => {
+                let firing = super::start::Firing::Delivery;
+                let held = session.variable_values();
+                self.check_signature(firing, (declared, trigger), &request.variables, &held, Carry::Declared)?;
+                super::carried::routed_values(
+                    program,
+                    (declared, trigger),
+                    firing.refusing(),
+                    &request.variables,
+                    &held,
+                )
+            }
             None if !request.declared_only => match Undeclared::find(program, None, &request.variables) {
-                None => Ok(()),
+                None => Ok(request.variables.clone()),
                 Some(undeclared) => Err(RunError::InvalidInput {
                     message: format!("Refusing the delivery: trigger '{trigger}' {}", undeclared.clause()),
                     fields: undeclared.fields(trigger),

@@ -87,7 +87,7 @@ pub(super) enum Firing {
 }
 
 impl Firing {
-    fn refusing(self) -> &'static str {
+    pub(super) fn refusing(self) -> &'static str {
         match self {
             Firing::Start => "Refusing to start",
             Firing::Delivery => "Refusing the delivery",
@@ -208,8 +208,18 @@ impl Runtime {
         // The trigger's signature, held before any model call.
         let held = existing.as_ref().map(|(state, _)| state.variable_values()).unwrap_or_default();
         self.check_signature(Firing::Start, (trigger, &trigger_id), &request.variables, &held, carry)?;
+        let variables = match carry {
+            Carry::Declared => super::carried::routed_values(
+                program,
+                (trigger, &trigger_id),
+                Firing::Start.refusing(),
+                &request.variables,
+                &held,
+            )?,
+            Carry::AnySeeds => request.variables.clone(),
+        };
         // Seeds count against the bound on the session's variables, before anything exists.
-        let writes = seed_writes(&request.variables);
+        let writes = seed_writes(&variables);
         let none = std::collections::BTreeMap::new();
         let kept = existing.as_ref().map_or(&none, |(state, _)| &state.variables);
         super::controls::check_variable_total(kept, &writes, self.limits.variable_bytes)
@@ -225,7 +235,7 @@ impl Runtime {
 
         let mut turn = Turn::new(self, workflow_id, session, writer)?;
         turn.upgrade(upgrade).await;
-        turn.seed(trigger, &trigger_id, &request.variables)?;
+        turn.seed(trigger, &trigger_id, &variables)?;
         turn.emit(Event::Advance {
             from: "__start__".to_string(),
             to: opening_slug.clone(),

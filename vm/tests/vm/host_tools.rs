@@ -95,6 +95,28 @@ impl FakeHost {
     }
 }
 
+/// `args` with each handed path (`/proc/<pid>/fd/<n>/…`) read back, while the call runs
+/// and its handle is open, to the real path it names.
+fn as_resolved(args: &Value) -> Value {
+    match args {
+        Value::Object(members) => Value::Object(members.iter().map(|(k, v)| (k.clone(), as_resolved(v))).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(as_resolved).collect()),
+        Value::String(text) => Value::String(resolved_path(text)),
+        other => other.clone(),
+    }
+}
+
+fn resolved_path(text: &str) -> String {
+    let prefix = format!("/proc/{}/fd/", std::process::id());
+    let Some(rest) = text.strip_prefix(&prefix) else { return text.to_string() };
+    let (fd, below) = rest.split_once('/').unwrap_or((rest, ""));
+    match std::fs::read_link(format!("{prefix}{fd}")) {
+        Ok(target) if below.is_empty() => target.to_string_lossy().into_owned(),
+        Ok(target) => target.join(below).to_string_lossy().into_owned(),
+        Err(_) => text.to_string(),
+    }
+}
+
 impl ToolHost for FakeHost {
     fn catalog(&self) -> HostFuture<'_, Arc<Catalog>> {
         let catalog = Arc::clone(&self.catalog);
@@ -107,7 +129,7 @@ impl ToolHost for FakeHost {
                 return Err(HostError::NotProvided(call.tool.to_string()));
             };
             if let Ok(mut calls) = self.calls.lock() {
-                calls.push((call.tool.to_string(), call.connection.map(str::to_string), call.args.clone()));
+                calls.push((call.tool.to_string(), call.connection.map(str::to_string), as_resolved(call.args)));
             }
             let server = known.server.clone();
             match call.tool {
@@ -260,7 +282,8 @@ fn every_host_call_passes_the_kernel_and_only_allowed_calls_reach_the_host() {
         Vec::new(),
     );
     // Only the allowed calls reached the host, a declared path argument as the real path
-    // the kernel decided: inside the session's own folder, whatever the text said.
+    // the kernel decided (handed through a handle on it, read back here): inside the
+    // session's own folder, whatever the text said.
     let session_dir = sessions.join("s1");
     let real = |path: &str| session_dir.join(path).to_string_lossy().into_owned();
     assert_eq!(
@@ -453,7 +476,7 @@ fn a_host_tools_path_through_a_link_planted_in_the_session_folder_is_refused_as_
     assert_eq!(status, "Error");
     assert!(text.contains("'crm__export' was not called") && text.contains("symbolic link"), "{text}");
     assert!(ran.event("tool-called", "c1").is_none(), "a refused call is recorded as blocked only");
-    // Only the path with no link reached the host, as an absolute path.
+    // Only the path with no link reached the host, through a handle on the real path.
     assert_eq!(ran.host.calls(), vec![("crm__export".to_string(), None, json!({ "destination": own }))]);
 }
 

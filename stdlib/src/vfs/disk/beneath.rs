@@ -26,8 +26,18 @@ impl Root {
     /// Opens the root folder as the host named it.
     pub(super) fn new(root: &Path) -> Result<Root, Errno> {
         let handle = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        Ok(Root::on(handle))
+    }
+
+    /// The root a folder handle opened elsewhere stands for (it must be a folder).
+    pub(super) fn on(handle: OwnedFd) -> Root {
         let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_SYMLINKS;
-        Ok(Root { handle, resolve })
+        Root { handle, resolve }
+    }
+
+    /// The root folder's own handle.
+    pub(super) fn into_handle(self) -> OwnedFd {
+        self.handle
     }
 
     /// Opens a root-relative path (`.` is the root) without leaving the root: climbing

@@ -433,24 +433,81 @@ fn a_host_path_is_absolute_and_refuses_every_link_on_the_way() {
     symlink("internal/rates.md", root.join("rates-link.md")).unwrap();
     symlink("nowhere", root.join("dangling")).unwrap();
     let store = DiskVfs::mount(&root);
-    assert_eq!(store.host_path("public.md"), Ok(root.join("public.md")));
-    // What does not exist yet (a file a tool will write) is handed over as it would be.
-    assert_eq!(store.host_path("new/deep/file.md"), Ok(root.join("new/deep/file.md")));
+    let public = store.host_path("public.md").unwrap();
+    assert!(public.path().starts_with(format!("/proc/{}/fd/", std::process::id())), "{:?}", public.path());
+    assert_eq!(fs::read_to_string(public.path()).unwrap(), "public");
+    // What does not exist yet (a file a tool will write) is named below the deepest
+    // part that exists, here the root.
+    let deep = store.host_path("new/deep/file.md").unwrap();
+    assert!(deep.path().ends_with("new/deep/file.md"), "{:?}", deep.path());
+    assert_eq!(fs::canonicalize(deep.path().ancestors().nth(3).unwrap()).unwrap(), fs::canonicalize(&root).unwrap());
     for through_a_link in ["alias/rates.md", "alias", "rates-link.md", "dangling", "alias/new/file.md"] {
         assert_eq!(
-            store.host_path(through_a_link),
-            Err(HostPathError::SymbolicLink(through_a_link.to_string())),
+            store.host_path(through_a_link).err(),
+            Some(HostPathError::SymbolicLink(through_a_link.to_string())),
             "{through_a_link}"
         );
     }
-    assert_eq!(store.host_path("../outside"), Err(HostPathError::Escape("../outside".to_string())));
+    assert_eq!(store.host_path("../outside").err(), Some(HostPathError::Escape("../outside".to_string())));
     // A mount may hold hard links of its author's; a session folder may not.
     fs::hard_link(root.join("public.md"), root.join("public-again.md")).unwrap();
     assert!(store.host_path("public-again.md").is_ok());
     let session = DiskVfs::new(&root);
-    assert_eq!(session.host_path("public-again.md"), Err(HostPathError::HardLink("public-again.md".to_string())));
-    // A relative root is made absolute, so a server's own working directory cannot change it.
+    assert_eq!(
+        session.host_path("public-again.md").err(),
+        Some(HostPathError::HardLink("public-again.md".to_string()))
+    );
+    // A root that does not exist yet is made absolute, so a server's own working
+    // directory cannot change it.
     let relative = DiskVfs::mount("some/relative/root");
     let handed = relative.host_path("a.md").unwrap();
-    assert!(handed.is_absolute() && handed.ends_with("some/relative/root/a.md"), "{}", handed.display());
+    assert!(handed.path().is_absolute() && handed.path().ends_with("some/relative/root/a.md"), "{handed:?}");
+}
+
+#[test]
+fn a_handed_path_keeps_naming_what_was_checked_when_a_folder_on_it_is_swapped_for_a_link_afterwards() {
+    let scratch = Scratch::new("host-path-swap");
+    let root = scratch.0.join("store");
+    let outside = scratch.0.join("outside");
+    for (base, text) in [(&root, "DECIDED"), (&outside, "OUTSIDE")] {
+        fs::create_dir_all(base.join("docs")).unwrap();
+        fs::write(base.join("docs/file.md"), text).unwrap();
+    }
+    for store in [DiskVfs::mount(&root), DiskVfs::new(&root)] {
+        let existing = store.host_path("docs/file.md").unwrap();
+        let created = store.host_path("docs/new.md").unwrap();
+        let whole = store.host_path("").unwrap();
+        // Between the check and the server's open, a writer of the folder swaps `docs`
+        // (and then the root itself) for links to the outside.
+        fs::rename(root.join("docs"), root.join("docs-moved")).unwrap();
+        symlink(outside.join("docs"), root.join("docs")).unwrap();
+        let moved_root = scratch.0.join("store-moved");
+        fs::rename(&root, &moved_root).unwrap();
+        symlink(&outside, &root).unwrap();
+
+        assert_eq!(fs::read_to_string(existing.path()).unwrap(), "DECIDED", "{:?}", existing.path());
+        fs::write(created.path(), "written").unwrap();
+        assert!(!outside.join("docs/new.md").exists(), "nothing was written outside");
+        assert_eq!(fs::read_to_string(moved_root.join("docs-moved/new.md")).unwrap(), "written");
+        assert!(fs::read_dir(whole.path()).unwrap().flatten().any(|entry| entry.file_name() == "docs-moved"));
+
+        fs::remove_file(&root).unwrap();
+        fs::rename(&moved_root, &root).unwrap();
+        fs::remove_file(root.join("docs")).unwrap();
+        fs::remove_file(root.join("docs-moved/new.md")).unwrap();
+        fs::rename(root.join("docs-moved"), root.join("docs")).unwrap();
+    }
+}
+
+#[test]
+fn a_session_folder_that_is_itself_a_link_is_refused_for_a_host_tool() {
+    let scratch = Scratch::new("host-path-root-link");
+    let real = scratch.0.join("elsewhere");
+    fs::create_dir_all(&real).unwrap();
+    fs::write(real.join("a.md"), "a").unwrap();
+    let linked = scratch.0.join("s1");
+    symlink(&real, &linked).unwrap();
+    assert_eq!(DiskVfs::new(&linked).host_path("a.md").err(), Some(HostPathError::SymbolicLink("a.md".to_string())));
+    // A mount's source is the host's choice and may be a link.
+    assert_eq!(fs::read_to_string(DiskVfs::mount(&linked).host_path("a.md").unwrap().path()).unwrap(), "a");
 }

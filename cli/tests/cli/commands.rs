@@ -177,7 +177,9 @@ fn a_reader_that_closes_the_pipe_early_ends_the_command_quietly() {
 /// error is one line, and `--timeout` is taken as the bound on each call.
 #[test]
 fn model_endpoint_retries_are_shown_and_the_final_error_is_one_line() {
-    let workspace = repository().join("golden/runs/park-approve/workspace");
+    // A copy: the run creates the workspace's seal key, which never belongs in the repository.
+    let workspace = crate::support::scratch("retries-workspace");
+    crate::support::copy_dir(&repository().join("golden/runs/park-approve/workspace"), &workspace);
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_archmax"))
         .args(["run", "refund-approval", "Hello.", "--timeout", "2.5"])
         .arg("--root")
@@ -207,4 +209,5 @@ fn model_endpoint_retries_are_shown_and_the_final_error_is_one_line() {
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("is not a number of seconds"));
     let _ = fs::remove_dir_all(crate::support::scratch("retries"));
+    let _ = fs::remove_dir_all(&workspace);
 }

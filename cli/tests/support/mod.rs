@@ -54,8 +54,9 @@ pub fn copy_dir(from: &Path, to: &Path) {
     for entry in fs::read_dir(from).expect("workspace is readable").flatten() {
         let path = entry.path();
         let target = to.join(entry.file_name());
-        // Build outputs and sessions of a base workspace are not inputs.
-        if path.is_dir() && (entry.file_name() == "target" || entry.file_name() == "sessions") {
+        // Build outputs, sessions and the runtime's own folder (its seal key) of a base
+        // workspace are not inputs.
+        if path.is_dir() && ["target", "sessions", ".archmax"].iter().any(|name| entry.file_name() == *name) {
             continue;
         }
         // A case's symbolic links are part of its input: copied as links, never followed.

@@ -286,6 +286,21 @@ pub(super) fn preview(text: &str) -> (String, bool) {
     (text[..end].to_string(), true)
 }
 
+/// The tool's path arguments tell what the call is about: as its host declares them, as
+/// the surface has them, else as the built-in takes them.
+fn described_paths<'a>(
+    program: &'a archmax_compiler::program::Program,
+    hosted: Option<&'a crate::host_tools::HostTool>,
+    on_surface: Option<&'a archmax_compiler::program::SurfaceTool>,
+    tool: &str,
+) -> Vec<&'a str> {
+    match (hosted, on_surface) {
+        (Some(tool), _) => tool.paths.iter().map(|(name, _)| name.as_str()).collect(),
+        (None, Some(tool)) => tool.paths.iter().map(|(name, _)| program.str(*name)).collect(),
+        (None, None) => path_arguments(tool).iter().map(|(name, _)| *name).collect(),
+    }
+}
+
 impl Turn<'_> {
     /// Handles every call of one assistant message, in order.
     pub(super) async fn handle_calls(&mut self, calls: &[ToolCall]) -> Result<(), crate::runtime::RunError> {
@@ -297,7 +312,7 @@ impl Turn<'_> {
         for call in calls {
             // Sub-workflow calls made before a move settle before it, so their failures
             // are the failures of the state that made them.
-            if Tool::from_name(&call.name).is_some_and(Tool::moves_session) && !self.deferred.is_empty() {
+            if Tool::from_name(&call.name).is_some_and(Tool::moves_session) && self.delegations.has_waiting() {
                 for (call_id, answer) in self.run_deferred(Caller::Model).await {
                     if let Some(index) = calls.iter().position(|call| call.id == call_id) {
                         answers[index] = answer;
@@ -408,13 +423,7 @@ impl Turn<'_> {
         } else {
             None
         };
-        // The tool's path arguments tell what the call is about: as its host declares
-        // them, as the surface has them, else as the built-in takes them.
-        let paths: Vec<&str> = match (&hosted, on_surface) {
-            (Some(tool), _) => tool.paths.iter().map(|(name, _)| name.as_str()).collect(),
-            (None, Some(tool)) => tool.paths.iter().map(|(name, _)| program.str(*name)).collect(),
-            (None, None) => path_arguments(&call.name).iter().map(|(name, _)| *name).collect(),
-        };
+        let paths = described_paths(program, hosted.as_ref(), on_surface, &call.name);
         // A host tool's path arguments become the absolute real paths its server opens,
         // each resolved beneath its root now: a link on the way refuses the call before
         // anything is recorded as called.
@@ -451,40 +460,9 @@ impl Turn<'_> {
         } else if let (Some(hosted), Some(sent)) = (&hosted, sent) {
             // Only a tool the kernel decided with its host's declared path arguments goes to
             // the host, and the server receives those paths as the real paths decided.
-            match sent {
-                Err(problem) => {
-                    server = Some(hosted.server.clone());
-                    Answer::error(format!("Error: {problem}"))
-                }
-                // The pins keep the handed paths naming what was checked until the
-                // server has answered.
-                Ok((sent, _pins)) => {
-                    let connection = self.connection_of(id, &call.name);
-                    let host_call = crate::host_tools::HostCall {
-                        session: &self.session.id,
-                        state: &here,
-                        call_id: &call.id,
-                        tool: &call.name,
-                        connection: connection.as_deref(),
-                        args: &sent,
-                    };
-                    match self.runtime.host.call(host_call).await {
-                        Ok(answered) => {
-                            server = Some(answered.server.clone());
-                            let offloaded = matches!(caller, Caller::Model | Caller::Grader);
-                            self.host_answer(&call.id, answered, offloaded).await
-                        }
-                        Err(crate::host_tools::HostError::NotProvided(_)) => Answer::error(format!(
-                            "Error: no server provides `{}` any more; its server may have changed its tools",
-                            call.name
-                        )),
-                        Err(crate::host_tools::HostError::Failed { server: failed, message }) => {
-                            server = Some(failed);
-                            Answer::error(format!("Error: {message}"))
-                        }
-                    }
-                }
-            }
+            let (answer, answered_by) = self.call_host(id, &here, call, &hosted.server, sent, caller).await;
+            server = answered_by;
+            answer
         } else {
             self.execute(id, call, &args, caller, alone, advanced).await
         };
@@ -511,6 +489,52 @@ impl Turn<'_> {
             server,
         });
         answer
+    }
+
+    /// Sends an allowed call to `server_name`'s server with the real paths decided
+    /// (`sent`, or why they could not be); returns the answer and the server that
+    /// answered, if one did.
+    async fn call_host(
+        &mut self,
+        id: StateId,
+        here: &str,
+        call: &ToolCall,
+        server_name: &str,
+        sent: Result<(Value, Vec<archmax_stdlib::vfs::HandedPath>), String>,
+        caller: Caller,
+    ) -> (Answer, Option<String>) {
+        // The pins keep the handed paths naming what was checked until the server has
+        // answered: they live to the end of this function.
+        let (sent, _pins) = match sent {
+            Err(problem) => return (Answer::error(format!("Error: {problem}")), Some(server_name.to_string())),
+            Ok(sent) => sent,
+        };
+        let connection = self.connection_of(id, &call.name);
+        let host_call = crate::host_tools::HostCall {
+            session: &self.session.id,
+            state: here,
+            call_id: &call.id,
+            tool: &call.name,
+            connection: connection.as_deref(),
+            args: &sent,
+        };
+        match self.runtime.host.call(host_call).await {
+            Ok(answered) => {
+                let server = Some(answered.server.clone());
+                let offloaded = matches!(caller, Caller::Model | Caller::Grader);
+                (self.host_answer(&call.id, answered, offloaded).await, server)
+            }
+            Err(crate::host_tools::HostError::NotProvided(_)) => (
+                Answer::error(format!(
+                    "Error: no server provides `{}` any more; its server may have changed its tools",
+                    call.name
+                )),
+                None,
+            ),
+            Err(crate::host_tools::HostError::Failed { server: failed, message }) => {
+                (Answer::error(format!("Error: {message}")), Some(failed))
+            }
+        }
     }
 
     /// Refuses a call whose `${{…}}` references do not resolve or expand too far; the
@@ -566,7 +590,7 @@ impl Turn<'_> {
             Some(Tool::Advance) if automated => self.automated_advance(args),
             Some(Tool::Raise) if automated => self.automated_raise(args),
             Some(Tool::GetHistory) if automated => {
-                Answer::ok(self.automated.as_ref().map(|run| run.history.clone()).unwrap_or_default())
+                Answer::ok(self.automated.as_ref().map(|run| run.history().to_string()).unwrap_or_default())
             }
             Some(Tool::Reset | Tool::Wait) if automated => Answer::error(format!(
                 "'{}' is not available to grader and code states; they cannot park or reset.",
@@ -583,7 +607,7 @@ impl Turn<'_> {
             _ if delegation_target(name).is_some() => {
                 match self.prepare_delegation(id, &call.id, name, args, caller).await {
                     Ok(prepared) => {
-                        self.deferred.push(prepared);
+                        self.delegations.defer(prepared);
                         Answer::deferred()
                     }
                     Err(refusal) => refusal,

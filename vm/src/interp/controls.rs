@@ -287,7 +287,7 @@ impl Turn<'_> {
             self.session.head.rejected = Some(failure.clone());
             return Answer::error(format!("archmax_wait rejected: {failure}"));
         }
-        let spoke = self.session.messages[self.opened_at.min(self.session.messages.len())..].iter().any(
+        let spoke = self.ledger.since_open(&self.session.messages).iter().any(
             |message| matches!(message, crate::session::Message::Assistant { text, .. } if !text.trim().is_empty()),
         );
         self.session.head.park_counts.insert(here.clone(), parks + 1);

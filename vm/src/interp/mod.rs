@@ -7,15 +7,25 @@
 //! through `on_error` once the model has finished in the failing state; a turn is bounded
 //! by the recursion limit. Every mutation goes through the helpers here, which record it
 //! both in the session and in the pending [`Delta`], so a commit writes only what changed.
+//!
+//! The turn's state beyond the session is split into parts it owns, each with its own
+//! module and invariants: the `ledger` (what the turn counts about itself), the
+//! `context` window (what the model is shown, and its measure), the delegation
+//! `batch` (sub-workflow calls waiting to run) and the `automated` run. The other
+//! modules hold behaviour over the whole turn, one concern each (tool calls, controls,
+//! compaction, offloading, sub-workflows, resuming, the turn boundary).
 
 mod assembly;
 mod automated;
+mod batch;
 mod calls;
 mod carried;
 mod compact;
+mod context;
 mod controls;
 mod delegate;
 mod host;
+mod ledger;
 mod offload;
 mod pin;
 mod resume;
@@ -29,12 +39,12 @@ use archmax_compiler::program::{StateId, StateKind, StateProgram, TriggerProgram
 
 use crate::events::Event;
 use crate::kernel::{Inherited, Policy};
-use crate::model::{ModelError, ModelRequest, Role};
+use crate::model::{CallSubject, ModelError, ModelRequest, SystemPrompt};
 use crate::prompt::{VolatileInputs, volatile};
-use crate::runtime::{Disposition, Outcome, RunError, Runtime};
+use crate::runtime::{Outcome, RunError, Runtime};
 use crate::session::{
     DecisionChoice, Delta, Exit, Message, NoteKind, ParkPhase, PendingDecision, SessionState, SessionWriter, Status,
-    TrailKind, TrailStep, Usage, Variable,
+    TrailKind, TrailStep, Variable,
 };
 
 pub use carried::declared_members;
@@ -43,42 +53,33 @@ pub use resume::{Channel, check_named_workflow, decision_refusal, park_refusal};
 pub use start::validate_variable_name;
 
 /// One turn on an open session.
+///
+/// The turn holds what it runs on (the runtime, the workflow, the trigger that opened
+/// the session, the calling workflows' denials, the session's files), the open session
+/// with its writer and the pending delta, and four parts that own the rest of its state,
+/// each in its own module: the `ledger` (steps, reply, notes, where the turn opened,
+/// its spend), the `context` window (the model's view and its measure), the
+/// `batch` of sub-workflow calls waiting to run, and the `automated` state running
+/// now, if any.
 pub struct Turn<'r> {
     runtime: &'r Runtime,
     workflow_id: WorkflowId,
     workflow: &'r WorkflowProgram,
+    trigger: Option<&'r TriggerProgram>,
+    /// The session is a sub-workflow's child.
+    child: bool,
+    /// The calling workflows' denials, for a child (fixed when the turn opens).
+    inherited: Vec<Inherited<'r>>,
+    workspace: archmax_stdlib::vfs::Workspace,
     session: SessionState,
     writer: Box<dyn SessionWriter>,
+    /// What changed since the last commit: every mutation helper records it here too.
     pending: Delta,
-    steps: usize,
-    reply: Vec<String>,
-    trigger: Option<&'r TriggerProgram>,
-    child: bool,
-    workspace: archmax_stdlib::vfs::Workspace,
-    /// Index of the message that opened this turn: what the agent said after it counts
-    /// as "already spoke".
-    opened_at: usize,
-    notes: u64,
-    /// The session's usage when this turn opened: the turn's own spend is the difference.
-    usage_at_open: Usage,
-    disposition: Disposition,
+    ledger: ledger::TurnLedger,
+    context: context::ContextWindow,
+    delegations: batch::DelegationBatch,
     /// The automated state running now, if any.
     automated: Option<automated::AutomatedRun>,
-    /// Sub-workflow calls of the current batch, prepared and waiting to run together.
-    deferred: Vec<delegate::Prepared>,
-    /// What the children this turn ran spent (their own sessions keep it too).
-    children_usage: Usage,
-    /// The calling workflows' denials, for a child.
-    inherited: Vec<Inherited<'r>>,
-    /// The conversation the model is shown, once it has been compacted (else it is the
-    /// session's messages): see [`compact`].
-    view: Option<Vec<Message>>,
-    /// The measure of that conversation.
-    meter: compact::Meter,
-    /// A context warning was given this turn (it is given once).
-    context_warned: bool,
-    /// The summarizer failed this turn; it is not asked again until the next.
-    summarizer_failed: bool,
 }
 
 /// Why a parked session is handed a reply-only call: the opening of its volatile block.
@@ -113,35 +114,30 @@ impl<'r> Turn<'r> {
             .map(|(_, source)| Inherited { workflow: program.str(source.slug), program, source })
             .collect();
         let child = session.head.parent.is_some();
-        let opened_at = session.messages.len();
-        let mut turn = Turn {
+        let turn = Turn {
             runtime,
             workflow_id,
             workflow,
-            pending: Delta::default(),
-            writer,
-            steps: 0,
-            reply: Vec::new(),
             trigger,
             child,
-            workspace,
-            opened_at,
-            notes: 0,
-            usage_at_open: session.head.usage,
-            disposition: Disposition::Turn,
-            automated: None,
-            deferred: Vec::new(),
-            children_usage: Usage::default(),
             inherited,
+            workspace,
+            pending: Delta::default(),
+            writer,
+            ledger: ledger::TurnLedger::opened(session.messages.len(), session.head.usage),
+            context: context::ContextWindow::opened(&session.messages, session.head.compaction.as_ref()),
+            delegations: batch::DelegationBatch::default(),
+            automated: None,
             session,
-            view: None,
-            meter: compact::Meter::default(),
-            context_warned: false,
-            summarizer_failed: false,
         };
-        turn.rebuild_view();
         turn.announce();
         Ok(turn)
+    }
+
+    /// The turn is taken to open after the messages its caller has added so far: what
+    /// the agent says from here on counts as "already spoke".
+    fn mark_opened(&mut self) {
+        self.ledger.open_at(self.session.messages.len());
     }
 
     fn program(&self) -> &'r archmax_compiler::program::Program {
@@ -159,9 +155,7 @@ impl<'r> Turn<'r> {
     // ----- session mutations: recorded in the session and in the pending delta ------
 
     fn push_message(&mut self, message: Message) {
-        if let Some(view) = &mut self.view {
-            view.push(message.clone());
-        }
+        self.context.append(&message);
         self.session.messages.push(message.clone());
         self.pending.messages.push(message);
     }
@@ -182,8 +176,8 @@ impl<'r> Turn<'r> {
     }
 
     fn note(&mut self, kind: NoteKind, text: String) {
-        self.notes += 1;
-        let call_id = format!("note-{}-{}", self.session.seq + 1, self.notes);
+        let number = self.ledger.next_note();
+        let call_id = format!("note-{}-{number}", self.session.seq + 1);
         self.push_message(Message::Note { kind, call_id, text });
     }
 
@@ -269,8 +263,7 @@ impl<'r> Turn<'r> {
                     continue;
                 }
             }
-            self.steps += 1;
-            if self.steps > self.runtime.recursion_limit {
+            if self.ledger.count_step() > self.runtime.recursion_limit {
                 let reason = format!(
                     "the turn took more than {} steps without finishing; a cycle of states may never end",
                     self.runtime.recursion_limit
@@ -321,19 +314,15 @@ impl<'r> Turn<'r> {
         };
         Outcome {
             session_id: self.session.id.clone(),
-            disposition: self.disposition,
+            disposition: self.ledger.disposition(),
             workflow: head.workflow.clone(),
             status: head.status,
             state: head.position.clone().unwrap_or_default(),
-            reply: self.reply.join("\n\n"),
+            reply: self.ledger.reply(),
             reason,
             exit: head.exit.clone(),
             usage: head.usage,
-            turn_usage: {
-                let mut spent = head.usage.since(&self.usage_at_open);
-                spent.add(&self.children_usage);
-                spent
-            },
+            turn_usage: self.ledger.spent(&head.usage, self.delegations.children_usage()),
             pending_decision: head.pending_decision.clone(),
             pending_input: head.pending_input.clone(),
         }
@@ -544,24 +533,16 @@ impl<'r> Turn<'r> {
             };
             runtime.events.emit(runtime.now(), Some(session), dispatch, event);
         };
-        let request = ModelRequest {
-            model: state.model.map(|model| program.str(model)),
-            role: Role::Agent,
-            session: &self.session.id,
-            workflow: program.str(self.workflow.slug),
-            state: here,
-            variables: &variables,
-            system_static: prefix,
-            system_volatile: &volatile_block,
-            messages: self.view(),
-            history: self.session.messages.len(),
-            tools: &definitions,
-            prompt_cache: crate::model::PromptCache::declared(program, self.workflow),
+        let system = SystemPrompt { fixed: prefix, volatile: &volatile_block };
+        let conversation = (self.view(), self.session.messages.len());
+        let request = ModelRequest::for_agent(
+            self.call_subject(id, here, &variables),
+            system,
+            conversation,
+            &definitions,
             timeout,
-            sampling: crate::model::Sampling::default(),
-            tape: self.session.head.tape.as_ref(),
-            on_text: Some(crate::model::TextSink(&delta)),
-        };
+            crate::model::TextSink(&delta),
+        );
         let result = match timeout {
             Some(limit) => tokio::time::timeout(limit, self.runtime.model.call(request))
                 .await
@@ -587,6 +568,21 @@ impl<'r> Turn<'r> {
         result
     }
 
+    /// What a model call made in state `id` is about: the state's model, this session and
+    /// its tape reading, the workflow's prompt caching. `here` names the state to the model.
+    fn call_subject<'a>(&'a self, id: StateId, here: &'a str, variables: &'a Value) -> CallSubject<'a> {
+        let program = self.program();
+        CallSubject {
+            model: self.state(id).model.map(|model| program.str(model)),
+            session: &self.session.id,
+            workflow: program.str(self.workflow.slug),
+            state: here,
+            variables,
+            prompt_cache: crate::model::PromptCache::declared(program, self.workflow),
+            tape: self.session.head.tape.as_ref(),
+        }
+    }
+
     /// Records what a model answered: the assistant message, its text, its usage.
     fn record_answer(&mut self, id: StateId, response: &crate::model::ModelResponse) {
         let state = self.slug(id).to_string();
@@ -595,7 +591,7 @@ impl<'r> Turn<'r> {
         }
         self.push_message(Message::Assistant { text: response.text.clone(), tool_calls: response.tool_calls.clone() });
         if !response.text.trim().is_empty() {
-            self.reply.push(response.text.clone());
+            self.ledger.keep_reply(response.text.clone());
             self.emit(Event::AgentText {
                 state: state.clone(),
                 text: response.text.clone(),
@@ -685,7 +681,7 @@ impl<'r> Turn<'r> {
             return self.commit().await;
         }
         // A tool batch is a step of its own.
-        self.steps += 1;
+        self.ledger.count_step();
         self.handle_calls(&response.tool_calls).await?;
         self.present_delegation().await;
         self.commit().await

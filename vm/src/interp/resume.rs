@@ -185,9 +185,9 @@ impl Runtime {
         outcome: Result<Outcome, RunError>,
     ) -> Result<Outcome, RunError> {
         let mut turn = parked.into_turn(self, workflow_id).await?;
-        turn.disposition = disposition;
+        turn.ledger.set_disposition(disposition);
         turn.resumed_child(pending, outcome).await;
-        turn.opened_at = turn.session.messages.len();
+        turn.mark_opened();
         turn.commit().await?;
         turn.run().await
     }
@@ -274,7 +274,7 @@ impl Runtime {
             return self.carry_on(workflow_id, parked, Disposition::Decide, &pending, outcome).await;
         }
         let mut turn = parked.into_turn(self, workflow_id).await?;
-        turn.disposition = Disposition::Decide;
+        turn.ledger.set_disposition(Disposition::Decide);
         let Some(target) = turn.state_id_of(&choice.to) else {
             return Err(RunError::refused(
                 Refusal::DecisionTargetGone,
@@ -319,7 +319,7 @@ impl Runtime {
         head.park_phase = None;
         head.status = Status::Running;
         turn.park_if_human(target);
-        turn.opened_at = turn.session.messages.len();
+        turn.mark_opened();
         turn.commit().await?;
         turn.run().await
     }
@@ -334,11 +334,11 @@ impl Runtime {
             self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision, request.upgrade).await?;
         let workflow_id = self.workflow_of(&parked.session)?;
         let mut turn = parked.into_turn(self, workflow_id).await?;
-        turn.disposition = Disposition::Reply;
+        turn.ledger.set_disposition(Disposition::Reply);
         let id = turn.position_id();
         let here = turn.slug(id).to_string();
         turn.push_message(Message::User { text: request.message.clone(), opening: None });
-        turn.opened_at = turn.session.messages.len();
+        turn.mark_opened();
         turn.emit(Event::ParkMessage { state: here.clone(), direction: "inbound".to_string(), text: request.message });
         let answer = turn.reply_only_call(id, ParkOpening::Answering).await?;
         if !answer.trim().is_empty() {
@@ -393,7 +393,7 @@ impl Runtime {
         // like any write, before anything is applied.
         let writes = super::start::seed_writes(&variables);
         turn.check_variable_bytes(&writes).map_err(|problem| RunError::invalid("variables", problem))?;
-        turn.disposition = Disposition::Deliver;
+        turn.ledger.set_disposition(Disposition::Deliver);
         let id = turn.position_id();
         let here = turn.slug(id).to_string();
         turn.emit(Event::Delivered { state: here.clone(), trigger: trigger.clone(), to: here.clone() });
@@ -462,7 +462,7 @@ impl Runtime {
         head.park_phase = None;
         head.status = Status::Running;
         turn.emit(Event::StateEnter { state: here });
-        turn.opened_at = turn.session.messages.len();
+        turn.mark_opened();
         turn.commit().await?;
         turn.run().await
     }

@@ -250,7 +250,7 @@ impl Runtime {
         if let Some(message) = &request.message {
             turn.push_message(Message::User { text: message.clone(), opening: None });
         }
-        turn.opened_at = turn.session.messages.len();
+        turn.mark_opened();
         turn.commit().await?;
         turn.run().await
     }

@@ -6,6 +6,9 @@
 //! chat-completions protocol over `reqwest` (any vLLM, Ollama, LiteLLM, OpenRouter or
 //! OpenAI endpoint); [`tape`] replays scripted turns from a YAML file, which makes every
 //! run reproducible offline.
+//!
+//! Dependencies point one way: this module uses `session`'s messages, tool calls and
+//! [`TapeReading`]; `session` uses nothing of it.
 
 pub mod openai;
 pub mod pricing;
@@ -21,6 +24,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::session::Message;
+/// The tape reading is session state (it is kept in the durable head), so it is defined
+/// in `session`: this module depends on `session`, never the other way round.
+pub use crate::session::TapeReading;
 
 /// Who a model call is for, which decides how its model is resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +103,116 @@ pub struct ModelRequest<'a> {
     pub on_text: Option<TextSink<'a>>,
 }
 
+/// What a model call is about, the same for every role: the model asked for, the session,
+/// workflow and state, the variables, the workflow's prompt caching and the session's
+/// tape reading. The role constructors of [`ModelRequest`] add what each role differs in.
+#[derive(Clone, Copy, Debug)]
+pub struct CallSubject<'a> {
+    /// The declared model id; `None` defers to the adapter.
+    pub model: Option<&'a str>,
+    pub session: &'a str,
+    pub workflow: &'a str,
+    pub state: &'a str,
+    pub variables: &'a Value,
+    pub prompt_cache: PromptCache<'a>,
+    /// `None` for a call a tape must not continue from the session's reading (a judge).
+    pub tape: Option<&'a TapeReading>,
+}
+
+/// The system prompt of a call, in its two blocks: the cacheable prefix and the per-call
+/// volatile block.
+#[derive(Clone, Copy, Debug)]
+pub struct SystemPrompt<'a> {
+    pub fixed: &'a str,
+    pub volatile: &'a str,
+}
+
+impl<'a> ModelRequest<'a> {
+    /// The request every role starts from: no tools, no timeout, the adapter's sampling,
+    /// nobody watching the text; `history` is the transcript's own length.
+    fn base(role: Role, subject: CallSubject<'a>, system: SystemPrompt<'a>, messages: &'a [Message]) -> Self {
+        ModelRequest {
+            model: subject.model,
+            role,
+            session: subject.session,
+            workflow: subject.workflow,
+            state: subject.state,
+            variables: subject.variables,
+            system_static: system.fixed,
+            system_volatile: system.volatile,
+            messages,
+            history: messages.len(),
+            tools: &[],
+            prompt_cache: subject.prompt_cache,
+            timeout: None,
+            sampling: Sampling::default(),
+            tape: subject.tape,
+            on_text: None,
+        }
+    }
+
+    /// The agent's call in its state: the conversation as the model is shown it
+    /// (`history` counts the whole conversation, compacted or not), the state's surface,
+    /// the state's time budget; its text goes to `on_text` as it arrives.
+    pub fn for_agent(
+        subject: CallSubject<'a>,
+        system: SystemPrompt<'a>,
+        conversation: (&'a [Message], usize),
+        tools: &'a [ToolDefinition],
+        timeout: Option<Duration>,
+        on_text: TextSink<'a>,
+    ) -> Self {
+        let (messages, history) = conversation;
+        ModelRequest {
+            history,
+            tools,
+            timeout,
+            on_text: Some(on_text),
+            ..ModelRequest::base(Role::Agent, subject, system, messages)
+        }
+    }
+
+    /// A grader state's call: its own transcript (the task and its answers so far) over
+    /// the grader's surface, with no time budget and nobody watching its text.
+    pub fn for_grader(
+        subject: CallSubject<'a>,
+        system: SystemPrompt<'a>,
+        transcript: &'a [Message],
+        tools: &'a [ToolDefinition],
+    ) -> Self {
+        ModelRequest { tools, ..ModelRequest::base(Role::Grader, subject, system, transcript) }
+    }
+
+    /// The summarizer's call when a conversation is compacted: one task, no tools, an
+    /// answer of at most `max_tokens`, within the state's time budget.
+    pub fn for_summarizer(
+        subject: CallSubject<'a>,
+        instructions: &'a str,
+        task: &'a [Message],
+        max_tokens: u64,
+        timeout: Option<Duration>,
+    ) -> Self {
+        let system = SystemPrompt { fixed: instructions, volatile: "" };
+        ModelRequest {
+            timeout,
+            sampling: Sampling { temperature: None, max_tokens: Some(max_tokens) },
+            ..ModelRequest::base(Role::Summarizer, subject, system, task)
+        }
+    }
+
+    /// A case judge's call: one criterion over a finished session's record, no tools,
+    /// the judge's own sampling.
+    pub fn for_judge(
+        subject: CallSubject<'a>,
+        instructions: &'a str,
+        messages: &'a [Message],
+        sampling: Sampling,
+    ) -> Self {
+        let system = SystemPrompt { fixed: instructions, volatile: "" };
+        ModelRequest { sampling, ..ModelRequest::base(Role::Judge, subject, system, messages) }
+    }
+}
+
 /// Receives an answer's text piece by piece, with the answer's id once it is known.
 #[derive(Clone, Copy)]
 pub struct TextSink<'a>(pub &'a (dyn Fn(&str, Option<&str>) + Send + Sync));
@@ -111,16 +227,6 @@ impl std::fmt::Debug for TextSink<'_> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter.write_str("TextSink")
     }
-}
-
-/// Which entries of one tape a session (with its children) has consumed, kept in the
-/// session so a later process replaying the same tape continues where it left off.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TapeReading {
-    /// SHA-256 (hex) of the tape's text: another tape starts from its top.
-    pub digest: String,
-    /// The indices of the entries consumed, ascending.
-    pub used: Vec<u32>,
 }
 
 /// What a model answered.

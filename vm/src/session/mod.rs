@@ -21,6 +21,7 @@ pub mod records;
 pub mod spec;
 pub mod store;
 pub mod summary;
+mod tape_reading;
 pub mod transfer;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use store::{SessionStore, SessionWriter, StoreError};
+pub use tape_reading::TapeReading;
 
 /// A session's lifecycle status.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -453,7 +455,7 @@ pub struct Head {
     pub todos: Vec<Value>,
     /// How far the session has read the tape it was run with, if one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tape: Option<crate::model::TapeReading>,
+    pub tape: Option<TapeReading>,
     /// The last turn ended with the agent's answer in a state that is not terminal: the
     /// status reads `completed` (the turn did), but the session can go on there. Read only
     /// while the status is `completed`.

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::model::{ModelRequest, Role};
+use crate::model::{CallSubject, ModelRequest};
 use crate::runtime::Runtime;
 use crate::session::{Message, ToolStatus, Usage};
 
@@ -172,25 +172,19 @@ pub(super) async fn grade(
     let variables = view.session.variable_values();
     let state = view.outcome.state.clone();
     for attempt in 0..2 {
-        let request = ModelRequest {
+        let subject = CallSubject {
             model: judge.model.map(|model| program.str(model)),
-            role: Role::Judge,
             session: &view.session.id,
             workflow: &harness.workflow,
             state: &state,
             variables: &variables,
-            system_static: JUDGE_SYSTEM,
-            system_volatile: "",
-            messages: &messages,
-            history: messages.len(),
-            tools: &[],
             prompt_cache: crate::model::PromptCache::declared(program, workflow),
-            timeout: None,
-            // `tests.judge.modelOptions`: the judge's own sampling.
-            sampling: crate::model::Sampling { temperature: judge.temperature, max_tokens: judge.max_tokens },
+            // A judge reads no tape position: it is not part of the session.
             tape: None,
-            on_text: None,
         };
+        // `tests.judge.modelOptions`: the judge's own sampling.
+        let sampling = crate::model::Sampling { temperature: judge.temperature, max_tokens: judge.max_tokens };
+        let request = ModelRequest::for_judge(subject, JUDGE_SYSTEM, &messages, sampling);
         let response = match runtime.model.call(request).await {
             Ok(response) => response,
             Err(error) => {

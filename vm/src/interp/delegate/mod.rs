@@ -2,7 +2,7 @@
 //!
 //! A call goes through three phases so that many children can run at once:
 //!
-//! 1. [`Turn::prepare_delegation`] (on the caller, in call order): the dispatch checks,
+//! 1. [`Turn::prepare_delegation`] ([`prepare`]; on the caller, in call order): the dispatch checks,
 //!    in order depth, cycle, argument resolution (`${{…}}` against the caller's
 //!    variables; a whole-argument reference keeps its type), a disabled target, the
 //!    target's `manual` entry, missing then mistyped parameters. A refusal ran nothing:
@@ -24,6 +24,10 @@
 //!
 //! Every ancestor's workflow-wide denials bind the child (its head records the chain).
 
+mod prepare;
+
+pub(super) use prepare::resolve_argument;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -31,19 +35,15 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
 
-use archmax_compiler::program::{StateId, TriggerProgram, ValueType, WorkflowId, WorkflowProgram};
-use archmax_compiler::syntax::reference::{TemplatePart, VarPath, parse_template};
-use archmax_compiler::tools::delegation_target;
+use archmax_compiler::program::{TriggerProgram, ValueType, WorkflowId, WorkflowProgram};
 use archmax_compiler::zones::canonicalize;
 
 use crate::events::Event;
-use crate::kernel::{Refusal, Rule};
 use crate::runtime::{Outcome, RunError, Runtime};
 use crate::session::TrailKind;
 use crate::session::id::SessionId;
 use crate::session::{
-    FailedDelegation, Head, Message, NoteKind, ParkPhase, PendingDelegation, SessionState, SessionWriter, Status,
-    TrailStep, Variable,
+    FailedDelegation, Message, NoteKind, ParkPhase, PendingDelegation, SessionState, SessionWriter, Status, TrailStep,
 };
 
 use super::Turn;
@@ -53,11 +53,6 @@ use super::calls::{Answer, Caller};
 pub const MAX_DEPTH: usize = 3;
 /// Children one batch of calls runs at once; the rest queue.
 pub const MAX_IN_FLIGHT: usize = 4;
-/// Longest input value the opening message shows inline.
-const OPENING_VALUE_CHARS: usize = 200;
-/// Longest opening message before inputs are only named.
-const OPENING_TOTAL_CHARS: usize = 1_000;
-
 /// A child's run: its dispatch and how its turn ended.
 pub(super) type ChildRun<'r> = Pin<Box<dyn Future<Output = (Meta, Result<Outcome, RunError>)> + Send + 'r>>;
 
@@ -94,45 +89,6 @@ enum Settled {
     Answered { text: String, returns: Vec<String> },
     Failed { kind: &'static str, reason: String },
     Parked { state: String, waiting: String },
-}
-
-/// The value at `path` in `variables`, with its type.
-fn value_at<'v>(path: &VarPath, variables: &'v Value) -> Option<&'v Value> {
-    crate::kernel::value_at(variables.get(&path.root)?, &path.segments)
-}
-
-/// Resolves one argument: a whole-argument reference keeps the value's type, mixed text
-/// is substituted as text. `Err` names what does not resolve.
-pub(super) fn resolve_argument(value: &Value, variables: &Value) -> Result<Value, String> {
-    match value {
-        Value::String(text) if text.contains("${{") => {
-            let template = parse_template(text).map_err(|error| format!("`{text}` is malformed: {}", error.message))?;
-            if let [TemplatePart::Reference { path, .. }] = template.parts.as_slice() {
-                return value_at(path, variables)
-                    .cloned()
-                    .ok_or_else(|| format!("`{text}` does not resolve: `{}` is not set", path.root));
-            }
-            let mut out = String::with_capacity(text.len());
-            for part in &template.parts {
-                match part {
-                    TemplatePart::Literal(literal) => out.push_str(literal),
-                    TemplatePart::Reference { path, .. } => match value_at(path, variables) {
-                        Some(Value::String(found)) => out.push_str(found),
-                        Some(found) => out.push_str(&found.to_string()),
-                        None => return Err(format!("`{text}` does not resolve: `{}` is not set", path.root)),
-                    },
-                }
-            }
-            Ok(Value::String(out))
-        }
-        Value::Array(items) => items.iter().map(|item| resolve_argument(item, variables)).collect(),
-        Value::Object(map) => map
-            .iter()
-            .map(|(key, item)| resolve_argument(item, variables).map(|resolved| (key.clone(), resolved)))
-            .collect::<Result<Map<String, Value>, String>>()
-            .map(Value::Object),
-        other => Ok(other.clone()),
-    }
 }
 
 /// `name.ext` → `name-1.ext` for the first free name in `directory`.
@@ -175,40 +131,6 @@ fn copy_attachment(
     let path = free_name(target, "scratchpad/attachments", &file);
     target.write(&path, &bytes).map_err(|error| error.to_string())?;
     Ok(path)
-}
-
-/// The opening message of a child: its inputs, inline where short.
-fn opening_message(inputs: &Map<String, Value>) -> String {
-    let mut shown = Vec::new();
-    let mut named = Vec::new();
-    let mut total = 0;
-    for (name, value) in inputs {
-        let inline = match value {
-            Value::String(_) | Value::Number(_) | Value::Bool(_) => Some(value.to_string()),
-            _ => None,
-        };
-        match inline {
-            Some(text) if text.chars().count() <= OPENING_VALUE_CHARS && total + text.len() <= OPENING_TOTAL_CHARS => {
-                total += text.len();
-                shown.push(format!("- {name}: {text}"));
-            }
-            _ => named.push(name.as_str()),
-        }
-    }
-    let mut text = String::from("Another workflow started this session to do its work.");
-    if !shown.is_empty() {
-        text.push_str(" Its inputs:\n");
-        text.push_str(&shown.join("\n"));
-    }
-    if !named.is_empty() {
-        text.push_str(&format!(
-            "\n{} {} also set; read {} with archmax_get_variables.",
-            named.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", "),
-            if named.len() == 1 { "is" } else { "are" },
-            if named.len() == 1 { "it" } else { "them" }
-        ));
-    }
-    text
 }
 
 /// Why a file may not cross a boundary: who may not read it, the deciding rule, the
@@ -257,221 +179,6 @@ impl Turn<'_> {
             reason,
             returns,
         });
-    }
-
-    /// Phase 1: the dispatch checks and the child's session. `Err` is a call answered at
-    /// once: a refusal, or a case's mock standing in for the child.
-    pub(super) async fn prepare_delegation(
-        &mut self,
-        id: StateId,
-        call_id: &str,
-        tool: &str,
-        args: &Value,
-        caller: Caller,
-    ) -> Result<Prepared, Answer> {
-        let program = self.program();
-        let here = self.slug(id).to_string();
-        let slug = delegation_target(tool).unwrap_or_default().to_string();
-        self.session.head.delegations += 1;
-        // A child created just before a crash outlives the counter that named it: skip
-        // ids that are taken.
-        while self
-            .runtime
-            .store
-            .read(&self.session.id.child(self.session.head.delegations))
-            .await
-            .ok()
-            .flatten()
-            .is_some()
-        {
-            self.session.head.delegations += 1;
-        }
-        let number = self.session.head.delegations;
-        let depth = self.session.head.ancestors.len() + 1;
-        let mut meta = Meta {
-            dispatch_id: format!("subwf-{number}"),
-            call_id: call_id.to_string(),
-            slug: slug.clone(),
-            target: WorkflowId(0),
-            child: self.session.id.child(number),
-            state: here.clone(),
-            args: args.clone(),
-            started: self.now(),
-        };
-        let mut chain: Vec<String> = self.session.head.ancestors.clone();
-        chain.push(self.session.head.workflow.clone());
-        self.emit(Event::SubWorkflowStart {
-            state: here.clone(),
-            workflow: slug.clone(),
-            dispatch_id: meta.dispatch_id.clone(),
-            depth: depth as u32,
-            chain: chain.iter().cloned().chain([slug.clone()]).collect(),
-            call_id: Some(call_id.to_string()),
-        });
-        let refuse = |turn: &Turn<'_>, meta: &Meta, rule: Rule, reason: String| -> Answer {
-            turn.sub_result(meta, "error", Some(format!("{}: {reason}", rule.name())), Vec::new());
-            Answer::error(Refusal::Dispatch { rule, workflow: &meta.slug, reason: &reason }.text())
-        };
-        if depth > MAX_DEPTH {
-            let reason = format!(
-                "it would run at depth {depth}, and the limit is {MAX_DEPTH} (chain {} → {slug})",
-                chain.join(" → ")
-            );
-            return Err(refuse(self, &meta, Rule::DelegationDepthExceeded, reason));
-        }
-        if chain.contains(&slug) {
-            let reason = format!("'{slug}' is already running in this chain ({} → {slug})", chain.join(" → "));
-            return Err(refuse(self, &meta, Rule::DelegationCycle, reason));
-        }
-        let variables = self.session.variable_values();
-        let Value::Object(raw) = args else {
-            return Err(refuse(
-                self,
-                &meta,
-                Rule::DelegationInvalidParam,
-                "the arguments must be an object".to_string(),
-            ));
-        };
-        let mut resolved = Map::new();
-        for (name, value) in raw {
-            match resolve_argument(value, &variables) {
-                Ok(value) => {
-                    resolved.insert(name.clone(), value);
-                }
-                Err(problem) => {
-                    return Err(refuse(
-                        self,
-                        &meta,
-                        Rule::DelegationUnresolvedParam,
-                        format!("argument '{name}': {problem}"),
-                    ));
-                }
-            }
-        }
-        meta.args = Value::Object(resolved.clone());
-        let Some((target_id, target)) = program.workflow(&slug) else {
-            return Err(refuse(
-                self,
-                &meta,
-                Rule::DelegationUnknownWorkflow,
-                format!("the workspace has no workflow '{slug}'"),
-            ));
-        };
-        meta.target = target_id;
-        if target.disabled {
-            return Err(refuse(
-                self,
-                &meta,
-                Rule::DelegationDisabled,
-                format!("workflow '{slug}' is disabled and starts no new sessions"),
-            ));
-        }
-        let Some(manual) = manual(target, program).map(|index| &target.triggers[index]) else {
-            return Err(refuse(
-                self,
-                &meta,
-                Rule::DelegationNotDelegatable,
-                format!("workflow '{slug}' declares no `manual` entry"),
-            ));
-        };
-        let missing: Vec<String> = manual
-            .requires
-            .iter()
-            .map(|entry| program.str(entry.name))
-            .filter(|name| !resolved.contains_key(*name))
-            .map(|name| format!("'{name}'"))
-            .collect();
-        if !missing.is_empty() {
-            return Err(refuse(self, &meta, Rule::DelegationMissingParam, format!("it needs {}", missing.join(", "))));
-        }
-        let today = crate::values::Today::at(self.now());
-        for (name, value) in &resolved {
-            let Some(entry) = manual.requires.iter().find(|entry| program.str(entry.name) == name) else {
-                let declared: Vec<&str> = manual.requires.iter().map(|entry| program.str(entry.name)).collect();
-                return Err(refuse(
-                    self,
-                    &meta,
-                    Rule::DelegationInvalidParam,
-                    format!("'{name}' is not a parameter (the parameters are {})", declared.join(", ")),
-                ));
-            };
-            if let Err(problem) = crate::values::check(program, entry, value, &today) {
-                return Err(refuse(self, &meta, Rule::DelegationInvalidParam, problem));
-            }
-        }
-
-        // A case's mock stands in for the run (after every refusal: a disabled target,
-        // a broken call are refused all the same).
-        if let Some(mock) = self.runtime.mock_for(tool, &meta.args) {
-            let result = mock.result.clone();
-            return Err(self.serve_mock(&meta, manual, &result, caller));
-        }
-
-        // The child: seeded with the arguments only, `file` ones copied across.
-        // The kernel has refused every `file` argument this state may not read (its
-        // whole decision for a `read_file` of the path) before the call got here.
-        let child_workspace = match self.runtime.workspace(&meta.child) {
-            Ok(workspace) => workspace,
-            Err(error) => {
-                return Err(self.not_started(&meta, format!("the child session's files are unavailable: {error}")));
-            }
-        };
-        let mut seeds = resolved.clone();
-        for entry in manual.requires.iter().filter(|entry| entry.ty == Some(ValueType::File)) {
-            let name = program.str(entry.name);
-            let Some(Value::String(path)) = resolved.get(name) else {
-                continue;
-            };
-            match copy_attachment(&self.workspace, path, &child_workspace, self.runtime.limits.file_bytes) {
-                Ok(copy) => {
-                    seeds.insert(name.to_string(), Value::String(copy));
-                }
-                Err(problem) => {
-                    return Err(refuse(
-                        self,
-                        &meta,
-                        Rule::DelegationInvalidParam,
-                        format!("the file argument '{name}': {problem}"),
-                    ));
-                }
-            }
-        }
-        let entry_slug = program.str(target.state(manual.entry).slug).to_string();
-        let now = self.now();
-        let mut variables = std::collections::BTreeMap::new();
-        for (name, value) in &seeds {
-            variables.insert(name.clone(), Variable { value: value.clone(), locked: name != "title" });
-        }
-        variables.insert("trigger".to_string(), Variable { value: Value::String("manual".to_string()), locked: true });
-        let session = SessionState {
-            id: meta.child.clone(),
-            seq: 0,
-            head: Head {
-                workflow: slug.clone(),
-                spec_hash: target.spec_hash.clone(),
-                position: Some(entry_slug.clone()),
-                entry_state: Some(entry_slug.clone()),
-                trigger: Some("manual".to_string()),
-                status: Status::Running,
-                parent: Some(self.session.id.clone()),
-                ancestors: chain,
-                dispatch_id: Some(meta.dispatch_id.clone()),
-                created_at: now,
-                updated_at: now,
-                ..Head::default()
-            },
-            variables,
-            trail: vec![TrailStep::new(&entry_slug, TrailKind::Trigger, Some("manual".to_string()), now)],
-            messages: vec![Message::User { text: opening_message(&seeds), opening: Some(true) }],
-        };
-        match self.runtime.store.create(&session).await {
-            Ok(writer) => {
-                // The child is pinned to its workflow's program like any session.
-                self.runtime.keep_spec(&meta.child, target).await;
-                Ok(Prepared { meta, session, writer })
-            }
-            Err(error) => Err(self.not_started(&meta, format!("the child session could not be created: {error}"))),
-        }
     }
 
     /// A child the store could not set up: its result event, and the caller's answer.
@@ -694,7 +401,7 @@ impl Turn<'_> {
         caller: Caller,
     ) -> Answer {
         let child_usage = outcome.as_ref().map(|outcome| outcome.turn_usage).unwrap_or_default();
-        self.children_usage.add(&child_usage);
+        self.delegations.add_child_usage(&child_usage);
         match self.settle_child(meta, outcome).await {
             Settled::Answered { text, returns } => self.answered(meta, text, returns, caller),
             Settled::Failed { kind, reason } => self.fail_delegation(meta, kind, reason, caller),
@@ -777,7 +484,7 @@ impl Turn<'_> {
     /// Runs every child the last batch prepared, at most [`MAX_IN_FLIGHT`] at once, and
     /// returns each call id with its answer.
     pub(super) async fn run_deferred(&mut self, caller: Caller) -> Vec<(String, Answer)> {
-        let deferred = std::mem::take(&mut self.deferred);
+        let deferred = self.delegations.take_waiting();
         if deferred.is_empty() {
             return Vec::new();
         }
@@ -882,7 +589,7 @@ impl Turn<'_> {
             started: self.now(),
         };
         let child_usage = outcome.as_ref().map(|outcome| outcome.turn_usage).unwrap_or_default();
-        self.children_usage.add(&child_usage);
+        self.delegations.add_child_usage(&child_usage);
         let head = &mut self.session.head;
         head.pending_decision = None;
         head.pending_input = None;

@@ -22,30 +22,19 @@ use serde_json::{Value, json};
 use archmax_compiler::program::{StateId, StateKind};
 use archmax_compiler::tools::{DEFAULT_TOOLS, Tool};
 
+mod run;
+
+pub(super) use run::{AutomatedRun, Decision};
+
 use crate::events::Event;
-use crate::model::{ModelError, ModelRequest, Role};
+use crate::model::{ModelError, ModelRequest, SystemPrompt};
 use crate::runtime::RunError;
 use crate::sandbox::{Bridge, HostCall, Limits, Sandbox};
 use crate::session::TrailKind;
-use crate::session::{Exit, Message, NoteKind, SessionState, Status};
+use crate::session::{Exit, Message, NoteKind, Status};
 
 use super::Turn;
 use super::calls::{Answer, Caller};
-
-/// The decision an automated state made.
-#[derive(Clone, Debug)]
-pub(super) enum Decision {
-    Advance { target: StateId, to: String, reason: String, attached: Vec<String> },
-    Raise { code: String, reason: String },
-}
-
-/// What is held while an automated state runs.
-pub(super) struct AutomatedRun {
-    pub kind: StateKind,
-    pub decision: Option<Decision>,
-    /// `archmax_get_history`'s answer: the session at entry, as JSON text.
-    pub history: String,
-}
 
 /// The grader's fixed preamble, ahead of the state's criteria.
 const GRADER_PREAMBLE: &str = "You are a grader inside an automated workflow. You do not talk to anyone: you judge \
@@ -55,62 +44,22 @@ tools. Decide exactly once: call `archmax_advance` with the transition the crite
 next state can act on, or `archmax_raise` when the work cannot be completed at all. A reason that sends work \
 back must name each fix. Finishing without deciding counts as a failure, never as approval.";
 
-/// `{ messages, trail }` of a session, whole and oldest first.
-pub(super) fn history_json(session: &SessionState) -> String {
-    let mut messages = Vec::with_capacity(session.messages.len());
-    for message in &session.messages {
-        match message {
-            Message::User { text, .. } => messages.push(json!({ "role": "user", "text": text })),
-            Message::Assistant { text, tool_calls } => {
-                let mut entry = json!({ "role": "assistant", "text": text });
-                if !tool_calls.is_empty() {
-                    entry["toolCalls"] = Value::Array(
-                        tool_calls
-                            .iter()
-                            .map(|call| json!({ "id": call.id, "name": call.name, "args": call.args }))
-                            .collect(),
-                    );
-                }
-                messages.push(entry);
-            }
-            Message::Tool { call_id, name, content, .. } => {
-                messages.push(json!({ "role": "tool", "id": call_id, "tool": name, "text": content }))
-            }
-            Message::Note { kind, text, .. } => {
-                messages.push(json!({ "role": "runtime", "note": kind.as_str(), "text": text }))
-            }
-        }
-    }
-    let trail: Vec<Value> = session
-        .trail
-        .iter()
-        .map(|step| {
-            let mut entry = json!({ "to": step.to, "kind": step.kind.as_str(), "ts": step.ts });
-            if let Some(reason) = &step.reason {
-                entry["reason"] = json!(reason);
-            }
-            entry
-        })
-        .collect();
-    json!({ "messages": messages, "trail": trail }).to_string()
-}
-
 impl Turn<'_> {
     /// Starts holding an automated run for the current state.
     pub(super) fn begin_automated(&mut self, kind: StateKind) {
-        self.automated = Some(AutomatedRun { kind, decision: None, history: history_json(&self.session) });
+        self.automated = Some(AutomatedRun::begin(kind, &self.session));
     }
 
     /// `archmax_advance` from an automated state: checked now, taken when the run ends.
     pub(super) fn automated_advance(&mut self, args: &Value) -> Answer {
-        if let Some(decided) = self.automated.as_ref().and_then(|run| run.decision.as_ref()) {
+        if let Some(decided) = self.automated.as_ref().and_then(AutomatedRun::decision) {
             return Answer::refused(format!("archmax_advance rejected: {}", already(decided)));
         }
         match self.check_advance(args) {
             Ok(advance) => {
                 let to = advance.to.clone();
                 if let Some(run) = self.automated.as_mut() {
-                    run.decision = Some(Decision::Advance {
+                    run.decide(Decision::Advance {
                         target: advance.target,
                         to: advance.to,
                         reason: advance.reason,
@@ -125,13 +74,13 @@ impl Turn<'_> {
 
     /// `archmax_raise` from an automated state: recorded, applied when the run ends.
     pub(super) fn automated_raise(&mut self, args: &Value) -> Answer {
-        if let Some(decided) = self.automated.as_ref().and_then(|run| run.decision.as_ref()) {
+        if let Some(decided) = self.automated.as_ref().and_then(AutomatedRun::decision) {
             return Answer::refused(format!("archmax_raise rejected: {}", already(decided)));
         }
         match super::controls::raise_arguments(args) {
             Ok((code, reason)) => {
                 if let Some(run) = self.automated.as_mut() {
-                    run.decision = Some(Decision::Raise { code: code.clone(), reason });
+                    run.decide(Decision::Raise { code: code.clone(), reason });
                 }
                 Answer::ok(format!("The session ends with the failure `{code}` when this state finishes."))
             }
@@ -142,8 +91,8 @@ impl Turn<'_> {
     /// Applies how an automated state settled. `error` is why the run failed, if it did.
     pub(super) fn settle(&mut self, id: StateId, error: Option<String>, started: u64) {
         let run = self.automated.take();
-        let kind = run.as_ref().map(|run| run.kind).unwrap_or(StateKind::Code);
-        let decision = run.and_then(|run| run.decision);
+        let kind = run.as_ref().map(AutomatedRun::kind).unwrap_or(StateKind::Code);
+        let decision = run.and_then(AutomatedRun::into_decision);
         let here = self.slug(id).to_string();
         let type_name = kind.as_str();
         let duration_ms = self.now().saturating_sub(started);
@@ -272,30 +221,14 @@ impl Turn<'_> {
         );
         let mut transcript = vec![Message::User { text: task, opening: None }];
         loop {
-            self.steps += 1;
-            if self.steps > self.runtime.recursion_limit {
+            if self.ledger.count_step() > self.runtime.recursion_limit {
                 return Err(RECURSION.to_string());
             }
             let definitions = self.definitions(id).await;
             let variables = self.session.variable_values();
-            let request = ModelRequest {
-                model: state.model.map(|model| program.str(model)),
-                role: Role::Grader,
-                session: &self.session.id,
-                workflow: program.str(self.workflow.slug),
-                state: &here,
-                variables: &variables,
-                system_static: GRADER_PREAMBLE,
-                system_volatile: &block,
-                messages: &transcript,
-                history: transcript.len(),
-                tools: &definitions,
-                prompt_cache: crate::model::PromptCache::declared(program, self.workflow),
-                timeout: None,
-                sampling: crate::model::Sampling::default(),
-                tape: self.session.head.tape.as_ref(),
-                on_text: None,
-            };
+            let system = SystemPrompt { fixed: GRADER_PREAMBLE, volatile: &block };
+            let request =
+                ModelRequest::for_grader(self.call_subject(id, &here, &variables), system, &transcript, &definitions);
             let response = match self.runtime.model.call(request).await {
                 Ok(response) => response,
                 Err(ModelError::Timeout(limit)) => {
@@ -314,7 +247,7 @@ impl Turn<'_> {
             }
             let mut answers = Vec::with_capacity(response.tool_calls.len());
             for call in &response.tool_calls {
-                let answer = if self.automated.as_ref().is_some_and(|run| run.decision.is_some())
+                let answer = if self.automated.as_ref().is_some_and(AutomatedRun::has_decided)
                     && !matches!(Tool::from_name(&call.name), Some(Tool::Advance | Tool::Raise))
                 {
                     Answer::error("The grader has decided; this call was not run.")
@@ -337,7 +270,7 @@ impl Turn<'_> {
                     status: answer.status,
                 });
             }
-            if self.automated.as_ref().is_some_and(|run| run.decision.is_some()) {
+            if self.automated.as_ref().is_some_and(AutomatedRun::has_decided) {
                 return Ok(());
             }
         }
@@ -437,7 +370,7 @@ impl Turn<'_> {
                         args: call.args,
                     };
                     let answer = Box::pin(self.handle_call(id, &tool_call, caller, false, &mut None)).await;
-                    let prepared = if answer.deferred { self.deferred.pop() } else { None };
+                    let prepared = if answer.deferred { self.delegations.take_last() } else { None };
                     match prepared {
                         Some(prepared) => {
                             let child = super::delegate::run_child(runtime, prepared, std::sync::Arc::clone(&slots));

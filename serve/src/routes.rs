@@ -20,6 +20,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
+use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::error::ApiError;
 use crate::server::{Answer, Server};
@@ -33,7 +35,8 @@ pub(crate) use turns::*;
 type Shared = State<Arc<Server>>;
 
 /// Every route of the API, and the decision inbox's pages ([`crate::inbox`]); every
-/// request body is held to the server's body deadline.
+/// request body is held to the server's body deadline, and every request is traced
+/// ([`request_spans`]).
 pub fn router(server: Arc<Server>) -> Router {
     let body_deadline = server.body_timeout;
     Router::new()
@@ -55,6 +58,16 @@ pub fn router(server: Arc<Server>) -> Router {
         .with_state(Arc::clone(&server))
         .merge(crate::inbox::router(server))
         .layer(axum::middleware::from_fn_with_state(body_deadline, crate::request_limits::body_deadline))
+        .layer(request_spans())
+}
+
+/// A `tracing` span per request (its method, path and HTTP version; never its headers,
+/// which carry tokens and cookies) and a line when it is answered, all at DEBUG: with
+/// `RUST_LOG=tower_http=debug` every request is logged, and at the default `info`
+/// nothing is. An answer of 5xx is logged at DEBUG as well, not tower-http's ERROR: the
+/// refusal is the client's to read, and what failed inside is logged where it failed.
+fn request_spans() -> TraceLayer<SharedClassifier<ServerErrorsAsFailures>> {
+    TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG))
 }
 
 /// A turn route's answer: 202 with the session and its status while the turn runs on,

@@ -5,9 +5,9 @@
 //!
 //! The one thing to know: bodies are still read field by field (the routes' `JsonBody`
 //! extractor hands the server parsed JSON, and every offending field is reported at
-//! once, see `server.rs`), so these types describe the wire; a
-//! constraint added to a check in the server must be added here too. The unit tests
-//! below hold the session-id pattern against the VM's own check.
+//! once, see `server.rs`), so these types describe the wire; a constraint added to a
+//! check in the server must be added here too. The unit tests below hold the session-id
+//! pattern against the VM's own check.
 
 use std::collections::BTreeMap;
 

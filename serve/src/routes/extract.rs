@@ -83,7 +83,7 @@ impl<S: RequiredScope> FromRequestParts<Arc<Server>> for Authorized<S> {
 }
 
 /// `?wait=SECONDS`: how long a turn request waits for its outcome (fractions allowed, at
-/// most [`MAX_WAIT_SECONDS`]; none is zero).
+/// most [`MAX_WAIT_SECONDS`]; none is zero). Read by [`TurnInput`] and [`FireParams`].
 pub(crate) struct Wait(pub Duration);
 
 impl Wait {
@@ -97,14 +97,6 @@ impl Wait {
             }
             _ => Err(bad_query("wait", "must be a number of seconds, 0 or more")),
         }
-    }
-}
-
-impl<State: Send + Sync> FromRequestParts<State> for Wait {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _: &State) -> Result<Self, ApiError> {
-        Wait::of(parts.uri.query())
     }
 }
 
@@ -274,8 +266,9 @@ impl FromRequest<Arc<Server>> for JsonBytes {
 }
 
 /// The body as JSON (`{}` when empty), refused as [`JsonBytes`] is and with 400 when it
-/// does not parse. The server checks its fields one by one, so every field that does not
-/// hold is named in one answer (which a typed body could not do).
+/// does not parse; read by [`TurnInput`]. It stays a [`Value`], not a `wire.rs` type: the
+/// server checks its fields one by one, so every field that does not hold is named in
+/// one answer, which serde's first-error-wins parse of a typed body could not do.
 pub(crate) struct JsonBody(pub Value);
 
 impl JsonBody {
@@ -288,15 +281,6 @@ impl JsonBody {
         serde_json::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|error| bad_query("body", &format!("is not JSON: {error}")))
-    }
-}
-
-impl FromRequest<Arc<Server>> for JsonBody {
-    type Rejection = ApiError;
-
-    async fn from_request(request: Request, server: &Arc<Server>) -> Result<Self, ApiError> {
-        let (parts, body) = request.into_parts();
-        JsonBody::read(&parts.headers, body, server).await
     }
 }
 

@@ -5,7 +5,7 @@
 //! model and one event sink:
 //!
 //! ```text
-//! routes (thin handlers: auth, parse) ─▶ Server (checks fields, finds the runtime)
+//! routes (extractors: auth, parse)    ─▶ Server (checks fields, finds the runtime)
 //!   POST /v1/triggers/{id} ─▶ webhooks     ├ generations: one Runtime per loaded program
 //!                                           ├ TurnGate: one turn per session, N in flight, a queue
 //!                                           ├ Runtime::run_turn / decide / deliver (a task per turn)

@@ -3,10 +3,11 @@
 //! ([`crate::openapi`]), so each constraint the server enforces is written once, here,
 //! beside the field it limits.
 //!
-//! The one thing to know: the handlers still read bodies field by field (every offending
-//! field is reported at once, see `server.rs`), so these types describe the wire; a
-//! constraint added to a check in the server must be added here too. The unit tests
-//! below hold the session-id pattern against the VM's own check.
+//! The one thing to know: bodies are still read field by field (the routes' `JsonBody`
+//! extractor hands the server parsed JSON, and every offending field is reported at
+//! once, see `server.rs`), so these types describe the wire; a constraint added to a
+//! check in the server must be added here too. The unit tests below hold the session-id
+//! pattern against the VM's own check.
 
 use std::collections::BTreeMap;
 

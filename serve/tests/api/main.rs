@@ -450,6 +450,48 @@ async fn a_body_must_be_json_and_an_open_server_refuses_web_pages() {
     server.stop().await;
 }
 
+/// The status line the server answers a request whose head is `head` and whose
+/// declared body is never sent (a hang guard, far past the body deadline, stops a server
+/// that waits for it).
+async fn status_line_without_the_body(running: &Running, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(running.address()).await.expect("connects");
+    stream.write_all(head.as_bytes()).await.expect("head sent");
+    let mut answer = Vec::new();
+    let read = async {
+        let mut byte = [0u8; 1];
+        while !answer.ends_with(b"\r\n") && stream.read(&mut byte).await.is_ok_and(|read| read == 1) {
+            answer.push(byte[0]);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), read).await.expect("an answer before the body");
+    String::from_utf8_lossy(&answer).trim_end().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_request_is_refused_for_its_token_or_its_query_before_its_body_is_read() {
+    let server = token_server().await;
+    let routes = [
+        ("/v1/workflows/desk/sessions", STARTER, READER),
+        ("/v1/sessions/s-1/messages", STARTER, READER),
+        ("/v1/sessions/s-1/decide", FINANCE, STARTER),
+        ("/v1/sessions/s-1/deliver", STARTER, READER),
+    ];
+    for (path, holder, lacker) in routes {
+        let head = |token: &str, query: &str| {
+            format!(
+                "POST {path}{query} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+            )
+        };
+        let refused = status_line_without_the_body(&server, &head(lacker, "")).await;
+        assert_eq!(refused, "HTTP/1.1 403 Forbidden", "{path} without its scope");
+        let bad_wait = status_line_without_the_body(&server, &head(holder, "?wait=soon")).await;
+        assert_eq!(bad_wait, "HTTP/1.1 400 Bad Request", "{path} with a bad wait");
+    }
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_two_concurrent_decisions_one_runs_and_the_other_is_a_conflict() {
     let server = open_server().await;

@@ -1,0 +1,348 @@
+//! What the routes read from a request, as axum extractors: the caller a bearer token
+//! proves, `?wait=` and the other query strings, `Last-Event-ID`, and the JSON or raw
+//! bodies. A handler names what it needs in its arguments and sees only checked values.
+//!
+//! The one thing to know: every extractor's rejection is an [`ApiError`], so a request
+//! an extractor refuses gets the API's one error shape, with the status and message it
+//! always had. Axum runs the extractors in argument order (the body last), and each
+//! handler lists them in the order the checks must run: the token before the query,
+//! the query before a byte of the body is read.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, to_bytes};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::auth::{Caller, Scope};
+use crate::error::ApiError;
+use crate::server::{MAX_PAGE, MAX_WAIT_SECONDS, Server, SessionQuery};
+
+/// The decoded `key=value` pairs of a query string (or of a form body): `+` is a space,
+/// `%XX` a byte, and a malformed escape is kept as written.
+pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect()
+}
+
+/// A 400 naming the one `field` of the request that does not hold.
+pub(crate) fn bad_query(field: &str, problem: &str) -> ApiError {
+    ApiError::invalid(
+        format!("`{field}`: {problem}"),
+        &[archmax_vm::FieldProblem { field: field.to_string(), problem: problem.to_string() }],
+    )
+}
+
+/// The scope a route's token must hold, as a type: [`Authorized`] and [`TurnInput`] take
+/// one of the markers in [`scopes`].
+pub(crate) trait RequiredScope: Send + Sync + 'static {
+    const SCOPE: Scope;
+}
+
+/// The markers of [`RequiredScope`], one per [`Scope`].
+pub(crate) mod scopes {
+    use super::{RequiredScope, Scope};
+
+    /// [`Scope::Read`].
+    pub(crate) struct Read;
+    /// [`Scope::Start`].
+    pub(crate) struct Start;
+    /// [`Scope::Decide`].
+    pub(crate) struct Decide;
+    /// [`Scope::Admin`].
+    pub(crate) struct Admin;
+
+    impl RequiredScope for Read {
+        const SCOPE: Scope = Scope::Read;
+    }
+    impl RequiredScope for Start {
+        const SCOPE: Scope = Scope::Start;
+    }
+    impl RequiredScope for Decide {
+        const SCOPE: Scope = Scope::Decide;
+    }
+    impl RequiredScope for Admin {
+        const SCOPE: Scope = Scope::Admin;
+    }
+}
+
+/// The caller, proven to hold the scope `S` (401 without a valid token, 403 without the
+/// scope; an open server takes loopback callers only).
+pub(crate) struct Authorized<S: RequiredScope>(pub Caller, pub PhantomData<S>);
+
+impl<S: RequiredScope> FromRequestParts<Arc<Server>> for Authorized<S> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, server: &Arc<Server>) -> Result<Self, ApiError> {
+        let caller = server.auth.caller(&parts.headers, S::SCOPE)?;
+        Ok(Authorized(caller, PhantomData))
+    }
+}
+
+/// `?wait=SECONDS`: how long a turn request waits for its outcome (fractions allowed, at
+/// most [`MAX_WAIT_SECONDS`]; none is zero). Read by [`TurnInput`] and [`FireParams`].
+pub(crate) struct Wait(pub Duration);
+
+impl Wait {
+    fn of(query: Option<&str>) -> Result<Wait, ApiError> {
+        let Some((_, value)) = query_pairs(query).into_iter().find(|(key, _)| key == "wait") else {
+            return Ok(Wait(Duration::ZERO));
+        };
+        match value.parse::<f64>() {
+            Ok(seconds) if seconds.is_finite() && seconds >= 0.0 => {
+                Ok(Wait(Duration::from_secs_f64(seconds.min(MAX_WAIT_SECONDS))))
+            }
+            _ => Err(bad_query("wait", "must be a number of seconds, 0 or more")),
+        }
+    }
+}
+
+/// `POST /v1/triggers/{trigger}`'s query: `workflow` and `wait`, nothing else.
+pub(crate) struct FireParams {
+    pub workflow: Option<String>,
+    pub wait: Duration,
+}
+
+impl FireParams {
+    fn of(query: Option<&str>) -> Result<FireParams, ApiError> {
+        let Wait(wait) = Wait::of(query)?;
+        let mut workflow = None;
+        for (key, value) in query_pairs(query) {
+            match key.as_str() {
+                "workflow" => workflow = Some(value),
+                "wait" => {}
+                _ => return Err(bad_query(&key, "unknown parameter; this route takes workflow and wait")),
+            }
+        }
+        Ok(FireParams { workflow, wait })
+    }
+}
+
+impl<State: Send + Sync> FromRequestParts<State> for FireParams {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &State) -> Result<Self, ApiError> {
+        FireParams::of(parts.uri.query())
+    }
+}
+
+/// `GET /v1/sessions`'s filters and page, each parameter checked and every one that does
+/// not hold reported at once.
+pub(crate) struct ListFilters(pub SessionQuery);
+
+impl ListFilters {
+    fn of(query: Option<&str>) -> Result<ListFilters, ApiError> {
+        let mut parsed = SessionQuery::default();
+        let mut problems = Vec::new();
+        for (key, value) in query_pairs(query) {
+            if let Err(problem) = parsed.take(&key, value) {
+                problems.push(archmax_vm::FieldProblem { field: key, problem: problem.to_string() });
+            }
+        }
+        if problems.is_empty() {
+            Ok(ListFilters(parsed))
+        } else {
+            Err(ApiError::invalid(format!("{} query parameters do not hold", problems.len()), &problems))
+        }
+    }
+}
+
+impl SessionQuery {
+    /// Sets the filter `key` to `value`, or says what is wrong with it.
+    fn take(&mut self, key: &str, value: String) -> Result<(), &'static str> {
+        let flag = |value: &str| match value {
+            "true" | "1" | "" => Ok(true),
+            "false" | "0" => Ok(false),
+            _ => Err("must be true or false"),
+        };
+        match key {
+            "workflow" => self.workflow = Some(value),
+            "status" => {
+                let status = serde_json::from_value(Value::String(value))
+                    .map_err(|_| "must be running, completed, failed, rejected, awaiting_decision or awaiting_input")?;
+                self.status = Some(status);
+            }
+            "cursor" => self.cursor = Some(value),
+            "parked" => self.parked = Some(flag(&value)?),
+            "due" => self.due = flag(&value)?,
+            "limit" => {
+                self.limit = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|limit| (1..=MAX_PAGE).contains(limit))
+                    .ok_or("must be a whole number from 1 to 500")?;
+            }
+            _ => return Err("unknown filter; use workflow, status, parked, due, cursor or limit"),
+        }
+        Ok(())
+    }
+}
+
+impl<State: Send + Sync> FromRequestParts<State> for ListFilters {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &State) -> Result<Self, ApiError> {
+        ListFilters::of(parts.uri.query())
+    }
+}
+
+/// `Last-Event-ID`: the event an SSE client resumes after (0 without the header).
+pub(crate) struct LastEventId(pub u64);
+
+impl<State: Send + Sync> FromRequestParts<State> for LastEventId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &State) -> Result<Self, ApiError> {
+        let Some(value) = parts.headers.get("last-event-id") else {
+            return Ok(LastEventId(0));
+        };
+        value
+            .to_str()
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .map(LastEventId)
+            .ok_or_else(|| bad_query("Last-Event-ID", "must be an event id (a whole number)"))
+    }
+}
+
+/// The largest artifact `POST /v1/admin/artifacts` takes, in bytes.
+pub(crate) const ARTIFACT_LIMIT: usize = 64 * 1024 * 1024;
+
+/// The request body's bytes, refused with 413 past `limit` and 408 when it does not
+/// arrive within the server's body deadline ([`crate::request_limits::body_deadline`]).
+async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request.too-large",
+            format!("the body is larger than {limit} bytes"),
+        )
+    };
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Err(too_large());
+    }
+    to_bytes(body, limit).await.map_err(|error| {
+        if crate::request_limits::is_too_slow(&error) {
+            ApiError::new(StatusCode::REQUEST_TIMEOUT, "request.timeout", error.to_string())
+        } else {
+            too_large()
+        }
+    })
+}
+
+/// Refuses a non-empty body not sent as JSON: a form a web page posts without a
+/// preflight never passes.
+fn require_json(headers: &HeaderMap, bytes: &[u8]) -> Result<(), ApiError> {
+    let json = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).is_some_and(|value| {
+        value.split(';').next().is_some_and(|kind| kind.trim().eq_ignore_ascii_case("application/json"))
+    });
+    if bytes.is_empty() || json {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "request.not-json",
+        "the body must be JSON, sent with `Content-Type: application/json`",
+    ))
+}
+
+/// A body sent as JSON, not parsed: a webhook's bytes, whose signature covers them as
+/// sent. Refused past the server's body limit (413), late (408) or not JSON (415).
+pub(crate) struct JsonBytes(pub Bytes);
+
+impl FromRequest<Arc<Server>> for JsonBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, server: &Arc<Server>) -> Result<Self, ApiError> {
+        let (parts, body) = request.into_parts();
+        let bytes = body_bytes(&parts.headers, body, server.body_limit).await?;
+        require_json(&parts.headers, &bytes)?;
+        Ok(JsonBytes(bytes))
+    }
+}
+
+/// The body as JSON (`{}` when empty), refused as [`JsonBytes`] is and with 400 when it
+/// does not parse; read by [`TurnInput`]. It stays a [`Value`], not a `wire.rs` type: the
+/// server checks its fields one by one, so every field that does not hold is named in
+/// one answer, which serde's first-error-wins parse of a typed body could not do.
+pub(crate) struct JsonBody(pub Value);
+
+impl JsonBody {
+    async fn read(headers: &HeaderMap, body: Body, server: &Server) -> Result<JsonBody, ApiError> {
+        let bytes = body_bytes(headers, body, server.body_limit).await?;
+        if bytes.is_empty() {
+            return Ok(JsonBody(json!({})));
+        }
+        require_json(headers, &bytes)?;
+        serde_json::from_slice(&bytes)
+            .map(JsonBody)
+            .map_err(|error| bad_query("body", &format!("is not JSON: {error}")))
+    }
+}
+
+/// An artifact's bytes (`POST /v1/admin/artifacts`), at most [`ARTIFACT_LIMIT`].
+pub(crate) struct ArtifactBytes(pub Bytes);
+
+impl<State: Send + Sync> FromRequest<State> for ArtifactBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _: &State) -> Result<Self, ApiError> {
+        let (parts, body) = request.into_parts();
+        body_bytes(&parts.headers, body, ARTIFACT_LIMIT).await.map(ArtifactBytes)
+    }
+}
+
+/// What every turn route (a start, a message, a decision, a delivery) reads, in the order
+/// it is checked: the caller holding the scope `S`, then `?wait=`, then the JSON body. The
+/// request's headers are kept for a check the body calls for (an undeclared delivery
+/// needs an admin token).
+pub(crate) struct TurnInput<S: RequiredScope> {
+    pub caller: Caller,
+    pub wait: Duration,
+    pub body: Value,
+    pub headers: HeaderMap,
+    scope: PhantomData<S>,
+}
+
+impl<S: RequiredScope> FromRequest<Arc<Server>> for TurnInput<S> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, server: &Arc<Server>) -> Result<Self, ApiError> {
+        let (parts, body) = request.into_parts();
+        let caller = server.auth.caller(&parts.headers, S::SCOPE)?;
+        let Wait(wait) = Wait::of(parts.uri.query())?;
+        let JsonBody(body) = JsonBody::read(&parts.headers, body, server).await?;
+        Ok(TurnInput { caller, wait, body, headers: parts.headers, scope: PhantomData })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_strings_are_decoded_and_checked_field_by_field() {
+        assert_eq!(
+            query_pairs(Some("a=b%20c&d=e+f&g")),
+            [("a".into(), "b c".into()), ("d".into(), "e f".into()), ("g".into(), String::new())]
+        );
+        assert_eq!(query_pairs(Some("p=100%")), [("p".into(), "100%".into())]);
+        let wait = |query| Wait::of(query).map(|Wait(wait)| wait);
+        assert_eq!(wait(Some("wait=1.5")).expect("wait"), Duration::from_millis(1500));
+        assert_eq!(wait(None).expect("none"), Duration::ZERO);
+        assert_eq!(wait(Some("wait=100000")).expect("capped"), Duration::from_secs(300));
+        assert!(wait(Some("wait=soon")).is_err());
+        let Err(error) = ListFilters::of(Some("parked=maybe&limit=0&colour=red")) else {
+            panic!("three problems");
+        };
+        assert_eq!(error.details["fields"].as_array().map(Vec::len), Some(3));
+        let Ok(ListFilters(query)) = ListFilters::of(Some("workflow=desk&parked=true&limit=10")) else {
+            panic!("valid");
+        };
+        assert_eq!((query.workflow.as_deref(), query.parked, query.limit), (Some("desk"), Some(true), 10));
+    }
+}

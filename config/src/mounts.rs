@@ -7,16 +7,16 @@ use serde::Deserialize;
 
 pub use archmax_program::mounts::*;
 
-use crate::diagnostic::{Code, Diagnostic};
-use crate::source::{FileId, Span};
-use crate::zones::RESERVED_ROOTS;
+use archmax_program::diagnostic::{Code, Diagnostic};
+use archmax_program::source::{FileId, Span};
+use archmax_program::zones::RESERVED_ROOTS;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct HostFile {
     #[serde(default)]
     mounts: BTreeMap<toml::Spanned<String>, toml::Spanned<MountDeclaration>>,
-    /// The runner's tables, read by [`crate::host_settings`].
+    /// The runner's tables, read by [`crate::settings`].
     #[serde(default, rename = "connections")]
     _connections: Option<serde::de::IgnoredAny>,
     #[serde(default, rename = "schedule")]
@@ -88,7 +88,7 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
                     )
                     .with_help(format!(
                         "pick another key: {} belong to the runtime and cannot be mounted",
-                        crate::diagnostic::list_names(&RESERVED_ROOTS)
+                        archmax_program::diagnostic::list_names(&RESERVED_ROOTS)
                     )),
                 );
                 continue;
@@ -110,7 +110,7 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
                     )
                     .with_help(format!(
                         "mount a folder of your own data; no mount source may be or lie inside {}",
-                        crate::diagnostic::list_names(&runtime_areas())
+                        archmax_program::diagnostic::list_names(&runtime_areas())
                     )),
                 );
                 continue;
@@ -143,7 +143,7 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
         }
     }
     table.mounts.sort_by(|left, right| left.key.cmp(&right.key));
-    diagnostics.extend(crate::host_settings::parse_host_settings(file, text).1);
+    diagnostics.extend(crate::settings::parse_host_settings(file, text).1);
     (table, diagnostics)
 }
 

@@ -10,11 +10,13 @@
 //!   its source;
 //! - [`values`] (dates and times as signatures type them), [`reference`] (the `${{…}}`
 //!   grammar and variable paths) and [`glob`];
-//! - [`inspect`], the filtered views of a program's parts;
+//! - [`inspect`], the filtered views of a program's parts, and [`topology`], a
+//!   workflow's shape as the `graph-topology` event reports it;
 //! - [`script`], code-state scripts compiled to QuickJS bytecode (the loader recompiles
 //!   them to check an artifact);
 //! - [`source`] and [`diagnostic`], the spans and the one diagnostic type every check
 //!   reports through (rendering lives in the front end);
+//! - [`matcher`], the partial-match patterns mocks and tapes match calls with;
 //! - [`hex`] and [`slug`], small shared helpers.
 //!
 //! The front end (`archmax-compiler`) builds on this crate and re-exports each module at
@@ -30,6 +32,7 @@ pub mod glob;
 pub mod hex;
 pub mod inspect;
 pub mod kinds;
+pub mod matcher;
 pub mod mounts;
 pub mod program;
 pub mod reference;
@@ -37,6 +40,7 @@ pub mod script;
 pub mod slug;
 pub mod source;
 pub mod tools;
+pub mod topology;
 pub mod values;
 pub mod zones;
 

@@ -27,6 +27,12 @@ use crate::tools::PathAccess;
 /// The `archmax-harness` runtime contract this program format implements.
 pub const CONTRACT: &str = "3";
 
+/// Defaults the runtime applies when `settings` leaves a bound out.
+pub const DEFAULT_TIMEOUT_MS: u64 = 15_000;
+pub const DEFAULT_MEMORY_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
+pub const DEFAULT_MAX_PTC_CALLS: u64 = 200;
+pub const DEFAULT_MAX_RESULT_CHARS: u64 = 20_000;
+
 /// An interned string: an index into [`Program::strings`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Sym(pub u32);

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use archmax_compiler::tools::PathAccess;
+use archmax_program::tools::PathAccess;
 
 /// A boxed `Send` future, the return type of every [`ToolHost`] method.
 pub type HostFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

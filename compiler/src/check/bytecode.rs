@@ -8,9 +8,7 @@
 //! kept), so line and column numbers in a stack trace still point into the file as
 //! written.
 
-pub use archmax_program::script::{ScriptError, module_name};
-
-use super::scripts::harness_imports;
+pub use archmax_program::script::{ScriptError, module_name, strip_harness_imports};
 
 /// A script as validation compiled it: the source the VM runs (harness imports
 /// blanked) and its bytecode.
@@ -26,19 +24,6 @@ pub struct CompiledScript {
 thread_local! {
     /// How many times this thread asked QuickJS to compile a module.
     pub(crate) static COMPILATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// The source with harness imports blanked.
-pub fn strip_harness_imports(source: &str) -> String {
-    let mut bytes = source.as_bytes().to_vec();
-    for range in harness_imports(source) {
-        for byte in &mut bytes[range] {
-            if *byte != b'\n' && *byte != b'\r' {
-                *byte = b' ';
-            }
-        }
-    }
-    String::from_utf8(bytes).unwrap_or_else(|_| source.to_string())
 }
 
 /// Compiles JavaScript module source to bytecode ([`archmax_program::script::module_bytecode`]),

@@ -19,7 +19,7 @@
 
 use serde_json::{Map, Value};
 
-use archmax_compiler::program::{Program, TriggerProgram};
+use archmax_program::program::{Program, TriggerProgram};
 
 use crate::runtime::FieldProblem;
 

@@ -24,7 +24,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use archmax_compiler::program::StateId;
+use archmax_program::program::StateId;
 
 use super::Turn;
 use super::offload::split_at_chars;

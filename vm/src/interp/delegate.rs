@@ -31,10 +31,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
 
-use archmax_compiler::program::{StateId, TriggerProgram, ValueType, WorkflowId, WorkflowProgram};
-use archmax_compiler::syntax::reference::{TemplatePart, VarPath, parse_template};
-use archmax_compiler::tools::delegation_target;
-use archmax_compiler::zones::canonicalize;
+use archmax_program::program::{StateId, TriggerProgram, ValueType, WorkflowId, WorkflowProgram};
+use archmax_program::reference::{TemplatePart, VarPath, parse_template};
+use archmax_program::tools::delegation_target;
+use archmax_program::zones::canonicalize;
 
 use crate::events::Event;
 use crate::kernel::{Refusal, Rule};
@@ -221,7 +221,7 @@ fn unreadable(path: &str, reader: &str, refusal: &crate::kernel::Verdict) -> Str
     )
 }
 
-fn manual(workflow: &WorkflowProgram, program: &archmax_compiler::program::Program) -> Option<usize> {
+fn manual(workflow: &WorkflowProgram, program: &archmax_program::program::Program) -> Option<usize> {
     workflow.triggers.iter().position(|trigger| program.str(trigger.id) == "manual")
 }
 
@@ -800,7 +800,7 @@ impl Turn<'_> {
         let (output, truncated) = super::calls::preview(&answer.content);
         self.emit(Event::ToolResult {
             state: meta.state.clone(),
-            tool: format!("{}{}", archmax_compiler::tools::DELEGATION_PREFIX, meta.slug),
+            tool: format!("{}{}", archmax_program::tools::DELEGATION_PREFIX, meta.slug),
             call_id: meta.call_id.clone(),
             status: if answer.refused { "error" } else { "ok" }.to_string(),
             duration_ms: self.now().saturating_sub(meta.started),

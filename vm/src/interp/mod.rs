@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use archmax_compiler::program::{StateId, StateKind, StateProgram, TriggerProgram, WorkflowId, WorkflowProgram};
+use archmax_program::program::{StateId, StateKind, StateProgram, TriggerProgram, WorkflowId, WorkflowProgram};
 
 use crate::events::Event;
 use crate::kernel::{Inherited, Policy};
@@ -144,7 +144,7 @@ impl<'r> Turn<'r> {
         Ok(turn)
     }
 
-    fn program(&self) -> &'r archmax_compiler::program::Program {
+    fn program(&self) -> &'r archmax_program::program::Program {
         &self.runtime.program
     }
 

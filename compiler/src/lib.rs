@@ -31,7 +31,6 @@ pub mod compile;
 pub mod diagnostic;
 pub mod graph;
 pub mod lower;
-pub mod migrate;
 pub mod schema;
 pub mod standing;
 pub mod syntax;

@@ -6,10 +6,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use archmax_vm::compiler::artifact;
-use archmax_vm::compiler::diagnostic::render;
-use archmax_vm::compiler::lower::BuildInputs;
-use archmax_vm::compiler::{CompileError, compile};
+use archmax_compiler::artifact;
+use archmax_compiler::diagnostic::render;
+use archmax_compiler::lower::BuildInputs;
+use archmax_compiler::{CompileError, compile};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 
 use crate::output::{failure, stderr_color};
@@ -71,7 +71,7 @@ pub fn run(root: &Path, selection: &[String], output: Option<&Path>, sign: Optio
         return failure(format!("could not write `{}`: {error}", path.display()));
     }
     let checksum = artifact::read_envelope(&bytes)
-        .map(|envelope| archmax_vm::compiler::lower::hash::hex(&envelope.header.checksum))
+        .map(|envelope| archmax_compiler::lower::hash::hex(&envelope.header.checksum))
         .unwrap_or_default();
     let signed = key.map(|key| format!(", signed by {}", key.public())).unwrap_or_default();
     println!(

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use archmax_vm::compiler::{analyze, graph};
+use archmax_compiler::{analyze, graph};
 
 use crate::output::failure;
 

@@ -15,8 +15,8 @@ use std::process::ExitCode;
 
 use serde_json::{Map, Value};
 
-use archmax_vm::compiler::program::ValueType;
-use archmax_vm::compiler::syntax::reference::is_variable_name;
+use archmax_compiler::program::ValueType;
+use archmax_compiler::syntax::reference::is_variable_name;
 use archmax_vm::runtime::{FieldProblem, RunError, Runtime};
 
 use crate::output::usage;

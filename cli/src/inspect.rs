@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use archmax_vm::compiler::artifact::{self, Loaded};
-use archmax_vm::compiler::inspect::{self, Filter};
+use archmax_compiler::artifact::{self, Loaded};
+use archmax_compiler::inspect::{self, Filter};
 
 use crate::output::failure;
 
@@ -71,7 +71,7 @@ pub fn run(
                 file.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default(),
                 header.format,
                 header.payload_length,
-                archmax_vm::compiler::lower::hash::hex(&header.checksum)
+                archmax_compiler::lower::hash::hex(&header.checksum)
             );
             print!("{}", inspect::text(program, &filter, &summary));
         }

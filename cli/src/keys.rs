@@ -11,7 +11,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::ExitCode;
 
-use archmax_vm::compiler::artifact::{PUBLIC_PREFIX, PublicKey, SECRET_PREFIX, SecretKey, TrustedKeys};
+use archmax_compiler::artifact::{PUBLIC_PREFIX, PublicKey, SECRET_PREFIX, SecretKey, TrustedKeys};
 use archmax_vm::secret_file::{read_secret_text, read_trust_text};
 
 use crate::output::failure;

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use archmax_compiler::migrate::{self, diff};
+use archmax_migrate::{self as migrate, diff};
 
 use crate::output::failure;
 

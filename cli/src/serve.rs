@@ -14,17 +14,17 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use archmax_compiler::artifact;
+use archmax_compiler::diagnostic::render;
+use archmax_compiler::host_settings::HostSettings;
+use archmax_compiler::lower::BuildInputs;
+use archmax_compiler::program::Program;
+use archmax_compiler::{CompileError, compile};
 use archmax_serve::auth::Auth;
 use archmax_serve::server::DEFAULT_BODY_LIMIT;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::webhooks::Connections;
 use archmax_serve::{Server, ServerParts};
-use archmax_vm::compiler::artifact;
-use archmax_vm::compiler::diagnostic::render;
-use archmax_vm::compiler::host_settings::HostSettings;
-use archmax_vm::compiler::lower::BuildInputs;
-use archmax_vm::compiler::program::Program;
-use archmax_vm::compiler::{CompileError, compile};
 use archmax_vm::host_env::{ClockAndPricing, process_env};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 

@@ -8,10 +8,10 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use archmax_vm::compiler::artifact;
-use archmax_vm::compiler::lower::BuildInputs;
-use archmax_vm::compiler::program::Program;
-use archmax_vm::compiler::{CompileError, compile};
+use archmax_compiler::artifact;
+use archmax_compiler::lower::BuildInputs;
+use archmax_compiler::program::Program;
+use archmax_compiler::{CompileError, compile};
 use archmax_vm::events::{EventSink, JsonLines};
 use archmax_vm::host_env::{self, ClockAndPricing, process_env};
 use archmax_vm::model::ModelAdapter;
@@ -83,7 +83,7 @@ pub fn load(options: &SessionOptions<'_>, selection: &[String]) -> Result<Loaded
 pub fn load_mocks(path: &Path) -> Result<Vec<archmax_vm::Mock>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| format!("could not read the mocks `{}`: {error}", path.display()))?;
-    let parsed = archmax_vm::compiler::schema::case::parse_mocks(&text).map_err(|findings| {
+    let parsed = archmax_compiler::schema::case::parse_mocks(&text).map_err(|findings| {
         let lines: Vec<String> = findings
             .iter()
             .map(|finding| {
@@ -236,7 +236,7 @@ fn models_used(program: Option<&Program>, workflow: &str, configured: Option<Str
     };
     let mut models: Vec<String> = Vec::new();
     let mut unresolved = false;
-    for state in source.states.iter().filter(|state| state.kind != archmax_vm::compiler::program::StateKind::Code) {
+    for state in source.states.iter().filter(|state| state.kind != archmax_compiler::program::StateKind::Code) {
         match state.model.map(|model| program.str(model).to_string()).or_else(|| configured.clone()) {
             Some(model) if !models.contains(&model) => models.push(model),
             Some(_) => {}

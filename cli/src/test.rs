@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use archmax_vm::compiler::lower::BuildInputs;
-use archmax_vm::compiler::{analyze, compile_analysis};
+use archmax_compiler::lower::BuildInputs;
+use archmax_compiler::{analyze, compile_analysis};
 use archmax_vm::events::EventSink;
 use archmax_vm::host_env::{self, ClockAndPricing, EndpointError, process_env};
 use archmax_vm::stdlib::PLATFORM_PROMPT;

@@ -12,7 +12,7 @@ use std::io::Write;
 
 use crate::output::terminal_safe;
 
-use archmax_vm::compiler::tools::path_arguments;
+use archmax_compiler::tools::path_arguments;
 use archmax_vm::events::{Envelope, Event, Listener};
 
 /// Writes the flow to stderr.

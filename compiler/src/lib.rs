@@ -17,33 +17,30 @@
 //! Nothing here panics on input: every problem is a [`Diagnostic`] with a stable
 //! `AMX` code (see [`diagnostic::codes`]), a span, and help saying what to write.
 
+// The runtime's half of the program lives in `archmax-program`; each of its modules is
+// re-exported at the path it always had here.
+pub use archmax_program::{artifact, codec, glob, inspect, program, slug, source, tools, values, zones};
+// `archmax.toml` is read by `archmax-config`; its modules keep their old names here.
+pub use archmax_config::mounts as host;
+pub use archmax_config::settings as host_settings;
+
 pub mod analysis;
-pub mod artifact;
 pub mod authoring_schema;
 pub mod check;
-pub mod codec;
 pub mod compile;
 pub mod diagnostic;
-pub mod glob;
 pub mod graph;
-pub mod host;
-pub mod host_settings;
-pub mod inspect;
 pub mod lower;
-pub mod migrate;
-pub mod program;
 pub mod schema;
-pub mod slug;
-pub mod source;
 pub mod standing;
 pub mod syntax;
-pub mod tools;
-pub mod values;
 pub mod workspace;
-pub mod zones;
+
+#[cfg(test)]
+mod artifact_tests;
 
 /// The version of this compiler; artifacts record it and the VM refuses others.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use archmax_program::VERSION;
 
 pub use analysis::{Analysis, Report, UnknownWorkflow, WorkflowReport, analyze, analyze_workspace};
 pub use compile::{CompileError, Compiled, compile, compile_analysis};

@@ -9,10 +9,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use archmax_compiler::diagnostic::{Code, Diagnostic, Scope, did_you_mean};
-use archmax_compiler::source::{SourceMap, Span};
 use archmax_compiler::syntax::yaml::{self, Node as YamlNode};
 use archmax_compiler::{Report, WorkflowReport};
+use archmax_program::diagnostic::{Code, Diagnostic, Scope, did_you_mean};
+use archmax_program::source::{SourceMap, Span};
 
 use crate::document::{FlowDocument, Group, Node, Step, join_path};
 

@@ -11,7 +11,7 @@
 //! file (`edit_file`) and refuses writing a whole file, copying or moving onto it, and
 //! removing it; `denied` refuses every write.
 
-use archmax_compiler::glob::Glob;
+use archmax_program::glob::Glob;
 
 /// What one rule lets through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use archmax_compiler::tools::{PathAccess, path_arguments};
+use archmax_program::tools::{PathAccess, path_arguments};
 use archmax_stdlib::limits::Limits;
 use archmax_stdlib::tools::{self as file_tools, BUILT_IN_TOOLS, ToolContext};
 use archmax_stdlib::vfs::Workspace;
@@ -259,7 +259,7 @@ fn writes(tool: &str, args: &Value) -> Result<Vec<(String, WriteKind)>, String> 
             (_, PathAccess::Remove) => WriteKind::Remove,
             _ => WriteKind::Whole,
         };
-        let resolved = archmax_compiler::zones::canonicalize(path)
+        let resolved = archmax_program::zones::canonicalize(path)
             .map_err(|_| format!("`{path}` leads out of the workspace; no step writes there."))?;
         found.push((resolved, kind));
     }

@@ -126,8 +126,8 @@ impl archmax_vm::model::ModelAdapter for Echoes {
 }
 
 fn desk_runtime(mocked: bool) -> archmax_vm::Runtime {
-    use archmax_vm::compiler::lower::{BuildInputs, lower};
-    use archmax_vm::compiler::{analyze_workspace, load_memory};
+    use archmax_compiler::lower::{BuildInputs, lower};
+    use archmax_compiler::{analyze_workspace, load_memory};
     let analysis = analyze_workspace(load_memory([("workflows/desk/workflow.yaml", DESK)]).expect("workspace"));
     let program = lower(&analysis, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
         .expect("the desk compiles");

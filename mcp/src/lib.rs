@@ -3,7 +3,7 @@
 //! over stdio children or streamable HTTP, with the official Rust SDK (`rmcp`).
 //!
 //! ```no_run
-//! # async fn run(servers: Vec<archmax_compiler::host_settings::McpServer>) {
+//! # async fn run(servers: Vec<archmax_config::settings::McpServer>) {
 //! use std::sync::Arc;
 //! use archmax_mcp::{HostOptions, McpHost};
 //! use archmax_vm::host_tools::ToolHost;
@@ -86,7 +86,7 @@ use rmcp::ServiceError;
 use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
 
-use archmax_compiler::host_settings::McpServer;
+use archmax_config::settings::McpServer;
 use archmax_vm::host_tools::{Catalog, HostAnswer, HostCall, HostError, HostFuture, ToolHost};
 
 use crate::supervisor::{Supervisor, Unavailable};

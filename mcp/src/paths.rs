@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use archmax_compiler::tools::PathAccess;
+use archmax_program::tools::PathAccess;
 
 /// The schema keyword that marks a path argument.
 pub const PATH_KEYWORD: &str = "x-archmax-path";

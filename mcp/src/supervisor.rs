@@ -17,7 +17,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{IntoTransport, StreamableHttpClientTransport};
 use rmcp::{ClientHandler, ServiceExt as _};
 
-use archmax_compiler::host_settings::{McpServer, McpTransport};
+use archmax_config::settings::{McpServer, McpTransport};
 
 use crate::HostOptions;
 use crate::launch::{self, Launch, Process};

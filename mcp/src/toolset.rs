@@ -1,7 +1,7 @@
 //! One server's `tools/list` as host tools: full names, shown schemas, path arguments,
 //! and the tools that had to be skipped.
 
-use archmax_compiler::host_settings::McpServer;
+use archmax_config::settings::McpServer;
 use archmax_vm::host_tools::HostTool;
 
 use crate::names::{full_name, is_function_name};

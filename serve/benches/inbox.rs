@@ -12,13 +12,13 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 
+use archmax_compiler::compile;
+use archmax_compiler::lower::BuildInputs;
 use archmax_serve::auth::Auth;
 use archmax_serve::inbox::pages::{InboxFilter, inbox_body};
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::compile;
-use archmax_vm::compiler::lower::BuildInputs;
 use archmax_vm::session::id::SessionId;
 use archmax_vm::session::memory::MemoryStore;
 use archmax_vm::session::{DecisionChoice, Head, PendingDecision, SessionState, Status};

@@ -32,14 +32,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use archmax_compiler::artifact;
+use archmax_compiler::lower::{BuildInputs, lower};
+use archmax_compiler::program::Program;
+use archmax_compiler::{analyze_workspace, load_memory};
 use archmax_serve::auth::Auth;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::artifact;
-use archmax_vm::compiler::lower::{BuildInputs, lower};
-use archmax_vm::compiler::program::Program;
-use archmax_vm::compiler::{analyze_workspace, load_memory};
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse, TokenUsage};
 use archmax_vm::session::fs::FsStore;

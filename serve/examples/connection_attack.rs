@@ -31,12 +31,12 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
+use archmax_compiler::lower::{BuildInputs, lower};
+use archmax_compiler::{analyze_workspace, load_memory};
 use archmax_serve::auth::Auth;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::lower::{BuildInputs, lower};
-use archmax_vm::compiler::{analyze_workspace, load_memory};
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::session::memory::MemoryStore;

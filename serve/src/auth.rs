@@ -105,7 +105,7 @@ struct TokenEntry {
 
 /// The SHA-256 of a token, as the tokens file holds it (lowercase hex).
 pub fn token_digest_hex(token: &str) -> String {
-    archmax_vm::compiler::lower::hash::hex(&Sha256::digest(token.as_bytes()))
+    archmax_program::hex::hex(&Sha256::digest(token.as_bytes()))
 }
 
 /// A SHA-256 digest written as 64 hexadecimal digits (either case; surrounding space

@@ -20,8 +20,8 @@ use futures_util::Stream;
 use serde_json::{Map, Value, json};
 use tokio::sync::{oneshot, watch};
 
+use archmax_program::program::Program;
 use archmax_vm::clock::Clock;
-use archmax_vm::compiler::program::Program;
 use archmax_vm::events::EventSink;
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::pricing::PricingTable;
@@ -36,7 +36,7 @@ use crate::hub::{Hub, root_session};
 use crate::metrics::Metrics;
 use crate::turns::{TurnGate, TurnLimits, TurnResult};
 use crate::webhooks::Connections;
-use archmax_vm::compiler::host_settings::HostSettings;
+use archmax_config::settings::HostSettings;
 
 /// The longest `?wait=` honoured, in seconds.
 pub const MAX_WAIT_SECONDS: f64 = 300.0;

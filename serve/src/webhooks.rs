@@ -3,7 +3,7 @@
 //! A trigger whose declaration names a `connection:` is fired by a system, not a person:
 //! its sender proves itself with an HMAC-SHA256 signature of the body, keyed by a secret
 //! from the environment variable its `[connections.<slug>]` entry in `archmax.toml`
-//! names (see [`archmax_vm::compiler::host_settings`]). The signature header holds
+//! names (see [`archmax_config::settings`]). The signature header holds
 //! `sha256=<hex>` (or the bare hex digest); with a `timestamp_header` the signed bytes are
 //! `<timestamp>.<body>`, a timestamp further than `tolerance_seconds` from now is
 //! refused, and a signature accepted once is refused for the rest of its window, so a
@@ -28,7 +28,7 @@ use axum::http::{HeaderMap, StatusCode};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use archmax_vm::compiler::host_settings::{Connection, HostSettings};
+use archmax_config::settings::{Connection, HostSettings};
 use archmax_vm::session::SessionStore;
 use archmax_vm::session::StoreError;
 use archmax_vm::session::records::{Record, RecordKind};
@@ -114,7 +114,7 @@ pub fn sign(secret: &[u8], timestamp: Option<&str>, body: &[u8]) -> String {
     }
     mac.update(body);
     let digest = mac.finalize().into_bytes();
-    let hex = archmax_vm::compiler::lower::hash::hex(&digest);
+    let hex = archmax_program::hex::hex(&digest);
     format!("sha256={hex}")
 }
 
@@ -175,7 +175,7 @@ impl Connections {
         // Live through the last second the timestamp is accepted in.
         let record = Record {
             kind: RecordKind::WebhookReplay,
-            key: archmax_vm::compiler::lower::hash::hex(&window.signature),
+            key: archmax_program::hex::hex(&window.signature),
             value: Vec::new(),
             expires_ms: millis(window.closes_at_seconds.saturating_add(1)),
         };
@@ -301,8 +301,8 @@ impl Verifier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use archmax_vm::compiler::host_settings::parse_host_settings;
-    use archmax_vm::compiler::source::FileId;
+    use archmax_config::settings::parse_host_settings;
+    use archmax_program::source::FileId;
 
     fn connections() -> Connections {
         let text = r#"

@@ -4,7 +4,7 @@
 //! (how to move, wait, decide and fail), the agent's workspace as a virtual file system
 //! ([`vfs`]), and the built-in tools ([`tools`]) with their JSON schemas. The tool
 //! *vocabulary* (names, default grants, path-argument declarations) is data in
-//! `archmax_compiler::tools`, so the compiler and the runtime agree on it. Every size a
+//! `archmax_program::tools`, so the compiler and the runtime agree on it. Every size a
 //! tool reads, writes, scans or lists is bounded by [`limits`].
 
 pub mod limits;

@@ -1,7 +1,7 @@
 //! The agent's workspace as a virtual file system.
 //!
 //! A [`Vfs`] stores files under canonical, `/`-separated paths relative to its own root
-//! (no leading slash, no `.` or `..`; see `archmax_compiler::zones::canonicalize`).
+//! (no leading slash, no `.` or `..`; see `archmax_program::zones::canonicalize`).
 //! [`Workspace`] composes the session's own folder with the host's mounts, routing each
 //! path to the mount with the longest matching key, so `scratchpad/a.md` lands in the
 //! session and `skills/x/SKILL.md` in the skills mount. Read-only mounts refuse writes

@@ -21,10 +21,10 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use archmax_compiler::lower::{BuildInputs, lower};
+use archmax_compiler::program::Program;
+use archmax_compiler::{analyze_workspace, load_memory};
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::lower::{BuildInputs, lower};
-use archmax_vm::compiler::program::Program;
-use archmax_vm::compiler::{analyze_workspace, load_memory};
 use archmax_vm::context::{ContextSettings, estimate};
 use archmax_vm::events::EventSink;
 use archmax_vm::host_tools::{Catalog, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};

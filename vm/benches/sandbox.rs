@@ -14,7 +14,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use archmax_vm::compiler::lower::script::module_bytecode;
+use archmax_compiler::lower::script::module_bytecode;
 use archmax_vm::sandbox::{Bridge, CodeStateRunner, HostCall, Limits, Sandbox};
 
 const NAME: &str = "workflows/bench/scripts/route.js";

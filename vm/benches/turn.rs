@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::json;
 
+use archmax_compiler::lower::{BuildInputs, lower};
+use archmax_compiler::program::Program;
+use archmax_compiler::{analyze_workspace, load_memory};
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::lower::{BuildInputs, lower};
-use archmax_vm::compiler::program::Program;
-use archmax_vm::compiler::{analyze_workspace, load_memory};
 use archmax_vm::events::EventSink;
 use archmax_vm::kernel::{Call, Origin, Policy, decide};
 use archmax_vm::model::pricing::PricingTable;

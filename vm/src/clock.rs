@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use archmax_compiler::values::{rfc3339_utc, utc};
+use archmax_program::values::{rfc3339_utc, utc};
 
 /// Milliseconds since the epoch.
 pub trait Clock: Send + Sync {
@@ -31,7 +31,7 @@ impl Clock for FixedClock {
 pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Box<dyn Clock>, String> {
     match get("ARCHMAX_FIXED_CLOCK") {
         Some(text) if !text.trim().is_empty() => {
-            let (seconds, nanos) = archmax_compiler::values::parse_date_time(text.trim())
+            let (seconds, nanos) = archmax_program::values::parse_date_time(text.trim())
                 .ok_or_else(|| format!("ARCHMAX_FIXED_CLOCK must be an RFC 3339 instant, not `{text}`"))?;
             let millis = seconds.max(0) as u64 * 1000 + u64::from(nanos / 1_000_000);
             Ok(Box::new(FixedClock(millis)))
@@ -69,7 +69,7 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert!(clock_line(0).contains("(Thursday)"));
         // 2026-11-29 is a Sunday.
-        let (seconds, _) = archmax_compiler::values::parse_date_time("2026-11-29T19:27:45Z").expect("instant");
+        let (seconds, _) = archmax_program::values::parse_date_time("2026-11-29T19:27:45Z").expect("instant");
         let ms = seconds as u64 * 1000;
         assert_eq!(rfc3339(ms), "2026-11-29T19:27:45Z");
         assert!(clock_line(ms).starts_with("Current date and time: 2026-11-29 19:20 UTC (Sunday)"));
@@ -78,7 +78,7 @@ mod tests {
     #[test]
     fn leap_days_and_year_ends_print_as_written() {
         for text in ["2024-02-29T23:59:59Z", "2000-02-29T00:00:00Z", "1999-12-31T23:59:59Z", "2001-01-01T00:00:00Z"] {
-            let (seconds, _) = archmax_compiler::values::parse_date_time(text).expect("instant");
+            let (seconds, _) = archmax_program::values::parse_date_time(text).expect("instant");
             assert_eq!(rfc3339(seconds as u64 * 1000 + 999), text);
         }
     }

@@ -10,7 +10,7 @@
 
 use std::sync::OnceLock;
 
-pub use archmax_compiler::host_settings::ContextSettings;
+pub use archmax_config::settings::ContextSettings;
 
 /// The window assumed for a model the table does not know.
 pub const DEFAULT_WINDOW_TOKENS: u64 = 128_000;

@@ -11,12 +11,14 @@
 //! | `ARCHMAX_PRICE_INPUT`, `ARCHMAX_PRICE_OUTPUT`, `ARCHMAX_PRICE_CACHE_READ`, `ARCHMAX_PRICE_CACHE_WRITE` | [`ClockAndPricing::from_env`] ([`PricingTable::from_env`]) and the endpoint |
 //! | `ARCHMAX_FIXED_CLOCK` | [`ClockAndPricing::from_env`] ([`clock::from_env`]) |
 
+#[cfg(feature = "frontend")]
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::clock::{self, Clock};
 use crate::model::openai::{OpenAiAdapter, OpenAiConfig};
 use crate::model::pricing::PricingTable;
+#[cfg(feature = "frontend")]
 use crate::model::tape::{Tape, TapeError};
 use crate::model::{ModelAdapter, ModelError};
 
@@ -63,6 +65,7 @@ pub fn endpoint_with_retries(
 }
 
 /// Why a tape file could not be replayed.
+#[cfg(feature = "frontend")]
 #[derive(Debug, thiserror::Error)]
 pub enum TapeFileError {
     #[error("could not read the tape `{path}`: {error}")]
@@ -72,6 +75,7 @@ pub enum TapeFileError {
 }
 
 /// A tape read from `path`, named `name` in its own error messages.
+#[cfg(feature = "frontend")]
 pub fn tape_from_file(path: &Path, name: &str) -> Result<Arc<dyn ModelAdapter>, TapeFileError> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| TapeFileError::Unreadable { path: path.display().to_string(), error })?;

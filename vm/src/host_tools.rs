@@ -21,6 +21,7 @@
 //! catalog is asked for only when a state's surface holds a host tool, so a host may
 //! start its servers lazily there.
 
+#[cfg(feature = "frontend")]
 pub mod survey;
 
 use std::future::Future;
@@ -29,7 +30,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use archmax_compiler::tools::PathAccess;
+use archmax_program::tools::PathAccess;
 
 /// A boxed `Send` future, the return type of every [`ToolHost`] method.
 pub type HostFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -39,10 +39,10 @@ pub mod runtime;
 pub mod sandbox;
 pub mod secret_file;
 pub mod session;
+#[cfg(feature = "frontend")]
 pub mod testing;
 pub mod values;
 
-pub use archmax_compiler as compiler;
 pub use archmax_stdlib as stdlib;
 pub use runtime::{
     DecideRequest, DeliverRequest, Disposition, ErrorKind, FieldProblem, Mock, Outcome, Refusal, ReplyRequest,

@@ -7,14 +7,14 @@
 
 use serde_json::{Value, json};
 
-use archmax_compiler::program::{
+use archmax_program::program::{
     Program, StateProgram, Surface, TemplatePart, ToolKind, TriggerProgram, WorkflowProgram,
 };
 use archmax_stdlib::tools::schema;
 
 use crate::kernel::resolve_reference;
 use crate::model::ToolDefinition;
-use archmax_compiler::inspect::glob_text as inspect_glob;
+use archmax_program::inspect::glob_text as inspect_glob;
 
 /// What the volatile block needs from the session.
 pub struct VolatileInputs<'a> {
@@ -81,7 +81,7 @@ pub fn volatile(program: &Program, state: &StateProgram, inputs: &VolatileInputs
 
 /// One line per guarded grant, with references shown resolved (or named unresolved).
 fn constraints(program: &Program, state: &StateProgram, variables: &Value) -> Vec<String> {
-    let render = |glob: &archmax_compiler::glob::Glob| {
+    let render = |glob: &archmax_program::glob::Glob| {
         let mut text = inspect_glob(glob);
         for path in glob.holes() {
             let reference = format!("${{{{{path}}}}}");

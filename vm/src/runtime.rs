@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-use archmax_compiler::host::{Mount, MountTable};
-use archmax_compiler::program::{Program, WorkflowId};
+use archmax_config::mounts::{Mount, MountTable};
+use archmax_program::program::{Program, WorkflowId};
 use archmax_stdlib::vfs::{DiskVfs, MountPoint, Vfs, Workspace};
 
 use crate::clock::Clock;
@@ -84,10 +84,11 @@ pub const DEFAULT_REPL_CAPACITY: usize = 64;
 #[derive(Clone, Debug)]
 pub struct Mock {
     pub tool: String,
-    pub when_input: Option<archmax_compiler::schema::case::Matcher>,
+    pub when_input: Option<archmax_program::matcher::Matcher>,
     pub result: Value,
 }
 
+#[cfg(feature = "frontend")]
 impl From<&archmax_compiler::schema::case::Mock> for Mock {
     /// A mock as the case format declares it (a case's `mocks`, or `run --mocks`).
     fn from(declared: &archmax_compiler::schema::case::Mock) -> Mock {
@@ -229,11 +230,11 @@ pub struct Outcome {
 /// per offending field. The `Display` text is the one sentence a person reads.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("the artifact has no workflow `{workflow}` (it has {})", archmax_compiler::diagnostic::list_names(known))]
+    #[error("the artifact has no workflow `{workflow}` (it has {})", archmax_program::diagnostic::list_names(known))]
     UnknownWorkflow { workflow: String, known: Vec<String> },
     #[error(
         "workflow `{workflow}` declares no trigger `{trigger}` (it declares {}){}",
-        archmax_compiler::diagnostic::list_names(declared),
+        archmax_program::diagnostic::list_names(declared),
         suggestion(trigger, declared)
     )]
     UnknownTrigger { workflow: String, trigger: String, declared: Vec<String> },
@@ -394,7 +395,7 @@ impl From<StoreError> for RunError {
 
 /// `; did you mean `x`?` when one of `known` is close to `word`.
 fn suggestion(word: &str, known: &[String]) -> String {
-    archmax_compiler::diagnostic::did_you_mean(word, known.iter().map(String::as_str))
+    archmax_program::diagnostic::did_you_mean(word, known.iter().map(String::as_str))
         .map(|close| format!("; did you mean `{close}`?"))
         .unwrap_or_default()
 }

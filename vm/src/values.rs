@@ -7,8 +7,8 @@
 
 use serde_json::Value;
 
-use archmax_compiler::program::{BoundProgram, Program, SignatureEntry, ValueType};
-use archmax_compiler::values::{
+use archmax_program::program::{BoundProgram, Program, SignatureEntry, ValueType};
+use archmax_program::values::{
     date_of_day, day_number, format_date, instant, parse_date, parse_date_time, rfc3339_utc, utc, utc_second,
 };
 

@@ -34,7 +34,7 @@ fn the_list_holds_every_code_then_every_rule() {
     let run = archmax(&repository(), &["explain", "--list"]);
     assert_eq!(run.code, 0);
     let lines: Vec<&str> = run.stdout.lines().collect();
-    let codes = archmax_vm::compiler::Code::ALL.len();
+    let codes = archmax_compiler::Code::ALL.len();
     assert!(lines[..codes].iter().all(|line| line.starts_with("AMX")), "codes come first");
     let rules = &lines[codes..];
     assert_eq!(rules.len(), Rule::ALL.len());

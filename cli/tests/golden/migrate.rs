@@ -69,7 +69,7 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<(), Failed> {
             if wanted != actual {
                 failures.push(format!(
                     "{path} differs from expected/ (rerun with UPDATE_GOLDEN=1 and review the diff)\n{}",
-                    archmax_compiler::migrate::diff::unified(path, wanted.as_deref(), actual.as_deref())
+                    archmax_migrate::diff::unified(path, wanted.as_deref(), actual.as_deref())
                 ));
             }
         }

@@ -4,9 +4,6 @@
 //! only) and refuses every other module, so the validator refuses them first: a static
 //! import or re-export of anything else, and any dynamic `import()` or `require()`.
 
-use regex::Regex;
-use std::sync::LazyLock;
-
 use crate::diagnostic::{Code, Diagnostic};
 use crate::schema::ast::{StateKind, Workflow};
 use crate::source::{SourceFile, Span};
@@ -15,8 +12,7 @@ use crate::workspace::Workspace;
 use super::Findings;
 use super::bytecode::{CompiledScript, ScriptError, module_bytecode, module_name, strip_harness_imports};
 
-/// The module prefix the sandbox strips.
-pub const HARNESS_PREFIX: &str = "@archmax-ai/harness/";
+pub use archmax_program::script::{ForbiddenImport, HARNESS_PREFIX, forbidden_imports, harness_imports};
 
 /// What a `script` value must look like; `Err` says why it does not.
 pub fn script_path_problem(path: &str) -> Option<&'static str> {
@@ -141,151 +137,6 @@ fn error_offset(source: &SourceFile, error: &ScriptError) -> usize {
         }
         _ => 0,
     }
-}
-
-/// An import the sandbox would refuse.
-#[derive(Debug, PartialEq, Eq)]
-pub struct ForbiddenImport {
-    pub specifier: String,
-    pub dynamic: bool,
-    pub range: std::ops::Range<usize>,
-}
-
-impl ForbiddenImport {
-    fn describe(&self) -> String {
-        if self.dynamic {
-            format!("loads `{}` at run time, which the sandbox cannot do", self.specifier)
-        } else {
-            format!("imports `{}`, which is not an `@archmax-ai/harness/…` module", self.specifier)
-        }
-    }
-}
-
-static STATIC_FROM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?m)^[ \t]*(?:import|export)\b[^;'"`]*?\bfrom\s*(['"])([^'"\n]*)['"]"#).expect("static pattern")
-});
-static BARE_IMPORT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r#"(?m)^[ \t]*import\s*(['"])([^'"\n]*)['"]"#).expect("static pattern"));
-static DYNAMIC: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r#"\b(?:import|require)\s*\(\s*(['"`])([^'"`\n]*)['"`]"#).expect("static pattern"));
-
-/// Finds the imports of a script that the sandbox refuses. Comments are blanked first,
-/// keeping offsets, so prose in a docblock never counts.
-pub fn forbidden_imports(source: &str) -> Vec<ForbiddenImport> {
-    let (code, strings) = blank_comments(source);
-    let in_code = |offset: usize| !strings.iter().any(|range| range.contains(&offset));
-    let mut found = Vec::new();
-    for pattern in [&*STATIC_FROM, &*BARE_IMPORT] {
-        for captures in pattern.captures_iter(&code) {
-            if let Some(specifier) = captures.get(2)
-                && captures.get(0).is_some_and(|whole| {
-                    in_code(whole.start() + whole.as_str().len() - whole.as_str().trim_start().len())
-                })
-                && !specifier.as_str().starts_with(HARNESS_PREFIX)
-            {
-                found.push(ForbiddenImport {
-                    specifier: specifier.as_str().to_string(),
-                    dynamic: false,
-                    range: specifier.range(),
-                });
-            }
-        }
-    }
-    for captures in DYNAMIC.captures_iter(&code) {
-        if let Some(specifier) = captures.get(2)
-            && captures.get(0).is_some_and(|whole| in_code(whole.start()))
-        {
-            found.push(ForbiddenImport {
-                specifier: specifier.as_str().to_string(),
-                dynamic: true,
-                range: specifier.range(),
-            });
-        }
-    }
-    found.sort_by_key(|import| import.range.start);
-    found.dedup_by_key(|import| import.range.start);
-    found
-}
-
-/// The byte ranges of static `@archmax-ai/harness/…` import statements, which the
-/// sandbox strips before running a script (a trailing `;` included).
-pub fn harness_imports(source: &str) -> Vec<std::ops::Range<usize>> {
-    let (code, strings) = blank_comments(source);
-    let in_code = |offset: usize| !strings.iter().any(|range| range.contains(&offset));
-    let mut ranges = Vec::new();
-    for pattern in [&*STATIC_FROM, &*BARE_IMPORT] {
-        for captures in pattern.captures_iter(&code) {
-            let (Some(whole), Some(specifier)) = (captures.get(0), captures.get(2)) else {
-                continue;
-            };
-            let keyword = whole.start() + whole.as_str().len() - whole.as_str().trim_start().len();
-            if !specifier.as_str().starts_with(HARNESS_PREFIX) || !in_code(keyword) {
-                continue;
-            }
-            let mut end = whole.end();
-            let rest = &source[end..];
-            let spaces = rest.len() - rest.trim_start_matches([' ', '\t']).len();
-            if rest[spaces..].starts_with(';') {
-                end += spaces + 1;
-            }
-            ranges.push(keyword..end);
-        }
-    }
-    ranges.sort_by_key(|range| range.start);
-    ranges
-}
-
-/// Replaces `//` and `/* */` comments with spaces (newlines kept), and returns the
-/// byte ranges of string literals, so matches inside strings can be told apart.
-fn blank_comments(source: &str) -> (String, Vec<std::ops::Range<usize>>) {
-    let bytes = source.as_bytes();
-    let mut out = bytes.to_vec();
-    let mut strings = Vec::new();
-    let mut index = 0;
-    let mut quote: Option<(u8, usize)> = None;
-    while index < bytes.len() {
-        let byte = bytes[index];
-        if let Some((open, start)) = quote {
-            if byte == b'\\' {
-                index += 2;
-                continue;
-            }
-            if byte == open || (byte == b'\n' && open != b'`') {
-                quote = None;
-                strings.push(start..index + 1);
-            }
-            index += 1;
-            continue;
-        }
-        match byte {
-            b'"' | b'\'' | b'`' => {
-                quote = Some((byte, index));
-                index += 1;
-            }
-            b'/' if bytes.get(index + 1) == Some(&b'/') => {
-                while index < bytes.len() && bytes[index] != b'\n' {
-                    out[index] = b' ';
-                    index += 1;
-                }
-            }
-            b'/' if bytes.get(index + 1) == Some(&b'*') => {
-                let end = source[index + 2..].find("*/").map(|offset| index + 2 + offset + 2).unwrap_or(bytes.len());
-                for position in index..end {
-                    if bytes[position] != b'\n' {
-                        out[position] = b' ';
-                    }
-                }
-                index = end;
-            }
-            _ => index += 1,
-        }
-    }
-    if let Some((_, start)) = quote {
-        strings.push(start..bytes.len());
-    }
-    // Whole comments are blanked, multi-byte characters included, so the bytes stay
-    // valid UTF-8; should that ever fail, the source itself is scanned.
-    (String::from_utf8(out).unwrap_or_else(|_| source.to_string()), strings)
 }
 
 #[cfg(test)]

@@ -59,7 +59,4 @@ fn write_canonical(value: &Value, out: &mut String) {
     }
 }
 
-/// Lowercase hexadecimal.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
+pub use archmax_program::hex::hex;

@@ -31,11 +31,9 @@ use crate::workspace::Workspace;
 
 /// The contract every artifact targets.
 pub const CONTRACT: &str = crate::schema::CONTRACT;
-/// Defaults the runtime applies when `settings` leaves a bound out.
-pub const DEFAULT_TIMEOUT_MS: u64 = 15_000;
-pub const DEFAULT_MEMORY_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
-pub const DEFAULT_MAX_PTC_CALLS: u64 = 200;
-pub const DEFAULT_MAX_RESULT_CHARS: u64 = 20_000;
+pub use archmax_program::program::{
+    DEFAULT_MAX_PTC_CALLS, DEFAULT_MAX_RESULT_CHARS, DEFAULT_MEMORY_LIMIT_BYTES, DEFAULT_TIMEOUT_MS,
+};
 pub const DEFAULT_CASE_TIMEOUT_MS: u64 = 120_000;
 
 /// What lowering needs besides the workspace.

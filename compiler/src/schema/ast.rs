@@ -8,6 +8,7 @@ use crate::slug::SlugRef;
 use crate::source::{FileId, Span, Spanned};
 use crate::syntax::reference::{Template, VarPath};
 use crate::syntax::yaml::Node;
+pub use archmax_program::kinds::{Access, StateKind, TransitionType, ValueType};
 
 /// One workflow: `workflows/<slug>/workflow.yaml` and what sits beside it.
 #[derive(Clone, Debug)]
@@ -153,13 +154,6 @@ pub struct MountEntry {
     pub span: Span,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Access {
-    Read,
-    ReadWrite,
-}
-
 /// One entry of a tools list.
 #[derive(Clone, Debug)]
 pub struct ToolEntry {
@@ -201,32 +195,6 @@ pub struct ArgGuard {
 pub struct Glob {
     pub text: Spanned<String>,
     pub template: Template,
-}
-
-/// The four state types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StateKind {
-    Agent,
-    Human,
-    Grader,
-    Code,
-}
-
-impl StateKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StateKind::Agent => "agent",
-            StateKind::Human => "human",
-            StateKind::Grader => "grader",
-            StateKind::Code => "code",
-        }
-    }
-
-    /// Grader and code states run on entry, without the agent's model.
-    pub fn is_automated(self) -> bool {
-        matches!(self, StateKind::Grader | StateKind::Code)
-    }
 }
 
 /// One state.
@@ -279,27 +247,6 @@ pub struct Budget {
     pub max_parks: Option<Spanned<u64>>,
 }
 
-/// A transition's `type`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TransitionType {
-    None,
-    Approve,
-    Reject,
-    Refine,
-}
-
-impl TransitionType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TransitionType::None => "none",
-            TransitionType::Approve => "approve",
-            TransitionType::Reject => "reject",
-            TransitionType::Refine => "refine",
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct Transition {
     pub to: Spanned<String>,
@@ -339,53 +286,6 @@ pub struct SignatureEntry {
     pub description: Option<Spanned<String>>,
     pub rules: Rules,
     pub span: Span,
-}
-
-/// The nine value types of a signature.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ValueType {
-    String,
-    Integer,
-    Number,
-    Boolean,
-    Date,
-    DateTime,
-    Object,
-    Array,
-    File,
-}
-
-impl ValueType {
-    pub const ALL: [ValueType; 9] = [
-        ValueType::String,
-        ValueType::Integer,
-        ValueType::Number,
-        ValueType::Boolean,
-        ValueType::Date,
-        ValueType::DateTime,
-        ValueType::Object,
-        ValueType::Array,
-        ValueType::File,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ValueType::String => "string",
-            ValueType::Integer => "integer",
-            ValueType::Number => "number",
-            ValueType::Boolean => "boolean",
-            ValueType::Date => "date",
-            ValueType::DateTime => "date-time",
-            ValueType::Object => "object",
-            ValueType::Array => "array",
-            ValueType::File => "file",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<ValueType> {
-        ValueType::ALL.into_iter().find(|ty| ty.as_str() == text)
-    }
 }
 
 /// The rules of a typed signature entry, as JSON Schema keywords.

@@ -8,7 +8,7 @@
 pub mod ast;
 pub mod case;
 pub(crate) mod governance;
-pub mod matcher;
+pub use archmax_program::matcher;
 mod placement;
 pub(crate) mod reader;
 pub(crate) mod root;

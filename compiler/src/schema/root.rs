@@ -84,7 +84,7 @@ const ROOT_MOUNTS: Fields = Fields {
 };
 
 /// The contract this compiler implements.
-pub const CONTRACT: &str = "3";
+pub use archmax_program::program::CONTRACT;
 
 /// Reads a whole workflow document. `root` is the loaded document; `None` when the
 /// file had no usable document (the loader reported why).

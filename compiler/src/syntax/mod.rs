@@ -1,7 +1,8 @@
 //! Reading text: the spanned YAML loader (with `yaml_errors`, which blames a scan error
 //! on its cause), the `${{…}}` reference lexer, and Markdown frontmatter.
 
-pub mod reference;
+pub use archmax_program::reference;
+pub use archmax_program::slug::is_slug;
 pub mod yaml;
 mod yaml_errors;
 
@@ -9,15 +10,6 @@ use std::ops::Range;
 
 use crate::source::Span;
 use yaml::Node;
-
-/// True for a kebab-case slug, `^[a-z0-9]+(-[a-z0-9]+)*$`: state keys, workflow and
-/// skill directory names.
-pub fn is_slug(text: &str) -> bool {
-    !text.is_empty()
-        && text
-            .split('-')
-            .all(|part| !part.is_empty() && part.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit()))
-}
 
 /// A Markdown file's leading `---` block: its YAML text and where that text starts.
 #[derive(Debug, PartialEq, Eq)]

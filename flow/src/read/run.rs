@@ -4,9 +4,9 @@
 //! malformed command or an operator without a prompt refuses the document; nothing
 //! falls through to a model turn.
 
-use archmax_compiler::diagnostic::{Code, did_you_mean};
-use archmax_compiler::source::Span;
 use archmax_compiler::syntax::yaml::Node as YamlNode;
+use archmax_program::diagnostic::{Code, did_you_mean};
+use archmax_program::source::Span;
 
 use super::{KINDS, RUN_KEYS, Reader};
 use crate::document::{Step, StepKind};

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use archmax_vm::compiler::program::{Program, StateKind, WorkflowProgram};
+use archmax_program::program::{Program, StateKind, WorkflowProgram};
 use maud::{Markup, html};
 
 const NODE_WIDTH: i64 = 168;

@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use maud::{Markup, html};
 
-use archmax_vm::compiler::program::{Program, WorkflowProgram};
+use archmax_program::program::{Program, WorkflowProgram};
 use archmax_vm::session::store::{ListQuery, instant_ms};
 use archmax_vm::session::{Message, SessionState, ToolStatus};
 

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use archmax_compiler::host_settings::parse_host_settings;
+use archmax_compiler::source::FileId;
 use archmax_serve::auth::Auth;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::webhooks::{Connections, sign};
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::host_settings::parse_host_settings;
-use archmax_vm::compiler::source::FileId;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::session::fs::FsStore;

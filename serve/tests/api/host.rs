@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use archmax_compiler::artifact::{self, TrustedKeys};
+use archmax_compiler::host_settings::parse_host_settings;
+use archmax_compiler::source::FileId;
 use archmax_serve::auth::Auth;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::webhooks::{Connections, sign};
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::clock::Clock;
-use archmax_vm::compiler::artifact::{self, TrustedKeys};
-use archmax_vm::compiler::host_settings::parse_host_settings;
-use archmax_vm::compiler::source::FileId;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::session::memory::MemoryStore;

@@ -10,12 +10,12 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use archmax_compiler::compile;
+use archmax_compiler::lower::BuildInputs;
 use archmax_serve::auth::{Auth, token_digest_hex};
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::compile;
-use archmax_vm::compiler::lower::BuildInputs;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::session::memory::MemoryStore;
@@ -98,7 +98,7 @@ fn workspace_of(files: &[(&str, &str)]) -> std::path::PathBuf {
 }
 
 /// The workspace at `root`, compiled.
-fn compiled(root: &std::path::Path) -> archmax_vm::compiler::program::Program {
+fn compiled(root: &std::path::Path) -> archmax_compiler::program::Program {
     compile(root, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
         .map(|compiled| compiled.program)
         .unwrap_or_else(|_| panic!("the test workspace compiles"))

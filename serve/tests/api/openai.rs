@@ -11,12 +11,12 @@ use axum::http::{HeaderMap, StatusCode as AxumStatus};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use archmax_compiler::compile;
+use archmax_compiler::lower::BuildInputs;
 use archmax_serve::auth::Auth;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::compile;
-use archmax_vm::compiler::lower::BuildInputs;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::session::memory::MemoryStore;
 

@@ -17,12 +17,12 @@ use reqwest::StatusCode;
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use serde_json::{Value, json};
 
+use archmax_compiler::compile;
+use archmax_compiler::lower::BuildInputs;
 use archmax_serve::auth::{Auth, token_digest_hex};
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::clock::Clock;
-use archmax_vm::compiler::compile;
-use archmax_vm::compiler::lower::BuildInputs;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::session::fs::FsStore;
@@ -71,7 +71,7 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn compiled(root: &Path) -> archmax_vm::compiler::program::Program {
+fn compiled(root: &Path) -> archmax_compiler::program::Program {
     compile(root, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
         .map(|compiled| compiled.program)
         .unwrap_or_else(|_| panic!("{} compiles", root.display()))

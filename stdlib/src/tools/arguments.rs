@@ -113,7 +113,7 @@ fn mistyped(name: &str, expected: &str, value: &Value) -> ToolError {
 
 /// The canonical form of a path argument; climbing above the root is refused.
 pub(crate) fn canonical_path(name: &str, raw: &str) -> Result<String, ToolError> {
-    archmax_compiler::zones::canonicalize(raw)
+    archmax_program::zones::canonicalize(raw)
         .map_err(|_| ToolError(format!("`{name}` '{raw}' climbs above the workspace root; use a path inside it")))
 }
 

@@ -11,7 +11,7 @@ use super::{ToolContext, ToolError, shown, vfs_failure};
 use crate::limits::bound_in_words;
 use crate::vfs::{MountPoint, Vfs, VfsError};
 
-use archmax_compiler::zones::session_root;
+use archmax_program::zones::session_root;
 
 /// The session folder's root entries that belong to the runtime or are never written
 /// by a tool (every reserved root the zone table does not count) hold nothing that counts.

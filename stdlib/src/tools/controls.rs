@@ -2,7 +2,7 @@
 //! a session, the variable tools, and the sandbox tools. The runtime carries them out;
 //! this module only describes them to the model.
 
-use archmax_compiler::tools::RUNTIME_TOOLS;
+use archmax_program::tools::RUNTIME_TOOLS;
 use serde_json::json;
 
 use super::ToolSchema;

@@ -15,7 +15,7 @@
 
 use serde_json::{Value, json};
 
-use archmax_compiler::tools::DEFAULT_TOOLS;
+use archmax_program::tools::DEFAULT_TOOLS;
 
 use crate::limits::{Limits, bound_in_words};
 use crate::vfs::{VfsError, Workspace};
@@ -171,7 +171,7 @@ mod tests {
             assert_eq!(schema.parameters["type"], "object");
             assert_eq!(schema.parameters["additionalProperties"], false, "{tool}");
             let path_arguments =
-                if tool == "write_todos" { &[][..] } else { archmax_compiler::tools::path_arguments(tool) };
+                if tool == "write_todos" { &[][..] } else { archmax_program::tools::path_arguments(tool) };
             for (argument, _) in path_arguments {
                 assert!(schema.parameters["properties"][argument].is_object(), "{tool} lacks `{argument}`");
             }
@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn the_default_file_tools_are_all_built_in() {
-        for tool in archmax_compiler::tools::FILE_TOOLS {
+        for tool in archmax_program::tools::FILE_TOOLS {
             assert!(BUILT_IN_TOOLS.contains(&tool), "{tool}");
         }
         assert!(schema("task").is_none());

@@ -7,7 +7,7 @@
 //! at most [`Limits::listed_entries`] lines; `grep` reads files up to the per-file bound
 //! and stops at its bound of bytes read per call, and says so in its answer.
 
-use archmax_compiler::glob::Glob;
+use archmax_program::glob::Glob;
 use regex::Regex;
 use serde_json::{Value, json};
 

@@ -14,7 +14,7 @@ use super::{Entry, MountPoint, Vfs, VfsError, Workspace, last_segment, relative_
 /// True for a session-root folder the agent never sees in the root listing: a reserved
 /// root the zone table says the model does not list.
 fn hidden_root(name: &str) -> bool {
-    archmax_compiler::zones::session_root(name).is_some_and(|root| !root.model_lists)
+    archmax_program::zones::session_root(name).is_some_and(|root| !root.model_lists)
 }
 
 impl MountPoint {
@@ -74,7 +74,7 @@ impl Route<'_> {
 
 /// The canonical form of a workspace path, or an escape naming it as given.
 fn canonical(path: &str) -> Result<String, VfsError> {
-    archmax_compiler::zones::canonicalize(path).map_err(|_| VfsError::Escape(path.to_string()))
+    archmax_program::zones::canonicalize(path).map_err(|_| VfsError::Escape(path.to_string()))
 }
 
 impl Workspace {

@@ -10,8 +10,8 @@
 
 use std::collections::BTreeSet;
 
-use archmax_compiler::program::StateKind;
-use archmax_compiler::tools::{DEFAULT_TOOLS, Tool, UNGRANTABLE_TOOL};
+use archmax_program::program::StateKind;
+use archmax_program::tools::{DEFAULT_TOOLS, Tool, UNGRANTABLE_TOOL};
 
 use crate::events::{CacheShaping, Event, ModelCache};
 use crate::model::PromptCache;
@@ -36,7 +36,7 @@ impl Turn<'_> {
         if !skills.is_empty() {
             self.emit(Event::SkillsLoaded { names: skills.into_iter().map(str::to_string).collect() });
         }
-        self.emit(Event::GraphTopology { topology: archmax_compiler::graph::topology(program, workflow) });
+        self.emit(Event::GraphTopology { topology: archmax_program::topology::topology(program, workflow) });
         let withheld = DEFAULT_TOOLS
             .iter()
             .copied()

@@ -6,9 +6,9 @@
 
 use serde_json::Value;
 
-use archmax_compiler::program::{StateId, ToolKind};
-use archmax_compiler::syntax::reference::{TemplatePart, VarPath, parse_template};
-use archmax_compiler::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, Tool, delegation_target, path_arguments};
+use archmax_program::program::{StateId, ToolKind};
+use archmax_program::reference::{TemplatePart, VarPath, parse_template};
+use archmax_program::tools::{DEFAULT_TOOLS, RUNTIME_TOOLS, Tool, delegation_target, path_arguments};
 
 use crate::events::Event;
 use crate::kernel::{Call, Origin, Refusal, Rule, Verdict, decide, resolve_reference};
@@ -212,7 +212,7 @@ fn expanded_size(
     }
 }
 
-fn template(text: &str) -> Result<archmax_compiler::syntax::reference::Template, SubstitutionError> {
+fn template(text: &str) -> Result<archmax_program::reference::Template, SubstitutionError> {
     parse_template(text).map_err(|error| {
         SubstitutionError::Unresolved(format!(
             "the reference in `{text}` is malformed: {}. Write `$${{{{…}}}}` for the literal characters.",
@@ -289,9 +289,9 @@ pub(super) fn preview(text: &str) -> (String, bool) {
 /// The tool's path arguments tell what the call is about: as its host declares them, as
 /// the surface has them, else as the built-in takes them.
 fn described_paths<'a>(
-    program: &'a archmax_compiler::program::Program,
+    program: &'a archmax_program::program::Program,
     hosted: Option<&'a crate::host_tools::HostTool>,
-    on_surface: Option<&'a archmax_compiler::program::SurfaceTool>,
+    on_surface: Option<&'a archmax_program::program::SurfaceTool>,
     tool: &str,
 ) -> Vec<&'a str> {
     match (hosted, on_surface) {

@@ -22,8 +22,8 @@
 
 use serde_json::{Map, Value};
 
-use archmax_compiler::program::{Program, TriggerProgram};
-use archmax_compiler::syntax::reference::{PathSegment, VarPath};
+use archmax_program::program::{Program, TriggerProgram};
+use archmax_program::reference::{PathSegment, VarPath};
 
 use crate::kernel::value_at;
 use crate::runtime::{FieldProblem, RunError};

@@ -24,7 +24,7 @@
 
 use std::fmt::Write as _;
 
-use archmax_compiler::program::StateId;
+use archmax_program::program::StateId;
 
 use super::Turn;
 use super::context::{MESSAGE_OVERHEAD, message_tokens};

@@ -14,7 +14,7 @@
 
 use serde_json::Value;
 
-use archmax_compiler::program::StateId;
+use archmax_program::program::StateId;
 
 use super::compact::model_view;
 use crate::context::count_tokens;

@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
-use archmax_compiler::program::{StateId, StateKind};
-use archmax_compiler::zones::canonicalize;
+use archmax_program::program::{StateId, StateKind};
+use archmax_program::zones::canonicalize;
 
 use crate::events::Event;
 use crate::session::TrailKind;
@@ -77,7 +77,7 @@ pub fn resume_at(until: &str, now_ms: u64) -> Option<u64> {
         } else {
             format!("{with_seconds}Z")
         };
-    let (seconds, nanos) = archmax_compiler::values::parse_date_time(&with_offset)?;
+    let (seconds, nanos) = archmax_program::values::parse_date_time(&with_offset)?;
     let at = seconds.max(0) as u64 * 1000 + u64::from(nanos / 1_000_000);
     Some(at.max(now_ms))
 }
@@ -96,10 +96,10 @@ impl Turn<'_> {
     /// A `file` value names a file that is there, within its `maxSize`.
     pub(super) fn check_file_value(
         &self,
-        entry: &archmax_compiler::program::SignatureEntry,
+        entry: &archmax_program::program::SignatureEntry,
         value: &Value,
     ) -> Result<(), String> {
-        if entry.ty != Some(archmax_compiler::program::ValueType::File) {
+        if entry.ty != Some(archmax_program::program::ValueType::File) {
             return Ok(());
         }
         let name = self.program().str(entry.name);
@@ -366,7 +366,7 @@ impl Turn<'_> {
             None => Answer::ok(pretty(&json!({ "value": variable.value, "locked": variable.locked }))),
             Some(path) => {
                 let full = format!("{name}.{path}");
-                let resolved = archmax_compiler::syntax::reference::parse_var_path(&full)
+                let resolved = archmax_program::reference::parse_var_path(&full)
                     .ok()
                     .and_then(|parsed| crate::kernel::value_at(&variable.value, &parsed.segments));
                 match resolved {

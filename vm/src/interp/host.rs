@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use archmax_compiler::program::{StateId, ToolKind};
-use archmax_compiler::tools::{DEFAULT_TOOLS, NOTE_TOOL, PathAccess, RUNTIME_TOOLS, delegation_target};
-use archmax_compiler::zones::Zone;
+use archmax_program::program::{StateId, ToolKind};
+use archmax_program::tools::{DEFAULT_TOOLS, NOTE_TOOL, PathAccess, RUNTIME_TOOLS, delegation_target};
+use archmax_program::zones::Zone;
 use archmax_stdlib::vfs::{DiskVfs, HandedPath, HostPathError};
 
 use crate::host_tools::{Catalog, Content, HostAnswer, HostCall, HostTool, ToolHost as _};
@@ -163,7 +163,7 @@ impl<'r> Turn<'r> {
     /// Whether a bare denial names `tool` in state `id` (its own `tools.forbid`, this
     /// workflow's `forbid_always`, or a caller's): what hides a tool from the surface.
     pub(super) fn denied_by_name(&self, id: StateId, tool: &str) -> bool {
-        let bare_names = |program: &archmax_compiler::program::Program, rules: &[archmax_compiler::program::Rule]| {
+        let bare_names = |program: &archmax_program::program::Program, rules: &[archmax_program::program::Rule]| {
             rules.iter().any(|rule| rule.is_bare() && rule.tool.is_none_or(|name| program.str(name) == tool))
         };
         let program = self.program();
@@ -218,10 +218,10 @@ impl<'r> Turn<'r> {
     }
 
     fn real_path(&self, argument: &str, written: &str) -> Result<HandedPath, HostPathProblem> {
-        let canonical = archmax_compiler::zones::canonicalize(written)
+        let canonical = archmax_program::zones::canonicalize(written)
             .map_err(|_| HostPathProblem::Other(format!("`{argument}` ({written}) is not a workspace path")))?;
         let runtime = self.runtime;
-        let (store, inside) = match archmax_compiler::zones::classify(&canonical, &runtime.mounts) {
+        let (store, inside) = match archmax_program::zones::classify(&canonical, &runtime.mounts) {
             Zone::Mount(index) => {
                 let mount = &runtime.mounts.mounts[index];
                 let key = mount.key.trim_end_matches('/');

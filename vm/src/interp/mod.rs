@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use archmax_compiler::program::{StateId, StateKind, StateProgram, TriggerProgram, WorkflowId, WorkflowProgram};
+use archmax_program::program::{StateId, StateKind, StateProgram, TriggerProgram, WorkflowId, WorkflowProgram};
 
 use crate::events::Event;
 use crate::kernel::{Inherited, Policy};
@@ -140,7 +140,7 @@ impl<'r> Turn<'r> {
         self.ledger.open_at(self.session.messages.len());
     }
 
-    fn program(&self) -> &'r archmax_compiler::program::Program {
+    fn program(&self) -> &'r archmax_program::program::Program {
         &self.runtime.program
     }
 

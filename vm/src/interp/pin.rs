@@ -12,9 +12,9 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use archmax_compiler::inspect::{Filter, view};
-use archmax_compiler::lower::hash::hex;
-use archmax_compiler::program::{Program, WorkflowProgram};
+use archmax_program::hex::hex;
+use archmax_program::inspect::{Filter, view};
+use archmax_program::program::{Program, WorkflowProgram};
 
 use crate::events::Event;
 use crate::runtime::{RunError, Runtime};

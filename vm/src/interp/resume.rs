@@ -38,7 +38,7 @@ impl Parked {
     async fn into_turn(
         self,
         runtime: &Runtime,
-        workflow_id: archmax_compiler::program::WorkflowId,
+        workflow_id: archmax_program::program::WorkflowId,
     ) -> Result<Turn<'_>, RunError> {
         let mut turn = Turn::new(runtime, workflow_id, self.session, self.writer)?;
         turn.upgrade(self.upgrade).await;
@@ -165,7 +165,7 @@ impl Runtime {
     }
 
     /// The program's id of the workflow a stored session runs.
-    fn workflow_of(&self, session: &SessionState) -> Result<archmax_compiler::program::WorkflowId, RunError> {
+    fn workflow_of(&self, session: &SessionState) -> Result<archmax_program::program::WorkflowId, RunError> {
         self.program.workflow(&session.head.workflow).map(|(id, _)| id).ok_or_else(|| {
             RunError::refused(
                 Refusal::WorkflowNotInProgram,
@@ -178,7 +178,7 @@ impl Runtime {
     /// result (or its failure) as a note and runs on, or presents the next parked child.
     async fn carry_on(
         &self,
-        workflow_id: archmax_compiler::program::WorkflowId,
+        workflow_id: archmax_program::program::WorkflowId,
         parked: Parked,
         disposition: Disposition,
         pending: &crate::session::PendingDelegation,
@@ -295,7 +295,7 @@ impl Runtime {
             Some(comment) => format!(" The reviewer's comment: \"{comment}\""),
             None => " The reviewer left no comment.".to_string(),
         };
-        let next = if turn.state(target).kind == archmax_compiler::program::StateKind::Human {
+        let next = if turn.state(target).kind == archmax_program::program::StateKind::Human {
             "it waits there for another decision"
         } else {
             "do that state's work"
@@ -475,7 +475,7 @@ impl Runtime {
     /// session holds).
     fn check_delivery(
         &self,
-        workflow_id: archmax_compiler::program::WorkflowId,
+        workflow_id: archmax_program::program::WorkflowId,
         trigger: &str,
         request: &DeliverRequest,
         session: &SessionState,

@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value};
 
-use archmax_compiler::program::{Program, StateKind, TriggerProgram, WorkflowId, WorkflowProgram};
-use archmax_compiler::syntax::reference::is_variable_name;
+use archmax_program::program::{Program, StateKind, TriggerProgram, WorkflowId, WorkflowProgram};
+use archmax_program::reference::is_variable_name;
 
 use crate::events::Event;
 use crate::kernel::resolve_reference;
@@ -50,7 +50,7 @@ pub fn validate_title(value: &Value) -> Result<String, String> {
 }
 
 /// The trigger ids a workflow declares, for a refusal to list.
-pub(super) fn names(program: &archmax_compiler::program::Program, workflow: &WorkflowProgram) -> Vec<String> {
+pub(super) fn names(program: &archmax_program::program::Program, workflow: &WorkflowProgram) -> Vec<String> {
     workflow.triggers.iter().map(|trigger| program.str(trigger.id).to_string()).collect()
 }
 

@@ -7,8 +7,8 @@
 //! a grep over a file `read_file` may not read is refused like the read, and listings hide
 //! what such a denial covers ([`super::listed`]).
 
-use archmax_compiler::program::StateProgram;
-use archmax_compiler::tools::path_arguments;
+use archmax_program::program::StateProgram;
+use archmax_program::tools::path_arguments;
 
 use super::matching::{Match, Subject, entry_matches};
 use super::refusal::{DenialScope, Refusal};

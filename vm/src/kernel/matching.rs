@@ -8,11 +8,11 @@
 
 use serde_json::Value;
 
-use archmax_compiler::glob::Glob;
-use archmax_compiler::program::{Program, Rule as Entry, ValueType};
-use archmax_compiler::syntax::reference::{PathSegment, VarPath};
-use archmax_compiler::tools::{PathAccess, delegation_target, path_arguments};
-use archmax_compiler::zones::canonicalize;
+use archmax_program::glob::Glob;
+use archmax_program::program::{Program, Rule as Entry, ValueType};
+use archmax_program::reference::{PathSegment, VarPath};
+use archmax_program::tools::{PathAccess, delegation_target, path_arguments};
+use archmax_program::zones::canonicalize;
 
 use super::Reveal;
 

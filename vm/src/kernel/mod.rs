@@ -53,10 +53,10 @@ pub use rules::{Outcome, Rule, RuleInfo, UnknownRule};
 
 use serde_json::Value;
 
-use archmax_compiler::host::MountTable;
-use archmax_compiler::program::{Grant, MountReach, Program, Reach, StateProgram, Sym, WorkflowProgram};
-use archmax_compiler::tools::{FILE_TOOLS, NOTE_TOOL, PathAccess, UNGRANTABLE_TOOL, path_arguments};
-use archmax_compiler::zones::{Zone, classify};
+use archmax_config::mounts::MountTable;
+use archmax_program::program::{Grant, MountReach, Program, Reach, StateProgram, Sym, WorkflowProgram};
+use archmax_program::tools::{FILE_TOOLS, NOTE_TOOL, PathAccess, UNGRANTABLE_TOOL, path_arguments};
+use archmax_program::zones::{Zone, classify};
 
 use denial::denial;
 use matching::{Match, PathArgument, Subject, entry_matches, file_parameters};

@@ -7,7 +7,7 @@
 //! here, so the openers (`[workflow] BLOCKED: `, `[workflow] FAILED: `) and the advice
 //! each rule gives live in one file.
 
-use archmax_compiler::syntax::reference::VarPath;
+use archmax_program::reference::VarPath;
 
 use super::{Reveal, Rule, Verdict};
 

@@ -75,7 +75,7 @@ pub fn reveals(tool: &str, argument: &str) -> &'static [Reveal] {
 
 #[cfg(test)]
 mod tests {
-    use archmax_compiler::tools::{FILE_TOOLS, path_arguments};
+    use archmax_program::tools::{FILE_TOOLS, path_arguments};
 
     use super::*;
 

@@ -12,8 +12,10 @@
 
 pub mod openai;
 pub mod pricing;
+#[cfg(feature = "frontend")]
 pub mod record;
 pub mod stream;
+#[cfg(feature = "frontend")]
 pub mod tape;
 
 use std::future::Future;
@@ -298,8 +300,8 @@ impl<'a> PromptCache<'a> {
     /// What `workflow`'s `settings.prompt_cache` declares, for every call its sessions make
     /// (the agent's, its graders', its summarizer's and its case judge's alike).
     pub fn declared(
-        program: &'a archmax_compiler::program::Program,
-        workflow: &archmax_compiler::program::WorkflowProgram,
+        program: &'a archmax_program::program::Program,
+        workflow: &archmax_program::program::WorkflowProgram,
     ) -> PromptCache<'a> {
         let settings = &workflow.settings;
         PromptCache { enabled: settings.prompt_cache, ttl: settings.prompt_cache_ttl.map(|ttl| program.str(ttl)) }

@@ -35,7 +35,7 @@ use super::{
 use crate::session::{Message, ToolCall, ToolStatus};
 
 /// The function runtime notes are shown as: the compiler's tool vocabulary names it.
-pub use archmax_compiler::tools::NOTE_TOOL;
+pub use archmax_program::tools::NOTE_TOOL;
 
 const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(120_000);
 const DEFAULT_MAX_RETRIES: u32 = 3;

@@ -127,7 +127,7 @@ fn root_session(session: &str) -> &str {
 impl Tape {
     /// Parses a tape from YAML text (through the compiler's YAML loader).
     pub fn parse(name: &str, text: &str) -> Result<Tape, TapeError> {
-        let document = archmax_compiler::syntax::yaml::load(archmax_compiler::source::FileId(0), text);
+        let document = archmax_compiler::syntax::yaml::load(archmax_program::source::FileId(0), text);
         if let Some(problem) = document.diagnostics.first() {
             return Err(TapeError(format!("the tape `{name}` is not valid YAML: {}", problem.message)));
         }
@@ -143,7 +143,7 @@ impl Tape {
                 index + 1
             )));
         }
-        let digest = archmax_compiler::lower::hash::hex(&Sha256::digest(text.as_bytes()));
+        let digest = archmax_program::hex::hex(&Sha256::digest(text.as_bytes()));
         Ok(Tape { entries, digest, readings: Mutex::new(HashMap::new()) })
     }
 

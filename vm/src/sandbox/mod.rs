@@ -90,7 +90,7 @@ pub const DEFAULT_MAX_STACK_BYTES: usize = 512 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
-        use crate::compiler::lower::{
+        use archmax_program::program::{
             DEFAULT_MAX_PTC_CALLS, DEFAULT_MAX_RESULT_CHARS, DEFAULT_MEMORY_LIMIT_BYTES, DEFAULT_TIMEOUT_MS,
         };
         Limits {
@@ -105,7 +105,7 @@ impl Default for Limits {
 
 impl Limits {
     /// The limits a workflow's `settings` declare.
-    pub fn from_settings(settings: &crate::compiler::program::SettingsProgram) -> Self {
+    pub fn from_settings(settings: &archmax_program::program::SettingsProgram) -> Self {
         Limits {
             timeout: Duration::from_millis(settings.timeout_ms),
             memory_limit_bytes: usize::try_from(settings.memory_limit_bytes).unwrap_or(usize::MAX),

@@ -9,8 +9,7 @@ use rquickjs::{Ctx, Function, Module, Object, Promise, Value};
 use tokio::sync::Mutex;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::compiler::check::scripts::forbidden_imports;
-use crate::compiler::lower::script::strip_harness_imports;
+use archmax_program::script::{forbidden_imports, strip_harness_imports};
 
 use super::bridge::{Handles, Scope, bind};
 use super::convert::{Walk, WalkError, display, field, to_js, truncate};
@@ -90,7 +89,7 @@ impl Sandbox {
     /// `{ state, trigger, variables }`, to which `tools` is added; it is also the global
     /// `args`), and the returned value or promise awaited.
     ///
-    /// `bytecode` must come from `archmax_compiler::lower::script::module_bytecode` (the
+    /// `bytecode` must come from `archmax_program::script::module_bytecode` (the
     /// same QuickJS build): QuickJS trusts bytecode it is handed.
     pub async fn run_module(
         limits: &Limits,

@@ -9,7 +9,7 @@
 //! escape the store, collide with a reserved workspace root or shadow a mount.
 
 /// Workspace root names no session id may start with (the compiler's zone table).
-pub use archmax_compiler::zones::RESERVED_ROOTS;
+pub use archmax_program::zones::RESERVED_ROOTS;
 
 /// A session's id, checked: parsed from a caller's text ([`SessionId::parse`]), minted
 /// ([`SessionId::mint`]) or derived from a checked parent ([`SessionId::child`]).

@@ -207,6 +207,7 @@ impl TrailKind {
         }
     }
 
+    #[cfg(feature = "frontend")]
     /// Whether this is the kind a case's trail assertion names (cases cannot name
     /// `upgrade`, which only a host's resume makes).
     pub fn is(self, wanted: archmax_compiler::schema::case::TrailKind) -> bool {

@@ -201,7 +201,7 @@ pub fn resume_time_ms(head: &Head) -> Option<i64> {
 
 /// An RFC 3339 instant in milliseconds since the epoch; `None` when `text` is not one.
 pub fn instant_ms(text: &str) -> Option<i64> {
-    let (seconds, nanos) = archmax_compiler::values::parse_date_time(text.trim())?;
+    let (seconds, nanos) = archmax_program::values::parse_date_time(text.trim())?;
     seconds.checked_mul(1000)?.checked_add(i64::from(nanos / 1_000_000))
 }
 

@@ -278,12 +278,12 @@ fn parse(input: &mut (dyn BufRead + Send)) -> Result<Parsed, TransferError> {
                 let bytes = BASE64.decode(base64.as_bytes()).map_err(|error| invalid(format!("`{path}`: {error}")))?;
                 // Canonical first (so `./checkpoints/seal` is `checkpoints/seal`), then a
                 // reserved first segment must be one of the areas an export carries.
-                let path = archmax_compiler::zones::canonicalize(&path)
+                let path = archmax_program::zones::canonicalize(&path)
                     .ok()
                     .filter(|canonical| !canonical.is_empty() && !path.starts_with('/'))
                     .filter(|canonical| {
                         let top = canonical.split('/').next().unwrap_or_default();
-                        match archmax_compiler::zones::session_root(top) {
+                        match archmax_program::zones::session_root(top) {
                             Some(area) => area.name == top && EXPORTED_AREAS.contains(&top),
                             None => true,
                         }

@@ -25,10 +25,10 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use archmax_compiler::program::Program;
 use archmax_compiler::schema::case::{
     Case, Matcher, ParkChannel, SeedContent, Step, StepKind, SubWorkflowStatus, TextMatcher, ToolMatch,
 };
+use archmax_program::program::Program;
 
 use crate::clock::Clock;
 use crate::events::EventSink;
@@ -716,7 +716,7 @@ fn variables(
     kind: &str,
     index: usize,
     expect: &[(String, Value)],
-    paths: &[(String, archmax_compiler::syntax::reference::VarPath)],
+    paths: &[(String, archmax_program::reference::VarPath)],
     locked: &[(String, bool)],
 ) -> Vec<Record> {
     let mut out = Vec::new();

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use archmax_compiler::Analysis;
-use archmax_compiler::diagnostic::Diagnostic;
 use archmax_compiler::schema::case::Case;
+use archmax_program::diagnostic::Diagnostic;
 
 use super::{CaseEnv, CaseResult, Harness, Verdict};
 use crate::events::EventSink;

@@ -21,9 +21,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use archmax_compiler::artifact::{self, ArtifactError, SecretKey, TrustedKeys};
+use archmax_compiler::program::Sym;
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::artifact::{self, ArtifactError, SecretKey, TrustedKeys};
-use archmax_vm::compiler::program::Sym;
 use archmax_vm::events::EventSink;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;

@@ -4,9 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
+use archmax_compiler::lower::BuildInputs;
+use archmax_compiler::{analyze_workspace, compile_analysis, load_memory};
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::lower::BuildInputs;
-use archmax_vm::compiler::{analyze_workspace, compile_analysis, load_memory};
 use archmax_vm::events::EventSink;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse, Role, Sampling};

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+use archmax_compiler::tools::PathAccess;
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::tools::PathAccess;
 use archmax_vm::events::EventSink;
 use archmax_vm::host_tools::{Catalog, Content, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::model::pricing::PricingTable;

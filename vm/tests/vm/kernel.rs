@@ -2,9 +2,9 @@
 
 use serde_json::{Value, json};
 
-use archmax_vm::compiler::host::MountTable;
-use archmax_vm::compiler::program::{Program, StateProgram};
-use archmax_vm::compiler::{Code, Severity};
+use archmax_compiler::host::MountTable;
+use archmax_compiler::program::{Program, StateProgram};
+use archmax_compiler::{Code, Severity};
 use archmax_vm::kernel::{Call, Inherited, Origin, Policy, Rule, decide, listed, may_read};
 use archmax_vm::runtime::mount_table;
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use archmax_compiler::program::Program;
 use archmax_vm::clock::FixedClock;
-use archmax_vm::compiler::program::Program;
 use archmax_vm::events::EventSink;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;

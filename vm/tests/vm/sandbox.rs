@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use archmax_vm::compiler::lower::script::module_bytecode;
+use archmax_compiler::lower::script::module_bytecode;
 use archmax_vm::sandbox::{Bridge, CodeStateRunner, EvalOutput, HostCall, Limits, Sandbox, SandboxError, camel_case};
 
 type Log = Rc<RefCell<Vec<(String, Value)>>>;
@@ -352,9 +352,8 @@ export default async function ({ state, trigger, variables, tools }) {
   return { state, trigger, text, same: args.variables === variables };
 }
 "#;
-    let bytecode =
-        module_bytecode("scripts/check.js", &archmax_vm::compiler::lower::script::strip_harness_imports(source))
-            .expect("compiles");
+    let bytecode = module_bytecode("scripts/check.js", &archmax_compiler::lower::script::strip_harness_imports(source))
+        .expect("compiles");
     let bridge = Bridge::visible(["read_file", "archmax_advance"]);
     let input = json!({ "state": "check", "trigger": "manual", "variables": { "path": "orders.json" } });
     let (host, calls) = unbounded_channel();

@@ -1,8 +1,8 @@
 //! Building programs from in-memory workspaces.
 
-use archmax_vm::compiler::lower::{BuildInputs, lower};
-use archmax_vm::compiler::program::Program;
-use archmax_vm::compiler::{analyze_workspace, load_memory};
+use archmax_compiler::lower::{BuildInputs, lower};
+use archmax_compiler::program::Program;
+use archmax_compiler::{analyze_workspace, load_memory};
 
 /// Compiles an in-memory workspace; panics with the diagnostics when it is invalid.
 pub fn compile(files: &[(&str, &str)]) -> Program {

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use archmax_compiler::program::{StateId, StateKind};
-use archmax_compiler::tools::{DEFAULT_TOOLS, Tool};
+use archmax_program::program::{StateId, StateKind};
+use archmax_program::tools::{DEFAULT_TOOLS, Tool};
 
 mod run;
 
@@ -441,7 +441,7 @@ impl Turn<'_> {
             let Some(path) = args.get("file_path").and_then(Value::as_str) else {
                 return Answer::error("Error: `file_path` must name a script inside an enabled skill bundle.");
             };
-            let canonical = match archmax_compiler::zones::canonicalize(path) {
+            let canonical = match archmax_program::zones::canonicalize(path) {
                 Ok(canonical) => canonical,
                 Err(_) => return Answer::error(format!("Error: '{path}' climbs above the workspace root.")),
             };

@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 
-use archmax_compiler::program::{StateId, StateKind};
+use archmax_program::program::{StateId, StateKind};
 
 use crate::session::{Message, SessionState};
 

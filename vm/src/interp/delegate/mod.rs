@@ -35,8 +35,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
 
-use archmax_compiler::program::{TriggerProgram, ValueType, WorkflowId, WorkflowProgram};
-use archmax_compiler::zones::canonicalize;
+use archmax_program::program::{TriggerProgram, ValueType, WorkflowId, WorkflowProgram};
+use archmax_program::zones::canonicalize;
 
 use crate::events::Event;
 use crate::runtime::{Outcome, RunError, Runtime};
@@ -143,7 +143,7 @@ fn unreadable(path: &str, reader: &str, refusal: &crate::kernel::Verdict) -> Str
     )
 }
 
-fn manual(workflow: &WorkflowProgram, program: &archmax_compiler::program::Program) -> Option<usize> {
+fn manual(workflow: &WorkflowProgram, program: &archmax_program::program::Program) -> Option<usize> {
     workflow.triggers.iter().position(|trigger| program.str(trigger.id) == "manual")
 }
 
@@ -507,7 +507,7 @@ impl Turn<'_> {
         let (output, truncated) = super::calls::preview(&answer.content);
         self.emit(Event::ToolResult {
             state: meta.state.clone(),
-            tool: format!("{}{}", archmax_compiler::tools::DELEGATION_PREFIX, meta.slug),
+            tool: format!("{}{}", archmax_program::tools::DELEGATION_PREFIX, meta.slug),
             call_id: meta.call_id.clone(),
             status: if answer.refused { "error" } else { "ok" }.to_string(),
             duration_ms: self.now().saturating_sub(meta.started),

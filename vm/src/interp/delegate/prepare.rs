@@ -10,9 +10,9 @@
 
 use serde_json::{Map, Value};
 
-use archmax_compiler::program::{StateId, TriggerProgram, ValueType, WorkflowId, WorkflowProgram};
-use archmax_compiler::syntax::reference::{TemplatePart, VarPath, parse_template};
-use archmax_compiler::tools::delegation_target;
+use archmax_program::program::{StateId, TriggerProgram, ValueType, WorkflowId, WorkflowProgram};
+use archmax_program::reference::{TemplatePart, VarPath, parse_template};
+use archmax_program::tools::delegation_target;
 
 use crate::events::Event;
 use crate::kernel::{Refusal, Rule};

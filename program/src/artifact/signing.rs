@@ -12,7 +12,7 @@
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 
-use crate::lower::hash::hex;
+use crate::hex::hex;
 
 /// The prefix of a public key's text form.
 pub const PUBLIC_PREFIX: &str = "ed25519:";

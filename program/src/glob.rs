@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::syntax::reference::{Template, TemplatePart, VarPath};
+use crate::reference::{Template, TemplatePart, VarPath};
 
 /// Most alternatives one glob may expand to through braces.
 pub const MAX_ALTERNATIVES: usize = 64;
@@ -395,7 +395,7 @@ fn wildcard(tokens: &[Resolved<'_>], text: &[char]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::syntax::reference::parse_template;
+    use crate::reference::parse_template;
 
     fn glob(text: &str) -> Glob {
         Glob::compile(&parse_template(text).expect("template")).expect("glob")

@@ -25,7 +25,7 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::syntax::{frontmatter, is_slug};
+use archmax_compiler::syntax::{frontmatter, is_slug};
 
 use workflow::{Note, Refusal, WorkflowFiles};
 

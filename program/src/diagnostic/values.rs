@@ -75,7 +75,7 @@ mod tests {
 
     #[test]
     fn every_synonym_names_a_known_value() {
-        let signature: Vec<&str> = crate::schema::ast::ValueType::ALL.iter().map(|ty| ty.as_str()).collect();
+        let signature: Vec<&str> = crate::kinds::ValueType::ALL.iter().map(|ty| ty.as_str()).collect();
         assert!(STATE_TYPE_SYNONYMS.iter().all(|(_, value)| STATE_TYPES.contains(value)));
         assert!(SIGNATURE_TYPE_SYNONYMS.iter().all(|(_, value)| signature.contains(value)));
     }

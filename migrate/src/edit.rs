@@ -156,7 +156,10 @@ pub(crate) fn yaml_string(value: &str) -> String {
         && !value.contains('\n')
         && !value.starts_with(|first: char| "-?:,[]{}#&*!|>'\"%@`".contains(first))
         && !YAML_1_1_WORDS.contains(&value)
-        && matches!(crate::syntax::yaml::resolve_plain(value), crate::syntax::yaml::ScalarValue::String);
+        && matches!(
+            archmax_compiler::syntax::yaml::resolve_plain(value),
+            archmax_compiler::syntax::yaml::ScalarValue::String
+        );
     if plain { value.to_string() } else { serde_json::Value::String(value.to_string()).to_string() }
 }
 
@@ -213,7 +216,7 @@ mod tests {
         for (value, key) in [("  one\ntwo", 0), ("    deep\n\n  less\nnone", 2), ("plain\n  more", 4)] {
             let text = format!("{}k: {}", pad(key), literal_block(value, key, key + 2));
             let text = if key > 0 { format!("m:\n{text}") } else { text };
-            let document = crate::syntax::yaml::load(crate::source::FileId(0), &text);
+            let document = archmax_compiler::syntax::yaml::load(archmax_compiler::source::FileId(0), &text);
             let root = document.root.expect("a document");
             let node = if key > 0 { root.get("m").and_then(|m| m.get("k")) } else { root.get("k") };
             assert_eq!(node.and_then(|node| node.as_str()), Some(value), "{text}");

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::schema::ast::StateKind;
+use crate::kinds::StateKind;
 
 /// Every tool the runtime itself defines: the built-in file tools, `write_todos`, the
 /// sandbox tools, the control tools and the note channel. The tables below are lists of

@@ -19,10 +19,19 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use serde::{Deserialize, Serialize};
 
 use crate::glob::Glob;
-pub use crate::schema::ast::{Access, StateKind, TransitionType, ValueType};
+pub use crate::kinds::{Access, StateKind, TransitionType, ValueType};
+use crate::reference::VarPath;
 use crate::slug::SlugRef;
-use crate::syntax::reference::VarPath;
 use crate::tools::PathAccess;
+
+/// The `archmax-harness` runtime contract this program format implements.
+pub const CONTRACT: &str = "3";
+
+/// Defaults the runtime applies when `settings` leaves a bound out.
+pub const DEFAULT_TIMEOUT_MS: u64 = 15_000;
+pub const DEFAULT_MEMORY_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
+pub const DEFAULT_MAX_PTC_CALLS: u64 = 200;
+pub const DEFAULT_MAX_RESULT_CHARS: u64 = 20_000;
 
 /// An interned string: an index into [`Program::strings`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -59,7 +68,8 @@ pub struct Program {
     pub workflows: Vec<WorkflowProgram>,
     /// Signature `pattern` regexes compiled so far; not part of the artifact.
     #[serde(skip)]
-    pub(crate) patterns: PatternCache,
+    /// A builder sets it to `Default::default()`; it fills as values are checked.
+    pub patterns: PatternCache,
 }
 
 /// Signature `pattern` regexes, each compiled the first time a value is checked against

@@ -16,8 +16,8 @@
 use toml::de::{DeTable, DeValue};
 
 use super::HostSettings;
-use crate::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
-use crate::source::{FileId, Span};
+use archmax_program::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
+use archmax_program::source::{FileId, Span};
 
 /// The keys `[context]` takes.
 const KEYS: [&str; 4] = ["window_tokens", "compact_at", "max_tool_result_tokens", "keep_recent"];
@@ -134,7 +134,7 @@ pub(super) fn read(file: FileId, text: &str, settings: &mut HostSettings, diagno
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host_settings::parse_host_settings;
+    use crate::settings::parse_host_settings;
 
     fn read(text: &str) -> (ContextSettings, Vec<String>) {
         let (settings, diagnostics) = parse_host_settings(FileId(0), text);

@@ -2,13 +2,11 @@
 //! and [`SlugRef`], the borrowed name a lookup takes.
 //!
 //! The one thing to know: lookups ([`crate::program::Program::workflow`],
-//! [`crate::schema::ast::Workflow::state`]) take `impl Into<SlugRef>`, so a caller passes
+//! [`crate::kinds::Workflow::state`]) take `impl Into<SlugRef>`, so a caller passes
 //! a [`Slug`], a `&str` or a `&String` alike; a name that is not a slug simply finds
 //! nothing. Only [`Slug::parse`] promises well-formedness.
 
 use std::fmt;
-
-use crate::syntax::is_slug;
 
 /// A kebab-case slug, `^[a-z0-9]+(-[a-z0-9]+)*$`: a workflow directory or a state key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -75,6 +73,15 @@ impl PartialEq<str> for SlugRef<'_> {
     fn eq(&self, other: &str) -> bool {
         self.0 == other
     }
+}
+
+/// True for a kebab-case slug, `^[a-z0-9]+(-[a-z0-9]+)*$`: state keys, workflow and
+/// skill directory names.
+pub fn is_slug(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .split('-')
+            .all(|part| !part.is_empty() && part.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit()))
 }
 
 #[cfg(test)]

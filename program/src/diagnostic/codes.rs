@@ -2,7 +2,7 @@
 //!
 //! One table defines each `AMX` code: its stable number, a kebab-case rule name, the
 //! severity it is always reported at, a one-line title, and a long explanation kept in
-//! `compiler/explain/<CODE>.md` (what the rule checks, why, an example, the fix).
+//! `program/explain/<CODE>.md` (what the rule checks, why, an example, the fix).
 //! `archmax explain` and the golden tests read this table; nothing else defines codes.
 //!
 //! Codes are grouped by area: `00xx` files and YAML, `01xx` document shape, `02xx` states,

@@ -10,10 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
-use crate::source::FileId;
-use crate::syntax::is_slug;
-use crate::syntax::yaml::{self, Entry, Node, NodeKind};
-use crate::tools::DEFAULT_TOOLS;
+use archmax_compiler::source::FileId;
+use archmax_compiler::syntax::is_slug;
+use archmax_compiler::syntax::yaml::{self, Entry, Node, NodeKind};
+use archmax_compiler::tools::DEFAULT_TOOLS;
 
 use super::edit::{Edits, column, comments_above, line_end, line_start, literal_block, node_end, pad, yaml_string};
 use super::script::{self, Phase, Port};

@@ -33,8 +33,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::diagnostic::{Code, Diagnostic};
-use crate::source::{FileId, Span};
+use archmax_program::diagnostic::{Code, Diagnostic};
+use archmax_program::source::{FileId, Span};
 
 /// The signature header a connection uses when it names none.
 pub const DEFAULT_SIGNATURE_HEADER: &str = "x-archmax-signature";
@@ -102,7 +102,7 @@ pub struct McpServer {
     pub tool_timeout_ms: u64,
     /// Path arguments of tools whose input schema does not mark them: tool (as the
     /// server names it) → argument → how the tool uses it.
-    pub path_arguments: BTreeMap<String, BTreeMap<String, crate::tools::PathAccess>>,
+    pub path_arguments: BTreeMap<String, BTreeMap<String, archmax_program::tools::PathAccess>>,
     /// Where the table is, for diagnostics found when the server is started.
     pub span: Span,
 }
@@ -167,7 +167,7 @@ fn is_header_name(name: &str) -> bool {
 }
 
 fn is_slug(text: &str) -> bool {
-    crate::slug::Slug::parse(text).is_ok()
+    archmax_program::slug::Slug::parse(text).is_ok()
 }
 
 /// Reads the runner's tables of `archmax.toml`. Every problem becomes a diagnostic; the

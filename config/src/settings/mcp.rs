@@ -16,9 +16,9 @@ use toml::de::{DeString, DeTable, DeValue};
 use super::{
     DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TOOL_TIMEOUT_MS, HostSettings, McpServer, McpTransport, is_variable_name,
 };
-use crate::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
-use crate::source::{FileId, Span};
-use crate::tools::{PathAccess, Tool, UNGRANTABLE_TOOL};
+use archmax_program::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
+use archmax_program::source::{FileId, Span};
+use archmax_program::tools::{PathAccess, Tool, UNGRANTABLE_TOOL};
 
 /// The longest a server may be given to start or a call to answer: ten minutes.
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
@@ -104,7 +104,7 @@ fn essential_problem(name: &str) -> Option<(String, &'static str)> {
             "write a host tool's full name, `<collection>__<tool>` (letters, digits, `_` and `-`, at most 64 characters)",
         ));
     }
-    if Tool::from_name(name).is_some() || crate::tools::delegation_target(name).is_some() {
+    if Tool::from_name(name).is_some() || archmax_program::tools::delegation_target(name).is_some() {
         return Some((
             format!("`{name}` in `essential_tools` is one of the runtime's own tools"),
             "remove it: the runtime's tools are on wherever the spec grants them; `essential_tools` lists host tools",
@@ -509,7 +509,7 @@ impl Reader<'_> {
 
     fn cwd(&mut self, value: &Value<'_>, server: &str) -> Option<String> {
         let raw = self.string(value, &format!("`cwd` of MCP server `{server}`"))?;
-        match crate::host::workspace_path(&raw) {
+        match crate::mounts::workspace_path(&raw) {
             Ok(canonical) => Some(canonical),
             Err(_) => {
                 self.error(
@@ -652,8 +652,8 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnostic::Severity;
-    use crate::host_settings::parse_host_settings;
+    use crate::settings::parse_host_settings;
+    use archmax_program::diagnostic::Severity;
 
     /// Each finding as (severity, the text its span covers, message).
     fn findings(text: &str) -> Vec<(Severity, &str, String)> {
@@ -1048,7 +1048,7 @@ command = "crm"
     fn the_mount_reader_accepts_the_mcp_keys() {
         let text =
             "essential_tools = [\"crm__whoami\"]\n[mcp_servers.crm]\ncommand = \"crm\"\n[mounts.\"reference/\"]\n";
-        let (table, diagnostics) = crate::host::parse_host_config(FileId(0), text);
+        let (table, diagnostics) = crate::mounts::parse_host_config(FileId(0), text);
         assert!(diagnostics.is_empty(), "{diagnostics:?}");
         assert!(table.by_name("reference").is_some());
     }

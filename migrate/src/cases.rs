@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::source::FileId;
-use crate::syntax::yaml::{self, Node};
+use archmax_compiler::source::FileId;
+use archmax_compiler::syntax::yaml::{self, Node};
 
 use super::edit::Edits;
 use super::workflow::Note;

@@ -7,10 +7,10 @@
 //! so a re-hashed, edited artifact cannot carry a table the compiler would never write.
 
 use super::ArtifactError;
-use crate::host::{mount_key_path, mount_source_path};
+use crate::mounts::{mount_key_path, mount_source_path};
 use crate::program::{GuardTable, Op, Program, Rule, ScriptId, StateId, SurfaceId, Sym, TemplatePart, ToolKind};
-use crate::syntax::is_slug;
-use crate::syntax::reference::is_variable_name;
+use crate::reference::is_variable_name;
+use crate::slug::is_slug;
 use crate::tools::delegation_target;
 
 /// Checks every index inside a decoded program, so the VM can index without panicking.

@@ -13,7 +13,7 @@
 //! no mount source may reach, the session-root entries a listing hides and the ones the
 //! session quota skips are all read from it.
 
-use crate::host::MountTable;
+use crate::mounts::MountTable;
 
 /// Who a reserved top-level name belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

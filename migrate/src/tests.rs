@@ -190,8 +190,8 @@ fn a_check_away_from_the_start_raises_and_one_behind_picks_the_named_edge() {
     assert!(done.changes.iter().any(|note| note.text.contains("`max_iterations: 3` → at most 3 `correct` send-backs")));
 }
 
-fn parse(text: &str) -> crate::syntax::yaml::Node {
-    let document = crate::syntax::yaml::load(crate::source::FileId(0), text);
+fn parse(text: &str) -> archmax_compiler::syntax::yaml::Node {
+    let document = archmax_compiler::syntax::yaml::load(archmax_compiler::source::FileId(0), text);
     assert!(!document.diagnostics.iter().any(|diagnostic| diagnostic.is_error()), "the output parses:\n{text}");
     document.root.expect("a document")
 }
@@ -224,7 +224,7 @@ fn a_state_key_that_is_no_slug_gets_slug_names_and_a_follow_up() {
         assert!(names.contains(&name), "`{name}` is a state: {names:?}\n{}", done.text);
     }
     for name in &names {
-        assert!(*name == "check_order" || crate::syntax::is_slug(name), "`{name}` is a slug");
+        assert!(*name == "check_order" || archmax_compiler::syntax::is_slug(name), "`{name}` is a slug");
     }
     assert!(
         done.follow_ups

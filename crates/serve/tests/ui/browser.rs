@@ -1,0 +1,304 @@
+//! The inbox in a real browser: the distribution's headless Chromium, driven through
+//! its chromedriver (started here on a free loopback port) with `fantoccini`.
+//!
+//! Screenshots of the main pages go to `target/ui-screenshots/`, and to `golden/ui/`
+//! when that file is missing or `UPDATE_GOLDEN=1` is set, so the checked-in pictures
+//! change only on purpose. `ARCHMAX_CHROMIUM` and `ARCHMAX_CHROMEDRIVER` name other
+//! binaries than `/usr/bin/chromium` and `chromedriver`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+use crate::{LEAD, Running, serve};
+
+/// How many times a condition is checked, 100 ms apart, before a test gives up on it.
+const ATTEMPTS: usize = 300;
+
+struct Browser {
+    client: Client,
+    driver: Child,
+    profile: PathBuf,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    listener.local_addr().expect("an address").port()
+}
+
+/// Chromium headless with the flags this machine needs (no background networking, no
+/// sandbox as root, a fresh profile), behind a chromedriver of its own.
+async fn browser() -> Browser {
+    let chromium = std::env::var("ARCHMAX_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_string());
+    let chromedriver = std::env::var("ARCHMAX_CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".to_string());
+    let port = free_port();
+    let driver = Command::new(&chromedriver)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|error| {
+            panic!("{chromedriver} did not start ({error}); install it: apt-get install -y chromium chromium-driver")
+        });
+    let profile = crate::scratch("chromium-profile");
+    let capabilities = json!({
+        "goog:chromeOptions": {
+            "binary": chromium,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--hide-scrollbars", "--window-size=1280,900",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        },
+    });
+    let Value::Object(capabilities) = capabilities else { unreachable!("an object") };
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let mut last = None;
+    for _ in 0..ATTEMPTS {
+        match ClientBuilder::new(connector.clone())
+            .capabilities(capabilities.clone())
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+        {
+            Ok(client) => return Browser { client, driver, profile },
+            Err(error) => last = Some(error),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("chromedriver on port {port} did not give a session: {last:?}");
+}
+
+impl Browser {
+    async fn goto(&self, server: &Running, path: &str) {
+        self.client.goto(&format!("{}{path}", server.base)).await.expect("the page loads");
+    }
+
+    async fn script(&self, script: &str) -> Value {
+        self.client.execute(script, Vec::new()).await.expect("the script runs")
+    }
+
+    /// Waits until `condition` (a JavaScript expression) is true.
+    async fn until(&self, condition: &str) {
+        let script = format!("return Boolean({condition});");
+        for _ in 0..ATTEMPTS {
+            if self.script(&script).await == Value::Bool(true) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let shown = self.script("return document.body.innerText").await;
+        panic!("never true: {condition}\nthe page: {shown}");
+    }
+
+    /// Does `act` to the element `css` finds; finds it again when a live refresh
+    /// replaced it between the finding and the act.
+    async fn on_element<Act, Done>(&self, css: &str, act: Act)
+    where
+        Act: Fn(fantoccini::elements::Element) -> Done,
+        Done: std::future::Future<Output = Result<(), fantoccini::error::CmdError>>,
+    {
+        let mut last = None;
+        for _ in 0..ATTEMPTS {
+            match self.client.find(Locator::Css(css)).await {
+                Ok(element) => match act(element).await {
+                    Ok(()) => return,
+                    Err(error) => last = Some(error),
+                },
+                Err(error) => last = Some(error),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{css}: {last:?}");
+    }
+
+    async fn fill(&self, css: &str, text: &str) {
+        self.on_element(css, |field| async move { field.send_keys(text).await }).await;
+    }
+
+    async fn click(&self, css: &str) {
+        self.on_element(css, |control| async move { control.click().await }).await;
+    }
+
+    async fn sign_in(&self, server: &Running, token: &str) {
+        self.goto(server, "/sign-in").await;
+        self.fill("#token", token).await;
+        self.click("form.sign-in button[type=submit]").await;
+        self.until("document.querySelector('h1') && document.querySelector('h1').textContent === 'Decision inbox'")
+            .await;
+    }
+
+    /// A screenshot of the page at `width` × its full height (at most 4000 px).
+    async fn screenshot(&self, name: &str, width: u32) {
+        let height = self.script("return document.documentElement.scrollHeight").await.as_u64().unwrap_or(900);
+        self.client.set_window_size(width, height.clamp(600, 4000) as u32).await.expect("resized");
+        let png = self.client.screenshot().await.expect("a screenshot");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let output = root.join("target/ui-screenshots");
+        std::fs::create_dir_all(&output).expect("the screenshot folder");
+        std::fs::write(output.join(name), &png).expect("the screenshot");
+        let golden = root.join("golden/ui").join(name);
+        if std::env::var_os("UPDATE_GOLDEN").is_some() || !golden.exists() {
+            std::fs::create_dir_all(golden.parent().expect("a folder")).expect("golden/ui");
+            std::fs::write(golden, &png).expect("the golden screenshot");
+        }
+        self.client.set_window_size(width, 900).await.expect("resized");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewer_signs_in_sees_a_refund_park_reads_the_evidence_and_decides_it() {
+    let server = serve(false).await;
+    let browser = browser().await;
+    browser.sign_in(&server, LEAD).await;
+    browser.until("document.querySelector('main').dataset.listening === 'true'").await;
+    // The refund parks while the inbox is open: its row appears without a reload.
+    server.start_refund("refund-1042").await;
+    browser.until("document.querySelector('tr[data-session=\"refund-1042\"]') !== null").await;
+    assert_eq!(browser.script("return performance.getEntriesByType('navigation').length").await, json!(1));
+    browser.screenshot("inbox.png", 1280).await;
+
+    browser.click("a[href=\"/sessions/refund-1042\"]").await;
+    browser.until("document.querySelector('section.decision') !== null").await;
+    let memo = browser
+        .script("return document.querySelector('article[aria-label=\"Evidence scratchpad/refund.md\"]').innerText")
+        .await;
+    let memo = memo.as_str().unwrap_or_default();
+    assert!(memo.contains("Refund memo: ORD-1042") && memo.contains("64.00 EUR"), "{memo}");
+    let current = browser.script("return document.querySelector('svg.graph g.current').dataset.state").await;
+    assert_eq!(current, json!("review"));
+    browser.screenshot("session.png", 1280).await;
+
+    browser.fill("#comment", "The photos match the claim. Approved.").await;
+    browser.click("button[name=to][value=\"review-email\"]").await;
+    browser.until("document.querySelector('.notice') && document.querySelector('.notice').textContent.includes('Your decision was recorded.')").await;
+    browser.until("document.querySelector('span.status').dataset.status === 'completed'").await;
+    let trail = browser.script("return document.querySelector('ol.trail').innerText").await;
+    assert!(
+        trail.as_str().unwrap_or_default().contains("human → review-email by refunds-lead@fernhill.example"),
+        "{trail}"
+    );
+    browser.screenshot("session-decided.png", 1280).await;
+    let _ = browser.client.clone().close().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_appears_live_and_an_input_is_delivered_through_the_generated_form() {
+    let server = serve(false).await;
+    let browser = browser().await;
+    server.start_payout("pay-live").await;
+    browser.sign_in(&server, LEAD).await;
+    browser.goto(&server, "/sessions/pay-live").await;
+    browser.fill("#reply", "Any news?").await;
+    browser.click("form.reply button[type=submit]").await;
+    browser.until("document.querySelector('.notice') && document.querySelector('.notice').textContent.includes('Your message was sent.')").await;
+    browser.until("document.querySelector('main').dataset.listening === 'true'").await;
+    // A message from elsewhere (the API): its answer appears on the open page.
+    let sent = server
+        .client
+        .post(format!("{}/v1/sessions/pay-live/messages?wait=60", server.base))
+        .bearer_auth(crate::ADMIN)
+        .json(&json!({ "message": "Still there?" }))
+        .send()
+        .await
+        .expect("an answer");
+    assert!(sent.status().is_success());
+    browser
+        .until("document.querySelector('ol.transcript').innerText.includes('A colleague in finance is on it.')")
+        .await;
+    let transcript = browser.script("return document.querySelector('ol.transcript').innerText").await;
+    assert!(transcript.as_str().unwrap_or_default().contains("Finance has your message and will decide soon."));
+    assert_eq!(browser.script("return performance.getEntriesByType('navigation').length").await, json!(1));
+
+    let waiting = server.start("payment", "wait-live", json!({ "message": "Tell me when it is paid." })).await;
+    assert_eq!(waiting["status"], "awaiting_input");
+    browser.goto(&server, "/sessions/wait-live").await;
+    browser.fill("#paid-amount", "40.5").await;
+    browser.click("#paid-currency option[value=EUR]").await;
+    browser.script("document.getElementById('paid-paid_on').value = '2025-03-07'; return true").await;
+    browser.screenshot("deliver.png", 1280).await;
+    browser.click("form.deliver[aria-label=\"Deliver paid\"] button[type=submit]").await;
+    browser.until("document.querySelector('span.status').dataset.status === 'completed'").await;
+    let shown = server.show("wait-live").await;
+    assert_eq!(
+        (shown["variables"]["amount"]["value"].clone(), shown["variables"]["paid_on"]["value"].clone()),
+        (json!(40.5), json!("2025-03-07"))
+    );
+    let _ = browser.client.clone().close().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_markup_is_inert_a_post_without_csrf_is_refused_and_the_page_works_by_keyboard_on_a_phone() {
+    let server = serve(false).await;
+    let browser = browser().await;
+    server.start_payout("pay-xss").await;
+    browser.sign_in(&server, LEAD).await;
+    browser.goto(&server, "/sessions/pay-xss").await;
+    browser.until("document.querySelector('section.decision') !== null").await;
+    assert_eq!(browser.script("return typeof window.pwned").await, json!("undefined"), "no script of the model ran");
+    assert_eq!(
+        browser
+            .script("return document.querySelectorAll('main script, main img:not(.evidence), main iframe, main [onerror]').length")
+            .await,
+        json!(0)
+    );
+    // The chart the decision names is shown (it loaded under the page's CSP).
+    browser.until("document.querySelector('img.evidence').complete && document.querySelector('img.evidence').naturalWidth === 48").await;
+    let said = browser.script("return document.querySelector('li.message.assistant:last-of-type').innerText").await;
+    assert!(said.as_str().unwrap_or_default().contains("<script>window.pwned = 1</script>"), "shown as text: {said}");
+
+    // A POST without the form's CSRF token, from the signed-in page itself.
+    let status = browser
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             fetch('/decide', { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+                                body: 'session=pay-xss&to=done' }).then(r => done(r.status), () => done(0));",
+            Vec::new(),
+        )
+        .await
+        .expect("the fetch ran");
+    assert_eq!(status, json!(403));
+    assert_eq!(server.show("pay-xss").await["status"], "awaiting_decision");
+
+    // By keyboard: Tab reaches the approve button, Enter decides.
+    browser.script("document.activeElement.blur(); window.scrollTo(0, 0); return true").await;
+    let mut reached = false;
+    for _ in 0..60 {
+        let focused = browser.client.active_element().await.expect("a focused element");
+        if focused.attr("value").await.ok().flatten().as_deref() == Some("done") {
+            reached = true;
+            break;
+        }
+        focused.send_keys("\u{e004}").await.expect("Tab");
+    }
+    assert!(reached, "Tab reaches the approve button");
+    let labelled = browser
+        .script("return [...document.querySelectorAll('main input:not([type=hidden]), main textarea, main select')].every(f => f.labels && f.labels.length > 0)")
+        .await;
+    assert_eq!(labelled, json!(true), "every control has a label");
+
+    // A phone's width: nothing wider than the screen but the graph's own scroller.
+    browser.client.set_window_size(390, 844).await.expect("resized");
+    browser.goto(&server, "/").await;
+    assert_eq!(browser.script("return document.documentElement.scrollWidth <= window.innerWidth").await, json!(true));
+    browser.screenshot("inbox-phone.png", 390).await;
+    browser.goto(&server, "/sessions/pay-xss").await;
+    assert_eq!(browser.script("return document.documentElement.scrollWidth <= window.innerWidth").await, json!(true));
+    browser.screenshot("session-phone.png", 390).await;
+    let _ = browser.client.clone().close().await;
+    server.stop().await;
+}

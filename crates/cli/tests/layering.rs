@@ -1,0 +1,169 @@
+//! The workspace's layering, checked: for each crate, the crates it must never link,
+//! directly or through another crate (ARCHITECTURE.md, "Layers"). Read from `cargo tree`
+//! over normal dependencies, so a forbidden edge that sneaks in through a third crate fails
+//! here too. Development dependencies are free: tests may reach further than the library.
+
+use std::process::Command;
+
+/// The front end's crates: a runner built without them loads artifacts and never parses YAML.
+const FRONT_END: [&str; 5] = ["archmax-compiler", "archmax-migrate", "saphyr-parser", "petgraph", "miette"];
+
+/// The crates above the VM: the products built from it.
+const PRODUCTS: [&str; 6] =
+    ["archmax-cli", "archmax-serve", "archmax-mcp", "archmax-store-postgres", "archmax-flow", "archmax-ide"];
+
+/// One rule: the crate, the `cargo tree` feature arguments it is checked with, and what it
+/// must never link.
+struct Rule {
+    package: &'static str,
+    features: &'static [&'static str],
+    forbidden: Vec<&'static str>,
+    why: &'static str,
+}
+
+fn rules() -> Vec<Rule> {
+    let everything_else = |keep: &[&str]| -> Vec<&'static str> {
+        [
+            "archmax-program",
+            "archmax-config",
+            "archmax-compiler",
+            "archmax-migrate",
+            "archmax-stdlib",
+            "archmax-vm",
+            "archmax-flow",
+            "archmax-store-postgres",
+            "archmax-mcp",
+            "archmax-serve",
+            "archmax-ide",
+            "archmax-cli",
+        ]
+        .into_iter()
+        .filter(|name| !keep.contains(name))
+        .collect()
+    };
+    let with = |mut list: Vec<&'static str>, more: &[&'static str]| {
+        list.extend_from_slice(more);
+        list
+    };
+    vec![
+        Rule {
+            package: "archmax-program",
+            features: &[],
+            forbidden: with(everything_else(&["archmax-program"]), &["saphyr-parser", "petgraph", "miette", "tokio", "reqwest"]),
+            why: "the compiled program is the base every other crate stands on; it reads no YAML and does no I/O",
+        },
+        Rule {
+            package: "archmax-config",
+            features: &[],
+            forbidden: with(everything_else(&["archmax-config", "archmax-program"]), &["saphyr-parser", "petgraph", "tokio"]),
+            why: "archmax.toml is read by the front end and the runner alike, so it needs only the program",
+        },
+        Rule {
+            package: "archmax-compiler",
+            features: &[],
+            forbidden: with(
+                everything_else(&["archmax-compiler", "archmax-program", "archmax-config"]),
+                &["tokio", "reqwest"],
+            ),
+            why: "the front end turns sources into a program; it never runs one",
+        },
+        Rule {
+            package: "archmax-stdlib",
+            features: &[],
+            forbidden: with(everything_else(&["archmax-stdlib", "archmax-program", "archmax-config"]), &FRONT_END),
+            why: "the built-in tools run inside a runner, which may be built without the front end",
+        },
+        Rule {
+            package: "archmax-vm",
+            features: &["--no-default-features"],
+            forbidden: with(everything_else(&["archmax-vm", "archmax-program", "archmax-config", "archmax-stdlib"]), &FRONT_END),
+            why: "a runner built without `frontend` loads artifacts and never parses YAML",
+        },
+        Rule {
+            package: "archmax-vm",
+            features: &[],
+            forbidden: with(PRODUCTS.to_vec(), &["archmax-migrate", "axum", "tokio-postgres", "rmcp", "lsp-server"]),
+            why: "the VM is a library the products are built from; it knows none of them",
+        },
+        Rule {
+            package: "archmax-store-postgres",
+            features: &[],
+            forbidden: with(PRODUCTS.iter().copied().filter(|name| *name != "archmax-store-postgres").collect(), &["axum"]),
+            why: "a session store serves every product and depends on none",
+        },
+        Rule {
+            package: "archmax-mcp",
+            features: &[],
+            forbidden: ["archmax-cli", "archmax-serve", "archmax-store-postgres", "archmax-flow", "archmax-ide"].to_vec(),
+            why: "the MCP host is a tool host for any runner",
+        },
+        Rule {
+            package: "archmax-serve",
+            features: &[],
+            forbidden: ["archmax-cli", "archmax-ide", "archmax-flow", "archmax-migrate", "lsp-server"].to_vec(),
+            why: "the HTTP runner is a library the CLI starts; it knows nothing of the command line or editors",
+        },
+        Rule {
+            package: "archmax-flow",
+            features: &[],
+            forbidden: ["archmax-cli", "archmax-serve", "archmax-ide", "archmax-store-postgres", "archmax-mcp"].to_vec(),
+            why: "flow documents run on the VM's tools, not on a product",
+        },
+        Rule {
+            package: "archmax-ide",
+            features: &[],
+            forbidden: ["lsp-types", "lsp-server", "tokio", "archmax-vm", "archmax-cli", "archmax-serve"].to_vec(),
+            why: "the language layer answers questions about sources; the protocol and the runtime are the CLI's",
+        },
+        Rule {
+            package: "archmax-migrate",
+            features: &[],
+            forbidden: with(everything_else(&["archmax-migrate", "archmax-compiler", "archmax-program", "archmax-config"]), &["tokio"]),
+            why: "migrating a workspace is a source-to-source rewrite over the front end",
+        },
+    ]
+}
+
+/// What `package` links through normal dependencies, built with `features`.
+fn linked(package: &str, features: &[&str]) -> Vec<String> {
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml");
+    let output = Command::new(env!("CARGO"))
+        .args(["tree", "--manifest-path", manifest, "-p", package, "-e", "normal", "--prefix", "none"])
+        .args(features)
+        .output()
+        .unwrap_or_else(|error| panic!("cargo could not be started: {error}"));
+    assert!(output.status.success(), "cargo tree -p {package} failed: {}", String::from_utf8_lossy(&output.stderr));
+    let tree = String::from_utf8_lossy(&output.stdout);
+    let names: Vec<String> = tree.lines().filter_map(|line| line.split_whitespace().next()).map(str::to_string).collect();
+    assert_eq!(names.first().map(String::as_str), Some(package), "the tree starts at the crate: {tree}");
+    names
+}
+
+#[test]
+fn no_crate_links_what_its_layer_forbids() {
+    let mut broken = Vec::new();
+    for rule in rules() {
+        let names = linked(rule.package, rule.features);
+        let found: Vec<&&str> = rule.forbidden.iter().filter(|name| names.iter().any(|linked| linked == *name)).collect();
+        if !found.is_empty() {
+            broken.push(format!("{} {:?} links {found:?}: {}", rule.package, rule.features, rule.why));
+        }
+    }
+    assert!(broken.is_empty(), "forbidden dependency edges:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_rules_see_the_edges_that_are_allowed() {
+    // A check that cannot fail is no check: the tree the rules read does hold the crates
+    // each layer is built on, so a forbidden name would be seen if it were there.
+    let vm = linked("archmax-vm", &[]);
+    for expected in ["archmax-program", "archmax-stdlib", "archmax-compiler", "saphyr-parser", "tokio"] {
+        assert!(vm.iter().any(|name| name == expected), "archmax-vm's default tree lacks {expected}: {vm:?}");
+    }
+    let runner = linked("archmax-vm", &["--no-default-features"]);
+    assert!(runner.iter().any(|name| name == "archmax-stdlib"), "{runner:?}");
+    let cli = linked("archmax-cli", &[]);
+    for product in PRODUCTS {
+        assert!(cli.iter().any(|name| name == product), "archmax-cli links every product; {product} is missing");
+    }
+}

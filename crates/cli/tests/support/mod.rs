@@ -67,6 +67,12 @@ pub fn copy_dir(from: &Path, to: &Path) {
             copy_dir(&path, &target);
         } else {
             fs::copy(&path, &target).expect("copy");
+            // Git keeps no mode stricter than 0644, and the runner refuses a key file other
+            // users may read: a committed test key gets the 0600 its owner would give it.
+            if path.extension().is_some_and(|extension| extension == "key") {
+                use std::os::unix::fs::PermissionsExt;
+                fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).expect("chmod 600");
+            }
         }
     }
 }

@@ -12,25 +12,33 @@ use archmax_vm::session::records::{Record, RecordKind};
 
 use crate::{CARE, INTERN, LEAD, READER, Running, serve, serve_behind_proxy};
 
-/// The keys of the inbox-session records in the store, as a directory listing shows them.
-fn inbox_session_keys(running: &Running) -> Vec<String> {
+/// How many inbox-session records the store's folder holds, as a directory listing shows
+/// them (the file names are MACs of the keys, so the listing gives a count, not keys).
+fn inbox_session_files(running: &Running) -> usize {
     let folder = running.records_folder("inbox-session");
-    let mut keys: Vec<String> = std::fs::read_dir(&folder)
+    std::fs::read_dir(&folder)
         .unwrap_or_else(|error| panic!("{}: {error}", folder.display()))
         .filter_map(Result::ok)
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| !name.starts_with('.'))
-        .collect();
-    keys.sort();
-    keys
+        .filter(|entry| !entry.file_name().to_string_lossy().starts_with('.'))
+        .count()
 }
 
-/// The stored value of every live inbox-session record, by key.
-async fn inbox_session_records(running: &Running) -> Vec<(String, serde_json::Value)> {
+/// The record key a sign-in cookie (`archmax_inbox=<key>.<secret hex>`) names.
+fn cookie_key(cookie: &str) -> String {
+    let value = cookie.strip_prefix("archmax_inbox=").unwrap_or_else(|| panic!("not an inbox cookie: {cookie}"));
+    value.split('.').next().unwrap_or_default().to_string()
+}
+
+/// The stored value of the live inbox-session record of each cookie, by key; a cookie
+/// whose record has ended is left out.
+async fn inbox_session_records(running: &Running, cookies: &[&str]) -> Vec<(String, serde_json::Value)> {
     let store = &running.server.store;
     let now = running.server.now_ms();
     let mut records = Vec::new();
-    for key in inbox_session_keys(running) {
+    for key in cookies.iter().map(|cookie| cookie_key(cookie)) {
+        if records.iter().any(|(seen, _)| *seen == key) {
+            continue;
+        }
         if let Ok(Some(value)) = store.read_record(RecordKind::InboxSession, &key, now).await {
             let value = serde_json::from_slice(&value).unwrap_or_else(|error| panic!("record {key}: {error}"));
             records.push((key, value));
@@ -43,9 +51,10 @@ async fn inbox_session_records(running: &Running) -> Vec<(String, serde_json::Va
 async fn a_session_record_rewritten_with_another_persons_fields_does_not_sign_in_as_them() {
     let server = serve(false).await;
     server.start_refund("forged-refund").await;
-    let _lead = server.sign_in(LEAD).await;
+    let lead = server.sign_in(LEAD).await;
     let reader = server.sign_in(READER).await;
-    let records = inbox_session_records(&server).await;
+    let records = inbox_session_records(&server, &[&lead, &reader]).await;
+    assert_eq!(records.len(), 2, "both sign-ins are kept: {records:?}");
     let of = |identity: &str| {
         records.iter().find(|(_, value)| value["identity"] == identity).cloned().expect("a record of the identity")
     };
@@ -100,9 +109,14 @@ async fn a_ninth_sign_in_of_one_identity_ends_its_oldest_inbox_session_and_other
         let page = server.get("/", Some(cookie)).await;
         assert_eq!(page.status, StatusCode::OK, "sign-in {} is live", index + 1);
     }
-    let readers =
-        inbox_session_records(&server).await.iter().filter(|(_, value)| value["identity"] == "reader").count();
-    assert_eq!(readers, 8, "the store keeps at most eight sessions of one identity");
+    let cookies: Vec<&str> = cookies.iter().map(String::as_str).collect();
+    let readers = inbox_session_records(&server, &cookies)
+        .await
+        .iter()
+        .filter(|(_, value)| value["identity"] == "reader")
+        .count();
+    assert_eq!(readers, 8, "the eight newest sign-ins are kept");
+    assert_eq!(inbox_session_files(&server), 8, "the store keeps at most eight sessions of one identity");
     for token in [LEAD, CARE, INTERN] {
         let cookie = server.sign_in(token).await;
         assert_eq!(server.get("/", Some(&cookie)).await.status, StatusCode::OK);

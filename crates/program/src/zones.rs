@@ -5,7 +5,7 @@
 //! area; `large_tool_results/` and `conversation_history/` are offload areas the agent
 //! only reads; `checkpoints/`, `artifacts/` and `_specs/` belong to the runtime;
 //! `workflows/` is the authoring plane and never reachable. Host mounts (see
-//! [`crate::host`]) sit beside these, matched by longest prefix. Every path rule of the
+//! `archmax_config::mounts`) sit beside these, matched by longest prefix. Every path rule of the
 //! validator and of the runtime kernel classifies through [`classify`], so both agree.
 //!
 //! The one thing to know: [`ROOTS`] is the only list of reserved top-level names. The

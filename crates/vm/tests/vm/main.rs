@@ -6,6 +6,7 @@ mod cases;
 mod deciders;
 mod embedding;
 mod events;
+mod example;
 mod host_tools;
 mod kernel;
 mod long_sessions;

@@ -157,7 +157,7 @@ pub fn runtime(
     };
     let settings = crate::tools::read_settings(options.root).map_err(Refusal)?;
     let tools = crate::tools::host_tools(options.root, &settings).map_err(Refusal)?;
-    Ok(Runtime::new(RuntimeParts {
+    Ok(Runtime::builder(RuntimeParts {
         program: Arc::new(program),
         store: crate::faults::with_test_faults(crate::store::open_for(options.root, options.store).map_err(Refusal)?),
         model,
@@ -166,9 +166,10 @@ pub fn runtime(
         root: options.root.to_path_buf(),
         pricing,
     })
-    .with_tools(&tools)
-    .with_context(settings.context)
-    .with_mocks(mocks))
+    .tools(&tools)
+    .context(settings.context)
+    .mocks(mocks)
+    .build())
 }
 
 /// Prints the header, builds the runtime (program, model, store, listeners), runs the
@@ -333,14 +334,14 @@ pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>) -> Exi
     } else if outcome.disposition == Disposition::Decide && outcome.status.is_parked() {
         println!("parked again at {} ({})", outcome.state, outcome.status.as_str());
     }
-    let leftover = runtime.model.leftover();
+    let leftover = runtime.model().leftover();
     if leftover > 0 {
         eprintln!("warning: the tape still holds {leftover} unused entr{}", if leftover == 1 { "y" } else { "ies" });
     }
-    if let Some(report) = runtime.model.report() {
+    if let Some(report) = runtime.model().report() {
         eprintln!("{report}");
     }
-    match park_report(outcome, &runtime.program, caller) {
+    match park_report(outcome, &runtime.program(), caller) {
         Some(report) => note!("{report}"),
         None => note!("session {}", outcome.session_id),
     }

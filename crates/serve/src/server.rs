@@ -341,14 +341,14 @@ impl Server {
             generations
                 .iter()
                 .rev()
-                .find_map(|runtime| runtime.program.workflow(slug).map(|(_, workflow)| workflow.spec_hash.clone()))
+                .find_map(|runtime| runtime.program().workflow(slug).map(|(_, workflow)| workflow.spec_hash.clone()))
         };
         // The runtimes for new programs are built before the lock is taken.
         let current = self.generations();
         let mut incoming: Vec<Result<Arc<Runtime>, Program>> = Vec::new();
         for program in programs {
             let wanted = signature(&program);
-            match current.iter().find(|runtime| signature(&runtime.program) == wanted) {
+            match current.iter().find(|runtime| signature(&runtime.program()) == wanted) {
                 Some(existing) => incoming.push(Ok(Arc::clone(existing))),
                 None => incoming.push(Err(program)),
             }
@@ -358,7 +358,7 @@ impl Server {
             .map(|entry| match entry {
                 Ok(existing) => existing,
                 Err(program) => Arc::new(
-                    Runtime::new(RuntimeParts {
+                    Runtime::builder(RuntimeParts {
                         program: Arc::new(program),
                         store: Arc::clone(&self.store),
                         model: Arc::clone(&self.factory.model),
@@ -367,8 +367,9 @@ impl Server {
                         root: self.factory.root.clone(),
                         pricing: self.factory.pricing.clone(),
                     })
-                    .with_tools(&self.factory.tools)
-                    .with_context(self.factory.context),
+                    .tools(&self.factory.tools)
+                    .context(self.factory.context)
+                    .build(),
                 ),
             })
             .collect();
@@ -383,7 +384,7 @@ impl Server {
         let mut changed = Vec::new();
         let mut slugs: Vec<String> = incoming
             .iter()
-            .flat_map(|runtime| runtime.program.workflows.iter().map(|w| runtime.program.str(w.slug).to_string()))
+            .flat_map(|runtime| runtime.program().workflows.iter().map(|w| runtime.program().str(w.slug).to_string()))
             .collect();
         slugs.sort();
         slugs.dedup();
@@ -422,7 +423,7 @@ impl Server {
             .generations()
             .iter()
             .flat_map(|runtime| {
-                runtime.program.workflows.iter().map(|workflow| runtime.program.str(workflow.slug).to_string())
+                runtime.program().workflows.iter().map(|workflow| runtime.program().str(workflow.slug).to_string())
             })
             .collect();
         slugs.sort();
@@ -435,7 +436,7 @@ impl Server {
         self.generations()
             .iter()
             .rev()
-            .find(|runtime| runtime.program.workflow(workflow).is_some())
+            .find(|runtime| runtime.program().workflow(workflow).is_some())
             .cloned()
             .ok_or_else(|| RunError::UnknownWorkflow { workflow: workflow.to_string(), known: self.workflows() }.into())
     }
@@ -447,7 +448,7 @@ impl Server {
         let generations = self.generations();
         let pinned = generations.iter().rev().find(|runtime| {
             runtime
-                .program
+                .program()
                 .workflow(&state.head.workflow)
                 .is_some_and(|(_, workflow)| workflow.spec_hash == state.head.spec_hash)
         });

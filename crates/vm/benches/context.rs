@@ -145,7 +145,7 @@ fn ring(context: ContextSettings) -> (Vec<Request>, usize, f64) {
     };
     let host = Arc::new(Reports(Arc::new(Catalog { tools: vec![fetch], problems: Vec::new() })));
     let model = Arc::new(Ring::default());
-    let mut runtime = Runtime::new(RuntimeParts {
+    let runtime = Runtime::builder(RuntimeParts {
         program: Arc::new(program()),
         store: Arc::new(MemoryStore::new()),
         model: model.clone(),
@@ -154,9 +154,10 @@ fn ring(context: ContextSettings) -> (Vec<Request>, usize, f64) {
         root: std::env::temp_dir(),
         pricing: PricingTable::default(),
     })
-    .with_host(host, Vec::new())
-    .with_context(context);
-    runtime.recursion_limit = 10 * CALLS;
+    .tool_host(host, Vec::new())
+    .context(context)
+    .recursion_limit(10 * CALLS)
+    .build();
     let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
     let request = TurnRequest {
         workflow: "ring".to_string(),

@@ -46,5 +46,5 @@ pub mod values;
 pub use archmax_stdlib as stdlib;
 pub use runtime::{
     DecideRequest, DeliverRequest, Disposition, ErrorKind, FieldProblem, Mock, Outcome, Refusal, ReplyRequest,
-    RunError, Runtime, RuntimeParts, TurnRequest,
+    RunError, Runtime, RuntimeBuilder, RuntimeParts, TurnRequest,
 };

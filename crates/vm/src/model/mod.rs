@@ -265,6 +265,7 @@ pub struct TokenUsage {
 
 /// Why a model call failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ModelError {
     #[error("the model is not configured: {0}")]
     Configuration(String),

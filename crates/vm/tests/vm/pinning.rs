@@ -36,7 +36,7 @@ const DESK_DECIDE_TAPE: &str = include_str!("../../../../golden/runs/delegate-pa
 const UNRELATED: &str = "title: Notes\ninstructions: Keep notes.\nstates:\n  write:\n    triggers:\n      manual:\n        description: Write a note.\n    instructions: Write it.\n";
 
 fn runtime(program: &Program, store: &MemoryStore, tape: &str) -> Runtime {
-    Runtime::new(RuntimeParts {
+    Runtime::builder(RuntimeParts {
         program: Arc::new(program.clone()),
         store: Arc::new(store.clone()),
         model: Arc::new(Tape::parse("tape.yaml", tape).expect("tape")),
@@ -45,6 +45,7 @@ fn runtime(program: &Program, store: &MemoryStore, tape: &str) -> Runtime {
         root: std::env::temp_dir(),
         pricing: PricingTable::default(),
     })
+    .build()
 }
 
 fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {

@@ -60,6 +60,7 @@ pub struct SealKeys {
 
 /// Why no seal key could be had.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SealKeyError {
     #[error(transparent)]
     File(#[from] SecretFileError),

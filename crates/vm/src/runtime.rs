@@ -55,10 +55,10 @@ pub struct Runtime {
     pub limits: archmax_stdlib::limits::Limits,
     /// Declared tool results (a case's `mocks`), served after governance allowed a call,
     /// before [`Runtime::host`] or a built-in is asked.
-    pub mocks: Arc<crate::host_tools::Mocks>,
+    pub mocks: Arc<crate::tool_host::Mocks>,
     /// Where tools the runtime does not implement itself are asked for
-    /// ([`crate::host_tools`]): the MCP servers a host configures. Default: none.
-    pub host: Arc<dyn crate::host_tools::ToolHost>,
+    /// ([`crate::tool_host`]): the MCP servers a host configures. Default: none.
+    pub host: Arc<dyn crate::tool_host::ToolHost>,
     /// The host's `essentialTools`: on in every state unless a state entry narrows or a
     /// denial names them.
     pub essential_tools: Vec<String>,
@@ -457,8 +457,8 @@ impl Runtime {
             mounts,
             recursion_limit: RECURSION_LIMIT,
             limits: archmax_stdlib::limits::Limits::default(),
-            mocks: Arc::new(crate::host_tools::Mocks::default()),
-            host: Arc::new(crate::host_tools::NoHost),
+            mocks: Arc::new(crate::tool_host::Mocks::default()),
+            host: Arc::new(crate::tool_host::NoHost),
             essential_tools: Vec::new(),
             context: crate::context::ContextSettings::default(),
             definitions,
@@ -491,20 +491,20 @@ impl Runtime {
     }
 
     pub fn with_mocks(mut self, mocks: Vec<Mock>) -> Runtime {
-        self.mocks = Arc::new(crate::host_tools::Mocks(mocks));
+        self.mocks = Arc::new(crate::tool_host::Mocks(mocks));
         self
     }
 
     /// Asks `host` for every tool the runtime does not implement itself, with
     /// `essential_tools` on in every state.
-    pub fn with_host(mut self, host: Arc<dyn crate::host_tools::ToolHost>, essential_tools: Vec<String>) -> Runtime {
+    pub fn with_host(mut self, host: Arc<dyn crate::tool_host::ToolHost>, essential_tools: Vec<String>) -> Runtime {
         self.host = host;
         self.essential_tools = essential_tools;
         self
     }
 
-    /// [`Runtime::with_host`] from a [`crate::host_tools::HostTools`].
-    pub fn with_tools(self, tools: &crate::host_tools::HostTools) -> Runtime {
+    /// [`Runtime::with_host`] from a [`crate::tool_host::HostTools`].
+    pub fn with_tools(self, tools: &crate::tool_host::HostTools) -> Runtime {
         self.with_host(Arc::clone(&tools.host), tools.essential.clone())
     }
 

@@ -261,7 +261,7 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     };
     let digest = {
         use sha2::Digest;
-        sha2::Sha256::digest(loaded.text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect::<String>()
+        archmax_compiler::lower::hash::hex(&sha2::Sha256::digest(loaded.text.as_bytes()))
     };
     let header = Header {
         flow: document.id.clone(),

@@ -12,8 +12,8 @@ use archmax_compiler::artifact;
 use archmax_compiler::lower::BuildInputs;
 use archmax_compiler::program::Program;
 use archmax_compiler::{CompileError, compile};
+use archmax_vm::environment::{self, ClockAndPricing, process_env};
 use archmax_vm::events::{EventSink, JsonLines};
-use archmax_vm::host_env::{self, ClockAndPricing, process_env};
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::session::{Status, Usage};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
@@ -104,7 +104,7 @@ pub fn load_mocks(path: &Path) -> Result<Vec<archmax_vm::Mock>, String> {
 pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refusal> {
     match options.tape {
         Some(path) => {
-            host_env::tape_from_file(path, &path.display().to_string()).map_err(|error| Refusal(error.to_string()))
+            environment::tape_from_file(path, &path.display().to_string()).map_err(|error| Refusal(error.to_string()))
         }
         None => {
             // `--timeout` bounds each call, over ARCHMAX_REQUEST_TIMEOUT_MS.
@@ -123,7 +123,7 @@ pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refu
                 );
             });
             let endpoint =
-                host_env::endpoint_with_retries(get, Some(show)).map_err(|error| Refusal(error.to_string()))?;
+                environment::endpoint_with_retries(get, Some(show)).map_err(|error| Refusal(error.to_string()))?;
             match options.record {
                 Some(path) => archmax_vm::model::record::Recorder::new(endpoint, path)
                     .map(|recorder| Arc::new(recorder) as Arc<dyn ModelAdapter>)
@@ -218,7 +218,7 @@ pub fn header(options: &SessionOptions<'_>, workflow: &str, program: Option<&Pro
     let root = options.root.canonicalize().unwrap_or_else(|_| options.root.to_path_buf());
     let model = match options.tape {
         Some(tape) => format!("tape {}", tape.display()),
-        None => models_used(program, workflow, host_env::configured_model(process_env)),
+        None => models_used(program, workflow, environment::configured_model(process_env)),
     };
     let model = match options.record {
         Some(tape) => format!("{model} · recording to {}", tape.display()),

@@ -49,13 +49,19 @@ fn rules() -> Vec<Rule> {
         Rule {
             package: "archmax-program",
             features: &[],
-            forbidden: with(everything_else(&["archmax-program"]), &["saphyr-parser", "petgraph", "miette", "tokio", "reqwest"]),
+            forbidden: with(
+                everything_else(&["archmax-program"]),
+                &["saphyr-parser", "petgraph", "miette", "tokio", "reqwest"],
+            ),
             why: "the compiled program is the base every other crate stands on; it reads no YAML and does no I/O",
         },
         Rule {
             package: "archmax-config",
             features: &[],
-            forbidden: with(everything_else(&["archmax-config", "archmax-program"]), &["saphyr-parser", "petgraph", "tokio"]),
+            forbidden: with(
+                everything_else(&["archmax-config", "archmax-program"]),
+                &["saphyr-parser", "petgraph", "tokio"],
+            ),
             why: "archmax.toml is read by the front end and the runner alike, so it needs only the program",
         },
         Rule {
@@ -76,7 +82,10 @@ fn rules() -> Vec<Rule> {
         Rule {
             package: "archmax-vm",
             features: &["--no-default-features"],
-            forbidden: with(everything_else(&["archmax-vm", "archmax-program", "archmax-config", "archmax-stdlib"]), &FRONT_END),
+            forbidden: with(
+                everything_else(&["archmax-vm", "archmax-program", "archmax-config", "archmax-stdlib"]),
+                &FRONT_END,
+            ),
             why: "a runner built without `frontend` loads artifacts and never parses YAML",
         },
         Rule {
@@ -88,13 +97,17 @@ fn rules() -> Vec<Rule> {
         Rule {
             package: "archmax-store-postgres",
             features: &[],
-            forbidden: with(PRODUCTS.iter().copied().filter(|name| *name != "archmax-store-postgres").collect(), &["axum"]),
+            forbidden: with(
+                PRODUCTS.iter().copied().filter(|name| *name != "archmax-store-postgres").collect(),
+                &["axum"],
+            ),
             why: "a session store serves every product and depends on none",
         },
         Rule {
             package: "archmax-mcp",
             features: &[],
-            forbidden: ["archmax-cli", "archmax-serve", "archmax-store-postgres", "archmax-flow", "archmax-ide"].to_vec(),
+            forbidden: ["archmax-cli", "archmax-serve", "archmax-store-postgres", "archmax-flow", "archmax-ide"]
+                .to_vec(),
             why: "the MCP host is a tool host for any runner",
         },
         Rule {
@@ -106,7 +119,8 @@ fn rules() -> Vec<Rule> {
         Rule {
             package: "archmax-flow",
             features: &[],
-            forbidden: ["archmax-cli", "archmax-serve", "archmax-ide", "archmax-store-postgres", "archmax-mcp"].to_vec(),
+            forbidden: ["archmax-cli", "archmax-serve", "archmax-ide", "archmax-store-postgres", "archmax-mcp"]
+                .to_vec(),
             why: "flow documents run on the VM's tools, not on a product",
         },
         Rule {
@@ -118,7 +132,10 @@ fn rules() -> Vec<Rule> {
         Rule {
             package: "archmax-migrate",
             features: &[],
-            forbidden: with(everything_else(&["archmax-migrate", "archmax-compiler", "archmax-program", "archmax-config"]), &["tokio"]),
+            forbidden: with(
+                everything_else(&["archmax-migrate", "archmax-compiler", "archmax-program", "archmax-config"]),
+                &["tokio"],
+            ),
             why: "migrating a workspace is a source-to-source rewrite over the front end",
         },
     ]
@@ -134,7 +151,8 @@ fn linked(package: &str, features: &[&str]) -> Vec<String> {
         .unwrap_or_else(|error| panic!("cargo could not be started: {error}"));
     assert!(output.status.success(), "cargo tree -p {package} failed: {}", String::from_utf8_lossy(&output.stderr));
     let tree = String::from_utf8_lossy(&output.stdout);
-    let names: Vec<String> = tree.lines().filter_map(|line| line.split_whitespace().next()).map(str::to_string).collect();
+    let names: Vec<String> =
+        tree.lines().filter_map(|line| line.split_whitespace().next()).map(str::to_string).collect();
     assert_eq!(names.first().map(String::as_str), Some(package), "the tree starts at the crate: {tree}");
     names
 }
@@ -144,7 +162,8 @@ fn no_crate_links_what_its_layer_forbids() {
     let mut broken = Vec::new();
     for rule in rules() {
         let names = linked(rule.package, rule.features);
-        let found: Vec<&&str> = rule.forbidden.iter().filter(|name| names.iter().any(|linked| linked == *name)).collect();
+        let found: Vec<&&str> =
+            rule.forbidden.iter().filter(|name| names.iter().any(|linked| linked == *name)).collect();
         if !found.is_empty() {
             broken.push(format!("{} {:?} links {found:?}: {}", rule.package, rule.features, rule.why));
         }

@@ -18,10 +18,10 @@ use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use serde_json::{Map, Value, json};
 
-use archmax_compiler::host_settings::{McpServer, McpTransport};
 use archmax_compiler::source::{FileId, Span};
+use archmax_config::settings::{McpServer, McpTransport};
 use archmax_mcp::{HostOptions, McpHost};
-use archmax_vm::host_tools::{HostCall, ToolHost};
+use archmax_vm::tool_host::{HostCall, ToolHost};
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_archmax-mcp-fixture");
 

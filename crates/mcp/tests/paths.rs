@@ -16,11 +16,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use archmax_compiler::host_settings::{McpServer, McpTransport};
 use archmax_compiler::lower::{BuildInputs, lower};
 use archmax_compiler::program::Program;
 use archmax_compiler::source::{FileId, Span};
 use archmax_compiler::{analyze_workspace, load_memory};
+use archmax_config::settings::{McpServer, McpTransport};
 use archmax_mcp::{HostOptions, McpHost};
 use archmax_vm::clock::FixedClock;
 use archmax_vm::events::EventSink;

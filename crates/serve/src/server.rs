@@ -36,7 +36,7 @@ use crate::hub::{Hub, root_session};
 use crate::metrics::Metrics;
 use crate::turns::{TurnGate, TurnLimits, TurnResult};
 use crate::webhooks::Connections;
-use archmax_config::settings::HostSettings;
+use archmax_config::settings::RunnerSettings;
 
 /// The longest `?wait=` honoured, in seconds.
 pub const MAX_WAIT_SECONDS: f64 = 300.0;
@@ -61,7 +61,7 @@ pub struct ServerParts {
     pub limits: TurnLimits,
     pub body_limit: usize,
     /// The host tools (MCP servers) and essential tools every runtime asks.
-    pub tools: archmax_vm::host_tools::HostTools,
+    pub tools: archmax_vm::tool_host::HostTools,
     /// The context budgets of every session (`[context]` of `archmax.toml`).
     pub context: archmax_vm::context::ContextSettings,
 }
@@ -83,7 +83,7 @@ struct RuntimeFactory {
     events: EventSink,
     root: PathBuf,
     pricing: PricingTable,
-    tools: archmax_vm::host_tools::HostTools,
+    tools: archmax_vm::tool_host::HostTools,
     context: archmax_vm::context::ContextSettings,
 }
 
@@ -111,7 +111,7 @@ pub struct Server {
     /// Webhook senders (`[connections.<slug>]`).
     pub connections: Connections,
     /// The runner's tables of `archmax.toml`.
-    pub settings: HostSettings,
+    pub settings: RunnerSettings,
     loader: Option<ArtifactLoader>,
     /// Resume times of waiting sessions, for the scheduler.
     pub(crate) due: Arc<crate::schedule::DueIndex>,
@@ -266,7 +266,7 @@ impl Server {
             store: parts.store,
             auth: SharedAuth::new(parts.auth),
             connections: Connections::default(),
-            settings: HostSettings::default(),
+            settings: RunnerSettings::default(),
             loader: None,
             due,
             gate: TurnGate::new(parts.limits, Arc::clone(&metrics)),
@@ -285,7 +285,7 @@ impl Server {
     }
 
     /// Serves webhooks and the scheduler from `archmax.toml`'s runner tables.
-    pub fn with_settings(mut self, settings: HostSettings, connections: Connections) -> Server {
+    pub fn with_settings(mut self, settings: RunnerSettings, connections: Connections) -> Server {
         self.settings = settings;
         self.connections = connections;
         self

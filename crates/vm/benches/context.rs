@@ -27,11 +27,11 @@ use archmax_compiler::{analyze_workspace, load_memory};
 use archmax_vm::clock::FixedClock;
 use archmax_vm::context::{ContextSettings, estimate};
 use archmax_vm::events::EventSink;
-use archmax_vm::host_tools::{Catalog, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse, Role, TokenUsage};
 use archmax_vm::session::ToolCall;
 use archmax_vm::session::memory::MemoryStore;
+use archmax_vm::tool_host::{Catalog, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::{Runtime, RuntimeParts, TurnRequest};
 
 const CALLS: usize = 1_000;

@@ -26,11 +26,12 @@
 
 pub mod blocking;
 pub mod cache;
+#[cfg(feature = "frontend")]
+pub mod cases;
 pub mod clock;
 pub mod context;
+pub mod environment;
 pub mod events;
-pub mod host_env;
-pub mod host_tools;
 pub mod interp;
 pub mod kernel;
 pub mod model;
@@ -39,8 +40,7 @@ pub mod runtime;
 pub mod sandbox;
 pub mod secret_file;
 pub mod session;
-#[cfg(feature = "frontend")]
-pub mod testing;
+pub mod tool_host;
 pub mod values;
 
 pub use archmax_stdlib as stdlib;

@@ -45,8 +45,8 @@ pub struct RuntimeParts {
 struct HostChoices {
     recursion_limit: usize,
     limits: archmax_stdlib::limits::Limits,
-    mocks: Arc<crate::host_tools::Mocks>,
-    host: Arc<dyn crate::host_tools::ToolHost>,
+    mocks: Arc<crate::tool_host::Mocks>,
+    host: Arc<dyn crate::tool_host::ToolHost>,
     essential_tools: Vec<String>,
     context: crate::context::ContextSettings,
     repl_capacity: usize,
@@ -57,8 +57,8 @@ impl Default for HostChoices {
         HostChoices {
             recursion_limit: RECURSION_LIMIT,
             limits: archmax_stdlib::limits::Limits::default(),
-            mocks: Arc::new(crate::host_tools::Mocks::default()),
-            host: Arc::new(crate::host_tools::NoHost),
+            mocks: Arc::new(crate::tool_host::Mocks::default()),
+            host: Arc::new(crate::tool_host::NoHost),
             essential_tools: Vec::new(),
             context: crate::context::ContextSettings::default(),
             repl_capacity: DEFAULT_REPL_CAPACITY,
@@ -117,16 +117,16 @@ impl RuntimeBuilder {
     /// Declared tool results (a case's `mocks`), served after governance allowed a call,
     /// before the tool host or a built-in is asked.
     pub fn mocks(mut self, mocks: Vec<Mock>) -> RuntimeBuilder {
-        self.choices.mocks = Arc::new(crate::host_tools::Mocks(mocks));
+        self.choices.mocks = Arc::new(crate::tool_host::Mocks(mocks));
         self
     }
 
     /// Asks `host` for every tool the runtime does not implement itself
-    /// ([`crate::host_tools`]), with `essential_tools` on in every state unless a state
+    /// ([`crate::tool_host`]), with `essential_tools` on in every state unless a state
     /// entry narrows or a denial names them. Default: no host.
     pub fn tool_host(
         mut self,
-        host: Arc<dyn crate::host_tools::ToolHost>,
+        host: Arc<dyn crate::tool_host::ToolHost>,
         essential_tools: Vec<String>,
     ) -> RuntimeBuilder {
         self.choices.host = host;
@@ -134,8 +134,8 @@ impl RuntimeBuilder {
         self
     }
 
-    /// [`RuntimeBuilder::tool_host`] from a [`crate::host_tools::HostTools`].
-    pub fn tools(self, tools: &crate::host_tools::HostTools) -> RuntimeBuilder {
+    /// [`RuntimeBuilder::tool_host`] from a [`crate::tool_host::HostTools`].
+    pub fn tools(self, tools: &crate::tool_host::HostTools) -> RuntimeBuilder {
         self.tool_host(Arc::clone(&tools.host), tools.essential.clone())
     }
 
@@ -610,7 +610,7 @@ impl Runtime {
     }
 
     /// Where tools the runtime does not implement itself are asked for.
-    pub fn tool_host(&self) -> &Arc<dyn crate::host_tools::ToolHost> {
+    pub fn tool_host(&self) -> &Arc<dyn crate::tool_host::ToolHost> {
         &self.choices.host
     }
 
@@ -621,7 +621,7 @@ impl Runtime {
     }
 
     /// Declared tool results (a case's `mocks`).
-    pub(crate) fn mocks(&self) -> &crate::host_tools::Mocks {
+    pub(crate) fn mocks(&self) -> &crate::tool_host::Mocks {
         &self.choices.mocks
     }
 

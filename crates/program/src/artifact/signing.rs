@@ -12,7 +12,7 @@
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 
-use crate::hex::hex;
+use crate::hex::{decode_array, hex};
 
 /// The prefix of a public key's text form.
 pub const PUBLIC_PREFIX: &str = "ed25519:";
@@ -44,7 +44,7 @@ impl PublicKey {
         let trimmed = text.trim();
         let bytes = trimmed
             .strip_prefix(PUBLIC_PREFIX)
-            .and_then(parse_hex32)
+            .and_then(decode_array::<32>)
             .ok_or_else(|| KeyError::NotAPublicKey(shorten(trimmed)))?;
         PublicKey::from_bytes(&bytes).ok_or_else(|| KeyError::WeakPublicKey(shorten(trimmed)))
     }
@@ -94,7 +94,7 @@ impl SecretKey {
         let (Some(line), None) = (lines.next(), lines.next()) else {
             return Err(KeyError::NotAPrivateKey);
         };
-        let mut seed = line.strip_prefix(SECRET_PREFIX).and_then(parse_hex32).ok_or(KeyError::NotAPrivateKey)?;
+        let mut seed = line.strip_prefix(SECRET_PREFIX).and_then(decode_array::<32>).ok_or(KeyError::NotAPrivateKey)?;
         let key = SecretKey::from_seed(&seed);
         seed.fill(0);
         Ok(key)
@@ -161,18 +161,6 @@ impl TrustedKeys {
     pub fn contains(&self, key: &PublicKey) -> bool {
         self.0.contains(key)
     }
-}
-
-/// Exactly 64 hex digits as 32 bytes.
-fn parse_hex32(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 || !text.is_ascii() {
-        return None;
-    }
-    let mut bytes = [0u8; 32];
-    for (index, byte) in bytes.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(text.get(index * 2..index * 2 + 2)?, 16).ok()?;
-    }
-    Some(bytes)
 }
 
 /// A hostile key argument is echoed only in part.

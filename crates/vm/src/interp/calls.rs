@@ -291,7 +291,7 @@ pub(super) fn preview(text: &str) -> (String, bool) {
 /// the surface has them, else as the built-in takes them.
 fn described_paths<'a>(
     program: &'a archmax_program::program::Program,
-    hosted: Option<&'a crate::host_tools::HostTool>,
+    hosted: Option<&'a crate::tool_host::HostTool>,
     on_surface: Option<&'a archmax_program::program::SurfaceTool>,
     tool: &str,
 ) -> Vec<&'a str> {
@@ -511,7 +511,7 @@ impl Turn<'_> {
             Ok(sent) => sent,
         };
         let connection = self.connection_of(id, &call.name);
-        let host_call = crate::host_tools::HostCall {
+        let host_call = crate::tool_host::HostCall {
             session: &self.session.id,
             state: here,
             call_id: &call.id,
@@ -525,14 +525,14 @@ impl Turn<'_> {
                 let offloaded = matches!(caller, Caller::Model | Caller::Grader);
                 (self.host_answer(&call.id, answered, offloaded).await, server)
             }
-            Err(crate::host_tools::HostError::NotProvided(_)) => (
+            Err(crate::tool_host::HostError::NotProvided(_)) => (
                 Answer::error(format!(
                     "Error: no server provides `{}` any more; its server may have changed its tools",
                     call.name
                 )),
                 None,
             ),
-            Err(crate::host_tools::HostError::Failed { server: failed, message }) => {
+            Err(crate::tool_host::HostError::Failed { server: failed, message }) => {
                 (Answer::error(format!("Error: {message}")), Some(failed))
             }
         }

@@ -18,9 +18,9 @@ use archmax_program::tools::{DEFAULT_TOOLS, NOTE_TOOL, PathAccess, RUNTIME_TOOLS
 use archmax_program::zones::Zone;
 use archmax_stdlib::vfs::{DiskVfs, HandedPath, HostPathError};
 
-use crate::host_tools::{Catalog, Content, HostAnswer, HostCall, HostTool, ToolHost as _};
 use crate::model::ToolDefinition;
 use crate::session::ToolCall;
+use crate::tool_host::{Catalog, Content, HostAnswer, HostCall, HostTool, ToolHost as _};
 
 use super::Turn;
 use super::calls::Answer;
@@ -79,7 +79,7 @@ impl<'r> Turn<'r> {
         self.runtime.tool_host().catalog().await
     }
 
-    /// A case's declared result for this call (the [`crate::host_tools::Mocks`] host),
+    /// A case's declared result for this call (the [`crate::tool_host::Mocks`] host),
     /// as the model reads it; `None` when no mock matches.
     pub(super) async fn mocked(&self, state: &str, call: &ToolCall, args: &Value) -> Option<String> {
         let asked =

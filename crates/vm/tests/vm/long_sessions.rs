@@ -18,11 +18,11 @@ use serde_json::{Value, json};
 use archmax_vm::clock::FixedClock;
 use archmax_vm::context::{ContextSettings, estimate};
 use archmax_vm::events::EventSink;
-use archmax_vm::host_tools::{Catalog, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::model::openai::{OpenAiAdapter, OpenAiConfig};
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::{Message, Status};
+use archmax_vm::tool_host::{Catalog, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::{Runtime, RuntimeParts, TurnRequest};
 
 use crate::support::compile;

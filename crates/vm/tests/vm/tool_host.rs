@@ -11,12 +11,12 @@ use serde_json::{Value, json};
 use archmax_compiler::tools::PathAccess;
 use archmax_vm::clock::FixedClock;
 use archmax_vm::events::EventSink;
-use archmax_vm::host_tools::{Catalog, Content, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse};
 use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::memory::MemoryStore;
 use archmax_vm::session::{Message, SessionStore, ToolCall};
+use archmax_vm::tool_host::{Catalog, Content, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::{Mock, Runtime, RuntimeParts, TurnRequest};
 
 use crate::support::compile;

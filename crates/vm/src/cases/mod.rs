@@ -170,7 +170,7 @@ pub struct Harness {
     pub clock: Arc<dyn Clock>,
     pub pricing: PricingTable,
     /// The host tools every case's runtime asks (after the case's own mocks).
-    pub tools: crate::host_tools::HostTools,
+    pub tools: crate::tool_host::HostTools,
     /// The host's context budgets (`[context]` of `archmax.toml`).
     pub context: crate::context::ContextSettings,
 }

@@ -37,6 +37,7 @@ pub fn configured_model(get: impl Fn(&str) -> Option<String>) -> Option<String> 
 
 /// Why the configured model endpoint could not be set up.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EndpointError {
     /// A variable is missing or malformed.
     #[error(transparent)]
@@ -67,6 +68,7 @@ pub fn endpoint_with_retries(
 /// Why a tape file could not be replayed.
 #[cfg(feature = "frontend")]
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TapeFileError {
     #[error("could not read the tape `{path}`: {error}")]
     Unreadable { path: String, error: std::io::Error },

@@ -341,7 +341,7 @@ pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>) -> Exi
     if let Some(report) = runtime.model().report() {
         eprintln!("{report}");
     }
-    match park_report(outcome, &runtime.program(), caller) {
+    match park_report(outcome, runtime.program(), caller) {
         Some(report) => note!("{report}"),
         None => note!("session {}", outcome.session_id),
     }

@@ -348,7 +348,7 @@ impl Server {
         let mut incoming: Vec<Result<Arc<Runtime>, Program>> = Vec::new();
         for program in programs {
             let wanted = signature(&program);
-            match current.iter().find(|runtime| signature(&runtime.program()) == wanted) {
+            match current.iter().find(|runtime| signature(runtime.program()) == wanted) {
                 Some(existing) => incoming.push(Ok(Arc::clone(existing))),
                 None => incoming.push(Err(program)),
             }

@@ -220,7 +220,7 @@ impl<'r> Turn<'r> {
         let canonical = archmax_program::zones::canonicalize(written)
             .map_err(|_| HostPathProblem::Other(format!("`{argument}` ({written}) is not a workspace path")))?;
         let runtime = self.runtime;
-        let (store, inside) = match archmax_program::zones::classify(&canonical, &runtime.mounts()) {
+        let (store, inside) = match archmax_program::zones::classify(&canonical, runtime.mounts()) {
             Zone::Mount(index) => {
                 let mount = &runtime.mounts().mounts[index];
                 let key = mount.key.trim_end_matches('/');

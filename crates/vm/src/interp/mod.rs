@@ -141,7 +141,7 @@ impl<'r> Turn<'r> {
     }
 
     fn program(&self) -> &'r archmax_program::program::Program {
-        &self.runtime.program()
+        self.runtime.program()
     }
 
     fn now(&self) -> u64 {
@@ -233,9 +233,9 @@ impl<'r> Turn<'r> {
         Policy {
             program: self.program(),
             workflow: self.workflow,
-            mounts: &self.runtime.mounts(),
+            mounts: self.runtime.mounts(),
             ancestors: &self.inherited,
-            essential: &self.runtime.essential_tools(),
+            essential: self.runtime.essential_tools(),
         }
     }
 

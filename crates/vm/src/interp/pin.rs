@@ -68,7 +68,7 @@ impl Runtime {
     pub(crate) async fn keep_spec(&self, session: &str, workflow: &WorkflowProgram) {
         let kept = match self.store().spec(&workflow.spec_hash).await {
             Ok(Some(_)) => Ok(()),
-            Ok(None) => self.store().keep_spec(&pinned_spec(&self.program(), workflow)).await,
+            Ok(None) => self.store().keep_spec(&pinned_spec(self.program(), workflow)).await,
             Err(error) => Err(error),
         };
         if let Err(error) = kept {
@@ -87,7 +87,7 @@ impl Runtime {
         if *pinned == workflow.spec_hash {
             return Ok(None);
         }
-        let current = pinned_spec(&self.program(), workflow);
+        let current = pinned_spec(self.program(), workflow);
         let stored = match crate::session::spec::is_spec_hash(pinned) {
             true => self.store().spec(pinned).await.ok().flatten(),
             false => None,

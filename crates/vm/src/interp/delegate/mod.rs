@@ -265,9 +265,9 @@ impl Turn<'_> {
         let child_policy = crate::kernel::Policy {
             program,
             workflow: target,
-            mounts: &self.runtime.mounts(),
+            mounts: self.runtime.mounts(),
             ancestors: &inherited,
-            essential: &self.runtime.essential_tools(),
+            essential: self.runtime.essential_tools(),
         };
         let child_state = target
             .states

@@ -25,7 +25,7 @@
 //! ([`model::openai::install_tls_provider`]).
 
 pub mod blocking;
-pub mod cache;
+pub(crate) mod cache;
 #[cfg(feature = "frontend")]
 pub mod cases;
 pub mod clock;
@@ -35,13 +35,13 @@ pub mod events;
 pub mod interp;
 pub mod kernel;
 pub mod model;
-pub mod prompt;
+pub(crate) mod prompt;
 pub mod runtime;
 pub mod sandbox;
 pub mod secret_file;
 pub mod session;
 pub mod tool_host;
-pub mod values;
+pub(crate) mod values;
 
 pub use archmax_stdlib as stdlib;
 pub use runtime::{

@@ -271,7 +271,7 @@ pub struct DeliverRequest {
     /// and the server's default; `deliver --undeclared` turns it off).
     pub declared_only: bool,
     /// Seeded locked (`title` excepted); only members the trigger declares
-    /// ([`crate::interp::declared_members`]), anything else is refused by name.
+    /// (`interp::carried::declared_members`), anything else is refused by name.
     pub variables: Map<String, Value>,
     pub message: Option<String>,
     /// Move a session pinned to another program of the workflow to this one.

@@ -47,10 +47,7 @@ use crate::session::{
     TrailKind, TrailStep, Variable,
 };
 
-pub use carried::declared_members;
-pub use pin::pinned_spec;
 pub use resume::{Channel, check_named_workflow, decision_refusal, park_refusal};
-pub use start::validate_variable_name;
 
 /// One turn on an open session.
 ///

@@ -14,7 +14,7 @@ pub mod openai;
 pub mod pricing;
 #[cfg(feature = "frontend")]
 pub mod record;
-pub mod stream;
+pub(crate) mod stream;
 #[cfg(feature = "frontend")]
 pub mod tape;
 

@@ -120,9 +120,9 @@ impl Sources {
             .map(|path| {
                 let bytes =
                     std::fs::read(path).map_err(|error| format!("could not read `{}`: {error}", path.display()))?;
-                artifact::load(&bytes, &trusted)
-                    .map(|loaded| loaded.program)
-                    .map_err(|error| format!("`{}` is refused: {error}", path.display()))
+                artifact::load(&bytes, &trusted).map(|loaded| loaded.program).map_err(|error| {
+                    format!("`{}` is refused: {}", path.display(), crate::keys::artifact_problem(&error))
+                })
             })
             .collect()
     }
@@ -323,7 +323,7 @@ pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>)
         server.with_loader(Arc::new(move |bytes: &[u8]| {
             artifact::load(bytes, &trusted)
                 .map(|loaded| loaded.program)
-                .map_err(|error| format!("the artifact is refused: {error}"))
+                .map_err(|error| format!("the artifact is refused: {}", crate::keys::artifact_problem(&error)))
         }))
     });
     executor.block_on(async {

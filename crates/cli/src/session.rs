@@ -71,7 +71,9 @@ pub fn load(options: &SessionOptions<'_>, selection: &[String]) -> Result<Loaded
             .map_err(|error| Ok(Refusal(format!("could not read `{}`: {error}", path.display()))))?;
         return artifact::load(&bytes, &trusted)
             .map(|loaded| Loaded { program: loaded.program, left_out: Vec::new() })
-            .map_err(|error| Ok(Refusal(format!("`{}` is refused: {error}", path.display()))));
+            .map_err(|error| {
+                Ok(Refusal(format!("`{}` is refused: {}", path.display(), crate::keys::artifact_problem(&error))))
+            });
     }
     compile(options.root, selection, &BuildInputs { platform_prompt: PLATFORM_PROMPT })
         .map(|compiled| Loaded { program: compiled.program, left_out: compiled.left_out })

@@ -19,16 +19,15 @@ pub const PUBLIC_PREFIX: &str = "ed25519:";
 /// The prefix of the secret line of a private key file.
 pub const SECRET_PREFIX: &str = "ed25519-secret:";
 
-/// Why a key could not be read or made.
+/// Why a key could not be read or made. Which command makes a key is the host's to add
+/// (the CLI does, by variant).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KeyError {
-    #[error("`{0}` is not a public key: write `ed25519:` followed by 64 hex digits, as `archmax keygen` prints it")]
+    #[error("`{0}` is not a public key: write `ed25519:` followed by 64 hex digits")]
     NotAPublicKey(String),
     #[error("`{0}` is not a usable Ed25519 public key (it is not a point on the curve, or a weak one)")]
     WeakPublicKey(String),
-    #[error(
-        "not an archmax private key file: it needs one line `ed25519-secret:` followed by 64 hex digits; make one with `archmax keygen -o FILE`"
-    )]
+    #[error("not an archmax private key file: it needs one line `ed25519-secret:` followed by 64 hex digits")]
     NotAPrivateKey,
     #[error("the operating system gave no randomness for a new key: {0}")]
     Randomness(String),

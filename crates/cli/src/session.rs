@@ -211,7 +211,19 @@ where
     });
     match finished {
         Ok((outcome, caller)) => finish(&outcome, &runtime, caller.as_deref()),
-        Err(error) => failure(error),
+        Err(error) => failure(run_problem(&error)),
+    }
+}
+
+/// A runtime error as the CLI says it: the library's sentence (what is wrong), then the
+/// command that helps, where this CLI has one.
+pub fn run_problem(error: &RunError) -> String {
+    match error {
+        RunError::UnknownSession(_) => format!("{error}; `archmax sessions` lists them"),
+        RunError::ProgramChanged { changes, .. } if changes.missing_position().is_none() => format!(
+            "{error} Run the same command with `--upgrade` to move the session to the new program, or resume it with the artifact it started under to keep the old rules."
+        ),
+        _ => error.to_string(),
     }
 }
 

@@ -339,7 +339,7 @@ pub enum RunError {
         suggestion(trigger, declared)
     )]
     UnknownTrigger { workflow: String, trigger: String, declared: Vec<String> },
-    #[error("there is no session `{0}`; `archmax sessions` lists them")]
+    #[error("there is no session `{0}`")]
     UnknownSession(String),
     /// Another process (or task) holds the session; nothing changed, try again later.
     #[error("session `{0}` is in use by another process; try again when it finishes")]
@@ -364,7 +364,7 @@ pub enum RunError {
     /// The session is pinned to another program of its workflow than this runtime's;
     /// nothing changed. Resuming with `upgrade` moves it on.
     #[error(
-        "session `{session}` is pinned to program {pinned} of workflow `{workflow}`, but the workflow is now program {current} ({changes}). Nothing was changed. {}",
+        "session `{session}` is pinned to program {pinned} of workflow `{workflow}`, but the workflow is now program {current} ({changes}). Nothing was changed.{}",
         pin_advice(changes)
     )]
     ProgramChanged {
@@ -503,14 +503,15 @@ fn suggestion(word: &str, known: &[String]) -> String {
         .unwrap_or_default()
 }
 
-/// What to do about a session pinned to another program: upgrade it, unless its state
-/// is gone from the new one.
+/// Why a session pinned to another program cannot be upgraded, when its state is gone
+/// from the new one. How to upgrade one that can be is the host's to say (the CLI names
+/// its `--upgrade`).
 fn pin_advice(changes: &crate::session::spec::SpecChanges) -> String {
     match changes.missing_position() {
         Some(state) => format!(
-            "It cannot be upgraded while the workflow does not declare '{state}': declare it again, or resume the session with the artifact it started under."
+            " It cannot be upgraded while the workflow does not declare '{state}': declare it again, or resume the session with the artifact it started under."
         ),
-        None => "Run the same command with `--upgrade` to move the session to the new program, or resume it with the artifact it started under to keep the old rules.".to_string(),
+        None => String::new(),
     }
 }
 

@@ -22,7 +22,7 @@ use archmax_flow::scope::WriteScope;
 use archmax_flow::step::{FlowBudget, Outcome, StepBudget, StepEnvironment};
 use archmax_flow::walk::{OperatorVerdict, WalkOptions, default_session_dir, new_run_id};
 use archmax_flow::{FlowDocument, FlowEvent};
-use archmax_vm::host_env::{self, ClockAndPricing};
+use archmax_vm::environment::{self, ClockAndPricing};
 use archmax_vm::stdlib::vfs::{DiskVfs, Workspace};
 
 use crate::Format;
@@ -195,10 +195,10 @@ fn model_lookup(flags: &RunFlags) -> impl Fn(&str) -> Option<String> + '_ {
         "ARCHMAX_API_BASE_URL" if flags.base_url.is_some() => flags.base_url.clone(),
         "ARCHMAX_MODEL" if flags.model.is_some() => flags.model.clone(),
         "ARCHMAX_API_KEY" => match &flags.api_key_env {
-            Some(variable) => host_env::process_env(variable),
-            None => host_env::process_env(name),
+            Some(variable) => environment::process_env(variable),
+            None => environment::process_env(name),
         },
-        _ => host_env::process_env(name),
+        _ => environment::process_env(name),
     }
 }
 
@@ -238,15 +238,15 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         _ => return failure(format!("--workspace `{}` is not a directory", flags.workspace.display())),
     };
     let model = match &flags.tape {
-        Some(tape) => host_env::tape_from_file(tape, &tape.display().to_string()).map_err(|error| error.to_string()),
-        None => host_env::endpoint_from_env(model_lookup(flags)).map_err(|error| error.to_string()),
+        Some(tape) => environment::tape_from_file(tape, &tape.display().to_string()).map_err(|error| error.to_string()),
+        None => environment::endpoint_from_env(model_lookup(flags)).map_err(|error| error.to_string()),
     };
     let model = match model {
         Ok(model) => model,
         Err(error) => return failure(error),
     };
-    let host = match ClockAndPricing::from_env(host_env::process_env) {
-        Ok(host) => host,
+    let from_env = match ClockAndPricing::from_env(environment::process_env) {
+        Ok(from_env) => from_env,
         Err(error) => return failure(error),
     };
     let session_dir =
@@ -261,7 +261,7 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     };
     let digest = {
         use sha2::Digest;
-        sha2::Sha256::digest(loaded.text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect::<String>()
+        archmax_compiler::lower::hash::hex(&sha2::Sha256::digest(loaded.text.as_bytes()))
     };
     let header = Header {
         flow: document.id.clone(),
@@ -290,15 +290,15 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     let mut credential_variables = vec!["ARCHMAX_API_KEY".to_string()];
     credential_variables.extend(flags.api_key_env.clone());
     let workspace = Workspace { session: Arc::new(DiskVfs::new(&workspace_root)), mounts: Vec::new() };
-    let model_name = flags.model.clone().or_else(|| host_env::configured_model(host_env::process_env));
+    let model_name = flags.model.clone().or_else(|| environment::configured_model(environment::process_env));
     let system = standing_instruction(&document.id, run_scope.as_ref());
     let environment = StepEnvironment {
         flow: &document.id,
         run: &run,
         model: model.as_ref(),
         model_name: model_name.as_deref(),
-        pricing: &host.pricing,
-        clock: host.clock.as_ref(),
+        pricing: &from_env.pricing,
+        clock: from_env.clock.as_ref(),
         workspace: &workspace,
         workspace_root: &workspace_root,
         reserved: reserved.as_deref(),

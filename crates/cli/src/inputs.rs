@@ -77,7 +77,7 @@ pub fn hand_over(
     if files.is_empty() {
         return Ok(());
     }
-    let program = &runtime.program;
+    let program = &runtime.program();
     let problem = |field: &str, message: String| RunError::InvalidInput {
         message: message.clone(),
         fields: vec![FieldProblem { field: field.to_string(), problem: message }],
@@ -136,7 +136,7 @@ pub fn hand_over(
         }
         checked.push((name, path, file));
     }
-    let store = runtime.store.files(session).map_err(RunError::Store)?;
+    let store = runtime.store().files(session).map_err(RunError::Store)?;
     for (name, path, file) in checked {
         store.write(&path, &file.bytes).map_err(|error| {
             problem(&name, format!("`{}` could not be copied into the session: {error}", file.source.display()))

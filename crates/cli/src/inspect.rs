@@ -45,7 +45,9 @@ pub fn run(
     };
     let loaded = match artifact::load(&bytes, &trusted) {
         Ok(loaded) => loaded,
-        Err(error) => return failure(format!("`{}` is refused: {error}", file.display())),
+        Err(error) => {
+            return failure(format!("`{}` is refused: {}", file.display(), crate::keys::artifact_problem(&error)));
+        }
     };
     let program = &loaded.program;
     let filter = Filter { workflow, state };

@@ -11,7 +11,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::ExitCode;
 
-use archmax_compiler::artifact::{PUBLIC_PREFIX, PublicKey, SECRET_PREFIX, SecretKey, TrustedKeys};
+use archmax_compiler::artifact::{
+    ArtifactError, KeyError, PUBLIC_PREFIX, PublicKey, SECRET_PREFIX, SecretKey, TrustedKeys,
+};
 use archmax_vm::secret_file::{read_secret_text, read_trust_text};
 
 use crate::output::failure;
@@ -67,13 +69,13 @@ fn write_private(path: &Path, text: &str, force: bool) -> Result<(), String> {
 /// is refused like one they may write ([`read_secret_text`]).
 pub fn signing_key(path: &Path) -> Result<SecretKey, String> {
     let text = read_secret_text(path, "the key file", KEY_FILE_LIMIT).map_err(|error| error.to_string())?;
-    SecretKey::parse_file(&text).map_err(|error| format!("`{}`: {error}", path.display()))
+    SecretKey::parse_file(&text).map_err(|error| format!("`{}`: {}", path.display(), key_problem(&error)))
 }
 
 /// One `--trust` value: a public key as text, or a file holding one.
 fn trusted_key(value: &str) -> Result<PublicKey, String> {
     if value.trim_start().starts_with(PUBLIC_PREFIX) {
-        return PublicKey::parse(value).map_err(|error| error.to_string());
+        return PublicKey::parse(value).map_err(|error| key_problem(&error));
     }
     let path = Path::new(value);
     // Public keys: any user may read the file, none but its owner may write it.
@@ -88,8 +90,33 @@ fn trusted_key(value: &str) -> Result<PublicKey, String> {
     let keys: Vec<&str> =
         text.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with('#')).collect();
     match keys.as_slice() {
-        [key] => PublicKey::parse(key).map_err(|error| format!("`{value}`: {error}")),
+        [key] => PublicKey::parse(key).map_err(|error| format!("`{value}`: {}", key_problem(&error))),
         _ => Err(format!("`{value}` must hold exactly one public key line (`ed25519:` and 64 hex digits)")),
+    }
+}
+
+/// A key the library refused, as the CLI says it: the library's sentence (what is wrong),
+/// then the command that makes a good one.
+fn key_problem(error: &KeyError) -> String {
+    match error {
+        KeyError::NotAPublicKey(_) => format!("{error}, as `archmax keygen` prints it"),
+        KeyError::NotAPrivateKey => format!("{error}; make one with `archmax keygen -o FILE`"),
+        _ => error.to_string(),
+    }
+}
+
+/// An artifact the library refused, as the CLI says it: the library's sentence (what is
+/// wrong), then what to do about it with this CLI.
+pub fn artifact_problem(error: &ArtifactError) -> String {
+    match error {
+        ArtifactError::OldFormat { .. } | ArtifactError::CompilerMismatch { .. } => {
+            format!("{error}; rebuild it with `archmax build`")
+        }
+        ArtifactError::Unsigned => format!("{error}: sign it with `archmax build --sign KEYFILE`"),
+        ArtifactError::Untrusted(_) => {
+            format!("{error}: pass it to `--trust` (or ARCHMAX_TRUSTED_KEYS) only if you trust its signer")
+        }
+        _ => error.to_string(),
     }
 }
 
@@ -103,7 +130,8 @@ pub fn trusted_keys(values: &[String]) -> Result<TrustedKeys, String> {
                 "{TRUSTED_KEYS_VARIABLE} is set but names no key; give it one or more `ed25519:…` public keys, or unset it to trust none"
             ));
         }
-        Ok(list) => TrustedKeys::parse_list(&list).map_err(|error| format!("{TRUSTED_KEYS_VARIABLE}: {error}"))?,
+        Ok(list) => TrustedKeys::parse_list(&list)
+            .map_err(|error| format!("{TRUSTED_KEYS_VARIABLE}: {}", key_problem(&error)))?,
         Err(std::env::VarError::NotPresent) => TrustedKeys::default(),
         Err(std::env::VarError::NotUnicode(_)) => return Err(format!("{TRUSTED_KEYS_VARIABLE} is not valid UTF-8")),
     };
@@ -111,4 +139,34 @@ pub fn trusted_keys(values: &[String]) -> Result<TrustedKeys, String> {
         trusted.add(trusted_key(value)?);
     }
     Ok(trusted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{artifact_problem, key_problem};
+    use archmax_compiler::artifact::{ArtifactError, KeyError};
+
+    /// The library says what is wrong; the CLI adds the command, so the printed line is
+    /// the one the goldens hold.
+    #[test]
+    fn the_cli_adds_the_command_to_an_artifact_or_key_refusal() {
+        assert_eq!(
+            artifact_problem(&ArtifactError::Unsigned),
+            "the artifact is not signed, and trusted keys are configured: sign it with `archmax build --sign KEYFILE`"
+        );
+        assert_eq!(
+            artifact_problem(&ArtifactError::OldFormat { found: 1 }),
+            "the artifact uses the retired format 1; rebuild it with `archmax build`"
+        );
+        assert_eq!(artifact_problem(&ArtifactError::Checksum), ArtifactError::Checksum.to_string());
+        assert_eq!(
+            key_problem(&KeyError::NotAPrivateKey),
+            "not an archmax private key file: it needs one line `ed25519-secret:` followed by 64 hex digits; make one with `archmax keygen -o FILE`"
+        );
+        for error in
+            [ArtifactError::Unsigned, ArtifactError::CompilerMismatch { found: "0".into(), current: "1".into() }]
+        {
+            assert!(!error.to_string().contains("`archmax"), "the library names no command: {error}");
+        }
+    }
 }

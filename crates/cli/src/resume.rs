@@ -37,7 +37,8 @@ fn parked_workflow(
     let store = crate::store::open_or_exit(options.root, options.store, command)?;
     let (id, state) = crate::store::resolve(options.executor, store.as_ref(), id).map_err(failure)?;
     // A session of another workflow is refused in the words used for one that does not exist.
-    archmax_vm::interp::check_named_workflow(&state, named).map_err(|error| failure(error.to_string()))?;
+    archmax_vm::interp::check_named_workflow(&state, named)
+        .map_err(|error| failure(crate::session::run_problem(&error)))?;
     if let Some(refusal) = park_refusal(&state, channel) {
         return Err(failure(refusal));
     }

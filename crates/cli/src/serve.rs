@@ -16,16 +16,16 @@ use std::time::{Duration, SystemTime};
 
 use archmax_compiler::artifact;
 use archmax_compiler::diagnostic::render;
-use archmax_compiler::host_settings::HostSettings;
 use archmax_compiler::lower::BuildInputs;
 use archmax_compiler::program::Program;
 use archmax_compiler::{CompileError, compile};
+use archmax_config::settings::RunnerSettings;
 use archmax_serve::auth::Auth;
 use archmax_serve::server::DEFAULT_BODY_LIMIT;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::webhooks::Connections;
 use archmax_serve::{Server, ServerParts};
-use archmax_vm::host_env::{ClockAndPricing, process_env};
+use archmax_vm::environment::{ClockAndPricing, process_env};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 
 use crate::output::failure;
@@ -120,9 +120,9 @@ impl Sources {
             .map(|path| {
                 let bytes =
                     std::fs::read(path).map_err(|error| format!("could not read `{}`: {error}", path.display()))?;
-                artifact::load(&bytes, &trusted)
-                    .map(|loaded| loaded.program)
-                    .map_err(|error| format!("`{}` is refused: {error}", path.display()))
+                artifact::load(&bytes, &trusted).map(|loaded| loaded.program).map_err(|error| {
+                    format!("`{}` is refused: {}", path.display(), crate::keys::artifact_problem(&error))
+                })
             })
             .collect()
     }
@@ -141,7 +141,7 @@ impl Sources {
     }
 
     /// `archmax.toml`'s runner tables; every problem of them refuses the start.
-    fn settings(&self) -> Result<HostSettings, String> {
+    fn settings(&self) -> Result<RunnerSettings, String> {
         crate::tools::read_settings(&self.root)
     }
 
@@ -285,7 +285,7 @@ pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>)
         ));
     }
     let ClockAndPricing { clock, pricing } = match ClockAndPricing::from_env(process_env) {
-        Ok(host) => host,
+        Ok(from_env) => from_env,
         Err(message) => return failure(message),
     };
     let tools = match crate::tools::host_tools(root, &settings) {
@@ -323,7 +323,7 @@ pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>)
         server.with_loader(Arc::new(move |bytes: &[u8]| {
             artifact::load(bytes, &trusted)
                 .map(|loaded| loaded.program)
-                .map_err(|error| format!("the artifact is refused: {error}"))
+                .map_err(|error| format!("the artifact is refused: {}", crate::keys::artifact_problem(&error)))
         }))
     });
     executor.block_on(async {

@@ -12,8 +12,8 @@ use archmax_compiler::artifact;
 use archmax_compiler::lower::BuildInputs;
 use archmax_compiler::program::Program;
 use archmax_compiler::{CompileError, compile};
+use archmax_vm::environment::{self, ClockAndPricing, process_env};
 use archmax_vm::events::{EventSink, JsonLines};
-use archmax_vm::host_env::{self, ClockAndPricing, process_env};
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::session::{Status, Usage};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
@@ -71,7 +71,9 @@ pub fn load(options: &SessionOptions<'_>, selection: &[String]) -> Result<Loaded
             .map_err(|error| Ok(Refusal(format!("could not read `{}`: {error}", path.display()))))?;
         return artifact::load(&bytes, &trusted)
             .map(|loaded| Loaded { program: loaded.program, left_out: Vec::new() })
-            .map_err(|error| Ok(Refusal(format!("`{}` is refused: {error}", path.display()))));
+            .map_err(|error| {
+                Ok(Refusal(format!("`{}` is refused: {}", path.display(), crate::keys::artifact_problem(&error))))
+            });
     }
     compile(options.root, selection, &BuildInputs { platform_prompt: PLATFORM_PROMPT })
         .map(|compiled| Loaded { program: compiled.program, left_out: compiled.left_out })
@@ -104,7 +106,7 @@ pub fn load_mocks(path: &Path) -> Result<Vec<archmax_vm::Mock>, String> {
 pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refusal> {
     match options.tape {
         Some(path) => {
-            host_env::tape_from_file(path, &path.display().to_string()).map_err(|error| Refusal(error.to_string()))
+            environment::tape_from_file(path, &path.display().to_string()).map_err(|error| Refusal(error.to_string()))
         }
         None => {
             // `--timeout` bounds each call, over ARCHMAX_REQUEST_TIMEOUT_MS.
@@ -123,7 +125,7 @@ pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refu
                 );
             });
             let endpoint =
-                host_env::endpoint_with_retries(get, Some(show)).map_err(|error| Refusal(error.to_string()))?;
+                environment::endpoint_with_retries(get, Some(show)).map_err(|error| Refusal(error.to_string()))?;
             match options.record {
                 Some(path) => archmax_vm::model::record::Recorder::new(endpoint, path)
                     .map(|recorder| Arc::new(recorder) as Arc<dyn ModelAdapter>)
@@ -157,7 +159,7 @@ pub fn runtime(
     };
     let settings = crate::tools::read_settings(options.root).map_err(Refusal)?;
     let tools = crate::tools::host_tools(options.root, &settings).map_err(Refusal)?;
-    Ok(Runtime::new(RuntimeParts {
+    Ok(Runtime::builder(RuntimeParts {
         program: Arc::new(program),
         store: crate::faults::with_test_faults(crate::store::open_for(options.root, options.store).map_err(Refusal)?),
         model,
@@ -166,9 +168,10 @@ pub fn runtime(
         root: options.root.to_path_buf(),
         pricing,
     })
-    .with_tools(&tools)
-    .with_context(settings.context)
-    .with_mocks(mocks))
+    .tools(&tools)
+    .context(settings.context)
+    .mocks(mocks)
+    .build())
 }
 
 /// Prints the header, builds the runtime (program, model, store, listeners), runs the
@@ -208,7 +211,19 @@ where
     });
     match finished {
         Ok((outcome, caller)) => finish(&outcome, &runtime, caller.as_deref()),
-        Err(error) => failure(error),
+        Err(error) => failure(run_problem(&error)),
+    }
+}
+
+/// A runtime error as the CLI says it: the library's sentence (what is wrong), then the
+/// command that helps, where this CLI has one.
+pub fn run_problem(error: &RunError) -> String {
+    match error {
+        RunError::UnknownSession(_) => format!("{error}; `archmax sessions` lists them"),
+        RunError::ProgramChanged { changes, .. } if changes.missing_position().is_none() => format!(
+            "{error} Run the same command with `--upgrade` to move the session to the new program, or resume it with the artifact it started under to keep the old rules."
+        ),
+        _ => error.to_string(),
     }
 }
 
@@ -217,7 +232,7 @@ pub fn header(options: &SessionOptions<'_>, workflow: &str, program: Option<&Pro
     let root = options.root.canonicalize().unwrap_or_else(|_| options.root.to_path_buf());
     let model = match options.tape {
         Some(tape) => format!("tape {}", tape.display()),
-        None => models_used(program, workflow, host_env::configured_model(process_env)),
+        None => models_used(program, workflow, environment::configured_model(process_env)),
     };
     let model = match options.record {
         Some(tape) => format!("{model} · recording to {}", tape.display()),
@@ -333,14 +348,14 @@ pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>) -> Exi
     } else if outcome.disposition == Disposition::Decide && outcome.status.is_parked() {
         println!("parked again at {} ({})", outcome.state, outcome.status.as_str());
     }
-    let leftover = runtime.model.leftover();
+    let leftover = runtime.model().leftover();
     if leftover > 0 {
         eprintln!("warning: the tape still holds {leftover} unused entr{}", if leftover == 1 { "y" } else { "ies" });
     }
-    if let Some(report) = runtime.model.report() {
+    if let Some(report) = runtime.model().report() {
         eprintln!("{report}");
     }
-    match park_report(outcome, &runtime.program, caller) {
+    match park_report(outcome, runtime.program(), caller) {
         Some(report) => note!("{report}"),
         None => note!("session {}", outcome.session_id),
     }

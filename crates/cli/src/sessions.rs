@@ -225,8 +225,8 @@ pub fn gc(
         Ok(store) => store,
         Err(code) => return code,
     };
-    // The host's clock (ARCHMAX_FIXED_CLOCK when set), as the runtime that moved them used.
-    let now = match archmax_vm::clock::from_env(archmax_vm::host_env::process_env) {
+    // The environment's clock (ARCHMAX_FIXED_CLOCK when set), as the runtime that moved them used.
+    let now = match archmax_vm::clock::from_env(archmax_vm::environment::process_env) {
         Ok(clock) => clock.now_ms(),
         Err(message) => return failure(message),
     };

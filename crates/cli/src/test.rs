@@ -17,11 +17,11 @@ use serde_json::json;
 
 use archmax_compiler::lower::BuildInputs;
 use archmax_compiler::{analyze, compile_analysis};
+use archmax_vm::cases::suite::{self, Models, Observer, SuiteCase, Tally};
+use archmax_vm::cases::{CaseResult, Harness, RecordStatus, Verdict};
+use archmax_vm::environment::{self, ClockAndPricing, EndpointError, process_env};
 use archmax_vm::events::EventSink;
-use archmax_vm::host_env::{self, ClockAndPricing, EndpointError, process_env};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
-use archmax_vm::testing::suite::{self, Models, Observer, SuiteCase, Tally};
-use archmax_vm::testing::{CaseResult, Harness, RecordStatus, Verdict};
 
 use crate::build::refused;
 use crate::output::{note, quiet, stderr_color};
@@ -59,7 +59,7 @@ impl Observer for Printer {
         events
     }
 
-    fn case_finished(&mut self, result: &CaseResult, model: &archmax_vm::testing::suite::ModelNotes) {
+    fn case_finished(&mut self, result: &CaseResult, model: &archmax_vm::cases::suite::ModelNotes) {
         let leftover = model.leftover;
         if let Some(report) = &model.report {
             eprintln!("  {report}");
@@ -223,7 +223,7 @@ fn run_workflow(
     let models = if args.replay || !needs_model {
         Models::Tapes { tests_dir: tests_dir.clone() }
     } else {
-        match host_env::endpoint_from_env(process_env) {
+        match environment::endpoint_from_env(process_env) {
             Ok(endpoint) if args.record => Models::Record { endpoint, tests_dir: tests_dir.clone() },
             Ok(endpoint) => Models::Endpoint(endpoint),
             Err(EndpointError::Environment(error)) => {
@@ -233,7 +233,7 @@ fn run_workflow(
         }
     };
     let ClockAndPricing { clock, pricing } = match ClockAndPricing::from_env(process_env) {
-        Ok(host) => host,
+        Ok(from_env) => from_env,
         Err(error) => return refused_with(error.to_string(), 1, cases.len()),
     };
     let settings = match crate::tools::read_settings(root) {

@@ -3,7 +3,7 @@
 //! no server provides.
 //!
 //! The one thing to know: the survey and its diagnostics are the VM's
-//! ([`archmax_vm::host_tools::survey`]: computed from the compiled program, the host
+//! ([`archmax_vm::tool_host::survey`]: computed from the compiled program, the host
 //! settings and one [`ToolHost`] catalog); this module compiles, builds the host, and
 //! prints. Asking the catalog starts the servers; that is why plain `validate` never does
 //! it and `validate --tools` does.
@@ -33,19 +33,19 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use archmax_compiler::diagnostic::{Diagnostic, Scope, list_names};
-use archmax_compiler::host_settings::{HostSettings, check_environment, parse_host_settings};
 use archmax_compiler::lower::BuildInputs;
 use archmax_compiler::{Analysis, CompileError, Report, compile, compile_analysis};
-use archmax_vm::host_tools::survey::{Grantor, ToolsReport, diagnostics, survey};
-use archmax_vm::host_tools::{NoHost, ToolHost};
+use archmax_config::settings::{RunnerSettings, check_environment, parse_runner_settings};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
+use archmax_vm::tool_host::survey::{Grantor, ToolsReport, diagnostics, survey};
+use archmax_vm::tool_host::{NoHost, ToolHost};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
 /// The host the commands ask for tools: the MCP servers of `settings`, started on first
 /// need. A bare `command` is looked up beside the running `archmax` first (where the
 /// workspace's own servers are built), then on `PATH`.
-pub fn tool_host(root: &Path, settings: &HostSettings) -> Arc<dyn ToolHost> {
+pub fn tool_host(root: &Path, settings: &RunnerSettings) -> Arc<dyn ToolHost> {
     if settings.mcp_servers.is_empty() {
         return Arc::new(NoHost);
     }
@@ -56,14 +56,14 @@ pub fn tool_host(root: &Path, settings: &HostSettings) -> Arc<dyn ToolHost> {
 
 /// `<root>/archmax.toml`'s runner tables, for a command that runs sessions: none when the
 /// file is absent; its problems (`archmax validate` shows where) refuse the command.
-pub fn read_settings(root: &Path) -> Result<HostSettings, String> {
+pub fn read_settings(root: &Path) -> Result<RunnerSettings, String> {
     let path = root.join("archmax.toml");
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HostSettings::default()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(RunnerSettings::default()),
         Err(error) => return Err(format!("could not read `{}`: {error}", path.display())),
     };
-    let (settings, problems) = parse_host_settings(archmax_compiler::source::FileId(0), &text);
+    let (settings, problems) = parse_runner_settings(archmax_compiler::source::FileId(0), &text);
     let problems: Vec<&Diagnostic> = problems.iter().filter(|problem| problem.is_error()).collect();
     if problems.is_empty() {
         return Ok(settings);
@@ -95,30 +95,30 @@ fn listed(problems: &[&Diagnostic], text: &str) -> String {
 /// The host tools a command's runtimes are given: `archmax.toml`'s MCP servers and
 /// essential tools. A variable a server needs that is not set refuses the command before
 /// anything runs, naming it.
-pub fn host_tools(root: &Path, settings: &HostSettings) -> Result<archmax_vm::host_tools::HostTools, String> {
+pub fn host_tools(root: &Path, settings: &RunnerSettings) -> Result<archmax_vm::tool_host::HostTools, String> {
     let missing = environment(settings);
     let missing: Vec<&Diagnostic> = missing.iter().collect();
     if !missing.is_empty() {
         let text = std::fs::read_to_string(root.join("archmax.toml")).unwrap_or_default();
         return Err(format!("the MCP servers of `archmax.toml` cannot start:\n{}", listed(&missing, &text)));
     }
-    Ok(archmax_vm::host_tools::HostTools {
+    Ok(archmax_vm::tool_host::HostTools {
         host: tool_host(root, settings),
         essential: settings.essential_tools.clone(),
     })
 }
 
 /// `archmax.toml`'s settings as the analysis read it (the diagnostics are the analysis's).
-fn settings(analysis: &Analysis) -> HostSettings {
-    match analysis.workspace.host_file.filter(|file| analysis.workspace.readable(*file)) {
-        Some(file) => parse_host_settings(file, analysis.sources().text(file)).0,
-        None => HostSettings::default(),
+fn settings(analysis: &Analysis) -> RunnerSettings {
+    match analysis.workspace.config_file.filter(|file| analysis.workspace.readable(*file)) {
+        Some(file) => parse_runner_settings(file, analysis.sources().text(file)).0,
+        None => RunnerSettings::default(),
     }
 }
 
 /// The variables the servers copy from this process's environment that are not set.
-fn environment(settings: &HostSettings) -> Vec<Diagnostic> {
-    check_environment(settings, archmax_vm::host_env::process_env)
+fn environment(settings: &RunnerSettings) -> Vec<Diagnostic> {
+    check_environment(settings, archmax_vm::environment::process_env)
 }
 
 /// `archmax tools`.
@@ -312,8 +312,8 @@ mod tests {
     use archmax_compiler::source::{FileId, Span};
     use archmax_compiler::tools::PathAccess;
     use archmax_compiler::{analyze_workspace, load_memory};
-    use archmax_vm::host_tools::survey::MissingTool;
-    use archmax_vm::host_tools::{Catalog, HostAnswer, HostCall, HostError, HostFuture, HostTool};
+    use archmax_vm::tool_host::survey::MissingTool;
+    use archmax_vm::tool_host::{Catalog, HostAnswer, HostCall, HostError, HostFuture, HostTool};
 
     use super::*;
 
@@ -398,7 +398,7 @@ url = "https://mail.internal/mcp"
     }
 
     /// The analysis and program of a workspace holding the workflow and the settings.
-    fn compiled() -> (Analysis, Program, HostSettings) {
+    fn compiled() -> (Analysis, Program, RunnerSettings) {
         let files = [("workflows/support/workflow.yaml", WORKFLOW), ("archmax.toml", SETTINGS)];
         let workspace = match load_memory(files) {
             Ok(workspace) => workspace,
@@ -414,7 +414,7 @@ url = "https://mail.internal/mcp"
         (compiled.analysis, compiled.program, settings)
     }
 
-    fn survey_of(program: &Program, settings: &HostSettings) -> ToolsReport {
+    fn survey_of(program: &Program, settings: &RunnerSettings) -> ToolsReport {
         let host = FakeHost(Arc::new(catalog()));
         match block_on(survey(program, settings, &host)) {
             Ok(report) => report,
@@ -549,7 +549,7 @@ url = "https://mail.internal/mcp"
     fn the_commands_host_reports_a_server_that_cannot_start_and_its_tools_as_not_provided() {
         let (_, program, _) = compiled();
         let text = "[mcp_servers.crm]\ncommand = \"archmax-test-no-such-server\"\n";
-        let (settings, problems) = parse_host_settings(archmax_compiler::source::FileId(0), text);
+        let (settings, problems) = parse_runner_settings(archmax_compiler::source::FileId(0), text);
         assert!(problems.is_empty(), "{problems:?}");
         let host = tool_host(Path::new("."), &settings);
         let report = match block_on(survey(&program, &settings, host.as_ref())) {
@@ -562,7 +562,7 @@ url = "https://mail.internal/mcp"
         let names: Vec<&str> = report.not_provided.iter().map(|missing| missing.name.as_str()).collect();
         assert_eq!(names, ["crm__lookup", "send_email"]);
         // No servers: no host to start.
-        let host = tool_host(Path::new("."), &HostSettings::default());
+        let host = tool_host(Path::new("."), &RunnerSettings::default());
         assert!(!host.may_provide("crm__lookup"));
     }
 }

@@ -20,9 +20,6 @@
 // The runtime's half of the program lives in `archmax-program`; each of its modules is
 // re-exported at the path it always had here.
 pub use archmax_program::{artifact, codec, glob, inspect, program, slug, source, tools, values, zones};
-// `archmax.toml` is read by `archmax-config`; its modules keep their old names here.
-pub use archmax_config::mounts as host;
-pub use archmax_config::settings as host_settings;
 
 pub mod analysis;
 pub mod authoring_schema;

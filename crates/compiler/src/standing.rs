@@ -14,10 +14,10 @@
 //!   a governed mount, some grant of the workflow asks `read_write` and no grant that
 //!   applies in the state says `read`.
 
-use crate::host::Mount;
 use crate::program::{MountReach, Reach};
 use crate::schema::ast::{Access, MountEntry, State, Workflow};
 use crate::workspace::Workspace;
+use archmax_config::mounts::Mount;
 
 fn skill_forbidden(workflow: &Workflow, state: &State, slug: &str) -> bool {
     state.skills.forbid.iter().any(|denied| denied.value == slug)

@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 pub use self::files::{DiskFiles, Files, Kind, MemoryFiles, ReadError, Refusal};
 
 use crate::diagnostic::{Code, Diagnostic, Scope, list_names};
-use crate::host::{MountTable, parse_host_config};
 use crate::source::{FileId, SourceMap, Span};
 use crate::syntax::{frontmatter, is_slug, yaml};
+use archmax_config::mounts::{MountTable, parse_mounts};
 
 /// How deep directory walks under a workflow or skill directory go.
 const MAX_WALK_DEPTH: usize = 16;
@@ -67,7 +67,7 @@ pub struct Workspace {
     pub root: PathBuf,
     pub sources: SourceMap,
     pub mounts: MountTable,
-    pub host_file: Option<FileId>,
+    pub config_file: Option<FileId>,
     pub skills: Vec<Skill>,
     pub agents: Option<FileId>,
     /// `.platform/system/GRAPH_STATE.md`: the workspace's own platform prompt.
@@ -267,12 +267,12 @@ pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceE
     let mut loader = Loader { files, sources: SourceMap::new(), diagnostics: Vec::new(), unreadable: BTreeSet::new() };
 
     let mut mounts = MountTable::default_table();
-    let mut host_file = None;
+    let mut config_file = None;
     if loader.present("archmax.toml") {
         let (file, readable) = loader.register("archmax.toml", &Scope::Workspace);
-        host_file = Some(file);
+        config_file = Some(file);
         if readable {
-            let (table, diagnostics) = parse_host_config(file, loader.sources.text(file));
+            let (table, diagnostics) = parse_mounts(file, loader.sources.text(file));
             mounts = table;
             loader
                 .diagnostics
@@ -309,7 +309,7 @@ pub fn load_from(files: &dyn Files, root: &Path) -> Result<Workspace, WorkspaceE
         root: root.to_path_buf(),
         sources: loader.sources,
         mounts,
-        host_file,
+        config_file,
         skills,
         agents,
         platform_prompt,

@@ -2,11 +2,11 @@
 //!
 //! `archmax.toml`, the host's one configuration file, read into typed tables:
 //!
-//! - [`mounts`]: the `[mounts]` table ([`mounts::parse_host_config`]); the table type and
+//! - [`mounts`]: the `[mounts]` table ([`mounts::parse_mounts`]); the table type and
 //!   its path rules are `archmax_program::mounts`, re-exported there, because a compiled
 //!   program carries the table it was built with;
 //! - [`settings`]: the runner's tables — `[connections]`, `[schedule]`, `[mcp_servers]`,
-//!   `essential_tools` and `[context]` ([`settings::parse_host_settings`]).
+//!   `essential_tools` and `[context]` ([`settings::parse_runner_settings`]).
 //!
 //! Problems are reported as `archmax_program::diagnostic::Diagnostic`s with spans into
 //! the file, so `validate` shows them beside the workflows' own, and the runner refuses

@@ -1,4 +1,4 @@
-//! Reading the mount table out of `archmax.toml` ([`parse_host_config`]); the table
+//! Reading the mount table out of `archmax.toml` ([`parse_mounts`]); the table
 //! itself and its path rules are [`archmax_program::mounts`], re-exported here.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ use archmax_program::zones::RESERVED_ROOTS;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct HostFile {
+struct MountsFile {
     #[serde(default)]
     mounts: BTreeMap<toml::Spanned<String>, toml::Spanned<MountDeclaration>>,
     /// The runner's tables, read by [`crate::settings`].
@@ -39,11 +39,11 @@ struct MountDeclaration {
 }
 
 /// Reads `archmax.toml`. Problems become diagnostics; the table keeps what was valid.
-pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnostic>) {
+pub fn parse_mounts(file: FileId, text: &str) -> (MountTable, Vec<Diagnostic>) {
     let mut table = MountTable::default_table();
     let mut diagnostics = Vec::new();
     let span = |range: std::ops::Range<usize>| Span::new(file, range.start, range.end);
-    let parsed: HostFile = match toml::from_str(text) {
+    let parsed: MountsFile = match toml::from_str(text) {
         Ok(parsed) => parsed,
         Err(error) => {
             let range = error.span().unwrap_or(0..0);
@@ -143,7 +143,7 @@ pub fn parse_host_config(file: FileId, text: &str) -> (MountTable, Vec<Diagnosti
         }
     }
     table.mounts.sort_by(|left, right| left.key.cmp(&right.key));
-    diagnostics.extend(crate::settings::parse_host_settings(file, text).1);
+    diagnostics.extend(crate::settings::parse_runner_settings(file, text).1);
     (table, diagnostics)
 }
 
@@ -154,7 +154,7 @@ mod tests {
     #[test]
     fn declared_mounts_join_the_defaults() {
         let text = "[mounts.\"catalogs/eu/\"]\ngoverned = true\nread_only = false\n";
-        let (table, diagnostics) = parse_host_config(FileId(0), text);
+        let (table, diagnostics) = parse_mounts(FileId(0), text);
         assert!(diagnostics.is_empty(), "{diagnostics:?}");
         let mount = table.by_name("catalogs/eu").expect("declared");
         assert!(mount.governed && !mount.read_only && mount.directory);
@@ -165,9 +165,9 @@ mod tests {
 
     #[test]
     fn reserved_keys_and_unknown_fields_are_refused() {
-        let (_, diagnostics) = parse_host_config(FileId(0), "[mounts.\"scratchpad/\"]\n");
+        let (_, diagnostics) = parse_mounts(FileId(0), "[mounts.\"scratchpad/\"]\n");
         assert_eq!(diagnostics[0].code, Code::HostConfig);
-        let (_, diagnostics) = parse_host_config(FileId(0), "[mounts.\"a/\"]\nwritable = true\n");
+        let (_, diagnostics) = parse_mounts(FileId(0), "[mounts.\"a/\"]\nwritable = true\n");
         assert_eq!(diagnostics[0].code, Code::HostConfig);
         assert!(diagnostics[0].message.contains("writable"), "{}", diagnostics[0].message);
     }
@@ -187,7 +187,7 @@ mod tests {
         ];
         for (source, area) in cases {
             let text = format!("[mounts.\"data/\"]\nsource = \"{source}\"\nread_only = false\n");
-            let (table, diagnostics) = parse_host_config(FileId(0), &text);
+            let (table, diagnostics) = parse_mounts(FileId(0), &text);
             assert_eq!(diagnostics.len(), 1, "{source}: {diagnostics:?}");
             assert_eq!(diagnostics[0].code, Code::HostConfig);
             let message = &diagnostics[0].message;
@@ -195,12 +195,12 @@ mod tests {
             assert!(table.by_name("data").is_none(), "{source} was mounted");
         }
         // A key without `source` mounts the host path of the same name.
-        let (table, diagnostics) = parse_host_config(FileId(0), "[mounts.\"target/\"]\n");
+        let (table, diagnostics) = parse_mounts(FileId(0), "[mounts.\"target/\"]\n");
         assert!(diagnostics[0].message.contains("`target`, which the runtime owns"), "{diagnostics:?}");
         assert!(table.by_name("target").is_none());
         for source in [".", "", "data/.."] {
             let text = format!("[mounts.\"data/\"]\nsource = \"{source}\"\n");
-            let (_, diagnostics) = parse_host_config(FileId(0), &text);
+            let (_, diagnostics) = parse_mounts(FileId(0), &text);
             assert!(diagnostics[0].message.contains("leaves the workspace root"), "{source}: {diagnostics:?}");
         }
     }
@@ -210,7 +210,7 @@ mod tests {
         for source in [".archmax", ".archmax/seal.key", "./.Archmax", "data/../.archmax/x"] {
             for read_only in [true, false] {
                 let text = format!("[mounts.\"data/\"]\nsource = \"{source}\"\nread_only = {read_only}\n");
-                let (table, diagnostics) = parse_host_config(FileId(0), &text);
+                let (table, diagnostics) = parse_mounts(FileId(0), &text);
                 assert_eq!(diagnostics.len(), 1, "{source}: {diagnostics:?}");
                 assert_eq!(diagnostics[0].code, Code::HostConfig);
                 let message = &diagnostics[0].message;
@@ -219,7 +219,7 @@ mod tests {
             }
         }
         // A key without `source` mounts the host folder of the same name.
-        let (table, diagnostics) = parse_host_config(FileId(0), "[mounts.\".archmax/\"]\n");
+        let (table, diagnostics) = parse_mounts(FileId(0), "[mounts.\".archmax/\"]\n");
         assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
         assert!(table.by_name(".archmax").is_none());
     }
@@ -231,7 +231,7 @@ mod tests {
         }
         let text =
             "[mounts.\"data/\"]\nsource = \"data/sessions-archive\"\n[mounts.\"sessions/\"]\nsource = \"data\"\n";
-        let (table, diagnostics) = parse_host_config(FileId(0), text);
+        let (table, diagnostics) = parse_mounts(FileId(0), text);
         assert!(diagnostics.is_empty(), "{diagnostics:?}");
         assert_eq!(table.by_name("sessions").map(|mount| mount.source.as_str()), Some("data"));
         assert_eq!(table.by_name("data").map(|mount| mount.source.as_str()), Some("data/sessions-archive"));

@@ -22,7 +22,7 @@
 //! The one thing to know: a secret is only ever named by its environment variable, never
 //! written in the file, so the file can be committed. `validate` reports every problem
 //! of these tables (as `AMX0011`, and doubtful settings as the warning `AMX0016`) the same
-//! way it reports mount problems; the runner reads them with [`parse_host_settings`],
+//! way it reports mount problems; the runner reads them with [`parse_runner_settings`],
 //! refuses to start on the same errors, and checks the variables they name with
 //! [`check_environment`].
 
@@ -67,7 +67,7 @@ pub struct Schedule {
 
 /// The runner's tables, checked.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct HostSettings {
+pub struct RunnerSettings {
     pub connections: BTreeMap<String, Connection>,
     pub schedules: BTreeMap<String, Schedule>,
     /// Host tools on in every state (the spec's `essentialTools`), by full name.
@@ -173,8 +173,8 @@ fn is_slug(text: &str) -> bool {
 /// Reads the runner's tables of `archmax.toml`. Every problem becomes a diagnostic; the
 /// settings keep what was valid. A file that is not TOML at all yields no diagnostic
 /// here: the mount table's reader reports it.
-pub fn parse_host_settings(file: FileId, text: &str) -> (HostSettings, Vec<Diagnostic>) {
-    let mut settings = HostSettings::default();
+pub fn parse_runner_settings(file: FileId, text: &str) -> (RunnerSettings, Vec<Diagnostic>) {
+    let mut settings = RunnerSettings::default();
     let mut diagnostics = Vec::new();
     mcp::read(file, text, &mut settings, &mut diagnostics);
     context::read(file, text, &mut settings, &mut diagnostics);
@@ -313,7 +313,7 @@ mod tests {
     use super::*;
 
     fn messages(text: &str) -> Vec<String> {
-        parse_host_settings(FileId(0), text).1.into_iter().map(|diagnostic| diagnostic.message).collect()
+        parse_runner_settings(FileId(0), text).1.into_iter().map(|diagnostic| diagnostic.message).collect()
     }
 
     #[test]
@@ -334,7 +334,7 @@ tolerance_seconds = 60
 [schedule.support]
 wake_trigger = "wake"
 "#;
-        let (settings, diagnostics) = parse_host_settings(FileId(0), text);
+        let (settings, diagnostics) = parse_runner_settings(FileId(0), text);
         assert!(diagnostics.is_empty(), "{diagnostics:?}");
         let slack = &settings.connections["acme-slack"];
         assert_eq!(slack.signature_header, DEFAULT_SIGNATURE_HEADER);
@@ -377,7 +377,7 @@ secret_env = "X"
 [schedule.Desk]
 wake_trigger = "wake"
 "#;
-        let (settings, diagnostics) = parse_host_settings(FileId(0), text);
+        let (settings, diagnostics) = parse_runner_settings(FileId(0), text);
         let found: Vec<&str> = diagnostics.iter().map(|diagnostic| diagnostic.message.as_str()).collect();
         assert_eq!(
             found,

@@ -540,7 +540,7 @@ impl<'a, 'e> Walker<'a, 'e> {
 pub fn new_run_id() -> Result<String, String> {
     let mut bytes = [0u8; 12];
     getrandom::fill(&mut bytes).map_err(|error| format!("cannot mint a flow-run id: {error}"))?;
-    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    let hex = archmax_program::hex::hex(&bytes);
     Ok(format!("{}-{}", &hex[..16], &hex[16..]))
 }
 

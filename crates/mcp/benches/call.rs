@@ -18,10 +18,10 @@ use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use serde_json::{Map, Value, json};
 
-use archmax_compiler::host_settings::{McpServer, McpTransport};
 use archmax_compiler::source::{FileId, Span};
+use archmax_config::settings::{McpServer, McpTransport};
 use archmax_mcp::{HostOptions, McpHost};
-use archmax_vm::host_tools::{HostCall, ToolHost};
+use archmax_vm::tool_host::{HostCall, ToolHost};
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_archmax-mcp-fixture");
 
@@ -132,7 +132,7 @@ fn desk_runtime(mocked: bool) -> archmax_vm::Runtime {
     let program = lower(&analysis, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
         .expect("the desk compiles");
     let host: std::sync::Arc<dyn ToolHost> = std::sync::Arc::new(host());
-    let runtime = archmax_vm::Runtime::new(archmax_vm::RuntimeParts {
+    let builder = archmax_vm::Runtime::builder(archmax_vm::RuntimeParts {
         program: std::sync::Arc::new(program),
         store: std::sync::Arc::new(archmax_vm::session::memory::MemoryStore::new()),
         model: std::sync::Arc::new(Echoes),
@@ -141,12 +141,12 @@ fn desk_runtime(mocked: bool) -> archmax_vm::Runtime {
         root: std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
         pricing: archmax_vm::model::pricing::PricingTable::default(),
     })
-    .with_host(host, Vec::new());
+    .tool_host(host, Vec::new());
     if mocked {
         let mock = archmax_vm::Mock { tool: "fx__echo".to_string(), when_input: None, result: json!("hello") };
-        runtime.with_mocks(vec![mock])
+        builder.mocks(vec![mock]).build()
     } else {
-        runtime
+        builder.build()
     }
 }
 

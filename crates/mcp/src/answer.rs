@@ -8,7 +8,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 
-use archmax_vm::host_tools::{Content, HostAnswer};
+use archmax_vm::tool_host::{Content, HostAnswer};
 
 use crate::redact::Redactor;
 

@@ -6,7 +6,7 @@
 //! # async fn run(servers: Vec<archmax_config::settings::McpServer>) {
 //! use std::sync::Arc;
 //! use archmax_mcp::{HostOptions, McpHost};
-//! use archmax_vm::host_tools::ToolHost;
+//! use archmax_vm::tool_host::ToolHost;
 //!
 //! let host = Arc::new(McpHost::new(servers, HostOptions::new("/path/to/workspace")));
 //! let catalog = host.catalog().await; // starts the servers, lists their tools
@@ -87,7 +87,7 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
 
 use archmax_config::settings::McpServer;
-use archmax_vm::host_tools::{Catalog, HostAnswer, HostCall, HostError, HostFuture, ToolHost};
+use archmax_vm::tool_host::{Catalog, HostAnswer, HostCall, HostError, HostFuture, ToolHost};
 
 use crate::supervisor::{Supervisor, Unavailable};
 

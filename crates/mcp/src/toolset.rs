@@ -2,7 +2,7 @@
 //! and the tools that had to be skipped.
 
 use archmax_config::settings::McpServer;
-use archmax_vm::host_tools::HostTool;
+use archmax_vm::tool_host::HostTool;
 
 use crate::names::{full_name, is_function_name};
 use crate::paths;

@@ -11,11 +11,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
-use archmax_compiler::host_settings::{McpServer, McpTransport};
 use archmax_compiler::source::{FileId, Span};
 use archmax_compiler::tools::PathAccess;
+use archmax_config::settings::{McpServer, McpTransport};
 use archmax_mcp::{HostOptions, McpHost};
-use archmax_vm::host_tools::{Catalog, Content, HostAnswer, HostCall, HostError, ToolHost};
+use archmax_vm::tool_host::{Catalog, Content, HostAnswer, HostCall, HostError, ToolHost};
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_archmax-mcp-fixture");
 const SECRET: &str = "fixture-secret-7Qx9";

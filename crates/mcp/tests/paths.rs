@@ -16,11 +16,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use archmax_compiler::host_settings::{McpServer, McpTransport};
 use archmax_compiler::lower::{BuildInputs, lower};
 use archmax_compiler::program::Program;
 use archmax_compiler::source::{FileId, Span};
 use archmax_compiler::{analyze_workspace, load_memory};
+use archmax_config::settings::{McpServer, McpTransport};
 use archmax_mcp::{HostOptions, McpHost};
 use archmax_vm::clock::FixedClock;
 use archmax_vm::events::EventSink;
@@ -158,7 +158,7 @@ fn run_against(root: &Path, sessions: &Path, server: McpServer, batch: Vec<ToolC
     let host = Arc::new(McpHost::new(vec![server], options));
     let events = EventSink::new();
     events.record();
-    let runtime = Runtime::new(RuntimeParts {
+    let runtime = Runtime::builder(RuntimeParts {
         program: Arc::new(compile()),
         store: Arc::new(FsStore::new(sessions, archmax_vm::session::fs::SealKeys::generate().expect("a seal key"))),
         model: Arc::new(Script(batch)),
@@ -167,7 +167,8 @@ fn run_against(root: &Path, sessions: &Path, server: McpServer, batch: Vec<ToolC
         root: root.to_path_buf(),
         pricing: PricingTable::default(),
     })
-    .with_host(host.clone(), Vec::new());
+    .tool_host(host.clone(), Vec::new())
+    .build();
     let request = TurnRequest {
         workflow: "desk".to_string(),
         session: Some("s1".to_string()),
@@ -175,7 +176,7 @@ fn run_against(root: &Path, sessions: &Path, server: McpServer, batch: Vec<ToolC
         ..TurnRequest::default()
     };
     executor.block_on(runtime.run_turn(request)).expect("the turn runs");
-    let session = executor.block_on(runtime.store.read("s1")).expect("the store reads").expect("the session is kept");
+    let session = executor.block_on(runtime.store().read("s1")).expect("the store reads").expect("the session is kept");
     executor.block_on(host.shutdown());
     let events = events.recorded().iter().filter_map(|envelope| serde_json::to_value(envelope).ok()).collect();
     Ran { events, messages: session.messages.clone() }

@@ -54,7 +54,8 @@ pub const UNSIGNED: u8 = 0;
 /// The signature-kind byte of an Ed25519-signed artifact.
 pub const ED25519: u8 = 1;
 
-/// Why an artifact was refused.
+/// Why an artifact was refused. The text says what is wrong; what to do about it (which
+/// command rebuilds or signs an artifact) is the host's to add: the CLI does, by variant.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ArtifactError {
     #[error("not an archmax artifact (the file does not start with the artifact magic)")]
@@ -63,11 +64,9 @@ pub enum ArtifactError {
     Truncated(&'static str),
     #[error("the artifact uses format {found}, newer than the format {supported} this archmax reads; upgrade archmax")]
     FutureFormat { found: u32, supported: u32 },
-    #[error("the artifact uses the retired format {found}; rebuild it with `archmax build`")]
+    #[error("the artifact uses the retired format {found}")]
     OldFormat { found: u32 },
-    #[error(
-        "the artifact was built by archmax {found}, but this is archmax {current}; rebuild it with `archmax build`"
-    )]
+    #[error("the artifact was built by archmax {found}, but this is archmax {current}")]
     CompilerMismatch { found: String, current: String },
     #[error("the artifact targets runtime contract \"{found}\"; this runtime runs contract \"{supported}\"")]
     Contract { found: String, supported: String },
@@ -83,11 +82,9 @@ pub enum ArtifactError {
     BadSignerKey,
     #[error("the artifact's signature by {0} does not verify: the file was modified after it was signed")]
     BadSignature(String),
-    #[error("the artifact is not signed, and trusted keys are configured: sign it with `archmax build --sign KEYFILE`")]
+    #[error("the artifact is not signed, and trusted keys are configured")]
     Unsigned,
-    #[error(
-        "the artifact is signed by {0}, which is not a trusted key: pass it to `--trust` (or ARCHMAX_TRUSTED_KEYS) only if you trust its signer"
-    )]
+    #[error("the artifact is signed by {0}, which is not a trusted key")]
     Untrusted(String),
     #[error("the artifact's payload does not match its checksum: the file is corrupted or was modified")]
     Checksum,

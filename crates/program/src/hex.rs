@@ -1,5 +1,8 @@
 //! Lowercase hexadecimal: the one encoder every digest, key id and record name is
-//! printed with.
+//! printed with, and the one decoder that reads them back.
+//!
+//! The one thing to know: decoding is strict. Only the digits `0-9`, `a-f` and `A-F`
+//! are read, two a byte; a sign, a space or an odd digit makes the whole text unreadable.
 
 use std::fmt::Write;
 
@@ -13,13 +16,67 @@ pub fn hex(bytes: &[u8]) -> String {
     text
 }
 
+/// The bytes `text` spells, two hexadecimal digits (either case) a byte; `None` when
+/// it holds anything else or an odd number of digits.
+pub fn decode(text: &str) -> Option<Vec<u8>> {
+    let digits = text.as_bytes();
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    digits
+        .chunks_exact(2)
+        .map(|pair| match pair {
+            [high, low] => Some((digit(*high)? << 4) | digit(*low)?),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Exactly `N` bytes from exactly `2 * N` hexadecimal digits; `None` otherwise.
+pub fn decode_array<const N: usize>(text: &str) -> Option<[u8; N]> {
+    decode(text)?.try_into().ok()
+}
+
+/// The value of one hexadecimal digit.
+fn digit(character: u8) -> Option<u8> {
+    match character {
+        b'0'..=b'9' => Some(character - b'0'),
+        b'a'..=b'f' => Some(character - b'a' + 10),
+        b'A'..=b'F' => Some(character - b'A' + 10),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::hex;
+    use super::{decode, decode_array, hex};
 
     #[test]
     fn two_lowercase_digits_a_byte() {
         assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
         assert_eq!(hex(&[]), "");
+    }
+
+    #[test]
+    fn decoding_reads_either_case_and_round_trips() {
+        assert_eq!(decode("000fA0ff"), Some(vec![0x00, 0x0f, 0xa0, 0xff]));
+        assert_eq!(decode(""), Some(Vec::new()));
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(decode(&hex(&bytes)), Some(bytes));
+    }
+
+    #[test]
+    fn anything_but_pairs_of_digits_is_unreadable() {
+        for text in ["0", "abc", "0g", "+f", "-1", " 0f", "0f ", "éé", "0x0f"] {
+            assert_eq!(decode(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn an_array_needs_exactly_its_length() {
+        assert_eq!(decode_array::<2>("0aff"), Some([0x0a, 0xff]));
+        assert_eq!(decode_array::<2>("0a"), None);
+        assert_eq!(decode_array::<2>("0aff00"), None);
+        assert_eq!(decode_array::<0>(""), Some([]));
     }
 }

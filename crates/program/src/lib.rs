@@ -5,7 +5,7 @@
 //! - [`program::Program`], the lowered, interned form of a workspace's workflows;
 //! - [`artifact`] and [`codec`], the signed `.amx` envelope, its bincode payload, and the
 //!   verification a loader runs before trusting one ([`artifact::load`]);
-//! - [`zones`] and [`mounts`], the path rules and the host's mount table;
+//! - [`zones`] and [`mounts`], the path rules and the workspace's mount table;
 //! - [`tools`], the tool vocabulary; [`kinds`], the closed enums a program shares with
 //!   its source;
 //! - [`values`] (dates and times as signatures type them), [`reference`] (the `${{…}}`

@@ -69,7 +69,7 @@ const fn session_area(name: &'static str, owner: Owner, zone: Zone) -> RootArea 
     }
 }
 
-const fn host_area(name: &'static str, owner: Owner) -> RootArea {
+const fn workspace_area(name: &'static str, owner: Owner) -> RootArea {
     RootArea {
         name,
         owner,
@@ -82,8 +82,8 @@ const fn host_area(name: &'static str, owner: Owner) -> RootArea {
 }
 
 /// Every reserved top-level name: the session roots first, then the names reserved only
-/// in the host's workspace directory (the session store, the build output, the host's
-/// table, and `.archmax`, which holds the runner's seal key), which no mount source may
+/// in the workspace directory (the session store, the build output, `archmax.toml`,
+/// and `.archmax`, which holds the runner's seal key), which no mount source may
 /// reach either.
 pub const ROOTS: [RootArea; 11] = [
     session_area("scratchpad", Owner::Agent, Zone::Scratchpad),
@@ -93,12 +93,12 @@ pub const ROOTS: [RootArea; 11] = [
     session_area("artifacts", Owner::Runtime, Zone::RuntimeInternal),
     session_area("_specs", Owner::Runtime, Zone::RuntimeInternal),
     session_area("workflows", Owner::Authoring, Zone::GovernancePlane),
-    host_area("sessions", Owner::Runtime),
-    host_area("target", Owner::Runtime),
-    host_area("archmax.toml", Owner::Authoring),
+    workspace_area("sessions", Owner::Runtime),
+    workspace_area("target", Owner::Runtime),
+    workspace_area("archmax.toml", Owner::Authoring),
     // The session seal key (`.archmax/seal.key`): a mount of it would show the model the
     // key that makes the session log's MACs.
-    host_area(".archmax", Owner::Runtime),
+    workspace_area(".archmax", Owner::Runtime),
 ];
 
 const fn session_root_count() -> usize {

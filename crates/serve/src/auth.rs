@@ -111,15 +111,7 @@ pub fn token_digest_hex(token: &str) -> String {
 /// A SHA-256 digest written as 64 hexadecimal digits (either case; surrounding space
 /// ignored).
 pub(crate) fn parse_digest(hex: &str) -> Option<[u8; 32]> {
-    let hex = hex.trim();
-    if hex.len() != 64 || !hex.bytes().all(|byte| byte.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut digest = [0u8; 32];
-    for (index, byte) in digest.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[index * 2..index * 2 + 2], 16).ok()?;
-    }
-    Some(digest)
+    archmax_program::hex::decode_array(hex.trim())
 }
 
 impl Auth {

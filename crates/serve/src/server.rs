@@ -36,7 +36,7 @@ use crate::hub::{Hub, root_session};
 use crate::metrics::Metrics;
 use crate::turns::{TurnGate, TurnLimits, TurnResult};
 use crate::webhooks::Connections;
-use archmax_config::settings::HostSettings;
+use archmax_config::settings::RunnerSettings;
 
 /// The longest `?wait=` honoured, in seconds.
 pub const MAX_WAIT_SECONDS: f64 = 300.0;
@@ -61,7 +61,7 @@ pub struct ServerParts {
     pub limits: TurnLimits,
     pub body_limit: usize,
     /// The host tools (MCP servers) and essential tools every runtime asks.
-    pub tools: archmax_vm::host_tools::HostTools,
+    pub tools: archmax_vm::tool_host::HostTools,
     /// The context budgets of every session (`[context]` of `archmax.toml`).
     pub context: archmax_vm::context::ContextSettings,
 }
@@ -83,7 +83,7 @@ struct RuntimeFactory {
     events: EventSink,
     root: PathBuf,
     pricing: PricingTable,
-    tools: archmax_vm::host_tools::HostTools,
+    tools: archmax_vm::tool_host::HostTools,
     context: archmax_vm::context::ContextSettings,
 }
 
@@ -111,7 +111,7 @@ pub struct Server {
     /// Webhook senders (`[connections.<slug>]`).
     pub connections: Connections,
     /// The runner's tables of `archmax.toml`.
-    pub settings: HostSettings,
+    pub settings: RunnerSettings,
     loader: Option<ArtifactLoader>,
     /// Resume times of waiting sessions, for the scheduler.
     pub(crate) due: Arc<crate::schedule::DueIndex>,
@@ -266,7 +266,7 @@ impl Server {
             store: parts.store,
             auth: SharedAuth::new(parts.auth),
             connections: Connections::default(),
-            settings: HostSettings::default(),
+            settings: RunnerSettings::default(),
             loader: None,
             due,
             gate: TurnGate::new(parts.limits, Arc::clone(&metrics)),
@@ -285,7 +285,7 @@ impl Server {
     }
 
     /// Serves webhooks and the scheduler from `archmax.toml`'s runner tables.
-    pub fn with_settings(mut self, settings: HostSettings, connections: Connections) -> Server {
+    pub fn with_settings(mut self, settings: RunnerSettings, connections: Connections) -> Server {
         self.settings = settings;
         self.connections = connections;
         self
@@ -341,14 +341,14 @@ impl Server {
             generations
                 .iter()
                 .rev()
-                .find_map(|runtime| runtime.program.workflow(slug).map(|(_, workflow)| workflow.spec_hash.clone()))
+                .find_map(|runtime| runtime.program().workflow(slug).map(|(_, workflow)| workflow.spec_hash.clone()))
         };
         // The runtimes for new programs are built before the lock is taken.
         let current = self.generations();
         let mut incoming: Vec<Result<Arc<Runtime>, Program>> = Vec::new();
         for program in programs {
             let wanted = signature(&program);
-            match current.iter().find(|runtime| signature(&runtime.program) == wanted) {
+            match current.iter().find(|runtime| signature(runtime.program()) == wanted) {
                 Some(existing) => incoming.push(Ok(Arc::clone(existing))),
                 None => incoming.push(Err(program)),
             }
@@ -358,7 +358,7 @@ impl Server {
             .map(|entry| match entry {
                 Ok(existing) => existing,
                 Err(program) => Arc::new(
-                    Runtime::new(RuntimeParts {
+                    Runtime::builder(RuntimeParts {
                         program: Arc::new(program),
                         store: Arc::clone(&self.store),
                         model: Arc::clone(&self.factory.model),
@@ -367,8 +367,9 @@ impl Server {
                         root: self.factory.root.clone(),
                         pricing: self.factory.pricing.clone(),
                     })
-                    .with_tools(&self.factory.tools)
-                    .with_context(self.factory.context),
+                    .tools(&self.factory.tools)
+                    .context(self.factory.context)
+                    .build(),
                 ),
             })
             .collect();
@@ -383,7 +384,7 @@ impl Server {
         let mut changed = Vec::new();
         let mut slugs: Vec<String> = incoming
             .iter()
-            .flat_map(|runtime| runtime.program.workflows.iter().map(|w| runtime.program.str(w.slug).to_string()))
+            .flat_map(|runtime| runtime.program().workflows.iter().map(|w| runtime.program().str(w.slug).to_string()))
             .collect();
         slugs.sort();
         slugs.dedup();
@@ -422,7 +423,7 @@ impl Server {
             .generations()
             .iter()
             .flat_map(|runtime| {
-                runtime.program.workflows.iter().map(|workflow| runtime.program.str(workflow.slug).to_string())
+                runtime.program().workflows.iter().map(|workflow| runtime.program().str(workflow.slug).to_string())
             })
             .collect();
         slugs.sort();
@@ -435,7 +436,7 @@ impl Server {
         self.generations()
             .iter()
             .rev()
-            .find(|runtime| runtime.program.workflow(workflow).is_some())
+            .find(|runtime| runtime.program().workflow(workflow).is_some())
             .cloned()
             .ok_or_else(|| RunError::UnknownWorkflow { workflow: workflow.to_string(), known: self.workflows() }.into())
     }
@@ -447,7 +448,7 @@ impl Server {
         let generations = self.generations();
         let pinned = generations.iter().rev().find(|runtime| {
             runtime
-                .program
+                .program()
                 .workflow(&state.head.workflow)
                 .is_some_and(|(_, workflow)| workflow.spec_hash == state.head.spec_hash)
         });

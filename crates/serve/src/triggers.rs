@@ -67,7 +67,7 @@ impl Server {
             .newest_runtimes()
             .into_iter()
             .filter(|(slug, runtime)| {
-                let program = &runtime.program;
+                let program = &runtime.program();
                 program.workflow(slug).is_some_and(|(_, workflow)| program.trigger(workflow, firing.trigger).is_some())
             })
             .filter(|(slug, _)| firing.workflow.is_none_or(|wanted| wanted == slug))
@@ -123,7 +123,7 @@ impl Server {
         if !std::sync::Arc::ptr_eq(&runtime, &newest) {
             self.authenticate(&runtime, &slug, &firing, Some(&sender), claims).await?;
         }
-        let program = &runtime.program;
+        let program = &runtime.program();
         let message = program
             .workflow(&slug)
             .and_then(|(_, workflow)| program.trigger(workflow, firing.trigger))
@@ -159,7 +159,7 @@ impl Server {
         already: Option<&Option<String>>,
         claims: &mut Vec<ReplayClaim>,
     ) -> Result<Option<String>, ApiError> {
-        let program = &runtime.program;
+        let program = &runtime.program();
         let Some(trigger) = program.workflow(slug).and_then(|(_, workflow)| program.trigger(workflow, firing.trigger))
         else {
             self.auth.caller(firing.headers, Scope::Start)?;

@@ -28,7 +28,7 @@ use axum::http::{HeaderMap, StatusCode};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use archmax_config::settings::{Connection, HostSettings};
+use archmax_config::settings::{Connection, RunnerSettings};
 use archmax_vm::session::SessionStore;
 use archmax_vm::session::StoreError;
 use archmax_vm::session::records::{Record, RecordKind};
@@ -130,7 +130,7 @@ impl Connections {
     /// Reads each connection's secret through `env`; a secret that is unset or empty is
     /// an error naming the connection and the variable, so a server never starts with
     /// a webhook nobody can sign.
-    pub fn configure(settings: &HostSettings, env: impl Fn(&str) -> Option<String>) -> Result<Connections, String> {
+    pub fn configure(settings: &RunnerSettings, env: impl Fn(&str) -> Option<String>) -> Result<Connections, String> {
         let mut verifiers = BTreeMap::new();
         for (slug, connection) in &settings.connections {
             let secret = match env(&connection.secret_env) {
@@ -301,7 +301,7 @@ impl Verifier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use archmax_config::settings::parse_host_settings;
+    use archmax_config::settings::parse_runner_settings;
     use archmax_program::source::FileId;
 
     fn connections() -> Connections {
@@ -315,7 +315,7 @@ signature_header = "X-Signature"
 timestamp_header = "X-Timestamp"
 tolerance_seconds = 60
 "#;
-        let (settings, diagnostics) = parse_host_settings(FileId(0), text);
+        let (settings, diagnostics) = parse_runner_settings(FileId(0), text);
         assert!(diagnostics.is_empty(), "{diagnostics:?}");
         Connections::configure(&settings, |name| Some(format!("secret of {name}"))).expect("both secrets set")
     }
@@ -426,7 +426,7 @@ tolerance_seconds = 60
 
     #[test]
     fn a_connection_whose_secret_is_unset_stops_the_start_naming_the_variable() {
-        let (settings, _) = parse_host_settings(FileId(0), "[connections.mail]\nsecret_env = \"MAIL_HOOK_SECRET\"\n");
+        let (settings, _) = parse_runner_settings(FileId(0), "[connections.mail]\nsecret_env = \"MAIL_HOOK_SECRET\"\n");
         let error = Connections::configure(&settings, |_| None).expect_err("unset");
         assert!(error.contains("MAIL_HOOK_SECRET") && error.contains("connection `mail`"), "{error}");
         assert!(Connections::configure(&settings, |_| Some(String::new())).is_err(), "an empty secret");

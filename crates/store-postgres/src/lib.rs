@@ -64,6 +64,7 @@ mod listing;
 mod notify;
 mod records;
 pub mod schema;
+#[cfg(any(test, feature = "test-support"))]
 pub mod test_cluster;
 mod writer;
 

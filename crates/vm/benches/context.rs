@@ -27,11 +27,11 @@ use archmax_compiler::{analyze_workspace, load_memory};
 use archmax_vm::clock::FixedClock;
 use archmax_vm::context::{ContextSettings, estimate};
 use archmax_vm::events::EventSink;
-use archmax_vm::host_tools::{Catalog, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse, Role, TokenUsage};
 use archmax_vm::session::ToolCall;
 use archmax_vm::session::memory::MemoryStore;
+use archmax_vm::tool_host::{Catalog, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::{Runtime, RuntimeParts, TurnRequest};
 
 const CALLS: usize = 1_000;
@@ -145,7 +145,7 @@ fn ring(context: ContextSettings) -> (Vec<Request>, usize, f64) {
     };
     let host = Arc::new(Reports(Arc::new(Catalog { tools: vec![fetch], problems: Vec::new() })));
     let model = Arc::new(Ring::default());
-    let mut runtime = Runtime::new(RuntimeParts {
+    let runtime = Runtime::builder(RuntimeParts {
         program: Arc::new(program()),
         store: Arc::new(MemoryStore::new()),
         model: model.clone(),
@@ -154,9 +154,10 @@ fn ring(context: ContextSettings) -> (Vec<Request>, usize, f64) {
         root: std::env::temp_dir(),
         pricing: PricingTable::default(),
     })
-    .with_host(host, Vec::new())
-    .with_context(context);
-    runtime.recursion_limit = 10 * CALLS;
+    .tool_host(host, Vec::new())
+    .context(context)
+    .recursion_limit(10 * CALLS)
+    .build();
     let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
     let request = TurnRequest {
         workflow: "ring".to_string(),

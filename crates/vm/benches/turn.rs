@@ -103,7 +103,7 @@ fn turn_overhead(criterion: &mut Criterion) {
                 for _ in 0..iterations {
                     let store = MemoryStore::new();
                     seeded(&store, messages, &program.workflows[0].spec_hash);
-                    let runtime = Runtime::new(RuntimeParts {
+                    let runtime = Runtime::builder(RuntimeParts {
                         program: program.clone(),
                         store: Arc::new(store),
                         model: Arc::new(tape()),
@@ -111,7 +111,8 @@ fn turn_overhead(criterion: &mut Criterion) {
                         clock: Arc::new(FixedClock(1_767_605_400_000)),
                         root: std::env::temp_dir(),
                         pricing: PricingTable::default(),
-                    });
+                    })
+                    .build();
                     let request = TurnRequest {
                         workflow: "bench".to_string(),
                         session: Some("bench".to_string()),

@@ -52,6 +52,7 @@ impl<V> Lru<V> {
         self.entries.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -17,6 +17,7 @@ pub const SCHEMA: &str = include_str!("../../../schemas/events.schema.json");
 /// How loud an event is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Level {
     Info,
     Warn,
@@ -25,6 +26,7 @@ pub enum Level {
 /// One thing that happened. Every `state` is a slug.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case", rename_all_fields = "camelCase")]
+#[non_exhaustive]
 pub enum Event {
     // ----- assembly: what the turn's program offers, before its first step ---------
     /// The model may run code in some state of the workflow (`archmax_eval` or

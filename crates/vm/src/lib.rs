@@ -25,26 +25,26 @@
 //! ([`model::openai::install_tls_provider`]).
 
 pub mod blocking;
-pub mod cache;
+pub(crate) mod cache;
+#[cfg(feature = "frontend")]
+pub mod cases;
 pub mod clock;
 pub mod context;
+pub mod environment;
 pub mod events;
-pub mod host_env;
-pub mod host_tools;
 pub mod interp;
 pub mod kernel;
 pub mod model;
-pub mod prompt;
+pub(crate) mod prompt;
 pub mod runtime;
 pub mod sandbox;
 pub mod secret_file;
 pub mod session;
-#[cfg(feature = "frontend")]
-pub mod testing;
-pub mod values;
+pub mod tool_host;
+pub(crate) mod values;
 
 pub use archmax_stdlib as stdlib;
 pub use runtime::{
     DecideRequest, DeliverRequest, Disposition, ErrorKind, FieldProblem, Mock, Outcome, Refusal, ReplyRequest,
-    RunError, Runtime, RuntimeParts, TurnRequest,
+    RunError, Runtime, RuntimeBuilder, RuntimeParts, TurnRequest,
 };

@@ -27,7 +27,8 @@ use crate::session::{Exit, PendingDecision, PendingInput, SessionStore, Status, 
 /// The most steps one turn may take (model calls, tool batches, automated states).
 pub const RECURSION_LIMIT: usize = 400;
 
-/// Everything a runtime is built from.
+/// What a host must supply to build a runtime ([`Runtime::builder`]).
+#[derive(Clone)]
 pub struct RuntimeParts {
     pub program: Arc<Program>,
     pub store: Arc<dyn SessionStore>,
@@ -39,36 +40,135 @@ pub struct RuntimeParts {
     pub pricing: PricingTable,
 }
 
-/// A loaded program ready to run sessions.
-pub struct Runtime {
-    pub program: Arc<Program>,
-    pub store: Arc<dyn SessionStore>,
-    pub model: Arc<dyn ModelAdapter>,
-    pub events: EventSink,
-    pub clock: Arc<dyn Clock>,
-    pub root: PathBuf,
-    pub pricing: PricingTable,
-    pub mounts: MountTable,
-    pub recursion_limit: usize,
-    /// The bounds every tool call and `${{…}}` substitution runs under (the documented
-    /// defaults of `archmax_stdlib::limits` unless the host sets others).
-    pub limits: archmax_stdlib::limits::Limits,
-    /// Declared tool results (a case's `mocks`), served after governance allowed a call,
-    /// before [`Runtime::host`] or a built-in is asked.
-    pub mocks: Arc<crate::host_tools::Mocks>,
-    /// Where tools the runtime does not implement itself are asked for
-    /// ([`crate::host_tools`]): the MCP servers a host configures. Default: none.
-    pub host: Arc<dyn crate::host_tools::ToolHost>,
-    /// The host's `essentialTools`: on in every state unless a state entry narrows or a
-    /// denial names them.
-    pub essential_tools: Vec<String>,
+/// What a host may choose beyond [`RuntimeParts`]; each has a default.
+#[derive(Clone)]
+struct HostChoices {
+    recursion_limit: usize,
+    limits: archmax_stdlib::limits::Limits,
+    mocks: Arc<crate::tool_host::Mocks>,
+    host: Arc<dyn crate::tool_host::ToolHost>,
+    essential_tools: Vec<String>,
+    context: crate::context::ContextSettings,
+    repl_capacity: usize,
+}
+
+impl Default for HostChoices {
+    fn default() -> HostChoices {
+        HostChoices {
+            recursion_limit: RECURSION_LIMIT,
+            limits: archmax_stdlib::limits::Limits::default(),
+            mocks: Arc::new(crate::tool_host::Mocks::default()),
+            host: Arc::new(crate::tool_host::NoHost),
+            essential_tools: Vec::new(),
+            context: crate::context::ContextSettings::default(),
+            repl_capacity: DEFAULT_REPL_CAPACITY,
+        }
+    }
+}
+
+/// What a runtime computes from its program once, when it is built. Never set from
+/// outside: a runtime for another program is built anew ([`Runtime::for_program`]).
+struct Derived {
+    /// The host mount table the program was built against.
+    mounts: MountTable,
     /// Tool definitions per workflow, per surface.
-    pub definitions: Vec<Vec<Vec<ToolDefinition>>>,
-    /// The context budgets (`archmax.toml` `[context]`): when a tool result is offloaded
-    /// to `large_tool_results/`. Default: [`crate::context::ContextSettings::default`].
-    pub context: crate::context::ContextSettings,
+    definitions: Vec<Vec<Vec<ToolDefinition>>>,
+}
+
+impl Derived {
+    fn of(program: &Program) -> Derived {
+        let definitions = program
+            .workflows
+            .iter()
+            .map(|workflow| {
+                workflow
+                    .surfaces
+                    .iter()
+                    .map(|surface| crate::prompt::tool_definitions(program, workflow, surface))
+                    .collect()
+            })
+            .collect();
+        Derived { mounts: mount_table(program), definitions }
+    }
+}
+
+/// Builds a [`Runtime`]: the parts a host must supply, then whatever it chooses to set;
+/// [`RuntimeBuilder::build`] derives the program's tables once.
+#[must_use]
+pub struct RuntimeBuilder {
+    parts: RuntimeParts,
+    choices: HostChoices,
+}
+
+impl RuntimeBuilder {
+    /// The most steps one turn may take (default [`RECURSION_LIMIT`]).
+    pub fn recursion_limit(mut self, limit: usize) -> RuntimeBuilder {
+        self.choices.recursion_limit = limit;
+        self
+    }
+
+    /// The bounds every tool call and `${{…}}` substitution runs under (default: the
+    /// documented defaults of `archmax_stdlib::limits`).
+    pub fn limits(mut self, limits: archmax_stdlib::limits::Limits) -> RuntimeBuilder {
+        self.choices.limits = limits;
+        self
+    }
+
+    /// Declared tool results (a case's `mocks`), served after governance allowed a call,
+    /// before the tool host or a built-in is asked.
+    pub fn mocks(mut self, mocks: Vec<Mock>) -> RuntimeBuilder {
+        self.choices.mocks = Arc::new(crate::tool_host::Mocks(mocks));
+        self
+    }
+
+    /// Asks `host` for every tool the runtime does not implement itself
+    /// ([`crate::tool_host`]), with `essential_tools` on in every state unless a state
+    /// entry narrows or a denial names them. Default: no host.
+    pub fn tool_host(
+        mut self,
+        host: Arc<dyn crate::tool_host::ToolHost>,
+        essential_tools: Vec<String>,
+    ) -> RuntimeBuilder {
+        self.choices.host = host;
+        self.choices.essential_tools = essential_tools;
+        self
+    }
+
+    /// [`RuntimeBuilder::tool_host`] from a [`crate::tool_host::HostTools`].
+    pub fn tools(self, tools: &crate::tool_host::HostTools) -> RuntimeBuilder {
+        self.tool_host(Arc::clone(&tools.host), tools.essential.clone())
+    }
+
+    /// The host's context budgets (`[context]` of `archmax.toml`): when a tool result
+    /// is offloaded, when a conversation is compacted.
+    pub fn context(mut self, context: crate::context::ContextSettings) -> RuntimeBuilder {
+        self.choices.context = context;
+        self
+    }
+
+    /// How many sessions' `archmax_eval` REPLs the runtime keeps at most (default
+    /// [`DEFAULT_REPL_CAPACITY`]).
+    pub fn repl_capacity(mut self, capacity: usize) -> RuntimeBuilder {
+        self.choices.repl_capacity = capacity;
+        self
+    }
+
+    /// The runtime, with its program's tables derived.
+    pub fn build(self) -> Runtime {
+        let derived = Derived::of(&self.parts.program);
+        let repls = Mutex::new(crate::cache::Lru::new(self.choices.repl_capacity));
+        Runtime { parts: self.parts, choices: self.choices, derived, repls }
+    }
+}
+
+/// A loaded program ready to run sessions. Built by [`Runtime::builder`]; what it holds
+/// is read through accessors, and its program never changes after it is built.
+pub struct Runtime {
+    parts: RuntimeParts,
+    choices: HostChoices,
+    derived: Derived,
     /// Each session's `archmax_eval` REPL, kept while the session is among the most
-    /// recently used [`Runtime::repl_capacity`] ones, or until [`Runtime::close_session`].
+    /// recently used ones, or until [`Runtime::close_session`].
     repls: Mutex<crate::cache::Lru<Arc<crate::sandbox::Sandbox>>>,
 }
 
@@ -171,7 +271,7 @@ pub struct DeliverRequest {
     /// and the server's default; `deliver --undeclared` turns it off).
     pub declared_only: bool,
     /// Seeded locked (`title` excepted); only members the trigger declares
-    /// ([`crate::interp::declared_members`]), anything else is refused by name.
+    /// (`interp::carried::declared_members`), anything else is refused by name.
     pub variables: Map<String, Value>,
     pub message: Option<String>,
     /// Move a session pinned to another program of the workflow to this one.
@@ -229,6 +329,7 @@ pub struct Outcome {
 /// session, a refusal with its [`Refusal`] reason, or input with one [`FieldProblem`]
 /// per offending field. The `Display` text is the one sentence a person reads.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunError {
     #[error("the artifact has no workflow `{workflow}` (it has {})", archmax_program::diagnostic::list_names(known))]
     UnknownWorkflow { workflow: String, known: Vec<String> },
@@ -238,7 +339,7 @@ pub enum RunError {
         suggestion(trigger, declared)
     )]
     UnknownTrigger { workflow: String, trigger: String, declared: Vec<String> },
-    #[error("there is no session `{0}`; `archmax sessions` lists them")]
+    #[error("there is no session `{0}`")]
     UnknownSession(String),
     /// Another process (or task) holds the session; nothing changed, try again later.
     #[error("session `{0}` is in use by another process; try again when it finishes")]
@@ -263,7 +364,7 @@ pub enum RunError {
     /// The session is pinned to another program of its workflow than this runtime's;
     /// nothing changed. Resuming with `upgrade` moves it on.
     #[error(
-        "session `{session}` is pinned to program {pinned} of workflow `{workflow}`, but the workflow is now program {current} ({changes}). Nothing was changed. {}",
+        "session `{session}` is pinned to program {pinned} of workflow `{workflow}`, but the workflow is now program {current} ({changes}). Nothing was changed.{}",
         pin_advice(changes)
     )]
     ProgramChanged {
@@ -293,6 +394,7 @@ pub struct FieldProblem {
 
 /// Why a well-formed request was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Refusal {
     /// The workflow is `disabled`.
     WorkflowDisabled,
@@ -324,6 +426,7 @@ impl Refusal {
 
 /// The kind of answer a host gives for a [`RunError`], e.g. an HTTP status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// 404: the workflow, trigger or session does not exist.
     NotFound,
@@ -400,14 +503,15 @@ fn suggestion(word: &str, known: &[String]) -> String {
         .unwrap_or_default()
 }
 
-/// What to do about a session pinned to another program: upgrade it, unless its state
-/// is gone from the new one.
+/// Why a session pinned to another program cannot be upgraded, when its state is gone
+/// from the new one. How to upgrade one that can be is the host's to say (the CLI names
+/// its `--upgrade`).
 fn pin_advice(changes: &crate::session::spec::SpecChanges) -> String {
     match changes.missing_position() {
         Some(state) => format!(
-            "It cannot be upgraded while the workflow does not declare '{state}': declare it again, or resume the session with the artifact it started under."
+            " It cannot be upgraded while the workflow does not declare '{state}': declare it again, or resume the session with the artifact it started under."
         ),
-        None => "Run the same command with `--upgrade` to move the session to the new program, or resume it with the artifact it started under to keep the old rules.".to_string(),
+        None => String::new(),
     }
 }
 
@@ -432,85 +536,120 @@ pub fn mount_table(program: &Program) -> MountTable {
 }
 
 impl Runtime {
-    pub fn new(parts: RuntimeParts) -> Runtime {
-        let program = parts.program;
-        let mounts = mount_table(&program);
-        let definitions = program
-            .workflows
-            .iter()
-            .map(|workflow| {
-                workflow
-                    .surfaces
-                    .iter()
-                    .map(|surface| crate::prompt::tool_definitions(&program, workflow, surface))
-                    .collect()
-            })
-            .collect();
-        Runtime {
-            program,
-            store: parts.store,
-            model: parts.model,
-            events: parts.events,
-            clock: parts.clock,
-            root: parts.root,
-            pricing: parts.pricing,
-            mounts,
-            recursion_limit: RECURSION_LIMIT,
-            limits: archmax_stdlib::limits::Limits::default(),
-            mocks: Arc::new(crate::host_tools::Mocks::default()),
-            host: Arc::new(crate::host_tools::NoHost),
-            essential_tools: Vec::new(),
-            context: crate::context::ContextSettings::default(),
-            definitions,
-            repls: Mutex::new(crate::cache::Lru::new(DEFAULT_REPL_CAPACITY)),
-        }
+    /// Starts building a runtime from what a host must supply.
+    pub fn builder(parts: RuntimeParts) -> RuntimeBuilder {
+        RuntimeBuilder { parts, choices: HostChoices::default() }
+    }
+
+    /// A runtime for `program` with everything else this one was built with (store,
+    /// model, events, clock, tool host, limits, …); its tables are derived from
+    /// `program`, and it keeps no REPL of this one.
+    pub fn for_program(&self, program: Arc<Program>) -> Runtime {
+        let parts = RuntimeParts { program, ..self.parts.clone() };
+        RuntimeBuilder { parts, choices: self.choices.clone() }.build()
+    }
+
+    /// The program this runtime runs.
+    pub fn program(&self) -> &Arc<Program> {
+        &self.parts.program
+    }
+
+    /// Where sessions are kept.
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.parts.store
+    }
+
+    /// The model every agent call goes to.
+    pub fn model(&self) -> &Arc<dyn ModelAdapter> {
+        &self.parts.model
+    }
+
+    /// Where the runtime's events go.
+    pub fn events(&self) -> &EventSink {
+        &self.parts.events
+    }
+
+    /// The clock every timestamp is read from.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.parts.clock
+    }
+
+    /// The workspace root, where mount sources live.
+    pub fn root(&self) -> &std::path::Path {
+        &self.parts.root
+    }
+
+    /// What model calls cost.
+    pub fn pricing(&self) -> &PricingTable {
+        &self.parts.pricing
+    }
+
+    /// The host mount table the program was built against.
+    pub fn mounts(&self) -> &MountTable {
+        &self.derived.mounts
+    }
+
+    /// The tool definitions the model is shown on `surface` of `workflow`, as the
+    /// program lists them.
+    pub fn definitions(&self, workflow: WorkflowId, surface: archmax_program::program::SurfaceId) -> &[ToolDefinition] {
+        self.derived
+            .definitions
+            .get(workflow.0 as usize)
+            .and_then(|surfaces| surfaces.get(surface.0 as usize))
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
+    /// The most steps one turn may take.
+    pub fn recursion_limit(&self) -> usize {
+        self.choices.recursion_limit
+    }
+
+    /// The bounds every tool call and `${{…}}` substitution runs under.
+    pub fn limits(&self) -> archmax_stdlib::limits::Limits {
+        self.choices.limits
+    }
+
+    /// Where tools the runtime does not implement itself are asked for.
+    pub fn tool_host(&self) -> &Arc<dyn crate::tool_host::ToolHost> {
+        &self.choices.host
+    }
+
+    /// The host's essential tools: on in every state unless a state entry narrows or a
+    /// denial names them.
+    pub fn essential_tools(&self) -> &[String] {
+        &self.choices.essential_tools
+    }
+
+    /// Declared tool results (a case's `mocks`).
+    pub(crate) fn mocks(&self) -> &crate::tool_host::Mocks {
+        &self.choices.mocks
+    }
+
+    /// The host's context budgets.
+    pub fn context(&self) -> crate::context::ContextSettings {
+        self.choices.context
     }
 
     pub fn now(&self) -> u64 {
-        self.clock.now_ms()
+        self.parts.clock.now_ms()
     }
 
     pub fn emit(&self, session: &str, event: Event) {
-        self.events.emit(self.now(), Some(session), None, event);
+        self.parts.events.emit(self.now(), Some(session), None, event);
     }
 
     pub fn workflow_id(&self, slug: &str) -> Result<WorkflowId, RunError> {
-        self.program.workflow(slug).map(|(id, _)| id).ok_or_else(|| {
-            let known =
-                self.program.workflows.iter().map(|workflow| self.program.str(workflow.slug).to_string()).collect();
+        let program = self.program();
+        program.workflow(slug).map(|(id, _)| id).ok_or_else(|| {
+            let known = program.workflows.iter().map(|workflow| program.str(workflow.slug).to_string()).collect();
             RunError::UnknownWorkflow { workflow: slug.to_string(), known }
         })
     }
 
-    /// The agent's workspace for a session: its own folder plus the host's mounts.
-    /// Serves these declared results (a case's `mocks`) from now on.
-    /// The host's context budgets (`[context]` of `archmax.toml`).
-    pub fn with_context(mut self, context: crate::context::ContextSettings) -> Runtime {
-        self.context = context;
-        self
-    }
-
-    pub fn with_mocks(mut self, mocks: Vec<Mock>) -> Runtime {
-        self.mocks = Arc::new(crate::host_tools::Mocks(mocks));
-        self
-    }
-
-    /// Asks `host` for every tool the runtime does not implement itself, with
-    /// `essential_tools` on in every state.
-    pub fn with_host(mut self, host: Arc<dyn crate::host_tools::ToolHost>, essential_tools: Vec<String>) -> Runtime {
-        self.host = host;
-        self.essential_tools = essential_tools;
-        self
-    }
-
-    /// [`Runtime::with_host`] from a [`crate::host_tools::HostTools`].
-    pub fn with_tools(self, tools: &crate::host_tools::HostTools) -> Runtime {
-        self.with_host(Arc::clone(&tools.host), tools.essential.clone())
-    }
-
     /// The mock answering a call of `tool` with `args`, if any.
     pub fn mock_for(&self, tool: &str, args: &Value) -> Option<&Mock> {
-        self.mocks.find(tool, args)
+        self.choices.mocks.find(tool, args)
     }
 
     /// The REPL of a session, if one is kept; using it makes it the most recent.
@@ -551,8 +690,9 @@ impl Runtime {
     /// The agent's workspace for a session: its own files, kept by the store, plus the
     /// host's mounts.
     pub fn workspace(&self, session: &str) -> Result<Workspace, StoreError> {
-        let store = self.store.files(session)?;
+        let store = self.parts.store.files(session)?;
         let mounts = self
+            .derived
             .mounts
             .mounts
             .iter()
@@ -560,7 +700,7 @@ impl Runtime {
                 key: mount.key.clone(),
                 read_only: mount.read_only,
                 searchable: mount.searchable,
-                store: Arc::new(DiskVfs::mount(self.root.join(&mount.source))) as Arc<dyn Vfs>,
+                store: Arc::new(DiskVfs::mount(self.parts.root.join(&mount.source))) as Arc<dyn Vfs>,
             })
             .collect();
         Ok(Workspace { session: store, mounts })

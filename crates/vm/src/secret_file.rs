@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 /// Why a secret file was not read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SecretFileError {
     #[error("{what} `{}` is a symbolic link; name the file itself", path.display())]
     Link { what: &'static str, path: PathBuf },

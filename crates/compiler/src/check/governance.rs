@@ -10,7 +10,6 @@
 //! decides with.
 
 use crate::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
-use crate::host::Mount;
 use crate::program::{MountReach, Reach};
 use crate::schema::ast::{Access, Glob, MountEntry, State, ToolEntry, Workflow};
 use crate::source::Span;
@@ -21,6 +20,7 @@ use crate::tools::{
 };
 use crate::workspace::Workspace;
 use crate::zones::{Zone, glob_outside_skills, glob_skill, glob_within_skills, glob_zone};
+use archmax_config::mounts::Mount;
 
 use super::Findings;
 

@@ -135,7 +135,7 @@ fn zones_section(workspace: &Workspace) -> String {
         "- `scratchpad/` — your working area: readable and writable in every state.".to_string(),
         "- `large_tool_results/`, `conversation_history/` — where the runtime keeps long tool results and older history; read them when you are handed a path (page through with `read_file` offset and limit). Never write there.".to_string(),
     ];
-    let mut visible: Vec<&crate::host::Mount> =
+    let mut visible: Vec<&archmax_config::mounts::Mount> =
         workspace.mounts.mounts.iter().filter(|mount| !mount.governed && !mount.key.starts_with('.')).collect();
     visible.sort_by_key(|mount| (!mount.read_only, !mount.directory, mount.key.clone()));
     if !visible.is_empty() {

@@ -15,7 +15,7 @@
 
 use toml::de::{DeTable, DeValue};
 
-use super::HostSettings;
+use super::RunnerSettings;
 use archmax_program::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
 use archmax_program::source::{FileId, Span};
 
@@ -42,7 +42,7 @@ impl Default for ContextSettings {
 }
 
 /// Reads `[context]` of `text` into `settings`.
-pub(super) fn read(file: FileId, text: &str, settings: &mut HostSettings, diagnostics: &mut Vec<Diagnostic>) {
+pub(super) fn read(file: FileId, text: &str, settings: &mut RunnerSettings, diagnostics: &mut Vec<Diagnostic>) {
     let Ok(document) = DeTable::parse(text) else { return };
     let document = document.get_ref();
     let Some(spanned) = document.get("context") else { return };
@@ -134,10 +134,10 @@ pub(super) fn read(file: FileId, text: &str, settings: &mut HostSettings, diagno
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::parse_host_settings;
+    use crate::settings::parse_runner_settings;
 
     fn read(text: &str) -> (ContextSettings, Vec<String>) {
-        let (settings, diagnostics) = parse_host_settings(FileId(0), text);
+        let (settings, diagnostics) = parse_runner_settings(FileId(0), text);
         (settings.context, diagnostics.iter().map(|diagnostic| diagnostic.message.clone()).collect())
     }
 

@@ -14,7 +14,7 @@ use toml::Spanned;
 use toml::de::{DeString, DeTable, DeValue};
 
 use super::{
-    DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TOOL_TIMEOUT_MS, HostSettings, McpServer, McpTransport, is_variable_name,
+    DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TOOL_TIMEOUT_MS, McpServer, McpTransport, RunnerSettings, is_variable_name,
 };
 use archmax_program::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
 use archmax_program::source::{FileId, Span};
@@ -124,7 +124,7 @@ fn essential_problem(name: &str) -> Option<(String, &'static str)> {
 
 /// Reads the MCP keys of `text` into `settings`. A file that is not TOML yields nothing:
 /// the mount table's reader reports it.
-pub(super) fn read(file: FileId, text: &str, settings: &mut HostSettings, diagnostics: &mut Vec<Diagnostic>) {
+pub(super) fn read(file: FileId, text: &str, settings: &mut RunnerSettings, diagnostics: &mut Vec<Diagnostic>) {
     let Ok(document) = DeTable::parse(text) else { return };
     let mut reader = Reader { file, diagnostics, errors: 0 };
     let document = document.get_ref();
@@ -154,7 +154,7 @@ pub(super) fn read(file: FileId, text: &str, settings: &mut HostSettings, diagno
 /// environment is set (`env_vars`, `bearer_token_env_var`); each one missing or empty
 /// is an error at its server's table. The connections' `secret_env` is checked where
 /// webhooks are configured.
-pub fn check_environment(settings: &HostSettings, env: impl Fn(&str) -> Option<String>) -> Vec<Diagnostic> {
+pub fn check_environment(settings: &RunnerSettings, env: impl Fn(&str) -> Option<String>) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
     for server in settings.mcp_servers.values() {
         let (names, key): (Vec<&str>, &str) = match &server.transport {
@@ -618,7 +618,7 @@ impl Reader<'_> {
     }
 
     /// `essential_tools`: host tools on in every state.
-    fn essential_tools(&mut self, value: &Value<'_>, collections: &BTreeSet<String>, settings: &mut HostSettings) {
+    fn essential_tools(&mut self, value: &Value<'_>, collections: &BTreeSet<String>, settings: &mut RunnerSettings) {
         let Some(names) = self.strings(value, "`essential_tools`") else { return };
         for name in self.distinct(names, "`essential_tools`") {
             let range = name.span();
@@ -652,12 +652,12 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::parse_host_settings;
+    use crate::settings::parse_runner_settings;
     use archmax_program::diagnostic::Severity;
 
     /// Each finding as (severity, the text its span covers, message).
     fn findings(text: &str) -> Vec<(Severity, &str, String)> {
-        let (_, diagnostics) = parse_host_settings(FileId(0), text);
+        let (_, diagnostics) = parse_runner_settings(FileId(0), text);
         diagnostics
             .into_iter()
             .map(|diagnostic| {
@@ -706,7 +706,7 @@ collection = "mail"
 startup_timeout_ms = 2000
 tool_timeout_ms = 600000
 "#;
-        let (settings, diagnostics) = parse_host_settings(FileId(0), text);
+        let (settings, diagnostics) = parse_runner_settings(FileId(0), text);
         assert!(diagnostics.is_empty(), "{diagnostics:?}");
         assert_eq!(settings.essential_tools, ["crm__whoami"]);
         let crm = &settings.mcp_servers["crm"];
@@ -746,7 +746,7 @@ tool_timeout_ms = 600000
     fn an_unknown_key_is_refused_at_the_key_with_the_closest_name() {
         let text = "[mcp_servers.crm]\ncomand = \"crm-mcp\"\ncommand = \"crm-mcp\"\n";
         assert_eq!(errors(text), [("comand", "MCP server `crm` has an unknown key `comand`".to_string())]);
-        let (settings, diagnostics) = parse_host_settings(FileId(0), text);
+        let (settings, diagnostics) = parse_runner_settings(FileId(0), text);
         assert_eq!(diagnostics[0].help.as_deref(), Some("did you mean `command`?"));
         assert!(settings.mcp_servers.is_empty());
     }
@@ -755,7 +755,7 @@ tool_timeout_ms = 600000
     fn a_server_takes_exactly_one_of_command_and_url() {
         let both = "[mcp_servers.crm]\ncommand = \"crm-mcp\"\nurl = \"https://crm/mcp\"\n";
         assert_eq!(errors(both), [("url", "MCP server `crm` has both a `command` and a `url`".to_string())]);
-        let (_, diagnostics) = parse_host_settings(FileId(0), both);
+        let (_, diagnostics) = parse_runner_settings(FileId(0), both);
         let secondary = diagnostics[0].labels[0].span;
         assert_eq!(&both[secondary.start as usize..secondary.end as usize], "command");
         let neither = "[mcp_servers.crm]\nargs = [\"x\"]\n";
@@ -821,7 +821,7 @@ collection = "mail__eu"
                 ),
             ]
         );
-        assert!(parse_host_settings(FileId(0), text).0.mcp_servers.is_empty());
+        assert!(parse_runner_settings(FileId(0), text).0.mcp_servers.is_empty());
     }
 
     #[test]
@@ -841,7 +841,7 @@ collection = "mail__eu"
                 ),
             ]
         );
-        let (settings, _) = parse_host_settings(FileId(0), text);
+        let (settings, _) = parse_runner_settings(FileId(0), text);
         assert_eq!(settings.mcp_servers.keys().collect::<Vec<_>>(), ["c"]);
         assert_eq!(settings.mcp_servers["c"].startup_timeout_ms, 1);
     }
@@ -889,7 +889,7 @@ collection = "mail__eu"
     #[test]
     fn a_secret_looking_literal_is_kept_but_warned_about_without_quoting_it() {
         let text = "[mcp_servers.crm]\ncommand = \"crm\"\nenv = { CRM_URL = \"https://crm\", CRM_API_TOKEN = \"tok_live_1\", DB_PASSWORD = \"hunter2\", SIGNING_KEY = \"k\" }\nenv_vars = [\"A\", \"A\"]\n";
-        let (settings, diagnostics) = parse_host_settings(FileId(0), text);
+        let (settings, diagnostics) = parse_runner_settings(FileId(0), text);
         assert!(diagnostics.iter().all(|diagnostic| !diagnostic.is_error()), "{diagnostics:?}");
         assert!(settings.mcp_servers.contains_key("crm"));
         assert_eq!(
@@ -979,7 +979,7 @@ command = "crm"
                 ("\"whoami\"", "essential tool `whoami` names no collection, so no MCP server serves it".to_string()),
             ]
         );
-        let (settings, _) = parse_host_settings(FileId(0), text);
+        let (settings, _) = parse_runner_settings(FileId(0), text);
         assert_eq!(settings.essential_tools, ["crm__whoami", "billing__whoami", "whoami"]);
         assert_eq!(
             errors("essential_tools = \"crm__whoami\"\n"),
@@ -990,7 +990,7 @@ command = "crm"
     #[test]
     fn a_bad_server_leaves_the_others_and_the_connections_in_place() {
         let text = "[connections.hooks]\nsecret_env = \"HOOK_SECRET\"\n\n[mcp_servers.bad]\ncommand = 1\n\n[mcp_servers.good]\ncommand = \"good\"\n\n[mcp_servers.table]\n";
-        let (settings, diagnostics) = parse_host_settings(FileId(0), text);
+        let (settings, diagnostics) = parse_runner_settings(FileId(0), text);
         assert_eq!(settings.mcp_servers.keys().collect::<Vec<_>>(), ["good"]);
         assert!(settings.connections.contains_key("hooks"));
         assert_eq!(
@@ -1007,7 +1007,7 @@ command = "crm"
     #[test]
     fn the_environment_check_names_each_missing_variable_at_its_server() {
         let text = "[mcp_servers.crm]\ncommand = \"crm\"\nenv_vars = [\"CRM_TOKEN\", \"CRM_REGION\", \"CRM_EMPTY\"]\n\n[mcp_servers.mail]\nurl = \"https://mail/mcp\"\nbearer_token_env_var = \"MAIL_TOKEN\"\n\n[mcp_servers.open]\nurl = \"https://open/mcp\"\n";
-        let (settings, diagnostics) = parse_host_settings(FileId(0), text);
+        let (settings, diagnostics) = parse_runner_settings(FileId(0), text);
         assert!(diagnostics.is_empty(), "{diagnostics:?}");
         let env = |name: &str| match name {
             "CRM_REGION" => Some("eu".to_string()),
@@ -1048,7 +1048,7 @@ command = "crm"
     fn the_mount_reader_accepts_the_mcp_keys() {
         let text =
             "essential_tools = [\"crm__whoami\"]\n[mcp_servers.crm]\ncommand = \"crm\"\n[mounts.\"reference/\"]\n";
-        let (table, diagnostics) = crate::mounts::parse_host_config(FileId(0), text);
+        let (table, diagnostics) = crate::mounts::parse_mounts(FileId(0), text);
         assert!(diagnostics.is_empty(), "{diagnostics:?}");
         assert!(table.by_name("reference").is_some());
     }

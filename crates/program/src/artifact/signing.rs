@@ -12,23 +12,22 @@
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 
-use crate::hex::hex;
+use crate::hex::{decode_array, hex};
 
 /// The prefix of a public key's text form.
 pub const PUBLIC_PREFIX: &str = "ed25519:";
 /// The prefix of the secret line of a private key file.
 pub const SECRET_PREFIX: &str = "ed25519-secret:";
 
-/// Why a key could not be read or made.
+/// Why a key could not be read or made. Which command makes a key is the host's to add
+/// (the CLI does, by variant).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KeyError {
-    #[error("`{0}` is not a public key: write `ed25519:` followed by 64 hex digits, as `archmax keygen` prints it")]
+    #[error("`{0}` is not a public key: write `ed25519:` followed by 64 hex digits")]
     NotAPublicKey(String),
     #[error("`{0}` is not a usable Ed25519 public key (it is not a point on the curve, or a weak one)")]
     WeakPublicKey(String),
-    #[error(
-        "not an archmax private key file: it needs one line `ed25519-secret:` followed by 64 hex digits; make one with `archmax keygen -o FILE`"
-    )]
+    #[error("not an archmax private key file: it needs one line `ed25519-secret:` followed by 64 hex digits")]
     NotAPrivateKey,
     #[error("the operating system gave no randomness for a new key: {0}")]
     Randomness(String),
@@ -44,7 +43,7 @@ impl PublicKey {
         let trimmed = text.trim();
         let bytes = trimmed
             .strip_prefix(PUBLIC_PREFIX)
-            .and_then(parse_hex32)
+            .and_then(decode_array::<32>)
             .ok_or_else(|| KeyError::NotAPublicKey(shorten(trimmed)))?;
         PublicKey::from_bytes(&bytes).ok_or_else(|| KeyError::WeakPublicKey(shorten(trimmed)))
     }
@@ -94,7 +93,7 @@ impl SecretKey {
         let (Some(line), None) = (lines.next(), lines.next()) else {
             return Err(KeyError::NotAPrivateKey);
         };
-        let mut seed = line.strip_prefix(SECRET_PREFIX).and_then(parse_hex32).ok_or(KeyError::NotAPrivateKey)?;
+        let mut seed = line.strip_prefix(SECRET_PREFIX).and_then(decode_array::<32>).ok_or(KeyError::NotAPrivateKey)?;
         let key = SecretKey::from_seed(&seed);
         seed.fill(0);
         Ok(key)
@@ -161,18 +160,6 @@ impl TrustedKeys {
     pub fn contains(&self, key: &PublicKey) -> bool {
         self.0.contains(key)
     }
-}
-
-/// Exactly 64 hex digits as 32 bytes.
-fn parse_hex32(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 || !text.is_ascii() {
-        return None;
-    }
-    let mut bytes = [0u8; 32];
-    for (index, byte) in bytes.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(text.get(index * 2..index * 2 + 2)?, 16).ok()?;
-    }
-    Some(bytes)
 }
 
 /// A hostile key argument is echoed only in part.

@@ -161,7 +161,7 @@ pub async fn deliver(State(inbox): Shared, headers: HeaderMap, body: Body) -> Re
 async fn trigger_schema(inbox: &Inbox, session: &str, trigger: &str) -> Option<Value> {
     let state = inbox.server.session(session).await.ok()?;
     let runtime = inbox.server.runtime_for_session(&state).ok()?;
-    let program = &runtime.program;
+    let program = &runtime.program();
     let (_, workflow) = program.workflow(state.head.workflow.as_str())?;
     let declared = workflow.triggers.iter().find(|declared| program.str(declared.id) == trigger)?;
     serde_json::from_str(program.str(declared.schema)).ok()

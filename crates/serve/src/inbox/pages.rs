@@ -282,7 +282,7 @@ pub async fn session_page(
         Err(error) => return render::error_page(error.status, "No such session", &error.message),
     };
     let runtime = inbox.server.runtime_for_session(&session).ok();
-    let program = runtime.as_ref().map(|runtime| &*runtime.program);
+    let program = runtime.as_ref().map(|runtime| &**runtime.program());
     let evidence = read_evidence(inbox, &session).await;
     let (may_decide, may_start) = (signed.holds(inbox, Scope::Decide), signed.holds(inbox, Scope::Start));
     let view = SessionView { session: &session, program, evidence: &evidence, signed, may_decide, may_start };

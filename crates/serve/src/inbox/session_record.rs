@@ -25,7 +25,8 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use super::signin::{Secret, hex, unhex};
+use super::signin::Secret;
+use archmax_program::hex::{decode, hex};
 
 /// The most inbox sessions one identity keeps at once, across every runner on the store;
 /// a sign-in past it ends that identity's oldest session.
@@ -91,7 +92,7 @@ impl IdentityKey {
 
     /// Whether `kept` is the MAC of `secret` for the record at `key` (constant time).
     pub fn verify_secret(&self, key: &str, secret: &[u8], kept: &str) -> bool {
-        unhex(kept)
+        decode(kept)
             .is_some_and(|bytes| self.mac("inbox-secret", &[key.as_bytes(), secret]).verify_slice(&bytes).is_ok())
     }
 
@@ -102,7 +103,7 @@ impl IdentityKey {
 
     /// Which of `digests` the record's `kept` token MAC names, if any.
     pub fn token_of(&self, digests: &[[u8; 32]], kept: &str) -> Option<[u8; 32]> {
-        let kept = unhex(kept)?;
+        let kept = decode(kept)?;
         digests.iter().copied().find(|digest| self.mac("inbox-token", &[digest]).verify_slice(&kept).is_ok())
     }
 

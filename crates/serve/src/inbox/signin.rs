@@ -36,6 +36,7 @@ use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
+use archmax_program::hex::{decode, hex};
 use archmax_vm::session::records::{Record, RecordKind};
 
 use super::render::{self, Notice};
@@ -99,22 +100,11 @@ impl Secret {
 
     /// Whether `presented` is the token for `purpose` and `value` (constant time).
     pub fn verify(&self, purpose: &str, value: &[u8], presented: &str) -> bool {
-        match unhex(presented) {
+        match decode(presented) {
             Some(bytes) => self.mac(purpose, value).verify_slice(&bytes).is_ok(),
             None => false,
         }
     }
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-pub(super) fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
-        return None;
-    }
-    (0..text.len()).step_by(2).map(|index| u8::from_str_radix(&text[index..index + 2], 16).ok()).collect()
 }
 
 /// The value of cookie `name` in the request.
@@ -134,7 +124,7 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 fn presented_session(headers: &HeaderMap) -> Option<(String, Vec<u8>)> {
     let (key, secret) = cookie(headers, TOKEN_COOKIE)?.split_once('.')?;
     let key_is_digest = key.len() == 64 && key.bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'));
-    let secret = unhex(secret).filter(|secret| secret.len() == 32)?;
+    let secret = decode(secret).filter(|secret| secret.len() == 32)?;
     key_is_digest.then(|| (key.to_string(), secret))
 }
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use archmax_compiler::host_settings::parse_host_settings;
 use archmax_compiler::source::FileId;
+use archmax_config::settings::parse_runner_settings;
 use archmax_serve::auth::Auth;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::webhooks::{Connections, sign};
@@ -68,7 +68,7 @@ const NOW_MS: u64 = 1_767_605_400_000;
 async fn orders_server() -> Running {
     archmax_vm::model::openai::install_tls_provider();
     let root = workspace_of(&[("workflows/orders/workflow.yaml", ORDERS), ("workflows/waiter/workflow.yaml", WAITER)]);
-    let (settings, problems) = parse_host_settings(FileId(0), SETTINGS);
+    let (settings, problems) = parse_runner_settings(FileId(0), SETTINGS);
     assert!(problems.is_empty(), "{problems:?}");
     let connections = Connections::configure(&settings, |name| (name == "CARRIER_SECRET").then(|| SECRET.into()))
         .expect("the secret is set");

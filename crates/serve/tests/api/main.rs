@@ -71,8 +71,8 @@ const READER: &str = "reader-secret";
 const STARTER: &str = "starter-secret";
 
 mod carried;
+mod configured;
 mod connections;
-mod host;
 mod replay;
 
 struct Running {

@@ -152,7 +152,7 @@ fn build_server(model: &ModelServer, retries: u32, store: Arc<MemoryStore>) -> A
         ("ARCHMAX_MAX_RETRIES", retries.to_string()),
     ];
     let get = move |name: &str| variables.iter().find(|(key, _)| *key == name).map(|(_, value)| value.clone());
-    let adapter = archmax_vm::host_env::endpoint_from_env(get).expect("the adapter is configured");
+    let adapter = archmax_vm::environment::endpoint_from_env(get).expect("the adapter is configured");
     let root = super::workspace();
     let program = compile(&root, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
         .map(|compiled| compiled.program)

@@ -14,7 +14,7 @@ use archmax_vm::session::SessionStore;
 use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::memory::MemoryStore;
 
-use super::host::{INBOX, INBOX_TAPE, NOW_MS, SECRET, clock, server_on};
+use super::configured::{INBOX, INBOX_TAPE, NOW_MS, SECRET, clock, server_on};
 use super::{compiled, listen, workspace_of};
 
 /// Fires one signed request at a runner on `first`, then the same bytes at a second

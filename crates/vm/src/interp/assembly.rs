@@ -62,7 +62,7 @@ impl Turn<'_> {
             }
         }
         let plans: Vec<_> =
-            models.into_iter().map(|model| (model, self.runtime.model.cache_plan(model, cache))).collect();
+            models.into_iter().map(|model| (model, self.runtime.model().cache_plan(model, cache))).collect();
         let first = plans.first().map(|(_, plan)| plan);
         CacheShaping {
             enabled: first.is_some_and(|plan| plan.enabled),

@@ -96,6 +96,7 @@ impl Answer {
 
 /// Why `${{…}}` substitution refused a call; the call is not made.
 #[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SubstitutionError {
     /// A reference is malformed or names no value; the message says which.
     Unresolved(String),
@@ -290,7 +291,7 @@ pub(super) fn preview(text: &str) -> (String, bool) {
 /// the surface has them, else as the built-in takes them.
 fn described_paths<'a>(
     program: &'a archmax_program::program::Program,
-    hosted: Option<&'a crate::host_tools::HostTool>,
+    hosted: Option<&'a crate::tool_host::HostTool>,
     on_surface: Option<&'a archmax_program::program::SurfaceTool>,
     tool: &str,
 ) -> Vec<&'a str> {
@@ -379,7 +380,7 @@ impl Turn<'_> {
         let args = if delegation || !caller.substitutes() {
             call.args.clone()
         } else {
-            match substitute(&call.args, &variables, self.runtime.limits.substituted_bytes) {
+            match substitute(&call.args, &variables, self.runtime.limits().substituted_bytes) {
                 Ok(args) => args,
                 Err(problem) => return self.refuse_substitution(&here, call, &origin, problem),
             }
@@ -387,7 +388,7 @@ impl Turn<'_> {
         // A sub-workflow's arguments reach the child resolved, so its guards are decided
         // on the resolved values too (an unresolvable one is refused by the dispatcher).
         let decided = if delegation {
-            if let Err(problem) = check_delegation_size(&args, &variables, self.runtime.limits.substituted_bytes) {
+            if let Err(problem) = check_delegation_size(&args, &variables, self.runtime.limits().substituted_bytes) {
                 return self.refuse_substitution(&here, call, &origin, problem);
             }
             super::delegate::resolve_argument(&args, &variables).unwrap_or_else(|_| args.clone())
@@ -510,7 +511,7 @@ impl Turn<'_> {
             Ok(sent) => sent,
         };
         let connection = self.connection_of(id, &call.name);
-        let host_call = crate::host_tools::HostCall {
+        let host_call = crate::tool_host::HostCall {
             session: &self.session.id,
             state: here,
             call_id: &call.id,
@@ -518,20 +519,20 @@ impl Turn<'_> {
             connection: connection.as_deref(),
             args: &sent,
         };
-        match self.runtime.host.call(host_call).await {
+        match self.runtime.tool_host().call(host_call).await {
             Ok(answered) => {
                 let server = Some(answered.server.clone());
                 let offloaded = matches!(caller, Caller::Model | Caller::Grader);
                 (self.host_answer(&call.id, answered, offloaded).await, server)
             }
-            Err(crate::host_tools::HostError::NotProvided(_)) => (
+            Err(crate::tool_host::HostError::NotProvided(_)) => (
                 Answer::error(format!(
                     "Error: no server provides `{}` any more; its server may have changed its tools",
                     call.name
                 )),
                 None,
             ),
-            Err(crate::host_tools::HostError::Failed { server: failed, message }) => {
+            Err(crate::tool_host::HostError::Failed { server: failed, message }) => {
                 (Answer::error(format!("Error: {message}")), Some(failed))
             }
         }
@@ -622,7 +623,7 @@ impl Turn<'_> {
                     workspace: &self.workspace,
                     visible: &filter,
                     raw_text: raw,
-                    limits: self.runtime.limits,
+                    limits: self.runtime.limits(),
                 };
                 // File tools read and write the session's store and the mounts: blocking
                 // work, kept off the executor's time.

@@ -133,7 +133,7 @@ impl<'r> Turn<'r> {
     pub(super) async fn fit_context(&mut self, id: StateId, volatile: &str) -> Result<(), RunError> {
         let program = self.program();
         let model = self.state(id).model.map(|model| program.str(model));
-        let context = self.runtime.context;
+        let context = self.runtime.context();
         let limit = (window_tokens(&context, model) as f64 * context.compact_at) as u64;
         let fixed = self.fixed_bytes(id, volatile).await;
         let view_bytes = self.context.view_bytes(&self.session.messages);
@@ -191,7 +191,7 @@ impl<'r> Turn<'r> {
         let previous = self.session.head.compaction;
         let start = previous.map_or(0, |compaction| compaction.through as usize).min(messages.len());
         // The message the call answers is always kept, whatever `keep_recent` says.
-        let keep_recent = usize::try_from(self.runtime.context.keep_recent).unwrap_or(usize::MAX).max(1);
+        let keep_recent = usize::try_from(self.runtime.context().keep_recent).unwrap_or(usize::MAX).max(1);
         let latest_cut = messages.len().saturating_sub(keep_recent);
         // What the kept part may take: half the limit, less what is there anyway (the
         // fixed blocks, the notes that stay) and room for the summary.
@@ -242,7 +242,7 @@ impl<'r> Turn<'r> {
             Some(Message::Note { text, .. }) => Some(text.clone()),
             _ => None,
         });
-        let window = window_tokens(&self.runtime.context, model);
+        let window = window_tokens(&self.runtime.context(), model);
         let task = summarizer_task(earlier.as_deref(), &messages[start..cut], start, window.saturating_sub(reserve));
         let summary = match self.summarize(id, &here, task, reserve).await {
             Ok(summary) => summary,
@@ -313,7 +313,7 @@ impl<'r> Turn<'r> {
             timeout,
         );
         let response =
-            self.runtime.model.call(request).await.map_err(|error| format!("the summarizer failed: {error}"))?;
+            self.runtime.model().call(request).await.map_err(|error| format!("the summarizer failed: {error}"))?;
         if let Some(reading) = &response.tape {
             self.session.head.tape = Some(reading.clone());
         }

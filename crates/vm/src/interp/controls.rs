@@ -477,7 +477,7 @@ impl Turn<'_> {
     /// total size, measured before anything is applied; a variable being replaced counts
     /// at its new size only.
     pub(super) fn check_variable_bytes(&self, writes: &[(String, Variable)]) -> Result<(), String> {
-        check_variable_total(&self.session.variables, writes, self.runtime.limits.variable_bytes)
+        check_variable_total(&self.session.variables, writes, self.runtime.limits().variable_bytes)
     }
 }
 

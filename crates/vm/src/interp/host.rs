@@ -18,9 +18,9 @@ use archmax_program::tools::{DEFAULT_TOOLS, NOTE_TOOL, PathAccess, RUNTIME_TOOLS
 use archmax_program::zones::Zone;
 use archmax_stdlib::vfs::{DiskVfs, HandedPath, HostPathError};
 
-use crate::host_tools::{Catalog, Content, HostAnswer, HostCall, HostTool, ToolHost as _};
 use crate::model::ToolDefinition;
 use crate::session::ToolCall;
+use crate::tool_host::{Catalog, Content, HostAnswer, HostCall, HostTool, ToolHost as _};
 
 use super::Turn;
 use super::calls::Answer;
@@ -34,7 +34,7 @@ impl<'r> Turn<'r> {
         let program = self.program();
         let surface = self.workflow.surface(self.state(id).surface);
         let mut offered: Vec<&str> = surface.tools.iter().map(|tool| program.str(tool.name)).collect();
-        for essential in &self.runtime.essential_tools {
+        for essential in self.runtime.essential_tools() {
             if !offered.contains(&essential.as_str()) {
                 offered.push(essential);
             }
@@ -76,15 +76,15 @@ impl<'r> Turn<'r> {
 
     /// The host's catalog (the host caches it; it may start servers the first time).
     async fn catalog(&self) -> Arc<Catalog> {
-        self.runtime.host.catalog().await
+        self.runtime.tool_host().catalog().await
     }
 
-    /// A case's declared result for this call (the [`crate::host_tools::Mocks`] host),
+    /// A case's declared result for this call (the [`crate::tool_host::Mocks`] host),
     /// as the model reads it; `None` when no mock matches.
     pub(super) async fn mocked(&self, state: &str, call: &ToolCall, args: &Value) -> Option<String> {
         let asked =
             HostCall { session: &self.session.id, state, call_id: &call.id, tool: &call.name, connection: None, args };
-        let answered = self.runtime.mocks.call(asked).await.ok()?;
+        let answered = self.runtime.mocks().call(asked).await.ok()?;
         Some(
             answered
                 .content
@@ -101,7 +101,7 @@ impl<'r> Turn<'r> {
     /// provides it. Asks the catalog only for a name the host could provide, so a state
     /// without host tools never starts a server.
     pub(super) async fn host_tool(&self, name: &str) -> Option<HostTool> {
-        if !self.runtime.host.may_provide(name) {
+        if !self.runtime.tool_host().may_provide(name) {
             return None;
         }
         self.catalog().await.tool(name).cloned()
@@ -125,12 +125,11 @@ impl<'r> Turn<'r> {
     pub(super) async fn definitions(&self, id: StateId) -> Cow<'r, [ToolDefinition]> {
         let state = self.state(id);
         let runtime: &'r crate::runtime::Runtime = self.runtime;
-        let precomputed: &'r [ToolDefinition] =
-            &runtime.definitions[self.workflow_id.0 as usize][state.surface.0 as usize];
+        let precomputed: &'r [ToolDefinition] = runtime.definitions(self.workflow_id, state.surface);
         let program = self.program();
         let surface = self.workflow.surface(state.surface);
         let essential: Vec<&String> = runtime
-            .essential_tools
+            .essential_tools()
             .iter()
             .filter(|tool| !surface.tools.iter().any(|shown| program.str(shown.name) == tool.as_str()))
             .filter(|tool| !self.denied_by_name(id, tool))
@@ -138,7 +137,7 @@ impl<'r> Turn<'r> {
         let hosted = surface
             .tools
             .iter()
-            .any(|tool| tool.kind == ToolKind::Host && runtime.host.may_provide(program.str(tool.name)));
+            .any(|tool| tool.kind == ToolKind::Host && runtime.tool_host().may_provide(program.str(tool.name)));
         if essential.is_empty() && !hosted {
             return Cow::Borrowed(precomputed);
         }
@@ -221,19 +220,19 @@ impl<'r> Turn<'r> {
         let canonical = archmax_program::zones::canonicalize(written)
             .map_err(|_| HostPathProblem::Other(format!("`{argument}` ({written}) is not a workspace path")))?;
         let runtime = self.runtime;
-        let (store, inside) = match archmax_program::zones::classify(&canonical, &runtime.mounts) {
+        let (store, inside) = match archmax_program::zones::classify(&canonical, runtime.mounts()) {
             Zone::Mount(index) => {
-                let mount = &runtime.mounts.mounts[index];
+                let mount = &runtime.mounts().mounts[index];
                 let key = mount.key.trim_end_matches('/');
                 let rest = canonical.strip_prefix(key).unwrap_or("").trim_start_matches('/');
-                (DiskVfs::mount(runtime.root.join(&mount.source)), rest.to_string())
+                (DiskVfs::mount(runtime.root().join(&mount.source)), rest.to_string())
             }
             Zone::Root => {
                 return Err(HostPathProblem::Other(format!(
                     "`{argument}` names the whole workspace; name a folder or file inside it"
                 )));
             }
-            _ => match runtime.store.local_dir(&self.session.id) {
+            _ => match runtime.store().local_dir(&self.session.id) {
                 Some(dir) => (DiskVfs::new(dir), canonical.clone()),
                 None => {
                     return Err(HostPathProblem::Other(format!(
@@ -315,7 +314,7 @@ impl<'r> Turn<'r> {
             workspace: &self.workspace,
             visible: &everything,
             raw_text: false,
-            limits: self.runtime.limits,
+            limits: self.runtime.limits(),
         };
         crate::blocking::run_blocking(|| archmax_stdlib::tools::keep_file("write_file", path, bytes, &context))
             .map_err(|error| error.0)

@@ -47,10 +47,7 @@ use crate::session::{
     TrailKind, TrailStep, Variable,
 };
 
-pub use carried::declared_members;
-pub use pin::pinned_spec;
 pub use resume::{Channel, check_named_workflow, decision_refusal, park_refusal};
-pub use start::validate_variable_name;
 
 /// One turn on an open session.
 ///
@@ -102,10 +99,10 @@ impl<'r> Turn<'r> {
         session: SessionState,
         writer: Box<dyn SessionWriter>,
     ) -> Result<Turn<'r>, RunError> {
-        let workflow = &runtime.program.workflows[workflow_id.0 as usize];
-        let trigger = session.head.trigger.as_deref().and_then(|id| runtime.program.trigger(workflow, id));
+        let workflow = &runtime.program().workflows[workflow_id.0 as usize];
+        let trigger = session.head.trigger.as_deref().and_then(|id| runtime.program().trigger(workflow, id));
         let workspace = runtime.workspace(&session.id)?;
-        let program = &runtime.program;
+        let program = &runtime.program();
         let inherited = session
             .head
             .ancestors
@@ -141,7 +138,7 @@ impl<'r> Turn<'r> {
     }
 
     fn program(&self) -> &'r archmax_program::program::Program {
-        &self.runtime.program
+        self.runtime.program()
     }
 
     fn now(&self) -> u64 {
@@ -149,7 +146,7 @@ impl<'r> Turn<'r> {
     }
 
     fn emit(&self, event: Event) {
-        self.runtime.events.emit(self.now(), Some(&self.session.id), self.session.head.dispatch_id.as_deref(), event);
+        self.runtime.events().emit(self.now(), Some(&self.session.id), self.session.head.dispatch_id.as_deref(), event);
     }
 
     // ----- session mutations: recorded in the session and in the pending delta ------
@@ -233,9 +230,9 @@ impl<'r> Turn<'r> {
         Policy {
             program: self.program(),
             workflow: self.workflow,
-            mounts: &self.runtime.mounts,
+            mounts: self.runtime.mounts(),
             ancestors: &self.inherited,
-            essential: &self.runtime.essential_tools,
+            essential: self.runtime.essential_tools(),
         }
     }
 
@@ -263,10 +260,10 @@ impl<'r> Turn<'r> {
                     continue;
                 }
             }
-            if self.ledger.count_step() > self.runtime.recursion_limit {
+            if self.ledger.count_step() > self.runtime.recursion_limit() {
                 let reason = format!(
                     "the turn took more than {} steps without finishing; a cycle of states may never end",
-                    self.runtime.recursion_limit
+                    self.runtime.recursion_limit()
                 );
                 self.fail("recursion-limit", &reason);
                 self.commit().await?;
@@ -531,7 +528,7 @@ impl<'r> Turn<'r> {
                 text: text.to_string(),
                 message_id: message.map(str::to_string),
             };
-            runtime.events.emit(runtime.now(), Some(session), dispatch, event);
+            runtime.events().emit(runtime.now(), Some(session), dispatch, event);
         };
         let system = SystemPrompt { fixed: prefix, volatile: &volatile_block };
         let conversation = (self.view(), self.session.messages.len());
@@ -544,10 +541,10 @@ impl<'r> Turn<'r> {
             crate::model::TextSink(&delta),
         );
         let result = match timeout {
-            Some(limit) => tokio::time::timeout(limit, self.runtime.model.call(request))
+            Some(limit) => tokio::time::timeout(limit, self.runtime.model().call(request))
                 .await
                 .unwrap_or(Err(ModelError::Timeout(limit))),
-            None => self.runtime.model.call(request).await,
+            None => self.runtime.model().call(request).await,
         };
         let shown = shown.lock().map(|shown| shown.clone()).unwrap_or_default();
         match &result {
@@ -624,7 +621,7 @@ impl<'r> Turn<'r> {
         let usage = response.usage;
         let model =
             response.model.clone().or_else(|| self.state(id).model.map(|model| self.program().str(model).to_string()));
-        let cost = model.as_deref().and_then(|model| self.runtime.pricing.cost(&usage, model));
+        let cost = model.as_deref().and_then(|model| self.runtime.pricing().cost(&usage, model));
         let total = &mut self.session.head.usage;
         total.input_tokens += usage.input;
         total.output_tokens += usage.output;

@@ -44,7 +44,7 @@ impl Turn<'_> {
         answer: Answer,
         hosted: bool,
     ) -> Answer {
-        let budget = self.runtime.context.max_tool_result_tokens;
+        let budget = self.runtime.context().max_tool_result_tokens;
         let huge = hosted && answer.content.len() > MAX_ANSWER_TEXT;
         // A token is at least one byte: a short answer needs no count.
         if answer.content.len() as u64 <= budget && !huge {

@@ -66,9 +66,9 @@ impl Runtime {
     /// Keeps the spec of `workflow` in the store so a later change can be explained. A
     /// failure is a warning on `session`, never a turn failure.
     pub(crate) async fn keep_spec(&self, session: &str, workflow: &WorkflowProgram) {
-        let kept = match self.store.spec(&workflow.spec_hash).await {
+        let kept = match self.store().spec(&workflow.spec_hash).await {
             Ok(Some(_)) => Ok(()),
-            Ok(None) => self.store.keep_spec(&pinned_spec(&self.program, workflow)).await,
+            Ok(None) => self.store().keep_spec(&pinned_spec(self.program(), workflow)).await,
             Err(error) => Err(error),
         };
         if let Err(error) = kept {
@@ -80,16 +80,16 @@ impl Runtime {
     /// pinned to it, `Ok(Some(upgrade))` when it is not and `upgrade` was asked for and
     /// its state still exists, and a refusal otherwise. Changes nothing.
     pub(crate) async fn check_pin(&self, session: &SessionState, upgrade: bool) -> Result<Option<Upgrade>, RunError> {
-        let Some((_, workflow)) = self.program.workflow(&session.head.workflow) else {
+        let Some((_, workflow)) = self.program().workflow(&session.head.workflow) else {
             return Ok(None);
         };
         let pinned = &session.head.spec_hash;
         if *pinned == workflow.spec_hash {
             return Ok(None);
         }
-        let current = pinned_spec(&self.program, workflow);
+        let current = pinned_spec(self.program(), workflow);
         let stored = match crate::session::spec::is_spec_hash(pinned) {
-            true => self.store.spec(pinned).await.ok().flatten(),
+            true => self.store().spec(pinned).await.ok().flatten(),
             false => None,
         };
         let changes = SpecChanges::between(stored.as_ref(), &current, session.head.position.as_deref());

@@ -145,13 +145,13 @@ impl Runtime {
         channel: Channel,
         upgrade: bool,
     ) -> Result<Parked, RunError> {
-        let (state, writer) = match self.store.open(id).await {
+        let (state, writer) = match self.store().open(id).await {
             Ok(open) => open,
             Err(StoreError::Missing(_)) => return Err(RunError::UnknownSession(id.to_string())),
             Err(error) => return Err(error.into()),
         };
         check_named_workflow(&state, workflow)?;
-        if self.program.workflow(&state.head.workflow).is_none() {
+        if self.program().workflow(&state.head.workflow).is_none() {
             return Err(RunError::refused(
                 Refusal::WorkflowNotInProgram,
                 format!("session `{id}` runs workflow `{}`, which this program does not contain", state.head.workflow),
@@ -166,7 +166,7 @@ impl Runtime {
 
     /// The program's id of the workflow a stored session runs.
     fn workflow_of(&self, session: &SessionState) -> Result<archmax_program::program::WorkflowId, RunError> {
-        self.program.workflow(&session.head.workflow).map(|(id, _)| id).ok_or_else(|| {
+        self.program().workflow(&session.head.workflow).map(|(id, _)| id).ok_or_else(|| {
             RunError::refused(
                 Refusal::WorkflowNotInProgram,
                 format!("workflow `{}` is not in this program", session.head.workflow),
@@ -195,12 +195,12 @@ impl Runtime {
     /// The session that waits for `session` (its caller, while the call is pending), if
     /// any: such a session is resumed through its caller.
     pub async fn awaiting_caller(&self, session: &str) -> Option<SessionId> {
-        let parent = self.store.read(session).await.ok().flatten()?.head.parent?;
+        let parent = self.store().read(session).await.ok().flatten()?.head.parent?;
         self.caller_awaits(&parent, session).await.then_some(parent)
     }
 
     async fn caller_awaits(&self, caller: &str, child: &str) -> bool {
-        self.store
+        self.store()
             .read(caller)
             .await
             .ok()
@@ -434,7 +434,7 @@ impl Runtime {
         seeded.push("trigger".to_string());
         turn.emit(Event::VariablesSet { state: None, names: seeded, locked: true, call_id: None });
         turn.session.head.trigger = Some(trigger.clone());
-        turn.trigger = turn.runtime.program.trigger(turn.workflow, &trigger);
+        turn.trigger = turn.runtime.program().trigger(turn.workflow, &trigger);
 
         let payload = if pairs.is_empty() {
             "It carried no variables.".to_string()
@@ -480,7 +480,7 @@ impl Runtime {
         request: &DeliverRequest,
         session: &SessionState,
     ) -> Result<serde_json::Map<String, serde_json::Value>, RunError> {
-        let program = &self.program;
+        let program = &self.program();
         let workflow = &program.workflows[workflow_id.0 as usize];
         match program.trigger(workflow, trigger) {
             Some(declared) => {

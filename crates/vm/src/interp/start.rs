@@ -156,7 +156,7 @@ impl Runtime {
     }
 
     async fn run_turn_carrying(&self, request: TurnRequest, carry: Carry) -> Result<Outcome, RunError> {
-        let program = &self.program;
+        let program = &self.program();
         let (workflow_id, trigger) = self.start_trigger(&request)?;
         let workflow = &program.workflows[workflow_id.0 as usize];
         let slug = program.str(workflow.slug).to_string();
@@ -164,7 +164,7 @@ impl Runtime {
         check_request(&request)?;
         let session_id = self.session_id_for(&request, trigger)?;
 
-        let existing = match self.store.open(&session_id).await {
+        let existing = match self.store().open(&session_id).await {
             Ok(open) => Some(open),
             Err(StoreError::Missing(_)) => None,
             Err(error) => return Err(error.into()),
@@ -222,7 +222,7 @@ impl Runtime {
         let writes = seed_writes(&variables);
         let none = std::collections::BTreeMap::new();
         let kept = existing.as_ref().map_or(&none, |(state, _)| &state.variables);
-        super::controls::check_variable_total(kept, &writes, self.limits.variable_bytes)
+        super::controls::check_variable_total(kept, &writes, self.limits().variable_bytes)
             .map_err(|problem| RunError::invalid("variables", problem))?;
 
         let (mut session, writer) = match existing {
@@ -275,8 +275,8 @@ impl Runtime {
             return Ok(id);
         }
         let (workflow_id, _) = self.start_trigger(request)?;
-        let slug = self.program.str(self.program.workflows[workflow_id.0 as usize].slug);
-        match self.store.read(&id).await? {
+        let slug = self.program().str(self.program().workflows[workflow_id.0 as usize].slug);
+        match self.store().read(&id).await? {
             Some(state) if state.head.workflow != slug => {
                 SessionId::mint().map_err(|error| RunError::refused(Refusal::NoSessionId, error.to_string()))
             }
@@ -286,7 +286,7 @@ impl Runtime {
 
     /// The workflow a start names and the trigger it fires (`manual` when it names none).
     fn start_trigger(&self, request: &TurnRequest) -> Result<(WorkflowId, &TriggerProgram), RunError> {
-        let program = &self.program;
+        let program = &self.program();
         let workflow_id = self.workflow_id(&request.workflow)?;
         let workflow = &program.workflows[workflow_id.0 as usize];
         let trigger_id = request.trigger.as_deref().unwrap_or("manual");
@@ -303,7 +303,7 @@ impl Runtime {
     /// The session a start runs in: the one asked for, else the trigger's `session`
     /// reference when it resolves to a usable id, else a new random id.
     fn session_id_for(&self, request: &TurnRequest, trigger: &TriggerProgram) -> Result<SessionId, RunError> {
-        let mount_names: Vec<&str> = self.mounts.mounts.iter().map(|mount| mount.name.as_str()).collect();
+        let mount_names: Vec<&str> = self.mounts().mounts.iter().map(|mount| mount.name.as_str()).collect();
         if let Some(id) = &request.session {
             return SessionId::parse(id, &mount_names).map_err(|problem| RunError::invalid("session", problem));
         }
@@ -330,7 +330,7 @@ impl Runtime {
         held: &Value,
         carry: Carry,
     ) -> Result<(), RunError> {
-        let program = &self.program;
+        let program = &self.program();
         let today = crate::values::Today::at(self.now());
         let mut missing = Vec::new();
         let mut mistyped = Vec::new();
@@ -366,7 +366,7 @@ impl Runtime {
             id: session_id.clone(),
             seq: 0,
             head: Head {
-                workflow: self.program.str(workflow.slug).to_string(),
+                workflow: self.program().str(workflow.slug).to_string(),
                 spec_hash: workflow.spec_hash.clone(),
                 created_at: now,
                 updated_at: now,
@@ -374,7 +374,7 @@ impl Runtime {
             },
             ..SessionState::default()
         };
-        let writer = self.store.create(&state).await?;
+        let writer = self.store().create(&state).await?;
         self.keep_spec(session_id, workflow).await;
         Ok((state, writer))
     }

@@ -46,9 +46,11 @@ mod refusal;
 mod reveals;
 mod rules;
 
-pub use matching::{resolve_reference, value_at};
-pub use refusal::{DenialScope, Offered, Refusal, bare_reason};
-pub use reveals::{Reveal, reveals};
+pub use matching::resolve_reference;
+pub(crate) use matching::value_at;
+pub use refusal::Refusal;
+pub(crate) use refusal::{Offered, bare_reason};
+pub(crate) use reveals::{Reveal, reveals};
 pub use rules::{Outcome, Rule, RuleInfo, UnknownRule};
 
 use serde_json::Value;

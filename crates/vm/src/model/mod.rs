@@ -14,7 +14,7 @@ pub mod openai;
 pub mod pricing;
 #[cfg(feature = "frontend")]
 pub mod record;
-pub mod stream;
+pub(crate) mod stream;
 #[cfg(feature = "frontend")]
 pub mod tape;
 
@@ -265,6 +265,7 @@ pub struct TokenUsage {
 
 /// Why a model call failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ModelError {
     #[error("the model is not configured: {0}")]
     Configuration(String),

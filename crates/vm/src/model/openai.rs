@@ -162,7 +162,7 @@ impl OpenAiConfig {
             streaming,
             base_url,
             api_key,
-            default_model: env_var(&get, crate::host_env::MODEL_VARIABLE),
+            default_model: env_var(&get, crate::environment::MODEL_VARIABLE),
             temperature,
             max_tokens,
             request_timeout,

@@ -28,6 +28,7 @@ const HEADER: &str = "# Recorded by `archmax --record`: one entry per model call
 
 /// Why a tape cannot be recorded to a file.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RecordError {
     #[error("`{path}` is not a tape, so --record will not add to it ({problem}); name a new file or an existing tape")]
     NotATape { path: String, problem: String },

@@ -209,6 +209,7 @@ pub struct ModuleOutput {
 
 /// Why an evaluation produced no value. Each reads as one line.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SandboxError {
     #[error("the script ran past its {} ms budget (settings.timeoutMs)", .0.as_millis())]
     Timeout(Duration),

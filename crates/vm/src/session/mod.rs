@@ -10,9 +10,10 @@
 //! appends deltas to an fsync'ed log with periodic compacted snapshots and keeps files
 //! in the session's folder; the memory store ([`memory`]) keeps both in memory, for
 //! tests, benches and hosts that need no durability. Other stores live in their own
-//! crates (`archmax-store-postgres`); [`conformance`] is the one suite every store's
-//! tests run, and [`transfer`] moves a session from any store to any other.
+//! crates (`archmax-store-postgres`); `conformance` is the one suite every store's
+//! tests run (behind the `test-support` feature), and [`transfer`] moves a session from any store to any other.
 
+#[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
 pub mod fs;
 pub mod id;

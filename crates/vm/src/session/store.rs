@@ -33,6 +33,7 @@ use super::{Delta, Head, SessionState, Status};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     #[error("session `{0}` is in use by another process; try again when it finishes")]
     Busy(String),

@@ -78,6 +78,7 @@ pub struct ImportSummary {
 
 /// Why an export or import failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TransferError {
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -812,7 +812,7 @@ impl Harness {
             Sessions::Disk => Arc::new(FsStore::for_workspace(&site.root).expect("the site's seal key")),
         };
         let tape = Tape::parse(tape.0, tape.1).map_err(|error| format!("the tape: {error}"))?;
-        let mut runtime = Runtime::new(RuntimeParts {
+        let runtime = Runtime::builder(RuntimeParts {
             program: Arc::new(program),
             store,
             model: Arc::new(tape),
@@ -820,8 +820,9 @@ impl Harness {
             clock: Arc::new(FixedClock(1_767_605_400_000)),
             root: site.root.clone(),
             pricing: PricingTable::default(),
-        });
-        runtime.limits = setup.limits;
+        })
+        .limits(setup.limits)
+        .build();
         let executor =
             tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| error.to_string())?;
         Ok(Harness { site, runtime, events, executor })
@@ -861,7 +862,7 @@ impl Harness {
                 }
             }
         }
-        let store = &self.runtime.store;
+        let store = &self.runtime.store();
         let ids = match self.executor.block_on(store.list()) {
             Ok(ids) => ids,
             Err(error) => return [problems, vec![format!("the store cannot list its sessions: {error}")]].concat(),
@@ -1084,7 +1085,7 @@ fn copying_a_large_variable_is_refused_at_the_session_bound() {
     let events = EventSink::new();
     events.record();
     let store = Arc::new(MemoryStore::new());
-    let runtime = Runtime::new(RuntimeParts {
+    let runtime = Runtime::builder(RuntimeParts {
         program: Arc::new(compile(&borrowed)),
         store: store.clone(),
         model: Arc::new(Tape::parse("variables", &tape).expect("tape")),
@@ -1092,7 +1093,8 @@ fn copying_a_large_variable_is_refused_at_the_session_bound() {
         clock: Arc::new(FixedClock(1_767_605_400_000)),
         root: root.clone(),
         pricing: PricingTable::default(),
-    });
+    })
+    .build();
     let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
     let request = TurnRequest {
         workflow: "desk".to_string(),

@@ -6,13 +6,13 @@ use std::sync::{Arc, Mutex};
 
 use archmax_compiler::lower::BuildInputs;
 use archmax_compiler::{analyze_workspace, compile_analysis, load_memory};
+use archmax_vm::cases::suite::{self, Models};
+use archmax_vm::cases::{CaseEnv, Harness, Verdict};
 use archmax_vm::clock::FixedClock;
 use archmax_vm::events::EventSink;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse, Role, Sampling};
 use archmax_vm::session::ToolCall;
-use archmax_vm::testing::suite::{self, Models};
-use archmax_vm::testing::{CaseEnv, Harness, Verdict};
 
 const WORKFLOW: &str = r#"title: Greeter
 instructions: You greet customers.
@@ -147,5 +147,5 @@ impl suite::Observer for Quiet {
         EventSink::new()
     }
 
-    fn case_finished(&mut self, _: &archmax_vm::testing::CaseResult, _: &suite::ModelNotes) {}
+    fn case_finished(&mut self, _: &archmax_vm::cases::CaseResult, _: &suite::ModelNotes) {}
 }

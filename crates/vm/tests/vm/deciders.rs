@@ -65,7 +65,7 @@ impl ModelAdapter for Scripted {
 fn parked_payout() -> (tokio::runtime::Runtime, Runtime, MemoryStore) {
     let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
     let store = MemoryStore::new();
-    let runtime = Runtime::new(RuntimeParts {
+    let runtime = Runtime::builder(RuntimeParts {
         program: Arc::new(compile(&[("workflows/payout/workflow.yaml", PAYOUT)])),
         store: Arc::new(store.clone()),
         model: Arc::new(Scripted),
@@ -73,7 +73,8 @@ fn parked_payout() -> (tokio::runtime::Runtime, Runtime, MemoryStore) {
         clock: Arc::new(FixedClock(1_767_605_400_000)),
         root: std::env::temp_dir(),
         pricing: PricingTable::default(),
-    });
+    })
+    .build();
     let start = TurnRequest {
         workflow: "payout".to_string(),
         session: Some("p1".to_string()),

@@ -121,15 +121,18 @@ impl ModelAdapter for Intake {
 
 fn runtime(store: Arc<dyn SessionStore>, model: Arc<Intake>, root: &std::path::Path) -> Arc<Runtime> {
     let program = compile(&[("workflows/intake/workflow.yaml", INTAKE)]);
-    Arc::new(Runtime::new(RuntimeParts {
-        program: Arc::new(program),
-        store,
-        model,
-        events: EventSink::new(),
-        clock: Arc::new(FixedClock(1_767_605_400_000)),
-        root: root.to_path_buf(),
-        pricing: PricingTable::default(),
-    }))
+    Arc::new(
+        Runtime::builder(RuntimeParts {
+            program: Arc::new(program),
+            store,
+            model,
+            events: EventSink::new(),
+            clock: Arc::new(FixedClock(1_767_605_400_000)),
+            root: root.to_path_buf(),
+            pricing: PricingTable::default(),
+        })
+        .build(),
+    )
 }
 
 fn customer(index: usize) -> String {
@@ -319,7 +322,7 @@ impl ModelAdapter for Counter {
 fn repls_are_bounded_least_recently_used_first_and_dropped_by_close_session() {
     let executor =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("executor");
-    let runtime = Runtime::new(RuntimeParts {
+    let runtime = Runtime::builder(RuntimeParts {
         program: Arc::new(compile(&[("workflows/calc/workflow.yaml", CALC)])),
         store: Arc::new(MemoryStore::new()),
         model: Arc::new(Counter),
@@ -327,7 +330,8 @@ fn repls_are_bounded_least_recently_used_first_and_dropped_by_close_session() {
         clock: Arc::new(FixedClock(1_767_605_400_000)),
         root: std::env::temp_dir(),
         pricing: PricingTable::default(),
-    });
+    })
+    .build();
     runtime.set_repl_capacity(2);
     let count = |session: &str| {
         let request = TurnRequest {
@@ -350,4 +354,47 @@ fn repls_are_bounded_least_recently_used_first_and_dropped_by_close_session() {
     runtime.close_session("c");
     assert_eq!(runtime.kept_repls(), 1);
     assert_eq!(count("c"), "count 1", "a closed session's REPL starts afresh");
+}
+
+/// A runtime is built once per program: one built for another program with the same host
+/// choices has its mount table and tool definitions derived from that program, never
+/// carried over from the first.
+#[test]
+fn a_runtime_rebuilt_for_another_program_derives_its_tables_from_it() {
+    const READER: &str = "title: Reader\ninstructions: Read.\nstates:\n  read:\n    triggers: { manual: }\n    instructions: Read the notes.\n    tools:\n      forbid: [write_file]\n";
+    const WRITER: &str = "title: Writer\ninstructions: Write.\nstates:\n  write:\n    triggers: { manual: }\n    instructions: Write a note.\n";
+    let first = compile(&[
+        ("archmax.toml", "[mounts.\"rates/\"]\nread_only = true\n"),
+        ("rates/notes.md", "# Rates\n"),
+        ("workflows/reader/workflow.yaml", READER),
+    ]);
+    let second = compile(&[("workflows/writer/workflow.yaml", WRITER)]);
+    let runtime = Runtime::builder(RuntimeParts {
+        program: Arc::new(first),
+        store: Arc::new(MemoryStore::new()),
+        model: Arc::new(Counter),
+        events: EventSink::new(),
+        clock: Arc::new(FixedClock(1_767_605_400_000)),
+        root: std::env::temp_dir(),
+        pricing: PricingTable::default(),
+    })
+    .recursion_limit(7)
+    .build();
+    let names = |runtime: &Runtime| -> Vec<String> {
+        let program = runtime.program();
+        let workflow = &program.workflows[0];
+        let state = &workflow.states[0];
+        let id = runtime.workflow_id(program.str(workflow.slug)).expect("the workflow");
+        runtime.definitions(id, state.surface).iter().map(|definition| definition.name.clone()).collect()
+    };
+    let has_rates = |runtime: &Runtime| runtime.mounts().mounts.iter().any(|mount| mount.key == "rates/");
+    assert!(has_rates(&runtime));
+    assert!(!names(&runtime).contains(&"write_file".to_string()), "{:?}", names(&runtime));
+
+    let rebuilt = runtime.for_program(Arc::new(second));
+    assert!(rebuilt.workflow_id("writer").is_ok() && rebuilt.workflow_id("reader").is_err());
+    assert!(!has_rates(&rebuilt), "the mounts of the first program stayed");
+    let tools = names(&rebuilt);
+    assert!(tools.contains(&"write_file".to_string()), "the first program's surface stayed: {tools:?}");
+    assert_eq!(rebuilt.recursion_limit(), 7, "the host's choices carry over");
 }

@@ -2,9 +2,9 @@
 
 use serde_json::{Value, json};
 
-use archmax_compiler::host::MountTable;
 use archmax_compiler::program::{Program, StateProgram};
 use archmax_compiler::{Code, Severity};
+use archmax_config::mounts::MountTable;
 use archmax_vm::kernel::{Call, Inherited, Origin, Policy, Rule, decide, listed, may_read};
 use archmax_vm::runtime::mount_table;
 
@@ -465,7 +465,7 @@ const PREVENTED_BY_THE_COMPILER: &[(&str, &str)] = &[
     ("delegation.not-delegatable", "AMX0801"),
 ];
 
-/// Rules a test of the whole runtime in this suite (`refusals.rs`, `host_tools.rs`)
+/// Rules a test of the whole runtime in this suite (`refusals.rs`, `tool_host.rs`)
 /// exercises, with the test.
 const EXERCISED_IN_RUNTIME_TESTS: &[(&str, &str)] = &[
     ("tool.unknown", "a_name_that_is_no_tool_is_answered_with_the_state_tools_and_leaves_no_block"),
@@ -495,7 +495,7 @@ fn golden_runs() -> String {
 fn every_rule_is_exercised() {
     let rows: Vec<&str> = precedence_rows().iter().map(|row| row.rule).collect();
     let goldens = golden_runs();
-    let runtime_tests = [include_str!("refusals.rs"), include_str!("host_tools.rs")].concat();
+    let runtime_tests = [include_str!("refusals.rs"), include_str!("tool_host.rs")].concat();
     let mut unexercised = Vec::new();
     for rule in Rule::ALL {
         let id = rule.as_str();

@@ -18,11 +18,11 @@ use serde_json::{Value, json};
 use archmax_vm::clock::FixedClock;
 use archmax_vm::context::{ContextSettings, estimate};
 use archmax_vm::events::EventSink;
-use archmax_vm::host_tools::{Catalog, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::model::openai::{OpenAiAdapter, OpenAiConfig};
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::{Message, Status};
+use archmax_vm::tool_host::{Catalog, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::{Runtime, RuntimeParts, TurnRequest};
 
 use crate::support::compile;
@@ -315,7 +315,7 @@ fn runtime(base_url: &str, root: &Path, events: &EventSink) -> Runtime {
         streaming: false,
     };
     archmax_vm::model::openai::install_tls_provider();
-    let mut runtime = Runtime::new(RuntimeParts {
+    Runtime::builder(RuntimeParts {
         program: Arc::new(compile(&[("workflows/desk/workflow.yaml", DESK)])),
         store: Arc::new(FsStore::for_workspace(root).expect("the workspace's seal key")),
         model: Arc::new(OpenAiAdapter::new(config).expect("adapter")),
@@ -324,16 +324,16 @@ fn runtime(base_url: &str, root: &Path, events: &EventSink) -> Runtime {
         root: root.to_path_buf(),
         pricing: PricingTable::default(),
     })
-    .with_host(reports_host(), Vec::new())
-    .with_context(ContextSettings {
+    .tool_host(reports_host(), Vec::new())
+    .context(ContextSettings {
         window_tokens: Some(WINDOW),
         compact_at: COMPACT_AT,
         max_tool_result_tokens: 1_000,
         keep_recent: 12,
-    });
+    })
     // One turn holds the whole session: a thousand tool batches.
-    runtime.recursion_limit = 10 * REPORTS;
-    runtime
+    .recursion_limit(10 * REPORTS)
+    .build()
 }
 
 /// A file under `dir` whose path ends in `tail`.
@@ -372,7 +372,7 @@ fn a_two_thousand_message_session_stays_under_its_budget_and_resumes_compacted()
     let outcome = executor.block_on(first.run_turn(request)).expect("the turn runs");
     assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
     assert!(outcome.reply.starts_with("Tallied 1000 reports"), "{}", outcome.reply);
-    let session = executor.block_on(first.store.read("s1")).expect("reads").expect("stored");
+    let session = executor.block_on(first.store().read("s1")).expect("reads").expect("stored");
     assert!(session.messages.len() > 2 * REPORTS, "{} messages", session.messages.len());
 
     let seen = endpoint.lock().expect("endpoint").seen.clone();

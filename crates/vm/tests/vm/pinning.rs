@@ -36,7 +36,7 @@ const DESK_DECIDE_TAPE: &str = include_str!("../../../../golden/runs/delegate-pa
 const UNRELATED: &str = "title: Notes\ninstructions: Keep notes.\nstates:\n  write:\n    triggers:\n      manual:\n        description: Write a note.\n    instructions: Write it.\n";
 
 fn runtime(program: &Program, store: &MemoryStore, tape: &str) -> Runtime {
-    Runtime::new(RuntimeParts {
+    Runtime::builder(RuntimeParts {
         program: Arc::new(program.clone()),
         store: Arc::new(store.clone()),
         model: Arc::new(Tape::parse("tape.yaml", tape).expect("tape")),
@@ -45,6 +45,7 @@ fn runtime(program: &Program, store: &MemoryStore, tape: &str) -> Runtime {
         root: std::env::temp_dir(),
         pricing: PricingTable::default(),
     })
+    .build()
 }
 
 fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
@@ -107,7 +108,10 @@ fn a_changed_workflow_is_refused_naming_both_hashes_and_the_change_then_upgraded
     assert_eq!(changes.changed, ["decline"]);
     assert!(changes.added.is_empty() && changes.removed.is_empty());
     let text = refused.to_string();
-    assert!(text.contains(&old) && text.contains(&new) && text.contains("'decline'") && text.contains("--upgrade"));
+    assert!(text.contains(&old) && text.contains(&new) && text.contains("'decline'"));
+    // How to upgrade is the host's to say (the CLI adds its `--upgrade`; golden
+    // pinned-program-refused-then-upgraded); the library says what is wrong.
+    assert!(!text.contains("--upgrade"), "{text}");
     assert_eq!(store.read("s1").unwrap(), parked, "a refusal changes nothing");
 
     assert_eq!(decide(&after, &store, DECIDE_TAPE, "confirm", true).expect("upgrades"), "completed");

@@ -55,7 +55,7 @@ fn run(tape: &str) -> (Vec<(String, String, ToolStatus)>, Vec<Value>) {
     let model = Arc::new(Recording { tape: Tape::parse("tape", tape).expect("tape"), answers: Mutex::new(Vec::new()) });
     let events = EventSink::new();
     events.record();
-    let runtime = Runtime::new(RuntimeParts {
+    let runtime = Runtime::builder(RuntimeParts {
         program: Arc::new(program),
         store: Arc::new(MemoryStore::new()),
         model: model.clone(),
@@ -63,7 +63,8 @@ fn run(tape: &str) -> (Vec<(String, String, ToolStatus)>, Vec<Value>) {
         clock: Arc::new(FixedClock(1_767_605_400_000)),
         root: std::env::temp_dir(),
         pricing: PricingTable::default(),
-    });
+    })
+    .build();
     let request = TurnRequest {
         workflow: "desk".to_string(),
         session: Some("s1".to_string()),

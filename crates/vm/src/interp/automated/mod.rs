@@ -189,7 +189,7 @@ impl Turn<'_> {
                 self.automated = None;
                 let reason = format!(
                     "the turn took more than {} steps without finishing; a cycle of states may never end",
-                    self.runtime.recursion_limit
+                    self.runtime.recursion_limit()
                 );
                 self.fail("recursion-limit", &reason);
             }
@@ -221,7 +221,7 @@ impl Turn<'_> {
         );
         let mut transcript = vec![Message::User { text: task, opening: None }];
         loop {
-            if self.ledger.count_step() > self.runtime.recursion_limit {
+            if self.ledger.count_step() > self.runtime.recursion_limit() {
                 return Err(RECURSION.to_string());
             }
             let definitions = self.definitions(id).await;
@@ -229,7 +229,7 @@ impl Turn<'_> {
             let system = SystemPrompt { fixed: GRADER_PREAMBLE, volatile: &block };
             let request =
                 ModelRequest::for_grader(self.call_subject(id, &here, &variables), system, &transcript, &definitions);
-            let response = match self.runtime.model.call(request).await {
+            let response = match self.runtime.model().call(request).await {
                 Ok(response) => response,
                 Err(ModelError::Timeout(limit)) => {
                     return Err(format!("the grader's model call timed out after {} ms", limit.as_millis()));
@@ -308,7 +308,7 @@ impl Turn<'_> {
         // The host's essential tools are on in every state, for scripts as for the model.
         let mut visible: Vec<String> =
             self.workflow.surface(state.surface).tools.iter().map(|tool| program.str(tool.name).to_string()).collect();
-        for essential in &self.runtime.essential_tools {
+        for essential in self.runtime.essential_tools() {
             if !visible.contains(essential) && !self.denied_by_name(id, essential) {
                 visible.push(essential.clone());
             }
@@ -445,7 +445,7 @@ impl Turn<'_> {
                 Ok(canonical) => canonical,
                 Err(_) => return Answer::error(format!("Error: '{path}' climbs above the workspace root.")),
             };
-            let source = match self.workspace.read_limited(&canonical, self.runtime.limits.file_bytes) {
+            let source = match self.workspace.read_limited(&canonical, self.runtime.limits().file_bytes) {
                 Ok(bytes) => match String::from_utf8(bytes) {
                     Ok(text) => text,
                     Err(_) => return Answer::error(format!("Error: '{canonical}' is not a text file.")),

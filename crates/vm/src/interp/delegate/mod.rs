@@ -233,7 +233,7 @@ impl Turn<'_> {
         let Some(manual) = manual(target, program).map(|index| &target.triggers[index]) else {
             return Settled::Failed { kind: "error", reason: "the target has no manual entry".to_string() };
         };
-        let child = match self.runtime.store.read(&meta.child).await {
+        let child = match self.runtime.store().read(&meta.child).await {
             Ok(Some(child)) => child,
             Ok(None) => return Settled::Failed { kind: "error", reason: "the child session vanished".to_string() },
             Err(error) => return Settled::Failed { kind: "error", reason: error.to_string() },
@@ -265,9 +265,9 @@ impl Turn<'_> {
         let child_policy = crate::kernel::Policy {
             program,
             workflow: target,
-            mounts: &self.runtime.mounts,
+            mounts: self.runtime.mounts(),
             ancestors: &inherited,
-            essential: &self.runtime.essential_tools,
+            essential: self.runtime.essential_tools(),
         };
         let child_state = target
             .states
@@ -381,7 +381,7 @@ impl Turn<'_> {
                 let copy = canonicalize(path)
                     .map_err(|_| format!("'{path}' climbs above the workspace root"))
                     .and_then(|canonical| passable(&canonical))
-                    .and_then(|()| copy_attachment(files, path, &self.workspace, self.runtime.limits.file_bytes))
+                    .and_then(|()| copy_attachment(files, path, &self.workspace, self.runtime.limits().file_bytes))
                     .map_err(|problem| {
                         format!("sub-workflow '{}' returned the file '{name}', but {problem}", meta.slug)
                     })?;
@@ -526,7 +526,7 @@ impl Turn<'_> {
         let Some(pending) = self.session.head.pending_delegations.first().cloned() else {
             return;
         };
-        let child = match self.runtime.store.read(&pending.child).await {
+        let child = match self.runtime.store().read(&pending.child).await {
             Ok(Some(child)) => child,
             _ => {
                 self.session.head.pending_delegations.remove(0);

@@ -141,7 +141,7 @@ impl<'r> Turn<'r> {
         // ids that are taken.
         while self
             .runtime
-            .store
+            .store()
             .read(&self.session.id.child(self.session.head.delegations))
             .await
             .ok()
@@ -290,7 +290,7 @@ impl<'r> Turn<'r> {
             let Some(Value::String(path)) = resolved.get(name) else {
                 continue;
             };
-            match copy_attachment(&self.workspace, path, &child_workspace, self.runtime.limits.file_bytes) {
+            match copy_attachment(&self.workspace, path, &child_workspace, self.runtime.limits().file_bytes) {
                 Ok(copy) => {
                     seeds.insert(name.to_string(), Value::String(copy));
                 }
@@ -301,7 +301,7 @@ impl<'r> Turn<'r> {
             }
         }
         let session = self.child_session(&meta, target, manual, &seeds, chain);
-        match self.runtime.store.create(&session).await {
+        match self.runtime.store().create(&session).await {
             Ok(writer) => {
                 // The child is pinned to its workflow's program like any session.
                 self.runtime.keep_spec(&meta.child, target).await;

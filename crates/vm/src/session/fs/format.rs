@@ -197,7 +197,7 @@ impl Seal {
         let Some(seal) = Self::decode_fields(covered) else { return SlotRead::Torn };
         let mut key_id: KeyId = [0; 8];
         key_id.copy_from_slice(&covered[SEAL_FIELDS_BYTES..SEAL_MAC_AT]);
-        let shown_id: String = key_id.iter().map(|byte| format!("{byte:02x}")).collect();
+        let shown_id = archmax_program::hex::hex(&key_id);
         match keys.check_with_id(&key_id, &[SEAL_TAG_DOMAIN, &covered[..SEAL_MAC_AT]], &covered[SEAL_MAC_AT..]) {
             Ok(key) => SlotRead::Sealed(seal, SealedBy::Key(key)),
             Err(None) => SlotRead::Forged(format!(
@@ -253,7 +253,8 @@ fn decode_legacy(bytes: &[u8]) -> Result<Seal, String> {
     let legacy: LegacySeal =
         serde_json::from_slice(bytes).map_err(|error| format!("the seal is unreadable ({error})"))?;
     let digest = |hex: &str| {
-        digest_from_hex(hex).ok_or_else(|| "the seal is unreadable (a digest is not 64 hex digits)".to_string())
+        archmax_program::hex::decode_array::<32>(hex)
+            .ok_or_else(|| "the seal is unreadable (a digest is not 64 hex digits)".to_string())
     };
     Ok(Seal {
         generation: legacy.generation,
@@ -262,17 +263,6 @@ fn decode_legacy(bytes: &[u8]) -> Result<Seal, String> {
         log_sha256: digest(&legacy.log_sha256)?,
         checkpoint_sha256: digest(&legacy.checkpoint_sha256)?,
     })
-}
-
-fn digest_from_hex(hex: &str) -> Option<Sha256Digest> {
-    let mut digest = [0u8; 32];
-    if hex.len() != 64 {
-        return None;
-    }
-    for (byte, pair) in digest.iter_mut().zip(hex.as_bytes().chunks(2)) {
-        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-    }
-    Some(digest)
 }
 
 /// The log's header: which snapshot it follows.

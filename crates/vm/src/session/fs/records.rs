@@ -54,9 +54,10 @@ use rustix::io::Errno;
 
 use super::FsStore;
 use super::files::{STAGING_PREFIX, staging_name};
-use super::seal_key::{SealKeys, hex};
+use super::seal_key::SealKeys;
 use crate::session::StoreError;
 use crate::session::records::{MAX_RECORD_BYTES, Record, RecordKind, check_record_key, records_full};
+use archmax_program::hex::hex;
 
 /// The folder of the shared records, under the store's own.
 pub const RECORDS_DIR: &str = "+records";

@@ -27,6 +27,8 @@ use std::sync::Arc;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
+use archmax_program::hex::{decode_array, hex};
+
 use crate::secret_file::{SecretFileError, read_secret_text};
 
 /// The environment variable holding the seal keys inline (current first).
@@ -60,6 +62,7 @@ pub struct SealKeys {
 
 /// Why no seal key could be had.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SealKeyError {
     #[error(transparent)]
     File(#[from] SecretFileError),
@@ -90,7 +93,7 @@ impl SealKeys {
             .map(str::trim)
             .filter(|word| !word.is_empty());
         for (index, word) in words.enumerate() {
-            let secret = key_from_hex(word).ok_or_else(|| SealKeyError::Malformed {
+            let secret = decode_array::<KEY_BYTES>(word).ok_or_else(|| SealKeyError::Malformed {
                 source_name: source_name.to_string(),
                 position: index + 1,
                 shown: word.chars().take(6).chain("…".chars()).collect(),
@@ -213,21 +216,6 @@ fn key_id(secret: &[u8; KEY_BYTES]) -> KeyId {
     let mut id = [0u8; 8];
     id.copy_from_slice(&digest[..8]);
     id
-}
-
-fn key_from_hex(word: &str) -> Option<[u8; KEY_BYTES]> {
-    if word.len() != 2 * KEY_BYTES || !word.is_ascii() {
-        return None;
-    }
-    let mut key = [0u8; KEY_BYTES];
-    for (byte, pair) in key.iter_mut().zip(word.as_bytes().chunks(2)) {
-        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-    }
-    Some(key)
-}
-
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// 32 random bytes as 64 hex digits: a new key.

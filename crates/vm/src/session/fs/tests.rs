@@ -9,6 +9,7 @@ use super::format::{
 use super::*;
 use crate::session::id::SessionId;
 use crate::session::{Delta, Head, Message, Variable};
+use archmax_program::hex::hex;
 
 /// A unique directory under the system temp dir, removed on drop, and the seal keys of
 /// the stores made in it.
@@ -207,10 +208,6 @@ fn log_frames_keep_their_on_disk_bytes() {
     assert_eq!(LogHeader::decode(&keyed), Ok(LogHeader::keyed(3, 41)));
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
 #[test]
 fn round_trip_through_log_and_snapshot() {
     let temp = TempDir::new("round-trip");
@@ -407,13 +404,12 @@ fn a_torn_seal_slot_leaves_the_other_one_vouching() {
 
 /// The seal an earlier build wrote after every commit: JSON, hex digests, in this order.
 fn legacy_seal(generation: u64, seq: u64, log: &[u8], checkpoint: &[u8]) -> Vec<u8> {
-    let hex = |digest: [u8; 32]| digest.iter().map(|byte| format!("{byte:02x}")).collect::<String>();
     serde_json::to_vec(&serde_json::json!({
         "generation": generation,
         "seq": seq,
         "log_len": log.len(),
-        "log_sha256": hex(sha256(log)),
-        "checkpoint_sha256": hex(sha256(checkpoint)),
+        "log_sha256": hex(&sha256(log)),
+        "checkpoint_sha256": hex(&sha256(checkpoint)),
     }))
     .expect("json")
 }

@@ -185,7 +185,7 @@ pub(super) async fn grade(
         // `tests.judge.modelOptions`: the judge's own sampling.
         let sampling = crate::model::Sampling { temperature: judge.temperature, max_tokens: judge.max_tokens };
         let request = ModelRequest::for_judge(subject, JUDGE_SYSTEM, &messages, sampling);
-        let response = match runtime.model.call(request).await {
+        let response = match runtime.model().call(request).await {
             Ok(response) => response,
             Err(error) => {
                 out.detail = Some(format!("the judge could not be asked: {error}"));

@@ -124,6 +124,7 @@ impl HostAnswer {
 
 /// Why a host did not answer a call.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HostError {
     /// This host has no such tool; the next host (or the standard library) is asked.
     #[error("no host provides `{0}`")]

@@ -17,8 +17,8 @@ use archmax_compiler::schema::case::Case;
 use archmax_program::diagnostic::Diagnostic;
 
 use super::{CaseEnv, CaseResult, Harness, Verdict};
+use crate::environment::{self, TapeFileError};
 use crate::events::EventSink;
-use crate::host_env::{self, TapeFileError};
 use crate::model::ModelAdapter;
 use crate::model::record::Recorder;
 use crate::session::Usage;
@@ -131,7 +131,7 @@ impl Models {
             Models::Tapes { tests_dir } => {
                 let id = &case.id;
                 let file = tests_dir.join(format!("{id}.tape.yaml"));
-                host_env::tape_from_file(&file, &format!("tests/{id}.tape.yaml")).map_err(|error| match error {
+                environment::tape_from_file(&file, &format!("tests/{id}.tape.yaml")).map_err(|error| match error {
                     TapeFileError::Unreadable { .. } => format!(
                         "--replay needs a tape for this case: write tests/{id}.tape.yaml beside tests/{} (one entry per model call)",
                         case.path

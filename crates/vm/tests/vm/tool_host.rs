@@ -11,12 +11,12 @@ use serde_json::{Value, json};
 use archmax_compiler::tools::PathAccess;
 use archmax_vm::clock::FixedClock;
 use archmax_vm::events::EventSink;
-use archmax_vm::host_tools::{Catalog, Content, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse};
 use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::memory::MemoryStore;
 use archmax_vm::session::{Message, SessionStore, ToolCall};
+use archmax_vm::tool_host::{Catalog, Content, HostAnswer, HostCall, HostError, HostFuture, HostTool, ToolHost};
 use archmax_vm::{Mock, Runtime, RuntimeParts, TurnRequest};
 
 use crate::support::compile;
@@ -208,7 +208,7 @@ fn run_in(store: Arc<dyn SessionStore>, batch: Vec<ToolCall>, essential: &[&str]
     let events = EventSink::new();
     events.record();
     let root = std::env::temp_dir();
-    let runtime = Runtime::new(RuntimeParts {
+    let runtime = Runtime::builder(RuntimeParts {
         program: Arc::new(compile(&[("workflows/desk/workflow.yaml", DESK)])),
         store,
         model: model.clone(),
@@ -217,8 +217,9 @@ fn run_in(store: Arc<dyn SessionStore>, batch: Vec<ToolCall>, essential: &[&str]
         root,
         pricing: PricingTable::default(),
     })
-    .with_host(host.clone(), essential.iter().map(|tool| tool.to_string()).collect())
-    .with_mocks(mocks);
+    .tool_host(host.clone(), essential.iter().map(|tool| tool.to_string()).collect())
+    .mocks(mocks)
+    .build();
     let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
     let mut variables = serde_json::Map::new();
     variables.insert("region".to_string(), json!("eu"));
@@ -230,7 +231,8 @@ fn run_in(store: Arc<dyn SessionStore>, batch: Vec<ToolCall>, essential: &[&str]
         ..TurnRequest::default()
     };
     executor.block_on(runtime.run_turn(request)).expect("the turn runs");
-    let session = executor.block_on(runtime.store.read("s1")).expect("the store reads").expect("the session is stored");
+    let session =
+        executor.block_on(runtime.store().read("s1")).expect("the store reads").expect("the session is stored");
     let events = events.recorded().iter().filter_map(|envelope| serde_json::to_value(envelope).ok()).collect();
     Ran { runtime, host, model, events, messages: session.messages.clone() }
 }
@@ -336,7 +338,7 @@ fn the_model_is_shown_the_hosts_schemas_and_the_essential_tools_it_may_use() {
     // The precomputed built-ins keep their place ahead of the essential tools.
     assert_eq!(names.first(), Some(&"read_file"));
     assert_eq!(names.last(), Some(&"crm__whoami"));
-    assert!(ran.runtime.essential_tools.contains(&"crm__whoami".to_string()));
+    assert!(ran.runtime.essential_tools().contains(&"crm__whoami".to_string()));
 }
 
 #[test]

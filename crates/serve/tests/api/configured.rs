@@ -1,4 +1,4 @@
-//! What a host configures around the API: webhooks signed per connection, the scheduler
+//! What `archmax.toml` configures around the API: webhooks signed per connection, the scheduler
 //! that wakes sessions whose `resumeAt` has come, and artifacts loaded while serving.
 
 use std::sync::Arc;
@@ -8,8 +8,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use archmax_compiler::artifact::{self, TrustedKeys};
-use archmax_compiler::host_settings::parse_host_settings;
 use archmax_compiler::source::FileId;
+use archmax_config::settings::parse_runner_settings;
 use archmax_serve::auth::Auth;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::webhooks::{Connections, sign};
@@ -79,7 +79,7 @@ pub(super) fn server_on(
 ) -> Server {
     archmax_vm::model::openai::install_tls_provider();
     let root = workspace_of(files);
-    let (settings, problems) = parse_host_settings(FileId(0), SETTINGS);
+    let (settings, problems) = parse_runner_settings(FileId(0), SETTINGS);
     assert!(problems.is_empty(), "{problems:?}");
     let connections = Connections::configure(&settings, |name| (name == "INBOX_MAIL_SECRET").then(|| SECRET.into()))
         .expect("the secret is set");

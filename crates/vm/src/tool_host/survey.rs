@@ -10,11 +10,11 @@
 
 use archmax_compiler::Analysis;
 use archmax_compiler::diagnostic::{Code, Diagnostic, Scope, list_names};
-use archmax_compiler::host_settings::HostSettings;
 use archmax_compiler::program::{GrantTier, Program, ToolKind};
 use archmax_compiler::source::Span;
+use archmax_config::settings::RunnerSettings;
 
-use crate::host_tools::{Catalog, HostTool, ToolHost};
+use crate::tool_host::{Catalog, HostTool, ToolHost};
 
 /// One state whose surface holds a host tool, and the grant that put it there.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,14 +55,14 @@ pub struct ToolsReport {
 }
 
 /// The report for `program` from `host`'s catalog.
-pub async fn survey(program: &Program, settings: &HostSettings, host: &dyn ToolHost) -> ToolsReport {
+pub async fn survey(program: &Program, settings: &RunnerSettings, host: &dyn ToolHost) -> ToolsReport {
     let catalog = host.catalog().await;
     report(program, settings, &catalog)
 }
 
 /// Every host tool a state's surface holds, with the states granting it, in program order;
 /// `essential_tools` marks the tools on everywhere.
-fn granted(program: &Program, settings: &HostSettings) -> Vec<(String, Vec<Grantor>, bool)> {
+fn granted(program: &Program, settings: &RunnerSettings) -> Vec<(String, Vec<Grantor>, bool)> {
     let mut granted: Vec<(String, Vec<Grantor>, bool)> = Vec::new();
     fn entry<'g>(
         granted: &'g mut Vec<(String, Vec<Grantor>, bool)>,
@@ -110,7 +110,7 @@ fn action(name: &str) -> &str {
 }
 
 /// The report for `program` from one catalog.
-pub fn report(program: &Program, settings: &HostSettings, catalog: &Catalog) -> ToolsReport {
+pub fn report(program: &Program, settings: &RunnerSettings, catalog: &Catalog) -> ToolsReport {
     let granted = granted(program, settings);
     let mut tools: Vec<ProvidedTool> = catalog
         .tools
@@ -155,7 +155,7 @@ fn entries_naming(analysis: &Analysis, workflow: &str, tool: &str) -> Vec<Span> 
 /// The report's findings as diagnostics: each granted tool no server provides (at the
 /// entries granting it, per workflow, or at its `essential_tools` entry), and each
 /// catalog problem (at the table of the server it names, when it names one).
-pub fn diagnostics(report: &ToolsReport, analysis: &Analysis, settings: &HostSettings) -> Vec<Diagnostic> {
+pub fn diagnostics(report: &ToolsReport, analysis: &Analysis, settings: &RunnerSettings) -> Vec<Diagnostic> {
     let mut found = Vec::new();
     for missing in &report.not_provided {
         let help = match missing.candidates.as_slice() {
@@ -203,7 +203,7 @@ pub fn diagnostics(report: &ToolsReport, analysis: &Analysis, settings: &HostSet
                 problem.contains(&format!("`{}`", server.name)) || problem.starts_with(&format!("{}:", server.name))
             })
             .max_by_key(|server| server.name.len());
-        let span = server.map(|server| server.span).or(analysis.workspace.host_file.map(Span::file_start));
+        let span = server.map(|server| server.span).or(analysis.workspace.config_file.map(Span::file_start));
         found.push(
             Diagnostic::new(
                 Code::HostConfig,

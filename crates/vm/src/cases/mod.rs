@@ -170,7 +170,7 @@ pub struct Harness {
     pub clock: Arc<dyn Clock>,
     pub pricing: PricingTable,
     /// The host tools every case's runtime asks (after the case's own mocks).
-    pub tools: crate::host_tools::HostTools,
+    pub tools: crate::tool_host::HostTools,
     /// The host's context budgets (`[context]` of `archmax.toml`).
     pub context: crate::context::ContextSettings,
 }
@@ -209,7 +209,7 @@ enum Stop {
 
 impl Harness {
     fn runtime(&self, env: &CaseEnv, mocks: Vec<Mock>) -> Runtime {
-        Runtime::new(RuntimeParts {
+        Runtime::builder(RuntimeParts {
             program: Arc::clone(&self.program),
             store: Arc::new(MemoryStore::new()),
             model: Arc::clone(&env.model),
@@ -218,9 +218,10 @@ impl Harness {
             root: self.root.clone(),
             pricing: self.pricing.clone(),
         })
-        .with_tools(&self.tools)
-        .with_context(self.context)
-        .with_mocks(mocks)
+        .tools(&self.tools)
+        .context(self.context)
+        .mocks(mocks)
+        .build()
     }
 
     fn timeout(&self) -> Duration {
@@ -375,8 +376,15 @@ impl Driver<'_> {
     }
 
     async fn act(&mut self, step: &Step) -> Result<View, String> {
-        let before =
-            self.runtime.store.read(&self.session).await.ok().flatten().map(|state| state.messages.len()).unwrap_or(0);
+        let before = self
+            .runtime
+            .store()
+            .read(&self.session)
+            .await
+            .ok()
+            .flatten()
+            .map(|state| state.messages.len())
+            .unwrap_or(0);
         let outcome = match &step.kind {
             StepKind::Send(message) => {
                 self.runtime
@@ -421,7 +429,7 @@ impl Driver<'_> {
         self.usage.add(&outcome.turn_usage);
         let session = self
             .runtime
-            .store
+            .store()
             .read(&self.session)
             .await
             .map_err(|error| error.to_string())?

@@ -1,4 +1,4 @@
-//! What a host builds from its environment: the model, the clock and the pricing table.
+//! What an embedding program builds from its environment: the model, the clock and the pricing table.
 //!
 //! The one thing to know: every command (`run` and the session commands, `test`) builds
 //! these through this module, so one variable means the same thing everywhere. The
@@ -37,6 +37,7 @@ pub fn configured_model(get: impl Fn(&str) -> Option<String>) -> Option<String> 
 
 /// Why the configured model endpoint could not be set up.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EndpointError {
     /// A variable is missing or malformed.
     #[error(transparent)]
@@ -67,6 +68,7 @@ pub fn endpoint_with_retries(
 /// Why a tape file could not be replayed.
 #[cfg(feature = "frontend")]
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TapeFileError {
     #[error("could not read the tape `{path}`: {error}")]
     Unreadable { path: String, error: std::io::Error },
@@ -107,14 +109,14 @@ mod tests {
 
     #[test]
     fn a_fixed_clock_and_prices_come_from_the_same_lookup() {
-        let host = ClockAndPricing::from_env(table(&[
+        let from_env = ClockAndPricing::from_env(table(&[
             ("ARCHMAX_FIXED_CLOCK", "2026-01-05T09:30:00Z"),
             ("ARCHMAX_PRICE_INPUT", "3"),
             ("ARCHMAX_PRICE_OUTPUT", "15"),
         ]))
         .expect("the table is well formed");
-        assert_eq!(clock::rfc3339(host.clock.now_ms()), "2026-01-05T09:30:00Z");
-        assert_eq!(host.pricing.lookup("any-model").map(|rates| rates.output), Some(15.0));
+        assert_eq!(clock::rfc3339(from_env.clock.now_ms()), "2026-01-05T09:30:00Z");
+        assert_eq!(from_env.pricing.lookup("any-model").map(|rates| rates.output), Some(15.0));
     }
 
     #[test]

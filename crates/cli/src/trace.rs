@@ -55,10 +55,9 @@ fn safe(text: &str) -> String {
 fn first_line(text: &str, limit: usize) -> String {
     let text = terminal_safe(text);
     let line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim();
-    if line.chars().count() > limit {
-        format!("{}…", line.chars().take(limit).collect::<String>())
-    } else {
-        line.to_string()
+    match archmax_program::text::cut_at_chars(line, limit) {
+        Some(kept) => format!("{kept}…"),
+        None => line.to_string(),
     }
 }
 

@@ -27,6 +27,8 @@ use reqwest::Url;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::{Map, Value, json};
 
+use archmax_program::text::{cut_at_chars, first_chars};
+
 use super::pricing::PricingTable;
 use super::{
     CachePlan, ModelAdapter, ModelError, ModelFuture, ModelRequest, ModelResponse, PromptCache, TokenUsage,
@@ -551,12 +553,10 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
 pub(super) fn excerpt(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     let text = text.trim();
-    if text.chars().count() <= BODY_EXCERPT_CHARS {
-        return text.to_string();
+    match cut_at_chars(text, BODY_EXCERPT_CHARS) {
+        Some(_) => format!("{}…", first_chars(text, BODY_EXCERPT_CHARS - 1)),
+        None => text.to_string(),
     }
-    let mut cut: String = text.chars().take(BODY_EXCERPT_CHARS - 1).collect();
-    cut.push('…');
-    cut
 }
 
 /// An error and its causes on one line (reqwest's own message omits the cause).

@@ -59,16 +59,7 @@ pub(super) fn plan_states(w: &mut Rewriter<'_>, states: &[Entry]) -> StatePlan {
             );
         }
         if let Some(before) = node.get("before") {
-            let mut list = Vec::new();
-            for hook in hooks_of(before) {
-                let preferred = match &hook {
-                    Hook::Script { path, .. } => stem(path),
-                    Hook::Rubric { .. } => format!("{slug}-screen"),
-                    Hook::Other { .. } => continue,
-                };
-                let name = w.fresh(if preferred.is_empty() { "check" } else { &preferred }, slug);
-                list.push((name, hook));
-            }
+            let list = named_hooks(w, before, slug, "screen");
             if let Some((first, _)) = list.first() {
                 retarget.insert(slug.to_string(), first.clone());
                 if node.get("triggers").is_some() {
@@ -85,16 +76,7 @@ pub(super) fn plan_states(w: &mut Rewriter<'_>, states: &[Entry]) -> StatePlan {
                     format!("`{slug}` is a human state: a person picks its transition, so its `after` check has no place to run; put a code or grader state behind the edge that needs it"),
                 );
             } else {
-                let mut list = Vec::new();
-                for hook in hooks_of(after) {
-                    let preferred = match &hook {
-                        Hook::Script { path, .. } => stem(path),
-                        Hook::Rubric { .. } => format!("{slug}-review"),
-                        Hook::Other { .. } => continue,
-                    };
-                    let name = w.fresh(if preferred.is_empty() { "check" } else { &preferred }, slug);
-                    list.push((name, hook));
-                }
+                let list = named_hooks(w, after, slug, "review");
                 if !list.is_empty() {
                     let terminal = node.get("transitions").and_then(Node::as_sequence).is_none_or(<[Node]>::is_empty);
                     if terminal {
@@ -119,6 +101,22 @@ pub(super) fn plan_states(w: &mut Rewriter<'_>, states: &[Entry]) -> StatePlan {
         }
     }
     StatePlan { retarget, renamed, gates, checks, refusals, finishes }
+}
+
+/// The script and rubric hooks of a `before` or `after` list, each with the fresh name
+/// of the state it becomes: a script's file stem, a rubric's `<slug>-<rubric_suffix>`.
+fn named_hooks(w: &mut Rewriter<'_>, hooks: &Node, slug: &str, rubric_suffix: &str) -> Vec<(String, Hook)> {
+    let mut list = Vec::new();
+    for hook in hooks_of(hooks) {
+        let preferred = match &hook {
+            Hook::Script { path, .. } => stem(path),
+            Hook::Rubric { .. } => format!("{slug}-{rubric_suffix}"),
+            Hook::Other { .. } => continue,
+        };
+        let name = w.fresh(if preferred.is_empty() { "check" } else { &preferred }, slug);
+        list.push((name, hook));
+    }
+    list
 }
 
 /// Every `to:` and `on_error:` into a gated state now enters its first gate.

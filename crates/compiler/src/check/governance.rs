@@ -257,26 +257,34 @@ fn check_tool_name(place: Place<'_>, entry: &ToolEntry, path: &str, findings: &m
     if let Place::Allow(state) = place
         && name == "archmax_advance"
     {
-        for guard in entry.args.iter().filter(|guard| guard.argument.value == "to") {
-            for glob in &guard.globs {
-                let Some(literal) = glob.template.as_literal() else {
-                    continue;
-                };
-                if literal.contains(['*', '?', '[', '{']) {
-                    continue;
-                }
-                if !state.transitions.iter().any(|transition| transition.to.value == literal) {
-                    findings.push(
-                        Diagnostic::at(
-                            Code::AdvanceGuardNoEdge,
-                            glob.text.span,
-                            format!("`{}` has no transition to `{literal}`, so this guard can never let the advance through", state.slug.value),
-                        )
-                        .with_label("no such edge")
-                        .with_help("guard only targets the state has transitions to, or add the transition"),
-                        path,
-                    );
-                }
+        check_advance_guards(state, entry, path, findings);
+    }
+}
+
+/// Each literal `to` guard of an `archmax_advance` grant names a transition the state has.
+fn check_advance_guards(state: &State, entry: &ToolEntry, path: &str, findings: &mut Findings<'_>) {
+    for guard in entry.args.iter().filter(|guard| guard.argument.value == "to") {
+        for glob in &guard.globs {
+            let Some(literal) = glob.template.as_literal() else {
+                continue;
+            };
+            if literal.contains(['*', '?', '[', '{']) {
+                continue;
+            }
+            if !state.transitions.iter().any(|transition| transition.to.value == literal) {
+                findings.push(
+                    Diagnostic::at(
+                        Code::AdvanceGuardNoEdge,
+                        glob.text.span,
+                        format!(
+                            "`{}` has no transition to `{literal}`, so this guard can never let the advance through",
+                            state.slug.value
+                        ),
+                    )
+                    .with_label("no such edge")
+                    .with_help("guard only targets the state has transitions to, or add the transition"),
+                    path,
+                );
             }
         }
     }

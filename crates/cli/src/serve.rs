@@ -235,16 +235,9 @@ pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>)
         trust: args.trust.to_vec(),
         tokens: args.tokens.map(Path::to_path_buf),
     };
-    let programs = if args.artifacts.is_empty() {
-        match compile(root, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT }) {
-            Ok(compiled) => vec![compiled.program],
-            Err(error) => return crate::build::refused(error),
-        }
-    } else {
-        match sources.programs() {
-            Ok(programs) => programs,
-            Err(problem) => return failure(problem),
-        }
+    let programs = match programs_to_serve(&sources) {
+        Ok(programs) => programs,
+        Err(code) => return code,
     };
     let options = SessionOptions {
         root,
@@ -275,15 +268,10 @@ pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>)
         Ok(connections) => connections,
         Err(problem) => return failure(problem),
     };
-    let address: SocketAddr = match args.listen.parse() {
+    let address = match listen_address(args.listen, auth.is_open()) {
         Ok(address) => address,
-        Err(_) => return failure(format!("--listen `{}` is not an address such as 127.0.0.1:8787", args.listen)),
+        Err(problem) => return failure(problem),
     };
-    if auth.is_open() && !address.ip().is_loopback() {
-        return failure(format!(
-            "no token is configured, so the server binds loopback only; `{address}` is not loopback (set {TOKEN_VARIABLE} or --tokens)"
-        ));
-    }
     let ClockAndPricing { clock, pricing } = match ClockAndPricing::from_env(process_env) {
         Ok(from_env) => from_env,
         Err(message) => return failure(message),
@@ -384,6 +372,32 @@ pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>)
             Err(error) => failure(format!("the server failed: {error}")),
         }
     })
+}
+
+/// The programs to serve at start: each artifact, verified, or (with none given) the
+/// workspace compiled, its errors rendered as `build` renders them.
+fn programs_to_serve(sources: &Sources) -> Result<Vec<Program>, ExitCode> {
+    if sources.artifacts.is_empty() {
+        match compile(&sources.root, &[], &BuildInputs { platform_prompt: PLATFORM_PROMPT }) {
+            Ok(compiled) => Ok(vec![compiled.program]),
+            Err(error) => Err(crate::build::refused(error)),
+        }
+    } else {
+        sources.programs().map_err(failure)
+    }
+}
+
+/// The `--listen` address; one that is not loopback is refused while no token is
+/// configured.
+fn listen_address(listen: &str, auth_open: bool) -> Result<SocketAddr, String> {
+    let address: SocketAddr =
+        listen.parse().map_err(|_| format!("--listen `{listen}` is not an address such as 127.0.0.1:8787"))?;
+    if auth_open && !address.ip().is_loopback() {
+        return Err(format!(
+            "no token is configured, so the server binds loopback only; `{address}` is not loopback (set {TOKEN_VARIABLE} or --tokens)"
+        ));
+    }
+    Ok(address)
 }
 
 /// The served triggers (`workflow/trigger`) whose `connection:` no connection configures.

@@ -430,7 +430,7 @@ fn evidence_head(files: Option<&dyn Vfs>, path: &str) -> String {
     let mut out = String::new();
     let lines: Vec<&str> = text.lines().collect();
     for line in lines.iter().take(EVIDENCE_LINES) {
-        out.push_str(&format!("            │ {}\n", line.chars().take(160).collect::<String>()));
+        out.push_str(&format!("            │ {}\n", archmax_program::text::first_chars(line, 160)));
     }
     if lines.len() > EVIDENCE_LINES || size > bytes.len() as u64 {
         out.push_str("            │ …\n");

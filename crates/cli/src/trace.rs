@@ -28,6 +28,19 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// How deep under the root session `envelope`'s session runs: 0 for the root (whose
+    /// `~` count is remembered from its first event), at least 1 for a sub-workflow's.
+    fn depth(&mut self, envelope: &Envelope, session: &str) -> usize {
+        let tildes = session.matches('~').count();
+        match &envelope.sub_workflow_dispatch_id {
+            None => {
+                self.root_tildes.get_or_insert(tildes);
+                0
+            }
+            Some(_) => tildes.saturating_sub(self.root_tildes.unwrap_or(0)).max(1),
+        }
+    }
+
     pub fn new(color: bool) -> Trace {
         Trace { color, current: std::collections::HashMap::new(), root_tildes: None, in_case: false }
     }
@@ -55,10 +68,9 @@ fn safe(text: &str) -> String {
 fn first_line(text: &str, limit: usize) -> String {
     let text = terminal_safe(text);
     let line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim();
-    if line.chars().count() > limit {
-        format!("{}…", line.chars().take(limit).collect::<String>())
-    } else {
-        line.to_string()
+    match archmax_program::text::cut_at_chars(line, limit) {
+        Some(kept) => format!("{kept}…"),
+        None => line.to_string(),
     }
 }
 
@@ -94,14 +106,7 @@ impl Listener for Trace {
         // A sub-workflow's events (its session id is its caller's plus `~n`) are drawn
         // indented under the calling state, one level per depth, never at the margin.
         let session = envelope.session_id.clone().unwrap_or_default();
-        let tildes = session.matches('~').count();
-        let depth = match &envelope.sub_workflow_dispatch_id {
-            None => {
-                self.root_tildes.get_or_insert(tildes);
-                0
-            }
-            Some(_) => tildes.saturating_sub(self.root_tildes.unwrap_or(0)).max(1),
-        };
+        let depth = self.depth(envelope, &session);
         if depth > 0 && matches!(envelope.event, Event::TurnEnd { .. } | Event::Warning { .. }) {
             return;
         }
@@ -242,9 +247,14 @@ impl Listener for Trace {
             let indent = format!("  {}", "│ ".repeat(depth));
             lines = lines.into_iter().map(|line| format!("{indent}{line}")).collect();
         }
-        let mut stderr = std::io::stderr().lock();
-        for line in lines {
-            let _ = writeln!(stderr, "{line}");
-        }
+        print_lines(lines);
+    }
+}
+
+/// Writes the trace's lines to stderr, together; a closed stderr loses them silently.
+fn print_lines(lines: Vec<String>) {
+    let mut stderr = std::io::stderr().lock();
+    for line in lines {
+        let _ = writeln!(stderr, "{line}");
     }
 }

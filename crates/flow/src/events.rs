@@ -207,7 +207,7 @@ fn args_preview(args: &Value) -> String {
     object
         .iter()
         .find_map(|(key, value)| match value {
-            Value::String(text) => Some(format!("{key}={}", text.chars().take(60).collect::<String>())),
+            Value::String(text) => Some(format!("{key}={}", archmax_program::text::first_chars(text, 60))),
             Value::Array(items) => {
                 Some(format!("{key}=[{}]", items.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")))
             }

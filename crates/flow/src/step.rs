@@ -404,7 +404,7 @@ pub async fn model_step(environment: &StepEnvironment<'_>, step: ModelStep<'_>) 
                 step: step.path.to_string(),
                 name: call.name.clone(),
                 status: if status == ToolStatus::Ok { "ok" } else { "error" }.to_string(),
-                content: content.chars().take(400).collect(),
+                content: archmax_program::text::first_chars(&content, 400).to_string(),
             });
             conversation.push(Message::Tool { call_id: call.id.clone(), name: call.name.clone(), content, status });
         }
@@ -485,7 +485,7 @@ pub fn command_step(environment: &StepEnvironment<'_>, step: CommandStep<'_>, ca
         step: step.path.to_string(),
         name: RUN_TOOL.to_string(),
         status: if status == ToolStatus::Ok { "ok" } else { "error" }.to_string(),
-        content: content.chars().take(400).collect(),
+        content: archmax_program::text::first_chars(&content, 400).to_string(),
     });
     if let Some(reason) = &reason {
         events.push(FlowEvent::Warning {

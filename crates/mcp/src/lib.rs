@@ -333,8 +333,8 @@ fn quoted_names(servers: &[&Supervisor]) -> String {
 
 /// `text` cut to [`MAX_ERROR_CHARS`] characters.
 fn bounded(text: &str) -> String {
-    match text.char_indices().nth(MAX_ERROR_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
+    match archmax_program::text::cut_at_chars(text, MAX_ERROR_CHARS) {
+        Some(kept) => format!("{kept}…"),
         None => text.to_string(),
     }
 }

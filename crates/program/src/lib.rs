@@ -17,7 +17,8 @@
 //! - [`source`] and [`diagnostic`], the spans and the one diagnostic type every check
 //!   reports through (rendering lives in the front end);
 //! - [`matcher`], the partial-match patterns mocks and tapes match calls with;
-//! - [`hex`] and [`slug`], small shared helpers.
+//! - [`hex`], [`text`] and [`slug`], small shared helpers (hexadecimal, cutting text short,
+//!   slugs).
 //!
 //! The front end (`archmax-compiler`) builds on this crate and re-exports each module at
 //! the same path, so `archmax_compiler::program::Program` and
@@ -39,6 +40,7 @@ pub mod reference;
 pub mod script;
 pub mod slug;
 pub mod source;
+pub mod text;
 pub mod tools;
 pub mod topology;
 pub mod values;

@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::Value;
 
+use archmax_program::text::{cut_at_bytes, split_at_chars};
+
 /// The JSON Schema (2020-12) every event line validates against, as committed in
 /// `schemas/events.schema.json`; `archmax schema events` prints it.
 pub const SCHEMA: &str = include_str!("../../../schemas/events.schema.json");
@@ -403,14 +405,10 @@ fn cut_value(value: &Value, text: usize, items: usize, depth: usize) -> Value {
 /// `text` itself when it has at most `keep` bytes, else its first `keep` bytes (on a
 /// character boundary), `…` and its whole size.
 fn cut_text(text: &str, keep: usize) -> String {
-    if text.len() <= keep {
-        return text.to_string();
+    match cut_at_bytes(text, keep) {
+        Some(kept) => format!("{kept}… ({} bytes)", text.len()),
+        None => text.to_string(),
     }
-    let mut end = keep;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes)", &text[..end], text.len())
 }
 
 /// The most characters [`call_detail`] keeps of a value.
@@ -423,8 +421,9 @@ const DETAIL_CHARS: usize = 60;
 pub fn call_detail<'a>(args: &Value, paths: impl IntoIterator<Item = &'a str>) -> Option<String> {
     let line = |text: &str| {
         let line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim();
-        let shown: String = line.chars().take(DETAIL_CHARS).map(|c| if c.is_control() { '�' } else { c }).collect();
-        if line.chars().nth(DETAIL_CHARS).is_some() { format!("{shown}…") } else { shown }
+        let (kept, rest) = split_at_chars(line, DETAIL_CHARS);
+        let shown: String = kept.chars().map(|c| if c.is_control() { '�' } else { c }).collect();
+        if rest.is_empty() { shown } else { format!("{shown}…") }
     };
     let map = args.as_object()?;
     if let Some(path) = paths.into_iter().find_map(|name| map.get(name).and_then(Value::as_str)) {

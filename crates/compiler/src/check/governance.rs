@@ -24,6 +24,12 @@ use archmax_config::mounts::Mount;
 
 use super::Findings;
 
+mod mounts;
+mod skills;
+
+use mounts::check_mounts;
+use skills::check_skills;
+
 /// Where an entry sits.
 #[derive(Clone, Copy)]
 enum Place<'w> {
@@ -251,26 +257,34 @@ fn check_tool_name(place: Place<'_>, entry: &ToolEntry, path: &str, findings: &m
     if let Place::Allow(state) = place
         && name == "archmax_advance"
     {
-        for guard in entry.args.iter().filter(|guard| guard.argument.value == "to") {
-            for glob in &guard.globs {
-                let Some(literal) = glob.template.as_literal() else {
-                    continue;
-                };
-                if literal.contains(['*', '?', '[', '{']) {
-                    continue;
-                }
-                if !state.transitions.iter().any(|transition| transition.to.value == literal) {
-                    findings.push(
-                        Diagnostic::at(
-                            Code::AdvanceGuardNoEdge,
-                            glob.text.span,
-                            format!("`{}` has no transition to `{literal}`, so this guard can never let the advance through", state.slug.value),
-                        )
-                        .with_label("no such edge")
-                        .with_help("guard only targets the state has transitions to, or add the transition"),
-                        path,
-                    );
-                }
+        check_advance_guards(state, entry, path, findings);
+    }
+}
+
+/// Each literal `to` guard of an `archmax_advance` grant names a transition the state has.
+fn check_advance_guards(state: &State, entry: &ToolEntry, path: &str, findings: &mut Findings<'_>) {
+    for guard in entry.args.iter().filter(|guard| guard.argument.value == "to") {
+        for glob in &guard.globs {
+            let Some(literal) = glob.template.as_literal() else {
+                continue;
+            };
+            if literal.contains(['*', '?', '[', '{']) {
+                continue;
+            }
+            if !state.transitions.iter().any(|transition| transition.to.value == literal) {
+                findings.push(
+                    Diagnostic::at(
+                        Code::AdvanceGuardNoEdge,
+                        glob.text.span,
+                        format!(
+                            "`{}` has no transition to `{literal}`, so this guard can never let the advance through",
+                            state.slug.value
+                        ),
+                    )
+                    .with_label("no such edge")
+                    .with_help("guard only targets the state has transitions to, or add the transition"),
+                    path,
+                );
             }
         }
     }
@@ -662,320 +676,6 @@ fn check_unbound_read_denials(workflow: &Workflow, findings: &mut Findings<'_>) 
                 ),
                 format!("states.{}.tools.forbid.{index}", state.slug.value),
             );
-        }
-    }
-}
-
-fn check_skills(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings<'_>) {
-    let known = workspace.skill_slugs();
-    let check_known = |slug: &crate::source::Spanned<String>, path: String, findings: &mut Findings<'_>| {
-        if workspace.skill(&slug.value).is_some() {
-            return true;
-        }
-        let diagnostic = Diagnostic::at(
-            Code::UnknownSkill,
-            slug.span,
-            format!("the workspace serves no skill bundle `{}`", slug.value),
-        )
-        .with_label("unknown bundle");
-        let diagnostic = match did_you_mean(&slug.value, known.iter().copied()) {
-            Some(close) => {
-                diagnostic.with_help(format!("did you mean `{close}`? Bundles are the directories under `skills/`"))
-            }
-            None if known.is_empty() => diagnostic.with_help("the workspace has no `skills/<slug>/SKILL.md` bundles"),
-            None => diagnostic.with_help(format!("the workspace serves {}", list_names(&known))),
-        };
-        findings.push(diagnostic, path);
-        false
-    };
-    let root_allow: Vec<&crate::source::Spanned<String>> =
-        workflow.skills.iter().flat_map(|root| root.allow_always.iter()).collect();
-    if let Some(root) = &workflow.skills {
-        for (index, slug) in root.allow_always.iter().enumerate() {
-            check_known(slug, format!("skills.allow_always.{index}"), findings);
-        }
-        for (index, slug) in root.forbid_always.iter().enumerate() {
-            if !check_known(slug, format!("skills.forbid_always.{index}"), findings) {
-                continue;
-            }
-            let granted = root_allow.iter().any(|granted| granted.value == slug.value)
-                || workflow
-                    .states
-                    .iter()
-                    .any(|state| state.skills.allowed().iter().any(|granted| granted.value == slug.value));
-            if granted {
-                findings.push(
-                    Diagnostic::at(
-                        Code::ForbidAlwaysGranted,
-                        slug.span,
-                        format!("`{}` is forbidden everywhere, yet an allow list grants it", slug.value),
-                    )
-                    .with_label("the denial wins")
-                    .with_help("remove the grant, or the denial if the bundle should be usable"),
-                    format!("skills.forbid_always.{index}"),
-                );
-            }
-        }
-    } else if !workspace.skills.is_empty() {
-        findings.push(
-            Diagnostic::at(
-                Code::MissingSkillsBlock,
-                Span::file_start(workflow.file),
-                format!(
-                    "the workspace serves {} but this workflow has no root `skills` block, so only a state naming a bundle in its own `skills.allow` can use one",
-                    list_names(&known)
-                ),
-            )
-            .with_help("grant the bundles every state needs with `skills: { allow_always: [...] }`, or write `skills: { allow_always: [] }` when each state grants its own"),
-            "skills",
-        );
-    }
-    for state in &workflow.states {
-        let base = format!("states.{}.skills", state.slug.value);
-        if let Some(allow) = &state.skills.allow {
-            if allow.value.is_empty() && !root_allow.is_empty() {
-                findings.push(
-                    Diagnostic::at(
-                        Code::EmptyAllow,
-                        allow.span,
-                        "`allow: []` subtracts nothing: the workflow-wide skills still apply here",
-                    )
-                    .with_label("adds nothing")
-                    .with_help("to take a bundle away in this state, list it under `skills.forbid`"),
-                    format!("{base}.allow"),
-                );
-            }
-            for (index, slug) in allow.value.iter().enumerate() {
-                if !check_known(slug, format!("{base}.allow.{index}"), findings) {
-                    continue;
-                }
-                if root_allow.iter().any(|granted| granted.value == slug.value) {
-                    findings.push(
-                        Diagnostic::at(
-                            Code::RedundantGrant,
-                            slug.span,
-                            format!("`{}` is already enabled in every state by `skills.allow_always`", slug.value),
-                        )
-                        .with_label("already granted")
-                        .with_help("remove it from the state's list"),
-                        format!("{base}.allow.{index}"),
-                    );
-                }
-                if let Some(denied) = state.skills.forbid.iter().find(|denied| denied.value == slug.value) {
-                    findings.push(
-                        Diagnostic::at(
-                            Code::AllowAndForbid,
-                            slug.span,
-                            format!("`{}` both allows and forbids `{}`", state.slug.value, slug.value),
-                        )
-                        .with_label("allowed")
-                        .with_secondary(denied.span, "forbidden")
-                        .with_help("the denial wins; keep one of the two"),
-                        format!("{base}.allow.{index}"),
-                    );
-                }
-            }
-        }
-        for (index, slug) in state.skills.forbid.iter().enumerate() {
-            if !check_known(slug, format!("{base}.forbid.{index}"), findings) {
-                continue;
-            }
-            let granted = root_allow.iter().any(|granted| granted.value == slug.value)
-                || state.skills.allowed().iter().any(|granted| granted.value == slug.value);
-            if !granted {
-                findings.push(
-                    Diagnostic::at(
-                        Code::ForbidNothing,
-                        slug.span,
-                        format!(
-                            "`{}` is not enabled in `{}`, so forbidding it changes nothing",
-                            slug.value, state.slug.value
-                        ),
-                    )
-                    .with_label("denies nothing")
-                    .with_help("a bundle is enabled only where a list grants it; remove the entry"),
-                    format!("{base}.forbid.{index}"),
-                );
-            }
-        }
-    }
-}
-
-fn check_mounts(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings<'_>) {
-    let table = &workspace.mounts;
-    let names = table.names();
-    let known = |name: &crate::source::Spanned<String>, path: String, findings: &mut Findings<'_>| {
-        if let Some(mount) = table.by_name(&name.value) {
-            return Some(mount.clone());
-        }
-        let diagnostic =
-            Diagnostic::at(Code::UnknownMount, name.span, format!("the host mounts nothing named `{}`", name.value))
-                .with_label("unknown mount");
-        let diagnostic = match did_you_mean(&name.value, names.iter().copied()) {
-            Some(close) => diagnostic.with_help(format!("did you mean `{close}`?")),
-            None => diagnostic.with_help(format!(
-                "the host's table mounts {}; naming a folder does not create it: declare it in archmax.toml",
-                list_names(&names)
-            )),
-        };
-        findings.push(diagnostic, path);
-        None
-    };
-    let grant = |entry: &MountEntry, path: String, findings: &mut Findings<'_>| {
-        let mount = known(&entry.name, path.clone(), findings)?;
-        if !mount.governed {
-            findings.push(
-                Diagnostic::at(
-                    Code::UngovernedMountGrant,
-                    entry.name.span,
-                    format!("`{}` is not governed, so every state sees it already", entry.name.value),
-                )
-                .with_label("grants nothing")
-                .with_help("remove the grant; to take the mount away from a state, list it under `mounts.forbid`"),
-                path.clone(),
-            );
-        }
-        if mount.read_only
-            && let Some(access) = &entry.access
-            && access.value == Access::ReadWrite
-        {
-            findings.push(
-                Diagnostic::at(
-                    Code::ReadWriteOnReadOnly,
-                    access.span,
-                    format!("the host serves `{}` read-only, so `read_write` opens nothing", entry.name.value),
-                )
-                .with_label("cannot widen the host's posture")
-                .with_help("ask the host to mount it writable (`read_only = false` in archmax.toml), or grant it as a bare name"),
-                path,
-            );
-        }
-        Some(mount)
-    };
-    let root_allow: Vec<&MountEntry> = workflow.mounts.iter().flat_map(|root| root.allow_always.iter()).collect();
-    if let Some(root) = &workflow.mounts {
-        for (index, entry) in root.allow_always.iter().enumerate() {
-            grant(entry, format!("mounts.allow_always.{index}"), findings);
-        }
-        for (index, name) in root.forbid_always.iter().enumerate() {
-            if known(name, format!("mounts.forbid_always.{index}"), findings).is_none() {
-                continue;
-            }
-            let granted = root_allow.iter().any(|entry| entry.name.value == name.value)
-                || workflow
-                    .states
-                    .iter()
-                    .any(|state| state.mounts.allowed().iter().any(|entry| entry.name.value == name.value));
-            if granted {
-                findings.push(
-                    Diagnostic::at(
-                        Code::ForbidAlwaysGranted,
-                        name.span,
-                        format!("`{}` is forbidden everywhere, yet an allow list grants it", name.value),
-                    )
-                    .with_label("the denial wins")
-                    .with_help("remove the grant, or the denial if the mount should be reachable"),
-                    format!("mounts.forbid_always.{index}"),
-                );
-            }
-        }
-    } else {
-        let governed: Vec<&str> = table.governed().map(|mount| mount.name.as_str()).collect();
-        if !governed.is_empty() {
-            findings.push(
-                Diagnostic::at(
-                    Code::MissingMountsBlock,
-                    Span::file_start(workflow.file),
-                    format!(
-                        "the host governs {} but this workflow has no root `mounts` block, so no state reaches them",
-                        list_names(&governed)
-                    ),
-                )
-                .with_help("grant what every state needs with `mounts: { allow_always: [...] }`, or write `mounts: { allow_always: [] }` to mean none"),
-                "mounts",
-            );
-        }
-    }
-    for state in &workflow.states {
-        let base = format!("states.{}.mounts", state.slug.value);
-        if let Some(allow) = &state.mounts.allow {
-            if allow.value.is_empty() && !root_allow.is_empty() {
-                findings.push(
-                    Diagnostic::at(
-                        Code::EmptyAllow,
-                        allow.span,
-                        "`allow: []` subtracts nothing: the workflow-wide mounts still apply here",
-                    )
-                    .with_label("adds nothing")
-                    .with_help("to take a mount away in this state, list it under `mounts.forbid`"),
-                    format!("{base}.allow"),
-                );
-            }
-            for (index, entry) in allow.value.iter().enumerate() {
-                if grant(entry, format!("{base}.allow.{index}"), findings).is_none() {
-                    continue;
-                }
-                if let Some(root_entry) = root_allow.iter().find(|root_entry| root_entry.name.value == entry.name.value)
-                {
-                    let root_access = root_entry.access.as_ref().map(|access| access.value);
-                    let state_access = entry.access.as_ref().map(|access| access.value);
-                    let narrows = state_access == Some(Access::Read) && root_access != Some(Access::Read);
-                    let widens = state_access == Some(Access::ReadWrite) && root_access.is_none();
-                    if !narrows && !widens {
-                        findings.push(
-                            Diagnostic::at(
-                                Code::RedundantGrant,
-                                entry.name.span,
-                                format!(
-                                    "`{}` is already granted in every state by `mounts.allow_always`",
-                                    entry.name.value
-                                ),
-                            )
-                            .with_label("already granted")
-                            .with_help("remove it from the state's list, unless it changes the access"),
-                            format!("{base}.allow.{index}"),
-                        );
-                    }
-                }
-                if let Some(denied) = state.mounts.forbid.iter().find(|denied| denied.value == entry.name.value) {
-                    findings.push(
-                        Diagnostic::at(
-                            Code::AllowAndForbid,
-                            entry.name.span,
-                            format!("`{}` both allows and forbids `{}`", state.slug.value, entry.name.value),
-                        )
-                        .with_label("allowed")
-                        .with_secondary(denied.span, "forbidden")
-                        .with_help("the denial wins; keep one of the two"),
-                        format!("{base}.allow.{index}"),
-                    );
-                }
-            }
-        }
-        for (index, name) in state.mounts.forbid.iter().enumerate() {
-            let Some(mount) = known(name, format!("{base}.forbid.{index}"), findings) else {
-                continue;
-            };
-            if !mount.governed {
-                continue;
-            }
-            let granted = root_allow.iter().any(|entry| entry.name.value == name.value)
-                || state.mounts.allowed().iter().any(|entry| entry.name.value == name.value);
-            if !granted {
-                findings.push(
-                    Diagnostic::at(
-                        Code::ForbidNothing,
-                        name.span,
-                        format!(
-                            "the governed mount `{}` is not granted in `{}`, so forbidding it changes nothing",
-                            name.value, state.slug.value
-                        ),
-                    )
-                    .with_label("denies nothing")
-                    .with_help("a governed mount is reachable only where a list grants it; remove the entry"),
-                    format!("{base}.forbid.{index}"),
-                );
-            }
         }
     }
 }

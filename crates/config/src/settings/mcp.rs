@@ -382,18 +382,7 @@ impl Reader<'_> {
         if let Some(collection) = &collection {
             collections.insert(collection.clone());
         }
-        for variable in &env_vars {
-            if env.contains_key(variable.get_ref()) {
-                self.error(
-                    variable.span(),
-                    format!(
-                        "MCP server `{server}` both sets {} in `env` and copies it in `env_vars`",
-                        variable.get_ref()
-                    ),
-                    "keep one: `env` for a fixed value, `env_vars` to pass the runner's own",
-                );
-            }
-        }
+        self.set_both_ways(&server, &env, &env_vars);
         let transport = match (command, url) {
             (Some(command), None) => {
                 if let Some(range) = present.get("bearer_token_env_var") {
@@ -474,6 +463,22 @@ impl Reader<'_> {
             None => format!("an MCP server takes {}", list_names(&SERVER_KEYS)),
         };
         self.error(key.span(), format!("MCP server `{server}` has an unknown key `{name}`"), help);
+    }
+
+    /// An error for each variable a server both sets in `env` and copies in `env_vars`.
+    fn set_both_ways(&mut self, server: &str, env: &BTreeMap<String, String>, env_vars: &[Spanned<String>]) {
+        for variable in env_vars {
+            if env.contains_key(variable.get_ref()) {
+                self.error(
+                    variable.span(),
+                    format!(
+                        "MCP server `{server}` both sets {} in `env` and copies it in `env_vars`",
+                        variable.get_ref()
+                    ),
+                    "keep one: `env` for a fixed value, `env_vars` to pass the runner's own",
+                );
+            }
+        }
     }
 
     /// `env`: a table of variable names to strings. A value under a secret-looking name

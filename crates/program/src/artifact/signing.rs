@@ -164,11 +164,10 @@ impl TrustedKeys {
 
 /// A hostile key argument is echoed only in part.
 fn shorten(text: &str) -> String {
-    let mut short: String = text.chars().take(80).collect();
-    if short.len() < text.len() {
-        short.push('…');
+    match crate::text::cut_at_chars(text, 80) {
+        Some(kept) => format!("{kept}…"),
+        None => text.to_string(),
     }
-    short
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 
 use archmax_program::program::{Program, StateKind, WorkflowProgram};
+use archmax_program::text::{cut_at_chars, first_chars};
 use maud::{Markup, html};
 
 const NODE_WIDTH: i64 = 168;
@@ -45,12 +46,10 @@ fn columns(workflow: &WorkflowProgram) -> Vec<usize> {
 }
 
 fn label(text: &str) -> String {
-    if text.chars().count() <= LABEL_CHARS {
-        return text.to_string();
+    match cut_at_chars(text, LABEL_CHARS) {
+        Some(_) => format!("{}…", first_chars(text, LABEL_CHARS - 1)),
+        None => text.to_string(),
     }
-    let mut short: String = text.chars().take(LABEL_CHARS - 1).collect();
-    short.push('…');
-    short
 }
 
 /// The graph of `workflow`, `current` highlighted and `visited` states marked.

@@ -519,10 +519,7 @@ fn choice_label(kind: &str) -> &str {
 const MESSAGE_SHOWN: usize = 16 * 1024;
 
 fn clipped(text: &str) -> &str {
-    match text.char_indices().nth(MESSAGE_SHOWN) {
-        Some((end, _)) => &text[..end],
-        None => text,
-    }
+    archmax_program::text::first_chars(text, MESSAGE_SHOWN)
 }
 
 fn message_item(message: &Message) -> Markup {

@@ -64,11 +64,11 @@ fn missing(path: &str) -> ToolError {
 
 /// Cuts a line longer than [`MAX_LINE_CHARS`], saying how long it was.
 pub(crate) fn clipped_line(line: &str) -> String {
-    match line.char_indices().nth(MAX_LINE_CHARS) {
+    match archmax_program::text::cut_at_chars(line, MAX_LINE_CHARS) {
         None => line.to_string(),
-        Some((cut, _)) => {
+        Some(kept) => {
             let total = line.chars().count();
-            format!("{} [… line cut here; it has {total} characters]", &line[..cut])
+            format!("{kept} [… line cut here; it has {total} characters]")
         }
     }
 }

@@ -30,12 +30,10 @@ met at all) to 1 (fully met). Answer with JSON only: {\"score\": <0..1>, \"pass\
 \"<one to three sentences>\"}.";
 
 fn capped(text: &str) -> String {
-    let count = text.chars().count();
-    if count <= MAX_VALUE_CHARS {
-        return text.to_string();
+    match archmax_program::text::cut_at_chars(text, MAX_VALUE_CHARS) {
+        Some(kept) => format!("{kept}…(+{} chars)", text.chars().count() - MAX_VALUE_CHARS),
+        None => text.to_string(),
     }
-    let kept: String = text.chars().take(MAX_VALUE_CHARS).collect();
-    format!("{kept}…(+{} chars)", count - MAX_VALUE_CHARS)
 }
 
 /// The chronological record, oldest entries dropped past the cap.

@@ -277,14 +277,10 @@ fn expand(args: &Value, resolved: &Resolved) -> Value {
 }
 
 pub(super) fn preview(text: &str) -> (String, bool) {
-    if text.len() <= EVENT_OUTPUT_PREVIEW {
-        return (text.to_string(), false);
+    match archmax_program::text::cut_at_bytes(text, EVENT_OUTPUT_PREVIEW) {
+        Some(kept) => (kept.to_string(), true),
+        None => (text.to_string(), false),
     }
-    let mut end = EVENT_OUTPUT_PREVIEW;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    (text[..end].to_string(), true)
 }
 
 /// The tool's path arguments tell what the call is about: as its host declares them, as

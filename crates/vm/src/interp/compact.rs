@@ -25,10 +25,10 @@
 use std::fmt::Write as _;
 
 use archmax_program::program::StateId;
+use archmax_program::text::split_at_chars;
 
 use super::Turn;
 use super::context::{MESSAGE_OVERHEAD, message_tokens};
-use super::offload::split_at_chars;
 use crate::context::{count_tokens, window_tokens};
 use crate::events::Event;
 use crate::model::ModelRequest;

@@ -292,10 +292,7 @@ impl<'r> Turn<'r> {
             if parts.is_empty() { "(the tool answered with no content)".to_string() } else { parts.join("\n") };
         if text.len() > MAX_ANSWER_TEXT && !offloaded {
             let path = format!("{TOOL_OUTPUT_DIR}/{stem}.txt");
-            let mut end = MAX_ANSWER_TEXT;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
+            let end = archmax_program::text::within_bytes(&text, MAX_ANSWER_TEXT).len();
             let note = match self.keep(&path, text.as_bytes()) {
                 Ok(()) => format!("[the answer is {} bytes; the whole of it is in {path}]", text.len()),
                 Err(error) => format!("[the answer is {} bytes, cut here; it could not be kept: {error}]", text.len()),

@@ -15,6 +15,7 @@
 use serde_json::Value;
 
 use archmax_program::program::StateId;
+use archmax_program::text::split_at_chars;
 
 use super::Turn;
 use super::calls::Answer;
@@ -156,14 +157,6 @@ fn saved_form(text: &str) -> (String, Shape) {
 /// budget by the four-characters estimate, at most [`MAX_PREVIEW_CHARS`].
 fn preview_chars(budget: u64) -> usize {
     usize::try_from(budget.saturating_mul(2)).unwrap_or(usize::MAX).min(MAX_PREVIEW_CHARS)
-}
-
-/// `text` split after `count` characters (on a character boundary).
-pub(super) fn split_at_chars(text: &str, count: usize) -> (&str, &str) {
-    match text.char_indices().nth(count) {
-        Some((at, _)) => text.split_at(at),
-        None => (text, ""),
-    }
 }
 
 /// What the conversation holds for an offloaded result.

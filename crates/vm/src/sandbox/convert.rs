@@ -239,13 +239,11 @@ pub(crate) fn error_text(error: &Exception<'_>) -> String {
 
 /// `text` cut to `max_chars` characters with a marker naming the full length.
 pub(crate) fn truncate(text: String, max_chars: usize) -> (String, bool) {
-    match text.char_indices().nth(max_chars) {
+    match archmax_program::text::cut_at_chars(&text, max_chars) {
         None => (text, false),
-        Some((end, _)) => {
+        Some(kept) => {
             let total = text.chars().count();
-            let mut cut = text[..end].to_string();
-            cut.push_str(&format!("\n… [truncated: {total} characters, showing the first {max_chars}]"));
-            (cut, true)
+            (format!("{kept}\n… [truncated: {total} characters, showing the first {max_chars}]"), true)
         }
     }
 }

@@ -1,0 +1,93 @@
+//! Cutting text short: the one place that finds where the first `N` characters (or the
+//! first `N` bytes) of a text end.
+//!
+//! The one thing to know: a cut always falls on a character boundary, so slicing with
+//! what these functions return never panics, and nothing is cut from a text that is
+//! already short enough (`N` characters exactly is not cut).
+
+/// `text` split after its first `count` characters: `(text, "")` when it has no more.
+pub fn split_at_chars(text: &str, count: usize) -> (&str, &str) {
+    match text.char_indices().nth(count) {
+        Some((at, _)) => text.split_at(at),
+        None => (text, ""),
+    }
+}
+
+/// The first `count` characters of `text`, or all of it when it is no longer.
+pub fn first_chars(text: &str, count: usize) -> &str {
+    split_at_chars(text, count).0
+}
+
+/// The first `count` characters of `text` when it has more than `count`; `None` when
+/// nothing needs cutting.
+pub fn cut_at_chars(text: &str, count: usize) -> Option<&str> {
+    match split_at_chars(text, count) {
+        (_, "") => None,
+        (kept, _) => Some(kept),
+    }
+}
+
+/// The longest start of `text` of at most `max_bytes` bytes that ends on a character
+/// boundary (all of `text` when it is no longer).
+pub fn within_bytes(text: &str, max_bytes: usize) -> &str {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// [`within_bytes`] when `text` is longer than `max_bytes`; `None` when nothing needs
+/// cutting.
+pub fn cut_at_bytes(text: &str, max_bytes: usize) -> Option<&str> {
+    (text.len() > max_bytes).then(|| within_bytes(text, max_bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cut_at_bytes, cut_at_chars, first_chars, split_at_chars, within_bytes};
+
+    #[test]
+    fn characters_are_counted_not_bytes() {
+        assert_eq!(split_at_chars("héllo", 2), ("hé", "llo"));
+        assert_eq!(first_chars("日本語テキスト", 3), "日本語");
+        assert_eq!(cut_at_chars("日本語テキスト", 3), Some("日本語"));
+    }
+
+    #[test]
+    fn exactly_n_characters_is_not_cut() {
+        assert_eq!(split_at_chars("abc", 3), ("abc", ""));
+        assert_eq!(first_chars("abc", 3), "abc");
+        assert_eq!(cut_at_chars("abc", 3), None);
+        assert_eq!(cut_at_chars("abcd", 3), Some("abc"));
+        assert_eq!(cut_at_chars("日本語", 3), None);
+    }
+
+    #[test]
+    fn empty_text_and_zero_counts() {
+        assert_eq!(split_at_chars("", 0), ("", ""));
+        assert_eq!(first_chars("", 5), "");
+        assert_eq!(cut_at_chars("", 0), None);
+        assert_eq!(cut_at_chars("a", 0), Some(""));
+        assert_eq!(within_bytes("", 0), "");
+        assert_eq!(cut_at_bytes("", 0), None);
+        assert_eq!(cut_at_bytes("a", 0), Some(""));
+    }
+
+    #[test]
+    fn a_byte_cut_steps_back_to_a_character_boundary() {
+        // `é` is two bytes: a cut inside it keeps neither.
+        assert_eq!(within_bytes("aé", 2), "a");
+        assert_eq!(within_bytes("aé", 3), "aé");
+        assert_eq!(cut_at_bytes("aé", 3), None);
+        assert_eq!(cut_at_bytes("aéb", 3), Some("aé"));
+        // A four-byte character cut anywhere inside keeps nothing of it.
+        for max in 0..4 {
+            assert_eq!(within_bytes("😀", max), "");
+        }
+        assert_eq!(within_bytes("😀", 4), "😀");
+    }
+}

@@ -2,6 +2,8 @@
 //! directly or through another crate (ARCHITECTURE.md, "Layers"). Read from `cargo tree`
 //! over normal dependencies, so a forbidden edge that sneaks in through a third crate fails
 //! here too. Development dependencies are free: tests may reach further than the library.
+//! Also the size rules of the code map: no library file over 800 lines before its tests, no
+//! function over 150 lines.
 
 use std::process::Command;
 
@@ -185,4 +187,91 @@ fn the_rules_see_the_edges_that_are_allowed() {
     for product in PRODUCTS {
         assert!(cli.iter().any(|name| name == product), "archmax-cli links every product; {product} is missing");
     }
+}
+
+/// Functions still over the length bound, each to be split by the phases it marks
+/// (ARCHITECTURE.md, "Still moving"); none may be added.
+const LONG_FUNCTIONS: [&str; 7] = [
+    "crates/compiler/src/authoring_schema/workflow.rs definitions",
+    "crates/compiler/src/check/delegation.rs check",
+    "crates/compiler/src/lower/mod.rs lower_workflow",
+    "crates/compiler/src/schema/state.rs check_type_rules",
+    "crates/compiler/src/schema/trigger.rs rules",
+    "crates/migrate/src/lib.rs plan_workflow",
+    "crates/program/src/artifact/tables.rs verify",
+];
+
+/// Test support compiled only for tests or with the `test-support` feature: free of the
+/// length rules like the tests it serves.
+const TEST_SUPPORT: [&str; 2] = ["crates/vm/src/session/conformance.rs", "crates/store-postgres/src/test_cluster.rs"];
+
+/// The Rust sources of the crates' libraries and binaries: tests, benches and examples
+/// are free of the length rules.
+fn library_sources(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if !["tests", "benches", "examples", "fuzz", "target"].contains(&name.as_str()) {
+                library_sources(&path, found);
+            }
+        } else if name.ends_with(".rs") && name != "tests.rs" && !name.ends_with("_tests.rs") {
+            found.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_file_passes_800_lines_and_no_function_150_before_its_tests() {
+    let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut sources = Vec::new();
+    library_sources(&repository.join("crates"), &mut sources);
+    assert!(sources.len() > 100, "the walk finds the crates' sources: {}", sources.len());
+    let mut over = Vec::new();
+    let mut seen_long = Vec::new();
+    for path in &sources {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        let lines: Vec<&str> = text.lines().take_while(|line| !line.starts_with("#[cfg(test)]")).collect();
+        let shown = path.strip_prefix(&repository).unwrap_or(path).display().to_string();
+        if TEST_SUPPORT.contains(&shown.as_str()) {
+            continue;
+        }
+        if lines.len() > 800 {
+            over.push(format!("{shown}: {} lines before its tests (at most 800)", lines.len()));
+        }
+        // rustfmt puts a function's closing brace alone at the indentation of its `fn`.
+        for (start, line) in lines.iter().enumerate() {
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            let Some(name) = function_name(body) else { continue };
+            if line.trim_end().ends_with(';') {
+                continue;
+            }
+            let close = format!("{indent}}}");
+            let Some(length) = lines[start..].iter().position(|line| line.trim_end() == close) else { continue };
+            if length + 1 > 150 {
+                let key = format!("{shown} {name}");
+                if LONG_FUNCTIONS.contains(&key.as_str()) {
+                    seen_long.push(key);
+                } else {
+                    over.push(format!("{shown}:{}: `{name}` is {} lines (at most 150)", start + 1, length + 1));
+                }
+            }
+        }
+    }
+    assert!(over.is_empty(), "split these by the phases they mark:\n{}", over.join("\n"));
+    let shrunk: Vec<&&str> = LONG_FUNCTIONS.iter().filter(|key| !seen_long.iter().any(|seen| seen == **key)).collect();
+    assert!(shrunk.is_empty(), "now within the bound; take them off LONG_FUNCTIONS: {shrunk:?}");
+}
+
+/// The name a line declaring a function gives it (`pub(crate) async fn name<…>(`).
+fn function_name(line: &str) -> Option<&str> {
+    let mut rest = line;
+    for prefix in ["pub(crate) ", "pub(super) ", "pub ", "const ", "async ", "unsafe ", "extern \"C\" "] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.strip_prefix("fn ")?;
+    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    Some(&rest[..end])
 }

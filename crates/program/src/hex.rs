@@ -33,8 +33,29 @@ pub fn decode(text: &str) -> Option<Vec<u8>> {
 }
 
 /// Exactly `N` bytes from exactly `2 * N` hexadecimal digits; `None` otherwise.
+///
+/// The length is checked before any digit is read, and the bytes are written straight
+/// into the array: a key or a digest read this way leaves no copy on the heap, and a
+/// long text costs nothing to refuse.
 pub fn decode_array<const N: usize>(text: &str) -> Option<[u8; N]> {
-    decode(text)?.try_into().ok()
+    let digits = text.as_bytes();
+    if digits.len() != N * 2 {
+        return None;
+    }
+    let mut bytes = [0u8; N];
+    for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
+        match pair {
+            [high, low] => match (digit(*high), digit(*low)) {
+                (Some(high), Some(low)) => *byte = (high << 4) | low,
+                _ => {
+                    bytes.fill(0);
+                    return None;
+                }
+            },
+            _ => return None,
+        }
+    }
+    Some(bytes)
 }
 
 /// The value of one hexadecimal digit.
@@ -78,5 +99,9 @@ mod tests {
         assert_eq!(decode_array::<2>("0a"), None);
         assert_eq!(decode_array::<2>("0aff00"), None);
         assert_eq!(decode_array::<0>(""), Some([]));
+        assert_eq!(decode_array::<2>("0agf"), None);
+        assert_eq!(decode_array::<2>("+f0a"), None);
+        assert_eq!(decode_array::<2>("é0a"), None, "a two-byte character is not two digits");
+        assert_eq!(decode_array::<32>(&"ab".repeat(1 << 20)), None, "a long text is refused by its length");
     }
 }

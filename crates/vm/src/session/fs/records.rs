@@ -14,11 +14,13 @@
 //!   key's file, or damaged) reads as absent, is never counted as live, does not hold its
 //!   key against a claim, and is removed by the next sweep.
 //!
-//! Seal-key rotation: records are named and checked under the current key only, so those
-//! written under a previous key read as absent once the key changes (and are swept as
-//! damaged). Records live minutes to hours (a replay window, a sign-in); the cost of a
-//! rotation is that inbox users sign in again, and a webhook request accepted just before
-//! it may be replayed once more while its timestamp is within the tolerance.
+//! Seal-key rotation: records are written and read under the current key only, so a
+//! record written under a previous key reads as absent once the key changes (inbox users
+//! sign in again). A claim, though, looks for the key's record under every accepted key
+//! (the current one and the previous ones the key file still lists), and the sweep keeps
+//! a record any accepted key vouches for until it expires: a webhook request accepted just
+//! before a rotation is still refused as a replay after it. A record whose key is no longer
+//! accepted at all is unauthenticated, and is treated as absent and swept.
 //!
 //! Every operation opens `+records` and then `+records/<kind>` once, each with
 //! `O_DIRECTORY | O_NOFOLLOW`, and does all its work (the `flock`, listing, opening,
@@ -73,6 +75,8 @@ const MAC_BYTES: usize = 32;
 const NAME_CHARS: usize = 64;
 /// What the keyed digests are of, so a record's name or MAC is never another MAC's.
 const NAME_DOMAIN: &[u8] = b"archmax record name\0";
+/// The most bytes a record file may hold.
+const RECORD_FILE_LIMIT: u64 = (EXPIRY_BYTES + MAX_RECORD_BYTES + MAC_BYTES) as u64;
 const MAC_DOMAIN: &[u8] = b"archmax record\0";
 
 fn records_io(kind: RecordKind) -> impl Fn(io::Error) -> StoreError {
@@ -82,6 +86,16 @@ fn records_io(kind: RecordKind) -> impl Fn(io::Error) -> StoreError {
 /// The name of the file that holds `kind`'s record `key`: a keyed digest of both.
 pub(super) fn record_file_name(keys: &SealKeys, kind: RecordKind, key: &str) -> String {
     hex(&keys.mac(&[NAME_DOMAIN, kind.as_str().as_bytes(), b"\0", key.as_bytes()]))
+}
+
+/// The file name `kind`'s record `key` has under each accepted key, the current first.
+fn record_file_names(keys: &SealKeys, kind: RecordKind, key: &str) -> Vec<(usize, String)> {
+    (0..keys.accepted())
+        .filter_map(|index| {
+            let name = keys.mac_by(index, &[NAME_DOMAIN, kind.as_str().as_bytes(), b"\0", key.as_bytes()])?;
+            Some((index, hex(&name)))
+        })
+        .collect()
 }
 
 fn is_record_file_name(name: &str) -> bool {
@@ -95,14 +109,15 @@ pub(super) fn encode_record(keys: &SealKeys, kind: RecordKind, name: &str, expir
     [&expiry[..], value, &mac].concat()
 }
 
-/// A record file's expiry and value; `None` unless its MAC holds under the current key.
-fn decode_record(keys: &SealKeys, kind: RecordKind, name: &str, bytes: &[u8]) -> Option<(u64, Vec<u8>)> {
+/// A record file's expiry and value; `None` unless its MAC holds under accepted key
+/// `index` (0 = current).
+fn decode_record(keys: &SealKeys, index: usize, kind: RecordKind, name: &str, bytes: &[u8]) -> Option<(u64, Vec<u8>)> {
     if bytes.len() < EXPIRY_BYTES + MAC_BYTES || bytes.len() > EXPIRY_BYTES + MAX_RECORD_BYTES + MAC_BYTES {
         return None;
     }
     let (expiry, rest) = bytes.split_at(EXPIRY_BYTES);
     let (value, mac) = rest.split_at(rest.len() - MAC_BYTES);
-    if !keys.verify_current(&[MAC_DOMAIN, kind.as_str().as_bytes(), b"\0", name.as_bytes(), expiry, value], mac) {
+    if !keys.verify_by(index, &[MAC_DOMAIN, kind.as_str().as_bytes(), b"\0", name.as_bytes(), expiry, value], mac) {
         return None;
     }
     let mut stamp = [0u8; EXPIRY_BYTES];
@@ -219,10 +234,23 @@ impl KindFolder {
         Ok(Some(bytes))
     }
 
-    /// The expiry and value of the record file `name`, when its MAC holds.
-    fn read_record(&self, keys: &SealKeys, kind: RecordKind, name: &str) -> io::Result<Option<(u64, Vec<u8>)>> {
-        let limit = (EXPIRY_BYTES + MAX_RECORD_BYTES + MAC_BYTES) as u64;
-        Ok(self.read_small(name, limit)?.and_then(|bytes| decode_record(keys, kind, name, &bytes)))
+    /// The expiry and value of the record file `name`, when its MAC holds under accepted
+    /// key `index`.
+    fn read_record(
+        &self,
+        keys: &SealKeys,
+        index: usize,
+        kind: RecordKind,
+        name: &str,
+    ) -> io::Result<Option<(u64, Vec<u8>)>> {
+        Ok(self.read_small(name, RECORD_FILE_LIMIT)?.and_then(|bytes| decode_record(keys, index, kind, name, &bytes)))
+    }
+
+    /// The expiry of the record file `name` when any accepted key vouches for it.
+    fn read_any_expiry(&self, keys: &SealKeys, kind: RecordKind, name: &str) -> io::Result<Option<u64>> {
+        let Some(bytes) = self.read_small(name, RECORD_FILE_LIMIT)? else { return Ok(None) };
+        Ok((0..keys.accepted())
+            .find_map(|index| decode_record(keys, index, kind, name, &bytes).map(|(expiry, _)| expiry)))
     }
 
     /// Holds `.lock` exclusively until the returned file is dropped.
@@ -275,9 +303,9 @@ impl KindFolder {
             if name.starts_with('.') {
                 continue;
             }
-            let record = if is_record_file_name(name) { self.read_record(keys, kind, name) } else { Ok(None) };
-            match record {
-                Ok(Some((expires, _))) if expires > now_ms => live += 1,
+            let expiry = if is_record_file_name(name) { self.read_any_expiry(keys, kind, name) } else { Ok(None) };
+            match expiry {
+                Ok(Some(expires)) if expires > now_ms => live += 1,
                 _ => {
                     let _ = self.remove(name);
                 }
@@ -321,11 +349,15 @@ impl FsStore {
             return Err(failed(io::Error::other("the records folder could not be made")));
         };
         let _lock = folder.lock().map_err(&failed)?;
-        let name = record_file_name(&self.keys, kind, &record.key);
-        let held = folder.read_record(&self.keys, kind, &name).map_err(&failed)?;
-        if held.is_some_and(|(expires, _)| expires > now_ms) {
-            return Ok(false);
+        // The key is held while a live record of it exists under any accepted key: one
+        // written just before a rotation still counts.
+        for (index, name) in record_file_names(&self.keys, kind, &record.key) {
+            let held = folder.read_record(&self.keys, index, kind, &name).map_err(&failed)?;
+            if held.is_some_and(|(expires, _)| expires > now_ms) {
+                return Ok(false);
+            }
         }
+        let name = record_file_name(&self.keys, kind, &record.key);
         let mut state = SweepState::read(&folder);
         if state.needs_sweep(kind, now_ms) {
             state = folder.sweep(&self.keys, kind, now_ms).map_err(&failed)?;
@@ -349,7 +381,7 @@ impl FsStore {
         let failed = records_io(kind);
         let Some(folder) = self.kind_folder(kind, false)? else { return Ok(None) };
         let name = record_file_name(&self.keys, kind, key);
-        let entry = folder.read_record(&self.keys, kind, &name).map_err(&failed)?;
+        let entry = folder.read_record(&self.keys, 0, kind, &name).map_err(&failed)?;
         Ok(entry.filter(|(expires, _)| *expires > now_ms).map(|(_, value)| value))
     }
 
@@ -360,7 +392,12 @@ impl FsStore {
         let failed = records_io(kind);
         let Some(folder) = self.kind_folder(kind, false)? else { return Ok(false) };
         let _lock = folder.lock().map_err(&failed)?;
-        folder.remove(&record_file_name(&self.keys, kind, key)).map_err(&failed)
+        // Under every accepted key, so a claim does not find the key still held.
+        let mut removed = false;
+        for (_, name) in record_file_names(&self.keys, kind, key) {
+            removed |= folder.remove(&name).map_err(&failed)?;
+        }
+        Ok(removed)
     }
 }
 

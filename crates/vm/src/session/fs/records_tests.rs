@@ -118,17 +118,46 @@ fn a_record_copied_to_another_keys_file_name_is_not_read() {
 }
 
 #[test]
-fn a_record_written_under_a_rotated_out_key_reads_as_absent() {
+fn a_record_written_under_a_rotated_out_key_reads_as_absent_but_still_holds_its_key() {
     let scratch = Scratch::new("rotated");
     let (old, new) = (keys(), keys());
     let before = scratch.store(&old);
     assert!(before.claim_record(&record("k", b"old", NOW + 1_000), NOW).expect("claim"));
+    // Reads are the current key's: a sign-in made before the rotation is gone.
     for after in [scratch.store(&new.with_previous(&old)), scratch.store(&new)] {
         assert_eq!(after.read_record(KIND, "k", NOW).expect("read"), None);
     }
-    let after = scratch.store(&new.with_previous(&old));
-    assert!(after.claim_record(&record("k", b"new", NOW + 1_000), NOW).expect("the old record does not block"));
-    assert_eq!(after.read_record(KIND, "k", NOW).expect("read").as_deref(), Some(&b"new"[..]));
+    // A claim looks under the previous key too: a webhook accepted just before the
+    // rotation is still a replay after it, until its record expires.
+    let rotated = scratch.store(&new.with_previous(&old));
+    assert!(!rotated.claim_record(&record("k", b"new", NOW + 1_000), NOW).expect("claim"), "replayed after a rotation");
+    assert!(rotated.claim_record(&record("k", b"new", NOW + 3_000), NOW + 1_000).expect("claim once it expired"));
+    assert_eq!(rotated.read_record(KIND, "k", NOW + 1_000).expect("read").as_deref(), Some(&b"new"[..]));
+
+    // A key no longer accepted vouches for nothing: its record blocks no claim.
+    let other = scratch.store(&old);
+    assert!(other.claim_record(&record("j", b"old", NOW + 1_000), NOW).expect("claim"));
+    assert!(scratch.store(&new).claim_record(&record("j", b"new", NOW + 1_000), NOW).expect("the old key is gone"));
+
+    // Forgetting a key forgets it under every accepted key.
+    assert!(other.claim_record(&record("i", b"old", NOW + 1_000), NOW).expect("claim"));
+    assert!(rotated.remove_record(KIND, "i").expect("remove"));
+    assert!(rotated.claim_record(&record("i", b"new", NOW + 1_000), NOW).expect("claim after the removal"));
+}
+
+#[test]
+fn a_sweep_keeps_what_a_previous_key_vouches_for_until_it_expires() {
+    let scratch = Scratch::new("rotated-sweep");
+    let (old, new) = (keys(), keys());
+    assert!(scratch.store(&old).claim_record(&record("k", b"old", NOW + 1_000), NOW).expect("claim"));
+    let rotated = scratch.store(&new.with_previous(&old));
+    let folder = rotated.kind_folder(KIND, false).expect("open").expect("the kind's folder");
+    let kept = folder.sweep(&rotated.keys, KIND, NOW).expect("sweep");
+    assert_eq!(kept.estimate, 1, "a live record under the previous key counts");
+    assert!(!rotated.claim_record(&record("k", b"new", NOW + 1_000), NOW).expect("claim"), "the sweep kept it");
+    let expired = folder.sweep(&rotated.keys, KIND, NOW + 1_000).expect("sweep");
+    assert_eq!(expired.estimate, 0, "an expired one is removed");
+    assert!(rotated.claim_record(&record("k", b"new", NOW + 3_000), NOW + 1_000).expect("claim after it expired"));
 }
 
 #[test]

@@ -161,9 +161,20 @@ impl SealKeys {
         mac_with(&self.keys[0].secret, parts)
     }
 
-    /// Whether `tag` is the current key's HMAC-SHA256 of `parts` (compared in constant time).
-    pub(super) fn verify_current(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
-        verify_with(&self.keys[0].secret, parts, tag)
+    /// How many keys are accepted: the current one and the previous ones.
+    pub(super) fn accepted(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// HMAC-SHA256 of `parts` under accepted key `index` (0 = current); `None` past the
+    /// last key.
+    pub(super) fn mac_by(&self, index: usize, parts: &[&[u8]]) -> Option<[u8; 32]> {
+        self.keys.get(index).map(|key| mac_with(&key.secret, parts))
+    }
+
+    /// Whether `tag` is accepted key `index`'s HMAC-SHA256 of `parts` (constant time).
+    pub(super) fn verify_by(&self, index: usize, parts: &[&[u8]], tag: &[u8]) -> bool {
+        self.keys.get(index).is_some_and(|key| verify_with(&key.secret, parts, tag))
     }
 
     /// Which key (0 = current) has id `id` and gives `tag` over `parts`; `Err` says

@@ -497,16 +497,37 @@ fn load_dotenv(root: &std::path::Path) {
     }
 }
 
-/// The process's one async runtime, built once the environment is final: `serve` answers
-/// its clients on a pool of worker threads; every other command drives its work on the
-/// calling thread. Commands get it by reference; no library builds one for them
-/// (`archmax-store-postgres` still keeps a runtime of its own for its synchronous files).
-fn executor_for(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
+/// The process's one async runtime, built once the environment is final. `serve`
+/// answers its clients on a pool of worker threads. Every other command drives its work
+/// on the calling thread, so what it prints comes in one order, unless its sessions live
+/// in PostgreSQL: that store runs its connections on the runtime's workers while a
+/// session's synchronous file call waits, so it gets two. Commands get the runtime by
+/// reference; no library builds one for them.
+fn executor_for(command: &Command, root: &std::path::Path) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = match command {
         Command::Serve { .. } => tokio::runtime::Builder::new_multi_thread(),
+        _ if store_is_postgres(command, root) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(2);
+            builder
+        }
         _ => tokio::runtime::Builder::new_current_thread(),
     };
     builder.enable_all().build()
+}
+
+/// Whether the command's session store (its `--store`, else `ARCHMAX_STORE`) is
+/// PostgreSQL. A target that names no store is the command's own error to report.
+fn store_is_postgres(command: &Command, root: &std::path::Path) -> bool {
+    let flag = match command {
+        Command::Run { common, .. }
+        | Command::Decide { common, .. }
+        | Command::Reply { common, .. }
+        | Command::Deliver { common, .. } => common.store.as_deref(),
+        Command::Sessions { store, .. } => store.as_deref(),
+        _ => return false,
+    };
+    matches!(store::target(root, flag), Ok(store::Target::Postgres(_)))
 }
 
 fn main() -> ExitCode {
@@ -522,7 +543,7 @@ fn main() -> ExitCode {
     let root_flag = cli.root.clone();
     let root = cli.root.unwrap_or_else(|| PathBuf::from("."));
     load_dotenv(&root);
-    let executor = match executor_for(&cli.command) {
+    let executor = match executor_for(&cli.command, &root) {
         Ok(executor) => executor,
         Err(error) => return output::failure(format!("could not start the runtime: {error}")),
     };

@@ -34,7 +34,7 @@ fn parked_workflow(
     if let Err(problem) = check_session_id(id, &[]) {
         return Err(usage(command, &format!("`{id}` is not a usable session id: {problem}")));
     }
-    let store = crate::store::open_or_exit(options.root, options.store, command)?;
+    let store = crate::store::open_or_exit(options.executor, options.root, options.store, command)?;
     let (id, state) = crate::store::resolve(options.executor, store.as_ref(), id).map_err(failure)?;
     // A session of another workflow is refused in the words used for one that does not exist.
     archmax_vm::interp::check_named_workflow(&state, named)

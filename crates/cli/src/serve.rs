@@ -284,7 +284,7 @@ pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>)
     let open = auth.is_open();
     let server = match Server::new(ServerParts {
         programs,
-        store: match crate::store::open_or_exit(root, args.store, "serve") {
+        store: match crate::store::open_or_exit(executor, root, args.store, "serve") {
             Ok(store) => store,
             Err(code) => return code,
         },

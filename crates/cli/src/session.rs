@@ -161,7 +161,9 @@ pub fn runtime(
     let tools = crate::tools::host_tools(options.root, &settings).map_err(Refusal)?;
     Ok(Runtime::builder(RuntimeParts {
         program: Arc::new(program),
-        store: crate::faults::with_test_faults(crate::store::open_for(options.root, options.store).map_err(Refusal)?),
+        store: crate::faults::with_test_faults(
+            crate::store::open_for(options.executor, options.root, options.store).map_err(Refusal)?,
+        ),
         model,
         events,
         clock,

@@ -47,7 +47,7 @@ pub fn run(executor: &Runtime, root: &Path, store: Option<&str>, query: &Query<'
     {
         return usage("sessions", &format!("`--parked {parked}` is neither `decision` nor `input`"));
     }
-    let store = match crate::store::open_or_exit(root, store, "sessions") {
+    let store = match crate::store::open_or_exit(executor, root, store, "sessions") {
         Ok(store) => store,
         Err(code) => return code,
     };
@@ -131,7 +131,7 @@ fn admits(query: &Query<'_>, state: &SessionState) -> bool {
 /// sub-workflow sessions. Every id is resolved before anything is removed, so a typo
 /// removes nothing.
 pub fn remove(executor: &Runtime, root: &Path, store: Option<&str>, ids: &[String]) -> ExitCode {
-    let store = match crate::store::open_or_exit(root, store, "sessions") {
+    let store = match crate::store::open_or_exit(executor, root, store, "sessions") {
         Ok(store) => store,
         Err(code) => return code,
     };
@@ -221,7 +221,7 @@ pub fn gc(
             ),
         );
     };
-    let store = match crate::store::open_or_exit(root, store, "sessions") {
+    let store = match crate::store::open_or_exit(executor, root, store, "sessions") {
         Ok(store) => store,
         Err(code) => return code,
     };

@@ -109,26 +109,31 @@ pub fn fs_store(root: &Path, dir: PathBuf) -> Result<FsStore, String> {
 }
 
 /// Opens the store `target` names; `root` is the workspace whose seal key a
-/// filesystem store uses.
-pub fn open(root: &Path, target: &Target) -> Result<Arc<dyn SessionStore>, String> {
+/// filesystem store uses. A PostgreSQL store runs its connections on `executor`.
+pub fn open(executor: &Runtime, root: &Path, target: &Target) -> Result<Arc<dyn SessionStore>, String> {
     match target {
         Target::Fs(dir) => Ok(Arc::new(fs_store(root, dir.clone())?)),
-        Target::Postgres(connection) => PgStore::connect_blocking(connection, PgOptions::default())
+        Target::Postgres(connection) => PgStore::connect_blocking(executor.handle(), connection, PgOptions::default())
             .map(|store| Arc::new(store) as Arc<dyn SessionStore>)
             .map_err(|error| error.to_string()),
     }
 }
 
 /// The store a command names (`--store`, `ARCHMAX_STORE`, or the workspace's folder).
-pub fn open_for(root: &Path, flag: Option<&str>) -> Result<Arc<dyn SessionStore>, String> {
-    open(root, &target(root, flag)?)
+pub fn open_for(executor: &Runtime, root: &Path, flag: Option<&str>) -> Result<Arc<dyn SessionStore>, String> {
+    open(executor, root, &target(root, flag)?)
 }
 
 /// [`open_for`] for a command: a target that names no store is a usage error (exit 2),
 /// a store that cannot be reached a failure (exit 1).
-pub fn open_or_exit(root: &Path, flag: Option<&str>, command: &str) -> Result<Arc<dyn SessionStore>, ExitCode> {
+pub fn open_or_exit(
+    executor: &Runtime,
+    root: &Path,
+    flag: Option<&str>,
+    command: &str,
+) -> Result<Arc<dyn SessionStore>, ExitCode> {
     let target = target(root, flag).map_err(|message| usage(command, &message))?;
-    open(root, &target).map_err(failure)
+    open(executor, root, &target).map_err(failure)
 }
 
 /// Reads one session (unlocked).
@@ -181,7 +186,7 @@ pub fn export(executor: &Runtime, root: &Path, flag: Option<&str>, id: &str) -> 
     if let Err(problem) = check_session_id(id, &[]) {
         return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
     }
-    let store = match open_or_exit(root, flag, "sessions") {
+    let store = match open_or_exit(executor, root, flag, "sessions") {
         Ok(store) => store,
         Err(code) => return code,
     };
@@ -202,7 +207,7 @@ pub fn export(executor: &Runtime, root: &Path, flag: Option<&str>, id: &str) -> 
 
 /// `archmax sessions import`: creates the session an export on stdin holds.
 pub fn import(executor: &Runtime, root: &Path, flag: Option<&str>) -> ExitCode {
-    let store = match open_or_exit(root, flag, "sessions") {
+    let store = match open_or_exit(executor, root, flag, "sessions") {
         Ok(store) => store,
         Err(code) => return code,
     };

@@ -53,28 +53,29 @@ fn session(id: &str, messages: usize) -> SessionState {
     }
 }
 
-fn connect(cluster: &TestCluster) -> Arc<dyn SessionStore> {
+fn connect(cluster: &TestCluster, executor: &tokio::runtime::Runtime) -> Arc<dyn SessionStore> {
     let target = cluster.database("bench").unwrap_or_else(|error| panic!("no bench database: {error}"));
     Arc::new(
-        PgStore::connect_blocking(&target, PgOptions::default()).unwrap_or_else(|error| panic!("connect: {error}")),
+        PgStore::connect_blocking(executor.handle(), &target, PgOptions::default())
+            .unwrap_or_else(|error| panic!("connect: {error}")),
     )
 }
 
 fn benches(criterion: &mut Criterion) {
     let cluster = TestCluster::require();
-    let store = connect(&cluster);
     let executor = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
         .build()
         .unwrap_or_else(|error| panic!("executor: {error}"));
+    let store = connect(&cluster, &executor);
     let mut sample = 0u64;
     commits(criterion, "postgres_store_commit", &store, &executor, &mut sample);
     concurrent(criterion, "postgres_store_concurrent", &store, &executor, &mut sample);
     drop(store);
     drop(cluster);
     let unsynced = TestCluster::start_with(false).unwrap_or_else(|message| panic!("no server: {message}"));
-    let store = connect(&unsynced);
+    let store = connect(&unsynced, &executor);
     commits(criterion, "postgres_store_no_fsync_commit", &store, &executor, &mut sample);
     concurrent(criterion, "postgres_store_no_fsync_concurrent", &store, &executor, &mut sample);
 }

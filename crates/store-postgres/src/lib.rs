@@ -36,11 +36,14 @@
 //! be confirmed is closed rather than pooled.
 //!
 //! **Files.** [`SessionStore::files`] hands out a synchronous [`Vfs`] while the driver is
-//! asynchronous. The store runs its own small tokio runtime, which owns the pool's
-//! connections; the async methods run there and are awaited from any executor, and a
-//! `Vfs` call sends its query there and waits for the answer (under
-//! [`archmax_vm::blocking::run_blocking`], so a multi-threaded host hands the worker
-//! over). Nothing depends on the host's runtime flavour. While a writer for the session
+//! asynchronous. The store starts no executor of its own: it borrows the host's, which
+//! must be a multi-threaded tokio runtime ([`PgStore::connect_with`] takes the one it is
+//! called on, [`PgStore::connect_blocking`] is handed one, and anything else is
+//! [`ConnectError::Executor`]). The pool's connections are tasks of that executor; the
+//! async methods spawn their work there and await it from any executor, and a `Vfs` call
+//! spawns its query there and waits for the answer (under
+//! [`archmax_vm::blocking::run_blocking`], so the waiting worker hands its other tasks
+//! over while the remaining workers drive the connection). While a writer for the session
 //! is open in this store value, writes and removals are staged in memory (this store
 //! value reads them back at once) and flushed in the transaction of the next commit, so
 //! a step and the files it wrote become durable together; staged changes of a writer
@@ -108,6 +111,8 @@ pub enum ConnectError {
     SchemaTooNew { found: i32, known: i32 },
     #[error("applying the archmax schema failed: {0}")]
     Migration(String),
+    #[error("the PostgreSQL store runs on its host's executor, which must be a multi-threaded tokio runtime: {0}")]
+    Executor(&'static str),
 }
 
 /// How a [`PgStore`] runs.
@@ -134,8 +139,7 @@ pub struct PgStore {
 }
 
 pub(crate) struct Inner {
-    /// The store's own executor, which owns every connection of the pool.
-    runtime: Option<tokio::runtime::Runtime>,
+    /// The host's executor, whose tasks hold every connection of the pool.
     handle: tokio::runtime::Handle,
     pool: Pool,
     /// How to open a connection of its own (a [`StepFeed`] listens on one).
@@ -145,18 +149,8 @@ pub(crate) struct Inner {
     open: Mutex<HashMap<String, Weak<SessionFiles>>>,
 }
 
-impl Drop for Inner {
-    /// Stops the store's executor without waiting (safe inside another executor):
-    /// connections close, which releases any lock they held.
-    fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
 impl Inner {
-    /// Runs `work` on the store's executor and waits for it from whichever executor
+    /// Runs `work` on the host's executor and waits for it from whichever executor
     /// (or none) the caller is on.
     async fn run<T, F>(&self, id: &str, work: F) -> Result<T, StoreError>
     where
@@ -169,7 +163,7 @@ impl Inner {
         }
     }
 
-    /// Runs `work` on the store's executor and blocks the calling thread until it is done
+    /// Runs `work` on the host's executor and blocks the calling thread until it is done
     /// (under `run_blocking`, so a multi-threaded host hands the worker over), for at most
     /// `limit` when given; `None` when it did not finish (the executor stopped, or time ran
     /// out: the work itself carries on).
@@ -210,19 +204,27 @@ impl PgStore {
     }
 
     /// Connects to `target` (libpq URL or `key=value` form) and brings the schema up to
-    /// date; a newer schema is [`ConnectError::SchemaTooNew`].
+    /// date; a newer schema is [`ConnectError::SchemaTooNew`]. The store runs on the
+    /// executor this is awaited on, which must be a multi-threaded tokio runtime.
     pub async fn connect_with(target: &str, options: PgOptions) -> Result<PgStore, ConnectError> {
-        let (store, migrated) = PgStore::prepare(target, options)?;
+        let handle = tokio::runtime::Handle::try_current()
+            .map_err(|_| ConnectError::Executor("the connection was awaited outside any tokio runtime"))?;
+        let (store, migrated) = PgStore::prepare(target, options, handle)?;
         match migrated.await {
             Ok(result) => result.map(|()| store),
             Err(error) => Err(ConnectError::Connect(format!("the store's task ended early: {error}"))),
         }
     }
 
-    /// [`PgStore::connect_with`] for callers without an executor (or inside one, from
-    /// synchronous code): waits for the schema on the calling thread.
-    pub fn connect_blocking(target: &str, options: PgOptions) -> Result<PgStore, ConnectError> {
-        let (store, migrated) = PgStore::prepare(target, options)?;
+    /// [`PgStore::connect_with`] for synchronous code: the store runs on `executor` (a
+    /// multi-threaded tokio runtime's handle) and the calling thread waits for the schema.
+    /// The caller may be outside any runtime or inside a multi-threaded one.
+    pub fn connect_blocking(
+        executor: &tokio::runtime::Handle,
+        target: &str,
+        options: PgOptions,
+    ) -> Result<PgStore, ConnectError> {
+        let (store, migrated) = PgStore::prepare(target, options, executor.clone())?;
         match store.inner.wait(migrated, None) {
             Some(Ok(result)) => result.map(|()| store),
             Some(Err(error)) => Err(ConnectError::Connect(format!("the store's task ended early: {error}"))),
@@ -230,11 +232,18 @@ impl PgStore {
         }
     }
 
-    /// The store and its migration, started on the store's own executor.
+    /// The store and its migration, started on `handle`'s executor.
     fn prepare(
         target: &str,
         options: PgOptions,
+        handle: tokio::runtime::Handle,
     ) -> Result<(PgStore, tokio::task::JoinHandle<Result<(), ConnectError>>), ConnectError> {
+        // A `Vfs` call blocks its thread until a connection task answers: on a runtime of
+        // one thread that task could never run.
+        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            return Err(ConnectError::Executor("the one given runs every task on a single thread"));
+        }
+
         let mut config: tokio_postgres::Config =
             target.parse().map_err(|error: tokio_postgres::Error| ConnectError::Config(error.to_string()))?;
         let durable = match config.get_options() {
@@ -248,12 +257,6 @@ impl PgStore {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("archmax-postgres")
-            .enable_all()
-            .build()
-            .map_err(|error| ConnectError::Connect(format!("cannot start the store's executor: {error}")))?;
         let manager =
             Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
@@ -264,9 +267,7 @@ impl PgStore {
             .recycle_timeout(Some(POOL_WAIT))
             .build()
             .map_err(|error| ConnectError::Connect(error.to_string()))?;
-        let handle = runtime.handle().clone();
         let inner = Arc::new(Inner {
-            runtime: Some(runtime),
             handle,
             pool: pool.clone(),
             config,

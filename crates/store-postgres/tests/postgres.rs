@@ -16,8 +16,9 @@ use archmax_vm::session::{Delta, Head, Message, PendingInput, SessionState, Sess
 use archmax_vm::stdlib::limits::Limits;
 use archmax_vm::stdlib::vfs::VfsError;
 
+/// A host's executor: the store runs its connections on it, so it has worker threads.
 fn executor() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("an executor")
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("an executor")
 }
 
 fn initial(id: &str) -> SessionState {
@@ -48,9 +49,11 @@ async fn raw(target: &str) -> tokio_postgres::Client {
 fn the_postgres_store_keeps_the_store_contract() {
     let cluster = TestCluster::require();
     let target = cluster.database("conformance").expect("a database");
-    // Each store value has its own pool and executor, as another process would.
+    // Each store value has its own pool, as another process would; all of them run on
+    // one host executor, the suite's own being another.
+    let host = executor();
     let connect = || -> Arc<dyn SessionStore> {
-        Arc::new(PgStore::connect_blocking(&target, PgOptions::default()).expect("connect"))
+        Arc::new(PgStore::connect_blocking(host.handle(), &target, PgOptions::default()).expect("connect"))
     };
     conformance::run("postgres store", &connect);
 }
@@ -83,6 +86,67 @@ fn the_schema_is_versioned_and_a_newer_one_is_refused() {
         let tls = PgStore::connect(&format!("{target} sslmode=require")).await;
         assert!(matches!(tls, Err(ConnectError::Connect(_))), "{:?}", tls.err());
     });
+}
+
+#[test]
+fn the_store_runs_on_its_hosts_multi_threaded_executor_and_starts_none_of_its_own() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("executor").expect("a database");
+    // Outside any runtime, and on a runtime of one thread, there is nothing to run the
+    // connections on while a file call waits: both are refused with the reason.
+    let outside = futures_lite_block_on(PgStore::connect(&target));
+    match outside {
+        Err(error @ ConnectError::Executor(_)) => {
+            assert!(error.to_string().contains("outside any tokio runtime"), "{error}")
+        }
+        other => panic!("connecting outside a runtime is refused, got {:?}", other.err()),
+    }
+    let single = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a one-thread runtime");
+    match single.block_on(PgStore::connect(&target)) {
+        Err(error @ ConnectError::Executor(_)) => assert!(error.to_string().contains("single thread"), "{error}"),
+        other => panic!("a one-thread runtime is refused, got {:?}", other.err()),
+    }
+    match PgStore::connect_blocking(single.handle(), &target, PgOptions::default()) {
+        Err(ConnectError::Executor(_)) => {}
+        other => panic!("a one-thread runtime's handle is refused, got {:?}", other.err()),
+    }
+
+    // On a host's multi-threaded executor the synchronous files answer from a plain
+    // thread and from inside the host alike.
+    let host = executor();
+    let store = PgStore::connect_blocking(host.handle(), &target, PgOptions::default()).expect("connect");
+    let files = store.files("plain-thread").expect("files");
+    std::thread::scope(|scope| {
+        scope.spawn(|| files.write("notes/a.txt", b"from a plain thread").expect("a write outside the runtime"));
+    });
+    assert_eq!(files.read("notes/a.txt").expect("read back"), b"from a plain thread");
+    host.block_on(async {
+        let inside = store.files("plain-thread").expect("files");
+        assert_eq!(inside.read("notes/a.txt").expect("read inside the host"), b"from a plain thread");
+    });
+    // The store has no executor of its own: once its host's has stopped, a file call is
+    // an error naming the store, not a hang and not an answer.
+    drop(host);
+    match files.read("notes/a.txt") {
+        Err(VfsError::Other(path, message)) => {
+            assert_eq!(path, "notes/a.txt");
+            assert!(message.contains("shut down"), "{message}");
+        }
+        other => panic!("a file call after the host stopped is an error, got {other:?}"),
+    }
+}
+
+/// Polls a future on the calling thread with no tokio runtime around it.
+fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
+    let waker = std::task::Waker::noop();
+    let mut context = std::task::Context::from_waker(waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+        std::thread::yield_now();
+    }
 }
 
 #[test]

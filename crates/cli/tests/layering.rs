@@ -132,6 +132,12 @@ fn rules() -> Vec<Rule> {
             why: "the language layer answers questions about sources; the protocol and the runtime are the CLI's",
         },
         Rule {
+            package: "archmax-example-carrier",
+            features: &[],
+            forbidden: everything_else(&[]),
+            why: "the example carrier stands in for an outside team's service; it speaks MCP and knows nothing of archmax",
+        },
+        Rule {
             package: "archmax-migrate",
             features: &[],
             forbidden: with(

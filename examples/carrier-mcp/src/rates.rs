@@ -117,7 +117,7 @@ impl RateCard {
 mod tests {
     use super::*;
 
-    const CARD: &str = include_str!("../../../../../specs/reference/shipping-rates.csv");
+    const CARD: &str = include_str!("../../../specs/reference/shipping-rates.csv");
 
     fn card() -> RateCard {
         match RateCard::parse(CARD) {

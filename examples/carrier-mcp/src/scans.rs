@@ -253,10 +253,10 @@ mod tests {
 
     #[test]
     fn the_specs_scan_file_knows_every_parcel_the_shop_shipped() {
-        let book = ScanBook::parse(include_str!("../../../../../specs/carrier/scans.json"));
+        let book = ScanBook::parse(include_str!("../../../specs/carrier/scans.json"));
         let Ok(book) = book else { panic!("specs/carrier/scans.json is refused: {book:?}") };
         let orders: serde_json::Value =
-            match serde_json::from_str(include_str!("../../../../../specs/skills/order-data/assets/orders.json")) {
+            match serde_json::from_str(include_str!("../../../specs/skills/order-data/assets/orders.json")) {
                 Ok(orders) => orders,
                 Err(error) => panic!("orders.json: {error}"),
             };

@@ -139,7 +139,7 @@ mod tests {
 
     const SCANS: &str = r#"{"parcels": [{"tracking_number": "YB4TQ8N2", "carrier": "GLS", "scans": [
         {"status": "in_transit", "place": "Wien 1230", "time": "2025-03-19T06:15:00+01:00"}]}]}"#;
-    const CARD: &str = include_str!("../../../../../specs/reference/shipping-rates.csv");
+    const CARD: &str = include_str!("../../../specs/reference/shipping-rates.csv");
 
     fn service(with_rates: bool) -> CarrierService {
         let (Ok(scans), Ok(rates)) = (ScanBook::parse(SCANS), RateCard::parse(CARD)) else {

@@ -6,9 +6,10 @@
 //! `host=/run/postgresql dbname=archmax`), applies the embedded migrations ([`schema`];
 //! a newer schema than this binary knows is refused) and implements
 //! [`SessionStore`]. The SQL lives in `migrations/` (tables) and in this crate's
-//! modules (statements), nowhere else. Connections are made without TLS (`NoTls`): a
-//! target that requires it fails to connect, so reach the server over a unix socket or a
-//! trusted network.
+//! modules (statements), nowhere else. TCP connections speak TLS as the target's
+//! `sslmode` asks, with `sslrootcert`, `sslcert` and `sslkey` as libpq reads them
+//! ([`tls`]): managed servers that require TLS are reached, and `verify-full` checks
+//! the server's certificate and name.
 //!
 //! The tables: `archmax_sessions` (one row per session: its head, status, park,
 //! program hash, a compacted snapshot), `archmax_steps` (append-only, one row per
@@ -69,6 +70,7 @@ mod records;
 pub mod schema;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_cluster;
+pub mod tls;
 mod writer;
 
 use std::collections::HashMap;
@@ -78,8 +80,8 @@ use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use sha2::{Digest, Sha256};
-use tokio_postgres::NoTls;
 use tokio_postgres::types::{Json, ToSql};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use archmax_stdlib::limits::Limits;
 use archmax_stdlib::vfs::Vfs;
@@ -109,6 +111,8 @@ pub enum ConnectError {
         "the database's archmax schema is version {found}, newer than this archmax knows ({known}); upgrade archmax before using this database"
     )]
     SchemaTooNew { found: i32, known: i32 },
+    #[error("the PostgreSQL store target's TLS settings cannot be used: {0}")]
+    Tls(String),
     #[error("applying the archmax schema failed: {0}")]
     Migration(String),
     #[error("the PostgreSQL store runs on its host's executor, which must be a multi-threaded tokio runtime: {0}")]
@@ -144,6 +148,8 @@ pub(crate) struct Inner {
     pool: Pool,
     /// How to open a connection of its own (a [`StepFeed`] listens on one).
     config: tokio_postgres::Config,
+    /// The TLS the target asks for, for that connection too.
+    tls: MakeRustlsConnect,
     limits: Limits,
     /// The staged files of sessions this store value has handed out, by id.
     open: Mutex<HashMap<String, Weak<SessionFiles>>>,
@@ -244,8 +250,10 @@ impl PgStore {
             return Err(ConnectError::Executor("the one given runs every task on a single thread"));
         }
 
+        let (driver_target, tls_settings) = tls::split(target).map_err(ConnectError::Config)?;
         let mut config: tokio_postgres::Config =
-            target.parse().map_err(|error: tokio_postgres::Error| ConnectError::Config(error.to_string()))?;
+            driver_target.parse().map_err(|error: tokio_postgres::Error| ConnectError::Config(error.to_string()))?;
+        let tls = tls::connector(&tls_settings).map_err(ConnectError::Tls)?;
         let durable = match config.get_options() {
             Some(options) if !options.trim().is_empty() => format!("{options} -c synchronous_commit=on"),
             _ => "-c synchronous_commit=on".to_string(),
@@ -257,8 +265,11 @@ impl PgStore {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
-        let manager =
-            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(
+            config.clone(),
+            tls.clone(),
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
         let pool = Pool::builder(manager)
             .max_size(options.max_connections.max(2))
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -271,11 +282,12 @@ impl PgStore {
             handle,
             pool: pool.clone(),
             config,
+            tls,
             limits: options.limits,
             open: Mutex::new(HashMap::new()),
         });
         let migrated = inner.handle.spawn(async move {
-            let mut object = pool.get().await.map_err(|error| ConnectError::Connect(error.to_string()))?;
+            let mut object = pool.get().await.map_err(|error| ConnectError::Connect(with_causes(&error)))?;
             let client: &mut tokio_postgres::Client = &mut object;
             schema::migrate(client).await
         });
@@ -289,7 +301,8 @@ impl PgStore {
     /// it to see steps another runner committed.
     pub async fn subscribe(&self) -> Result<StepFeed, StoreError> {
         let config = self.inner.config.clone();
-        self.inner.run("", notify::listen(config)).await
+        let tls = self.inner.tls.clone();
+        self.inner.run("", notify::listen(config, tls)).await
     }
 }
 
@@ -299,6 +312,23 @@ fn lock_key(id: &str) -> i64 {
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&digest[..8]);
     i64::from_be_bytes(bytes)
+}
+
+/// An error and every cause under it, `: `-joined: the driver's own text is often only
+/// "db error" or "error performing TLS handshake", with the server's reason or the
+/// certificate problem one level down.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let said = next.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = next.source();
+    }
+    text
 }
 
 /// A store I/O error naming the session.

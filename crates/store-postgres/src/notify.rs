@@ -9,7 +9,8 @@
 use std::future::poll_fn;
 
 use tokio::sync::mpsc;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use archmax_vm::session::StoreError;
 
@@ -52,8 +53,8 @@ impl Drop for StepFeed {
 }
 
 /// Opens a connection, listens on [`CHANNEL`] and forwards what it hears.
-pub(crate) async fn listen(config: tokio_postgres::Config) -> Result<StepFeed, StoreError> {
-    let (client, mut connection) = config.connect(NoTls).await.map_err(|error| io_error("", describe(&error)))?;
+pub(crate) async fn listen(config: tokio_postgres::Config, tls: MakeRustlsConnect) -> Result<StepFeed, StoreError> {
+    let (client, mut connection) = config.connect(tls).await.map_err(|error| io_error("", describe(&error)))?;
     let (sender, steps) = mpsc::channel(BACKLOG);
     let listener = tokio::spawn(async move {
         while let Some(Ok(message)) = poll_fn(|context| connection.poll_message(context)).await {

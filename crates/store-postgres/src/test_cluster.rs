@@ -6,7 +6,9 @@
 //! socket in that folder, as the `postgres` user when the tests run as root (the server
 //! refuses to run as root). Dropping the cluster stops the server and removes the folder.
 //! [`TestCluster::database`] makes a fresh, empty database per use, so every test sees
-//! its own tables and migrations run from nothing.
+//! its own tables and migrations run from nothing. [`TestCluster::start_tls`] starts one
+//! that also listens on `127.0.0.1` with `ssl=on` and the certificates it is handed, and
+//! refuses every TCP connection that is not TLS (`hostnossl … reject`).
 //!
 //! The one thing to know: without PostgreSQL this is an error that says how to get it,
 //! and the tests that need it fail; nothing is skipped.
@@ -38,6 +40,20 @@ struct Owned {
     dir: PathBuf,
     pg_ctl: PathBuf,
     user: Option<String>,
+    /// The TCP port of a server started with TLS.
+    tcp_port: Option<u16>,
+}
+
+/// What a TLS test server is given, as PEM text.
+pub struct TlsFiles<'a> {
+    /// The server's certificate chain and its private key.
+    pub server_cert: &'a str,
+    pub server_key: &'a str,
+    /// The roots client certificates must lead to.
+    pub client_ca: &'a str,
+    /// The role that signs in by client certificate alone (`cert` in `pg_hba.conf`); it
+    /// is created as a superuser, and its certificate's common name must be this name.
+    pub cert_user: &'a str,
 }
 
 impl TestCluster {
@@ -55,6 +71,25 @@ impl TestCluster {
         {
             return Ok(TestCluster { base: url, created: Mutex::new(Vec::new()), owned: None });
         }
+        TestCluster::start_owned(fsync, None)
+    }
+
+    /// A throwaway server that also takes TLS connections on `127.0.0.1` (its port is
+    /// [`TestCluster::tcp_port`]) and no other TCP connections. Always a server of its
+    /// own: `ARCHMAX_TEST_DATABASE_URL` is not used, because the test needs to know the
+    /// server's certificates.
+    pub fn start_tls(files: &TlsFiles<'_>) -> Result<TestCluster, String> {
+        let cluster = TestCluster::start_owned(true, Some(files))?;
+        cluster.execute(&format!("CREATE ROLE \"{}\" LOGIN SUPERUSER", files.cert_user))?;
+        Ok(cluster)
+    }
+
+    /// The TCP port of a server started by [`TestCluster::start_tls`].
+    pub fn tcp_port(&self) -> Option<u16> {
+        self.owned.as_ref().and_then(|owned| owned.tcp_port)
+    }
+
+    fn start_owned(fsync: bool, tls: Option<&TlsFiles<'_>>) -> Result<TestCluster, String> {
         let bin = server_bin().ok_or_else(|| format!("PostgreSQL's initdb was not found; {HOW_TO_GET_IT}"))?;
         let user = running_as_root().then(|| "postgres".to_string());
         static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -65,7 +100,8 @@ impl TestCluster {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
-        let owned = Owned { dir: dir.clone(), pg_ctl: bin.join("pg_ctl"), user: user.clone() };
+        let tcp_port = tls.map(|_| free_port()).transpose()?;
+        let owned = Owned { dir: dir.clone(), pg_ctl: bin.join("pg_ctl"), user: user.clone(), tcp_port };
         if let Some(user) = &user {
             hand_over(&dir, user)?;
         }
@@ -77,12 +113,17 @@ impl TestCluster {
                 .arg(&data),
             "initdb",
         )?;
-        let settings = format!(
-            "-c listen_addresses='' -c unix_socket_directories='{}' -c max_connections=400 -c fsync={} \
+        let port = tcp_port.unwrap_or(5432);
+        let mut settings = format!(
+            "-c unix_socket_directories='{}' -c port={port} -c max_connections=400 -c fsync={} \
              -c synchronous_commit=on",
             dir.display(),
             if fsync { "on" } else { "off" }
         );
+        match tls {
+            Some(files) => settings.push_str(&serve_tls(&dir, &data, files, user.as_deref())?),
+            None => settings.push_str(" -c listen_addresses=''"),
+        }
         run(
             user.as_deref(),
             Command::new(&owned.pg_ctl)
@@ -93,7 +134,7 @@ impl TestCluster {
                 .args(["-o", &settings, "start"]),
             "pg_ctl start",
         )?;
-        let base = format!("host={} port=5432 user=postgres", dir.display());
+        let base = format!("host={} port={port} user=postgres", dir.display());
         Ok(TestCluster { base, created: Mutex::new(Vec::new()), owned: Some(owned) })
     }
 
@@ -208,6 +249,46 @@ fn server_bin() -> Option<PathBuf> {
         .collect();
     versions.sort();
     versions.pop().map(|(_, bin)| bin)
+}
+
+/// A TCP port nobody listens on now (the server takes it a moment later).
+fn free_port() -> Result<u16, String> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(|error| format!("no free port: {error}"))?;
+    listener.local_addr().map(|address| address.port()).map_err(|error| format!("no free port: {error}"))
+}
+
+/// Writes the server's TLS files into `dir` and its client rules into `data`; the
+/// server settings that use them.
+fn serve_tls(dir: &Path, data: &Path, files: &TlsFiles<'_>, user: Option<&str>) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let write = |name: &str, text: &str| -> Result<PathBuf, String> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|error| format!("cannot restrict {}: {error}", path.display()))?;
+        if let Some(user) = user {
+            hand_over(&path, user)?;
+        }
+        Ok(path)
+    };
+    let cert = write("server.crt", files.server_cert)?;
+    let key = write("server.key", files.server_key)?;
+    let ca = write("client-ca.crt", files.client_ca)?;
+    let rules = format!(
+        "local all all trust\n\
+         hostssl all postgres 127.0.0.1/32 trust\n\
+         hostssl all {cert_user} 127.0.0.1/32 cert\n\
+         hostnossl all all 0.0.0.0/0 reject\n",
+        cert_user = files.cert_user
+    );
+    let hba = data.join("pg_hba.conf");
+    std::fs::write(&hba, rules).map_err(|error| format!("cannot write {}: {error}", hba.display()))?;
+    Ok(format!(
+        " -c listen_addresses='127.0.0.1' -c ssl=on -c ssl_cert_file='{}' -c ssl_key_file='{}' -c ssl_ca_file='{}'",
+        cert.display(),
+        key.display(),
+        ca.display()
+    ))
 }
 
 fn running_as_root() -> bool {

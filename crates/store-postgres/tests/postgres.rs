@@ -82,7 +82,7 @@ fn the_schema_is_versioned_and_a_newer_one_is_refused() {
             Ok(_) => panic!("a newer schema is refused, got a store"),
         }
         assert!(matches!(PgStore::connect("host=/ port=x").await, Err(ConnectError::Config(_))));
-        // This build has no TLS: a target that requires it is refused, never downgraded.
+        // A unix socket carries no TLS: a target that requires it there is refused, never downgraded.
         let tls = PgStore::connect(&format!("{target} sslmode=require")).await;
         assert!(matches!(tls, Err(ConnectError::Connect(_))), "{:?}", tls.err());
     });

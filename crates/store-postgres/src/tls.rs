@@ -1,0 +1,430 @@
+//! TLS to the server, as libpq's `sslmode` promises it, with rustls.
+//!
+//! A store target may carry the TLS settings libpq users already write, in either form
+//! (`postgres://…?sslmode=verify-full&sslrootcert=ca.pem` or
+//! `host=db.example sslmode=verify-full sslrootcert=ca.pem`):
+//!
+//! | `sslmode` | TLS | The server's certificate |
+//! | --- | --- | --- |
+//! | `disable` | never | — |
+//! | `prefer` (the default) | when the server offers it | not checked |
+//! | `require` | always | not checked, unless `sslrootcert` is given: then as `verify-ca` |
+//! | `verify-ca` | always | signed by a root of `sslrootcert` |
+//! | `verify-full` | always | signed by a root of `sslrootcert`, and names the host |
+//!
+//! `sslrootcert` is a PEM file of root certificates, or `system` for the operating
+//! system's roots; `verify-ca` and `verify-full` need one (libpq's fallback,
+//! `~/.postgresql/root.crt`, is used when it exists). `sslcert` and `sslkey` are the
+//! client's certificate chain and private key (PEM), for servers that authenticate
+//! clients by certificate; one without the other is refused. A unix socket never
+//! carries TLS (the server does not offer it there), whatever the mode.
+//!
+//! The one thing to know: tokio-postgres itself knows only `disable`, `prefer` and
+//! `require`, and refuses the other keys. [`split`] takes this module's keys out of the
+//! target, hands tokio-postgres the rest with the mode it knows, and [`connector`] builds
+//! the rustls configuration that gives the mode its meaning. Nothing is installed
+//! process-wide: the configuration names its crypto provider (ring) itself.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// How much of the server's certificate is checked; see the module's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SslMode {
+    Disable,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+impl SslMode {
+    fn parse(text: &str) -> Result<SslMode, String> {
+        match text {
+            "disable" => Ok(SslMode::Disable),
+            "prefer" => Ok(SslMode::Prefer),
+            "require" => Ok(SslMode::Require),
+            "verify-ca" => Ok(SslMode::VerifyCa),
+            "verify-full" => Ok(SslMode::VerifyFull),
+            // libpq's `allow` tries without TLS first; a store never wants that.
+            other => Err(format!(
+                "sslmode `{other}` is not one archmax supports; use disable, prefer, require, verify-ca or verify-full"
+            )),
+        }
+    }
+
+    /// The mode tokio-postgres is given: it only needs to know whether TLS is required.
+    fn for_driver(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Prefer => "prefer",
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => "require",
+        }
+    }
+}
+
+/// Where the server's certificate must lead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Roots {
+    File(PathBuf),
+    System,
+}
+
+/// The TLS settings of one store target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsSettings {
+    pub mode: SslMode,
+    pub root_cert: Option<Roots>,
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+}
+
+/// Takes the TLS keys out of `target` (either form); the rest, with a mode tokio-postgres
+/// knows, is what it parses.
+pub fn split(target: &str) -> Result<(String, TlsSettings), String> {
+    let trimmed = target.trim();
+    if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
+        split_url(trimmed)
+    } else {
+        split_keywords(trimmed)
+    }
+}
+
+/// The settings from `(key, value)` pairs, with every other pair kept in order.
+fn settings(
+    pairs: impl Iterator<Item = (String, String)>,
+    kept: &mut Vec<(String, String)>,
+) -> Result<TlsSettings, String> {
+    let mut mode = None;
+    let mut root_cert = None;
+    let mut client_cert = None;
+    let mut client_key = None;
+    for (key, value) in pairs {
+        match key.as_str() {
+            "sslmode" => mode = Some(SslMode::parse(&value)?),
+            "sslrootcert" => {
+                root_cert = Some(if value == "system" { Roots::System } else { Roots::File(PathBuf::from(value)) })
+            }
+            "sslcert" => client_cert = Some(PathBuf::from(value)),
+            "sslkey" => client_key = Some(PathBuf::from(value)),
+            _ => kept.push((key, value)),
+        }
+    }
+    let mode = mode.unwrap_or(SslMode::Prefer);
+    kept.push(("sslmode".to_string(), mode.for_driver().to_string()));
+    if client_cert.is_some() != client_key.is_some() {
+        return Err(
+            "sslcert and sslkey go together: give the client certificate and its private key, or neither".to_string()
+        );
+    }
+    Ok(TlsSettings { mode, root_cert, client_cert, client_key })
+}
+
+fn split_url(target: &str) -> Result<(String, TlsSettings), String> {
+    let mut url = url::Url::parse(target).map_err(|error| format!("the store URL does not parse: {error}"))?;
+    let pairs: Vec<(String, String)> =
+        url.query_pairs().map(|(key, value)| (key.into_owned(), value.into_owned())).collect();
+    let mut kept = Vec::new();
+    let settings = settings(pairs.into_iter(), &mut kept)?;
+    url.query_pairs_mut().clear().extend_pairs(kept.iter().map(|(key, value)| (key.as_str(), value.as_str())));
+    Ok((url.to_string(), settings))
+}
+
+fn split_keywords(target: &str) -> Result<(String, TlsSettings), String> {
+    let pairs = keyword_pairs(target)?;
+    let mut kept = Vec::new();
+    let settings = settings(pairs.into_iter(), &mut kept)?;
+    let text = kept.iter().map(|(key, value)| format!("{key}={}", quoted(value))).collect::<Vec<_>>().join(" ");
+    Ok((text, settings))
+}
+
+/// The `key=value` pairs of a libpq keyword string: spaces around `=` allowed, a value
+/// in single quotes may hold spaces, and `\` escapes the next character.
+fn keyword_pairs(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut pairs = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.peek().is_none() {
+            return Ok(pairs);
+        }
+        let mut key = String::new();
+        while let Some(c) = chars.next_if(|c| !c.is_whitespace() && *c != '=') {
+            key.push(c);
+        }
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.next() != Some('=') {
+            return Err(format!("`{key}` has no `=value` in the store target"));
+        }
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        let mut value = String::new();
+        if chars.next_if_eq(&'\'').is_some() {
+            loop {
+                match chars.next() {
+                    Some('\'') => break,
+                    Some('\\') => value.extend(chars.next()),
+                    Some(c) => value.push(c),
+                    None => return Err(format!("the quoted value of `{key}` has no closing quote")),
+                }
+            }
+        } else {
+            while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
+                if c == '\\' {
+                    value.extend(chars.next());
+                } else {
+                    value.push(c);
+                }
+            }
+        }
+        pairs.push((key, value));
+    }
+}
+
+/// A value as a keyword string writes it back: quoted, with `'` and `\` escaped.
+fn quoted(value: &str) -> String {
+    let mut text = String::with_capacity(value.len() + 2);
+    text.push('\'');
+    for c in value.chars() {
+        if matches!(c, '\'' | '\\') {
+            text.push('\\');
+        }
+        text.push(c);
+    }
+    text.push('\'');
+    text
+}
+
+/// The connector for `settings`: the rustls configuration its mode calls for.
+pub fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|error| format!("TLS cannot be set up: {error}"))?;
+    let roots = match (&settings.root_cert, settings.mode) {
+        (Some(roots), _) => Some(load_roots(roots)?),
+        (None, SslMode::VerifyCa | SslMode::VerifyFull) => Some(load_roots(&default_roots()?)?),
+        (None, _) => None,
+    };
+    let verifier: Arc<dyn ServerCertVerifier> = match roots {
+        None => Arc::new(AnyCertificate { algorithms: provider.signature_verification_algorithms }),
+        Some(roots) => {
+            let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .map_err(|error| format!("the root certificates cannot be used: {error}"))?;
+            if settings.mode == SslMode::VerifyFull { webpki } else { Arc::new(AnyName { inner: webpki }) }
+        }
+    };
+    let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
+    let config = match (&settings.client_cert, &settings.client_key) {
+        (Some(cert), Some(key)) => {
+            let chain = read_certificates(cert, "sslcert")?;
+            let key = PrivateKeyDer::from_pem_file(key)
+                .map_err(|error| format!("sslkey `{}` holds no usable private key: {error}", key.display()))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|error| format!("sslcert and sslkey do not make a client identity: {error}"))?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    Ok(MakeRustlsConnect::new(config))
+}
+
+/// libpq's default root file, `~/.postgresql/root.crt`, when the mode needs roots and
+/// none were named.
+fn default_roots() -> Result<Roots, String> {
+    let missing = "verify-ca and verify-full check the server's certificate against roots: add \
+                   sslrootcert=FILE (a PEM file) or sslrootcert=system";
+    let home = std::env::var_os("HOME").ok_or_else(|| missing.to_string())?;
+    let file = Path::new(&home).join(".postgresql/root.crt");
+    if file.is_file() { Ok(Roots::File(file)) } else { Err(missing.to_string()) }
+}
+
+fn load_roots(roots: &Roots) -> Result<RootCertStore, String> {
+    let mut store = RootCertStore::empty();
+    match roots {
+        Roots::File(path) => {
+            for certificate in read_certificates(path, "sslrootcert")? {
+                store.add(certificate).map_err(|error| {
+                    format!("sslrootcert `{}` holds a certificate rustls cannot use: {error}", path.display())
+                })?;
+            }
+        }
+        Roots::System => {
+            let found = rustls_native_certs::load_native_certs();
+            let (added, _) = store.add_parsable_certificates(found.certs);
+            if added == 0 {
+                return Err("sslrootcert=system: the operating system offers no root certificates".to_string());
+            }
+        }
+    }
+    Ok(store)
+}
+
+/// Every certificate of a PEM file, at least one.
+fn read_certificates(path: &Path, key: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let shown = path.display();
+    let certificates = CertificateDer::pem_file_iter(path)
+        .map_err(|error| format!("{key} `{shown}` cannot be read: {error}"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("{key} `{shown}` is not a PEM certificate file: {error}"))?;
+    if certificates.is_empty() {
+        return Err(format!("{key} `{shown}` holds no certificate"));
+    }
+    Ok(certificates)
+}
+
+/// `prefer` and `require` without roots: the connection is encrypted, the certificate is
+/// not checked (libpq's meaning). The handshake's signatures are still verified, so the
+/// peer does hold the key of the certificate it showed.
+#[derive(Debug)]
+struct AnyCertificate {
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// `verify-ca`: the chain must lead to a root, whatever name the certificate carries.
+#[derive(Debug)]
+struct AnyName {
+    inner: Arc<WebPkiServerVerifier>,
+}
+
+impl ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self.inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tls_keys_leave_a_keyword_target_and_the_rest_stays() {
+        let (rest, settings) =
+            split("host=db.example port=5432 user=app sslmode=verify-full sslrootcert='/etc/my ca.pem' dbname=x")
+                .expect("splits");
+        assert_eq!(rest, "host='db.example' port='5432' user='app' dbname='x' sslmode='require'");
+        assert_eq!(settings.mode, SslMode::VerifyFull);
+        assert_eq!(settings.root_cert, Some(Roots::File(PathBuf::from("/etc/my ca.pem"))));
+        let config: tokio_postgres::Config = rest.parse().expect("tokio-postgres reads the rest");
+        assert_eq!(config.get_ssl_mode(), tokio_postgres::config::SslMode::Require);
+    }
+
+    #[test]
+    fn the_tls_keys_leave_a_url_target_and_the_rest_stays() {
+        let (rest, settings) = split(
+            "postgres://app:s%40cret@db.example:6432/archmax?sslmode=verify-ca&sslrootcert=system&application_name=a",
+        )
+        .expect("splits");
+        assert_eq!(settings.mode, SslMode::VerifyCa);
+        assert_eq!(settings.root_cert, Some(Roots::System));
+        let config: tokio_postgres::Config = rest.parse().expect("tokio-postgres reads the rest");
+        assert_eq!(config.get_ssl_mode(), tokio_postgres::config::SslMode::Require);
+        assert_eq!(config.get_application_name(), Some("a"));
+        assert_eq!(config.get_password(), Some(&b"s@cret"[..]));
+    }
+
+    #[test]
+    fn quoting_round_trips_and_the_default_is_prefer() {
+        let (rest, settings) = split(r"host=/run/postgresql password='it\'s a \\ secret'").expect("splits");
+        assert_eq!(settings.mode, SslMode::Prefer);
+        let config: tokio_postgres::Config = rest.parse().expect("reads");
+        assert_eq!(config.get_password(), Some(&br"it's a \ secret"[..]));
+    }
+
+    #[test]
+    fn bad_settings_say_what_is_wrong() {
+        let message = split("host=x sslmode=allow").expect_err("allow");
+        assert!(message.contains("sslmode `allow`"), "{message}");
+        let message = split("host=x sslcert=/c.pem").expect_err("half an identity");
+        assert!(message.contains("sslcert and sslkey go together"), "{message}");
+        let message = split("host=x 'unterminated").expect_err("no =");
+        assert!(message.contains("no `=value`"), "{message}");
+        let message = split("host=x password='open").expect_err("open quote");
+        assert!(message.contains("no closing quote"), "{message}");
+        let settings = TlsSettings {
+            mode: SslMode::VerifyFull,
+            root_cert: Some(Roots::File(PathBuf::from("/nonexistent/ca.pem"))),
+            client_cert: None,
+            client_key: None,
+        };
+        let message = connector(&settings).err().expect("a missing file");
+        assert!(message.contains("sslrootcert `/nonexistent/ca.pem` cannot be read"), "{message}");
+    }
+}

@@ -9,7 +9,7 @@
 
 use super::{ToolContext, ToolError, shown, vfs_failure};
 use crate::limits::bound_in_words;
-use crate::vfs::{MountPoint, Vfs, VfsError};
+use crate::vfs::{Entry, MountPoint, Vfs, VfsError};
 
 use archmax_program::zones::session_root;
 
@@ -72,16 +72,12 @@ pub(crate) fn check_write(ctx: &ToolContext, write: &Write) -> Result<(), ToolEr
             limits.session_files
         )));
     };
-    let replaced = own_file_size(session, write.path)?;
+    let replaced = file_size(session.stat(write.path))?;
     let freed = match write.freed.filter(|path| workspace.mount_for(path).is_none()) {
-        Some(path) => own_file_size(session, path)?,
+        Some(path) => file_size(session.stat(path))?,
         None => None,
     };
-    let bytes = usage
-        .bytes
-        .saturating_sub(replaced.unwrap_or(0))
-        .saturating_sub(freed.unwrap_or(0))
-        .saturating_add(write.bytes);
+    let Usage { bytes, files } = usage.after(write, replaced, freed);
     if bytes > limits.session_bytes {
         return Err(ToolError(format!(
             "writing {} bytes to {} would make the session's files total {bytes} bytes, over the session's \
@@ -91,7 +87,6 @@ pub(crate) fn check_write(ctx: &ToolContext, write: &Write) -> Result<(), ToolEr
             bound_in_words(limits.session_bytes)
         )));
     }
-    let files = (usage.files + usize::from(replaced.is_none())).saturating_sub(usize::from(freed.is_some()));
     if files > limits.session_files {
         return Err(ToolError(format!(
             "writing {} would make the session keep {files} files, over its limit of {}; remove files you no \
@@ -121,16 +116,12 @@ fn check_mount_quota(ctx: &ToolContext, mount: &MountPoint, write: &Write) -> Re
         )));
     };
     let in_this_mount = |path: &&str| workspace.mount_for(path).is_some_and(|other| other.key == mount.key);
-    let replaced = workspace_file_size(ctx, write.path)?;
+    let replaced = file_size(workspace.stat(write.path))?;
     let freed = match write.freed.filter(in_this_mount) {
-        Some(path) => workspace_file_size(ctx, path)?,
+        Some(path) => file_size(workspace.stat(path))?,
         None => None,
     };
-    let bytes = usage
-        .bytes
-        .saturating_sub(replaced.unwrap_or(0))
-        .saturating_sub(freed.unwrap_or(0))
-        .saturating_add(write.bytes);
+    let Usage { bytes, files } = usage.after(write, replaced, freed);
     if bytes > limits.mount_bytes {
         return Err(ToolError(format!(
             "writing {} bytes to {} would make the mount `{key}/` hold {bytes} bytes, over a writable mount's \
@@ -140,7 +131,6 @@ fn check_mount_quota(ctx: &ToolContext, mount: &MountPoint, write: &Write) -> Re
             bound_in_words(limits.mount_bytes)
         )));
     }
-    let files = (usage.files + usize::from(replaced.is_none())).saturating_sub(usize::from(freed.is_some()));
     if files > limits.mount_files {
         return Err(ToolError(format!(
             "writing {} would make the mount `{key}/` hold {files} files, over a writable mount's limit of {}; \
@@ -152,18 +142,9 @@ fn check_mount_quota(ctx: &ToolContext, mount: &MountPoint, write: &Write) -> Re
     Ok(())
 }
 
-/// The size of a file at a workspace path, if one is there.
-fn workspace_file_size(ctx: &ToolContext, path: &str) -> Result<Option<u64>, ToolError> {
-    match ctx.workspace.stat(path) {
-        Ok(Some(entry)) if !entry.is_dir => Ok(Some(entry.size)),
-        Ok(_) => Ok(None),
-        Err(error) => Err(vfs_failure(error)),
-    }
-}
-
-/// The size of a file in the session's own store, if one is there.
-fn own_file_size(session: &dyn Vfs, path: &str) -> Result<Option<u64>, ToolError> {
-    match session.stat(path) {
+/// The size of the file a `stat` found, if it found one (a folder is no file).
+fn file_size(stat: Result<Option<Entry>, VfsError>) -> Result<Option<u64>, ToolError> {
+    match stat {
         Ok(Some(entry)) if !entry.is_dir => Ok(Some(entry.size)),
         Ok(_) => Ok(None),
         Err(error) => Err(vfs_failure(error)),
@@ -174,6 +155,21 @@ fn own_file_size(session: &dyn Vfs, path: &str) -> Result<Option<u64>, ToolError
 struct Usage {
     bytes: u64,
     files: usize,
+}
+
+impl Usage {
+    /// What the store would keep after `write`: the file it replaces (`replaced`, its
+    /// size when there is one) and the file the call frees (`freed`) no longer count.
+    fn after(&self, write: &Write, replaced: Option<u64>, freed: Option<u64>) -> Usage {
+        Usage {
+            bytes: self
+                .bytes
+                .saturating_sub(replaced.unwrap_or(0))
+                .saturating_sub(freed.unwrap_or(0))
+                .saturating_add(write.bytes),
+            files: (self.files + usize::from(replaced.is_none())).saturating_sub(usize::from(freed.is_some())),
+        }
+    }
 }
 
 /// Sums the files below a store's root, skipping the root entries `counted` refuses

@@ -219,13 +219,20 @@ mod tests {
         Limits { session_bytes: bytes, session_files: files, ..Limits::default() }
     }
 
+    /// A fixture under `limits` that writes `filling` bytes to `fill_path`, and the refusal
+    /// of the one byte more it is then asked to write to `over_path`.
+    fn one_byte_over(limits: Limits, fill_path: &str, filling: usize, over_path: &str) -> (Fixture, String) {
+        let fixture = Fixture::new().limited(limits);
+        fixture.ok("write_file", json!({ "file_path": fill_path, "content": "x".repeat(filling) }));
+        let refused = fixture.refused("write_file", json!({ "file_path": over_path, "content": "y" }));
+        (fixture, refused)
+    }
+
     #[test]
     fn a_write_over_the_session_quota_is_refused_and_nothing_is_written() {
         // The fixture's session keeps 59 bytes in 3 files in scratchpad/ and reports/ (the
         // runtime's checkpoints/ and artifacts/ do not count).
-        let fixture = Fixture::new().limited(quota(100, 100));
-        fixture.ok("write_file", json!({ "file_path": "scratchpad/a.md", "content": "x".repeat(41) }));
-        let refused = fixture.refused("write_file", json!({ "file_path": "scratchpad/b.md", "content": "y" }));
+        let (fixture, refused) = one_byte_over(quota(100, 100), "scratchpad/a.md", 41, "scratchpad/b.md");
         assert_eq!(
             refused,
             "writing 1 bytes to 'scratchpad/b.md' would make the session's files total 101 bytes, over the \
@@ -262,9 +269,7 @@ mod tests {
     #[test]
     fn a_write_over_a_writable_mounts_quota_is_a_tool_error_naming_the_bound() {
         // `catalogs/eu/` holds `prices.json`, 15 bytes, when the session starts.
-        let fixture = Fixture::new().limited(mount_quota(100, 100));
-        fixture.ok("write_file", json!({ "file_path": "catalogs/eu/a.json", "content": "x".repeat(85) }));
-        let refused = fixture.refused("write_file", json!({ "file_path": "catalogs/eu/b.json", "content": "y" }));
+        let (fixture, refused) = one_byte_over(mount_quota(100, 100), "catalogs/eu/a.json", 85, "catalogs/eu/b.json");
         assert_eq!(
             refused,
             "writing 1 bytes to 'catalogs/eu/b.json' would make the mount `catalogs/eu/` hold 101 bytes, over a \

@@ -195,17 +195,9 @@ fn the_rules_see_the_edges_that_are_allowed() {
     }
 }
 
-/// Functions still over the length bound, each to be split by the phases it marks
-/// (ARCHITECTURE.md, "Still moving"); none may be added.
-const LONG_FUNCTIONS: [&str; 7] = [
-    "crates/compiler/src/authoring_schema/workflow.rs definitions",
-    "crates/compiler/src/check/delegation.rs check",
-    "crates/compiler/src/lower/mod.rs lower_workflow",
-    "crates/compiler/src/schema/state.rs check_type_rules",
-    "crates/compiler/src/schema/trigger.rs rules",
-    "crates/migrate/src/lib.rs plan_workflow",
-    "crates/program/src/artifact/tables.rs verify",
-];
+/// Functions allowed over the length bound until they are split by the phases they mark:
+/// none are left, and none may be added.
+const LONG_FUNCTIONS: [&str; 0] = [];
 
 /// Test support compiled only for tests or with the `test-support` feature: free of the
 /// length rules like the tests it serves.
@@ -236,6 +228,7 @@ fn no_file_passes_800_lines_and_no_function_150_before_its_tests() {
     assert!(sources.len() > 100, "the walk finds the crates' sources: {}", sources.len());
     let mut over = Vec::new();
     let mut seen_long = Vec::new();
+    let (mut measured, mut longest) = (0, 0);
     for path in &sources {
         let text = std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
         let lines: Vec<&str> = text.lines().take_while(|line| !line.starts_with("#[cfg(test)]")).collect();
@@ -256,6 +249,8 @@ fn no_file_passes_800_lines_and_no_function_150_before_its_tests() {
             }
             let close = format!("{indent}}}");
             let Some(length) = lines[start..].iter().position(|line| line.trim_end() == close) else { continue };
+            measured += 1;
+            longest = longest.max(length + 1);
             if length + 1 > 150 {
                 let key = format!("{shown} {name}");
                 if LONG_FUNCTIONS.contains(&key.as_str()) {
@@ -266,6 +261,9 @@ fn no_file_passes_800_lines_and_no_function_150_before_its_tests() {
             }
         }
     }
+    // A bound that measures nothing holds vacuously: the walk does find the functions and
+    // their closing braces, long ones among them.
+    assert!(measured > 1000 && longest > 100, "{measured} functions measured, the longest {longest} lines");
     assert!(over.is_empty(), "split these by the phases they mark:\n{}", over.join("\n"));
     let shrunk: Vec<&&str> = LONG_FUNCTIONS.iter().filter(|key| !seen_long.iter().any(|seen| seen == **key)).collect();
     assert!(shrunk.is_empty(), "now within the bound; take them off LONG_FUNCTIONS: {shrunk:?}");

@@ -292,13 +292,57 @@ pub fn plan(root: &Path, selection: &[String]) -> Result<Migration, MigrateError
 fn plan_workflow(root: &Path, slug: &str) -> Result<WorkflowMigration, MigrateError> {
     let dir = root.join("workflows").join(slug);
     let base = format!("workflows/{slug}");
+    let mut plan = Plan::default();
+    let machine = read_machine(root, &dir, &base, &mut plan.follow_ups)?;
+    if !is_slug(slug) {
+        plan.follow_ups.push(Finding {
+            at: Location { file: base.clone(), line: 1, column: 1 },
+            text: format!("`{slug}` is not a kebab-case slug: rename the directory"),
+        });
+    }
+    let config = tests_config(root, &base)?;
+    // What the rewrite may read or must not overwrite: links there are refused up front.
+    let hook_names = listing(root, &format!("{base}/hooks"))?;
+    listing(root, &format!("{base}/scripts"))?;
+    let test_names = listing(root, &format!("{base}/tests"))?;
+    let disk = Disk { dir: &dir, links: RefCell::new(BTreeSet::new()) };
+    let rewrite = rewrite_machine(&machine, &disk, config.as_ref().map(|(_, text)| text.as_str()))?;
+    if let Some(link) = disk.links.borrow().first() {
+        return Err(MigrateError::Symlink { path: format!("{base}/{link}") });
+    }
+    let shown = machine.shown.as_str();
+    plan.changes.extend(findings(shown, &machine.source, rewrite.changes, machine.line_offset));
+    plan.follow_ups.extend(findings(shown, &machine.source, rewrite.follow_ups, machine.line_offset));
+    plan.machine_files(&machine, &rewrite.text);
+    if rewrite.folded_tests_config
+        && let Some((path, text)) = &config
+    {
+        plan.files.push(FileChange { path: path.clone(), before: Some(text.clone()), after: None });
+    }
+    plan.port_scripts(root, &base, &disk, rewrite.scripts);
+    plan.retire_hooks(&base, &disk, &rewrite.ported_hooks, &hook_names);
+    let moves = cases::Moves { renamed: &rewrite.renamed, refusal: rewrite.refusal.as_deref() };
+    plan.rewrite_cases(&dir, &base, &test_names, &moves)?;
+    plan.finish(slug)
+}
+
+/// A workflow's machine as read: its YAML, the file that YAML is shown as (with the lines
+/// before it there), and what a single-file WORKFLOW.md leaves as its body.
+struct Machine {
+    source: String,
+    shown: String,
+    line_offset: usize,
+    yaml_name: String,
+    md_name: String,
+    md_text: Option<String>,
+    /// The body a single-file WORKFLOW.md keeps once its frontmatter moves out.
+    single_file: Option<String>,
+}
+
+/// The machine: workflow.yaml, or the frontmatter of a single-file WORKFLOW.md.
+fn read_machine(root: &Path, dir: &Path, base: &str, follow_ups: &mut Vec<Finding>) -> Result<Machine, MigrateError> {
     let yaml_name = format!("{base}/workflow.yaml");
     let md_name = format!("{base}/WORKFLOW.md");
-    let mut files = Vec::new();
-    let mut changes = Vec::new();
-    let mut follow_ups = Vec::new();
-
-    // The machine: workflow.yaml, or the frontmatter of a single-file WORKFLOW.md.
     let yaml_path = dir.join("workflow.yaml");
     let md_path = dir.join("WORKFLOW.md");
     refuse_links(root, &yaml_name)?;
@@ -322,154 +366,182 @@ fn plan_workflow(root: &Path, slug: &str) -> Result<WorkflowMigration, MigrateEr
         (block.yaml.to_string(), md_name.clone(), line_offset, Some(body))
     } else {
         return Err(MigrateError::NotAWorkflow {
-            at: Location { file: base.clone(), line: 1, column: 1 },
+            at: Location { file: base.to_string(), line: 1, column: 1 },
             reason: "the directory has no workflow.yaml (nor a WORKFLOW.md with frontmatter)".to_string(),
         });
     };
-    if !is_slug(slug) {
-        follow_ups.push(Finding {
-            at: Location { file: base.clone(), line: 1, column: 1 },
-            text: format!("`{slug}` is not a kebab-case slug: rename the directory"),
-        });
-    }
+    Ok(Machine { source, shown, line_offset, yaml_name, md_name, md_text, single_file })
+}
 
+/// The workflow's `tests.config.js` (beside workflow.yaml or under tests/), its path and text.
+fn tests_config(root: &Path, base: &str) -> Result<Option<(String, String)>, MigrateError> {
     let config_paths = [format!("{base}/tests.config.js"), format!("{base}/tests/tests.config.js")];
     for path in &config_paths {
         refuse_links(root, path)?;
     }
-    let config = config_paths.iter().find_map(|path| {
+    Ok(config_paths.iter().find_map(|path| {
         let file = root.join(path);
         let text = if is_regular(&file) { fs::read_to_string(file).ok()? } else { return None };
         Some((path.clone(), text))
-    });
-    // What the rewrite may read or must not overwrite: links there are refused up front.
-    let hook_names = listing(root, &format!("{base}/hooks"))?;
-    listing(root, &format!("{base}/scripts"))?;
-    let test_names = listing(root, &format!("{base}/tests"))?;
-    let disk = Disk { dir: &dir, links: RefCell::new(BTreeSet::new()) };
-    let refusal_at = |at: usize| location(&shown, &source, at, line_offset);
-    let rewrite = match workflow::rewrite(&source, &disk, config.as_ref().map(|(_, text)| text.as_str())) {
-        Ok(rewrite) => rewrite,
-        Err(Refusal::Unparseable { at, message }) => {
-            return Err(MigrateError::Unparseable { at: refusal_at(at), message });
-        }
-        Err(Refusal::NotAWorkflow { at, reason }) => {
-            return Err(MigrateError::NotAWorkflow { at: refusal_at(at), reason });
-        }
+    }))
+}
+
+/// Rewrites the machine's YAML, a refusal placed in the file it is shown as.
+fn rewrite_machine(
+    machine: &Machine,
+    disk: &Disk<'_>,
+    config: Option<&str>,
+) -> Result<workflow::Rewrite, MigrateError> {
+    let refusal_at = |at: usize| location(&machine.shown, &machine.source, at, machine.line_offset);
+    match workflow::rewrite(&machine.source, disk, config) {
+        Ok(rewrite) => Ok(rewrite),
+        Err(Refusal::Unparseable { at, message }) => Err(MigrateError::Unparseable { at: refusal_at(at), message }),
+        Err(Refusal::NotAWorkflow { at, reason }) => Err(MigrateError::NotAWorkflow { at: refusal_at(at), reason }),
         Err(Refusal::UnknownContract { at, version }) => {
-            return Err(MigrateError::UnknownContract { at: refusal_at(at), version });
+            Err(MigrateError::UnknownContract { at: refusal_at(at), version })
         }
-    };
-    if let Some(link) = disk.links.borrow().first() {
-        return Err(MigrateError::Symlink { path: format!("{base}/{link}") });
     }
-    changes.extend(findings(&shown, &source, rewrite.changes, line_offset));
-    follow_ups.extend(findings(&shown, &source, rewrite.follow_ups, line_offset));
+}
 
-    match &single_file {
-        Some(body) => {
-            files.push(FileChange { path: yaml_name.clone(), before: None, after: Some(rewrite.text.clone()) });
-            files.push(FileChange { path: md_name.clone(), before: md_text.clone(), after: Some(body.clone()) });
-            changes.push(Finding {
-                at: Location { file: md_name.clone(), line: 1, column: 1 },
-                text: "the single-file WORKFLOW.md is split: its frontmatter is workflow.yaml, its body a plain WORKFLOW.md".to_string(),
-            });
-        }
-        None if rewrite.text != source => {
-            files.push(FileChange {
-                path: yaml_name.clone(),
-                before: Some(source.clone()),
-                after: Some(rewrite.text.clone()),
-            });
-        }
-        None => {}
-    }
-    if rewrite.folded_tests_config
-        && let Some((path, text)) = &config
-    {
-        files.push(FileChange { path: path.clone(), before: Some(text.clone()), after: None });
-    }
+/// What the migration of one workflow collects: the file edits, the notes on what it
+/// changed and the notes on what it leaves to a person.
+#[derive(Default)]
+struct Plan {
+    files: Vec<FileChange>,
+    changes: Vec<Finding>,
+    follow_ups: Vec<Finding>,
+}
 
-    // Ported scripts and the hooks they came from.
-    for script in rewrite.scripts {
-        let path = format!("{base}/{}", script.path);
-        let existing = fs::read_to_string(root.join(&path)).ok();
-        if let Some(hook) = &script.from_hook {
-            let hook_name = format!("{base}/{hook}");
-            let hook_text = disk.read(hook).unwrap_or_default();
-            changes.extend(findings(&hook_name, &hook_text, script.hook_changes, 0));
-            follow_ups.extend(findings(&hook_name, &hook_text, script.hook_follow_ups, 0));
+impl Plan {
+    /// The rewritten machine: a changed workflow.yaml, or a single-file WORKFLOW.md split
+    /// into workflow.yaml and a plain WORKFLOW.md.
+    fn machine_files(&mut self, machine: &Machine, rewritten: &str) {
+        match &machine.single_file {
+            Some(body) => {
+                self.files.push(FileChange {
+                    path: machine.yaml_name.clone(),
+                    before: None,
+                    after: Some(rewritten.to_string()),
+                });
+                self.files.push(FileChange {
+                    path: machine.md_name.clone(),
+                    before: machine.md_text.clone(),
+                    after: Some(body.clone()),
+                });
+                self.changes.push(Finding {
+                    at: Location { file: machine.md_name.clone(), line: 1, column: 1 },
+                    text: "the single-file WORKFLOW.md is split: its frontmatter is workflow.yaml, its body a plain WORKFLOW.md".to_string(),
+                });
+            }
+            None if rewritten != machine.source => {
+                self.files.push(FileChange {
+                    path: machine.yaml_name.clone(),
+                    before: Some(machine.source.clone()),
+                    after: Some(rewritten.to_string()),
+                });
+            }
+            None => {}
         }
-        if existing.is_some() {
-            follow_ups.push(Finding {
-                at: Location { file: path.clone(), line: 1, column: 1 },
-                text: "a script of this name already existed: it is replaced by the ported check; merge by hand if it mattered".to_string(),
-            });
-        }
-        files.push(FileChange { path, before: existing, after: Some(script.text) });
-    }
-    // A ported hook file goes only when it is a plain file under hooks/ that nothing
-    // in the plan writes (a hook elsewhere, say scripts/check.js, stays where it is).
-    let written: BTreeSet<String> =
-        files.iter().filter(|file| file.after.is_some()).map(|file| file.path.clone()).collect();
-    for hook in &rewrite.ported_hooks {
-        let path = format!("{base}/{hook}");
-        let removable = hook.starts_with("hooks/")
-            && disk.plain(hook).is_some_and(|file| is_regular(&file))
-            && !written.contains(&path);
-        if removable {
-            let text = disk.read(hook).unwrap_or_default();
-            files.push(FileChange { path: path.clone(), before: Some(text), after: None });
-        } else {
-            follow_ups.push(Finding {
-                at: Location { file: path.clone(), line: 1, column: 1 },
-                text: "this hook was ported, but the file is not under hooks/ (or is written by the migration), so it is left in place: delete it once nothing else uses it".to_string(),
-            });
-        }
-    }
-    let left: Vec<String> = hook_names
-        .iter()
-        .map(|name| format!("hooks/{name}"))
-        .filter(|name| !rewrite.ported_hooks.contains(name))
-        .collect();
-    for name in left {
-        follow_ups.push(Finding {
-            at: Location { file: format!("{base}/{name}"), line: 1, column: 1 },
-            text: "no hook uses this file, so it was not ported: move what it checks into a code state, or delete it"
-                .to_string(),
-        });
     }
 
-    // Cases.
-    let moves = cases::Moves { renamed: &rewrite.renamed, refusal: rewrite.refusal.as_deref() };
-    let tests_dir = dir.join("tests");
-    let case_names: Vec<&String> =
-        test_names.iter().filter(|name| name.ends_with(".test.yaml") || name.ends_with(".test.yml")).collect();
-    for name in case_names {
-        let path = format!("{base}/tests/{name}");
-        let text = read(&tests_dir.join(name), &path)?;
-        let case = cases::rewrite(&text, &moves)
-            .map_err(|(at, message)| MigrateError::Unparseable { at: location(&path, &text, at, 0), message })?;
-        changes.extend(findings(&path, &text, case.changes, 0));
-        follow_ups.extend(findings(&path, &text, case.follow_ups, 0));
-        if case.text != text {
-            files.push(FileChange { path, before: Some(text), after: Some(case.text) });
+    /// Ported scripts, with the notes on the hooks they came from.
+    fn port_scripts(&mut self, root: &Path, base: &str, disk: &Disk<'_>, scripts: Vec<workflow::NewScript>) {
+        for script in scripts {
+            let path = format!("{base}/{}", script.path);
+            let existing = fs::read_to_string(root.join(&path)).ok();
+            if let Some(hook) = &script.from_hook {
+                let hook_name = format!("{base}/{hook}");
+                let hook_text = disk.read(hook).unwrap_or_default();
+                self.changes.extend(findings(&hook_name, &hook_text, script.hook_changes, 0));
+                self.follow_ups.extend(findings(&hook_name, &hook_text, script.hook_follow_ups, 0));
+            }
+            if existing.is_some() {
+                self.follow_ups.push(Finding {
+                    at: Location { file: path.clone(), line: 1, column: 1 },
+                    text: "a script of this name already existed: it is replaced by the ported check; merge by hand if it mattered".to_string(),
+                });
+            }
+            self.files.push(FileChange { path, before: existing, after: Some(script.text) });
         }
     }
-    files.sort_by(|left, right| left.path.cmp(&right.path));
-    if let Some(pair) = files.windows(2).find(|pair| pair[0].path == pair[1].path) {
-        return Err(MigrateError::Conflict { path: pair[0].path.clone() });
+
+    /// Removes the ported hook files it may, and notes the hook files left behind.
+    fn retire_hooks(&mut self, base: &str, disk: &Disk<'_>, ported: &BTreeSet<String>, hook_names: &[String]) {
+        // A ported hook file goes only when it is a plain file under hooks/ that nothing
+        // in the plan writes (a hook elsewhere, say scripts/check.js, stays where it is).
+        let written: BTreeSet<String> =
+            self.files.iter().filter(|file| file.after.is_some()).map(|file| file.path.clone()).collect();
+        for hook in ported {
+            let path = format!("{base}/{hook}");
+            let removable = hook.starts_with("hooks/")
+                && disk.plain(hook).is_some_and(|file| is_regular(&file))
+                && !written.contains(&path);
+            if removable {
+                let text = disk.read(hook).unwrap_or_default();
+                self.files.push(FileChange { path: path.clone(), before: Some(text), after: None });
+            } else {
+                self.follow_ups.push(Finding {
+                    at: Location { file: path.clone(), line: 1, column: 1 },
+                    text: "this hook was ported, but the file is not under hooks/ (or is written by the migration), so it is left in place: delete it once nothing else uses it".to_string(),
+                });
+            }
+        }
+        let left: Vec<String> =
+            hook_names.iter().map(|name| format!("hooks/{name}")).filter(|name| !ported.contains(name)).collect();
+        for name in left {
+            self.follow_ups.push(Finding {
+                at: Location { file: format!("{base}/{name}"), line: 1, column: 1 },
+                text:
+                    "no hook uses this file, so it was not ported: move what it checks into a code state, or delete it"
+                        .to_string(),
+            });
+        }
     }
-    let order = |finding: &Finding| (finding.at.file.clone(), finding.at.line, finding.at.column);
-    changes.sort_by_key(order);
-    follow_ups.sort_by_key(order);
-    changes.dedup();
-    follow_ups.dedup();
-    if files.is_empty() {
-        // Notes about a document that did not change are not changes.
-        changes.clear();
+
+    /// The workflow's cases, with the states they name moved as the machine moved them.
+    fn rewrite_cases(
+        &mut self,
+        dir: &Path,
+        base: &str,
+        test_names: &[String],
+        moves: &cases::Moves<'_>,
+    ) -> Result<(), MigrateError> {
+        let tests_dir = dir.join("tests");
+        let case_names: Vec<&String> =
+            test_names.iter().filter(|name| name.ends_with(".test.yaml") || name.ends_with(".test.yml")).collect();
+        for name in case_names {
+            let path = format!("{base}/tests/{name}");
+            let text = read(&tests_dir.join(name), &path)?;
+            let case = cases::rewrite(&text, moves)
+                .map_err(|(at, message)| MigrateError::Unparseable { at: location(&path, &text, at, 0), message })?;
+            self.changes.extend(findings(&path, &text, case.changes, 0));
+            self.follow_ups.extend(findings(&path, &text, case.follow_ups, 0));
+            if case.text != text {
+                self.files.push(FileChange { path, before: Some(text), after: Some(case.text) });
+            }
+        }
+        Ok(())
     }
-    Ok(WorkflowMigration { slug: slug.to_string(), changes, follow_ups, files })
+
+    /// The plan in its order: files by path (two edits of one file conflict), notes by
+    /// place, each once.
+    fn finish(self, slug: &str) -> Result<WorkflowMigration, MigrateError> {
+        let Plan { mut files, mut changes, mut follow_ups } = self;
+        files.sort_by(|left, right| left.path.cmp(&right.path));
+        if let Some(pair) = files.windows(2).find(|pair| pair[0].path == pair[1].path) {
+            return Err(MigrateError::Conflict { path: pair[0].path.clone() });
+        }
+        let order = |finding: &Finding| (finding.at.file.clone(), finding.at.line, finding.at.column);
+        changes.sort_by_key(order);
+        follow_ups.sort_by_key(order);
+        changes.dedup();
+        follow_ups.dedup();
+        if files.is_empty() {
+            // Notes about a document that did not change are not changes.
+            changes.clear();
+        }
+        Ok(WorkflowMigration { slug: slug.to_string(), changes, follow_ups, files })
+    }
 }
 
 /// Writes a plan: every changed file, new scripts, removed hooks and configs (and a

@@ -59,106 +59,160 @@ pub fn calls(unit: &Unit) -> Vec<Call> {
     calls
 }
 
+/// The call graph's diagnostics, per unit: targets that are missing or unusable, then
+/// calls that close a cycle, then chains nested too deep.
 pub fn check(units: &[Unit]) -> Vec<(usize, Vec<Diagnostic>)> {
-    let index: HashMap<&str, usize> =
-        units.iter().enumerate().map(|(position, unit)| (unit.slug.as_str(), position)).collect();
-    let names: Vec<&str> = units.iter().map(|unit| unit.slug.as_str()).collect();
-    let all_calls: Vec<Vec<Call>> = units.iter().map(calls).collect();
-    let mut findings: BTreeMap<usize, Vec<Diagnostic>> = BTreeMap::new();
-    let mut push = |unit: usize, diagnostic: Diagnostic, path: &str| {
-        findings
-            .entry(unit)
-            .or_default()
-            .push(diagnostic.with_path(path).with_scope(Scope::Workflow(units[unit].slug.clone())));
-    };
+    let graph = CallGraph::new(units);
+    let mut findings = Findings { units, by_unit: BTreeMap::new() };
+    report_targets(&graph, &mut findings);
+    let in_cycle = report_cycles(&graph, &mut findings);
+    report_depth(&graph, &in_cycle, &mut findings);
+    findings.by_unit.into_iter().collect()
+}
 
-    let mut graph: DiGraphMap<usize, ()> = DiGraphMap::new();
-    for (caller, calls) in all_calls.iter().enumerate() {
-        graph.add_node(caller);
-        for call in calls {
-            let Some(&target) = index.get(call.target.as_str()) else {
-                let diagnostic = Diagnostic::at(
-                    Code::UnknownWorkflowTarget,
-                    call.span,
-                    format!("the workspace has no workflow `{}` to call", call.target),
-                )
-                .with_label("unknown workflow");
-                let diagnostic = match did_you_mean(&call.target, names.iter().copied()) {
-                    Some(close) => diagnostic.with_help(format!("did you mean `archmax_workflow_{close}`?")),
-                    None => diagnostic.with_help(format!(
-                        "the slug after `archmax_workflow_` is a directory under `workflows/`: {}",
-                        list_names(&names)
-                    )),
-                };
-                push(caller, diagnostic, &call.path);
-                continue;
-            };
-            graph.add_edge(caller, target, ());
-            let callee = &units[target];
-            match &callee.workflow {
-                None => push(
-                    caller,
-                    Diagnostic::at(
-                        Code::InvalidTarget,
-                        call.span,
-                        format!("the workflow `{}` has no usable workflow.yaml, so it cannot be called", call.target),
-                    )
-                    .with_label("target does not load")
-                    .with_help(format!("fix `workflows/{}/workflow.yaml` first", call.target)),
-                    &call.path,
-                ),
-                Some(workflow) => {
-                    if callee.has_errors() {
-                        push(
-                            caller,
-                            Diagnostic::at(
-                                Code::InvalidTarget,
-                                call.span,
-                                format!("the workflow `{}` does not validate, so calling it would fail", call.target),
-                            )
-                            .with_label("target has errors")
-                            .with_help(format!("run `archmax validate {}` and fix its errors", call.target)),
-                            &call.path,
-                        );
-                    } else if workflow.manual_trigger().is_none() {
-                        let declared: Vec<&str> =
-                            workflow.triggers().map(|(_, trigger)| trigger.id.value.as_str()).collect();
-                        push(
-                            caller,
-                            Diagnostic::at(
-                                Code::TargetNoManual,
-                                call.span,
-                                format!("the workflow `{}` has no `manual` trigger, so a call has no state to start in", call.target),
-                            )
-                            .with_label("no manual entry")
-                            .with_help(format!(
-                                "declare `triggers: {{ manual: … }}` on the state a caller should enter (it declares {})",
-                                list_names(&declared)
-                            )),
-                            &call.path,
-                        );
-                    }
-                    if workflow.disabled {
-                        push(
-                            caller,
-                            Diagnostic::at(
-                                Code::DisabledTarget,
-                                call.span,
-                                format!("the workflow `{}` is disabled, so every call to it is refused", call.target),
-                            )
-                            .with_label("disabled target")
-                            .with_help("the caller still validates; re-enable the target or stop calling it"),
-                            &call.path,
-                        );
-                    }
+/// The workspace's sub-workflow calls: each unit's calls, and the graph of the calls
+/// whose target exists (a node per unit, an edge per caller and target).
+struct CallGraph<'a> {
+    units: &'a [Unit],
+    index: HashMap<&'a str, usize>,
+    calls: Vec<Vec<Call>>,
+    graph: DiGraphMap<usize, ()>,
+}
+
+impl<'a> CallGraph<'a> {
+    fn new(units: &'a [Unit]) -> Self {
+        let index: HashMap<&str, usize> =
+            units.iter().enumerate().map(|(position, unit)| (unit.slug.as_str(), position)).collect();
+        let calls: Vec<Vec<Call>> = units.iter().map(calls).collect();
+        let mut graph: DiGraphMap<usize, ()> = DiGraphMap::new();
+        for (caller, unit_calls) in calls.iter().enumerate() {
+            graph.add_node(caller);
+            for call in unit_calls {
+                if let Some(&target) = index.get(call.target.as_str()) {
+                    graph.add_edge(caller, target, ());
                 }
             }
         }
+        Self { units, index, calls, graph }
     }
 
-    let mut in_cycle = vec![false; units.len()];
-    for component in tarjan_scc(&graph) {
-        let cyclic = component.len() > 1 || component.iter().any(|node| graph.contains_edge(*node, *node));
+    /// The unit a call names, when the workspace has it.
+    fn target(&self, call: &Call) -> Option<usize> {
+        self.index.get(call.target.as_str()).copied()
+    }
+
+    /// A chain of units as their slugs, `a → b → c`.
+    fn chain(&self, nodes: &[usize]) -> String {
+        nodes.iter().map(|node| self.units[*node].slug.as_str()).collect::<Vec<_>>().join(" → ")
+    }
+}
+
+/// The diagnostics found so far, per unit, each scoped to its workflow.
+struct Findings<'a> {
+    units: &'a [Unit],
+    by_unit: BTreeMap<usize, Vec<Diagnostic>>,
+}
+
+impl Findings<'_> {
+    fn push(&mut self, unit: usize, diagnostic: Diagnostic, path: &str) {
+        self.by_unit
+            .entry(unit)
+            .or_default()
+            .push(diagnostic.with_path(path).with_scope(Scope::Workflow(self.units[unit].slug.clone())));
+    }
+}
+
+/// Every call's target must exist, load, validate, have a `manual` entry and be enabled.
+fn report_targets(graph: &CallGraph, findings: &mut Findings) {
+    let names: Vec<&str> = graph.units.iter().map(|unit| unit.slug.as_str()).collect();
+    for (caller, calls) in graph.calls.iter().enumerate() {
+        for call in calls {
+            let problems = match graph.target(call) {
+                None => vec![unknown_target(call, &names)],
+                Some(target) => target_problems(&graph.units[target], call),
+            };
+            for diagnostic in problems {
+                findings.push(caller, diagnostic, &call.path);
+            }
+        }
+    }
+}
+
+/// A call whose target the workspace does not have, with the nearest name or the list.
+fn unknown_target(call: &Call, names: &[&str]) -> Diagnostic {
+    let diagnostic = Diagnostic::at(
+        Code::UnknownWorkflowTarget,
+        call.span,
+        format!("the workspace has no workflow `{}` to call", call.target),
+    )
+    .with_label("unknown workflow");
+    match did_you_mean(&call.target, names.iter().copied()) {
+        Some(close) => diagnostic.with_help(format!("did you mean `archmax_workflow_{close}`?")),
+        None => diagnostic.with_help(format!(
+            "the slug after `archmax_workflow_` is a directory under `workflows/`: {}",
+            list_names(names)
+        )),
+    }
+}
+
+/// What is wrong with an existing target of a call, in the order it is reported.
+fn target_problems(callee: &Unit, call: &Call) -> Vec<Diagnostic> {
+    let Some(workflow) = &callee.workflow else {
+        return vec![
+            Diagnostic::at(
+                Code::InvalidTarget,
+                call.span,
+                format!("the workflow `{}` has no usable workflow.yaml, so it cannot be called", call.target),
+            )
+            .with_label("target does not load")
+            .with_help(format!("fix `workflows/{}/workflow.yaml` first", call.target)),
+        ];
+    };
+    let mut problems = Vec::new();
+    if callee.has_errors() {
+        problems.push(
+            Diagnostic::at(
+                Code::InvalidTarget,
+                call.span,
+                format!("the workflow `{}` does not validate, so calling it would fail", call.target),
+            )
+            .with_label("target has errors")
+            .with_help(format!("run `archmax validate {}` and fix its errors", call.target)),
+        );
+    } else if workflow.manual_trigger().is_none() {
+        let declared: Vec<&str> = workflow.triggers().map(|(_, trigger)| trigger.id.value.as_str()).collect();
+        problems.push(
+            Diagnostic::at(
+                Code::TargetNoManual,
+                call.span,
+                format!("the workflow `{}` has no `manual` trigger, so a call has no state to start in", call.target),
+            )
+            .with_label("no manual entry")
+            .with_help(format!(
+                "declare `triggers: {{ manual: … }}` on the state a caller should enter (it declares {})",
+                list_names(&declared)
+            )),
+        );
+    }
+    if workflow.disabled {
+        problems.push(
+            Diagnostic::at(
+                Code::DisabledTarget,
+                call.span,
+                format!("the workflow `{}` is disabled, so every call to it is refused", call.target),
+            )
+            .with_label("disabled target")
+            .with_help("the caller still validates; re-enable the target or stop calling it"),
+        );
+    }
+    problems
+}
+
+/// Every call that closes a cycle of calls; returns which units sit on a cycle.
+fn report_cycles(graph: &CallGraph, findings: &mut Findings) -> Vec<bool> {
+    let mut in_cycle = vec![false; graph.units.len()];
+    for component in tarjan_scc(&graph.graph) {
+        let cyclic = component.len() > 1 || component.iter().any(|node| graph.graph.contains_edge(*node, *node));
         if !cyclic {
             continue;
         }
@@ -166,19 +220,15 @@ pub fn check(units: &[Unit]) -> Vec<(usize, Vec<Diagnostic>)> {
             in_cycle[*node] = true;
         }
         for &caller in &component {
-            for call in &all_calls[caller] {
-                let Some(&target) = index.get(call.target.as_str()) else {
+            for call in &graph.calls[caller] {
+                let Some(target) = graph.target(call) else {
                     continue;
                 };
                 if !component.contains(&target) {
                     continue;
                 }
-                let chain = cycle_chain(&graph, caller, target, &component)
-                    .iter()
-                    .map(|node| units[*node].slug.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" → ");
-                push(
+                let chain = graph.chain(&cycle_chain(&graph.graph, caller, target, &component));
+                findings.push(
                     caller,
                     Diagnostic::at(Code::DelegationCycle, call.span, format!("sub-workflow calls form a cycle: {chain}"))
                         .with_label("closes the cycle")
@@ -188,9 +238,54 @@ pub fn check(units: &[Unit]) -> Vec<(usize, Vec<Diagnostic>)> {
             }
         }
     }
+    in_cycle
+}
 
-    // Longest chain of calls below each workflow, ignoring cyclic parts.
-    let mut depth: Vec<Option<(usize, Option<usize>)>> = vec![None; units.len()];
+/// Each workflow's first call that starts a chain deeper than [`MAX_DEPTH`].
+fn report_depth(graph: &CallGraph, in_cycle: &[bool], findings: &mut Findings) {
+    let units = graph.units;
+    let depth = longest_chains(&graph.graph, in_cycle);
+    for (caller, calls) in graph.calls.iter().enumerate() {
+        let mut reported = false;
+        for call in calls {
+            if reported {
+                break;
+            }
+            let Some(target) = graph.target(call) else {
+                continue;
+            };
+            let below = depth[target].map(|(value, _)| value).unwrap_or(0);
+            if 1 + below > MAX_DEPTH {
+                let mut chain = vec![caller, target];
+                let mut cursor = target;
+                while let Some((_, Some(next))) = depth[cursor] {
+                    chain.push(next);
+                    cursor = next;
+                    if chain.len() > units.len() + 1 {
+                        break;
+                    }
+                }
+                let chain = graph.chain(&chain);
+                findings.push(
+                    caller,
+                    Diagnostic::at(
+                        Code::DelegationDepth,
+                        call.span,
+                        format!("this call starts a chain of {} nested sub-workflow calls ({chain}); the limit is {MAX_DEPTH}", 1 + below),
+                    )
+                    .with_label("too deep")
+                    .with_help("flatten the chain: let a workflow nearer the top call the deepest work directly"),
+                    &call.path,
+                );
+                reported = true;
+            }
+        }
+    }
+}
+
+/// Longest chain of calls below each workflow, ignoring cyclic parts: its length and
+/// the first unit along it.
+fn longest_chains(graph: &DiGraphMap<usize, ()>, in_cycle: &[bool]) -> Vec<Option<(usize, Option<usize>)>> {
     fn longest(
         node: usize,
         graph: &DiGraphMap<usize, ()>,
@@ -214,46 +309,11 @@ pub fn check(units: &[Unit]) -> Vec<(usize, Vec<Diagnostic>)> {
         depth[node] = Some(best);
         best.0
     }
-    for caller in 0..units.len() {
-        longest(caller, &graph, &in_cycle, &mut depth);
+    let mut depth: Vec<Option<(usize, Option<usize>)>> = vec![None; in_cycle.len()];
+    for caller in 0..in_cycle.len() {
+        longest(caller, graph, in_cycle, &mut depth);
     }
-    for (caller, calls) in all_calls.iter().enumerate() {
-        let mut reported = false;
-        for call in calls {
-            if reported {
-                break;
-            }
-            let Some(&target) = index.get(call.target.as_str()) else {
-                continue;
-            };
-            let below = depth[target].map(|(value, _)| value).unwrap_or(0);
-            if 1 + below > MAX_DEPTH {
-                let mut chain = vec![caller, target];
-                let mut cursor = target;
-                while let Some((_, Some(next))) = depth[cursor] {
-                    chain.push(next);
-                    cursor = next;
-                    if chain.len() > units.len() + 1 {
-                        break;
-                    }
-                }
-                let chain = chain.iter().map(|node| units[*node].slug.as_str()).collect::<Vec<_>>().join(" → ");
-                push(
-                    caller,
-                    Diagnostic::at(
-                        Code::DelegationDepth,
-                        call.span,
-                        format!("this call starts a chain of {} nested sub-workflow calls ({chain}); the limit is {MAX_DEPTH}", 1 + below),
-                    )
-                    .with_label("too deep")
-                    .with_help("flatten the chain: let a workflow nearer the top call the deepest work directly"),
-                    &call.path,
-                );
-                reported = true;
-            }
-        }
-    }
-    findings.into_iter().collect()
+    depth
 }
 
 /// The path `caller → target → … → caller` inside one strongly connected component.

@@ -21,11 +21,11 @@ use crate::analysis::Analysis;
 use crate::check::bytecode::CompiledScript;
 use crate::check::delegation;
 use crate::program::{
-    BudgetProgram, Callee, DecisionTemplate, JudgeProgram, MountProgram, Op, Program, ScriptId, SettingsProgram,
-    SkillProgram, StateId, StateProgram, Sym, TestsProgram, TransitionProgram, TriggerProgram, WorkflowId,
-    WorkflowProgram,
+    BudgetProgram, Callee, DecisionTemplate, JudgeProgram, MountProgram, Op, Program, ScriptId, ScriptProgram,
+    SettingsProgram, SkillProgram, StateId, StateProgram, Sym, TestsProgram, TransitionProgram, TriggerProgram,
+    WorkflowId, WorkflowProgram,
 };
-use crate::schema::ast::{CacheTtl, StateKind, Workflow};
+use crate::schema::ast::{CacheTtl, Settings, State, StateKind, Workflow};
 use crate::syntax::reference::TemplatePart as TextPart;
 use crate::workspace::Workspace;
 
@@ -182,95 +182,20 @@ struct WorkflowContext<'a> {
     scripts: &'a [CompiledScript],
 }
 
+/// Lowers one workflow: its states in document order, then its triggers, entry, settings
+/// and workflow-wide grants. Strings are interned in exactly this order, so the artifact
+/// is deterministic.
 fn lower_workflow(
     context: &WorkflowContext<'_>,
     workflow: &Workflow,
     interner: &mut Interner,
 ) -> Result<WorkflowProgram, BuildError> {
-    let WorkflowContext { workspace, all, ids, prefix, scripts: validated } = *context;
-    let state_id = |slug: &str| workflow.state_index(slug).map(|index| StateId(index as u32));
+    let WorkflowContext { workspace, all, ids, prefix, .. } = *context;
     let callees = callees(workflow, all, ids, interner);
-    let mut scripts = Vec::new();
-    let mut script_ids: HashMap<String, ScriptId> = HashMap::new();
-    let mut surfaces = surface::Surfaces::default();
+    let mut tables = StateTables::default();
     let mut states = Vec::with_capacity(workflow.states.len());
     for state in &workflow.states {
-        let script = match (&state.kind, &state.script) {
-            (StateKind::Code, Some(path)) => {
-                let id = match script_ids.get(&path.value) {
-                    Some(id) => *id,
-                    None => {
-                        let compiled = script::compile(validated, workflow, &path.value, interner)?;
-                        let id = ScriptId(scripts.len() as u32);
-                        scripts.push(compiled);
-                        script_ids.insert(path.value.clone(), id);
-                        id
-                    }
-                };
-                Some(id)
-            }
-            _ => None,
-        };
-        let (surface_id, guards) = surface::lower_state(workspace, workflow, state, &callees, &mut surfaces, interner);
-        let transitions = state
-            .transitions
-            .iter()
-            .filter_map(|transition| {
-                let target = state_id(&transition.to.value)?;
-                let target_state = &workflow.states[target.0 as usize];
-                Some(TransitionProgram {
-                    target,
-                    description: transition.description.as_ref().map(|text| interner.intern(text.value.trim())),
-                    kind: transition.kind,
-                    marker: prompt::marker(transition.kind, target_state).map(|marker| interner.intern(&marker)),
-                })
-            })
-            .collect();
-        let mut ops = match state.kind {
-            StateKind::Agent => vec![Op::RunAgent(surface_id)],
-            StateKind::Human => vec![Op::ParkForDecision],
-            StateKind::Grader => vec![Op::RunGrader(surface_id)],
-            StateKind::Code => script.map(|id| vec![Op::RunCode(id, surface_id)]).unwrap_or_default(),
-        };
-        if state.is_terminal() && state.kind != StateKind::Human {
-            ops.push(Op::Complete);
-        }
-        let (skill_access, skills) = surface::skill_access(workspace, workflow, state, interner);
-        let mount_access = surface::mount_access(workspace, workflow, state, interner);
-        let template = prompt::volatile_template(workspace, workflow, state, interner);
-        let decision = (state.kind == StateKind::Human).then(|| DecisionTemplate {
-            instructions: interner.intern(state.instructions.as_ref().map(|text| text.value.trim()).unwrap_or("")),
-            evidence: state.evidence.iter().map(|path| interner.intern(&path.value)).collect(),
-            approvers: state.approvers.iter().map(|approver| interner.intern(&approver.value)).collect(),
-        });
-        states.push(StateProgram {
-            slug: interner.intern(&state.slug.value),
-            kind: state.kind,
-            title: state.title.as_ref().map(|title| interner.intern(&title.value)),
-            ops,
-            transitions,
-            requires: state.requires.iter().map(|name| interner.intern(&name.value)).collect(),
-            locks: state.locks.iter().map(|name| interner.intern(&name.value)).collect(),
-            on_error: state.on_error.as_ref().and_then(|target| state_id(&target.value)),
-            budget: BudgetProgram {
-                timeout_ms: state.budget.timeout_ms.as_ref().map(|value| value.value),
-                max_parks: state.budget.max_parks.as_ref().map(|value| value.value),
-            },
-            model: state
-                .model
-                .as_ref()
-                .or(workflow.settings.model.as_ref())
-                .filter(|_| state.kind != StateKind::Code)
-                .map(|model| interner.intern(&model.value)),
-            surface: surface_id,
-            guards,
-            skills,
-            skill_access,
-            mount_access,
-            template,
-            decision,
-            script,
-        });
+        states.push(lower_state(context, workflow, state, &callees, &mut tables, interner)?);
     }
     let triggers: Vec<TriggerProgram> = workflow
         .triggers()
@@ -282,66 +207,16 @@ fn lower_workflow(
         .or_else(|| workflow.triggers().next())
         .map(|(index, _)| StateId(index as u32))
         .unwrap_or(StateId(0));
-    let settings = &workflow.settings;
-    let mut read_write: Vec<Sym> = Vec::new();
-    let grants = workflow
-        .mounts
-        .iter()
-        .flat_map(|root| root.allow_always.iter())
-        .chain(workflow.states.iter().flat_map(|state| state.mounts.allowed().iter()));
-    for grant in grants {
-        if grant.access.as_ref().is_some_and(|access| access.value == crate::schema::ast::Access::ReadWrite) {
-            let name = interner.intern(&grant.name.value);
-            if !read_write.contains(&name) {
-                read_write.push(name);
-            }
-        }
-    }
+    let read_write = read_write_mounts(workflow, interner);
     Ok(WorkflowProgram {
         slug: interner.intern(&workflow.slug),
         title: workflow.title.as_ref().map(|title| interner.intern(&title.value)),
         spec_hash: hash::spec_hash(workspace, workflow),
         disabled: workflow.disabled,
-        settings: SettingsProgram {
-            model: settings.model.as_ref().map(|model| interner.intern(&model.value)),
-            timeout_ms: settings.timeout_ms.as_ref().map(|value| value.value).unwrap_or(DEFAULT_TIMEOUT_MS),
-            memory_limit_bytes: settings
-                .memory_limit_bytes
-                .as_ref()
-                .map(|value| value.value)
-                .unwrap_or(DEFAULT_MEMORY_LIMIT_BYTES),
-            max_ptc_calls: match &settings.max_ptc_calls {
-                Some(value) => value.value,
-                None => Some(DEFAULT_MAX_PTC_CALLS),
-            },
-            max_result_chars: settings
-                .max_result_chars
-                .as_ref()
-                .map(|value| value.value)
-                .unwrap_or(DEFAULT_MAX_RESULT_CHARS),
-            prompt_cache: settings.prompt_cache.enabled,
-            prompt_cache_ttl: settings.prompt_cache.ttl.map(|ttl| {
-                interner.intern(match ttl {
-                    CacheTtl::FiveMinutes => "5m",
-                    CacheTtl::OneHour => "1h",
-                })
-            }),
-        },
-        tests: TestsProgram {
-            case_timeout_ms: workflow
-                .tests
-                .case_timeout_ms
-                .as_ref()
-                .map(|value| value.value)
-                .unwrap_or(DEFAULT_CASE_TIMEOUT_MS),
-            judge: workflow.tests.judge.as_ref().map(|judge| JudgeProgram {
-                model: judge.model.as_ref().map(|model| interner.intern(&model.value)),
-                temperature: judge.temperature,
-                max_tokens: judge.max_tokens,
-            }),
-        },
+        settings: lower_settings(&workflow.settings, interner),
+        tests: lower_tests(workflow, interner),
         states,
-        surfaces: surfaces.into_vec(),
+        surfaces: tables.surfaces.into_vec(),
         triggers,
         entry,
         prompt_prefix: interner.intern(&prefix.render(workspace, workflow, false)),
@@ -365,9 +240,186 @@ fn lower_workflow(
             .map(|name| interner.intern(&name.value))
             .collect(),
         mounts_read_write: read_write,
-        scripts,
+        scripts: tables.scripts,
         callees,
     })
+}
+
+/// What a workflow's states share as they are lowered one by one: the scripts (each
+/// compiled once, however many states run it) and the deduplicated surfaces.
+#[derive(Default)]
+struct StateTables {
+    scripts: Vec<ScriptProgram>,
+    script_ids: HashMap<String, ScriptId>,
+    surfaces: surface::Surfaces,
+}
+
+impl StateTables {
+    /// The id of the script at `path`, taking its bytecode from validation the first time.
+    fn script(
+        &mut self,
+        validated: &[CompiledScript],
+        workflow: &Workflow,
+        path: &str,
+        interner: &mut Interner,
+    ) -> Result<ScriptId, BuildError> {
+        if let Some(id) = self.script_ids.get(path) {
+            return Ok(*id);
+        }
+        let compiled = script::compile(validated, workflow, path, interner)?;
+        let id = ScriptId(self.scripts.len() as u32);
+        self.scripts.push(compiled);
+        self.script_ids.insert(path.to_string(), id);
+        Ok(id)
+    }
+}
+
+/// The id of the state a slug names.
+fn state_id(workflow: &Workflow, slug: &str) -> Option<StateId> {
+    workflow.state_index(slug).map(|index| StateId(index as u32))
+}
+
+/// Lowers one state: its script, surface and guards, transitions, ops, grants, templates
+/// and the rest of its spec.
+fn lower_state(
+    context: &WorkflowContext<'_>,
+    workflow: &Workflow,
+    state: &State,
+    callees: &[Callee],
+    tables: &mut StateTables,
+    interner: &mut Interner,
+) -> Result<StateProgram, BuildError> {
+    let workspace = context.workspace;
+    let script = match (&state.kind, &state.script) {
+        (StateKind::Code, Some(path)) => Some(tables.script(context.scripts, workflow, &path.value, interner)?),
+        _ => None,
+    };
+    let (surface_id, guards) =
+        surface::lower_state(workspace, workflow, state, callees, &mut tables.surfaces, interner);
+    let transitions = state
+        .transitions
+        .iter()
+        .filter_map(|transition| {
+            let target = state_id(workflow, &transition.to.value)?;
+            let target_state = &workflow.states[target.0 as usize];
+            Some(TransitionProgram {
+                target,
+                description: transition.description.as_ref().map(|text| interner.intern(text.value.trim())),
+                kind: transition.kind,
+                marker: prompt::marker(transition.kind, target_state).map(|marker| interner.intern(&marker)),
+            })
+        })
+        .collect();
+    let mut ops = match state.kind {
+        StateKind::Agent => vec![Op::RunAgent(surface_id)],
+        StateKind::Human => vec![Op::ParkForDecision],
+        StateKind::Grader => vec![Op::RunGrader(surface_id)],
+        StateKind::Code => script.map(|id| vec![Op::RunCode(id, surface_id)]).unwrap_or_default(),
+    };
+    if state.is_terminal() && state.kind != StateKind::Human {
+        ops.push(Op::Complete);
+    }
+    let (skill_access, skills) = surface::skill_access(workspace, workflow, state, interner);
+    let mount_access = surface::mount_access(workspace, workflow, state, interner);
+    let template = prompt::volatile_template(workspace, workflow, state, interner);
+    let decision = (state.kind == StateKind::Human).then(|| DecisionTemplate {
+        instructions: interner.intern(state.instructions.as_ref().map(|text| text.value.trim()).unwrap_or("")),
+        evidence: state.evidence.iter().map(|path| interner.intern(&path.value)).collect(),
+        approvers: state.approvers.iter().map(|approver| interner.intern(&approver.value)).collect(),
+    });
+    Ok(StateProgram {
+        slug: interner.intern(&state.slug.value),
+        kind: state.kind,
+        title: state.title.as_ref().map(|title| interner.intern(&title.value)),
+        ops,
+        transitions,
+        requires: state.requires.iter().map(|name| interner.intern(&name.value)).collect(),
+        locks: state.locks.iter().map(|name| interner.intern(&name.value)).collect(),
+        on_error: state.on_error.as_ref().and_then(|target| state_id(workflow, &target.value)),
+        budget: BudgetProgram {
+            timeout_ms: state.budget.timeout_ms.as_ref().map(|value| value.value),
+            max_parks: state.budget.max_parks.as_ref().map(|value| value.value),
+        },
+        model: state
+            .model
+            .as_ref()
+            .or(workflow.settings.model.as_ref())
+            .filter(|_| state.kind != StateKind::Code)
+            .map(|model| interner.intern(&model.value)),
+        surface: surface_id,
+        guards,
+        skills,
+        skill_access,
+        mount_access,
+        template,
+        decision,
+        script,
+    })
+}
+
+/// The mounts some grant opens read-write, workflow-wide first, each once.
+fn read_write_mounts(workflow: &Workflow, interner: &mut Interner) -> Vec<Sym> {
+    let mut read_write: Vec<Sym> = Vec::new();
+    let grants = workflow
+        .mounts
+        .iter()
+        .flat_map(|root| root.allow_always.iter())
+        .chain(workflow.states.iter().flat_map(|state| state.mounts.allowed().iter()));
+    for grant in grants {
+        if grant.access.as_ref().is_some_and(|access| access.value == crate::schema::ast::Access::ReadWrite) {
+            let name = interner.intern(&grant.name.value);
+            if !read_write.contains(&name) {
+                read_write.push(name);
+            }
+        }
+    }
+    read_write
+}
+
+/// The workflow's settings, the runtime's defaults where it names none.
+fn lower_settings(settings: &Settings, interner: &mut Interner) -> SettingsProgram {
+    SettingsProgram {
+        model: settings.model.as_ref().map(|model| interner.intern(&model.value)),
+        timeout_ms: settings.timeout_ms.as_ref().map(|value| value.value).unwrap_or(DEFAULT_TIMEOUT_MS),
+        memory_limit_bytes: settings
+            .memory_limit_bytes
+            .as_ref()
+            .map(|value| value.value)
+            .unwrap_or(DEFAULT_MEMORY_LIMIT_BYTES),
+        max_ptc_calls: match &settings.max_ptc_calls {
+            Some(value) => value.value,
+            None => Some(DEFAULT_MAX_PTC_CALLS),
+        },
+        max_result_chars: settings
+            .max_result_chars
+            .as_ref()
+            .map(|value| value.value)
+            .unwrap_or(DEFAULT_MAX_RESULT_CHARS),
+        prompt_cache: settings.prompt_cache.enabled,
+        prompt_cache_ttl: settings.prompt_cache.ttl.map(|ttl| {
+            interner.intern(match ttl {
+                CacheTtl::FiveMinutes => "5m",
+                CacheTtl::OneHour => "1h",
+            })
+        }),
+    }
+}
+
+/// How `archmax test` runs the workflow's cases.
+fn lower_tests(workflow: &Workflow, interner: &mut Interner) -> TestsProgram {
+    TestsProgram {
+        case_timeout_ms: workflow
+            .tests
+            .case_timeout_ms
+            .as_ref()
+            .map(|value| value.value)
+            .unwrap_or(DEFAULT_CASE_TIMEOUT_MS),
+        judge: workflow.tests.judge.as_ref().map(|judge| JudgeProgram {
+            model: judge.model.as_ref().map(|model| interner.intern(&model.value)),
+            temperature: judge.temperature,
+            max_tokens: judge.max_tokens,
+        }),
+    }
 }
 
 /// Every `archmax_workflow_<slug>` the workflow may call, in first-mention order.

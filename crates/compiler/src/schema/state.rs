@@ -441,7 +441,17 @@ fn parse_transitions(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) 
     transitions
 }
 
+/// The rules that depend on the state's type, in the order their diagnostics are reported.
 fn check_type_rules(reader: &mut Reader<'_>, state: &State, present: &HashMap<&str, Span>, path: &SpecPath<'_>) {
+    check_refused_keys(reader, state, present, path);
+    check_inert_keys(reader, state, present, path);
+    check_required_keys(reader, state, present, path);
+    check_human_transitions(reader, state, path);
+    check_reserved_locks(reader, state, path);
+}
+
+/// Keys the state's type refuses, in document order, and a grader's `budget.maxParks`.
+fn check_refused_keys(reader: &mut Reader<'_>, state: &State, present: &HashMap<&str, Span>, path: &SpecPath<'_>) {
     let kind = state.kind;
     let refused: &[&str] = match kind {
         StateKind::Agent => &["script"],
@@ -475,6 +485,11 @@ fn check_type_rules(reader: &mut Reader<'_>, state: &State, present: &HashMap<&s
             &path.key("budget").key("maxParks"),
         );
     }
+}
+
+/// Keys the state's type accepts but never reads.
+fn check_inert_keys(reader: &mut Reader<'_>, state: &State, present: &HashMap<&str, Span>, path: &SpecPath<'_>) {
+    let kind = state.kind;
     if kind == StateKind::Agent {
         for key in ["evidence", "approvers"] {
             if let Some(span) = present.get(key) {
@@ -511,6 +526,12 @@ fn check_type_rules(reader: &mut Reader<'_>, state: &State, present: &HashMap<&s
             &path.key("requires"),
         );
     }
+}
+
+/// What the state's type needs: its `instructions` or `script`, and a human's or grader's
+/// transitions.
+fn check_required_keys(reader: &mut Reader<'_>, state: &State, present: &HashMap<&str, Span>, path: &SpecPath<'_>) {
+    let kind = state.kind;
     let required: Option<(&str, bool, &str)> = match kind {
         StateKind::Human => Some((
             "instructions",
@@ -577,7 +598,11 @@ fn check_type_rules(reader: &mut Reader<'_>, state: &State, present: &HashMap<&s
             &path.key("transitions"),
         );
     }
-    if kind == StateKind::Human {
+}
+
+/// A human state's transitions: none back to itself, no labelled type twice.
+fn check_human_transitions(reader: &mut Reader<'_>, state: &State, path: &SpecPath<'_>) {
+    if state.kind == StateKind::Human {
         let mut seen: Vec<(TransitionType, Span)> = Vec::new();
         for (index, transition) in state.transitions.iter().enumerate() {
             if transition.to.value == state.slug.value {
@@ -616,7 +641,11 @@ fn check_type_rules(reader: &mut Reader<'_>, state: &State, present: &HashMap<&s
             }
         }
     }
-    if kind != StateKind::Human {
+}
+
+/// `trigger` and `title` are never locked by a state (a human state refuses `locks` as a whole).
+fn check_reserved_locks(reader: &mut Reader<'_>, state: &State, path: &SpecPath<'_>) {
+    if state.kind != StateKind::Human {
         for key in ["trigger", "title"] {
             if let Some(lock) = state.locks.iter().find(|lock| lock.value == key) {
                 reader.report(

@@ -380,6 +380,8 @@ fn rule_types(rule: &str) -> &'static [ValueType] {
     }
 }
 
+/// An entry's rules: each checked against the entry's type and read from its value, then
+/// the rules checked against each other.
 fn rules(
     reader: &mut Reader<'_>,
     raw: &[(&str, Span, &Node)],
@@ -390,196 +392,10 @@ fn rules(
     let mut rules = Rules::default();
     for (rule, key_span, value) in raw {
         let rule_path = path.key(rule);
-        let allowed = rule_types(rule);
-        let Some(ty) = ty.filter(|ty| allowed.contains(ty)) else {
-            let on: Vec<&str> = allowed.iter().map(|ty| ty.as_str()).collect();
-            let message = match ty {
-                Some(ty) => format!("`{rule}` does not apply to {} `{}` entry", article(ty.as_str()), ty.as_str()),
-                None => format!("`{rule}` needs a typed entry, but `{}` has no `type`", name.value),
-            };
-            reader.report(
-                Diagnostic::at(Code::RuleNotApplicable, *key_span, message)
-                    .with_label("not applicable")
-                    .with_help(format!("`{rule}` applies to {} entries", list_names(&on))),
-                &rule_path,
-            );
+        let Some(ty) = applicable_type(reader, rule, *key_span, ty, name, &rule_path) else {
             continue;
         };
-        let bad = |reader: &mut Reader<'_>, message: String, help: &str| {
-            reader.report(
-                Diagnostic::at(Code::InvalidRuleValue, value.span, message)
-                    .with_label("invalid value")
-                    .with_help(help.to_string()),
-                &rule_path,
-            );
-        };
-        match *rule {
-            "format" => match value.scalar_text() {
-                Some("email") => rules.format = Some(Spanned::new(StringFormat::Email, value.span)),
-                Some("url") => rules.format = Some(Spanned::new(StringFormat::Url, value.span)),
-                Some("phone") => rules.format = Some(Spanned::new(StringFormat::Phone, value.span)),
-                other => bad(
-                    reader,
-                    format!("`{}` is not a string format", other.unwrap_or("this value")),
-                    "`format` is `email`, `url` or `phone`; write anything else as a `pattern`",
-                ),
-            },
-            "content" => match value.scalar_text() {
-                Some("text") => rules.content = Some(Spanned::new(ContentKind::Text, value.span)),
-                Some("markdown") => rules.content = Some(Spanned::new(ContentKind::Markdown, value.span)),
-                Some("html") => rules.content = Some(Spanned::new(ContentKind::Html, value.span)),
-                other => bad(
-                    reader,
-                    format!("`{}` is not a content kind", other.unwrap_or("this value")),
-                    "`content` is `text`, `markdown` or `html`",
-                ),
-            },
-            "pattern" => match value.as_str() {
-                Some(pattern) => {
-                    if let Err(error) = regex::Regex::new(pattern) {
-                        let detail = regex_error_summary(&error);
-                        reader.report(
-                            Diagnostic::at(Code::InvalidPattern, value.span, format!("the pattern does not compile: {detail}"))
-                                .with_label("not an RE2 pattern")
-                                .with_help("patterns run in RE2: no look-around and no backreferences; match the shape directly, anchored with `^…$`"),
-                            &rule_path,
-                        );
-                    } else {
-                        rules.pattern = Some(Spanned::new(pattern.to_string(), value.span));
-                    }
-                }
-                None => bad(
-                    reader,
-                    format!("`pattern` must be a string, not {}", value.type_name()),
-                    "quote the regular expression",
-                ),
-            },
-            "minLength" | "maxLength" | "minItems" | "maxItems" => match value.as_i64() {
-                Some(count) if count >= 0 => {
-                    let spanned = Some(Spanned::new(count as u64, value.span));
-                    match *rule {
-                        "minLength" => rules.min_length = spanned,
-                        "maxLength" => rules.max_length = spanned,
-                        "minItems" => rules.min_items = spanned,
-                        _ => rules.max_items = spanned,
-                    }
-                }
-                _ => bad(reader, format!("`{rule}` must be a whole number of 0 or more"), "write a count such as `1`"),
-            },
-            "enum" => match value.as_sequence() {
-                Some(items) if !items.is_empty() => {
-                    let mut values: Vec<String> = Vec::with_capacity(items.len());
-                    let mut valid = true;
-                    for item in items {
-                        match item.as_str() {
-                            Some(text) if !values.iter().any(|seen| seen == text) => values.push(text.to_string()),
-                            Some(text) => {
-                                bad(reader, format!("`enum` lists `{text}` twice"), "list each allowed value once");
-                                valid = false;
-                            }
-                            None => {
-                                bad(
-                                    reader,
-                                    format!("`enum` holds {}, but its values are strings", item.type_name()),
-                                    "quote each value",
-                                );
-                                valid = false;
-                            }
-                        }
-                    }
-                    if valid {
-                        rules.enumeration = Some(Spanned::new(values, value.span));
-                    }
-                }
-                _ => bad(
-                    reader,
-                    "`enum` must be a non-empty list of strings".to_string(),
-                    "list the allowed values: `enum: [approved, denied]`",
-                ),
-            },
-            "minimum" | "maximum" => {
-                let bound = bound(value, ty);
-                match bound {
-                    Some(bound) => {
-                        let spanned = Some(Spanned::new(bound, value.span));
-                        if *rule == "minimum" {
-                            rules.minimum = spanned;
-                        } else {
-                            rules.maximum = spanned;
-                        }
-                    }
-                    None => {
-                        let help = match ty {
-                            ValueType::Date => "write a day as `YYYY-MM-DD`, or `today`",
-                            ValueType::DateTime => {
-                                "write an RFC 3339 instant with an offset (`2026-01-31T09:00:00Z`), or `now`"
-                            }
-                            _ => "write a number",
-                        };
-                        bad(
-                            reader,
-                            format!(
-                                "`{}` is not a valid `{rule}` for {} `{}` entry",
-                                value.scalar_text().unwrap_or("this value"),
-                                article(ty.as_str()),
-                                ty.as_str()
-                            ),
-                            help,
-                        );
-                    }
-                }
-            }
-            "accept" => {
-                let items: Vec<&Node> = match &value.kind {
-                    NodeKind::Sequence(items) => items.iter().collect(),
-                    _ => vec![*value],
-                };
-                let mut extensions = Vec::with_capacity(items.len());
-                let mut valid = !items.is_empty();
-                for item in items {
-                    match item.as_str() {
-                        Some(extension)
-                            if extension.len() > 1
-                                && extension.starts_with('.')
-                                && !extension[1..].contains(['.', '/', '*']) =>
-                        {
-                            extensions.push(extension.to_string())
-                        }
-                        other => {
-                            bad(
-                                reader,
-                                format!("`{}` is not a file extension", other.unwrap_or("this value")),
-                                "write extensions with their dot: `accept: [.pdf, .png]`",
-                            );
-                            valid = false;
-                        }
-                    }
-                }
-                if valid {
-                    rules.accept = Some(Spanned::new(extensions, value.span));
-                }
-            }
-            "maxSize" => {
-                let size = match &value.kind {
-                    NodeKind::Scalar(scalar) if matches!(scalar.value, ScalarValue::Integer(bytes) if bytes > 0) => {
-                        value.as_i64().map(|bytes| bytes as u64)
-                    }
-                    NodeKind::Scalar(scalar) if scalar.value == ScalarValue::String => {
-                        parse_byte_size(&scalar.text).filter(|size| *size > 0)
-                    }
-                    _ => None,
-                };
-                match size {
-                    Some(size) => rules.max_size = Some(Spanned::new(size, value.span)),
-                    None => bad(
-                        reader,
-                        format!("`{}` is not a file size", value.scalar_text().unwrap_or("this value")),
-                        "write bytes (`2048`), or `<n>KB` / `<n>MB`",
-                    ),
-                }
-            }
-            _ => {}
-        }
+        read_rule(reader, &mut rules, rule, value, ty, &rule_path);
     }
     if let (Some(format), Some(pattern)) = (&rules.format, &rules.pattern) {
         reader.report(
@@ -592,6 +408,254 @@ fn rules(
     }
     check_bounds(reader, &rules, path);
     rules
+}
+
+/// The entry's type when the rule applies to it; otherwise reports the rule and gives `None`.
+fn applicable_type(
+    reader: &mut Reader<'_>,
+    rule: &str,
+    key_span: Span,
+    ty: Option<ValueType>,
+    name: &Spanned<String>,
+    rule_path: &SpecPath<'_>,
+) -> Option<ValueType> {
+    let allowed = rule_types(rule);
+    if let Some(ty) = ty.filter(|ty| allowed.contains(ty)) {
+        return Some(ty);
+    }
+    let on: Vec<&str> = allowed.iter().map(|ty| ty.as_str()).collect();
+    let message = match ty {
+        Some(ty) => format!("`{rule}` does not apply to {} `{}` entry", article(ty.as_str()), ty.as_str()),
+        None => format!("`{rule}` needs a typed entry, but `{}` has no `type`", name.value),
+    };
+    reader.report(
+        Diagnostic::at(Code::RuleNotApplicable, key_span, message)
+            .with_label("not applicable")
+            .with_help(format!("`{rule}` applies to {} entries", list_names(&on))),
+        rule_path,
+    );
+    None
+}
+
+/// Reports a value a rule cannot take.
+fn invalid_rule_value(reader: &mut Reader<'_>, value: &Node, rule_path: &SpecPath<'_>, message: String, help: &str) {
+    reader.report(
+        Diagnostic::at(Code::InvalidRuleValue, value.span, message)
+            .with_label("invalid value")
+            .with_help(help.to_string()),
+        rule_path,
+    );
+}
+
+/// Reads one applicable rule's value into `rules`, reporting a value it cannot take.
+fn read_rule(
+    reader: &mut Reader<'_>,
+    rules: &mut Rules,
+    rule: &str,
+    value: &Node,
+    ty: ValueType,
+    rule_path: &SpecPath<'_>,
+) {
+    let bad = |reader: &mut Reader<'_>, message: String, help: &str| {
+        invalid_rule_value(reader, value, rule_path, message, help);
+    };
+    match rule {
+        "format" => match value.scalar_text() {
+            Some("email") => rules.format = Some(Spanned::new(StringFormat::Email, value.span)),
+            Some("url") => rules.format = Some(Spanned::new(StringFormat::Url, value.span)),
+            Some("phone") => rules.format = Some(Spanned::new(StringFormat::Phone, value.span)),
+            other => bad(
+                reader,
+                format!("`{}` is not a string format", other.unwrap_or("this value")),
+                "`format` is `email`, `url` or `phone`; write anything else as a `pattern`",
+            ),
+        },
+        "content" => match value.scalar_text() {
+            Some("text") => rules.content = Some(Spanned::new(ContentKind::Text, value.span)),
+            Some("markdown") => rules.content = Some(Spanned::new(ContentKind::Markdown, value.span)),
+            Some("html") => rules.content = Some(Spanned::new(ContentKind::Html, value.span)),
+            other => bad(
+                reader,
+                format!("`{}` is not a content kind", other.unwrap_or("this value")),
+                "`content` is `text`, `markdown` or `html`",
+            ),
+        },
+        "pattern" => match value.as_str() {
+            Some(pattern) => {
+                if let Err(error) = regex::Regex::new(pattern) {
+                    let detail = regex_error_summary(&error);
+                    reader.report(
+                        Diagnostic::at(Code::InvalidPattern, value.span, format!("the pattern does not compile: {detail}"))
+                            .with_label("not an RE2 pattern")
+                            .with_help("patterns run in RE2: no look-around and no backreferences; match the shape directly, anchored with `^…$`"),
+                        rule_path,
+                    );
+                } else {
+                    rules.pattern = Some(Spanned::new(pattern.to_string(), value.span));
+                }
+            }
+            None => bad(
+                reader,
+                format!("`pattern` must be a string, not {}", value.type_name()),
+                "quote the regular expression",
+            ),
+        },
+        "minLength" | "maxLength" | "minItems" | "maxItems" => match value.as_i64() {
+            Some(count) if count >= 0 => {
+                let spanned = Some(Spanned::new(count as u64, value.span));
+                match rule {
+                    "minLength" => rules.min_length = spanned,
+                    "maxLength" => rules.max_length = spanned,
+                    "minItems" => rules.min_items = spanned,
+                    _ => rules.max_items = spanned,
+                }
+            }
+            _ => bad(reader, format!("`{rule}` must be a whole number of 0 or more"), "write a count such as `1`"),
+        },
+        "enum" => {
+            if let Some(values) = enum_values(reader, value, rule_path) {
+                rules.enumeration = Some(Spanned::new(values, value.span));
+            }
+        }
+        "minimum" | "maximum" => {
+            if let Some(bound) = bound_rule(reader, rule, value, ty, rule_path) {
+                let spanned = Some(Spanned::new(bound, value.span));
+                if rule == "minimum" {
+                    rules.minimum = spanned;
+                } else {
+                    rules.maximum = spanned;
+                }
+            }
+        }
+        "accept" => {
+            if let Some(extensions) = accepted_extensions(reader, value, rule_path) {
+                rules.accept = Some(Spanned::new(extensions, value.span));
+            }
+        }
+        "maxSize" => match max_size(value) {
+            Some(size) => rules.max_size = Some(Spanned::new(size, value.span)),
+            None => bad(
+                reader,
+                format!("`{}` is not a file size", value.scalar_text().unwrap_or("this value")),
+                "write bytes (`2048`), or `<n>KB` / `<n>MB`",
+            ),
+        },
+        _ => {}
+    }
+}
+
+/// `enum`: a non-empty list of distinct strings; `None` after reporting each bad item.
+fn enum_values(reader: &mut Reader<'_>, value: &Node, rule_path: &SpecPath<'_>) -> Option<Vec<String>> {
+    let bad = |reader: &mut Reader<'_>, message: String, help: &str| {
+        invalid_rule_value(reader, value, rule_path, message, help);
+    };
+    match value.as_sequence() {
+        Some(items) if !items.is_empty() => {
+            let mut values: Vec<String> = Vec::with_capacity(items.len());
+            let mut valid = true;
+            for item in items {
+                match item.as_str() {
+                    Some(text) if !values.iter().any(|seen| seen == text) => values.push(text.to_string()),
+                    Some(text) => {
+                        bad(reader, format!("`enum` lists `{text}` twice"), "list each allowed value once");
+                        valid = false;
+                    }
+                    None => {
+                        bad(
+                            reader,
+                            format!("`enum` holds {}, but its values are strings", item.type_name()),
+                            "quote each value",
+                        );
+                        valid = false;
+                    }
+                }
+            }
+            valid.then_some(values)
+        }
+        _ => {
+            bad(
+                reader,
+                "`enum` must be a non-empty list of strings".to_string(),
+                "list the allowed values: `enum: [approved, denied]`",
+            );
+            None
+        }
+    }
+}
+
+/// `minimum` or `maximum`: a bound of the entry's type, or `None` after reporting it.
+fn bound_rule(
+    reader: &mut Reader<'_>,
+    rule: &str,
+    value: &Node,
+    ty: ValueType,
+    rule_path: &SpecPath<'_>,
+) -> Option<Bound> {
+    let bound = bound(value, ty);
+    if bound.is_none() {
+        let help = match ty {
+            ValueType::Date => "write a day as `YYYY-MM-DD`, or `today`",
+            ValueType::DateTime => "write an RFC 3339 instant with an offset (`2026-01-31T09:00:00Z`), or `now`",
+            _ => "write a number",
+        };
+        invalid_rule_value(
+            reader,
+            value,
+            rule_path,
+            format!(
+                "`{}` is not a valid `{rule}` for {} `{}` entry",
+                value.scalar_text().unwrap_or("this value"),
+                article(ty.as_str()),
+                ty.as_str()
+            ),
+            help,
+        );
+    }
+    bound
+}
+
+/// `accept`: one extension or a list of them, each with its dot; `None` after reporting
+/// each bad one.
+fn accepted_extensions(reader: &mut Reader<'_>, value: &Node, rule_path: &SpecPath<'_>) -> Option<Vec<String>> {
+    let items: Vec<&Node> = match &value.kind {
+        NodeKind::Sequence(items) => items.iter().collect(),
+        _ => vec![value],
+    };
+    let mut extensions = Vec::with_capacity(items.len());
+    let mut valid = !items.is_empty();
+    for item in items {
+        match item.as_str() {
+            Some(extension)
+                if extension.len() > 1 && extension.starts_with('.') && !extension[1..].contains(['.', '/', '*']) =>
+            {
+                extensions.push(extension.to_string())
+            }
+            other => {
+                invalid_rule_value(
+                    reader,
+                    value,
+                    rule_path,
+                    format!("`{}` is not a file extension", other.unwrap_or("this value")),
+                    "write extensions with their dot: `accept: [.pdf, .png]`",
+                );
+                valid = false;
+            }
+        }
+    }
+    valid.then_some(extensions)
+}
+
+/// `maxSize`: a positive count of bytes, or a size such as `5 MB`.
+fn max_size(value: &Node) -> Option<u64> {
+    match &value.kind {
+        NodeKind::Scalar(scalar) if matches!(scalar.value, ScalarValue::Integer(bytes) if bytes > 0) => {
+            value.as_i64().map(|bytes| bytes as u64)
+        }
+        NodeKind::Scalar(scalar) if scalar.value == ScalarValue::String => {
+            parse_byte_size(&scalar.text).filter(|size| *size > 0)
+        }
+        _ => None,
+    }
 }
 
 /// `a` or `an` before a type name.

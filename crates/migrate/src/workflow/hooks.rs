@@ -10,19 +10,25 @@ use super::{Hook, Layout, NewScript, Note, Rewriter, entry, grader_fields};
 use crate::edit::{literal_block, node_end, pad, yaml_string};
 use crate::script::{self, Phase, Port};
 
+/// The state whose hooks become states: its entry, its slug and its `on_error` target.
+#[derive(Clone, Copy)]
+pub(super) struct HookedState<'s> {
+    pub state: &'s Entry,
+    pub slug: &'s str,
+    pub on_error: &'s Option<String>,
+}
+
 /// The gates in front of `slug` (its `before` hooks, in order, the first taking over the
 /// state's triggers), and the terminal state a veto advances to.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn write_gates(
     w: &mut Rewriter<'_>,
     cx: &StateContext<'_>,
-    state: &Entry,
-    slug: &str,
+    hooked: HookedState<'_>,
     list: &[(String, Hook)],
-    on_error: &Option<String>,
     inserts_before: &mut String,
     inserts_after: &mut String,
 ) {
+    let HookedState { state, slug, on_error } = hooked;
     let lay = cx.lay;
     let node = &state.value;
     let tools_granted = &cx.tools_granted;
@@ -127,12 +133,11 @@ pub(super) fn write_gates(
 pub(super) fn write_checks(
     w: &mut Rewriter<'_>,
     cx: &StateContext<'_>,
-    state: &Entry,
-    slug: &str,
+    hooked: HookedState<'_>,
     list: &[(String, Hook)],
-    on_error: &Option<String>,
     inserts_after: &mut String,
 ) {
+    let HookedState { state, slug, on_error } = hooked;
     let lay = cx.lay;
     let tools_granted = &cx.tools_granted;
     let (transitions, originals, finish) = lead_into_checks(w, cx, state, slug, list);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use archmax_compiler::syntax::is_slug;
 use archmax_compiler::syntax::yaml::{Entry, Node};
 
-use super::hooks::{write_checks, write_gates};
+use super::hooks::{HookedState, write_checks, write_gates};
 use super::{
     Hook, Layout, Rewriter, add_trigger, entry, hooks_of, rewrite_delegation, sequence_branches, slugify, stem,
 };
@@ -281,11 +281,12 @@ pub(super) fn rewrite_state(w: &mut Rewriter<'_>, cx: &StateContext<'_>, index: 
     }
     let mut inserts_before = String::new();
     let mut inserts_after = String::new();
+    let hooked = HookedState { state, slug, on_error: &on_error };
     if let Some(list) = gates.get(slug) {
-        write_gates(w, cx, state, slug, list, &on_error, &mut inserts_before, &mut inserts_after);
+        write_gates(w, cx, hooked, list, &mut inserts_before, &mut inserts_after);
     }
     if let Some(list) = checks.get(slug) {
-        write_checks(w, cx, state, slug, list, &on_error, &mut inserts_after);
+        write_checks(w, cx, hooked, list, &mut inserts_after);
     }
     if !inserts_before.is_empty() {
         w.edits.insert(comments_above(text, state.key.span.start as usize), inserts_before);

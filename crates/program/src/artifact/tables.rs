@@ -8,201 +8,247 @@
 
 use super::ArtifactError;
 use crate::mounts::{mount_key_path, mount_source_path};
-use crate::program::{GuardTable, Op, Program, Rule, ScriptId, StateId, SurfaceId, Sym, TemplatePart, ToolKind};
+use crate::program::{
+    GuardTable, Op, Program, Rule, ScriptId, StateId, StateProgram, SurfaceId, Sym, TemplatePart, ToolKind,
+    TriggerProgram, WorkflowProgram,
+};
 use crate::reference::is_variable_name;
 use crate::slug::is_slug;
 use crate::tools::delegation_target;
 
 /// Checks every index inside a decoded program, so the VM can index without panicking.
 pub fn verify(program: &Program) -> Result<(), ArtifactError> {
-    let strings = program.strings.len();
-    let sym = |sym: Sym, what: &str| {
-        if (sym.0 as usize) < strings {
-            Ok(())
-        } else {
-            Err(ArtifactError::Inconsistent(format!("{what} names string {} of {strings}", sym.0)))
-        }
-    };
-    let rule = |rule: &Rule| -> Result<(), ArtifactError> {
-        if let Some(tool) = rule.tool {
-            sym(tool, "a rule")?;
-        }
-        for (argument, _) in &rule.args {
-            sym(*argument, "a rule argument")?;
-        }
-        sym(rule.display, "a rule")
-    };
+    let strings = Strings { count: program.strings.len() };
     for mount in &program.mounts {
         for value in [mount.key, mount.name, mount.source] {
-            sym(value, "a mount")?;
+            strings.sym(value, "a mount")?;
         }
     }
     for skill in &program.skills {
         for value in [skill.slug, skill.description, skill.manifest] {
-            sym(value, "a skill")?;
+            strings.sym(value, "a skill")?;
         }
     }
-    let workflows = program.workflows.len();
     for workflow in &program.workflows {
-        let states = workflow.states.len();
-        let surfaces = workflow.surfaces.len();
-        let scripts = workflow.scripts.len();
-        let state_id = |id: StateId| {
-            if (id.0 as usize) < states {
-                Ok(())
-            } else {
-                Err(ArtifactError::Inconsistent(format!("a reference to state {} of {states}", id.0)))
-            }
-        };
-        let surface_id = |id: SurfaceId| {
-            if (id.0 as usize) < surfaces {
-                Ok(())
-            } else {
-                Err(ArtifactError::Inconsistent(format!("a reference to surface {} of {surfaces}", id.0)))
-            }
-        };
-        let script_id = |id: ScriptId| {
-            if (id.0 as usize) < scripts {
-                Ok(())
-            } else {
-                Err(ArtifactError::Inconsistent(format!("a reference to script {} of {scripts}", id.0)))
-            }
-        };
-        if states == 0 {
-            return Err(ArtifactError::Inconsistent("a workflow without states".to_string()));
+        verify_workflow(program, workflow, strings)?;
+    }
+    Ok(())
+}
+
+/// The length of the program's string table, for the indexes into it.
+#[derive(Clone, Copy)]
+struct Strings {
+    count: usize,
+}
+
+impl Strings {
+    fn sym(self, sym: Sym, what: &str) -> Result<(), ArtifactError> {
+        if (sym.0 as usize) < self.count {
+            Ok(())
+        } else {
+            Err(ArtifactError::Inconsistent(format!("{what} names string {} of {}", sym.0, self.count)))
         }
-        sym(workflow.slug, "a workflow")?;
-        for value in [workflow.prompt_prefix, workflow.child_prompt_prefix] {
-            sym(value, "a workflow")?;
+    }
+
+    fn rule(self, rule: &Rule) -> Result<(), ArtifactError> {
+        if let Some(tool) = rule.tool {
+            self.sym(tool, "a rule")?;
         }
-        if let Some(ttl) = workflow.settings.prompt_cache_ttl {
-            sym(ttl, "a workflow")?;
-            if !matches!(program.str(ttl), "5m" | "1h") {
-                return Err(ArtifactError::Inconsistent("a prompt cache TTL that is neither 5m nor 1h".to_string()));
+        for (argument, _) in &rule.args {
+            self.sym(*argument, "a rule argument")?;
+        }
+        self.sym(rule.display, "a rule")
+    }
+}
+
+/// The lengths of the tables one workflow's indexes point into.
+struct Indexes {
+    strings: Strings,
+    states: usize,
+    surfaces: usize,
+    scripts: usize,
+}
+
+impl Indexes {
+    fn state(&self, id: StateId) -> Result<(), ArtifactError> {
+        within(id.0, self.states, "state")
+    }
+
+    fn surface(&self, id: SurfaceId) -> Result<(), ArtifactError> {
+        within(id.0, self.surfaces, "surface")
+    }
+
+    fn script(&self, id: ScriptId) -> Result<(), ArtifactError> {
+        within(id.0, self.scripts, "script")
+    }
+}
+
+/// An index into a workflow's table of `count` states, surfaces or scripts.
+fn within(index: u32, count: usize, table: &str) -> Result<(), ArtifactError> {
+    if (index as usize) < count {
+        Ok(())
+    } else {
+        Err(ArtifactError::Inconsistent(format!("a reference to {table} {index} of {count}")))
+    }
+}
+
+/// Checks one workflow's indexes: its own fields, callees, scripts and surfaces, then
+/// its triggers and its states.
+fn verify_workflow(program: &Program, workflow: &WorkflowProgram, strings: Strings) -> Result<(), ArtifactError> {
+    let workflows = program.workflows.len();
+    let indexes = Indexes {
+        strings,
+        states: workflow.states.len(),
+        surfaces: workflow.surfaces.len(),
+        scripts: workflow.scripts.len(),
+    };
+    if indexes.states == 0 {
+        return Err(ArtifactError::Inconsistent("a workflow without states".to_string()));
+    }
+    strings.sym(workflow.slug, "a workflow")?;
+    for value in [workflow.prompt_prefix, workflow.child_prompt_prefix] {
+        strings.sym(value, "a workflow")?;
+    }
+    if let Some(ttl) = workflow.settings.prompt_cache_ttl {
+        strings.sym(ttl, "a workflow")?;
+        if !matches!(program.str(ttl), "5m" | "1h") {
+            return Err(ArtifactError::Inconsistent("a prompt cache TTL that is neither 5m nor 1h".to_string()));
+        }
+    }
+    indexes.state(workflow.entry)?;
+    for rule_entry in &workflow.forbid_always {
+        strings.rule(rule_entry)?;
+    }
+    for value in workflow
+        .skills_forbid_always
+        .iter()
+        .chain(&workflow.mounts_forbid_always)
+        .chain(&workflow.mounts_read_write)
+        .chain(workflow.title.iter())
+        .chain(workflow.settings.model.iter())
+    {
+        strings.sym(*value, "a workflow setting")?;
+    }
+    for callee in &workflow.callees {
+        if callee.workflow.0 as usize >= workflows {
+            return Err(ArtifactError::Inconsistent(format!(
+                "a callee names workflow {} of {workflows}",
+                callee.workflow.0
+            )));
+        }
+        for value in [callee.tool, callee.description, callee.parameters].iter().chain(&callee.returns) {
+            strings.sym(*value, "a callee")?;
+        }
+    }
+    for script in &workflow.scripts {
+        strings.sym(script.path, "a script")?;
+        strings.sym(script.source, "a script")?;
+    }
+    for surface in &workflow.surfaces {
+        for tool in &surface.tools {
+            strings.sym(tool.name, "a surface")?;
+            for (argument, _) in &tool.paths {
+                strings.sym(*argument, "a surface")?;
+            }
+            if let ToolKind::Delegation(index) = tool.kind
+                && index as usize >= workflow.callees.len()
+            {
+                return Err(ArtifactError::Inconsistent("a delegation tool without its callee".to_string()));
             }
         }
-        state_id(workflow.entry)?;
-        for rule_entry in &workflow.forbid_always {
-            rule(rule_entry)?;
-        }
-        for value in workflow
-            .skills_forbid_always
+    }
+    for trigger in &workflow.triggers {
+        verify_trigger(&indexes, trigger)?;
+    }
+    for state in &workflow.states {
+        verify_state(&indexes, state)?;
+    }
+    Ok(())
+}
+
+/// Checks a trigger's entry state and strings, and those of its signature entries.
+fn verify_trigger(indexes: &Indexes, trigger: &TriggerProgram) -> Result<(), ArtifactError> {
+    let strings = indexes.strings;
+    indexes.state(trigger.entry)?;
+    for value in [trigger.id, trigger.schema, trigger.signature_prompt, trigger.child_signature_prompt]
+        .iter()
+        .chain(trigger.connection.iter())
+        .chain(trigger.description.iter())
+    {
+        strings.sym(*value, "a trigger")?;
+    }
+    for entry in trigger.requires.iter().chain(&trigger.returns) {
+        strings.sym(entry.name, "a signature entry")?;
+        for value in entry
+            .description
             .iter()
-            .chain(&workflow.mounts_forbid_always)
-            .chain(&workflow.mounts_read_write)
-            .chain(workflow.title.iter())
-            .chain(workflow.settings.model.iter())
+            .chain(entry.rules.format.iter())
+            .chain(entry.rules.pattern.iter())
+            .chain(entry.rules.content.iter())
+            .chain(entry.rules.enumeration.iter().flatten())
+            .chain(entry.rules.accept.iter().flatten())
         {
-            sym(*value, "a workflow setting")?;
+            strings.sym(*value, "a signature rule")?;
         }
-        for callee in &workflow.callees {
-            if callee.workflow.0 as usize >= workflows {
-                return Err(ArtifactError::Inconsistent(format!(
-                    "a callee names workflow {} of {workflows}",
-                    callee.workflow.0
-                )));
+    }
+    Ok(())
+}
+
+/// Checks a state's indexes: its surface, script, ops and transitions, then its strings,
+/// guard table, template and decision record.
+fn verify_state(indexes: &Indexes, state: &StateProgram) -> Result<(), ArtifactError> {
+    let strings = indexes.strings;
+    strings.sym(state.slug, "a state")?;
+    indexes.surface(state.surface)?;
+    if let Some(on_error) = state.on_error {
+        indexes.state(on_error)?;
+    }
+    if let Some(script) = state.script {
+        indexes.script(script)?;
+    }
+    for op in &state.ops {
+        match op {
+            Op::RunAgent(surface) | Op::RunGrader(surface) => indexes.surface(*surface)?,
+            Op::RunCode(script, surface) => {
+                indexes.script(*script)?;
+                indexes.surface(*surface)?;
             }
-            for value in [callee.tool, callee.description, callee.parameters].iter().chain(&callee.returns) {
-                sym(*value, "a callee")?;
-            }
+            Op::ParkForDecision | Op::Complete => {}
         }
-        for script in &workflow.scripts {
-            sym(script.path, "a script")?;
-            sym(script.source, "a script")?;
+    }
+    for transition in &state.transitions {
+        indexes.state(transition.target)?;
+        for value in transition.description.iter().chain(transition.marker.iter()) {
+            strings.sym(*value, "a transition")?;
         }
-        for surface in &workflow.surfaces {
-            for tool in &surface.tools {
-                sym(tool.name, "a surface")?;
-                for (argument, _) in &tool.paths {
-                    sym(*argument, "a surface")?;
-                }
-                if let ToolKind::Delegation(index) = tool.kind
-                    && index as usize >= workflow.callees.len()
-                {
-                    return Err(ArtifactError::Inconsistent("a delegation tool without its callee".to_string()));
-                }
-            }
+    }
+    for value in state
+        .requires
+        .iter()
+        .chain(&state.locks)
+        .chain(&state.skills)
+        .chain(state.title.iter())
+        .chain(state.model.iter())
+        .chain(state.skill_access.iter().map(|(name, _)| name))
+        .chain(state.mount_access.iter().map(|(name, _)| name))
+    {
+        strings.sym(*value, "a state")?;
+    }
+    let GuardTable { forbid, controls, grants } = &state.guards;
+    for rule_entry in forbid.iter().chain(grants.iter().flat_map(|grant| grant.entries.iter())) {
+        strings.rule(rule_entry)?;
+    }
+    for value in controls.iter().chain(grants.iter().map(|grant| &grant.tool)) {
+        strings.sym(*value, "a guard table")?;
+    }
+    for part in &state.template {
+        if let TemplatePart::Text(text) = part {
+            strings.sym(*text, "a template")?;
         }
-        for trigger in &workflow.triggers {
-            state_id(trigger.entry)?;
-            for value in [trigger.id, trigger.schema, trigger.signature_prompt, trigger.child_signature_prompt]
-                .iter()
-                .chain(trigger.connection.iter())
-                .chain(trigger.description.iter())
-            {
-                sym(*value, "a trigger")?;
-            }
-            for entry in trigger.requires.iter().chain(&trigger.returns) {
-                sym(entry.name, "a signature entry")?;
-                for value in entry
-                    .description
-                    .iter()
-                    .chain(entry.rules.format.iter())
-                    .chain(entry.rules.pattern.iter())
-                    .chain(entry.rules.content.iter())
-                    .chain(entry.rules.enumeration.iter().flatten())
-                    .chain(entry.rules.accept.iter().flatten())
-                {
-                    sym(*value, "a signature rule")?;
-                }
-            }
-        }
-        for state in &workflow.states {
-            sym(state.slug, "a state")?;
-            surface_id(state.surface)?;
-            if let Some(on_error) = state.on_error {
-                state_id(on_error)?;
-            }
-            if let Some(script) = state.script {
-                script_id(script)?;
-            }
-            for op in &state.ops {
-                match op {
-                    Op::RunAgent(surface) | Op::RunGrader(surface) => surface_id(*surface)?,
-                    Op::RunCode(script, surface) => {
-                        script_id(*script)?;
-                        surface_id(*surface)?;
-                    }
-                    Op::ParkForDecision | Op::Complete => {}
-                }
-            }
-            for transition in &state.transitions {
-                state_id(transition.target)?;
-                for value in transition.description.iter().chain(transition.marker.iter()) {
-                    sym(*value, "a transition")?;
-                }
-            }
-            for value in state
-                .requires
-                .iter()
-                .chain(&state.locks)
-                .chain(&state.skills)
-                .chain(state.title.iter())
-                .chain(state.model.iter())
-                .chain(state.skill_access.iter().map(|(name, _)| name))
-                .chain(state.mount_access.iter().map(|(name, _)| name))
-            {
-                sym(*value, "a state")?;
-            }
-            let GuardTable { forbid, controls, grants } = &state.guards;
-            for rule_entry in forbid.iter().chain(grants.iter().flat_map(|grant| grant.entries.iter())) {
-                rule(rule_entry)?;
-            }
-            for value in controls.iter().chain(grants.iter().map(|grant| &grant.tool)) {
-                sym(*value, "a guard table")?;
-            }
-            for part in &state.template {
-                if let TemplatePart::Text(text) = part {
-                    sym(*text, "a template")?;
-                }
-            }
-            if let Some(decision) = &state.decision {
-                for value in
-                    std::iter::once(&decision.instructions).chain(&decision.evidence).chain(&decision.approvers)
-                {
-                    sym(*value, "a decision record")?;
-                }
-            }
+    }
+    if let Some(decision) = &state.decision {
+        for value in std::iter::once(&decision.instructions).chain(&decision.evidence).chain(&decision.approvers) {
+            strings.sym(*value, "a decision record")?;
         }
     }
     Ok(())

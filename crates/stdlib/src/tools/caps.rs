@@ -9,7 +9,7 @@
 
 use super::{ToolContext, ToolError, shown, vfs_failure};
 use crate::limits::bound_in_words;
-use crate::vfs::{MountPoint, Vfs, VfsError};
+use crate::vfs::{Entry, MountPoint, Vfs, VfsError};
 
 use archmax_program::zones::session_root;
 
@@ -72,16 +72,12 @@ pub(crate) fn check_write(ctx: &ToolContext, write: &Write) -> Result<(), ToolEr
             limits.session_files
         )));
     };
-    let replaced = own_file_size(session, write.path)?;
+    let replaced = file_size(session.stat(write.path))?;
     let freed = match write.freed.filter(|path| workspace.mount_for(path).is_none()) {
-        Some(path) => own_file_size(session, path)?,
+        Some(path) => file_size(session.stat(path))?,
         None => None,
     };
-    let bytes = usage
-        .bytes
-        .saturating_sub(replaced.unwrap_or(0))
-        .saturating_sub(freed.unwrap_or(0))
-        .saturating_add(write.bytes);
+    let Usage { bytes, files } = usage.after(write, replaced, freed);
     if bytes > limits.session_bytes {
         return Err(ToolError(format!(
             "writing {} bytes to {} would make the session's files total {bytes} bytes, over the session's \
@@ -91,7 +87,6 @@ pub(crate) fn check_write(ctx: &ToolContext, write: &Write) -> Result<(), ToolEr
             bound_in_words(limits.session_bytes)
         )));
     }
-    let files = (usage.files + usize::from(replaced.is_none())).saturating_sub(usize::from(freed.is_some()));
     if files > limits.session_files {
         return Err(ToolError(format!(
             "writing {} would make the session keep {files} files, over its limit of {}; remove files you no \
@@ -121,16 +116,12 @@ fn check_mount_quota(ctx: &ToolContext, mount: &MountPoint, write: &Write) -> Re
         )));
     };
     let in_this_mount = |path: &&str| workspace.mount_for(path).is_some_and(|other| other.key == mount.key);
-    let replaced = workspace_file_size(ctx, write.path)?;
+    let replaced = file_size(workspace.stat(write.path))?;
     let freed = match write.freed.filter(in_this_mount) {
-        Some(path) => workspace_file_size(ctx, path)?,
+        Some(path) => file_size(workspace.stat(path))?,
         None => None,
     };
-    let bytes = usage
-        .bytes
-        .saturating_sub(replaced.unwrap_or(0))
-        .saturating_sub(freed.unwrap_or(0))
-        .saturating_add(write.bytes);
+    let Usage { bytes, files } = usage.after(write, replaced, freed);
     if bytes > limits.mount_bytes {
         return Err(ToolError(format!(
             "writing {} bytes to {} would make the mount `{key}/` hold {bytes} bytes, over a writable mount's \
@@ -140,7 +131,6 @@ fn check_mount_quota(ctx: &ToolContext, mount: &MountPoint, write: &Write) -> Re
             bound_in_words(limits.mount_bytes)
         )));
     }
-    let files = (usage.files + usize::from(replaced.is_none())).saturating_sub(usize::from(freed.is_some()));
     if files > limits.mount_files {
         return Err(ToolError(format!(
             "writing {} would make the mount `{key}/` hold {files} files, over a writable mount's limit of {}; \
@@ -152,18 +142,9 @@ fn check_mount_quota(ctx: &ToolContext, mount: &MountPoint, write: &Write) -> Re
     Ok(())
 }
 
-/// The size of a file at a workspace path, if one is there.
-fn workspace_file_size(ctx: &ToolContext, path: &str) -> Result<Option<u64>, ToolError> {
-    match ctx.workspace.stat(path) {
-        Ok(Some(entry)) if !entry.is_dir => Ok(Some(entry.size)),
-        Ok(_) => Ok(None),
-        Err(error) => Err(vfs_failure(error)),
-    }
-}
-
-/// The size of a file in the session's own store, if one is there.
-fn own_file_size(session: &dyn Vfs, path: &str) -> Result<Option<u64>, ToolError> {
-    match session.stat(path) {
+/// The size of the file a `stat` found, if it found one (a folder is no file).
+fn file_size(stat: Result<Option<Entry>, VfsError>) -> Result<Option<u64>, ToolError> {
+    match stat {
         Ok(Some(entry)) if !entry.is_dir => Ok(Some(entry.size)),
         Ok(_) => Ok(None),
         Err(error) => Err(vfs_failure(error)),
@@ -174,6 +155,21 @@ fn own_file_size(session: &dyn Vfs, path: &str) -> Result<Option<u64>, ToolError
 struct Usage {
     bytes: u64,
     files: usize,
+}
+
+impl Usage {
+    /// What the store would keep after `write`: the file it replaces (`replaced`, its
+    /// size when there is one) and the file the call frees (`freed`) no longer count.
+    fn after(&self, write: &Write, replaced: Option<u64>, freed: Option<u64>) -> Usage {
+        Usage {
+            bytes: self
+                .bytes
+                .saturating_sub(replaced.unwrap_or(0))
+                .saturating_sub(freed.unwrap_or(0))
+                .saturating_add(write.bytes),
+            files: (self.files + usize::from(replaced.is_none())).saturating_sub(usize::from(freed.is_some())),
+        }
+    }
 }
 
 /// Sums the files below a store's root, skipping the root entries `counted` refuses
@@ -223,13 +219,20 @@ mod tests {
         Limits { session_bytes: bytes, session_files: files, ..Limits::default() }
     }
 
+    /// A fixture under `limits` that writes `filling` bytes to `fill_path`, and the refusal
+    /// of the one byte more it is then asked to write to `over_path`.
+    fn one_byte_over(limits: Limits, fill_path: &str, filling: usize, over_path: &str) -> (Fixture, String) {
+        let fixture = Fixture::new().limited(limits);
+        fixture.ok("write_file", json!({ "file_path": fill_path, "content": "x".repeat(filling) }));
+        let refused = fixture.refused("write_file", json!({ "file_path": over_path, "content": "y" }));
+        (fixture, refused)
+    }
+
     #[test]
     fn a_write_over_the_session_quota_is_refused_and_nothing_is_written() {
         // The fixture's session keeps 59 bytes in 3 files in scratchpad/ and reports/ (the
         // runtime's checkpoints/ and artifacts/ do not count).
-        let fixture = Fixture::new().limited(quota(100, 100));
-        fixture.ok("write_file", json!({ "file_path": "scratchpad/a.md", "content": "x".repeat(41) }));
-        let refused = fixture.refused("write_file", json!({ "file_path": "scratchpad/b.md", "content": "y" }));
+        let (fixture, refused) = one_byte_over(quota(100, 100), "scratchpad/a.md", 41, "scratchpad/b.md");
         assert_eq!(
             refused,
             "writing 1 bytes to 'scratchpad/b.md' would make the session's files total 101 bytes, over the \
@@ -266,9 +269,7 @@ mod tests {
     #[test]
     fn a_write_over_a_writable_mounts_quota_is_a_tool_error_naming_the_bound() {
         // `catalogs/eu/` holds `prices.json`, 15 bytes, when the session starts.
-        let fixture = Fixture::new().limited(mount_quota(100, 100));
-        fixture.ok("write_file", json!({ "file_path": "catalogs/eu/a.json", "content": "x".repeat(85) }));
-        let refused = fixture.refused("write_file", json!({ "file_path": "catalogs/eu/b.json", "content": "y" }));
+        let (fixture, refused) = one_byte_over(mount_quota(100, 100), "catalogs/eu/a.json", 85, "catalogs/eu/b.json");
         assert_eq!(
             refused,
             "writing 1 bytes to 'catalogs/eu/b.json' would make the mount `catalogs/eu/` hold 101 bytes, over a \

@@ -409,37 +409,8 @@ fn readable(messages: &[Message], first: usize, most: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::Value;
-
     use super::*;
-    use crate::session::{ToolCall, ToolStatus};
-
-    fn user(text: &str) -> Message {
-        Message::User { text: text.to_string(), opening: None }
-    }
-
-    fn calls(ids: &[&str]) -> Message {
-        Message::Assistant {
-            text: String::new(),
-            tool_calls: ids
-                .iter()
-                .map(|id| ToolCall { id: id.to_string(), name: "lookup".to_string(), args: Value::Null })
-                .collect(),
-        }
-    }
-
-    fn answer(id: &str) -> Message {
-        Message::Tool {
-            call_id: id.to_string(),
-            name: "lookup".to_string(),
-            content: "ok".to_string(),
-            status: ToolStatus::Ok,
-        }
-    }
-
-    fn note(kind: NoteKind, text: &str) -> Message {
-        Message::Note { kind, call_id: format!("note-{text}"), text: text.to_string() }
-    }
+    use crate::interp::test_support::{answer, calls, note, user};
 
     #[test]
     fn a_cut_never_separates_a_call_from_its_answers() {

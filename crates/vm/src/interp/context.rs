@@ -251,34 +251,8 @@ pub(super) fn message_tokens(model: Option<&str>, message: &Message) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{NoteKind, ToolCall, ToolStatus};
-
-    fn user(text: &str) -> Message {
-        Message::User { text: text.to_string(), opening: None }
-    }
-
-    fn calls(ids: &[&str]) -> Message {
-        Message::Assistant {
-            text: String::new(),
-            tool_calls: ids
-                .iter()
-                .map(|id| ToolCall { id: id.to_string(), name: "lookup".to_string(), args: Value::Null })
-                .collect(),
-        }
-    }
-
-    fn answer(id: &str) -> Message {
-        Message::Tool {
-            call_id: id.to_string(),
-            name: "lookup".to_string(),
-            content: "ok".to_string(),
-            status: ToolStatus::Ok,
-        }
-    }
-
-    fn note(kind: NoteKind, text: &str) -> Message {
-        Message::Note { kind, call_id: format!("note-{text}"), text: text.to_string() }
-    }
+    use crate::interp::test_support::{answer, calls, note, user};
+    use crate::session::NoteKind;
 
     #[test]
     fn bytes_bound_tokens_for_every_tokenizer() {

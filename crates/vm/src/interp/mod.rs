@@ -30,6 +30,8 @@ mod offload;
 mod pin;
 mod resume;
 mod start;
+#[cfg(test)]
+mod test_support;
 
 use std::time::Duration;
 

@@ -64,14 +64,26 @@ fn redacted(text: &str) -> String {
             shown.replace_range(start..scheme_end + 3 + at, "***");
         }
     }
-    shown
-        .split(' ')
-        .map(|part| match part.split_once('=') {
-            Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
-            _ => part.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    if shown.contains("://") {
+        return shown;
+    }
+    // The keyword form, read as libpq reads it (quotes, escapes, any whitespace); text
+    // that does not read is cut at the first `password`, so nothing after it shows.
+    match archmax_store_postgres::tls::keyword_pairs(&shown) {
+        Ok(pairs) => pairs
+            .into_iter()
+            .map(
+                |(key, value)| {
+                    if key.eq_ignore_ascii_case("password") { format!("{key}=***") } else { format!("{key}={value}") }
+                },
+            )
+            .collect::<Vec<_>>()
+            .join(" "),
+        Err(_) => match shown.to_ascii_lowercase().find("password") {
+            Some(at) => format!("{}password=***", &shown[..at]),
+            None => shown,
+        },
+    }
 }
 
 #[cfg(test)]
@@ -84,6 +96,9 @@ mod redaction {
         assert_eq!(redacted("host=/run/pg password=s3cret dbname=a"), "host=/run/pg password=*** dbname=a");
         assert_eq!(redacted("fs:/tmp/sessions"), "fs:/tmp/sessions");
         assert_eq!(redacted("pg://user@host/db"), "pg://user@host/db");
+        assert_eq!(redacted("host=db\tpassword=s3cret X=1"), "host=db password=*** X=1");
+        assert_eq!(redacted("host=db password='two words'"), "host=db password=***");
+        assert_eq!(redacted("host=db password='unclosed secret"), "host=db password=***");
     }
 }
 
@@ -92,11 +107,10 @@ fn parse(root: &Path, text: &str) -> Option<Target> {
         return Some(Target::Fs(if dir.is_empty() { sessions_dir(root) } else { PathBuf::from(dir) }));
     }
     let url = text.starts_with("postgres://") || text.starts_with("postgresql://");
-    let keywords = !text.is_empty()
-        && text.split_whitespace().all(|pair| {
-            pair.split_once('=')
-                .is_some_and(|(key, _)| !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
-        });
+    let keywords = archmax_store_postgres::tls::keyword_pairs(text).is_ok_and(|pairs| {
+        !pairs.is_empty()
+            && pairs.iter().all(|(key, _)| !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+    });
     (url || keywords).then(|| Target::Postgres(text.to_string()))
 }
 

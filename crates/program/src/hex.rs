@@ -48,7 +48,7 @@ pub fn decode_array<const N: usize>(text: &str) -> Option<[u8; N]> {
             [high, low] => match (digit(*high), digit(*low)) {
                 (Some(high), Some(low)) => *byte = (high << 4) | low,
                 _ => {
-                    bytes.fill(0);
+                    zeroize::Zeroize::zeroize(&mut bytes);
                     return None;
                 }
             },

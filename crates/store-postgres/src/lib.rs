@@ -254,6 +254,15 @@ impl PgStore {
         let mut config: tokio_postgres::Config =
             driver_target.parse().map_err(|error: tokio_postgres::Error| ConnectError::Config(error.to_string()))?;
         let tls = tls::connector(&tls_settings).map_err(ConnectError::Tls)?;
+        // A unix socket carries no TLS (the server refuses it there, and libpq ignores
+        // the mode): a target that reaches the server only through sockets goes without.
+        let hosts = config.get_hosts();
+        if !hosts.is_empty()
+            && config.get_hostaddrs().is_empty()
+            && hosts.iter().all(|host| !matches!(host, tokio_postgres::config::Host::Tcp(_)))
+        {
+            config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+        }
         let durable = match config.get_options() {
             Some(options) if !options.trim().is_empty() => format!("{options} -c synchronous_commit=on"),
             _ => "-c synchronous_commit=on".to_string(),

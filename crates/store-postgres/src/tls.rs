@@ -16,8 +16,11 @@
 //! system's roots; `verify-ca` and `verify-full` need one (libpq's fallback,
 //! `~/.postgresql/root.crt`, is used when it exists). `sslcert` and `sslkey` are the
 //! client's certificate chain and private key (PEM), for servers that authenticate
-//! clients by certificate; one without the other is refused. A unix socket never
-//! carries TLS (the server does not offer it there), whatever the mode.
+//! clients by certificate; one without the other is refused, and so is a key given twice.
+//! `sslrootcert=system` trusts every public authority, so it implies `verify-full` and
+//! refuses a weaker mode. A unix socket never carries TLS (the server does not offer it
+//! there): a target whose hosts are all sockets connects without it, whatever the mode,
+//! as libpq does.
 //!
 //! The one thing to know: tokio-postgres itself knows only `disable`, `prefer` and
 //! `require`, and refuses the other keys. [`split`] takes this module's keys out of the
@@ -61,6 +64,16 @@ impl SslMode {
         }
     }
 
+    fn name(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+
     /// The mode tokio-postgres is given: it only needs to know whether TLS is required.
     fn for_driver(self) -> &'static str {
         match self {
@@ -87,6 +100,9 @@ pub struct TlsSettings {
     pub client_key: Option<PathBuf>,
 }
 
+/// The keys this module reads; tokio-postgres never sees them.
+const TLS_KEYS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
+
 /// Takes the TLS keys out of `target` (either form); the rest, with a mode tokio-postgres
 /// knows, is what it parses.
 pub fn split(target: &str) -> Result<(String, TlsSettings), String> {
@@ -107,7 +123,16 @@ fn settings(
     let mut root_cert = None;
     let mut client_cert = None;
     let mut client_key = None;
+    let mut seen: Vec<String> = Vec::new();
     for (key, value) in pairs {
+        if TLS_KEYS.contains(&key.as_str()) {
+            // The last of two would win silently: a target built by appending text could
+            // turn verify-full into disable. Say so instead.
+            if seen.contains(&key) {
+                return Err(format!("`{key}` is given twice in the store target; give it once"));
+            }
+            seen.push(key.clone());
+        }
         match key.as_str() {
             "sslmode" => mode = Some(SslMode::parse(&value)?),
             "sslrootcert" => {
@@ -118,7 +143,19 @@ fn settings(
             _ => kept.push((key, value)),
         }
     }
-    let mode = mode.unwrap_or(SslMode::Prefer);
+    // The operating system's roots vouch for any public name, so with them only a name
+    // check means anything (as libpq 16 has it): `system` implies verify-full.
+    let mode = match (mode, &root_cert) {
+        (None, Some(Roots::System)) => SslMode::VerifyFull,
+        (Some(mode), Some(Roots::System)) if mode != SslMode::VerifyFull => {
+            return Err(format!(
+                "sslrootcert=system trusts every public certificate authority, so it needs sslmode=verify-full \
+                 (the target says {}); drop sslmode or set it to verify-full",
+                mode.name()
+            ));
+        }
+        (mode, _) => mode.unwrap_or(SslMode::Prefer),
+    };
     kept.push(("sslmode".to_string(), mode.for_driver().to_string()));
     if client_cert.is_some() != client_key.is_some() {
         return Err(
@@ -128,14 +165,35 @@ fn settings(
     Ok(TlsSettings { mode, root_cert, client_cert, client_key })
 }
 
+/// The URL form: the query is split by hand, as tokio-postgres reads it (`&`-separated,
+/// percent-decoded, `+` is a plus), and every pair that is not a TLS key is kept exactly
+/// as written, so nothing else of the URL (host lists, encoded options) is touched.
 fn split_url(target: &str) -> Result<(String, TlsSettings), String> {
-    let mut url = url::Url::parse(target).map_err(|error| format!("the store URL does not parse: {error}"))?;
-    let pairs: Vec<(String, String)> =
-        url.query_pairs().map(|(key, value)| (key.into_owned(), value.into_owned())).collect();
+    let (base, query) = target.split_once('?').unwrap_or((target, ""));
+    let mut decoded = Vec::new();
+    let mut verbatim = Vec::new();
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = percent_decoded(key)?;
+        if TLS_KEYS.contains(&key.as_str()) {
+            decoded.push((key, percent_decoded(value)?));
+        } else {
+            verbatim.push(pair);
+        }
+    }
     let mut kept = Vec::new();
-    let settings = settings(pairs.into_iter(), &mut kept)?;
-    url.query_pairs_mut().clear().extend_pairs(kept.iter().map(|(key, value)| (key.as_str(), value.as_str())));
-    Ok((url.to_string(), settings))
+    let settings = settings(decoded.into_iter(), &mut kept)?;
+    // `settings` hands back only the mode the driver is given.
+    let driver_mode = kept.iter().map(|(key, value)| format!("{key}={value}"));
+    let query: Vec<String> = verbatim.into_iter().map(str::to_string).chain(driver_mode).collect();
+    Ok((format!("{base}?{}", query.join("&")), settings))
+}
+
+fn percent_decoded(text: &str) -> Result<String, String> {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8()
+        .map(|text| text.into_owned())
+        .map_err(|_| format!("`{text}` in the store URL's query is not UTF-8 once decoded"))
 }
 
 fn split_keywords(target: &str) -> Result<(String, TlsSettings), String> {
@@ -148,7 +206,7 @@ fn split_keywords(target: &str) -> Result<(String, TlsSettings), String> {
 
 /// The `key=value` pairs of a libpq keyword string: spaces around `=` allowed, a value
 /// in single quotes may hold spaces, and `\` escapes the next character.
-fn keyword_pairs(text: &str) -> Result<Vec<(String, String)>, String> {
+pub fn keyword_pairs(text: &str) -> Result<Vec<(String, String)>, String> {
     let mut pairs = Vec::new();
     let mut chars = text.chars().peekable();
     loop {
@@ -389,15 +447,42 @@ mod tests {
     #[test]
     fn the_tls_keys_leave_a_url_target_and_the_rest_stays() {
         let (rest, settings) = split(
-            "postgres://app:s%40cret@db.example:6432/archmax?sslmode=verify-ca&sslrootcert=system&application_name=a",
+            "postgres://app:s%40cret@db.example:6432/archmax?sslmode=verify-full&sslrootcert=system&application_name=a",
         )
         .expect("splits");
-        assert_eq!(settings.mode, SslMode::VerifyCa);
+        assert_eq!(settings.mode, SslMode::VerifyFull);
         assert_eq!(settings.root_cert, Some(Roots::System));
         let config: tokio_postgres::Config = rest.parse().expect("tokio-postgres reads the rest");
         assert_eq!(config.get_ssl_mode(), tokio_postgres::config::SslMode::Require);
         assert_eq!(config.get_application_name(), Some("a"));
         assert_eq!(config.get_password(), Some(&b"s@cret"[..]));
+    }
+
+    #[test]
+    fn a_url_keeps_every_other_pair_exactly_as_written() {
+        let (rest, settings) = split(
+            "postgres://app@h1:5432,h2:5433/db?options=-c%20statement_timeout%3D5s&sslrootcert=%2Fetc%2Fca%2Bbundle.pem&sslmode=verify-ca",
+        )
+        .expect("splits");
+        assert_eq!(rest, "postgres://app@h1:5432,h2:5433/db?options=-c%20statement_timeout%3D5s&sslmode=require");
+        assert_eq!(settings.root_cert, Some(Roots::File(PathBuf::from("/etc/ca+bundle.pem"))), "`+` is a plus");
+        let config: tokio_postgres::Config = rest.parse().expect("tokio-postgres reads the rest");
+        assert_eq!(config.get_options(), Some("-c statement_timeout=5s"));
+        assert_eq!(config.get_hosts().len(), 2);
+    }
+
+    #[test]
+    fn system_roots_mean_verify_full_and_a_key_is_given_once() {
+        let (_, settings) = split("host=db.example sslrootcert=system").expect("splits");
+        assert_eq!(settings.mode, SslMode::VerifyFull, "system roots vouch for any public name");
+        for weaker in ["prefer", "require", "verify-ca", "disable"] {
+            let message = split(&format!("host=db.example sslrootcert=system sslmode={weaker}")).expect_err(weaker);
+            assert!(message.contains("needs sslmode=verify-full"), "{message}");
+        }
+        let message = split("host=x sslmode=verify-full sslmode=disable").expect_err("twice");
+        assert!(message.contains("`sslmode` is given twice"), "{message}");
+        let message = split("postgres://h/db?sslmode=verify-full&sslmode=disable").expect_err("twice in a URL");
+        assert!(message.contains("given twice"), "{message}");
     }
 
     #[test]

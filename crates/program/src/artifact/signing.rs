@@ -78,7 +78,7 @@ impl SecretKey {
         let mut seed = [0u8; 32];
         getrandom::fill(&mut seed).map_err(|error| KeyError::Randomness(error.to_string()))?;
         let key = SecretKey::from_seed(&seed);
-        seed.fill(0);
+        zeroize::Zeroize::zeroize(&mut seed);
         Ok(key)
     }
 
@@ -95,7 +95,7 @@ impl SecretKey {
         };
         let mut seed = line.strip_prefix(SECRET_PREFIX).and_then(decode_array::<32>).ok_or(KeyError::NotAPrivateKey)?;
         let key = SecretKey::from_seed(&seed);
-        seed.fill(0);
+        zeroize::Zeroize::zeroize(&mut seed);
         Ok(key)
     }
 

@@ -49,6 +49,14 @@ impl RecordKind {
     pub const ALL: [RecordKind; 4] =
         [RecordKind::WebhookReplay, RecordKind::InboxSession, RecordKind::InboxKey, RecordKind::Conformance];
 
+    /// Whether a record of this kind still holds its key against a claim after the
+    /// filesystem store's seal key is rotated (when the previous key is still listed).
+    /// True for replays, where claimed-once is the point; other kinds start afresh under
+    /// the new key (a sign-in key is simply made again).
+    pub fn holds_across_rotation(self) -> bool {
+        matches!(self, RecordKind::WebhookReplay | RecordKind::Conformance)
+    }
+
     /// The kind's name, as stores keep it (a folder name, a column value).
     pub fn as_str(self) -> &'static str {
         match self {

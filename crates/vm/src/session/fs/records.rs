@@ -17,9 +17,11 @@
 //! Seal-key rotation: records are written and read under the current key only, so a
 //! record written under a previous key reads as absent once the key changes (inbox users
 //! sign in again). A claim, though, looks for the key's record under every accepted key
-//! (the current one and the previous ones the key file still lists), and the sweep keeps
+//! (the current one and the previous ones the key file still lists) when the kind holds
+//! across rotations ([`RecordKind::holds_across_rotation`]: replays), and the sweep keeps
 //! a record any accepted key vouches for until it expires: a webhook request accepted just
-//! before a rotation is still refused as a replay after it. A record whose key is no longer
+//! before a rotation is still refused as a replay after it. Other kinds start afresh under
+//! the new key (the inbox's sign-in key is made again at once). A record whose key is no longer
 //! accepted at all is unauthenticated, and is treated as absent and swept.
 //!
 //! Every operation opens `+records` and then `+records/<kind>` once, each with
@@ -351,7 +353,9 @@ impl FsStore {
         let _lock = folder.lock().map_err(&failed)?;
         // The key is held while a live record of it exists under any accepted key: one
         // written just before a rotation still counts.
-        for (index, name) in record_file_names(&self.keys, kind, &record.key) {
+        let names = record_file_names(&self.keys, kind, &record.key);
+        let checked = if kind.holds_across_rotation() { names.len() } else { 1 };
+        for (index, name) in names.into_iter().take(checked) {
             let held = folder.read_record(&self.keys, index, kind, &name).map_err(&failed)?;
             if held.is_some_and(|(expires, _)| expires > now_ms) {
                 return Ok(false);

@@ -146,6 +146,25 @@ fn a_record_written_under_a_rotated_out_key_reads_as_absent_but_still_holds_its_
 }
 
 #[test]
+fn a_sign_in_key_is_made_again_at_once_after_a_rotation() {
+    // The inbox's one shared key is read under the current seal key only; if its old
+    // record still held the key, the inbox could neither read nor make one until it
+    // expired (days).
+    let scratch = Scratch::new("rotated-inbox-key");
+    let (old, new) = (keys(), keys());
+    let key = Record { kind: RecordKind::InboxKey, ..record("sign-in-form", b"old", NOW + 1_000) };
+    assert!(scratch.store(&old).claim_record(&key, NOW).expect("claim"));
+    let rotated = scratch.store(&new.with_previous(&old));
+    assert_eq!(rotated.read_record(RecordKind::InboxKey, "sign-in-form", NOW).expect("read"), None);
+    let fresh = Record { value: b"new".to_vec(), ..key };
+    assert!(rotated.claim_record(&fresh, NOW).expect("claim"), "made again under the new key");
+    assert_eq!(
+        rotated.read_record(RecordKind::InboxKey, "sign-in-form", NOW).expect("read").as_deref(),
+        Some(&b"new"[..])
+    );
+}
+
+#[test]
 fn a_sweep_keeps_what_a_previous_key_vouches_for_until_it_expires() {
     let scratch = Scratch::new("rotated-sweep");
     let (old, new) = (keys(), keys());

@@ -526,7 +526,6 @@ impl SessionState {
 #[cfg(test)]
 mod tests {
     use super::TrailKind;
-    use archmax_compiler::schema::case::TrailKind as CaseTrailKind;
 
     const ALL: [TrailKind; 9] = [
         TrailKind::Trigger,
@@ -550,8 +549,10 @@ mod tests {
         assert!(serde_json::from_str::<TrailKind>("\"teleport\"").is_err(), "an unknown kind is refused");
     }
 
+    #[cfg(feature = "frontend")]
     #[test]
     fn every_kind_a_case_can_name_is_a_trail_kind() {
+        use archmax_compiler::schema::case::TrailKind as CaseTrailKind;
         for (name, wanted) in CaseTrailKind::ALL {
             let kind = ALL.into_iter().find(|kind| kind.as_str() == name).expect("a session trail kind");
             assert!(kind.is(wanted));

@@ -40,7 +40,7 @@ fn parked_workflow(
     archmax_vm::interp::check_named_workflow(&state, named)
         .map_err(|error| failure(crate::session::run_problem(&error)))?;
     if let Some(refusal) = park_refusal(&state, channel) {
-        return Err(failure(refusal));
+        return Err(failure(crate::session::not_parked(&refusal)));
     }
     if let Some(refusal) = to.and_then(|to| decision_refusal(&state, to)) {
         return Err(failure(refusal));

@@ -45,6 +45,6 @@ pub(crate) mod values;
 
 pub use archmax_stdlib as stdlib;
 pub use runtime::{
-    DecideRequest, DeliverRequest, Disposition, ErrorKind, FieldProblem, Mock, Outcome, Refusal, ReplyRequest,
-    RunError, Runtime, RuntimeBuilder, RuntimeParts, TurnRequest,
+    DecideRequest, DeliverRequest, Disposition, ErrorKind, FieldProblem, InputReason, Mock, Outcome, Refusal,
+    ReplyRequest, RunError, Runtime, RuntimeBuilder, RuntimeParts, TurnRequest,
 };

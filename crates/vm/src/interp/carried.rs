@@ -26,7 +26,7 @@ use archmax_program::program::{Program, TriggerProgram};
 use archmax_program::reference::{PathSegment, VarPath};
 
 use crate::kernel::value_at;
-use crate::runtime::{FieldProblem, RunError};
+use crate::runtime::{FieldProblem, InputReason, RunError};
 
 /// Which seeds a turn takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,6 +150,7 @@ pub(super) fn routed_values(
             routing.iter().map(|path| format!("`{path}`")).collect::<Vec<_>>().join(" and ")
         ),
         fields: problems,
+        reason: InputReason::Fields,
     })
 }
 

@@ -271,7 +271,7 @@ impl FsWriter {
             Ok(Some(loaded)) => {
                 Err(StoreError::Conflict { id: self.id.clone(), expected: self.state.seq, found: loaded.state.seq })
             }
-            Err(StoreError::Corrupt { .. }) => {
+            Err(error) if error.is_unreadable() => {
                 Err(StoreError::Conflict { id: self.id.clone(), expected: self.state.seq, found: self.state.seq })
             }
             Err(error) => Err(error),

@@ -47,6 +47,16 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in declaration order.
+    pub const ALL: [Status; 6] = [
+        Status::Running,
+        Status::Completed,
+        Status::Failed,
+        Status::Rejected,
+        Status::AwaitingDecision,
+        Status::AwaitingInput,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Running => "running",

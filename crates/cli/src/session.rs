@@ -14,12 +14,11 @@ use archmax_compiler::program::Program;
 use archmax_compiler::{CompileError, compile};
 use archmax_vm::environment::{self, ClockAndPricing, process_env};
 use archmax_vm::events::{EventSink, JsonLines};
-use archmax_vm::interp::NotParked;
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::record::RecordError;
 use archmax_vm::session::{Status, StoreError, Usage};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
-use archmax_vm::{Disposition, InputReason, Outcome, RunError, Runtime, RuntimeParts};
+use archmax_vm::{Disposition, InputReason, NotParked, Outcome, RunError, Runtime, RuntimeParts};
 
 use crate::build::refused;
 use crate::output::{failure, note, stderr_color};

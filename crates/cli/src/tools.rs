@@ -48,7 +48,6 @@ const CATALOG_COMMAND: &str = "archmax tools";
 /// The host the commands ask for tools: the MCP servers of `settings`, started on first
 /// need. A bare `command` is looked up beside the running `archmax` first (where the
 /// workspace's own servers are built), then on `PATH`.
-
 pub fn tool_host(root: &Path, settings: &RunnerSettings) -> Arc<dyn ToolHost> {
     if settings.mcp_servers.is_empty() {
         return Arc::new(NoHost);

@@ -25,7 +25,7 @@ use crate::model::pricing::PricingTable;
 use crate::session::{Exit, PendingDecision, PendingInput, SessionStore, Status, StoreError, Usage};
 
 /// The most steps one turn may take (model calls, tool batches, automated states).
-pub const RECURSION_LIMIT: usize = 400;
+pub(crate) const RECURSION_LIMIT: usize = 400;
 
 /// What a host must supply to build a runtime ([`Runtime::builder`]).
 #[derive(Clone)]
@@ -176,7 +176,7 @@ pub struct Runtime {
 /// QuickJS heap (up to the sandbox's memory limit), so a host running many sessions
 /// bounds them; an evicted REPL starts afresh on the session's next `archmax_eval`, as
 /// it does in another process.
-pub const DEFAULT_REPL_CAPACITY: usize = 64;
+pub(crate) const DEFAULT_REPL_CAPACITY: usize = 64;
 
 /// A declared result for calls of one tool: `{ tool, whenInput?, result }`. The first
 /// mock (in declaration order) whose tool matches and whose `when_input` partially
@@ -685,18 +685,18 @@ impl Runtime {
     }
 
     /// The mock answering a call of `tool` with `args`, if any.
-    pub fn mock_for(&self, tool: &str, args: &Value) -> Option<&Mock> {
+    pub(crate) fn mock_for(&self, tool: &str, args: &Value) -> Option<&Mock> {
         self.choices.mocks.find(tool, args)
     }
 
     /// The REPL of a session, if one is kept; using it makes it the most recent.
-    pub fn repl(&self, session: &str) -> Option<Arc<crate::sandbox::Sandbox>> {
+    pub(crate) fn repl(&self, session: &str) -> Option<Arc<crate::sandbox::Sandbox>> {
         self.repls.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(session).cloned()
     }
 
     /// Keeps a session's REPL; a REPL another call kept first wins. When the cache is
     /// full the least recently used session's REPL is dropped.
-    pub fn keep_repl(&self, session: &str, sandbox: crate::sandbox::Sandbox) -> Arc<crate::sandbox::Sandbox> {
+    pub(crate) fn keep_repl(&self, session: &str, sandbox: crate::sandbox::Sandbox) -> Arc<crate::sandbox::Sandbox> {
         let mut repls = self.repls.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(kept) = repls.get(session) {
             return Arc::clone(kept);

@@ -21,7 +21,7 @@ use super::carried::{Carry, Undeclared};
 pub const TITLE_MAX_CHARS: usize = 200;
 
 /// Checks a variable name; `Err` says what is wrong.
-pub fn validate_variable_name(name: &str) -> Result<(), String> {
+pub(crate) fn validate_variable_name(name: &str) -> Result<(), String> {
     if is_variable_name(name) {
         return Ok(());
     }
@@ -32,7 +32,7 @@ pub fn validate_variable_name(name: &str) -> Result<(), String> {
 }
 
 /// Checks a title value; returns it trimmed.
-pub fn validate_title(value: &Value) -> Result<String, String> {
+pub(crate) fn validate_title(value: &Value) -> Result<String, String> {
     let Value::String(text) = value else {
         return Err("`title` must be a string".to_string());
     };
@@ -265,7 +265,7 @@ impl Runtime {
     /// asked for, else the trigger's `session:` path when it resolves in the request's
     /// variables to a usable id (a firing joining a conversation), else a new random id.
     /// A host that must know the id before the turn runs (to queue it) asks here.
-    pub fn start_session_id(&self, request: &TurnRequest) -> Result<SessionId, RunError> {
+    pub(crate) fn start_session_id(&self, request: &TurnRequest) -> Result<SessionId, RunError> {
         let (_, trigger) = self.start_trigger(request)?;
         self.session_id_for(request, trigger)
     }

@@ -166,7 +166,7 @@ pub enum Message {
 }
 
 impl Message {
-    pub fn is_note(&self) -> bool {
+    pub(crate) fn is_note(&self) -> bool {
         matches!(self, Message::Note { .. })
     }
 }
@@ -528,7 +528,7 @@ impl SessionState {
     }
 
     /// The variables as one JSON object of values.
-    pub fn variable_values(&self) -> Value {
+    pub(crate) fn variable_values(&self) -> Value {
         Value::Object(self.variables.iter().map(|(name, variable)| (name.clone(), variable.value.clone())).collect())
     }
 }

@@ -78,7 +78,7 @@ pub enum StoreError {
 }
 
 /// What is wrong with a session sealed without the runner's seal key ([`StoreError::Unkeyed`]).
-pub const UNKEYED_SEAL: &str = "its seal was made without the runner's seal key (by a build before keyed seals, or by \
+pub(crate) const UNKEYED_SEAL: &str = "its seal was made without the runner's seal key (by a build before keyed seals, or by \
      someone rewriting it without the key), so nothing vouches that its steps are the ones the runner wrote";
 
 impl StoreError {
@@ -193,7 +193,7 @@ impl ListQuery {
     }
 
     /// Whether `id` lies after the cursor.
-    pub fn follows_cursor(&self, id: &str) -> bool {
+    pub(crate) fn follows_cursor(&self, id: &str) -> bool {
         self.cursor.as_deref().is_none_or(|cursor| id > cursor)
     }
 }
@@ -242,7 +242,7 @@ pub fn instant_ms(text: &str) -> Option<i64> {
 /// [`SessionStore::list_page`] for any store: lists every id, then reads the sessions after
 /// the cursor one by one until the page is full and one more admitted session shows that
 /// another page follows.
-pub async fn read_page<S: SessionStore + ?Sized>(store: &S, query: &ListQuery) -> Result<ListPage, StoreError> {
+pub(crate) async fn read_page<S: SessionStore + ?Sized>(store: &S, query: &ListQuery) -> Result<ListPage, StoreError> {
     let size = query.page_size();
     let mut page = ListPage::default();
     // Damaged sessions met after the page filled belong to the next page, unless none follows.

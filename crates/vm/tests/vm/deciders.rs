@@ -8,13 +8,12 @@ use serde_json::json;
 
 use archmax_vm::clock::FixedClock;
 use archmax_vm::events::EventSink;
-use archmax_vm::interp::Channel;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse};
 use archmax_vm::runtime::{DecideRequest, DeliverRequest, ErrorKind, InputReason};
 use archmax_vm::session::memory::MemoryStore;
 use archmax_vm::session::{Message, SessionStore, Status, ToolCall, TrailKind};
-use archmax_vm::{Refusal, RunError, Runtime, RuntimeParts, TurnRequest};
+use archmax_vm::{Channel, Refusal, RunError, Runtime, RuntimeParts, TurnRequest};
 
 use crate::support::compile;
 

@@ -106,7 +106,7 @@ use verify::{Files, Loaded, Refusal, Settle, Trust};
 pub use writer::FsWriter;
 
 /// The store's directory under the workspace root.
-pub const DEFAULT_SESSIONS_DIR: &str = "sessions";
+pub(crate) const DEFAULT_SESSIONS_DIR: &str = "sessions";
 
 /// The folder of a session that holds the runtime's own files. It is a runtime-internal
 /// zone: the kernel refuses every tool call into it and listings never show it.
@@ -223,7 +223,7 @@ impl FsStore {
     /// seal, gives an earlier build's seal its slots, completes a compaction), reseals
     /// it under the current key when a previous key (or, when adopting, none) sealed
     /// it, and returns the state with the concrete writer.
-    pub fn open_writer(&self, id: &str) -> Result<(SessionState, FsWriter), StoreError> {
+    pub(crate) fn open_writer(&self, id: &str) -> Result<(SessionState, FsWriter), StoreError> {
         let (session_path, lock) = self.lock_session(id)?;
         let runtime_dir = session_path.join(RUNTIME_DIR);
         let loaded = load(id, &runtime_dir, self.trust())?.ok_or_else(|| StoreError::Missing(id.to_string()))?;

@@ -114,7 +114,8 @@ impl FsWriter {
     }
 
     /// The last snapshot's size in bytes.
-    pub fn snapshot_len(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn snapshot_len(&self) -> u64 {
         self.snapshot_len
     }
 

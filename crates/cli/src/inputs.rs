@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use archmax_compiler::program::ValueType;
 use archmax_compiler::syntax::reference::is_variable_name;
-use archmax_vm::runtime::{FieldProblem, RunError, Runtime};
+use archmax_vm::runtime::{FieldProblem, InputReason, RunError, Runtime};
 
 use crate::output::usage;
 
@@ -81,6 +81,7 @@ pub fn hand_over(
     let problem = |field: &str, message: String| RunError::InvalidInput {
         message: message.clone(),
         fields: vec![FieldProblem { field: field.to_string(), problem: message }],
+        reason: InputReason::Fields,
     };
     let Some((_, declared)) = program.workflow(workflow) else {
         return Err(problem("workflow", format!("there is no workflow `{workflow}`")));

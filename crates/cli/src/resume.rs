@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use serde_json::Map;
 
-use archmax_vm::interp::{Channel, decision_refusal, park_refusal};
+use archmax_vm::{Channel, decision_refusal, park_refusal};
 
 use archmax_vm::session::id::check_session_id;
 use archmax_vm::{DecideRequest, DeliverRequest, ReplyRequest};
@@ -37,10 +37,9 @@ fn parked_workflow(
     let store = crate::store::open_or_exit(options.executor, options.root, options.store, command)?;
     let (id, state) = crate::store::resolve(options.executor, store.as_ref(), id).map_err(failure)?;
     // A session of another workflow is refused in the words used for one that does not exist.
-    archmax_vm::interp::check_named_workflow(&state, named)
-        .map_err(|error| failure(crate::session::run_problem(&error)))?;
+    archmax_vm::check_named_workflow(&state, named).map_err(|error| failure(crate::session::run_problem(&error)))?;
     if let Some(refusal) = park_refusal(&state, channel) {
-        return Err(failure(refusal));
+        return Err(failure(crate::session::not_parked(&refusal)));
     }
     if let Some(refusal) = to.and_then(|to| decision_refusal(&state, to)) {
         return Err(failure(refusal));

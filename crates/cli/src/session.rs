@@ -15,9 +15,10 @@ use archmax_compiler::{CompileError, compile};
 use archmax_vm::environment::{self, ClockAndPricing, process_env};
 use archmax_vm::events::{EventSink, JsonLines};
 use archmax_vm::model::ModelAdapter;
-use archmax_vm::session::{Status, Usage};
+use archmax_vm::model::record::RecordError;
+use archmax_vm::session::{Status, StoreError, Usage};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
-use archmax_vm::{Disposition, Outcome, RunError, Runtime, RuntimeParts};
+use archmax_vm::{Disposition, InputReason, NotParked, Outcome, RunError, Runtime, RuntimeParts};
 
 use crate::build::refused;
 use crate::output::{failure, note, stderr_color};
@@ -129,10 +130,20 @@ pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refu
             match options.record {
                 Some(path) => archmax_vm::model::record::Recorder::new(endpoint, path)
                     .map(|recorder| Arc::new(recorder) as Arc<dyn ModelAdapter>)
-                    .map_err(|error| Refusal(error.to_string())),
+                    .map_err(|error| Refusal(record_problem(&error))),
                 None => Ok(endpoint),
             }
         }
+    }
+}
+
+/// A tape `--record` cannot write to, as the CLI says it (naming its option).
+fn record_problem(error: &RecordError) -> String {
+    match error {
+        RecordError::NotATape { path, problem } => format!(
+            "`{path}` is not a tape, so --record will not add to it ({problem}); name a new file or an existing tape"
+        ),
+        _ => error.to_string(),
     }
 }
 
@@ -224,6 +235,51 @@ pub fn run_problem(error: &RunError) -> String {
         RunError::UnknownSession(_) => format!("{error}; `archmax sessions` lists them"),
         RunError::ProgramChanged { changes, .. } if changes.missing_position().is_none() => format!(
             "{error} Run the same command with `--upgrade` to move the session to the new program, or resume it with the artifact it started under to keep the old rules."
+        ),
+        RunError::Store(store) => store_problem(store),
+        RunError::NotParked(refusal) => not_parked(refusal),
+        RunError::AwaitedByCaller { session, caller } => format!(
+            "session `{session}` is a sub-workflow that its caller `{caller}` waits for; resume it through the caller (`archmax decide {caller} --to <state>` or `archmax deliver {caller} --trigger <id>`). Nothing was changed."
+        ),
+        RunError::InvalidInput { message, reason: InputReason::MissingVariables { advice_at }, .. }
+            if message.is_char_boundary(*advice_at) =>
+        {
+            let (before, after) = message.split_at(*advice_at);
+            format!("{before} (`--variables` on the command line){after}")
+        }
+        RunError::InvalidInput { reason: InputReason::VariablesWhileDeciding, .. } => {
+            format!("{error} (decide it with `archmax decide`)")
+        }
+        _ => error.to_string(),
+    }
+}
+
+/// A session not parked on a command's channel, with the command that resumes it on the
+/// channel it is parked on.
+pub fn not_parked(refusal: &NotParked) -> String {
+    let id = &refusal.session;
+    let advice = match refusal.status {
+        Status::AwaitingDecision => {
+            Some(format!("use `archmax decide {id} --to <state>` (or `archmax reply` to write to it)"))
+        }
+        Status::AwaitingInput => Some(format!("use `archmax deliver {id} --trigger <id>`")),
+        _ => None,
+    };
+    refusal.sentence(advice.as_deref())
+}
+
+/// A store error as the CLI says it: a session the filesystem store refuses gets the
+/// `archmax sessions` option that mends or adopts it.
+pub fn store_problem(error: &StoreError) -> String {
+    match error {
+        StoreError::Damaged { id, .. } => {
+            format!("{error}; `archmax sessions {id} --repair` keeps the steps before the damage and drops the rest")
+        }
+        StoreError::Unkeyed { id } => format!(
+            "{error}; if these files are yours and unaltered, `archmax sessions {id} --reseal` adopts the session under the key, otherwise restore it from a backup"
+        ),
+        StoreError::Unrepairable { id, what } => format!(
+            "session `{id}` is unreadable: {what}; --repair cannot help, restore the session from a backup or delete it"
         ),
         _ => error.to_string(),
     }

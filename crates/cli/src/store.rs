@@ -152,7 +152,7 @@ pub fn open_or_exit(
 
 /// Reads one session (unlocked).
 pub fn read(executor: &Runtime, store: &dyn SessionStore, id: &str) -> Result<Option<SessionState>, String> {
-    executor.block_on(store.read(id)).map_err(|error| error.to_string())
+    executor.block_on(store.read(id)).map_err(|error| crate::session::store_problem(&error))
 }
 
 /// The most ids an ambiguous prefix names in its refusal.

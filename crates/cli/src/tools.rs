@@ -42,6 +42,9 @@ use archmax_vm::tool_host::{NoHost, ToolHost};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
+/// The command that shows the servers' catalog, named in the survey's helps.
+const CATALOG_COMMAND: &str = "archmax tools";
+
 /// The host the commands ask for tools: the MCP servers of `settings`, started on first
 /// need. A bare `command` is looked up beside the running `archmax` first (where the
 /// workspace's own servers are built), then on `PATH`.
@@ -290,7 +293,7 @@ pub fn check(
     let host = tool_host(root, &settings);
     let surveyed = executor.block_on(survey(&compiled.program, &settings, host.as_ref()));
     let mut found = environment(&settings);
-    found.extend(diagnostics(&surveyed, &compiled.analysis, &settings));
+    found.extend(diagnostics(&surveyed, &compiled.analysis, &settings, Some(CATALOG_COMMAND)));
     for diagnostic in found {
         for workflow in &mut report.workflows {
             let applies = match &diagnostic.scope {
@@ -511,7 +514,7 @@ url = "https://mail.internal/mcp"
     fn findings_become_errors_at_the_grants_the_essential_entry_and_the_server() {
         let (analysis, program, settings) = compiled();
         let report = survey_of(&program, &settings);
-        let found = diagnostics(&report, &analysis, &settings);
+        let found = diagnostics(&report, &analysis, &settings, Some(CATALOG_COMMAND));
         let located: Vec<(Code, String, &str)> = found
             .iter()
             .map(|diagnostic| {

@@ -68,6 +68,7 @@ fn run_error_code(error: &RunError) -> &'static str {
         RunError::Busy(_) => "session.busy",
         RunError::Conflict { .. } => "session.conflict",
         RunError::Refused { reason, .. } => reason.as_str(),
+        RunError::AwaitedByCaller { .. } => archmax_vm::Refusal::AwaitedByCaller.as_str(),
         RunError::NotParked(_) => "session.not-parked",
         RunError::InvalidDecision(_) => "decision.invalid",
         RunError::InvalidInput { .. } => "input.invalid",
@@ -81,7 +82,7 @@ fn run_error_code(error: &RunError) -> &'static str {
 
 impl From<RunError> for ApiError {
     fn from(error: RunError) -> ApiError {
-        if let RunError::InvalidInput { message, fields } = &error {
+        if let RunError::InvalidInput { message, fields, .. } = &error {
             return ApiError::invalid(message.clone(), fields);
         }
         let kind = error.kind();

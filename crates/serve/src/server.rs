@@ -617,7 +617,7 @@ impl Server {
         fields.finish()?;
         let state = self.session(id).await?;
         // A session of another workflow is answered as one that does not exist.
-        archmax_vm::interp::check_named_workflow(&state, workflow.as_deref())?;
+        archmax_vm::check_named_workflow(&state, workflow.as_deref())?;
         let runtime = self.runtime_for_session(&state)?;
         let request = DeliverRequest {
             session: state.id.to_string(),

@@ -416,14 +416,7 @@ mod tests {
             Status::AwaitingDecision => SessionStatus::AwaitingDecision,
             Status::AwaitingInput => SessionStatus::AwaitingInput,
         };
-        for status in [
-            Status::Running,
-            Status::Completed,
-            Status::Failed,
-            Status::Rejected,
-            Status::AwaitingDecision,
-            Status::AwaitingInput,
-        ] {
+        for status in Status::ALL {
             let spelled = serde_json::to_value(status).expect("a status serializes");
             assert_eq!(serde_json::to_value(documented(status)).expect("serializes"), spelled);
         }

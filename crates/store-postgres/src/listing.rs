@@ -136,15 +136,7 @@ mod tests {
 
     #[test]
     fn parked_statuses_are_the_statuses_that_park() {
-        let every = [
-            Status::Running,
-            Status::Completed,
-            Status::Failed,
-            Status::Rejected,
-            Status::AwaitingDecision,
-            Status::AwaitingInput,
-        ];
-        for status in every {
+        for status in Status::ALL {
             assert_eq!(PARKED.contains(&status), status.is_parked(), "{status:?}");
         }
     }

@@ -12,10 +12,9 @@ use std::sync::Arc;
 use archmax_program::artifact;
 use archmax_vm::clock::SystemClock;
 use archmax_vm::events::{EventSink, JsonLines};
-use archmax_vm::model::pricing::PricingTable;
-use archmax_vm::model::tape::Tape;
+use archmax_vm::model::{pricing::PricingTable, tape::Tape};
 use archmax_vm::session::memory::MemoryStore;
-use archmax_vm::{Runtime, RuntimeParts, TurnRequest};
+use archmax_vm::{Outcome, Runtime, RuntimeParts, TurnRequest};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -23,8 +22,11 @@ fn main() -> ExitCode {
         eprintln!("usage: embed <artifact.amx> <tape.yaml> <workflow> <message>");
         return ExitCode::from(2);
     };
-    match run(artifact_path, tape_path, workflow, message) {
-        Ok(()) => ExitCode::SUCCESS,
+    match run(artifact_path, tape_path, workflow, message, std::io::stdout()) {
+        Ok(outcome) => {
+            eprintln!("session {} is {:?} at `{}`", outcome.session_id, outcome.status, outcome.state);
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             eprintln!("embed: {error}");
             ExitCode::FAILURE
@@ -32,26 +34,25 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(artifact_path: &str, tape_path: &str, workflow: &str, message: &str) -> Result<(), Box<dyn std::error::Error>> {
+/// One turn of `workflow` on a fresh session, its events written to `out` as JSON lines.
+pub fn run(
+    artifact_path: &str,
+    tape_path: &str,
+    workflow: &str,
+    message: &str,
+    out: impl std::io::Write + Send + 'static,
+) -> Result<Outcome, Box<dyn std::error::Error>> {
     // The artifact is verified before it is decoded; unsigned scripts are recompiled.
     let program = artifact::decode(&std::fs::read(artifact_path)?)?;
     let tape = Tape::parse(tape_path, &std::fs::read_to_string(tape_path)?)?;
     let events = EventSink::new();
-    events.listen(Box::new(JsonLines { writer: std::io::stdout() }));
-    let runtime = Runtime::builder(RuntimeParts {
-        program: Arc::new(program),
-        store: Arc::new(MemoryStore::new()),
-        model: Arc::new(tape),
-        events,
-        clock: Arc::new(SystemClock),
-        root: std::env::current_dir()?,
-        pricing: PricingTable::default(),
-    })
-    .build();
+    events.listen(Box::new(JsonLines { writer: out }));
+    let (store, root) = (Arc::new(MemoryStore::new()), std::env::current_dir()?);
+    let (model, clock, pricing) = (Arc::new(tape), Arc::new(SystemClock), PricingTable::default());
+    let parts = RuntimeParts { program: Arc::new(program), store, model, events, clock, root, pricing };
+    let runtime = Runtime::builder(parts).build();
     let request =
         TurnRequest { workflow: workflow.to_string(), message: Some(message.to_string()), ..TurnRequest::default() };
     let executor = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let outcome = executor.block_on(runtime.run_turn(request))?;
-    eprintln!("session {} is {:?} at `{}`", outcome.session_id, outcome.status, outcome.state);
-    Ok(())
+    Ok(executor.block_on(runtime.run_turn(request))?)
 }

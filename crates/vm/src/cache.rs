@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 /// Values by session id, at most `capacity` of them; inserting past it drops the least
 /// recently used.
-pub struct Lru<V> {
+pub(crate) struct Lru<V> {
     capacity: usize,
     /// Each value with the tick of its last use.
     entries: HashMap<String, (u64, V)>,
@@ -43,7 +43,7 @@ impl<V> Lru<V> {
         self.entries.remove(key).map(|(_, value)| value)
     }
 
-    pub fn set_capacity(&mut self, capacity: usize) {
+    pub(crate) fn set_capacity(&mut self, capacity: usize) {
         self.capacity = capacity;
         self.evict();
     }

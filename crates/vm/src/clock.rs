@@ -47,7 +47,7 @@ pub fn rfc3339(ms: u64) -> String {
 }
 
 /// The clock line of the volatile block, rounded down to ten minutes.
-pub fn clock_line(ms: u64) -> String {
+pub(crate) fn clock_line(ms: u64) -> String {
     let at = utc(ms - ms % 600_000);
     format!(
         "Current date and time: {:04}-{:02}-{:02} {:02}:{:02} UTC ({}), rounded down to ten minutes, so it may be up to that much behind.",

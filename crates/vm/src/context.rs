@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 pub use archmax_config::settings::ContextSettings;
 
 /// The window assumed for a model the table does not know.
-pub const DEFAULT_WINDOW_TOKENS: u64 = 128_000;
+pub(crate) const DEFAULT_WINDOW_TOKENS: u64 = 128_000;
 
 /// Context windows by model family: the first key the model id (lowercased, provider
 /// prefix dropped) starts with wins, so longer keys come first.
@@ -40,7 +40,7 @@ fn family(model: &str) -> String {
 }
 
 /// Whether `model` counts with `o200k_base`.
-pub fn is_openai_family(model: &str) -> bool {
+pub(crate) fn is_openai_family(model: &str) -> bool {
     let family = family(model);
     ["gpt-", "chatgpt", "o1", "o3", "o4"].iter().any(|prefix| family.starts_with(prefix))
 }
@@ -60,7 +60,7 @@ fn encoding() -> Option<&'static tiktoken_rs::CoreBPE> {
 }
 
 /// How many tokens `text` takes for `model` (`None`: an unknown model, estimated).
-pub fn count_tokens(model: Option<&str>, text: &str) -> u64 {
+pub(crate) fn count_tokens(model: Option<&str>, text: &str) -> u64 {
     if model.is_some_and(is_openai_family)
         && let Some(encoding) = encoding()
     {

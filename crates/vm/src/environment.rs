@@ -23,7 +23,7 @@ use crate::model::tape::{Tape, TapeError};
 use crate::model::{ModelAdapter, ModelError};
 
 /// The variable naming the default model; the endpoint reads it, and hosts show it.
-pub const MODEL_VARIABLE: &str = "ARCHMAX_MODEL";
+pub(crate) const MODEL_VARIABLE: &str = "ARCHMAX_MODEL";
 
 /// The process environment as a lookup.
 pub fn process_env(name: &str) -> Option<String> {

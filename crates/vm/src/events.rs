@@ -339,7 +339,7 @@ impl Event {
 
 /// The most bytes of a call's arguments (as compact JSON) one event carries. Larger
 /// arguments are cut ([`bounded_args`]); the session record keeps them whole.
-pub const MAX_EVENT_ARGS_BYTES: usize = 4096;
+pub(crate) const MAX_EVENT_ARGS_BYTES: usize = 4096;
 
 /// How far each pass of [`bounded_args`] cuts: the bytes kept of each string, and the
 /// items kept of each array or object. Each pass cuts harder than the last.
@@ -353,7 +353,7 @@ const CUT_DEPTH: usize = 8;
 /// shape cut down (long strings end in `…`, long arrays and objects keep their first
 /// items and say how many more there were) and the whole size in bytes. Whatever the
 /// arguments, the value returned is within the bound.
-pub fn bounded_args(args: &Value) -> (Value, Option<u64>) {
+pub(crate) fn bounded_args(args: &Value) -> (Value, Option<u64>) {
     let size = json_size(args);
     if size <= MAX_EVENT_ARGS_BYTES {
         return (args.clone(), None);

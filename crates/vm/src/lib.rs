@@ -23,6 +23,37 @@
 //! ([`RunError::kind`]). The library installs nothing process-wide: a host that talks
 //! to HTTPS model endpoints installs a TLS crypto provider first
 //! ([`model::openai::install_tls_provider`]).
+//!
+//! ## The public face
+//!
+//! - **Entry points**: [`Runtime`], built by [`Runtime::builder`] from [`RuntimeParts`]
+//!   ([`RuntimeBuilder`]); `run_turn`, `run_firing`, `decide`, `reply`, `deliver` take a
+//!   [`TurnRequest`], [`DecideRequest`], [`ReplyRequest`] or [`DeliverRequest`] and answer
+//!   an [`Outcome`]. A host may check a stored session before building anything:
+//!   [`park_refusal`], [`decision_refusal`], [`check_named_workflow`].
+//! - **The store**: the [`session::SessionStore`] trait (with `SessionWriter`,
+//!   `StoreError`, `ListQuery`), its two stores [`session::memory::MemoryStore`] and
+//!   [`session::fs::FsStore`], the session record ([`session::SessionState`]) and its
+//!   JSON forms (`session::summary`, `session::transfer`).
+//! - **The other seams**: [`model::ModelAdapter`] (the OpenAI-compatible adapter in
+//!   `model::openai`), [`tool_host::ToolHost`], [`clock::Clock`]; the host's settings
+//!   ([`environment`], [`context`], [`secret_file`]).
+//! - **Events**: [`events::Event`] in an [`events::Envelope`], heard through an
+//!   [`events::EventSink`]'s listeners.
+//! - **Errors**: [`RunError`] with its [`ErrorKind`] (the status a host answers with),
+//!   [`Refusal`], [`InputReason`], [`FieldProblem`] and [`NotParked`]; the store's
+//!   `StoreError`. They say what is wrong and name no command: a host adds its own
+//!   advice (the CLI's words are in `crates/cli/src/session.rs`). `Event`, `RunError`,
+//!   `ErrorKind`, `Refusal`, `InputReason` and `StoreError` are `#[non_exhaustive]`.
+//! - **The kernel and the sandbox**, public for their tests and benchmarks and for
+//!   `archmax explain`: [`kernel::decide`] and [`kernel::Rule`]; [`sandbox::Sandbox`].
+//!
+//! The feature `frontend` (on by default) adds what reads YAML at run time: tapes and
+//! `--record` ([`model::tape`], [`model::record`]), the case runner ([`cases`]), a case's
+//! mocks ([`Mock`]) and the tool survey (`tool_host::survey`). The feature
+//! `test-support` adds the store conformance suite (`session::conformance`) for other
+//! stores' tests. The turn loop (`interp`), the prompt, the caches and the value checks
+//! are crate-private.
 
 pub mod blocking;
 pub(crate) mod cache;
@@ -32,7 +63,7 @@ pub mod clock;
 pub mod context;
 pub mod environment;
 pub mod events;
-pub mod interp;
+pub(crate) mod interp;
 pub mod kernel;
 pub mod model;
 pub(crate) mod prompt;
@@ -44,7 +75,8 @@ pub mod tool_host;
 pub(crate) mod values;
 
 pub use archmax_stdlib as stdlib;
+pub use interp::{Channel, NotParked, check_named_workflow, decision_refusal, park_refusal};
 pub use runtime::{
-    DecideRequest, DeliverRequest, Disposition, ErrorKind, FieldProblem, Mock, Outcome, Refusal, ReplyRequest,
-    RunError, Runtime, RuntimeBuilder, RuntimeParts, TurnRequest,
+    DecideRequest, DeliverRequest, Disposition, ErrorKind, FieldProblem, InputReason, Mock, Outcome, Refusal,
+    ReplyRequest, RunError, Runtime, RuntimeBuilder, RuntimeParts, TurnRequest,
 };

@@ -17,7 +17,7 @@ use crate::model::ToolDefinition;
 use archmax_program::inspect::glob_text as inspect_glob;
 
 /// What the volatile block needs from the session.
-pub struct VolatileInputs<'a> {
+pub(crate) struct VolatileInputs<'a> {
     pub now_ms: u64,
     pub variables: &'a Value,
     pub trigger: Option<&'a TriggerProgram>,
@@ -115,7 +115,7 @@ fn constraints(program: &Program, state: &StateProgram, variables: &Value) -> Ve
 
 /// The tool definitions of a surface, in order.
 /// How a host tool no host describes is shown: by name, taking any arguments.
-pub fn host_tool_definition(name: &str) -> ToolDefinition {
+pub(crate) fn host_tool_definition(name: &str) -> ToolDefinition {
     ToolDefinition {
         name: name.to_string(),
         description: format!("`{name}`, a tool the host provides."),

@@ -25,7 +25,7 @@ use crate::model::pricing::PricingTable;
 use crate::session::{Exit, PendingDecision, PendingInput, SessionStore, Status, StoreError, Usage};
 
 /// The most steps one turn may take (model calls, tool batches, automated states).
-pub const RECURSION_LIMIT: usize = 400;
+pub(crate) const RECURSION_LIMIT: usize = 400;
 
 /// What a host must supply to build a runtime ([`Runtime::builder`]).
 #[derive(Clone)]
@@ -176,7 +176,7 @@ pub struct Runtime {
 /// QuickJS heap (up to the sandbox's memory limit), so a host running many sessions
 /// bounds them; an evicted REPL starts afresh on the session's next `archmax_eval`, as
 /// it does in another process.
-pub const DEFAULT_REPL_CAPACITY: usize = 64;
+pub(crate) const DEFAULT_REPL_CAPACITY: usize = 64;
 
 /// A declared result for calls of one tool: `{ tool, whenInput?, result }`. The first
 /// mock (in declaration order) whose tool matches and whose `when_input` partially
@@ -354,13 +354,21 @@ pub enum RunError {
     Refused { reason: Refusal, message: String },
     /// The session is not parked on the channel the call needs; nothing changed.
     #[error("{0}")]
-    NotParked(String),
+    NotParked(crate::interp::NotParked),
+    /// The session is a sub-workflow its caller waits for: it is resumed only through
+    /// `caller`, so the caller learns the result. Nothing changed. Its reason is
+    /// [`Refusal::AwaitedByCaller`].
+    #[error(
+        "session `{session}` is a sub-workflow that its caller `{caller}` waits for; resume it through the caller. Nothing was changed."
+    )]
+    AwaitedByCaller { session: String, caller: String },
     /// The decision names no transition of the parked state; the park is intact.
     #[error("{0}")]
     InvalidDecision(String),
-    /// Input that does not hold: every offending field with what is wrong with it.
+    /// Input that does not hold: every offending field with what is wrong with it, and
+    /// which kind of problem it is.
     #[error("{message}")]
-    InvalidInput { message: String, fields: Vec<FieldProblem> },
+    InvalidInput { message: String, fields: Vec<FieldProblem>, reason: InputReason },
     /// The session is pinned to another program of its workflow than this runtime's;
     /// nothing changed. Resuming with `upgrade` moves it on.
     #[error(
@@ -390,6 +398,22 @@ pub enum RunError {
 pub struct FieldProblem {
     pub field: String,
     pub problem: String,
+}
+
+/// Which kind of problem an input refusal ([`RunError::InvalidInput`]) is, for a host
+/// that says how its users mend it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InputReason {
+    /// Fields that do not hold: names, types, bounds, members a trigger does not declare.
+    #[default]
+    Fields,
+    /// A firing lacks variables its trigger requires (and maybe more). The message says
+    /// to supply them as session variables; a host's words for how its users do that go
+    /// at byte `advice_at` of the message, just before that sentence's full stop.
+    MissingVariables { advice_at: usize },
+    /// Variables sent to a session that waits for a decision, which takes none.
+    VariablesWhileDeciding,
 }
 
 /// Why a well-formed request was refused.
@@ -460,11 +484,24 @@ impl RunError {
     /// Input with one offending field.
     pub fn invalid(field: impl Into<String>, problem: impl Into<String>) -> RunError {
         let problem = problem.into();
-        RunError::InvalidInput { message: problem.clone(), fields: vec![FieldProblem { field: field.into(), problem }] }
+        RunError::InvalidInput {
+            message: problem.clone(),
+            fields: vec![FieldProblem { field: field.into(), problem }],
+            reason: InputReason::Fields,
+        }
     }
 
     pub fn refused(reason: Refusal, message: impl Into<String>) -> RunError {
         RunError::Refused { reason, message: message.into() }
+    }
+
+    /// The reason a refusal ([`ErrorKind::Refused`]) gives, for logs and API answers.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            RunError::Refused { reason, .. } => Some(*reason),
+            RunError::AwaitedByCaller { .. } => Some(Refusal::AwaitedByCaller),
+            _ => None,
+        }
     }
 
     pub fn kind(&self) -> ErrorKind {
@@ -477,7 +514,7 @@ impl RunError {
             | RunError::NotParked(_)
             | RunError::ProgramChanged { .. }
             | RunError::UpgradeImpossible { .. } => ErrorKind::Conflict,
-            RunError::Refused { .. } => ErrorKind::Refused,
+            RunError::Refused { .. } | RunError::AwaitedByCaller { .. } => ErrorKind::Refused,
             RunError::InvalidDecision(_) | RunError::InvalidInput { .. } => ErrorKind::InvalidInput,
             RunError::Store(StoreError::Exists(_)) => ErrorKind::Conflict,
             RunError::Store(_) => ErrorKind::Internal,
@@ -648,18 +685,18 @@ impl Runtime {
     }
 
     /// The mock answering a call of `tool` with `args`, if any.
-    pub fn mock_for(&self, tool: &str, args: &Value) -> Option<&Mock> {
+    pub(crate) fn mock_for(&self, tool: &str, args: &Value) -> Option<&Mock> {
         self.choices.mocks.find(tool, args)
     }
 
     /// The REPL of a session, if one is kept; using it makes it the most recent.
-    pub fn repl(&self, session: &str) -> Option<Arc<crate::sandbox::Sandbox>> {
+    pub(crate) fn repl(&self, session: &str) -> Option<Arc<crate::sandbox::Sandbox>> {
         self.repls.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(session).cloned()
     }
 
     /// Keeps a session's REPL; a REPL another call kept first wins. When the cache is
     /// full the least recently used session's REPL is dropped.
-    pub fn keep_repl(&self, session: &str, sandbox: crate::sandbox::Sandbox) -> Arc<crate::sandbox::Sandbox> {
+    pub(crate) fn keep_repl(&self, session: &str, sandbox: crate::sandbox::Sandbox) -> Arc<crate::sandbox::Sandbox> {
         let mut repls = self.repls.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(kept) = repls.get(session) {
             return Arc::clone(kept);

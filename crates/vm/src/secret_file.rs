@@ -58,7 +58,7 @@ pub enum SecretFileError {
 
 impl SecretFileError {
     /// True when the file does not exist (a caller may then create it).
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, Self::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
     }
 }
@@ -70,13 +70,6 @@ enum Readers {
     OwnerAndGroup,
     /// Anyone: a list of public keys.
     Anyone,
-}
-
-/// Opens the secret `path` for reading, refusing a link, a non-regular file, a file any
-/// user may read or write, and a file in a folder any user may write. `what` names the
-/// file in errors ("the signing key", "the tokens file").
-pub fn open_secret_file(path: &Path, what: &'static str) -> Result<File, SecretFileError> {
-    open_checked(path, what, Readers::OwnerAndGroup)
 }
 
 fn open_checked(path: &Path, what: &'static str, readers: Readers) -> Result<File, SecretFileError> {
@@ -143,8 +136,11 @@ fn check_modes(
     Ok(())
 }
 
-/// The bytes of the secret file `path` (at most `limit`), checked as [`open_secret_file`] does.
-pub fn read_secret_file(path: &Path, what: &'static str, limit: u64) -> Result<Vec<u8>, SecretFileError> {
+/// The bytes of the secret file `path` (at most `limit`), refusing a link, a non-regular
+/// file, a file any user may read or write, and a file in a folder any user may write.
+/// `what` names the file in errors ("the signing key", "the tokens file").
+#[cfg(test)]
+fn read_secret_file(path: &Path, what: &'static str, limit: u64) -> Result<Vec<u8>, SecretFileError> {
     read_checked(path, what, limit, Readers::OwnerAndGroup)
 }
 
@@ -162,7 +158,9 @@ fn read_checked(path: &Path, what: &'static str, limit: u64, readers: Readers) -
     Ok(bytes)
 }
 
-/// [`read_secret_file`] as text.
+/// The secret file `path` (at most `limit` bytes) as text, refusing a link, a
+/// non-regular file, a file any user may read or write, and a file in a folder any user
+/// may write. `what` names the file in errors ("the signing key", "the tokens file").
 pub fn read_secret_text(path: &Path, what: &'static str, limit: u64) -> Result<String, SecretFileError> {
     text(path, what, read_checked(path, what, limit, Readers::OwnerAndGroup)?)
 }

@@ -189,13 +189,13 @@ impl ToolHost for NoHost {
 }
 
 /// The server name events give a mocked answer.
-pub const MOCK_SERVER: &str = "mock";
+pub(crate) const MOCK_SERVER: &str = "mock";
 
 /// A case's declared results: `{ tool, whenInput?, result }`. The first mock (in
 /// declaration order) whose tool matches and whose `when_input` partially matches the
 /// call's arguments answers it; the tool never runs.
 #[derive(Clone, Debug, Default)]
-pub struct Mocks(pub Vec<crate::runtime::Mock>);
+pub(crate) struct Mocks(pub Vec<crate::runtime::Mock>);
 
 impl Mocks {
     /// The mock answering a call of `tool` with `args`, if any.

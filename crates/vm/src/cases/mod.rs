@@ -189,7 +189,7 @@ pub struct CaseEnv {
 }
 
 /// The session id of a case.
-pub fn session_id_for(case_id: &str) -> String {
+pub(crate) fn session_id_for(case_id: &str) -> String {
     let cleaned: String = case_id
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
@@ -593,7 +593,7 @@ impl Driver<'_> {
 }
 
 /// The record kind of a step.
-pub fn kind_name(kind: &StepKind) -> &'static str {
+pub(crate) fn kind_name(kind: &StepKind) -> &'static str {
     match kind {
         StepKind::Send(_) => "send",
         StepKind::Decide { .. } => "decide",

@@ -30,28 +30,28 @@ impl DelegationBatch {
     }
 
     /// Whether calls wait to run.
-    pub fn has_waiting(&self) -> bool {
+    pub(crate) fn has_waiting(&self) -> bool {
         !self.deferred.is_empty()
     }
 
     /// Takes every waiting call, in call order, to run them.
-    pub fn take_waiting(&mut self) -> Vec<Prepared> {
+    pub(crate) fn take_waiting(&mut self) -> Vec<Prepared> {
         std::mem::take(&mut self.deferred)
     }
 
     /// Takes the call just deferred: a script's or a grader's call starts its child as soon
     /// as it is made.
-    pub fn take_last(&mut self) -> Option<Prepared> {
+    pub(crate) fn take_last(&mut self) -> Option<Prepared> {
         self.deferred.pop()
     }
 
     /// Adds what one child spent.
-    pub fn add_child_usage(&mut self, usage: &Usage) {
+    pub(crate) fn add_child_usage(&mut self, usage: &Usage) {
         self.children_usage.add(usage);
     }
 
     /// What the children this turn ran spent.
-    pub fn children_usage(&self) -> &Usage {
+    pub(crate) fn children_usage(&self) -> &Usage {
         &self.children_usage
     }
 }

@@ -84,7 +84,7 @@ impl Answer {
     }
 
     /// A placeholder for a sub-workflow call still to run.
-    pub fn deferred() -> Answer {
+    pub(crate) fn deferred() -> Answer {
         Answer { content: String::new(), status: ToolStatus::Ok, refused: false, deferred: true }
     }
 
@@ -97,7 +97,7 @@ impl Answer {
 /// Why `${{…}}` substitution refused a call; the call is not made.
 #[derive(Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum SubstitutionError {
+pub(crate) enum SubstitutionError {
     /// A reference is malformed or names no value; the message says which.
     Unresolved(String),
     /// The arguments would grow past the bound once expanded.
@@ -136,7 +136,7 @@ type Resolved = std::collections::HashMap<VarPath, String>;
 /// computed first (each value resolved once, sizes added without overflow), so a call
 /// whose string arguments would total more than `limit` bytes is refused before anything
 /// is built; a call without references is returned as it is.
-pub fn substitute(args: &Value, variables: &Value, limit: u64) -> Result<Value, SubstitutionError> {
+pub(crate) fn substitute(args: &Value, variables: &Value, limit: u64) -> Result<Value, SubstitutionError> {
     let mut resolved = Resolved::new();
     within_bound(args, variables, Reading::Text, &mut resolved, limit)?;
     Ok(expand(args, &resolved))
@@ -146,7 +146,7 @@ pub fn substitute(args: &Value, variables: &Value, limit: u64) -> Result<Value, 
 /// references are resolved (a whole-argument reference counted as its value's JSON),
 /// before the dispatcher builds them. What does not resolve counts nothing here; the
 /// dispatcher refuses it.
-pub fn check_delegation_size(args: &Value, variables: &Value, limit: u64) -> Result<(), SubstitutionError> {
+pub(crate) fn check_delegation_size(args: &Value, variables: &Value, limit: u64) -> Result<(), SubstitutionError> {
     within_bound(args, variables, Reading::Argument, &mut Resolved::new(), limit)
 }
 

@@ -26,7 +26,7 @@ use archmax_program::program::{Program, TriggerProgram};
 use archmax_program::reference::{PathSegment, VarPath};
 
 use crate::kernel::value_at;
-use crate::runtime::{FieldProblem, RunError};
+use crate::runtime::{FieldProblem, InputReason, RunError};
 
 /// Which seeds a turn takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub(super) enum Carry {
 /// The members a firing of `trigger` may carry, in declaration order: its `requires`,
 /// then the first names of its `session:` and `message:` paths (of which a firing carries
 /// only the paths' leaves, see [`routed_values`]).
-pub fn declared_members<'p>(program: &'p Program, trigger: &'p TriggerProgram) -> Vec<&'p str> {
+pub(crate) fn declared_members<'p>(program: &'p Program, trigger: &'p TriggerProgram) -> Vec<&'p str> {
     let mut names: Vec<&str> = trigger.requires.iter().map(|entry| program.str(entry.name)).collect();
     let routing = [trigger.session.as_ref(), trigger.message.as_ref().and_then(Option::as_ref)];
     for path in routing.into_iter().flatten() {
@@ -150,6 +150,7 @@ pub(super) fn routed_values(
             routing.iter().map(|path| format!("`{path}`")).collect::<Vec<_>>().join(" and ")
         ),
         fields: problems,
+        reason: InputReason::Fields,
     })
 }
 

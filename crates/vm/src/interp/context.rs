@@ -70,40 +70,40 @@ impl ContextWindow {
     }
 
     /// The bytes of the view, counting only what came since the last call.
-    pub fn view_bytes(&mut self, messages: &[Message]) -> u64 {
+    pub(crate) fn view_bytes(&mut self, messages: &[Message]) -> u64 {
         let view = self.view.as_deref().unwrap_or(messages);
         self.meter.bytes(view)
     }
 
     /// The tokens of the view for `model`, counting only what has not been counted.
-    pub fn view_tokens(&mut self, model: Option<&str>, messages: &[Message]) -> u64 {
+    pub(crate) fn view_tokens(&mut self, model: Option<&str>, messages: &[Message]) -> u64 {
         let view = self.view.as_deref().unwrap_or(messages);
         self.meter.tokens(model, view)
     }
 
     /// The tokens of the view as last counted.
-    pub fn counted_tokens(&self) -> u64 {
+    pub(crate) fn counted_tokens(&self) -> u64 {
         self.meter.tokens_total
     }
 
     /// Where the tool definitions of state `id` are measured, if they are yet.
-    pub fn tools_measured(&self, id: StateId) -> Option<usize> {
+    pub(crate) fn tools_measured(&self, id: StateId) -> Option<usize> {
         self.meter.tools.iter().position(|tools| tools.state == id)
     }
 
     /// Keeps the tool definitions of state `id` as sent (`json`); returns where.
-    pub fn measure_tools(&mut self, id: StateId, json: String) -> usize {
+    pub(crate) fn measure_tools(&mut self, id: StateId, json: String) -> usize {
         self.meter.tools.push(ToolsMeasure { state: id, json, tokens: None });
         self.meter.tools.len() - 1
     }
 
     /// The bytes of the tool definitions measured at `at`.
-    pub fn tools_bytes(&self, at: usize) -> usize {
+    pub(crate) fn tools_bytes(&self, at: usize) -> usize {
         self.meter.tools.get(at).map_or(0, |tools| tools.json.len())
     }
 
     /// The tokens of the tool definitions measured at `at`, for `model`, counted once.
-    pub fn tools_tokens(&mut self, at: usize, model: Option<&str>) -> u64 {
+    pub(crate) fn tools_tokens(&mut self, at: usize, model: Option<&str>) -> u64 {
         match self.meter.tools.get_mut(at) {
             Some(ToolsMeasure { json, tokens, .. }) => *tokens.get_or_insert_with(|| count_tokens(model, json)),
             None => 0,
@@ -111,17 +111,17 @@ impl ContextWindow {
     }
 
     /// Whether the context warning is still to be given this turn; asking marks it given.
-    pub fn warn_once(&mut self) -> bool {
+    pub(crate) fn warn_once(&mut self) -> bool {
         !std::mem::replace(&mut self.warned, true)
     }
 
     /// The summarizer failed: it is not asked again this turn.
-    pub fn summarizer_failed(&mut self) {
+    pub(crate) fn summarizer_failed(&mut self) {
         self.summarizer_failed = true;
     }
 
     /// Whether the summarizer may still be asked this turn.
-    pub fn may_summarize(&self) -> bool {
+    pub(crate) fn may_summarize(&self) -> bool {
         !self.summarizer_failed
     }
 }

@@ -18,9 +18,9 @@ use super::calls::Answer;
 use super::start::{validate_title, validate_variable_name};
 
 /// Most evidence paths one advance may attach.
-pub const MAX_EVIDENCE: usize = 20;
+pub(crate) const MAX_EVIDENCE: usize = 20;
 /// Longest raise code.
-pub const MAX_RAISE_CODE: usize = 64;
+pub(crate) const MAX_RAISE_CODE: usize = 64;
 
 fn text_argument<'a>(args: &'a Value, name: &str) -> Result<&'a str, String> {
     match args.get(name) {

@@ -328,9 +328,9 @@ pub(super) enum HostPathProblem {
 }
 
 /// The most binary parts of one answer kept as files.
-pub const MAX_KEPT_PARTS: usize = 16;
+pub(crate) const MAX_KEPT_PARTS: usize = 16;
 /// The most bytes of a host tool's text answer the model reads in the transcript.
-pub const MAX_ANSWER_TEXT: usize = 64 * 1024;
+pub(crate) const MAX_ANSWER_TEXT: usize = 64 * 1024;
 
 /// How a host tool is shown to the model: its name, description and input schema.
 fn shown(tool: &HostTool) -> ToolDefinition {

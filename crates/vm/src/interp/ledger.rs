@@ -48,19 +48,19 @@ impl TurnLedger {
     }
 
     /// Counts one more step and returns how many the turn has taken.
-    pub fn count_step(&mut self) -> usize {
+    pub(crate) fn count_step(&mut self) -> usize {
         self.steps += 1;
         self.steps
     }
 
     /// Numbers the turn's next runtime note (from 1).
-    pub fn next_note(&mut self) -> u64 {
+    pub(crate) fn next_note(&mut self) -> u64 {
         self.notes += 1;
         self.notes
     }
 
     /// Keeps one answer's text for the turn's reply.
-    pub fn keep_reply(&mut self, text: String) {
+    pub(crate) fn keep_reply(&mut self, text: String) {
         self.reply.push(text);
     }
 
@@ -70,17 +70,17 @@ impl TurnLedger {
     }
 
     /// The turn is taken to open at message `index` (after what its caller added).
-    pub fn open_at(&mut self, index: usize) {
+    pub(crate) fn open_at(&mut self, index: usize) {
         self.opened_at = index;
     }
 
     /// The messages of `messages` that came since the turn opened.
-    pub fn since_open<'a>(&self, messages: &'a [Message]) -> &'a [Message] {
+    pub(crate) fn since_open<'a>(&self, messages: &'a [Message]) -> &'a [Message] {
         &messages[self.opened_at.min(messages.len())..]
     }
 
     /// Says what kind of call opened the turn.
-    pub fn set_disposition(&mut self, disposition: Disposition) {
+    pub(crate) fn set_disposition(&mut self, disposition: Disposition) {
         self.disposition = disposition;
     }
 

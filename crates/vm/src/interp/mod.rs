@@ -49,7 +49,7 @@ use crate::session::{
     TrailKind, TrailStep, Variable,
 };
 
-pub use resume::{Channel, check_named_workflow, decision_refusal, park_refusal};
+pub use resume::{Channel, NotParked, check_named_workflow, decision_refusal, park_refusal};
 
 /// One turn on an open session.
 ///

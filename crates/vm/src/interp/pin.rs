@@ -35,7 +35,7 @@ pub(crate) struct Upgrade {
 /// The stored summary of `workflow`: its states in order, each with a digest of the
 /// lowered state (names resolved; its tool surface and script source in place of their
 /// indices, so an edit elsewhere does not shift it).
-pub fn pinned_spec(program: &Program, workflow: &WorkflowProgram) -> PinnedSpec {
+pub(crate) fn pinned_spec(program: &Program, workflow: &WorkflowProgram) -> PinnedSpec {
     let slug = program.str(workflow.slug);
     let rendered = view(program, &Filter { workflow: Some(slug), state: None });
     let rendered = &rendered["workflows"][0];

@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use crate::events::Event;
 use crate::runtime::{
-    DecideRequest, DeliverRequest, Disposition, Outcome, Refusal, ReplyRequest, RunError, Runtime, TurnRequest,
+    DecideRequest, DeliverRequest, Disposition, FieldProblem, InputReason, Outcome, Refusal, ReplyRequest, RunError,
+    Runtime, TurnRequest,
 };
 use crate::session::id::SessionId;
 use crate::session::{Message, NoteKind, ParkPhase, SessionState, SessionWriter, Status, StoreError, Variable};
@@ -53,11 +54,48 @@ pub enum Channel {
     Input,
 }
 
+/// Why a session cannot be resumed on the channel a call needs: it is parked on the
+/// other one, or not at all. Nothing was changed. How to resume it on the channel it is
+/// parked on is the host's to say ([`NotParked::sentence`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotParked {
+    pub session: String,
+    /// The channel the call needs.
+    pub wanted: Channel,
+    /// Where the session stands.
+    pub status: Status,
+    /// The state it is parked at (empty when it holds none).
+    pub position: String,
+}
+
+impl NotParked {
+    /// The refusal in one sentence, with a host's `advice` (how its users resume the
+    /// session) after what the session waits for.
+    pub fn sentence(&self, advice: Option<&str>) -> String {
+        let now = match self.status {
+            Status::AwaitingDecision => format!("it waits for a decision at '{}'", self.position),
+            Status::AwaitingInput => format!("it waits for input at '{}'", self.position),
+            other => format!("it is {} and not parked", other.as_str()),
+        };
+        let wanted = match self.wanted {
+            Channel::Decision => "parked for a decision",
+            Channel::Input => "waiting for input",
+        };
+        let advice = advice.map(|advice| format!("; {advice}")).unwrap_or_default();
+        format!("session `{}` is not {wanted}: {now}{advice}. Nothing was changed.", self.session)
+    }
+}
+
+impl std::fmt::Display for NotParked {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.sentence(None))
+    }
+}
+
 /// Why `state` cannot be resumed on `channel`, or `None` when it can. Hosts may ask
 /// before building anything; the runtime asks again under the session's lock.
-pub fn park_refusal(state: &SessionState, channel: Channel) -> Option<String> {
+pub fn park_refusal(state: &SessionState, channel: Channel) -> Option<NotParked> {
     let head = &state.head;
-    let id = &state.id;
     let parked_right = match channel {
         Channel::Decision => head.status == Status::AwaitingDecision && head.pending_decision.is_some(),
         Channel::Input => head.status == Status::AwaitingInput && head.pending_input.is_some(),
@@ -65,22 +103,12 @@ pub fn park_refusal(state: &SessionState, channel: Channel) -> Option<String> {
     if parked_right {
         return None;
     }
-    let now = match head.status {
-        Status::AwaitingDecision => format!(
-            "it waits for a decision at '{}'; use `archmax decide {id} --to <state>` (or `archmax reply` to write to it)",
-            head.position.as_deref().unwrap_or("")
-        ),
-        Status::AwaitingInput => format!(
-            "it waits for input at '{}'; use `archmax deliver {id} --trigger <id>`",
-            head.position.as_deref().unwrap_or("")
-        ),
-        other => format!("it is {} and not parked", other.as_str()),
-    };
-    let wanted = match channel {
-        Channel::Decision => "parked for a decision",
-        Channel::Input => "waiting for input",
-    };
-    Some(format!("session `{id}` is not {wanted}: {now}. Nothing was changed."))
+    Some(NotParked {
+        session: state.id.to_string(),
+        wanted: channel,
+        status: head.status,
+        position: head.position.clone().unwrap_or_default(),
+    })
 }
 
 /// Why `to` is not a decision the parked record offers, or `None` when it is.
@@ -222,13 +250,7 @@ impl Runtime {
         };
         let awaited = self.caller_awaits(parent, &session.id).await;
         if awaited {
-            return Err(RunError::refused(
-                Refusal::AwaitedByCaller,
-                format!(
-                    "session `{}` is a sub-workflow that its caller `{parent}` waits for; resume it through the caller (`archmax decide {parent} --to <state>` or `archmax deliver {parent} --trigger <id>`). Nothing was changed.",
-                    session.id
-                ),
-            ));
+            return Err(RunError::AwaitedByCaller { session: session.id.to_string(), caller: parent.to_string() });
         }
         Ok(())
     }
@@ -241,7 +263,13 @@ impl Runtime {
             self.refuse_awaited_child(session).await?;
         }
         let Some(decision) = session.head.pending_decision.clone() else {
-            return Err(RunError::NotParked(format!("session `{}` is not parked for a decision", request.session)));
+            // `open_parked` saw the record; a session without one is refused the same way.
+            return Err(RunError::NotParked(NotParked {
+                session: request.session.clone(),
+                wanted: Channel::Decision,
+                status: session.head.status,
+                position: session.head.position.clone().unwrap_or_default(),
+            }));
         };
         if let Some(refusal) = decision_refusal(session, &request.to) {
             return Err(RunError::InvalidDecision(refusal));
@@ -500,6 +528,7 @@ impl Runtime {
                 Some(undeclared) => Err(RunError::InvalidInput {
                     message: format!("Refusing the delivery: trigger '{trigger}' {}", undeclared.clause()),
                     fields: undeclared.fields(trigger),
+                    reason: InputReason::Fields,
                 }),
             },
             None => Err(RunError::UnknownTrigger {
@@ -540,12 +569,13 @@ impl Runtime {
                     ));
                 };
                 if !request.variables.is_empty() {
-                    return Err(RunError::invalid(
-                        "variables",
-                        format!(
-                            "session `{session_id}` waits for a decision; variables cannot be delivered to it (decide it with `archmax decide`)"
-                        ),
-                    ));
+                    let problem =
+                        format!("session `{session_id}` waits for a decision; variables cannot be delivered to it");
+                    return Err(RunError::InvalidInput {
+                        message: problem.clone(),
+                        fields: vec![FieldProblem { field: "variables".to_string(), problem }],
+                        reason: InputReason::VariablesWhileDeciding,
+                    });
                 }
                 let reply = ReplyRequest {
                     session: session_id.into(),

@@ -9,7 +9,7 @@ use archmax_program::reference::is_variable_name;
 
 use crate::events::Event;
 use crate::kernel::resolve_reference;
-use crate::runtime::{FieldProblem, Outcome, Refusal, RunError, Runtime, TurnRequest};
+use crate::runtime::{FieldProblem, InputReason, Outcome, Refusal, RunError, Runtime, TurnRequest};
 use crate::session::TrailKind;
 use crate::session::id::SessionId;
 use crate::session::{Head, Message, SessionState, SessionWriter, Status, StoreError, Variable};
@@ -21,7 +21,7 @@ use super::carried::{Carry, Undeclared};
 pub const TITLE_MAX_CHARS: usize = 200;
 
 /// Checks a variable name; `Err` says what is wrong.
-pub fn validate_variable_name(name: &str) -> Result<(), String> {
+pub(crate) fn validate_variable_name(name: &str) -> Result<(), String> {
     if is_variable_name(name) {
         return Ok(());
     }
@@ -32,7 +32,7 @@ pub fn validate_variable_name(name: &str) -> Result<(), String> {
 }
 
 /// Checks a title value; returns it trimmed.
-pub fn validate_title(value: &Value) -> Result<String, String> {
+pub(crate) fn validate_title(value: &Value) -> Result<String, String> {
     let Value::String(text) = value else {
         return Err("`title` must be a string".to_string());
     };
@@ -76,7 +76,7 @@ pub(super) fn check_variable_names(variables: &Map<String, Value>) -> Result<(),
         return Ok(());
     }
     let message = fields.iter().map(|field| field.problem.as_str()).collect::<Vec<_>>().join("; ");
-    Err(RunError::InvalidInput { message, fields })
+    Err(RunError::InvalidInput { message, fields, reason: InputReason::Fields })
 }
 
 /// What fired a trigger: a start, or a delivery to a waiting session.
@@ -110,12 +110,13 @@ fn signature_refusal(
         return Some(RunError::InvalidInput {
             message: format!("{}: trigger '{trigger}' {}", firing.refusing(), undeclared.clause()),
             fields: undeclared.fields(trigger),
+            reason: InputReason::Fields,
         });
     }
     let quoted: Vec<String> = missing.iter().map(|name| format!("'{name}'")).collect();
     let them = if missing.len() == 1 { "it" } else { "them" };
     let absent = format!(
-        "requires {}, which this firing does not supply. Supply {them} as session variables (`--variables` on the command line).",
+        "requires {}, which this firing does not supply. Supply {them} as session variables.",
         quoted.join(", ")
     );
     let problems = mistyped.iter().map(|field| field.problem.as_str()).collect::<Vec<_>>().join("; ");
@@ -123,6 +124,11 @@ fn signature_refusal(
         (true, _) => format!("{}: trigger '{trigger}' {absent}", firing.refusing()),
         (false, true) => format!("{}: trigger '{trigger}': {problems}.", firing.refusing()),
         (false, false) => format!("{}: trigger '{trigger}': {problems}. It also {absent}", firing.refusing()),
+    };
+    // A host's words for supplying variables go before the full stop `absent` ends with.
+    let reason = match missing.is_empty() {
+        true => InputReason::Fields,
+        false => InputReason::MissingVariables { advice_at: message.len().saturating_sub(1) },
     };
     let mut fields = mistyped;
     fields.extend(missing.iter().map(|name| FieldProblem {
@@ -136,7 +142,7 @@ fn signature_refusal(
         }
         None => message,
     };
-    Some(RunError::InvalidInput { message, fields })
+    Some(RunError::InvalidInput { message, fields, reason })
 }
 
 impl Runtime {
@@ -259,7 +265,7 @@ impl Runtime {
     /// asked for, else the trigger's `session:` path when it resolves in the request's
     /// variables to a usable id (a firing joining a conversation), else a new random id.
     /// A host that must know the id before the turn runs (to queue it) asks here.
-    pub fn start_session_id(&self, request: &TurnRequest) -> Result<SessionId, RunError> {
+    pub(crate) fn start_session_id(&self, request: &TurnRequest) -> Result<SessionId, RunError> {
         let (_, trigger) = self.start_trigger(request)?;
         self.session_id_for(request, trigger)
     }

@@ -108,7 +108,7 @@ fn path_value(
 
 /// The value `segments` address inside `value`: own properties only, array indices
 /// counted from the end when negative.
-pub fn value_at<'v>(value: &'v Value, segments: &[PathSegment]) -> Option<&'v Value> {
+pub(crate) fn value_at<'v>(value: &'v Value, segments: &[PathSegment]) -> Option<&'v Value> {
     let mut cursor = value;
     for segment in segments {
         cursor = match (segment, cursor) {

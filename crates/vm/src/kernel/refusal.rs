@@ -317,7 +317,7 @@ fn listed(names: &[&str], separator: &str) -> String {
 
 /// A refusal's reason without its `[workflow] BLOCKED: ` (or `FAILED: `) opener, to quote
 /// inside another.
-pub fn bare_reason(verdict: &Verdict) -> &str {
+pub(crate) fn bare_reason(verdict: &Verdict) -> &str {
     verdict.reason.strip_prefix(BLOCKED).or_else(|| verdict.reason.strip_prefix(FAILED)).unwrap_or(&verdict.reason)
 }
 

@@ -21,7 +21,7 @@ pub enum Reveal {
 
 impl Reveal {
     /// The tools whose declared denial of a path binds every argument that reveals this.
-    pub fn denied_through(self) -> &'static [&'static str] {
+    pub(crate) fn denied_through(self) -> &'static [&'static str] {
         match self {
             Reveal::Content => &["read_file"],
             Reveal::Names => &["ls", "glob"],
@@ -63,7 +63,7 @@ const TABLE: &[(&str, &str, &[Reveal])] = &[
 ];
 
 /// What `argument` of `tool` reveals or changes. A host tool's `file_path` reads.
-pub fn reveals(tool: &str, argument: &str) -> &'static [Reveal] {
+pub(crate) fn reveals(tool: &str, argument: &str) -> &'static [Reveal] {
     if let Some((_, _, found)) = TABLE.iter().find(|(name, arg, _)| *name == tool && *arg == argument) {
         return found;
     }

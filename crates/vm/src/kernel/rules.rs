@@ -142,7 +142,7 @@ impl Rule {
     /// Whether a refusal under this rule is recorded as a `tool-blocked` event. A name
     /// that is no tool is answered without one, and a refused sub-workflow dispatch is
     /// recorded by its `sub-workflow-start` and `sub-workflow-result` pair instead.
-    pub fn is_recorded_as_blocked(self) -> bool {
+    pub(crate) fn is_recorded_as_blocked(self) -> bool {
         self != Rule::ToolUnknown && !self.is_dispatch_check()
     }
 

@@ -109,7 +109,7 @@ pub struct ModelRequest<'a> {
 /// workflow and state, the variables, the workflow's prompt caching and the session's
 /// tape reading. The role constructors of [`ModelRequest`] add what each role differs in.
 #[derive(Clone, Copy, Debug)]
-pub struct CallSubject<'a> {
+pub(crate) struct CallSubject<'a> {
     /// The declared model id; `None` defers to the adapter.
     pub model: Option<&'a str>,
     pub session: &'a str,
@@ -124,7 +124,7 @@ pub struct CallSubject<'a> {
 /// The system prompt of a call, in its two blocks: the cacheable prefix and the per-call
 /// volatile block.
 #[derive(Clone, Copy, Debug)]
-pub struct SystemPrompt<'a> {
+pub(crate) struct SystemPrompt<'a> {
     pub fixed: &'a str,
     pub volatile: &'a str,
 }
@@ -156,7 +156,7 @@ impl<'a> ModelRequest<'a> {
     /// The agent's call in its state: the conversation as the model is shown it
     /// (`history` counts the whole conversation, compacted or not), the state's surface,
     /// the state's time budget; its text goes to `on_text` as it arrives.
-    pub fn for_agent(
+    pub(crate) fn for_agent(
         subject: CallSubject<'a>,
         system: SystemPrompt<'a>,
         conversation: (&'a [Message], usize),
@@ -176,7 +176,7 @@ impl<'a> ModelRequest<'a> {
 
     /// A grader state's call: its own transcript (the task and its answers so far) over
     /// the grader's surface, with no time budget and nobody watching its text.
-    pub fn for_grader(
+    pub(crate) fn for_grader(
         subject: CallSubject<'a>,
         system: SystemPrompt<'a>,
         transcript: &'a [Message],
@@ -187,7 +187,7 @@ impl<'a> ModelRequest<'a> {
 
     /// The summarizer's call when a conversation is compacted: one task, no tools, an
     /// answer of at most `max_tokens`, within the state's time budget.
-    pub fn for_summarizer(
+    pub(crate) fn for_summarizer(
         subject: CallSubject<'a>,
         instructions: &'a str,
         task: &'a [Message],
@@ -204,7 +204,8 @@ impl<'a> ModelRequest<'a> {
 
     /// A case judge's call: one criterion over a finished session's record, no tools,
     /// the judge's own sampling.
-    pub fn for_judge(
+    #[cfg(feature = "frontend")]
+    pub(crate) fn for_judge(
         subject: CallSubject<'a>,
         instructions: &'a str,
         messages: &'a [Message],
@@ -310,7 +311,7 @@ impl<'a> PromptCache<'a> {
 }
 
 /// The host's prompt caching default when a workflow sets nothing: on, for 5 minutes.
-pub const DEFAULT_CACHE_TTL: &str = "5m";
+pub(crate) const DEFAULT_CACHE_TTL: &str = "5m";
 
 /// How an adapter would mark one model's calls for provider prompt caching.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -325,7 +326,7 @@ pub struct CachePlan {
 impl CachePlan {
     /// What an adapter that never marks anything reports: the request's setting (on,
     /// `5m` when it leaves them unset), no marker.
-    pub fn unmarked(cache: PromptCache<'_>) -> CachePlan {
+    pub(crate) fn unmarked(cache: PromptCache<'_>) -> CachePlan {
         let enabled = cache.enabled.unwrap_or(true);
         CachePlan {
             enabled,

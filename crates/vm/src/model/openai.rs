@@ -201,7 +201,7 @@ fn env_number<T: FromStr>(
 
 /// The chat-completions URL under an API root. A trailing slash is ignored, a root that
 /// already ends in `/chat/completions` is taken as is, and a query string is kept.
-pub fn chat_completions_url(base_url: &str) -> Result<Url, ModelError> {
+pub(crate) fn chat_completions_url(base_url: &str) -> Result<Url, ModelError> {
     let invalid = |why: String| {
         ModelError::Configuration(format!(
             "ARCHMAX_API_BASE_URL `{base_url}` is not usable ({why}): set it to an http(s) URL such as \
@@ -292,7 +292,7 @@ impl OpenAiAdapter {
     }
 
     /// Tells `observer` of every retry before its wait.
-    pub fn on_retry(mut self, observer: RetryObserver) -> OpenAiAdapter {
+    pub(crate) fn on_retry(mut self, observer: RetryObserver) -> OpenAiAdapter {
         self.on_retry = Some(observer);
         self
     }
@@ -317,7 +317,7 @@ impl OpenAiAdapter {
     }
 
     /// The model a request runs on: its declared id, else the configured default.
-    pub fn resolve_model<'r>(&'r self, request: &ModelRequest<'r>) -> Result<&'r str, ModelError> {
+    pub(crate) fn resolve_model<'r>(&'r self, request: &ModelRequest<'r>) -> Result<&'r str, ModelError> {
         let declared = request.model.map(str::trim).filter(|model| !model.is_empty());
         declared.or(self.config.default_model.as_deref()).ok_or_else(|| {
             ModelError::Configuration(format!(

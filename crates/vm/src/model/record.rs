@@ -30,7 +30,9 @@ const HEADER: &str = "# Recorded by `archmax --record`: one entry per model call
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RecordError {
-    #[error("`{path}` is not a tape, so --record will not add to it ({problem}); name a new file or an existing tape")]
+    #[error(
+        "`{path}` is not a tape, so a recording will not add to it ({problem}); name a new file or an existing tape"
+    )]
     NotATape { path: String, problem: String },
     #[error("could not read `{path}` to add to it: {error}")]
     Unreadable { path: String, error: std::io::Error },

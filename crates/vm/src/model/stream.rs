@@ -33,7 +33,7 @@ struct PartialCall {
 
 /// The pieces of one streamed answer.
 #[derive(Default)]
-pub struct Assembler {
+pub(crate) struct Assembler {
     /// Bytes not yet ending a line.
     pending: Vec<u8>,
     /// How much of `pending` is known to hold no line end.

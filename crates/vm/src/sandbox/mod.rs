@@ -86,7 +86,7 @@ pub struct Limits {
 
 /// The default stack limit: deep enough for thousands of ordinary frames, and far
 /// below a 2 MiB thread stack.
-pub const DEFAULT_MAX_STACK_BYTES: usize = 512 * 1024;
+pub(crate) const DEFAULT_MAX_STACK_BYTES: usize = 512 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -105,7 +105,7 @@ impl Default for Limits {
 
 impl Limits {
     /// The limits a workflow's `settings` declare.
-    pub fn from_settings(settings: &archmax_program::program::SettingsProgram) -> Self {
+    pub(crate) fn from_settings(settings: &archmax_program::program::SettingsProgram) -> Self {
         Limits {
             timeout: Duration::from_millis(settings.timeout_ms),
             memory_limit_bytes: usize::try_from(settings.memory_limit_bytes).unwrap_or(usize::MAX),
@@ -127,14 +127,14 @@ pub enum Mode {
 }
 
 /// Never on the bridge, in any mode.
-pub const NEVER_BRIDGED: [&str; 5] = ["archmax_reset", "archmax_wait", "archmax_eval", "archmax_run", "eval"];
+pub(crate) const NEVER_BRIDGED: [&str; 5] = ["archmax_reset", "archmax_wait", "archmax_eval", "archmax_run", "eval"];
 
 /// On the bridge for code states only.
-pub const CODE_STATE_ONLY: [&str; 5] =
+pub(crate) const CODE_STATE_ONLY: [&str; 5] =
     ["archmax_advance", "archmax_raise", "archmax_get_history", "archmax_get_variables", "archmax_set_variables"];
 
 /// Whether `tool` may be on the bridge in `mode`, whatever the caller's lists say.
-pub fn on_bridge(tool: &str, mode: Mode) -> bool {
+pub(crate) fn on_bridge(tool: &str, mode: Mode) -> bool {
     if NEVER_BRIDGED.contains(&tool) {
         return false;
     }

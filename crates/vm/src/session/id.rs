@@ -96,7 +96,7 @@ impl From<SessionId> for String {
 }
 
 /// The longest session id accepted, in bytes.
-pub const MAX_SESSION_ID_BYTES: usize = 200;
+pub(crate) const MAX_SESSION_ID_BYTES: usize = 200;
 
 /// The operating system could not supply the random bits a fresh id needs.
 #[derive(Debug, thiserror::Error)]
@@ -168,7 +168,7 @@ fn mount_first_segment(mount: &str) -> &str {
 }
 
 /// The id of a session's `ordinal`-th sub-workflow call: `<parent>~<ordinal>`.
-pub fn child_session_id(parent: &str, ordinal: u64) -> String {
+pub(crate) fn child_session_id(parent: &str, ordinal: u64) -> String {
     format!("{parent}~{ordinal}")
 }
 

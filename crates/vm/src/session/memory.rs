@@ -75,7 +75,7 @@ impl MemoryStore {
     }
 
     /// Opens a session for writing and returns its state and concrete writer.
-    pub fn open_writer(&self, id: &str) -> Result<(SessionState, MemoryWriter), StoreError> {
+    pub(crate) fn open_writer(&self, id: &str) -> Result<(SessionState, MemoryWriter), StoreError> {
         let token = self.shared.new_writer_token();
         let mut sessions = self.shared.sessions();
         let entry = sessions.get_mut(id).ok_or_else(|| StoreError::Missing(id.to_string()))?;
@@ -90,7 +90,8 @@ impl MemoryStore {
 
     /// Releases a session's writer lock without dropping the writer, as a crashed or
     /// partitioned process would: lets tests exercise stale writers.
-    pub fn force_unlock(&self, id: &str) {
+    #[cfg(test)]
+    fn force_unlock(&self, id: &str) {
         if let Some(entry) = self.shared.sessions().get_mut(id) {
             entry.locked_by = None;
         }

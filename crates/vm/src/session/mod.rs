@@ -47,6 +47,16 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in declaration order.
+    pub const ALL: [Status; 6] = [
+        Status::Running,
+        Status::Completed,
+        Status::Failed,
+        Status::Rejected,
+        Status::AwaitingDecision,
+        Status::AwaitingInput,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Running => "running",
@@ -156,7 +166,7 @@ pub enum Message {
 }
 
 impl Message {
-    pub fn is_note(&self) -> bool {
+    pub(crate) fn is_note(&self) -> bool {
         matches!(self, Message::Note { .. })
     }
 }
@@ -518,7 +528,7 @@ impl SessionState {
     }
 
     /// The variables as one JSON object of values.
-    pub fn variable_values(&self) -> Value {
+    pub(crate) fn variable_values(&self) -> Value {
         Value::Object(self.variables.iter().map(|(name, variable)| (name.clone(), variable.value.clone())).collect())
     }
 }
@@ -526,7 +536,6 @@ impl SessionState {
 #[cfg(test)]
 mod tests {
     use super::TrailKind;
-    use archmax_compiler::schema::case::TrailKind as CaseTrailKind;
 
     const ALL: [TrailKind; 9] = [
         TrailKind::Trigger,
@@ -550,8 +559,10 @@ mod tests {
         assert!(serde_json::from_str::<TrailKind>("\"teleport\"").is_err(), "an unknown kind is refused");
     }
 
+    #[cfg(feature = "frontend")]
     #[test]
     fn every_kind_a_case_can_name_is_a_trail_kind() {
+        use archmax_compiler::schema::case::TrailKind as CaseTrailKind;
         for (name, wanted) in CaseTrailKind::ALL {
             let kind = ALL.into_iter().find(|kind| kind.as_str() == name).expect("a session trail kind");
             assert!(kind.is(wanted));

@@ -27,9 +27,9 @@
 use super::StoreError;
 
 /// The largest value a record holds, in bytes.
-pub const MAX_RECORD_BYTES: usize = 4096;
+pub(crate) const MAX_RECORD_BYTES: usize = 4096;
 /// The longest key, in bytes.
-pub const MAX_RECORD_KEY_BYTES: usize = 128;
+pub(crate) const MAX_RECORD_KEY_BYTES: usize = 128;
 
 /// What a record is for; each kind has its own keys and its own capacity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -101,11 +101,6 @@ impl Record {
             });
         }
         Ok(())
-    }
-
-    /// Whether the record is still live at `now_ms`.
-    pub fn is_live(&self, now_ms: u64) -> bool {
-        self.expires_ms > now_ms
     }
 }
 

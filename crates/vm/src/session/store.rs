@@ -45,6 +45,21 @@ pub enum StoreError {
     Missing(String),
     #[error("session `{id}` is unreadable: {message}")]
     Corrupt { id: String, message: String },
+    /// A filesystem session whose files do not verify past some step; nothing was
+    /// changed. Cutting it back to the steps before the damage (`FsStore::repair`) would
+    /// load it: how a host offers that is the host's to say.
+    #[error("session `{id}` is unreadable: {what}. Nothing was changed")]
+    Damaged { id: String, what: String },
+    /// A filesystem session sealed without the runner's seal key; nothing was changed.
+    /// Adopting it under the key (`FsStore::reseal`) or restoring it from a backup would
+    /// load it: how a host offers that is the host's to say.
+    #[error("session `{id}` is unreadable: {UNKEYED_SEAL}. Nothing was changed")]
+    Unkeyed { id: String },
+    /// Damage a repair cannot cut back (the snapshot itself is damaged).
+    #[error(
+        "session `{id}` is unreadable: {what}; a repair cannot help, restore the session from a backup or delete it"
+    )]
+    Unrepairable { id: String, what: String },
     /// A pinned spec could not be kept or read (a bad hash, a damaged file, I/O).
     #[error("the session store's spec `{hash}` could not be used: {message}")]
     Spec { hash: String, message: String },
@@ -60,6 +75,24 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// What is wrong with a session sealed without the runner's seal key ([`StoreError::Unkeyed`]).
+pub(crate) const UNKEYED_SEAL: &str = "its seal was made without the runner's seal key (by a build before keyed seals, or by \
+     someone rewriting it without the key), so nothing vouches that its steps are the ones the runner wrote";
+
+impl StoreError {
+    /// Whether the session exists but could not be read: its files are damaged or
+    /// unvouched for. Listing names such a session as unreadable and goes on.
+    pub fn is_unreadable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Corrupt { .. }
+                | StoreError::Damaged { .. }
+                | StoreError::Unkeyed { .. }
+                | StoreError::Unrepairable { .. }
+        )
+    }
 }
 
 /// What every store operation returns: a future that may move between threads.
@@ -160,7 +193,7 @@ impl ListQuery {
     }
 
     /// Whether `id` lies after the cursor.
-    pub fn follows_cursor(&self, id: &str) -> bool {
+    pub(crate) fn follows_cursor(&self, id: &str) -> bool {
         self.cursor.as_deref().is_none_or(|cursor| id > cursor)
     }
 }
@@ -187,7 +220,7 @@ pub struct ListPage {
     /// `None` when no admitted session follows.
     pub next: Option<String>,
     /// Sessions in the range this page covers (after the cursor, up to `next` or the end)
-    /// that could not be read ([`StoreError::Corrupt`]): named here and skipped, so one
+    /// that could not be read ([`StoreError::is_unreadable`]): named here and skipped, so one
     /// damaged session hides no other. A store that can filter without reading a session
     /// names only those the filters admit; the default names every one in the range.
     pub unreadable: Vec<String>,
@@ -209,7 +242,7 @@ pub fn instant_ms(text: &str) -> Option<i64> {
 /// [`SessionStore::list_page`] for any store: lists every id, then reads the sessions after
 /// the cursor one by one until the page is full and one more admitted session shows that
 /// another page follows.
-pub async fn read_page<S: SessionStore + ?Sized>(store: &S, query: &ListQuery) -> Result<ListPage, StoreError> {
+pub(crate) async fn read_page<S: SessionStore + ?Sized>(store: &S, query: &ListQuery) -> Result<ListPage, StoreError> {
     let size = query.page_size();
     let mut page = ListPage::default();
     // Damaged sessions met after the page filled belong to the next page, unless none follows.
@@ -219,7 +252,7 @@ pub async fn read_page<S: SessionStore + ?Sized>(store: &S, query: &ListQuery) -
             Ok(Some(state)) => state,
             // Removed since the listing.
             Ok(None) => continue,
-            Err(StoreError::Corrupt { .. }) => {
+            Err(error) if error.is_unreadable() => {
                 if page.sessions.len() < size { &mut page.unreadable } else { &mut past_the_page }.push(id);
                 continue;
             }

@@ -155,13 +155,22 @@ fn entries_naming(analysis: &Analysis, workflow: &str, tool: &str) -> Vec<Span> 
 /// The report's findings as diagnostics: each granted tool no server provides (at the
 /// entries granting it, per workflow, or at its `essential_tools` entry), and each
 /// catalog problem (at the table of the server it names, when it names one).
-pub fn diagnostics(report: &ToolsReport, analysis: &Analysis, settings: &RunnerSettings) -> Vec<Diagnostic> {
+/// `catalog_command` is how the host's users see the servers' catalog (the CLI's
+/// `archmax tools`); the helps name it when it is given.
+pub fn diagnostics(
+    report: &ToolsReport,
+    analysis: &Analysis,
+    settings: &RunnerSettings,
+    catalog_command: Option<&str>,
+) -> Vec<Diagnostic> {
     let mut found = Vec::new();
+    let catalog = |what: &str| catalog_command.map(|command| format!("; `{command}` {what}")).unwrap_or_default();
     for missing in &report.not_provided {
         let help = match missing.candidates.as_slice() {
             [] => format!(
-                "configure the MCP server that provides `{}` in archmax.toml (`[mcp_servers.<name>]`), or remove the grant; `archmax tools` lists what the servers provide",
-                missing.name
+                "configure the MCP server that provides `{}` in archmax.toml (`[mcp_servers.<name>]`), or remove the grant{}",
+                missing.name,
+                catalog("lists what the servers provide")
             ),
             candidates => format!("a server provides {}: grant the tool by that name", list_names(candidates)),
         };
@@ -210,9 +219,10 @@ pub fn diagnostics(report: &ToolsReport, analysis: &Analysis, settings: &RunnerS
                 span,
                 format!("an MCP server could not be asked for its tools: {problem}"),
             )
-            .with_help(
-                "fix the server's table in archmax.toml or the server itself; `archmax tools` shows the catalog",
-            ),
+            .with_help(format!(
+                "fix the server's table in archmax.toml or the server itself{}",
+                catalog("shows the catalog")
+            )),
         );
     }
     found

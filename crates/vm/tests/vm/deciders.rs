@@ -10,10 +10,10 @@ use archmax_vm::clock::FixedClock;
 use archmax_vm::events::EventSink;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse};
-use archmax_vm::runtime::{DecideRequest, ErrorKind};
+use archmax_vm::runtime::{DecideRequest, DeliverRequest, ErrorKind, InputReason};
 use archmax_vm::session::memory::MemoryStore;
 use archmax_vm::session::{Message, SessionStore, Status, ToolCall, TrailKind};
-use archmax_vm::{Refusal, RunError, Runtime, RuntimeParts, TurnRequest};
+use archmax_vm::{Channel, Refusal, RunError, Runtime, RuntimeParts, TurnRequest};
 
 use crate::support::compile;
 
@@ -139,4 +139,35 @@ fn approvers_are_informational_unless_the_host_enforces_them() {
     let session = executor.block_on(SessionStore::read(&store, "p1")).expect("read").expect("kept");
     let step = session.trail.iter().find(|step| step.kind == TrailKind::Human).expect("the decision's step");
     assert_eq!(step.decided_by, None, "no identity, none recorded");
+}
+
+#[test]
+fn a_call_on_the_wrong_channel_is_refused_in_typed_parts_that_name_no_command() {
+    let (executor, runtime, _store) = parked_payout();
+    let delivery = DeliverRequest { session: "p1".to_string(), trigger: "manual".to_string(), ..Default::default() };
+    let refused = executor.block_on(runtime.deliver(delivery)).expect_err("parked for a decision");
+    let RunError::NotParked(refusal) = &refused else { panic!("got {refused:?}") };
+    assert_eq!(
+        (refusal.wanted, refusal.status, refusal.position.as_str()),
+        (Channel::Input, Status::AwaitingDecision, "approve")
+    );
+    let said = "session `p1` is not waiting for input: it waits for a decision at 'approve'";
+    assert_eq!(refused.to_string(), format!("{said}. Nothing was changed."));
+    // A host adds how its users decide, where the sentence leaves room for it.
+    assert_eq!(refusal.sentence(Some("decide it")), format!("{said}; decide it. Nothing was changed."));
+
+    let variables = json!({ "amount": 1 }).as_object().cloned().unwrap_or_default();
+    let message = TurnRequest {
+        workflow: "payout".to_string(),
+        session: Some("p1".to_string()),
+        message: Some("Here are the numbers.".to_string()),
+        variables,
+        ..TurnRequest::default()
+    };
+    let refused = executor.block_on(runtime.run_turn(message)).expect_err("variables to a decision");
+    assert!(
+        matches!(&refused, RunError::InvalidInput { reason: InputReason::VariablesWhileDeciding, .. }),
+        "{refused:?}"
+    );
+    assert_eq!(refused.to_string(), "session `p1` waits for a decision; variables cannot be delivered to it");
 }

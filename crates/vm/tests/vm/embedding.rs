@@ -260,7 +260,7 @@ fn a_host_maps_every_refusal_to_a_kind() {
     assert_eq!(invalid.kind().http_status(), 400);
 
     let unmet = executor.block_on(runtime.run_turn(start(json!({}), "intake"))).expect_err("customer is required");
-    let RunError::InvalidInput { fields, message } = &unmet else { panic!("got {unmet:?}") };
+    let RunError::InvalidInput { fields, message, .. } = &unmet else { panic!("got {unmet:?}") };
     assert_eq!(fields.len(), 1);
     assert_eq!(fields[0].field, "customer");
     assert!(message.contains("requires 'customer'"), "{message}");
@@ -279,7 +279,7 @@ fn a_host_maps_every_refusal_to_a_kind() {
     // Seeds count against the bound on a session's variables, before anything is written.
     let huge = "x".repeat(11 * 1024 * 1024);
     let flooded = executor.block_on(runtime.run_turn(start(json!({ "customer": huge }), "intake")));
-    let Err(RunError::InvalidInput { fields, message }) = flooded else { panic!("over the bound: {flooded:?}") };
+    let Err(RunError::InvalidInput { fields, message, .. }) = flooded else { panic!("over the bound: {flooded:?}") };
     assert_eq!(fields[0].field, "variables");
     assert!(message.contains("over the bound"), "{message}");
     assert!(store.list().is_empty(), "no refusal created a session");

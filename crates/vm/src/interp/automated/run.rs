@@ -33,7 +33,7 @@ pub(in crate::interp) struct AutomatedRun {
 
 impl AutomatedRun {
     /// A run of a state of `kind` entered with the session as `session` stands.
-    pub fn begin(kind: StateKind, session: &SessionState) -> AutomatedRun {
+    pub(crate) fn begin(kind: StateKind, session: &SessionState) -> AutomatedRun {
         AutomatedRun { kind, decision: None, history: history_json(session) }
     }
 
@@ -46,7 +46,7 @@ impl AutomatedRun {
         self.decision.as_ref()
     }
 
-    pub fn has_decided(&self) -> bool {
+    pub(crate) fn has_decided(&self) -> bool {
         self.decision.is_some()
     }
 
@@ -61,7 +61,7 @@ impl AutomatedRun {
     }
 
     /// The decision the run ends with, if it made one.
-    pub fn into_decision(self) -> Option<Decision> {
+    pub(crate) fn into_decision(self) -> Option<Decision> {
         self.decision
     }
 }

@@ -52,7 +52,7 @@ use super::calls::{Answer, Caller};
 /// How deep a chain of calls may go (1 = a child of a top-level session).
 pub const MAX_DEPTH: usize = 3;
 /// Children one batch of calls runs at once; the rest queue.
-pub const MAX_IN_FLIGHT: usize = 4;
+pub(crate) const MAX_IN_FLIGHT: usize = 4;
 /// A child's run: its dispatch and how its turn ended.
 pub(super) type ChildRun<'r> = Pin<Box<dyn Future<Output = (Meta, Result<Outcome, RunError>)> + Send + 'r>>;
 

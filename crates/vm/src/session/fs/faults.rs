@@ -50,7 +50,7 @@ impl Faults {
     /// Writes `bytes` through `write` (given each part's offset in `bytes`); in tests
     /// in two halves with the fault point `name` between them, so a crash there leaves
     /// a torn write. Release builds write once.
-    pub fn torn_write(
+    pub(crate) fn torn_write(
         &mut self,
         name: &'static str,
         bytes: &[u8],

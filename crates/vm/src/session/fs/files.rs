@@ -193,7 +193,7 @@ impl FileStamp {
         }
     }
 
-    pub fn of_file(file: &File) -> io::Result<Self> {
+    pub(crate) fn of_file(file: &File) -> io::Result<Self> {
         Ok(Self::from_metadata(&file.metadata()?))
     }
 

@@ -120,7 +120,7 @@ enum SlotRead {
 
 impl Seal {
     /// The slot's bytes, sealed under the current key of `keys`.
-    pub fn encode_slot(&self, keys: &SealKeys) -> [u8; SEAL_SLOT_BYTES] {
+    pub(crate) fn encode_slot(&self, keys: &SealKeys) -> [u8; SEAL_SLOT_BYTES] {
         let mut slot = self.encode_fields(SEAL_MAGIC);
         slot[SEAL_FIELDS_BYTES..SEAL_MAC_AT].copy_from_slice(&keys.current_key_id());
         let mac = keys.mac(&[SEAL_TAG_DOMAIN, &slot[..SEAL_MAC_AT]]);
@@ -132,7 +132,7 @@ impl Seal {
 
     /// The slot an earlier build wrote (no key): what a downgrade would forge.
     #[cfg(test)]
-    pub fn encode_unkeyed_slot(&self) -> [u8; SEAL_SLOT_BYTES] {
+    pub(crate) fn encode_unkeyed_slot(&self) -> [u8; SEAL_SLOT_BYTES] {
         let mut slot = self.encode_fields(UNKEYED_SEAL_MAGIC);
         let crc = crc32(&slot[..SEAL_FIELDS_BYTES]);
         slot[SEAL_FIELDS_BYTES..SEAL_FIELDS_BYTES + 4].copy_from_slice(&crc.to_le_bytes());
@@ -159,7 +159,7 @@ impl Seal {
     }
 
     /// A fresh seal file: this seal in slot 0 (under the current key), slot 1 empty.
-    pub fn encode_file(&self, keys: &SealKeys) -> Vec<u8> {
+    pub(crate) fn encode_file(&self, keys: &SealKeys) -> Vec<u8> {
         let mut file = vec![0u8; SEAL_FILE_BYTES];
         file[..SEAL_SLOT_BYTES].copy_from_slice(&self.encode_slot(keys));
         file
@@ -215,7 +215,7 @@ impl Seal {
     /// seal, with the key that made it. A whole slot whose MAC fails is never the result
     /// of a crash, so it is refused even when the other slot would vouch. `Err` says why
     /// none vouches.
-    pub fn decode_file(bytes: &[u8], keys: &SealKeys) -> Result<(Self, SealSource, SealedBy), String> {
+    pub(crate) fn decode_file(bytes: &[u8], keys: &SealKeys) -> Result<(Self, SealSource, SealedBy), String> {
         if bytes.first() == Some(&b'{') {
             return decode_legacy(bytes).map(|seal| (seal, SealSource::Legacy, SealedBy::Unkeyed));
         }

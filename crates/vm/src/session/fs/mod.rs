@@ -61,7 +61,7 @@
 //! | compaction, before the log's rename | snapshot `g+1`; log and seal of `g`, sealed through the snapshot's seq | same state; finished on open |
 //! | compaction, before the seal's rename | snapshot and header-only log of `g+1`; seal of `g` | same state; finished on open |
 //!
-//! Anything else is [`StoreError::Corrupt`], naming the session and the damage: a log
+//! Anything else is [`StoreError::Damaged`], naming the session and the damage: a log
 //! shorter than the seal says (cut at a record boundary or rolled back to an earlier
 //! log), a missing log, seal or snapshot, no whole seal slot, a record failing its
 //! checksum or the seal's digest (also the last complete one, sealed or not), a seq
@@ -70,7 +70,7 @@
 //! cannot be told from a slot write a crash cut short, so the other vouches. Records
 //! after the seal are checked by their CRC-32s, seqs and record MACs: they exist only
 //! after a power loss (or to a read racing commits). A load never
-//! writes; [`FsStore::repair`] (`archmax sessions ID --repair`) keeps the longest
+//! writes; [`FsStore::repair`] (the CLI's `archmax sessions ID --repair`) keeps the longest
 //! verified prefix when asked. The store's files are opened without following symbolic
 //! links or reading anything but a regular file.
 
@@ -106,7 +106,7 @@ use verify::{Files, Loaded, Refusal, Settle, Trust};
 pub use writer::FsWriter;
 
 /// The store's directory under the workspace root.
-pub const DEFAULT_SESSIONS_DIR: &str = "sessions";
+pub(crate) const DEFAULT_SESSIONS_DIR: &str = "sessions";
 
 /// The folder of a session that holds the runtime's own files. It is a runtime-internal
 /// zone: the kernel refuses every tool call into it and listings never show it.
@@ -223,7 +223,7 @@ impl FsStore {
     /// seal, gives an earlier build's seal its slots, completes a compaction), reseals
     /// it under the current key when a previous key (or, when adopting, none) sealed
     /// it, and returns the state with the concrete writer.
-    pub fn open_writer(&self, id: &str) -> Result<(SessionState, FsWriter), StoreError> {
+    pub(crate) fn open_writer(&self, id: &str) -> Result<(SessionState, FsWriter), StoreError> {
         let (session_path, lock) = self.lock_session(id)?;
         let runtime_dir = session_path.join(RUNTIME_DIR);
         let loaded = load(id, &runtime_dir, self.trust())?.ok_or_else(|| StoreError::Missing(id.to_string()))?;
@@ -266,10 +266,8 @@ impl FsStore {
             Err(_) if matches!(verify::verify(&files, self.trust()), Err(Refusal::Unkeyed)) => return Err(unkeyed(id)),
             Err(_) => {}
         }
-        let salvage = verify::salvage(&files, self.trust()).map_err(|what| StoreError::Corrupt {
-            id: id.to_string(),
-            message: format!("{what}; --repair cannot help, restore the session from a backup or delete it"),
-        })?;
+        let salvage = verify::salvage(&files, self.trust())
+            .map_err(|what| StoreError::Unrepairable { id: id.to_string(), what })?;
         if salvage.state.id != id {
             return Err(corrupt(id, format!("checkpoint.json belongs to session `{}`", salvage.state.id)));
         }
@@ -345,7 +343,7 @@ impl FsStore {
             let settled = before == after || attempts_left == 0;
             match loaded {
                 Ok(loaded) => return Ok(loaded.map(|loaded| loaded.state)),
-                Err(StoreError::Corrupt { .. }) if !settled => {}
+                Err(error) if error.is_unreadable() && !settled => {}
                 Err(error) => return Err(error),
             }
         }
@@ -620,25 +618,12 @@ fn io_error(id: &str) -> impl Fn(io::Error) -> StoreError + '_ {
     move |source| StoreError::Io { id: id.to_string(), source }
 }
 
-/// The error of a session sealed without a key: what that means and how to adopt it.
+/// The error of a session sealed without a key.
 fn unkeyed(id: &str) -> StoreError {
-    StoreError::Corrupt {
-        id: id.to_string(),
-        message: format!(
-            "its seal was made without the runner's seal key (by a build before keyed seals, or by someone \
-             rewriting it without the key), so nothing vouches that its steps are the ones the runner wrote. \
-             Nothing was changed; if these files are yours and unaltered, `archmax sessions {id} --reseal` \
-             adopts the session under the key, otherwise restore it from a backup"
-        ),
-    }
+    StoreError::Unkeyed { id: id.to_string() }
 }
 
-/// A corrupt session's error: what is wrong and how to repair it.
+/// A corrupt session's error: what is wrong (a repair may cut it back).
 fn corrupt(id: &str, what: String) -> StoreError {
-    StoreError::Corrupt {
-        id: id.to_string(),
-        message: format!(
-            "{what}. Nothing was changed; `archmax sessions {id} --repair` keeps the steps before the damage and drops the rest"
-        ),
-    }
+    StoreError::Damaged { id: id.to_string(), what }
 }

@@ -64,7 +64,7 @@ use crate::session::records::{MAX_RECORD_BYTES, Record, RecordKind, check_record
 use archmax_program::hex::hex;
 
 /// The folder of the shared records, under the store's own.
-pub const RECORDS_DIR: &str = "+records";
+pub(crate) const RECORDS_DIR: &str = "+records";
 const LOCK_FILE: &str = ".lock";
 const STATE_FILE: &str = ".state";
 /// The longest a kind goes between sweeps while claims are made, in milliseconds.

@@ -32,11 +32,11 @@ use archmax_program::hex::{decode_array, hex};
 use crate::secret_file::{SecretFileError, read_secret_text};
 
 /// The environment variable holding the seal keys inline (current first).
-pub const SEAL_KEY_VARIABLE: &str = "ARCHMAX_SEAL_KEY";
+pub(crate) const SEAL_KEY_VARIABLE: &str = "ARCHMAX_SEAL_KEY";
 /// The environment variable naming a seal key file.
-pub const SEAL_KEY_FILE_VARIABLE: &str = "ARCHMAX_SEAL_KEY_FILE";
+pub(crate) const SEAL_KEY_FILE_VARIABLE: &str = "ARCHMAX_SEAL_KEY_FILE";
 /// The workspace's own seal key file, relative to its root.
-pub const DEFAULT_SEAL_KEY_FILE: &str = ".archmax/seal.key";
+pub(crate) const DEFAULT_SEAL_KEY_FILE: &str = ".archmax/seal.key";
 /// A key file holds a few lines; anything larger is not one.
 const KEY_FILE_LIMIT: u64 = 64 * 1024;
 const KEY_BYTES: usize = 32;
@@ -112,7 +112,8 @@ impl SealKeys {
     }
 
     /// These keys with `previous`'s keys accepted after them: what a rotation looks like.
-    pub fn with_previous(&self, previous: &SealKeys) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_previous(&self, previous: &SealKeys) -> Self {
         let keys: Vec<SealKey> = self.keys.iter().chain(previous.keys.iter()).cloned().collect();
         Self { keys: keys.into(), source: self.source.clone() }
     }
@@ -131,7 +132,7 @@ impl SealKeys {
 
     /// The keys in the file `path`; when it does not exist, it is created (mode 0600,
     /// exclusively, so two runners starting at once agree on one key) with a fresh key.
-    pub fn from_file_or_create(path: &Path) -> Result<Self, SealKeyError> {
+    pub(crate) fn from_file_or_create(path: &Path) -> Result<Self, SealKeyError> {
         match read_secret_text(path, "the seal key file", KEY_FILE_LIMIT) {
             Ok(text) => return Self::parse(&text, &format!("the seal key file `{}`", path.display())),
             Err(error) if error.is_not_found() => {}
@@ -230,7 +231,7 @@ fn key_id(secret: &[u8; KEY_BYTES]) -> KeyId {
 }
 
 /// 32 random bytes as 64 hex digits: a new key.
-pub fn fresh_key_hex() -> Result<String, SealKeyError> {
+pub(crate) fn fresh_key_hex() -> Result<String, SealKeyError> {
     let mut secret = [0u8; KEY_BYTES];
     getrandom::fill(&mut secret).map_err(|error| SealKeyError::Random(error.to_string()))?;
     Ok(hex(&secret))

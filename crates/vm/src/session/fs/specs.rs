@@ -16,7 +16,7 @@ use crate::session::StoreError;
 use crate::session::spec::{PinnedSpec, is_spec_hash};
 
 /// The folder of pinned specs, beside the sessions.
-pub const SPECS_DIR: &str = "_specs";
+pub(crate) const SPECS_DIR: &str = "_specs";
 /// A spec file larger than this is refused as damaged.
 const MAX_SPEC_BYTES: usize = 4 * 1024 * 1024;
 

@@ -113,7 +113,7 @@ pub(super) struct Loaded {
 impl Loaded {
     /// Whether the session must be rewritten under the current key before a writer
     /// appends to it: sealed under a previous key or none, or an unkeyed log.
-    pub fn needs_reseal(&self) -> bool {
+    pub(crate) fn needs_reseal(&self) -> bool {
         self.sealed_by != SealedBy::Key(0) || !self.log_keyed
     }
 }

@@ -114,7 +114,8 @@ impl FsWriter {
     }
 
     /// The last snapshot's size in bytes.
-    pub fn snapshot_len(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn snapshot_len(&self) -> u64 {
         self.snapshot_len
     }
 
@@ -271,7 +272,7 @@ impl FsWriter {
             Ok(Some(loaded)) => {
                 Err(StoreError::Conflict { id: self.id.clone(), expected: self.state.seq, found: loaded.state.seq })
             }
-            Err(StoreError::Corrupt { .. }) => {
+            Err(error) if error.is_unreadable() => {
                 Err(StoreError::Conflict { id: self.id.clone(), expected: self.state.seq, found: self.state.seq })
             }
             Err(error) => Err(error),

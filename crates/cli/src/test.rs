@@ -221,7 +221,8 @@ fn run_workflow(
     // that do not validate run without.
     let needs_model = selected.iter().any(|case| case.case.as_ref().is_ok_and(|case| case.skip.is_none()));
     let models = if args.replay || !needs_model {
-        Models::Tapes { tests_dir: tests_dir.clone() }
+        // The flag that asked for tapes, as the missing-tape reason names it.
+        Models::Tapes { tests_dir: tests_dir.clone(), replaying: "--replay".to_string() }
     } else {
         match environment::endpoint_from_env(process_env) {
             Ok(endpoint) if args.record => Models::Record { endpoint, tests_dir: tests_dir.clone() },

@@ -113,7 +113,9 @@ pub enum Models {
     /// Every case talks to this model.
     Endpoint(Arc<dyn ModelAdapter>),
     /// Each case replays the tape beside it (`<case>.tape.yaml` in `tests_dir`).
-    Tapes { tests_dir: PathBuf },
+    /// `replaying` names, in the host's words, what made the suite replay (a flag, a
+    /// setting): a case without a tape is told that it "needs a tape for this case".
+    Tapes { tests_dir: PathBuf, replaying: String },
     /// Every case talks to this model, and its answers become the case's tape (written
     /// afresh over `<case>.tape.yaml`), so `--replay` runs it offline afterwards.
     Record { endpoint: Arc<dyn ModelAdapter>, tests_dir: PathBuf },
@@ -128,12 +130,12 @@ impl Models {
                 let file = tests_dir.join(format!("{}.tape.yaml", case.id));
                 Ok(Arc::new(Recorder::afresh(Arc::clone(endpoint), &file)))
             }
-            Models::Tapes { tests_dir } => {
+            Models::Tapes { tests_dir, replaying } => {
                 let id = &case.id;
                 let file = tests_dir.join(format!("{id}.tape.yaml"));
                 environment::tape_from_file(&file, &format!("tests/{id}.tape.yaml")).map_err(|error| match error {
                     TapeFileError::Unreadable { .. } => format!(
-                        "--replay needs a tape for this case: write tests/{id}.tape.yaml beside tests/{} (one entry per model call)",
+                        "{replaying} needs a tape for this case: write tests/{id}.tape.yaml beside tests/{} (one entry per model call)",
                         case.path
                     ),
                     TapeFileError::Invalid(error) => error.to_string(),
@@ -276,7 +278,10 @@ mod tests {
 
     #[test]
     fn a_missing_tape_names_the_file_to_write() {
-        let models = Models::Tapes { tests_dir: std::env::temp_dir().join("archmax-no-such-tests-dir") };
+        let models = Models::Tapes {
+            tests_dir: std::env::temp_dir().join("archmax-no-such-tests-dir"),
+            replaying: "replaying".to_string(),
+        };
         let case = SuiteCase {
             id: "over-limit".into(),
             path: "over-limit.test.yaml".into(),
@@ -284,6 +289,7 @@ mod tests {
             case: Err(String::new()),
         };
         let Err(reason) = models.for_case(&case) else { panic!("no tape there") };
+        assert!(reason.starts_with("replaying needs a tape for this case"), "the host's words lead: {reason}");
         assert!(reason.contains("write tests/over-limit.tape.yaml beside tests/over-limit.test.yaml"), "{reason}");
     }
 }

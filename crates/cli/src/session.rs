@@ -16,7 +16,7 @@ use archmax_vm::environment::{self, ClockAndPricing, process_env};
 use archmax_vm::events::{EventSink, JsonLines};
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::record::RecordError;
-use archmax_vm::session::{Status, StoreError, Usage};
+use archmax_vm::session::{Status, Usage};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 use archmax_vm::{Disposition, InputReason, NotParked, Outcome, RunError, Runtime, RuntimeParts};
 
@@ -236,7 +236,7 @@ pub fn run_problem(error: &RunError) -> String {
         RunError::ProgramChanged { changes, .. } if changes.missing_position().is_none() => format!(
             "{error} Run the same command with `--upgrade` to move the session to the new program, or resume it with the artifact it started under to keep the old rules."
         ),
-        RunError::Store(store) => store_problem(store),
+        RunError::Store(store) => crate::store::store_problem(store),
         RunError::NotParked(refusal) => not_parked(refusal),
         RunError::AwaitedByCaller { session, caller } => format!(
             "session `{session}` is a sub-workflow that its caller `{caller}` waits for; resume it through the caller (`archmax decide {caller} --to <state>` or `archmax deliver {caller} --trigger <id>`). Nothing was changed."
@@ -266,23 +266,6 @@ pub fn not_parked(refusal: &NotParked) -> String {
         _ => None,
     };
     refusal.sentence(advice.as_deref())
-}
-
-/// A store error as the CLI says it: a session the filesystem store refuses gets the
-/// `archmax sessions` option that mends or adopts it.
-pub fn store_problem(error: &StoreError) -> String {
-    match error {
-        StoreError::Damaged { id, .. } => {
-            format!("{error}; `archmax sessions {id} --repair` keeps the steps before the damage and drops the rest")
-        }
-        StoreError::Unkeyed { id } => format!(
-            "{error}; if these files are yours and unaltered, `archmax sessions {id} --reseal` adopts the session under the key, otherwise restore it from a backup"
-        ),
-        StoreError::Unrepairable { id, what } => format!(
-            "session `{id}` is unreadable: {what}; --repair cannot help, restore the session from a backup or delete it"
-        ),
-        _ => error.to_string(),
-    }
 }
 
 /// The session header on stderr: which workflow, which workspace, which model.

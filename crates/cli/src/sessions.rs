@@ -95,14 +95,14 @@ fn list(executor: &Runtime, store: &dyn SessionStore, query: &Query<'_>) -> Exit
     });
     let read = match listed {
         Ok(read) => read,
-        Err(error) => return failure(crate::session::store_problem(&error)),
+        Err(error) => return failure(crate::store::store_problem(&error)),
     };
     let mut states = Vec::with_capacity(read.len());
     for loaded in read {
         match loaded {
             Ok(Some(state)) if admits(query, &state) => states.push(state),
             Ok(_) => {}
-            Err(error) => eprintln!("warning: {}", crate::session::store_problem(&error)),
+            Err(error) => eprintln!("warning: {}", crate::store::store_problem(&error)),
         }
     }
     states.sort_by(|a, b| b.head.updated_at.cmp(&a.head.updated_at).then_with(|| a.id.as_str().cmp(b.id.as_str())));
@@ -153,7 +153,7 @@ pub fn remove(executor: &Runtime, root: &Path, store: Option<&str>, ids: &[Strin
     }
     let all = match executor.block_on(store.list()) {
         Ok(all) => all,
-        Err(error) => return failure(crate::session::store_problem(&error)),
+        Err(error) => return failure(crate::store::store_problem(&error)),
     };
     let mut failed = false;
     for (id, state) in resolved {
@@ -250,7 +250,7 @@ pub fn gc(
     });
     let (all, old) = match listed {
         Ok(found) => found,
-        Err(error) => return failure(crate::session::store_problem(&error)),
+        Err(error) => return failure(crate::store::store_problem(&error)),
     };
     let mut removed = 0usize;
     let mut failed = false;
@@ -319,7 +319,7 @@ pub fn repair(executor: &Runtime, root: &Path, store: Option<&str>, id: &str) ->
             println!("{}", repair_report(id, &outcome));
             ExitCode::SUCCESS
         }
-        Err(error) => failure(crate::session::store_problem(&error)),
+        Err(error) => failure(crate::store::store_problem(&error)),
     }
 }
 
@@ -350,7 +350,7 @@ pub fn reseal(executor: &Runtime, root: &Path, store: Option<&str>, id: &str) ->
             println!("resealed session `{id}` (through step {seq}) under seal key {}", store.seal_keys().current_id());
             ExitCode::SUCCESS
         }
-        Err(error) => failure(crate::session::store_problem(&error)),
+        Err(error) => failure(crate::store::store_problem(&error)),
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use archmax_store_postgres::{PgOptions, PgStore};
 use archmax_vm::session::fs::{FsStore, SealKeys};
 use archmax_vm::session::id::check_session_id;
-use archmax_vm::session::{SessionState, SessionStore, transfer};
+use archmax_vm::session::{SessionState, SessionStore, StoreError, transfer};
 use tokio::runtime::Runtime;
 
 use crate::output::{failure, usage};
@@ -86,6 +86,23 @@ fn redacted(text: &str) -> String {
     }
 }
 
+/// A store error as the CLI says it: a session the filesystem store refuses gets the
+/// `archmax sessions` option that mends or adopts it.
+pub fn store_problem(error: &StoreError) -> String {
+    match error {
+        StoreError::Damaged { id, .. } => {
+            format!("{error}; `archmax sessions {id} --repair` keeps the steps before the damage and drops the rest")
+        }
+        StoreError::Unkeyed { id } => format!(
+            "{error}; if these files are yours and unaltered, `archmax sessions {id} --reseal` adopts the session under the key, otherwise restore it from a backup"
+        ),
+        StoreError::Unrepairable { id, what } => format!(
+            "session `{id}` is unreadable: {what}; --repair cannot help, restore the session from a backup or delete it"
+        ),
+        _ => error.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod redaction {
     use super::redacted;
@@ -152,7 +169,7 @@ pub fn open_or_exit(
 
 /// Reads one session (unlocked).
 pub fn read(executor: &Runtime, store: &dyn SessionStore, id: &str) -> Result<Option<SessionState>, String> {
-    executor.block_on(store.read(id)).map_err(|error| crate::session::store_problem(&error))
+    executor.block_on(store.read(id)).map_err(|error| store_problem(&error))
 }
 
 /// The most ids an ambiguous prefix names in its refusal.

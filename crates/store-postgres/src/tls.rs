@@ -272,12 +272,12 @@ pub fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, String> {
         (None, _) => None,
     };
     let verifier: Arc<dyn ServerCertVerifier> = match roots {
-        None => Arc::new(AnyCertificate { algorithms: provider.signature_verification_algorithms }),
+        None => Arc::new(Lenient::Nothing(provider.signature_verification_algorithms)),
         Some(roots) => {
             let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                 .build()
                 .map_err(|error| format!("the root certificates cannot be used: {error}"))?;
-            if settings.mode == SslMode::VerifyFull { webpki } else { Arc::new(AnyName { inner: webpki }) }
+            if settings.mode == SslMode::VerifyFull { webpki } else { Arc::new(Lenient::ChainOnly(webpki)) }
         }
     };
     let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
@@ -339,56 +339,19 @@ fn read_certificates(path: &Path, key: &str) -> Result<Vec<CertificateDer<'stati
     Ok(certificates)
 }
 
-/// `prefer` and `require` without roots: the connection is encrypted, the certificate is
-/// not checked (libpq's meaning). The handshake's signatures are still verified, so the
-/// peer does hold the key of the certificate it showed.
+/// What a verifier checks of the server's certificate short of a full check (which is
+/// webpki's own verifier, used as it is).
 #[derive(Debug)]
-struct AnyCertificate {
-    algorithms: WebPkiSupportedAlgorithms,
+enum Lenient {
+    /// `prefer` and `require` without roots: nothing (libpq's meaning). The connection
+    /// is encrypted, and the handshake's signatures are still verified, so the peer does
+    /// hold the key of the certificate it showed.
+    Nothing(WebPkiSupportedAlgorithms),
+    /// `verify-ca`: the chain must lead to a root, whatever name the certificate carries.
+    ChainOnly(Arc<WebPkiServerVerifier>),
 }
 
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca`: the chain must lead to a root, whatever name the certificate carries.
-#[derive(Debug)]
-struct AnyName {
-    inner: Arc<WebPkiServerVerifier>,
-}
-
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -397,11 +360,19 @@ impl ServerCertVerifier for AnyName {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
-            Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
+        match self {
+            Lenient::Nothing(_) => Ok(ServerCertVerified::assertion()),
+            Lenient::ChainOnly(webpki) => {
+                // webpki checks the name only once the chain holds, so this excuses the
+                // name and nothing else.
+                match webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+                    Err(rustls::Error::InvalidCertificate(
+                        rustls::CertificateError::NotValidForName
+                        | rustls::CertificateError::NotValidForNameContext { .. },
+                    )) => Ok(ServerCertVerified::assertion()),
+                    other => other,
+                }
+            }
         }
     }
 
@@ -411,7 +382,10 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
+        match self {
+            Lenient::Nothing(algorithms) => rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms),
+            Lenient::ChainOnly(webpki) => webpki.verify_tls12_signature(message, cert, dss),
+        }
     }
 
     fn verify_tls13_signature(
@@ -420,11 +394,17 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
+        match self {
+            Lenient::Nothing(algorithms) => rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms),
+            Lenient::ChainOnly(webpki) => webpki.verify_tls13_signature(message, cert, dss),
+        }
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
+        match self {
+            Lenient::Nothing(algorithms) => algorithms.supported_schemes(),
+            Lenient::ChainOnly(webpki) => webpki.supported_verify_schemes(),
+        }
     }
 }
 

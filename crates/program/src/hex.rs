@@ -19,17 +19,11 @@ pub fn hex(bytes: &[u8]) -> String {
 /// The bytes `text` spells, two hexadecimal digits (either case) a byte; `None` when
 /// it holds anything else or an odd number of digits.
 pub fn decode(text: &str) -> Option<Vec<u8>> {
-    let digits = text.as_bytes();
-    if !digits.len().is_multiple_of(2) {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
-    digits
-        .chunks_exact(2)
-        .map(|pair| match pair {
-            [high, low] => Some((digit(*high)? << 4) | digit(*low)?),
-            _ => None,
-        })
-        .collect()
+    let mut bytes = vec![0u8; text.len() / 2];
+    decode_into(text, &mut bytes).then_some(bytes)
 }
 
 /// Exactly `N` bytes from exactly `2 * N` hexadecimal digits; `None` otherwise.
@@ -38,24 +32,32 @@ pub fn decode(text: &str) -> Option<Vec<u8>> {
 /// into the array: a key or a digest read this way leaves no copy on the heap, and a
 /// long text costs nothing to refuse.
 pub fn decode_array<const N: usize>(text: &str) -> Option<[u8; N]> {
-    let digits = text.as_bytes();
-    if digits.len() != N * 2 {
-        return None;
-    }
     let mut bytes = [0u8; N];
-    for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
+    if decode_into(text, &mut bytes) {
+        Some(bytes)
+    } else {
+        zeroize::Zeroize::zeroize(&mut bytes);
+        None
+    }
+}
+
+/// Fills `out` from `text`, which must be exactly two digits a byte of it; `false`
+/// (with `out` partly written) otherwise.
+fn decode_into(text: &str, out: &mut [u8]) -> bool {
+    let digits = text.as_bytes();
+    if digits.len() != out.len() * 2 {
+        return false;
+    }
+    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
         match pair {
             [high, low] => match (digit(*high), digit(*low)) {
                 (Some(high), Some(low)) => *byte = (high << 4) | low,
-                _ => {
-                    zeroize::Zeroize::zeroize(&mut bytes);
-                    return None;
-                }
+                _ => return false,
             },
-            _ => return None,
+            _ => return false,
         }
     }
-    Some(bytes)
+    true
 }
 
 /// The value of one hexadecimal digit.

@@ -111,15 +111,28 @@ pub(super) fn encode_record(keys: &SealKeys, kind: RecordKind, name: &str, expir
     [&expiry[..], value, &mac].concat()
 }
 
-/// A record file's expiry and value; `None` unless its MAC holds under accepted key
-/// `index` (0 = current).
-fn decode_record(keys: &SealKeys, index: usize, kind: RecordKind, name: &str, bytes: &[u8]) -> Option<(u64, Vec<u8>)> {
+/// Which accepted seal key a record's MAC must hold under.
+#[derive(Clone, Copy)]
+enum Vouching {
+    /// This one (0 = current).
+    Key(usize),
+    /// Any of them.
+    Any,
+}
+
+/// A record file's expiry and value; `None` unless its MAC holds under the key `by` asks.
+fn decode_record(keys: &SealKeys, by: Vouching, kind: RecordKind, name: &str, bytes: &[u8]) -> Option<(u64, Vec<u8>)> {
     if bytes.len() < EXPIRY_BYTES + MAC_BYTES || bytes.len() > EXPIRY_BYTES + MAX_RECORD_BYTES + MAC_BYTES {
         return None;
     }
     let (expiry, rest) = bytes.split_at(EXPIRY_BYTES);
     let (value, mac) = rest.split_at(rest.len() - MAC_BYTES);
-    if !keys.verify_by(index, &[MAC_DOMAIN, kind.as_str().as_bytes(), b"\0", name.as_bytes(), expiry, value], mac) {
+    let parts: [&[u8]; 6] = [MAC_DOMAIN, kind.as_str().as_bytes(), b"\0", name.as_bytes(), expiry, value];
+    let vouched = match by {
+        Vouching::Key(index) => keys.verify_by(index, &parts, mac),
+        Vouching::Any => keys.check_any(&parts, mac).is_some(),
+    };
+    if !vouched {
         return None;
     }
     let mut stamp = [0u8; EXPIRY_BYTES];
@@ -236,23 +249,16 @@ impl KindFolder {
         Ok(Some(bytes))
     }
 
-    /// The expiry and value of the record file `name`, when its MAC holds under accepted
-    /// key `index`.
+    /// The expiry and value of the record file `name`, when its MAC holds under the key
+    /// `by` asks.
     fn read_record(
         &self,
         keys: &SealKeys,
-        index: usize,
+        by: Vouching,
         kind: RecordKind,
         name: &str,
     ) -> io::Result<Option<(u64, Vec<u8>)>> {
-        Ok(self.read_small(name, RECORD_FILE_LIMIT)?.and_then(|bytes| decode_record(keys, index, kind, name, &bytes)))
-    }
-
-    /// The expiry of the record file `name` when any accepted key vouches for it.
-    fn read_any_expiry(&self, keys: &SealKeys, kind: RecordKind, name: &str) -> io::Result<Option<u64>> {
-        let Some(bytes) = self.read_small(name, RECORD_FILE_LIMIT)? else { return Ok(None) };
-        Ok((0..keys.accepted())
-            .find_map(|index| decode_record(keys, index, kind, name, &bytes).map(|(expiry, _)| expiry)))
+        Ok(self.read_small(name, RECORD_FILE_LIMIT)?.and_then(|bytes| decode_record(keys, by, kind, name, &bytes)))
     }
 
     /// Holds `.lock` exclusively until the returned file is dropped.
@@ -305,9 +311,10 @@ impl KindFolder {
             if name.starts_with('.') {
                 continue;
             }
-            let expiry = if is_record_file_name(name) { self.read_any_expiry(keys, kind, name) } else { Ok(None) };
-            match expiry {
-                Ok(Some(expires)) if expires > now_ms => live += 1,
+            let record =
+                if is_record_file_name(name) { self.read_record(keys, Vouching::Any, kind, name) } else { Ok(None) };
+            match record {
+                Ok(Some((expires, _))) if expires > now_ms => live += 1,
                 _ => {
                     let _ = self.remove(name);
                 }
@@ -355,13 +362,16 @@ impl FsStore {
         // written just before a rotation still counts.
         let names = record_file_names(&self.keys, kind, &record.key);
         let checked = if kind.holds_across_rotation() { names.len() } else { 1 };
-        for (index, name) in names.into_iter().take(checked) {
-            let held = folder.read_record(&self.keys, index, kind, &name).map_err(&failed)?;
+        for (index, name) in names.iter().take(checked) {
+            let held = folder.read_record(&self.keys, Vouching::Key(*index), kind, name).map_err(&failed)?;
             if held.is_some_and(|(expires, _)| expires > now_ms) {
                 return Ok(false);
             }
         }
-        let name = record_file_name(&self.keys, kind, &record.key);
+        // The current key's name comes first.
+        let Some((_, name)) = names.into_iter().next() else {
+            return Err(failed(io::Error::other("no seal key to name the record with")));
+        };
         let mut state = SweepState::read(&folder);
         if state.needs_sweep(kind, now_ms) {
             state = folder.sweep(&self.keys, kind, now_ms).map_err(&failed)?;
@@ -385,7 +395,7 @@ impl FsStore {
         let failed = records_io(kind);
         let Some(folder) = self.kind_folder(kind, false)? else { return Ok(None) };
         let name = record_file_name(&self.keys, kind, key);
-        let entry = folder.read_record(&self.keys, 0, kind, &name).map_err(&failed)?;
+        let entry = folder.read_record(&self.keys, Vouching::Key(0), kind, &name).map_err(&failed)?;
         Ok(entry.filter(|(expires, _)| *expires > now_ms).map(|(_, value)| value))
     }
 

@@ -50,18 +50,16 @@ pub enum SslMode {
 }
 
 impl SslMode {
+    const ALL: [SslMode; 5] =
+        [SslMode::Disable, SslMode::Prefer, SslMode::Require, SslMode::VerifyCa, SslMode::VerifyFull];
+
     fn parse(text: &str) -> Result<SslMode, String> {
-        match text {
-            "disable" => Ok(SslMode::Disable),
-            "prefer" => Ok(SslMode::Prefer),
-            "require" => Ok(SslMode::Require),
-            "verify-ca" => Ok(SslMode::VerifyCa),
-            "verify-full" => Ok(SslMode::VerifyFull),
-            // libpq's `allow` tries without TLS first; a store never wants that.
-            other => Err(format!(
-                "sslmode `{other}` is not one archmax supports; use disable, prefer, require, verify-ca or verify-full"
-            )),
-        }
+        // libpq's `allow` tries without TLS first; a store never wants that.
+        SslMode::ALL.into_iter().find(|mode| mode.name() == text).ok_or_else(|| {
+            format!(
+                "sslmode `{text}` is not one archmax supports; use disable, prefer, require, verify-ca or verify-full"
+            )
+        })
     }
 
     fn name(self) -> &'static str {
@@ -114,25 +112,20 @@ pub fn split(target: &str) -> Result<(String, TlsSettings), String> {
     }
 }
 
-/// The settings from `(key, value)` pairs, with every other pair kept in order.
-fn settings(
-    pairs: impl Iterator<Item = (String, String)>,
-    kept: &mut Vec<(String, String)>,
-) -> Result<TlsSettings, String> {
+/// The settings from the target's TLS pairs (keys of [`TLS_KEYS`] only).
+fn settings(pairs: Vec<(String, String)>) -> Result<TlsSettings, String> {
     let mut mode = None;
     let mut root_cert = None;
     let mut client_cert = None;
     let mut client_key = None;
     let mut seen: Vec<String> = Vec::new();
     for (key, value) in pairs {
-        if TLS_KEYS.contains(&key.as_str()) {
-            // The last of two would win silently: a target built by appending text could
-            // turn verify-full into disable. Say so instead.
-            if seen.contains(&key) {
-                return Err(format!("`{key}` is given twice in the store target; give it once"));
-            }
-            seen.push(key.clone());
+        // The last of two would win silently: a target built by appending text could turn
+        // verify-full into disable. Say so instead.
+        if seen.contains(&key) {
+            return Err(format!("`{key}` is given twice in the store target; give it once"));
         }
+        seen.push(key.clone());
         match key.as_str() {
             "sslmode" => mode = Some(SslMode::parse(&value)?),
             "sslrootcert" => {
@@ -140,7 +133,7 @@ fn settings(
             }
             "sslcert" => client_cert = Some(PathBuf::from(value)),
             "sslkey" => client_key = Some(PathBuf::from(value)),
-            _ => kept.push((key, value)),
+            _ => {}
         }
     }
     // The operating system's roots vouch for any public name, so with them only a name
@@ -156,7 +149,6 @@ fn settings(
         }
         (mode, _) => mode.unwrap_or(SslMode::Prefer),
     };
-    kept.push(("sslmode".to_string(), mode.for_driver().to_string()));
     if client_cert.is_some() != client_key.is_some() {
         return Err(
             "sslcert and sslkey go together: give the client certificate and its private key, or neither".to_string()
@@ -181,11 +173,9 @@ fn split_url(target: &str) -> Result<(String, TlsSettings), String> {
             verbatim.push(pair);
         }
     }
-    let mut kept = Vec::new();
-    let settings = settings(decoded.into_iter(), &mut kept)?;
-    // `settings` hands back only the mode the driver is given.
-    let driver_mode = kept.iter().map(|(key, value)| format!("{key}={value}"));
-    let query: Vec<String> = verbatim.into_iter().map(str::to_string).chain(driver_mode).collect();
+    let settings = settings(decoded)?;
+    let driver_mode = format!("sslmode={}", settings.mode.for_driver());
+    let query: Vec<&str> = verbatim.into_iter().chain([driver_mode.as_str()]).collect();
     Ok((format!("{base}?{}", query.join("&")), settings))
 }
 
@@ -197,10 +187,16 @@ fn percent_decoded(text: &str) -> Result<String, String> {
 }
 
 fn split_keywords(target: &str) -> Result<(String, TlsSettings), String> {
-    let pairs = keyword_pairs(target)?;
-    let mut kept = Vec::new();
-    let settings = settings(pairs.into_iter(), &mut kept)?;
-    let text = kept.iter().map(|(key, value)| format!("{key}={}", quoted(value))).collect::<Vec<_>>().join(" ");
+    let (tls, kept): (Vec<_>, Vec<_>) =
+        keyword_pairs(target)?.into_iter().partition(|(key, _)| TLS_KEYS.contains(&key.as_str()));
+    let settings = settings(tls)?;
+    let driver_mode = ("sslmode".to_string(), settings.mode.for_driver().to_string());
+    let text = kept
+        .iter()
+        .chain([&driver_mode])
+        .map(|(key, value)| format!("{key}={}", quoted(value)))
+        .collect::<Vec<_>>()
+        .join(" ");
     Ok((text, settings))
 }
 

@@ -299,6 +299,16 @@ enum Command {
         /// sign-in attempts through it are counted per forwarded client. Repeatable.
         #[arg(long, value_name = "ADDRESS")]
         trusted_proxy: Vec<std::net::IpAddr>,
+        /// With a PostgreSQL store: the most connections this runner opens to it. Open
+        /// sessions hold none, so this bounds statements at once, not sessions.
+        #[arg(long, value_name = "N", default_value_t = 96, value_parser = clap::value_parser!(u16).range(2..))]
+        store_connections: u16,
+        /// With a PostgreSQL store: how long this runner's hold on a session it runs lasts
+        /// unless renewed, in seconds (default: ARCHMAX_STORE_LEASE_TERM, else 10). A runner
+        /// that dies mid-turn is taken over by another about this long after it stopped
+        /// renewing (at least 0.3).
+        #[arg(long, value_name = "SECONDS", value_parser = store::lease_seconds)]
+        lease_term: Option<f64>,
     },
     /// Rewrite contract-2 workflows (hooks, removed keys, hook scripts, cases) to contract 3, in place.
     Migrate {
@@ -564,6 +574,8 @@ fn main() -> ExitCode {
             max_connections,
             max_connections_per_peer,
             trusted_proxy,
+            store_connections,
+            lease_term,
         } => serve::run(
             executor,
             &root,
@@ -583,6 +595,10 @@ fn main() -> ExitCode {
                     ..archmax_serve::ConnectionLimits::default()
                 },
                 trusted_proxies: trusted_proxy,
+                postgres: archmax_store_postgres::PgOptions {
+                    max_connections: usize::from(store_connections),
+                    ..store::postgres_options(lease_term)
+                },
             },
         ),
         Command::Lsp => lsp::run(root_flag.and_then(|root| std::fs::canonicalize(root).ok())),

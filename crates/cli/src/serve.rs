@@ -69,6 +69,8 @@ pub struct ServeArgs<'a> {
     pub connections: archmax_serve::ConnectionLimits,
     /// `--trusted-proxy`: proxies whose `X-Forwarded-For` the inbox's sign-in throttle takes.
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// `--store-connections` and `--lease-term`, for a PostgreSQL store.
+    pub postgres: archmax_store_postgres::PgOptions,
 }
 
 /// What a reload needs, owned, so it can run on a blocking thread.
@@ -284,7 +286,7 @@ pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>)
     let open = auth.is_open();
     let server = match Server::new(ServerParts {
         programs,
-        store: match crate::store::open_or_exit(executor, root, args.store, "serve") {
+        store: match crate::store::open_or_exit_with(executor, root, args.store, "serve", args.postgres.clone()) {
             Ok(store) => store,
             Err(code) => return code,
         },

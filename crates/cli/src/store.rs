@@ -142,9 +142,47 @@ pub fn fs_store(root: &Path, dir: PathBuf) -> Result<FsStore, String> {
 /// Opens the store `target` names; `root` is the workspace whose seal key a
 /// filesystem store uses. A PostgreSQL store runs its connections on `executor`.
 pub fn open(executor: &Runtime, root: &Path, target: &Target) -> Result<Arc<dyn SessionStore>, String> {
+    open_with(executor, root, target, postgres_options(None))
+}
+
+/// The variable naming the lease term (seconds) of a PostgreSQL store's sessions, for
+/// every command; `serve --lease-term` overrides it.
+pub const LEASE_TERM_VARIABLE: &str = "ARCHMAX_STORE_LEASE_TERM";
+
+/// `--lease-term` and [`LEASE_TERM_VARIABLE`]: seconds, from the store's shortest term to a day.
+pub fn lease_seconds(text: &str) -> Result<f64, String> {
+    let shortest = archmax_store_postgres::lease::SHORTEST_TERM.as_secs_f64();
+    match text.trim().parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && (shortest..=86_400.0).contains(&seconds) => Ok(seconds),
+        _ => Err(format!("`{text}` is not a number of seconds between {shortest} and 86400, such as 10 or 2.5")),
+    }
+}
+
+/// A PostgreSQL store's options: the lease term from `flag`, else from
+/// [`LEASE_TERM_VARIABLE`] (a value it cannot read is reported and the default kept).
+pub fn postgres_options(flag: Option<f64>) -> PgOptions {
+    let from_environment = || {
+        let text = std::env::var(LEASE_TERM_VARIABLE).ok()?;
+        lease_seconds(&text)
+            .inspect_err(|problem| eprintln!("warning: {LEASE_TERM_VARIABLE} is ignored: {problem}"))
+            .ok()
+    };
+    match flag.or_else(from_environment) {
+        Some(seconds) => PgOptions { lease_term: std::time::Duration::from_secs_f64(seconds), ..PgOptions::default() },
+        None => PgOptions::default(),
+    }
+}
+
+/// [`open`], with `options` for a PostgreSQL store (`serve`'s pool size and lease term).
+pub fn open_with(
+    executor: &Runtime,
+    root: &Path,
+    target: &Target,
+    options: PgOptions,
+) -> Result<Arc<dyn SessionStore>, String> {
     match target {
         Target::Fs(dir) => Ok(Arc::new(fs_store(root, dir.clone())?)),
-        Target::Postgres(connection) => PgStore::connect_blocking(executor.handle(), connection, PgOptions::default())
+        Target::Postgres(connection) => PgStore::connect_blocking(executor.handle(), connection, options)
             .map(|store| Arc::new(store) as Arc<dyn SessionStore>)
             .map_err(|error| error.to_string()),
     }
@@ -163,8 +201,19 @@ pub fn open_or_exit(
     flag: Option<&str>,
     command: &str,
 ) -> Result<Arc<dyn SessionStore>, ExitCode> {
+    open_or_exit_with(executor, root, flag, command, postgres_options(None))
+}
+
+/// [`open_or_exit`], with `options` for a PostgreSQL store.
+pub fn open_or_exit_with(
+    executor: &Runtime,
+    root: &Path,
+    flag: Option<&str>,
+    command: &str,
+    options: PgOptions,
+) -> Result<Arc<dyn SessionStore>, ExitCode> {
     let target = target(root, flag).map_err(|message| usage(command, &message))?;
-    open(executor, root, &target).map_err(failure)
+    open_with(executor, root, &target, options).map_err(failure)
 }
 
 /// Reads one session (unlocked).

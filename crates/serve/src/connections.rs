@@ -120,7 +120,7 @@ pub async fn serve_with(
     limits: ConnectionLimits,
 ) -> std::io::Result<bool> {
     let app = routes::router(Arc::clone(&server));
-    tokio::spawn(recovery::resume_cut_turns(Arc::clone(&server), recovery::RECOVERY_AT_ONCE));
+    tokio::spawn(recovery::recover(Arc::clone(&server)));
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     // HTTP/1 only, so the connection reads request heads from its first byte (the
     // protocol sniffing of `auto` would wait for a first byte with no timer at all).

@@ -74,6 +74,7 @@ fn run_error_code(error: &RunError) -> &'static str {
         RunError::InvalidInput { .. } => "input.invalid",
         RunError::ProgramChanged { .. } => "session.program-changed",
         RunError::UpgradeImpossible { .. } => "session.upgrade-impossible",
+        RunError::Store(archmax_vm::session::StoreError::TakenOver(_)) => "session.taken-over",
         RunError::Store(_) => "store.failed",
         // A kind of error newer than this server: its status still comes from its kind.
         _ => "error.other",

@@ -51,8 +51,9 @@ pub use server::{Server, ServerError, ServerParts};
 /// Serves `server` on `listener` until `shutdown` resolves; then stops accepting turns
 /// and connections, lets admitted turns finish within `grace` (each committed step is
 /// durable, so a turn cut short resumes in the next process) and returns whether every
-/// turn ended. Sessions a previous process left mid-turn are continued from the start
-/// ([`recovery::resume_cut_turns`]). Connections are bounded as [`connections`] says;
+/// turn ended. Sessions a previous process left mid-turn are continued from the start,
+/// and on a store a fleet shares, those of any runner that dies later
+/// ([`recovery::recover`]). Connections are bounded as [`connections`] says;
 /// [`serve_with`] takes other limits.
 pub async fn serve(
     listener: tokio::net::TcpListener,

@@ -1,4 +1,4 @@
-//! Start-up recovery: the turns the last process was cut off in, continued.
+//! Recovery: the turns a runner was cut off in, continued.
 //!
 //! A session at rest is parked, finished, or completed its turn with a reply; one whose
 //! status is still `running` was mid-turn when its process stopped (a SIGTERM whose grace
@@ -6,18 +6,29 @@
 //! new message on the same session, exactly as `archmax run --session ID` continues one:
 //! it re-enters the state it stood in and goes on from the last committed step.
 //!
+//! Where the cut turns come from depends on the store. A store one process uses (the
+//! filesystem store) is listed once at start-up: every running root session there is
+//! this process's to continue. A store a fleet shares (PostgreSQL) hands them out
+//! ([`Chore::Stranded`]): only running sessions no runner holds, each to one runner, in
+//! batches of at most `at_once`; and since a runner can die at any time, every runner
+//! asks again every [`RECOVER_EVERY`] ([`run_recovery`]), so a dead runner's turns are
+//! continued about one lease term after its last renewal, without a restart.
+//!
 //! The one thing to know: a session another process holds (the store refuses a second
 //! writer with `Busy`) is that process's to finish and is skipped; so is a sub-workflow
-//! session (`caller~n`), which its caller's turn continues. Recovered turns go through the
+//! session (`caller~n`), which its caller's turn continues. Before continuing, the session
+//! is read again, and one no longer running is left alone. Recovered turns go through the
 //! server's [`TurnGate`](crate::turns::TurnGate) like any other, so a client's request on
 //! the same session meanwhile is answered 409, shutdown drains them, and at most
 //! [`RECOVERY_AT_ONCE`] run at a time.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
 use archmax_vm::session::Status;
+use archmax_vm::session::store::{Chore, ListQuery};
 use archmax_vm::{RunError, TurnRequest};
 
 use crate::server::Server;
@@ -25,7 +36,10 @@ use crate::server::Server;
 /// How many cut turns are continued at once.
 pub const RECOVERY_AT_ONCE: usize = 8;
 
-/// What start-up recovery did.
+/// How often a runner on a shared store asks for turns cut by a runner that died.
+pub const RECOVER_EVERY: Duration = Duration::from_secs(1);
+
+/// What recovery did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Recovered {
     /// Sessions whose cut turn was continued (whatever its outcome).
@@ -34,53 +48,86 @@ pub struct Recovered {
     pub held_elsewhere: Vec<String>,
     /// Sessions that could not be continued, with why.
     pub failed: Vec<(String, String)>,
+    /// Whether the store hands cut turns out to a fleet (then [`run_recovery`] keeps
+    /// asking); `false` for a store one process uses, listed once.
+    pub shared_store: bool,
 }
 
-/// Finds every root session whose status is `running` and continues each, at most
-/// `at_once` at a time; logs what it did and returns it once every continued turn ended.
+/// Continues every cut turn this runner is given, at most `at_once` at a time; logs what
+/// it did and returns it once every continued turn ended.
 pub async fn resume_cut_turns(server: Arc<Server>, at_once: usize) -> Recovered {
+    let at_once = at_once.max(1);
     let mut recovered = Recovered::default();
-    // One listing of the running sessions (a store that filters, such as PostgreSQL,
-    // answers it from an index).
-    let mut query = archmax_vm::session::store::ListQuery {
-        status: Some(Status::Running),
-        limit: archmax_vm::session::store::ListQuery::MAX_LIMIT,
-        ..Default::default()
+    let mut batch = match server.store.claim_chores(Chore::Stranded, at_once).await {
+        Ok(Some(batch)) => {
+            recovered.shared_store = true;
+            batch
+        }
+        Ok(None) => match cut_in_listing(&server, &mut recovered).await {
+            Some(cut) => cut,
+            None => return report(recovered),
+        },
+        Err(error) => {
+            tracing::error!("recovery: the session store could not hand out cut turns: {error}");
+            recovered.shared_store = true;
+            return recovered;
+        }
     };
+    while !batch.is_empty() {
+        tracing::info!("recovery: {} session(s) were cut mid-turn; continuing them", batch.len());
+        continue_all(&server, batch, at_once, &mut recovered).await;
+        if !recovered.shared_store || server.gate.is_closing() {
+            break;
+        }
+        batch = match server.store.claim_chores(Chore::Stranded, at_once).await {
+            Ok(batch) => batch.unwrap_or_default(),
+            Err(error) => {
+                tracing::error!("recovery: the session store could not hand out cut turns: {error}");
+                break;
+            }
+        };
+    }
+    report(recovered)
+}
+
+/// Every running root session of a store one process uses; `None` when the store could
+/// not be listed.
+async fn cut_in_listing(server: &Server, recovered: &mut Recovered) -> Option<Vec<String>> {
+    // One listing of the running sessions (a store that filters answers it from an index).
+    let mut query = ListQuery { status: Some(Status::Running), limit: ListQuery::MAX_LIMIT, ..Default::default() };
     let mut cut = Vec::new();
     loop {
         let page = match server.store.list_page(&query).await {
             Ok(page) => page,
             Err(error) => {
                 tracing::error!("recovery: the session store could not be listed: {error}");
-                return recovered;
+                return None;
             }
         };
-        cut.extend(page.sessions.into_iter().filter(|state| !state.id.contains('~')));
+        cut.extend(page.sessions.into_iter().map(|state| state.id.to_string()).filter(|id| !id.contains('~')));
         for id in page.unreadable {
             recovered.failed.push((id, "the session is unreadable".to_string()));
         }
         match page.next {
             Some(next) => query.cursor = Some(next),
-            None => break,
+            None => return Some(cut),
         }
     }
-    if cut.is_empty() {
-        return report(recovered);
-    }
-    tracing::info!("recovery: {} session(s) were cut mid-turn; continuing them", cut.len());
-    let slots = Arc::new(Semaphore::new(at_once.max(1)));
+}
+
+/// Continues each of `cut`, at most `at_once` at a time, until all ended.
+async fn continue_all(server: &Arc<Server>, cut: Vec<String>, at_once: usize, recovered: &mut Recovered) {
+    let slots = Arc::new(Semaphore::new(at_once));
     let mut running = tokio::task::JoinSet::new();
-    for state in cut {
+    for id in cut {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else { break };
         // A shutdown meanwhile: the rest are left for the next process.
         if server.gate.is_closing() {
             break;
         }
-        let server = Arc::clone(&server);
+        let server = Arc::clone(server);
         running.spawn(async move {
             let _slot = slot;
-            let id = state.id.to_string();
             let result = continue_turn(&server, &id).await;
             (id, result)
         });
@@ -94,7 +141,31 @@ pub async fn resume_cut_turns(server: Arc<Server>, at_once: usize) -> Recovered 
             Err(error) => tracing::error!("recovery: a continued turn's task ended early: {error}"),
         }
     }
-    report(recovered)
+}
+
+/// Recovery for the life of a server: the cut turns at start-up, then, on a store a fleet
+/// shares, those of runners that die later, asked for every [`RECOVER_EVERY`].
+pub async fn recover(server: Arc<Server>) {
+    if resume_cut_turns(Arc::clone(&server), RECOVERY_AT_ONCE).await.shared_store {
+        run_recovery(server, RECOVER_EVERY).await;
+    }
+}
+
+/// Asks a store a fleet shares for cut turns every `every` and continues them, until the
+/// server stops accepting turns. Only for such a store: on one only this process uses,
+/// every running session after start-up is one of this process's own turns.
+pub async fn run_recovery(server: Arc<Server>, every: Duration) {
+    let mut stopping = server.stopping();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stopping.changed() => return,
+        }
+        if *stopping.borrow() {
+            return;
+        }
+        resume_cut_turns(Arc::clone(&server), RECOVERY_AT_ONCE).await;
+    }
 }
 
 /// How continuing one session went.

@@ -7,15 +7,18 @@
 //! workflow without a schedule is left waiting: `GET /v1/sessions?due=true` lists it for
 //! whoever delivers its event.
 //!
-//! The one thing to know: a pass reads only the sessions that are due. The server keeps
-//! a [`DueIndex`] of resume times, fed by the parks it sees happen (its `parked` events)
-//! and by a rescan of the store ([`RESCAN_EVERY`], and on the first pass), which finds
-//! the sessions another runner or an earlier process parked. Before delivering, the
-//! session is read again: only a session still waiting for input, with a resume time that
-//! has come, is woken; one parked again meanwhile goes back in the index at its new time.
-//! Several runners may share a store: a delivery takes the session's lock and checks the
-//! park afresh, so a session is woken once and the others find it busy or no longer
-//! waiting.
+//! The one thing to know: a pass reads only the sessions that are due. On a store a
+//! fleet shares (PostgreSQL), the store hands them out ([`Chore::Due`]): each due session
+//! to one runner, in batches of at most [`WAKE_BATCH`], none that a runner holds. On a
+//! store one process uses, the server keeps a [`DueIndex`] of resume times, fed by the
+//! parks it sees happen (its `parked` events) and by a rescan of the store
+//! ([`RESCAN_EVERY`], and on the first pass), which finds the sessions an earlier process
+//! parked. Either way, before delivering, the session is read again: only a session still
+//! waiting for input, with a resume time that has come, is woken; one parked again
+//! meanwhile goes back in the index at its new time. A delivery takes the session's lease
+//! and checks the park afresh, so a session is woken once even should two runners reach
+//! it. A fleet is assumed to serve the same workflows: a due session of a workflow the
+//! claiming runner does not schedule is left for a term, then handed out again.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -27,12 +30,15 @@ use serde_json::Map;
 use archmax_vm::DeliverRequest;
 use archmax_vm::events::{Envelope, Event, Listener};
 use archmax_vm::session::Status;
-use archmax_vm::session::store::{ListQuery, instant_ms, resume_time_ms};
+use archmax_vm::session::store::{Chore, ListQuery, instant_ms, resume_time_ms};
 
 use crate::server::Server;
 
 /// How often a pass also rescans the store for waiting sessions it was not told of.
 pub const RESCAN_EVERY: Duration = Duration::from_secs(300);
+
+/// The most due sessions one runner takes from a shared store at a time.
+pub const WAKE_BATCH: usize = 32;
 
 /// How long a wake that could not run now (busy, saturated, shutting down, a store
 /// error) waits before it is tried again.
@@ -121,17 +127,44 @@ impl Server {
     /// Delivers the wake trigger to every due session of a scheduled workflow.
     pub async fn wake_due(&self) -> Wakes {
         let now_ms = self.now_ms();
-        let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
-        self.rescan_if_due(now_ms).await;
         let mut wakes = Wakes::default();
-        for id in self.due.take_due(now) {
+        loop {
+            match self.store.claim_chores(Chore::Due { by_ms: now_ms }, WAKE_BATCH).await {
+                Ok(Some(batch)) => {
+                    let last = batch.len() < WAKE_BATCH;
+                    self.wake_each(batch, now_ms, &mut wakes, false).await;
+                    if last || self.gate.is_closing() {
+                        return wakes;
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    tracing::warn!("the scheduler could not take the due sessions: {error}");
+                    return wakes;
+                }
+            }
+        }
+        self.rescan_if_due(now_ms).await;
+        let due = self.due.take_due(i64::try_from(now_ms).unwrap_or(i64::MAX));
+        self.wake_each(due, now_ms, &mut wakes, true).await;
+        wakes
+    }
+
+    /// Wakes each of `ids` that is still due at `now_ms`; with `indexed`, one not due yet
+    /// or to be tried again goes back in the [`DueIndex`] (a shared store hands it out
+    /// again by itself).
+    async fn wake_each(&self, ids: Vec<String>, now_ms: u64, wakes: &mut Wakes, indexed: bool) {
+        let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+        for id in ids {
             let Ok(state) = self.session(&id).await else { continue };
             // Read again: only a session still waiting, whose time has come, is woken.
             let Some(at) = resume_time_ms(&state.head).filter(|_| state.head.status == Status::AwaitingInput) else {
                 continue;
             };
             if at > now {
-                self.due.insert(at, &id);
+                if indexed {
+                    self.due.insert(at, &id);
+                }
                 continue;
             }
             let Some(schedule) = self.settings.schedules.get(&state.head.workflow) else {
@@ -140,11 +173,10 @@ impl Server {
             };
             match self.wake(&state, &schedule.wake_trigger).await {
                 Woke::Delivered => wakes.woken.push(id),
-                Woke::Later => self.due.insert(now.saturating_add(RETRY_AFTER_MS), &id),
-                Woke::Dropped => {}
+                Woke::Later if indexed => self.due.insert(now.saturating_add(RETRY_AFTER_MS), &id),
+                Woke::Later | Woke::Dropped => {}
             }
         }
-        wakes
     }
 
     /// Reads every waiting session's resume time into the index, when the last rescan

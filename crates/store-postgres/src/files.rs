@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use tokio_postgres::types::Type;
+
 use archmax_stdlib::vfs::{Entry, Vfs, VfsError, last_segment, relative_segments};
 
 use crate::{Inner, describe};
@@ -108,7 +110,7 @@ impl PgFiles {
         let rows = self.block(key, |pool, id| async move {
             let client = pool.get().await.map_err(|error| error.to_string())?;
             let rows = client
-                .query("SELECT path, size FROM archmax_files WHERE session_id = $1", &[&id])
+                .query_typed("SELECT path, size FROM archmax_files WHERE session_id = $1", &[(&id, Type::TEXT)])
                 .await
                 .map_err(|error| describe(&error))?;
             Ok(rows.iter().map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1))).collect::<Vec<_>>())
@@ -138,10 +140,10 @@ impl PgFiles {
         self.block(key, move |pool, id| async move {
             let client = pool.get().await.map_err(|error| error.to_string())?;
             let row = client
-                .query_opt(
+                .query_typed_opt(
                     "SELECT size, CASE WHEN size <= $3 THEN substring(content FROM 1 FOR $4) END \
                      FROM archmax_files WHERE session_id = $1 AND path = $2",
-                    &[&id, &path, &limit, &head],
+                    &[(&id, Type::TEXT), (&path, Type::TEXT), (&limit, Type::INT8), (&head, Type::INT4)],
                 )
                 .await
                 .map_err(|error| describe(&error))?;
@@ -197,16 +199,19 @@ impl PgFiles {
                 Some(bytes) => {
                     let size = bytes.len() as i64;
                     client
-                        .execute(
+                        .execute_typed(
                             "INSERT INTO archmax_files (session_id, path, size, content) VALUES ($1, $2, $3, $4) \
                              ON CONFLICT (session_id, path) DO UPDATE SET size = EXCLUDED.size, content = EXCLUDED.content",
-                            &[&id, &path, &size, &bytes],
+                            &[(&id, Type::TEXT), (&path, Type::TEXT), (&size, Type::INT8), (&bytes, Type::BYTEA)],
                         )
                         .await
                 }
                 None => {
                     client
-                        .execute("DELETE FROM archmax_files WHERE session_id = $1 AND path = $2", &[&id, &path])
+                        .execute_typed(
+                            "DELETE FROM archmax_files WHERE session_id = $1 AND path = $2",
+                            &[(&id, Type::TEXT), (&path, Type::TEXT)],
+                        )
                         .await
                 }
             };

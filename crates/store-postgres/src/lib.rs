@@ -28,13 +28,21 @@
 //! step's announcement to listeners follows on the same connection, pipelined, as a
 //! transaction of its own (inside the step's, it would serialize every session's commit).
 //!
-//! **One writer per session** is a session-level advisory lock
-//! (`pg_try_advisory_lock` on a digest of the id) held on the writer's own pooled
-//! connection for as long as the [`SessionWriter`] lives: a second writer anywhere is
-//! [`StoreError::Busy`]. A process that dies loses its connection and with it the lock,
-//! so another runner can open the session and resume from its last committed step.
-//! A dropped writer unlocks and returns its connection; a connection whose unlock cannot
-//! be confirmed is closed rather than pooled.
+//! **One writer per session** is a lease on the session's row ([`lease`]): opening takes
+//! it, every commit names its fencing token and renews it, a task renews every lease the
+//! store holds, and dropping the writer gives it back. A second writer anywhere is
+//! [`StoreError::Busy`]; a runner that dies stops renewing, so one lease term
+//! ([`PgOptions::lease_term`]) later another runner can open the session and resume from
+//! its last committed step, and the dead runner's writer, should it wake, is fenced off
+//! ([`StoreError::TakenOver`]). No connection is held between statements: a bounded pool
+//! serves any number of open sessions, and every statement is sent unnamed with its
+//! parameter types, so a pooler in transaction mode (PgBouncer) can sit in between.
+//! [`SessionStore::claim_chores`] hands due sessions and cut turns out to one runner of a
+//! fleet each (`FOR UPDATE SKIP LOCKED`, a bounded batch).
+//!
+//! **Durability** is the server's `synchronous_commit`: connecting refuses a server (or a
+//! role) set to `off`, which could lose steps it reported committed. No startup option is
+//! sent to force it, since poolers refuse startup options.
 //!
 //! **Files.** [`SessionStore::files`] hands out a synchronous [`Vfs`] while the driver is
 //! asynchronous. The store starts no executor of its own: it borrows the host's, which
@@ -64,6 +72,7 @@
 //! time comparison; indexes serve the workflow, status and due filters.
 
 mod files;
+pub mod lease;
 mod listing;
 mod notify;
 mod records;
@@ -79,8 +88,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use sha2::{Digest, Sha256};
-use tokio_postgres::types::{Json, ToSql};
+use tokio_postgres::types::{Json, ToSql, Type};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use archmax_stdlib::limits::Limits;
@@ -88,12 +96,13 @@ use archmax_stdlib::vfs::Vfs;
 use archmax_vm::session::id::SessionId;
 use archmax_vm::session::records::{Record, RecordKind};
 use archmax_vm::session::spec::{PinnedSpec, is_spec_hash};
-use archmax_vm::session::store::{ListPage, ListQuery, StoreFuture, resume_time_ms};
+use archmax_vm::session::store::{Chore, ListPage, ListQuery, StoreFuture, resume_time_ms};
 use archmax_vm::session::{Delta, SessionState, SessionStore, SessionWriter, StoreError};
 
 use files::{PgFiles, SessionFiles};
+use lease::{Claim, Leases};
 pub use notify::{CHANNEL, CommittedStep, StepFeed};
-use writer::{LockedClient, PgWriter};
+use writer::PgWriter;
 
 /// A session opened with at least this many steps after its snapshot gets a new one.
 const COMPACT_AFTER_STEPS: usize = 64;
@@ -117,22 +126,31 @@ pub enum ConnectError {
     Migration(String),
     #[error("the PostgreSQL store runs on its host's executor, which must be a multi-threaded tokio runtime: {0}")]
     Executor(&'static str),
+    #[error(
+        "the PostgreSQL server commits without waiting for its disk (synchronous_commit = {0}), so a crash could lose steps it reported committed; set it to `on` for archmax's role (ALTER ROLE … SET synchronous_commit = on) or in postgresql.conf"
+    )]
+    NotDurable(String),
 }
 
 /// How a [`PgStore`] runs.
 #[derive(Clone, Debug)]
 pub struct PgOptions {
-    /// Most connections the store opens. Every open writer holds one (its lock lives on
-    /// it), so this bounds how many sessions one process runs at once; the server's
-    /// `max_connections` must leave room for every runner's pool.
+    /// Most connections the store opens. A connection is borrowed for one statement (or
+    /// one short transaction) at a time and open sessions hold none, so this bounds how
+    /// many statements run at once, not how many sessions are open; the server's
+    /// `max_connections` (or the pooler's) must leave room for every runner's pool.
     pub max_connections: usize,
+    /// How long a writer's lease on its session lasts unless renewed (at least
+    /// [`lease::SHORTEST_TERM`]): a runner that dies mid-turn is taken over this long
+    /// after its last renewal. Renewed three times per term.
+    pub lease_term: Duration,
     /// The caps a session's files are held to.
     pub limits: Limits,
 }
 
 impl Default for PgOptions {
     fn default() -> Self {
-        PgOptions { max_connections: 96, limits: Limits::default() }
+        PgOptions { max_connections: 96, lease_term: lease::DEFAULT_TERM, limits: Limits::default() }
     }
 }
 
@@ -151,6 +169,8 @@ pub(crate) struct Inner {
     /// The TLS the target asks for, for that connection too.
     tls: MakeRustlsConnect,
     limits: Limits,
+    /// The leases this store holds, renewed by [`lease::keep_renewed`].
+    leases: Leases,
     /// The staged files of sessions this store value has handed out, by id.
     open: Mutex<HashMap<String, Weak<SessionFiles>>>,
 }
@@ -263,11 +283,6 @@ impl PgStore {
         {
             config.ssl_mode(tokio_postgres::config::SslMode::Disable);
         }
-        let durable = match config.get_options() {
-            Some(options) if !options.trim().is_empty() => format!("{options} -c synchronous_commit=on"),
-            _ => "-c synchronous_commit=on".to_string(),
-        };
-        config.options(&durable);
         if config.get_application_name().is_none() {
             config.application_name("archmax");
         }
@@ -293,11 +308,14 @@ impl PgStore {
             config,
             tls,
             limits: options.limits,
+            leases: Leases::new(options.lease_term),
             open: Mutex::new(HashMap::new()),
         });
+        drop(inner.handle.spawn(lease::keep_renewed(Arc::downgrade(&inner))));
         let migrated = inner.handle.spawn(async move {
             let mut object = pool.get().await.map_err(|error| ConnectError::Connect(with_causes(&error)))?;
             let client: &mut tokio_postgres::Client = &mut object;
+            schema::check_durable(client).await?;
             schema::migrate(client).await
         });
         Ok((PgStore { inner }, migrated))
@@ -313,14 +331,6 @@ impl PgStore {
         let tls = self.inner.tls.clone();
         self.inner.run("", notify::listen(config, tls)).await
     }
-}
-
-/// The advisory lock key of a session: the first 8 bytes of a digest of its id.
-fn lock_key(id: &str) -> i64 {
-    let digest = Sha256::new().chain_update(b"archmax-session\0").chain_update(id.as_bytes()).finalize();
-    let mut bytes = [0u8; 8];
-    bytes.copy_from_slice(&digest[..8]);
-    i64::from_be_bytes(bytes)
 }
 
 /// An error and every cause under it, `: `-joined: the driver's own text is often only
@@ -398,32 +408,47 @@ impl HeadColumns {
     }
 
     /// The parameters for `status, workflow, spec_hash, parent, resume_at, resume_due,
-    /// head`, in that order (every statement writing a head lists them so).
+    /// head`, in that order (every statement writing a head lists them so), typed as
+    /// [`HEAD_TYPES`].
     fn params(&self) -> [&(dyn ToSql + Sync); 7] {
         [&self.status, &self.workflow, &self.spec_hash, &self.parent, &self.resume_at, &self.resume_due, &self.head]
     }
 }
 
+/// The types of [`HeadColumns::params`].
+const HEAD_TYPES: [Type; 7] =
+    [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TIMESTAMPTZ, Type::JSONB];
+
 /// A session's state and how many steps follow its snapshot; `None` when absent.
 async fn load(client: &tokio_postgres::Client, id: &str) -> Result<Option<(SessionState, usize)>, StoreError> {
     let Some(row) = client
-        .query_opt("SELECT snapshot_seq, snapshot FROM archmax_sessions WHERE id = $1", &[&id])
+        .query_typed_opt("SELECT snapshot_seq, snapshot FROM archmax_sessions WHERE id = $1", &[(&id, Type::TEXT)])
         .await
         .map_err(db_error(id))?
     else {
         return Ok(None);
     };
-    let snapshot_seq: i64 = row.get(0);
-    // Steps are never removed, so a commit landing between the two reads only adds one.
+    complete(client, id, row.get(0), row.get(1)).await.map(Some)
+}
+
+/// The state of session `id` from its snapshot (taken at `snapshot_seq`) and the steps
+/// stored after it, with how many there were. Steps are never removed, so a commit
+/// landing after the snapshot was read only adds one.
+async fn complete(
+    client: &tokio_postgres::Client,
+    id: &str,
+    snapshot_seq: i64,
+    snapshot: &[u8],
+) -> Result<(SessionState, usize), StoreError> {
     let steps = client
-        .query(
+        .query_typed(
             "SELECT seq, delta FROM archmax_steps WHERE session_id = $1 AND seq > $2 ORDER BY seq",
-            &[&id, &snapshot_seq],
+            &[(&id, Type::TEXT), (&snapshot_seq, Type::INT8)],
         )
         .await
         .map_err(db_error(id))?;
-    let state = fold(id, snapshot_seq, row.get(1), steps.iter().map(|step| (step.get(0), step.get(1))))?;
-    Ok(Some((state, steps.len())))
+    let state = fold(id, snapshot_seq, snapshot, steps.iter().map(|step| (step.get(0), step.get(1))))?;
+    Ok((state, steps.len()))
 }
 
 /// A session's state from its snapshot (taken at `snapshot_seq`) and the steps after it,
@@ -450,6 +475,59 @@ fn fold<'a>(
     Ok(state)
 }
 
+/// Takes session `id`'s lease and reads the session under it, compacting its snapshot when
+/// many steps follow it; the lease is renewed from here on. Missing, held elsewhere and
+/// unreadable sessions keep no lease.
+async fn take_and_load(inner: &Inner, id: &str) -> Result<(SessionState, i64), StoreError> {
+    let client = inner.pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+    let (owner, term) = (inner.leases.owner(), inner.leases.term_secs());
+    let taken = client
+        .query_typed_opt(lease::TAKE, &[(&id, Type::TEXT), (&owner, Type::TEXT), (&term, Type::FLOAT8)])
+        .await
+        .map_err(db_error(id))?;
+    let Some(row) = taken else {
+        let exists = client
+            .query_typed_opt("SELECT 1 FROM archmax_sessions WHERE id = $1", &[(&id, Type::TEXT)])
+            .await
+            .map_err(db_error(id))?
+            .is_some();
+        return Err(if exists { StoreError::Busy(id.to_string()) } else { StoreError::Missing(id.to_string()) });
+    };
+    let token: i64 = row.get(0);
+    inner.leases.hold(id, token);
+    let loaded = async {
+        let (state, steps) = complete(&client, id, row.get(1), row.get(2)).await?;
+        if steps >= COMPACT_AFTER_STEPS {
+            let snapshot = serde_json::to_vec(&state).map_err(|error| io_error(id, error.to_string()))?;
+            let seq = number(id, state.seq)?;
+            client
+                .execute_typed(
+                    "UPDATE archmax_sessions SET snapshot = $2, snapshot_seq = $3 \
+                     WHERE id = $1 AND seq = $3 AND lease_token = $4",
+                    &[(&id, Type::TEXT), (&snapshot, Type::BYTEA), (&seq, Type::INT8), (&token, Type::INT8)],
+                )
+                .await
+                .map_err(db_error(id))?;
+        }
+        Ok(state)
+    }
+    .await;
+    match loaded {
+        Ok(state) => Ok((state, token)),
+        Err(error) => {
+            inner.leases.forget(id, token);
+            drop(client);
+            if let Err(release) = lease::release(&inner.pool, id, token).await {
+                tracing::warn!(
+                    session = id,
+                    "the lease of a session that failed to open is left to run out: {release}"
+                );
+            }
+            Err(error)
+        }
+    }
+}
+
 impl SessionStore for PgStore {
     fn create<'a>(&'a self, state: &'a SessionState) -> StoreFuture<'a, Box<dyn SessionWriter>> {
         Box::pin(async move {
@@ -458,89 +536,59 @@ impl SessionStore for PgStore {
             let snapshot = serde_json::to_vec(state).map_err(|error| io_error(&id, error.to_string()))?;
             let seq = number(&id, state.seq)?;
             let pool = self.inner.pool.clone();
+            let (owner, term) = (self.inner.leases.owner().to_string(), self.inner.leases.term_secs());
             let task_id = id.clone();
-            let client = self
+            let token = self
                 .inner
                 .run(&id, async move {
                     let id = task_id;
-                    let Some(client) = LockedClient::try_lock(&pool, lock_key(&id), &id).await? else {
-                        let exists = pool
-                            .get()
-                            .await
-                            .map_err(|error| io_error(&id, error.to_string()))?
-                            .query_opt("SELECT 1 FROM archmax_sessions WHERE id = $1", &[&id])
-                            .await
-                            .map_err(db_error(&id))?
-                            .is_some();
-                        return Err(if exists { StoreError::Exists(id) } else { StoreError::Busy(id) });
-                    };
-                    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&id, &seq];
-                    params.extend(columns.params());
-                    params.extend([&snapshot as &(dyn ToSql + Sync), &columns.created_at, &columns.updated_at]);
+                    let client = pool.get().await.map_err(|error| io_error(&id, error.to_string()))?;
+                    let mut values: Vec<&(dyn ToSql + Sync)> = vec![&id, &seq];
+                    values.extend(columns.params());
+                    values.extend([
+                        &snapshot as &(dyn ToSql + Sync),
+                        &columns.created_at,
+                        &columns.updated_at,
+                        &owner,
+                        &term,
+                    ]);
+                    let types = [Type::TEXT, Type::INT8].into_iter().chain(HEAD_TYPES).chain([
+                        Type::BYTEA,
+                        Type::INT8,
+                        Type::INT8,
+                        Type::TEXT,
+                        Type::FLOAT8,
+                    ]);
+                    let params: Vec<(&(dyn ToSql + Sync), Type)> = values.into_iter().zip(types).collect();
                     let inserted = client
-                        .client()?
-                        .execute(
+                        .query_typed_opt(
                             "INSERT INTO archmax_sessions (id, seq, status, workflow, spec_hash, parent, resume_at, \
-                             resume_due, head, snapshot_seq, snapshot, created_at, updated_at) \
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2, $10, $11, $12) \
-                             ON CONFLICT (id) DO NOTHING",
+                             resume_due, head, snapshot_seq, snapshot, created_at, updated_at, \
+                             lease_owner, lease_token, lease_expires) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2, $10, $11, $12, \
+                             $13, nextval('archmax_lease_tokens'), now() + make_interval(secs => $14)) \
+                             ON CONFLICT (id) DO NOTHING RETURNING lease_token",
                             &params,
                         )
                         .await
                         .map_err(db_error(&id))?;
-                    if inserted == 0 {
-                        client.release().await;
-                        return Err(StoreError::Exists(id));
-                    }
-                    Ok(client)
+                    inserted.map(|row| row.get::<_, i64>(0)).ok_or(StoreError::Exists(id))
                 })
                 .await?;
+            self.inner.leases.hold(&id, token);
             let writer =
-                PgWriter::new(Arc::clone(&self.inner), id.clone(), state.seq, client, self.inner.session_files(&id));
+                PgWriter::new(Arc::clone(&self.inner), id.clone(), state.seq, token, self.inner.session_files(&id));
             Ok(Box::new(writer) as Box<dyn SessionWriter>)
         })
     }
 
     fn open<'a>(&'a self, id: &'a str) -> StoreFuture<'a, (SessionState, Box<dyn SessionWriter>)> {
         Box::pin(async move {
-            let pool = self.inner.pool.clone();
+            let inner = Arc::clone(&self.inner);
             let task_id = id.to_string();
-            let (state, client) = self
-                .inner
-                .run(id, async move {
-                    let id = task_id;
-                    let Some(client) = LockedClient::try_lock(&pool, lock_key(&id), &id).await? else {
-                        return Err(StoreError::Busy(id));
-                    };
-                    let loaded = load(client.client()?, &id).await;
-                    let (state, steps) = match loaded {
-                        Ok(Some(loaded)) => loaded,
-                        Ok(None) => {
-                            client.release().await;
-                            return Err(StoreError::Missing(id));
-                        }
-                        Err(error) => {
-                            client.release().await;
-                            return Err(error);
-                        }
-                    };
-                    if steps >= COMPACT_AFTER_STEPS {
-                        let snapshot = serde_json::to_vec(&state).map_err(|error| io_error(&id, error.to_string()))?;
-                        let seq = number(&id, state.seq)?;
-                        client
-                            .client()?
-                            .execute(
-                                "UPDATE archmax_sessions SET snapshot = $2, snapshot_seq = $3 WHERE id = $1 AND seq = $3",
-                                &[&id, &snapshot, &seq],
-                            )
-                            .await
-                            .map_err(db_error(&id))?;
-                    }
-                    Ok((state, client))
-                })
-                .await?;
+            let (state, token) = self.inner.run(id, async move { take_and_load(&inner, &task_id).await }).await?;
             let writer =
-                PgWriter::new(Arc::clone(&self.inner), id.to_string(), state.seq, client, self.inner.session_files(id));
+                PgWriter::new(Arc::clone(&self.inner), id.to_string(), state.seq, token, self.inner.session_files(id));
             Ok((state, Box::new(writer) as Box<dyn SessionWriter>))
         })
     }
@@ -564,7 +612,8 @@ impl SessionStore for PgStore {
             self.inner
                 .run("", async move {
                     let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
-                    let rows = client.query("SELECT id FROM archmax_sessions", &[]).await.map_err(db_error(""))?;
+                    let rows =
+                        client.query_typed("SELECT id FROM archmax_sessions", &[]).await.map_err(db_error(""))?;
                     let mut ids: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
                     ids.sort();
                     Ok(ids)
@@ -604,10 +653,10 @@ impl SessionStore for PgStore {
                     let failed = |message: String| StoreError::Spec { hash: hash.clone(), message };
                     let client = pool.get().await.map_err(|error| failed(error.to_string()))?;
                     client
-                        .execute(
+                        .execute_typed(
                             "INSERT INTO archmax_programs (spec_hash, spec) VALUES ($1, $2) \
                              ON CONFLICT (spec_hash) DO NOTHING",
-                            &[&hash, &Json(&body)],
+                            &[(&hash, Type::TEXT), (&Json(&body), Type::JSONB)],
                         )
                         .await
                         .map_err(|error| failed(describe(&error)))?;
@@ -632,7 +681,10 @@ impl SessionStore for PgStore {
                     let failed = |message: String| StoreError::Spec { hash: hash.clone(), message };
                     let client = pool.get().await.map_err(|error| failed(error.to_string()))?;
                     let Some(row) = client
-                        .query_opt("SELECT spec FROM archmax_programs WHERE spec_hash = $1", &[&hash])
+                        .query_typed_opt(
+                            "SELECT spec FROM archmax_programs WHERE spec_hash = $1",
+                            &[(&hash, Type::TEXT)],
+                        )
                         .await
                         .map_err(|error| failed(describe(&error)))?
                     else {
@@ -651,8 +703,8 @@ impl SessionStore for PgStore {
     }
 
     /// Removes the session's row (its steps go with it) and its files in one transaction,
-    /// under the session's advisory lock taken for the transaction: a writer holding the
-    /// lock makes this `Busy` and nothing is removed.
+    /// with the row locked: a session whose lease is held and not run out is `Busy` and
+    /// nothing is removed.
     fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             let pool = self.inner.pool.clone();
@@ -662,20 +714,23 @@ impl SessionStore for PgStore {
                     let id = task_id.as_str();
                     let mut client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
                     let transaction = client.transaction().await.map_err(db_error(id))?;
-                    let locked: bool = transaction
-                        .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&lock_key(id)])
+                    let held = transaction
+                        .query_typed_opt(
+                            "SELECT lease_owner IS NOT NULL AND lease_expires >= now() FROM archmax_sessions \
+                             WHERE id = $1 FOR UPDATE",
+                            &[(&id, Type::TEXT)],
+                        )
                         .await
-                        .map_err(db_error(id))?
-                        .get(0);
-                    if !locked {
+                        .map_err(db_error(id))?;
+                    if held.is_some_and(|row| row.get::<_, bool>(0)) {
                         return Err(StoreError::Busy(id.to_string()));
                     }
                     transaction
-                        .execute("DELETE FROM archmax_files WHERE session_id = $1", &[&id])
+                        .execute_typed("DELETE FROM archmax_files WHERE session_id = $1", &[(&id, Type::TEXT)])
                         .await
                         .map_err(db_error(id))?;
                     let removed = transaction
-                        .execute("DELETE FROM archmax_sessions WHERE id = $1", &[&id])
+                        .execute_typed("DELETE FROM archmax_sessions WHERE id = $1", &[(&id, Type::TEXT)])
                         .await
                         .map_err(db_error(id))?;
                     transaction.commit().await.map_err(db_error(id))?;
@@ -699,16 +754,17 @@ impl SessionStore for PgStore {
         let work = records::remove(self.inner.pool.clone(), kind, key.to_string());
         Box::pin(self.inner.run("records", work))
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lock_keys_differ_per_session_and_are_stable() {
-        assert_eq!(lock_key("a"), lock_key("a"));
-        assert_ne!(lock_key("a"), lock_key("b"));
-        assert_ne!(lock_key("a"), lock_key("a~1"));
+    fn claim_chores<'a>(&'a self, chore: Chore, limit: usize) -> StoreFuture<'a, Option<Vec<String>>> {
+        let what = match chore {
+            Chore::Due { by_ms } => Claim::Due(listing::bound(by_ms)),
+            Chore::Stranded => Claim::Stranded,
+        };
+        let inner = Arc::clone(&self.inner);
+        Box::pin(
+            self.inner.run("", async move {
+                lease::claim(&inner.pool, inner.leases.term_secs(), what, limit).await.map(Some)
+            }),
+        )
     }
 }

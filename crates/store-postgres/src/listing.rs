@@ -14,7 +14,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 
 use archmax_vm::session::store::{ListPage, ListQuery};
 use archmax_vm::session::{Status, StoreError};
@@ -30,7 +30,7 @@ const LAST_INSTANT_MS: i64 = 253_402_300_799_999;
 
 /// The instant `ms` (milliseconds since the epoch, at most [`LAST_INSTANT_MS`]) as a
 /// query parameter.
-fn bound(ms: u64) -> SystemTime {
+pub(crate) fn bound(ms: u64) -> SystemTime {
     instant(i64::try_from(ms).unwrap_or(i64::MAX).min(LAST_INSTANT_MS)).unwrap_or(UNIX_EPOCH)
 }
 
@@ -41,35 +41,39 @@ pub(crate) fn instant(ms: i64) -> Option<SystemTime> {
     if ms >= 0 { UNIX_EPOCH.checked_add(distance) } else { UNIX_EPOCH.checked_sub(distance) }
 }
 
+/// A statement's parameter and its type.
+type Param = (Box<dyn ToSql + Sync + Send>, Type);
+
 /// The statement of a page, with its parameters: only the filters `query` sets.
-fn statement(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
+fn statement(query: &ListQuery) -> (String, Vec<Param>) {
     let mut conditions = Vec::new();
-    let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
-    let mut bind = |condition: &str, value: Box<dyn ToSql + Sync + Send>| {
-        params.push(value);
+    let mut params: Vec<Param> = Vec::new();
+    let mut bind = |condition: &str, value: Box<dyn ToSql + Sync + Send>, kind: Type| {
+        params.push((value, kind));
         conditions.push(condition.replace('?', &format!("${}", params.len())));
     };
     if let Some(cursor) = &query.cursor {
         // No id holds a NUL (a text column cannot), so the ids after `a\0…` are the ids after `a`.
         let cursor = cursor.split('\0').next().unwrap_or_default().to_string();
-        bind("s.id > ?", Box::new(cursor));
+        bind("s.id > ?", Box::new(cursor), Type::TEXT);
     }
     if let Some(workflow) = &query.workflow {
-        bind("s.workflow = ?", Box::new(workflow.clone()));
+        bind("s.workflow = ?", Box::new(workflow.clone()), Type::TEXT);
     }
     if let Some(status) = query.status {
-        bind("s.status = ?", Box::new(status.as_str()));
+        bind("s.status = ?", Box::new(status.as_str()), Type::TEXT);
     }
     if let Some(parked) = query.parked {
         let statuses: Vec<&str> = PARKED.iter().map(|status| status.as_str()).collect();
-        bind(if parked { "s.status = ANY(?)" } else { "NOT s.status = ANY(?)" }, Box::new(statuses));
+        let condition = if parked { "s.status = ANY(?)" } else { "NOT s.status = ANY(?)" };
+        bind(condition, Box::new(statuses), Type::TEXT_ARRAY);
     }
     if let Some(due_by) = query.due_by {
-        bind("s.resume_due <= ?", Box::new(bound(due_by)));
+        bind("s.resume_due <= ?", Box::new(bound(due_by)), Type::TIMESTAMPTZ);
     }
     // One past the page, to know whether another follows.
     let rows = i64::try_from(query.page_size() + 1).unwrap_or(i64::MAX);
-    params.push(Box::new(rows));
+    params.push((Box::new(rows), Type::INT8));
     let filters = if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
     let sql = format!(
         "SELECT s.id, s.seq, s.snapshot_seq, s.snapshot, \
@@ -86,8 +90,9 @@ fn statement(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
 /// One page of `query` (see [`ListPage`]).
 pub(crate) async fn page(client: &tokio_postgres::Client, query: &ListQuery) -> Result<ListPage, StoreError> {
     let (sql, params) = statement(query);
-    let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|param| param.as_ref() as &(dyn ToSql + Sync)).collect();
-    let rows = client.query(&sql, &params).await.map_err(db_error(""))?;
+    let params: Vec<(&(dyn ToSql + Sync), Type)> =
+        params.iter().map(|(value, kind)| (value.as_ref() as &(dyn ToSql + Sync), kind.clone())).collect();
+    let rows = client.query_typed(&sql, &params).await.map_err(db_error(""))?;
     let size = query.page_size();
     let mut page = ListPage::default();
     for row in rows.iter().take(size) {
@@ -117,10 +122,10 @@ impl PgStore {
             .run("", async move {
                 let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
                 let rows = client
-                    .query(
+                    .query_typed(
                         "SELECT id FROM archmax_sessions WHERE resume_due IS NOT NULL AND resume_due <= $1 \
                          ORDER BY resume_due, id",
-                        &[&at],
+                        &[(&at, Type::TIMESTAMPTZ)],
                     )
                     .await
                     .map_err(db_error(""))?;

@@ -21,6 +21,7 @@
 //! agrees on what "live" means.
 
 use deadpool_postgres::{Pool, Transaction};
+use tokio_postgres::types::Type;
 
 use archmax_vm::session::StoreError;
 use archmax_vm::session::records::{Record, RecordKind, check_record_key, records_full};
@@ -35,10 +36,10 @@ fn label(kind: RecordKind) -> String {
 /// transaction, and returns how many rows the kind holds.
 async fn lock_counter(transaction: &Transaction<'_>, kind: &str, id: &str) -> Result<i64, StoreError> {
     let row = transaction
-        .query_one(
+        .query_typed_one(
             "INSERT INTO archmax_record_counts (kind, records) VALUES ($1, 0) \
              ON CONFLICT (kind) DO UPDATE SET records = archmax_record_counts.records RETURNING records",
-            &[&kind],
+            &[(&kind, Type::TEXT)],
         )
         .await
         .map_err(db_error(id))?;
@@ -47,7 +48,10 @@ async fn lock_counter(transaction: &Transaction<'_>, kind: &str, id: &str) -> Re
 
 async fn set_counter(transaction: &Transaction<'_>, kind: &str, records: i64, id: &str) -> Result<(), StoreError> {
     transaction
-        .execute("UPDATE archmax_record_counts SET records = $2 WHERE kind = $1", &[&kind, &records])
+        .execute_typed(
+            "UPDATE archmax_record_counts SET records = $2 WHERE kind = $1",
+            &[(&kind, Type::TEXT), (&records, Type::INT8)],
+        )
         .await
         .map_err(db_error(id))?;
     Ok(())
@@ -64,13 +68,19 @@ pub(crate) async fn claim(pool: Pool, record: Record, now_ms: u64) -> Result<boo
     let transaction = client.transaction().await.map_err(db_error(id))?;
     let counted = lock_counter(&transaction, kind, id).await?;
     let pruned = transaction
-        .execute("DELETE FROM archmax_records WHERE kind = $1 AND expires_ms <= $2", &[&kind, &now])
+        .execute_typed(
+            "DELETE FROM archmax_records WHERE kind = $1 AND expires_ms <= $2",
+            &[(&kind, Type::TEXT), (&now, Type::INT8)],
+        )
         .await
         .map_err(db_error(id))?;
     let live = counted.saturating_sub(i64::try_from(pruned).unwrap_or(i64::MAX)).max(0);
     if live >= capacity {
         let held = transaction
-            .query_opt("SELECT 1 FROM archmax_records WHERE kind = $1 AND key = $2", &[&kind, &record.key])
+            .query_typed_opt(
+                "SELECT 1 FROM archmax_records WHERE kind = $1 AND key = $2",
+                &[(&kind, Type::TEXT), (&record.key, Type::TEXT)],
+            )
             .await
             .map_err(db_error(id))?
             .is_some();
@@ -80,10 +90,10 @@ pub(crate) async fn claim(pool: Pool, record: Record, now_ms: u64) -> Result<boo
         return if held { Ok(false) } else { Err(records_full(record.kind)) };
     }
     let won = transaction
-        .query_opt(
+        .query_typed_opt(
             "INSERT INTO archmax_records (kind, key, value, expires_ms) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (kind, key) DO NOTHING RETURNING 1",
-            &[&kind, &record.key, &record.value, &expires],
+            &[(&kind, Type::TEXT), (&record.key, Type::TEXT), (&record.value, Type::BYTEA), (&expires, Type::INT8)],
         )
         .await
         .map_err(db_error(id))?
@@ -105,9 +115,9 @@ pub(crate) async fn read(
     let now = number(id, now_ms)?;
     let client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
     let row = client
-        .query_opt(
+        .query_typed_opt(
             "SELECT value FROM archmax_records WHERE kind = $1 AND key = $2 AND expires_ms > $3",
-            &[&kind.as_str(), &key, &now],
+            &[(&kind.as_str(), Type::TEXT), (&key, Type::TEXT), (&now, Type::INT8)],
         )
         .await
         .map_err(db_error(id))?;
@@ -124,7 +134,10 @@ pub(crate) async fn remove(pool: Pool, kind: RecordKind, key: String) -> Result<
     // in opposite orders.
     let counted = lock_counter(&transaction, kind.as_str(), id).await?;
     let removed = transaction
-        .execute("DELETE FROM archmax_records WHERE kind = $1 AND key = $2", &[&kind.as_str(), &key])
+        .execute_typed(
+            "DELETE FROM archmax_records WHERE kind = $1 AND key = $2",
+            &[(&kind.as_str(), Type::TEXT), (&key, Type::TEXT)],
+        )
         .await
         .map_err(db_error(id))?;
     if removed > 0 {

@@ -7,6 +7,7 @@
 //! a newer schema does not expect), and nothing is changed.
 
 use tokio_postgres::Client;
+use tokio_postgres::types::Type;
 
 use crate::ConnectError;
 
@@ -16,10 +17,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("../migrations/0002_listing.sql")),
     (3, include_str!("../migrations/0003_records.sql")),
     (4, include_str!("../migrations/0004_record_counts.sql")),
+    (5, include_str!("../migrations/0005_leases.sql")),
 ];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// The advisory lock migrators take turns on ("archmax" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0061_7263_686d_6178;
@@ -28,7 +30,10 @@ const MIGRATION_LOCK: i64 = 0x0061_7263_686d_6178;
 pub(crate) async fn migrate(client: &mut Client) -> Result<(), ConnectError> {
     let failed = |error: tokio_postgres::Error| ConnectError::Migration(error.to_string());
     let transaction = client.transaction().await.map_err(failed)?;
-    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(failed)?;
+    transaction
+        .execute_typed("SELECT pg_advisory_xact_lock($1)", &[(&MIGRATION_LOCK, Type::INT8)])
+        .await
+        .map_err(failed)?;
     transaction
         .batch_execute(
             "CREATE TABLE IF NOT EXISTS archmax_schema_version (
@@ -39,7 +44,7 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<(), ConnectError> {
         .await
         .map_err(failed)?;
     let row = transaction
-        .query_one("SELECT coalesce(max(version), 0) FROM archmax_schema_version", &[])
+        .query_typed_one("SELECT coalesce(max(version), 0) FROM archmax_schema_version", &[])
         .await
         .map_err(failed)?;
     let found: i32 = row.get(0);
@@ -49,11 +54,26 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<(), ConnectError> {
     for (version, sql) in MIGRATIONS.iter().filter(|(version, _)| *version > found) {
         transaction.batch_execute(sql).await.map_err(failed)?;
         transaction
-            .execute("INSERT INTO archmax_schema_version (version) VALUES ($1)", &[version])
+            .execute_typed("INSERT INTO archmax_schema_version (version) VALUES ($1)", &[(version, Type::INT4)])
             .await
             .map_err(failed)?;
     }
     transaction.commit().await.map_err(failed)
+}
+
+/// Refuses a server that reports commits before they reach its disk
+/// (`synchronous_commit = off`, for the whole server or the connecting role): the store
+/// tells a runner a step is committed when PostgreSQL says so.
+pub(crate) async fn check_durable(client: &Client) -> Result<(), ConnectError> {
+    let row = client
+        .query_typed_one("SELECT current_setting('synchronous_commit')", &[])
+        .await
+        .map_err(|error| ConnectError::Connect(error.to_string()))?;
+    let setting: String = row.get(0);
+    if setting.eq_ignore_ascii_case("off") {
+        return Err(ConnectError::NotDurable(setting));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@
 //! its own tables and migrations run from nothing. [`TestCluster::start_tls`] starts one
 //! that also listens on `127.0.0.1` with `ssl=on` and the certificates it is handed, and
 //! refuses every TCP connection that is not TLS (`hostnossl … reject`).
+//! [`TestCluster::pooler`] puts the distribution's PgBouncer in front of a throwaway
+//! server, in transaction mode with a small server pool, as a fleet behind a pooler runs.
 //!
 //! The one thing to know: without PostgreSQL this is an error that says how to get it,
 //! and the tests that need it fail; nothing is skipped.
@@ -150,6 +152,15 @@ impl TestCluster {
     /// Creates a fresh database and returns its connection string (key=value form for a
     /// throwaway server: `host=/tmp/… port=5432 user=postgres dbname=…`).
     pub fn database(&self, label: &str) -> Result<String, String> {
+        let name = self.database_named(label)?;
+        Ok(match &self.owned {
+            Some(_) => format!("{} dbname={name}", self.base),
+            None => with_dbname(&self.base, &name),
+        })
+    }
+
+    /// Creates a fresh database and returns its name (for [`TestCluster::pooler`]).
+    pub fn database_named(&self, label: &str) -> Result<String, String> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let name = format!(
             "archmax_{}_{}_{}",
@@ -159,10 +170,7 @@ impl TestCluster {
         );
         self.execute(&format!("CREATE DATABASE {name}"))?;
         self.created.lock().unwrap_or_else(PoisonError::into_inner).push(name.clone());
-        Ok(match &self.owned {
-            Some(_) => format!("{} dbname={name}", self.base),
-            None => with_dbname(&self.base, &name),
-        })
+        Ok(name)
     }
 
     /// Runs one statement on the server's default database.
@@ -187,6 +195,91 @@ impl TestCluster {
     /// The socket folder of a server this process started.
     pub fn socket_dir(&self) -> Option<&Path> {
         self.owned.as_ref().map(|owned| owned.dir.as_path())
+    }
+
+    /// A throwaway server of this process's own, even when `ARCHMAX_TEST_DATABASE_URL` is
+    /// set (for tests that put something between the store and the server).
+    pub fn start_own() -> Result<TestCluster, String> {
+        TestCluster::start_owned(true, None)
+    }
+
+    /// Starts PgBouncer (`pgbouncer` on PATH or in /usr/sbin) in front of this server's
+    /// database `dbname`: transaction pooling, at most `server_connections` connections
+    /// to the server, listening on a free port of `127.0.0.1`. Only for a server this
+    /// process started ([`TestCluster::start_own`]).
+    pub fn pooler(&self, dbname: &str, server_connections: usize) -> Result<Pooler, String> {
+        let owned = self.owned.as_ref().ok_or("a pooler is put only in front of a server this process started")?;
+        let binary = ["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"]
+            .iter()
+            .map(|dir| Path::new(dir).join("pgbouncer"))
+            .chain(std::env::var_os("PATH").iter().flat_map(std::env::split_paths).map(|dir| dir.join("pgbouncer")))
+            .find(|path| path.is_file())
+            .ok_or("PgBouncer was not found; install it (`apt-get install pgbouncer`; `.ci/run` does this)")?;
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let dir = owned.dir.join(format!("pooler-{}", COUNTER.fetch_add(1, Ordering::Relaxed)));
+        std::fs::create_dir_all(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
+        let port = free_port()?;
+        let users = dir.join("users.txt");
+        std::fs::write(&users, "\"postgres\" \"\"\n").map_err(|error| format!("cannot write the users: {error}"))?;
+        let ini = dir.join("pgbouncer.ini");
+        let config = format!(
+            "[databases]\n\
+             {dbname} = host={socket} port=5432 dbname={dbname} user=postgres\n\
+             [pgbouncer]\n\
+             listen_addr = 127.0.0.1\n\
+             listen_port = {port}\n\
+             unix_socket_dir =\n\
+             auth_type = trust\n\
+             auth_file = {users}\n\
+             pool_mode = transaction\n\
+             default_pool_size = {server_connections}\n\
+             max_client_conn = 1000\n\
+             server_reset_query =\n\
+             logfile = {log}\n\
+             pidfile = {pid}\n",
+            socket = owned.dir.display(),
+            users = users.display(),
+            log = dir.join("pgbouncer.log").display(),
+            pid = dir.join("pgbouncer.pid").display(),
+        );
+        std::fs::write(&ini, config).map_err(|error| format!("cannot write {}: {error}", ini.display()))?;
+        if let Some(user) = &owned.user {
+            for path in [&dir, &users, &ini] {
+                hand_over(path, user)?;
+            }
+        }
+        run(owned.user.as_deref(), Command::new(&binary).arg("-d").arg(&ini), "pgbouncer")?;
+        let pooler = Pooler { pid_file: dir.join("pgbouncer.pid"), port, dbname: dbname.to_string() };
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(pooler);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let log = std::fs::read_to_string(dir.join("pgbouncer.log")).unwrap_or_default();
+        Err(format!("PgBouncer did not start listening on port {port}: {log}"))
+    }
+}
+
+/// A PgBouncer in front of a test server; dropping it stops it.
+pub struct Pooler {
+    pid_file: PathBuf,
+    port: u16,
+    dbname: String,
+}
+
+impl Pooler {
+    /// How the store reaches the database through the pooler.
+    pub fn target(&self) -> String {
+        format!("host=127.0.0.1 port={} user=postgres dbname={} sslmode=disable", self.port, self.dbname)
+    }
+}
+
+impl Drop for Pooler {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(&self.pid_file) {
+            let _ = Command::new("kill").arg(pid.trim()).output();
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The PostgreSQL store against a real server: the conformance suite every store runs,
 //! then what only this store does (the schema's version, the seq key against a stale
-//! writer, a lost lock, files committed with their step, the size caps).
+//! writer, files committed with their step, the size caps). Leases, claims and the
+//! pooler are in `leases.rs`.
 //!
 //! Each test starts its own throwaway server ([`TestCluster::require`]) unless
 //! `ARCHMAX_TEST_DATABASE_URL` names one; without PostgreSQL they fail, saying how to
@@ -155,15 +156,14 @@ fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 #[test]
-fn stale_writers_lost_locks_and_the_files_of_a_refused_step() {
+fn a_stale_writer_and_the_files_of_its_refused_step() {
     let cluster = TestCluster::require();
     let target = cluster.database("writers").expect("a database");
     executor().block_on(async {
         let store = PgStore::connect(&target).await.expect("connect");
         let client = raw(&target).await;
 
-        // A stale writer: the row moved on behind its back (as a writer that lost its
-        // lock meanwhile would find). The (session, seq) guard refuses it, and the file
+        // A stale writer: the row moved on behind its back. The (session, seq) guard refuses it, and the file
         // it staged for that step is not written either.
         let mut stale = store.create(&initial("stale")).await.expect("create");
         stale.commit(&step(1, "one")).await.expect("commit 1");
@@ -179,34 +179,6 @@ fn stale_writers_lost_locks_and_the_files_of_a_refused_step() {
         let rows = client.query("SELECT path FROM archmax_files WHERE session_id = 'stale'", &[]).await.expect("files");
         assert!(rows.is_empty(), "the refused step's file was not written");
         drop(stale);
-
-        // A writer whose process died: its connection goes, and the lock with it.
-        let mut lost = store.create(&initial("lost")).await.expect("create");
-        let other = PgStore::connect(&target).await.expect("a second runner");
-        assert!(matches!(other.open("lost").await, Err(StoreError::Busy(_))));
-        client
-            .execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid()",
-                &[],
-            )
-            .await
-            .expect("terminate the writer's connection");
-        let mut reopened = None;
-        for _ in 0..100 {
-            match other.open("lost").await {
-                Ok((_, writer)) => {
-                    reopened = Some(writer);
-                    break;
-                }
-                Err(StoreError::Busy(_)) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-                Err(error) => panic!("reopening after the writer died: {error}"),
-            }
-        }
-        let mut reopened = reopened.expect("the session is free once its writer's connection is gone");
-        assert!(lost.commit(&step(1, "from the dead")).await.is_err(), "the dead writer cannot commit");
-        reopened.commit(&step(1, "resumed")).await.expect("the new runner commits");
-        let state = other.read("lost").await.expect("read").expect("exists");
-        assert_eq!(state.messages, vec![Message::User { text: "resumed".into(), opening: None }]);
     });
 }
 

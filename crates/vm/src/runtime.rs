@@ -516,7 +516,7 @@ impl RunError {
             | RunError::UpgradeImpossible { .. } => ErrorKind::Conflict,
             RunError::Refused { .. } | RunError::AwaitedByCaller { .. } => ErrorKind::Refused,
             RunError::InvalidDecision(_) | RunError::InvalidInput { .. } => ErrorKind::InvalidInput,
-            RunError::Store(StoreError::Exists(_)) => ErrorKind::Conflict,
+            RunError::Store(StoreError::Exists(_) | StoreError::TakenOver(_)) => ErrorKind::Conflict,
             RunError::Store(_) => ErrorKind::Internal,
         }
     }

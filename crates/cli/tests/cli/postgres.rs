@@ -207,12 +207,12 @@ fn a_process_that_dies_mid_turn_is_resumed_by_another_without_loss_or_repeat() {
     // The filesystem store's kill test's chain: one state per step, the tape matched by
     // state, so a resumed process finds its place.
     let workspace = crate::store::Workspace::new("pg-kill");
-    // One run, retried while the server has not yet noticed the last process died.
+    // One run, retried until the lease of the process that died ran out (half a second).
     let walk = |abort_after: Option<usize>| {
-        for _ in 0..100 {
+        for _ in 0..1000 {
             let mut command =
                 workspace.command(&["run", "chain", "Walk on.", "--session", "k1", "--tape", "tape.yaml"]);
-            command.env("ARCHMAX_STORE", &target);
+            command.env("ARCHMAX_STORE", &target).env("ARCHMAX_STORE_LEASE_TERM", "0.5");
             if let Some(commits) = abort_after {
                 command.env("ARCHMAX_TEST_ABORT_AFTER_COMMITS", commits.to_string());
             }
@@ -226,7 +226,7 @@ fn a_process_that_dies_mid_turn_is_resumed_by_another_without_loss_or_repeat() {
     };
     let show = || json(&workspace.command(&["sessions", "k1", "--json", "--store", &target]).output().expect("runs"));
 
-    // Each process dies (abort: no unlock, no goodbye) right after a few committed steps; its lock goes with its connection, and the next process
+    // Each process dies (abort: no unlock, no goodbye) right after a few committed steps; its lease runs out, and the next process
     // resumes from the last committed step.
     let mut seen = 0;
     for abort_after in [2, 3, 5, 2, 4] {
@@ -250,6 +250,7 @@ fn a_process_that_dies_mid_turn_is_resumed_by_another_without_loss_or_repeat() {
         let mut command = workspace.command(&["run", "chain", "Walk on.", "--session", "k1", "--tape", "tape.yaml"]);
         let mut child = command
             .env("ARCHMAX_STORE", &target)
+            .env("ARCHMAX_STORE_LEASE_TERM", "0.5")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

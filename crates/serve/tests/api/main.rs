@@ -2,6 +2,7 @@
 //! adapter (`archmax serve --tape`), each session reading it from its own start.
 
 mod document;
+mod fleet;
 mod openai;
 
 use std::sync::Arc;

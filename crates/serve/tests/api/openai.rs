@@ -18,19 +18,20 @@ use archmax_serve::turns::TurnLimits;
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::clock::FixedClock;
 use archmax_vm::model::pricing::PricingTable;
+use archmax_vm::session::SessionStore;
 use archmax_vm::session::memory::MemoryStore;
 
 const API_KEY: &str = "sk-suite-0000";
 
 /// One request the model server got.
 #[derive(Clone, Debug)]
-struct Received {
+pub(super) struct Received {
     authorization: Option<String>,
-    body: Value,
+    pub(super) body: Value,
 }
 
 /// What the script answers a request with: a status and a JSON body.
-type Script = Arc<dyn Fn(&Value) -> (u16, Value) + Send + Sync>;
+pub(super) type Script = Arc<dyn Fn(&Value) -> (u16, Value) + Send + Sync>;
 
 #[derive(Clone)]
 struct Shared {
@@ -39,8 +40,8 @@ struct Shared {
 }
 
 /// A chat-completions server on loopback.
-struct ModelServer {
-    base_url: String,
+pub(super) struct ModelServer {
+    pub(super) base_url: String,
     received: Arc<Mutex<Vec<Received>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -61,7 +62,7 @@ async fn completions(
 }
 
 impl ModelServer {
-    async fn start(script: Script) -> ModelServer {
+    pub(super) async fn start(script: Script) -> ModelServer {
         let received = Arc::new(Mutex::new(Vec::new()));
         let shared = Shared { script, received: Arc::clone(&received) };
         let app =
@@ -74,7 +75,7 @@ impl ModelServer {
         ModelServer { base_url, received, task }
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub(super) fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 }
@@ -101,7 +102,7 @@ fn system_text(body: &Value) -> String {
 
 /// The desk state a request is for, told by the system prompt: the state's instructions,
 /// or (for the line written as the session is handed to finance) the parked block.
-fn desk_state(body: &Value) -> &'static str {
+pub(super) fn desk_state(body: &Value) -> &'static str {
     let system = system_text(body);
     [("Hand the request to finance.", "intake"), ("## This session is parked", "review"), ("Say it was paid.", "done")]
         .into_iter()
@@ -144,9 +145,14 @@ fn call_answer(name: &str, arguments: Value) -> (u16, Value) {
 /// The archmax server with the OpenAI adapter built as `archmax serve` builds it: from
 /// the `ARCHMAX_*` variables (here a table), pointed at `model`.
 fn build_server(model: &ModelServer, retries: u32, store: Arc<MemoryStore>) -> Arc<Server> {
+    build_server_on(&model.base_url, retries, store)
+}
+
+/// [`build_server`] for a model at `base_url`, on any store.
+pub(super) fn build_server_on(base_url: &str, retries: u32, store: Arc<dyn SessionStore>) -> Arc<Server> {
     archmax_vm::model::openai::install_tls_provider();
     let variables = [
-        ("ARCHMAX_API_BASE_URL", model.base_url.clone()),
+        ("ARCHMAX_API_BASE_URL", base_url.to_string()),
         ("ARCHMAX_API_KEY", API_KEY.to_string()),
         ("ARCHMAX_MODEL", "suite-model".to_string()),
         ("ARCHMAX_MAX_RETRIES", retries.to_string()),
@@ -188,7 +194,7 @@ async fn serve_with(model: &ModelServer, retries: u32) -> super::Running {
 }
 
 /// The desk's model: hand over at intake, a line while parked, a closing line once paid.
-fn desk_script() -> Script {
+pub(super) fn desk_script() -> Script {
     Arc::new(|body: &Value| match desk_state(body) {
         "intake" => call_answer("archmax_advance", json!({ "to": "review", "reason": "ready for finance" })),
         "review" => text_answer("Finance will review your payout."),

@@ -37,6 +37,13 @@ use super::{Delta, Head, SessionState, Status};
 pub enum StoreError {
     #[error("session `{0}` is in use by another process; try again when it finishes")]
     Busy(String),
+    /// A writer whose hold on the session ran out while it was away (a stalled process, a
+    /// lost network) and whom another runner has since replaced: nothing was written, and
+    /// the session is the other runner's to continue.
+    #[error(
+        "session `{0}` was taken over by another runner after this runner's hold on it ran out; this step was not written"
+    )]
+    TakenOver(String),
     #[error("session `{id}` moved on to step {found} while this process held step {expected}; nothing was written")]
     Conflict { id: String, expected: u64, found: u64 },
     #[error("session `{0}` already exists")]
@@ -149,6 +156,26 @@ pub trait SessionStore: Send + Sync {
     fn read_record<'a>(&'a self, kind: RecordKind, key: &'a str, now_ms: u64) -> StoreFuture<'a, Option<Vec<u8>>>;
     /// Forgets the record `kind`/`key`; `true` when one (live or expired) was kept.
     fn remove_record<'a>(&'a self, kind: RecordKind, key: &'a str) -> StoreFuture<'a, bool>;
+    /// Hands this runner up to `limit` root sessions that need one ([`Chore`]) and that no
+    /// other runner sharing the store holds or was handed within a short while, so a fleet
+    /// does each chore once. The sessions are not opened: the caller opens each and checks
+    /// afresh that the chore is still there. `None` (the default) from a store only one
+    /// process uses: its host keeps its own account of resume times and cut turns.
+    fn claim_chores<'a>(&'a self, chore: Chore, limit: usize) -> StoreFuture<'a, Option<Vec<String>>> {
+        let _ = (chore, limit);
+        Box::pin(std::future::ready(Ok(None)))
+    }
+}
+
+/// Work a fleet shares out through [`SessionStore::claim_chores`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chore {
+    /// Sessions waiting for input with a resume time at or before this one (milliseconds
+    /// since the epoch): to be woken.
+    Due { by_ms: u64 },
+    /// Sessions whose status is still `running` while no runner holds them: their turn was
+    /// cut (the runner died or was stopped) and is to be continued.
+    Stranded,
 }
 
 /// Which sessions a listing wants, and where its page starts.

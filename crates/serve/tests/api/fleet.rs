@@ -1,0 +1,116 @@
+//! Two runners on one PostgreSQL: the first dies in the middle of a model call, and the
+//! second, which was never restarted, continues the cut turn once the dead runner's lease
+//! runs out. The time it took is printed (the takeover figure of the fleet issue); the
+//! test checks only that it happened, once.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use archmax_serve::recovery;
+use archmax_store_postgres::test_cluster::TestCluster;
+use archmax_store_postgres::{PgOptions, PgStore};
+use archmax_vm::session::{Message, SessionStore, Status};
+
+use super::openai::{ModelServer, build_server_on, desk_script, desk_state};
+
+/// A model endpoint that takes every connection and never answers: the dying runner's
+/// turn waits there, mid-call, holding its session.
+async fn black_hole() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
+    let base_url = format!("http://{}/v1", listener.local_addr().expect("address"));
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    (base_url, task)
+}
+
+#[test]
+fn a_turn_cut_when_its_runner_dies_is_continued_once_by_a_runner_that_keeps_running() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("takeover").expect("a database");
+    let term = Duration::from_millis(1_000);
+    let options = PgOptions { lease_term: term, ..PgOptions::default() };
+    // The first runner lives on an executor of its own, so it can die alone.
+    let doomed = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("executor");
+    let host = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("executor");
+
+    let (hole, hole_task) = host.block_on(black_hole());
+    let first_store = PgStore::connect_blocking(doomed.handle(), &target, options.clone()).expect("first runner");
+    let first = build_server_on(&hole, 0, Arc::new(first_store));
+    let first_address = doomed.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(archmax_serve::serve(listener, first, std::future::pending(), Duration::from_secs(30)));
+        address
+    });
+
+    host.block_on(async {
+        let model = ModelServer::start(desk_script()).await;
+        let second_store = Arc::new(PgStore::connect_with(&target, options.clone()).await.expect("second runner"));
+        let second = build_server_on(&model.base_url, 0, Arc::clone(&second_store) as Arc<dyn SessionStore>);
+        let recovering = tokio::spawn(recovery::recover(Arc::clone(&second)));
+
+        // A turn starts on the first runner and waits in its model call.
+        let accepted: Value = reqwest::Client::new()
+            .post(format!("http://{first_address}/v1/workflows/desk/sessions?wait=0"))
+            .json(&json!({ "message": "Pay invoice 12.", "sessionId": "cut-by-death" }))
+            .send()
+            .await
+            .expect("the first runner answers")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(accepted["sessionId"], "cut-by-death", "{accepted}");
+        let started = Instant::now();
+        loop {
+            let state = second_store.read("cut-by-death").await.expect("read");
+            if state.is_some_and(|state| state.head.status == Status::Running && !state.messages.is_empty()) {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(60), "the first runner never started the turn");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Held: the second runner's recovery leaves it alone while the first renews.
+        tokio::time::sleep(term * 2).await;
+        assert!(model.received().is_empty(), "a live runner's turn is not taken");
+
+        // The first runner dies: nothing of it runs any more, its lease is not renewed.
+        doomed.shutdown_background();
+        let died = Instant::now();
+        let state = loop {
+            let state = second_store.read("cut-by-death").await.expect("read").expect("the session");
+            if state.head.status != Status::Running {
+                break state;
+            }
+            assert!(died.elapsed() < Duration::from_secs(120), "the cut turn was never continued");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let taken = died.elapsed();
+        eprintln!(
+            "takeover: the cut turn was continued and parked {} ms after its runner died \
+             (lease term {} ms, recovery every {} ms)",
+            taken.as_millis(),
+            term.as_millis(),
+            recovery::RECOVER_EVERY.as_millis()
+        );
+        assert_eq!(state.head.status, Status::AwaitingDecision, "the turn went on to the decision");
+        // The turn writes its line for the person after it parks: let it end.
+        while model.received().len() < 2 || second.gate.admitted() > 0 {
+            assert!(died.elapsed() < Duration::from_secs(120), "the continued turn never ended");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let state = second_store.read("cut-by-death").await.expect("read").expect("the session");
+        let asked: Vec<&str> = model.received().iter().map(|request| desk_state(&request.body)).collect::<Vec<_>>();
+        let asked: Vec<String> = asked.into_iter().map(str::to_string).collect();
+        assert_eq!(asked, ["intake", "review"], "continued once, from the step the dead runner committed");
+        let people = state.messages.iter().filter(|message| matches!(message, Message::User { .. })).count();
+        assert_eq!(people, 1, "the person's message is there once: {:?}", state.messages);
+        recovering.abort();
+    });
+    hole_task.abort();
+}

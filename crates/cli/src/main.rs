@@ -309,6 +309,15 @@ enum Command {
         /// renewing (at least 0.3).
         #[arg(long, value_name = "SECONDS", value_parser = store::lease_seconds)]
         lease_term: Option<f64>,
+        /// With a PostgreSQL store: how many of each session's newest events are kept for
+        /// event streams (older ones are pruned as turns end).
+        #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+        events_kept: u64,
+        /// With a PostgreSQL store behind a pooler in transaction mode (PgBouncer), which
+        /// cannot LISTEN: where the connection that hears other runners' commits goes (the
+        /// server itself, or a session-mode pool), in the `--store` forms.
+        #[arg(long, value_name = "URL")]
+        store_listen: Option<String>,
     },
     /// Rewrite contract-2 workflows (hooks, removed keys, hook scripts, cases) to contract 3, in place.
     Migrate {
@@ -576,6 +585,8 @@ fn main() -> ExitCode {
             trusted_proxy,
             store_connections,
             lease_term,
+            events_kept,
+            store_listen,
         } => serve::run(
             executor,
             &root,
@@ -597,6 +608,8 @@ fn main() -> ExitCode {
                 trusted_proxies: trusted_proxy,
                 postgres: archmax_store_postgres::PgOptions {
                     max_connections: usize::from(store_connections),
+                    events_kept,
+                    listen_target: store_listen,
                     ..store::postgres_options(lease_term)
                 },
             },

@@ -121,6 +121,7 @@ pub async fn serve_with(
 ) -> std::io::Result<bool> {
     let app = routes::router(Arc::clone(&server));
     tokio::spawn(recovery::recover(Arc::clone(&server)));
+    tokio::spawn(server.hub.clone().follow(server.stopping()));
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     // HTTP/1 only, so the connection reads request heads from its first byte (the
     // protocol sniffing of `auto` would wait for a first byte with no timer at all).

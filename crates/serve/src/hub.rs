@@ -7,15 +7,28 @@
 //! counted on one channel for all sessions, [`Hub::watch_all`], which the inbox's live
 //! list follows). A reader resumes after the last number it saw (`Last-Event-ID`).
 //!
-//! The one thing to know: the buffer is in memory and bounded ([`EVENTS_KEPT`] per
-//! session, [`SESSIONS_KEPT`] sessions, the least recently active dropped first): a reader
-//! that fell further behind, or reconnects to another process, is told where its stream
-//! restarts by the first id it receives.
+//! On a store a fleet shares (one with an [`EventLog`]), the events are the store's: the
+//! listener also stages each one there, the store makes it durable with the session's
+//! next commit and numbers it, and streams read the committed events back from the store
+//! ([`Hub::since_anywhere`]), so a stream on any runner shows every turn of the session
+//! wherever it ran, with the same ids, resumable with `Last-Event-ID` on any runner. A
+//! task per runner ([`Hub::follow`]) listens for other runners' commits and wakes the
+//! streams of the sessions they wrote events for; streams also look again every
+//! [`SHARED_POLL`] in case a notification was missed. The in-memory buffer then only tells
+//! a request that its turn was accepted and the inbox that something changed.
+//!
+//! The one thing to know: the in-memory buffer is bounded ([`EVENTS_KEPT`] per session,
+//! [`SESSIONS_KEPT`] sessions, the least recently active dropped first): on a store one
+//! process uses, a reader that fell further behind, or reconnects after a restart, is told
+//! where its stream restarts by the first id it receives. On a shared store, what a
+//! stream shows is what committed: an event of a runner that died before its next commit
+//! is shown nowhere.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use archmax_vm::events::{Envelope, Listener};
+use archmax_vm::session::event_log::EventLog;
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
@@ -32,6 +45,11 @@ pub const HUB_BYTES_KEPT: usize = 256 * 1024 * 1024;
 /// An event larger than this is kept without its large fields (marked `truncated`);
 /// the session's transcript has them whole.
 pub const EVENT_BYTES_KEPT: usize = 64 * 1024;
+
+/// How often a stream on a shared store looks for new events without being told.
+pub const SHARED_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+/// The most events one read from a shared store hands a stream.
+const SHARED_PAGE: usize = 256;
 
 /// One numbered event: its id within the session and its JSON.
 #[derive(Clone, Debug)]
@@ -71,6 +89,8 @@ pub struct Hub {
     state: Arc<Mutex<HubState>>,
     /// How many events were recorded, all sessions together (the inbox's live list).
     recorded: Arc<watch::Sender<u64>>,
+    /// The store's events, on a store a fleet shares.
+    shared: Option<Arc<dyn EventLog>>,
 }
 
 /// The session whose stream an event belongs to.
@@ -79,6 +99,78 @@ pub fn root_session(session: &str) -> &str {
 }
 
 impl Hub {
+    /// A hub whose streams read `log` when the store keeps events for a fleet (`Some`),
+    /// else its own buffer.
+    pub fn shared_through(log: Option<Arc<dyn EventLog>>) -> Hub {
+        Hub { shared: log, ..Hub::default() }
+    }
+
+    /// Whether streams read the store's events.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// The session's events after `after`, oldest first: the store's committed ones on a
+    /// shared store (at most a page; an error reading them is logged and reads as none
+    /// for now), else the kept ones.
+    pub async fn since_anywhere(&self, session: &str, after: u64) -> Vec<NumberedEvent> {
+        let Some(log) = &self.shared else { return self.since(session, after) };
+        match log.after(root_session(session), after, SHARED_PAGE).await {
+            Ok(events) => events.into_iter().map(|event| NumberedEvent { id: event.id, json: event.json }).collect(),
+            Err(error) => {
+                tracing::warn!(session, "the session's events could not be read from the store: {error}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// The number of the session's last event: the store's last committed one on a
+    /// shared store, else [`Hub::last`].
+    pub async fn last_anywhere(&self, session: &str) -> u64 {
+        let Some(log) = &self.shared else { return self.last(session) };
+        match log.last(root_session(session)).await {
+            Ok(last) => last,
+            Err(error) => {
+                tracing::warn!(session, "the session's last event could not be read from the store: {error}");
+                0
+            }
+        }
+    }
+
+    /// Wakes the streams of `root` and the inbox's live list: events of it committed
+    /// somewhere.
+    fn touch(&self, root: &str) {
+        let mut state = self.lock();
+        let events = Hub::entry(&mut state, root);
+        events.announce.send_modify(|last| *last += 1);
+        self.recorded.send_modify(|count| *count += 1);
+    }
+
+    /// On a shared store, listens for the events any runner commits and wakes the streams
+    /// they concern, until `stopping` turns true; a feed that ends is opened again a
+    /// second later. Returns at once on a store one process uses.
+    pub async fn follow(self, mut stopping: watch::Receiver<bool>) {
+        let Some(log) = self.shared.clone() else { return };
+        while !*stopping.borrow() {
+            match log.follow().await {
+                Ok(mut feed) => loop {
+                    tokio::select! {
+                        next = feed.next() => match next {
+                            Some((root, _)) => self.touch(&root),
+                            None => break,
+                        },
+                        _ = stopping.changed() => return,
+                    }
+                },
+                Err(error) => tracing::warn!("cannot listen for other runners' events: {error}"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                _ = stopping.changed() => return,
+            }
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HubState> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -179,6 +271,9 @@ impl Listener for HubListener {
             return;
         };
         if let Some(json) = bounded(envelope) {
+            if let Some(log) = &self.hub.shared {
+                log.stage(session, &json);
+            }
             self.hub.record(session, json);
         }
     }

@@ -245,7 +245,7 @@ async fn turn_then_close(runtime: Arc<Runtime>, session: String, turn: impl Futu
 impl Server {
     pub fn new(parts: ServerParts) -> Result<Server, ServerError> {
         let metrics = Arc::new(Metrics::default());
-        let hub = Hub::default();
+        let hub = Hub::shared_through(parts.store.event_log());
         let events = EventSink::new();
         events.listen(hub.listener(Arc::clone(&metrics)));
         let due = Arc::new(crate::schedule::DueIndex::default());
@@ -694,7 +694,8 @@ impl Server {
     }
 
     /// `GET /v1/sessions/{id}/events`: the session's events after `after`, then live
-    /// ones, until the server stops.
+    /// ones, until the server stops. On a store a fleet shares they are read from the
+    /// store, so the stream shows every turn wherever it ran ([`Hub`]).
     pub async fn events(
         &self,
         id: &str,
@@ -719,12 +720,15 @@ impl Server {
                         return None;
                     }
                     watch.borrow_and_update();
-                    pending.extend(hub.since(&session, after));
+                    pending.extend(hub.since_anywhere(&session, after).await);
                     if !pending.is_empty() {
                         continue;
                     }
                     tokio::select! {
                         changed = watch.changed() => if changed.is_err() { return None; },
+                        // On a shared store a notification can be missed (a listening
+                        // connection that dropped): look again now and then regardless.
+                        _ = tokio::time::sleep(crate::hub::SHARED_POLL), if hub.is_shared() => {}
                         _ = stopping.changed() => return None,
                     }
                 }

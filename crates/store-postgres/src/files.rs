@@ -36,6 +36,10 @@ impl SessionFiles {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    pub(crate) fn writer_is_open(&self) -> bool {
+        self.lock().writer_open
+    }
+
     pub(crate) fn writer_opened(&self) {
         self.lock().writer_open = true;
     }

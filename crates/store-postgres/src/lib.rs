@@ -71,6 +71,7 @@
 //! `resumeAt` has come. Resume times are kept as instants too (`resume_due`), so "due" is a
 //! time comparison; indexes serve the workflow, status and due filters.
 
+mod events;
 mod files;
 pub mod lease;
 mod listing;
@@ -99,6 +100,7 @@ use archmax_vm::session::spec::{PinnedSpec, is_spec_hash};
 use archmax_vm::session::store::{Chore, ListPage, ListQuery, StoreFuture, resume_time_ms};
 use archmax_vm::session::{Delta, SessionState, SessionStore, SessionWriter, StoreError};
 
+pub use events::CHANNEL as EVENTS_CHANNEL;
 use files::{PgFiles, SessionFiles};
 use lease::{Claim, Leases};
 pub use notify::{CHANNEL, CommittedStep, StepFeed};
@@ -144,13 +146,26 @@ pub struct PgOptions {
     /// [`lease::SHORTEST_TERM`]): a runner that dies mid-turn is taken over this long
     /// after its last renewal. Renewed three times per term.
     pub lease_term: Duration,
+    /// How many of each root session's newest events the store keeps for streams
+    /// ([`archmax_vm::session::event_log`]); older ones are pruned when a writer closes.
+    pub events_kept: u64,
+    /// Where the connections that `LISTEN` for other runners' commits go, when not to the
+    /// store's target: a pooler in transaction mode cannot listen, so behind PgBouncer this
+    /// names the server itself (or a session-mode pool). Same forms as the target.
+    pub listen_target: Option<String>,
     /// The caps a session's files are held to.
     pub limits: Limits,
 }
 
 impl Default for PgOptions {
     fn default() -> Self {
-        PgOptions { max_connections: 96, lease_term: lease::DEFAULT_TERM, limits: Limits::default() }
+        PgOptions {
+            max_connections: 96,
+            lease_term: lease::DEFAULT_TERM,
+            events_kept: 10_000,
+            listen_target: None,
+            limits: Limits::default(),
+        }
     }
 }
 
@@ -164,13 +179,17 @@ pub(crate) struct Inner {
     /// The host's executor, whose tasks hold every connection of the pool.
     handle: tokio::runtime::Handle,
     pool: Pool,
-    /// How to open a connection of its own (a [`StepFeed`] listens on one).
-    config: tokio_postgres::Config,
-    /// The TLS the target asks for, for that connection too.
-    tls: MakeRustlsConnect,
+    /// How to open a connection that listens (a [`StepFeed`], an event feed).
+    listen_config: tokio_postgres::Config,
+    /// The TLS the listen target asks for.
+    listen_tls: MakeRustlsConnect,
     limits: Limits,
     /// The leases this store holds, renewed by [`lease::keep_renewed`].
     leases: Leases,
+    /// Events waiting for their root session's next commit ([`events`]).
+    staged_events: events::StagedEvents,
+    /// [`PgOptions::events_kept`], as the statements take it.
+    events_kept: i64,
     /// The staged files of sessions this store value has handed out, by id.
     open: Mutex<HashMap<String, Weak<SessionFiles>>>,
 }
@@ -205,6 +224,13 @@ impl Inner {
         archmax_vm::blocking::run_blocking(|| match limit {
             Some(limit) => receiver.recv_timeout(limit).ok(),
             None => receiver.recv().ok(),
+        })
+    }
+
+    /// Whether a writer of a session of root `root` is open in this store value.
+    fn has_open_writer(&self, root: &str) -> bool {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|(id, files)| {
+            events::root_of(id) == root && files.upgrade().is_some_and(|files| files.writer_is_open())
         })
     }
 
@@ -270,25 +296,11 @@ impl PgStore {
             return Err(ConnectError::Executor("the one given runs every task on a single thread"));
         }
 
-        let (driver_target, tls_settings) = tls::split(target).map_err(ConnectError::Config)?;
-        let mut config: tokio_postgres::Config =
-            driver_target.parse().map_err(|error: tokio_postgres::Error| ConnectError::Config(error.to_string()))?;
-        let tls = tls::connector(&tls_settings).map_err(ConnectError::Tls)?;
-        // A unix socket carries no TLS (the server refuses it there, and libpq ignores
-        // the mode): a target that reaches the server only through sockets goes without.
-        let hosts = config.get_hosts();
-        if !hosts.is_empty()
-            && config.get_hostaddrs().is_empty()
-            && hosts.iter().all(|host| !matches!(host, tokio_postgres::config::Host::Tcp(_)))
-        {
-            config.ssl_mode(tokio_postgres::config::SslMode::Disable);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("archmax");
-        }
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(Duration::from_secs(10));
-        }
+        let (config, tls) = driver_config(target)?;
+        let (listen_config, listen_tls) = match &options.listen_target {
+            Some(listen) => driver_config(listen)?,
+            None => (config.clone(), tls.clone()),
+        };
         let manager = Manager::from_config(
             config.clone(),
             tls.clone(),
@@ -305,10 +317,12 @@ impl PgStore {
         let inner = Arc::new(Inner {
             handle,
             pool: pool.clone(),
-            config,
-            tls,
+            listen_config,
+            listen_tls,
             limits: options.limits,
             leases: Leases::new(options.lease_term),
+            staged_events: events::StagedEvents::default(),
+            events_kept: i64::try_from(options.events_kept).unwrap_or(i64::MAX),
             open: Mutex::new(HashMap::new()),
         });
         drop(inner.handle.spawn(lease::keep_renewed(Arc::downgrade(&inner))));
@@ -327,10 +341,36 @@ impl PgStore {
     /// connection `LISTEN`s on [`CHANNEL`]. A runner streaming a session's events uses
     /// it to see steps another runner committed.
     pub async fn subscribe(&self) -> Result<StepFeed, StoreError> {
-        let config = self.inner.config.clone();
-        let tls = self.inner.tls.clone();
-        self.inner.run("", notify::listen(config, tls)).await
+        let config = self.inner.listen_config.clone();
+        let tls = self.inner.listen_tls.clone();
+        self.inner.run("", notify::listen(config, tls, CHANNEL)).await.map(StepFeed)
     }
+}
+
+/// The driver's configuration and TLS for a libpq-style `target`: the TLS keys taken out
+/// and given meaning ([`tls`]), no TLS where only unix sockets are named, and archmax's
+/// application name and connect timeout unless the target sets them.
+fn driver_config(target: &str) -> Result<(tokio_postgres::Config, MakeRustlsConnect), ConnectError> {
+    let (driver_target, tls_settings) = tls::split(target).map_err(ConnectError::Config)?;
+    let mut config: tokio_postgres::Config =
+        driver_target.parse().map_err(|error: tokio_postgres::Error| ConnectError::Config(error.to_string()))?;
+    let tls = tls::connector(&tls_settings).map_err(ConnectError::Tls)?;
+    // A unix socket carries no TLS (the server refuses it there, and libpq ignores the
+    // mode): a target that reaches the server only through sockets goes without.
+    let hosts = config.get_hosts();
+    if !hosts.is_empty()
+        && config.get_hostaddrs().is_empty()
+        && hosts.iter().all(|host| !matches!(host, tokio_postgres::config::Host::Tcp(_)))
+    {
+        config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("archmax");
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    Ok((config, tls))
 }
 
 /// An error and every cause under it, `: `-joined: the driver's own text is often only
@@ -729,6 +769,13 @@ impl SessionStore for PgStore {
                         .execute_typed("DELETE FROM archmax_files WHERE session_id = $1", &[(&id, Type::TEXT)])
                         .await
                         .map_err(db_error(id))?;
+                    // A root session's events go with it (a sub-workflow's are its root's).
+                    for table in ["archmax_events", "archmax_event_heads"] {
+                        transaction
+                            .execute_typed(&format!("DELETE FROM {table} WHERE root = $1"), &[(&id, Type::TEXT)])
+                            .await
+                            .map_err(db_error(id))?;
+                    }
                     let removed = transaction
                         .execute_typed("DELETE FROM archmax_sessions WHERE id = $1", &[(&id, Type::TEXT)])
                         .await
@@ -766,5 +813,9 @@ impl SessionStore for PgStore {
                 lease::claim(&inner.pool, inner.leases.term_secs(), what, limit).await.map(Some)
             }),
         )
+    }
+
+    fn event_log(&self) -> Option<Arc<dyn archmax_vm::session::event_log::EventLog>> {
+        Some(Arc::new(events::PgEventLog { inner: Arc::clone(&self.inner) }))
     }
 }

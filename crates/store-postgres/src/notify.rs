@@ -1,10 +1,11 @@
-//! Steps committed by any process, as `LISTEN archmax_steps` hears them.
+//! What other runners committed, as `LISTEN` hears it: steps on `archmax_steps`, events
+//! on `archmax_events` ([`crate::events`]), each notification `<id> <number>`.
 //!
-//! The one thing to know: a notification is sent right after the step's own transaction,
-//! on the same connection, and only when the session holds that step, so it arrives only
-//! once the step is committed, and never for a refused one. A feed is a
-//! connection of its own (pooled connections drop notifications); dropping the feed
-//! closes it.
+//! The one thing to know: a notification is sent only once what it announces is
+//! committed, and never for a refused step. A feed is a connection of its own (pooled
+//! connections drop notifications, and a pooler in transaction mode cannot listen: the
+//! store's listen target, [`crate::PgOptions::listen_target`], may name the server
+//! directly); dropping the feed closes it.
 
 use std::future::poll_fn;
 
@@ -31,42 +32,55 @@ pub struct CommittedStep {
 }
 
 /// Committed steps, in commit order, from the moment the feed was opened.
-pub struct StepFeed {
-    steps: mpsc::Receiver<CommittedStep>,
-    listener: tokio::task::JoinHandle<()>,
-    /// The listening connection's client; dropping it ends the connection.
-    _client: tokio_postgres::Client,
-}
+pub struct StepFeed(pub(crate) Notifications);
 
 impl StepFeed {
     /// The next committed step; `None` once the connection is gone or the reader fell
     /// more than the backlog behind.
     pub async fn next(&mut self) -> Option<CommittedStep> {
-        self.steps.recv().await
+        self.0.next().await.map(|(session, seq)| CommittedStep { session, seq })
     }
 }
 
-impl Drop for StepFeed {
+/// `<id> <number>` notifications of one channel.
+pub(crate) struct Notifications {
+    items: mpsc::Receiver<(String, u64)>,
+    listener: tokio::task::JoinHandle<()>,
+    /// The listening connection's client; dropping it ends the connection.
+    _client: tokio_postgres::Client,
+}
+
+impl Notifications {
+    pub(crate) async fn next(&mut self) -> Option<(String, u64)> {
+        self.items.recv().await
+    }
+}
+
+impl Drop for Notifications {
     fn drop(&mut self) {
         self.listener.abort();
     }
 }
 
-/// Opens a connection, listens on [`CHANNEL`] and forwards what it hears.
-pub(crate) async fn listen(config: tokio_postgres::Config, tls: MakeRustlsConnect) -> Result<StepFeed, StoreError> {
+/// Opens a connection, listens on `channel` and forwards what it hears.
+pub(crate) async fn listen(
+    config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
+    channel: &'static str,
+) -> Result<Notifications, StoreError> {
     let (client, mut connection) = config.connect(tls).await.map_err(|error| io_error("", describe(&error)))?;
-    let (sender, steps) = mpsc::channel(BACKLOG);
+    let (sender, items) = mpsc::channel(BACKLOG);
     let listener = tokio::spawn(async move {
         while let Some(Ok(message)) = poll_fn(|context| connection.poll_message(context)).await {
             let AsyncMessage::Notification(note) = message else { continue };
-            let Some((session, seq)) = note.payload().rsplit_once(' ') else { continue };
-            let Ok(seq) = seq.parse() else { continue };
-            if sender.try_send(CommittedStep { session: session.to_string(), seq }).is_err() {
+            let Some((id, number)) = note.payload().rsplit_once(' ') else { continue };
+            let Ok(number) = number.parse() else { continue };
+            if sender.try_send((id.to_string(), number)).is_err() {
                 break;
             }
         }
     });
-    let feed = StepFeed { steps, listener, _client: client };
-    feed._client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(|error| io_error("", describe(&error)))?;
+    let feed = Notifications { items, listener, _client: client };
+    feed._client.batch_execute(&format!("LISTEN {channel}")).await.map_err(|error| io_error("", describe(&error)))?;
     Ok(feed)
 }

@@ -18,10 +18,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (3, include_str!("../migrations/0003_records.sql")),
     (4, include_str!("../migrations/0004_record_counts.sql")),
     (5, include_str!("../migrations/0005_leases.sql")),
+    (6, include_str!("../migrations/0006_events.sql")),
 ];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// The advisory lock migrators take turns on ("archmax" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0061_7263_686d_6178;

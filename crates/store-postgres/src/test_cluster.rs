@@ -153,10 +153,15 @@ impl TestCluster {
     /// throwaway server: `host=/tmp/… port=5432 user=postgres dbname=…`).
     pub fn database(&self, label: &str) -> Result<String, String> {
         let name = self.database_named(label)?;
-        Ok(match &self.owned {
+        Ok(self.target_of(&name))
+    }
+
+    /// How to reach database `name` of this server directly.
+    pub fn target_of(&self, name: &str) -> String {
+        match &self.owned {
             Some(_) => format!("{} dbname={name}", self.base),
-            None => with_dbname(&self.base, &name),
-        })
+            None => with_dbname(&self.base, name),
+        }
     }
 
     /// Creates a fresh database and returns its name (for [`TestCluster::pooler`]).

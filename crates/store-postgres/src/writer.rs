@@ -15,15 +15,18 @@ use tokio_postgres::types::{ToSql, Type};
 use archmax_vm::session::store::StoreFuture;
 use archmax_vm::session::{Delta, SessionWriter, StoreError};
 
+use crate::events::{self, root_of};
 use crate::files::SessionFiles;
-use crate::{HeadColumns, Inner, db_error, io_error, lease, number};
+use crate::{HeadColumns, Inner, db_error, io_error, number};
 
 /// How long dropping a writer waits for its lease to be given back.
 const RELEASE_WAIT: Duration = Duration::from_secs(5);
 
 /// The one statement of a commit: the head moves from `$2` to `$3` only if it is still
 /// at `$2` and lease token `$16` still holds the session (renewing it for `$17` seconds),
-/// and the step row and the step's files are written only if it moved.
+/// and the step row, the step's files and the events `$19` staged for its root session
+/// `$18` ([`crate::events`]) are written only if it moved. Answers whether the step was
+/// written and, when events were, the root's last event id.
 const COMMIT: &str = "WITH head AS (
         UPDATE archmax_sessions
         SET seq = $3, status = $4, workflow = $5, spec_hash = $6, parent = $7, resume_at = $8, resume_due = $9,
@@ -42,11 +45,21 @@ const COMMIT: &str = "WITH head AS (
         DELETE FROM archmax_files
         WHERE session_id = (SELECT id FROM head) AND path = ANY($15::text[])
         RETURNING 1
+    ), counter AS (
+        INSERT INTO archmax_event_heads (root, last)
+        SELECT $18, cardinality($19::text[]) FROM head WHERE cardinality($19::text[]) > 0
+        ON CONFLICT (root) DO UPDATE SET last = archmax_event_heads.last + EXCLUDED.last
+        RETURNING last
+    ), logged AS (
+        INSERT INTO archmax_events (root, id, body)
+        SELECT $18, counter.last - cardinality($19::text[]) + event.ordinality, event.body
+        FROM counter, unnest($19::text[]) WITH ORDINALITY AS event (body, ordinality)
+        RETURNING 1
     )
     SELECT (SELECT count(*) FROM step)";
 
 /// The types of [`COMMIT`]'s parameters, in order.
-const COMMIT_TYPES: [Type; 17] = [
+const COMMIT_TYPES: [Type; 19] = [
     Type::TEXT,
     Type::INT8,
     Type::INT8,
@@ -65,6 +78,8 @@ const COMMIT_TYPES: [Type; 17] = [
     Type::TEXT_ARRAY,
     Type::INT8,
     Type::FLOAT8,
+    Type::TEXT,
+    Type::TEXT_ARRAY,
 ];
 
 /// The announcement of a committed step on the `archmax_steps` channel, as `<id> <seq>`:
@@ -77,6 +92,12 @@ const COMMIT_TYPES: [Type; 17] = [
 /// and more without).
 const ANNOUNCE: &str = "SELECT pg_notify('archmax_steps', id || ' ' || seq::text) FROM archmax_sessions \
      WHERE id = $1 AND seq = $2";
+
+/// [`ANNOUNCE`] for a commit that carried events: also `<root> <last event id>` on
+/// `archmax_events` (a reader that finds nothing new after a refused commit loses nothing).
+const ANNOUNCE_WITH_EVENTS: &str = "SELECT pg_notify('archmax_steps', s.id || ' ' || s.seq::text), \
+     pg_notify('archmax_events', h.root || ' ' || h.last::text) \
+     FROM archmax_sessions s, archmax_event_heads h WHERE s.id = $1 AND s.seq = $2 AND h.root = $3";
 
 /// Commits steps to one session of a [`crate::PgStore`]; gives its lease back when dropped.
 pub(crate) struct PgWriter {
@@ -115,10 +136,13 @@ impl PgWriter {
                 None => removed.push(path.clone()),
             }
         }
+        let root = root_of(&id).to_string();
+        let logged = self.inner.staged_events.take(&root);
         let (expected, token) = (self.last_seq, self.token);
         let term = self.inner.leases.term_secs();
         let pool = self.inner.pool.clone();
         let task_id = id.clone();
+        let (task_root, task_logged) = (root.clone(), logged.clone());
         let result = self
             .inner
             .run(&id, async move {
@@ -134,12 +158,18 @@ impl PgWriter {
                     &removed,
                     &token,
                     &term,
+                    &task_root,
+                    &task_logged,
                 ]);
                 let params: Vec<(&(dyn ToSql + Sync), Type)> = values.into_iter().zip(COMMIT_TYPES).collect();
                 // Both are sent at once; the server runs them in order.
-                let step = [(&id as &(dyn ToSql + Sync), Type::TEXT), (&seq, Type::INT8)];
-                let (row, announced) =
-                    tokio::join!(object.query_typed_one(COMMIT, &params), object.execute_typed(ANNOUNCE, &step));
+                let step = [(&id as &(dyn ToSql + Sync), Type::TEXT), (&seq, Type::INT8), (&task_root, Type::TEXT)];
+                let announce = if task_logged.is_empty() {
+                    object.execute_typed(ANNOUNCE, &step[..2])
+                } else {
+                    object.execute_typed(ANNOUNCE_WITH_EVENTS, &step)
+                };
+                let (row, announced) = tokio::join!(object.query_typed_one(COMMIT, &params), announce);
                 // The step's fate is the commit's answer; an announcement that failed loses
                 // no step, and listeners learn of it with the session's next one.
                 drop(announced);
@@ -155,6 +185,7 @@ impl PgWriter {
             .await;
         if result.is_err() {
             self.files.restore_staged(staged);
+            self.inner.staged_events.restore(&root, logged);
         }
         result?;
         self.last_seq = delta.seq;
@@ -188,13 +219,16 @@ impl SessionWriter for PgWriter {
 
 impl Drop for PgWriter {
     /// Gives the lease back before returning, so the session can be opened again at once
-    /// (as with the other stores). The wait is bounded: past it the release still
-    /// finishes, or the lease runs out by itself.
+    /// (as with the other stores), writing the root's events staged since the last
+    /// commit with it. The wait is bounded: past it the release still finishes, or the
+    /// lease runs out by itself.
     fn drop(&mut self) {
         self.files.writer_closed();
         self.inner.leases.forget(&self.id, self.token);
-        let (pool, id, token) = (self.inner.pool.clone(), self.id.clone(), self.token);
-        let released = self.inner.wait(async move { lease::release(&pool, &id, token).await }, Some(RELEASE_WAIT));
+        let logged = self.inner.staged_events.take(root_of(&self.id));
+        let (inner, id, token) = (Arc::clone(&self.inner), self.id.clone(), self.token);
+        let released =
+            self.inner.wait(async move { events::close(&inner, &id, token, logged).await }, Some(RELEASE_WAIT));
         if let Some(Err(error)) = released {
             tracing::warn!(session = self.id.as_str(), "the session's lease could not be given back: {error}");
         }

@@ -326,6 +326,18 @@ fn the_store_keeps_its_contract_and_its_leases_through_pgbouncer_in_transaction_
         drop(writers);
         let (state, _writer) = second.open("pooled-00").await.expect("free once dropped");
         assert_eq!(state.seq, 3);
+        // A pooler cannot LISTEN: the feed of other runners' events goes to the server
+        // itself while everything else goes through the pooler.
+        let direct = PgOptions { listen_target: Some(cluster.target_of(&name)), ..PgOptions::default() };
+        let listening = PgStore::connect_with(&target, direct).await.expect("a runner listening directly");
+        let mut feed = listening.event_log().expect("a fleet store").follow().await.expect("follow");
+        let (_, mut writer) = first.open("pooled-05").await.expect("open");
+        first.event_log().expect("a fleet store").stage("pooled-05", "{}");
+        writer.commit(&step(4, "with an event")).await.expect("commit");
+        let heard = tokio::time::timeout(Duration::from_secs(30), feed.next()).await.expect("heard in time");
+        assert_eq!(heard, Some(("pooled-05".to_string(), 1)));
+        drop(writer);
+
         // Claims through the pooler: every free running session, not the held one.
         let claimed = second.claim_chores(Chore::Stranded, 1000).await.expect("claim").expect("a fleet store");
         assert!(claimed.iter().any(|id| id == "pooled-01"), "{claimed:?}");

@@ -276,7 +276,7 @@ pub async fn session_page(
 ) -> Response {
     // The page's stream starts after the last event before the session is read: what
     // happens from here on refreshes the page.
-    let seen = inbox.server.hub.last(id);
+    let seen = inbox.server.hub.last_anywhere(id).await;
     let session = match inbox.server.session(id).await {
         Ok(session) => session,
         Err(error) => return render::error_page(error.status, "No such session", &error.message),

@@ -114,3 +114,78 @@ fn a_turn_cut_when_its_runner_dies_is_continued_once_by_a_runner_that_keeps_runn
     });
     hole_task.abort();
 }
+
+/// Reads SSE frames (`id:` and `data:` lines) until one whose data names `until`.
+async fn frames_until(response: reqwest::Response, until: &str) -> Vec<(u64, Value)> {
+    let mut response = response;
+    let mut text = String::new();
+    let mut frames = Vec::new();
+    loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(60), response.chunk())
+            .await
+            .expect("events arrive")
+            .expect("a chunk")
+            .expect("the stream stays open");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = text.find("\n\n") {
+            let frame = text[..end].to_string();
+            text.drain(..end + 2);
+            let id = frame.lines().find_map(|line| line.strip_prefix("id: ")).map(|id| id.trim().parse::<u64>());
+            let data = frame.lines().find_map(|line| line.strip_prefix("data: "));
+            let (Some(Ok(id)), Some(data)) = (id, data) else { continue };
+            let event: Value = serde_json::from_str(data).expect("an event is JSON");
+            let done = event["event"] == until;
+            frames.push((id, event));
+            if done {
+                return frames;
+            }
+        }
+    }
+}
+
+#[test]
+fn an_event_stream_on_any_runner_shows_every_turn_wherever_it_ran_and_resumes_on_any_runner() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("events").expect("a database");
+    let host = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("executor");
+    host.block_on(every_turn_on_every_runner(&target));
+}
+
+async fn every_turn_on_every_runner(target: &str) {
+    let store = || async { Arc::new(PgStore::connect(target).await.expect("a runner")) as Arc<dyn SessionStore> };
+    let limits = archmax_serve::turns::TurnLimits::default();
+    let one = super::start_server_on(store().await, archmax_serve::auth::Auth::Open, limits, 64 * 1024).await;
+    let two = super::start_server_on(store().await, archmax_serve::auth::Auth::Open, limits, 64 * 1024).await;
+
+    // The first turn runs on runner one; a stream on runner two shows it from the start.
+    one.start_desk(None, "fleet-events").await;
+    let url = |running: &super::Running| format!("{}/v1/sessions/fleet-events/events", running.base);
+    let first = frames_until(two.client.get(url(&two)).send().await.expect("stream on two"), "turn-end").await;
+    let ids: Vec<u64> = first.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "numbered from 1 without gaps: {ids:?}");
+    assert!(first.iter().any(|(_, event)| event["event"] == "parked"), "{first:?}");
+
+    // A stream opened on runner one now, resuming after the first turn, is woken by the
+    // second turn, which runs on runner two.
+    let last_of_first = ids.len() as u64;
+    let resumed = one
+        .client
+        .get(url(&one))
+        .header("Last-Event-ID", last_of_first.to_string())
+        .send()
+        .await
+        .expect("stream on one");
+    let (status, decided) = two.post("/v1/sessions/fleet-events/decide?wait=60", None, json!({ "to": "done" })).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{decided}");
+    assert_eq!(decided["status"], "completed", "{decided}");
+    let second = frames_until(resumed, "turn-end").await;
+    let ids: Vec<u64> = second.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids.first(), Some(&(last_of_first + 1)), "right after the last id seen: {ids:?}");
+    assert!(ids.windows(2).all(|pair| pair[1] == pair[0] + 1), "in order, none twice: {ids:?}");
+    assert!(second.iter().any(|(_, event)| event["event"] == "decided"), "the second turn's events: {second:?}");
+
+    // Both runners tell one history: the same ids carry the same events.
+    let everything = frames_until(one.client.get(url(&one)).send().await.expect("stream on one"), "turn-end").await;
+    assert_eq!(everything, first, "runner one shows the first turn as runner two did");
+    assert!(one.stop().await && two.stop().await, "open streams end at shutdown");
+}

@@ -128,7 +128,25 @@ pub async fn serve_beside(running: &Running) -> Running {
     serve_in(running.scratch.clone(), false, false, &[]).await
 }
 
+/// A runner on PostgreSQL database `target`, with a store of its own (as another process
+/// would have): several of them are a fleet.
+pub async fn serve_on_postgres(target: &str) -> Running {
+    let store = archmax_store_postgres::PgStore::connect(target).await.expect("the runner reaches PostgreSQL");
+    serve_on(scratch("serve-pg"), Arc::new(store), false, true, &[]).await
+}
+
 async fn serve_in(scratch: PathBuf, open: bool, owns_scratch: bool, proxies: &[std::net::IpAddr]) -> Running {
+    let store = Arc::new(FsStore::for_workspace(&scratch).expect("the scratch workspace's seal key"));
+    serve_on(scratch, store, open, owns_scratch, proxies).await
+}
+
+async fn serve_on(
+    scratch: PathBuf,
+    store: Arc<dyn archmax_vm::session::SessionStore>,
+    open: bool,
+    owns_scratch: bool,
+    proxies: &[std::net::IpAddr],
+) -> Running {
     archmax_vm::model::openai::install_tls_provider();
     let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/workspace");
     // 2025-03-08T12:00:00Z: two days after the refund request, so its window holds.
@@ -136,7 +154,7 @@ async fn serve_in(scratch: PathBuf, open: bool, owns_scratch: bool, proxies: &[s
     let auth = if open { Auth::Open } else { Auth::configure(Some(ADMIN), Some(&tokens_file())).expect("tokens") };
     let server = Server::new(ServerParts {
         programs: vec![compiled(&own), compiled(&specs_root())],
-        store: Arc::new(FsStore::for_workspace(&scratch).expect("the scratch workspace's seal key")),
+        store,
         model: Arc::new(Tape::parse("inbox", TAPE).expect("the tape parses")),
         clock: Arc::clone(&clock) as Arc<dyn Clock>,
         pricing: PricingTable::default(),

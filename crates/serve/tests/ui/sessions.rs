@@ -74,6 +74,25 @@ async fn a_sign_in_and_its_forms_work_on_every_runner_on_the_store_and_signing_o
     let first = serve(false).await;
     first.start_payout("pay-shared").await;
     let second = serve_beside(&first).await;
+    one_inbox_on_two_runners(first, second).await;
+}
+
+#[test]
+fn a_sign_in_and_its_forms_work_on_every_runner_of_a_postgres_fleet_and_signing_out_ends_it_on_all() {
+    let cluster = archmax_store_postgres::test_cluster::TestCluster::require();
+    let target = cluster.database("inbox").expect("a database");
+    let host = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("executor");
+    host.block_on(async {
+        let first = crate::serve_on_postgres(&target).await;
+        first.start_payout("pay-shared").await;
+        let second = crate::serve_on_postgres(&target).await;
+        one_inbox_on_two_runners(first, second).await;
+    });
+}
+
+/// Signs in through `first`'s form posted to `second`, uses the cookie and a form of one
+/// on the other, and signs out on one for both.
+async fn one_inbox_on_two_runners(first: crate::Running, second: crate::Running) {
     // The sign-in form of one runner, posted to the other.
     let signed = sign_in_across(&first, &second, LEAD).await;
     assert_eq!((signed.status, signed.location()), (StatusCode::SEE_OTHER, "/"), "{}", signed.body);

@@ -15,6 +15,7 @@
 
 #[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
+pub mod event_log;
 pub mod fs;
 pub mod id;
 pub mod memory;

@@ -165,6 +165,12 @@ pub trait SessionStore: Send + Sync {
         let _ = (chore, limit);
         Box::pin(std::future::ready(Ok(None)))
     }
+    /// The sessions' events, when the store keeps them for a fleet
+    /// ([`super::event_log`]); `None` (the default) from a store only one process uses,
+    /// whose host keeps them itself.
+    fn event_log(&self) -> Option<Arc<dyn super::event_log::EventLog>> {
+        None
+    }
 }
 
 /// Work a fleet shares out through [`SessionStore::claim_chores`].

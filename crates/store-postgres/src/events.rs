@@ -1,0 +1,232 @@
+//! Session events in `archmax_events` (migration 6): the [`EventLog`] of a fleet.
+//!
+//! The host stages each event in this store value ([`StagedEvents`], per root session,
+//! bounded); the next commit of one of the root's sessions takes them and writes them in
+//! its own statement ([`crate::writer`]'s `COMMIT`: the root's counter row in
+//! `archmax_event_heads` is raised by their number and they are inserted under the ids
+//! it frees, only when the step itself is written), and a closing writer writes what is
+//! left with the statement that gives its lease back ([`CLOSE`]), which also prunes the
+//! root's events past [`crate::PgOptions::events_kept`]. A commit that wrote events
+//! notifies `archmax_events` with `<root> <last id>`; [`EventLog::follow`] listens.
+//!
+//! The one thing to know: the counter row is locked by the statement that raises it, so
+//! two statements writing one root's events (its writer and a sub-workflow's) take turns
+//! and their ids never collide, and since the rows are written only with a committed step
+//! (or a lease still held), a runner that was taken over writes none.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio_postgres::types::Type;
+
+use archmax_vm::session::StoreError;
+use archmax_vm::session::event_log::{EventFeed, EventLog, LoggedEvent, NextCommitted};
+use archmax_vm::session::store::StoreFuture;
+
+use crate::notify::{self, Notifications};
+use crate::{Inner, db_error, io_error};
+
+/// The channel a commit that wrote events notifies.
+pub const CHANNEL: &str = "archmax_events";
+
+/// The most events one root session stages between commits; past it the oldest staged
+/// ones are dropped (the transcript keeps everything; the stream is a view of it).
+const STAGED_EVENTS: usize = 8192;
+/// The most bytes of events one root session stages between commits.
+const STAGED_BYTES: usize = 16 * 1024 * 1024;
+/// Roots with staged events past which those of roots no writer here has open are
+/// forgotten (a host staging for sessions another runner runs).
+const STAGED_ROOTS: usize = 4096;
+
+/// The root session of `session`: the part before its first `~`.
+pub(crate) fn root_of(session: &str) -> &str {
+    session.split('~').next().unwrap_or(session)
+}
+
+/// Events waiting for their root's next commit, per root session.
+#[derive(Default)]
+pub(crate) struct StagedEvents {
+    roots: Mutex<HashMap<String, Staged>>,
+}
+
+#[derive(Default)]
+struct Staged {
+    bodies: Vec<String>,
+    bytes: usize,
+}
+
+impl StagedEvents {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Staged>> {
+        self.roots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn stage(&self, root: &str, json: &str, open: impl Fn(&str) -> bool) {
+        let mut roots = self.lock();
+        if !roots.contains_key(root) && roots.len() >= STAGED_ROOTS {
+            roots.retain(|root, _| open(root));
+        }
+        let staged = roots.entry(root.to_string()).or_default();
+        staged.bodies.push(json.to_string());
+        staged.bytes += json.len();
+        let mut dropped = 0;
+        while staged.bodies.len() > STAGED_EVENTS || (staged.bytes > STAGED_BYTES && staged.bodies.len() > 1) {
+            let oldest = staged.bodies.remove(0);
+            staged.bytes -= oldest.len();
+            dropped += 1;
+        }
+        if dropped > 0 {
+            tracing::warn!(
+                session = root,
+                dropped,
+                "a session staged more events than a commit carries; the oldest were dropped"
+            );
+        }
+    }
+
+    /// Hands `root`'s staged events to a commit.
+    pub(crate) fn take(&self, root: &str) -> Vec<String> {
+        self.lock().remove(root).map(|staged| staged.bodies).unwrap_or_default()
+    }
+
+    /// Puts back the events of a commit that failed, before anything staged since.
+    pub(crate) fn restore(&self, root: &str, mut taken: Vec<String>) {
+        if taken.is_empty() {
+            return;
+        }
+        let mut roots = self.lock();
+        let staged = roots.entry(root.to_string()).or_default();
+        let bytes: usize = taken.iter().map(String::len).sum();
+        taken.append(&mut staged.bodies);
+        staged.bodies = taken;
+        staged.bytes += bytes;
+    }
+}
+
+/// Gives back the lease of writer `$1`/`$2` and writes the events `$4` of its root `$3`
+/// left staged, then prunes the root's events to the newest `$5`; notifies when it wrote
+/// any. Nothing is written by a writer whose lease was taken over.
+const CLOSE: &str = "WITH released AS (
+        UPDATE archmax_sessions SET lease_owner = NULL, lease_expires = NULL
+        WHERE id = $1 AND lease_token = $2
+        RETURNING id
+    ), counter AS (
+        INSERT INTO archmax_event_heads (root, last)
+        SELECT $3, cardinality($4::text[]) FROM released WHERE cardinality($4::text[]) > 0
+        ON CONFLICT (root) DO UPDATE SET last = archmax_event_heads.last + EXCLUDED.last
+        RETURNING last
+    ), logged AS (
+        INSERT INTO archmax_events (root, id, body)
+        SELECT $3, counter.last - cardinality($4::text[]) + event.ordinality, event.body
+        FROM counter, unnest($4::text[]) WITH ORDINALITY AS event (body, ordinality)
+        RETURNING 1
+    ), pruned AS (
+        DELETE FROM archmax_events
+        WHERE root = $3 AND EXISTS (SELECT 1 FROM released)
+          AND id <= coalesce((SELECT last FROM counter), (SELECT last FROM archmax_event_heads WHERE root = $3)) - $5
+        RETURNING 1
+    )
+    SELECT pg_notify('archmax_events', $3 || ' ' || last::text) FROM counter";
+
+/// Closes writer `id` (lease `token`): its lease back, its root's staged events written,
+/// the root's old events pruned.
+pub(crate) async fn close(inner: &Inner, id: &str, token: i64, events: Vec<String>) -> Result<(), StoreError> {
+    let client = inner.pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+    let root = root_of(id);
+    let kept = inner.events_kept;
+    client
+        .query_typed(
+            CLOSE,
+            &[
+                (&id, Type::TEXT),
+                (&token, Type::INT8),
+                (&root, Type::TEXT),
+                (&events, Type::TEXT_ARRAY),
+                (&kept, Type::INT8),
+            ],
+        )
+        .await
+        .map_err(db_error(id))?;
+    Ok(())
+}
+
+/// A root's committed events, read by any runner.
+pub(crate) struct PgEventLog {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl EventLog for PgEventLog {
+    fn stage(&self, session: &str, json: &str) {
+        let inner = &self.inner;
+        inner.staged_events.stage(root_of(session), json, |root| inner.has_open_writer(root));
+    }
+
+    fn after<'a>(&'a self, root: &'a str, after: u64, limit: usize) -> StoreFuture<'a, Vec<LoggedEvent>> {
+        let pool = self.inner.pool.clone();
+        let root = root.to_string();
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        Box::pin(self.inner.run("events", async move {
+            let client = pool.get().await.map_err(|error| io_error(&root, error.to_string()))?;
+            let rows = client
+                .query_typed(
+                    "SELECT id, body FROM archmax_events WHERE root = $1 AND id > $2 ORDER BY id LIMIT $3",
+                    &[(&root, Type::TEXT), (&after, Type::INT8), (&limit, Type::INT8)],
+                )
+                .await
+                .map_err(db_error(&root))?;
+            Ok(rows
+                .iter()
+                .map(|row| LoggedEvent { id: u64::try_from(row.get::<_, i64>(0)).unwrap_or(0), json: row.get(1) })
+                .collect())
+        }))
+    }
+
+    fn last<'a>(&'a self, root: &'a str) -> StoreFuture<'a, u64> {
+        let pool = self.inner.pool.clone();
+        let root = root.to_string();
+        Box::pin(self.inner.run("events", async move {
+            let client = pool.get().await.map_err(|error| io_error(&root, error.to_string()))?;
+            let row = client
+                .query_typed_opt("SELECT last FROM archmax_event_heads WHERE root = $1", &[(&root, Type::TEXT)])
+                .await
+                .map_err(db_error(&root))?;
+            Ok(row.map_or(0, |row| u64::try_from(row.get::<_, i64>(0)).unwrap_or(0)))
+        }))
+    }
+
+    fn follow(&self) -> StoreFuture<'_, Box<dyn EventFeed>> {
+        let (config, tls) = (self.inner.listen_config.clone(), self.inner.listen_tls.clone());
+        Box::pin(async move {
+            let notifications = self.inner.run("events", notify::listen(config, tls, CHANNEL)).await?;
+            Ok(Box::new(PgEventFeed(notifications)) as Box<dyn EventFeed>)
+        })
+    }
+}
+
+struct PgEventFeed(Notifications);
+
+impl EventFeed for PgEventFeed {
+    fn next(&mut self) -> NextCommitted<'_> {
+        Box::pin(self.0.next())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_events_are_bounded_and_a_failed_commit_puts_its_own_back_first() {
+        let staged = StagedEvents::default();
+        for index in 0..STAGED_EVENTS + 3 {
+            staged.stage("a", &index.to_string(), |_| true);
+        }
+        let taken = staged.take("a");
+        assert_eq!(taken.len(), STAGED_EVENTS);
+        assert_eq!(taken[0], "3", "the oldest went first");
+        staged.stage("a", "later", |_| true);
+        staged.restore("a", vec!["earlier".to_string()]);
+        assert_eq!(staged.take("a"), ["earlier", "later"]);
+        assert_eq!(root_of("a~1~2"), "a");
+    }
+}

@@ -75,6 +75,9 @@ fn run_error_code(error: &RunError) -> &'static str {
         RunError::ProgramChanged { .. } => "session.program-changed",
         RunError::UpgradeImpossible { .. } => "session.upgrade-impossible",
         RunError::Store(archmax_vm::session::StoreError::TakenOver(_)) => "session.taken-over",
+        // A start that lost the race to make its named session (a retried request, or two
+        // runners at once) says what the check before it says.
+        RunError::Store(archmax_vm::session::StoreError::Exists(_)) => "session.exists",
         RunError::Store(_) => "store.failed",
         // A kind of error newer than this server: its status still comes from its kind.
         _ => "error.other",
@@ -111,5 +114,25 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(header::RETRY_AFTER, value);
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use archmax_vm::session::StoreError;
+
+    use super::*;
+
+    #[test]
+    fn a_store_that_refuses_a_second_session_or_a_writer_taken_over_answers_409_with_its_own_code() {
+        for (error, code) in [
+            (StoreError::Exists("s".to_string()), "session.exists"),
+            (StoreError::TakenOver("s".to_string()), "session.taken-over"),
+        ] {
+            let answer = ApiError::from(RunError::Store(error));
+            assert_eq!((answer.status, answer.code), (StatusCode::CONFLICT, code));
+        }
+        let failed = ApiError::from(RunError::Store(StoreError::Missing("s".to_string())));
+        assert_eq!(failed.code, "store.failed");
     }
 }

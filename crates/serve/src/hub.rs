@@ -65,13 +65,25 @@ struct SessionEvents {
     /// The bytes of JSON in `buffer`.
     bytes: usize,
     announce: watch::Sender<u64>,
+    /// Changes when events of the session committed on any runner (shared store only):
+    /// what wakes its streams. Kept apart from `announce`, which says that a turn *here*
+    /// made progress (a request waiting for its turn to be accepted must not take
+    /// another runner's commit for its own).
+    committed: watch::Sender<u64>,
     /// When it last had an event, in hub ticks (for eviction).
     touched: u64,
 }
 
 impl SessionEvents {
     fn new() -> SessionEvents {
-        SessionEvents { last: 0, buffer: VecDeque::new(), bytes: 0, announce: watch::channel(0).0, touched: 0 }
+        SessionEvents {
+            last: 0,
+            buffer: VecDeque::new(),
+            bytes: 0,
+            announce: watch::channel(0).0,
+            committed: watch::channel(0).0,
+            touched: 0,
+        }
     }
 }
 
@@ -139,11 +151,19 @@ impl Hub {
 
     /// Wakes the streams of `root` and the inbox's live list: events of it committed
     /// somewhere.
-    fn touch(&self, root: &str) {
+    fn touch(&self, root: &str, last: u64) {
         let mut state = self.lock();
         let events = Hub::entry(&mut state, root);
-        events.announce.send_modify(|last| *last += 1);
+        events.committed.send_replace(last);
         self.recorded.send_modify(|count| *count += 1);
+    }
+
+    /// A receiver that changes when a stream of the session has something new to read:
+    /// a commit of its events on any runner (shared store), else a new event here.
+    pub fn watch_stream(&self, session: &str) -> watch::Receiver<u64> {
+        let mut state = self.lock();
+        let events = Hub::entry(&mut state, root_session(session));
+        if self.shared.is_some() { events.committed.subscribe() } else { events.announce.subscribe() }
     }
 
     /// On a shared store, listens for the events any runner commits and wakes the streams
@@ -156,7 +176,7 @@ impl Hub {
                 Ok(mut feed) => loop {
                     tokio::select! {
                         next = feed.next() => match next {
-                            Some((root, _)) => self.touch(&root),
+                            Some((root, last)) => self.touch(&root, last),
                             None => break,
                         },
                         _ = stopping.changed() => return,

@@ -200,9 +200,20 @@ async fn continue_turn(server: &Server, id: &str) -> Continued {
         trigger: state.head.trigger.clone(),
         ..TurnRequest::default()
     };
+    // A turn cut after a delivery names the delivered trigger, which the workflow need not
+    // declare (a delivery may send one it does not): continued under it, such a turn would
+    // be refused at every attempt, so it goes on under the trigger the session started by.
+    let started_by = state
+        .trail
+        .iter()
+        .find(|step| step.kind == archmax_vm::session::TrailKind::Trigger)
+        .and_then(|step| step.reason.clone());
     let session = id.to_string();
     let turn = async move {
-        let outcome = runtime.run_turn(request).await;
+        let mut outcome = runtime.run_turn(request.clone()).await;
+        if matches!(outcome, Err(RunError::UnknownTrigger { .. })) && started_by.is_some() {
+            outcome = runtime.run_turn(TurnRequest { trigger: started_by, ..request }).await;
+        }
         if let Ok(outcome) = &outcome
             && (outcome.status.is_finished() || outcome.status.is_parked())
         {

@@ -703,7 +703,7 @@ impl Server {
     ) -> Result<impl Stream<Item = Result<sse::Event, Infallible>> + Send + 'static, ApiError> {
         let state = self.session(id).await?;
         let session = root_session(&state.id).to_string();
-        let watch = self.hub.watch(&session);
+        let watch = self.hub.watch_stream(&session);
         let stopping = self.stopping.subscribe();
         let hub = self.hub.clone();
         let stream = futures_util::stream::unfold(

@@ -8,6 +8,7 @@ mod authoring;
 mod commands;
 mod deliveries;
 mod explain;
+mod fleet;
 mod lsp;
 mod mcp;
 mod migrate;

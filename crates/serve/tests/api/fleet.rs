@@ -189,3 +189,43 @@ async fn every_turn_on_every_runner(target: &str) {
     assert_eq!(everything, first, "runner one shows the first turn as runner two did");
     assert!(one.stop().await && two.stop().await, "open streams end at shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_cut_after_a_delivery_of_an_undeclared_trigger_is_continued() {
+    let store = Arc::new(archmax_vm::session::memory::MemoryStore::new());
+    let server = Arc::new(super::api_server(
+        Arc::clone(&store) as Arc<dyn SessionStore>,
+        archmax_serve::auth::Auth::Open,
+        archmax_serve::turns::TurnLimits::default(),
+        64 * 1024,
+    ));
+    let program = super::compiled(&super::workspace());
+    let spec_hash = program.workflow("waiter").map(|(_, waiter)| waiter.spec_hash.clone()).expect("the waiter");
+    // As a runner killed mid-turn leaves it: the delivery of `paid` (which the waiter does
+    // not declare; the API sends it with `undeclared`) applied, the turn not ended.
+    let mut state = archmax_vm::session::SessionState {
+        id: archmax_vm::session::id::SessionId::parse("cut-paid", &[]).expect("an id"),
+        ..Default::default()
+    };
+    state.head.workflow = "waiter".to_string();
+    state.head.position = Some("wait".to_string());
+    state.head.entry_state = Some("wait".to_string());
+    state.head.trigger = Some("paid".to_string());
+    state.head.spec_hash = spec_hash;
+    state.messages.push(Message::User { text: "Tell me when it is paid.".to_string(), opening: None });
+    for trigger in ["manual", "paid"] {
+        state.trail.push(archmax_vm::session::TrailStep::new(
+            "wait",
+            archmax_vm::session::TrailKind::Trigger,
+            Some(trigger.to_string()),
+            0,
+        ));
+    }
+    drop(store.create_writer(&state).expect("the session is written"));
+
+    let recovered = recovery::resume_cut_turns(Arc::clone(&server), 2).await;
+    assert!(recovered.failed.is_empty(), "{recovered:?}");
+    assert_eq!(recovered.resumed, ["cut-paid"], "{recovered:?}");
+    let shown = server.show("cut-paid").await.expect("the session reads");
+    assert_ne!(shown["status"], "running", "{shown}");
+}

@@ -10,13 +10,21 @@
 //! | `ARCHMAX_MODEL`, `ARCHMAX_API_BASE_URL`, `ARCHMAX_API_KEY`, `ARCHMAX_TEMPERATURE`, `ARCHMAX_MAX_TOKENS`, `ARCHMAX_REQUEST_TIMEOUT_MS`, `ARCHMAX_MAX_RETRIES` | [`endpoint_from_env`] ([`OpenAiConfig::from_env`]) |
 //! | `ARCHMAX_PRICE_INPUT`, `ARCHMAX_PRICE_OUTPUT`, `ARCHMAX_PRICE_CACHE_READ`, `ARCHMAX_PRICE_CACHE_WRITE` | [`ClockAndPricing::from_env`] ([`PricingTable::from_env`]) and the endpoint |
 //! | `ARCHMAX_FIXED_CLOCK` | [`ClockAndPricing::from_env`] ([`clock::from_env`]) |
+//! | the `api_key_env` of each `[providers.<name>]` in `archmax.toml` | [`endpoint_for`] |
 
+use std::collections::BTreeMap;
 #[cfg(feature = "frontend")]
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
+
+use archmax_config::settings::RunnerSettings;
+use archmax_config::settings::providers::{DEFAULT_ENDPOINT_VARIABLE, Provider, ProviderKind};
 
 use crate::clock::{self, Clock};
-use crate::model::openai::{OpenAiAdapter, OpenAiConfig};
+use crate::model::anthropic::{AnthropicAdapter, AnthropicConfig};
+use crate::model::openai::{ChatFlavor, OpenAiAdapter, OpenAiConfig, RetryObserver};
+use crate::model::router::{Route, Router};
 use crate::model::pricing::PricingTable;
 #[cfg(feature = "frontend")]
 use crate::model::tape::{Tape, TapeError};
@@ -55,7 +63,7 @@ pub fn endpoint_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Arc<dyn
 /// [`endpoint_from_env`], telling `on_retry` of every retry (the CLI prints them).
 pub fn endpoint_with_retries(
     get: impl Fn(&str) -> Option<String>,
-    on_retry: Option<crate::model::openai::RetryObserver>,
+    on_retry: Option<RetryObserver>,
 ) -> Result<Arc<dyn ModelAdapter>, EndpointError> {
     let config = OpenAiConfig::from_env(get).map_err(EndpointError::Environment)?;
     let adapter = OpenAiAdapter::new(config).map_err(EndpointError::Client)?;
@@ -63,6 +71,114 @@ pub fn endpoint_with_retries(
         Some(observer) => adapter.on_retry(observer),
         None => adapter,
     }))
+}
+
+/// The model endpoints `archmax.toml` configures (`[providers]`, `[models]`) over the
+/// environment's: each routed id goes to its provider, every other id to the endpoint of
+/// the `ARCHMAX_API_*` variables when they set one. Without those tables this is
+/// [`endpoint_with_retries`]. A provider whose key variable is unset refuses, naming it.
+pub fn endpoint_for(
+    settings: &RunnerSettings,
+    get: impl Fn(&str) -> Option<String>,
+    on_retry: Option<RetryObserver>,
+) -> Result<Arc<dyn ModelAdapter>, EndpointError> {
+    if settings.providers.is_empty() && settings.models.is_empty() {
+        return endpoint_with_retries(get, on_retry);
+    }
+    let default = match get(DEFAULT_ENDPOINT_VARIABLE).filter(|value| !value.trim().is_empty()) {
+        Some(_) => Some(endpoint_with_retries(&get, on_retry.clone())?),
+        None => None,
+    };
+    let knobs = OpenAiConfig::knobs_from_env(&get).map_err(EndpointError::Environment)?;
+    let mut adapters: BTreeMap<&str, Arc<dyn ModelAdapter>> = BTreeMap::new();
+    for provider in settings.providers.values() {
+        adapters.insert(&provider.name, provider_adapter(provider, &knobs, &get, on_retry.clone())?);
+    }
+    let mut routes = BTreeMap::new();
+    for route in settings.models.values() {
+        // The configuration reader keeps only routes to declared providers.
+        if let Some(adapter) = adapters.get(route.provider.as_str()) {
+            let target = Route {
+                provider: route.provider.clone(),
+                adapter: Arc::clone(adapter),
+                name: route.provider_model().to_string(),
+            };
+            routes.insert(route.id.clone(), target);
+        }
+    }
+    Ok(Arc::new(Router::new(routes, default, knobs.default_model)))
+}
+
+/// One provider's adapter: the shared knobs, the provider's endpoint, key and headers.
+fn provider_adapter(
+    provider: &Provider,
+    knobs: &OpenAiConfig,
+    get: &impl Fn(&str) -> Option<String>,
+    on_retry: Option<RetryObserver>,
+) -> Result<Arc<dyn ModelAdapter>, EndpointError> {
+    let api_key = match &provider.api_key_env {
+        Some(variable) => get(variable).map(|key| key.trim().to_string()).filter(|key| !key.is_empty()).ok_or_else(
+            || {
+                EndpointError::Environment(ModelError::Configuration(format!(
+                    "provider `{}` of archmax.toml takes its key from {variable}, which is not set: set it in the runner's environment",
+                    provider.name
+                )))
+            },
+        )?,
+        None => String::new(),
+    };
+    let request_timeout = provider.timeout_ms.map_or(knobs.request_timeout, Duration::from_millis);
+    let headers: Vec<(String, String)> =
+        provider.headers.iter().map(|(name, value)| (name.clone(), value.clone())).collect();
+    let client_error = |error: ModelError| {
+        EndpointError::Client(ModelError::Configuration(format!("provider `{}` of archmax.toml: {error}", provider.name)))
+    };
+    let adapter: Arc<dyn ModelAdapter> = match provider.kind {
+        ProviderKind::Anthropic => {
+            let config = AnthropicConfig {
+                base_url: provider.base_url.clone(),
+                api_key,
+                default_model: None,
+                temperature: knobs.temperature,
+                max_tokens: knobs.max_tokens,
+                request_timeout,
+                max_retries: knobs.max_retries,
+                prompt_cache: knobs.prompt_cache,
+                prompt_cache_ttl: knobs.prompt_cache_ttl,
+                streaming: knobs.streaming,
+                headers,
+            };
+            let adapter = AnthropicAdapter::new(config).map_err(client_error)?;
+            Arc::new(match on_retry {
+                Some(observer) => adapter.on_retry(observer),
+                None => adapter,
+            })
+        }
+        ProviderKind::OpenAi | ProviderKind::AzureOpenAi => {
+            let flavor = match provider.kind {
+                ProviderKind::AzureOpenAi => ChatFlavor::Azure {
+                    api_version: provider.api_version.clone().unwrap_or_default(),
+                    deployments: provider.deployments.clone(),
+                },
+                _ => ChatFlavor::OpenAi,
+            };
+            let config = OpenAiConfig {
+                base_url: provider.base_url.clone(),
+                api_key,
+                default_model: None,
+                request_timeout,
+                flavor,
+                headers,
+                ..knobs.clone()
+            };
+            let adapter = OpenAiAdapter::new(config).map_err(client_error)?;
+            Arc::new(match on_retry {
+                Some(observer) => adapter.on_retry(observer),
+                None => adapter,
+            })
+        }
+    };
+    Ok(adapter)
 }
 
 /// Why a tape file could not be replayed.

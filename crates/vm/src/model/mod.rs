@@ -10,8 +10,13 @@
 //! Dependencies point one way: this module uses `session`'s messages, tool calls and
 //! [`TapeReading`]; `session` uses nothing of it.
 
+pub mod anthropic;
+#[cfg(test)]
+pub(crate) mod fake_endpoint;
+pub(crate) mod http;
 pub mod openai;
 pub mod pricing;
+pub mod router;
 #[cfg(feature = "frontend")]
 pub mod record;
 pub(crate) mod stream;
@@ -278,6 +283,12 @@ pub enum ModelError {
     Response(String),
     #[error("the model call timed out after {0:?}")]
     Timeout(Duration),
+    /// A provider's content filter refused the prompt or stopped the answer.
+    #[error("{0}")]
+    ContentFilter(String),
+    /// The model declined to answer (Anthropic's `refusal` stop reason).
+    #[error("the model declined to answer{0}")]
+    Refused(String),
     #[error("{0}")]
     Tape(String),
 }

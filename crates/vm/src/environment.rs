@@ -251,4 +251,69 @@ mod tests {
         assert_eq!(configured_model(table(&[("ARCHMAX_MODEL", "  ")])), None);
         assert_eq!(configured_model(table(&[("ARCHMAX_MODEL", "gpt-4o")])).as_deref(), Some("gpt-4o"));
     }
+
+    fn settings(text: &str) -> RunnerSettings {
+        let (settings, problems) =
+            archmax_config::settings::parse_runner_settings(archmax_program::source::FileId(0), text);
+        assert!(problems.is_empty(), "{problems:?}");
+        settings
+    }
+
+    #[tokio::test]
+    async fn a_routed_id_reaches_its_anthropic_provider_under_the_providers_name() {
+        use crate::model::anthropic::test_server::{Answer, MessagesServer};
+        let server = MessagesServer::start(vec![Answer::text("Hello from Claude.")]).expect("server");
+        let text = format!(
+            "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"CLAUDE_KEY\"\n\
+             [models.\"claude-sonnet\"]\nprovider = \"claude\"\nname = \"claude-sonnet-4-5\"\n",
+            server.base_url
+        );
+        let lookup = |name: &str| (name == "CLAUDE_KEY").then(|| "sk-ant-1".to_string());
+        crate::model::openai::install_tls_provider();
+        let model = endpoint_for(&settings(&text), lookup, None).expect("the endpoints build");
+        let variables = serde_json::json!({});
+        let messages = [crate::session::Message::User { text: "hi".into(), opening: None }];
+        let request = crate::model::ModelRequest {
+            model: Some("claude-sonnet"),
+            role: crate::model::Role::Agent,
+            session: "s1",
+            workflow: "support",
+            state: "triage",
+            variables: &variables,
+            system_static: "static",
+            system_volatile: "",
+            messages: &messages,
+            history: 1,
+            tools: &[],
+            prompt_cache: crate::model::PromptCache::default(),
+            timeout: None,
+            sampling: crate::model::Sampling::default(),
+            tape: None,
+            on_text: None,
+        };
+        assert_eq!(model.call(request).await.expect("an answer").text, "Hello from Claude.");
+        let received = server.received();
+        assert_eq!(received[0].body["model"], "claude-sonnet-4-5");
+        assert_eq!(received[0].header("x-api-key"), Some("sk-ant-1"));
+        assert!(received[0].problems.is_empty(), "{:?}", received[0].problems);
+    }
+
+    #[test]
+    fn a_providers_unset_key_refuses_naming_its_variable_and_no_tables_keep_the_old_endpoint() {
+        let text = "[providers.claude]\nkind = \"anthropic\"\napi_key_env = \"CLAUDE_KEY\"\n";
+        crate::model::openai::install_tls_provider();
+        match endpoint_for(&settings(text), table(&[]), None) {
+            Err(EndpointError::Environment(error)) => {
+                assert!(error.to_string().contains("provider `claude`"), "{error}");
+                assert!(error.to_string().contains("CLAUDE_KEY, which is not set"), "{error}");
+            }
+            Err(other) => panic!("a missing key, got {other}"),
+            Ok(_) => panic!("a provider without its key was accepted"),
+        }
+        // Without the tables the environment's endpoint is all there is, as before.
+        match endpoint_for(&RunnerSettings::default(), table(&[]), None) {
+            Err(EndpointError::Environment(error)) => assert!(error.to_string().contains("ARCHMAX_API_BASE_URL")),
+            _ => panic!("the environment's endpoint is required without tables"),
+        }
+    }
 }

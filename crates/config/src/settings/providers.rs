@@ -273,6 +273,8 @@ impl Reader<'_> {
         let base_url = match (base_url, kind) {
             (Some(url), _) => url,
             (None, ProviderKind::Anthropic) => ANTHROPIC_BASE_URL.to_string(),
+            // A `base_url` written but refused is reported already.
+            (None, _) if self.diagnostics.len() != before => return None,
             (None, _) => {
                 self.error(
                     whole.clone(),
@@ -516,3 +518,137 @@ pub fn check_routes(
 
 /// The variable whose endpoint serves every id no `[models]` entry routes.
 pub const DEFAULT_ENDPOINT_VARIABLE: &str = "ARCHMAX_API_BASE_URL";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::parse_runner_settings;
+
+    const GOOD: &str = r#"
+[providers.claude]
+kind = "anthropic"
+api_key_env = "ANTHROPIC_API_KEY"
+timeout_ms = 60000
+headers = { "x-team" = "support" }
+
+[providers.azure]
+kind = "azure-openai"
+base_url = "https://acme.openai.azure.com"
+api_key_env = "AZURE_OPENAI_KEY"
+api_version = "2024-10-21"
+deployments = { "gpt-4.1" = "prod-gpt41" }
+
+[providers.ollama]
+kind = "openai"
+base_url = "http://localhost:11434/v1"
+
+[models."claude-sonnet"]
+provider = "claude"
+name = "claude-sonnet-4-5"
+
+[models."gpt-4.1"]
+provider = "azure"
+
+[models."llama3.2"]
+provider = "ollama"
+"#;
+
+    fn messages(text: &str) -> Vec<(Code, String)> {
+        parse_runner_settings(FileId(0), text).1.into_iter().map(|found| (found.code, found.message)).collect()
+    }
+
+    #[test]
+    fn providers_and_routes_are_read_with_their_defaults() {
+        let (settings, diagnostics) = parse_runner_settings(FileId(0), GOOD);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        let claude = &settings.providers["claude"];
+        assert_eq!((claude.kind, claude.base_url.as_str()), (ProviderKind::Anthropic, ANTHROPIC_BASE_URL));
+        assert_eq!((claude.timeout_ms, claude.headers["x-team"].as_str()), (Some(60_000), "support"));
+        let azure = &settings.providers["azure"];
+        assert_eq!((azure.api_version.as_deref(), azure.deployments["gpt-4.1"].as_str()), (Some("2024-10-21"), "prod-gpt41"));
+        assert_eq!(settings.providers["ollama"].api_key_env, None);
+        assert_eq!(settings.models["claude-sonnet"].provider_model(), "claude-sonnet-4-5");
+        assert_eq!(settings.models["gpt-4.1"].provider_model(), "gpt-4.1");
+        assert_eq!(settings.models.len(), 3);
+    }
+
+    #[test]
+    fn every_bad_table_is_named_and_left_out() {
+        let text = r#"
+[providers.nokind]
+base_url = "https://x.test"
+
+[providers.odd]
+kind = "bedrock"
+
+[providers.keyed]
+kind = "openai"
+base_url = "https://x.test/v1"
+api_key = "sk-live-123"
+
+[providers.azure]
+kind = "azure-openai"
+base_url = "https://acme.openai.azure.com"
+api_key_env = "AZURE_KEY"
+
+[providers.claude]
+kind = "anthropic"
+
+[providers.local]
+kind = "openai"
+base_url = "ftp://x"
+timout_ms = 5
+
+[models."gpt-4.1"]
+provider = "azur"
+
+[models."x"]
+"#;
+        let found = messages(text);
+        let expected = [
+            (Code::HostConfig, "provider `azure` (azure-openai) names no `api_version`"),
+            (Code::HostConfig, "provider `claude` (anthropic) names no `api_key_env`"),
+            (Code::HostConfig, "provider `keyed` writes its key into archmax.toml"),
+            (Code::HostConfig, "the `base_url` of provider `local` is not an http:// or https:// URL"),
+            (Code::HostConfig, "`timout_ms` is not a setting of provider `local`"),
+            (Code::HostConfig, "provider `nokind` names no `kind`"),
+            (Code::HostConfig, "provider `odd` has the kind `bedrock`"),
+            (Code::UnknownProvider, "model `gpt-4.1` names the provider `azur`, which no `[providers]` table declares"),
+            (Code::HostConfig, "model `x` names no `provider`"),
+        ];
+        for (code, message) in expected {
+            assert!(found.iter().any(|(got, text)| *got == code && text == message), "missing {message:?} in {found:#?}");
+        }
+        assert_eq!(found.len(), expected.len(), "{found:#?}");
+        let settings = parse_runner_settings(FileId(0), text).0;
+        assert!(settings.providers.is_empty() && settings.models.is_empty());
+    }
+
+    fn used(id: &str) -> ModelUse {
+        ModelUse { id: id.into(), span: Span::new(FileId(1), 0, 1), workflow: "support".into() }
+    }
+
+    #[test]
+    fn routes_are_judged_against_the_environment() {
+        let settings = parse_runner_settings(FileId(0), GOOD).0;
+        let uses = [used("claude-sonnet"), used("gpt-4.1"), used("o4-mini"), used("o4-mini")];
+        let only_claude = |name: &str| (name == "ANTHROPIC_API_KEY").then(|| "sk-ant".to_string());
+        let found: Vec<(Code, String)> =
+            check_routes(&settings, &uses, only_claude).into_iter().map(|found| (found.code, found.message)).collect();
+        assert_eq!(
+            found,
+            [
+                (Code::ProviderKeyUnset, "provider `azure` takes its key from AZURE_OPENAI_KEY, which is not set".to_string()),
+                (
+                    Code::UnroutedModel,
+                    "no route serves the model `o4-mini`: archmax.toml routes `claude-sonnet`, `gpt-4.1` and `llama3.2`, and ARCHMAX_API_BASE_URL is not set".to_string()
+                ),
+            ]
+        );
+        // A default endpoint serves every id no entry routes.
+        let everything = |_: &str| Some("set".to_string());
+        assert!(check_routes(&settings, &uses, everything).is_empty());
+        // Without the tables the environment's endpoint serves every id, as it always has.
+        assert!(check_routes(&RunnerSettings::default(), &uses, |_| None).is_empty());
+    }
+}

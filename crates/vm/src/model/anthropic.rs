@@ -18,6 +18,8 @@
 //! and state instructions) each carry a `cache_control` breakpoint with the workflow's TTL.
 
 pub(crate) mod stream;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_server;
 
 use std::fmt;
 use std::time::Duration;

@@ -1133,6 +1133,73 @@ mod tests {
         assert!(description.contains("never call"), "{description}");
     }
 
+    fn azure(base_url: &str) -> OpenAiConfig {
+        let deployments = BTreeMap::from([("gpt-4.1".to_string(), "prod gpt41".to_string())]);
+        OpenAiConfig {
+            flavor: ChatFlavor::Azure { api_version: "2024-10-21".into(), deployments },
+            headers: vec![("x-team".into(), "support".into())],
+            ..config(base_url)
+        }
+    }
+
+    #[tokio::test]
+    async fn azure_calls_go_to_the_models_deployment_with_the_api_version_and_the_api_key_header() {
+        let server = FakeEndpoint::start(vec![ok(text_answer("from azure")), ok(text_answer("again"))]).await;
+        let root = server.base_url.trim_end_matches("/v1").to_string();
+        let adapter = adapter(azure(&format!("{root}/")));
+        let mut call = Call::new();
+        call.model = Some("gpt-4.1");
+        assert_eq!(adapter.call(call.request()).await.expect("answer").text, "from azure");
+        call.model = Some("gpt-4o-mini");
+        adapter.call(call.request()).await.expect("answer");
+        let requests = server.requests();
+        assert_eq!(requests[0].method, "POST");
+        assert_eq!(requests[0].path, "/openai/deployments/prod%20gpt41/chat/completions?api-version=2024-10-21");
+        assert_eq!(requests[1].path, "/openai/deployments/gpt-4o-mini/chat/completions?api-version=2024-10-21");
+        for request in &requests {
+            assert_eq!(request.header("api-key"), Some("sk-test"));
+            assert_eq!(request.header("authorization"), None, "Azure takes its key in api-key only");
+            assert_eq!(request.header("x-team"), Some("support"));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_content_filters_refusal_is_reported_as_such_and_not_retried() {
+        let filtered = json!({ "error": {
+            "code": "content_filter",
+            "message": "The response was filtered due to the prompt triggering content management policy.",
+            "innererror": { "code": "ResponsibleAIPolicyViolation", "content_filter_result": { "hate": { "filtered": true, "severity": "high" } } },
+        } });
+        let stopped = json!({
+            "choices": [{ "index": 0, "finish_reason": "content_filter", "message": { "role": "assistant", "content": "Part of" } }],
+        });
+        let server = FakeEndpoint::start(vec![status(400, &filtered.to_string()), ok(stopped)]).await;
+        let root = server.base_url.trim_end_matches("/v1").to_string();
+        let adapter = adapter(azure(&root));
+        match adapter.call(Call::new().request()).await {
+            Err(ModelError::ContentFilter(message)) => {
+                assert!(message.contains("content filter refused the prompt"), "{message}");
+                assert!(message.contains("content management policy"), "{message}");
+            }
+            other => panic!("a content-filter refusal, got {other:?}"),
+        }
+        match adapter.call(Call::new().request()).await {
+            Err(ModelError::ContentFilter(message)) => {
+                assert!(message.contains("stopped the answer after 7 characters"), "{message}")
+            }
+            other => panic!("a filtered answer, got {other:?}"),
+        }
+        assert_eq!(server.requests().len(), 2, "neither is retried");
+    }
+
+    #[tokio::test]
+    async fn a_provider_without_a_key_sends_no_authorization() {
+        let server = FakeEndpoint::start(vec![ok(text_answer("local"))]).await;
+        let adapter = adapter(OpenAiConfig { api_key: String::new(), ..config(&server.base_url) });
+        adapter.call(Call::new().request()).await.expect("answer");
+        assert_eq!(server.requests()[0].header("authorization"), None);
+    }
+
     #[tokio::test]
     async fn a_plain_request_has_no_tools_and_falls_back_to_the_default_model() {
         let server = FakeEndpoint::start(vec![ok(text_answer("hi"))]).await;

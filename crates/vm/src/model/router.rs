@@ -93,3 +93,92 @@ impl ModelAdapter for Router {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::{ModelResponse, Role, Sampling};
+
+    /// An adapter that answers with the name it was called under and which it is.
+    struct Named {
+        which: &'static str,
+        asked: Mutex<Vec<Option<String>>>,
+    }
+
+    impl ModelAdapter for Named {
+        fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
+            self.asked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(request.model.map(str::to_string));
+            let text = format!("{}:{}", self.which, request.model.unwrap_or("-"));
+            Box::pin(async move { Ok(ModelResponse { text, ..ModelResponse::default() }) })
+        }
+    }
+
+    fn named(which: &'static str) -> Arc<Named> {
+        Arc::new(Named { which, asked: Mutex::default() })
+    }
+
+    async fn ask(router: &Router, model: Option<&str>) -> Result<String, ModelError> {
+        let variables = json!({});
+        let request = ModelRequest {
+            model,
+            role: Role::Agent,
+            session: "s1",
+            workflow: "support",
+            state: "triage",
+            variables: &variables,
+            system_static: "",
+            system_volatile: "",
+            messages: &[],
+            history: 0,
+            tools: &[],
+            prompt_cache: PromptCache::default(),
+            timeout: None,
+            sampling: Sampling::default(),
+            tape: None,
+            on_text: None,
+        };
+        router.call(request).await.map(|answer| answer.text)
+    }
+
+    fn route(provider: &str, adapter: Arc<Named>, name: &str) -> Route {
+        Route { provider: provider.to_string(), adapter, name: name.to_string() }
+    }
+
+    #[tokio::test]
+    async fn each_id_goes_to_its_provider_under_the_providers_name_and_the_rest_to_the_default() {
+        let (claude, azure, default) = (named("claude"), named("azure"), named("default"));
+        let routes = BTreeMap::from([
+            ("claude-sonnet".to_string(), route("claude", claude.clone(), "claude-sonnet-4-5-20250929")),
+            ("gpt-4.1".to_string(), route("azure", azure.clone(), "gpt-4.1")),
+        ]);
+        let router = Router::new(routes, Some(default.clone() as Arc<dyn ModelAdapter>), Some("claude-sonnet".into()));
+        assert_eq!(ask(&router, Some("claude-sonnet")).await.ok().as_deref(), Some("claude:claude-sonnet-4-5-20250929"));
+        assert_eq!(ask(&router, Some(" gpt-4.1 ")).await.ok().as_deref(), Some("azure:gpt-4.1"));
+        assert_eq!(ask(&router, Some("o4-mini")).await.ok().as_deref(), Some("default:o4-mini"));
+        // A call that names no model runs on the default model, routed like any other.
+        assert_eq!(ask(&router, None).await.ok().as_deref(), Some("claude:claude-sonnet-4-5-20250929"));
+        assert_eq!(default.asked.lock().map(|asked| asked.len()).unwrap_or_default(), 1);
+    }
+
+    #[tokio::test]
+    async fn without_a_default_an_unrouted_id_fails_before_anything_is_sent() {
+        let claude = named("claude");
+        let routes = BTreeMap::from([("claude-sonnet".to_string(), route("claude", claude.clone(), "claude-sonnet"))]);
+        let router = Router::new(routes, None, None);
+        match ask(&router, Some("gpt-4.1")).await {
+            Err(ModelError::Configuration(message)) => {
+                assert!(message.contains("no route serves the model `gpt-4.1`"), "{message}");
+                assert!(message.contains("`claude-sonnet`"), "{message}");
+            }
+            other => panic!("a configuration error, got {other:?}"),
+        }
+        assert!(matches!(ask(&router, None).await, Err(ModelError::Configuration(message)) if message.contains("no model")));
+        assert!(claude.asked.lock().is_ok_and(|asked| asked.is_empty()));
+        let plan = router.cache_plan(Some("gpt-4.1"), PromptCache::default());
+        assert_eq!(plan.strategy, "unsupported");
+    }
+}

@@ -15,7 +15,9 @@
 //!
 //! Prompt caching is placed, not approximated: with caching on, the last tool definition
 //! and the static system block (the compiler's precomputed prefix: platform prompt, workflow
-//! and state instructions) each carry a `cache_control` breakpoint with the workflow's TTL.
+//! and state instructions) each carry a `cache_control` breakpoint with the workflow's TTL,
+//! and the note tool is declared from the first call on, so a session's first note does
+//! not move the prefix.
 
 pub(crate) mod stream;
 #[cfg(any(test, feature = "test-support"))]
@@ -178,7 +180,9 @@ pub(crate) fn request_body(config: &AnthropicConfig, request: &ModelRequest<'_>,
     let (messages, has_notes) = transcript(request.messages);
 
     let mut tools: Vec<Value> = request.tools.iter().map(tool_definition).collect();
-    if has_notes && !request.tools.iter().any(|tool| tool.name == NOTE_TOOL) {
+    // With caching on the note tool is always declared, so the first note of a session
+    // does not change the cached prefix.
+    if (has_notes || ttl.is_some()) && !request.tools.iter().any(|tool| tool.name == NOTE_TOOL) {
         tools.push(note_tool_definition());
     }
     if let (Some(ttl), Some(Value::Object(last))) = (ttl, tools.last_mut()) {

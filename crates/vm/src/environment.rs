@@ -24,8 +24,8 @@ use archmax_config::settings::providers::{DEFAULT_ENDPOINT_VARIABLE, Provider, P
 use crate::clock::{self, Clock};
 use crate::model::anthropic::{AnthropicAdapter, AnthropicConfig};
 use crate::model::openai::{ChatFlavor, OpenAiAdapter, OpenAiConfig, RetryObserver};
-use crate::model::router::{Route, Router};
 use crate::model::pricing::PricingTable;
+use crate::model::router::{Route, Router};
 #[cfg(feature = "frontend")]
 use crate::model::tape::{Tape, TapeError};
 use crate::model::{ModelAdapter, ModelError};
@@ -131,7 +131,10 @@ fn provider_adapter(
     let headers: Vec<(String, String)> =
         provider.headers.iter().map(|(name, value)| (name.clone(), value.clone())).collect();
     let client_error = |error: ModelError| {
-        EndpointError::Client(ModelError::Configuration(format!("provider `{}` of archmax.toml: {error}", provider.name)))
+        EndpointError::Client(ModelError::Configuration(format!(
+            "provider `{}` of archmax.toml: {error}",
+            provider.name
+        )))
     };
     let adapter: Arc<dyn ModelAdapter> = match provider.kind {
         ProviderKind::Anthropic => {

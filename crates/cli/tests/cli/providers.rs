@@ -75,8 +75,12 @@ fn a_workflow_runs_on_claude_through_the_anthropic_provider() {
         assert_eq!(system[0]["cache_control"], json!({ "type": "ephemeral", "ttl": "5m" }));
         assert!(system[1].get("cache_control").is_none());
         let tools = request.body["tools"].as_array().cloned().unwrap_or_default();
-        let marked: Vec<usize> =
-            tools.iter().enumerate().filter(|(_, tool)| tool.get("cache_control").is_some()).map(|(at, _)| at).collect();
+        let marked: Vec<usize> = tools
+            .iter()
+            .enumerate()
+            .filter(|(_, tool)| tool.get("cache_control").is_some())
+            .map(|(at, _)| at)
+            .collect();
         assert_eq!(marked, [tools.len() - 1], "one breakpoint, on the last tool");
     }
     // The third call answers the second's tool_use with a tool_result.
@@ -123,7 +127,10 @@ fn a_missing_provider_key_refuses_the_run_and_validate_names_it_and_the_unrouted
     let workflow = root.join("workflows/parcel-follow/workflow.yaml");
     let text = std::fs::read_to_string(&workflow).expect("workflow");
     std::fs::write(&workflow, format!("settings:\n  model: gpt-4.1\n{text}")).expect("workflow");
-    let output = command(&root, &["validate", "--format", "json"]).env_remove("ARCHMAX_SUITE_CLAUDE_KEY").output().expect("validate");
+    let output = command(&root, &["validate", "--format", "json"])
+        .env_remove("ARCHMAX_SUITE_CLAUDE_KEY")
+        .output()
+        .expect("validate");
     let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
     let codes: Vec<&str> = report["workflows"]
         .as_array()

@@ -134,9 +134,7 @@ pub fn schema() -> Value {
 }
 
 fn provider() -> Value {
-    let string_table = |description: &str| {
-        json!({ "type": "object", "description": description, "additionalProperties": { "type": "string", "minLength": 1 } })
-    };
+    let string_table = |description: &str| json!({ "type": "object", "description": description, "additionalProperties": { "type": "string", "minLength": 1 } });
     closed(
         "One model provider.",
         &[
@@ -150,7 +148,10 @@ fn provider() -> Value {
                 json!({ "type": "string", "pattern": ENV_NAME, "description": "The variable holding the key (required but for `openai`)." }),
             ),
             ("headers", string_table("Extra headers sent with every request.")),
-            ("timeout_ms", timeout("The bound on each attempt, in milliseconds (default: ARCHMAX_REQUEST_TIMEOUT_MS).")),
+            (
+                "timeout_ms",
+                timeout("The bound on each attempt, in milliseconds (default: ARCHMAX_REQUEST_TIMEOUT_MS)."),
+            ),
             ("api_version", nonempty("Azure OpenAI's `api-version` (required for `azure-openai`).")),
             ("deployments", string_table("Azure OpenAI: model name → the deployment serving it (default: the name).")),
         ],

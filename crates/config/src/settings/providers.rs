@@ -402,17 +402,25 @@ impl Reader<'_> {
     ) -> Option<ModelRoute> {
         let model = id.get_ref().trim().to_string();
         if model.is_empty() {
-            self.error(id.span(), "a `[models]` table has an empty id".to_string(), "key it by the model id workflows name");
+            self.error(
+                id.span(),
+                "a `[models]` table has an empty id".to_string(),
+                "key it by the model id workflows name",
+            );
             return None;
         }
         let table = self.table(value, &format!("model `{model}`"), "write `[models.\"<id>\"]` with `provider`")?;
         let (mut provider, mut name) = (None, None);
         for (key, item) in table.iter() {
             match key.get_ref().as_ref() {
-                "provider" => provider = Some((self.string(item, &format!("`provider` of model `{model}`"))?, item.span())),
+                "provider" => {
+                    provider = Some((self.string(item, &format!("`provider` of model `{model}`"))?, item.span()))
+                }
                 "name" => name = Some(self.string(item, &format!("`name` of model `{model}`"))?),
                 other => {
-                    let close = did_you_mean(other, MODEL_KEYS).map(|close| format!("did you mean `{close}`? ")).unwrap_or_default();
+                    let close = did_you_mean(other, MODEL_KEYS)
+                        .map(|close| format!("did you mean `{close}`? "))
+                        .unwrap_or_default();
                     self.error(
                         key.span(),
                         format!("`{other}` is not a setting of model `{model}`"),
@@ -439,8 +447,12 @@ impl Reader<'_> {
             };
             let span = self.span(at);
             self.diagnostics.push(
-                Diagnostic::at(Code::UnknownProvider, span, format!("model `{model}` names the provider `{provider}`, which no `[providers]` table declares"))
-                    .with_help(help),
+                Diagnostic::at(
+                    Code::UnknownProvider,
+                    span,
+                    format!("model `{model}` names the provider `{provider}`, which no `[providers]` table declares"),
+                )
+                .with_help(help),
             );
             return None;
         }
@@ -450,7 +462,8 @@ impl Reader<'_> {
 
 /// Whether `name` can name a provider: letters, digits, `-` and `_`.
 fn is_route_name(name: &str) -> bool {
-    !name.is_empty() && name.chars().all(|character| character.is_ascii_alphanumeric() || matches!(character, '-' | '_'))
+    !name.is_empty()
+        && name.chars().all(|character| character.is_ascii_alphanumeric() || matches!(character, '-' | '_'))
 }
 
 /// A model id a workflow names, and where.
@@ -565,7 +578,10 @@ provider = "ollama"
         assert_eq!((claude.kind, claude.base_url.as_str()), (ProviderKind::Anthropic, ANTHROPIC_BASE_URL));
         assert_eq!((claude.timeout_ms, claude.headers["x-team"].as_str()), (Some(60_000), "support"));
         let azure = &settings.providers["azure"];
-        assert_eq!((azure.api_version.as_deref(), azure.deployments["gpt-4.1"].as_str()), (Some("2024-10-21"), "prod-gpt41"));
+        assert_eq!(
+            (azure.api_version.as_deref(), azure.deployments["gpt-4.1"].as_str()),
+            (Some("2024-10-21"), "prod-gpt41")
+        );
         assert_eq!(settings.providers["ollama"].api_key_env, None);
         assert_eq!(settings.models["claude-sonnet"].provider_model(), "claude-sonnet-4-5");
         assert_eq!(settings.models["gpt-4.1"].provider_model(), "gpt-4.1");
@@ -617,7 +633,10 @@ provider = "azur"
             (Code::HostConfig, "model `x` names no `provider`"),
         ];
         for (code, message) in expected {
-            assert!(found.iter().any(|(got, text)| *got == code && text == message), "missing {message:?} in {found:#?}");
+            assert!(
+                found.iter().any(|(got, text)| *got == code && text == message),
+                "missing {message:?} in {found:#?}"
+            );
         }
         assert_eq!(found.len(), expected.len(), "{found:#?}");
         let settings = parse_runner_settings(FileId(0), text).0;

@@ -32,7 +32,9 @@ use serde_json::{Map, Value, json};
 
 use super::http::{self, Endpoint, Wire};
 use super::openai::{NOTE_TOOL, RetryObserver, error_text, excerpt, parse_usage};
-use super::{CachePlan, ModelAdapter, ModelError, ModelFuture, ModelRequest, ModelResponse, PromptCache, ToolDefinition};
+use super::{
+    CachePlan, ModelAdapter, ModelError, ModelFuture, ModelRequest, ModelResponse, PromptCache, ToolDefinition,
+};
 use crate::session::{Message, ToolCall, ToolStatus};
 
 /// The API version every request names.
@@ -88,7 +90,11 @@ pub struct AnthropicAdapter {
 
 impl fmt::Debug for AnthropicAdapter {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.debug_struct("AnthropicAdapter").field("config", &self.config).field("url", &self.url).finish_non_exhaustive()
+        formatter
+            .debug_struct("AnthropicAdapter")
+            .field("config", &self.config)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
     }
 }
 
@@ -159,7 +165,11 @@ impl ModelAdapter for AnthropicAdapter {
 
     fn cache_plan(&self, _model: Option<&str>, cache: PromptCache<'_>) -> CachePlan {
         let ttl = cache_ttl(&self.config, &cache);
-        CachePlan { enabled: ttl.is_some(), ttl: ttl.map(str::to_string), strategy: if ttl.is_some() { "anthropic" } else { "off" } }
+        CachePlan {
+            enabled: ttl.is_some(),
+            ttl: ttl.map(str::to_string),
+            strategy: if ttl.is_some() { "anthropic" } else { "off" },
+        }
     }
 }
 
@@ -296,7 +306,8 @@ fn transcript(messages: &[Message]) -> (Vec<Value>, bool) {
         }
     }
     held.drain(..).for_each(|note| turns.note(note));
-    let messages = turns.messages.into_iter().map(|(role, content)| json!({ "role": role, "content": content })).collect();
+    let messages =
+        turns.messages.into_iter().map(|(role, content)| json!({ "role": role, "content": content })).collect();
     (messages, has_notes)
 }
 

@@ -11,7 +11,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-
 /// What the fake endpoint answers to one request.
 #[derive(Clone, Debug)]
 pub(crate) enum Reply {
@@ -248,7 +247,6 @@ async fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Se
     buffer.drain(..head_end + 4 + length);
     Some(Seen { method, path, headers, body })
 }
-
 
 /// The resolution of tokio's timers (a deadline is rounded up to the next millisecond),
 /// and the step of the test clock.

@@ -313,9 +313,10 @@ pub(super) fn client() -> Result<reqwest::Client, ModelError> {
             "no TLS crypto provider is installed in this process: the host installs one at start-up, for example with `archmax_vm::model::openai::install_tls_provider()` (the archmax binary does)".into(),
         ));
     }
-    reqwest::Client::builder().user_agent(concat!("archmax/", env!("CARGO_PKG_VERSION"))).build().map_err(|error| {
-        ModelError::Configuration(format!("the HTTP client could not be built: {}", describe(&error)))
-    })
+    reqwest::Client::builder()
+        .user_agent(concat!("archmax/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|error| ModelError::Configuration(format!("the HTTP client could not be built: {}", describe(&error))))
 }
 
 /// Headers from configured `(name, value)` pairs, each checked.

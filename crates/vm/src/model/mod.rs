@@ -18,9 +18,9 @@ pub(crate) mod fake_endpoint;
 pub(crate) mod http;
 pub mod openai;
 pub mod pricing;
-pub mod router;
 #[cfg(feature = "frontend")]
 pub mod record;
+pub mod router;
 pub(crate) mod stream;
 #[cfg(feature = "frontend")]
 pub mod tape;

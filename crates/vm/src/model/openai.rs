@@ -39,13 +39,13 @@ use crate::session::{Message, ToolCall, ToolStatus};
 
 mod answer;
 
+use super::http::{self, Endpoint, Wire};
+#[cfg(test)]
+use super::http::{BACKOFF_BASE, backoff_delay, jitter, parse_retry_after};
 pub(super) use answer::{
     CONTENT_FILTER, content_filter_refusal, content_text, error_text, filtered_answer, parse_response, parse_usage,
     tool_call,
 };
-use super::http::{self, Endpoint, Wire};
-#[cfg(test)]
-use super::http::{BACKOFF_BASE, backoff_delay, jitter, parse_retry_after};
 
 /// The function runtime notes are shown as: the compiler's tool vocabulary names it.
 pub use archmax_program::tools::NOTE_TOOL;
@@ -202,7 +202,7 @@ impl OpenAiConfig {
             max_retries,
             prompt_cache,
             prompt_cache_ttl,
-            pricing: PricingTable::from_env(&get)?,
+            pricing: PricingTable::from_env(get)?,
             flavor: ChatFlavor::OpenAi,
             headers: Vec::new(),
         })
@@ -635,7 +635,6 @@ mod tests {
     use crate::session::NoteKind;
 
     // -- fixtures ------------------------------------------------------------------------
-
 
     fn config(base_url: &str) -> OpenAiConfig {
         OpenAiConfig {

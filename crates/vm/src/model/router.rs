@@ -30,8 +30,11 @@ pub struct Router {
 
 impl std::fmt::Debug for Router {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let routes: BTreeMap<&str, (&str, &str)> =
-            self.routes.iter().map(|(id, route)| (id.as_str(), (route.provider.as_str(), route.name.as_str()))).collect();
+        let routes: BTreeMap<&str, (&str, &str)> = self
+            .routes
+            .iter()
+            .map(|(id, route)| (id.as_str(), (route.provider.as_str(), route.name.as_str())))
+            .collect();
         formatter
             .debug_struct("Router")
             .field("routes", &routes)
@@ -111,7 +114,10 @@ mod tests {
 
     impl ModelAdapter for Named {
         fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
-            self.asked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(request.model.map(str::to_string));
+            self.asked
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(request.model.map(str::to_string));
             let text = format!("{}:{}", self.which, request.model.unwrap_or("-"));
             Box::pin(async move { Ok(ModelResponse { text, ..ModelResponse::default() }) })
         }
@@ -156,7 +162,10 @@ mod tests {
             ("gpt-4.1".to_string(), route("azure", azure.clone(), "gpt-4.1")),
         ]);
         let router = Router::new(routes, Some(default.clone() as Arc<dyn ModelAdapter>), Some("claude-sonnet".into()));
-        assert_eq!(ask(&router, Some("claude-sonnet")).await.ok().as_deref(), Some("claude:claude-sonnet-4-5-20250929"));
+        assert_eq!(
+            ask(&router, Some("claude-sonnet")).await.ok().as_deref(),
+            Some("claude:claude-sonnet-4-5-20250929")
+        );
         assert_eq!(ask(&router, Some(" gpt-4.1 ")).await.ok().as_deref(), Some("azure:gpt-4.1"));
         assert_eq!(ask(&router, Some("o4-mini")).await.ok().as_deref(), Some("default:o4-mini"));
         // A call that names no model runs on the default model, routed like any other.
@@ -176,7 +185,9 @@ mod tests {
             }
             other => panic!("a configuration error, got {other:?}"),
         }
-        assert!(matches!(ask(&router, None).await, Err(ModelError::Configuration(message)) if message.contains("no model")));
+        assert!(
+            matches!(ask(&router, None).await, Err(ModelError::Configuration(message)) if message.contains("no model"))
+        );
         assert!(claude.asked.lock().is_ok_and(|asked| asked.is_empty()));
         let plan = router.cache_plan(Some("gpt-4.1"), PromptCache::default());
         assert_eq!(plan.strategy, "unsupported");

@@ -223,6 +223,20 @@ impl Assembler {
     }
 }
 
+impl super::http::StreamAssembler for Assembler {
+    fn feed(&mut self, bytes: &[u8], on_text: &mut dyn FnMut(&str, Option<&str>)) -> Result<(), ModelError> {
+        Assembler::feed(self, bytes, on_text)
+    }
+
+    fn forwarded(&self) -> usize {
+        Assembler::forwarded(self)
+    }
+
+    fn finish(self: Box<Self>) -> Result<ModelResponse, ModelError> {
+        Assembler::finish(*self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,19 +343,5 @@ mod tests {
         let odd = ": keep-alive\r\nevent: message\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\r\n\r\ndata: [DONE]";
         let (answer, pieces) = read(odd.as_bytes(), 3);
         assert_eq!((answer.expect("answer").text, pieces), ("Hi".to_string(), vec!["Hi".to_string()]));
-    }
-}
-
-impl super::http::StreamAssembler for Assembler {
-    fn feed(&mut self, bytes: &[u8], on_text: &mut dyn FnMut(&str, Option<&str>)) -> Result<(), ModelError> {
-        Assembler::feed(self, bytes, on_text)
-    }
-
-    fn forwarded(&self) -> usize {
-        Assembler::forwarded(self)
-    }
-
-    fn finish(self: Box<Self>) -> Result<ModelResponse, ModelError> {
-        Assembler::finish(*self)
     }
 }

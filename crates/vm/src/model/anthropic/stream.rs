@@ -33,7 +33,11 @@ const PASSING_ERRORS: [&str; 3] = ["overloaded_error", "rate_limit_error", "api_
 /// One content block being put together.
 enum Block {
     Text(String),
-    ToolUse { id: String, name: String, input: String },
+    ToolUse {
+        id: String,
+        name: String,
+        input: String,
+    },
     /// Thinking and other blocks the runtime does not keep.
     Other,
 }
@@ -94,7 +98,9 @@ impl Assembler {
                 let block = event.get("content_block").unwrap_or(&Value::Null);
                 let started = match block.get("type").and_then(Value::as_str) {
                     Some("text") => Block::Text(String::new()),
-                    Some("tool_use") => Block::ToolUse { id: text(block, "id"), name: text(block, "name"), input: String::new() },
+                    Some("tool_use") => {
+                        Block::ToolUse { id: text(block, "id"), name: text(block, "name"), input: String::new() }
+                    }
                     _ => Block::Other,
                 };
                 self.blocks.insert(index, started);

@@ -125,13 +125,19 @@ impl MessagesServer {
 }
 
 fn serve(mut stream: TcpStream, shared: &Shared) {
-    let Some((method, path, headers, bytes)) = read_request(&mut stream) else { return };
+    let Some(Raw { method, path, headers, bytes }) = read_request(&mut stream) else { return };
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let problems = check(&method, &path, &headers, &body);
     let usage = cache_usage(shared, &body);
     let streaming = body.get("stream").and_then(Value::as_bool) == Some(true);
     let model = body.get("model").and_then(Value::as_str).unwrap_or("claude-test").to_string();
-    shared.received.lock().unwrap_or_else(PoisonError::into_inner).push(Received { method, path, headers, body, problems });
+    shared.received.lock().unwrap_or_else(PoisonError::into_inner).push(Received {
+        method,
+        path,
+        headers,
+        body,
+        problems,
+    });
     let reply = shared.script.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
     let written = match reply {
         None => respond(&mut stream, 500, &[], &error_body("api_error", "the test server's script is exhausted")),
@@ -144,7 +150,10 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
         Some(Scripted::ErrorMidStream { text, error_type }) => {
             let mut sent = opening(&model, &usage);
             sent.extend(text_block(0, &text));
-            sent.push(("error", json!({ "type": "error", "error": { "type": error_type, "message": "scripted failure" } })));
+            sent.push((
+                "error",
+                json!({ "type": "error", "error": { "type": error_type, "message": "scripted failure" } }),
+            ));
             stream_events(&mut stream, &sent)
         }
         Some(Scripted::CutMidStream { text }) => {
@@ -201,8 +210,10 @@ fn opening(model: &str, usage: &Value) -> Vec<(&'static str, Value)> {
 /// A text block's events, its text in two deltas.
 fn text_block(index: usize, text: &str) -> Vec<(&'static str, Value)> {
     let middle = text.char_indices().nth(text.chars().count() / 2).map_or(text.len(), |(at, _)| at);
-    let mut events =
-        vec![("content_block_start", json!({ "type": "content_block_start", "index": index, "content_block": { "type": "text", "text": "" } }))];
+    let mut events = vec![(
+        "content_block_start",
+        json!({ "type": "content_block_start", "index": index, "content_block": { "type": "text", "text": "" } }),
+    )];
     for piece in [&text[..middle], &text[middle..]].into_iter().filter(|piece| !piece.is_empty()) {
         events.push((
             "content_block_delta",
@@ -272,9 +283,12 @@ fn whole(answer: &Answer, model: &str, usage: &Value) -> String {
 fn cache_usage(shared: &Shared, body: &Value) -> Value {
     let mut prefix = Vec::new();
     let mut cached_upto = 0;
-    let blocks = body.get("tools").and_then(Value::as_array).into_iter().flatten().chain(
-        body.get("system").and_then(Value::as_array).into_iter().flatten(),
-    );
+    let blocks = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .chain(body.get("system").and_then(Value::as_array).into_iter().flatten());
     for block in blocks {
         prefix.push(block.to_string());
         if block.get("cache_control").is_some() {
@@ -318,7 +332,8 @@ fn check(method: &str, path: &str, headers: &[(String, String)], body: &Value) -
         problems.push("no positive `max_tokens`".into());
     }
     for tool in body.get("tools").and_then(Value::as_array).into_iter().flatten() {
-        if tool.get("name").and_then(Value::as_str).is_none() || !tool.get("input_schema").is_some_and(Value::is_object) {
+        if tool.get("name").and_then(Value::as_str).is_none() || !tool.get("input_schema").is_some_and(Value::is_object)
+        {
             problems.push(format!("a tool without `name` or `input_schema`: {tool}"));
         }
     }
@@ -327,7 +342,9 @@ fn check(method: &str, path: &str, headers: &[(String, String)], body: &Value) -
         .iter()
         .filter_map(|key| body.get(*key).and_then(Value::as_array))
         .flatten()
-        .flat_map(|item| std::iter::once(item).chain(item.get("content").and_then(Value::as_array).into_iter().flatten()))
+        .flat_map(|item| {
+            std::iter::once(item).chain(item.get("content").and_then(Value::as_array).into_iter().flatten())
+        })
         .filter_map(|item| item.get("cache_control"))
         .collect();
     if breakpoints.len() > 4 {
@@ -391,7 +408,15 @@ fn check_turns(messages: Option<&Value>, problems: &mut Vec<String>) {
     }
 }
 
-fn read_request(stream: &mut TcpStream) -> Option<(String, String, Vec<(String, String)>, Vec<u8>)> {
+/// One request's parts as read off the wire.
+struct Raw {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    bytes: Vec<u8>,
+}
+
+fn read_request(stream: &mut TcpStream) -> Option<Raw> {
     let mut buffer = Vec::new();
     let head_end = loop {
         if let Some(at) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
@@ -419,5 +444,5 @@ fn read_request(stream: &mut TcpStream) -> Option<(String, String, Vec<(String, 
         let read = stream.read(&mut chunk).ok().filter(|read| *read > 0)?;
         buffer.extend_from_slice(&chunk[..read]);
     }
-    Some((method, path, headers, buffer[head_end + 4..head_end + 4 + length].to_vec()))
+    Some(Raw { method, path, headers, bytes: buffer[head_end + 4..head_end + 4 + length].to_vec() })
 }

@@ -1,7 +1,7 @@
 //! The Anthropic adapter against the in-suite Messages server ([`super::test_server`]).
 
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -41,10 +41,19 @@ fn conversation() -> Vec<Message> {
         Message::User { text: "Where is order ORD-1042?".into(), opening: None },
         Message::Assistant {
             text: "Looking it up.".into(),
-            tool_calls: vec![ToolCall { id: "toolu_1".into(), name: "read_file".into(), args: json!({ "file_path": "orders.json" }) }],
+            tool_calls: vec![ToolCall {
+                id: "toolu_1".into(),
+                name: "read_file".into(),
+                args: json!({ "file_path": "orders.json" }),
+            }],
         },
         Message::Note { kind: NoteKind::Decision, call_id: "note_1".into(), text: "read_file allowed".into() },
-        Message::Tool { call_id: "toolu_1".into(), name: "read_file".into(), content: "no such file".into(), status: ToolStatus::Error },
+        Message::Tool {
+            call_id: "toolu_1".into(),
+            name: "read_file".into(),
+            content: "no such file".into(),
+            status: ToolStatus::Error,
+        },
         Message::User { text: "Try the archive.".into(), opening: None },
     ]
 }
@@ -101,7 +110,8 @@ impl Call {
 /// Calls `adapter` once, collecting the text handed on.
 async fn call(adapter: &AnthropicAdapter, call: &Call) -> (Result<ModelResponse, ModelError>, Vec<String>) {
     let pieces = Mutex::new(Vec::new());
-    let keep = |text: &str, _: Option<&str>| pieces.lock().unwrap_or_else(PoisonError::into_inner).push(text.to_string());
+    let keep =
+        |text: &str, _: Option<&str>| pieces.lock().unwrap_or_else(PoisonError::into_inner).push(text.to_string());
     let answer = adapter.call(call.request(Some(TextSink(&keep)))).await;
     (answer, pieces.into_inner().unwrap_or_else(PoisonError::into_inner))
 }
@@ -148,7 +158,8 @@ async fn a_streamed_tool_use_answer_comes_together_from_a_well_formed_request() 
         ])
     );
     // The tool definitions: the state's, then the note tool, the breakpoint on the last.
-    let names: Vec<&str> = body["tools"].as_array().into_iter().flatten().filter_map(|tool| tool["name"].as_str()).collect();
+    let names: Vec<&str> =
+        body["tools"].as_array().into_iter().flatten().filter_map(|tool| tool["name"].as_str()).collect();
     assert_eq!(names, ["read_file", "grep", NOTE_TOOL]);
     let marked: Vec<&str> = body["tools"]
         .as_array()
@@ -235,7 +246,10 @@ async fn max_tokens_comes_from_the_calls_model_options_then_the_provider() {
     call(&adapter, &judged).await.0.expect("a");
     call(&adapter, &Call::new()).await.0.expect("b");
     let received = server.received();
-    assert_eq!((received[0].body["max_tokens"].clone(), received[0].body["temperature"].clone()), (json!(300), json!(0.0)));
+    assert_eq!(
+        (received[0].body["max_tokens"].clone(), received[0].body["temperature"].clone()),
+        (json!(300), json!(0.0))
+    );
     assert_eq!(received[1].body["max_tokens"], 1_000);
 }
 
@@ -305,15 +319,23 @@ async fn a_stream_cut_after_text_fails_and_an_invalid_request_error_is_not_retri
 #[tokio::test]
 async fn a_429_and_an_overload_are_retried_after_the_servers_retry_after() {
     let server = server(vec![
-        Scripted::Status { status: 429, error_type: "rate_limit_error".into(), retry_after: Some(1) },
+        // Retry-After: 0 rather than a real wait: without it the backoff would wait 500 ms or more.
+        Scripted::Status { status: 429, error_type: "rate_limit_error".into(), retry_after: Some(0) },
         Scripted::Status { status: 529, error_type: "overloaded_error".into(), retry_after: Some(0) },
         Answer::text("Third time."),
     ]);
-    let adapter = adapter(config(&server.base_url));
-    let started = Instant::now();
+    let notices = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&notices);
+    let observer: RetryObserver = std::sync::Arc::new(move |notice: &crate::model::openai::RetryNotice| {
+        seen.lock().unwrap_or_else(PoisonError::into_inner).push((notice.attempt, notice.delay, notice.reason.clone()));
+    });
+    let adapter = adapter(config(&server.base_url)).on_retry(observer);
     let answer = call(&adapter, &Call::new()).await.0.expect("the third attempt answers");
     assert_eq!(answer.text, "Third time.");
-    assert!(started.elapsed() >= Duration::from_secs(1), "Retry-After: 1 was honoured ({:?})", started.elapsed());
+    let notices = notices.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let waits: Vec<(u32, Duration)> = notices.iter().map(|(attempt, delay, _)| (*attempt, *delay)).collect();
+    assert_eq!(waits, [(2, Duration::ZERO), (3, Duration::ZERO)], "each Retry-After is the wait");
+    assert!(notices[0].2.contains("429") && notices[1].2.contains("529"), "{notices:?}");
     assert_eq!(server.received().len(), 3);
     assert!(server.received().iter().all(|request| request.problems.is_empty()));
 }
@@ -327,7 +349,12 @@ fn a_usage_in_anthropic_shape_comes_out_with_the_total_input() {
 #[test]
 fn the_base_url_takes_the_messages_path_once() {
     crate::model::openai::install_tls_provider();
-    for base in ["https://api.anthropic.com", "https://api.anthropic.com/", "https://proxy.test/anthropic/v1", "https://proxy.test/v1/messages"] {
+    for base in [
+        "https://api.anthropic.com",
+        "https://api.anthropic.com/",
+        "https://proxy.test/anthropic/v1",
+        "https://proxy.test/v1/messages",
+    ] {
         let adapter = AnthropicAdapter::new(config(base)).expect("adapter");
         assert!(adapter.endpoint().path().ends_with("/v1/messages"), "{base}: {}", adapter.endpoint());
         assert_eq!(adapter.endpoint().path().matches("/v1").count(), 1, "{base}");

@@ -142,3 +142,37 @@ fn a_missing_provider_key_refuses_the_run_and_validate_names_it_and_the_unrouted
     assert_eq!(codes, ["AMX0019", "AMX0018"], "{report}");
     assert_eq!(output.status.code(), Some(0), "both are warnings");
 }
+
+#[test]
+fn a_session_on_claude_is_recorded_as_a_tape_that_replays_offline() {
+    let server = MessagesServer::start(vec![
+        Answer::tool_use(
+            "The carrier says it arrived.",
+            "toolu_adv",
+            "archmax_advance",
+            json!({ "to": "delivered", "reason": "the scan says delivered" }),
+        ),
+        Answer::text("Enjoy your table!"),
+    ])
+    .expect("a loopback server");
+    let root = workspace("providers-record", &server.base_url);
+    let live = command(&root, &["run", "parcel-follow", "Has it arrived?", "--record", "claude.tape.yaml"])
+        .env("ARCHMAX_SUITE_CLAUDE_KEY", "sk-ant-suite")
+        .env("ARCHMAX_MODEL", "claude-sonnet")
+        .output()
+        .expect("archmax runs");
+    assert!(live.status.success(), "{}", String::from_utf8_lossy(&live.stderr));
+    assert_eq!(server.received().len(), 2);
+    let tape = std::fs::read_to_string(root.join("claude.tape.yaml")).expect("the tape is written");
+    assert!(tape.contains("archmax_advance") && tape.contains("cache_write"), "{tape}");
+
+    // Offline: no key, no server; the tape answers.
+    let replayed = command(&root, &["run", "parcel-follow", "Has it arrived?", "--tape", "claude.tape.yaml"])
+        .env_remove("ARCHMAX_SUITE_CLAUDE_KEY")
+        .env("ARCHMAX_MODEL", "claude-sonnet")
+        .output()
+        .expect("archmax runs");
+    assert!(replayed.status.success(), "{}", String::from_utf8_lossy(&replayed.stderr));
+    assert_eq!(replayed.stdout, live.stdout);
+    assert_eq!(server.received().len(), 2, "the replay sent nothing");
+}

@@ -1,5 +1,5 @@
 //! `[providers.<name>]` and `[models."<id>"]` of `archmax.toml`: which endpoint serves
-//! which model id. Read offline by [`read`]; the environment they name and the model ids
+//! which model id. Read offline by `read`; the environment they name and the model ids
 //! the workflows use are checked by [`check_routes`].
 //!
 //! ```toml

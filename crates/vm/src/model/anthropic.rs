@@ -3,7 +3,7 @@
 //! [`AnthropicAdapter`] turns a [`ModelRequest`] into one `POST {base}/v1/messages` (an
 //! `x-api-key` and an `anthropic-version` header) and the answer's content blocks into a
 //! [`ModelResponse`]: text blocks become the text, `tool_use` blocks the tool calls. It
-//! streams by default ([`stream`] reads the Messages events) and shares with the OpenAI
+//! streams by default (`stream` reads the Messages events) and shares with the OpenAI
 //! adapter everything about getting an answer: bounds, retries, the partial-answer rule
 //! (`super::http`).
 //!

@@ -103,7 +103,8 @@ pub fn load_mocks(path: &Path) -> Result<Vec<archmax_vm::Mock>, String> {
     Ok(parsed.iter().map(archmax_vm::Mock::from).collect())
 }
 
-/// The model: the tape when given, else the configured endpoint.
+/// The model: the tape when given, else the endpoints `archmax.toml` and the environment
+/// configure.
 pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refusal> {
     match options.tape {
         Some(path) => {
@@ -125,8 +126,9 @@ pub fn model(options: &SessionOptions<'_>) -> Result<Arc<dyn ModelAdapter>, Refu
                     notice.reason
                 );
             });
+            let settings = crate::tools::read_settings(options.root).map_err(Refusal)?;
             let endpoint =
-                environment::endpoint_with_retries(get, Some(show)).map_err(|error| Refusal(error.to_string()))?;
+                environment::endpoint_for(&settings, get, Some(show)).map_err(|error| Refusal(error.to_string()))?;
             match options.record {
                 Some(path) => archmax_vm::model::record::Recorder::new(endpoint, path)
                     .map(|recorder| Arc::new(recorder) as Arc<dyn ModelAdapter>)

@@ -220,11 +220,15 @@ fn run_workflow(
     // A model is only needed when some case will call one: skipped cases and case files
     // that do not validate run without.
     let needs_model = selected.iter().any(|case| case.case.as_ref().is_ok_and(|case| case.skip.is_none()));
+    let settings = match crate::tools::read_settings(root) {
+        Ok(settings) => settings,
+        Err(error) => return refused_with(error, 1, cases.len()),
+    };
     let models = if args.replay || !needs_model {
         // The flag that asked for tapes, as the missing-tape reason names it.
         Models::Tapes { tests_dir: tests_dir.clone(), replaying: "--replay".to_string() }
     } else {
-        match environment::endpoint_from_env(process_env) {
+        match environment::endpoint_for(&settings, process_env, None) {
             Ok(endpoint) if args.record => Models::Record { endpoint, tests_dir: tests_dir.clone() },
             Ok(endpoint) => Models::Endpoint(endpoint),
             Err(EndpointError::Environment(error)) => {
@@ -236,10 +240,6 @@ fn run_workflow(
     let ClockAndPricing { clock, pricing } = match ClockAndPricing::from_env(process_env) {
         Ok(from_env) => from_env,
         Err(error) => return refused_with(error.to_string(), 1, cases.len()),
-    };
-    let settings = match crate::tools::read_settings(root) {
-        Ok(settings) => settings,
-        Err(error) => return refused_with(error, 1, cases.len()),
     };
     let tools = match crate::tools::host_tools(root, &settings) {
         Ok(tools) => tools,

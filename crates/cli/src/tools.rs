@@ -112,7 +112,7 @@ pub fn host_tools(root: &Path, settings: &RunnerSettings) -> Result<archmax_vm::
 }
 
 /// `archmax.toml`'s settings as the analysis read it (the diagnostics are the analysis's).
-fn settings(analysis: &Analysis) -> RunnerSettings {
+pub(crate) fn settings(analysis: &Analysis) -> RunnerSettings {
     match analysis.workspace.config_file.filter(|file| analysis.workspace.readable(*file)) {
         Some(file) => parse_runner_settings(file, analysis.sources().text(file)).0,
         None => RunnerSettings::default(),

@@ -1,6 +1,8 @@
 //! `archmax validate [WORKFLOW…] [--root DIR] [--format human|json|sarif|github] [--tools]`.
 //!
-//! Plain `validate` is offline; `--tools` adds the host tool check of [`crate::tools`],
+//! Plain `validate` is offline but for the model routes of `archmax.toml`, checked against
+//! this environment (a provider's key variable, a model id no route serves); `--tools`
+//! adds the host tool check of [`crate::tools`],
 //! which starts the configured MCP servers. A refusal before any report (the workspace
 //! does not load, an unknown workflow name) is still one document under `--format json`.
 
@@ -46,6 +48,14 @@ pub fn run(
         Ok(report) => report,
         Err(error) => return refuse(&error),
     };
+    // What `archmax.toml`'s providers and routes need of this environment.
+    let settings = crate::tools::settings(&analysis);
+    let routes = archmax_config::settings::providers::check_routes(
+        &settings,
+        &analysis.model_uses(),
+        archmax_vm::environment::process_env,
+    );
+    analysis.add_findings(&mut report, &routes);
     let analysis = if tools && report.is_valid() {
         match crate::tools::check(executor, root, analysis, selection, &mut report) {
             Ok(analysis) => analysis,

@@ -221,6 +221,44 @@ impl Analysis {
         Ok(Report { workflows })
     }
 
+    /// The model ids the workflows name, each where it is written: `settings.model`, each
+    /// state's `model`, the case judge's `tests.judge.model`.
+    pub fn model_uses(&self) -> Vec<archmax_config::settings::providers::ModelUse> {
+        let mut uses = Vec::new();
+        for workflow in self.units.iter().filter_map(|unit| unit.workflow.as_ref()) {
+            let named = std::iter::once(&workflow.settings.model)
+                .chain(workflow.states.iter().map(|state| &state.model))
+                .chain(workflow.tests.judge.iter().map(|judge| &judge.model))
+                .flatten();
+            uses.extend(named.map(|model| archmax_config::settings::providers::ModelUse {
+                id: model.value.trim().to_string(),
+                span: model.span,
+                workflow: workflow.slug.clone(),
+            }));
+        }
+        uses
+    }
+
+    /// Adds findings made outside the analysis (against the environment) to `report`:
+    /// each under the workflows its scope names, in the report's order.
+    pub fn add_findings(&self, report: &mut Report, found: &[Diagnostic]) {
+        for workflow in &mut report.workflows {
+            let before = workflow.diagnostics.len();
+            workflow.diagnostics.extend(
+                found
+                    .iter()
+                    .filter(|diagnostic| match &diagnostic.scope {
+                        Scope::Workflow(slug) => *slug == workflow.slug,
+                        _ => true,
+                    })
+                    .cloned(),
+            );
+            if workflow.diagnostics.len() != before {
+                self.sort(&workflow.slug, &mut workflow.diagnostics);
+            }
+        }
+    }
+
     /// The workflows whose skills lists name `slug`; `None` when none does.
     fn names_skill(&self, slug: &str) -> Option<Vec<&str>> {
         let users: Vec<&str> = self

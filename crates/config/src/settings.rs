@@ -2,7 +2,8 @@
 //! (`[connections.<slug>]`), which trigger wakes a workflow's waiting sessions
 //! (`[schedule.<workflow>]`), and which MCP servers provide host tools
 //! (`[mcp_servers.<name>]`, `essential_tools`; read in [`mcp`], documented in the README),
-//! and the sessions' context budgets (`[context]`, read in [`context`]).
+//! the sessions' context budgets (`[context]`, read in [`context`]), and the model
+//! providers and routes (`[providers.<name>]`, `[models."<id>"]`, read in [`providers`]).
 //!
 //! ```toml
 //! [connections.acme-slack]              # the slug a trigger's `connection:` names
@@ -28,6 +29,7 @@
 
 mod context;
 mod mcp;
+pub mod providers;
 
 use std::collections::BTreeMap;
 
@@ -78,6 +80,11 @@ pub struct RunnerSettings {
     pub essential_tool_spans: BTreeMap<String, Span>,
     /// `[context]`: the context budgets of every session (read in [`context`]).
     pub context: ContextSettings,
+    /// `[providers.<name>]`: the model endpoints besides the environment's (read in
+    /// [`providers`]).
+    pub providers: BTreeMap<String, providers::Provider>,
+    /// `[models."<id>"]`: which provider serves which model id.
+    pub models: BTreeMap<String, providers::ModelRoute>,
 }
 
 pub use context::ContextSettings;
@@ -178,6 +185,7 @@ pub fn parse_runner_settings(file: FileId, text: &str) -> (RunnerSettings, Vec<D
     let mut diagnostics = Vec::new();
     mcp::read(file, text, &mut settings, &mut diagnostics);
     context::read(file, text, &mut settings, &mut diagnostics);
+    providers::read(file, text, &mut settings, &mut diagnostics);
     let span = |range: std::ops::Range<usize>| Span::new(file, range.start, range.end);
     let parsed: SettingsFile = match toml::from_str(text) {
         Ok(parsed) => parsed,

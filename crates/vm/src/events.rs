@@ -320,8 +320,10 @@ pub struct ModelCache {
     /// (the adapter's default decides the strategy then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// `anthropic-compat` (a `cache_control` marker on the static block),
-    /// `unsupported` (no marker; whatever the provider caches by itself) or `off`.
+    /// `anthropic` (the native adapter's breakpoints on the last tool and the static
+    /// block), `anthropic-compat` (a `cache_control` marker on the static block over an
+    /// OpenAI-compatible endpoint), `unsupported` (no marker; whatever the provider
+    /// caches by itself) or `off`.
     pub strategy: String,
 }
 

@@ -35,8 +35,9 @@
 //!   `StoreError`, `ListQuery`), its two stores [`session::memory::MemoryStore`] and
 //!   [`session::fs::FsStore`], the session record ([`session::SessionState`]) and its
 //!   JSON forms (`session::summary`, `session::transfer`).
-//! - **The other seams**: [`model::ModelAdapter`] (the OpenAI-compatible adapter in
-//!   `model::openai`), [`tool_host::ToolHost`], [`clock::Clock`]; the host's settings
+//! - **The other seams**: [`model::ModelAdapter`] (the OpenAI-compatible and Azure adapter
+//!   in `model::openai`, Anthropic's in `model::anthropic`, routed by model id through
+//!   `model::router`), [`tool_host::ToolHost`], [`clock::Clock`]; the host's settings
 //!   ([`environment`], [`context`], [`secret_file`]).
 //! - **Events**: [`events::Event`] in an [`events::Envelope`], heard through an
 //!   [`events::EventSink`]'s listeners.

@@ -14,6 +14,7 @@ mod mcp;
 mod migrate;
 mod parks;
 mod postgres;
+mod providers;
 mod record;
 mod schemas;
 mod secrets;

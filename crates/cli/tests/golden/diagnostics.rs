@@ -53,7 +53,13 @@ struct CaseFile {
     tools: bool,
     #[serde(default)]
     refused: bool,
+    #[serde(default)]
+    binary: bool,
 }
+
+/// The environment a `binary = true` case runs in, besides the process's own: one
+/// provider key set, so a case can show another unset.
+const ENVIRONMENT: [(&str, &str); 1] = [("ARCHMAX_GOLDEN_PROVIDER_KEY", "set-for-the-golden-cases")];
 
 fn read_case(case: &Path) -> Result<CaseFile, String> {
     let text = fs::read_to_string(case.join("case.toml")).map_err(|error| format!("no case.toml: {error}"))?;
@@ -72,6 +78,28 @@ struct Output {
 enum Route {
     InProcess,
     Binary,
+    /// Through the binary, in [`ENVIRONMENT`].
+    Environment,
+}
+
+/// `archmax` with [`ENVIRONMENT`], and without the default endpoint's variables.
+fn archmax_in_environment(case: &Path, args: &[&str]) -> crate::support::Run {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_archmax"))
+        .args(args)
+        .current_dir(case)
+        .env("NO_COLOR", "1")
+        .envs(ENVIRONMENT)
+        .env_remove("CLICOLOR_FORCE")
+        .env_remove("ARCHMAX_TRUSTED_KEYS")
+        .env_remove("ARCHMAX_API_BASE_URL")
+        .env_remove("ARCHMAX_API_KEY")
+        .output()
+        .expect("the archmax binary runs");
+    crate::support::Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
 }
 
 /// The human and JSON outputs of `archmax validate --root workspace ARGS…` from `case`.
@@ -87,9 +115,13 @@ fn validate(case: &Path, args: &[String], tools: bool, route: Route) -> (Output,
         command.push("--tools");
     }
     command.extend(args.iter().map(String::as_str));
-    let human = archmax(case, &command);
+    let run = |command: &[&str]| match route {
+        Route::Environment => archmax_in_environment(case, command),
+        _ => archmax(case, command),
+    };
+    let human = run(&command);
     command.extend(["--format", "json"]);
-    let json = archmax(case, &command);
+    let json = run(&command);
     let output = |run: crate::support::Run| Output { code: run.code, stdout: run.stdout, stderr: run.stderr };
     (output(human), output(json))
 }
@@ -116,6 +148,7 @@ fn run_case(case: &Path, route: Route) -> Result<(), Failed> {
     if spec.description.trim().is_empty() {
         return Err("describe the case in case.toml".into());
     }
+    let route = if spec.binary { Route::Environment } else { route };
     let (human, json) = validate(case, &spec.args, spec.tools, route);
     if human.code != json.code {
         return Err(format!("exit {} in human format but {} in JSON", human.code, json.code).into());

@@ -17,7 +17,7 @@ pub fn schema() -> Value {
     document(
         "config.schema.json",
         "archmax.toml",
-        "The host's tables: mounts, webhook connections, schedules, MCP servers, essential tools and context budgets.",
+        "The host's tables: mounts, webhook connections, schedules, MCP servers, essential tools, context budgets and model providers.",
         closed(
             "The whole file.",
             &[
@@ -104,9 +104,58 @@ pub fn schema() -> Value {
                         &[],
                     ),
                 ),
+                (
+                    "providers",
+                    json!({
+                        "type": "object",
+                        "description": "Model endpoints, keyed by name; `[models]` routes model ids to them.",
+                        "additionalProperties": provider(),
+                    }),
+                ),
+                (
+                    "models",
+                    json!({
+                        "type": "object",
+                        "description": "Model ids as workflows name them, routed to a provider; an id no entry routes goes to the endpoint of the ARCHMAX_API_* variables.",
+                        "additionalProperties": closed(
+                            "One model id's route.",
+                            &[
+                                ("provider", nonempty("The `[providers.<name>]` that serves it.")),
+                                ("name", nonempty("The provider's own name for the model (default: the id); for Azure, looked up in `deployments`.")),
+                            ],
+                            &["provider"],
+                        ),
+                    }),
+                ),
             ],
             &[],
         ),
+    )
+}
+
+fn provider() -> Value {
+    let string_table = |description: &str| json!({ "type": "object", "description": description, "additionalProperties": { "type": "string", "minLength": 1 } });
+    closed(
+        "One model provider.",
+        &[
+            ("kind", one_of("The protocol it speaks.", &["openai", "anthropic", "azure-openai"])),
+            (
+                "base_url",
+                json!({ "type": "string", "pattern": "^https?://", "description": "The API root (required but for `anthropic`, which defaults to https://api.anthropic.com)." }),
+            ),
+            (
+                "api_key_env",
+                json!({ "type": "string", "pattern": ENV_NAME, "description": "The variable holding the key (required but for `openai`)." }),
+            ),
+            ("headers", string_table("Extra headers sent with every request.")),
+            (
+                "timeout_ms",
+                timeout("The bound on each attempt, in milliseconds (default: ARCHMAX_REQUEST_TIMEOUT_MS)."),
+            ),
+            ("api_version", nonempty("Azure OpenAI's `api-version` (required for `azure-openai`).")),
+            ("deployments", string_table("Azure OpenAI: model name → the deployment serving it (default: the name).")),
+        ],
+        &["kind"],
     )
 }
 

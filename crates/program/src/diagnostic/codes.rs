@@ -73,6 +73,9 @@ codes! {
     FileRead = "AMX0014", Error, "file-read", "A workspace file could not be read";
     LinkInMount = "AMX0015", Warning, "link-in-mount", "A mount's source holds a symbolic link sessions will not follow";
     HostConfigSuspect = "AMX0016", Warning, "host-config-suspect", "archmax.toml holds a setting that works but is likely a mistake";
+    UnknownProvider = "AMX0017", Error, "unknown-provider", "A model route names a provider archmax.toml does not declare";
+    ProviderKeyUnset = "AMX0018", Warning, "provider-key-unset", "A provider's key variable is not set in this environment";
+    UnroutedModel = "AMX0019", Warning, "unrouted-model", "A model id a workflow names is served by no route";
 
     // 01xx: document shape
     UnknownKey = "AMX0100", Error, "unknown-key", "A key the schema does not define";

@@ -4,16 +4,23 @@
 //! transcript, the state's tool schemas) and an adapter answers with a
 //! [`ModelResponse`] (text, tool calls, usage). [`openai`] speaks the OpenAI-compatible
 //! chat-completions protocol over `reqwest` (any vLLM, Ollama, LiteLLM, OpenRouter or
-//! OpenAI endpoint); [`tape`] replays scripted turns from a YAML file, which makes every
-//! run reproducible offline.
+//! OpenAI endpoint, and Azure OpenAI's deployments); [`anthropic`] speaks Anthropic's
+//! Messages API; both get their answers through `http` (attempts, bounds, retries).
+//! [`router`] sends each model id to the provider `archmax.toml` routes it to; [`tape`]
+//! replays scripted turns from a YAML file, which makes every run reproducible offline.
 //!
 //! Dependencies point one way: this module uses `session`'s messages, tool calls and
 //! [`TapeReading`]; `session` uses nothing of it.
 
+pub mod anthropic;
+#[cfg(test)]
+pub(crate) mod fake_endpoint;
+pub(crate) mod http;
 pub mod openai;
 pub mod pricing;
 #[cfg(feature = "frontend")]
 pub mod record;
+pub mod router;
 pub(crate) mod stream;
 #[cfg(feature = "frontend")]
 pub mod tape;
@@ -278,6 +285,12 @@ pub enum ModelError {
     Response(String),
     #[error("the model call timed out after {0:?}")]
     Timeout(Duration),
+    /// A provider's content filter refused the prompt or stopped the answer.
+    #[error("{0}")]
+    ContentFilter(String),
+    /// The model declined to answer (Anthropic's `refusal` stop reason).
+    #[error("the model declined to answer{0}")]
+    Refused(String),
     #[error("{0}")]
     Tape(String),
 }
@@ -319,7 +332,7 @@ pub struct CachePlan {
     pub enabled: bool,
     /// The time to live asked for, when enabled.
     pub ttl: Option<String>,
-    /// `anthropic-compat`, `unsupported` or `off` (see [`crate::events::ModelCache`]).
+    /// `anthropic`, `anthropic-compat`, `unsupported` or `off` (see [`crate::events::ModelCache`]).
     pub strategy: &'static str,
 }
 

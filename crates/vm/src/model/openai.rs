@@ -18,13 +18,14 @@
 //! with exponential backoff (honouring a numeric `Retry-After`); every other failure is
 //! returned at once as a [`ModelError`]. Nothing read from the network can panic.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::Url;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use archmax_program::text::{cut_at_chars, first_chars};
@@ -38,21 +39,21 @@ use crate::session::{Message, ToolCall, ToolStatus};
 
 mod answer;
 
-use answer::parse_response;
-pub(super) use answer::{content_text, error_text, parse_usage, tool_call};
+use super::http::{self, Endpoint, Wire};
+#[cfg(test)]
+use super::http::{BACKOFF_BASE, backoff_delay, jitter, parse_retry_after};
+pub(super) use answer::{
+    CONTENT_FILTER, content_filter_refusal, content_text, error_text, filtered_answer, parse_response, parse_usage,
+    tool_call,
+};
 
 /// The function runtime notes are shown as: the compiler's tool vocabulary names it.
 pub use archmax_program::tools::NOTE_TOOL;
 
 const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(120_000);
 const DEFAULT_MAX_RETRIES: u32 = 3;
-const BACKOFF_BASE: Duration = Duration::from_millis(500);
-const BACKOFF_CAP: Duration = Duration::from_secs(8);
-const RETRY_AFTER_CAP: Duration = Duration::from_secs(30);
 /// The most of an error body quoted in a [`ModelError::Status`], in characters.
 const BODY_EXCERPT_CHARS: usize = 500;
-/// An answer larger than this is refused rather than buffered.
-const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Everything the adapter needs to reach an endpoint.
 #[derive(Clone)]
@@ -77,6 +78,22 @@ pub struct OpenAiConfig {
     /// `ARCHMAX_STREAMING` (default on): ask for the answer as a stream of events and hand
     /// its text on as it arrives; off, each answer comes whole.
     pub streaming: bool,
+    /// OpenAI's own URL and bearer key, or Azure OpenAI's deployments and `api-key`.
+    pub flavor: ChatFlavor,
+    /// Sent with every request after the authentication (`[providers.<name>] headers`).
+    pub headers: Vec<(String, String)>,
+}
+
+/// Which dialect of chat completions an endpoint speaks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ChatFlavor {
+    /// `POST {base}/chat/completions` with `Authorization: Bearer <key>`.
+    #[default]
+    OpenAi,
+    /// Azure OpenAI: `POST {base}/openai/deployments/{deployment}/chat/completions
+    /// ?api-version={api_version}` with an `api-key` header; the deployment serving a
+    /// model is `deployments[model]`, else the model's name.
+    Azure { api_version: String, deployments: BTreeMap<String, String> },
 }
 
 impl fmt::Debug for OpenAiConfig {
@@ -93,6 +110,8 @@ impl fmt::Debug for OpenAiConfig {
             .field("prompt_cache", &self.prompt_cache)
             .field("prompt_cache_ttl", &self.prompt_cache_ttl)
             .field("streaming", &self.streaming)
+            .field("flavor", &self.flavor)
+            .field("headers", &self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
             .finish()
     }
 }
@@ -121,7 +140,14 @@ impl OpenAiConfig {
             return Err(ModelError::Configuration(missing.join("; ")));
         };
         chat_completions_url(&base_url)?;
+        Ok(OpenAiConfig { base_url, api_key, ..OpenAiConfig::knobs_from_env(&get)? })
+    }
 
+    /// The variables every provider shares (sampling, timeouts, retries, caching,
+    /// streaming, prices, the default model), with no endpoint: `base_url` and `api_key`
+    /// are left empty for the caller to fill.
+    pub fn knobs_from_env(get: &impl Fn(&str) -> Option<String>) -> Result<OpenAiConfig, ModelError> {
+        let get = |name: &str| get(name);
         let temperature = env_number::<f64>(&get, "ARCHMAX_TEMPERATURE", "a non-negative number, e.g. 0.2", |t| {
             t.is_finite() && *t >= 0.0
         })?;
@@ -167,8 +193,8 @@ impl OpenAiConfig {
         };
         Ok(OpenAiConfig {
             streaming,
-            base_url,
-            api_key,
+            base_url: String::new(),
+            api_key: String::new(),
             default_model: env_var(&get, crate::environment::MODEL_VARIABLE),
             temperature,
             max_tokens,
@@ -176,7 +202,9 @@ impl OpenAiConfig {
             max_retries,
             prompt_cache,
             prompt_cache_ttl,
-            pricing: PricingTable::from_env(&get)?,
+            pricing: PricingTable::from_env(get)?,
+            flavor: ChatFlavor::OpenAi,
+            headers: Vec::new(),
         })
     }
 }
@@ -221,10 +249,39 @@ pub(crate) fn chat_completions_url(base_url: &str) -> Result<Url, ModelError> {
     Ok(url)
 }
 
+/// An API root as a URL: http(s), trailing slashes dropped.
+pub(crate) fn api_root(base_url: &str) -> Result<Url, ModelError> {
+    let invalid = |why: String| {
+        ModelError::Configuration(format!("the base URL `{base_url}` is not usable ({why}): give an http(s) URL"))
+    };
+    let mut url = Url::parse(base_url.trim()).map_err(|error| invalid(error.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid(format!("the scheme is `{}`", url.scheme())));
+    }
+    let path = url.path().trim_end_matches('/').to_string();
+    url.set_path(&path);
+    Ok(url)
+}
+
+/// Azure's URL for one deployment: `{root}/openai/deployments/{deployment}/chat/completions
+/// ?api-version={version}`, the deployment's name encoded as one path segment.
+fn azure_deployment_url(root: &Url, deployment: &str, api_version: &str) -> Result<Url, ModelError> {
+    let mut url = root.clone();
+    url.path_segments_mut()
+        .map_err(|()| ModelError::Configuration(format!("the base URL `{root}` cannot take a path")))?
+        .pop_if_empty()
+        .extend(["openai", "deployments", deployment, "chat", "completions"]);
+    url.query_pairs_mut().clear().append_pair("api-version", api_version);
+    Ok(url)
+}
+
 /// The adapter: one configuration, one connection-pooling HTTP client.
 pub struct OpenAiAdapter {
     config: OpenAiConfig,
+    /// The chat-completions URL; for Azure, the resource's root the deployments are under.
     endpoint: Url,
+    /// Authentication and the configured extra headers.
+    headers: HeaderMap,
     client: reqwest::Client,
     on_retry: Option<RetryObserver>,
 }
@@ -270,25 +327,49 @@ impl OpenAiAdapter {
     /// Checks the configuration and builds the HTTP client. The process must have a TLS
     /// crypto provider installed ([`install_tls_provider`]).
     pub fn new(config: OpenAiConfig) -> Result<OpenAiAdapter, ModelError> {
-        let endpoint = chat_completions_url(&config.base_url)?;
+        let endpoint = match config.flavor {
+            ChatFlavor::OpenAi => chat_completions_url(&config.base_url)?,
+            ChatFlavor::Azure { .. } => api_root(&config.base_url)?,
+        };
         if config.request_timeout.is_zero() {
             return Err(ModelError::Configuration(
                 "the request timeout is zero: set ARCHMAX_REQUEST_TIMEOUT_MS to a positive number of milliseconds"
                     .into(),
             ));
         }
-        // The library installs nothing process-wide: the host picks the TLS crypto
-        // provider (`install_tls_provider`). Without one the HTTP client cannot be built.
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            return Err(ModelError::Configuration(
-                "no TLS crypto provider is installed in this process: the host installs one at start-up, for example with `archmax_vm::model::openai::install_tls_provider()` (the archmax binary does)".into(),
-            ));
-        }
-        let client =
-            reqwest::Client::builder().user_agent(concat!("archmax/", env!("CARGO_PKG_VERSION"))).build().map_err(
-                |error| ModelError::Configuration(format!("the HTTP client could not be built: {}", describe(&error))),
-            )?;
-        Ok(OpenAiAdapter { config, endpoint, client, on_retry: None })
+        // A local endpoint that takes no key (`[providers]` without `api_key_env`) is sent none.
+        let bearer = format!("Bearer {}", config.api_key);
+        let authentication = match config.flavor {
+            _ if config.api_key.is_empty() => None,
+            ChatFlavor::OpenAi => Some(("authorization", bearer.as_str())),
+            ChatFlavor::Azure { .. } => Some(("api-key", config.api_key.as_str())),
+        };
+        let extra = config.headers.iter().map(|(name, value)| (name.as_str(), value.as_str()));
+        let headers = http::header_map(authentication.into_iter().chain(extra))?;
+        let client = http::client()?;
+        Ok(OpenAiAdapter { config, endpoint, headers, client, on_retry: None })
+    }
+
+    /// Where and how a call on `model` goes: the one chat-completions URL, or the
+    /// deployment serving `model` on Azure.
+    fn endpoint_for(&self, model: &str) -> Result<Endpoint<'_>, ModelError> {
+        let url = match &self.config.flavor {
+            ChatFlavor::OpenAi => self.endpoint.clone(),
+            ChatFlavor::Azure { api_version, deployments } => {
+                let deployment = deployments.get(model).map_or(model, String::as_str);
+                azure_deployment_url(&self.endpoint, deployment, api_version)?
+            }
+        };
+        Ok(Endpoint {
+            client: &self.client,
+            url,
+            headers: self.headers.clone(),
+            streaming: self.config.streaming,
+            wire: Wire::ChatCompletions,
+            request_timeout: self.config.request_timeout,
+            max_retries: self.config.max_retries,
+            on_retry: self.on_retry.as_ref(),
+        })
     }
 
     /// Tells `observer` of every retry before its wait.
@@ -335,161 +416,8 @@ impl OpenAiAdapter {
         let body = serde_json::to_vec(&body)
             .map_err(|error| ModelError::Response(format!("the request could not be encoded: {error}")))?;
 
-        let deadline = request.timeout.map(|budget| (Instant::now() + budget, budget));
-        let mut retry = 0;
-        loop {
-            // Each attempt is bounded by the request timeout and by what is left of the
-            // state's budget, whichever is shorter; the error names the bound that expired.
-            let (limit, reported) = match deadline {
-                Some((end, budget)) => {
-                    let remaining = end.saturating_duration_since(Instant::now());
-                    if remaining.is_zero() {
-                        return Err(ModelError::Timeout(budget));
-                    }
-                    if remaining < self.config.request_timeout {
-                        (remaining, budget)
-                    } else {
-                        (self.config.request_timeout, self.config.request_timeout)
-                    }
-                }
-                None => (self.config.request_timeout, self.config.request_timeout),
-            };
-            let outcome = match tokio::time::timeout(limit, self.attempt(&body, request.on_text)).await {
-                Ok(outcome) => outcome,
-                Err(_) => Attempt::Retry(ModelError::Timeout(reported), None),
-            };
-            let (error, retry_after) = match outcome {
-                Attempt::Done(response) => return Ok(response),
-                Attempt::Fail(error) => return Err(error),
-                Attempt::Retry(error, retry_after) => (error, retry_after),
-            };
-            if retry >= self.config.max_retries {
-                return Err(error);
-            }
-            let delay = backoff_delay(retry, retry_after, jitter());
-            if deadline.is_some_and(|(end, _)| Instant::now() + delay >= end) {
-                return Err(error);
-            }
-            if let Some(observer) = &self.on_retry {
-                observer(&RetryNotice {
-                    attempt: retry + 2,
-                    of: self.config.max_retries.saturating_add(1),
-                    delay,
-                    reason: error.to_string().lines().next().unwrap_or_default().to_string(),
-                });
-            }
-            tokio::time::sleep(delay).await;
-            retry += 1;
-        }
-    }
-
-    /// One HTTP exchange, classified. A streamed answer hands its text to `on_text` as
-    /// it arrives; once any has been handed on, a broken stream fails the call instead of
-    /// retrying it (what was shown cannot be taken back).
-    async fn attempt(&self, body: &[u8], on_text: Option<crate::model::TextSink<'_>>) -> Attempt {
-        let sent = self
-            .client
-            .post(self.endpoint.clone())
-            .bearer_auth(&self.config.api_key)
-            .header(CONTENT_TYPE, "application/json")
-            .header(
-                ACCEPT,
-                if self.config.streaming { "text/event-stream, application/json" } else { "application/json" },
-            )
-            .body(body.to_vec())
-            .send()
-            .await;
-        let mut response = match sent {
-            Ok(response) => response,
-            Err(error) => {
-                let retryable = error.is_connect() || error.is_timeout() || error.is_request();
-                let error = ModelError::Transport(describe(&error));
-                return if retryable { Attempt::Retry(error, None) } else { Attempt::Fail(error) };
-            }
-        };
-        let status = response.status();
-        let retry_after =
-            response.headers().get(RETRY_AFTER).and_then(|value| value.to_str().ok()).and_then(parse_retry_after);
-        let streamed = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|kind| kind.trim_start().starts_with("text/event-stream"));
-        if status.is_success() && streamed {
-            return read_stream(&mut response, on_text).await;
-        }
-
-        let mut bytes = Vec::new();
-        let read = loop {
-            match response.chunk().await {
-                Ok(Some(chunk)) if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES => {
-                    break Err(format!("the answer is larger than {MAX_RESPONSE_BYTES} bytes"));
-                }
-                Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
-                Ok(None) => break Ok(()),
-                Err(error) => break Err(describe(&error)),
-            }
-        };
-
-        if status.is_success() {
-            return match read {
-                Ok(()) => match parse_response(&bytes) {
-                    Ok(response) => Attempt::Done(response),
-                    Err(error) => Attempt::Fail(error),
-                },
-                Err(why) => Attempt::Retry(ModelError::Transport(format!("reading the answer failed: {why}")), None),
-            };
-        }
-        let error = ModelError::Status { status: status.as_u16(), body: excerpt(&bytes) };
-        if status.as_u16() == 429 || status.is_server_error() {
-            Attempt::Retry(error, retry_after)
-        } else {
-            Attempt::Fail(error)
-        }
-    }
-}
-
-/// Reads a streamed answer to its end, handing its text on as it arrives.
-async fn read_stream(response: &mut reqwest::Response, on_text: Option<crate::model::TextSink<'_>>) -> Attempt {
-    let mut assembler = super::stream::Assembler::default();
-    let mut received = 0usize;
-    let mut hand_on = |text: &str, id: Option<&str>| {
-        if let Some(sink) = on_text {
-            sink.send(text, id);
-        }
-    };
-    let cut = |assembler: &super::stream::Assembler, error: ModelError| {
-        if assembler.forwarded() > 0 { Attempt::Fail(error) } else { Attempt::Retry(error, None) }
-    };
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) => {
-                received += chunk.len();
-                if received > MAX_RESPONSE_BYTES {
-                    return Attempt::Fail(ModelError::Response(format!(
-                        "the streamed answer is larger than {MAX_RESPONSE_BYTES} bytes"
-                    )));
-                }
-                if let Err(error) = assembler.feed(&chunk, &mut hand_on) {
-                    return Attempt::Fail(error);
-                }
-            }
-            Ok(None) => break,
-            Err(error) => {
-                let error = ModelError::Transport(format!(
-                    "reading the answer's stream failed after {} characters of text: {}",
-                    assembler.forwarded(),
-                    describe(&error)
-                ));
-                return cut(&assembler, error);
-            }
-        }
-    }
-    let forwarded = assembler.forwarded();
-    match assembler.finish() {
-        Ok(answer) => Attempt::Done(answer),
-        Err(error @ ModelError::Transport(_)) if forwarded == 0 => Attempt::Retry(error, None),
-        Err(error) => Attempt::Fail(error),
+        let endpoint = self.endpoint_for(model)?;
+        endpoint.call(&body, request.timeout, request.on_text).await
     }
 }
 
@@ -522,38 +450,6 @@ fn marks_static_block(model: &str) -> bool {
     model.to_ascii_lowercase().contains("claude")
 }
 
-/// How one attempt ended.
-enum Attempt {
-    Done(ModelResponse),
-    Fail(ModelError),
-    /// Worth another try, after the server's `Retry-After` if it gave one.
-    Retry(ModelError, Option<Duration>),
-}
-
-/// The wait before retry number `retry + 1`: the server's `Retry-After` (capped), else
-/// 500 ms doubling per retry up to 8 s, plus up to a quarter more (`jitter` in `[0, 1)`).
-fn backoff_delay(retry: u32, retry_after: Option<Duration>, jitter: f64) -> Duration {
-    if let Some(wait) = retry_after {
-        return wait.min(RETRY_AFTER_CAP);
-    }
-    let factor = 2u32.checked_pow(retry).unwrap_or(u32::MAX);
-    let delay = BACKOFF_BASE.checked_mul(factor).map_or(BACKOFF_CAP, |delay| delay.min(BACKOFF_CAP));
-    delay + delay.mul_f64(jitter.clamp(0.0, 1.0) / 4.0)
-}
-
-/// A uniform number in `[0, 1)` from the operating system's random source, so that
-/// clients retrying together spread out. Should the source fail, the retry simply waits
-/// the unspread delay: jitter is a courtesy to the server, not a safety property.
-fn jitter() -> f64 {
-    getrandom::u64().map_or(0.0, |bits| (bits >> 11) as f64 / (1u64 << 53) as f64)
-}
-
-/// A `Retry-After` given in seconds (the HTTP-date form is ignored).
-fn parse_retry_after(value: &str) -> Option<Duration> {
-    let seconds = value.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
-    Some(Duration::from_secs_f64(seconds.min(RETRY_AFTER_CAP.as_secs_f64())))
-}
-
 /// The start of a body for an error message, at most [`BODY_EXCERPT_CHARS`] characters.
 pub(super) fn excerpt(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
@@ -562,21 +458,6 @@ pub(super) fn excerpt(bytes: &[u8]) -> String {
         Some(_) => format!("{}…", first_chars(text, BODY_EXCERPT_CHARS - 1)),
         None => text.to_string(),
     }
-}
-
-/// An error and its causes on one line (reqwest's own message omits the cause).
-fn describe(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause = cause.to_string();
-        if !text.contains(&cause) {
-            text.push_str(": ");
-            text.push_str(&cause);
-        }
-        source = source.and_then(std::error::Error::source);
-    }
-    text
 }
 
 // ---------------------------------------------------------------------------------------
@@ -742,266 +623,18 @@ fn note_tool_definition() -> Value {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{HashMap, VecDeque};
-    use std::sync::{Arc, Mutex, PoisonError};
+    use std::collections::HashMap;
+    use std::sync::{Mutex, PoisonError};
 
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::{TcpListener, TcpStream};
-    use tokio::sync::watch;
-    use tokio::task::JoinHandle;
+    use tokio::net::TcpListener;
 
     use super::super::Role;
+    use super::super::fake_endpoint::*;
     use super::super::pricing::Rates;
     use super::*;
     use crate::session::NoteKind;
 
-    // -- the fake endpoint -------------------------------------------------------------
-
-    /// What the fake endpoint answers to one request.
-    #[derive(Clone, Debug)]
-    enum Reply {
-        Answer {
-            status: u16,
-            headers: Vec<(String, String)>,
-            body: String,
-        },
-        /// Read the request and never answer.
-        Hang,
-        /// A `text/event-stream` answer: these bytes, then the connection closes.
-        Stream(String),
-    }
-
-    fn ok(body: Value) -> Reply {
-        Reply::Answer { status: 200, headers: Vec::new(), body: body.to_string() }
-    }
-
-    fn status(status: u16, body: &str) -> Reply {
-        Reply::Answer { status, headers: Vec::new(), body: body.to_string() }
-    }
-
-    fn with_retry_after(status: u16, seconds: &str) -> Reply {
-        Reply::Answer {
-            status,
-            headers: vec![("Retry-After".into(), seconds.into())],
-            body: json!({ "error": { "message": "slow down" } }).to_string(),
-        }
-    }
-
-    /// One request as the fake endpoint saw it.
-    #[derive(Clone, Debug)]
-    struct Seen {
-        method: String,
-        path: String,
-        headers: Vec<(String, String)>,
-        body: Vec<u8>,
-    }
-
-    impl Seen {
-        fn header(&self, name: &str) -> Option<&str> {
-            self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
-        }
-
-        fn json(&self) -> Value {
-            serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-        }
-    }
-
-    /// Just enough HTTP/1.1 on loopback: one scripted reply per request, in order, one
-    /// request per connection (every answer says `Connection: close`); every request is
-    /// recorded.
-    struct FakeEndpoint {
-        base_url: String,
-        shared: Arc<Shared>,
-        tasks: Vec<JoinHandle<()>>,
-    }
-
-    /// What the endpoint's connections share.
-    struct Shared {
-        script: Mutex<VecDeque<Reply>>,
-        seen: Mutex<Vec<Seen>>,
-        clock: Option<Clock>,
-    }
-
-    impl FakeEndpoint {
-        /// An endpoint for a test on real time.
-        async fn start(script: Vec<Reply>) -> FakeEndpoint {
-            FakeEndpoint::serving(script, None).await
-        }
-
-        /// An endpoint for a test on paused time (`start_paused = true`) that moves the
-        /// clock as [`Clock`] says.
-        async fn start_with_clock(script: Vec<Reply>) -> FakeEndpoint {
-            let (clock, ticker) = Clock::held();
-            let mut endpoint = FakeEndpoint::serving(script, Some(clock)).await;
-            endpoint.tasks.push(ticker);
-            endpoint
-        }
-
-        async fn serving(script: Vec<Reply>, clock: Option<Clock>) -> FakeEndpoint {
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-            let address = listener.local_addr().expect("local address");
-            let shared = Arc::new(Shared { script: Mutex::new(VecDeque::from(script)), seen: Mutex::default(), clock });
-            let connections = Arc::clone(&shared);
-            let accept = tokio::spawn(async move {
-                while let Ok((stream, _)) = listener.accept().await {
-                    connections.stop_the_clock();
-                    tokio::spawn(serve(stream, Arc::clone(&connections)));
-                }
-            });
-            FakeEndpoint { base_url: format!("http://{address}/v1"), shared, tasks: vec![accept] }
-        }
-
-        fn requests(&self) -> Vec<Seen> {
-            self.shared.seen.lock().unwrap_or_else(PoisonError::into_inner).clone()
-        }
-    }
-
-    impl Drop for FakeEndpoint {
-        fn drop(&mut self) {
-            self.tasks.iter().for_each(JoinHandle::abort);
-        }
-    }
-
-    impl Shared {
-        fn stop_the_clock(&self) {
-            if let Some(clock) = &self.clock {
-                clock.ticking.send_replace(false);
-            }
-        }
-
-        fn start_the_clock(&self) {
-            if let Some(clock) = &self.clock {
-                clock.ticking.send_replace(true);
-            }
-        }
-    }
-
-    /// Paused time that moves only while the adapter can be waiting on nothing but a timer
-    /// (a backoff, or the timeout of an attempt the endpoint will never answer).
-    ///
-    /// Left alone, paused time jumps to the next timer whenever the runtime has no task to
-    /// run, and a runtime waiting for loopback I/O has none: the timeout of an attempt
-    /// would fire while its answer is on the way. So a blocking task holds the clock still
-    /// (tokio never advances paused time by itself while one runs), and a ticker moves it
-    /// a millisecond at a time from the moment the endpoint has nothing more to say (it
-    /// hangs, or the adapter closed the connection after reading an answer) until the next
-    /// connection arrives. Between a backoff's end and that connection the clock can gain
-    /// a few ticks; each tick takes [`TICK_PACE`] of real time, so even a slow loopback
-    /// could not make it gain anything near a backoff step.
-    struct Clock {
-        ticking: watch::Sender<bool>,
-    }
-
-    impl Clock {
-        /// The clock, stopped, and the task that ticks it.
-        fn held() -> (Clock, JoinHandle<()>) {
-            let (release, held) = std::sync::mpsc::channel::<()>();
-            // Ends when `release` is dropped, with the ticker.
-            tokio::task::spawn_blocking(move || held.recv().ok());
-            let (ticking, mut watched) = watch::channel(false);
-            let ticker = tokio::spawn(async move {
-                let _release = release;
-                loop {
-                    if *watched.borrow_and_update() {
-                        tokio::time::advance(TIMER_TICK).await;
-                        let _ = tokio::task::spawn_blocking(|| std::thread::sleep(TICK_PACE)).await;
-                    } else if watched.changed().await.is_err() {
-                        return;
-                    }
-                }
-            });
-            (Clock { ticking }, ticker)
-        }
-    }
-
-    async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
-        let mut buffer = Vec::new();
-        loop {
-            let Some(request) = read_request(&mut stream, &mut buffer).await else {
-                // The adapter has read the answer and closed: it backs off or is done.
-                shared.start_the_clock();
-                return;
-            };
-            shared.stop_the_clock();
-            shared.seen.lock().unwrap_or_else(PoisonError::into_inner).push(request);
-            let reply = shared.script.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
-            let (code, headers, body) = match reply {
-                Some(Reply::Stream(body)) => {
-                    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
-                    let _ = stream.write_all(head.as_bytes()).await;
-                    let _ = stream.write_all(body.as_bytes()).await;
-                    shared.start_the_clock();
-                    return;
-                }
-                Some(Reply::Answer { status, headers, body }) => (status, headers, body),
-                Some(Reply::Hang) => {
-                    shared.start_the_clock();
-                    std::future::pending::<()>().await;
-                    return;
-                }
-                None => (599, Vec::new(), "the fake endpoint's script is exhausted".to_string()),
-            };
-            let mut head = format!(
-                "HTTP/1.1 {code} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-                body.len()
-            );
-            for (name, value) in headers {
-                head.push_str(&format!("{name}: {value}\r\n"));
-            }
-            head.push_str("\r\n");
-            if stream.write_all(head.as_bytes()).await.is_err() || stream.write_all(body.as_bytes()).await.is_err() {
-                return;
-            }
-        }
-    }
-
-    /// Reads one request (head and `Content-Length` body); `None` when the peer is gone.
-    async fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Seen> {
-        let head_end = loop {
-            if let Some(at) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
-                break at;
-            }
-            let mut chunk = [0u8; 4096];
-            let read = stream.read(&mut chunk).await.ok()?;
-            if read == 0 {
-                return None;
-            }
-            buffer.extend_from_slice(&chunk[..read]);
-        };
-        let head = String::from_utf8_lossy(&buffer[..head_end]).to_string();
-        let mut lines = head.split("\r\n");
-        let mut request_line = lines.next()?.split(' ');
-        let (method, path) = (request_line.next()?.to_string(), request_line.next()?.to_string());
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|line| line.split_once(':'))
-            .map(|(name, value)| (name.trim().to_string(), value.trim().to_string()))
-            .collect();
-        let length = headers
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
-            .and_then(|(_, value)| value.parse::<usize>().ok())
-            .unwrap_or(0);
-        while buffer.len() < head_end + 4 + length {
-            let mut chunk = [0u8; 4096];
-            let read = stream.read(&mut chunk).await.ok()?;
-            if read == 0 {
-                return None;
-            }
-            buffer.extend_from_slice(&chunk[..read]);
-        }
-        let body = buffer[head_end + 4..head_end + 4 + length].to_vec();
-        buffer.drain(..head_end + 4 + length);
-        Some(Seen { method, path, headers, body })
-    }
-
     // -- fixtures ------------------------------------------------------------------------
-
-    /// The resolution of tokio's timers (a deadline is rounded up to the next millisecond),
-    /// and the step of the test clock.
-    const TIMER_TICK: Duration = Duration::from_millis(1);
-    /// The real time one tick of the test clock takes: a second of backoffs and timeouts
-    /// passes in a tenth of a second.
-    const TICK_PACE: Duration = Duration::from_micros(100);
 
     fn config(base_url: &str) -> OpenAiConfig {
         OpenAiConfig {
@@ -1016,6 +649,8 @@ mod tests {
             prompt_cache: true,
             prompt_cache_ttl: "5m",
             streaming: false,
+            flavor: ChatFlavor::OpenAi,
+            headers: Vec::new(),
         }
     }
 
@@ -1495,6 +1130,73 @@ mod tests {
         assert_eq!(tools[1]["function"]["name"], "archmax_note");
         let description = tools[1]["function"]["description"].as_str().unwrap_or_default();
         assert!(description.contains("never call"), "{description}");
+    }
+
+    fn azure(base_url: &str) -> OpenAiConfig {
+        let deployments = BTreeMap::from([("gpt-4.1".to_string(), "prod gpt41".to_string())]);
+        OpenAiConfig {
+            flavor: ChatFlavor::Azure { api_version: "2024-10-21".into(), deployments },
+            headers: vec![("x-team".into(), "support".into())],
+            ..config(base_url)
+        }
+    }
+
+    #[tokio::test]
+    async fn azure_calls_go_to_the_models_deployment_with_the_api_version_and_the_api_key_header() {
+        let server = FakeEndpoint::start(vec![ok(text_answer("from azure")), ok(text_answer("again"))]).await;
+        let root = server.base_url.trim_end_matches("/v1").to_string();
+        let adapter = adapter(azure(&format!("{root}/")));
+        let mut call = Call::new();
+        call.model = Some("gpt-4.1");
+        assert_eq!(adapter.call(call.request()).await.expect("answer").text, "from azure");
+        call.model = Some("gpt-4o-mini");
+        adapter.call(call.request()).await.expect("answer");
+        let requests = server.requests();
+        assert_eq!(requests[0].method, "POST");
+        assert_eq!(requests[0].path, "/openai/deployments/prod%20gpt41/chat/completions?api-version=2024-10-21");
+        assert_eq!(requests[1].path, "/openai/deployments/gpt-4o-mini/chat/completions?api-version=2024-10-21");
+        for request in &requests {
+            assert_eq!(request.header("api-key"), Some("sk-test"));
+            assert_eq!(request.header("authorization"), None, "Azure takes its key in api-key only");
+            assert_eq!(request.header("x-team"), Some("support"));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_content_filters_refusal_is_reported_as_such_and_not_retried() {
+        let filtered = json!({ "error": {
+            "code": "content_filter",
+            "message": "The response was filtered due to the prompt triggering content management policy.",
+            "innererror": { "code": "ResponsibleAIPolicyViolation", "content_filter_result": { "hate": { "filtered": true, "severity": "high" } } },
+        } });
+        let stopped = json!({
+            "choices": [{ "index": 0, "finish_reason": "content_filter", "message": { "role": "assistant", "content": "Part of" } }],
+        });
+        let server = FakeEndpoint::start(vec![status(400, &filtered.to_string()), ok(stopped)]).await;
+        let root = server.base_url.trim_end_matches("/v1").to_string();
+        let adapter = adapter(azure(&root));
+        match adapter.call(Call::new().request()).await {
+            Err(ModelError::ContentFilter(message)) => {
+                assert!(message.contains("content filter refused the prompt"), "{message}");
+                assert!(message.contains("content management policy"), "{message}");
+            }
+            other => panic!("a content-filter refusal, got {other:?}"),
+        }
+        match adapter.call(Call::new().request()).await {
+            Err(ModelError::ContentFilter(message)) => {
+                assert!(message.contains("stopped the answer after 7 characters"), "{message}")
+            }
+            other => panic!("a filtered answer, got {other:?}"),
+        }
+        assert_eq!(server.requests().len(), 2, "neither is retried");
+    }
+
+    #[tokio::test]
+    async fn a_provider_without_a_key_sends_no_authorization() {
+        let server = FakeEndpoint::start(vec![ok(text_answer("local"))]).await;
+        let adapter = adapter(OpenAiConfig { api_key: String::new(), ..config(&server.base_url) });
+        adapter.call(Call::new().request()).await.expect("answer");
+        assert_eq!(server.requests()[0].header("authorization"), None);
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@
 
 use serde_json::{Value, json};
 
-use super::openai::{content_text, error_text, excerpt, parse_usage, tool_call};
+use super::openai::{CONTENT_FILTER, content_text, error_text, excerpt, filtered_answer, parse_usage, tool_call};
 use super::{ModelError, ModelResponse};
 
 /// The most tool calls one answer may make.
@@ -204,6 +204,9 @@ impl Assembler {
                 tool_call(index, &wire)
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if self.finish.as_deref() == Some(CONTENT_FILTER) {
+            return Err(filtered_answer(&self.text));
+        }
         let mut text = self.text;
         if text.is_empty() && tool_calls.is_empty() {
             text = self.refusal;
@@ -217,6 +220,20 @@ impl Assembler {
             truncated: self.finish.as_deref() == Some("length"),
             tape: None,
         })
+    }
+}
+
+impl super::http::StreamAssembler for Assembler {
+    fn feed(&mut self, bytes: &[u8], on_text: &mut dyn FnMut(&str, Option<&str>)) -> Result<(), ModelError> {
+        Assembler::feed(self, bytes, on_text)
+    }
+
+    fn forwarded(&self) -> usize {
+        Assembler::forwarded(self)
+    }
+
+    fn finish(self: Box<Self>) -> Result<ModelResponse, ModelError> {
+        Assembler::finish(*self)
     }
 }
 

@@ -313,6 +313,8 @@ fn runtime(base_url: &str, root: &Path, events: &EventSink) -> Runtime {
         prompt_cache: true,
         prompt_cache_ttl: "5m",
         streaming: false,
+        flavor: Default::default(),
+        headers: Vec::new(),
     };
     archmax_vm::model::openai::install_tls_provider();
     Runtime::builder(RuntimeParts {

@@ -4,7 +4,7 @@
 use super::*;
 
 /// Reads a chat-completions answer: the first choice, its tool calls, the usage.
-pub(super) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
+pub(in crate::model) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
     let body: Value = serde_json::from_slice(bytes)
         .map_err(|error| ModelError::Response(format!("the answer is not JSON ({error}): {}", excerpt(bytes))))?;
     let Some(choice) = body.get("choices").and_then(Value::as_array).and_then(|choices| choices.first()) else {
@@ -32,7 +32,11 @@ pub(super) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
     }
     let model = body.get("model").and_then(Value::as_str).filter(|model| !model.is_empty()).map(str::to_string);
     let id = body.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()).map(str::to_string);
-    let truncated = choice.get("finish_reason").and_then(Value::as_str) == Some("length");
+    let finish = choice.get("finish_reason").and_then(Value::as_str);
+    if finish == Some(CONTENT_FILTER) {
+        return Err(filtered_answer(&text));
+    }
+    let truncated = finish == Some("length");
     Ok(ModelResponse { text, tool_calls, usage: parse_usage(body.get("usage")), model, id, truncated, tape: None })
 }
 
@@ -112,4 +116,25 @@ pub(in crate::model) fn parse_usage(usage: Option<&Value>) -> TokenUsage {
     };
     let output = count("/completion_tokens").or_else(|| count("/output_tokens")).unwrap_or(0);
     TokenUsage { input, output, cache_read, cache_write }
+}
+
+/// The `finish_reason` and error `code` a content filter answers with (Azure OpenAI).
+pub(in crate::model) const CONTENT_FILTER: &str = "content_filter";
+
+/// An answer a content filter stopped, with whatever text came before it.
+pub(in crate::model) fn filtered_answer(text: &str) -> ModelError {
+    let shown = if text.is_empty() { String::new() } else { format!(" after {} characters", text.chars().count()) };
+    ModelError::ContentFilter(format!("the provider's content filter stopped the answer{shown}"))
+}
+
+/// What a refused request's body says, when a content filter refused it: Azure answers
+/// `{"error": {"code": "content_filter", "message": …, "innererror": {"code":
+/// "ResponsibleAIPolicyViolation", …}}}`.
+pub(in crate::model) fn content_filter_refusal(bytes: &[u8]) -> Option<String> {
+    let body: Value = serde_json::from_slice(bytes).ok()?;
+    let error = body.get("error")?;
+    let code = |value: &Value| value.get("code").and_then(Value::as_str).map(str::to_string);
+    let filtered = code(error).as_deref() == Some(CONTENT_FILTER)
+        || error.get("innererror").and_then(code).as_deref() == Some("ResponsibleAIPolicyViolation");
+    filtered.then(|| format!("the provider's content filter refused the prompt: {}", error_text(error)))
 }

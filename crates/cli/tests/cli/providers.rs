@@ -1,0 +1,178 @@
+//! Model providers end to end: `archmax run` on a workspace whose `archmax.toml` routes its
+//! model id to an `anthropic` provider, served by the in-suite Messages server on
+//! loopback; `archmax validate` judging the routes against the environment.
+
+use std::process::Command;
+
+use archmax_vm::model::anthropic::test_server::{Answer, MessagesServer};
+use serde_json::{Value, json};
+
+use crate::support::{copy_dir, repository, scratch};
+
+/// `archmax` in `root` with a fixed clock and none of the environment's endpoint.
+fn command(root: &std::path::Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_archmax"));
+    command
+        .args(args)
+        .current_dir(root)
+        .env("NO_COLOR", "1")
+        .env("ARCHMAX_FIXED_CLOCK", "2026-01-05T09:30:00Z")
+        .env_remove("ARCHMAX_API_BASE_URL")
+        .env_remove("ARCHMAX_API_KEY")
+        .env_remove("ARCHMAX_STREAMING")
+        .env_remove("ARCHMAX_PROMPT_CACHE")
+        .env_remove("ARCHMAX_PROMPT_CACHE_TTL")
+        .env_remove("ARCHMAX_TRUSTED_KEYS");
+    command
+}
+
+/// The parcel workspace, its model routed to a Claude provider at `base_url`.
+fn workspace(label: &str, base_url: &str) -> std::path::PathBuf {
+    let root = scratch(label);
+    copy_dir(&repository().join("golden/runs/wait-deliver/workspace"), &root);
+    let settings = format!(
+        "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{base_url}\"\napi_key_env = \"ARCHMAX_SUITE_CLAUDE_KEY\"\n\n\
+         [models.\"claude-sonnet\"]\nprovider = \"claude\"\nname = \"claude-sonnet-4-5\"\n"
+    );
+    std::fs::write(root.join("archmax.toml"), settings).expect("archmax.toml");
+    root
+}
+
+#[test]
+fn a_workflow_runs_on_claude_through_the_anthropic_provider() {
+    let server = MessagesServer::start(vec![
+        Answer::tool_use("", "toolu_read", "read_file", json!({ "file_path": "notes.md" })),
+        Answer::tool_use(
+            "The carrier says it arrived.",
+            "toolu_adv",
+            "archmax_advance",
+            json!({ "to": "delivered", "reason": "the scan says delivered" }),
+        ),
+        Answer::text("Enjoy your table!"),
+    ])
+    .expect("a loopback server");
+    let root = workspace("providers-claude", &server.base_url);
+    let output = command(&root, &["run", "parcel-follow", "Has it arrived?", "--events", "events.jsonl"])
+        .env("ARCHMAX_SUITE_CLAUDE_KEY", "sk-ant-suite")
+        .env("ARCHMAX_MODEL", "claude-sonnet")
+        .output()
+        .expect("archmax runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "The carrier says it arrived.\n\nEnjoy your table!\n");
+    assert!(stderr.contains("→ delivered"), "{stderr}");
+
+    let received = server.received();
+    assert_eq!(received.len(), 3);
+    for request in &received {
+        assert!(request.problems.is_empty(), "the server found {:?}", request.problems);
+        assert_eq!(request.header("x-api-key"), Some("sk-ant-suite"));
+        assert_eq!(request.body["model"], "claude-sonnet-4-5", "the provider's own name is sent");
+        assert_eq!(request.body["stream"], true);
+        // The static prefix carries the breakpoint; the volatile block does not.
+        let system = request.body["system"].as_array().cloned().unwrap_or_default();
+        assert_eq!(system.len(), 2, "{system:?}");
+        assert_eq!(system[0]["cache_control"], json!({ "type": "ephemeral", "ttl": "5m" }));
+        assert!(system[1].get("cache_control").is_none());
+        let tools = request.body["tools"].as_array().cloned().unwrap_or_default();
+        let marked: Vec<usize> = tools
+            .iter()
+            .enumerate()
+            .filter(|(_, tool)| tool.get("cache_control").is_some())
+            .map(|(at, _)| at)
+            .collect();
+        assert_eq!(marked, [tools.len() - 1], "one breakpoint, on the last tool");
+    }
+    // The third call answers the second's tool_use with a tool_result.
+    let turns = received[2].body["messages"].as_array().cloned().unwrap_or_default();
+    let results: Vec<&Value> = turns
+        .iter()
+        .filter(|turn| turn["role"] == "user")
+        .flat_map(|turn| turn["content"].as_array().into_iter().flatten())
+        .filter(|block| block["type"] == "tool_result")
+        .collect();
+    assert!(results.iter().any(|block| block["tool_use_id"] == "toolu_adv"), "{turns:?}");
+
+    // The usage the events carry: the prefix written on the first call, read on the
+    // second in the same state, written again for the next state's prefix.
+    let events = std::fs::read_to_string(root.join("events.jsonl")).expect("events");
+    let usages: Vec<Value> = events
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["event"] == "model-usage")
+        .collect();
+    assert_eq!(usages.len(), 3, "{events}");
+    let counts: Vec<(bool, bool)> = usages
+        .iter()
+        .map(|usage| (usage["cacheCreationTokens"].as_u64() > Some(0), usage["cacheReadTokens"].as_u64() > Some(0)))
+        .collect();
+    assert_eq!(counts, [(true, false), (false, true), (true, false)], "{usages:?}");
+    assert!(usages.iter().all(|usage| usage["model"] == "claude-sonnet-4-5"), "{usages:?}");
+}
+
+#[test]
+fn a_missing_provider_key_refuses_the_run_and_validate_names_it_and_the_unrouted_model() {
+    let server = MessagesServer::start(Vec::new()).expect("a loopback server");
+    let root = workspace("providers-no-key", &server.base_url);
+    let output = command(&root, &["run", "parcel-follow", "Has it arrived?"])
+        .env_remove("ARCHMAX_SUITE_CLAUDE_KEY")
+        .env("ARCHMAX_MODEL", "claude-sonnet")
+        .output()
+        .expect("archmax runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("provider `claude`") && stderr.contains("ARCHMAX_SUITE_CLAUDE_KEY"), "{stderr}");
+    assert!(server.received().is_empty(), "nothing was sent");
+
+    let workflow = root.join("workflows/parcel-follow/workflow.yaml");
+    let text = std::fs::read_to_string(&workflow).expect("workflow");
+    std::fs::write(&workflow, format!("settings:\n  model: gpt-4.1\n{text}")).expect("workflow");
+    let output = command(&root, &["validate", "--format", "json"])
+        .env_remove("ARCHMAX_SUITE_CLAUDE_KEY")
+        .output()
+        .expect("validate");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+    let codes: Vec<&str> = report["workflows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|workflow| workflow["diagnostics"].as_array().into_iter().flatten())
+        .filter_map(|diagnostic| diagnostic["code"].as_str())
+        .collect();
+    assert_eq!(codes, ["AMX0019", "AMX0018"], "{report}");
+    assert_eq!(output.status.code(), Some(0), "both are warnings");
+}
+
+#[test]
+fn a_session_on_claude_is_recorded_as_a_tape_that_replays_offline() {
+    let server = MessagesServer::start(vec![
+        Answer::tool_use(
+            "The carrier says it arrived.",
+            "toolu_adv",
+            "archmax_advance",
+            json!({ "to": "delivered", "reason": "the scan says delivered" }),
+        ),
+        Answer::text("Enjoy your table!"),
+    ])
+    .expect("a loopback server");
+    let root = workspace("providers-record", &server.base_url);
+    let live = command(&root, &["run", "parcel-follow", "Has it arrived?", "--record", "claude.tape.yaml"])
+        .env("ARCHMAX_SUITE_CLAUDE_KEY", "sk-ant-suite")
+        .env("ARCHMAX_MODEL", "claude-sonnet")
+        .output()
+        .expect("archmax runs");
+    assert!(live.status.success(), "{}", String::from_utf8_lossy(&live.stderr));
+    assert_eq!(server.received().len(), 2);
+    let tape = std::fs::read_to_string(root.join("claude.tape.yaml")).expect("the tape is written");
+    assert!(tape.contains("archmax_advance") && tape.contains("cache_write"), "{tape}");
+
+    // Offline: no key, no server; the tape answers.
+    let replayed = command(&root, &["run", "parcel-follow", "Has it arrived?", "--tape", "claude.tape.yaml"])
+        .env_remove("ARCHMAX_SUITE_CLAUDE_KEY")
+        .env("ARCHMAX_MODEL", "claude-sonnet")
+        .output()
+        .expect("archmax runs");
+    assert!(replayed.status.success(), "{}", String::from_utf8_lossy(&replayed.stderr));
+    assert_eq!(replayed.stdout, live.stdout);
+    assert_eq!(server.received().len(), 2, "the replay sent nothing");
+}

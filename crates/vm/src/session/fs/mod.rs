@@ -182,8 +182,15 @@ impl FsStore {
 
     /// Creates a session (writing its first state as the snapshot) and returns its
     /// concrete writer. The runtime folder is built under a staging name and renamed
-    /// into place, so a crash leaves either no session or a whole one.
+    /// into place, so a crash leaves either no session or a whole one; one sync of the
+    /// session's folder then makes it durable (see the module doc).
     pub fn create_writer(&self, state: &SessionState) -> Result<FsWriter, StoreError> {
+        self.create_writer_with(state, &mut Faults::default())
+    }
+
+    /// [`Self::create_writer`], passing the fault points of `faults` (the crash tests
+    /// inject crashes there; the writer keeps counting syncs in them).
+    fn create_writer_with(&self, state: &SessionState, faults: &mut Faults) -> Result<FsWriter, StoreError> {
         let id = state.id.as_str();
         let session_path = self.session_path(id)?;
         fs::create_dir_all(&session_path).map_err(io_error(id))?;
@@ -194,28 +201,27 @@ impl FsStore {
         }
         let staging = session_path.join(staging_name(RUNTIME_DIR));
         fs::create_dir(&staging).map_err(io_error(id))?;
-        let built = build_runtime_dir(id, &staging, state, &self.keys);
+        let built = build_runtime_dir(id, &staging, state, &self.keys, faults)
+            .and_then(|built| move_into_place(id, &staging, &runtime_dir, faults).map(|()| built));
         let (lock, sealed) = match built {
             Ok(built) => built,
             Err(error) => {
-                let _ = fs::remove_dir_all(&staging);
+                if !faults.crashed() {
+                    let _ = fs::remove_dir_all(&staging);
+                }
                 return Err(error);
             }
         };
-        if let Err(error) = fs::rename(&staging, &runtime_dir) {
-            let _ = fs::remove_dir_all(&staging);
-            return Err(match runtime_dir.try_exists() {
-                Ok(true) => StoreError::Exists(id.to_string()),
-                _ => StoreError::Io { id: id.to_string(), source: error },
-            });
-        }
-        sync_dir(&session_path).map_err(io_error(id))?;
-        if let Some(parent) = session_path.parent() {
-            sync_dir(parent).map_err(io_error(id))?;
-        }
         create_session_folders(id, &session_path)?;
+        // The one sync: the rename's folder. Its journal commit carries every step before
+        // it (the folders made, the files' sizes, the rename) and flushes their data.
+        faults.synced();
+        sync_dir(&session_path).map_err(io_error(id))?;
+        faults.hit("synced").map_err(io_error(id))?;
         let log = open_log(id, &runtime_dir)?;
-        FsWriter::new(id, session_path, lock, log, sealed, self.keys.clone())
+        let mut writer = FsWriter::new(id, session_path, lock, log, sealed, self.keys.clone())?;
+        writer.faults = std::mem::take(faults);
+        Ok(writer)
     }
 
     /// Opens a session for writing: takes its lock, loads and verifies it, finishes
@@ -480,12 +486,14 @@ fn verify_for(id: &str, files: &Files, trust: Trust<'_>) -> Result<Option<Loaded
     }
 }
 
-/// Writes a new session's three files into `staging` and takes its lock there.
+/// Writes a new session's three files into `staging`, unsynced, takes its lock there,
+/// and hands the files to the device ([`files::write_back`]) before anything names them.
 fn build_runtime_dir(
     id: &str,
     staging: &Path,
     state: &SessionState,
     keys: &SealKeys,
+    faults: &mut Faults,
 ) -> Result<(File, Loaded), StoreError> {
     let lock = take_lock(id, staging)?;
     let snapshot = serde_json::to_vec(&SnapshotToStore { generation: 0, seq: state.seq, state }).map_err(|error| {
@@ -501,11 +509,17 @@ fn build_runtime_dir(
         log_sha256: digest_of(&log_digest),
         checkpoint_sha256: sha256(&snapshot),
     };
-    let mut faults = Faults::default();
-    replace(staging, CHECKPOINT_FILE, &snapshot, &mut faults)
-        .and_then(|()| replace(staging, LOG_FILE, &header, &mut faults))
-        .and_then(|()| write_seal(staging, &seal, keys, &mut faults))
-        .map_err(io_error(id))?;
+    let written = (|| {
+        let checkpoint = files::write_new(staging, CHECKPOINT_FILE, &snapshot)?;
+        faults.hit("snapshot written")?;
+        let log = files::write_new(staging, LOG_FILE, &header)?;
+        faults.hit("log written")?;
+        let seal = files::write_new(staging, SEAL_FILE, &seal.encode_file(keys))?;
+        faults.hit("seal written")?;
+        files::write_back(&[&checkpoint, &log, &seal], faults)?;
+        faults.hit("written back")
+    })();
+    written.map_err(io_error(id))?;
     let loaded = Loaded {
         state: state.clone(),
         generation: 0,
@@ -519,6 +533,18 @@ fn build_runtime_dir(
         log_keyed: true,
     };
     Ok((lock, loaded))
+}
+
+/// Renames a creation's staging folder to the runtime folder: the moment the session
+/// exists, whole, for every reader (and, after the creation's one sync, for good).
+fn move_into_place(id: &str, staging: &Path, runtime_dir: &Path, faults: &mut Faults) -> Result<(), StoreError> {
+    if let Err(error) = fs::rename(staging, runtime_dir) {
+        return Err(match runtime_dir.try_exists() {
+            Ok(true) => StoreError::Exists(id.to_string()),
+            _ => StoreError::Io { id: id.to_string(), source: error },
+        });
+    }
+    faults.hit("renamed").map_err(io_error(id))
 }
 
 /// Replaces the seal file with one holding `seal` in its first slot, under the current key.

@@ -608,13 +608,73 @@ fn a_commit_makes_one_sync() {
     let temp = TempDir::new("one-sync");
     let store = temp.store();
     let mut writer = store.create_writer(&initial("s")).expect("create");
+    assert_eq!(writer.faults.syncs, 1, "the creation's one sync");
     let expected = commit_steps(&mut writer, initial("s"), 10);
-    assert_eq!(writer.faults.syncs, 10, "one fdatasync per commit");
+    assert_eq!(writer.faults.syncs, 1 + 10, "one fdatasync per commit");
     // A compaction syncs the seal, then stages and renames three files.
     writer.compact().expect("compact");
-    assert_eq!(writer.faults.syncs, 10 + 1 + 3 * 2);
+    assert_eq!(writer.faults.syncs, 1 + 10 + 1 + 3 * 2);
     drop(writer);
     assert_eq!(store.read("s").expect("read"), Some(expected));
+}
+
+#[test]
+fn creating_a_session_makes_one_sync() {
+    let temp = TempDir::new("create-one-sync");
+    let store = temp.store();
+    // An id with folders in it: the folders made on the way cost no sync of their own.
+    for id in ["s", "team/a/b"] {
+        let writer = store.create_writer(&initial(id)).expect("create");
+        assert_eq!(writer.faults.syncs, 1, "{id}: one sync makes the new session durable");
+    }
+    assert_eq!(store.list().expect("list"), ["s", "team/a/b"]);
+}
+
+/// Creates `s` with a crash injected at its `point`-th fault point, then checks the crash
+/// left no session (absent from `list`, missing to `open`, and creatable again) or a
+/// whole one (listed, loading as created, taking commits). `None` once the creation
+/// passed every point.
+fn crash_create_once(point: usize) -> Option<&'static str> {
+    let temp = TempDir::new("crash-create");
+    let store = temp.store();
+    let mut faults = Faults { crash_at: Some(point), ..Faults::default() };
+    let created = store.create_writer_with(&initial("s"), &mut faults);
+    let Some(name) = faults.crashed_at else {
+        drop(created.expect("no crash injected"));
+        assert_eq!(store.read("s").expect("read"), Some(initial("s")));
+        return None;
+    };
+    assert!(created.is_err(), "a crash at `{name}` reported success");
+    let listed = store.list().unwrap_or_else(|error| panic!("list after a crash at `{name}`: {error}"));
+    let read = store.read("s").unwrap_or_else(|error| panic!("read after a crash at `{name}`: {error}"));
+    let start = match read {
+        Some(state) => {
+            assert_eq!(state, initial("s"), "crash at `{name}`: a half session");
+            assert_eq!(listed, ["s"], "crash at `{name}`");
+            let (opened, writer) = store.open_writer("s").expect("open after the crash");
+            assert_eq!(opened, state, "crash at `{name}`: open and read disagree");
+            writer
+        }
+        None => {
+            assert!(listed.is_empty(), "crash at `{name}` listed {listed:?}");
+            let missing = store.open_writer("s").expect_err("no session to open");
+            assert!(matches!(missing, StoreError::Missing(_)), "crash at `{name}`: {missing}");
+            store.create_writer(&initial("s")).unwrap_or_else(|error| panic!("create after `{name}`: {error}"))
+        }
+    };
+    let mut writer = start;
+    let next = commit_steps(&mut writer, initial("s"), 2);
+    drop(writer);
+    drop(store.open_writer("s").expect("open"));
+    assert!(staging_leftovers(&store).is_empty(), "crash at `{name}` left {:?}", staging_leftovers(&store));
+    assert_eq!(store.read("s").expect("read"), Some(next));
+    Some(name)
+}
+
+#[test]
+fn a_crash_at_every_point_of_a_creation_leaves_no_session_or_a_whole_one() {
+    let points: Vec<&str> = (0..).map_while(crash_create_once).collect();
+    assert_eq!(points, ["snapshot written", "log written", "seal written", "written back", "renamed", "synced"]);
 }
 
 #[test]

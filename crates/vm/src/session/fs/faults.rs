@@ -38,20 +38,6 @@ impl Faults {
         Ok(())
     }
 
-    /// Whether an injected crash stopped the write: then nothing may tidy up after it,
-    /// since a real crash would not have. Always `false` outside tests.
-    #[cfg_attr(not(test), inline(always))]
-    pub fn crashed(&self) -> bool {
-        #[cfg(test)]
-        {
-            self.crashed_at.is_some()
-        }
-        #[cfg(not(test))]
-        {
-            false
-        }
-    }
-
     /// Counts one sync of a store file, so a test can tell what a write costs.
     #[cfg_attr(not(test), inline(always))]
     pub fn synced(&mut self) {

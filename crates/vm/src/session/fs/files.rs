@@ -131,56 +131,6 @@ pub(super) fn replace(dir: &Path, name: &str, bytes: &[u8], faults: &mut Faults)
     sync_dir(dir)
 }
 
-/// Writes `bytes` into the new file `dir/name` (created exclusively), unsynced: a
-/// session's creation writes its files this way and makes them durable with one sync
-/// of the folder it renames them into ([`write_back`] first).
-pub(super) fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<File> {
-    let mut file = open(&dir.join(name), OpenOptions::new().write(true).create_new(true))?;
-    file.write_all(bytes)?;
-    Ok(file)
-}
-
-/// Hands the written pages of `files` to the device and waits until it has them,
-/// without a sync: `sync_file_range`, which flushes no device cache and commits no
-/// metadata (so it is no durability point by itself). What it buys is order: the
-/// files' blocks are allocated and their data written before the next metadata step
-/// (the rename that makes a session exist), so the journal commit of one later sync
-/// carries that rename, the files' sizes and, with its cache flush, their data. Off
-/// Linux, where there is no such call, each file is synced (and counted).
-pub(super) fn write_back(files: &[&File], faults: &mut Faults) -> io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        let _ = &faults;
-        // Start every file's write-back first, then wait for each, so the writes overlap.
-        for (flags, file) in [libc::SYNC_FILE_RANGE_WRITE, START_AND_WAIT]
-            .into_iter()
-            .flat_map(|flags| files.iter().map(move |file| (flags, file)))
-        {
-            // SAFETY: the descriptor is open for as long as `file` is borrowed; the call
-            // reads no memory of ours.
-            let started = unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, flags) };
-            if started != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        Ok(())
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        for file in files {
-            faults.synced();
-            file.sync_data()?;
-        }
-        Ok(())
-    }
-}
-
-/// Wait for write-back already under way, write what is still dirty, wait for that.
-#[cfg(target_os = "linux")]
-const START_AND_WAIT: libc::c_uint =
-    libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-
 /// Overwrites `bytes` at `offset` of `file` in place (the seal's slots).
 pub(super) fn write_at(file: &File, offset: u64, bytes: &[u8]) -> io::Result<()> {
     #[cfg(unix)]

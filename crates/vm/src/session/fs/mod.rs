@@ -87,7 +87,7 @@ mod writer;
 mod tests;
 
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io;
+use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -99,8 +99,8 @@ use super::store::StoreFuture;
 use super::{SessionState, SessionStore, SessionWriter, StoreError};
 use crate::blocking::run_blocking;
 use faults::Faults;
-use files::{FileStamp, STAGING_PREFIX, real_dir_exists, remove_stale_staging_files, replace, staging_name, sync_dir};
-use format::{LogHeader, Seal, SealSource, SealedBy, SnapshotToStore, digest_of, sha256};
+use files::{FileStamp, STAGING_PREFIX, real_dir_exists, remove_stale_staging_files, replace, staging_name};
+use format::{LogHeader, Seal, SealSource, SealedBy, SnapshotToStore, encode_record, keyed_payload, sha256};
 pub use seal_key::{SealKeyError, SealKeys};
 use verify::{Files, Loaded, Refusal, Settle, Trust};
 pub use writer::FsWriter;
@@ -180,10 +180,9 @@ impl FsStore {
         Trust { keys: &self.keys, adopt_unkeyed: self.adopt_unkeyed }
     }
 
-    /// Creates a session (writing its first state as the snapshot) and returns its
-    /// concrete writer. The runtime folder is built under a staging name and renamed
-    /// into place, so a crash leaves either no session or a whole one; one sync of the
-    /// session's folder then makes it durable (see the module doc).
+    /// Creates a session and returns its concrete writer: one new file, the log, holding
+    /// its header and its first state as the genesis record, and one sync of it (see the
+    /// module doc for why that is enough, and what a crash leaves).
     pub fn create_writer(&self, state: &SessionState) -> Result<FsWriter, StoreError> {
         self.create_writer_with(state, &mut Faults::default())
     }
@@ -193,32 +192,24 @@ impl FsStore {
     fn create_writer_with(&self, state: &SessionState, faults: &mut Faults) -> Result<FsWriter, StoreError> {
         let id = state.id.as_str();
         let session_path = self.session_path(id)?;
-        fs::create_dir_all(&session_path).map_err(io_error(id))?;
         let runtime_dir = session_path.join(RUNTIME_DIR);
+        fs::create_dir_all(&runtime_dir).map_err(io_error(id))?;
         real_dir_exists(&session_path).map_err(io_error(id))?;
-        if real_dir_exists(&runtime_dir).map_err(io_error(id))? {
-            return Err(StoreError::Exists(id.to_string()));
-        }
-        let staging = session_path.join(staging_name(RUNTIME_DIR));
-        fs::create_dir(&staging).map_err(io_error(id))?;
-        let built = build_runtime_dir(id, &staging, state, &self.keys, faults)
-            .and_then(|built| move_into_place(id, &staging, &runtime_dir, faults).map(|()| built));
-        let (lock, sealed) = match built {
-            Ok(built) => built,
-            Err(error) => {
-                if !faults.crashed() {
-                    let _ = fs::remove_dir_all(&staging);
-                }
-                return Err(error);
+        real_dir_exists(&runtime_dir).map_err(io_error(id))?;
+        let lock = take_lock(id, &runtime_dir).map_err(|error| match error {
+            StoreError::Busy(id) => StoreError::Exists(id),
+            error => error,
+        })?;
+        match load(id, &runtime_dir, self.trust()) {
+            // Nothing, or a creation cut before its sync: its log goes.
+            Ok(None) => remove_if_exists(&runtime_dir.join(LOG_FILE)).map_err(io_error(id))?,
+            Ok(Some(_)) | Err(StoreError::Damaged { .. } | StoreError::Unkeyed { .. }) => {
+                return Err(StoreError::Exists(id.to_string()));
             }
-        };
+            Err(error) => return Err(error),
+        }
+        let (log, sealed) = write_genesis_log(id, &runtime_dir, state, &self.keys, faults)?;
         create_session_folders(id, &session_path)?;
-        // The one sync: the rename's folder. Its journal commit carries every step before
-        // it (the folders made, the files' sizes, the rename) and flushes their data.
-        faults.synced();
-        sync_dir(&session_path).map_err(io_error(id))?;
-        faults.hit("synced").map_err(io_error(id))?;
-        let log = open_log(id, &runtime_dir)?;
         let mut writer = FsWriter::new(id, session_path, lock, log, sealed, self.keys.clone())?;
         writer.faults = std::mem::take(faults);
         Ok(writer)
@@ -486,65 +477,60 @@ fn verify_for(id: &str, files: &Files, trust: Trust<'_>) -> Result<Option<Loaded
     }
 }
 
-/// Writes a new session's three files into `staging`, unsynced, takes its lock there,
-/// and hands the files to the device ([`files::write_back`]) before anything names them.
-fn build_runtime_dir(
+/// Writes a new session's log (its header, then its first state as the genesis record
+/// under the current key) and syncs it: the creation's one sync. Returns the log, open
+/// for appending, and the session as loaded.
+fn write_genesis_log(
     id: &str,
-    staging: &Path,
+    runtime_dir: &Path,
     state: &SessionState,
     keys: &SealKeys,
     faults: &mut Faults,
 ) -> Result<(File, Loaded), StoreError> {
-    let lock = take_lock(id, staging)?;
-    let snapshot = serde_json::to_vec(&SnapshotToStore { generation: 0, seq: state.seq, state }).map_err(|error| {
-        StoreError::Io { id: id.to_string(), source: io::Error::new(io::ErrorKind::InvalidData, error) }
-    })?;
-    let header = LogHeader::keyed(0, state.seq).encode();
-    let mut log_digest = Sha256::new();
-    log_digest.update(&header);
-    let seal = Seal {
-        generation: 0,
-        seq: state.seq,
-        log_len: header.len() as u64,
-        log_sha256: digest_of(&log_digest),
-        checkpoint_sha256: sha256(&snapshot),
+    let invalid = |error: serde_json::Error| StoreError::Io {
+        id: id.to_string(),
+        source: io::Error::new(io::ErrorKind::InvalidData, error),
     };
+    let snapshot = serde_json::to_vec(&SnapshotToStore { generation: 0, seq: state.seq, state }).map_err(invalid)?;
+    let mut log_bytes = LogHeader::genesis(state.seq).encode();
+    let genesis =
+        encode_record(&keyed_payload(keys, &sha256(&log_bytes), &snapshot)).ok_or_else(|| StoreError::Io {
+            id: id.to_string(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, "the session's first state is larger than 4 GiB"),
+        })?;
+    log_bytes.extend_from_slice(&genesis);
     let written = (|| {
-        let checkpoint = files::write_new(staging, CHECKPOINT_FILE, &snapshot)?;
-        faults.hit("snapshot written")?;
-        let log = files::write_new(staging, LOG_FILE, &header)?;
-        faults.hit("log written")?;
-        let seal = files::write_new(staging, SEAL_FILE, &seal.encode_file(keys))?;
-        faults.hit("seal written")?;
-        files::write_back(&[&checkpoint, &log, &seal], faults)?;
-        faults.hit("written back")
+        let mut log = files::open(&runtime_dir.join(LOG_FILE), OpenOptions::new().append(true).create_new(true))?;
+        faults.torn_write("mid genesis", &log_bytes, |_, part| log.write_all(part))?;
+        faults.synced();
+        log.sync_all()?;
+        faults.hit("synced")?;
+        Ok(log)
     })();
-    written.map_err(io_error(id))?;
+    let log = written.map_err(io_error(id))?;
+    let mut log_digest = Sha256::new();
+    log_digest.update(&log_bytes);
     let loaded = Loaded {
         state: state.clone(),
         generation: 0,
         checkpoint_len: snapshot.len() as u64,
-        checkpoint_sha256: seal.checkpoint_sha256,
-        log_len: header.len() as u64,
+        checkpoint_sha256: sha256(&snapshot),
+        log_len: log_bytes.len() as u64,
         log_digest,
-        seal_source: SealSource::Slot(0),
+        seal_source: SealSource::Missing,
         settle: Settle::NOTHING,
         sealed_by: SealedBy::Key(0),
         log_keyed: true,
     };
-    Ok((lock, loaded))
+    Ok((log, loaded))
 }
 
-/// Renames a creation's staging folder to the runtime folder: the moment the session
-/// exists, whole, for every reader (and, after the creation's one sync, for good).
-fn move_into_place(id: &str, staging: &Path, runtime_dir: &Path, faults: &mut Faults) -> Result<(), StoreError> {
-    if let Err(error) = fs::rename(staging, runtime_dir) {
-        return Err(match runtime_dir.try_exists() {
-            Ok(true) => StoreError::Exists(id.to_string()),
-            _ => StoreError::Io { id: id.to_string(), source: error },
-        });
+/// Removes the file at `path`, which may not exist.
+fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
     }
-    faults.hit("renamed").map_err(io_error(id))
 }
 
 /// Replaces the seal file with one holding `seal` in its first slot, under the current key.
@@ -626,11 +612,7 @@ fn collect_session_ids(dir: &Path, id_prefix: &str, ids: &mut Vec<String>) -> io
         }
         let id = if id_prefix.is_empty() { name } else { format!("{id_prefix}/{name}") };
         let path = entry.path();
-        let runtime_dir = path.join(RUNTIME_DIR);
-        let is_session = [LOG_FILE, CHECKPOINT_FILE, SEAL_FILE]
-            .iter()
-            .map(|file| fs::symlink_metadata(runtime_dir.join(file)))
-            .any(|metadata| metadata.is_ok());
+        let is_session = holds_a_session(&path.join(RUNTIME_DIR));
         if is_session {
             ids.push(id);
         } else if depth + 1 < MAX_LISTED_ID_SEGMENTS {
@@ -638,6 +620,26 @@ fn collect_session_ids(dir: &Path, id_prefix: &str, ids: &mut Vec<String>) -> io
         }
     }
     Ok(())
+}
+
+/// Whether a runtime folder holds a session, whole or damaged: `checkpoint.json` or a
+/// seal, or else a log whose genesis record is whole. A creation cut before its one
+/// sync (a log with no whole genesis and nothing else) is no session.
+fn holds_a_session(runtime_dir: &Path) -> bool {
+    if [CHECKPOINT_FILE, SEAL_FILE].iter().any(|file| fs::symlink_metadata(runtime_dir.join(file)).is_ok()) {
+        return true;
+    }
+    let log_path = runtime_dir.join(LOG_FILE);
+    match files::read_if_exists(&log_path) {
+        Ok(Some(log)) => match LogHeader::decode(&log) {
+            Ok(header) if header.genesis => format::intact_record_at(&log, format::LOG_HEADER_BYTES).is_some(),
+            Ok(_) => true,
+            Err(_) => false,
+        },
+        Ok(None) => false,
+        // A log that cannot be read is shown, so a read names what is wrong with it.
+        Err(_) => true,
+    }
 }
 
 fn io_error(id: &str) -> impl Fn(io::Error) -> StoreError + '_ {

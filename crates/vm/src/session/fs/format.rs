@@ -6,7 +6,8 @@
 //! rolled back or rewritten from the log that was committed). The seal slot carries an
 //! HMAC-SHA256 of its fields under the runner's seal key, and each record of a keyed log
 //! (`AMXLOG2`) ends in an HMAC of the log before it plus its step, so neither a seal nor
-//! an appended step can be made without the key. The seal file holds two fixed-size
+//! an appended step can be made without the key. A new session's log (`AMXLOG3`) is
+//! keyed the same way, its first record being the session's first snapshot. The seal file holds two fixed-size
 //! slots written in place by turns, so a slot torn by a crash leaves the other, older
 //! one vouching. The unkeyed formats of earlier builds (`AMXLOG1` logs, `AMXSEAL2`
 //! slots, JSON seals) are still decoded, for an explicit adoption only.

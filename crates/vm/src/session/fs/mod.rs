@@ -8,14 +8,17 @@
 //! folders `scratchpad/` and `artifacts/`. The files:
 //!
 //! - `checkpoint.json`, the snapshot: `{"generation": g, "seq": s, "state": …}`, the
-//!   state folded through step `s`; the `g`-th snapshot of the session.
+//!   state folded through step `s`; the `g`-th snapshot of the session. The first
+//!   compaction writes it: before that, snapshot 0 is the log's genesis record.
 //! - `log`, the steps after it: a header naming the snapshot it follows (magic,
 //!   generation `g`, base seq `s`, CRC-32), then one framed record per committed
 //!   [`Delta`](super::Delta) (length, CRC-32 of the payload, CRC-32 of the header; the payload, as
-//!   JSON, carries its seq). Records hold `s+1, s+2, …` with no gap.
+//!   JSON, carries its seq). Records hold `s+1, s+2, …` with no gap. A new session's
+//!   log (`AMXLOG3`) holds snapshot 0 as its first record, the genesis, before them.
 //! - `seal`, what vouches for the files: two fixed-size slots (512 bytes each), each
 //!   `{generation, seq, log_len, log SHA-256, snapshot SHA-256, key id}` with an
-//!   HMAC-SHA256 under the seal key and a CRC-32; the newer whole slot vouches.
+//!   HMAC-SHA256 under the seal key and a CRC-32; the newer whole slot vouches. The
+//!   first commit writes it.
 //! - `lock`, held by the one writer.
 //!
 //! **The seal is keyed** ([`SealKeys`]: `ARCHMAX_SEAL_KEY`, a key file named by
@@ -44,15 +47,32 @@
 //! the log outgrows the snapshot (and 64 KiB) it is compacted: the seal is synced, then
 //! the snapshot `g+1` replaces `checkpoint.json`, a log holding only the header for
 //! `g+1` replaces `log`, and a seal for `g+1` replaces `seal`, each by an fsync'ed
-//! staging file (`.archmax-staging-*`) renamed over the old one. A session is created
-//! in a staging folder renamed to `checkpoints/` whole, so it either exists with all
-//! three files or not at all.
+//! staging file (`.archmax-staging-*`) renamed over the old one.
+//!
+//! **A creation is one new file and one sync.** With the session's lock taken, it
+//! writes the log alone: the header, then the first state as the genesis record, whose
+//! MAC (like every record's) covers the bytes before it, and `fsync`s it. Everything a
+//! load needs is in that one file, proved by the key, so nothing else has to be
+//! durable: the seal is first written by the first commit (in place, unsynced, like
+//! every slot), and `checkpoint.json` by the first compaction (which writes the first
+//! seal first if there is none, and syncs it as every compaction does). The sync is of
+//! the new file itself, so the filesystem writes its data, its size and its name in
+//! the folders just made (the path ext4, with or without a journal, XFS and btrfs take
+//! for an `fsync` of a new file; POSIX alone would also want each new folder synced).
+//! A crash before the sync returns leaves a log with no whole genesis (a torn write,
+//! zeros, nothing) and no seal: a creation cut short, which a load reads as no session,
+//! `list` skips and the next creation of the id replaces. Until a whole seal is on
+//! disk (a power loss can take the first one, which is not synced), a load proves the
+//! records after the genesis by their MACs alone; that trusts nothing a writer without
+//! the key could make, and rolling such a session back to its genesis (deleting the
+//! seal, cutting the log) is what restoring the first seal's bytes already allowed.
 //!
 //! What a crash can leave, and what a load makes of it:
 //!
 //! | crash during | on disk | loads as |
 //! |---|---|---|
-//! | creation | no `checkpoints/` (a staging folder, removed later) | no session |
+//! | creation, before its sync returns | a log with no whole genesis (or none), no seal | no session; the next creation replaces it |
+//! | the first commit, before its seal | the genesis log and whole records, no whole seal | every whole record, proved by its MAC; sealed on open |
 //! | a commit's append | the log through the last commit + a strict prefix of one record (or zeros where its bytes never landed) | old; the prefix is cut on open |
 //! | after the append, before the seal's slot | one whole intact record after the sealed ones | new; sealed on open |
 //! | the seal's slot write | that slot torn; the other whole, one step behind | new; sealed on open |
@@ -63,7 +83,8 @@
 //!
 //! Anything else is [`StoreError::Damaged`], naming the session and the damage: a log
 //! shorter than the seal says (cut at a record boundary or rolled back to an earlier
-//! log), a missing log, seal or snapshot, no whole seal slot, a record failing its
+//! log), a missing log, seal or snapshot (beside a genesis log only a damaged genesis
+//! counts), no whole seal slot (likewise), a record failing its
 //! checksum or the seal's digest (also the last complete one, sealed or not), a seq
 //! gap, bytes after the last whole record that are not a prefix of one, a snapshot
 //! that is not the one sealed. A seal slot that fails its CRC while the other is whole

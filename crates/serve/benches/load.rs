@@ -440,8 +440,9 @@ fn main() {
         }
         println!();
     }
-    println!("| store | clients | turns | turns/s | p50 | p99 | errors |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    // The load average beside each point says how much of the machine the point had.
+    println!("| store | clients | turns | turns/s | p50 | p99 | errors | load average |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
     // The filesystem store on the temporary directory (a disk: every commit's fsync
     // reaches the device), and, to split the device's share from the store's own work,
     // on /dev/shm where the machine has it (memory: an fsync there costs nothing).
@@ -474,12 +475,13 @@ fn main() {
                 let _ = std::fs::remove_dir_all(scratch);
             }
             println!(
-                "| {store_name} | {clients} | {} | {:.0} | {} | {} | {} |",
+                "| {store_name} | {clients} | {} | {:.0} | {} | {} | {} | {} |",
                 point.turns,
                 point.turns as f64 / point.seconds,
                 millis(point.p50),
                 millis(point.p99),
-                point.errors
+                point.errors,
+                load_average()
             );
         }
     }

@@ -19,8 +19,8 @@ use super::super::{Delta, SessionState, SessionWriter, StoreError};
 use super::faults::Faults;
 use super::files::{self, FileStamp, replace, write_at};
 use super::format::{
-    LogHeader, SEAL_SLOT_BYTES, Seal, SealSource, Sha256Digest, SnapshotToStore, digest_of, encode_record,
-    keyed_payload, sha256,
+    LogHeader, RECORD_HEADER_BYTES, RECORD_TAG_BYTES, SEAL_SLOT_BYTES, Seal, SealSource, Sha256Digest, SnapshotToStore,
+    digest_of, encode_record, keyed_payload, sha256,
 };
 use super::seal_key::SealKeys;
 use super::verify::{Loaded, Settle, Trust};
@@ -56,6 +56,9 @@ pub struct FsWriter {
     checkpoint: Option<FileStamp>,
     /// The size of the last snapshot, which the log must outgrow before compaction.
     snapshot_len: u64,
+    /// The bytes of a new session's log that hold its snapshot (the genesis record),
+    /// which compaction does not count as steps; 0 once `checkpoint.json` holds it.
+    genesis_len: u64,
     /// Why the writer can no longer be trusted, after a failed write.
     broken: Option<String>,
     pub(super) faults: Faults,
@@ -103,6 +106,10 @@ impl FsWriter {
             seal_source: loaded.seal_source,
             checkpoint,
             snapshot_len: loaded.checkpoint_len,
+            genesis_len: match checkpoint {
+                None => (RECORD_HEADER_BYTES + RECORD_TAG_BYTES) as u64 + loaded.checkpoint_len,
+                Some(_) => 0,
+            },
             broken: None,
             faults: Faults::default(),
             keys,
@@ -159,6 +166,7 @@ impl FsWriter {
         self.generation += 1;
         self.checkpoint_sha256 = sha256(&bytes);
         self.snapshot_len = bytes.len() as u64;
+        self.genesis_len = 0;
         match FileStamp::of(&runtime_dir.join(CHECKPOINT_FILE)) {
             Ok(Some(stamp)) => self.checkpoint = Some(stamp),
             Ok(None) => return Err(self.mark_broken(io::Error::other("checkpoint.json vanished"))),
@@ -283,7 +291,7 @@ impl FsWriter {
     }
 
     fn compaction_due(&self) -> bool {
-        self.log_len > self.snapshot_len.max(MIN_COMPACTION_LOG_BYTES)
+        self.log_len.saturating_sub(self.genesis_len) > self.snapshot_len.max(MIN_COMPACTION_LOG_BYTES)
     }
 
     fn ensure_usable(&self) -> Result<(), StoreError> {

@@ -214,9 +214,14 @@ impl FsStore {
         let id = state.id.as_str();
         let session_path = self.session_path(id)?;
         let runtime_dir = session_path.join(RUNTIME_DIR);
-        fs::create_dir_all(&runtime_dir).map_err(io_error(id))?;
+        // The session's folder is checked before anything is made in it: a link there
+        // must not lead the creation elsewhere.
+        fs::create_dir_all(&session_path).map_err(io_error(id))?;
         real_dir_exists(&session_path).map_err(io_error(id))?;
-        real_dir_exists(&runtime_dir).map_err(io_error(id))?;
+        match fs::create_dir(&runtime_dir) {
+            Err(error) if error.kind() != io::ErrorKind::AlreadyExists => return Err(io_error(id)(error)),
+            _ => real_dir_exists(&runtime_dir).map_err(io_error(id))?,
+        };
         let lock = take_lock(id, &runtime_dir).map_err(|error| match error {
             StoreError::Busy(id) => StoreError::Exists(id),
             error => error,

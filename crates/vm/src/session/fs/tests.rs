@@ -1089,6 +1089,22 @@ fn a_new_sessions_log_vouches_for_itself_until_its_first_seal() {
         drop(assert_loads(&store, &expected));
         assert_eq!(seal_of(&store).seq, expected.seq, "sealed again on open");
     }
+    // A compaction over what a power loss left of a first seal (here, before any step
+    // sealed) writes the seal first, so a crash in it finds the log sealed through the
+    // new snapshot.
+    store.remove("s").expect("remove");
+    drop(store.create_writer(&initial("s")).expect("create"));
+    fs::write(&seal, vec![0u8; SEAL_FILE_BYTES]).expect("zeros for a seal");
+    let (_, mut writer) = store.open_writer("s").expect("open");
+    writer.faults = Faults { crash_at: Some(2), ..Faults::default() };
+    assert!(writer.compact().is_err(), "the crash after the snapshot's rename");
+    assert_eq!(writer.faults.crashed_at, Some("renamed"));
+    drop(writer);
+    drop(assert_loads(&store, &initial("s")));
+    store.remove("s").expect("remove");
+    let mut writer = store.create_writer(&initial("s")).expect("create");
+    let expected = commit_steps(&mut writer, initial("s"), 3);
+    drop(writer);
     // The genesis is the snapshot: damage there is refused, never read as no session.
     let log = log_path(&store, "s");
     flip_bit(&log, LOG_HEADER_BYTES + RECORD_HEADER_BYTES + 3);

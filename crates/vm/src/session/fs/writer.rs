@@ -153,8 +153,9 @@ impl FsWriter {
             source: io::Error::new(io::ErrorKind::InvalidData, error),
         })?;
         let runtime_dir = self.runtime_dir();
-        if self.seal.is_none() {
-            // A new session's first seal, so the old log is sealed through the new snapshot.
+        if self.seal.is_none() || self.seal_source == SealSource::Missing {
+            // A new session's first seal (or one over what a power loss left of it), so
+            // the old log is sealed through the new snapshot.
             self.write_whole_seal()?;
         }
         self.faults.synced();

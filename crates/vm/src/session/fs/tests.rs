@@ -1103,7 +1103,7 @@ fn a_new_sessions_log_vouches_for_itself_until_its_first_seal() {
     drop(assert_loads(&store, &initial("s")));
     store.remove("s").expect("remove");
     let mut writer = store.create_writer(&initial("s")).expect("create");
-    let expected = commit_steps(&mut writer, initial("s"), 3);
+    commit_steps(&mut writer, initial("s"), 3);
     drop(writer);
     // The genesis is the snapshot: damage there is refused, never read as no session.
     let log = log_path(&store, "s");

@@ -7,7 +7,7 @@
 //! with its own connection, start sessions with `?wait=` and time each turn from the
 //! request's send to its answer. Reported:
 //!
-//! - turns/s and p50/p99 latency at 1, 8 and 64 clients on the memory store and on the
+//! - turns/s and p50/p99 latency at 1, 8, 32 and 64 clients on the memory store and on the
 //!   filesystem store (durable: every step committed to a temporary directory), and on
 //!   the filesystem store in `/dev/shm`, which splits the device's fsync time from the
 //!   store's own work;
@@ -23,7 +23,7 @@
 //!
 //! Every phase is bounded in count and time and talks to loopback only. `LOAD_SECONDS`
 //! sets how long each load point runs (default 3); for profiling, `LOAD_STORES` (of
-//! `memory`, `filesystem`, `filesystem on /dev/shm`) and `LOAD_CLIENTS` (of 1, 8, 64),
+//! `memory`, `filesystem`, `filesystem on /dev/shm`) and `LOAD_CLIENTS` (of 1, 8, 32, 64),
 //! comma-separated, pick the points, and `LOAD_TABLE_ONLY` skips the rest.
 
 use std::path::{Path, PathBuf};
@@ -440,8 +440,9 @@ fn main() {
         }
         println!();
     }
-    println!("| store | clients | turns | turns/s | p50 | p99 | errors |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    // The load average beside each point says how much of the machine the point had.
+    println!("| store | clients | turns | turns/s | p50 | p99 | errors | load average |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
     // The filesystem store on the temporary directory (a disk: every commit's fsync
     // reaches the device), and, to split the device's share from the store's own work,
     // on /dev/shm where the machine has it (memory: an fsync there costs nothing).
@@ -454,7 +455,7 @@ fn main() {
         std::env::var(variable).map_or(true, |list| list.split(',').any(|item| item == name))
     };
     for (store_name, folder) in stores.into_iter().filter(|(name, _)| wanted("LOAD_STORES", name)) {
-        for clients in [1usize, 8, 64].into_iter().filter(|clients| wanted("LOAD_CLIENTS", &clients.to_string())) {
+        for clients in [1usize, 8, 32, 64].into_iter().filter(|clients| wanted("LOAD_CLIENTS", &clients.to_string())) {
             let scratch =
                 folder.as_ref().map(|folder| folder.join(format!("archmax-load-{}-{clients}", std::process::id())));
             if let Some(scratch) = &scratch {
@@ -474,12 +475,13 @@ fn main() {
                 let _ = std::fs::remove_dir_all(scratch);
             }
             println!(
-                "| {store_name} | {clients} | {} | {:.0} | {} | {} | {} |",
+                "| {store_name} | {clients} | {} | {:.0} | {} | {} | {} | {} |",
                 point.turns,
                 point.turns as f64 / point.seconds,
                 millis(point.p50),
                 millis(point.p99),
-                point.errors
+                point.errors,
+                load_average()
             );
         }
     }

@@ -6,7 +6,8 @@
 //! rolled back or rewritten from the log that was committed). The seal slot carries an
 //! HMAC-SHA256 of its fields under the runner's seal key, and each record of a keyed log
 //! (`AMXLOG2`) ends in an HMAC of the log before it plus its step, so neither a seal nor
-//! an appended step can be made without the key. The seal file holds two fixed-size
+//! an appended step can be made without the key. A new session's log (`AMXLOG3`) is
+//! keyed the same way, its first record being the session's first snapshot. The seal file holds two fixed-size
 //! slots written in place by turns, so a slot torn by a crash leaves the other, older
 //! one vouching. The unkeyed formats of earlier builds (`AMXLOG1` logs, `AMXSEAL2`
 //! slots, JSON seals) are still decoded, for an explicit adoption only.
@@ -20,6 +21,10 @@ use super::seal_key::{KeyId, SealKeys};
 /// The log starts with these bytes, then the generation, the base seq and a CRC-32: a
 /// keyed log, whose records end in a MAC.
 const LOG_MAGIC: &[u8; 8] = b"AMXLOG2\0";
+/// The header of a new session's log: keyed, and its first record is not a step but
+/// the session's first snapshot (its genesis), so the log alone is the whole session
+/// until the first compaction writes `checkpoint.json`.
+const GENESIS_LOG_MAGIC: &[u8; 8] = b"AMXLOG3\0";
 /// The header of an earlier build's log, whose records carry no MAC.
 const UNKEYED_LOG_MAGIC: &[u8; 8] = b"AMXLOG1\0";
 /// The length of a keyed record's MAC, at the end of its payload.
@@ -97,6 +102,10 @@ pub(super) enum SealSource {
     Slot(usize),
     /// The JSON seal of an earlier build, rewritten with slots when the session is opened.
     Legacy,
+    /// No whole seal: a new session's log, which vouches for itself (its genesis and
+    /// every record carry a MAC), before its first seal reached the disk. The next
+    /// seal is written whole, unsynced, with the current seal in slot 0.
+    Missing,
 }
 
 /// Which key made the seal that vouches.
@@ -274,17 +283,29 @@ pub(super) struct LogHeader {
     /// Whether its records end in a MAC (every log this build writes), or are an
     /// earlier build's unkeyed records.
     pub keyed: bool,
+    /// Whether its first record is the session's snapshot (a new session's log, always
+    /// keyed and of generation 0).
+    pub genesis: bool,
 }
 
 impl LogHeader {
-    /// The header of a keyed log, the only kind this build writes.
+    /// The header of a keyed log following `checkpoint.json`.
     pub fn keyed(generation: u64, base_seq: u64) -> Self {
-        Self { generation, base_seq, keyed: true }
+        Self { generation, base_seq, keyed: true, genesis: false }
+    }
+
+    /// The header of a new session's log, whose first record is its snapshot at `base_seq`.
+    pub fn genesis(base_seq: u64) -> Self {
+        Self { generation: 0, base_seq, keyed: true, genesis: true }
     }
 
     pub fn encode(self) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(LOG_HEADER_BYTES);
-        bytes.extend_from_slice(if self.keyed { LOG_MAGIC } else { UNKEYED_LOG_MAGIC });
+        bytes.extend_from_slice(match (self.keyed, self.genesis) {
+            (_, true) => GENESIS_LOG_MAGIC,
+            (true, false) => LOG_MAGIC,
+            (false, false) => UNKEYED_LOG_MAGIC,
+        });
         bytes.extend_from_slice(&self.generation.to_le_bytes());
         bytes.extend_from_slice(&self.base_seq.to_le_bytes());
         let crc = crc32(&bytes);
@@ -297,16 +318,17 @@ impl LogHeader {
         let Some(header) = log.get(..LOG_HEADER_BYTES) else {
             return Err("is shorter than its header");
         };
-        let keyed = match &header[..8] {
-            magic if magic == LOG_MAGIC => true,
-            magic if magic == UNKEYED_LOG_MAGIC => false,
+        let (keyed, genesis) = match &header[..8] {
+            magic if magic == LOG_MAGIC => (true, false),
+            magic if magic == GENESIS_LOG_MAGIC => (true, true),
+            magic if magic == UNKEYED_LOG_MAGIC => (false, false),
             _ => return Err("does not start with the log header"),
         };
         if Some(crc32(&header[..24])) != le_u32(header, 24) {
             return Err("has a damaged header");
         }
         match (le_u64(header, 8), le_u64(header, 16)) {
-            (Some(generation), Some(base_seq)) => Ok(Self { generation, base_seq, keyed }),
+            (Some(generation), Some(base_seq)) => Ok(Self { generation, base_seq, keyed, genesis }),
             _ => Err("has a damaged header"),
         }
     }
@@ -352,9 +374,19 @@ pub(super) fn keyed_payload(keys: &SealKeys, prefix: &Sha256Digest, json: &[u8])
 /// Whether a keyed record's MAC holds under one of `keys`, `prefix` being the SHA-256 of
 /// the log bytes before it.
 pub(super) fn record_tag_holds(keys: &SealKeys, prefix: &Sha256Digest, payload: &[u8]) -> bool {
-    let Some(split) = payload.len().checked_sub(RECORD_TAG_BYTES) else { return false };
-    let (json, tag) = payload.split_at(split);
-    keys.check_any(&[RECORD_TAG_DOMAIN, prefix, json], tag).is_some()
+    record_tag_key(keys, prefix, payload).is_some()
+}
+
+/// The JSON of a keyed record's payload, its MAC set aside.
+pub(super) fn keyed_json(payload: &[u8]) -> Option<&[u8]> {
+    payload.len().checked_sub(RECORD_TAG_BYTES).map(|split| &payload[..split])
+}
+
+/// Which of `keys` made a keyed record's MAC (0 is the current key), `prefix` being
+/// the SHA-256 of the log bytes before it.
+pub(super) fn record_tag_key(keys: &SealKeys, prefix: &Sha256Digest, payload: &[u8]) -> Option<usize> {
+    let json = keyed_json(payload)?;
+    keys.check_any(&[RECORD_TAG_DOMAIN, prefix, json], &payload[json.len()..])
 }
 
 /// The step in an intact record's payload (a keyed record's MAC set aside).

@@ -8,14 +8,17 @@
 //! folders `scratchpad/` and `artifacts/`. The files:
 //!
 //! - `checkpoint.json`, the snapshot: `{"generation": g, "seq": s, "state": …}`, the
-//!   state folded through step `s`; the `g`-th snapshot of the session.
+//!   state folded through step `s`; the `g`-th snapshot of the session. The first
+//!   compaction writes it: before that, snapshot 0 is the log's genesis record.
 //! - `log`, the steps after it: a header naming the snapshot it follows (magic,
 //!   generation `g`, base seq `s`, CRC-32), then one framed record per committed
 //!   [`Delta`](super::Delta) (length, CRC-32 of the payload, CRC-32 of the header; the payload, as
-//!   JSON, carries its seq). Records hold `s+1, s+2, …` with no gap.
+//!   JSON, carries its seq). Records hold `s+1, s+2, …` with no gap. A new session's
+//!   log (`AMXLOG3`) holds snapshot 0 as its first record, the genesis, before them.
 //! - `seal`, what vouches for the files: two fixed-size slots (512 bytes each), each
 //!   `{generation, seq, log_len, log SHA-256, snapshot SHA-256, key id}` with an
-//!   HMAC-SHA256 under the seal key and a CRC-32; the newer whole slot vouches.
+//!   HMAC-SHA256 under the seal key and a CRC-32; the newer whole slot vouches. The
+//!   first commit writes it.
 //! - `lock`, held by the one writer.
 //!
 //! **The seal is keyed** ([`SealKeys`]: `ARCHMAX_SEAL_KEY`, a key file named by
@@ -44,15 +47,32 @@
 //! the log outgrows the snapshot (and 64 KiB) it is compacted: the seal is synced, then
 //! the snapshot `g+1` replaces `checkpoint.json`, a log holding only the header for
 //! `g+1` replaces `log`, and a seal for `g+1` replaces `seal`, each by an fsync'ed
-//! staging file (`.archmax-staging-*`) renamed over the old one. A session is created
-//! in a staging folder renamed to `checkpoints/` whole, so it either exists with all
-//! three files or not at all.
+//! staging file (`.archmax-staging-*`) renamed over the old one.
+//!
+//! **A creation is one new file and one sync.** With the session's lock taken, it
+//! writes the log alone: the header, then the first state as the genesis record, whose
+//! MAC (like every record's) covers the bytes before it, and `fsync`s it. Everything a
+//! load needs is in that one file, proved by the key, so nothing else has to be
+//! durable: the seal is first written by the first commit (in place, unsynced, like
+//! every slot), and `checkpoint.json` by the first compaction (which writes the first
+//! seal first if there is none, and syncs it as every compaction does). The sync is of
+//! the new file itself, so the filesystem writes its data, its size and its name in
+//! the folders just made (the path ext4, with or without a journal, XFS and btrfs take
+//! for an `fsync` of a new file; POSIX alone would also want each new folder synced).
+//! A crash before the sync returns leaves a log with no whole genesis (a torn write,
+//! zeros, nothing) and no seal: a creation cut short, which a load reads as no session,
+//! `list` skips and the next creation of the id replaces. Until a whole seal is on
+//! disk (a power loss can take the first one, which is not synced), a load proves the
+//! records after the genesis by their MACs alone; that trusts nothing a writer without
+//! the key could make, and rolling such a session back to its genesis (deleting the
+//! seal, cutting the log) is what restoring the first seal's bytes already allowed.
 //!
 //! What a crash can leave, and what a load makes of it:
 //!
 //! | crash during | on disk | loads as |
 //! |---|---|---|
-//! | creation | no `checkpoints/` (a staging folder, removed later) | no session |
+//! | creation, before its sync returns | a log with no whole genesis (or none), no seal | no session; the next creation replaces it |
+//! | the first commit, before its seal | the genesis log and whole records, no whole seal | every whole record, proved by its MAC; sealed on open |
 //! | a commit's append | the log through the last commit + a strict prefix of one record (or zeros where its bytes never landed) | old; the prefix is cut on open |
 //! | after the append, before the seal's slot | one whole intact record after the sealed ones | new; sealed on open |
 //! | the seal's slot write | that slot torn; the other whole, one step behind | new; sealed on open |
@@ -63,7 +83,8 @@
 //!
 //! Anything else is [`StoreError::Damaged`], naming the session and the damage: a log
 //! shorter than the seal says (cut at a record boundary or rolled back to an earlier
-//! log), a missing log, seal or snapshot, no whole seal slot, a record failing its
+//! log), a missing log, seal or snapshot (beside a genesis log only a damaged genesis
+//! counts), no whole seal slot (likewise), a record failing its
 //! checksum or the seal's digest (also the last complete one, sealed or not), a seq
 //! gap, bytes after the last whole record that are not a prefix of one, a snapshot
 //! that is not the one sealed. A seal slot that fails its CRC while the other is whole
@@ -87,7 +108,7 @@ mod writer;
 mod tests;
 
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io;
+use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -99,8 +120,8 @@ use super::store::StoreFuture;
 use super::{SessionState, SessionStore, SessionWriter, StoreError};
 use crate::blocking::run_blocking;
 use faults::Faults;
-use files::{FileStamp, STAGING_PREFIX, real_dir_exists, remove_stale_staging_files, replace, staging_name, sync_dir};
-use format::{LogHeader, Seal, SealSource, SealedBy, SnapshotToStore, digest_of, sha256};
+use files::{FileStamp, STAGING_PREFIX, real_dir_exists, remove_stale_staging_files, replace, staging_name};
+use format::{LogHeader, Seal, SealSource, SealedBy, SnapshotToStore, encode_record, keyed_payload, sha256};
 pub use seal_key::{SealKeyError, SealKeys};
 use verify::{Files, Loaded, Refusal, Settle, Trust};
 pub use writer::FsWriter;
@@ -180,42 +201,44 @@ impl FsStore {
         Trust { keys: &self.keys, adopt_unkeyed: self.adopt_unkeyed }
     }
 
-    /// Creates a session (writing its first state as the snapshot) and returns its
-    /// concrete writer. The runtime folder is built under a staging name and renamed
-    /// into place, so a crash leaves either no session or a whole one.
+    /// Creates a session and returns its concrete writer: one new file, the log, holding
+    /// its header and its first state as the genesis record, and one sync of it (see the
+    /// module doc for why that is enough, and what a crash leaves).
     pub fn create_writer(&self, state: &SessionState) -> Result<FsWriter, StoreError> {
+        self.create_writer_with(state, &mut Faults::default())
+    }
+
+    /// [`Self::create_writer`], passing the fault points of `faults` (the crash tests
+    /// inject crashes there; the writer keeps counting syncs in them).
+    fn create_writer_with(&self, state: &SessionState, faults: &mut Faults) -> Result<FsWriter, StoreError> {
         let id = state.id.as_str();
         let session_path = self.session_path(id)?;
-        fs::create_dir_all(&session_path).map_err(io_error(id))?;
         let runtime_dir = session_path.join(RUNTIME_DIR);
+        // The session's folder is checked before anything is made in it: a link there
+        // must not lead the creation elsewhere.
+        fs::create_dir_all(&session_path).map_err(io_error(id))?;
         real_dir_exists(&session_path).map_err(io_error(id))?;
-        if real_dir_exists(&runtime_dir).map_err(io_error(id))? {
-            return Err(StoreError::Exists(id.to_string()));
-        }
-        let staging = session_path.join(staging_name(RUNTIME_DIR));
-        fs::create_dir(&staging).map_err(io_error(id))?;
-        let built = build_runtime_dir(id, &staging, state, &self.keys);
-        let (lock, sealed) = match built {
-            Ok(built) => built,
-            Err(error) => {
-                let _ = fs::remove_dir_all(&staging);
-                return Err(error);
-            }
+        match fs::create_dir(&runtime_dir) {
+            Err(error) if error.kind() != io::ErrorKind::AlreadyExists => return Err(io_error(id)(error)),
+            _ => real_dir_exists(&runtime_dir).map_err(io_error(id))?,
         };
-        if let Err(error) = fs::rename(&staging, &runtime_dir) {
-            let _ = fs::remove_dir_all(&staging);
-            return Err(match runtime_dir.try_exists() {
-                Ok(true) => StoreError::Exists(id.to_string()),
-                _ => StoreError::Io { id: id.to_string(), source: error },
-            });
+        let lock = take_lock(id, &runtime_dir).map_err(|error| match error {
+            StoreError::Busy(id) => StoreError::Exists(id),
+            error => error,
+        })?;
+        match load(id, &runtime_dir, self.trust()) {
+            // Nothing, or a creation cut before its sync: its log goes.
+            Ok(None) => remove_if_exists(&runtime_dir.join(LOG_FILE)).map_err(io_error(id))?,
+            Ok(Some(_)) | Err(StoreError::Damaged { .. } | StoreError::Unkeyed { .. }) => {
+                return Err(StoreError::Exists(id.to_string()));
+            }
+            Err(error) => return Err(error),
         }
-        sync_dir(&session_path).map_err(io_error(id))?;
-        if let Some(parent) = session_path.parent() {
-            sync_dir(parent).map_err(io_error(id))?;
-        }
+        let (log, sealed) = write_genesis_log(id, &runtime_dir, state, &self.keys, faults)?;
         create_session_folders(id, &session_path)?;
-        let log = open_log(id, &runtime_dir)?;
-        FsWriter::new(id, session_path, lock, log, sealed, self.keys.clone())
+        let mut writer = FsWriter::new(id, session_path, lock, log, sealed, self.keys.clone())?;
+        writer.faults = std::mem::take(faults);
+        Ok(writer)
     }
 
     /// Opens a session for writing: takes its lock, loads and verifies it, finishes
@@ -480,45 +503,60 @@ fn verify_for(id: &str, files: &Files, trust: Trust<'_>) -> Result<Option<Loaded
     }
 }
 
-/// Writes a new session's three files into `staging` and takes its lock there.
-fn build_runtime_dir(
+/// Writes a new session's log (its header, then its first state as the genesis record
+/// under the current key) and syncs it: the creation's one sync. Returns the log, open
+/// for appending, and the session as loaded.
+fn write_genesis_log(
     id: &str,
-    staging: &Path,
+    runtime_dir: &Path,
     state: &SessionState,
     keys: &SealKeys,
+    faults: &mut Faults,
 ) -> Result<(File, Loaded), StoreError> {
-    let lock = take_lock(id, staging)?;
-    let snapshot = serde_json::to_vec(&SnapshotToStore { generation: 0, seq: state.seq, state }).map_err(|error| {
-        StoreError::Io { id: id.to_string(), source: io::Error::new(io::ErrorKind::InvalidData, error) }
-    })?;
-    let header = LogHeader::keyed(0, state.seq).encode();
-    let mut log_digest = Sha256::new();
-    log_digest.update(&header);
-    let seal = Seal {
-        generation: 0,
-        seq: state.seq,
-        log_len: header.len() as u64,
-        log_sha256: digest_of(&log_digest),
-        checkpoint_sha256: sha256(&snapshot),
+    let invalid = |error: serde_json::Error| StoreError::Io {
+        id: id.to_string(),
+        source: io::Error::new(io::ErrorKind::InvalidData, error),
     };
-    let mut faults = Faults::default();
-    replace(staging, CHECKPOINT_FILE, &snapshot, &mut faults)
-        .and_then(|()| replace(staging, LOG_FILE, &header, &mut faults))
-        .and_then(|()| write_seal(staging, &seal, keys, &mut faults))
-        .map_err(io_error(id))?;
+    let snapshot = serde_json::to_vec(&SnapshotToStore { generation: 0, seq: state.seq, state }).map_err(invalid)?;
+    let mut log_bytes = LogHeader::genesis(state.seq).encode();
+    let genesis =
+        encode_record(&keyed_payload(keys, &sha256(&log_bytes), &snapshot)).ok_or_else(|| StoreError::Io {
+            id: id.to_string(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, "the session's first state is larger than 4 GiB"),
+        })?;
+    log_bytes.extend_from_slice(&genesis);
+    let written = (|| {
+        let mut log = files::open(&runtime_dir.join(LOG_FILE), OpenOptions::new().append(true).create_new(true))?;
+        faults.torn_write("mid genesis", &log_bytes, |_, part| log.write_all(part))?;
+        faults.synced();
+        log.sync_all()?;
+        faults.hit("synced")?;
+        Ok(log)
+    })();
+    let log = written.map_err(io_error(id))?;
+    let mut log_digest = Sha256::new();
+    log_digest.update(&log_bytes);
     let loaded = Loaded {
         state: state.clone(),
         generation: 0,
         checkpoint_len: snapshot.len() as u64,
-        checkpoint_sha256: seal.checkpoint_sha256,
-        log_len: header.len() as u64,
+        checkpoint_sha256: sha256(&snapshot),
+        log_len: log_bytes.len() as u64,
         log_digest,
-        seal_source: SealSource::Slot(0),
+        seal_source: SealSource::Missing,
         settle: Settle::NOTHING,
         sealed_by: SealedBy::Key(0),
         log_keyed: true,
     };
-    Ok((lock, loaded))
+    Ok((log, loaded))
+}
+
+/// Removes the file at `path`, which may not exist.
+fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    }
 }
 
 /// Replaces the seal file with one holding `seal` in its first slot, under the current key.
@@ -600,11 +638,7 @@ fn collect_session_ids(dir: &Path, id_prefix: &str, ids: &mut Vec<String>) -> io
         }
         let id = if id_prefix.is_empty() { name } else { format!("{id_prefix}/{name}") };
         let path = entry.path();
-        let runtime_dir = path.join(RUNTIME_DIR);
-        let is_session = [LOG_FILE, CHECKPOINT_FILE, SEAL_FILE]
-            .iter()
-            .map(|file| fs::symlink_metadata(runtime_dir.join(file)))
-            .any(|metadata| metadata.is_ok());
+        let is_session = holds_a_session(&path.join(RUNTIME_DIR));
         if is_session {
             ids.push(id);
         } else if depth + 1 < MAX_LISTED_ID_SEGMENTS {
@@ -612,6 +646,26 @@ fn collect_session_ids(dir: &Path, id_prefix: &str, ids: &mut Vec<String>) -> io
         }
     }
     Ok(())
+}
+
+/// Whether a runtime folder holds a session, whole or damaged: `checkpoint.json` or a
+/// seal, or else a log whose genesis record is whole. A creation cut before its one
+/// sync (a log with no whole genesis and nothing else) is no session.
+fn holds_a_session(runtime_dir: &Path) -> bool {
+    if [CHECKPOINT_FILE, SEAL_FILE].iter().any(|file| fs::symlink_metadata(runtime_dir.join(file)).is_ok()) {
+        return true;
+    }
+    let log_path = runtime_dir.join(LOG_FILE);
+    match files::read_if_exists(&log_path) {
+        Ok(Some(log)) => match LogHeader::decode(&log) {
+            Ok(header) if header.genesis => format::intact_record_at(&log, format::LOG_HEADER_BYTES).is_some(),
+            Ok(_) => true,
+            Err(_) => false,
+        },
+        Ok(None) => false,
+        // A log that cannot be read is shown, so a read names what is wrong with it.
+        Err(_) => true,
+    }
 }
 
 fn io_error(id: &str) -> impl Fn(io::Error) -> StoreError + '_ {

@@ -21,7 +21,7 @@ use super::files::{read_at_most, read_if_exists};
 const SEAL_READ_LIMIT: u64 = 4096;
 use super::format::{
     LOG_HEADER_BYTES, LogHeader, RECORD_HEADER_BYTES, Seal, SealSource, SealedBy, Sha256Digest, Snapshot, TailRest,
-    decode_step, digest_of, intact_record_at, record_tag_holds, scan_tail, sha256,
+    decode_step, digest_of, intact_record_at, keyed_json, record_tag_holds, record_tag_key, scan_tail, sha256,
 };
 use super::seal_key::SealKeys;
 use super::{CHECKPOINT_FILE, LOG_FILE, SEAL_FILE};
@@ -118,10 +118,22 @@ impl Loaded {
     }
 }
 
-/// Checks the files; `Ok(None)` when the session does not exist, `Err` names the damage.
+/// Checks the files; `Ok(None)` when the session does not exist (or its creation was
+/// cut before its one sync), `Err` names the damage.
 pub(super) fn verify(files: &Files, trust: Trust<'_>) -> Result<Option<Loaded>, Refusal> {
+    if files.checkpoint.is_none() {
+        let header = files.log.as_deref().map(LogHeader::decode);
+        match (files.log.as_deref(), header) {
+            (Some(log), Some(Ok(header))) if header.genesis => {
+                return verify_genesis(files.seal.as_deref(), log, trust);
+            }
+            // What a creation cut short leaves: no seal (the first is written after the
+            // creation's sync) and a log with no whole header.
+            (_, None | Some(Err(_))) if files.seal.is_none() => return Ok(None),
+            _ => {}
+        }
+    }
     let (checkpoint, seal, log) = match (&files.checkpoint, &files.seal, &files.log) {
-        (None, None, None) => return Ok(None),
         (Some(checkpoint), Some(seal), Some(log)) => (checkpoint, seal, log),
         (None, _, _) => {
             return Err(Refusal::Damage(
@@ -151,7 +163,8 @@ pub(super) fn verify(files: &Files, trust: Trust<'_>) -> Result<Option<Loaded>, 
     let header = LogHeader::decode(log).map_err(|what| format!("the step log {what}"))?;
     let sealed = SealedWith { seal: &seal, source: seal_source, by: sealed_by };
     let loaded = if seal.generation == snapshot.generation {
-        verify_current(checkpoint, snapshot, sealed, header, log, trust)?
+        check_header(header, &snapshot, false)?;
+        verify_current(checkpoint, snapshot, sealed, log, LOG_HEADER_BYTES, trust)?
     } else if seal.generation.checked_add(1) == Some(snapshot.generation) {
         verify_interrupted_compaction(checkpoint, snapshot, sealed, header, log)?
     } else {
@@ -190,8 +203,8 @@ fn verify_current(
     checkpoint: &[u8],
     snapshot: Snapshot,
     sealed: SealedWith<'_>,
-    header: LogHeader,
     log: &[u8],
+    records_from: usize,
     trust: Trust<'_>,
 ) -> Result<Loaded, Refusal> {
     let seal = sealed.seal;
@@ -201,16 +214,15 @@ fn verify_current(
             "checkpoint.json does not match the seal's digest of it: it was changed or damaged".to_string(),
         ));
     }
-    let expected = LogHeader { generation: snapshot.generation, base_seq: snapshot.seq, keyed: header.keyed };
-    if header != expected {
+    let keyed = LogHeader::decode(log).map_err(|what| format!("the step log {what}"))?.keyed;
+    let sealed_end = sealed_end(seal, log)?;
+    if sealed_end < records_from {
         return Err(Refusal::Damage(format!(
-            "the step log follows snapshot {} at step {}, but checkpoint.json is snapshot {} at step {}",
-            header.generation, header.base_seq, expected.generation, expected.base_seq
+            "the seal's log length {sealed_end} ends inside the step log's first record, the session's snapshot"
         )));
     }
-    let sealed_end = sealed_end(seal, log)?;
     let mut state = snapshot.state;
-    replay(log, LOG_HEADER_BYTES, sealed_end, &mut state, header.keyed)?;
+    replay(log, records_from, sealed_end, &mut state, keyed)?;
     let mut log_digest = Sha256::new();
     log_digest.update(&log[..sealed_end]);
     if digest_of(&log_digest) != seal.log_sha256 {
@@ -224,18 +236,56 @@ fn verify_current(
             state.seq, seal.seq
         )));
     }
+    let (log_len, settle) = verify_tail(log, sealed_end, &mut state, &mut log_digest, keyed, trust)?;
+    Ok(Loaded {
+        state,
+        generation: snapshot.generation,
+        checkpoint_len: checkpoint.len() as u64,
+        checkpoint_sha256,
+        log_len,
+        log_digest,
+        seal_source: sealed.source,
+        settle,
+        sealed_by: sealed.by,
+        log_keyed: keyed,
+    })
+}
+
+/// Refuses a log that does not follow `snapshot` (or follows it as a new session's
+/// genesis log when `genesis` says it should not, or the reverse).
+fn check_header(header: LogHeader, snapshot: &Snapshot, genesis: bool) -> Result<(), Refusal> {
+    let expected = LogHeader { generation: snapshot.generation, base_seq: snapshot.seq, keyed: header.keyed, genesis };
+    if header != expected {
+        return Err(Refusal::Damage(format!(
+            "the step log follows snapshot {} at step {}, but checkpoint.json is snapshot {} at step {}",
+            header.generation, header.base_seq, expected.generation, expected.base_seq
+        )));
+    }
+    Ok(())
+}
+
+/// Applies the whole records after the sealed end (each checked by its MAC in a keyed
+/// log); returns the length of the log to keep and what the writer must settle.
+fn verify_tail(
+    log: &[u8],
+    sealed_end: usize,
+    state: &mut SessionState,
+    log_digest: &mut Sha256,
+    keyed: bool,
+    trust: Trust<'_>,
+) -> Result<(u64, Settle), Refusal> {
     let tail = scan_tail(log, sealed_end);
-    if !header.keyed && !tail.records.is_empty() && !trust.adopt_unkeyed {
+    if !keyed && !tail.records.is_empty() && !trust.adopt_unkeyed {
         return Err(Refusal::Unkeyed);
     }
     for &(offset, payload) in &tail.records {
         let record = format!("the step log's record at byte {offset}, after the sealed step,");
-        if header.keyed && !record_tag_holds(trust.keys, &digest_of(&log_digest), payload) {
+        if keyed && !record_tag_holds(trust.keys, &digest_of(log_digest), payload) {
             return Err(Refusal::Damage(format!(
                 "{record} fails its MAC: it was appended or rewritten by someone without the seal key"
             )));
         }
-        apply_next_step(&mut state, payload, header.keyed, &record)?;
+        apply_next_step(state, payload, keyed, &record)?;
         log_digest.update(&log[offset..offset + RECORD_HEADER_BYTES + payload.len()]);
     }
     let cut_torn_tail = match tail.rest {
@@ -243,18 +293,64 @@ fn verify_current(
         TailRest::Torn => true,
         TailRest::Damaged(what) => return Err(Refusal::Damage(what)),
     };
-    Ok(Loaded {
+    Ok((tail.end as u64, Settle::Log { cut_torn_tail, unsealed_steps: tail.records.len() }))
+}
+
+/// A new session's genesis log (no `checkpoint.json` yet): its first record is the
+/// snapshot, proved by its MAC; a whole seal, when there is one, vouches for a prefix
+/// as usual. With no whole seal (none is written before the first step's commit, and
+/// a power loss can take an unsynced one) every record is proved by its MAC alone. A
+/// first record that is not whole, with no whole seal, is a creation cut before its
+/// one sync: no session.
+fn verify_genesis(seal: Option<&[u8]>, log: &[u8], trust: Trust<'_>) -> Result<Option<Loaded>, Refusal> {
+    let header = LogHeader::decode(log).map_err(|what| format!("the step log {what}"))?;
+    let sealed = seal.and_then(|seal| Seal::decode_file(seal, trust.keys).ok());
+    let Some((genesis, genesis_end)) = intact_record_at(log, LOG_HEADER_BYTES) else {
+        return match sealed {
+            None => Ok(None),
+            Some(_) => Err(Refusal::Damage(
+                "the step log's first record, the session's snapshot, fails its checksum".to_string(),
+            )),
+        };
+    };
+    let header_digest = sha256(&log[..LOG_HEADER_BYTES]);
+    let (Some(key), Some(json)) = (record_tag_key(trust.keys, &header_digest, genesis), keyed_json(genesis)) else {
+        return Err(Refusal::Damage(
+            "the step log's first record, the session's snapshot, fails its MAC: it was written by someone without the seal key"
+                .to_string(),
+        ));
+    };
+    let snapshot = parse_snapshot(json).map_err(|what| what.replace("checkpoint.json", "the step log's snapshot"))?;
+    check_header(header, &snapshot, true)?;
+    if let Some((seal, source, by)) = &sealed {
+        if seal.generation != 0 {
+            return Err(Refusal::Damage(format!(
+                "the step log is a new session's, but the seal belongs to snapshot {}",
+                seal.generation
+            )));
+        }
+        if *by == SealedBy::Unkeyed {
+            return Err(Refusal::Damage("a new session's seal was made without the seal key".to_string()));
+        }
+        let sealed = SealedWith { seal, source: *source, by: *by };
+        return verify_current(json, snapshot, sealed, log, genesis_end, trust).map(Some);
+    }
+    let mut state = snapshot.state;
+    let mut log_digest = Sha256::new();
+    log_digest.update(&log[..genesis_end]);
+    let (log_len, settle) = verify_tail(log, genesis_end, &mut state, &mut log_digest, true, trust)?;
+    Ok(Some(Loaded {
         state,
-        generation: snapshot.generation,
-        checkpoint_len: checkpoint.len() as u64,
-        checkpoint_sha256,
-        log_len: tail.end as u64,
+        generation: 0,
+        checkpoint_len: json.len() as u64,
+        checkpoint_sha256: sha256(json),
+        log_len,
         log_digest,
-        seal_source: sealed.source,
-        settle: Settle::Log { cut_torn_tail, unsealed_steps: tail.records.len() },
-        sealed_by: sealed.by,
-        log_keyed: header.keyed,
-    })
+        seal_source: SealSource::Missing,
+        settle,
+        sealed_by: SealedBy::Key(key),
+        log_keyed: true,
+    }))
 }
 
 /// A compaction replaced the snapshot but did not get to seal it: the seal still
@@ -274,7 +370,8 @@ fn verify_interrupted_compaction(
             snapshot.generation, snapshot.seq, seal.seq
         ));
     }
-    let fresh_log = LogHeader { generation: snapshot.generation, base_seq: snapshot.seq, keyed: header.keyed };
+    let fresh_log =
+        LogHeader { generation: snapshot.generation, base_seq: snapshot.seq, keyed: header.keyed, genesis: false };
     if header == fresh_log {
         if log.len() != LOG_HEADER_BYTES {
             return Err("the new snapshot's step log holds bytes it was never sealed for".to_string());
@@ -367,7 +464,10 @@ pub(super) struct Salvage {
 pub(super) fn salvage(files: &Files, trust: Trust<'_>) -> Result<Salvage, String> {
     let keys = trust.keys;
     let Some(checkpoint) = &files.checkpoint else {
-        return Err("checkpoint.json is missing, so there is no verified state to keep".to_string());
+        return match files.log.as_deref() {
+            Some(log) if LogHeader::decode(log).is_ok_and(|header| header.genesis) => salvage_genesis(files, log, keys),
+            _ => Err("checkpoint.json is missing, so there is no verified state to keep".to_string()),
+        };
     };
     let snapshot = parse_snapshot(checkpoint).map_err(|what| format!("{what}; there is no verified state to keep"))?;
     let sealed = files.seal.as_deref().and_then(|seal| Seal::decode_file(seal, keys).ok());
@@ -384,6 +484,7 @@ pub(super) fn salvage(files: &Files, trust: Trust<'_>) -> Result<Salvage, String
         generation: snapshot.generation,
         base_seq: snapshot.seq,
         keyed: old_header.is_none_or(|header| header.keyed),
+        genesis: false,
     };
     let mut state = snapshot.state;
     let mut kept = header.encode();
@@ -414,6 +515,44 @@ pub(super) fn salvage(files: &Files, trust: Trust<'_>) -> Result<Salvage, String
         log: kept,
         sealed_seq,
         dropped_bytes: old_log.len().saturating_sub(offset) as u64,
+    })
+}
+
+/// [`salvage`] of a new session's genesis log: its snapshot, proved by its MAC, and
+/// the intact records after it that are the next steps and carry their MACs.
+fn salvage_genesis(files: &Files, log: &[u8], keys: &SealKeys) -> Result<Salvage, String> {
+    let no_state = || {
+        "the step log's first record, the session's snapshot, is damaged, so there is no verified state to keep"
+            .to_string()
+    };
+    let (genesis, genesis_end) = intact_record_at(log, LOG_HEADER_BYTES).ok_or_else(no_state)?;
+    let json = keyed_json(genesis).filter(|_| record_tag_holds(keys, &sha256(&log[..LOG_HEADER_BYTES]), genesis));
+    let snapshot = json.and_then(|json| parse_snapshot(json).ok()).ok_or_else(no_state)?;
+    let checkpoint_sha256 = json.map(sha256).ok_or_else(no_state)?;
+    let mut state = snapshot.state;
+    let mut prefix = Sha256::new();
+    prefix.update(&log[..genesis_end]);
+    let mut offset = genesis_end;
+    while let Some((payload, end)) = intact_record_at(log, offset) {
+        if !record_tag_holds(keys, &digest_of(&prefix), payload) {
+            break;
+        }
+        match decode_step(payload, true) {
+            Ok(delta) if Some(delta.seq) == state.seq.checked_add(1) => state.apply(&delta),
+            _ => break,
+        }
+        prefix.update(&log[offset..end]);
+        offset = end;
+    }
+    let sealed_seq =
+        files.seal.as_deref().and_then(|seal| Seal::decode_file(seal, keys).ok()).map(|(seal, _, _)| seal.seq);
+    Ok(Salvage {
+        state,
+        generation: 0,
+        checkpoint_sha256,
+        log: log[..offset].to_vec(),
+        sealed_seq,
+        dropped_bytes: log.len().saturating_sub(offset) as u64,
     })
 }
 

@@ -19,8 +19,8 @@ use super::super::{Delta, SessionState, SessionWriter, StoreError};
 use super::faults::Faults;
 use super::files::{self, FileStamp, replace, write_at};
 use super::format::{
-    LogHeader, SEAL_SLOT_BYTES, Seal, SealSource, Sha256Digest, SnapshotToStore, digest_of, encode_record,
-    keyed_payload, sha256,
+    LogHeader, RECORD_HEADER_BYTES, RECORD_TAG_BYTES, SEAL_SLOT_BYTES, Seal, SealSource, Sha256Digest, SnapshotToStore,
+    digest_of, encode_record, keyed_payload, sha256,
 };
 use super::seal_key::SealKeys;
 use super::verify::{Loaded, Settle, Trust};
@@ -38,8 +38,9 @@ pub struct FsWriter {
     id: String,
     session_path: PathBuf,
     log: File,
-    /// The seal file, opened for writing its slots in place.
-    seal: File,
+    /// The seal file, opened for writing its slots in place; none before a new
+    /// session's first seal.
+    seal: Option<File>,
     pub(super) lock: File,
     state: SessionState,
     pub(super) generation: u64,
@@ -48,12 +49,16 @@ pub struct FsWriter {
     log_len: u64,
     log_digest: Sha256,
     log_inode: u64,
-    seal_inode: u64,
+    seal_inode: Option<u64>,
     /// The seal that vouches for the last step on disk; the next one goes into the other slot.
     seal_source: SealSource,
-    checkpoint: FileStamp,
+    /// `checkpoint.json`'s stamp; none while a new session's snapshot is its log's genesis.
+    checkpoint: Option<FileStamp>,
     /// The size of the last snapshot, which the log must outgrow before compaction.
     snapshot_len: u64,
+    /// The bytes of a new session's log that hold its snapshot (the genesis record),
+    /// which compaction does not count as steps; 0 once `checkpoint.json` holds it.
+    genesis_len: u64,
     /// Why the writer can no longer be trusted, after a failed write.
     broken: Option<String>,
     pub(super) faults: Faults,
@@ -72,10 +77,19 @@ impl FsWriter {
     ) -> Result<Self, StoreError> {
         let runtime_dir = session_path.join(RUNTIME_DIR);
         let log_stamp = FileStamp::of_file(&log).map_err(io_error(id))?;
-        let (seal, seal_stamp) = open_seal(&runtime_dir).map_err(io_error(id))?;
-        let checkpoint = FileStamp::of(&runtime_dir.join(CHECKPOINT_FILE))
-            .map_err(io_error(id))?
-            .ok_or_else(|| corrupt(id, "checkpoint.json vanished while opening".to_string()))?;
+        // A new session has no seal before its first commit; a power loss may have left
+        // one that does not vouch, which the next seal overwrites in place.
+        let (seal, seal_inode) = match open_seal(&runtime_dir) {
+            Ok((seal, stamp)) => (Some(seal), Some(stamp.inode)),
+            Err(error) if error.kind() == io::ErrorKind::NotFound && loaded.seal_source == SealSource::Missing => {
+                (None, None)
+            }
+            Err(error) => return Err(StoreError::Io { id: id.to_string(), source: error }),
+        };
+        let checkpoint = FileStamp::of(&runtime_dir.join(CHECKPOINT_FILE)).map_err(io_error(id))?;
+        if checkpoint.is_none() && loaded.generation > 0 {
+            return Err(corrupt(id, "checkpoint.json vanished while opening".to_string()));
+        }
         Ok(Self {
             id: id.to_string(),
             session_path,
@@ -88,10 +102,14 @@ impl FsWriter {
             log_len: loaded.log_len,
             log_digest: loaded.log_digest,
             log_inode: log_stamp.inode,
-            seal_inode: seal_stamp.inode,
+            seal_inode,
             seal_source: loaded.seal_source,
             checkpoint,
             snapshot_len: loaded.checkpoint_len,
+            genesis_len: match checkpoint {
+                None => (RECORD_HEADER_BYTES + RECORD_TAG_BYTES) as u64 + loaded.checkpoint_len,
+                Some(_) => 0,
+            },
             broken: None,
             faults: Faults::default(),
             keys,
@@ -135,17 +153,23 @@ impl FsWriter {
             source: io::Error::new(io::ErrorKind::InvalidData, error),
         })?;
         let runtime_dir = self.runtime_dir();
+        if self.seal.is_none() || self.seal_source == SealSource::Missing {
+            // A new session's first seal (or one over what a power loss left of it), so
+            // the old log is sealed through the new snapshot.
+            self.write_whole_seal()?;
+        }
         self.faults.synced();
-        let replaced =
-            self.seal.sync_data().and_then(|()| replace(&runtime_dir, CHECKPOINT_FILE, &bytes, &mut self.faults));
+        let synced = self.seal.as_ref().map_or(Ok(()), File::sync_data);
+        let replaced = synced.and_then(|()| replace(&runtime_dir, CHECKPOINT_FILE, &bytes, &mut self.faults));
         if let Err(error) = replaced {
             return Err(self.mark_broken(error));
         }
         self.generation += 1;
         self.checkpoint_sha256 = sha256(&bytes);
         self.snapshot_len = bytes.len() as u64;
+        self.genesis_len = 0;
         match FileStamp::of(&runtime_dir.join(CHECKPOINT_FILE)) {
-            Ok(Some(stamp)) => self.checkpoint = stamp,
+            Ok(Some(stamp)) => self.checkpoint = Some(stamp),
             Ok(None) => return Err(self.mark_broken(io::Error::other("checkpoint.json vanished"))),
             Err(error) => return Err(self.mark_broken(error)),
         }
@@ -192,8 +216,8 @@ impl FsWriter {
             .and_then(|()| open_seal(&runtime_dir));
         match rewritten {
             Ok((seal, stamp)) => {
-                self.seal = seal;
-                self.seal_inode = stamp.inode;
+                self.seal = Some(seal);
+                self.seal_inode = Some(stamp.inode);
                 self.seal_source = SealSource::Slot(0);
                 Ok(())
             }
@@ -204,13 +228,14 @@ impl FsWriter {
     /// Writes the current seal into the slot that does not vouch now, in place and not
     /// synced: the older slot stays whole until this one is.
     fn advance_seal(&mut self) -> Result<(), StoreError> {
-        let SealSource::Slot(current) = self.seal_source else {
-            return self.rewrite_seal();
+        let (current, seal) = match (self.seal_source, &self.seal) {
+            (SealSource::Slot(current), Some(seal)) => (current, seal),
+            (SealSource::Legacy, _) => return self.rewrite_seal(),
+            (SealSource::Missing, _) | (SealSource::Slot(_), None) => return self.write_whole_seal(),
         };
         let next = 1 - current;
         let slot = self.current_seal().encode_slot(&self.keys);
         let base = (next * SEAL_SLOT_BYTES) as u64;
-        let seal = &self.seal;
         if let Err(error) =
             self.faults.torn_write("mid seal", &slot, |offset, part| write_at(seal, base + offset as u64, part))
         {
@@ -218,6 +243,32 @@ impl FsWriter {
         }
         self.seal_source = SealSource::Slot(next);
         Ok(())
+    }
+
+    /// Writes a new session's first seal (or one over what a power loss left of it): the
+    /// whole file in place, the current seal in slot 0, unsynced like every slot write.
+    fn write_whole_seal(&mut self) -> Result<(), StoreError> {
+        let path = self.runtime_dir().join(SEAL_FILE);
+        let seal = match files::open(&path, OpenOptions::new().read(true).write(true).create(true).truncate(false)) {
+            Ok(seal) => seal,
+            Err(error) => return Err(self.mark_broken(error)),
+        };
+        let mut bytes = vec![0; 2 * SEAL_SLOT_BYTES];
+        bytes[..SEAL_SLOT_BYTES].copy_from_slice(&self.current_seal().encode_slot(&self.keys));
+        let written = self
+            .faults
+            .torn_write("mid seal", &bytes, |offset, part| write_at(&seal, offset as u64, part))
+            .and_then(|()| seal.set_len(bytes.len() as u64))
+            .and_then(|()| FileStamp::of_file(&seal));
+        match written {
+            Ok(stamp) => {
+                self.seal = Some(seal);
+                self.seal_inode = Some(stamp.inode);
+                self.seal_source = SealSource::Slot(0);
+                Ok(())
+            }
+            Err(error) => Err(self.mark_broken(error)),
+        }
     }
 
     /// Finishes what a crash interrupted, as the load found it.
@@ -232,8 +283,8 @@ impl FsWriter {
                 }
                 match self.seal_source {
                     SealSource::Legacy => self.rewrite_seal(),
-                    SealSource::Slot(_) if unsealed_steps > 0 => self.advance_seal(),
-                    SealSource::Slot(_) => Ok(()),
+                    SealSource::Slot(_) | SealSource::Missing if unsealed_steps > 0 => self.advance_seal(),
+                    SealSource::Slot(_) | SealSource::Missing => Ok(()),
                 }
             }
             Settle::FinishCompaction => self.start_log(),
@@ -241,7 +292,7 @@ impl FsWriter {
     }
 
     fn compaction_due(&self) -> bool {
-        self.log_len > self.snapshot_len.max(MIN_COMPACTION_LOG_BYTES)
+        self.log_len.saturating_sub(self.genesis_len) > self.snapshot_len.max(MIN_COMPACTION_LOG_BYTES)
     }
 
     fn ensure_usable(&self) -> Result<(), StoreError> {
@@ -263,8 +314,8 @@ impl FsWriter {
         let seal_stamp = FileStamp::of(&runtime_dir.join(SEAL_FILE)).map_err(io_error(&self.id))?;
         let checkpoint_stamp = FileStamp::of(&runtime_dir.join(CHECKPOINT_FILE)).map_err(io_error(&self.id))?;
         let log_unchanged = log_stamp.is_some_and(|log| log.len == self.log_len && log.inode == self.log_inode);
-        let seal_unchanged = seal_stamp.is_some_and(|seal| seal.inode == self.seal_inode);
-        if log_unchanged && seal_unchanged && checkpoint_stamp == Some(self.checkpoint) {
+        let seal_unchanged = seal_stamp.map(|seal| seal.inode) == self.seal_inode;
+        if log_unchanged && seal_unchanged && checkpoint_stamp == self.checkpoint {
             return Ok(());
         }
         match load(&self.id, &runtime_dir, Trust { keys: &self.keys, adopt_unkeyed: false }) {

@@ -318,6 +318,10 @@ enum Command {
         /// server itself, or a session-mode pool), in the `--store` forms.
         #[arg(long, value_name = "URL")]
         store_listen: Option<String>,
+        /// With a PostgreSQL store: `--store` is a pooler in transaction mode (PgBouncer),
+        /// so no statement is prepared for reuse.
+        #[arg(long)]
+        store_behind_pooler: bool,
     },
     /// Rewrite contract-2 workflows (hooks, removed keys, hook scripts, cases) to contract 3, in place.
     Migrate {
@@ -587,6 +591,7 @@ fn main() -> ExitCode {
             lease_term,
             events_kept,
             store_listen,
+            store_behind_pooler,
         } => serve::run(
             executor,
             &root,
@@ -610,6 +615,7 @@ fn main() -> ExitCode {
                     max_connections: usize::from(store_connections),
                     events_kept,
                     listen_target: store_listen,
+                    behind_pooler: store_behind_pooler,
                     ..store::postgres_options(lease_term)
                 },
             },

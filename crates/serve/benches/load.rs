@@ -23,7 +23,8 @@
 //!
 //! Every phase is bounded in count and time and talks to loopback only. `LOAD_SECONDS`
 //! sets how long each load point runs (default 3); for profiling, `LOAD_STORES` (of
-//! `memory`, `filesystem`, `filesystem on /dev/shm`) and `LOAD_CLIENTS` (of 1, 8, 32, 64),
+//! `memory`, `filesystem`, `filesystem on /dev/shm`, `postgres`: a throwaway server with
+//! fsync on, or `ARCHMAX_TEST_DATABASE_URL`) and `LOAD_CLIENTS` (of 1, 8, 32, 64),
 //! comma-separated, pick the points, and `LOAD_TABLE_ONLY` skips the rest.
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,8 @@ use archmax_compiler::{analyze_workspace, load_memory};
 use archmax_serve::auth::Auth;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::{Server, ServerParts};
+use archmax_store_postgres::PgStore;
+use archmax_store_postgres::test_cluster::TestCluster;
 use archmax_vm::clock::FixedClock;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse, TokenUsage};
@@ -404,6 +407,13 @@ fn load_average() -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
+/// Where a load point's sessions live.
+enum Where {
+    Memory,
+    Folder(PathBuf),
+    Postgres,
+}
+
 fn millis(duration: Duration) -> String {
     format!("{:.2} ms", duration.as_secs_f64() * 1000.0)
 }
@@ -446,24 +456,37 @@ fn main() {
     // The filesystem store on the temporary directory (a disk: every commit's fsync
     // reaches the device), and, to split the device's share from the store's own work,
     // on /dev/shm where the machine has it (memory: an fsync there costs nothing).
+    // And on PostgreSQL: a throwaway server (fsync on, like the tests') or
+    // `ARCHMAX_TEST_DATABASE_URL`, a fresh database per point.
     let shm = Path::new("/dev/shm");
-    let mut stores = vec![("memory", None), ("filesystem", Some(std::env::temp_dir()))];
+    let mut stores = vec![("memory", Where::Memory), ("filesystem", Where::Folder(std::env::temp_dir()))];
     if shm.is_dir() {
-        stores.push(("filesystem on /dev/shm", Some(shm.to_path_buf())));
+        stores.push(("filesystem on /dev/shm", Where::Folder(shm.to_path_buf())));
     }
+    stores.push(("postgres", Where::Postgres));
+    let mut cluster: Option<TestCluster> = None;
     let wanted = |variable: &str, name: &str| {
         std::env::var(variable).map_or(true, |list| list.split(',').any(|item| item == name))
     };
     for (store_name, folder) in stores.into_iter().filter(|(name, _)| wanted("LOAD_STORES", name)) {
         for clients in [1usize, 8, 32, 64].into_iter().filter(|clients| wanted("LOAD_CLIENTS", &clients.to_string())) {
-            let scratch =
-                folder.as_ref().map(|folder| folder.join(format!("archmax-load-{}-{clients}", std::process::id())));
+            let scratch = match &folder {
+                Where::Folder(folder) => Some(folder.join(format!("archmax-load-{}-{clients}", std::process::id()))),
+                _ => None,
+            };
             if let Some(scratch) = &scratch {
                 let _ = std::fs::remove_dir_all(scratch);
             }
-            let store: Arc<dyn SessionStore> = match &scratch {
-                None => Arc::new(MemoryStore::new()),
-                Some(scratch) => Arc::new(FsStore::for_workspace(scratch).expect("the scratch workspace's seal key")),
+            let store: Arc<dyn SessionStore> = match (&folder, &scratch) {
+                (_, Some(scratch)) => {
+                    Arc::new(FsStore::for_workspace(scratch).expect("the scratch workspace's seal key"))
+                }
+                (Where::Postgres, _) => {
+                    let cluster = cluster.get_or_insert_with(TestCluster::require);
+                    let target = cluster.database(&format!("load{clients}")).expect("a database");
+                    Arc::new(executor.block_on(PgStore::connect(&target)).expect("the store connects"))
+                }
+                _ => Arc::new(MemoryStore::new()),
             };
             let point = executor.block_on(async {
                 let served = serve(ring_program(RING), store).await;

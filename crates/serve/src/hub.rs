@@ -50,6 +50,8 @@ pub const EVENT_BYTES_KEPT: usize = 64 * 1024;
 pub const SHARED_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 /// The most events one read from a shared store hands a stream.
 const SHARED_PAGE: usize = 256;
+/// The most bytes of events one read hands a stream (past the first event).
+const SHARED_PAGE_BYTES: usize = 1024 * 1024;
 
 /// One numbered event: its id within the session and its JSON.
 #[derive(Clone, Debug)]
@@ -128,7 +130,19 @@ impl Hub {
     pub async fn since_anywhere(&self, session: &str, after: u64) -> Vec<NumberedEvent> {
         let Some(log) = &self.shared else { return self.since(session, after) };
         match log.after(root_session(session), after, SHARED_PAGE).await {
-            Ok(events) => events.into_iter().map(|event| NumberedEvent { id: event.id, json: event.json }).collect(),
+            Ok(events) => {
+                // A page holds at most about a MiB of events (at least one).
+                let mut bytes = 0;
+                events
+                    .into_iter()
+                    .take_while(|event| {
+                        let first = bytes == 0;
+                        bytes += event.json.len();
+                        first || bytes <= SHARED_PAGE_BYTES
+                    })
+                    .map(|event| NumberedEvent { id: event.id, json: event.json })
+                    .collect()
+            }
             Err(error) => {
                 tracing::warn!(session, "the session's events could not be read from the store: {error}");
                 Vec::new()
@@ -152,9 +166,10 @@ impl Hub {
     /// Wakes the streams of `root` and the inbox's live list: events of it committed
     /// somewhere.
     fn touch(&self, root: &str, last: u64) {
-        let mut state = self.lock();
-        let events = Hub::entry(&mut state, root);
-        events.committed.send_replace(last);
+        // Only sessions someone here follows: a fleet's other sessions make no entries.
+        if let Some(events) = self.lock().sessions.get(root) {
+            events.committed.send_replace(last);
+        }
         self.recorded.send_modify(|count| *count += 1);
     }
 

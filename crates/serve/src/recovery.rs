@@ -73,7 +73,14 @@ pub async fn resume_cut_turns(server: Arc<Server>, at_once: usize) -> Recovered 
             return recovered;
         }
     };
+    // What this call tried: a session whose turn failed is not tried again by it (its
+    // claim runs out, and a later call tries once more).
+    let mut tried = std::collections::BTreeSet::new();
     while !batch.is_empty() {
+        batch.retain(|id| tried.insert(id.clone()));
+        if batch.is_empty() {
+            break;
+        }
         tracing::info!("recovery: {} session(s) were cut mid-turn; continuing them", batch.len());
         continue_all(&server, batch, at_once, &mut recovered).await;
         if !recovered.shared_store || server.gate.is_closing() {

@@ -131,6 +131,9 @@ impl Server {
         loop {
             match self.store.claim_chores(Chore::Due { by_ms: now_ms }, WAKE_BATCH).await {
                 Ok(Some(batch)) => {
+                    // The store hands out due sessions; what the parks here noted is not
+                    // needed (dropped so it does not grow).
+                    drop(self.due.take_due(i64::MAX));
                     let last = batch.len() < WAKE_BATCH;
                     self.wake_each(batch, now_ms, &mut wakes, false).await;
                     if last || self.gate.is_closing() {

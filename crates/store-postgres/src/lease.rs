@@ -47,10 +47,11 @@ pub const SHORTEST_TERM: Duration = Duration::from_millis(300);
 
 /// Takes the lease of session `$1` for owner `$2` for `$3` seconds, when nobody holds it
 /// or its holder's ran out, and reads what opening the session needs. No row: the session
-/// is missing or held.
+/// is missing or held. A claim on the session is left to run out, so a chore that fails
+/// at once is handed out again a term later, not in a tight loop.
 pub(crate) const TAKE: &str = "UPDATE archmax_sessions \
      SET lease_owner = $2, lease_token = nextval('archmax_lease_tokens'), \
-         lease_expires = now() + make_interval(secs => $3), claimed_until = NULL \
+         lease_expires = now() + make_interval(secs => $3) \
      WHERE id = $1 AND (lease_owner IS NULL OR lease_expires < now()) \
      RETURNING lease_token, snapshot_seq, snapshot";
 
@@ -147,7 +148,9 @@ pub(crate) async fn keep_renewed(inner: Weak<Inner>) {
         if ids.is_empty() {
             continue;
         }
-        let renewed = async {
+        // Bounded well inside the term: a renewal stuck behind a busy pool or a locked row
+        // is given up and tried again next round, while the leases still hold.
+        let renewed = tokio::time::timeout(every, async {
             let client = inner.pool.get().await.map_err(|error| io_error("", error.to_string()))?;
             let term = inner.leases.term_secs();
             let rows = client
@@ -155,8 +158,9 @@ pub(crate) async fn keep_renewed(inner: Weak<Inner>) {
                 .await
                 .map_err(db_error(""))?;
             Ok::<Vec<String>, StoreError>(rows.iter().map(|row| row.get(0)).collect())
-        }
-        .await;
+        })
+        .await
+        .unwrap_or_else(|_| Err(io_error("", format!("no answer within {} ms", every.as_millis()))));
         match renewed {
             Ok(renewed) if renewed.len() < ids.len() => {
                 for (id, token) in ids.iter().zip(&tokens) {
@@ -190,17 +194,18 @@ pub(crate) enum Claim {
 pub(crate) async fn claim(pool: &Pool, term: f64, what: Claim, limit: usize) -> Result<Vec<String>, StoreError> {
     let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
     let (filter, at) = match what {
-        Claim::Due(at) => ("resume_due IS NOT NULL AND resume_due <= $3", Some(at)),
+        Claim::Due(at) => ("status = 'awaiting_input' AND resume_due IS NOT NULL AND resume_due <= $3", Some(at)),
         Claim::Stranded => ("status = 'running'", None),
     };
     let sql = format!(
-        "UPDATE archmax_sessions SET claimed_until = now() + make_interval(secs => $2) \
-         WHERE id IN (SELECT id FROM archmax_sessions \
+        "WITH picked AS MATERIALIZED (SELECT id FROM archmax_sessions \
              WHERE {filter} AND strpos(id, '~') = 0 \
                AND (claimed_until IS NULL OR claimed_until < now()) \
                AND (lease_owner IS NULL OR lease_expires < now()) \
              ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) \
-         RETURNING id"
+         UPDATE archmax_sessions s SET claimed_until = now() + make_interval(secs => $2) \
+         FROM picked WHERE s.id = picked.id \
+         RETURNING s.id"
     );
     let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
     let rows = match &at {

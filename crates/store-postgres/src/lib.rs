@@ -153,6 +153,11 @@ pub struct PgOptions {
     /// store's target: a pooler in transaction mode cannot listen, so behind PgBouncer this
     /// names the server itself (or a session-mode pool). Same forms as the target.
     pub listen_target: Option<String>,
+    /// Whether the target is a pooler in transaction mode (PgBouncer), which may send each
+    /// statement to another server connection: then no statement is prepared for reuse
+    /// (each is sent unnamed with its types). Otherwise a step's statements are prepared
+    /// once per connection, which saves the server their parse and plan on every step.
+    pub behind_pooler: bool,
     /// The caps a session's files are held to.
     pub limits: Limits,
 }
@@ -164,6 +169,7 @@ impl Default for PgOptions {
             lease_term: lease::DEFAULT_TERM,
             events_kept: 10_000,
             listen_target: None,
+            behind_pooler: false,
             limits: Limits::default(),
         }
     }
@@ -190,6 +196,8 @@ pub(crate) struct Inner {
     staged_events: events::StagedEvents,
     /// [`PgOptions::events_kept`], as the statements take it.
     events_kept: i64,
+    /// [`PgOptions::behind_pooler`].
+    behind_pooler: bool,
     /// The staged files of sessions this store value has handed out, by id.
     open: Mutex<HashMap<String, Weak<SessionFiles>>>,
 }
@@ -323,6 +331,7 @@ impl PgStore {
             leases: Leases::new(options.lease_term),
             staged_events: events::StagedEvents::default(),
             events_kept: i64::try_from(options.events_kept).unwrap_or(i64::MAX),
+            behind_pooler: options.behind_pooler,
             open: Mutex::new(HashMap::new()),
         });
         drop(inner.handle.spawn(lease::keep_renewed(Arc::downgrade(&inner))));
@@ -516,8 +525,8 @@ fn fold<'a>(
 }
 
 /// Takes session `id`'s lease and reads the session under it, compacting its snapshot when
-/// many steps follow it; the lease is renewed from here on. Missing, held elsewhere and
-/// unreadable sessions keep no lease.
+/// many steps follow it. Missing, held elsewhere and unreadable sessions keep no lease; the
+/// caller has the lease renewed once it has the writer.
 async fn take_and_load(inner: &Inner, id: &str) -> Result<(SessionState, i64), StoreError> {
     let client = inner.pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
     let (owner, term) = (inner.leases.owner(), inner.leases.term_secs());
@@ -534,7 +543,6 @@ async fn take_and_load(inner: &Inner, id: &str) -> Result<(SessionState, i64), S
         return Err(if exists { StoreError::Busy(id.to_string()) } else { StoreError::Missing(id.to_string()) });
     };
     let token: i64 = row.get(0);
-    inner.leases.hold(id, token);
     let loaded = async {
         let (state, steps) = complete(&client, id, row.get(1), row.get(2)).await?;
         if steps >= COMPACT_AFTER_STEPS {
@@ -555,7 +563,6 @@ async fn take_and_load(inner: &Inner, id: &str) -> Result<(SessionState, i64), S
     match loaded {
         Ok(state) => Ok((state, token)),
         Err(error) => {
-            inner.leases.forget(id, token);
             drop(client);
             if let Err(release) = lease::release(&inner.pool, id, token).await {
                 tracing::warn!(
@@ -627,6 +634,9 @@ impl SessionStore for PgStore {
             let inner = Arc::clone(&self.inner);
             let task_id = id.to_string();
             let (state, token) = self.inner.run(id, async move { take_and_load(&inner, &task_id).await }).await?;
+            // Renewed from here: a caller that gave up before this point leaves a lease
+            // that runs out by itself, not one renewed for nobody.
+            self.inner.leases.hold(id, token);
             let writer =
                 PgWriter::new(Arc::clone(&self.inner), id.to_string(), state.seq, token, self.inner.session_files(id));
             Ok((state, Box::new(writer) as Box<dyn SessionWriter>))
@@ -770,7 +780,8 @@ impl SessionStore for PgStore {
                         .await
                         .map_err(db_error(id))?;
                     // A root session's events go with it (a sub-workflow's are its root's).
-                    for table in ["archmax_events", "archmax_event_heads"] {
+                    // The counter row first: a commit numbering events waits on its lock.
+                    for table in ["archmax_event_heads", "archmax_events"] {
                         transaction
                             .execute_typed(&format!("DELETE FROM {table} WHERE root = $1"), &[(&id, Type::TEXT)])
                             .await

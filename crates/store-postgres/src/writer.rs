@@ -140,6 +140,7 @@ impl PgWriter {
         let logged = self.inner.staged_events.take(&root);
         let (expected, token) = (self.last_seq, self.token);
         let term = self.inner.leases.term_secs();
+        let pooled = self.inner.behind_pooler;
         let pool = self.inner.pool.clone();
         let task_id = id.clone();
         let (task_root, task_logged) = (root.clone(), logged.clone());
@@ -161,31 +162,49 @@ impl PgWriter {
                     &task_root,
                     &task_logged,
                 ]);
-                let params: Vec<(&(dyn ToSql + Sync), Type)> = values.into_iter().zip(COMMIT_TYPES).collect();
-                // Both are sent at once; the server runs them in order.
                 let step = [(&id as &(dyn ToSql + Sync), Type::TEXT), (&seq, Type::INT8), (&task_root, Type::TEXT)];
-                let announce = if task_logged.is_empty() {
-                    object.execute_typed(ANNOUNCE, &step[..2])
+                let (announce, announced_params) =
+                    if task_logged.is_empty() { (ANNOUNCE, &step[..2]) } else { (ANNOUNCE_WITH_EVENTS, &step[..]) };
+                // Both are sent at once; the server runs them in order. Behind a pooler in
+                // transaction mode each is sent unnamed with its types; otherwise both are
+                // prepared once per connection (a commit then skips the parse and plan).
+                let (row, announced) = if pooled {
+                    let params: Vec<(&(dyn ToSql + Sync), Type)> = values.into_iter().zip(COMMIT_TYPES).collect();
+                    tokio::join!(
+                        object.query_typed_one(COMMIT, &params),
+                        object.execute_typed(announce, announced_params)
+                    )
                 } else {
-                    object.execute_typed(ANNOUNCE_WITH_EVENTS, &step)
+                    let commit = object.prepare_typed_cached(COMMIT, &COMMIT_TYPES).await.map_err(db_error(&id))?;
+                    let types: Vec<Type> = announced_params.iter().map(|(_, kind)| kind.clone()).collect();
+                    let announcing = object.prepare_typed_cached(announce, &types).await.map_err(db_error(&id))?;
+                    let announced_values: Vec<&(dyn ToSql + Sync)> =
+                        announced_params.iter().map(|(value, _)| *value).collect();
+                    tokio::join!(object.query_one(&commit, &values), object.execute(&announcing, &announced_values))
                 };
-                let (row, announced) = tokio::join!(object.query_typed_one(COMMIT, &params), announce);
                 // The step's fate is the commit's answer; an announcement that failed loses
                 // no step, and listeners learn of it with the session's next one.
                 drop(announced);
                 match row {
                     Ok(row) if row.get::<_, i64>(0) == 1 => Ok(()),
                     Ok(_) => Err(refused(&object, &id, expected, token).await),
-                    Err(error) if error.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                    Err(error)
+                        if error.code() == Some(&SqlState::UNIQUE_VIOLATION)
+                            && error.as_db_error().and_then(|db| db.constraint()) == Some("archmax_steps_pkey") =>
+                    {
                         Err(StoreError::Conflict { id: id.clone(), expected, found: expected + 1 })
                     }
                     Err(error) => Err(db_error(&id)(error)),
                 }
             })
             .await;
-        if result.is_err() {
+        if let Err(error) = &result {
             self.files.restore_staged(staged);
-            self.inner.staged_events.restore(&root, logged);
+            // Events go back only when the commit was surely refused: after an I/O error the
+            // step (and the events with it) may have been written.
+            if matches!(error, StoreError::Conflict { .. } | StoreError::TakenOver(_) | StoreError::Missing(_)) {
+                self.inner.staged_events.restore(&root, logged);
+            }
         }
         result?;
         self.last_seq = delta.seq;

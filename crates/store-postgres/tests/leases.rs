@@ -303,14 +303,15 @@ fn the_store_keeps_its_contract_and_its_leases_through_pgbouncer_in_transaction_
     let pooler = cluster.pooler(&name, 2).unwrap_or_else(|message| panic!("these tests need PgBouncer: {message}"));
     let target = pooler.target();
     let host = executor();
+    let pooled = || PgOptions { behind_pooler: true, ..PgOptions::default() };
     let connect = || -> Arc<dyn SessionStore> {
-        Arc::new(PgStore::connect_blocking(host.handle(), &target, PgOptions::default()).expect("connect"))
+        Arc::new(PgStore::connect_blocking(host.handle(), &target, pooled()).expect("connect"))
     };
     conformance::run("postgres store behind pgbouncer", &connect);
 
     host.block_on(async {
-        let first = PgStore::connect(&target).await.expect("a runner");
-        let second = PgStore::connect(&target).await.expect("another runner");
+        let first = PgStore::connect_with(&target, pooled()).await.expect("a runner");
+        let second = PgStore::connect_with(&target, pooled()).await.expect("another runner");
         // More open sessions than server connections, committing at once.
         let mut writers = Vec::new();
         for index in 0..12 {
@@ -328,7 +329,7 @@ fn the_store_keeps_its_contract_and_its_leases_through_pgbouncer_in_transaction_
         assert_eq!(state.seq, 3);
         // A pooler cannot LISTEN: the feed of other runners' events goes to the server
         // itself while everything else goes through the pooler.
-        let direct = PgOptions { listen_target: Some(cluster.target_of(&name)), ..PgOptions::default() };
+        let direct = PgOptions { listen_target: Some(cluster.target_of(&name)), ..pooled() };
         let listening = PgStore::connect_with(&target, direct).await.expect("a runner listening directly");
         let mut feed = listening.event_log().expect("a fleet store").follow().await.expect("follow");
         let (_, mut writer) = first.open("pooled-05").await.expect("open");

@@ -75,6 +75,7 @@ mod events;
 mod files;
 pub mod lease;
 mod listing;
+mod loading;
 mod notify;
 mod records;
 pub mod schema;
@@ -98,11 +99,12 @@ use archmax_vm::session::id::SessionId;
 use archmax_vm::session::records::{Record, RecordKind};
 use archmax_vm::session::spec::{PinnedSpec, is_spec_hash};
 use archmax_vm::session::store::{Chore, ListPage, ListQuery, StoreFuture, resume_time_ms};
-use archmax_vm::session::{Delta, SessionState, SessionStore, SessionWriter, StoreError};
+use archmax_vm::session::{SessionState, SessionStore, SessionWriter, StoreError};
 
 pub use events::CHANNEL as EVENTS_CHANNEL;
 use files::{PgFiles, SessionFiles};
 use lease::{Claim, Leases};
+use loading::{load, take_and_load};
 pub use notify::{CHANNEL, CommittedStep, StepFeed};
 use writer::PgWriter;
 
@@ -467,113 +469,6 @@ impl HeadColumns {
 /// The types of [`HeadColumns::params`].
 const HEAD_TYPES: [Type; 7] =
     [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TIMESTAMPTZ, Type::JSONB];
-
-/// A session's state and how many steps follow its snapshot; `None` when absent.
-async fn load(client: &tokio_postgres::Client, id: &str) -> Result<Option<(SessionState, usize)>, StoreError> {
-    let Some(row) = client
-        .query_typed_opt("SELECT snapshot_seq, snapshot FROM archmax_sessions WHERE id = $1", &[(&id, Type::TEXT)])
-        .await
-        .map_err(db_error(id))?
-    else {
-        return Ok(None);
-    };
-    complete(client, id, row.get(0), row.get(1)).await.map(Some)
-}
-
-/// The state of session `id` from its snapshot (taken at `snapshot_seq`) and the steps
-/// stored after it, with how many there were. Steps are never removed, so a commit
-/// landing after the snapshot was read only adds one.
-async fn complete(
-    client: &tokio_postgres::Client,
-    id: &str,
-    snapshot_seq: i64,
-    snapshot: &[u8],
-) -> Result<(SessionState, usize), StoreError> {
-    let steps = client
-        .query_typed(
-            "SELECT seq, delta FROM archmax_steps WHERE session_id = $1 AND seq > $2 ORDER BY seq",
-            &[(&id, Type::TEXT), (&snapshot_seq, Type::INT8)],
-        )
-        .await
-        .map_err(db_error(id))?;
-    let state = fold(id, snapshot_seq, snapshot, steps.iter().map(|step| (step.get(0), step.get(1))))?;
-    Ok((state, steps.len()))
-}
-
-/// A session's state from its snapshot (taken at `snapshot_seq`) and the steps after it,
-/// in order; [`StoreError::Corrupt`] when they do not decode or do not follow each other.
-fn fold<'a>(
-    id: &str,
-    snapshot_seq: i64,
-    snapshot: &[u8],
-    steps: impl Iterator<Item = (i64, &'a [u8])>,
-) -> Result<SessionState, StoreError> {
-    let mut state: SessionState = serde_json::from_slice(snapshot)
-        .map_err(|error| corrupt(id, format!("the snapshot is unreadable: {error}")))?;
-    if state.id != id || i64::try_from(state.seq).ok() != Some(snapshot_seq) {
-        return Err(corrupt(id, format!("the snapshot holds session `{}` at step {}", state.id, state.seq)));
-    }
-    for (seq, delta) in steps {
-        let delta: Delta =
-            serde_json::from_slice(delta).map_err(|error| corrupt(id, format!("step {seq} is unreadable: {error}")))?;
-        if i64::try_from(delta.seq).ok() != Some(seq) || delta.seq != state.seq + 1 {
-            return Err(corrupt(id, format!("step {seq} does not follow step {}", state.seq)));
-        }
-        state.apply(&delta);
-    }
-    Ok(state)
-}
-
-/// Takes session `id`'s lease and reads the session under it, compacting its snapshot when
-/// many steps follow it. Missing, held elsewhere and unreadable sessions keep no lease; the
-/// caller has the lease renewed once it has the writer.
-async fn take_and_load(inner: &Inner, id: &str) -> Result<(SessionState, i64), StoreError> {
-    let client = inner.pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
-    let (owner, term) = (inner.leases.owner(), inner.leases.term_secs());
-    let taken = client
-        .query_typed_opt(lease::TAKE, &[(&id, Type::TEXT), (&owner, Type::TEXT), (&term, Type::FLOAT8)])
-        .await
-        .map_err(db_error(id))?;
-    let Some(row) = taken else {
-        let exists = client
-            .query_typed_opt("SELECT 1 FROM archmax_sessions WHERE id = $1", &[(&id, Type::TEXT)])
-            .await
-            .map_err(db_error(id))?
-            .is_some();
-        return Err(if exists { StoreError::Busy(id.to_string()) } else { StoreError::Missing(id.to_string()) });
-    };
-    let token: i64 = row.get(0);
-    let loaded = async {
-        let (state, steps) = complete(&client, id, row.get(1), row.get(2)).await?;
-        if steps >= COMPACT_AFTER_STEPS {
-            let snapshot = serde_json::to_vec(&state).map_err(|error| io_error(id, error.to_string()))?;
-            let seq = number(id, state.seq)?;
-            client
-                .execute_typed(
-                    "UPDATE archmax_sessions SET snapshot = $2, snapshot_seq = $3 \
-                     WHERE id = $1 AND seq = $3 AND lease_token = $4",
-                    &[(&id, Type::TEXT), (&snapshot, Type::BYTEA), (&seq, Type::INT8), (&token, Type::INT8)],
-                )
-                .await
-                .map_err(db_error(id))?;
-        }
-        Ok(state)
-    }
-    .await;
-    match loaded {
-        Ok(state) => Ok((state, token)),
-        Err(error) => {
-            drop(client);
-            if let Err(release) = lease::release(&inner.pool, id, token).await {
-                tracing::warn!(
-                    session = id,
-                    "the lease of a session that failed to open is left to run out: {release}"
-                );
-            }
-            Err(error)
-        }
-    }
-}
 
 impl SessionStore for PgStore {
     fn create<'a>(&'a self, state: &'a SessionState) -> StoreFuture<'a, Box<dyn SessionWriter>> {

@@ -19,7 +19,8 @@ use tokio_postgres::types::{ToSql, Type};
 use archmax_vm::session::store::{ListPage, ListQuery};
 use archmax_vm::session::{Status, StoreError};
 
-use crate::{PgStore, db_error, fold, io_error};
+use crate::loading::fold;
+use crate::{PgStore, db_error, io_error};
 
 /// The statuses of a parked session (waiting for a decision or for input).
 const PARKED: [Status; 2] = [Status::AwaitingDecision, Status::AwaitingInput];

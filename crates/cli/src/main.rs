@@ -18,6 +18,7 @@ mod keys;
 mod lsp;
 mod migrate;
 mod output;
+mod reference;
 mod reply;
 mod resume;
 mod run;
@@ -69,7 +70,7 @@ enum Command {
     /// List the host tools the configured MCP servers provide, which states grant each,
     /// and the granted tools no server provides (starts the servers).
     Tools {
-        /// Print the report as JSON (documented in the README).
+        /// Print the report as JSON (its shape is in the book's MCP guide).
         #[arg(long)]
         json: bool,
     },
@@ -371,6 +372,17 @@ enum Command {
         #[arg(long)]
         list: bool,
     },
+    /// Write the book's generated reference (`docs/src/reference/`, and its entries in
+    /// `docs/src/SUMMARY.md`) from this build; for maintainers.
+    #[command(hide = true)]
+    BookReference {
+        /// Write nothing; fail, naming each file, when the checked-in pages differ.
+        #[arg(long)]
+        check: bool,
+        /// The repository holding `docs/` and `golden/`.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        repository: PathBuf,
+    },
 }
 
 /// What `archmax sessions` does besides listing and showing.
@@ -626,6 +638,9 @@ fn main() -> ExitCode {
         Command::Init { dir, template } => init::run(&dir.unwrap_or(root), template),
         Command::Schema { kind, output } => schema_cmd::run(kind, output.as_deref()),
         Command::Completions { shell } => completions::run::<Cli>(shell),
+        Command::BookReference { check, repository } => {
+            reference::run(<Cli as clap::CommandFactory>::command(), &repository, check)
+        }
         Command::Flow(command) => flow::run(executor, command),
         Command::Build { workflows, output, sign } => build::run(&root, &workflows, output.as_deref(), sign.as_deref()),
         Command::Keygen { output, force } => keys::keygen(&output, force),

@@ -1,7 +1,7 @@
 //! The runner's tables of `archmax.toml`: how webhook senders authenticate
 //! (`[connections.<slug>]`), which trigger wakes a workflow's waiting sessions
 //! (`[schedule.<workflow>]`), and which MCP servers provide host tools
-//! (`[mcp_servers.<name>]`, `essential_tools`; read in [`mcp`], documented in the README),
+//! (`[mcp_servers.<name>]`, `essential_tools`; read in [`mcp`], documented in the book's MCP guide, `docs/src/guides/mcp.md`),
 //! the sessions' context budgets (`[context]`, read in [`context`]), and the model
 //! providers and routes (`[providers.<name>]`, `[models."<id>"]`, read in [`providers`]).
 //!

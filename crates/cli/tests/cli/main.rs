@@ -5,6 +5,7 @@
 
 mod artifacts;
 mod authoring;
+mod book;
 mod commands;
 mod deliveries;
 mod explain;

@@ -1,4 +1,4 @@
-//! `examples/embed.rs`, the README's embedding snippet, run as a host would run it: an
+//! `examples/embed.rs`, the example the book's embedding guide shows, run as a host would run it: an
 //! artifact and a tape on disk, one turn, the events written as JSON lines. The example's
 //! code is compiled into this test, so it runs without the example's binary.
 

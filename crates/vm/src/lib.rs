@@ -24,6 +24,62 @@
 //! to HTTPS model endpoints installs a TLS crypto provider first
 //! ([`model::openai::install_tls_provider`]).
 //!
+//! ## Example
+//!
+//! A host compiles a workflow (here from memory; a production host loads a verified
+//! `.amx` artifact with `archmax_program::artifact::decode`), picks a store, a model and
+//! a clock, and runs turns. The model's answers come from a tape, so this runs offline:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use archmax_compiler::lower::{BuildInputs, lower};
+//! use archmax_compiler::{analyze_workspace, load_memory};
+//! use archmax_vm::clock::SystemClock;
+//! use archmax_vm::events::EventSink;
+//! use archmax_vm::model::{pricing::PricingTable, tape::Tape};
+//! use archmax_vm::session::memory::MemoryStore;
+//! use archmax_vm::{Runtime, RuntimeParts, TurnRequest};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let workflow = "title: Notes
+//! instructions: Keep the user's notes.
+//! states:
+//!   write:
+//!     triggers: { manual: { description: Take a note. } }
+//!     instructions: Write the note down, then confirm it in one line.
+//! ";
+//! let analysis = analyze_workspace(load_memory([("workflows/notes/workflow.yaml", workflow)])?);
+//! assert_eq!(analysis.report(&[])?.errors(), 0, "the workflow validates");
+//! let inputs = BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT };
+//! let program = lower(&analysis, &[], &inputs)?;
+//!
+//! let tape = Tape::parse("notes.tape.yaml", "- state: write\n  text: Noted, buy milk.\n")?;
+//! let runtime = Runtime::builder(RuntimeParts {
+//!     program: Arc::new(program),
+//!     store: Arc::new(MemoryStore::new()),
+//!     model: Arc::new(tape),
+//!     events: EventSink::new(),
+//!     clock: Arc::new(SystemClock),
+//!     root: std::env::temp_dir(),
+//!     pricing: PricingTable::default(),
+//! })
+//! .build();
+//!
+//! let request = TurnRequest {
+//!     workflow: "notes".to_string(),
+//!     message: Some("Remember to buy milk.".to_string()),
+//!     ..TurnRequest::default()
+//! };
+//! let executor = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! let outcome = executor.block_on(runtime.run_turn(request))?;
+//! assert_eq!(outcome.state, "write");
+//! assert_eq!(outcome.reply, "Noted, buy milk.");
+//! runtime.close_session(&outcome.session_id);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ## The public face
 //!
 //! - **Entry points**: [`Runtime`], built by [`Runtime::builder`] from [`RuntimeParts`]

@@ -43,7 +43,7 @@ use crate::model::pricing::PricingTable;
 use crate::runtime::{DecideRequest, DeliverRequest, Mock, Outcome, Runtime, RuntimeParts, TurnRequest};
 use crate::session::TrailKind;
 use crate::session::memory::MemoryStore;
-use crate::session::{Message, SessionState, Status, ToolStatus, Usage};
+use crate::session::{Message, SessionState, Status, Usage};
 
 /// How one assertion came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -240,7 +240,7 @@ enum Command {
     },
     /// Run a workflow's cases (`tests/**/*.test.yaml`).
     Test {
-        /// The workflow; may be left out when the workspace has exactly one.
+        /// The workflow; when left out, every workflow that has cases (the others are noted).
         workflow: Option<String>,
         /// Run only case files whose path contains this text.
         filter: Option<String>,

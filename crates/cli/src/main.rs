@@ -559,7 +559,7 @@ fn main() -> ExitCode {
     archmax_vm::model::openai::install_tls_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(error) => return output::usage_error(error),
+        Err(error) => return output::usage_error(error, &<Cli as clap::CommandFactory>::command()),
     };
     survive_closed_peers(&cli.command);
     output::configure(output::Terminal { color: cli.color, quiet: cli.quiet });

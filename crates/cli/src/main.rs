@@ -138,10 +138,6 @@ enum Command {
         /// Continue this session, or start one under this id.
         #[arg(long, value_name = "ID")]
         session: Option<String>,
-        /// Answer host tools from this file of mocks, in the cases' format
-        /// (`- { tool, whenInput?, result }`), so a workflow runs before its tools exist.
-        #[arg(long, value_name = "FILE")]
-        mocks: Option<PathBuf>,
         /// Hand this file to the trigger's `file` input (copied into the session);
         /// `NAME=PATH` picks the input when there are several. Repeatable.
         #[arg(long = "file", value_name = "[NAME=]PATH")]
@@ -434,6 +430,10 @@ struct SessionFlags {
     /// Bound each model call to this many seconds (over ARCHMAX_REQUEST_TIMEOUT_MS).
     #[arg(long, value_name = "SECONDS", value_parser = positive_seconds)]
     timeout: Option<f64>,
+    /// Answer host tools from this file of mocks, in the cases' format
+    /// (`- { tool, whenInput?, result }`), so a workflow runs before its tools exist.
+    #[arg(long, value_name = "FILE")]
+    mocks: Option<PathBuf>,
 }
 
 /// A positive, finite number of seconds.
@@ -459,7 +459,7 @@ impl SessionFlags {
             events: self.events.as_deref(),
             upgrade: self.upgrade,
             store: self.store.as_deref(),
-            mocks: None,
+            mocks: self.mocks.as_deref(),
             timeout: self.timeout,
             executor,
         }
@@ -634,8 +634,8 @@ fn main() -> ExitCode {
         }
         Command::Graph { flow: Some(flow), format, .. } => graph::run_flow(&flow, format),
         Command::Graph { workflow, only, format, .. } => graph::run(&root, workflow.or(only).as_deref(), format),
-        Command::Run { workflow, prompt, trigger, variables, session, mocks, files, common } => run::run(
-            &session::SessionOptions { mocks: mocks.as_deref(), ..common.options(&root, executor) },
+        Command::Run { workflow, prompt, trigger, variables, session, files, common } => run::run(
+            &common.options(&root, executor),
             run::RunArgs {
                 workflow: &workflow,
                 prompt: &prompt,

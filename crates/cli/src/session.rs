@@ -36,7 +36,7 @@ pub struct SessionOptions<'a> {
     pub events: Option<&'a Path>,
     /// `--upgrade`: move a session pinned to another program of its workflow to this one.
     pub upgrade: bool,
-    /// `run --mocks`: host tools answered from this file of mocks.
+    /// `--mocks`: host tools answered from this file of mocks.
     pub mocks: Option<&'a Path>,
     /// `--timeout SECONDS`: the bound on each model call.
     pub timeout: Option<f64>,
@@ -81,7 +81,7 @@ pub fn load(options: &SessionOptions<'_>, selection: &[String]) -> Result<Loaded
         .map_err(Err)
 }
 
-/// Reads a mocks file (`run --mocks`). A finding is one line per problem, each naming
+/// Reads a mocks file (`--mocks`). A finding is one line per problem, each naming
 /// the file, line and column.
 pub fn load_mocks(path: &Path) -> Result<Vec<archmax_vm::Mock>, String> {
     let text = std::fs::read_to_string(path)

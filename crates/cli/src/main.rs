@@ -445,13 +445,17 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
 }
 
 impl SessionFlags {
+    /// The options of a session command; `root_given` says whether `--root` was given
+    /// (a follow-up command the CLI suggests then repeats it).
     fn options<'a>(
         &'a self,
         root: &'a std::path::Path,
+        root_given: bool,
         executor: &'a tokio::runtime::Runtime,
     ) -> session::SessionOptions<'a> {
         session::SessionOptions {
             root,
+            root_given,
             artifact: self.artifact.as_deref(),
             trust: &self.trust,
             tape: self.tape.as_deref(),
@@ -635,7 +639,7 @@ fn main() -> ExitCode {
         Command::Graph { flow: Some(flow), format, .. } => graph::run_flow(&flow, format),
         Command::Graph { workflow, only, format, .. } => graph::run(&root, workflow.or(only).as_deref(), format),
         Command::Run { workflow, prompt, trigger, variables, session, files, common } => run::run(
-            &common.options(&root, executor),
+            &common.options(&root, root_flag.is_some(), executor),
             run::RunArgs {
                 workflow: &workflow,
                 prompt: &prompt,
@@ -680,13 +684,13 @@ fn main() -> ExitCode {
             test::TestArgs { workflow: workflow.as_deref(), filter: filter.as_deref(), replay, record, json },
         ),
         Command::Decide { session, to, comment, workflow, common } => {
-            resume::decide(&common.options(&root, executor), &session, &to, comment.as_deref(), workflow.as_deref())
+            resume::decide(&common.options(&root, root_flag.is_some(), executor), &session, &to, comment.as_deref(), workflow.as_deref())
         }
         Command::Reply { session, message, workflow, common } => {
-            resume::reply(&common.options(&root, executor), &session, &message, workflow.as_deref())
+            resume::reply(&common.options(&root, root_flag.is_some(), executor), &session, &message, workflow.as_deref())
         }
         Command::Deliver { session, trigger, undeclared, variables, files, workflow, common } => resume::deliver(
-            &common.options(&root, executor),
+            &common.options(&root, root_flag.is_some(), executor),
             &session,
             (&trigger, undeclared),
             (variables.as_deref(), &files),

@@ -27,6 +27,8 @@ use crate::trace::Trace;
 /// Options every session command takes.
 pub struct SessionOptions<'a> {
     pub root: &'a Path,
+    /// Whether `--root` was given (else `root` is the current directory).
+    pub root_given: bool,
     pub artifact: Option<&'a Path>,
     /// `--trust` values; with `ARCHMAX_TRUSTED_KEYS`, the keys an artifact must be signed by.
     pub trust: &'a [String],
@@ -225,7 +227,7 @@ where
         Ok::<_, RunError>((outcome, caller))
     });
     match finished {
-        Ok((outcome, caller)) => finish(&outcome, &runtime, caller.as_deref()),
+        Ok((outcome, caller)) => finish(&outcome, &runtime, caller.as_deref(), &repeated_flags(options)),
         Err(error) => failure(run_problem(&error)),
     }
 }
@@ -326,8 +328,33 @@ pub fn footer(usage: &Usage) -> Option<String> {
     Some(line)
 }
 
-/// What to do about a parked session: where it waits, and the command that moves it on.
-pub fn park_report(outcome: &Outcome, program: &Program, resume_through: Option<&str>) -> Option<String> {
+/// The flags a suggested follow-up command repeats so that it can be pasted as it is:
+/// the `--root`, `--store`, `--artifact` and `--tape` this command was given (a store's
+/// password shown as `***`), each with a leading space.
+pub fn repeated_flags(options: &SessionOptions<'_>) -> String {
+    let path = |path: &Path| path.to_string_lossy().into_owned();
+    let given = [
+        ("--root", options.root_given.then(|| path(options.root))),
+        ("--store", options.store.map(crate::store::redacted)),
+        ("--artifact", options.artifact.map(path)),
+        ("--tape", options.tape.map(path)),
+    ];
+    given.into_iter().filter_map(|(flag, value)| Some(format!(" {flag} {}", shell_word(&value?)))).collect()
+}
+
+/// `text` as one shell word: as it is when it holds only safe characters, else quoted.
+fn shell_word(text: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./:@%+=,~".contains(c);
+    if !text.is_empty() && text.chars().all(safe) {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// What to do about a parked session: where it waits, and the command that moves it on
+/// (`flags`, from [`repeated_flags`], reach the same session, program and model).
+pub fn park_report(outcome: &Outcome, program: &Program, resume_through: Option<&str>, flags: &str) -> Option<String> {
     // A sub-workflow its caller waits for is moved on through the caller.
     let id = resume_through.unwrap_or(&outcome.session_id);
     if let Some(decision) = &outcome.pending_decision {
@@ -338,7 +365,7 @@ pub fn park_report(outcome: &Outcome, program: &Program, resume_through: Option<
             _ => format!("<{}>", targets.join("|")),
         };
         return Some(format!(
-            "⏸ awaiting human decision at {}{title} · session {id}\n  next: archmax decide {id} --to {to} [--comment \"why\"]",
+            "⏸ awaiting human decision at {}{title} · session {id}\n  next: archmax decide {id} --to {to}{flags} [--comment \"why\"]",
             decision.state
         ));
     }
@@ -346,7 +373,7 @@ pub fn park_report(outcome: &Outcome, program: &Program, resume_through: Option<
         let trigger = delivery_trigger(program, &outcome.workflow, &input.state);
         let due = input.resume_at.as_ref().map(|at| format!(" · due {at}")).unwrap_or_default();
         return Some(format!(
-            "⏸ awaiting input at {}: {}{due} · session {id}\n  next: archmax deliver {id} --trigger {trigger} [--variables '{{…}}']",
+            "⏸ awaiting input at {}: {}{due} · session {id}\n  next: archmax deliver {id} --trigger {trigger}{flags} [--variables '{{…}}']",
             input.state, input.reason
         ));
     }
@@ -381,8 +408,9 @@ fn delivery_trigger(program: &Program, workflow: &str, state: &str) -> String {
 
 /// Prints an outcome: the reply on stdout; the park report, the usage footer and the
 /// session on stderr (the verdict line came from the flow); `caller` is the session
-/// that waits for this one, if any. Returns the exit code.
-pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>) -> ExitCode {
+/// that waits for this one, if any; `flags` go into the command a park report suggests.
+/// Returns the exit code.
+pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>, flags: &str) -> ExitCode {
     if crate::reply::streamed() {
         // The reply went out as it arrived; only its line end is left.
         crate::reply::end_line();
@@ -398,7 +426,7 @@ pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>) -> Exi
     if let Some(report) = runtime.model().report() {
         eprintln!("{report}");
     }
-    match park_report(outcome, runtime.program(), caller) {
+    match park_report(outcome, runtime.program(), caller, flags) {
         Some(report) => note!("{report}"),
         None => note!("session {}", outcome.session_id),
     }

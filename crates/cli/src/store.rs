@@ -52,7 +52,7 @@ pub fn target(root: &Path, flag: Option<&str>) -> Result<Target, String> {
 
 /// `text` with any password taken out (`scheme://user:secret@host` → `scheme://user:***@host`,
 /// `password=secret` → `password=***`), so an error never prints a credential.
-fn redacted(text: &str) -> String {
+pub fn redacted(text: &str) -> String {
     let mut shown = text.to_string();
     if let Some(scheme_end) = shown.find("://") {
         let rest = &shown[scheme_end + 3..];

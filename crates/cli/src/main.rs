@@ -65,6 +65,9 @@ enum Command {
         /// server provides, and servers that cannot be asked, as errors.
         #[arg(long)]
         tools: bool,
+        /// Fail (exit 1) when there are warnings, as when there are errors.
+        #[arg(long)]
+        deny_warnings: bool,
     },
     /// List the host tools the configured MCP servers provide, which states grant each,
     /// and the granted tools no server provides (starts the servers).
@@ -83,6 +86,9 @@ enum Command {
         /// Sign the artifact with this private key file (made by `archmax keygen`).
         #[arg(long, value_name = "KEYFILE")]
         sign: Option<PathBuf>,
+        /// Refuse to build (exit 1) when there are warnings, as when there are errors.
+        #[arg(long)]
+        deny_warnings: bool,
     },
     /// Make an Ed25519 key pair for signing artifacts; prints the public key.
     Keygen {
@@ -250,6 +256,9 @@ enum Command {
         /// Print the results document as JSON on stdout.
         #[arg(long)]
         json: bool,
+        /// Refuse a suite (exit 1) whose workflow has warnings, as one with errors.
+        #[arg(long)]
+        deny_warnings: bool,
     },
     /// Serve workflows over HTTP: compiled artifacts (`--artifact`), or the workspace.
     Serve {
@@ -576,7 +585,9 @@ fn main() -> ExitCode {
     };
     let executor = &executor;
     match cli.command {
-        Command::Validate { workflows, format, tools } => validate::run(executor, &root, &workflows, format, tools),
+        Command::Validate { workflows, format, tools, deny_warnings } => {
+            validate::run(executor, &root, &workflows, format, tools, deny_warnings)
+        }
         Command::Tools { json } => tools::run(executor, &root, json),
         Command::Serve {
             artifacts,
@@ -631,7 +642,9 @@ fn main() -> ExitCode {
         Command::Schema { kind, output } => schema_cmd::run(kind, output.as_deref()),
         Command::Completions { shell } => completions::run::<Cli>(shell),
         Command::Flow(command) => flow::run(executor, command),
-        Command::Build { workflows, output, sign } => build::run(&root, &workflows, output.as_deref(), sign.as_deref()),
+        Command::Build { workflows, output, sign, deny_warnings } => {
+            build::run(&root, &workflows, output.as_deref(), sign.as_deref(), deny_warnings)
+        }
         Command::Keygen { output, force } => keys::keygen(&output, force),
         Command::Inspect { file, trust, workflow, state, format } => {
             inspect::run(&file, &trust, workflow.as_deref(), state.as_deref(), format)
@@ -678,10 +691,17 @@ fn main() -> ExitCode {
             };
             sessions::run(executor, &root, store.as_deref(), &query)
         }
-        Command::Test { workflow, filter, replay, record, json } => test::run(
+        Command::Test { workflow, filter, replay, record, json, deny_warnings } => test::run(
             executor,
             &root,
-            test::TestArgs { workflow: workflow.as_deref(), filter: filter.as_deref(), replay, record, json },
+            test::TestArgs {
+                workflow: workflow.as_deref(),
+                filter: filter.as_deref(),
+                replay,
+                record,
+                json,
+                deny_warnings,
+            },
         ),
         Command::Decide { session, to, comment, workflow, common } => {
             resume::decide(&common.options(&root, root_flag.is_some(), executor), &session, &to, comment.as_deref(), workflow.as_deref())

@@ -35,6 +35,8 @@ pub struct TestArgs<'a> {
     /// `--record`: live, each case's answers written as its tape.
     pub record: bool,
     pub json: bool,
+    /// `--deny-warnings`: a workflow with warnings is refused like one with errors.
+    pub deny_warnings: bool,
 }
 
 fn paint(color: bool, code: &str, text: &str) -> String {
@@ -217,6 +219,11 @@ fn run_workflow(
     };
     // Errors inside case files fail those cases only; the rest must validate.
     let cases = suite::discover(&mut analysis, slug).unwrap_or_default();
+    if args.deny_warnings
+        && let Some(reason) = crate::build::denied_warnings(&analysis, &[slug.to_string()])
+    {
+        return refused_with(reason, 1, cases.len());
+    }
     let inputs = BuildInputs { platform_prompt: PLATFORM_PROMPT };
     let program = match compile_analysis(analysis, &[slug.to_string()], &inputs) {
         Ok(compiled) => Arc::new(compiled.program),

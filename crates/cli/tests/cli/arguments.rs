@@ -1,7 +1,9 @@
 //! Arguments and the hints the command line gives: usage errors that name what is
-//! missing, suggest what was meant and list the accepted values.
+//! missing and suggest what was meant, and `--deny-warnings`.
 
-use crate::support::{archmax, repository};
+use std::fs;
+
+use crate::support::{archmax, repository, scratch};
 
 /// Runs a usage error and returns its one line on stderr (exit 2, nothing on stdout).
 fn usage_line(args: &[&str]) -> String {
@@ -41,4 +43,56 @@ fn a_wrong_or_missing_value_lists_the_values() {
     }
     let line = usage_line(&["validate", "--format", "jsn"]);
     assert!(line.contains("(did you mean `json`?)") && line.contains("human, json, sarif, github"), "{line}");
+}
+
+/// A workspace whose one workflow has a warning (no top-level instructions) and one
+/// skipped case, which runs with no model and no tape.
+fn warned_workspace(label: &str) -> std::path::PathBuf {
+    let root = scratch(label);
+    let _ = fs::remove_dir_all(&root);
+    let tests = root.join("workflows/orders/tests");
+    fs::create_dir_all(&tests).expect("scratch workspace");
+    fs::write(
+        root.join("workflows/orders/workflow.yaml"),
+        "states:\n  answer:\n    triggers:\n      manual:\n    instructions: Answer the question.\n",
+    )
+    .expect("workflow");
+    fs::write(
+        tests.join("later.test.yaml"),
+        "title: Later\ndescription: Not written yet.\nskip: not yet\nsteps:\n  - send: Hello\n  - succeeded: true\n",
+    )
+    .expect("case");
+    root
+}
+
+#[test]
+fn deny_warnings_fails_validate_build_and_test_and_says_why() {
+    let root = warned_workspace("deny-warnings");
+    let artifact = root.join("out.amx");
+    let artifact_arg = artifact.to_string_lossy().into_owned();
+
+    let run = archmax(&root, &["validate"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = archmax(&root, &["validate", "--deny-warnings"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.stdout, "valid — 0 error(s), 1 warning(s)\n");
+    assert!(run.stderr.contains("AMX0108"), "{}", run.stderr);
+    assert!(run.stderr.contains("1 warning and --deny-warnings was given"), "{}", run.stderr);
+
+    let run = archmax(&root, &["build", "--deny-warnings", "-o", &artifact_arg]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("AMX0108"), "the warning is shown: {}", run.stderr);
+    assert!(run.stderr.contains("--deny-warnings") && run.stderr.contains("nothing was built"), "{}", run.stderr);
+    assert!(!artifact.exists(), "no artifact is written");
+    let run = archmax(&root, &["build", "-o", &artifact_arg]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(artifact.exists());
+
+    let run = archmax(&root, &["test", "orders", "--deny-warnings"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("AMX0108") && run.stderr.contains("--deny-warnings"), "{}", run.stderr);
+    let run = archmax(&root, &["test", "orders"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "0 passed, 0 failed, 1 skipped\n");
+    fs::remove_dir_all(&root).ok();
 }

@@ -217,6 +217,9 @@ where
         Ok(model) => model,
         Err(refusal) => return failure(refusal.0),
     };
+    if let Some(refusal) = missing_model(options, &program, workflow) {
+        return failure(refusal);
+    }
     let runtime = match runtime(options, program, model) {
         Ok(runtime) => runtime,
         Err(refusal) => return failure(refusal.0),
@@ -286,18 +289,35 @@ pub fn header(options: &SessionOptions<'_>, workflow: &str, program: Option<&Pro
     note!("archmax · workflow {workflow} · root {} · model {model}", root.display());
 }
 
-/// The models the workflow's model-calling states will really use: each state's own
-/// (its `model`, else `settings.model`, both folded into the program), else the
-/// environment's. Without a program only the environment is known.
+/// Each model-calling state of `workflow` (its slug) with the model it will really use:
+/// its own (its `model`, else `settings.model`, both folded into the program), else the
+/// environment's; `None` when it names none and the environment names none either.
+fn state_models(program: &Program, workflow: &str, configured: Option<&str>) -> Vec<(String, Option<String>)> {
+    let Some((_, source)) = program.workflow(workflow) else {
+        return Vec::new();
+    };
+    source
+        .states
+        .iter()
+        .filter(|state| state.kind != archmax_compiler::program::StateKind::Code)
+        .map(|state| {
+            let model = state.model.map(|model| program.str(model).to_string()).or(configured.map(str::to_string));
+            (program.str(state.slug).to_string(), model)
+        })
+        .collect()
+}
+
+/// The models the workflow's model-calling states will really use. Without a program
+/// only the environment is known.
 fn models_used(program: Option<&Program>, workflow: &str, configured: Option<String>) -> String {
     const UNSET: &str = "ARCHMAX_MODEL is unset (states and settings must name one)";
-    let Some((program, (_, source))) = program.and_then(|program| Some((program, program.workflow(workflow)?))) else {
+    let Some(program) = program.filter(|program| program.workflow(workflow).is_some()) else {
         return configured.unwrap_or_else(|| UNSET.to_string());
     };
     let mut models: Vec<String> = Vec::new();
     let mut unresolved = false;
-    for state in source.states.iter().filter(|state| state.kind != archmax_compiler::program::StateKind::Code) {
-        match state.model.map(|model| program.str(model).to_string()).or_else(|| configured.clone()) {
+    for (_, model) in state_models(program, workflow, configured.as_deref()) {
+        match model {
             Some(model) if !models.contains(&model) => models.push(model),
             Some(_) => {}
             None => unresolved = true,
@@ -308,6 +328,29 @@ fn models_used(program: Option<&Program>, workflow: &str, configured: Option<Str
         (false, false) => models.join(", "),
         (false, true) => format!("{} (other states name none and ARCHMAX_MODEL is unset)", models.join(", ")),
     }
+}
+
+/// Refuses, before any session is created or moved, a live run in which some state of
+/// `workflow` would call a model without one: no `model`, no `settings.model`, and
+/// ARCHMAX_MODEL unset. A tape needs no model.
+fn missing_model(options: &SessionOptions<'_>, program: &Program, workflow: &str) -> Option<String> {
+    if options.tape.is_some() {
+        return None;
+    }
+    let configured = environment::configured_model(process_env);
+    let unnamed: Vec<String> = state_models(program, workflow, configured.as_deref())
+        .into_iter()
+        .filter(|(_, model)| model.is_none())
+        .map(|(state, _)| format!("`{state}`"))
+        .collect();
+    (!unnamed.is_empty()).then(|| {
+        format!(
+            "no model is configured for {} {} of workflow `{workflow}`: set ARCHMAX_MODEL, or name one with \
+             `settings.model` or the state's `model` (or replay a tape with --tape); nothing was run",
+            if unnamed.len() == 1 { "state" } else { "states" },
+            unnamed.join(", ")
+        )
+    })
 }
 
 /// The token footer, or `None` when no usage was reported.

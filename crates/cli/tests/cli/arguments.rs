@@ -1,5 +1,6 @@
 //! Arguments and the hints the command line gives: usage errors that name what is
-//! missing and suggest what was meant, and `--deny-warnings`.
+//! missing and suggest what was meant, `--deny-warnings`, and a live run refused before
+//! any session exists when no model is configured.
 
 use std::fs;
 
@@ -94,5 +95,30 @@ fn deny_warnings_fails_validate_build_and_test_and_says_why() {
     let run = archmax(&root, &["test", "orders"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, "0 passed, 0 failed, 1 skipped\n");
+    fs::remove_dir_all(&root).ok();
+}
+
+#[test]
+fn a_live_run_without_a_model_is_refused_before_any_session_exists() {
+    let root = warned_workspace("no-model");
+    // An endpoint is configured (never reached), but no model: the state names none,
+    // there is no settings.model, and ARCHMAX_MODEL is unset.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_archmax"))
+        .args(["run", "orders", "Where is my order?", "--session", "s1"])
+        .current_dir(&root)
+        .env("NO_COLOR", "1")
+        .env("ARCHMAX_API_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("ARCHMAX_API_KEY", "unused")
+        .env_remove("ARCHMAX_MODEL")
+        .env_remove("ARCHMAX_STORE")
+        .output()
+        .expect("the archmax binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no model is configured for state `answer` of workflow `orders`"), "{stderr}");
+    assert!(stderr.contains("ARCHMAX_MODEL"), "says what to set: {stderr}");
+    let sessions = archmax(&root, &["sessions", "--json"]);
+    assert!(!sessions.stdout.contains("\"s1\""), "no session was created: {}", sessions.stdout);
+    assert!(!root.join("sessions/s1").exists(), "no session folder was left behind");
     fs::remove_dir_all(&root).ok();
 }

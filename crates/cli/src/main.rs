@@ -703,12 +703,19 @@ fn main() -> ExitCode {
                 deny_warnings,
             },
         ),
-        Command::Decide { session, to, comment, workflow, common } => {
-            resume::decide(&common.options(&root, root_flag.is_some(), executor), &session, &to, comment.as_deref(), workflow.as_deref())
-        }
-        Command::Reply { session, message, workflow, common } => {
-            resume::reply(&common.options(&root, root_flag.is_some(), executor), &session, &message, workflow.as_deref())
-        }
+        Command::Decide { session, to, comment, workflow, common } => resume::decide(
+            &common.options(&root, root_flag.is_some(), executor),
+            &session,
+            &to,
+            comment.as_deref(),
+            workflow.as_deref(),
+        ),
+        Command::Reply { session, message, workflow, common } => resume::reply(
+            &common.options(&root, root_flag.is_some(), executor),
+            &session,
+            &message,
+            workflow.as_deref(),
+        ),
         Command::Deliver { session, trigger, undeclared, variables, files, workflow, common } => resume::deliver(
             &common.options(&root, root_flag.is_some(), executor),
             &session,

@@ -113,10 +113,11 @@ fn usage_sentence(error: &clap::Error) -> String {
                 .to_string()
         }
     };
-    let suggested: Vec<String> = [ContextKind::SuggestedSubcommand, ContextKind::SuggestedArg, ContextKind::SuggestedValue]
-        .into_iter()
-        .flat_map(strings)
-        .collect();
+    let suggested: Vec<String> =
+        [ContextKind::SuggestedSubcommand, ContextKind::SuggestedArg, ContextKind::SuggestedValue]
+            .into_iter()
+            .flat_map(strings)
+            .collect();
     if !suggested.is_empty() {
         sentence.push_str(&format!(" (did you mean {}?)", quoted(&suggested).join(" or ")));
     }

@@ -240,7 +240,8 @@ pub fn resolve(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Res
 /// The id `given` names among the listed sessions (itself, else the one id it starts),
 /// without reading any session: what a command on a damaged session uses.
 pub fn resolve_id(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Result<String, String> {
-    existing_id(executor, store, given)?.ok_or_else(|| format!("there is no session `{given}`; `archmax sessions` lists them"))
+    existing_id(executor, store, given)?
+        .ok_or_else(|| format!("there is no session `{given}`; `archmax sessions` lists them"))
 }
 
 /// The listed session `given` names (itself, else the one id it starts), or `None` when

@@ -66,7 +66,8 @@ pub fn run(
     } else {
         analysis
     };
-    let printout = render::validation(analysis.sources(), &report, format.into(), &root.to_string_lossy(), stderr_color());
+    let printout =
+        render::validation(analysis.sources(), &report, format.into(), &root.to_string_lossy(), stderr_color());
     let code = print(&printout);
     let warnings = report.warnings();
     if deny_warnings && printout.exit_code == 0 && warnings > 0 {

@@ -241,25 +241,7 @@ enum Command {
         common: SessionFlags,
     },
     /// Run a workflow's cases (`tests/**/*.test.yaml`).
-    Test {
-        /// The workflow; when left out, every workflow that has cases (the others are noted).
-        workflow: Option<String>,
-        /// Run only case files whose path contains this text.
-        filter: Option<String>,
-        /// Replay each case's tape (`<case>.tape.yaml` beside it) instead of calling a model.
-        #[arg(long)]
-        replay: bool,
-        /// Run against the live model and write each case's answers as its tape
-        /// (`<case>.tape.yaml`, replaced), so `--replay` runs it offline afterwards.
-        #[arg(long, conflicts_with = "replay")]
-        record: bool,
-        /// Print the results document as JSON on stdout.
-        #[arg(long)]
-        json: bool,
-        /// Refuse a suite (exit 1) whose workflow has warnings, as one with errors.
-        #[arg(long)]
-        deny_warnings: bool,
-    },
+    Test(test::TestArgs),
     /// Serve workflows over HTTP: compiled artifacts (`--artifact`), or the workspace.
     Serve {
         /// Run these compiled artifacts (verified; signed when keys are trusted); repeatable.
@@ -691,18 +673,7 @@ fn main() -> ExitCode {
             };
             sessions::run(executor, &root, store.as_deref(), &query)
         }
-        Command::Test { workflow, filter, replay, record, json, deny_warnings } => test::run(
-            executor,
-            &root,
-            test::TestArgs {
-                workflow: workflow.as_deref(),
-                filter: filter.as_deref(),
-                replay,
-                record,
-                json,
-                deny_warnings,
-            },
-        ),
+        Command::Test(args) => test::run(executor, &root, &args),
         Command::Decide { session, to, comment, workflow, common } => resume::decide(
             &common.options(&root, root_flag.is_some(), executor),
             &session,

@@ -28,14 +28,25 @@ use crate::output::{note, quiet, stderr_color};
 use crate::session::footer;
 use crate::trace::Trace;
 
-pub struct TestArgs<'a> {
-    pub workflow: Option<&'a str>,
-    pub filter: Option<&'a str>,
+/// What `archmax test` takes.
+#[derive(clap::Args)]
+pub struct TestArgs {
+    /// The workflow; when left out, every workflow that has cases (the others are noted).
+    pub workflow: Option<String>,
+    /// Run only case files whose path contains this text.
+    pub filter: Option<String>,
+    /// Replay each case's tape (`<case>.tape.yaml` beside it) instead of calling a model.
+    #[arg(long)]
     pub replay: bool,
-    /// `--record`: live, each case's answers written as its tape.
+    /// Run against the live model and write each case's answers as its tape
+    /// (`<case>.tape.yaml`, replaced), so `--replay` runs it offline afterwards.
+    #[arg(long, conflicts_with = "replay")]
     pub record: bool,
+    /// Print the results document as JSON on stdout.
+    #[arg(long)]
     pub json: bool,
-    /// `--deny-warnings`: a workflow with warnings is refused like one with errors.
+    /// Refuse a suite (exit 1) whose workflow has warnings, as one with errors.
+    #[arg(long)]
     pub deny_warnings: bool,
 }
 
@@ -128,8 +139,8 @@ fn refuse(json: bool, workflow: Option<&str>, reason: String, exit: u8) -> ExitC
 
 /// `archmax test`: the named workflow's suite, or every workflow's when none is named
 /// (a workflow without cases is then noted and passed over).
-pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: TestArgs<'_>) -> ExitCode {
-    let slugs: Vec<(String, bool)> = match args.workflow {
+pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: &TestArgs) -> ExitCode {
+    let slugs: Vec<(String, bool)> = match args.workflow.as_deref() {
         Some(slug) => vec![(slug.to_string(), true)],
         None => match analyze(root) {
             Ok(analysis) => analysis
@@ -162,7 +173,7 @@ pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: TestArgs<'_>) 
                 note!("suite {slug} skipped — no cases under its tests/");
                 return (slug, Suite::NoCases);
             }
-            let suite = run_workflow(executor, root, &slug, &args, color);
+            let suite = run_workflow(executor, root, &slug, args, color);
             if several && let Suite::Ran { tally, .. } = &suite {
                 note!("{}", paint(color, "1", &format!("{slug}: {}", tally.summary())));
             }
@@ -198,13 +209,7 @@ pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: TestArgs<'_>) 
 }
 
 /// One workflow's suite: discover, compile, select, then run each case.
-fn run_workflow(
-    executor: &tokio::runtime::Runtime,
-    root: &Path,
-    slug: &str,
-    args: &TestArgs<'_>,
-    color: bool,
-) -> Suite {
+fn run_workflow(executor: &tokio::runtime::Runtime, root: &Path, slug: &str, args: &TestArgs, color: bool) -> Suite {
     let refused_with = |reason: String, exit: u8, discovered: usize| {
         eprintln!("error: {reason}");
         Suite::Refused { reason, exit, discovered }
@@ -237,9 +242,9 @@ fn run_workflow(
         eprintln!("suite {slug} skipped — disabled");
         return Suite::Disabled;
     }
-    let selected = suite::select(&cases, args.filter);
+    let selected = suite::select(&cases, args.filter.as_deref());
     if selected.is_empty() {
-        let reason = match args.filter {
+        let reason = match args.filter.as_deref() {
             Some(filter) => format!("no cases matched '{filter}' ({} discovered)", cases.len()),
             None => format!("`{slug}` has no cases under {}/tests/", source.dir),
         };

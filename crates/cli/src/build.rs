@@ -1,5 +1,6 @@
-//! `archmax build [WORKFLOW…] [--root DIR] [-o FILE] [--sign KEYFILE]`: validate, lower,
-//! and write one verified (optionally signed) artifact; print a one-line summary.
+//! `archmax build [WORKFLOW…] [--root DIR] [-o FILE] [--sign KEYFILE] [--deny-warnings]`:
+//! validate, lower, and write one verified (optionally signed) artifact; print a one-line
+//! summary.
 
 use std::fs;
 use std::io::Write;
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 use archmax_compiler::artifact;
 use archmax_compiler::diagnostic::render;
 use archmax_compiler::lower::BuildInputs;
-use archmax_compiler::{CompileError, compile};
+use archmax_compiler::{Analysis, CompileError, compile};
 use archmax_vm::stdlib::PLATFORM_PROMPT;
 
 use crate::output::{failure, stderr_color};
@@ -53,12 +54,43 @@ pub fn refused(error: CompileError) -> ExitCode {
     failure(error)
 }
 
-pub fn run(root: &Path, selection: &[String], output: Option<&Path>, sign: Option<&Path>) -> ExitCode {
+/// `--deny-warnings`: when the workflows `selection` compiles (with every workflow they
+/// call; all of them when empty) have warnings, renders them on stderr with the verdict
+/// line and returns the refusal that says why; `None` when there are none.
+pub fn denied_warnings(analysis: &Analysis, selection: &[String]) -> Option<String> {
+    let included = archmax_compiler::lower::included_workflows(analysis, selection);
+    // Errors refuse the build on their own, with their own rendering.
+    let report = analysis.report(&included).ok().filter(|report| report.is_valid())?;
+    let warnings = report.warnings();
+    if warnings == 0 {
+        return None;
+    }
+    eprint!("{}", render::human(analysis.sources(), &report, stderr_color()));
+    eprintln!("{}", render::verdict(&report));
+    Some(format!(
+        "{warnings} warning{} and --deny-warnings was given, so {} refused",
+        if warnings == 1 { "" } else { "s" },
+        if warnings == 1 { "it is" } else { "they are" }
+    ))
+}
+
+/// `archmax build`; with `deny_warnings`, a warning refuses the build as an error would.
+pub fn run(
+    root: &Path,
+    selection: &[String],
+    output: Option<&Path>,
+    sign: Option<&Path>,
+    deny_warnings: bool,
+) -> ExitCode {
     let key = match sign.map(crate::keys::signing_key).transpose() {
         Ok(key) => key,
         Err(error) => return failure(error),
     };
     let program = match compile(root, selection, &BuildInputs { platform_prompt: PLATFORM_PROMPT }) {
+        Ok(compiled) if deny_warnings => match denied_warnings(&compiled.analysis, selection) {
+            Some(reason) => return failure(format!("{reason}: nothing was built")),
+            None => compiled.program,
+        },
         Ok(compiled) => compiled.program,
         Err(error) => return refused(error),
     };

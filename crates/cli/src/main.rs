@@ -66,6 +66,9 @@ enum Command {
         /// server provides, and servers that cannot be asked, as errors.
         #[arg(long)]
         tools: bool,
+        /// Fail (exit 1) when there are warnings, as when there are errors.
+        #[arg(long)]
+        deny_warnings: bool,
     },
     /// List the host tools the configured MCP servers provide, which states grant each,
     /// and the granted tools no server provides (starts the servers).
@@ -84,6 +87,9 @@ enum Command {
         /// Sign the artifact with this private key file (made by `archmax keygen`).
         #[arg(long, value_name = "KEYFILE")]
         sign: Option<PathBuf>,
+        /// Refuse to build (exit 1) when there are warnings, as when there are errors.
+        #[arg(long)]
+        deny_warnings: bool,
     },
     /// Make an Ed25519 key pair for signing artifacts; prints the public key.
     Keygen {
@@ -139,10 +145,6 @@ enum Command {
         /// Continue this session, or start one under this id.
         #[arg(long, value_name = "ID")]
         session: Option<String>,
-        /// Answer host tools from this file of mocks, in the cases' format
-        /// (`- { tool, whenInput?, result }`), so a workflow runs before its tools exist.
-        #[arg(long, value_name = "FILE")]
-        mocks: Option<PathBuf>,
         /// Hand this file to the trigger's `file` input (copied into the session);
         /// `NAME=PATH` picks the input when there are several. Repeatable.
         #[arg(long = "file", value_name = "[NAME=]PATH")]
@@ -240,22 +242,7 @@ enum Command {
         common: SessionFlags,
     },
     /// Run a workflow's cases (`tests/**/*.test.yaml`).
-    Test {
-        /// The workflow; may be left out when the workspace has exactly one.
-        workflow: Option<String>,
-        /// Run only case files whose path contains this text.
-        filter: Option<String>,
-        /// Replay each case's tape (`<case>.tape.yaml` beside it) instead of calling a model.
-        #[arg(long)]
-        replay: bool,
-        /// Run against the live model and write each case's answers as its tape
-        /// (`<case>.tape.yaml`, replaced), so `--replay` runs it offline afterwards.
-        #[arg(long, conflicts_with = "replay")]
-        record: bool,
-        /// Print the results document as JSON on stdout.
-        #[arg(long)]
-        json: bool,
-    },
+    Test(test::TestArgs),
     /// Serve workflows over HTTP: compiled artifacts (`--artifact`), or the workspace.
     Serve {
         /// Run these compiled artifacts (verified; signed when keys are trusted); repeatable.
@@ -446,6 +433,10 @@ struct SessionFlags {
     /// Bound each model call to this many seconds (over ARCHMAX_REQUEST_TIMEOUT_MS).
     #[arg(long, value_name = "SECONDS", value_parser = positive_seconds)]
     timeout: Option<f64>,
+    /// Answer host tools from this file of mocks, in the cases' format
+    /// (`- { tool, whenInput?, result }`), so a workflow runs before its tools exist.
+    #[arg(long, value_name = "FILE")]
+    mocks: Option<PathBuf>,
 }
 
 /// A positive, finite number of seconds.
@@ -457,13 +448,17 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
 }
 
 impl SessionFlags {
+    /// The options of a session command; `root_given` says whether `--root` was given
+    /// (a follow-up command the CLI suggests then repeats it).
     fn options<'a>(
         &'a self,
         root: &'a std::path::Path,
+        root_given: bool,
         executor: &'a tokio::runtime::Runtime,
     ) -> session::SessionOptions<'a> {
         session::SessionOptions {
             root,
+            root_given,
             artifact: self.artifact.as_deref(),
             trust: &self.trust,
             tape: self.tape.as_deref(),
@@ -471,7 +466,7 @@ impl SessionFlags {
             events: self.events.as_deref(),
             upgrade: self.upgrade,
             store: self.store.as_deref(),
-            mocks: None,
+            mocks: self.mocks.as_deref(),
             timeout: self.timeout,
             executor,
         }
@@ -571,7 +566,7 @@ fn main() -> ExitCode {
     archmax_vm::model::openai::install_tls_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(error) => return output::usage_error(error),
+        Err(error) => return output::usage_error(error, &<Cli as clap::CommandFactory>::command()),
     };
     survive_closed_peers(&cli.command);
     output::configure(output::Terminal { color: cli.color, quiet: cli.quiet });
@@ -584,7 +579,9 @@ fn main() -> ExitCode {
     };
     let executor = &executor;
     match cli.command {
-        Command::Validate { workflows, format, tools } => validate::run(executor, &root, &workflows, format, tools),
+        Command::Validate { workflows, format, tools, deny_warnings } => {
+            validate::run(executor, &root, &workflows, format, tools, deny_warnings)
+        }
         Command::Tools { json } => tools::run(executor, &root, json),
         Command::Serve {
             artifacts,
@@ -642,15 +639,17 @@ fn main() -> ExitCode {
             reference::run(<Cli as clap::CommandFactory>::command(), &repository, check)
         }
         Command::Flow(command) => flow::run(executor, command),
-        Command::Build { workflows, output, sign } => build::run(&root, &workflows, output.as_deref(), sign.as_deref()),
+        Command::Build { workflows, output, sign, deny_warnings } => {
+            build::run(&root, &workflows, output.as_deref(), sign.as_deref(), deny_warnings)
+        }
         Command::Keygen { output, force } => keys::keygen(&output, force),
         Command::Inspect { file, trust, workflow, state, format } => {
             inspect::run(&file, &trust, workflow.as_deref(), state.as_deref(), format)
         }
         Command::Graph { flow: Some(flow), format, .. } => graph::run_flow(&flow, format),
         Command::Graph { workflow, only, format, .. } => graph::run(&root, workflow.or(only).as_deref(), format),
-        Command::Run { workflow, prompt, trigger, variables, session, mocks, files, common } => run::run(
-            &session::SessionOptions { mocks: mocks.as_deref(), ..common.options(&root, executor) },
+        Command::Run { workflow, prompt, trigger, variables, session, files, common } => run::run(
+            &common.options(&root, root_flag.is_some(), executor),
             run::RunArgs {
                 workflow: &workflow,
                 prompt: &prompt,
@@ -689,19 +688,22 @@ fn main() -> ExitCode {
             };
             sessions::run(executor, &root, store.as_deref(), &query)
         }
-        Command::Test { workflow, filter, replay, record, json } => test::run(
-            executor,
-            &root,
-            test::TestArgs { workflow: workflow.as_deref(), filter: filter.as_deref(), replay, record, json },
+        Command::Test(args) => test::run(executor, &root, &args),
+        Command::Decide { session, to, comment, workflow, common } => resume::decide(
+            &common.options(&root, root_flag.is_some(), executor),
+            &session,
+            &to,
+            comment.as_deref(),
+            workflow.as_deref(),
         ),
-        Command::Decide { session, to, comment, workflow, common } => {
-            resume::decide(&common.options(&root, executor), &session, &to, comment.as_deref(), workflow.as_deref())
-        }
-        Command::Reply { session, message, workflow, common } => {
-            resume::reply(&common.options(&root, executor), &session, &message, workflow.as_deref())
-        }
+        Command::Reply { session, message, workflow, common } => resume::reply(
+            &common.options(&root, root_flag.is_some(), executor),
+            &session,
+            &message,
+            workflow.as_deref(),
+        ),
         Command::Deliver { session, trigger, undeclared, variables, files, workflow, common } => resume::deliver(
-            &common.options(&root, executor),
+            &common.options(&root, root_flag.is_some(), executor),
             &session,
             (&trigger, undeclared),
             (variables.as_deref(), &files),

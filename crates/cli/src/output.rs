@@ -62,8 +62,10 @@ macro_rules! note {
 pub(crate) use note;
 
 /// Help and version go to stdout with exit 0; any other parse error is one line on
-/// stderr naming what is wrong, a pointer to `--help`, and exit 2.
-pub fn usage_error(error: clap::Error) -> ExitCode {
+/// stderr naming what is wrong (the missing arguments, the accepted values), what clap
+/// suggests instead ("did you mean"), a pointer to the `--help` of the command that
+/// was being parsed, and exit 2. `cli` is the whole command tree.
+pub fn usage_error(error: clap::Error, cli: &clap::Command) -> ExitCode {
     use clap::error::ErrorKind;
     match error.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
@@ -75,30 +77,70 @@ pub fn usage_error(error: clap::Error) -> ExitCode {
             }
         }
         _ => {
-            let rendered = error.render().to_string();
-            let first = rendered
-                .lines()
-                .find(|line| !line.trim().is_empty())
-                .unwrap_or("invalid arguments")
-                .trim()
-                .trim_start_matches("error: ");
-            let command = std::env::args().nth(1).filter(|arg| !arg.starts_with('-'));
-            match command {
-                Some(command) if COMMANDS.contains(&command.as_str()) => {
-                    eprintln!("error: {first}; try `archmax {command} --help`")
-                }
-                _ => eprintln!("error: {first}; try `archmax --help`"),
-            }
+            let words: Vec<String> = std::env::args().skip(1).collect();
+            eprintln!("error: {}; try `{} --help`", usage_sentence(&error), command_path(cli, &words));
             ExitCode::from(2)
         }
     }
 }
 
-/// Every subcommand, for pointing usage errors at the right `--help`.
-const COMMANDS: [&str; 14] = [
-    "validate", "explain", "build", "keygen", "inspect", "graph", "run", "sessions", "decide", "reply", "deliver",
-    "test", "schema", "migrate",
-];
+/// One sentence for a parse error: what is wrong, the accepted values when a value was
+/// wrong or missing, and clap's suggestions as "did you mean".
+fn usage_sentence(error: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let strings = |kind: ContextKind| -> Vec<String> {
+        match error.get(kind) {
+            Some(ContextValue::String(one)) => vec![one.clone()],
+            Some(ContextValue::Strings(many)) => many.clone(),
+            _ => Vec::new(),
+        }
+    };
+    let quoted = |items: &[String]| items.iter().map(|item| format!("`{item}`")).collect::<Vec<_>>();
+    let mut sentence = match error.kind() {
+        ErrorKind::MissingRequiredArgument => match quoted(&strings(ContextKind::InvalidArg)).as_slice() {
+            [] => "a required argument is missing".to_string(),
+            [one] => format!("the required argument {one} is missing"),
+            many => format!("the required arguments {} are missing", many.join(", ")),
+        },
+        _ => {
+            let rendered = error.render().to_string();
+            rendered
+                .lines()
+                .find(|line| !line.trim().is_empty())
+                .unwrap_or("invalid arguments")
+                .trim()
+                .trim_start_matches("error: ")
+                .to_string()
+        }
+    };
+    let suggested: Vec<String> =
+        [ContextKind::SuggestedSubcommand, ContextKind::SuggestedArg, ContextKind::SuggestedValue]
+            .into_iter()
+            .flat_map(strings)
+            .collect();
+    if !suggested.is_empty() {
+        sentence.push_str(&format!(" (did you mean {}?)", quoted(&suggested).join(" or ")));
+    }
+    let accepted = strings(ContextKind::ValidValue);
+    if error.kind() == ErrorKind::InvalidValue && !accepted.is_empty() {
+        sentence.push_str(&format!("; the values are {}", accepted.join(", ")));
+    }
+    sentence
+}
+
+/// `archmax` and the subcommands named in `words`, as deep as they go (`archmax flow run`).
+fn command_path(cli: &clap::Command, words: &[String]) -> String {
+    let mut path = vec![cli.get_name().to_string()];
+    let mut current = cli;
+    for word in words.iter().filter(|word| !word.starts_with('-')) {
+        // Anything else is a positional argument or a flag's value.
+        if let Some(next) = current.find_subcommand(word) {
+            path.push(next.get_name().to_string());
+            current = next;
+        }
+    }
+    path.join(" ")
+}
 
 /// A usage problem found after parsing (bad JSON, an empty prompt): one line, exit 2.
 pub fn usage(command: &str, message: &str) -> ExitCode {

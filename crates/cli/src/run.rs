@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use archmax_vm::TurnRequest;
 
-use crate::output::usage;
+use crate::output::{failure, note, usage};
 use crate::session::{SessionOptions, execute};
 
 pub struct RunArgs<'a> {
@@ -32,6 +32,21 @@ pub fn parse_variables(text: Option<&str>, command: &str) -> Result<Map<String, 
     }
 }
 
+/// The session `--session ID` names: the one of that id, else the one session whose id
+/// starts with it (said on stderr), else a new session under `ID`. An id that starts
+/// several sessions is refused naming them.
+fn continued_session(options: &SessionOptions<'_>, given: &str) -> Result<String, ExitCode> {
+    let store = crate::store::open_or_exit(options.executor, options.root, options.store, "run")?;
+    let found = crate::store::existing_id(options.executor, store.as_ref(), given).map_err(failure)?;
+    Ok(match found {
+        Some(id) if id != given => {
+            note!("continuing session {id} (the one session whose id starts with `{given}`)");
+            id
+        }
+        _ => given.to_string(),
+    })
+}
+
 pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
     let message = args.prompt.join(" ");
     if message.trim().is_empty() {
@@ -53,7 +68,10 @@ pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
     // Handed files go into the session's own files before the turn, so its id is known
     // first: the one asked for, else a new one.
     let session = match (args.session, files.is_empty()) {
-        (Some(id), _) => Some(id.to_string()),
+        (Some(id), _) => match continued_session(options, id) {
+            Ok(id) => Some(id),
+            Err(code) => return code,
+        },
         (None, true) => None,
         (None, false) => match archmax_vm::session::id::new_session_id() {
             Ok(id) => Some(id),

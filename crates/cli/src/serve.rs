@@ -243,6 +243,7 @@ pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>)
     };
     let options = SessionOptions {
         root,
+        root_given: false,
         artifact: None,
         trust: args.trust,
         tape: args.tape,

@@ -27,6 +27,8 @@ use crate::trace::Trace;
 /// Options every session command takes.
 pub struct SessionOptions<'a> {
     pub root: &'a Path,
+    /// Whether `--root` was given (else `root` is the current directory).
+    pub root_given: bool,
     pub artifact: Option<&'a Path>,
     /// `--trust` values; with `ARCHMAX_TRUSTED_KEYS`, the keys an artifact must be signed by.
     pub trust: &'a [String],
@@ -36,7 +38,7 @@ pub struct SessionOptions<'a> {
     pub events: Option<&'a Path>,
     /// `--upgrade`: move a session pinned to another program of its workflow to this one.
     pub upgrade: bool,
-    /// `run --mocks`: host tools answered from this file of mocks.
+    /// `--mocks`: host tools answered from this file of mocks.
     pub mocks: Option<&'a Path>,
     /// `--timeout SECONDS`: the bound on each model call.
     pub timeout: Option<f64>,
@@ -81,7 +83,7 @@ pub fn load(options: &SessionOptions<'_>, selection: &[String]) -> Result<Loaded
         .map_err(Err)
 }
 
-/// Reads a mocks file (`run --mocks`). A finding is one line per problem, each naming
+/// Reads a mocks file (`--mocks`). A finding is one line per problem, each naming
 /// the file, line and column.
 pub fn load_mocks(path: &Path) -> Result<Vec<archmax_vm::Mock>, String> {
     let text = std::fs::read_to_string(path)
@@ -215,6 +217,9 @@ where
         Ok(model) => model,
         Err(refusal) => return failure(refusal.0),
     };
+    if let Some(refusal) = missing_model(options, &program, workflow) {
+        return failure(refusal);
+    }
     let runtime = match runtime(options, program, model) {
         Ok(runtime) => runtime,
         Err(refusal) => return failure(refusal.0),
@@ -225,7 +230,7 @@ where
         Ok::<_, RunError>((outcome, caller))
     });
     match finished {
-        Ok((outcome, caller)) => finish(&outcome, &runtime, caller.as_deref()),
+        Ok((outcome, caller)) => finish(&outcome, &runtime, caller.as_deref(), &repeated_flags(options)),
         Err(error) => failure(run_problem(&error)),
     }
 }
@@ -284,18 +289,35 @@ pub fn header(options: &SessionOptions<'_>, workflow: &str, program: Option<&Pro
     note!("archmax · workflow {workflow} · root {} · model {model}", root.display());
 }
 
-/// The models the workflow's model-calling states will really use: each state's own
-/// (its `model`, else `settings.model`, both folded into the program), else the
-/// environment's. Without a program only the environment is known.
+/// Each model-calling state of `workflow` (its slug) with the model it will really use:
+/// its own (its `model`, else `settings.model`, both folded into the program), else the
+/// environment's; `None` when it names none and the environment names none either.
+fn state_models(program: &Program, workflow: &str, configured: Option<&str>) -> Vec<(String, Option<String>)> {
+    let Some((_, source)) = program.workflow(workflow) else {
+        return Vec::new();
+    };
+    source
+        .states
+        .iter()
+        .filter(|state| state.kind != archmax_compiler::program::StateKind::Code)
+        .map(|state| {
+            let model = state.model.map(|model| program.str(model).to_string()).or(configured.map(str::to_string));
+            (program.str(state.slug).to_string(), model)
+        })
+        .collect()
+}
+
+/// The models the workflow's model-calling states will really use. Without a program
+/// only the environment is known.
 fn models_used(program: Option<&Program>, workflow: &str, configured: Option<String>) -> String {
     const UNSET: &str = "ARCHMAX_MODEL is unset (states and settings must name one)";
-    let Some((program, (_, source))) = program.and_then(|program| Some((program, program.workflow(workflow)?))) else {
+    let Some(program) = program.filter(|program| program.workflow(workflow).is_some()) else {
         return configured.unwrap_or_else(|| UNSET.to_string());
     };
     let mut models: Vec<String> = Vec::new();
     let mut unresolved = false;
-    for state in source.states.iter().filter(|state| state.kind != archmax_compiler::program::StateKind::Code) {
-        match state.model.map(|model| program.str(model).to_string()).or_else(|| configured.clone()) {
+    for (_, model) in state_models(program, workflow, configured.as_deref()) {
+        match model {
             Some(model) if !models.contains(&model) => models.push(model),
             Some(_) => {}
             None => unresolved = true,
@@ -306,6 +328,29 @@ fn models_used(program: Option<&Program>, workflow: &str, configured: Option<Str
         (false, false) => models.join(", "),
         (false, true) => format!("{} (other states name none and ARCHMAX_MODEL is unset)", models.join(", ")),
     }
+}
+
+/// Refuses, before any session is created or moved, a live run in which some state of
+/// `workflow` would call a model without one: no `model`, no `settings.model`, and
+/// ARCHMAX_MODEL unset. A tape needs no model.
+fn missing_model(options: &SessionOptions<'_>, program: &Program, workflow: &str) -> Option<String> {
+    if options.tape.is_some() {
+        return None;
+    }
+    let configured = environment::configured_model(process_env);
+    let unnamed: Vec<String> = state_models(program, workflow, configured.as_deref())
+        .into_iter()
+        .filter(|(_, model)| model.is_none())
+        .map(|(state, _)| format!("`{state}`"))
+        .collect();
+    (!unnamed.is_empty()).then(|| {
+        format!(
+            "no model is configured for {} {} of workflow `{workflow}`: set ARCHMAX_MODEL, or name one with \
+             `settings.model` or the state's `model` (or replay a tape with --tape); nothing was run",
+            if unnamed.len() == 1 { "state" } else { "states" },
+            unnamed.join(", ")
+        )
+    })
 }
 
 /// The token footer, or `None` when no usage was reported.
@@ -326,8 +371,33 @@ pub fn footer(usage: &Usage) -> Option<String> {
     Some(line)
 }
 
-/// What to do about a parked session: where it waits, and the command that moves it on.
-pub fn park_report(outcome: &Outcome, program: &Program, resume_through: Option<&str>) -> Option<String> {
+/// The flags a suggested follow-up command repeats so that it can be pasted as it is:
+/// the `--root`, `--store`, `--artifact` and `--tape` this command was given (a store's
+/// password shown as `***`), each with a leading space.
+pub fn repeated_flags(options: &SessionOptions<'_>) -> String {
+    let path = |path: &Path| path.to_string_lossy().into_owned();
+    let given = [
+        ("--root", options.root_given.then(|| path(options.root))),
+        ("--store", options.store.map(crate::store::redacted)),
+        ("--artifact", options.artifact.map(path)),
+        ("--tape", options.tape.map(path)),
+    ];
+    given.into_iter().filter_map(|(flag, value)| Some(format!(" {flag} {}", shell_word(&value?)))).collect()
+}
+
+/// `text` as one shell word: as it is when it holds only safe characters, else quoted.
+fn shell_word(text: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./:@%+=,~".contains(c);
+    if !text.is_empty() && text.chars().all(safe) {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// What to do about a parked session: where it waits, and the command that moves it on
+/// (`flags`, from [`repeated_flags`], reach the same session, program and model).
+pub fn park_report(outcome: &Outcome, program: &Program, resume_through: Option<&str>, flags: &str) -> Option<String> {
     // A sub-workflow its caller waits for is moved on through the caller.
     let id = resume_through.unwrap_or(&outcome.session_id);
     if let Some(decision) = &outcome.pending_decision {
@@ -338,7 +408,7 @@ pub fn park_report(outcome: &Outcome, program: &Program, resume_through: Option<
             _ => format!("<{}>", targets.join("|")),
         };
         return Some(format!(
-            "⏸ awaiting human decision at {}{title} · session {id}\n  next: archmax decide {id} --to {to} [--comment \"why\"]",
+            "⏸ awaiting human decision at {}{title} · session {id}\n  next: archmax decide {id} --to {to}{flags} [--comment \"why\"]",
             decision.state
         ));
     }
@@ -346,7 +416,7 @@ pub fn park_report(outcome: &Outcome, program: &Program, resume_through: Option<
         let trigger = delivery_trigger(program, &outcome.workflow, &input.state);
         let due = input.resume_at.as_ref().map(|at| format!(" · due {at}")).unwrap_or_default();
         return Some(format!(
-            "⏸ awaiting input at {}: {}{due} · session {id}\n  next: archmax deliver {id} --trigger {trigger} [--variables '{{…}}']",
+            "⏸ awaiting input at {}: {}{due} · session {id}\n  next: archmax deliver {id} --trigger {trigger}{flags} [--variables '{{…}}']",
             input.state, input.reason
         ));
     }
@@ -381,8 +451,9 @@ fn delivery_trigger(program: &Program, workflow: &str, state: &str) -> String {
 
 /// Prints an outcome: the reply on stdout; the park report, the usage footer and the
 /// session on stderr (the verdict line came from the flow); `caller` is the session
-/// that waits for this one, if any. Returns the exit code.
-pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>) -> ExitCode {
+/// that waits for this one, if any; `flags` go into the command a park report suggests.
+/// Returns the exit code.
+pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>, flags: &str) -> ExitCode {
     if crate::reply::streamed() {
         // The reply went out as it arrived; only its line end is left.
         crate::reply::end_line();
@@ -398,7 +469,7 @@ pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>) -> Exi
     if let Some(report) = runtime.model().report() {
         eprintln!("{report}");
     }
-    match park_report(outcome, runtime.program(), caller) {
+    match park_report(outcome, runtime.program(), caller, flags) {
         Some(report) => note!("{report}"),
         None => note!("session {}", outcome.session_id),
     }

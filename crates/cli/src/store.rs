@@ -52,7 +52,7 @@ pub fn target(root: &Path, flag: Option<&str>) -> Result<Target, String> {
 
 /// `text` with any password taken out (`scheme://user:secret@host` → `scheme://user:***@host`,
 /// `password=secret` → `password=***`), so an error never prints a credential.
-fn redacted(text: &str) -> String {
+pub fn redacted(text: &str) -> String {
     let mut shown = text.to_string();
     if let Some(scheme_end) = shown.find("://") {
         let rest = &shown[scheme_end + 3..];
@@ -240,14 +240,21 @@ pub fn resolve(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Res
 /// The id `given` names among the listed sessions (itself, else the one id it starts),
 /// without reading any session: what a command on a damaged session uses.
 pub fn resolve_id(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Result<String, String> {
+    existing_id(executor, store, given)?
+        .ok_or_else(|| format!("there is no session `{given}`; `archmax sessions` lists them"))
+}
+
+/// The listed session `given` names (itself, else the one id it starts), or `None` when
+/// no id starts with it; an id that starts several is refused naming them.
+pub fn existing_id(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Result<Option<String>, String> {
     let ids = executor.block_on(store.list()).map_err(|error| error.to_string())?;
     if ids.iter().any(|id| id == given) {
-        return Ok(given.to_string());
+        return Ok(Some(given.to_string()));
     }
     let matching: Vec<&String> = ids.iter().filter(|id| id.starts_with(given)).collect();
     match matching.as_slice() {
-        [] => Err(format!("there is no session `{given}`; `archmax sessions` lists them")),
-        [id] => Ok(id.to_string()),
+        [] => Ok(None),
+        [id] => Ok(Some(id.to_string())),
         many => {
             let shown: Vec<&str> = many.iter().take(SHOWN_CANDIDATES).map(|id| id.as_str()).collect();
             let more = many.len().saturating_sub(SHOWN_CANDIDATES);

@@ -1,5 +1,5 @@
 //! `archmax test [WORKFLOW] [FILTER] [--replay] [--json]`: run a workflow's cases, or
-//! every workflow's when none is named.
+//! those of every workflow that has cases when none is named (the others are noted).
 //!
 //! Each workflow is compiled in process, alone with what it calls. A case file that does not validate becomes a
 //! failed case of its own (its first finding is the error) while the others run; any
@@ -28,13 +28,26 @@ use crate::output::{note, quiet, stderr_color};
 use crate::session::footer;
 use crate::trace::Trace;
 
-pub struct TestArgs<'a> {
-    pub workflow: Option<&'a str>,
-    pub filter: Option<&'a str>,
+/// What `archmax test` takes.
+#[derive(clap::Args)]
+pub struct TestArgs {
+    /// The workflow; when left out, every workflow that has cases (the others are noted).
+    pub workflow: Option<String>,
+    /// Run only case files whose path contains this text.
+    pub filter: Option<String>,
+    /// Replay each case's tape (`<case>.tape.yaml` beside it) instead of calling a model.
+    #[arg(long)]
     pub replay: bool,
-    /// `--record`: live, each case's answers written as its tape.
+    /// Run against the live model and write each case's answers as its tape
+    /// (`<case>.tape.yaml`, replaced), so `--replay` runs it offline afterwards.
+    #[arg(long, conflicts_with = "replay")]
     pub record: bool,
+    /// Print the results document as JSON on stdout.
+    #[arg(long)]
     pub json: bool,
+    /// Refuse a suite (exit 1) whose workflow has warnings, as one with errors.
+    #[arg(long)]
+    pub deny_warnings: bool,
 }
 
 fn paint(color: bool, code: &str, text: &str) -> String {
@@ -80,6 +93,8 @@ enum Suite {
     Ran { tally: Tally, discovered: usize },
     /// The workflow is disabled: nothing ran, and that is no failure.
     Disabled,
+    /// No workflow was named and this one has no cases: noted, and no failure.
+    NoCases,
     /// It could not run at all; the reason was printed on stderr.
     Refused { reason: String, exit: u8, discovered: usize },
 }
@@ -88,7 +103,7 @@ impl Suite {
     fn exit(&self) -> u8 {
         match self {
             Suite::Ran { tally, .. } => tally.exit_code(),
-            Suite::Disabled => 0,
+            Suite::Disabled | Suite::NoCases => 0,
             Suite::Refused { exit, .. } => *exit,
         }
     }
@@ -99,6 +114,9 @@ impl Suite {
             Suite::Ran { tally, discovered } => tally.document(workflow, *discovered),
             Suite::Disabled => {
                 json!({ "workflow": workflow, "results": [], "exitCode": 0, "discovered": 0, "skipped": "disabled" })
+            }
+            Suite::NoCases => {
+                json!({ "workflow": workflow, "results": [], "exitCode": 0, "discovered": 0, "skipped": "no cases" })
             }
             Suite::Refused { reason, exit, discovered } => {
                 json!({ "workflow": workflow, "results": [], "exitCode": exit, "discovered": discovered, "error": reason })
@@ -119,26 +137,43 @@ fn refuse(json: bool, workflow: Option<&str>, reason: String, exit: u8) -> ExitC
     ExitCode::from(exit)
 }
 
-/// `archmax test`: the named workflow's suite, or every workflow's when none is named.
-pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: TestArgs<'_>) -> ExitCode {
-    let slugs: Vec<String> = match args.workflow {
-        Some(slug) => vec![slug.to_string()],
+/// `archmax test`: the named workflow's suite, or every workflow's when none is named
+/// (a workflow without cases is then noted and passed over).
+pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: &TestArgs) -> ExitCode {
+    let slugs: Vec<(String, bool)> = match args.workflow.as_deref() {
+        Some(slug) => vec![(slug.to_string(), true)],
         None => match analyze(root) {
-            Ok(analysis) => analysis.units.iter().map(|unit| unit.slug.clone()).collect(),
+            Ok(analysis) => analysis
+                .units
+                .iter()
+                .map(|unit| {
+                    let has_cases =
+                        analysis.workspace.workflow(&unit.slug).is_some_and(|source| !source.cases.is_empty());
+                    (unit.slug.clone(), has_cases)
+                })
+                .collect(),
             Err(error) => return refuse(args.json, None, error.to_string(), 1),
         },
     };
     if slugs.is_empty() {
         return refuse(args.json, None, "the workspace has no workflow under workflows/".to_string(), 1);
     }
+    if !slugs.iter().any(|(_, has_cases)| *has_cases) {
+        let reason = "no workflow of the workspace has cases: write them under workflows/<slug>/tests/ as *.test.yaml";
+        return refuse(args.json, None, reason.to_string(), 1);
+    }
     let color = stderr_color();
     // With several suites, each ends with its own tally on stderr; the summary on stdout
     // is the total, printed once.
-    let several = slugs.len() > 1;
+    let several = slugs.iter().filter(|(_, has_cases)| *has_cases).count() > 1;
     let suites: Vec<(String, Suite)> = slugs
         .into_iter()
-        .map(|slug| {
-            let suite = run_workflow(executor, root, &slug, &args, color);
+        .map(|(slug, has_cases)| {
+            if !has_cases {
+                note!("suite {slug} skipped — no cases under its tests/");
+                return (slug, Suite::NoCases);
+            }
+            let suite = run_workflow(executor, root, &slug, args, color);
             if several && let Suite::Ran { tally, .. } = &suite {
                 note!("{}", paint(color, "1", &format!("{slug}: {}", tally.summary())));
             }
@@ -167,20 +202,14 @@ pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: TestArgs<'_>) 
             }),
         };
         println!("{}", serde_json::to_string_pretty(&document).unwrap_or_default());
-    } else if ran_any || suites.iter().all(|(_, suite)| matches!(suite, Suite::Disabled)) {
+    } else if ran_any || suites.iter().all(|(_, suite)| matches!(suite, Suite::Disabled | Suite::NoCases)) {
         println!("{}", total.summary());
     }
     ExitCode::from(exit)
 }
 
 /// One workflow's suite: discover, compile, select, then run each case.
-fn run_workflow(
-    executor: &tokio::runtime::Runtime,
-    root: &Path,
-    slug: &str,
-    args: &TestArgs<'_>,
-    color: bool,
-) -> Suite {
+fn run_workflow(executor: &tokio::runtime::Runtime, root: &Path, slug: &str, args: &TestArgs, color: bool) -> Suite {
     let refused_with = |reason: String, exit: u8, discovered: usize| {
         eprintln!("error: {reason}");
         Suite::Refused { reason, exit, discovered }
@@ -195,6 +224,11 @@ fn run_workflow(
     };
     // Errors inside case files fail those cases only; the rest must validate.
     let cases = suite::discover(&mut analysis, slug).unwrap_or_default();
+    if args.deny_warnings
+        && let Some(reason) = crate::build::denied_warnings(&analysis, &[slug.to_string()])
+    {
+        return refused_with(reason, 1, cases.len());
+    }
     let inputs = BuildInputs { platform_prompt: PLATFORM_PROMPT };
     let program = match compile_analysis(analysis, &[slug.to_string()], &inputs) {
         Ok(compiled) => Arc::new(compiled.program),
@@ -208,9 +242,9 @@ fn run_workflow(
         eprintln!("suite {slug} skipped — disabled");
         return Suite::Disabled;
     }
-    let selected = suite::select(&cases, args.filter);
+    let selected = suite::select(&cases, args.filter.as_deref());
     if selected.is_empty() {
-        let reason = match args.filter {
+        let reason = match args.filter.as_deref() {
             Some(filter) => format!("no cases matched '{filter}' ({} discovered)", cases.len()),
             None => format!("`{slug}` has no cases under {}/tests/", source.dir),
         };

@@ -1,4 +1,5 @@
-//! `archmax validate [WORKFLOW…] [--root DIR] [--format human|json|sarif|github] [--tools]`.
+//! `archmax validate [WORKFLOW…] [--root DIR] [--format human|json|sarif|github] [--tools]
+//! [--deny-warnings]` (which fails the check on warnings too).
 //!
 //! Plain `validate` is offline but for the model routes of `archmax.toml`, checked against
 //! this environment (a provider's key variable, a model id no route serves); `--tools`
@@ -32,6 +33,7 @@ pub fn run(
     selection: &[String],
     format: Format,
     tools: bool,
+    deny_warnings: bool,
 ) -> ExitCode {
     let refuse = |message: &dyn std::fmt::Display| print(&render::refusal(&message.to_string(), format.into()));
     let analysis = match analyze(root) {
@@ -64,7 +66,18 @@ pub fn run(
     } else {
         analysis
     };
-    print(&render::validation(analysis.sources(), &report, format.into(), &root.to_string_lossy(), stderr_color()))
+    let printout =
+        render::validation(analysis.sources(), &report, format.into(), &root.to_string_lossy(), stderr_color());
+    let code = print(&printout);
+    let warnings = report.warnings();
+    if deny_warnings && printout.exit_code == 0 && warnings > 0 {
+        eprintln!(
+            "error: {warnings} warning{} and --deny-warnings was given, so the check fails",
+            if warnings == 1 { "" } else { "s" }
+        );
+        return ExitCode::from(1);
+    }
+    code
 }
 
 /// Writes a printout out as it is, and ends with its exit code.

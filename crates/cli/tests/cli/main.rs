@@ -3,6 +3,7 @@
 //! store across processes, `archmax tools`, host tools over MCP (the reference server and
 //! the shipped carrier server), `archmax migrate`. The golden recordings have their own harness, `tests/golden`.
 
+mod arguments;
 mod artifacts;
 mod authoring;
 mod book;

@@ -30,32 +30,25 @@ pub(super) fn is_governance_block(answer: &str) -> bool {
     answer.starts_with("[workflow] BLOCKED") || answer.starts_with("[workflow] FAILED")
 }
 
-/// The outcome of the last action: completed, and no tool call failed in it.
+/// The last action's run finished: it neither failed nor parked. A tool call that
+/// errored along the way is no failure of the run when the run went on to finish (the
+/// model recovered); a failure the run did not recover from shows in its status.
 pub(super) fn succeeded(view: &View) -> Option<String> {
     let outcome = &view.outcome;
     match outcome.status {
-        Status::AwaitingDecision => return Some(format!("the session parked for a decision at '{}'", outcome.state)),
-        Status::AwaitingInput => return Some(format!("the session parked waiting for input at '{}'", outcome.state)),
+        Status::AwaitingDecision => Some(format!("the session parked for a decision at '{}'", outcome.state)),
+        Status::AwaitingInput => Some(format!("the session parked waiting for input at '{}'", outcome.state)),
         Status::Failed => {
             let exit = outcome.exit.as_ref();
-            return Some(format!(
+            Some(format!(
                 "the session raised `{}`: {}",
                 exit.map(|exit| exit.code.as_str()).unwrap_or("?"),
                 exit.map(|exit| exit.reason.as_str()).unwrap_or("")
-            ));
+            ))
         }
-        Status::Rejected => {
-            return Some(format!("the session was rejected: {}", outcome.reason.as_deref().unwrap_or("")));
-        }
-        Status::Completed | Status::Running => {}
+        Status::Rejected => Some(format!("the session was rejected: {}", outcome.reason.as_deref().unwrap_or(""))),
+        Status::Completed | Status::Running => None,
     }
-    let messages = &view.session.messages[view.opened_at.min(view.session.messages.len())..];
-    messages.iter().find_map(|message| match message {
-        Message::Tool { name, content, status: ToolStatus::Error, .. } if !is_governance_block(content) => {
-            Some(format!("the tool call {name} failed: {}", content.lines().next().unwrap_or("")))
-        }
-        _ => None,
-    })
 }
 
 pub(super) fn parked(view: &View, channel: Option<ParkChannel>, state: Option<&str>) -> Option<String> {

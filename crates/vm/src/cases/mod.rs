@@ -43,7 +43,7 @@ use crate::model::pricing::PricingTable;
 use crate::runtime::{DecideRequest, DeliverRequest, Mock, Outcome, Runtime, RuntimeParts, TurnRequest};
 use crate::session::TrailKind;
 use crate::session::memory::MemoryStore;
-use crate::session::{Message, SessionState, Status, ToolStatus, Usage};
+use crate::session::{Message, SessionState, Status, Usage};
 
 /// How one assertion came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -54,19 +54,47 @@ pub enum RecordStatus {
     NotExecuted,
 }
 
-/// One assertion's result.
+/// One assertion's result. Serialized with `pass` beside `status`: `status` is the
+/// authoritative outcome, `pass` its boolean alias (`status` is `passed`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(into = "RecordDocument")]
 pub struct Record {
     pub kind: String,
     pub status: RecordStatus,
     /// `atLeast` of a grade.
     pub threshold: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     /// 0-based index of the step in `steps`.
     pub step: usize,
+}
+
+/// A record as the results document shows it.
+#[derive(Serialize)]
+struct RecordDocument {
+    kind: String,
+    status: RecordStatus,
+    pass: bool,
+    threshold: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    score: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<String>,
+    step: usize,
+}
+
+impl From<Record> for RecordDocument {
+    fn from(record: Record) -> RecordDocument {
+        RecordDocument {
+            kind: record.kind,
+            pass: record.status == RecordStatus::Passed,
+            status: record.status,
+            threshold: record.threshold,
+            score: record.score,
+            detail: record.detail,
+            step: record.step,
+        }
+    }
 }
 
 impl Record {

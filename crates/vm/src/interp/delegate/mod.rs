@@ -56,6 +56,29 @@ pub(crate) const MAX_IN_FLIGHT: usize = 4;
 /// A child's run: its dispatch and how its turn ended.
 pub(super) type ChildRun<'r> = Pin<Box<dyn Future<Output = (Meta, Result<Outcome, RunError>)> + Send + 'r>>;
 
+/// Why a mock's `returns` do not stand in for the run: the declared returns it omits.
+fn omitted_returns(
+    program: &archmax_program::program::Program,
+    manual: &TriggerProgram,
+    values: &Map<String, Value>,
+) -> Option<String> {
+    let omitted: Vec<String> = manual
+        .returns
+        .iter()
+        .map(|entry| program.str(entry.name))
+        .filter(|name| !values.contains_key(*name))
+        .map(|name| format!("'{name}'"))
+        .collect();
+    (!omitted.is_empty()).then(|| {
+        format!(
+            "the mock omits the declared return{} {}: a mock replaces the run, not its contract, so it \
+             gives every return of the target's `manual` entry (`null` for one left unset)",
+            if omitted.len() == 1 { "" } else { "s" },
+            omitted.join(", ")
+        )
+    })
+}
+
 /// A completed child's declared returns: the values (files copied up), the names set,
 /// the names left unset.
 struct Returns {
@@ -314,8 +337,10 @@ impl Turn<'_> {
     }
 
     /// A declared result stands in for the child's run (a case's mock), held to the
-    /// target's contract: `{ error }` fails the call, mistyped returns fail it, unset
-    /// ones answer `null` with a note, `file` returns name files of this session.
+    /// target's contract: `{ error }` fails the call, and so does a result that omits a
+    /// declared return (a mock replaces the run, never its contract) or mistypes one; a
+    /// return given as `null` stands for one the child left unset (it answers `null`
+    /// with a note); `file` returns name files of this session.
     fn serve_mock(&mut self, meta: &Meta, manual: &TriggerProgram, result: &Value, caller: Caller) -> Answer {
         if let Some(error) = result.get("error").filter(|error| !error.is_null()) {
             let reason = match error {
@@ -333,6 +358,9 @@ impl Turn<'_> {
                 .to_string(),
         };
         let values = result.get("returns").and_then(Value::as_object).cloned().unwrap_or_default();
+        if let Some(reason) = omitted_returns(self.program(), manual, &values) {
+            return self.fail_delegation(meta, "invalid-return", reason, caller);
+        }
         let files = self.workspace.clone();
         let id = self.position_id();
         let state = self.state(id);

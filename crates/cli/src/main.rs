@@ -160,8 +160,8 @@ enum Command {
         /// Only sessions of this workflow.
         #[arg(long, value_name = "SLUG")]
         workflow: Option<String>,
-        /// Only sessions with this status: running, completed, resumable, failed, rejected,
-        /// awaiting_decision or awaiting_input.
+        /// Only sessions with this status: running, interrupted, completed, resumable,
+        /// failed, rejected, awaiting_decision or awaiting_input.
         #[arg(long, value_name = "STATUS", conflicts_with = "id")]
         status: Option<String>,
         /// Only sessions parked for a `decision` or for `input`.
@@ -196,6 +196,10 @@ enum Command {
         /// Why: the target state reads it.
         #[arg(long, value_name = "TEXT")]
         comment: Option<String>,
+        /// Who decides, recorded with the decision [default: $ARCHMAX_IDENTITY, else the
+        /// OS user]. A name the state's `approvers` do not list is warned about, not refused.
+        #[arg(long = "as", value_name = "NAME")]
+        decider: Option<String>,
         /// Refuse unless the session runs this workflow.
         #[arg(long, value_name = "SLUG")]
         workflow: Option<String>,
@@ -679,9 +683,12 @@ fn main() -> ExitCode {
             &root,
             test::TestArgs { workflow: workflow.as_deref(), filter: filter.as_deref(), replay, record, json },
         ),
-        Command::Decide { session, to, comment, workflow, common } => {
-            resume::decide(&common.options(&root, executor), &session, &to, comment.as_deref(), workflow.as_deref())
-        }
+        Command::Decide { session, to, comment, decider, workflow, common } => resume::decide(
+            &common.options(&root, executor),
+            &session,
+            resume::Decision { to: &to, comment: comment.as_deref(), decider: decider.as_deref() },
+            workflow.as_deref(),
+        ),
         Command::Reply { session, message, workflow, common } => {
             resume::reply(&common.options(&root, executor), &session, &message, workflow.as_deref())
         }

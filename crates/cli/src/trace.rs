@@ -203,9 +203,13 @@ impl Listener for Trace {
             Event::CodeStart { script, .. } => Some(format!("  · running {}", safe(script))),
             Event::CodeOutput { line, .. } => Some(format!("    {}", self.paint("2", line))),
             Event::GraderStart { .. } => Some("  · grading".to_string()),
-            Event::ContextCompacted { messages, tokens_before, tokens_after, path, .. } => Some(format!(
-                "  {} compacted {messages} earlier messages into a summary ({} → {} tokens; {})",
+            Event::ContextCompacted { messages, tokens_before, tokens_after, path, trimmed, .. } => Some(format!(
+                "  {} {} ({} → {} tokens; {})",
                 self.paint("36", "≡"),
+                match trimmed {
+                    true => format!("cut {messages} earlier messages without a summary"),
+                    false => format!("compacted {messages} earlier messages into a summary"),
+                },
                 crate::output::thousands(*tokens_before),
                 crate::output::thousands(*tokens_after),
                 safe(path)

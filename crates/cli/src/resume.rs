@@ -55,8 +55,7 @@ fn parked_session(
     if let Some(refusal) = to.and_then(|to| decision_refusal(&state, to)) {
         return Err(failure(refusal));
     }
-    let decision =
-        state.head.pending_decision.map(|decision| (decision.state, decision.approvers));
+    let decision = state.head.pending_decision.map(|decision| (decision.state, decision.approvers));
     Ok(Parked { id, workflow: state.head.workflow, decision })
 }
 
@@ -163,8 +162,7 @@ pub fn deliver(
         Ok(files) => files,
         Err(code) => return code,
     };
-    let Parked { id, workflow, .. } = match parked_session(options, "deliver", id, workflow, Channel::Input, None)
-    {
+    let Parked { id, workflow, .. } = match parked_session(options, "deliver", id, workflow, Channel::Input, None) {
         Ok(found) => found,
         Err(code) => return code,
     };

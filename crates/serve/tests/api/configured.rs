@@ -378,7 +378,11 @@ async fn disabling_a_workflow_stops_starts_while_its_parked_session_is_decided_o
     assert!(loaded[0].disabled);
 
     let (status, refused) = running
-        .post("/v1/workflows/desk/sessions?wait=60", Some(ADMIN), json!({ "message": "Pay invoice 8.", "sessionId": "new-1" }))
+        .post(
+            "/v1/workflows/desk/sessions?wait=60",
+            Some(ADMIN),
+            json!({ "message": "Pay invoice 8.", "sessionId": "new-1" }),
+        )
         .await;
     assert_ne!(status, StatusCode::OK, "a disabled workflow starts nothing: {refused}");
     assert!(refused.to_string().contains("is disabled"), "{refused}");

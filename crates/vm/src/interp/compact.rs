@@ -295,7 +295,9 @@ impl<'r> Turn<'r> {
             Err(error) => format!("Their full text could not be saved: {error}."),
         };
         let text = match &summary {
-            Some(summary) => format!("[summary] Messages {range} of this conversation are {PROVENANCE}. {kept}\n\n{summary}"),
+            Some(summary) => {
+                format!("[summary] Messages {range} of this conversation are {PROVENANCE}. {kept}\n\n{summary}")
+            }
             None => format!(
                 "[trimmed] Messages {range} of this conversation were cut from what you are shown, without a summary (none could be made), to keep the conversation inside the model's window. {kept}"
             ),

@@ -322,12 +322,12 @@ fn connection(stream: TcpStream, endpoint: &Mutex<Endpoint>) {
         };
         let (status, text) = match answer {
             Ok(answer) => ("200 OK", answer.to_string()),
-            Err(_) => ("500 Internal Server Error", json!({ "error": { "message": "the summarizer is down" } }).to_string()),
+            Err(_) => {
+                ("500 Internal Server Error", json!({ "error": { "message": "the summarizer is down" } }).to_string())
+            }
         };
-        let head = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-            text.len()
-        );
+        let head =
+            format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", text.len());
         if writer.write_all(head.as_bytes()).and_then(|()| writer.write_all(text.as_bytes())).is_err() {
             return;
         }

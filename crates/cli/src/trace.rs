@@ -206,10 +206,7 @@ impl Listener for Trace {
             Event::ContextCompacted { messages, tokens_before, tokens_after, path, trimmed, .. } => Some(format!(
                 "  {} {} ({} → {} tokens; {})",
                 self.paint("36", "≡"),
-                match trimmed {
-                    true => format!("cut {messages} earlier messages without a summary"),
-                    false => format!("compacted {messages} earlier messages into a summary"),
-                },
+                compacted(*messages, *trimmed),
                 crate::output::thousands(*tokens_before),
                 crate::output::thousands(*tokens_after),
                 safe(path)
@@ -260,5 +257,13 @@ fn print_lines(lines: Vec<String>) {
     let mut stderr = std::io::stderr().lock();
     for line in lines {
         let _ = writeln!(stderr, "{line}");
+    }
+}
+
+/// What a compaction did to `messages` earlier messages, as the trace says it.
+fn compacted(messages: u64, trimmed: bool) -> String {
+    match trimmed {
+        true => format!("cut {messages} earlier messages without a summary"),
+        false => format!("compacted {messages} earlier messages into a summary"),
     }
 }

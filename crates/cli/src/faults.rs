@@ -101,6 +101,10 @@ impl SessionStore for Faulty {
         self.inner.list()
     }
 
+    fn is_held<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<bool>> {
+        self.inner.is_held(id)
+    }
+
     fn files(&self, id: &str) -> Result<Arc<dyn Vfs>, archmax_vm::session::StoreError> {
         self.inner.files(id)
     }

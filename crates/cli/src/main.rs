@@ -163,8 +163,8 @@ enum Command {
         /// Only sessions of this workflow.
         #[arg(long, value_name = "SLUG")]
         workflow: Option<String>,
-        /// Only sessions with this status: running, completed, resumable, failed, rejected,
-        /// awaiting_decision or awaiting_input.
+        /// Only sessions with this status: running, interrupted, completed, resumable,
+        /// failed, rejected, awaiting_decision or awaiting_input.
         #[arg(long, value_name = "STATUS", conflicts_with = "id")]
         status: Option<String>,
         /// Only sessions parked for a `decision` or for `input`.
@@ -199,6 +199,10 @@ enum Command {
         /// Why: the target state reads it.
         #[arg(long, value_name = "TEXT")]
         comment: Option<String>,
+        /// Who decides, recorded with the decision [default: $ARCHMAX_IDENTITY, else the
+        /// OS user]. A name the state's `approvers` do not list is warned about, not refused.
+        #[arg(long = "as", value_name = "NAME")]
+        decider: Option<String>,
         /// Refuse unless the session runs this workflow.
         #[arg(long, value_name = "SLUG")]
         workflow: Option<String>,
@@ -689,11 +693,10 @@ fn main() -> ExitCode {
             sessions::run(executor, &root, store.as_deref(), &query)
         }
         Command::Test(args) => test::run(executor, &root, &args),
-        Command::Decide { session, to, comment, workflow, common } => resume::decide(
+        Command::Decide { session, to, comment, decider, workflow, common } => resume::decide(
             &common.options(&root, root_flag.is_some(), executor),
             &session,
-            &to,
-            comment.as_deref(),
+            resume::Decision { to: &to, comment: comment.as_deref(), decider: decider.as_deref() },
             workflow.as_deref(),
         ),
         Command::Reply { session, message, workflow, common } => resume::reply(

@@ -5,7 +5,9 @@
 //! anything is compiled or any model configured. The runtime then opens the session
 //! exclusively and checks the park again, so a session changed in between, or held by
 //! another process, is refused without being touched; so is a session pinned to another
-//! program of its workflow, unless `--upgrade` moves it to this one.
+//! program of its workflow, unless `--upgrade` moves it to this one. `decide` records who
+//! decided (`--as`, else `ARCHMAX_IDENTITY`, else the OS user) and warns, without refusing,
+//! when that name is not among the state's `approvers`.
 
 use std::process::ExitCode;
 
@@ -20,17 +22,26 @@ use crate::output::{failure, usage};
 use crate::run::parse_variables;
 use crate::session::{SessionOptions, execute};
 
+/// A parked session as read before the command runs.
+struct Parked {
+    /// The full id (the command may have named a unique prefix).
+    id: String,
+    workflow: String,
+    /// The state a decision is pending at and its `approvers`, when one is.
+    decision: Option<(String, Vec<String>)>,
+}
+
 /// Reads the stored session (unlocked) and refuses, before any model is configured, a
 /// session that does not exist or belongs to another workflow (alike), or is not parked on
-/// `channel`. Returns its full id (`id` may be a unique prefix) and its workflow.
-fn parked_workflow(
+/// `channel`.
+fn parked_session(
     options: &SessionOptions<'_>,
     command: &str,
     id: &str,
     named: Option<&str>,
     channel: Channel,
     to: Option<&str>,
-) -> Result<(String, String), ExitCode> {
+) -> Result<Parked, ExitCode> {
     if let Err(problem) = check_session_id(id, &[]) {
         return Err(usage(command, &format!("`{id}` is not a usable session id: {problem}")));
     }
@@ -44,32 +55,79 @@ fn parked_workflow(
     if let Some(refusal) = to.and_then(|to| decision_refusal(&state, to)) {
         return Err(failure(refusal));
     }
-    Ok((id, state.head.workflow))
+    let decision = state.head.pending_decision.map(|decision| (decision.state, decision.approvers));
+    Ok(Parked { id, workflow: state.head.workflow, decision })
 }
 
-pub fn decide(
-    options: &SessionOptions<'_>,
-    id: &str,
-    to: &str,
-    comment: Option<&str>,
-    workflow: Option<&str>,
-) -> ExitCode {
-    if to.trim().is_empty() {
+/// What `archmax decide` was told: the target, the comment and who decides (`--as`).
+pub struct Decision<'a> {
+    pub to: &'a str,
+    pub comment: Option<&'a str>,
+    pub decider: Option<&'a str>,
+}
+
+/// Who decides when `--as` is not given: `ARCHMAX_IDENTITY`, else the operating system's
+/// user as the environment names them (`USER`, `LOGNAME`, `USERNAME`); none when all are
+/// unset or blank.
+fn default_decider() -> Option<String> {
+    ["ARCHMAX_IDENTITY", "USER", "LOGNAME", "USERNAME"]
+        .into_iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .map(|value| value.trim().to_string())
+        .find(|value| !value.is_empty())
+}
+
+/// The decider's name, or why it cannot be recorded.
+fn decider(given: Option<&str>) -> Result<Option<String>, String> {
+    let Some(given) = given else {
+        return Ok(default_decider().filter(|name| !name.chars().any(char::is_control)));
+    };
+    let name = given.trim();
+    if name.is_empty() {
+        return Err("--as names no one; give the decider's name, or leave it out to use $ARCHMAX_IDENTITY".to_string());
+    }
+    if name.chars().any(char::is_control) {
+        return Err("--as holds a control character; give the decider's name as plain text".to_string());
+    }
+    Ok(Some(name.to_string()))
+}
+
+pub fn decide(options: &SessionOptions<'_>, id: &str, decision: Decision<'_>, workflow: Option<&str>) -> ExitCode {
+    let to = decision.to.trim();
+    if to.is_empty() {
         return usage("decide", "--to names no state");
     }
-    let (id, workflow) = match parked_workflow(options, "decide", id, workflow, Channel::Decision, Some(to.trim())) {
+    let decider = match decider(decision.decider) {
+        Ok(decider) => decider,
+        Err(problem) => return usage("decide", &problem),
+    };
+    let parked = match parked_session(options, "decide", id, workflow, Channel::Decision, Some(to)) {
         Ok(found) => found,
         Err(code) => return code,
     };
+    // The CLI does not enforce `approvers` (whoever runs it holds the store anyway); it
+    // says so when the decider is not among them, and records who it was.
+    if let Some((state, approvers)) = &parked.decision
+        && !approvers.is_empty()
+        && !decider.as_ref().is_some_and(|name| approvers.contains(name))
+    {
+        let who = decider.as_deref().map_or_else(|| "an unnamed decider".to_string(), |name| format!("`{name}`"));
+        eprintln!(
+            "warning: {} is not among the approvers of '{state}' ({}); the CLI does not enforce them, so the decision is taken all the same",
+            crate::output::terminal_safe(&who),
+            crate::output::terminal_safe(&approvers.join(", "))
+        );
+    }
     let request = DecideRequest {
-        session: id.to_string(),
-        workflow: Some(workflow.clone()),
-        to: to.trim().to_string(),
-        comment: comment.map(str::to_string),
+        session: parked.id,
+        workflow: Some(parked.workflow.clone()),
+        to: to.to_string(),
+        comment: decision.comment.map(str::to_string),
         upgrade: options.upgrade,
+        decider,
         ..DecideRequest::default()
     };
-    execute(options, &workflow, |runtime| Box::pin(async move { runtime.decide(request).await }))
+    execute(options, &parked.workflow, |runtime| Box::pin(async move { runtime.decide(request).await }))
 }
 
 pub fn reply(options: &SessionOptions<'_>, id: &str, message: &[String], workflow: Option<&str>) -> ExitCode {
@@ -77,7 +135,7 @@ pub fn reply(options: &SessionOptions<'_>, id: &str, message: &[String], workflo
     if message.trim().is_empty() {
         return usage("reply", "the message is empty");
     }
-    let (id, workflow) = match parked_workflow(options, "reply", id, workflow, Channel::Decision, None) {
+    let Parked { id, workflow, .. } = match parked_session(options, "reply", id, workflow, Channel::Decision, None) {
         Ok(found) => found,
         Err(code) => return code,
     };
@@ -104,7 +162,7 @@ pub fn deliver(
         Ok(files) => files,
         Err(code) => return code,
     };
-    let (id, workflow) = match parked_workflow(options, "deliver", id, workflow, Channel::Input, None) {
+    let Parked { id, workflow, .. } = match parked_session(options, "deliver", id, workflow, Channel::Input, None) {
         Ok(found) => found,
         Err(code) => return code,
     };

@@ -188,6 +188,7 @@ async fn reload(server: &Server, sources: &Sources, why: &str) {
                     workflow = workflow.workflow.as_str(),
                     spec_hash = workflow.spec_hash.as_str(),
                     previous = workflow.previous.as_deref().unwrap_or("none"),
+                    disabled = workflow.disabled,
                     "new sessions start on a new program; running sessions keep theirs"
                 );
             }

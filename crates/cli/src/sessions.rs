@@ -5,7 +5,9 @@
 //! damaged session back to what still verifies.
 //!
 //! A session whose last turn completed in a state that is not terminal is shown as
-//! `resumable`, never `completed`: it can go on where it stopped.
+//! `resumable`, never `completed`: it can go on where it stopped. A session still
+//! `running` that no process holds had its turn cut (its process died) and is shown as
+//! `interrupted` (in JSON: `interrupted` and `resumable` beside the stored status).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -33,8 +35,8 @@ pub struct Query<'a> {
 }
 
 /// The statuses `--status` takes, as the listing prints them.
-const STATUSES: [&str; 7] =
-    ["running", "completed", "resumable", "failed", "rejected", "awaiting_decision", "awaiting_input"];
+const STATUSES: [&str; 8] =
+    ["running", "interrupted", "completed", "resumable", "failed", "rejected", "awaiting_decision", "awaiting_input"];
 
 pub fn run(executor: &Runtime, root: &Path, store: Option<&str>, query: &Query<'_>) -> ExitCode {
     if let Some(status) = query.status
@@ -71,13 +73,16 @@ fn show(executor: &Runtime, store: &dyn SessionStore, id: &str, query: &Query<'_
     {
         return failure(format!("session `{id}` belongs to workflow `{}`, not `{workflow}`", state.head.workflow));
     }
+    let interrupted = is_interrupted(executor, store, &state);
     match (query.transcript, query.json) {
         (true, true) => println!("{}", serde_json::to_string_pretty(&transcript_json(&state)).unwrap_or_default()),
         (true, false) => print!("{}", terminal_safe(&transcript(&state))),
-        (false, true) => println!("{}", serde_json::to_string_pretty(&summary(&state)).unwrap_or_default()),
+        (false, true) => {
+            println!("{}", serde_json::to_string_pretty(&shown_summary(&state, interrupted)).unwrap_or_default())
+        }
         (false, false) => {
             let files = store.files(&id).ok();
-            print!("{}", terminal_safe(&detail(&state, files.as_deref())));
+            print!("{}", terminal_safe(&detail(&state, files.as_deref(), interrupted)));
         }
     }
     ExitCode::SUCCESS
@@ -100,27 +105,57 @@ fn list(executor: &Runtime, store: &dyn SessionStore, query: &Query<'_>) -> Exit
     let mut states = Vec::with_capacity(read.len());
     for loaded in read {
         match loaded {
-            Ok(Some(state)) if admits(query, &state) => states.push(state),
-            Ok(_) => {}
+            Ok(Some(state)) => {
+                let interrupted = is_interrupted(executor, store, &state);
+                if admits(query, &state, interrupted) {
+                    states.push((state, interrupted));
+                }
+            }
+            Ok(None) => {}
             Err(error) => eprintln!("warning: {}", crate::store::store_problem(&error)),
         }
     }
-    states.sort_by(|a, b| b.head.updated_at.cmp(&a.head.updated_at).then_with(|| a.id.as_str().cmp(b.id.as_str())));
+    states.sort_by(|(a, _), (b, _)| {
+        b.head.updated_at.cmp(&a.head.updated_at).then_with(|| a.id.as_str().cmp(b.id.as_str()))
+    });
     if query.json {
-        let list: Vec<serde_json::Value> = states.iter().map(summary).collect();
+        let list: Vec<serde_json::Value> =
+            states.iter().map(|(state, interrupted)| shown_summary(state, *interrupted)).collect();
         println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
     } else {
-        for state in &states {
-            println!("{}", terminal_safe(&row(state)));
+        for (state, interrupted) in &states {
+            println!("{}", terminal_safe(&row(state, *interrupted)));
         }
     }
     ExitCode::SUCCESS
 }
 
-fn admits(query: &Query<'_>, state: &SessionState) -> bool {
+/// Whether `state` is `running` while no writer holds it: its turn was cut (the process
+/// running it died) and nothing is continuing it. A store that cannot tell says no.
+fn is_interrupted(executor: &Runtime, store: &dyn SessionStore, state: &SessionState) -> bool {
+    state.head.status == Status::Running
+        && matches!(executor.block_on(store.is_held(state.id.as_str())), Ok(Some(false)))
+}
+
+/// The status as a person reads it: `interrupted` for a cut turn, else the head's label.
+fn status_label(state: &SessionState, interrupted: bool) -> &'static str {
+    if interrupted { "interrupted" } else { state.head.status_label() }
+}
+
+/// The session's JSON summary, marked `interrupted` and `resumable` when its turn was cut.
+fn shown_summary(state: &SessionState, interrupted: bool) -> serde_json::Value {
+    let mut shown = summary(state);
+    if interrupted {
+        shown["interrupted"] = serde_json::json!(true);
+        shown["resumable"] = serde_json::json!(true);
+    }
+    shown
+}
+
+fn admits(query: &Query<'_>, state: &SessionState, interrupted: bool) -> bool {
     let head = &state.head;
     query.workflow.is_none_or(|workflow| head.workflow == workflow)
-        && query.status.is_none_or(|status| head.status_label() == status)
+        && query.status.is_none_or(|status| status_label(state, interrupted) == status)
         && query.parked.is_none_or(|parked| match parked {
             "decision" => head.status == Status::AwaitingDecision,
             _ => head.status == Status::AwaitingInput,
@@ -377,14 +412,14 @@ fn repair_report(id: &str, outcome: &RepairOutcome) -> String {
     }
 }
 
-fn row(state: &SessionState) -> String {
+fn row(state: &SessionState, interrupted: bool) -> String {
     let head = &state.head;
     let names: Vec<&str> = state.variables.keys().map(String::as_str).collect();
     let mut line = format!(
         "{}  {}  {}  {}  started {}  moved {}",
         state.id,
         head.workflow,
-        head.status_label(),
+        status_label(state, interrupted),
         head.position.as_deref().unwrap_or("-"),
         moment(head.created_at),
         moment(head.updated_at)
@@ -438,18 +473,28 @@ fn evidence_head(files: Option<&dyn Vfs>, path: &str) -> String {
     out
 }
 
-fn detail(state: &SessionState, files: Option<&dyn Vfs>) -> String {
+fn detail(state: &SessionState, files: Option<&dyn Vfs>, interrupted: bool) -> String {
     let head = &state.head;
     let mut out = format!(
         "session   {}\nworkflow  {}\nspec hash {}\nstatus    {}\nstate     {}\nstarted   {}\nmoved     {}\n",
         state.id,
         head.workflow,
         if head.spec_hash.is_empty() { "-" } else { head.spec_hash.as_str() },
-        head.status_label(),
+        status_label(state, interrupted),
         head.position.as_deref().unwrap_or("-"),
         moment(head.created_at),
         moment(head.updated_at)
     );
+    if interrupted {
+        let advice = match &head.parent {
+            Some(parent) => format!("the turn of its caller `{parent}` was cut; continuing `{parent}` settles it"),
+            None => format!(
+                "its turn was cut (the process running it stopped): `archmax run {} MESSAGE --session {}` continues it",
+                head.workflow, state.id
+            ),
+        };
+        out.push_str(&format!("          {advice}\n"));
+    }
     if head.status == Status::Completed && head.resumable {
         out.push_str(
             "          the last turn ended in a state that is not terminal: `archmax run --session` goes on there\n",
@@ -502,9 +547,10 @@ fn detail(state: &SessionState, files: Option<&dyn Vfs>) -> String {
     out.push_str("trail\n");
     for step in &state.trail {
         out.push_str(&format!(
-            "  {:<12} {}{}\n",
+            "  {:<12} {}{}{}\n",
             step.kind,
             step.to,
+            step.decided_by.as_ref().map(|by| format!(" (by {by})")).unwrap_or_default(),
             step.reason.as_ref().map(|reason| format!(" — {reason}")).unwrap_or_default()
         ));
     }

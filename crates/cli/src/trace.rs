@@ -203,9 +203,10 @@ impl Listener for Trace {
             Event::CodeStart { script, .. } => Some(format!("  · running {}", safe(script))),
             Event::CodeOutput { line, .. } => Some(format!("    {}", self.paint("2", line))),
             Event::GraderStart { .. } => Some("  · grading".to_string()),
-            Event::ContextCompacted { messages, tokens_before, tokens_after, path, .. } => Some(format!(
-                "  {} compacted {messages} earlier messages into a summary ({} → {} tokens; {})",
+            Event::ContextCompacted { messages, tokens_before, tokens_after, path, trimmed, .. } => Some(format!(
+                "  {} {} ({} → {} tokens; {})",
                 self.paint("36", "≡"),
+                compacted(*messages, *trimmed),
                 crate::output::thousands(*tokens_before),
                 crate::output::thousands(*tokens_after),
                 safe(path)
@@ -256,5 +257,13 @@ fn print_lines(lines: Vec<String>) {
     let mut stderr = std::io::stderr().lock();
     for line in lines {
         let _ = writeln!(stderr, "{line}");
+    }
+}
+
+/// What a compaction did to `messages` earlier messages, as the trace says it.
+fn compacted(messages: u64, trimmed: bool) -> String {
+    match trimmed {
+        true => format!("cut {messages} earlier messages without a summary"),
+        false => format!("compacted {messages} earlier messages into a summary"),
     }
 }

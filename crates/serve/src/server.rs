@@ -95,6 +95,10 @@ pub struct LoadedWorkflow {
     pub spec_hash: String,
     /// The hash new sessions started on before, if the workflow was served.
     pub previous: Option<String>,
+    /// Whether the workflow is now out of service. Toggling `disabled` keeps the spec
+    /// hash (parked sessions still finish), so a load that only does that is reported
+    /// with `previous` equal to `spec_hash`.
+    pub disabled: bool,
 }
 
 /// A running server's state.
@@ -328,20 +332,21 @@ impl Server {
     /// artifacts adds nothing and loading an older artifact again rolls back to it. The
     /// whole set is swapped in at once. Returns the workflows whose newest program changed.
     pub fn load_programs(&self, programs: Vec<Program>) -> Vec<LoadedWorkflow> {
-        fn signature(program: &Program) -> Vec<(String, String)> {
-            let mut pairs: Vec<(String, String)> = program
+        // `disabled` is not in the spec hash (a disabled workflow's parked sessions keep
+        // their program), so a program is the same one only if it agrees on both.
+        fn signature(program: &Program) -> Vec<(String, String, bool)> {
+            let mut entries: Vec<(String, String, bool)> = program
                 .workflows
                 .iter()
-                .map(|workflow| (program.str(workflow.slug).to_string(), workflow.spec_hash.clone()))
+                .map(|workflow| (program.str(workflow.slug).to_string(), workflow.spec_hash.clone(), workflow.disabled))
                 .collect();
-            pairs.sort();
-            pairs
+            entries.sort();
+            entries
         }
         let newest_of = |generations: &[Arc<Runtime>], slug: &str| {
-            generations
-                .iter()
-                .rev()
-                .find_map(|runtime| runtime.program().workflow(slug).map(|(_, workflow)| workflow.spec_hash.clone()))
+            generations.iter().rev().find_map(|runtime| {
+                runtime.program().workflow(slug).map(|(_, workflow)| (workflow.spec_hash.clone(), workflow.disabled))
+            })
         };
         // The runtimes for new programs are built before the lock is taken.
         let current = self.generations();
@@ -390,10 +395,11 @@ impl Server {
         slugs.dedup();
         for slug in slugs {
             let (previous, now) = (newest_of(&before, &slug), newest_of(&next, &slug));
-            if let Some(spec_hash) = now
-                && previous.as_deref() != Some(spec_hash.as_str())
+            if let Some((spec_hash, disabled)) = now
+                && previous.as_ref() != Some(&(spec_hash.clone(), disabled))
             {
-                changed.push(LoadedWorkflow { workflow: slug, spec_hash, previous });
+                let previous = previous.map(|(hash, _)| hash);
+                changed.push(LoadedWorkflow { workflow: slug, spec_hash, previous, disabled });
             }
         }
         self.metrics.generations_loaded.store(next.len() as u64, std::sync::atomic::Ordering::Relaxed);

@@ -381,6 +381,8 @@ pub struct LoadedWorkflowBody {
     pub workflow: String,
     pub spec_hash: String,
     pub previous: Option<String>,
+    /// The workflow is out of service: it starts nothing, and its parked sessions finish.
+    pub disabled: bool,
 }
 
 /// `POST /v1/admin/artifacts`.

@@ -129,6 +129,16 @@ fn owner_name() -> String {
     format!("{host}/{}/{random}", std::process::id())
 }
 
+/// Whether a live lease holds session `$1`: no row, no session.
+const HELD: &str = "SELECT lease_owner IS NOT NULL AND lease_expires >= now() FROM archmax_sessions WHERE id = $1";
+
+/// Whether a runner's live lease holds `id` now; `None` when there is no such session.
+pub(crate) async fn is_held(pool: &Pool, id: &str) -> Result<Option<bool>, StoreError> {
+    let client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+    let row = client.query_typed_opt(HELD, &[(&id, Type::TEXT)]).await.map_err(db_error(id))?;
+    Ok(row.map(|row| row.get::<_, Option<bool>>(0).unwrap_or(false)))
+}
+
 /// Gives `id`'s lease back (a no-op when `token` no longer holds it).
 pub(crate) async fn release(pool: &Pool, id: &str, token: i64) -> Result<(), StoreError> {
     let client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;

@@ -567,6 +567,14 @@ impl SessionStore for PgStore {
         })
     }
 
+    fn is_held<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<bool>> {
+        Box::pin(async move {
+            let pool = self.inner.pool.clone();
+            let task_id = id.to_string();
+            self.inner.run(id, async move { lease::is_held(&pool, &task_id).await }).await
+        })
+    }
+
     fn list_page<'a>(&'a self, query: &'a ListQuery) -> StoreFuture<'a, ListPage> {
         let pool = self.inner.pool.clone();
         let query = query.clone();

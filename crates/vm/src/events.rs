@@ -85,9 +85,15 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
     },
+    /// A person decided a parked session: who, as the host named them, and what they
+    /// wrote, as the target state reads it in its `[decision]` note.
     Decided {
         state: String,
         to: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        decided_by: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        comment: Option<String>,
     },
     /// A session pinned to another program of its workflow moved to this one (`--upgrade`).
     Upgraded {
@@ -193,6 +199,10 @@ pub enum Event {
         /// The prompt's tokens before and after, as counted for the state's model.
         tokens_before: u64,
         tokens_after: u64,
+        /// No summary could be had: the messages were cut from the view without one (a
+        /// `[trimmed]` note stands in its place).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        trimmed: bool,
     },
     /// A refused call, for every rule that [`crate::kernel::Rule::is_recorded_as_blocked`].
     ToolBlocked {

@@ -8,7 +8,8 @@
 //! every event they record must validate against `schemas/events.schema.json`.
 //! Everything a step produced (exit code, stdout, stderr, events) is compared with
 //! `expected.txt`; `UPDATE_GOLDEN=1` rewrites it. A step may set `exit` to assert its
-//! code, and `env` to add variables (`ARCHMAX_TEST_ABORT_AFTER_COMMITS` kills the process
+//! code, and `env` to add variables (`ARCHMAX_IDENTITY` is `finance@fernhill.example`
+//! unless a step sets it; `ARCHMAX_TEST_ABORT_AFTER_COMMITS` kills the process
 //! after that many committed steps, to test resuming from another process). A step may
 //! instead `write = { path = "…", from = "…" }`: it replaces the workspace file `path`
 //! with the case's own file `from` (kept outside `workspace/`), so a case can change the
@@ -28,6 +29,7 @@ use crate::compare::{case_folders, compare_or_update, verdict};
 use crate::support::{copy_dir, repository, scratch};
 
 const FIXED_CLOCK: &str = "2026-01-05T09:30:00Z";
+const DECIDER: &str = "finance@fernhill.example";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -127,6 +129,8 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<String, String> {
             .current_dir(&workspace)
             .env("NO_COLOR", "1")
             .env("ARCHMAX_FIXED_CLOCK", FIXED_CLOCK)
+            // Who decides, whoever runs the suite: the approver most golden workflows name.
+            .env("ARCHMAX_IDENTITY", DECIDER)
             .env_remove("ARCHMAX_API_BASE_URL")
             .env_remove("ARCHMAX_API_KEY")
             .env_remove("ARCHMAX_TRUSTED_KEYS")

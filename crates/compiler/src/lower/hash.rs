@@ -1,8 +1,13 @@
 //! The spec hash: SHA-256 over a canonical form of `workflow.yaml`.
 //!
 //! The canonical form is the document as JSON with every `metadata` block removed (at
-//! the root and on each state) and object keys sorted, so key order, whitespace,
-//! comments and editor data do not change the hash while any governing edit does.
+//! the root and on each state), the root's `disabled` removed, and object keys sorted,
+//! so key order, whitespace, comments and editor data do not change the hash while any
+//! governing edit does.
+//!
+//! `disabled` is left out because taking a workflow out of service changes no program a
+//! session runs: it only stops new turns starting, and the parked sessions of the same
+//! program must still be decided, answered and delivered to without `--upgrade`.
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -16,6 +21,7 @@ pub fn spec_hash(workspace: &Workspace, workflow: &Workflow) -> String {
     let mut value = yaml::load(workflow.file, text).root.map(|root| root.to_json()).unwrap_or(Value::Null);
     if let Value::Object(root) = &mut value {
         root.remove("metadata");
+        root.remove("disabled");
         if let Some(Value::Object(states)) = root.get_mut("states") {
             for state in states.values_mut() {
                 if let Value::Object(state) = state {

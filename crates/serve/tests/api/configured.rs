@@ -363,6 +363,45 @@ async fn a_loaded_artifact_serves_new_sessions_while_a_parked_one_finishes_on_it
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabling_a_workflow_stops_starts_while_its_parked_session_is_decided_on_the_same_program() {
+    let desk = ("workflows/desk/workflow.yaml", DESK);
+    let server = Arc::new(server_of(&[desk], TAPE, clock()));
+    let running = listen(Arc::clone(&server)).await;
+    let parked = running.start_desk(Some(ADMIN), "parked-1").await;
+    let hash = parked["specHash"].as_str().expect("a hash").to_string();
+
+    // The same desk, taken out of service: the spec hash stays, yet the load is a change.
+    let disabled = compiled(&workspace_of(&[(desk.0, &format!("disabled: true\n{DESK}"))]));
+    let loaded = server.load_program(disabled);
+    assert_eq!(loaded.len(), 1, "{loaded:?}");
+    assert_eq!((loaded[0].spec_hash.as_str(), loaded[0].previous.as_deref()), (hash.as_str(), Some(hash.as_str())));
+    assert!(loaded[0].disabled);
+
+    let (status, refused) = running
+        .post(
+            "/v1/workflows/desk/sessions?wait=60",
+            Some(ADMIN),
+            json!({ "message": "Pay invoice 8.", "sessionId": "new-1" }),
+        )
+        .await;
+    assert_ne!(status, StatusCode::OK, "a disabled workflow starts nothing: {refused}");
+    assert!(refused.to_string().contains("is disabled"), "{refused}");
+    let url = format!("{}/v1/sessions/parked-1/events", running.base);
+    let stream = running.client.get(&url).bearer_auth(ADMIN).send().await.expect("the stream opens");
+    let mut frames = super::connections::EventFrames::new(stream);
+    frames.until("\"event\":\"parked\"").await;
+    let (status, decided) = running
+        .post("/v1/sessions/parked-1/decide?wait=60", Some(super::FINANCE), json!({ "to": "done", "comment": "Paid." }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "a parked session is still decided: {decided}");
+    assert_eq!((decided["status"].as_str(), decided["specHash"].as_str()), (Some("completed"), Some(hash.as_str())));
+    // The stream's `decided` event names who decided, and what they wrote.
+    let frame = frames.until("\"event\":\"decided\"").await;
+    assert!(frame.contains("\"decidedBy\":\"finance@example.com\",\"comment\":\"Paid.\""), "{frame}");
+    assert!(running.stop().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_client_is_cut_off_by_the_header_and_body_timeouts() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut server = server_of(&[("workflows/desk/workflow.yaml", DESK)], TAPE, clock());

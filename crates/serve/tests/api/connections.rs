@@ -344,31 +344,34 @@ async fn an_event_stream_that_is_read_keeps_flowing_past_every_connection_timeou
     frames.until("\"event\":\"parked\"").await;
     // Quiet for longer than every connection timeout, then a decision posts events.
     tokio::time::sleep(4 * short).await;
-    let (status, decided) =
-        running.post("/v1/sessions/s-long-stream/decide?wait=60", None, json!({ "to": "done" })).await;
+    let (status, decided) = running
+        .post("/v1/sessions/s-long-stream/decide?wait=60", None, json!({ "to": "done", "comment": "Invoice checked." }))
+        .await;
     assert_eq!(status, StatusCode::OK, "{decided}");
-    frames.until("\"event\":\"decided\"").await;
+    let frame = frames.until("\"event\":\"decided\"").await;
+    // An open server knows no decider; the comment travels with the event all the same.
+    assert!(frame.contains("\"comment\":\"Invoice checked.\"") && !frame.contains("decidedBy"), "{frame}");
     assert!(running.stop().await, "open streams end at shutdown");
 }
 
 /// The frames of one event stream, read as they come.
-struct EventFrames {
+pub(super) struct EventFrames {
     response: reqwest::Response,
     text: String,
 }
 
 impl EventFrames {
-    fn new(response: reqwest::Response) -> EventFrames {
+    pub(super) fn new(response: reqwest::Response) -> EventFrames {
         EventFrames { response, text: String::new() }
     }
 
-    /// Reads frames until one holds `wanted`.
-    async fn until(&mut self, wanted: &str) {
+    /// Reads frames until one holds `wanted`; returns that frame.
+    pub(super) async fn until(&mut self, wanted: &str) -> String {
         loop {
             while let Some(end) = self.text.find("\n\n") {
                 let frame: String = self.text.drain(..end + 2).collect();
                 if frame.contains(wanted) {
-                    return;
+                    return frame;
                 }
             }
             let chunk = tokio::time::timeout(HANG_GUARD, self.response.chunk()).await.expect("events arrive");

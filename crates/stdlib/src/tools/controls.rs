@@ -36,9 +36,9 @@ pub(crate) fn schema(tool: &str) -> Option<ToolSchema> {
         ),
         "archmax_reset" => ToolSchema::closed(
             tool,
-            "Go back to the workflow's entry state, when the current state cannot serve the request in front \
-             of you. Correction counts are cleared and the entry state's checks run again; files, variables \
-             and the conversation stay as they are.",
+            "Return to the state this session began in, when the current state cannot serve the request in \
+             front of you. Variables you locked yourself become writable again; the host's locked values stay \
+             locked, and files, variables and the conversation are kept as they are.",
             json!({ "reason": reason("Why the session must start over from the entry state.") }),
             &["reason"],
         ),
@@ -160,6 +160,16 @@ mod tests {
             assert!(!schema.description.is_empty());
         }
         assert!(schema("archmax_note").is_none());
+    }
+
+    #[test]
+    fn reset_is_described_by_contract_three() {
+        let description = schema("archmax_reset").map(|schema| schema.description).unwrap_or_default();
+        assert!(description.contains("began in"), "{description}");
+        assert!(description.contains("locked yourself"), "names the release of the agent's locks: {description}");
+        for contract_two in ["Correction", "correction", "checks run again"] {
+            assert!(!description.contains(contract_two), "contract 2 wording `{contract_two}` in: {description}");
+        }
     }
 
     #[test]

@@ -366,7 +366,7 @@ impl Turn<'_> {
         };
         let call = &resolved;
         let on_surface = surface.tools.iter().find(|tool| program.str(tool.name) == call.name);
-        if !self.is_known(id, &call.name) {
+        if !self.is_known(id, &call.name) && !self.is_provided(&call.name).await {
             let offered = surface.tools.iter().map(|tool| program.str(tool.name)).collect();
             let refusal = Refusal::Unknown { tool: &call.name, state: &here, offered }.verdict();
             return self.refuse(&here, call, &origin, &call.args, refusal);

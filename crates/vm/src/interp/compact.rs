@@ -6,7 +6,11 @@
 //! conversation is summarized by one model call (role `summarizer`, so a tape can script
 //! it), its full text is saved as `conversation_history/<n>.jsonl` and a readable
 //! `<n>.md`, and from then on the model is shown the summary, every runtime note, and the
-//! messages from the cut on (see [`Compaction`]).
+//! messages from the cut on (see [`Compaction`]). When no summary can be had (the
+//! summarizer fails, or answers with no text), the same cut is made without one: the
+//! older messages are saved whole in the same files and a `[trimmed]` note in the
+//! summary's place says what was cut and where it is. A prompt that still does not fit
+//! the model's window is never sent: the turn fails, naming the window.
 //!
 //! The one thing to know: **the session's messages are never rewritten**. A compaction
 //! is a note appended to them and a [`Compaction`] in the head, both committed with the
@@ -130,21 +134,32 @@ impl<'r> Turn<'r> {
 
     /// Compacts the conversation first when the next model call in state `id` (with
     /// `volatile` as its volatile block) would pass the `compact_at` share of the window.
-    pub(super) async fn fit_context(&mut self, id: StateId, volatile: &str) -> Result<(), RunError> {
+    /// `Ok(Some(problem))` when even then the prompt would not fit the model's window:
+    /// the caller fails the turn with `problem` instead of sending it.
+    pub(super) async fn fit_context(&mut self, id: StateId, volatile: &str) -> Result<Option<String>, RunError> {
         let program = self.program();
         let model = self.state(id).model.map(|model| program.str(model));
         let context = self.runtime.context();
-        let limit = (window_tokens(&context, model) as f64 * context.compact_at) as u64;
+        let window = window_tokens(&context, model);
+        let limit = (window as f64 * context.compact_at) as u64;
         let fixed = self.fixed_bytes(id, volatile).await;
         let view_bytes = self.context.view_bytes(&self.session.messages);
         if fixed + view_bytes <= limit {
-            return Ok(());
+            return Ok(None);
         }
         let before = self.prompt_tokens(id, volatile).await;
-        if before <= limit || !self.context.may_summarize() {
-            return Ok(());
+        if before <= limit {
+            return Ok(None);
         }
-        self.compact(id, volatile, before, limit).await
+        let after = self.compact(id, volatile, before, (limit, window)).await?;
+        if after <= window {
+            return Ok(None);
+        }
+        let here = self.slug(id);
+        let keep_recent = context.keep_recent;
+        Ok(Some(format!(
+            "the prompt in '{here}' takes {after} tokens, more than the model's window of {window} tokens, even with the older conversation cut (the last {keep_recent} messages and the runtime notes are kept whole); it was not sent. Lower `[context] keep_recent` or `max_tool_result_tokens`, or give the state a model with a larger window"
+        )))
     }
 
     /// The bytes of the system blocks and the tool definitions of a call in state `id`.
@@ -181,9 +196,18 @@ impl<'r> Turn<'r> {
         self.program().str(if self.child { workflow.child_prompt_prefix } else { workflow.prompt_prefix })
     }
 
-    /// Summarizes the older part of the conversation; the compaction is committed with the
-    /// step of the call it precedes (so a crash before that step redoes it). `before` is the prompt's tokens (with `volatile`), over `limit`.
-    async fn compact(&mut self, id: StateId, volatile: &str, before: u64, limit: u64) -> Result<(), RunError> {
+    /// Summarizes the older part of the conversation, or cuts it without a summary when
+    /// none can be had; the compaction is committed with the step of the call it precedes
+    /// (so a crash before that step redoes it). `before` is the prompt's tokens (with
+    /// `volatile`), over `limit`; `window` is the model's. Returns the prompt's tokens
+    /// after.
+    async fn compact(
+        &mut self,
+        id: StateId,
+        volatile: &str,
+        before: u64,
+        (limit, window): (u64, u64),
+    ) -> Result<u64, RunError> {
         let here = self.slug(id).to_string();
         let program = self.program();
         let model = self.state(id).model.map(|model| program.str(model));
@@ -225,7 +249,8 @@ impl<'r> Turn<'r> {
         // A compaction that frees little would only be followed by another at the next
         // call: what is left is kept whole (the notes, the recent messages), and said once.
         let freed: u64 = summarized.iter().map(|index| message_tokens(model, &messages[*index])).sum();
-        if freed < limit / 8 {
+        // Over the window itself, whatever can be cut is.
+        if freed < limit / 8 && (before <= window || summarized.is_empty()) {
             if self.context.warn_once() {
                 self.emit(Event::Warning {
                     scope: "context".to_string(),
@@ -234,7 +259,7 @@ impl<'r> Turn<'r> {
                     ),
                 });
             }
-            return Ok(());
+            return Ok(before);
         }
         let count = previous.map_or(1, |compaction| compaction.count + 1);
         let stem = format!("conversation_history/{count}");
@@ -242,31 +267,39 @@ impl<'r> Turn<'r> {
             Some(Message::Note { text, .. }) => Some(text.clone()),
             _ => None,
         });
-        let window = window_tokens(&self.runtime.context(), model);
         let task = summarizer_task(earlier.as_deref(), &messages[start..cut], start, window.saturating_sub(reserve));
-        let summary = match self.summarize(id, &here, task, reserve).await {
-            Ok(summary) => summary,
-            Err(problem) => {
-                // Not asked again this turn: a summarizer that failed once (a tape without
-                // a summary, an endpoint down) would fail at every call.
-                self.context.summarizer_failed();
-                self.emit(Event::Warning {
-                    scope: "context".to_string(),
-                    message: format!(
-                        "the conversation in '{here}' takes {before} tokens, over the {limit} allowed, and could not be compacted: {problem}; the turn goes on uncompacted"
-                    ),
-                });
-                return Ok(());
-            }
+        // A summarizer that failed once this turn (a tape without a summary, an endpoint
+        // down) is not asked again: it would fail at every call.
+        let summary = match self.context.may_summarize() {
+            true => match self.summarize(id, &here, task, reserve).await {
+                Ok(summary) => Some(summary),
+                Err(problem) => {
+                    self.context.summarizer_failed();
+                    self.emit(Event::Warning {
+                        scope: "context".to_string(),
+                        message: format!(
+                            "the conversation in '{here}' takes {before} tokens, over the {limit} allowed, and could not be summarized: {problem}; the older messages are cut from the model's view instead, kept whole in `{stem}.md`"
+                        ),
+                    });
+                    None
+                }
+            },
+            false => None,
         };
         let saved = self.save_history(&stem, &self.session.messages[start..cut], start);
         let range = format!("{}–{}", start + 1, cut);
-        let text = match &saved {
+        let kept = match &saved {
             Ok(()) => format!(
-                "[summary] Messages {range} of this conversation are {PROVENANCE}. Their full text is in `{stem}.md` (one JSON message per line in `{stem}.jsonl`); read it with `read_file` when a detail matters.\n\n{summary}"
+                "Their full text is in `{stem}.md` (one JSON message per line in `{stem}.jsonl`); read it with `read_file` when a detail matters."
             ),
-            Err(error) => format!(
-                "[summary] Messages {range} of this conversation are {PROVENANCE}; their full text could not be saved: {error}.\n\n{summary}"
+            Err(error) => format!("Their full text could not be saved: {error}."),
+        };
+        let text = match &summary {
+            Some(summary) => {
+                format!("[summary] Messages {range} of this conversation are {PROVENANCE}. {kept}\n\n{summary}")
+            }
+            None => format!(
+                "[trimmed] Messages {range} of this conversation were cut from what you are shown, without a summary (none could be made), to keep the conversation inside the model's window. {kept}"
             ),
         };
         if let Err(error) = &saved {
@@ -287,6 +320,7 @@ impl<'r> Turn<'r> {
             path: format!("{stem}.jsonl"),
             tokens_before: before,
             tokens_after: after,
+            trimmed: summary.is_none(),
         });
         if after > limit && self.context.warn_once() {
             self.emit(Event::Warning {
@@ -296,7 +330,7 @@ impl<'r> Turn<'r> {
                 ),
             });
         }
-        Ok(())
+        Ok(after)
     }
 
     /// The summarizer's answer for `task`, cut to about `reserve` tokens.

@@ -44,7 +44,8 @@ impl<'r> Turn<'r> {
 
     /// Whether `name` is a tool the call site knows in state `id`: one it offers (its
     /// surface, the essential tools), one the runtime defines, one the state grants, or a
-    /// sub-workflow; the kernel decides each. Any other name is answered as no tool.
+    /// sub-workflow; the kernel decides each. Any other name is answered as no tool,
+    /// unless [`Turn::is_provided`] finds it is a host tool granted elsewhere or nowhere.
     pub(super) fn is_known(&self, id: StateId, name: &str) -> bool {
         let program = self.program();
         self.offered(id).contains(&name)
@@ -54,6 +55,20 @@ impl<'r> Turn<'r> {
             || name == NOTE_TOOL
             || self.state(id).guards.grants.iter().any(|grant| program.str(grant.tool) == name)
             || delegation_target(name).is_some()
+    }
+
+    /// Whether `name` is a host tool that exists for this session although state `id` may
+    /// not offer it: the host's catalog lists it, a case's mock answers it, or some state
+    /// of the workflow grants it. A call to one the state does not grant is a governance
+    /// decision the kernel makes and the audit records, not a name that is no tool.
+    pub(super) async fn is_provided(&self, name: &str) -> bool {
+        let program = self.program();
+        let granted = |state: &archmax_program::program::StateProgram| {
+            state.guards.grants.iter().any(|grant| program.str(grant.tool) == name)
+        };
+        self.workflow.states.iter().any(granted)
+            || self.runtime.mocks().may_provide(name)
+            || self.host_tool(name).await.is_some()
     }
 
     /// Resolves the name a model called: `Ok(None)` when it names a tool as it is,

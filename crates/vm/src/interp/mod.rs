@@ -27,6 +27,7 @@ mod delegate;
 mod host;
 mod ledger;
 mod offload;
+mod orphans;
 mod pin;
 mod resume;
 mod start;
@@ -479,7 +480,11 @@ impl<'r> Turn<'r> {
             "{}\n\n## This session is parked\n\n{opening}\n\nWrite one short message and call no tools: every call is refused, and the session stays parked whatever you write.",
             crate::clock::clock_line(self.now())
         );
-        self.fit_context(id, &volatile).await?;
+        if let Some(problem) = self.fit_context(id, &volatile).await? {
+            // The parked session stays parked; its message is not sent over the window.
+            self.emit(Event::Warning { scope: "context".to_string(), message: problem });
+            return Ok(String::new());
+        }
         let response = self.call_model(id, volatile).await;
         let response = match response {
             Ok(response) => response,
@@ -652,7 +657,10 @@ impl<'r> Turn<'r> {
             && id != entry
             && self.session.trail.last().is_some_and(|step| step.kind == TrailKind::Trigger);
         let block = self.volatile_block(id, reentry);
-        self.fit_context(id, &block).await?;
+        if let Some(problem) = self.fit_context(id, &block).await? {
+            self.fail("context-window", &problem);
+            return self.commit().await;
+        }
         let response = match self.call_model(id, block).await {
             Ok(response) => response,
             Err(ModelError::Timeout(limit)) => {

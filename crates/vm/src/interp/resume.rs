@@ -293,6 +293,8 @@ impl Runtime {
                 crate::events::Event::Decided {
                     state: session.head.position.clone().unwrap_or_else(|| pending.state.clone()),
                     to: format!("{} (in sub-workflow {})", request.to, pending.workflow),
+                    decided_by: request.decider.clone(),
+                    comment: comment.map(str::to_string),
                 },
             );
             let child = DecideRequest { session: pending.child.to_string(), workflow: None, ..request.clone() };
@@ -335,7 +337,12 @@ impl Runtime {
                 choice.to, choice.to
             ),
         );
-        turn.emit(Event::Decided { state: here, to: choice.to.clone() });
+        turn.emit(Event::Decided {
+            state: here,
+            to: choice.to.clone(),
+            decided_by: request.decider.clone(),
+            comment: comment.map(str::to_string),
+        });
         turn.move_to(target);
         let step = TrailStep {
             decided_by: request.decider.clone(),

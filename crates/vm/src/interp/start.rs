@@ -231,6 +231,13 @@ impl Runtime {
         super::controls::check_variable_total(kept, &writes, self.limits().variable_bytes)
             .map_err(|problem| RunError::invalid("variables", problem))?;
 
+        // A session still `running` had its last turn cut: children that turn was running
+        // are settled before this one dispatches afresh.
+        if let Some((state, _)) = &existing
+            && state.head.status == Status::Running
+        {
+            self.settle_orphans(state).await;
+        }
         let (mut session, writer) = match existing {
             Some(open) => open,
             None => self.create_session(&session_id, workflow).await?,

@@ -6,7 +6,8 @@
 //! fresh prefix, so a backing shared with other tests (one database for a whole test
 //! binary) is fine. The checks: create, read, list; commits read back by another store
 //! value and reopened there; create twice and unknown ids; a commit out of sequence; a
-//! second writer (`Busy`) in the same and in another store value; a session's files
+//! second writer (`Busy`) in the same and in another store value, and `is_held` saying so
+//! while it writes and not after; a session's files
 //! (written before the session exists, and by a step, as read back by another store
 //! value); pinned specs; export and import ([`super::transfer`]); listing with paging
 //! ([`SessionStore::list_page`]: pages of several sizes walked to the end, filters with
@@ -280,6 +281,11 @@ fn a_second_writer_is_busy<'a>(context: &'a Context<'a>) -> Checked<'a> {
         let other = context.store();
         let id = context.id("busy");
         let writer = context.ok("create", store.create(&initial(&id)).await);
+        for (which, asked) in [("the same store value", &store), ("another store value", &other)] {
+            if context.ok("is_held while a writer holds it", asked.is_held(&id).await) != Some(true) {
+                context.fail(&format!("a held session is held, as {which} sees it"));
+            }
+        }
         for (which, attempt) in [("the same store value", &store), ("another store value", &other)] {
             match attempt.open(&id).await {
                 Err(StoreError::Busy(found)) if found == id => {}
@@ -291,6 +297,12 @@ fn a_second_writer_is_busy<'a>(context: &'a Context<'a>) -> Checked<'a> {
             context.fail("a held session can still be read");
         }
         drop(writer);
+        if context.ok("is_held once the writer is gone", other.is_held(&id).await) != Some(false) {
+            context.fail("a session no writer holds is not held (so a cut turn shows as interrupted)");
+        }
+        if context.ok("is_held of an unknown id", other.is_held(&context.id("nobody")).await).is_some() {
+            context.fail("an unknown session is neither held nor free");
+        }
         let (_, writer) = context.ok("open once the first writer is gone", other.open(&id).await);
         drop(writer);
         drop(context.ok("open again after that writer was dropped", store.open(&id).await));

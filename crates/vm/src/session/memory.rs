@@ -184,6 +184,10 @@ impl SessionStore for MemoryStore {
         ready(Ok(MemoryStore::list(self)))
     }
 
+    fn is_held<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<bool>> {
+        ready(Ok(self.shared.sessions().get(id).map(|entry| entry.locked_by.is_some())))
+    }
+
     fn files(&self, id: &str) -> Result<Arc<dyn Vfs>, StoreError> {
         Ok(MemoryStore::files(self, id) as Arc<dyn Vfs>)
     }

@@ -142,6 +142,15 @@ pub trait SessionStore: Send + Sync {
     fn keep_spec<'a>(&'a self, spec: &'a PinnedSpec) -> StoreFuture<'a, ()>;
     /// The spec kept under `hash`, if any.
     fn spec<'a>(&'a self, hash: &'a str) -> StoreFuture<'a, Option<PinnedSpec>>;
+    /// Whether a writer holds the session at this moment, in this process or another:
+    /// `Some(false)` when none does (a `running` session nobody holds had its turn cut and
+    /// can be continued), `None` when the store cannot tell (the default) or there is no
+    /// such session. Hosts ask it to show such a session as interrupted; nothing is
+    /// taken that a writer would wait for beyond an instant.
+    fn is_held<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<bool>> {
+        let _ = id;
+        Box::pin(std::future::ready(Ok(None)))
+    }
     /// Removes a session and its files for good; `false` when there is no such session. A
     /// session open for writing (here or in another process) is [`StoreError::Busy`] and
     /// stays as it was.

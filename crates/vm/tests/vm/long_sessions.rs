@@ -117,8 +117,23 @@ struct Seen {
     unpaired: Option<String>,
 }
 
+/// How the endpoint plays the summarizer.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+enum Summarizer {
+    /// With a short summary.
+    #[default]
+    Answers,
+    /// With an HTTP 500: the call fails.
+    Fails,
+    /// With a tool call and no text.
+    CallsATool,
+}
+
 #[derive(Default)]
 struct Endpoint {
+    /// How many reports the agent fetches before it says the tally.
+    reports: usize,
+    summarizer: Summarizer,
     seen: Vec<Seen>,
     /// Agent calls answered so far.
     agent_calls: usize,
@@ -186,8 +201,12 @@ fn pairing(messages: &[Value]) -> Option<String> {
 }
 
 impl Endpoint {
-    /// The answer to one request body, as a chat-completions response.
-    fn answer(&mut self, body: &Value) -> Value {
+    fn new(reports: usize, summarizer: Summarizer) -> Endpoint {
+        Endpoint { reports, summarizer, ..Endpoint::default() }
+    }
+
+    /// The answer to one request body, as a chat-completions response, or an HTTP error.
+    fn answer(&mut self, body: &Value) -> Result<Value, u16> {
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
         let system = messages.first().map(|message| text_of(&message["content"])).unwrap_or_default();
         let summarizer = system.starts_with("You condense");
@@ -201,11 +220,21 @@ impl Endpoint {
         });
         if summarizer {
             let number = self.seen.iter().filter(|seen| seen.summarizer).count();
-            return completion(json!({
-                "role": "assistant",
-                "content": format!("Summary {number}: the agent is fetching carrier reports one by one; every report so far says its parcels are in transit.")
-            }));
+            return match self.summarizer {
+                Summarizer::Answers => Ok(completion(json!({
+                    "role": "assistant",
+                    "content": format!("Summary {number}: the agent is fetching carrier reports one by one; every report so far says its parcels are in transit.")
+                }))),
+                Summarizer::Fails => Err(500),
+                Summarizer::CallsATool => Ok(completion(json!({
+                    "role": "assistant", "content": null, "tool_calls": [{
+                        "id": "summary-call", "type": "function",
+                        "function": { "name": "read_file", "arguments": "{\"file_path\":\"notes.md\"}" }
+                    }]
+                }))),
+            };
         }
+        let reports = self.reports;
         let call = self.agent_calls;
         self.agent_calls += 1;
         if call == PAGED + 3 {
@@ -223,15 +252,15 @@ impl Endpoint {
                 "read_file",
                 json!({ "file_path": format!("large_tool_results/c{PAGED}"), "offset": PAGE_OFFSET, "limit": 3 }),
             ),
-            call if call <= REPORTS => {
+            call if call <= reports => {
                 let number = if call > PAGED + 2 { call - 1 } else { call };
                 function("reports__fetch", json!({ "report": number }))
             }
             _ => {
-                json!({ "role": "assistant", "content": format!("Tallied {REPORTS} reports: every parcel is in transit.") })
+                json!({ "role": "assistant", "content": format!("Tallied {reports} reports: every parcel is in transit.") })
             }
         };
-        completion(message)
+        Ok(completion(message))
     }
 }
 
@@ -291,9 +320,14 @@ fn connection(stream: TcpStream, endpoint: &Mutex<Endpoint>) {
             Ok(mut endpoint) => endpoint.answer(&request),
             Err(_) => return,
         };
-        let text = answer.to_string();
+        let (status, text) = match answer {
+            Ok(answer) => ("200 OK", answer.to_string()),
+            Err(_) => {
+                ("500 Internal Server Error", json!({ "error": { "message": "the summarizer is down" } }).to_string())
+            }
+        };
         let head =
-            format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", text.len());
+            format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", text.len());
         if writer.write_all(head.as_bytes()).and_then(|()| writer.write_all(text.as_bytes())).is_err() {
             return;
         }
@@ -358,7 +392,7 @@ fn a_two_thousand_message_session_stays_under_its_budget_and_resumes_compacted()
     let root = std::env::temp_dir().join(format!("archmax-long-session-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).expect("root");
-    let endpoint = Arc::new(Mutex::new(Endpoint::default()));
+    let endpoint = Arc::new(Mutex::new(Endpoint::new(REPORTS, Summarizer::Answers)));
     let base_url = serve(Arc::clone(&endpoint));
     let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
 
@@ -462,4 +496,87 @@ fn a_two_thousand_message_session_stays_under_its_budget_and_resumes_compacted()
         again.messages[shown.len()..].iter().filter_map(|message| message["role"].as_str()).collect();
     assert_eq!(added, ["assistant", "user"], "{:#?}", &again.messages[shown.len()..]);
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A summarizer that cannot summarize (`behaviour`): the first compaction of the turn
+/// asks it once, then every compaction cuts the older messages without a summary. No
+/// request may pass the window, the cut messages are kept whole in
+/// `conversation_history/`, and a `[trimmed]` note says what was cut.
+fn without_a_summary_the_older_messages_are_cut_inside_the_window(behaviour: Summarizer, label: &str) {
+    const FETCHED: usize = 60;
+    let root = std::env::temp_dir().join(format!("archmax-trimmed-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("root");
+    let endpoint = Arc::new(Mutex::new(Endpoint::new(FETCHED, behaviour)));
+    let base_url = serve(Arc::clone(&endpoint));
+    let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
+    let events = EventSink::new();
+    events.record();
+    let runtime = runtime(&base_url, &root, &events);
+    let request = TurnRequest {
+        workflow: "desk".to_string(),
+        session: Some("s1".to_string()),
+        message: Some("Tally this week's carrier reports.".to_string()),
+        ..TurnRequest::default()
+    };
+    let outcome = executor.block_on(runtime.run_turn(request)).expect("the turn runs");
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    let session = executor.block_on(runtime.store().read("s1")).expect("reads").expect("stored");
+
+    let seen = endpoint.lock().expect("endpoint").seen.clone();
+    assert_eq!(seen.iter().filter(|seen| seen.summarizer).count(), 1, "a failed summarizer is asked once a turn");
+    let agent: Vec<&Seen> = seen.iter().filter(|seen| !seen.summarizer).collect();
+    assert_eq!(agent.len(), FETCHED + 2);
+    for (index, request) in agent.iter().enumerate() {
+        assert!(request.tokens <= WINDOW, "agent request {index} takes {} tokens, over the window", request.tokens);
+        assert!((request.body_bytes as u64) / 4 <= WINDOW, "agent request {index} is {} bytes", request.body_bytes);
+        assert!(request.tokens <= LIMIT, "agent request {index} takes {} tokens, over {LIMIT}", request.tokens);
+        assert!(request.unpaired.is_none(), "agent request {index}: {:?}", request.unpaired);
+    }
+    let largest = agent.iter().map(|request| request.tokens).max().unwrap_or(0);
+    assert!(largest > LIMIT * 3 / 4, "the session never came near its budget ({largest} tokens)");
+
+    let recorded: Vec<Value> =
+        events.recorded().iter().filter_map(|envelope| serde_json::to_value(envelope).ok()).collect();
+    let warnings: Vec<&Value> = recorded
+        .iter()
+        .filter(|event| event["event"] == "warning" && event["scope"] == "context")
+        .filter(|event| event["message"].as_str().is_some_and(|text| text.contains("could not be summarized")))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    let cuts: Vec<&Value> = recorded.iter().filter(|event| event["event"] == "context-compacted").collect();
+    assert!(cuts.len() >= 2, "{} cuts", cuts.len());
+    for event in &cuts {
+        assert_eq!(event["trimmed"], json!(true), "{event}");
+        let (before, after) = (event["tokensBefore"].as_u64().unwrap_or(0), event["tokensAfter"].as_u64().unwrap_or(0));
+        assert!(after < before && after <= LIMIT, "{event}");
+    }
+    let last = agent.last().expect("a last request");
+    let note = last
+        .messages
+        .iter()
+        .map(|message| text_of(&message["content"]))
+        .find(|text| text.starts_with("[trimmed] Messages"))
+        .unwrap_or_else(|| panic!("no [trimmed] note in {:#?}", last.messages));
+    assert!(note.contains(&format!("conversation_history/{}.md", cuts.len())), "{note}");
+
+    let history = find(&root, "conversation_history/1.jsonl").expect("the first history file");
+    let lines: Vec<Message> = std::fs::read_to_string(&history)
+        .expect("reads")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is a message"))
+        .collect();
+    assert!(lines.len() > 10, "{} messages saved", lines.len());
+    assert_eq!(lines.as_slice(), &session.messages[..lines.len()], "the cut messages are saved whole");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_summarizer_that_fails_gives_way_to_a_cut_inside_the_window() {
+    without_a_summary_the_older_messages_are_cut_inside_the_window(Summarizer::Fails, "fails");
+}
+
+#[test]
+fn a_summarizer_that_answers_with_no_text_gives_way_to_a_cut_inside_the_window() {
+    without_a_summary_the_older_messages_are_cut_inside_the_window(Summarizer::CallsATool, "no-text");
 }

@@ -223,3 +223,46 @@ fn a_reply_to_a_session_under_a_changed_program_is_refused_before_any_model_call
     assert!(matches!(&refused, RunError::ProgramChanged { changes, .. } if changes.changed == ["finance-review"]));
     assert_eq!(store.read("s1").unwrap(), parked);
 }
+
+#[test]
+fn disabling_a_workflow_keeps_its_hash_so_parked_sessions_finish_while_starts_are_refused() {
+    let store = MemoryStore::new();
+    let before = approval(APPROVAL);
+    park(&before, &store, "refund-approval", APPROVAL_TAPE, json!({}));
+    let disabled = approval(&format!("disabled: true\n{APPROVAL}"));
+    assert!(disabled.workflow("refund-approval").expect("workflow").1.disabled);
+    assert_eq!(spec_hash(&before, "refund-approval"), spec_hash(&disabled, "refund-approval"));
+
+    // A reply and a decision on the parked session need no upgrade.
+    let reply = ReplyRequest { session: "s1".to_string(), message: "Any news?".to_string(), ..ReplyRequest::default() };
+    let tape = "- state: finance-review\n  text: Finance decides soon.\n";
+    let replied = block_on(runtime(&disabled, &store, tape).reply(reply)).expect("a reply still works");
+    assert_eq!(replied.status.as_str(), "awaiting_decision");
+    assert_eq!(decide(&disabled, &store, DECIDE_TAPE, "confirm", false).expect("decides"), "completed");
+    let session = store.read("s1").unwrap();
+    assert!(session.trail.iter().all(|step| step.kind != TrailKind::Upgrade));
+
+    // A start, and a follow-up to the finished session, are refused as starts.
+    for session in ["s2", "s1"] {
+        let request = TurnRequest {
+            workflow: "refund-approval".to_string(),
+            session: Some(session.to_string()),
+            message: Some("Another refund, please.".to_string()),
+            ..TurnRequest::default()
+        };
+        let refused = block_on(runtime(&disabled, &store, "[]").run_turn(request)).expect_err("refused");
+        assert!(refused.to_string().contains("is disabled"), "{session}: {refused}");
+    }
+}
+
+#[test]
+fn the_spec_hash_ignores_disabled_whatever_its_value_and_nothing_else() {
+    let plain = spec_hash(&approval(APPROVAL), "refund-approval");
+    for value in ["true", "false", "null"] {
+        let toggled = approval(&format!("disabled: {value}\n{APPROVAL}"));
+        assert_eq!(spec_hash(&toggled, "refund-approval"), plain, "disabled: {value}");
+    }
+    // Any governing edit still changes it.
+    let edited = approval(&APPROVAL.replace("Approve the refund or turn it down.", "Approve or decline."));
+    assert_ne!(spec_hash(&edited, "refund-approval"), plain);
+}

@@ -64,6 +64,28 @@ fn tool(name: &str, server: &str, paths: &[(&str, PathAccess)]) -> HostTool {
     }
 }
 
+/// A desk whose host tool is granted only in its second state.
+const SPLIT_DESK: &str = r#"title: Split desk
+instructions: You work the customer records.
+states:
+  work:
+    triggers:
+      manual:
+        description: Work one request.
+        requires:
+          - { name: region, type: string }
+    instructions: Read the request.
+    tools:
+      allow: [read_file]
+    transitions:
+      - to: done
+        description: The request is read.
+  done:
+    instructions: Look the customer up.
+    tools:
+      allow: [crm__lookup]
+"#;
+
 /// Serves a fixed catalog and records every call it receives.
 struct FakeHost {
     catalog: Arc<Catalog>,
@@ -203,13 +225,27 @@ fn run(batch: Vec<ToolCall>, essential: &[&str], mocks: Vec<Mock>) -> Ran {
 }
 
 fn run_in(store: Arc<dyn SessionStore>, batch: Vec<ToolCall>, essential: &[&str], mocks: Vec<Mock>) -> Ran {
+    run_with(DESK, store, batch, essential, mocks)
+}
+
+fn run_workflow(workflow: &str, batch: Vec<ToolCall>, essential: &[&str], mocks: Vec<Mock>) -> Ran {
+    run_with(workflow, Arc::new(MemoryStore::new()), batch, essential, mocks)
+}
+
+fn run_with(
+    workflow: &str,
+    store: Arc<dyn SessionStore>,
+    batch: Vec<ToolCall>,
+    essential: &[&str],
+    mocks: Vec<Mock>,
+) -> Ran {
     let host = Arc::new(FakeHost::new());
     let model = Arc::new(Script { batch, shown: Mutex::new(Vec::new()) });
     let events = EventSink::new();
     events.record();
     let root = std::env::temp_dir();
     let runtime = Runtime::builder(RuntimeParts {
-        program: Arc::new(compile(&[("workflows/desk/workflow.yaml", DESK)])),
+        program: Arc::new(compile(&[("workflows/desk/workflow.yaml", workflow)])),
         store,
         model: model.clone(),
         events: events.clone(),
@@ -309,11 +345,11 @@ fn every_host_call_passes_the_kernel_and_only_allowed_calls_reach_the_host() {
     assert_eq!(ran.blocked("c3").as_deref(), Some("zone.governance-plane"));
     assert_eq!(ran.blocked("c4").as_deref(), Some("zone.escape"));
     assert_eq!(ran.blocked("c5").as_deref(), Some("zone.read-only"), "a declared write path is a write");
-    // A host tool the state does not offer (denied by name, or never granted) is no tool here.
-    for denied in ["c7", "c8"] {
-        assert_eq!(ran.blocked(denied), None);
-        assert!(ran.answer(denied).0.contains("is not a tool"), "{:?}", ran.answer(denied));
-    }
+    // A host tool the host provides but the state does not grant is a governance
+    // decision, audited by its rule: denied here, denied workflow-wide.
+    assert_eq!(ran.blocked("c7").as_deref(), Some("tool.forbidden-here"));
+    assert_eq!(ran.blocked("c8").as_deref(), Some("tool.forbidden"));
+    // A name no one provides is answered, not blocked.
     assert_eq!(ran.blocked("c9"), None, "a name that is no tool here is answered, not blocked");
     assert!(ran.answer("c9").0.contains("'crm__unlisted' is not a tool"), "{:?}", ran.answer("c9"));
     // Events name the server that served a call.
@@ -356,10 +392,42 @@ fn an_essential_tool_is_allowed_where_no_entry_names_it_and_a_denial_still_wins(
     assert_eq!(ran.event("tool-called", "c1").map(|event| event["server"].clone()), Some(json!("crm")));
     assert_eq!(ran.blocked("c2").as_deref(), Some("tool.forbidden-here"));
     assert_eq!(ran.blocked("c3").as_deref(), Some("tool.forbidden"));
-    // Without the host naming it essential, the same call is not granted.
+    // Without the host naming it essential, the same call is not granted: the host
+    // provides the tool, so the refusal is a governance decision with its rule.
     let ran = run(vec![call("c1", "crm__whoami", json!({}))], &[], Vec::new());
     assert!(ran.host.calls().is_empty());
-    assert!(ran.answer("c1").0.contains("'crm__whoami' is not a tool"), "{:?}", ran.answer("c1"));
+    assert_eq!(ran.blocked("c1").as_deref(), Some("tool.not-allowed"));
+    assert!(ran.answer("c1").0.contains("'crm__whoami' is not allowed in state 'work'"), "{:?}", ran.answer("c1"));
+}
+
+#[test]
+fn a_host_tool_granted_in_another_state_or_in_none_is_blocked_with_its_rule() {
+    // `crm__lookup` is granted in `done`, not in `work`; `crm__whoami` nowhere; only a
+    // case's mock knows `billing__charge`. Each is refused in `work` under
+    // `tool.not-allowed` and recorded as `tool-blocked`; none reaches the host or the mock.
+    let mock = Mock { tool: "billing__charge".to_string(), when_input: None, result: json!("charged") };
+    let ran = run_workflow(
+        SPLIT_DESK,
+        vec![
+            call("c1", "crm__lookup", json!({ "region": "eu" })),
+            call("c2", "crm__whoami", json!({})),
+            call("c3", "billing__charge", json!({})),
+            call("c4", "crm__nothing", json!({})),
+        ],
+        &[],
+        vec![mock],
+    );
+    assert!(ran.host.calls().is_empty(), "{:?}", ran.host.calls());
+    for (call_id, tool) in [("c1", "crm__lookup"), ("c2", "crm__whoami"), ("c3", "billing__charge")] {
+        let event = ran.event("tool-blocked", call_id).unwrap_or_else(|| panic!("no tool-blocked for {call_id}"));
+        assert_eq!((event["rule"].as_str(), event["state"].as_str()), (Some("tool.not-allowed"), Some("work")));
+        let (text, status) = ran.answer(call_id);
+        assert!(text.contains(&format!("'{tool}' is not allowed in state 'work'")), "{text}");
+        assert_eq!(status, "Error");
+    }
+    // A name no one provides stays a name that is no tool: answered, not audited.
+    assert_eq!(ran.blocked("c4"), None);
+    assert!(ran.answer("c4").0.contains("'crm__nothing' is not a tool"), "{:?}", ran.answer("c4"));
 }
 
 #[test]

@@ -434,7 +434,11 @@ impl Turn<'_> {
     pub(super) async fn script_tool(&mut self, id: StateId, tool: Tool, args: &Value) -> Answer {
         let (label, source, script_args) = if tool == Tool::Eval {
             match args.get("code").and_then(Value::as_str) {
-                Some(code) if !code.trim().is_empty() => ("eval".to_string(), code.to_string(), Value::Null),
+                // The script reads the session's variables as `args.variables`, a copy
+                // it cannot write back through.
+                Some(code) if !code.trim().is_empty() => {
+                    ("eval".to_string(), code.to_string(), json!({ "variables": self.session.variable_values() }))
+                }
                 _ => return Answer::error("Error: `code` must be a non-empty string of JavaScript."),
             }
         } else {

@@ -406,6 +406,22 @@ impl FsStore {
         Ok(true)
     }
 
+    /// Whether a writer holds the session's lock (the blocking form of
+    /// [`SessionStore::is_held`]). A free lock is taken and let go at once.
+    pub fn is_held(&self, id: &str) -> Result<Option<bool>, StoreError> {
+        let lock_path = self.session_path(id)?.join(RUNTIME_DIR).join(LOCK_FILE);
+        let lock = match files::open(&lock_path, OpenOptions::new().read(true).write(true)) {
+            Ok(lock) => lock,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(io_error(id)(error)),
+        };
+        match lock.try_lock() {
+            Ok(()) => Ok(Some(false)),
+            Err(TryLockError::WouldBlock) => Ok(Some(true)),
+            Err(TryLockError::Error(error)) => Err(io_error(id)(error)),
+        }
+    }
+
     /// A session's own folder, where its `scratchpad/` and `artifacts/` live.
     pub fn session_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
         self.session_path(id)
@@ -433,6 +449,10 @@ impl SessionStore for FsStore {
 
     fn list(&self) -> StoreFuture<'_, Vec<String>> {
         Box::pin(async move { run_blocking(|| FsStore::list(self)) })
+    }
+
+    fn is_held<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<bool>> {
+        Box::pin(async move { run_blocking(|| FsStore::is_held(self, id)) })
     }
 
     /// The session's folder as a [`DiskVfs`]: links are never followed and only regular

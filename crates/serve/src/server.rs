@@ -3,7 +3,7 @@
 //! Handlers parse and authenticate; these functions check the request's fields (all of
 //! them, every problem reported at once), find the runtime that holds the workflow,
 //! admit the turn through the [`TurnGate`] and answer with the session as
-//! [`summary`](archmax_vm::session::summary::summary) shows it.
+//! [`summary`] shows it.
 //!
 //! The one thing to know: an answer comes once the turn was **accepted** (the runtime
 //! passed its checks and emitted its first event) or ended, so a refused request is

@@ -202,7 +202,10 @@ pub fn rename(
                 let edits: Vec<TextEdit> = tape
                     .entries
                     .iter()
-                    .filter(|entry| entry.workflow.as_ref().map_or(unit.slug.as_str(), |named| named.value.as_str()) == workflow.slug)
+                    .filter(|entry| {
+                        entry.workflow.as_ref().map_or(unit.slug.as_str(), |named| named.value.as_str())
+                            == workflow.slug
+                    })
                     .flat_map(|entry| entry.state.iter().chain(entry.advances.iter().map(|(_, to)| to)))
                     .filter(|named| named.value == name)
                     .map(|named| edit(&index, navigation::name_span(tape_text, named.span, &name)))

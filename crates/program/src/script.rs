@@ -227,7 +227,10 @@ pub fn advance_targets(source: &str) -> Vec<AdvanceTarget> {
                 b',' if depth == 1 => key_start = true,
                 _ if byte.is_ascii_whitespace() => {}
                 _ if depth == 1 && key_start => {
-                    let end = index + code[index..].find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$')).unwrap_or(code.len() - index);
+                    let end = index
+                        + code[index..]
+                            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+                            .unwrap_or(code.len() - index);
                     if &code[index..end] == "to"
                         && let Some(target) = to_value(source, bytes, &string_at, end)
                     {

@@ -262,7 +262,11 @@ fn the_case_schema_judges_titles_descriptions_and_grades_as_validate_does() {
         ("a title with a final line break", "title: |\n  Refund asked\ndescription: Asks.".to_string(), true),
         ("a title over two lines", "title: \"Refund\\nasked\"\ndescription: Asks.".to_string(), false),
         ("a title of 61 characters", format!("title: {title_long}\ndescription: Asks."), false),
-        ("a grade without atLeast", "steps:\n  - send: Hello\n  - grade: { closedQA: Was it polite? }".to_string(), false),
+        (
+            "a grade without atLeast",
+            "steps:\n  - send: Hello\n  - grade: { closedQA: Was it polite? }".to_string(),
+            false,
+        ),
     ];
     let mut disagreements = Vec::new();
     for (what, body, accepted) in cases {

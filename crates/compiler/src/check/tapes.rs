@@ -45,7 +45,8 @@ pub fn check(units: &[Unit], index: usize) -> Vec<Diagnostic> {
 fn check_entry(workflow: &Workflow, entry: &TapeEntry, path: &str) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let slugs: Vec<&str> = workflow.states.iter().map(|state| state.slug.value.as_str()).collect();
-    let state = entry.state.as_ref().and_then(|named| workflow.states.iter().find(|state| state.slug.value == named.value));
+    let state =
+        entry.state.as_ref().and_then(|named| workflow.states.iter().find(|state| state.slug.value == named.value));
     if let (Some(named), None) = (&entry.state, state) {
         let diagnostic = Diagnostic::at(
             Code::TapeUnknownState,
@@ -53,7 +54,10 @@ fn check_entry(workflow: &Workflow, entry: &TapeEntry, path: &str) -> Vec<Diagno
             format!("the tape entry matches state `{}`, which `{}` does not have", named.value, workflow.slug),
         )
         .with_label("unknown state");
-        out.push(with_suggestion(diagnostic, &named.value, &slugs, "the workflow's states are").with_path(format!("{path}.state")));
+        out.push(
+            with_suggestion(diagnostic, &named.value, &slugs, "the workflow's states are")
+                .with_path(format!("{path}.state")),
+        );
     }
     for (call, to) in &entry.advances {
         let call_path = format!("{path}.tool_calls.{call}.args.to");
@@ -66,9 +70,15 @@ fn check_entry(workflow: &Workflow, entry: &TapeEntry, path: &str) -> Vec<Diagno
                     continue;
                 }
                 let message = if slugs.contains(&to.value.as_str()) {
-                    format!("the tape advances from `{}` to `{}`, which `{}` has no transition to", state.slug.value, to.value, state.slug.value)
+                    format!(
+                        "the tape advances from `{}` to `{}`, which `{}` has no transition to",
+                        state.slug.value, to.value, state.slug.value
+                    )
                 } else {
-                    format!("the tape advances from `{}` to `{}`, which is not a state of `{}`", state.slug.value, to.value, workflow.slug)
+                    format!(
+                        "the tape advances from `{}` to `{}`, which is not a state of `{}`",
+                        state.slug.value, to.value, workflow.slug
+                    )
                 };
                 let lead = format!("`{}` may advance to", state.slug.value);
                 with_suggestion(Diagnostic::at(Code::TapeAdvanceTarget, to.span, message), &to.value, &targets, &lead)
@@ -93,7 +103,9 @@ fn check_entry(workflow: &Workflow, entry: &TapeEntry, path: &str) -> Vec<Diagno
 /// "did you mean" when a name is close, else the names there are.
 fn with_suggestion(diagnostic: Diagnostic, name: &str, names: &[&str], lead: &str) -> Diagnostic {
     match did_you_mean(name, names.iter().copied()) {
-        Some(close) => diagnostic.with_help(format!("did you mean `{close}`? A tape names states as the workflow spells them now")),
+        Some(close) => {
+            diagnostic.with_help(format!("did you mean `{close}`? A tape names states as the workflow spells them now"))
+        }
         None if names.is_empty() => diagnostic.with_help(format!("{lead} none")),
         None => diagnostic.with_help(format!("{lead} {}", list_names(names))),
     }

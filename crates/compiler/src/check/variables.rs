@@ -115,9 +115,7 @@ fn check_text(
                 format!("the instructions refer to `{}`, which no trigger or state declares", reference.root),
             )
             .with_label("not declared")
-            .with_help(format!(
-                "did you mean `{close}`? A reference the model writes to an unset variable is refused"
-            )),
+            .with_help(format!("did you mean `{close}`? A reference the model writes to an unset variable is refused")),
             path,
         );
     }
@@ -148,7 +146,10 @@ fn check_unsubstituted(workflow: &Workflow, state: &State, findings: &mut Findin
                 Diagnostic::at(
                     Code::UnsubstitutedReference,
                     value.span,
-                    format!("`{}` holds a `${{{{…}}}}` reference, but `{key}` is shown as written, never substituted", value.value),
+                    format!(
+                        "`{}` holds a `${{{{…}}}}` reference, but `{key}` is shown as written, never substituted",
+                        value.value
+                    ),
                 )
                 .with_label("stays literal")
                 .with_help(help),

@@ -234,7 +234,6 @@ pub struct State {
     pub misspelt: Vec<&'static str>,
 }
 
-
 impl State {
     pub fn is_terminal(&self) -> bool {
         self.transitions.is_empty()

@@ -77,7 +77,12 @@ pub fn misplaced_states(reader: &mut Reader<'_>, root: &Node, states: Option<&No
     let mut found = Vec::new();
     let mut places: Vec<(&Entry, Option<&str>)> = Vec::new();
     if let Some(entries) = root.as_mapping() {
-        places.extend(entries.iter().filter(|entry| entry.key.scalar_text().is_some_and(|key| !ROOT.known.contains(&key))).map(|entry| (entry, None)));
+        places.extend(
+            entries
+                .iter()
+                .filter(|entry| entry.key.scalar_text().is_some_and(|key| !ROOT.known.contains(&key)))
+                .map(|entry| (entry, None)),
+        );
     }
     for state in states.and_then(Node::as_mapping).unwrap_or(&[]) {
         let Some(parent) = state.key.scalar_text() else { continue };

@@ -58,7 +58,14 @@ pub(super) fn check_mounts(workspace: &Workspace, workflow: &Workflow, findings:
         let base = format!("states.{}.mounts", state.slug.value);
         if let Some(allow) = &state.mounts.allow {
             if allow.value.is_empty() {
-                super::empty_allow("mounts", "mount", !root_allow.is_empty(), allow.span, format!("{base}.allow"), findings);
+                super::empty_allow(
+                    "mounts",
+                    "mount",
+                    !root_allow.is_empty(),
+                    allow.span,
+                    format!("{base}.allow"),
+                    findings,
+                );
             }
             for (index, entry) in allow.value.iter().enumerate() {
                 if granted_mount(table, &names, entry, format!("{base}.allow.{index}"), findings).is_none() {

@@ -72,7 +72,14 @@ pub(super) fn check_skills(workspace: &Workspace, workflow: &Workflow, findings:
         let base = format!("states.{}.skills", state.slug.value);
         if let Some(allow) = &state.skills.allow {
             if allow.value.is_empty() {
-                super::empty_allow("skills", "bundle", !root_allow.is_empty(), allow.span, format!("{base}.allow"), findings);
+                super::empty_allow(
+                    "skills",
+                    "bundle",
+                    !root_allow.is_empty(),
+                    allow.span,
+                    format!("{base}.allow"),
+                    findings,
+                );
             }
             for (index, slug) in allow.value.iter().enumerate() {
                 if !check_known(slug, format!("{base}.allow.{index}"), findings) {

@@ -554,7 +554,7 @@ fn check_required_keys(reader: &mut Reader<'_>, state: &State, present: &HashMap
     if let Some((key, has, help)) = required
         && !has
         && !present.contains_key(key)
-        && !state.misspelt.iter().any(|meant| *meant == key)
+        && !state.misspelt.contains(&key)
     {
         reader.report(
             Diagnostic::at(

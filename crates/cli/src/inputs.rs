@@ -2,8 +2,10 @@
 //! `file`-typed input of the trigger.
 //!
 //! The file is read before anything runs (a missing, unreadable or oversized file is
-//! refused naming it), copied into the session's own files under `scratchpad/inputs/`, and
-//! the input is seeded with that workspace path, locked like every host seed. A bare
+//! refused naming it), copied into the session's own files as
+//! `scratchpad/inputs/<NAME><.ext>` (the input's name and the file's own extension, so a
+//! workflow can name the path, in a human state's `evidence` say), and the input is seeded
+//! with that workspace path, locked like every host seed. A bare
 //! `PATH` goes to the trigger's one `file` input; with several, `NAME=PATH` picks one. The
 //! input's `maxSize` is checked here against the real size; its `accept` extensions, like
 //! every other rule, by the runtime's signature check.
@@ -21,8 +23,8 @@ use archmax_vm::runtime::{FieldProblem, InputReason, RunError, Runtime};
 
 use crate::output::usage;
 
-/// Where handed files are kept in a session.
-const INPUTS_DIR: &str = "scratchpad/inputs";
+/// Where handed files are kept in a session (the validator's help names it too).
+const INPUTS_DIR: &str = archmax_compiler::check::variables::HANDED_FILES;
 
 /// One `--file` argument, read.
 pub struct HandedFile {
@@ -93,7 +95,7 @@ pub fn hand_over(
     let names: Vec<&str> = inputs.iter().map(|entry| program.str(entry.name)).collect();
     // Every file is checked before any is copied, so a refusal leaves nothing behind.
     let mut checked = Vec::with_capacity(files.len());
-    for (index, file) in files.into_iter().enumerate() {
+    for file in files {
         let name = match (&file.input, names.as_slice()) {
             (Some(name), _) if names.contains(&name.as_str()) => name.clone(),
             (Some(name), _) => {
@@ -131,10 +133,10 @@ pub fn hand_over(
                 format!("`{}` is {} bytes; '{name}' takes at most {max}", file.source.display(), file.bytes.len()),
             ));
         }
-        let path = format!("{INPUTS_DIR}/{}", file_name(&file.source, index));
-        if checked.iter().any(|(_, other, _): &(String, String, HandedFile)| *other == path) {
-            return Err(problem(&name, format!("two files would both be kept as `{path}`: rename one")));
+        if checked.iter().any(|(other, _, _): &(String, String, HandedFile)| *other == name) {
+            return Err(problem(&name, format!("`{name}` is given by --file twice")));
         }
+        let path = format!("{INPUTS_DIR}/{name}{}", extension(&file.source));
         checked.push((name, path, file));
     }
     let store = runtime.store().files(session).map_err(RunError::Store)?;
@@ -151,31 +153,32 @@ fn listed(names: &[&str], lead: &str) -> String {
     if names.is_empty() { String::new() } else { format!("{lead}{}", names.join(", ")) }
 }
 
-/// The name a handed file is kept under: its own file name made safe (letters, digits,
-/// `.`, `-`, `_`; no leading dot), else `file-<n>`.
-fn file_name(source: &Path, index: usize) -> String {
-    let name: String = source
-        .file_name()
-        .and_then(|name| name.to_str())
-        .unwrap_or("")
+/// The extension a handed file keeps, with its dot: the source's own, made safe
+/// (letters, digits, `-`, `_`; at most 16 characters), or nothing.
+fn extension(source: &Path) -> String {
+    let Some(extension) = source.extension().and_then(|extension| extension.to_str()) else {
+        return String::new();
+    };
+    let safe: String = extension
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '-' })
-        .take(100)
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') { c } else { '-' })
+        .take(16)
         .collect();
-    let name = name.trim_start_matches('.');
-    if name.is_empty() { format!("file-{}", index + 1) } else { name.to_string() }
+    if safe.is_empty() { String::new() } else { format!(".{safe}") }
 }
 
 #[cfg(test)]
 mod tests {
     use std::path::Path;
 
-    use super::file_name;
+    use super::extension;
 
     #[test]
-    fn a_handed_file_keeps_a_safe_name_inside_the_inputs_folder() {
-        assert_eq!(file_name(Path::new("/tmp/Invoice 2025.pdf"), 0), "Invoice-2025.pdf");
-        assert_eq!(file_name(Path::new("../../.env"), 0), "env");
-        assert_eq!(file_name(Path::new("/"), 2), "file-3");
+    fn a_handed_file_keeps_its_own_extension_made_safe() {
+        assert_eq!(extension(Path::new("/tmp/Invoice 2025.pdf")), ".pdf");
+        assert_eq!(extension(Path::new("scan.tar.gz")), ".gz");
+        assert_eq!(extension(Path::new("../../.env")), "");
+        assert_eq!(extension(Path::new("notes")), "");
+        assert_eq!(extension(Path::new("odd.p d$f")), ".p-d-f");
     }
 }

@@ -124,12 +124,15 @@ fn parse_unit(workspace: &Workspace, source: &crate::workspace::WorkflowSource) 
             cases.extend(case);
         }
     }
+    let mut tapes = Vec::new();
     for (_, file) in &source.tapes {
         if workspace.readable(*file) {
-            diagnostics.extend(crate::schema::tape::check_tape(*file, workspace.sources.text(*file), &source.slug));
+            let (tape, found) = crate::schema::tape::check_tape(*file, workspace.sources.text(*file), &source.slug);
+            diagnostics.extend(found);
+            tapes.push(tape);
         }
     }
-    Unit { slug: source.slug.clone(), workflow, cases, diagnostics, scripts: Vec::new() }
+    Unit { slug: source.slug.clone(), workflow, cases, tapes, diagnostics, scripts: Vec::new() }
 }
 
 /// Loads a YAML file that must be a mapping; reports why it is not.

@@ -152,9 +152,10 @@ fn workflow_state_at(workflow: &Workflow, text: &str, offset: usize) -> Option<(
 }
 
 /// The edits renaming the state at `offset` of the workflow at `path` to `new_name`: in
-/// `workflow.yaml` and in the workflow's cases (`decide.to`, `reachedState`, `parked.state`,
-/// `trail.to`). The edits of each root-relative file: `path` first, then each case that
-/// names the state.
+/// `workflow.yaml`, in the workflow's cases (`decide.to`, `reachedState`, `parked.state`,
+/// `trail.to`) and in the tapes that play it (an entry's `state`, an `archmax_advance`'s
+/// `to`). The edits of each root-relative file: `path` first, then each case, then each
+/// tape that names the state.
 pub fn rename(
     session: &Workspace,
     path: &str,
@@ -190,6 +191,28 @@ pub fn rename(
                 .collect();
             if !edits.is_empty() {
                 changes.push((analysis.sources().file(case.file).name.clone(), edits));
+            }
+        }
+        // Tapes: this workflow's own, and any other workflow's entries that answer a
+        // session of this one (`workflow:` naming it).
+        for unit in &analysis.units {
+            for tape in &unit.tapes {
+                let tape_text = analysis.sources().text(tape.file);
+                let index = LineIndex::new(tape_text);
+                let edits: Vec<TextEdit> = tape
+                    .entries
+                    .iter()
+                    .filter(|entry| {
+                        entry.workflow.as_ref().map_or(unit.slug.as_str(), |named| named.value.as_str())
+                            == workflow.slug
+                    })
+                    .flat_map(|entry| entry.state.iter().chain(entry.advances.iter().map(|(_, to)| to)))
+                    .filter(|named| named.value == name)
+                    .map(|named| edit(&index, navigation::name_span(tape_text, named.span, &name)))
+                    .collect();
+                if !edits.is_empty() {
+                    changes.push((analysis.sources().file(tape.file).name.clone(), edits));
+                }
             }
         }
     }

@@ -115,9 +115,19 @@ enum PathToken {
     Space,
 }
 
-/// Splits `text` into literal runs and references, checking every reference.
+/// Splits `text` into literal runs and references, checking every reference; the first
+/// malformed one is the error.
 pub fn parse_template(text: &str) -> Result<Template, ReferenceError> {
+    let (template, mut errors) = scan_template(text);
+    if errors.is_empty() { Ok(template) } else { Err(errors.swap_remove(0)) }
+}
+
+/// Like [`parse_template`], but reads on past a malformed reference (an unclosed `${{`
+/// ends the text), so a checker can report every malformed reference and still judge the
+/// well-formed ones. The template holds the well-formed references only.
+pub fn scan_template(text: &str) -> (Template, Vec<ReferenceError>) {
     let mut parts: Vec<TemplatePart> = Vec::new();
+    let mut errors = Vec::new();
     let mut literal = String::new();
     let mut lexer = TextToken::lexer(text);
     while let Some(token) = lexer.next() {
@@ -128,24 +138,30 @@ pub fn parse_template(text: &str) -> Result<Template, ReferenceError> {
             Ok(TextToken::Open) => {
                 let rest = lexer.remainder();
                 let Some(close) = rest.find("}}") else {
-                    return Err(ReferenceError {
+                    errors.push(ReferenceError {
                         range: range.start..text.len(),
                         message: "the reference is not closed with `}}`".to_string(),
                     });
+                    break;
                 };
                 let inner_start = range.end;
                 let inner = &rest[..close];
-                let path = parse_path_at(inner, inner_start).map_err(|mut error| {
+                let parsed = parse_path_at(inner, inner_start).map_err(|mut error| {
                     if error.range.is_empty() {
                         error.range = range.start..inner_start + close + 2;
                     }
                     error
-                })?;
+                });
                 lexer.bump(close + 2);
-                if !literal.is_empty() {
-                    parts.push(TemplatePart::Literal(std::mem::take(&mut literal)));
+                match parsed {
+                    Ok(path) => {
+                        if !literal.is_empty() {
+                            parts.push(TemplatePart::Literal(std::mem::take(&mut literal)));
+                        }
+                        parts.push(TemplatePart::Reference { path, range: range.start..inner_start + close + 2 });
+                    }
+                    Err(error) => errors.push(error),
                 }
-                parts.push(TemplatePart::Reference { path, range: range.start..inner_start + close + 2 });
             }
             Err(()) => literal.push_str(lexer.slice()),
         }
@@ -153,7 +169,7 @@ pub fn parse_template(text: &str) -> Result<Template, ReferenceError> {
     if !literal.is_empty() {
         parts.push(TemplatePart::Literal(literal));
     }
-    Ok(Template { parts })
+    (Template { parts }, errors)
 }
 
 /// Parses a bare dotted path (`conversation_id`, `triggers.-1.conversationId`).

@@ -179,6 +179,109 @@ pub fn harness_imports(source: &str) -> Vec<std::ops::Range<usize>> {
     ranges
 }
 
+/// A literal target in a script's `tools.archmax_advance({ to: "…" })` (or
+/// `tools.archmaxAdvance`): the state it names and the byte range of the name.
+#[derive(Debug, PartialEq, Eq)]
+pub struct AdvanceTarget {
+    pub target: String,
+    pub range: std::ops::Range<usize>,
+}
+
+static ADVANCE_CALL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\btools\s*\.\s*(?:archmax_advance|archmaxAdvance)\s*\(\s*\{").expect("static pattern")
+});
+
+/// Finds the targets a script names literally in its advance calls: a `to` key at the top
+/// of the call's object literal whose value is a plain string (a template with `${…}`,
+/// a variable or an expression names nothing checkable and is passed over). Comments are
+/// blanked first, and a call written inside a string does not count.
+pub fn advance_targets(source: &str) -> Vec<AdvanceTarget> {
+    let (code, strings) = blank_comments(source);
+    let string_at = |offset: usize| strings.iter().find(|range| range.start == offset).cloned();
+    let in_string = |offset: usize| strings.iter().any(|range| range.contains(&offset));
+    let bytes = code.as_bytes();
+    let mut found = Vec::new();
+    for call in ADVANCE_CALL.find_iter(&code) {
+        if in_string(call.start()) {
+            continue;
+        }
+        let mut index = call.end();
+        let mut depth = 1usize;
+        let mut key_start = true;
+        while index < bytes.len() && depth > 0 {
+            if let Some(range) = string_at(index) {
+                if depth == 1 && key_start && literal(source, &range).as_deref() == Some("to") {
+                    index = range.end;
+                    if let Some(target) = to_value(source, bytes, &string_at, index) {
+                        found.push(target);
+                    }
+                }
+                key_start = false;
+                index = range.end;
+                continue;
+            }
+            let byte = bytes[index];
+            match byte {
+                b'{' | b'[' | b'(' => depth += 1,
+                b'}' | b']' | b')' => depth -= 1,
+                b',' if depth == 1 => key_start = true,
+                _ if byte.is_ascii_whitespace() => {}
+                _ if depth == 1 && key_start => {
+                    let end = index
+                        + code[index..]
+                            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+                            .unwrap_or(code.len() - index);
+                    if &code[index..end] == "to"
+                        && let Some(target) = to_value(source, bytes, &string_at, end)
+                    {
+                        found.push(target);
+                    }
+                    key_start = false;
+                    index = end.max(index + 1);
+                    continue;
+                }
+                _ => key_start = false,
+            }
+            index += 1;
+        }
+    }
+    found
+}
+
+/// The text of a plain string literal spanning `range` (quotes included); `None` for a
+/// template with a substitution, an escape, or an unclosed string.
+fn literal(source: &str, range: &std::ops::Range<usize>) -> Option<String> {
+    let text = source.get(range.clone())?;
+    let quote = text.chars().next()?;
+    let inner = text.strip_prefix(quote)?.strip_suffix(quote)?;
+    if inner.contains('\\') || inner.contains('\n') || (quote == '`' && inner.contains("${")) {
+        return None;
+    }
+    Some(inner.to_string())
+}
+
+/// After a `to` key ending at `index`: `:` then a plain string literal, as a target.
+fn to_value(
+    source: &str,
+    bytes: &[u8],
+    string_at: &dyn Fn(usize) -> Option<std::ops::Range<usize>>,
+    mut index: usize,
+) -> Option<AdvanceTarget> {
+    let skip = |mut index: usize| {
+        while index < bytes.len() && bytes[index].is_ascii_whitespace() {
+            index += 1;
+        }
+        index
+    };
+    index = skip(index);
+    if bytes.get(index) != Some(&b':') {
+        return None;
+    }
+    let range = string_at(skip(index + 1))?;
+    let target = literal(source, &range)?;
+    Some(AdvanceTarget { target, range: range.start + 1..range.end - 1 })
+}
+
 /// Replaces `//` and `/* */` comments with spaces (newlines kept), and returns the
 /// byte ranges of string literals, so matches inside strings can be told apart.
 fn blank_comments(source: &str) -> (String, Vec<std::ops::Range<usize>>) {
@@ -230,4 +333,31 @@ fn blank_comments(source: &str) -> (String, Vec<std::ops::Range<usize>>) {
     // Whole comments are blanked, multi-byte characters included, so the bytes stay
     // valid UTF-8; should that ever fail, the source itself is scanned.
     (String::from_utf8(out).unwrap_or_else(|_| source.to_string()), strings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn targets(source: &str) -> Vec<String> {
+        advance_targets(source).into_iter().map(|found| found.target).collect()
+    }
+
+    #[test]
+    fn literal_advance_targets_are_found_with_their_ranges() {
+        let source = r#"export default async function () {
+  // tools.archmax_advance({ to: "in-a-comment" })
+  const note = "tools.archmax_advance({ to: 'in-a-string' })";
+  if (x) await tools.archmax_advance({ to: "approve", reason: "fine {ok}" });
+  await tools.archmaxAdvance({ reason: `checked, to: x`, "to": 'reject' });
+  await tools.archmax_advance({ to: `review` });
+  await tools.archmax_advance({ to: `${next}` });
+  await tools.archmax_advance({ to: next, reason: "computed" });
+  await tools.archmax_advance({ evidence: [{ to: "nested" }], to: "escalate" });
+}
+"#;
+        assert_eq!(targets(source), ["approve", "reject", "review", "escalate"]);
+        let first = &advance_targets(source)[0];
+        assert_eq!(&source[first.range.clone()], "approve");
+    }
 }

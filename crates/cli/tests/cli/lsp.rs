@@ -44,6 +44,8 @@ states:
 
 const SCRIPT: &str = "/** Check */\nexport default async function ({ tools }) {\n  await tools.archmax_advance({ to: \"reply\", reason: \"ok\" });\n}\n";
 
+const TAPE: &str = "- state: intake\n  tool_calls:\n    - { name: archmax_advance, args: { to: check, reason: clear } }\n- state: reply\n  text: Done.\n";
+
 fn workspace(label: &str) -> PathBuf {
     let root = scratch(label);
     let _ = fs::remove_dir_all(&root);
@@ -58,6 +60,7 @@ fn workspace(label: &str) -> PathBuf {
         "title: Checked\ndescription: The request is checked.\nsteps:\n  - send: Order ORD-1\n  - reachedState: check\n",
     )
     .expect("case");
+    fs::write(root.join("workflows/desk/tests/checked.tape.yaml"), TAPE).expect("tape");
     fs::write(root.join("skills/order-data/SKILL.md"), "---\nname: order-data\ndescription: Orders.\n---\nOrders.\n")
         .expect("skill");
     fs::canonicalize(&root).expect("root")
@@ -323,6 +326,10 @@ fn the_language_server_checks_the_editors_text_and_answers_about_it() {
     let case = rename["result"]["changes"][case_uri.as_str()].as_array().cloned().unwrap_or_default();
     assert_eq!(case.len(), 1, "{rename}");
     assert_eq!(case[0]["range"], json!({ "start": position(4, 18), "end": position(4, 23) }), "{rename}");
+    let tape_uri = uri(&root.join("workflows/desk/tests/checked.tape.yaml"));
+    let tape = rename["result"]["changes"][tape_uri.as_str()].as_array().cloned().unwrap_or_default();
+    assert_eq!(tape.len(), 1, "the tape's advance is renamed too: {rename}");
+    assert_eq!(tape[0]["range"], json!({ "start": position(2, 43), "end": position(2, 48) }), "{rename}");
     let refused = client.request(
         "textDocument/rename",
         json!({ "textDocument": { "uri": spec_uri }, "position": position(16, 3), "newName": "reply" }),

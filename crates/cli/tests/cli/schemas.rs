@@ -232,3 +232,73 @@ fn every_schema_level_golden_error_fails_its_schema() {
     assert!(failures.is_empty(), "{} schema-level errors pass their schema:\n{}", failures.len(), failures.join("\n"));
     assert!(checked >= 20, "only {checked} schema-level goldens were checked");
 }
+
+/// Whether `validate` accepts `case` as a case of a one-state workflow: no error in it.
+fn validate_accepts_case(case: &str) -> bool {
+    let workflow = "instructions: Answer.\ntests: { judge: {} }\nstates:\n  answer:\n    triggers:\n      manual:\n    instructions: Answer the question.\n";
+    let files = [("workflows/orders/workflow.yaml", workflow), ("workflows/orders/tests/probe.test.yaml", case)];
+    let analysis = archmax_compiler::analyze_workspace(archmax_compiler::load_memory(files).expect("a workspace"));
+    let report = analysis.report(&[]).expect("no selection");
+    !report.distinct().iter().any(|diagnostic| diagnostic.severity == Severity::Error)
+}
+
+fn yaml_value(text: &str) -> Value {
+    let document = yaml::load(FileId(0), text);
+    assert!(document.diagnostics.is_empty(), "{text}");
+    document.root.map(|root| root.to_json()).unwrap_or(Value::Null)
+}
+
+#[test]
+fn the_case_schema_judges_titles_descriptions_and_grades_as_validate_does() {
+    let validators = validators();
+    let spaced = "word   ".repeat(40);
+    let long = "x".repeat(201);
+    let title_long = "t".repeat(61);
+    let cases: [(&str, String, bool); 8] = [
+        ("a description long only in its spaces", format!("description: \"{spaced}\""), true),
+        ("a description of 201 characters", format!("description: {long}"), false),
+        ("a blank description", "description: \"   \"".to_string(), false),
+        ("a description over several lines", "description: |\n  First line.\n\n  Second line.\n".to_string(), true),
+        ("a title with a final line break", "title: |\n  Refund asked\ndescription: Asks.".to_string(), true),
+        ("a title over two lines", "title: \"Refund\\nasked\"\ndescription: Asks.".to_string(), false),
+        ("a title of 61 characters", format!("title: {title_long}\ndescription: Asks."), false),
+        (
+            "a grade without atLeast",
+            "steps:\n  - send: Hello\n  - grade: { closedQA: Was it polite? }".to_string(),
+            false,
+        ),
+    ];
+    let mut disagreements = Vec::new();
+    for (what, body, accepted) in cases {
+        let mut text = body.clone();
+        if !body.contains("title:") {
+            text = format!("title: A probe\n{text}");
+        }
+        if !body.contains("steps:") {
+            text.push_str("\nsteps:\n  - send: Hello\n");
+        }
+        let by_validate = validate_accepts_case(&text);
+        let by_schema = validators["case"].is_valid(&yaml_value(&text));
+        if by_validate != accepted || by_schema != accepted {
+            disagreements.push(format!("{what}: expected {accepted}, validate {by_validate}, schema {by_schema}"));
+        }
+    }
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+}
+
+#[test]
+fn a_signature_pattern_is_a_regular_expression_in_the_workflow_schema() {
+    let text = fs::read_to_string(repository().join("schemas/workflow.schema.json")).expect("the workflow schema");
+    let schema: Value = serde_json::from_str(&text).expect("JSON");
+    let validator = jsonschema::draft202012::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("the workflow schema compiles");
+    let workflow = |pattern: &str| {
+        yaml_value(&format!(
+            "instructions: Answer.\nstates:\n  answer:\n    triggers:\n      manual:\n        requires:\n          - {{ name: order_id, type: string, pattern: '{pattern}' }}\n    instructions: Answer.\n"
+        ))
+    };
+    assert!(validator.is_valid(&workflow("^ORD-[0-9]+$")));
+    assert!(!validator.is_valid(&workflow("^ORD-[0-9+$")), "an unclosed class must fail `format: regex`");
+}

@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::{closed, count, document, list, nonempty, one_of, reference, text};
+use crate::schema::case::{DESCRIPTION_MAX_CHARS, TITLE_MAX_CHARS};
 
 const TRAIL_KINDS: [&str; 8] = ["trigger", "agent", "human", "on_error", "reset", "grader", "code", "sub-workflow"];
 
@@ -16,11 +17,11 @@ pub fn schema() -> Value {
             &[
                 (
                     "title",
-                    json!({ "type": "string", "minLength": 1, "maxLength": 60, "pattern": "^[^\\n]*$", "description": "One line, at most 60 characters." }),
+                    json!({ "type": "string", "pattern": prose_pattern(TITLE_MAX_CHARS, true), "description": "One line, at most 60 characters once each run of whitespace counts as one." }),
                 ),
                 (
                     "description",
-                    json!({ "type": "string", "minLength": 1, "maxLength": 200, "description": "What the case shows, at most 200 characters." }),
+                    json!({ "type": "string", "pattern": prose_pattern(DESCRIPTION_MAX_CHARS, false), "description": "What the case shows, at most 200 characters once each run of whitespace counts as one." }),
                 ),
                 ("skip", nonempty("Why the case is skipped; a skipped case needs no tape or model.")),
                 (
@@ -53,6 +54,15 @@ pub fn schema() -> Value {
     );
     schema["$defs"] = definitions();
     schema
+}
+
+/// A pattern holding text to what `validate` allows a case's `title` or `description`:
+/// something besides whitespace, at most `limit` characters once the ends are trimmed and
+/// each inner run of whitespace counts as one, and (for a title) no line break inside.
+/// `maxLength` cannot say this: it counts every character as written.
+fn prose_pattern(limit: usize, single_line: bool) -> String {
+    let gap = if single_line { "[^\\S\\n]" } else { "\\s" };
+    format!("^\\s*(?:\\S|{gap}+(?=\\S)){{1,{limit}}}\\s*$")
 }
 
 fn tool_match(description: &str) -> Value {
@@ -205,7 +215,7 @@ fn definitions() -> Value {
                         json!({ "type": "number", "minimum": 0, "maximum": 1, "description": "The least passing score." }),
                     ),
                 ],
-                &["closedQA"],
+                &["closedQA", "atLeast"],
             ),
         ),
     ];

@@ -315,7 +315,10 @@ fn signature_entry() -> Value {
                     ("type", one_of("The value's type.", &VALUE_TYPES)),
                     ("description", nonempty("What the value is, for the agent and for callers.")),
                     ("format", one_of("A string's format.", &["email", "url", "phone"])),
-                    ("pattern", nonempty("An RE2 regular expression a string must match.")),
+                    (
+                        "pattern",
+                        json!({ "type": "string", "minLength": 1, "format": "regex", "description": "An RE2 regular expression a string must match." }),
+                    ),
                     ("minLength", count("A string's least length.", 0)),
                     ("maxLength", count("A string's greatest length.", 0)),
                     ("enum", json!({ "type": "array", "minItems": 1, "uniqueItems": true, "description": "The values allowed." })),

@@ -1,7 +1,9 @@
 //! Which graph findings an unknown target would cause, so they are not reported.
 //!
 //! A transition or `on_error` that names no state (AMX0300) is an edge that leads
-//! somewhere the author meant but the graph does not have. Every state that edge could
+//! somewhere the author meant but the graph does not have. A misspelt `transitions`,
+//! `on_error` or `triggers` key (AMX0100 with its "did you mean") is the same: edges or
+//! entries the author wrote that the graph cannot see. Every state that edge could
 //! have reached looks unreachable, and a guard in such a state looks unguaranteed, though
 //! fixing the typo may make both findings vanish. Like rustc after an unresolved name,
 //! the checks report the cause alone: the one thing to know is that an open edge counts
@@ -19,7 +21,8 @@ use super::graph::state_graph;
 pub struct Reach {
     /// Indexed like `Workflow::states`.
     reached: Vec<bool>,
-    /// A reached state has a transition or `on_error` whose target is unknown.
+    /// A reached state has a transition or `on_error` whose target is unknown, or lost
+    /// its edges to a misspelt key; or some state lost its triggers so.
     open_edge: bool,
 }
 
@@ -35,13 +38,14 @@ impl Reach {
         }
         let open_edge = workflow.states.iter().zip(&reached).any(|(state, reached)| {
             *reached
-                && state
-                    .transitions
-                    .iter()
-                    .map(|transition| &transition.to)
-                    .chain(state.on_error.as_ref())
-                    .any(|target| workflow.state_index(&target.value).is_none())
-        });
+                && (state.lost_edges()
+                    || state
+                        .transitions
+                        .iter()
+                        .map(|transition| &transition.to)
+                        .chain(state.on_error.as_ref())
+                        .any(|target| workflow.state_index(&target.value).is_none()))
+        }) || workflow.states.iter().any(|state| state.misspelt.contains(&"triggers"));
         Reach { reached, open_edge }
     }
 

@@ -52,6 +52,24 @@ pub fn check(workspace: &Workspace, workflow: &Workflow, findings: &mut Findings
     check_mounts(workspace, workflow, findings);
 }
 
+/// AMX0705: a state's `allow: []` for `what` (`skills` or `mounts`, each one a `noun`).
+/// It never takes anything away, whatever the workflow grants everywhere: beside a root
+/// grant that grant still applies, and without one the list is simply empty.
+fn empty_allow(what: &str, noun: &str, root_grants: bool, span: Span, path: String, findings: &mut Findings<'_>) {
+    let (message, help) = if root_grants {
+        (
+            format!("`allow: []` subtracts nothing: the workflow-wide {what} still apply here"),
+            format!("to take a {noun} away in this state, list it under `{what}.forbid`"),
+        )
+    } else {
+        (
+            format!("`allow: []` subtracts nothing: a state's `allow` only adds {what}, and this one adds none"),
+            format!("delete the empty list; to keep a {noun} from this state, list it under `{what}.forbid`"),
+        )
+    };
+    findings.push(Diagnostic::at(Code::EmptyAllow, span, message).with_label("adds nothing").with_help(help), path);
+}
+
 fn entry_path(place: Place<'_>, index: usize) -> String {
     match place {
         Place::AllowAlways => format!("tools.allow_always.{index}"),

@@ -108,7 +108,7 @@ fn unknown_state(name: &str, span: Span, slugs: &[&str], what: &str) -> Diagnost
 
 fn check_targets(workflow: &Workflow, state: &State, slugs: &[&str], base: &str, findings: &mut Findings<'_>) {
     for (index, transition) in state.transitions.iter().enumerate() {
-        if workflow.state(&transition.to.value).is_none() {
+        if workflow.state(&transition.to.value).is_none() && !workflow.misplaced_states.contains(&transition.to.value) {
             findings.push(
                 unknown_state(&transition.to.value, transition.to.span, slugs, "the transition target"),
                 format!("{base}.transitions.{index}.to"),
@@ -117,6 +117,9 @@ fn check_targets(workflow: &Workflow, state: &State, slugs: &[&str], base: &str,
     }
     if let Some(target) = &state.on_error {
         if workflow.state(&target.value).is_none() {
+            if workflow.misplaced_states.contains(&target.value) {
+                return;
+            }
             findings.push(
                 unknown_state(&target.value, target.span, slugs, "the `on_error` target"),
                 format!("{base}.on_error"),

@@ -6,8 +6,9 @@
 //! state scripts, compiled once by [`bytecode`] and kept on the [`Unit`]), [`governance`] (tool, skill and mount entries probed against the zones,
 //! the registry and the host table), [`references`] (which `${{…}}` guards are
 //! guaranteed, by dominator analysis), [`variables`] (references in instructions, and
-//! near misses of declared names), [`delegation`] (the sub-workflow call graph) and
-//! [`cases`] (what cases name). Checks never stop at the first finding.
+//! near misses of declared names), [`delegation`] (the sub-workflow call graph),
+//! [`cases`] (what cases name) and [`tapes`] (what tapes name). Checks never stop at the
+//! first finding.
 
 pub mod bytecode;
 pub mod cases;
@@ -17,11 +18,13 @@ pub mod governance;
 pub mod graph;
 pub mod references;
 pub mod scripts;
+pub mod tapes;
 pub mod variables;
 
 use crate::diagnostic::{Diagnostic, Scope};
 use crate::schema::ast::Workflow;
 use crate::schema::case::Case;
+use crate::schema::tape::Tape;
 use crate::workspace::Workspace;
 use bytecode::CompiledScript;
 
@@ -32,6 +35,8 @@ pub struct Unit {
     /// `None` when `workflow.yaml` is missing or unusable.
     pub workflow: Option<Workflow>,
     pub cases: Vec<Case>,
+    /// What its tapes (`tests/*.tape.yaml`) name, for `validate` and a state rename.
+    pub tapes: Vec<Tape>,
     pub diagnostics: Vec<Diagnostic>,
     /// The scripts of its code states that compiled, each once, for lowering to reuse.
     pub scripts: Vec<CompiledScript>,
@@ -74,7 +79,8 @@ pub fn check_workspace(workspace: &Workspace, units: &mut [Unit]) {
         variables::check(workspace, workflow, &mut findings);
     }
     for index in 0..units.len() {
-        let findings = cases::check(workspace, units, index);
+        let mut findings = cases::check(workspace, units, index);
+        findings.extend(tapes::check(units, index));
         units[index].diagnostics.extend(findings);
     }
     let delegation = delegation::check(units);

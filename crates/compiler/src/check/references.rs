@@ -121,10 +121,13 @@ impl Guarantees {
     }
 }
 
+/// The variables an entry's guards read: its globs', and those of globs dropped for a
+/// malformed reference beside them.
 fn references(entry: &ToolEntry) -> Vec<(String, Span)> {
     entry
         .globs()
         .flat_map(|glob| glob.template.references().map(move |(path, _)| (path.root.clone(), glob.text.span)))
+        .chain(entry.partial_references.iter().cloned())
         .collect()
 }
 

@@ -1,18 +1,24 @@
-//! Code-state scripts: the `script` path's shape, the file's existence, and its imports.
+//! Code-state scripts: the `script` path's shape, the file's existence, its imports, and
+//! the targets it advances to.
 //!
 //! The sandbox strips static imports from `@archmax-ai/harness/*` (they carry types
 //! only) and refuses every other module, so the validator refuses them first: a static
-//! import or re-export of anything else, and any dynamic `import()` or `require()`.
+//! import or re-export of anything else, and any dynamic `import()` or `require()`. A
+//! `tools.archmax_advance({ to: "…" })` whose target is a string literal is held to the
+//! state's transitions (AMX0220, a warning: the call would be refused at run time, but
+//! the script may never reach it); a computed target is left to the runtime.
 
-use crate::diagnostic::{Code, Diagnostic};
-use crate::schema::ast::{StateKind, Workflow};
+use crate::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
+use crate::schema::ast::{State, StateKind, Workflow};
 use crate::source::{SourceFile, Span};
 use crate::workspace::Workspace;
 
 use super::Findings;
 use super::bytecode::{CompiledScript, ScriptError, module_bytecode, module_name, strip_harness_imports};
 
-pub use archmax_program::script::{ForbiddenImport, HARNESS_PREFIX, forbidden_imports, harness_imports};
+pub use archmax_program::script::{
+    AdvanceTarget, ForbiddenImport, HARNESS_PREFIX, advance_targets, forbidden_imports, harness_imports,
+};
 
 /// What a `script` value must look like; `Err` says why it does not.
 pub fn script_path_problem(path: &str) -> Option<&'static str> {
@@ -85,6 +91,7 @@ pub fn check(
             continue;
         };
         let text = workspace.sources.text(*file);
+        check_advance_targets(workflow, state, *file, text, &path, findings);
         let imports = forbidden_imports(text);
         if imports.is_empty() && !compiled.iter().any(|done| done.path == script.value) {
             let stripped = strip_harness_imports(text);
@@ -123,6 +130,61 @@ pub fn check(
                 path.clone(),
             );
         }
+    }
+}
+
+/// AMX0220: each literal `archmax_advance` target of `state`'s script that is not one of
+/// its transitions.
+fn check_advance_targets(
+    workflow: &Workflow,
+    state: &State,
+    file: crate::source::FileId,
+    text: &str,
+    path: &str,
+    findings: &mut Findings<'_>,
+) {
+    // Transitions lost to a misspelt key are reported there, not at each call.
+    if state.lost_edges() {
+        return;
+    }
+    let targets: Vec<&str> = state.transitions.iter().map(|transition| transition.to.value.as_str()).collect();
+    for AdvanceTarget { target, range } in advance_targets(text) {
+        if targets.contains(&target.as_str()) {
+            continue;
+        }
+        let is_state = workflow.states.iter().any(|other| other.slug.value == target);
+        let message = match (is_state, targets.is_empty()) {
+            (_, true) => format!(
+                "the script for `{}` advances to `{target}`, but `{}` has no transitions, so it cannot advance",
+                state.slug.value, state.slug.value
+            ),
+            (true, false) => format!(
+                "the script for `{}` advances to `{target}`, a state `{}` has no transition to",
+                state.slug.value, state.slug.value
+            ),
+            (false, false) => format!(
+                "the script for `{}` advances to `{target}`, which is not a state of `{}`",
+                state.slug.value, workflow.slug
+            ),
+        };
+        let help = match did_you_mean(&target, targets.iter().copied()) {
+            Some(close) => format!("did you mean `{close}`?"),
+            None if targets.is_empty() => {
+                format!("add a transition from `{}` to the state the script moves to", state.slug.value)
+            }
+            None => format!(
+                "`{}` may advance to {}; add a transition or correct the target",
+                state.slug.value,
+                list_names(&targets)
+            ),
+        };
+        findings.push(
+            Diagnostic::at(Code::ScriptAdvanceTarget, crate::source::Span::new(file, range.start, range.end), message)
+                .with_label("no such transition")
+                .with_secondary(state.slug.span, "the state that runs the script")
+                .with_help(help),
+            path.to_string(),
+        );
     }
 }
 

@@ -36,6 +36,12 @@ pub struct Workflow {
     pub prose: Option<FileId>,
     /// State slug → index in `states` (the first state of a slug).
     pub state_indices: std::collections::HashMap<String, usize>,
+    /// The root keys that misspelt keys most likely meant (`stats` → `states`): what is
+    /// "missing" because of them is not reported again.
+    pub misspelt: Vec<&'static str>,
+    /// Slugs that hold a state but sit in the wrong place (under another state, or at the
+    /// root): reported once where they sit, not again as unknown targets.
+    pub misplaced_states: Vec<String>,
 }
 
 impl Workflow {
@@ -165,6 +171,9 @@ pub struct ToolEntry {
     pub connection: Option<Spanned<String>>,
     pub source: Option<Spanned<String>>,
     pub span: Span,
+    /// The well-formed references of globs dropped for a malformed one (AMX0500), with
+    /// the glob's span: still held to what guarantees them.
+    pub partial_references: Vec<(String, Span)>,
 }
 
 impl ToolEntry {
@@ -220,11 +229,20 @@ pub struct State {
     pub evidence: Vec<Spanned<String>>,
     pub approvers: Vec<Spanned<String>>,
     pub metadata: Option<Node>,
+    /// The state keys that misspelt keys most likely meant (`transitons` →
+    /// `transitions`): what is "missing" because of them is not reported again.
+    pub misspelt: Vec<&'static str>,
 }
 
 impl State {
     pub fn is_terminal(&self) -> bool {
         self.transitions.is_empty()
+    }
+
+    /// True when the state's transitions (or `on_error`) may be missing only because a
+    /// key was misspelt: its edges are unknown, not absent.
+    pub fn lost_edges(&self) -> bool {
+        self.misspelt.iter().any(|key| matches!(*key, "transitions" | "on_error"))
     }
 
     pub fn has_instructions(&self) -> bool {

@@ -7,8 +7,8 @@
 //! against the workspace ([`crate::check`]).
 
 use crate::diagnostic::{Code, Diagnostic, SpecPath};
-use crate::source::Spanned;
-use crate::syntax::reference::parse_template;
+use crate::source::{Span, Spanned};
+use crate::syntax::reference::{parse_template, scan_template};
 use crate::syntax::value_subspan;
 use crate::syntax::yaml::{Node, NodeKind};
 
@@ -36,7 +36,15 @@ fn tool_entry(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>, forbid:
     let entry = match &node.kind {
         NodeKind::Scalar(_) => {
             let tool = reader.nonempty_string(node, path)?;
-            ToolEntry { tool, args: Vec::new(), paths: None, connection: None, source: None, span: node.span }
+            ToolEntry {
+                tool,
+                args: Vec::new(),
+                paths: None,
+                connection: None,
+                source: None,
+                span: node.span,
+                partial_references: Vec::new(),
+            }
         }
         NodeKind::Mapping(_) => {
             let fields = reader.fields(node, path, &TOOL_ENTRY, false)?;
@@ -45,12 +53,13 @@ fn tool_entry(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>, forbid:
             let mut paths = None;
             let mut connection = None;
             let mut source = None;
+            let mut partial_references = Vec::new();
             for field in fields {
                 let key_path = path.key(field.key);
                 match field.key {
                     "tool" => tool = reader.nonempty_string(field.value, &key_path),
-                    "args" => args = arg_guards(reader, field.value, &key_path),
-                    "paths" => paths = Some(globs(reader, field.value, &key_path)),
+                    "args" => args = arg_guards(reader, field.value, &key_path, &mut partial_references),
+                    "paths" => paths = Some(globs(reader, field.value, &key_path, &mut partial_references)),
                     "connection" => connection = reader.nonempty_string(field.value, &key_path),
                     "source" => source = reader.string(field.value, &key_path),
                     _ => {}
@@ -67,7 +76,7 @@ fn tool_entry(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>, forbid:
                 }
                 return None;
             };
-            ToolEntry { tool, args, paths, connection, source, span: node.span }
+            ToolEntry { tool, args, paths, connection, source, span: node.span, partial_references }
         }
         NodeKind::Sequence(_) => {
             reader.wrong_type(node, path, "a tool name or a `{ tool, … }` mapping");
@@ -94,7 +103,12 @@ fn tool_entry(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>, forbid:
     Some(entry)
 }
 
-fn arg_guards(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<ArgGuard> {
+fn arg_guards(
+    reader: &mut Reader<'_>,
+    node: &Node,
+    path: &SpecPath<'_>,
+    partial: &mut Vec<(String, Span)>,
+) -> Vec<ArgGuard> {
     let Some(entries) = reader.mapping(node, path, false) else {
         return Vec::new();
     };
@@ -107,14 +121,16 @@ fn arg_guards(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<
         let argument_path = path.key(argument);
         guards.push(ArgGuard {
             argument: Spanned::new(argument.to_string(), entry.key.span),
-            globs: globs(reader, &entry.value, &argument_path),
+            globs: globs(reader, &entry.value, &argument_path, partial),
         });
     }
     guards
 }
 
-/// One glob or a list of globs, each parsed for `${{…}}` holes.
-fn globs(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<Glob> {
+/// One glob or a list of globs, each parsed for `${{…}}` holes. A glob with a malformed
+/// reference is reported and dropped; its well-formed references go to `partial`, so
+/// they are still judged (one typo must not hide another finding).
+fn globs(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>, partial: &mut Vec<(String, Span)>) -> Vec<Glob> {
     let texts = match &node.kind {
         NodeKind::Sequence(items) => items
             .iter()
@@ -143,6 +159,8 @@ fn globs(reader: &mut Reader<'_>, node: &Node, path: &SpecPath<'_>) -> Vec<Glob>
                 }
             },
             Err(error) => {
+                let (template, _) = scan_template(&text.value);
+                partial.extend(template.references().map(|(reference, _)| (reference.root.clone(), text.span)));
                 let span = value_subspan(reader.source, item, &text.value, error.range.clone());
                 reader.report(
                     Diagnostic::at(

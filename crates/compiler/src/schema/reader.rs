@@ -149,6 +149,21 @@ impl<'s> Reader<'s> {
         Some(known)
     }
 
+    /// The known keys that the unknown keys of the mapping `node` most likely meant
+    /// (`transitons` → `transitions`). A check that finds such a key "missing" would only
+    /// repeat the unknown-key error it follows from, so it stays silent.
+    pub fn meant_keys(node: &Node, fields: &Fields) -> Vec<&'static str> {
+        let Some(entries) = node.as_mapping() else {
+            return Vec::new();
+        };
+        entries
+            .iter()
+            .filter_map(|entry| entry.key.scalar_text())
+            .filter(|key| !fields.known.contains(key) && !fields.removed.iter().any(|(removed, _)| removed == key))
+            .filter_map(|key| did_you_mean(key, fields.known.iter().copied()))
+            .collect()
+    }
+
     fn unknown_key(&mut self, key: &str, span: Span, path: &SpecPath<'_>, fields: &Fields) {
         let key_path = path.key(key);
         let mut diagnostic = Diagnostic::at(

@@ -113,6 +113,8 @@ pub fn parse_workflow(
         states_span: None,
         prose,
         state_indices: Default::default(),
+        misspelt: Reader::meant_keys(root, &ROOT),
+        misplaced_states: Vec::new(),
     };
     let path = SpecPath::ROOT;
     let Some(fields) = reader.fields(root, &path, &ROOT, false) else {
@@ -162,7 +164,10 @@ pub fn parse_workflow(
             _ => {}
         }
     }
-    if workflow.instructions.is_none() && !fields.iter().any(|field| field.key == "instructions") {
+    if workflow.instructions.is_none()
+        && !fields.iter().any(|field| field.key == "instructions")
+        && !workflow.misspelt.contains(&"instructions")
+    {
         reader.report(
             Diagnostic::at(
                 Code::MissingInstructions,
@@ -192,10 +197,11 @@ pub fn parse_workflow(
         workflow.states = parse_states(&mut reader, node, &path.key("states"));
         workflow.index_states();
     }
+    workflow.misplaced_states = super::placement::misplaced_states(&mut reader, root, states_node);
     if workflow.states.is_empty() {
         let empty_declared =
             states_node.is_some_and(|node| node.is_null() || node.as_mapping().is_some_and(<[_]>::is_empty));
-        if states_node.is_none() || empty_declared {
+        if (states_node.is_none() && !workflow.misspelt.contains(&"states")) || empty_declared {
             reader.report(
                 Diagnostic::at(
                     Code::NoStates,
@@ -208,7 +214,7 @@ pub fn parse_workflow(
                 &path.key("states"),
             );
         }
-    } else if !workflow.states.iter().any(|state| !state.triggers.is_empty()) {
+    } else if !workflow.states.iter().any(|state| !state.triggers.is_empty() || state.misspelt.contains(&"triggers")) {
         reader.report(
             Diagnostic::at(
                 Code::NoStartState,

@@ -239,6 +239,7 @@ fn parse_state(reader: &mut Reader<'_>, slug: &str, key_span: Span, node: &Node,
         evidence: Vec::new(),
         approvers: Vec::new(),
         metadata: None,
+        misspelt: Reader::meant_keys(node, &STATE),
     };
     let mut present: HashMap<&str, Span> = HashMap::new();
     for field in &fields {
@@ -553,6 +554,7 @@ fn check_required_keys(reader: &mut Reader<'_>, state: &State, present: &HashMap
     if let Some((key, has, help)) = required
         && !has
         && !present.contains_key(key)
+        && !state.misspelt.contains(&key)
     {
         reader.report(
             Diagnostic::at(
@@ -568,6 +570,7 @@ fn check_required_keys(reader: &mut Reader<'_>, state: &State, present: &HashMap
     if matches!(kind, StateKind::Human | StateKind::Grader)
         && state.transitions.is_empty()
         && !present.contains_key("transitions")
+        && !state.misspelt.contains(&"transitions")
     {
         reader.report(
             Diagnostic::at(

@@ -111,6 +111,7 @@ codes! {
     RedundantModel = "AMX0217", Warning, "redundant-model", "A state's model repeats settings.model";
     VariableName = "AMX0218", Error, "variable-name", "A variable name does not have the required shape";
     ScriptSyntax = "AMX0219", Error, "script-syntax", "A code-state script does not compile";
+    ScriptAdvanceTarget = "AMX0220", Warning, "script-advance-target", "A code-state script advances to a state its state has no transition to";
 
     // 03xx: transitions
     UnknownTarget = "AMX0300", Error, "unknown-target", "A transition or on_error names an undeclared state";
@@ -137,6 +138,7 @@ codes! {
     MalformedReference = "AMX0500", Error, "malformed-reference", "A ${{…}} reference is malformed";
     UnguaranteedReference = "AMX0501", Warning, "unguaranteed-reference", "A guard reads a variable nothing guarantees";
     MisspeltReference = "AMX0502", Warning, "misspelt-reference", "A reference in instructions names an undeclared variable close to a declared one";
+    UnsubstitutedReference = "AMX0503", Error, "unsubstituted-reference", "A ${{…}} reference sits where nothing substitutes it";
 
     // 06xx: tool governance
     WildcardInAllow = "AMX0600", Error, "wildcard-in-allow", "The tool \"*\" appears in an allow list";
@@ -195,6 +197,8 @@ codes! {
     CaseUnknownWorkflow = "AMX0909", Error, "case-unknown-workflow", "A case names a workflow the workspace does not have";
     GradeWithoutJudge = "AMX0910", Warning, "grade-without-judge", "A case grades without tests.judge";
     TapeSchema = "AMX0911", Error, "tape-schema", "A case's tape does not follow the tape format";
+    TapeUnknownState = "AMX0912", Error, "tape-unknown-state", "A tape entry names a state or workflow the workspace does not have";
+    TapeAdvanceTarget = "AMX0913", Warning, "tape-advance-target", "A tape scripts an archmax_advance its state cannot take";
 
     // 10xx: flow documents (archmax-flow)
     FlowFile = "AMX1000", Error, "flow-file", "A flow document cannot be read: its extension, its text or its JSON";

@@ -57,16 +57,14 @@ pub(super) fn check_mounts(workspace: &Workspace, workflow: &Workflow, findings:
     for state in &workflow.states {
         let base = format!("states.{}.mounts", state.slug.value);
         if let Some(allow) = &state.mounts.allow {
-            if allow.value.is_empty() && !root_allow.is_empty() {
-                findings.push(
-                    Diagnostic::at(
-                        Code::EmptyAllow,
-                        allow.span,
-                        "`allow: []` subtracts nothing: the workflow-wide mounts still apply here",
-                    )
-                    .with_label("adds nothing")
-                    .with_help("to take a mount away in this state, list it under `mounts.forbid`"),
+            if allow.value.is_empty() {
+                super::empty_allow(
+                    "mounts",
+                    "mount",
+                    !root_allow.is_empty(),
+                    allow.span,
                     format!("{base}.allow"),
+                    findings,
                 );
             }
             for (index, entry) in allow.value.iter().enumerate() {

@@ -71,16 +71,14 @@ pub(super) fn check_skills(workspace: &Workspace, workflow: &Workflow, findings:
     for state in &workflow.states {
         let base = format!("states.{}.skills", state.slug.value);
         if let Some(allow) = &state.skills.allow {
-            if allow.value.is_empty() && !root_allow.is_empty() {
-                findings.push(
-                    Diagnostic::at(
-                        Code::EmptyAllow,
-                        allow.span,
-                        "`allow: []` subtracts nothing: the workflow-wide skills still apply here",
-                    )
-                    .with_label("adds nothing")
-                    .with_help("to take a bundle away in this state, list it under `skills.forbid`"),
+            if allow.value.is_empty() {
+                super::empty_allow(
+                    "skills",
+                    "bundle",
+                    !root_allow.is_empty(),
+                    allow.span,
                     format!("{base}.allow"),
+                    findings,
                 );
             }
             for (index, slug) in allow.value.iter().enumerate() {

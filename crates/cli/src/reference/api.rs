@@ -85,7 +85,8 @@ fn operation_section(document: &Value, method: &str, path: &str, operation: &Val
             let name = parameter.get("name").and_then(Value::as_str).unwrap_or("?");
             let place = parameter.get("in").and_then(Value::as_str).unwrap_or("?");
             let kind = parameter.get("schema").map(|schema| type_of(document, schema, 0)).unwrap_or_default();
-            let required = if parameter.get("required").and_then(Value::as_bool) == Some(true) { ", required" } else { "" };
+            let required =
+                if parameter.get("required").and_then(Value::as_bool) == Some(true) { ", required" } else { "" };
             text.push_str(&format!("- `{name}` (in {place}, {kind}{required})"));
             if let Some(description) = parameter.get("description").and_then(Value::as_str) {
                 text.push_str(&format!(": {}", one_line(description)));

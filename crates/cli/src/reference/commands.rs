@@ -106,7 +106,11 @@ fn index(root: &Command) -> String {
 /// `text` trimmed and ending in a full stop (`clap` drops a doc comment's last one).
 fn sentence(text: &str) -> String {
     let text = text.trim();
-    if text.ends_with(['.', '!', '?', ':', ')']) || text.ends_with("```") { text.to_string() } else { format!("{text}.") }
+    if text.ends_with(['.', '!', '?', ':', ')']) || text.ends_with("```") {
+        text.to_string()
+    } else {
+        format!("{text}.")
+    }
 }
 
 fn first_line(text: &str) -> String {
@@ -119,7 +123,8 @@ fn argument_entry(argument: &Arg) -> String {
         argument.get_value_names().into_iter().flatten().map(|name| format!("<{name}>")).collect();
     let takes_value = argument.get_num_args().is_some_and(|range| range.takes_values());
     let shown = if argument.is_positional() {
-        let name = values.first().cloned().unwrap_or_else(|| format!("<{}>", argument.get_id().as_str().to_uppercase()));
+        let name =
+            values.first().cloned().unwrap_or_else(|| format!("<{}>", argument.get_id().as_str().to_uppercase()));
         if argument.get_num_args().is_some_and(|range| range.max_values() > 1) { format!("{name}...") } else { name }
     } else {
         let mut flags = Vec::new();
@@ -131,7 +136,8 @@ fn argument_entry(argument: &Arg) -> String {
         }
         let mut shown = flags.join(", ");
         if takes_value {
-            let value = values.first().cloned().unwrap_or_else(|| format!("<{}>", argument.get_id().as_str().to_uppercase()));
+            let value =
+                values.first().cloned().unwrap_or_else(|| format!("<{}>", argument.get_id().as_str().to_uppercase()));
             shown.push(' ');
             shown.push_str(&value);
         }

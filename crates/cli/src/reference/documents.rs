@@ -122,7 +122,8 @@ fn field(root: &Value, name: &str, property: &Value, required: bool) -> String {
     let nested = schema::keys_in(root, property_resolved);
     if !nested.is_empty() {
         for key in nested {
-            let path = if key.path.starts_with('[') { format!("{name}{}", key.path) } else { format!("{name}.{}", key.path) };
+            let path =
+                if key.path.starts_with('[') { format!("{name}{}", key.path) } else { format!("{name}.{}", key.path) };
             text.push_str(&format!("- `{path}` ({}){}", key.kind, if key.required { ", always present" } else { "" }));
             if !key.description.is_empty() {
                 text.push_str(&format!(": {}", key.description.trim()));

@@ -31,11 +31,18 @@ pub fn code_pages(goldens: &Path) -> Result<Vec<Page>, String> {
             info.severity.as_str(),
             info.title
         ));
-        let mut text = demote_title(info.explanation, &format!("*Severity:* {}. *Name:* `{}`.", info.severity.as_str(), info.name));
+        let mut text = demote_title(
+            info.explanation,
+            &format!("*Severity:* {}. *Name:* `{}`.", info.severity.as_str(), info.name),
+        );
         if let Some(example) = example(goldens, info.code)? {
             text.push_str(&example);
         }
-        pages.push(Page { path: format!("codes/{}.md", info.code), title: format!("{}: {}", info.code, info.name), text });
+        pages.push(Page {
+            path: format!("codes/{}.md", info.code),
+            title: format!("{}: {}", info.code, info.name),
+            text,
+        });
     }
     pages.insert(0, Page { path: "codes/index.md".to_string(), title: "Diagnostic codes".to_string(), text: index });
     Ok(pages)
@@ -51,7 +58,10 @@ pub fn rule_pages() -> Vec<Page> {
     for rule in Rule::ALL {
         let info = rule.info();
         index.push_str(&format!("| [`{0}`]({0}.md) | {1} | {2} |\n", info.id, info.outcome.as_str(), info.title));
-        let text = demote_title(info.explanation, &format!("*Kernel rule.* *Outcome:* {}. {}", info.outcome.as_str(), info.title));
+        let text = demote_title(
+            info.explanation,
+            &format!("*Kernel rule.* *Outcome:* {}. {}", info.outcome.as_str(), info.title),
+        );
         pages.push(Page { path: format!("rules/{}.md", info.id), title: info.id.to_string(), text });
     }
     pages.insert(0, Page { path: "rules/index.md".to_string(), title: "Kernel rules".to_string(), text: index });
@@ -95,7 +105,8 @@ fn example(goldens: &Path, code: &str) -> Result<Option<String>, String> {
     }
     cases.sort();
     let Some((_, case)) = cases.first() else { return Ok(None) };
-    let read = |path: &Path| fs::read_to_string(path).map_err(|error| format!("cannot read `{}`: {error}", path.display()));
+    let read =
+        |path: &Path| fs::read_to_string(path).map_err(|error| format!("cannot read `{}`: {error}", path.display()));
     let description = read(&case.join("case.toml"))?
         .lines()
         .find_map(|line| line.strip_prefix("description = "))
@@ -120,7 +131,13 @@ fn example(goldens: &Path, code: &str) -> Result<Option<String>, String> {
             text.push_str(&format!("`{shown}`: {} lines, not shown.\n\n", body.lines().count()));
             continue;
         }
-        let fence = if shown.ends_with(".js") { "js" } else if shown.ends_with(".md") { "markdown" } else { "yaml" };
+        let fence = if shown.ends_with(".js") {
+            "js"
+        } else if shown.ends_with(".md") {
+            "markdown"
+        } else {
+            "yaml"
+        };
         text.push_str(&format!("`{shown}`:\n\n```{fence}\n{}\n```\n\n", body.trim_end()));
     }
     text.push_str(&format!("`archmax validate`:\n\n```text\n{stderr}\n```\n"));

@@ -226,8 +226,7 @@ fn notes(schema: &Value) -> Vec<String> {
     if let Some(format) = schema.get("format").and_then(Value::as_str) {
         notes.push(format!("format `{format}`"));
     }
-    if let Some(names) = schema.get("propertyNames").and_then(|names| names.get("pattern")).and_then(Value::as_str)
-    {
+    if let Some(names) = schema.get("propertyNames").and_then(|names| names.get("pattern")).and_then(Value::as_str) {
         notes.push(format!("names match `{names}`"));
     }
     let count = |key: &str| schema.get(key).and_then(Value::as_u64);
@@ -278,8 +277,7 @@ pub fn render(keys: &[Key], heading: &str) -> String {
 
 /// The object's `properties` and `required`, for the event pages.
 pub fn properties(schema: &Value) -> (Option<&Map<String, Value>>, BTreeSet<String>) {
-    let required =
-        schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
+    let required = schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
     (schema.get("properties").and_then(Value::as_object), required.map(str::to_string).collect())
 }
 

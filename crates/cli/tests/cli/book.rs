@@ -94,7 +94,8 @@ fn every_command_code_rule_event_kind_and_key_has_a_page() {
     }
     assert!(codes > 100, "`explain --list` lists the codes");
 
-    let events: Value = serde_json::from_str(&archmax(&repository(), &["schema", "events"]).stdout).expect("events schema");
+    let events: Value =
+        serde_json::from_str(&archmax(&repository(), &["schema", "events"]).stdout).expect("events schema");
     let kinds = events["properties"]["event"]["enum"].as_array().expect("the event kinds");
     for kind in kinds {
         expect(reference.join(format!("events/{}.md", kind.as_str().expect("a kind"))));
@@ -117,7 +118,11 @@ fn every_command_code_rule_event_kind_and_key_has_a_page() {
             }
         }
     }
-    assert!(missing.is_empty(), "pages missing (run `cargo run -p archmax-cli -- book-reference`):\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "pages missing (run `cargo run -p archmax-cli -- book-reference`):\n{}",
+        missing.join("\n")
+    );
 }
 
 /// Every name that appears under `properties` anywhere in a schema.
@@ -146,9 +151,10 @@ fn expanded(page: &Path) -> String {
         match line.trim().strip_prefix("{{#include ").and_then(|rest| rest.strip_suffix("}}")) {
             Some(included) => {
                 let file = page.parent().expect("a folder").join(included.trim());
-                out.push_str(&fs::read_to_string(&file).unwrap_or_else(|error| {
-                    panic!("{} includes {}: {error}", page.display(), file.display())
-                }));
+                out.push_str(
+                    &fs::read_to_string(&file)
+                        .unwrap_or_else(|error| panic!("{} includes {}: {error}", page.display(), file.display())),
+                );
                 out.push('\n');
             }
             None => out.push_str(line),
@@ -233,10 +239,8 @@ fn every_link_in_the_book_and_the_readme_resolves() {
     let mut pages = Vec::new();
     markdown_files(&source, &mut pages);
     pages.push(repository().join("README.md"));
-    let parsed: BTreeMap<PathBuf, (BTreeSet<String>, Vec<String>)> = pages
-        .iter()
-        .map(|page| (joined(page, ""), headings_and_links(&expanded(page))))
-        .collect();
+    let parsed: BTreeMap<PathBuf, (BTreeSet<String>, Vec<String>)> =
+        pages.iter().map(|page| (joined(page, ""), headings_and_links(&expanded(page)))).collect();
     let mut broken = Vec::new();
     let mut checked = 0;
     for (page, (_, links)) in &parsed {
@@ -260,7 +264,9 @@ fn every_link_in_the_book_and_the_readme_resolves() {
                 match parsed.get(&target) {
                     Some((ids, _)) if ids.contains(anchor) => {}
                     Some(_) => broken.push(format!("{}: `{link}`: no heading with that id", page.display())),
-                    None => broken.push(format!("{}: `{link}`: an anchor into a file that is not a page", page.display())),
+                    None => {
+                        broken.push(format!("{}: `{link}`: an anchor into a file that is not a page", page.display()))
+                    }
                 }
             }
         }
@@ -310,7 +316,11 @@ fn runnable_snippets_run_against_the_example_workspace() {
             let folder = scratch(&format!("book-snippet-{ran}"));
             let _ = fs::remove_dir_all(&folder);
             copy_dir(&repository().join("specs"), &folder.join("specs"));
-            let path = format!("{}:{}", binary.parent().expect("a folder").display(), std::env::var("PATH").unwrap_or_default());
+            let path = format!(
+                "{}:{}",
+                binary.parent().expect("a folder").display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
             let output = Command::new("bash")
                 .args(["-euo", "pipefail", "-c", &snippet])
                 .current_dir(&folder)
@@ -343,7 +353,9 @@ fn readme_blocks() -> Vec<(String, String)> {
     let mut current: Option<(String, String)> = None;
     for event in Parser::new(&readme) {
         match event {
-            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => current = Some((info.into_string(), String::new())),
+            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
+                current = Some((info.into_string(), String::new()))
+            }
             Event::Text(text) => {
                 if let Some((_, body)) = current.as_mut() {
                     body.push_str(&text);
@@ -377,12 +389,21 @@ fn the_readme_is_short_and_opens_with_a_workflow_that_validates() {
     copy_dir(&expense, &root);
     let validate = archmax(&root, &["validate", "--root", "."]);
     assert_eq!(validate.code, 0, "{}", validate.stderr);
-    assert!(validate.stdout.contains("0 error(s), 0 warning(s)") || validate.stdout.starts_with("valid"), "{}", validate.stdout);
-    assert!(!validate.stderr.contains("warning"), "the README's workflow validates without warnings:\n{}", validate.stderr);
+    assert!(
+        validate.stdout.contains("0 error(s), 0 warning(s)") || validate.stdout.starts_with("valid"),
+        "{}",
+        validate.stdout
+    );
+    assert!(
+        !validate.stderr.contains("warning"),
+        "the README's workflow validates without warnings:\n{}",
+        validate.stderr
+    );
     let _ = fs::remove_dir_all(&root);
 
     let ci = fs::read_to_string(repository().join(".ci/run")).expect(".ci/run");
-    let setup = blocks.iter().find(|(info, body)| info == "sh" && body.contains("cargo test")).expect("the set-up commands");
+    let setup =
+        blocks.iter().find(|(info, body)| info == "sh" && body.contains("cargo test")).expect("the set-up commands");
     for command in setup.1.lines().filter(|line| line.starts_with("cargo ") || line.starts_with("npm ")) {
         assert!(ci.lines().any(|line| line == command), ".ci/run runs the README's command exactly: {command}");
     }

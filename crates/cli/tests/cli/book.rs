@@ -275,25 +275,30 @@ fn every_link_in_the_book_and_the_readme_resolves() {
     assert!(broken.is_empty(), "{} broken link(s):\n{}", broken.len(), broken.join("\n"));
 }
 
-/// The code blocks of a page whose info string is `sh,runnable`.
-fn runnable_snippets(markdown: &str) -> Vec<String> {
-    let mut snippets = Vec::new();
-    let mut current: Option<String> = None;
+/// The fenced code blocks of a Markdown text, each with its info string.
+fn fenced_blocks(markdown: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut current: Option<(String, String)> = None;
     for event in Parser::new(markdown) {
         match event {
-            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) if info.as_ref() == "sh,runnable" => {
-                current = Some(String::new());
+            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
+                current = Some((info.into_string(), String::new()))
             }
             Event::Text(text) => {
-                if let Some(snippet) = current.as_mut() {
-                    snippet.push_str(&text);
+                if let Some((_, body)) = current.as_mut() {
+                    body.push_str(&text);
                 }
             }
-            Event::End(TagEnd::CodeBlock) => snippets.extend(current.take()),
+            Event::End(TagEnd::CodeBlock) => blocks.extend(current.take()),
             _ => {}
         }
     }
-    snippets
+    blocks
+}
+
+/// The code blocks of a page whose info string is `sh,runnable`.
+fn runnable_snippets(markdown: &str) -> Vec<String> {
+    fenced_blocks(markdown).into_iter().filter(|(info, _)| info == "sh,runnable").map(|(_, body)| body).collect()
 }
 
 #[test]
@@ -346,34 +351,12 @@ fn runnable_snippets_run_against_the_example_workspace() {
     assert!(ran >= 1, "the book marks at least one snippet runnable");
 }
 
-/// The README's fenced blocks, with their info strings.
-fn readme_blocks() -> Vec<(String, String)> {
-    let readme = fs::read_to_string(repository().join("README.md")).expect("README.md");
-    let mut blocks = Vec::new();
-    let mut current: Option<(String, String)> = None;
-    for event in Parser::new(&readme) {
-        match event {
-            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
-                current = Some((info.into_string(), String::new()))
-            }
-            Event::Text(text) => {
-                if let Some((_, body)) = current.as_mut() {
-                    body.push_str(&text);
-                }
-            }
-            Event::End(TagEnd::CodeBlock) => blocks.extend(current.take()),
-            _ => {}
-        }
-    }
-    blocks
-}
-
 #[test]
 fn the_readme_is_short_and_opens_with_a_workflow_that_validates() {
     let readme = fs::read_to_string(repository().join("README.md")).expect("README.md");
     let lines = readme.lines().count();
     assert!(lines <= 200, "README.md has {lines} lines; the manual belongs in the book (docs/)");
-    let blocks = readme_blocks();
+    let blocks = fenced_blocks(&readme);
     let (info, first) = blocks.first().expect("the README shows code");
     assert_eq!(info, "yaml", "the README's first block is the workflow");
     let expense = repository().join("golden/runs/tutorial-5-cases/workspace");

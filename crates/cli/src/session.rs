@@ -372,8 +372,9 @@ pub fn footer(usage: &Usage) -> Option<String> {
 }
 
 /// The flags a suggested follow-up command repeats so that it can be pasted as it is:
-/// the `--root`, `--store`, `--artifact` and `--tape` this command was given (a store's
-/// password shown as `***`), each with a leading space.
+/// the `--root`, `--store`, `--artifact`, `--tape` and `--mocks` this command was given (a
+/// store's password shown as `***`), each with a leading space. `--mocks` is repeated so a
+/// pasted follow-up never sends a mocked tool's calls to the real server.
 pub fn repeated_flags(options: &SessionOptions<'_>) -> String {
     let path = |path: &Path| path.to_string_lossy().into_owned();
     let given = [
@@ -381,6 +382,7 @@ pub fn repeated_flags(options: &SessionOptions<'_>) -> String {
         ("--store", options.store.map(crate::store::redacted)),
         ("--artifact", options.artifact.map(path)),
         ("--tape", options.tape.map(path)),
+        ("--mocks", options.mocks.map(path)),
     ];
     given.into_iter().filter_map(|(flag, value)| Some(format!(" {flag} {}", shell_word(&value?)))).collect()
 }

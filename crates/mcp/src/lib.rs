@@ -351,4 +351,16 @@ impl ToolHost for McpHost {
     fn may_provide(&self, name: &str) -> bool {
         self.servers.iter().any(|server| names::tool_of(name, &server.config.collection).is_some())
     }
+
+    /// The catalog last built (for a state that grants host tools), never a new build:
+    /// a call the state does not grant must not start or reconnect a server.
+    fn known_catalog(&self) -> HostFuture<'_, Option<Arc<Catalog>>> {
+        let cached = self
+            .cached
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|cached| Arc::clone(&cached.catalog));
+        Box::pin(async move { cached })
+    }
 }

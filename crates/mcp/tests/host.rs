@@ -421,3 +421,27 @@ async fn two_servers_of_one_collection_need_a_connection_to_pick() {
     assert!(message.contains("connection `gamma`") && message.contains("`alpha` and `beta`"), "{message}");
     host.shutdown().await;
 }
+
+/// The catalog the interpreter reads to tell an ungranted host tool from a name no one
+/// provides (`known_catalog`) never starts a server: only a real catalog build does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_known_catalog_is_only_what_a_build_already_fetched() {
+    let marker = std::env::temp_dir().join(format!("archmax-mcp-started-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let started = format!("touch '{}' && exec '{FIXTURE}'", marker.display());
+    let mut transport = stdio(&[]);
+    if let McpTransport::Stdio { command, args, .. } = &mut transport {
+        *command = "sh".to_string();
+        *args = vec!["-c".to_string(), started];
+    }
+    let host = McpHost::new(vec![server("fx", transport)], options());
+    assert!(host.known_catalog().await.is_none(), "nothing is known before a build");
+    assert!(!marker.exists(), "asking what is known started the server");
+    let built = host.catalog().await;
+    assert!(marker.exists(), "a catalog build starts the server");
+    let known = host.known_catalog().await.expect("the build is known");
+    assert_eq!(known.tools.len(), built.tools.len());
+    assert!(known.tool("fx__echo").is_some());
+    host.shutdown().await;
+    let _ = std::fs::remove_file(&marker);
+}

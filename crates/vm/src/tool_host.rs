@@ -153,6 +153,15 @@ pub trait ToolHost: Send + Sync {
         let _ = name;
         true
     }
+
+    /// The catalog as far as the host has it without starting or reaching a server it
+    /// has not yet started, or `None`. The interpreter asks this, not [`ToolHost::catalog`],
+    /// to tell a host tool a state does not grant from a name no one provides, so such a
+    /// call never starts a server. A host whose catalog costs nothing to build may answer
+    /// it whole (the default).
+    fn known_catalog(&self) -> HostFuture<'_, Option<Arc<Catalog>>> {
+        Box::pin(async move { Some(self.catalog().await) })
+    }
 }
 
 /// What a runtime is given for tools it does not implement: a host and the host's

@@ -122,6 +122,10 @@ fn example(goldens: &Path, code: &str) -> Result<Option<String>, String> {
     let workspace = case.join("workspace");
     for file in shown_files(&workspace) {
         let shown = file.strip_prefix(&workspace).unwrap_or(&file).to_string_lossy().replace('\\', "/");
+        if fs::symlink_metadata(&file).is_ok_and(|meta| meta.file_type().is_symlink()) {
+            text.push_str(&format!("`{shown}` is a symbolic link, not shown.\n\n"));
+            continue;
+        }
         let bytes = fs::read(&file).map_err(|error| format!("cannot read `{}`: {error}", file.display()))?;
         let Ok(body) = String::from_utf8(bytes) else {
             text.push_str(&format!("`{shown}` holds bytes that are not UTF-8.\n\n"));

@@ -91,7 +91,9 @@ fn generate(command: Command, repository: &Path) -> Result<Book, String> {
     let summary_path = repository.join("docs/src/SUMMARY.md");
     let summary = fs::read_to_string(&summary_path)
         .map_err(|error| format!("cannot read `{}`: {error}", summary_path.display()))?;
-    let (Some(begin), Some(end)) = (summary.find(BEGIN), summary.find(END)) else {
+    let begin = summary.find(BEGIN);
+    let end = begin.and_then(|begin| summary[begin..].find(END).map(|offset| begin + offset));
+    let (Some(begin), Some(end)) = (begin, end) else {
         return Err(format!(
             "`{}` lacks the lines `{BEGIN}` and `{END}` that mark where the reference goes",
             summary_path.display()
@@ -126,6 +128,12 @@ fn apply(book: &Book, repository: &Path, check: bool) -> ExitCode {
     let mut differing: Vec<String> = Vec::new();
     for (path, text) in &book.pages {
         let file = directory.join(path);
+        if let Some(link) = linked(repository, &file) {
+            return failure(format!(
+                "`{}` is a symbolic link; the reference holds only the files this command writes: remove the link and run it again",
+                link.display()
+            ));
+        }
         if fs::read_to_string(&file).ok().as_deref() != Some(text.as_str()) {
             differing.push(format!("docs/src/reference/{path}"));
             if !check {
@@ -169,7 +177,23 @@ fn apply(book: &Book, repository: &Path, check: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Every file under `dir`, sorted.
+/// The first symbolic link on the way from the repository's `docs/` to `file`, if any:
+/// writing through one could change a file outside the book.
+fn linked(repository: &Path, file: &Path) -> Option<PathBuf> {
+    let docs = repository.join("docs");
+    let relative = file.strip_prefix(&docs).ok()?;
+    let mut path = docs;
+    for part in relative.components() {
+        path.push(part);
+        if fs::symlink_metadata(&path).is_ok_and(|meta| meta.file_type().is_symlink()) {
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// Every file under `dir`, sorted; a symbolic link is listed as a file and never
+/// followed (removing it removes the link, not what it points at).
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
@@ -177,7 +201,7 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
         let Ok(entries) = fs::read_dir(&next) else { continue };
         for entry in entries.flatten() {
             let path = entry.path();
-            if path.is_dir() {
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
                 pending.push(path);
             } else {
                 out.push(path);

@@ -366,7 +366,8 @@ impl Turn<'_> {
         };
         let call = &resolved;
         let on_surface = surface.tools.iter().find(|tool| program.str(tool.name) == call.name);
-        if !self.is_known(id, &call.name) && !self.is_provided(&call.name).await {
+        let known = self.is_known(id, &call.name);
+        if !known && !self.is_provided(&call.name).await {
             let offered = surface.tools.iter().map(|tool| program.str(tool.name)).collect();
             let refusal = Refusal::Unknown { tool: &call.name, state: &here, offered }.verdict();
             return self.refuse(&here, call, &origin, &call.args, refusal);
@@ -391,8 +392,10 @@ impl Turn<'_> {
         } else {
             args.clone()
         };
-        // A host tool's path arguments are the ones its host declares.
-        let hosted = if on_surface.is_none_or(|tool| tool.kind == ToolKind::Host) {
+        // A host tool's path arguments are the ones its host declares. A name this state
+        // does not know is not granted here, so the kernel refuses it without asking the
+        // host (which would start its servers).
+        let hosted = if known && on_surface.is_none_or(|tool| tool.kind == ToolKind::Host) {
             self.host_tool(&call.name).await
         } else {
             None

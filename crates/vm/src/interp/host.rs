@@ -58,17 +58,21 @@ impl<'r> Turn<'r> {
     }
 
     /// Whether `name` is a host tool that exists for this session although state `id` may
-    /// not offer it: the host's catalog lists it, a case's mock answers it, or some state
-    /// of the workflow grants it. A call to one the state does not grant is a governance
-    /// decision the kernel makes and the audit records, not a name that is no tool.
+    /// not offer it: some state of the workflow grants it, a case's mock answers it, or
+    /// the host's catalog lists it. A call to one the state does not grant is a governance
+    /// decision the kernel makes and the audit records, not a name that is no tool. The
+    /// catalog is read only as far as the host already has it
+    /// ([`crate::tool_host::ToolHost::known_catalog`]), so such a call never starts a server.
     pub(super) async fn is_provided(&self, name: &str) -> bool {
         let program = self.program();
         let granted = |state: &archmax_program::program::StateProgram| {
             state.guards.grants.iter().any(|grant| program.str(grant.tool) == name)
         };
-        self.workflow.states.iter().any(granted)
-            || self.runtime.mocks().may_provide(name)
-            || self.host_tool(name).await.is_some()
+        if self.workflow.states.iter().any(granted) || self.runtime.mocks().may_provide(name) {
+            return true;
+        }
+        let host = self.runtime.tool_host();
+        host.may_provide(name) && host.known_catalog().await.is_some_and(|catalog| catalog.tool(name).is_some())
     }
 
     /// Resolves the name a model called: `Ok(None)` when it names a tool as it is,

@@ -14,7 +14,7 @@
 //! adapter (an endpoint or a tape), the built-in file tools under [`scope`] rules,
 //! [`hooks`] at section boundaries, and a durable [`record`] that `--resume` continues
 //! from. The one thing to know: a walk's steps hand back reports and the walker applies
-//! them in document order ([`walk`]), so the parallel and sequential walks agree.
+//! them in document order ([`mod@walk`]), so the parallel and sequential walks agree.
 //!
 //! Flow steps call the built-in file tools directly under their write scopes; they do
 //! not pass through the VM's governance kernel, which decides calls against a compiled

@@ -14,10 +14,10 @@
 //! deciding. A trigger the workflow does not declare (a delivery let through with
 //! `--undeclared`, or by an admin) declares nothing, so it carries nothing.
 //!
-//! The one thing to know: [`Runtime::deliver`] holds every delivery to this rule and
-//! [`Runtime::run_firing`] every firing from outside (a webhook), so `archmax deliver`,
+//! The one thing to know: [`Runtime::deliver`](crate::Runtime::deliver) holds every delivery to this rule and
+//! [`Runtime::run_firing`](crate::Runtime::run_firing) every firing from outside (a webhook), so `archmax deliver`,
 //! `POST /v1/sessions/{id}/deliver` and `POST /v1/triggers/{trigger}` refuse the same
-//! members in the same words. A start through [`Runtime::run_turn`] (`archmax run`, a
+//! members in the same words. A start through [`Runtime::run_turn`](crate::Runtime::run_turn) (`archmax run`, a
 //! `manual` start) still takes any seeds: its caller chooses a session's values.
 
 use serde_json::{Map, Value};

@@ -3,7 +3,7 @@
 //! `tools.forbid`.
 //!
 //! The one thing to know: a denial binds what a tool *does*, not only its name. A denial
-//! of `read_file` on a path binds every argument that reads it (the [`super::reveals`] table), so
+//! of `read_file` on a path binds every argument that reads it (the [`mod@super::reveals`] table), so
 //! a grep over a file `read_file` may not read is refused like the read, and listings hide
 //! what such a denial covers ([`super::listed`]).
 

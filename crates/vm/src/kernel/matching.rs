@@ -19,7 +19,7 @@ use super::Reveal;
 /// A path argument of the call, canonicalized.
 #[derive(Clone, Debug)]
 pub(super) struct PathArgument {
-    /// What the argument reveals or changes ([`super::reveals`]), which denials of other
+    /// What the argument reveals or changes ([`mod@super::reveals`]), which denials of other
     /// tools it answers to.
     pub reveals: &'static [Reveal],
     pub access: PathAccess,

@@ -33,7 +33,7 @@
 //!
 //! Path arguments are canonicalized before matching, a sub-workflow's `file` parameters
 //! and a host tool's declared path arguments ([`Call::declared_paths`]) included; `*` never crosses `/`; a variable's value matches literally, so it can never
-//! widen a guard. What each path argument reveals comes from one table ([`reveals`]): a
+//! widen a guard. What each path argument reveals comes from one table ([`mod@reveals`]): a
 //! denial of `read_file` binds every argument that reads (grep, copy and move sources,
 //! edit_file), a denial of `ls`/`glob` every one that lists, a denial of `write_file`
 //! every one that writes, in decisions and in listing redaction alike. A file crosses a

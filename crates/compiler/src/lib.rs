@@ -12,7 +12,7 @@
 //! [`analyze`] runs the whole pipeline over a root directory and returns an
 //! [`Analysis`]; [`Analysis::report`] selects workflows and
 //! [`diagnostic::render`] turns the report into human, JSON, SARIF or GitHub output.
-//! [`compile`] is the one entry point that goes on to a lowered program: it refuses a
+//! [`compile()`] is the one entry point that goes on to a lowered program: it refuses a
 //! workspace with errors (handing back the report to render) and lowers the rest.
 //! Nothing here panics on input: every problem is a [`Diagnostic`] with a stable
 //! `AMX` code (see [`diagnostic::codes`]), a span, and help saying what to write.

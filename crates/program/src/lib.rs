@@ -8,7 +8,7 @@
 //! - [`zones`] and [`mounts`], the path rules and the workspace's mount table;
 //! - [`tools`], the tool vocabulary; [`kinds`], the closed enums a program shares with
 //!   its source;
-//! - [`values`] (dates and times as signatures type them), [`reference`] (the `${{…}}`
+//! - [`values`] (dates and times as signatures type them), [`mod@reference`] (the `${{…}}`
 //!   grammar and variable paths) and [`glob`];
 //! - [`inspect`], the filtered views of a program's parts, and [`topology`], a
 //!   workflow's shape as the `graph-topology` event reports it;

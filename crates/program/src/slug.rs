@@ -1,8 +1,8 @@
 //! Workflow and state slugs as types: [`Slug`], an owned slug known to be well formed,
 //! and [`SlugRef`], the borrowed name a lookup takes.
 //!
-//! The one thing to know: lookups ([`crate::program::Program::workflow`],
-//! [`crate::kinds::Workflow::state`]) take `impl Into<SlugRef>`, so a caller passes
+//! The one thing to know: lookups (such as [`crate::program::Program::workflow`])
+//! take `impl Into<SlugRef>`, so a caller passes
 //! a [`Slug`], a `&str` or a `&String` alike; a name that is not a slug simply finds
 //! nothing. Only [`Slug::parse`] promises well-formedness.
 

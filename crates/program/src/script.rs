@@ -250,10 +250,12 @@ fn scan_advance_targets(source: &str) -> (Vec<AdvanceTarget>, usize) {
         steps += 1;
         let Some(frame) = frames.last_mut() else { break };
         if let Some(range) = string_at(index) {
-            if frame.depth == 1 && frame.key_start && literal(source, &range).as_deref() == Some("to") {
-                if let Some(target) = to_value(source, bytes, &string_at, range.end) {
-                    found.push((frame.call, target));
-                }
+            if frame.depth == 1
+                && frame.key_start
+                && literal(source, &range).as_deref() == Some("to")
+                && let Some(target) = to_value(source, bytes, &string_at, range.end)
+            {
+                found.push((frame.call, target));
             }
             frame.key_start = false;
             index = range.end;

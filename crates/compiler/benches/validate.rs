@@ -1,5 +1,7 @@
 //! How long `archmax validate` takes in process, for generated workflows of 10, 100,
-//! 200 and 1,000 states (target: 200 states under 5 ms, time linear in states).
+//! 200 and 1,000 states (target: 200 states under 5 ms, time linear in states). Also the
+//! code-state script check's scan for `archmax_advance` targets over scripts of 1,000 to
+//! 20,000 advance calls left open (time linear in the script's size).
 
 #[path = "common/generated.rs"]
 mod generated;
@@ -25,6 +27,18 @@ fn bench(criterion: &mut Criterion) {
                 let analysis = analyze_workspace(load_memory(black_box(*files)).expect("workspace"));
                 black_box(analysis.report(&[]).expect("report").errors())
             })
+        });
+    }
+    group.finish();
+
+    let mut group = criterion.benchmark_group("validate/advance-targets-unclosed");
+    for calls in [1_000usize, 5_000, 20_000] {
+        let script: String = (0..calls)
+            .map(|number| format!("  await tools.archmax_advance({{ to: \"s{number}\", reason: \"r\", next: "))
+            .collect();
+        group.throughput(Throughput::Bytes(script.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(calls), &script, |bencher, script| {
+            bencher.iter(|| black_box(archmax_program::script::advance_targets(black_box(script)).len()))
         });
     }
     group.finish();

@@ -117,7 +117,8 @@ static DYNAMIC: LazyLock<Regex> =
 /// keeping offsets, so prose in a docblock never counts.
 pub fn forbidden_imports(source: &str) -> Vec<ForbiddenImport> {
     let (code, strings) = blank_comments(source);
-    let in_code = |offset: usize| !strings.iter().any(|range| range.contains(&offset));
+    let strings = Strings(strings);
+    let in_code = |offset: usize| !strings.contains(offset);
     let mut found = Vec::new();
     for pattern in [&*STATIC_FROM, &*BARE_IMPORT] {
         for captures in pattern.captures_iter(&code) {
@@ -155,7 +156,8 @@ pub fn forbidden_imports(source: &str) -> Vec<ForbiddenImport> {
 /// sandbox strips before running a script (a trailing `;` included).
 pub fn harness_imports(source: &str) -> Vec<std::ops::Range<usize>> {
     let (code, strings) = blank_comments(source);
-    let in_code = |offset: usize| !strings.iter().any(|range| range.contains(&offset));
+    let strings = Strings(strings);
+    let in_code = |offset: usize| !strings.contains(offset);
     let mut ranges = Vec::new();
     for pattern in [&*STATIC_FROM, &*BARE_IMPORT] {
         for captures in pattern.captures_iter(&code) {
@@ -194,58 +196,128 @@ static ADVANCE_CALL: LazyLock<Regex> = LazyLock::new(|| {
 /// Finds the targets a script names literally in its advance calls: a `to` key at the top
 /// of the call's object literal whose value is a plain string (a template with `${…}`,
 /// a variable or an expression names nothing checkable and is passed over). Comments are
-/// blanked first, and a call written inside a string does not count.
+/// blanked first, and a call written inside a string does not count. Targets come call by
+/// call, in the order the calls start.
+///
+/// One pass over the script, however many calls it holds and however they nest or are
+/// left open: each open call's object is a frame on a stack, and only the innermost can be
+/// at its own top level (an outer one is at least two brackets deep until the inner one
+/// closes), so each byte is looked at once.
 pub fn advance_targets(source: &str) -> Vec<AdvanceTarget> {
+    scan_advance_targets(source).0
+}
+
+/// One call's object literal being read.
+struct Frame {
+    /// Which call it is, in the order the calls start.
+    call: usize,
+    /// Open brackets inside the call, its object's own `{` counted: 0 when it closed.
+    depth: usize,
+    /// Whether the next token at the top of the object would be a key.
+    key_start: bool,
+}
+
+/// [`advance_targets`], with the number of bytes the scan stepped through (for the test
+/// that holds it to one look at each byte).
+fn scan_advance_targets(source: &str) -> (Vec<AdvanceTarget>, usize) {
     let (code, strings) = blank_comments(source);
-    let string_at = |offset: usize| strings.iter().find(|range| range.start == offset).cloned();
-    let in_string = |offset: usize| strings.iter().any(|range| range.contains(&offset));
+    let strings = Strings(strings);
+    let string_at = |offset: usize| strings.starting_at(offset);
     let bytes = code.as_bytes();
-    let mut found = Vec::new();
-    for call in ADVANCE_CALL.find_iter(&code) {
-        if in_string(call.start()) {
+    let calls: Vec<usize> =
+        ADVANCE_CALL.find_iter(&code).filter(|call| !strings.contains(call.start())).map(|call| call.end()).collect();
+    let mut found: Vec<(usize, AdvanceTarget)> = Vec::new();
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut next_call = 0;
+    let mut index = 0;
+    let mut steps = 0;
+    loop {
+        if frames.is_empty() {
+            // Outside every call nothing is read: on to where the next one opens.
+            match calls.get(next_call) {
+                Some(&opens) => index = index.max(opens),
+                None => break,
+            }
+        }
+        // A call whose object opens here is read from here on, inside any open one.
+        while calls.get(next_call).is_some_and(|&opens| opens <= index) {
+            frames.push(Frame { call: next_call, depth: 1, key_start: true });
+            next_call += 1;
+        }
+        if index >= bytes.len() {
+            break;
+        }
+        steps += 1;
+        let Some(frame) = frames.last_mut() else { break };
+        if let Some(range) = string_at(index) {
+            if frame.depth == 1
+                && frame.key_start
+                && literal(source, &range).as_deref() == Some("to")
+                && let Some(target) = to_value(source, bytes, &string_at, range.end)
+            {
+                found.push((frame.call, target));
+            }
+            frame.key_start = false;
+            index = range.end;
             continue;
         }
-        let mut index = call.end();
-        let mut depth = 1usize;
-        let mut key_start = true;
-        while index < bytes.len() && depth > 0 {
-            if let Some(range) = string_at(index) {
-                if depth == 1 && key_start && literal(source, &range).as_deref() == Some("to") {
-                    index = range.end;
-                    if let Some(target) = to_value(source, bytes, &string_at, index) {
-                        found.push(target);
+        let byte = bytes[index];
+        match byte {
+            b'{' | b'[' | b'(' => frame.depth += 1,
+            b'}' | b']' | b')' => {
+                frame.depth -= 1;
+                if frame.depth == 0 {
+                    frames.pop();
+                    // The closing byte closes one bracket of the call around it too;
+                    // that call's key state was settled before this one opened.
+                    if let Some(outer) = frames.last_mut() {
+                        outer.depth -= 1;
+                        outer.key_start = false;
                     }
-                }
-                key_start = false;
-                index = range.end;
-                continue;
-            }
-            let byte = bytes[index];
-            match byte {
-                b'{' | b'[' | b'(' => depth += 1,
-                b'}' | b']' | b')' => depth -= 1,
-                b',' if depth == 1 => key_start = true,
-                _ if byte.is_ascii_whitespace() => {}
-                _ if depth == 1 && key_start => {
-                    let end = index
-                        + code[index..]
-                            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
-                            .unwrap_or(code.len() - index);
-                    if &code[index..end] == "to"
-                        && let Some(target) = to_value(source, bytes, &string_at, end)
-                    {
-                        found.push(target);
-                    }
-                    key_start = false;
-                    index = end.max(index + 1);
+                    index += 1;
                     continue;
                 }
-                _ => key_start = false,
             }
-            index += 1;
+            b',' if frame.depth == 1 => frame.key_start = true,
+            _ if byte.is_ascii_whitespace() => {}
+            _ if frame.depth == 1 && frame.key_start => {
+                let end = index
+                    + code[index..]
+                        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+                        .unwrap_or(code.len() - index);
+                if &code[index..end] == "to"
+                    && let Some(target) = to_value(source, bytes, &string_at, end)
+                {
+                    found.push((frame.call, target));
+                }
+                frame.key_start = false;
+                index = end.max(index + 1);
+                continue;
+            }
+            _ => frame.key_start = false,
         }
+        index += 1;
     }
-    found
+    // Stable: a call's targets keep their order.
+    found.sort_by_key(|(call, _)| *call);
+    (found.into_iter().map(|(_, target)| target).collect(), steps)
+}
+
+/// The byte ranges of a script's string literals, in order and disjoint, as
+/// [`blank_comments`] finds them; looked up by binary search.
+struct Strings(Vec<std::ops::Range<usize>>);
+
+impl Strings {
+    /// The literal that starts at `offset`.
+    fn starting_at(&self, offset: usize) -> Option<std::ops::Range<usize>> {
+        self.0.binary_search_by_key(&offset, |range| range.start).ok().map(|at| self.0[at].clone())
+    }
+
+    /// Whether `offset` lies inside a literal (its quotes included).
+    fn contains(&self, offset: usize) -> bool {
+        let after = self.0.partition_point(|range| range.start <= offset);
+        after > 0 && self.0[after - 1].contains(&offset)
+    }
 }
 
 /// The text of a plain string literal spanning `range` (quotes included); `None` for a
@@ -359,5 +431,136 @@ mod tests {
         assert_eq!(targets(source), ["approve", "reject", "review", "escalate"]);
         let first = &advance_targets(source)[0];
         assert_eq!(&source[first.range.clone()], "approve");
+    }
+
+    #[test]
+    fn a_call_inside_another_gives_its_targets_after_the_outer_ones() {
+        let source = r#"await tools.archmax_advance({ reason: await tools.archmaxAdvance({ to: "inner" }), to: "outer" });
+await tools.archmax_advance({ to: "last" });"#;
+        assert_eq!(targets(source), ["outer", "inner", "last"]);
+        // Left open, the outer call still reads its own keys up to the inner one.
+        assert_eq!(targets(r#"tools.archmax_advance({ to: "a", x: tools.archmax_advance({ to: "b", "#), ["a", "b"]);
+    }
+
+    /// The scan as it was before it was one pass: every call read from its `{` to its
+    /// close (or the end), each string found by a walk over all of them. The single pass
+    /// must find exactly what it found.
+    fn rescanning_targets(source: &str) -> Vec<String> {
+        let (code, strings) = blank_comments(source);
+        let string_at = |offset: usize| strings.iter().find(|range| range.start == offset).cloned();
+        let bytes = code.as_bytes();
+        let mut found = Vec::new();
+        for call in ADVANCE_CALL.find_iter(&code) {
+            if strings.iter().any(|range| range.contains(&call.start())) {
+                continue;
+            }
+            let (mut index, mut depth, mut key_start) = (call.end(), 1usize, true);
+            while index < bytes.len() && depth > 0 {
+                if let Some(range) = string_at(index) {
+                    if depth == 1 && key_start && literal(source, &range).as_deref() == Some("to") {
+                        found.extend(to_value(source, bytes, &string_at, range.end).map(|found| found.target));
+                    }
+                    key_start = false;
+                    index = range.end;
+                    continue;
+                }
+                let byte = bytes[index];
+                match byte {
+                    b'{' | b'[' | b'(' => depth += 1,
+                    b'}' | b']' | b')' => depth -= 1,
+                    b',' if depth == 1 => key_start = true,
+                    _ if byte.is_ascii_whitespace() => {}
+                    _ if depth == 1 && key_start => {
+                        let end = index
+                            + code[index..]
+                                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+                                .unwrap_or(code.len() - index);
+                        if &code[index..end] == "to" {
+                            found.extend(to_value(source, bytes, &string_at, end).map(|found| found.target));
+                        }
+                        key_start = false;
+                        index = end.max(index + 1);
+                        continue;
+                    }
+                    _ => key_start = false,
+                }
+                index += 1;
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn the_single_pass_finds_what_rescanning_every_call_found() {
+        let pieces = [
+            "tools.archmax_advance({",
+            "tools.archmaxAdvance( {",
+            " to: \"a\"",
+            " 'to': 'b'",
+            " to: `c`",
+            " to: `${d}`",
+            " to: e",
+            ", ",
+            " }",
+            ")",
+            ";",
+            " [",
+            "]",
+            " (",
+            " \"tools.archmax_advance({ to: 'quoted' })\"",
+            " // tools.archmax_advance({ to: 'commented' })\n",
+            " /* } ) */",
+            " reason: \"x, to: 'y'\"",
+            " $to: \"z\"",
+            " to : \"spaced\"",
+            "\n",
+            " \"unclosed",
+        ];
+        // Every sequence of up to four pieces, then longer ones from a fixed generator.
+        let mut sources = Vec::new();
+        let count = pieces.len();
+        for length in 1..=4u32 {
+            for mut number in 0..count.pow(length) {
+                let mut source = String::new();
+                for _ in 0..length {
+                    source.push_str(pieces[number % count]);
+                    number /= count;
+                }
+                sources.push(source);
+            }
+        }
+        let mut seed = 0x2545_f491_u64;
+        for _ in 0..2_000 {
+            let mut source = String::new();
+            for _ in 0..24 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                source.push_str(pieces[(seed % count as u64) as usize]);
+            }
+            sources.push(source);
+        }
+        for source in &sources {
+            assert_eq!(targets(source), rescanning_targets(source), "{source:?}");
+        }
+    }
+
+    /// A large script that opens thousands of advance calls and closes none, each with a
+    /// string: rescanning from every call to the end took time quadratic in its size (and
+    /// every string lookup walked all strings). The single pass finds every target and
+    /// looks at each byte at most once.
+    #[test]
+    fn a_large_script_of_unclosed_calls_is_read_in_one_pass() {
+        const CALLS: usize = 20_000;
+        let mut source = String::from("export default async function ({ tools }) {\n");
+        for number in 0..CALLS {
+            source.push_str(&format!("  await tools.archmax_advance({{ to: \"s{number}\", reason: \"r\", next: "));
+        }
+        let (found, steps) = scan_advance_targets(&source);
+        assert_eq!(found.len(), CALLS);
+        assert!(found.iter().enumerate().all(|(number, found)| found.target == format!("s{number}")));
+        let last = found.last().expect("a last target");
+        assert_eq!(&source[last.range.clone()], format!("s{}", CALLS - 1));
+        assert!(steps <= source.len(), "{steps} steps over {} bytes", source.len());
     }
 }

@@ -603,7 +603,7 @@ impl Turn<'_> {
             Some(Tool::GetVariables) => self.get_variables(args),
             Some(Tool::SetVariables) => self.set_variables(id, call, args),
             Some(Tool::GetHistory) => Answer::error("archmax_get_history is offered only to grader and code states."),
-            Some(script @ (Tool::Eval | Tool::Run)) => self.script_tool(id, script, args).await,
+            Some(script @ (Tool::Eval | Tool::Run)) => self.script_tool(id, call, script, args).await,
             _ if delegation_target(name).is_some() => {
                 match self.prepare_delegation(id, &call.id, name, args, caller).await {
                     Ok(prepared) => {

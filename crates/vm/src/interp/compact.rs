@@ -9,7 +9,9 @@
 //! messages from the cut on (see [`Compaction`]). When no summary can be had (the
 //! summarizer fails, or answers with no text), the same cut is made without one: the
 //! older messages are saved whole in the same files and a `[trimmed]` note in the
-//! summary's place says what was cut and where it is. A prompt that still does not fit
+//! summary's place says what was cut and where it is; it carries the summary an earlier
+//! compaction made, so the model is never left with less than it was shown. Every note
+//! names the history files of the compactions before it too. A prompt that still does not fit
 //! the model's window is never sent: the turn fails, naming the window.
 //!
 //! The one thing to know: **the session's messages are never rewritten**. A compaction
@@ -294,13 +296,25 @@ impl<'r> Turn<'r> {
             ),
             Err(error) => format!("Their full text could not be saved: {error}."),
         };
+        let files = earlier_files(count);
         let text = match &summary {
             Some(summary) => {
-                format!("[summary] Messages {range} of this conversation are {PROVENANCE}. {kept}\n\n{summary}")
+                format!("[summary] Messages {range} of this conversation are {PROVENANCE}. {kept}{files}\n\n{summary}")
             }
-            None => format!(
-                "[trimmed] Messages {range} of this conversation were cut from what you are shown, without a summary (none could be made), to keep the conversation inside the model's window. {kept}"
-            ),
+            None => {
+                let mut text = format!(
+                    "[trimmed] Messages {range} of this conversation were cut from what you are shown, without a summary (none could be made), to keep the conversation inside the model's window. {kept}{files}"
+                );
+                // The note takes the place of the earlier one in the model's view: the
+                // summary that stood for the messages before these goes on standing.
+                if let Some(standing) = earlier.as_deref().and_then(standing_summary) {
+                    let _ = write!(
+                        text,
+                        "\n\nThe summary of the messages before these, from an earlier compaction:\n\n{standing}"
+                    );
+                }
+                text
+            }
         };
         if let Err(error) = &saved {
             self.emit(Event::Warning {
@@ -375,6 +389,33 @@ impl<'r> Turn<'r> {
         self.keep(&format!("{stem}.md"), readable(messages, first, usize::MAX).as_bytes())
     }
 }
+
+/// The sentence naming the history files of the compactions before the `count`-th (none
+/// for the first), so a note names every file the conversation was cut into.
+fn earlier_files(count: u64) -> String {
+    match count {
+        0 | 1 => String::new(),
+        2 => " The messages cut before them are in `conversation_history/1.md`.".to_string(),
+        _ => format!(
+            " The messages cut before them are in `conversation_history/1.md` to `conversation_history/{}.md`, one file per earlier cut.",
+            count - 1
+        ),
+    }
+}
+
+/// The summary note a compaction's note leaves standing: a `[summary]` note itself, or
+/// the one a `[trimmed]` note carries after its own text; `None` when no summary was
+/// ever made.
+fn standing_summary(note: &str) -> Option<&str> {
+    if note.starts_with(SUMMARY_MARK) {
+        return Some(note);
+    }
+    let at = note.find(&format!("\n\n{SUMMARY_MARK}"))?;
+    Some(&note[at + 2..])
+}
+
+/// How a note holding a summary starts.
+const SUMMARY_MARK: &str = "[summary] ";
 
 /// Room for the summary: an eighth of the limit, between 256 and 4,000 tokens.
 fn summary_reserve(limit: u64) -> u64 {
@@ -496,6 +537,20 @@ mod tests {
             })
             .collect();
         assert_eq!(texts, ["first", "summary", "new"]);
+    }
+
+    #[test]
+    fn a_trimmed_note_keeps_the_summary_standing_and_names_every_history_file() {
+        let summary =
+            "[summary] Messages 1–9 of this conversation are summarized.\n\nThe agent fetched reports 1 to 4.";
+        assert_eq!(standing_summary(summary), Some(summary));
+        let trimmed =
+            format!("[trimmed] Messages 10–20 were cut.\n\nThe summary, from an earlier compaction:\n\n{summary}");
+        assert_eq!(standing_summary(&trimmed), Some(summary), "a later trim carries it on");
+        assert_eq!(standing_summary("[trimmed] Messages 1–9 were cut."), None);
+        assert_eq!(earlier_files(1), "");
+        assert!(earlier_files(2).contains("`conversation_history/1.md`"));
+        assert!(earlier_files(4).contains("`conversation_history/1.md` to `conversation_history/3.md`"));
     }
 
     #[test]

@@ -127,6 +127,8 @@ enum Summarizer {
     Fails,
     /// With a tool call and no text.
     CallsATool,
+    /// With a short summary the first time, with an HTTP 500 after that.
+    AnswersOnce,
 }
 
 #[derive(Default)]
@@ -221,7 +223,8 @@ impl Endpoint {
         if summarizer {
             let number = self.seen.iter().filter(|seen| seen.summarizer).count();
             return match self.summarizer {
-                Summarizer::Answers => Ok(completion(json!({
+                Summarizer::AnswersOnce if number > 1 => Err(500),
+                Summarizer::Answers | Summarizer::AnswersOnce => Ok(completion(json!({
                     "role": "assistant",
                     "content": format!("Summary {number}: the agent is fetching carrier reports one by one; every report so far says its parcels are in transit.")
                 }))),
@@ -579,4 +582,73 @@ fn a_summarizer_that_fails_gives_way_to_a_cut_inside_the_window() {
 #[test]
 fn a_summarizer_that_answers_with_no_text_gives_way_to_a_cut_inside_the_window() {
     without_a_summary_the_older_messages_are_cut_inside_the_window(Summarizer::CallsATool, "no-text");
+}
+
+/// A summarizer that summarizes once, then fails: every cut after the summary is made
+/// without one, and the `[trimmed]` note that takes the summary's place in the model's
+/// view carries that summary on and names every history file, the summary's included.
+#[test]
+fn a_cut_after_a_summary_keeps_the_summary_in_the_models_view() {
+    const FETCHED: usize = 60;
+    let root = std::env::temp_dir().join(format!("archmax-trimmed-after-summary-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("root");
+    let endpoint = Arc::new(Mutex::new(Endpoint::new(FETCHED, Summarizer::AnswersOnce)));
+    let base_url = serve(Arc::clone(&endpoint));
+    let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
+    let events = EventSink::new();
+    events.record();
+    let runtime = runtime(&base_url, &root, &events);
+    let request = TurnRequest {
+        workflow: "desk".to_string(),
+        session: Some("s1".to_string()),
+        message: Some("Tally this week's carrier reports.".to_string()),
+        ..TurnRequest::default()
+    };
+    let outcome = executor.block_on(runtime.run_turn(request)).expect("the turn runs");
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+
+    let recorded: Vec<Value> =
+        events.recorded().iter().filter_map(|envelope| serde_json::to_value(envelope).ok()).collect();
+    let cuts: Vec<&Value> = recorded.iter().filter(|event| event["event"] == "context-compacted").collect();
+    assert!(cuts.len() >= 3, "{} cuts", cuts.len());
+    assert!(cuts[0]["trimmed"] != json!(true), "the first cut is summarized: {}", cuts[0]);
+    assert!(cuts[1..].iter().all(|event| event["trimmed"] == json!(true)), "{cuts:#?}");
+
+    let seen = endpoint.lock().expect("endpoint").seen.clone();
+    assert_eq!(seen.iter().filter(|seen| seen.summarizer).count(), 2, "asked again after a success, once");
+    let agent: Vec<&Seen> = seen.iter().filter(|seen| !seen.summarizer).collect();
+    for (index, request) in agent.iter().enumerate() {
+        assert!(request.tokens <= LIMIT, "agent request {index} takes {} tokens, over {LIMIT}", request.tokens);
+    }
+    // From the first cut on, every request the agent is sent shows the summary.
+    let first_shown = agent
+        .iter()
+        .position(|request| request.messages.iter().any(|message| text_of(&message["content"]).contains("Summary 1:")))
+        .expect("the summary is shown");
+    for (index, request) in agent.iter().enumerate().skip(first_shown) {
+        let texts: Vec<String> = request.messages.iter().map(|message| text_of(&message["content"])).collect();
+        assert!(
+            texts.iter().any(|text| text.contains("Summary 1:")),
+            "agent request {index} no longer shows the summary: {texts:#?}"
+        );
+    }
+    let last = agent.last().expect("a last request");
+    let note = last
+        .messages
+        .iter()
+        .map(|message| text_of(&message["content"]))
+        .find(|text| text.starts_with("[trimmed] Messages"))
+        .unwrap_or_else(|| panic!("no [trimmed] note in {:#?}", last.messages));
+    let count = cuts.len();
+    assert!(note.contains(&format!("`conversation_history/{count}.md`")), "{note}");
+    assert!(
+        note.contains(&format!("`conversation_history/1.md` to `conversation_history/{}.md`", count - 1)),
+        "the note names every earlier history file: {note}"
+    );
+    assert!(note.contains("[summary] Messages 1–") && note.contains("Summary 1:"), "{note}");
+    for number in 1..=count {
+        assert!(find(&root, &format!("conversation_history/{number}.md")).is_some(), "history file {number}");
+    }
+    let _ = std::fs::remove_dir_all(&root);
 }

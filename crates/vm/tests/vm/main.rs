@@ -9,6 +9,7 @@ mod events;
 mod example;
 mod kernel;
 mod long_sessions;
+mod orphans;
 mod pinning;
 mod refusals;
 mod sandbox;

@@ -35,6 +35,8 @@ use crate::session::{Exit, Message, NoteKind, Status};
 
 use super::Turn;
 use super::calls::{Answer, Caller};
+use crate::kernel::{Call, Origin, decide};
+use crate::session::ToolCall;
 
 /// The grader's fixed preamble, ahead of the state's criteria.
 const GRADER_PREAMBLE: &str = "You are a grader inside an automated workflow. You do not talk to anyone: you judge \
@@ -431,14 +433,14 @@ impl Turn<'_> {
 
     /// `archmax_eval { code }` and `archmax_run { file_path, … }`: JavaScript in the
     /// session's REPL, its `tools.*` calls on the agent's authority.
-    pub(super) async fn script_tool(&mut self, id: StateId, tool: Tool, args: &Value) -> Answer {
-        let (label, source, script_args) = if tool == Tool::Eval {
+    ///
+    /// The script reads the session's variables as `args.variables`, a copy it cannot write
+    /// back through, and only where the state may call `archmax_get_variables`
+    /// ([`Turn::script_variables`]).
+    pub(super) async fn script_tool(&mut self, id: StateId, call: &ToolCall, tool: Tool, args: &Value) -> Answer {
+        let (label, source, mut script_args) = if tool == Tool::Eval {
             match args.get("code").and_then(Value::as_str) {
-                // The script reads the session's variables as `args.variables`, a copy
-                // it cannot write back through.
-                Some(code) if !code.trim().is_empty() => {
-                    ("eval".to_string(), code.to_string(), json!({ "variables": self.session.variable_values() }))
-                }
+                Some(code) if !code.trim().is_empty() => ("eval".to_string(), code.to_string(), json!({})),
                 _ => return Answer::error("Error: `code` must be a non-empty string of JavaScript."),
             }
         } else {
@@ -456,11 +458,22 @@ impl Turn<'_> {
                 },
                 Err(error) => return Answer::error(format!("Error: {error}")),
             };
-            let mut script_args = args.clone();
-            if let Value::Object(map) = &mut script_args {
-                map.insert("variables".to_string(), self.session.variable_values());
+            (canonical, source, args.clone())
+        };
+        // `args.variables` is the session's own, never what the caller passed under the name.
+        let withheld = match self.script_variables(id, call) {
+            Ok(variables) => {
+                if let Value::Object(map) = &mut script_args {
+                    map.insert("variables".to_string(), variables);
+                }
+                None
             }
-            (canonical, source, script_args)
+            Err(refused) => {
+                if let Value::Object(map) = &mut script_args {
+                    map.remove("variables");
+                }
+                Some(refused)
+            }
         };
         let repl = match self.repl().await {
             Ok(repl) => repl,
@@ -473,6 +486,10 @@ impl Turn<'_> {
         match result {
             Ok(output) => {
                 let mut text = String::new();
+                if let Some(withheld) = &withheld {
+                    text.push_str(withheld);
+                    text.push_str("\n\n");
+                }
                 if !output.console.is_empty() {
                     text.push_str(&output.console.join("\n"));
                     text.push_str("\n\n");
@@ -482,5 +499,32 @@ impl Turn<'_> {
             }
             Err(error) => Answer::error(format!("Error: {error}")),
         }
+    }
+
+    /// The session's variables for a script's `args.variables`: what `archmax_get_variables`
+    /// would show, so the kernel decides that call here. A state that may not make it
+    /// gets no variables: the refusal is recorded as a blocked `archmax_get_variables` of
+    /// the script tool's call, and its text (the `Err`) heads the script's answer.
+    fn script_variables(&mut self, id: StateId, call: &ToolCall) -> Result<Value, String> {
+        let variables = self.variables_json();
+        let read = ToolCall { id: call.id.clone(), name: Tool::GetVariables.name().to_string(), args: json!({}) };
+        let verdict = decide(
+            &self.policy(),
+            &Call {
+                state: self.state(id),
+                tool: &read.name,
+                args: &read.args,
+                origin: Origin::Model,
+                reply_only: false,
+                variables: &variables,
+                declared_paths: None,
+            },
+        );
+        if verdict.allowed {
+            return Ok(variables);
+        }
+        let here = self.slug(id).to_string();
+        let answer = self.refuse(&here, &read, Caller::Script.origin(), &read.args, verdict);
+        Err(format!("This script was given no `args.variables`: {}", answer.content))
     }
 }

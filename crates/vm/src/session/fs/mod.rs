@@ -19,7 +19,8 @@
 //!   `{generation, seq, log_len, log SHA-256, snapshot SHA-256, key id}` with an
 //!   HMAC-SHA256 under the seal key and a CRC-32; the newer whole slot vouches. The
 //!   first commit writes it.
-//! - `lock`, held by the one writer.
+//! - `lock`, held by the one writer. A writer tries it for a moment before it is busy, so
+//!   a probe's instant hold ([`FsStore::is_held`]) never makes it fail.
 //!
 //! **The seal is keyed** ([`SealKeys`]: `ARCHMAX_SEAL_KEY`, a key file named by
 //! `ARCHMAX_SEAL_KEY_FILE`, else `<root>/.archmax/seal.key`, created on first use), so a
@@ -407,18 +408,29 @@ impl FsStore {
     }
 
     /// Whether a writer holds the session's lock (the blocking form of
-    /// [`SessionStore::is_held`]). A free lock is taken and let go at once.
+    /// [`SessionStore::is_held`]). A free lock is taken and let go at once; a writer that
+    /// meets it in that instant tries again ([`try_lock_patiently`]), so a probe never
+    /// makes a writer fail as busy. A session whose folders are links is refused, as
+    /// every other use of them is; `None` when there is no such session.
     pub fn is_held(&self, id: &str) -> Result<Option<bool>, StoreError> {
-        let lock_path = self.session_path(id)?.join(RUNTIME_DIR).join(LOCK_FILE);
-        let lock = match files::open(&lock_path, OpenOptions::new().read(true).write(true)) {
+        let session_path = self.session_path(id)?;
+        let runtime_dir = session_path.join(RUNTIME_DIR);
+        let exists = real_dir_exists(&session_path).map_err(io_error(id))?
+            && real_dir_exists(&runtime_dir).map_err(io_error(id))?;
+        if !exists {
+            return Ok(None);
+        }
+        let lock = match files::open(&runtime_dir.join(LOCK_FILE), OpenOptions::new().read(true).write(true)) {
             Ok(lock) => lock,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(error) => return Err(io_error(id)(error)),
         };
-        match lock.try_lock() {
-            Ok(()) => Ok(Some(false)),
-            Err(TryLockError::WouldBlock) => Ok(Some(true)),
-            Err(TryLockError::Error(error)) => Err(io_error(id)(error)),
+        // Another probe may hold the lock for an instant too: a few tries tell it from a
+        // writer, which holds it for its whole turn.
+        match try_lock_patiently(&lock, PROBE_LOCK_ATTEMPTS) {
+            Ok(true) => Ok(Some(false)),
+            Ok(false) => Ok(Some(true)),
+            Err(error) => Err(io_error(id)(error)),
         }
     }
 
@@ -620,11 +632,34 @@ fn take_lock(id: &str, runtime_dir: &Path) -> Result<File, StoreError> {
         OpenOptions::new().read(true).write(true).create(true).truncate(false),
     )
     .map_err(io_error(id))?;
-    match lock.try_lock() {
-        Ok(()) => Ok(lock),
-        Err(TryLockError::WouldBlock) => Err(StoreError::Busy(id.to_string())),
-        Err(TryLockError::Error(error)) => Err(StoreError::Io { id: id.to_string(), source: error }),
+    match try_lock_patiently(&lock, WRITER_LOCK_ATTEMPTS) {
+        Ok(true) => Ok(lock),
+        Ok(false) => Err(StoreError::Busy(id.to_string())),
+        Err(error) => Err(StoreError::Io { id: id.to_string(), source: error }),
     }
+}
+
+/// How often a writer tries a session's lock before it is busy: a probe
+/// ([`FsStore::is_held`]) or a cleanup holds a free lock for an instant, never for this
+/// long ([`LOCK_RETRY`] between tries), so only another writer makes one busy.
+const WRITER_LOCK_ATTEMPTS: u32 = 40;
+/// How often a probe tries: it only has to tell another probe's instant from a writer.
+const PROBE_LOCK_ATTEMPTS: u32 = 4;
+/// The pause between two tries of a lock.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Takes `lock` exclusively: `Ok(true)` when taken, `Ok(false)` when still held by
+/// someone else after `attempts` tries.
+fn try_lock_patiently(lock: &File, attempts: u32) -> io::Result<bool> {
+    for attempt in 1..=attempts {
+        match lock.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(TryLockError::WouldBlock) if attempt < attempts => std::thread::sleep(LOCK_RETRY),
+            Err(TryLockError::WouldBlock) => return Ok(false),
+            Err(TryLockError::Error(error)) => return Err(error),
+        }
+    }
+    Ok(false)
 }
 
 fn open_log(id: &str, runtime_dir: &Path) -> Result<File, StoreError> {

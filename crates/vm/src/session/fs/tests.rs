@@ -1300,3 +1300,67 @@ fn the_filesystem_store_keeps_the_store_contract() {
         Arc::new(FsStore::new(sessions.clone(), dir.1.clone())) as Arc<dyn SessionStore>
     });
 }
+
+/// `archmax sessions` probes each running session's lock while another process may be
+/// opening it: a writer that meets a probe's instant hold waits it out instead of failing
+/// as busy, and a probe is told apart from a writer.
+#[test]
+fn a_probes_instant_hold_on_the_lock_never_makes_a_writer_busy() {
+    let temp = TempDir::new("probe");
+    let store = temp.store();
+    drop(store.create_writer(&initial("s")).expect("create"));
+    let lock_path = runtime_file(&store, "s", LOCK_FILE);
+    // A probe caught between taking the free lock and letting it go.
+    let (held, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let (held_sender, held_receiver) = held;
+    let (release_sender, release_receiver) = release;
+    let probe = std::thread::spawn(move || {
+        let lock = files::open(&lock_path, OpenOptions::new().read(true).write(true)).expect("lock file");
+        lock.try_lock().expect("the lock is free");
+        held_sender.send(()).expect("signal");
+        let _ = release_receiver.recv_timeout(std::time::Duration::from_millis(20));
+        drop(lock);
+    });
+    held_receiver.recv().expect("the probe holds the lock");
+    let opened = store.open_writer("s");
+    drop(release_sender);
+    probe.join().expect("the probe ends");
+    let (_, writer) = opened.expect("the writer waits out the probe instead of failing as busy");
+    // While the writer holds it, a probe says so; once it is gone, that nobody does.
+    assert_eq!(store.is_held("s").expect("probe"), Some(true));
+    assert!(matches!(store.open_writer("s"), Err(StoreError::Busy(_))), "a second writer is still busy");
+    drop(writer);
+    assert_eq!(store.is_held("s").expect("probe"), Some(false));
+    assert_eq!(store.is_held("nobody").expect("probe"), None);
+}
+
+/// A local user who swaps a session's `checkpoints/` (or the session's folder) for a link
+/// gets the probe refused, as reads and writes are, and no lock elsewhere is touched.
+#[cfg(unix)]
+#[test]
+fn the_lock_probe_never_follows_a_linked_session_folder() {
+    use std::os::unix::fs::symlink;
+    let temp = TempDir::new("probe-links");
+    let store = temp.store();
+    drop(store.create_writer(&initial("s")).expect("create"));
+    let elsewhere = temp.0.join("elsewhere");
+    fs::create_dir_all(&elsewhere).expect("dir");
+    let runtime = store.dir.join("s").join(RUNTIME_DIR);
+    fs::rename(&runtime, elsewhere.join("checkpoints")).expect("move");
+    symlink(elsewhere.join("checkpoints"), &runtime).expect("link");
+    let refused = store.is_held("s").expect_err("a linked runtime folder");
+    assert!(refused.to_string().contains("is a symbolic link"), "{refused}");
+    // The lock it would have reached is free to take: the probe left it alone.
+    let foreign =
+        files::open(&elsewhere.join("checkpoints").join(LOCK_FILE), OpenOptions::new().read(true).write(true))
+            .expect("the lock elsewhere");
+    assert!(foreign.try_lock().is_ok());
+    drop(foreign);
+
+    fs::remove_file(&runtime).expect("unlink");
+    fs::rename(elsewhere.join("checkpoints"), &runtime).expect("move back");
+    fs::rename(store.dir.join("s"), elsewhere.join("s")).expect("move the session");
+    symlink(elsewhere.join("s"), store.dir.join("s")).expect("link");
+    let refused = store.is_held("s").expect_err("a linked session folder");
+    assert!(refused.to_string().contains("is a symbolic link"), "{refused}");
+}

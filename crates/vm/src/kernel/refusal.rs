@@ -7,9 +7,10 @@
 //! here, so the openers (`[workflow] BLOCKED: `, `[workflow] FAILED: `) and the advice
 //! each rule gives live in one file.
 
-use archmax_program::reference::VarPath;
+use archmax_program::reference::{VarPath, scan_template};
+use serde_json::Value;
 
-use super::{Reveal, Rule, Verdict};
+use super::{Reveal, Rule, Verdict, value_at};
 
 /// Opens the text of a refused call.
 const BLOCKED: &str = "[workflow] BLOCKED: ";
@@ -30,8 +31,10 @@ pub enum DenialScope<'p> {
 /// What the state offers instead, in a `tool.not-allowed` refusal.
 #[derive(Clone, Debug)]
 pub enum Offered<'a> {
-    /// The state grants the tool, but only under these entries.
-    Entries(Vec<&'a str>),
+    /// The state grants the tool, but only under these entries (as written), none of
+    /// which the call matched; `variables` are the session's, for the values the
+    /// entries' `${{…}}` references had.
+    Entries { entries: Vec<&'a str>, variables: &'a Value },
     /// The state does not grant the tool; these are its tools.
     Tools(Vec<&'a str>),
 }
@@ -270,16 +273,23 @@ impl Refusal<'_> {
             ),
             Refusal::NotAllowed { tool, target, state, offered, terminal_state } => {
                 let target = target.map(|path| format!(" on '{path}'")).unwrap_or_default();
-                let offered = match offered {
-                    Offered::Entries(entries) => format!("Allowed here: {}.", entries.join("; ")),
-                    Offered::Tools(tools) => format!("Tools here: {}.", listed(tools, ", ")),
+                let (failed, offered) = match offered {
+                    Offered::Entries { entries, variables } => {
+                        let guards = if entries.len() == 1 { "the guard" } else { "any of the guards" };
+                        let shown: Vec<String> = entries.iter().map(|entry| with_values(entry, variables)).collect();
+                        (
+                            format!(": the call does not match {guards} it is granted under"),
+                            format!("Allowed here: {}.", shown.join("; ")),
+                        )
+                    }
+                    Offered::Tools(tools) => (String::new(), format!("Tools here: {}.", listed(tools, ", "))),
                 };
                 let hint = if *terminal_state {
                     "This state is terminal: finish the work with the tools it has."
                 } else {
                     "Use this state's tools, or finish its work and advance."
                 };
-                format!("{BLOCKED}'{tool}'{target} is not allowed in state '{state}'. {offered} {hint}")
+                format!("{BLOCKED}'{tool}'{target} is not allowed in state '{state}'{failed}. {offered} {hint}")
             }
             Refusal::FileArgument { name, tool, path, refusal } => format!(
                 "{BLOCKED}the file argument '{name}' of '{tool}' names '{path}', which this state may not read: {}",
@@ -308,6 +318,38 @@ impl Refusal<'_> {
         let rule = self.rule();
         Verdict { allowed: false, rule, reason: self.text(), terminal: rule.is_terminal() }
     }
+}
+
+/// The longest value a refusal shows for a guard's reference, in characters.
+const SHOWN_VALUE_CHARS: usize = 80;
+
+/// A grant entry as written, followed by the value each of its `${{…}}` references had
+/// when the call was refused: `{ …, args: { amount: ["${{amount}}"] } } (amount = 1200)`.
+fn with_values(entry: &str, variables: &Value) -> String {
+    let (template, _) = scan_template(entry);
+    let mut seen: Vec<String> = Vec::new();
+    let mut values = Vec::new();
+    for (path, _) in template.references() {
+        let name = path.to_string();
+        if seen.contains(&name) {
+            continue;
+        }
+        let value = variables.get(&path.root).and_then(|root| value_at(root, &path.segments));
+        let shown = match value {
+            Some(value) => {
+                let text = value.to_string();
+                if text.chars().count() > SHOWN_VALUE_CHARS {
+                    format!("{}…", text.chars().take(SHOWN_VALUE_CHARS).collect::<String>())
+                } else {
+                    text
+                }
+            }
+            None => "not set".to_string(),
+        };
+        values.push(format!("{name} = {shown}"));
+        seen.push(name);
+    }
+    if values.is_empty() { entry.to_string() } else { format!("{entry} ({})", values.join(", ")) }
 }
 
 /// Names joined, or `none`.
@@ -382,6 +424,33 @@ mod tests {
         assert_eq!(
             refusal.text(),
             "[workflow] 'send' is not a tool. In state 'work' it could be any of: gmail__send, outlook__send. Call one by its full name."
+        );
+    }
+
+    #[test]
+    fn a_guard_that_refuses_is_shown_as_written_with_the_values_its_references_had() {
+        let variables = serde_json::json!({ "amount": 1200, "order": { "id": "ORD-7" } });
+        let verdict = Refusal::NotAllowed {
+            tool: "pay",
+            target: None,
+            state: "settle",
+            offered: Offered::Entries {
+                entries: vec![
+                    "{ tool: pay, args: { amount: [\"${{amount}}\"], order: [\"${{order.id}}\"] } }",
+                    "{ tool: pay, args: { note: [\"${{memo}}\"] } }",
+                ],
+                variables: &variables,
+            },
+            terminal_state: false,
+        }
+        .verdict();
+        assert_eq!(verdict.rule, Rule::ToolNotAllowed);
+        assert_eq!(
+            verdict.reason,
+            "[workflow] BLOCKED: 'pay' is not allowed in state 'settle': the call does not match any of the guards \
+             it is granted under. Allowed here: { tool: pay, args: { amount: [\"${{amount}}\"], order: \
+             [\"${{order.id}}\"] } } (amount = 1200, order.id = \"ORD-7\"); { tool: pay, args: { note: \
+             [\"${{memo}}\"] } } (memo = not set). Use this state's tools, or finish its work and advance."
         );
     }
 }

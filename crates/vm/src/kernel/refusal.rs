@@ -105,6 +105,8 @@ pub enum Refusal<'a> {
         tool: &'a str,
         display: &'a str,
         scope: DenialScope<'a>,
+        /// The session's variables, for the values the denial's references had.
+        variables: &'a Value,
     },
     /// A declared denial of `through` covers what the call would do to `path`.
     DeniedThrough {
@@ -115,6 +117,7 @@ pub enum Refusal<'a> {
         reveal: Reveal,
         path: &'a str,
         through: &'a str,
+        variables: &'a Value,
     },
     UnresolvedVariable {
         tool: &'a str,
@@ -250,19 +253,29 @@ impl Refusal<'_> {
             Refusal::MountReadOnly { mount, state } => {
                 format!("{BLOCKED}state '{state}' may read the mount `{mount}` but not write it. {WRITE_SCRATCHPAD}")
             }
-            Refusal::Denied { tool, display, scope, .. } => match scope {
-                DenialScope::Caller(workflow) => {
-                    format!("{BLOCKED}'{tool}' is denied by `{display}` of the calling workflow `{workflow}`.")
+            Refusal::Denied { tool, display, scope, variables, .. } => {
+                let values = values_of(display, variables);
+                match scope {
+                    DenialScope::Caller(workflow) => format!(
+                        "{BLOCKED}'{tool}' is denied by `{display}`{values} of the calling workflow `{workflow}`."
+                    ),
+                    DenialScope::Workflow => {
+                        format!("{BLOCKED}'{tool}' is denied in every state by `{display}`{values}.")
+                    }
+                    DenialScope::State(state) => {
+                        format!("{BLOCKED}'{tool}' is denied in state '{state}' by `{display}`{values}.")
+                    }
                 }
-                DenialScope::Workflow => format!("{BLOCKED}'{tool}' is denied in every state by `{display}`."),
-                DenialScope::State(state) => format!("{BLOCKED}'{tool}' is denied in state '{state}' by `{display}`."),
-            },
-            Refusal::DeniedThrough { tool, display, scope, reveal, path, through, .. } => {
+            }
+            Refusal::DeniedThrough { tool, display, scope, reveal, path, through, variables, .. } => {
                 let verb = reveal.verb();
+                let values = values_of(display, variables);
                 let denied = match scope {
-                    DenialScope::Caller(workflow) => format!("`{display}` of the calling workflow `{workflow}` denies"),
-                    DenialScope::Workflow => format!("`{display}` denies in every state"),
-                    DenialScope::State(state) => format!("`{display}` denies in state '{state}'"),
+                    DenialScope::Caller(workflow) => {
+                        format!("`{display}`{values} of the calling workflow `{workflow}` denies")
+                    }
+                    DenialScope::Workflow => format!("`{display}`{values} denies in every state"),
+                    DenialScope::State(state) => format!("`{display}`{values} denies in state '{state}'"),
                 };
                 format!(
                     "{BLOCKED}'{tool}' would {verb} '{path}', which {denied}; a denial of '{through}' binds every tool that can {verb} a file."
@@ -276,7 +289,8 @@ impl Refusal<'_> {
                 let (failed, offered) = match offered {
                     Offered::Entries { entries, variables } => {
                         let guards = if entries.len() == 1 { "the guard" } else { "any of the guards" };
-                        let shown: Vec<String> = entries.iter().map(|entry| with_values(entry, variables)).collect();
+                        let shown: Vec<String> =
+                            entries.iter().map(|entry| format!("{entry}{}", values_of(entry, variables))).collect();
                         (
                             format!(": the call does not match {guards} it is granted under"),
                             format!("Allowed here: {}.", shown.join("; ")),
@@ -323,9 +337,9 @@ impl Refusal<'_> {
 /// The longest value a refusal shows for a guard's reference, in characters.
 const SHOWN_VALUE_CHARS: usize = 80;
 
-/// A grant entry as written, followed by the value each of its `${{…}}` references had
-/// when the call was refused: `{ …, args: { amount: ["${{amount}}"] } } (amount = 1200)`.
-fn with_values(entry: &str, variables: &Value) -> String {
+/// The value each `${{…}}` reference of a grant or denial entry had when the call was
+/// refused, to follow the entry as written: ` (amount = 1200)`; empty when it has none.
+fn values_of(entry: &str, variables: &Value) -> String {
     let (template, _) = scan_template(entry);
     let mut seen: Vec<String> = Vec::new();
     let mut values = Vec::new();
@@ -349,7 +363,7 @@ fn with_values(entry: &str, variables: &Value) -> String {
         values.push(format!("{name} = {shown}"));
         seen.push(name);
     }
-    if values.is_empty() { entry.to_string() } else { format!("{entry} ({})", values.join(", ")) }
+    if values.is_empty() { String::new() } else { format!(" ({})", values.join(", ")) }
 }
 
 /// Names joined, or `none`.
@@ -451,6 +465,24 @@ mod tests {
              it is granted under. Allowed here: { tool: pay, args: { amount: [\"${{amount}}\"], order: \
              [\"${{order.id}}\"] } } (amount = 1200, order.id = \"ORD-7\"); { tool: pay, args: { note: \
              [\"${{memo}}\"] } } (memo = not set). Use this state's tools, or finish its work and advance."
+        );
+    }
+
+    #[test]
+    fn a_denial_naming_a_variable_shows_the_value_it_had() {
+        let variables = serde_json::json!({ "blocked": "acme" });
+        let verdict = Refusal::Denied {
+            rule: Rule::ToolForbiddenHere,
+            tool: "pay",
+            display: "{ tool: pay, args: { to: [\"${{blocked}}\"] } }",
+            scope: DenialScope::State("settle"),
+            variables: &variables,
+        }
+        .verdict();
+        assert_eq!(
+            verdict.reason,
+            "[workflow] BLOCKED: 'pay' is denied in state 'settle' by `{ tool: pay, args: { to: [\"${{blocked}}\"] } }` \
+             (blocked = \"acme\")."
         );
     }
 }

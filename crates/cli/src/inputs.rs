@@ -3,12 +3,14 @@
 //!
 //! The file is read before anything runs (a missing, unreadable or oversized file is
 //! refused naming it), copied into the session's own files as
-//! `scratchpad/inputs/<NAME><.ext>` (the input's name and the file's own extension, so a
-//! workflow can name the path, in a human state's `evidence` say), and the input is seeded
-//! with that workspace path, locked like every host seed. A bare
-//! `PATH` goes to the trigger's one `file` input; with several, `NAME=PATH` picks one. The
-//! input's `maxSize` is checked here against the real size; its `accept` extensions, like
-//! every other rule, by the runtime's signature check.
+//! `scratchpad/inputs/<NAME><.ext>`, and the input is seeded with that workspace path,
+//! locked like every host seed, so a workflow can name the path (in a human state's
+//! `evidence`, say). The suffix is predictable: for an input with `accept`, the entry the
+//! file's name ends in, matched in any case and the longest winning (`Backup.TAR.GZ`
+//! under `accept: [.gz, .tar.gz]` is kept as `<NAME>.tar.gz`), lowercased; a file that
+//! ends in none is refused here, naming the list. Without `accept` the file keeps its own
+//! last extension. A bare `PATH` goes to the trigger's one `file` input; with several,
+//! `NAME=PATH` picks one. The input's `maxSize` is checked here against the real size.
 
 use std::io::Read as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -76,8 +78,53 @@ pub fn hand_over(
     files: Vec<HandedFile>,
     variables: &mut Map<String, Value>,
 ) -> Result<(), RunError> {
+    prepare(runtime, workflow, trigger, files, variables)?.write(runtime, session, variables)
+}
+
+/// Handed files checked against their trigger, each with the session path it is to be
+/// kept under. Nothing is written until [`Handover::write`], so a caller can check
+/// whatever else may refuse the request first and leave the session as it was.
+pub struct Handover {
+    files: Vec<(String, String, HandedFile)>,
+}
+
+impl Handover {
+    /// The inputs the files fill.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.files.iter().map(|(name, _, _)| name.as_str())
+    }
+
+    /// Copies every file into session `session` and seeds its input in `variables`.
+    pub fn write(self, runtime: &Runtime, session: &str, variables: &mut Map<String, Value>) -> Result<(), RunError> {
+        if self.files.is_empty() {
+            return Ok(());
+        }
+        let store = runtime.store().files(session).map_err(RunError::Store)?;
+        for (name, path, file) in self.files {
+            store.write(&path, &file.bytes).map_err(|error| {
+                RunError::invalid(
+                    name.as_str(),
+                    format!("`{}` could not be copied into the session: {error}", file.source.display()),
+                )
+            })?;
+            variables.insert(name, Value::String(path));
+        }
+        Ok(())
+    }
+}
+
+/// Checks `files` against the `file` inputs of `trigger` (which input each fills, its
+/// `maxSize` and `accept`, no input given twice or also in `variables`) and names the
+/// session path each is kept under, writing nothing.
+pub fn prepare(
+    runtime: &Runtime,
+    workflow: &str,
+    trigger: &str,
+    files: Vec<HandedFile>,
+    variables: &Map<String, Value>,
+) -> Result<Handover, RunError> {
     if files.is_empty() {
-        return Ok(());
+        return Ok(Handover { files: Vec::new() });
     }
     let program = &runtime.program();
     let problem = |field: &str, message: String| RunError::InvalidInput {
@@ -136,21 +183,46 @@ pub fn hand_over(
         if checked.iter().any(|(other, _, _): &(String, String, HandedFile)| *other == name) {
             return Err(problem(&name, format!("`{name}` is given by --file twice")));
         }
-        let path = format!("{INPUTS_DIR}/{name}{}", extension(&file.source));
+        let accepted: Vec<&str> = entry
+            .and_then(|entry| entry.rules.accept.as_ref())
+            .map(|accept| accept.iter().map(|extension| program.str(*extension)).collect())
+            .unwrap_or_default();
+        let suffix = if accepted.is_empty() {
+            extension(&file.source)
+        } else {
+            match accepted_suffix(&file.source, &accepted) {
+                Some(suffix) => suffix,
+                None => {
+                    return Err(problem(
+                        &name,
+                        format!(
+                            "`{}` is not a file '{name}' takes: it accepts {}; hand over a file ending in one of them",
+                            file.source.display(),
+                            accepted.join(", ")
+                        ),
+                    ));
+                }
+            }
+        };
+        let path = format!("{INPUTS_DIR}/{name}{suffix}");
         checked.push((name, path, file));
     }
-    let store = runtime.store().files(session).map_err(RunError::Store)?;
-    for (name, path, file) in checked {
-        store.write(&path, &file.bytes).map_err(|error| {
-            problem(&name, format!("`{}` could not be copied into the session: {error}", file.source.display()))
-        })?;
-        variables.insert(name, Value::String(path));
-    }
-    Ok(())
+    Ok(Handover { files: checked })
 }
 
 fn listed(names: &[&str], lead: &str) -> String {
     if names.is_empty() { String::new() } else { format!("{lead}{}", names.join(", ")) }
+}
+
+/// The `accept` entry a handed file's name ends in, in any case, lowercased: the longest
+/// one that matches (`.tar.gz` before `.gz`), or `None` when none does.
+fn accepted_suffix(source: &Path, accepted: &[&str]) -> Option<String> {
+    let file_name = source.file_name()?.to_string_lossy().to_lowercase();
+    accepted
+        .iter()
+        .map(|extension| extension.to_lowercase())
+        .filter(|extension| file_name.ends_with(extension.as_str()))
+        .max_by_key(String::len)
 }
 
 /// The extension a handed file keeps, with its dot: the source's own, made safe
@@ -171,7 +243,7 @@ fn extension(source: &Path) -> String {
 mod tests {
     use std::path::Path;
 
-    use super::extension;
+    use super::{accepted_suffix, extension};
 
     #[test]
     fn a_handed_file_keeps_its_own_extension_made_safe() {
@@ -180,5 +252,15 @@ mod tests {
         assert_eq!(extension(Path::new("../../.env")), "");
         assert_eq!(extension(Path::new("notes")), "");
         assert_eq!(extension(Path::new("odd.p d$f")), ".p-d-f");
+    }
+
+    #[test]
+    fn a_handed_file_takes_the_longest_accept_entry_it_ends_in_lowercased() {
+        let accepted = [".gz", ".TAR.GZ", ".pdf"];
+        assert_eq!(accepted_suffix(Path::new("/tmp/nightly.tar.gz"), &accepted).as_deref(), Some(".tar.gz"));
+        assert_eq!(accepted_suffix(Path::new("logs.GZ"), &accepted).as_deref(), Some(".gz"));
+        assert_eq!(accepted_suffix(Path::new("Receipt.PDF"), &accepted).as_deref(), Some(".pdf"));
+        assert_eq!(accepted_suffix(Path::new("receipt.docx"), &accepted), None);
+        assert_eq!(accepted_suffix(Path::new("receiptpdf"), &accepted), None);
     }
 }

@@ -6,8 +6,11 @@ use std::process::ExitCode;
 use serde_json::{Map, Value};
 
 use archmax_vm::TurnRequest;
+use archmax_vm::runtime::{Refusal, RunError, Runtime};
+use archmax_vm::session::Status;
 
-use crate::output::{failure, note, usage};
+use crate::inputs::Handover;
+use crate::output::{failure, usage};
 use crate::session::{SessionOptions, execute};
 
 pub struct RunArgs<'a> {
@@ -32,19 +35,84 @@ pub fn parse_variables(text: Option<&str>, command: &str) -> Result<Map<String, 
     }
 }
 
-/// The session `--session ID` names: the one of that id, else the one session whose id
-/// starts with it (said on stderr), else a new session under `ID`. An id that starts
-/// several sessions is refused naming them.
-fn continued_session(options: &SessionOptions<'_>, given: &str) -> Result<String, ExitCode> {
+/// Whether session `given` of `--session ID` exists, the id taken whole: `run` starts a
+/// new session under an id no session has, so it never reads an id as the start of
+/// another (`invoice-1` must not continue `invoice-10`); an id that is no session's but
+/// starts some is refused naming them.
+fn continued_session(options: &SessionOptions<'_>, given: &str) -> Result<bool, ExitCode> {
     let store = crate::store::open_or_exit(options.executor, options.root, options.store, "run")?;
-    let found = crate::store::existing_id(options.executor, store.as_ref(), given).map_err(failure)?;
-    Ok(match found {
-        Some(id) if id != given => {
-            note!("continuing session {id} (the one session whose id starts with `{given}`)");
-            id
+    crate::store::whole_id(options.executor, store.as_ref(), given).map_err(failure)
+}
+
+/// What would refuse this start before anything is written, checked before the handed
+/// files are copied so that a refused run leaves the session folder as it was: a session
+/// of another workflow, one waiting for a decision (which takes no variables), an id
+/// reserved for sub-workflows, a disabled workflow, or a required input nobody gives.
+async fn check_start(
+    runtime: &Runtime,
+    request: &TurnRequest,
+    session: &str,
+    handed: &Handover,
+) -> Result<(), RunError> {
+    let program = runtime.program();
+    let existing = runtime.store().read(session).await?;
+    let parked = existing.as_ref().is_some_and(|state| state.head.status.is_parked());
+    if let Some(state) = &existing {
+        if state.head.workflow != request.workflow {
+            return Err(RunError::invalid(
+                "session",
+                format!(
+                    "session `{session}` belongs to workflow `{}`, not `{}`",
+                    state.head.workflow, request.workflow
+                ),
+            ));
         }
-        _ => given.to_string(),
-    })
+        if parked && state.head.status != Status::AwaitingInput {
+            return Err(RunError::invalid(
+                "variables",
+                format!("session `{session}` waits for a decision; files cannot be handed to it"),
+            ));
+        }
+    } else if session.contains('~') {
+        return Err(RunError::invalid(
+            "session",
+            format!(
+                "`{session}` cannot start a session: `~` is reserved for the ids of sub-workflow sessions; choose an id without it"
+            ),
+        ));
+    }
+    let Some((_, workflow)) = program.workflow(request.workflow.as_str()) else {
+        return Ok(());
+    };
+    if workflow.disabled && !parked {
+        return Err(RunError::refused(
+            Refusal::WorkflowDisabled,
+            format!("Refusing to start: workflow '{}' is disabled.", request.workflow),
+        ));
+    }
+    let trigger = request.trigger.as_deref().unwrap_or("manual");
+    let Some(declared) = program.trigger(workflow, trigger) else {
+        return Ok(());
+    };
+    let given: Vec<&str> = request.variables.keys().map(String::as_str).chain(handed.names()).collect();
+    let held = existing.as_ref().map(|state| &state.variables);
+    let missing: Vec<String> = declared
+        .requires
+        .iter()
+        .map(|entry| program.str(entry.name))
+        .filter(|name| !given.contains(name) && !held.is_some_and(|held| held.contains_key(*name)))
+        .map(|name| format!("'{name}'"))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(RunError::invalid(
+        "variables",
+        format!(
+            "Refusing to start: trigger '{trigger}' requires {}, which this run does not supply. Supply them with `--variables` or `--file`.",
+            missing.join(", ")
+        ),
+    ))
 }
 
 pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
@@ -69,7 +137,7 @@ pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
     // first: the one asked for, else a new one.
     let session = match (args.session, files.is_empty()) {
         (Some(id), _) => match continued_session(options, id) {
-            Ok(id) => Some(id),
+            Ok(_) => Some(id.to_string()),
             Err(code) => return code,
         },
         (None, true) => None,
@@ -88,16 +156,14 @@ pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
     };
     execute(options, args.workflow, |runtime| {
         Box::pin(async move {
-            if let Some(session) = request.session.clone() {
+            if let Some(session) = request.session.clone()
+                && !files.is_empty()
+            {
+                // Everything is checked before the first file is written.
                 let trigger = request.trigger.clone().unwrap_or_else(|| "manual".to_string());
-                crate::inputs::hand_over(
-                    runtime,
-                    &request.workflow,
-                    &trigger,
-                    &session,
-                    files,
-                    &mut request.variables,
-                )?;
+                let handed = crate::inputs::prepare(runtime, &request.workflow, &trigger, files, &request.variables)?;
+                check_start(runtime, &request, &session, &handed).await?;
+                handed.write(runtime, &session, &mut request.variables)?;
             }
             runtime.run_turn(request).await
         })

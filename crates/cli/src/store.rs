@@ -247,25 +247,56 @@ pub fn resolve_id(executor: &Runtime, store: &dyn SessionStore, given: &str) -> 
 /// The listed session `given` names (itself, else the one id it starts), or `None` when
 /// no id starts with it; an id that starts several is refused naming them.
 pub fn existing_id(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Result<Option<String>, String> {
+    match starting_with(executor, store, given)? {
+        Starting::Exact => Ok(Some(given.to_string())),
+        Starting::Others(matching) => match matching.as_slice() {
+            [] => Ok(None),
+            [id] => Ok(Some(id.to_string())),
+            many => Err(format!("`{given}` is the start of {}; give more of the id", candidates(many))),
+        },
+    }
+}
+
+/// Whether the session `given` names exists, taking the id whole: what `run --session`
+/// uses, where an id no session has starts a new session under it, so the start of
+/// another id has two readings. An id that is no session's but starts some is refused
+/// naming them, with both ways on.
+pub fn whole_id(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Result<bool, String> {
+    match starting_with(executor, store, given)? {
+        Starting::Exact => Ok(true),
+        Starting::Others(matching) if matching.is_empty() => Ok(false),
+        Starting::Others(matching) => Err(format!(
+            "there is no session `{given}`, but it is the start of {}; a run continues a session only by its whole id: give it in full to continue one, or an id that starts no session to start a new one",
+            candidates(&matching)
+        )),
+    }
+}
+
+/// The listed ids `given` starts: itself, or the others.
+enum Starting {
+    Exact,
+    Others(Vec<String>),
+}
+
+fn starting_with(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Result<Starting, String> {
     let ids = executor.block_on(store.list()).map_err(|error| error.to_string())?;
     if ids.iter().any(|id| id == given) {
-        return Ok(Some(given.to_string()));
+        return Ok(Starting::Exact);
     }
-    let matching: Vec<&String> = ids.iter().filter(|id| id.starts_with(given)).collect();
-    match matching.as_slice() {
-        [] => Ok(None),
-        [id] => Ok(Some(id.to_string())),
-        many => {
-            let shown: Vec<&str> = many.iter().take(SHOWN_CANDIDATES).map(|id| id.as_str()).collect();
-            let more = many.len().saturating_sub(SHOWN_CANDIDATES);
-            Err(format!(
-                "`{given}` is the start of {} session ids: {}{}; give more of the id",
-                many.len(),
-                shown.join(", "),
-                if more > 0 { format!(" and {more} more") } else { String::new() }
-            ))
-        }
-    }
+    Ok(Starting::Others(ids.into_iter().filter(|id| id.starts_with(given)).collect()))
+}
+
+/// `N session id(s): a, b and 3 more`, naming at most [`SHOWN_CANDIDATES`].
+fn candidates(ids: &[String]) -> String {
+    let shown: Vec<&str> = ids.iter().take(SHOWN_CANDIDATES).map(String::as_str).collect();
+    let more = ids.len().saturating_sub(SHOWN_CANDIDATES);
+    format!(
+        "{} session id{}: {}{}",
+        ids.len(),
+        if ids.len() == 1 { "" } else { "s" },
+        shown.join(", "),
+        if more > 0 { format!(" and {more} more") } else { String::new() }
+    )
 }
 
 /// `archmax sessions export ID`: the session as JSON lines on stdout.

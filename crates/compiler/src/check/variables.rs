@@ -181,11 +181,15 @@ fn evidence_help(workflow: &Workflow, name: &str) -> String {
         .filter(|accepted| accepted.starts_with('.'))
         .collect();
     match extensions.as_slice() {
+        [] => format!(
+            "a file handed to `{name}` with `--file {name}=PATH` is kept as `{HANDED_FILES}/{name}` plus the file's own extension: write that path (give `{name}` a single `accept` extension to make it certain), {attach}"
+        ),
         [only] => format!(
-            "a file handed to `{name}` with `--file {name}=PATH` is kept as `{HANDED_FILES}/{name}{only}`: write that path, {attach}"
+            "a file handed to `{name}` with `--file {name}=PATH` is kept as `{HANDED_FILES}/{name}{}`: write that path, {attach}",
+            only.to_lowercase()
         ),
         _ => format!(
-            "a file handed to `{name}` with `--file {name}=PATH` is kept as `{HANDED_FILES}/{name}` plus the file's extension: write that path (give `{name}` a single `accept` extension to make it certain), {attach}"
+            "a file handed to `{name}` with `--file {name}=PATH` is kept as `{HANDED_FILES}/{name}` plus the `accept` entry the file's name ends in, in lowercase: write that path (give `{name}` a single `accept` extension to make it certain), {attach}"
         ),
     }
 }

@@ -614,7 +614,8 @@ fn bound_rule(
     bound
 }
 
-/// `accept`: one extension or a list of them, each with its dot; `None` after reporting
+/// `accept`: one extension or a list of them, each with its dot (`.tar.gz` is one);
+/// `None` after reporting
 /// each bad one.
 fn accepted_extensions(reader: &mut Reader<'_>, value: &Node, rule_path: &SpecPath<'_>) -> Option<Vec<String>> {
     let items: Vec<&Node> = match &value.kind {
@@ -625,11 +626,7 @@ fn accepted_extensions(reader: &mut Reader<'_>, value: &Node, rule_path: &SpecPa
     let mut valid = !items.is_empty();
     for item in items {
         match item.as_str() {
-            Some(extension)
-                if extension.len() > 1 && extension.starts_with('.') && !extension[1..].contains(['.', '/', '*']) =>
-            {
-                extensions.push(extension.to_string())
-            }
+            Some(extension) if is_extension(extension) => extensions.push(extension.to_string()),
             other => {
                 invalid_rule_value(
                     reader,
@@ -643,6 +640,13 @@ fn accepted_extensions(reader: &mut Reader<'_>, value: &Node, rule_path: &SpecPa
         }
     }
     valid.then_some(extensions)
+}
+
+/// An `accept` entry: a dot, then one or more non-empty parts joined by dots (`.pdf`,
+/// `.tar.gz`), with no path separator or wildcard in them.
+fn is_extension(text: &str) -> bool {
+    text.strip_prefix('.')
+        .is_some_and(|parts| parts.split('.').all(|part| !part.is_empty() && !part.contains(['/', '\\', '*'])))
 }
 
 /// `maxSize`: a positive count of bytes, or a size such as `5 MB`.

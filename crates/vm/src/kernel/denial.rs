@@ -62,7 +62,9 @@ fn declared_denial<'p>(policy: &Policy<'p>, state: &'p StateProgram, subject: &S
 pub(super) fn denial(policy: &Policy<'_>, state: &StateProgram, subject: &Subject<'_>) -> Option<Verdict> {
     if let Some(found) = declared_denial(policy, state, subject) {
         let Denial { rule, display, scope } = found;
-        return Some(Refusal::Denied { rule, tool: subject.tool, display, scope }.verdict());
+        return Some(
+            Refusal::Denied { rule, tool: subject.tool, display, scope, variables: subject.variables }.verdict(),
+        );
     }
     for path in &subject.paths {
         let Some(canonical) = path.canonical.as_deref() else {
@@ -86,6 +88,7 @@ pub(super) fn denial(policy: &Policy<'_>, state: &StateProgram, subject: &Subjec
                         reveal,
                         path: canonical,
                         through,
+                        variables: subject.variables,
                     };
                     return Some(refusal.verdict());
                 }

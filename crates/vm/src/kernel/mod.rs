@@ -392,7 +392,7 @@ fn deciding_grant(program: &Program, state: &StateProgram, subject: &Subject<'_>
         tool: subject.tool,
         target: subject.paths.first().map(|path| path.written.as_str()),
         state: here,
-        offered: Offered::Entries(entries),
+        offered: Offered::Entries { entries, variables: subject.variables },
         terminal_state: state.is_terminal(),
     }
     .verdict()

@@ -7,9 +7,10 @@
 //! here, so the openers (`[workflow] BLOCKED: `, `[workflow] FAILED: `) and the advice
 //! each rule gives live in one file.
 
-use archmax_program::reference::VarPath;
+use archmax_program::reference::{VarPath, scan_template};
+use serde_json::Value;
 
-use super::{Reveal, Rule, Verdict};
+use super::{Reveal, Rule, Verdict, value_at};
 
 /// Opens the text of a refused call.
 const BLOCKED: &str = "[workflow] BLOCKED: ";
@@ -30,8 +31,10 @@ pub enum DenialScope<'p> {
 /// What the state offers instead, in a `tool.not-allowed` refusal.
 #[derive(Clone, Debug)]
 pub enum Offered<'a> {
-    /// The state grants the tool, but only under these entries.
-    Entries(Vec<&'a str>),
+    /// The state grants the tool, but only under these entries (as written), none of
+    /// which the call matched; `variables` are the session's, for the values the
+    /// entries' `${{…}}` references had.
+    Entries { entries: Vec<&'a str>, variables: &'a Value },
     /// The state does not grant the tool; these are its tools.
     Tools(Vec<&'a str>),
 }
@@ -102,6 +105,8 @@ pub enum Refusal<'a> {
         tool: &'a str,
         display: &'a str,
         scope: DenialScope<'a>,
+        /// The session's variables, for the values the denial's references had.
+        variables: &'a Value,
     },
     /// A declared denial of `through` covers what the call would do to `path`.
     DeniedThrough {
@@ -112,6 +117,7 @@ pub enum Refusal<'a> {
         reveal: Reveal,
         path: &'a str,
         through: &'a str,
+        variables: &'a Value,
     },
     UnresolvedVariable {
         tool: &'a str,
@@ -247,19 +253,29 @@ impl Refusal<'_> {
             Refusal::MountReadOnly { mount, state } => {
                 format!("{BLOCKED}state '{state}' may read the mount `{mount}` but not write it. {WRITE_SCRATCHPAD}")
             }
-            Refusal::Denied { tool, display, scope, .. } => match scope {
-                DenialScope::Caller(workflow) => {
-                    format!("{BLOCKED}'{tool}' is denied by `{display}` of the calling workflow `{workflow}`.")
+            Refusal::Denied { tool, display, scope, variables, .. } => {
+                let values = values_of(display, variables);
+                match scope {
+                    DenialScope::Caller(workflow) => format!(
+                        "{BLOCKED}'{tool}' is denied by `{display}`{values} of the calling workflow `{workflow}`."
+                    ),
+                    DenialScope::Workflow => {
+                        format!("{BLOCKED}'{tool}' is denied in every state by `{display}`{values}.")
+                    }
+                    DenialScope::State(state) => {
+                        format!("{BLOCKED}'{tool}' is denied in state '{state}' by `{display}`{values}.")
+                    }
                 }
-                DenialScope::Workflow => format!("{BLOCKED}'{tool}' is denied in every state by `{display}`."),
-                DenialScope::State(state) => format!("{BLOCKED}'{tool}' is denied in state '{state}' by `{display}`."),
-            },
-            Refusal::DeniedThrough { tool, display, scope, reveal, path, through, .. } => {
+            }
+            Refusal::DeniedThrough { tool, display, scope, reveal, path, through, variables, .. } => {
                 let verb = reveal.verb();
+                let values = values_of(display, variables);
                 let denied = match scope {
-                    DenialScope::Caller(workflow) => format!("`{display}` of the calling workflow `{workflow}` denies"),
-                    DenialScope::Workflow => format!("`{display}` denies in every state"),
-                    DenialScope::State(state) => format!("`{display}` denies in state '{state}'"),
+                    DenialScope::Caller(workflow) => {
+                        format!("`{display}`{values} of the calling workflow `{workflow}` denies")
+                    }
+                    DenialScope::Workflow => format!("`{display}`{values} denies in every state"),
+                    DenialScope::State(state) => format!("`{display}`{values} denies in state '{state}'"),
                 };
                 format!(
                     "{BLOCKED}'{tool}' would {verb} '{path}', which {denied}; a denial of '{through}' binds every tool that can {verb} a file."
@@ -270,16 +286,24 @@ impl Refusal<'_> {
             ),
             Refusal::NotAllowed { tool, target, state, offered, terminal_state } => {
                 let target = target.map(|path| format!(" on '{path}'")).unwrap_or_default();
-                let offered = match offered {
-                    Offered::Entries(entries) => format!("Allowed here: {}.", entries.join("; ")),
-                    Offered::Tools(tools) => format!("Tools here: {}.", listed(tools, ", ")),
+                let (failed, offered) = match offered {
+                    Offered::Entries { entries, variables } => {
+                        let guards = if entries.len() == 1 { "the guard" } else { "any of the guards" };
+                        let shown: Vec<String> =
+                            entries.iter().map(|entry| format!("{entry}{}", values_of(entry, variables))).collect();
+                        (
+                            format!(": the call does not match {guards} it is granted under"),
+                            format!("Allowed here: {}.", shown.join("; ")),
+                        )
+                    }
+                    Offered::Tools(tools) => (String::new(), format!("Tools here: {}.", listed(tools, ", "))),
                 };
                 let hint = if *terminal_state {
                     "This state is terminal: finish the work with the tools it has."
                 } else {
                     "Use this state's tools, or finish its work and advance."
                 };
-                format!("{BLOCKED}'{tool}'{target} is not allowed in state '{state}'. {offered} {hint}")
+                format!("{BLOCKED}'{tool}'{target} is not allowed in state '{state}'{failed}. {offered} {hint}")
             }
             Refusal::FileArgument { name, tool, path, refusal } => format!(
                 "{BLOCKED}the file argument '{name}' of '{tool}' names '{path}', which this state may not read: {}",
@@ -308,6 +332,38 @@ impl Refusal<'_> {
         let rule = self.rule();
         Verdict { allowed: false, rule, reason: self.text(), terminal: rule.is_terminal() }
     }
+}
+
+/// The longest value a refusal shows for a guard's reference, in characters.
+const SHOWN_VALUE_CHARS: usize = 80;
+
+/// The value each `${{…}}` reference of a grant or denial entry had when the call was
+/// refused, to follow the entry as written: ` (amount = 1200)`; empty when it has none.
+fn values_of(entry: &str, variables: &Value) -> String {
+    let (template, _) = scan_template(entry);
+    let mut seen: Vec<String> = Vec::new();
+    let mut values = Vec::new();
+    for (path, _) in template.references() {
+        let name = path.to_string();
+        if seen.contains(&name) {
+            continue;
+        }
+        let value = variables.get(&path.root).and_then(|root| value_at(root, &path.segments));
+        let shown = match value {
+            Some(value) => {
+                let text = value.to_string();
+                if text.chars().count() > SHOWN_VALUE_CHARS {
+                    format!("{}…", text.chars().take(SHOWN_VALUE_CHARS).collect::<String>())
+                } else {
+                    text
+                }
+            }
+            None => "not set".to_string(),
+        };
+        values.push(format!("{name} = {shown}"));
+        seen.push(name);
+    }
+    if values.is_empty() { String::new() } else { format!(" ({})", values.join(", ")) }
 }
 
 /// Names joined, or `none`.
@@ -382,6 +438,51 @@ mod tests {
         assert_eq!(
             refusal.text(),
             "[workflow] 'send' is not a tool. In state 'work' it could be any of: gmail__send, outlook__send. Call one by its full name."
+        );
+    }
+
+    #[test]
+    fn a_guard_that_refuses_is_shown_as_written_with_the_values_its_references_had() {
+        let variables = serde_json::json!({ "amount": 1200, "order": { "id": "ORD-7" } });
+        let verdict = Refusal::NotAllowed {
+            tool: "pay",
+            target: None,
+            state: "settle",
+            offered: Offered::Entries {
+                entries: vec![
+                    "{ tool: pay, args: { amount: [\"${{amount}}\"], order: [\"${{order.id}}\"] } }",
+                    "{ tool: pay, args: { note: [\"${{memo}}\"] } }",
+                ],
+                variables: &variables,
+            },
+            terminal_state: false,
+        }
+        .verdict();
+        assert_eq!(verdict.rule, Rule::ToolNotAllowed);
+        assert_eq!(
+            verdict.reason,
+            "[workflow] BLOCKED: 'pay' is not allowed in state 'settle': the call does not match any of the guards \
+             it is granted under. Allowed here: { tool: pay, args: { amount: [\"${{amount}}\"], order: \
+             [\"${{order.id}}\"] } } (amount = 1200, order.id = \"ORD-7\"); { tool: pay, args: { note: \
+             [\"${{memo}}\"] } } (memo = not set). Use this state's tools, or finish its work and advance."
+        );
+    }
+
+    #[test]
+    fn a_denial_naming_a_variable_shows_the_value_it_had() {
+        let variables = serde_json::json!({ "blocked": "acme" });
+        let verdict = Refusal::Denied {
+            rule: Rule::ToolForbiddenHere,
+            tool: "pay",
+            display: "{ tool: pay, args: { to: [\"${{blocked}}\"] } }",
+            scope: DenialScope::State("settle"),
+            variables: &variables,
+        }
+        .verdict();
+        assert_eq!(
+            verdict.reason,
+            "[workflow] BLOCKED: 'pay' is denied in state 'settle' by `{ tool: pay, args: { to: [\"${{blocked}}\"] } }` \
+             (blocked = \"acme\")."
         );
     }
 }

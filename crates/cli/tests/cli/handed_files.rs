@@ -1,0 +1,232 @@
+//! `run --file`: a handed file is kept under a name the workflow can predict (the
+//! matching `accept` entry, longest first, in lowercase), one that matches no entry is
+//! refused before anything is written, and a run refused for any reason leaves the
+//! session folder as it was. `run --session` takes the id whole: the start of another id
+//! is refused naming it, never continued.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::support::{archmax, scratch};
+
+const ARCHIVE: &str = r#"title: Archive check
+instructions: You look at what a customer sent.
+tools:
+  allow_always: [read_file]
+states:
+  look:
+    triggers:
+      manual:
+        description: Look at a backup and a receipt.
+        requires:
+          - { name: backup, type: file, accept: [.gz, .tar.gz], description: The backup. }
+          - { name: receipt, type: file, accept: [.pdf], description: The receipt. }
+    instructions: Say what was sent.
+"#;
+
+const NOTES: &str = r#"title: Notes
+instructions: You read a note.
+states:
+  read:
+    triggers:
+      manual:
+        description: Read one note.
+        requires:
+          - { name: note, type: file, description: The note. }
+    instructions: Say what the note says.
+"#;
+
+const RECEIPTS: &str = r#"title: Receipts
+instructions: You file an expense receipt.
+states:
+  file:
+    triggers:
+      manual:
+        description: File one receipt.
+        requires:
+          - { name: receipt, type: file, accept: [.pdf], description: The receipt. }
+          - { name: amount, type: integer, description: The amount in cents. }
+    instructions: Say what the receipt is for.
+"#;
+
+const TAPE: &str = r#"
+- { state: look, text: "A backup and a receipt." }
+- { state: look, text: "A backup and a receipt, again." }
+"#;
+
+const NOTES_TAPE: &str = r#"
+- { state: read, text: "The note is short." }
+- { state: read, text: "The note is still short." }
+"#;
+
+fn workspace(label: &str) -> PathBuf {
+    let root = scratch(label);
+    let _ = fs::remove_dir_all(&root);
+    for (path, text) in [
+        ("workflows/archive/workflow.yaml", ARCHIVE),
+        ("workflows/notes/workflow.yaml", NOTES),
+        ("workflows/receipts/workflow.yaml", RECEIPTS),
+        ("tape.yaml", TAPE),
+        ("notes-tape.yaml", NOTES_TAPE),
+        ("inbox/nightly.TAR.GZ", "tarball"),
+        ("inbox/Receipt.PDF", "%PDF receipt"),
+        ("inbox/receipt.docx", "not a pdf"),
+        ("inbox/note.txt", "hello"),
+    ] {
+        let path = root.join(path);
+        fs::create_dir_all(path.parent().expect("a parent")).expect("directories");
+        fs::write(path, text).expect("write");
+    }
+    root
+}
+
+fn run(root: &Path, session: &str, workflow: &str, files: &[&str]) -> crate::support::Run {
+    let tape = if workflow == "notes" { "notes-tape.yaml" } else { "tape.yaml" };
+    let mut args = vec!["run", workflow, "Here you are.", "--session", session, "--tape", tape];
+    for file in files {
+        args.extend(["--file", file]);
+    }
+    archmax(root, &args)
+}
+
+fn variables(root: &Path, id: &str) -> Value {
+    let shown = archmax(root, &["sessions", id, "--json"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let session: Value = serde_json::from_str(&shown.stdout).expect("the session as JSON");
+    session["variables"].clone()
+}
+
+/// Every file under `dir` with its length and a hash of its bytes, by path relative to it.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, (usize, u64)> {
+    let mut files = BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        for entry in fs::read_dir(&folder).expect("readable").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let bytes = fs::read(&path).expect("readable");
+                let mut hasher = DefaultHasher::new();
+                bytes.hash(&mut hasher);
+                files.insert(path.strip_prefix(dir).expect("inside").to_path_buf(), (bytes.len(), hasher.finish()));
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn a_handed_file_is_kept_under_the_longest_accept_entry_it_ends_in_lowercased() {
+    let root = workspace("handed-accept-suffix");
+    let started = run(&root, "s1", "archive", &["backup=inbox/nightly.TAR.GZ", "receipt=inbox/Receipt.PDF"]);
+    assert_eq!(started.code, 0, "{}", started.stderr);
+    let held = variables(&root, "s1");
+    assert_eq!(held["backup"]["value"], "scratchpad/inputs/backup.tar.gz", "{held}");
+    assert_eq!(held["receipt"]["value"], "scratchpad/inputs/receipt.pdf", "{held}");
+    let inputs = root.join("sessions/s1/scratchpad/inputs");
+    assert_eq!(fs::read(inputs.join("backup.tar.gz")).expect("the backup was copied"), b"tarball");
+    assert_eq!(fs::read(inputs.join("receipt.pdf")).expect("the receipt was copied"), b"%PDF receipt");
+    let _ = fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_handed_file_no_accept_entry_matches_is_refused_naming_it_and_the_list() {
+    let root = workspace("handed-accept-refused");
+    let refused = archmax(
+        &root,
+        &[
+            "run",
+            "receipts",
+            "File it.",
+            "--session",
+            "s1",
+            "--variables",
+            r#"{"amount":1200}"#,
+            "--file",
+            "inbox/receipt.docx",
+            "--tape",
+            "tape.yaml",
+        ],
+    );
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("inbox/receipt.docx")
+            && refused.stderr.contains("'receipt'")
+            && refused.stderr.contains("accepts .pdf")
+            && refused.stderr.contains("hand over a file ending in one of them"),
+        "the refusal names the file, the list and what to do: {}",
+        refused.stderr
+    );
+    assert!(!root.join("sessions/s1").exists(), "nothing is written for a refused file");
+    let _ = fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_run_refused_after_its_files_were_read_leaves_the_session_folder_as_it_was() {
+    let root = workspace("handed-refused-run");
+    let started = run(&root, "s1", "notes", &["inbox/note.txt"]);
+    assert_eq!(started.code, 0, "{}", started.stderr);
+    let folder = root.join("sessions/s1");
+    let before = tree(&folder);
+    // A session of another workflow: refused, and the receipt is not copied.
+    let refused = archmax(
+        &root,
+        &[
+            "run",
+            "receipts",
+            "File it.",
+            "--session",
+            "s1",
+            "--variables",
+            r#"{"amount":1200}"#,
+            "--file",
+            "inbox/Receipt.PDF",
+            "--tape",
+            "tape.yaml",
+        ],
+    );
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("belongs to workflow `notes`, not `receipts`"), "{}", refused.stderr);
+    assert_eq!(tree(&folder), before, "a refused run leaves the session folder unchanged");
+    // A new session missing a required input: refused, and no session folder appears.
+    let refused = run(&root, "s2", "receipts", &["inbox/Receipt.PDF"]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("'amount'"), "the missing input is named: {}", refused.stderr);
+    assert!(!root.join("sessions/s2").exists(), "a refused start writes no session folder");
+    let _ = fs::remove_dir_all(&root);
+}
+
+#[test]
+fn run_session_takes_the_id_whole_and_refuses_the_start_of_another() {
+    let root = workspace("run-session-whole-id");
+    for id in ["invoice-1", "invoice-10", "receipt-20"] {
+        let started = run(&root, id, "notes", &["inbox/note.txt"]);
+        assert_eq!(started.code, 0, "{}", started.stderr);
+    }
+    // An exact id wins over the longer ids it starts.
+    let continued = run(&root, "invoice-1", "notes", &[]);
+    assert_eq!(continued.code, 0, "{}", continued.stderr);
+    assert!(continued.stderr.contains("session invoice-1"), "{}", continued.stderr);
+    let before = tree(&root.join("sessions"));
+    // `receipt-2` is no session but starts one: refused naming it, not continued.
+    let refused = run(&root, "receipt-2", "notes", &["inbox/note.txt"]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("there is no session `receipt-2`")
+            && refused.stderr.contains("receipt-20")
+            && refused.stderr.contains("give it in full to continue one"),
+        "{}",
+        refused.stderr
+    );
+    // `invoice` starts two: both are listed.
+    let refused = run(&root, "invoice", "notes", &[]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("2 session ids: invoice-1, invoice-10"), "{}", refused.stderr);
+    assert_eq!(tree(&root.join("sessions")), before, "no session was continued or created");
+    let _ = fs::remove_dir_all(&root);
+}

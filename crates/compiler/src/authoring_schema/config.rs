@@ -1,9 +1,13 @@
 //! The schema of `archmax.toml`, the host's tables (read as TOML; the schema describes
 //! the table it parses to).
 
+use archmax_config::settings::{
+    ContextSettings, DEFAULT_SIGNATURE_HEADER, DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TOLERANCE_SECONDS,
+    DEFAULT_TOOL_TIMEOUT_MS,
+};
 use serde_json::{Value, json};
 
-use super::{closed, document, flag, list, nonempty, one_of};
+use super::{closed, defaults_to, document, flag, list, nonempty, one_of};
 
 const PATH_ACCESS: [&str; 6] = ["read", "list", "search", "write", "remove", "execute"];
 const ENV_NAME: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
@@ -14,6 +18,7 @@ fn timeout(description: &str) -> Value {
 }
 
 pub fn schema() -> Value {
+    let context = ContextSettings::default();
     document(
         "config.schema.json",
         "archmax.toml",
@@ -34,9 +39,9 @@ pub fn schema() -> Value {
                             "One mount.",
                             &[
                                 ("source", nonempty("The folder under the workspace root it serves (default: the key).")),
-                                ("read_only", flag("Sessions may not write there (default true).")),
-                                ("governed", flag("Reachable only where a state's `mounts` grants it (default false).")),
-                                ("searchable", flag("`glob` and `grep` reach into it (default true).")),
+                                ("read_only", defaults_to(flag("Sessions may not write there."), json!(true))),
+                                ("governed", defaults_to(flag("Reachable only where a state's `mounts` grants it."), json!(false))),
+                                ("searchable", defaults_to(flag("`glob` and `grep` reach into it."), json!(true))),
                             ],
                             &[],
                         ),
@@ -51,9 +56,9 @@ pub fn schema() -> Value {
                             "One connection.",
                             &[
                                 ("secret_env", json!({ "type": "string", "pattern": ENV_NAME, "description": "The variable holding the HMAC-SHA256 secret." })),
-                                ("signature_header", nonempty("The header carrying the signature (default `x-archmax-signature`).")),
+                                ("signature_header", defaults_to(nonempty("The header carrying the signature."), json!(DEFAULT_SIGNATURE_HEADER))),
                                 ("timestamp_header", nonempty("The header carrying the signed timestamp, when the signature covers one.")),
-                                ("tolerance_seconds", json!({ "type": "integer", "minimum": 1, "maximum": 86_400, "description": "How old a signed timestamp may be (default 300)." })),
+                                ("tolerance_seconds", json!({ "type": "integer", "minimum": 1, "maximum": 86_400, "default": DEFAULT_TOLERANCE_SECONDS, "description": "How old a signed timestamp may be, in seconds." })),
                             ],
                             &["secret_env"],
                         ),
@@ -90,15 +95,15 @@ pub fn schema() -> Value {
                             ),
                             (
                                 "compact_at",
-                                json!({ "type": "number", "minimum": 0.1, "maximum": 0.95, "description": "The share of the window past which older conversation is summarised (default 0.8)." }),
+                                json!({ "type": "number", "minimum": 0.1, "maximum": 0.95, "default": context.compact_at, "description": "The share of the window past which older conversation is summarised." }),
                             ),
                             (
                                 "max_tool_result_tokens",
-                                json!({ "type": "integer", "minimum": 100, "maximum": 10_000_000, "description": "A longer tool result goes to large_tool_results/ and the model gets a preview (default 8000)." }),
+                                json!({ "type": "integer", "minimum": 100, "maximum": 10_000_000, "default": context.max_tool_result_tokens, "description": "A longer tool result goes to large_tool_results/ and the model gets a preview." }),
                             ),
                             (
                                 "keep_recent",
-                                json!({ "type": "integer", "minimum": 0, "maximum": 10_000, "description": "Messages at the end of the conversation always kept verbatim (default 20)." }),
+                                json!({ "type": "integer", "minimum": 0, "maximum": 10_000, "default": context.keep_recent, "description": "Messages at the end of the conversation always kept verbatim." }),
                             ),
                         ],
                         &[],
@@ -186,8 +191,17 @@ fn server() -> Value {
                 json!({ "type": "string", "pattern": ENV_NAME, "description": "The variable holding the bearer token sent with each request." }),
             ),
             ("collection", nonempty("The tools' prefix (default: the table's name).")),
-            ("startup_timeout_ms", timeout("How long it may take to start, in milliseconds (default 10000).")),
-            ("tool_timeout_ms", timeout("How long one call may take, in milliseconds (default 60000).")),
+            (
+                "startup_timeout_ms",
+                defaults_to(
+                    timeout("How long it may take to start, in milliseconds."),
+                    json!(DEFAULT_STARTUP_TIMEOUT_MS),
+                ),
+            ),
+            (
+                "tool_timeout_ms",
+                defaults_to(timeout("How long one call may take, in milliseconds."), json!(DEFAULT_TOOL_TIMEOUT_MS)),
+            ),
             (
                 "path_arguments",
                 json!({

@@ -9,6 +9,10 @@
 //! properties to the key table the compiler's reader uses, so the schema cannot list a
 //! key the compiler refuses or miss one it reads. Trigger declarations stay open: the
 //! compiler keeps a host's own keys there with a warning.
+//!
+//! A key the runtime fills in when it is left out carries a JSON Schema `default`, taken
+//! from the constant the compiler or the configuration reader applies, so the book's
+//! reference and an editor's completion show the value that really holds.
 
 mod case;
 mod config;
@@ -84,6 +88,13 @@ fn object(description: &str, properties: &[(&str, Value)], required: &[&str]) ->
         object["required"] = json!(required);
     }
     object
+}
+
+/// `schema` with the value the runtime uses when the key is left out. The reference
+/// shows it, and editors offer it.
+fn defaults_to(mut schema: Value, value: Value) -> Value {
+    schema["default"] = value;
+    schema
 }
 
 fn text(description: &str) -> Value {

@@ -2,7 +2,12 @@
 
 use serde_json::{Value, json};
 
-use super::{closed, count, document, flag, list, nonempty, object, one_of, reference, text};
+use archmax_program::program::{
+    CONTRACT, DEFAULT_MAX_PTC_CALLS, DEFAULT_MAX_RESULT_CHARS, DEFAULT_MEMORY_LIMIT_BYTES, DEFAULT_TIMEOUT_MS,
+};
+
+use super::{closed, count, defaults_to, document, flag, list, nonempty, object, one_of, reference, text};
+use crate::lower::DEFAULT_CASE_TIMEOUT_MS;
 
 const STATE_TYPES: [&str; 4] = ["agent", "human", "grader", "code"];
 const VALUE_TYPES: [&str; 9] =
@@ -20,7 +25,7 @@ pub fn schema() -> Value {
             &[
                 ("title", nonempty("A label for people.")),
                 ("instructions", nonempty("The rules that hold in every state; they open the cached prompt prefix.")),
-                ("disabled", flag("A disabled workflow validates but starts no session.")),
+                ("disabled", defaults_to(flag("A disabled workflow validates but starts no session."), json!(false))),
                 ("runtime", reference("runtime")),
                 ("settings", reference("settings")),
                 ("tests", reference("tests")),
@@ -61,8 +66,11 @@ fn definitions() -> Value {
         "runtime": closed(
             "The runtime contract the workflow is written for.",
             &[
-                ("engine", one_of("The engine; only one exists.", &["archmax-harness"])),
-                ("version", json!({ "enum": ["3", 3], "description": "The runtime contract: \"3\"." })),
+                ("engine", defaults_to(one_of("The engine; only one exists.", &["archmax-harness"]), json!("archmax-harness"))),
+                (
+                    "version",
+                    json!({ "enum": ["3", 3], "default": CONTRACT, "description": "The runtime contract: \"3\"." }),
+                ),
             ],
             &[],
         ),
@@ -100,7 +108,13 @@ fn definitions() -> Value {
             &[
                 ("to", json!({ "type": "string", "pattern": SLUG, "description": "The target state's slug." })),
                 ("description", nonempty("When to take the edge (never where it goes).")),
-                ("type", one_of("A human state's choice label.", &["none", "approve", "reject", "refine"])),
+                (
+                    "type",
+                    defaults_to(
+                        one_of("A human state's choice label.", &["none", "approve", "reject", "refine"]),
+                        json!("none"),
+                    ),
+                ),
             ],
             &["to"],
         ),
@@ -116,17 +130,41 @@ fn settings() -> Value {
         "Settings every state runs under.",
         &[
             ("model", nonempty("The model id every state runs on unless it names its own.")),
-            ("timeoutMs", count("A code state's time limit, in milliseconds.", 1)),
-            ("memoryLimitBytes", count("A code state's memory limit, in bytes.", 1)),
-            ("maxPtcCalls", count("The most tool calls one script may make.", 1)),
-            ("maxResultChars", count("The longest tool answer the model reads, in characters.", 1)),
+            (
+                "timeoutMs",
+                defaults_to(
+                    count(
+                        "The bound on one sandbox evaluation (a code state's script, `archmax_eval`, `archmax_run`), in milliseconds.",
+                        1,
+                    ),
+                    json!(DEFAULT_TIMEOUT_MS),
+                ),
+            ),
+            (
+                "memoryLimitBytes",
+                defaults_to(
+                    count("A sandbox evaluation's memory limit, in bytes.", 1),
+                    json!(DEFAULT_MEMORY_LIMIT_BYTES),
+                ),
+            ),
+            (
+                "maxPtcCalls",
+                defaults_to(count("The most tool calls one script may make.", 1), json!(DEFAULT_MAX_PTC_CALLS)),
+            ),
+            (
+                "maxResultChars",
+                defaults_to(
+                    count("The longest tool answer the model reads, in characters.", 1),
+                    json!(DEFAULT_MAX_RESULT_CHARS),
+                ),
+            ),
             (
                 "prompt_cache",
                 closed(
                     "Provider prompt caching of the static prefix.",
                     &[
-                        ("enabled", flag("Ask the provider to cache the prompt prefix.")),
-                        ("ttl", one_of("How long the cache entry lives.", &["5m", "1h"])),
+                        ("enabled", defaults_to(flag("Ask the provider to cache the prompt prefix."), json!(true))),
+                        ("ttl", defaults_to(one_of("How long the cache entry lives.", &["5m", "1h"]), json!("5m"))),
                     ],
                     &[],
                 ),
@@ -141,8 +179,11 @@ fn test_settings() -> Value {
     closed(
         "How `archmax test` runs this workflow's cases.",
         &[
-            ("maxConcurrency", count("Cases run at once.", 1)),
-            ("caseTimeoutMs", count("A case's time limit, in milliseconds.", 1)),
+            ("maxConcurrency", defaults_to(count("Cases run at once.", 1), json!(1))),
+            (
+                "caseTimeoutMs",
+                defaults_to(count("A case's time limit, in milliseconds.", 1), json!(DEFAULT_CASE_TIMEOUT_MS)),
+            ),
             (
                 "judge",
                 closed(
@@ -212,7 +253,7 @@ fn grant_entry() -> Value {
                 "A mount with its access.",
                 &[
                     ("mount", nonempty("The mount key, as `archmax.toml` declares it.")),
-                    ("access", one_of("What the state may do there.", &["read", "read_write"])),
+                    ("access", defaults_to(one_of("What the state may do there.", &["read", "read_write"]), json!("read"))),
                 ],
                 &["mount"],
             ),
@@ -227,9 +268,9 @@ fn state() -> Value {
         &[
             (
                 "type",
-                one_of(
-                    "What runs the state: a model (`agent`, the default), a person, an isolated judge or a script.",
-                    &STATE_TYPES,
+                defaults_to(
+                    one_of("What runs the state: a model, a person, an isolated judge or a script.", &STATE_TYPES),
+                    json!("agent"),
                 ),
             ),
             ("title", nonempty("A label for people.")),

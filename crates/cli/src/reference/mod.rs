@@ -5,7 +5,8 @@
 //! behind a new command, flag, code, rule, key or event:
 //! - the command line from the `clap` definition ([`commands`]);
 //! - diagnostic codes and kernel rules from the `explain` registries, each code with a
-//!   real run from its diagnostic goldens ([`explain`]);
+//!   real run from its diagnostic goldens and each refusing rule with one from the run
+//!   goldens ([`explain`]);
 //! - the workflow language, cases and `archmax.toml` from the authoring schemas, and the
 //!   events from the events schema ([`documents`]);
 //! - the HTTP API from the server's OpenAPI document ([`api`]).
@@ -62,7 +63,7 @@ fn generate(command: Command, repository: &Path) -> Result<Book, String> {
         ("Events", documents::event_pages()?),
         ("HTTP API", vec![api::page()]),
         ("Diagnostic codes", explain::code_pages(&repository.join("golden/diagnostics"))?),
-        ("Kernel rules", explain::rule_pages()),
+        ("Kernel rules", explain::rule_pages(&repository.join("golden/runs"))?),
     ];
     let mut index = String::from(
         "# Reference\n\nThese pages are generated from archmax itself (`archmax book-reference`), and the \

@@ -142,9 +142,14 @@ enum Command {
         /// Variables to seed, locked: a JSON object.
         #[arg(long, value_name = "JSON")]
         variables: Option<String>,
-        /// Continue this session, or start one under this id.
+        /// Continue this session (its id, or the start of exactly one session's id), or
+        /// start one under this id when no session's id starts with it.
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+        /// Start a new session under exactly the `--session` id, even where it is the
+        /// start of another session's id; refused if a session has that id.
+        #[arg(long = "new", requires = "session")]
+        new_session: bool,
         /// Hand this file to the trigger's `file` input (copied into the session);
         /// `NAME=PATH` picks the input when there are several. Repeatable.
         #[arg(long = "file", value_name = "[NAME=]PATH")]
@@ -652,7 +657,7 @@ fn main() -> ExitCode {
         }
         Command::Graph { flow: Some(flow), format, .. } => graph::run_flow(&flow, format),
         Command::Graph { workflow, only, format, .. } => graph::run(&root, workflow.or(only).as_deref(), format),
-        Command::Run { workflow, prompt, trigger, variables, session, files, common } => run::run(
+        Command::Run { workflow, prompt, trigger, variables, session, new_session, files, common } => run::run(
             &common.options(&root, root_flag.is_some(), executor),
             run::RunArgs {
                 workflow: &workflow,
@@ -660,6 +665,7 @@ fn main() -> ExitCode {
                 trigger: trigger.as_deref(),
                 variables: variables.as_deref(),
                 session: session.as_deref(),
+                new_session,
                 files: &files,
             },
         ),

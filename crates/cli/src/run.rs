@@ -10,7 +10,7 @@ use archmax_vm::runtime::{Refusal, RunError, Runtime};
 use archmax_vm::session::Status;
 
 use crate::inputs::Handover;
-use crate::output::{failure, usage};
+use crate::output::{failure, note, usage};
 use crate::session::{SessionOptions, execute};
 
 pub struct RunArgs<'a> {
@@ -19,6 +19,8 @@ pub struct RunArgs<'a> {
     pub trigger: Option<&'a str>,
     pub variables: Option<&'a str>,
     pub session: Option<&'a str>,
+    /// `--new`: `--session` names a session to start, never one to continue.
+    pub new_session: bool,
     /// `--file [NAME=]PATH` arguments.
     pub files: &'a [String],
 }
@@ -35,13 +37,32 @@ pub fn parse_variables(text: Option<&str>, command: &str) -> Result<Map<String, 
     }
 }
 
-/// Whether session `given` of `--session ID` exists, the id taken whole: `run` starts a
-/// new session under an id no session has, so it never reads an id as the start of
-/// another (`invoice-1` must not continue `invoice-10`); an id that is no session's but
-/// starts some is refused naming them.
-fn continued_session(options: &SessionOptions<'_>, given: &str) -> Result<bool, ExitCode> {
+/// The session `--session ID` names. Like every command, `run` takes the start of exactly
+/// one session's id for that session, and says so on stderr with the way to start a new
+/// session under `ID` instead (`--new`, since `invoice-1` is also the start of
+/// `invoice-10`); the start of several is refused naming them. With `--new` the id is
+/// taken whole and must be no session's yet. An id nothing starts begins a new session.
+fn continued_session(options: &SessionOptions<'_>, given: &str, new: bool) -> Result<String, ExitCode> {
     let store = crate::store::open_or_exit(options.executor, options.root, options.store, "run")?;
-    crate::store::whole_id(options.executor, store.as_ref(), given).map_err(failure)
+    if new {
+        return match crate::store::exact_id(options.executor, store.as_ref(), given) {
+            Ok(false) => Ok(given.to_string()),
+            Ok(true) => Err(failure(format!(
+                "session `{given}` exists, and `--new` starts a session: drop `--new` to continue it, or choose another id"
+            ))),
+            Err(problem) => Err(failure(problem)),
+        };
+    }
+    match crate::store::existing_id(options.executor, store.as_ref(), given) {
+        Ok(Some(id)) if id != given => {
+            note!(
+                "continuing session {id} (the one session whose id starts with `{given}`); to start a new session `{given}` instead, add `--new`"
+            );
+            Ok(id)
+        }
+        Ok(_) => Ok(given.to_string()),
+        Err(problem) => Err(failure(format!("{problem}, or add `--new` to start a new session `{given}`"))),
+    }
 }
 
 /// What would refuse this start before anything is written, checked before the handed
@@ -136,8 +157,8 @@ pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
     // Handed files go into the session's own files before the turn, so its id is known
     // first: the one asked for, else a new one.
     let session = match (args.session, files.is_empty()) {
-        (Some(id), _) => match continued_session(options, id) {
-            Ok(_) => Some(id.to_string()),
+        (Some(id), _) => match continued_session(options, id, args.new_session) {
+            Ok(id) => Some(id),
             Err(code) => return code,
         },
         (None, true) => None,

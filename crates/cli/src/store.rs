@@ -257,19 +257,9 @@ pub fn existing_id(executor: &Runtime, store: &dyn SessionStore, given: &str) ->
     }
 }
 
-/// Whether the session `given` names exists, taking the id whole: what `run --session`
-/// uses, where an id no session has starts a new session under it, so the start of
-/// another id has two readings. An id that is no session's but starts some is refused
-/// naming them, with both ways on.
-pub fn whole_id(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Result<bool, String> {
-    match starting_with(executor, store, given)? {
-        Starting::Exact => Ok(true),
-        Starting::Others(matching) if matching.is_empty() => Ok(false),
-        Starting::Others(matching) => Err(format!(
-            "there is no session `{given}`, but it is the start of {}; a run continues a session only by its whole id: give it in full to continue one, or an id that starts no session to start a new one",
-            candidates(&matching)
-        )),
-    }
+/// Whether a session of exactly the id `given` exists (`run --session ID --new`).
+pub fn exact_id(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Result<bool, String> {
+    Ok(matches!(starting_with(executor, store, given)?, Starting::Exact))
 }
 
 /// The listed ids `given` starts: itself, or the others.

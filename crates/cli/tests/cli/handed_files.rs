@@ -202,8 +202,8 @@ fn a_run_refused_after_its_files_were_read_leaves_the_session_folder_as_it_was()
 }
 
 #[test]
-fn run_session_takes_the_id_whole_and_refuses_the_start_of_another() {
-    let root = workspace("run-session-whole-id");
+fn run_session_continues_a_unique_prefix_aloud_and_new_starts_the_very_id() {
+    let root = workspace("run-session-prefix-or-new");
     for id in ["invoice-1", "invoice-10", "receipt-20"] {
         let started = run(&root, id, "notes", &["inbox/note.txt"]);
         assert_eq!(started.code, 0, "{}", started.stderr);
@@ -211,22 +211,64 @@ fn run_session_takes_the_id_whole_and_refuses_the_start_of_another() {
     // An exact id wins over the longer ids it starts.
     let continued = run(&root, "invoice-1", "notes", &[]);
     assert_eq!(continued.code, 0, "{}", continued.stderr);
-    assert!(continued.stderr.contains("session invoice-1"), "{}", continued.stderr);
+    assert!(continued.stderr.contains("session invoice-1\n"), "{}", continued.stderr);
+    assert!(!continued.stderr.contains("continuing session"), "{}", continued.stderr);
+    // `receipt-2` starts one session's id: that session is continued, said aloud with
+    // the way to a new `receipt-2` instead.
+    let continued = run(&root, "receipt-2", "notes", &[]);
+    assert_eq!(continued.code, 0, "{}", continued.stderr);
+    assert!(
+        continued.stderr.contains("continuing session receipt-20")
+            && continued.stderr.contains("to start a new session `receipt-2` instead, add `--new`"),
+        "{}",
+        continued.stderr
+    );
+    assert!(!root.join("sessions/receipt-2").exists(), "nothing new was started");
     let before = tree(&root.join("sessions"));
-    // `receipt-2` is no session but starts one: refused naming it, not continued.
-    let refused = run(&root, "receipt-2", "notes", &["inbox/note.txt"]);
+    // `invoice` starts two: refused listing both, with `--new` named.
+    let refused = run(&root, "invoice", "notes", &[]);
     assert_eq!(refused.code, 1, "{}", refused.stderr);
     assert!(
-        refused.stderr.contains("there is no session `receipt-2`")
-            && refused.stderr.contains("receipt-20")
-            && refused.stderr.contains("give it in full to continue one"),
+        refused.stderr.contains("2 session ids: invoice-1, invoice-10") && refused.stderr.contains("`--new`"),
         "{}",
         refused.stderr
     );
-    // `invoice` starts two: both are listed.
-    let refused = run(&root, "invoice", "notes", &[]);
+    // `--new` for an id a session has: refused, before any handed file is copied.
+    let refused = archmax(
+        &root,
+        &[
+            "run",
+            "notes",
+            "Again.",
+            "--session",
+            "invoice-1",
+            "--new",
+            "--tape",
+            "notes-tape.yaml",
+            "--file",
+            "inbox/note.txt",
+        ],
+    );
     assert_eq!(refused.code, 1, "{}", refused.stderr);
-    assert!(refused.stderr.contains("2 session ids: invoice-1, invoice-10"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("session `invoice-1` exists"), "{}", refused.stderr);
     assert_eq!(tree(&root.join("sessions")), before, "no session was continued or created");
+    // `--new` starts exactly the id given, though it starts two others.
+    let started = archmax(
+        &root,
+        &[
+            "run",
+            "notes",
+            "Here you are.",
+            "--session",
+            "invoice",
+            "--new",
+            "--tape",
+            "notes-tape.yaml",
+            "--file",
+            "inbox/note.txt",
+        ],
+    );
+    assert_eq!(started.code, 0, "{}", started.stderr);
+    assert!(root.join("sessions/invoice").is_dir(), "{}", started.stderr);
     let _ = fs::remove_dir_all(&root);
 }

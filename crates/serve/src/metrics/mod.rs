@@ -386,3 +386,39 @@ fn render_parked(out: &mut Exposition, tally: &parked::ParkedTally, now_ms: u64)
     );
     out.sample("archmax_parked_listing_complete", &[], u8::from(tally.complete));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(model: &str) -> Event {
+        Event::ModelUsage {
+            state: "s".to_string(),
+            input_tokens: 1,
+            output_tokens: 1,
+            cache_read_tokens: 0,
+            cache_creation_tokens: 0,
+            model: Some(model.to_string()),
+            cost_usd: None,
+        }
+    }
+
+    #[test]
+    fn model_names_past_the_bound_are_counted_as_other_and_session_ids_never_label() {
+        let metrics = Metrics::default();
+        metrics.turn_admitted("root-1", "desk");
+        for index in 0..MAX_MODELS + 3 {
+            metrics.observe_event(Some("root-1~2"), &usage(&format!("model-{index}")));
+        }
+        metrics.turn_released("root-1");
+        metrics.observe_event(Some("root-1"), &usage("model-0"));
+        let mut out = Exposition::default();
+        metrics.render_counters(&mut out);
+        let text = out.finish();
+        let other = r#"archmax_model_calls_total{workflow="desk",state="s",model="other",provider="default"} 3"#;
+        assert!(text.contains(other), "{text}");
+        let outside = r#"archmax_model_calls_total{workflow="unknown",state="s",model="model-0",provider="default"} 1"#;
+        assert!(text.contains(outside), "an event after the turn was released has no workflow: {text}");
+        assert!(!text.contains("root-1"), "{text}");
+    }
+}

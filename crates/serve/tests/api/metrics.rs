@@ -1,7 +1,7 @@
 //! `/metrics` as an on-call person reads it: sessions run on a tape, the scrape is checked
 //! by Prometheus's own `promtool check metrics`, and the labelled series carry the values
 //! the sessions produced. The parked gauges come from the store, the oldest decision's age
-//! from the server's clock.
+//! from the server's clock; on one PostgreSQL, a runner counts what another parked.
 //!
 //! `promtool` comes with Debian's `prometheus` package (`.ci/run` installs it); without it
 //! the test fails, never skips. `ARCHMAX_PROMTOOL` names another binary.
@@ -20,12 +20,15 @@ use archmax_serve::auth::Auth;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::webhooks::Connections;
 use archmax_serve::{Server, ServerParts};
+use archmax_store_postgres::PgStore;
+use archmax_store_postgres::test_cluster::TestCluster;
 use archmax_vm::clock::Clock;
 use archmax_vm::model::pricing::{PricingTable, Rates};
 use archmax_vm::model::tape::Tape;
+use archmax_vm::session::SessionStore;
 use archmax_vm::session::memory::MemoryStore;
 
-use super::{DESK, WAITER, compiled, listen, workspace_of};
+use super::{DESK, Running, WAITER, api_server, compiled, listen, workspace_of};
 
 /// The desk's intake tries the runtime's note channel (refused: `tool.note`) on a priced
 /// model, then hands over; its review speaks on a model with no price whose name holds a
@@ -148,4 +151,37 @@ fn promtool_refuses_a_label_value_that_breaks_the_format() {
     // The check above means something only if promtool would see an unescaped value.
     let (valid, said) = promtool_check("# TYPE m counter\nm{model=\"a\"b\"} 1\n");
     assert!(!valid, "promtool accepted a broken line: {said}");
+}
+
+#[test]
+fn every_runner_on_one_postgresql_counts_the_sessions_another_runner_parked() {
+    // The cluster is made and dropped outside the executor (it blocks).
+    let cluster = TestCluster::require();
+    let target = cluster.database("parked_gauges").expect("a database");
+    let executor =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("an executor");
+    executor.block_on(async {
+        let mut runners = Vec::new();
+        for _ in 0..2 {
+            let store = Arc::new(PgStore::connect(&target).await.expect("connect")) as Arc<dyn SessionStore>;
+            runners.push(listen(Arc::new(api_server(store, Auth::Open, TurnLimits::default(), 64 * 1024))).await);
+        }
+        let [parking, watching]: [Running; 2] = runners.try_into().unwrap_or_else(|_| panic!("two runners"));
+        parking.start_desk(None, "parked-on-the-first").await;
+
+        let (status, text) = watching.get_text("/metrics", None).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let (valid, said) = promtool_check(&text);
+        assert!(valid, "promtool refused the scrape: {said}\n{text}");
+        let series = r#"archmax_parked_sessions{workflow="desk",channel="decision"}"#;
+        assert_eq!(sample(&text, series), Some(1.0), "the other runner's park is counted: {text}");
+        assert_eq!(sample(&text, r#"archmax_parked_decision_oldest_age_seconds{workflow="desk"}"#), Some(0.0));
+        assert_eq!(sample(&text, "archmax_parked_listing_complete"), Some(1.0), "{text}");
+        // The turn itself is the first runner's to count.
+        assert!(!text.contains("archmax_turns_total{"), "{text}");
+        parking.stop().await;
+        watching.stop().await;
+    });
+    drop(executor);
+    drop(cluster);
 }

@@ -120,8 +120,21 @@ impl Metrics {
         }
     }
 
+    /// The provider serving `model`: its route, or the route whose name it extends (a
+    /// provider reports `gpt-4o-2024-08-06` for a call sent as `gpt-4o`), else the default.
     fn provider_of(&self, model: &str) -> String {
-        locked(&self.providers).get(model).cloned().unwrap_or_else(|| DEFAULT_PROVIDER.to_string())
+        let providers = locked(&self.providers);
+        providers
+            .get(model)
+            .or_else(|| {
+                providers
+                    .iter()
+                    .filter(|(name, _)| model.starts_with(name.as_str()))
+                    .max_by_key(|(name, _)| name.len())
+                    .map(|(_, provider)| provider)
+            })
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_PROVIDER.to_string())
     }
 
     /// A turn of `workflow` was admitted on the root session `root`: its events count
@@ -407,7 +420,9 @@ mod tests {
     fn model_names_past_the_bound_are_counted_as_other_and_session_ids_never_label() {
         let metrics = Metrics::default();
         metrics.turn_admitted("root-1", "desk");
-        for index in 0..MAX_MODELS + 3 {
+        *locked(&metrics.providers) = BTreeMap::from([("gpt-4o".to_string(), "acme".to_string())]);
+        metrics.observe_event(Some("root-1"), &usage("gpt-4o-2024-08-06"));
+        for index in 0..MAX_MODELS + 2 {
             metrics.observe_event(Some("root-1~2"), &usage(&format!("model-{index}")));
         }
         metrics.turn_released("root-1");
@@ -420,5 +435,7 @@ mod tests {
         let outside = r#"archmax_model_calls_total{workflow="unknown",state="s",model="model-0",provider="default"} 1"#;
         assert!(text.contains(outside), "an event after the turn was released has no workflow: {text}");
         assert!(!text.contains("root-1"), "{text}");
+        let dated = r#"model="gpt-4o-2024-08-06",provider="acme"} 1"#;
+        assert!(text.contains(dated), "a provider's dated name is its route's: {text}");
     }
 }

@@ -5,7 +5,7 @@
 //! tokens and cost by workflow, state, model and provider; kernel refusals by rule; parks
 //! by what they await. Gauges: turns in flight and queued (the turn gate keeps them), and
 //! the parked sessions by workflow and channel with the age of the oldest pending
-//! decision, which are counted from the store at scrape time ([`parked`]). Histograms:
+//! decision, which the store counts at scrape time ([`parked`]). Histograms:
 //! turn latency by workflow, and store commit latency ([`timed_store`]).
 //!
 //! The one thing to know: **cost is never made up**. A model call whose model has no
@@ -28,6 +28,7 @@ use std::time::Duration;
 use archmax_config::settings::RunnerSettings;
 use archmax_vm::events::Event;
 use archmax_vm::session::SessionStore;
+use archmax_vm::session::store::ParkedSummary;
 
 use crate::hub::root_session;
 use exposition::{COMMIT_BUCKETS, Exposition, Histogram, TURN_BUCKETS};
@@ -373,15 +374,14 @@ fn with_kind<'a>(key: &'a CallKey, kind: &'a str) -> Vec<(&'a str, &'a str)> {
     labels
 }
 
-fn render_parked(out: &mut Exposition, tally: &parked::ParkedTally, now_ms: u64) {
+fn render_parked(out: &mut Exposition, tally: &ParkedSummary, now_ms: u64) {
     out.counters(
         "archmax_parked_sessions",
         "gauge",
         "Root sessions parked now, by workflow and channel (decision or input), read from the store.",
-        tally
-            .sessions
-            .iter()
-            .map(|((workflow, channel), count)| (vec![("workflow", workflow.as_str()), ("channel", *channel)], *count)),
+        tally.sessions.iter().map(|((workflow, status), count)| {
+            (vec![("workflow", workflow.as_str()), ("channel", parked::channel(*status))], *count)
+        }),
     );
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     out.counters(

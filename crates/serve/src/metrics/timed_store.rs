@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use archmax_vm::session::records::{Record, RecordKind};
 use archmax_vm::session::spec::PinnedSpec;
-use archmax_vm::session::store::{Chore, ListPage, ListQuery, StoreFuture};
+use archmax_vm::session::store::{Chore, ListPage, ListQuery, ParkedSummary, StoreFuture};
 use archmax_vm::session::{Delta, SessionState, SessionStore, SessionWriter, StoreError};
 use archmax_vm::stdlib::vfs::Vfs;
 
@@ -111,5 +111,9 @@ impl SessionStore for TimedStore {
 
     fn event_log(&self) -> Option<Arc<dyn archmax_vm::session::event_log::EventLog>> {
         self.store.event_log()
+    }
+
+    fn parked_summary(&self, max_pages: usize) -> StoreFuture<'_, ParkedSummary> {
+        self.store.parked_summary(max_pages)
     }
 }

@@ -168,13 +168,14 @@ fn every_runner_on_one_postgresql_counts_the_sessions_another_runner_parked() {
         }
         let [parking, watching]: [Running; 2] = runners.try_into().unwrap_or_else(|_| panic!("two runners"));
         parking.start_desk(None, "parked-on-the-first").await;
+        parking.start_desk(None, "parked-there-too").await;
 
         let (status, text) = watching.get_text("/metrics", None).await;
         assert_eq!(status, StatusCode::OK, "{text}");
         let (valid, said) = promtool_check(&text);
         assert!(valid, "promtool refused the scrape: {said}\n{text}");
         let series = r#"archmax_parked_sessions{workflow="desk",channel="decision"}"#;
-        assert_eq!(sample(&text, series), Some(1.0), "the other runner's park is counted: {text}");
+        assert_eq!(sample(&text, series), Some(2.0), "the other runner's parks are counted: {text}");
         assert_eq!(sample(&text, r#"archmax_parked_decision_oldest_age_seconds{workflow="desk"}"#), Some(0.0));
         assert_eq!(sample(&text, "archmax_parked_listing_complete"), Some(1.0), "{text}");
         // The turn itself is the first runner's to count.

@@ -301,7 +301,7 @@ struct HubListener {
 
 impl Listener for HubListener {
     fn on_event(&mut self, envelope: &Envelope) {
-        self.metrics.observe_event(&envelope.event);
+        self.metrics.observe_event(envelope.session_id.as_deref(), &envelope.event);
         let Some(session) = envelope.session_id.as_deref() else {
             return;
         };

@@ -228,7 +228,7 @@ async fn continue_turn(server: &Server, id: &str) -> Continued {
         }
         outcome
     };
-    let ended = match server.gate.admit(id, "resume", turn) {
+    let ended = match server.gate.admit(id, &state.head.workflow, "resume", turn) {
         Ok(ended) => ended,
         Err(refused) => return Continued::Failed(format!("the server did not admit the turn: {}", refused.message)),
     };

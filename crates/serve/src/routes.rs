@@ -129,7 +129,8 @@ pub(crate) async fn readyz(State(server): Shared) -> Response {
     security(("bearer" = ["read"])),
 )]
 pub(crate) async fn metrics(State(server): Shared, _: Authorized<scopes::Read>) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], server.metrics.render()).into_response()
+    let text = server.metrics.render(server.store.as_ref(), server.now_ms()).await;
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 #[utoipa::path(

@@ -267,7 +267,7 @@ impl Server {
                 tools: parts.tools,
                 context: parts.context,
             },
-            store: parts.store,
+            store: crate::metrics::timed_store::timed(parts.store, Arc::clone(&metrics)),
             auth: SharedAuth::new(parts.auth),
             connections: Connections::default(),
             settings: RunnerSettings::default(),
@@ -290,6 +290,7 @@ impl Server {
 
     /// Serves webhooks and the scheduler from `archmax.toml`'s runner tables.
     pub fn with_settings(mut self, settings: RunnerSettings, connections: Connections) -> Server {
+        self.metrics.route_models(&settings);
         self.settings = settings;
         self.connections = connections;
         self
@@ -487,6 +488,7 @@ impl Server {
         &self,
         runtime: Arc<Runtime>,
         session: &str,
+        workflow: &str,
         disposition: &'static str,
         turn: F,
         wait: Duration,
@@ -497,7 +499,7 @@ impl Server {
         let mut events = self.hub.watch(session);
         events.borrow_and_update();
         let closing = turn_then_close(runtime, session.to_string(), turn);
-        let mut ended = self.gate.admit(session, disposition, closing)?;
+        let mut ended = self.gate.admit(session, workflow, disposition, closing)?;
         tokio::select! {
             result = &mut ended => return self.finished(result).await,
             _ = events.changed() => {}
@@ -567,7 +569,7 @@ impl Server {
         let turn = async move {
             if host_trigger { running.run_firing(request).await } else { running.run_turn(request).await }
         };
-        self.admit(runtime, &session, "turn", turn, wait).await
+        self.admit(runtime, &session, workflow, "turn", turn, wait).await
     }
 
     /// `POST /v1/sessions/{id}/messages`: continues a session, or a reply-only turn
@@ -586,7 +588,7 @@ impl Server {
         };
         let running = Arc::clone(&runtime);
         let turn = async move { running.run_turn(request).await };
-        self.admit(runtime, &state.id, "turn", turn, wait).await
+        self.admit(runtime, &state.id, &state.head.workflow, "turn", turn, wait).await
     }
 
     /// `POST /v1/sessions/{id}/decide`: a person's decision, by the caller. An
@@ -609,7 +611,7 @@ impl Server {
         };
         let running = Arc::clone(&runtime);
         let turn = async move { running.decide(request).await };
-        self.admit(runtime, &state.id, "decide", turn, wait).await
+        self.admit(runtime, &state.id, &state.head.workflow, "decide", turn, wait).await
     }
 
     /// `POST /v1/sessions/{id}/deliver`: a trigger to a session waiting for input.
@@ -638,7 +640,7 @@ impl Server {
         };
         let running = Arc::clone(&runtime);
         let turn = async move { running.deliver(request).await };
-        self.admit(runtime, &state.id, "deliver", turn, wait).await
+        self.admit(runtime, &state.id, &state.head.workflow, "deliver", turn, wait).await
     }
 
     /// `GET /v1/sessions/{id}`.

@@ -137,7 +137,7 @@ impl Server {
         let running = std::sync::Arc::clone(&runtime);
         let turn = async move { running.run_firing(request).await };
         // The sender learns the session and how the turn ended, never what it holds.
-        match self.admit(runtime, &session, "turn", turn, firing.wait).await? {
+        match self.admit(runtime, &session, &slug, "turn", turn, firing.wait).await? {
             Answer::Finished(shown) => Ok(Answer::Finished(json!({
                 "sessionId": shown["sessionId"],
                 "status": shown["status"],

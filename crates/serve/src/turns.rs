@@ -56,6 +56,7 @@ struct Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         self.gate.busy.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&self.session);
+        self.gate.metrics.turn_released(&self.session);
         self.gate.ended.notify_waiters();
     }
 }
@@ -72,12 +73,13 @@ impl TurnGate {
         })
     }
 
-    /// Admits a turn on `session` and runs it in its own task; the receiver gets its
-    /// result. Refused: 503 while shutting down, 409 while the session has a turn, 429
-    /// when the queue is full.
+    /// Admits a turn of `workflow` on `session` and runs it in its own task; the receiver
+    /// gets its result. Refused: 503 while shutting down, 409 while the session has a
+    /// turn, 429 when the queue is full.
     pub fn admit<F>(
         self: &Arc<TurnGate>,
         session: &str,
+        workflow: &str,
         disposition: &'static str,
         turn: F,
     ) -> Result<oneshot::Receiver<TurnResult>, ApiError>
@@ -114,6 +116,7 @@ impl TurnGate {
                 .retry_after(1));
             }
             busy.insert(root.clone());
+            self.metrics.turn_admitted(&root, workflow);
         }
         let claim = Claim { gate: Arc::clone(self), session: root };
         let (sender, receiver) = oneshot::channel();
@@ -130,7 +133,7 @@ impl TurnGate {
             let began = Instant::now();
             let result = turn.await;
             if let Ok(outcome) = &result {
-                gate.metrics.observe_turn(disposition, outcome.status.as_str(), &outcome.turn_usage, began.elapsed());
+                gate.metrics.observe_turn(&outcome.workflow, disposition, outcome.status.as_str(), began.elapsed());
             }
             gate.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
             // The session and the slot are free before anyone hears the turn ended: a
@@ -180,7 +183,7 @@ mod tests {
         let gate = TurnGate::new(TurnLimits::default(), Arc::new(Metrics::default()));
         for round in 0..200 {
             let ended = gate
-                .admit("s1", "turn", async { Err(archmax_vm::RunError::UnknownSession("s1".to_string())) })
+                .admit("s1", "w", "turn", async { Err(archmax_vm::RunError::UnknownSession("s1".to_string())) })
                 .unwrap_or_else(|error| panic!("round {round}: {}", error.message));
             assert!(ended.await.expect("an answer").is_err());
             // The very next request on the session is admitted, never refused as busy.

@@ -98,7 +98,7 @@ use archmax_stdlib::vfs::Vfs;
 use archmax_vm::session::id::SessionId;
 use archmax_vm::session::records::{Record, RecordKind};
 use archmax_vm::session::spec::{PinnedSpec, is_spec_hash};
-use archmax_vm::session::store::{Chore, ListPage, ListQuery, StoreFuture, resume_time_ms};
+use archmax_vm::session::store::{Chore, ListPage, ListQuery, ParkedSummary, StoreFuture, resume_time_ms};
 use archmax_vm::session::{SessionState, SessionStore, SessionWriter, StoreError};
 
 pub use events::CHANNEL as EVENTS_CHANNEL;
@@ -731,5 +731,14 @@ impl SessionStore for PgStore {
 
     fn event_log(&self) -> Option<Arc<dyn archmax_vm::session::event_log::EventLog>> {
         Some(Arc::new(events::PgEventLog { inner: Arc::clone(&self.inner) }))
+    }
+
+    /// One grouped query, whatever the number of parked sessions: `max_pages` bounds nothing.
+    fn parked_summary(&self, _max_pages: usize) -> StoreFuture<'_, ParkedSummary> {
+        let pool = self.inner.pool.clone();
+        Box::pin(self.inner.run("", async move {
+            let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
+            listing::parked_summary(&client).await
+        }))
     }
 }

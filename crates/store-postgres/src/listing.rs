@@ -8,7 +8,8 @@
 //! follows. Ids compare by bytes (the `id` column's collation is `"C"`, schema version 2),
 //! as Rust compares strings, so a cursor means the same here as in every other store.
 //! Resume times are compared as instants: `resume_due` holds each session's `resumeAt`
-//! parsed as the runtime parses it.
+//! parsed as the runtime parses it. The parked sessions are also counted in one grouped
+//! query ([`parked_summary`]), for the hosts' gauges.
 //!
 //! [`SessionStore::list_page`]: archmax_vm::session::SessionStore::list_page
 
@@ -16,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio_postgres::types::{ToSql, Type};
 
-use archmax_vm::session::store::{ListPage, ListQuery};
+use archmax_vm::session::store::{ListPage, ListQuery, ParkedSummary, instant_ms};
 use archmax_vm::session::{Status, StoreError};
 
 use crate::loading::fold;
@@ -111,6 +112,31 @@ pub(crate) async fn page(client: &tokio_postgres::Client, query: &ListQuery) -> 
         page.next = rows.get(size - 1).map(|row| row.get(0));
     }
     Ok(page)
+}
+
+/// The parked root sessions by workflow and status, with the earliest pending decision of
+/// each: one grouped query on the sessions' own columns. `created_at` is compared as text:
+/// the runtime writes every one as an RFC 3339 UTC instant of one shape.
+pub(crate) async fn parked_summary(client: &tokio_postgres::Client) -> Result<ParkedSummary, StoreError> {
+    let statuses: Vec<&str> = PARKED.iter().map(|status| status.as_str()).collect();
+    let rows = client
+        .query_typed(
+            "SELECT workflow, status, count(*), min(head->'pending_decision'->>'created_at') \
+             FROM archmax_sessions WHERE parent IS NULL AND status = ANY($1) GROUP BY workflow, status",
+            &[(&statuses, Type::TEXT_ARRAY)],
+        )
+        .await
+        .map_err(db_error(""))?;
+    let mut summary = ParkedSummary { complete: true, ..ParkedSummary::default() };
+    for row in &rows {
+        let workflow: String = row.get(0);
+        let status: String = row.get(1);
+        let Some(status) = PARKED.into_iter().find(|parked| parked.as_str() == status) else { continue };
+        let count: i64 = row.get(2);
+        let asked: Option<String> = row.get(3);
+        summary.add(&workflow, status, count.unsigned_abs(), asked.as_deref().and_then(instant_ms));
+    }
+    Ok(summary)
 }
 
 impl PgStore {

@@ -59,7 +59,7 @@ pub(super) const SECRET: &str = "mail-hook-secret";
 pub(super) const NOW_MS: u64 = 1_767_605_400_000;
 
 /// A clock a test moves.
-pub(super) struct TestClock(AtomicU64);
+pub(super) struct TestClock(pub(super) AtomicU64);
 
 impl Clock for TestClock {
     fn now_ms(&self) -> u64 {
@@ -105,7 +105,7 @@ pub(super) fn clock() -> Arc<TestClock> {
 }
 
 impl Running {
-    async fn get_text(&self, path: &str, token: Option<&str>) -> (StatusCode, String) {
+    pub(super) async fn get_text(&self, path: &str, token: Option<&str>) -> (StatusCode, String) {
         let mut request = self.client.get(format!("{}{path}", self.base));
         if let Some(token) = token {
             request = request.bearer_auth(token);

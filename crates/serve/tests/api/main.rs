@@ -74,6 +74,7 @@ const STARTER: &str = "starter-secret";
 mod carried;
 mod configured;
 mod connections;
+mod metrics;
 mod replay;
 
 struct Running {

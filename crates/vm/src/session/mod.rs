@@ -35,7 +35,7 @@ pub use store::{SessionStore, SessionWriter, StoreError};
 pub use tape_reading::TapeReading;
 
 /// A session's lifecycle status.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     #[default]

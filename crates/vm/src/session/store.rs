@@ -180,6 +180,61 @@ pub trait SessionStore: Send + Sync {
     fn event_log(&self) -> Option<Arc<dyn super::event_log::EventLog>> {
         None
     }
+    /// How many root sessions are parked, by workflow and status, and when each workflow's
+    /// oldest pending decision was asked for: what a host's gauges show. The default reads
+    /// at most `max_pages` pages of [`SessionStore::list_page`] ([`read_parked_summary`]); a
+    /// store that can count where it keeps the sessions answers in one query.
+    fn parked_summary(&self, max_pages: usize) -> StoreFuture<'_, ParkedSummary> {
+        Box::pin(read_parked_summary(self, max_pages))
+    }
+}
+
+/// What [`SessionStore::parked_summary`] answers. Root sessions only: a sub-workflow
+/// parked under its caller is counted once, as its caller (which presents the child's park).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParkedSummary {
+    /// `(workflow, status)` → parked root sessions; the status is a parked one.
+    pub sessions: std::collections::BTreeMap<(String, Status), u64>,
+    /// Workflow → when its oldest pending decision was asked for (ms since the epoch).
+    pub oldest_decision_ms: std::collections::BTreeMap<String, i64>,
+    /// Whether every parked session was counted (a default summary cut at its page bound
+    /// is not).
+    pub complete: bool,
+}
+
+impl ParkedSummary {
+    /// Counts one parked root session of `workflow`, asked for a decision at `asked_ms` if any.
+    pub fn add(&mut self, workflow: &str, status: Status, count: u64, asked_ms: Option<i64>) {
+        *self.sessions.entry((workflow.to_string(), status)).or_default() += count;
+        if let Some(asked) = asked_ms {
+            let oldest = self.oldest_decision_ms.entry(workflow.to_string()).or_insert(asked);
+            *oldest = (*oldest).min(asked);
+        }
+    }
+}
+
+/// [`SessionStore::parked_summary`] for any store: pages through the parked sessions.
+pub async fn read_parked_summary<S: SessionStore + ?Sized>(
+    store: &S,
+    max_pages: usize,
+) -> Result<ParkedSummary, StoreError> {
+    let mut summary = ParkedSummary::default();
+    let mut query = ListQuery { parked: Some(true), limit: ListQuery::MAX_LIMIT, ..ListQuery::default() };
+    for _ in 0..max_pages {
+        let page = store.list_page(&query).await?;
+        for head in page.sessions.iter().map(|state| &state.head).filter(|head| head.parent.is_none()) {
+            let asked = head.pending_decision.as_ref().and_then(|pending| instant_ms(&pending.created_at));
+            summary.add(&head.workflow, head.status, 1, asked);
+        }
+        match page.next {
+            Some(next) => query.cursor = Some(next),
+            None => {
+                summary.complete = true;
+                break;
+            }
+        }
+    }
+    Ok(summary)
 }
 
 /// Work a fleet shares out through [`SessionStore::claim_chores`].
@@ -316,4 +371,69 @@ pub(crate) async fn read_page<S: SessionStore + ?Sized>(store: &S, query: &ListQ
 /// A future that is already finished, for stores whose work never blocks.
 pub(crate) fn ready<'a, T: Send + 'a>(result: Result<T, StoreError>) -> StoreFuture<'a, T> {
     Box::pin(std::future::ready(result))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::id::SessionId;
+    use crate::session::memory::MemoryStore;
+    use crate::session::{PendingDecision, PendingInput};
+
+    fn parked(id: &str, workflow: &str, status: Status, asked: Option<&str>, parent: Option<&str>) -> SessionState {
+        let head = Head {
+            workflow: workflow.into(),
+            status,
+            parent: parent.map(SessionId::from_store),
+            pending_decision: asked.map(|created_at| PendingDecision {
+                state: "review".into(),
+                title: None,
+                seq: 1,
+                instructions: String::new(),
+                approvers: Vec::new(),
+                transitions: Vec::new(),
+                evidence: Vec::new(),
+                created_at: created_at.into(),
+                child: None,
+            }),
+            pending_input: (status == Status::AwaitingInput).then(|| PendingInput {
+                state: "wait".into(),
+                reason: "later".into(),
+                parked_at: "2026-01-05T09:00:00Z".into(),
+                resume_at: None,
+                child: None,
+            }),
+            ..Head::default()
+        };
+        SessionState { id: SessionId::from_store(id), head, ..SessionState::default() }
+    }
+
+    #[tokio::test]
+    async fn the_parked_summary_counts_root_sessions_by_workflow_and_status_with_the_oldest_decision() {
+        let store = MemoryStore::new();
+        let sessions = [
+            parked("a", "desk", Status::AwaitingDecision, Some("2026-01-05T09:30:00Z"), None),
+            parked("b", "desk", Status::AwaitingDecision, Some("2026-01-05T08:00:00Z"), None),
+            // A child parked under its caller counts as its caller only.
+            parked("b~1", "review", Status::AwaitingDecision, Some("2026-01-01T00:00:00Z"), Some("b")),
+            parked("c", "waiter", Status::AwaitingInput, None, None),
+            parked("d", "desk", Status::Completed, None, None),
+        ];
+        for state in &sessions {
+            store.create(state).await.expect("create");
+        }
+        let summary = store.parked_summary(10).await.expect("summary");
+        let counted: Vec<(&str, Status, u64)> =
+            summary.sessions.iter().map(|((workflow, status), count)| (workflow.as_str(), *status, *count)).collect();
+        assert_eq!(
+            counted,
+            [("desk", Status::AwaitingDecision, 2), ("waiter", Status::AwaitingInput, 1)],
+            "{summary:?}"
+        );
+        assert_eq!(summary.oldest_decision_ms.get("desk"), instant_ms("2026-01-05T08:00:00Z").as_ref());
+        assert_eq!(summary.oldest_decision_ms.len(), 1, "{summary:?}");
+        assert!(summary.complete);
+        let cut = store.parked_summary(0).await.expect("summary");
+        assert!(!cut.complete && cut.sessions.is_empty(), "no page read, nothing claimed: {cut:?}");
+    }
 }

@@ -62,9 +62,7 @@ fn declared_denial<'p>(policy: &Policy<'p>, state: &'p StateProgram, subject: &S
 pub(super) fn denial(policy: &Policy<'_>, state: &StateProgram, subject: &Subject<'_>) -> Option<Verdict> {
     if let Some(found) = declared_denial(policy, state, subject) {
         let Denial { rule, display, scope } = found;
-        return Some(
-            Refusal::Denied { rule, tool: subject.tool, display, scope, variables: subject.variables }.verdict(),
-        );
+        return Some(Refusal::Denied { rule, tool: subject.tool, display, scope }.verdict());
     }
     for path in &subject.paths {
         let Some(canonical) = path.canonical.as_deref() else {
@@ -88,7 +86,6 @@ pub(super) fn denial(policy: &Policy<'_>, state: &StateProgram, subject: &Subjec
                         reveal,
                         path: canonical,
                         through,
-                        variables: subject.variables,
                     };
                     return Some(refusal.verdict());
                 }

@@ -105,8 +105,6 @@ pub enum Refusal<'a> {
         tool: &'a str,
         display: &'a str,
         scope: DenialScope<'a>,
-        /// The session's variables, for the values the denial's references had.
-        variables: &'a Value,
     },
     /// A declared denial of `through` covers what the call would do to `path`.
     DeniedThrough {
@@ -117,7 +115,6 @@ pub enum Refusal<'a> {
         reveal: Reveal,
         path: &'a str,
         through: &'a str,
-        variables: &'a Value,
     },
     UnresolvedVariable {
         tool: &'a str,
@@ -253,29 +250,22 @@ impl Refusal<'_> {
             Refusal::MountReadOnly { mount, state } => {
                 format!("{BLOCKED}state '{state}' may read the mount `{mount}` but not write it. {WRITE_SCRATCHPAD}")
             }
-            Refusal::Denied { tool, display, scope, variables, .. } => {
-                let values = values_of(display, variables);
-                match scope {
-                    DenialScope::Caller(workflow) => format!(
-                        "{BLOCKED}'{tool}' is denied by `{display}`{values} of the calling workflow `{workflow}`."
-                    ),
-                    DenialScope::Workflow => {
-                        format!("{BLOCKED}'{tool}' is denied in every state by `{display}`{values}.")
-                    }
-                    DenialScope::State(state) => {
-                        format!("{BLOCKED}'{tool}' is denied in state '{state}' by `{display}`{values}.")
-                    }
+            // A denial shows no values: unlike a grant's guard, which the prompt already
+            // spells out resolved, a denial is never shown to the model, and its references'
+            // values (or whether they are set) are not the model's to learn from a refusal.
+            Refusal::Denied { tool, display, scope, .. } => match scope {
+                DenialScope::Caller(workflow) => {
+                    format!("{BLOCKED}'{tool}' is denied by `{display}` of the calling workflow `{workflow}`.")
                 }
-            }
-            Refusal::DeniedThrough { tool, display, scope, reveal, path, through, variables, .. } => {
+                DenialScope::Workflow => format!("{BLOCKED}'{tool}' is denied in every state by `{display}`."),
+                DenialScope::State(state) => format!("{BLOCKED}'{tool}' is denied in state '{state}' by `{display}`."),
+            },
+            Refusal::DeniedThrough { tool, display, scope, reveal, path, through, .. } => {
                 let verb = reveal.verb();
-                let values = values_of(display, variables);
                 let denied = match scope {
-                    DenialScope::Caller(workflow) => {
-                        format!("`{display}`{values} of the calling workflow `{workflow}` denies")
-                    }
-                    DenialScope::Workflow => format!("`{display}`{values} denies in every state"),
-                    DenialScope::State(state) => format!("`{display}`{values} denies in state '{state}'"),
+                    DenialScope::Caller(workflow) => format!("`{display}` of the calling workflow `{workflow}` denies"),
+                    DenialScope::Workflow => format!("`{display}` denies in every state"),
+                    DenialScope::State(state) => format!("`{display}` denies in state '{state}'"),
                 };
                 format!(
                     "{BLOCKED}'{tool}' would {verb} '{path}', which {denied}; a denial of '{through}' binds every tool that can {verb} a file."
@@ -469,20 +459,17 @@ mod tests {
     }
 
     #[test]
-    fn a_denial_naming_a_variable_shows_the_value_it_had() {
-        let variables = serde_json::json!({ "blocked": "acme" });
+    fn a_denial_shows_its_entry_as_written_and_no_value() {
         let verdict = Refusal::Denied {
             rule: Rule::ToolForbiddenHere,
             tool: "pay",
             display: "{ tool: pay, args: { to: [\"${{blocked}}\"] } }",
             scope: DenialScope::State("settle"),
-            variables: &variables,
         }
         .verdict();
         assert_eq!(
             verdict.reason,
-            "[workflow] BLOCKED: 'pay' is denied in state 'settle' by `{ tool: pay, args: { to: [\"${{blocked}}\"] } }` \
-             (blocked = \"acme\")."
+            "[workflow] BLOCKED: 'pay' is denied in state 'settle' by `{ tool: pay, args: { to: [\"${{blocked}}\"] } }`."
         );
     }
 }

@@ -6,8 +6,11 @@
 //! query on PostgreSQL, a paged listing of the parked sessions on the other stores.
 //!
 //! The one thing to know: the cost is bounded twice. A summary is kept for
-//! [`PARKED_FRESH`] and shared by every scrape in that time (one read at a time, the
-//! others wait for it), and a listing reads at most [`PARKED_PAGES`] pages of
+//! [`PARKED_FRESH`], or for [`SLOW_COUNT_FACTOR`] times as long as taking it took when that
+//! is longer, and shared by every scrape in that time (one read at a time, the others wait
+//! for it): a store that must read every session to find the parked ones (the filesystem
+//! store) spends at most a twentieth of its time counting, however often it is scraped.
+//! A listing reads at most [`PARKED_PAGES`] pages of
 //! [`ListQuery::MAX_LIMIT`](archmax_vm::session::store::ListQuery::MAX_LIMIT) sessions. A
 //! summary cut at that bound, or failed by the store, says so in
 //! `archmax_parked_listing_complete` (0) instead of passing a part for the whole.
@@ -20,6 +23,8 @@ use archmax_vm::session::{SessionStore, Status};
 
 /// How long one summary of the parked sessions answers scrapes.
 pub const PARKED_FRESH: Duration = Duration::from_secs(5);
+/// A summary that took this many times less than its freshness is kept no longer.
+pub const SLOW_COUNT_FACTOR: u32 = 20;
 /// The most listing pages one summary reads (on a store that lists to count).
 pub const PARKED_PAGES: usize = 40;
 
@@ -35,18 +40,21 @@ pub fn channel(status: Status) -> &'static str {
 /// The last summary and when it was taken.
 #[derive(Default)]
 pub struct ParkedGauges {
-    last: tokio::sync::Mutex<Option<(Instant, Arc<ParkedSummary>)>>,
+    /// When the summary was taken, how long it stays fresh, and the summary.
+    last: tokio::sync::Mutex<Option<(Instant, Duration, Arc<ParkedSummary>)>>,
 }
 
 impl ParkedGauges {
-    /// A summary at most [`PARKED_FRESH`] old; an empty, incomplete one when the store fails.
+    /// A summary still fresh (see the module docs); an empty, incomplete one when the
+    /// store fails.
     pub async fn current(&self, store: &dyn SessionStore) -> Arc<ParkedSummary> {
         let mut last = self.last.lock().await;
-        if let Some((taken, summary)) = last.as_ref()
-            && taken.elapsed() < PARKED_FRESH
+        if let Some((taken, fresh, summary)) = last.as_ref()
+            && taken.elapsed() < *fresh
         {
             return Arc::clone(summary);
         }
+        let started = Instant::now();
         let summary = match store.parked_summary(PARKED_PAGES).await {
             Ok(summary) => summary,
             Err(error) => {
@@ -55,7 +63,23 @@ impl ParkedGauges {
             }
         };
         let summary = Arc::new(summary);
-        *last = Some((Instant::now(), Arc::clone(&summary)));
+        *last = Some((Instant::now(), freshness(started.elapsed()), Arc::clone(&summary)));
         summary
+    }
+}
+
+/// How long a summary that took `took` to count answers scrapes.
+fn freshness(took: Duration) -> Duration {
+    PARKED_FRESH.max(took.saturating_mul(SLOW_COUNT_FACTOR))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_count_is_kept_twenty_times_as_long_as_it_took() {
+        assert_eq!(freshness(Duration::from_millis(10)), PARKED_FRESH);
+        assert_eq!(freshness(Duration::from_secs(2)), Duration::from_secs(40));
     }
 }

@@ -582,11 +582,10 @@ fn main() -> ExitCode {
     let root_flag = cli.root.clone();
     let root = cli.root.unwrap_or_else(|| PathBuf::from("."));
     load_dotenv(&root);
-    let executor = match executor_for(&cli.command, &root) {
+    let executor = &match executor_for(&cli.command, &root) {
         Ok(executor) => executor,
         Err(error) => return output::failure(format!("could not start the runtime: {error}")),
     };
-    let executor = &executor;
     match cli.command {
         Command::Validate { workflows, format, tools, deny_warnings } => {
             validate::run(executor, &root, &workflows, format, tools, deny_warnings)

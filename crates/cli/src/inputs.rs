@@ -217,10 +217,11 @@ fn listed(names: &[&str], lead: &str) -> String {
 /// The `accept` entry a handed file's name ends in, in any case, lowercased: the longest
 /// one that matches (`.tar.gz` before `.gz`), or `None` when none does.
 fn accepted_suffix(source: &Path, accepted: &[&str]) -> Option<String> {
-    let file_name = source.file_name()?.to_string_lossy().to_lowercase();
+    // ASCII case only, as the runtime compares when it checks the input.
+    let file_name = source.file_name()?.to_string_lossy().to_ascii_lowercase();
     accepted
         .iter()
-        .map(|extension| extension.to_lowercase())
+        .map(|extension| extension.to_ascii_lowercase())
         .filter(|extension| file_name.ends_with(extension.as_str()))
         .max_by_key(String::len)
 }

@@ -633,7 +633,7 @@ fn accepted_extensions(reader: &mut Reader<'_>, value: &Node, rule_path: &SpecPa
                     value,
                     rule_path,
                     format!("`{}` is not a file extension", other.unwrap_or("this value")),
-                    "write extensions with their dot: `accept: [.pdf, .png]`",
+                    "write extensions with their dot, of letters, digits, `_` or `-`: `accept: [.pdf, .png, .tar.gz]`",
                 );
                 valid = false;
             }
@@ -642,12 +642,23 @@ fn accepted_extensions(reader: &mut Reader<'_>, value: &Node, rule_path: &SpecPa
     valid.then_some(extensions)
 }
 
-/// An `accept` entry: a dot, then one or more non-empty parts joined by dots (`.pdf`,
-/// `.tar.gz`), with no path separator or wildcard in them.
+/// An `accept` entry: a dot, then one to [`MAX_EXTENSION_PARTS`] parts joined by dots
+/// (`.pdf`, `.tar.gz`), each of ASCII letters, digits, `_` or `-` and at most
+/// [`MAX_EXTENSION_PART_CHARS`] long: what a handed file's stored name ends in, so nothing
+/// that could read as a path, a space, a control or direction character, or a name too
+/// long to write.
 fn is_extension(text: &str) -> bool {
-    text.strip_prefix('.')
-        .is_some_and(|parts| parts.split('.').all(|part| !part.is_empty() && !part.contains(['/', '\\', '*'])))
+    text.strip_prefix('.').is_some_and(|parts| {
+        parts.split('.').count() <= MAX_EXTENSION_PARTS
+            && parts.split('.').all(|part| {
+                (1..=MAX_EXTENSION_PART_CHARS).contains(&part.len())
+                    && part.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+            })
+    })
 }
+
+const MAX_EXTENSION_PARTS: usize = 3;
+const MAX_EXTENSION_PART_CHARS: usize = 16;
 
 /// `maxSize`: a positive count of bytes, or a size such as `5 MB`.
 fn max_size(value: &Node) -> Option<u64> {
@@ -724,6 +735,33 @@ fn check_bounds(reader: &mut Reader<'_>, rules: &Rules, path: &SpecPath<'_>) {
         };
         if inverted {
             report("minimum", low.span, "maximum", high.span);
+        }
+    }
+}
+
+#[cfg(test)]
+mod extension_tests {
+    use super::is_extension;
+
+    #[test]
+    fn an_accept_entry_is_a_short_plain_extension() {
+        for good in [".pdf", ".tar.gz", ".JPG", ".x_y-z", ".a.b.c"] {
+            assert!(is_extension(good), "{good}");
+        }
+        for bad in [
+            "pdf",
+            ".",
+            ".tar..gz",
+            "./x",
+            ".a/b",
+            ".a\\b",
+            ".*",
+            ".p df",
+            ".pdf\u{202e}",
+            ".a.b.c.d",
+            ".abcdefghijklmnopq",
+        ] {
+            assert!(!is_extension(bad), "{bad:?}");
         }
     }
 }

@@ -390,25 +390,45 @@ fn find(dir: &Path, tail: &str) -> Option<PathBuf> {
     None
 }
 
-#[test]
-fn a_two_thousand_message_session_stays_under_its_budget_and_resumes_compacted() {
-    let root = std::env::temp_dir().join(format!("archmax-long-session-{}", std::process::id()));
+/// What a desk session runs against: a fresh root, the scripted endpoint on loopback, an
+/// executor, the recorded events and a runtime on them all.
+struct Desk {
+    root: PathBuf,
+    endpoint: Arc<Mutex<Endpoint>>,
+    base_url: String,
+    executor: tokio::runtime::Runtime,
+    events: EventSink,
+    runtime: Runtime,
+}
+
+fn desk(label: &str, reports: usize, summarizer: Summarizer) -> Desk {
+    let root = std::env::temp_dir().join(format!("archmax-{label}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).expect("root");
-    let endpoint = Arc::new(Mutex::new(Endpoint::new(REPORTS, Summarizer::Answers)));
+    let endpoint = Arc::new(Mutex::new(Endpoint::new(reports, summarizer)));
     let base_url = serve(Arc::clone(&endpoint));
     let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
-
     let events = EventSink::new();
     events.record();
-    let first = runtime(&base_url, &root, &events);
-    let request = TurnRequest {
+    let runtime = runtime(&base_url, &root, &events);
+    Desk { root, endpoint, base_url, executor, events, runtime }
+}
+
+/// The desk's one request, on session `s1`.
+fn tally() -> TurnRequest {
+    TurnRequest {
         workflow: "desk".to_string(),
         session: Some("s1".to_string()),
         message: Some("Tally this week's carrier reports.".to_string()),
         ..TurnRequest::default()
-    };
-    let outcome = executor.block_on(first.run_turn(request)).expect("the turn runs");
+    }
+}
+
+#[test]
+fn a_two_thousand_message_session_stays_under_its_budget_and_resumes_compacted() {
+    let Desk { root, endpoint, base_url, executor, events, runtime: first } =
+        desk("long-session", REPORTS, Summarizer::Answers);
+    let outcome = executor.block_on(first.run_turn(tally())).expect("the turn runs");
     assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
     assert!(outcome.reply.starts_with("Tallied 1000 reports"), "{}", outcome.reply);
     let session = executor.block_on(first.store().read("s1")).expect("reads").expect("stored");
@@ -507,22 +527,8 @@ fn a_two_thousand_message_session_stays_under_its_budget_and_resumes_compacted()
 /// `conversation_history/`, and a `[trimmed]` note says what was cut.
 fn without_a_summary_the_older_messages_are_cut_inside_the_window(behaviour: Summarizer, label: &str) {
     const FETCHED: usize = 60;
-    let root = std::env::temp_dir().join(format!("archmax-trimmed-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).expect("root");
-    let endpoint = Arc::new(Mutex::new(Endpoint::new(FETCHED, behaviour)));
-    let base_url = serve(Arc::clone(&endpoint));
-    let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
-    let events = EventSink::new();
-    events.record();
-    let runtime = runtime(&base_url, &root, &events);
-    let request = TurnRequest {
-        workflow: "desk".to_string(),
-        session: Some("s1".to_string()),
-        message: Some("Tally this week's carrier reports.".to_string()),
-        ..TurnRequest::default()
-    };
-    let outcome = executor.block_on(runtime.run_turn(request)).expect("the turn runs");
+    let Desk { root, endpoint, executor, events, runtime, .. } = desk(&format!("trimmed-{label}"), FETCHED, behaviour);
+    let outcome = executor.block_on(runtime.run_turn(tally())).expect("the turn runs");
     assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
     let session = executor.block_on(runtime.store().read("s1")).expect("reads").expect("stored");
 
@@ -590,22 +596,9 @@ fn a_summarizer_that_answers_with_no_text_gives_way_to_a_cut_inside_the_window()
 #[test]
 fn a_cut_after_a_summary_keeps_the_summary_in_the_models_view() {
     const FETCHED: usize = 60;
-    let root = std::env::temp_dir().join(format!("archmax-trimmed-after-summary-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).expect("root");
-    let endpoint = Arc::new(Mutex::new(Endpoint::new(FETCHED, Summarizer::AnswersOnce)));
-    let base_url = serve(Arc::clone(&endpoint));
-    let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
-    let events = EventSink::new();
-    events.record();
-    let runtime = runtime(&base_url, &root, &events);
-    let request = TurnRequest {
-        workflow: "desk".to_string(),
-        session: Some("s1".to_string()),
-        message: Some("Tally this week's carrier reports.".to_string()),
-        ..TurnRequest::default()
-    };
-    let outcome = executor.block_on(runtime.run_turn(request)).expect("the turn runs");
+    let Desk { root, endpoint, executor, events, runtime, .. } =
+        desk("trimmed-after-summary", FETCHED, Summarizer::AnswersOnce);
+    let outcome = executor.block_on(runtime.run_turn(tally())).expect("the turn runs");
     assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
 
     let recorded: Vec<Value> =

@@ -93,6 +93,26 @@ fn run(root: &Path, session: &str, workflow: &str, files: &[&str]) -> crate::sup
     archmax(root, &args)
 }
 
+/// `run receipts` on session `s1` with the amount given and `file` handed to the receipt.
+fn file_receipt(root: &Path, file: &str) -> crate::support::Run {
+    archmax(
+        root,
+        &[
+            "run",
+            "receipts",
+            "File it.",
+            "--session",
+            "s1",
+            "--variables",
+            r#"{"amount":1200}"#,
+            "--file",
+            file,
+            "--tape",
+            "tape.yaml",
+        ],
+    )
+}
+
 fn variables(root: &Path, id: &str) -> Value {
     let shown = archmax(root, &["sessions", id, "--json"]);
     assert_eq!(shown.code, 0, "{}", shown.stderr);
@@ -137,22 +157,7 @@ fn a_handed_file_is_kept_under_the_longest_accept_entry_it_ends_in_lowercased() 
 #[test]
 fn a_handed_file_no_accept_entry_matches_is_refused_naming_it_and_the_list() {
     let root = workspace("handed-accept-refused");
-    let refused = archmax(
-        &root,
-        &[
-            "run",
-            "receipts",
-            "File it.",
-            "--session",
-            "s1",
-            "--variables",
-            r#"{"amount":1200}"#,
-            "--file",
-            "inbox/receipt.docx",
-            "--tape",
-            "tape.yaml",
-        ],
-    );
+    let refused = file_receipt(&root, "inbox/receipt.docx");
     assert_eq!(refused.code, 1, "{}", refused.stderr);
     assert!(
         refused.stderr.contains("inbox/receipt.docx")
@@ -174,22 +179,7 @@ fn a_run_refused_after_its_files_were_read_leaves_the_session_folder_as_it_was()
     let folder = root.join("sessions/s1");
     let before = tree(&folder);
     // A session of another workflow: refused, and the receipt is not copied.
-    let refused = archmax(
-        &root,
-        &[
-            "run",
-            "receipts",
-            "File it.",
-            "--session",
-            "s1",
-            "--variables",
-            r#"{"amount":1200}"#,
-            "--file",
-            "inbox/Receipt.PDF",
-            "--tape",
-            "tape.yaml",
-        ],
-    );
+    let refused = file_receipt(&root, "inbox/Receipt.PDF");
     assert_eq!(refused.code, 1, "{}", refused.stderr);
     assert!(refused.stderr.contains("belongs to workflow `notes`, not `receipts`"), "{}", refused.stderr);
     assert_eq!(tree(&folder), before, "a refused run leaves the session folder unchanged");

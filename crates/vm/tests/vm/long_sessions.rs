@@ -390,6 +390,16 @@ fn find(dir: &Path, tail: &str) -> Option<PathBuf> {
     None
 }
 
+/// The `[trimmed]` note in the last agent request.
+fn trimmed_note(agent: &[&Seen]) -> String {
+    let last = agent.last().expect("a last request");
+    last.messages
+        .iter()
+        .map(|message| text_of(&message["content"]))
+        .find(|text| text.starts_with("[trimmed] Messages"))
+        .unwrap_or_else(|| panic!("no [trimmed] note in {:#?}", last.messages))
+}
+
 /// What a desk session runs against: a fresh root, the scripted endpoint on loopback, an
 /// executor, the recorded events and a runtime on them all.
 struct Desk {
@@ -560,13 +570,7 @@ fn without_a_summary_the_older_messages_are_cut_inside_the_window(behaviour: Sum
         let (before, after) = (event["tokensBefore"].as_u64().unwrap_or(0), event["tokensAfter"].as_u64().unwrap_or(0));
         assert!(after < before && after <= LIMIT, "{event}");
     }
-    let last = agent.last().expect("a last request");
-    let note = last
-        .messages
-        .iter()
-        .map(|message| text_of(&message["content"]))
-        .find(|text| text.starts_with("[trimmed] Messages"))
-        .unwrap_or_else(|| panic!("no [trimmed] note in {:#?}", last.messages));
+    let note = trimmed_note(&agent);
     assert!(note.contains(&format!("conversation_history/{}.md", cuts.len())), "{note}");
 
     let history = find(&root, "conversation_history/1.jsonl").expect("the first history file");
@@ -626,13 +630,7 @@ fn a_cut_after_a_summary_keeps_the_summary_in_the_models_view() {
             "agent request {index} no longer shows the summary: {texts:#?}"
         );
     }
-    let last = agent.last().expect("a last request");
-    let note = last
-        .messages
-        .iter()
-        .map(|message| text_of(&message["content"]))
-        .find(|text| text.starts_with("[trimmed] Messages"))
-        .unwrap_or_else(|| panic!("no [trimmed] note in {:#?}", last.messages));
+    let note = trimmed_note(&agent);
     let count = cuts.len();
     assert!(note.contains(&format!("`conversation_history/{count}.md`")), "{note}");
     assert!(

@@ -2,10 +2,12 @@
 //! reads and what the record shows. The kernel's own rules are in `kernel.rs`; the rule
 //! coverage check there counts the rules these tests exercise.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
+use archmax_compiler::program::Program;
 use archmax_vm::clock::FixedClock;
 use archmax_vm::events::EventSink;
 use archmax_vm::model::pricing::PricingTable;
@@ -51,7 +53,24 @@ states:
 
 /// Runs one turn of `DESK` with `tape`; the tool answers the model read and the events.
 fn run(tape: &str) -> (Vec<(String, String, ToolStatus)>, Vec<Value>) {
-    let program = compile(&[("workflows/desk/workflow.yaml", DESK)]);
+    let request = TurnRequest {
+        workflow: "desk".to_string(),
+        session: Some("s1".to_string()),
+        message: Some("Where is ORD-1?".to_string()),
+        variables: Map::new(),
+        ..TurnRequest::default()
+    };
+    run_turn(compile(&[("workflows/desk/workflow.yaml", DESK)]), std::env::temp_dir(), tape, request)
+}
+
+/// Runs `request` on `program` (its workspace at `root`) with the model playing `tape`;
+/// the tool answers the model read and the events.
+fn run_turn(
+    program: Program,
+    root: PathBuf,
+    tape: &str,
+    request: TurnRequest,
+) -> (Vec<(String, String, ToolStatus)>, Vec<Value>) {
     let model = Arc::new(Recording { tape: Tape::parse("tape", tape).expect("tape"), answers: Mutex::new(Vec::new()) });
     let events = EventSink::new();
     events.record();
@@ -61,17 +80,10 @@ fn run(tape: &str) -> (Vec<(String, String, ToolStatus)>, Vec<Value>) {
         model: model.clone(),
         events: events.clone(),
         clock: Arc::new(FixedClock(1_767_605_400_000)),
-        root: std::env::temp_dir(),
+        root,
         pricing: PricingTable::default(),
     })
     .build();
-    let request = TurnRequest {
-        workflow: "desk".to_string(),
-        session: Some("s1".to_string()),
-        message: Some("Where is ORD-1?".to_string()),
-        variables: Map::new(),
-        ..TurnRequest::default()
-    };
     let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
     executor.block_on(runtime.run_turn(request)).expect("the turn ends");
     let recorded = events.recorded().iter().filter_map(|envelope| serde_json::to_value(envelope).ok()).collect();
@@ -146,19 +158,6 @@ fn a_script_in_a_state_that_may_not_read_variables_is_given_none() {
     - { name: archmax_run, args: { file_path: skills/rates/scripts/dump.js, tag: own, variables: { rate: forged } } }
 - text: Done.
 "#;
-    let model = Arc::new(Recording { tape: Tape::parse("tape", tape).expect("tape"), answers: Mutex::new(Vec::new()) });
-    let events = EventSink::new();
-    events.record();
-    let runtime = Runtime::builder(RuntimeParts {
-        program: Arc::new(program),
-        store: Arc::new(MemoryStore::new()),
-        model: model.clone(),
-        events: events.clone(),
-        clock: Arc::new(FixedClock(1_767_605_400_000)),
-        root: root.clone(),
-        pricing: PricingTable::default(),
-    })
-    .build();
     let mut variables = Map::new();
     variables.insert("rate".to_string(), Value::String(SEEDED.to_string()));
     let request = TurnRequest {
@@ -168,10 +167,8 @@ fn a_script_in_a_state_that_may_not_read_variables_is_given_none() {
         variables,
         ..TurnRequest::default()
     };
-    let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
-    executor.block_on(runtime.run_turn(request)).expect("the turn ends");
+    let (answers, recorded) = run_turn(program, root.clone(), tape, request);
 
-    let answers = model.answers.lock().map(|answers| answers.clone()).unwrap_or_default();
     let scripts: Vec<&(String, String, ToolStatus)> =
         answers.iter().filter(|(name, _, _)| name == "archmax_eval" || name == "archmax_run").collect();
     assert_eq!(scripts.len(), 3, "{answers:#?}");
@@ -183,8 +180,6 @@ fn a_script_in_a_state_that_may_not_read_variables_is_given_none() {
         assert!(content.starts_with("This script was given no `args.variables`: "), "{name}: {content}");
         assert!(content.contains("archmax_get_variables"), "the answer says which call was refused: {content}");
     }
-    let recorded: Vec<Value> =
-        events.recorded().iter().filter_map(|envelope| serde_json::to_value(envelope).ok()).collect();
     let blocked: Vec<&Value> = recorded.iter().filter(|event| event["event"] == "tool-blocked").collect();
     assert_eq!(blocked.len(), 3, "{blocked:#?}");
     for event in blocked {

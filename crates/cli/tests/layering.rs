@@ -138,6 +138,12 @@ fn rules() -> Vec<Rule> {
             why: "the example carrier stands in for an outside team's service; it speaks MCP and knows nothing of archmax",
         },
         Rule {
+            package: "archmax-example-payments",
+            features: &[],
+            forbidden: everything_else(&[]),
+            why: "the tutorial's payment system stands in for an outside service; it speaks MCP and knows nothing of archmax",
+        },
+        Rule {
             package: "archmax-migrate",
             features: &[],
             forbidden: with(

@@ -30,3 +30,4 @@ mod streaming;
 #[path = "../support/mod.rs"]
 mod support;
 mod tools;
+mod tutorial;

@@ -1,0 +1,239 @@
+//! The ledger: one JSON object per line, one line per payment made, in a file the server
+//! only ever appends to.
+//!
+//! ```json
+//! {"payment":"PAY-000001","amount":142.5,"currency":"EUR","memo":"Hotel Adler","paid_at":"2026-12-04T06:00:00Z"}
+//! ```
+//!
+//! The one thing to know: a payment is made only once it is on disk. [`Ledger::pay`]
+//! takes an exclusive lock on the file, reads it whole to number the payment (so several
+//! server processes on one ledger never give two payments one number), appends the line
+//! and syncs it, and answers only then. A ledger that does not read back as payments (a
+//! torn or edited line) stops every payment with the line at fault, rather than paying on
+//! top of a record nobody can trust.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The most a single payment may be, in the payment's currency, unless `--limit` says otherwise.
+pub const DEFAULT_LIMIT: f64 = 10_000.0;
+
+/// The longest memo a payment carries, in characters.
+pub const MEMO_LENGTH: usize = 200;
+
+/// One payment, as the ledger keeps it and the tool answers it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Payment {
+    /// `PAY-` and the payment's number in the ledger, six digits at least.
+    pub payment: String,
+    pub amount: f64,
+    /// An ISO 4217 code: three capital letters.
+    pub currency: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memo: Option<String>,
+    /// When it was written (RFC 3339, UTC).
+    pub paid_at: String,
+}
+
+/// What a caller asks to pay, before it is checked.
+#[derive(Clone, Debug)]
+pub struct Order {
+    pub amount: f64,
+    pub currency: Option<String>,
+    pub memo: Option<String>,
+}
+
+/// Why a payment was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    #[error("the amount must be a number above 0 and at most {limit} (the server's --limit); nothing was paid")]
+    Amount { limit: f64 },
+    #[error("the amount has more than two decimal places; give it in cents at most (like 142.5 or 38.05); nothing was paid")]
+    Cents,
+    #[error("the currency must be an ISO 4217 code of three capital letters, like EUR; nothing was paid")]
+    Currency,
+    #[error(
+        "the memo must be at most {MEMO_LENGTH} characters with no control characters; shorten it; nothing was paid"
+    )]
+    Memo,
+    #[error("the ledger {path} cannot be used: {problem}; nothing was paid")]
+    Ledger { path: String, problem: String },
+}
+
+/// The ledger file, and the most one payment may be.
+pub struct Ledger {
+    path: PathBuf,
+    limit: f64,
+}
+
+impl Ledger {
+    /// A ledger at `path` (created on the first payment), paying at most `limit` at once.
+    pub fn new(path: PathBuf, limit: f64) -> Ledger {
+        Ledger { path, limit }
+    }
+
+    fn trouble(&self, problem: impl std::fmt::Display) -> Refused {
+        Refused::Ledger { path: self.path.display().to_string(), problem: problem.to_string() }
+    }
+
+    /// Check an order whole; nothing is read or written.
+    pub fn check(&self, order: &Order) -> Result<(f64, String, Option<String>), Refused> {
+        let amount = order.amount;
+        if !amount.is_finite() || amount <= 0.0 || amount > self.limit {
+            return Err(Refused::Amount { limit: self.limit });
+        }
+        let cents = amount * 100.0;
+        if (cents - cents.round()).abs() > 1e-6 {
+            return Err(Refused::Cents);
+        }
+        let currency = order.currency.clone().unwrap_or_else(|| "EUR".to_string());
+        if currency.len() != 3 || !currency.bytes().all(|byte| byte.is_ascii_uppercase()) {
+            return Err(Refused::Currency);
+        }
+        let memo = order.memo.clone().filter(|memo| !memo.is_empty());
+        if let Some(memo) = &memo
+            && (memo.chars().count() > MEMO_LENGTH || memo.chars().any(char::is_control))
+        {
+            return Err(Refused::Memo);
+        }
+        Ok((amount, currency, memo))
+    }
+
+    /// Make a payment: checked, numbered, written and synced before it is answered.
+    pub fn pay(&self, order: &Order) -> Result<Payment, Refused> {
+        let (amount, currency, memo) = self.check(order)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&self.path)
+            .map_err(|error| self.trouble(error))?;
+        file.lock().map_err(|error| self.trouble(format!("cannot lock it: {error}")))?;
+        let made = self.read_all(&mut file)?;
+        let payment = Payment {
+            payment: format!("PAY-{:06}", made.len() + 1),
+            amount,
+            currency,
+            memo,
+            paid_at: jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or(jiff::Timestamp::now()).to_string(),
+        };
+        let mut line = serde_json::to_string(&payment).map_err(|error| self.trouble(error))?;
+        line.push('\n');
+        file.write_all(line.as_bytes()).map_err(|error| self.trouble(format!("cannot write it: {error}")))?;
+        file.sync_all().map_err(|error| self.trouble(format!("cannot sync it: {error}")))?;
+        Ok(payment)
+    }
+
+    /// Every payment made, oldest first.
+    pub fn payments(&self) -> Result<Vec<Payment>, Refused> {
+        let mut file = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(self.trouble(error)),
+        };
+        file.lock_shared().map_err(|error| self.trouble(format!("cannot lock it: {error}")))?;
+        self.read_all(&mut file)
+    }
+
+    fn read_all(&self, file: &mut File) -> Result<Vec<Payment>, Refused> {
+        let mut text = String::new();
+        file.seek(SeekFrom::Start(0)).map_err(|error| self.trouble(error))?;
+        file.read_to_string(&mut text).map_err(|error| self.trouble(format!("it is not UTF-8 text: {error}")))?;
+        parse(&text).map_err(|problem| self.trouble(problem))
+    }
+
+    /// The ledger's path.
+    #[cfg(test)]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The payments of a ledger's text; a line that is not one, or a number out of order,
+/// is named by its line number.
+pub fn parse(text: &str) -> Result<Vec<Payment>, String> {
+    let mut payments = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let payment: Payment = serde_json::from_str(line)
+            .map_err(|error| format!("line {} is not a payment ({error}); repair or move the file", index + 1))?;
+        let expected = format!("PAY-{:06}", payments.len() + 1);
+        if payment.payment != expected {
+            return Err(format!(
+                "line {} is payment {} where {expected} was expected; repair or move the file",
+                index + 1,
+                payment.payment
+            ));
+        }
+        payments.push(payment);
+    }
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err("its last line is cut short (a write was torn); repair or move the file".to_string());
+    }
+    Ok(payments)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(label: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("archmax-payments-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch folder");
+        dir.join("ledger.jsonl")
+    }
+
+    fn order(amount: f64) -> Order {
+        Order { amount, currency: None, memo: None }
+    }
+
+    #[test]
+    fn payments_are_numbered_written_and_read_back() {
+        let ledger = Ledger::new(scratch("numbered"), DEFAULT_LIMIT);
+        let first = ledger.pay(&order(142.5)).expect("paid");
+        let second = ledger
+            .pay(&Order { amount: 38.0, currency: Some("CHF".into()), memo: Some("Taxi".into()) })
+            .expect("paid");
+        assert_eq!((first.payment.as_str(), first.currency.as_str()), ("PAY-000001", "EUR"));
+        assert_eq!((second.payment.as_str(), second.memo.as_deref()), ("PAY-000002", Some("Taxi")));
+        assert_eq!(ledger.payments().expect("read back"), [first, second]);
+    }
+
+    #[test]
+    fn bad_orders_are_refused_and_nothing_is_written() {
+        let ledger = Ledger::new(scratch("refused"), 1_000.0);
+        let cases: [(Order, &str); 7] = [
+            (order(0.0), "above 0 and at most 1000"),
+            (order(-5.0), "above 0 and at most 1000"),
+            (order(f64::NAN), "above 0 and at most 1000"),
+            (order(1_420.0), "above 0 and at most 1000"),
+            (order(14.255), "more than two decimal places"),
+            (Order { amount: 1.0, currency: Some("eur".into()), memo: None }, "three capital letters"),
+            (Order { amount: 1.0, currency: None, memo: Some("a\u{202e}b\nc".into()) }, "no control characters"),
+        ];
+        for (order, expected) in cases {
+            let said = ledger.pay(&order).expect_err("refused").to_string();
+            assert!(said.contains(expected) && said.contains("nothing was paid"), "{said}");
+        }
+        assert!(!ledger.path().exists(), "a refused order never creates the ledger");
+    }
+
+    #[test]
+    fn a_torn_or_edited_ledger_stops_payments_naming_the_line() {
+        let path = scratch("torn");
+        std::fs::write(&path, "{\"payment\":\"PAY-000001\",\"amount\":5.0,\"currency\":\"EUR\",\"paid_at\":\"x\"}\n{\"pay")
+            .expect("write");
+        let ledger = Ledger::new(path.clone(), DEFAULT_LIMIT);
+        let said = ledger.pay(&order(1.0)).expect_err("refused").to_string();
+        assert!(said.contains("line 2 is not a payment"), "{said}");
+        std::fs::write(&path, "{\"payment\":\"PAY-000007\",\"amount\":5.0,\"currency\":\"EUR\",\"paid_at\":\"x\"}\n")
+            .expect("write");
+        let said = ledger.pay(&order(1.0)).expect_err("refused").to_string();
+        assert!(said.contains("line 1 is payment PAY-000007 where PAY-000001 was expected"), "{said}");
+        assert_eq!(std::fs::read_to_string(&path).expect("read").lines().count(), 1, "nothing was appended");
+    }
+}

@@ -44,6 +44,7 @@ project="archmax-ci-$$"
 compose=()
 cleanup() {
     local status=$?
+    set +e
     if [ "${#compose[@]}" -gt 0 ]; then
         if [ "$status" -ne 0 ]; then
             echo "--- the fleet's logs ---" >&2
@@ -52,7 +53,7 @@ cleanup() {
         "${compose[@]}" down --volumes --timeout 10 >/dev/null 2>&1 || true
     fi
     podman_env_reset
-    rm -rf "$work"
+    rm -rf "$work" || echo "warning: could not remove $work" >&2
     exit "$status"
 }
 trap cleanup EXIT
@@ -120,8 +121,9 @@ curl -fsS --max-time 5 http://127.0.0.1:18080/readyz >/dev/null || fail "the pro
 echo "fleet healthy ($((SECONDS - started)) s)"
 
 # The session, the stream and the decision, in one Python program (it holds the stream
-# open while it decides).
-python3 - <<'PYTHON' || fail "the session through the proxy and the other runner did not go as expected (above)"
+# open while it decides). Each read on the stream gives up after 20 s; the whole
+# program after three minutes, in case a buffering proxy trickles keep-alives.
+timeout 180 python3 - <<'PYTHON' || fail "the session through the proxy and the other runner did not go as expected (above; status 124 is the three-minute limit)"
 import http.client, json, os, sys
 
 token = os.environ["ARCHMAX_SERVE_TOKEN"]

@@ -29,13 +29,14 @@ name="archmax-ci-$$"
 image="localhost/archmax:ci-$$"
 cleanup() {
     local status=$?
+    set +e
     if [ "$status" -ne 0 ] && podman container exists "$name" 2>/dev/null; then
         echo "--- the container's log ---" >&2
         podman logs "$name" >&2 2>&1 || true
     fi
     podman rm --force --time 5 "$name" >/dev/null 2>&1 || true
     podman_env_reset
-    rm -rf "$work"
+    rm -rf "$work" || echo "warning: could not remove $work" >&2
     exit "$status"
 }
 trap cleanup EXIT
@@ -48,7 +49,7 @@ podman build --quiet --format docker -f deploy/Containerfile -t "$image" "$work/
     || fail "podman build of deploy/Containerfile failed"
 size="$(podman image inspect --format '{{.Size}}' "$image")"
 user="$(podman image inspect --format '{{.Config.User}}' "$image")"
-health="$(podman image inspect --format '{{if .Healthcheck}}{{.Healthcheck.Test}}{{end}}' "$image")"
+health="$(podman image inspect --format '{{if .Config.Healthcheck}}{{.Config.Healthcheck.Test}}{{end}}' "$image")"
 echo "image $image: $((size / 1024 / 1024)) MiB, user $user, health check $health"
 [ "$user" = "65532:65532" ] || fail "the image runs as '$user', not the unprivileged 65532:65532"
 [ -n "$health" ] || fail "the image has no HEALTHCHECK (was it built with --format docker?)"

@@ -8,10 +8,11 @@
 # - the overlay storage driver where the kernel takes it, else `vfs` (slower, works
 #   anywhere).
 # Usage: podman_env DIR   (then podman and podman-compose use it; podman_env_reset
-# removes every container and image of it)
+# removes every container, volume and image of it; the caller then removes DIR)
 podman_env() {
     local dir="$1"
-    mkdir -p "$dir/graph" "$dir/run" "$dir/tmp"
+    mkdir -p "$dir/graph" "$dir/run" "$dir/tmp" "$dir/networks"
+    PODMAN_ENV_DIR="$dir"
     cat >"$dir/containers.conf" <<CONF
 [containers]
 default_ulimits = []
@@ -21,6 +22,10 @@ netns = "host"
 cgroup_manager = "cgroupfs"
 runtime = "runc"
 events_logger = "file"
+events_logfile_path = "$dir/events.log"
+
+[network]
+network_config_dir = "$dir/networks"
 CONF
     export CONTAINERS_CONF="$dir/containers.conf"
     export TMPDIR="$dir/tmp"
@@ -45,8 +50,17 @@ CONF
     return 1
 }
 
+# Removes what this run made in its store (never `podman system reset`, which would also
+# clear the machine's shared network definitions), then any mount left under it.
 podman_env_reset() {
-    podman system reset --force >/dev/null 2>&1 || true
+    [ -n "${PODMAN_ENV_DIR:-}" ] || return 0
+    podman rm --all --force --time 5 >/dev/null 2>&1 || true
+    podman volume rm --all --force >/dev/null 2>&1 || true
+    podman rmi --all --force >/dev/null 2>&1 || true
+    local mount
+    { findmnt -rn -o TARGET | grep -F "$PODMAN_ENV_DIR/" | sort -r || true; } | while read -r mount; do
+        umount -l "$mount" 2>/dev/null || true
+    done
 }
 
 # Installs podman, runc and mmdebstrap (and any further packages named) with apt-get

@@ -10,7 +10,7 @@
 //! fixed `HEALTHCHECK ["archmax", "probe"]` follows a server listening elsewhere
 //! (`podman run -e ARCHMAX_PROBE_URL=http://127.0.0.1:9000/healthz …`).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -107,7 +107,6 @@ fn target(url: &str) -> Result<(String, String, String), ProbeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
     use std::net::TcpListener;
 
     /// A one-connection server on loopback that reads the request and writes `answer`;

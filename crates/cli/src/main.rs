@@ -18,6 +18,7 @@ mod keys;
 mod lsp;
 mod migrate;
 mod output;
+mod probe;
 mod reference;
 mod reply;
 mod resume;
@@ -357,6 +358,15 @@ enum Command {
     /// Plan or walk a flow document (`flow plan`, `flow run`).
     #[command(subcommand)]
     Flow(flow::FlowCommand),
+    /// GET a URL once (plain HTTP); exit 0 on a 2xx answer, 1 naming the status or the
+    /// failure otherwise. The container image's health check (it has no curl).
+    Probe {
+        /// The URL to ask, such as http://127.0.0.1:8787/healthz (default: ARCHMAX_PROBE_URL).
+        url: Option<String>,
+        /// Give up after this many seconds (connecting, and waiting for the answer).
+        #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = positive_seconds)]
+        timeout: f64,
+    },
     /// Serve the language server protocol on stdin and stdout (diagnostics, hover, completion, definition, rename).
     Lsp,
     /// Print the long explanation of a diagnostic code or a kernel rule.
@@ -569,9 +579,10 @@ fn store_is_postgres(command: &Command, root: &std::path::Path) -> bool {
     matches!(store::target(root, flag), Ok(store::Target::Postgres(_)))
 }
 
+/// The process's TLS crypto for model endpoints is installed first: the binary's choice,
+/// not the library's.
 fn main() -> ExitCode {
     end_quietly_on_closed_pipe();
-    // The process's TLS crypto for model endpoints: the binary's choice, not the library's.
     archmax_vm::model::openai::install_tls_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -637,6 +648,7 @@ fn main() -> ExitCode {
                 },
             },
         ),
+        Command::Probe { url, timeout } => probe::run(url.as_deref(), timeout),
         Command::Lsp => lsp::run(root_flag.and_then(|root| std::fs::canonicalize(root).ok())),
         Command::Explain { code, list } => explain::run(code.as_deref(), list),
         Command::Migrate { workflows, dry_run, diff } => migrate::run(&root, &workflows, dry_run, diff),

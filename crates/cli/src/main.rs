@@ -27,6 +27,7 @@ mod serve;
 mod session;
 mod sessions;
 mod store;
+mod telemetry;
 mod test;
 mod tools;
 mod trace;

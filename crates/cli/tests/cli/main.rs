@@ -29,4 +29,5 @@ mod store;
 mod streaming;
 #[path = "../support/mod.rs"]
 mod support;
+mod telemetry;
 mod tools;

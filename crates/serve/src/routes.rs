@@ -103,7 +103,8 @@ fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Spa
 }
 
 fn answered(response: &Response, latency: std::time::Duration, span: &tracing::Span) {
-    span.record("http.response.status_code", response.status().as_u16());
+    // As an i64: the OpenTelemetry bridge writes an unsigned field as text.
+    span.record("http.response.status_code", i64::from(response.status().as_u16()));
     tower_http::trace::OnResponse::on_response(DefaultOnResponse::default(), response, latency, span);
 }
 

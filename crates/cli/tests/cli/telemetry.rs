@@ -288,11 +288,14 @@ fn a_served_turn_is_traced_under_its_callers_context_from_request_to_commit() {
     let turn = trace.one("archmax.turn", |span| span.parent_span_id == request.span_id);
     assert_eq!(text(&turn.attributes, "archmax.session.id").as_deref(), Some("t1"));
     assert!(turn.links.is_empty(), "a new session links to nothing");
-    let prepare = trace
+    // Each model call and its tool calls are one step: two steps in `prepare`.
+    let prepares: Vec<&Span> = trace
         .children(turn, "archmax.state")
         .into_iter()
-        .find(|span| text(&span.attributes, "archmax.state").as_deref() == Some("prepare"))
-        .expect("a step in `prepare` under the turn");
+        .filter(|span| text(&span.attributes, "archmax.state").as_deref() == Some("prepare"))
+        .collect();
+    assert_eq!(prepares.len(), 2, "two steps in `prepare` under the turn; got {:?}", trace.names());
+    let (prepare, advancing) = (prepares[0], prepares[1]);
 
     let calls = trace.children(prepare, "chat");
     assert!(!calls.is_empty(), "model calls under the state; got {:?}", trace.names());
@@ -311,7 +314,7 @@ fn a_served_turn_is_traced_under_its_callers_context_from_request_to_commit() {
     let refusal = tool.events.iter().find(|event| event.name == "archmax.kernel.refusal").expect("the refusal event");
     let rule = text(&refusal.attributes, "archmax.rule").expect("the refusal's rule id");
     assert!(!rule.is_empty());
-    let advance = trace.one("execute_tool archmax_advance", |span| span.parent_span_id == prepare.span_id);
+    let advance = trace.one("execute_tool archmax_advance", |span| span.parent_span_id == advancing.span_id);
     assert!(advance.events.iter().all(|event| event.name != "archmax.kernel.refusal"), "an allowed call");
 
     let commits: Vec<&Span> = trace.children(prepare, "archmax.store.commit");
@@ -360,8 +363,9 @@ fn content_is_captured_only_when_opted_in_and_json_logs_carry_the_span_ids() {
     let mut env = traced(&collector);
     env.push(("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true".to_string()));
     let env: Vec<(&str, &str)> = env.iter().map(|(name, value)| (*name, value.as_str())).collect();
-    let served = desk.serve(&["--log-format", "json"], &env);
+    let mut served = desk.serve(&["--log-format", "json"], &env);
     start_parked(&served, "c1");
+    served.wait_for_log("archmax.kernel.refusal");
     let lines = served.lines();
     let trace = stopped(served, &collector);
 
@@ -396,8 +400,9 @@ fn refusal_log(lines: &[String]) -> Value {
 #[test]
 fn without_tracing_json_logs_carry_no_trace_ids() {
     let desk = Desk::new("untraced");
-    let served = desk.serve(&["--log-format", "json"], &[]);
+    let mut served = desk.serve(&["--log-format", "json"], &[]);
     start_parked(&served, "u1");
+    served.wait_for_log("archmax.kernel.refusal");
     let line = refusal_log(&served.lines());
     assert!(line.get("trace_id").is_none() && line.get("span_id").is_none(), "{line}");
     assert_eq!(served.stop(), Some(0));

@@ -73,10 +73,10 @@ pub(super) fn model_span(provider: &str, model: Option<&str>, state: &str) -> tr
 /// Records a model call's answer on its span: usage always, content when opted in.
 pub(super) fn record_response(span: &tracing::Span, response: &ModelResponse) {
     let usage = response.usage;
-    span.record("gen_ai.usage.input_tokens", usage.input);
-    span.record("gen_ai.usage.output_tokens", usage.output);
-    span.record("gen_ai.usage.cache_read.input_tokens", usage.cache_read);
-    span.record("gen_ai.usage.cache_creation.input_tokens", usage.cache_write);
+    span.record("gen_ai.usage.input_tokens", signed(usage.input));
+    span.record("gen_ai.usage.output_tokens", signed(usage.output));
+    span.record("gen_ai.usage.cache_read.input_tokens", signed(usage.cache_read));
+    span.record("gen_ai.usage.cache_creation.input_tokens", signed(usage.cache_write));
     if let Some(model) = &response.model {
         span.record("gen_ai.response.model", model.as_str());
     }
@@ -90,6 +90,12 @@ pub(super) fn record_response(span: &tracing::Span, response: &ModelResponse) {
         }]);
         span.record("gen_ai.output.messages", output.to_string());
     }
+}
+
+/// A count as the `i64` OpenTelemetry integer attributes hold: the `tracing` bridge writes
+/// an unsigned field as text.
+pub(crate) fn signed(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
 }
 
 /// The answer as GenAI message parts: its text, then its tool calls.
@@ -151,5 +157,5 @@ pub(super) fn refusal_event(rule: &str, tool: &str, terminal: bool) {
 
 /// The span of one committed step.
 pub(super) fn commit_span(seq: u64) -> tracing::Span {
-    tracing::info_span!("archmax.store.commit", archmax.seq = seq)
+    tracing::info_span!("archmax.store.commit", archmax.seq = signed(seq))
 }

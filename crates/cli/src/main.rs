@@ -28,6 +28,7 @@ mod serve;
 mod session;
 mod sessions;
 mod store;
+mod telemetry;
 mod test;
 mod tools;
 mod trace;

@@ -82,14 +82,27 @@ struct Sources {
     tokens: Option<PathBuf>,
 }
 
-/// Installs the log subscriber; `RUST_LOG` filters it (default `info`).
-fn init_logs(format: LogFormat) {
+/// Installs the log subscriber; `RUST_LOG` filters the log (default `info`). With tracing
+/// on, the OpenTelemetry layer sees every INFO span whatever the log's filter, and JSON
+/// lines carry their span's `trace_id` and `span_id`.
+fn init_logs(format: LogFormat, tracing: Option<&archmax_telemetry::Tracing>) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    let exported = tracing.map(|tracing| tracing.layer());
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_target(false);
     let installed = match format {
-        LogFormat::Text => builder.with_ansi(crate::output::stderr_color()).try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => tracing_subscriber::registry()
+            .with(exported)
+            .with(lines.with_ansi(crate::output::stderr_color()).with_filter(filter))
+            .try_init(),
+        LogFormat::Json => {
+            let json = tracing_subscriber::fmt::format().json().flatten_event(true).with_target(false);
+            let lines = lines.json().event_format(archmax_telemetry::logs::WithTraceIds(json));
+            tracing_subscriber::registry().with(exported).with(lines.with_filter(filter)).try_init()
+        }
     };
     if let Err(error) = installed {
         eprintln!("warning: could not install the log: {error}");
@@ -230,8 +243,22 @@ async fn reload_on_change(server: Arc<Server>, sources: Sources) {
     }
 }
 
+/// `archmax serve`, with its spans exported when tracing is configured; the spans still
+/// batched are sent once the server has stopped.
 pub fn run(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -> ExitCode {
-    init_logs(args.log_format);
+    let tracing = match crate::telemetry::start() {
+        Ok(tracing) => tracing,
+        Err(problem) => return failure(problem),
+    };
+    init_logs(args.log_format, tracing.as_ref());
+    let code = serve(executor, root, args);
+    if let Some(tracing) = tracing {
+        tracing.shutdown();
+    }
+    code
+}
+
+fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -> ExitCode {
     let sources = Sources {
         root: root.to_path_buf(),
         artifacts: args.artifacts.to_vec(),

@@ -197,6 +197,15 @@ pub fn execute<F>(options: &SessionOptions<'_>, workflow: &str, action: F) -> Ex
 where
     F: for<'a> FnOnce(&'a Runtime) -> Pin<Box<dyn Future<Output = Result<Outcome, RunError>> + 'a>>,
 {
+    // `run`, `decide`, `reply` and `deliver` all come here: their turn's spans are exported
+    // when the OTEL_* variables configure tracing.
+    crate::telemetry::traced(|| execute_untraced(options, workflow, action))
+}
+
+fn execute_untraced<F>(options: &SessionOptions<'_>, workflow: &str, action: F) -> ExitCode
+where
+    F: for<'a> FnOnce(&'a Runtime) -> Pin<Box<dyn Future<Output = Result<Outcome, RunError>> + 'a>>,
+{
     let Loaded { program, left_out } = match program(options, workflow) {
         Ok(loaded) => loaded,
         Err(refusal) => {

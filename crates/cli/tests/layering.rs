@@ -10,6 +10,10 @@ use std::process::Command;
 /// The front end's crates: a runner built without them loads artifacts and never parses YAML.
 const FRONT_END: [&str; 5] = ["archmax-compiler", "archmax-migrate", "saphyr-parser", "petgraph", "miette"];
 
+/// The OpenTelemetry SDK and its bridge to `tracing`: only archmax-telemetry (and the CLI
+/// through it) links them; the VM and the server make plain `tracing` spans.
+const OPENTELEMETRY: [&str; 4] = ["opentelemetry", "opentelemetry_sdk", "opentelemetry-otlp", "tracing-opentelemetry"];
+
 /// The crates above the VM: the products built from it.
 const PRODUCTS: [&str; 6] =
     ["archmax-cli", "archmax-serve", "archmax-mcp", "archmax-store-postgres", "archmax-flow", "archmax-ide"];
@@ -93,8 +97,11 @@ fn rules() -> Vec<Rule> {
         Rule {
             package: "archmax-vm",
             features: &[],
-            forbidden: with(PRODUCTS.to_vec(), &["archmax-migrate", "axum", "tokio-postgres", "rmcp", "lsp-server"]),
-            why: "the VM is a library the products are built from; it knows none of them",
+            forbidden: with(
+                with(PRODUCTS.to_vec(), &["archmax-migrate", "axum", "tokio-postgres", "rmcp", "lsp-server"]),
+                &OPENTELEMETRY,
+            ),
+            why: "the VM is a library the products are built from; it knows none of them, and its spans reach OpenTelemetry only through the host's bridge",
         },
         Rule {
             package: "archmax-store-postgres",
@@ -115,8 +122,17 @@ fn rules() -> Vec<Rule> {
         Rule {
             package: "archmax-serve",
             features: &[],
-            forbidden: ["archmax-cli", "archmax-ide", "archmax-flow", "archmax-migrate", "lsp-server"].to_vec(),
-            why: "the HTTP runner is a library the CLI starts; it knows nothing of the command line or editors",
+            forbidden: with(
+                ["archmax-cli", "archmax-ide", "archmax-flow", "archmax-migrate", "lsp-server"].to_vec(),
+                &OPENTELEMETRY,
+            ),
+            why: "the HTTP runner is a library the CLI starts; it knows nothing of the command line or editors, and it makes `tracing` spans the CLI's exporter sends",
+        },
+        Rule {
+            package: "archmax-telemetry",
+            features: &[],
+            forbidden: PRODUCTS.to_vec(),
+            why: "tracing is set up by the binary for any product; it knows only the VM's bridge",
         },
         Rule {
             package: "archmax-flow",

@@ -288,6 +288,7 @@ impl McpHost {
             Value::Null => {}
             other => return Err(failed(format!("the arguments of `{}` must be an object, not {other}", call.tool))),
         }
+        params.meta = trace_context();
         let timeout_ms = server.config.tool_timeout_ms;
         // Dropping the call future (timeout or caller) sends `notifications/cancelled`.
         match tokio::time::timeout(Duration::from_millis(timeout_ms), connection.peer().call_tool(params)).await {
@@ -363,4 +364,23 @@ impl ToolHost for McpHost {
             .map(|cached| Arc::clone(&cached.catalog));
         Box::pin(async move { cached })
     }
+}
+
+/// The calling span's W3C trace context as the request's `_meta` (`traceparent`,
+/// `tracestate`; MCP's SEP-414), so the server's spans join the tool call's trace. None
+/// when tracing is off.
+fn trace_context() -> Option<rmcp::model::RequestMetaObject> {
+    let headers = archmax_vm::trace::outgoing_headers();
+    if headers.is_empty() {
+        return None;
+    }
+    let mut meta = rmcp::model::MetaObject::new();
+    for (name, value) in headers {
+        match name {
+            "traceparent" => meta.set_traceparent(value),
+            "tracestate" => meta.set_tracestate(value),
+            _ => {}
+        }
+    }
+    Some(meta.into())
 }

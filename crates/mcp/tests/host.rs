@@ -133,8 +133,8 @@ impl HttpFixture {
 async fn check_catalog(host: &McpHost) -> std::sync::Arc<Catalog> {
     let catalog = host.catalog().await;
     let names: Vec<&str> = catalog.tools.iter().map(|tool| tool.name.as_str()).collect();
-    // Seventeen tools over six pages; `bad.name` is skipped.
-    assert_eq!(names.len(), 16, "{names:?}");
+    // Eighteen tools over six pages; `bad.name` is skipped.
+    assert_eq!(names.len(), 17, "{names:?}");
     for name in ["fx__echo", "fx__add", "fx__read_note", "fx__export", "fx__hang", "fx__grow"] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
@@ -444,4 +444,29 @@ async fn the_known_catalog_is_only_what_a_build_already_fetched() {
     assert!(known.tool("fx__echo").is_some());
     host.shutdown().await;
     let _ = std::fs::remove_file(&marker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_call_carries_the_calling_spans_trace_context_and_none_without_a_span() {
+    use tracing::Instrument;
+    use tracing_subscriber::layer::SubscriberExt;
+    let fixture = HttpFixture::start("127.0.0.1:0").await;
+    let host = McpHost::new(vec![server("fx", fixture.transport())], options());
+    let untraced = call(&host, "fx__traceparent", json!({})).await.expect("an answer");
+    assert_eq!(text(&untraced), "none", "no span, no trace context");
+
+    // Tracing on, for this thread only; the exporter's endpoint is never reached here.
+    let settings = archmax_telemetry::TraceSettings::from_lookup(
+        |name| (name == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://127.0.0.1:9".to_string()),
+        "mcp-test",
+    )
+    .expect("settings")
+    .expect("tracing on");
+    let tracing = archmax_telemetry::Tracing::start(&settings).expect("tracing starts");
+    let _on = tracing::subscriber::set_default(tracing_subscriber::registry().with(tracing.layer()));
+    let span = tracing::info_span!("execute_tool");
+    let answer = call(&host, "fx__traceparent", json!({})).instrument(span.clone()).await.expect("an answer");
+    let ids = archmax_telemetry::bridge::span_ids(&span).expect("the span has ids");
+    assert_eq!(text(&answer), format!("00-{}-{}-01", ids.trace_id, ids.span_id), "the tool call's span is the parent");
+    host.shutdown().await;
 }

@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
-use tower_http::trace::{DefaultOnFailure, TraceLayer};
+use tower_http::trace::{DefaultOnFailure, DefaultOnRequest, DefaultOnResponse, TraceLayer};
 
 use crate::error::ApiError;
 use crate::server::{Answer, Server};
@@ -61,13 +61,51 @@ pub fn router(server: Arc<Server>) -> Router {
         .layer(request_spans())
 }
 
-/// A `tracing` span per request (its method, path and HTTP version; never its headers,
-/// which carry tokens and cookies) and a line when it is answered, all at DEBUG: with
+/// A `tracing` span per request, the parent of the turn it starts: its method, route,
+/// path and answer's status, never its headers (they carry tokens and cookies) but the
+/// W3C `traceparent` and `tracestate`, whose context it continues when tracing is on.
+/// The lines when a request arrives and is answered stay at DEBUG: with
 /// `RUST_LOG=tower_http=debug` every request is logged, and at the default `info`
 /// nothing is. An answer of 5xx is logged at DEBUG as well, not tower-http's ERROR: the
 /// refusal is the client's to read, and what failed inside is logged where it failed.
-fn request_spans() -> TraceLayer<SharedClassifier<ServerErrorsAsFailures>> {
-    TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG))
+type RequestSpans = TraceLayer<
+    SharedClassifier<ServerErrorsAsFailures>,
+    fn(&axum::http::Request<axum::body::Body>) -> tracing::Span,
+    DefaultOnRequest,
+    fn(&Response, std::time::Duration, &tracing::Span),
+>;
+
+fn request_spans() -> RequestSpans {
+    TraceLayer::new_for_http()
+        .make_span_with(request_span as fn(&axum::http::Request<axum::body::Body>) -> tracing::Span)
+        .on_response(answered as fn(&Response, std::time::Duration, &tracing::Span))
+        .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG))
+}
+
+/// The request's span, named by its method and route (never by a session id in its path).
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let route = request.extensions().get::<axum::extract::MatchedPath>().map_or("unmatched", |path| path.as_str());
+    let method = request.method().as_str();
+    let span = tracing::info_span!(
+        "http.request",
+        otel.name = format!("{method} {route}"),
+        otel.kind = "server",
+        http.request.method = method,
+        http.route = route,
+        url.path = request.uri().path(),
+        http.response.status_code = tracing::field::Empty,
+    );
+    let header = |name: &str| request.headers().get(name).and_then(|value| value.to_str().ok());
+    if let Some(parent) = header("traceparent") {
+        archmax_vm::trace::adopt_parent(&span, parent, header("tracestate"));
+    }
+    span
+}
+
+fn answered(response: &Response, latency: std::time::Duration, span: &tracing::Span) {
+    // As an i64: the OpenTelemetry bridge writes an unsigned field as text.
+    span.record("http.response.status_code", i64::from(response.status().as_u16()));
+    tower_http::trace::OnResponse::on_response(DefaultOnResponse::default(), response, latency, span);
 }
 
 /// A turn route's answer: 202 with the session and its status while the turn runs on,

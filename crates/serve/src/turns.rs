@@ -122,7 +122,8 @@ impl TurnGate {
         let (sender, receiver) = oneshot::channel();
         let gate = Arc::clone(self);
         self.metrics.queued.fetch_add(1, Ordering::SeqCst);
-        tokio::spawn(async move {
+        // The turn runs in the span of whoever admitted it (a request's), its parent.
+        let spawned = tracing::Instrument::in_current_span(async move {
             let claim = claim;
             let slot = Arc::clone(&gate.slots).acquire_owned().await;
             gate.metrics.queued.fetch_sub(1, Ordering::SeqCst);
@@ -142,6 +143,7 @@ impl TurnGate {
             drop(claim);
             let _ = sender.send(result);
         });
+        tokio::spawn(spawned);
         Ok(receiver)
     }
 

@@ -129,6 +129,7 @@ pub mod sandbox;
 pub mod secret_file;
 pub mod session;
 pub mod tool_host;
+pub mod trace;
 pub(crate) mod values;
 
 pub use archmax_stdlib as stdlib;

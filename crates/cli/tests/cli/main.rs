@@ -29,5 +29,6 @@ mod store;
 mod streaming;
 #[path = "../support/mod.rs"]
 mod support;
+mod telemetry;
 mod tools;
 mod tutorial;

@@ -128,6 +128,7 @@ impl Fixture {
             Tool::new("picture", "A tiny image", none()),
             Tool::new("env", "Whether a variable is set here", schema(json!({"name": string()}), &["name"])),
             Tool::new("grow", "Adds the tool `extra`", none()),
+            Tool::new("traceparent", "The W3C traceparent the call carried in its _meta, or none", none()),
             Tool::new("bad.name", "A name no model function may have", none()),
         ];
         if self.grown.load(Ordering::SeqCst) {
@@ -136,7 +137,13 @@ impl Fixture {
         tools
     }
 
-    async fn run(&self, name: &str, args: &Map<String, Value>, context: RequestContext<RoleServer>) -> CallToolResult {
+    async fn run(
+        &self,
+        name: &str,
+        args: &Map<String, Value>,
+        request_meta: Option<rmcp::model::RequestMetaObject>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let text = |text: String| CallToolResult::success(vec![ContentBlock::text(text)]);
         let arg = |key: &str| args.get(key).cloned().unwrap_or(Value::Null);
         match name {
@@ -186,6 +193,11 @@ impl Fixture {
                 let set = name.as_str().is_some_and(|name| std::env::var_os(name).is_some());
                 text(if set { "set" } else { "unset" }.to_string())
             }
+            "traceparent" => {
+                let carried = request_meta.as_ref().and_then(|meta| meta.get_traceparent().map(str::to_string));
+                let carried = carried.or_else(|| context.meta.get_traceparent().map(str::to_string));
+                text(carried.unwrap_or_else(|| "none".to_string()))
+            }
             "grow" => {
                 self.grown.store(true, Ordering::SeqCst);
                 let _ = context.peer.notify_tool_list_changed().await;
@@ -226,7 +238,7 @@ impl ServerHandler for Fixture {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
-        Ok(self.run(&request.name, &args, context).await.into())
+        Ok(self.run(&request.name, &args, request.meta, context).await.into())
     }
 }
 

@@ -342,7 +342,20 @@ impl Turn<'_> {
         Ok(())
     }
 
+    /// One call in its `execute_tool` span: a sub-workflow it dispatches runs under it.
     pub(super) async fn handle_call(
+        &mut self,
+        id: StateId,
+        call: &ToolCall,
+        caller: Caller,
+        alone: bool,
+        advanced: &mut Option<String>,
+    ) -> Answer {
+        let span = super::spans::tool_span(&call.name, &call.id, caller.origin());
+        tracing::Instrument::instrument(self.decide_and_run(id, call, caller, alone, advanced), span).await
+    }
+
+    async fn decide_and_run(
         &mut self,
         id: StateId,
         call: &ToolCall,
@@ -555,6 +568,7 @@ impl Turn<'_> {
         args: &Value,
         verdict: Verdict,
     ) -> Answer {
+        super::spans::refusal_event(&verdict.rule.to_string(), &call.name, verdict.terminal);
         if verdict.rule.is_recorded_as_blocked() {
             let (shown_args, args_cut) = crate::events::bounded_args(args);
             self.emit(Event::ToolBlocked {

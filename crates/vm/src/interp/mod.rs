@@ -30,6 +30,7 @@ mod offload;
 mod orphans;
 mod pin;
 mod resume;
+mod spans;
 mod start;
 #[cfg(test)]
 mod test_support;
@@ -188,7 +189,8 @@ impl<'r> Turn<'r> {
         let mut delta = std::mem::take(&mut self.pending);
         delta.seq = self.session.seq;
         delta.head = self.session.head.clone();
-        self.writer.commit(&delta).await?;
+        let span = spans::commit_span(delta.seq);
+        tracing::Instrument::instrument(self.writer.commit(&delta), span).await?;
         Ok(())
     }
 
@@ -241,14 +243,21 @@ impl<'r> Turn<'r> {
 
     // ----- the loop ---------------------------------------------------------------
 
-    /// Runs the session until it parks, finishes, or fails.
+    /// Runs the session until it parks, finishes, or fails, in the turn's span.
     pub async fn run(mut self) -> Result<Outcome, RunError> {
+        let span = self.open_turn_span();
+        tracing::Instrument::instrument(self.run_steps(), span).await
+    }
+
+    async fn run_steps(mut self) -> Result<Outcome, RunError> {
         loop {
             // Every step gives the executor a turn, so a caller's deadline around a run
             // (a case's `caseTimeoutMs`) can fire even when nothing else awaits.
             tokio::task::yield_now().await;
             if self.session.head.park_phase == Some(ParkPhase::Closing) {
-                self.handoff().await?;
+                let id = self.position_id();
+                let span = spans::state_span(self.slug(id), self.state(id).kind);
+                tracing::Instrument::instrument(self.handoff(), span).await?;
                 break;
             }
             if self.session.head.status != Status::Running {
@@ -274,15 +283,19 @@ impl<'r> Turn<'r> {
             }
             let id = self.position_id();
             let state = self.state(id);
-            match state.kind {
-                StateKind::Human => {
-                    self.enter_human(id, Vec::new());
-                    self.commit().await?;
+            let span = spans::state_span(self.slug(id), state.kind);
+            let step = async {
+                match state.kind {
+                    StateKind::Human => {
+                        self.enter_human(id, Vec::new());
+                        self.commit().await
+                    }
+                    StateKind::Grader => self.grader_step(id).await,
+                    StateKind::Code => self.code_step(id).await,
+                    StateKind::Agent => self.agent_step(id).await,
                 }
-                StateKind::Grader => self.grader_step(id).await?,
-                StateKind::Code => self.code_step(id).await?,
-                StateKind::Agent => self.agent_step(id).await?,
-            }
+            };
+            tracing::Instrument::instrument(step, span).await?;
         }
         Ok(self.finish())
     }
@@ -547,12 +560,22 @@ impl<'r> Turn<'r> {
             timeout,
             crate::model::TextSink(&delta),
         );
-        let result = match timeout {
-            Some(limit) => tokio::time::timeout(limit, self.runtime.model().call(request))
-                .await
-                .unwrap_or(Err(ModelError::Timeout(limit))),
-            None => self.runtime.model().call(request).await,
+        let model = request.model;
+        let span = spans::model_span(self.runtime.model().provider(model), model, here);
+        spans::record_request(&span, &volatile_block, self.view());
+        let call = async {
+            match timeout {
+                Some(limit) => tokio::time::timeout(limit, self.runtime.model().call(request))
+                    .await
+                    .unwrap_or(Err(ModelError::Timeout(limit))),
+                None => self.runtime.model().call(request).await,
+            }
         };
+        let result = tracing::Instrument::instrument(call, span.clone()).await;
+        match &result {
+            Ok(response) => spans::record_response(&span, response),
+            Err(error) => spans::record_failure(&span, error),
+        }
         let shown = shown.lock().map(|shown| shown.clone()).unwrap_or_default();
         match &result {
             // An adapter that does not stream (or `ARCHMAX_STREAMING=0`): one delta for

@@ -163,6 +163,10 @@ impl ModelAdapter for AnthropicAdapter {
         Box::pin(self.complete(request))
     }
 
+    fn provider(&self, _model: Option<&str>) -> &str {
+        "anthropic"
+    }
+
     fn cache_plan(&self, _model: Option<&str>, cache: PromptCache<'_>) -> CachePlan {
         let ttl = cache_ttl(&self.config, &cache);
         CachePlan {

@@ -360,6 +360,13 @@ pub trait ModelAdapter: Send + Sync {
         CachePlan::unmarked(cache)
     }
 
+    /// Who serves calls to `model` (`None`: the adapter's default), as the GenAI semantic
+    /// conventions name providers (`openai`, `anthropic`); the model call's span carries it.
+    fn provider(&self, model: Option<&str>) -> &str {
+        let _ = model;
+        "unknown"
+    }
+
     /// Entries a scripted adapter still holds at the end of a command (0 for live ones).
     fn leftover(&self) -> usize {
         0

@@ -426,6 +426,11 @@ impl ModelAdapter for OpenAiAdapter {
         Box::pin(self.complete(request))
     }
 
+    /// The wire protocol is OpenAI's, whoever serves it at the configured base URL.
+    fn provider(&self, _model: Option<&str>) -> &str {
+        "openai"
+    }
+
     fn cache_plan(&self, model: Option<&str>, cache: PromptCache<'_>) -> CachePlan {
         let model = model.map(str::trim).filter(|model| !model.is_empty()).or(self.config.default_model.as_deref());
         let ttl = cache_ttl(&self.config, &cache);

@@ -137,6 +137,10 @@ impl ModelAdapter for Recorder {
         self.inner.cache_plan(model, cache)
     }
 
+    fn provider(&self, model: Option<&str>) -> &str {
+        self.inner.provider(model)
+    }
+
     fn leftover(&self) -> usize {
         self.inner.leftover()
     }

@@ -87,6 +87,14 @@ impl ModelAdapter for Router {
         }
     }
 
+    fn provider(&self, model: Option<&str>) -> &str {
+        match (self.model_of(model).and_then(|id| self.routes.get(id)), &self.default) {
+            (Some(route), _) => route.adapter.provider(Some(&route.name)),
+            (None, Some(default)) => default.provider(model),
+            (None, None) => "unknown",
+        }
+    }
+
     fn cache_plan(&self, model: Option<&str>, cache: PromptCache<'_>) -> CachePlan {
         let id = self.model_of(model);
         match (id.and_then(|id| self.routes.get(id)), &self.default) {

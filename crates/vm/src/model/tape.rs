@@ -258,6 +258,11 @@ impl ModelAdapter for Tape {
         Box::pin(async move { answer })
     }
 
+    /// A tape stands in for a provider: its answers were recorded, none is made.
+    fn provider(&self, _model: Option<&str>) -> &str {
+        "archmax.tape"
+    }
+
     /// Entries no session has read (with one session, the ones it left).
     fn leftover(&self) -> usize {
         let Ok(readings) = self.readings.lock() else {

@@ -478,6 +478,11 @@ pub struct Head {
     /// model is shown in place of the messages before `through`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<Compaction>,
+    /// The trace and span of the turn that last wrote the session, when tracing was on: a
+    /// later turn (a parked session resumed days after) links its span to it. Records
+    /// written before tracing existed, or with it off, have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::SpanIds>,
     /// Milliseconds since the epoch.
     pub created_at: u64,
     pub updated_at: u64,

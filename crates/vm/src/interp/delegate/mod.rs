@@ -105,6 +105,8 @@ pub(super) struct Meta {
     pub state: String,
     pub args: Value,
     pub started: u64,
+    /// The span of the tool call that dispatched the child: the child's turn runs under it.
+    pub span: tracing::Span,
 }
 
 /// What a child's settled session means for its caller.
@@ -186,7 +188,7 @@ pub(super) fn run_child<'r>(runtime: &'r Runtime, prepared: Prepared, slots: Arc
         turn.emit(Event::Advance { from: "__start__".to_string(), to: entry.clone(), reason: None, call_id: None });
         turn.emit(Event::StateEnter { state: entry.clone() });
         turn.emit(Event::WorkflowReset { entry });
-        let outcome = turn.run().await;
+        let outcome = tracing::Instrument::instrument(turn.run(), meta.span.clone()).await;
         (meta, outcome)
     })
 }
@@ -615,6 +617,7 @@ impl Turn<'_> {
             state: pending.state.clone(),
             args: Value::Null,
             started: self.now(),
+            span: tracing::Span::current(),
         };
         let child_usage = outcome.as_ref().map(|outcome| outcome.turn_usage).unwrap_or_default();
         self.delegations.add_child_usage(&child_usage);

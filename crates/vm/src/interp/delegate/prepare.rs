@@ -161,6 +161,7 @@ impl<'r> Turn<'r> {
             state: here.clone(),
             args: args.clone(),
             started: self.now(),
+            span: tracing::Span::current(),
         };
         let mut chain: Vec<String> = self.session.head.ancestors.clone();
         chain.push(self.session.head.workflow.clone());

@@ -14,7 +14,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -52,7 +52,9 @@ pub struct Order {
 pub enum Refused {
     #[error("the amount must be a number above 0 and at most {limit} (the server's --limit); nothing was paid")]
     Amount { limit: f64 },
-    #[error("the amount has more than two decimal places; give it in cents at most (like 142.5 or 38.05); nothing was paid")]
+    #[error(
+        "the amount has more than two decimal places; give it in cents at most (like 142.5 or 38.05); nothing was paid"
+    )]
     Cents,
     #[error("the currency must be an ISO 4217 code of three capital letters, like EUR; nothing was paid")]
     Currency,
@@ -145,12 +147,6 @@ impl Ledger {
         file.read_to_string(&mut text).map_err(|error| self.trouble(format!("it is not UTF-8 text: {error}")))?;
         parse(&text).map_err(|problem| self.trouble(problem))
     }
-
-    /// The ledger's path.
-    #[cfg(test)]
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 /// The payments of a ledger's text; a line that is not one, or a number out of order,
@@ -195,9 +191,8 @@ mod tests {
     fn payments_are_numbered_written_and_read_back() {
         let ledger = Ledger::new(scratch("numbered"), DEFAULT_LIMIT);
         let first = ledger.pay(&order(142.5)).expect("paid");
-        let second = ledger
-            .pay(&Order { amount: 38.0, currency: Some("CHF".into()), memo: Some("Taxi".into()) })
-            .expect("paid");
+        let second =
+            ledger.pay(&Order { amount: 38.0, currency: Some("CHF".into()), memo: Some("Taxi".into()) }).expect("paid");
         assert_eq!((first.payment.as_str(), first.currency.as_str()), ("PAY-000001", "EUR"));
         assert_eq!((second.payment.as_str(), second.memo.as_deref()), ("PAY-000002", Some("Taxi")));
         assert_eq!(ledger.payments().expect("read back"), [first, second]);
@@ -219,14 +214,17 @@ mod tests {
             let said = ledger.pay(&order).expect_err("refused").to_string();
             assert!(said.contains(expected) && said.contains("nothing was paid"), "{said}");
         }
-        assert!(!ledger.path().exists(), "a refused order never creates the ledger");
+        assert!(!ledger.path.exists(), "a refused order never creates the ledger");
     }
 
     #[test]
     fn a_torn_or_edited_ledger_stops_payments_naming_the_line() {
         let path = scratch("torn");
-        std::fs::write(&path, "{\"payment\":\"PAY-000001\",\"amount\":5.0,\"currency\":\"EUR\",\"paid_at\":\"x\"}\n{\"pay")
-            .expect("write");
+        std::fs::write(
+            &path,
+            "{\"payment\":\"PAY-000001\",\"amount\":5.0,\"currency\":\"EUR\",\"paid_at\":\"x\"}\n{\"pay",
+        )
+        .expect("write");
         let ledger = Ledger::new(path.clone(), DEFAULT_LIMIT);
         let said = ledger.pay(&order(1.0)).expect_err("refused").to_string();
         assert!(said.contains("line 2 is not a payment"), "{said}");

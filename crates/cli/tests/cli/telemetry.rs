@@ -22,26 +22,13 @@ use serde_json::{Value, json};
 
 use crate::serving::{PATIENCE, Served};
 
-const WORKFLOW: &str = r#"title: Refund approval
-instructions: You prepare refunds for Fernhill customers.
-states:
-  prepare:
-    triggers:
-      manual:
-        description: Prepare one refund.
-    instructions: Work out the refund, then hand it to a person.
-    transitions:
-      - to: review
-        description: The refund is ready for a person.
-  review:
-    type: human
-    instructions: Approve the refund, or send it back.
-    transitions:
-      - { to: pay, type: approve, description: The refund is right. }
-      - { to: prepare, type: refine, description: The refund needs changes. }
-  pay:
-    instructions: Tell the customer the refund is on its way.
-"#;
+/// The refund workflow of the park tests, with a webhook trigger on `prepare` as well.
+fn workflow() -> String {
+    let manual = "        description: Prepare one refund.\n";
+    assert!(crate::parks::WORKFLOW.contains(manual), "the park tests' workflow has a manual trigger on `prepare`");
+    let webhook = "      refund-requested:\n        description: The shop's webhook asks for a refund.\n        requires:\n          - { name: order, type: string }\n";
+    crate::parks::WORKFLOW.replace(manual, &format!("{manual}{webhook}"))
+}
 
 /// The first answer calls a tool no state offers (the kernel refuses it), the second
 /// hands the refund to a person; `pay` answers once the decision is made.
@@ -199,7 +186,7 @@ impl Desk {
         let root = crate::support::scratch(&format!("telemetry-{label}"));
         let _ = fs::remove_dir_all(&root);
         fs::create_dir_all(root.join("workflows/refunds")).expect("workspace");
-        fs::write(root.join("workflows/refunds/workflow.yaml"), WORKFLOW).expect("workflow");
+        fs::write(root.join("workflows/refunds/workflow.yaml"), workflow()).expect("workflow");
         fs::write(root.join("tape.yaml"), TAPE).expect("tape");
         Desk { root }
     }
@@ -461,4 +448,61 @@ fn run_and_decide_export_their_turns_and_the_decision_links_to_the_park() {
             count
         });
     assert_eq!(services.keys().collect::<Vec<_>>(), vec!["archmax"], "the default service name");
+}
+
+#[test]
+fn a_webhook_firing_continues_its_senders_trace() {
+    let desk = Desk::new("webhook");
+    let collector = Collector::start();
+    let env = traced(&collector);
+    let env: Vec<(&str, &str)> = env.iter().map(|(name, value)| (*name, value.as_str())).collect();
+    let served = desk.serve(&[], &env);
+    let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    let (status, shown) = request(
+        &served,
+        "POST",
+        "/v1/triggers/refund-requested?wait=60",
+        &[("traceparent", &traceparent)],
+        &json!({ "order": "ORD-3" }),
+    );
+    assert_eq!(status, 200, "{shown}");
+    let trace = stopped(served, &collector);
+
+    let firing = trace.one("POST /v1/triggers/{trigger}", |_| true);
+    assert_eq!(hex(&firing.trace_id), CALLER_TRACE, "the sender's trace is continued");
+    assert_eq!(hex(&firing.parent_span_id), CALLER_SPAN, "the firing is the sender's span's child");
+    let turn = trace.one("archmax.turn", |span| span.parent_span_id == firing.span_id);
+    assert_eq!(hex(&turn.trace_id), CALLER_TRACE);
+    assert!(!trace.children(turn, "archmax.state").is_empty(), "the turn's states under it: {:?}", trace.names());
+}
+
+#[test]
+fn a_sub_workflow_is_traced_as_a_child_of_its_callers_tool_call() {
+    let root = crate::support::scratch("telemetry-delegate");
+    let _ = fs::remove_dir_all(&root);
+    crate::support::copy_dir(&crate::support::repository().join("golden/runs/delegate-agent-call/workspace"), &root);
+    let collector = Collector::start();
+    let variables = r#"{"sku":"FH-MUG-OAT","quantity":4}"#;
+    let prompt = "Can I order 4 more of the oat mugs?";
+    command(
+        &root,
+        &collector,
+        &["run", "order-desk", prompt, "--session", "s1", "--tape", "tape.yaml", "--variables", variables],
+    );
+    let trace = Trace(collector.spans().into_iter().map(|(_, span)| span).collect());
+    let session =
+        |id: &'static str| move |span: &Span| text(&span.attributes, "archmax.session.id").as_deref() == Some(id);
+    let caller = trace.one("archmax.turn", session("s1"));
+    let child = trace.one("archmax.turn", session("s1~1"));
+
+    let by_id = |id: &[u8]| trace.0.iter().find(|span| span.span_id == id);
+    let call = by_id(&child.parent_span_id).expect("the child's parent span is exported");
+    assert_eq!(call.name, "execute_tool archmax_workflow_stock-check", "the child runs under the call that started it");
+    assert_eq!(text(&call.attributes, "gen_ai.tool.name").as_deref(), Some("archmax_workflow_stock-check"));
+    let state = by_id(&call.parent_span_id).expect("the call's state span is exported");
+    assert_eq!(state.name, "archmax.state");
+    assert_eq!(state.parent_span_id, caller.span_id, "the call is a step of the caller's turn");
+    assert_eq!(child.trace_id, caller.trace_id, "one trace for the caller and its child");
+    assert!(!trace.children(child, "archmax.state").is_empty(), "the child's own states under its turn");
+    let _ = fs::remove_dir_all(&root);
 }

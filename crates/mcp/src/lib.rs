@@ -75,6 +75,7 @@ pub mod paths;
 pub mod redact;
 mod supervisor;
 mod toolset;
+mod traced_http;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

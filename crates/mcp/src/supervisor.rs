@@ -333,7 +333,8 @@ impl Supervisor {
                 }
                 // reqwest is built without a default TLS provider; the process needs one.
                 let _ = rustls::crypto::ring::default_provider().install_default();
-                let transport = StreamableHttpClientTransport::from_config(config);
+                let client = crate::traced_http::TracedHttp::new().map_err(&failed)?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
                 match tokio::time::timeout(wait, self.handshake(listener, transport)).await {
                     Ok(Ok((client, set))) => Ok(self.connected(client, listing, None, set)),
                     Ok(Err(why)) => Err(self.redactor.redact(&failed(why))),

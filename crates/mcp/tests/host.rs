@@ -447,7 +447,7 @@ async fn the_known_catalog_is_only_what_a_build_already_fetched() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_http_call_carries_the_calling_spans_trace_context_and_none_without_a_span() {
+async fn an_http_call_carries_the_calling_spans_trace_context_in_its_meta_and_headers_and_none_without_a_span() {
     use tracing::Instrument;
     use tracing_subscriber::layer::SubscriberExt;
     let fixture = HttpFixture::start("127.0.0.1:0").await;

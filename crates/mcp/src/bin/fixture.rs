@@ -128,7 +128,11 @@ impl Fixture {
             Tool::new("picture", "A tiny image", none()),
             Tool::new("env", "Whether a variable is set here", schema(json!({"name": string()}), &["name"])),
             Tool::new("grow", "Adds the tool `extra`", none()),
-            Tool::new("traceparent", "The W3C traceparent the call carried in its _meta, or none", none()),
+            Tool::new(
+                "traceparent",
+                "The W3C traceparent the call carried in its _meta (and, over HTTP, as a header), or none",
+                none(),
+            ),
             Tool::new("bad.name", "A name no model function may have", none()),
         ];
         if self.grown.load(Ordering::SeqCst) {
@@ -196,7 +200,19 @@ impl Fixture {
             "traceparent" => {
                 let carried = request_meta.as_ref().and_then(|meta| meta.get_traceparent().map(str::to_string));
                 let carried = carried.or_else(|| context.meta.get_traceparent().map(str::to_string));
-                text(carried.unwrap_or_else(|| "none".to_string()))
+                // Over HTTP the same context must also arrive as the W3C header, which
+                // tracing middleware in front of a server reads.
+                let header = context.extensions.get::<axum::http::request::Parts>().map(|parts| {
+                    parts.headers.get("traceparent").and_then(|value| value.to_str().ok()).map(str::to_string)
+                });
+                match header {
+                    Some(header) if header != carried => text(format!(
+                        "the traceparent header ({}) differs from the _meta's ({})",
+                        header.as_deref().unwrap_or("none"),
+                        carried.as_deref().unwrap_or("none")
+                    )),
+                    _ => text(carried.unwrap_or_else(|| "none".to_string())),
+                }
             }
             "grow" => {
                 self.grown.store(true, Ordering::SeqCst);

@@ -67,7 +67,12 @@ impl PaymentService {
 
     #[tool(
         description = "Pay an approved expense: the amount (at most two decimal places), its ISO currency (EUR by default) and an optional memo. Answers the payment's number once it is recorded.",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     pub async fn pay(&self, Parameters(request): Parameters<PayRequest>) -> CallToolResult {
         let order = Order { amount: request.amount, currency: request.currency, memo: request.memo };
@@ -76,7 +81,9 @@ impl PaymentService {
         match tokio::task::spawn_blocking(move || ledger.pay(&order)).await {
             Ok(Ok(payment)) => answer(&payment),
             Ok(Err(refused)) => refusal(refused.to_string()),
-            Err(error) => refusal(format!("the payment stopped unexpectedly ({error}); check the ledger before retrying")),
+            Err(error) => {
+                refusal(format!("the payment stopped unexpectedly ({error}); check the ledger before retrying"))
+            }
         }
     }
 

@@ -280,7 +280,7 @@ enum Command {
         #[arg(long, value_name = "URL")]
         store: Option<String>,
         /// The log's form: `text` for people, `json` (one object per line) for a pipeline;
-        /// `RUST_LOG` filters it (default `info`).
+        /// `RUST_LOG` filters it (default `info,rmcp=warn`).
         #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
         log_format: serve::LogFormat,
         /// How long admitted turns get to finish after SIGTERM, in seconds; a turn still

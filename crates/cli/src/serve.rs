@@ -82,7 +82,9 @@ struct Sources {
     tokens: Option<PathBuf>,
 }
 
-/// Installs the log subscriber; `RUST_LOG` filters the log (default `info`). With tracing
+/// Installs the log subscriber; `RUST_LOG` filters the log (default `info`, and `warn` for
+/// the MCP library `rmcp`, whose INFO lines are protocol chatter such as a debug dump of
+/// each server's capabilities at every connection). With tracing
 /// on, the OpenTelemetry layer sees every INFO span whatever the log's filter, and JSON
 /// lines carry their span's `trace_id` and `span_id`.
 fn init_logs(format: LogFormat, tracing: Option<&archmax_telemetry::Tracing>) {
@@ -90,7 +92,7 @@ fn init_logs(format: LogFormat, tracing: Option<&archmax_telemetry::Tracing>) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     let exported = tracing.map(|tracing| tracing.layer());
     let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_target(false);
     let installed = match format {

@@ -464,7 +464,8 @@ async fn an_http_call_carries_the_calling_spans_trace_context_in_its_meta_and_he
     .expect("tracing on");
     let tracing = archmax_telemetry::Tracing::start(&settings).expect("tracing starts");
     let _on = tracing::subscriber::set_default(tracing_subscriber::registry().with(tracing.layer()));
-    let span = tracing::info_span!("execute_tool");
+    // Named as the VM names it: the trace layer exports archmax's own spans only.
+    let span = tracing::info_span!(target: "archmax_vm::interp", "execute_tool");
     let answer = call(&host, "fx__traceparent", json!({})).instrument(span.clone()).await.expect("an answer");
     let ids = archmax_telemetry::bridge::span_ids(&span).expect("the span has ids");
     assert_eq!(text(&answer), format!("00-{}-{}-01", ids.trace_id, ids.span_id), "the tool call's span is the parent");

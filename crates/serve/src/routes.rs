@@ -82,17 +82,25 @@ fn request_spans() -> RequestSpans {
         .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG))
 }
 
+/// The longest request path a span records, in bytes; a longer one is cut (on a
+/// character boundary) and marked with `…`.
+const SPAN_PATH_BYTES: usize = 256;
+
 /// The request's span, named by its method and route (never by a session id in its path).
+/// Everything it records is bounded before any authentication: a method outside the
+/// standard ones is `_OTHER` (as the OpenTelemetry HTTP conventions have it; hyper admits
+/// any token as a method) and the path is cut at [`SPAN_PATH_BYTES`], so no client can
+/// grow the spans waiting for export, or their names, by what it sends.
 fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
     let route = request.extensions().get::<axum::extract::MatchedPath>().map_or("unmatched", |path| path.as_str());
-    let method = request.method().as_str();
+    let method = span_method(request.method());
     let span = tracing::info_span!(
         "http.request",
         otel.name = format!("{method} {route}"),
         otel.kind = "server",
         http.request.method = method,
         http.route = route,
-        url.path = request.uri().path(),
+        url.path = span_path(request.uri().path()).as_ref(),
         http.response.status_code = tracing::field::Empty,
     );
     let header = |name: &str| request.headers().get(name).and_then(|value| value.to_str().ok());
@@ -100,6 +108,35 @@ fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Spa
         archmax_vm::trace::adopt_parent(&span, parent, header("tracestate"));
     }
     span
+}
+
+/// The method as a span records it: a standard one, else `_OTHER`.
+fn span_method(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    const STANDARD: [(Method, &str); 9] = [
+        (Method::GET, "GET"),
+        (Method::HEAD, "HEAD"),
+        (Method::POST, "POST"),
+        (Method::PUT, "PUT"),
+        (Method::DELETE, "DELETE"),
+        (Method::CONNECT, "CONNECT"),
+        (Method::OPTIONS, "OPTIONS"),
+        (Method::TRACE, "TRACE"),
+        (Method::PATCH, "PATCH"),
+    ];
+    STANDARD.iter().find(|(standard, _)| standard == method).map_or("_OTHER", |(_, name)| name)
+}
+
+/// The path as a span records it: at most [`SPAN_PATH_BYTES`] of it.
+fn span_path(path: &str) -> std::borrow::Cow<'_, str> {
+    if path.len() <= SPAN_PATH_BYTES {
+        return std::borrow::Cow::Borrowed(path);
+    }
+    let mut end = SPAN_PATH_BYTES;
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &path[..end]))
 }
 
 fn answered(response: &Response, latency: std::time::Duration, span: &tracing::Span) {
@@ -226,4 +263,22 @@ pub(crate) async fn load_artifact(
         Ok(loaded)
     };
     json_answer(loaded.await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_span_records_a_bounded_method_and_path_whatever_the_client_sends() {
+        assert_eq!(span_method(&axum::http::Method::PATCH), "PATCH");
+        let invented = axum::http::Method::from_bytes("X".repeat(400_000).as_bytes()).expect("hyper admits any token");
+        assert_eq!(span_method(&invented), "_OTHER");
+
+        assert_eq!(span_path("/v1/sessions/s1"), "/v1/sessions/s1");
+        let long = format!("/v1/{}", "é".repeat(40_000));
+        let cut = span_path(&long);
+        assert!(cut.len() <= SPAN_PATH_BYTES + '…'.len_utf8(), "{} bytes", cut.len());
+        assert!(cut.ends_with('…') && long.starts_with(cut.trim_end_matches('…')));
+    }
 }

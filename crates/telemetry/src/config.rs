@@ -152,24 +152,27 @@ fn checked_url(variable: &'static str, value: &str) -> Result<String, SettingErr
 }
 
 /// `name=value` pairs separated by commas; values are percent-decoded (the W3C baggage
-/// format the specification names).
+/// format the specification names). A refusal never repeats the variable's text, nor a
+/// pair or a name of it: these variables carry credentials, and a refusal goes to logs.
 fn parse_headers(variable: &'static str, text: &str) -> Result<Vec<(String, String)>, SettingError> {
+    const HIDDEN: &str = "(not shown: it may hold credentials)";
     let mut headers = Vec::new();
-    for pair in text.split(',').map(str::trim).filter(|pair| !pair.is_empty()) {
+    for (at, pair) in text.split(',').map(str::trim).filter(|pair| !pair.is_empty()).enumerate() {
+        let place = at + 1;
         let Some((name, value)) = pair.split_once('=') else {
-            return Err(problem(variable, text, &format!("`{pair}` is not `name=value`")));
+            return Err(problem(variable, HIDDEN, &format!("pair {place} is not `name=value`")));
         };
         let name = name.trim();
         let valid_name = !name.is_empty()
             && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte));
         if !valid_name {
-            return Err(problem(variable, text, &format!("`{name}` is not a header name")));
+            return Err(problem(variable, HIDDEN, &format!("the name of pair {place} is not a header name")));
         }
         let value = percent_encoding::percent_decode_str(value.trim()).decode_utf8().map_err(|_| {
-            problem(variable, text, &format!("the value of `{name}` is not UTF-8 once percent-decoded"))
+            problem(variable, HIDDEN, &format!("the value of `{name}` is not UTF-8 once percent-decoded"))
         })?;
         if value.chars().any(|c| c.is_control()) {
-            return Err(problem(variable, text, &format!("the value of `{name}` holds a control character")));
+            return Err(problem(variable, HIDDEN, &format!("the value of `{name}` holds a control character")));
         }
         headers.push((name.to_string(), value.into_owned()));
     }
@@ -269,6 +272,19 @@ mod tests {
             let error = settings(&pairs).expect_err(variable);
             assert_eq!(error.variable, variable);
             assert!(error.to_string().starts_with(variable), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_refused_headers_variable_never_shows_its_text() {
+        for bad in ["authorization=Bearer%20sk-SECRET-1,sk-SECRET-2", "sk-SECRET-3 x=1", "a=%FF%FEsk-SECRET-4"] {
+            let error = settings(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+                ("OTEL_EXPORTER_OTLP_HEADERS", bad),
+            ])
+            .expect_err("refused");
+            assert_eq!(error.variable, "OTEL_EXPORTER_OTLP_HEADERS");
+            assert!(!error.to_string().contains("SECRET"), "{error}");
         }
     }
 

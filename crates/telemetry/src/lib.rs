@@ -72,7 +72,18 @@ impl Tracing {
     /// Builds the exporter and the provider, and installs the VM's bridge (content capture
     /// as the settings say). Exports run on the batch processor's own thread.
     pub fn start(settings: &TraceSettings) -> Result<Tracing, StartError> {
-        let headers: HashMap<String, String> = settings.headers.iter().cloned().collect();
+        // The exporter percent-decodes what it is given, and the settings hold decoded
+        // values: encode them again, so a value is decoded once (`%25` stays `%`).
+        let headers: HashMap<String, String> = settings
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.clone(),
+                    percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string(),
+                )
+            })
+            .collect();
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
@@ -99,14 +110,17 @@ impl Tracing {
         Tracing { provider }
     }
 
-    /// The layer that makes OpenTelemetry spans of the `tracing` spans at INFO and above
-    /// (the runtime's and the server's spans are all INFO; debug detail stays in logs).
+    /// The layer that makes OpenTelemetry spans of archmax's own `tracing` spans and
+    /// events at INFO and above (the runtime's and the server's spans are all INFO; debug
+    /// detail stays in logs). Libraries' spans are left out whatever `RUST_LOG` says: what
+    /// they record (an MCP library's notification contents, say) was never reviewed for
+    /// what it may carry, and the content opt-in governs only archmax's spans.
     pub fn layer<S>(&self) -> impl Layer<S> + 'static
     where
         S: tracing::Subscriber + for<'span> LookupSpan<'span>,
     {
         let tracer = self.provider.tracer(SCOPE);
-        tracing_opentelemetry::layer().with_tracer(tracer).with_filter(LevelFilter::INFO)
+        tracing_opentelemetry::layer().with_tracer(tracer).with_filter(exported())
     }
 
     /// Sends every span still in the batch and stops the exporter. A failure is written
@@ -133,4 +147,10 @@ fn sampler(sampling: config::Sampling) -> Sampler {
             ParentlessRule::Ratio(ratio) => Sampler::TraceIdRatioBased(ratio),
         })),
     }
+}
+
+/// What the trace layer sees: spans and events whose target is one of archmax's crates
+/// (`archmax_vm`, `archmax_serve`, …, and the `archmax` binary), at INFO and above.
+fn exported() -> tracing_subscriber::filter::Targets {
+    tracing_subscriber::filter::Targets::new().with_target("archmax", LevelFilter::INFO)
 }

@@ -138,8 +138,16 @@ pub(super) fn record_failure(span: &tracing::Span, error: &crate::model::ModelEr
     span.record("error.type", kind);
 }
 
-/// The span of one tool call, named `execute_tool <tool>` by the GenAI conventions.
+/// The span of one tool call, named `execute_tool <tool>` by the GenAI conventions. The
+/// name is the model's, not yet checked: one no tool could have (over 64 characters, or
+/// outside `A-Z a-z 0-9 _ -`) is recorded as `(invalid)`, so a model cannot write into
+/// span names, or grow them, by inventing tools.
 pub(super) fn tool_span(tool: &str, call_id: &str, origin: &str) -> tracing::Span {
+    let possible = !tool.is_empty()
+        && tool.len() <= 64
+        && tool.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
+    let tool = if possible { tool } else { "(invalid)" };
+    let call_id = if call_id.len() <= 128 { call_id } else { "(too long)" };
     tracing::info_span!(
         "execute_tool",
         otel.name = format!("execute_tool {tool}"),

@@ -59,11 +59,27 @@ pub enum Refused {
     #[error("the currency must be an ISO 4217 code of three capital letters, like EUR; nothing was paid")]
     Currency,
     #[error(
-        "the memo must be at most {MEMO_LENGTH} characters with no control characters; shorten it; nothing was paid"
+        "the memo must be at most {MEMO_LENGTH} characters with no control or invisible formatting characters; shorten it; nothing was paid"
     )]
     Memo,
     #[error("the ledger {path} cannot be used: {problem}; nothing was paid")]
     Ledger { path: String, problem: String },
+    #[error(
+        "{payment} may or may not be recorded ({problem}); do not pay again before `list_payments` shows whether it is"
+    )]
+    Unsure { payment: String, problem: String },
+}
+
+/// A character a memo may not hold: a control character, or one that changes how the
+/// text around it shows without showing itself (Unicode format characters such as the
+/// right-to-left override, and the line and paragraph separators).
+fn is_hidden(character: char) -> bool {
+    character.is_control()
+        || matches!(character, '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{2028}' | '\u{2029}' | '\u{FEFF}')
+        || ('\u{200B}'..='\u{200F}').contains(&character)
+        || ('\u{202A}'..='\u{202E}').contains(&character)
+        || ('\u{2060}'..='\u{206F}').contains(&character)
+        || ('\u{FFF9}'..='\u{FFFB}').contains(&character)
 }
 
 /// The ledger file, and the most one payment may be.
@@ -89,16 +105,18 @@ impl Ledger {
             return Err(Refused::Amount { limit: self.limit });
         }
         let cents = amount * 100.0;
-        if (cents - cents.round()).abs() > 1e-6 {
+        if (cents - cents.round()).abs() > 1e-6 || cents.round() < 1.0 {
             return Err(Refused::Cents);
         }
+        // Whole cents from here on: `142.500000001` is paid, and written, as 142.5.
+        let amount = cents.round() / 100.0;
         let currency = order.currency.clone().unwrap_or_else(|| "EUR".to_string());
         if currency.len() != 3 || !currency.bytes().all(|byte| byte.is_ascii_uppercase()) {
             return Err(Refused::Currency);
         }
         let memo = order.memo.clone().filter(|memo| !memo.is_empty());
         if let Some(memo) = &memo
-            && (memo.chars().count() > MEMO_LENGTH || memo.chars().any(char::is_control))
+            && (memo.chars().count() > MEMO_LENGTH || memo.chars().any(is_hidden))
         {
             return Err(Refused::Memo);
         }
@@ -125,8 +143,20 @@ impl Ledger {
         };
         let mut line = serde_json::to_string(&payment).map_err(|error| self.trouble(error))?;
         line.push('\n');
-        file.write_all(line.as_bytes()).map_err(|error| self.trouble(format!("cannot write it: {error}")))?;
-        file.sync_all().map_err(|error| self.trouble(format!("cannot sync it: {error}")))?;
+        // What was on disk before this line: a write or sync that fails takes the line out
+        // again, so "nothing was paid" is true and a retry is not a second payment.
+        let before = file.metadata().map_err(|error| self.trouble(error))?.len();
+        let written = file.write_all(line.as_bytes()).map_err(|error| format!("cannot write it: {error}"));
+        let synced = written.and_then(|()| file.sync_all().map_err(|error| format!("cannot sync it: {error}")));
+        if let Err(problem) = synced {
+            return Err(match file.set_len(before).and_then(|()| file.sync_all()) {
+                Ok(()) => self.trouble(problem),
+                Err(error) => Refused::Unsure {
+                    payment: payment.payment,
+                    problem: format!("{problem}, and taking the line out again failed: {error}"),
+                },
+            });
+        }
         Ok(payment)
     }
 
@@ -201,20 +231,32 @@ mod tests {
     #[test]
     fn bad_orders_are_refused_and_nothing_is_written() {
         let ledger = Ledger::new(scratch("refused"), 1_000.0);
-        let cases: [(Order, &str); 7] = [
+        let cases: [(Order, &str); 10] = [
             (order(0.0), "above 0 and at most 1000"),
             (order(-5.0), "above 0 and at most 1000"),
             (order(f64::NAN), "above 0 and at most 1000"),
             (order(1_420.0), "above 0 and at most 1000"),
             (order(14.255), "more than two decimal places"),
             (Order { amount: 1.0, currency: Some("eur".into()), memo: None }, "three capital letters"),
-            (Order { amount: 1.0, currency: None, memo: Some("a\u{202e}b\nc".into()) }, "no control characters"),
+            (order(1e-9), "more than two decimal places"),
+            (Order { amount: 1.0, currency: None, memo: Some("a\nb".into()) }, "no control"),
+            (Order { amount: 1.0, currency: None, memo: Some("Taxi \u{202e}9.83 EUR".into()) }, "invisible formatting"),
+            (Order { amount: 1.0, currency: None, memo: Some("one\u{2028}two".into()) }, "invisible formatting"),
         ];
         for (order, expected) in cases {
             let said = ledger.pay(&order).expect_err("refused").to_string();
             assert!(said.contains(expected) && said.contains("nothing was paid"), "{said}");
         }
         assert!(!ledger.path.exists(), "a refused order never creates the ledger");
+    }
+
+    #[test]
+    fn an_amount_a_hair_off_whole_cents_is_paid_and_written_in_whole_cents() {
+        let ledger = Ledger::new(scratch("cents"), DEFAULT_LIMIT);
+        let paid = ledger.pay(&order(142.500000001)).expect("paid");
+        assert_eq!(paid.amount, 142.5);
+        let text = std::fs::read_to_string(&ledger.path).expect("the ledger");
+        assert!(text.contains("\"amount\":142.5,"), "{text}");
     }
 
     #[test]

@@ -10,10 +10,10 @@
 //! fixed `HEALTHCHECK ["archmax", "probe"]` follows a server listening elsewhere
 //! (`podman run -e ARCHMAX_PROBE_URL=http://127.0.0.1:9000/healthz …`).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::output::failure;
 
@@ -21,7 +21,7 @@ use crate::output::failure;
 pub const URL_VARIABLE: &str = "ARCHMAX_PROBE_URL";
 
 /// The longest status line the probe reads; an answer with a longer one is not HTTP.
-const STATUS_LINE_LIMIT: u64 = 1024;
+const STATUS_LINE_LIMIT: usize = 1024;
 
 /// Why a probe failed, as the message the command prints.
 #[derive(Debug, thiserror::Error)]
@@ -53,15 +53,23 @@ pub fn run(url: Option<&str>, timeout: f64) -> ExitCode {
     }
 }
 
-/// Asks `url` once; the status line's code and reason when it is 2xx.
+/// Asks `url` once; the status line's code and reason when it is 2xx. `timeout` bounds
+/// the whole probe, not each step: a server that trickles its answer a byte at a time
+/// is cut off when the time is up, like one that never answers.
 pub fn probe(url: &str, timeout: Duration) -> Result<String, ProbeError> {
+    let deadline = Instant::now() + timeout;
     let (authority, host, path) = target(url)?;
     let unreachable = |error| ProbeError::Unreachable(authority.clone(), error);
+    let late = || std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {timeout:?}"));
+    let left = || {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() { Err(late()) } else { Ok(left) }
+    };
     let addresses: Vec<_> = authority.to_socket_addrs().map_err(unreachable)?.collect();
     let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "the host name has no address");
     let mut connected = None;
     for address in addresses {
-        match TcpStream::connect_timeout(&address, timeout) {
+        match TcpStream::connect_timeout(&address, left().map_err(unreachable)?) {
             Ok(stream) => {
                 connected = Some(stream);
                 break;
@@ -70,13 +78,29 @@ pub fn probe(url: &str, timeout: Duration) -> Result<String, ProbeError> {
         }
     }
     let mut stream = connected.ok_or_else(|| unreachable(last))?;
-    stream.set_read_timeout(Some(timeout)).map_err(unreachable)?;
-    stream.set_write_timeout(Some(timeout)).map_err(unreachable)?;
+    stream.set_write_timeout(Some(left().map_err(unreachable)?)).map_err(unreachable)?;
     let request =
         format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: archmax-probe\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).map_err(unreachable)?;
-    let mut line = String::new();
-    BufReader::new(stream.take(STATUS_LINE_LIMIT)).read_line(&mut line).map_err(unreachable)?;
+    // The status line, read until its end, the limit, the end of the answer or the deadline.
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 256];
+    while !head.contains(&b'\n') && head.len() < STATUS_LINE_LIMIT {
+        stream.set_read_timeout(Some(left().map_err(unreachable)?)).map_err(unreachable)?;
+        let read = match stream.read(&mut chunk) {
+            Ok(read) => read,
+            Err(error) if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Err(unreachable(late()));
+            }
+            Err(error) => return Err(unreachable(error)),
+        };
+        if read == 0 {
+            break;
+        }
+        head.extend_from_slice(&chunk[..read]);
+    }
+    let end = head.iter().position(|&byte| byte == b'\n').unwrap_or(head.len()).min(STATUS_LINE_LIMIT);
+    let line = String::from_utf8_lossy(&head[..end]);
     let line = line.trim_end();
     let mut parts = line.splitn(3, ' ');
     let (version, code) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
@@ -166,6 +190,26 @@ mod tests {
         drop(listener);
         let ProbeError::Unreachable(_, cause) = error else { panic!("{error}") };
         assert!(matches!(cause.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut), "{cause}");
+    }
+
+    #[test]
+    fn a_server_that_trickles_its_answer_is_cut_off_by_the_probes_own_timeout() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("loopback");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let trickling = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().expect("a connection");
+            // Each byte well within the probe's timeout of the last; the whole line not.
+            for byte in b"HTTP/1.1 200 OK\r\n" {
+                if socket.write_all(&[*byte]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(150));
+            }
+        });
+        let error = probe(&base, Duration::from_millis(600)).expect_err("cut off");
+        let ProbeError::Unreachable(_, cause) = error else { panic!("{error}") };
+        assert_eq!(cause.kind(), std::io::ErrorKind::TimedOut, "{cause}");
+        trickling.join().expect("the server");
     }
 
     #[test]

@@ -26,7 +26,13 @@ if [ ! -s "$bundle" ]; then
     echo "error: $bundle is missing; install the ca-certificates package" >&2
     exit 1
 fi
-rm -rf "$context"
+# Only a context this script made is emptied: never a folder of something else (a typo
+# such as `.` or `~` as DIR must not delete it).
+if [ -e "$context" ] && [ -n "$(ls -A "$context" 2>/dev/null)" ] && [ ! -d "$context/rootfs" ]; then
+    echo "error: $context is not empty and is not an image context this script made; give a new or empty folder" >&2
+    exit 1
+fi
+rm -rf "${context:?}/rootfs"
 root="$context/rootfs"
 mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp" "$root/ws"
 chmod 1777 "$root/tmp"

@@ -52,11 +52,15 @@ CONF
 
 # Removes what this run made in its store (never `podman system reset`, which would also
 # clear the machine's shared network definitions), then any mount left under it.
+# The store is named on every command (not only through CONTAINERS_STORAGE_CONF, which
+# podman_env may not have exported yet when a run fails early), so these never reach the
+# machine's own store.
 podman_env_reset() {
     [ -n "${PODMAN_ENV_DIR:-}" ] || return 0
-    podman rm --all --force --time 5 >/dev/null 2>&1 || true
-    podman volume rm --all --force >/dev/null 2>&1 || true
-    podman rmi --all --force >/dev/null 2>&1 || true
+    local own=(--root "$PODMAN_ENV_DIR/graph" --runroot "$PODMAN_ENV_DIR/run")
+    podman "${own[@]}" rm --all --force --time 5 >/dev/null 2>&1 || true
+    podman "${own[@]}" volume rm --all --force >/dev/null 2>&1 || true
+    podman "${own[@]}" rmi --all --force >/dev/null 2>&1 || true
     local mount
     { findmnt -rn -o TARGET | grep -F "$PODMAN_ENV_DIR/" | sort -r || true; } | while read -r mount; do
         umount -l "$mount" 2>/dev/null || true

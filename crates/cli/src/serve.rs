@@ -305,7 +305,7 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
         Ok(address) => address,
         Err(problem) => return failure(problem),
     };
-    let ClockAndPricing { clock, pricing } = match ClockAndPricing::from_env(process_env) {
+    let ClockAndPricing { clock, pricing } = match ClockAndPricing::for_settings(&settings, process_env) {
         Ok(from_env) => from_env,
         Err(message) => return failure(message),
     };

@@ -167,12 +167,12 @@ pub fn runtime(
             File::create(path).map_err(|error| Refusal(format!("could not write `{}`: {error}", path.display())))?;
         events.listen(Box::new(JsonLines { writer: std::io::BufWriter::new(file) }));
     }
-    let ClockAndPricing { clock, pricing } = ClockAndPricing::from_env(process_env).map_err(Refusal)?;
     let mocks = match options.mocks {
         Some(path) => load_mocks(path).map_err(Refusal)?,
         None => Vec::new(),
     };
     let settings = crate::tools::read_settings(options.root).map_err(Refusal)?;
+    let ClockAndPricing { clock, pricing } = ClockAndPricing::for_settings(&settings, process_env).map_err(Refusal)?;
     let tools = crate::tools::host_tools(options.root, &settings).map_err(Refusal)?;
     Ok(Runtime::builder(RuntimeParts {
         program: Arc::new(program),

@@ -271,7 +271,7 @@ fn run_workflow(executor: &tokio::runtime::Runtime, root: &Path, slug: &str, arg
             Err(error) => return refused_with(error.to_string(), 1, cases.len()),
         }
     };
-    let ClockAndPricing { clock, pricing } = match ClockAndPricing::from_env(process_env) {
+    let ClockAndPricing { clock, pricing } = match ClockAndPricing::for_settings(&settings, process_env) {
         Ok(from_env) => from_env,
         Err(error) => return refused_with(error.to_string(), 1, cases.len()),
     };

@@ -85,6 +85,8 @@ pub struct RunnerSettings {
     pub providers: BTreeMap<String, providers::Provider>,
     /// `[models."<id>"]`: which provider serves which model id.
     pub models: BTreeMap<String, providers::ModelRoute>,
+    /// `[models."<id>"].price`: what a model id costs, routed or not.
+    pub prices: BTreeMap<String, providers::ModelPrice>,
 }
 
 pub use context::ContextSettings;

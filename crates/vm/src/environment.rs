@@ -8,7 +8,7 @@
 //! | Variable | Read by |
 //! | --- | --- |
 //! | `ARCHMAX_MODEL`, `ARCHMAX_API_BASE_URL`, `ARCHMAX_API_KEY`, `ARCHMAX_TEMPERATURE`, `ARCHMAX_MAX_TOKENS`, `ARCHMAX_REQUEST_TIMEOUT_MS`, `ARCHMAX_MAX_RETRIES` | [`endpoint_from_env`] ([`OpenAiConfig::from_env`]) |
-//! | `ARCHMAX_PRICE_INPUT`, `ARCHMAX_PRICE_OUTPUT`, `ARCHMAX_PRICE_CACHE_READ`, `ARCHMAX_PRICE_CACHE_WRITE` | [`ClockAndPricing::from_env`] ([`PricingTable::from_env`]) and the endpoint |
+//! | `ARCHMAX_PRICE_INPUT`, `ARCHMAX_PRICE_OUTPUT`, `ARCHMAX_PRICE_CACHE_READ`, `ARCHMAX_PRICE_CACHE_WRITE` | [`ClockAndPricing::from_env`] ([`PricingTable::from_env`]; [`ClockAndPricing::for_settings`] puts `archmax.toml`'s prices over them) and the endpoint |
 //! | `ARCHMAX_FIXED_CLOCK` | [`ClockAndPricing::from_env`] ([`clock::from_env`]) |
 //! | the `api_key_env` of each `[providers.<name>]` in `archmax.toml` | [`endpoint_for`] |
 
@@ -210,11 +210,22 @@ pub struct ClockAndPricing {
 }
 
 impl ClockAndPricing {
-    /// `ARCHMAX_FIXED_CLOCK` (else the system clock) and the `ARCHMAX_PRICE_*` table.
+    /// `ARCHMAX_FIXED_CLOCK` (else the system clock), and prices from the `ARCHMAX_PRICE_*`
+    /// variables over the list prices of well-known models.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<ClockAndPricing, String> {
         let clock = clock::from_env(&get)?;
-        let pricing = PricingTable::from_env(&get).map_err(|error| error.to_string())?;
+        let pricing = PricingTable::from_env(&get).map_err(|error| error.to_string())?.with_list_prices();
         Ok(ClockAndPricing { clock: Arc::from(clock), pricing })
+    }
+
+    /// [`ClockAndPricing::from_env`] with `archmax.toml`'s prices
+    /// (`[models."<id>"].price`) over the environment's.
+    pub fn for_settings(
+        settings: &RunnerSettings,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<ClockAndPricing, String> {
+        let ClockAndPricing { clock, pricing } = ClockAndPricing::from_env(get)?;
+        Ok(ClockAndPricing { clock, pricing: pricing.with_configured(&settings.prices) })
     }
 }
 

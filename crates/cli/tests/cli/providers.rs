@@ -176,3 +176,127 @@ fn a_session_on_claude_is_recorded_as_a_tape_that_replays_offline() {
     assert_eq!(replayed.stdout, live.stdout);
     assert_eq!(server.received().len(), 2, "the replay sent nothing");
 }
+
+/// A chat-completions endpoint on loopback that answers each request, whole, with the
+/// next of `answers` (an assistant message and the usage to report), as `gpt-4.1-mini`'s
+/// dated snapshot.
+fn chat_completions(answers: Vec<(Value, Value)>) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let address = listener.local_addr().expect("its address");
+    std::thread::spawn(move || {
+        let mut answers = answers.into_iter();
+        for stream in listener.incoming().map_while(Result::ok) {
+            let mut reader = BufReader::new(stream.try_clone().expect("the stream clones"));
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim_end().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; length];
+            let _ = reader.read_exact(&mut body);
+            let (message, usage) = answers.next().unwrap_or((json!({ "role": "assistant", "content": "" }), json!({})));
+            let finish = if message.get("tool_calls").is_some() { "tool_calls" } else { "stop" };
+            let answer = json!({
+                "id": "chatcmpl-suite", "object": "chat.completion", "created": 1_767_605_400,
+                "model": "gpt-4.1-mini-2025-04-14",
+                "choices": [{ "index": 0, "message": message, "finish_reason": finish }],
+                "usage": usage,
+            })
+            .to_string();
+            let mut writer = stream;
+            let _ = write!(
+                writer,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    format!("http://{address}/v1")
+}
+
+#[test]
+fn a_workflow_on_two_models_of_two_providers_costs_each_call_at_its_own_models_price() {
+    let openai = chat_completions(vec![(
+        json!({ "role": "assistant", "content": null, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": { "name": "archmax_advance", "arguments": "{\"to\":\"review\",\"reason\":\"drafted\"}" },
+        }] }),
+        json!({ "prompt_tokens": 12_000, "completion_tokens": 300, "prompt_tokens_details": { "cached_tokens": 8_000 } }),
+    )]);
+    let claude = MessagesServer::start(vec![Answer::text("The draft reads well.")]).expect("a loopback server");
+    let root = scratch("providers-two-prices");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("workflows/letters")).expect("workspace");
+    std::fs::write(
+        root.join("workflows/letters/workflow.yaml"),
+        "title: Letters\ninstructions: You write short letters.\nstates:\n  draft:\n    model: drafter\n    triggers:\n      manual:\n        description: Draft one letter.\n    instructions: Draft the letter, then hand it on.\n    transitions:\n      - to: review\n        description: The draft is done.\n  review:\n    model: reviewer\n    instructions: Check the draft and say what you think.\n",
+    )
+    .expect("workflow");
+    // `drafter` is served as gpt-4.1-mini and has no price here: its list price applies.
+    // `reviewer` is priced here, which beats any list price of the Claude model it runs on.
+    let settings = format!(
+        "[providers.openai]\nkind = \"openai\"\nbase_url = \"{openai}\"\napi_key_env = \"ARCHMAX_SUITE_OPENAI_KEY\"\n\n\
+         [providers.claude]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"ARCHMAX_SUITE_CLAUDE_KEY\"\n\n\
+         [models.\"drafter\"]\nprovider = \"openai\"\nname = \"gpt-4.1-mini\"\n\n\
+         [models.\"reviewer\"]\nprovider = \"claude\"\nname = \"claude-sonnet-4-5\"\n\
+         price = {{ input = 2.0, output = 10.0, cache_read = 0.2, cache_write = 2.5 }}\n",
+        claude.base_url
+    );
+    std::fs::write(root.join("archmax.toml"), settings).expect("archmax.toml");
+    let output = command(
+        &root,
+        &["run", "letters", "A thank-you note to the caterer.", "--session", "l1", "--events", "events.jsonl"],
+    )
+    .env("ARCHMAX_SUITE_OPENAI_KEY", "sk-suite")
+    .env("ARCHMAX_SUITE_CLAUDE_KEY", "sk-ant-suite")
+    .env("ARCHMAX_STREAMING", "0")
+    .env_remove("ARCHMAX_MODEL")
+    .env_remove("ARCHMAX_PRICE_INPUT")
+    .env_remove("ARCHMAX_PRICE_OUTPUT")
+    .output()
+    .expect("archmax runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+
+    let events = std::fs::read_to_string(root.join("events.jsonl")).expect("events");
+    let usages: Vec<Value> = events
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["event"] == "model-usage")
+        .collect();
+    assert_eq!(usages.len(), 2, "one call on each model: {events}");
+    // (input, output, cache read, cache write) in USD per million tokens.
+    let expected_rates =
+        [("gpt-4.1-mini-2025-04-14", (0.40, 1.60, 0.10, 0.40)), ("claude-sonnet-4-5", (2.0, 10.0, 0.2, 2.5))];
+    let mut total = 0.0;
+    for (usage, (model, (input, output, read, write))) in usages.iter().zip(expected_rates) {
+        assert_eq!(usage["model"], model, "{usage}");
+        let tokens = |key: &str| usage[key].as_f64().unwrap_or(f64::NAN);
+        let (read_tokens, write_tokens) = (tokens("cacheReadTokens"), tokens("cacheCreationTokens"));
+        let uncached = (tokens("inputTokens") - read_tokens - write_tokens).max(0.0);
+        let expected =
+            (uncached * input + read_tokens * read + write_tokens * write + tokens("outputTokens") * output) / 1e6;
+        let cost = usage["costUsd"].as_f64().unwrap_or(f64::NAN);
+        assert!(expected > 0.0 && (cost - expected).abs() < 1e-9, "{model}: cost {cost}, expected {expected}: {usage}");
+        total += expected;
+    }
+    assert_eq!(usages[0]["inputTokens"], 12_000);
+    assert_eq!(usages[0]["cacheReadTokens"], 8_000);
+
+    let shown = command(&root, &["sessions", "l1", "--json"]).output().expect("archmax runs");
+    let session: Value = serde_json::from_slice(&shown.stdout).expect("the session as JSON");
+    let recorded = session["usage"]["costUsd"].as_f64().unwrap_or(f64::NAN);
+    assert!(
+        (recorded - total).abs() < 1e-9,
+        "the session's cost is the sum of its calls': {recorded} vs {total}: {session}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -121,20 +121,51 @@ pub fn schema() -> Value {
                     "models",
                     json!({
                         "type": "object",
-                        "description": "Model ids as workflows name them, routed to a provider; an id no entry routes goes to the endpoint of the ARCHMAX_API_* variables.",
-                        "additionalProperties": closed(
-                            "One model id's route.",
-                            &[
-                                ("provider", nonempty("The `[providers.<name>]` that serves it.")),
-                                ("name", nonempty("The provider's own name for the model (default: the id); for Azure, looked up in `deployments`.")),
-                            ],
-                            &["provider"],
-                        ),
+                        "description": "Model ids as workflows name them, routed to a provider and priced; an id no entry routes goes to the endpoint of the ARCHMAX_API_* variables.",
+                        "additionalProperties": model_entry(),
                     }),
                 ),
             ],
             &[],
         ),
+    )
+}
+
+/// One `[models."<id>"]`: a route (`provider`, `name`), a price, or both.
+fn model_entry() -> Value {
+    let rate =
+        |description: &str| json!({ "type": "number", "minimum": 0, "maximum": 100_000, "description": description });
+    closed(
+        "One model id's route (`provider`, `name`), its price, or both; a table with neither is refused.",
+        &[
+            ("provider", nonempty("The `[providers.<name>]` that serves it.")),
+            (
+                "name",
+                nonempty(
+                    "The provider's own name for the model (default: the id); for Azure, looked up in `deployments`.",
+                ),
+            ),
+            (
+                "price",
+                closed(
+                    "What the model costs, in USD per million tokens; it wins over ARCHMAX_PRICE_* and the built-in list prices. Without a price from any of them, usage is reported unpriced, never as free.",
+                    &[
+                        ("input", rate("Per million input tokens.")),
+                        ("output", rate("Per million output tokens.")),
+                        (
+                            "cache_read",
+                            rate("Per million tokens read from the prompt cache (default: the input rate)."),
+                        ),
+                        (
+                            "cache_write",
+                            rate("Per million tokens written to the prompt cache (default: the input rate)."),
+                        ),
+                    ],
+                    &["input", "output"],
+                ),
+            ),
+        ],
+        &[],
     )
 }
 

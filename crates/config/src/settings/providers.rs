@@ -110,11 +110,27 @@ impl ModelRoute {
     }
 }
 
+/// A `[models."<id>"]` table's `price`: USD per million tokens. The cache rates are
+/// `None` when left out; the runtime then charges cache reads and writes as input.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ModelPrice {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: Option<f64>,
+    pub cache_write: Option<f64>,
+}
+
+/// The keys a `price` table takes; the first two are required.
+const PRICE_KEYS: [&str; 4] = ["input", "output", "cache_read", "cache_write"];
+/// The most a price may say, in USD per million tokens: a guard against a typo of
+/// several zeros, far above any model's list price.
+const MAX_PRICE: f64 = 100_000.0;
+
 /// The keys a provider table takes.
 const PROVIDER_KEYS: [&str; 8] =
     ["kind", "base_url", "api_key_env", "headers", "timeout_ms", "api_version", "deployments", "api_key"];
 /// The keys a model table takes.
-const MODEL_KEYS: [&str; 2] = ["provider", "name"];
+const MODEL_KEYS: [&str; 3] = ["provider", "name", "price"];
 /// The longest a provider may be given to answer one attempt: ten minutes.
 const MAX_TIMEOUT_MS: i64 = 600_000;
 
@@ -137,7 +153,12 @@ pub(super) fn read(file: FileId, text: &str, settings: &mut RunnerSettings, diag
         && let Some(models) = reader.table(models, "`models`", "declare each as `[models.\"<id>\"]`")
     {
         for (id, table) in models.iter() {
-            if let Some(route) = reader.model(id, table, &settings.providers) {
+            let Some((route, price)) = reader.model(id, table, &settings.providers) else { continue };
+            let id = id.get_ref().trim().to_string();
+            if let Some(price) = price {
+                settings.prices.insert(id, price);
+            }
+            if let Some(route) = route {
                 settings.models.insert(route.id.clone(), route);
             }
         }
@@ -393,13 +414,14 @@ impl Reader<'_> {
         }
     }
 
-    /// One `[models."<id>"]`, or `None` after reporting why it is left out.
+    /// One `[models."<id>"]`: its route (`None` for a table that only prices the id)
+    /// and its price, or `None` after reporting why the table is left out.
     fn model(
         &mut self,
         id: &Spanned<std::borrow::Cow<'_, str>>,
         value: &Value<'_>,
         providers: &BTreeMap<String, Provider>,
-    ) -> Option<ModelRoute> {
+    ) -> Option<(Option<ModelRoute>, Option<ModelPrice>)> {
         let model = id.get_ref().trim().to_string();
         if model.is_empty() {
             self.error(
@@ -410,13 +432,14 @@ impl Reader<'_> {
             return None;
         }
         let table = self.table(value, &format!("model `{model}`"), "write `[models.\"<id>\"]` with `provider`")?;
-        let (mut provider, mut name) = (None, None);
+        let (mut provider, mut name, mut price) = (None, None, None);
         for (key, item) in table.iter() {
             match key.get_ref().as_ref() {
                 "provider" => {
                     provider = Some((self.string(item, &format!("`provider` of model `{model}`"))?, item.span()))
                 }
                 "name" => name = Some(self.string(item, &format!("`name` of model `{model}`"))?),
+                "price" => price = Some(self.price(item, &model)?),
                 other => {
                     let close = did_you_mean(other, MODEL_KEYS)
                         .map(|close| format!("did you mean `{close}`? "))
@@ -431,12 +454,15 @@ impl Reader<'_> {
             }
         }
         let Some((provider, at)) = provider else {
-            self.error(
-                value.span(),
-                format!("model `{model}` names no `provider`"),
-                "set `provider` to a `[providers.<name>]` table's name",
-            );
-            return None;
+            if name.is_some() || price.is_none() {
+                self.error(
+                    value.span(),
+                    format!("model `{model}` names no `provider`"),
+                    "set `provider` to a `[providers.<name>]` table's name (a table with only `price` prices the id wherever it is served)",
+                );
+                return None;
+            }
+            return Some((None, price));
         };
         if !providers.contains_key(&provider) {
             let declared: Vec<&str> = providers.keys().map(String::as_str).collect();
@@ -456,7 +482,63 @@ impl Reader<'_> {
             );
             return None;
         }
-        Some(ModelRoute { id: model, provider, name, span: self.span(value.span()) })
+        Some((Some(ModelRoute { id: model, provider, name, span: self.span(value.span()) }), price))
+    }
+
+    /// A model's `price` table, or `None` after reporting what is wrong with it.
+    fn price(&mut self, value: &Value<'_>, model: &str) -> Option<ModelPrice> {
+        let what = format!("`price` of model `{model}`");
+        let table = self.table(value, &what, "write { input = 2.0, output = 8.0 } in USD per million tokens")?;
+        let mut rates: [Option<f64>; 4] = [None; 4];
+        for (key, item) in table.iter() {
+            let Some(slot) = PRICE_KEYS.iter().position(|known| *known == key.get_ref().as_ref()) else {
+                let close = did_you_mean(key.get_ref(), PRICE_KEYS)
+                    .map(|close| format!("did you mean `{close}`? "))
+                    .unwrap_or_default();
+                self.error(
+                    key.span(),
+                    format!("`{}` is not a rate of {what}", key.get_ref()),
+                    format!("{close}a price takes {}", list_names(&PRICE_KEYS)),
+                );
+                return None;
+            };
+            let rate = match item.get_ref() {
+                DeValue::Float(number) => number.as_str().replace('_', "").parse::<f64>().ok(),
+                DeValue::Integer(number) if number.radix() == 10 => {
+                    number.as_str().replace('_', "").parse::<f64>().ok()
+                }
+                _ => None,
+            };
+            match rate {
+                Some(rate) if rate.is_finite() && (0.0..=MAX_PRICE).contains(&rate) => rates[slot] = Some(rate),
+                _ => {
+                    self.error(
+                        item.span(),
+                        format!(
+                            "`{}` of {what} must be a number of USD per million tokens from 0 to {MAX_PRICE}",
+                            key.get_ref()
+                        ),
+                        "write it as a plain number, such as 2.5",
+                    );
+                    return None;
+                }
+            }
+        }
+        let [Some(input), Some(output), cache_read, cache_write] = rates else {
+            let missing: Vec<&str> = PRICE_KEYS[..2]
+                .iter()
+                .zip(&rates[..2])
+                .filter(|(_, rate)| rate.is_none())
+                .map(|(key, _)| *key)
+                .collect();
+            self.error(
+                value.span(),
+                format!("{what} has no {} rate", missing.join(" or ")),
+                "a price needs both `input` and `output`; `cache_read` and `cache_write` default to `input`",
+            );
+            return None;
+        };
+        Some(ModelPrice { input, output, cache_read, cache_write })
     }
 }
 
@@ -568,6 +650,62 @@ provider = "ollama"
 
     fn messages(text: &str) -> Vec<(Code, String)> {
         parse_runner_settings(FileId(0), text).1.into_iter().map(|found| (found.code, found.message)).collect()
+    }
+
+    #[test]
+    fn prices_are_read_on_routes_and_alone_and_bad_ones_are_named() {
+        let text = r#"
+[providers.openai]
+kind = "openai"
+base_url = "https://api.openai.test/v1"
+
+[models."drafter"]
+provider = "openai"
+name = "gpt-4.1-mini"
+price = { input = 0.4, output = 1.6, cache_read = 0.1 }
+
+[models."llama3.2"]
+price = { input = 0, output = 0 }
+
+[models."typo"]
+price = { input = 1, ouput = 2 }
+
+[models."half"]
+price = { input = 1 }
+
+[models."negative"]
+price = { input = -1, output = 2 }
+
+[models."text"]
+price = { input = "1", output = 2 }
+
+[models."huge"]
+price = { input = 1e9, output = 2 }
+"#;
+        let (settings, found) = parse_runner_settings(FileId(0), text);
+        let found: Vec<String> = found.into_iter().map(|found| found.message).collect();
+        let expected = [
+            "`ouput` is not a rate of `price` of model `typo`",
+            "`price` of model `half` has no output rate",
+            "`input` of `price` of model `negative` must be a number of USD per million tokens from 0 to 100000",
+            "`input` of `price` of model `text` must be a number of USD per million tokens from 0 to 100000",
+            "`input` of `price` of model `huge` must be a number of USD per million tokens from 0 to 100000",
+        ];
+        for message in expected {
+            assert!(found.iter().any(|text| text == message), "missing {message:?} in {found:#?}");
+        }
+        assert_eq!(found.len(), expected.len(), "{found:#?}");
+        assert_eq!(settings.models.keys().collect::<Vec<_>>(), ["drafter"], "a price alone is no route");
+        assert_eq!(
+            settings.prices.get("drafter"),
+            Some(&ModelPrice { input: 0.4, output: 1.6, cache_read: Some(0.1), cache_write: None })
+        );
+        assert_eq!(
+            settings.prices.get("llama3.2"),
+            Some(&ModelPrice { input: 0.0, output: 0.0, cache_read: None, cache_write: None }),
+            "a free model is priced at zero, which is not unpriced"
+        );
+        assert_eq!(settings.prices.len(), 2);
     }
 
     #[test]

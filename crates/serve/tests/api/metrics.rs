@@ -87,7 +87,10 @@ async fn the_scrape_passes_promtool_with_labels_by_workflow_state_model_provider
         store: Arc::new(MemoryStore::new()),
         model: Arc::new(Tape::parse("metrics", METRICS_TAPE).expect("tape")),
         clock: Arc::clone(&clock) as Arc<dyn Clock>,
-        pricing: PricingTable { default: None, models: vec![("priced-model".to_string(), Rates::new(1.0, 2.0))] },
+        pricing: PricingTable {
+            models: vec![("priced-model".to_string(), Rates::new(1.0, 2.0))],
+            ..PricingTable::default()
+        },
         root,
         auth: Auth::Open,
         limits: TurnLimits::default(),

@@ -649,9 +649,12 @@ impl<'r> Turn<'r> {
     fn record_usage(&mut self, id: StateId, response: &crate::model::ModelResponse) {
         let state = self.slug(id).to_string();
         let usage = response.usage;
-        let model =
-            response.model.clone().or_else(|| self.state(id).model.map(|model| self.program().str(model).to_string()));
-        let cost = model.as_deref().and_then(|model| self.runtime.pricing().cost(&usage, model));
+        let declared = self.state(id).model.map(|model| self.program().str(model).to_string());
+        // Priced by the id the workflow named (what archmax.toml routes and prices), then
+        // by the one the provider answered with; shown as the provider's.
+        let ids: Vec<&str> = declared.iter().chain(response.model.iter()).map(String::as_str).collect();
+        let cost = self.runtime.pricing().cost_any(&usage, &ids);
+        let model = response.model.clone().or(declared);
         let total = &mut self.session.head.usage;
         total.input_tokens += usage.input;
         total.output_tokens += usage.output;

@@ -1,9 +1,12 @@
 //! Token prices and what a model call cost.
 //!
-//! A [`PricingTable`] maps model ids to [`Rates`] in USD per million tokens, with an
-//! optional `default` entry (filled from `ARCHMAX_PRICE_*`). The one thing to know: an
-//! unpriced model has no cost at all — [`PricingTable::cost`] answers `None`, never `0.0`,
-//! so a report can tell "free" from "unknown".
+//! A [`PricingTable`] maps model ids to [`Rates`] in USD per million tokens. A price is
+//! looked up in order: the ids `archmax.toml` prices (`[models."<id>"].price`), then the
+//! `default` entry (from `ARCHMAX_PRICE_*`), then, when the table consults them, the
+//! list prices built in for well-known ids ([`super::list_prices`]), so whatever the
+//! operator wrote beats what archmax guessed. The one thing to know: an unpriced model
+//! has no cost at all — [`PricingTable::cost`] answers `None`, never `0.0`, so a report
+//! can tell "free" from "unknown".
 
 use super::{ModelError, TokenUsage};
 
@@ -29,6 +32,9 @@ pub struct PricingTable {
     pub default: Option<Rates>,
     /// Keys are model ids or fragments of them (`claude-sonnet-4`, `gpt-4o`).
     pub models: Vec<(String, Rates)>,
+    /// Whether ids nothing else prices get the built-in list prices. Off in
+    /// `default()`, so a table built by hand prices only what it says.
+    pub list_prices: bool,
 }
 
 impl PricingTable {
@@ -65,12 +71,55 @@ impl PricingTable {
                 cache_write: cache_write.unwrap_or(input),
             }),
             models: Vec::new(),
+            list_prices: false,
         })
     }
 
+    /// This table consulting the built-in list prices for ids nothing else prices.
+    pub fn with_list_prices(self) -> PricingTable {
+        PricingTable { list_prices: true, ..self }
+    }
+
+    /// This table with `archmax.toml`'s prices (`[models."<id>"].price`) over its own:
+    /// an id priced in both takes the file's. Cache rates left out cost as input.
+    pub fn with_configured(
+        mut self,
+        prices: &std::collections::BTreeMap<String, archmax_config::settings::providers::ModelPrice>,
+    ) -> PricingTable {
+        for (id, price) in prices {
+            let rates = Rates {
+                input: price.input,
+                output: price.output,
+                cache_read: price.cache_read.unwrap_or(price.input),
+                cache_write: price.cache_write.unwrap_or(price.input),
+            };
+            match self.models.iter_mut().find(|(key, _)| key == id) {
+                Some((_, kept)) => *kept = rates,
+                None => self.models.push((id.clone(), rates)),
+            }
+        }
+        self
+    }
+
     /// The rates for a model: its exact id, else the longest key contained in the id
-    /// (the first such key on a tie), else the default.
+    /// (the first such key on a tie), else the default, else (when consulted) its list
+    /// price.
     pub fn lookup(&self, model: &str) -> Option<&Rates> {
+        self.lookup_any(&[model])
+    }
+
+    /// The rates for a call known by several ids (the id the workflow named, then the
+    /// one the provider answered with): each source is asked about every id before the
+    /// next source is, so a price the operator wrote for either id wins.
+    pub fn lookup_any(&self, ids: &[&str]) -> Option<&Rates> {
+        ids.iter()
+            .find_map(|id| self.configured(id))
+            .or(self.default.as_ref())
+            .or_else(|| if self.list_prices { ids.iter().find_map(|id| super::list_prices::lookup(id)) } else { None })
+    }
+
+    /// A price of `models` for `model`: its exact id, else the longest key contained in it.
+    fn configured(&self, model: &str) -> Option<&Rates> {
         if let Some((_, rates)) = self.models.iter().find(|(key, _)| key == model) {
             return Some(rates);
         }
@@ -83,7 +132,7 @@ impl PricingTable {
                 best = Some((key, rates));
             }
         }
-        best.map(|(_, rates)| rates).or(self.default.as_ref())
+        best.map(|(_, rates)| rates)
     }
 
     /// What one call cost in USD, or `None` when the model has no price.
@@ -91,7 +140,12 @@ impl PricingTable {
     /// `usage.input` is the total: the uncached part is what remains after the cache
     /// reads and writes (clamped at zero), each priced at its own rate.
     pub fn cost(&self, usage: &TokenUsage, model: &str) -> Option<f64> {
-        let rates = self.lookup(model)?;
+        self.cost_any(usage, &[model])
+    }
+
+    /// [`PricingTable::cost`] for a call known by several ids ([`PricingTable::lookup_any`]).
+    pub fn cost_any(&self, usage: &TokenUsage, ids: &[&str]) -> Option<f64> {
+        let rates = self.lookup_any(ids)?;
         let uncached = usage.input.saturating_sub(usage.cache_read).saturating_sub(usage.cache_write);
         let micro_usd = rates.input * uncached as f64
             + rates.cache_read * usage.cache_read as f64
@@ -134,7 +188,7 @@ mod tests {
 
     #[test]
     fn worked_example_costs_about_a_cent_and_a_half() {
-        let table = PricingTable { default: Some(sonnet()), models: Vec::new() };
+        let table = PricingTable { default: Some(sonnet()), ..PricingTable::default() };
         let usage = TokenUsage { input: 20_369, output: 287, cache_read: 18_074, cache_write: 0 };
         let cost = table.cost(&usage, "claude-sonnet-4").unwrap_or(f64::NAN);
         assert!((cost - 0.016612).abs() < 1e-6, "cost was {cost}");
@@ -143,7 +197,7 @@ mod tests {
     #[test]
     fn cache_writes_are_priced_at_their_own_rate_and_never_twice() {
         let rates = Rates { input: 1.0, output: 2.0, cache_read: 0.1, cache_write: 1.25 };
-        let table = PricingTable { default: Some(rates), models: Vec::new() };
+        let table = PricingTable { default: Some(rates), ..PricingTable::default() };
         let usage = TokenUsage { input: 1_000_000, output: 1_000_000, cache_read: 200_000, cache_write: 300_000 };
         let cost = table.cost(&usage, "m").unwrap_or(f64::NAN);
         // 0.5M uncached × 1 + 0.2M × 0.1 + 0.3M × 1.25 + 1M × 2
@@ -152,7 +206,7 @@ mod tests {
 
     #[test]
     fn cached_counts_larger_than_the_input_clamp_the_uncached_part_at_zero() {
-        let table = PricingTable { default: Some(Rates::new(1.0, 1.0)), models: Vec::new() };
+        let table = PricingTable { default: Some(Rates::new(1.0, 1.0)), ..PricingTable::default() };
         let usage = TokenUsage { input: 10, output: 0, cache_read: 8, cache_write: 8 };
         let cost = table.cost(&usage, "m").unwrap_or(f64::NAN);
         assert!((cost - 16.0 / 1e6).abs() < 1e-12, "cost was {cost}");
@@ -160,7 +214,7 @@ mod tests {
 
     #[test]
     fn an_unpriced_model_has_no_cost_not_a_zero_one() {
-        let table = PricingTable { default: None, models: vec![("gpt-4o".into(), Rates::new(2.5, 10.0))] };
+        let table = PricingTable { models: vec![("gpt-4o".into(), Rates::new(2.5, 10.0))], ..PricingTable::default() };
         assert_eq!(table.cost(&TokenUsage { input: 5, ..TokenUsage::default() }, "llama3"), None);
         assert_eq!(PricingTable::default().cost(&TokenUsage::default(), "anything"), None);
     }
@@ -179,6 +233,7 @@ mod tests {
                 ("openai/gpt-4o-mini-2024".into(), c),
                 (String::new(), a),
             ],
+            list_prices: false,
         };
         assert_eq!(table.lookup("openai/gpt-4o-mini-2024"), Some(&c));
         assert_eq!(table.lookup("openai/gpt-4o-mini-2025"), Some(&b));

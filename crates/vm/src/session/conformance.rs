@@ -154,6 +154,12 @@ fn step(seq: u64) -> Delta {
             status: if seq.is_multiple_of(4) { Status::AwaitingDecision } else { Status::Running },
             created_at: 7,
             updated_at: 100 + seq,
+            // Every third step was written by a traced turn: the ids it keeps for the
+            // next turn's link survive every store.
+            trace: seq.is_multiple_of(3).then(|| crate::trace::SpanIds {
+                trace_id: format!("{:032x}", 0x4bf9_2f35_u64 + seq),
+                span_id: format!("{:016x}", 0x00f0_67aa_u64 + seq),
+            }),
             ..Head::default()
         },
         messages: vec![

@@ -35,6 +35,9 @@ pub struct Payment {
     pub currency: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memo: Option<String>,
+    /// The caller's own id for this payment (an expense claim's, say), when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
     /// When it was written (RFC 3339, UTC).
     pub paid_at: String,
 }
@@ -45,7 +48,13 @@ pub struct Order {
     pub amount: f64,
     pub currency: Option<String>,
     pub memo: Option<String>,
+    /// Paying twice under one reference pays once: the second order is answered with the
+    /// first payment (a retry after a lost answer, a turn continued after a crash).
+    pub reference: Option<String>,
 }
+
+/// The longest reference, in characters.
+pub const REFERENCE_LENGTH: usize = 64;
 
 /// Why a payment was not made.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +71,14 @@ pub enum Refused {
         "the memo must be at most {MEMO_LENGTH} characters with no control or invisible formatting characters; shorten it; nothing was paid"
     )]
     Memo,
+    #[error(
+        "the reference must be 1 to {REFERENCE_LENGTH} characters of letters, digits, `.`, `_`, `:` or `-`; nothing was paid"
+    )]
+    Reference,
+    #[error(
+        "reference {reference} was already paid as {payment} of {amount} {currency}, which this order does not match; nothing was paid"
+    )]
+    ReferenceTaken { reference: String, payment: String, amount: f64, currency: String },
     #[error("the ledger {path} cannot be used: {problem}; nothing was paid")]
     Ledger { path: String, problem: String },
     #[error(
@@ -100,6 +117,12 @@ impl Ledger {
 
     /// Check an order whole; nothing is read or written.
     pub fn check(&self, order: &Order) -> Result<(f64, String, Option<String>), Refused> {
+        if let Some(reference) = &order.reference {
+            let allowed = |byte: u8| byte.is_ascii_alphanumeric() || b"._:-".contains(&byte);
+            if reference.is_empty() || reference.len() > REFERENCE_LENGTH || !reference.bytes().all(allowed) {
+                return Err(Refused::Reference);
+            }
+        }
         let amount = order.amount;
         if !amount.is_finite() || amount <= 0.0 || amount > self.limit {
             return Err(Refused::Amount { limit: self.limit });
@@ -134,11 +157,25 @@ impl Ledger {
             .map_err(|error| self.trouble(error))?;
         file.lock().map_err(|error| self.trouble(format!("cannot lock it: {error}")))?;
         let made = self.read_all(&mut file)?;
+        if let Some(reference) = &order.reference
+            && let Some(earlier) = made.iter().find(|payment| payment.reference.as_ref() == Some(reference))
+        {
+            if earlier.amount == amount && earlier.currency == currency {
+                return Ok(earlier.clone());
+            }
+            return Err(Refused::ReferenceTaken {
+                reference: reference.clone(),
+                payment: earlier.payment.clone(),
+                amount: earlier.amount,
+                currency: earlier.currency.clone(),
+            });
+        }
         let payment = Payment {
             payment: format!("PAY-{:06}", made.len() + 1),
             amount,
             currency,
             memo,
+            reference: order.reference.clone(),
             paid_at: jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or(jiff::Timestamp::now()).to_string(),
         };
         let mut line = serde_json::to_string(&payment).map_err(|error| self.trouble(error))?;
@@ -214,15 +251,16 @@ mod tests {
     }
 
     fn order(amount: f64) -> Order {
-        Order { amount, currency: None, memo: None }
+        Order { amount, currency: None, memo: None, reference: None }
     }
 
     #[test]
     fn payments_are_numbered_written_and_read_back() {
         let ledger = Ledger::new(scratch("numbered"), DEFAULT_LIMIT);
         let first = ledger.pay(&order(142.5)).expect("paid");
-        let second =
-            ledger.pay(&Order { amount: 38.0, currency: Some("CHF".into()), memo: Some("Taxi".into()) }).expect("paid");
+        let second = ledger
+            .pay(&Order { amount: 38.0, currency: Some("CHF".into()), memo: Some("Taxi".into()), reference: None })
+            .expect("paid");
         assert_eq!((first.payment.as_str(), first.currency.as_str()), ("PAY-000001", "EUR"));
         assert_eq!((second.payment.as_str(), second.memo.as_deref()), ("PAY-000002", Some("Taxi")));
         assert_eq!(ledger.payments().expect("read back"), [first, second]);
@@ -237,17 +275,40 @@ mod tests {
             (order(f64::NAN), "above 0 and at most 1000"),
             (order(1_420.0), "above 0 and at most 1000"),
             (order(14.255), "more than two decimal places"),
-            (Order { amount: 1.0, currency: Some("eur".into()), memo: None }, "three capital letters"),
+            (Order { amount: 1.0, currency: Some("eur".into()), memo: None, reference: None }, "three capital letters"),
             (order(1e-9), "more than two decimal places"),
-            (Order { amount: 1.0, currency: None, memo: Some("a\nb".into()) }, "no control"),
-            (Order { amount: 1.0, currency: None, memo: Some("Taxi \u{202e}9.83 EUR".into()) }, "invisible formatting"),
-            (Order { amount: 1.0, currency: None, memo: Some("one\u{2028}two".into()) }, "invisible formatting"),
+            (Order { amount: 1.0, currency: None, memo: Some("a\nb".into()), reference: None }, "no control"),
+            (
+                Order { amount: 1.0, currency: None, memo: Some("Taxi \u{202e}9.83 EUR".into()), reference: None },
+                "invisible formatting",
+            ),
+            (
+                Order { amount: 1.0, currency: None, memo: Some("one\u{2028}two".into()), reference: None },
+                "invisible formatting",
+            ),
         ];
         for (order, expected) in cases {
             let said = ledger.pay(&order).expect_err("refused").to_string();
             assert!(said.contains(expected) && said.contains("nothing was paid"), "{said}");
         }
         assert!(!ledger.path.exists(), "a refused order never creates the ledger");
+    }
+
+    #[test]
+    fn an_order_repeated_under_its_reference_is_paid_once() {
+        let ledger = Ledger::new(scratch("reference"), DEFAULT_LIMIT);
+        let claim = |amount: f64| Order { amount, currency: None, memo: None, reference: Some("claim:e9".into()) };
+        let first = ledger.pay(&claim(142.5)).expect("paid");
+        let again = ledger.pay(&claim(142.5)).expect("answered");
+        assert_eq!(again, first, "the retry is answered with the first payment");
+        let said = ledger.pay(&claim(99.0)).expect_err("another amount").to_string();
+        assert!(
+            said.contains("already paid as PAY-000001 of 142.5 EUR") && said.contains("nothing was paid"),
+            "{said}"
+        );
+        assert_eq!(ledger.payments().expect("read back").len(), 1);
+        let bad = Order { reference: Some("claim e9\n".into()), ..claim(1.0) };
+        assert!(ledger.pay(&bad).expect_err("refused").to_string().contains("the reference must be"));
     }
 
     #[test]

@@ -29,6 +29,11 @@ pub struct PayRequest {
     /// A short note kept with the payment (at most 200 characters).
     #[serde(default)]
     pub memo: Option<String>,
+    /// Your own id for this payment, such as the expense claim's (letters, digits, `.`,
+    /// `_`, `:`, `-`; at most 64). An order repeated under the same reference is not paid
+    /// again: it is answered with the first payment.
+    #[serde(default)]
+    pub reference: Option<String>,
 }
 
 /// `list_payments`' arguments.
@@ -66,7 +71,7 @@ impl PaymentService {
     }
 
     #[tool(
-        description = "Pay an approved expense: the amount (at most two decimal places), its ISO currency (EUR by default) and an optional memo. Answers the payment's number once it is recorded.",
+        description = "Pay an approved expense: the amount (at most two decimal places), its ISO currency (EUR by default), an optional memo and an optional reference (the claim's id; repeating an order under it never pays twice). Answers the payment's number once it is recorded.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -75,7 +80,12 @@ impl PaymentService {
         )
     )]
     pub async fn pay(&self, Parameters(request): Parameters<PayRequest>) -> CallToolResult {
-        let order = Order { amount: request.amount, currency: request.currency, memo: request.memo };
+        let order = Order {
+            amount: request.amount,
+            currency: request.currency,
+            memo: request.memo,
+            reference: request.reference,
+        };
         let ledger = Arc::clone(&self.ledger);
         // The ledger locks and syncs a file: keep that off the async workers.
         match tokio::task::spawn_blocking(move || ledger.pay(&order)).await {

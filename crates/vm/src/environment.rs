@@ -23,6 +23,7 @@ use archmax_config::settings::providers::{DEFAULT_ENDPOINT_VARIABLE, Provider, P
 
 use crate::clock::{self, Clock};
 use crate::model::anthropic::{AnthropicAdapter, AnthropicConfig};
+use crate::model::limited::Limited;
 use crate::model::openai::{ChatFlavor, OpenAiAdapter, OpenAiConfig, RetryObserver};
 use crate::model::pricing::PricingTable;
 use crate::model::router::{Route, Router};
@@ -181,7 +182,10 @@ fn provider_adapter(
             })
         }
     };
-    Ok(adapter)
+    Ok(match provider.max_concurrency {
+        Some(permits) => Arc::new(Limited::new(adapter, permits)),
+        None => adapter,
+    })
 }
 
 /// Why a tape file could not be replayed.

@@ -189,6 +189,10 @@ fn provider() -> Value {
                 timeout("The bound on each attempt, in milliseconds (default: ARCHMAX_REQUEST_TIMEOUT_MS)."),
             ),
             ("api_version", nonempty("Azure OpenAI's `api-version` (required for `azure-openai`).")),
+            (
+                "max_concurrency",
+                json!({ "type": "integer", "minimum": 1, "maximum": 1024, "description": "The most calls this runner sends the provider at once; more wait their turn (default: no bound)." }),
+            ),
             ("deployments", string_table("Azure OpenAI: model name → the deployment serving it (default: the name).")),
         ],
         &["kind"],

@@ -89,6 +89,9 @@ pub struct Provider {
     pub api_version: Option<String>,
     /// Azure: the provider's model name → the deployment serving it (default: the name).
     pub deployments: BTreeMap<String, String>,
+    /// The most calls this runner sends the provider at once (`max_concurrency`); more
+    /// wait their turn. `None`: no bound of its own.
+    pub max_concurrency: Option<u32>,
     /// Where the table is, for diagnostics found when the runner starts.
     pub span: Span,
 }
@@ -127,8 +130,19 @@ const PRICE_KEYS: [&str; 4] = ["input", "output", "cache_read", "cache_write"];
 const MAX_PRICE: f64 = 100_000.0;
 
 /// The keys a provider table takes.
-const PROVIDER_KEYS: [&str; 8] =
-    ["kind", "base_url", "api_key_env", "headers", "timeout_ms", "api_version", "deployments", "api_key"];
+const PROVIDER_KEYS: [&str; 9] = [
+    "kind",
+    "base_url",
+    "api_key_env",
+    "headers",
+    "timeout_ms",
+    "api_version",
+    "deployments",
+    "max_concurrency",
+    "api_key",
+];
+/// The most calls `max_concurrency` may allow at once.
+const MAX_CONCURRENCY: i64 = 1_024;
 /// The keys a model table takes.
 const MODEL_KEYS: [&str; 3] = ["provider", "name", "price"];
 /// The longest a provider may be given to answer one attempt: ten minutes.
@@ -234,6 +248,7 @@ impl Reader<'_> {
         let before = self.diagnostics.len();
         let mut kind = None;
         let (mut base_url, mut api_key_env, mut api_version, mut timeout_ms) = (None, None, None, None);
+        let mut max_concurrency = None;
         let (mut headers, mut deployments) = (BTreeMap::new(), BTreeMap::new());
         for (key, item) in table.iter() {
             let at = |what: &str| format!("`{what}` of provider `{provider}`");
@@ -271,10 +286,11 @@ impl Reader<'_> {
                 "timeout_ms" => timeout_ms = self.timeout(item, &provider),
                 "api_version" => api_version = self.string(item, &at("api_version")),
                 "deployments" => deployments = self.string_table(item, &at("deployments")).unwrap_or_default(),
+                "max_concurrency" => max_concurrency = self.concurrency(item, &provider),
                 other => {
                     let help = match did_you_mean(other, PROVIDER_KEYS) {
-                        Some(close) => format!("did you mean `{close}`? a provider takes {}", list_names(&PROVIDER_KEYS[..7])),
-                        None => format!("a provider takes {}", list_names(&PROVIDER_KEYS[..7])),
+                        Some(close) => format!("did you mean `{close}`? a provider takes {}", list_names(&PROVIDER_KEYS[..8])),
+                        None => format!("a provider takes {}", list_names(&PROVIDER_KEYS[..8])),
                     };
                     self.error(key.span(), format!("`{other}` is not a setting of provider `{provider}`"), help);
                 }
@@ -319,6 +335,7 @@ impl Reader<'_> {
             timeout_ms,
             api_version,
             deployments,
+            max_concurrency,
             span,
         })
     }
@@ -408,6 +425,24 @@ impl Reader<'_> {
                     value.span(),
                     format!("the `timeout_ms` of provider `{provider}` is not 1 to {MAX_TIMEOUT_MS} milliseconds"),
                     "give a whole number of milliseconds, such as 120000",
+                );
+                None
+            }
+        }
+    }
+
+    fn concurrency(&mut self, value: &Value<'_>, provider: &str) -> Option<u32> {
+        let calls = match value.get_ref() {
+            DeValue::Integer(integer) => i64::from_str_radix(integer.as_str(), integer.radix()).ok(),
+            _ => None,
+        };
+        match calls {
+            Some(calls) if (1..=MAX_CONCURRENCY).contains(&calls) => u32::try_from(calls).ok(),
+            _ => {
+                self.error(
+                    value.span(),
+                    format!("the `max_concurrency` of provider `{provider}` is not 1 to {MAX_CONCURRENCY} calls"),
+                    "give a whole number of calls this runner may have in flight at once, such as 8",
                 );
                 None
             }
@@ -650,6 +685,37 @@ provider = "ollama"
 
     fn messages(text: &str) -> Vec<(Code, String)> {
         parse_runner_settings(FileId(0), text).1.into_iter().map(|found| (found.code, found.message)).collect()
+    }
+
+    #[test]
+    fn a_providers_concurrency_is_a_whole_number_of_calls() {
+        let text = r#"
+[providers.capped]
+kind = "openai"
+base_url = "http://localhost:11434/v1"
+max_concurrency = 4
+
+[providers.zero]
+kind = "openai"
+base_url = "http://localhost:11434/v1"
+max_concurrency = 0
+
+[providers.text]
+kind = "openai"
+base_url = "http://localhost:11434/v1"
+max_concurrency = "4"
+"#;
+        let (settings, found) = parse_runner_settings(FileId(0), text);
+        let found: Vec<String> = found.into_iter().map(|found| found.message).collect();
+        assert_eq!(
+            found,
+            [
+                "the `max_concurrency` of provider `text` is not 1 to 1024 calls",
+                "the `max_concurrency` of provider `zero` is not 1 to 1024 calls",
+            ]
+        );
+        assert_eq!(settings.providers.keys().collect::<Vec<_>>(), ["capped"]);
+        assert_eq!(settings.providers["capped"].max_concurrency, Some(4));
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod anthropic;
 #[cfg(test)]
 pub(crate) mod fake_endpoint;
 pub(crate) mod http;
+pub mod limited;
 pub(crate) mod list_prices;
 pub mod openai;
 pub mod pricing;

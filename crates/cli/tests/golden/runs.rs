@@ -105,6 +105,16 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<String, String> {
     } else if case.base.is_none() {
         return Err("a case needs a `workspace/` or a `base`".to_string());
     }
+    // A case whose host config starts the MCP fixture server would run without its tools,
+    // and record something else, when the fixture is not built: say so instead.
+    let settings = std::fs::read_to_string(workspace.join("archmax.toml")).unwrap_or_default();
+    let fixture = std::path::Path::new(env!("CARGO_BIN_EXE_archmax")).with_file_name("archmax-mcp-fixture");
+    if settings.contains("archmax-mcp-fixture") && !fixture.exists() {
+        return Err(format!(
+            "{} is missing and the case starts it: run the whole suite (`cargo test --workspace`) or build it first (`cargo build -p archmax-mcp`)",
+            fixture.display()
+        ));
+    }
     let mut transcript = String::new();
     for (index, step) in case.steps.iter().enumerate() {
         match (&step.write, step.args.is_empty()) {

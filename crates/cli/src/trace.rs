@@ -223,6 +223,14 @@ impl Listener for Trace {
                 reason.as_ref().map(|reason| format!(" — {}", first_line(reason, 160))).unwrap_or_default()
             )),
             Event::Warning { message, .. } => Some(format!("  {} {}", self.paint("33", "⚠"), safe(message))),
+            Event::ModelFallback { model, provider, reason, fallback, .. } => Some(format!(
+                "  {} {} ({}) failed: {}; trying {}",
+                self.paint("33", "↪"),
+                safe(model),
+                safe(provider),
+                first_line(reason, 160),
+                safe(fallback)
+            )),
             Event::TurnEnd { status, state, reason, terminal, code } => Some(match status.as_str() {
                 "completed" if *terminal => format!("{} completed in {}", self.paint("32", "✔"), safe(state)),
                 "completed" => {

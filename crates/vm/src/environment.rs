@@ -103,6 +103,7 @@ pub fn endpoint_for(
                 provider: route.provider.clone(),
                 adapter: Arc::clone(adapter),
                 name: route.provider_model().to_string(),
+                fallbacks: route.fallbacks.clone(),
             };
             routes.insert(route.id.clone(), target);
         }

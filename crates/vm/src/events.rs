@@ -244,6 +244,20 @@ pub enum Event {
         model: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
+        /// Present when a route's fallback answered: the model id the call was meant for.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fallback_for: Option<String>,
+    },
+    /// A model call failed for a passing reason (rate limited, overloaded, a server error,
+    /// unreachable) after its retries, and the route's next model is called instead.
+    ModelFallback {
+        state: String,
+        /// The model id that failed, and the provider serving it.
+        model: String,
+        provider: String,
+        reason: String,
+        /// The model id tried next.
+        fallback: String,
     },
     CodeStart {
         state: String,

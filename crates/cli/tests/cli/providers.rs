@@ -300,3 +300,111 @@ fn a_workflow_on_two_models_of_two_providers_costs_each_call_at_its_own_models_p
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A one-state workspace whose model `primary` runs on a Claude provider at `claude` and
+/// falls back to `backup`, served as gpt-4.1-mini by a chat-completions provider at
+/// `openai`.
+fn fallback_workspace(label: &str, claude: &str, openai: &str) -> std::path::PathBuf {
+    let root = scratch(label);
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("workflows/notes")).expect("workspace");
+    std::fs::write(
+        root.join("workflows/notes/workflow.yaml"),
+        "title: Notes\ninstructions: You write short notes.\nstates:\n  write:\n    model: primary\n    triggers:\n      manual:\n        description: Write one note.\n    instructions: Write the note.\n",
+    )
+    .expect("workflow");
+    let settings = format!(
+        "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{claude}\"\napi_key_env = \"ARCHMAX_SUITE_CLAUDE_KEY\"\n\n\
+         [providers.openai]\nkind = \"openai\"\nbase_url = \"{openai}\"\napi_key_env = \"ARCHMAX_SUITE_OPENAI_KEY\"\n\n\
+         [models.\"primary\"]\nprovider = \"claude\"\nname = \"claude-sonnet-4-5\"\nfallbacks = [\"backup\"]\n\n\
+         [models.\"backup\"]\nprovider = \"openai\"\nname = \"gpt-4.1-mini\"\n"
+    );
+    std::fs::write(root.join("archmax.toml"), settings).expect("archmax.toml");
+    root
+}
+
+fn fallback_run(root: &std::path::Path) -> std::process::Output {
+    command(root, &["run", "notes", "Thank the caterer.", "--session", "n1", "--events", "events.jsonl"])
+        .env("ARCHMAX_SUITE_OPENAI_KEY", "sk-suite")
+        .env("ARCHMAX_SUITE_CLAUDE_KEY", "sk-ant-suite")
+        .env("ARCHMAX_STREAMING", "0")
+        .env("ARCHMAX_MAX_RETRIES", "1")
+        .env_remove("ARCHMAX_MODEL")
+        .env_remove("ARCHMAX_PRICE_INPUT")
+        .env_remove("ARCHMAX_PRICE_OUTPUT")
+        .output()
+        .expect("archmax runs")
+}
+
+#[test]
+fn an_overloaded_provider_falls_back_to_the_next_model_which_is_recorded_and_priced_as_itself() {
+    use archmax_vm::model::anthropic::test_server::Scripted;
+    let overloaded = || Scripted::Status { status: 529, error_type: "overloaded_error".into(), retry_after: Some(0) };
+    let claude = MessagesServer::start(vec![overloaded(), overloaded()]).expect("a loopback server");
+    let openai = chat_completions(vec![(
+        json!({ "role": "assistant", "content": "Thank you for the lovely lunch." }),
+        json!({ "prompt_tokens": 1_000, "completion_tokens": 20 }),
+    )]);
+    let root = fallback_workspace("providers-fallback", &claude.base_url, &openai);
+    let output = fallback_run(&root);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "Thank you for the lovely lunch.\n");
+    assert!(stderr.contains("↪ primary (claude) failed: the model endpoint answered 529"), "{stderr}");
+    assert!(stderr.contains("; trying backup"), "{stderr}");
+    assert_eq!(claude.received().len(), 2, "the first model is tried with its retry before the fallback");
+    assert_eq!(claude.left(), 0);
+
+    let events: Vec<Value> = std::fs::read_to_string(root.join("events.jsonl"))
+        .expect("events")
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .collect();
+    let kinds: Vec<&str> =
+        events.iter().filter_map(|event| event["event"].as_str()).filter(|kind| kind.starts_with("model-")).collect();
+    assert_eq!(kinds, ["model-fallback", "model-usage"], "{events:#?}");
+    let fallback = events.iter().find(|event| event["event"] == "model-fallback").expect("the fallback event");
+    assert_eq!(
+        (&fallback["model"], &fallback["provider"], &fallback["fallback"], &fallback["state"]),
+        (&json!("primary"), &json!("claude"), &json!("backup"), &json!("write"))
+    );
+    let reason = fallback["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("529") && reason.contains("overloaded"), "{reason}");
+    let usage = events.iter().find(|event| event["event"] == "model-usage").expect("the usage event");
+    assert_eq!((&usage["model"], &usage["fallbackFor"]), (&json!("gpt-4.1-mini-2025-04-14"), &json!("primary")));
+    // gpt-4.1-mini's list price: 0.40 in, 1.60 out per million tokens.
+    let expected = (1_000.0 * 0.40 + 20.0 * 1.60) / 1e6;
+    let cost = usage["costUsd"].as_f64().unwrap_or(f64::NAN);
+    assert!((cost - expected).abs() < 1e-12, "cost {cost}, expected {expected}: {usage}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn when_the_model_and_its_fallback_both_fail_the_turn_names_each_attempt() {
+    use archmax_vm::model::anthropic::test_server::Scripted;
+    let limited = || Scripted::Status { status: 429, error_type: "rate_limit_error".into(), retry_after: Some(0) };
+    let claude = MessagesServer::start(vec![limited(), limited()]).expect("a loopback server");
+    // Nothing listens where the fallback's provider points.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let nowhere = format!("http://{}/v1", closed.local_addr().expect("its address"));
+    drop(closed);
+    let root = fallback_workspace("providers-fallback-exhausted", &claude.base_url, &nowhere);
+    let output = fallback_run(&root);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "the turn fails: {stderr}");
+    assert!(
+        stderr.contains("the model `primary` and its fallbacks all failed; tried `primary` (claude): the model endpoint answered 429"),
+        "{stderr}"
+    );
+    // The whole account is the session's exit reason.
+    let shown = command(&root, &["sessions", "n1", "--json"]).output().expect("archmax runs");
+    let session: Value = serde_json::from_slice(&shown.stdout).expect("the session as JSON");
+    let reason = session["exit"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("then `backup` (openai): the model endpoint failed") && reason.contains("Connection refused"),
+        "{session}"
+    );
+    let events = std::fs::read_to_string(root.join("events.jsonl")).expect("events");
+    assert!(!events.contains("\"model-usage\""), "nothing answered, so nothing was spent: {events}");
+    let _ = std::fs::remove_dir_all(&root);
+}

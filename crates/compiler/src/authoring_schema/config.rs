@@ -164,6 +164,16 @@ fn model_entry() -> Value {
                     &["input", "output"],
                 ),
             ),
+            (
+                "fallbacks",
+                json!({
+                    "type": "array",
+                    "maxItems": 8,
+                    "uniqueItems": true,
+                    "items": { "type": "string", "minLength": 1 },
+                    "description": "Model ids tried in order when a call to this one is rate limited, overloaded, fails with a server error or cannot reach its provider, after the provider's retries and before any of the answer is shown. Each goes through its own route (or the default endpoint); their own fallbacks are not followed. Needs `provider`.",
+                }),
+            ),
         ],
         &[],
     )

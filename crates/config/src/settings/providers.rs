@@ -18,6 +18,7 @@
 //! provider = "claude"
 //! [models."gpt-4.1"]
 //! provider = "azure"
+//! fallbacks = ["claude-sonnet-4-5"]      # tried in order when azure is rate limited or down
 //! ```
 //!
 //! The one thing to know: a model id no `[models]` entry routes goes to the default
@@ -103,6 +104,10 @@ pub struct ModelRoute {
     pub provider: String,
     /// The provider's own name for the model (default: the id).
     pub name: Option<String>,
+    /// Model ids tried in order when a call to this one fails with a passing condition
+    /// (rate limited, overloaded, a server error, unreachable) after its retries. Each is
+    /// served by its own route; their own fallbacks are not followed.
+    pub fallbacks: Vec<String>,
     pub span: Span,
 }
 
@@ -144,7 +149,9 @@ const PROVIDER_KEYS: [&str; 9] = [
 /// The most calls `max_concurrency` may allow at once.
 const MAX_CONCURRENCY: i64 = 1_024;
 /// The keys a model table takes.
-const MODEL_KEYS: [&str; 3] = ["provider", "name", "price"];
+const MODEL_KEYS: [&str; 4] = ["provider", "name", "price", "fallbacks"];
+/// The most fallbacks one model may list: each is a whole call's wait after the one before.
+const MAX_FALLBACKS: usize = 8;
 /// The longest a provider may be given to answer one attempt: ten minutes.
 const MAX_TIMEOUT_MS: i64 = 600_000;
 
@@ -467,7 +474,7 @@ impl Reader<'_> {
             return None;
         }
         let table = self.table(value, &format!("model `{model}`"), "write `[models.\"<id>\"]` with `provider`")?;
-        let (mut provider, mut name, mut price) = (None, None, None);
+        let (mut provider, mut name, mut price, mut fallbacks) = (None, None, None, None);
         for (key, item) in table.iter() {
             match key.get_ref().as_ref() {
                 "provider" => {
@@ -475,6 +482,7 @@ impl Reader<'_> {
                 }
                 "name" => name = Some(self.string(item, &format!("`name` of model `{model}`"))?),
                 "price" => price = Some(self.price(item, &model)?),
+                "fallbacks" => fallbacks = Some((self.fallbacks(item, &model)?, item.span())),
                 other => {
                     let close = did_you_mean(other, MODEL_KEYS)
                         .map(|close| format!("did you mean `{close}`? "))
@@ -489,6 +497,14 @@ impl Reader<'_> {
             }
         }
         let Some((provider, at)) = provider else {
+            if let Some((_, at)) = fallbacks {
+                self.error(
+                    at,
+                    format!("model `{model}` lists `fallbacks` but names no `provider`"),
+                    "fallbacks belong to a route: set `provider` to the `[providers.<name>]` table that serves the model first",
+                );
+                return None;
+            }
             if name.is_some() || price.is_none() {
                 self.error(
                     value.span(),
@@ -517,7 +533,48 @@ impl Reader<'_> {
             );
             return None;
         }
-        Some((Some(ModelRoute { id: model, provider, name, span: self.span(value.span()) }), price))
+        let fallbacks = fallbacks.map(|(fallbacks, _)| fallbacks).unwrap_or_default();
+        Some((Some(ModelRoute { id: model, provider, name, fallbacks, span: self.span(value.span()) }), price))
+    }
+
+    /// A model's `fallbacks`: distinct model ids other than its own, at most
+    /// [`MAX_FALLBACKS`]; `None` after reporting what is wrong with the list.
+    fn fallbacks(&mut self, value: &Value<'_>, model: &str) -> Option<Vec<String>> {
+        let what = format!("`fallbacks` of model `{model}`");
+        let DeValue::Array(items) = value.get_ref() else {
+            self.error(
+                value.span(),
+                format!("{what} must be a list of model ids, not {}", value.get_ref().type_str()),
+                "write them in the order to try, such as [\"claude-sonnet-4-5\", \"gpt-4.1-mini\"]",
+            );
+            return None;
+        };
+        if items.len() > MAX_FALLBACKS {
+            self.error(
+                value.span(),
+                format!("{what} lists {} models; at most {MAX_FALLBACKS} are tried", items.len()),
+                "keep the few models worth waiting for, best first",
+            );
+            return None;
+        }
+        let mut found: Vec<String> = Vec::with_capacity(items.len());
+        for item in items {
+            let id = self.string(item, &format!("an entry of {what}"))?;
+            if id == model {
+                self.error(
+                    item.span(),
+                    format!("{what} lists the model itself"),
+                    "a model is already tried first; list only the others to try after it",
+                );
+                return None;
+            }
+            if found.contains(&id) {
+                self.error(item.span(), format!("{what} lists `{id}` twice"), "list each model once");
+                return None;
+            }
+            found.push(id);
+        }
+        Some(found)
     }
 
     /// A model's `price` table, or `None` after reporting what is wrong with it.
@@ -642,6 +699,23 @@ pub fn check_routes(
             ))
             .with_scope(archmax_program::diagnostic::Scope::Workflow(model.workflow.clone())),
         );
+    }
+    for route in settings.models.values() {
+        for fallback in route.fallbacks.iter().filter(|id| !settings.models.contains_key(*id) && !default_endpoint) {
+            diagnostics.push(
+                Diagnostic::at(
+                    Code::UnroutedModel,
+                    route.span,
+                    format!(
+                        "model `{}` falls back to `{fallback}`, which no route serves: {DEFAULT_ENDPOINT_VARIABLE} is not set",
+                        route.id
+                    ),
+                )
+                .with_help(format!(
+                    "add `[models.\"{fallback}\"]` with the `provider` that serves it, or drop it from the fallbacks"
+                )),
+            );
+        }
     }
     diagnostics
 }
@@ -845,6 +919,65 @@ provider = "azur"
         assert_eq!(found.len(), expected.len(), "{found:#?}");
         let settings = parse_runner_settings(FileId(0), text).0;
         assert!(settings.providers.is_empty() && settings.models.is_empty());
+    }
+
+    #[test]
+    fn fallbacks_are_a_short_list_of_other_ids_on_a_route() {
+        let text = r#"
+[providers.openai]
+kind = "openai"
+base_url = "https://api.openai.test/v1"
+
+[models."gpt-4.1"]
+provider = "openai"
+fallbacks = ["claude-sonnet", "gpt-4.1-mini"]
+
+[models."self"]
+provider = "openai"
+fallbacks = ["self"]
+
+[models."twice"]
+provider = "openai"
+fallbacks = ["a", "a"]
+
+[models."text"]
+provider = "openai"
+fallbacks = "a"
+
+[models."many"]
+provider = "openai"
+fallbacks = ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
+
+[models."unrouted"]
+fallbacks = ["a"]
+"#;
+        let (settings, found) = parse_runner_settings(FileId(0), text);
+        let found: Vec<String> = found.into_iter().map(|found| found.message).collect();
+        let expected = [
+            "`fallbacks` of model `self` lists the model itself",
+            "`fallbacks` of model `twice` lists `a` twice",
+            "`fallbacks` of model `text` must be a list of model ids, not string",
+            "`fallbacks` of model `many` lists 9 models; at most 8 are tried",
+            "model `unrouted` lists `fallbacks` but names no `provider`",
+        ];
+        for message in expected {
+            assert!(found.iter().any(|text| text == message), "missing {message:?} in {found:#?}");
+        }
+        assert_eq!(found.len(), expected.len(), "{found:#?}");
+        assert_eq!(settings.models.keys().collect::<Vec<_>>(), ["gpt-4.1"]);
+        assert_eq!(settings.models["gpt-4.1"].fallbacks, ["claude-sonnet", "gpt-4.1-mini"]);
+
+        // Each fallback must be served: by a route, or by the default endpoint.
+        let found: Vec<String> =
+            check_routes(&settings, &[], |_| None).into_iter().map(|found| found.message).collect();
+        assert_eq!(
+            found,
+            [
+                "model `gpt-4.1` falls back to `claude-sonnet`, which no route serves: ARCHMAX_API_BASE_URL is not set",
+                "model `gpt-4.1` falls back to `gpt-4.1-mini`, which no route serves: ARCHMAX_API_BASE_URL is not set",
+            ]
+        );
+        assert!(check_routes(&settings, &[], |_| Some("https://x.test/v1".into())).is_empty());
     }
 
     fn used(id: &str) -> ModelUse {

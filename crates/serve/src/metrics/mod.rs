@@ -174,6 +174,7 @@ impl Metrics {
                 cache_creation_tokens,
                 model,
                 cost_usd,
+                ..
             } => {
                 let workflow = self.workflow_of(session);
                 let provider = model.as_deref().map_or_else(|| UNKNOWN.to_string(), |model| self.provider_of(model));
@@ -413,6 +414,7 @@ mod tests {
             cache_creation_tokens: 0,
             model: Some(model.to_string()),
             cost_usd: None,
+            fallback_for: None,
         }
     }
 

@@ -645,16 +645,30 @@ impl<'r> Turn<'r> {
         )
     }
 
-    /// Adds a model call's usage (and its cost, when priced) to the session.
+    /// Adds a model call's usage (and its cost, when priced) to the session, after the
+    /// models its route tried first, if any (one `model-fallback` event each).
     fn record_usage(&mut self, id: StateId, response: &crate::model::ModelResponse) {
         let state = self.slug(id).to_string();
         let usage = response.usage;
         let declared = self.state(id).model.map(|model| self.program().str(model).to_string());
-        // Priced by the id the workflow named (what archmax.toml routes and prices), then
-        // by the one the provider answered with; shown as the provider's.
-        let ids: Vec<&str> = declared.iter().chain(response.model.iter()).map(String::as_str).collect();
+        let tried = response.fallbacks.iter().map(|call| call.model.clone());
+        let next = tried.skip(1).chain(response.served_by.clone());
+        for (failed, fallback) in response.fallbacks.iter().zip(next) {
+            self.emit(Event::ModelFallback {
+                state: state.clone(),
+                model: failed.model.clone(),
+                provider: failed.provider.clone(),
+                reason: failed.error.clone(),
+                fallback,
+            });
+        }
+        // Priced by the id that answered as archmax.toml names it (the workflow's, or the
+        // fallback's), then by the one the provider answered with; shown as the provider's.
+        let priced = response.served_by.clone().or(declared);
+        let ids: Vec<&str> = priced.iter().chain(response.model.iter()).map(String::as_str).collect();
         let cost = self.runtime.pricing().cost_any(&usage, &ids);
-        let model = response.model.clone().or(declared);
+        let model = response.model.clone().or_else(|| priced.clone());
+        let fallback_for = response.served_by.as_ref().and(response.fallbacks.first()).map(|call| call.model.clone());
         let total = &mut self.session.head.usage;
         total.input_tokens += usage.input;
         total.output_tokens += usage.output;
@@ -671,6 +685,7 @@ impl<'r> Turn<'r> {
             cache_creation_tokens: usage.cache_write,
             model,
             cost_usd: cost,
+            fallback_for,
         });
     }
 

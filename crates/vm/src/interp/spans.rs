@@ -133,6 +133,8 @@ pub(super) fn record_failure(span: &tracing::Span, error: &crate::model::ModelEr
         ModelError::Timeout(_) => "timeout",
         ModelError::ContentFilter(_) => "content_filter",
         ModelError::Refused(_) => "refused",
+        ModelError::Overloaded(_) => "overloaded",
+        ModelError::Exhausted(_) => "fallbacks_exhausted",
         ModelError::Tape(_) => "tape",
     };
     span.record("error.type", kind);

@@ -383,7 +383,7 @@ pub(crate) fn answer(
         model,
         id,
         truncated: stop == Stop::Truncated,
-        tape: None,
+        ..ModelResponse::default()
     })
 }
 

@@ -62,7 +62,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::model::{ModelResponse, Role, Sampling};
+    use crate::model::ModelResponse;
 
     /// An adapter that counts the calls inside it at once and keeps the most it saw.
     #[derive(Default)]
@@ -86,24 +86,7 @@ mod tests {
     static NO_VARIABLES: serde_json::Value = serde_json::Value::Null;
 
     fn request() -> ModelRequest<'static> {
-        ModelRequest {
-            model: None,
-            role: Role::Agent,
-            session: "s1",
-            workflow: "support",
-            state: "triage",
-            variables: &NO_VARIABLES,
-            system_static: "",
-            system_volatile: "",
-            messages: &[],
-            history: 0,
-            tools: &[],
-            prompt_cache: PromptCache::default(),
-            timeout: None,
-            sampling: Sampling::default(),
-            tape: None,
-            on_text: None,
-        }
+        crate::model::bare_request(None, &NO_VARIABLES)
     }
 
     #[tokio::test(start_paused = true)]

@@ -258,6 +258,24 @@ pub struct ModelResponse {
     /// A tape's reading after this answer (only a tape sets it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tape: Option<TapeReading>,
+    /// The models tried before the one that answered, and why each failed (a route's
+    /// `fallbacks`, see [`router`]); empty when the first model answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<FailedCall>,
+    /// The model id that answered when it is a fallback, not the id the call asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_by: Option<String>,
+}
+
+/// One model a call was sent to that failed, before another was tried.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedCall {
+    /// The model id, as workflows and `archmax.toml` name it.
+    pub model: String,
+    /// The provider's table name (`default` for the `ARCHMAX_API_*` endpoint).
+    pub provider: String,
+    /// Why it failed, after its own retries.
+    pub error: String,
 }
 
 /// Tokens of one call. `input` is the total, cached tokens included.
@@ -293,8 +311,63 @@ pub enum ModelError {
     /// The model declined to answer (Anthropic's `refusal` stop reason).
     #[error("the model declined to answer{0}")]
     Refused(String),
+    /// The provider reported a passing condition mid-stream (Anthropic's overloaded,
+    /// rate-limit and API errors), before or after some text.
+    #[error("{0}")]
+    Overloaded(String),
+    /// The model a call asked for and every fallback its route lists failed, in order.
+    #[error("{}", describe_exhausted(.0))]
+    Exhausted(Vec<FailedCall>),
     #[error("{0}")]
     Tape(String),
+}
+
+impl ModelError {
+    /// Whether another provider may well answer where this one could not: the provider
+    /// was rate limited, overloaded, failing (a 5xx) or unreachable. A refusal, a bad
+    /// request, an unreadable answer or a spent time budget would fail anywhere.
+    pub fn calls_for_fallback(&self) -> bool {
+        match self {
+            ModelError::Status { status, .. } => matches!(*status, 408 | 429 | 500..=599),
+            ModelError::Transport(_) | ModelError::Overloaded(_) => true,
+            _ => false,
+        }
+    }
+}
+
+fn describe_exhausted(failed: &[FailedCall]) -> String {
+    let tried: Vec<String> =
+        failed.iter().map(|call| format!("`{}` ({}): {}", call.model, call.provider, call.error)).collect();
+    match failed.first() {
+        Some(first) => {
+            format!("the model `{}` and its fallbacks all failed; tried {}", first.model, tried.join("; then "))
+        }
+        None => "no model was tried".to_string(),
+    }
+}
+
+/// A bare agent call in state `triage` of workflow `support` (session `s1`): nothing in
+/// the conversation, no tools, every option the adapter's; for adapters' unit tests.
+#[cfg(test)]
+pub(crate) fn bare_request<'a>(model: Option<&'a str>, variables: &'a Value) -> ModelRequest<'a> {
+    ModelRequest {
+        model,
+        role: Role::Agent,
+        session: "s1",
+        workflow: "support",
+        state: "triage",
+        variables,
+        system_static: "",
+        system_volatile: "",
+        messages: &[],
+        history: 0,
+        tools: &[],
+        prompt_cache: PromptCache::default(),
+        timeout: None,
+        sampling: Sampling::default(),
+        tape: None,
+        on_text: None,
+    }
 }
 
 /// A boxed future, so adapters can be trait objects.

@@ -299,7 +299,7 @@ mod tests {
                 model: Some("gpt-test-2025".to_string()),
                 id: Some("chatcmpl-1".to_string()),
                 truncated: true,
-                tape: None,
+                ..ModelResponse::default()
             },
             ModelResponse { text: "Done.".to_string(), ..ModelResponse::default() },
         ];

@@ -4,11 +4,26 @@
 //! The one thing to know: an id no entry routes goes to the default adapter (the
 //! endpoint of the `ARCHMAX_API_*` variables), unchanged; without one, the call fails
 //! with a configuration error naming the id, before anything is sent.
+//!
+//! Fallbacks: a route may list other model ids (`fallbacks`). When its call fails for a
+//! reason another provider may not share ([`ModelError::calls_for_fallback`]: rate limited,
+//! overloaded, a server error, unreachable), after the adapter's own retries and
+//! `Retry-After` waits, and before any of the answer's text was handed on, the next id is
+//! called through its own route (or the default adapter), and so on in order. Only the
+//! first id's list is followed, so fallbacks never loop. The answer carries the failed
+//! attempts ([`ModelResponse::fallbacks`]) and the id that answered, which the turn loop
+//! records as `model-fallback` events and prices by; when every id fails the call fails
+//! with [`ModelError::Exhausted`], naming each attempt. Text already shown is never
+//! followed by another model's: a failure after it ends the call as it would without
+//! fallbacks.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{CachePlan, ModelAdapter, ModelError, ModelFuture, ModelRequest, PromptCache};
+use super::{
+    CachePlan, FailedCall, ModelAdapter, ModelError, ModelFuture, ModelRequest, ModelResponse, PromptCache, TextSink,
+};
 
 /// Where one model id goes.
 #[derive(Clone)]
@@ -18,7 +33,12 @@ pub struct Route {
     pub adapter: Arc<dyn ModelAdapter>,
     /// The provider's own name for the model.
     pub name: String,
+    /// Model ids to try in order when this one fails with a passing condition.
+    pub fallbacks: Vec<String>,
 }
+
+/// The provider name a call to the default adapter is recorded under.
+const DEFAULT_PROVIDER: &str = "default";
 
 /// An adapter that sends each call to the adapter serving its model id.
 pub struct Router {
@@ -59,10 +79,85 @@ impl Router {
     }
 }
 
+impl Router {
+    /// Where a call to `id` goes: the adapter, the name it is sent under and the provider
+    /// it is recorded under; `None` when nothing serves it.
+    fn target<'a>(&'a self, id: &'a str) -> Option<(&'a dyn ModelAdapter, &'a str, &'a str)> {
+        match (self.routes.get(id), &self.default) {
+            (Some(route), _) => Some((route.adapter.as_ref(), route.name.as_str(), route.provider.as_str())),
+            (None, Some(default)) => Some((default.as_ref(), id, DEFAULT_PROVIDER)),
+            (None, None) => None,
+        }
+    }
+
+    /// Calls `first` (its route is `route`), then each of its fallbacks in order while the
+    /// failures are passing ones and none of the answer's text was handed on.
+    async fn call_with_fallbacks<'a>(
+        &'a self,
+        first: &'a str,
+        route: &'a Route,
+        request: ModelRequest<'a>,
+    ) -> Result<ModelResponse, ModelError> {
+        let shown = AtomicBool::new(false);
+        let watcher = request.on_text;
+        let forward = |text: &str, id: Option<&str>| {
+            shown.store(true, Ordering::Relaxed);
+            if let Some(sink) = watcher {
+                sink.send(text, id);
+            }
+        };
+        let candidates = std::iter::once(first).chain(route.fallbacks.iter().map(String::as_str));
+        let mut failed: Vec<FailedCall> = Vec::new();
+        let last = route.fallbacks.len();
+        for (index, id) in candidates.enumerate() {
+            let Some((adapter, name, provider)) = self.target(id) else {
+                // `validate` refuses a fallback nothing serves; a runner started anyway
+                // records it as a failed attempt and goes on to the next.
+                failed.push(FailedCall {
+                    model: id.to_string(),
+                    provider: "none".to_string(),
+                    error: "no route serves it and no default endpoint is configured".to_string(),
+                });
+                continue;
+            };
+            let attempt =
+                ModelRequest { model: Some(name), on_text: watcher.map(|_| TextSink(&forward)), ..request.clone() };
+            match adapter.call(attempt).await {
+                Ok(mut response) => {
+                    if index > 0 {
+                        response.served_by = Some(id.to_string());
+                    }
+                    response.fallbacks = failed;
+                    return Ok(response);
+                }
+                Err(error) => {
+                    let go_on = index < last && error.calls_for_fallback() && !shown.load(Ordering::Relaxed);
+                    if failed.is_empty() && !go_on {
+                        // Nothing else was tried: the failure is the call's own.
+                        return Err(error);
+                    }
+                    failed.push(FailedCall {
+                        model: id.to_string(),
+                        provider: provider.to_string(),
+                        error: error.to_string(),
+                    });
+                    if !go_on {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(ModelError::Exhausted(failed))
+    }
+}
+
 impl ModelAdapter for Router {
     fn call<'a>(&'a self, mut request: ModelRequest<'a>) -> ModelFuture<'a> {
         let model = self.model_of(request.model);
-        if let Some(route) = model.and_then(|model| self.routes.get(model)) {
+        if let Some((id, route)) = model.and_then(|model| self.routes.get_key_value(model)) {
+            if !route.fallbacks.is_empty() {
+                return Box::pin(self.call_with_fallbacks(id.as_str(), route, request));
+            }
             request.model = Some(route.name.as_str());
             return route.adapter.call(request);
         }
@@ -112,7 +207,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::{ModelResponse, Role, Sampling};
 
     /// An adapter that answers with the name it was called under and which it is.
     struct Named {
@@ -137,29 +231,12 @@ mod tests {
 
     async fn ask(router: &Router, model: Option<&str>) -> Result<String, ModelError> {
         let variables = json!({});
-        let request = ModelRequest {
-            model,
-            role: Role::Agent,
-            session: "s1",
-            workflow: "support",
-            state: "triage",
-            variables: &variables,
-            system_static: "",
-            system_volatile: "",
-            messages: &[],
-            history: 0,
-            tools: &[],
-            prompt_cache: PromptCache::default(),
-            timeout: None,
-            sampling: Sampling::default(),
-            tape: None,
-            on_text: None,
-        };
+        let request = crate::model::bare_request(model, &variables);
         router.call(request).await.map(|answer| answer.text)
     }
 
     fn route(provider: &str, adapter: Arc<Named>, name: &str) -> Route {
-        Route { provider: provider.to_string(), adapter, name: name.to_string() }
+        Route { provider: provider.to_string(), adapter, name: name.to_string(), fallbacks: Vec::new() }
     }
 
     #[tokio::test]
@@ -199,5 +276,157 @@ mod tests {
         assert!(claude.asked.lock().is_ok_and(|asked| asked.is_empty()));
         let plan = router.cache_plan(Some("gpt-4.1"), PromptCache::default());
         assert_eq!(plan.strategy, "unsupported");
+    }
+
+    /// An adapter that answers each call with the next scripted outcome, showing `text`
+    /// first when it has some; what it was asked under is kept.
+    struct Scripted {
+        outcomes: Mutex<Vec<(&'static str, Result<&'static str, ModelError>)>>,
+        asked: Mutex<Vec<String>>,
+    }
+
+    impl ModelAdapter for Scripted {
+        fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
+            let mut outcomes = self.outcomes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.asked
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(request.model.unwrap_or("-").to_string());
+            let (shown, outcome) = if outcomes.is_empty() { ("", Ok("unscripted")) } else { outcomes.remove(0) };
+            if let (false, Some(sink)) = (shown.is_empty(), request.on_text) {
+                sink.send(shown, None);
+            }
+            let answer = outcome.map(|text| ModelResponse { text: text.to_string(), ..ModelResponse::default() });
+            Box::pin(async move { answer })
+        }
+    }
+
+    fn scripted(outcomes: Vec<(&'static str, Result<&'static str, ModelError>)>) -> Arc<Scripted> {
+        Arc::new(Scripted { outcomes: Mutex::new(outcomes), asked: Mutex::default() })
+    }
+
+    fn asked(adapter: &Scripted) -> Vec<String> {
+        adapter.asked.lock().map(|asked| asked.clone()).unwrap_or_default()
+    }
+
+    fn status(status: u16) -> ModelError {
+        ModelError::Status { status, body: "busy".into() }
+    }
+
+    /// `gpt-4.1` on `openai`, falling back to `claude-sonnet` on `claude`, then to
+    /// `llama` on the default adapter.
+    fn fallback_router(openai: &Arc<Scripted>, claude: &Arc<Scripted>, default: Option<&Arc<Scripted>>) -> Router {
+        let first = Route {
+            provider: "openai".into(),
+            adapter: openai.clone(),
+            name: "gpt-4.1-2025".into(),
+            fallbacks: vec!["claude-sonnet".into(), "llama".into()],
+        };
+        let second = Route {
+            provider: "claude".into(),
+            adapter: claude.clone(),
+            name: "claude-sonnet-4-5".into(),
+            fallbacks: vec!["gpt-4.1".into()],
+        };
+        let routes = BTreeMap::from([("gpt-4.1".to_string(), first), ("claude-sonnet".to_string(), second)]);
+        Router::new(routes, default.map(|default| default.clone() as Arc<dyn ModelAdapter>), None)
+    }
+
+    async fn call_watched(router: &Router, model: &str) -> (Result<ModelResponse, ModelError>, String) {
+        let variables = json!({});
+        let seen = Mutex::new(String::new());
+        let watch = |text: &str, _: Option<&str>| seen.lock().expect("the watcher's text").push_str(text);
+        let request =
+            ModelRequest { on_text: Some(TextSink(&watch)), ..crate::model::bare_request(Some(model), &variables) };
+        let answer = router.call(request).await;
+        let seen = seen.lock().map(|seen| seen.clone()).unwrap_or_default();
+        (answer, seen)
+    }
+
+    #[tokio::test]
+    async fn a_passing_failure_goes_to_the_next_fallback_under_its_own_route() {
+        let openai = scripted(vec![("", Err(status(429)))]);
+        let claude = scripted(vec![("", Err(ModelError::Overloaded("mid-stream (overloaded_error)".into())))]);
+        let default = scripted(vec![("Llama here.", Ok("Llama here."))]);
+        let router = fallback_router(&openai, &claude, Some(&default));
+        let (answer, seen) = call_watched(&router, "gpt-4.1").await;
+        let answer = answer.expect("the last fallback answers");
+        assert_eq!((answer.text.as_str(), seen.as_str()), ("Llama here.", "Llama here."));
+        assert_eq!(answer.served_by.as_deref(), Some("llama"));
+        let failed: Vec<(&str, &str)> =
+            answer.fallbacks.iter().map(|call| (call.model.as_str(), call.provider.as_str())).collect();
+        assert_eq!(failed, [("gpt-4.1", "openai"), ("claude-sonnet", "claude")]);
+        assert!(answer.fallbacks[0].error.contains("429"), "{:?}", answer.fallbacks[0]);
+        // Each is asked under its provider's name; the fallback's own list is not followed.
+        assert_eq!(
+            (asked(&openai), asked(&claude), asked(&default)),
+            (vec!["gpt-4.1-2025".to_string()], vec!["claude-sonnet-4-5".to_string()], vec!["llama".to_string()])
+        );
+
+        // The first model answering leaves no trace of the others.
+        let (answer, _) = call_watched(&router, "gpt-4.1").await;
+        let answer = answer.expect("the first model answers");
+        assert_eq!(
+            (answer.text.as_str(), answer.served_by.as_deref(), answer.fallbacks.len()),
+            ("unscripted", None, 0)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failure_another_provider_would_share_is_the_calls_own() {
+        for error in [
+            status(400),
+            ModelError::ContentFilter("filtered".into()),
+            ModelError::Response("not JSON".into()),
+            ModelError::Timeout(std::time::Duration::from_secs(1)),
+        ] {
+            let expected = error.to_string();
+            let (openai, claude) = (scripted(vec![("", Err(error))]), scripted(vec![]));
+            let router = fallback_router(&openai, &claude, None);
+            let (answer, _) = call_watched(&router, "gpt-4.1").await;
+            let error = answer.expect_err("no fallback is tried");
+            assert_eq!(error.to_string(), expected);
+            assert!(asked(&claude).is_empty(), "{expected}: the fallback was called");
+        }
+    }
+
+    #[tokio::test]
+    async fn text_already_shown_is_never_followed_by_another_models() {
+        let openai = scripted(vec![("Half an ans", Err(ModelError::Transport("cut".into())))]);
+        let claude = scripted(vec![]);
+        let router = fallback_router(&openai, &claude, None);
+        let (answer, seen) = call_watched(&router, "gpt-4.1").await;
+        assert!(matches!(answer, Err(ModelError::Transport(ref why)) if why == "cut"), "{answer:?}");
+        assert_eq!(seen, "Half an ans");
+        assert!(asked(&claude).is_empty());
+    }
+
+    #[tokio::test]
+    async fn when_every_model_fails_the_error_names_each_attempt_in_order() {
+        for server_error in [500, 503, 529, 408] {
+            let openai = scripted(vec![("", Err(status(server_error)))]);
+            let claude = scripted(vec![("", Err(status(400)))]);
+            let router = fallback_router(&openai, &claude, None);
+            let (answer, _) = call_watched(&router, "gpt-4.1").await;
+            match answer {
+                Err(ModelError::Exhausted(failed)) => {
+                    // A refusal from the fallback stops the list there.
+                    let tried: Vec<&str> = failed.iter().map(|call| call.model.as_str()).collect();
+                    assert_eq!(tried, ["gpt-4.1", "claude-sonnet"]);
+                }
+                other => panic!("{server_error}: every model failed, got {other:?}"),
+            }
+        }
+        // Without a default endpoint the last id is served by nothing, and says so.
+        let openai = scripted(vec![("", Err(ModelError::Transport("connection refused".into())))]);
+        let claude = scripted(vec![("", Err(status(429)))]);
+        let router = fallback_router(&openai, &claude, None);
+        let error = call_watched(&router, "gpt-4.1").await.0.expect_err("nothing answers");
+        assert_eq!(
+            error.to_string(),
+            "the model `gpt-4.1` and its fallbacks all failed; tried `gpt-4.1` (openai): the model endpoint failed: connection refused; \
+             then `claude-sonnet` (claude): the model endpoint answered 429: busy; \
+             then `llama` (none): no route serves it and no default endpoint is configured"
+        );
     }
 }

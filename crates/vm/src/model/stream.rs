@@ -218,7 +218,7 @@ impl Assembler {
             model: self.model,
             id: self.id,
             truncated: self.finish.as_deref() == Some("length"),
-            tape: None,
+            ..ModelResponse::default()
         })
     }
 }

@@ -248,6 +248,7 @@ impl Tape {
             id: entry.id.clone(),
             truncated: entry.truncated,
             tape: Some(TapeReading { digest: self.digest.clone(), used }),
+            ..ModelResponse::default()
         })
     }
 }

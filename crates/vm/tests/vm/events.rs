@@ -54,10 +54,11 @@ fn arm(event: &Event) -> usize {
         Event::TurnEnd { .. } => 31,
         Event::Warning { .. } => 32,
         Event::ContextCompacted { .. } => 33,
+        Event::ModelFallback { .. } => 34,
         _ => ARMS,
     }
 }
-const ARMS: usize = 34;
+const ARMS: usize = 35;
 
 fn s(text: &str) -> String {
     text.to_string()
@@ -224,6 +225,24 @@ fn samples() -> Vec<Event> {
             cache_creation_tokens: 0,
             model: Some(s("claude-sonnet-4")),
             cost_usd: Some(0.016612),
+            fallback_for: None,
+        },
+        Event::ModelUsage {
+            state: s("triage"),
+            input_tokens: 1200,
+            output_tokens: 80,
+            cache_read_tokens: 0,
+            cache_creation_tokens: 0,
+            model: Some(s("claude-sonnet-4-5")),
+            cost_usd: None,
+            fallback_for: Some(s("gpt-4.1")),
+        },
+        Event::ModelFallback {
+            state: s("triage"),
+            model: s("gpt-4.1"),
+            provider: s("azure"),
+            reason: s("the model endpoint answered 429: rate limited"),
+            fallback: s("claude-sonnet-4-5"),
         },
         Event::CodeStart { state: s("assemble"), script: s("scripts/assemble.js") },
         Event::CodeOutput { state: s("assemble"), line: s("42 rows") },

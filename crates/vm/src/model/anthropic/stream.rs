@@ -133,11 +133,10 @@ impl Assembler {
             "error" => {
                 let error = event.get("error").unwrap_or(&Value::Null);
                 let kind = text(error, "type");
-                self.passing = self.forwarded == 0 && PASSING_ERRORS.contains(&kind.as_str());
-                return Err(ModelError::Response(format!(
-                    "the endpoint reported an error mid-stream ({kind}): {}",
-                    error_text(error)
-                )));
+                let passing = PASSING_ERRORS.contains(&kind.as_str());
+                self.passing = self.forwarded == 0 && passing;
+                let message = format!("the endpoint reported an error mid-stream ({kind}): {}", error_text(error));
+                return Err(if passing { ModelError::Overloaded(message) } else { ModelError::Response(message) });
             }
             // `ping`, `content_block_stop` and event types yet to come carry nothing to keep.
             _ => {}

@@ -288,7 +288,7 @@ async fn an_error_mid_stream_is_retried_before_any_text_and_fails_the_call_after
     let (answer, pieces) = call(&adapter, &Call::new()).await;
     assert_eq!(pieces.concat(), "Half an ans", "what was shown stays shown");
     match answer {
-        Err(ModelError::Response(message)) => {
+        Err(ModelError::Overloaded(message)) => {
             assert!(message.contains("mid-stream (overloaded_error)"), "{message}")
         }
         other => panic!("the call fails after text, got {other:?}"),

@@ -37,7 +37,15 @@ pub(in crate::model) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, Mo
         return Err(filtered_answer(&text));
     }
     let truncated = finish == Some("length");
-    Ok(ModelResponse { text, tool_calls, usage: parse_usage(body.get("usage")), model, id, truncated, tape: None })
+    Ok(ModelResponse {
+        text,
+        tool_calls,
+        usage: parse_usage(body.get("usage")),
+        model,
+        id,
+        truncated,
+        ..ModelResponse::default()
+    })
 }
 
 pub(in crate::model) fn error_text(error: &Value) -> String {

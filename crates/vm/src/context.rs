@@ -7,8 +7,15 @@
 //! prose and code under the Claude, Llama, Mistral and Qwen tokenizers, and on the safe
 //! (high) side for dense text. A window the host does not set comes from a table of model
 //! families, else 128,000 tokens.
+//!
+//! The estimate is then corrected by what the provider measures ([`Calibration`]): each
+//! answer's `usage.input` is the prompt's real size, so after the first call on a model
+//! the runtime scales the estimate for it by the last measured ratio (within 0.5 to 4),
+//! and compaction triggers on counts the provider would give. OpenAI-family models need
+//! no correction and get none.
 
-use std::sync::OnceLock;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
 
 pub use archmax_config::settings::ContextSettings;
 
@@ -74,6 +81,57 @@ pub fn estimate(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
 }
 
+/// The smallest prompt, estimated and measured alike, a ratio is learned from: in a short
+/// prompt the provider's framing (roles, tool markup) outweighs the text.
+const MIN_SAMPLE_TOKENS: u64 = 1_024;
+/// The bounds of a learned ratio: a provider's count far outside them says more about
+/// the provider (a proxy reporting its own numbers) than about the tokenizer. At four
+/// times one token per four characters, a scaled count stays within the byte count the
+/// turn loop checks first.
+const MIN_SCALE: f64 = 0.5;
+const MAX_SCALE: f64 = 4.0;
+/// How many models' ratios a runtime keeps; a model past it is simply not corrected.
+const MAX_CALIBRATED_MODELS: usize = 256;
+
+/// Per model, the ratio of the prompt tokens the provider reported to those estimated for
+/// the same prompt, learned from each answer and applied to later estimates. A runtime
+/// holds one for all its sessions.
+#[derive(Debug, Default)]
+pub struct Calibration {
+    scales: Mutex<BTreeMap<String, f64>>,
+}
+
+impl Calibration {
+    /// The ratio learned for `model` (`None`: the default model), if any.
+    pub fn scale(&self, model: Option<&str>) -> Option<f64> {
+        let scales = self.scales.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        scales.get(model.unwrap_or_default()).copied()
+    }
+
+    /// Learns from a call on `model` whose prompt was `estimated` at tokens before it was
+    /// sent and `measured` by the provider. Counts of OpenAI-family models are exact
+    /// already; a sample too small to say anything is ignored.
+    pub fn learn(&self, model: Option<&str>, estimated: u64, measured: u64) {
+        if model.is_some_and(is_openai_family) || estimated < MIN_SAMPLE_TOKENS || measured < MIN_SAMPLE_TOKENS {
+            return;
+        }
+        let ratio = (measured as f64 / estimated as f64).clamp(MIN_SCALE, MAX_SCALE);
+        let key = model.unwrap_or_default();
+        let mut scales = self.scales.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if scales.len() < MAX_CALIBRATED_MODELS || scales.contains_key(key) {
+            scales.insert(key.to_string(), ratio);
+        }
+    }
+
+    /// `estimated` tokens of a prompt for `model`, as the provider would count them.
+    pub fn apply(&self, model: Option<&str>, estimated: u64) -> u64 {
+        match self.scale(model) {
+            Some(scale) => (estimated as f64 * scale).ceil() as u64,
+            None => estimated,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +147,30 @@ mod tests {
         assert_eq!(estimate("ééé"), 1, "characters, not bytes");
         assert!(is_openai_family("o3-mini") && is_openai_family("ChatGPT-4o-latest"));
         assert!(!is_openai_family("claude-opus-4-1") && !is_openai_family("llama-3.1-o1-distill"));
+    }
+
+    #[test]
+    fn estimates_are_scaled_by_what_the_provider_last_measured_within_bounds() {
+        let calibration = Calibration::default();
+        assert_eq!(calibration.apply(Some("claude-sonnet-4-5"), 10_000), 10_000, "nothing learned yet");
+        calibration.learn(Some("claude-sonnet-4-5"), 10_000, 13_000);
+        assert_eq!(calibration.apply(Some("claude-sonnet-4-5"), 20_000), 26_000);
+        assert_eq!(calibration.apply(Some("llama3.2"), 20_000), 20_000, "per model");
+        // The last measurement is the one that counts.
+        calibration.learn(Some("claude-sonnet-4-5"), 10_000, 8_000);
+        assert_eq!(calibration.apply(Some("claude-sonnet-4-5"), 20_000), 16_000);
+        // Outlandish ratios are bounded; tiny samples and exact counters teach nothing.
+        calibration.learn(Some("llama3.2"), 10_000, 100_000);
+        assert_eq!(calibration.scale(Some("llama3.2")), Some(4.0));
+        calibration.learn(Some("llama3.2"), 10_000, 1_500);
+        assert_eq!(calibration.scale(Some("llama3.2")), Some(0.5));
+        calibration.learn(Some("qwen3"), 500, 2_000);
+        calibration.learn(Some("qwen3"), 5_000, 100);
+        calibration.learn(Some("gpt-4.1"), 10_000, 20_000);
+        assert_eq!((calibration.scale(Some("qwen3")), calibration.scale(Some("gpt-4.1"))), (None, None));
+        // The default model is calibrated under its own key.
+        calibration.learn(None, 4_000, 6_000);
+        assert_eq!(calibration.apply(None, 1_000), 1_500);
     }
 
     #[test]

@@ -157,7 +157,7 @@ impl RuntimeBuilder {
     pub fn build(self) -> Runtime {
         let derived = Derived::of(&self.parts.program);
         let repls = Mutex::new(crate::cache::Lru::new(self.choices.repl_capacity));
-        Runtime { parts: self.parts, choices: self.choices, derived, repls }
+        Runtime { parts: self.parts, choices: self.choices, derived, repls, calibration: Default::default() }
     }
 }
 
@@ -170,6 +170,8 @@ pub struct Runtime {
     /// Each session's `archmax_eval` REPL, kept while the session is among the most
     /// recently used ones, or until [`Runtime::close_session`].
     repls: Mutex<crate::cache::Lru<Arc<crate::sandbox::Sandbox>>>,
+    /// What the providers' reported prompt sizes taught about the token estimate, per model.
+    calibration: crate::context::Calibration,
 }
 
 /// How many sessions' `archmax_eval` REPLs a runtime keeps by default. Each holds a
@@ -666,6 +668,11 @@ impl Runtime {
     /// The host's context budgets.
     pub fn context(&self) -> crate::context::ContextSettings {
         self.choices.context
+    }
+
+    /// The token estimate's correction per model, learned from the providers' counts.
+    pub fn calibration(&self) -> &crate::context::Calibration {
+        &self.calibration
     }
 
     pub fn now(&self) -> u64 {

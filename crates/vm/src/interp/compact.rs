@@ -182,8 +182,17 @@ impl<'r> Turn<'r> {
         self.context.measure_tools(id, json)
     }
 
-    /// The tokens of the next call's prompt in state `id`.
+    /// The tokens of the next call's prompt in state `id`, as its provider would count
+    /// them: the estimate, corrected by what the provider measured before.
     async fn prompt_tokens(&mut self, id: StateId, volatile: &str) -> u64 {
+        let estimated = self.estimated_prompt_tokens(id, volatile).await;
+        let model = self.state(id).model.map(|model| self.program().str(model));
+        self.runtime.calibration().apply(model, estimated)
+    }
+
+    /// The tokens of the next call's prompt in state `id`, counted (OpenAI-family models)
+    /// or estimated (the rest), before any correction.
+    pub(super) async fn estimated_prompt_tokens(&mut self, id: StateId, volatile: &str) -> u64 {
         let program = self.program();
         let model = self.state(id).model.map(|model| program.str(model));
         let conversation = self.context.view_tokens(model, &self.session.messages);

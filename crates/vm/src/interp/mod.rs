@@ -498,7 +498,7 @@ impl<'r> Turn<'r> {
             self.emit(Event::Warning { scope: "context".to_string(), message: problem });
             return Ok(String::new());
         }
-        let response = self.call_model(id, volatile).await;
+        let response = self.call_agent_model(id, volatile).await;
         let response = match response {
             Ok(response) => response,
             Err(error) => {
@@ -522,6 +522,30 @@ impl<'r> Turn<'r> {
             });
         }
         Ok(response.text)
+    }
+
+    /// Calls the agent's model in state `id` with a volatile block ([`Self::call_model`]),
+    /// and teaches the runtime's [`crate::context::Calibration`] how far the estimate of the
+    /// prompt was from the provider's count of it. A tape's usage is scripted and a
+    /// fallback's is another model's count: neither teaches anything.
+    async fn call_agent_model(
+        &mut self,
+        id: StateId,
+        volatile_block: String,
+    ) -> Result<crate::model::ModelResponse, ModelError> {
+        let model = self.state(id).model.map(|model| self.program().str(model));
+        let estimated = match model.is_some_and(crate::context::is_openai_family) {
+            true => None,
+            false => Some(self.estimated_prompt_tokens(id, &volatile_block).await),
+        };
+        let result = self.call_model(id, volatile_block).await;
+        if let (Ok(response), Some(estimated)) = (&result, estimated)
+            && response.tape.is_none()
+            && response.served_by.is_none()
+        {
+            self.runtime.calibration().learn(model, estimated, response.usage.input);
+        }
+        result
     }
 
     /// Calls the agent's model in state `id` with a volatile block.
@@ -702,7 +726,7 @@ impl<'r> Turn<'r> {
             self.fail("context-window", &problem);
             return self.commit().await;
         }
-        let response = match self.call_model(id, block).await {
+        let response = match self.call_agent_model(id, block).await {
             Ok(response) => response,
             Err(ModelError::Timeout(limit)) => {
                 let budget = state.budget.timeout_ms.unwrap_or(limit.as_millis() as u64);

@@ -117,7 +117,8 @@ pub struct RunFlags {
     /// The operator's note (with `--operator`).
     #[arg(long, value_name = "TEXT", requires = "operator")]
     note: Option<String>,
-    /// The model endpoint (over ARCHMAX_API_BASE_URL).
+    /// The default model endpoint (over ARCHMAX_API_BASE_URL); ids the workspace's
+    /// archmax.toml routes go to their providers.
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
     /// The model (over ARCHMAX_MODEL).
@@ -237,15 +238,21 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         Ok(root) if root.is_dir() => root,
         _ => return failure(format!("--workspace `{}` is not a directory", flags.workspace.display())),
     };
+    // The workspace's `archmax.toml` routes model ids to providers and prices them, as it
+    // does for workflow sessions; without one the environment's endpoint serves every id.
+    let settings = match crate::tools::read_settings(&workspace_root) {
+        Ok(settings) => settings,
+        Err(problem) => return failure(problem),
+    };
     let model = match &flags.tape {
         Some(tape) => environment::tape_from_file(tape, &tape.display().to_string()).map_err(|error| error.to_string()),
-        None => environment::endpoint_from_env(model_lookup(flags)).map_err(|error| error.to_string()),
+        None => environment::endpoint_for(&settings, model_lookup(flags), None).map_err(|error| error.to_string()),
     };
     let model = match model {
         Ok(model) => model,
         Err(error) => return failure(error),
     };
-    let from_env = match ClockAndPricing::from_env(environment::process_env) {
+    let from_env = match ClockAndPricing::for_settings(&settings, environment::process_env) {
         Ok(from_env) => from_env,
         Err(error) => return failure(error),
     };
@@ -287,8 +294,10 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
             directory.strip_prefix(&workspace_root).ok().map(|inside| inside.to_string_lossy().into_owned())
         })
         .filter(|inside| !inside.is_empty());
+    // Every variable holding a model key stays out of the programs the steps run.
     let mut credential_variables = vec!["ARCHMAX_API_KEY".to_string()];
     credential_variables.extend(flags.api_key_env.clone());
+    credential_variables.extend(settings.providers.values().filter_map(|provider| provider.api_key_env.clone()));
     let workspace = Workspace { session: Arc::new(DiskVfs::new(&workspace_root)), mounts: Vec::new() };
     let model_name = flags.model.clone().or_else(|| environment::configured_model(environment::process_env));
     let system = standing_instruction(&document.id, run_scope.as_ref());

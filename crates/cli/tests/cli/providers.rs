@@ -408,3 +408,42 @@ fn when_the_model_and_its_fallback_both_fail_the_turn_names_each_attempt() {
     assert!(!events.contains("\"model-usage\""), "nothing answered, so nothing was spent: {events}");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn a_flow_runs_on_the_provider_the_workspaces_archmax_toml_routes_its_model_to() {
+    let server = MessagesServer::start(vec![Answer::tool_use(
+        "",
+        "toolu_answer",
+        "answer",
+        json!({ "outcome": "passed", "note": "the change reads well" }),
+    )])
+    .expect("a loopback server");
+    let root = workspace("providers-flow", &server.base_url);
+    std::fs::write(
+        root.join("flow.yaml"),
+        "id: review\nroot:\n  id: root\n  nodes:\n    - id: judge\n      run: { prompt: Judge the change. }\n",
+    )
+    .expect("flow");
+    let output = command(&root, &["flow", "run", "flow.yaml", "--input", "Check the change", "--no-session"])
+        .env("ARCHMAX_SUITE_CLAUDE_KEY", "sk-ant-suite")
+        .env("ARCHMAX_MODEL", "claude-sonnet")
+        .output()
+        .expect("archmax runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("step ✓ root.judge"), "{stderr}");
+    let received = server.received();
+    assert_eq!(received.len(), 1, "{stderr}");
+    assert_eq!(received[0].header("x-api-key"), Some("sk-ant-suite"));
+    assert_eq!(received[0].body["model"], "claude-sonnet-4-5", "the route's own name for the model is sent");
+
+    // Without the key the flow refuses to start, naming the variable.
+    let output = command(&root, &["flow", "run", "flow.yaml", "--input", "Check", "--no-session"])
+        .env_remove("ARCHMAX_SUITE_CLAUDE_KEY")
+        .env("ARCHMAX_MODEL", "claude-sonnet")
+        .output()
+        .expect("archmax runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("ARCHMAX_SUITE_CLAUDE_KEY"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -247,6 +247,10 @@ pub enum Event {
         /// Present when a route's fallback answered: the model id the call was meant for.
         #[serde(skip_serializing_if = "Option::is_none")]
         fallback_for: Option<String>,
+        /// Whom the call was for: `agent`, `grader` or `summarizer` (a case judge's calls
+        /// are not session events). Always set by the runtime.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        role: Option<String>,
     },
     /// A model call failed for a passing reason (rate limited, overloaded, a server error,
     /// unreachable) after its retries, and the route's next model is called instead.

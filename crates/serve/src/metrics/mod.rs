@@ -41,8 +41,19 @@ pub const DEFAULT_PROVIDER: &str = "default";
 /// outside any turn this runner admitted).
 pub const UNKNOWN: &str = "unknown";
 
-/// Where a model call was spent: `(workflow, state, model, provider)`.
-type CallKey = (String, String, String, String);
+/// Where a model call was spent: `(workflow, state, model, provider, role)`.
+type CallKey = (String, String, String, String, &'static str);
+
+/// The `role` label of a usage event: one of the runtime's roles, else `unknown`.
+fn role_label(role: Option<&str>) -> &'static str {
+    match role {
+        Some("agent") => "agent",
+        Some("grader") => "grader",
+        Some("summarizer") => "summarizer",
+        Some("judge") => "judge",
+        _ => UNKNOWN,
+    }
+}
 
 /// The token kinds, in the order the usage event carries them.
 const TOKEN_KINDS: [&str; 4] = ["input", "output", "cache_read", "cache_write"];
@@ -54,6 +65,8 @@ struct Counters {
     /// `(workflow, state)` → states entered.
     steps: BTreeMap<(String, String), u64>,
     model_calls: BTreeMap<CallKey, u64>,
+    /// `(workflow, model, provider)` → calls passed on to a route's next model.
+    fallbacks: BTreeMap<(String, String, String), u64>,
     unpriced_calls: BTreeMap<CallKey, u64>,
     /// `(call, kind)` → tokens.
     tokens: BTreeMap<(CallKey, &'static str), u64>,
@@ -174,12 +187,14 @@ impl Metrics {
                 cache_creation_tokens,
                 model,
                 cost_usd,
+                role,
                 ..
             } => {
                 let workflow = self.workflow_of(session);
                 let provider = model.as_deref().map_or_else(|| UNKNOWN.to_string(), |model| self.provider_of(model));
                 let mut counters = self.counters();
-                let key = (workflow, state.clone(), counters.model_label(model.as_deref()), provider);
+                let model = counters.model_label(model.as_deref());
+                let key = (workflow, state.clone(), model, provider, role_label(role.as_deref()));
                 let amounts = [*input_tokens, *output_tokens, *cache_read_tokens, *cache_creation_tokens];
                 *counters.model_calls.entry(key.clone()).or_default() += 1;
                 for (kind, tokens) in TOKEN_KINDS.into_iter().zip(amounts) {
@@ -194,6 +209,13 @@ impl Metrics {
                         }
                     }
                 }
+            }
+            Event::ModelFallback { model, provider, .. } => {
+                let workflow = self.workflow_of(session);
+                let mut counters = self.counters();
+                let model = counters.model_label(Some(model));
+                // A provider table's name (or `default`, `none`): archmax.toml's, never a caller's.
+                *counters.fallbacks.entry((workflow, model, provider.clone())).or_default() += 1;
             }
             Event::ToolCalled { .. } => {
                 *self.counters().tool_calls.entry(("called".to_string(), String::new())).or_default() += 1;
@@ -266,7 +288,7 @@ impl Metrics {
         out.counters(
             "archmax_model_calls_total",
             "counter",
-            "Model calls answered, by workflow, state, model and provider.",
+            "Model calls answered, by workflow, state, model, provider and role (agent, grader, summarizer).",
             counters.model_calls.iter().map(|(key, count)| (call_labels(key), *count)),
         );
         out.counters(
@@ -278,14 +300,22 @@ impl Metrics {
         out.counters(
             "archmax_tokens_total",
             "counter",
-            "Tokens of model calls, by workflow, state, model, provider and kind.",
+            "Tokens of model calls, by workflow, state, model, provider, role and kind.",
             counters.tokens.iter().map(|((key, kind), tokens)| (with_kind(key, kind), *tokens)),
         );
         out.counters(
             "archmax_tokens_unpriced_total",
             "counter",
-            "Tokens of model calls whose model has no price, by workflow, state, model, provider and kind.",
+            "Tokens of model calls whose model has no price, by workflow, state, model, provider, role and kind.",
             counters.unpriced_tokens.iter().map(|((key, kind), tokens)| (with_kind(key, kind), *tokens)),
+        );
+        out.counters(
+            "archmax_model_fallbacks_total",
+            "counter",
+            "Model calls passed on to a route's next model, by workflow, the model that failed and its provider.",
+            counters.fallbacks.iter().map(|((workflow, model, provider), count)| {
+                (vec![("workflow", workflow.as_str()), ("model", model), ("provider", provider)], *count)
+            }),
         );
         out.counters(
             "archmax_cost_usd_total",
@@ -365,8 +395,8 @@ impl Metrics {
 }
 
 fn call_labels(key: &CallKey) -> Vec<(&str, &str)> {
-    let (workflow, state, model, provider) = key;
-    vec![("workflow", workflow), ("state", state), ("model", model), ("provider", provider)]
+    let (workflow, state, model, provider, role) = key;
+    vec![("workflow", workflow), ("state", state), ("model", model), ("provider", provider), ("role", role)]
 }
 
 fn with_kind<'a>(key: &'a CallKey, kind: &'a str) -> Vec<(&'a str, &'a str)> {
@@ -415,6 +445,7 @@ mod tests {
             model: Some(model.to_string()),
             cost_usd: None,
             fallback_for: None,
+            role: Some("agent".to_string()),
         }
     }
 
@@ -432,12 +463,52 @@ mod tests {
         let mut out = Exposition::default();
         metrics.render_counters(&mut out);
         let text = out.finish();
-        let other = r#"archmax_model_calls_total{workflow="desk",state="s",model="other",provider="default"} 3"#;
+        let other =
+            r#"archmax_model_calls_total{workflow="desk",state="s",model="other",provider="default",role="agent"} 3"#;
         assert!(text.contains(other), "{text}");
-        let outside = r#"archmax_model_calls_total{workflow="unknown",state="s",model="model-0",provider="default"} 1"#;
+        let outside = r#"archmax_model_calls_total{workflow="unknown",state="s",model="model-0",provider="default",role="agent"} 1"#;
         assert!(text.contains(outside), "an event after the turn was released has no workflow: {text}");
         assert!(!text.contains("root-1"), "{text}");
-        let dated = r#"model="gpt-4o-2024-08-06",provider="acme"} 1"#;
+        let dated = r#"model="gpt-4o-2024-08-06",provider="acme",role="agent"} 1"#;
         assert!(text.contains(dated), "a provider's dated name is its route's: {text}");
+    }
+
+    #[test]
+    fn fallbacks_and_each_roles_calls_are_counted_apart() {
+        let metrics = Metrics::default();
+        metrics.turn_admitted("root-1", "desk");
+        let fallback = Event::ModelFallback {
+            state: "s".to_string(),
+            model: "gpt-4.1".to_string(),
+            provider: "azure".to_string(),
+            reason: "the model endpoint answered 429: slow down".to_string(),
+            fallback: "claude-sonnet".to_string(),
+        };
+        metrics.observe_event(Some("root-1"), &fallback);
+        metrics.observe_event(Some("root-1"), &fallback);
+        let summary = Event::ModelUsage {
+            state: "s".to_string(),
+            input_tokens: 5,
+            output_tokens: 1,
+            cache_read_tokens: 0,
+            cache_creation_tokens: 0,
+            model: Some("gpt-4.1".to_string()),
+            cost_usd: None,
+            fallback_for: None,
+            role: Some("summarizer".to_string()),
+        };
+        metrics.observe_event(Some("root-1"), &usage("gpt-4.1"));
+        metrics.observe_event(Some("root-1"), &summary);
+        let mut out = Exposition::default();
+        metrics.render_counters(&mut out);
+        let text = out.finish();
+        let passed_on = r#"archmax_model_fallbacks_total{workflow="desk",model="gpt-4.1",provider="azure"} 2"#;
+        assert!(text.contains(passed_on), "{text}");
+        for role in ["agent", "summarizer"] {
+            let calls = format!(
+                r#"archmax_model_calls_total{{workflow="desk",state="s",model="gpt-4.1",provider="default",role="{role}"}} 1"#
+            );
+            assert!(text.contains(&calls), "{calls} in {text}");
+        }
     }
 }

@@ -116,8 +116,8 @@ async fn the_scrape_passes_promtool_with_labels_by_workflow_state_model_provider
     let (valid, said) = promtool_check(&text);
     assert!(valid, "promtool refused the scrape: {said}\n{text}");
 
-    let priced = r#"workflow="desk",state="intake",model="priced-model",provider="acme""#;
-    let odd = r#"workflow="desk",state="review",model="odd\"model\\x\ny",provider="default""#;
+    let priced = r#"workflow="desk",state="intake",model="priced-model",provider="acme",role="agent""#;
+    let odd = r#"workflow="desk",state="review",model="odd\"model\\x\ny",provider="default",role="agent""#;
     for (series, value) in [
         (r#"archmax_turns_total{workflow="desk",disposition="turn",status="awaiting_decision"}"#.to_string(), 1.0),
         (r#"archmax_steps_total{workflow="desk",state="intake"}"#.to_string(), 1.0),

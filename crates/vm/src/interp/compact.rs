@@ -374,7 +374,7 @@ impl<'r> Turn<'r> {
         if let Some(reading) = &response.tape {
             self.session.head.tape = Some(reading.clone());
         }
-        self.record_usage(id, &response);
+        self.record_usage(id, &response, crate::model::Role::Summarizer);
         let summary = response.text.trim();
         if summary.is_empty() {
             return Err("the summarizer answered with no text".to_string());

@@ -650,7 +650,7 @@ impl<'r> Turn<'r> {
                 partial: response.truncated.then_some(true),
             });
         }
-        self.record_usage(id, response);
+        self.record_usage(id, response, crate::model::Role::Agent);
     }
 
     /// The per-call volatile prompt block of state `id`, from its precomputed template.
@@ -671,7 +671,7 @@ impl<'r> Turn<'r> {
 
     /// Adds a model call's usage (and its cost, when priced) to the session, after the
     /// models its route tried first, if any (one `model-fallback` event each).
-    fn record_usage(&mut self, id: StateId, response: &crate::model::ModelResponse) {
+    fn record_usage(&mut self, id: StateId, response: &crate::model::ModelResponse, role: crate::model::Role) {
         let state = self.slug(id).to_string();
         let usage = response.usage;
         let declared = self.state(id).model.map(|model| self.program().str(model).to_string());
@@ -710,6 +710,7 @@ impl<'r> Turn<'r> {
             model,
             cost_usd: cost,
             fallback_for,
+            role: Some(role.as_str().to_string()),
         });
     }
 

@@ -226,6 +226,7 @@ fn samples() -> Vec<Event> {
             model: Some(s("claude-sonnet-4")),
             cost_usd: Some(0.016612),
             fallback_for: None,
+            role: Some(s("agent")),
         },
         Event::ModelUsage {
             state: s("triage"),
@@ -236,6 +237,7 @@ fn samples() -> Vec<Event> {
             model: Some(s("claude-sonnet-4-5")),
             cost_usd: None,
             fallback_for: Some(s("gpt-4.1")),
+            role: None,
         },
         Event::ModelFallback {
             state: s("triage"),

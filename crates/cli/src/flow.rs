@@ -240,9 +240,13 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     };
     // The workspace's `archmax.toml` routes model ids to providers and prices them, as it
     // does for workflow sessions; without one the environment's endpoint serves every id.
-    let settings = match crate::tools::read_settings(&workspace_root) {
-        Ok(settings) => settings,
-        Err(problem) => return failure(problem),
+    // A taped walk needs none of it.
+    let settings = match &flags.tape {
+        Some(_) => Default::default(),
+        None => match crate::tools::read_settings(&workspace_root) {
+            Ok(settings) => settings,
+            Err(problem) => return failure(problem),
+        },
     };
     let model = match &flags.tape {
         Some(tape) => environment::tape_from_file(tape, &tape.display().to_string()).map_err(|error| error.to_string()),

@@ -9,12 +9,11 @@
 //! families, else 128,000 tokens.
 //!
 //! The estimate is then corrected by what the provider measures ([`Calibration`]): each
-//! answer's `usage.input` is the prompt's real size, so after the first call on a model
-//! the runtime scales the estimate for it by the last measured ratio (within 0.5 to 4),
-//! and compaction triggers on counts the provider would give. OpenAI-family models need
-//! no correction and get none.
+//! answer's `usage.input` is the prompt's real size, so after a session's first call on
+//! a model the runtime judges its prompts against the window shrunk by the measured
+//! ratio (raised only, at most four times), and compaction triggers where the provider's
+//! counts would. OpenAI-family models need no correction and get none.
 
-use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
 pub use archmax_config::settings::ContextSettings;
@@ -84,51 +83,62 @@ pub fn estimate(text: &str) -> u64 {
 /// The smallest prompt, estimated and measured alike, a ratio is learned from: in a short
 /// prompt the provider's framing (roles, tool markup) outweighs the text.
 const MIN_SAMPLE_TOKENS: u64 = 1_024;
-/// The bounds of a learned ratio: a provider's count far outside them says more about
-/// the provider (a proxy reporting its own numbers) than about the tokenizer. At four
-/// times one token per four characters, a scaled count stays within the byte count the
-/// turn loop checks first.
-const MIN_SCALE: f64 = 0.5;
+/// The bounds of a learned ratio. The estimate is only ever raised: a provider (or a
+/// proxy) that reports fewer tokens than estimated, say only the uncached part of a
+/// prompt, never makes the runtime wait longer before compacting. Four times the
+/// estimate is as dense as text gets (one token per character).
+const MIN_SCALE: f64 = 1.0;
 const MAX_SCALE: f64 = 4.0;
-/// How many models' ratios a runtime keeps; a model past it is simply not corrected.
-const MAX_CALIBRATED_MODELS: usize = 256;
+/// How many sessions' ratios a runtime keeps; the least recently used go first.
+const MAX_CALIBRATED_SESSIONS: usize = 1_024;
 
-/// Per model, the ratio of the prompt tokens the provider reported to those estimated for
-/// the same prompt, learned from each answer and applied to later estimates. A runtime
-/// holds one for all its sessions.
-#[derive(Debug, Default)]
+/// Per session and model, how far the provider's count of a prompt (`usage.input`) was
+/// above the estimate of the same prompt, learned from each answer and applied to the
+/// session's later estimates. Kept per session so that one session's dense text (CJK,
+/// emoji, base64) never makes another compact early; smoothed (the mean of the last
+/// ratio and the one before) so one odd answer does not swing it.
 pub struct Calibration {
-    scales: Mutex<BTreeMap<String, f64>>,
+    scales: Mutex<crate::cache::Lru<f64>>,
+}
+
+impl Default for Calibration {
+    fn default() -> Calibration {
+        Calibration { scales: Mutex::new(crate::cache::Lru::new(MAX_CALIBRATED_SESSIONS)) }
+    }
+}
+
+impl std::fmt::Debug for Calibration {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Calibration")
+    }
 }
 
 impl Calibration {
-    /// The ratio learned for `model` (`None`: the default model), if any.
-    pub fn scale(&self, model: Option<&str>) -> Option<f64> {
-        let scales = self.scales.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        scales.get(model.unwrap_or_default()).copied()
+    fn key(session: &str, model: Option<&str>) -> String {
+        format!("{session}\u{0}{}", model.unwrap_or_default())
     }
 
-    /// Learns from a call on `model` whose prompt was `estimated` at tokens before it was
-    /// sent and `measured` by the provider. Counts of OpenAI-family models are exact
-    /// already; a sample too small to say anything is ignored.
-    pub fn learn(&self, model: Option<&str>, estimated: u64, measured: u64) {
+    /// The ratio learned for `model` (`None`: the default model) in `session`, if any.
+    pub fn scale(&self, session: &str, model: Option<&str>) -> Option<f64> {
+        let mut scales = self.scales.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        scales.get(&Calibration::key(session, model)).copied()
+    }
+
+    /// Learns from a call of `session` on `model` whose prompt was `estimated` at tokens
+    /// before it was sent and `measured` by the provider. Counts of OpenAI-family models
+    /// are exact already; a sample too small to say anything is ignored.
+    pub fn learn(&self, session: &str, model: Option<&str>, estimated: u64, measured: u64) {
         if model.is_some_and(is_openai_family) || estimated < MIN_SAMPLE_TOKENS || measured < MIN_SAMPLE_TOKENS {
             return;
         }
         let ratio = (measured as f64 / estimated as f64).clamp(MIN_SCALE, MAX_SCALE);
-        let key = model.unwrap_or_default();
+        let key = Calibration::key(session, model);
         let mut scales = self.scales.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if scales.len() < MAX_CALIBRATED_MODELS || scales.contains_key(key) {
-            scales.insert(key.to_string(), ratio);
-        }
-    }
-
-    /// `estimated` tokens of a prompt for `model`, as the provider would count them.
-    pub fn apply(&self, model: Option<&str>, estimated: u64) -> u64 {
-        match self.scale(model) {
-            Some(scale) => (estimated as f64 * scale).ceil() as u64,
-            None => estimated,
-        }
+        let smoothed = match scales.get(&key) {
+            Some(before) => (before + ratio) / 2.0,
+            None => ratio,
+        };
+        scales.insert(&key, smoothed);
     }
 }
 
@@ -150,27 +160,29 @@ mod tests {
     }
 
     #[test]
-    fn estimates_are_scaled_by_what_the_provider_last_measured_within_bounds() {
+    fn a_sessions_ratio_is_learned_from_the_providers_counts_smoothed_and_raised_only() {
         let calibration = Calibration::default();
-        assert_eq!(calibration.apply(Some("claude-sonnet-4-5"), 10_000), 10_000, "nothing learned yet");
-        calibration.learn(Some("claude-sonnet-4-5"), 10_000, 13_000);
-        assert_eq!(calibration.apply(Some("claude-sonnet-4-5"), 20_000), 26_000);
-        assert_eq!(calibration.apply(Some("llama3.2"), 20_000), 20_000, "per model");
-        // The last measurement is the one that counts.
-        calibration.learn(Some("claude-sonnet-4-5"), 10_000, 8_000);
-        assert_eq!(calibration.apply(Some("claude-sonnet-4-5"), 20_000), 16_000);
-        // Outlandish ratios are bounded; tiny samples and exact counters teach nothing.
-        calibration.learn(Some("llama3.2"), 10_000, 100_000);
-        assert_eq!(calibration.scale(Some("llama3.2")), Some(4.0));
-        calibration.learn(Some("llama3.2"), 10_000, 1_500);
-        assert_eq!(calibration.scale(Some("llama3.2")), Some(0.5));
-        calibration.learn(Some("qwen3"), 500, 2_000);
-        calibration.learn(Some("qwen3"), 5_000, 100);
-        calibration.learn(Some("gpt-4.1"), 10_000, 20_000);
-        assert_eq!((calibration.scale(Some("qwen3")), calibration.scale(Some("gpt-4.1"))), (None, None));
-        // The default model is calibrated under its own key.
-        calibration.learn(None, 4_000, 6_000);
-        assert_eq!(calibration.apply(None, 1_000), 1_500);
+        let claude = Some("claude-sonnet-4-5");
+        assert_eq!(calibration.scale("s1", claude), None, "nothing learned yet");
+        calibration.learn("s1", claude, 10_000, 13_000);
+        assert_eq!(calibration.scale("s1", claude), Some(1.3));
+        assert_eq!(calibration.scale("s1", Some("llama3.2")), None, "per model");
+        assert_eq!(calibration.scale("s2", claude), None, "per session");
+        // Smoothed: the mean of the new ratio and the one before.
+        calibration.learn("s1", claude, 10_000, 17_000);
+        assert_eq!(calibration.scale("s1", claude), Some(1.5));
+        // A provider counting fewer tokens than estimated never lowers the estimate.
+        calibration.learn("s2", claude, 10_000, 2_000);
+        assert_eq!(calibration.scale("s2", claude), Some(1.0));
+        calibration.learn("s3", claude, 10_000, 100_000);
+        assert_eq!(calibration.scale("s3", claude), Some(4.0));
+        // Tiny samples and exact counters teach nothing.
+        calibration.learn("s4", Some("qwen3"), 500, 2_000);
+        calibration.learn("s4", Some("qwen3"), 5_000, 100);
+        calibration.learn("s4", Some("gpt-4.1"), 10_000, 20_000);
+        assert_eq!((calibration.scale("s4", Some("qwen3")), calibration.scale("s4", Some("gpt-4.1"))), (None, None));
+        calibration.learn("s4", None, 4_000, 6_000);
+        assert_eq!(calibration.scale("s4", None), Some(1.5), "the default model has its own entry");
     }
 
     #[test]

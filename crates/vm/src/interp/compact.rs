@@ -143,7 +143,13 @@ impl<'r> Turn<'r> {
         let model = self.state(id).model.map(|model| program.str(model));
         let context = self.runtime.context();
         let window = window_tokens(&context, model);
-        let limit = (window as f64 * context.compact_at) as u64;
+        // Where this session's provider counted its prompts above the estimate, the window
+        // is shrunk by that ratio, so every count below stays an estimate (the byte count
+        // still bounds it) and compaction triggers where the provider's counts would.
+        let scale = self.runtime.calibration().scale(&self.session.id, model).unwrap_or(1.0);
+        let shrunk = |tokens: u64| (tokens as f64 / scale) as u64;
+        let limit = shrunk((window as f64 * context.compact_at) as u64);
+        let (reported_window, window) = (window, shrunk(window));
         let fixed = self.fixed_bytes(id, volatile).await;
         let view_bytes = self.context.view_bytes(&self.session.messages);
         if fixed + view_bytes <= limit {
@@ -159,6 +165,8 @@ impl<'r> Turn<'r> {
         }
         let here = self.slug(id);
         let keep_recent = context.keep_recent;
+        let after = (after as f64 * scale).ceil() as u64;
+        let window = reported_window;
         Ok(Some(format!(
             "the prompt in '{here}' takes {after} tokens, more than the model's window of {window} tokens, even with the older conversation cut (the last {keep_recent} messages and the runtime notes are kept whole); it was not sent. Lower `[context] keep_recent` or `max_tool_result_tokens`, or give the state a model with a larger window"
         )))
@@ -182,17 +190,10 @@ impl<'r> Turn<'r> {
         self.context.measure_tools(id, json)
     }
 
-    /// The tokens of the next call's prompt in state `id`, as its provider would count
-    /// them: the estimate, corrected by what the provider measured before.
-    async fn prompt_tokens(&mut self, id: StateId, volatile: &str) -> u64 {
-        let estimated = self.estimated_prompt_tokens(id, volatile).await;
-        let model = self.state(id).model.map(|model| self.program().str(model));
-        self.runtime.calibration().apply(model, estimated)
-    }
-
     /// The tokens of the next call's prompt in state `id`, counted (OpenAI-family models)
-    /// or estimated (the rest), before any correction.
-    pub(super) async fn estimated_prompt_tokens(&mut self, id: StateId, volatile: &str) -> u64 {
+    /// or estimated (the rest); the provider's own count may differ (see [`fit_context`]'s
+    /// calibration).
+    pub(super) async fn prompt_tokens(&mut self, id: StateId, volatile: &str) -> u64 {
         let program = self.program();
         let model = self.state(id).model.map(|model| program.str(model));
         let conversation = self.context.view_tokens(model, &self.session.messages);
@@ -374,6 +375,7 @@ impl<'r> Turn<'r> {
         if let Some(reading) = &response.tape {
             self.session.head.tape = Some(reading.clone());
         }
+        self.record_fallbacks(id, &response);
         self.record_usage(id, &response, crate::model::Role::Summarizer);
         let summary = response.text.trim();
         if summary.is_empty() {

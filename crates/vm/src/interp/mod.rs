@@ -536,14 +536,14 @@ impl<'r> Turn<'r> {
         let model = self.state(id).model.map(|model| self.program().str(model));
         let estimated = match model.is_some_and(crate::context::is_openai_family) {
             true => None,
-            false => Some(self.estimated_prompt_tokens(id, &volatile_block).await),
+            false => Some(self.prompt_tokens(id, &volatile_block).await),
         };
         let result = self.call_model(id, volatile_block).await;
         if let (Ok(response), Some(estimated)) = (&result, estimated)
             && response.tape.is_none()
             && response.served_by.is_none()
         {
-            self.runtime.calibration().learn(model, estimated, response.usage.input);
+            self.runtime.calibration().learn(&self.session.id, model, estimated, response.usage.input);
         }
         result
     }
@@ -636,6 +636,7 @@ impl<'r> Turn<'r> {
 
     /// Records what a model answered: the assistant message, its text, its usage.
     fn record_answer(&mut self, id: StateId, response: &crate::model::ModelResponse) {
+        self.record_fallbacks(id, response);
         let state = self.slug(id).to_string();
         if let Some(reading) = &response.tape {
             self.session.head.tape = Some(reading.clone());
@@ -669,12 +670,13 @@ impl<'r> Turn<'r> {
         )
     }
 
-    /// Adds a model call's usage (and its cost, when priced) to the session, after the
-    /// models its route tried first, if any (one `model-fallback` event each).
-    fn record_usage(&mut self, id: StateId, response: &crate::model::ModelResponse, role: crate::model::Role) {
+    /// Records the models a call's route tried before the one that answered, if any: one
+    /// `model-fallback` event each, before anything of the answer is recorded.
+    fn record_fallbacks(&mut self, id: StateId, response: &crate::model::ModelResponse) {
+        if response.fallbacks.is_empty() {
+            return;
+        }
         let state = self.slug(id).to_string();
-        let usage = response.usage;
-        let declared = self.state(id).model.map(|model| self.program().str(model).to_string());
         let tried = response.fallbacks.iter().map(|call| call.model.clone());
         let next = tried.skip(1).chain(response.served_by.clone());
         for (failed, fallback) in response.fallbacks.iter().zip(next) {
@@ -686,6 +688,13 @@ impl<'r> Turn<'r> {
                 fallback,
             });
         }
+    }
+
+    /// Adds a model call's usage (and its cost, when priced) to the session.
+    fn record_usage(&mut self, id: StateId, response: &crate::model::ModelResponse, role: crate::model::Role) {
+        let state = self.slug(id).to_string();
+        let usage = response.usage;
+        let declared = self.state(id).model.map(|model| self.program().str(model).to_string());
         // Priced by the id that answered as archmax.toml names it (the workflow's, or the
         // fallback's), then by the one the provider answered with; shown as the provider's.
         let priced = response.served_by.clone().or(declared);

@@ -96,11 +96,11 @@ async fn a_prompt_is_judged_by_the_size_its_provider_measured_for_the_last_one()
     let agreeing = runtime(1.0);
     let (status, reason) = two_notes(&agreeing).await;
     assert_eq!(status, Status::Completed, "a provider that agrees changes nothing: {reason:?}");
-    assert!(agreeing.calibration().scale(Some("relay-large")).is_some_and(|scale| (0.5..1.5).contains(&scale)));
+    assert!(agreeing.calibration().scale("n1", Some("relay-large")).is_some_and(|scale| (1.0..1.5).contains(&scale)));
 
     let measuring = runtime(3.0);
     let (status, reason) = two_notes(&measuring).await;
-    let scale = measuring.calibration().scale(Some("relay-large")).expect("a ratio was learned");
+    let scale = measuring.calibration().scale("n1", Some("relay-large")).expect("a ratio was learned");
     assert!((2.0..4.0).contains(&scale), "{scale}");
     assert_eq!(status, Status::Failed);
     let reason = reason.expect("why the turn failed");

@@ -238,6 +238,7 @@ impl Turn<'_> {
                 }
                 Err(error) => return Err(format!("the grader's model call failed: {error}")),
             };
+            self.record_fallbacks(id, &response);
             self.record_usage(id, &response, crate::model::Role::Grader);
             if let Some(reading) = &response.tape {
                 self.session.head.tape = Some(reading.clone());

@@ -121,7 +121,7 @@ pub fn schema() -> Value {
                     "models",
                     json!({
                         "type": "object",
-                        "description": "Model ids as workflows name them, routed to a provider and priced; an id no entry routes goes to the endpoint of the ARCHMAX_API_* variables.",
+                        "description": "Model ids as workflows name them, routed to a provider and priced; a key with `*` is a pattern routing every id it matches (an exact key wins, then the most specific pattern). An id no entry routes goes to the endpoint of the ARCHMAX_API_* variables.",
                         "additionalProperties": model_entry(),
                     }),
                 ),

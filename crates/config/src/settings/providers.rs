@@ -21,6 +21,10 @@
 //! fallbacks = ["claude-sonnet-4-5"]      # tried in order when azure is rate limited or down
 //! ```
 //!
+//! A key with `*` is a pattern (`[models."claude-*"]`): it routes every id it matches that
+//! no exact key names, each sent under its own id; where several patterns match, the one
+//! with the most characters besides `*` wins ([`route_for`]).
+//!
 //! The one thing to know: a model id no `[models]` entry routes goes to the default
 //! provider, the endpoint the `ARCHMAX_API_*` variables configure, exactly as before these
 //! tables existed; a file without them changes nothing. A key is only ever named by its
@@ -116,6 +120,54 @@ impl ModelRoute {
     pub fn provider_model(&self) -> &str {
         self.name.as_deref().unwrap_or(&self.id)
     }
+
+    /// Whether the id is a pattern: `*` stands for any run of characters.
+    pub fn is_pattern(&self) -> bool {
+        is_pattern(&self.id)
+    }
+}
+
+/// Whether a `[models]` key is a pattern rather than one id.
+pub fn is_pattern(id: &str) -> bool {
+    id.contains('*')
+}
+
+/// Whether `pattern` (where `*` stands for any run of characters, none included) matches
+/// all of `id`.
+pub fn glob_matches(pattern: &str, id: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = id.strip_prefix(first) else { return false };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else { return rest.is_empty() };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// How specific a pattern is: its characters besides `*`.
+pub fn pattern_weight(pattern: &str) -> usize {
+    pattern.chars().filter(|character| *character != '*').count()
+}
+
+/// The route serving `model`: the table keyed by the id itself, else the most specific
+/// pattern that matches it (the most characters besides `*`; between equals, the first in
+/// key order).
+pub fn route_for<'a>(models: &'a BTreeMap<String, ModelRoute>, model: &str) -> Option<&'a ModelRoute> {
+    if let Some(route) = models.get(model) {
+        return Some(route);
+    }
+    let mut best: Option<&ModelRoute> = None;
+    for route in models.values().filter(|route| route.is_pattern() && glob_matches(&route.id, model)) {
+        if best.is_none_or(|found| pattern_weight(&route.id) > pattern_weight(&found.id)) {
+            best = Some(route);
+        }
+    }
+    best
 }
 
 /// A `[models."<id>"]` table's `price`: USD per million tokens. The cache rates are
@@ -474,6 +526,17 @@ impl Reader<'_> {
             return None;
         }
         let table = self.table(value, &format!("model `{model}`"), "write `[models.\"<id>\"]` with `provider`")?;
+        if is_pattern(&model)
+            && let Some(key) =
+                table.iter().map(|(key, _)| key).find(|key| matches!(key.get_ref().as_ref(), "name" | "price"))
+        {
+            self.error(
+                key.span(),
+                format!("the pattern `{model}` takes no `{}`", key.get_ref()),
+                "a pattern routes many ids, each sent and priced under its own id; give a name or a price in a table keyed by one id",
+            );
+            return None;
+        }
         let (mut provider, mut name, mut price, mut fallbacks) = (None, None, None, None);
         for (key, item) in table.iter() {
             match key.get_ref().as_ref() {
@@ -679,7 +742,7 @@ pub fn check_routes(
     let default_endpoint = set(DEFAULT_ENDPOINT_VARIABLE);
     let mut reported = std::collections::BTreeSet::new();
     for model in used {
-        if settings.models.contains_key(&model.id) || default_endpoint {
+        if route_for(&settings.models, &model.id).is_some() || default_endpoint {
             continue;
         }
         if !reported.insert((model.workflow.clone(), model.id.clone(), model.span.start)) {
@@ -701,7 +764,9 @@ pub fn check_routes(
         );
     }
     for route in settings.models.values() {
-        for fallback in route.fallbacks.iter().filter(|id| !settings.models.contains_key(*id) && !default_endpoint) {
+        for fallback in
+            route.fallbacks.iter().filter(|id| route_for(&settings.models, id).is_none() && !default_endpoint)
+        {
             diagnostics.push(
                 Diagnostic::at(
                     Code::UnroutedModel,
@@ -978,6 +1043,79 @@ fallbacks = ["a"]
             ]
         );
         assert!(check_routes(&settings, &[], |_| Some("https://x.test/v1".into())).is_empty());
+    }
+
+    #[test]
+    fn a_pattern_routes_every_id_it_matches_that_no_exact_key_names() {
+        for (pattern, id, matches) in [
+            ("claude-*", "claude-sonnet-4-5", true),
+            ("claude-*", "claude-", true),
+            ("claude-*", "claude", false),
+            ("*-mini", "gpt-4.1-mini", true),
+            ("*-mini", "gpt-4.1-mini-2025", false),
+            ("gpt-*-mini*", "gpt-4.1-mini-2025-04-14", true),
+            ("a*b*a", "aba", true),
+            ("a*b*a", "ab", false),
+            ("a*a", "a", false),
+            ("*", "anything/at-all", true),
+            ("llama3.2", "llama3.2", true),
+            ("llama3.2", "llama3.2:1b", false),
+        ] {
+            assert_eq!(glob_matches(pattern, id), matches, "{pattern} against {id}");
+        }
+        let text = r#"
+[providers.claude]
+kind = "anthropic"
+api_key_env = "ANTHROPIC_API_KEY"
+
+[providers.haiku]
+kind = "anthropic"
+api_key_env = "ANTHROPIC_API_KEY"
+
+[providers.local]
+kind = "openai"
+base_url = "http://localhost:11434/v1"
+
+[models."claude-*"]
+provider = "claude"
+
+[models."claude-haiku-*"]
+provider = "haiku"
+
+[models."claude-opus-4-1"]
+provider = "local"
+
+[models."*"]
+provider = "local"
+
+[models."bad-*"]
+provider = "local"
+name = "one-name"
+
+[models."priced-*"]
+provider = "local"
+price = { input = 1, output = 2 }
+"#;
+        let (settings, found) = parse_runner_settings(FileId(0), text);
+        let found: Vec<String> = found.into_iter().map(|found| found.message).collect();
+        assert_eq!(found, ["the pattern `bad-*` takes no `name`", "the pattern `priced-*` takes no `price`"]);
+        let provider = |id: &str| route_for(&settings.models, id).map(|route| route.provider.as_str());
+        assert_eq!(provider("claude-sonnet-4-5"), Some("claude"));
+        assert_eq!(provider("claude-haiku-4-5"), Some("haiku"), "the more specific pattern wins");
+        assert_eq!(provider("claude-opus-4-1"), Some("local"), "an exact key wins over any pattern");
+        assert_eq!(provider("qwen3"), Some("local"), "`*` catches the rest");
+        // A pattern serves the ids a workflow names, for validate too.
+        let uses = [used("claude-sonnet-4-5"), used("gpt-4.1")];
+        let settings_without_catch_all = {
+            let mut settings = settings.clone();
+            settings.models.remove("*");
+            settings
+        };
+        let keyed = |name: &str| (name == "ANTHROPIC_API_KEY").then(|| "sk-ant".to_string());
+        let found: Vec<String> =
+            check_routes(&settings_without_catch_all, &uses, keyed).into_iter().map(|found| found.message).collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("no route serves the model `gpt-4.1`"), "{found:?}");
     }
 
     fn used(id: &str) -> ModelUse {

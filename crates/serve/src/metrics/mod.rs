@@ -129,6 +129,15 @@ impl Metrics {
         let mut providers = locked(&self.providers);
         providers.clear();
         for route in settings.models.values() {
+            if route.is_pattern() {
+                // `claude-*` labels the ids it routes by the part before its first `*`
+                // (a longest-prefix match below); a pattern opening with `*` labels none.
+                let prefix = route.id.split('*').next().unwrap_or_default();
+                if !prefix.is_empty() {
+                    providers.insert(prefix.to_string(), route.provider.clone());
+                }
+                continue;
+            }
             providers.insert(route.provider_model().to_string(), route.provider.clone());
             providers.insert(route.id.clone(), route.provider.clone());
         }
@@ -471,6 +480,18 @@ mod tests {
         assert!(!text.contains("root-1"), "{text}");
         let dated = r#"model="gpt-4o-2024-08-06",provider="acme",role="agent"} 1"#;
         assert!(text.contains(dated), "a provider's dated name is its route's: {text}");
+    }
+
+    #[test]
+    fn an_id_a_pattern_routes_is_labelled_with_the_patterns_provider() {
+        let text = "[providers.claude]\nkind = \"anthropic\"\napi_key_env = \"K\"\n\n[models.\"claude-*\"]\nprovider = \"claude\"\n\n[models.\"*\"]\nprovider = \"claude\"\n";
+        let (settings, problems) =
+            archmax_config::settings::parse_runner_settings(archmax_compiler::source::FileId(0), text);
+        assert!(problems.is_empty(), "{problems:?}");
+        let metrics = Metrics::default();
+        metrics.route_models(&settings);
+        assert_eq!(metrics.provider_of("claude-sonnet-4-5"), "claude");
+        assert_eq!(metrics.provider_of("gpt-4.1"), DEFAULT_PROVIDER, "a pattern opening with `*` labels nothing");
     }
 
     #[test]

@@ -5,6 +5,10 @@
 //! endpoint of the `ARCHMAX_API_*` variables), unchanged; without one, the call fails
 //! with a configuration error naming the id, before anything is sent.
 //!
+//! A route keyed by a pattern (`claude-*`, see `archmax_config`'s `route_for`) serves
+//! every id it matches that no exact route names, sending each under its own id; the
+//! pattern with the most characters besides `*` is tried first.
+//!
 //! Fallbacks: a route may list other model ids (`fallbacks`). When its call fails for a
 //! reason another provider may not share ([`ModelError::calls_for_fallback`]: rate limited,
 //! overloaded, a server error, unreachable), after the adapter's own retries and
@@ -20,6 +24,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use archmax_config::settings::providers::{glob_matches, is_pattern, pattern_weight};
 
 use super::{
     CachePlan, FailedCall, ModelAdapter, ModelError, ModelFuture, ModelRequest, ModelResponse, PromptCache, TextSink,
@@ -42,7 +48,10 @@ const DEFAULT_PROVIDER: &str = "default";
 
 /// An adapter that sends each call to the adapter serving its model id.
 pub struct Router {
+    /// Routes keyed by one id.
     routes: BTreeMap<String, Route>,
+    /// Routes keyed by a pattern, the most specific first.
+    patterns: Vec<(String, Route)>,
     default: Option<Arc<dyn ModelAdapter>>,
     /// The model a call that names none runs on (`ARCHMAX_MODEL`).
     default_model: Option<String>,
@@ -53,6 +62,7 @@ impl std::fmt::Debug for Router {
         let routes: BTreeMap<&str, (&str, &str)> = self
             .routes
             .iter()
+            .chain(self.patterns.iter().map(|(pattern, route)| (pattern, route)))
             .map(|(id, route)| (id.as_str(), (route.provider.as_str(), route.name.as_str())))
             .collect();
         formatter
@@ -70,7 +80,27 @@ impl Router {
         default: Option<Arc<dyn ModelAdapter>>,
         default_model: Option<String>,
     ) -> Router {
-        Router { routes, default, default_model }
+        let (patterns, routes): (BTreeMap<String, Route>, BTreeMap<String, Route>) =
+            routes.into_iter().partition(|(id, _)| is_pattern(id));
+        let mut patterns: Vec<(String, Route)> = patterns.into_iter().collect();
+        // Stable: between equally specific patterns, key order decides.
+        patterns.sort_by_key(|(pattern, _)| std::cmp::Reverse(pattern_weight(pattern)));
+        Router { routes, patterns, default, default_model }
+    }
+
+    /// The route serving `id`: the one keyed by the id, else the first pattern matching
+    /// it; with whether a pattern matched.
+    fn route_of(&self, id: &str) -> Option<(&Route, bool)> {
+        if let Some(route) = self.routes.get(id) {
+            return Some((route, false));
+        }
+        self.patterns.iter().find(|(pattern, _)| glob_matches(pattern, id)).map(|(_, route)| (route, true))
+    }
+
+    /// The route serving `id` and the name the call is sent under: the provider's name
+    /// for the id, or the id itself when a pattern routes it.
+    fn lookup<'a>(&'a self, id: &'a str) -> Option<(&'a Route, &'a str)> {
+        self.route_of(id).map(|(route, by_pattern)| (route, if by_pattern { id } else { route.name.as_str() }))
     }
 
     /// The id a call runs on: the one it declares, else the default model.
@@ -83,8 +113,8 @@ impl Router {
     /// Where a call to `id` goes: the adapter, the name it is sent under and the provider
     /// it is recorded under; `None` when nothing serves it.
     fn target<'a>(&'a self, id: &'a str) -> Option<(&'a dyn ModelAdapter, &'a str, &'a str)> {
-        match (self.routes.get(id), &self.default) {
-            (Some(route), _) => Some((route.adapter.as_ref(), route.name.as_str(), route.provider.as_str())),
+        match (self.lookup(id), &self.default) {
+            (Some((route, name)), _) => Some((route.adapter.as_ref(), name, route.provider.as_str())),
             (None, Some(default)) => Some((default.as_ref(), id, DEFAULT_PROVIDER)),
             (None, None) => None,
         }
@@ -109,7 +139,16 @@ impl Router {
         let candidates = std::iter::once(first).chain(route.fallbacks.iter().map(String::as_str));
         let mut failed: Vec<FailedCall> = Vec::new();
         let last = route.fallbacks.len();
+        // The call's time budget covers every model tried, not each afresh.
+        let deadline = request.timeout.map(|budget| (tokio::time::Instant::now() + budget, budget));
         for (index, id) in candidates.enumerate() {
+            let timeout = match deadline {
+                Some((end, budget)) => match end.checked_duration_since(tokio::time::Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Err(ModelError::Timeout(budget)),
+                },
+                None => None,
+            };
             let Some((adapter, name, provider)) = self.target(id) else {
                 // `validate` refuses a fallback nothing serves; a runner started anyway
                 // records it as a failed attempt and goes on to the next.
@@ -120,8 +159,12 @@ impl Router {
                 });
                 continue;
             };
-            let attempt =
-                ModelRequest { model: Some(name), on_text: watcher.map(|_| TextSink(&forward)), ..request.clone() };
+            let attempt = ModelRequest {
+                model: Some(name),
+                on_text: watcher.map(|_| TextSink(&forward)),
+                timeout,
+                ..request.clone()
+            };
             match adapter.call(attempt).await {
                 Ok(mut response) => {
                     if index > 0 {
@@ -132,8 +175,9 @@ impl Router {
                 }
                 Err(error) => {
                     let go_on = index < last && error.calls_for_fallback() && !shown.load(Ordering::Relaxed);
-                    if failed.is_empty() && !go_on {
-                        // Nothing else was tried: the failure is the call's own.
+                    // Nothing else was tried, or the time budget ran out (the turn loop
+                    // tells a spent budget by its kind): the failure is the call's own.
+                    if !go_on && (failed.is_empty() || matches!(error, ModelError::Timeout(_))) {
                         return Err(error);
                     }
                     failed.push(FailedCall {
@@ -154,17 +198,24 @@ impl Router {
 impl ModelAdapter for Router {
     fn call<'a>(&'a self, mut request: ModelRequest<'a>) -> ModelFuture<'a> {
         let model = self.model_of(request.model);
-        if let Some((id, route)) = model.and_then(|model| self.routes.get_key_value(model)) {
+        if let Some(id) = model
+            && let Some((route, name)) = self.lookup(id)
+        {
             if !route.fallbacks.is_empty() {
-                return Box::pin(self.call_with_fallbacks(id.as_str(), route, request));
+                return Box::pin(self.call_with_fallbacks(id, route, request));
             }
-            request.model = Some(route.name.as_str());
+            request.model = Some(name);
             return route.adapter.call(request);
         }
         match &self.default {
             Some(default) => default.call(request),
             None => {
-                let routed: Vec<&str> = self.routes.keys().map(String::as_str).collect();
+                let routed: Vec<&str> = self
+                    .routes
+                    .keys()
+                    .chain(self.patterns.iter().map(|(pattern, _)| pattern))
+                    .map(String::as_str)
+                    .collect();
                 let message = match model {
                     Some(model) => format!(
                         "no route serves the model `{model}`: archmax.toml routes {}, and ARCHMAX_API_BASE_URL is not set for a default endpoint",
@@ -183,8 +234,9 @@ impl ModelAdapter for Router {
     }
 
     fn provider(&self, model: Option<&str>) -> &str {
-        match (self.model_of(model).and_then(|id| self.routes.get(id)), &self.default) {
-            (Some(route), _) => route.adapter.provider(Some(&route.name)),
+        match (self.model_of(model).and_then(|id| self.route_of(id)), &self.default) {
+            // An adapter names its own provider, whatever the model.
+            (Some((route, _)), _) => route.adapter.provider(None),
             (None, Some(default)) => default.provider(model),
             (None, None) => "unknown",
         }
@@ -192,8 +244,8 @@ impl ModelAdapter for Router {
 
     fn cache_plan(&self, model: Option<&str>, cache: PromptCache<'_>) -> CachePlan {
         let id = self.model_of(model);
-        match (id.and_then(|id| self.routes.get(id)), &self.default) {
-            (Some(route), _) => route.adapter.cache_plan(Some(&route.name), cache),
+        match (id.and_then(|id| self.lookup(id)), &self.default) {
+            (Some((route, name)), _) => route.adapter.cache_plan(Some(name), cache),
             (None, Some(default)) => default.cache_plan(model, cache),
             (None, None) => CachePlan::unmarked(cache),
         }
@@ -256,6 +308,24 @@ mod tests {
         // A call that names no model runs on the default model, routed like any other.
         assert_eq!(ask(&router, None).await.ok().as_deref(), Some("claude:claude-sonnet-4-5-20250929"));
         assert_eq!(default.asked.lock().map(|asked| asked.len()).unwrap_or_default(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_pattern_serves_the_ids_it_matches_under_their_own_names_after_exact_routes() {
+        let (claude, haiku, exact) = (named("claude"), named("haiku"), named("exact"));
+        let routes = BTreeMap::from([
+            ("claude-*".to_string(), route("claude", claude.clone(), "claude-*")),
+            ("claude-haiku-*".to_string(), route("haiku", haiku.clone(), "claude-haiku-*")),
+            ("claude-opus-4-1".to_string(), route("exact", exact.clone(), "opus-on-bedrock")),
+        ]);
+        let router = Router::new(routes, None, None);
+        assert_eq!(ask(&router, Some("claude-sonnet-4-5")).await.ok().as_deref(), Some("claude:claude-sonnet-4-5"));
+        assert_eq!(ask(&router, Some("claude-haiku-4-5")).await.ok().as_deref(), Some("haiku:claude-haiku-4-5"));
+        assert_eq!(ask(&router, Some("claude-opus-4-1")).await.ok().as_deref(), Some("exact:opus-on-bedrock"));
+        match ask(&router, Some("gpt-4.1")).await {
+            Err(ModelError::Configuration(message)) => assert!(message.contains("`claude-*`"), "{message}"),
+            other => panic!("no route serves gpt-4.1, got {other:?}"),
+        }
     }
 
     #[tokio::test]
@@ -388,6 +458,73 @@ mod tests {
             assert_eq!(error.to_string(), expected);
             assert!(asked(&claude).is_empty(), "{expected}: the fallback was called");
         }
+    }
+
+    #[tokio::test]
+    async fn a_spent_time_budget_after_a_fallback_is_reported_as_such() {
+        let openai = scripted(vec![("", Err(status(503)))]);
+        let claude = scripted(vec![("", Err(ModelError::Timeout(std::time::Duration::from_secs(30))))]);
+        let router = fallback_router(&openai, &claude, None);
+        let (answer, _) = call_watched(&router, "gpt-4.1").await;
+        assert!(
+            matches!(answer, Err(ModelError::Timeout(_))),
+            "the turn loop routes a timeout by its kind: {answer:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn each_model_tried_gets_what_is_left_of_the_calls_time_budget() {
+        /// Fails with a 503 after 20 s, or times out first when its budget is shorter, as
+        /// a live adapter does; keeps the budget it was given.
+        struct Slow {
+            budgets: Mutex<Vec<Option<std::time::Duration>>>,
+        }
+        impl ModelAdapter for Slow {
+            fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
+                self.budgets.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(request.timeout);
+                let slow = std::time::Duration::from_secs(20);
+                Box::pin(async move {
+                    match request.timeout {
+                        Some(budget) if budget < slow => {
+                            tokio::time::sleep(budget).await;
+                            Err(ModelError::Timeout(budget))
+                        }
+                        _ => {
+                            tokio::time::sleep(slow).await;
+                            Err(status(503))
+                        }
+                    }
+                })
+            }
+        }
+        tokio::time::pause();
+        let slow = Arc::new(Slow { budgets: Mutex::default() });
+        let first = Route {
+            provider: "openai".into(),
+            adapter: slow.clone(),
+            name: "gpt-4.1".into(),
+            fallbacks: vec!["claude-sonnet".into(), "llama".into()],
+        };
+        let second =
+            Route { provider: "claude".into(), adapter: slow.clone(), name: "claude".into(), fallbacks: vec![] };
+        let routes = BTreeMap::from([("gpt-4.1".to_string(), first), ("claude-sonnet".to_string(), second)]);
+        let router = Router::new(routes, Some(slow.clone() as Arc<dyn ModelAdapter>), None);
+        let variables = json!({});
+        let request = ModelRequest {
+            timeout: Some(std::time::Duration::from_secs(50)),
+            ..crate::model::bare_request(Some("gpt-4.1"), &variables)
+        };
+        let answer = router.call(request).await;
+        assert!(matches!(answer, Err(ModelError::Timeout(_))), "{answer:?}");
+        let budgets: Vec<u64> = slow
+            .budgets
+            .lock()
+            .map(|budgets| {
+                budgets.iter().map(|budget| budget.map_or(0, |budget| budget.as_secs_f64().round() as u64)).collect()
+            })
+            .unwrap_or_default();
+        // 50 s, then what the first 20 s left, then what 40 s left.
+        assert_eq!(budgets, [50, 30, 10]);
     }
 
     #[tokio::test]

@@ -99,10 +99,38 @@ fn detail(detail: Option<&str>) -> String {
     detail.map(|detail| format!(" {}", safe(detail))).unwrap_or_default()
 }
 
+impl Trace {
+    /// Follows the state each session is in. A resume (a delivery, a decision, a message
+    /// to a park) happens in the parked state: it is named first (the lines returned), and
+    /// not named twice when the state is re-entered. `None`: the event enters the state
+    /// already shown, and draws nothing.
+    fn follow_state(&mut self, session: &str, event: &Event) -> Option<Vec<String>> {
+        let mut lines = Vec::new();
+        match event {
+            Event::StateEnter { state } if self.current.get(session) == Some(state) => return None,
+            Event::StateEnter { state } => {
+                self.current.insert(session.to_string(), state.clone());
+            }
+            Event::StateLeave { .. } => {
+                self.current.remove(session);
+            }
+            Event::Delivered { state, .. }
+            | Event::Decided { state, .. }
+            | Event::ParkMessage { state, .. }
+            | Event::Upgraded { state, .. }
+                if !self.current.contains_key(session) =>
+            {
+                lines.push(self.state_header(state));
+                self.current.insert(session.to_string(), state.clone());
+            }
+            _ => {}
+        }
+        Some(lines)
+    }
+}
+
 impl Listener for Trace {
     fn on_event(&mut self, envelope: &Envelope) {
-        // A resume (a delivery, a decision, a message to a park) happens in the parked
-        // state: name it first, and do not name it twice when the state is re-entered.
         // A sub-workflow's events (its session id is its caller's plus `~n`) are drawn
         // indented under the calling state, one level per depth, never at the margin.
         let session = envelope.session_id.clone().unwrap_or_default();
@@ -110,26 +138,9 @@ impl Listener for Trace {
         if depth > 0 && matches!(envelope.event, Event::TurnEnd { .. } | Event::Warning { .. }) {
             return;
         }
-        let mut lines = Vec::new();
-        match &envelope.event {
-            Event::StateEnter { state } if self.current.get(&session) == Some(state) => return,
-            Event::StateEnter { state } => {
-                self.current.insert(session.clone(), state.clone());
-            }
-            Event::StateLeave { .. } => {
-                self.current.remove(&session);
-            }
-            Event::Delivered { state, .. }
-            | Event::Decided { state, .. }
-            | Event::ParkMessage { state, .. }
-            | Event::Upgraded { state, .. }
-                if !self.current.contains_key(&session) =>
-            {
-                lines.push(self.state_header(state));
-                self.current.insert(session.clone(), state.clone());
-            }
-            _ => {}
-        }
+        let Some(mut lines) = self.follow_state(&session, &envelope.event) else {
+            return;
+        };
         let line = match &envelope.event {
             Event::StateEnter { state } if depth > 0 => Some(format!(
                 "{}{}",

@@ -191,7 +191,7 @@ impl<'r> Turn<'r> {
     }
 
     /// The tokens of the next call's prompt in state `id`, counted (OpenAI-family models)
-    /// or estimated (the rest); the provider's own count may differ (see [`fit_context`]'s
+    /// or estimated (the rest); the provider's own count may differ (see [`Self::fit_context`]'s
     /// calibration).
     pub(super) async fn prompt_tokens(&mut self, id: StateId, volatile: &str) -> u64 {
         let program = self.program();

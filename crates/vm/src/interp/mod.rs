@@ -527,29 +527,28 @@ impl<'r> Turn<'r> {
     /// Calls the agent's model in state `id` with a volatile block ([`Self::call_model`]),
     /// and teaches the runtime's [`crate::context::Calibration`] how far the estimate of the
     /// prompt was from the provider's count of it. A tape's usage is scripted and a
-    /// fallback's is another model's count: neither teaches anything.
+    /// fallback's is another model's count: neither teaches anything, so the prompt is
+    /// estimated only after an answer that can (the call leaves the conversation as it was).
     async fn call_agent_model(
         &mut self,
         id: StateId,
         volatile_block: String,
     ) -> Result<crate::model::ModelResponse, ModelError> {
+        let result = self.call_model(id, &volatile_block).await;
         let model = self.state(id).model.map(|model| self.program().str(model));
-        let estimated = match model.is_some_and(crate::context::is_openai_family) {
-            true => None,
-            false => Some(self.prompt_tokens(id, &volatile_block).await),
-        };
-        let result = self.call_model(id, volatile_block).await;
-        if let (Ok(response), Some(estimated)) = (&result, estimated)
+        if let Ok(response) = &result
             && response.tape.is_none()
             && response.served_by.is_none()
+            && !model.is_some_and(crate::context::is_openai_family)
         {
+            let estimated = self.prompt_tokens(id, &volatile_block).await;
             self.runtime.calibration().learn(&self.session.id, model, estimated, response.usage.input);
         }
         result
     }
 
     /// Calls the agent's model in state `id` with a volatile block.
-    async fn call_model(&self, id: StateId, volatile_block: String) -> Result<crate::model::ModelResponse, ModelError> {
+    async fn call_model(&self, id: StateId, volatile_block: &str) -> Result<crate::model::ModelResponse, ModelError> {
         let state = self.state(id);
         let program = self.program();
         let variables = self.session.variable_values();
@@ -574,7 +573,7 @@ impl<'r> Turn<'r> {
             };
             runtime.events().emit(runtime.now(), Some(session), dispatch, event);
         };
-        let system = SystemPrompt { fixed: prefix, volatile: &volatile_block };
+        let system = SystemPrompt { fixed: prefix, volatile: volatile_block };
         let conversation = (self.view(), self.session.messages.len());
         let request = ModelRequest::for_agent(
             self.call_subject(id, here, &variables),
@@ -586,7 +585,7 @@ impl<'r> Turn<'r> {
         );
         let model = request.model;
         let span = spans::model_span(self.runtime.model().provider(model), model, here);
-        spans::record_request(&span, &volatile_block, self.view());
+        spans::record_request(&span, volatile_block, self.view());
         let call = async {
             match timeout {
                 Some(limit) => tokio::time::timeout(limit, self.runtime.model().call(request))

@@ -12,10 +12,11 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes, to_bytes};
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::auth::{Caller, Scope};
@@ -211,27 +212,66 @@ impl<State: Send + Sync> FromRequestParts<State> for LastEventId {
 /// The largest artifact `POST /v1/admin/artifacts` takes, in bytes.
 pub(crate) const ARTIFACT_LIMIT: usize = 64 * 1024 * 1024;
 
+/// How much of a too-large body is read and thrown away before the `413` is sent.
+///
+/// A server that answers and closes while the client is still writing makes the
+/// client's write fail (a broken pipe, or a reset that eats the answer), so most HTTP
+/// clients report a transport error instead of the `413`. Reading the rest of a body
+/// that is only somewhat too large lets the client finish and read the answer on an
+/// intact connection; a body larger than this is not worth receiving, and its sender
+/// gets the answer (or the reset) at once. The body deadline still bounds the reading.
+const DISCARD_LIMIT: usize = 1024 * 1024;
+
 /// The request body's bytes, refused with 413 past `limit` and 408 when it does not
 /// arrive within the server's body deadline ([`crate::request_limits::body_deadline`]).
+/// A refused body of up to [`DISCARD_LIMIT`] bytes is read to its end first.
 async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request.too-large",
-            format!("the body is larger than {limit} bytes"),
-        )
-    };
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
-    if declared.is_some_and(|length| length > limit) {
-        return Err(too_large());
+    let mut pieces = body.into_data_stream();
+    if let Some(length) = declared.filter(|length| *length > limit) {
+        let read = if length <= DISCARD_LIMIT { 0 } else { usize::MAX };
+        return Err(refuse_after_reading(&mut pieces, read, limit).await);
     }
-    to_bytes(body, limit).await.map_err(|error| {
-        if crate::request_limits::is_too_slow(&error) {
-            ApiError::new(StatusCode::REQUEST_TIMEOUT, "request.timeout", error.to_string())
-        } else {
-            too_large()
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0).min(DISCARD_LIMIT));
+    while let Some(piece) = pieces.next().await {
+        let piece = piece.map_err(|error| refused(&error, limit))?;
+        if bytes.len() + piece.len() > limit {
+            let read = bytes.len() + piece.len();
+            drop(bytes);
+            return Err(refuse_after_reading(&mut pieces, read, limit).await);
         }
-    })
+        bytes.extend_from_slice(&piece);
+    }
+    Ok(Bytes::from(bytes))
+}
+
+/// The `413` for a body past `limit` of which `read` bytes went by: the rest is read and
+/// dropped first while the total stays within [`DISCARD_LIMIT`] (a `408` when the body
+/// deadline cuts that reading short).
+async fn refuse_after_reading(pieces: &mut axum::body::BodyDataStream, mut read: usize, limit: usize) -> ApiError {
+    while read <= DISCARD_LIMIT {
+        match pieces.next().await {
+            None => break,
+            Some(Ok(piece)) => read = read.saturating_add(piece.len()),
+            Some(Err(error)) => return refused(&error, limit),
+        }
+    }
+    too_large(limit)
+}
+
+/// What a body that failed while being read is answered: `408` when the body deadline
+/// cut it off, else `413` (the transport's own limit stopped it).
+fn refused(error: &axum::Error, limit: usize) -> ApiError {
+    if crate::request_limits::is_too_slow(error) {
+        ApiError::new(StatusCode::REQUEST_TIMEOUT, "request.timeout", error.to_string())
+    } else {
+        too_large(limit)
+    }
+}
+
+/// The `413` for a body past `limit` bytes.
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request.too-large", format!("the body is larger than {limit} bytes"))
 }
 
 /// Refuses a non-empty body not sent as JSON: a form a web page posts without a

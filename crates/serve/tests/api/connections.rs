@@ -160,6 +160,63 @@ async fn a_form_body_past_the_form_limit_is_refused_before_it_is_read() {
     assert!(running.stop().await);
 }
 
+/// Sends a start whose JSON body (`size` bytes, declared by `Content-Length` or sent
+/// chunked) is past the API's body limit, in two pieces with a pause between them in
+/// which a server that answered at once would have closed the connection; then the
+/// status of the answer and of a `/healthz` asked next on the same connection.
+async fn too_large_start_then_healthz(running: &Running, size: usize, chunked: bool) -> (String, String) {
+    let asked = async {
+        let mut stream = BufReader::new(TcpStream::connect(running.address()).await.expect("connects"));
+        let framing =
+            if chunked { "Transfer-Encoding: chunked".to_string() } else { format!("Content-Length: {size}") };
+        let head = format!(
+            "POST /v1/workflows/desk/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\
+             Content-Type: application/json\r\n{framing}\r\n\r\n"
+        );
+        let body = vec![b' '; size];
+        let (first, rest) = body.split_at(16 * 1024);
+        let frame = |piece: &[u8]| {
+            if chunked {
+                [format!("{:x}\r\n", piece.len()).as_bytes(), piece, b"\r\n"].concat()
+            } else {
+                piece.to_vec()
+            }
+        };
+        let writer = stream.get_mut();
+        writer.write_all(head.as_bytes()).await.expect("the head is sent");
+        writer.write_all(&frame(first)).await.expect("the first piece is sent");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        writer.write_all(&frame(rest)).await.expect("the rest of the body is sent: the server still reads");
+        if chunked {
+            writer.write_all(b"0\r\n\r\n").await.expect("the last chunk is sent");
+        }
+        let refused = next_answer(&mut stream).await.expect("an answer to the start");
+        assert!(!refused.closes, "the connection is kept after a body that was read to its end");
+        stream.get_mut().write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("asked again");
+        let next = next_answer(&mut stream).await.expect("an answer on the same connection");
+        (refused.status, next.status)
+    };
+    tokio::time::timeout(HANG_GUARD, asked).await.expect("answered")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_somewhat_past_the_limit_is_read_to_its_end_so_the_client_gets_its_413() {
+    let running = listen(Arc::new(server_of_desk())).await;
+    let too_large = ("HTTP/1.1 413 Payload Too Large".to_string(), "HTTP/1.1 200 OK".to_string());
+    assert_eq!(too_large_start_then_healthz(&running, 200 * 1024, false).await, too_large, "declared length");
+    assert_eq!(too_large_start_then_healthz(&running, 200 * 1024, true).await, too_large, "chunked");
+    // Far past the limit, the answer comes at once and the connection closes unread.
+    let mut stream = TcpStream::connect(running.address()).await.expect("connects");
+    let head = format!(
+        "POST /v1/workflows/desk/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        64 * 1024 * 1024
+    );
+    stream.write_all(head.as_bytes()).await.expect("sent");
+    assert_eq!(closed_with(&mut stream).await, "HTTP/1.1 413 Payload Too Large");
+    assert!(running.stop().await);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_its_per_peer_cap_an_address_is_closed_while_another_is_served() {
     let limits = archmax_serve::ConnectionLimits { max_connections_per_peer: 2, ..Default::default() };

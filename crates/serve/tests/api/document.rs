@@ -79,7 +79,7 @@ async fn every_status_the_server_answers_a_route_with_is_documented_on_that_rout
     server.start_desk(Some(ADMIN), "s-statuses").await;
     let document = server.document().await;
     let json = "application/json";
-    // Just over the 64 KiB limit: small enough to be sent whole before the answer arrives.
+    // Just over the 64 KiB limit: the server reads it to its end before it answers 413.
     let large = serde_json::to_vec(&json!({ "message": "x".repeat(65 * 1024) })).expect("json");
     let starts = "/v1/workflows/{slug}/sessions";
     // (method, path sent, documented path, token, content type, body, the status expected)

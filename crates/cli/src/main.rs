@@ -213,6 +213,10 @@ enum Command {
         /// Refuse unless the session runs this workflow.
         #[arg(long, value_name = "SLUG")]
         workflow: Option<String>,
+        /// Raise the session's budget (`[limits]` of archmax.toml): lifts a stop at it
+        /// and grants one more allowance of `max_cost_per_session`.
+        #[arg(long = "raise-budget")]
+        raise: bool,
         #[command(flatten)]
         common: SessionFlags,
     },
@@ -226,6 +230,11 @@ enum Command {
         /// Refuse unless the session runs this workflow.
         #[arg(long, value_name = "SLUG")]
         workflow: Option<String>,
+        /// Raise the session's budget (`[limits]` of archmax.toml). A session stopped at
+        /// its budget takes the message and goes on; one parked for a decision gets one
+        /// more allowance of `max_cost_per_session` ahead of time.
+        #[arg(long = "raise-budget")]
+        raise: bool,
         #[command(flatten)]
         common: SessionFlags,
     },
@@ -249,6 +258,10 @@ enum Command {
         /// Refuse unless the session runs this workflow.
         #[arg(long, value_name = "SLUG")]
         workflow: Option<String>,
+        /// Raise the session's budget (`[limits]` of archmax.toml): lifts a stop at it
+        /// and grants one more allowance of `max_cost_per_session`.
+        #[arg(long = "raise-budget")]
+        raise: bool,
         #[command(flatten)]
         common: SessionFlags,
     },
@@ -711,24 +724,39 @@ fn main() -> ExitCode {
             sessions::run(executor, &root, store.as_deref(), &query)
         }
         Command::Test(args) => test::run(executor, &root, &args),
-        Command::Decide { session, to, comment, decider, workflow, common } => resume::decide(
-            &common.options(&root, root_flag.is_some(), executor),
+        command @ (Command::Decide { .. } | Command::Reply { .. } | Command::Deliver { .. }) => {
+            resume_command(command, &root, root_flag.is_some(), executor)
+        }
+    }
+}
+
+/// `decide`, `reply` and `deliver`: a parked session resumed (`root_given` says whether
+/// `--root` was given).
+fn resume_command(
+    command: Command,
+    root: &std::path::Path,
+    root_given: bool,
+    executor: &tokio::runtime::Runtime,
+) -> ExitCode {
+    match command {
+        Command::Decide { session, to, comment, decider, workflow, raise, common } => resume::decide(
+            &common.options(root, root_given, executor),
             &session,
             resume::Decision { to: &to, comment: comment.as_deref(), decider: decider.as_deref() },
-            workflow.as_deref(),
+            (workflow.as_deref(), raise),
         ),
-        Command::Reply { session, message, workflow, common } => resume::reply(
-            &common.options(&root, root_flag.is_some(), executor),
-            &session,
-            &message,
-            workflow.as_deref(),
-        ),
-        Command::Deliver { session, trigger, undeclared, variables, files, workflow, common } => resume::deliver(
-            &common.options(&root, root_flag.is_some(), executor),
-            &session,
-            (&trigger, undeclared),
-            (variables.as_deref(), &files),
-            workflow.as_deref(),
-        ),
+        Command::Reply { session, message, workflow, raise, common } => {
+            resume::reply(&common.options(root, root_given, executor), &session, &message, (workflow.as_deref(), raise))
+        }
+        Command::Deliver { session, trigger, undeclared, variables, files, workflow, raise, common } => {
+            resume::deliver(
+                &common.options(root, root_given, executor),
+                &session,
+                (&trigger, undeclared),
+                (variables.as_deref(), &files),
+                (workflow.as_deref(), raise),
+            )
+        }
+        _ => output::failure("internal error: only decide, reply and deliver resume a session".to_string()),
     }
 }

@@ -39,7 +39,7 @@ fn parked_session(
     command: &str,
     id: &str,
     named: Option<&str>,
-    channel: Channel,
+    (channel, raise): (Channel, bool),
     to: Option<&str>,
 ) -> Result<Parked, ExitCode> {
     if let Err(problem) = check_session_id(id, &[]) {
@@ -49,6 +49,16 @@ fn parked_session(
     let (id, state) = crate::store::resolve(options.executor, store.as_ref(), id).map_err(failure)?;
     // A session of another workflow is refused in the words used for one that does not exist.
     archmax_vm::check_named_workflow(&state, named).map_err(|error| failure(crate::session::run_problem(&error)))?;
+    let mut channel = channel;
+    if let Some(stop) = &state.head.budget.stop {
+        if !raise {
+            return Err(failure(crate::session::budget_stopped(&id, stop)));
+        }
+        // A message with a raise goes to the stopped state, which runs on.
+        if command == "reply" {
+            channel = Channel::Input;
+        }
+    }
     if let Some(refusal) = park_refusal(&state, channel) {
         return Err(failure(crate::session::not_parked(&refusal)));
     }
@@ -92,7 +102,12 @@ fn decider(given: Option<&str>) -> Result<Option<String>, String> {
     Ok(Some(name.to_string()))
 }
 
-pub fn decide(options: &SessionOptions<'_>, id: &str, decision: Decision<'_>, workflow: Option<&str>) -> ExitCode {
+pub fn decide(
+    options: &SessionOptions<'_>,
+    id: &str,
+    decision: Decision<'_>,
+    (workflow, raise): (Option<&str>, bool),
+) -> ExitCode {
     let to = decision.to.trim();
     if to.is_empty() {
         return usage("decide", "--to names no state");
@@ -101,7 +116,7 @@ pub fn decide(options: &SessionOptions<'_>, id: &str, decision: Decision<'_>, wo
         Ok(decider) => decider,
         Err(problem) => return usage("decide", &problem),
     };
-    let parked = match parked_session(options, "decide", id, workflow, Channel::Decision, Some(to)) {
+    let parked = match parked_session(options, "decide", id, workflow, (Channel::Decision, raise), Some(to)) {
         Ok(found) => found,
         Err(code) => return code,
     };
@@ -125,22 +140,36 @@ pub fn decide(options: &SessionOptions<'_>, id: &str, decision: Decision<'_>, wo
         comment: decision.comment.map(str::to_string),
         upgrade: options.upgrade,
         decider,
+        raise_budget: raise,
         ..DecideRequest::default()
     };
     execute(options, &parked.workflow, |runtime| Box::pin(async move { runtime.decide(request).await }))
 }
 
-pub fn reply(options: &SessionOptions<'_>, id: &str, message: &[String], workflow: Option<&str>) -> ExitCode {
+pub fn reply(
+    options: &SessionOptions<'_>,
+    id: &str,
+    message: &[String],
+    (workflow, raise): (Option<&str>, bool),
+) -> ExitCode {
     let message = message.join(" ");
     if message.trim().is_empty() {
         return usage("reply", "the message is empty");
     }
-    let Parked { id, workflow, .. } = match parked_session(options, "reply", id, workflow, Channel::Decision, None) {
+    let parked = parked_session(options, "reply", id, workflow, (Channel::Decision, raise), None);
+    let Parked { id, workflow, .. } = match parked {
         Ok(found) => found,
         Err(code) => return code,
     };
-    let request =
-        ReplyRequest { session: id.to_string(), workflow: Some(workflow.clone()), message, upgrade: options.upgrade };
+    let raised_by = if raise { default_decider().filter(|name| !name.chars().any(char::is_control)) } else { None };
+    let request = ReplyRequest {
+        session: id.to_string(),
+        workflow: Some(workflow.clone()),
+        message,
+        upgrade: options.upgrade,
+        raise_budget: raise,
+        raised_by,
+    };
     execute(options, &workflow, |runtime| Box::pin(async move { runtime.reply(request).await }))
 }
 
@@ -149,7 +178,7 @@ pub fn deliver(
     id: &str,
     (trigger, undeclared): (&str, bool),
     (variables, files): (Option<&str>, &[String]),
-    workflow: Option<&str>,
+    (workflow, raise): (Option<&str>, bool),
 ) -> ExitCode {
     if trigger.trim().is_empty() {
         return usage("deliver", "--trigger names no trigger");
@@ -162,7 +191,8 @@ pub fn deliver(
         Ok(files) => files,
         Err(code) => return code,
     };
-    let Parked { id, workflow, .. } = match parked_session(options, "deliver", id, workflow, Channel::Input, None) {
+    let parked = parked_session(options, "deliver", id, workflow, (Channel::Input, raise), None);
+    let Parked { id, workflow, .. } = match parked {
         Ok(found) => found,
         Err(code) => return code,
     };
@@ -174,6 +204,8 @@ pub fn deliver(
         message: None,
         upgrade: options.upgrade,
         declared_only: !undeclared,
+        raise_budget: raise,
+        raised_by: if raise { default_decider().filter(|name| !name.chars().any(char::is_control)) } else { None },
     };
     let trigger = trigger.trim().to_string();
     let workflow_name = workflow.clone();

@@ -330,6 +330,7 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
         body_limit: DEFAULT_BODY_LIMIT,
         tools,
         context: settings.context,
+        budgets: settings.limits.clone(),
     }) {
         Ok(server) => server.with_settings(settings, connections).with_trusted_proxies(args.trusted_proxies.clone()),
         Err(error) => return failure(error),

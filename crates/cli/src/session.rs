@@ -187,6 +187,7 @@ pub fn runtime(
     })
     .tools(&tools)
     .context(settings.context)
+    .budgets(settings.limits.clone())
     .mocks(mocks)
     .build())
 }
@@ -254,6 +255,7 @@ pub fn run_problem(error: &RunError) -> String {
         ),
         RunError::Store(store) => crate::store::store_problem(store),
         RunError::NotParked(refusal) => not_parked(refusal),
+        RunError::BudgetStopped { session, stop } => budget_stopped(session, stop),
         RunError::AwaitedByCaller { session, caller } => format!(
             "session `{session}` is a sub-workflow that its caller `{caller}` waits for; resume it through the caller (`archmax decide {caller} --to <state>` or `archmax deliver {caller} --trigger <id>`). Nothing was changed."
         ),
@@ -268,6 +270,14 @@ pub fn run_problem(error: &RunError) -> String {
         }
         _ => error.to_string(),
     }
+}
+
+/// A session stopped at its budget, with the commands that raise it.
+pub fn budget_stopped(id: &str, stop: &archmax_vm::session::BudgetStop) -> String {
+    format!(
+        "session `{id}` stopped at its budget in '{}': {}. Nothing was changed. To let it go on, raise its budget: `archmax reply {id} --raise-budget <message>` (or `archmax deliver {id} --trigger <id> --raise-budget`)",
+        stop.state, stop.reason
+    )
 }
 
 /// A session not parked on a command's channel, with the command that resumes it on the
@@ -380,6 +390,24 @@ pub fn footer(usage: &Usage) -> Option<String> {
     Some(line)
 }
 
+/// One model's and role's share, as the footer and `archmax sessions ID` show it.
+pub fn spend_line(line: &archmax_vm::session::Spend) -> String {
+    let model = if line.model.is_empty() { "(no model)" } else { line.model.as_str() };
+    let calls = if line.calls == 1 { "call" } else { "calls" };
+    let cost = match line.cost_usd {
+        Some(cost) => format!("${cost:.4}"),
+        None => "unpriced".to_string(),
+    };
+    format!(
+        "  {} · {} · {} {calls} · in {} · out {} · {cost}",
+        crate::output::terminal_safe(model),
+        line.role,
+        line.calls,
+        crate::output::thousands(line.input_tokens),
+        crate::output::thousands(line.output_tokens)
+    )
+}
+
 /// The flags a suggested follow-up command repeats so that it can be pasted as it is:
 /// the `--root`, `--store`, `--artifact`, `--tape` and `--mocks` this command was given (a
 /// store's password shown as `***`), each with a leading space. `--mocks` is repeated so a
@@ -411,6 +439,12 @@ fn shell_word(text: &str) -> String {
 pub fn park_report(outcome: &Outcome, program: &Program, resume_through: Option<&str>, flags: &str) -> Option<String> {
     // A sub-workflow its caller waits for is moved on through the caller.
     let id = resume_through.unwrap_or(&outcome.session_id);
+    if let Some(stop) = &outcome.budget_stop {
+        return Some(format!(
+            "⏸ stopped at its budget in {}: {} · session {id}\n  next: archmax reply {id} --raise-budget{flags} \"go on\"",
+            stop.state, stop.reason
+        ));
+    }
     if let Some(decision) = &outcome.pending_decision {
         let title = decision.title.as_ref().map(|title| format!(" ({title})")).unwrap_or_default();
         let targets: Vec<&str> = decision.transitions.iter().map(|choice| choice.to.as_str()).collect();
@@ -486,6 +520,12 @@ pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>, flags:
     }
     if let Some(line) = footer(&outcome.turn_usage) {
         note!("{line}");
+    }
+    // Past one model or role, each one's share of the turn.
+    if outcome.turn_spend.len() > 1 {
+        for line in &outcome.turn_spend {
+            note!("{}", spend_line(line));
+        }
     }
     match outcome.status {
         Status::Completed | Status::AwaitingDecision | Status::AwaitingInput | Status::Running => ExitCode::SUCCESS,

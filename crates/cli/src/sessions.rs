@@ -563,6 +563,22 @@ fn detail(state: &SessionState, files: Option<&dyn Vfs>, interrupted: bool) -> S
         thousands(usage.cache_creation_tokens),
         usage.cost_usd.map(|cost| format!(" · ${cost:.4}")).unwrap_or_default()
     ));
+    // Past one model or role, each one's share.
+    if head.spend.len() > 1 {
+        for line in &head.spend {
+            out.push_str(&crate::session::spend_line(line));
+            out.push('\n');
+        }
+    }
+    if !head.budget.is_empty() {
+        let raises = match head.budget.raises {
+            0 => "never raised".to_string(),
+            1 => "raised once".to_string(),
+            raises => format!("raised {raises} times"),
+        };
+        let stop = head.budget.stop.as_ref().map(|stop| format!("; stopped in {}: {}", stop.state, stop.reason));
+        out.push_str(&format!("budget    {raises}{}\n", stop.unwrap_or_default()));
+    }
     out
 }
 

@@ -234,6 +234,16 @@ impl Listener for Trace {
                 reason.as_ref().map(|reason| format!(" — {}", first_line(reason, 160))).unwrap_or_default()
             )),
             Event::Warning { message, .. } => Some(format!("  {} {}", self.paint("33", "⚠"), safe(message))),
+            Event::BudgetStopped { reason, .. } => {
+                Some(format!("  {} budget: {}; the call was not made", self.paint("33", "⛔"), first_line(reason, 200)))
+            }
+            Event::BudgetRaised { raised_by, max_cost, lifted, .. } => Some(format!(
+                "  {} budget raised{}{}{}",
+                self.paint("32", "⬆"),
+                raised_by.as_ref().map(|who| format!(" by {}", safe(who))).unwrap_or_default(),
+                max_cost.map(|cost| format!(" · max_cost_per_session now ${cost:.2}")).unwrap_or_default(),
+                if *lifted { " · the session goes on" } else { "" }
+            )),
             Event::ModelFallback { model, provider, reason, fallback, .. } => Some(format!(
                 "  {} {} ({}) failed: {}; trying {}",
                 self.paint("33", "↪"),

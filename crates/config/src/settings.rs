@@ -2,7 +2,8 @@
 //! (`[connections.<slug>]`), which trigger wakes a workflow's waiting sessions
 //! (`[schedule.<workflow>]`), and which MCP servers provide host tools
 //! (`[mcp_servers.<name>]`, `essential_tools`; read in [`mcp`], documented in the book's MCP guide, `docs/src/guides/mcp.md`),
-//! the sessions' context budgets (`[context]`, read in [`context`]), and the model
+//! the sessions' context budgets (`[context]`, read in [`context`]), their spending
+//! limits (`[limits]`, read in [`limits`]), and the model
 //! providers and routes (`[providers.<name>]`, `[models."<id>"]`, read in [`providers`]).
 //!
 //! ```toml
@@ -28,6 +29,7 @@
 //! [`check_environment`].
 
 mod context;
+mod limits;
 mod mcp;
 pub mod providers;
 
@@ -87,9 +89,13 @@ pub struct RunnerSettings {
     pub models: BTreeMap<String, providers::ModelRoute>,
     /// `[models."<id>"].price`: what a model id costs, routed or not.
     pub prices: BTreeMap<String, providers::ModelPrice>,
+    /// `[limits]`: what a session may spend before a person must let it go on (read in
+    /// [`limits`]).
+    pub limits: Budgets,
 }
 
 pub use context::ContextSettings;
+pub use limits::{BudgetLimits, Budgets};
 
 pub use mcp::{MAX_TIMEOUT_MS, check_environment, is_tool_name, prefix_problem};
 
@@ -187,6 +193,7 @@ pub fn parse_runner_settings(file: FileId, text: &str) -> (RunnerSettings, Vec<D
     let mut diagnostics = Vec::new();
     mcp::read(file, text, &mut settings, &mut diagnostics);
     context::read(file, text, &mut settings, &mut diagnostics);
+    limits::read(file, text, &mut settings, &mut diagnostics);
     providers::read(file, text, &mut settings, &mut diagnostics);
     let span = |range: std::ops::Range<usize>| Span::new(file, range.start, range.end);
     let parsed: SettingsFile = match toml::from_str(text) {

@@ -94,6 +94,7 @@ fn inbox(criterion: &mut Criterion) {
             body_limit: 1024 * 1024,
             tools: Default::default(),
             context: Default::default(),
+            budgets: Default::default(),
         })
         .expect("a server");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");

@@ -124,6 +124,7 @@ async fn serve(program: Program, store: Arc<dyn SessionStore>) -> Served {
         body_limit: archmax_serve::server::DEFAULT_BODY_LIMIT,
         tools: Default::default(),
         context: Default::default(),
+        budgets: Default::default(),
     })
     .expect("the server builds");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");

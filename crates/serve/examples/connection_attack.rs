@@ -66,6 +66,7 @@ fn server() -> Server {
         body_limit: archmax_serve::server::DEFAULT_BODY_LIMIT,
         tools: Default::default(),
         context: Default::default(),
+        budgets: Default::default(),
     })
     .expect("the server builds")
 }

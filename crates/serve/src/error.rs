@@ -70,6 +70,7 @@ fn run_error_code(error: &RunError) -> &'static str {
         RunError::Refused { reason, .. } => reason.as_str(),
         RunError::AwaitedByCaller { .. } => archmax_vm::Refusal::AwaitedByCaller.as_str(),
         RunError::NotParked(_) => "session.not-parked",
+        RunError::BudgetStopped { .. } => "session.budget-stopped",
         RunError::InvalidDecision(_) => "decision.invalid",
         RunError::InvalidInput { .. } => "input.invalid",
         RunError::ProgramChanged { .. } => "session.program-changed",
@@ -95,6 +96,9 @@ impl From<RunError> for ApiError {
             RunError::UnknownWorkflow { known, .. } => json!({ "known": known }),
             RunError::UnknownTrigger { declared, .. } => json!({ "declared": declared }),
             RunError::Conflict { expected, found, .. } => json!({ "expected": expected, "found": found }),
+            RunError::BudgetStopped { stop, .. } => {
+                json!({ "budget": archmax_vm::session::summary::budget_stop(stop) })
+            }
             _ => json!({}),
         };
         let answer = ApiError::new(status, run_error_code(&error), error.to_string()).with_details(details);

@@ -233,6 +233,7 @@ impl Server {
             // The operator's own configuration names the trigger: an event that only
             // reaches a live session is declared nowhere.
             declared_only: false,
+            ..DeliverRequest::default()
         };
         let running = Arc::clone(&runtime);
         let turn = async move { running.deliver(request).await };

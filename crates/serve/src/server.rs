@@ -9,6 +9,8 @@
 //! passed its checks and emitted its first event) or ended, so a refused request is
 //! answered with its error, never with a 202; `?wait=` then waits for the outcome.
 
+mod fields;
+
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -17,7 +19,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use axum::response::sse;
 use futures_util::Stream;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 
 use archmax_program::program::Program;
@@ -37,6 +39,7 @@ use crate::metrics::Metrics;
 use crate::turns::{TurnGate, TurnLimits, TurnResult};
 use crate::webhooks::Connections;
 use archmax_config::settings::RunnerSettings;
+use fields::{Fields, raised_by};
 
 /// The longest `?wait=` honoured, in seconds.
 pub const MAX_WAIT_SECONDS: f64 = 300.0;
@@ -64,6 +67,8 @@ pub struct ServerParts {
     pub tools: archmax_vm::tool_host::HostTools,
     /// The context budgets of every session (`[context]` of `archmax.toml`).
     pub context: archmax_vm::context::ContextSettings,
+    /// What a session may spend before a person raises it (`[limits]`).
+    pub budgets: archmax_config::settings::Budgets,
 }
 
 /// Why a server could not be built.
@@ -85,6 +90,7 @@ struct RuntimeFactory {
     pricing: PricingTable,
     tools: archmax_vm::tool_host::HostTools,
     context: archmax_vm::context::ContextSettings,
+    budgets: archmax_config::settings::Budgets,
 }
 
 /// One workflow as a load changed it.
@@ -141,81 +147,6 @@ pub enum Answer {
     Finished(Value),
 }
 
-/// The fields of a JSON object body, with every problem collected.
-struct Fields<'a> {
-    object: Option<&'a Map<String, Value>>,
-    problems: Vec<FieldProblem>,
-}
-
-impl<'a> Fields<'a> {
-    fn of(body: &'a Value, allowed: &[&str]) -> Fields<'a> {
-        let Some(object) = body.as_object() else {
-            let problem =
-                FieldProblem { field: "body".to_string(), problem: "the body must be a JSON object".to_string() };
-            return Fields { object: None, problems: vec![problem] };
-        };
-        let problems = object
-            .keys()
-            .filter(|key| !allowed.contains(&key.as_str()))
-            .map(|key| FieldProblem {
-                field: key.clone(),
-                problem: format!("unknown field; this request takes {}", allowed.join(", ")),
-            })
-            .collect();
-        Fields { object: Some(object), problems }
-    }
-
-    fn problem(&mut self, field: &str, problem: &str) {
-        self.problems.push(FieldProblem { field: field.to_string(), problem: problem.to_string() });
-    }
-
-    fn text(&mut self, field: &str, required: bool) -> Option<String> {
-        match self.object.and_then(|object| object.get(field)) {
-            Some(Value::String(text)) => Some(text.clone()),
-            None | Some(Value::Null) => {
-                if required && self.object.is_some() {
-                    self.problem(field, "required: a string");
-                }
-                None
-            }
-            Some(_) => {
-                self.problem(field, "must be a string");
-                None
-            }
-        }
-    }
-
-    fn flag(&mut self, field: &str) -> bool {
-        match self.object.and_then(|object| object.get(field)) {
-            Some(Value::Bool(flag)) => *flag,
-            None | Some(Value::Null) => false,
-            Some(_) => {
-                self.problem(field, "must be true or false");
-                false
-            }
-        }
-    }
-
-    fn variables(&mut self) -> Map<String, Value> {
-        match self.object.and_then(|object| object.get("variables")) {
-            Some(Value::Object(variables)) => variables.clone(),
-            None | Some(Value::Null) => Map::new(),
-            Some(_) => {
-                self.problem("variables", "must be an object of variable values");
-                Map::new()
-            }
-        }
-    }
-
-    fn finish(self) -> Result<(), ApiError> {
-        match self.problems.as_slice() {
-            [] => Ok(()),
-            [only] => Err(ApiError::invalid(format!("`{}`: {}", only.field, only.problem), &self.problems)),
-            many => Err(ApiError::invalid(format!("{} fields of the request do not hold", many.len()), &self.problems)),
-        }
-    }
-}
-
 /// The id `/readyz` reads: a valid id no session is ever given (ids with `~` are never
 /// started by a caller), so the read is a cheap miss.
 const READINESS_PROBE: &str = "readyz~probe";
@@ -266,6 +197,7 @@ impl Server {
                 pricing: parts.pricing,
                 tools: parts.tools,
                 context: parts.context,
+                budgets: parts.budgets,
             },
             store: crate::metrics::timed_store::timed(parts.store, Arc::clone(&metrics)),
             auth: SharedAuth::new(parts.auth),
@@ -375,6 +307,7 @@ impl Server {
                     })
                     .tools(&self.factory.tools)
                     .context(self.factory.context)
+                    .budgets(self.factory.budgets.clone())
                     .build(),
                 ),
             })
@@ -528,6 +461,7 @@ impl Server {
                 "outputTokens": outcome.turn_usage.output_tokens,
                 "costUsd": outcome.turn_usage.cost_usd,
             },
+            "spend": archmax_vm::session::summary::spend_lines(&outcome.turn_spend),
         });
         Ok(Answer::Finished(shown))
     }
@@ -574,12 +508,37 @@ impl Server {
 
     /// `POST /v1/sessions/{id}/messages`: continues a session, or a reply-only turn
     /// when it is parked at a decision.
-    pub async fn message(&self, id: &str, body: &Value, wait: Duration) -> Result<Answer, ApiError> {
-        let mut fields = Fields::of(body, &["message"]);
+    /// `raiser` is the caller a `raiseBudget: true` body was authorized for (a token
+    /// that may decide); a raise without one is refused.
+    pub async fn message(
+        &self,
+        id: &str,
+        body: &Value,
+        raiser: Option<&Caller>,
+        wait: Duration,
+    ) -> Result<Answer, ApiError> {
+        let mut fields = Fields::of(body, &["message", "raiseBudget"]);
         let message = fields.text("message", true);
+        let raise = fields.flag("raiseBudget");
         fields.finish()?;
+        let raised_by = raised_by(raise, raiser)?;
         let state = self.session(id).await?;
         let runtime = self.runtime_for_session(&state)?;
+        if raise {
+            // A raise goes with a reply: to a session stopped at its budget (it goes on)
+            // or parked for a decision (raised ahead of time).
+            let request = archmax_vm::ReplyRequest {
+                session: state.id.to_string(),
+                workflow: None,
+                message: message.unwrap_or_default(),
+                upgrade: false,
+                raise_budget: true,
+                raised_by,
+            };
+            let running = Arc::clone(&runtime);
+            let turn = async move { running.reply(request).await };
+            return self.admit(runtime, &state.id, &state.head.workflow, "reply", turn, wait).await;
+        }
         let request = TurnRequest {
             workflow: state.head.workflow.clone(),
             session: Some(state.id.to_string()),
@@ -594,9 +553,10 @@ impl Server {
     /// `POST /v1/sessions/{id}/decide`: a person's decision, by the caller. An
     /// authenticated caller's identity is recorded and held against `approvers`.
     pub async fn decide(&self, id: &str, body: &Value, caller: &Caller, wait: Duration) -> Result<Answer, ApiError> {
-        let mut fields = Fields::of(body, &["to", "comment"]);
+        let mut fields = Fields::of(body, &["to", "comment", "raiseBudget"]);
         let to = fields.text("to", true);
         let comment = fields.text("comment", false);
+        let raise_budget = fields.flag("raiseBudget");
         fields.finish()?;
         let state = self.session(id).await?;
         let runtime = self.runtime_for_session(&state)?;
@@ -608,6 +568,7 @@ impl Server {
             upgrade: false,
             decider: caller.authenticated.then(|| caller.identity.clone()),
             enforce_approvers: caller.authenticated,
+            raise_budget,
         };
         let running = Arc::clone(&runtime);
         let turn = async move { running.decide(request).await };
@@ -615,14 +576,24 @@ impl Server {
     }
 
     /// `POST /v1/sessions/{id}/deliver`: a trigger to a session waiting for input.
-    pub async fn deliver(&self, id: &str, body: &Value, wait: Duration) -> Result<Answer, ApiError> {
-        let mut fields = Fields::of(body, &["trigger", "variables", "message", "undeclared", "workflow"]);
+    /// `raiser` as for [`Server::message`].
+    pub async fn deliver(
+        &self,
+        id: &str,
+        body: &Value,
+        raiser: Option<&Caller>,
+        wait: Duration,
+    ) -> Result<Answer, ApiError> {
+        let mut fields =
+            Fields::of(body, &["trigger", "variables", "message", "undeclared", "workflow", "raiseBudget"]);
         let trigger = fields.text("trigger", true);
         let variables = fields.variables();
         let message = fields.text("message", false);
         let undeclared = fields.flag("undeclared");
         let workflow = fields.text("workflow", false);
+        let raise_budget = fields.flag("raiseBudget");
         fields.finish()?;
+        let raised_by = raised_by(raise_budget, raiser)?;
         let state = self.session(id).await?;
         // A session of another workflow is answered as one that does not exist.
         archmax_vm::check_named_workflow(&state, workflow.as_deref())?;
@@ -637,6 +608,8 @@ impl Server {
             // A trigger the workflow declares, its `requires` checked; `undeclared: true`
             // lets any id through, as `archmax deliver --undeclared` does.
             declared_only: !undeclared,
+            raise_budget,
+            raised_by,
         };
         let running = Arc::clone(&runtime);
         let turn = async move { running.deliver(request).await };

@@ -106,6 +106,11 @@ pub struct MessageRequest {
     /// The user's message; not blank.
     #[schema(pattern = "[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]")]
     pub message: String,
+    /// Raise the session's budget (`[limits]` of `archmax.toml`); needs a token with
+    /// `decide`. A session stopped at its budget takes the message and goes on;
+    /// one parked for a decision gets one more allowance of its cost limit.
+    #[serde(rename = "raiseBudget")]
+    pub raise_budget: Option<bool>,
 }
 
 /// `POST /v1/sessions/{id}/decide`.
@@ -118,6 +123,10 @@ pub struct DecideRequest {
     pub to: String,
     /// Why, recorded with the decision.
     pub comment: Option<String>,
+    /// Raise the session's budget (`[limits]` of `archmax.toml`); needs a token with
+    /// `decide`. One more allowance of its cost limit, before the decision.
+    #[serde(rename = "raiseBudget")]
+    pub raise_budget: Option<bool>,
 }
 
 /// `POST /v1/sessions/{id}/deliver`.
@@ -133,6 +142,11 @@ pub struct DeliverRequest {
     pub message: Option<String>,
     /// Deliver a trigger id the workflow does not declare (an `admin` token only).
     pub undeclared: Option<bool>,
+    /// Raise the session's budget (`[limits]` of `archmax.toml`); needs a token with
+    /// `decide`. Lifts a stop at the budget (a stopped session takes no delivery
+    /// without it) and grants one more allowance of its cost limit.
+    #[serde(rename = "raiseBudget")]
+    pub raise_budget: Option<bool>,
 }
 
 /// The body of `POST /v1/triggers/{trigger}`: the trigger's input, any JSON object.
@@ -317,6 +331,14 @@ pub struct Session {
     /// While parked: the decision or input it waits for.
     #[schema(value_type = Option<Object>, nullable = false)]
     pub park: Option<Value>,
+    /// What the session spent per model and role (`model`, `role`, `calls`, the token
+    /// counts and `costUsd`, null while unpriced), in the order each was first called.
+    #[schema(value_type = Option<Vec<Object>>, nullable = false)]
+    pub spend: Option<Value>,
+    /// Once the host's budgets touched the session: `raises` (how often a person raised
+    /// them) and `stop` (the limit it stopped at, while it waits for a raise, else null).
+    #[schema(value_type = Option<Object>, nullable = false)]
+    pub budget: Option<Value>,
     /// Present when a turn request waited for the outcome: the turn's disposition, reply,
     /// reason and usage.
     #[schema(value_type = Option<Object>, nullable = false)]

@@ -252,6 +252,36 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         role: Option<String>,
     },
+    /// A model call would have passed one of the host's limits (`[limits]` of
+    /// `archmax.toml`): it was not made, and the session waits for a person to raise its
+    /// budget (it parks `awaiting_input` next).
+    BudgetStopped {
+        state: String,
+        /// `max_tokens_per_turn`, `max_model_calls_per_turn` or `max_cost_per_session`.
+        limit: String,
+        /// The limit's value: tokens, calls, or US dollars with the session's raises.
+        ceiling: f64,
+        /// What was spent against it: this turn's tokens or calls, or the session's cost.
+        spent: f64,
+        /// What the call would have added by the runtime's estimate, when estimated.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next: Option<f64>,
+        reason: String,
+    },
+    /// A person raised a session's budget, lifting the stop it waited at, if any.
+    BudgetRaised {
+        state: String,
+        /// Who raised it, as the host named them.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        raised_by: Option<String>,
+        /// The session's raises so far, this one included.
+        raises: u32,
+        /// The session's cost limit now, when one applies (US dollars).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_cost: Option<f64>,
+        /// Whether it lifted a stop (the session then goes on).
+        lifted: bool,
+    },
     /// A model call failed for a passing reason (rate limited, overloaded, a server error,
     /// unreachable) after its retries, and the route's next model is called instead.
     ModelFallback {
@@ -358,7 +388,9 @@ pub struct ModelCache {
 impl Event {
     pub fn level(&self) -> Level {
         match self {
-            Event::Warning { .. } | Event::ToolBlocked { .. } | Event::Raised { .. } => Level::Warn,
+            Event::Warning { .. } | Event::ToolBlocked { .. } | Event::Raised { .. } | Event::BudgetStopped { .. } => {
+                Level::Warn
+            }
             Event::ToolResult { status, .. } | Event::SubWorkflowResult { status, .. } if status == "error" => {
                 Level::Warn
             }

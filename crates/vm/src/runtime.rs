@@ -49,6 +49,7 @@ struct HostChoices {
     host: Arc<dyn crate::tool_host::ToolHost>,
     essential_tools: Vec<String>,
     context: crate::context::ContextSettings,
+    budgets: archmax_config::settings::Budgets,
     repl_capacity: usize,
 }
 
@@ -61,6 +62,7 @@ impl Default for HostChoices {
             host: Arc::new(crate::tool_host::NoHost),
             essential_tools: Vec::new(),
             context: crate::context::ContextSettings::default(),
+            budgets: archmax_config::settings::Budgets::default(),
             repl_capacity: DEFAULT_REPL_CAPACITY,
         }
     }
@@ -143,6 +145,13 @@ impl RuntimeBuilder {
     /// is offloaded, when a conversation is compacted.
     pub fn context(mut self, context: crate::context::ContextSettings) -> RuntimeBuilder {
         self.choices.context = context;
+        self
+    }
+
+    /// The host's budgets (`[limits]` of `archmax.toml`): what a session may spend before
+    /// a person must raise them (default: no limits). See `interp/budget.rs`.
+    pub fn budgets(mut self, budgets: archmax_config::settings::Budgets) -> RuntimeBuilder {
+        self.choices.budgets = budgets;
         self
     }
 
@@ -245,6 +254,8 @@ pub struct DecideRequest {
     /// else is refused with [`Refusal::NotAnApprover`] and the park stays intact. The CLI
     /// leaves this off (`approvers` is informational there); `archmax serve` sets it.
     pub enforce_approvers: bool,
+    /// Raise the session's budget before deciding (one more allowance of its cost limit).
+    pub raise_budget: bool,
 }
 
 /// A message to a session parked at a human state: answered, the session stays parked.
@@ -255,6 +266,11 @@ pub struct ReplyRequest {
     pub message: String,
     /// Move a session pinned to another program of the workflow to this one.
     pub upgrade: bool,
+    /// Raise the session's budget: a session stopped at it takes the message and goes
+    /// on in the stopped state; one parked for a decision gets the raise ahead of time.
+    pub raise_budget: bool,
+    /// Who raises it, as the host authenticated them (recorded in `budget-raised`).
+    pub raised_by: Option<String>,
 }
 
 /// A trigger delivered to a session waiting for input.
@@ -278,6 +294,11 @@ pub struct DeliverRequest {
     pub message: Option<String>,
     /// Move a session pinned to another program of the workflow to this one.
     pub upgrade: bool,
+    /// Raise the session's budget before delivering: a session stopped at it can only
+    /// be delivered to this way.
+    pub raise_budget: bool,
+    /// Who raises it, as the host authenticated them (recorded in `budget-raised`).
+    pub raised_by: Option<String>,
 }
 
 /// What kind of entry point produced an outcome.
@@ -318,10 +339,18 @@ pub struct Outcome {
     pub usage: Usage,
     /// What this turn alone spent.
     pub turn_usage: Usage,
+    /// What this turn's own calls spent per model and role (a sub-workflow's are in its
+    /// session's account).
+    pub turn_spend: Vec<crate::session::Spend>,
+    /// The model calls this turn made, its sub-workflows' included.
+    pub turn_model_calls: u64,
     /// The open decision, when the session parked at a human state.
     pub pending_decision: Option<PendingDecision>,
     /// The open wait, when the session parked for input.
     pub pending_input: Option<PendingInput>,
+    /// The limit the session stopped at, when a model call would have passed one (it
+    /// then waits `awaiting_input` for a person to raise its budget).
+    pub budget_stop: Option<crate::session::BudgetStop>,
 }
 
 /// Why a turn could not run at all (nothing was started or changed).
@@ -357,6 +386,13 @@ pub enum RunError {
     /// The session is not parked on the channel the call needs; nothing changed.
     #[error("{0}")]
     NotParked(crate::interp::NotParked),
+    /// The session stopped at its budget, and the call did not raise it; nothing
+    /// changed. How a person raises it is the host's to add.
+    #[error(
+        "session `{session}` stopped at its budget in '{}': {}. Nothing was changed; a person who may let it spend more raises its budget to go on",
+        stop.state, stop.reason
+    )]
+    BudgetStopped { session: String, stop: Box<crate::session::BudgetStop> },
     /// The session is a sub-workflow its caller waits for: it is resumed only through
     /// `caller`, so the caller learns the result. Nothing changed. Its reason is
     /// [`Refusal::AwaitedByCaller`].
@@ -514,6 +550,7 @@ impl RunError {
             RunError::Busy(_) => ErrorKind::Busy,
             RunError::Conflict { .. }
             | RunError::NotParked(_)
+            | RunError::BudgetStopped { .. }
             | RunError::ProgramChanged { .. }
             | RunError::UpgradeImpossible { .. } => ErrorKind::Conflict,
             RunError::Refused { .. } | RunError::AwaitedByCaller { .. } => ErrorKind::Refused,
@@ -668,6 +705,11 @@ impl Runtime {
     /// The host's context budgets.
     pub fn context(&self) -> crate::context::ContextSettings {
         self.choices.context
+    }
+
+    /// The limits a session of `workflow` runs under (`[limits]` of `archmax.toml`).
+    pub fn budget_limits(&self, workflow: &str) -> archmax_config::settings::BudgetLimits {
+        self.choices.budgets.for_workflow(workflow)
     }
 
     /// The token estimate's correction per model, learned from the providers' counts.

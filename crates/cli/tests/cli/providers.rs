@@ -298,7 +298,33 @@ fn a_workflow_on_two_models_of_two_providers_costs_each_call_at_its_own_models_p
         (recorded - total).abs() < 1e-9,
         "the session's cost is the sum of its calls': {recorded} vs {total}: {session}"
     );
+    // The session's account per model and role, each priced as its calls were; the
+    // footer shows each share of the turn.
+    let lines = session["spend"].as_array().cloned().unwrap_or_default();
+    assert_eq!(lines.len(), 2, "{session}");
+    for (line, usage) in lines.iter().zip(&usages) {
+        assert_eq!((&line["model"], &line["role"], &line["calls"]), (&usage["model"], &json!("agent"), &json!(1)));
+        assert_eq!((&line["inputTokens"], &line["costUsd"]), (&usage["inputTokens"], &usage["costUsd"]), "{line}");
+        let model = usage["model"].as_str().unwrap_or_default();
+        let cost = usage["costUsd"].as_f64().unwrap_or(f64::NAN);
+        let shown =
+            format!("  {model} · agent · 1 call · in {}", thousands(usage["inputTokens"].as_u64().unwrap_or(0)));
+        assert!(stderr.contains(&shown) && stderr.contains(&format!("${cost:.4}")), "{shown} in {stderr}");
+    }
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `n` with a comma between thousands, as the CLI prints counts.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (at, digit) in digits.chars().enumerate() {
+        if at > 0 && (digits.len() - at).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
 
 /// A one-state workspace whose model `primary` runs on a Claude provider at `claude` and
@@ -445,5 +471,80 @@ fn a_flow_runs_on_the_provider_the_workspaces_archmax_toml_routes_its_model_to()
         .expect("archmax runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains("ARCHMAX_SUITE_CLAUDE_KEY"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The notes workspace on Claude alone, with `limits` as its `[limits]` table.
+fn budget_workspace(label: &str, claude: &str, limits: &str) -> std::path::PathBuf {
+    let root = fallback_workspace(label, claude, "http://127.0.0.1:9/v1");
+    let settings = format!(
+        "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{claude}\"\napi_key_env = \"ARCHMAX_SUITE_CLAUDE_KEY\"\n\n\
+         [models.\"primary\"]\nprovider = \"claude\"\nname = \"claude-sonnet-4-5\"\n\n[limits]\n{limits}\n"
+    );
+    std::fs::write(root.join("archmax.toml"), settings).expect("archmax.toml");
+    root
+}
+
+/// `archmax <args>` in the budget workspace, on Claude.
+fn on_claude(root: &std::path::Path, args: &[&str]) -> std::process::Output {
+    command(root, args)
+        .env("ARCHMAX_SUITE_CLAUDE_KEY", "sk-ant-suite")
+        .env_remove("ARCHMAX_MODEL")
+        .env_remove("ARCHMAX_PRICE_INPUT")
+        .env_remove("ARCHMAX_PRICE_OUTPUT")
+        .output()
+        .expect("archmax runs")
+}
+
+#[test]
+fn a_session_on_claude_stops_at_its_budget_by_the_usage_claude_reports_and_goes_on_when_raised() {
+    let read = || Answer::tool_use("", "toolu_vars", "archmax_get_variables", json!({}));
+    let claude = MessagesServer::start(vec![read(), Answer::text("Thank you for the lovely lunch."), read()])
+        .expect("a loopback server");
+
+    // One call a turn: the second is not made, and a raise lets the next turn make it.
+    let root = budget_workspace("providers-budget-calls", &claude.base_url, "max_model_calls_per_turn = 1");
+    let run = ["run", "notes", "Thank the caterer.", "--session", "b1", "--events", "events.jsonl"];
+    let output = on_claude(&root, &run);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("⛔ budget: this turn has made 1 model call,"), "{stderr}");
+    assert!(stderr.contains("next: archmax reply b1 --raise-budget"), "{stderr}");
+    assert_eq!(claude.received().len(), 1, "the second call was not made");
+    let refused = on_claude(&root, &["reply", "b1", "Go", "on."]);
+    assert_eq!(refused.status.code(), Some(1), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert_eq!(claude.received().len(), 1, "a refused reply calls nothing");
+    let raised = on_claude(&root, &["reply", "b1", "--raise-budget", "Go", "on."]);
+    let stderr = String::from_utf8_lossy(&raised.stderr);
+    assert!(raised.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&raised.stdout), "Thank you for the lovely lunch.\n");
+    assert!(stderr.contains("⬆ budget raised"), "{stderr}");
+    let received = claude.received();
+    assert_eq!(received.len(), 2);
+    assert!(received[1].problems.is_empty(), "the server found {:?}", received[1].problems);
+    // The stopped state goes on with what it had, the raise's note and the message.
+    let sent = received[1].body["messages"].to_string();
+    assert!(
+        sent.contains("toolu_vars") && sent.contains("raised the session's budget") && sent.contains("Go on."),
+        "{sent}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+
+    // A cost limit below one call: the spend Claude's usage prices stops the next call.
+    let root = budget_workspace("providers-budget-cost", &claude.base_url, "max_cost_per_session = 0.0001");
+    let output =
+        on_claude(&root, &["run", "notes", "Thank the caterer.", "--session", "b2", "--events", "events.jsonl"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(claude.received().len(), 3, "one call, then the stop");
+    let events: Vec<Value> = std::fs::read_to_string(root.join("events.jsonl"))
+        .expect("events")
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .collect();
+    let usage = events.iter().find(|event| event["event"] == "model-usage").expect("the call's usage");
+    let stop = events.iter().find(|event| event["event"] == "budget-stopped").expect("the stop");
+    let cost = usage["costUsd"].as_f64().expect("claude-sonnet-4-5 has a list price");
+    assert_eq!(stop["limit"], "max_cost_per_session", "{stop}");
+    assert_eq!(stop["spent"].as_f64(), Some(cost), "the stop counts what Claude's usage cost: {stop}");
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -12,6 +12,13 @@ use super::{closed, defaults_to, document, flag, list, nonempty, one_of};
 const PATH_ACCESS: [&str; 6] = ["read", "list", "search", "write", "remove", "execute"];
 const ENV_NAME: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
 const TIMEOUT_MS: (u64, u64) = (1, 600_000);
+// The ranges `[limits]` accepts, as the configuration reader's `limits` module checks
+// them: tokens and model calls per turn, US dollars per session.
+const LIMIT_TOKENS: (u64, u64) = (1_000, 1_000_000_000);
+const LIMIT_CALLS: (u64, u64) = (1, 100_000);
+const LIMIT_COST: u64 = 1_000_000;
+/// A workflow's slug, as the key of its `[limits.workflows.<slug>]` table.
+const SLUG: &str = "^[a-z0-9]+(-[a-z0-9]+)*$";
 
 fn timeout(description: &str) -> Value {
     json!({ "type": "integer", "minimum": TIMEOUT_MS.0, "maximum": TIMEOUT_MS.1, "description": description })
@@ -22,7 +29,7 @@ pub fn schema() -> Value {
     document(
         "config.schema.json",
         "archmax.toml",
-        "The host's tables: mounts, webhook connections, schedules, MCP servers, essential tools, context budgets and model providers.",
+        "The host's tables: mounts, webhook connections, schedules, MCP servers, essential tools, context budgets, spending limits and model providers.",
         closed(
             "The whole file.",
             &[
@@ -109,6 +116,7 @@ pub fn schema() -> Value {
                         &[],
                     ),
                 ),
+                ("limits", limits()),
                 (
                     "providers",
                     json!({
@@ -128,6 +136,71 @@ pub fn schema() -> Value {
             ],
             &[],
         ),
+    )
+}
+
+/// `[limits]`: the default limits, and `workflows`, each workflow's own over them. A
+/// workflow's table takes the same keys, where `0` lifts a limit instead of being refused.
+fn limits() -> Value {
+    let tokens = json!({ "type": "integer", "minimum": LIMIT_TOKENS.0, "maximum": LIMIT_TOKENS.1 });
+    let calls = |minimum: u64| json!({ "type": "integer", "minimum": minimum, "maximum": LIMIT_CALLS.1 });
+    let described = |mut schema: Value, description: &str| {
+        schema["description"] = json!(description);
+        schema
+    };
+    let workflow = closed(
+        "One workflow's limits; a key it leaves out keeps the value of `[limits]`.",
+        &[
+            (
+                "max_tokens_per_turn",
+                json!({
+                    "anyOf": [{ "const": 0 }, tokens.clone()],
+                    "description": "This workflow's tokens per turn, from 1000 to 1000000000, or 0 for no limit.",
+                }),
+            ),
+            (
+                "max_model_calls_per_turn",
+                described(calls(0), "This workflow's model calls per turn, or 0 for no limit."),
+            ),
+            (
+                "max_cost_per_session",
+                json!({ "type": "number", "minimum": 0, "maximum": LIMIT_COST, "description": "This workflow's US dollars per session, or 0 for no limit." }),
+            ),
+        ],
+        &[],
+    );
+    closed(
+        "Spending limits. A model call that would pass one is not made: the session waits, `awaiting_input`, until a person raises its budget (`--raise-budget`). A key left out sets no limit.",
+        &[
+            (
+                "max_tokens_per_turn",
+                described(
+                    tokens,
+                    "The most input and output tokens one turn's model calls may use; a sub-workflow's tokens count in its caller's turn once it returns.",
+                ),
+            ),
+            (
+                "max_model_calls_per_turn",
+                described(
+                    calls(LIMIT_CALLS.0),
+                    "The most model calls one turn may make: agent, grader, summarizer and park-message calls alike.",
+                ),
+            ),
+            (
+                "max_cost_per_session",
+                json!({ "type": "number", "exclusiveMinimum": 0, "maximum": LIMIT_COST, "description": "The most a session may spend on priced model calls in its whole life, in US dollars; each raise allows as much again. Calls to an unpriced model are not counted." }),
+            ),
+            (
+                "workflows",
+                json!({
+                    "type": "object",
+                    "description": "Limits for one workflow, keyed by its slug, each key replacing the same key of `[limits]`.",
+                    "propertyNames": { "pattern": SLUG },
+                    "additionalProperties": workflow,
+                }),
+            ),
+        ],
+        &[],
     )
 }
 

@@ -136,7 +136,7 @@ pub async fn reply(State(inbox): Shared, headers: HeaderMap, body: Body) -> Resp
     };
     let request = json!({ "message": form.get("message").unwrap_or_default() });
     let server = &inbox.server;
-    let call = || server.message(&session, &request, TURN_WAIT);
+    let call = || server.message(&session, &request, None, TURN_WAIT);
     act(&inbox, &signed, &session, "replied", call).await
 }
 
@@ -153,7 +153,7 @@ pub async fn deliver(State(inbox): Shared, headers: HeaderMap, body: Body) -> Re
         request["message"] = json!(message);
     }
     let server = &inbox.server;
-    let call = || server.deliver(&session, &request, TURN_WAIT);
+    let call = || server.deliver(&session, &request, None, TURN_WAIT);
     act(&inbox, &signed, &session, "delivered", call).await
 }
 

@@ -47,7 +47,23 @@ pub(crate) async fn start(State(server): Shared, Path(slug): Path<String>, turn:
     security(("bearer" = ["start"])),
 )]
 pub(crate) async fn message(State(server): Shared, Path(id): Path<String>, turn: TurnInput<scopes::Start>) -> Response {
-    answer(server.message(&id, &turn.body, turn.wait).await)
+    let answered = async {
+        let raiser = raiser(&server, &turn)?;
+        server.message(&id, &turn.body, raiser.as_ref(), turn.wait).await
+    };
+    answer(answered.await)
+}
+
+/// The caller a body asking to raise the session's budget (`raiseBudget: true`) is
+/// authorized for: raising what a session may spend takes a token that may decide.
+fn raiser<S: super::extract::RequiredScope>(
+    server: &crate::Server,
+    turn: &TurnInput<S>,
+) -> Result<Option<crate::auth::Caller>, crate::error::ApiError> {
+    if turn.body.get("raiseBudget").and_then(Value::as_bool) != Some(true) {
+        return Ok(None);
+    }
+    server.auth.caller(&turn.headers, crate::auth::Scope::Decide).map(Some)
 }
 
 #[utoipa::path(
@@ -87,7 +103,8 @@ pub(crate) async fn deliver(State(server): Shared, Path(id): Path<String>, turn:
         if turn.body.get("undeclared").and_then(Value::as_bool) == Some(true) {
             server.auth.caller(&turn.headers, Scope::Admin)?;
         }
-        server.deliver(&id, &turn.body, turn.wait).await
+        let raiser = raiser(&server, &turn)?;
+        server.deliver(&id, &turn.body, raiser.as_ref(), turn.wait).await
     };
     answer(delivered.await)
 }

@@ -84,6 +84,7 @@ async fn orders_server() -> Running {
         body_limit: 64 * 1024,
         tools: Default::default(),
         context: Default::default(),
+        budgets: Default::default(),
     })
     .expect("server")
     .with_settings(settings, connections);

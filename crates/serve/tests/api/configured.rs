@@ -95,6 +95,7 @@ pub(super) fn server_on(
         body_limit: 64 * 1024,
         tools: Default::default(),
         context: Default::default(),
+        budgets: Default::default(),
     })
     .expect("server")
     .with_settings(settings, connections)

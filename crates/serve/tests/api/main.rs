@@ -71,6 +71,7 @@ const INTERN: &str = "intern-secret";
 const READER: &str = "reader-secret";
 const STARTER: &str = "starter-secret";
 
+mod budgets;
 mod carried;
 mod configured;
 mod connections;
@@ -185,6 +186,7 @@ fn api_server(
         body_limit,
         tools: Default::default(),
         context: Default::default(),
+        budgets: Default::default(),
     })
     .expect("server")
 }

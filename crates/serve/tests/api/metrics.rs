@@ -97,6 +97,7 @@ async fn the_scrape_passes_promtool_with_labels_by_workflow_state_model_provider
         body_limit: 64 * 1024,
         tools: Default::default(),
         context: Default::default(),
+        budgets: Default::default(),
     })
     .expect("server")
     .with_settings(settings, Connections::default());

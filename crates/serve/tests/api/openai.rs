@@ -175,6 +175,7 @@ pub(super) fn build_server_on(base_url: &str, retries: u32, store: Arc<dyn Sessi
         body_limit: 64 * 1024,
         tools: Default::default(),
         context: Default::default(),
+        budgets: Default::default(),
     })
     .expect("server");
     Arc::new(server)

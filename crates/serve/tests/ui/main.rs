@@ -164,6 +164,7 @@ async fn serve_on(
         body_limit: 1024 * 1024,
         tools: Default::default(),
         context: Default::default(),
+        budgets: Default::default(),
     })
     .expect("a server")
     .with_trusted_proxies(proxies.to_vec());

@@ -454,6 +454,7 @@ impl Driver<'_> {
                         upgrade: false,
                         // A case may deliver any event, as a host's library call may.
                         declared_only: false,
+                        ..DeliverRequest::default()
                     })
                     .await
             }

@@ -7,10 +7,11 @@
 //! turn opened in the conversation and what the session had spent by then, and says what
 //! kind of call opened it (its [`Disposition`]). The one thing to know: the turn's spend
 //! is never summed call by call here; it is the session's usage now less its usage at
-//! open, plus what the children it ran spent in their own sessions.
+//! open, plus what the children it ran spent in their own sessions. Model calls are the
+//! one thing counted call by call, for the budget's `max_model_calls_per_turn`.
 
 use crate::runtime::Disposition;
-use crate::session::{Message, Usage};
+use crate::session::{Message, Spend, Usage};
 
 /// What one turn keeps about itself.
 ///
@@ -20,6 +21,8 @@ use crate::session::{Message, Usage};
 pub(super) struct TurnLedger {
     /// Steps taken this turn (a model answer, its tool batch, an automated state).
     steps: usize,
+    /// Model calls this turn made and recorded (every role), for the budget.
+    model_calls: u64,
     /// What the agent said this turn, one entry per answer with text.
     reply: Vec<String>,
     /// Index of the message that opened this turn: what the agent said after it counts
@@ -29,6 +32,8 @@ pub(super) struct TurnLedger {
     notes: u64,
     /// The session's usage when this turn opened: the turn's own spend is the difference.
     usage_at_open: Usage,
+    /// The session's spend per model and role when this turn opened.
+    spend_at_open: Vec<Spend>,
     /// What kind of call opened the turn.
     disposition: Disposition,
 }
@@ -36,13 +41,15 @@ pub(super) struct TurnLedger {
 impl TurnLedger {
     /// The ledger of a turn opening on a session of `messages` messages that has spent
     /// `usage` so far.
-    pub fn opened(messages: usize, usage: Usage) -> TurnLedger {
+    pub fn opened(messages: usize, usage: Usage, spend: &[Spend]) -> TurnLedger {
         TurnLedger {
             steps: 0,
+            model_calls: 0,
             reply: Vec::new(),
             opened_at: messages,
             notes: 0,
             usage_at_open: usage,
+            spend_at_open: spend.to_vec(),
             disposition: Disposition::Turn,
         }
     }
@@ -51,6 +58,21 @@ impl TurnLedger {
     pub(crate) fn count_step(&mut self) -> usize {
         self.steps += 1;
         self.steps
+    }
+
+    /// Counts one more model call the turn made.
+    pub(crate) fn count_model_call(&mut self) {
+        self.model_calls += 1;
+    }
+
+    /// Counts the model calls a sub-workflow made for this turn.
+    pub(crate) fn count_child_calls(&mut self, calls: u64) {
+        self.model_calls = self.model_calls.saturating_add(calls);
+    }
+
+    /// The model calls the turn has made, its sub-workflows' included.
+    pub(crate) fn model_calls(&self) -> u64 {
+        self.model_calls
     }
 
     /// Numbers the turn's next runtime note (from 1).
@@ -94,5 +116,11 @@ impl TurnLedger {
         let mut spent = now.since(&self.usage_at_open);
         spent.add(children);
         spent
+    }
+
+    /// What the turn's own calls spent per model and role (the children's are in their
+    /// sessions' accounts), from the session's account `now`.
+    pub fn spent_per_model(&self, now: &[Spend]) -> Vec<Spend> {
+        Spend::since(now, &self.spend_at_open)
     }
 }

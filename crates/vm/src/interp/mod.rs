@@ -13,11 +13,12 @@
 //! `context` window (what the model is shown, and its measure), the delegation
 //! `batch` (sub-workflow calls waiting to run) and the `automated` run. The other
 //! modules hold behaviour over the whole turn, one concern each (tool calls, controls,
-//! compaction, offloading, sub-workflows, resuming, the turn boundary).
+//! compaction, offloading, budgets, sub-workflows, resuming, the turn boundary).
 
 mod assembly;
 mod automated;
 mod batch;
+mod budget;
 mod calls;
 mod carried;
 mod compact;
@@ -125,7 +126,7 @@ impl<'r> Turn<'r> {
             workspace,
             pending: Delta::default(),
             writer,
-            ledger: ledger::TurnLedger::opened(session.messages.len(), session.head.usage),
+            ledger: ledger::TurnLedger::opened(session.messages.len(), session.head.usage, &session.head.spend),
             context: context::ContextWindow::opened(&session.messages, session.head.compaction.as_ref()),
             delegations: batch::DelegationBatch::default(),
             automated: None,
@@ -336,8 +337,11 @@ impl<'r> Turn<'r> {
             exit: head.exit.clone(),
             usage: head.usage,
             turn_usage: self.ledger.spent(&head.usage, self.delegations.children_usage()),
+            turn_spend: self.ledger.spent_per_model(&head.spend),
+            turn_model_calls: self.ledger.model_calls(),
             pending_decision: head.pending_decision.clone(),
             pending_input: head.pending_input.clone(),
+            budget_stop: head.budget.stop.clone(),
         }
     }
 
@@ -493,6 +497,14 @@ impl<'r> Turn<'r> {
             "{}\n\n## This session is parked\n\n{opening}\n\nWrite one short message and call no tools: every call is refused, and the session stays parked whatever you write.",
             crate::clock::clock_line(self.now())
         );
+        if let Some(stop) = self.budget_stop(id, Some(&volatile)).await {
+            // The parked session stays parked; its message would pass the budget.
+            self.emit(Event::Warning {
+                scope: "budget".to_string(),
+                message: format!("the parked session's message was not sent: {}", stop.reason),
+            });
+            return Ok(String::new());
+        }
         if let Some(problem) = self.fit_context(id, &volatile).await? {
             // The parked session stays parked; its message is not sent over the window.
             self.emit(Event::Warning { scope: "context".to_string(), message: problem });
@@ -701,6 +713,16 @@ impl<'r> Turn<'r> {
         let cost = self.runtime.pricing().cost_any(&usage, &ids);
         let model = response.model.clone().or_else(|| priced.clone());
         let fallback_for = response.served_by.as_ref().and(response.fallbacks.first()).map(|call| call.model.clone());
+        self.ledger.count_model_call();
+        let call = crate::session::Usage {
+            input_tokens: usage.input,
+            output_tokens: usage.output,
+            cache_read_tokens: usage.cache_read,
+            cache_creation_tokens: usage.cache_write,
+            cost_usd: cost,
+        };
+        let line = model.as_deref().unwrap_or_default();
+        crate::session::Spend::record(&mut self.session.head.spend, line, role.as_str(), &call);
         let total = &mut self.session.head.usage;
         total.input_tokens += usage.input;
         total.output_tokens += usage.output;
@@ -731,8 +753,18 @@ impl<'r> Turn<'r> {
             && id != entry
             && self.session.trail.last().is_some_and(|step| step.kind == TrailKind::Trigger);
         let block = self.volatile_block(id, reentry);
+        // What is spent already is checked before compaction could call a summarizer,
+        // the prompt's estimate once it is the one that would be sent.
+        if let Some(stop) = self.budget_stop(id, None).await {
+            self.stop_at_budget(stop);
+            return self.commit().await;
+        }
         if let Some(problem) = self.fit_context(id, &block).await? {
             self.fail("context-window", &problem);
+            return self.commit().await;
+        }
+        if let Some(stop) = self.budget_stop(id, Some(&block)).await {
+            self.stop_at_budget(stop);
             return self.commit().await;
         }
         let response = match self.call_agent_model(id, block).await {

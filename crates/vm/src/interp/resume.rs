@@ -10,6 +10,9 @@
 //! None of them is a turn boundary: park counts, the entry state and the transcript carry
 //! over, and a disabled workflow still finishes what is parked. A session pinned to
 //! another program is refused before anything changes, unless the request upgrades it.
+//! A session stopped at its budget (`awaiting_input`, see `budget.rs`) is refused every
+//! resume that does not raise the budget; `reply` with a raise lifts the stop and runs
+//! the stopped state on with the message.
 
 use serde_json::Value;
 
@@ -46,6 +49,9 @@ impl Parked {
         Ok(turn)
     }
 }
+
+/// A raise of the budget that comes with a resume: who raises it, when one does.
+type Raise<'a> = Option<Option<&'a str>>;
 
 /// The channel a resume needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,7 +177,7 @@ impl Runtime {
         id: &str,
         workflow: Option<&str>,
         channel: Channel,
-        upgrade: bool,
+        (upgrade, raise): (bool, bool),
     ) -> Result<Parked, RunError> {
         let (state, writer) = match self.store().open(id).await {
             Ok(open) => open,
@@ -184,6 +190,12 @@ impl Runtime {
                 Refusal::WorkflowNotInProgram,
                 format!("session `{id}` runs workflow `{}`, which this program does not contain", state.head.workflow),
             ));
+        }
+        // A session stopped at its budget goes on only when the call raises it.
+        if let Some(stop) = &state.head.budget.stop
+            && !raise
+        {
+            return Err(RunError::BudgetStopped { session: id.to_string(), stop: Box::new(stop.clone()) });
         }
         if let Some(refusal) = park_refusal(&state, channel) {
             return Err(RunError::NotParked(refusal));
@@ -208,12 +220,15 @@ impl Runtime {
         &self,
         workflow_id: archmax_program::program::WorkflowId,
         parked: Parked,
-        disposition: Disposition,
+        (disposition, raise): (Disposition, Raise<'_>),
         pending: &crate::session::PendingDelegation,
         outcome: Result<Outcome, RunError>,
     ) -> Result<Outcome, RunError> {
         let mut turn = parked.into_turn(self, workflow_id).await?;
         turn.ledger.set_disposition(disposition);
+        if let Some(raised_by) = raise {
+            turn.raise_budget(raised_by);
+        }
         turn.resumed_child(pending, outcome).await;
         turn.mark_opened();
         turn.commit().await?;
@@ -256,8 +271,8 @@ impl Runtime {
     }
 
     async fn decide_as(&self, request: DecideRequest, through_caller: bool) -> Result<Outcome, RunError> {
-        let parked =
-            self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision, request.upgrade).await?;
+        let flags = (request.upgrade, request.raise_budget);
+        let parked = self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision, flags).await?;
         let session = &parked.session;
         if !through_caller {
             self.refuse_awaited_child(session).await?;
@@ -297,14 +312,24 @@ impl Runtime {
                     comment: comment.map(str::to_string),
                 },
             );
-            let child = DecideRequest { session: pending.child.to_string(), workflow: None, ..request.clone() };
+            // The budget is the caller's: the child is never stopped at one.
+            let child = DecideRequest {
+                session: pending.child.to_string(),
+                workflow: None,
+                raise_budget: false,
+                ..request.clone()
+            };
             // A refused resume of the child changes nothing here either.
             let outcome = Box::pin(self.decide_as(child, true)).await?;
             let outcome = Ok(outcome);
-            return self.carry_on(workflow_id, parked, Disposition::Decide, &pending, outcome).await;
+            let raise = request.raise_budget.then_some(request.decider.as_deref());
+            return self.carry_on(workflow_id, parked, (Disposition::Decide, raise), &pending, outcome).await;
         }
         let mut turn = parked.into_turn(self, workflow_id).await?;
         turn.ledger.set_disposition(Disposition::Decide);
+        if request.raise_budget {
+            turn.raise_budget(request.decider.as_deref());
+        }
         let Some(target) = turn.state_id_of(&choice.to) else {
             return Err(RunError::refused(
                 Refusal::DecisionTargetGone,
@@ -365,11 +390,30 @@ impl Runtime {
         if request.message.trim().is_empty() {
             return Err(RunError::invalid("message", "the message is empty"));
         }
-        let parked =
-            self.open_parked(&request.session, request.workflow.as_deref(), Channel::Decision, request.upgrade).await?;
+        // A session stopped at its budget is parked on the input channel: a raise lifts
+        // the stop and the message goes to the stopped state, which runs on.
+        let stopped = request.raise_budget
+            && self
+                .store()
+                .read(&request.session)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|state| state.head.budget.stop.is_some());
+        let channel = if stopped { Channel::Input } else { Channel::Decision };
+        let flags = (request.upgrade, request.raise_budget);
+        let parked = self.open_parked(&request.session, request.workflow.as_deref(), channel, flags).await?;
         let workflow_id = self.workflow_of(&parked.session)?;
         let mut turn = parked.into_turn(self, workflow_id).await?;
         turn.ledger.set_disposition(Disposition::Reply);
+        if request.raise_budget && turn.raise_budget(request.raised_by.as_deref()) {
+            let here = turn.slug(turn.position_id()).to_string();
+            turn.push_message(Message::User { text: request.message.clone(), opening: None });
+            turn.emit(Event::ParkMessage { state: here, direction: "inbound".to_string(), text: request.message });
+            turn.mark_opened();
+            turn.commit().await?;
+            return turn.run().await;
+        }
         let id = turn.position_id();
         let here = turn.slug(id).to_string();
         turn.push_message(Message::User { text: request.message.clone(), opening: None });
@@ -396,8 +440,8 @@ impl Runtime {
             return Err(RunError::invalid("trigger", "a delivery needs a trigger id"));
         }
         super::start::check_variable_names(&request.variables)?;
-        let parked =
-            self.open_parked(&request.session, request.workflow.as_deref(), Channel::Input, request.upgrade).await?;
+        let flags = (request.upgrade, request.raise_budget);
+        let parked = self.open_parked(&request.session, request.workflow.as_deref(), Channel::Input, flags).await?;
         let session = &parked.session;
         if !through_caller {
             self.refuse_awaited_child(session).await?;
@@ -417,10 +461,16 @@ impl Runtime {
                     to: format!("sub-workflow {}", pending.workflow),
                 },
             );
-            let child = DeliverRequest { session: pending.child.to_string(), workflow: None, ..request.clone() };
+            let child = DeliverRequest {
+                session: pending.child.to_string(),
+                workflow: None,
+                raise_budget: false,
+                ..request.clone()
+            };
             let outcome = Box::pin(self.deliver_as(child, true)).await?;
             let outcome = Ok(outcome);
-            return self.carry_on(workflow_id, parked, Disposition::Deliver, &pending, outcome).await;
+            let raise = request.raise_budget.then_some(request.raised_by.as_deref());
+            return self.carry_on(workflow_id, parked, (Disposition::Deliver, raise), &pending, outcome).await;
         }
         let variables = self.check_delivery(workflow_id, &trigger, &request, &parked.session)?;
         let mut turn = parked.into_turn(self, workflow_id).await?;
@@ -429,6 +479,9 @@ impl Runtime {
         let writes = super::start::seed_writes(&variables);
         turn.check_variable_bytes(&writes).map_err(|problem| RunError::invalid("variables", problem))?;
         turn.ledger.set_disposition(Disposition::Deliver);
+        if request.raise_budget {
+            turn.raise_budget(request.raised_by.as_deref());
+        }
         let id = turn.position_id();
         let here = turn.slug(id).to_string();
         turn.emit(Event::Delivered { state: here.clone(), trigger: trigger.clone(), to: here.clone() });
@@ -565,6 +618,7 @@ impl Runtime {
                     upgrade: request.upgrade,
                     // A start names a declared trigger; it was checked before.
                     declared_only: true,
+                    ..DeliverRequest::default()
                 })
                 .await
             }
@@ -589,6 +643,7 @@ impl Runtime {
                     workflow: Some(request.workflow),
                     message,
                     upgrade: request.upgrade,
+                    ..ReplyRequest::default()
                 };
                 self.reply(reply).await
             }

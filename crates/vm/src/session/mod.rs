@@ -270,6 +270,68 @@ pub struct Usage {
     pub cost_usd: Option<f64>,
 }
 
+/// What a session spent on one model in one role (`agent`, `grader`, `summarizer`): the
+/// per-model account beside [`Usage`]'s totals.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
+    /// The model as the calls' `model-usage` events name it (the provider's id when it
+    /// reported one, else the id archmax.toml or the workflow names; empty when none).
+    pub model: String,
+    pub role: String,
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_creation_tokens: u64,
+    /// What the priced calls cost; `None` while none was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Spend {
+    /// Adds one call's tokens (and cost, when priced) to the line of `model` and `role`
+    /// in `lines`, opening it after the others when it is the first such call.
+    pub fn record(lines: &mut Vec<Spend>, model: &str, role: &str, call: &Usage) {
+        let at = match lines.iter().position(|line| line.model == model && line.role == role) {
+            Some(at) => at,
+            None => {
+                lines.push(Spend { model: model.to_string(), role: role.to_string(), ..Spend::default() });
+                lines.len() - 1
+            }
+        };
+        let line = &mut lines[at];
+        line.calls += 1;
+        line.input_tokens += call.input_tokens;
+        line.output_tokens += call.output_tokens;
+        line.cache_read_tokens += call.cache_read_tokens;
+        line.cache_creation_tokens += call.cache_creation_tokens;
+        if let Some(cost) = call.cost_usd {
+            line.cost_usd = Some(line.cost_usd.unwrap_or(0.0) + cost);
+        }
+    }
+
+    /// The lines of `now` less those of `earlier` (a snapshot of the same account): what
+    /// was spent since, per model and role, leaving out lines nothing was spent on.
+    pub fn since(now: &[Spend], earlier: &[Spend]) -> Vec<Spend> {
+        now.iter()
+            .filter_map(|line| {
+                let before = earlier.iter().find(|old| old.model == line.model && old.role == line.role);
+                let Some(before) = before else { return Some(line.clone()) };
+                (line.calls > before.calls).then(|| Spend {
+                    model: line.model.clone(),
+                    role: line.role.clone(),
+                    calls: line.calls - before.calls,
+                    input_tokens: line.input_tokens.saturating_sub(before.input_tokens),
+                    output_tokens: line.output_tokens.saturating_sub(before.output_tokens),
+                    cache_read_tokens: line.cache_read_tokens.saturating_sub(before.cache_read_tokens),
+                    cache_creation_tokens: line.cache_creation_tokens.saturating_sub(before.cache_creation_tokens),
+                    cost_usd: line.cost_usd.map(|cost| (cost - before.cost_usd.unwrap_or(0.0)).max(0.0)),
+                })
+            })
+            .collect()
+    }
+}
+
 impl Usage {
     /// What was spent after `earlier` (a snapshot of the same session's usage).
     pub fn since(&self, earlier: &Usage) -> Usage {
@@ -355,6 +417,54 @@ pub struct PendingInput {
     pub child: Option<id::SessionId>,
 }
 
+/// A session's standing against the host's budgets.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BudgetHold {
+    /// How many times a person raised the budget: the cost limit is
+    /// `max_cost_per_session × (1 + raises)`.
+    #[serde(default)]
+    pub raises: u32,
+    /// The stop the session waits at (its status is then `awaiting_input`), until a
+    /// person raises the budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<BudgetStop>,
+    /// What the session's sub-workflows cost, added as each returned: their sessions
+    /// keep their own usage, and the cost limit counts theirs with this one's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub children_cost_usd: f64,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
+}
+
+impl BudgetHold {
+    pub fn is_empty(&self) -> bool {
+        self.raises == 0 && self.stop.is_none() && self.children_cost_usd == 0.0
+    }
+}
+
+/// A model call a session did not make because it would have passed a limit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BudgetStop {
+    /// The state whose call it was.
+    pub state: String,
+    /// `max_tokens_per_turn`, `max_model_calls_per_turn` or `max_cost_per_session`.
+    pub limit: String,
+    /// The limit's value: tokens, calls, or US dollars (the session's raises included).
+    pub ceiling: f64,
+    /// What was spent against it: this turn's tokens or calls, or the session's cost.
+    pub spent: f64,
+    /// What the call would have added by the runtime's estimate (tokens or dollars), when
+    /// the limit is one an estimate applies to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<f64>,
+    /// The stop in one sentence.
+    pub reason: String,
+    /// RFC 3339.
+    pub stopped_at: String,
+}
+
 /// Where a park stands in its two phases: the handoff message is still owed, or the
 /// session is suspended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -427,6 +537,9 @@ pub struct Head {
     pub trigger: Option<String>,
     pub status: Status,
     pub usage: Usage,
+    /// `usage` per model and role, in the order each was first called.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spend: Vec<Spend>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_decision: Option<PendingDecision>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -483,6 +596,10 @@ pub struct Head {
     /// written before tracing existed, or with it off, have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::trace::SpanIds>,
+    /// What the host's budgets (`[limits]`) hold of this session: how often a person
+    /// raised them, and the stop it waits at, if any.
+    #[serde(default, skip_serializing_if = "BudgetHold::is_empty")]
+    pub budget: BudgetHold,
     /// Milliseconds since the epoch.
     pub created_at: u64,
     pub updated_at: u64,

@@ -76,5 +76,48 @@ pub fn summary(state: &SessionState) -> Value {
     if let Some(input) = &head.pending_input {
         out["park"] = json!({ "channel": "input", "state": input.state, "reason": input.reason, "since": input.parked_at, "resumeAt": input.resume_at });
     }
+    if !head.spend.is_empty() {
+        out["spend"] = spend_lines(&head.spend);
+    }
+    if head.budget.raises > 0 || head.budget.stop.is_some() {
+        out["budget"] = json!({
+            "raises": head.budget.raises,
+            "stop": head.budget.stop.as_ref().map(budget_stop),
+        });
+    }
     out
+}
+
+/// An account per model and role as the session's JSON shows it (`spend`, and a turn's).
+pub fn spend_lines(lines: &[super::Spend]) -> Value {
+    Value::Array(
+        lines
+            .iter()
+            .map(|line| {
+                json!({
+                    "model": line.model,
+                    "role": line.role,
+                    "calls": line.calls,
+                    "inputTokens": line.input_tokens,
+                    "outputTokens": line.output_tokens,
+                    "cacheReadTokens": line.cache_read_tokens,
+                    "cacheCreationTokens": line.cache_creation_tokens,
+                    "costUsd": line.cost_usd,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// A budget stop as the session's JSON shows it (under `budget.stop`).
+pub fn budget_stop(stop: &super::BudgetStop) -> Value {
+    json!({
+        "state": stop.state,
+        "limit": stop.limit,
+        "ceiling": stop.ceiling,
+        "spent": stop.spent,
+        "next": stop.next,
+        "reason": stop.reason,
+        "since": stop.stopped_at,
+    })
 }

@@ -55,10 +55,12 @@ fn arm(event: &Event) -> usize {
         Event::Warning { .. } => 32,
         Event::ContextCompacted { .. } => 33,
         Event::ModelFallback { .. } => 34,
+        Event::BudgetStopped { .. } => 35,
+        Event::BudgetRaised { .. } => 36,
         _ => ARMS,
     }
 }
-const ARMS: usize = 35;
+const ARMS: usize = 37;
 
 fn s(text: &str) -> String {
     text.to_string()
@@ -246,6 +248,30 @@ fn samples() -> Vec<Event> {
             reason: s("the model endpoint answered 429: rate limited"),
             fallback: s("claude-sonnet-4-5"),
         },
+        Event::BudgetStopped {
+            state: s("triage"),
+            limit: s("max_cost_per_session"),
+            ceiling: 2.5,
+            spent: 2.48,
+            next: Some(0.04),
+            reason: s("the session has spent $2.48 and the next prompt would cost about $0.04 more"),
+        },
+        Event::BudgetStopped {
+            state: s("triage"),
+            limit: s("max_model_calls_per_turn"),
+            ceiling: 40.0,
+            spent: 40.0,
+            next: None,
+            reason: s("this turn has made 40 model calls"),
+        },
+        Event::BudgetRaised {
+            state: s("triage"),
+            raised_by: Some(s("lead@fernhill.example")),
+            raises: 1,
+            max_cost: Some(5.0),
+            lifted: true,
+        },
+        Event::BudgetRaised { state: s("review"), raised_by: None, raises: 2, max_cost: None, lifted: false },
         Event::CodeStart { state: s("assemble"), script: s("scripts/assemble.js") },
         Event::CodeOutput { state: s("assemble"), line: s("42 rows") },
         Event::CodeResult { state: s("assemble"), status: s("advanced"), duration_ms: 9, reason: None },

@@ -2,6 +2,7 @@
 //! table of attacks a hostile model makes, run through the whole runtime.
 
 mod adversarial;
+mod budgets;
 mod calibration;
 mod cases;
 mod deciders;

@@ -173,6 +173,10 @@ impl Turn<'_> {
 
     /// A grader state: an isolated model run over the state's own surface.
     pub(super) async fn grader_step(&mut self, id: StateId) -> Result<(), RunError> {
+        if let Some(stop) = self.budget_stop(id, None).await {
+            self.stop_at_budget(stop);
+            return self.commit().await;
+        }
         let started = self.now();
         let here = self.slug(id).to_string();
         self.emit(Event::GraderStart { state: here.clone() });

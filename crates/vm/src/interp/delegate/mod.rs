@@ -423,6 +423,17 @@ impl Turn<'_> {
         Ok(Returns { values: returns, set, unset })
     }
 
+    /// Counts what a settled child spent into this turn and, for the budgets, into this
+    /// session: its tokens and calls into the turn's, its cost into the session's.
+    fn add_child_spend(&mut self, outcome: &Result<Outcome, RunError>) {
+        let Ok(outcome) = outcome else { return };
+        self.delegations.add_child_usage(&outcome.turn_usage);
+        self.ledger.count_child_calls(outcome.turn_model_calls);
+        if let Some(cost) = outcome.turn_usage.cost_usd {
+            self.session.head.budget.children_cost_usd += cost;
+        }
+    }
+
     /// Phase 3: the caller's answer for a settled child.
     pub(super) async fn finish_delegation(
         &mut self,
@@ -430,8 +441,7 @@ impl Turn<'_> {
         outcome: Result<Outcome, RunError>,
         caller: Caller,
     ) -> Answer {
-        let child_usage = outcome.as_ref().map(|outcome| outcome.turn_usage).unwrap_or_default();
-        self.delegations.add_child_usage(&child_usage);
+        self.add_child_spend(&outcome);
         match self.settle_child(meta, outcome).await {
             Settled::Answered { text, returns } => self.answered(meta, text, returns, caller),
             Settled::Failed { kind, reason } => self.fail_delegation(meta, kind, reason, caller),
@@ -619,8 +629,7 @@ impl Turn<'_> {
             started: self.now(),
             span: tracing::Span::current(),
         };
-        let child_usage = outcome.as_ref().map(|outcome| outcome.turn_usage).unwrap_or_default();
-        self.delegations.add_child_usage(&child_usage);
+        self.add_child_spend(&outcome);
         let head = &mut self.session.head;
         head.pending_decision = None;
         head.pending_input = None;

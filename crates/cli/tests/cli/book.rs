@@ -384,6 +384,22 @@ fn the_readme_is_short_and_opens_with_a_workflow_that_validates() {
     );
     let _ = fs::remove_dir_all(&root);
 
+    // The providers example is read as the runner reads it: three kinds, three routes.
+    let (_, settings) = blocks.iter().find(|(info, _)| info == "toml").expect("the README's archmax.toml");
+    let (read, problems) =
+        archmax_config::settings::parse_runner_settings(archmax_program::source::FileId(0), settings);
+    let problems: Vec<&str> = problems.iter().map(|problem| problem.message.as_str()).collect();
+    assert!(problems.is_empty(), "the README's archmax.toml reads without problems: {problems:?}");
+    let kinds: Vec<(&str, String)> =
+        read.providers.values().map(|provider| (provider.name.as_str(), format!("{:?}", provider.kind))).collect();
+    assert_eq!(
+        kinds,
+        [("azure", "AzureOpenAi".to_string()), ("claude", "Anthropic".to_string()), ("ollama", "OpenAi".to_string())]
+    );
+    let routes: Vec<(&str, &str)> =
+        read.models.values().map(|route| (route.id.as_str(), route.provider.as_str())).collect();
+    assert_eq!(routes, [("claude-sonnet-4-5", "claude"), ("gpt-4.1", "azure"), ("llama3.2", "ollama")]);
+
     let ci = fs::read_to_string(repository().join(".ci/run")).expect(".ci/run");
     let setup =
         blocks.iter().find(|(info, body)| info == "sh" && body.contains("cargo test")).expect("the set-up commands");

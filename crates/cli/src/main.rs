@@ -213,14 +213,15 @@ enum Command {
         /// Refuse unless the session runs this workflow.
         #[arg(long, value_name = "SLUG")]
         workflow: Option<String>,
-        /// Raise the session's budget (`[limits]` of archmax.toml): lifts a stop at it
-        /// and grants one more allowance of `max_cost_per_session`.
+        /// Raise the session's budget (`[limits]` of archmax.toml) before deciding: one
+        /// more allowance of `max_cost_per_session` for the work after the decision.
         #[arg(long = "raise-budget")]
         raise: bool,
         #[command(flatten)]
         common: SessionFlags,
     },
-    /// Write to a session parked at a human state; it answers and stays parked.
+    /// Write to a session parked at a human state; it answers and stays parked. With
+    /// --raise-budget, a session stopped at its budget takes the message and goes on.
     Reply {
         /// The parked session.
         session: String,

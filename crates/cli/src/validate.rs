@@ -58,6 +58,13 @@ pub fn run(
         archmax_vm::environment::process_env,
     );
     analysis.add_findings(&mut report, &routes);
+    // A cost limit over a model with no price bounds nothing: said where the model is named.
+    if let Ok(prices) =
+        archmax_vm::environment::ClockAndPricing::for_settings(&settings, archmax_vm::environment::process_env)
+    {
+        let unpriced = archmax_vm::environment::check_budget_prices(&settings, &analysis.model_uses(), &prices.pricing);
+        analysis.add_findings(&mut report, &unpriced);
+    }
     let analysis = if tools && report.is_valid() {
         match crate::tools::check(executor, root, analysis, selection, &mut report) {
             Ok(analysis) => analysis,

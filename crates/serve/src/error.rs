@@ -101,7 +101,13 @@ impl From<RunError> for ApiError {
             }
             _ => json!({}),
         };
-        let answer = ApiError::new(status, run_error_code(&error), error.to_string()).with_details(details);
+        let message = match &error {
+            RunError::BudgetStopped { .. } => {
+                format!("{error} (send the request again with `\"raiseBudget\": true`, as a caller that may decide)")
+            }
+            _ => error.to_string(),
+        };
+        let answer = ApiError::new(status, run_error_code(&error), message).with_details(details);
         match kind {
             ErrorKind::Busy => answer.retry_after(1),
             _ => answer,

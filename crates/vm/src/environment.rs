@@ -214,6 +214,43 @@ pub struct ClockAndPricing {
     pub pricing: PricingTable,
 }
 
+/// AMX0020: each model id a workflow names (`uses`) that `pricing` prices neither by the id
+/// nor by the provider's name its route gives, where `max_cost_per_session` bounds that
+/// workflow's sessions: calls to it add nothing to the cost, so the limit cannot bound them.
+pub fn check_budget_prices(
+    settings: &RunnerSettings,
+    uses: &[archmax_config::settings::providers::ModelUse],
+    pricing: &PricingTable,
+) -> Vec<archmax_program::diagnostic::Diagnostic> {
+    use archmax_program::diagnostic::{Code, Diagnostic};
+    let mut seen = std::collections::BTreeSet::new();
+    uses.iter()
+        .filter_map(|used| {
+            let limit = settings.limits.for_workflow(&used.workflow).max_cost_per_session?;
+            let route = archmax_config::settings::providers::route_for(&settings.models, &used.id);
+            let name = route.and_then(|route| route.name.as_deref());
+            let ids: Vec<&str> = std::iter::once(used.id.as_str()).chain(name).collect();
+            if pricing.lookup_any(&ids).is_some() || !seen.insert((used.workflow.clone(), used.id.clone())) {
+                return None;
+            }
+            Some(
+                Diagnostic::at(
+                    Code::UnpricedUnderCostLimit,
+                    used.span,
+                    format!(
+                        "the model `{}` has no price, so `max_cost_per_session` ({limit}) cannot bound the calls of workflow `{}` to it",
+                        used.id, used.workflow
+                    ),
+                )
+                .with_help(format!(
+                    "price it in archmax.toml (`[models.\"{}\"].price` with `input` and `output` in USD per million tokens), or bound the workflow by `max_tokens_per_turn` and `max_model_calls_per_turn`",
+                    used.id
+                )),
+            )
+        })
+        .collect()
+}
+
 impl ClockAndPricing {
     /// `ARCHMAX_FIXED_CLOCK` (else the system clock), and prices from the `ARCHMAX_PRICE_*`
     /// variables over the list prices of well-known models.

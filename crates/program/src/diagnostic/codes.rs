@@ -76,6 +76,7 @@ codes! {
     UnknownProvider = "AMX0017", Error, "unknown-provider", "A model route names a provider archmax.toml does not declare";
     ProviderKeyUnset = "AMX0018", Warning, "provider-key-unset", "A provider's key variable is not set in this environment";
     UnroutedModel = "AMX0019", Warning, "unrouted-model", "A model id a workflow names is served by no route";
+    UnpricedUnderCostLimit = "AMX0020", Warning, "unpriced-under-cost-limit", "A cost limit bounds a workflow whose model has no price";
 
     // 01xx: document shape
     UnknownKey = "AMX0100", Error, "unknown-key", "A key the schema does not define";

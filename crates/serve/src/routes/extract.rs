@@ -212,27 +212,43 @@ impl<State: Send + Sync> FromRequestParts<State> for LastEventId {
 /// The largest artifact `POST /v1/admin/artifacts` takes, in bytes.
 pub(crate) const ARTIFACT_LIMIT: usize = 64 * 1024 * 1024;
 
-/// How much of a too-large body is read and thrown away before the `413` is sent.
+/// How far past its limit a too-large body is read and thrown away before the `413` is
+/// sent.
 ///
 /// A server that answers and closes while the client is still writing makes the
 /// client's write fail (a broken pipe, or a reset that eats the answer), so most HTTP
 /// clients report a transport error instead of the `413`. Reading the rest of a body
 /// that is only somewhat too large lets the client finish and read the answer on an
-/// intact connection; a body larger than this is not worth receiving, and its sender
-/// gets the answer (or the reset) at once. The body deadline still bounds the reading.
-const DISCARD_LIMIT: usize = 1024 * 1024;
+/// intact connection; a body larger than that is not worth receiving, and its sender
+/// gets the answer (or the reset) at once. The body deadline still bounds the reading,
+/// and nothing read is kept.
+const DISCARD_PAST_LIMIT: usize = 1024 * 1024;
+
+/// Limits above this (the artifact upload's) discard nothing: a body past them is far
+/// too large to be read for politeness.
+const DISCARD_UP_TO_LIMIT: usize = 4 * 1024 * 1024;
+
+/// The most a body's buffer is given before its bytes arrive, whatever its
+/// `Content-Length` says: a client that declares a large body and sends nothing holds
+/// no more memory than this.
+const INITIAL_BUFFER: usize = 64 * 1024;
+
+/// How many bytes of a body past `limit` are read before it is refused.
+fn discard_limit(limit: usize) -> usize {
+    if limit <= DISCARD_UP_TO_LIMIT { limit + DISCARD_PAST_LIMIT } else { limit }
+}
 
 /// The request body's bytes, refused with 413 past `limit` and 408 when it does not
 /// arrive within the server's body deadline ([`crate::request_limits::body_deadline`]).
-/// A refused body of up to [`DISCARD_LIMIT`] bytes is read to its end first.
+/// A refused body of up to [`discard_limit`] bytes is read to its end first.
 async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
     let mut pieces = body.into_data_stream();
     if let Some(length) = declared.filter(|length| *length > limit) {
-        let read = if length <= DISCARD_LIMIT { 0 } else { usize::MAX };
+        let read = if length <= discard_limit(limit) { 0 } else { usize::MAX };
         return Err(refuse_after_reading(&mut pieces, read, limit).await);
     }
-    let mut bytes = Vec::with_capacity(declared.unwrap_or(0).min(DISCARD_LIMIT));
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0).min(INITIAL_BUFFER));
     while let Some(piece) = pieces.next().await {
         let piece = piece.map_err(|error| refused(&error, limit))?;
         if bytes.len() + piece.len() > limit {
@@ -246,10 +262,10 @@ async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byt
 }
 
 /// The `413` for a body past `limit` of which `read` bytes went by: the rest is read and
-/// dropped first while the total stays within [`DISCARD_LIMIT`] (a `408` when the body
+/// dropped first while the total stays within [`discard_limit`] (a `408` when the body
 /// deadline cuts that reading short).
 async fn refuse_after_reading(pieces: &mut axum::body::BodyDataStream, mut read: usize, limit: usize) -> ApiError {
-    while read <= DISCARD_LIMIT {
+    while read <= discard_limit(limit) {
         match pieces.next().await {
             None => break,
             Some(Ok(piece)) => read = read.saturating_add(piece.len()),

@@ -5,8 +5,8 @@
 //! Three limits: model calls per turn, input and output tokens per turn, and the
 //! session's cost over its life, each counting what the sub-workflows spent. A check runs
 //! before an agent's call (once on what is spent, before compaction could call a
-//! summarizer, and once more with the prompt estimated) and before a grader state
-//! starts. When the call would pass a limit it is not made: the session parks
+//! summarizer, and once more with the prompt estimated) and before each of a grader's
+//! calls. When the call would pass a limit it is not made: the session parks
 //! `awaiting_input`, its `head.budget.stop` says which limit and by how much, and only a
 //! raise moves it (`reply`, `deliver` or `decide` with `raise_budget`; a delivery or a
 //! message without one is refused as [`crate::RunError::BudgetStopped`]). A raise adds one more
@@ -15,10 +15,11 @@
 //!
 //! The one thing to know: the token and cost checks compare what is spent plus an
 //! *estimate* of the next prompt, so a session can end past a limit by one call's error
-//! (the answer's tokens are never known beforehand). Sub-workflow sessions are not
-//! stopped themselves: what one spent (its calls, tokens and cost) counts in its caller
-//! once it returns (`delegate::add_child_spend`). An unpriced call adds nothing to the
-//! cost.
+//! (the answer's tokens are never known beforehand). A sub-workflow's turn run for its
+//! caller is held to its own workflow's limits too, but fails at one (exit code `budget`)
+//! instead of parking, so the caller learns of it; what it spent (its calls, tokens and
+//! cost) counts in its caller once it returns (`delegate::add_child_spend`). An unpriced
+//! call adds nothing to the cost.
 
 use archmax_program::program::StateId;
 
@@ -38,9 +39,6 @@ impl<'r> Turn<'r> {
     /// `volatile` block, the tokens and cost the prompt would add are estimated;
     /// without it only what is spent already counts.
     pub(super) async fn budget_stop(&mut self, id: StateId, volatile: Option<&str>) -> Option<BudgetStop> {
-        if self.child {
-            return None;
-        }
         let limits = self.runtime.budget_limits(&self.session.head.workflow);
         if !limits.any() {
             return None;
@@ -120,9 +118,9 @@ impl<'r> Turn<'r> {
     }
 
     /// Parks the session at `stop`: the call was not made, and the session waits for a
-    /// person to raise its budget.
+    /// person to raise its budget. A turn run for a caller fails instead (exit code
+    /// `budget`): its caller takes the failure, and the caller's own budget what it spent.
     pub(super) fn stop_at_budget(&mut self, stop: BudgetStop) {
-        let reason = format!("a raised budget ({})", stop.reason);
         self.emit(Event::BudgetStopped {
             state: stop.state.clone(),
             limit: stop.limit.clone(),
@@ -131,6 +129,11 @@ impl<'r> Turn<'r> {
             next: stop.next,
             reason: stop.reason.clone(),
         });
+        if self.under_caller {
+            self.fail("budget", &format!("the sub-workflow stopped at its budget: {}", stop.reason));
+            return;
+        }
+        let reason = format!("a raised budget ({})", stop.reason);
         let head = &mut self.session.head;
         head.pending_input = Some(PendingInput {
             state: stop.state.clone(),

@@ -23,6 +23,8 @@ pub(super) struct TurnLedger {
     steps: usize,
     /// Model calls this turn made and recorded (every role), for the budget.
     model_calls: u64,
+    /// A budget stop met inside a loop that reports it by a marker (a grader's).
+    budget_stop: Option<crate::session::BudgetStop>,
     /// What the agent said this turn, one entry per answer with text.
     reply: Vec<String>,
     /// Index of the message that opened this turn: what the agent said after it counts
@@ -45,6 +47,7 @@ impl TurnLedger {
         TurnLedger {
             steps: 0,
             model_calls: 0,
+            budget_stop: None,
             reply: Vec::new(),
             opened_at: messages,
             notes: 0,
@@ -63,6 +66,16 @@ impl TurnLedger {
     /// Counts one more model call the turn made.
     pub(crate) fn count_model_call(&mut self) {
         self.model_calls += 1;
+    }
+
+    /// Holds a budget stop for whoever ends the loop that met it.
+    pub(crate) fn hold_budget_stop(&mut self, stop: crate::session::BudgetStop) {
+        self.budget_stop = Some(stop);
+    }
+
+    /// The budget stop held, if any.
+    pub(crate) fn take_budget_stop(&mut self) -> Option<crate::session::BudgetStop> {
+        self.budget_stop.take()
     }
 
     /// Counts the model calls a sub-workflow made for this turn.

@@ -70,6 +70,9 @@ pub struct Turn<'r> {
     trigger: Option<&'r TriggerProgram>,
     /// The session is a sub-workflow's child.
     child: bool,
+    /// The turn runs for the child's caller (dispatched, or resumed through it): a limit
+    /// it would pass fails it instead of parking it, so the caller learns of it.
+    under_caller: bool,
     /// The calling workflows' denials, for a child (fixed when the turn opens).
     inherited: Vec<Inherited<'r>>,
     workspace: archmax_stdlib::vfs::Workspace,
@@ -122,6 +125,7 @@ impl<'r> Turn<'r> {
             workflow,
             trigger,
             child,
+            under_caller: false,
             inherited,
             workspace,
             pending: Delta::default(),

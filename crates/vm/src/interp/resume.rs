@@ -326,16 +326,17 @@ impl Runtime {
             return self.carry_on(workflow_id, parked, (Disposition::Decide, raise), &pending, outcome).await;
         }
         let mut turn = parked.into_turn(self, workflow_id).await?;
+        turn.under_caller = through_caller;
         turn.ledger.set_disposition(Disposition::Decide);
-        if request.raise_budget {
-            turn.raise_budget(request.decider.as_deref());
-        }
         let Some(target) = turn.state_id_of(&choice.to) else {
             return Err(RunError::refused(
                 Refusal::DecisionTargetGone,
                 format!("the decision record names '{}', which the workflow no longer declares", choice.to),
             ));
         };
+        if request.raise_budget {
+            turn.raise_budget(request.decider.as_deref());
+        }
         let here = decision.state.clone();
         let edge = if choice.kind == "none" {
             "the transition".to_string()
@@ -403,6 +404,11 @@ impl Runtime {
         let channel = if stopped { Channel::Input } else { Channel::Decision };
         let flags = (request.upgrade, request.raise_budget);
         let parked = self.open_parked(&request.session, request.workflow.as_deref(), channel, flags).await?;
+        // Read again under the session's lock: a stop lifted (or made) meanwhile is a race
+        // this call lost, and it changes nothing.
+        if parked.session.head.budget.stop.is_some() != stopped {
+            return Err(RunError::Busy(request.session.clone()));
+        }
         let workflow_id = self.workflow_of(&parked.session)?;
         let mut turn = parked.into_turn(self, workflow_id).await?;
         turn.ledger.set_disposition(Disposition::Reply);
@@ -478,6 +484,7 @@ impl Runtime {
         // like any write, before anything is applied.
         let writes = super::start::seed_writes(&variables);
         turn.check_variable_bytes(&writes).map_err(|problem| RunError::invalid("variables", problem))?;
+        turn.under_caller = through_caller;
         turn.ledger.set_disposition(Disposition::Deliver);
         if request.raise_budget {
             turn.raise_budget(request.raised_by.as_deref());

@@ -289,22 +289,37 @@ pub struct Spend {
 }
 
 impl Spend {
+    /// The most lines an account keeps: past it, calls of models and roles not yet listed
+    /// go to one line, the last, renamed [`Spend::OTHERS`] (a provider names its own
+    /// models, so their number is not the workflow's to bound).
+    pub const MAX_LINES: usize = 64;
+    /// The model of the line that takes the calls past [`Spend::MAX_LINES`].
+    pub const OTHERS: &str = "(other models)";
+    /// The longest model name a line keeps, in bytes.
+    const MAX_MODEL_BYTES: usize = 200;
+
     /// Adds one call's tokens (and cost, when priced) to the line of `model` and `role`
     /// in `lines`, opening it after the others when it is the first such call.
     pub fn record(lines: &mut Vec<Spend>, model: &str, role: &str, call: &Usage) {
+        let model = archmax_program::text::cut_at_bytes(model, Self::MAX_MODEL_BYTES).unwrap_or(model);
         let at = match lines.iter().position(|line| line.model == model && line.role == role) {
             Some(at) => at,
-            None => {
+            None if lines.len() < Self::MAX_LINES => {
                 lines.push(Spend { model: model.to_string(), role: role.to_string(), ..Spend::default() });
                 lines.len() - 1
             }
+            None => {
+                let last = lines.iter().position(|line| line.model == Self::OTHERS).unwrap_or(lines.len() - 1);
+                lines[last].model = Self::OTHERS.to_string();
+                last
+            }
         };
         let line = &mut lines[at];
-        line.calls += 1;
-        line.input_tokens += call.input_tokens;
-        line.output_tokens += call.output_tokens;
-        line.cache_read_tokens += call.cache_read_tokens;
-        line.cache_creation_tokens += call.cache_creation_tokens;
+        line.calls = line.calls.saturating_add(1);
+        line.input_tokens = line.input_tokens.saturating_add(call.input_tokens);
+        line.output_tokens = line.output_tokens.saturating_add(call.output_tokens);
+        line.cache_read_tokens = line.cache_read_tokens.saturating_add(call.cache_read_tokens);
+        line.cache_creation_tokens = line.cache_creation_tokens.saturating_add(call.cache_creation_tokens);
         if let Some(cost) = call.cost_usd {
             line.cost_usd = Some(line.cost_usd.unwrap_or(0.0) + cost);
         }

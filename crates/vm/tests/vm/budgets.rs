@@ -174,3 +174,86 @@ async fn a_decision_past_the_cost_limit_stops_before_the_next_call_unless_it_rai
     assert!(raised[1].0 == who && raised[1].1 == 1 && !raised[1].3, "q2 was raised ahead: {raised:?}");
     assert!(raised.iter().all(|raise| raise.2.is_some_and(|cost| (cost - ceiling).abs() < 1e-6)));
 }
+
+const GRADED: &str = r#"title: Graded quote
+instructions: You prepare quotes for Fernhill's trade customers.
+settings:
+  model: relay-large
+states:
+  draft:
+    triggers:
+      manual:
+        description: A customer asks for a quote.
+    instructions: Draft the quote, then hand it to the check.
+    transitions:
+      - { to: check, description: The quote is drafted. }
+  check:
+    type: grader
+    instructions: Pass the quote when it names a price.
+    transitions:
+      - { to: send, description: The quote names a price. }
+  send:
+    instructions: Tell the customer the quote is ready.
+"#;
+
+/// The draft advances; the grader reads the variables until a raise, then passes; the
+/// last state answers. Every call is a step of the script, in order.
+#[derive(Default)]
+struct Grading {
+    calls: AtomicUsize,
+}
+
+impl ModelAdapter for Grading {
+    fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
+        let number = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let call = |name: &str, args: serde_json::Value| ToolCall {
+            id: format!("call-{number}"),
+            name: name.to_string(),
+            args,
+        };
+        let tool_calls = match (request.state, number) {
+            ("draft", _) => vec![call("archmax_advance", serde_json::json!({ "to": "check", "reason": "drafted" }))],
+            ("check", 2) => vec![call("archmax_get_variables", serde_json::json!({}))],
+            ("check", _) => vec![call("archmax_advance", serde_json::json!({ "to": "send", "reason": "priced" }))],
+            _ => Vec::new(),
+        };
+        let text = if tool_calls.is_empty() { format!("Answer {number}.") } else { String::new() };
+        let answer = ModelResponse { text, tool_calls, ..ModelResponse::default() };
+        Box::pin(async move { Ok(answer) })
+    }
+}
+
+#[tokio::test]
+async fn a_grader_stops_before_a_call_past_the_limit_and_judges_afresh_once_raised() {
+    let model = Arc::new(Grading::default());
+    let limits = BudgetLimits { max_model_calls_per_turn: Some(2), ..BudgetLimits::default() };
+    let runtime = Runtime::builder(RuntimeParts {
+        program: Arc::new(compile(&[("workflows/graded/workflow.yaml", GRADED)])),
+        store: Arc::new(MemoryStore::new()),
+        model: model.clone(),
+        events: EventSink::new(),
+        clock: Arc::new(FixedClock(1_767_605_400_000)),
+        root: std::env::temp_dir().join("archmax-budgets-absent"),
+        pricing: PricingTable::default(),
+    })
+    .budgets(Budgets { default: limits, ..Budgets::default() })
+    .build();
+    let start = TurnRequest {
+        workflow: "graded".into(),
+        session: Some("g1".into()),
+        message: Some("A quote for 40 plates.".into()),
+        ..TurnRequest::default()
+    };
+    // The draft's call and the grader's first: the grader's second would be the third.
+    let outcome = runtime.run_turn(start).await.expect("the turn runs");
+    assert_eq!(outcome.status, Status::AwaitingInput, "{outcome:?}");
+    let stop = outcome.budget_stop.expect("stopped at the budget");
+    assert_eq!((stop.state.as_str(), stop.limit.as_str()), ("check", "max_model_calls_per_turn"));
+    assert_eq!(model.calls.load(Ordering::SeqCst), 2);
+    let lift =
+        ReplyRequest { session: "g1".into(), message: "Go on.".into(), raise_budget: true, ..ReplyRequest::default() };
+    let outcome = runtime.reply(lift).await.expect("the raise is taken");
+    assert_eq!(outcome.status, Status::Completed, "{outcome:?}");
+    assert_eq!(outcome.state, "send");
+    assert_eq!(outcome.reply, "Answer 4.");
+}

@@ -191,6 +191,13 @@ impl Turn<'_> {
         };
         match outcome {
             Ok(()) => self.settle(id, None, started),
+            Err(error) if error == BUDGET => {
+                // The grader's next call would pass a limit: it starts afresh once raised.
+                self.automated = None;
+                if let Some(stop) = self.ledger.take_budget_stop() {
+                    self.stop_at_budget(stop);
+                }
+            }
             Err(error) if error == RECURSION => {
                 self.automated = None;
                 let reason = format!(
@@ -229,6 +236,10 @@ impl Turn<'_> {
         loop {
             if self.ledger.count_step() > self.runtime.recursion_limit() {
                 return Err(RECURSION.to_string());
+            }
+            if let Some(stop) = self.budget_stop(id, None).await {
+                self.ledger.hold_budget_stop(stop);
+                return Err(BUDGET.to_string());
             }
             let definitions = self.definitions(id).await;
             let variables = self.session.variable_values();
@@ -286,6 +297,10 @@ impl Turn<'_> {
 
 /// Marks a grader loop stopped by the recursion limit.
 const RECURSION: &str = "\u{0}recursion-limit";
+
+/// Marks a grader loop stopped before a call that would pass a budget (the stop is held
+/// in the ledger).
+const BUDGET: &str = "\u{0}budget";
 
 fn already(decision: &Decision) -> String {
     match decision {

@@ -178,10 +178,11 @@ pub(super) fn run_child<'r>(runtime: &'r Runtime, prepared: Prepared, slots: Arc
     Box::pin(async move {
         let _slot = slots.acquire_owned().await;
         let Prepared { meta, session, writer } = prepared;
-        let turn = match Turn::new(runtime, meta.target, session, writer) {
+        let mut turn = match Turn::new(runtime, meta.target, session, writer) {
             Ok(turn) => turn,
             Err(error) => return (meta, Err(error)),
         };
+        turn.under_caller = true;
         let entry = turn.session.head.position.clone().unwrap_or_default();
         let names: Vec<String> = turn.session.variables.keys().cloned().collect();
         turn.emit(Event::VariablesSet { state: None, names, locked: true, call_id: None });

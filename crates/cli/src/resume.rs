@@ -51,7 +51,8 @@ fn parked_session(
     archmax_vm::check_named_workflow(&state, named).map_err(|error| failure(crate::session::run_problem(&error)))?;
     let mut channel = channel;
     if let Some(stop) = &state.head.budget.stop {
-        if !raise {
+        // A decision cannot lift a stop: the refusal names the commands that can.
+        if !raise || command == "decide" {
             return Err(failure(crate::session::budget_stopped(&id, stop)));
         }
         // A message with a raise goes to the stopped state, which runs on.

@@ -145,7 +145,7 @@ fn read_key(
     diagnostics: &mut Vec<Diagnostic>,
 ) {
     let at = Span::new(file, value.span().start, value.span().end);
-    let lift = if zero_lifts { " (or 0 to lift it for this workflow)" } else { "" };
+    let lift = if zero_lifts { " (or 0 to lift it for this workflow)" } else { " (leave the key out for no limit)" };
     let mut refuse = |message: String, help: String| {
         diagnostics.push(Diagnostic::at(Code::HostConfig, at, message).with_help(help));
     };
@@ -178,7 +178,7 @@ fn read_key(
             let help = match did_you_mean(other, KEYS) {
                 Some(close) => format!("did you mean `{close}`? `[{table}]` takes {}", list_names(&KEYS)),
                 None if table == "limits" => {
-                    format!("`[limits]` takes {} and `[limits.workflows.<slug>]` tables", list_names(&KEYS))
+                    format!("`[limits]` takes {}, besides `[limits.workflows.<slug>]` tables", list_names(&KEYS))
                 }
                 None => format!("`[{table}]` takes {}", list_names(&KEYS)),
             };

@@ -63,9 +63,9 @@ impl<'r> Turn<'r> {
                 return Some(stop(CALLS, max as f64, calls as f64, None, reason));
             }
         }
+        let model = self.state(id).model.map(|model| self.program().str(model));
         let estimated = match volatile {
             Some(volatile) if limits.max_tokens_per_turn.is_some() || limits.max_cost_per_session.is_some() => {
-                let model = self.state(id).model.map(|model| self.program().str(model));
                 let scale = self.runtime.calibration().scale(&self.session.id, model).unwrap_or(1.0);
                 Some((self.prompt_tokens(id, volatile).await as f64 * scale).ceil() as u64)
             }
@@ -90,8 +90,7 @@ impl<'r> Turn<'r> {
             let ceiling = max * f64::from(self.session.head.budget.raises.saturating_add(1));
             let spent = self.session.head.usage.cost_usd.unwrap_or(0.0) + self.session.head.budget.children_cost_usd;
             let next = estimated.and_then(|tokens| {
-                let model = self.state(id).model.map(|model| self.program().str(model))?;
-                self.runtime.pricing().cost_any(&TokenUsage { input: tokens, ..TokenUsage::default() }, &[model])
+                self.runtime.pricing().cost_any(&TokenUsage { input: tokens, ..TokenUsage::default() }, &[model?])
             });
             if spent >= ceiling || spent + next.unwrap_or(0.0) > ceiling {
                 let raised = match self.session.head.budget.raises {

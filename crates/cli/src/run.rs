@@ -6,10 +6,8 @@ use std::process::ExitCode;
 use serde_json::{Map, Value};
 
 use archmax_vm::TurnRequest;
-use archmax_vm::runtime::{Refusal, RunError, Runtime};
-use archmax_vm::session::Status;
+use archmax_vm::handover::Sender;
 
-use crate::inputs::Handover;
 use crate::output::{failure, note, usage};
 use crate::session::{SessionOptions, execute};
 
@@ -65,77 +63,6 @@ fn continued_session(options: &SessionOptions<'_>, given: &str, new: bool) -> Re
     }
 }
 
-/// What would refuse this start before anything is written, checked before the handed
-/// files are copied so that a refused run leaves the session folder as it was: a session
-/// of another workflow, one waiting for a decision (which takes no variables), an id
-/// reserved for sub-workflows, a disabled workflow, or a required input nobody gives.
-async fn check_start(
-    runtime: &Runtime,
-    request: &TurnRequest,
-    session: &str,
-    handed: &Handover,
-) -> Result<(), RunError> {
-    let program = runtime.program();
-    let existing = runtime.store().read(session).await?;
-    let parked = existing.as_ref().is_some_and(|state| state.head.status.is_parked());
-    if let Some(state) = &existing {
-        if state.head.workflow != request.workflow {
-            return Err(RunError::invalid(
-                "session",
-                format!(
-                    "session `{session}` belongs to workflow `{}`, not `{}`",
-                    state.head.workflow, request.workflow
-                ),
-            ));
-        }
-        if parked && state.head.status != Status::AwaitingInput {
-            return Err(RunError::invalid(
-                "variables",
-                format!("session `{session}` waits for a decision; files cannot be handed to it"),
-            ));
-        }
-    } else if session.contains('~') {
-        return Err(RunError::invalid(
-            "session",
-            format!(
-                "`{session}` cannot start a session: `~` is reserved for the ids of sub-workflow sessions; choose an id without it"
-            ),
-        ));
-    }
-    let Some((_, workflow)) = program.workflow(request.workflow.as_str()) else {
-        return Ok(());
-    };
-    if workflow.disabled && !parked {
-        return Err(RunError::refused(
-            Refusal::WorkflowDisabled,
-            format!("Refusing to start: workflow '{}' is disabled.", request.workflow),
-        ));
-    }
-    let trigger = request.trigger.as_deref().unwrap_or("manual");
-    let Some(declared) = program.trigger(workflow, trigger) else {
-        return Ok(());
-    };
-    let given: Vec<&str> = request.variables.keys().map(String::as_str).chain(handed.names()).collect();
-    let held = existing.as_ref().map(|state| &state.variables);
-    let missing: Vec<String> = declared
-        .requires
-        .iter()
-        .map(|entry| program.str(entry.name))
-        .filter(|name| !given.contains(name) && !held.is_some_and(|held| held.contains_key(*name)))
-        .map(|name| format!("'{name}'"))
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(RunError::invalid(
-        "variables",
-        format!(
-            "Refusing to start: trigger '{trigger}' requires {}, which this run does not supply. Supply them with `--variables` or `--file`.",
-            missing.join(", ")
-        ),
-    ))
-}
-
 pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
     let message = args.prompt.join(" ");
     if message.trim().is_empty() {
@@ -182,8 +109,13 @@ pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
             {
                 // Everything is checked before the first file is written.
                 let trigger = request.trigger.clone().unwrap_or_else(|| "manual".to_string());
-                let handed = crate::inputs::prepare(runtime, &request.workflow, &trigger, files, &request.variables)?;
-                check_start(runtime, &request, &session, &handed).await?;
+                let handed = runtime.prepare_handover(
+                    (&request.workflow, &trigger),
+                    files,
+                    &request.variables,
+                    Sender::CommandLine,
+                )?;
+                runtime.check_handed_start(&request, &session, &handed, Sender::CommandLine).await?;
                 handed.write(runtime, &session, &mut request.variables)?;
             }
             runtime.run_turn(request).await

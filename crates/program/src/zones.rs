@@ -175,6 +175,10 @@ impl Zone {
     }
 }
 
+/// Where a file handed to a trigger's `file` input from outside is kept in the session:
+/// `scratchpad/inputs/<NAME>` plus the file's extension (`archmax_vm::handover`).
+pub const HANDED_FILES: &str = "scratchpad/inputs";
+
 /// A path that climbs above the workspace root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Escape;

@@ -23,6 +23,7 @@
 //! logged, through the same turn gate as every request.
 
 pub mod auth;
+pub mod catalog;
 pub mod connections;
 pub mod error;
 pub mod hub;

@@ -37,6 +37,7 @@ pub const EVENT_COMPONENT: &str = "Event";
         routes::readyz,
         routes::metrics,
         routes::openapi,
+        routes::workflows,
         routes::start,
         routes::list,
         routes::show,
@@ -53,6 +54,13 @@ pub const EVENT_COMPONENT: &str = "Event";
         wire::MessageRequest,
         wire::DecideRequest,
         wire::DeliverRequest,
+        wire::StartUpload,
+        crate::catalog::WorkflowList,
+        crate::catalog::WorkflowEntry,
+        crate::catalog::TriggerEntry,
+        crate::catalog::HumanStateEntry,
+        crate::catalog::TransitionEntry,
+        wire::DeliverUpload,
         wire::TriggerInput,
         wire::ErrorBody,
         wire::Accepted,
@@ -230,7 +238,7 @@ mod tests {
         }
         let mut ids = std::collections::HashSet::new();
         let operations = operations(&document);
-        assert_eq!(operations.len(), 14, "every API route is documented once");
+        assert_eq!(operations.len(), 15, "every API route is documented once");
         for (method, path, object) in &operations {
             assert!(!statuses(object).is_empty(), "{method} {path} answers");
             assert!(ids.insert(object["operationId"].as_str().expect("an id").to_string()), "operation ids are unique");

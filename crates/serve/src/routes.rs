@@ -11,6 +11,7 @@ mod answers;
 mod extract;
 mod sessions;
 mod turns;
+mod upload;
 
 use std::sync::Arc;
 
@@ -28,6 +29,7 @@ use crate::server::{Answer, Server};
 use extract::{ArtifactBytes, Authorized, scopes};
 
 pub(crate) use extract::query_pairs;
+pub(crate) use upload::{REQUEST_PART, UPLOADS_AT_ONCE};
 // The handlers with their `#[utoipa::path]` items, named by `crate::openapi`.
 pub(crate) use sessions::*;
 pub(crate) use turns::*;
@@ -44,6 +46,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
+        .route("/v1/workflows", get(workflows))
         .route("/v1/workflows/{slug}/sessions", post(start))
         .route("/v1/sessions", get(list))
         .route("/v1/sessions/{id}", get(show))

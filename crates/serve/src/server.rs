@@ -25,6 +25,7 @@ use tokio::sync::{oneshot, watch};
 use archmax_program::program::Program;
 use archmax_vm::clock::Clock;
 use archmax_vm::events::EventSink;
+use archmax_vm::handover::{HandedFile, Handover, Sender};
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::session::id::check_session_id;
@@ -134,6 +135,8 @@ pub struct Server {
     /// Reverse proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`): the
     /// inbox's sign-in throttle counts that client instead of the proxy.
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Uploads (`multipart/form-data` turn requests) being read now, bounded.
+    pub(crate) uploads: tokio::sync::Semaphore,
     clock: Arc<dyn Clock>,
     stopping: watch::Sender<bool>,
 }
@@ -211,6 +214,7 @@ impl Server {
             body_limit: parts.body_limit,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             trusted_proxies: Vec::new(),
+            uploads: tokio::sync::Semaphore::new(crate::routes::UPLOADS_AT_ONCE),
             clock: parts.clock,
             stopping: watch::channel(false).0,
         };
@@ -466,8 +470,16 @@ impl Server {
         Ok(Answer::Finished(shown))
     }
 
-    /// `POST /v1/workflows/{slug}/sessions`: starts a session.
-    pub async fn start(&self, workflow: &str, body: &Value, wait: Duration) -> Result<Answer, ApiError> {
+    /// `POST /v1/workflows/{slug}/sessions`: starts a session. `files` are an upload's
+    /// files for the trigger's `file` inputs: checked before the turn is admitted, and
+    /// copied into the session by the turn itself, in its place in the session's queue.
+    pub async fn start(
+        &self,
+        workflow: &str,
+        body: &Value,
+        files: Vec<HandedFile>,
+        wait: Duration,
+    ) -> Result<Answer, ApiError> {
         let mut fields = Fields::of(body, &["message", "trigger", "variables", "sessionId"]);
         let message = fields.text("message", true);
         let trigger = fields.text("trigger", false);
@@ -497,10 +509,20 @@ impl Server {
             None => runtime,
         };
         request.session = Some(session.clone());
+        let handed = if files.is_empty() {
+            Handover::default()
+        } else {
+            let trigger = request.trigger.as_deref().unwrap_or("manual");
+            let handed = runtime.prepare_handover((workflow, trigger), files, &request.variables, Sender::Upload)?;
+            runtime.check_handed_start(&request, &session, &handed, Sender::Upload).await?;
+            handed
+        };
         // A host trigger fired over HTTP carries only what it declares, as from a webhook.
         let host_trigger = request.trigger.as_deref().is_some_and(|trigger| trigger != "manual");
         let running = Arc::clone(&runtime);
+        let into = session.clone();
         let turn = async move {
+            handed.write(&running, &into, &mut request.variables)?;
             if host_trigger { running.run_firing(request).await } else { running.run_turn(request).await }
         };
         self.admit(runtime, &session, workflow, "turn", turn, wait).await
@@ -580,7 +602,7 @@ impl Server {
     pub async fn deliver(
         &self,
         id: &str,
-        body: &Value,
+        (body, files): (&Value, Vec<HandedFile>),
         raiser: Option<&Caller>,
         wait: Duration,
     ) -> Result<Answer, ApiError> {
@@ -598,10 +620,12 @@ impl Server {
         // A session of another workflow is answered as one that does not exist.
         archmax_vm::check_named_workflow(&state, workflow.as_deref())?;
         let runtime = self.runtime_for_session(&state)?;
-        let request = DeliverRequest {
+        let trigger = trigger.unwrap_or_default();
+        let handed = runtime.prepare_handover((&state.head.workflow, &trigger), files, &variables, Sender::Upload)?;
+        let mut request = DeliverRequest {
             session: state.id.to_string(),
             workflow,
-            trigger: trigger.unwrap_or_default(),
+            trigger,
             variables,
             message,
             upgrade: false,
@@ -612,7 +636,10 @@ impl Server {
             raised_by,
         };
         let running = Arc::clone(&runtime);
-        let turn = async move { running.deliver(request).await };
+        let turn = async move {
+            handed.write(&running, &request.session, &mut request.variables)?;
+            running.deliver(request).await
+        };
         self.admit(runtime, &state.id, &state.head.workflow, "deliver", turn, wait).await
     }
 

@@ -99,6 +99,58 @@ pub struct StartRequest {
     pub session_id: Option<String>,
 }
 
+/// An upload (`multipart/form-data`): the part `request` holds the route's JSON request
+/// (the component `request_component`), and every other part is a file for the `file`
+/// input it is named after (the workflow's own names, so this document cannot list
+/// them), seeded as `scratchpad/inputs/<name><.ext>`.
+fn upload_schema(request_component: &str, description: &str) -> RefOr<Schema> {
+    let file = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Binary)))
+        .description(Some(
+            "A file for the `file` input this part is named after: at most its `maxSize` and the session file \
+             limit (10 MiB), its file name ending in one of its `accept` entries when it has them.",
+        ));
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(description))
+        .property(crate::routes::REQUEST_PART, utoipa::openapi::Ref::from_schema_name(request_component))
+        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(file.into()))))
+        .into()
+}
+
+/// `POST /v1/workflows/{slug}/sessions` as `multipart/form-data`: a start with files.
+pub struct StartUpload;
+
+impl PartialSchema for StartUpload {
+    fn schema() -> RefOr<Schema> {
+        upload_schema(
+            "StartRequest",
+            "A start with files for the trigger's `file` inputs: the part `request` is the JSON start request; \
+             each other part is one file, named after the input it fills. At most 16 parts, the files at most \
+             40 MiB together.",
+        )
+    }
+}
+
+impl ToSchema for StartUpload {}
+
+/// `POST /v1/sessions/{id}/deliver` as `multipart/form-data`: a delivery with files.
+pub struct DeliverUpload;
+
+impl PartialSchema for DeliverUpload {
+    fn schema() -> RefOr<Schema> {
+        upload_schema(
+            "DeliverRequest",
+            "A delivery with files for the trigger's `file` inputs: the part `request` is the JSON delivery; \
+             each other part is one file, named after the input it fills. At most 16 parts, the files at most \
+             40 MiB together.",
+        )
+    }
+}
+
+impl ToSchema for DeliverUpload {}
+
 /// `POST /v1/sessions/{id}/messages`.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]

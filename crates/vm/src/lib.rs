@@ -120,6 +120,7 @@ pub mod clock;
 pub mod context;
 pub mod environment;
 pub mod events;
+pub mod handover;
 pub(crate) mod interp;
 pub mod kernel;
 pub mod model;

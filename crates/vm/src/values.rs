@@ -155,6 +155,9 @@ pub fn check(program: &Program, entry: &SignatureEntry, value: &Value, today: &T
             if text.trim().is_empty() {
                 return Err(format!("'{name}' must name a file"));
             }
+            if let Err(problem) = workspace_file_path(text) {
+                return Err(format!("'{name}' {problem}"));
+            }
         }
     }
     if let Some(magnitude) = magnitude {
@@ -185,6 +188,32 @@ pub fn check(program: &Program, entry: &SignatureEntry, value: &Value, today: &T
     Ok(())
 }
 
+/// A `file` value names a file of the session's workspace by a path relative to its
+/// root, inside an area a workflow may hand over: never an absolute path or one that
+/// climbs with `..` (which would name the host's files), and never a runtime-owned area
+/// (`checkpoints/`, `artifacts/`, `_specs/`) or a name reserved on the host
+/// (`sessions/`, `.archmax/`). `Err` says what is wrong and what to write instead.
+pub fn workspace_file_path(path: &str) -> Result<(), String> {
+    let instead =
+        "write a path relative to the workspace root, such as `scratchpad/inputs/receipt.pdf`, or upload the file";
+    if path.starts_with(['/', '\\', '~']) || path.as_bytes().get(1) == Some(&b':') {
+        return Err(format!("must name a file inside the workspace, not the absolute path `{path}`; {instead}"));
+    }
+    if path.contains('\\') || path.chars().any(char::is_control) {
+        return Err(format!("must be a path with `/` between its parts and no control characters; {instead}"));
+    }
+    if path.split('/').any(|segment| segment == "..") {
+        return Err(format!("must not climb out of the workspace with `..` (`{path}`); {instead}"));
+    }
+    let first = path.split('/').find(|segment| !segment.is_empty() && *segment != ".").unwrap_or("");
+    if let Some(area) = archmax_program::zones::reserved_area(first)
+        && (area.zone.is_none() || (area.owner == archmax_program::zones::Owner::Runtime && !area.is_offload()))
+    {
+        return Err(format!("names `{first}/`, an area the runtime keeps for itself; {instead}"));
+    }
+    Ok(())
+}
+
 fn describe(ty: ValueType) -> &'static str {
     match ty {
         ValueType::String => "a string",
@@ -202,6 +231,32 @@ fn describe(ty: ValueType) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_value_stays_inside_the_workspace_areas_a_workflow_may_hand_over() {
+        for good in
+            ["scratchpad/inputs/receipt.pdf", "reference/policy.md", "./scratchpad/a.txt", "workflows/x/notes.md"]
+        {
+            assert_eq!(workspace_file_path(good), Ok(()), "{good}");
+        }
+        let refused = [
+            ("../../x.txt", "climb"),
+            ("scratchpad/../../etc/passwd", "climb"),
+            ("/etc/passwd", "absolute"),
+            ("~/secrets", "absolute"),
+            ("C:/Windows/win.ini", "absolute"),
+            ("scratchpad\\a.txt", "`/`"),
+            ("scratchpad/a\u{0}b", "control"),
+            ("checkpoints/1.json", "runtime keeps"),
+            (".archmax/seal.key", "runtime keeps"),
+            ("sessions/other/scratchpad/a", "runtime keeps"),
+        ];
+        for (path, says) in refused {
+            let problem = workspace_file_path(path).expect_err(path);
+            assert!(problem.contains(says), "{path}: {problem}");
+            assert!(problem.contains("relative to the workspace root"), "{path}: {problem}");
+        }
+    }
 
     #[test]
     fn formats() {

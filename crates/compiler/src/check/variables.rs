@@ -121,9 +121,8 @@ fn check_text(
     }
 }
 
-/// Where the handed file of `--file NAME=PATH` is kept: `scratchpad/inputs/<NAME>` plus
-/// the file's extension (the CLI's `inputs` module keeps it there).
-pub const HANDED_FILES: &str = "scratchpad/inputs";
+/// Where a handed file (`--file NAME=PATH`, or a file part of an upload) is kept.
+pub use archmax_program::zones::HANDED_FILES;
 
 /// AMX0503: `${{…}}` in a state's `evidence` or `approvers`, which are never substituted.
 fn check_unsubstituted(workflow: &Workflow, state: &State, findings: &mut Findings<'_>) {

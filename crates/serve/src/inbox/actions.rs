@@ -153,7 +153,7 @@ pub async fn deliver(State(inbox): Shared, headers: HeaderMap, body: Body) -> Re
         request["message"] = json!(message);
     }
     let server = &inbox.server;
-    let call = || server.deliver(&session, &request, None, TURN_WAIT);
+    let call = || server.deliver(&session, (&request, Vec::new()), None, TURN_WAIT);
     act(&inbox, &signed, &session, "delivered", call).await
 }
 

@@ -241,7 +241,7 @@ fn discard_limit(limit: usize) -> usize {
 /// The request body's bytes, refused with 413 past `limit` and 408 when it does not
 /// arrive within the server's body deadline ([`crate::request_limits::body_deadline`]).
 /// A refused body of up to [`discard_limit`] bytes is read to its end first.
-async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
+pub(super) async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
     let mut pieces = body.into_data_stream();
     if let Some(length) = declared.filter(|length| *length > limit) {
@@ -355,24 +355,33 @@ impl<State: Send + Sync> FromRequest<State> for ArtifactBytes {
 /// What every turn route (a start, a message, a decision, a delivery) reads, in the order
 /// it is checked: the caller holding the scope `S`, then `?wait=`, then the JSON body. The
 /// request's headers are kept for a check the body calls for (an undeclared delivery
-/// needs an admin token).
-pub(crate) struct TurnInput<S: RequiredScope> {
+/// needs an admin token). A route with `UPLOADS` (a start, a delivery) also takes a
+/// `multipart/form-data` body ([`super::upload`]): its `request` part is the body, its
+/// other parts the files; any other route refuses one as not JSON.
+pub(crate) struct TurnInput<S: RequiredScope, const UPLOADS: bool = false> {
     pub caller: Caller,
     pub wait: Duration,
     pub body: Value,
+    pub files: Vec<archmax_vm::handover::HandedFile>,
     pub headers: HeaderMap,
     scope: PhantomData<S>,
 }
 
-impl<S: RequiredScope> FromRequest<Arc<Server>> for TurnInput<S> {
+impl<S: RequiredScope, const UPLOADS: bool> FromRequest<Arc<Server>> for TurnInput<S, UPLOADS> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, server: &Arc<Server>) -> Result<Self, ApiError> {
         let (parts, body) = request.into_parts();
         let caller = server.auth.caller(&parts.headers, S::SCOPE)?;
         let Wait(wait) = Wait::of(parts.uri.query())?;
-        let JsonBody(body) = JsonBody::read(&parts.headers, body, server).await?;
-        Ok(TurnInput { caller, wait, body, headers: parts.headers, scope: PhantomData })
+        let (body, files) = match super::upload::boundary(&parts.headers).filter(|_| UPLOADS) {
+            Some(boundary) => {
+                let upload = super::upload::read(&parts.headers, body, boundary?, server).await?;
+                (upload.body, upload.files)
+            }
+            None => (JsonBody::read(&parts.headers, body, server).await?.0, Vec::new()),
+        };
+        Ok(TurnInput { caller, wait, body, files, headers: parts.headers, scope: PhantomData })
     }
 }
 

@@ -1,5 +1,5 @@
-//! The read routes over sessions: the list, one session, its transcript and its live
-//! events.
+//! The read routes: the served workflows ([`crate::catalog`]), and over sessions the
+//! list, one session, its transcript and its live events.
 //!
 //! The one thing to know: each takes a `read` token ([`Authorized`]) before anything
 //! else of the request is looked at, and the session id in the path is checked by the
@@ -11,6 +11,21 @@ use axum::response::{IntoResponse, Response};
 
 use super::extract::{Authorized, LastEventId, ListFilters, scopes};
 use super::{Shared, answers, json_answer};
+
+#[utoipa::path(
+    get,
+    path = "/v1/workflows",
+    summary = "The served workflows: each trigger's inputs as JSON Schema, each human state's decisions.",
+    responses(
+        (status = 200, description = "Every served workflow, by slug, as the newest program holding it describes it.", body = crate::catalog::WorkflowList),
+        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope.", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
+pub(crate) async fn workflows(State(server): Shared, _: Authorized<scopes::Read>) -> Response {
+    axum::Json(server.catalog()).into_response()
+}
 
 #[utoipa::path(
     get,

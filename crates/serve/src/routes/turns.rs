@@ -21,7 +21,10 @@ use crate::auth::Scope;
     path = "/v1/workflows/{slug}/sessions",
     summary = "Start a session of a workflow.",
     params(crate::wire::WorkflowPath, crate::wire::WaitQuery),
-    request_body(content = crate::wire::StartRequest, content_type = "application/json"),
+    request_body(content(
+        (crate::wire::StartRequest = "application/json"),
+        (crate::wire::StartUpload = "multipart/form-data"),
+    )),
     responses(
         answers::TurnRequestAnswers,
         answers::TokenTurnAnswers,
@@ -29,8 +32,12 @@ use crate::auth::Scope;
     ),
     security(("bearer" = ["start"])),
 )]
-pub(crate) async fn start(State(server): Shared, Path(slug): Path<String>, turn: TurnInput<scopes::Start>) -> Response {
-    answer(server.start(&slug, &turn.body, turn.wait).await)
+pub(crate) async fn start(
+    State(server): Shared,
+    Path(slug): Path<String>,
+    turn: TurnInput<scopes::Start, true>,
+) -> Response {
+    answer(server.start(&slug, &turn.body, turn.files, turn.wait).await)
 }
 
 #[utoipa::path(
@@ -56,9 +63,9 @@ pub(crate) async fn message(State(server): Shared, Path(id): Path<String>, turn:
 
 /// The caller a body asking to raise the session's budget (`raiseBudget: true`) is
 /// authorized for: raising what a session may spend takes a token that may decide.
-fn raiser<S: super::extract::RequiredScope>(
+fn raiser<S: super::extract::RequiredScope, const UPLOADS: bool>(
     server: &crate::Server,
-    turn: &TurnInput<S>,
+    turn: &TurnInput<S, UPLOADS>,
 ) -> Result<Option<crate::auth::Caller>, crate::error::ApiError> {
     if turn.body.get("raiseBudget").and_then(Value::as_bool) != Some(true) {
         return Ok(None);
@@ -88,7 +95,10 @@ pub(crate) async fn decide(State(server): Shared, Path(id): Path<String>, turn: 
     path = "/v1/sessions/{id}/deliver",
     summary = "Deliver a trigger the workflow declares (its requires checked) to a session waiting for input.",
     params(crate::wire::SessionPath, crate::wire::WaitQuery),
-    request_body(content = crate::wire::DeliverRequest, content_type = "application/json"),
+    request_body(content(
+        (crate::wire::DeliverRequest = "application/json"),
+        (crate::wire::DeliverUpload = "multipart/form-data"),
+    )),
     responses(
         answers::TurnRequestAnswers,
         answers::TokenTurnAnswers,
@@ -96,7 +106,11 @@ pub(crate) async fn decide(State(server): Shared, Path(id): Path<String>, turn: 
     ),
     security(("bearer" = ["start"])),
 )]
-pub(crate) async fn deliver(State(server): Shared, Path(id): Path<String>, turn: TurnInput<scopes::Start>) -> Response {
+pub(crate) async fn deliver(
+    State(server): Shared,
+    Path(id): Path<String>,
+    turn: TurnInput<scopes::Start, true>,
+) -> Response {
     let delivered = async {
         // A trigger the workflow does not declare skips its signature: only an admin
         // token may deliver one.
@@ -104,7 +118,7 @@ pub(crate) async fn deliver(State(server): Shared, Path(id): Path<String>, turn:
             server.auth.caller(&turn.headers, Scope::Admin)?;
         }
         let raiser = raiser(&server, &turn)?;
-        server.deliver(&id, &turn.body, raiser.as_ref(), turn.wait).await
+        server.deliver(&id, (&turn.body, turn.files), raiser.as_ref(), turn.wait).await
     };
     answer(delivered.await)
 }

@@ -1,0 +1,205 @@
+//! `multipart/form-data` bodies: how a start or a delivery hands files to a trigger's
+//! `type: file` inputs over HTTP.
+//!
+//! The one thing to know: an upload is the JSON request plus files, nothing else. The
+//! part named `request` (optional) holds the same JSON body the route takes as
+//! `application/json`; every other part is a file, named after the `file` input it
+//! fills, its file name used only for its extension. The checks against the trigger
+//! (`maxSize`, `accept`, which input) and the copy into the session are the runtime's
+//! ([`archmax_vm::handover`]), as for `--file`.
+//!
+//! Hostile senders are bounded before the runtime sees a byte: the whole body at
+//! [`files_limit`] (413), each file at the session file limit and the request at the
+//! body limit (413 naming the part), at most [`MAX_PARTS`] parts (400), and at most
+//! [`UPLOADS_AT_ONCE`] uploads read at once per runner (429 with `Retry-After`), so
+//! uploads cannot hold more than a known amount of memory.
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, StatusCode, header};
+use serde_json::{Value, json};
+
+use archmax_vm::handover::HandedFile;
+use archmax_vm::stdlib::limits::MAX_FILE_BYTES;
+
+use crate::error::ApiError;
+use crate::server::Server;
+
+/// The most parts an upload may have: the request and the files.
+pub(crate) const MAX_PARTS: usize = 16;
+
+/// Uploads a runner reads at once; one more is answered 429.
+pub(crate) const UPLOADS_AT_ONCE: usize = 8;
+
+/// The most the files of one upload may hold together, in bytes.
+const FILES_BYTES: usize = 4 * MAX_FILE_BYTES as usize;
+
+/// The name of the part that holds the JSON request.
+pub(crate) const REQUEST_PART: &str = "request";
+
+/// The largest upload body a server with `body_limit` takes.
+pub(crate) fn files_limit(body_limit: usize) -> usize {
+    body_limit.saturating_add(FILES_BYTES)
+}
+
+/// The boundary of a `multipart/form-data` body, `None` for any other body; a multipart
+/// body without a usable boundary is a 400.
+pub(crate) fn boundary(headers: &HeaderMap) -> Option<Result<String, ApiError>> {
+    let kind = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    let media = kind.split(';').next().unwrap_or_default().trim();
+    if !media.eq_ignore_ascii_case("multipart/form-data") {
+        return None;
+    }
+    Some(multer::parse_boundary(kind).map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "request.invalid",
+            "a multipart/form-data body needs a `boundary` in its Content-Type",
+        )
+    }))
+}
+
+/// An upload, read: the JSON request (`{}` without a `request` part) and the files.
+pub(crate) struct Upload {
+    pub body: Value,
+    pub files: Vec<HandedFile>,
+}
+
+/// Reads an upload whose boundary is `boundary`. The body is read whole first (bounded,
+/// and refused past [`files_limit`] as every body is refused past its limit), then split.
+pub(crate) async fn read(
+    headers: &HeaderMap,
+    body: Body,
+    boundary: String,
+    server: &Server,
+) -> Result<Upload, ApiError> {
+    let Ok(_permit) = server.uploads.try_acquire() else {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "server.saturated",
+            format!("this runner is reading {UPLOADS_AT_ONCE} uploads already; send it again in a moment"),
+        )
+        .retry_after(1));
+    };
+    let bytes = super::extract::body_bytes(headers, body, files_limit(server.body_limit)).await?;
+    split(bytes, boundary, server.body_limit).await
+}
+
+/// The parts of an upload's bytes.
+async fn split(bytes: Bytes, boundary: String, body_limit: usize) -> Result<Upload, ApiError> {
+    let stream = futures_util::stream::once(async move { Ok::<Bytes, std::io::Error>(bytes) });
+    let mut parts = multer::Multipart::new(stream, boundary);
+    let mut body = None;
+    let mut files = Vec::new();
+    let mut count = 0;
+    while let Some(mut part) = parts.next_field().await.map_err(malformed)? {
+        count += 1;
+        if count > MAX_PARTS {
+            return Err(invalid("body", format!("an upload has at most {MAX_PARTS} parts")));
+        }
+        let Some(name) = part.name().map(str::to_string).filter(|name| !name.is_empty()) else {
+            return Err(invalid(
+                "body",
+                "every part needs a name: `request` for the JSON request, else the file input it fills".to_string(),
+            ));
+        };
+        if name == REQUEST_PART {
+            if body.is_some() {
+                return Err(invalid(REQUEST_PART, "the `request` part is given twice".to_string()));
+            }
+            let text = bounded(&mut part, &name, body_limit).await?;
+            let parsed = if text.is_empty() {
+                json!({})
+            } else {
+                serde_json::from_slice(&text)
+                    .map_err(|error| invalid(REQUEST_PART, format!("the `request` part is not JSON: {error}")))?
+            };
+            body = Some(parsed);
+            continue;
+        }
+        let file_name = part.file_name().unwrap_or_default().to_string();
+        let bytes = bounded(&mut part, &name, MAX_FILE_BYTES as usize).await?;
+        files.push(HandedFile { input: Some(name), name: file_name, bytes: bytes.to_vec() });
+    }
+    Ok(Upload { body: body.unwrap_or_else(|| json!({})), files })
+}
+
+/// A part's bytes, refused with 413 naming the part past `limit`.
+async fn bounded(part: &mut multer::Field<'_>, name: &str, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = part.chunk().await.map_err(malformed)? {
+        if bytes.len() + chunk.len() > limit {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request.too-large",
+                format!("part `{name}` is larger than {limit} bytes"),
+            ));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+fn malformed(error: multer::Error) -> ApiError {
+    invalid("body", format!("the multipart body does not parse: {error}"))
+}
+
+fn invalid(field: &str, problem: String) -> ApiError {
+    ApiError::invalid(problem.clone(), &[archmax_vm::FieldProblem { field: field.to_string(), problem }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(parts: &[(&str, Option<&str>, &str)]) -> Bytes {
+        let mut text = String::new();
+        for (name, file, content) in parts {
+            text.push_str("--B\r\n");
+            match file {
+                Some(file) => text
+                    .push_str(&format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{file}\"\r\n\r\n")),
+                None => text.push_str(&format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n")),
+            }
+            text.push_str(content);
+            text.push_str("\r\n");
+        }
+        text.push_str("--B--\r\n");
+        Bytes::from(text)
+    }
+
+    fn run<T>(future: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread().build().expect("executor").block_on(future)
+    }
+
+    #[test]
+    fn an_upload_is_the_request_part_and_one_file_per_named_part() {
+        let parts = [("request", None, r#"{"message":"hi"}"#), ("receipt", Some("Scan.PDF"), "%PDF-1.7")];
+        let upload =
+            run(split(body(&parts), "B".into(), 1024)).unwrap_or_else(|error| panic!("parses: {}", error.message));
+        assert_eq!(upload.body, json!({ "message": "hi" }));
+        assert_eq!(upload.files.len(), 1);
+        assert_eq!(upload.files[0].input.as_deref(), Some("receipt"));
+        assert_eq!(upload.files[0].name, "Scan.PDF");
+        assert_eq!(upload.files[0].bytes, b"%PDF-1.7");
+    }
+
+    #[test]
+    fn what_an_upload_cannot_be_is_refused_naming_it() {
+        let refused = |parts: &[(&str, Option<&str>, &str)], limit: usize| {
+            run(split(body(parts), "B".into(), limit)).err().expect("refused")
+        };
+        let twice = refused(&[("request", None, "{}"), ("request", None, "{}")], 1024);
+        assert!(twice.message.contains("twice"), "{}", twice.message);
+        let not_json = refused(&[("request", None, "{")], 1024);
+        assert!(not_json.message.contains("not JSON"), "{}", not_json.message);
+        let large = refused(&[("request", None, r#"{"message":"a long one"}"#)], 8);
+        assert_eq!(large.status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(large.message.contains("part `request`"), "{}", large.message);
+        let many: Vec<(&str, Option<&str>, &str)> = vec![("f", Some("a.txt"), "x"); MAX_PARTS + 1];
+        assert!(refused(&many, 1024).message.contains("at most 16 parts"));
+        let unnamed = refused(&[("", Some("a.txt"), "x")], 1024);
+        assert!(unnamed.message.contains("needs a name"), "{}", unnamed.message);
+        let broken = run(split(Bytes::from_static(b"--B\r\nno headers"), "B".into(), 1024)).err().expect("refused");
+        assert!(broken.message.contains("does not parse"), "{}", broken.message);
+    }
+}

@@ -33,6 +33,12 @@ pub fn form_body_limit() -> tower_http::limit::RequestBodyLimitLayer {
     tower_http::limit::RequestBodyLimitLayer::new(FORM_BODY_LIMIT)
 }
 
+/// The size limit of the inbox's deliver form, which may upload files: a form's text
+/// plus the files an upload may carry ([`crate::routes::files_limit`]).
+pub fn upload_form_body_limit() -> tower_http::limit::RequestBodyLimitLayer {
+    tower_http::limit::RequestBodyLimitLayer::new(crate::routes::files_limit(FORM_BODY_LIMIT))
+}
+
 /// Why a request's body stopped: it had not arrived whole within the deadline.
 #[derive(Debug, thiserror::Error)]
 #[error("the request body did not arrive within {} s", .0.as_secs_f64())]

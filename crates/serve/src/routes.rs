@@ -29,7 +29,10 @@ use crate::server::{Answer, Server};
 use extract::{ArtifactBytes, Authorized, scopes};
 
 pub(crate) use extract::query_pairs;
-pub(crate) use upload::{REQUEST_PART, UPLOADS_AT_ONCE};
+pub(crate) use upload::{
+    Layout as UploadLayout, REQUEST_PART, UPLOADS_AT_ONCE, boundary as upload_boundary, files_limit,
+    read as read_upload,
+};
 // The handlers with their `#[utoipa::path]` items, named by `crate::openapi`.
 pub(crate) use sessions::*;
 pub(crate) use turns::*;

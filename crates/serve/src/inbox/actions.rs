@@ -142,10 +142,11 @@ pub async fn reply(State(inbox): Shared, headers: HeaderMap, body: Body) -> Resp
 
 /// `POST /deliver`: a trigger's values, typed by its signature's schema.
 pub async fn deliver(State(inbox): Shared, headers: HeaderMap, body: Body) -> Response {
-    let (form, signed, session) = match form_action(&inbox, &headers, body, Scope::Start).await {
+    let (mut form, signed, session) = match form_action(&inbox, &headers, body, Scope::Start).await {
         Ok(action) => action,
         Err(refused) => return *refused,
     };
+    let files = std::mem::take(&mut form.files);
     let trigger = form.text("trigger").unwrap_or_default();
     let schema = trigger_schema(&inbox, &session, &trigger).await.unwrap_or_default();
     let mut request = json!({ "trigger": trigger, "variables": forms::variables(&schema, &form) });
@@ -153,7 +154,7 @@ pub async fn deliver(State(inbox): Shared, headers: HeaderMap, body: Body) -> Re
         request["message"] = json!(message);
     }
     let server = &inbox.server;
-    let call = || server.deliver(&session, (&request, Vec::new()), None, TURN_WAIT);
+    let call = || server.deliver(&session, (&request, files), None, TURN_WAIT);
     act(&inbox, &signed, &session, "delivered", call).await
 }
 

@@ -10,15 +10,23 @@
 use maud::{Markup, html};
 use serde_json::{Map, Value};
 
-/// A `application/x-www-form-urlencoded` body: its pairs in order.
+/// A form's body: its text pairs in order (`application/x-www-form-urlencoded`, or the
+/// text parts of `multipart/form-data`), and the files a multipart form carried.
 pub struct Form {
     pairs: Vec<(String, String)>,
+    /// Files chosen in the form's file controls, each for the input its control names.
+    pub files: Vec<archmax_vm::handover::HandedFile>,
 }
 
 impl Form {
     pub fn parse(body: &[u8]) -> Form {
         let text = String::from_utf8_lossy(body);
-        Form { pairs: crate::routes::query_pairs(Some(&text)) }
+        Form { pairs: crate::routes::query_pairs(Some(&text)), files: Vec::new() }
+    }
+
+    /// A multipart form's text fields and files.
+    pub fn of_parts(pairs: Vec<(String, String)>, files: Vec<archmax_vm::handover::HandedFile>) -> Form {
+        Form { pairs, files }
     }
 
     /// The first value of `name`.
@@ -109,8 +117,9 @@ pub fn control(prefix: &str, field: &SchemaField<'_>) -> Markup {
                     option value="true" { "yes" }
                     option value="false" { "no" }
                 }
-            } @else if schema["x-archmax-type"].as_str() == Some("file") {
-                p.hint { "A file: deliver this trigger through the API (POST /v1/sessions/{id}/deliver)." }
+            } @else if is_file(schema) {
+                input id=(id) name=(name) type="file" accept=[accept_list(schema)]
+                    required[field.required] aria-describedby=[described];
             } @else if long {
                 textarea id=(id) name=(name) rows="4" required[field.required] aria-describedby=[described] {}
             } @else {
@@ -123,6 +132,17 @@ pub fn control(prefix: &str, field: &SchemaField<'_>) -> Markup {
     }
 }
 
+/// Whether a field takes a file (`type: file`): the form then uploads it.
+pub fn is_file(schema: &Value) -> bool {
+    schema["x-archmax-type"].as_str() == Some("file")
+}
+
+/// A file control's `accept`: the input's own list, as the browser's file picker takes it.
+fn accept_list(schema: &Value) -> Option<String> {
+    let accepted: Vec<&str> = schema["x-accept"].as_array()?.iter().filter_map(Value::as_str).collect();
+    (!accepted.is_empty()).then(|| accepted.join(","))
+}
+
 fn number_text(number: f64) -> String {
     if number.fract() == 0.0 && number.abs() < 1e15 { format!("{}", number as i64) } else { number.to_string() }
 }
@@ -132,7 +152,7 @@ fn number_text(number: f64) -> String {
 /// with its own words); an empty field is left out.
 pub fn variables(schema: &Value, form: &Form) -> Map<String, Value> {
     let mut variables = Map::new();
-    for field in fields(schema) {
+    for field in fields(schema).into_iter().filter(|field| !is_file(field.schema)) {
         let Some(text) = form.get(&format!("field.{}", field.name)) else { continue };
         let text = text.trim();
         if text.is_empty() {

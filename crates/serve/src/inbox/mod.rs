@@ -38,7 +38,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use axum::routing::{get, post};
 
-use crate::request_limits::form_body_limit;
+use crate::request_limits::{form_body_limit, upload_form_body_limit};
 use crate::server::Server;
 
 pub use signin::Secret;
@@ -73,7 +73,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/sessions/{*id}", get(pages::session_route))
         .route("/decide", post(actions::decide).layer(form_body_limit()))
         .route("/reply", post(actions::reply).layer(form_body_limit()))
-        .route("/deliver", post(actions::deliver).layer(form_body_limit()))
+        .route("/deliver", post(actions::deliver).layer(upload_form_body_limit()))
         .route("/live", get(actions::inbox_events))
         .route("/live/{*id}", get(actions::session_events))
         .route("/evidence", get(actions::evidence))

@@ -487,7 +487,9 @@ impl SessionView<'_> {
                 @if !self.may_start { p.hint { "Your token does not hold the start scope, which delivering needs." } }
                 @else {
                     @for (trigger, schema) in &triggers {
-                        form.deliver method="post" action="/deliver" aria-label={ "Deliver " (trigger) } {
+                        @let uploads = forms::fields(schema).iter().any(|field| forms::is_file(field.schema));
+                        form.deliver method="post" action="/deliver" enctype=[uploads.then_some("multipart/form-data")]
+                            aria-label={ "Deliver " (trigger) } {
                             h3 { "Deliver " code { (trigger) } }
                             input type="hidden" name="csrf" value=(self.signed.csrf);
                             input type="hidden" name="session" value=(self.session.id);

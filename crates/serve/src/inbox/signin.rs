@@ -266,6 +266,22 @@ async fn read_form(inbox: &Inbox, body: Body) -> Result<Form, Box<Response>> {
     }
 }
 
+/// A form sent as `multipart/form-data` (one with a file control): its text fields,
+/// bounded as a plain form's body is, and its files, bounded as the API's uploads are.
+async fn read_upload_form(
+    inbox: &Inbox,
+    headers: &HeaderMap,
+    body: Body,
+    boundary: Result<String, crate::error::ApiError>,
+) -> Result<Form, Box<Response>> {
+    let refused =
+        |error: crate::error::ApiError| Box::new(render::error_page(error.status, "Form refused", &error.message));
+    let layout = (boundary.map_err(refused)?, crate::routes::UploadLayout::Form);
+    let text_limit = crate::request_limits::FORM_BODY_LIMIT;
+    let upload = crate::routes::read_upload(headers, body, layout, &inbox.server, text_limit).await.map_err(refused)?;
+    Ok(Form::of_parts(upload.fields, upload.files))
+}
+
 /// A POST of a signed-in person: the session and the origin are checked before the body
 /// is read; then the form's CSRF token, and `scope`.
 pub async fn signed_in_post(
@@ -278,7 +294,10 @@ pub async fn signed_in_post(
     if !same_origin(headers) {
         return Err(Box::new(csrf_refused()));
     }
-    let form = read_form(inbox, body).await?;
+    let form = match crate::routes::upload_boundary(headers) {
+        Some(boundary) => read_upload_form(inbox, headers, body, boundary).await?,
+        None => read_form(inbox, body).await?,
+    };
     let presented = form.get("csrf").unwrap_or_default();
     if !signed.secret.verify("form", signed.key.as_bytes(), presented) {
         return Err(Box::new(csrf_refused()));

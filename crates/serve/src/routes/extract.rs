@@ -376,7 +376,8 @@ impl<S: RequiredScope, const UPLOADS: bool> FromRequest<Arc<Server>> for TurnInp
         let Wait(wait) = Wait::of(parts.uri.query())?;
         let (body, files) = match super::upload::boundary(&parts.headers).filter(|_| UPLOADS) {
             Some(boundary) => {
-                let upload = super::upload::read(&parts.headers, body, boundary?, server).await?;
+                let layout = (boundary?, super::upload::Layout::Api);
+                let upload = super::upload::read(&parts.headers, body, layout, server, server.body_limit).await?;
                 (upload.body, upload.files)
             }
             None => (JsonBody::read(&parts.headers, body, server).await?.0, Vec::new()),

@@ -58,19 +58,35 @@ pub(crate) fn boundary(headers: &HeaderMap) -> Option<Result<String, ApiError>> 
     }))
 }
 
-/// An upload, read: the JSON request (`{}` without a `request` part) and the files.
+/// An upload, read: the JSON request (`{}` without a `request` part), the text fields of
+/// a web form, and the files.
 pub(crate) struct Upload {
     pub body: Value,
+    pub fields: Vec<(String, String)>,
     pub files: Vec<HandedFile>,
+}
+
+/// Who sent an upload, which says how its parts are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// The API: the part `request` is the JSON request, every other part a file named
+    /// after its input.
+    Api,
+    /// The inbox's generated forms, as a browser sends them: a part without a file name
+    /// is a text field, and a file part is named `field.<input>`; a file control left
+    /// empty (no file name, no bytes) is no file.
+    Form,
 }
 
 /// Reads an upload whose boundary is `boundary`. The body is read whole first (bounded,
 /// and refused past [`files_limit`] as every body is refused past its limit), then split.
+/// `text_limit` bounds the request part, or a form's text fields together.
 pub(crate) async fn read(
     headers: &HeaderMap,
     body: Body,
-    boundary: String,
+    (boundary, layout): (String, Layout),
     server: &Server,
+    text_limit: usize,
 ) -> Result<Upload, ApiError> {
     let Ok(_permit) = server.uploads.try_acquire() else {
         return Err(ApiError::new(
@@ -80,15 +96,17 @@ pub(crate) async fn read(
         )
         .retry_after(1));
     };
-    let bytes = super::extract::body_bytes(headers, body, files_limit(server.body_limit)).await?;
-    split(bytes, boundary, server.body_limit).await
+    let bytes = super::extract::body_bytes(headers, body, files_limit(text_limit)).await?;
+    split(bytes, (boundary, layout), text_limit).await
 }
 
 /// The parts of an upload's bytes.
-async fn split(bytes: Bytes, boundary: String, body_limit: usize) -> Result<Upload, ApiError> {
+async fn split(bytes: Bytes, (boundary, layout): (String, Layout), text_limit: usize) -> Result<Upload, ApiError> {
     let stream = futures_util::stream::once(async move { Ok::<Bytes, std::io::Error>(bytes) });
     let mut parts = multer::Multipart::new(stream, boundary);
     let mut body = None;
+    let mut fields = Vec::new();
+    let mut text_left = text_limit;
     let mut files = Vec::new();
     let mut count = 0;
     while let Some(mut part) = parts.next_field().await.map_err(malformed)? {
@@ -102,11 +120,31 @@ async fn split(bytes: Bytes, boundary: String, body_limit: usize) -> Result<Uplo
                 "every part needs a name: `request` for the JSON request, else the file input it fills".to_string(),
             ));
         };
+        if layout == Layout::Form {
+            match part.file_name().map(str::to_string) {
+                None => {
+                    let text = bounded(&mut part, &name, text_left).await?;
+                    text_left -= text.len();
+                    fields.push((name, String::from_utf8_lossy(&text).into_owned()));
+                }
+                Some(file_name) => {
+                    let bytes = bounded(&mut part, &name, MAX_FILE_BYTES as usize).await?;
+                    if file_name.is_empty() && bytes.is_empty() {
+                        continue;
+                    }
+                    let Some(input) = name.strip_prefix("field.") else {
+                        return Err(invalid(&name, format!("the form has no file control `{name}`")));
+                    };
+                    files.push(HandedFile { input: Some(input.to_string()), name: file_name, bytes });
+                }
+            }
+            continue;
+        }
         if name == REQUEST_PART {
             if body.is_some() {
                 return Err(invalid(REQUEST_PART, "the `request` part is given twice".to_string()));
             }
-            let text = bounded(&mut part, &name, body_limit).await?;
+            let text = bounded(&mut part, &name, text_limit).await?;
             let parsed = if text.is_empty() {
                 json!({})
             } else {
@@ -118,9 +156,9 @@ async fn split(bytes: Bytes, boundary: String, body_limit: usize) -> Result<Uplo
         }
         let file_name = part.file_name().unwrap_or_default().to_string();
         let bytes = bounded(&mut part, &name, MAX_FILE_BYTES as usize).await?;
-        files.push(HandedFile { input: Some(name), name: file_name, bytes: bytes.to_vec() });
+        files.push(HandedFile { input: Some(name), name: file_name, bytes });
     }
-    Ok(Upload { body: body.unwrap_or_else(|| json!({})), files })
+    Ok(Upload { body: body.unwrap_or_else(|| json!({})), fields, files })
 }
 
 /// A part's bytes, refused with 413 naming the part past `limit`.
@@ -174,8 +212,8 @@ mod tests {
     #[test]
     fn an_upload_is_the_request_part_and_one_file_per_named_part() {
         let parts = [("request", None, r#"{"message":"hi"}"#), ("receipt", Some("Scan.PDF"), "%PDF-1.7")];
-        let upload =
-            run(split(body(&parts), "B".into(), 1024)).unwrap_or_else(|error| panic!("parses: {}", error.message));
+        let upload = run(split(body(&parts), ("B".into(), Layout::Api), 1024))
+            .unwrap_or_else(|error| panic!("parses: {}", error.message));
         assert_eq!(upload.body, json!({ "message": "hi" }));
         assert_eq!(upload.files.len(), 1);
         assert_eq!(upload.files[0].input.as_deref(), Some("receipt"));
@@ -184,9 +222,32 @@ mod tests {
     }
 
     #[test]
+    fn a_form_upload_is_text_fields_and_the_files_chosen() {
+        let parts = [
+            ("csrf", None, "token"),
+            ("field.note", None, "hello"),
+            ("field.slip", Some("Slip.txt"), "1 x board"),
+            ("field.photo", Some(""), ""),
+        ];
+        let upload = run(split(body(&parts), ("B".into(), Layout::Form), 1024))
+            .unwrap_or_else(|error| panic!("parses: {}", error.message));
+        assert_eq!(upload.fields, [("csrf".to_string(), "token".to_string()), ("field.note".into(), "hello".into())]);
+        assert_eq!(upload.files.len(), 1, "an empty file control is no file");
+        assert_eq!(upload.files[0].input.as_deref(), Some("slip"));
+        let refused = run(split(body(&[("other", Some("a.txt"), "x")]), ("B".into(), Layout::Form), 1024))
+            .err()
+            .expect("refused");
+        assert!(refused.message.contains("no file control `other`"), "{}", refused.message);
+        let long = run(split(body(&[("a", None, "12345"), ("b", None, "67890")]), ("B".into(), Layout::Form), 8))
+            .err()
+            .expect("the text fields together are bounded");
+        assert_eq!(long.status, StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[test]
     fn what_an_upload_cannot_be_is_refused_naming_it() {
         let refused = |parts: &[(&str, Option<&str>, &str)], limit: usize| {
-            run(split(body(parts), "B".into(), limit)).err().expect("refused")
+            run(split(body(parts), ("B".into(), Layout::Api), limit)).err().expect("refused")
         };
         let twice = refused(&[("request", None, "{}"), ("request", None, "{}")], 1024);
         assert!(twice.message.contains("twice"), "{}", twice.message);
@@ -199,7 +260,9 @@ mod tests {
         assert!(refused(&many, 1024).message.contains("at most 16 parts"));
         let unnamed = refused(&[("", Some("a.txt"), "x")], 1024);
         assert!(unnamed.message.contains("needs a name"), "{}", unnamed.message);
-        let broken = run(split(Bytes::from_static(b"--B\r\nno headers"), "B".into(), 1024)).err().expect("refused");
+        let broken = run(split(Bytes::from_static(b"--B\r\nno headers"), ("B".into(), Layout::Api), 1024))
+            .err()
+            .expect("refused");
         assert!(broken.message.contains("does not parse"), "{}", broken.message);
     }
 }

@@ -337,3 +337,45 @@ async fn without_a_configured_token_the_inbox_serves_no_one() {
     assert_eq!(server.get("/sign-in", None).await.status, StatusCode::FORBIDDEN);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deliver_form_with_a_file_input_uploads_the_file_chosen_and_refuses_one_that_does_not_fit() {
+    let server = serve(false).await;
+    let waiting = server.start("slips", "slip-1", json!({ "message": "I will send the slip." })).await;
+    assert_eq!(waiting["status"], "awaiting_input", "{waiting}");
+    let cookie = server.sign_in(LEAD).await;
+    let page = server.get("/sessions/slip-1", Some(&cookie)).await;
+    let form = &page.body;
+    assert!(form.contains(r#"enctype="multipart/form-data""#), "a form with a file control uploads: {form}");
+    assert!(
+        form.contains(r#"<input id="slip_sent-slip" name="field.slip" type="file" accept=".txt" required"#),
+        "{form}"
+    );
+    assert!(!form.contains("deliver this trigger through the API"), "{form}");
+    let send = |slip: reqwest::multipart::Part| {
+        let form = reqwest::multipart::Form::new()
+            .text("csrf", page.csrf())
+            .text("session", "slip-1")
+            .text("trigger", "slip_sent")
+            .text("field.note", "Here it is.")
+            .part("field.slip", slip);
+        server.client.post(format!("{}/deliver", server.base)).header(reqwest::header::COOKIE, &cookie).multipart(form)
+    };
+    let slip = |name: &str, bytes: &[u8]| reqwest::multipart::Part::bytes(bytes.to_vec()).file_name(name.to_string());
+
+    let refused = send(slip("slip.pdf", b"1 x walnut board")).send().await.expect("answers");
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let body = refused.text().await.unwrap_or_default();
+    assert!(body.contains("it accepts .txt"), "the runtime's own words: {body}");
+    assert_eq!(server.show("slip-1").await["status"], "awaiting_input", "nothing was delivered");
+
+    let delivered = send(slip("Packing Slip.TXT", b"1 x walnut board")).send().await.expect("answers");
+    assert_eq!(delivered.status(), StatusCode::SEE_OTHER);
+    let shown = server.show("slip-1").await;
+    assert_eq!(shown["status"], "completed", "{shown}");
+    assert_eq!(shown["variables"]["slip"]["value"], "scratchpad/inputs/slip.txt", "{shown}");
+    assert_eq!(shown["variables"]["note"]["value"], "Here it is.", "{shown}");
+    let page = server.get("/sessions/slip-1", Some(&cookie)).await.body;
+    assert!(page.contains("The slip lists one walnut board."), "{page}");
+    server.stop().await;
+}

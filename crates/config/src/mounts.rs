@@ -29,6 +29,8 @@ struct MountsFile {
     _context: Option<serde::de::IgnoredAny>,
     #[serde(default, rename = "limits")]
     _limits: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "inbox")]
+    _inbox: Option<serde::de::IgnoredAny>,
     #[serde(default, rename = "providers")]
     _providers: Option<serde::de::IgnoredAny>,
     #[serde(default, rename = "models")]

@@ -3,7 +3,8 @@
 //! (`[schedule.<workflow>]`), and which MCP servers provide host tools
 //! (`[mcp_servers.<name>]`, `essential_tools`; read in [`mcp`], documented in the book's MCP guide, `docs/src/guides/mcp.md`),
 //! the sessions' context budgets (`[context]`, read in [`context`]), their spending
-//! limits (`[limits]`, read in [`limits`]), and the model
+//! limits (`[limits]`, read in [`limits`]), how the inbox shows each workflow (`[inbox]`,
+//! read in [`inbox`]), and the model
 //! providers and routes (`[providers.<name>]`, `[models."<id>"]`, read in [`providers`]).
 //!
 //! ```toml
@@ -29,6 +30,7 @@
 //! [`check_environment`].
 
 mod context;
+mod inbox;
 mod limits;
 mod mcp;
 pub mod providers;
@@ -92,9 +94,13 @@ pub struct RunnerSettings {
     /// `[limits]`: what a session may spend before a person must let it go on (read in
     /// [`limits`]).
     pub limits: Budgets,
+    /// `[inbox]`: how the decision inbox presents each workflow's sessions (read in
+    /// [`inbox`]).
+    pub inbox: InboxSettings,
 }
 
 pub use context::ContextSettings;
+pub use inbox::{InboxSettings, InboxWorkflow};
 pub use limits::{BudgetLimits, Budgets};
 
 pub use mcp::{MAX_TIMEOUT_MS, check_environment, is_tool_name, prefix_problem};
@@ -194,6 +200,7 @@ pub fn parse_runner_settings(file: FileId, text: &str) -> (RunnerSettings, Vec<D
     mcp::read(file, text, &mut settings, &mut diagnostics);
     context::read(file, text, &mut settings, &mut diagnostics);
     limits::read(file, text, &mut settings, &mut diagnostics);
+    inbox::read(file, text, &mut settings, &mut diagnostics);
     providers::read(file, text, &mut settings, &mut diagnostics);
     let span = |range: std::ops::Range<usize>| Span::new(file, range.start, range.end);
     let parsed: SettingsFile = match toml::from_str(text) {

@@ -1,9 +1,21 @@
-// The decision inbox's one script. Every page works without it; with it, a page
-// listens to its event stream (the `data-live` attribute of <main>) and, when events
+// The decision inbox's one script. Every page works without it; with it, times are
+// shown in the viewer's time zone, and a page listens to its event stream (the `data-live` attribute of <main>) and, when events
 // arrive, fetches itself again and swaps each `data-region` for the fresh one. A
 // region holding the focus or text the person is typing is left alone.
 (function () {
   "use strict";
+  // Instants are written in UTC; shown in the viewer's own time zone, the UTC instant
+  // kept in the hover title.
+  function localTimes(root) {
+    root.querySelectorAll("time[datetime]").forEach(function (element) {
+      var at = new Date(element.getAttribute("datetime"));
+      if (!isNaN(at.getTime()) && !element.hasAttribute("data-local")) {
+        element.textContent = at.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+        element.setAttribute("data-local", "true");
+      }
+    });
+  }
+  localTimes(document);
   var main = document.querySelector("main[data-live]");
   if (!main || !window.EventSource || !window.fetch || !window.DOMParser) {
     return;
@@ -66,6 +78,7 @@
             region.remove();
           }
         });
+        localTimes(document);
         refreshes += 1;
         main.setAttribute("data-refreshed", String(refreshes));
       })

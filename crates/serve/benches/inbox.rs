@@ -67,7 +67,11 @@ fn inbox(criterion: &mut Criterion) {
     let sessions: Vec<SessionState> = (0..SESSIONS).map(parked).collect();
     let workflows = vec!["payout".to_string()];
     criterion.bench_function("inbox/render 1000 parked", |bench| {
-        bench.iter(|| inbox_body(&sessions, &InboxFilter::default(), "admin", NOW_MS, &workflows).into_string().len())
+        bench.iter(|| {
+            inbox_body(&sessions, &InboxFilter::default(), ("admin", NOW_MS), &workflows, &Default::default())
+                .into_string()
+                .len()
+        })
     });
 
     let runtime =

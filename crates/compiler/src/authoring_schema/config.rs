@@ -117,6 +117,7 @@ pub fn schema() -> Value {
                     ),
                 ),
                 ("limits", limits()),
+                ("inbox", inbox()),
                 (
                     "providers",
                     json!({
@@ -141,6 +142,35 @@ pub fn schema() -> Value {
 
 /// `[limits]`: the default limits, and `workflows`, each workflow's own over them. A
 /// workflow's table takes the same keys, where `0` lifts a limit instead of being refused.
+/// `[inbox]`: how the decision inbox shows each workflow's sessions.
+fn inbox() -> Value {
+    let names = |description: &str| {
+        json!({
+            "type": "array",
+            "maxItems": 8,
+            "uniqueItems": true,
+            "items": { "type": "string", "pattern": "^[a-z][a-z0-9_-]*$" },
+            "description": description,
+        })
+    };
+    let workflow = closed(
+        "How the inbox shows this workflow's sessions.",
+        &[
+            ("summary", names("The variables a row of the inbox shows (default: the session's first locked inputs).")),
+            ("comment_required", names("States a decision leads to that need the decider's comment.")),
+        ],
+        &[],
+    );
+    closed(
+        "How the decision inbox presents sessions.",
+        &[(
+            "workflows",
+            json!({ "type": "object", "description": "Per workflow, by slug.", "additionalProperties": workflow }),
+        )],
+        &[],
+    )
+}
+
 fn limits() -> Value {
     let tokens = json!({ "type": "integer", "minimum": LIMIT_TOKENS.0, "maximum": LIMIT_TOKENS.1 });
     let calls = |minimum: u64| json!({ "type": "integer", "minimum": minimum, "maximum": LIMIT_CALLS.1 });

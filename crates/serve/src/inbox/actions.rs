@@ -22,7 +22,7 @@ use super::forms::{self, Form};
 use super::pages::session_page;
 use super::render::{self, Notice, session_url};
 use super::signin::{SignedIn, signed_in, signed_in_post};
-use super::{Inbox, Shared};
+use super::{Inbox, Shared, present};
 use crate::auth::Scope;
 use crate::error::ApiError;
 
@@ -109,17 +109,34 @@ pub async fn decide(State(inbox): Shared, headers: HeaderMap, body: Body) -> Res
         Err(refused) => return *refused,
     };
     let shown = form.text("decision");
-    let pending = match inbox.server.session(&session).await {
-        Ok(state) => state.head.pending_decision.map(|decision| decision.seq.to_string()),
-        Err(_) => None,
-    };
+    let waiting = inbox.server.session(&session).await.ok().and_then(|state| {
+        let workflow = state.head.workflow;
+        state.head.pending_decision.map(|decision| (workflow, decision))
+    });
+    let pending = waiting.as_ref().map(|(_, decision)| decision.seq.to_string());
     // A page names the record it showed; when another record waits now, the click was
     // for that earlier one. (With nothing waiting, the decide below says why.)
     if pending.is_some() && shown.is_some() && shown != pending {
         let why = "The decision you answered is no longer the one waiting: the session moved on since the page was loaded. Here it is as it stands now; decide again if it still needs you.";
         return session_page(&inbox, &signed, &session, StatusCode::CONFLICT, Some(Notice::error(why))).await;
     }
-    let mut request = json!({ "to": form.get("to").unwrap_or_default() });
+    let to = form.get("to").unwrap_or_default();
+    // A decision whose transition asks for a comment (its description, or the workflow's
+    // `[inbox]` settings) is not taken without one.
+    let needs_comment = waiting.as_ref().and_then(|(workflow, decision)| {
+        let settings = inbox.server.settings.inbox.for_workflow(workflow);
+        decision.transitions.iter().find(|choice| choice.to == to && present::comment_required(choice, &settings))
+    });
+    if let Some(choice) = needs_comment
+        && form.text("comment").is_none()
+    {
+        let why = format!(
+            "Moving to {} needs a comment: write in the comment box why you decide so, then choose again.",
+            choice.to
+        );
+        return session_page(&inbox, &signed, &session, StatusCode::BAD_REQUEST, Some(Notice::error(why))).await;
+    }
+    let mut request = json!({ "to": to });
     if let Some(comment) = form.text("comment") {
         request["comment"] = json!(comment);
     }

@@ -1,12 +1,15 @@
 //! A workflow's graph as SVG: states in columns by their distance from an entry, the
-//! current state highlighted, states the trail passed through marked.
+//! current state highlighted, states the trail passed through marked, every edge with an
+//! arrowhead and a label (a decision's type, else the start of the transition's
+//! description), and a legend beside it ([`legend`]).
 //!
 //! Styling is by class only (the page's stylesheet colours it), since the
 //! Content-Security-Policy allows no inline style.
 
 use std::collections::VecDeque;
 
-use archmax_program::program::{Program, StateKind, WorkflowProgram};
+use archmax_program::kinds::TransitionType;
+use archmax_program::program::{Program, StateKind, TransitionProgram, WorkflowProgram};
 use archmax_program::text::{cut_at_chars, first_chars};
 use maud::{Markup, html};
 
@@ -17,6 +20,8 @@ const ROW_GAP: i64 = 22;
 const MARGIN: i64 = 16;
 /// The most characters of a state's name drawn in its box (the whole name is its title).
 const LABEL_CHARS: usize = 22;
+/// The most characters of an edge's label (the whole description is its title).
+const EDGE_LABEL_CHARS: usize = 18;
 
 /// Each state's column: its distance from the nearest entry (unreachable states last).
 fn columns(workflow: &WorkflowProgram) -> Vec<usize> {
@@ -46,9 +51,36 @@ fn columns(workflow: &WorkflowProgram) -> Vec<usize> {
 }
 
 fn label(text: &str) -> String {
-    match cut_at_chars(text, LABEL_CHARS) {
-        Some(_) => format!("{}…", first_chars(text, LABEL_CHARS - 1)),
+    clipped(text, LABEL_CHARS)
+}
+
+fn clipped(text: &str, chars: usize) -> String {
+    match cut_at_chars(text, chars) {
+        Some(_) => format!("{}…", first_chars(text, chars - 1)),
         None => text.to_string(),
+    }
+}
+
+/// An edge's label: a decision's type (`approve`, `reject`, `refine`), else the start
+/// of its description; and the whole description, for its title.
+fn edge_label(program: &Program, transition: &TransitionProgram) -> (String, String) {
+    let description = transition.description.map(|text| program.str(text).trim().to_string()).unwrap_or_default();
+    let shown = match transition.kind {
+        TransitionType::None => clipped(description.trim_end_matches('.'), EDGE_LABEL_CHARS),
+        kind => kind.as_str().to_string(),
+    };
+    (shown, description)
+}
+
+/// What the graph's marks mean, for the page beside the SVG.
+pub fn legend() -> Markup {
+    html! {
+        ul.legend aria-label="Legend" {
+            li { span.swatch.current {} "where the session is" }
+            li { span.swatch.visited {} "passed through" }
+            li { span.swatch.human {} "a person decides (dashed box)" }
+            li { span.swatch.back {} "a way back (dashed line)" }
+        }
     }
 }
 
@@ -83,7 +115,10 @@ pub fn svg(program: &Program, workflow: &WorkflowProgram, current: Option<&str>,
             width=(width) height=(height) role="img" aria-labelledby="graph-title" {
             title id="graph-title" { (title) }
             defs {
-                marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse" {
+                // Sized in the drawing's units, so every edge's head is the same size
+                // whatever its stroke.
+                marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse"
+                    markerWidth="10" markerHeight="10" orient="auto" {
                     path.arrow d="M 0 0 L 10 5 L 0 10 z" {}
                 }
             }
@@ -93,14 +128,30 @@ pub fn svg(program: &Program, workflow: &WorkflowProgram, current: Option<&str>,
                     @if target < workflow.states.len() {
                         @let (x1, y1) = position(index);
                         @let (x2, y2) = position(target);
+                        @let (shown, description) = edge_label(program, transition);
                         @if columns[target] > columns[index] {
-                            path.edge d={ "M " (x1 + NODE_WIDTH) " " (y1 + NODE_HEIGHT / 2) " L " (x2) " " (y2 + NODE_HEIGHT / 2) }
-                                marker-end="url(#arrow)" {}
+                            g.transition {
+                                title { (slug_of(index)) " → " (slug_of(target)) @if !description.is_empty() { ": " (description) } }
+                                path.edge d={ "M " (x1 + NODE_WIDTH) " " (y1 + NODE_HEIGHT / 2) " L " (x2 - 1) " " (y2 + NODE_HEIGHT / 2) }
+                                    marker-end="url(#arrow)" {}
+                                @if !shown.is_empty() {
+                                    text.edge-label x=((x1 + NODE_WIDTH + x2) / 2) y=((y1 + y2 + NODE_HEIGHT) / 2 - 4)
+                                        text-anchor="middle" { (shown) }
+                                }
+                            }
                         } @else {
+                            // A way back (or to itself) runs below the boxes and ends just
+                            // under its target, so its head is never hidden by a box.
                             @let low = y1.max(y2) + NODE_HEIGHT + 26;
-                            path.edge.back d={ "M " (x1 + NODE_WIDTH / 2) " " (y1 + NODE_HEIGHT) " C " (x1 + NODE_WIDTH / 2) " " (low) " "
-                                (x2 + NODE_WIDTH / 2) " " (low) " " (x2 + NODE_WIDTH / 2 + 6) " " (y2 + NODE_HEIGHT) }
-                                marker-end="url(#arrow)" {}
+                            g.transition {
+                                title { (slug_of(index)) " → " (slug_of(target)) @if !description.is_empty() { ": " (description) } }
+                                path.edge.back d={ "M " (x1 + NODE_WIDTH / 2) " " (y1 + NODE_HEIGHT) " C " (x1 + NODE_WIDTH / 2) " " (low) " "
+                                    (x2 + NODE_WIDTH / 2 + 6) " " (low) " " (x2 + NODE_WIDTH / 2 + 6) " " (y2 + NODE_HEIGHT + 2) }
+                                    marker-end="url(#arrow)" {}
+                                @if !shown.is_empty() {
+                                    text.edge-label x=((x1 + x2 + NODE_WIDTH) / 2) y=(low - 4) text-anchor="middle" { (shown) }
+                                }
+                            }
                         }
                     }
                 }

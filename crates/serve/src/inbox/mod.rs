@@ -26,6 +26,7 @@ mod forms;
 mod graph;
 pub mod markdown;
 pub mod pages;
+mod present;
 mod render;
 mod session_record;
 mod signin;

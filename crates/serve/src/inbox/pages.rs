@@ -19,9 +19,10 @@ use archmax_vm::session::{Message, SessionState, ToolStatus};
 
 use super::render::{self, Notice, Viewer, age, encode, html_response, json_block, markdown_block, session_url};
 use super::signin::{SignedIn, signed_in};
-use super::{Inbox, Shared, forms, graph};
+use super::{Inbox, Shared, forms, graph, present};
 use crate::auth::Scope;
 use crate::error::ApiError;
+use archmax_config::settings::InboxSettings;
 
 /// The order of the inbox.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -103,9 +104,9 @@ fn parked_since(session: &SessionState) -> Option<i64> {
 pub fn inbox_body(
     sessions: &[SessionState],
     filter: &InboxFilter,
-    identity: &str,
-    now_ms: u64,
+    (identity, now_ms): (&str, u64),
     workflows: &[String],
+    settings: &InboxSettings,
 ) -> Markup {
     let mut shown: Vec<(&SessionState, Option<i64>)> = sessions
         .iter()
@@ -168,10 +169,10 @@ pub fn inbox_body(
         div data-region="queues" {
             (queue("decisions", "Awaiting a decision", "No session is waiting for a decision.",
                 &["Session", "Workflow", "Decision", "Waiting", "Who decides"],
-                decisions.iter().map(|(session, since)| decision_row(session, *since, identity, now_ms))))
+                decisions.iter().map(|(session, since)| decision_row(session, *since, (identity, now_ms), settings))))
             (queue("inputs", "Awaiting input", "No session is waiting for input.",
                 &["Session", "Workflow", "Waiting for", "Waiting"],
-                inputs.iter().map(|(session, since)| input_row(session, *since, now_ms))))
+                inputs.iter().map(|(session, since)| input_row(session, *since, now_ms, settings))))
         }
     }
 }
@@ -196,11 +197,31 @@ fn queue(id: &str, heading: &str, empty: &str, columns: &[&str], rows: impl Iter
     }
 }
 
-fn input_row(session: &SessionState, since: Option<i64>, now_ms: u64) -> Markup {
+/// A row's first cell: the session's headline as the link to it, the variables its
+/// workflow's inbox settings choose, and its id.
+fn session_cell(session: &SessionState, settings: &InboxSettings) -> Markup {
+    let summary = present::row_summary(session, &settings.for_workflow(&session.head.workflow));
+    html! {
+        td data-label="Session" {
+            a href=(session_url(&session.id)) { (summary.headline) }
+            @if !summary.facts.is_empty() {
+                p.summary {
+                    @for (index, (name, value)) in summary.facts.iter().enumerate() {
+                        @if index > 0 { " · " }
+                        span.fact { span.key { (name) ": " } (value) }
+                    }
+                }
+            }
+            p.session-id { code { (session.id) } }
+        }
+    }
+}
+
+fn input_row(session: &SessionState, since: Option<i64>, now_ms: u64, settings: &InboxSettings) -> Markup {
     let input = session.head.pending_input.as_ref();
     html! {
         tr data-session=(session.id) {
-            td data-label="Session" { a href=(session_url(&session.id)) { (session.id) } }
+            (session_cell(session, settings))
             td data-label="Workflow" { (session.head.workflow) }
             td data-label="Waiting for" { (input.map_or("", |input| input.reason.as_str())) }
             td data-label="Waiting" { (age(now_ms, since)) }
@@ -208,13 +229,18 @@ fn input_row(session: &SessionState, since: Option<i64>, now_ms: u64) -> Markup 
     }
 }
 
-fn decision_row(session: &SessionState, since: Option<i64>, identity: &str, now_ms: u64) -> Markup {
+fn decision_row(
+    session: &SessionState,
+    since: Option<i64>,
+    (identity, now_ms): (&str, u64),
+    settings: &InboxSettings,
+) -> Markup {
     let decision = session.head.pending_decision.as_ref();
     let approvers = decision.map(|decision| decision.approvers.as_slice()).unwrap_or_default();
     let mine = approvers.iter().any(|approver| approver == identity);
     html! {
         tr data-session=(session.id) {
-            td data-label="Session" { a href=(session_url(&session.id)) { (session.id) } }
+            (session_cell(session, settings))
             td data-label="Workflow" { (session.head.workflow) }
             td data-label="Decision" {
                 @if let Some(decision) = decision { (decision.title.as_deref().unwrap_or(&decision.state)) }
@@ -239,8 +265,8 @@ pub async fn inbox_route(State(inbox): Shared, RawQuery(query): RawQuery, header
         Err(error) => return render::error_page(error.status, "The store did not answer", &error.message),
     };
     let filter = InboxFilter::parse(query.as_deref());
-    let body =
-        inbox_body(&sessions, &filter, &signed.caller.identity, inbox.server.now_ms(), &inbox.server.workflows());
+    let now = (signed.caller.identity.as_str(), inbox.server.now_ms());
+    let body = inbox_body(&sessions, &filter, now, &inbox.server.workflows(), &inbox.server.settings.inbox);
     let viewer = Viewer { identity: &signed.caller.identity, csrf: &signed.csrf };
     html_response(StatusCode::OK, render::page("Inbox", Some(&viewer), None, Some("/live"), body))
 }
@@ -285,7 +311,8 @@ pub async fn session_page(
     let program = runtime.as_ref().map(|runtime| &**runtime.program());
     let evidence = read_evidence(inbox, &session).await;
     let (may_decide, may_start) = (signed.holds(inbox, Scope::Decide), signed.holds(inbox, Scope::Start));
-    let view = SessionView { session: &session, program, evidence: &evidence, signed, may_decide, may_start };
+    let settings = &inbox.server.settings;
+    let view = SessionView { session: &session, settings, program, evidence: &evidence, signed, may_decide, may_start };
     let viewer = Viewer { identity: &signed.caller.identity, csrf: &signed.csrf };
     let path: Vec<String> = session.id.split('/').map(encode).collect();
     let live = format!("/live/{}?after={seen}", path.join("/"));
@@ -325,6 +352,7 @@ struct EvidenceFile {
 
 struct SessionView<'a> {
     session: &'a SessionState,
+    settings: &'a archmax_config::settings::RunnerSettings,
     program: Option<&'a Program>,
     evidence: &'a [EvidenceFile],
     signed: &'a SignedIn,
@@ -336,6 +364,12 @@ impl SessionView<'_> {
     fn workflow(&self) -> Option<(&Program, &WorkflowProgram)> {
         let program = self.program?;
         program.workflow(self.session.head.workflow.as_str()).map(|(_, workflow)| (program, workflow))
+    }
+
+    /// The trigger the runner's scheduler delivers to this workflow's due sessions
+    /// (`[schedule.<workflow>] wake_trigger`), if it has one.
+    fn scheduled_wake(&self) -> Option<String> {
+        self.settings.schedules.get(&self.session.head.workflow).map(|schedule| schedule.wake_trigger.clone())
     }
 
     fn render(&self) -> Markup {
@@ -352,13 +386,14 @@ impl SessionView<'_> {
                     dt { "Workflow" } dd { (head.workflow) }
                     dt { "State" } dd data-field="state" { (head.position.as_deref().unwrap_or("(not started)")) }
                     dt { "Status" } dd { span.status data-field="status" data-status=(head.status_label()) { (head.status_label()) } }
-                    dt { "Updated" } dd { (archmax_vm::clock::rfc3339(head.updated_at)) }
+                    dt { "Updated" } dd { (present::instant(head.updated_at)) }
                 }
             }
             @if let Some((program, workflow)) = self.workflow() {
                 section.graph-wrap data-region="graph" aria-labelledby="graph-heading" {
                     h2 id="graph-heading" { "Where it stands" }
                     div.scroll { (graph::svg(program, workflow, head.position.as_deref(), &visited)) }
+                    (graph::legend())
                 }
             }
             (self.decision())
@@ -371,7 +406,7 @@ impl SessionView<'_> {
                         thead { tr { th scope="col" { "Name" } th scope="col" { "Value" } th scope="col" { "Locked" } } }
                         tbody {
                             @for (name, variable) in &session.variables {
-                                tr { th scope="row" { (name) } td { (json_block(&variable.value)) } td { @if variable.locked { "locked" } } }
+                                tr { th scope="row" { (name) } td { (present::value_block(&variable.value)) } td { @if variable.locked { "locked" } } }
                             }
                         }
                     }
@@ -404,6 +439,13 @@ impl SessionView<'_> {
         let approver = decision.approvers.is_empty() || decision.approvers.iter().any(|approver| approver == identity);
         let allowed = self.may_decide && approver;
         let image_url = |path: &str| format!("/evidence?session={}&path={}", encode(&self.session.id), encode(path));
+        let settings = self.settings.inbox.for_workflow(&self.session.head.workflow);
+        let needing_comment: Vec<&str> = decision
+            .transitions
+            .iter()
+            .filter(|choice| present::comment_required(choice, &settings))
+            .map(|choice| choice.to.as_str())
+            .collect();
         html! {
             section.decision data-region="decision" aria-labelledby="decision-heading" {
                 h2 id="decision-heading" { "Decision: " (decision.title.as_deref().unwrap_or(&decision.state)) }
@@ -433,18 +475,18 @@ impl SessionView<'_> {
                     // never decides a later record it did not show.
                     input type="hidden" name="decision" value=(decision.seq);
                     div.field {
-                        label for="comment" { "Comment (optional, sent with your decision)" }
-                        textarea id="comment" name="comment" rows="3" disabled[!allowed] {}
+                        label for="comment" { (comment_label(&needing_comment, decision.transitions.len())) }
+                        textarea id="comment" name="comment" rows="3" disabled[!allowed]
+                            required[!needing_comment.is_empty() && needing_comment.len() == decision.transitions.len()] {}
                     }
                     div.choices role="group" aria-label="Decide" {
-                        @for (index, choice) in decision.transitions.iter().enumerate() {
-                            @let described = format!("choice-{index}");
+                        @for choice in &decision.transitions {
                             div.choice {
                                 button type="submit" name="to" value=(choice.to) class={ "choice-" (choice.kind) }
-                                    aria-describedby=(described) disabled[!allowed] {
-                                    (choice_label(&choice.kind)) ": " (choice.to)
+                                    disabled[!allowed] {
+                                    (choice.description.as_deref().map_or_else(|| format!("{}: {}", choice_label(&choice.kind), choice.to), str::to_string))
+                                    " " span.slug { "→ " (choice.to) }
                                 }
-                                p.hint id=(described) { (choice.description.as_deref().unwrap_or("")) }
                             }
                         }
                     }
@@ -466,12 +508,19 @@ impl SessionView<'_> {
 
     fn input(&self) -> Markup {
         let Some(input) = &self.session.head.pending_input else { return html! {} };
+        // A trigger whose every input the session already holds locked (the start's,
+        // say) takes nothing a form could give: it gets no form.
+        let locked = |name: &str| self.session.variables.get(name).is_some_and(|variable| variable.locked);
         let triggers: Vec<(String, serde_json::Value)> = self
             .workflow()
             .map(|(program, workflow)| {
                 workflow
                     .triggers
                     .iter()
+                    .filter(|trigger| {
+                        trigger.requires.is_empty()
+                            || !trigger.requires.iter().all(|entry| locked(program.str(entry.name)))
+                    })
                     .map(|trigger| {
                         let schema = serde_json::from_str(program.str(trigger.schema)).unwrap_or_default();
                         (program.str(trigger.id).to_string(), schema)
@@ -479,11 +528,20 @@ impl SessionView<'_> {
                     .collect()
             })
             .unwrap_or_default();
+        let wake = self.scheduled_wake();
         html! {
             section.input data-region="input" aria-labelledby="input-heading" {
                 h2 id="input-heading" { "Waiting for input" }
                 p { (input.reason) }
-                @if let Some(at) = &input.resume_at { p.hint { "It checks again at " (at) "." } }
+                @if let Some(at) = &input.resume_at {
+                    p.hint {
+                        "Due at " (present::instant_of(at)) ". "
+                        @match &wake {
+                            Some(trigger) => { "Then the runner delivers " code { (trigger) } " to it." }
+                            None => { "Nothing delivers anything here when it is due: it goes on once an input is delivered." }
+                        }
+                    }
+                }
                 @if !self.may_start { p.hint { "Your token does not hold the start scope, which delivering needs." } }
                 @else {
                     @for (trigger, schema) in &triggers {
@@ -505,6 +563,15 @@ impl SessionView<'_> {
                 }
             }
         }
+    }
+}
+
+/// The comment box's label: optional, or required for the decisions that need it.
+fn comment_label(needing: &[&str], choices: usize) -> String {
+    match needing {
+        [] => "Comment (optional, sent with your decision)".to_string(),
+        all if all.len() == choices => "Comment (required: say why you decide as you do)".to_string(),
+        some => format!("Comment (required to move to {}; optional otherwise)", some.join(" or ")),
     }
 }
 

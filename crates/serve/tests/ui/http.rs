@@ -341,7 +341,8 @@ async fn without_a_configured_token_the_inbox_serves_no_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deliver_form_with_a_file_input_uploads_the_file_chosen_and_refuses_one_that_does_not_fit() {
     let server = serve(false).await;
-    let waiting = server.start("slips", "slip-1", json!({ "message": "I will send the slip." })).await;
+    let start = json!({ "message": "I will send the slip.", "variables": { "order_id": "ORD-7" } });
+    let waiting = server.start("slips", "slip-1", start).await;
     assert_eq!(waiting["status"], "awaiting_input", "{waiting}");
     let cookie = server.sign_in(LEAD).await;
     let page = server.get("/sessions/slip-1", Some(&cookie)).await;
@@ -352,6 +353,11 @@ async fn a_deliver_form_with_a_file_input_uploads_the_file_chosen_and_refuses_on
         "{form}"
     );
     assert!(!form.contains("deliver this trigger through the API"), "{form}");
+    assert!(
+        !form.contains(r#"aria-label="Deliver manual""#),
+        "the start's trigger, whose every input the session holds locked, gets no form: {form}"
+    );
+    assert!(form.contains("Nothing delivers anything here when it is due"), "a due session says what happens: {form}");
     let send = |slip: reqwest::multipart::Part| {
         let form = reqwest::multipart::Form::new()
             .text("csrf", page.csrf())
@@ -377,5 +383,50 @@ async fn a_deliver_form_with_a_file_input_uploads_the_file_chosen_and_refuses_on
     assert_eq!(shown["variables"]["note"]["value"], "Here it is.", "{shown}");
     let page = server.get("/sessions/slip-1", Some(&cookie)).await.body;
     assert!(page.contains("The slip lists one walnut board."), "{page}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_and_decisions_read_as_the_work_they_are() {
+    let server = serve(false).await;
+    server.start_refund("refund-rows").await;
+    let cookie = server.sign_in(LEAD).await;
+    let inbox = server.get("/", Some(&cookie)).await.body;
+    // The row: the request's first words as the link, its locked inputs, its id.
+    assert!(
+        inbox.contains(
+            r#"<a href="/sessions/refund-rows">Refund request from Jonas Weber for ORD-1042: two bowls from the stoneware set arrived cr…</a>"#
+        ),
+        "{inbox}"
+    );
+    assert!(inbox.contains(r#"<span class="key">customer_email: </span>jonas.weber@example.net"#), "{inbox}");
+    assert!(inbox.contains(r#"<span class="key">order_id: </span>ORD-1042"#), "{inbox}");
+    assert!(inbox.contains(r#"<p class="session-id"><code>refund-rows</code></p>"#), "{inbox}");
+
+    let page = server.get("/sessions/refund-rows", Some(&cookie)).await;
+    let body = &page.body;
+    // Buttons say what the decision does; the state it leads to is small beside it.
+    assert!(
+        body.contains(r#"Approve the decision and the reply as drafted. <span class="slug">→ review-email</span>"#),
+        "{body}"
+    );
+    // The refine transition's description asks for a comment: the box says so.
+    assert!(body.contains("Comment (required to move to decide-refund; optional otherwise)"), "{body}");
+    // Values, not JSON; instants for the viewer's time zone; a legend and labelled edges.
+    assert!(body.contains(r#"<span class="value">ORD-1042</span>"#), "{body}");
+    assert!(body.contains(r#"<time datetime=""#), "{body}");
+    assert!(body.contains(r#"<ul class="legend""#) && body.contains(r#"class="edge-label""#), "{body}");
+    assert!(body.contains(">refine</text>"), "a decision's edge is labelled with its type: {body}");
+
+    let refused = server
+        .post_form(
+            "/decide",
+            Some(&cookie),
+            &[("csrf", &page.csrf()), ("session", "refund-rows"), ("to", "decide-refund"), ("comment", "  ")],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert!(refused.body.contains("Moving to decide-refund needs a comment"), "{}", refused.body);
+    assert_eq!(server.show("refund-rows").await["status"], "awaiting_decision", "nothing was decided");
     server.stop().await;
 }

@@ -100,22 +100,19 @@ pub struct StartRequest {
 }
 
 /// An upload (`multipart/form-data`): the part `request` holds the route's JSON request
-/// (the component `request_component`), and every other part is a file for the `file`
-/// input it is named after (the workflow's own names, so this document cannot list
-/// them), seeded as `scratchpad/inputs/<name><.ext>`.
+/// (the component `request_component`); each other part is a file for the `file` input
+/// it is named after, seeded as `scratchpad/inputs/<name><.ext>`. Those names are the
+/// workflow's own, which one document for every workflow cannot list (`GET
+/// /v1/workflows` gives each trigger's `fileInputs`), so the schema promises the request
+/// part alone, as a delivery's `variables` promises `title` alone, and says the rest in
+/// words: a part no file input is named after is refused with 400 naming it.
 fn upload_schema(request_component: &str, description: &str) -> RefOr<Schema> {
-    let file = ObjectBuilder::new()
-        .schema_type(Type::String)
-        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Binary)))
-        .description(Some(
-            "A file for the `file` input this part is named after: at most its `maxSize` and the session file \
-             limit (10 MiB), its file name ending in one of its `accept` entries when it has them.",
-        ));
     ObjectBuilder::new()
         .schema_type(Type::Object)
         .description(Some(description))
         .property(crate::routes::REQUEST_PART, utoipa::openapi::Ref::from_schema_name(request_component))
-        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(file.into()))))
+        .required(crate::routes::REQUEST_PART)
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)))
         .into()
 }
 
@@ -127,8 +124,9 @@ impl PartialSchema for StartUpload {
         upload_schema(
             "StartRequest",
             "A start with files for the trigger's `file` inputs: the part `request` is the JSON start request; \
-             each other part is one file, named after the input it fills. At most 16 parts, the files at most \
-             40 MiB together.",
+             each other part is one file (binary), named after the `file` input it fills (`GET /v1/workflows` \
+             lists them as `fileInputs`): at most its `maxSize` and 10 MiB, its file name ending in one of its \
+             `accept` entries. At most 16 parts, the files at most 40 MiB together.",
         )
     }
 }
@@ -143,8 +141,9 @@ impl PartialSchema for DeliverUpload {
         upload_schema(
             "DeliverRequest",
             "A delivery with files for the trigger's `file` inputs: the part `request` is the JSON delivery; \
-             each other part is one file, named after the input it fills. At most 16 parts, the files at most \
-             40 MiB together.",
+             each other part is one file (binary), named after the `file` input it fills (`GET /v1/workflows` \
+             lists them as `fileInputs`): at most its `maxSize` and 10 MiB, its file name ending in one of its \
+             `accept` entries. At most 16 parts, the files at most 40 MiB together.",
         )
     }
 }

@@ -47,6 +47,7 @@ pub const EVENT_COMPONENT: &str = "Event";
         routes::events,
         routes::fire,
         routes::load_artifact,
+        routes::notifications,
     ),
     components(schemas(
         wire::StartRequest,
@@ -63,6 +64,7 @@ pub const EVENT_COMPONENT: &str = "Event";
         wire::Health,
         wire::Ready,
         wire::Loaded,
+        wire::Notifications,
     ))
 )]
 pub struct ApiDoc;
@@ -230,7 +232,7 @@ mod tests {
         }
         let mut ids = std::collections::HashSet::new();
         let operations = operations(&document);
-        assert_eq!(operations.len(), 14, "every API route is documented once");
+        assert_eq!(operations.len(), 15, "every API route is documented once");
         for (method, path, object) in &operations {
             assert!(!statuses(object).is_empty(), "{method} {path} answers");
             assert!(ids.insert(object["operationId"].as_str().expect("an id").to_string()), "operation ids are unique");

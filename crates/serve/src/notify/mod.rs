@@ -66,13 +66,16 @@ struct Job {
 }
 
 /// How one delivery ended, as [`Notifiers::recent`] keeps it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryRecord {
     pub notifier: String,
     pub session: String,
+    /// `parked`, `failed` or `waiting`.
+    #[schema(value_type = String)]
     pub event: &'static str,
     /// `delivered`, `failed` or `dropped`.
+    #[schema(value_type = String)]
     pub outcome: &'static str,
     pub attempts: u32,
     /// The receiver's last status, when it answered.
@@ -192,6 +195,11 @@ impl Notifiers {
     /// Whether notifications link to the session's page (`[serve] public_url` is set).
     pub fn links(&self) -> bool {
         self.public_url.is_some()
+    }
+
+    /// Every notifier's name with its last deliveries, oldest first.
+    pub fn all_recent(&self) -> Vec<(String, Vec<DeliveryRecord>)> {
+        self.configured.iter().map(|entry| (entry.notifier.name.clone(), self.recent(&entry.notifier.name))).collect()
     }
 
     /// The last deliveries of `notifier`, oldest first.

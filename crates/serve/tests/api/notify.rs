@@ -215,6 +215,12 @@ async fn a_park_notifies_with_a_signed_body_and_the_session_page_link() {
     let metrics = metrics.text().await.expect("text");
     assert!(metrics.contains("archmax_notifications_total{notifier=\"ops\",outcome=\"delivered\"} 1"), "{metrics}");
     assert!(metrics.contains("archmax_notifications_total{notifier=\"ops\",outcome=\"dropped\"} 0"), "{metrics}");
+    let (status, shown) = running.get("/v1/admin/notifications", None).await;
+    assert_eq!(status, StatusCode::OK, "{shown}");
+    assert_eq!(shown["notifiers"][0]["notifier"], "ops", "{shown}");
+    let delivery = &shown["notifiers"][0]["deliveries"][0];
+    assert_eq!((delivery["session"].as_str(), delivery["outcome"].as_str()), (Some("s-park:1"), Some("delivered")));
+    assert_eq!((delivery["event"].as_str(), delivery["attempts"].as_u64()), (Some("parked"), Some(1)), "{shown}");
     // The waiter is not among the notifier's workflows: its park is not sent.
     let (_, waiting) = start(&running, "waiter", "w-filtered").await;
     assert_eq!(waiting["status"], "awaiting_input", "{waiting}");

@@ -178,4 +178,19 @@ mod tests {
         };
         assert_eq!(retry_after, Some(Duration::from_secs(2)));
     }
+
+    #[tokio::test]
+    async fn a_receiver_nobody_listens_at_is_retried_until_the_attempts_are_used_and_the_url_is_not_told() {
+        // A port that was open a moment ago and is closed now: connections are refused.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback");
+        let url = format!("http://{}/hook?token=secret-token", listener.local_addr().expect("address"));
+        drop(listener);
+        let client = client().expect("a client");
+        let target =
+            Target { client: &client, url: &url, secret: None, timeout: Duration::from_secs(5), max_attempts: 2 };
+        let outcome = deliver(&target, "d1", "parked", b"{}", || 0).await;
+        let Outcome::Failed { attempts, status, reason } = outcome else { panic!("nobody answers: {outcome:?}") };
+        assert_eq!((attempts, status), (2, None));
+        assert!(reason.contains("could not be reached") && !reason.contains("secret-token"), "{reason}");
+    }
 }

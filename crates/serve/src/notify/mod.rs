@@ -377,7 +377,9 @@ impl Listener for NotifyListener {
             Event::TurnEnd { status, state, code, reason, .. } if session == root => {
                 let park = self.parks.remove(root);
                 let event = match status.as_str() {
-                    "awaiting_decision" | "awaiting_input" => NotifyEvent::Parked,
+                    // Only a turn that parked: a reply-only turn ends parked on the same
+                    // record, which was notified when it was made.
+                    "awaiting_decision" | "awaiting_input" if park.is_some() => NotifyEvent::Parked,
                     "failed" => NotifyEvent::Failed,
                     _ => return,
                 };
@@ -485,5 +487,59 @@ mod tests {
         let metrics = Metrics::default();
         let shown = metrics.render(&archmax_vm::session::memory::MemoryStore::new(), 0).await;
         assert!(!shown.contains("archmax_notifications_total"), "{shown}");
+    }
+
+    #[test]
+    fn only_a_root_turn_that_parked_or_failed_is_notified_and_a_reply_only_turn_is_not() {
+        use archmax_vm::events::Level;
+        let settings = settings("[notify.ops]\nurl = \"https://x.test/hook\"\nsecret_env = \"OPS_KEY\"\n");
+        let mut notifiers = Notifiers::configure(&settings, |_| Some(KEY.into())).expect("configured");
+        let metrics = Arc::new(Metrics::default());
+        notifiers.attach(Arc::clone(&metrics), Arc::new(archmax_vm::clock::FixedClock(5)));
+        metrics.turn_admitted("s1", "desk");
+        let notifiers = Arc::new(notifiers);
+        let mut listener = notifiers.listener();
+        let mut send = |session: &str, event: Event| {
+            listener.on_event(&Envelope {
+                seq: 0,
+                ts: 7,
+                level: Level::Info,
+                session_id: Some(session.to_string()),
+                sub_workflow_dispatch_id: None,
+                event,
+            });
+        };
+        let turn_end = |status: &str| Event::TurnEnd {
+            status: status.to_string(),
+            state: "review".into(),
+            terminal: false,
+            code: None,
+            reason: None,
+        };
+        let parked = || Event::Parked {
+            state: "review".into(),
+            awaiting: "decision".into(),
+            reason: Some("over the limit".into()),
+            resume_at: None,
+            call_id: None,
+        };
+        send("s1", parked());
+        send("s1~1", turn_end("completed"));
+        send("s1", turn_end("awaiting_decision"));
+        // A reply-only turn: it ends parked, but parked nothing.
+        send("s1", turn_end("awaiting_decision"));
+        // A child's failure is not its caller's end.
+        send("s1~2", turn_end("failed"));
+        send("s1", turn_end("failed"));
+        let mut queue = locked(&notifiers.receiver).take().expect("the queue");
+        let first = queue.try_recv().expect("the park").notification;
+        assert_eq!((first.event, first.session.as_str(), first.workflow.as_str()), (NotifyEvent::Parked, "s1", "desk"));
+        assert_eq!(
+            (first.awaiting.as_deref(), first.reason.as_deref(), first.at_ms),
+            (Some("decision"), Some("over the limit"), 7)
+        );
+        let second = queue.try_recv().expect("the failure").notification;
+        assert_eq!((second.event, second.session.as_str()), (NotifyEvent::Failed, "s1"));
+        assert!(queue.try_recv().is_err(), "nothing else");
     }
 }

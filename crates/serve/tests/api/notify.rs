@@ -223,6 +223,14 @@ async fn a_park_notifies_with_a_signed_body_and_the_session_page_link() {
     let delivery = &shown["notifiers"][0]["deliveries"][0];
     assert_eq!((delivery["session"].as_str(), delivery["outcome"].as_str()), (Some("s-park:1"), Some("delivered")));
     assert_eq!((delivery["event"].as_str(), delivery["attempts"].as_u64()), (Some("parked"), Some(1)), "{shown}");
+    // A message to the parked session is a reply-only turn: it parks nothing new.
+    let (status, replied) =
+        running.post("/v1/sessions/s-park:1/messages?wait=60", None, json!({ "message": "Any news?" })).await;
+    assert_eq!((status, replied["turn"]["disposition"].as_str()), (StatusCode::OK, Some("reply")), "{replied}");
+    running.start_desk(None, "s-park-2").await;
+    assert_eq!(hook.next().await.json()["sessionId"], "s-park-2", "the next notification is the next park");
+    let sessions: Vec<String> = outcomes(&server, "ops", 2).await.into_iter().map(|record| record.session).collect();
+    assert_eq!(sessions, ["s-park:1", "s-park-2"]);
     // The waiter is not among the notifier's workflows: its park is not sent.
     let (_, waiting) = start(&running, "waiter", "w-filtered").await;
     assert_eq!(waiting["status"], "awaiting_input", "{waiting}");

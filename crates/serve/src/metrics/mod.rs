@@ -180,8 +180,8 @@ impl Metrics {
     /// A notifier is configured: its counters start at zero, so `/metrics` shows them.
     pub fn notifier_configured(&self, notifier: &str) {
         let mut counters = self.counters();
-        for outcome in crate::notify::OUTCOMES {
-            counters.notifications.entry((notifier.to_string(), outcome)).or_default();
+        for outcome in crate::notify::DeliveryOutcome::ALL {
+            counters.notifications.entry((notifier.to_string(), outcome.as_str())).or_default();
         }
     }
 

@@ -36,16 +36,6 @@ pub enum Outcome {
     Failed { attempts: u32, status: Option<u16>, reason: String },
 }
 
-impl Outcome {
-    /// The metric's `outcome` label.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Outcome::Delivered { .. } => "delivered",
-            Outcome::Failed { .. } => "failed",
-        }
-    }
-}
-
 /// One attempt's result.
 enum Attempt {
     Done(u16),

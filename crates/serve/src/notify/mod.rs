@@ -41,8 +41,30 @@ use crate::metrics::Metrics;
 pub use deliver::Outcome;
 pub use payload::Notification;
 
-/// The `outcome` label values of `archmax_notifications_total`.
-pub const OUTCOMES: [&str; 3] = ["delivered", "failed", "dropped"];
+/// How a delivery ended: the `outcome` of its record and of `archmax_notifications_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryOutcome {
+    /// A 2xx answer.
+    Delivered,
+    /// No 2xx answer within its attempts, or an answer that is not retried.
+    Failed,
+    /// Never sent: the queue was full.
+    Dropped,
+}
+
+impl DeliveryOutcome {
+    pub const ALL: [DeliveryOutcome; 3] =
+        [DeliveryOutcome::Delivered, DeliveryOutcome::Failed, DeliveryOutcome::Dropped];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryOutcome::Delivered => "delivered",
+            DeliveryOutcome::Failed => "failed",
+            DeliveryOutcome::Dropped => "dropped",
+        }
+    }
+}
 /// Notifications waiting to be sent, all notifiers together; past it they are dropped.
 pub const QUEUE_CAPACITY: usize = 1024;
 /// Deliveries in flight at once.
@@ -65,7 +87,7 @@ struct Job {
     notification: Notification,
 }
 
-/// How one delivery ended, as [`Notifiers::recent`] keeps it.
+/// How one delivery ended, as `GET /v1/admin/notifications` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryRecord {
@@ -74,9 +96,7 @@ pub struct DeliveryRecord {
     /// `parked`, `failed` or `waiting`.
     #[schema(value_type = String)]
     pub event: &'static str,
-    /// `delivered`, `failed` or `dropped`.
-    #[schema(value_type = String)]
-    pub outcome: &'static str,
+    pub outcome: DeliveryOutcome,
     pub attempts: u32,
     /// The receiver's last status, when it answered.
     pub status: Option<u16>,
@@ -234,7 +254,7 @@ impl Notifiers {
                 event = notification.event.as_str(),
                 "the notification queue is full; this notification is dropped"
             );
-            self.record(&entry.notifier.name, notification, "dropped", 0, None, None);
+            self.record(&entry.notifier.name, notification, DeliveryOutcome::Dropped, 0, None, None);
         }
     }
 
@@ -242,12 +262,12 @@ impl Notifiers {
         &self,
         notifier: &str,
         notification: &Notification,
-        outcome: &'static str,
+        outcome: DeliveryOutcome,
         attempts: u32,
         status: Option<u16>,
         reason: Option<String>,
     ) {
-        self.metrics.notification(notifier, outcome);
+        self.metrics.notification(notifier, outcome.as_str());
         let record = DeliveryRecord {
             notifier: notifier.to_string(),
             session: notification.session.clone(),
@@ -308,7 +328,7 @@ impl Notifiers {
         match &outcome {
             Outcome::Delivered { attempts, status } => {
                 tracing::info!(notifier = name, session, event, attempts, status, "notification delivered");
-                self.record(name, notification, outcome.label(), *attempts, Some(*status), None);
+                self.record(name, notification, DeliveryOutcome::Delivered, *attempts, Some(*status), None);
             }
             Outcome::Failed { attempts, status, reason } => {
                 tracing::warn!(
@@ -320,7 +340,7 @@ impl Notifiers {
                     reason = reason.as_str(),
                     "notification not delivered"
                 );
-                self.record(name, notification, outcome.label(), *attempts, *status, Some(reason.clone()));
+                self.record(name, notification, DeliveryOutcome::Failed, *attempts, *status, Some(reason.clone()));
             }
         }
     }
@@ -470,7 +490,10 @@ mod tests {
         }
         let recent = notifiers.recent("ops");
         assert_eq!(recent.len(), 1, "{recent:?}");
-        assert_eq!((recent[0].outcome, recent[0].session.as_str(), recent[0].at_ms), ("dropped", "s-1024", 5));
+        assert_eq!(
+            (recent[0].outcome, recent[0].session.as_str(), recent[0].at_ms),
+            (DeliveryOutcome::Dropped, "s-1024", 5)
+        );
         let store = archmax_vm::session::memory::MemoryStore::new();
         let shown = metrics.render(&store, 0).await;
         assert!(shown.contains("archmax_notifications_total{notifier=\"ops\",outcome=\"dropped\"} 1"), "{shown}");

@@ -212,7 +212,7 @@ async fn a_park_notifies_with_a_signed_body_and_the_session_page_link() {
     assert_eq!(body["sessionUrl"], format!("{PUBLIC}/sessions/s-park%3A1"));
     assert!(body["at"].as_str().is_some_and(|at| at.ends_with('Z')), "{body}");
     let recorded = outcomes(&server, "ops", 1).await;
-    assert_eq!((recorded[0].outcome, recorded[0].attempts, recorded[0].status), ("delivered", 1, Some(200)));
+    assert_eq!((recorded[0].outcome.as_str(), recorded[0].attempts, recorded[0].status), ("delivered", 1, Some(200)));
     let metrics = running.client.get(format!("{}/metrics", running.base)).send().await.expect("metrics");
     let metrics = metrics.text().await.expect("text");
     assert!(metrics.contains("archmax_notifications_total{notifier=\"ops\",outcome=\"delivered\"} 1"), "{metrics}");
@@ -345,7 +345,7 @@ async fn a_receiver_answering_500_gets_the_same_delivery_again_until_it_answers_
     let delivery = &attempts[0].headers["x-archmax-delivery"];
     assert!(attempts.iter().all(|attempt| attempt.headers["x-archmax-delivery"] == delivery), "one delivery");
     let recorded = outcomes(&server, "ops", 1).await;
-    assert_eq!((recorded[0].outcome, recorded[0].attempts, recorded[0].status), ("delivered", 3, Some(200)));
+    assert_eq!((recorded[0].outcome.as_str(), recorded[0].attempts, recorded[0].status), ("delivered", 3, Some(200)));
     running.stop().await;
 }
 
@@ -359,7 +359,7 @@ async fn a_receiver_that_never_answers_gives_up_after_its_attempts() {
     hook.next().await;
     hook.next().await;
     let recorded = outcomes(&server, "ops", 1).await;
-    assert_eq!((recorded[0].outcome, recorded[0].attempts, recorded[0].status), ("failed", 2, Some(502)));
+    assert_eq!((recorded[0].outcome.as_str(), recorded[0].attempts, recorded[0].status), ("failed", 2, Some(502)));
     assert!(recorded[0].reason.as_deref().is_some_and(|reason| reason.contains("502")), "{recorded:?}");
     running.stop().await;
 }

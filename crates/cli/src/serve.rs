@@ -21,6 +21,7 @@ use archmax_compiler::program::Program;
 use archmax_compiler::{CompileError, compile};
 use archmax_config::settings::RunnerSettings;
 use archmax_serve::auth::Auth;
+use archmax_serve::notify::Notifiers;
 use archmax_serve::server::DEFAULT_BODY_LIMIT;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::webhooks::Connections;
@@ -297,8 +298,8 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
         Ok(settings) => settings,
         Err(problem) => return failure(problem),
     };
-    let connections = match Connections::configure(&settings, process_env) {
-        Ok(connections) => connections,
+    let (connections, notifiers) = match senders(&settings) {
+        Ok(senders) => senders,
         Err(problem) => return failure(problem),
     };
     let address = match listen_address(args.listen, auth.is_open()) {
@@ -332,7 +333,10 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
         context: settings.context,
         budgets: settings.limits.clone(),
     }) {
-        Ok(server) => server.with_settings(settings, connections).with_trusted_proxies(args.trusted_proxies.clone()),
+        Ok(server) => server
+            .with_settings(settings, connections)
+            .with_notifiers(notifiers)
+            .with_trusted_proxies(args.trusted_proxies.clone()),
         Err(error) => return failure(error),
     };
     let server = Arc::new(if args.artifacts.is_empty() {
@@ -364,20 +368,7 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
         if open {
             tracing::warn!("no token configured ({TOKEN_VARIABLE} or --tokens): serving without auth, loopback only");
         }
-        for schedule in server.settings.schedules.values() {
-            if !server.workflows().contains(&schedule.workflow) {
-                tracing::warn!(
-                    workflow = schedule.workflow.as_str(),
-                    "archmax.toml schedules a workflow this server does not serve; its sessions are not woken here"
-                );
-            }
-        }
-        for connection in server.connections.without_replay_guard() {
-            tracing::warn!(
-                connection,
-                "the connection signs no timestamp, so a captured webhook can be sent again; set timestamp_header"
-            );
-        }
+        warn_of_settings(&server);
         for (trigger, connection) in &unconfigured {
             tracing::warn!(
                 trigger = trigger.as_str(),
@@ -418,6 +409,34 @@ fn programs_to_serve(sources: &Sources) -> Result<Vec<Program>, ExitCode> {
         }
     } else {
         sources.programs().map_err(failure)
+    }
+}
+
+/// The webhook senders' and the notifiers' secrets, read from the environment.
+fn senders(settings: &RunnerSettings) -> Result<(Connections, Notifiers), String> {
+    Ok((Connections::configure(settings, process_env)?, Notifiers::configure(settings, process_env)?))
+}
+
+/// Warns at start of settings that work but likely not as meant.
+fn warn_of_settings(server: &Server) {
+    for schedule in server.settings.schedules.values() {
+        if !server.workflows().contains(&schedule.workflow) {
+            tracing::warn!(
+                workflow = schedule.workflow.as_str(),
+                "archmax.toml schedules a workflow this server does not serve; its sessions are not woken here"
+            );
+        }
+    }
+    for connection in server.connections.without_replay_guard() {
+        tracing::warn!(
+            connection,
+            "the connection signs no timestamp, so a captured webhook can be sent again; set timestamp_header"
+        );
+    }
+    if !server.notify.is_empty() && !server.notify.links() {
+        tracing::warn!(
+            "archmax.toml has [notify] tables but no [serve] public_url: notifications carry no link to the session's page (sessionUrl is null); set public_url"
+        );
     }
 }
 

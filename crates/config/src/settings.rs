@@ -4,8 +4,10 @@
 //! (`[mcp_servers.<name>]`, `essential_tools`; read in [`mcp`], documented in the book's MCP guide, `docs/src/guides/mcp.md`),
 //! the sessions' context budgets (`[context]`, read in [`context`]), their spending
 //! limits (`[limits]`, read in [`limits`]), how the inbox shows each workflow (`[inbox]`,
-//! read in [`inbox`]), and the model
-//! providers and routes (`[providers.<name>]`, `[models."<id>"]`, read in [`providers`]).
+//! read in [`inbox`]), the model
+//! providers and routes (`[providers.<name>]`, `[models."<id>"]`, read in [`providers`]),
+//! and the outgoing notifications with the runner's public address (`[notify.<name>]`,
+//! `[serve]`, read in [`notify`]).
 //!
 //! ```toml
 //! [connections.acme-slack]              # the slug a trigger's `connection:` names
@@ -33,6 +35,7 @@ mod context;
 mod inbox;
 mod limits;
 mod mcp;
+pub mod notify;
 pub mod providers;
 
 use std::collections::BTreeMap;
@@ -97,6 +100,12 @@ pub struct RunnerSettings {
     /// `[inbox]`: how the decision inbox presents each workflow's sessions (read in
     /// [`inbox`]).
     pub inbox: InboxSettings,
+    /// `[notify.<name>]`: outgoing webhooks for parked, failed and waiting sessions (read
+    /// in [`notify`]).
+    pub notify: BTreeMap<String, notify::Notifier>,
+    /// `[serve] public_url`: where people reach this runner, without a trailing `/`; the
+    /// links to a session's page start with it.
+    pub public_url: Option<String>,
 }
 
 pub use context::ContextSettings;
@@ -202,6 +211,7 @@ pub fn parse_runner_settings(file: FileId, text: &str) -> (RunnerSettings, Vec<D
     limits::read(file, text, &mut settings, &mut diagnostics);
     inbox::read(file, text, &mut settings, &mut diagnostics);
     providers::read(file, text, &mut settings, &mut diagnostics);
+    notify::read(file, text, &mut settings, &mut diagnostics);
     let span = |range: std::ops::Range<usize>| Span::new(file, range.start, range.end);
     let parsed: SettingsFile = match toml::from_str(text) {
         Ok(parsed) => parsed,

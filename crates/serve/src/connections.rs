@@ -122,6 +122,8 @@ pub async fn serve_with(
     let app = routes::router(Arc::clone(&server));
     tokio::spawn(recovery::recover(Arc::clone(&server)));
     tokio::spawn(server.hub.clone().follow(server.stopping()));
+    tokio::spawn(Arc::clone(&server.notify).run(server.stopping()));
+    tokio::spawn(Arc::clone(&server).run_waiting_scan());
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     // HTTP/1 only, so the connection reads request heads from its first byte (the
     // protocol sniffing of `auto` would wait for a first byte with no timer at all).

@@ -29,6 +29,7 @@ pub mod error;
 pub mod hub;
 pub mod inbox;
 pub mod metrics;
+pub mod notify;
 pub mod openapi;
 pub mod recovery;
 pub mod request_limits;

@@ -48,6 +48,7 @@ pub const EVENT_COMPONENT: &str = "Event";
         routes::events,
         routes::fire,
         routes::load_artifact,
+        routes::notifications,
     ),
     components(schemas(
         wire::StartRequest,
@@ -71,6 +72,7 @@ pub const EVENT_COMPONENT: &str = "Event";
         wire::Health,
         wire::Ready,
         wire::Loaded,
+        wire::Notifications,
     ))
 )]
 pub struct ApiDoc;

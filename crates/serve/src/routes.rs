@@ -60,6 +60,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/v1/sessions/{id}/events", get(events))
         .route("/v1/triggers/{trigger}", post(fire))
         .route("/v1/admin/artifacts", post(load_artifact))
+        .route("/v1/admin/notifications", get(notifications))
         .fallback(not_found)
         .with_state(Arc::clone(&server))
         .merge(crate::inbox::router(server))
@@ -212,6 +213,27 @@ pub(crate) async fn readyz(State(server): Shared) -> Response {
 pub(crate) async fn metrics(State(server): Shared, _: Authorized<scopes::Read>) -> Response {
     let text = server.metrics.render(server.store.as_ref(), server.now_ms()).await;
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/admin/notifications",
+    summary = "What became of each notifier's last deliveries ([notify.<name>] of archmax.toml), on this runner.",
+    responses(
+        (status = 200, description = "Every notifier with its last deliveries, oldest first.", body = crate::wire::Notifications),
+        (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
+        (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
+    ),
+    security(("bearer" = ["admin"])),
+)]
+pub(crate) async fn notifications(State(server): Shared, _: Authorized<scopes::Admin>) -> Response {
+    let notifiers = server
+        .notify
+        .all_recent()
+        .into_iter()
+        .map(|(notifier, deliveries)| crate::wire::NotifierDeliveries { notifier, deliveries })
+        .collect();
+    axum::Json(crate::wire::Notifications { notifiers }).into_response()
 }
 
 #[utoipa::path(

@@ -123,6 +123,8 @@ pub struct Server {
     pub connections: Connections,
     /// The runner's tables of `archmax.toml`.
     pub settings: RunnerSettings,
+    /// Outgoing notifications (`[notify.<name>]`).
+    pub notify: Arc<crate::notify::Notifiers>,
     loader: Option<ArtifactLoader>,
     /// Resume times of waiting sessions, for the scheduler.
     pub(crate) due: Arc<crate::schedule::DueIndex>,
@@ -206,6 +208,7 @@ impl Server {
             auth: SharedAuth::new(parts.auth),
             connections: Connections::default(),
             settings: RunnerSettings::default(),
+            notify: Arc::new(crate::notify::Notifiers::default()),
             loader: None,
             due,
             gate: TurnGate::new(parts.limits, Arc::clone(&metrics)),
@@ -229,6 +232,18 @@ impl Server {
         self.metrics.route_models(&settings);
         self.settings = settings;
         self.connections = connections;
+        self
+    }
+
+    /// Sends `notifiers`' notifications: parked and failed turns from the runtime's
+    /// events, waiting decisions from the scan [`serve_with`](crate::serve_with) starts.
+    pub fn with_notifiers(mut self, mut notifiers: crate::notify::Notifiers) -> Server {
+        notifiers.attach(Arc::clone(&self.metrics), Arc::clone(&self.clock));
+        let notifiers = Arc::new(notifiers);
+        if !notifiers.is_empty() {
+            self.factory.events.listen(notifiers.listener());
+        }
+        self.notify = notifiers;
         self
     }
 

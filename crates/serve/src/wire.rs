@@ -467,6 +467,20 @@ pub struct Loaded {
     pub workflows: Vec<String>,
 }
 
+/// `GET /v1/admin/notifications`: each notifier's last deliveries.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Notifications {
+    /// Every notifier of `archmax.toml`, by name.
+    pub notifiers: Vec<NotifierDeliveries>,
+}
+
+/// One notifier's last deliveries, oldest first (at most 32, kept in this runner's memory).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NotifierDeliveries {
+    pub notifier: String,
+    pub deliveries: Vec<crate::notify::DeliveryRecord>,
+}
+
 /// The artifact bytes `POST /v1/admin/artifacts` takes: an artifact built by
 /// `archmax build` (signed when the server trusts keys).
 #[derive(Debug, ToSchema)]

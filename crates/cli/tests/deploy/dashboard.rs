@@ -174,7 +174,12 @@ fn family_of<'a>(name: &'a str, exposition: &Exposition) -> Option<&'a str> {
 
 #[test]
 fn every_metric_and_grouping_label_the_dashboard_uses_is_exposed_by_a_live_runner() {
-    let runner = live::start("deploy-dashboard", None, &[]);
+    // A notifier, so the runner exposes `archmax_notifications_total` as one with
+    // `[notify]` tables does (its receiver is nowhere: the park's notification fails).
+    let notify =
+        "[notify.ops]\nurl = \"http://127.0.0.1:9/hook\"\nsecret_env = \"DEPLOY_NOTIFY_KEY\"\nmax_attempts = 1\n";
+    let runner =
+        live::start("deploy-dashboard", Some(notify), &[("DEPLOY_NOTIFY_KEY", "deploy-notify-key-0123456789")]);
     runner.park_one_session();
     let (status, scrape) = runner.get_text("/metrics", true);
     assert_eq!(status, 200, "the scrape is answered: {scrape}");

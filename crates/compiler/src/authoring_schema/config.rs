@@ -1,6 +1,10 @@
 //! The schema of `archmax.toml`, the host's tables (read as TOML; the schema describes
 //! the table it parses to).
 
+use archmax_config::settings::notify::{
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_NOTIFY_TIMEOUT_MS, MAX_ATTEMPTS_RANGE, NOTIFY_TIMEOUT_RANGE_MS, NotifyEvent,
+    NotifyPreset,
+};
 use archmax_config::settings::{
     ContextSettings, DEFAULT_SIGNATURE_HEADER, DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TOLERANCE_SECONDS,
     DEFAULT_TOOL_TIMEOUT_MS,
@@ -29,7 +33,7 @@ pub fn schema() -> Value {
     document(
         "config.schema.json",
         "archmax.toml",
-        "The host's tables: mounts, webhook connections, schedules, MCP servers, essential tools, context budgets, spending limits and model providers.",
+        "The host's tables: mounts, webhook connections, schedules, MCP servers, essential tools, context budgets, spending limits, model providers, notifications and the runner's public address.",
         closed(
             "The whole file.",
             &[
@@ -126,6 +130,16 @@ pub fn schema() -> Value {
                         "additionalProperties": provider(),
                     }),
                 ),
+                ("serve", serve()),
+                (
+                    "notify",
+                    json!({
+                        "type": "object",
+                        "description": "Outgoing webhooks `archmax serve` calls when a session parks or fails, or a decision waits longer than `waiting_after`, keyed by a slug that metrics and logs name.",
+                        "propertyNames": { "pattern": SLUG },
+                        "additionalProperties": notifier(),
+                    }),
+                ),
                 (
                     "models",
                     json!({
@@ -137,6 +151,71 @@ pub fn schema() -> Value {
             ],
             &[],
         ),
+    )
+}
+
+/// `[serve]`: the runner's own settings.
+fn serve() -> Value {
+    closed(
+        "How `archmax serve` is reached.",
+        &[(
+            "public_url",
+            json!({ "type": "string", "pattern": "^https?://[^/?#@]+[^?#]*$", "description": "The address people open this runner's inbox at (http or https, no query); notifications link to `<public_url>/sessions/<id>`. Without it they carry no link." }),
+        )],
+        &[],
+    )
+}
+
+/// One `[notify.<name>]`.
+fn notifier() -> Value {
+    let events: Vec<&str> = NotifyEvent::ALL.iter().map(|event| event.as_str()).collect();
+    let variable = |description: &str| json!({ "type": "string", "pattern": ENV_NAME, "description": description });
+    closed(
+        "One outgoing webhook: an HMAC-signed POST (`X-Archmax-Signature: sha256=<hex>` over `<X-Archmax-Timestamp>.<body>`, as incoming webhooks are signed), retried with backoff, never holding up a turn. Exactly one of `url` and `url_env`; `secret_env` unless `preset` is `slack`.",
+        &[
+            (
+                "url",
+                json!({ "type": "string", "pattern": "^https?://[^/?#@]+", "description": "The http(s) address to call, without credentials." }),
+            ),
+            (
+                "url_env",
+                variable(
+                    "The variable holding the address, for one that carries a token (a Slack incoming webhook's does).",
+                ),
+            ),
+            ("secret_env", variable("The variable holding the HMAC-SHA256 key the requests are signed with.")),
+            (
+                "on",
+                json!({ "type": "array", "minItems": 1, "uniqueItems": true, "items": { "enum": events }, "default": ["parked", "failed"], "description": "What it is called for: a session parked, a session failed, a decision pending longer than `waiting_after` (once per park)." }),
+            ),
+            (
+                "waiting_after",
+                json!({ "type": "string", "pattern": "^[0-9]+[smhd]$", "default": "30m", "description": "How long a decision waits before the `waiting` notification, from 1s to 7d; needs \"waiting\" in `on`." }),
+            ),
+            (
+                "workflows",
+                json!({ "type": "array", "minItems": 1, "items": { "type": "string", "pattern": SLUG }, "description": "Only these workflows' sessions (default: every workflow)." }),
+            ),
+            (
+                "preset",
+                defaults_to(
+                    one_of(
+                        "The body: archmax's JSON, or what a Slack incoming webhook takes (`text` and `blocks`).",
+                        &NotifyPreset::NAMES,
+                    ),
+                    json!("archmax"),
+                ),
+            ),
+            (
+                "timeout_ms",
+                json!({ "type": "integer", "minimum": NOTIFY_TIMEOUT_RANGE_MS.0, "maximum": NOTIFY_TIMEOUT_RANGE_MS.1, "default": DEFAULT_NOTIFY_TIMEOUT_MS, "description": "The bound on each attempt, in milliseconds." }),
+            ),
+            (
+                "max_attempts",
+                json!({ "type": "integer", "minimum": MAX_ATTEMPTS_RANGE.0, "maximum": MAX_ATTEMPTS_RANGE.1, "default": DEFAULT_MAX_ATTEMPTS, "description": "Attempts in all: a network error, a timeout, 429 or 5xx is tried again after an exponential backoff with jitter (or the receiver's `Retry-After`)." }),
+            ),
+        ],
+        &[],
     )
 }
 

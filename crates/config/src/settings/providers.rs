@@ -432,19 +432,7 @@ impl Reader<'_> {
 
     fn base_url(&mut self, value: &Value<'_>, provider: &str) -> Option<String> {
         let url = self.string(value, &format!("`base_url` of provider `{provider}`"))?;
-        let lower = url.to_ascii_lowercase();
-        let rest = lower.strip_prefix("https://").or_else(|| lower.strip_prefix("http://"));
-        let authority = rest.and_then(|rest| rest.split(['/', '?', '#']).next()).unwrap_or("");
-        let problem = if rest.is_none() {
-            Some("is not an http:// or https:// URL")
-        } else if authority.is_empty() {
-            Some("names no host")
-        } else if authority.contains('@') {
-            Some("carries credentials")
-        } else {
-            None
-        };
-        match problem {
+        match super::notify::http_url_problem(&url) {
             Some(problem) => {
                 self.error(
                     value.span(),

@@ -79,6 +79,8 @@ struct Counters {
     /// `(workflow, awaiting)` → parks.
     parks: BTreeMap<(String, String), u64>,
     models_seen: BTreeSet<String>,
+    /// `(notifier, outcome)` → notifications; only on a runner with notifiers.
+    notifications: BTreeMap<(String, &'static str), u64>,
     turn_latency: BTreeMap<String, Histogram>,
     commit_latency: BTreeMap<&'static str, Histogram>,
 }
@@ -168,6 +170,24 @@ impl Metrics {
 
     pub fn turn_released(&self, root: &str) {
         locked(&self.running).remove(root);
+    }
+
+    /// The workflow of the turn `session`'s root runs on this runner, while it is admitted.
+    pub fn workflow_of_turn(&self, session: &str) -> Option<String> {
+        locked(&self.running).get(root_session(session)).cloned()
+    }
+
+    /// A notifier is configured: its counters start at zero, so `/metrics` shows them.
+    pub fn notifier_configured(&self, notifier: &str) {
+        let mut counters = self.counters();
+        for outcome in crate::notify::DeliveryOutcome::ALL {
+            counters.notifications.entry((notifier.to_string(), outcome.as_str())).or_default();
+        }
+    }
+
+    /// A notification of `notifier` ended `outcome` (`delivered`, `failed`, `dropped`).
+    pub fn notification(&self, notifier: &str, outcome: &'static str) {
+        *self.counters().notifications.entry((notifier.to_string(), outcome)).or_default() += 1;
     }
 
     fn workflow_of(&self, session: Option<&str>) -> String {
@@ -358,6 +378,17 @@ impl Metrics {
                 (vec![("workflow", workflow.as_str()), ("awaiting", awaiting)], *count)
             }),
         );
+        if !counters.notifications.is_empty() {
+            out.counters(
+                "archmax_notifications_total",
+                "counter",
+                "Notifications ([notify.<name>]) by notifier and outcome: delivered, failed (after its attempts), dropped (the queue was full).",
+                counters
+                    .notifications
+                    .iter()
+                    .map(|((notifier, outcome), count)| (vec![("notifier", notifier.as_str()), ("outcome", *outcome)], *count)),
+            );
+        }
         out.family("archmax_turn_duration_seconds", "histogram", "How long turns took, by workflow.");
         for (workflow, histogram) in &counters.turn_latency {
             out.histogram("archmax_turn_duration_seconds", &[("workflow", workflow)], histogram);

@@ -277,6 +277,15 @@ async fn every_status_the_server_answers_a_route_with_is_documented_on_that_rout
             StatusCode::NOT_FOUND,
         ),
         ("get", "/metrics", "/metrics", None, json, Vec::new(), StatusCode::UNAUTHORIZED),
+        (
+            "get",
+            "/v1/admin/notifications",
+            "/v1/admin/notifications",
+            Some(STARTER),
+            json,
+            Vec::new(),
+            StatusCode::FORBIDDEN,
+        ),
         ("get", "/metrics", "/metrics", Some(STARTER), json, Vec::new(), StatusCode::FORBIDDEN),
     ];
     for (method, path, template, token, content_type, body, expected) in cases {

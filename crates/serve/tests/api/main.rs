@@ -76,6 +76,7 @@ mod carried;
 mod configured;
 mod connections;
 mod metrics;
+mod notify;
 mod replay;
 mod uploads;
 

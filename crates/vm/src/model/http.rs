@@ -267,7 +267,7 @@ async fn read_stream(
 
 /// The wait before retry number `retry + 1`: the server's `Retry-After` (capped), else
 /// 500 ms doubling per retry up to 8 s, plus up to a quarter more (`jitter` in `[0, 1)`).
-pub(super) fn backoff_delay(retry: u32, retry_after: Option<Duration>, jitter: f64) -> Duration {
+pub fn backoff_delay(retry: u32, retry_after: Option<Duration>, jitter: f64) -> Duration {
     if let Some(wait) = retry_after {
         return wait.min(RETRY_AFTER_CAP);
     }
@@ -279,12 +279,12 @@ pub(super) fn backoff_delay(retry: u32, retry_after: Option<Duration>, jitter: f
 /// A uniform number in `[0, 1)` from the operating system's random source, so that
 /// clients retrying together spread out. Should the source fail, the retry simply waits
 /// the unspread delay: jitter is a courtesy to the server, not a safety property.
-pub(super) fn jitter() -> f64 {
+pub fn jitter() -> f64 {
     getrandom::u64().map_or(0.0, |bits| (bits >> 11) as f64 / (1u64 << 53) as f64)
 }
 
 /// A `Retry-After` given in seconds (the HTTP-date form is ignored).
-pub(super) fn parse_retry_after(value: &str) -> Option<Duration> {
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
     let seconds = value.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
     Some(Duration::from_secs_f64(seconds.min(RETRY_AFTER_CAP.as_secs_f64())))
 }

@@ -16,6 +16,9 @@ pub mod anthropic;
 #[cfg(test)]
 pub(crate) mod fake_endpoint;
 pub(crate) mod http;
+/// The retry timing every HTTP caller of the runtime and its hosts shares: exponential
+/// backoff with jitter, and a numeric `Retry-After`.
+pub use http::{backoff_delay, jitter, parse_retry_after};
 pub mod limited;
 pub(crate) mod list_prices;
 pub mod openai;

@@ -41,20 +41,29 @@ pub enum RecordKind {
     InboxSession,
     /// A key every runner of the inbox shares (the sign-in form's CSRF key).
     InboxKey,
+    /// A `waiting` notification claimed for one pending decision (key: a digest of the
+    /// notifier, the session and the decision's number), so that of the runners on one
+    /// store exactly one sends it.
+    NotifyWait,
     /// Records the conformance suite claims; a small capacity, so the bound is tested.
     Conformance,
 }
 
 impl RecordKind {
-    pub const ALL: [RecordKind; 4] =
-        [RecordKind::WebhookReplay, RecordKind::InboxSession, RecordKind::InboxKey, RecordKind::Conformance];
+    pub const ALL: [RecordKind; 5] = [
+        RecordKind::WebhookReplay,
+        RecordKind::InboxSession,
+        RecordKind::InboxKey,
+        RecordKind::NotifyWait,
+        RecordKind::Conformance,
+    ];
 
     /// Whether a record of this kind still holds its key against a claim after the
     /// filesystem store's seal key is rotated (when the previous key is still listed).
     /// True for replays, where claimed-once is the point; other kinds start afresh under
     /// the new key (a sign-in key is simply made again).
     pub fn holds_across_rotation(self) -> bool {
-        matches!(self, RecordKind::WebhookReplay | RecordKind::Conformance)
+        matches!(self, RecordKind::WebhookReplay | RecordKind::NotifyWait | RecordKind::Conformance)
     }
 
     /// The kind's name, as stores keep it (a folder name, a column value).
@@ -63,6 +72,7 @@ impl RecordKind {
             RecordKind::WebhookReplay => "webhook-replay",
             RecordKind::InboxSession => "inbox-session",
             RecordKind::InboxKey => "inbox-key",
+            RecordKind::NotifyWait => "notify-wait",
             RecordKind::Conformance => "conformance",
         }
     }
@@ -73,6 +83,7 @@ impl RecordKind {
             RecordKind::WebhookReplay => 100_000,
             RecordKind::InboxSession => 10_000,
             RecordKind::InboxKey => 16,
+            RecordKind::NotifyWait => 100_000,
             RecordKind::Conformance => 8,
         }
     }

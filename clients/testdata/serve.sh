@@ -32,6 +32,7 @@ archmax_serve_start() {
 
     archmax_root="$(mktemp -d)"
     archmax_log="$archmax_root/serve.log"
+    : >"$archmax_log" # made here, so reading it never races the server's start
     cp -R "$clients_testdata/workspace/." "$archmax_root/"
     ARCHMAX_TOKEN="client-tests-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
     # Port 0: the system picks a free port; the server's first log line names it.
@@ -48,7 +49,7 @@ archmax_serve_start() {
             exit 1
         fi
         if [ -z "$ARCHMAX_BASE_URL" ]; then
-            ARCHMAX_BASE_URL="$(sed -n 's/.*is listening address=\(http:\/\/[0-9.:]*\).*/\1/p' "$archmax_log" | head -n 1)"
+            ARCHMAX_BASE_URL="$(sed -n 's/.*is listening address=\(http:\/\/[0-9.:]*\).*/\1/p' "$archmax_log" | head -n 1 || true)"
         fi
         if [ -n "$ARCHMAX_BASE_URL" ] && curl -fsS "$ARCHMAX_BASE_URL/healthz" >/dev/null 2>&1; then
             break

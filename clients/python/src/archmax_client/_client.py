@@ -9,7 +9,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, AsyncIterator, Iterator, Mapping, Tuple, Union
+from typing import IO, Any, AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Tuple, Union
 from urllib.parse import quote
 
 import httpx
@@ -43,8 +43,8 @@ class Retry:
     max_delay: float = 5.0
 
     def delay(self, attempt: int) -> float:
-        base = min(self.max_delay, self.initial_delay * (2 ** max(attempt - 1, 0)))
-        return base * (1 + random.random() * 0.2)
+        base = min(self.max_delay, self.initial_delay * (2.0 ** max(attempt - 1, 0)))
+        return float(base * (1 + random.random() * 0.2))
 
 
 @dataclass
@@ -413,7 +413,7 @@ class EventStream:
             self._response.close()
         self._iterator.close()
 
-    def _run(self) -> Iterator[Event]:
+    def _run(self) -> Generator[Event, None, None]:
         client = self._client
         failures = 0
         while not self._closed:
@@ -678,7 +678,7 @@ class AsyncEventStream:
         self._closed = True
         await self._iterator.aclose()
 
-    async def _run(self) -> AsyncIterator[Event]:
+    async def _run(self) -> AsyncGenerator[Event, None]:
         client = self._client
         failures = 0
         while not self._closed:

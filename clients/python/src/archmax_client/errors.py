@@ -110,7 +110,8 @@ def _retry_after(response: httpx.Response) -> float | None:
 def error_from_response(response: httpx.Response) -> ArchmaxError:
     """The typed error for a non-2xx answer (its body read already)."""
     status = response.status_code
-    code, message, details = f"http.{status}", response.reason_phrase or f"HTTP {status}", {}
+    code, message = f"http.{status}", response.reason_phrase or f"HTTP {status}"
+    details: dict[str, Any] = {}
     try:
         body = response.json()
     except ValueError:

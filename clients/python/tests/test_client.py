@@ -15,6 +15,7 @@ from archmax_client import (
     Event,
     InvalidInputError,
     NotFoundError,
+    PayloadTooLargeError,
     Retry,
     UnauthorizedError,
 )
@@ -45,7 +46,7 @@ def test_start_parks_at_the_decision_and_a_decision_completes_it(client: Client,
 
 def test_without_wait_a_start_is_accepted_and_runs_on(client: Client, session_id: str) -> None:
     accepted = client.start("desk", "Pay out 5 EUR.", session_id=session_id)
-    assert accepted == {"sessionId": session_id, "status": "running"} or accepted["status"] == "running"
+    assert (accepted["sessionId"], accepted["status"]) == (session_id, "running")
     events = client.events(session_id)
     with events:
         for event in events:
@@ -148,6 +149,10 @@ def test_errors_are_typed(client: Client, base_url: str, session_id: str) -> Non
 
     with pytest.raises(NotFoundError):
         next(iter(client.events("no-such-session")))
+
+    with pytest.raises(PayloadTooLargeError) as too_large:
+        client.start("desk", "x" * (1024 * 1024 + 1))
+    assert (too_large.value.status, too_large.value.code) == (413, "request.too-large")
 
 
 def _read_until_complete(events, on_parked=None) -> list[Event]:

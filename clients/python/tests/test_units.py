@@ -1,0 +1,86 @@
+"""The parts that need no server: the SSE parser and the error classes by status."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from archmax_client import (
+    ArchmaxError,
+    ConflictError,
+    ForbiddenError,
+    InvalidInputError,
+    PayloadTooLargeError,
+    RateLimitedError,
+    ServerError,
+    UnauthorizedError,
+)
+from archmax_client._sse import SseParser
+from archmax_client.errors import error_from_response
+
+
+def frames(text: str) -> list[tuple[int, str, object]]:
+    parser = SseParser()
+    out = []
+    for line in text.splitlines():
+        event = parser.feed(line)
+        if event is not None:
+            out.append((event.id, event.event, event.data))
+    return out
+
+
+def test_the_parser_reads_frames_comments_and_multiline_data() -> None:
+    text = (
+        ": keep-alive\n\n"
+        "id: 1\nevent: archmax\ndata: {\"event\":\"state-enter\"}\n\n"
+        "id:2\r\nevent: archmax\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n"
+        "retry: 1000\n\n"
+        "id: 3\ndata: not json\n\n"
+    )
+    assert frames(text) == [
+        (1, "archmax", {"event": "state-enter"}),
+        (2, "archmax", {"a": 1}),
+        (3, "message", "not json"),
+    ]
+
+
+def test_a_frame_cut_before_its_blank_line_is_never_returned() -> None:
+    assert frames("id: 1\ndata: {}\n\nid: 2\ndata: {\"cut\":") == [(1, "message", {})]
+
+
+def test_a_frame_without_a_numeric_id_is_skipped() -> None:
+    assert frames("data: {}\n\nid: x\ndata: {}\n\n") == []
+
+
+def answer(status: int, body: object = None, headers: dict[str, str] | None = None) -> httpx.Response:
+    request = httpx.Request("GET", "http://archmax.test/v1/sessions/x")
+    if body is None:
+        return httpx.Response(status, text="<html>proxy</html>", headers=headers, request=request)
+    return httpx.Response(status, json=body, headers=headers, request=request)
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (400, InvalidInputError),
+        (401, UnauthorizedError),
+        (403, ForbiddenError),
+        (409, ConflictError),
+        (413, PayloadTooLargeError),
+        (429, RateLimitedError),
+        (500, ServerError),
+        (503, ServerError),
+    ],
+)
+def test_each_status_is_its_class(status: int, cls: type[ArchmaxError]) -> None:
+    body = {"error": {"code": "some.code", "message": "It went wrong.", "details": {"fields": []}}}
+    error = error_from_response(answer(status, body, {"Retry-After": "7"}))
+    assert type(error) is cls
+    assert (error.status, error.code, error.message, error.retry_after) == (status, "some.code", "It went wrong.", 7.0)
+
+
+def test_an_answer_that_is_not_the_error_shape_keeps_its_status() -> None:
+    error = error_from_response(answer(502))
+    assert type(error) is ServerError
+    assert (error.status, error.code, error.details) == (502, "http.502", {})
+    assert type(error_from_response(answer(408))) is ArchmaxError

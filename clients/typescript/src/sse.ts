@@ -24,13 +24,13 @@ export async function* parseSse(body: ReadableStream<Uint8Array>): AsyncGenerato
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
+      if (!done) buffer += decoder.decode(value, { stream: true });
       for (;;) {
         const end = buffer.search(/\r\n|\r|\n/);
         if (end < 0) break;
-        // A lone \r at the end of the buffer may be the first half of \r\n: wait for more.
-        if (buffer[end] === "\r" && end === buffer.length - 1) break;
+        // A lone \r at the end of the buffer may be the first half of \r\n: wait for more,
+        // unless the stream has ended.
+        if (buffer[end] === "\r" && end === buffer.length - 1 && !done) break;
         const line = buffer.slice(0, end);
         buffer = buffer.slice(buffer.startsWith("\r\n", end) ? end + 2 : end + 1);
         if (line === "") {
@@ -58,6 +58,7 @@ export async function* parseSse(body: ReadableStream<Uint8Array>): AsyncGenerato
         else if (field === "event") event = value;
         else if (field === "id" && !value.includes("\0")) id = value;
       }
+      if (done) return;
     }
   } finally {
     // Done early (a `break`) or cut: let go of the connection.

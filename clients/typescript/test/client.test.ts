@@ -17,6 +17,7 @@ import {
   ConflictError,
   InvalidInputError,
   NotFoundError,
+  PayloadTooLargeError,
   UnauthorizedError,
   fileFromPath,
   isSession,
@@ -277,6 +278,11 @@ describe("errors", () => {
     await assert.rejects(async () => {
       for await (const _ of client.events("no-such-session")) break;
     }, NotFoundError);
+    await assert.rejects(client.start("desk", "x".repeat(1024 * 1024 + 1)), (error: unknown) => {
+      assert.ok(error instanceof PayloadTooLargeError);
+      assert.deepEqual([error.status, error.code], [413, "request.too-large"]);
+      return true;
+    });
   });
 });
 

@@ -89,3 +89,30 @@ test("an answer that is not the error shape keeps its status", async () => {
   assert.deepEqual([error.status, error.code, error.details], [502, "http.502", {}]);
   assert.equal((await errorFromResponse(new Response("", { status: 408 }))).constructor, ArchmaxError);
 });
+
+test("the event stream resumes after the last whole frame and gives up after its retries", async () => {
+  const { ArchmaxClient, ArchmaxConnectionError } = await import("../src/index.js");
+  const seen: (string | null)[] = [];
+  const answers = [
+    ['id: 1\ndata: {"n":1}\n\nid: 2\ndata: {"n":2}\n\nid: 3\ndata: {"n"'],
+    ['id: 3\ndata: {"n":3}\n\n', 'id: 4\ndata: {"n":4}\n\n'],
+  ];
+  const fakeFetch = (async (_url: string | URL | Request, init?: RequestInit) => {
+    seen.push(new Headers(init?.headers).get("last-event-id"));
+    const pieces = answers.shift();
+    if (!pieces) {
+      return new Response(JSON.stringify({ error: { code: "x", message: "down", details: {} } }), { status: 503 });
+    }
+    return new Response(body(...pieces), { headers: { "content-type": "text/event-stream" } });
+  }) as typeof fetch;
+  const client = new ArchmaxClient("http://archmax.test", { fetch: fakeFetch, retry: { maxRetries: 2, initialDelayMs: 1 } });
+  const stream = client.events("s1");
+  const ids: number[] = [];
+  await assert.rejects(async () => {
+    for await (const event of stream) ids.push(event.id);
+  }, ArchmaxConnectionError);
+  assert.deepEqual(ids, [1, 2, 3, 4]);
+  // The second answer ended (one failure), then two 503s: two retries, each after frame 4.
+  assert.deepEqual(seen, [null, "2", "4", "4"]);
+  assert.equal(stream.reconnects, 3);
+});

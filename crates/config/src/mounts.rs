@@ -63,7 +63,7 @@ pub fn parse_mounts(file: FileId, text: &str) -> (MountTable, Vec<Diagnostic>) {
             let help = if message.contains("unknown field") && message.contains("expected one of `source`") {
                 "a mount takes `source`, `read_only`, `governed` and `searchable`; a writable mount says `read_only = false`"
             } else if message.contains("unknown field") {
-                "archmax.toml holds `essential_tools` and `[mounts.\"<key>\"]`, `[connections.<slug>]`, `[schedule.<workflow>]`, `[mcp_servers.<name>]`, `[context]`, `[limits]`, `[providers.<name>]`, `[models.\"<id>\"]`, `[notify.<name>]` and `[serve]` tables, and nothing else"
+                "archmax.toml holds `essential_tools` and `[mounts.\"<key>\"]`, `[connections.<slug>]`, `[schedule.<workflow>]`, `[mcp_servers.<name>]`, `[context]`, `[limits]`, `[inbox]`, `[providers.<name>]`, `[models.\"<id>\"]`, `[notify.<name>]` and `[serve]` tables, and nothing else"
             } else {
                 "declare mounts as `[mounts.\"<key>\"]` tables with `source`, `read_only`, `governed` and `searchable`"
             };

@@ -72,6 +72,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What became of each notifier's last deliveries ([notify.<name>] of archmax.toml), on this runner. */
+        get: operations["notifications"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -306,11 +323,36 @@ export interface components {
                 title?: string;
             } | null;
         };
-        /** @description A delivery with files for the trigger's `file` inputs: the part `request` is the JSON delivery; each other part is one file, named after the input it fills. At most 16 parts, the files at most 40 MiB together. */
+        /** @description A delivery with files for the trigger's `file` inputs: the part `request` is the JSON delivery; each other part is one file (binary), named after the `file` input it fills (`GET /v1/workflows` lists them as `fileInputs`): at most its `maxSize` and 10 MiB, its file name ending in one of its `accept` entries. At most 16 parts, the files at most 40 MiB together. */
         DeliverUpload: {
-            request?: components["schemas"]["DeliverRequest"];
-        } & {
-            [key: string]: string;
+            request: components["schemas"]["DeliverRequest"];
+        };
+        /**
+         * @description How a delivery ended: the `outcome` of its record and of `archmax_notifications_total`.
+         * @enum {string}
+         */
+        DeliveryOutcome: "delivered" | "failed" | "dropped";
+        /** @description How one delivery ended, as `GET /v1/admin/notifications` shows it. */
+        DeliveryRecord: {
+            /**
+             * Format: int64
+             * @description When it ended, in milliseconds since the epoch.
+             */
+            atMs: number;
+            /** Format: int32 */
+            attempts: number;
+            /** @description `parked`, `failed` or `waiting`. */
+            event: string;
+            notifier: string;
+            outcome: components["schemas"]["DeliveryOutcome"];
+            /** @description Why it failed. */
+            reason?: string | null;
+            session: string;
+            /**
+             * Format: int32
+             * @description The receiver's last status, when it answered.
+             */
+            status?: number | null;
         };
         /** @description Every error answer: `{"error": {"code", "message", "details"}}`. */
         Error: {
@@ -387,6 +429,16 @@ export interface components {
              */
             raiseBudget?: boolean | null;
         };
+        /** @description `GET /v1/admin/notifications`: each notifier's last deliveries. */
+        Notifications: {
+            /** @description Every notifier of `archmax.toml`, by name. */
+            notifiers: components["schemas"]["NotifierDeliveries"][];
+        };
+        /** @description One notifier's last deliveries, oldest first (at most 32, kept in this runner's memory). */
+        NotifierDeliveries: {
+            deliveries: components["schemas"]["DeliveryRecord"][];
+            notifier: string;
+        };
         /** @description `GET /readyz`. */
         Ready: {
             ready: boolean;
@@ -458,11 +510,9 @@ export interface components {
                 [key: string]: unknown;
             }) | null;
         };
-        /** @description A start with files for the trigger's `file` inputs: the part `request` is the JSON start request; each other part is one file, named after the input it fills. At most 16 parts, the files at most 40 MiB together. */
+        /** @description A start with files for the trigger's `file` inputs: the part `request` is the JSON start request; each other part is one file (binary), named after the `file` input it fills (`GET /v1/workflows` lists them as `fileInputs`): at most its `maxSize` and 10 MiB, its file name ending in one of its `accept` entries. At most 16 parts, the files at most 40 MiB together. */
         StartUpload: {
-            request?: components["schemas"]["StartRequest"];
-        } & {
-            [key: string]: string;
+            request: components["schemas"]["StartRequest"];
         };
         /** @description `GET /v1/sessions/{id}/transcript`. */
         Transcript: {
@@ -475,6 +525,8 @@ export interface components {
             description?: string | null;
             /** @description The state the decision leads to: the `to` of a decision. */
             to: string;
+            /** @description The decision's type: `approve`, `reject`, `refine`, or `none`. */
+            type: string;
         };
         /** @description One trigger of a workflow. */
         TriggerEntry: {
@@ -1235,6 +1287,44 @@ export interface operations {
             };
             /** @description The load stopped. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    notifications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every notifier with its last deliveries, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Notifications"];
+                };
+            };
+            /** @description No valid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the scope, or the request is refused (such as a decider who is not an approver). */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

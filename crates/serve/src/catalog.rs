@@ -82,6 +82,9 @@ pub struct TransitionEntry {
     pub to: String,
     /// What the decision means, as the author described the transition.
     pub description: Option<String>,
+    /// The decision's type: `approve`, `reject`, `refine`, or `none`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
 }
 
 impl Server {
@@ -151,6 +154,7 @@ fn human_state_entry(program: &Program, workflow: &WorkflowProgram, state: &Stat
             .map(|transition| TransitionEntry {
                 to: program.str(workflow.state(transition.target).slug).to_string(),
                 description: transition.description.map(|text| program.str(text).trim().to_string()),
+                kind: transition.kind.as_str(),
             })
             .collect(),
     }

@@ -263,8 +263,8 @@ async fn the_catalog_lists_each_workflow_with_its_triggers_inputs_and_decisions(
     assert_eq!(
         approve["transitions"],
         json!([
-            { "to": "paid", "description": "Pay the expense." },
-            { "to": "refused", "description": "Refuse the expense; the comment says why." },
+            { "to": "paid", "description": "Pay the expense.", "type": "approve" },
+            { "to": "refused", "description": "Refuse the expense; the comment says why.", "type": "reject" },
         ])
     );
     let slips = &catalog["workflows"][1];

@@ -33,8 +33,8 @@ use crate::output::{failure, quiet, stderr_color};
 pub enum FlowCommand {
     /// Validate a flow document and print what runs in what order (no endpoint).
     Plan {
-        /// The document (`.yaml`, `.yml` or `.json`).
-        flow: PathBuf,
+        #[command(flatten)]
+        flow: FlowFile,
         /// Override every group's `repeat.max` (the root's included).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         max_attempts: Option<u32>,
@@ -49,6 +49,25 @@ pub enum FlowCommand {
     Run(Box<RunFlags>),
 }
 
+/// The flow document: `--flow FILE`, or the same path as the first positional argument
+/// (the shorthand). Exactly one of the two is given; clap refuses both or neither.
+#[derive(Args)]
+#[group(id = "document", required = true, multiple = false)]
+pub struct FlowFile {
+    /// The document (`.yaml`, `.yml` or `.json`).
+    #[arg(long = "flow", value_name = "FILE")]
+    named: Option<PathBuf>,
+    /// The document, as a positional shorthand for `--flow`
+    #[arg(value_name = "FLOW")]
+    positional: Option<PathBuf>,
+}
+
+impl FlowFile {
+    fn path(&self) -> &Path {
+        self.named.as_deref().or(self.positional.as_deref()).unwrap_or(Path::new(""))
+    }
+}
+
 /// The verdict an operator records with `--resume`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OperatorWord {
@@ -58,8 +77,8 @@ pub enum OperatorWord {
 
 #[derive(Args)]
 pub struct RunFlags {
-    /// The document (`.yaml`, `.yml` or `.json`).
-    flow: PathBuf,
+    #[command(flatten)]
+    flow: FlowFile,
     /// The task, given to every step beside its own prompt (a resume reuses the recorded one).
     #[arg(long, value_name = "TEXT", required_unless_present = "resume")]
     input: Option<String>,
@@ -131,7 +150,7 @@ pub struct RunFlags {
 
 pub fn run(executor: &tokio::runtime::Runtime, command: FlowCommand) -> ExitCode {
     match command {
-        FlowCommand::Plan { flow, max_attempts, json, format } => plan(&flow, max_attempts, json, format),
+        FlowCommand::Plan { flow, max_attempts, json, format } => plan(flow.path(), max_attempts, json, format),
         FlowCommand::Run(flags) => walk(executor, &flags),
     }
 }
@@ -216,7 +235,7 @@ fn standing_instruction(flow: &str, run_scope: Option<&WriteScope>) -> String {
 }
 
 fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
-    let (loaded, document) = match load(&flags.flow, Format::Human) {
+    let (loaded, document) = match load(flags.flow.path(), Format::Human) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };

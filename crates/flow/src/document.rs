@@ -132,6 +132,25 @@ impl StepKind {
     }
 }
 
+impl FlowDocument {
+    /// The path (`root.shape.specify`) of every model step, in document order.
+    pub fn model_step_paths(&self) -> Vec<String> {
+        fn collect(group: &Group, prefix: &str, into: &mut Vec<String>) {
+            let here = join_path(prefix, &group.id);
+            for node in &group.nodes {
+                match node {
+                    Node::Step(step) if step.kind == StepKind::Llm => into.push(join_path(&here, &step.id)),
+                    Node::Step(_) => {}
+                    Node::Group(inner) => collect(inner, &here, into),
+                }
+            }
+        }
+        let mut paths = Vec::new();
+        collect(&self.root, "", &mut paths);
+        paths
+    }
+}
+
 /// `a.b.c`: a node's path from the root's id.
 pub fn join_path(parent: &str, id: &str) -> String {
     if parent.is_empty() { id.to_string() } else { format!("{parent}.{id}") }

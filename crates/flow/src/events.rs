@@ -101,6 +101,9 @@ pub enum FlowEvent {
         failed: usize,
         skipped: usize,
         retreats: usize,
+        /// The command line that records the operator's verdict and continues the walk.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        resume: Option<String>,
     },
     HookRan {
         point: String,
@@ -185,7 +188,13 @@ impl FlowEvent {
                 "flow ■ {flow} {}: ran {ran}, failed {failed}, skipped {skipped}, retreats {retreats}",
                 if *clean { "clean" } else { "not clean" }
             ),
-            FlowEvent::FlowPaused { path, reason, .. } => format!("pause ‖ {path}: {reason}"),
+            FlowEvent::FlowPaused { path, reason, resume, .. } => match resume {
+                Some(command) => format!(
+                    "pause ‖ {path}: {reason}\n  to continue, record the verdict (`--operator failed` to refuse, \
+                     `--note TEXT` says why):\n  {command}"
+                ),
+                None => format!("pause ‖ {path}: {reason}\n  (no record was kept, so this walk cannot be resumed)"),
+            },
             FlowEvent::HookRan { path, moment, verdict, replayed, .. } => {
                 let replayed = if *replayed { " (from the record)" } else { "" };
                 format!("hook · transition {path} {moment}: {verdict}{replayed}")

@@ -302,6 +302,7 @@ impl Walker<'_, '_> {
             failed: self.tallies.failed,
             skipped: self.tallies.skipped,
             retreats: self.tallies.retreats,
+            resume: self.options.resume_command.map(str::to_string),
         });
         if let Some(record) = self.record.as_mut() {
             record.paused(&key)?;

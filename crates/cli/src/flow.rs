@@ -19,6 +19,7 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use archmax_compiler::diagnostic::render::{self, Stream};
 use archmax_config::settings::RunnerSettings;
+use archmax_flow::events::EventNames;
 use archmax_flow::hooks::Hooks;
 use archmax_flow::read::{self, Loaded};
 use archmax_flow::record::Header;
@@ -73,6 +74,13 @@ impl FlowFile {
     }
 }
 
+/// `--event-names`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EventNamesFlag {
+    Camel,
+    Snake,
+}
+
 /// The verdict an operator records with `--resume`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OperatorWord {
@@ -96,6 +104,11 @@ pub struct RunFlags {
     /// Print every event as one JSON object per line on stdout.
     #[arg(long)]
     json: bool,
+    /// How `--json` names an event's kind and fields: `camel` (`event`, `stepKind`, as
+    /// workflow events do), or `snake` (`kind`, `step_kind`: the earlier names, kept for
+    /// one release).
+    #[arg(long, value_enum, value_name = "NAMES", default_value_t = EventNamesFlag::Camel, requires = "json")]
+    event_names: EventNamesFlag,
     /// Transition hooks: `{"version": 1, "hooks": [{"on": "transition", "command": [...]}]}`.
     #[arg(long, value_name = "FILE")]
     hooks: Option<PathBuf>,
@@ -445,9 +458,13 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         resume_command: session_dir.is_some().then_some(resume_command.as_str()),
     };
     let json = flags.json;
+    let names = match flags.event_names {
+        EventNamesFlag::Camel => EventNames::Camel,
+        EventNamesFlag::Snake => EventNames::Snake,
+    };
     let mut sink = |event: &FlowEvent| {
         if json {
-            println!("{}", event.json());
+            println!("{}", event.json_named(names));
         } else if !quiet()
             && let Some(line) = event.line()
         {

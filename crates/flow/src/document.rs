@@ -5,6 +5,10 @@
 
 use crate::scope::WriteScope;
 
+/// The JSON Schema (2020-12) of a flow document, for editors: the committed
+/// `schemas/flow.schema.json`. The reader ([`crate::read`]) checks more than it can say.
+pub const SCHEMA: &str = include_str!("../../../schemas/flow.schema.json");
+
 /// A whole document: its id and its root group.
 #[derive(Clone, Debug)]
 pub struct FlowDocument {

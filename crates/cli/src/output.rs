@@ -181,18 +181,36 @@ fn nearest_name(error: &clap::Error, command: &clap::Command) -> Option<String> 
 }
 
 /// The subcommands named in `words`, as deep as they go (`["flow", "run"]`), and the
-/// command they lead to.
+/// command they lead to. A flag's separate value is never taken for a subcommand
+/// (`--root flow validate` is `validate`).
 fn command_path<'c>(cli: &'c clap::Command, words: &[String]) -> (Vec<&'c str>, &'c clap::Command) {
     let mut path = Vec::new();
     let mut current = cli;
-    for word in words.iter().filter(|word| !word.starts_with('-')) {
-        // Anything else is a positional argument or a flag's value.
+    let mut words = words.iter();
+    while let Some(word) = words.next() {
+        if word.starts_with('-') {
+            if !word.contains('=') && takes_value(cli, current, word) {
+                words.next();
+            }
+            continue;
+        }
+        // Anything else is a positional argument, or a subcommand.
         if let Some(next) = current.find_subcommand(word) {
             path.push(next.get_name());
             current = next;
         }
     }
     (path, current)
+}
+
+/// Whether `flag` (`--root`, `-o`) is an option of `command`, or a global one of `cli`,
+/// that takes a value.
+fn takes_value(cli: &clap::Command, command: &clap::Command, flag: &str) -> bool {
+    let matches = |arg: &&clap::Arg| match flag.strip_prefix("--") {
+        Some(long) => arg.get_long() == Some(long),
+        None => flag.len() == 2 && flag.chars().nth(1).is_some_and(|short| arg.get_short() == Some(short)),
+    };
+    command.get_arguments().chain(cli.get_arguments()).find(matches).is_some_and(|arg| arg.get_action().takes_values())
 }
 
 /// A usage problem found after parsing (bad JSON, an empty prompt): one line, exit 2.

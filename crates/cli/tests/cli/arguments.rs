@@ -55,6 +55,9 @@ fn a_refused_flow_command_line_exits_1_and_names_what_is_missing() {
     assert!(line.contains("unexpected argument '--no-such-flag'"), "{line}");
     let line = flow_usage_line(&["flow", "rn"]);
     assert!(line.contains("did you mean `run`?"), "{line}");
+    // A flag's value that spells `flow` is not the flow command: exit 2, validate's help.
+    let line = usage_line(&["--root", "flow", "validate", "--frmat", "json"]);
+    assert!(line.contains("try `archmax validate --help`"), "{line}");
 }
 
 #[test]

@@ -8,8 +8,14 @@ use crate::support::{archmax, repository, scratch};
 
 /// Runs a usage error and returns its one line on stderr (exit 2, nothing on stdout).
 fn usage_line(args: &[&str]) -> String {
+    refusal_line(args, 2)
+}
+
+/// Runs a refused command line and returns its one line on stderr (exit `code`,
+/// nothing on stdout).
+fn refusal_line(args: &[&str], code: i32) -> String {
     let run = archmax(&repository(), args);
-    assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+    assert_eq!(run.code, code, "{args:?}: {}", run.stderr);
     assert_eq!(run.stdout, "", "{args:?}");
     assert_eq!(run.stderr.lines().count(), 1, "{args:?}: {}", run.stderr);
     run.stderr
@@ -37,11 +43,7 @@ fn a_missing_argument_is_named() {
 /// Runs a refused `archmax flow` command line: one line on stderr, exit 1 (2 is a walk
 /// that finished unclean), nothing on stdout.
 fn flow_usage_line(args: &[&str]) -> String {
-    let run = archmax(&repository(), args);
-    assert_eq!(run.code, 1, "{args:?}: {}", run.stderr);
-    assert_eq!(run.stdout, "", "{args:?}");
-    assert_eq!(run.stderr.lines().count(), 1, "{args:?}: {}", run.stderr);
-    run.stderr
+    refusal_line(args, 1)
 }
 
 #[test]

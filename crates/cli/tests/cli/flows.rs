@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::{Run, scratch};
+use crate::support::{Run, archmax_command, outcome, scratch};
 
 /// A document with a model step, then a person's review, then a command.
 const FLOW: &str = "id: release
@@ -38,20 +38,11 @@ fn workspace(label: &str) -> PathBuf {
 
 /// Runs `archmax` from `cwd` with no model configured in the environment.
 fn archmax(cwd: &Path, args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_archmax"))
-        .args(args)
-        .current_dir(cwd)
-        .env("NO_COLOR", "1")
-        .env_remove("ARCHMAX_API_BASE_URL")
-        .env_remove("ARCHMAX_API_KEY")
-        .env_remove("ARCHMAX_MODEL")
-        .output()
-        .expect("the archmax binary runs");
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    let mut command = archmax_command(cwd, args);
+    for variable in ["ARCHMAX_API_BASE_URL", "ARCHMAX_API_KEY", "ARCHMAX_MODEL"] {
+        command.env_remove(variable);
     }
+    outcome(command)
 }
 
 /// Walks the document up to its pause; returns the stderr and the flow-run id.
@@ -82,10 +73,8 @@ fn the_pause_prints_a_resume_command_that_runs_as_printed() {
         )
     );
     // Pasted into a shell with `archmax` on the PATH, it finishes the walk.
-    let binary = Path::new(env!("CARGO_BIN_EXE_archmax"));
-    let path = format!("{}:{}", binary.parent().map(Path::display).expect("a folder").to_string().as_str(), {
-        std::env::var("PATH").unwrap_or_default()
-    });
+    let folder = Path::new(env!("CARGO_BIN_EXE_archmax")).parent().expect("the binary's folder");
+    let path = format!("{}:{}", folder.display(), std::env::var("PATH").unwrap_or_default());
     let output = Command::new("sh")
         .args(["-c", &format!("archmax {command}")])
         .current_dir(&root)
@@ -93,6 +82,7 @@ fn the_pause_prints_a_resume_command_that_runs_as_printed() {
         .env("NO_COLOR", "1")
         .env_remove("ARCHMAX_API_BASE_URL")
         .env_remove("ARCHMAX_API_KEY")
+        .env_remove("ARCHMAX_MODEL")
         .output()
         .expect("sh runs");
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -140,6 +140,9 @@ fn usage_sentence(error: &clap::Error, command: &clap::Command) -> String {
     if error.kind() == ErrorKind::InvalidValue && !accepted.is_empty() {
         sentence.push_str(&format!("; the values are {}", accepted.join(", ")));
     }
+    if error.kind() == ErrorKind::ArgumentConflict {
+        sentence.push_str("; give only one of them");
+    }
     sentence
 }
 

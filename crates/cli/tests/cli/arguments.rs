@@ -52,7 +52,7 @@ fn a_refused_flow_command_line_exits_1_and_names_what_is_missing() {
     assert!(line.contains("`--input <TEXT>`") && line.contains("`--flow <FILE>` (or `FLOW`)"), "{line}");
     assert!(line.contains("try `archmax flow run --help`"), "the nested command's help: {line}");
     let line = flow_usage_line(&["flow", "plan", "--flow", "a.yaml", "b.yaml"]);
-    assert!(line.contains("'--flow <FILE>' cannot be used with '[FLOW]'"), "{line}");
+    assert!(line.contains("'--flow <FILE>' cannot be used with '[FLOW]'; give only one of them"), "{line}");
     let line = flow_usage_line(&["flow", "run", "--flow", "a.yaml", "--input", "x", "--no-such-flag"]);
     assert!(line.contains("unexpected argument '--no-such-flag'"), "{line}");
     let line = flow_usage_line(&["flow", "rn"]);

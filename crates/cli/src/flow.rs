@@ -300,7 +300,7 @@ fn run_id(resume: Option<&str>, session_dir: Option<&Path>) -> Result<String, St
 /// `--resume RUN --operator passed`.
 /// Every word is quoted for a POSIX shell where it needs to be.
 fn resume_command(run: &str) -> String {
-    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    let arguments: Vec<String> = std::env::args_os().skip(1).map(|word| word.to_string_lossy().into_owned()).collect();
     let mut words = vec!["archmax".to_string()];
     let mut index = 0;
     while index < arguments.len() {

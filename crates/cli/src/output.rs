@@ -69,7 +69,7 @@ pub(crate) use note;
 /// is the whole command tree.
 pub fn usage_error(error: clap::Error, cli: &clap::Command) -> ExitCode {
     use clap::error::ErrorKind;
-    let words: Vec<String> = std::env::args().skip(1).collect();
+    let words: Vec<String> = std::env::args_os().skip(1).map(|word| word.to_string_lossy().into_owned()).collect();
     let (path, command) = command_path(cli, &words);
     let refused = ExitCode::from(if path.starts_with(&[FLOW_COMMAND]) { 1 } else { 2 });
     match error.kind() {

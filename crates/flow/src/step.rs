@@ -475,7 +475,7 @@ impl CommandJob {
     pub async fn run_aside(self) -> StepReport {
         let path = self.path.clone();
         let (sender, receiver) = tokio::sync::oneshot::channel();
-        let spawned = std::thread::Builder::new().name(format!("flow-command {path}")).spawn(move || {
+        let spawned = std::thread::Builder::new().name("flow-command".to_string()).spawn(move || {
             let _ = sender.send(self.run());
         });
         let problem = match spawned {
@@ -490,20 +490,19 @@ impl CommandJob {
 
     /// Runs the step here, blocking until the command ends.
     pub fn run(&self) -> StepReport {
-        let step = self;
         let call_id = self.call_id.clone();
-        let args = json!({ "command": step.argv });
+        let args = json!({ "command": self.argv });
         let call = ToolCall { id: call_id.clone(), name: RUN_TOOL.to_string(), args: args.clone() };
-        let mut events = vec![FlowEvent::ToolRequested { step: step.path.clone(), name: RUN_TOOL.to_string(), args }];
+        let mut events = vec![FlowEvent::ToolRequested { step: self.path.clone(), name: RUN_TOOL.to_string(), args }];
         let mut messages = vec![Message::Assistant { text: String::new(), tool_calls: vec![call] }];
-        let program = step.argv.first().map(String::as_str).unwrap_or_default();
-        let gate = Gate { allow_program: &step.allow_program };
+        let program = self.argv.first().map(String::as_str).unwrap_or_default();
+        let gate = Gate { allow_program: &self.allow_program };
         let verdict = gate.admit(program).and_then(|()| {
             let bounds = Bounds {
-                timeout: step.timeout_ms.map_or(COMMAND_TIMEOUT, Duration::from_millis),
+                timeout: self.timeout_ms.map_or(COMMAND_TIMEOUT, Duration::from_millis),
                 output_bytes: COMMAND_OUTPUT_BYTES,
             };
-            process::run(&step.argv, &step.workspace_root, b"", &step.credential_variables, bounds).map_err(|error| {
+            process::run(&self.argv, &self.workspace_root, b"", &self.credential_variables, bounds).map_err(|error| {
                 match error {
                     ProcessError::Start { .. } => error.to_string(),
                     other => format!("`{program}`: {other}"),
@@ -528,14 +527,14 @@ impl CommandJob {
         };
         let status = if outcome == Outcome::Passed { ToolStatus::Ok } else { ToolStatus::Error };
         events.push(FlowEvent::ToolCompleted {
-            step: step.path.clone(),
+            step: self.path.clone(),
             name: RUN_TOOL.to_string(),
             status: if status == ToolStatus::Ok { "ok" } else { "error" }.to_string(),
             content: archmax_program::text::first_chars(&content, 400).to_string(),
         });
         if let Some(reason) = &reason {
             events.push(FlowEvent::Warning {
-                step: step.path.clone(),
+                step: self.path.clone(),
                 code: "step-command".to_string(),
                 message: reason.clone(),
             });

@@ -1,5 +1,6 @@
 //! The golden flows: `archmax flow plan` and `archmax flow run`, one test per case, and
-//! one test that every flow diagnostic code (`AMX10xx`) is expected by a case.
+//! tests that every flow diagnostic code (`AMX10xx`) is expected by a case and every
+//! event kind of the flow-event schema is printed by one.
 //!
 //! Each directory under `golden/flows/` holds a `workspace/` (the document, its tape,
 //! hook programs and files) and a `case.toml`: `description`, `expect` (the codes a
@@ -231,7 +232,25 @@ fn every_flow_code_has_a_case(cases: &[std::path::PathBuf]) -> Result<(), Failed
     if missing.is_empty() { Ok(()) } else { Err(format!("no golden flow expects {missing:?}").into()) }
 }
 
-/// One test per case under `golden/flows/`, and the coverage test.
+/// Every event kind the flow-event schema describes is printed (and so validated) by at
+/// least one case.
+fn every_flow_event_kind_has_a_case(cases: &[std::path::PathBuf]) -> Result<(), Failed> {
+    let schema: serde_json::Value =
+        serde_json::from_str(archmax_flow::events::SCHEMA).map_err(|error| format!("the schema: {error}"))?;
+    let kinds: Vec<String> = schema["properties"]["event"]["enum"]
+        .as_array()
+        .map(|kinds| kinds.iter().filter_map(|kind| kind.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    if kinds.is_empty() {
+        return Err("the flow-event schema lists no kinds".into());
+    }
+    let recorded: String = cases.iter().filter_map(|case| fs::read_to_string(case.join("expected.txt")).ok()).collect();
+    let missing: Vec<&String> =
+        kinds.iter().filter(|kind| !recorded.contains(&format!("{{\"event\":\"{kind}\""))).collect();
+    if missing.is_empty() { Ok(()) } else { Err(format!("no golden flow prints {missing:?}").into()) }
+}
+
+/// One test per case under `golden/flows/`, and the coverage tests.
 pub fn trials() -> Vec<Trial> {
     let cases = match case_folders(&repository().join("golden/flows")) {
         Ok(cases) => cases,
@@ -242,6 +261,8 @@ pub fn trials() -> Vec<Trial> {
         .into_iter()
         .map(|(name, case)| Trial::test(format!("flows::{name}"), move || check_case(&name, &case)))
         .collect();
+    let all = folders.clone();
     trials.push(Trial::test("flows::every_flow_code_has_a_case", move || every_flow_code_has_a_case(&folders)));
+    trials.push(Trial::test("flows::every_flow_event_kind_has_a_case", move || every_flow_event_kind_has_a_case(&all)));
     trials
 }

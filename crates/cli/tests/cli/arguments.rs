@@ -57,6 +57,10 @@ fn a_refused_flow_command_line_exits_1_and_names_what_is_missing() {
     assert!(line.contains("unexpected argument '--no-such-flag'"), "{line}");
     let line = flow_usage_line(&["flow", "rn"]);
     assert!(line.contains("did you mean `run`?"), "{line}");
+    // `archmax flow` alone prints its help as a refusal: exit 1 too.
+    let run = archmax(&repository(), &["flow"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("Usage: archmax flow"), "{}", run.stderr);
     // A flag's value that spells `flow` is not the flow command: exit 2, validate's help.
     let line = usage_line(&["--root", "flow", "validate", "--frmat", "json"]);
     assert!(line.contains("try `archmax validate --help`"), "{line}");

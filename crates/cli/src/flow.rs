@@ -1,10 +1,13 @@
-//! `archmax flow plan FLOW` and `archmax flow run FLOW --input TEXT …`: flow documents.
+//! `archmax flow plan --flow FILE` and `archmax flow run --flow FILE --input TEXT …` (the
+//! path alone, first, is a shorthand for `--flow`): flow documents.
 //!
 //! Parsing and rendering only: reading, planning and walking are `archmax-flow`'s. A
 //! document that does not validate is rendered like `validate` renders a workspace
 //! (`--format human|json|sarif|github` for `plan`), and exits 1. `run` exits with the
 //! walk's status: 0 clean or awaiting the operator, 2 finished and not clean or
-//! cancelled (SIGINT), 1 refused before it started or aborted on a loop error.
+//! cancelled (SIGINT), 1 refused before it started or aborted on a loop error. A pause
+//! prints the command line that continues the walk; a model is configured only when a
+//! model step is left to run.
 //! (A session's live rendering of its states on stderr is [`crate::trace`], not this.)
 
 use std::path::{Path, PathBuf};
@@ -15,6 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::{Args, Subcommand, ValueEnum};
 
 use archmax_compiler::diagnostic::render::{self, Stream};
+use archmax_config::settings::RunnerSettings;
+use archmax_flow::events::EventNames;
 use archmax_flow::hooks::Hooks;
 use archmax_flow::read::{self, Loaded};
 use archmax_flow::record::Header;
@@ -23,6 +28,7 @@ use archmax_flow::step::{FlowBudget, Outcome, StepBudget, StepEnvironment};
 use archmax_flow::walk::{OperatorVerdict, WalkOptions, default_session_dir, new_run_id};
 use archmax_flow::{FlowDocument, FlowEvent};
 use archmax_vm::environment::{self, ClockAndPricing};
+use archmax_vm::model::{ModelAdapter, ModelError, ModelFuture, ModelRequest};
 use archmax_vm::stdlib::vfs::{DiskVfs, Workspace};
 
 use crate::Format;
@@ -33,8 +39,8 @@ use crate::output::{failure, quiet, stderr_color};
 pub enum FlowCommand {
     /// Validate a flow document and print what runs in what order (no endpoint).
     Plan {
-        /// The document (`.yaml`, `.yml` or `.json`).
-        flow: PathBuf,
+        #[command(flatten)]
+        flow: FlowFile,
         /// Override every group's `repeat.max` (the root's included).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         max_attempts: Option<u32>,
@@ -49,6 +55,32 @@ pub enum FlowCommand {
     Run(Box<RunFlags>),
 }
 
+/// The flow document: `--flow FILE`, or the same path as the first positional argument
+/// (the shorthand). Exactly one of the two is given; clap refuses both or neither.
+#[derive(Args)]
+#[group(id = "document", required = true, multiple = false)]
+pub struct FlowFile {
+    /// The document (`.yaml`, `.yml` or `.json`).
+    #[arg(long = "flow", value_name = "FILE")]
+    named: Option<PathBuf>,
+    /// The document, as a positional shorthand for `--flow`
+    #[arg(value_name = "FLOW")]
+    positional: Option<PathBuf>,
+}
+
+impl FlowFile {
+    fn path(&self) -> &Path {
+        self.named.as_deref().or(self.positional.as_deref()).unwrap_or(Path::new(""))
+    }
+}
+
+/// `--event-names`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EventNamesFlag {
+    Camel,
+    Snake,
+}
+
 /// The verdict an operator records with `--resume`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OperatorWord {
@@ -58,8 +90,8 @@ pub enum OperatorWord {
 
 #[derive(Args)]
 pub struct RunFlags {
-    /// The document (`.yaml`, `.yml` or `.json`).
-    flow: PathBuf,
+    #[command(flatten)]
+    flow: FlowFile,
     /// The task, given to every step beside its own prompt (a resume reuses the recorded one).
     #[arg(long, value_name = "TEXT", required_unless_present = "resume")]
     input: Option<String>,
@@ -72,6 +104,11 @@ pub struct RunFlags {
     /// Print every event as one JSON object per line on stdout.
     #[arg(long)]
     json: bool,
+    /// How `--json` names an event's kind and fields: `camel` (`event`, `stepKind`, as
+    /// workflow events do), or `snake` (`kind`, `step_kind`: the earlier names, kept for
+    /// one release).
+    #[arg(long, value_enum, value_name = "NAMES", default_value_t = EventNamesFlag::Camel, requires = "json")]
+    event_names: EventNamesFlag,
     /// Transition hooks: `{"version": 1, "hooks": [{"on": "transition", "command": [...]}]}`.
     #[arg(long, value_name = "FILE")]
     hooks: Option<PathBuf>,
@@ -131,7 +168,7 @@ pub struct RunFlags {
 
 pub fn run(executor: &tokio::runtime::Runtime, command: FlowCommand) -> ExitCode {
     match command {
-        FlowCommand::Plan { flow, max_attempts, json, format } => plan(&flow, max_attempts, json, format),
+        FlowCommand::Plan { flow, max_attempts, json, format } => plan(flow.path(), max_attempts, json, format),
         FlowCommand::Run(flags) => walk(executor, &flags),
     }
 }
@@ -215,8 +252,83 @@ fn standing_instruction(flow: &str, run_scope: Option<&WriteScope>) -> String {
     text
 }
 
+/// `--hooks FILE` read, or no hooks.
+fn read_hooks(path: Option<&Path>) -> Result<Hooks, String> {
+    let Some(path) = path else { return Ok(Hooks::default()) };
+    std::fs::read_to_string(path)
+        .map_err(|error| error.to_string())
+        .and_then(|text| Hooks::parse(&text))
+        .map_err(|problem| format!("--hooks `{}`: {problem}", path.display()))
+}
+
+/// The model the steps call: the tape, else the endpoint the flags, the environment and
+/// the workspace's `archmax.toml` configure, or why there is none.
+fn configure_model(flags: &RunFlags, settings: &RunnerSettings) -> Result<Arc<dyn ModelAdapter>, String> {
+    match &flags.tape {
+        Some(tape) => environment::tape_from_file(tape, &tape.display().to_string()).map_err(|error| error.to_string()),
+        None => environment::endpoint_for(settings, model_lookup(flags), None).map_err(|error| error.to_string()),
+    }
+}
+
+/// The model of a walk that should not need one: a call says why there is none.
+struct Unconfigured(String);
+
+impl ModelAdapter for Unconfigured {
+    fn call<'a>(&'a self, _: ModelRequest<'a>) -> ModelFuture<'a> {
+        let problem = self.0.clone();
+        Box::pin(async move { Err(ModelError::Configuration(problem)) })
+    }
+}
+
+/// The walk's flow-run id: a new one, or the recorded walk `--resume` names by its id
+/// or by the start of exactly one id.
+fn run_id(resume: Option<&str>, session_dir: Option<&Path>) -> Result<String, String> {
+    match (resume, session_dir) {
+        (None, _) => new_run_id().map_err(|error| error.to_string()),
+        (Some(id), _) if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') => {
+            Err(format!("`{id}` is not a flow-run id"))
+        }
+        (Some(id), Some(directory)) => archmax_flow::record::find_run(directory, id).map_err(|error| error.to_string()),
+        (Some(id), None) => Ok(id.to_string()),
+    }
+}
+
+/// The command line that continues this walk from a pause: this one (every flag the
+/// rest of the walk needs: the document, the workspace, the session directory, the
+/// tape or endpoint, programs, scopes, hooks, bounds) without `--input` (the record
+/// keeps it) or an earlier `--resume`, `--operator` or `--note`, and with
+/// `--resume RUN --operator passed`.
+/// Every word is quoted for a POSIX shell where it needs to be.
+fn resume_command(run: &str) -> String {
+    let arguments: Vec<String> = std::env::args_os().skip(1).map(|word| word.to_string_lossy().into_owned()).collect();
+    let mut words = vec!["archmax".to_string()];
+    let mut index = 0;
+    while index < arguments.len() {
+        let word = &arguments[index];
+        let flag = word.split('=').next().unwrap_or_default();
+        index += 1;
+        if ["--input", "--resume", "--operator", "--note"].contains(&flag) {
+            index += usize::from(!word.contains('='));
+        } else {
+            words.push(word.clone());
+        }
+    }
+    words.extend(["--resume".to_string(), run.to_string(), "--operator".to_string(), "passed".to_string()]);
+    words.iter().map(|word| shell_word(word)).collect::<Vec<_>>().join(" ")
+}
+
+/// `word` as one POSIX shell word: as it is when it is plain, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
-    let (loaded, document) = match load(&flags.flow, Format::Human) {
+    let (loaded, document) = match load(flags.flow.path(), Format::Human) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
@@ -224,15 +336,9 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         Ok(scope) => (!scope.rules.is_empty()).then_some(scope),
         Err(error) => return failure(format!("--write-scope: the rule {error}")),
     };
-    let hooks = match &flags.hooks {
-        None => Hooks::default(),
-        Some(path) => {
-            match std::fs::read_to_string(path).map_err(|error| error.to_string()).and_then(|text| Hooks::parse(&text))
-            {
-                Ok(hooks) => hooks,
-                Err(problem) => return failure(format!("--hooks `{}`: {problem}", path.display())),
-            }
-        }
+    let hooks = match read_hooks(flags.hooks.as_deref()) {
+        Ok(hooks) => hooks,
+        Err(problem) => return failure(problem),
     };
     let workspace_root = match std::fs::canonicalize(&flags.workspace) {
         Ok(root) if root.is_dir() => root,
@@ -248,27 +354,24 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
             Err(problem) => return failure(problem),
         },
     };
-    let model = match &flags.tape {
-        Some(tape) => environment::tape_from_file(tape, &tape.display().to_string()).map_err(|error| error.to_string()),
-        None => environment::endpoint_for(&settings, model_lookup(flags), None).map_err(|error| error.to_string()),
-    };
-    let model = match model {
-        Ok(model) => model,
-        Err(error) => return failure(error),
-    };
+    // A model that cannot be configured refuses the walk only when a model step is left
+    // to run: a walk of commands, or a resume past its last model step, needs none.
+    let model = configure_model(flags, &settings);
+    if let Err(problem) = &model
+        && flags.resume.is_none()
+        && !document.model_step_paths().is_empty()
+    {
+        return failure(problem);
+    }
     let from_env = match ClockAndPricing::for_settings(&settings, environment::process_env) {
         Ok(from_env) => from_env,
         Err(error) => return failure(error),
     };
     let session_dir =
         (!flags.no_session).then(|| flags.session_dir.clone().unwrap_or_else(|| default_session_dir(&workspace_root)));
-    let run = match &flags.resume {
-        Some(id) if id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') && !id.is_empty() => id.clone(),
-        Some(id) => return failure(format!("`{id}` is not a flow-run id")),
-        None => match new_run_id() {
-            Ok(id) => id,
-            Err(error) => return failure(error),
-        },
+    let run = match run_id(flags.resume.as_deref(), session_dir.as_deref()) {
+        Ok(run) => run,
+        Err(problem) => return failure(problem),
     };
     let digest = {
         use sha2::Digest;
@@ -288,6 +391,11 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     let (record, recorded) = match archmax_flow::record::open(session_dir.as_deref(), &header, continuing) {
         Ok(opened) => opened,
         Err(problem) => return failure(problem),
+    };
+    let model = match model {
+        Ok(model) => model,
+        Err(problem) if recorded.model_steps_left(&document) => return failure(problem),
+        Err(problem) => Arc::new(Unconfigured(problem)),
     };
     // A resumed walk keeps the input it started with.
     let input = recorded.header.as_ref().map_or(header.input.clone(), |found| found.input.clone());
@@ -337,6 +445,7 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         note: flags.note.clone(),
     });
     listen_for_interrupt();
+    let resume_command = resume_command(&run);
     let options = WalkOptions {
         input: &input,
         max_attempts: flags.max_attempts,
@@ -346,11 +455,16 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         recorded,
         operator,
         cancel: &INTERRUPTED,
+        resume_command: session_dir.is_some().then_some(resume_command.as_str()),
     };
     let json = flags.json;
+    let names = match flags.event_names {
+        EventNamesFlag::Camel => EventNames::Camel,
+        EventNamesFlag::Snake => EventNames::Snake,
+    };
     let mut sink = |event: &FlowEvent| {
         if json {
-            println!("{}", event.json());
+            println!("{}", event.json_named(names));
         } else if !quiet()
             && let Some(line) = event.line()
         {

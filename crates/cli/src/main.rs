@@ -2,7 +2,8 @@
 //! is made by `archmax-compiler` and `archmax-vm` (and, for the language server, `archmax-ide`).
 //!
 //! Exit codes: 0 when the command did its job, 1 when it established a failure (an
-//! invalid workflow, an unknown name), 2 for a usage error (one line on stderr).
+//! invalid workflow, an unknown name), 2 for a usage error (one line on stderr) — except
+//! under `archmax flow`, where a usage error is 1 and 2 means a walk that finished unclean.
 
 mod build;
 mod completions;

@@ -62,31 +62,41 @@ macro_rules! note {
 pub(crate) use note;
 
 /// Help and version go to stdout with exit 0; any other parse error is one line on
-/// stderr naming what is wrong (the missing arguments, the accepted values), what clap
-/// suggests instead ("did you mean"), a pointer to the `--help` of the command that
-/// was being parsed, and exit 2. `cli` is the whole command tree.
+/// stderr naming what is wrong (the missing arguments, the accepted values), what was
+/// probably meant ("did you mean"), a pointer to the `--help` of the command that was
+/// being parsed, and exit 2 — exit 1 under `archmax flow`, whose every refusal of the
+/// command line or the document is 1, so 2 stays a walk that finished unclean. `cli`
+/// is the whole command tree.
 pub fn usage_error(error: clap::Error, cli: &clap::Command) -> ExitCode {
     use clap::error::ErrorKind;
+    let words: Vec<String> = std::env::args_os().skip(1).map(|word| word.to_string_lossy().into_owned()).collect();
+    let (path, command) = command_path(cli, &words);
+    let refused = ExitCode::from(if path.starts_with(&[FLOW_COMMAND]) { 1 } else { 2 });
     match error.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             let _ = error.print();
-            if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            }
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = error.print();
+            refused
         }
         _ => {
-            let words: Vec<String> = std::env::args().skip(1).collect();
-            eprintln!("error: {}; try `{} --help`", usage_sentence(&error), command_path(cli, &words));
-            ExitCode::from(2)
+            let path = std::iter::once(cli.get_name()).chain(path.iter().copied()).collect::<Vec<_>>().join(" ");
+            eprintln!("error: {}; try `{path} --help`", usage_sentence(&error, command));
+            refused
         }
     }
 }
 
+/// The command whose usage errors exit 1 instead of 2.
+const FLOW_COMMAND: &str = "flow";
+
 /// One sentence for a parse error: what is wrong, the accepted values when a value was
-/// wrong or missing, and clap's suggestions as "did you mean".
-fn usage_sentence(error: &clap::Error) -> String {
+/// wrong or missing, and what was meant as "did you mean": clap's suggestion, else the
+/// nearest subcommand or flag of `command` (the one being parsed) by edit distance,
+/// which catches short slips clap's similarity misses (`flow rn`).
+fn usage_sentence(error: &clap::Error, command: &clap::Command) -> String {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     let strings = |kind: ContextKind| -> Vec<String> {
         match error.get(kind) {
@@ -97,11 +107,13 @@ fn usage_sentence(error: &clap::Error) -> String {
     };
     let quoted = |items: &[String]| items.iter().map(|item| format!("`{item}`")).collect::<Vec<_>>();
     let mut sentence = match error.kind() {
-        ErrorKind::MissingRequiredArgument => match quoted(&strings(ContextKind::InvalidArg)).as_slice() {
-            [] => "a required argument is missing".to_string(),
-            [one] => format!("the required argument {one} is missing"),
-            many => format!("the required arguments {} are missing", many.join(", ")),
-        },
+        ErrorKind::MissingRequiredArgument => {
+            match strings(ContextKind::InvalidArg).iter().map(|item| either_of(item)).collect::<Vec<_>>().as_slice() {
+                [] => "a required argument is missing".to_string(),
+                [one] => format!("the required argument {one} is missing"),
+                many => format!("the required arguments {} are missing", many.join(", ")),
+            }
+        }
         _ => {
             let rendered = error.render().to_string();
             rendered
@@ -113,11 +125,14 @@ fn usage_sentence(error: &clap::Error) -> String {
                 .to_string()
         }
     };
-    let suggested: Vec<String> =
+    let mut suggested: Vec<String> =
         [ContextKind::SuggestedSubcommand, ContextKind::SuggestedArg, ContextKind::SuggestedValue]
             .into_iter()
             .flat_map(strings)
             .collect();
+    if suggested.is_empty() {
+        suggested.extend(nearest_name(error, command));
+    }
     if !suggested.is_empty() {
         sentence.push_str(&format!(" (did you mean {}?)", quoted(&suggested).join(" or ")));
     }
@@ -125,21 +140,80 @@ fn usage_sentence(error: &clap::Error) -> String {
     if error.kind() == ErrorKind::InvalidValue && !accepted.is_empty() {
         sentence.push_str(&format!("; the values are {}", accepted.join(", ")));
     }
+    if error.kind() == ErrorKind::ArgumentConflict {
+        sentence.push_str("; give only one of them");
+    }
     sentence
 }
 
-/// `archmax` and the subcommands named in `words`, as deep as they go (`archmax flow run`).
-fn command_path(cli: &clap::Command, words: &[String]) -> String {
-    let mut path = vec![cli.get_name().to_string()];
+/// A missing argument as the sentence names it: `` `--input <TEXT>` ``, and a group
+/// clap writes `<--flow <FILE>|FLOW>` as `` `--flow <FILE>` (or `FLOW`) ``.
+fn either_of(item: &str) -> String {
+    let alternatives =
+        item.strip_prefix('<').and_then(|inner| inner.strip_suffix('>')).filter(|inner| inner.contains('|'));
+    match alternatives.map(|inner| inner.split('|').collect::<Vec<_>>()) {
+        Some(choices) if choices.len() > 1 => {
+            let rest: Vec<String> = choices[1..].iter().map(|choice| format!("`{choice}`")).collect();
+            format!("`{}` (or {})", choices[0], rest.join(" or "))
+        }
+        _ => format!("`{item}`"),
+    }
+}
+
+/// The subcommand or long flag of `command` nearest to the unknown word of `error`.
+fn nearest_name(error: &clap::Error, command: &clap::Command) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let word = |kind: ContextKind| match error.get(kind) {
+        Some(ContextValue::String(one)) => Some(one.clone()),
+        _ => None,
+    };
+    match error.kind() {
+        ErrorKind::InvalidSubcommand => {
+            let typed = word(ContextKind::InvalidSubcommand)?;
+            let names: Vec<&str> = command.get_subcommands().map(clap::Command::get_name).collect();
+            archmax_program::diagnostic::did_you_mean(&typed, names).map(str::to_string)
+        }
+        ErrorKind::UnknownArgument => {
+            let typed = word(ContextKind::InvalidArg)?;
+            let typed = typed.strip_prefix("--")?.split('=').next()?.to_string();
+            let longs: Vec<&str> = command.get_arguments().filter_map(clap::Arg::get_long).collect();
+            archmax_program::diagnostic::did_you_mean(&typed, longs).map(|long| format!("--{long}"))
+        }
+        _ => None,
+    }
+}
+
+/// The subcommands named in `words`, as deep as they go (`["flow", "run"]`), and the
+/// command they lead to. A flag's separate value is never taken for a subcommand
+/// (`--root flow validate` is `validate`).
+fn command_path<'c>(cli: &'c clap::Command, words: &[String]) -> (Vec<&'c str>, &'c clap::Command) {
+    let mut path = Vec::new();
     let mut current = cli;
-    for word in words.iter().filter(|word| !word.starts_with('-')) {
-        // Anything else is a positional argument or a flag's value.
+    let mut words = words.iter();
+    while let Some(word) = words.next() {
+        if word.starts_with('-') {
+            if !word.contains('=') && takes_value(cli, current, word) {
+                words.next();
+            }
+            continue;
+        }
+        // Anything else is a positional argument, or a subcommand.
         if let Some(next) = current.find_subcommand(word) {
-            path.push(next.get_name().to_string());
+            path.push(next.get_name());
             current = next;
         }
     }
-    path.join(" ")
+    (path, current)
+}
+
+/// Whether `flag` (`--root`, `-o`) is an option of `command`, or a global one of `cli`,
+/// that takes a value.
+fn takes_value(cli: &clap::Command, command: &clap::Command, flag: &str) -> bool {
+    let matches = |arg: &&clap::Arg| match flag.strip_prefix("--") {
+        Some(long) => arg.get_long() == Some(long),
+        None => flag.len() == 2 && flag.chars().nth(1).is_some_and(|short| arg.get_short() == Some(short)),
+    };
+    command.get_arguments().chain(cli.get_arguments()).find(matches).is_some_and(|arg| arg.get_action().takes_values())
 }
 
 /// A usage problem found after parsing (bad JSON, an empty prompt): one line, exit 2.

@@ -5,6 +5,10 @@
 
 use crate::scope::WriteScope;
 
+/// The JSON Schema (2020-12) of a flow document, for editors: the committed
+/// `schemas/flow.schema.json`. The reader ([`crate::read`]) checks more than it can say.
+pub const SCHEMA: &str = include_str!("../../../schemas/flow.schema.json");
+
 /// A whole document: its id and its root group.
 #[derive(Clone, Debug)]
 pub struct FlowDocument {
@@ -129,6 +133,25 @@ impl StepKind {
             StepKind::Command { .. } => "command",
             StepKind::Operator => "operator",
         }
+    }
+}
+
+impl FlowDocument {
+    /// The path (`root.shape.specify`) of every model step, in document order.
+    pub fn model_step_paths(&self) -> Vec<String> {
+        fn collect(group: &Group, prefix: &str, into: &mut Vec<String>) {
+            let here = join_path(prefix, &group.id);
+            for node in &group.nodes {
+                match node {
+                    Node::Step(step) if step.kind == StepKind::Llm => into.push(join_path(&here, &step.id)),
+                    Node::Step(_) => {}
+                    Node::Group(inner) => collect(inner, &here, into),
+                }
+            }
+        }
+        let mut paths = Vec::new();
+        collect(&self.root, "", &mut paths);
+        paths
     }
 }
 

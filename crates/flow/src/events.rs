@@ -1,7 +1,11 @@
 //! Flow events: the one record of a walk. Under `--json` each is one JSON object per
-//! line with a kebab-case `kind`; on stderr [`FlowEvent::line`] renders each in one line
-//! (`flow ▸ …`, `step ✓ …`, `retreat ↺ …`). A step's own loop events (tool calls,
-//! warnings) come between its `step-started` and `step-finished`.
+//! line named as workflow events are: the kind in `event` (kebab-case), every field
+//! camelCase (`stepKind`, `inputTokens`); [`EventNames::Snake`] writes the names of
+//! earlier releases (`kind`, `step_kind`) for readers not yet moved. [`SCHEMA`] (the
+//! committed `schemas/flow-events.schema.json`) describes every kind. On stderr
+//! [`FlowEvent::line`] renders each in one line (`flow ▸ …`, `step ✓ …`, `retreat ↺ …`).
+//! A step's own loop events (tool calls, warnings) come between its `step-started` and
+//! `step-finished`.
 //!
 //! The one thing to know: an event replayed by `--resume` (a step or hook the record
 //! already holds) carries `"replayed": true` and is never run again.
@@ -9,13 +13,27 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+/// The JSON Schema (2020-12) of one flow event line, as [`FlowEvent::json`] writes it.
+pub const SCHEMA: &str = include_str!("../../../schemas/flow-events.schema.json");
+
+/// How an event line names its kind and fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EventNames {
+    /// `event` and camelCase fields, as workflow events are named.
+    #[default]
+    Camel,
+    /// `kind` and snake_case fields: the names before workflow events' were adopted,
+    /// kept for one release.
+    Snake,
+}
+
 fn not(flag: &bool) -> bool {
     !*flag
 }
 
 /// Every event a walk emits.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
+#[serde(tag = "event", rename_all = "kebab-case", rename_all_fields = "camelCase")]
 pub enum FlowEvent {
     FlowStarted {
         flow: String,
@@ -37,7 +55,6 @@ pub enum FlowEvent {
     },
     StepStarted {
         path: String,
-        #[serde(rename = "step_kind")]
         step_kind: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         state: Option<String>,
@@ -101,6 +118,9 @@ pub enum FlowEvent {
         failed: usize,
         skipped: usize,
         retreats: usize,
+        /// The command line that records the operator's verdict and continues the walk.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        resume: Option<String>,
     },
     HookRan {
         point: String,
@@ -143,9 +163,26 @@ pub enum FlowEvent {
 }
 
 impl FlowEvent {
-    /// The event as one JSON line (without the newline).
+    /// The event as one JSON line (without the newline), named as workflow events are.
     pub fn json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string())
+    }
+
+    /// The event as one JSON line named as `names` says. Only the event's own fields
+    /// are renamed: what a step gave or a tool was asked keeps its names.
+    pub fn json_named(&self, names: EventNames) -> String {
+        match (names, serde_json::to_value(self)) {
+            (EventNames::Camel, _) | (_, Err(_)) => self.json(),
+            (EventNames::Snake, Ok(Value::Object(fields))) => {
+                let mut renamed = Map::new();
+                for (name, value) in fields {
+                    let name = if name == "event" { "kind".to_string() } else { snake_case(&name) };
+                    renamed.insert(name, value);
+                }
+                Value::Object(renamed).to_string()
+            }
+            (EventNames::Snake, Ok(other)) => other.to_string(),
+        }
     }
 
     /// The event's stderr line, when it has one.
@@ -185,7 +222,13 @@ impl FlowEvent {
                 "flow ■ {flow} {}: ran {ran}, failed {failed}, skipped {skipped}, retreats {retreats}",
                 if *clean { "clean" } else { "not clean" }
             ),
-            FlowEvent::FlowPaused { path, reason, .. } => format!("pause ‖ {path}: {reason}"),
+            FlowEvent::FlowPaused { path, reason, resume, .. } => match resume {
+                Some(command) => format!(
+                    "pause ‖ {path}: {reason}\n  to continue, record the verdict (`--operator failed` to refuse, \
+                     `--note TEXT` says why):\n  {command}"
+                ),
+                None => format!("pause ‖ {path}: {reason}\n  (no record was kept, so this walk cannot be resumed)"),
+            },
             FlowEvent::HookRan { path, moment, verdict, replayed, .. } => {
                 let replayed = if *replayed { " (from the record)" } else { "" };
                 format!("hook · transition {path} {moment}: {verdict}{replayed}")
@@ -201,6 +244,20 @@ impl FlowEvent {
     }
 }
 
+/// `inputTokens` → `input_tokens`.
+fn snake_case(name: &str) -> String {
+    let mut snake = String::with_capacity(name.len() + 4);
+    for c in name.chars() {
+        if c.is_ascii_uppercase() {
+            snake.push('_');
+            snake.push(c.to_ascii_lowercase());
+        } else {
+            snake.push(c);
+        }
+    }
+    snake
+}
+
 /// The first plain argument of a call, for the one-line rendering.
 fn args_preview(args: &Value) -> String {
     let Some(object) = args.as_object() else { return String::new() };
@@ -214,4 +271,38 @@ fn args_preview(args: &Value) -> String {
             _ => None,
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snake_names_rename_the_event_and_its_fields_but_not_what_a_step_gave() {
+        let mut gives = Map::new();
+        gives.insert("specificationId".to_string(), Value::from("s-1"));
+        let event = FlowEvent::StepStarted {
+            path: "root.a".to_string(),
+            step_kind: "llm".to_string(),
+            state: None,
+            attempt: 1,
+            replayed: false,
+        };
+        assert_eq!(event.json(), r#"{"event":"step-started","path":"root.a","stepKind":"llm","attempt":1}"#);
+        assert_eq!(
+            event.json_named(EventNames::Snake),
+            r#"{"kind":"step-started","path":"root.a","step_kind":"llm","attempt":1}"#
+        );
+        let left = FlowEvent::GroupLeft {
+            path: "root".to_string(),
+            failed: false,
+            gave: gives,
+            attempts: 1,
+            exhausted: false,
+        };
+        assert_eq!(
+            left.json_named(EventNames::Snake),
+            r#"{"kind":"group-left","path":"root","failed":false,"gave":{"specificationId":"s-1"},"attempts":1,"exhausted":false}"#
+        );
+    }
 }

@@ -13,7 +13,7 @@
 //! takes its report from here instead of running it again; a torn last line (the
 //! process died while writing it) is dropped on reading.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -24,6 +24,9 @@ use serde_json::{Map, Value};
 use archmax_vm::model::TapeReading;
 use archmax_vm::session::Message;
 
+use archmax_program::diagnostic::list_names;
+
+use crate::document::FlowDocument;
 use crate::hooks::HookAnswer;
 use crate::step::{Outcome, Spend, StepReport};
 
@@ -83,6 +86,22 @@ pub struct Recorded {
     /// The operator step the walk last paused at, if its last word was a pause.
     pub paused: Option<String>,
     pub finished: bool,
+}
+
+impl Recorded {
+    /// Whether some model step of `document` has never finished in this record, so
+    /// continuing the walk will call the model. (A step that finished may still run
+    /// again when its section is re-entered; a walk that then meets no model fails there.)
+    pub fn model_steps_left(&self, document: &FlowDocument) -> bool {
+        let finished: HashSet<String> = self.steps.keys().map(|key| place_of(key)).collect();
+        document.model_step_paths().iter().any(|path| !finished.contains(path))
+    }
+}
+
+/// A record key's node path: `root.1.shape.2.specify` is `root.shape.specify` (every
+/// group's name is followed by its attempt; a step's is not).
+fn place_of(key: &str) -> String {
+    key.split('.').enumerate().filter(|(index, _)| index % 2 == 0).map(|(_, name)| name).collect::<Vec<_>>().join(".")
 }
 
 /// Why the record could not be used.
@@ -156,6 +175,36 @@ pub fn open(
         _ => {}
     }
     Ok((Some(record), recorded))
+}
+
+/// Why `--resume` names no one walk.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FindError {
+    #[error("no flow run `{prefix}` is recorded in `{directory}`; the ids are the `<id>.flow.jsonl` files there")]
+    Unknown { prefix: String, directory: String },
+    #[error("`{prefix}` is the start of {} flow-run ids: {}; give more of the id", .candidates.len(), list_names(.candidates))]
+    Ambiguous { prefix: String, candidates: Vec<String> },
+}
+
+/// The walk under `directory` whose flow-run id is `prefix` or, failing that, the one
+/// whose id starts with it.
+pub fn find_run(directory: &Path, prefix: &str) -> Result<String, FindError> {
+    let unknown = || FindError::Unknown { prefix: prefix.to_string(), directory: directory.display().to_string() };
+    let entries = std::fs::read_dir(directory).map_err(|_| unknown())?;
+    let mut candidates: Vec<String> = entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.strip_suffix(".flow.jsonl").map(str::to_string))
+        .filter(|run| run.starts_with(prefix))
+        .collect();
+    candidates.sort();
+    if candidates.iter().any(|run| run == prefix) {
+        return Ok(prefix.to_string());
+    }
+    match candidates.len() {
+        0 => Err(unknown()),
+        1 => Ok(candidates.remove(0)),
+        _ => Err(FindError::Ambiguous { prefix: prefix.to_string(), candidates }),
+    }
 }
 
 /// The file of the walk `run` under `directory`.
@@ -322,5 +371,32 @@ mod tests {
         let paused = Record::resume(&directory, run).map(|(_, recorded)| recorded.paused);
         assert_eq!(paused.ok().flatten(), None);
         let _ = std::fs::remove_dir_all(&directory);
+    }
+
+    #[test]
+    fn a_run_is_found_by_its_id_or_a_unique_start_and_an_ambiguous_start_lists_the_candidates() {
+        let directory = std::env::temp_dir().join(format!("archmax-flow-find-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&directory);
+        for run in ["0123456789abcdef-01234567", "0123456789abcdef-01234568", "fedcba9876543210-76543210"] {
+            assert!(Record::create(&directory, &header(run)).is_ok());
+        }
+        assert_eq!(find_run(&directory, "fe"), Ok("fedcba9876543210-76543210".to_string()));
+        assert_eq!(find_run(&directory, "0123456789abcdef-01234568"), Ok("0123456789abcdef-01234568".to_string()));
+        let ambiguous = find_run(&directory, "0123").map_err(|error| error.to_string());
+        assert_eq!(
+            ambiguous,
+            Err("`0123` is the start of 2 flow-run ids: `0123456789abcdef-01234567` and \
+                 `0123456789abcdef-01234568`; give more of the id"
+                .to_string())
+        );
+        assert!(matches!(find_run(&directory, "9"), Err(FindError::Unknown { .. })));
+        assert!(matches!(find_run(&directory.join("absent"), "0"), Err(FindError::Unknown { .. })));
+        let _ = std::fs::remove_dir_all(&directory);
+    }
+
+    #[test]
+    fn a_record_key_names_its_place_without_the_attempts() {
+        assert_eq!(place_of("root.1.shape.2.specify"), "root.shape.specify");
+        assert_eq!(place_of("root.3.publish"), "root.publish");
     }
 }

@@ -14,7 +14,7 @@
 //! events, what it spent), which the walker applies in document order; that is what
 //! lets `--parallel` run a layer's steps at once and still equal the sequential walk.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -444,69 +444,115 @@ impl Gate<'_> {
     }
 }
 
-/// Runs one command step (blocking: the caller decides where).
-pub fn command_step(environment: &StepEnvironment<'_>, step: CommandStep<'_>, call_id: String) -> StepReport {
-    let args = json!({ "command": step.argv });
-    let call = ToolCall { id: call_id.clone(), name: RUN_TOOL.to_string(), args: args.clone() };
-    let mut events = vec![FlowEvent::ToolRequested { step: step.path.to_string(), name: RUN_TOOL.to_string(), args }];
-    let mut messages = vec![Message::Assistant { text: String::new(), tool_calls: vec![call] }];
-    let program = step.argv.first().map(String::as_str).unwrap_or_default();
-    let gate = Gate { allow_program: environment.allow_program };
-    let verdict = gate.admit(program).and_then(|()| {
-        let bounds = Bounds {
-            timeout: step.timeout_ms.map_or(COMMAND_TIMEOUT, Duration::from_millis),
-            output_bytes: COMMAND_OUTPUT_BYTES,
-        };
-        process::run(step.argv, environment.workspace_root, b"", environment.credential_variables, bounds).map_err(
-            |error| match error {
-                ProcessError::Start { .. } => error.to_string(),
-                other => format!("`{program}`: {other}"),
-            },
-        )
-    });
-    let (outcome, content, reason) = match verdict {
-        Ok(finished) => {
-            let status = finished.status.map_or("a signal".to_string(), |code| code.to_string());
-            let content = format!(
-                "exit status {status}\n--- stdout\n{}--- stderr\n{}",
-                String::from_utf8_lossy(&finished.stdout),
-                String::from_utf8_lossy(&finished.stderr)
-            );
-            if finished.status == Some(0) {
-                (Outcome::Passed, content, None)
-            } else {
-                (Outcome::Failed, content, Some(format!("`{program}` exited with {status}")))
-            }
+/// A command step with everything it needs owned, so it can run on a thread of its own:
+/// the commands of a layer run side by side, and their reports are applied in
+/// document order by the walker all the same.
+pub struct CommandJob {
+    path: String,
+    argv: Vec<String>,
+    timeout_ms: Option<u64>,
+    allow_program: Vec<String>,
+    workspace_root: PathBuf,
+    credential_variables: Vec<String>,
+    call_id: String,
+}
+
+impl CommandJob {
+    pub fn new(environment: &StepEnvironment<'_>, step: CommandStep<'_>, call_id: String) -> CommandJob {
+        CommandJob {
+            path: step.path.to_string(),
+            argv: step.argv.to_vec(),
+            timeout_ms: step.timeout_ms,
+            allow_program: environment.allow_program.to_vec(),
+            workspace_root: environment.workspace_root.to_path_buf(),
+            credential_variables: environment.credential_variables.to_vec(),
+            call_id,
         }
-        Err(refusal) => (Outcome::Failed, format!("Error: {refusal}"), Some(refusal)),
-    };
-    let status = if outcome == Outcome::Passed { ToolStatus::Ok } else { ToolStatus::Error };
-    events.push(FlowEvent::ToolCompleted {
-        step: step.path.to_string(),
-        name: RUN_TOOL.to_string(),
-        status: if status == ToolStatus::Ok { "ok" } else { "error" }.to_string(),
-        content: archmax_program::text::first_chars(&content, 400).to_string(),
-    });
-    if let Some(reason) = &reason {
-        events.push(FlowEvent::Warning {
-            step: step.path.to_string(),
-            code: "step-command".to_string(),
-            message: reason.clone(),
-        });
     }
-    messages.push(Message::Tool { call_id, name: RUN_TOOL.to_string(), content, status });
-    match reason {
-        None => StepReport {
-            outcome,
-            note: None,
-            reason: None,
-            gives: Map::new(),
-            messages,
-            events,
-            spend: Spend::default(),
-            tape: None,
-        },
-        Some(reason) => StepReport::failed(reason, messages, events),
+
+    /// Runs the step on a thread of its own and waits for it without holding the walk,
+    /// so the other steps of the layer make progress meanwhile.
+    pub async fn run_aside(self) -> StepReport {
+        let path = self.path.clone();
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let spawned = std::thread::Builder::new().name("flow-command".to_string()).spawn(move || {
+            let _ = sender.send(self.run());
+        });
+        let problem = match spawned {
+            Ok(_) => match receiver.await {
+                Ok(report) => return report,
+                Err(_) => "the command's thread ended without a report".to_string(),
+            },
+            Err(error) => format!("the command could not be given a thread: {error}"),
+        };
+        refused_step(&path, "step-command", problem)
+    }
+
+    /// Runs the step here, blocking until the command ends.
+    pub fn run(&self) -> StepReport {
+        let call_id = self.call_id.clone();
+        let args = json!({ "command": self.argv });
+        let call = ToolCall { id: call_id.clone(), name: RUN_TOOL.to_string(), args: args.clone() };
+        let mut events = vec![FlowEvent::ToolRequested { step: self.path.clone(), name: RUN_TOOL.to_string(), args }];
+        let mut messages = vec![Message::Assistant { text: String::new(), tool_calls: vec![call] }];
+        let program = self.argv.first().map(String::as_str).unwrap_or_default();
+        let gate = Gate { allow_program: &self.allow_program };
+        let verdict = gate.admit(program).and_then(|()| {
+            let bounds = Bounds {
+                timeout: self.timeout_ms.map_or(COMMAND_TIMEOUT, Duration::from_millis),
+                output_bytes: COMMAND_OUTPUT_BYTES,
+            };
+            process::run(&self.argv, &self.workspace_root, b"", &self.credential_variables, bounds).map_err(|error| {
+                match error {
+                    ProcessError::Start { .. } => error.to_string(),
+                    other => format!("`{program}`: {other}"),
+                }
+            })
+        });
+        let (outcome, content, reason) = match verdict {
+            Ok(finished) => {
+                let status = finished.status.map_or("a signal".to_string(), |code| code.to_string());
+                let content = format!(
+                    "exit status {status}\n--- stdout\n{}--- stderr\n{}",
+                    String::from_utf8_lossy(&finished.stdout),
+                    String::from_utf8_lossy(&finished.stderr)
+                );
+                if finished.status == Some(0) {
+                    (Outcome::Passed, content, None)
+                } else {
+                    (Outcome::Failed, content, Some(format!("`{program}` exited with {status}")))
+                }
+            }
+            Err(refusal) => (Outcome::Failed, format!("Error: {refusal}"), Some(refusal)),
+        };
+        let status = if outcome == Outcome::Passed { ToolStatus::Ok } else { ToolStatus::Error };
+        events.push(FlowEvent::ToolCompleted {
+            step: self.path.clone(),
+            name: RUN_TOOL.to_string(),
+            status: if status == ToolStatus::Ok { "ok" } else { "error" }.to_string(),
+            content: archmax_program::text::first_chars(&content, 400).to_string(),
+        });
+        if let Some(reason) = &reason {
+            events.push(FlowEvent::Warning {
+                step: self.path.clone(),
+                code: "step-command".to_string(),
+                message: reason.clone(),
+            });
+        }
+        messages.push(Message::Tool { call_id, name: RUN_TOOL.to_string(), content, status });
+        match reason {
+            None => StepReport {
+                outcome,
+                note: None,
+                reason: None,
+                gives: Map::new(),
+                messages,
+                events,
+                spend: Spend::default(),
+                tape: None,
+            },
+            Some(reason) => StepReport::failed(reason, messages, events),
+        }
     }
 }
 

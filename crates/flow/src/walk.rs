@@ -100,6 +100,9 @@ pub struct WalkOptions<'a> {
     pub recorded: Recorded,
     pub operator: Option<OperatorVerdict>,
     pub cancel: &'a AtomicBool,
+    /// The command line that continues this walk from a pause, carried by `flow-paused`
+    /// (the caller knows its own arguments); `None` when nothing can resume it.
+    pub resume_command: Option<&'a str>,
 }
 
 type Handoffs = BTreeMap<String, Value>;

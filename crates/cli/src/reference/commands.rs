@@ -85,7 +85,8 @@ fn index(root: &Command) -> String {
     }
     text.push_str(
         "Exit codes: 0 when the command did its job, 1 when it established a failure (an invalid \
-         workflow, a failed case, an unknown name), 2 for a usage error.\n\n## Commands\n\n",
+         workflow, a failed case, an unknown name), 2 for a usage error; under `archmax flow` a \
+         usage error is 1 and 2 is a walk that finished unclean.\n\n## Commands\n\n",
     );
     for command in visible(root) {
         let about = command.get_about().map(|about| about.to_string()).unwrap_or_default();

@@ -8,8 +8,14 @@ use crate::support::{archmax, repository, scratch};
 
 /// Runs a usage error and returns its one line on stderr (exit 2, nothing on stdout).
 fn usage_line(args: &[&str]) -> String {
+    refusal_line(args, 2)
+}
+
+/// Runs a refused command line and returns its one line on stderr (exit `code`,
+/// nothing on stdout).
+fn refusal_line(args: &[&str], code: i32) -> String {
     let run = archmax(&repository(), args);
-    assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+    assert_eq!(run.code, code, "{args:?}: {}", run.stderr);
     assert_eq!(run.stdout, "", "{args:?}");
     assert_eq!(run.stderr.lines().count(), 1, "{args:?}: {}", run.stderr);
     run.stderr
@@ -20,9 +26,44 @@ fn a_missing_argument_is_named() {
     let line = usage_line(&["decide", "s1"]);
     assert!(line.contains("`--to <STATE>`"), "{line}");
     assert!(line.ends_with("try `archmax decide --help`\n"), "{line}");
-    let line = usage_line(&["flow", "run"]);
-    assert!(!line.contains("not provided:;"), "{line}");
+    for (args, named) in [
+        (&["run"][..], &["`<WORKFLOW>`", "`<PROMPT>...`"][..]),
+        (&["deliver", "s1"], &["`--trigger <ID>`"]),
+        (&["explain"], &["`<CODE>`"]),
+        (&["keygen"], &["`--output <KEYFILE>`"]),
+    ] {
+        let line = usage_line(args);
+        for name in named {
+            assert!(line.contains(name), "{args:?} names {name}: {line}");
+        }
+        assert!(!line.contains("not provided:;"), "{line}");
+    }
+}
+
+/// Runs a refused `archmax flow` command line: one line on stderr, exit 1 (2 is a walk
+/// that finished unclean), nothing on stdout.
+fn flow_usage_line(args: &[&str]) -> String {
+    refusal_line(args, 1)
+}
+
+#[test]
+fn a_refused_flow_command_line_exits_1_and_names_what_is_missing() {
+    let line = flow_usage_line(&["flow", "run"]);
+    assert!(line.contains("`--input <TEXT>`") && line.contains("`--flow <FILE>` (or `FLOW`)"), "{line}");
     assert!(line.contains("try `archmax flow run --help`"), "the nested command's help: {line}");
+    let line = flow_usage_line(&["flow", "plan", "--flow", "a.yaml", "b.yaml"]);
+    assert!(line.contains("'--flow <FILE>' cannot be used with '[FLOW]'; give only one of them"), "{line}");
+    let line = flow_usage_line(&["flow", "run", "--flow", "a.yaml", "--input", "x", "--no-such-flag"]);
+    assert!(line.contains("unexpected argument '--no-such-flag'"), "{line}");
+    let line = flow_usage_line(&["flow", "rn"]);
+    assert!(line.contains("did you mean `run`?"), "{line}");
+    // `archmax flow` alone prints its help as a refusal: exit 1 too.
+    let run = archmax(&repository(), &["flow"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("Usage: archmax flow"), "{}", run.stderr);
+    // A flag's value that spells `flow` is not the flow command: exit 2, validate's help.
+    let line = usage_line(&["--root", "flow", "validate", "--frmat", "json"]);
+    assert!(line.contains("try `archmax validate --help`"), "{line}");
 }
 
 #[test]
@@ -33,6 +74,11 @@ fn mistyped_subcommands_and_flags_get_did_you_mean() {
     assert!(line.contains("did you mean `--format`?"), "{line}");
     let line = usage_line(&["sessions", "--stauts", "failed"]);
     assert!(line.contains("did you mean `--status`?"), "{line}");
+    // Slips clap's own similarity misses are caught by edit distance, for every command.
+    let line = usage_line(&["lp"]);
+    assert!(line.contains("did you mean `lsp`?"), "{line}");
+    let line = usage_line(&["validate", "--frmat", "json"]);
+    assert!(line.contains("did you mean `--format`?"), "{line}");
 }
 
 #[test]

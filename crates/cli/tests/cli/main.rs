@@ -11,6 +11,7 @@ mod commands;
 mod deliveries;
 mod explain;
 mod fleet;
+mod flows;
 mod handed_files;
 mod lsp;
 mod mcp;

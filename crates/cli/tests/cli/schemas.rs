@@ -302,3 +302,92 @@ fn a_signature_pattern_is_a_regular_expression_in_the_workflow_schema() {
     assert!(validator.is_valid(&workflow("^ORD-[0-9]+$")));
     assert!(!validator.is_valid(&workflow("^ORD-[0-9+$")), "an unclosed class must fail `format: regex`");
 }
+
+/// The flow schemas: what `archmax schema flow|flow-events` prints is the committed file.
+#[test]
+fn schema_flow_and_flow_events_print_the_committed_schemas() {
+    let here = repository();
+    for name in ["flow", "flow-events"] {
+        let printed = archmax(&here, &["schema", name]);
+        assert_eq!(printed.code, 0, "{name}: {}", printed.stderr);
+        let committed = fs::read_to_string(here.join(format!("schemas/{name}.schema.json"))).expect("the schema");
+        assert_eq!(printed.stdout, committed, "{name}");
+        let schema: Value = serde_json::from_str(&printed.stdout).expect("JSON");
+        assert!(jsonschema::draft202012::new(&schema).is_ok(), "{name} compiles");
+    }
+}
+
+/// Every flow document under `golden/flows/` and `specs/flows/`: the reader's verdict.
+fn flow_documents() -> Vec<(PathBuf, bool)> {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    let mut add = |folder: PathBuf| {
+        for entry in fs::read_dir(folder).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path
+                .extension()
+                .is_some_and(|extension| ["yaml", "yml", "json"].contains(&&*extension.to_string_lossy()))
+                && !path.file_name().is_some_and(|name| name.to_string_lossy().starts_with("tape"))
+            {
+                paths.push(path);
+            }
+        }
+    };
+    add(repository().join("specs/flows"));
+    for case in fs::read_dir(repository().join("golden/flows")).expect("golden flows").flatten() {
+        add(case.path().join("workspace"));
+    }
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let accepted = archmax_flow::read::load(&path, &path.display().to_string()).document.is_some();
+            (path, accepted)
+        })
+        .collect()
+}
+
+/// Golden flow refusals the schema alone catches (a shape, not a rule over siblings).
+const FLOW_SCHEMA_LEVEL: [&str; 7] = [
+    "AMX1001-no-root",
+    "AMX1001-unknown-node-key",
+    "AMX1002-dot-in-id",
+    "AMX1005-repeat-not-a-bound",
+    "AMX1006-gives-on-a-step",
+    "AMX1007-unknown-kind",
+    "AMX1008-command-as-a-string",
+];
+
+#[test]
+fn every_flow_document_the_reader_accepts_validates_and_shape_refusals_fail() {
+    let schema: Value = serde_json::from_str(archmax_flow::document::SCHEMA).expect("JSON");
+    let validator = jsonschema::draft202012::new(&schema).expect("the flow schema compiles");
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    let mut caught = BTreeSet::new();
+    for (path, accepted) in flow_documents() {
+        let case = path.parent().and_then(Path::parent).and_then(Path::file_name).map(|name| name.to_string_lossy());
+        let shape_refusal = case.as_deref().is_some_and(|case| FLOW_SCHEMA_LEVEL.contains(&case));
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        let value = if path.extension().is_some_and(|extension| extension == "json") {
+            serde_json::from_str(&text).ok()
+        } else {
+            instance(&path)
+        };
+        let Some(value) = value else { continue };
+        let errors: Vec<String> = validator.iter_errors(&value).map(|error| error.to_string()).collect();
+        if accepted {
+            checked += 1;
+            if !errors.is_empty() {
+                failures.push(format!("{} is accepted but fails the schema: {}", path.display(), errors.join("; ")));
+            }
+        } else if shape_refusal {
+            if errors.is_empty() {
+                failures.push(format!("{} is refused for its shape but passes the schema", path.display()));
+            }
+            caught.extend(case.map(|case| case.to_string()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(checked >= 10, "too few flow documents were checked: {checked}");
+    assert_eq!(caught.len(), FLOW_SCHEMA_LEVEL.len(), "every shape refusal was checked: {caught:?}");
+}

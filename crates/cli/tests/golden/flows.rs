@@ -1,12 +1,14 @@
 //! The golden flows: `archmax flow plan` and `archmax flow run`, one test per case, and
-//! one test that every flow diagnostic code (`AMX10xx`) is expected by a case.
+//! tests that every flow diagnostic code (`AMX10xx`) is expected by a case and every
+//! event kind of the flow-event schema is printed by one.
 //!
 //! Each directory under `golden/flows/` holds a `workspace/` (the document, its tape,
 //! hook programs and files) and a `case.toml`: `description`, `expect` (the codes a
 //! refusal case exists to show), `[[steps]]` (the `archmax` arguments of each command,
 //! run in a fresh copy of the workspace with a fixed clock; `exit` asserts the status,
 //! `env` adds variables, and `same_stdout_as = N` asserts the step printed what step N
-//! printed, which is how `--parallel` is shown equal to the sequential walk), `show`
+//! printed, which is how `--parallel` is shown equal to the sequential walk; every event
+//! line a step prints is validated against the flow-event schema), `show`
 //! (workspace files printed after the steps; `{run}` in a name is the first run's id) and `list` (directories whose file names
 //! are printed). A `{run}` in an argument is the flow-run id the first step printed.
 //! Flow-run ids print as `<run>` and the scratch path as `<workspace>`, so the
@@ -16,6 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 use std::process::Command;
+use std::sync::OnceLock;
 
 use archmax_compiler::Code;
 use libtest_mimic::{Failed, Trial};
@@ -124,6 +127,9 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<(String, Vec<String>), St
         if run.is_none() {
             run = runs.into_iter().next();
         }
+        if let Err(problem) = check_events(index, &stdout) {
+            failures.push(problem);
+        }
         if let Some(expected) = step.exit
             && expected != code
         {
@@ -173,6 +179,38 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<(String, Vec<String>), St
     Ok((transcript, failures))
 }
 
+/// Every event line a step printed (a JSON object with an `event`) validates against the
+/// published flow-event schema (`schemas/flow-events.schema.json`). Lines in the earlier
+/// names (`--event-names snake`, `kind`) and plan documents are not events it describes.
+fn check_events(step: usize, stdout: &str) -> Result<(), String> {
+    static VALIDATOR: OnceLock<Result<jsonschema::Validator, String>> = OnceLock::new();
+    let validator = VALIDATOR
+        .get_or_init(|| {
+            let schema: serde_json::Value = serde_json::from_str(archmax_flow::events::SCHEMA)
+                .map_err(|error| format!("the flow-event schema is not JSON: {error}"))?;
+            jsonschema::draft202012::new(&schema)
+                .map_err(|error| format!("the flow-event schema does not compile: {error}"))
+        })
+        .as_ref()?;
+    let mut problems = Vec::new();
+    for (number, line) in stdout.lines().enumerate() {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if event.get("event").is_none() {
+            continue;
+        }
+        problems.extend(
+            validator
+                .iter_errors(&event)
+                .map(|error| format!("line {}: {error} at `{}`: {line}", number + 1, error.instance_path())),
+        );
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("step {step} printed events the flow-event schema refuses:\n{}", problems.join("\n")))
+    }
+}
+
 fn check_case(name: &str, case: &Path) -> Result<(), Failed> {
     let scratch = scratch(&format!("flows-{name}"));
     let result = run_case(case, &scratch);
@@ -194,7 +232,25 @@ fn every_flow_code_has_a_case(cases: &[std::path::PathBuf]) -> Result<(), Failed
     if missing.is_empty() { Ok(()) } else { Err(format!("no golden flow expects {missing:?}").into()) }
 }
 
-/// One test per case under `golden/flows/`, and the coverage test.
+/// Every event kind the flow-event schema describes is printed (and so validated) by at
+/// least one case.
+fn every_flow_event_kind_has_a_case(cases: &[std::path::PathBuf]) -> Result<(), Failed> {
+    let schema: serde_json::Value =
+        serde_json::from_str(archmax_flow::events::SCHEMA).map_err(|error| format!("the schema: {error}"))?;
+    let kinds: Vec<String> = schema["properties"]["event"]["enum"]
+        .as_array()
+        .map(|kinds| kinds.iter().filter_map(|kind| kind.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    if kinds.is_empty() {
+        return Err("the flow-event schema lists no kinds".into());
+    }
+    let recorded: String = cases.iter().filter_map(|case| fs::read_to_string(case.join("expected.txt")).ok()).collect();
+    let missing: Vec<&String> =
+        kinds.iter().filter(|kind| !recorded.contains(&format!("{{\"event\":\"{kind}\""))).collect();
+    if missing.is_empty() { Ok(()) } else { Err(format!("no golden flow prints {missing:?}").into()) }
+}
+
+/// One test per case under `golden/flows/`, and the coverage tests.
 pub fn trials() -> Vec<Trial> {
     let cases = match case_folders(&repository().join("golden/flows")) {
         Ok(cases) => cases,
@@ -205,6 +261,8 @@ pub fn trials() -> Vec<Trial> {
         .into_iter()
         .map(|(name, case)| Trial::test(format!("flows::{name}"), move || check_case(&name, &case)))
         .collect();
+    let all = folders.clone();
     trials.push(Trial::test("flows::every_flow_code_has_a_case", move || every_flow_code_has_a_case(&folders)));
+    trials.push(Trial::test("flows::every_flow_event_kind_has_a_case", move || every_flow_event_kind_has_a_case(&all)));
     trials
 }

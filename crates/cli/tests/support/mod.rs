@@ -33,14 +33,24 @@ pub struct Run {
 
 /// Runs `archmax` with `args` from `cwd`, colour off.
 pub fn archmax(cwd: &Path, args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_archmax"))
+    outcome(archmax_command(cwd, args))
+}
+
+/// `archmax` with `args` from `cwd`, colour off, for a test to add to before it runs.
+pub fn archmax_command(cwd: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_archmax"));
+    command
         .args(args)
         .current_dir(cwd)
         .env("NO_COLOR", "1")
         .env_remove("CLICOLOR_FORCE")
-        .env_remove("ARCHMAX_TRUSTED_KEYS")
-        .output()
-        .expect("the archmax binary runs");
+        .env_remove("ARCHMAX_TRUSTED_KEYS");
+    command
+}
+
+/// Runs `command` to its end.
+pub fn outcome(mut command: Command) -> Run {
+    let output = command.output().expect("the archmax binary runs");
     Run {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

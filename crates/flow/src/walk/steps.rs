@@ -1,5 +1,6 @@
-//! A layer's steps: running them (one by one or at once), replaying what the record
-//! holds, and applying their reports in document order: records, events and tallies.
+//! A layer's steps: running them (one by one or at once: model turns as futures polled
+//! together, commands each on a thread of its own), replaying what the record holds,
+//! and applying their reports in document order: records, events and tallies.
 //! The one thing to know: **only [`Walker::apply`] and [`Walker::replay`] change the
 //! walker**, after every step of a chunk has run, so the order steps finish in never
 //! shows.
@@ -17,7 +18,7 @@ use crate::document::{Group, Node, Step, StepKind, join_path};
 use crate::events::FlowEvent;
 use crate::record::RecordedStep;
 use crate::step::{
-    self, CommandStep, ModelStep, Outcome, Remaining, Spend, StepEnvironment, StepReport, exhausted_ceiling,
+    self, CommandJob, CommandStep, ModelStep, Outcome, Remaining, Spend, StepEnvironment, StepReport, exhausted_ceiling,
 };
 
 /// Where a layer's steps run: the section and its attempt, and the conversation and
@@ -302,6 +303,7 @@ impl Walker<'_, '_> {
             failed: self.tallies.failed,
             skipped: self.tallies.skipped,
             retreats: self.tallies.retreats,
+            resume: self.options.resume_command.map(str::to_string),
         });
         if let Some(record) = self.record.as_mut() {
             record.paused(&key)?;
@@ -331,7 +333,8 @@ async fn run_prepared(
     match (prepared, &step.kind) {
         (PreparedStep::Refused { code, message }, _) => Ok(step::refused_step(step_path, code, message.clone())),
         (PreparedStep::Run(_), StepKind::Command { argv, timeout_ms }) => {
-            Ok(step::command_step(environment, CommandStep { path: step_path, argv, timeout_ms: *timeout_ms }, call_id))
+            let command = CommandStep { path: step_path, argv, timeout_ms: *timeout_ms };
+            Ok(CommandJob::new(environment, command, call_id).run_aside().await)
         }
         (PreparedStep::Run(input), _) => {
             let model_step = ModelStep {

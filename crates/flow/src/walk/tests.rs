@@ -82,6 +82,7 @@ async fn walk_with(parallel: usize, model: &Staggered) -> (Vec<String>, Option<W
         recorded: Recorded::default(),
         operator: None,
         cancel: &cancel,
+        resume_command: None,
     };
     let mut events = Vec::new();
     let mut sink = |event: &FlowEvent| events.push(event.json());

@@ -1,0 +1,140 @@
+//! `archmax flow run` for the operator: the resume command a pause prints runs as it is
+//! printed, a resume past the last model step needs no model configured, and a flow-run
+//! id may be given by its start. (The walks themselves are the golden flows'.)
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::{Run, archmax_command, outcome, scratch};
+
+/// A document with a model step, then a person's review, then a command.
+const FLOW: &str = "id: release
+root:
+  id: root
+  nodes:
+    - id: draft
+      run: { prompt: Draft the release notes. }
+    - id: review
+      needs: [draft]
+      run: { kind: operator, prompt: Review the notes. }
+    - id: publish
+      needs: [review]
+      run: { kind: command, command: [sh, -c, \"echo published >> publish.log\"] }
+";
+
+const TAPE: &str = "- state: root.draft
+  tool_calls: [{ name: answer, args: { outcome: passed, note: drafted } }]
+";
+
+fn workspace(label: &str) -> PathBuf {
+    let root = scratch(label);
+    let _ = fs::remove_dir_all(&root);
+    fs::create_dir_all(&root).expect("scratch workspace");
+    fs::write(root.join("flow.yaml"), FLOW).expect("the document");
+    fs::write(root.join("tape.yaml"), TAPE).expect("the tape");
+    root
+}
+
+/// Runs `archmax` from `cwd` with no model configured in the environment.
+fn archmax(cwd: &Path, args: &[&str]) -> Run {
+    let mut command = archmax_command(cwd, args);
+    for variable in ["ARCHMAX_API_BASE_URL", "ARCHMAX_API_KEY", "ARCHMAX_MODEL"] {
+        command.env_remove(variable);
+    }
+    outcome(command)
+}
+
+/// Walks the document up to its pause; returns the stderr and the flow-run id.
+fn pause(root: &Path, extra: &[&str]) -> (String, String) {
+    let mut args = vec!["flow", "run", "--flow", "flow.yaml", "--input", "Ship 1.4, carefully", "--tape", "tape.yaml"];
+    args.extend(extra);
+    let run = archmax(root, &args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run
+        .stderr
+        .lines()
+        .find_map(|line| line.split("run ").nth(1)?.strip_suffix(')').map(str::to_string))
+        .expect("flow-started names the run");
+    (run.stderr, id)
+}
+
+#[test]
+fn the_pause_prints_a_resume_command_that_runs_as_printed() {
+    let root = workspace("flow-resume-command");
+    let (stderr, id) = pause(&root, &["--allow-program", "sh", "--session-dir", "my sessions", "--max-attempts", "2"]);
+    assert!(stderr.contains("pause ‖ root.review: Review the notes."), "{stderr}");
+    let command = stderr.lines().find_map(|line| line.strip_prefix("  archmax ")).expect("the resume command");
+    assert_eq!(
+        command,
+        format!(
+            "flow run --flow flow.yaml --tape tape.yaml --allow-program sh --session-dir 'my sessions' \
+             --max-attempts 2 --resume {id} --operator passed"
+        )
+    );
+    // Pasted into a shell with `archmax` on the PATH, it finishes the walk.
+    let folder = Path::new(env!("CARGO_BIN_EXE_archmax")).parent().expect("the binary's folder");
+    let path = format!("{}:{}", folder.display(), std::env::var("PATH").unwrap_or_default());
+    let output = Command::new("sh")
+        .args(["-c", &format!("archmax {command}")])
+        .current_dir(&root)
+        .env("PATH", path)
+        .env("NO_COLOR", "1")
+        .env_remove("ARCHMAX_API_BASE_URL")
+        .env_remove("ARCHMAX_API_KEY")
+        .env_remove("ARCHMAX_MODEL")
+        .output()
+        .expect("sh runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("flow ■ release clean"), "{stderr}");
+    assert_eq!(fs::read_to_string(root.join("publish.log")).ok().as_deref(), Some("published\n"));
+    let _ = fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_resume_past_the_last_model_step_needs_no_model_and_takes_the_start_of_an_id() {
+    let root = workspace("flow-resume-no-model");
+    let (_, id) = pause(&root, &["--allow-program", "sh"]);
+    // No tape and no endpoint: nothing left to run asks a model.
+    let prefix = &id[..6];
+    let run = archmax(
+        &root,
+        &["flow", "run", "--flow", "flow.yaml", "--resume", prefix, "--operator", "passed", "--allow-program", "sh"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains(&format!("resumed (3 steps, run {id})")), "{}", run.stderr);
+    assert_eq!(fs::read_to_string(root.join("publish.log")).ok().as_deref(), Some("published\n"));
+    // A fresh walk of the same document still has a model step to run, and is refused.
+    let run = archmax(&root, &["flow", "run", "--flow", "flow.yaml", "--input", "again"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("the model is not configured"), "{}", run.stderr);
+    let _ = fs::remove_dir_all(&root);
+}
+
+#[test]
+fn an_ambiguous_or_unknown_start_of_an_id_is_refused_with_the_candidates() {
+    let root = workspace("flow-resume-prefix");
+    let sessions = root.join(".archmax-flows");
+    fs::create_dir_all(&sessions).expect("the session directory");
+    for run in ["abc0000000000000-00000001", "abc0000000000000-00000002", "def0000000000000-00000001"] {
+        fs::write(sessions.join(format!("{run}.flow.jsonl")), "").expect("a record");
+    }
+    let resume = |id: &str| {
+        archmax(
+            &root,
+            &["flow", "run", "--flow", "flow.yaml", "--resume", id, "--operator", "passed", "--tape", "tape.yaml"],
+        )
+    };
+    let run = resume("abc");
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        "error: `abc` is the start of 2 flow-run ids: `abc0000000000000-00000001` and \
+         `abc0000000000000-00000002`; give more of the id\n"
+    );
+    let run = resume("0ff");
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("no flow run `0ff` is recorded in"), "{}", run.stderr);
+    let _ = fs::remove_dir_all(&root);
+}

@@ -204,8 +204,10 @@ impl<State: Send + Sync> FromRequestParts<State> for LastEventId {
             .to_str()
             .ok()
             .and_then(|text| text.trim().parse::<u64>().ok())
+            // The document types the header as int64, as event ids are stored.
+            .filter(|id| i64::try_from(*id).is_ok())
             .map(LastEventId)
-            .ok_or_else(|| bad_query("Last-Event-ID", "must be an event id (a whole number)"))
+            .ok_or_else(|| bad_query("Last-Event-ID", "must be an event id (a whole number from 0 to 2^63 - 1)"))
     }
 }
 

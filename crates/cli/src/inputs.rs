@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use serde_json::{Map, Value};
 
 use archmax_compiler::syntax::reference::is_variable_name;
-use archmax_vm::handover::{HandedFile, Sender};
+use archmax_vm::handover::{HandedFile, Handover, Sender};
 use archmax_vm::runtime::{RunError, Runtime};
 
 use crate::output::usage;
@@ -53,17 +53,16 @@ pub fn read(arguments: &[String], command: &str) -> Result<Vec<HandedFile>, Exit
     Ok(files)
 }
 
-/// Copies `files` into session `session` and seeds their inputs in `variables`. `trigger`
-/// is the trigger whose `requires` the inputs belong to.
+/// Checks `files` against the `file` inputs of `trigger` of `workflow` and seeds their
+/// inputs in `variables`; the runtime copies the files it returns once it has accepted
+/// the request (`DeliverRequest::handed`).
 pub fn hand_over(
     runtime: &Runtime,
-    workflow: &str,
-    trigger: &str,
-    session: &str,
+    (workflow, trigger): (&str, &str),
     files: Vec<HandedFile>,
     variables: &mut Map<String, Value>,
-) -> Result<(), RunError> {
-    runtime
-        .prepare_handover((workflow, trigger), files, variables, Sender::CommandLine)?
-        .write(runtime, session, variables)
+) -> Result<Handover, RunError> {
+    let handed = runtime.prepare_handover((workflow, trigger), files, variables, Sender::CommandLine)?;
+    handed.seed(variables);
+    Ok(handed)
 }

@@ -198,6 +198,7 @@ pub fn deliver(
         Err(code) => return code,
     };
     let mut request = DeliverRequest {
+        handed: Default::default(),
         session: id.to_string(),
         workflow: Some(workflow.clone()),
         trigger: trigger.trim().to_string(),
@@ -212,7 +213,7 @@ pub fn deliver(
     let workflow_name = workflow.clone();
     execute(options, &workflow, |runtime| {
         Box::pin(async move {
-            crate::inputs::hand_over(runtime, &workflow_name, &trigger, &request.session, files, &mut variables)?;
+            request.handed = crate::inputs::hand_over(runtime, (&workflow_name, &trigger), files, &mut variables)?;
             request.variables = variables;
             runtime.deliver(request).await
         })

@@ -95,6 +95,7 @@ pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
         },
     };
     let mut request = TurnRequest {
+        handed: Default::default(),
         workflow: args.workflow.to_string(),
         session,
         trigger: args.trigger.map(str::to_string),
@@ -116,7 +117,8 @@ pub fn run(options: &SessionOptions<'_>, args: RunArgs<'_>) -> ExitCode {
                     Sender::CommandLine,
                 )?;
                 runtime.check_handed_start(&request, &session, &handed, Sender::CommandLine).await?;
-                handed.write(runtime, &session, &mut request.variables)?;
+                handed.seed(&mut request.variables);
+                request.handed = handed;
             }
             runtime.run_turn(request).await
         })

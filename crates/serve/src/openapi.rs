@@ -240,7 +240,7 @@ mod tests {
         }
         let mut ids = std::collections::HashSet::new();
         let operations = operations(&document);
-        assert_eq!(operations.len(), 15, "every API route is documented once");
+        assert_eq!(operations.len(), 16, "every API route is documented once");
         for (method, path, object) in &operations {
             assert!(!statuses(object).is_empty(), "{method} {path} answers");
             assert!(ids.insert(object["operationId"].as_str().expect("an id").to_string()), "operation ids are unique");

@@ -33,6 +33,7 @@ pub(crate) use upload::{
     Layout as UploadLayout, REQUEST_PART, UPLOADS_AT_ONCE, boundary as upload_boundary, files_limit,
     read as read_upload,
 };
+pub use upload::{UploadPermit, Uploaded};
 // The handlers with their `#[utoipa::path]` items, named by `crate::openapi`.
 pub(crate) use sessions::*;
 pub(crate) use turns::*;

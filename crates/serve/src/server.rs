@@ -22,10 +22,11 @@ use futures_util::Stream;
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 
+use crate::routes::Uploaded;
 use archmax_program::program::Program;
 use archmax_vm::clock::Clock;
 use archmax_vm::events::EventSink;
-use archmax_vm::handover::{HandedFile, Handover, Sender};
+use archmax_vm::handover::Sender;
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::session::id::check_session_id;
@@ -138,7 +139,7 @@ pub struct Server {
     /// inbox's sign-in throttle counts that client instead of the proxy.
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Uploads (`multipart/form-data` turn requests) being read now, bounded.
-    pub(crate) uploads: tokio::sync::Semaphore,
+    pub(crate) uploads: Arc<tokio::sync::Semaphore>,
     clock: Arc<dyn Clock>,
     stopping: watch::Sender<bool>,
 }
@@ -217,7 +218,7 @@ impl Server {
             body_limit: parts.body_limit,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             trusted_proxies: Vec::new(),
-            uploads: tokio::sync::Semaphore::new(crate::routes::UPLOADS_AT_ONCE),
+            uploads: Arc::new(tokio::sync::Semaphore::new(crate::routes::UPLOADS_AT_ONCE)),
             clock: parts.clock,
             stopping: watch::channel(false).0,
         };
@@ -492,9 +493,10 @@ impl Server {
         &self,
         workflow: &str,
         body: &Value,
-        files: Vec<HandedFile>,
+        uploaded: Uploaded,
         wait: Duration,
     ) -> Result<Answer, ApiError> {
+        let (files, permit) = uploaded.take();
         let mut fields = Fields::of(body, &["message", "trigger", "variables", "sessionId"]);
         let message = fields.text("message", true);
         let trigger = fields.text("trigger", false);
@@ -502,8 +504,14 @@ impl Server {
         let requested = fields.text("sessionId", false);
         fields.finish()?;
         let runtime = self.runtime_for(workflow)?;
-        let mut request =
-            TurnRequest { workflow: workflow.to_string(), session: None, trigger, message, variables, upgrade: false };
+        let mut request = TurnRequest {
+            workflow: workflow.to_string(),
+            session: None,
+            trigger,
+            message,
+            variables,
+            ..TurnRequest::default()
+        };
         let (session, named) = match requested {
             Some(id) => (checked_session_id(&id, "sessionId")?, true),
             // The trigger's `session:` path names the conversation a firing joins; a
@@ -524,20 +532,19 @@ impl Server {
             None => runtime,
         };
         request.session = Some(session.clone());
-        let handed = if files.is_empty() {
-            Handover::default()
-        } else {
+        if !files.is_empty() {
             let trigger = request.trigger.as_deref().unwrap_or("manual");
             let handed = runtime.prepare_handover((workflow, trigger), files, &request.variables, Sender::Upload)?;
             runtime.check_handed_start(&request, &session, &handed, Sender::Upload).await?;
-            handed
-        };
+            handed.seed(&mut request.variables);
+            request.handed = handed;
+        }
         // A host trigger fired over HTTP carries only what it declares, as from a webhook.
         let host_trigger = request.trigger.as_deref().is_some_and(|trigger| trigger != "manual");
         let running = Arc::clone(&runtime);
-        let into = session.clone();
         let turn = async move {
-            handed.write(&running, &into, &mut request.variables)?;
+            // The upload counts against the runner's bound until its turn has ended.
+            let _permit = permit;
             if host_trigger { running.run_firing(request).await } else { running.run_turn(request).await }
         };
         self.admit(runtime, &session, workflow, "turn", turn, wait).await
@@ -617,7 +624,7 @@ impl Server {
     pub async fn deliver(
         &self,
         id: &str,
-        (body, files): (&Value, Vec<HandedFile>),
+        (body, uploaded): (&Value, Uploaded),
         raiser: Option<&Caller>,
         wait: Duration,
     ) -> Result<Answer, ApiError> {
@@ -636,8 +643,11 @@ impl Server {
         archmax_vm::check_named_workflow(&state, workflow.as_deref())?;
         let runtime = self.runtime_for_session(&state)?;
         let trigger = trigger.unwrap_or_default();
+        let mut variables = variables;
+        let (files, permit) = uploaded.take();
         let handed = runtime.prepare_handover((&state.head.workflow, &trigger), files, &variables, Sender::Upload)?;
-        let mut request = DeliverRequest {
+        handed.seed(&mut variables);
+        let request = DeliverRequest {
             session: state.id.to_string(),
             workflow,
             trigger,
@@ -649,10 +659,11 @@ impl Server {
             declared_only: !undeclared,
             raise_budget,
             raised_by,
+            handed,
         };
         let running = Arc::clone(&runtime);
         let turn = async move {
-            handed.write(&running, &request.session, &mut request.variables)?;
+            let _permit = permit;
             running.deliver(request).await
         };
         self.admit(runtime, &state.id, &state.head.workflow, "deliver", turn, wait).await

@@ -104,6 +104,7 @@ impl Server {
         let sender = self.authenticate(&newest, &slug, &firing, None, claims).await?;
         let variables = input_of(firing.body)?;
         let mut request = TurnRequest {
+            handed: Default::default(),
             workflow: slug.clone(),
             session: None,
             trigger: Some(firing.trigger.to_string()),

@@ -5,10 +5,13 @@
 //! the host. [`Runtime::prepare_handover`] checks every file against its trigger (which
 //! input it fills, its `maxSize` and `accept`, no input given twice or also as a value)
 //! and names the session path it is kept under, `scratchpad/inputs/<NAME><.ext>`,
-//! writing nothing; [`Runtime::check_handed_start`] refuses what would refuse the start
-//! anyway; only then does [`Handover::write`] copy the bytes into the session's own files
-//! and seed each input with its path, locked like every host seed. So a refused request
-//! leaves the session as it was.
+//! writing nothing; [`Runtime::check_handed_start`] refuses early what would refuse the
+//! start anyway. The host then seeds each input with its path ([`Handover::seed`], locked
+//! like every host seed) and hands the files over with the request; the runtime copies
+//! them only once it holds the session (its lease, on a shared store) and has accepted
+//! the request, just before the seeds are applied. So a refused request leaves the
+//! session's files as they were, and a delivery forwarded to a parked child writes into
+//! the child's files.
 //!
 //! The suffix is predictable. For an input with `accept`, it is the entry the sender's
 //! file name ends in, matched in any ASCII case with the longest winning
@@ -76,13 +79,16 @@ pub struct HandedFile {
 }
 
 /// Handed files checked against their trigger, each with the session path it is to be
-/// kept under. Nothing is written until [`Handover::write`].
-#[derive(Debug, Default)]
+/// kept under. A host seeds the paths into the request's values ([`Handover::seed`]) and
+/// hands the files to the runtime with the request (`TurnRequest::handed`,
+/// `DeliverRequest::handed`); the runtime copies them once it holds the session and has
+/// accepted the request.
+#[derive(Clone, Debug, Default)]
 pub struct Handover {
     files: Vec<Checked>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Checked {
     input: String,
     path: String,
@@ -99,23 +105,42 @@ impl Handover {
         self.files.is_empty()
     }
 
-    /// Copies every file into session `session`'s own files and seeds its input in
-    /// `variables` with the file's session path.
-    pub fn write(self, runtime: &Runtime, session: &str, variables: &mut Map<String, Value>) -> Result<(), RunError> {
+    /// Seeds each file's input in `variables` with the session path it is kept under.
+    pub fn seed(&self, variables: &mut Map<String, Value>) {
+        for checked in &self.files {
+            variables.insert(checked.input.clone(), Value::String(checked.path.clone()));
+        }
+    }
+
+    /// Copies every file into session `session`'s own files, called by the runtime with
+    /// the session held. An input's earlier handed file under another extension is
+    /// removed first, so each input keeps one file however often it is handed over.
+    pub(crate) fn write(&self, runtime: &Runtime, session: &str) -> Result<(), RunError> {
         if self.files.is_empty() {
             return Ok(());
         }
         let store = runtime.store().files(session).map_err(RunError::Store)?;
-        for Checked { input, path, file } in self.files {
-            crate::blocking::run_blocking(|| store.write(&path, &file.bytes)).map_err(|error| {
-                RunError::invalid(
-                    input.as_str(),
-                    format!("`{}` could not be copied into the session: {error}", file.name),
-                )
-            })?;
-            variables.insert(input, Value::String(path));
-        }
-        Ok(())
+        crate::blocking::run_blocking(|| {
+            let earlier = store.list(INPUTS_DIR).unwrap_or_default();
+            for Checked { input, path, file } in &self.files {
+                let kept = crate::stdlib::vfs::last_segment(path);
+                let stale = earlier.iter().filter(|entry| {
+                    !entry.is_dir
+                        && entry.name != kept
+                        && (entry.name == *input || entry.name.starts_with(&format!("{input}.")))
+                });
+                for entry in stale {
+                    let _ = store.remove(&format!("{INPUTS_DIR}/{}", entry.name));
+                }
+                store.write(path, &file.bytes).map_err(|error| {
+                    RunError::invalid(
+                        input.as_str(),
+                        format!("`{}` could not be copied into the session: {error}", file.name),
+                    )
+                })?;
+            }
+            Ok(())
+        })
     }
 }
 

@@ -234,6 +234,10 @@ pub struct TurnRequest {
     pub variables: Map<String, Value>,
     /// Move a session pinned to another program of the workflow to this one.
     pub upgrade: bool,
+    /// Files for the trigger's `file` inputs, already checked and seeded in `variables`
+    /// ([`crate::handover`]): copied into the session once it is held and every check
+    /// passed, so a refused start writes nothing.
+    pub handed: crate::handover::Handover,
 }
 
 /// A person's decision on a session parked at a human state.
@@ -299,6 +303,10 @@ pub struct DeliverRequest {
     pub raise_budget: bool,
     /// Who raises it, as the host authenticated them (recorded in `budget-raised`).
     pub raised_by: Option<String>,
+    /// Files for the trigger's `file` inputs, as for [`TurnRequest::handed`]: copied
+    /// into the session that takes the delivery (a parked child's, when it is forwarded)
+    /// once it is held and the delivery is accepted.
+    pub handed: crate::handover::Handover,
 }
 
 /// What kind of entry point produced an outcome.

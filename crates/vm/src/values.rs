@@ -196,11 +196,12 @@ pub fn check(program: &Program, entry: &SignatureEntry, value: &Value, today: &T
 pub fn workspace_file_path(path: &str) -> Result<(), String> {
     let instead =
         "write a path relative to the workspace root, such as `scratchpad/inputs/receipt.pdf`, or upload the file";
-    if path.starts_with(['/', '\\', '~']) || path.as_bytes().get(1) == Some(&b':') {
-        return Err(format!("must name a file inside the workspace, not the absolute path `{path}`; {instead}"));
-    }
+    // Control characters first: the messages below quote the path.
     if path.contains('\\') || path.chars().any(char::is_control) {
         return Err(format!("must be a path with `/` between its parts and no control characters; {instead}"));
+    }
+    if path.starts_with(['/', '~']) || path.as_bytes().get(1) == Some(&b':') {
+        return Err(format!("must name a file inside the workspace, not the absolute path `{path}`; {instead}"));
     }
     if path.split('/').any(|segment| segment == "..") {
         return Err(format!("must not climb out of the workspace with `..` (`{path}`); {instead}"));

@@ -36,7 +36,7 @@ async fn form_action(
     inbox: &Inbox,
     headers: &HeaderMap,
     body: Body,
-    scope: Scope,
+    scope: (Scope, bool),
 ) -> Result<(Form, SignedIn, String), Box<Response>> {
     let (form, signed) = signed_in_post(inbox, headers, body, scope).await?;
     let Some(session) = form.text("session") else {
@@ -104,7 +104,7 @@ where
 
 /// `POST /decide`: `to` and an optional `comment`, by the signed-in person.
 pub async fn decide(State(inbox): Shared, headers: HeaderMap, body: Body) -> Response {
-    let (form, signed, session) = match form_action(&inbox, &headers, body, Scope::Decide).await {
+    let (form, signed, session) = match form_action(&inbox, &headers, body, (Scope::Decide, false)).await {
         Ok(action) => action,
         Err(refused) => return *refused,
     };
@@ -147,7 +147,7 @@ pub async fn decide(State(inbox): Shared, headers: HeaderMap, body: Body) -> Res
 
 /// `POST /reply`: a message to a parked session (a reply-only turn).
 pub async fn reply(State(inbox): Shared, headers: HeaderMap, body: Body) -> Response {
-    let (form, signed, session) = match form_action(&inbox, &headers, body, Scope::Start).await {
+    let (form, signed, session) = match form_action(&inbox, &headers, body, (Scope::Start, false)).await {
         Ok(action) => action,
         Err(refused) => return *refused,
     };
@@ -159,7 +159,7 @@ pub async fn reply(State(inbox): Shared, headers: HeaderMap, body: Body) -> Resp
 
 /// `POST /deliver`: a trigger's values, typed by its signature's schema.
 pub async fn deliver(State(inbox): Shared, headers: HeaderMap, body: Body) -> Response {
-    let (mut form, signed, session) = match form_action(&inbox, &headers, body, Scope::Start).await {
+    let (mut form, signed, session) = match form_action(&inbox, &headers, body, (Scope::Start, true)).await {
         Ok(action) => action,
         Err(refused) => return *refused,
     };

@@ -15,17 +15,17 @@ use serde_json::{Map, Value};
 pub struct Form {
     pairs: Vec<(String, String)>,
     /// Files chosen in the form's file controls, each for the input its control names.
-    pub files: Vec<archmax_vm::handover::HandedFile>,
+    pub files: crate::routes::Uploaded,
 }
 
 impl Form {
     pub fn parse(body: &[u8]) -> Form {
         let text = String::from_utf8_lossy(body);
-        Form { pairs: crate::routes::query_pairs(Some(&text)), files: Vec::new() }
+        Form { pairs: crate::routes::query_pairs(Some(&text)), files: crate::routes::Uploaded::none() }
     }
 
     /// A multipart form's text fields and files.
-    pub fn of_parts(pairs: Vec<(String, String)>, files: Vec<archmax_vm::handover::HandedFile>) -> Form {
+    pub fn of_parts(pairs: Vec<(String, String)>, files: crate::routes::Uploaded) -> Form {
         Form { pairs, files }
     }
 

@@ -43,7 +43,7 @@ pub fn row_summary(session: &SessionState, settings: &InboxWorkflow) -> RowSumma
             .iter()
             .filter(|(name, variable)| variable.locked && !matches!(name.as_str(), "trigger" | "title"))
             .take(DEFAULT_FACTS)
-            .map(|(name, variable)| (name.clone(), clip(&value_text(&variable.value), FACT_CHARS)))
+            .map(|(name, variable)| (name.clone(), clip(&one_line(&value_text(&variable.value)), FACT_CHARS)))
             .collect()
     } else {
         settings
@@ -51,7 +51,7 @@ pub fn row_summary(session: &SessionState, settings: &InboxWorkflow) -> RowSumma
             .iter()
             .filter_map(|name| {
                 let variable = session.variables.get(name)?;
-                Some((name.clone(), clip(&value_text(&variable.value), FACT_CHARS)))
+                Some((name.clone(), clip(&one_line(&value_text(&variable.value)), FACT_CHARS)))
             })
             .collect()
     };
@@ -101,9 +101,17 @@ pub fn comment_required(choice: &DecisionChoice, settings: &InboxWorkflow) -> bo
         || choice.description.as_deref().is_some_and(|description| description.to_lowercase().contains("comment"))
 }
 
-/// `text` on one line: line breaks and runs of space made one space.
+/// `text` on one line: line breaks and runs of space made one space, and the invisible
+/// characters that reorder or hide text (bidirectional overrides, zero-width marks)
+/// dropped, so a sender cannot make a row read as another request.
 fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    let visible: String = text.chars().filter(|c| !is_invisible_format(*c)).collect();
+    visible.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A format character that changes how text around it reads without being seen.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}')
 }
 
 /// `text`, cut to `chars` characters with `…` when longer.
@@ -128,6 +136,7 @@ mod tests {
         assert_eq!(value_text(&json!({ "a": [1] })), r#"{"a":[1]}"#);
         assert_eq!(clip("abcdef", 4), "abc…");
         assert_eq!(one_line("Refund\n  request\tfrom Jonas"), "Refund request from Jonas");
+        assert_eq!(one_line("Pay \u{202E}0001 EUR\u{202C} to\u{200B} Acme"), "Pay 0001 EUR to Acme");
     }
 
     #[test]

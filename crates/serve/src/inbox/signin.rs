@@ -251,7 +251,8 @@ fn csrf_refused() -> Response {
 /// and so is one slower than the server's body timeout.
 async fn read_form(inbox: &Inbox, body: Body) -> Result<Form, Box<Response>> {
     let server = &inbox.server;
-    match tokio::time::timeout(server.body_timeout, axum::body::to_bytes(body, server.body_limit)).await {
+    let limit = server.body_limit.min(crate::request_limits::FORM_BODY_LIMIT);
+    match tokio::time::timeout(server.body_timeout, axum::body::to_bytes(body, limit)).await {
         Ok(Ok(bytes)) => Ok(Form::parse(&bytes)),
         Ok(Err(_)) => Err(Box::new(render::error_page(
             StatusCode::BAD_REQUEST,
@@ -283,18 +284,20 @@ async fn read_upload_form(
 }
 
 /// A POST of a signed-in person: the session and the origin are checked before the body
-/// is read; then the form's CSRF token, and `scope`.
+/// is read; then the form's CSRF token, and `scope`. Only a form that may carry files
+/// (`uploads`: the deliver form) is read as `multipart/form-data`; any other form's body
+/// is read as a plain form, at most [`crate::request_limits::FORM_BODY_LIMIT`].
 pub async fn signed_in_post(
     inbox: &Inbox,
     headers: &HeaderMap,
     body: Body,
-    scope: Scope,
+    (scope, uploads): (Scope, bool),
 ) -> Result<(Form, SignedIn), Box<Response>> {
     let signed = signed_in(inbox, headers, scope).await.map_err(|refused| Box::new(refused.into_page()))?;
     if !same_origin(headers) {
         return Err(Box::new(csrf_refused()));
     }
-    let form = match crate::routes::upload_boundary(headers) {
+    let form = match crate::routes::upload_boundary(headers).filter(|_| uploads) {
         Some(boundary) => read_upload_form(inbox, headers, body, boundary).await?,
         None => read_form(inbox, body).await?,
     };
@@ -629,7 +632,7 @@ async fn choose_slot(inbox: &Inbox, identity_key: &IdentityKey, now: u64) -> Res
 
 /// `POST /sign-out`: ends the inbox session on every runner and forgets the cookie.
 pub async fn sign_out(axum::extract::State(inbox): Shared, headers: HeaderMap, body: Body) -> Response {
-    let signed = match signed_in_post(&inbox, &headers, body, Scope::Read).await {
+    let signed = match signed_in_post(&inbox, &headers, body, (Scope::Read, false)).await {
         Ok((_, signed)) => signed,
         Err(refused) => return *refused,
     };

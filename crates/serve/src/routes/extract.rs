@@ -364,7 +364,7 @@ pub(crate) struct TurnInput<S: RequiredScope, const UPLOADS: bool = false> {
     pub caller: Caller,
     pub wait: Duration,
     pub body: Value,
-    pub files: Vec<archmax_vm::handover::HandedFile>,
+    pub files: super::upload::Uploaded,
     pub headers: HeaderMap,
     scope: PhantomData<S>,
 }
@@ -378,14 +378,30 @@ impl<S: RequiredScope, const UPLOADS: bool> FromRequest<Arc<Server>> for TurnInp
         let Wait(wait) = Wait::of(parts.uri.query())?;
         let (body, files) = match super::upload::boundary(&parts.headers).filter(|_| UPLOADS) {
             Some(boundary) => {
+                refuse_cross_site(&parts.headers)?;
                 let layout = (boundary?, super::upload::Layout::Api);
                 let upload = super::upload::read(&parts.headers, body, layout, server, server.body_limit).await?;
                 (upload.body, upload.files)
             }
-            None => (JsonBody::read(&parts.headers, body, server).await?.0, Vec::new()),
+            None => (JsonBody::read(&parts.headers, body, server).await?.0, super::upload::Uploaded::none()),
         };
         Ok(TurnInput { caller, wait, body, files, headers: parts.headers, scope: PhantomData })
     }
+}
+
+/// Refuses an upload a browser sent for another site's page (`Sec-Fetch-Site`):
+/// `multipart/form-data` is a body a page may post without a preflight, which a JSON
+/// body never is, so the API's uploads check what the browser says of the request too.
+fn refuse_cross_site(headers: &HeaderMap) -> Result<(), ApiError> {
+    let site = headers.get("sec-fetch-site").and_then(|value| value.to_str().ok()).unwrap_or("none");
+    if matches!(site, "none" | "same-origin") {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::FORBIDDEN,
+        "auth.cross-site",
+        "an upload from another site's web page is refused; send it from a program, or from the inbox's own forms",
+    ))
 }
 
 #[cfg(test)]

@@ -10,9 +10,13 @@
 //!
 //! Hostile senders are bounded before the runtime sees a byte: the whole body at
 //! [`files_limit`] (413), each file at the session file limit and the request at the
-//! body limit (413 naming the part), at most [`MAX_PARTS`] parts (400), and at most
-//! [`UPLOADS_AT_ONCE`] uploads read at once per runner (429 with `Retry-After`), so
-//! uploads cannot hold more than a known amount of memory.
+//! body limit (413 naming the part), at most [`MAX_PARTS`] parts with names of at most
+//! [`MAX_NAME_BYTES`] (400), and at most [`UPLOADS_AT_ONCE`] uploads per runner (429
+//! with `Retry-After`). An upload's permit is held from its first byte until its turn
+//! has copied the files ([`Uploaded`] travels with the turn), so queued turns cannot
+//! pile up files in memory either: uploads hold at most [`UPLOADS_AT_ONCE`] times about
+//! three copies of [`files_limit`] (the body, the parser's buffer, the parts) while they
+//! are split, and one copy each afterwards.
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -27,8 +31,35 @@ use crate::server::Server;
 /// The most parts an upload may have: the request and the files.
 pub(crate) const MAX_PARTS: usize = 16;
 
-/// Uploads a runner reads at once; one more is answered 429.
-pub(crate) const UPLOADS_AT_ONCE: usize = 8;
+/// Uploads a runner holds at once, from their first byte until their turn has copied
+/// the files; one more is answered 429.
+pub(crate) const UPLOADS_AT_ONCE: usize = 4;
+
+/// The longest part name or file name an upload may use, in bytes.
+pub(crate) const MAX_NAME_BYTES: usize = 255;
+
+/// The files of an upload, with the permit that counts them against
+/// [`UPLOADS_AT_ONCE`] until they are dropped (after the turn copied them).
+#[derive(Default)]
+pub struct Uploaded {
+    pub files: Vec<HandedFile>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Uploaded {
+    /// Files handed over without a permit (none, from a JSON body).
+    pub fn none() -> Uploaded {
+        Uploaded::default()
+    }
+
+    /// Takes the files, keeping the permit to be held until the turn ends.
+    pub fn take(self) -> (Vec<HandedFile>, UploadPermit) {
+        (self.files, UploadPermit(self.permit))
+    }
+}
+
+/// The permit of an upload, held by its turn.
+pub struct UploadPermit(#[allow(dead_code)] Option<tokio::sync::OwnedSemaphorePermit>);
 
 /// The most the files of one upload may hold together, in bytes.
 const FILES_BYTES: usize = 4 * MAX_FILE_BYTES as usize;
@@ -63,7 +94,7 @@ pub(crate) fn boundary(headers: &HeaderMap) -> Option<Result<String, ApiError>> 
 pub(crate) struct Upload {
     pub body: Value,
     pub fields: Vec<(String, String)>,
-    pub files: Vec<HandedFile>,
+    pub files: Uploaded,
 }
 
 /// Who sent an upload, which says how its parts are read.
@@ -88,7 +119,7 @@ pub(crate) async fn read(
     server: &Server,
     text_limit: usize,
 ) -> Result<Upload, ApiError> {
-    let Ok(_permit) = server.uploads.try_acquire() else {
+    let Ok(permit) = std::sync::Arc::clone(&server.uploads).try_acquire_owned() else {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "server.saturated",
@@ -97,7 +128,9 @@ pub(crate) async fn read(
         .retry_after(1));
     };
     let bytes = super::extract::body_bytes(headers, body, files_limit(text_limit)).await?;
-    split(bytes, (boundary, layout), text_limit).await
+    let mut upload = split(bytes, (boundary, layout), text_limit).await?;
+    upload.files.permit = Some(permit);
+    Ok(upload)
 }
 
 /// The parts of an upload's bytes.
@@ -120,6 +153,15 @@ async fn split(bytes: Bytes, (boundary, layout): (String, Layout), text_limit: u
                 "every part needs a name: `request` for the JSON request, else the file input it fills".to_string(),
             ));
         };
+        let too_long = |what: &str| {
+            invalid("body", format!("a part's {what} is longer than {MAX_NAME_BYTES} bytes; use a shorter one"))
+        };
+        if name.len() > MAX_NAME_BYTES {
+            return Err(too_long("name"));
+        }
+        if part.file_name().is_some_and(|file_name| file_name.len() > MAX_NAME_BYTES) {
+            return Err(too_long("file name"));
+        }
         if layout == Layout::Form {
             match part.file_name().map(str::to_string) {
                 None => {
@@ -158,7 +200,7 @@ async fn split(bytes: Bytes, (boundary, layout): (String, Layout), text_limit: u
         let bytes = bounded(&mut part, &name, MAX_FILE_BYTES as usize).await?;
         files.push(HandedFile { input: Some(name), name: file_name, bytes });
     }
-    Ok(Upload { body: body.unwrap_or_else(|| json!({})), fields, files })
+    Ok(Upload { body: body.unwrap_or_else(|| json!({})), fields, files: Uploaded { files, permit: None } })
 }
 
 /// A part's bytes, refused with 413 naming the part past `limit`.
@@ -215,10 +257,10 @@ mod tests {
         let upload = run(split(body(&parts), ("B".into(), Layout::Api), 1024))
             .unwrap_or_else(|error| panic!("parses: {}", error.message));
         assert_eq!(upload.body, json!({ "message": "hi" }));
-        assert_eq!(upload.files.len(), 1);
-        assert_eq!(upload.files[0].input.as_deref(), Some("receipt"));
-        assert_eq!(upload.files[0].name, "Scan.PDF");
-        assert_eq!(upload.files[0].bytes, b"%PDF-1.7");
+        assert_eq!(upload.files.files.len(), 1);
+        assert_eq!(upload.files.files[0].input.as_deref(), Some("receipt"));
+        assert_eq!(upload.files.files[0].name, "Scan.PDF");
+        assert_eq!(upload.files.files[0].bytes, b"%PDF-1.7");
     }
 
     #[test]
@@ -232,8 +274,8 @@ mod tests {
         let upload = run(split(body(&parts), ("B".into(), Layout::Form), 1024))
             .unwrap_or_else(|error| panic!("parses: {}", error.message));
         assert_eq!(upload.fields, [("csrf".to_string(), "token".to_string()), ("field.note".into(), "hello".into())]);
-        assert_eq!(upload.files.len(), 1, "an empty file control is no file");
-        assert_eq!(upload.files[0].input.as_deref(), Some("slip"));
+        assert_eq!(upload.files.files.len(), 1, "an empty file control is no file");
+        assert_eq!(upload.files.files[0].input.as_deref(), Some("slip"));
         let refused = run(split(body(&[("other", Some("a.txt"), "x")]), ("B".into(), Layout::Form), 1024))
             .err()
             .expect("refused");

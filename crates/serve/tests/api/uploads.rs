@@ -64,13 +64,17 @@ const UPLOAD_TAPE: &str = r#"
 "#;
 
 async fn upload_server() -> Running {
+    upload_server_on(Arc::new(MemoryStore::new())).await
+}
+
+async fn upload_server_on(store: Arc<MemoryStore>) -> Running {
     archmax_vm::model::openai::install_tls_provider();
     let root =
         workspace_of(&[("workflows/expenses/workflow.yaml", EXPENSES), ("workflows/slips/workflow.yaml", SLIPS)]);
     let program = compiled(&root);
     let server = Server::new(ServerParts {
         programs: vec![program],
-        store: Arc::new(MemoryStore::new()),
+        store,
         model: Arc::new(Tape::parse("uploads", UPLOAD_TAPE).expect("tape")),
         clock: Arc::new(FixedClock(1_767_605_400_000)),
         pricing: PricingTable::default(),
@@ -184,6 +188,27 @@ async fn an_upload_is_refused_whole_naming_what_does_not_fit_and_starts_nothing(
     let (_, listed) = server.get("/v1/sessions", Some(READER)).await;
     assert_eq!(listed["sessions"], json!([]), "no refused upload started a session: {listed}");
 
+    // An upload a browser sent for another site's page is refused before it is read.
+    let form = Form::new().part("request", request_part(start("x1"))).part("receipt", file_part("r.txt", RECEIPT));
+    let response = server
+        .client
+        .post(format!("{}/v1/workflows/expenses/sessions", server.base))
+        .bearer_auth(STARTER)
+        .header("sec-fetch-site", "cross-site")
+        .multipart(form)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    assert_eq!(body["error"]["code"], "auth.cross-site", "{body}");
+    // A part name past 255 bytes is refused naming the limit, not echoed.
+    let long = "n".repeat(300);
+    let form = Form::new().part("request", request_part(start("x2"))).part(long.clone(), file_part("r.txt", RECEIPT));
+    let (status, body) = server.upload("/v1/workflows/expenses/sessions", STARTER, form).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(!body.to_string().contains(&long), "{body}");
+
     // An upload to a route that takes no files is not JSON, and said so.
     let form = Form::new().part("request", request_part(json!({ "to": "paid" })));
     let (status, body) = server.upload("/v1/sessions/e1/decide", ADMIN, form).await;
@@ -272,5 +297,45 @@ async fn the_catalog_lists_each_workflow_with_its_triggers_inputs_and_decisions(
         slips["triggers"].as_array().expect("triggers").iter().filter_map(|trigger| trigger["id"].as_str()).collect();
     assert_eq!(triggers, ["manual", "slip_sent"]);
     assert_eq!(slips["humanStates"], json!([]));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_upload_leaves_the_files_a_session_was_handed_as_they_were() {
+    use archmax_vm::session::SessionStore;
+    let store = Arc::new(MemoryStore::new());
+    let server = upload_server_on(Arc::clone(&store)).await;
+    let form = Form::new()
+        .part(
+            "request",
+            request_part(json!({ "message": "My taxi.", "sessionId": "kept", "variables": { "amount": 42 } })),
+        )
+        .part("receipt", file_part("receipt.txt", RECEIPT));
+    let (status, body) = server.upload("/v1/workflows/expenses/sessions?wait=60", STARTER, form).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "awaiting_decision", "{body}");
+    let kept = || {
+        let files = SessionStore::files(store.as_ref(), "kept").expect("files");
+        files.read("scratchpad/inputs/receipt.txt").expect("the receipt")
+    };
+    assert_eq!(kept(), RECEIPT);
+
+    // A delivery to a session waiting for a decision, and a start under its id: both
+    // refused, and the receipt the approver decides on is the one it was handed.
+    let swapped = || file_part("receipt.txt", b"Taxi to the airport, 4200.00 EUR.");
+    let deliver = Form::new()
+        .part("request", request_part(json!({ "trigger": "manual", "variables": { "amount": 4200 } })))
+        .part("receipt", swapped());
+    let (status, refused) = server.upload("/v1/sessions/kept/deliver?wait=60", STARTER, deliver).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    let restart = Form::new()
+        .part(
+            "request",
+            request_part(json!({ "message": "Again.", "sessionId": "kept", "variables": { "amount": 4200 } })),
+        )
+        .part("receipt", swapped());
+    let (status, refused) = server.upload("/v1/workflows/expenses/sessions?wait=60", STARTER, restart).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(kept(), RECEIPT, "no refused request wrote a byte");
     server.stop().await;
 }

@@ -423,6 +423,7 @@ impl Driver<'_> {
             StepKind::Send(message) => {
                 self.runtime
                     .run_turn(TurnRequest {
+                        handed: Default::default(),
                         workflow: self.harness.workflow.clone(),
                         session: Some(self.session.clone()),
                         trigger: self.case.trigger.as_ref().map(|trigger| trigger.value.clone()),

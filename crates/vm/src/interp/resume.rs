@@ -484,6 +484,8 @@ impl Runtime {
         // like any write, before anything is applied.
         let writes = super::start::seed_writes(&variables);
         turn.check_variable_bytes(&writes).map_err(|problem| RunError::invalid("variables", problem))?;
+        // The session is held and the delivery accepted: its handed files are copied now.
+        request.handed.write(self, &turn.session.id)?;
         turn.under_caller = through_caller;
         turn.ledger.set_disposition(Disposition::Deliver);
         if request.raise_budget {
@@ -625,6 +627,7 @@ impl Runtime {
                     upgrade: request.upgrade,
                     // A start names a declared trigger; it was checked before.
                     declared_only: true,
+                    handed: request.handed,
                     ..DeliverRequest::default()
                 })
                 .await
@@ -636,7 +639,7 @@ impl Runtime {
                         format!("session `{session_id}` waits for a decision; a message is needed to write to it"),
                     ));
                 };
-                if !request.variables.is_empty() {
+                if !request.variables.is_empty() || !request.handed.is_empty() {
                     let problem =
                         format!("session `{session_id}` waits for a decision; variables cannot be delivered to it");
                     return Err(RunError::InvalidInput {

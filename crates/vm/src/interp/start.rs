@@ -242,6 +242,8 @@ impl Runtime {
             Some(open) => open,
             None => self.create_session(&session_id, workflow).await?,
         };
+        // The session is held and the start accepted: its handed files are copied now.
+        request.handed.write(self, &session_id)?;
         let opening = opening_state(program, workflow, trigger, &session);
         let opening_slug = program.str(workflow.states[opening].slug).to_string();
         open_head(&mut session.head, &trigger_id, &opening_slug);

@@ -10,6 +10,7 @@
 //! answered with its error, never with a 202; `?wait=` then waits for the outcome.
 
 mod fields;
+mod handover;
 
 use std::convert::Infallible;
 use std::path::PathBuf;
@@ -26,7 +27,6 @@ use crate::routes::Uploaded;
 use archmax_program::program::Program;
 use archmax_vm::clock::Clock;
 use archmax_vm::events::EventSink;
-use archmax_vm::handover::Sender;
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::session::id::check_session_id;
@@ -532,13 +532,7 @@ impl Server {
             None => runtime,
         };
         request.session = Some(session.clone());
-        if !files.is_empty() {
-            let trigger = request.trigger.as_deref().unwrap_or("manual");
-            let handed = runtime.prepare_handover((workflow, trigger), files, &request.variables, Sender::Upload)?;
-            runtime.check_handed_start(&request, &session, &handed, Sender::Upload).await?;
-            handed.seed(&mut request.variables);
-            request.handed = handed;
-        }
+        handover::to_start(&runtime, &mut request, &session, files).await?;
         // A host trigger fired over HTTP carries only what it declares, as from a webhook.
         let host_trigger = request.trigger.as_deref().is_some_and(|trigger| trigger != "manual");
         let running = Arc::clone(&runtime);
@@ -645,8 +639,7 @@ impl Server {
         let trigger = trigger.unwrap_or_default();
         let mut variables = variables;
         let (files, permit) = uploaded.take();
-        let handed = runtime.prepare_handover((&state.head.workflow, &trigger), files, &variables, Sender::Upload)?;
-        handed.seed(&mut variables);
+        let handed = handover::to_delivery(&runtime, (&state.head.workflow, &trigger), files, &mut variables)?;
         let request = DeliverRequest {
             session: state.id.to_string(),
             workflow,

@@ -24,6 +24,7 @@
 mod actions;
 mod forms;
 mod graph;
+pub mod listing;
 pub mod markdown;
 pub mod pages;
 mod present;
@@ -31,6 +32,7 @@ mod render;
 mod session_record;
 mod signin;
 mod throttle;
+pub mod views;
 
 use std::sync::Arc;
 

@@ -9,6 +9,11 @@
 //!   `SCAN_BOUND` sessions read from the store, rendered;
 //! - `get`: `GET /` on the real server on loopback, signed in: the page read from the
 //!   store, rendered, the headers, and one loopback round trip.
+//!
+//! Measured on 2026-12-04 (2 shared cores): a page of 10,000 parked sessions in 2.5 ms
+//! (most of it the memory store's default `list_page` sorting the 10,000 ids), `GET /`
+//! in 2.8 ms, a search page in 4.5 ms, and a search nothing matches (2,000 sessions
+//! read, the page's bound) in 13 ms.
 
 use std::sync::Arc;
 

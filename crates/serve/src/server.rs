@@ -390,27 +390,6 @@ impl Server {
         slugs
     }
 
-    /// The states of `workflow` (of every workflow when `None`) in the programs served,
-    /// sorted, each once: what the inbox's state filter offers.
-    pub fn states(&self, workflow: Option<&str>) -> Vec<String> {
-        let mut states: Vec<String> = self
-            .generations()
-            .iter()
-            .flat_map(|runtime| {
-                let program = runtime.program();
-                program
-                    .workflows
-                    .iter()
-                    .filter(|served| workflow.is_none_or(|wanted| program.str(served.slug) == wanted))
-                    .flat_map(|served| served.states.iter().map(|state| program.str(state.slug).to_string()))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        states.sort();
-        states.dedup();
-        states
-    }
-
     /// The newest generation holding `workflow`: where a new session starts.
     pub(crate) fn runtime_for(&self, workflow: &str) -> Result<Arc<Runtime>, ApiError> {
         self.generations()

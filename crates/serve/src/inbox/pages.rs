@@ -41,7 +41,7 @@ pub async fn inbox_route(State(inbox): Shared, RawQuery(query): RawQuery, header
     };
     let choices = listing::Choices {
         workflows: inbox.server.workflows(),
-        states: inbox.server.states(filter.workflow.as_deref()),
+        states: views::state_choices(&inbox.server, filter.workflow.as_deref()),
     };
     let body = listing::inbox_body(&page, &filter, (identity, inbox.server.now_ms()), &choices, settings);
     let viewer = Viewer { identity: &signed.caller.identity, csrf: &signed.csrf };

@@ -240,6 +240,26 @@ impl InboxFilter {
     }
 }
 
+/// The states of `workflow` (of every workflow when `None`) in the newest programs the
+/// server serves, sorted, each once: what the state filter offers.
+pub(crate) fn state_choices(server: &crate::server::Server, workflow: Option<&str>) -> Vec<String> {
+    let mut states: Vec<String> = server
+        .newest_runtimes()
+        .into_iter()
+        .filter(|(slug, _)| workflow.is_none_or(|wanted| slug == wanted))
+        .flat_map(|(slug, runtime)| {
+            let program = runtime.program();
+            program
+                .workflow(&slug)
+                .map(|(_, served)| served.states.iter().map(|state| program.str(state.slug).to_string()).collect())
+                .unwrap_or_else(Vec::new)
+        })
+        .collect();
+    states.sort();
+    states.dedup();
+    states
+}
+
 /// The state a session is in as the inbox shows it: its pending decision's, else its
 /// position.
 pub fn state_of(session: &SessionState) -> Option<&str> {

@@ -378,6 +378,35 @@ mod tests {
         assert_eq!(filter.previous_href(), None, "the first page has none");
     }
 
+    #[tokio::test]
+    async fn a_page_filtered_in_memory_reads_at_most_the_bound_and_the_next_page_goes_on() {
+        use archmax_vm::session::id::SessionId;
+        use archmax_vm::session::memory::MemoryStore;
+        let store = MemoryStore::new();
+        for index in 0..SCAN_BOUND + 100 {
+            let head = archmax_vm::session::Head {
+                workflow: "desk".into(),
+                status: Status::AwaitingInput,
+                ..Default::default()
+            };
+            let id = SessionId::from_store(format!("s-{index:05}"));
+            store.create_writer(&SessionState { id, head, ..Default::default() }).expect("a session");
+        }
+        let settings = InboxSettings::default();
+        let fruitless = InboxFilter::parse(Some("q=nothing-matches"));
+        let first = read_view(&store, &fruitless, "me", &settings).await.expect("a page");
+        assert_eq!((first.read, first.sessions.len(), first.cut), (SCAN_BOUND, 0, true));
+        let next = first.next.clone().expect("the page says where it stopped");
+        assert_eq!(next, format!("s-{:05}", SCAN_BOUND - 1));
+        let rest = InboxFilter { after: Some(next), ..fruitless };
+        let second = read_view(&store, &rest, "me", &settings).await.expect("a page");
+        assert_eq!((second.read, second.next, second.cut), (100, None, false));
+        // Served by the store's own filter, a page reads a page.
+        let plain = read_view(&store, &InboxFilter::parse(Some("view=inputs&size=7")), "me", &settings).await;
+        let plain = plain.expect("a page");
+        assert_eq!((plain.read, plain.next.as_deref()), (7, Some("s-00006")));
+    }
+
     #[test]
     fn a_search_is_bounded_and_unknown_values_fall_back() {
         let long = "x".repeat(500);

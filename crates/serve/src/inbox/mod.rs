@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! GET  /sign-in, POST /sign-in, POST /sign-out   signin: a store-kept session, its id in a cookie
-//! GET  /                                          pages::inbox (parked sessions, filters)
+//! GET  /?view=&q=&after=…                         pages: one page of a view (views, listing)
 //! GET  /sessions/{id}                             pages::session (graph, evidence, forms)
 //! POST /decide, /reply, /deliver                  actions: one Server call each
 //! GET  /live, /live/{id}                          server-sent events that refresh a page
@@ -24,6 +24,7 @@
 mod actions;
 mod forms;
 mod graph;
+pub mod listing;
 pub mod markdown;
 pub mod pages;
 mod present;
@@ -31,6 +32,7 @@ mod render;
 mod session_record;
 mod signin;
 mod throttle;
+pub mod views;
 
 use std::sync::Arc;
 

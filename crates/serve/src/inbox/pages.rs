@@ -1,5 +1,5 @@
-//! The two pages: the inbox (sessions parked for a decision, then those waiting for
-//! input) and a session (its graph, decision record, forms, variables, trail and
+//! The two pages' routes: the inbox (one page of a view, [`views`], drawn by
+//! [`listing`]) and a session (its graph, decision record, forms, variables, trail and
 //! transcript).
 //!
 //! Each page is built from the store as it stands; its parts that change as the session
@@ -14,245 +14,14 @@ use axum::response::Response;
 use maud::{Markup, html};
 
 use archmax_program::program::{Program, WorkflowProgram};
-use archmax_vm::session::store::{ListQuery, instant_ms};
 use archmax_vm::session::{Message, SessionState, ToolStatus};
 
-use super::render::{self, Notice, Viewer, age, encode, html_response, json_block, markdown_block, session_url};
+use super::render::{self, Notice, Viewer, encode, html_response, json_block, markdown_block};
 use super::signin::{SignedIn, signed_in};
-use super::{Inbox, Shared, forms, graph, present};
+use super::views::{self, InboxFilter};
+use super::{Inbox, Shared, forms, graph, listing, present};
 use crate::auth::Scope;
 use crate::error::ApiError;
-use archmax_config::settings::InboxSettings;
-
-/// The order of the inbox.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Order {
-    #[default]
-    Newest,
-    Oldest,
-}
-
-/// The inbox's filters (`?order=oldest&workflow=…&state=…&mine=1`).
-#[derive(Clone, Debug, Default)]
-pub struct InboxFilter {
-    pub order: Order,
-    pub workflow: Option<String>,
-    pub state: Option<String>,
-    /// Only sessions whose state names the viewer among its `approvers`.
-    pub mine: bool,
-}
-
-impl InboxFilter {
-    pub fn parse(query: Option<&str>) -> InboxFilter {
-        let mut filter = InboxFilter::default();
-        for (key, value) in crate::routes::query_pairs(query) {
-            let value = Some(value).filter(|value| !value.is_empty());
-            match key.as_str() {
-                "order" => {
-                    filter.order = if value.as_deref() == Some("oldest") { Order::Oldest } else { Order::Newest }
-                }
-                "workflow" => filter.workflow = value,
-                "state" => filter.state = value,
-                "mine" => filter.mine = value.is_some(),
-                _ => {}
-            }
-        }
-        filter
-    }
-
-    fn admits(&self, session: &SessionState, identity: &str) -> bool {
-        let head = &session.head;
-        let state = head.pending_decision.as_ref().map(|decision| decision.state.as_str()).or(head.position.as_deref());
-        self.workflow.as_ref().is_none_or(|workflow| *workflow == head.workflow)
-            && self.state.as_ref().is_none_or(|wanted| Some(wanted.as_str()) == state)
-            && (!self.mine
-                || head
-                    .pending_decision
-                    .as_ref()
-                    .is_some_and(|decision| decision.approvers.iter().any(|approver| approver == identity)))
-    }
-}
-
-/// Every parked session in the store, read a page at a time.
-async fn parked_sessions(inbox: &Inbox) -> Result<Vec<SessionState>, ApiError> {
-    let mut sessions = Vec::new();
-    let mut cursor = None;
-    loop {
-        let query = ListQuery { cursor, limit: ListQuery::MAX_LIMIT, parked: Some(true), ..ListQuery::default() };
-        let page = inbox.server.store.list_page(&query).await.map_err(archmax_vm::RunError::from)?;
-        sessions.extend(page.sessions);
-        match page.next {
-            Some(next) => cursor = Some(next),
-            None => return Ok(sessions),
-        }
-    }
-}
-
-/// When a session parked, in milliseconds since the epoch.
-fn parked_since(session: &SessionState) -> Option<i64> {
-    let head = &session.head;
-    let since = match (&head.pending_decision, &head.pending_input) {
-        (Some(decision), _) => &decision.created_at,
-        (None, Some(input)) => &input.parked_at,
-        (None, None) => return i64::try_from(head.updated_at).ok(),
-    };
-    instant_ms(since)
-}
-
-/// The inbox's content: the filter form, then both queues of `sessions` as `filter`
-/// admits them, ages counted to `now_ms`.
-pub fn inbox_body(
-    sessions: &[SessionState],
-    filter: &InboxFilter,
-    (identity, now_ms): (&str, u64),
-    workflows: &[String],
-    settings: &InboxSettings,
-) -> Markup {
-    let mut shown: Vec<(&SessionState, Option<i64>)> = sessions
-        .iter()
-        .filter(|session| filter.admits(session, identity))
-        .map(|session| (session, parked_since(session)))
-        .collect();
-    shown.sort_by(|a, b| match filter.order {
-        Order::Newest => b.1.cmp(&a.1).then_with(|| a.0.id.cmp(&b.0.id)),
-        Order::Oldest => a.1.cmp(&b.1).then_with(|| a.0.id.cmp(&b.0.id)),
-    });
-    let (decisions, inputs): (Vec<_>, Vec<_>) =
-        shown.into_iter().partition(|(session, _)| session.head.pending_decision.is_some());
-    let mut states: Vec<&str> = sessions
-        .iter()
-        .filter_map(|session| {
-            session
-                .head
-                .pending_decision
-                .as_ref()
-                .map(|decision| decision.state.as_str())
-                .or(session.head.position.as_deref())
-        })
-        .collect();
-    states.sort_unstable();
-    states.dedup();
-    html! {
-        h1 { "Decision inbox" }
-        form.filters method="get" action="/" aria-label="Filter the inbox" {
-            div.field {
-                label for="f-workflow" { "Workflow" }
-                select id="f-workflow" name="workflow" {
-                    option value="" { "All workflows" }
-                    @for workflow in workflows {
-                        option value=(workflow) selected[filter.workflow.as_deref() == Some(workflow.as_str())] { (workflow) }
-                    }
-                }
-            }
-            div.field {
-                label for="f-state" { "State" }
-                select id="f-state" name="state" {
-                    option value="" { "All states" }
-                    @for state in &states {
-                        option value=(state) selected[filter.state.as_deref() == Some(*state)] { (state) }
-                    }
-                }
-            }
-            div.field {
-                label for="f-order" { "Order" }
-                select id="f-order" name="order" {
-                    option value="newest" selected[filter.order == Order::Newest] { "Newest first" }
-                    option value="oldest" selected[filter.order == Order::Oldest] { "Oldest first" }
-                }
-            }
-            div.field.check {
-                input id="f-mine" type="checkbox" name="mine" value="1" checked[filter.mine];
-                label for="f-mine" { "Assigned to me" }
-            }
-            button type="submit" { "Filter" }
-        }
-        div data-region="queues" {
-            (queue("decisions", "Awaiting a decision", "No session is waiting for a decision.",
-                &["Session", "Workflow", "Decision", "Waiting", "Who decides"],
-                decisions.iter().map(|(session, since)| decision_row(session, *since, (identity, now_ms), settings))))
-            (queue("inputs", "Awaiting input", "No session is waiting for input.",
-                &["Session", "Workflow", "Waiting for", "Waiting"],
-                inputs.iter().map(|(session, since)| input_row(session, *since, now_ms, settings))))
-        }
-    }
-}
-
-/// One queue of the inbox: its heading with the count, then a table of `rows` under
-/// `columns`, or `empty` when there are none.
-fn queue(id: &str, heading: &str, empty: &str, columns: &[&str], rows: impl Iterator<Item = Markup>) -> Markup {
-    let rows: Vec<Markup> = rows.collect();
-    let heading_id = format!("{id}-heading");
-    html! {
-        section aria-labelledby=(heading_id) {
-            h2 id=(heading_id) { (heading) " " span.count { "(" (rows.len()) ")" } }
-            @if rows.is_empty() {
-                p.empty { (empty) }
-            } @else {
-                table.queue {
-                    thead { tr { @for column in columns { th scope="col" { (column) } } } }
-                    tbody { @for row in rows { (row) } }
-                }
-            }
-        }
-    }
-}
-
-/// A row's first cell: the session's headline as the link to it, the variables its
-/// workflow's inbox settings choose, and its id.
-fn session_cell(session: &SessionState, settings: &InboxSettings) -> Markup {
-    let summary = present::row_summary(session, &settings.for_workflow(&session.head.workflow));
-    html! {
-        td data-label="Session" {
-            a href=(session_url(&session.id)) { (summary.headline) }
-            @if !summary.facts.is_empty() {
-                p.summary {
-                    @for (index, (name, value)) in summary.facts.iter().enumerate() {
-                        @if index > 0 { " · " }
-                        span.fact { span.key { (name) ": " } (value) }
-                    }
-                }
-            }
-            p.session-id { code { (session.id) } }
-        }
-    }
-}
-
-fn input_row(session: &SessionState, since: Option<i64>, now_ms: u64, settings: &InboxSettings) -> Markup {
-    let input = session.head.pending_input.as_ref();
-    html! {
-        tr data-session=(session.id) {
-            (session_cell(session, settings))
-            td data-label="Workflow" { (session.head.workflow) }
-            td data-label="Waiting for" { (input.map_or("", |input| input.reason.as_str())) }
-            td data-label="Waiting" { (age(now_ms, since)) }
-        }
-    }
-}
-
-fn decision_row(
-    session: &SessionState,
-    since: Option<i64>,
-    (identity, now_ms): (&str, u64),
-    settings: &InboxSettings,
-) -> Markup {
-    let decision = session.head.pending_decision.as_ref();
-    let approvers = decision.map(|decision| decision.approvers.as_slice()).unwrap_or_default();
-    let mine = approvers.iter().any(|approver| approver == identity);
-    html! {
-        tr data-session=(session.id) {
-            (session_cell(session, settings))
-            td data-label="Workflow" { (session.head.workflow) }
-            td data-label="Decision" {
-                @if let Some(decision) = decision { (decision.title.as_deref().unwrap_or(&decision.state)) }
-            }
-            td data-label="Waiting" { (age(now_ms, since)) }
-            td data-label="Who decides" {
-                @if mine { span.badge.mine { "Assigned to you" } " " }
-                @if approvers.is_empty() { "anyone with the decide scope" } @else { (approvers.join(", ")) }
-            }
-        }
-    }
-}
 
 /// `GET /`: the inbox.
 pub async fn inbox_route(State(inbox): Shared, RawQuery(query): RawQuery, headers: HeaderMap) -> Response {
@@ -260,13 +29,21 @@ pub async fn inbox_route(State(inbox): Shared, RawQuery(query): RawQuery, header
         Ok(signed) => signed,
         Err(refused) => return refused.into_page(),
     };
-    let sessions = match parked_sessions(&inbox).await {
-        Ok(sessions) => sessions,
-        Err(error) => return render::error_page(error.status, "The store did not answer", &error.message),
-    };
     let filter = InboxFilter::parse(query.as_deref());
-    let now = (signed.caller.identity.as_str(), inbox.server.now_ms());
-    let body = inbox_body(&sessions, &filter, now, &inbox.server.workflows(), &inbox.server.settings.inbox);
+    let identity = signed.caller.identity.as_str();
+    let settings = &inbox.server.settings.inbox;
+    let page = match views::read_view(&*inbox.server.store, &filter, identity, settings).await {
+        Ok(page) => page,
+        Err(error) => {
+            let error = ApiError::from(archmax_vm::RunError::from(error));
+            return render::error_page(error.status, "The store did not answer", &error.message);
+        }
+    };
+    let choices = listing::Choices {
+        workflows: inbox.server.workflows(),
+        states: views::state_choices(&inbox.server, filter.workflow.as_deref()),
+    };
+    let body = listing::inbox_body(&page, &filter, (identity, inbox.server.now_ms()), &choices, settings);
     let viewer = Viewer { identity: &signed.caller.identity, csrf: &signed.csrf };
     html_response(StatusCode::OK, render::page("Inbox", Some(&viewer), None, Some("/live"), body))
 }

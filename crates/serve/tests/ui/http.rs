@@ -430,3 +430,155 @@ async fn rows_and_decisions_read_as_the_work_they_are() {
     assert_eq!(server.show("refund-rows").await["status"], "awaiting_decision", "nothing was decided");
     server.stop().await;
 }
+
+/// The link of the anchor with `rel` on `page`, as a path to request.
+fn rel_link(page: &str, rel: &str) -> Option<String> {
+    let marker = format!(r#"rel="{rel}" href=""#);
+    let start = page.find(&marker)? + marker.len();
+    page[start..].split('"').next().map(|href| href.replace("&amp;", "&"))
+}
+
+/// Decides `session` as the holder of `cookie`, to `to`.
+async fn decide(server: &crate::Running, cookie: &str, session: &str, to: &str) {
+    let page = server.get(&format!("/sessions/{session}"), Some(cookie)).await;
+    let fields = [("csrf", page.csrf()), ("session", session.to_string()), ("to", to.to_string())];
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(key, value)| (*key, value.as_str())).collect();
+    let decided = server.post_form("/decide", Some(cookie), &fields).await;
+    assert_eq!(decided.status, StatusCode::SEE_OTHER, "{}", decided.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_view_lists_its_sessions_and_all_sessions_shows_each_status() {
+    let server = serve(false).await;
+    server.start_payout("pay-open").await;
+    server.start_payout("pay-done").await;
+    let waiting = server.start("payment", "wait-v", json!({ "message": "Tell me when it is paid." })).await;
+    assert_eq!(waiting["status"], "awaiting_input", "{waiting}");
+    let lead = server.sign_in(LEAD).await;
+    decide(&server, &lead, "pay-done", "done").await;
+
+    let decisions = server.get("/?view=decisions", Some(&lead)).await;
+    assert_eq!(decisions.status, StatusCode::OK);
+    let body = &decisions.body;
+    assert!(body.contains(r#"<a href="/?view=decisions" aria-current="page">Awaiting decision</a>"#), "{body}");
+    assert!(body.contains("/sessions/pay-open") && !body.contains("/sessions/pay-done"), "{body}");
+    assert!(!body.contains("/sessions/wait-v") && !body.contains("Awaiting input <span"), "{body}");
+    assert!(body.contains(r#"<input type="hidden" name="view" value="decisions">"#), "the filters keep the view");
+
+    let inputs = server.get("/?view=inputs", Some(&lead)).await.body;
+    assert!(inputs.contains("/sessions/wait-v") && !inputs.contains("/sessions/pay-open"), "{inputs}");
+    assert!(inputs.contains("Awaiting input <span class=\"count\">(1)</span>"), "{inputs}");
+
+    let all = server.get("/?view=all", Some(&lead)).await.body;
+    for (session, status) in
+        [("pay-open", "awaiting_decision"), ("pay-done", "completed"), ("wait-v", "awaiting_input")]
+    {
+        let row = all.split(&format!(r#"<tr data-session="{session}">"#)).nth(1).unwrap_or_default();
+        let row = row.split("</tr>").next().unwrap_or_default();
+        assert!(row.contains(&format!(r#"data-status="{status}">{status}</span>"#)), "{session}: {row}");
+    }
+    // A view's tabs keep its filters and start from the first page.
+    let filtered = server.get("/?view=all&workflow=payout&after=pay-a&back=", Some(&lead)).await.body;
+    assert!(filtered.contains(r#"href="/?view=decided&amp;workflow=payout""#), "{filtered}");
+    assert!(filtered.contains("/sessions/pay-done") && !filtered.contains("/sessions/wait-v"), "{filtered}");
+    // The default view is both queues, as before.
+    let waiting = server.get("/", Some(&lead)).await.body;
+    assert!(waiting.contains(r#"<a href="/" aria-current="page">Waiting</a>"#), "{waiting}");
+    assert!(waiting.contains("/sessions/pay-open") && waiting.contains("/sessions/wait-v"));
+    assert!(!waiting.contains("/sessions/pay-done"), "{waiting}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decided_session_shows_under_decided_by_me_for_the_decider_only() {
+    let server = serve(false).await;
+    server.start_payout("pay-decided").await;
+    server.start_payout("pay-pending").await;
+    let (lead, care) = (server.sign_in(LEAD).await, server.sign_in(CARE).await);
+    let before = server.get("/?view=decided", Some(&lead)).await.body;
+    assert!(before.contains("No session shows a decision of yours."), "{before}");
+    decide(&server, &lead, "pay-decided", "done").await;
+
+    let mine = server.get("/?view=decided", Some(&lead)).await.body;
+    assert!(mine.contains("/sessions/pay-decided") && !mine.contains("/sessions/pay-pending"), "{mine}");
+    assert!(mine.contains("Decided by you <span class=\"count\">(1)</span>"), "{mine}");
+    assert!(mine.contains(r#"data-status="completed""#), "{mine}");
+    for other in [care, server.sign_in(INTERN).await] {
+        let theirs = server.get("/?view=decided", Some(&other)).await.body;
+        assert!(!theirs.contains("/sessions/pay-decided"), "only the decider sees it: {theirs}");
+        assert!(theirs.contains("No session shows a decision of yours."), "{theirs}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_search_matches_what_a_row_shows_case_aside_and_a_hostile_query_stays_text() {
+    let server = serve(false).await;
+    server.start_refund("refund-s").await;
+    server.start_payout("pay-s").await;
+    let cookie = server.sign_in(LEAD).await;
+    for (query, found, not_found) in [
+        ("jONAS", "refund-s", "pay-s"),    // the headline
+        ("ord-1042", "refund-s", "pay-s"), // a summary value
+        ("PAY-S", "pay-s", "refund-s"),    // the session id
+        ("Pay%20invoice", "pay-s", "refund-s"),
+    ] {
+        let page = server.get(&format!("/?view=all&q={query}"), Some(&cookie)).await.body;
+        let (found, not_found) = (format!("/sessions/{found}\""), format!("/sessions/{not_found}\""));
+        assert!(page.contains(&found) && !page.contains(&not_found), "{query}: {page}");
+    }
+    let nothing = server.get("/?q=no-such-thing", Some(&cookie)).await.body;
+    assert!(nothing.contains("No session is waiting for a decision."), "{nothing}");
+
+    let hostile = r#""><script>alert(1)</script><img src=x onerror=alert(2)>"#;
+    let page = server.get(&format!("/?view=all&q={}", crate::encode(hostile)), Some(&cookie)).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let body = &page.body;
+    assert_eq!(body.matches("<script").count(), 1, "only the page's own script: {body}");
+    assert!(!body.contains("<img"), "{body}");
+    assert!(
+        body.contains(r#"value="&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;""#),
+        "the search box shows the query as typed: {body}"
+    );
+    assert!(body.contains("q=%22%3E%3Cscript%3Ealert%281%29"), "links carry it encoded: {body}");
+    assert!(page.headers.get("content-security-policy").is_some());
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_go_on_after_the_last_session_and_back_to_the_ones_before() {
+    let server = serve(false).await;
+    for index in 1..=5 {
+        server.start_payout(&format!("pay-p{index}")).await;
+    }
+    let waiting = server.start("payment", "wait-p", json!({ "message": "Tell me when it is paid." })).await;
+    assert_eq!(waiting["status"], "awaiting_input", "{waiting}");
+    let cookie = server.sign_in(LEAD).await;
+    let shown = |page: &str| -> Vec<String> {
+        (1..=5).map(|index| format!("pay-p{index}")).filter(|id| page.contains(&format!("/sessions/{id}\""))).collect()
+    };
+    // Served by the store's own filter (awaiting a decision), two at a time.
+    let first = server.get("/?view=decisions&size=2", Some(&cookie)).await.body;
+    assert_eq!(shown(&first), ["pay-p1", "pay-p2"], "{first}");
+    assert!(first.contains("(2 on this page)") && rel_link(&first, "prev").is_none(), "{first}");
+    let next = rel_link(&first, "next").expect("a next page");
+    assert_eq!(next, "/?view=decisions&size=2&after=pay-p2&back=");
+    let second = server.get(&next, Some(&cookie)).await.body;
+    assert_eq!(shown(&second), ["pay-p3", "pay-p4"], "{second}");
+    let third = server.get(&rel_link(&second, "next").expect("a third page"), Some(&cookie)).await.body;
+    assert_eq!(shown(&third), ["pay-p5"], "{third}");
+    assert!(rel_link(&third, "next").is_none() && !third.contains("/sessions/wait-p"), "{third}");
+    let back = server.get(&rel_link(&third, "prev").expect("a previous page"), Some(&cookie)).await.body;
+    assert_eq!(shown(&back), ["pay-p3", "pay-p4"], "{back}");
+    let start = server.get(&rel_link(&back, "prev").expect("the first page"), Some(&cookie)).await.body;
+    assert_eq!(shown(&start), ["pay-p1", "pay-p2"], "{start}");
+
+    // Filtered in memory (a search), the pages go on the same way.
+    let found = server.get("/?q=PAY-P&size=3&order=oldest", Some(&cookie)).await.body;
+    assert_eq!(shown(&found), ["pay-p1", "pay-p2", "pay-p3"], "{found}");
+    let rest = server.get(&rel_link(&found, "next").expect("a next page"), Some(&cookie)).await.body;
+    assert_eq!(shown(&rest), ["pay-p4", "pay-p5"], "{rest}");
+    assert!(rel_link(&rest, "next").is_none(), "{rest}");
+    assert!(rel_link(&rest, "prev").is_some_and(|previous| previous.contains("order=oldest")), "{rest}");
+    server.stop().await;
+}

@@ -145,6 +145,13 @@ pub fn check(program: &Program, entry: &SignatureEntry, value: &Value, today: &T
             return Err(format!("'{name}' must be one of {}", options.join(", ")));
         }
         if ty == ValueType::File {
+            // Where the path points first: a path out of the workspace is refused as that,
+            // whatever it ends in.
+            if !text.trim().is_empty()
+                && let Err(problem) = workspace_file_path(text, name)
+            {
+                return Err(format!("'{name}' {problem}"));
+            }
             if let Some(accept) = &rules.accept {
                 let lower = text.to_ascii_lowercase();
                 if !accept.iter().any(|extension| lower.ends_with(&program.str(*extension).to_ascii_lowercase())) {
@@ -154,9 +161,6 @@ pub fn check(program: &Program, entry: &SignatureEntry, value: &Value, today: &T
             }
             if text.trim().is_empty() {
                 return Err(format!("'{name}' must name a file"));
-            }
-            if let Err(problem) = workspace_file_path(text) {
-                return Err(format!("'{name}' {problem}"));
             }
         }
     }
@@ -193,9 +197,11 @@ pub fn check(program: &Program, entry: &SignatureEntry, value: &Value, today: &T
 /// climbs with `..` (which would name the host's files), and never a runtime-owned area
 /// (`checkpoints/`, `artifacts/`, `_specs/`) or a name reserved on the host
 /// (`sessions/`, `.archmax/`). `Err` says what is wrong and what to write instead.
-pub fn workspace_file_path(path: &str) -> Result<(), String> {
-    let instead =
-        "write a path relative to the workspace root, such as `scratchpad/inputs/receipt.pdf`, or upload the file";
+/// `input` names the input, for the example of what to write.
+pub fn workspace_file_path(path: &str, input: &str) -> Result<(), String> {
+    let instead = format!(
+        "write a path relative to the workspace root, such as `scratchpad/inputs/{input}`, or hand the file over (`--file`, an upload)"
+    );
     // Control characters first: the messages below quote the path.
     if path.contains('\\') || path.chars().any(char::is_control) {
         return Err(format!("must be a path with `/` between its parts and no control characters; {instead}"));
@@ -238,7 +244,7 @@ mod tests {
         for good in
             ["scratchpad/inputs/receipt.pdf", "reference/policy.md", "./scratchpad/a.txt", "workflows/x/notes.md"]
         {
-            assert_eq!(workspace_file_path(good), Ok(()), "{good}");
+            assert_eq!(workspace_file_path(good, "receipt"), Ok(()), "{good}");
         }
         let refused = [
             ("../../x.txt", "climb"),
@@ -253,7 +259,7 @@ mod tests {
             ("sessions/other/scratchpad/a", "runtime keeps"),
         ];
         for (path, says) in refused {
-            let problem = workspace_file_path(path).expect_err(path);
+            let problem = workspace_file_path(path, "receipt").expect_err(path);
             assert!(problem.contains(says), "{path}: {problem}");
             assert!(problem.contains("relative to the workspace root"), "{path}: {problem}");
         }

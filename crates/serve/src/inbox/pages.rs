@@ -163,6 +163,9 @@ impl SessionView<'_> {
                     dt { "Workflow" } dd { (head.workflow) }
                     dt { "State" } dd data-field="state" { (head.position.as_deref().unwrap_or("(not started)")) }
                     dt { "Status" } dd { span.status data-field="status" data-status=(head.status_label()) { (head.status_label()) } }
+                    @if let Some(exit) = &head.exit {
+                        dt { "Why it ended" } dd data-field="exit" { code { (exit.code) } " in " (exit.state) ": " (exit.reason) }
+                    }
                     dt { "Updated" } dd { (present::instant(head.updated_at)) }
                 }
             }

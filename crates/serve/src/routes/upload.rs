@@ -196,7 +196,14 @@ async fn split(bytes: Bytes, (boundary, layout): (String, Layout), text_limit: u
             body = Some(parsed);
             continue;
         }
-        let file_name = part.file_name().unwrap_or_default().to_string();
+        let Some(file_name) = part.file_name().map(str::to_string) else {
+            return Err(invalid(
+                &name,
+                format!(
+                    "part `{name}` has no file name, so it is not a file; send it as a file (with curl, `-F '{name}=@PATH'`), or put values in the `request` part"
+                ),
+            ));
+        };
         let bytes = bounded(&mut part, &name, MAX_FILE_BYTES as usize).await?;
         files.push(HandedFile { input: Some(name), name: file_name, bytes });
     }

@@ -582,3 +582,24 @@ async fn pages_go_on_after_the_last_session_and_back_to_the_ones_before() {
     assert!(rel_link(&rest, "prev").is_some_and(|previous| previous.contains("order=oldest")), "{rest}");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_session_says_why_it_ended() {
+    let server = serve(false).await;
+    let response = server
+        .client
+        .post(format!("{}/v1/workflows/untaped/sessions?wait=60", server.base))
+        .bearer_auth(crate::ADMIN)
+        .json(&json!({ "message": "Anything?", "sessionId": "failed-1" }))
+        .send()
+        .await
+        .expect("answers");
+    let _ = response.text().await;
+    let shown = server.show("failed-1").await;
+    assert_eq!(shown["status"], "failed", "{shown}");
+    let cookie = server.sign_in(LEAD).await;
+    let page = server.get("/sessions/failed-1", Some(&cookie)).await.body;
+    assert!(page.contains(r#"<dt>Why it ended</dt><dd data-field="exit"><code>"#), "{page}");
+    assert!(page.contains(" in stuck: "), "{page}");
+    server.stop().await;
+}

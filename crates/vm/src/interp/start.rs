@@ -101,7 +101,7 @@ impl Firing {
 fn signature_refusal(
     firing: Firing,
     trigger: &str,
-    missing: &[&str],
+    (missing, files): (&[&str], &[&str]),
     mistyped: Vec<FieldProblem>,
     undeclared: Option<Undeclared<'_>>,
 ) -> Option<RunError> {
@@ -133,7 +133,13 @@ fn signature_refusal(
     let mut fields = mistyped;
     fields.extend(missing.iter().map(|name| FieldProblem {
         field: name.to_string(),
-        problem: format!("'{name}' is required by trigger '{trigger}' and was not supplied"),
+        problem: if files.contains(name) {
+            format!(
+                "'{name}' is a file trigger '{trigger}' requires and was not handed over: hand it over as a file (`--file {name}=PATH`, or an upload's part named `{name}`)"
+            )
+        } else {
+            format!("'{name}' is required by trigger '{trigger}' and was not supplied")
+        },
     }));
     let message = match undeclared {
         Some(undeclared) => {
@@ -364,7 +370,13 @@ impl Runtime {
             Carry::Declared => Undeclared::find(program, Some(trigger), seeds),
             Carry::AnySeeds => None,
         };
-        match signature_refusal(firing, trigger_id, &missing, mistyped, undeclared) {
+        let files: Vec<&str> = trigger
+            .requires
+            .iter()
+            .filter(|entry| entry.ty == Some(archmax_program::program::ValueType::File))
+            .map(|entry| program.str(entry.name))
+            .collect();
+        match signature_refusal(firing, trigger_id, (&missing, &files), mistyped, undeclared) {
             Some(refusal) => Err(refusal),
             None => Ok(()),
         }

@@ -436,6 +436,7 @@ impl Reader<'_> {
         let mut nodes = Vec::new();
         let mut spans: BTreeMap<String, Span> = BTreeMap::new();
         let mut complete = true;
+        let mut unread: BTreeSet<&str> = BTreeSet::new();
         for item in items {
             match self.node(item, path) {
                 Some(node) => {
@@ -457,14 +458,21 @@ impl Reader<'_> {
                     spans.insert(node.id().to_string(), span);
                     nodes.push((node, item));
                 }
-                None => complete = false,
+                None => {
+                    complete = false;
+                    // A sibling that failed to read is still a sibling: its id (when it
+                    // names one) answers the others' `needs`, so its own diagnostic is
+                    // not echoed as theirs.
+                    if let Some(id) = item.get("id").and_then(YamlNode::as_str) {
+                        unread.insert(id);
+                    }
+                }
             }
         }
         let ids: BTreeSet<&str> = nodes.iter().map(|(node, _)| node.id()).collect();
-        let mut known = true;
         for (node, item) in &nodes {
             for need in node.needs() {
-                if need == node.id() || !ids.contains(need.as_str()) {
+                if need == node.id() || !(ids.contains(need.as_str()) || unread.contains(need.as_str())) {
                     let span = item.get("needs").map_or(item.span, |needs| needs.span);
                     let near = did_you_mean(need, ids.iter().copied().filter(|id| *id != node.id()));
                     let hint = near.map(|near| format!("did you mean `{near}`? ")).unwrap_or_default();
@@ -477,13 +485,12 @@ impl Reader<'_> {
                             "{hint}an edge joins siblings only; to wait for a step inside a group, need the group"
                         ),
                     );
-                    known = false;
                 }
             }
         }
-        if known && complete {
-            self.cycles(&nodes, path);
-        }
+        // A cycle among the siblings that read is refused beside any unknown need or
+        // unread sibling: an edge to a name that is not a read sibling joins no cycle.
+        self.cycles(&nodes, path);
         complete.then(|| nodes.into_iter().map(|(node, _)| node).collect())
     }
 
@@ -508,7 +515,8 @@ impl Reader<'_> {
                 if let Some(top) = stack.last_mut() {
                     top.1 += 1;
                 }
-                let Some(need) = index(&needs[next]) else { continue };
+                // A node needing itself is an unknown need, reported as that alone.
+                let Some(need) = index(&needs[next]).filter(|need| *need != at) else { continue };
                 match colour[need] {
                     0 => {
                         colour[need] = 1;

@@ -60,3 +60,22 @@ fn a_json_document_must_be_json_and_reads_like_yaml_when_it_is() {
     assert_eq!(Format::from_path(Path::new("f.yml")), Some(Format::Yaml));
     assert_eq!(Format::from_path(Path::new("f.toml")), None);
 }
+
+#[test]
+fn a_sibling_that_failed_to_read_still_answers_needs() {
+    let text = "id: d\nroot: {id: root, nodes: [{id: a, run: {kind: comand}}, {id: b, needs: [a]}]}\n";
+    let loaded = read(text, Format::Yaml);
+    assert_eq!(codes(&loaded), vec!["AMX1007"]);
+    assert!(loaded.document.is_none());
+}
+
+#[test]
+fn a_cycle_is_reported_beside_an_unknown_need_each_once() {
+    let text = "id: d\nroot: {id: root, nodes: [{id: a, needs: [c]}, {id: b, needs: [a]}, {id: c, needs: [b, zz]}]}\n";
+    let mut found = codes(&read(text, Format::Yaml));
+    found.sort_unstable();
+    assert_eq!(found, vec!["AMX1003", "AMX1004"]);
+    // A node needing itself is an unknown need only, not a cycle too.
+    let text = "id: d\nroot: {id: root, nodes: [{id: a, needs: [a]}]}\n";
+    assert_eq!(codes(&read(text, Format::Yaml)), vec!["AMX1003"]);
+}

@@ -44,10 +44,10 @@ pub enum FlowCommand {
         /// Override every group's `repeat.max` (the root's included).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         max_attempts: Option<u32>,
-        /// Print the plan (or the refusal) as JSON.
-        #[arg(long)]
+        /// Print the plan (or the refusal) as JSON (`--format json` for a refusal only).
+        #[arg(long, conflicts_with = "format")]
         json: bool,
-        /// How a refusal is printed.
+        /// How a refusal is printed (not with `--json`).
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },

@@ -82,8 +82,9 @@ pub fn usage_error(error: clap::Error, cli: &clap::Command) -> ExitCode {
             refused
         }
         _ => {
+            let elsewhere = flag_of_another_command(&error, cli, &path);
             let path = std::iter::once(cli.get_name()).chain(path.iter().copied()).collect::<Vec<_>>().join(" ");
-            eprintln!("error: {}; try `{path} --help`", usage_sentence(&error, command));
+            eprintln!("error: {}; try `{path} --help`", usage_sentence(&error, command, elsewhere));
             refused
         }
     }
@@ -95,8 +96,9 @@ const FLOW_COMMAND: &str = "flow";
 /// One sentence for a parse error: what is wrong, the accepted values when a value was
 /// wrong or missing, and what was meant as "did you mean": clap's suggestion, else the
 /// nearest subcommand or flag of `command` (the one being parsed) by edit distance,
-/// which catches short slips clap's similarity misses (`flow rn`).
-fn usage_sentence(error: &clap::Error, command: &clap::Command) -> String {
+/// which catches short slips clap's similarity misses (`flow rn`); when `command` has
+/// no such flag, `elsewhere`: the command beside it that has ([`flag_of_another_command`]).
+fn usage_sentence(error: &clap::Error, command: &clap::Command, elsewhere: Option<String>) -> String {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     let strings = |kind: ContextKind| -> Vec<String> {
         match error.get(kind) {
@@ -135,6 +137,8 @@ fn usage_sentence(error: &clap::Error, command: &clap::Command) -> String {
     }
     if !suggested.is_empty() {
         sentence.push_str(&format!(" (did you mean {}?)", quoted(&suggested).join(" or ")));
+    } else if let Some(elsewhere) = elsewhere {
+        sentence.push_str(&format!("; {elsewhere}"));
     }
     let accepted = strings(ContextKind::ValidValue);
     if error.kind() == ErrorKind::InvalidValue && !accepted.is_empty() {
@@ -174,13 +178,39 @@ fn nearest_name(error: &clap::Error, command: &clap::Command) -> Option<String> 
             archmax_program::diagnostic::did_you_mean(&typed, names).map(str::to_string)
         }
         ErrorKind::UnknownArgument => {
-            let typed = word(ContextKind::InvalidArg)?;
-            let typed = typed.strip_prefix("--")?.split('=').next()?.to_string();
+            let typed = unknown_long(error)?;
             let longs: Vec<&str> = command.get_arguments().filter_map(clap::Arg::get_long).collect();
             archmax_program::diagnostic::did_you_mean(&typed, longs).map(|long| format!("--{long}"))
         }
         _ => None,
     }
+}
+
+/// The long flag (without `--`) of an unknown-argument error.
+fn unknown_long(error: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    match error.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(typed)) => Some(typed.strip_prefix("--")?.split('=').next()?.to_string()),
+        _ => None,
+    }
+}
+
+/// For an unknown long flag of the subcommand at `path`, the sibling subcommand that has
+/// it (or one near it): "`--parallel` is a flag of `archmax flow run`" for `flow plan
+/// --paralel`.
+fn flag_of_another_command(error: &clap::Error, cli: &clap::Command, path: &[&str]) -> Option<String> {
+    let typed = unknown_long(error)?;
+    let (here, above) = path.split_last()?;
+    let parent = above.iter().try_fold(cli, |command, name| command.find_subcommand(name))?;
+    parent.get_subcommands().filter(|sibling| sibling.get_name() != *here).find_map(|sibling| {
+        let longs: Vec<&str> = sibling.get_arguments().filter_map(clap::Arg::get_long).collect();
+        let long = archmax_program::diagnostic::did_you_mean(&typed, longs)?;
+        let words: Vec<&str> = std::iter::once(cli.get_name()).chain(above.iter().copied()).collect();
+        Some(format!("`--{long}` is a flag of `{} {}`", words.join(" "), sibling.get_name()))
+    })
 }
 
 /// The subcommands named in `words`, as deep as they go (`["flow", "run"]`), and the

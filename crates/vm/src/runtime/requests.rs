@@ -38,7 +38,7 @@ pub struct DecideRequest {
     /// and note.
     pub decider: Option<String>,
     /// Hold the parked state's `approvers` (when it names any) against `decider`: anyone
-    /// else is refused with [`Refusal::NotAnApprover`] and the park stays intact. The CLI
+    /// else is refused with [`Refusal::NotAnApprover`](super::Refusal::NotAnApprover) and the park stays intact. The CLI
     /// leaves this off (`approvers` is informational there); `archmax serve` sets it.
     pub enforce_approvers: bool,
     /// Raise the session's budget before deciding (one more allowance of its cost limit).

@@ -30,18 +30,14 @@ async fn budget_server() -> Running {
         ..archmax_config::settings::BudgetLimits::default()
     };
     let server = Server::new(ServerParts {
-        programs: vec![program],
-        store: Arc::new(MemoryStore::new()),
-        model: Arc::new(Tape::parse("looper", LOOPER_TAPE).expect("tape")),
-        clock: Arc::new(FixedClock(1_767_605_400_000)),
-        pricing: PricingTable::default(),
-        root,
         auth: Auth::configure(Some(ADMIN), Some(&tokens_file())).expect("tokens"),
-        limits: TurnLimits::default(),
-        body_limit: 64 * 1024,
-        tools: Default::default(),
-        context: Default::default(),
         budgets: archmax_config::settings::Budgets { default: limits, ..Default::default() },
+        ..super::parts(
+            program,
+            Arc::new(MemoryStore::new()),
+            Arc::new(Tape::parse("looper", LOOPER_TAPE).expect("tape")),
+            root,
+        )
     })
     .expect("server");
     listen(Arc::new(server)).await

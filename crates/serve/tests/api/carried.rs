@@ -12,11 +12,9 @@ use serde_json::{Value, json};
 use archmax_compiler::source::FileId;
 use archmax_config::settings::parse_runner_settings;
 use archmax_serve::auth::Auth;
-use archmax_serve::turns::TurnLimits;
 use archmax_serve::webhooks::{Connections, sign};
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::clock::FixedClock;
-use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::session::fs::FsStore;
 
@@ -73,18 +71,14 @@ async fn orders_server() -> Running {
     let connections = Connections::configure(&settings, |name| (name == "CARRIER_SECRET").then(|| SECRET.into()))
         .expect("the secret is set");
     let server = Server::new(ServerParts {
-        programs: vec![compiled(&root)],
-        store: Arc::new(FsStore::for_workspace(&root).expect("the workspace's seal key")),
-        model: Arc::new(Tape::parse("carried", ORDERS_TAPE).expect("tape")),
         clock: Arc::new(FixedClock(NOW_MS)),
-        pricing: PricingTable::default(),
-        root,
         auth: Auth::configure(Some(ADMIN), Some(&tokens_file())).expect("tokens"),
-        limits: TurnLimits::default(),
-        body_limit: 64 * 1024,
-        tools: Default::default(),
-        context: Default::default(),
-        budgets: Default::default(),
+        ..super::parts(
+            compiled(&root),
+            Arc::new(FsStore::for_workspace(&root).expect("the workspace's seal key")),
+            Arc::new(Tape::parse("carried", ORDERS_TAPE).expect("tape")),
+            root,
+        )
     })
     .expect("server")
     .with_settings(settings, connections);

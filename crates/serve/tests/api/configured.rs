@@ -11,11 +11,9 @@ use archmax_compiler::artifact::{self, TrustedKeys};
 use archmax_compiler::source::FileId;
 use archmax_config::settings::parse_runner_settings;
 use archmax_serve::auth::Auth;
-use archmax_serve::turns::TurnLimits;
 use archmax_serve::webhooks::{Connections, sign};
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::clock::Clock;
-use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::session::memory::MemoryStore;
 
@@ -84,18 +82,9 @@ pub(super) fn server_on(
     let connections = Connections::configure(&settings, |name| (name == "INBOX_MAIL_SECRET").then(|| SECRET.into()))
         .expect("the secret is set");
     Server::new(ServerParts {
-        programs: vec![compiled(&root)],
-        store,
-        model: Arc::new(Tape::parse("host", tape).expect("tape")),
         clock,
-        pricing: PricingTable::default(),
-        root,
         auth: Auth::configure(Some(ADMIN), Some(&super::tokens_file())).expect("tokens"),
-        limits: TurnLimits::default(),
-        body_limit: 64 * 1024,
-        tools: Default::default(),
-        context: Default::default(),
-        budgets: Default::default(),
+        ..super::parts(compiled(&root), store, Arc::new(Tape::parse("host", tape).expect("tape")), root)
     })
     .expect("server")
     .with_settings(settings, connections)

@@ -166,6 +166,31 @@ async fn start_server_on(
     listen(Arc::new(api_server(store, auth, limits, body_limit))).await
 }
 
+/// The parts every test server shares: one program, its store, model and workspace, the
+/// fixed clock of the tapes, no token, and the default limits, prices and budgets. A test
+/// names only what it changes (`ServerParts { auth, ..parts(…) }`).
+fn parts(
+    program: archmax_compiler::program::Program,
+    store: Arc<dyn archmax_vm::session::SessionStore>,
+    model: Arc<dyn archmax_vm::model::ModelAdapter>,
+    root: std::path::PathBuf,
+) -> ServerParts {
+    ServerParts {
+        programs: vec![program],
+        store,
+        model,
+        clock: Arc::new(FixedClock(1_767_605_400_000)),
+        pricing: PricingTable::default(),
+        root,
+        auth: Auth::Open,
+        limits: TurnLimits::default(),
+        body_limit: 64 * 1024,
+        tools: Default::default(),
+        context: Default::default(),
+        budgets: Default::default(),
+    }
+}
+
 /// The desk and the waiter on the tape, not yet listening.
 fn api_server(
     store: Arc<dyn archmax_vm::session::SessionStore>,
@@ -177,18 +202,10 @@ fn api_server(
     let root = workspace();
     let program = compiled(&root);
     Server::new(ServerParts {
-        programs: vec![program],
-        store,
-        model: Arc::new(Tape::parse("api", TAPE).expect("tape")),
-        clock: Arc::new(FixedClock(1_767_605_400_000)),
-        pricing: PricingTable::default(),
-        root,
         auth,
         limits,
         body_limit,
-        tools: Default::default(),
-        context: Default::default(),
-        budgets: Default::default(),
+        ..parts(program, store, Arc::new(Tape::parse("api", TAPE).expect("tape")), root)
     })
     .expect("server")
 }

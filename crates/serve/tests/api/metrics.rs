@@ -83,21 +83,17 @@ async fn the_scrape_passes_promtool_with_labels_by_workflow_state_model_provider
     assert!(problems.is_empty(), "{problems:?}");
     let clock = super::configured::clock();
     let server = Server::new(ServerParts {
-        programs: vec![compiled(&root)],
-        store: Arc::new(MemoryStore::new()),
-        model: Arc::new(Tape::parse("metrics", METRICS_TAPE).expect("tape")),
         clock: Arc::clone(&clock) as Arc<dyn Clock>,
         pricing: PricingTable {
             models: vec![("priced-model".to_string(), Rates::new(1.0, 2.0))],
             ..PricingTable::default()
         },
-        root,
-        auth: Auth::Open,
-        limits: TurnLimits::default(),
-        body_limit: 64 * 1024,
-        tools: Default::default(),
-        context: Default::default(),
-        budgets: Default::default(),
+        ..super::parts(
+            compiled(&root),
+            Arc::new(MemoryStore::new()),
+            Arc::new(Tape::parse("metrics", METRICS_TAPE).expect("tape")),
+            root,
+        )
     })
     .expect("server")
     .with_settings(settings, Connections::default());

@@ -14,15 +14,12 @@ use tokio::sync::{mpsc, watch};
 
 use archmax_config::settings::{RunnerSettings, parse_runner_settings};
 use archmax_program::source::FileId;
-use archmax_serve::auth::Auth;
 use archmax_serve::notify::Notifiers;
-use archmax_serve::turns::TurnLimits;
 use archmax_serve::webhooks::Connections;
 use archmax_serve::{Server, ServerParts};
 use archmax_store_postgres::PgStore;
 use archmax_store_postgres::test_cluster::TestCluster;
 use archmax_vm::clock::{Clock, SystemClock};
-use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::tape::Tape;
 use archmax_vm::session::SessionStore;
 use archmax_vm::session::memory::MemoryStore;
@@ -133,18 +130,8 @@ fn notifying_server(store: Arc<dyn SessionStore>, settings: RunnerSettings) -> A
     let notifiers = Notifiers::configure(&settings, |name| (name == "NOTIFY_KEY").then(|| KEY.to_string()))
         .expect("the notifiers are configured");
     let server = Server::new(ServerParts {
-        programs: vec![compiled(&root)],
-        store,
-        model: Arc::new(Tape::parse("api", TAPE).expect("tape")),
         clock: Arc::new(SystemClock),
-        pricing: PricingTable::default(),
-        root,
-        auth: Auth::Open,
-        limits: TurnLimits::default(),
-        body_limit: 64 * 1024,
-        tools: Default::default(),
-        context: Default::default(),
-        budgets: Default::default(),
+        ..super::parts(compiled(&root), store, Arc::new(Tape::parse("api", TAPE).expect("tape")), root)
     })
     .expect("server");
     Arc::new(server.with_settings(settings, Connections::default()).with_notifiers(notifiers))

@@ -13,11 +13,7 @@ use serde_json::{Value, json};
 
 use archmax_compiler::compile;
 use archmax_compiler::lower::BuildInputs;
-use archmax_serve::auth::Auth;
-use archmax_serve::turns::TurnLimits;
-use archmax_serve::{Server, ServerParts};
-use archmax_vm::clock::FixedClock;
-use archmax_vm::model::pricing::PricingTable;
+use archmax_serve::Server;
 use archmax_vm::session::SessionStore;
 use archmax_vm::session::memory::MemoryStore;
 
@@ -163,21 +159,7 @@ pub(super) fn build_server_on(base_url: &str, retries: u32, store: Arc<dyn Sessi
     let program = compile(&root, &[], &BuildInputs { platform_prompt: archmax_vm::stdlib::PLATFORM_PROMPT })
         .map(|compiled| compiled.program)
         .unwrap_or_else(|_| panic!("the test workspace compiles"));
-    let server = Server::new(ServerParts {
-        programs: vec![program],
-        store,
-        model: adapter,
-        clock: Arc::new(FixedClock(1_767_605_400_000)),
-        pricing: PricingTable::default(),
-        root,
-        auth: Auth::Open,
-        limits: TurnLimits::default(),
-        body_limit: 64 * 1024,
-        tools: Default::default(),
-        context: Default::default(),
-        budgets: Default::default(),
-    })
-    .expect("server");
+    let server = Server::new(super::parts(program, store, adapter, root)).expect("server");
     Arc::new(server)
 }
 

@@ -73,18 +73,8 @@ async fn upload_server_on(store: Arc<MemoryStore>) -> Running {
         workspace_of(&[("workflows/expenses/workflow.yaml", EXPENSES), ("workflows/slips/workflow.yaml", SLIPS)]);
     let program = compiled(&root);
     let server = Server::new(ServerParts {
-        programs: vec![program],
-        store,
-        model: Arc::new(Tape::parse("uploads", UPLOAD_TAPE).expect("tape")),
-        clock: Arc::new(FixedClock(1_767_605_400_000)),
-        pricing: PricingTable::default(),
-        root,
         auth: Auth::configure(Some(ADMIN), Some(&tokens_file())).expect("tokens"),
-        limits: TurnLimits::default(),
-        body_limit: 64 * 1024,
-        tools: Default::default(),
-        context: Default::default(),
-        budgets: Default::default(),
+        ..super::parts(program, store, Arc::new(Tape::parse("uploads", UPLOAD_TAPE).expect("tape")), root)
     })
     .expect("server");
     listen(Arc::new(server)).await

@@ -120,7 +120,12 @@ impl Handover {
             return Ok(());
         }
         let store = runtime.store().files(session).map_err(RunError::Store)?;
+        let limits = runtime.limits();
         crate::blocking::run_blocking(|| {
+            let sizes: Vec<(&str, u64)> =
+                self.files.iter().map(|checked| (checked.path.as_str(), checked.file.bytes.len() as u64)).collect();
+            archmax_stdlib::tools::check_handed_files(store.as_ref(), &limits, &sizes)
+                .map_err(|(index, error)| RunError::invalid(self.files[index].input.as_str(), error.0))?;
             let earlier = store.list(INPUTS_DIR).unwrap_or_default();
             for Checked { input, path, file } in &self.files {
                 let kept = crate::stdlib::vfs::last_segment(path);
@@ -238,6 +243,26 @@ impl Runtime {
             let path = format!("{INPUTS_DIR}/{input}{suffix}");
             checked.push(Checked { input, path, file });
         }
+        // What no session could keep is refused before one is opened or created; what the
+        // session already holds is counted when the files are copied ([`Handover::write`]).
+        let limits = self.limits();
+        let empty = crate::stdlib::vfs::MemoryVfs::new();
+        let sizes: Vec<(&str, u64)> =
+            checked.iter().map(|checked| (checked.path.as_str(), checked.file.bytes.len() as u64)).collect();
+        if let Some(index) = sizes.iter().position(|(_, bytes)| *bytes > limits.file_bytes) {
+            let Checked { input, file, .. } = &checked[index];
+            return Err(problem(
+                input,
+                format!(
+                    "`{}` is {} bytes, over the {} a session's file may hold",
+                    file.name,
+                    file.bytes.len(),
+                    archmax_stdlib::limits::bound_in_words(limits.file_bytes)
+                ),
+            ));
+        }
+        archmax_stdlib::tools::check_handed_files(&empty, &limits, &sizes)
+            .map_err(|(index, error)| problem(&checked[index].input, error.0))?;
         Ok(Handover { files: checked })
     }
 

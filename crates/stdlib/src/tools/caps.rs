@@ -8,7 +8,7 @@
 //! the walk is bounded by the quota's own file count.
 
 use super::{ToolContext, ToolError, shown, vfs_failure};
-use crate::limits::bound_in_words;
+use crate::limits::{Limits, bound_in_words};
 use crate::vfs::{Entry, MountPoint, Vfs, VfsError};
 
 use archmax_program::zones::session_root;
@@ -94,6 +94,53 @@ pub(crate) fn check_write(ctx: &ToolContext, write: &Write) -> Result<(), ToolEr
             shown(write.path),
             limits.session_files
         )));
+    }
+    Ok(())
+}
+
+/// Refuses files handed to a session from outside (`--file`, an upload) that would take
+/// the session's own files over its quota, checked together before any is written: the
+/// error is the index of the first file (`path`, its bytes) past the bound and why. Each
+/// file replaces what its path holds; the per-file bound is the caller's (an input's
+/// `maxSize`). A file the handover removes besides is still counted, so the check errs
+/// on the side of refusing.
+pub fn check_handed_files(session: &dyn Vfs, limits: &Limits, files: &[(&str, u64)]) -> Result<(), (usize, ToolError)> {
+    let Some(mut usage) = usage(session, limits.session_files, counted_root) else {
+        return Err((
+            0,
+            ToolError(format!(
+                "the session already keeps more than {} files, its limit; remove files it no longer needs before \
+             handing it more",
+                limits.session_files
+            )),
+        ));
+    };
+    for (index, (path, bytes)) in files.iter().enumerate() {
+        let write = Write { tool: "handover", path, bytes: *bytes, freed: None };
+        usage = usage.after(&write, file_size(session.stat(path)).map_err(|error| (index, error))?, None);
+        if usage.bytes > limits.session_bytes {
+            return Err((
+                index,
+                ToolError(format!(
+                    "{} ({bytes} bytes) would make the session's files total {} bytes, over the session's limit of \
+                 {}; hand over smaller files",
+                    shown(path),
+                    usage.bytes,
+                    bound_in_words(limits.session_bytes)
+                )),
+            ));
+        }
+        if usage.files > limits.session_files {
+            return Err((
+                index,
+                ToolError(format!(
+                    "{} would make the session keep {} files, over its limit of {}",
+                    shown(path),
+                    usage.files,
+                    limits.session_files
+                )),
+            ));
+        }
     }
     Ok(())
 }
@@ -260,6 +307,32 @@ mod tests {
         fixture.ok("move_file", json!({ "source": "scratchpad/notes.md", "destination": "scratchpad/moved.md" }));
         // Host mounts are not the session's to keep: their own quota applies, not the session's.
         fixture.ok("write_file", json!({ "file_path": "catalogs/eu/big.json", "content": "x".repeat(200) }));
+    }
+
+    #[test]
+    fn files_handed_to_a_session_are_checked_together_against_its_quota() {
+        // The fixture's session keeps 59 bytes in 3 files.
+        let fixture = Fixture::new();
+        let session = fixture.session.as_ref();
+        let check = |limits: Limits, files: &[(&str, u64)]| super::check_handed_files(session, &limits, files);
+        assert!(check(quota(100, 10), &[("scratchpad/inputs/a.pdf", 20), ("scratchpad/inputs/b.pdf", 21)]).is_ok());
+        // The second file is the one past the bound, and it is named with its size.
+        let (index, error) =
+            check(quota(100, 10), &[("scratchpad/inputs/a.pdf", 20), ("scratchpad/inputs/b.pdf", 22)]).unwrap_err();
+        assert_eq!(index, 1);
+        assert_eq!(
+            error.0,
+            "'scratchpad/inputs/b.pdf' (22 bytes) would make the session's files total 101 bytes, over the \
+             session's limit of 100 bytes; hand over smaller files"
+        );
+        // A file handed again replaces what its path holds: it is not counted twice.
+        fixture.ok("write_file", json!({ "file_path": "scratchpad/inputs/a.pdf", "content": "x".repeat(40) }));
+        assert!(check(quota(100, 10), &[("scratchpad/inputs/a.pdf", 41)]).is_ok());
+        assert!(check(quota(100, 10), &[("scratchpad/inputs/a.pdf", 42)]).is_err());
+        // The count of files holds too.
+        let (index, error) = check(quota(1000, 4), &[("scratchpad/inputs/c.pdf", 1)]).unwrap_err();
+        assert_eq!(index, 0);
+        assert!(error.0.contains("would make the session keep 5 files, over its limit of 4"), "{}", error.0);
     }
 
     fn mount_quota(bytes: u64, files: usize) -> Limits {

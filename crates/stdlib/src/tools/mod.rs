@@ -22,6 +22,7 @@ use crate::vfs::{VfsError, Workspace};
 
 mod arguments;
 mod caps;
+pub use caps::check_handed_files;
 mod content;
 mod controls;
 mod editing;

@@ -9,6 +9,7 @@ mod deciders;
 mod embedding;
 mod events;
 mod example;
+mod handover;
 mod kernel;
 mod long_sessions;
 mod orphans;

@@ -30,8 +30,7 @@ use extract::{ArtifactBytes, Authorized, scopes};
 
 pub(crate) use extract::query_pairs;
 pub(crate) use upload::{
-    Layout as UploadLayout, REQUEST_PART, UPLOADS_AT_ONCE, boundary as upload_boundary, files_limit,
-    read as read_upload,
+    Layout as UploadLayout, REQUEST_PART, UploadSlots, boundary as upload_boundary, files_limit, read as read_upload,
 };
 pub use upload::{UploadPermit, Uploaded};
 // The handlers with their `#[utoipa::path]` items, named by `crate::openapi`.

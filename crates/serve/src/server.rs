@@ -139,7 +139,7 @@ pub struct Server {
     /// inbox's sign-in throttle counts that client instead of the proxy.
     pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Uploads (`multipart/form-data` turn requests) being read now, bounded.
-    pub(crate) uploads: Arc<tokio::sync::Semaphore>,
+    pub(crate) uploads: crate::routes::UploadSlots,
     clock: Arc<dyn Clock>,
     stopping: watch::Sender<bool>,
 }
@@ -218,7 +218,7 @@ impl Server {
             body_limit: parts.body_limit,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             trusted_proxies: Vec::new(),
-            uploads: Arc::new(tokio::sync::Semaphore::new(crate::routes::UPLOADS_AT_ONCE)),
+            uploads: Default::default(),
             clock: parts.clock,
             stopping: watch::channel(false).0,
         };

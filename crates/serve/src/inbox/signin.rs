@@ -273,13 +273,14 @@ async fn read_upload_form(
     inbox: &Inbox,
     headers: &HeaderMap,
     body: Body,
-    boundary: Result<String, crate::error::ApiError>,
+    (boundary, identity): (Result<String, crate::error::ApiError>, &str),
 ) -> Result<Form, Box<Response>> {
     let refused =
         |error: crate::error::ApiError| Box::new(render::error_page(error.status, "Form refused", &error.message));
     let layout = (boundary.map_err(refused)?, crate::routes::UploadLayout::Form);
     let text_limit = crate::request_limits::FORM_BODY_LIMIT;
-    let upload = crate::routes::read_upload(headers, body, layout, &inbox.server, text_limit).await.map_err(refused)?;
+    let sender = (inbox.server.as_ref(), identity);
+    let upload = crate::routes::read_upload(headers, body, layout, sender, text_limit).await.map_err(refused)?;
     Ok(Form::of_parts(upload.fields, upload.files))
 }
 
@@ -298,7 +299,7 @@ pub async fn signed_in_post(
         return Err(Box::new(csrf_refused()));
     }
     let form = match crate::routes::upload_boundary(headers).filter(|_| uploads) {
-        Some(boundary) => read_upload_form(inbox, headers, body, boundary).await?,
+        Some(boundary) => read_upload_form(inbox, headers, body, (boundary, &signed.caller.identity)).await?,
         None => read_form(inbox, body).await?,
     };
     let presented = form.get("csrf").unwrap_or_default();

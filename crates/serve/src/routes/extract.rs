@@ -380,7 +380,8 @@ impl<S: RequiredScope, const UPLOADS: bool> FromRequest<Arc<Server>> for TurnInp
             Some(boundary) => {
                 refuse_cross_site(&parts.headers)?;
                 let layout = (boundary?, super::upload::Layout::Api);
-                let upload = super::upload::read(&parts.headers, body, layout, server, server.body_limit).await?;
+                let sender = (server.as_ref(), caller.identity.as_str());
+                let upload = super::upload::read(&parts.headers, body, layout, sender, server.body_limit).await?;
                 (upload.body, upload.files)
             }
             None => (JsonBody::read(&parts.headers, body, server).await?.0, super::upload::Uploaded::none()),

@@ -11,8 +11,9 @@
 //! Hostile senders are bounded before the runtime sees a byte: the whole body at
 //! [`files_limit`] (413), each file at the session file limit and the request at the
 //! body limit (413 naming the part), at most [`MAX_PARTS`] parts with names of at most
-//! [`MAX_NAME_BYTES`] (400), and at most [`UPLOADS_AT_ONCE`] uploads per runner (429
-//! with `Retry-After`). An upload's permit is held from its first byte until its turn
+//! [`MAX_NAME_BYTES`] (400), and at most [`UPLOADS_AT_ONCE`] uploads per runner, of which
+//! one identity holds at most [`UPLOADS_PER_IDENTITY`] (429 with `Retry-After`), so one
+//! caller cannot take every slot from the others. An upload's permit is held from its first byte until its turn
 //! has copied the files ([`Uploaded`] travels with the turn), so queued turns cannot
 //! pile up files in memory either: uploads hold at most [`UPLOADS_AT_ONCE`] times about
 //! three copies of [`files_limit`] (the body, the parser's buffer, the parts) while they
@@ -35,6 +36,64 @@ pub(crate) const MAX_PARTS: usize = 16;
 /// the files; one more is answered 429.
 pub(crate) const UPLOADS_AT_ONCE: usize = 4;
 
+/// Of those, the uploads one identity holds at once.
+pub(crate) const UPLOADS_PER_IDENTITY: usize = 2;
+
+/// The slots of a runner's uploads: [`UPLOADS_AT_ONCE`] in all, and the count each
+/// identity holds (an identity holding none has no entry).
+pub(crate) struct UploadSlots {
+    all: std::sync::Arc<tokio::sync::Semaphore>,
+    held: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+}
+
+impl Default for UploadSlots {
+    fn default() -> UploadSlots {
+        UploadSlots { all: std::sync::Arc::new(tokio::sync::Semaphore::new(UPLOADS_AT_ONCE)), held: Default::default() }
+    }
+}
+
+impl UploadSlots {
+    /// A slot for `identity`, or the refusal saying which bound it met.
+    fn take(&self, identity: &str) -> Result<Slot, ApiError> {
+        let busy =
+            |message: String| ApiError::new(StatusCode::TOO_MANY_REQUESTS, "server.saturated", message).retry_after(1);
+        let mut held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = held.get(identity).copied().unwrap_or(0);
+        if count >= UPLOADS_PER_IDENTITY {
+            return Err(busy(format!(
+                "you are sending {UPLOADS_PER_IDENTITY} uploads to this runner already; send this one when one of \
+                 them has been answered"
+            )));
+        }
+        let Ok(permit) = std::sync::Arc::clone(&self.all).try_acquire_owned() else {
+            return Err(busy(format!(
+                "this runner is reading {UPLOADS_AT_ONCE} uploads already; send it again in a moment"
+            )));
+        };
+        held.insert(identity.to_string(), count + 1);
+        Ok(Slot { _permit: permit, identity: identity.to_string(), held: std::sync::Arc::clone(&self.held) })
+    }
+}
+
+/// One upload's slot, given back when dropped.
+struct Slot {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    identity: String,
+    held: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = held.get_mut(&self.identity) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.identity);
+            }
+        }
+    }
+}
+
 /// The longest part name or file name an upload may use, in bytes.
 pub(crate) const MAX_NAME_BYTES: usize = 255;
 
@@ -43,7 +102,7 @@ pub(crate) const MAX_NAME_BYTES: usize = 255;
 #[derive(Default)]
 pub struct Uploaded {
     pub files: Vec<HandedFile>,
-    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    permit: Option<Slot>,
 }
 
 impl Uploaded {
@@ -59,7 +118,7 @@ impl Uploaded {
 }
 
 /// The permit of an upload, held by its turn.
-pub struct UploadPermit(#[allow(dead_code)] Option<tokio::sync::OwnedSemaphorePermit>);
+pub struct UploadPermit(#[allow(dead_code)] Option<Slot>);
 
 /// The most the files of one upload may hold together, in bytes.
 const FILES_BYTES: usize = 4 * MAX_FILE_BYTES as usize;
@@ -109,24 +168,17 @@ pub(crate) enum Layout {
     Form,
 }
 
-/// Reads an upload whose boundary is `boundary`. The body is read whole first (bounded,
+/// Reads an upload of `identity` whose boundary is `boundary`. The body is read whole first (bounded,
 /// and refused past [`files_limit`] as every body is refused past its limit), then split.
 /// `text_limit` bounds the request part, or a form's text fields together.
 pub(crate) async fn read(
     headers: &HeaderMap,
     body: Body,
     (boundary, layout): (String, Layout),
-    server: &Server,
+    (server, identity): (&Server, &str),
     text_limit: usize,
 ) -> Result<Upload, ApiError> {
-    let Ok(permit) = std::sync::Arc::clone(&server.uploads).try_acquire_owned() else {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "server.saturated",
-            format!("this runner is reading {UPLOADS_AT_ONCE} uploads already; send it again in a moment"),
-        )
-        .retry_after(1));
-    };
+    let permit = server.uploads.take(identity)?;
     let bytes = super::extract::body_bytes(headers, body, files_limit(text_limit)).await?;
     let mut upload = split(bytes, (boundary, layout), text_limit).await?;
     upload.files.permit = Some(permit);
@@ -237,6 +289,30 @@ fn invalid(field: &str, problem: String) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_identity_holds_at_most_its_share_of_a_runners_upload_slots() {
+        let slots = UploadSlots::default();
+        let refusal = |taken: Result<Slot, ApiError>| match taken {
+            Err(error) => (error.status, error.message),
+            Ok(_) => panic!("a slot past the bound was given"),
+        };
+        let mine = [slots.take("ana").expect("first"), slots.take("ana").expect("second")];
+        let (status, message) = refusal(slots.take("ana"));
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(message.starts_with("you are sending 2 uploads to this runner already"), "{message}");
+        // Others still get the rest of the runner's slots, and then the runner is full.
+        let theirs = [slots.take("ben").expect("ben"), slots.take("cy").expect("cy")];
+        let (_, message) = refusal(slots.take("dee"));
+        assert_eq!(message, "this runner is reading 4 uploads already; send it again in a moment");
+        // A slot given back is free again, for anyone.
+        drop(mine);
+        assert!(slots.held.lock().expect("held").get("ana").is_none(), "no count is left behind");
+        let again = [slots.take("dee").expect("dee"), slots.take("ana").expect("ana again")];
+        drop((theirs, again));
+        assert!(slots.held.lock().expect("held").is_empty());
+        assert_eq!(slots.all.available_permits(), UPLOADS_AT_ONCE);
+    }
 
     fn body(parts: &[(&str, Option<&str>, &str)]) -> Bytes {
         let mut text = String::new();

@@ -17,6 +17,8 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, SchemaType, Type};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 
+pub mod session;
+
 /// A session id, as `check_session_id` in the VM takes it from a caller: letters, digits
 /// and `._~:@-`, at most 200 bytes, neither `.` nor `..`. (An id whose first segment is
 /// a reserved workspace root such as `scratchpad` or a mount's name is refused too; a
@@ -369,30 +371,41 @@ pub struct Session {
     /// The state the session stands in (none before its first turn).
     pub workflow_state: Option<String>,
     /// Each variable's value and whether it is locked.
-    #[schema(value_type = Object)]
+    #[schema(value_type = BTreeMap<String, session::SessionVariable>)]
     pub variables: Value,
-    #[schema(value_type = Vec<Object>)]
+    /// Every move of the session, oldest first.
+    #[schema(value_type = Vec<session::TrailStep>)]
     pub trail: Value,
-    /// How the session ended, once it did.
-    #[schema(value_type = Option<Object>)]
+    /// How the session ended, once it did (null before).
+    #[schema(value_type = Option<session::SessionExit>)]
     pub exit: Value,
-    #[schema(value_type = Object)]
+    #[schema(value_type = session::SessionUsage)]
     pub usage: Value,
     pub spec_hash: String,
+    /// When the session was created, in milliseconds since the epoch.
+    #[schema(minimum = 0)]
+    pub created_at: u64,
+    /// When the session last changed, in milliseconds since the epoch.
+    #[schema(minimum = 0)]
+    pub updated_at: u64,
+    /// Present (true) when a completed session may still take a delivery.
+    #[schema(nullable = false)]
+    pub resumable: Option<bool>,
+    /// A sub-workflow's session: the session that called it.
+    #[schema(nullable = false)]
+    pub parent_session_id: Option<String>,
     /// While parked: the decision or input it waits for.
-    #[schema(value_type = Option<Object>, nullable = false)]
+    #[schema(value_type = Option<session::Park>, nullable = false)]
     pub park: Option<Value>,
-    /// What the session spent per model and role (`model`, `role`, `calls`, the token
-    /// counts and `costUsd`, null while unpriced), in the order each was first called.
-    #[schema(value_type = Option<Vec<Object>>, nullable = false)]
+    /// What the session spent per model and role, in the order each was first called.
+    #[schema(value_type = Option<Vec<session::SpendLine>>, nullable = false)]
     pub spend: Option<Value>,
-    /// Once the host's budgets touched the session: `raises` (how often a person raised
-    /// them) and `stop` (the limit it stopped at, while it waits for a raise, else null).
-    #[schema(value_type = Option<Object>, nullable = false)]
+    /// Once the host's budgets touched the session: how often a person raised them, and
+    /// the limit it stopped at while it waits for a raise.
+    #[schema(value_type = Option<session::SessionBudget>, nullable = false)]
     pub budget: Option<Value>,
-    /// Present when a turn request waited for the outcome: the turn's disposition, reply,
-    /// reason and usage.
-    #[schema(value_type = Option<Object>, nullable = false)]
+    /// Present when a turn request waited for the outcome: what the turn did.
+    #[schema(value_type = Option<session::TurnSummary>, nullable = false)]
     pub turn: Option<Value>,
 }
 

@@ -57,6 +57,8 @@ async fn a_stopped_session_goes_on_only_when_a_token_that_may_decide_raises_its_
     assert_eq!(body["status"], "awaiting_input", "{body}");
     assert_eq!(body["budget"]["stop"]["limit"], "max_model_calls_per_turn", "{body}");
     assert_eq!(body["park"]["channel"], "input", "{body}");
+    let document = server.document().await;
+    super::document::assert_is_a_session(&document, &body);
 
     // No raise: refused, and nothing changed.
     let (status, body) =
@@ -91,6 +93,7 @@ async fn a_stopped_session_goes_on_only_when_a_token_that_may_decide_raises_its_
     assert_eq!(body["status"], "completed", "{body}");
     assert_eq!(body["turn"]["reply"], "All forty plates are in stock.", "{body}");
     assert_eq!(body["budget"], json!({ "raises": 1, "stop": null }), "{body}");
+    super::document::assert_is_a_session(&document, &body);
     // A flag that is not a boolean is named.
     let (status, body) =
         server.post("/v1/sessions/b1/decide", Some(INTERN), json!({ "to": "x", "raiseBudget": "yes" })).await;

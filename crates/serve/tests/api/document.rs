@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::{ADMIN, READER, Running, STARTER, token_server};
 
 impl Running {
-    async fn document(&self) -> Value {
+    pub(super) async fn document(&self) -> Value {
         let (status, document) = self.get("/v1/openapi.json", None).await;
         assert_eq!(status, StatusCode::OK);
         document
@@ -464,5 +464,85 @@ async fn the_variables_a_start_or_a_delivery_may_carry_are_the_ones_the_document
     assert!(refused.to_string().contains("order_id"), "the refusal names the variable: {refused}");
     let (status, delivered) = deliver(json!({ "title": "Paid" })).await;
     assert_eq!(status, StatusCode::OK, "every name the document lists is taken: {delivered}");
+    server.stop().await;
+}
+
+/// The session schemas the document publishes, held closed: an answer member the
+/// document does not name is a drift this suite reports.
+const SESSION_SCHEMAS: &[&str] = &[
+    "Session",
+    "SessionVariable",
+    "TrailStep",
+    "SessionExit",
+    "SessionUsage",
+    "Park",
+    "DecisionChoice",
+    "SpendLine",
+    "SessionBudget",
+    "BudgetStop",
+    "TurnSummary",
+    "TurnUsage",
+];
+
+/// Holds `answer` against the served document's `Session` schema, with every session
+/// schema closed to members it does not name.
+pub(super) fn assert_is_a_session(document: &Value, answer: &Value) {
+    let mut components = document["components"].clone();
+    for name in SESSION_SCHEMAS {
+        let schema = &mut components["schemas"][*name];
+        assert!(schema.is_object(), "the document publishes `{name}`");
+        if schema["type"] == "object" {
+            schema["additionalProperties"] = json!(false);
+        }
+    }
+    let schema = json!({ "$ref": "#/components/schemas/Session", "components": components });
+    let validator = jsonschema::draft202012::new(&schema).expect("the Session schema compiles");
+    let problems: Vec<String> =
+        validator.iter_errors(answer).map(|error| format!("{error} at `{}`", error.instance_path())).collect();
+    assert!(problems.is_empty(), "{answer}\ndoes not match the documented Session: {problems:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_session_answer_matches_the_documented_session_member_by_member() {
+    let server = token_server().await;
+    let document = server.document().await;
+    // Parked at a decision, as a waited turn answers it and as a read does.
+    let parked = server.start_desk(Some(ADMIN), "shape-1").await;
+    assert_eq!(parked["park"]["channel"], "decision", "{parked}");
+    assert!(parked["turn"].is_object(), "{parked}");
+    assert_is_a_session(&document, &parked);
+    let (_, read) = server.get("/v1/sessions/shape-1", Some(READER)).await;
+    assert_is_a_session(&document, &read);
+    // Decided and completed, with a trail of every kind it took.
+    let (status, decided) =
+        server.post("/v1/sessions/shape-1/decide?wait=60", Some(super::FINANCE), json!({ "to": "done" })).await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    assert!(decided["exit"]["success"].is_boolean(), "{decided}");
+    assert!(decided["trail"].as_array().is_some_and(|trail| trail.len() >= 2), "{decided}");
+    assert_is_a_session(&document, &decided);
+    // Waiting for an input, then delivered to.
+    let (status, waiting) = server
+        .post(
+            "/v1/workflows/waiter/sessions?wait=60",
+            Some(ADMIN),
+            json!({ "message": "Tell me when it is paid.", "sessionId": "shape-2" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{waiting}");
+    assert_eq!(waiting["park"]["channel"], "input", "{waiting}");
+    assert_is_a_session(&document, &waiting);
+    // A listing's sessions are sessions too.
+    let (status, page) = server.get("/v1/sessions", Some(READER)).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let listed = page["sessions"].as_array().expect("a page");
+    assert!(listed.len() >= 2, "{page}");
+    for session in listed {
+        assert_is_a_session(&document, session);
+    }
+    // And a member the document does not name is reported.
+    let mut drifted = read.clone();
+    drifted["undocumented"] = json!(1);
+    let caught = std::panic::catch_unwind(|| assert_is_a_session(&document, &drifted));
+    assert!(caught.is_err(), "an undocumented member is caught");
     server.stop().await;
 }

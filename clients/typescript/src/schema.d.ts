@@ -289,6 +289,21 @@ export interface components {
             /** @description `running` while the turn runs. */
             status: string;
         };
+        /** @description The budget limit a session stopped at. */
+        BudgetStop: {
+            /** Format: double */
+            ceiling: number;
+            /** @description `max_tokens_per_turn`, `max_model_calls_per_turn` or `max_cost_per_session`. */
+            limit: string;
+            /** Format: double */
+            next?: number | null;
+            reason: string;
+            /** @description RFC 3339. */
+            since: string;
+            /** Format: double */
+            spent: number;
+            state: string;
+        };
         /** @description `POST /v1/sessions/{id}/decide`. */
         DecideRequest: {
             /** @description Why, recorded with the decision. */
@@ -303,6 +318,14 @@ export interface components {
              *     `park.transitions` lists them); another is refused with 400.
              */
             to: string;
+        };
+        /** @description One choice a person may make at the decision. */
+        DecisionChoice: {
+            description?: string;
+            /** @description The state the choice moves to: what a decision names. */
+            to: string;
+            /** @description `approve`, `reject`, or the transition's own type. */
+            type: string;
         };
         /** @description `POST /v1/sessions/{id}/deliver`. */
         DeliverRequest: {
@@ -439,6 +462,39 @@ export interface components {
             deliveries: components["schemas"]["DeliveryRecord"][];
             notifier: string;
         };
+        /**
+         * @description What a parked session waits for: a person's decision, or an input (a delivery, or
+         *     its time to resume).
+         */
+        Park: {
+            /** @description Who may decide. */
+            approvers?: string[];
+            /** @description `decision` or `input`. */
+            channel: components["schemas"]["ParkChannel"];
+            /** @description The evidence shown with a decision, as text. */
+            evidence?: string[];
+            /** @description A decision's instructions. */
+            instructions?: string;
+            /** @description Why an input is awaited. */
+            reason?: string;
+            /** @description When a waiting session may resume on its own (RFC 3339), if it may. */
+            resumeAt?: string | null;
+            /**
+             * Format: int64
+             * @description A decision's number in the session, from 1.
+             */
+            seq?: number;
+            /** @description When it parked (RFC 3339). */
+            since: string;
+            /** @description The state it is parked in. */
+            state: string;
+            /** @description A decision's title. */
+            title?: string | null;
+            /** @description A decision's choices. */
+            transitions?: components["schemas"]["DecisionChoice"][];
+        };
+        /** @enum {string} */
+        ParkChannel: "decision" | "input";
         /** @description `GET /readyz`. */
         Ready: {
             ready: boolean;
@@ -450,34 +506,62 @@ export interface components {
          */
         Session: {
             /**
-             * @description Once the host's budgets touched the session: `raises` (how often a person raised
-             *     them) and `stop` (the limit it stopped at, while it waits for a raise, else null).
+             * @description Once the host's budgets touched the session: how often a person raised them, and
+             *     the limit it stopped at while it waits for a raise.
              */
-            budget?: Record<string, unknown>;
-            /** @description How the session ended, once it did. */
-            exit?: Record<string, unknown> | null;
+            budget?: components["schemas"]["SessionBudget"];
+            /**
+             * Format: int64
+             * @description When the session was created, in milliseconds since the epoch.
+             */
+            createdAt: number;
+            exit?: components["schemas"]["SessionExit"] | null;
+            /** @description A sub-workflow's session: the session that called it. */
+            parentSessionId?: string;
             /** @description While parked: the decision or input it waits for. */
-            park?: Record<string, unknown>;
+            park?: components["schemas"]["Park"];
+            /** @description Present (true) when a completed session may still take a delivery. */
+            resumable?: boolean;
             sessionId: string;
             specHash: string;
-            /**
-             * @description What the session spent per model and role (`model`, `role`, `calls`, the token
-             *     counts and `costUsd`, null while unpriced), in the order each was first called.
-             */
-            spend?: Record<string, unknown>[];
+            /** @description What the session spent per model and role, in the order each was first called. */
+            spend?: components["schemas"]["SpendLine"][];
             status: components["schemas"]["SessionStatus"];
-            trail: Record<string, unknown>[];
+            /** @description Every move of the session, oldest first. */
+            trail: components["schemas"]["TrailStep"][];
+            /** @description Present when a turn request waited for the outcome: what the turn did. */
+            turn?: components["schemas"]["TurnSummary"];
             /**
-             * @description Present when a turn request waited for the outcome: the turn's disposition, reply,
-             *     reason and usage.
+             * Format: int64
+             * @description When the session last changed, in milliseconds since the epoch.
              */
-            turn?: Record<string, unknown>;
-            usage: Record<string, unknown>;
+            updatedAt: number;
+            usage: components["schemas"]["SessionUsage"];
             /** @description Each variable's value and whether it is locked. */
-            variables: Record<string, unknown>;
+            variables: {
+                [key: string]: components["schemas"]["SessionVariable"];
+            };
             workflow: string;
             /** @description The state the session stands in (none before its first turn). */
             workflowState?: string | null;
+        };
+        /** @description Where a session stands against the host's budgets. */
+        SessionBudget: {
+            /**
+             * Format: int32
+             * @description How often a person raised the budget.
+             */
+            raises: number;
+            stop?: components["schemas"]["BudgetStop"] | null;
+        };
+        /**
+         * @description How the session ended: `success`, with the failure's `code` and `reason` when it
+         *     failed, or the rejection's `reason`.
+         */
+        SessionExit: {
+            code?: string;
+            reason?: string | null;
+            success: boolean;
         };
         /** @description One page of `GET /v1/sessions`. */
         SessionPage: {
@@ -492,6 +576,43 @@ export interface components {
          * @enum {string}
          */
         SessionStatus: "running" | "completed" | "failed" | "rejected" | "awaiting_decision" | "awaiting_input";
+        /** @description Tokens, and what the priced calls cost (null while none was priced). */
+        SessionUsage: {
+            /** Format: int64 */
+            cacheCreationTokens: number;
+            /** Format: int64 */
+            cacheReadTokens: number;
+            /** Format: double */
+            costUsd?: number | null;
+            /** Format: int64 */
+            inputTokens: number;
+            /** Format: int64 */
+            outputTokens: number;
+        };
+        /** @description One variable: its value (any JSON) and whether it is locked. */
+        SessionVariable: {
+            locked: boolean;
+            /** @description Any JSON value, `null` included. */
+            value: unknown;
+        };
+        /** @description What a session spent on one model in one role. */
+        SpendLine: {
+            /** Format: int64 */
+            cacheCreationTokens: number;
+            /** Format: int64 */
+            cacheReadTokens: number;
+            /** Format: int64 */
+            calls: number;
+            /** Format: double */
+            costUsd?: number | null;
+            /** Format: int64 */
+            inputTokens: number;
+            model: string;
+            /** Format: int64 */
+            outputTokens: number;
+            /** @description `agent`, `grader` or `summarizer`. */
+            role: string;
+        };
         /** @description `POST /v1/workflows/{slug}/sessions`. */
         StartRequest: {
             /** @description The first user message; not blank. */
@@ -513,6 +634,25 @@ export interface components {
         /** @description A start with files for the trigger's `file` inputs: the part `request` is the JSON start request; each other part is one file (binary), named after the `file` input it fills (`GET /v1/workflows` lists them as `fileInputs`): at most its `maxSize` and 10 MiB, its file name ending in one of its `accept` entries. At most 16 parts, the files at most 40 MiB together. */
         StartUpload: {
             request: components["schemas"]["StartRequest"];
+        };
+        /**
+         * @description What moved a session.
+         * @enum {string}
+         */
+        TrailKind: "trigger" | "agent" | "human" | "on_error" | "reset" | "grader" | "code" | "sub-workflow" | "upgrade";
+        /** @description One step of the session's trail, oldest first. */
+        TrailStep: {
+            /** @description Who made a person's decision, when the host knew. */
+            decidedBy?: string;
+            kind: components["schemas"]["TrailKind"];
+            /** @description The trigger's id, the agent's reason, or what a sub-workflow or an upgrade was. */
+            reason?: string;
+            /** @description A settled sub-workflow's status. */
+            status?: string;
+            /** @description The state moved to. */
+            to: string;
+            /** @description A settled sub-workflow's workflow. */
+            workflow?: string;
         };
         /** @description `GET /v1/sessions/{id}/transcript`. */
         Transcript: {
@@ -556,6 +696,26 @@ export interface components {
         /** @description The trigger's input: a JSON object whose members become the session's locked variables. Beyond `title`, it may carry only the members its trigger declares (the names in its `requires`, and the first name of its `session:` and `message:` paths); those are the workflow's own, so this document cannot list them, and any other member is refused with 400 naming it. */
         TriggerInput: {
             title?: string;
+        };
+        /** @description What the turn a request waited for did. */
+        TurnSummary: {
+            /** @description `turn`, `deliver` or `decide`. */
+            disposition: string;
+            /** @description Why the turn failed or the session was rejected, when it was. */
+            reason?: string | null;
+            /** @description Everything the session said in the turn. */
+            reply: string;
+            spend: components["schemas"]["SpendLine"][];
+            usage: components["schemas"]["TurnUsage"];
+        };
+        /** @description A turn's tokens and cost. */
+        TurnUsage: {
+            /** Format: double */
+            costUsd?: number | null;
+            /** Format: int64 */
+            inputTokens: number;
+            /** Format: int64 */
+            outputTokens: number;
         };
         /** @description One served workflow. */
         WorkflowEntry: {

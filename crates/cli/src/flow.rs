@@ -20,6 +20,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use archmax_compiler::diagnostic::render::{self, Stream};
 use archmax_config::settings::RunnerSettings;
 use archmax_flow::events::EventNames;
+use archmax_flow::gate::{APPROVER_TIMEOUT, Approver};
 use archmax_flow::hooks::Hooks;
 use archmax_flow::read::{self, Loaded};
 use archmax_flow::record::Header;
@@ -109,13 +110,19 @@ pub struct RunFlags {
     /// one release).
     #[arg(long, value_enum, value_name = "NAMES", default_value_t = EventNamesFlag::Camel, requires = "json")]
     event_names: EventNamesFlag,
-    /// Transition hooks: `{"version": 1, "hooks": [{"on": "transition", "command": [...]}]}`.
+    /// Hooks: `{"version": 1, "hooks": [{"on": POINT, "command": [...]}]}`, POINT one of
+    /// `transition`, `before-call`, `after-call`, `stop`.
     #[arg(long, value_name = "FILE")]
     hooks: Option<PathBuf>,
+    /// A program asked to approve every `run` and every write (a JSON document on stdin;
+    /// exit 0 yes, 2 no with a reason, anything else no). Without it a terminal is asked
+    /// y/N on stderr; with neither, calls are not asked (the flags are the approval).
+    #[arg(long, value_name = "PROGRAM")]
+    approve: Option<String>,
     /// Where any step may write: `<glob>=<allowed|partial-only|denied>`, first match wins; repeatable.
     #[arg(long = "write-scope", value_name = "RULE")]
     write_scope: Vec<String>,
-    /// A program command steps may run (by name or path); repeatable.
+    /// A program `run` may start (command steps and model steps alike; by name or path); repeatable.
     #[arg(long = "allow-program", value_name = "NAME")]
     allow_program: Vec<String>,
     /// Replay scripted model turns from this tape instead of calling a model.
@@ -261,6 +268,17 @@ fn read_hooks(path: Option<&Path>) -> Result<Hooks, String> {
         .map_err(|problem| format!("--hooks `{}`: {problem}", path.display()))
 }
 
+/// Who approves the calls that act: `--approve PROGRAM`, else the terminal when stdin is
+/// one, else nobody (the run's flags are the approval).
+fn approver(program: Option<&str>, terminal: bool) -> Result<Approver, String> {
+    match program {
+        Some("") => Err("--approve names no program; give the program to ask (an argv of one word, no shell)".into()),
+        Some(program) => Ok(Approver::Program { argv: vec![program.to_string()], timeout: APPROVER_TIMEOUT }),
+        None if terminal => Ok(Approver::Terminal),
+        None => Ok(Approver::Unattended),
+    }
+}
+
 /// The model the steps call: the tape, else the endpoint the flags, the environment and
 /// the workspace's `archmax.toml` configure, or why there is none.
 fn configure_model(flags: &RunFlags, settings: &RunnerSettings) -> Result<Arc<dyn ModelAdapter>, String> {
@@ -338,6 +356,10 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     };
     let hooks = match read_hooks(flags.hooks.as_deref()) {
         Ok(hooks) => hooks,
+        Err(problem) => return failure(problem),
+    };
+    let approver = match approver(flags.approve.as_deref(), std::io::IsTerminal::is_terminal(&std::io::stdin())) {
+        Ok(approver) => approver,
         Err(problem) => return failure(problem),
     };
     let workspace_root = match std::fs::canonicalize(&flags.workspace) {
@@ -434,6 +456,8 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
             max_duration_ms: flags.max_duration_ms,
         },
         allow_program: &flags.allow_program,
+        approver: &approver,
+        hooks: &hooks,
         credential_variables: &credential_variables,
         system: &system,
     };

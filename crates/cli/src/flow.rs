@@ -500,3 +500,18 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         Err(error) => failure(error),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_approver_is_the_program_else_the_terminal_else_nobody() {
+        let program = Approver::Program { argv: vec!["./approve".to_string()], timeout: APPROVER_TIMEOUT };
+        assert_eq!(approver(Some("./approve"), true), Ok(program.clone()));
+        assert_eq!(approver(Some("./approve"), false), Ok(program));
+        assert_eq!(approver(None, true), Ok(Approver::Terminal));
+        assert_eq!(approver(None, false), Ok(Approver::Unattended));
+        assert!(approver(Some(""), true).is_err_and(|problem| problem.contains("--approve")));
+    }
+}

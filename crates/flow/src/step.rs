@@ -695,4 +695,66 @@ mod tests {
         assert_eq!(moved, [("b.md".to_string(), WriteKind::Remove), ("c/d.md".to_string(), WriteKind::Whole)]);
         assert_eq!(writes("read_file", &json!({ "file_path": "../x" })), Ok(Vec::new()));
     }
+
+    #[test]
+    fn run_is_offered_only_when_a_program_is_published_and_names_them() {
+        let names = |allowed: &[String]| -> Vec<String> {
+            tool_definitions(&[], allowed).into_iter().map(|tool| tool.name).collect()
+        };
+        assert!(!names(&[]).contains(&RUN_TOOL.to_string()));
+        let published = ["cargo".to_string(), "./check.sh".to_string()];
+        assert!(names(&published).contains(&RUN_TOOL.to_string()));
+        let run = run_tool(&published);
+        assert!(run.description.contains("`cargo`, `./check.sh`"), "{}", run.description);
+        assert_eq!(run.parameters["required"], json!(["command"]));
+    }
+
+    fn job(script: &str, after_call: &str) -> CommandJob {
+        let hook = |script: &str| crate::hooks::Hook {
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            timeout: crate::hooks::HOOK_TIMEOUT,
+        };
+        CommandJob {
+            path: "root.verify".into(),
+            attempt: 1,
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            timeout_ms: None,
+            gate: CallGate {
+                flow: "f".into(),
+                run: "r".into(),
+                allow_program: vec!["sh".into()],
+                approver: Approver::Unattended,
+                before_call: Vec::new(),
+                after_call: vec![hook(after_call)],
+                workspace_root: std::path::PathBuf::from("."),
+                credential_variables: Vec::new(),
+            },
+            call_id: "call-1".into(),
+        }
+    }
+
+    #[test]
+    fn a_command_whose_result_an_after_call_hook_withholds_fails_and_files_the_refusal() {
+        let withhold = r#"grep -q password && { echo '{"reason":"it printed a secret"}'; exit 2; }; exit 0"#;
+        let report = job("echo password=hunter2", withhold).run();
+        assert_eq!(report.outcome, Outcome::Failed);
+        let reason = report.reason.clone().unwrap_or_default();
+        assert_eq!(reason, "an after-call hook withheld the result of `run`: it printed a secret");
+        let kinds: Vec<String> = report.events.iter().map(|event| event.json()[..30].to_string()).collect();
+        assert!(kinds[0].contains("tool-requested") && kinds[1].contains("hook-ran"), "{kinds:?}");
+        assert!(kinds[2].contains("warning") && kinds[3].contains("tool-completed"), "{kinds:?}");
+        assert_eq!(kinds.len(), 4, "one warning, before tool-completed: {kinds:?}");
+        let Some(Message::Tool { content, .. }) = report.messages.last() else { panic!("{:?}", report.messages) };
+        assert!(!content.contains("hunter2") && content.starts_with("Refused: an after-call hook"), "{content}");
+        // The same hook lets a clean result through, and the step passes.
+        let passed = job("echo 4 passed", withhold).run();
+        assert_eq!(passed.outcome, Outcome::Passed);
+    }
+
+    #[test]
+    fn a_command_that_ran_and_failed_is_warned_about_after_its_result() {
+        let report = job("exit 3", "exit 0").run();
+        let kinds: Vec<String> = report.events.iter().map(|event| event.json()[..30].to_string()).collect();
+        assert!(kinds[2].contains("tool-completed") && kinds[3].contains("warning"), "{kinds:?}");
+    }
 }

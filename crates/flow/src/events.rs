@@ -4,8 +4,9 @@
 //! earlier releases (`kind`, `step_kind`) for readers not yet moved. [`SCHEMA`] (the
 //! committed `schemas/flow-events.schema.json`) describes every kind. On stderr
 //! [`FlowEvent::line`] renders each in one line (`flow ▸ …`, `step ✓ …`, `retreat ↺ …`).
-//! A step's own loop events (tool calls, warnings) come between its `step-started` and
-//! `step-finished`.
+//! A step's own loop events (tool calls, the gate's `approval` and `hook-ran` answers,
+//! warnings) come between its `step-started` and `step-finished`; a call's refusal is
+//! warned about between its `tool-requested` and `tool-completed`.
 //!
 //! The one thing to know: an event replayed by `--resume` (a step or hook the record
 //! already holds) carries `"replayed": true` and is never run again.

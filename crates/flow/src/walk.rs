@@ -4,7 +4,8 @@
 //! needs did not all pass is skipped), collects what its steps and clean child groups
 //! give, checks its promise (`handoff-incomplete` fails once, never retried), asks the
 //! hooks at `leave`, files its session and either leaves or goes round again. Only a
-//! clean section hands anything on.
+//! clean section hands anything on. A finished walk tells its `stop` hooks how it ended
+//! just before `flow-finished`; they cannot change it.
 //!
 //! The one thing to know: **every node of a layer starts from the layer's start**: the
 //! conversation and the handoffs as they stood when the layer became ready. A layer's

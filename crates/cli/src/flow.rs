@@ -345,6 +345,26 @@ fn shell_word(word: &str) -> String {
     }
 }
 
+/// The session directory as a workspace-relative path no step may write, when it lies
+/// inside the workspace.
+fn reserved_directory(session_dir: Option<&Path>, workspace_root: &Path) -> Option<String> {
+    session_dir
+        .and_then(|directory| std::fs::canonicalize(directory).ok())
+        .and_then(|directory| {
+            directory.strip_prefix(workspace_root).ok().map(|inside| inside.to_string_lossy().into_owned())
+        })
+        .filter(|inside| !inside.is_empty())
+}
+
+/// Every variable holding a model key: kept out of the programs a walk runs (commands,
+/// `run`, hooks, the approver).
+fn credential_variables(flags: &RunFlags, settings: &RunnerSettings) -> Vec<String> {
+    let mut variables = vec!["ARCHMAX_API_KEY".to_string()];
+    variables.extend(flags.api_key_env.clone());
+    variables.extend(settings.providers.values().filter_map(|provider| provider.api_key_env.clone()));
+    variables
+}
+
 fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     let (loaded, document) = match load(flags.flow.path(), Format::Human) {
         Ok(loaded) => loaded,
@@ -421,17 +441,8 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     };
     // A resumed walk keeps the input it started with.
     let input = recorded.header.as_ref().map_or(header.input.clone(), |found| found.input.clone());
-    let reserved = session_dir
-        .as_ref()
-        .and_then(|directory| std::fs::canonicalize(directory).ok())
-        .and_then(|directory| {
-            directory.strip_prefix(&workspace_root).ok().map(|inside| inside.to_string_lossy().into_owned())
-        })
-        .filter(|inside| !inside.is_empty());
-    // Every variable holding a model key stays out of the programs the steps run.
-    let mut credential_variables = vec!["ARCHMAX_API_KEY".to_string()];
-    credential_variables.extend(flags.api_key_env.clone());
-    credential_variables.extend(settings.providers.values().filter_map(|provider| provider.api_key_env.clone()));
+    let reserved = reserved_directory(session_dir.as_deref(), &workspace_root);
+    let credential_variables = credential_variables(flags, &settings);
     let workspace = Workspace { session: Arc::new(DiskVfs::new(&workspace_root)), mounts: Vec::new() };
     let model_name = flags.model.clone().or_else(|| environment::configured_model(environment::process_env));
     let system = standing_instruction(&document.id, run_scope.as_ref());

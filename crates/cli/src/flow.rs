@@ -20,6 +20,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use archmax_compiler::diagnostic::render::{self, Stream};
 use archmax_config::settings::RunnerSettings;
 use archmax_flow::events::EventNames;
+use archmax_flow::gate::{APPROVER_TIMEOUT, Approver};
 use archmax_flow::hooks::Hooks;
 use archmax_flow::read::{self, Loaded};
 use archmax_flow::record::Header;
@@ -109,13 +110,19 @@ pub struct RunFlags {
     /// one release).
     #[arg(long, value_enum, value_name = "NAMES", default_value_t = EventNamesFlag::Camel, requires = "json")]
     event_names: EventNamesFlag,
-    /// Transition hooks: `{"version": 1, "hooks": [{"on": "transition", "command": [...]}]}`.
+    /// Hooks: `{"version": 1, "hooks": [{"on": POINT, "command": [...]}]}`, POINT one of
+    /// `transition`, `before-call`, `after-call`, `stop`.
     #[arg(long, value_name = "FILE")]
     hooks: Option<PathBuf>,
+    /// A program asked to approve every `run` and every write (a JSON document on stdin;
+    /// exit 0 yes, 2 no with a reason, anything else no). Without it a terminal is asked
+    /// y/N on stderr; with neither, calls are not asked (the flags are the approval).
+    #[arg(long, value_name = "PROGRAM")]
+    approve: Option<String>,
     /// Where any step may write: `<glob>=<allowed|partial-only|denied>`, first match wins; repeatable.
     #[arg(long = "write-scope", value_name = "RULE")]
     write_scope: Vec<String>,
-    /// A program command steps may run (by name or path); repeatable.
+    /// A program `run` may start (command steps and model steps alike; by name or path); repeatable.
     #[arg(long = "allow-program", value_name = "NAME")]
     allow_program: Vec<String>,
     /// Replay scripted model turns from this tape instead of calling a model.
@@ -261,6 +268,17 @@ fn read_hooks(path: Option<&Path>) -> Result<Hooks, String> {
         .map_err(|problem| format!("--hooks `{}`: {problem}", path.display()))
 }
 
+/// Who approves the calls that act: `--approve PROGRAM`, else the terminal when stdin is
+/// one, else nobody (the run's flags are the approval).
+fn approver(program: Option<&str>, terminal: bool) -> Result<Approver, String> {
+    match program {
+        Some("") => Err("--approve names no program; give the program to ask (an argv of one word, no shell)".into()),
+        Some(program) => Ok(Approver::Program { argv: vec![program.to_string()], timeout: APPROVER_TIMEOUT }),
+        None if terminal => Ok(Approver::Terminal),
+        None => Ok(Approver::Unattended),
+    }
+}
+
 /// The model the steps call: the tape, else the endpoint the flags, the environment and
 /// the workspace's `archmax.toml` configure, or why there is none.
 fn configure_model(flags: &RunFlags, settings: &RunnerSettings) -> Result<Arc<dyn ModelAdapter>, String> {
@@ -327,6 +345,26 @@ fn shell_word(word: &str) -> String {
     }
 }
 
+/// The session directory as a workspace-relative path no step may write, when it lies
+/// inside the workspace.
+fn reserved_directory(session_dir: Option<&Path>, workspace_root: &Path) -> Option<String> {
+    session_dir
+        .and_then(|directory| std::fs::canonicalize(directory).ok())
+        .and_then(|directory| {
+            directory.strip_prefix(workspace_root).ok().map(|inside| inside.to_string_lossy().into_owned())
+        })
+        .filter(|inside| !inside.is_empty())
+}
+
+/// Every variable holding a model key: kept out of the programs a walk runs (commands,
+/// `run`, hooks, the approver).
+fn credential_variables(flags: &RunFlags, settings: &RunnerSettings) -> Vec<String> {
+    let mut variables = vec!["ARCHMAX_API_KEY".to_string()];
+    variables.extend(flags.api_key_env.clone());
+    variables.extend(settings.providers.values().filter_map(|provider| provider.api_key_env.clone()));
+    variables
+}
+
 fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     let (loaded, document) = match load(flags.flow.path(), Format::Human) {
         Ok(loaded) => loaded,
@@ -338,6 +376,10 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     };
     let hooks = match read_hooks(flags.hooks.as_deref()) {
         Ok(hooks) => hooks,
+        Err(problem) => return failure(problem),
+    };
+    let approver = match approver(flags.approve.as_deref(), std::io::IsTerminal::is_terminal(&std::io::stdin())) {
+        Ok(approver) => approver,
         Err(problem) => return failure(problem),
     };
     let workspace_root = match std::fs::canonicalize(&flags.workspace) {
@@ -399,17 +441,8 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     };
     // A resumed walk keeps the input it started with.
     let input = recorded.header.as_ref().map_or(header.input.clone(), |found| found.input.clone());
-    let reserved = session_dir
-        .as_ref()
-        .and_then(|directory| std::fs::canonicalize(directory).ok())
-        .and_then(|directory| {
-            directory.strip_prefix(&workspace_root).ok().map(|inside| inside.to_string_lossy().into_owned())
-        })
-        .filter(|inside| !inside.is_empty());
-    // Every variable holding a model key stays out of the programs the steps run.
-    let mut credential_variables = vec!["ARCHMAX_API_KEY".to_string()];
-    credential_variables.extend(flags.api_key_env.clone());
-    credential_variables.extend(settings.providers.values().filter_map(|provider| provider.api_key_env.clone()));
+    let reserved = reserved_directory(session_dir.as_deref(), &workspace_root);
+    let credential_variables = credential_variables(flags, &settings);
     let workspace = Workspace { session: Arc::new(DiskVfs::new(&workspace_root)), mounts: Vec::new() };
     let model_name = flags.model.clone().or_else(|| environment::configured_model(environment::process_env));
     let system = standing_instruction(&document.id, run_scope.as_ref());
@@ -434,6 +467,8 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
             max_duration_ms: flags.max_duration_ms,
         },
         allow_program: &flags.allow_program,
+        approver: &approver,
+        hooks: &hooks,
         credential_variables: &credential_variables,
         system: &system,
     };
@@ -474,5 +509,20 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     match executor.block_on(archmax_flow::walk(&environment, &document, options, record, &mut sink)) {
         Ok(end) => ExitCode::from(end.exit_status()),
         Err(error) => failure(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_approver_is_the_program_else_the_terminal_else_nobody() {
+        let program = Approver::Program { argv: vec!["./approve".to_string()], timeout: APPROVER_TIMEOUT };
+        assert_eq!(approver(Some("./approve"), true), Ok(program.clone()));
+        assert_eq!(approver(Some("./approve"), false), Ok(program));
+        assert_eq!(approver(None, true), Ok(Approver::Terminal));
+        assert_eq!(approver(None, false), Ok(Approver::Unattended));
+        assert!(approver(Some(""), true).is_err_and(|problem| problem.contains("--approve")));
     }
 }

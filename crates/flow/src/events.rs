@@ -4,8 +4,9 @@
 //! earlier releases (`kind`, `step_kind`) for readers not yet moved. [`SCHEMA`] (the
 //! committed `schemas/flow-events.schema.json`) describes every kind. On stderr
 //! [`FlowEvent::line`] renders each in one line (`flow ▸ …`, `step ✓ …`, `retreat ↺ …`).
-//! A step's own loop events (tool calls, warnings) come between its `step-started` and
-//! `step-finished`.
+//! A step's own loop events (tool calls, the gate's `approval` and `hook-ran` answers,
+//! warnings) come between its `step-started` and `step-finished`; a call's refusal is
+//! warned about between its `tool-requested` and `tool-completed`.
 //!
 //! The one thing to know: an event replayed by `--resume` (a step or hook the record
 //! already holds) carries `"replayed": true` and is never run again.
@@ -122,16 +123,38 @@ pub enum FlowEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         resume: Option<String>,
     },
+    /// One hook answered: `transition` (with `moment` and `attempt`), `before-call` and
+    /// `after-call` (with `tool` and `attempt`; `path` is the step's), `stop` (`path` is
+    /// the root's). `reason` is a call or stop hook's refusal (a transition's is in
+    /// `transition-refused`).
     HookRan {
         point: String,
         path: String,
-        moment: String,
-        attempt: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        moment: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        attempt: Option<u32>,
         verdict: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         status: Option<i32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
         #[serde(skip_serializing_if = "not")]
         replayed: bool,
+    },
+    /// The approver answered a call that needs approval: `by` is `program` (`--approve`)
+    /// or `terminal` (the prompt), `verdict` is `yes` or `no`.
+    Approval {
+        step: String,
+        name: String,
+        by: String,
+        verdict: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<i32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     Session {
         id: String,
@@ -229,9 +252,15 @@ impl FlowEvent {
                 ),
                 None => format!("pause ‖ {path}: {reason}\n  (no record was kept, so this walk cannot be resumed)"),
             },
-            FlowEvent::HookRan { path, moment, verdict, replayed, .. } => {
+            FlowEvent::HookRan { point, path, moment, tool, verdict, reason, replayed, .. } => {
                 let replayed = if *replayed { " (from the record)" } else { "" };
-                format!("hook · transition {path} {moment}: {verdict}{replayed}")
+                let at = moment.as_ref().or(tool.as_ref()).map(|at| format!(" {at}")).unwrap_or_default();
+                let why = reason.as_ref().map(|why| format!(" ({why})")).unwrap_or_default();
+                format!("hook · {point} {path}{at}: {verdict}{why}{replayed}")
+            }
+            FlowEvent::Approval { step, name, by, verdict, reason, .. } => {
+                let why = reason.as_ref().map(|why| format!(" ({why})")).unwrap_or_default();
+                format!("approve · {step} {name}: {verdict} by the {by}{why}")
             }
             FlowEvent::ToolRequested { name, args, .. } => format!("  call {name} {}", args_preview(args)),
             FlowEvent::ToolCompleted { name, status, .. } if status != "ok" => format!("  call {name} failed"),

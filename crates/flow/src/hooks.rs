@@ -1,13 +1,15 @@
-//! Transition hooks: `--hooks FILE` asked before a section is entered and after it
-//! leaves.
+//! Hooks: `--hooks FILE`, the operator's programs asked at four points of a walk.
 //!
-//! The file is `{"version": 1, "hooks": [{"on": "transition", "command": [...],
-//! "timeout_ms"?: N}]}`, declared by the operator and never found in the workspace. A
-//! hook gets one JSON document on stdin. Exit 0 proceeds; exit 2 refuses, with
+//! The file is `{"version": 1, "hooks": [{"on": POINT, "command": [...],
+//! "timeout_ms"?: N}]}`, declared by the operator and never found in the workspace.
+//! The points are `transition` (before a section is entered and after it leaves: the
+//! walker asks them), `before-call` and `after-call` (around every gated call of a step:
+//! [`crate::gate`] asks them) and `stop` (once, when the walk finishes). A hook gets
+//! one JSON document on stdin. Exit 0 proceeds; exit 2 refuses, with
 //! `{"reason": "..."}` on stdout or else its stderr as the reason; any other status, a
 //! start failure, a timeout or an output past the bound is a failed hook, read as a
 //! refusal (a governor that could not answer did not say yes). A file naming a point
-//! this build does not run is refused rather than ignored.
+//! this build does not know is refused rather than ignored.
 
 use std::path::Path;
 use std::time::Duration;
@@ -21,17 +23,23 @@ pub const HOOK_TIMEOUT: Duration = Duration::from_secs(30);
 /// The most a hook may print on each of stdout and stderr.
 pub const HOOK_OUTPUT_BYTES: usize = 64 * 1024;
 
-/// One declared transition hook.
+/// One declared hook: an argv and its timeout.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TransitionHook {
+pub struct Hook {
     pub argv: Vec<String>,
     pub timeout: Duration,
 }
 
-/// The hooks of a run.
+/// The name transition hooks had when they were the only point.
+pub type TransitionHook = Hook;
+
+/// The hooks of a run, by point, each in the order the file declares them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Hooks {
-    pub transition: Vec<TransitionHook>,
+    pub transition: Vec<Hook>,
+    pub before_call: Vec<Hook>,
+    pub after_call: Vec<Hook>,
+    pub stop: Vec<Hook>,
 }
 
 /// What one hook said.
@@ -68,15 +76,15 @@ impl Hooks {
                     ));
                 }
             }
-            match entry.get("on").and_then(Value::as_str) {
-                Some("transition") => {}
+            let point = match entry.get("on").and_then(Value::as_str) {
+                Some(point @ ("transition" | "before-call" | "after-call" | "stop")) => point,
                 Some(point) => {
                     return Err(format!(
-                        "hook {index} is for the point `{point}`, which `flow run` does not run; this build runs `transition` hooks only"
+                        "hook {index} is for the point `{point}`, which `flow run` does not know; the points are `transition`, `before-call`, `after-call` and `stop`"
                     ));
                 }
                 None => return Err(format!("hook {index} has no `on`")),
-            }
+            };
             let argv: Option<Vec<String>> = entry
                 .get("command")
                 .and_then(Value::as_array)
@@ -93,45 +101,64 @@ impl Hooks {
                         .ok_or(format!("hook {index}'s `timeout_ms` is not a positive whole number"))?,
                 ),
             };
-            hooks.transition.push(TransitionHook { argv, timeout });
+            let list = match point {
+                "transition" => &mut hooks.transition,
+                "before-call" => &mut hooks.before_call,
+                "after-call" => &mut hooks.after_call,
+                _ => &mut hooks.stop,
+            };
+            list.push(Hook { argv, timeout });
         }
         Ok(hooks)
     }
 }
 
-impl TransitionHook {
+impl Hook {
     /// Asks the hook about `document`, from `cwd`, without the `remove`d variables.
     pub fn ask(&self, document: &Value, cwd: &Path, remove: &[String]) -> HookAnswer {
-        let input = serde_json::to_vec(document).unwrap_or_default();
-        let bounds = Bounds { timeout: self.timeout, output_bytes: HOOK_OUTPUT_BYTES };
-        match process::run(&self.argv, cwd, &input, remove, bounds) {
-            Ok(finished) => match finished.status {
-                Some(0) => HookAnswer { proceed: true, reason: None, status: Some(0) },
-                Some(2) => {
-                    let stated = serde_json::from_slice::<Value>(&finished.stdout)
-                        .ok()
-                        .and_then(|answer| answer.get("reason").and_then(Value::as_str).map(str::to_string));
-                    let reason = stated.unwrap_or_else(|| String::from_utf8_lossy(&finished.stderr).trim().to_string());
-                    let reason =
-                        if reason.is_empty() { "the hook refused without a reason".to_string() } else { reason };
-                    HookAnswer { proceed: false, reason: Some(reason), status: Some(2) }
-                }
-                other => HookAnswer {
-                    proceed: false,
-                    reason: Some(match other {
-                        Some(code) => format!("the hook failed with exit status {code}"),
-                        None => "the hook was ended by a signal".to_string(),
-                    }),
-                    status: other,
-                },
-            },
-            Err(error) => {
-                let reason = match error {
-                    ProcessError::Start { .. } => format!("the hook failed: {error}"),
-                    other => format!("the hook failed: {other}"),
-                };
-                HookAnswer { proceed: false, reason: Some(reason), status: None }
+        ask_program(&self.argv, self.timeout, document, cwd, remove, "the hook")
+    }
+}
+
+/// Asks the program `argv` about `document` on its stdin, by the hooks' exit-code rules:
+/// 0 proceeds, 2 refuses with a reason, anything else fails closed. `who` names the
+/// program in a reason (`the hook`, `the approver`).
+pub fn ask_program(
+    argv: &[String],
+    timeout: Duration,
+    document: &Value,
+    cwd: &Path,
+    remove: &[String],
+    who: &str,
+) -> HookAnswer {
+    let input = serde_json::to_vec(document).unwrap_or_default();
+    let bounds = Bounds { timeout, output_bytes: HOOK_OUTPUT_BYTES };
+    match process::run(argv, cwd, &input, remove, bounds) {
+        Ok(finished) => match finished.status {
+            Some(0) => HookAnswer { proceed: true, reason: None, status: Some(0) },
+            Some(2) => {
+                let stated = serde_json::from_slice::<Value>(&finished.stdout)
+                    .ok()
+                    .and_then(|answer| answer.get("reason").and_then(Value::as_str).map(str::to_string));
+                let reason = stated.unwrap_or_else(|| String::from_utf8_lossy(&finished.stderr).trim().to_string());
+                let reason = if reason.is_empty() { format!("{who} refused without a reason") } else { reason };
+                HookAnswer { proceed: false, reason: Some(reason), status: Some(2) }
             }
+            other => HookAnswer {
+                proceed: false,
+                reason: Some(match other {
+                    Some(code) => format!("{who} failed with exit status {code}"),
+                    None => format!("{who} was ended by a signal"),
+                }),
+                status: other,
+            },
+        },
+        Err(error) => {
+            let reason = match error {
+                ProcessError::Start { .. } => format!("{who} failed: {error}"),
+                other => format!("{who} failed: {other}"),
+            };
+            HookAnswer { proceed: false, reason: Some(reason), status: None }
         }
     }
 }
@@ -141,9 +168,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_point_this_build_does_not_run_is_refused() {
-        let text = r#"{"version": 1, "hooks": [{"on": "before-call", "command": ["true"]}]}"#;
-        assert!(Hooks::parse(text).err().is_some_and(|error| error.contains("transition")));
+    fn every_point_is_read_into_its_list_and_an_unknown_point_is_refused() {
+        let text = r#"{"version": 1, "hooks": [
+            {"on": "before-call", "command": ["a"]}, {"on": "after-call", "command": ["b"]},
+            {"on": "stop", "command": ["c"], "timeout_ms": 5}, {"on": "transition", "command": ["d"]},
+            {"on": "before-call", "command": ["e"]}]}"#;
+        let hooks = Hooks::parse(text).unwrap();
+        let programs = |list: &[Hook]| list.iter().map(|hook| hook.argv[0].clone()).collect::<Vec<_>>();
+        assert_eq!(programs(&hooks.before_call), ["a", "e"]);
+        assert_eq!(programs(&hooks.after_call), ["b"]);
+        assert_eq!(programs(&hooks.stop), ["c"]);
+        assert_eq!(hooks.stop[0].timeout, Duration::from_millis(5));
+        assert_eq!(programs(&hooks.transition), ["d"]);
+        let unknown = r#"{"version": 1, "hooks": [{"on": "session-start", "command": ["true"]}]}"#;
+        let refusal = Hooks::parse(unknown).unwrap_err();
+        assert!(refusal.contains("`session-start`") && refusal.contains("`before-call`"), "{refusal}");
         let shell_line = r#"{"version": 1, "hooks": [{"on": "transition", "command": "policy --check"}]}"#;
         assert!(Hooks::parse(shell_line).err().is_some_and(|error| error.contains("argv")));
         let wrong_version = r#"{"version": 2, "hooks": []}"#;
@@ -152,10 +191,7 @@ mod tests {
 
     #[test]
     fn exit_two_refuses_with_the_stated_reason_and_other_statuses_fail_closed() {
-        let hook = |script: &str| TransitionHook {
-            argv: vec!["sh".into(), "-c".into(), script.into()],
-            timeout: HOOK_TIMEOUT,
-        };
+        let hook = |script: &str| Hook { argv: vec!["sh".into(), "-c".into(), script.into()], timeout: HOOK_TIMEOUT };
         let here = Path::new(".");
         let document = serde_json::json!({"hook": "transition"});
         assert!(hook("cat >/dev/null; exit 0").ask(&document, here, &[]).proceed);

@@ -11,17 +11,20 @@
 //!
 //! [`read::load`] reads and validates a document with the compiler's diagnostics;
 //! [`plan`] renders what runs in what order; [`walk::walk`] runs it over a model
-//! adapter (an endpoint or a tape), the built-in file tools under [`scope`] rules,
-//! [`hooks`] at section boundaries, and a durable [`record`] that `--resume` continues
-//! from. The one thing to know: a walk's steps hand back reports and the walker applies
+//! adapter (an endpoint or a tape), the run's tools (the built-in file tools under
+//! [`scope`] rules, and `run`) behind the call [`gate`] (published, the approver,
+//! `before-call` and `after-call` [`hooks`]), transition hooks at section boundaries, a
+//! `stop` hook when the walk finishes, and a durable [`record`] that `--resume`
+//! continues from. The one thing to know: a walk's steps hand back reports and the walker applies
 //! them in document order ([`mod@walk`]), so the parallel and sequential walks agree.
 //!
-//! Flow steps call the built-in file tools directly under their write scopes; they do
-//! not pass through the VM's governance kernel, which decides calls against a compiled
+//! Flow steps call the built-in file tools directly under their write scopes and the
+//! gate; they do not pass through the VM's governance kernel, which decides calls against a compiled
 //! workflow's tables that a flow does not have.
 
 pub mod document;
 pub mod events;
+pub mod gate;
 pub mod graph;
 pub mod hooks;
 pub mod plan;

@@ -1,20 +1,23 @@
 //! One step: a model turn that answers through `answer`, or one gated command.
 //!
 //! A model step continues its section's conversation with one user message, offers the
-//! built-in file tools and `answer` (whose schema is derived from what the enclosing
-//! group gives), and loops until the model answers, a bound stops it, or it answers
-//! without `answer` (unstructured: failed). Every write a file tool would make is asked
-//! of the step's [`ScopeStack`] first; a refusal is a failed tool result, and nothing
-//! reaches disk. A command step is one `run` call through the [`Gate`]: published by
-//! `--allow-program`, then run as an argv with bounds, filed into the conversation as a
-//! call and its result.
+//! run's tools (the built-in file tools, `run` when `--allow-program` publishes any
+//! program, and `answer`, whose schema is derived from what the enclosing group gives),
+//! and loops until the model answers, a bound stops it, or it answers without `answer`
+//! (unstructured: failed). Every call but `answer` passes the [`CallGate`] (published,
+//! approver, `before-call` hooks, the tool, `after-call` hooks); a refusal is a failed
+//! tool result the model reads, with a warning between `tool-requested` and
+//! `tool-completed`. Every write a file tool would make is asked of the step's
+//! [`ScopeStack`] first (inside the tool); a refusal is a failed tool result, and
+//! nothing reaches disk. A command step is one `run` call through the same gate, run
+//! as an argv with bounds, filed into the conversation as a call and its result.
 //!
 //! The one thing to know: **a step never touches the walker's state**. It gets what it
 //! may read and hands back a [`StepReport`] (outcome, gives, the messages it adds, its
 //! events, what it spent), which the walker applies in document order; that is what
 //! lets `--parallel` run a layer's steps at once and still equal the sequential walk.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -28,6 +31,8 @@ use archmax_vm::model::{ModelAdapter, ModelError, ModelRequest, Role, Sampling, 
 use archmax_vm::session::{Message, ToolCall, ToolStatus};
 
 use crate::events::FlowEvent;
+use crate::gate::{Approver, CallGate, GateCall, aside, run_argv};
+use crate::hooks::Hooks;
 use crate::process::{self, Bounds, ProcessError};
 use crate::scope::{ScopeStack, WriteKind};
 
@@ -144,7 +149,12 @@ pub struct StepEnvironment<'a> {
     pub run_scope: Option<&'a crate::scope::WriteScope>,
     pub budget: StepBudget,
     pub flow_budget: FlowBudget,
+    /// The programs `run` is published for (to model steps and command steps alike).
     pub allow_program: &'a [String],
+    /// Who approves the calls that act (`run`, writes).
+    pub approver: &'a Approver,
+    /// The run's hooks; steps ask the `before-call` and `after-call` ones.
+    pub hooks: &'a Hooks,
     /// Variables removed from every command's environment (the credential).
     pub credential_variables: &'a [String],
     pub system: &'a str,
@@ -153,6 +163,8 @@ pub struct StepEnvironment<'a> {
 /// What one model step is given.
 pub struct ModelStep<'a> {
     pub path: &'a str,
+    /// The attempt of the step's section (shown to the gate's programs).
+    pub attempt: u32,
     pub node_scope: Option<&'a crate::scope::WriteScope>,
     /// The user message (composed by the walker) and the conversation before it.
     pub input: String,
@@ -180,7 +192,27 @@ pub fn answer_tool(gives: &[String]) -> ToolDefinition {
     }
 }
 
-fn tool_definitions(gives: &[String]) -> Vec<ToolDefinition> {
+/// The `run` tool, as offered to a model step: the programs it may name are listed.
+pub fn run_tool(allow_program: &[String]) -> ToolDefinition {
+    let programs: Vec<String> = allow_program.iter().map(|program| format!("`{program}`")).collect();
+    ToolDefinition {
+        name: RUN_TOOL.to_string(),
+        description: format!(
+            "Run a program in the workspace and read its exit status and output. `command` is an argv (no shell); \
+             its first word is one of: {}.",
+            programs.join(", ")
+        ),
+        parameters: json!({
+            "type": "object",
+            "required": ["command"],
+            "properties": {
+                "command": { "type": "array", "items": { "type": "string" }, "minItems": 1 },
+            },
+        }),
+    }
+}
+
+fn tool_definitions(gives: &[String], allow_program: &[String]) -> Vec<ToolDefinition> {
     let mut tools: Vec<ToolDefinition> = BUILT_IN_TOOLS
         .iter()
         .filter_map(|name| file_tools::schema(name))
@@ -190,6 +222,9 @@ fn tool_definitions(gives: &[String]) -> Vec<ToolDefinition> {
             parameters: schema.parameters,
         })
         .collect();
+    if !allow_program.is_empty() {
+        tools.push(run_tool(allow_program));
+    }
     tools.push(answer_tool(gives));
     tools
 }
@@ -269,6 +304,7 @@ fn writes(tool: &str, args: &Value) -> Result<Vec<(String, WriteKind)>, String> 
 /// Runs one file tool under the step's scopes; the answer the model reads.
 fn file_tool(environment: &StepEnvironment<'_>, scopes: ScopeStack<'_>, call: &ToolCall) -> (ToolStatus, String) {
     if !BUILT_IN_TOOLS.contains(&call.name.as_str()) {
+        // The gate withholds it first; this stays so the tool itself never runs one.
         return (ToolStatus::Error, format!("`{}` is not a tool of this step", call.name));
     }
     let written = match writes(&call.name, &call.args) {
@@ -302,7 +338,8 @@ fn cost_microunits(pricing: &PricingTable, usage: &archmax_vm::model::TokenUsage
 /// Runs one model step to its answer or its bound. `Err` is a loop error: the walk aborts.
 pub async fn model_step(environment: &StepEnvironment<'_>, step: ModelStep<'_>) -> Result<StepReport, ModelError> {
     let scopes = ScopeStack { run: environment.run_scope, node: step.node_scope };
-    let tools = tool_definitions(step.gives);
+    let tools = tool_definitions(step.gives, environment.allow_program);
+    let gate = CallGate::new(environment);
     let mut conversation: Vec<Message> = step.conversation.to_vec();
     let first_new = conversation.len();
     conversation.push(Message::User { text: step.input.clone(), opening: None });
@@ -398,7 +435,13 @@ pub async fn model_step(environment: &StepEnvironment<'_>, step: ModelStep<'_>) 
                     Err(problem) => (ToolStatus::Error, format!("Error: {problem}")),
                 }
             } else {
-                file_tool(environment, scopes, call)
+                let gated = GateCall {
+                    path: step.path.to_string(),
+                    attempt: step.attempt,
+                    tool: call.name.clone(),
+                    args: call.args.clone(),
+                };
+                gated_call(environment, scopes, &gate, gated, call, &mut events).await
             };
             events.push(FlowEvent::ToolCompleted {
                 step: step.path.to_string(),
@@ -414,34 +457,114 @@ pub async fn model_step(environment: &StepEnvironment<'_>, step: ModelStep<'_>) 
     }
 }
 
+/// One model call through the gate: refused (a failed result and a `tool-refused`
+/// warning), or run, then shown to the `after-call` hooks, which may withhold it. The
+/// gate's programs and `run` go on a thread of their own ([`aside`]), so the other model
+/// steps of a layer make progress meanwhile.
+async fn gated_call(
+    environment: &StepEnvironment<'_>,
+    scopes: ScopeStack<'_>,
+    gate: &CallGate,
+    gated: GateCall,
+    call: &ToolCall,
+    events: &mut Vec<FlowEvent>,
+) -> (ToolStatus, String) {
+    let refuse = |events: &mut Vec<FlowEvent>, refusal: String| {
+        events.push(FlowEvent::Warning {
+            step: gated.path.clone(),
+            code: "tool-refused".to_string(),
+            message: refusal.clone(),
+        });
+        (ToolStatus::Error, format!("Refused: {refusal}"))
+    };
+    let before = if gate.blocks(&gated) {
+        let (gate, asked) = (gate.clone(), gated.clone());
+        aside(move || {
+            let mut found = Vec::new();
+            (gate.before(&asked, &mut found), found)
+        })
+        .await
+        .unwrap_or_else(|problem| (Err(problem), Vec::new()))
+    } else {
+        let mut found = Vec::new();
+        (gate.before(&gated, &mut found), found)
+    };
+    events.extend(before.1);
+    if let Err(refusal) = before.0 {
+        return refuse(events, refusal);
+    }
+    let (status, content) = if call.name == RUN_TOOL {
+        let argv = run_argv(&call.args).unwrap_or_default();
+        let (root, remove) = (environment.workspace_root.to_path_buf(), environment.credential_variables.to_vec());
+        match aside(move || run_program(&argv, &root, &remove, COMMAND_TIMEOUT)).await {
+            Ok(ran) => (ran.status, ran.content),
+            Err(problem) => (ToolStatus::Error, format!("Error: {problem}")),
+        }
+    } else {
+        file_tool(environment, scopes, call)
+    };
+    if gate.after_call.is_empty() {
+        return (status, content);
+    }
+    let word = if status == ToolStatus::Ok { "ok" } else { "error" };
+    let (asked_gate, asked, shown) = (gate.clone(), gated.clone(), content.clone());
+    let after = aside(move || {
+        let mut found = Vec::new();
+        (asked_gate.after(&asked, word, &shown, &mut found), found)
+    })
+    .await
+    .unwrap_or_else(|problem| (Err(problem), Vec::new()));
+    events.extend(after.1);
+    match after.0 {
+        Ok(()) => (status, content),
+        Err(refusal) => refuse(events, refusal),
+    }
+}
+
+/// How a `run` call's program ended, as the caller files it.
+pub struct Ran {
+    pub status: ToolStatus,
+    /// The result: the exit status and both outputs, or `Error: …`.
+    pub content: String,
+    /// Why it failed: a non-zero exit, a signal, a timeout, a start failure.
+    pub failure: Option<String>,
+}
+
+/// Runs a `run` call's argv in `root`, without the `remove`d variables, with bounds.
+pub fn run_program(argv: &[String], root: &Path, remove: &[String], timeout: Duration) -> Ran {
+    let program = argv.first().map(String::as_str).unwrap_or_default();
+    let bounds = Bounds { timeout, output_bytes: COMMAND_OUTPUT_BYTES };
+    match process::run(argv, root, b"", remove, bounds) {
+        Ok(finished) => {
+            let status = finished.status.map_or("a signal".to_string(), |code| code.to_string());
+            let content = format!(
+                "exit status {status}\n--- stdout\n{}--- stderr\n{}",
+                String::from_utf8_lossy(&finished.stdout),
+                String::from_utf8_lossy(&finished.stderr)
+            );
+            if finished.status == Some(0) {
+                Ran { status: ToolStatus::Ok, content, failure: None }
+            } else {
+                Ran { status: ToolStatus::Error, content, failure: Some(format!("`{program}` exited with {status}")) }
+            }
+        }
+        Err(error) => {
+            let failure = match error {
+                ProcessError::Start { .. } => error.to_string(),
+                other => format!("`{program}`: {other}"),
+            };
+            Ran { status: ToolStatus::Error, content: format!("Error: {failure}"), failure: Some(failure) }
+        }
+    }
+}
+
 /// What one command step is given.
 pub struct CommandStep<'a> {
     pub path: &'a str,
+    /// The attempt of the step's section (shown to the gate's programs).
+    pub attempt: u32,
     pub argv: &'a [String],
     pub timeout_ms: Option<u64>,
-}
-
-/// The gate a command's `run` call meets: whether this run publishes the program.
-pub struct Gate<'a> {
-    pub allow_program: &'a [String],
-}
-
-impl Gate<'_> {
-    /// `Err` is the refusal: the program is not published to this run.
-    /// A bare name is admitted by that name; a program given by a path (it holds a `/`)
-    /// only by that very path, so publishing `cargo` never publishes `./tools/cargo`.
-    pub fn admit(&self, program: &str) -> Result<(), String> {
-        if self.allow_program.iter().any(|allowed| allowed == program) {
-            return Ok(());
-        }
-        if program.contains('/') {
-            let name = Path::new(program).file_name().and_then(|name| name.to_str()).unwrap_or(program);
-            return Err(format!(
-                "`{program}` is not published to this run; `--allow-program {name}` admits only `{name}` found on PATH, so pass `--allow-program {program}` to admit this file"
-            ));
-        }
-        Err(format!("`{program}` is not published to this run; pass `--allow-program {program}` to admit it"))
-    }
 }
 
 /// A command step with everything it needs owned, so it can run on a thread of its own:
@@ -449,11 +572,10 @@ impl Gate<'_> {
 /// document order by the walker all the same.
 pub struct CommandJob {
     path: String,
+    attempt: u32,
     argv: Vec<String>,
     timeout_ms: Option<u64>,
-    allow_program: Vec<String>,
-    workspace_root: PathBuf,
-    credential_variables: Vec<String>,
+    gate: CallGate,
     call_id: String,
 }
 
@@ -461,11 +583,10 @@ impl CommandJob {
     pub fn new(environment: &StepEnvironment<'_>, step: CommandStep<'_>, call_id: String) -> CommandJob {
         CommandJob {
             path: step.path.to_string(),
+            attempt: step.attempt,
             argv: step.argv.to_vec(),
             timeout_ms: step.timeout_ms,
-            allow_program: environment.allow_program.to_vec(),
-            workspace_root: environment.workspace_root.to_path_buf(),
-            credential_variables: environment.credential_variables.to_vec(),
+            gate: CallGate::new(environment),
             call_id,
         }
     }
@@ -474,75 +595,68 @@ impl CommandJob {
     /// so the other steps of the layer make progress meanwhile.
     pub async fn run_aside(self) -> StepReport {
         let path = self.path.clone();
-        let (sender, receiver) = tokio::sync::oneshot::channel();
-        let spawned = std::thread::Builder::new().name("flow-command".to_string()).spawn(move || {
-            let _ = sender.send(self.run());
-        });
-        let problem = match spawned {
-            Ok(_) => match receiver.await {
-                Ok(report) => return report,
-                Err(_) => "the command's thread ended without a report".to_string(),
-            },
-            Err(error) => format!("the command could not be given a thread: {error}"),
-        };
-        refused_step(&path, "step-command", problem)
+        match aside(move || self.run()).await {
+            Ok(report) => report,
+            Err(problem) => refused_step(&path, "step-command", problem),
+        }
     }
 
-    /// Runs the step here, blocking until the command ends.
+    /// Runs the step here, blocking until the command ends: the gate, the program, the
+    /// `after-call` hooks. A refusal's warning comes between `tool-requested` and
+    /// `tool-completed`; a program that ran and failed is warned about after them.
     pub fn run(&self) -> StepReport {
         let call_id = self.call_id.clone();
         let args = json!({ "command": self.argv });
         let call = ToolCall { id: call_id.clone(), name: RUN_TOOL.to_string(), args: args.clone() };
+        let gated =
+            GateCall { path: self.path.clone(), attempt: self.attempt, tool: RUN_TOOL.to_string(), args: args.clone() };
         let mut events = vec![FlowEvent::ToolRequested { step: self.path.clone(), name: RUN_TOOL.to_string(), args }];
         let mut messages = vec![Message::Assistant { text: String::new(), tool_calls: vec![call] }];
-        let program = self.argv.first().map(String::as_str).unwrap_or_default();
-        let gate = Gate { allow_program: &self.allow_program };
-        let verdict = gate.admit(program).and_then(|()| {
-            let bounds = Bounds {
-                timeout: self.timeout_ms.map_or(COMMAND_TIMEOUT, Duration::from_millis),
-                output_bytes: COMMAND_OUTPUT_BYTES,
-            };
-            process::run(&self.argv, &self.workspace_root, b"", &self.credential_variables, bounds).map_err(|error| {
-                match error {
-                    ProcessError::Start { .. } => error.to_string(),
-                    other => format!("`{program}`: {other}"),
-                }
-            })
-        });
-        let (outcome, content, reason) = match verdict {
-            Ok(finished) => {
-                let status = finished.status.map_or("a signal".to_string(), |code| code.to_string());
-                let content = format!(
-                    "exit status {status}\n--- stdout\n{}--- stderr\n{}",
-                    String::from_utf8_lossy(&finished.stdout),
-                    String::from_utf8_lossy(&finished.stderr)
-                );
-                if finished.status == Some(0) {
-                    (Outcome::Passed, content, None)
-                } else {
-                    (Outcome::Failed, content, Some(format!("`{program}` exited with {status}")))
-                }
-            }
-            Err(refusal) => (Outcome::Failed, format!("Error: {refusal}"), Some(refusal)),
-        };
-        let status = if outcome == Outcome::Passed { ToolStatus::Ok } else { ToolStatus::Error };
-        events.push(FlowEvent::ToolCompleted {
-            step: self.path.clone(),
-            name: RUN_TOOL.to_string(),
-            status: if status == ToolStatus::Ok { "ok" } else { "error" }.to_string(),
-            content: archmax_program::text::first_chars(&content, 400).to_string(),
-        });
-        if let Some(reason) = &reason {
+        let warn = |events: &mut Vec<FlowEvent>, message: &str| {
             events.push(FlowEvent::Warning {
                 step: self.path.clone(),
                 code: "step-command".to_string(),
-                message: reason.clone(),
-            });
+                message: message.to_string(),
+            })
+        };
+        let mut refused = None;
+        let ran = match self.gate.before(&gated, &mut events) {
+            Err(refusal) => {
+                warn(&mut events, &refusal);
+                refused = Some(refusal.clone());
+                Ran { status: ToolStatus::Error, content: format!("Refused: {refusal}"), failure: Some(refusal) }
+            }
+            Ok(()) => {
+                let timeout = self.timeout_ms.map_or(COMMAND_TIMEOUT, Duration::from_millis);
+                let ran = run_program(&self.argv, &self.gate.workspace_root, &self.gate.credential_variables, timeout);
+                let word = if ran.status == ToolStatus::Ok { "ok" } else { "error" };
+                match self.gate.after(&gated, word, &ran.content, &mut events) {
+                    Ok(()) => ran,
+                    Err(refusal) => {
+                        warn(&mut events, &refusal);
+                        refused = Some(refusal.clone());
+                        Ran {
+                            status: ToolStatus::Error,
+                            content: format!("Refused: {refusal}"),
+                            failure: Some(refusal),
+                        }
+                    }
+                }
+            }
+        };
+        events.push(FlowEvent::ToolCompleted {
+            step: self.path.clone(),
+            name: RUN_TOOL.to_string(),
+            status: if ran.status == ToolStatus::Ok { "ok" } else { "error" }.to_string(),
+            content: archmax_program::text::first_chars(&ran.content, 400).to_string(),
+        });
+        if let Some(failure) = ran.failure.as_deref().filter(|_| refused.is_none()) {
+            warn(&mut events, failure);
         }
-        messages.push(Message::Tool { call_id, name: RUN_TOOL.to_string(), content, status });
-        match reason {
+        messages.push(Message::Tool { call_id, name: RUN_TOOL.to_string(), content: ran.content, status: ran.status });
+        match ran.failure {
             None => StepReport {
-                outcome,
+                outcome: Outcome::Passed,
                 note: None,
                 reason: None,
                 gives: Map::new(),
@@ -583,15 +697,64 @@ mod tests {
     }
 
     #[test]
-    fn the_gate_admits_a_name_from_path_and_a_path_only_as_written() {
-        let allowed = ["cargo".to_string(), "./scripts/check.sh".to_string()];
-        let gate = Gate { allow_program: &allowed };
-        assert!(gate.admit("cargo").is_ok());
-        assert!(gate.admit("./scripts/check.sh").is_ok());
-        for smuggled in ["./tools/cargo", "/tmp/x/cargo", "../../cargo", "scripts/check.sh"] {
-            let refusal = gate.admit(smuggled).expect_err(smuggled);
-            assert!(refusal.contains(&format!("`{smuggled}` is not published")), "{refusal}");
+    fn run_is_offered_only_when_a_program_is_published_and_names_them() {
+        let names = |allowed: &[String]| -> Vec<String> {
+            tool_definitions(&[], allowed).into_iter().map(|tool| tool.name).collect()
+        };
+        assert!(!names(&[]).contains(&RUN_TOOL.to_string()));
+        let published = ["cargo".to_string(), "./check.sh".to_string()];
+        assert!(names(&published).contains(&RUN_TOOL.to_string()));
+        let run = run_tool(&published);
+        assert!(run.description.contains("`cargo`, `./check.sh`"), "{}", run.description);
+        assert_eq!(run.parameters["required"], json!(["command"]));
+    }
+
+    fn job(script: &str, after_call: &str) -> CommandJob {
+        let hook = |script: &str| crate::hooks::Hook {
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            timeout: crate::hooks::HOOK_TIMEOUT,
+        };
+        CommandJob {
+            path: "root.verify".into(),
+            attempt: 1,
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            timeout_ms: None,
+            gate: CallGate {
+                flow: "f".into(),
+                run: "r".into(),
+                allow_program: vec!["sh".into()],
+                approver: Approver::Unattended,
+                before_call: Vec::new(),
+                after_call: vec![hook(after_call)],
+                workspace_root: std::path::PathBuf::from("."),
+                credential_variables: Vec::new(),
+            },
+            call_id: "call-1".into(),
         }
-        assert!(gate.admit("make").is_err_and(|refusal| refusal.contains("--allow-program make")));
+    }
+
+    #[test]
+    fn a_command_whose_result_an_after_call_hook_withholds_fails_and_files_the_refusal() {
+        let withhold = r#"grep -q password && { echo '{"reason":"it printed a secret"}'; exit 2; }; exit 0"#;
+        let report = job("echo password=hunter2", withhold).run();
+        assert_eq!(report.outcome, Outcome::Failed);
+        let reason = report.reason.clone().unwrap_or_default();
+        assert_eq!(reason, "an after-call hook withheld the result of `run`: it printed a secret");
+        let kinds: Vec<String> = report.events.iter().map(|event| event.json()[..30].to_string()).collect();
+        assert!(kinds[0].contains("tool-requested") && kinds[1].contains("hook-ran"), "{kinds:?}");
+        assert!(kinds[2].contains("warning") && kinds[3].contains("tool-completed"), "{kinds:?}");
+        assert_eq!(kinds.len(), 4, "one warning, before tool-completed: {kinds:?}");
+        let Some(Message::Tool { content, .. }) = report.messages.last() else { panic!("{:?}", report.messages) };
+        assert!(!content.contains("hunter2") && content.starts_with("Refused: an after-call hook"), "{content}");
+        // The same hook lets a clean result through, and the step passes.
+        let passed = job("echo 4 passed", withhold).run();
+        assert_eq!(passed.outcome, Outcome::Passed);
+    }
+
+    #[test]
+    fn a_command_that_ran_and_failed_is_warned_about_after_its_result() {
+        let report = job("exit 3", "exit 0").run();
+        let kinds: Vec<String> = report.events.iter().map(|event| event.json()[..30].to_string()).collect();
+        assert!(kinds[2].contains("tool-completed") && kinds[3].contains("warning"), "{kinds:?}");
     }
 }

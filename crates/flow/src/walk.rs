@@ -4,7 +4,8 @@
 //! needs did not all pass is skipped), collects what its steps and clean child groups
 //! give, checks its promise (`handoff-incomplete` fails once, never retried), asks the
 //! hooks at `leave`, files its session and either leaves or goes round again. Only a
-//! clean section hands anything on.
+//! clean section hands anything on. A finished walk tells its `stop` hooks how it ended
+//! just before `flow-finished`; they cannot change it.
 //!
 //! The one thing to know: **every node of a layer starts from the layer's start**: the
 //! conversation and the handoffs as they stood when the layer became ready. A layer's
@@ -167,6 +168,7 @@ pub async fn walk(
     let end = match walker.group(&document.root, "", environment.run.to_string(), Handoffs::new()).await {
         Ok(section) => {
             let clean = section.clean;
+            walker.stop_hooks(clean);
             walker.emit(FlowEvent::FlowFinished {
                 flow: document.id.clone(),
                 run: environment.run.to_string(),
@@ -200,10 +202,12 @@ fn hook_ran(path: &str, moment: &str, attempt: u32, answer: &HookAnswer, replaye
     FlowEvent::HookRan {
         point: "transition".to_string(),
         path: path.to_string(),
-        moment: moment.to_string(),
-        attempt,
+        moment: Some(moment.to_string()),
+        tool: None,
+        attempt: Some(attempt),
         verdict: if answer.proceed { "proceed" } else { "refuse" }.to_string(),
         status: answer.status,
+        reason: None,
         replayed,
     }
 }
@@ -273,6 +277,43 @@ impl<'a, 'e> Walker<'a, 'e> {
             record.hook(&key, &answer)?;
         }
         Ok(answer)
+    }
+
+    /// Tells every `stop` hook how the walk finished, just before `flow-finished`. Each
+    /// is asked (a refusal does not spare the next) and recorded; none changes the
+    /// walk's status, which is already decided.
+    fn stop_hooks(&mut self, clean: bool) {
+        let hooks = self.options.hooks;
+        if hooks.stop.is_empty() {
+            return;
+        }
+        let path = self.document.root.id.clone();
+        let document = json!({
+            "hook": "stop",
+            "flow": self.document.id,
+            "run": self.environment.run,
+            "path": path,
+            "status": if clean { "clean" } else { "failed" },
+            "ran": self.tallies.ran,
+            "failed": self.tallies.failed,
+            "skipped": self.tallies.skipped,
+            "retreats": self.tallies.retreats,
+            "workspace": self.environment.workspace_root.display().to_string(),
+        });
+        for hook in &hooks.stop {
+            let answer = hook.ask(&document, self.environment.workspace_root, self.environment.credential_variables);
+            self.emit(FlowEvent::HookRan {
+                point: "stop".to_string(),
+                path: path.clone(),
+                moment: None,
+                tool: None,
+                attempt: None,
+                verdict: if answer.proceed { "proceed" } else { "refuse" }.to_string(),
+                status: answer.status,
+                reason: answer.reason.filter(|_| !answer.proceed),
+                replayed: false,
+            });
+        }
     }
 
     /// Files the session of one section attempt.

@@ -84,6 +84,7 @@ impl Walker<'_, '_> {
                     environment,
                     step,
                     step_path,
+                    attempt,
                     ready,
                     snapshot,
                     &group.gives,
@@ -135,6 +136,7 @@ impl Walker<'_, '_> {
             self.environment,
             step,
             &step_path,
+            attempt,
             &prepared,
             snapshot,
             &group.gives,
@@ -323,6 +325,7 @@ async fn run_prepared(
     environment: &StepEnvironment<'_>,
     step: &Step,
     step_path: &str,
+    attempt: u32,
     prepared: &PreparedStep,
     snapshot: &[Message],
     gives: &[String],
@@ -333,12 +336,13 @@ async fn run_prepared(
     match (prepared, &step.kind) {
         (PreparedStep::Refused { code, message }, _) => Ok(step::refused_step(step_path, code, message.clone())),
         (PreparedStep::Run(_), StepKind::Command { argv, timeout_ms }) => {
-            let command = CommandStep { path: step_path, argv, timeout_ms: *timeout_ms };
+            let command = CommandStep { path: step_path, attempt, argv, timeout_ms: *timeout_ms };
             Ok(CommandJob::new(environment, command, call_id).run_aside().await)
         }
         (PreparedStep::Run(input), _) => {
             let model_step = ModelStep {
                 path: step_path,
+                attempt,
                 node_scope: step.scope.as_ref(),
                 input: input.clone(),
                 conversation: snapshot,

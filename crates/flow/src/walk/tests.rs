@@ -68,6 +68,8 @@ async fn walk_with(parallel: usize, model: &Staggered) -> (Vec<String>, Option<W
         budget: step::StepBudget::default(),
         flow_budget: step::FlowBudget::default(),
         allow_program: &[],
+        approver: &crate::gate::Approver::Unattended,
+        hooks: &Hooks::default(),
         credential_variables: &[],
         system: "system",
     };

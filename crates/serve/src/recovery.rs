@@ -162,15 +162,8 @@ pub async fn recover(server: Arc<Server>) {
 /// server stops accepting turns. Only for such a store: on one only this process uses,
 /// every running session after start-up is one of this process's own turns.
 pub async fn run_recovery(server: Arc<Server>, every: Duration) {
-    let mut stopping = server.stopping();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = stopping.changed() => return,
-        }
-        if *stopping.borrow() {
-            return;
-        }
+    let mut ticks = server.ticks(every);
+    while ticks.next().await {
         resume_cut_turns(Arc::clone(&server), RECOVERY_AT_ONCE).await;
     }
 }

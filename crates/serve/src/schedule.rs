@@ -268,18 +268,11 @@ impl Server {
 
     /// Runs [`Server::wake_due`] every `every` until the server stops accepting turns.
     pub async fn run_scheduler(self: Arc<Self>, every: Duration) {
-        let mut stopping = self.stopping();
         if self.settings.schedules.is_empty() {
             return;
         }
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = stopping.changed() => return,
-            }
-            if *stopping.borrow() {
-                return;
-            }
+        let mut ticks = self.ticks(every);
+        while ticks.next().await {
             let wakes = self.wake_due().await;
             if !wakes.unscheduled.is_empty() {
                 tracing::debug!(sessions = ?wakes.unscheduled, "due sessions with no wake trigger configured");

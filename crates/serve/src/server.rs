@@ -769,6 +769,13 @@ impl Server {
         self.stopping.subscribe()
     }
 
+    /// A clock for the runner's periodic chores (recovery, schedules, waiting
+    /// notifications): [`Ticks::next`] waits one period, and says `false` once the server
+    /// stops accepting turns, which ends the chore's loop.
+    pub(crate) fn ticks(&self, every: std::time::Duration) -> Ticks {
+        Ticks { stopping: self.stopping(), every }
+    }
+
     /// Stops taking turns and ends every event stream (graceful shutdown's first step).
     pub fn stop_accepting(&self) {
         self.gate.close();
@@ -792,5 +799,23 @@ impl Default for SessionQuery {
     fn default() -> SessionQuery {
         let limit = archmax_vm::session::store::ListQuery::DEFAULT_LIMIT;
         SessionQuery { workflow: None, status: None, parked: None, due: false, cursor: None, limit }
+    }
+}
+
+/// The periods of one chore's loop ([`Server::ticks`]).
+pub(crate) struct Ticks {
+    stopping: watch::Receiver<bool>,
+    every: std::time::Duration,
+}
+
+impl Ticks {
+    /// Waits one period: `true` to run the chore again, `false` once the server stops
+    /// accepting turns (the wait ends early then).
+    pub(crate) async fn next(&mut self) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(self.every) => {}
+            _ = self.stopping.changed() => return false,
+        }
+        !*self.stopping.borrow()
     }
 }

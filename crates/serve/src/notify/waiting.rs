@@ -57,16 +57,9 @@ impl Server {
     /// [`scan_period`], until the server stops accepting turns.
     pub async fn run_waiting_scan(self: Arc<Self>) {
         let Some(every) = scan_period(self.notify.waiting().map(|notifier| notifier.waiting_after_ms)) else { return };
-        let mut stopping = self.stopping();
+        let mut ticks = self.ticks(every);
         let mut settled = HashSet::new();
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = stopping.changed() => return,
-            }
-            if *stopping.borrow() {
-                return;
-            }
+        while ticks.next().await {
             if settled.len() > SETTLED_KEPT {
                 settled.clear();
             }

@@ -21,7 +21,7 @@
 //! The secret is only named by its variable; the runner refuses to start when it is unset
 //! or empty.
 
-use toml::de::{DeTable, DeValue};
+use toml::de::DeValue;
 
 use super::is_variable_name;
 use archmax_program::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
@@ -308,7 +308,7 @@ fn is_domain(text: &str) -> bool {
 
 /// Reads `[inbox]`'s `oidc` key of a parsed document, when present.
 #[cfg(test)]
-fn read_in(file: FileId, document: &DeTable<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<OidcSettings> {
+fn read_in(file: FileId, document: &toml::de::DeTable<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<OidcSettings> {
     let DeValue::Table(inbox) = document.get("inbox")?.get_ref() else { return None };
     read(file, inbox.get("oidc")?, diagnostics)
 }
@@ -316,6 +316,7 @@ fn read_in(file: FileId, document: &DeTable<'_>, diagnostics: &mut Vec<Diagnosti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toml::de::DeTable;
 
     fn read_text(text: &str) -> (Option<OidcSettings>, Vec<String>) {
         let mut diagnostics = Vec::new();

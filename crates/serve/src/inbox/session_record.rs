@@ -168,28 +168,28 @@ impl IdentityKey {
 const SLOT_TRIES: usize = 4;
 
 /// Keeps a new inbox session for `identity` in the store, in a free slot of its identity or
-/// in place of its oldest session; the cookie's value (`<key>.<secret hex>`).
+/// in place of its oldest session; the cookie's value (`<key>.<secret hex>`), or `Err`
+/// (logged) when the store did not answer.
 pub(super) async fn start_session(
     inbox: &Inbox,
     identity: &str,
     identity_key: &IdentityKey,
     (method, token_mac): (SignInMethod, String),
 ) -> Result<String, ()> {
-    let unavailable = || ();
     let mut secret = [0u8; 32];
     if !super::signin::random_bytes(&mut secret) {
-        return Err(unavailable());
+        return Err(());
     }
     let store = &inbox.server.store;
     for _ in 0..SLOT_TRIES {
         let now = inbox.server.now_ms();
-        let (slot, oldest_live) = choose_slot(inbox, identity_key, now).await.map_err(|()| unavailable())?;
+        let (slot, oldest_live) = choose_slot(inbox, identity_key, now).await?;
         let key = identity_key.slot_key(slot);
         if oldest_live {
             // The identity holds its most sessions: its oldest one ends.
             if let Err(error) = store.remove_record(RecordKind::InboxSession, &key).await {
                 tracing::error!("the inbox could not end an identity's oldest sign-in: {error}");
-                return Err(unavailable());
+                return Err(());
             }
             tracing::info!(identity, "an inbox session ended: its identity signed in again");
         }
@@ -201,7 +201,7 @@ pub(super) async fn start_session(
             token_mac: token_mac.clone(),
             secret_mac: identity_key.secret_mac(&key, &secret),
         };
-        let value = serde_json::to_vec(&session).map_err(|_| unavailable())?;
+        let value = serde_json::to_vec(&session).map_err(|_| ())?;
         let expires_ms = now.saturating_add(super::signin::SIGNED_IN_SECONDS * 1000);
         let record = Record { kind: RecordKind::InboxSession, key: key.clone(), value, expires_ms };
         match store.claim_record(&record, now).await {
@@ -210,11 +210,11 @@ pub(super) async fn start_session(
             Ok(false) => {}
             Err(error) => {
                 tracing::error!("the inbox could not keep a sign-in in the session store: {error}");
-                return Err(unavailable());
+                return Err(());
             }
         }
     }
-    Err(unavailable())
+    Err(())
 }
 
 /// The slot a new session of the identity takes: the first free one (`false`), or the

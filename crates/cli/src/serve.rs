@@ -302,6 +302,10 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
         Ok(senders) => senders,
         Err(problem) => return failure(problem),
     };
+    let oidc = match oidc_provider(&settings, auth.is_open()) {
+        Ok(oidc) => oidc,
+        Err(problem) => return failure(problem),
+    };
     let address = match listen_address(args.listen, auth.is_open()) {
         Ok(address) => address,
         Err(problem) => return failure(problem),
@@ -339,6 +343,10 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
             .with_trusted_proxies(args.trusted_proxies.clone()),
         Err(error) => return failure(error),
     };
+    let server = match oidc {
+        Some(provider) => server.with_oidc(provider),
+        None => server,
+    };
     let server = Arc::new(if args.artifacts.is_empty() {
         server
     } else {
@@ -375,6 +383,16 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
                 connection = connection.as_str(),
                 "the trigger names a connection archmax.toml does not configure; its webhooks are refused"
             );
+        }
+        if let Some(provider) = server.oidc.clone() {
+            // Discovery read now, so a wrong issuer shows at start; a sign-in reads it
+            // again when this fails.
+            let now_ms = server.now_ms();
+            tokio::spawn(async move {
+                if let Err(problem) = provider.warm(now_ms).await {
+                    tracing::warn!("{problem}; sign-ins through it are tried again as people start them");
+                }
+            });
         }
         tokio::spawn(Arc::clone(&server).run_scheduler(WAKE_EVERY));
         tokio::spawn(reload_on_hangup(Arc::clone(&server), sources.clone()));
@@ -415,6 +433,21 @@ fn programs_to_serve(sources: &Sources) -> Result<Vec<Program>, ExitCode> {
 /// The webhook senders' and the notifiers' secrets, read from the environment.
 fn senders(settings: &RunnerSettings) -> Result<(Connections, Notifiers), String> {
     Ok((Connections::configure(settings, process_env)?, Notifiers::configure(settings, process_env)?))
+}
+
+/// The inbox's OpenID Connect provider (`[inbox.oidc]`), its client secret read from the
+/// environment; refused on a runner without tokens (whose inbox is not served).
+fn oidc_provider(
+    settings: &RunnerSettings,
+    auth_open: bool,
+) -> Result<Option<archmax_serve::inbox::oidc::Provider>, String> {
+    let Some(oidc) = settings.inbox.oidc.as_ref() else { return Ok(None) };
+    if auth_open {
+        return Err(format!(
+            "[inbox.oidc] is set, but no token is configured, so the runner serves local programs only and no inbox; set {TOKEN_VARIABLE} or --tokens"
+        ));
+    }
+    archmax_serve::inbox::oidc::Provider::configure(oidc, settings.public_url.as_deref(), process_env).map(Some)
 }
 
 /// Warns at start of settings that work but likely not as meant.

@@ -4,7 +4,7 @@
 //! (`[mcp_servers.<name>]`, `essential_tools`; read in [`mcp`], documented in the book's MCP guide, `docs/src/guides/mcp.md`),
 //! the sessions' context budgets (`[context]`, read in [`context`]), their spending
 //! limits (`[limits]`, read in [`limits`]), how the inbox shows each workflow (`[inbox]`,
-//! read in [`inbox`]), the model
+//! read in [`inbox`], with `[inbox.oidc]` in [`oidc`]), the model
 //! providers and routes (`[providers.<name>]`, `[models."<id>"]`, read in [`providers`]),
 //! and the outgoing notifications with the runner's public address (`[notify.<name>]`,
 //! `[serve]`, read in [`notify`]).
@@ -36,6 +36,7 @@ mod inbox;
 mod limits;
 mod mcp;
 pub mod notify;
+pub mod oidc;
 pub mod providers;
 
 use std::collections::BTreeMap;

@@ -193,12 +193,7 @@ impl Auth {
             return Err(unauthorized("the bearer token is not accepted"));
         };
         if !token.scopes.iter().any(|held| *held == scope || *held == Scope::Admin) {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "auth.scope",
-                format!("`{}` may not do this: it needs the `{}` scope", token.identity, scope.as_str()),
-            )
-            .with_details(serde_json::json!({ "needs": scope.as_str() })));
+            return Err(lacks_scope(&token.identity, scope));
         }
         Ok(Caller { identity: token.identity.clone(), authenticated: true })
     }
@@ -212,6 +207,16 @@ impl Auth {
         digests.sort_unstable();
         digests
     }
+}
+
+/// The 403 of `identity` lacking `scope`.
+pub(crate) fn lacks_scope(identity: &str, scope: Scope) -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "auth.scope",
+        format!("`{identity}` may not do this: it needs the `{}` scope", scope.as_str()),
+    )
+    .with_details(serde_json::json!({ "needs": scope.as_str() }))
 }
 
 /// Without tokens the server serves only local programs: a request a browser made for a

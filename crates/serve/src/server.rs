@@ -138,6 +138,8 @@ pub struct Server {
     /// Reverse proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`): the
     /// inbox's sign-in throttle counts that client instead of the proxy.
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// `[inbox.oidc]`: the provider people sign in to the inbox through.
+    pub oidc: Option<Arc<crate::inbox::oidc::Provider>>,
     /// Uploads (`multipart/form-data` turn requests) being read now, bounded.
     pub(crate) uploads: crate::routes::UploadSlots,
     clock: Arc<dyn Clock>,
@@ -218,6 +220,7 @@ impl Server {
             body_limit: parts.body_limit,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             trusted_proxies: Vec::new(),
+            oidc: None,
             uploads: Default::default(),
             clock: parts.clock,
             stopping: watch::channel(false).0,

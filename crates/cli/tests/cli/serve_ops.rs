@@ -167,6 +167,39 @@ fn archmax_serve_digest(token: &str) -> String {
 }
 
 #[test]
+fn an_inbox_provider_without_its_secret_or_without_tokens_refuses_the_start() {
+    let workspace = Workspace::new("oidc-refused");
+    let start = |token: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_archmax"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--tape", "tape.yaml"])
+            .current_dir(&workspace.0)
+            .env("NO_COLOR", "1")
+            .env("DESK_OIDC_SECRET", "")
+            .env_remove("ARCHMAX_SERVE_TOKEN");
+        if let Some(token) = token {
+            command.env("ARCHMAX_SERVE_TOKEN", token);
+        }
+        let output = command.output().expect("archmax serve runs");
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    let table = "[serve]\npublic_url = \"https://inbox.example\"\n\n[inbox.oidc]\nissuer = \"https://login.example\"\nclient_id = \"inbox\"\nclient_secret_env = \"DESK_OIDC_SECRET\"\nallowed_domains = [\"example.com\"]\n";
+    workspace.write("archmax.toml", table);
+    let (code, stderr) = start(Some("a-token-of-at-least-16-bytes"));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("DESK_OIDC_SECRET, which is not set or empty"), "{stderr}");
+    let (code, stderr) = start(None);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("[inbox.oidc] is set, but no token is configured"), "{stderr}");
+
+    workspace.write("archmax.toml", &table.replace("client_id", "clientid"));
+    let validate = archmax(&workspace.0, &["validate"]);
+    assert_ne!(validate.code, 0);
+    let said = format!("{}{}", validate.stdout, validate.stderr);
+    assert!(said.contains("`inbox.oidc.clientid` is not a setting") && said.contains("did you mean `client_id`?"), "{said}");
+}
+
+#[test]
 fn a_runner_table_that_does_not_hold_or_an_unset_secret_refuses_the_start() {
     let workspace = Workspace::new("refused");
     let start = |root: &Path| {

@@ -241,12 +241,68 @@ fn inbox() -> Value {
         &[],
     );
     closed(
-        "How the decision inbox presents sessions.",
-        &[(
-            "workflows",
-            json!({ "type": "object", "description": "Per workflow, by slug.", "additionalProperties": workflow }),
-        )],
+        "How the decision inbox presents sessions, and how people sign in to it.",
+        &[
+            (
+                "workflows",
+                json!({ "type": "object", "description": "Per workflow, by slug.", "additionalProperties": workflow }),
+            ),
+            ("oidc", oidc()),
+        ],
         &[],
+    )
+}
+
+/// `[inbox.oidc]`: sign-in through an OpenID Connect provider.
+fn oidc() -> Value {
+    let url = |description: &str| json!({ "type": "string", "pattern": "^https?://[^/?#@]+[^?#]*$", "description": description });
+    let strings = |description: &str| json!({ "type": "array", "maxItems": 64, "uniqueItems": true, "items": { "type": "string", "minLength": 1 }, "description": description });
+    let text =
+        |description: &str| json!({ "type": "string", "minLength": 1, "maxLength": 256, "description": description });
+    closed(
+        "Sign-in to the inbox through an OpenID Connect provider, beside the runner's tokens (code flow with PKCE). At least one of `allowed_domains` and `allowed_groups` is required.",
+        &[
+            (
+                "issuer",
+                url(
+                    "The provider's issuer URL (its `iss`); discovery is read from `<issuer>/.well-known/openid-configuration`. https, or http on a loopback address only.",
+                ),
+            ),
+            ("client_id", text("The client id the provider registered for this inbox.")),
+            (
+                "client_secret_env",
+                json!({ "type": "string", "pattern": ENV_NAME, "description": "The environment variable holding the client secret; the runner refuses to start when it is unset or empty." }),
+            ),
+            (
+                "allowed_domains",
+                strings("Email domains let in (exact, case-insensitive; a subdomain is another domain)."),
+            ),
+            ("allowed_groups", strings("Groups let in, as the groups claim names them.")),
+            ("groups_claim", defaults_to(text("The claim that lists a person's groups."), json!("groups"))),
+            (
+                "identity_claim",
+                defaults_to(
+                    text(
+                        "The claim whose value becomes the identity matched against `approvers`; `email` is lowercased, and a present `email_verified` must be true.",
+                    ),
+                    json!("email"),
+                ),
+            ),
+            ("scopes", defaults_to(strings("Scopes requested besides `openid`."), json!(["email"]))),
+            (
+                "grant_scopes",
+                defaults_to(
+                    json!({ "type": "array", "minItems": 1, "uniqueItems": true, "items": { "enum": ["read", "decide", "start"] }, "description": "The runner scopes a person signed in this way holds (never `admin`)." }),
+                    json!(["read", "decide"]),
+                ),
+            ),
+            ("provider_name", text("What the sign-in button calls the provider (default: the issuer's host).")),
+            (
+                "redirect_url",
+                url("Where the provider sends people back (default: `<[serve] public_url>/inbox/oidc/callback`)."),
+            ),
+        ],
+        &["issuer", "client_id", "client_secret_env"],
     )
 }
 

@@ -8,6 +8,7 @@
 //! comment_required = ["escalate", "decline"] # decisions that need a comment
 //! ```
 //!
+//! `[inbox.oidc]` (sign-in with an OpenID Connect provider) is read in [`super::oidc`].
 //! Without `summary` a row shows the session's first locked inputs. A decision needs a
 //! comment when it leads to a state `comment_required` names, or when the transition's
 //! own description asks for one (that is the inbox's reading, in `archmax-serve`). A bad
@@ -31,6 +32,8 @@ const MAX_NAMES: usize = 8;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct InboxSettings {
     pub workflows: BTreeMap<String, InboxWorkflow>,
+    /// `[inbox.oidc]`: sign-in with an OpenID Connect provider (read in [`super::oidc`]).
+    pub oidc: Option<super::oidc::OidcSettings>,
 }
 
 impl InboxSettings {
@@ -54,6 +57,11 @@ pub(super) fn read(file: FileId, text: &str, settings: &mut RunnerSettings, diag
     let Ok(document) = DeTable::parse(text) else { return };
     let document = document.get_ref();
     let Some(spanned) = document.get("inbox") else { return };
+    if let DeValue::Table(table) = spanned.get_ref()
+        && let Some(oidc) = table.get("oidc")
+    {
+        settings.inbox.oidc = super::oidc::read(file, oidc, diagnostics);
+    }
     let span = |range: std::ops::Range<usize>| Span::new(file, range.start, range.end);
     let mut refuse = |at: std::ops::Range<usize>, message: String, help: String| {
         diagnostics.push(Diagnostic::at(Code::HostConfig, span(at), message).with_help(help));
@@ -68,11 +76,15 @@ pub(super) fn read(file: FileId, text: &str, settings: &mut RunnerSettings, diag
     };
     for (key, value) in table.iter() {
         let name = key.get_ref().as_ref();
+        if name == "oidc" {
+            // Read before this loop.
+            continue;
+        }
         if name != "workflows" {
             refuse(
                 key.span(),
                 format!("`inbox.{name}` is not a setting"),
-                "`[inbox]` takes `[inbox.workflows.<slug>]` tables".into(),
+                "`[inbox]` takes `[inbox.workflows.<slug>]` tables and an `[inbox.oidc]` table".into(),
             );
             continue;
         }

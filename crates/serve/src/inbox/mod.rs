@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! GET  /sign-in, POST /sign-in, POST /sign-out   signin: a store-kept session, its id in a cookie
+//! GET  /inbox/oidc/start, /inbox/oidc/callback    oidc: the same, through an OpenID Connect provider
 //! GET  /?view=&q=&after=…                         pages: one page of a view (views, listing)
 //! GET  /sessions/{id}                             pages::session (graph, evidence, forms)
 //! POST /decide, /reply, /deliver                  actions: one Server call each
@@ -26,6 +27,7 @@ mod forms;
 mod graph;
 pub mod listing;
 pub mod markdown;
+pub mod oidc;
 pub mod pages;
 mod present;
 mod render;
@@ -52,6 +54,8 @@ pub struct Inbox {
     pub server: Arc<Server>,
     failures_per_client: throttle::Throttle,
     sign_ins_per_identity: throttle::Throttle,
+    /// Sign-ins through the provider started per client (each keeps a store record).
+    starts_per_client: throttle::Throttle,
 }
 
 type Shared = axum::extract::State<Arc<Inbox>>;
@@ -68,11 +72,14 @@ pub fn router(server: Arc<Server>) -> Router {
         server,
         failures_per_client: throttle::Throttle::new(throttle::FAILURES_PER_CLIENT, throttle::SIGN_IN_WINDOW),
         sign_ins_per_identity: throttle::Throttle::new(throttle::SIGN_INS_PER_IDENTITY, throttle::SIGN_IN_WINDOW),
+        starts_per_client: throttle::Throttle::new(throttle::STARTS_PER_CLIENT, throttle::SIGN_IN_WINDOW),
     });
     Router::new()
         .route("/", get(pages::inbox_route))
         .route("/sign-in", get(signin::sign_in_page).post(signin::sign_in).layer(form_body_limit()))
         .route("/sign-out", post(signin::sign_out).layer(form_body_limit()))
+        .route("/inbox/oidc/start", get(oidc::start))
+        .route("/inbox/oidc/callback", get(oidc::callback))
         .route("/sessions/{*id}", get(pages::session_route))
         .route("/decide", post(actions::decide).layer(form_body_limit()))
         .route("/reply", post(actions::reply).layer(form_body_limit()))

@@ -39,12 +39,25 @@ pub fn page(
     live: Option<&str>,
     body: Markup,
 ) -> Markup {
+    frame(title, (viewer, notice, live, None), body)
+}
+
+/// [`page`], and when `refresh` names a path, a `<meta http-equiv="refresh">` that
+/// opens it at once (a same-site navigation, without script).
+fn frame(
+    title: &str,
+    (viewer, notice, live, refresh): (Option<&Viewer<'_>>, Option<&Notice>, Option<&str>, Option<&str>),
+    body: Markup,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                @if let Some(path) = refresh {
+                    meta http-equiv="refresh" content=(format!("0;url={path}"));
+                }
                 title { (title) " · archmax inbox" }
                 link rel="stylesheet" href="/assets/inbox.css";
                 script src="/assets/inbox.js" defer {}
@@ -94,9 +107,15 @@ pub fn not_found_page() -> Response {
 }
 
 /// The sign-in form.
-pub fn sign_in_page(csrf: &str, notice: Option<&Notice>) -> Markup {
+pub fn sign_in_page(csrf: &str, notice: Option<&Notice>, provider: Option<&str>) -> Markup {
     let body = html! {
         h1 { "Sign in" }
+        @if let Some(provider) = provider {
+            p.provider {
+                a.button href="/inbox/oidc/start" { "Sign in with " (provider) }
+            }
+            p { "Or sign in with a token:" }
+        }
         p { "Sign in with a token this runner accepts (ARCHMAX_SERVE_TOKEN, or one of its --tokens file). The token is checked, never kept in the browser: a cookie only this site reads holds a random sign-in id." }
         form.sign-in method="post" action="/sign-in" {
             input type="hidden" name="csrf" value=(csrf);
@@ -108,6 +127,17 @@ pub fn sign_in_page(csrf: &str, notice: Option<&Notice>) -> Markup {
         }
     };
     page("Sign in", None, notice, None, body)
+}
+
+/// The page a sign-in through the provider ends on: it opens `return_to` (a path of
+/// this inbox) at once, or by its link.
+pub fn signed_in_page(identity: &str, return_to: &str) -> Markup {
+    let body = html! {
+        h1 { "Signed in" }
+        p { "Signed in as " strong { (identity) } "." }
+        p { a href=(return_to) { "Continue to the inbox" } }
+    };
+    frame("Signed in", (None, None, None, Some(return_to)), body)
 }
 
 /// How long ago `since_ms` was, in the largest whole unit.

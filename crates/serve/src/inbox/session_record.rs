@@ -20,29 +20,60 @@
 //! cookie its writer holds. The one thing to know: the identity's key changes when the
 //! tokens configured for it change (a token added or revoked), which ends that identity's
 //! inbox sessions; other identities are not affected.
+//!
+//! A person signed in through the OpenID Connect provider (`[inbox.oidc]`) has no token,
+//! so their key cannot come from one: [`IdentityKey::of_provider`] derives it from the
+//! provider's client secret (with the issuer and client id), which every runner of the
+//! deployment holds in its environment and the store never does. Such a record says so
+//! (`method: provider`) and names no token; a store writer who flips a record's method
+//! gets a record whose key no longer matches its slot. Rotating the client secret ends
+//! every provider sign-in; the tokens' sessions are not affected.
 
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+use super::Inbox;
 use super::signin::Secret;
 use archmax_program::hex::{decode, hex};
+use archmax_vm::session::records::{Record, RecordKind};
 
 /// The most inbox sessions one identity keeps at once, across every runner on the store;
 /// a sign-in past it ends that identity's oldest session.
 pub const MAX_SESSIONS_PER_IDENTITY: u8 = 8;
+
+/// How a session was signed in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SignInMethod {
+    /// With a token the runner accepts.
+    #[default]
+    Token,
+    /// Through the OpenID Connect provider of `[inbox.oidc]`.
+    Provider,
+}
+
+impl SignInMethod {
+    fn is_token(&self) -> bool {
+        *self == SignInMethod::Token
+    }
+}
 
 /// What the store keeps of one signed-in browser.
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InboxSession {
     pub identity: String,
+    /// How the session was signed in (records without one: with a token).
+    #[serde(default, skip_serializing_if = "SignInMethod::is_token")]
+    pub method: SignInMethod,
     /// The identity's slot the session occupies (below [`MAX_SESSIONS_PER_IDENTITY`]).
     pub slot: u8,
     /// When the session started (milliseconds since the Unix epoch): the oldest is ended
     /// first when the identity signs in once more.
     pub issued_ms: u64,
-    /// The MAC of the signed-in token's digest (hex).
+    /// The MAC of the signed-in token's digest (hex); empty for a provider sign-in.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub token_mac: String,
     /// The MAC of the cookie's secret, bound to the record's key (hex).
     pub secret_mac: String,
@@ -63,6 +94,21 @@ impl IdentityKey {
         mac.update(b"archmax inbox identity key\0");
         mac.update(identity.as_bytes());
         Some(IdentityKey(mac.finalize().into_bytes().into()))
+    }
+
+    /// The key of `identity` signed in through the OpenID Connect provider: an HMAC
+    /// keyed by the provider's client secret over the issuer, the client id and the
+    /// identity (each prefixed by its length).
+    pub fn of_provider(identity: &str, (secret, issuer, client_id): (&[u8], &str, &str)) -> IdentityKey {
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
+            unreachable!("HMAC accepts keys of every length")
+        };
+        mac.update(b"archmax inbox provider identity key\0");
+        for part in [issuer.as_bytes(), client_id.as_bytes(), identity.as_bytes()] {
+            mac.update(&(part.len() as u64).to_be_bytes());
+            mac.update(part);
+        }
+        IdentityKey(mac.finalize().into_bytes().into())
     }
 
     /// The MAC of `parts` for `purpose`, each part prefixed by its length so no two
@@ -117,6 +163,84 @@ impl IdentityKey {
     }
 }
 
+/// How many times a sign-in looks for a slot again after another sign-in of the same
+/// identity took the one it chose.
+const SLOT_TRIES: usize = 4;
+
+/// Keeps a new inbox session for `identity` in the store, in a free slot of its identity or
+/// in place of its oldest session; the cookie's value (`<key>.<secret hex>`), or `Err`
+/// (logged) when the store did not answer.
+pub(super) async fn start_session(
+    inbox: &Inbox,
+    identity: &str,
+    identity_key: &IdentityKey,
+    (method, token_mac): (SignInMethod, String),
+) -> Result<String, ()> {
+    let mut secret = [0u8; 32];
+    if !super::signin::random_bytes(&mut secret) {
+        return Err(());
+    }
+    let store = &inbox.server.store;
+    for _ in 0..SLOT_TRIES {
+        let now = inbox.server.now_ms();
+        let (slot, oldest_live) = choose_slot(inbox, identity_key, now).await?;
+        let key = identity_key.slot_key(slot);
+        if oldest_live {
+            // The identity holds its most sessions: its oldest one ends.
+            if let Err(error) = store.remove_record(RecordKind::InboxSession, &key).await {
+                tracing::error!("the inbox could not end an identity's oldest sign-in: {error}");
+                return Err(());
+            }
+            tracing::info!(identity, "an inbox session ended: its identity signed in again");
+        }
+        let session = InboxSession {
+            identity: identity.to_string(),
+            method,
+            slot,
+            issued_ms: now,
+            token_mac: token_mac.clone(),
+            secret_mac: identity_key.secret_mac(&key, &secret),
+        };
+        let value = serde_json::to_vec(&session).map_err(|_| ())?;
+        let expires_ms = now.saturating_add(super::signin::SIGNED_IN_SECONDS * 1000);
+        let record = Record { kind: RecordKind::InboxSession, key: key.clone(), value, expires_ms };
+        match store.claim_record(&record, now).await {
+            Ok(true) => return Ok(format!("{key}.{}", hex(&secret))),
+            // Another sign-in of the identity took the slot first: look again.
+            Ok(false) => {}
+            Err(error) => {
+                tracing::error!("the inbox could not keep a sign-in in the session store: {error}");
+                return Err(());
+            }
+        }
+    }
+    Err(())
+}
+
+/// The slot a new session of the identity takes: the first free one (`false`), or the
+/// one of its oldest live session (`true`).
+async fn choose_slot(inbox: &Inbox, identity_key: &IdentityKey, now: u64) -> Result<(u8, bool), ()> {
+    let mut oldest: Option<(u64, u8)> = None;
+    for slot in 0..MAX_SESSIONS_PER_IDENTITY {
+        let key = identity_key.slot_key(slot);
+        match inbox.server.store.read_record(RecordKind::InboxSession, &key, now).await {
+            Ok(None) => return Ok((slot, false)),
+            Ok(Some(kept)) => {
+                // A record that does not read counts as the oldest.
+                let issued = serde_json::from_slice::<InboxSession>(&kept).map_or(0, |session| session.issued_ms);
+                if oldest.is_none_or(|(at, _)| issued < at) {
+                    oldest = Some((issued, slot));
+                }
+            }
+            Err(error) => {
+                tracing::error!("the inbox could not read an identity's sign-ins from the session store: {error}");
+                return Err(());
+            }
+        }
+    }
+    oldest.map(|(_, slot)| (slot, true)).ok_or(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +262,25 @@ mod tests {
         assert!(!lead.verify_secret(&lead.slot_key(0), &[8u8; 32], &kept), "another secret");
         assert_eq!(lead.token_of(&[one, two], &lead.token_mac(&two)), Some(two));
         assert_eq!(lead.token_of(&[one], &lead.token_mac(&two)), None, "a token no longer served");
+    }
+
+    #[test]
+    fn a_provider_identity_key_depends_on_the_secret_the_issuer_the_client_and_the_identity() {
+        let key = |secret: &[u8], issuer: &str, client: &str, identity: &str| {
+            IdentityKey::of_provider(identity, (secret, issuer, client)).slot_key(0)
+        };
+        let base = key(b"secret", "https://login.example", "inbox", "lead@fernhill.example");
+        assert_eq!(base, key(b"secret", "https://login.example", "inbox", "lead@fernhill.example"));
+        assert_ne!(base, key(b"rotated", "https://login.example", "inbox", "lead@fernhill.example"));
+        assert_ne!(base, key(b"secret", "https://other.example", "inbox", "lead@fernhill.example"));
+        assert_ne!(base, key(b"secret", "https://login.example", "inbox-2", "lead@fernhill.example"));
+        assert_ne!(base, key(b"secret", "https://login.example", "inbox", "care@fernhill.example"));
+        // Nor is it the key of a token identity of the same name.
+        let token = IdentityKey::of("lead@fernhill.example", &[[1u8; 32]]).expect("a key");
+        assert_ne!(base, token.slot_key(0));
+        // A record of the old shape (no method) reads as a token sign-in.
+        let old = r#"{"identity":"x","slot":0,"issuedMs":1,"tokenMac":"ab","secretMac":"cd"}"#;
+        let read: InboxSession = serde_json::from_str(old).expect("an old record");
+        assert_eq!(read.method, SignInMethod::Token);
     }
 }

@@ -40,7 +40,7 @@ use archmax_program::hex::{decode, hex};
 use archmax_vm::session::records::{Record, RecordKind};
 
 use super::render::{self, Notice};
-use super::session_record::{IdentityKey, InboxSession, MAX_SESSIONS_PER_IDENTITY};
+use super::session_record::{IdentityKey, InboxSession, MAX_SESSIONS_PER_IDENTITY, SignInMethod, start_session};
 use super::{Inbox, Shared, forms::Form};
 use crate::auth::{Caller, Scope};
 
@@ -49,7 +49,7 @@ pub const TOKEN_COOKIE: &str = "archmax_inbox";
 /// The cookie that binds the sign-in form's CSRF token.
 pub const SIGN_IN_COOKIE: &str = "archmax_sign_in";
 /// How long a sign-in lasts, in seconds (12 hours).
-const SIGNED_IN_SECONDS: u64 = 12 * 60 * 60;
+pub(super) const SIGNED_IN_SECONDS: u64 = 12 * 60 * 60;
 /// How long the sign-in form stays valid, in seconds: the cookie's `Max-Age`, and the
 /// age past which the server refuses it.
 pub const SIGN_IN_FORM_SECONDS: u64 = 600;
@@ -64,7 +64,7 @@ const SIGN_IN_KEY: &str = "sign-in-form";
 pub struct Secret([u8; 64]);
 
 /// Fills `bytes` from the operating system's random source; `false` when there is none.
-fn random_bytes(bytes: &mut [u8]) -> bool {
+pub(super) fn random_bytes(bytes: &mut [u8]) -> bool {
     getrandom::fill(bytes).is_ok()
 }
 
@@ -108,7 +108,7 @@ impl Secret {
 }
 
 /// The value of cookie `name` in the request.
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(super) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -132,18 +132,35 @@ fn presented_session(headers: &HeaderMap) -> Option<(String, Vec<u8>)> {
 pub struct SignedIn {
     pub caller: Caller,
     pub csrf: String,
-    /// The SHA-256 of the signed-in token, to ask the runner's auth about other scopes.
-    token_sha256: [u8; 32],
+    /// What the sign-in holds: its token, or the provider's grant.
+    grant: Grant,
     /// The store's key of the session.
     key: String,
     /// The session's CSRF key.
     secret: Secret,
 }
 
+/// What a signed-in person may do, by how they signed in.
+enum Grant {
+    /// The SHA-256 of the signed-in token, to ask the runner's auth about scopes.
+    Token([u8; 32]),
+    /// Signed in through the provider: the scopes `[inbox.oidc] grant_scopes` gives.
+    Provider(Vec<Scope>),
+}
+
+impl Grant {
+    fn holds(&self, inbox: &Inbox, scope: Scope) -> bool {
+        match self {
+            Grant::Token(digest) => inbox.server.auth.caller_by_digest(digest, scope).is_ok(),
+            Grant::Provider(scopes) => scopes.contains(&scope),
+        }
+    }
+}
+
 impl SignedIn {
-    /// Whether the signed-in token also holds `scope`.
+    /// Whether the sign-in also holds `scope`.
     pub fn holds(&self, inbox: &Inbox, scope: Scope) -> bool {
-        inbox.server.auth.caller_by_digest(&self.token_sha256, scope).is_ok()
+        self.grant.holds(inbox, scope)
     }
 }
 
@@ -171,7 +188,7 @@ impl NotSignedIn {
     }
 }
 
-fn store_unavailable_page() -> Response {
+pub(super) fn store_unavailable_page() -> Response {
     render::error_page(
         StatusCode::SERVICE_UNAVAILABLE,
         "The inbox cannot check sign-ins right now",
@@ -197,15 +214,10 @@ pub async fn signed_in(inbox: &Inbox, headers: &HeaderMap, scope: Scope) -> Resu
         }
     };
     let session = serde_json::from_slice::<InboxSession>(&kept).ok();
-    let digests = session.as_ref().map(|session| inbox.server.auth.digests_of(&session.identity)).unwrap_or_default();
-    let verified = session.as_ref().and_then(|session| {
-        let identity_key = IdentityKey::of(&session.identity, &digests)?;
-        let in_its_slot = session.slot < MAX_SESSIONS_PER_IDENTITY && identity_key.slot_key(session.slot) == key;
-        let token = identity_key.token_of(&digests, &session.token_mac)?;
-        in_its_slot.then_some((identity_key, token))
-    });
-    let (Some(session), Some((identity_key, token_sha256))) = (session, verified) else {
-        // A token revoked, or a record no runner wrote: it never serves again.
+    let verified = session.as_ref().and_then(|session| verified_record(inbox, session, &key));
+    let (Some(session), Some((identity_key, grant))) = (session, verified) else {
+        // A token revoked, the provider gone, or a record no runner wrote: it never
+        // serves again.
         let _ = store.remove_record(RecordKind::InboxSession, &key).await;
         tracing::info!("an inbox session ended: its token is no longer served, or its record does not verify");
         return Err(NotSignedIn::Anonymous);
@@ -213,14 +225,39 @@ pub async fn signed_in(inbox: &Inbox, headers: &HeaderMap, scope: Scope) -> Resu
     if !identity_key.verify_secret(&key, &secret, &session.secret_mac) {
         return Err(NotSignedIn::Anonymous);
     }
-    let caller = match inbox.server.auth.caller_by_digest(&token_sha256, scope) {
-        Ok(caller) => caller,
-        Err(error) if error.status == StatusCode::FORBIDDEN => return Err(NotSignedIn::Scope(error)),
-        Err(_) => return Err(NotSignedIn::Anonymous),
+    let caller = match &grant {
+        Grant::Token(token_sha256) => match inbox.server.auth.caller_by_digest(token_sha256, scope) {
+            Ok(caller) => caller,
+            Err(error) if error.status == StatusCode::FORBIDDEN => return Err(NotSignedIn::Scope(error)),
+            Err(_) => return Err(NotSignedIn::Anonymous),
+        },
+        Grant::Provider(scopes) if scopes.contains(&scope) => {
+            Caller { identity: session.identity.clone(), authenticated: true }
+        }
+        Grant::Provider(_) => return Err(NotSignedIn::Scope(crate::auth::lacks_scope(&session.identity, scope))),
     };
     let secret = identity_key.csrf_secret(&key, &secret);
     let csrf = secret.token("form", key.as_bytes());
-    Ok(SignedIn { caller, csrf, token_sha256, key, secret })
+    Ok(SignedIn { caller, csrf, grant, key, secret })
+}
+
+/// The key and grant of the record `session` at `key`, when it verifies: its slot key
+/// under its identity's key, and (signed in with a token) a token still served.
+fn verified_record(inbox: &Inbox, session: &InboxSession, key: &str) -> Option<(IdentityKey, Grant)> {
+    let (identity_key, grant) = match session.method {
+        SignInMethod::Token => {
+            let digests = inbox.server.auth.digests_of(&session.identity);
+            let identity_key = IdentityKey::of(&session.identity, &digests)?;
+            let token = identity_key.token_of(&digests, &session.token_mac)?;
+            (identity_key, Grant::Token(token))
+        }
+        SignInMethod::Provider => {
+            let provider = inbox.server.oidc.as_ref()?;
+            (provider.identity_key(&session.identity), Grant::Provider(provider.grant_scopes()))
+        }
+    };
+    let in_its_slot = session.slot < MAX_SESSIONS_PER_IDENTITY && identity_key.slot_key(session.slot) == key;
+    in_its_slot.then_some((identity_key, grant))
 }
 
 /// Whether a POST came from a page of this server: an `Origin` (or, without one,
@@ -319,7 +356,7 @@ fn open_server_page() -> Response {
 
 /// Whether the request reached the server over HTTPS (through a proxy that says so):
 /// the cookies are then `Secure`.
-fn over_https(headers: &HeaderMap) -> bool {
+pub(super) fn over_https(headers: &HeaderMap) -> bool {
     headers.get("x-forwarded-proto").and_then(|value| value.to_str().ok()).is_some_and(|proto| proto == "https")
 }
 
@@ -424,7 +461,14 @@ async fn sign_in_form(inbox: &Inbox, headers: &HeaderMap, status: StatusCode, no
     let issued_seconds = inbox.server.now_ms() / 1000;
     let value = sign_in_cookie_value(&key, &nonce, issued_seconds);
     let cookie = set_cookie(SIGN_IN_COOKIE, &value, SIGN_IN_FORM_SECONDS, over_https(headers));
-    let mut response = render::html_response(status, render::sign_in_page(&csrf, notice.as_ref()));
+    let mut response = render::html_response(
+        status,
+        render::sign_in_page(
+            &csrf,
+            notice.as_ref(),
+            inbox.server.oidc.as_ref().map(|provider| provider.settings.provider_name.as_str()),
+        ),
+    );
     if let Ok(value) = HeaderValue::from_str(&cookie.1) {
         response.headers_mut().append(cookie.0, value);
     }
@@ -435,7 +479,7 @@ async fn sign_in_form(inbox: &Inbox, headers: &HeaderMap, status: StatusCode, no
 /// address, or its IPv6 /64 (grouped as the connection cap groups peers, so a client
 /// rotating addresses inside its /64 is one client). Through a proxy in `trusted`, the
 /// client its `X-Forwarded-For` names ([`forwarded_client`]).
-fn client_of(extensions: &Extensions, headers: &HeaderMap, trusted: &[IpAddr]) -> String {
+pub(super) fn client_of(extensions: &Extensions, headers: &HeaderMap, trusted: &[IpAddr]) -> String {
     extensions.get::<ConnectInfo<SocketAddr>>().map_or_else(
         || "unknown".to_string(),
         |ConnectInfo(address)| {
@@ -473,7 +517,7 @@ fn forwarded_client(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> Ip
 }
 
 /// 429 with `Retry-After`: too many sign-ins.
-fn throttled(retry_after: std::time::Duration, why: &str) -> Response {
+pub(super) fn throttled(retry_after: std::time::Duration, why: &str) -> Response {
     let seconds = retry_after.as_secs().max(1);
     let mut response = render::error_page(
         StatusCode::TOO_MANY_REQUESTS,
@@ -535,19 +579,14 @@ pub async fn sign_in(
         }
     };
     drop(attempt);
-    let sign_in = match inbox.sign_ins_per_identity.attempt(&caller.identity, Instant::now()) {
-        Ok(sign_in) => sign_in,
-        Err(retry_after) => return throttled(retry_after, "This identity signed in too many times."),
+    let digests = inbox.server.auth.digests_of(&caller.identity);
+    let Some(identity_key) = IdentityKey::of(&caller.identity, &digests) else { return store_unavailable_page() };
+    let method = (SignInMethod::Token, identity_key.token_mac(&token_sha256));
+    let kept = match open_session(&inbox, &caller.identity, &identity_key, method, &headers).await {
+        Ok(kept) => kept,
+        Err(refused) => return *refused,
     };
-    let cookie_value = match start_session(&inbox, &caller, &token_sha256).await {
-        Ok(value) => value,
-        Err(response) => return *response,
-    };
-    sign_in.keep();
-    tracing::info!(identity = caller.identity.as_str(), "signed in to the inbox");
-    let secure = over_https(&headers);
-    let kept = set_cookie(TOKEN_COOKIE, &cookie_value, SIGNED_IN_SECONDS, secure);
-    let cleared = set_cookie(SIGN_IN_COOKIE, "", 0, secure);
+    let cleared = set_cookie(SIGN_IN_COOKIE, "", 0, over_https(&headers));
     let mut response = Redirect::to("/").into_response();
     for (name, value) in [kept, cleared] {
         if let Ok(value) = HeaderValue::from_str(&value) {
@@ -557,78 +596,26 @@ pub async fn sign_in(
     response
 }
 
-/// How many times a sign-in looks for a slot again after another sign-in of the same
-/// identity took the one it chose.
-const SLOT_TRIES: usize = 4;
-
-/// Keeps a new inbox session for `caller` in the store, in a free slot of its identity or
-/// in place of its oldest session; the cookie's value (`<key>.<secret hex>`).
-async fn start_session(inbox: &Inbox, caller: &Caller, token_sha256: &[u8; 32]) -> Result<String, Box<Response>> {
-    let unavailable = || Box::new(store_unavailable_page());
-    let digests = inbox.server.auth.digests_of(&caller.identity);
-    let identity_key = IdentityKey::of(&caller.identity, &digests).ok_or_else(unavailable)?;
-    let mut secret = [0u8; 32];
-    if !random_bytes(&mut secret) {
-        return Err(unavailable());
-    }
-    let store = &inbox.server.store;
-    for _ in 0..SLOT_TRIES {
-        let now = inbox.server.now_ms();
-        let (slot, oldest_live) = choose_slot(inbox, &identity_key, now).await.map_err(|()| unavailable())?;
-        let key = identity_key.slot_key(slot);
-        if oldest_live {
-            // The identity holds its most sessions: its oldest one ends.
-            if let Err(error) = store.remove_record(RecordKind::InboxSession, &key).await {
-                tracing::error!("the inbox could not end an identity's oldest sign-in: {error}");
-                return Err(unavailable());
-            }
-            tracing::info!(identity = caller.identity.as_str(), "an inbox session ended: its identity signed in again");
-        }
-        let session = InboxSession {
-            identity: caller.identity.clone(),
-            slot,
-            issued_ms: now,
-            token_mac: identity_key.token_mac(token_sha256),
-            secret_mac: identity_key.secret_mac(&key, &secret),
-        };
-        let value = serde_json::to_vec(&session).map_err(|_| unavailable())?;
-        let expires_ms = now.saturating_add(SIGNED_IN_SECONDS * 1000);
-        let record = Record { kind: RecordKind::InboxSession, key: key.clone(), value, expires_ms };
-        match store.claim_record(&record, now).await {
-            Ok(true) => return Ok(format!("{key}.{}", hex(&secret))),
-            // Another sign-in of the identity took the slot first: look again.
-            Ok(false) => {}
-            Err(error) => {
-                tracing::error!("the inbox could not keep a sign-in in the session store: {error}");
-                return Err(unavailable());
-            }
-        }
-    }
-    Err(unavailable())
-}
-
-/// The slot a new session of the identity takes: the first free one (`false`), or the
-/// one of its oldest live session (`true`).
-async fn choose_slot(inbox: &Inbox, identity_key: &IdentityKey, now: u64) -> Result<(u8, bool), ()> {
-    let mut oldest: Option<(u64, u8)> = None;
-    for slot in 0..MAX_SESSIONS_PER_IDENTITY {
-        let key = identity_key.slot_key(slot);
-        match inbox.server.store.read_record(RecordKind::InboxSession, &key, now).await {
-            Ok(None) => return Ok((slot, false)),
-            Ok(Some(kept)) => {
-                // A record that does not read counts as the oldest.
-                let issued = serde_json::from_slice::<InboxSession>(&kept).map_or(0, |session| session.issued_ms);
-                if oldest.is_none_or(|(at, _)| issued < at) {
-                    oldest = Some((issued, slot));
-                }
-            }
-            Err(error) => {
-                tracing::error!("the inbox could not read an identity's sign-ins from the session store: {error}");
-                return Err(());
-            }
-        }
-    }
-    oldest.map(|(_, slot)| (slot, true)).ok_or(())
+/// Starts an inbox session of `identity` under `identity_key` (one sign-in counted
+/// against the identity's allowance): the `Set-Cookie` header that carries it.
+pub(super) async fn open_session(
+    inbox: &Inbox,
+    identity: &str,
+    identity_key: &IdentityKey,
+    method: (SignInMethod, String),
+    headers: &HeaderMap,
+) -> Result<(header::HeaderName, String), Box<Response>> {
+    let sign_in = match inbox.sign_ins_per_identity.attempt(identity, Instant::now()) {
+        Ok(sign_in) => sign_in,
+        Err(retry_after) => return Err(Box::new(throttled(retry_after, "This identity signed in too many times."))),
+    };
+    let cookie_value = match start_session(inbox, identity, identity_key, method).await {
+        Ok(value) => value,
+        Err(()) => return Err(Box::new(store_unavailable_page())),
+    };
+    sign_in.keep();
+    tracing::info!(identity, "signed in to the inbox");
+    Ok(set_cookie(TOKEN_COOKIE, &cookie_value, SIGNED_IN_SECONDS, over_https(headers)))
 }
 
 /// `POST /sign-out`: ends the inbox session on every runner and forgets the cookie.

@@ -8,6 +8,8 @@
 mod browser;
 mod hardening;
 mod http;
+mod idp;
+mod oidc;
 mod sessions;
 
 use std::path::{Path, PathBuf};
@@ -132,21 +134,36 @@ pub async fn serve_beside(running: &Running) -> Running {
 /// would have): several of them are a fleet.
 pub async fn serve_on_postgres(target: &str) -> Running {
     let store = archmax_store_postgres::PgStore::connect(target).await.expect("the runner reaches PostgreSQL");
-    serve_on(scratch("serve-pg"), Arc::new(store), false, true, &[]).await
+    serve_on(scratch("serve-pg"), Arc::new(store), (false, true, &[]), None).await
+}
+
+/// Makes a runner's OpenID Connect provider from its base URL (`http://127.0.0.1:<port>`).
+pub type OidcFor<'a> = &'a dyn Fn(&str) -> archmax_serve::inbox::oidc::Provider;
+
+/// Serves with tokens and the provider `oidc` makes; beside `running` (on its sessions
+/// folder) when given.
+pub async fn serve_with_oidc(beside: Option<&Running>, oidc: OidcFor<'_>) -> Running {
+    let (folder, owns) = match beside {
+        Some(running) => (running.scratch.clone(), false),
+        None => (scratch("serve-oidc"), true),
+    };
+    let store = Arc::new(FsStore::for_workspace(&folder).expect("the scratch workspace's seal key"));
+    serve_on(folder, store, (false, owns, &[]), Some(oidc)).await
 }
 
 async fn serve_in(scratch: PathBuf, open: bool, owns_scratch: bool, proxies: &[std::net::IpAddr]) -> Running {
     let store = Arc::new(FsStore::for_workspace(&scratch).expect("the scratch workspace's seal key"));
-    serve_on(scratch, store, open, owns_scratch, proxies).await
+    serve_on(scratch, store, (open, owns_scratch, proxies), None).await
 }
 
 async fn serve_on(
     scratch: PathBuf,
     store: Arc<dyn archmax_vm::session::SessionStore>,
-    open: bool,
-    owns_scratch: bool,
-    proxies: &[std::net::IpAddr],
+    (open, owns_scratch, proxies): (bool, bool, &[std::net::IpAddr]),
+    oidc: Option<OidcFor<'_>>,
 ) -> Running {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
+    let base = format!("http://{}", listener.local_addr().expect("an address"));
     archmax_vm::model::openai::install_tls_provider();
     let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/workspace");
     // 2025-03-08T12:00:00Z: two days after the refund request, so its window holds.
@@ -168,9 +185,10 @@ async fn serve_on(
     })
     .expect("a server")
     .with_trusted_proxies(proxies.to_vec());
-    let server = Arc::new(server);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("loopback");
-    let base = format!("http://{}", listener.local_addr().expect("an address"));
+    let server = Arc::new(match oidc {
+        Some(make) => server.with_oidc(make(&base)),
+        None => server,
+    });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let shutdown = async move {
         let _ = stopped.await;

@@ -1,0 +1,342 @@
+//! Signing in to the inbox through an OpenID Connect provider ([`crate::idp`]): the code
+//! flow with PKCE end to end, a decision as the mapped identity, sign-out, a callback on
+//! another runner of the store, and every refusal the callback makes.
+
+use reqwest::StatusCode;
+use reqwest::header::LOCATION;
+use serde_json::json;
+
+use archmax_config::settings::oidc::OidcSettings;
+use archmax_serve::inbox::oidc::Provider;
+
+use crate::idp::{CLIENT_ID, CLIENT_SECRET, TestProvider, Twist};
+use crate::{Page, Running, serve_with_oidc};
+
+/// `[inbox.oidc]` for the test provider at `issuer`, letting in fernhill.example.
+fn settings(issuer: &str) -> OidcSettings {
+    OidcSettings {
+        issuer: issuer.to_string(),
+        client_id: CLIENT_ID.into(),
+        client_secret_env: "TEST_OIDC_SECRET".into(),
+        allowed_domains: vec!["fernhill.example".into()],
+        allowed_groups: vec![],
+        groups_claim: "groups".into(),
+        identity_claim: "email".into(),
+        scopes: vec!["email".into()],
+        grant_scopes: vec!["read".into(), "decide".into()],
+        provider_name: "Fernhill SSO".into(),
+        redirect_url: None,
+    }
+}
+
+/// The provider of `settings` for a runner at `base` (its public URL).
+fn provider(settings: &OidcSettings, base: &str) -> Provider {
+    let secret = |variable: &str| (variable == "TEST_OIDC_SECRET").then(|| CLIENT_SECRET.to_string());
+    Provider::configure(settings, Some(base), secret).expect("the provider is configured")
+}
+
+async fn serve_for(idp: &TestProvider) -> Running {
+    let settings = settings(&idp.issuer);
+    serve_with_oidc(None, &|base| provider(&settings, base)).await
+}
+
+/// A sign-in under way: the state cookie and the provider's authorize URL.
+struct Started {
+    cookie: String,
+    authorize: String,
+}
+
+/// `GET /inbox/oidc/start` on `runner`.
+async fn start(runner: &Running, idp: &TestProvider) -> Started {
+    let started = runner.get("/inbox/oidc/start", None).await;
+    assert_eq!(started.status, StatusCode::SEE_OTHER, "{}", started.body);
+    let authorize = started.location().to_string();
+    assert!(authorize.starts_with(&format!("{}/authorize?", idp.issuer)), "{authorize}");
+    let cookie = started.cookie("archmax_oidc").expect("the state cookie");
+    assert!(cookie.contains("SameSite=Lax") && cookie.contains("HttpOnly") && cookie.contains("Path=/inbox/oidc"));
+    Started { cookie: cookie.split(';').next().unwrap_or_default().to_string(), authorize }
+}
+
+/// The provider's answer to `authorize`: the callback's path and query.
+async fn authorize(runner: &Running, started: &Started) -> String {
+    let answer = runner.client.get(&started.authorize).send().await.expect("the provider answers");
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+    let back = answer.headers().get(LOCATION).and_then(|value| value.to_str().ok()).expect("a redirect").to_string();
+    let path = back.find("/inbox/oidc/callback").map(|at| back[at..].to_string()).expect("the callback");
+    assert!(path.contains("code=") && path.contains("state="), "{path}");
+    path
+}
+
+/// The callback `path` sent to `runner` with `cookie`.
+async fn land(runner: &Running, path: &str, cookie: Option<&str>) -> Page {
+    runner.get(path, cookie).await
+}
+
+/// A whole sign-in as whoever the provider signs in: the inbox cookie.
+async fn sign_in(runner: &Running, idp: &TestProvider) -> String {
+    let started = start(runner, idp).await;
+    let path = authorize(runner, &started).await;
+    let landed = land(runner, &path, Some(&started.cookie)).await;
+    assert_eq!(landed.status, StatusCode::OK, "{}", landed.body);
+    let cookie = landed.cookie("archmax_inbox").expect("the inbox cookie");
+    cookie.split(';').next().unwrap_or_default().to_string()
+}
+
+/// A callback that fails: its page.
+async fn refused(runner: &Running, idp: &TestProvider) -> Page {
+    let started = start(runner, idp).await;
+    let path = authorize(runner, &started).await;
+    let landed = land(runner, &path, Some(&started.cookie)).await;
+    assert!(landed.cookie("archmax_inbox").is_none(), "no session for a refused sign-in");
+    landed
+}
+
+fn says(page: &Page, status: StatusCode, text: &str) {
+    assert_eq!(page.status, status, "{}", page.body);
+    assert!(page.body.contains(text), "expected «{text}» in {}", page.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_signs_in_through_the_provider_decides_as_their_email_and_signs_out() {
+    let idp = TestProvider::start().await;
+    let runner = serve_for(&idp).await;
+    runner.start_payout("pay-oidc").await;
+    let page = runner.get("/sign-in", None).await;
+    assert!(
+        page.body.contains(r#"<a class="button" href="/inbox/oidc/start">Sign in with Fernhill SSO</a>"#),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(r#"name="token""#), "the token form stays beside it");
+
+    idp.sign_in_as(json!({ "email": "Refunds-Lead@Fernhill.example", "email_verified": true }));
+    let started = start(&runner, &idp).await;
+    assert!(started.authorize.contains("code_challenge_method=S256") && started.authorize.contains("nonce="));
+    let path = authorize(&runner, &started).await;
+    let landed = land(&runner, &path, Some(&started.cookie)).await;
+    says(&landed, StatusCode::OK, "refunds-lead@fernhill.example");
+    assert!(landed.body.contains(r#"<meta http-equiv="refresh" content="0;url=/">"#), "{}", landed.body);
+    let session = landed.cookie("archmax_inbox").expect("the inbox cookie");
+    assert!(session.contains("SameSite=Strict") && session.contains("HttpOnly"));
+    assert!(landed.cookie("archmax_oidc").is_some_and(|cleared| cleared.contains("Max-Age=0")));
+    let cookie = session.split(';').next().unwrap_or_default().to_string();
+
+    let page = runner.get("/sessions/pay-oidc", Some(&cookie)).await;
+    says(&page, StatusCode::OK, "Signed in as <strong>refunds-lead@fernhill.example</strong>");
+    let decided = runner
+        .post_form("/decide", Some(&cookie), &[("csrf", &page.csrf()), ("session", "pay-oidc"), ("to", "done")])
+        .await;
+    assert_eq!((decided.status, decided.location()), (StatusCode::SEE_OTHER, "/sessions/pay-oidc?done=decided"));
+    let shown = runner.show("pay-oidc").await;
+    let human = shown["trail"].as_array().and_then(|trail| trail.iter().find(|step| step["kind"] == "human")).cloned();
+    assert_eq!(human.map(|step| step["decidedBy"].clone()), Some(json!("refunds-lead@fernhill.example")));
+
+    // `grant_scopes` holds read and decide, not start.
+    let page = runner.get("/", Some(&cookie)).await;
+    let out = runner.post_form("/sign-out", Some(&cookie), &[("csrf", &page.csrf())]).await;
+    assert_eq!((out.status, out.location()), (StatusCode::SEE_OTHER, "/sign-in"), "{}", out.body);
+    let after = runner.get("/", Some(&cookie)).await;
+    assert_eq!((after.status, after.location()), (StatusCode::SEE_OTHER, "/sign-in"), "signed out");
+    runner.stop().await;
+    idp.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_the_approvers_do_not_name_may_not_decide_and_a_start_returns_where_it_was_asked() {
+    let idp = TestProvider::start().await;
+    let runner = serve_for(&idp).await;
+    runner.start_payout("pay-oidc-intern").await;
+    idp.sign_in_as(json!({ "email": "intern@fernhill.example" }));
+    let started = runner.get("/inbox/oidc/start?return=/sessions/pay-oidc-intern", None).await;
+    let started = Started {
+        cookie: started.cookie("archmax_oidc").expect("cookie").split(';').next().unwrap_or_default().to_string(),
+        authorize: started.location().to_string(),
+    };
+    let path = authorize(&runner, &started).await;
+    let landed = land(&runner, &path, Some(&started.cookie)).await;
+    assert!(landed.body.contains(r#"content="0;url=/sessions/pay-oidc-intern""#), "{}", landed.body);
+    let cookie = landed.cookie("archmax_inbox").expect("cookie").split(';').next().unwrap_or_default().to_string();
+    let page = runner.get("/sessions/pay-oidc-intern", Some(&cookie)).await;
+    assert!(page.body.contains("You are not among them."), "{}", page.body);
+    let refused = runner
+        .post_form("/decide", Some(&cookie), &[("csrf", &page.csrf()), ("session", "pay-oidc-intern"), ("to", "done")])
+        .await;
+    says(&refused, StatusCode::FORBIDDEN, "intern@fernhill.example");
+    assert_eq!(runner.show("pay-oidc-intern").await["status"], "awaiting_decision");
+    runner.stop().await;
+    idp.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_started_on_one_runner_lands_on_another_and_serves_on_the_first() {
+    let idp = TestProvider::start().await;
+    let first = serve_for(&idp).await;
+    first.start_payout("pay-oidc-fleet").await;
+    // Both runners behind one public URL: the first's.
+    let mut shared = settings(&idp.issuer);
+    shared.redirect_url = Some(format!("{}/inbox/oidc/callback", first.base));
+    let second = serve_with_oidc(Some(&first), &|base| provider(&shared, base)).await;
+    idp.sign_in_as(json!({ "email": "care-team@fernhill.example" }));
+    let started = start(&first, &idp).await;
+    let path = authorize(&first, &started).await;
+    let landed = land(&second, &path, Some(&started.cookie)).await;
+    says(&landed, StatusCode::OK, "care-team@fernhill.example");
+    let cookie = landed.cookie("archmax_inbox").expect("cookie").split(';').next().unwrap_or_default().to_string();
+    let page = first.get("/sessions/pay-oidc-fleet", Some(&cookie)).await;
+    says(&page, StatusCode::OK, "Signed in as <strong>care-team@fernhill.example</strong>");
+    // The same callback again, on the first runner: the state was taken on the second.
+    let again = land(&first, &path, Some(&started.cookie)).await;
+    says(&again, StatusCode::FORBIDDEN, "already completed");
+    second.stop().await;
+    first.stop().await;
+    idp.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_is_taken_once_by_its_own_browser_within_ten_minutes() {
+    let idp = TestProvider::start().await;
+    let runner = serve_for(&idp).await;
+    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example" }));
+    // Replayed state (and its code): the second landing is refused.
+    let started = start(&runner, &idp).await;
+    let path = authorize(&runner, &started).await;
+    assert_eq!(land(&runner, &path, Some(&started.cookie)).await.status, StatusCode::OK);
+    says(&land(&runner, &path, Some(&started.cookie)).await, StatusCode::FORBIDDEN, "already completed");
+    // A used code with a fresh state: the provider refuses the code.
+    let fresh = start(&runner, &idp).await;
+    let fresh_state = fresh.cookie.trim_start_matches("archmax_oidc=").to_string();
+    let code = path.split("code=").nth(1).and_then(|rest| rest.split('&').next()).unwrap_or_default();
+    let replayed = format!("/inbox/oidc/callback?code={code}&state={}", crate::encode(&fresh_state));
+    says(&land(&runner, &replayed, Some(&fresh.cookie)).await, StatusCode::FORBIDDEN, "its code was used before");
+    // A state this inbox never made.
+    let forged = format!("{}.1741435200.{}", "ab".repeat(16), "cd".repeat(32));
+    let unknown = format!("/inbox/oidc/callback?code=x&state={forged}");
+    says(
+        &land(&runner, &unknown, Some(&format!("archmax_oidc={forged}"))).await,
+        StatusCode::BAD_REQUEST,
+        "not started by this inbox",
+    );
+    // Another browser: the callback without the state cookie.
+    let other = start(&runner, &idp).await;
+    let other_path = authorize(&runner, &other).await;
+    says(&land(&runner, &other_path, None).await, StatusCode::FORBIDDEN, "started in another browser");
+    // Expired: the callback eleven minutes on.
+    let late = start(&runner, &idp).await;
+    let late_path = authorize(&runner, &late).await;
+    runner.clock.advance(11 * 60);
+    says(&land(&runner, &late_path, Some(&late.cookie)).await, StatusCode::FORBIDDEN, "took longer than 10 minutes");
+    runner.stop().await;
+    idp.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_token_wrong_in_any_way_signs_nobody_in() {
+    let idp = TestProvider::start().await;
+    let runner = serve_for(&idp).await;
+    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example" }));
+    let cases = [
+        (Twist::Nonce, "its nonce does not belong to this sign-in"),
+        (Twist::Audience, "it was issued for another client"),
+        (Twist::Issuer, "it was issued by another issuer"),
+        (Twist::Expired, "it has expired"),
+        (Twist::UnpublishedKey, "its signature is not by a key the provider publishes"),
+        (Twist::AccessTokenHash, "its at_hash does not match"),
+        (Twist::Challenge, "its code was used before, expired, or does not belong to this sign-in"),
+    ];
+    for (twist, text) in cases {
+        idp.twist(twist.clone());
+        let page = refused(&runner, &idp).await;
+        assert!(page.status == StatusCode::FORBIDDEN && page.body.contains(text), "{twist:?}: {}", page.body);
+        assert!(!page.body.contains("eyJ"), "{twist:?}: nothing of the token is shown");
+    }
+    assert_eq!(idp.refused_verifiers(), 1, "the provider refused the PKCE verifier once");
+    idp.twist(Twist::None);
+    assert!(!sign_in(&runner, &idp).await.is_empty(), "a good token still signs in");
+    runner.stop().await;
+    idp.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_allowed_domains_and_groups_with_an_identity_claim_are_let_in() {
+    let idp = TestProvider::start().await;
+    let runner = serve_for(&idp).await;
+    let cases = [
+        (json!({ "email": "mallory@elsewhere.example" }), "mallory@elsewhere.example may not sign in"),
+        (json!({ "email": "lead@sub.fernhill.example" }), "may not sign in"),
+        (json!({ "sub_only": true }), "carries no usable `email` claim"),
+        (json!({ "email": "lead@fernhill.example", "email_verified": false }), "has not verified this account"),
+        (json!({ "email": "<script>alert(1)</script>@elsewhere.example" }), "&lt;script&gt;alert(1)&lt;/script&gt;"),
+    ];
+    for (claims, text) in cases {
+        idp.sign_in_as(claims.clone());
+        let page = refused(&runner, &idp).await;
+        says(&page, StatusCode::FORBIDDEN, text);
+        assert!(!page.body.contains("<script>alert"), "{claims}: escaped");
+    }
+    runner.stop().await;
+
+    // Groups instead of domains, by another claim.
+    let mut by_group = settings(&idp.issuer);
+    by_group.allowed_domains = vec![];
+    by_group.allowed_groups = vec!["refund-leads".into()];
+    by_group.identity_claim = "preferred_username".into();
+    let runner = serve_with_oidc(None, &|base| provider(&by_group, base)).await;
+    idp.sign_in_as(json!({ "preferred_username": "jo", "email": "jo@fernhill.example", "groups": ["interns"] }));
+    says(&refused(&runner, &idp).await, StatusCode::FORBIDDEN, "jo may not sign in");
+    idp.sign_in_as(json!({ "preferred_username": "jo", "groups": ["interns", "refund-leads"] }));
+    let cookie = sign_in(&runner, &idp).await;
+    says(&runner.get("/", Some(&cookie)).await, StatusCode::OK, "Signed in as <strong>jo</strong>");
+    runner.stop().await;
+    idp.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_key_is_read_again_and_a_rotated_client_secret_ends_provider_sign_ins() {
+    let idp = TestProvider::start().await;
+    let settings = settings(&idp.issuer);
+    let runner = serve_with_oidc(None, &|base| provider(&settings, base)).await;
+    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example" }));
+    let cookie = sign_in(&runner, &idp).await;
+    idp.rotate_key();
+    // Past the refresh interval, a token signed with a key the runner has not seen makes it
+    // read the key set again.
+    runner.clock.advance(61);
+    let rotated = sign_in(&runner, &idp).await;
+    assert_eq!(runner.get("/", Some(&rotated)).await.status, StatusCode::OK);
+    assert_eq!(runner.get("/", Some(&cookie)).await.status, StatusCode::OK, "the earlier sign-in still serves");
+
+    // Another runner on the store whose client secret differs: the records do not verify.
+    let mut rotated_secret = settings.clone();
+    rotated_secret.client_secret_env = "ROTATED".into();
+    let other = serve_with_oidc(Some(&runner), &|base| {
+        Provider::configure(&rotated_secret, Some(base), |_| Some("another-secret".into())).expect("configured")
+    })
+    .await;
+    let ended = other.get("/", Some(&cookie)).await;
+    assert_eq!((ended.status, ended.location()), (StatusCode::SEE_OTHER, "/sign-in"));
+    other.stop().await;
+    runner.stop().await;
+    idp.stop();
+}
+
+#[test]
+fn a_missing_or_empty_client_secret_is_refused_naming_the_variable() {
+    let settings = settings("https://login.fernhill.example");
+    for value in [None, Some(String::new()), Some("  ".to_string())] {
+        let refused =
+            Provider::configure(&settings, Some("https://inbox.example"), |_| value.clone()).err().expect("refused");
+        assert!(refused.contains("TEST_OIDC_SECRET") && refused.contains("not set or empty"), "{refused}");
+    }
+    let no_url = Provider::configure(&settings, None, |_| Some("secret".into())).err().expect("refused");
+    assert!(no_url.contains("public_url") && no_url.contains("redirect_url"), "{no_url}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_provider_the_routes_are_not_found_and_the_page_offers_only_tokens() {
+    let runner = crate::serve(false).await;
+    assert_eq!(runner.get("/inbox/oidc/start", None).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(runner.get("/inbox/oidc/callback?code=a&state=b", None).await.status, StatusCode::NOT_FOUND);
+    let page = runner.get("/sign-in", None).await;
+    assert!(!page.body.contains("/inbox/oidc/start"));
+    runner.stop().await;
+}

@@ -264,6 +264,7 @@ impl SessionView<'_> {
                         @for choice in &decision.transitions {
                             div.choice {
                                 button type="submit" name="to" value=(choice.to) class={ "choice-" (choice.kind) }
+                                    data-needs-comment=[needing_comment.contains(&choice.to.as_str()).then_some("true")]
                                     disabled[!allowed] {
                                     (choice.description.as_deref().map_or_else(|| format!("{}: {}", choice_label(&choice.kind), choice.to), str::to_string))
                                     " " span.slug { "→ " (choice.to) }

@@ -91,7 +91,11 @@ impl FieldKind {
 pub(super) type Refuse<'a> = dyn FnMut(Range<usize>, String, String) + 'a;
 
 /// Reads `[<where_>.fields]`: one table per object input, each with its `fields`.
-pub(super) fn read(where_: &str, value: &Spanned<DeValue<'_>>, refuse: &mut Refuse<'_>) -> BTreeMap<String, ObjectShape> {
+pub(super) fn read(
+    where_: &str,
+    value: &Spanned<DeValue<'_>>,
+    refuse: &mut Refuse<'_>,
+) -> BTreeMap<String, ObjectShape> {
     let mut shapes = BTreeMap::new();
     let DeValue::Table(inputs) = value.get_ref() else {
         refuse(
@@ -132,7 +136,11 @@ fn object(
         }
     }
     let Some(list) = keys.get("fields") else {
-        refuse(span, format!("`{here}` declares no `fields`"), "add `fields = [{ name = \"...\", type = \"string\" }]`".into());
+        refuse(
+            span,
+            format!("`{here}` declares no `fields`"),
+            "add `fields = [{ name = \"...\", type = \"string\" }]`".into(),
+        );
         return None;
     };
     fields(here, list, depth, refuse).filter(|_| whole)
@@ -149,11 +157,19 @@ fn fields(here: &str, list: &Spanned<DeValue<'_>>, depth: usize, refuse: &mut Re
         return None;
     }
     let DeValue::Array(items) = list.get_ref() else {
-        refuse(list.span(), format!("`{here}.fields` is not a list"), "write `fields = [{ name = \"amount\", type = \"number\" }]`".into());
+        refuse(
+            list.span(),
+            format!("`{here}.fields` is not a list"),
+            "write `fields = [{ name = \"amount\", type = \"number\" }]`".into(),
+        );
         return None;
     };
     if items.len() > MAX_FIELDS || items.is_empty() {
-        refuse(list.span(), format!("`{here}.fields` holds {} fields; give 1 to {MAX_FIELDS}", items.len()), "declare the fields the form asks for".into());
+        refuse(
+            list.span(),
+            format!("`{here}.fields` holds {} fields; give 1 to {MAX_FIELDS}", items.len()),
+            "declare the fields the form asks for".into(),
+        );
         return None;
     }
     let mut shape = ObjectShape::default();
@@ -161,7 +177,11 @@ fn fields(here: &str, list: &Spanned<DeValue<'_>>, depth: usize, refuse: &mut Re
     for item in items.iter() {
         match field(here, item, depth, refuse) {
             Some(field) if shape.fields.iter().any(|known| known.name == field.name) => {
-                refuse(item.span(), format!("`{here}` declares the field `{}` twice", field.name), "give each field its own name".into());
+                refuse(
+                    item.span(),
+                    format!("`{here}` declares the field `{}` twice", field.name),
+                    "give each field its own name".into(),
+                );
                 whole = false;
             }
             Some(field) => shape.fields.push(field),
@@ -174,7 +194,11 @@ fn fields(here: &str, list: &Spanned<DeValue<'_>>, depth: usize, refuse: &mut Re
 /// One `{ name, type, ... }` entry.
 fn field(here: &str, item: &Spanned<DeValue<'_>>, depth: usize, refuse: &mut Refuse<'_>) -> Option<FieldShape> {
     let DeValue::Table(keys) = item.get_ref() else {
-        refuse(item.span(), format!("a field of `{here}` is not a table"), "write `{ name = \"amount\", type = \"number\" }`".into());
+        refuse(
+            item.span(),
+            format!("a field of `{here}` is not a table"),
+            "write `{ name = \"amount\", type = \"number\" }`".into(),
+        );
         return None;
     };
     let text = |key: &str| match keys.get(key).map(Spanned::get_ref) {
@@ -207,12 +231,17 @@ fn field(here: &str, item: &Spanned<DeValue<'_>>, depth: usize, refuse: &mut Ref
         if let Some(value) = keys.get(key)
             && ty != on
         {
-            refuse(value.span(), format!("`{path}.{key}` is for `type = \"{on}\"` fields"), format!("remove `{key}`, or make the field a {on}"));
+            refuse(
+                value.span(),
+                format!("`{path}.{key}` is for `type = \"{on}\"` fields"),
+                format!("remove `{key}`, or make the field a {on}"),
+            );
             return false;
         }
         true
     };
-    whole &= only_on("enum", "string", refuse) & only_on("items", "array", refuse) & only_on("fields", "object", refuse);
+    whole &=
+        only_on("enum", "string", refuse) & only_on("items", "array", refuse) & only_on("fields", "object", refuse);
     let kind = match ty.as_str() {
         "string" => FieldKind::String(choices(&path, keys, refuse)?),
         "integer" => FieldKind::Integer,
@@ -225,7 +254,10 @@ fn field(here: &str, item: &Spanned<DeValue<'_>>, depth: usize, refuse: &mut Ref
         other => {
             let help = match did_you_mean(other, TYPES) {
                 Some(close) => format!("did you mean `{close}`? a field's type is one of {}", list_names(&TYPES)),
-                None => format!("a field's type is one of {} (a file is uploaded as an input of its own)", list_names(&TYPES)),
+                None => format!(
+                    "a field's type is one of {} (a file is uploaded as an input of its own)",
+                    list_names(&TYPES)
+                ),
             };
             let at = keys.get("type").map_or(item.span(), Spanned::span);
             refuse(at, format!("`{path}` has the type `{other}`, which a field cannot have"), help);
@@ -235,9 +267,15 @@ fn field(here: &str, item: &Spanned<DeValue<'_>>, depth: usize, refuse: &mut Ref
     let label = match keys.get("label") {
         None => None,
         Some(value) => match value.get_ref() {
-            DeValue::String(label) if !label.trim().is_empty() && label.chars().count() <= MAX_LABEL => Some(label.to_string()),
+            DeValue::String(label) if !label.trim().is_empty() && label.chars().count() <= MAX_LABEL => {
+                Some(label.to_string())
+            }
             _ => {
-                refuse(value.span(), format!("`{path}.label` is not a label"), format!("write a text of 1 to {MAX_LABEL} characters"));
+                refuse(
+                    value.span(),
+                    format!("`{path}.label` is not a label"),
+                    format!("write a text of 1 to {MAX_LABEL} characters"),
+                );
                 return None;
             }
         },
@@ -247,7 +285,11 @@ fn field(here: &str, item: &Spanned<DeValue<'_>>, depth: usize, refuse: &mut Ref
         Some(value) => match value.get_ref() {
             DeValue::Boolean(required) => *required,
             _ => {
-                refuse(value.span(), format!("`{path}.required` is not true or false"), "write `required = true`".into());
+                refuse(
+                    value.span(),
+                    format!("`{path}.required` is not true or false"),
+                    "write `required = true`".into(),
+                );
                 return None;
             }
         },
@@ -256,9 +298,19 @@ fn field(here: &str, item: &Spanned<DeValue<'_>>, depth: usize, refuse: &mut Ref
 }
 
 /// A nested object's shape, from the field's own `fields`.
-fn object_of(path: &str, keys: &DeTable<'_>, span: Range<usize>, depth: usize, refuse: &mut Refuse<'_>) -> Option<ObjectShape> {
+fn object_of(
+    path: &str,
+    keys: &DeTable<'_>,
+    span: Range<usize>,
+    depth: usize,
+    refuse: &mut Refuse<'_>,
+) -> Option<ObjectShape> {
     let Some(list) = keys.get("fields") else {
-        refuse(span, format!("`{path}` is an object without `fields`"), "add `fields = [{ name = \"...\", type = \"string\" }]`".into());
+        refuse(
+            span,
+            format!("`{path}` is an object without `fields`"),
+            "add `fields = [{ name = \"...\", type = \"string\" }]`".into(),
+        );
         return None;
     };
     fields(path, list, depth, refuse)
@@ -271,7 +323,9 @@ fn choices(path: &str, keys: &DeTable<'_>, refuse: &mut Refuse<'_>) -> Option<Ve
     if let DeValue::Array(items) = value.get_ref() {
         for item in items.iter() {
             match item.get_ref() {
-                DeValue::String(choice) if !choices.iter().any(|known| known == choice.as_ref()) => choices.push(choice.to_string()),
+                DeValue::String(choice) if !choices.iter().any(|known| known == choice.as_ref()) => {
+                    choices.push(choice.to_string())
+                }
                 _ => {
                     choices.clear();
                     break;
@@ -280,7 +334,11 @@ fn choices(path: &str, keys: &DeTable<'_>, refuse: &mut Refuse<'_>) -> Option<Ve
         }
     }
     if choices.is_empty() {
-        refuse(value.span(), format!("`{path}.enum` is not a list of distinct strings"), "write `enum = [\"travel\", \"meal\"]`".into());
+        refuse(
+            value.span(),
+            format!("`{path}.enum` is not a list of distinct strings"),
+            "write `enum = [\"travel\", \"meal\"]`".into(),
+        );
         return None;
     }
     Some(choices)
@@ -292,7 +350,11 @@ fn items(path: &str, keys: &DeTable<'_>, refuse: &mut Refuse<'_>) -> Option<Stri
     match value.get_ref() {
         DeValue::String(ty) if ITEM_TYPES.contains(&ty.as_ref()) => Some(ty.to_string()),
         _ => {
-            refuse(value.span(), format!("`{path}.items` is not an item type"), format!("an array's items are one of {}", list_names(&ITEM_TYPES)));
+            refuse(
+                value.span(),
+                format!("`{path}.items` is not an item type"),
+                format!("an array's items are one of {}", list_names(&ITEM_TYPES)),
+            );
             None
         }
     }
@@ -315,7 +377,8 @@ mod tests {
         let document = document.get_ref();
         let value = document.get("fields").expect("a fields table");
         let mut problems = Vec::new();
-        let shapes = read("inbox.workflows.claims", value, &mut |_, message, help| problems.push(format!("{message} ({help})")));
+        let shapes =
+            read("inbox.workflows.claims", value, &mut |_, message, help| problems.push(format!("{message} ({help})")));
         (shapes, problems)
     }
 
@@ -346,15 +409,33 @@ mod tests {
             format!("[fields.claim]\nfields = [{inner}]\n")
         };
         let cases = [
-            ("[fields.claim]\nfields = [{ name = \"doc\", type = \"file\" }]\n", "`inbox.workflows.claims.fields.claim.doc` has the type `file`"),
+            (
+                "[fields.claim]\nfields = [{ name = \"doc\", type = \"file\" }]\n",
+                "`inbox.workflows.claims.fields.claim.doc` has the type `file`",
+            ),
             ("[fields.claim]\nfields = [{ name = \"a\", type = \"strng\" }]\n", "did you mean `string`?"),
-            ("[fields.claim]\nfields = [{ name = \"a\", type = \"string\" }, { name = \"a\", type = \"number\" }]\n", "declares the field `a` twice"),
+            (
+                "[fields.claim]\nfields = [{ name = \"a\", type = \"string\" }, { name = \"a\", type = \"number\" }]\n",
+                "declares the field `a` twice",
+            ),
             ("[fields.claim]\nfields = [{ name = \"a.b\", type = \"string\" }]\n", "has no good `name`"),
-            ("[fields.claim]\nfields = [{ name = \"a\", type = \"number\", enum = [\"x\"] }]\n", "`inbox.workflows.claims.fields.claim.a.enum` is for `type = \"string\"` fields"),
-            ("[fields.claim]\nfields = [{ name = \"a\", type = \"array\", items = \"object\" }]\n", "is not an item type"),
+            (
+                "[fields.claim]\nfields = [{ name = \"a\", type = \"number\", enum = [\"x\"] }]\n",
+                "`inbox.workflows.claims.fields.claim.a.enum` is for `type = \"string\"` fields",
+            ),
+            (
+                "[fields.claim]\nfields = [{ name = \"a\", type = \"array\", items = \"object\" }]\n",
+                "is not an item type",
+            ),
             ("[fields.claim]\nfields = [{ name = \"a\", type = \"object\" }]\n", "is an object without `fields`"),
-            ("[fields.claim]\nfields = [{ name = \"a\", type = \"string\", lable = \"A\" }]\n", "did you mean `label`?"),
-            ("[fields.claim]\nshape = 1\nfields = [{ name = \"a\", type = \"string\" }]\n", "`inbox.workflows.claims.fields.claim.shape` is not a setting"),
+            (
+                "[fields.claim]\nfields = [{ name = \"a\", type = \"string\", lable = \"A\" }]\n",
+                "did you mean `label`?",
+            ),
+            (
+                "[fields.claim]\nshape = 1\nfields = [{ name = \"a\", type = \"string\" }]\n",
+                "`inbox.workflows.claims.fields.claim.shape` is not a setting",
+            ),
             ("[fields.claim]\n", "declares no `fields`"),
             ("[fields]\nclaim = 3\n", "`inbox.workflows.claims.fields.claim` is not a table"),
         ];

@@ -27,7 +27,11 @@ pub fn field_shape_problems(programs: &[Program], inbox: &InboxSettings) -> Vec<
     let mut problems = Vec::new();
     for (slug, settings) in &inbox.workflows {
         let served = programs.iter().flat_map(|program| {
-            program.workflows.iter().filter(|workflow| program.str(workflow.slug) == slug).map(move |workflow| (program, workflow))
+            program
+                .workflows
+                .iter()
+                .filter(|workflow| program.str(workflow.slug) == slug)
+                .map(move |workflow| (program, workflow))
         });
         let mut inputs: BTreeMap<String, String> = BTreeMap::new();
         let mut found = false;
@@ -66,7 +70,12 @@ pub fn field_shape_problems(programs: &[Program], inbox: &InboxSettings) -> Vec<
 
 /// The control of one top-level input: a fieldset when it is an object with a declared
 /// shape, else the input's own control (an object's with a hint naming the setting).
-pub fn input_control(prefix: &str, field: &SchemaField<'_>, workflow: &str, shapes: &BTreeMap<String, ObjectShape>) -> Markup {
+pub fn input_control(
+    prefix: &str,
+    field: &SchemaField<'_>,
+    workflow: &str,
+    shapes: &BTreeMap<String, ObjectShape>,
+) -> Markup {
     if field.schema["type"].as_str() != Some("object") {
         return control(prefix, field);
     }
@@ -213,7 +222,9 @@ fn typed(kind: &FieldKind, text: &str, path: &str) -> Result<Value, String> {
             }
             Ok(Value::Array(values))
         }
-        FieldKind::Integer => text.parse::<i64>().map(Value::from).map_err(|_| format!("'{path}' must be a whole number")),
+        FieldKind::Integer => {
+            text.parse::<i64>().map(Value::from).map_err(|_| format!("'{path}' must be a whole number"))
+        }
         FieldKind::Number => text
             .parse::<f64>()
             .ok()
@@ -250,13 +261,20 @@ fn item_kind(items: &str) -> FieldKind {
 fn is_date(text: &str) -> bool {
     let bytes = text.as_bytes();
     bytes.len() == 10
-        && bytes.iter().enumerate().all(|(at, byte)| if at == 4 || at == 7 { *byte == b'-' } else { byte.is_ascii_digit() })
+        && bytes
+            .iter()
+            .enumerate()
+            .all(|(at, byte)| if at == 4 || at == 7 { *byte == b'-' } else { byte.is_ascii_digit() })
 }
 
 /// A `datetime-local` value (`2025-03-06T10:00`, read as UTC) or an RFC 3339 instant.
 fn date_time(text: &str) -> Option<Value> {
     let (date, time) = text.split_once('T')?;
-    if !is_date(date) || time.len() < 5 || !time.is_char_boundary(5) || !time[..5].bytes().enumerate().all(|(at, byte)| if at == 2 { byte == b':' } else { byte.is_ascii_digit() }) {
+    if !is_date(date)
+        || time.len() < 5
+        || !time.is_char_boundary(5)
+        || !time[..5].bytes().enumerate().all(|(at, byte)| if at == 2 { byte == b':' } else { byte.is_ascii_digit() })
+    {
         return None;
     }
     let offset = time.ends_with('Z') || time[5..].contains(['+', '-']);
@@ -272,7 +290,8 @@ mod tests {
     use super::*;
 
     fn shape() -> ObjectShape {
-        let field = |name: &str, kind: FieldKind, required: bool| FieldShape { name: name.into(), kind, label: None, required };
+        let field =
+            |name: &str, kind: FieldKind, required: bool| FieldShape { name: name.into(), kind, label: None, required };
         ObjectShape {
             fields: vec![
                 field("amount", FieldKind::Number, true),
@@ -280,7 +299,11 @@ mod tests {
                 field("paid", FieldKind::Boolean, false),
                 field("tags", FieldKind::Array("integer".into()), false),
                 field("on", FieldKind::DateTime, false),
-                field("vendor", FieldKind::Object(ObjectShape { fields: vec![field("name", FieldKind::String(Vec::new()), true)] }), false),
+                field(
+                    "vendor",
+                    FieldKind::Object(ObjectShape { fields: vec![field("name", FieldKind::String(Vec::new()), true)] }),
+                    false,
+                ),
             ],
         }
     }
@@ -294,7 +317,9 @@ mod tests {
         let value = value("claim", &shape(), &form).expect("it holds");
         assert_eq!(
             value,
-            Some(json!({ "amount": 12.5, "kind": "meal", "paid": true, "tags": [1, 2], "on": "2025-03-06T10:00:00Z", "vendor": { "name": "Café" } }))
+            Some(
+                json!({ "amount": 12.5, "kind": "meal", "paid": true, "tags": [1, 2], "on": "2025-03-06T10:00:00Z", "vendor": { "name": "Café" } })
+            )
         );
         assert_eq!(super::value("claim", &shape(), &Form::parse(b"field.claim.kind=")), Ok(None), "nothing filled in");
     }
@@ -314,7 +339,12 @@ mod tests {
         );
         let problems = value("claim", &shape(), &Form::parse(b"field.claim.vendor.name=Acme")).expect_err("no amount");
         assert_eq!(problems, ["'claim.amount' is required"]);
-        let problems = value("claim", &shape(), &Form::parse(b"field.claim.amount=1&field.claim.vendor.name=&field.claim.paid=true")).expect("a vendor left out");
+        let problems = value(
+            "claim",
+            &shape(),
+            &Form::parse(b"field.claim.amount=1&field.claim.vendor.name=&field.claim.paid=true"),
+        )
+        .expect("a vendor left out");
         assert_eq!(problems, Some(json!({ "amount": 1.0, "paid": true })));
     }
 
@@ -324,12 +354,19 @@ mod tests {
         let field = SchemaField { name: "claim", schema: &schema, required: true, label: None };
         let shapes = BTreeMap::from([("claim".to_string(), shape())]);
         let shown = input_control("t", &field, "claims", &shapes).into_string();
-        assert!(shown.contains("<fieldset") && shown.contains("<legend>claim <span class=\"required\">(required)</span></legend>"), "{shown}");
+        assert!(
+            shown.contains("<fieldset")
+                && shown.contains("<legend>claim <span class=\"required\">(required)</span></legend>"),
+            "{shown}"
+        );
         assert!(shown.contains("The &lt;claim&gt;."), "{shown}");
         assert!(shown.contains(r#"id="t-claim-amount" name="field.claim.amount" type="number""#), "{shown}");
         assert!(shown.contains(r#"<option value="travel">"#), "{shown}");
         assert!(shown.contains(r#"name="field.claim.paid" type="checkbox""#), "{shown}");
-        assert!(shown.contains(r#"<legend>vendor</legend>"#) && shown.contains(r#"name="field.claim.vendor.name""#), "{shown}");
+        assert!(
+            shown.contains(r#"<legend>vendor</legend>"#) && shown.contains(r#"name="field.claim.vendor.name""#),
+            "{shown}"
+        );
         let bare = input_control("t", &field, "claims", &BTreeMap::new()).into_string();
         assert!(bare.contains("<textarea") && bare.contains("[inbox.workflows.claims.fields.claim]"), "{bare}");
     }

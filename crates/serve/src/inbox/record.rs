@@ -114,7 +114,11 @@ mod tests {
             title: None,
             seq: 1,
             instructions: "Read the memo.".into(),
-            choice: DecisionChoice { to: "send".into(), description: Some("Send the reply".into()), kind: "approve".into() },
+            choice: DecisionChoice {
+                to: "send".into(),
+                description: Some("Send the reply".into()),
+                kind: "approve".into(),
+            },
             opened_at: "2025-03-08T11:00:00Z".into(),
             evidence: vec![EvidenceSeen {
                 path: "memo.txt".into(),

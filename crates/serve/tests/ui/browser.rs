@@ -206,7 +206,9 @@ async fn a_reviewer_signs_in_sees_a_refund_park_reads_the_evidence_and_decides_i
     // the browser asks for the comment before anything is sent.
     assert_eq!(browser.script("return document.getElementById('comment').required").await, json!(false));
     browser.click("button[name=to][value=\"decide-refund\"]").await;
-    browser.until("document.getElementById('comment').required && document.getElementById('comment').matches(':invalid')").await;
+    browser
+        .until("document.getElementById('comment').required && document.getElementById('comment').matches(':invalid')")
+        .await;
     assert_eq!(browser.script("return performance.getEntriesByType('navigation').length").await, json!(1));
     assert_eq!(server.show("refund-1042").await["status"], "awaiting_decision", "nothing was sent");
 
@@ -224,11 +226,16 @@ async fn a_reviewer_signs_in_sees_a_refund_park_reads_the_evidence_and_decides_i
     browser.until("document.querySelector('section.decisions') !== null").await;
     let record = browser.script("return document.querySelector('section.decisions').innerText").await;
     let record = record.as_str().unwrap_or_default();
-    assert!(record.contains("refunds-lead@fernhill.example chose Approve the decision and the reply as drafted."), "{record}");
+    assert!(
+        record.contains("refunds-lead@fernhill.example chose Approve the decision and the reply as drafted."),
+        "{record}"
+    );
     assert!(record.contains("The photos match the claim. Approved."), "{record}");
     assert!(record.contains("Approve this refund before the customer hears about it."), "the instructions: {record}");
     assert!(record.contains("64.00 EUR"), "the memo as shown: {record}");
-    let when = browser.script("return document.querySelector('section.decisions p.verdict time').getAttribute('datetime')").await;
+    let when = browser
+        .script("return document.querySelector('section.decisions p.verdict time').getAttribute('datetime')")
+        .await;
     assert_eq!(when, json!("2025-03-08T12:00:00Z"));
     browser.screenshot("session-decided.png", 1280).await;
     let _ = browser.client.clone().close().await;

@@ -71,8 +71,14 @@ async fn shaped_object_input(server: &crate::Running) {
     let page = server.get("/sessions/claim-1", Some(&cookie)).await;
     let form = from(&page.body, r#"aria-label="Deliver filed""#);
     assert!(form.contains(r#"<fieldset class="object" data-path="claim"><legend>claim"#), "{form}");
-    assert!(form.contains(r#"<label for="filed-claim-amount">Amount (EUR) <span class="required">(required)</span>"#), "{form}");
-    assert!(form.contains(r#"id="filed-claim-amount" name="field.claim.amount" type="number" step="any" required"#), "{form}");
+    assert!(
+        form.contains(r#"<label for="filed-claim-amount">Amount (EUR) <span class="required">(required)</span>"#),
+        "{form}"
+    );
+    assert!(
+        form.contains(r#"id="filed-claim-amount" name="field.claim.amount" type="number" step="any" required"#),
+        "{form}"
+    );
     assert!(form.contains(r#"<select id="filed-claim-kind" name="field.claim.kind" required"#), "{form}");
     assert!(form.contains(r#"id="filed-claim-spent_on" name="field.claim.spent_on" type="date""#), "{form}");
     assert!(form.contains(r#"id="filed-claim-reimbursed" name="field.claim.reimbursed" type="checkbox""#), "{form}");
@@ -81,11 +87,15 @@ async fn shaped_object_input(server: &crate::Running) {
         form.contains(r#"name="field.claim.vendor.name" type="text">"#),
         "a field required in an optional object is not required of the browser: {form}"
     );
-    assert!(form.contains("[inbox.workflows.claims.fields.receipt]"), "an object without a shape says how to get one: {form}");
+    assert!(
+        form.contains("[inbox.workflows.claims.fields.receipt]"),
+        "an object without a shape says how to get one: {form}"
+    );
 
     let (cookie, csrf) = (&cookie, page.csrf());
     let deliver = |pairs: Vec<(&'static str, &'static str)>| {
-        let mut fields = vec![("csrf", csrf.clone()), ("session", "claim-1".to_string()), ("trigger", "filed".to_string())];
+        let mut fields =
+            vec![("csrf", csrf.clone()), ("session", "claim-1".to_string()), ("trigger", "filed".to_string())];
         fields.extend(pairs.into_iter().map(|(key, value)| (key, value.to_string())));
         async move {
             let fields: Vec<(&str, &str)> = fields.iter().map(|(key, value)| (*key, value.as_str())).collect();
@@ -138,16 +148,19 @@ fn a_shape_for_an_input_the_workflow_does_not_take_as_an_object_is_refused_by_na
     let text = "[inbox.workflows.claims.fields.clam]\nfields = [{ name = \"a\", type = \"string\" }]\n\
                 [inbox.workflows.payment.fields.amount]\nfields = [{ name = \"a\", type = \"string\" }]\n\
                 [inbox.workflows.elsewhere.fields.x]\nfields = [{ name = \"a\", type = \"string\" }]\n";
-    let (settings, problems) = archmax_config::settings::parse_runner_settings(archmax_program::source::FileId(0), text);
+    let (settings, problems) =
+        archmax_config::settings::parse_runner_settings(archmax_program::source::FileId(0), text);
     assert!(problems.is_empty(), "{problems:?}");
     let problems = archmax_serve::inbox::field_shape_problems(&programs, &settings.inbox);
     assert_eq!(problems.len(), 2, "a workflow this server does not serve is not checked: {problems:?}");
     assert!(
-        problems[0].starts_with("archmax.toml `[inbox.workflows.claims.fields.clam]` names no input of workflow `claims`")
+        problems[0]
+            .starts_with("archmax.toml `[inbox.workflows.claims.fields.clam]` names no input of workflow `claims`")
             && problems[0].contains("`claim`"),
         "{problems:?}"
     );
     assert!(problems[1].contains("shapes the input `amount`, which is typed `number`"), "{problems:?}");
-    let (good, _) = archmax_config::settings::parse_runner_settings(archmax_program::source::FileId(0), crate::SETTINGS);
+    let (good, _) =
+        archmax_config::settings::parse_runner_settings(archmax_program::source::FileId(0), crate::SETTINGS);
     assert_eq!(archmax_serve::inbox::field_shape_problems(&programs, &good.inbox), Vec::<String>::new());
 }

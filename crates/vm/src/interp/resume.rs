@@ -21,9 +21,9 @@ use crate::runtime::{
     DecideRequest, DeliverRequest, Disposition, FieldProblem, InputReason, Outcome, Refusal, ReplyRequest, RunError,
     Runtime, TurnRequest,
 };
+use crate::session::decision_record::DecisionRecord;
 use crate::session::id::SessionId;
 use crate::session::{Message, NoteKind, ParkPhase, SessionState, SessionWriter, Status, StoreError, Variable};
-use crate::session::decision_record::DecisionRecord;
 use crate::session::{PendingDecision, TrailKind, TrailStep};
 
 use super::carried::{Carry, Undeclared};

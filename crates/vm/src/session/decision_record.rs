@@ -145,7 +145,10 @@ mod tests {
         files.write("chart.png", b"\x89PNG").unwrap();
         let choice = DecisionChoice { to: "send".into(), description: Some("Send it.".into()), kind: "approve".into() };
         let record = DecisionRecord::of(&decision(), &choice, Some(&files));
-        assert_eq!((record.seq, record.instructions.as_str(), record.choice.to.as_str()), (2, "Check the memo.", "send"));
+        assert_eq!(
+            (record.seq, record.instructions.as_str(), record.choice.to.as_str()),
+            (2, "Check the memo.", "send")
+        );
         assert_eq!(record.evidence[0].text.as_deref(), Some("Refund 64.00 EUR €"));
         assert_eq!(record.evidence[0].sha256.as_deref().map(str::len), Some(64));
         assert_eq!((record.evidence[1].text.clone(), record.evidence[1].size), (None, 4), "an image by digest");

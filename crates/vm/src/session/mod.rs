@@ -260,7 +260,16 @@ pub struct TrailStep {
 impl TrailStep {
     /// A step to `to`, moved by `kind`, at `ts`.
     pub fn new(to: &str, kind: TrailKind, reason: Option<String>, ts: u64) -> TrailStep {
-        TrailStep { to: to.to_string(), kind, reason, workflow: None, status: None, decided_by: None, ts, decision: None }
+        TrailStep {
+            to: to.to_string(),
+            kind,
+            reason,
+            workflow: None,
+            status: None,
+            decided_by: None,
+            ts,
+            decision: None,
+        }
     }
 }
 

@@ -136,7 +136,10 @@ fn the_trail_keeps_the_record_decided_on_with_the_evidence_as_it_was_then() {
     assert_eq!(record.evidence.len(), 1);
     assert_eq!(record.evidence[0].path, "scratchpad/memo.md");
     assert_eq!(record.evidence[0].text.as_deref(), Some("Pay 120.00 EUR to Acme."));
-    assert_eq!((step.reason.as_deref(), step.decided_by.as_deref()), (Some("Invoice checked."), Some("cfo@example.com")));
+    assert_eq!(
+        (step.reason.as_deref(), step.decided_by.as_deref()),
+        (Some("Invoice checked."), Some("cfo@example.com"))
+    );
     // Hosts see it in the session's summary too.
     let summary = archmax_vm::session::summary::summary(&session);
     let human = summary["trail"].as_array().and_then(|trail| trail.iter().find(|entry| entry["kind"] == "human"));

@@ -340,7 +340,7 @@ impl Runtime {
         }
         // What the person saw, kept before the next state may rewrite the evidence.
         let seen = {
-            let files = self.store().files(&turn.session.id.to_string()).ok();
+            let files = self.store().files(turn.session.id.as_ref()).ok();
             let (shown, taken) = (decision.clone(), choice.clone());
             let read = move || DecisionRecord::of(&shown, &taken, files.as_deref());
             // The files may be on disk: read off the executor's threads.

@@ -319,6 +319,10 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
         Err(message) => return failure(message),
     };
     let unconfigured = unconfigured_connections(&programs, &connections);
+    let shapes = archmax_serve::inbox::field_shape_problems(&programs, &settings.inbox);
+    if !shapes.is_empty() {
+        return failure(shapes.join("\nerror: "));
+    }
     let open = auth.is_open();
     let server = match Server::new(ServerParts {
         programs,

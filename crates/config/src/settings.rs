@@ -33,6 +33,7 @@
 
 mod context;
 mod inbox;
+mod inbox_fields;
 mod limits;
 mod mcp;
 pub mod notify;
@@ -111,6 +112,7 @@ pub struct RunnerSettings {
 
 pub use context::ContextSettings;
 pub use inbox::{InboxSettings, InboxWorkflow};
+pub use inbox_fields::{FieldKind, FieldShape, ObjectShape};
 pub use limits::{BudgetLimits, Budgets};
 
 pub use mcp::{MAX_TIMEOUT_MS, check_environment, is_tool_name, prefix_problem};

@@ -16,6 +16,16 @@
     });
   }
   localTimes(document);
+  // A decision whose transition needs a comment makes the comment box required as its
+  // button is pressed, so the browser asks for the comment before anything is sent
+  // (the server refuses such a decision without one either way).
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest ? event.target.closest("form.decide button[name=to]") : null;
+    var comment = button && button.form ? button.form.querySelector("textarea[name=comment]") : null;
+    if (comment) {
+      comment.required = button.getAttribute("data-needs-comment") === "true";
+    }
+  });
   var main = document.querySelector("main[data-live]");
   if (!main || !window.EventSource || !window.fetch || !window.DOMParser) {
     return;

@@ -219,6 +219,54 @@ fn notifier() -> Value {
     )
 }
 
+/// The fields of an object input's shape: an `object` field nests its own `fields`,
+/// declared the same way (the reader holds them, at most four objects deep; the schema
+/// spells out the first level only).
+fn inbox_fields() -> Value {
+    let mut types: Vec<&str> = vec!["string", "integer", "number", "boolean", "date", "date-time", "array"];
+    let mut keys = vec![
+        (
+            "name",
+            json!({ "type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]*$", "maxLength": 64, "description": "The field's key in the object; its control is named by the dotted path." }),
+        ),
+        (
+            "label",
+            json!({ "type": "string", "minLength": 1, "maxLength": 120, "description": "What the form's label says (default: the name)." }),
+        ),
+        (
+            "required",
+            json!({ "type": "boolean", "default": false, "description": "Whether the object must have the field." }),
+        ),
+        (
+            "enum",
+            json!({ "type": "array", "items": { "type": "string" }, "minItems": 1, "uniqueItems": true, "description": "For a `string` field: its choices, offered as a list." }),
+        ),
+        (
+            "items",
+            json!({ "enum": ["string", "integer", "number", "boolean", "date", "date-time"], "default": "string", "description": "For an `array` field: the type of its items, one per line." }),
+        ),
+    ];
+    types.push("object");
+    keys.push((
+        "fields",
+        json!({
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 32,
+            "items": { "type": "object" },
+            "description": "For an `object` field: its own fields, declared as these are (objects nest at most four deep).",
+        }),
+    ));
+    keys.insert(1, ("type", json!({ "enum": types, "description": "A signature type but `file`." })));
+    json!({
+        "type": "array",
+        "minItems": 1,
+        "maxItems": 32,
+        "description": "The object's fields, in the form's order.",
+        "items": closed("One field.", &keys, &["name", "type"]),
+    })
+}
+
 /// `[limits]`: the default limits, and `workflows`, each workflow's own over them. A
 /// workflow's table takes the same keys, where `0` lifts a limit instead of being refused.
 /// `[inbox]`: how the decision inbox shows each workflow's sessions.
@@ -237,6 +285,18 @@ fn inbox() -> Value {
         &[
             ("summary", names("The variables a row of the inbox shows (default: the session's first locked inputs).")),
             ("comment_required", names("States a decision leads to that need the decider's comment.")),
+            (
+                "fields",
+                json!({
+                    "type": "object",
+                    "description": "The shapes of the workflow's `object` inputs, by input name: each generates a fieldset in the inbox's forms instead of a JSON box.",
+                    "additionalProperties": closed(
+                        "One object input's shape.",
+                        &[("fields", inbox_fields())],
+                        &["fields"],
+                    ),
+                }),
+            ),
         ],
         &[],
     );

@@ -6,13 +6,17 @@
 //! [inbox.workflows.refund-desk]
 //! summary = ["order_id", "refund_amount"]    # the variables a row of the inbox shows
 //! comment_required = ["escalate", "decline"] # decisions that need a comment
+//!
+//! [inbox.workflows.refund-desk.fields.claim]  # the form of an `object` input
+//! fields = [{ name = "amount", type = "number" }]
 //! ```
 //!
 //! `[inbox.oidc]` (sign-in with an OpenID Connect provider) is read in [`super::oidc`].
 //! Without `summary` a row shows the session's first locked inputs. A decision needs a
 //! comment when it leads to a state `comment_required` names, or when the transition's
-//! own description asks for one (that is the inbox's reading, in `archmax-serve`). A bad
-//! value or an unknown key is an `AMX0011` error naming it.
+//! own description asks for one (that is the inbox's reading, in `archmax-serve`). The
+//! shapes of object inputs are read by `inbox_fields`. A bad value or an unknown key is
+//! an `AMX0011` error naming it.
 
 use std::collections::BTreeMap;
 
@@ -23,7 +27,7 @@ use archmax_program::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
 use archmax_program::source::{FileId, Span};
 
 /// The keys a `[inbox.workflows.<slug>]` table takes.
-const KEYS: [&str; 2] = ["summary", "comment_required"];
+const KEYS: [&str; 3] = ["summary", "comment_required", "fields"];
 
 /// The most names one list may hold.
 const MAX_NAMES: usize = 8;
@@ -50,6 +54,9 @@ pub struct InboxWorkflow {
     pub summary: Vec<String>,
     /// The states a decision leads to that need the decider's comment.
     pub comment_required: Vec<String>,
+    /// The shapes of its `object` inputs, by input name (`[<this>.fields.<input>]`,
+    /// read in `inbox_fields`).
+    pub fields: BTreeMap<String, super::inbox_fields::ObjectShape>,
 }
 
 /// Reads `[inbox]` of `text` into `settings`.
@@ -119,6 +126,10 @@ pub(super) fn read(file: FileId, text: &str, settings: &mut RunnerSettings, diag
             for (key, value) in keys.iter() {
                 let key_name = key.get_ref().as_ref();
                 let slot = match key_name {
+                    "fields" => {
+                        workflow.fields = super::inbox_fields::read(&where_, value, &mut refuse);
+                        continue;
+                    }
                     "summary" => &mut workflow.summary,
                     "comment_required" => &mut workflow.comment_required,
                     other => {

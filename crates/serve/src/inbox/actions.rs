@@ -165,8 +165,16 @@ pub async fn deliver(State(inbox): Shared, headers: HeaderMap, body: Body) -> Re
     };
     let files = std::mem::take(&mut form.files);
     let trigger = form.text("trigger").unwrap_or_default();
-    let schema = trigger_schema(&inbox, &session, &trigger).await.unwrap_or_default();
-    let mut request = json!({ "trigger": trigger, "variables": forms::variables(&schema, &form) });
+    let (workflow, schema) = trigger_schema(&inbox, &session, &trigger).await.unwrap_or_default();
+    let shapes = inbox.server.settings.inbox.for_workflow(&workflow).fields;
+    let variables = match forms::variables(&schema, &form, &shapes) {
+        Ok(variables) => variables,
+        Err(problems) => {
+            let why = format!("The input was not delivered: {}. Correct it and deliver again.", problems.join("; "));
+            return session_page(&inbox, &signed, &session, StatusCode::BAD_REQUEST, Some(Notice::error(why))).await;
+        }
+    };
+    let mut request = json!({ "trigger": trigger, "variables": variables });
     if let Some(message) = form.text("message") {
         request["message"] = json!(message);
     }
@@ -175,14 +183,15 @@ pub async fn deliver(State(inbox): Shared, headers: HeaderMap, body: Body) -> Re
     act(&inbox, &signed, &session, "delivered", call).await
 }
 
-/// The JSON Schema of `trigger`'s `requires` in the program `session` runs on.
-async fn trigger_schema(inbox: &Inbox, session: &str, trigger: &str) -> Option<Value> {
+/// The workflow of `session` and the JSON Schema of `trigger`'s `requires` in the
+/// program it runs on.
+async fn trigger_schema(inbox: &Inbox, session: &str, trigger: &str) -> Option<(String, Value)> {
     let state = inbox.server.session(session).await.ok()?;
     let runtime = inbox.server.runtime_for_session(&state).ok()?;
     let program = &runtime.program();
     let (_, workflow) = program.workflow(state.head.workflow.as_str())?;
     let declared = workflow.triggers.iter().find(|declared| program.str(declared.id) == trigger)?;
-    serde_json::from_str(program.str(declared.schema)).ok()
+    Some((state.head.workflow.clone(), serde_json::from_str(program.str(declared.schema)).ok()?))
 }
 
 fn unauthenticated_stream() -> Response {

@@ -5,10 +5,17 @@
 //! number, a yes/no choice, a list for `enum`, a text area for Markdown and for objects
 //! and arrays as JSON) and, when the form comes back, one typed value. The runtime
 //! checks the values against the signature itself, so a value that does not hold is
-//! answered with the runtime's own field problems.
+//! answered with the runtime's own field problems. An object input whose fields the
+//! settings declare is a fieldset instead ([`objects`]), checked field by field here.
+
+use std::collections::BTreeMap;
 
 use maud::{Markup, html};
 use serde_json::{Map, Value};
+
+use archmax_config::settings::ObjectShape;
+
+use super::objects;
 
 /// A form's body: its text pairs in order (`application/x-www-form-urlencoded`, or the
 /// text parts of `multipart/form-data`), and the files a multipart form carried.
@@ -45,6 +52,8 @@ pub struct SchemaField<'a> {
     pub name: &'a str,
     pub schema: &'a Value,
     pub required: bool,
+    /// What the label says instead of the name (a declared field's `label`).
+    pub label: Option<&'a str>,
 }
 
 /// The fields of an object schema, in declaration order.
@@ -54,7 +63,7 @@ pub fn fields(schema: &Value) -> Vec<SchemaField<'_>> {
         .as_object()
         .into_iter()
         .flatten()
-        .map(|(name, schema)| SchemaField { name, schema, required: required.contains(&name.as_str()) })
+        .map(|(name, schema)| SchemaField { name, schema, required: required.contains(&name.as_str()), label: None })
         .collect()
 }
 
@@ -65,8 +74,12 @@ fn kind(schema: &Value) -> (&str, &str) {
 /// The control for one field, with its label and description; `prefix` keeps the ids of
 /// several forms on one page apart.
 pub fn control(prefix: &str, field: &SchemaField<'_>) -> Markup {
-    let id = format!("{prefix}-{}", field.name);
-    let name = format!("field.{}", field.name);
+    control_named(&format!("{prefix}-{}", field.name), &format!("field.{}", field.name), field, None)
+}
+
+/// The control for one field with its element `id` and form `name`; `note` is one more
+/// hint under the description.
+pub fn control_named(id: &str, name: &str, field: &SchemaField<'_>, note: Option<Markup>) -> Markup {
     let schema = field.schema;
     let description = schema["description"].as_str();
     let hint_id = format!("{id}-hint");
@@ -96,13 +109,14 @@ pub fn control(prefix: &str, field: &SchemaField<'_>) -> Markup {
     html! {
         div.field {
             label for=(id) {
-                (field.name)
+                (field.label.unwrap_or(field.name))
                 @if field.required { " " span.required { "(required)" } }
                 @if ty == "object" || ty == "array" { " " span.hint { "(JSON)" } }
             }
             @if let Some(description) = description {
                 p.hint id=(hint_id) { (description) }
             }
+            @if let Some(note) = note { p.hint { (note) } }
             @if let Some(choices) = schema["enum"].as_array() {
                 select id=(id) name=(name) required[field.required] aria-describedby=[described] {
                     @if !field.required { option value="" { "(none)" } }
@@ -149,10 +163,27 @@ fn number_text(number: f64) -> String {
 
 /// The typed variables of a submitted deliver form: each field's text as its schema's
 /// type (a value that does not parse is passed on as text, for the runtime to refuse
-/// with its own words); an empty field is left out.
-pub fn variables(schema: &Value, form: &Form) -> Map<String, Value> {
+/// with its own words); an empty field is left out. An object with a declared shape in
+/// `shapes` is assembled from its controls ([`objects::value`]), and a field of it that
+/// does not fit is a problem named by its path.
+pub fn variables(
+    schema: &Value,
+    form: &Form,
+    shapes: &BTreeMap<String, ObjectShape>,
+) -> Result<Map<String, Value>, Vec<String>> {
     let mut variables = Map::new();
+    let mut problems = Vec::new();
     for field in fields(schema).into_iter().filter(|field| !is_file(field.schema)) {
+        if let Some(shape) = shapes.get(field.name).filter(|_| field.schema["type"].as_str() == Some("object")) {
+            match objects::value(field.name, shape, form) {
+                Ok(Some(value)) => {
+                    variables.insert(field.name.to_string(), value);
+                }
+                Ok(None) => {}
+                Err(mut found) => problems.append(&mut found),
+            }
+            continue;
+        }
         let Some(text) = form.get(&format!("field.{}", field.name)) else { continue };
         let text = text.trim();
         if text.is_empty() {
@@ -183,7 +214,7 @@ pub fn variables(schema: &Value, form: &Form) -> Map<String, Value> {
         };
         variables.insert(field.name.to_string(), value);
     }
-    variables
+    if problems.is_empty() { Ok(variables) } else { Err(problems) }
 }
 
 #[cfg(test)]
@@ -214,7 +245,7 @@ mod tests {
             b"field.amount=40.5&field.count=3&field.currency=EUR&field.paid_on=2025-03-06&field.at=2025-03-06T10%3A00\
               &field.confirmed=false&field.lines=%5B1%2C2%5D&field.note=&field.unknown=x",
         );
-        let variables = variables(&schema(), &form);
+        let variables = variables(&schema(), &form, &BTreeMap::new()).expect("no shapes, no problems");
         assert_eq!(
             Value::Object(variables),
             json!({
@@ -231,7 +262,7 @@ mod tests {
     }
 
     fn variables_of(body: &str) -> Map<String, Value> {
-        variables(&schema(), &Form::parse(body.as_bytes()))
+        variables(&schema(), &Form::parse(body.as_bytes()), &BTreeMap::new()).expect("no shapes, no problems")
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! GET  /sign-in, POST /sign-in, POST /sign-out   signin: a store-kept session, its id in a cookie
 //! GET  /inbox/oidc/start, /inbox/oidc/callback    oidc: the same, through an OpenID Connect provider
 //! GET  /?view=&q=&after=…                         pages: one page of a view (views, listing)
-//! GET  /sessions/{id}                             pages::session (graph, evidence, forms)
+//! GET  /sessions/{id}                             pages::session (graph, evidence, forms, record)
 //! POST /decide, /reply, /deliver                  actions: one Server call each
 //! GET  /live, /live/{id}                          server-sent events that refresh a page
 //! GET  /evidence?session=&path=                   an evidence image
@@ -27,9 +27,11 @@ mod forms;
 mod graph;
 pub mod listing;
 pub mod markdown;
+mod objects;
 pub mod oidc;
 pub mod pages;
 mod present;
+mod record;
 mod render;
 mod session_record;
 mod signin;
@@ -46,6 +48,7 @@ use axum::routing::{get, post};
 use crate::request_limits::{form_body_limit, upload_form_body_limit};
 use crate::server::Server;
 
+pub use objects::field_shape_problems;
 pub use signin::Secret;
 
 /// The inbox's share of the server: the server itself and the sign-in throttles (this

@@ -1,6 +1,6 @@
 //! The two pages' routes: the inbox (one page of a view, [`views`], drawn by
-//! [`listing`]) and a session (its graph, decision record, forms, variables, trail and
-//! transcript).
+//! [`listing`]) and a session (its graph, the waiting decision record, forms, the
+//! decisions made ([`record`]), variables, trail and transcript).
 //!
 //! Each page is built from the store as it stands; its parts that change as the session
 //! runs carry `data-region`, which the script swaps for the fresh page's when an event
@@ -19,7 +19,7 @@ use archmax_vm::session::{Message, SessionState, ToolStatus};
 use super::render::{self, Notice, Viewer, encode, html_response, json_block, markdown_block};
 use super::signin::{SignedIn, signed_in};
 use super::views::{self, InboxFilter};
-use super::{Inbox, Shared, forms, graph, listing, present};
+use super::{Inbox, Shared, forms, graph, listing, objects, present, record};
 use crate::auth::Scope;
 use crate::error::ApiError;
 
@@ -178,6 +178,7 @@ impl SessionView<'_> {
             }
             (self.decision())
             (self.input())
+            (record::decisions(session))
             section data-region="variables" aria-labelledby="variables-heading" {
                 h2 id="variables-heading" { "Variables" }
                 @if session.variables.is_empty() { p.empty { "No variables are set." } }
@@ -263,6 +264,7 @@ impl SessionView<'_> {
                         @for choice in &decision.transitions {
                             div.choice {
                                 button type="submit" name="to" value=(choice.to) class={ "choice-" (choice.kind) }
+                                    data-needs-comment=[needing_comment.contains(&choice.to.as_str()).then_some("true")]
                                     disabled[!allowed] {
                                     (choice.description.as_deref().map_or_else(|| format!("{}: {}", choice_label(&choice.kind), choice.to), str::to_string))
                                     " " span.slug { "→ " (choice.to) }
@@ -309,6 +311,7 @@ impl SessionView<'_> {
             })
             .unwrap_or_default();
         let wake = self.scheduled_wake();
+        let shapes = self.settings.inbox.for_workflow(&self.session.head.workflow).fields;
         html! {
             section.input data-region="input" aria-labelledby="input-heading" {
                 h2 id="input-heading" { "Waiting for input" }
@@ -332,7 +335,7 @@ impl SessionView<'_> {
                             input type="hidden" name="csrf" value=(self.signed.csrf);
                             input type="hidden" name="session" value=(self.session.id);
                             input type="hidden" name="trigger" value=(trigger);
-                            @for field in forms::fields(schema) { (forms::control(trigger, &field)) }
+                            @for field in forms::fields(schema) { (objects::input_control(trigger, &field, &self.session.head.workflow, &shapes)) }
                             div.field {
                                 label for={ (trigger) "-message" } { "Message (optional)" }
                                 textarea id={ (trigger) "-message" } name="message" rows="2" {}

@@ -40,6 +40,16 @@ fn free_port() -> u16 {
 /// Chromium headless with the flags this machine needs (no background networking, no
 /// sandbox as root, a fresh profile), behind a chromedriver of its own.
 async fn browser() -> Browser {
+    browser_with(true).await
+}
+
+/// A browser that runs no page script at all (Chromium's own setting), for the
+/// no-JavaScript path.
+async fn browser_without_script() -> Browser {
+    browser_with(false).await
+}
+
+async fn browser_with(script: bool) -> Browser {
     let chromium = std::env::var("ARCHMAX_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_string());
     let chromedriver = std::env::var("ARCHMAX_CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".to_string());
     let port = free_port();
@@ -61,6 +71,7 @@ async fn browser() -> Browser {
                 "--disable-dev-shm-usage", "--hide-scrollbars", "--window-size=1280,900",
                 format!("--user-data-dir={}", profile.display()),
             ],
+            "prefs": { "profile.managed_default_content_settings.javascript": if script { 1 } else { 2 } },
         },
     });
     let Value::Object(capabilities) = capabilities else { unreachable!("an object") };
@@ -142,7 +153,12 @@ impl Browser {
     /// A screenshot of the page at `width` × its full height (at most 4000 px).
     async fn screenshot(&self, name: &str, width: u32) {
         let height = self.script("return document.documentElement.scrollHeight").await.as_u64().unwrap_or(900);
-        self.client.set_window_size(width, height.clamp(600, 4000) as u32).await.expect("resized");
+        self.screenshot_at(name, width, height.clamp(600, 4000) as u32).await;
+    }
+
+    /// A screenshot of the page at `width` × `height` (for a page that runs no script).
+    async fn screenshot_at(&self, name: &str, width: u32, height: u32) {
+        self.client.set_window_size(width, height).await.expect("resized");
         let png = self.client.screenshot().await.expect("a screenshot");
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let output = root.join("target/ui-screenshots");
@@ -180,6 +196,22 @@ async fn a_reviewer_signs_in_sees_a_refund_park_reads_the_evidence_and_decides_i
     assert_eq!(current, json!("review"));
     browser.screenshot("session.png", 1280).await;
 
+    // Each button says what the decision does, the state it leads to small beside it.
+    let approve = browser.client.find(Locator::Css("button[name=to][value=\"review-email\"]")).await.expect("a button");
+    let label = approve.text().await.expect("its text");
+    assert_eq!(label, "Approve the decision and the reply as drafted. → review-email");
+    let slug = approve.find(Locator::Css("span.slug")).await.expect("the slug").text().await.expect("its text");
+    assert_eq!(slug, "→ review-email");
+    // Sending it back needs a comment: pressing its button makes the box required, and
+    // the browser asks for the comment before anything is sent.
+    assert_eq!(browser.script("return document.getElementById('comment').required").await, json!(false));
+    browser.click("button[name=to][value=\"decide-refund\"]").await;
+    browser
+        .until("document.getElementById('comment').required && document.getElementById('comment').matches(':invalid')")
+        .await;
+    assert_eq!(browser.script("return performance.getEntriesByType('navigation').length").await, json!(1));
+    assert_eq!(server.show("refund-1042").await["status"], "awaiting_decision", "nothing was sent");
+
     browser.fill("#comment", "The photos match the claim. Approved.").await;
     browser.click("button[name=to][value=\"review-email\"]").await;
     browser.until("document.querySelector('.notice') && document.querySelector('.notice').textContent.includes('Your decision was recorded.')").await;
@@ -189,6 +221,22 @@ async fn a_reviewer_signs_in_sees_a_refund_park_reads_the_evidence_and_decides_i
         trail.as_str().unwrap_or_default().contains("human → review-email by refunds-lead@fernhill.example"),
         "{trail}"
     );
+    // The decision record stays on the page: who, when, the choice, the comment, and
+    // what was shown.
+    browser.until("document.querySelector('section.decisions') !== null").await;
+    let record = browser.script("return document.querySelector('section.decisions').innerText").await;
+    let record = record.as_str().unwrap_or_default();
+    assert!(
+        record.contains("refunds-lead@fernhill.example chose Approve the decision and the reply as drafted."),
+        "{record}"
+    );
+    assert!(record.contains("The photos match the claim. Approved."), "{record}");
+    assert!(record.contains("Approve this refund before the customer hears about it."), "the instructions: {record}");
+    assert!(record.contains("64.00 EUR"), "the memo as shown: {record}");
+    let when = browser
+        .script("return document.querySelector('section.decisions p.verdict time').getAttribute('datetime')")
+        .await;
+    assert_eq!(when, json!("2025-03-08T12:00:00Z"));
     browser.screenshot("session-decided.png", 1280).await;
     let _ = browser.client.clone().close().await;
     server.stop().await;
@@ -299,6 +347,91 @@ async fn model_markup_is_inert_a_post_without_csrf_is_refused_and_the_page_works
     browser.goto(&server, "/sessions/pay-xss").await;
     assert_eq!(browser.script("return document.documentElement.scrollWidth <= window.innerWidth").await, json!(true));
     browser.screenshot("session-phone.png", 390).await;
+    let _ = browser.client.clone().close().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lists_views_search_and_pages_are_links_a_reviewer_follows() {
+    let server = serve(false).await;
+    for index in 1..=3 {
+        server.start_payout(&format!("pay-v{index}")).await;
+    }
+    server.start_refund("refund-v").await;
+    let waiting = server.start("payment", "wait-v", json!({ "message": "Tell me when it is paid." })).await;
+    assert_eq!(waiting["status"], "awaiting_input");
+    let browser = browser().await;
+    browser.sign_in(&server, LEAD).await;
+    let rows = "[...document.querySelectorAll('tr[data-session]')].map(row => row.dataset.session).sort().join(' ')";
+
+    // The views are links; the current one is marked.
+    browser.click("nav.views a[href*=\"view=inputs\"]").await;
+    browser.until(&format!("{rows} === 'wait-v'")).await;
+    let current = browser.script("return document.querySelector('nav.views a[aria-current=page]').textContent").await;
+    assert_eq!(current, json!("Awaiting input"));
+    browser.click("nav.views a[href*=\"view=decisions\"]").await;
+    browser.until(&format!("{rows} === 'pay-v1 pay-v2 pay-v3 refund-v'")).await;
+
+    // The search is a GET form: what it finds, and the box keeps the words.
+    browser.fill("#f-q", "ORD-1042").await;
+    browser.click("form.filters button[type=submit]").await;
+    browser.until(&format!("{rows} === 'refund-v'")).await;
+    assert_eq!(browser.script("return document.getElementById('f-q').value").await, json!("ORD-1042"));
+    browser.screenshot("inbox-search.png", 1280).await;
+
+    // Two at a time: next, next, and back again.
+    browser.goto(&server, "/?view=decisions&size=2&order=oldest").await;
+    browser.until("document.querySelectorAll('tr[data-session]').length === 2").await;
+    let first = browser.script(&format!("return {rows}")).await;
+    assert_eq!(browser.script("return document.querySelector('nav.pager a[rel=prev]') === null").await, json!(true));
+    browser.screenshot("inbox-paged.png", 1280).await;
+    browser.click("nav.pager a[rel=next]").await;
+    browser.until(&format!("document.querySelectorAll('tr[data-session]').length === 2 && {rows} !== {first}")).await;
+    browser.click("nav.pager a[rel=prev]").await;
+    browser.until(&format!("{rows} === {first}")).await;
+    let _ = browser.client.clone().close().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_object_form_is_filled_and_delivered_without_javascript() {
+    let server = serve(false).await;
+    let waiting = server.start("claims", "claim-nojs", json!({ "message": "I will file my claim." })).await;
+    assert_eq!(waiting["status"], "awaiting_input");
+    let browser = browser_without_script().await;
+    browser.goto(&server, "/sign-in").await;
+    browser.fill("#token", LEAD).await;
+    browser.click("form.sign-in button[type=submit]").await;
+    browser.goto(&server, "/sessions/claim-nojs").await;
+    let time = browser.client.find(Locator::Css("time")).await.expect("a time");
+    assert_eq!(time.attr("data-local").await.expect("an attribute"), None, "no page script ran");
+
+    let legend = browser.client.find(Locator::Css("fieldset[data-path=\"claim.vendor\"] > legend")).await;
+    assert_eq!(legend.expect("the nested fieldset").text().await.expect("its text"), "vendor");
+    browser.fill("#filed-claim-amount", "42.5").await;
+    browser.click("#filed-claim-kind option[value=travel]").await;
+    browser.click("#filed-claim-reimbursed").await;
+    browser.fill("#filed-claim-tags", "train\nberlin").await;
+    browser.fill("#filed-claim-vendor-name", "Deutsche Bahn").await;
+    browser.fill("#filed-receipt", "{\"number\": \"R-7\"}").await;
+    browser.screenshot_at("deliver-object.png", 1280, 3000).await;
+    browser.click("form.deliver[aria-label=\"Deliver filed\"] button[type=submit]").await;
+    let mut notice = String::new();
+    for _ in 0..ATTEMPTS {
+        if let Ok(found) = browser.client.find(Locator::Css(".notice")).await {
+            notice = found.text().await.unwrap_or_default();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(notice, "The input was delivered.");
+    let shown = server.show("claim-nojs").await;
+    assert_eq!(
+        shown["variables"]["claim"]["value"],
+        json!({ "amount": 42.5, "kind": "travel", "reimbursed": true, "tags": ["train", "berlin"], "vendor": { "name": "Deutsche Bahn" } }),
+        "{shown}"
+    );
+    assert_eq!(shown["variables"]["receipt"]["value"], json!({ "number": "R-7" }));
     let _ = browser.client.clone().close().await;
     server.stop().await;
 }

@@ -10,6 +10,7 @@ mod hardening;
 mod http;
 mod idp;
 mod oidc;
+mod queue;
 mod sessions;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use archmax_compiler::compile;
 use archmax_compiler::lower::BuildInputs;
 use archmax_serve::auth::{Auth, token_digest_hex};
 use archmax_serve::turns::TurnLimits;
+use archmax_serve::webhooks::Connections;
 use archmax_serve::{Server, ServerParts};
 use archmax_vm::clock::Clock;
 use archmax_vm::model::pricing::PricingTable;
@@ -184,6 +186,7 @@ async fn serve_on(
         budgets: Default::default(),
     })
     .expect("a server")
+    .with_settings(inbox_settings(), Connections::default())
     .with_trusted_proxies(proxies.to_vec());
     let server = Arc::new(match oidc {
         Some(make) => server.with_oidc(make(&base)),
@@ -201,6 +204,30 @@ async fn serve_on(
     ));
     let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("a client");
     Running { base, client, stop: Some(stop), served, scratch, owns_scratch, server, clock }
+}
+
+/// The test runner's `archmax.toml`: the claims workflow's `claim` input has a shape
+/// (its `receipt` has none, so it stays a JSON box).
+pub const SETTINGS: &str = r#"
+[inbox.workflows.claims.fields.claim]
+fields = [
+  { name = "amount", type = "number", label = "Amount (EUR)", required = true },
+  { name = "kind", type = "string", enum = ["travel", "meal", "equipment"], required = true },
+  { name = "spent_on", type = "date" },
+  { name = "reimbursed", type = "boolean", label = "Already reimbursed" },
+  { name = "tags", type = "array" },
+  { name = "vendor", type = "object", fields = [
+      { name = "name", type = "string", required = true },
+      { name = "country", type = "string" },
+  ] },
+]
+"#;
+
+fn inbox_settings() -> archmax_config::settings::RunnerSettings {
+    let (settings, problems) =
+        archmax_config::settings::parse_runner_settings(archmax_program::source::FileId(0), SETTINGS);
+    assert!(problems.is_empty(), "{problems:?}");
+    settings
 }
 
 /// What a page answered.
@@ -316,6 +343,13 @@ impl Running {
         let files = archmax_vm::session::SessionStore::files(&store, session).expect("the session's files");
         files.write("scratchpad/chart.png", CHART).expect("the chart");
         shown
+    }
+
+    /// Writes `bytes` to `path` among the files of `session` (as a later state would).
+    pub fn write_file(&self, session: &str, path: &str, bytes: &[u8]) {
+        let store = FsStore::for_workspace(&self.scratch).expect("the scratch workspace's seal key");
+        let files = archmax_vm::session::SessionStore::files(&store, session).expect("the session's files");
+        files.write(path, bytes).expect("the file");
     }
 
     pub async fn start_refund(&self, session: &str) -> Value {

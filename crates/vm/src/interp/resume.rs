@@ -21,6 +21,7 @@ use crate::runtime::{
     DecideRequest, DeliverRequest, Disposition, FieldProblem, InputReason, Outcome, Refusal, ReplyRequest, RunError,
     Runtime, TurnRequest,
 };
+use crate::session::decision_record::DecisionRecord;
 use crate::session::id::SessionId;
 use crate::session::{Message, NoteKind, ParkPhase, SessionState, SessionWriter, Status, StoreError, Variable};
 use crate::session::{PendingDecision, TrailKind, TrailStep};
@@ -337,6 +338,14 @@ impl Runtime {
         if request.raise_budget {
             turn.raise_budget(request.decider.as_deref());
         }
+        // What the person saw, kept before the next state may rewrite the evidence.
+        let seen = {
+            let files = self.store().files(turn.session.id.as_ref()).ok();
+            let (shown, taken) = (decision.clone(), choice.clone());
+            let read = move || DecisionRecord::of(&shown, &taken, files.as_deref());
+            // The files may be on disk: read off the executor's threads.
+            tokio::task::spawn_blocking(read).await.unwrap_or_else(|_| DecisionRecord::of(&decision, choice, None))
+        };
         let here = decision.state.clone();
         let edge = if choice.kind == "none" {
             "the transition".to_string()
@@ -372,6 +381,7 @@ impl Runtime {
         turn.move_to(target);
         let step = TrailStep {
             decided_by: request.decider.clone(),
+            decision: Some(Box::new(seen)),
             ..TrailStep::new(&choice.to, TrailKind::Human, comment.map(str::to_string), turn.now())
         };
         turn.push_trail_step(step);

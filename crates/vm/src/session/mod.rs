@@ -15,6 +15,7 @@
 
 #[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
+pub mod decision_record;
 pub mod event_log;
 pub mod fs;
 pub mod id;
@@ -250,12 +251,25 @@ pub struct TrailStep {
     pub decided_by: Option<String>,
     /// Milliseconds since the epoch.
     pub ts: u64,
+    /// On a person's decision: the record they decided on, as it stood then (none on
+    /// steps written before records were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Box<decision_record::DecisionRecord>>,
 }
 
 impl TrailStep {
     /// A step to `to`, moved by `kind`, at `ts`.
     pub fn new(to: &str, kind: TrailKind, reason: Option<String>, ts: u64) -> TrailStep {
-        TrailStep { to: to.to_string(), kind, reason, workflow: None, status: None, decided_by: None, ts }
+        TrailStep {
+            to: to.to_string(),
+            kind,
+            reason,
+            workflow: None,
+            status: None,
+            decided_by: None,
+            ts,
+            decision: None,
+        }
     }
 }
 

@@ -35,6 +35,9 @@ pub fn summary(state: &SessionState) -> Value {
             if let Some(decided_by) = &step.decided_by {
                 entry["decidedBy"] = json!(decided_by);
             }
+            if let Some(decision) = &step.decision {
+                entry["decision"] = json!(decision);
+            }
             entry
         }).collect::<Vec<_>>(),
         "exit": match (&head.exit, head.status) {

@@ -31,6 +31,7 @@ states:
   approve:
     type: human
     approvers: [finance@example.com, cfo@example.com]
+    evidence: [scratchpad/memo.md]
     instructions: Approve the payout or turn it down.
     transitions:
       - { to: paid, type: approve, description: Pay it. }
@@ -112,6 +113,44 @@ fn the_deciders_identity_is_recorded_in_the_trail_and_the_decision_note() {
     let summary = archmax_vm::session::summary::summary(&session);
     let human = summary["trail"].as_array().and_then(|trail| trail.iter().find(|entry| entry["kind"] == "human"));
     assert_eq!(human.map(|entry| entry["decidedBy"].clone()), Some(json!("cfo@example.com")));
+}
+
+#[test]
+fn the_trail_keeps_the_record_decided_on_with_the_evidence_as_it_was_then() {
+    let (executor, runtime, store) = parked_payout();
+    let files = SessionStore::files(&store, "p1").expect("the session's files");
+    files.write("scratchpad/memo.md", b"Pay 120.00 EUR to Acme.").expect("the memo");
+    let mut request = decision(Some("cfo@example.com"), true);
+    request.comment = Some("Invoice checked.".to_string());
+    executor.block_on(runtime.decide(request)).expect("an approver");
+    // The memo changes after the decision; the record keeps what was shown.
+    files.write("scratchpad/memo.md", b"Pay 9000.00 EUR to Mallory.").expect("a later memo");
+    let session = executor.block_on(SessionStore::read(&store, "p1")).expect("read").expect("kept");
+    let step = session.trail.iter().find(|step| step.kind == TrailKind::Human).expect("the decision's step");
+    let record = step.decision.as_deref().expect("the record decided on");
+    assert_eq!(
+        (record.state.as_str(), record.instructions.as_str(), record.seq),
+        ("approve", "Approve the payout or turn it down.", 1)
+    );
+    assert_eq!((record.choice.to.as_str(), record.choice.description.as_deref()), ("paid", Some("Pay it.")));
+    assert_eq!(record.evidence.len(), 1);
+    assert_eq!(record.evidence[0].path, "scratchpad/memo.md");
+    assert_eq!(record.evidence[0].text.as_deref(), Some("Pay 120.00 EUR to Acme."));
+    assert_eq!(
+        (step.reason.as_deref(), step.decided_by.as_deref()),
+        (Some("Invoice checked."), Some("cfo@example.com"))
+    );
+    // Hosts see it in the session's summary too.
+    let summary = archmax_vm::session::summary::summary(&session);
+    let human = summary["trail"].as_array().and_then(|trail| trail.iter().find(|entry| entry["kind"] == "human"));
+    let shown = human.map(|entry| entry["decision"].clone()).unwrap_or_default();
+    assert_eq!(shown["evidence"][0]["text"], json!("Pay 120.00 EUR to Acme."));
+    assert_eq!(shown["choice"]["description"], json!("Pay it."));
+    // A step written before records were kept still reads.
+    let old: archmax_vm::session::TrailStep =
+        serde_json::from_value(json!({ "to": "paid", "kind": "human", "decided_by": "cfo@example.com", "ts": 1 }))
+            .expect("an old step reads");
+    assert!(old.decision.is_none());
 }
 
 #[test]

@@ -5,6 +5,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
+
+use archmax_flow::record::{Header, Record};
+use archmax_vm::session::SessionStore;
+use archmax_vm::session::fs::{FsStore, SealKeys};
 
 use crate::support::{Run, archmax_command, outcome, scratch};
 
@@ -115,10 +120,19 @@ fn a_resume_past_the_last_model_step_needs_no_model_and_takes_the_start_of_an_id
 #[test]
 fn an_ambiguous_or_unknown_start_of_an_id_is_refused_with_the_candidates() {
     let root = workspace("flow-resume-prefix");
-    let sessions = root.join(".archmax-flows");
-    fs::create_dir_all(&sessions).expect("the session directory");
+    // Three walks' records in the workspace's store, where `flow run` files them.
+    let keys = SealKeys::for_workspace(&root).expect("the workspace's seal key");
+    let store: Arc<dyn SessionStore> = Arc::new(FsStore::new(root.join("sessions"), keys));
+    let executor = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
     for run in ["abc0000000000000-00000001", "abc0000000000000-00000002", "def0000000000000-00000001"] {
-        fs::write(sessions.join(format!("{run}.flow.jsonl")), "").expect("a record");
+        let header = Header {
+            flow: "release".into(),
+            run: run.into(),
+            digest: "d".into(),
+            input: "i".into(),
+            max_attempts: None,
+        };
+        executor.block_on(Record::create(store.clone(), &header, 1)).map(drop).expect("a record");
     }
     let resume = |id: &str| {
         archmax(
@@ -135,6 +149,6 @@ fn an_ambiguous_or_unknown_start_of_an_id_is_refused_with_the_candidates() {
     );
     let run = resume("0ff");
     assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(run.stderr.contains("no flow run `0ff` is recorded in"), "{}", run.stderr);
+    assert!(run.stderr.contains("no flow run `0ff` is recorded in the session store"), "{}", run.stderr);
     let _ = fs::remove_dir_all(&root);
 }

@@ -16,6 +16,7 @@
 #[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
 pub mod event_log;
+mod flow_part;
 pub mod fs;
 pub mod id;
 pub mod memory;
@@ -31,6 +32,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use flow_part::FlowPart;
 pub use store::{SessionStore, SessionWriter, StoreError};
 pub use tape_reading::TapeReading;
 
@@ -615,6 +617,10 @@ pub struct Head {
     /// raised them, and the stop it waits at, if any.
     #[serde(default, skip_serializing_if = "BudgetHold::is_empty")]
     pub budget: BudgetHold,
+    /// For a session a flow walk filed (a section attempt or the walk's record): which
+    /// walk, section and attempt ([`FlowPart`]). `None` for a workflow's session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<FlowPart>,
     /// Milliseconds since the epoch.
     pub created_at: u64,
     pub updated_at: u64,

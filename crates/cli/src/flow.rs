@@ -303,6 +303,33 @@ impl ModelAdapter for Unconfigured {
     }
 }
 
+/// Moves the walks an earlier build left in the workspace's old folder into the store,
+/// once ([`archmax_flow::legacy`]), saying so on stderr.
+fn import_old_layout(
+    executor: &tokio::runtime::Runtime,
+    store: Option<&Arc<dyn SessionStore>>,
+    workspace_root: &Path,
+    shown: &str,
+    now_ms: u64,
+) -> Result<(), String> {
+    let Some(store) = store else { return Ok(()) };
+    let imported = executor
+        .block_on(archmax_flow::legacy::import(workspace_root, store.clone(), now_ms))
+        .map_err(|error| error.to_string())?;
+    if let Some(imported) = imported
+        && !quiet()
+    {
+        eprintln!(
+            "imported {} walk record(s) and {} section session(s) from `{}` into {shown}; the folder is now `{}`",
+            imported.records,
+            imported.sessions,
+            archmax_flow::legacy::LEGACY_DIR,
+            imported.renamed_to.display()
+        );
+    }
+    Ok(())
+}
+
 /// The walk's flow-run id: a new one, or the recorded walk `--resume` names by its id
 /// or by the start of exactly one id.
 fn run_id(
@@ -438,6 +465,10 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         Ok(opened) => opened,
         Err(code) => return code,
     };
+    if let Err(problem) = import_old_layout(executor, store.as_ref(), &workspace_root, &store_shown, from_env.clock.now_ms())
+    {
+        return failure(problem);
+    }
     let run =
         match run_id(executor, flags.resume.as_deref(), store.as_deref().map(|store| (store, store_shown.as_str()))) {
             Ok(run) => run,

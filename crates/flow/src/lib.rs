@@ -24,6 +24,7 @@ pub mod document;
 pub mod events;
 pub mod graph;
 pub mod hooks;
+pub mod legacy;
 pub mod plan;
 pub mod process;
 pub mod read;

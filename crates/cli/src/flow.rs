@@ -26,10 +26,11 @@ use archmax_flow::read::{self, Loaded};
 use archmax_flow::record::Header;
 use archmax_flow::scope::WriteScope;
 use archmax_flow::step::{FlowBudget, Outcome, StepBudget, StepEnvironment};
-use archmax_flow::walk::{OperatorVerdict, WalkOptions, default_session_dir, new_run_id};
+use archmax_flow::walk::{OperatorVerdict, WalkOptions, new_run_id};
 use archmax_flow::{FlowDocument, FlowEvent};
 use archmax_vm::environment::{self, ClockAndPricing};
 use archmax_vm::model::{ModelAdapter, ModelError, ModelFuture, ModelRequest};
+use archmax_vm::session::SessionStore;
 use archmax_vm::stdlib::vfs::{DiskVfs, Workspace};
 
 use crate::Format;
@@ -143,8 +144,13 @@ pub struct RunFlags {
     /// Most the whole flow may take, in milliseconds.
     #[arg(long, value_name = "N")]
     max_duration_ms: Option<u64>,
-    /// Where sessions and the flow record are filed (default: `<workspace>/.archmax-flows`).
-    #[arg(long, value_name = "DIR", conflicts_with = "no_session")]
+    /// The session store the attempts' sessions and the flow record are filed in:
+    /// `fs:[DIR]`, `postgres://…` or `host=/socket dbname=…` (default: `ARCHMAX_STORE`,
+    /// else the workspace's `sessions/` folder, where workflow sessions go).
+    #[arg(long, value_name = "STORE", conflicts_with = "no_session")]
+    store: Option<String>,
+    /// A filesystem store in DIR (the same as `--store fs:DIR`).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["no_session", "store"])]
     session_dir: Option<PathBuf>,
     /// Write no session and no record (a walk that cannot be resumed).
     #[arg(long)]
@@ -171,6 +177,23 @@ pub struct RunFlags {
     /// The variable holding the API key (over ARCHMAX_API_KEY).
     #[arg(long, value_name = "NAME")]
     api_key_env: Option<String>,
+}
+
+impl FlowCommand {
+    /// The session store the command names (`--store`, or `--session-dir` as `fs:DIR`),
+    /// if any: what decides the runtime it gets.
+    pub fn store_flag(&self) -> Option<String> {
+        match self {
+            FlowCommand::Run(flags) => flags.store_flag(),
+            FlowCommand::Plan { .. } => None,
+        }
+    }
+}
+
+impl RunFlags {
+    fn store_flag(&self) -> Option<String> {
+        self.store.clone().or_else(|| self.session_dir.as_ref().map(|directory| format!("fs:{}", directory.display())))
+    }
 }
 
 pub fn run(executor: &tokio::runtime::Runtime, command: FlowCommand) -> ExitCode {
@@ -298,17 +321,88 @@ impl ModelAdapter for Unconfigured {
     }
 }
 
+/// Moves the walks an earlier build left in the workspace's old folder into the store,
+/// once ([`archmax_flow::legacy`]), saying so on stderr.
+fn import_old_layout(
+    executor: &tokio::runtime::Runtime,
+    store: Option<&Arc<dyn SessionStore>>,
+    workspace_root: &Path,
+    shown: &str,
+    now_ms: u64,
+) -> Result<(), String> {
+    let Some(store) = store else { return Ok(()) };
+    let imported = executor
+        .block_on(archmax_flow::legacy::import(workspace_root, store.clone(), now_ms))
+        .map_err(|error| error.to_string())?;
+    if let Some(imported) = imported
+        && !quiet()
+    {
+        eprintln!(
+            "imported {} walk record(s) and {} section session(s) from `{}` into {shown}; the folder is now `{}`",
+            imported.records,
+            imported.sessions,
+            archmax_flow::legacy::LEGACY_DIR,
+            imported.renamed_to.display()
+        );
+    }
+    Ok(())
+}
+
 /// The walk's flow-run id: a new one, or the recorded walk `--resume` names by its id
 /// or by the start of exactly one id.
-fn run_id(resume: Option<&str>, session_dir: Option<&Path>) -> Result<String, String> {
-    match (resume, session_dir) {
+fn run_id(
+    executor: &tokio::runtime::Runtime,
+    resume: Option<&str>,
+    store: Option<(&dyn SessionStore, &str)>,
+) -> Result<String, String> {
+    match (resume, store) {
         (None, _) => new_run_id().map_err(|error| error.to_string()),
         (Some(id), _) if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') => {
             Err(format!("`{id}` is not a flow-run id"))
         }
-        (Some(id), Some(directory)) => archmax_flow::record::find_run(directory, id).map_err(|error| error.to_string()),
+        (Some(id), Some((store, shown))) => {
+            executor.block_on(archmax_flow::record::find_run(store, id, shown)).map_err(|error| error.to_string())
+        }
         (Some(id), None) => Ok(id.to_string()),
     }
+}
+
+/// The store a walk files in (none under `--no-session`), how a refusal names it, and
+/// the folder inside the workspace it keeps, which no step may write.
+struct WalkStore {
+    store: Option<Arc<dyn SessionStore>>,
+    shown: String,
+    reserved: Option<String>,
+}
+
+fn open_store(
+    executor: &tokio::runtime::Runtime,
+    flags: &RunFlags,
+    workspace_root: &Path,
+) -> Result<WalkStore, ExitCode> {
+    if flags.no_session {
+        return Ok(WalkStore { store: None, shown: String::new(), reserved: None });
+    }
+    let flag = flags.store_flag();
+    let target = crate::store::target(workspace_root, flag.as_deref())
+        .map_err(|message| crate::output::usage("flow run", &message))?;
+    let (shown, reserved) = match &target {
+        crate::store::Target::Fs(directory) => {
+            let inside = std::fs::create_dir_all(directory)
+                .and_then(|()| std::fs::canonicalize(directory))
+                .ok()
+                .and_then(|directory| {
+                    directory.strip_prefix(workspace_root).ok().map(|inside| inside.to_string_lossy().into_owned())
+                })
+                .filter(|inside| !inside.is_empty());
+            (format!("the session store `{}`", directory.display()), inside)
+        }
+        crate::store::Target::Postgres(connection) => {
+            (format!("the session store `{}`", crate::store::redacted(connection)), None)
+        }
+    };
+    let store = crate::store::open(executor, workspace_root, &target).map_err(failure)?;
+    Ok(WalkStore { store: Some(store), shown, reserved })
 }
 
 /// The command line that continues this walk from a pause: this one (every flag the
@@ -343,17 +437,6 @@ fn shell_word(word: &str) -> String {
     } else {
         format!("'{}'", word.replace('\'', "'\\''"))
     }
-}
-
-/// The session directory as a workspace-relative path no step may write, when it lies
-/// inside the workspace.
-fn reserved_directory(session_dir: Option<&Path>, workspace_root: &Path) -> Option<String> {
-    session_dir
-        .and_then(|directory| std::fs::canonicalize(directory).ok())
-        .and_then(|directory| {
-            directory.strip_prefix(workspace_root).ok().map(|inside| inside.to_string_lossy().into_owned())
-        })
-        .filter(|inside| !inside.is_empty())
 }
 
 /// Every variable holding a model key: kept out of the programs a walk runs (commands,
@@ -409,12 +492,19 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         Ok(from_env) => from_env,
         Err(error) => return failure(error),
     };
-    let session_dir =
-        (!flags.no_session).then(|| flags.session_dir.clone().unwrap_or_else(|| default_session_dir(&workspace_root)));
-    let run = match run_id(flags.resume.as_deref(), session_dir.as_deref()) {
-        Ok(run) => run,
-        Err(problem) => return failure(problem),
+    let WalkStore { store, shown: store_shown, reserved } = match open_store(executor, flags, &workspace_root) {
+        Ok(opened) => opened,
+        Err(code) => return code,
     };
+    if let Err(problem) = import_old_layout(executor, store.as_ref(), &workspace_root, &store_shown, from_env.clock.now_ms())
+    {
+        return failure(problem);
+    }
+    let run =
+        match run_id(executor, flags.resume.as_deref(), store.as_deref().map(|store| (store, store_shown.as_str()))) {
+            Ok(run) => run,
+            Err(problem) => return failure(problem),
+        };
     let digest = {
         use sha2::Digest;
         archmax_compiler::lower::hash::hex(&sha2::Sha256::digest(loaded.text.as_bytes()))
@@ -430,7 +520,8 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         input: flags.input.as_deref(),
         operator: flags.operator.is_some(),
     });
-    let (record, recorded) = match archmax_flow::record::open(session_dir.as_deref(), &header, continuing) {
+    let opening = archmax_flow::record::open(store.clone(), &header, continuing, from_env.clock.now_ms());
+    let (record, recorded) = match executor.block_on(opening) {
         Ok(opened) => opened,
         Err(problem) => return failure(problem),
     };
@@ -441,7 +532,6 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
     };
     // A resumed walk keeps the input it started with.
     let input = recorded.header.as_ref().map_or(header.input.clone(), |found| found.input.clone());
-    let reserved = reserved_directory(session_dir.as_deref(), &workspace_root);
     let credential_variables = credential_variables(flags, &settings);
     let workspace = Workspace { session: Arc::new(DiskVfs::new(&workspace_root)), mounts: Vec::new() };
     let model_name = flags.model.clone().or_else(|| environment::configured_model(environment::process_env));
@@ -486,11 +576,11 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         max_attempts: flags.max_attempts,
         hooks: &hooks,
         parallel: flags.parallel as usize,
-        session_dir: session_dir.as_deref(),
+        store: store.as_deref(),
         recorded,
         operator,
         cancel: &INTERRUPTED,
-        resume_command: session_dir.is_some().then_some(resume_command.as_str()),
+        resume_command: store.is_some().then_some(resume_command.as_str()),
     };
     let json = flags.json;
     let names = match flags.event_names {

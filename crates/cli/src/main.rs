@@ -590,6 +590,9 @@ fn store_is_postgres(command: &Command, root: &std::path::Path) -> bool {
         | Command::Reply { common, .. }
         | Command::Deliver { common, .. } => common.store.as_deref(),
         Command::Sessions { store, .. } => store.as_deref(),
+        Command::Flow(flow) => {
+            return matches!(store::target(root, flow.store_flag().as_deref()), Ok(store::Target::Postgres(_)));
+        }
         _ => return false,
     };
     matches!(store::target(root, flag), Ok(store::Target::Postgres(_)))

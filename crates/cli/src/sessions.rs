@@ -7,7 +7,11 @@
 //! A session whose last turn completed in a state that is not terminal is shown as
 //! `resumable`, never `completed`: it can go on where it stopped. A session still
 //! `running` that no process holds had its turn cut (its process died) and is shown as
-//! `interrupted` (in JSON: `interrupted` and `resumable` beside the stored status).
+//! `interrupted` (in JSON: `interrupted` and `resumable` beside the stored status). A
+//! session a flow walk filed (a section attempt, or a walk's record) shows its flow run,
+//! section path and attempt (in JSON: `flow`).
+
+mod flow_part;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -424,6 +428,9 @@ fn row(state: &SessionState, interrupted: bool) -> String {
         moment(head.created_at),
         moment(head.updated_at)
     );
+    if let Some(flow) = &head.flow {
+        line.push_str(&flow_part::row_words(flow));
+    }
     if let Some(decision) = &head.pending_decision {
         let what = decision.title.clone().unwrap_or_else(|| {
             decision.instructions.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim().to_string()
@@ -495,7 +502,9 @@ fn detail(state: &SessionState, files: Option<&dyn Vfs>, interrupted: bool) -> S
         };
         out.push_str(&format!("          {advice}\n"));
     }
-    if head.status == Status::Completed && head.resumable {
+    if let Some(flow) = &head.flow {
+        out.push_str(&flow_part::detail_lines(head, flow));
+    } else if head.status == Status::Completed && head.resumable {
         out.push_str(
             "          the last turn ended in a state that is not terminal: `archmax run --session` goes on there\n",
         );
@@ -710,6 +719,7 @@ fn transcript_json(state: &SessionState) -> serde_json::Value {
         "sessionId": state.id,
         "workflow": state.head.workflow,
         "status": state.head.status_label(),
+        "flow": state.head.flow,
         "messages": entries,
         "park": park,
     })

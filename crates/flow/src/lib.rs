@@ -27,6 +27,7 @@ pub mod events;
 pub mod gate;
 pub mod graph;
 pub mod hooks;
+pub mod legacy;
 pub mod plan;
 pub mod process;
 pub mod read;

@@ -17,14 +17,14 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Map, Value, json};
 
 use archmax_vm::model::{ModelError, TapeReading};
-use archmax_vm::session::Message;
+use archmax_vm::session::id::{SessionId, check_session_id};
+use archmax_vm::session::{FlowPart, Head, Message, SessionState, SessionStore, Status, StoreError, Usage};
 
 use crate::document::{FlowDocument, Group, Node, StepKind, join_path};
 use crate::events::FlowEvent;
@@ -58,8 +58,8 @@ pub enum WalkError {
     Model { step: String, error: ModelError },
     #[error(transparent)]
     Record(#[from] RecordError),
-    #[error("a session of the walk cannot be filed at `{path}`: {error}")]
-    Session { path: String, error: std::io::Error },
+    #[error("the session `{id}` of the walk cannot be filed: {problem}")]
+    Session { id: String, problem: String },
 }
 
 /// What stops a section early.
@@ -95,8 +95,8 @@ pub struct WalkOptions<'a> {
     pub hooks: &'a Hooks,
     /// At most this many steps of a layer run at once (1 is the sequential walk).
     pub parallel: usize,
-    /// Where sessions are filed; `None` under `--no-session`.
-    pub session_dir: Option<&'a Path>,
+    /// The store sessions are filed in; `None` under `--no-session`.
+    pub store: Option<&'a dyn SessionStore>,
     /// What an earlier process of this walk recorded, and the operator's verdict.
     pub recorded: Recorded,
     pub operator: Option<OperatorVerdict>,
@@ -178,8 +178,9 @@ pub async fn walk(
                 retreats: walker.tallies.retreats,
                 clean,
             });
+            let now = walker.environment.clock.now_ms();
             if let Some(record) = walker.record.as_mut() {
-                record.finished(clean)?;
+                record.finished(clean, now).await?;
             }
             WalkEnd::Finished { clean }
         }
@@ -235,7 +236,7 @@ impl<'a, 'e> Walker<'a, 'e> {
     }
 
     /// Asks every transition hook (or the record) at `moment`; the first refusal wins.
-    fn transition(
+    async fn transition(
         &mut self,
         path: &str,
         key: &str,
@@ -273,8 +274,9 @@ impl<'a, 'e> Walker<'a, 'e> {
                 break;
             }
         }
+        let now = self.environment.clock.now_ms();
         if let Some(record) = self.record.as_mut() {
-            record.hook(&key, &answer)?;
+            record.hook(&key, &answer, now).await?;
         }
         Ok(answer)
     }
@@ -316,8 +318,10 @@ impl<'a, 'e> Walker<'a, 'e> {
         }
     }
 
-    /// Files the session of one section attempt.
-    fn file_session(
+    /// Files the session of one section attempt in the store: its conversation, usage and
+    /// outcome, marked with the walk, the section and the attempt. An attempt filed before
+    /// (a resumed walk re-walks what it had finished) is filed again, as it now stands.
+    async fn file_session(
         &mut self,
         session: &str,
         path: &str,
@@ -326,28 +330,27 @@ impl<'a, 'e> Walker<'a, 'e> {
         conversation: &[Message],
         spend: Spend,
     ) -> Result<(), Stop> {
-        let file = match self.options.session_dir {
-            None => return Ok(()),
-            Some(directory) => directory.join(format!("{session}.json")),
-        };
-        let document = json!({
-            "id": session,
-            "flow": self.document.id,
-            "run": self.environment.run,
-            "scope": path,
-            "attempt": attempt,
-            "failed": failed,
-            "spend": spend,
-            "messages": conversation,
-        });
-        let mut text = serde_json::to_string_pretty(&document).unwrap_or_default();
-        text.push('\n');
-        std::fs::write(&file, text).map_err(|error| WalkError::Session { path: file.display().to_string(), error })?;
+        let Some(store) = self.options.store else { return Ok(()) };
+        let refused = |problem: String| WalkError::Session { id: session.to_string(), problem };
+        check_session_id(session, &[]).map_err(refused)?;
+        let now = self.environment.clock.now_ms();
+        let state = attempt_session(
+            self.document.id.as_str(),
+            self.environment.run,
+            session,
+            path,
+            attempt,
+            failed,
+            conversation,
+            spend,
+            now,
+        );
+        file(store, &state).await.map_err(|error| refused(error.to_string()))?;
         self.emit(FlowEvent::Session {
             id: session.to_string(),
             scope: path.to_string(),
             attempt,
-            file: Some(file.display().to_string()),
+            file: store.local_dir(session).map(|directory| directory.display().to_string()),
             turns: spend.turns,
             input_tokens: spend.input_tokens,
             output_tokens: spend.output_tokens,
@@ -380,7 +383,7 @@ impl<'a, 'e> Walker<'a, 'e> {
             loop {
                 let session = format!("{parent_session}.{}.{attempt}", group.id);
                 let key = record_key(self.environment.run, &session, "");
-                let enter = self.transition(&path, &key, "enter", attempt, bound, None)?;
+                let enter = self.transition(&path, &key, "enter", attempt, bound, None).await?;
                 if !enter.proceed {
                     let reason = enter.reason.unwrap_or_default();
                     self.emit(FlowEvent::TransitionRefused {
@@ -430,7 +433,7 @@ impl<'a, 'e> Walker<'a, 'e> {
                 let first_failure = match run {
                     Ok(first_failure) => first_failure,
                     Err(Stop::Cancelled) => {
-                        self.file_session(&session, &path, attempt, true, &conversation, spend)?;
+                        self.file_session(&session, &path, attempt, true, &conversation, spend).await?;
                         return Err(Stop::Cancelled);
                     }
                     Err(other) => return Err(other),
@@ -446,7 +449,7 @@ impl<'a, 'e> Walker<'a, 'e> {
                 }
                 let last = attempt >= bound || final_failure;
                 let shown = if failed && !last { Map::new() } else { gives.clone() };
-                let leave = self.transition(&path, &key, "leave", attempt, bound, Some((failed, &shown)))?;
+                let leave = self.transition(&path, &key, "leave", attempt, bound, Some((failed, &shown))).await?;
                 let mut reason = first_failure.unwrap_or_else(|| "it did not hand over what it gives".to_string());
                 if !leave.proceed {
                     let refusal = leave.reason.unwrap_or_default();
@@ -461,7 +464,7 @@ impl<'a, 'e> Walker<'a, 'e> {
                         reason = format!("the leave was refused: {refusal}");
                     }
                 }
-                self.file_session(&session, &path, attempt, failed, &conversation, spend)?;
+                self.file_session(&session, &path, attempt, failed, &conversation, spend).await?;
                 if !failed {
                     self.emit(FlowEvent::GroupLeft {
                         path: path.clone(),
@@ -540,7 +543,7 @@ impl<'a, 'e> Walker<'a, 'e> {
                         let report = match reports.remove(&step.id) {
                             Some(report) => report,
                             None if step.kind == StepKind::Operator => {
-                                self.operator_step(step, &step_path, session, attempt)?
+                                self.operator_step(step, &step_path, session, attempt).await?
                             }
                             None => self.run_one(step, &start).await?,
                         };
@@ -580,17 +583,67 @@ impl<'a, 'e> Walker<'a, 'e> {
     }
 }
 
+/// The session of one section attempt, as it is filed.
+#[allow(clippy::too_many_arguments)]
+fn attempt_session(
+    flow: &str,
+    run: &str,
+    session: &str,
+    path: &str,
+    attempt: u32,
+    failed: bool,
+    conversation: &[Message],
+    spend: Spend,
+    now_ms: u64,
+) -> SessionState {
+    // Microunits of the run's prices are millionths of its currency.
+    let cost = (spend.cost_microunits > 0).then(|| spend.cost_microunits as f64 / 1_000_000.0);
+    SessionState {
+        id: SessionId::from_store(session),
+        head: Head {
+            workflow: flow.to_string(),
+            status: if failed { Status::Failed } else { Status::Completed },
+            usage: Usage {
+                input_tokens: spend.input_tokens,
+                output_tokens: spend.output_tokens,
+                cost_usd: cost,
+                ..Usage::default()
+            },
+            flow: Some(FlowPart {
+                run: run.to_string(),
+                path: Some(path.to_string()),
+                attempt: Some(attempt),
+                turns: spend.turns,
+                cost_microunits: spend.cost_microunits,
+                paused: None,
+            }),
+            created_at: now_ms,
+            updated_at: now_ms,
+            ..Head::default()
+        },
+        messages: conversation.to_vec(),
+        ..SessionState::default()
+    }
+}
+
+/// Files `state` as a new session, or in place of the one filed under its id before.
+async fn file(store: &dyn SessionStore, state: &SessionState) -> Result<(), StoreError> {
+    match store.create(state).await {
+        Ok(_) => Ok(()),
+        Err(StoreError::Exists(_)) => {
+            store.remove(&state.id).await?;
+            store.create(state).await.map(drop)
+        }
+        Err(error) => Err(error),
+    }
+}
+
 /// A fresh flow-run id: 16 and 8 hex digits from the operating system's random source.
 pub fn new_run_id() -> Result<String, String> {
     let mut bytes = [0u8; 12];
     getrandom::fill(&mut bytes).map_err(|error| format!("cannot mint a flow-run id: {error}"))?;
     let hex = archmax_program::hex::hex(&bytes);
     Ok(format!("{}-{}", &hex[..16], &hex[16..]))
-}
-
-/// Where sessions go when `--session-dir` names nothing: beside the workspace's files.
-pub fn default_session_dir(workspace: &Path) -> PathBuf {
-    workspace.join(".archmax-flows")
 }
 
 mod steps;

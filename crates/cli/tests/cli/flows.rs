@@ -5,6 +5,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
+
+use archmax_flow::record::{Header, Record};
+use archmax_vm::session::SessionStore;
+use archmax_vm::session::fs::{FsStore, SealKeys};
 
 use crate::support::{Run, archmax_command, outcome, scratch};
 
@@ -115,10 +120,19 @@ fn a_resume_past_the_last_model_step_needs_no_model_and_takes_the_start_of_an_id
 #[test]
 fn an_ambiguous_or_unknown_start_of_an_id_is_refused_with_the_candidates() {
     let root = workspace("flow-resume-prefix");
-    let sessions = root.join(".archmax-flows");
-    fs::create_dir_all(&sessions).expect("the session directory");
+    // Three walks' records in the workspace's store, where `flow run` files them.
+    let keys = SealKeys::for_workspace(&root).expect("the workspace's seal key");
+    let store: Arc<dyn SessionStore> = Arc::new(FsStore::new(root.join("sessions"), keys));
+    let executor = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
     for run in ["abc0000000000000-00000001", "abc0000000000000-00000002", "def0000000000000-00000001"] {
-        fs::write(sessions.join(format!("{run}.flow.jsonl")), "").expect("a record");
+        let header = Header {
+            flow: "release".into(),
+            run: run.into(),
+            digest: "d".into(),
+            input: "i".into(),
+            max_attempts: None,
+        };
+        executor.block_on(Record::create(store.clone(), &header, 1)).map(drop).expect("a record");
     }
     let resume = |id: &str| {
         archmax(
@@ -135,6 +149,80 @@ fn an_ambiguous_or_unknown_start_of_an_id_is_refused_with_the_candidates() {
     );
     let run = resume("0ff");
     assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(run.stderr.contains("no flow run `0ff` is recorded in"), "{}", run.stderr);
+    assert!(run.stderr.contains("no flow run `0ff` is recorded in the session store"), "{}", run.stderr);
+    let _ = fs::remove_dir_all(&root);
+}
+
+/// The old layout's record of a walk of [`FLOW`] paused at the review, its draft done.
+fn old_record(run: &str) -> String {
+    use sha2::Digest;
+    let digest = archmax_compiler::lower::hash::hex(&sha2::Sha256::digest(FLOW.as_bytes()));
+    format!(
+        "{{\"header\":{{\"flow\":\"release\",\"run\":\"{run}\",\"digest\":\"{digest}\",\"input\":\"Ship 1.4\",\
+         \"max_attempts\":null}}}}\n\
+         {{\"step\":{{\"key\":\"root.1.draft\",\"step\":{{\"outcome\":\"passed\",\"note\":\"drafted\",\"reason\":null,\
+         \"gives\":{{}},\"messages\":[],\"spend\":{{\"turns\":1,\"input_tokens\":0,\"output_tokens\":0,\
+         \"cost_microunits\":0}},\"tape\":null}}}}}}\n\
+         {{\"paused\":{{\"key\":\"root.1.review\"}}}}\n"
+    )
+}
+
+#[test]
+fn an_old_layout_walk_is_imported_on_first_use_then_resumed_and_listed() {
+    let root = workspace("flow-old-layout");
+    let run = "abc0000000000000-00000001";
+    fs::create_dir_all(root.join(".archmax-flows")).expect("the old folder");
+    fs::write(root.join(".archmax-flows").join(format!("{run}.flow.jsonl")), old_record(run)).expect("the record");
+    // No tape and no endpoint: the draft is the record's, not the model's.
+    let resumed = archmax(
+        &root,
+        &["flow", "run", "flow.yaml", "--resume", "abc", "--operator", "passed", "--allow-program", "sh"],
+    );
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(
+        resumed.stderr.starts_with(
+            "imported 1 walk record(s) and 0 section session(s) from `.archmax-flows` into the session store"
+        ),
+        "{}",
+        resumed.stderr
+    );
+    assert!(resumed.stderr.contains("step ✓ root.draft (from the record)"), "{}", resumed.stderr);
+    assert_eq!(fs::read_to_string(root.join("publish.log")).ok().as_deref(), Some("published\n"));
+    assert!(!root.join(".archmax-flows").exists());
+    assert!(root.join(".archmax-flows.imported").join(format!("{run}.flow.jsonl")).exists(), "the old files stay");
+    let listed = archmax(&root, &["sessions"]);
+    assert!(listed.stdout.contains(&format!("{run}  release  completed  -")), "{}", listed.stdout);
+    assert!(listed.stdout.contains(&format!("flow run={run} record")), "{}", listed.stdout);
+    assert!(listed.stdout.contains(&format!("{run}.root.1  release  completed")), "{}", listed.stdout);
+    let _ = fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_damaged_old_record_is_refused_saying_how_to_finish_it_and_nothing_moves() {
+    let root = workspace("flow-old-damaged");
+    let run = "abc0000000000000-00000001";
+    let file = root.join(".archmax-flows").join(format!("{run}.flow.jsonl"));
+    fs::create_dir_all(root.join(".archmax-flows")).expect("the old folder");
+    fs::write(&file, old_record(run).replace("{\"step\":{\"key\"", "{\"stpe\":{\"key\"")).expect("damaged");
+    let refused = archmax(&root, &["flow", "run", "flow.yaml", "--input", "again", "--tape", "tape.yaml"]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.starts_with(&format!(
+            "error: `.archmax-flows/{run}.flow.jsonl` cannot be imported into the session store: line 2 is not a \
+             line of a flow record"
+        )),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        refused.stderr.contains(
+            "finish its walks with an archmax built from commit a127c9e or earlier (`archmax flow run FLOW --resume \
+             RUN --session-dir .archmax-flows`), or move the folder away"
+        ),
+        "{}",
+        refused.stderr
+    );
+    assert!(file.exists(), "the old folder is as it was");
+    assert_eq!(archmax(&root, &["sessions"]).stdout, "", "nothing was filed");
     let _ = fs::remove_dir_all(&root);
 }

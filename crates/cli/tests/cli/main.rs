@@ -11,6 +11,7 @@ mod commands;
 mod deliveries;
 mod explain;
 mod fleet;
+mod flow_store;
 mod flows;
 mod handed_files;
 mod lsp;

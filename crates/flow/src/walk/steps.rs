@@ -107,7 +107,7 @@ impl Walker<'_, '_> {
                 let report = if let Some((_, recorded)) = replayed.iter().find(|(id, _)| *id == step.id) {
                     self.replay(step, &step_path, attempt, recorded)
                 } else if let Some(report) = fresh.remove(&step.id) {
-                    self.apply(step, &step_path, attempt, &key, report)?
+                    self.apply(step, &step_path, attempt, &key, report).await?
                 } else {
                     continue;
                 };
@@ -146,7 +146,7 @@ impl Walker<'_, '_> {
         )
         .await
         .map_err(|error| Stop::Failed(WalkError::Model { step: step_path.clone(), error }))?;
-        self.apply(step, &step_path, attempt, &key, report)
+        self.apply(step, &step_path, attempt, &key, report).await
     }
 
     /// The user message of a model step, or why a step cannot start (a spent flow
@@ -223,7 +223,7 @@ impl Walker<'_, '_> {
     }
 
     /// Records, tallies and reports a step that just ran.
-    fn apply(
+    async fn apply(
         &mut self,
         step: &Step,
         step_path: &str,
@@ -241,8 +241,9 @@ impl Walker<'_, '_> {
         for event in &report.events {
             self.emit(event.clone());
         }
+        let now = self.environment.clock.now_ms();
         if let Some(record) = self.record.as_mut() {
-            record.step(key, &RecordedStep::from_report(&report))?;
+            record.step(key, &RecordedStep::from_report(&report), now).await?;
         }
         self.finish(step_path, &report, false);
         Ok(report)
@@ -270,7 +271,7 @@ impl Walker<'_, '_> {
     }
 
     /// An operator step: the person's recorded verdict, or a pause.
-    pub(super) fn operator_step(
+    pub(super) async fn operator_step(
         &mut self,
         step: &Step,
         step_path: &str,
@@ -294,7 +295,7 @@ impl Walker<'_, '_> {
                 spend: Spend::default(),
                 tape: None,
             };
-            return self.apply(step, step_path, attempt, &key, report);
+            return self.apply(step, step_path, attempt, &key, report).await;
         }
         self.emit(FlowEvent::FlowPaused {
             flow: self.document.id.clone(),
@@ -307,8 +308,9 @@ impl Walker<'_, '_> {
             retreats: self.tallies.retreats,
             resume: self.options.resume_command.map(str::to_string),
         });
+        let now = self.environment.clock.now_ms();
         if let Some(record) = self.record.as_mut() {
-            record.paused(&key)?;
+            record.paused(&key, now).await?;
         }
         Err(Stop::Paused)
     }

@@ -9,6 +9,8 @@ use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse};
 use archmax_vm::session::ToolCall;
 
+use std::path::Path;
+
 use super::*;
 use crate::hooks::Hooks;
 use crate::read::{Format, read_text};
@@ -80,7 +82,7 @@ async fn walk_with(parallel: usize, model: &Staggered) -> (Vec<String>, Option<W
         max_attempts: None,
         hooks: &hooks,
         parallel,
-        session_dir: None,
+        store: None,
         recorded: Recorded::default(),
         operator: None,
         cancel: &cancel,

@@ -4,8 +4,8 @@
 //! store value on the same sessions each time it is asked, the way a second process opens
 //! the same folder or database. Every check then works on sessions whose ids start with a
 //! fresh prefix, so a backing shared with other tests (one database for a whole test
-//! binary) is fine. The checks: create, read, list; commits read back by another store
-//! value and reopened there; create twice and unknown ids; a commit out of sequence; a
+//! binary) is fine. The checks: create, read, list; commits (every other one marked as
+//! a flow walk's, [`super::FlowPart`]) read back by another store value and reopened there; create twice and unknown ids; a commit out of sequence; a
 //! second writer (`Busy`) in the same and in another store value, and `is_held` saying so
 //! while it writes and not after; a session's files
 //! (written before the session exists, and by a step, as read back by another store
@@ -159,6 +159,15 @@ fn step(seq: u64) -> Delta {
             trace: seq.is_multiple_of(3).then(|| crate::trace::SpanIds {
                 trace_id: format!("{:032x}", 0x4bf9_2f35_u64 + seq),
                 span_id: format!("{:016x}", 0x00f0_67aa_u64 + seq),
+            }),
+            // Every other step is marked as a flow walk's: the marker survives every store.
+            flow: seq.is_multiple_of(2).then(|| super::FlowPart {
+                run: "0123456789abcdef-01234567".into(),
+                path: Some(format!("root.step-{seq}")),
+                attempt: u32::try_from(seq).ok(),
+                turns: 3,
+                cost_microunits: 1_250,
+                paused: seq.is_multiple_of(4).then(|| format!("root.1.review-{seq}")),
             }),
             ..Head::default()
         },

@@ -17,6 +17,7 @@
 pub mod conformance;
 pub mod decision_record;
 pub mod event_log;
+mod flow_part;
 pub mod fs;
 pub mod id;
 pub mod memory;
@@ -32,6 +33,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use flow_part::FlowPart;
 pub use store::{SessionStore, SessionWriter, StoreError};
 pub use tape_reading::TapeReading;
 
@@ -629,6 +631,10 @@ pub struct Head {
     /// raised them, and the stop it waits at, if any.
     #[serde(default, skip_serializing_if = "BudgetHold::is_empty")]
     pub budget: BudgetHold,
+    /// For a session a flow walk filed (a section attempt or the walk's record): which
+    /// walk, section and attempt ([`FlowPart`]). `None` for a workflow's session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<FlowPart>,
     /// Milliseconds since the epoch.
     pub created_at: u64,
     pub updated_at: u64,

@@ -1,6 +1,7 @@
 //! A session as JSON, the one shape hosts show: the CLI's `sessions ID --json` and the
 //! server's session resource. Camel-case keys; the park record under `park` while the
-//! session is parked.
+//! session is parked, and the flow marker under `flow` for a session a flow walk filed
+//! (`run`, `path`, `attempt`, `turns`, `costMicrounits`, `paused`).
 
 use serde_json::{Value, json};
 
@@ -62,6 +63,9 @@ pub fn summary(state: &SessionState) -> Value {
     }
     if let Some(parent) = &head.parent {
         out["parentSessionId"] = json!(parent);
+    }
+    if let Some(flow) = &head.flow {
+        out["flow"] = json!(flow);
     }
     if let Some(decision) = &head.pending_decision {
         out["park"] = json!({

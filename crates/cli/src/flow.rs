@@ -615,4 +615,45 @@ mod tests {
         assert_eq!(approver(None, false), Ok(Approver::Unattended));
         assert!(approver(Some(""), true).is_err_and(|problem| problem.contains("--approve")));
     }
+
+    #[test]
+    fn a_relative_approver_is_found_where_the_operator_typed_it_not_in_the_workspace() {
+        // The approver runs in the workspace; `./approve` must not mean the workspace's.
+        let here = std::env::current_dir().unwrap();
+        let Ok(Approver::Program { argv, .. }) = approver(Some("./approve"), false) else { panic!() };
+        assert_eq!(argv, [here.join("approve").display().to_string()]);
+        let Ok(Approver::Program { argv, .. }) = approver(Some("approve"), false) else { panic!() };
+        assert_eq!(argv, ["approve"], "a bare name is looked up on PATH");
+    }
+
+    #[test]
+    fn a_relative_hook_program_is_found_beside_the_hooks_file_not_in_the_workspace() {
+        let dir = std::env::temp_dir().join(format!("archmax-flow-hooks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("hooks.json");
+        let text = r#"{"version": 1, "hooks": [{"on": "before-call", "command": ["./policy.sh", "./arg"]},
+            {"on": "stop", "command": ["policy"]}, {"on": "after-call", "command": ["/opt/p"]}]}"#;
+        std::fs::write(&file, text).unwrap();
+        let hooks = read_hooks(Some(&file));
+        let _ = std::fs::remove_dir_all(&dir);
+        let hooks = hooks.unwrap();
+        let before = dir.join("policy.sh").display().to_string();
+        assert_eq!(hooks.before_call[0].argv, [before.as_str(), "./arg"], "only the program is placed");
+        assert_eq!(hooks.stop[0].argv, ["policy"]);
+        assert_eq!(hooks.after_call[0].argv, ["/opt/p"]);
+    }
+
+    #[test]
+    fn the_runner_s_own_secrets_never_reach_a_program_the_walk_runs() {
+        #[derive(clap::Parser)]
+        struct Line {
+            #[command(flatten)]
+            flags: RunFlags,
+        }
+        let line = <Line as clap::Parser>::try_parse_from(["flow", "f.yaml", "--input", "x", "--api-key-env", "MINE"]);
+        let variables = credential_variables(&line.unwrap().flags, &RunnerSettings::default());
+        for secret in ["ARCHMAX_API_KEY", "MINE", "ARCHMAX_SEAL_KEY", "ARCHMAX_SEAL_KEY_FILE", "ARCHMAX_SERVE_TOKEN"] {
+            assert!(variables.iter().any(|variable| variable == secret), "{secret}: {variables:?}");
+        }
+    }
 }

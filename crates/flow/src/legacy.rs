@@ -120,9 +120,10 @@ pub async fn import(
 /// `.archmax-flows.imported`, or the first of `….2`, `….3` that is free.
 fn free_name(workspace: &Path) -> PathBuf {
     let first = workspace.join(IMPORTED_DIR);
-    (2..).map(|n| workspace.join(format!("{IMPORTED_DIR}.{n}"))).fold(first, |found, next| {
-        if found.exists() { next } else { found }
-    })
+    if !first.exists() {
+        return first;
+    }
+    (2u32..).map(|n| workspace.join(format!("{IMPORTED_DIR}.{n}"))).find(|path| !path.exists()).unwrap_or(first)
 }
 
 fn stamp(mut state: SessionState, now_ms: u64) -> SessionState {

@@ -752,6 +752,17 @@ mod tests {
     }
 
     #[test]
+    fn an_after_call_hook_is_shown_the_whole_result_it_may_withhold() {
+        // The secret comes after 5000 harmless characters: a hook shown only the start of
+        // the result would let it through to the conversation.
+        let withhold = r#"grep -q password && { echo '{"reason":"it printed a secret"}'; exit 2; }; exit 0"#;
+        let report = job("head -c 5000 /dev/zero | tr '\\0' x; echo; echo pass''word=hunter2", withhold).run();
+        assert_eq!(report.outcome, Outcome::Failed, "{:?}", report.reason);
+        let Some(Message::Tool { content, .. }) = report.messages.last() else { panic!("{:?}", report.messages) };
+        assert!(!content.contains("hunter2") && content.starts_with("Refused: an after-call hook"), "{content}");
+    }
+
+    #[test]
     fn a_command_that_ran_and_failed_is_warned_about_after_its_result() {
         let report = job("exit 3", "exit 0").run();
         let kinds: Vec<String> = report.events.iter().map(|event| event.json()[..30].to_string()).collect();

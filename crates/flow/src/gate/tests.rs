@@ -147,3 +147,17 @@ fn the_terminal_question_shows_arguments_as_json() {
     assert!(!question.contains('\u{1b}') && question.contains("\\u001b[2Jgone"), "{question}");
     assert!(question.contains("root.s") && question.contains("`run`"));
 }
+
+#[test]
+fn the_terminal_question_never_hides_what_the_call_acts_on() {
+    // A long content must not push the path written out of sight (JSON sorts `content`
+    // before `file_path`), nor a long argv hide its last words.
+    let write = call("write_file", json!({"content": "x".repeat(2000), "file_path": ".git/hooks/pre-commit"}));
+    let asked = question(&write);
+    assert!(asked.contains(".git/hooks/pre-commit"), "{asked}");
+    assert!(asked.contains("more characters not shown"), "a cut is said: {asked}");
+    let padding = "y".repeat(600);
+    let run = call("run", json!({"command": ["sh", "-c", format!("echo {padding}"), "--then-rm-rf-home"]}));
+    let asked = question(&run);
+    assert!(asked.contains("--then-rm-rf-home"), "{asked}");
+}

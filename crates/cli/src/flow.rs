@@ -285,10 +285,13 @@ fn standing_instruction(flow: &str, run_scope: Option<&WriteScope>) -> String {
 /// `--hooks FILE` read, or no hooks.
 fn read_hooks(path: Option<&Path>) -> Result<Hooks, String> {
     let Some(path) = path else { return Ok(Hooks::default()) };
-    std::fs::read_to_string(path)
+    let mut hooks = std::fs::read_to_string(path)
         .map_err(|error| error.to_string())
         .and_then(|text| Hooks::parse(&text))
-        .map_err(|problem| format!("--hooks `{}`: {problem}", path.display()))
+        .map_err(|problem| format!("--hooks `{}`: {problem}", path.display()))?;
+    let file = std::path::absolute(path).map_err(|error| format!("--hooks `{}`: {error}", path.display()))?;
+    hooks.place_programs(file.parent().unwrap_or(Path::new("/")));
+    Ok(hooks)
 }
 
 /// Who approves the calls that act: `--approve PROGRAM`, else the terminal when stdin is
@@ -296,7 +299,14 @@ fn read_hooks(path: Option<&Path>) -> Result<Hooks, String> {
 fn approver(program: Option<&str>, terminal: bool) -> Result<Approver, String> {
     match program {
         Some("") => Err("--approve names no program; give the program to ask (an argv of one word, no shell)".into()),
-        Some(program) => Ok(Approver::Program { argv: vec![program.to_string()], timeout: APPROVER_TIMEOUT }),
+        Some(program) => {
+            // The approver runs in the workspace; `./approve` means the operator's, from
+            // where the command was typed, never a file a step wrote there.
+            let here = std::env::current_dir()
+                .map_err(|error| format!("--approve `{program}`: the current directory cannot be read: {error}"))?;
+            let argv = vec![archmax_flow::hooks::placed(program, &here)];
+            Ok(Approver::Program { argv, timeout: APPROVER_TIMEOUT })
+        }
         None if terminal => Ok(Approver::Terminal),
         None => Ok(Approver::Unattended),
     }
@@ -439,10 +449,16 @@ fn shell_word(word: &str) -> String {
     }
 }
 
-/// Every variable holding a model key: kept out of the programs a walk runs (commands,
+/// Every variable holding a model key or a runner secret: kept out of the programs a walk runs (commands,
 /// `run`, hooks, the approver).
 fn credential_variables(flags: &RunFlags, settings: &RunnerSettings) -> Vec<String> {
-    let mut variables = vec!["ARCHMAX_API_KEY".to_string()];
+    // The model keys, and the runner's own secrets: the seal key (which signs the
+    // session store's records), the serve token and the store's address (which may
+    // carry a database password).
+    let mut variables: Vec<String> =
+        ["ARCHMAX_API_KEY", "ARCHMAX_SEAL_KEY", "ARCHMAX_SEAL_KEY_FILE", "ARCHMAX_SERVE_TOKEN", "ARCHMAX_STORE"]
+            .map(str::to_string)
+            .to_vec();
     variables.extend(flags.api_key_env.clone());
     variables.extend(settings.providers.values().filter_map(|provider| provider.api_key_env.clone()));
     variables
@@ -496,7 +512,8 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         Ok(opened) => opened,
         Err(code) => return code,
     };
-    if let Err(problem) = import_old_layout(executor, store.as_ref(), &workspace_root, &store_shown, from_env.clock.now_ms())
+    if let Err(problem) =
+        import_old_layout(executor, store.as_ref(), &workspace_root, &store_shown, from_env.clock.now_ms())
     {
         return failure(problem);
     }

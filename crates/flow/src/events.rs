@@ -182,6 +182,11 @@ pub enum FlowEvent {
         step: String,
         code: String,
         message: String,
+        /// The rule a refused call was refused under (`gate.*`, `scope.*`, `zone.*`,
+        /// `tool.unknown`: `archmax explain` explains it); absent for a warning that
+        /// refuses no call.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rule: Option<String>,
     },
 }
 
@@ -264,7 +269,10 @@ impl FlowEvent {
             }
             FlowEvent::ToolRequested { name, args, .. } => format!("  call {name} {}", args_preview(args)),
             FlowEvent::ToolCompleted { name, status, .. } if status != "ok" => format!("  call {name} failed"),
-            FlowEvent::Warning { step, code, message } => format!("warning [{code}] {step}: {message}"),
+            FlowEvent::Warning { step, code, message, rule } => {
+                let rule = rule.as_ref().map(|rule| format!(" [{rule}]")).unwrap_or_default();
+                format!("warning [{code}] {step}: {message}{rule}")
+            }
             FlowEvent::LayerReady { .. }
             | FlowEvent::StepStarted { .. }
             | FlowEvent::Session { .. }

@@ -17,8 +17,10 @@
 //!   `after-call` sees its outcome and may withhold its result (the tool has run; the
 //!   model, or the next step, reads the refusal instead of the result).
 //!
-//! A refusal is a string the caller files as the call's failed result, with a warning
-//! between `tool-requested` and `tool-completed`. Every answer is an event: `approval`
+//! A refusal is a [`Refused`]: the rule it was refused under (`gate.withheld`,
+//! `gate.malformed`, `tool.unknown`, `gate.approver`, `gate.before-call`,
+//! `gate.after-call`) and its sentence, which the caller files as the call's failed
+//! result, with a warning naming it between `tool-requested` and `tool-completed`. Every answer is an event: `approval`
 //! for the approver, `hook-ran` for each hook. The one thing to know: **every check
 //! fails closed** — an approver or hook that cannot answer has not said yes.
 
@@ -31,15 +33,17 @@ use serde_json::{Value, json};
 
 use archmax_program::tools::path_arguments;
 use archmax_stdlib::tools::BUILT_IN_TOOLS;
+use archmax_vm::kernel::Rule;
 
 use crate::events::FlowEvent;
 use crate::hooks::{Hook, HookAnswer, ask_program};
+use crate::refusal::Refused;
 use crate::step::{RUN_TOOL, StepEnvironment};
 
 /// How long an approver program may take: it may be asking a person.
 pub const APPROVER_TIMEOUT: Duration = Duration::from_secs(600);
-/// The most of a call's result an `after-call` hook is shown.
-pub const RESULT_CHARS: usize = 4000;
+/// The most of one argument the terminal question shows; the rest is counted.
+const SHOWN_CHARS: usize = 400;
 
 /// Who approves the calls that act.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -146,7 +150,7 @@ impl CallGate {
 
     /// Published, then the approver, then the `before-call` hooks; the first refusal
     /// wins and is `Err`. Each answer is pushed onto `events`.
-    pub fn before(&self, call: &GateCall, events: &mut Vec<FlowEvent>) -> Result<(), String> {
+    pub fn before(&self, call: &GateCall, events: &mut Vec<FlowEvent>) -> Result<(), Refused> {
         self.published(call)?;
         if needs_approval(&call.tool, &call.args) {
             self.approve(call, events)?;
@@ -160,50 +164,59 @@ impl CallGate {
             events.push(hook_ran("before-call", call, &answer));
             if !answer.proceed {
                 let reason = answer.reason.unwrap_or_default();
-                return Err(format!("a before-call hook refused `{}`: {reason}", call.tool));
+                return Err(Refused::new(
+                    Rule::GateBeforeCall,
+                    format!("a before-call hook refused `{}`: {reason}", call.tool),
+                ));
             }
         }
         Ok(())
     }
 
-    /// The `after-call` hooks, shown the call's `status` (`ok` or `error`) and the start
-    /// of its `result`; `Err` withholds the result.
+    /// The `after-call` hooks, shown the call's `status` (`ok` or `error`) and its whole
+    /// `result`, exactly what the step would read (a hook shown only the start could
+    /// not withhold what comes after it); `Err` withholds the result.
     pub fn after(
         &self,
         call: &GateCall,
         status: &str,
         result: &str,
         events: &mut Vec<FlowEvent>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Refused> {
         if self.after_call.is_empty() {
             return Ok(());
         }
         let mut document = self.document(("hook", "after-call"), call);
         document["status"] = Value::from(status);
-        document["result"] = Value::from(archmax_program::text::first_chars(result, RESULT_CHARS));
+        document["result"] = Value::from(result);
         for hook in &self.after_call {
             let answer = hook.ask(&document, &self.workspace_root, &self.credential_variables);
             events.push(hook_ran("after-call", call, &answer));
             if !answer.proceed {
                 let reason = answer.reason.unwrap_or_default();
-                return Err(format!("an after-call hook withheld the result of `{}`: {reason}", call.tool));
+                return Err(Refused::new(
+                    Rule::GateAfterCall,
+                    format!("an after-call hook withheld the result of `{}`: {reason}", call.tool),
+                ));
             }
         }
         Ok(())
     }
 
-    fn published(&self, call: &GateCall) -> Result<(), String> {
+    fn published(&self, call: &GateCall) -> Result<(), Refused> {
         if call.tool == RUN_TOOL {
-            let argv = run_argv(&call.args)?;
-            return Gate { allow_program: &self.allow_program }.admit(&argv[0]);
+            let argv = run_argv(&call.args).map_err(|problem| Refused::new(Rule::GateMalformed, problem))?;
+            return Gate { allow_program: &self.allow_program }
+                .admit(&argv[0])
+                .map_err(|problem| Refused::new(Rule::GateWithheld, problem));
         }
         if BUILT_IN_TOOLS.contains(&call.tool.as_str()) {
             return Ok(());
         }
-        Err(format!("`{}` is not a tool of this step", call.tool))
+        Err(Refused::new(Rule::ToolUnknown, format!("`{}` is not a tool of this step", call.tool)))
     }
 
-    fn approve(&self, call: &GateCall, events: &mut Vec<FlowEvent>) -> Result<(), String> {
+    fn approve(&self, call: &GateCall, events: &mut Vec<FlowEvent>) -> Result<(), Refused> {
         let (by, answer) = match &self.approver {
             Approver::Unattended => return Ok(()),
             Approver::Program { argv, timeout } => {
@@ -237,7 +250,10 @@ impl CallGate {
         if answer.proceed {
             return Ok(());
         }
-        Err(format!("the approver said no to `{}`: {}", call.tool, answer.reason.unwrap_or_default()))
+        Err(Refused::new(
+            Rule::GateApprover,
+            format!("the approver said no to `{}`: {}", call.tool, answer.reason.unwrap_or_default()),
+        ))
     }
 
     /// The document a call hook (`("hook", point)`) or the approver (`("ask",
@@ -271,12 +287,55 @@ fn hook_ran(point: &str, call: &GateCall, answer: &HookAnswer) -> FlowEvent {
     }
 }
 
-/// The terminal question about `call`: the step, the tool and its arguments as JSON
-/// (JSON escapes every control character, so a model cannot drive the terminal).
+/// The terminal question about `call`: the step and the tool, then what the call acts
+/// on in full (each path it names, each word of a `run` argv), then its other arguments;
+/// every value as JSON (which escapes every control character, so a model cannot drive
+/// the terminal), a long one cut with the count of what is not shown. So a long
+/// `content`, or a long word of an argv, never pushes the path written or the argv's
+/// last words out of sight.
 fn question(call: &GateCall) -> String {
-    let args = call.args.to_string();
-    let args = archmax_program::text::first_chars(&args, 400);
-    format!("archmax flow: step {} asks to call `{}` {args}\nAllow it?", call.path, call.tool)
+    let mut lines = vec![format!("archmax flow: step {} asks to call `{}`", call.path, call.tool)];
+    let acted_on: Vec<&str> = if call.tool == RUN_TOOL {
+        vec!["command"]
+    } else {
+        path_arguments(&call.tool).iter().map(|(argument, _)| *argument).collect()
+    };
+    let object = call.args.as_object();
+    for name in &acted_on {
+        match object.and_then(|object| object.get(*name)) {
+            Some(Value::Array(words)) => {
+                let words: Vec<String> = words.iter().map(|word| shown(&word.to_string())).collect();
+                lines.push(format!("  {name}: [{}]", words.join(", ")));
+            }
+            // The path as the file tools resolve it (`a/../` padding gone), in full.
+            Some(Value::String(path)) => match archmax_program::zones::canonicalize(path) {
+                Ok(resolved) => lines.push(format!("  {name}: {}", Value::from(resolved))),
+                Err(_) => lines.push(format!(
+                    "  {name}: {} (out of the workspace)",
+                    shown(&Value::from(path.as_str()).to_string())
+                )),
+            },
+            Some(value) => lines.push(format!("  {name}: {}", shown(&value.to_string()))),
+            None => {}
+        }
+    }
+    match object {
+        Some(object) => {
+            for (name, value) in object.iter().filter(|(name, _)| !acted_on.contains(&name.as_str())) {
+                lines.push(format!("  {name}: {}", shown(&value.to_string())));
+            }
+        }
+        None => lines.push(format!("  arguments: {}", shown(&call.args.to_string()))),
+    }
+    lines.push("Allow it?".to_string());
+    lines.join("\n")
+}
+
+/// At most [`SHOWN_CHARS`] of `text`, saying how many more characters there are.
+fn shown(text: &str) -> String {
+    let head = archmax_program::text::first_chars(text, SHOWN_CHARS);
+    let more = text.chars().count() - head.chars().count();
+    if more == 0 { text.to_string() } else { format!("{head}… ({more} more characters not shown)") }
 }
 
 /// Asks `question` on `output` and reads one line of `input`: `y` or `yes` (any case)

@@ -9,7 +9,8 @@
 //! `{"reason": "..."}` on stdout or else its stderr as the reason; any other status, a
 //! start failure, a timeout or an output past the bound is a failed hook, read as a
 //! refusal (a governor that could not answer did not say yes). A file naming a point
-//! this build does not know is refused rather than ignored.
+//! this build does not know is refused rather than ignored. A relative program is
+//! found beside the hooks file ([`Hooks::place_programs`]), never in the workspace.
 
 use std::path::Path;
 use std::time::Duration;
@@ -111,6 +112,30 @@ impl Hooks {
         }
         Ok(hooks)
     }
+
+    /// Places every hook's relative program (one holding a `/`, such as
+    /// `./policy.sh`) in `base`, the hooks file's folder. Hooks run in the workspace,
+    /// which the steps write: a program found there could be one a model wrote. A bare
+    /// name is still looked up on PATH, and the arguments are left as written.
+    pub fn place_programs(&mut self, base: &Path) {
+        for hook in
+            self.transition.iter_mut().chain(&mut self.before_call).chain(&mut self.after_call).chain(&mut self.stop)
+        {
+            if let Some(program) = hook.argv.first_mut() {
+                *program = placed(program, base);
+            }
+        }
+    }
+}
+
+/// `program` as run from `base`: a relative path (one holding a `/`) joined onto
+/// `base` with its `.` segments dropped; a bare name or an absolute path unchanged.
+pub fn placed(program: &str, base: &Path) -> String {
+    let path = Path::new(program);
+    if !program.contains('/') || path.is_absolute() {
+        return program.to_string();
+    }
+    base.join(path).components().collect::<std::path::PathBuf>().display().to_string()
 }
 
 impl Hook {

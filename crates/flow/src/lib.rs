@@ -32,6 +32,7 @@ pub mod plan;
 pub mod process;
 pub mod read;
 pub mod record;
+pub mod refusal;
 pub mod scope;
 pub mod step;
 pub mod walk;

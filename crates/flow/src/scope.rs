@@ -9,9 +9,13 @@
 //!
 //! `allowed` permits every write; `partial-only` permits changing part of an existing
 //! file (`edit_file`) and refuses writing a whole file, copying or moving onto it, and
-//! removing it; `denied` refuses every write.
+//! removing it; `denied` refuses every write. A refusal carries its rule:
+//! `scope.denied`, `scope.partial-only` or `scope.unmatched` ([`crate::refusal`]).
 
 use archmax_program::glob::Glob;
+use archmax_vm::kernel::Rule;
+
+use crate::refusal::Refused;
 
 /// What one rule lets through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,12 +109,16 @@ impl WriteScope {
         Ok(WriteScope { rules })
     }
 
-    /// The rule that decides `path` and whether it lets `kind` through.
-    fn decide(&self, path: &str, kind: WriteKind) -> Result<(), String> {
+    /// The rule that decides `path` and whether it lets `kind` through; a refusal is
+    /// the registry's rule and the sentence's tail.
+    fn decide(&self, path: &str, kind: WriteKind) -> Result<(), (Rule, String)> {
         match self.rules.iter().find(|rule| rule.matches(path)) {
             Some(rule) if kind.permitted_by(rule.verdict) => Ok(()),
-            Some(rule) => Err(format!("the rule `{}` refuses {}", rule.text, kind_words(kind))),
-            None => Err(format!("no rule of the scope matches `{path}`")),
+            Some(rule) => {
+                let id = if rule.verdict == Verdict::Denied { Rule::ScopeDenied } else { Rule::ScopePartialOnly };
+                Err((id, format!("the rule `{}` refuses {}", rule.text, kind_words(kind))))
+            }
+            None => Err((Rule::ScopeUnmatched, format!("no rule of the scope matches `{path}`"))),
         }
     }
 
@@ -142,12 +150,16 @@ pub struct ScopeStack<'a> {
 
 impl ScopeStack<'_> {
     /// `Ok` when every scope lets the write through, else the refusal the model reads.
-    pub fn check(&self, path: &str, kind: WriteKind) -> Result<(), String> {
+    pub fn check(&self, path: &str, kind: WriteKind) -> Result<(), Refused> {
         if let Some(run) = self.run {
-            run.decide(path, kind).map_err(|reason| format!("The run's write scope refuses `{path}`: {reason}."))?;
+            run.decide(path, kind).map_err(|(rule, reason)| {
+                Refused::new(rule, format!("The run's write scope refuses `{path}`: {reason}."))
+            })?;
         }
         if let Some(node) = self.node {
-            node.decide(path, kind).map_err(|reason| format!("This step's write scope refuses `{path}`: {reason}."))?;
+            node.decide(path, kind).map_err(|(rule, reason)| {
+                Refused::new(rule, format!("This step's write scope refuses `{path}`: {reason}."))
+            })?;
         }
         Ok(())
     }
@@ -172,11 +184,13 @@ mod tests {
 
     #[test]
     fn partial_only_lets_edits_through_and_nothing_else() {
-        let partial = scope(&["docs/**=partial-only"]);
-        assert!(partial.decide("docs/a.md", WriteKind::Partial).is_ok());
-        assert!(partial.decide("docs/a.md", WriteKind::Whole).is_err());
-        assert!(partial.decide("docs/a.md", WriteKind::Remove).is_err());
-        assert!(partial.decide("src/a.rs", WriteKind::Partial).is_err(), "no rule matches: denied");
+        let partial = scope(&["docs/**=partial-only", "secrets/**=denied"]);
+        let rule = |path: &str, kind| partial.decide(path, kind).err().map(|(rule, _)| rule);
+        assert_eq!(rule("docs/a.md", WriteKind::Partial), None);
+        assert_eq!(rule("docs/a.md", WriteKind::Whole), Some(Rule::ScopePartialOnly));
+        assert_eq!(rule("docs/a.md", WriteKind::Remove), Some(Rule::ScopePartialOnly));
+        assert_eq!(rule("src/a.rs", WriteKind::Partial), Some(Rule::ScopeUnmatched), "no rule matches: denied");
+        assert_eq!(rule("secrets/key", WriteKind::Partial), Some(Rule::ScopeDenied));
     }
 
     #[test]
@@ -184,7 +198,9 @@ mod tests {
         let run = scope(&["src/**=denied", "**=allowed"]);
         let node = scope(&["**=allowed"]);
         let stack = ScopeStack { run: Some(&run), node: Some(&node) };
-        assert!(stack.check("src/main.rs", WriteKind::Whole).is_err());
+        let refused = stack.check("src/main.rs", WriteKind::Whole).expect_err("the run denies it");
+        assert_eq!(refused.rule, Rule::ScopeDenied);
+        assert!(refused.reason.starts_with("The run's write scope refuses `src/main.rs`"), "{}", refused.reason);
         assert!(stack.check("notes.md", WriteKind::Whole).is_ok());
         let narrow = scope(&["notes.md=denied", "**=allowed"]);
         let stack = ScopeStack { run: None, node: Some(&narrow) };

@@ -26,6 +26,7 @@ use archmax_program::tools::{PathAccess, path_arguments};
 use archmax_stdlib::limits::Limits;
 use archmax_stdlib::tools::{self as file_tools, BUILT_IN_TOOLS, ToolContext};
 use archmax_stdlib::vfs::Workspace;
+use archmax_vm::kernel::Rule;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelError, ModelRequest, Role, Sampling, TapeReading, ToolDefinition};
 use archmax_vm::session::{Message, ToolCall, ToolStatus};
@@ -34,6 +35,7 @@ use crate::events::FlowEvent;
 use crate::gate::{Approver, CallGate, GateCall, aside, run_argv};
 use crate::hooks::Hooks;
 use crate::process::{self, Bounds, ProcessError};
+use crate::refusal::Refused;
 use crate::scope::{ScopeStack, WriteKind};
 
 /// The tool a step finishes with.
@@ -301,34 +303,38 @@ fn writes(tool: &str, args: &Value) -> Result<Vec<(String, WriteKind)>, String> 
     Ok(found)
 }
 
-/// Runs one file tool under the step's scopes; the answer the model reads.
-fn file_tool(environment: &StepEnvironment<'_>, scopes: ScopeStack<'_>, call: &ToolCall) -> (ToolStatus, String) {
+/// Runs one file tool under the step's scopes: the answer the model reads, or the
+/// refusal (`zone.escape`, `zone.runtime-internal`, a scope's) before anything is
+/// written.
+fn file_tool(
+    environment: &StepEnvironment<'_>,
+    scopes: ScopeStack<'_>,
+    call: &ToolCall,
+) -> Result<(ToolStatus, String), Refused> {
     if !BUILT_IN_TOOLS.contains(&call.name.as_str()) {
         // The gate withholds it first; this stays so the tool itself never runs one.
-        return (ToolStatus::Error, format!("`{}` is not a tool of this step", call.name));
+        return Err(Refused::new(Rule::ToolUnknown, format!("`{}` is not a tool of this step", call.name)));
     }
-    let written = match writes(&call.name, &call.args) {
-        Ok(written) => written,
-        Err(refusal) => return (ToolStatus::Error, refusal),
-    };
+    let written = writes(&call.name, &call.args).map_err(|refusal| Refused::new(Rule::ZoneEscape, refusal))?;
     for (path, kind) in written {
         let lower = path.to_ascii_lowercase();
         if let Some(reserved) = environment.reserved.map(str::to_ascii_lowercase)
             && (lower == reserved || lower.starts_with(&format!("{reserved}/")))
         {
-            return (ToolStatus::Error, format!("`{path}` holds the flow's own records; no step writes there."));
+            return Err(Refused::new(
+                Rule::ZoneRuntimeInternal,
+                format!("`{path}` holds the flow's own records; no step writes there."),
+            ));
         }
-        if let Err(refusal) = scopes.check(&path, kind) {
-            return (ToolStatus::Error, refusal);
-        }
+        scopes.check(&path, kind)?;
     }
     let visible = |_: &str| true;
     let context =
         ToolContext { workspace: environment.workspace, visible: &visible, raw_text: false, limits: Limits::default() };
-    match file_tools::run(&call.name, &call.args, &context) {
+    Ok(match file_tools::run(&call.name, &call.args, &context) {
         Ok(text) => (ToolStatus::Ok, text),
         Err(error) => (ToolStatus::Error, format!("Error: {error}")),
-    }
+    })
 }
 
 fn cost_microunits(pricing: &PricingTable, usage: &archmax_vm::model::TokenUsage, model: &str) -> u64 {
@@ -458,7 +464,9 @@ pub async fn model_step(environment: &StepEnvironment<'_>, step: ModelStep<'_>) 
 }
 
 /// One model call through the gate: refused (a failed result and a `tool-refused`
-/// warning), or run, then shown to the `after-call` hooks, which may withhold it. The
+/// warning naming the rule), or run (a write first judged by the scopes, in the tool),
+/// then shown to the `after-call` hooks, which may withhold it. A call the gate or a
+/// scope refused never ran, so no `after-call` hook is asked about it. The
 /// gate's programs and `run` go on a thread of their own ([`aside`]), so the other model
 /// steps of a layer make progress meanwhile.
 async fn gated_call(
@@ -469,13 +477,14 @@ async fn gated_call(
     call: &ToolCall,
     events: &mut Vec<FlowEvent>,
 ) -> (ToolStatus, String) {
-    let refuse = |events: &mut Vec<FlowEvent>, refusal: String| {
+    let refuse = |events: &mut Vec<FlowEvent>, refusal: Refused| {
         events.push(FlowEvent::Warning {
             step: gated.path.clone(),
             code: "tool-refused".to_string(),
-            message: refusal.clone(),
+            message: refusal.reason.clone(),
+            rule: Some(refusal.rule.to_string()),
         });
-        (ToolStatus::Error, format!("Refused: {refusal}"))
+        (ToolStatus::Error, refusal.result())
     };
     let before = if gate.blocks(&gated) {
         let (gate, asked) = (gate.clone(), gated.clone());
@@ -484,7 +493,7 @@ async fn gated_call(
             (gate.before(&asked, &mut found), found)
         })
         .await
-        .unwrap_or_else(|problem| (Err(problem), Vec::new()))
+        .unwrap_or_else(|problem| (Err(Refused::new(Rule::GateBeforeCall, problem)), Vec::new()))
     } else {
         let mut found = Vec::new();
         (gate.before(&gated, &mut found), found)
@@ -501,7 +510,10 @@ async fn gated_call(
             Err(problem) => (ToolStatus::Error, format!("Error: {problem}")),
         }
     } else {
-        file_tool(environment, scopes, call)
+        match file_tool(environment, scopes, call) {
+            Ok(answered) => answered,
+            Err(refusal) => return refuse(events, refusal),
+        }
     };
     if gate.after_call.is_empty() {
         return (status, content);
@@ -513,7 +525,7 @@ async fn gated_call(
         (asked_gate.after(&asked, word, &shown, &mut found), found)
     })
     .await
-    .unwrap_or_else(|problem| (Err(problem), Vec::new()));
+    .unwrap_or_else(|problem| (Err(Refused::new(Rule::GateAfterCall, problem)), Vec::new()));
     events.extend(after.1);
     match after.0 {
         Ok(()) => (status, content),
@@ -612,35 +624,29 @@ impl CommandJob {
             GateCall { path: self.path.clone(), attempt: self.attempt, tool: RUN_TOOL.to_string(), args: args.clone() };
         let mut events = vec![FlowEvent::ToolRequested { step: self.path.clone(), name: RUN_TOOL.to_string(), args }];
         let mut messages = vec![Message::Assistant { text: String::new(), tool_calls: vec![call] }];
-        let warn = |events: &mut Vec<FlowEvent>, message: &str| {
+        let warn = |events: &mut Vec<FlowEvent>, message: &str, rule: Option<Rule>| {
             events.push(FlowEvent::Warning {
                 step: self.path.clone(),
                 code: "step-command".to_string(),
                 message: message.to_string(),
+                rule: rule.map(|rule| rule.to_string()),
             })
         };
         let mut refused = None;
+        let mut refuse = |events: &mut Vec<FlowEvent>, refusal: Refused| {
+            warn(events, &refusal.reason, Some(refusal.rule));
+            refused = Some(refusal.rule);
+            Ran { status: ToolStatus::Error, content: refusal.result(), failure: Some(refusal.to_string()) }
+        };
         let ran = match self.gate.before(&gated, &mut events) {
-            Err(refusal) => {
-                warn(&mut events, &refusal);
-                refused = Some(refusal.clone());
-                Ran { status: ToolStatus::Error, content: format!("Refused: {refusal}"), failure: Some(refusal) }
-            }
+            Err(refusal) => refuse(&mut events, refusal),
             Ok(()) => {
                 let timeout = self.timeout_ms.map_or(COMMAND_TIMEOUT, Duration::from_millis);
                 let ran = run_program(&self.argv, &self.gate.workspace_root, &self.gate.credential_variables, timeout);
                 let word = if ran.status == ToolStatus::Ok { "ok" } else { "error" };
                 match self.gate.after(&gated, word, &ran.content, &mut events) {
                     Ok(()) => ran,
-                    Err(refusal) => {
-                        warn(&mut events, &refusal);
-                        refused = Some(refusal.clone());
-                        Ran {
-                            status: ToolStatus::Error,
-                            content: format!("Refused: {refusal}"),
-                            failure: Some(refusal),
-                        }
-                    }
+                    Err(refusal) => refuse(&mut events, refusal),
                 }
             }
         };
@@ -651,7 +657,7 @@ impl CommandJob {
             content: archmax_program::text::first_chars(&ran.content, 400).to_string(),
         });
         if let Some(failure) = ran.failure.as_deref().filter(|_| refused.is_none()) {
-            warn(&mut events, failure);
+            warn(&mut events, failure, None);
         }
         messages.push(Message::Tool { call_id, name: RUN_TOOL.to_string(), content: ran.content, status: ran.status });
         match ran.failure {
@@ -673,7 +679,12 @@ impl CommandJob {
 /// A step that fails before it runs (a refused context, a spent flow budget): a warning
 /// naming why, no model call.
 pub fn refused_step(path: &str, code: &str, message: String) -> StepReport {
-    let events = vec![FlowEvent::Warning { step: path.to_string(), code: code.to_string(), message: message.clone() }];
+    let events = vec![FlowEvent::Warning {
+        step: path.to_string(),
+        code: code.to_string(),
+        message: message.clone(),
+        rule: None,
+    }];
     StepReport::failed(message, Vec::new(), events)
 }
 
@@ -739,7 +750,7 @@ mod tests {
         let report = job("echo password=hunter2", withhold).run();
         assert_eq!(report.outcome, Outcome::Failed);
         let reason = report.reason.clone().unwrap_or_default();
-        assert_eq!(reason, "an after-call hook withheld the result of `run`: it printed a secret");
+        assert_eq!(reason, "an after-call hook withheld the result of `run`: it printed a secret [gate.after-call]");
         let kinds: Vec<String> = report.events.iter().map(|event| event.json()[..30].to_string()).collect();
         assert!(kinds[0].contains("tool-requested") && kinds[1].contains("hook-ran"), "{kinds:?}");
         assert!(kinds[2].contains("warning") && kinds[3].contains("tool-completed"), "{kinds:?}");

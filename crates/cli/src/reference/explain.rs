@@ -8,7 +8,8 @@
 //! A refusing rule's page ends the same way, from the run goldens (`golden/runs/`): the
 //! rule's own case (`rule-<id with dashes>`) or else the smallest workspace whose recorded
 //! events carry the refusal, each command it ran with what the terminal showed, and those
-//! events. A rule no validated
+//! events. A flow step's rule (`gate.*`, `scope.*`) is shown the same way from the flow
+//! goldens (`golden/flows/`), whose event lines are what the step printed. A rule no validated
 //! workspace can reach says which diagnostic code stops it first ([`PREVENTED`]); a rule
 //! that allows is never printed, and its page says so.
 
@@ -64,20 +65,25 @@ pub const PREVENTED: &[(&str, &str)] = &[
     ("delegation.not-delegatable", "AMX0801"),
 ];
 
-pub fn rule_pages(goldens: &Path) -> Result<Vec<Page>, String> {
+/// The pages of every rule: a workflow's from the run goldens (`runs`), a flow step's
+/// from the flow goldens (`flows`).
+pub fn rule_pages(runs: &Path, flows: &Path) -> Result<Vec<Page>, String> {
     let mut index = String::from(
         "# Kernel rules\n\nThe kernel decides every tool call, file access and transition against these rules \
          at run time, whatever the model asks. A refusal names its rule in the `tool-blocked` event and in \
-         the conversation; `archmax explain <rule>` prints the same text.\n\n| Rule | Outcome | About |\n| --- | --- | --- |\n",
+         the conversation; `archmax explain <rule>` prints the same text. A flow step (`archmax flow run`) \
+         is refused under the `gate.*` and `scope.*` rules (and `zone.escape`, `zone.runtime-internal`, \
+         `tool.unknown`), named in its `tool-refused` or `step-command` warning and in the failed result \
+         the step reads.\n\n| Rule | Outcome | About |\n| --- | --- | --- |\n",
     );
     let mut pages = Vec::new();
     for rule in Rule::ALL {
         let info = rule.info();
         index.push_str(&format!("| [`{0}`]({0}.md) | {1} | {2} |\n", info.id, info.outcome.as_str(), info.title));
-        let mut text = demote_title(
-            info.explanation,
-            &format!("*Kernel rule.* *Outcome:* {}. {}", info.outcome.as_str(), info.title),
-        );
+        let kind = if rule.is_flow_gate() { "*Flow rule* (`archmax flow run`)." } else { "*Kernel rule.*" };
+        let mut text =
+            demote_title(info.explanation, &format!("{kind} *Outcome:* {}. {}", info.outcome.as_str(), info.title));
+        let goldens = if rule.is_flow_gate() { flows } else { runs };
         text.push_str(&rule_example(goldens, info.id, info.outcome.as_str() == "allows")?);
         pages.push(Page { path: format!("rules/{}.md", info.id), title: info.id.to_string(), text });
     }
@@ -120,7 +126,7 @@ fn rule_example(goldens: &Path, rule: &str, allows: bool) -> Result<String, Stri
     cases.sort();
     let Some((_, _, case)) = cases.first() else {
         return Err(format!(
-            "no run golden under `{}` shows a refusal by `{rule}`: add `golden/runs/{own}/`, \
+            "no golden under `{}` shows a refusal by `{rule}`: add a case named `{own}` there, \
              or list the rule in `PREVENTED` with the code that stops it first",
             goldens.display()
         ));
@@ -136,7 +142,9 @@ fn rule_example(goldens: &Path, rule: &str, allows: bool) -> Result<String, Stri
             progress => progress,
         };
         text.push_str(&format!("`{command}` shows:\n\n```text\n{terminal}\n```\n\n"));
+        // A run golden records events apart; a flow golden's events are its JSON stdout.
         refusals.extend(section(step, "--- events\n").lines().filter(|line| records(line)));
+        refusals.extend(section(step, "--- stdout\n").lines().filter(|line| line.starts_with('{') && records(line)));
     }
     if refusals.is_empty() {
         text.push_str(

@@ -63,7 +63,7 @@ fn generate(command: Command, repository: &Path) -> Result<Book, String> {
         ("Events", documents::event_pages()?),
         ("HTTP API", vec![api::page()]),
         ("Diagnostic codes", explain::code_pages(&repository.join("golden/diagnostics"))?),
-        ("Kernel rules", explain::rule_pages(&repository.join("golden/runs"))?),
+        ("Kernel rules", explain::rule_pages(&repository.join("golden/runs"), &repository.join("golden/flows"))?),
     ];
     let mut index = String::from(
         "# Reference\n\nThese pages are generated from archmax itself (`archmax book-reference`), and the \

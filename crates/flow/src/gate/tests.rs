@@ -55,11 +55,11 @@ fn a_withheld_call_is_refused_before_anything_is_asked() {
     let gate = gate(approver("touch asked; exit 0"), &["exit 0"], &[], &["ls"]);
     let mut events = Vec::new();
     let refusal = gate.before(&call("run", json!({"command": ["rm", "-rf", "x"]})), &mut events).unwrap_err();
-    assert!(refusal.contains("--allow-program rm"), "{refusal}");
+    assert!(refusal.reason.contains("--allow-program rm") && refusal.rule == Rule::GateWithheld, "{refusal}");
     let shell = gate.before(&call("run", json!({"command": "ls -l"})), &mut events).unwrap_err();
-    assert!(shell.contains("list of strings"), "{shell}");
+    assert!(shell.reason.contains("list of strings") && shell.rule == Rule::GateMalformed, "{shell}");
     let unknown = gate.before(&call("fetch_url", json!({})), &mut events).unwrap_err();
-    assert!(unknown.contains("not a tool of this step"), "{unknown}");
+    assert!(unknown.reason.contains("not a tool of this step") && unknown.rule == Rule::ToolUnknown, "{unknown}");
     assert!(events.is_empty(), "{events:?}");
     assert!(!Path::new("asked").exists());
 }
@@ -71,7 +71,7 @@ fn the_approver_reads_the_call_and_its_no_is_a_refusal_with_its_reason() {
     let gate = gate(approver(script), &[], &[], &["ls"]);
     let mut events = Vec::new();
     let refusal = gate.before(&call("run", json!({"command": ["ls"]})), &mut events).unwrap_err();
-    assert_eq!(refusal, "the approver said no to `run`: not on a friday");
+    assert_eq!(refusal, Refused::new(Rule::GateApprover, "the approver said no to `run`: not on a friday"));
     let FlowEvent::Approval { by, verdict, status, reason, .. } = &events[0] else { panic!("{events:?}") };
     assert_eq!((by.as_str(), verdict.as_str(), *status), ("program", "no", Some(2)));
     assert_eq!(reason.as_deref(), Some("not on a friday"));
@@ -87,12 +87,12 @@ fn an_approver_that_cannot_answer_is_a_no() {
         let gate = gate(approver(script), &[], &[], &[]);
         let mut events = Vec::new();
         let refusal = gate.before(&call("write_file", json!({"file_path": "a", "content": "x"})), &mut events);
-        assert!(refusal.is_err_and(|refusal| refusal.contains("the approver")), "{script}");
+        assert!(refusal.is_err_and(|refusal| refusal.reason.contains("the approver")), "{script}");
     }
     let missing = Approver::Program { argv: vec!["./no-such-approver".into()], timeout: APPROVER_TIMEOUT };
     let gate = gate(missing, &[], &[], &[]);
     let refusal = gate.before(&call("write_file", json!({"file_path": "a"})), &mut Vec::new()).unwrap_err();
-    assert!(refusal.contains("could not be started"), "{refusal}");
+    assert!(refusal.reason.contains("could not be started") && refusal.rule == Rule::GateApprover, "{refusal}");
 }
 
 #[test]
@@ -105,7 +105,7 @@ fn before_call_hooks_are_asked_in_order_after_the_approver_and_the_first_refusal
     );
     let mut events = Vec::new();
     let refusal = gate.before(&call("write_file", json!({"file_path": "a"})), &mut events).unwrap_err();
-    assert_eq!(refusal, "a before-call hook refused `write_file`: blocked");
+    assert_eq!(refusal, Refused::new(Rule::GateBeforeCall, "a before-call hook refused `write_file`: blocked"));
     let kinds: Vec<String> = events.iter().map(|event| event.json()).collect();
     assert_eq!(kinds.len(), 3, "{kinds:?}");
     assert!(kinds[0].contains(r#""event":"approval""#), "{kinds:?}");
@@ -124,7 +124,10 @@ fn after_call_hooks_see_the_outcome_and_may_withhold_it() {
     let mut events = Vec::new();
     assert!(gate.after(&asked, "ok", "exit status 0", &mut events).is_ok());
     let refusal = gate.after(&asked, "error", "exit status 3\n", &mut events).unwrap_err();
-    assert_eq!(refusal, "an after-call hook withheld the result of `read_file`: leaks");
+    assert_eq!(
+        refusal,
+        Refused::new(Rule::GateAfterCall, "an after-call hook withheld the result of `read_file`: leaks")
+    );
     assert_eq!(events.len(), 2);
 }
 

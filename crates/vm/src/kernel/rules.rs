@@ -9,9 +9,10 @@
 //! The one thing to know: the table holds the kernel's rules (its precedence list, in
 //! order) *and* the refusals the turn makes around the kernel (a name that is no tool,
 //! arguments `${{…}}` substitution refuses, a host tool's path through a link, a
-//! sub-workflow dispatch check), so every
-//! refused call carries a [`Rule`] and its text is composed in one place
-//! ([`Refusal::text`](super::Refusal::text)).
+//! sub-workflow dispatch check), and the refusals of a flow step's gate and write scopes
+//! (`gate.*`, `scope.*`, decided by `archmax_flow`), so every refused call carries a
+//! [`Rule`]. A workflow's refusal text is composed in one place
+//! ([`Refusal::text`](super::Refusal::text)); a flow step's in `archmax_flow::refusal`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -120,6 +121,19 @@ rules! {
     DelegationNotDelegatable = "delegation.not-delegatable", Refuses, "A sub-workflow call to a workflow with no `manual` entry";
     DelegationMissingParam = "delegation.missing-param", Refuses, "A sub-workflow call that leaves a required parameter out";
     DelegationInvalidParam = "delegation.invalid-param", Refuses, "A sub-workflow argument that is not a parameter or has the wrong type";
+
+    // A flow step's gate (`archmax flow run`), in its order: published, the approver,
+    // the `before-call` hooks, (the tool), the `after-call` hooks.
+    GateWithheld = "gate.withheld", Refuses, "A flow step's `run` of a program the run did not publish";
+    GateMalformed = "gate.malformed", Refuses, "A flow step's `run` whose `command` is not an argv";
+    GateApprover = "gate.approver", Refuses, "A flow step's call the approver did not say yes to";
+    GateBeforeCall = "gate.before-call", Refuses, "A flow step's call a `before-call` hook refused";
+    GateAfterCall = "gate.after-call", Refuses, "A flow step's result an `after-call` hook withheld";
+
+    // A flow step's write scopes, asked in the tool: the run's, then the node's.
+    ScopeDenied = "scope.denied", Refuses, "A flow step's write a `denied` scope rule matches";
+    ScopePartialOnly = "scope.partial-only", Refuses, "A flow step's whole-file write or removal a `partial-only` rule matches";
+    ScopeUnmatched = "scope.unmatched", Refuses, "A flow step's write no rule of a write scope matches";
 }
 
 impl Rule {
@@ -143,7 +157,14 @@ impl Rule {
     /// that is no tool is answered without one, and a refused sub-workflow dispatch is
     /// recorded by its `sub-workflow-start` and `sub-workflow-result` pair instead.
     pub(crate) fn is_recorded_as_blocked(self) -> bool {
-        self != Rule::ToolUnknown && !self.is_dispatch_check()
+        self != Rule::ToolUnknown && !self.is_dispatch_check() && !self.is_flow_gate()
+    }
+
+    /// Whether this is a rule of a flow step's gate or write scopes, which only
+    /// `archmax flow run` decides under; it records them on its `tool-refused` and
+    /// `step-command` warnings (`rule`), never as a workflow's `tool-blocked`.
+    pub fn is_flow_gate(self) -> bool {
+        matches!(self.family(), "gate" | "scope")
     }
 
     /// Whether this is one of the sub-workflow dispatch checks.
@@ -253,7 +274,7 @@ mod tests {
     }
 
     #[test]
-    fn only_an_unknown_name_and_the_dispatch_checks_leave_no_tool_blocked_event() {
+    fn only_an_unknown_name_the_dispatch_checks_and_the_flow_gate_leave_no_tool_blocked_event() {
         let unrecorded: Vec<&str> =
             Rule::ALL.iter().filter(|rule| !rule.is_recorded_as_blocked()).map(|rule| rule.as_str()).collect();
         assert_eq!(
@@ -268,6 +289,14 @@ mod tests {
                 "delegation.not-delegatable",
                 "delegation.missing-param",
                 "delegation.invalid-param",
+                "gate.withheld",
+                "gate.malformed",
+                "gate.approver",
+                "gate.before-call",
+                "gate.after-call",
+                "scope.denied",
+                "scope.partial-only",
+                "scope.unmatched",
             ]
         );
         let allowing: Vec<&str> = Rule::ALL.iter().filter(|rule| rule.allows()).map(|rule| rule.as_str()).collect();

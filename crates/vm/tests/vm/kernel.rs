@@ -472,15 +472,18 @@ const EXERCISED_IN_RUNTIME_TESTS: &[(&str, &str)] = &[
     ("zone.link", "a_host_tools_path_through_a_link_planted_in_the_session_folder_is_refused_as_zone_link"),
 ];
 
-/// Every `expected.txt` of the golden runs, concatenated.
+/// Every `expected.txt` of the golden runs and the golden flows, concatenated.
 fn golden_runs() -> String {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden/runs");
     let mut text = String::new();
-    let mut cases: Vec<_> = std::fs::read_dir(&root).expect("golden/runs").filter_map(Result::ok).collect();
-    cases.sort_by_key(|entry| entry.file_name());
-    for case in cases {
-        if let Ok(expected) = std::fs::read_to_string(case.path().join("expected.txt")) {
-            text.push_str(&expected);
+    // A flow's gate and scope refusals are recorded on its event lines (`"rule":…`).
+    for kind in ["runs", "flows"] {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden").join(kind);
+        let mut cases: Vec<_> = std::fs::read_dir(&root).expect("golden cases").filter_map(Result::ok).collect();
+        cases.sort_by_key(|entry| entry.file_name());
+        for case in cases {
+            if let Ok(expected) = std::fs::read_to_string(case.path().join("expected.txt")) {
+                text.push_str(&expected);
+            }
         }
     }
     text
@@ -488,7 +491,8 @@ fn golden_runs() -> String {
 
 /// Like the diagnostic goldens, which fail when a code has no case: every rule must be
 /// exercised somewhere a test checks it. A kernel rule by a row of the precedence table;
-/// a refusal recorded as `tool-blocked` by a golden run recording it; a dispatch check
+/// a refusal recorded as `tool-blocked` by a golden run recording it (a flow gate's or
+/// scope's, by a golden flow's warning naming it); a dispatch check
 /// by a golden run's `sub-workflow-result` naming its kind; the rest by a named runtime
 /// test, or by the compiler code that keeps a checked program from reaching it.
 #[test]

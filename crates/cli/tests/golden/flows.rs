@@ -11,8 +11,13 @@
 //! line a step prints is validated against the flow-event schema), `show`
 //! (workspace files printed after the steps; `{run}` in a name is the first run's id) and `list` (directories whose file names
 //! are printed). A `{run}` in an argument is the flow-run id the first step printed.
-//! Flow-run ids print as `<run>` and the scratch path as `<workspace>`, so the
-//! recordings are stable; `UPDATE_GOLDEN=1` rewrites `expected.txt`.
+//! `store = "postgres"` runs every step on one fresh database of a throwaway PostgreSQL
+//! server the case starts (`ARCHMAX_STORE`; `ARCHMAX_TEST_DATABASE_URL` names one instead), and a step's `workspace = "second"` runs it in a
+//! second copy of the workspace, so a case shows a walk continued by another process
+//! that shares only the database.
+//! Flow-run ids print as `<run>`, the scratch paths as `<workspace>` and
+//! `<second-workspace>`, the database as `<store>`, so the recordings are stable;
+//! `UPDATE_GOLDEN=1` rewrites `expected.txt`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -40,6 +45,9 @@ struct Case {
     show: Vec<String>,
     #[serde(default)]
     list: Vec<String>,
+    /// `postgres`: every step's session store is one fresh database.
+    #[serde(default)]
+    store: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -52,6 +60,9 @@ struct Step {
     env: BTreeMap<String, String>,
     #[serde(default)]
     same_stdout_as: Option<usize>,
+    /// `second`: run in the second copy of the workspace.
+    #[serde(default)]
+    workspace: Option<String>,
 }
 
 fn read_case(case_dir: &Path) -> Result<Case, String> {
@@ -71,13 +82,26 @@ fn find_run_id(text: &str) -> Option<String> {
     })
 }
 
-/// `text` with every flow-run id as `<run>` and the workspace path as `<workspace>`.
-fn normalize(text: &str, workspace: &Path, runs: &mut BTreeSet<String>) -> String {
+/// Where a case's steps run, each printed by a stable name.
+struct Places<'a> {
+    workspace: &'a Path,
+    second: &'a Path,
+    store: Option<&'a str>,
+}
+
+/// `text` with every flow-run id as `<run>`, the workspace paths as `<workspace>` and
+/// `<second-workspace>`, and the database as `<store>`.
+fn normalize(text: &str, places: &Places<'_>, runs: &mut BTreeSet<String>) -> String {
     let mut text = text.to_string();
-    if let Ok(real) = workspace.canonicalize() {
-        text = text.replace(&*real.to_string_lossy(), "<workspace>");
+    if let Some(store) = places.store {
+        text = text.replace(store, "<store>");
     }
-    text = text.replace(&*workspace.to_string_lossy(), "<workspace>");
+    for (path, name) in [(places.second, "<second-workspace>"), (places.workspace, "<workspace>")] {
+        if let Ok(real) = path.canonicalize() {
+            text = text.replace(&*real.to_string_lossy(), name);
+        }
+        text = text.replace(&*path.to_string_lossy(), name);
+    }
     text = text.replace(&*repository().to_string_lossy(), "<repo>");
     while let Some(id) = find_run_id(&text) {
         runs.insert(id.clone());
@@ -98,6 +122,19 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<(String, Vec<String>), St
         return Err("a case needs a `workspace/`".to_string());
     }
     copy_dir(&overlay, &workspace);
+    let second = scratch.join("second");
+    copy_dir(&overlay, &second);
+    // The case's own throwaway server (or `ARCHMAX_TEST_DATABASE_URL`'s), stopped, or
+    // its database dropped, when the case ends.
+    let cluster = match case.store.as_deref() {
+        None => None,
+        Some("postgres") => Some(archmax_store_postgres::test_cluster::TestCluster::start()?),
+        Some(other) => return Err(format!("`store = \"{other}\"`: the one store a case may name is `postgres`")),
+    };
+    let store = match &cluster {
+        Some(cluster) => Some(cluster.database("goldenflow")?),
+        None => None,
+    };
     let mut transcript = String::new();
     let mut failures = Vec::new();
     let mut printed: Vec<String> = Vec::new();
@@ -109,9 +146,21 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<(String, Vec<String>), St
             .iter()
             .map(|arg| arg.replace("{run}", run.as_deref().unwrap_or("{run}")).replace("{repo}", &repo))
             .collect();
-        let output = Command::new(env!("CARGO_BIN_EXE_archmax"))
+        let here = match step.workspace.as_deref() {
+            None => &workspace,
+            Some("second") => &second,
+            Some(other) => {
+                return Err(format!("step {index}: `workspace = \"{other}\"`: a step runs in `second` or the first"));
+            }
+        };
+        let mut command = Command::new(env!("CARGO_BIN_EXE_archmax"));
+        command.env_remove("ARCHMAX_STORE");
+        if let Some(store) = &store {
+            command.env("ARCHMAX_STORE", store);
+        }
+        let output = command
             .args(&args)
-            .current_dir(&workspace)
+            .current_dir(here)
             .env("NO_COLOR", "1")
             .env("ARCHMAX_FIXED_CLOCK", FIXED_CLOCK)
             .env_remove("ARCHMAX_API_BASE_URL")
@@ -122,8 +171,9 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<(String, Vec<String>), St
             .map_err(|error| format!("archmax did not run: {error}"))?;
         let code = output.status.code().unwrap_or(-1);
         let mut runs = BTreeSet::new();
-        let stdout = normalize(&String::from_utf8_lossy(&output.stdout), &workspace, &mut runs);
-        let stderr = normalize(&String::from_utf8_lossy(&output.stderr), &workspace, &mut runs);
+        let places = Places { workspace: &workspace, second: &second, store: store.as_deref() };
+        let stdout = normalize(&String::from_utf8_lossy(&output.stdout), &places, &mut runs);
+        let stderr = normalize(&String::from_utf8_lossy(&output.stderr), &places, &mut runs);
         if run.is_none() {
             run = runs.into_iter().next();
         }
@@ -153,6 +203,7 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<(String, Vec<String>), St
         ));
         printed.push(stdout);
     }
+    let places_after = Places { workspace: &workspace, second: &second, store: store.as_deref() };
     let all: String = transcript.clone();
     for code in &case.expect {
         if !all.contains(code.as_str()) {
@@ -167,14 +218,14 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<(String, Vec<String>), St
         let mut runs = BTreeSet::new();
         transcript.push_str(&format!("--- list {name}\n"));
         for entry in names {
-            transcript.push_str(&format!("{}\n", normalize(&entry, &workspace, &mut runs)));
+            transcript.push_str(&format!("{}\n", normalize(&entry, &places_after, &mut runs)));
         }
     }
     for name in &case.show {
         let path = name.replace("{run}", run.as_deref().unwrap_or("{run}"));
         let text = fs::read_to_string(workspace.join(&path)).unwrap_or_else(|_| "(absent)\n".to_string());
         let mut runs = BTreeSet::new();
-        transcript.push_str(&format!("--- file {name}\n{}", normalize(&text, &workspace, &mut runs)));
+        transcript.push_str(&format!("--- file {name}\n{}", normalize(&text, &places_after, &mut runs)));
     }
     Ok((transcript, failures))
 }

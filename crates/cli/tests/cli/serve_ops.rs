@@ -196,7 +196,10 @@ fn an_inbox_provider_without_its_secret_or_without_tokens_refuses_the_start() {
     let validate = archmax(&workspace.0, &["validate"]);
     assert_ne!(validate.code, 0);
     let said = format!("{}{}", validate.stdout, validate.stderr);
-    assert!(said.contains("`inbox.oidc.clientid` is not a setting") && said.contains("did you mean `client_id`?"), "{said}");
+    assert!(
+        said.contains("`inbox.oidc.clientid` is not a setting") && said.contains("did you mean `client_id`?"),
+        "{said}"
+    );
 }
 
 #[test]

@@ -343,7 +343,7 @@ fn oidc() -> Value {
                 "identity_claim",
                 defaults_to(
                     text(
-                        "The claim whose value becomes the identity matched against `approvers`; `email` is lowercased, and a present `email_verified` must be true.",
+                        "The claim whose value becomes the identity matched against `approvers`; `email` must be ASCII and is lowercased, and is trusted only when `email_verified` is true.",
                     ),
                     json!("email"),
                 ),
@@ -360,6 +360,13 @@ fn oidc() -> Value {
             (
                 "redirect_url",
                 url("Where the provider sends people back (default: `<[serve] public_url>/inbox/oidc/callback`)."),
+            ),
+            (
+                "trust_unverified_email",
+                defaults_to(
+                    json!({ "type": "boolean", "description": "Trust an email claim that comes without `email_verified` (only for a provider, such as Microsoft Entra ID, that never sends it and whose users cannot set their email)." }),
+                    json!(false),
+                ),
             ),
         ],
         &["issuer", "client_id", "client_secret_env"],

@@ -28,7 +28,7 @@ use archmax_program::diagnostic::{Code, Diagnostic, did_you_mean, list_names};
 use archmax_program::source::{FileId, Span};
 
 /// The keys `[inbox.oidc]` takes.
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 12] = [
     "issuer",
     "client_id",
     "client_secret_env",
@@ -40,6 +40,7 @@ const KEYS: [&str; 11] = [
     "grant_scopes",
     "provider_name",
     "redirect_url",
+    "trust_unverified_email",
 ];
 
 /// The runner scopes an OpenID Connect sign-in may hold (never `admin`).
@@ -54,7 +55,8 @@ pub const CALLBACK_PATH: &str = "/inbox/oidc/callback";
 /// `[inbox.oidc]`, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OidcSettings {
-    /// The issuer's URL, without a trailing `/` (as the provider's `iss` claim has it).
+    /// The issuer's URL exactly as written (a trailing `/` kept): the provider's `iss`
+    /// claim and its discovery document must name this very string.
     pub issuer: String,
     pub client_id: String,
     /// The environment variable holding the client secret.
@@ -74,6 +76,10 @@ pub struct OidcSettings {
     pub provider_name: String,
     /// Where the provider sends the browser back; `None`: derived from `public_url`.
     pub redirect_url: Option<String>,
+    /// Whether an email claim without `email_verified` counts (for providers, such as
+    /// Microsoft Entra ID, that never send it). Off: an email is trusted only when the
+    /// token says `email_verified: true`.
+    pub trust_unverified_email: bool,
 }
 
 impl OidcSettings {
@@ -170,7 +176,8 @@ pub(super) fn read(
         );
     }
     if settings.provider_name.is_empty() {
-        settings.provider_name = settings.issuer.split("://").nth(1).unwrap_or(&settings.issuer).to_string();
+        let host = settings.issuer.split("://").nth(1).unwrap_or(&settings.issuer);
+        settings.provider_name = host.trim_end_matches('/').to_string();
     }
     (diagnostics.len() == before).then_some(settings)
 }
@@ -191,8 +198,11 @@ fn read_key(
     match name {
             "issuer" | "redirect_url" => match text.as_deref().map(|url| (url, url_problem(url))) {
                 Some((url, None)) => {
-                    let url = url.trim_end_matches('/').to_string();
-                    if name == "issuer" { settings.issuer = url } else { settings.redirect_url = Some(url) }
+                    if name == "issuer" {
+                        settings.issuer = url.to_string()
+                    } else {
+                        settings.redirect_url = Some(url.trim_end_matches('/').to_string())
+                    }
                 }
                 Some((_, Some(problem))) => refuse(at, format!("`inbox.oidc.{name}` {problem}"), url_help(name)),
                 None => refuse(at, format!("`inbox.oidc.{name}` is not a string"), url_help(name)),
@@ -241,6 +251,10 @@ fn read_key(
                 Some(scopes) => settings.grant_scopes = scopes,
                 None => refuse(at, "`inbox.oidc.grant_scopes` is not a list of grantable scopes".into(), format!("list some of {} (`admin` is never granted through the inbox)", list_names(&GRANTABLE_SCOPES))),
             },
+            "trust_unverified_email" => match value.get_ref() {
+                DeValue::Boolean(trust) => settings.trust_unverified_email = *trust,
+                _ => refuse(at, "`inbox.oidc.trust_unverified_email` is not true or false".into(), "set it to true only for a provider that never sends `email_verified` and whose email claim its users cannot set".into()),
+            },
             other => {
                 let help = match did_you_mean(other, KEYS) {
                     Some(close) => format!("did you mean `{close}`? `[inbox.oidc]` takes {}", list_names(&KEYS)),
@@ -264,6 +278,7 @@ fn default_settings() -> OidcSettings {
         grant_scopes: vec!["read".into(), "decide".into()],
         provider_name: String::new(),
         redirect_url: None,
+        trust_unverified_email: false,
     }
 }
 
@@ -338,7 +353,8 @@ mod tests {
         let (settings, problems) = read_text(GOOD);
         assert_eq!(problems, Vec::<String>::new());
         let settings = settings.expect("settings");
-        assert_eq!(settings.issuer, "https://login.fernhill.example");
+        assert_eq!(settings.issuer, "https://login.fernhill.example/", "as written: the `iss` claim must match it");
+        assert!(!settings.trust_unverified_email);
         assert_eq!(settings.allowed_domains, ["fernhill.example"]);
         assert_eq!((settings.identity_claim.as_str(), settings.groups_claim.as_str()), ("email", "groups"));
         assert_eq!(settings.scopes, ["email"]);

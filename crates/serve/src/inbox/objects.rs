@@ -278,11 +278,14 @@ fn date_time(text: &str) -> Option<Value> {
         return None;
     }
     let offset = time.ends_with('Z') || time[5..].contains(['+', '-']);
-    Some(Value::from(match (offset, time.len()) {
+    let instant = match (offset, time.len()) {
         (true, _) => text.to_string(),
         (false, 5) => format!("{text}:00Z"),
         (false, _) => format!("{text}Z"),
-    }))
+    };
+    // The whole value must be an instant: no trailing words, no 30 February.
+    chrono::DateTime::parse_from_rfc3339(&instant).ok()?;
+    Some(Value::from(instant))
 }
 
 #[cfg(test)]
@@ -322,6 +325,18 @@ mod tests {
             )
         );
         assert_eq!(super::value("claim", &shape(), &Form::parse(b"field.claim.kind=")), Ok(None), "nothing filled in");
+    }
+
+    #[test]
+    fn a_date_and_time_is_an_instant_and_nothing_else() {
+        let kind = FieldKind::DateTime;
+        assert_eq!(typed(&kind, "2025-03-06T10:00", "on"), Ok(json!("2025-03-06T10:00:00Z")));
+        assert_eq!(typed(&kind, "2025-03-06T10:00:30", "on"), Ok(json!("2025-03-06T10:00:30Z")));
+        assert_eq!(typed(&kind, "2025-03-06T10:00:00+02:00", "on"), Ok(json!("2025-03-06T10:00:00+02:00")));
+        for bad in ["2025-03-06T10:00junk", "2025-03-06T10:00-x", "2025-02-30T10:00", "2025-03-06T25:00", "2025-03-06"]
+        {
+            assert!(typed(&kind, bad, "on").is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@ fn settings(issuer: &str) -> OidcSettings {
         grant_scopes: vec!["read".into(), "decide".into()],
         provider_name: "Fernhill SSO".into(),
         redirect_url: None,
+        trust_unverified_email: false,
     }
 }
 
@@ -146,7 +147,7 @@ async fn an_identity_the_approvers_do_not_name_may_not_decide_and_a_start_return
     let idp = TestProvider::start().await;
     let runner = serve_for(&idp).await;
     runner.start_payout("pay-oidc-intern").await;
-    idp.sign_in_as(json!({ "email": "intern@fernhill.example" }));
+    idp.sign_in_as(json!({ "email": "intern@fernhill.example", "email_verified": true }));
     let started = runner.get("/inbox/oidc/start?return=/sessions/pay-oidc-intern", None).await;
     let started = Started {
         cookie: started.cookie("archmax_oidc").expect("cookie").split(';').next().unwrap_or_default().to_string(),
@@ -176,7 +177,7 @@ async fn a_sign_in_started_on_one_runner_lands_on_another_and_serves_on_the_firs
     let mut shared = settings(&idp.issuer);
     shared.redirect_url = Some(format!("{}/inbox/oidc/callback", first.base));
     let second = serve_with_oidc(Some(&first), &|base| provider(&shared, base)).await;
-    idp.sign_in_as(json!({ "email": "care-team@fernhill.example" }));
+    idp.sign_in_as(json!({ "email": "care-team@fernhill.example", "email_verified": true }));
     let started = start(&first, &idp).await;
     let path = authorize(&first, &started).await;
     let landed = land(&second, &path, Some(&started.cookie)).await;
@@ -196,7 +197,7 @@ async fn a_sign_in_started_on_one_runner_lands_on_another_and_serves_on_the_firs
 async fn a_state_is_taken_once_by_its_own_browser_within_ten_minutes() {
     let idp = TestProvider::start().await;
     let runner = serve_for(&idp).await;
-    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example" }));
+    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example", "email_verified": true }));
     // Replayed state (and its code): the second landing is refused.
     let started = start(&runner, &idp).await;
     let path = authorize(&runner, &started).await;
@@ -230,10 +231,27 @@ async fn a_state_is_taken_once_by_its_own_browser_within_ten_minutes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callbacks_any_page_can_send_a_browser_to_do_not_lock_its_address_out() {
+    // A page the victim opens can load `/inbox/oidc/callback?state=…` as often as it
+    // likes: such refusals are not failed sign-ins, so the token sign-in still works.
+    let idp = TestProvider::start().await;
+    let runner = serve_for(&idp).await;
+    for round in 0..12 {
+        let forged = format!("/inbox/oidc/callback?code=x&state=junk{round}");
+        let page = land(&runner, &forged, None).await;
+        assert_eq!(page.status, StatusCode::BAD_REQUEST, "round {round}: {}", page.body);
+    }
+    let cookie = runner.sign_in(crate::LEAD).await;
+    assert_eq!(runner.get("/", Some(&cookie)).await.status, StatusCode::OK);
+    runner.stop().await;
+    idp.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_id_token_wrong_in_any_way_signs_nobody_in() {
     let idp = TestProvider::start().await;
     let runner = serve_for(&idp).await;
-    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example" }));
+    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example", "email_verified": true }));
     let cases = [
         (Twist::Nonce, "its nonce does not belong to this sign-in"),
         (Twist::Audience, "it was issued for another client"),
@@ -261,11 +279,18 @@ async fn only_the_allowed_domains_and_groups_with_an_identity_claim_are_let_in()
     let idp = TestProvider::start().await;
     let runner = serve_for(&idp).await;
     let cases = [
-        (json!({ "email": "mallory@elsewhere.example" }), "mallory@elsewhere.example may not sign in"),
-        (json!({ "email": "lead@sub.fernhill.example" }), "may not sign in"),
+        (
+            json!({ "email": "mallory@elsewhere.example", "email_verified": true }),
+            "mallory@elsewhere.example may not sign in",
+        ),
+        (json!({ "email": "lead@sub.fernhill.example", "email_verified": true }), "may not sign in"),
         (json!({ "sub_only": true }), "carries no usable `email` claim"),
         (json!({ "email": "lead@fernhill.example", "email_verified": false }), "has not verified this account"),
-        (json!({ "email": "<script>alert(1)</script>@elsewhere.example" }), "&lt;script&gt;alert(1)&lt;/script&gt;"),
+        (json!({ "email": "lead@fernhill.example" }), "has not verified this account"),
+        (
+            json!({ "email": "<script>alert(1)</script>@elsewhere.example", "email_verified": true }),
+            "&lt;script&gt;alert(1)&lt;/script&gt;",
+        ),
     ];
     for (claims, text) in cases {
         idp.sign_in_as(claims.clone());
@@ -281,7 +306,7 @@ async fn only_the_allowed_domains_and_groups_with_an_identity_claim_are_let_in()
     by_group.allowed_groups = vec!["refund-leads".into()];
     by_group.identity_claim = "preferred_username".into();
     let runner = serve_with_oidc(None, &|base| provider(&by_group, base)).await;
-    idp.sign_in_as(json!({ "preferred_username": "jo", "email": "jo@fernhill.example", "groups": ["interns"] }));
+    idp.sign_in_as(json!({ "preferred_username": "jo", "email": "jo@fernhill.example", "groups": ["interns"], "email_verified": true }));
     says(&refused(&runner, &idp).await, StatusCode::FORBIDDEN, "jo may not sign in");
     idp.sign_in_as(json!({ "preferred_username": "jo", "groups": ["interns", "refund-leads"] }));
     let cookie = sign_in(&runner, &idp).await;
@@ -295,7 +320,7 @@ async fn a_rotated_key_is_read_again_and_a_rotated_client_secret_ends_provider_s
     let idp = TestProvider::start().await;
     let settings = settings(&idp.issuer);
     let runner = serve_with_oidc(None, &|base| provider(&settings, base)).await;
-    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example" }));
+    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example", "email_verified": true }));
     let cookie = sign_in(&runner, &idp).await;
     idp.rotate_key();
     // Past the refresh interval, a token signed with a key the runner has not seen makes it

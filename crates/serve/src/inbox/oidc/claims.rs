@@ -1,10 +1,14 @@
 //! Who a verified ID token says someone is, and whether `[inbox.oidc]` lets them in.
 //!
 //! The identity is the value of `identity_claim` (a non-empty string of at most
-//! [`MAX_IDENTITY_CHARS`] characters without control characters); with the default
-//! `email` it is lowercased, and an `email_verified` that is present must be `true`. A
-//! person is let in when the domain of their email (the identity, or the `email` claim
-//! under the same rule) is one of `allowed_domains` (exact, case-insensitive: a
+//! [`MAX_IDENTITY_CHARS`] characters with no control or invisible formatting character,
+//! such as a bidi override or a zero-width space, that could disguise it on a page).
+//! An email (the default identity claim, or the `email` claim beside another) counts
+//! only when it is ASCII, holds one `@` with something before it, and the token says
+//! `email_verified: true` (or `trust_unverified_email` is set for a provider that never
+//! says); it is lowercased in ASCII only, so no Unicode case folding (the Kelvin sign
+//! `K` to `k`) makes two provider accounts one identity. A person is let in when the
+//! domain of their email is one of `allowed_domains` (exact, case-insensitive: a
 //! subdomain is another domain), or when the groups claim names one of
 //! `allowed_groups` (exact).
 //!
@@ -23,7 +27,7 @@ pub const MAX_IDENTITY_CHARS: usize = 256;
 pub enum ClaimsRefusal {
     /// The identity claim is absent, not a string, empty, too long or not printable.
     NoIdentity,
-    /// The email claim says it is not verified.
+    /// The email is not verified (the token does not say `email_verified: true`).
     EmailUnverified,
     /// Neither the email's domain nor any group is allowed; the identity, for the page.
     NotAllowed(String),
@@ -36,22 +40,32 @@ pub fn admit(settings: &OidcSettings, claims: &Map<String, Value>) -> Result<Str
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|value| {
-            !value.is_empty() && value.chars().count() <= MAX_IDENTITY_CHARS && !value.chars().any(char::is_control)
+            !value.is_empty() && value.chars().count() <= MAX_IDENTITY_CHARS && !value.chars().any(disguises)
         })
         .ok_or(ClaimsRefusal::NoIdentity)?;
-    let email_verified = claims.get("email_verified");
-    let email_trusted = email_verified.is_none_or(|verified| *verified == Value::Bool(true));
+    let email_trusted = match claims.get("email_verified") {
+        Some(verified) => *verified == Value::Bool(true),
+        None => settings.trust_unverified_email,
+    };
     let identity = if settings.identity_claim == "email" {
+        if !is_email(identity) {
+            return Err(ClaimsRefusal::NoIdentity);
+        }
         if !email_trusted {
             return Err(ClaimsRefusal::EmailUnverified);
         }
-        identity.to_lowercase()
+        identity.to_ascii_lowercase()
     } else {
         identity.to_string()
     };
     let email = match settings.identity_claim.as_str() {
         "email" => Some(identity.clone()),
-        _ => claims.get("email").and_then(Value::as_str).filter(|_| email_trusted).map(str::to_lowercase),
+        _ => claims
+            .get("email")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|email| email_trusted && is_email(email))
+            .map(str::to_ascii_lowercase),
     };
     let domain_allowed = email.as_deref().and_then(|email| email.rsplit_once('@')).is_some_and(|(local, domain)| {
         !local.is_empty() && settings.allowed_domains.iter().any(|allowed| allowed.eq_ignore_ascii_case(domain))
@@ -63,6 +77,26 @@ pub fn admit(settings: &OidcSettings, claims: &Map<String, Value>) -> Result<Str
     };
     let group_allowed = groups.iter().any(|group| settings.allowed_groups.iter().any(|allowed| allowed == group));
     if domain_allowed || group_allowed { Ok(identity) } else { Err(ClaimsRefusal::NotAllowed(identity)) }
+}
+
+/// A control character, or an invisible one that changes how text around it shows
+/// (soft hyphen, zero-width characters, bidi marks, embeddings, overrides and
+/// isolates, the word joiner and invisible operators, the byte-order mark).
+fn disguises(character: char) -> bool {
+    character.is_control()
+        || matches!(
+            character,
+            '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}' | '\u{feff}'
+        )
+}
+
+/// An address an identity may be: ASCII printable, one `@` with text on both sides.
+fn is_email(text: &str) -> bool {
+    text.bytes().all(|byte| byte.is_ascii_graphic())
+        && text
+            .split_once('@')
+            .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty() && !domain.contains('@'))
 }
 
 #[cfg(test)]
@@ -83,6 +117,7 @@ mod tests {
             grant_scopes: vec!["read".into()],
             provider_name: "Login".into(),
             redirect_url: None,
+            trust_unverified_email: false,
         }
     }
 
@@ -94,8 +129,29 @@ mod tests {
     fn the_identity_claim_and_the_allow_lists_decide_who_is_let_in() {
         let by_domain = settings(&["fernhill.example"], &[], "email");
         let by_group = settings(&[], &["refund-leads"], "preferred_username");
-        let cases: [(&OidcSettings, Value, Result<&str, ClaimsRefusal>); 11] = [
-            (&by_domain, json!({"email": "Lead@Fernhill.example"}), Ok("lead@fernhill.example")),
+        let cases: [(&OidcSettings, Value, Result<&str, ClaimsRefusal>); 15] = [
+            (&by_domain, json!({"email": "Lead@Fernhill.example"}), Err(ClaimsRefusal::EmailUnverified)),
+            (
+                &by_domain,
+                json!({"email": "Lead@Fernhill.example", "email_verified": true}),
+                Ok("lead@fernhill.example"),
+            ),
+            // The Kelvin sign lowercases to `k` in Unicode: two accounts, one identity.
+            (
+                &by_domain,
+                json!({"email": "\u{212A}ate@fernhill.example", "email_verified": true}),
+                Err(ClaimsRefusal::NoIdentity),
+            ),
+            (
+                &by_domain,
+                json!({"email": "kate@fernhill.example@evil.example", "email_verified": true}),
+                Err(ClaimsRefusal::NoIdentity),
+            ),
+            (
+                &by_group,
+                json!({"preferred_username": "lead\u{202e}nimda", "groups": ["refund-leads"]}),
+                Err(ClaimsRefusal::NoIdentity),
+            ),
             (
                 &by_domain,
                 json!({"email": "lead@fernhill.example", "email_verified": true}),
@@ -113,12 +169,12 @@ mod tests {
             ),
             (
                 &by_domain,
-                json!({"email": "lead@evil.fernhill.example"}),
+                json!({"email": "lead@evil.fernhill.example", "email_verified": true}),
                 Err(ClaimsRefusal::NotAllowed("lead@evil.fernhill.example".into())),
             ),
             (
                 &by_domain,
-                json!({"email": "lead@fernhill.example.evil"}),
+                json!({"email": "lead@fernhill.example.evil", "email_verified": true}),
                 Err(ClaimsRefusal::NotAllowed("lead@fernhill.example.evil".into())),
             ),
             (&by_domain, json!({"sub": "1"}), Err(ClaimsRefusal::NoIdentity)),
@@ -140,8 +196,15 @@ mod tests {
         }
         // Another identity claim: the email claim's domain still counts, when verified.
         let either = settings(&["fernhill.example"], &["refund-leads"], "preferred_username");
-        let verified = json!({"preferred_username": "lead", "email": "lead@fernhill.example"});
+        let verified = json!({"preferred_username": "lead", "email": "lead@fernhill.example", "email_verified": true});
         assert_eq!(admit(&either, &claims(verified)), Ok("lead".to_string()));
+        let unsaid = json!({"preferred_username": "lead", "email": "lead@fernhill.example"});
+        assert_eq!(admit(&either, &claims(unsaid.clone())), Err(ClaimsRefusal::NotAllowed("lead".into())));
+        // A provider that never says, trusted on purpose.
+        let trusting = OidcSettings { trust_unverified_email: true, ..either.clone() };
+        assert_eq!(admit(&trusting, &claims(unsaid)), Ok("lead".to_string()));
+        let said_no = json!({"preferred_username": "lead", "email": "lead@fernhill.example", "email_verified": false});
+        assert_eq!(admit(&trusting, &claims(said_no)), Err(ClaimsRefusal::NotAllowed("lead".into())));
         let unverified =
             json!({"preferred_username": "lead", "email": "lead@fernhill.example", "email_verified": false});
         assert_eq!(admit(&either, &claims(unverified)), Err(ClaimsRefusal::NotAllowed("lead".into())));

@@ -1,7 +1,8 @@
 //! The HTTP client the OpenID Connect library calls (discovery, JWKS, the token
 //! endpoint), over the workspace's own `reqwest` rather than the library's pinned one.
 //!
-//! The one thing to know: it follows no redirect, gives up after
+//! The one thing to know: it follows no redirect, speaks only `https://` unless the
+//! issuer is on a loopback address, gives up after
 //! [`REQUEST_TIMEOUT`], and reads at most [`MAX_BODY_BYTES`] of an answer, so a provider
 //! that misbehaves cannot hold a sign-in or the runner's memory.
 
@@ -26,9 +27,13 @@ pub struct ProviderHttpError(String);
 pub struct ProviderHttp(reqwest::Client);
 
 impl ProviderHttp {
-    pub fn new() -> Result<ProviderHttp, String> {
+    /// `https_only`: refuse every plain `http://` URL, so an endpoint discovery names
+    /// (the token endpoint receives the client secret) cannot be one; off only for an
+    /// issuer on a loopback address (a test provider).
+    pub fn new(https_only: bool) -> Result<ProviderHttp, String> {
         archmax_vm::model::openai::install_tls_provider();
         reqwest::Client::builder()
+            .https_only(https_only)
             .user_agent(concat!("archmax/", env!("CARGO_PKG_VERSION")))
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(REQUEST_TIMEOUT)

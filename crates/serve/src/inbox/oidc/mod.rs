@@ -97,6 +97,21 @@ enum Refusal {
 }
 
 impl Refusal {
+    /// Whether the refusal counts against the client's failed sign-ins: only one made
+    /// after the provider redeemed the code, and not the provider being unreachable.
+    fn counts(&self) -> bool {
+        match self {
+            Refusal::Foreign
+            | Refusal::Expired
+            | Refusal::Used
+            | Refusal::OtherBrowser
+            | Refusal::Denied
+            | Refusal::NoCode
+            | Refusal::Provider(ProviderRefusal::Unreachable) => false,
+            Refusal::Provider(_) | Refusal::Claims(_) => true,
+        }
+    }
+
     fn status(&self) -> StatusCode {
         match self {
             Refusal::Provider(ProviderRefusal::Unreachable) => StatusCode::BAD_GATEWAY,
@@ -213,8 +228,11 @@ pub async fn start(
 
 /// `GET /inbox/oidc/callback`: the provider sends the browser back here.
 ///
-/// A refused callback counts against the client as a refused token does, so the
-/// callback cannot be used to guess; a provider that cannot be reached does not.
+/// A callback refused after its code was redeemed (a token or claims the inbox
+/// refuses) counts against the client as a refused token does. One refused before
+/// that does not ([`Refusal::counts`]): its state is MAC'd and used once, so there is
+/// nothing to guess, and counting it would let any page the victim opens (an `<img>`
+/// of the callback) lock their address out of both sign-ins.
 pub async fn callback(
     axum::extract::State(inbox): Shared,
     extensions: axum::http::Extensions,
@@ -233,7 +251,7 @@ pub async fn callback(
         Err(Err(response)) => return *response,
         Err(Ok(refusal)) => {
             tracing::warn!(client = client.as_str(), refusal = ?refusal, "a sign-in through the provider was refused");
-            if !matches!(refusal, Refusal::Provider(ProviderRefusal::Unreachable)) {
+            if refusal.counts() {
                 attempt.keep();
             }
             return refusal.page(&claim);

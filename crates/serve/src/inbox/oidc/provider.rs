@@ -114,7 +114,8 @@ impl Provider {
             settings: settings.clone(),
             secret: secret.trim().to_string(),
             redirect,
-            http: ProviderHttp::new()?,
+            // The configuration took plain http only for a loopback issuer.
+            http: ProviderHttp::new(settings.issuer.starts_with("https://"))?,
             discovered: tokio::sync::Mutex::new(None),
         })
     }

@@ -104,7 +104,7 @@ async fn a_damaged_old_record_refuses_the_import_before_anything_is_written() {
     assert!(refused.contains("finish its walks with an archmax built from commit a127c9e or earlier"), "{refused}");
     assert_eq!(store.list().await.ok(), Some(Vec::new()), "nothing was written");
     assert!(file.exists(), "the folder is as it was");
-    let headless = format!("{{\"paused\":{{\"key\":\"root.1.review\"}}}}\n");
+    let headless = "{\"paused\":{\"key\":\"root.1.review\"}}\n";
     std::fs::write(&file, headless).expect("no header");
     let refused = import(&root, store, 9).await.err().map(|error| error.to_string()).unwrap_or_default();
     assert!(refused.contains("it has no header line"), "{refused}");

@@ -1,4 +1,4 @@
-//! Applying the [`Limits`](crate::limits::Limits) to the file tools: a bounded read, and
+//! Applying the [`Limits`] to the file tools: a bounded read, and
 //! the check every write makes before it writes (the per-file bound, and the quota of
 //! the session's own files or of the writable mount the write lands in).
 //!

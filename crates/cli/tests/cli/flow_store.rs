@@ -7,41 +7,13 @@
 //! how to get it.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use archmax_store_postgres::test_cluster::TestCluster;
 use serde_json::Value;
 
-use crate::support::scratch;
-
-/// A model step, a person's review, then a command.
-const FLOW: &str = "id: release
-root:
-  id: root
-  nodes:
-    - id: draft
-      run: { prompt: Draft the release notes. }
-    - id: review
-      needs: [draft]
-      run: { kind: operator, prompt: Review the notes. }
-    - id: publish
-      needs: [review]
-      run: { kind: command, command: [sh, -c, \"echo published >> publish.log\"] }
-";
-
-const TAPE: &str = "- state: root.draft
-  tool_calls: [{ name: answer, args: { outcome: passed, note: drafted } }]
-";
-
-fn workspace(label: &str) -> PathBuf {
-    let root = scratch(label);
-    let _ = fs::remove_dir_all(&root);
-    fs::create_dir_all(&root).expect("scratch workspace");
-    fs::write(root.join("flow.yaml"), FLOW).expect("the document");
-    fs::write(root.join("tape.yaml"), TAPE).expect("the tape");
-    root
-}
+use crate::flows::{FLOW, workspace};
 
 fn archmax(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_archmax"))

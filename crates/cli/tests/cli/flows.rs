@@ -14,7 +14,7 @@ use archmax_vm::session::fs::{FsStore, SealKeys};
 use crate::support::{Run, archmax_command, outcome, scratch};
 
 /// A document with a model step, then a person's review, then a command.
-const FLOW: &str = "id: release
+pub(crate) const FLOW: &str = "id: release
 root:
   id: root
   nodes:
@@ -32,7 +32,7 @@ const TAPE: &str = "- state: root.draft
   tool_calls: [{ name: answer, args: { outcome: passed, note: drafted } }]
 ";
 
-fn workspace(label: &str) -> PathBuf {
+pub(crate) fn workspace(label: &str) -> PathBuf {
     let root = scratch(label);
     let _ = fs::remove_dir_all(&root);
     fs::create_dir_all(&root).expect("scratch workspace");
@@ -224,5 +224,60 @@ fn a_damaged_old_record_is_refused_saying_how_to_finish_it_and_nothing_moves() {
     );
     assert!(file.exists(), "the old folder is as it was");
     assert_eq!(archmax(&root, &["sessions"]).stdout, "", "nothing was filed");
+    let _ = fs::remove_dir_all(&root);
+}
+
+/// Runs `archmax` in a pseudo-terminal (`script` from util-linux), typing `typed` on it:
+/// what a person at a terminal sees and answers. Returns the status and the terminal's
+/// text (stdout and stderr together, as a terminal shows them).
+fn at_a_terminal(cwd: &Path, args: &[&str], typed: &str) -> (Option<i32>, String) {
+    use std::io::Write;
+    let line = std::iter::once(env!("CARGO_BIN_EXE_archmax"))
+        .chain(args.iter().copied())
+        .map(|word| format!("'{}'", word.replace('\'', "'\\''")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .env_remove("ARCHMAX_API_BASE_URL")
+        .env_remove("ARCHMAX_API_KEY")
+        .env_remove("ARCHMAX_MODEL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("`script` (util-linux) runs");
+    child.stdin.take().expect("stdin").write_all(typed.as_bytes()).expect("typed");
+    let output = child.wait_with_output().expect("the terminal session ends");
+    (output.status.code(), String::from_utf8_lossy(&output.stdout).replace('\r', ""))
+}
+
+#[test]
+fn at_a_terminal_the_operator_is_asked_before_a_write_and_only_yes_lets_it_through() {
+    let root = workspace("flow-terminal-approver");
+    fs::write(
+        root.join("notes.yaml"),
+        "id: notes\nroot:\n  id: root\n  nodes:\n    - id: write\n      run: { prompt: Write the notes. }\n",
+    )
+    .expect("the document");
+    fs::write(
+        root.join("notes-tape.yaml"),
+        "- state: root.write\n  tool_calls:\n    - { name: write_file, args: { file_path: NOTES.md, content: \"1.4\" } }\n\
+         - state: root.write\n  tool_calls: [{ name: answer, args: { outcome: passed } }]\n",
+    )
+    .expect("the tape");
+    let walk =
+        ["flow", "run", "--flow", "notes.yaml", "--input", "Ship 1.4", "--tape", "notes-tape.yaml", "--no-session"];
+    let (code, shown) = at_a_terminal(&root, &walk, "n\n");
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("archmax flow: step root.write asks to call `write_file`"), "{shown}");
+    assert!(shown.contains("file_path: \"NOTES.md\"") && shown.contains("Allow it? [y/N]"), "{shown}");
+    assert!(shown.contains("the operator said no at the prompt [gate.approver]"), "{shown}");
+    assert!(!root.join("NOTES.md").exists(), "a no writes nothing");
+    let (code, shown) = at_a_terminal(&root, &walk, "y\n");
+    assert_eq!(code, Some(0), "{shown}");
+    assert_eq!(fs::read_to_string(root.join("NOTES.md")).ok().as_deref(), Some("1.4"), "{shown}");
     let _ = fs::remove_dir_all(&root);
 }

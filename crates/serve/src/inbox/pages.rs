@@ -31,7 +31,7 @@ pub async fn inbox_route(State(inbox): Shared, RawQuery(query): RawQuery, header
     };
     let filter = InboxFilter::parse(query.as_deref());
     let identity = signed.caller.identity.as_str();
-    let settings = &inbox.server.settings.inbox;
+    let settings = &views::with_default_summaries(&inbox.server);
     let page = match views::read_view(&*inbox.server.store, &filter, identity, settings).await {
         Ok(page) => page,
         Err(error) => {
@@ -89,7 +89,21 @@ pub async fn session_page(
     let evidence = read_evidence(inbox, &session).await;
     let (may_decide, may_start) = (signed.holds(inbox, Scope::Decide), signed.holds(inbox, Scope::Start));
     let settings = &inbox.server.settings;
-    let view = SessionView { session: &session, settings, program, evidence: &evidence, signed, may_decide, may_start };
+    // What the case is, as its row in the inbox says it, at the top of its page.
+    let case = present::row_summary(
+        &session,
+        &views::with_default_summaries(&inbox.server).for_workflow(&session.head.workflow),
+    );
+    let view = SessionView {
+        session: &session,
+        case: &case,
+        settings,
+        program,
+        evidence: &evidence,
+        signed,
+        may_decide,
+        may_start,
+    };
     let viewer = Viewer { identity: &signed.caller.identity, csrf: &signed.csrf };
     let path: Vec<String> = session.id.split('/').map(encode).collect();
     let live = format!("/live/{}?after={seen}", path.join("/"));
@@ -129,6 +143,8 @@ struct EvidenceFile {
 
 struct SessionView<'a> {
     session: &'a SessionState,
+    /// The row's headline and facts, shown under the title.
+    case: &'a present::RowSummary,
     settings: &'a archmax_config::settings::RunnerSettings,
     program: Option<&'a Program>,
     evidence: &'a [EvidenceFile],
@@ -158,6 +174,15 @@ impl SessionView<'_> {
             div data-region="summary" {
                 p.crumbs { a href="/" { "Inbox" } " / " (session.id) }
                 h1 { (title.unwrap_or(&head.workflow)) }
+                p.case-headline { (self.case.headline) }
+                @if !self.case.facts.is_empty() {
+                    p.summary {
+                        @for (index, (name, value)) in self.case.facts.iter().enumerate() {
+                            @if index > 0 { " · " }
+                            span.fact { span.key { (name) ": " } (value) }
+                        }
+                    }
+                }
                 dl.facts {
                     dt { "Session" } dd { code { (session.id) } }
                     dt { "Workflow" } dd { (head.workflow) }
@@ -169,6 +194,9 @@ impl SessionView<'_> {
                     dt { "Updated" } dd { (present::instant(head.updated_at)) }
                 }
             }
+            (self.decision())
+            (self.input())
+            (record::decisions(session))
             @if let Some((program, workflow)) = self.workflow() {
                 section.graph-wrap data-region="graph" aria-labelledby="graph-heading" {
                     h2 id="graph-heading" { "Where it stands" }
@@ -176,9 +204,6 @@ impl SessionView<'_> {
                     (graph::legend())
                 }
             }
-            (self.decision())
-            (self.input())
-            (record::decisions(session))
             section data-region="variables" aria-labelledby="variables-heading" {
                 h2 id="variables-heading" { "Variables" }
                 @if session.variables.is_empty() { p.empty { "No variables are set." } }

@@ -16,7 +16,7 @@ const HEADLINE_CHARS: usize = 90;
 /// The most characters of one value in a row's summary.
 const FACT_CHARS: usize = 48;
 /// The most variables a row shows without `[inbox.workflows.<slug>] summary`.
-const DEFAULT_FACTS: usize = 3;
+pub const DEFAULT_FACTS: usize = 3;
 
 /// What a row of the inbox says of a session: a headline (its `title`, else the first
 /// words of the message that started it, else its id) and the chosen variables.
@@ -58,16 +58,25 @@ pub fn row_summary(session: &SessionState, settings: &InboxWorkflow) -> RowSumma
     RowSummary { headline, facts }
 }
 
-/// A value as a person reads it: a string's text, a number or boolean as written (a
-/// boolean as yes or no), nothing for null, and an object or list as compact JSON.
+/// A value as a person reads it: a string's text, a number as written (a whole one
+/// without `.0`), a boolean as yes or no, nothing for null, and an object or list as compact JSON.
 pub fn value_text(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
         Value::Bool(true) => "yes".to_string(),
         Value::Bool(false) => "no".to_string(),
         Value::Null => "—".to_string(),
-        Value::Number(number) => number.to_string(),
+        Value::Number(number) => number_text(number),
         other => other.to_string(),
+    }
+}
+
+/// A number as a person writes it: a whole amount without the `.0` JSON gives a float
+/// (`312.0` reads `312`), any other as written.
+fn number_text(number: &serde_json::Number) -> String {
+    match number.as_f64() {
+        Some(float) if number.is_f64() && float.fract() == 0.0 && float.abs() < 1e15 => format!("{}", float as i64),
+        _ => number.to_string(),
     }
 }
 
@@ -94,11 +103,20 @@ pub fn instant_of(rfc3339: &str) -> Markup {
     html! { time datetime=(rfc3339) title={ (rfc3339) " (UTC)" } { (shown) " UTC" } }
 }
 
+/// Words in a transition's description that ask the decider to say something.
+const ASKS_FOR_WORDS: [&str; 4] = ["comment", "reason", "why", "explain"];
+
 /// Whether deciding `choice` needs the decider's comment: the workflow's inbox settings
-/// name its target, or its own description asks for a comment.
+/// name its target, or its own description asks for words (it speaks of a comment, a
+/// reason, why, or explaining: "tell the supplier why").
 pub fn comment_required(choice: &DecisionChoice, settings: &InboxWorkflow) -> bool {
     settings.comment_required.contains(&choice.to)
-        || choice.description.as_deref().is_some_and(|description| description.to_lowercase().contains("comment"))
+        || choice.description.as_deref().is_some_and(|description| {
+            let description = description.to_lowercase();
+            description
+                .split(|character: char| !character.is_alphanumeric())
+                .any(|word| ASKS_FOR_WORDS.iter().any(|asks| word.starts_with(asks)))
+        })
 }
 
 /// `text` on one line: line breaks and runs of space made one space, and the invisible
@@ -131,6 +149,10 @@ mod tests {
     fn values_read_as_values() {
         assert_eq!(value_text(&json!("ORD-1042")), "ORD-1042");
         assert_eq!(value_text(&json!(64.5)), "64.5");
+        assert_eq!(value_text(&json!(312.0)), "312", "a whole amount reads without `.0`");
+        assert_eq!(value_text(&json!(4850)), "4850");
+        assert_eq!(value_text(&json!(-2.0)), "-2");
+        assert_eq!(value_text(&json!(1e20)), "1e+20", "too large to be read as a whole number: as written");
         assert_eq!(value_text(&json!(true)), "yes");
         assert_eq!(value_text(&json!(null)), "—");
         assert_eq!(value_text(&json!({ "a": [1] })), r#"{"a":[1]}"#);
@@ -150,6 +172,10 @@ mod tests {
         assert!(comment_required(&choice("escalate", None), &settings));
         assert!(comment_required(&choice("decline", Some("Refuse it; the Comment says why.")), &settings));
         assert!(!comment_required(&choice("send", Some("Send the reply.")), &settings));
+        assert!(comment_required(&choice("decline", Some("Do not pay; tell the supplier why.")), &settings));
+        assert!(comment_required(&choice("hold", Some("Hold it, giving the reason.")), &settings));
+        assert!(comment_required(&choice("refer", Some("Refer it up and explain the doubt.")), &settings));
+        assert!(!comment_required(&choice("pay", Some("Pay the invoice whole.")), &settings), "`whole` is not `why`");
     }
 
     #[test]

@@ -260,6 +260,31 @@ pub(crate) fn state_choices(server: &crate::server::Server, workflow: Option<&st
     states
 }
 
+/// The inbox settings with a `summary` for each served workflow that names none: the
+/// first inputs (at most [`present::DEFAULT_FACTS`]) of its first trigger, in the order
+/// the workflow declares them. So a row reads the same before and after a delivery adds
+/// variables, and the start's own facts (who, which invoice) come first.
+pub(crate) fn with_default_summaries(server: &crate::server::Server) -> InboxSettings {
+    let mut settings = server.settings.inbox.clone();
+    for (slug, runtime) in server.newest_runtimes() {
+        let program = runtime.program();
+        let Some((_, workflow)) = program.workflow(&slug) else { continue };
+        let shown = settings.workflows.entry(slug.clone()).or_default();
+        if !shown.summary.is_empty() {
+            continue;
+        }
+        if let Some(first) = workflow.triggers.first() {
+            shown.summary = first
+                .requires
+                .iter()
+                .take(present::DEFAULT_FACTS)
+                .map(|input| program.str(input.name).to_string())
+                .collect();
+        }
+    }
+    settings
+}
+
 /// The state a session is in as the inbox shows it: its pending decision's, else its
 /// position.
 pub fn state_of(session: &SessionState) -> Option<&str> {

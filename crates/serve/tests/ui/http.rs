@@ -383,6 +383,11 @@ async fn a_deliver_form_with_a_file_input_uploads_the_file_chosen_and_refuses_on
     assert_eq!(shown["variables"]["note"]["value"], "Here it is.", "{shown}");
     let page = server.get("/sessions/slip-1", Some(&cookie)).await.body;
     assert!(page.contains("The slip lists one walnut board."), "{page}");
+    // The row still reads as the start's inputs: the delivery's locked values (`note`,
+    // `slip`) do not push the order out of it.
+    let listed = server.get("/?view=all&q=slip-1", Some(&cookie)).await.body;
+    assert!(listed.contains(r#"<span class="key">order_id: </span>ORD-7"#), "{listed}");
+    assert!(!listed.contains(r#"<span class="key">note: </span>"#), "{listed}");
     server.stop().await;
 }
 

@@ -97,14 +97,15 @@ impl IdentityKey {
     }
 
     /// The key of `identity` signed in through the OpenID Connect provider: an HMAC
-    /// keyed by the provider's client secret over the issuer, the client id and the
-    /// identity (each prefixed by its length).
-    pub fn of_provider(identity: &str, (secret, issuer, client_id): (&[u8], &str, &str)) -> IdentityKey {
+    /// keyed by the provider's client secret over the issuer, the client id, the
+    /// admission policy (who `[inbox.oidc]` lets in, so narrowing it ends the sign-ins
+    /// it no longer admits) and the identity (each prefixed by its length).
+    pub fn of_provider(identity: &str, (secret, issuer, client_id, policy): (&[u8], &str, &str, &str)) -> IdentityKey {
         let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
             unreachable!("HMAC accepts keys of every length")
         };
         mac.update(b"archmax inbox provider identity key\0");
-        for part in [issuer.as_bytes(), client_id.as_bytes(), identity.as_bytes()] {
+        for part in [issuer.as_bytes(), client_id.as_bytes(), policy.as_bytes(), identity.as_bytes()] {
             mac.update(&(part.len() as u64).to_be_bytes());
             mac.update(part);
         }
@@ -265,16 +266,21 @@ mod tests {
     }
 
     #[test]
-    fn a_provider_identity_key_depends_on_the_secret_the_issuer_the_client_and_the_identity() {
+    fn a_provider_identity_key_depends_on_the_secret_the_issuer_the_client_the_policy_and_the_identity() {
         let key = |secret: &[u8], issuer: &str, client: &str, identity: &str| {
-            IdentityKey::of_provider(identity, (secret, issuer, client)).slot_key(0)
+            IdentityKey::of_provider(identity, (secret, issuer, client, "policy")).slot_key(0)
         };
+        let narrowed = IdentityKey::of_provider(
+            "lead@fernhill.example",
+            (b"secret", "https://login.example", "inbox", "another policy"),
+        );
         let base = key(b"secret", "https://login.example", "inbox", "lead@fernhill.example");
         assert_eq!(base, key(b"secret", "https://login.example", "inbox", "lead@fernhill.example"));
         assert_ne!(base, key(b"rotated", "https://login.example", "inbox", "lead@fernhill.example"));
         assert_ne!(base, key(b"secret", "https://other.example", "inbox", "lead@fernhill.example"));
         assert_ne!(base, key(b"secret", "https://login.example", "inbox-2", "lead@fernhill.example"));
         assert_ne!(base, key(b"secret", "https://login.example", "inbox", "care@fernhill.example"));
+        assert_ne!(base, narrowed.slot_key(0), "who the settings let in");
         // Nor is it the key of a token identity of the same name.
         let token = IdentityKey::of("lead@fernhill.example", &[[1u8; 32]]).expect("a key");
         assert_ne!(base, token.slot_key(0));

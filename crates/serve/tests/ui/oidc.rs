@@ -340,6 +340,15 @@ async fn a_rotated_key_is_read_again_and_a_rotated_client_secret_ends_provider_s
     let ended = other.get("/", Some(&cookie)).await;
     assert_eq!((ended.status, ended.location()), (StatusCode::SEE_OTHER, "/sign-in"));
     other.stop().await;
+
+    // Another runner whose settings no longer let that domain in: the sign-in it admitted
+    // earlier ends there too.
+    let mut narrowed = settings.clone();
+    narrowed.allowed_domains = vec!["elsewhere.example".into()];
+    let other = serve_with_oidc(Some(&runner), &|base| provider(&narrowed, base)).await;
+    let ended = other.get("/", Some(&cookie)).await;
+    assert_eq!((ended.status, ended.location()), (StatusCode::SEE_OTHER, "/sign-in"), "{}", ended.body);
+    other.stop().await;
     runner.stop().await;
     idp.stop();
 }

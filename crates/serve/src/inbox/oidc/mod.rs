@@ -61,9 +61,21 @@ impl Provider {
         hex(&mac.finalize().into_bytes())
     }
 
-    /// The key `identity`'s provider sign-ins are bound with.
+    /// The key `identity`'s provider sign-ins are bound with. It covers who the settings
+    /// let in, so a runner started with narrower `allowed_domains` or `allowed_groups`
+    /// (or other claims) no longer honours a sign-in an earlier policy admitted.
     pub(super) fn identity_key(&self, identity: &str) -> IdentityKey {
-        IdentityKey::of_provider(identity, (self.secret(), &self.settings.issuer, &self.settings.client_id))
+        let settings = &self.settings;
+        let policy = serde_json::json!({
+            "domains": settings.allowed_domains,
+            "groups": settings.allowed_groups,
+            "identity": settings.identity_claim,
+            "groupsClaim": settings.groups_claim,
+            "trustUnverifiedEmail": settings.trust_unverified_email,
+            "grant": settings.grant_scopes,
+        })
+        .to_string();
+        IdentityKey::of_provider(identity, (self.secret(), &settings.issuer, &settings.client_id, &policy))
     }
 
     /// The runner scopes a provider sign-in holds.

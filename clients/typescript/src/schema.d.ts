@@ -327,6 +327,28 @@ export interface components {
             /** @description `approve`, `reject`, or the transition's own type. */
             type: string;
         };
+        /**
+         * @description What a person decided on, kept with the decision: later changes to the evidence do
+         *     not change it.
+         */
+        DecisionRecord: {
+            /** @description The transition taken, with its description. */
+            choice: components["schemas"]["DecisionChoice"];
+            /** @description The evidence files as shown when the decision was made (absent when none). */
+            evidence?: components["schemas"]["EvidenceSeen"][];
+            /** @description The instructions shown, as written then. */
+            instructions: string;
+            /** @description When the decision was opened (RFC 3339). */
+            openedAt: string;
+            /**
+             * Format: int64
+             * @description The decision's number in the session.
+             */
+            seq: number;
+            /** @description The human state decided. */
+            state: string;
+            title?: string;
+        };
         /** @description `POST /v1/sessions/{id}/deliver`. */
         DeliverRequest: {
             /** @description A message delivered with the trigger. */
@@ -394,6 +416,21 @@ export interface components {
             /** @description One sentence a person reads. */
             message: string;
         };
+        /** @description One evidence file as the decider saw it. */
+        EvidenceSeen: {
+            path: string;
+            /** @description The SHA-256 of the whole file, hex, when it was read. */
+            sha256?: string;
+            /**
+             * Format: int64
+             * @description Its size in bytes (0 when it could not be read).
+             */
+            size: number;
+            /** @description The start of the file as text (none for an image). */
+            text?: string;
+            /** @description Why the file could not be read then. */
+            unreadable?: string;
+        };
         /** @description One offending field of a refused request. */
         FieldProblemBody: {
             field: string;
@@ -412,6 +449,23 @@ export interface components {
         FiredTurn: {
             /** @description `turn`, `deliver` or `decide`: what the firing ran. */
             disposition: string;
+        };
+        /**
+         * @description Marks a session a flow walk (`archmax flow run`) filed in a shared store: a section
+         *     attempt (with its path and attempt), or the walk's record (without them).
+         */
+        FlowMarker: {
+            /** Format: int32 */
+            attempt?: number;
+            /** Format: int64 */
+            costMicrounits?: number;
+            path?: string;
+            /** @description The operator step a paused walk waits at. */
+            paused?: string;
+            /** @description The walk's flow-run id. */
+            run: string;
+            /** Format: int32 */
+            turns?: number;
         };
         /** @description `GET /healthz`. */
         Health: {
@@ -516,6 +570,8 @@ export interface components {
              */
             createdAt: number;
             exit?: components["schemas"]["SessionExit"] | null;
+            /** @description Present on a session a flow walk filed in a store the runner shares. */
+            flow?: components["schemas"]["FlowMarker"];
             /** @description A sub-workflow's session: the session that called it. */
             parentSessionId?: string;
             /** @description While parked: the decision or input it waits for. */
@@ -644,6 +700,8 @@ export interface components {
         TrailStep: {
             /** @description Who made a person's decision, when the host knew. */
             decidedBy?: string;
+            /** @description A person's decision: the record it was made on, as it stood then. */
+            decision?: components["schemas"]["DecisionRecord"];
             kind: components["schemas"]["TrailKind"];
             /** @description The trigger's id, the agent's reason, or what a sub-workflow or an upgrade was. */
             reason?: string;

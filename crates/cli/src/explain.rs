@@ -39,7 +39,13 @@ pub fn run(name: Option<&str>, list: bool) -> ExitCode {
     if let Ok(rule) = text.parse::<Rule>() {
         let info = rule.info();
         print_explanation(
-            &format!("{} (kernel rule, {}): {}", info.id, info.outcome.as_str(), info.title),
+            &format!(
+                "{} ({}, {}): {}",
+                info.id,
+                if rule.is_flow_gate() { "flow rule" } else { "kernel rule" },
+                info.outcome.as_str(),
+                info.title
+            ),
             info.explanation,
         );
         return ExitCode::SUCCESS;

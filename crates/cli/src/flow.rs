@@ -294,6 +294,61 @@ fn read_hooks(path: Option<&Path>) -> Result<Hooks, String> {
     Ok(hooks)
 }
 
+/// The hooks and the approver the walk asks, each program found before anything runs.
+fn asked_programs(flags: &RunFlags) -> Result<(Hooks, Approver), String> {
+    let hooks = read_hooks(flags.hooks.as_deref())?;
+    let approver = approver(flags.approve.as_deref(), std::io::IsTerminal::is_terminal(&std::io::stdin()))?;
+    programs_found(&hooks, &approver)?;
+    Ok((hooks, approver))
+}
+
+/// Every program the hooks file and `--approve` name can be started: a program written
+/// as a path is a file there, a bare name is found on `PATH`. One that cannot refuses
+/// the walk before it starts, naming it; otherwise every call it was to judge would be
+/// refused later, one by one (the gate fails closed on a program that vanished).
+fn programs_found(hooks: &Hooks, approver: &Approver) -> Result<(), String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = |program: &str| {
+        if program.contains('/') {
+            Path::new(program).is_file()
+        } else {
+            std::env::split_paths(&path).any(|folder| folder.join(program).is_file())
+        }
+    };
+    let missing = |program: &str| {
+        if program.contains('/') {
+            format!("`{program}` is not a file")
+        } else {
+            format!("`{program}` is not found on PATH")
+        }
+    };
+    if let Approver::Program { argv, .. } = approver
+        && let Some(program) = argv.first().filter(|program| !found(program))
+    {
+        return Err(format!(
+            "--approve: {}; name a program that exists (a relative path is taken from the current directory)",
+            missing(program)
+        ));
+    }
+    let points = [
+        ("transition", &hooks.transition),
+        ("before-call", &hooks.before_call),
+        ("after-call", &hooks.after_call),
+        ("stop", &hooks.stop),
+    ];
+    for (point, list) in points {
+        for hook in list.iter() {
+            if let Some(program) = hook.argv.first().filter(|program| !found(program)) {
+                return Err(format!(
+                    "--hooks: the `{point}` hook's program {}; a relative program is found beside the hooks file",
+                    missing(program)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Who approves the calls that act: `--approve PROGRAM`, else the terminal when stdin is
 /// one, else nobody (the run's flags are the approval).
 fn approver(program: Option<&str>, terminal: bool) -> Result<Approver, String> {
@@ -473,12 +528,8 @@ fn walk(executor: &tokio::runtime::Runtime, flags: &RunFlags) -> ExitCode {
         Ok(scope) => (!scope.rules.is_empty()).then_some(scope),
         Err(error) => return failure(format!("--write-scope: the rule {error}")),
     };
-    let hooks = match read_hooks(flags.hooks.as_deref()) {
-        Ok(hooks) => hooks,
-        Err(problem) => return failure(problem),
-    };
-    let approver = match approver(flags.approve.as_deref(), std::io::IsTerminal::is_terminal(&std::io::stdin())) {
-        Ok(approver) => approver,
+    let (hooks, approver) = match asked_programs(flags) {
+        Ok(asked) => asked,
         Err(problem) => return failure(problem),
     };
     let workspace_root = match std::fs::canonicalize(&flags.workspace) {
@@ -625,9 +676,9 @@ mod tests {
 
     #[test]
     fn the_approver_is_the_program_else_the_terminal_else_nobody() {
-        let program = Approver::Program { argv: vec!["./approve".to_string()], timeout: APPROVER_TIMEOUT };
-        assert_eq!(approver(Some("./approve"), true), Ok(program.clone()));
-        assert_eq!(approver(Some("./approve"), false), Ok(program));
+        let program = Approver::Program { argv: vec!["approve".to_string()], timeout: APPROVER_TIMEOUT };
+        assert_eq!(approver(Some("approve"), true), Ok(program.clone()), "a program beats the terminal");
+        assert_eq!(approver(Some("approve"), false), Ok(program));
         assert_eq!(approver(None, true), Ok(Approver::Terminal));
         assert_eq!(approver(None, false), Ok(Approver::Unattended));
         assert!(approver(Some(""), true).is_err_and(|problem| problem.contains("--approve")));

@@ -381,23 +381,8 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
             tracing::warn!("no token configured ({TOKEN_VARIABLE} or --tokens): serving without auth, loopback only");
         }
         warn_of_settings(&server);
-        for (trigger, connection) in &unconfigured {
-            tracing::warn!(
-                trigger = trigger.as_str(),
-                connection = connection.as_str(),
-                "the trigger names a connection archmax.toml does not configure; its webhooks are refused"
-            );
-        }
-        if let Some(provider) = server.oidc.clone() {
-            // Discovery read now, so a wrong issuer shows at start; a sign-in reads it
-            // again when this fails.
-            let now_ms = server.now_ms();
-            tokio::spawn(async move {
-                if let Err(problem) = provider.warm(now_ms).await {
-                    tracing::warn!("{problem}; sign-ins through it are tried again as people start them");
-                }
-            });
-        }
+        warn_of_unconfigured(&unconfigured);
+        warm_provider(&server);
         tokio::spawn(Arc::clone(&server).run_scheduler(WAKE_EVERY));
         tokio::spawn(reload_on_hangup(Arc::clone(&server), sources.clone()));
         if args.artifacts.is_empty() {
@@ -419,6 +404,30 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
             Err(error) => failure(format!("the server failed: {error}")),
         }
     })
+}
+
+/// Warns of each trigger whose connection `archmax.toml` does not configure.
+fn warn_of_unconfigured(unconfigured: &[(String, String)]) {
+    for (trigger, connection) in unconfigured {
+        tracing::warn!(
+            trigger = trigger.as_str(),
+            connection = connection.as_str(),
+            "the trigger names a connection archmax.toml does not configure; its webhooks are refused"
+        );
+    }
+}
+
+/// Reads the OpenID Connect provider's discovery now, in the background, so a wrong
+/// issuer shows in the log at start; a sign-in reads it again when this fails.
+fn warm_provider(server: &Server) {
+    if let Some(provider) = server.oidc.clone() {
+        let now_ms = server.now_ms();
+        tokio::spawn(async move {
+            if let Err(problem) = provider.warm(now_ms).await {
+                tracing::warn!("{problem}; sign-ins through it are tried again as people start them");
+            }
+        });
+    }
 }
 
 /// The programs to serve at start: each artifact, verified, or (with none given) the

@@ -715,14 +715,18 @@ fn transcript_json(state: &SessionState) -> serde_json::Value {
         (None, Some(input)) => json!({ "channel": "input", "state": input.state, "reason": input.reason }),
         (None, None) => serde_json::Value::Null,
     };
-    json!({
+    let mut transcript = json!({
         "sessionId": state.id,
         "workflow": state.head.workflow,
         "status": state.head.status_label(),
-        "flow": state.head.flow,
         "messages": entries,
         "park": park,
-    })
+    });
+    // A flow walk's session says which walk, section and attempt it is.
+    if let Some(flow) = &state.head.flow {
+        transcript["flow"] = json!(flow);
+    }
+    transcript
 }
 
 #[cfg(test)]

@@ -89,15 +89,26 @@ pub fn redacted(text: &str) -> String {
 /// A store error as the CLI says it: a session the filesystem store refuses gets the
 /// `archmax sessions` option that mends or adopts it.
 pub fn store_problem(error: &StoreError) -> String {
-    match error {
-        StoreError::Damaged { id, .. } => {
-            format!("{error}; `archmax sessions {id} --repair` keeps the steps before the damage and drops the rest")
+    // The seal key is the workspace's (`<root>/.archmax/seal.key`): a store another
+    // workspace wrote reads as tampered with under this one's key.
+    let other_key = |what: &str| {
+        if what.contains("seal key") {
+            " (if the session was written from another workspace, it is sealed with that workspace's key: run from that workspace or name it with --root DIR before repairing anything)"
+        } else {
+            ""
         }
+    };
+    match error {
+        StoreError::Damaged { id, .. } => format!(
+            "{error}{}; `archmax sessions {id} --repair` keeps the steps before the damage and drops the rest",
+            other_key(&error.to_string())
+        ),
         StoreError::Unkeyed { id } => format!(
             "{error}; if these files are yours and unaltered, `archmax sessions {id} --reseal` adopts the session under the key, otherwise restore it from a backup"
         ),
         StoreError::Unrepairable { id, what } => format!(
-            "session `{id}` is unreadable: {what}; --repair cannot help, restore the session from a backup or delete it"
+            "session `{id}` is unreadable: {what}{}; --repair cannot help, restore the session from a backup or delete it",
+            other_key(what)
         ),
         _ => error.to_string(),
     }

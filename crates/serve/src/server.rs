@@ -11,6 +11,10 @@
 
 mod fields;
 mod handover;
+mod ticks;
+
+use fields::{checked_session_id, session_path};
+pub(crate) use ticks::Ticks;
 
 use std::convert::Infallible;
 use std::path::PathBuf;
@@ -29,7 +33,6 @@ use archmax_vm::clock::Clock;
 use archmax_vm::events::EventSink;
 use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::pricing::PricingTable;
-use archmax_vm::session::id::check_session_id;
 use archmax_vm::session::summary::summary;
 use archmax_vm::session::{SessionState, SessionStore};
 use archmax_vm::{DecideRequest, DeliverRequest, FieldProblem, Outcome, RunError, Runtime, RuntimeParts, TurnRequest};
@@ -158,21 +161,6 @@ pub enum Answer {
 /// The id `/readyz` reads: a valid id no session is ever given (ids with `~` are never
 /// started by a caller), so the read is a cheap miss.
 const READINESS_PROBE: &str = "readyz~probe";
-
-/// A session id from a path, checked before it reaches the store.
-fn session_path(id: &str) -> Result<String, ApiError> {
-    checked_session_id(id, "session")
-}
-
-/// A session id a caller supplied as `field`, checked before it reaches the store: one
-/// that is not an id (a path such as `/abs` among them) is a 400 naming the field and
-/// the id pattern.
-fn checked_session_id(id: &str, field: &str) -> Result<String, ApiError> {
-    check_session_id(id, &[]).map_err(|problem| {
-        ApiError::invalid(format!("`{field}`: {problem}"), &[FieldProblem { field: field.to_string(), problem }])
-    })?;
-    Ok(id.to_string())
-}
 
 /// Closes what the runtime keeps for a session once it finished or parked.
 async fn turn_then_close(runtime: Arc<Runtime>, session: String, turn: impl Future<Output = TurnResult>) -> TurnResult {
@@ -802,23 +790,5 @@ impl Default for SessionQuery {
     fn default() -> SessionQuery {
         let limit = archmax_vm::session::store::ListQuery::DEFAULT_LIMIT;
         SessionQuery { workflow: None, status: None, parked: None, due: false, cursor: None, limit }
-    }
-}
-
-/// The periods of one chore's loop ([`Server::ticks`]).
-pub(crate) struct Ticks {
-    stopping: watch::Receiver<bool>,
-    every: std::time::Duration,
-}
-
-impl Ticks {
-    /// Waits one period: `true` to run the chore again, `false` once the server stops
-    /// accepting turns (the wait ends early then).
-    pub(crate) async fn next(&mut self) -> bool {
-        tokio::select! {
-            _ = tokio::time::sleep(self.every) => {}
-            _ = self.stopping.changed() => return false,
-        }
-        !*self.stopping.borrow()
     }
 }

@@ -407,6 +407,9 @@ pub struct Session {
     /// Present when a turn request waited for the outcome: what the turn did.
     #[schema(value_type = Option<session::TurnSummary>, nullable = false)]
     pub turn: Option<Value>,
+    /// Present on a session a flow walk filed in a store the runner shares.
+    #[schema(value_type = Option<session::FlowMarker>, nullable = false)]
+    pub flow: Option<Value>,
 }
 
 /// How a firing's turn ended, as much as a webhook sender is told.

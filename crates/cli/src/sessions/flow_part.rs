@@ -25,8 +25,10 @@ pub fn detail_lines(head: &Head, flow: &FlowPart) -> String {
             out.push_str(&format!("          waits for the operator at {key}\n"));
         }
         if head.status == Status::Completed && head.resumable {
+            // A walk waiting for the operator goes on only with their verdict.
+            let verdict = if flow.paused.is_some() { " --operator passed|failed" } else { "" };
             out.push_str(&format!(
-                "          the walk can go on: `archmax flow run <its document> --resume {}`\n",
+                "          the walk can go on: `archmax flow run <its document> --resume {}{verdict}`\n",
                 flow.run
             ));
         }
@@ -64,7 +66,7 @@ mod tests {
         let head = Head { status: Status::Completed, resumable: true, ..Head::default() };
         let shown = detail_lines(&head, &record);
         assert!(shown.contains("waits for the operator at root.1.review"), "{shown}");
-        assert!(shown.contains("--resume abc0000000000000-00000001`"), "{shown}");
+        assert!(shown.contains("--resume abc0000000000000-00000001 --operator passed|failed`"), "{shown}");
         let done = Head { status: Status::Completed, resumable: false, ..Head::default() };
         assert!(!detail_lines(&done, &part(None, None, None)).contains("can go on"));
         let shown = detail_lines(&done, &attempt);

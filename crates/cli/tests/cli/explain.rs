@@ -18,6 +18,8 @@ fn a_rule_id_prints_its_title_and_explanation() {
     );
     let allowing = archmax(&repository(), &["explain", "tool.scratchpad"]);
     assert!(allowing.stdout.starts_with("tool.scratchpad (kernel rule, allows): "), "{}", allowing.stdout);
+    let flow = archmax(&repository(), &["explain", "scope.unmatched"]);
+    assert!(flow.stdout.starts_with("scope.unmatched (flow rule, refuses): "), "{}", flow.stdout);
 }
 
 #[test]

@@ -281,3 +281,31 @@ fn at_a_terminal_the_operator_is_asked_before_a_write_and_only_yes_lets_it_throu
     assert_eq!(fs::read_to_string(root.join("NOTES.md")).ok().as_deref(), Some("1.4"), "{shown}");
     let _ = fs::remove_dir_all(&root);
 }
+
+#[test]
+fn a_hook_or_approver_program_that_cannot_be_found_refuses_the_walk_before_it_starts() {
+    let root = workspace("flow-missing-programs");
+    // The program is looked for beside the hooks file, not in the workspace where a step
+    // could have written it.
+    fs::create_dir_all(root.join("conf")).expect("a folder");
+    fs::write(
+        root.join("conf/hooks.json"),
+        r#"{"version": 1, "hooks": [{"on": "before-call", "command": ["./policy.sh"]}]}"#,
+    )
+    .expect("the hooks file");
+    fs::write(root.join("policy.sh"), "#!/bin/sh\nexit 0\n").expect("a decoy in the workspace");
+    let walk = |extra: &[&str]| {
+        let mut args =
+            vec!["flow", "run", "--flow", "flow.yaml", "--input", "Ship", "--tape", "tape.yaml", "--no-session"];
+        args.extend(extra);
+        archmax(&root, &args)
+    };
+    let hooks = walk(&["--hooks", "conf/hooks.json"]);
+    assert_eq!(hooks.code, 1, "{}", hooks.stderr);
+    assert!(hooks.stderr.contains("the `before-call` hook's program"), "{}", hooks.stderr);
+    assert!(hooks.stderr.contains("conf/policy.sh` is not a file"), "{}", hooks.stderr);
+    let approver = walk(&["--approve", "no-such-approver-on-path"]);
+    assert_eq!(approver.code, 1, "{}", approver.stderr);
+    assert!(approver.stderr.contains("`no-such-approver-on-path` is not found on PATH"), "{}", approver.stderr);
+    let _ = fs::remove_dir_all(&root);
+}

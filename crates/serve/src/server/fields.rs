@@ -1,13 +1,29 @@
 //! The fields of a turn route's JSON body, read by hand so every problem is collected
-//! and named (`400 input.invalid` with one entry per field), and who a body that raises a
-//! session's budget was authorized for.
+//! and named (`400 input.invalid` with one entry per field), the session ids callers
+//! name, and who a body that raises a session's budget was authorized for.
 
 use serde_json::{Map, Value};
 
 use archmax_vm::FieldProblem;
+use archmax_vm::session::id::check_session_id;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
+
+/// A session id from a path, checked before it reaches the store.
+pub(super) fn session_path(id: &str) -> Result<String, ApiError> {
+    checked_session_id(id, "session")
+}
+
+/// A session id a caller supplied as `field`, checked before it reaches the store: one
+/// that is not an id (a path such as `/abs` among them) is a 400 naming the field and
+/// the id pattern.
+pub(super) fn checked_session_id(id: &str, field: &str) -> Result<String, ApiError> {
+    check_session_id(id, &[]).map_err(|problem| {
+        ApiError::invalid(format!("`{field}`: {problem}"), &[FieldProblem { field: field.to_string(), problem }])
+    })?;
+    Ok(id.to_string())
+}
 
 /// Who raises a session's budget when a body asks to (`raiseBudget: true`): the caller
 /// the route authorized for it, named when authenticated. A raise no one was authorized

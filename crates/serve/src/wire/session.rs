@@ -55,6 +55,73 @@ pub struct TrailStep {
     /// Who made a person's decision, when the host knew.
     #[schema(nullable = false)]
     pub decided_by: Option<String>,
+    /// A person's decision: the record it was made on, as it stood then.
+    #[schema(nullable = false)]
+    pub decision: Option<DecisionRecord>,
+}
+
+/// What a person decided on, kept with the decision: later changes to the evidence do
+/// not change it.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(rename_all = "camelCase")]
+pub struct DecisionRecord {
+    /// The human state decided.
+    pub state: String,
+    #[schema(nullable = false)]
+    pub title: Option<String>,
+    /// The decision's number in the session.
+    #[schema(minimum = 0)]
+    pub seq: u64,
+    /// The instructions shown, as written then.
+    pub instructions: String,
+    /// The transition taken, with its description.
+    pub choice: DecisionChoice,
+    /// When the decision was opened (RFC 3339).
+    pub opened_at: String,
+    /// The evidence files as shown when the decision was made (absent when none).
+    #[schema(nullable = false)]
+    pub evidence: Option<Vec<EvidenceSeen>>,
+}
+
+/// One evidence file as the decider saw it.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct EvidenceSeen {
+    pub path: String,
+    /// Its size in bytes (0 when it could not be read).
+    #[schema(minimum = 0)]
+    pub size: u64,
+    /// The SHA-256 of the whole file, hex, when it was read.
+    #[schema(nullable = false)]
+    pub sha256: Option<String>,
+    /// The start of the file as text (none for an image).
+    #[schema(nullable = false)]
+    pub text: Option<String>,
+    /// Why the file could not be read then.
+    #[schema(nullable = false)]
+    pub unreadable: Option<String>,
+}
+
+/// Marks a session a flow walk (`archmax flow run`) filed in a shared store: a section
+/// attempt (with its path and attempt), or the walk's record (without them).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(rename_all = "camelCase")]
+pub struct FlowMarker {
+    /// The walk's flow-run id.
+    pub run: String,
+    #[schema(nullable = false)]
+    pub path: Option<String>,
+    #[schema(nullable = false, minimum = 1)]
+    pub attempt: Option<u32>,
+    #[schema(nullable = false, minimum = 0)]
+    pub turns: Option<u32>,
+    #[schema(nullable = false, minimum = 0)]
+    pub cost_microunits: Option<u64>,
+    /// The operator step a paused walk waits at.
+    #[schema(nullable = false)]
+    pub paused: Option<String>,
 }
 
 /// How the session ended: `success`, with the failure's `code` and `reason` when it

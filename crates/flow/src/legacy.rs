@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use archmax_vm::session::id::{SessionId, check_session_id};
-use archmax_vm::session::{FlowPart, Head, Message, SessionState, SessionStore, Status, StoreError, Usage, Variable};
+use archmax_vm::session::{FlowPart, Head, Message, SessionState, SessionStore, Status, StoreError, Variable};
 
 use crate::hooks::HookAnswer;
 use crate::record::{Header, RecordedStep, is_run_id};
@@ -214,31 +214,18 @@ fn attempt_state(id: &str, text: &str) -> Result<SessionState, String> {
     if !is_run_id(&old.run) || !id.starts_with(&format!("{}.", old.run)) {
         return Err(format!("its run `{}` is not the start of its id", old.run));
     }
-    let cost = (old.spend.cost_microunits > 0).then(|| old.spend.cost_microunits as f64 / 1_000_000.0);
-    Ok(SessionState {
-        id: SessionId::from_store(id),
-        head: Head {
-            workflow: old.flow,
-            status: if old.failed { Status::Failed } else { Status::Completed },
-            usage: Usage {
-                input_tokens: old.spend.input_tokens,
-                output_tokens: old.spend.output_tokens,
-                cost_usd: cost,
-                ..Usage::default()
-            },
-            flow: Some(FlowPart {
-                run: old.run,
-                path: Some(old.scope),
-                attempt: Some(old.attempt),
-                turns: old.spend.turns,
-                cost_microunits: old.spend.cost_microunits,
-                paused: None,
-            }),
-            ..Head::default()
-        },
-        messages: old.messages,
-        ..SessionState::default()
-    })
+    // The same session a walk files for an attempt; `stamp` gives it the import's time.
+    Ok(crate::walk::attempt_session(
+        &old.flow,
+        &old.run,
+        id,
+        &old.scope,
+        old.attempt,
+        old.failed,
+        &old.messages,
+        old.spend,
+        0,
+    ))
 }
 
 fn value<T: serde::Serialize>(line: &T) -> Variable {

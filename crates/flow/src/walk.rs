@@ -583,9 +583,10 @@ impl<'a, 'e> Walker<'a, 'e> {
     }
 }
 
-/// The session of one section attempt, as it is filed.
+/// The session of one section attempt, as it is filed (and as an old layout's attempt
+/// is imported, [`crate::legacy`]).
 #[allow(clippy::too_many_arguments)]
-fn attempt_session(
+pub(crate) fn attempt_session(
     flow: &str,
     run: &str,
     session: &str,

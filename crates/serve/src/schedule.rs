@@ -236,7 +236,7 @@ impl Server {
             ..DeliverRequest::default()
         };
         let running = Arc::clone(&runtime);
-        let turn = async move { running.deliver(request).await };
+        let turn = Box::pin(async move { running.deliver(request).await });
         match self.admit(runtime, id, &state.head.workflow, "deliver", turn, Duration::ZERO).await {
             Ok(_) => {
                 self.metrics.wakes.fetch_add(1, Ordering::Relaxed);

@@ -442,7 +442,9 @@ impl Server {
     {
         let mut events = self.hub.watch(session);
         events.borrow_and_update();
-        let closing = turn_then_close(runtime, session.to_string(), turn);
+        // A turn's future is large (the interpreter's whole state machine): it is boxed
+        // once here, so admitting and spawning it move a pointer, not its bytes.
+        let closing = Box::pin(turn_then_close(runtime, session.to_string(), Box::pin(turn)));
         let mut ended = self.gate.admit(session, workflow, disposition, closing)?;
         tokio::select! {
             result = &mut ended => return self.finished(result).await,
@@ -462,7 +464,7 @@ impl Server {
             Ok(Err(error)) => return Err(error.into()),
             Err(_) => return Err(ApiError::internal("the turn's task ended without an answer")),
         };
-        let mut shown = summary(&self.session(&outcome.session_id).await?);
+        let mut shown = summary(&outcome.session);
         shown["turn"] = json!({
             "disposition": outcome.disposition.as_str(),
             "reply": outcome.reply,
@@ -527,11 +529,11 @@ impl Server {
         // A host trigger fired over HTTP carries only what it declares, as from a webhook.
         let host_trigger = request.trigger.as_deref().is_some_and(|trigger| trigger != "manual");
         let running = Arc::clone(&runtime);
-        let turn = async move {
+        let turn = Box::pin(async move {
             // The upload counts against the runner's bound until its turn has ended.
             let _permit = permit;
             if host_trigger { running.run_firing(request).await } else { running.run_turn(request).await }
-        };
+        });
         self.admit(runtime, &session, workflow, "turn", turn, wait).await
     }
 
@@ -565,7 +567,7 @@ impl Server {
                 raised_by,
             };
             let running = Arc::clone(&runtime);
-            let turn = async move { running.reply(request).await };
+            let turn = Box::pin(async move { running.reply(request).await });
             return self.admit(runtime, &state.id, &state.head.workflow, "reply", turn, wait).await;
         }
         let request = TurnRequest {
@@ -575,7 +577,7 @@ impl Server {
             ..TurnRequest::default()
         };
         let running = Arc::clone(&runtime);
-        let turn = async move { running.run_turn(request).await };
+        let turn = Box::pin(async move { running.run_turn(request).await });
         self.admit(runtime, &state.id, &state.head.workflow, "turn", turn, wait).await
     }
 
@@ -600,7 +602,7 @@ impl Server {
             raise_budget,
         };
         let running = Arc::clone(&runtime);
-        let turn = async move { running.decide(request).await };
+        let turn = Box::pin(async move { running.decide(request).await });
         self.admit(runtime, &state.id, &state.head.workflow, "decide", turn, wait).await
     }
 
@@ -646,10 +648,10 @@ impl Server {
             handed,
         };
         let running = Arc::clone(&runtime);
-        let turn = async move {
+        let turn = Box::pin(async move {
             let _permit = permit;
             running.deliver(request).await
-        };
+        });
         self.admit(runtime, &state.id, &state.head.workflow, "deliver", turn, wait).await
     }
 

@@ -136,7 +136,7 @@ impl Server {
         request.session = Some(session.clone());
         tracing::info!(trigger = firing.trigger, workflow = slug.as_str(), session = session.as_str(), "trigger fired");
         let running = std::sync::Arc::clone(&runtime);
-        let turn = async move { running.run_firing(request).await };
+        let turn = Box::pin(async move { running.run_firing(request).await });
         // The sender learns the session and how the turn ended, never what it holds.
         match self.admit(runtime, &session, &slug, "turn", turn, firing.wait).await? {
             Answer::Finished(shown) => Ok(Answer::Finished(json!({

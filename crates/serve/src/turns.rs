@@ -119,6 +119,8 @@ impl TurnGate {
             self.metrics.turn_admitted(&root, workflow);
         }
         let claim = Claim { gate: Arc::clone(self), session: root };
+        // Boxed before it is moved into the task, so the move is a pointer's.
+        let turn = Box::pin(turn);
         let (sender, receiver) = oneshot::channel();
         let gate = Arc::clone(self);
         self.metrics.queued.fetch_add(1, Ordering::SeqCst);

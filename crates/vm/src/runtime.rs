@@ -78,6 +78,9 @@ struct Derived {
     mounts: MountTable,
     /// Tool definitions per workflow, per surface.
     definitions: Vec<Vec<Vec<ToolDefinition>>>,
+    /// The same definitions as JSON, serialized the first time a turn measures them
+    /// (the context meter's byte count), then shared by every later turn.
+    definitions_json: Vec<Vec<std::sync::OnceLock<Arc<str>>>>,
 }
 
 impl Derived {
@@ -92,8 +95,10 @@ impl Derived {
                     .map(|surface| crate::prompt::tool_definitions(program, workflow, surface))
                     .collect()
             })
-            .collect();
-        Derived { mounts: mount_table(program), definitions }
+            .collect::<Vec<Vec<_>>>();
+        let definitions_json =
+            definitions.iter().map(|surfaces| surfaces.iter().map(|_| std::sync::OnceLock::new()).collect()).collect();
+        Derived { mounts: mount_table(program), definitions, definitions_json }
     }
 }
 
@@ -274,6 +279,9 @@ pub struct Outcome {
     /// The limit the session stopped at, when a model call would have passed one (it
     /// then waits `awaiting_input` for a person to raise its budget).
     pub budget_stop: Option<crate::session::BudgetStop>,
+    /// The session as the turn left it, every step committed: what a host answering
+    /// for the turn shows without reading it back from the store.
+    pub session: std::sync::Arc<crate::session::SessionState>,
 }
 
 /// Why a turn could not run at all (nothing was started or changed).
@@ -597,6 +605,26 @@ impl Runtime {
             .and_then(|surfaces| surfaces.get(surface.0 as usize))
             .map(Vec::as_slice)
             .unwrap_or_default()
+    }
+
+    /// [`Self::definitions`] as JSON, serialized once per runtime.
+    pub(crate) fn definitions_json(
+        &self,
+        workflow: WorkflowId,
+        surface: archmax_program::program::SurfaceId,
+    ) -> Arc<str> {
+        let Some(slot) = self
+            .derived
+            .definitions_json
+            .get(workflow.0 as usize)
+            .and_then(|surfaces| surfaces.get(surface.0 as usize))
+        else {
+            return Arc::from("[]");
+        };
+        slot.get_or_init(|| {
+            Arc::from(serde_json::to_string(self.definitions(workflow, surface)).unwrap_or_default().as_str())
+        })
+        .clone()
     }
 
     /// The most steps one turn may take.

@@ -185,8 +185,11 @@ impl<'r> Turn<'r> {
         if let Some(at) = self.context.tools_measured(id) {
             return at;
         }
-        let definitions = self.definitions(id).await;
-        let json = serde_json::to_string(definitions.as_ref()).unwrap_or_default();
+        let json = match self.definitions(id).await {
+            // The program's own definitions, serialized once per runtime.
+            std::borrow::Cow::Borrowed(_) => self.runtime.definitions_json(self.workflow_id, self.state(id).surface),
+            std::borrow::Cow::Owned(merged) => std::sync::Arc::from(serde_json::to_string(&merged).unwrap_or_default()),
+        };
         self.context.measure_tools(id, json)
     }
 

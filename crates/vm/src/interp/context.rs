@@ -92,7 +92,7 @@ impl ContextWindow {
     }
 
     /// Keeps the tool definitions of state `id` as sent (`json`); returns where.
-    pub(crate) fn measure_tools(&mut self, id: StateId, json: String) -> usize {
+    pub(crate) fn measure_tools(&mut self, id: StateId, json: std::sync::Arc<str>) -> usize {
         self.meter.tools.push(ToolsMeasure { state: id, json, tokens: None });
         self.meter.tools.len() - 1
     }
@@ -145,7 +145,7 @@ struct Meter {
 #[derive(Debug)]
 struct ToolsMeasure {
     state: StateId,
-    json: String,
+    json: std::sync::Arc<str>,
     tokens: Option<u64>,
 }
 

@@ -305,8 +305,8 @@ impl<'r> Turn<'r> {
         Ok(self.finish())
     }
 
-    /// Ends the turn: the `turn-end` event and the outcome.
-    fn finish(&self) -> Outcome {
+    /// Ends the turn: the `turn-end` event and the outcome, which takes the session.
+    fn finish(mut self) -> Outcome {
         let head = &self.session.head;
         let id = self.position_id();
         self.emit(Event::TurnEnd {
@@ -320,7 +320,9 @@ impl<'r> Turn<'r> {
                 _ => None,
             },
         });
-        self.outcome()
+        let mut outcome = self.outcome();
+        outcome.session = std::sync::Arc::new(std::mem::take(&mut self.session));
+        outcome
     }
 
     fn outcome(&self) -> Outcome {
@@ -346,6 +348,7 @@ impl<'r> Turn<'r> {
             pending_decision: head.pending_decision.clone(),
             pending_input: head.pending_input.clone(),
             budget_stop: head.budget.stop.clone(),
+            session: std::sync::Arc::default(),
         }
     }
 

@@ -193,6 +193,28 @@ impl FileStamp {
         }
     }
 
+    /// The stamp of the entry `name` in the open folder `dir` (a link is stamped, not
+    /// followed): one lookup of one name, where [`Self::of`] walks the whole path.
+    pub fn at(dir: &std::os::fd::OwnedFd, name: &str) -> io::Result<Option<Self>> {
+        match rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => {
+                let modified = u64::try_from(stat.st_mtime).ok().map(|seconds| {
+                    SystemTime::UNIX_EPOCH + std::time::Duration::new(seconds, stat.st_mtime_nsec as u32)
+                });
+                Ok(Some(Self { len: stat.st_size as u64, modified, inode: stat.st_ino }))
+            }
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(errno) => Err(errno.into()),
+        }
+    }
+
+    /// The folder `dir` opened for [`Self::at`], never through a link.
+    pub fn open_dir(dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        Ok(rustix::fs::open(dir, flags, Mode::empty())?)
+    }
+
     pub(crate) fn of_file(file: &File) -> io::Result<Self> {
         Ok(Self::from_metadata(&file.metadata()?))
     }

@@ -11,6 +11,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
@@ -37,7 +38,11 @@ use crate::blocking::run_blocking;
 pub struct FsWriter {
     id: String,
     session_path: PathBuf,
-    log: File,
+    /// The session's `checkpoints/` folder, held open so a commit stamps its files by
+    /// name without walking the whole path again.
+    runtime: std::os::fd::OwnedFd,
+    /// Shared with the thread that syncs a commit's record (see [`FsWriter::commit_async`]).
+    log: Arc<File>,
     /// The seal file, opened for writing its slots in place; none before a new
     /// session's first seal.
     seal: Option<File>,
@@ -76,6 +81,7 @@ impl FsWriter {
         keys: SealKeys,
     ) -> Result<Self, StoreError> {
         let runtime_dir = session_path.join(RUNTIME_DIR);
+        let runtime = FileStamp::open_dir(&runtime_dir).map_err(io_error(id))?;
         let log_stamp = FileStamp::of_file(&log).map_err(io_error(id))?;
         // A new session has no seal before its first commit; a power loss may have left
         // one that does not vouch, which the next seal overwrites in place.
@@ -93,7 +99,8 @@ impl FsWriter {
         Ok(Self {
             id: id.to_string(),
             session_path,
-            log,
+            runtime,
+            log: Arc::new(log),
             seal,
             lock,
             state: loaded.state,
@@ -190,7 +197,7 @@ impl FsWriter {
             Ok(stamp) => self.log_inode = stamp.inode,
             Err(error) => return Err(self.mark_broken(error)),
         }
-        self.log = log;
+        self.log = Arc::new(log);
         self.log_len = header.len() as u64;
         self.log_digest = Sha256::new();
         self.log_digest.update(&header);
@@ -307,18 +314,18 @@ impl FsWriter {
 
     /// Refuses when the log, seal or snapshot on disk is not what this writer left there:
     /// the log's length and inode, the seal's inode (its slots change in place), the
-    /// snapshot's stamp.
+    /// snapshot's stamp, each looked up by name in the `checkpoints/` folder the writer
+    /// opened.
     fn ensure_disk_unchanged(&self) -> Result<(), StoreError> {
-        let runtime_dir = self.runtime_dir();
-        let log_stamp = FileStamp::of(&runtime_dir.join(LOG_FILE)).map_err(io_error(&self.id))?;
-        let seal_stamp = FileStamp::of(&runtime_dir.join(SEAL_FILE)).map_err(io_error(&self.id))?;
-        let checkpoint_stamp = FileStamp::of(&runtime_dir.join(CHECKPOINT_FILE)).map_err(io_error(&self.id))?;
+        let log_stamp = FileStamp::at(&self.runtime, LOG_FILE).map_err(io_error(&self.id))?;
+        let seal_stamp = FileStamp::at(&self.runtime, SEAL_FILE).map_err(io_error(&self.id))?;
+        let checkpoint_stamp = FileStamp::at(&self.runtime, CHECKPOINT_FILE).map_err(io_error(&self.id))?;
         let log_unchanged = log_stamp.is_some_and(|log| log.len == self.log_len && log.inode == self.log_inode);
         let seal_unchanged = seal_stamp.map(|seal| seal.inode) == self.seal_inode;
         if log_unchanged && seal_unchanged && checkpoint_stamp == self.checkpoint {
             return Ok(());
         }
-        match load(&self.id, &runtime_dir, Trust { keys: &self.keys, adopt_unkeyed: false }) {
+        match load(&self.id, &self.runtime_dir(), Trust { keys: &self.keys, adopt_unkeyed: false }) {
             Ok(None) => Err(StoreError::Missing(self.id.clone())),
             Ok(Some(loaded)) => {
                 Err(StoreError::Conflict { id: self.id.clone(), expected: self.state.seq, found: loaded.state.seq })
@@ -333,30 +340,46 @@ impl FsWriter {
     /// Appends the step's record (the step and its MAC over the log before it) and
     /// syncs it: the commit's one durable write.
     fn append(&mut self, delta: &Delta) -> Result<(), StoreError> {
+        let record = self.encode(delta)?;
+        if let Err(error) = self.write_record(&record) {
+            return Err(self.mark_broken(error));
+        }
+        self.appended(&record);
+        Ok(())
+    }
+
+    /// The step's framed record: its JSON and the MAC over the log before it.
+    fn encode(&self, delta: &Delta) -> Result<Vec<u8>, StoreError> {
         let json = serde_json::to_vec(delta).map_err(|error| StoreError::Io {
             id: self.id.clone(),
             source: io::Error::new(io::ErrorKind::InvalidData, error),
         })?;
         let payload = keyed_payload(&self.keys, &digest_of(&self.log_digest), &json);
-        let record = encode_record(&payload).ok_or_else(|| StoreError::Io {
+        encode_record(&payload).ok_or_else(|| StoreError::Io {
             id: self.id.clone(),
             source: io::Error::new(io::ErrorKind::InvalidInput, "the step is larger than 4 GiB"),
-        })?;
-        if let Err(error) = self.write_record(&record) {
-            return Err(self.mark_broken(error));
-        }
+        })
+    }
+
+    /// Counts a record that is on disk into the log's length and digest.
+    fn appended(&mut self, record: &[u8]) {
         self.log_len += record.len() as u64;
-        self.log_digest.update(&record);
-        Ok(())
+        self.log_digest.update(record);
     }
 
     fn write_record(&mut self, record: &[u8]) -> io::Result<()> {
-        self.faults.hit("before append")?;
-        let log = &mut self.log;
-        self.faults.torn_write("mid append", record, |_, part| log.write_all(part))?;
-        self.faults.synced();
+        self.write_unsynced(record)?;
         self.log.sync_data()?;
         self.faults.hit("appended")
+    }
+
+    /// The record's bytes into the page cache, not yet synced.
+    fn write_unsynced(&mut self, record: &[u8]) -> io::Result<()> {
+        self.faults.hit("before append")?;
+        let mut log: &File = &self.log;
+        self.faults.torn_write("mid append", record, |_, part| log.write_all(part))?;
+        self.faults.synced();
+        Ok(())
     }
 
     fn mark_broken(&mut self, error: io::Error) -> StoreError {
@@ -374,7 +397,7 @@ fn open_seal(runtime_dir: &std::path::Path) -> io::Result<(File, FileStamp)> {
 
 impl SessionWriter for FsWriter {
     fn commit<'a>(&'a mut self, delta: &'a Delta) -> StoreFuture<'a, ()> {
-        Box::pin(async move { run_blocking(|| FsWriter::commit(self, delta)) })
+        Box::pin(self.commit_async(delta))
     }
 }
 
@@ -383,6 +406,59 @@ impl FsWriter {
     /// step unwritten), appends the delta's record and syncs it, then writes its seal
     /// slot: the blocking form of [`SessionWriter::commit`].
     pub fn commit(&mut self, delta: &Delta) -> Result<(), StoreError> {
+        self.check_commit(delta)?;
+        if self.compaction_due() {
+            self.compact()?;
+        }
+        self.append(delta)?;
+        self.state.apply(delta);
+        self.advance_seal()
+    }
+
+    /// [`Self::commit`] on an executor. On a multi-threaded one, the work that only
+    /// reaches the page cache (the checks, the record's write, the seal slot) runs in
+    /// place, and the record's one `fdatasync` runs on the executor's blocking pool
+    /// while this worker serves other sessions; a compaction, which syncs several
+    /// files, runs whole through [`run_blocking`]. Elsewhere (a current-thread executor,
+    /// which has nothing else to run meanwhile) it is the blocking form, in place.
+    ///
+    /// Until the sync has returned the writer counts as broken, so a commit whose
+    /// future is dropped while it waits leaves a writer that refuses the next step
+    /// (the next open verifies what reached the disk).
+    async fn commit_async(&mut self, delta: &Delta) -> Result<(), StoreError> {
+        let pooled = matches!(
+            tokio::runtime::Handle::try_current(),
+            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        );
+        if !pooled {
+            return self.commit(delta);
+        }
+        self.check_commit(delta)?;
+        if self.compaction_due() {
+            run_blocking(|| self.compact())?;
+        }
+        let record = self.encode(delta)?;
+        if let Err(error) = self.write_unsynced(&record) {
+            return Err(self.mark_broken(error));
+        }
+        self.broken = Some("a commit was cut off before its record was synced".to_string());
+        let log = Arc::clone(&self.log);
+        let synced = match tokio::task::spawn_blocking(move || log.sync_data()).await {
+            Ok(synced) => synced,
+            Err(stopped) => Err(io::Error::other(format!("the sync's thread stopped: {stopped}"))),
+        };
+        if let Err(error) = synced.and_then(|()| self.faults.hit("appended")) {
+            return Err(self.mark_broken(error));
+        }
+        self.broken = None;
+        self.appended(&record);
+        self.state.apply(delta);
+        self.advance_seal()
+    }
+
+    /// What a commit checks before writing: a usable writer, the next seq, the disk as
+    /// this writer left it.
+    fn check_commit(&self, delta: &Delta) -> Result<(), StoreError> {
         self.ensure_usable()?;
         if Some(delta.seq) != self.state.seq.checked_add(1) {
             return Err(StoreError::Conflict {
@@ -391,13 +467,7 @@ impl FsWriter {
                 found: self.state.seq,
             });
         }
-        self.ensure_disk_unchanged()?;
-        if self.compaction_due() {
-            self.compact()?;
-        }
-        self.append(delta)?;
-        self.state.apply(delta);
-        self.advance_seal()
+        self.ensure_disk_unchanged()
     }
 }
 

@@ -415,12 +415,23 @@ pub(super) struct Tail<'a> {
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum TailRest {
     Empty,
-    /// A strict prefix of a record (or an append whose bytes read as zeros): a crash
+    /// Zeros only: the room a writer keeps for its next appends (see [`LOG_ROOM`]), or
+    /// an append whose bytes never landed; kept, and written over by the next commit.
+    Spare,
+    /// A strict prefix of a record, or a whole frame failing its checksum with only
+    /// zeros after it (an append into the room whose pages landed in part): a crash
     /// mid-append, to be cut.
     Torn,
     /// Anything else, saying what is wrong.
     Damaged(String),
 }
+
+/// The zeros a writer keeps after the log's last record, so that a commit overwrites
+/// blocks the file already has and its `fdatasync` writes data alone: an append that
+/// grew the file would also have to commit the file's new size to the journal, which
+/// is what makes concurrent syncs queue behind one another. The room is refilled a
+/// whole `LOG_ROOM` at a time and given back when the writer closes.
+pub(super) const LOG_ROOM: u64 = 32 * 1024;
 
 /// Scans `log` from `from` on: the run of intact records there, then what is left.
 pub(super) fn scan_tail(log: &[u8], from: usize) -> Tail<'_> {
@@ -439,7 +450,10 @@ fn classify_rest(log: &[u8], end: usize) -> TailRest {
     if rest.is_empty() {
         return TailRest::Empty;
     }
-    if rest.len() < RECORD_HEADER_BYTES || rest.iter().all(|&byte| byte == 0) {
+    if rest.iter().all(|&byte| byte == 0) {
+        return TailRest::Spare;
+    }
+    if rest.len() < RECORD_HEADER_BYTES {
         return TailRest::Torn;
     }
     if !record_header_is_intact(rest) {
@@ -449,7 +463,10 @@ fn classify_rest(log: &[u8], end: usize) -> TailRest {
         ));
     }
     let frame_len = le_u32(rest, 0).map_or(usize::MAX, |len| (len as usize).saturating_add(RECORD_HEADER_BYTES));
-    if rest.len() < frame_len {
+    // A frame failing its checksum is a torn append only where nothing but zeros (the
+    // room it was written into) follows it: cutting it is what cutting a strict prefix
+    // does, so it gives a writer without the key nothing a truncation would not.
+    if rest.len() < frame_len || (rest.len() > frame_len && rest[frame_len..].iter().all(|&byte| byte == 0)) {
         TailRest::Torn
     } else {
         TailRest::Damaged(format!("the complete record at byte {end}, after the last whole step, fails its checksum"))

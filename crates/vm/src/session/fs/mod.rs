@@ -38,8 +38,8 @@
 //! refused, so rewriting a keyed session into the unkeyed format (a downgrade, to get a
 //! seal anyone can compute) gains nothing.
 //!
-//! The one thing to know: **a commit is durable when its record is**. A commit appends
-//! the step's record and `fdatasync`s the log (its one sync), then writes the seal into
+//! The one thing to know: **a commit is durable when its record is**. A commit writes
+//! the step's record after the last one and `fdatasync`s the log (its one sync), then writes the seal into
 //! the slot that does not vouch now, in place and not synced. So the seal is exact
 //! after a killed process (the page cache survives it) and at worst behind the log
 //! after a power loss, never ahead of it: a slot is written only once the record it
@@ -50,9 +50,21 @@
 //! `g+1` replaces `log`, and a seal for `g+1` replaces `seal`, each by an fsync'ed
 //! staging file (`.archmax-staging-*`) renamed over the old one.
 //!
+//! **The log keeps room.** An open writer keeps zeros after the last record
+//! (`LOG_ROOM` in `format.rs`, 32 KiB, refilled a whole room at a time), and a commit writes
+//! its record over them: the file's size does not change, so its `fdatasync` writes the
+//! record's blocks alone instead of also committing a new size to the journal (which
+//! serializes concurrent syncs). A load reads zeros after the last record as room, kept
+//! as it is; a whole frame failing its checksum with only zeros after it as an append a
+//! crash tore, cut on open (exactly what cutting a strict prefix gives, so nothing a
+//! writer without the key could not already do); closing the writer gives the room back
+//! (unsynced). Because a commit into the room leaves the size as it was, a writer also
+//! checks before each commit that its room still begins with zeros: a record another
+//! writer put there is a conflict.
+//!
 //! **A creation is one new file and one sync.** With the session's lock taken, it
 //! writes the log alone: the header, then the first state as the genesis record, whose
-//! MAC (like every record's) covers the bytes before it, and `fsync`s it. Everything a
+//! MAC (like every record's) covers the bytes before it, then the first room, and `fsync`s it. Everything a
 //! load needs is in that one file, proved by the key, so nothing else has to be
 //! durable: the seal is first written by the first commit (in place, unsynced, like
 //! every slot), and `checkpoint.json` by the first compaction (which writes the first
@@ -74,7 +86,7 @@
 //! |---|---|---|
 //! | creation, before its sync returns | a log with no whole genesis (or none), no seal | no session; the next creation replaces it |
 //! | the first commit, before its seal | the genesis log and whole records, no whole seal | every whole record, proved by its MAC; sealed on open |
-//! | a commit's append | the log through the last commit + a strict prefix of one record (or zeros where its bytes never landed) | old; the prefix is cut on open |
+//! | a commit's append | the log through the last commit + a strict prefix of one record, or a whole frame whose pages landed in part with zeros after it (or zeros alone where its bytes never landed) | old; the torn record is cut on open, zeros stay as room |
 //! | after the append, before the seal's slot | one whole intact record after the sealed ones | new; sealed on open |
 //! | the seal's slot write | that slot torn; the other whole, one step behind | new; sealed on open |
 //! | any of these, after a power loss | the seal as the disk last got it: behind by any number of whole, consecutive records, maybe a torn one after them | every whole record; the torn one cut and the rest sealed on open |
@@ -558,8 +570,12 @@ fn write_genesis_log(
         })?;
     log_bytes.extend_from_slice(&genesis);
     let written = (|| {
-        let mut log = files::open(&runtime_dir.join(LOG_FILE), OpenOptions::new().append(true).create_new(true))?;
+        let mut log =
+            files::open(&runtime_dir.join(LOG_FILE), OpenOptions::new().read(true).write(true).create_new(true))?;
         faults.torn_write("mid genesis", &log_bytes, |_, part| log.write_all(part))?;
+        // The log's first room (zeros), so the first commits write blocks the creation's
+        // sync already made part of the file.
+        log.write_all(&vec![0; format::LOG_ROOM as usize])?;
         faults.synced();
         log.sync_all()?;
         faults.hit("synced")?;
@@ -663,7 +679,7 @@ fn try_lock_patiently(lock: &File, attempts: u32) -> io::Result<bool> {
 }
 
 fn open_log(id: &str, runtime_dir: &Path) -> Result<File, StoreError> {
-    files::open(&runtime_dir.join(LOG_FILE), OpenOptions::new().append(true)).map_err(io_error(id))
+    files::open(&runtime_dir.join(LOG_FILE), OpenOptions::new().read(true).write(true)).map_err(io_error(id))
 }
 
 fn create_session_folders(id: &str, session_path: &Path) -> Result<(), StoreError> {

@@ -264,7 +264,11 @@ fn a_torn_last_append_is_dropped_and_cut_on_the_next_open() {
     let good_len = ends[2];
 
     let record = record_of(&step(3, "never committed"));
-    for torn in [&record[..5], &record[..RECORD_HEADER_BYTES + 4], &record[..record.len() - 1], &[0u8; 40][..]] {
+    // A torn append into the room: a whole frame failing its checksum, zeros after it.
+    let mut into_room = record.clone();
+    into_room[RECORD_HEADER_BYTES + 3] ^= 0x01;
+    into_room.extend_from_slice(&[0; 100]);
+    for torn in [&record[..5], &record[..RECORD_HEADER_BYTES + 4], &record[..record.len() - 1], &into_room[..]] {
         append_bytes(&log_path(&store, "s"), torn);
         assert_eq!(store.read("s").expect("read"), Some(states[2].clone()));
         assert_eq!(fs::metadata(log_path(&store, "s")).expect("meta").len() as usize, good_len + torn.len());
@@ -273,12 +277,44 @@ fn a_torn_last_append_is_dropped_and_cut_on_the_next_open() {
         assert_eq!(fs::metadata(log_path(&store, "s")).expect("meta").len() as usize, good_len);
         drop(writer);
     }
+    // Zeros alone (an append whose bytes never landed, or a writer's room a crash left)
+    // are kept as room while the session is open and given back when it closes.
+    append_bytes(&log_path(&store, "s"), &[0u8; 40]);
+    assert_eq!(store.read("s").expect("read"), Some(states[2].clone()));
+    let (state, writer) = store.open_writer("s").expect("open");
+    assert_eq!(state, states[2]);
+    assert_eq!(fs::metadata(log_path(&store, "s")).expect("meta").len() as usize, good_len + 40);
+    drop(writer);
+    assert_eq!(fs::metadata(log_path(&store, "s")).expect("meta").len() as usize, good_len);
 
     append_bytes(&log_path(&store, "s"), &record[..record.len() / 2]);
     let (_, mut writer) = store.open_writer("s").expect("open");
     let expected = commit_steps(&mut writer, states[2].clone(), 1);
     drop(writer);
     assert_eq!(store.read("s").expect("read"), Some(expected));
+}
+
+#[test]
+fn commits_write_into_the_logs_room_and_closing_gives_it_back() {
+    let temp = TempDir::new("room");
+    let store = temp.store();
+    let log_size = || fs::metadata(log_path(&store, "s")).expect("meta").len();
+    let mut writer = store.create_writer(&initial("s")).expect("create");
+    let created = log_size();
+    assert_eq!(created, writer.log_len() + format::LOG_ROOM, "the creation writes the first room");
+    let mut expected = commit_steps(&mut writer, initial("s"), 3);
+    assert_eq!(log_size(), created, "a commit that fits leaves the file's size as it was");
+    assert_eq!(store.read("s").expect("read while open"), Some(expected.clone()));
+    // Commit until the room is refilled: the file grows a whole room at a time.
+    while log_size() == created {
+        expected = commit_steps(&mut writer, expected, 1);
+    }
+    assert_eq!(log_size(), writer.log_len() + format::LOG_ROOM, "a whole room follows the record that refilled it");
+    drop(writer);
+    assert_eq!(log_size(), fs::read(log_path(&store, "s")).expect("log").len() as u64);
+    let (state, writer) = store.open_writer("s").expect("reopen");
+    assert_eq!(state, expected);
+    assert_eq!(log_size(), writer.log_len(), "a closed session's log has no room");
 }
 
 #[test]
@@ -1199,6 +1235,7 @@ fn a_read_that_meets_the_log_ahead_of_the_seal_verifies() {
     let store = temp.store();
     let mut writer = store.create_writer(&initial("s")).expect("create");
     let after_one = commit_steps(&mut writer, initial("s"), 1);
+    let ends_at_one = writer.log_len() as usize;
     let runtime = store.dir.join("s").join(RUNTIME_DIR);
     let at_one = Files::read(&runtime).expect("files");
     let after_two = commit_steps(&mut writer, after_one.clone(), 1);
@@ -1209,7 +1246,16 @@ fn a_read_that_meets_the_log_ahead_of_the_seal_verifies() {
     let trust = verify::Trust { keys: store.seal_keys(), adopt_unkeyed: false };
     let loaded = verify::verify(&seal_behind, trust).expect("a log one step ahead verifies").expect("a session");
     assert_eq!(loaded.state, after_two);
-    let seal_ahead = Files { checkpoint: at_two.checkpoint, seal: at_two.seal, log: at_one.log };
+    // A seal ahead of the log: where it vouches for step 2, the open writer's log has
+    // the zeros of its room; once the writer gave the room back, the log is short.
+    let seal_ahead = Files { checkpoint: at_two.checkpoint.clone(), seal: at_two.seal.clone(), log: at_one.log };
+    let refused = verify::verify(&seal_ahead, trust).err().expect("a seal ahead of the log");
+    assert!(
+        matches!(&refused, verify::Refusal::Damage(what) if what.contains("(step 2) fails its checksum")),
+        "{refused:?}"
+    );
+    let closed_at_one = at_two.log.as_deref().map(|log| log[..ends_at_one].to_vec());
+    let seal_ahead = Files { checkpoint: at_two.checkpoint, seal: at_two.seal, log: closed_at_one };
     let refused = verify::verify(&seal_ahead, trust).err().expect("a seal ahead of the log");
     assert!(matches!(&refused, verify::Refusal::Damage(what) if what.contains("cut short")), "{refused:?}");
 }

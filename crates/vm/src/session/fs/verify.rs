@@ -289,7 +289,7 @@ fn verify_tail(
         log_digest.update(&log[offset..offset + RECORD_HEADER_BYTES + payload.len()]);
     }
     let cut_torn_tail = match tail.rest {
-        TailRest::Empty => false,
+        TailRest::Empty | TailRest::Spare => false,
         TailRest::Torn => true,
         TailRest::Damaged(what) => return Err(Refusal::Damage(what)),
     };

@@ -9,7 +9,7 @@
 //! after a reopen has verified the disk again.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -20,8 +20,8 @@ use super::super::{Delta, SessionState, SessionWriter, StoreError};
 use super::faults::Faults;
 use super::files::{self, FileStamp, replace, write_at};
 use super::format::{
-    LogHeader, RECORD_HEADER_BYTES, RECORD_TAG_BYTES, SEAL_SLOT_BYTES, Seal, SealSource, Sha256Digest, SnapshotToStore,
-    digest_of, encode_record, keyed_payload, sha256,
+    LOG_ROOM, LogHeader, RECORD_HEADER_BYTES, RECORD_TAG_BYTES, SEAL_SLOT_BYTES, Seal, SealSource, Sha256Digest,
+    SnapshotToStore, digest_of, encode_record, keyed_payload, sha256,
 };
 use super::seal_key::SealKeys;
 use super::verify::{Loaded, Settle, Trust};
@@ -52,6 +52,8 @@ pub struct FsWriter {
     checkpoint_sha256: Sha256Digest,
     /// The log's length after this writer's last write, and the digest of those bytes.
     log_len: u64,
+    /// The log file's size: `log_len` and the zeros of its room after it (`LOG_ROOM`).
+    log_room: u64,
     log_digest: Sha256,
     log_inode: u64,
     seal_inode: Option<u64>,
@@ -107,6 +109,7 @@ impl FsWriter {
             generation: loaded.generation,
             checkpoint_sha256: loaded.checkpoint_sha256,
             log_len: loaded.log_len,
+            log_room: log_stamp.len,
             log_digest: loaded.log_digest,
             log_inode: log_stamp.inode,
             seal_inode,
@@ -188,7 +191,7 @@ impl FsWriter {
         let header = LogHeader::keyed(self.generation, self.state.seq).encode();
         let runtime_dir = self.runtime_dir();
         let replaced = replace(&runtime_dir, LOG_FILE, &header, &mut self.faults)
-            .and_then(|()| files::open(&runtime_dir.join(LOG_FILE), OpenOptions::new().append(true)));
+            .and_then(|()| files::open(&runtime_dir.join(LOG_FILE), OpenOptions::new().read(true).write(true)));
         let log = match replaced {
             Ok(log) => log,
             Err(error) => return Err(self.mark_broken(error)),
@@ -199,6 +202,7 @@ impl FsWriter {
         }
         self.log = Arc::new(log);
         self.log_len = header.len() as u64;
+        self.log_room = self.log_len;
         self.log_digest = Sha256::new();
         self.log_digest.update(&header);
         self.rewrite_seal()
@@ -287,6 +291,7 @@ impl FsWriter {
                     if let Err(error) = self.log.set_len(self.log_len).and_then(|()| self.log.sync_data()) {
                         return Err(self.mark_broken(error));
                     }
+                    self.log_room = self.log_len;
                 }
                 match self.seal_source {
                     SealSource::Legacy => self.rewrite_seal(),
@@ -320,7 +325,8 @@ impl FsWriter {
         let log_stamp = FileStamp::at(&self.runtime, LOG_FILE).map_err(io_error(&self.id))?;
         let seal_stamp = FileStamp::at(&self.runtime, SEAL_FILE).map_err(io_error(&self.id))?;
         let checkpoint_stamp = FileStamp::at(&self.runtime, CHECKPOINT_FILE).map_err(io_error(&self.id))?;
-        let log_unchanged = log_stamp.is_some_and(|log| log.len == self.log_len && log.inode == self.log_inode);
+        let log_unchanged = log_stamp.is_some_and(|log| log.len == self.log_room && log.inode == self.log_inode)
+            && self.room_untouched().map_err(io_error(&self.id))?;
         let seal_unchanged = seal_stamp.map(|seal| seal.inode) == self.seal_inode;
         if log_unchanged && seal_unchanged && checkpoint_stamp == self.checkpoint {
             return Ok(());
@@ -335,6 +341,19 @@ impl FsWriter {
             }
             Err(error) => Err(error),
         }
+    }
+
+    /// Whether the log's room still starts with zeros: a commit into the room leaves
+    /// the file's size as it was, so a record another writer put there (one that took
+    /// the lock behind this one's back) shows only in its bytes.
+    fn room_untouched(&self) -> io::Result<bool> {
+        if self.log_room <= self.log_len {
+            return Ok(true);
+        }
+        let mut head = [0u8; RECORD_HEADER_BYTES];
+        let len = head.len().min((self.log_room - self.log_len) as usize);
+        std::os::unix::fs::FileExt::read_exact_at(&*self.log, &mut head[..len], self.log_len)?;
+        Ok(head[..len].iter().all(|&byte| byte == 0))
     }
 
     /// Appends the step's record (the step and its MAC over the log before it) and
@@ -373,11 +392,22 @@ impl FsWriter {
         self.faults.hit("appended")
     }
 
-    /// The record's bytes into the page cache, not yet synced.
+    /// The record's bytes into the page cache, not yet synced: over the room's zeros
+    /// after the last record, refilling the room first when the record does not fit.
     fn write_unsynced(&mut self, record: &[u8]) -> io::Result<()> {
         self.faults.hit("before append")?;
-        let mut log: &File = &self.log;
-        self.faults.torn_write("mid append", record, |_, part| log.write_all(part))?;
+        let end = self.log_len + record.len() as u64;
+        let mut bytes = std::borrow::Cow::Borrowed(record);
+        // Grown while the record would reach the room's end, so zeros always follow the
+        // last record: what tells a torn append from a damaged record (`classify_rest`).
+        if end >= self.log_room {
+            let mut grown = record.to_vec();
+            grown.resize(record.len() + LOG_ROOM as usize, 0);
+            bytes = std::borrow::Cow::Owned(grown);
+        }
+        let (log, base) = (&self.log, self.log_len);
+        self.faults.torn_write("mid append", &bytes, |offset, part| write_at(log, base + offset as u64, part))?;
+        self.log_room = self.log_room.max(base + bytes.len() as u64);
         self.faults.synced();
         Ok(())
     }
@@ -472,8 +502,12 @@ impl FsWriter {
 }
 
 impl Drop for FsWriter {
-    /// Closing the file would release the lock too; unlocking says so.
+    /// Gives the log's room back (unsynced: a crash leaves zeros a load keeps as room),
+    /// then unlocks; closing the file would release the lock too, unlocking says so.
     fn drop(&mut self) {
+        if self.log_room > self.log_len {
+            let _ = self.log.set_len(self.log_len);
+        }
         let _ = self.lock.unlock();
     }
 }

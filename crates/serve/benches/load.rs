@@ -7,7 +7,7 @@
 //! with its own connection, start sessions with `?wait=` and time each turn from the
 //! request's send to its answer. Reported:
 //!
-//! - turns/s and p50/p99 latency at 1, 8, 32 and 64 clients on the memory store and on the
+//! - turns/s, p50/p99 latency and the mean commit (the server's own histogram) at 1, 8, 32 and 64 clients on the memory store and on the
 //!   filesystem store (durable: every step committed to a temporary directory), and on
 //!   the filesystem store in `/dev/shm`, which splits the device's fsync time from the
 //!   store's own work;
@@ -173,6 +173,8 @@ struct Point {
     p50: Duration,
     p99: Duration,
     errors: usize,
+    /// The mean committed step, as the server timed it.
+    commit: Option<Duration>,
 }
 
 /// `clients` clients, each turn after turn, for `duration` (or the turn cap).
@@ -228,7 +230,22 @@ async fn load_point(base: &str, clients: usize, duration: Duration) -> Point {
         }
         latencies[((latencies.len() as f64 * quantile).ceil() as usize).clamp(1, latencies.len()) - 1]
     };
-    Point { turns: latencies.len(), seconds, p50: at(0.50), p99: at(0.99), errors }
+    Point { turns: latencies.len(), seconds, p50: at(0.50), p99: at(0.99), errors, commit: None }
+}
+
+/// The mean time of a committed step over the point, warm-up included, from the server's
+/// own `archmax_store_commit_duration_seconds` histogram.
+async fn mean_commit(base: &str) -> Option<Duration> {
+    let text = reqwest::get(format!("{base}/metrics")).await.ok()?.text().await.ok()?;
+    let sample = |name: &str| {
+        text.lines()
+            .find(|line| line.starts_with(name) && line.contains("outcome=\"ok\""))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse::<f64>().ok())
+    };
+    let (sum, count) =
+        (sample("archmax_store_commit_duration_seconds_sum")?, sample("archmax_store_commit_duration_seconds_count")?);
+    (count > 0.0).then(|| Duration::from_secs_f64(sum / count))
 }
 
 /// The resident set, in bytes.
@@ -452,8 +469,8 @@ fn main() {
         println!();
     }
     // The load average beside each point says how much of the machine the point had.
-    println!("| store | clients | turns | turns/s | p50 | p99 | errors | load average |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+    println!("| store | clients | turns | turns/s | p50 | p99 | mean commit | errors | load average |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
     // The filesystem store on the temporary directory (a disk: every commit's fsync
     // reaches the device), and, to split the device's share from the store's own work,
     // on /dev/shm where the machine has it (memory: an fsync there costs nothing).
@@ -491,7 +508,8 @@ fn main() {
             };
             let point = executor.block_on(async {
                 let served = serve(ring_program(RING), store).await;
-                let point = load_point(&served.base, clients, duration).await;
+                let mut point = load_point(&served.base, clients, duration).await;
+                point.commit = mean_commit(&served.base).await;
                 served.stop().await;
                 point
             });
@@ -499,11 +517,12 @@ fn main() {
                 let _ = std::fs::remove_dir_all(scratch);
             }
             println!(
-                "| {store_name} | {clients} | {} | {:.0} | {} | {} | {} | {} |",
+                "| {store_name} | {clients} | {} | {:.0} | {} | {} | {} | {} | {} |",
                 point.turns,
                 point.turns as f64 / point.seconds,
                 millis(point.p50),
                 millis(point.p99),
+                point.commit.map_or_else(|| "-".to_string(), millis),
                 point.errors,
                 load_average()
             );

@@ -23,6 +23,7 @@ use archmax_vm::session::StoreError;
 use archmax_vm::session::event_log::{EventFeed, EventLog, LoggedEvent, NextCommitted};
 use archmax_vm::session::store::StoreFuture;
 
+use crate::announce::Announcement;
 use crate::notify::{self, Notifications};
 use crate::{Inner, db_error, io_error};
 
@@ -103,8 +104,8 @@ impl StagedEvents {
 }
 
 /// Gives back the lease of writer `$1`/`$2` and writes the events `$4` of its root `$3`
-/// left staged, then prunes the root's events to the newest `$5`; notifies when it wrote
-/// any. Nothing is written by a writer whose lease was taken over.
+/// left staged, then prunes the root's events to the newest `$5`; returns a row when it
+/// wrote any (announced then by the store's announcer). Nothing is written by a writer whose lease was taken over.
 const CLOSE: &str = "WITH released AS (
         UPDATE archmax_sessions SET lease_owner = NULL, lease_expires = NULL
         WHERE id = $1 AND lease_token = $2
@@ -125,7 +126,7 @@ const CLOSE: &str = "WITH released AS (
           AND id <= coalesce((SELECT last FROM counter), (SELECT last FROM archmax_event_heads WHERE root = $3)) - $5
         RETURNING 1
     )
-    SELECT pg_notify('archmax_events', $3 || ' ' || last::text) FROM counter";
+    SELECT last FROM counter";
 
 /// Closes writer `id` (lease `token`): its lease back, its root's staged events written,
 /// the root's old events pruned.
@@ -133,7 +134,7 @@ pub(crate) async fn close(inner: &Inner, id: &str, token: i64, events: Vec<Strin
     let client = inner.pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
     let root = root_of(id);
     let kept = inner.events_kept;
-    client
+    let written = client
         .query_typed(
             CLOSE,
             &[
@@ -146,6 +147,9 @@ pub(crate) async fn close(inner: &Inner, id: &str, token: i64, events: Vec<Strin
         )
         .await
         .map_err(db_error(id))?;
+    if !written.is_empty() {
+        inner.announcer.announce(Announcement::Events { root: root.to_string() });
+    }
     Ok(())
 }
 

@@ -25,8 +25,10 @@
 //! changes no row and is refused with [`StoreError::Conflict`]. Nothing in a commit
 //! reads or rewrites the transcript, so its cost does not grow with the session; the
 //! snapshot is refolded when a session is opened with 64 or more steps after it. The
-//! step's announcement to listeners follows on the same connection, pipelined, as a
-//! transaction of its own (inside the step's, it would serialize every session's commit).
+//! step's announcement to listeners follows once the commit returned, sent by the
+//! store's announcer ([`announce`]) with every other announcement that gathered meanwhile:
+//! PostgreSQL commits transactions that `NOTIFY` one at a time, so inside the step's
+//! transaction, or in one of its own per step, it would serialize every commit's flush.
 //!
 //! **One writer per session** is a lease on the session's row ([`lease`]): opening takes
 //! it, every commit names its fencing token and renews it, a task renews every lease the
@@ -62,7 +64,7 @@
 //! under the staged changes. Writes are held to the session caps of
 //! [`archmax_stdlib::limits`] ([`PgOptions::limits`]): file size, total bytes, file count.
 //!
-//! **Other runners' steps.** Every commit notifies `archmax_steps` with `<id> <seq>`;
+//! **Other runners' steps.** Every commit is announced on `archmax_steps` as `<id> <seq>`;
 //! [`PgStore::subscribe`] hands out a [`StepFeed`] of them.
 //!
 //! **Listing** ([`listing`]): [`SessionStore::list_page`] is one keyset query on the
@@ -71,6 +73,7 @@
 //! `resumeAt` has come. Resume times are kept as instants too (`resume_due`), so "due" is a
 //! time comparison; indexes serve the workflow, status and due filters.
 
+mod announce;
 mod events;
 mod files;
 pub mod lease;
@@ -202,6 +205,8 @@ pub(crate) struct Inner {
     behind_pooler: bool,
     /// The staged files of sessions this store value has handed out, by id.
     open: Mutex<HashMap<String, Weak<SessionFiles>>>,
+    /// Sends the `NOTIFY`s of committed steps and written events, in batches.
+    announcer: announce::Announcer,
 }
 
 impl Inner {
@@ -324,9 +329,11 @@ impl PgStore {
             .recycle_timeout(Some(POOL_WAIT))
             .build()
             .map_err(|error| ConnectError::Connect(error.to_string()))?;
+        let announcer = announce::Announcer::start(&handle, pool.clone());
         let inner = Arc::new(Inner {
             handle,
             pool: pool.clone(),
+            announcer,
             listen_config,
             listen_tls,
             limits: options.limits,

@@ -15,6 +15,7 @@ use tokio_postgres::types::{ToSql, Type};
 use archmax_vm::session::store::StoreFuture;
 use archmax_vm::session::{Delta, SessionWriter, StoreError};
 
+use crate::announce::Announcement;
 use crate::events::{self, root_of};
 use crate::files::SessionFiles;
 use crate::{HeadColumns, Inner, db_error, io_error, number};
@@ -82,23 +83,6 @@ const COMMIT_TYPES: [Type; 19] = [
     Type::TEXT_ARRAY,
 ];
 
-/// The announcement of a committed step on the `archmax_steps` channel, as `<id> <seq>`:
-/// sent right behind [`COMMIT`] on the same connection (pipelined, no extra wait) as a
-/// transaction of its own, so it runs only once the step is durable, and says nothing
-/// unless the session holds that step. Inside the step's transaction it would serialize
-/// every session's commit: PostgreSQL holds one lock for all notifying transactions
-/// until their commit record is flushed, which undoes group commit (measured with
-/// pgbench, 64 clients: about 700 commits a second with the notification inside, 6,000
-/// and more without).
-const ANNOUNCE: &str = "SELECT pg_notify('archmax_steps', id || ' ' || seq::text) FROM archmax_sessions \
-     WHERE id = $1 AND seq = $2";
-
-/// [`ANNOUNCE`] for a commit that carried events: also `<root> <last event id>` on
-/// `archmax_events` (a reader that finds nothing new after a refused commit loses nothing).
-const ANNOUNCE_WITH_EVENTS: &str = "SELECT pg_notify('archmax_steps', s.id || ' ' || s.seq::text), \
-     pg_notify('archmax_events', h.root || ' ' || h.last::text) \
-     FROM archmax_sessions s, archmax_event_heads h WHERE s.id = $1 AND s.seq = $2 AND h.root = $3";
-
 /// Commits steps to one session of a [`crate::PgStore`]; gives its lease back when dropped.
 pub(crate) struct PgWriter {
     inner: Arc<Inner>,
@@ -138,6 +122,7 @@ impl PgWriter {
         }
         let root = root_of(&id).to_string();
         let logged = self.inner.staged_events.take(&root);
+        let carried_events = !logged.is_empty();
         let (expected, token) = (self.last_seq, self.token);
         let term = self.inner.leases.term_secs();
         let pooled = self.inner.behind_pooler;
@@ -162,29 +147,17 @@ impl PgWriter {
                     &task_root,
                     &task_logged,
                 ]);
-                let step = [(&id as &(dyn ToSql + Sync), Type::TEXT), (&seq, Type::INT8), (&task_root, Type::TEXT)];
-                let (announce, announced_params) =
-                    if task_logged.is_empty() { (ANNOUNCE, &step[..2]) } else { (ANNOUNCE_WITH_EVENTS, &step[..]) };
-                // Both are sent at once; the server runs them in order. Behind a pooler in
-                // transaction mode each is sent unnamed with its types; otherwise both are
-                // prepared once per connection (a commit then skips the parse and plan).
-                let (row, announced) = if pooled {
+                // Behind a pooler in transaction mode the statement is sent unnamed with
+                // its types; otherwise it is prepared once per connection (a commit then
+                // skips the parse and plan). The step is announced by the store's
+                // announcer once this returns (`announce.rs`), never by this transaction.
+                let row = if pooled {
                     let params: Vec<(&(dyn ToSql + Sync), Type)> = values.into_iter().zip(COMMIT_TYPES).collect();
-                    tokio::join!(
-                        object.query_typed_one(COMMIT, &params),
-                        object.execute_typed(announce, announced_params)
-                    )
+                    object.query_typed_one(COMMIT, &params).await
                 } else {
                     let commit = object.prepare_typed_cached(COMMIT, &COMMIT_TYPES).await.map_err(db_error(&id))?;
-                    let types: Vec<Type> = announced_params.iter().map(|(_, kind)| kind.clone()).collect();
-                    let announcing = object.prepare_typed_cached(announce, &types).await.map_err(db_error(&id))?;
-                    let announced_values: Vec<&(dyn ToSql + Sync)> =
-                        announced_params.iter().map(|(value, _)| *value).collect();
-                    tokio::join!(object.query_one(&commit, &values), object.execute(&announcing, &announced_values))
+                    object.query_one(&commit, &values).await
                 };
-                // The step's fate is the commit's answer; an announcement that failed loses
-                // no step, and listeners learn of it with the session's next one.
-                drop(announced);
                 match row {
                     Ok(row) if row.get::<_, i64>(0) == 1 => Ok(()),
                     Ok(_) => Err(refused(&object, &id, expected, token).await),
@@ -208,6 +181,11 @@ impl PgWriter {
         }
         result?;
         self.last_seq = delta.seq;
+        let announcer = &self.inner.announcer;
+        announcer.announce(Announcement::Step { id: self.id.clone(), seq: delta.seq });
+        if carried_events {
+            announcer.announce(Announcement::Events { root });
+        }
         Ok(())
     }
 }

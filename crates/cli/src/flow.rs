@@ -24,11 +24,11 @@ use archmax_flow::gate::{APPROVER_TIMEOUT, Approver};
 use archmax_flow::hooks::Hooks;
 use archmax_flow::read::{self, Loaded};
 use archmax_flow::record::Header;
-use archmax_flow::scope::WriteScope;
 use archmax_flow::step::{FlowBudget, Outcome, StepBudget, StepEnvironment};
 use archmax_flow::walk::{OperatorVerdict, WalkOptions, new_run_id};
 use archmax_flow::{FlowDocument, FlowEvent};
 use archmax_vm::environment::{self, ClockAndPricing};
+use archmax_vm::kernel::{ScopeOwner, WriteScope};
 use archmax_vm::model::{ModelAdapter, ModelError, ModelFuture, ModelRequest};
 use archmax_vm::session::SessionStore;
 use archmax_vm::stdlib::vfs::{DiskVfs, Workspace};
@@ -277,7 +277,7 @@ fn standing_instruction(flow: &str, run_scope: Option<&WriteScope>) -> String {
          this section hands on, if it gives any."
     );
     if let Some(scope) = run_scope {
-        text.push_str(&format!("\n\n{}", scope.describe("The run's")));
+        text.push_str(&format!("\n\n{}", scope.describe(ScopeOwner::Run)));
     }
     text
 }

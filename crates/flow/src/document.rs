@@ -3,7 +3,7 @@
 //! every `needs` names a sibling, the siblings of each group are acyclic, commands are
 //! argvs, operator steps have prompts and scopes are read.
 
-use crate::scope::WriteScope;
+use archmax_vm::kernel::WriteScope;
 
 /// The JSON Schema (2020-12) of a flow document, for editors: the committed
 /// `schemas/flow.schema.json`. The reader ([`crate::read`]) checks more than it can say.

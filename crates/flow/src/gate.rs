@@ -2,11 +2,15 @@
 //! withheld, the approver, the operator's `before-call` hooks, the tool, the
 //! `after-call` hooks**. A model step's file tools and `run`, and a command step's one
 //! `run` call, all pass through it; `answer` (the runner's own report channel, which
-//! acts on nothing) does not.
+//! acts on nothing) does not. Each call meets it only once the governance kernel has
+//! allowed it (`archmax_vm::kernel::decide_scoped_call`: the step's tools, the
+//! workspace's bounds, the write scopes), so nobody is asked about a call the kernel
+//! refuses.
 //!
 //! - *Published*: the file tools always are; `run` is, for a program `--allow-program`
-//!   names ([`Gate::admit`]). Anything else is withheld, and the refusal names the flag
-//!   or says the tool is not one of this step's.
+//!   names ([`Gate::admit`]), and is withheld otherwise, the refusal naming the flag. A
+//!   name that is none of the step's tools never gets here: the kernel refuses it
+//!   (`tool.unknown`).
 //! - *The approver* is asked about the calls that act: every `run`, and every file tool
 //!   call that writes ([`needs_approval`]). It is a program (`--approve PROGRAM`, asked
 //!   with a JSON document on stdin by the hooks' exit-code rules), or a y/N prompt on
@@ -18,8 +22,7 @@
 //!   model, or the next step, reads the refusal instead of the result).
 //!
 //! A refusal is a [`Refused`]: the rule it was refused under (`gate.withheld`,
-//! `gate.malformed`, `tool.unknown`, `gate.approver`, `gate.before-call`,
-//! `gate.after-call`) and its sentence, which the caller files as the call's failed
+//! `gate.malformed`, `gate.approver`, `gate.before-call`, `gate.after-call`) and its sentence, which the caller files as the call's failed
 //! result, with a warning naming it between `tool-requested` and `tool-completed`. Every answer is an event: `approval`
 //! for the approver, `hook-ran` for each hook. The one thing to know: **every check
 //! fails closed** — an approver or hook that cannot answer has not said yes.
@@ -32,7 +35,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use archmax_program::tools::path_arguments;
-use archmax_stdlib::tools::BUILT_IN_TOOLS;
 use archmax_vm::kernel::Rule;
 
 use crate::events::FlowEvent;
@@ -203,17 +205,16 @@ impl CallGate {
         Ok(())
     }
 
+    /// `run` of a program the run publishes; the step's other tools, which the kernel
+    /// has admitted by name, always are.
     fn published(&self, call: &GateCall) -> Result<(), Refused> {
-        if call.tool == RUN_TOOL {
-            let argv = run_argv(&call.args).map_err(|problem| Refused::new(Rule::GateMalformed, problem))?;
-            return Gate { allow_program: &self.allow_program }
-                .admit(&argv[0])
-                .map_err(|problem| Refused::new(Rule::GateWithheld, problem));
-        }
-        if BUILT_IN_TOOLS.contains(&call.tool.as_str()) {
+        if call.tool != RUN_TOOL {
             return Ok(());
         }
-        Err(Refused::new(Rule::ToolUnknown, format!("`{}` is not a tool of this step", call.tool)))
+        let argv = run_argv(&call.args).map_err(|problem| Refused::new(Rule::GateMalformed, problem))?;
+        Gate { allow_program: &self.allow_program }
+            .admit(&argv[0])
+            .map_err(|problem| Refused::new(Rule::GateWithheld, problem))
     }
 
     fn approve(&self, call: &GateCall, events: &mut Vec<FlowEvent>) -> Result<(), Refused> {

@@ -1,20 +1,22 @@
 //! A refused call of a flow step: the rule it was refused under and the sentence naming
 //! what was refused.
 //!
-//! The rules are the kernel's registry ([`archmax_vm::kernel::Rule`]): a flow step's gate
-//! refuses under `gate.*` (or `tool.unknown` for a name that is no tool of the step), its
-//! write scopes under `scope.*`, and the file tools' own bounds under `zone.escape` (a
-//! path out of the workspace) and `zone.runtime-internal` (the flow's own records). So a
-//! refusal carries an id `archmax explain` explains, on the failed result the model
-//! reads and on the warning event (`rule`) that records it.
+//! The rules are the kernel's registry ([`archmax_vm::kernel::Rule`]). The kernel decides
+//! every call first ([`archmax_vm::kernel::decide_scoped_call`], its verdict's rule and
+//! sentence made a `Refused` by [`Refused::from_verdict`]): `tool.unknown` for a name
+//! that is none of the step's tools, `tool.path-argument`, `zone.escape` (a path out of
+//! the workspace) and `zone.runtime-internal` (the flow's own records), then the write
+//! scopes' `scope.*`. The gate refuses under `gate.*`. So a refusal carries an id
+//! `archmax explain` explains, on the failed result the model reads and on the warning
+//! event (`rule`) that records it.
 
 use std::fmt;
 
-use archmax_vm::kernel::Rule;
+use archmax_vm::kernel::{Rule, Verdict};
 
 /// Every rule a flow step's call is refused under; the event schema's `rule` lists
 /// exactly these.
-pub const FLOW_RULES: [Rule; 11] = [
+pub const FLOW_RULES: [Rule; 12] = [
     Rule::GateWithheld,
     Rule::GateMalformed,
     Rule::GateApprover,
@@ -26,6 +28,7 @@ pub const FLOW_RULES: [Rule; 11] = [
     Rule::ZoneEscape,
     Rule::ZoneRuntimeInternal,
     Rule::ToolUnknown,
+    Rule::ToolPathArgument,
 ];
 
 /// One refusal: its rule and its sentence.
@@ -39,6 +42,11 @@ pub struct Refused {
 impl Refused {
     pub fn new(rule: Rule, reason: impl Into<String>) -> Refused {
         Refused { rule, reason: reason.into() }
+    }
+
+    /// The kernel's refusal, when its verdict refuses.
+    pub fn from_verdict(verdict: Verdict) -> Option<Refused> {
+        (!verdict.allowed).then_some(Refused { rule: verdict.rule, reason: verdict.reason })
     }
 
     /// The failed result the model, or the next step, reads in place of the call's.

@@ -4,13 +4,15 @@
 //! run's tools (the built-in file tools, `run` when `--allow-program` publishes any
 //! program, and `answer`, whose schema is derived from what the enclosing group gives),
 //! and loops until the model answers, a bound stops it, or it answers without `answer`
-//! (unstructured: failed). Every call but `answer` passes the [`CallGate`] (published,
-//! approver, `before-call` hooks, the tool, `after-call` hooks); a refusal is a failed
+//! (unstructured: failed). Every call is decided first by the governance kernel
+//! ([`kernel::decide_scoped_call`]: a name that is none of the step's tools, a path out
+//! of the workspace or into the flow's records, a write the run's or the node's write
+//! scope refuses), then every call but `answer` passes the [`CallGate`] (published,
+//! approver, `before-call` hooks, the tool, `after-call` hooks). A refusal is a failed
 //! tool result the model reads, with a warning between `tool-requested` and
-//! `tool-completed`. Every write a file tool would make is asked of the step's
-//! [`ScopeStack`] first (inside the tool); a refusal is a failed tool result, and
-//! nothing reaches disk. A command step is one `run` call through the same gate, run
-//! as an argv with bounds, filed into the conversation as a call and its result.
+//! `tool-completed`, and nothing reaches disk. A command step is one `run` call decided
+//! the same way, run as an argv with bounds, filed into the conversation as a call and
+//! its result.
 //!
 //! The one thing to know: **a step never touches the walker's state**. It gets what it
 //! may read and hands back a [`StepReport`] (outcome, gives, the messages it adds, its
@@ -22,11 +24,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use archmax_program::tools::{PathAccess, path_arguments};
 use archmax_stdlib::limits::Limits;
 use archmax_stdlib::tools::{self as file_tools, BUILT_IN_TOOLS, ToolContext};
 use archmax_stdlib::vfs::Workspace;
-use archmax_vm::kernel::Rule;
+use archmax_vm::kernel::{self, Rule, ScopeStack, ScopedCall, ScopedPolicy, WriteScope};
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelError, ModelRequest, Role, Sampling, TapeReading, ToolDefinition};
 use archmax_vm::session::{Message, ToolCall, ToolStatus};
@@ -36,7 +37,6 @@ use crate::gate::{Approver, CallGate, GateCall, aside, run_argv};
 use crate::hooks::Hooks;
 use crate::process::{self, Bounds, ProcessError};
 use crate::refusal::Refused;
-use crate::scope::{ScopeStack, WriteKind};
 
 /// The tool a step finishes with.
 pub const ANSWER_TOOL: &str = "answer";
@@ -146,9 +146,10 @@ pub struct StepEnvironment<'a> {
     pub clock: &'a dyn archmax_vm::clock::Clock,
     pub workspace: &'a Workspace,
     pub workspace_root: &'a Path,
-    /// A workspace-relative directory no step may write (the flow's own records).
+    /// A workspace-relative directory no step may write, read or list (the flow's own
+    /// records): the kernel's runtime area for the flow.
     pub reserved: Option<&'a str>,
-    pub run_scope: Option<&'a crate::scope::WriteScope>,
+    pub run_scope: Option<&'a WriteScope>,
     pub budget: StepBudget,
     pub flow_budget: FlowBudget,
     /// The programs `run` is published for (to model steps and command steps alike).
@@ -167,7 +168,7 @@ pub struct ModelStep<'a> {
     pub path: &'a str,
     /// The attempt of the step's section (shown to the gate's programs).
     pub attempt: u32,
-    pub node_scope: Option<&'a crate::scope::WriteScope>,
+    pub node_scope: Option<&'a WriteScope>,
     /// The user message (composed by the walker) and the conversation before it.
     pub input: String,
     pub conversation: &'a [Message],
@@ -284,57 +285,48 @@ fn read_answer(args: &Value, gives: &[String]) -> Result<Answer, String> {
     Ok(Answer { outcome, note, gives: handed })
 }
 
-/// Whether a call writes, and how, for each path argument: the path as the file tools
-/// will resolve it (`.` and empty segments dropped, `..` taken back), so a scope judges
-/// the very file written. `Err` names a path that climbs out of the workspace.
-fn writes(tool: &str, args: &Value) -> Result<Vec<(String, WriteKind)>, String> {
-    let mut found = Vec::new();
-    for (argument, access) in path_arguments(tool).iter().filter(|(_, access)| access.writes()) {
-        let Some(path) = args.get(*argument).and_then(Value::as_str) else { continue };
-        let kind = match (tool, access) {
-            ("edit_file", _) => WriteKind::Partial,
-            (_, PathAccess::Remove) => WriteKind::Remove,
-            _ => WriteKind::Whole,
-        };
-        let resolved = archmax_program::zones::canonicalize(path)
-            .map_err(|_| format!("`{path}` leads out of the workspace; no step writes there."))?;
-        found.push((resolved, kind));
+/// The step's tools that name no path: the kernel admits them by name, and the gate asks
+/// about `run`.
+const PATHLESS_TOOLS: [&str; 2] = [RUN_TOOL, ANSWER_TOOL];
+
+/// What the kernel decides a step's calls against: the run's tools, the folder of the
+/// flow's own records, the run's write scope and the node's.
+fn kernel_policy<'a>(environment: &StepEnvironment<'a>, node_scope: Option<&'a WriteScope>) -> ScopedPolicy<'a> {
+    ScopedPolicy {
+        file_tools: BUILT_IN_TOOLS,
+        other_tools: &PATHLESS_TOOLS,
+        records: environment.reserved,
+        scopes: ScopeStack { run: environment.run_scope, node: node_scope },
     }
-    Ok(found)
 }
 
-/// Runs one file tool under the step's scopes: the answer the model reads, or the
-/// refusal (`zone.escape`, `zone.runtime-internal`, a scope's) before anything is
-/// written.
-fn file_tool(
-    environment: &StepEnvironment<'_>,
-    scopes: ScopeStack<'_>,
-    call: &ToolCall,
-) -> Result<(ToolStatus, String), Refused> {
-    if !BUILT_IN_TOOLS.contains(&call.name.as_str()) {
-        // The gate withholds it first; this stays so the tool itself never runs one.
-        return Err(Refused::new(Rule::ToolUnknown, format!("`{}` is not a tool of this step", call.name)));
-    }
-    let written = writes(&call.name, &call.args).map_err(|refusal| Refused::new(Rule::ZoneEscape, refusal))?;
-    for (path, kind) in written {
-        let lower = path.to_ascii_lowercase();
-        if let Some(reserved) = environment.reserved.map(str::to_ascii_lowercase)
-            && (lower == reserved || lower.starts_with(&format!("{reserved}/")))
-        {
-            return Err(Refused::new(
-                Rule::ZoneRuntimeInternal,
-                format!("`{path}` holds the flow's own records; no step writes there."),
-            ));
-        }
-        scopes.check(&path, kind)?;
-    }
-    let visible = |_: &str| true;
+/// The kernel's refusal of a step's call, when it refuses it; its rule and sentence.
+fn kernel_refusal(policy: &ScopedPolicy<'_>, tool: &str, args: &Value) -> Option<Refused> {
+    Refused::from_verdict(kernel::decide_scoped_call(policy, &ScopedCall { tool, args }))
+}
+
+/// A refused call of a model step: the `tool-refused` warning naming its rule, and the
+/// failed result the model reads.
+fn refused_call(step: &str, refusal: Refused, events: &mut Vec<FlowEvent>) -> (ToolStatus, String) {
+    events.push(FlowEvent::Warning {
+        step: step.to_string(),
+        code: "tool-refused".to_string(),
+        message: refusal.reason.clone(),
+        rule: Some(refusal.rule.to_string()),
+    });
+    (ToolStatus::Error, refusal.result())
+}
+
+/// Runs one file tool the kernel allowed: the answer the model reads. A listing shows,
+/// and `grep` searches, only what the kernel lets a step see.
+fn file_tool(environment: &StepEnvironment<'_>, policy: &ScopedPolicy<'_>, call: &ToolCall) -> (ToolStatus, String) {
+    let visible = |path: &str| policy.shows(path);
     let context =
         ToolContext { workspace: environment.workspace, visible: &visible, raw_text: false, limits: Limits::default() };
-    Ok(match file_tools::run(&call.name, &call.args, &context) {
+    match file_tools::run(&call.name, &call.args, &context) {
         Ok(text) => (ToolStatus::Ok, text),
         Err(error) => (ToolStatus::Error, format!("Error: {error}")),
-    })
+    }
 }
 
 fn cost_microunits(pricing: &PricingTable, usage: &archmax_vm::model::TokenUsage, model: &str) -> u64 {
@@ -343,7 +335,7 @@ fn cost_microunits(pricing: &PricingTable, usage: &archmax_vm::model::TokenUsage
 
 /// Runs one model step to its answer or its bound. `Err` is a loop error: the walk aborts.
 pub async fn model_step(environment: &StepEnvironment<'_>, step: ModelStep<'_>) -> Result<StepReport, ModelError> {
-    let scopes = ScopeStack { run: environment.run_scope, node: step.node_scope };
+    let policy = kernel_policy(environment, step.node_scope);
     let tools = tool_definitions(step.gives, environment.allow_program);
     let gate = CallGate::new(environment);
     let mut conversation: Vec<Message> = step.conversation.to_vec();
@@ -431,7 +423,9 @@ pub async fn model_step(environment: &StepEnvironment<'_>, step: ModelStep<'_>) 
                 name: call.name.clone(),
                 args: call.args.clone(),
             });
-            let (status, content) = if call.name == ANSWER_TOOL {
+            let (status, content) = if let Some(refusal) = kernel_refusal(&policy, &call.name, &call.args) {
+                refused_call(step.path, refusal, &mut events)
+            } else if call.name == ANSWER_TOOL {
                 match read_answer(&call.args, step.gives) {
                     Ok(answer) if answered.is_none() => {
                         answered = Some(answer);
@@ -447,7 +441,7 @@ pub async fn model_step(environment: &StepEnvironment<'_>, step: ModelStep<'_>) 
                     tool: call.name.clone(),
                     args: call.args.clone(),
                 };
-                gated_call(environment, scopes, &gate, gated, call, &mut events).await
+                gated_call(environment, &policy, &gate, gated, call, &mut events).await
             };
             events.push(FlowEvent::ToolCompleted {
                 step: step.path.to_string(),
@@ -463,29 +457,20 @@ pub async fn model_step(environment: &StepEnvironment<'_>, step: ModelStep<'_>) 
     }
 }
 
-/// One model call through the gate: refused (a failed result and a `tool-refused`
-/// warning naming the rule), or run (a write first judged by the scopes, in the tool),
-/// then shown to the `after-call` hooks, which may withhold it. A call the gate or a
-/// scope refused never ran, so no `after-call` hook is asked about it. The
-/// gate's programs and `run` go on a thread of their own ([`aside`]), so the other model
-/// steps of a layer make progress meanwhile.
+/// One model call the kernel allowed, through the gate: refused (a failed result and a
+/// `tool-refused` warning naming the rule), or run, then shown to the `after-call`
+/// hooks, which may withhold it. A call the gate refused never ran, so no `after-call`
+/// hook is asked about it. The gate's programs and `run` go on a thread of their own
+/// ([`aside`]), so the other model steps of a layer make progress meanwhile.
 async fn gated_call(
     environment: &StepEnvironment<'_>,
-    scopes: ScopeStack<'_>,
+    policy: &ScopedPolicy<'_>,
     gate: &CallGate,
     gated: GateCall,
     call: &ToolCall,
     events: &mut Vec<FlowEvent>,
 ) -> (ToolStatus, String) {
-    let refuse = |events: &mut Vec<FlowEvent>, refusal: Refused| {
-        events.push(FlowEvent::Warning {
-            step: gated.path.clone(),
-            code: "tool-refused".to_string(),
-            message: refusal.reason.clone(),
-            rule: Some(refusal.rule.to_string()),
-        });
-        (ToolStatus::Error, refusal.result())
-    };
+    let refuse = |events: &mut Vec<FlowEvent>, refusal: Refused| refused_call(&gated.path, refusal, events);
     let before = if gate.blocks(&gated) {
         let (gate, asked) = (gate.clone(), gated.clone());
         aside(move || {
@@ -510,10 +495,7 @@ async fn gated_call(
             Err(problem) => (ToolStatus::Error, format!("Error: {problem}")),
         }
     } else {
-        match file_tool(environment, scopes, call) {
-            Ok(answered) => answered,
-            Err(refusal) => return refuse(events, refusal),
-        }
+        file_tool(environment, policy, call)
     };
     if gate.after_call.is_empty() {
         return (status, content);
@@ -577,6 +559,8 @@ pub struct CommandStep<'a> {
     pub attempt: u32,
     pub argv: &'a [String],
     pub timeout_ms: Option<u64>,
+    /// The node's write scope, which the kernel decides the call under with the run's.
+    pub node_scope: Option<&'a WriteScope>,
 }
 
 /// A command step with everything it needs owned, so it can run on a thread of its own:
@@ -587,17 +571,22 @@ pub struct CommandJob {
     attempt: u32,
     argv: Vec<String>,
     timeout_ms: Option<u64>,
+    /// The kernel's refusal of the step's `run` call, decided when the job is made (on the
+    /// walk's thread, before the gate).
+    refused: Option<Refused>,
     gate: CallGate,
     call_id: String,
 }
 
 impl CommandJob {
     pub fn new(environment: &StepEnvironment<'_>, step: CommandStep<'_>, call_id: String) -> CommandJob {
+        let policy = kernel_policy(environment, step.node_scope);
         CommandJob {
             path: step.path.to_string(),
             attempt: step.attempt,
             argv: step.argv.to_vec(),
             timeout_ms: step.timeout_ms,
+            refused: kernel_refusal(&policy, RUN_TOOL, &json!({ "command": step.argv })),
             gate: CallGate::new(environment),
             call_id,
         }
@@ -613,8 +602,8 @@ impl CommandJob {
         }
     }
 
-    /// Runs the step here, blocking until the command ends: the gate, the program, the
-    /// `after-call` hooks. A refusal's warning comes between `tool-requested` and
+    /// Runs the step here, blocking until the command ends: the kernel's verdict, the
+    /// gate, the program, the `after-call` hooks. A refusal's warning comes between `tool-requested` and
     /// `tool-completed`; a program that ran and failed is warned about after them.
     pub fn run(&self) -> StepReport {
         let call_id = self.call_id.clone();
@@ -638,7 +627,11 @@ impl CommandJob {
             refused = Some(refusal.rule);
             Ran { status: ToolStatus::Error, content: refusal.result(), failure: Some(refusal.to_string()) }
         };
-        let ran = match self.gate.before(&gated, &mut events) {
+        let admitted = match &self.refused {
+            Some(refusal) => Err(refusal.clone()),
+            None => self.gate.before(&gated, &mut events),
+        };
+        let ran = match admitted {
             Err(refusal) => refuse(&mut events, refusal),
             Ok(()) => {
                 let timeout = self.timeout_ms.map_or(COMMAND_TIMEOUT, Duration::from_millis);
@@ -693,21 +686,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_written_path_is_judged_as_the_file_tools_resolve_it() {
-        let written = |path: &str| writes("write_file", &json!({ "file_path": path, "content": "x" }));
-        assert_eq!(written("docs/../src/main.rs"), Ok(vec![("src/main.rs".to_string(), WriteKind::Whole)]));
-        assert_eq!(written("./src//main.rs"), Ok(vec![("src/main.rs".to_string(), WriteKind::Whole)]));
-        assert_eq!(
-            written("/x/../.archmax-flows/run.flow.jsonl").map(|found| found[0].0.clone()).as_deref(),
-            Ok(".archmax-flows/run.flow.jsonl")
-        );
-        assert!(written("../outside.txt").is_err_and(|refusal| refusal.contains("leads out of the workspace")));
-        let moved = writes("move_file", &json!({ "source": "a/../b.md", "destination": "c/./d.md" })).unwrap();
-        assert_eq!(moved, [("b.md".to_string(), WriteKind::Remove), ("c/d.md".to_string(), WriteKind::Whole)]);
-        assert_eq!(writes("read_file", &json!({ "file_path": "../x" })), Ok(Vec::new()));
-    }
-
-    #[test]
     fn run_is_offered_only_when_a_program_is_published_and_names_them() {
         let names = |allowed: &[String]| -> Vec<String> {
             tool_definitions(&[], allowed).into_iter().map(|tool| tool.name).collect()
@@ -730,6 +708,7 @@ mod tests {
             attempt: 1,
             argv: vec!["sh".into(), "-c".into(), script.into()],
             timeout_ms: None,
+            refused: None,
             gate: CallGate {
                 flow: "f".into(),
                 run: "r".into(),

@@ -102,8 +102,10 @@
 //!   `StoreError`. They say what is wrong and name no command: a host adds its own
 //!   advice (the CLI's words are in `crates/cli/src/session.rs`). `Event`, `RunError`,
 //!   `ErrorKind`, `Refusal`, `InputReason` and `StoreError` are `#[non_exhaustive]`.
-//! - **The kernel and the sandbox**, public for their tests and benchmarks and for
-//!   `archmax explain`: [`kernel::decide`] and [`kernel::Rule`]; [`sandbox::Sandbox`].
+//! - **The kernel and the sandbox**, public for their tests and benchmarks, for
+//!   `archmax explain` and for flow steps: [`kernel::decide`], [`kernel::decide_scoped_call`]
+//!   (a flow step's call, under its write scopes, [`kernel::scopes`]) and [`kernel::Rule`];
+//!   [`sandbox::Sandbox`].
 //!
 //! The feature `frontend` (on by default) adds what reads YAML at run time: tapes and
 //! `--record` ([`model::tape`], [`model::record`]), the case runner ([`cases`]), a case's

@@ -71,10 +71,11 @@ pub fn rule_pages(runs: &Path, flows: &Path) -> Result<Vec<Page>, String> {
     let mut index = String::from(
         "# Kernel rules\n\nThe kernel decides every tool call, file access and transition against these rules \
          at run time, whatever the model asks. A refusal names its rule in the `tool-blocked` event and in \
-         the conversation; `archmax explain <rule>` prints the same text. A flow step (`archmax flow run`) \
-         is refused under the `gate.*` and `scope.*` rules (and `zone.escape`, `zone.runtime-internal`, \
-         `tool.unknown`), named in its `tool-refused` or `step-command` warning and in the failed result \
-         the step reads.\n\n| Rule | Outcome | About |\n| --- | --- | --- |\n",
+         the conversation; `archmax explain <rule>` prints the same text. A flow step's calls (`archmax flow \
+         run`) are decided by the same kernel and refused under the `scope.*` rules (and `zone.escape`, \
+         `zone.runtime-internal`, `tool.unknown`, `tool.path-argument`), or by its gate under the `gate.*` \
+         rules, named in its `tool-refused` or `step-command` warning and in the failed result the step \
+         reads.\n\n| Rule | Outcome | About |\n| --- | --- | --- |\n",
     );
     let mut pages = Vec::new();
     for rule in Rule::ALL {

@@ -7,10 +7,10 @@
 use archmax_compiler::syntax::yaml::Node as YamlNode;
 use archmax_program::diagnostic::{Code, did_you_mean};
 use archmax_program::source::Span;
+use archmax_vm::kernel::{ScopeRule, WriteScope};
 
 use super::{KINDS, RUN_KEYS, Reader};
 use crate::document::{Step, StepKind};
-use crate::scope::WriteScope;
 
 impl Reader<'_> {
     pub(super) fn step(&mut self, run: Option<&YamlNode>, path: &str, needs: Vec<String>) -> Option<Step> {
@@ -221,7 +221,7 @@ impl Reader<'_> {
                 );
                 return None;
             };
-            if let Err(error) = crate::scope::ScopeRule::parse(text) {
+            if let Err(error) = ScopeRule::parse(text) {
                 self.report(
                     Code::FlowScope,
                     item.span,

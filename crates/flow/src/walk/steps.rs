@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use archmax_vm::kernel::ScopeOwner;
 use archmax_vm::model::{ModelError, TapeReading};
 use archmax_vm::session::Message;
 
@@ -193,7 +194,7 @@ impl Walker<'_, '_> {
             input.push_str(&format!("\n\n{prompt}"));
         }
         if let Some(scope) = &step.scope {
-            input.push_str(&format!("\n\n{}", scope.describe("This step's")));
+            input.push_str(&format!("\n\n{}", scope.describe(ScopeOwner::Node)));
         }
         input.push_str(&context);
         PreparedStep::Run(input)
@@ -338,7 +339,13 @@ async fn run_prepared(
     match (prepared, &step.kind) {
         (PreparedStep::Refused { code, message }, _) => Ok(step::refused_step(step_path, code, message.clone())),
         (PreparedStep::Run(_), StepKind::Command { argv, timeout_ms }) => {
-            let command = CommandStep { path: step_path, attempt, argv, timeout_ms: *timeout_ms };
+            let command = CommandStep {
+                path: step_path,
+                attempt,
+                argv,
+                timeout_ms: *timeout_ms,
+                node_scope: step.scope.as_ref(),
+            };
             Ok(CommandJob::new(environment, command, call_id).run_aside().await)
         }
         (PreparedStep::Run(input), _) => {

@@ -54,8 +54,8 @@ fn declared_reveals(access: PathAccess) -> &'static [Reveal] {
 }
 
 /// Extracts the call's path arguments (a host tool's `declared` ones, else the built-in
-/// table's with their aliases); `Err` names a malformed one.
-fn path_values(
+/// table's with their aliases), each canonicalized; `Err` names a malformed one.
+pub(super) fn path_values(
     tool: &str,
     declared: Option<&[(String, PathAccess)]>,
     args: &Value,

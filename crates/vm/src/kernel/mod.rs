@@ -39,19 +39,39 @@
 //! every one that writes, in decisions and in listing redaction alike. A file crosses a
 //! sub-workflow boundary only when the sending state may read it ([`may_read`]): the
 //! whole decision above for a `read_file` of that path, grants and guards included.
+//!
+//! ## A flow step's calls
+//!
+//! A flow step (`archmax flow run`) has no compiled state: it acts in the operator's
+//! folder with the run's tools, under write scopes. [`decide_scoped_call`] decides each
+//! of its calls (a model step's file tools, `run` and `answer`, a command step's `run`)
+//! before the flow's gate asks anyone, in this order, the first that decides winning:
+//!
+//! 1. The step's tools: a name that is none of them (`tool.unknown`).
+//! 2. Safety, the same phase-1 code as above over the flow's `Ground`: path arguments
+//!    canonicalized (`tool.path-argument`), paths that climb out (`zone.escape`), then
+//!    the runtime's own area, for a flow the folder holding its records, reads included
+//!    (`zone.runtime-internal`).
+//! 3. The write scopes ([`mod@scopes`]): each path the call writes, asked of the run's
+//!    scope, then the node's (`scope.denied`, `scope.partial-only`, `scope.unmatched`).
+//! 4. Everything else runs (`tool.allowed`: the run's tools are the step's grant).
+//!
+//! Its refusals are put in the flow's words ([`Voice::FlowStep`]).
 
 mod denial;
 mod matching;
 mod refusal;
 mod reveals;
 mod rules;
+pub mod scopes;
 
 pub use matching::resolve_reference;
 pub(crate) use matching::value_at;
-pub use refusal::Refusal;
 pub(crate) use refusal::{Offered, bare_reason};
+pub use refusal::{Refusal, Voice};
 pub(crate) use reveals::{Reveal, reveals};
 pub use rules::{Outcome, Rule, RuleInfo, UnknownRule};
+pub use scopes::{ScopeAccess, ScopeError, ScopeOwner, ScopeRule, ScopeStack, WriteKind, WriteScope};
 
 use serde_json::Value;
 
@@ -61,7 +81,7 @@ use archmax_program::tools::{FILE_TOOLS, NOTE_TOOL, PathAccess, UNGRANTABLE_TOOL
 use archmax_program::zones::{Zone, classify};
 
 use denial::denial;
-use matching::{Match, PathArgument, Subject, entry_matches, file_parameters};
+use matching::{Match, PathArgument, Subject, entry_matches, file_parameters, path_values};
 
 /// Who is calling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,6 +141,49 @@ impl Verdict {
     fn allow(rule: Rule) -> Verdict {
         Verdict { allowed: true, rule, reason: String::new(), terminal: false }
     }
+}
+
+/// The workspace a call acts in, as phase 1 classifies the paths it names.
+#[derive(Clone, Copy, Debug)]
+enum Ground<'p> {
+    /// A workflow session's folder: its reserved roots and the host's mounts ([`classify`]).
+    Session(&'p MountTable),
+    /// A flow's workspace, the operator's folder: only the folder holding the flow's
+    /// records (its session store, when that lies inside) is the runtime's; every other
+    /// path is the run's.
+    Flow { records: Option<&'p str> },
+}
+
+impl Ground<'_> {
+    fn zone(self, canonical: &str) -> Zone {
+        match self {
+            Ground::Session(mounts) => classify(canonical, mounts),
+            Ground::Flow { records: Some(records) } if within(canonical, records) => Zone::RuntimeInternal,
+            Ground::Flow { .. } if canonical.is_empty() => Zone::Root,
+            Ground::Flow { .. } => Zone::Run,
+        }
+    }
+}
+
+/// Whether the canonical `path` is `folder` or lies below it, compared without regard to
+/// ASCII case (on a case-insensitive file system `Sessions/` is the same folder).
+fn within(path: &str, folder: &str) -> bool {
+    let folder = folder.trim_matches('/');
+    !folder.is_empty()
+        && path.get(..folder.len()).is_some_and(|head| head.eq_ignore_ascii_case(folder))
+        && matches!(path.as_bytes().get(folder.len()), None | Some(b'/'))
+}
+
+/// Phase 1's first bound, which every caller keeps: the canonical path a path argument
+/// names, or the `zone.escape` refusal when it climbs above the workspace root.
+fn landing(path: &PathArgument) -> Result<&str, Refusal<'_>> {
+    path.canonical.as_deref().ok_or(Refusal::Escape { written: &path.written, access: path.access })
+}
+
+/// Phase 1's bound on the runtime's own areas, which every caller keeps: any file tool on
+/// a path in one is refused, reads included (`zone.runtime-internal`).
+fn runtime_owned<'a>(zone: Zone, path: &PathArgument, canonical: &'a str) -> Option<Refusal<'a>> {
+    (zone == Zone::RuntimeInternal).then_some(Refusal::RuntimeInternal { path: canonical, access: path.access })
 }
 
 fn state_name<'p>(program: &'p Program, state: &StateProgram) -> &'p str {
@@ -223,8 +286,9 @@ fn safety(policy: &Policy<'_>, call: &Call<'_>, subject: &Subject<'_>) -> Option
     let program = policy.program;
     let paths = &subject.paths;
     for path in paths {
-        let Some(canonical) = &path.canonical else {
-            return Some(Refusal::Escape { written: &path.written }.verdict());
+        let canonical = match landing(path) {
+            Ok(canonical) => canonical,
+            Err(escape) => return Some(escape.verdict()),
         };
         if canonical.split('/').next() == Some("workflows") {
             return Some(Refusal::GovernancePlane { path: canonical }.verdict());
@@ -261,8 +325,11 @@ fn safety(policy: &Policy<'_>, call: &Call<'_>, subject: &Subject<'_>) -> Option
 fn zone_safety(policy: &Policy<'_>, state: &StateProgram, path: &PathArgument) -> Option<Verdict> {
     let canonical = path.canonical.as_deref()?;
     let writes = path.access.writes();
-    let refusal = match classify(canonical, policy.mounts) {
-        Zone::RuntimeInternal => Refusal::RuntimeInternal { path: canonical },
+    let zone = Ground::Session(policy.mounts).zone(canonical);
+    if let Some(refusal) = runtime_owned(zone, path, canonical) {
+        return Some(refusal.verdict());
+    }
+    let refusal = match zone {
         Zone::Offload if writes => Refusal::RuntimeManaged { path: canonical },
         Zone::Mount(index) => {
             let mount = &policy.mounts.mounts[index];
@@ -412,11 +479,88 @@ fn not_granted(policy: &Policy<'_>, state: &StateProgram, subject: &Subject<'_>)
     .verdict()
 }
 
+/// What a flow step's calls are decided against ([`decide_scoped_call`]): the run's
+/// tools, the folder of the flow's own records, and the write scopes the step runs under.
+#[derive(Clone, Copy, Debug)]
+pub struct ScopedPolicy<'p> {
+    /// The built-in file tools the step is offered; their path arguments are the
+    /// built-in table's.
+    pub file_tools: &'p [&'p str],
+    /// The step's other tools, which name no path (`run`, `answer`).
+    pub other_tools: &'p [&'p str],
+    /// The workspace-relative folder holding the flow's records (its session store), when
+    /// it lies inside the workspace.
+    pub records: Option<&'p str>,
+    /// The run's scope, then the node's.
+    pub scopes: ScopeStack<'p>,
+}
+
+impl ScopedPolicy<'_> {
+    fn ground(&self) -> Ground<'_> {
+        Ground::Flow { records: self.records }
+    }
+
+    /// Whether a listing (`ls`, `glob`, `grep`) may show, or search, a canonical path:
+    /// not when it lies in the flow's records, which no step reads.
+    pub fn shows(&self, canonical: &str) -> bool {
+        self.ground().zone(canonical) != Zone::RuntimeInternal
+    }
+}
+
+/// One call of a flow step.
+#[derive(Clone, Copy, Debug)]
+pub struct ScopedCall<'c> {
+    pub tool: &'c str,
+    pub args: &'c Value,
+}
+
+/// Decides one call of a flow step: the phases of "A flow step's calls" in the module
+/// doc, in order, the first that decides winning. A refusal's text is in the flow's
+/// words ([`Voice::FlowStep`]).
+pub fn decide_scoped_call(policy: &ScopedPolicy<'_>, call: &ScopedCall<'_>) -> Verdict {
+    let voice = Voice::FlowStep;
+    let declared: Option<&[(String, PathAccess)]> = if policy.file_tools.contains(&call.tool) {
+        None
+    } else if policy.other_tools.contains(&call.tool) {
+        Some(&[])
+    } else {
+        return Refusal::NotAStepTool { tool: call.tool }.verdict_in(voice);
+    };
+    let paths = match path_values(call.tool, declared, call.args) {
+        Ok(paths) => paths,
+        Err(problem) => return Refusal::PathArgument { tool: call.tool, problem: &problem }.verdict_in(voice),
+    };
+    if let Some(refusal) = scoped_safety(policy.ground(), &paths) {
+        return refusal.verdict_in(voice);
+    }
+    for path in &paths {
+        if let (Some(canonical), Some(kind)) = (path.canonical.as_deref(), WriteKind::of(call.tool, path.access))
+            && let Some(refusal) = policy.scopes.refusal(canonical, kind)
+        {
+            return refusal.verdict_in(voice);
+        }
+    }
+    Verdict::allow(Rule::ToolAllowed)
+}
+
+/// Phase 2 of a flow step's call: phase 1's bounds over the flow's ground, every path's
+/// escape first, then where each lands.
+fn scoped_safety<'a>(ground: Ground<'_>, paths: &'a [PathArgument]) -> Option<Refusal<'a>> {
+    let mut landed = Vec::with_capacity(paths.len());
+    for path in paths {
+        match landing(path) {
+            Ok(canonical) => landed.push((path, canonical)),
+            Err(escape) => return Some(escape),
+        }
+    }
+    landed.into_iter().find_map(|(path, canonical)| runtime_owned(ground.zone(canonical), path, canonical))
+}
+
 /// Whether a listing may show a canonical path in this state: not inside a skill bundle
 /// or a mount the state does not have, and not in the runtime's own areas.
 pub fn visible(policy: &Policy<'_>, state: &StateProgram, canonical: &str) -> bool {
     let program = policy.program;
-    match classify(canonical, policy.mounts) {
+    match Ground::Session(policy.mounts).zone(canonical) {
         Zone::RuntimeInternal | Zone::GovernancePlane => false,
         Zone::Mount(index) => {
             let mount = &policy.mounts.mounts[index];

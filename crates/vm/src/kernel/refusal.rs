@@ -5,17 +5,30 @@
 //! and what the text must mention) wherever the call is turned away (the kernel, the
 //! tool-call site, the sub-workflow dispatcher), and becomes a [`Verdict`] with its text
 //! here, so the openers (`[workflow] BLOCKED: `, `[workflow] FAILED: `) and the advice
-//! each rule gives live in one file.
+//! each rule gives live in one file. A refusal the kernel makes for a flow step
+//! ([`super::decide_scoped_call`]) is put in the flow's words ([`Voice::FlowStep`]): one
+//! plain sentence, which the flow files as `Refused: … [rule]`.
 
 use archmax_program::reference::{VarPath, scan_template};
+use archmax_program::tools::PathAccess;
 use serde_json::Value;
 
+use super::scopes::{ScopeAccess, ScopeMiss, ScopeOwner, WriteKind};
 use super::{Reveal, Rule, Verdict, value_at};
 
 /// Opens the text of a refused call.
 const BLOCKED: &str = "[workflow] BLOCKED: ";
 /// Opens the text of a refusal that fails the session in its state.
 const FAILED: &str = "[workflow] FAILED: ";
+
+/// Whose words a refusal is put in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Voice {
+    /// A workflow session's model: `[workflow] BLOCKED: …`, with what to do instead.
+    Workflow,
+    /// A flow step's (`archmax flow run`): one sentence naming what was refused and why.
+    FlowStep,
+}
 
 /// Where a declared denial was made.
 #[derive(Clone, Copy, Debug)]
@@ -48,6 +61,7 @@ pub enum Refusal<'a> {
     },
     Escape {
         written: &'a str,
+        access: PathAccess,
     },
     GovernancePlane {
         path: &'a str,
@@ -59,6 +73,7 @@ pub enum Refusal<'a> {
     Note,
     RuntimeInternal {
         path: &'a str,
+        access: PathAccess,
     },
     RuntimeManaged {
         path: &'a str,
@@ -164,6 +179,17 @@ pub enum Refusal<'a> {
         workflow: &'a str,
         reason: &'a str,
     },
+    /// A flow step's call to a name that is none of the step's tools (`tool.unknown`).
+    NotAStepTool {
+        tool: &'a str,
+    },
+    /// A flow step's write a write scope refuses (`scope.*`).
+    Scope {
+        owner: ScopeOwner,
+        path: &'a str,
+        miss: ScopeMiss<'a>,
+        kind: WriteKind,
+    },
 }
 
 impl Refusal<'_> {
@@ -188,7 +214,12 @@ impl Refusal<'_> {
             Refusal::MountReadOnly { .. } => Rule::MountReadOnly,
             Refusal::UnresolvedVariable { .. } => Rule::ToolUnresolvedVariable,
             Refusal::NotAllowed { .. } => Rule::ToolNotAllowed,
-            Refusal::Unknown { .. } | Refusal::Ambiguous { .. } => Rule::ToolUnknown,
+            Refusal::Unknown { .. } | Refusal::Ambiguous { .. } | Refusal::NotAStepTool { .. } => Rule::ToolUnknown,
+            Refusal::Scope { miss: ScopeMiss::Unmatched, .. } => Rule::ScopeUnmatched,
+            Refusal::Scope { miss: ScopeMiss::Rule(rule), .. } => match rule.access {
+                ScopeAccess::Denied => Rule::ScopeDenied,
+                _ => Rule::ScopePartialOnly,
+            },
             Refusal::LinkOnPath { .. } => Rule::ZoneLink,
             Refusal::FileArgument { refusal, .. } => refusal.rule,
             Refusal::Denied { rule, .. }
@@ -204,7 +235,7 @@ impl Refusal<'_> {
         const WRITE_SCRATCHPAD: &str = "Write inside `scratchpad/`.";
         match self {
             Refusal::PathArgument { tool, problem } => format!("{BLOCKED}'{tool}': {problem}."),
-            Refusal::Escape { written } => {
+            Refusal::Escape { written, .. } => {
                 format!("{BLOCKED}'{written}' climbs above the workspace root. {SCRATCHPAD}")
             }
             Refusal::GovernancePlane { path } => {
@@ -221,7 +252,7 @@ impl Refusal<'_> {
                 "{BLOCKED}'task' is not available in any state; delegate with an `archmax_workflow_<slug>` tool."
             ),
             Refusal::Note => format!("{BLOCKED}'archmax_note' is the runtime's note channel; nothing may call it."),
-            Refusal::RuntimeInternal { path } => format!("{BLOCKED}'{path}' belongs to the runtime. {SCRATCHPAD}"),
+            Refusal::RuntimeInternal { path, .. } => format!("{BLOCKED}'{path}' belongs to the runtime. {SCRATCHPAD}"),
             Refusal::RuntimeManaged { path } => {
                 format!("{BLOCKED}'{path}' is kept by the runtime and is read-only. {WRITE_SCRATCHPAD}")
             }
@@ -314,13 +345,57 @@ impl Refusal<'_> {
                 "{BLOCKED}the call to sub-workflow '{workflow}' was refused ({}): {reason}. Nothing ran; correct the call and try again.",
                 rule.name()
             ),
+            // Only a flow step meets these, so they are in its words whoever asks.
+            Refusal::NotAStepTool { tool } => format!("`{tool}` is not a tool of this step"),
+            Refusal::Scope { owner, path, miss, kind } => {
+                let reason = match miss {
+                    ScopeMiss::Rule(rule) => format!("the rule `{}` refuses {}", rule.text, kind.words()),
+                    ScopeMiss::Unmatched => format!("no rule of the scope matches `{path}`"),
+                };
+                format!("{} write scope refuses `{path}`: {reason}.", owner.words())
+            }
+        }
+    }
+
+    /// The text in `voice`: a flow step reads the refusals it shares with a workflow (a
+    /// path argument it cannot read, a path out of the workspace, the runtime's own
+    /// area, which for a flow is the folder of its records) in its own words.
+    pub fn text_in(&self, voice: Voice) -> String {
+        if voice == Voice::Workflow {
+            return self.text();
+        }
+        match self {
+            Refusal::PathArgument { tool, problem } => format!("`{tool}` was not run: {problem}."),
+            Refusal::Escape { written, access } => {
+                format!("`{written}` leads out of the workspace; no step {} there.", step_verb(*access))
+            }
+            Refusal::RuntimeInternal { path, access } => {
+                format!("`{path}` holds the flow's own records; no step {} there.", step_verb(*access))
+            }
+            other => other.text(),
         }
     }
 
     /// The verdict refusing the call: its rule, its text, and whether it is terminal.
     pub fn verdict(&self) -> Verdict {
+        self.verdict_in(Voice::Workflow)
+    }
+
+    /// The verdict refusing the call, its text in `voice`.
+    pub fn verdict_in(&self, voice: Voice) -> Verdict {
         let rule = self.rule();
-        Verdict { allowed: false, rule, reason: self.text(), terminal: rule.is_terminal() }
+        Verdict { allowed: false, rule, reason: self.text_in(voice), terminal: rule.is_terminal() }
+    }
+}
+
+/// What a flow step would have done with a path, as its refusals say it: `no step writes
+/// there`.
+fn step_verb(access: PathAccess) -> &'static str {
+    match access {
+        PathAccess::Read | PathAccess::Execute => "reads",
+        PathAccess::List => "lists",
+        PathAccess::Search => "searches",
+        PathAccess::Write | PathAccess::Remove => "writes",
     }
 }
 
@@ -373,7 +448,7 @@ mod tests {
 
     #[test]
     fn a_refusal_quoted_inside_another_keeps_its_rule_and_loses_its_opener() {
-        let inner = Refusal::RuntimeInternal { path: "checkpoints/a" }.verdict();
+        let inner = Refusal::RuntimeInternal { path: "checkpoints/a", access: PathAccess::Read }.verdict();
         assert_eq!(bare_reason(&inner), "'checkpoints/a' belongs to the runtime. Work inside `scratchpad/`.");
         let outer = Refusal::FileArgument {
             name: "report",

@@ -9,10 +9,12 @@
 //! The one thing to know: the table holds the kernel's rules (its precedence list, in
 //! order) *and* the refusals the turn makes around the kernel (a name that is no tool,
 //! arguments `${{…}}` substitution refuses, a host tool's path through a link, a
-//! sub-workflow dispatch check), and the refusals of a flow step's gate and write scopes
-//! (`gate.*`, `scope.*`, decided by `archmax_flow`), so every refused call carries a
-//! [`Rule`]. A workflow's refusal text is composed in one place
-//! ([`Refusal::text`](super::Refusal::text)); a flow step's in `archmax_flow::refusal`.
+//! sub-workflow dispatch check), and a flow step's: its write scopes (`scope.*`, which the
+//! kernel decides for it, [`decide_scoped_call`](super::decide_scoped_call)) and its gate
+//! (`gate.*`, decided by `archmax_flow`), so every refused call carries a [`Rule`]. Every
+//! refusal text the kernel decides is composed in one place
+//! ([`Refusal::text`](super::Refusal::text)), a flow step's included; the gate's in
+//! `archmax_flow::gate`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -130,7 +132,7 @@ rules! {
     GateBeforeCall = "gate.before-call", Refuses, "A flow step's call a `before-call` hook refused";
     GateAfterCall = "gate.after-call", Refuses, "A flow step's result an `after-call` hook withheld";
 
-    // A flow step's write scopes, asked in the tool: the run's, then the node's.
+    // A flow step's write scopes, decided by the kernel before the gate: the run's, then the node's.
     ScopeDenied = "scope.denied", Refuses, "A flow step's write a `denied` scope rule matches";
     ScopePartialOnly = "scope.partial-only", Refuses, "A flow step's whole-file write or removal a `partial-only` rule matches";
     ScopeUnmatched = "scope.unmatched", Refuses, "A flow step's write no rule of a write scope matches";

@@ -417,11 +417,14 @@ mod tests {
         let answer = HookAnswer { proceed: true, reason: None, status: Some(0) };
         record.hook("root.1@enter", &answer, 7).await.expect("a hook answer");
         // The process dies while it writes step b: the record as it stood, and half of
-        // the bytes that commit appends to its log.
+        // the bytes that commit appends to its log. Closed first, so the log holds its
+        // records alone (an open writer keeps zeros after them for its next commits).
+        drop(record);
         let log = directory.join(run).join("checkpoints").join("log");
         let before = scratch("torn-before");
         copy_tree(&directory, &before);
         let written = std::fs::metadata(&log).expect("the record's log").len() as usize;
+        let (mut record, _) = Record::resume(fs_store(&directory, &keys), run).await.expect("reopened");
         record.step("root.1.b", &step(Outcome::Passed), 8).await.expect("a step");
         drop(record);
         let appended = std::fs::read(&log).expect("the record's log")[written..].to_vec();

@@ -82,8 +82,18 @@ async fn announce_rounds(pool: Pool, mut receiver: mpsc::Receiver<Announcement>)
             }
         }
         let roots: Vec<String> = roots.into_iter().collect();
-        if let Err(error) = send_round(&pool, &steps, &roots).await {
-            tracing::debug!("announcing {} steps and {} roots' events failed: {error}", steps.len(), roots.len());
+        // Once more on a fresh connection (a reset one is the usual cause), then given up:
+        // listeners catch up with the sessions' next announcements.
+        let sent = match send_round(&pool, &steps, &roots).await {
+            Ok(()) => Ok(()),
+            Err(_) => send_round(&pool, &steps, &roots).await,
+        };
+        if let Err(error) = sent {
+            tracing::warn!(
+                "announcing {} committed steps and {} sessions' events to other runners failed twice: {error}",
+                steps.len(),
+                roots.len()
+            );
         }
     }
 }

@@ -148,17 +148,25 @@ impl Verdict {
 enum Ground<'p> {
     /// A workflow session's folder: its reserved roots and the host's mounts ([`classify`]).
     Session(&'p MountTable),
-    /// A flow's workspace, the operator's folder: only the folder holding the flow's
-    /// records (its session store, when that lies inside) is the runtime's; every other
-    /// path is the run's.
+    /// A flow's workspace, the operator's folder: the folder holding the flow's records
+    /// (its session store, when that lies inside) and archmax's own files there
+    /// ([`FLOW_RESERVED`]) are the runtime's; every other path is the run's.
     Flow { records: Option<&'p str> },
 }
+
+/// What a flow step may neither read nor write in any workspace: the workspace's seal key
+/// folder (`.archmax/`, whose key proves every session's log) and `archmax.toml` (which
+/// routes the next run's model calls, and so its prompts and keys).
+pub const FLOW_RESERVED: [&str; 2] = [".archmax", "archmax.toml"];
 
 impl Ground<'_> {
     fn zone(self, canonical: &str) -> Zone {
         match self {
             Ground::Session(mounts) => classify(canonical, mounts),
             Ground::Flow { records: Some(records) } if within(canonical, records) => Zone::RuntimeInternal,
+            Ground::Flow { .. } if FLOW_RESERVED.iter().any(|reserved| within(canonical, reserved)) => {
+                Zone::RuntimeInternal
+            }
             Ground::Flow { .. } if canonical.is_empty() => Zone::Root,
             Ground::Flow { .. } => Zone::Run,
         }

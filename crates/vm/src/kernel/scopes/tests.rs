@@ -165,6 +165,38 @@ fn safety_beats_every_scope() {
 }
 
 #[test]
+fn the_seal_key_and_the_settings_are_out_of_every_steps_reach() {
+    // Whatever the scopes say: the key proves every session's log, and the settings
+    // route the next run's model calls.
+    let open = scope(&["**=allowed"]);
+    let policy = policy(Some(&open), None);
+    check(
+        &policy,
+        &[
+            ("read_file", json!({ "file_path": ".archmax/seal.key" }), Rule::ZoneRuntimeInternal),
+            ("read_file", json!({ "file_path": "src/../.ARCHMAX/seal.key" }), Rule::ZoneRuntimeInternal),
+            ("write_file", write(".archmax/seal.key"), Rule::ZoneRuntimeInternal),
+            ("ls", json!({ "path": ".archmax" }), Rule::ZoneRuntimeInternal),
+            (
+                "copy_file",
+                json!({ "source": ".archmax/seal.key", "destination": "key.txt" }),
+                Rule::ZoneRuntimeInternal,
+            ),
+            ("write_file", write("archmax.toml"), Rule::ZoneRuntimeInternal),
+            ("read_file", json!({ "file_path": "archmax.toml" }), Rule::ZoneRuntimeInternal),
+            ("write_file", write("docs/archmax.toml"), Rule::ToolAllowed),
+            ("write_file", write(".archmaxrc"), Rule::ToolAllowed),
+        ],
+    );
+    let key = decide(&policy, "read_file", json!({ "file_path": ".archmax/seal.key" }));
+    assert_eq!(
+        key.reason,
+        "`.archmax/seal.key` is archmax's own (the workspace's seal key and settings); no step reads there."
+    );
+    assert!(!policy.shows(".archmax/seal.key") && !policy.shows("archmax.toml") && policy.shows("docs/archmax.toml"));
+}
+
+#[test]
 fn the_step_tools_are_its_only_names_and_the_pathless_ones_name_no_path() {
     let closed = scope(&["**=denied"]);
     check(

@@ -198,9 +198,16 @@ impl FileStamp {
     pub fn at(dir: &std::os::fd::OwnedFd, name: &str) -> io::Result<Option<Self>> {
         match rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => {
-                let modified = u64::try_from(stat.st_mtime).ok().map(|seconds| {
-                    SystemTime::UNIX_EPOCH + std::time::Duration::new(seconds, stat.st_mtime_nsec as u32)
-                });
+                // As the standard library reads it: seconds either side of the epoch,
+                // then the nanoseconds forward.
+                let nanos = std::time::Duration::from_nanos(stat.st_mtime_nsec as u64);
+                let seconds = std::time::Duration::from_secs(stat.st_mtime.unsigned_abs());
+                let whole = if stat.st_mtime >= 0 {
+                    SystemTime::UNIX_EPOCH.checked_add(seconds)
+                } else {
+                    SystemTime::UNIX_EPOCH.checked_sub(seconds)
+                };
+                let modified = whole.and_then(|whole| whole.checked_add(nanos));
                 Ok(Some(Self { len: stat.st_size as u64, modified, inode: stat.st_ino }))
             }
             Err(rustix::io::Errno::NOENT) => Ok(None),

@@ -1261,6 +1261,23 @@ fn a_read_that_meets_the_log_ahead_of_the_seal_verifies() {
 }
 
 #[test]
+fn a_writer_another_went_behind_leaves_that_writers_records_when_dropped() {
+    let temp = TempDir::new("behind");
+    let store = temp.store();
+    let mut stale = store.create_writer(&initial("s")).expect("create");
+    let expected = commit_steps(&mut stale, initial("s"), 1);
+    let _ = stale.lock.unlock();
+    // The other writer commits into the room the stale one still counts as its own.
+    let (_, mut fresh) = store.open_writer("s").expect("open behind its back");
+    let expected = commit_steps(&mut fresh, expected, 2);
+    assert!(matches!(stale.commit(&step(2, "stale")), Err(StoreError::Conflict { .. })));
+    drop(stale);
+    assert_eq!(store.read("s").expect("read"), Some(expected.clone()), "the stale writer cut nothing");
+    drop(fresh);
+    assert_eq!(store.read("s").expect("read"), Some(expected));
+}
+
+#[test]
 fn a_second_writer_is_busy() {
     let temp = TempDir::new("busy");
     let store = temp.store();

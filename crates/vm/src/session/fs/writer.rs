@@ -504,8 +504,13 @@ impl FsWriter {
 impl Drop for FsWriter {
     /// Gives the log's room back (unsynced: a crash leaves zeros a load keeps as room),
     /// then unlocks; closing the file would release the lock too, unlocking says so.
+    ///
+    /// The room is cut only from a writer that is still sound and finds the disk as it
+    /// left it: a writer broken by a failed or cut-off commit leaves what it wrote for
+    /// the next open to verify (as a killed process would), and one that another writer
+    /// went behind must not cut that writer's records.
     fn drop(&mut self) {
-        if self.log_room > self.log_len {
+        if self.log_room > self.log_len && self.broken.is_none() && self.ensure_disk_unchanged().is_ok() {
             let _ = self.log.set_len(self.log_len);
         }
         let _ = self.lock.unlock();

@@ -200,7 +200,7 @@ impl FileStamp {
             Ok(stat) => {
                 // As the standard library reads it: seconds either side of the epoch,
                 // then the nanoseconds forward.
-                let nanos = std::time::Duration::from_nanos(stat.st_mtime_nsec as u64);
+                let nanos = std::time::Duration::from_nanos(stat.st_mtime_nsec);
                 let seconds = std::time::Duration::from_secs(stat.st_mtime.unsigned_abs());
                 let whole = if stat.st_mtime >= 0 {
                     SystemTime::UNIX_EPOCH.checked_add(seconds)

@@ -12,10 +12,13 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 /// Runs `work`, which may block, without holding up other tasks of a multi-threaded
 /// executor.
 pub fn run_blocking<T>(work: impl FnOnce() -> T) -> T {
-    match Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
-        _ => work(),
-    }
+    if on_multi_threaded_executor() { tokio::task::block_in_place(work) } else { work() }
+}
+
+/// Whether the caller runs on a multi-threaded tokio executor, whose other workers (and
+/// blocking pool) can take work while this task waits.
+pub fn on_multi_threaded_executor() -> bool {
+    Handle::try_current().is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread)
 }
 
 #[cfg(test)]

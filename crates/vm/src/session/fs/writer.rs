@@ -356,17 +356,6 @@ impl FsWriter {
         Ok(head[..len].iter().all(|&byte| byte == 0))
     }
 
-    /// Appends the step's record (the step and its MAC over the log before it) and
-    /// syncs it: the commit's one durable write.
-    fn append(&mut self, delta: &Delta) -> Result<(), StoreError> {
-        let record = self.encode(delta)?;
-        if let Err(error) = self.write_record(&record) {
-            return Err(self.mark_broken(error));
-        }
-        self.appended(&record);
-        Ok(())
-    }
-
     /// The step's framed record: its JSON and the MAC over the log before it.
     fn encode(&self, delta: &Delta) -> Result<Vec<u8>, StoreError> {
         let json = serde_json::to_vec(delta).map_err(|error| StoreError::Io {
@@ -380,12 +369,8 @@ impl FsWriter {
         })
     }
 
-    /// Counts a record that is on disk into the log's length and digest.
-    fn appended(&mut self, record: &[u8]) {
-        self.log_len += record.len() as u64;
-        self.log_digest.update(record);
-    }
-
+    /// Writes the step's record and syncs it: the commit's one durable write (the
+    /// blocking form; [`Self::commit_async`] syncs on the blocking pool).
     fn write_record(&mut self, record: &[u8]) -> io::Result<()> {
         self.write_unsynced(record)?;
         self.log.sync_data()?;
@@ -440,9 +425,11 @@ impl FsWriter {
         if self.compaction_due() {
             self.compact()?;
         }
-        self.append(delta)?;
-        self.state.apply(delta);
-        self.advance_seal()
+        let record = self.encode(delta)?;
+        if let Err(error) = self.write_record(&record) {
+            return Err(self.mark_broken(error));
+        }
+        self.committed(delta, &record)
     }
 
     /// [`Self::commit`] on an executor. On a multi-threaded one, the work that only
@@ -456,11 +443,7 @@ impl FsWriter {
     /// future is dropped while it waits leaves a writer that refuses the next step
     /// (the next open verifies what reached the disk).
     async fn commit_async(&mut self, delta: &Delta) -> Result<(), StoreError> {
-        let pooled = matches!(
-            tokio::runtime::Handle::try_current(),
-            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-        );
-        if !pooled {
+        if !crate::blocking::on_multi_threaded_executor() {
             return self.commit(delta);
         }
         self.check_commit(delta)?;
@@ -481,7 +464,14 @@ impl FsWriter {
             return Err(self.mark_broken(error));
         }
         self.broken = None;
-        self.appended(&record);
+        self.committed(delta, &record)
+    }
+
+    /// After a record's sync returned: the log's length and digest, the writer's state,
+    /// the seal slot vouching for it.
+    fn committed(&mut self, delta: &Delta, record: &[u8]) -> Result<(), StoreError> {
+        self.log_len += record.len() as u64;
+        self.log_digest.update(record);
         self.state.apply(delta);
         self.advance_seal()
     }

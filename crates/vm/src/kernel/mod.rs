@@ -164,13 +164,17 @@ impl Ground<'_> {
         match self {
             Ground::Session(mounts) => classify(canonical, mounts),
             Ground::Flow { records: Some(records) } if within(canonical, records) => Zone::RuntimeInternal,
-            Ground::Flow { .. } if FLOW_RESERVED.iter().any(|reserved| within(canonical, reserved)) => {
-                Zone::RuntimeInternal
-            }
+            Ground::Flow { .. } if is_flow_reserved(canonical) => Zone::RuntimeInternal,
             Ground::Flow { .. } if canonical.is_empty() => Zone::Root,
             Ground::Flow { .. } => Zone::Run,
         }
     }
+}
+
+/// Whether a canonical path lies in one of [`FLOW_RESERVED`], as the flow's ground
+/// classifies it.
+fn is_flow_reserved(canonical: &str) -> bool {
+    FLOW_RESERVED.iter().any(|reserved| within(canonical, reserved))
 }
 
 /// Whether the canonical `path` is `folder` or lies below it, compared without regard to

@@ -369,7 +369,7 @@ impl Refusal<'_> {
             Refusal::Escape { written, access } => {
                 format!("`{written}` leads out of the workspace; no step {} there.", step_verb(*access))
             }
-            Refusal::RuntimeInternal { path, access } if is_flow_reserved(path) => format!(
+            Refusal::RuntimeInternal { path, access } if super::is_flow_reserved(path) => format!(
                 "`{path}` is archmax's own (the workspace's seal key and settings); no step {} there.",
                 step_verb(*access)
             ),
@@ -394,15 +394,6 @@ impl Refusal<'_> {
 
 /// What a flow step would have done with a path, as its refusals say it: `no step writes
 /// there`.
-/// Whether a canonical path lies in one of [`super::FLOW_RESERVED`], as the flow's ground
-/// classifies it (without regard to ASCII case).
-fn is_flow_reserved(path: &str) -> bool {
-    super::FLOW_RESERVED.iter().any(|reserved| {
-        path.get(..reserved.len()).is_some_and(|head| head.eq_ignore_ascii_case(reserved))
-            && matches!(path.as_bytes().get(reserved.len()), None | Some(b'/'))
-    })
-}
-
 fn step_verb(access: PathAccess) -> &'static str {
     match access {
         PathAccess::Read | PathAccess::Execute => "reads",

@@ -307,31 +307,21 @@ impl<'r> Turn<'r> {
 
     /// Ends the turn: the `turn-end` event and the outcome, which takes the session.
     fn finish(mut self) -> Outcome {
-        let head = &self.session.head;
         let id = self.position_id();
-        self.emit(Event::TurnEnd {
-            status: head.status.as_str().to_string(),
-            state: self.slug(id).to_string(),
-            terminal: self.state(id).is_terminal(),
-            code: head.exit.as_ref().map(|exit| exit.code.clone()),
-            reason: match head.status {
-                Status::Rejected => head.rejected.clone(),
-                Status::Failed => head.exit.as_ref().map(|exit| exit.reason.clone()),
-                _ => None,
-            },
-        });
-        let mut outcome = self.outcome();
-        outcome.session = std::sync::Arc::new(std::mem::take(&mut self.session));
-        outcome
-    }
-
-    fn outcome(&self) -> Outcome {
         let head = &self.session.head;
         let reason = match head.status {
             Status::Rejected => head.rejected.clone(),
             Status::Failed => head.exit.as_ref().map(|exit| exit.reason.clone()),
             _ => None,
         };
+        self.emit(Event::TurnEnd {
+            status: head.status.as_str().to_string(),
+            state: self.slug(id).to_string(),
+            terminal: self.state(id).is_terminal(),
+            code: head.exit.as_ref().map(|exit| exit.code.clone()),
+            reason: reason.clone(),
+        });
+        let head = &self.session.head;
         Outcome {
             session_id: self.session.id.clone(),
             disposition: self.ledger.disposition(),
@@ -348,7 +338,7 @@ impl<'r> Turn<'r> {
             pending_decision: head.pending_decision.clone(),
             pending_input: head.pending_input.clone(),
             budget_stop: head.budget.stop.clone(),
-            session: std::sync::Arc::default(),
+            session: std::sync::Arc::new(std::mem::take(&mut self.session)),
         }
     }
 

@@ -209,7 +209,7 @@ async fn continue_turn(server: &Server, id: &str) -> Continued {
         .find(|step| step.kind == archmax_vm::session::TrailKind::Trigger)
         .and_then(|step| step.reason.clone());
     let session = id.to_string();
-    let turn = async move {
+    let turn = Box::pin(async move {
         let mut outcome = runtime.run_turn(request.clone()).await;
         if matches!(outcome, Err(RunError::UnknownTrigger { .. })) && started_by.is_some() {
             outcome = runtime.run_turn(TurnRequest { trigger: started_by, ..request }).await;
@@ -220,7 +220,7 @@ async fn continue_turn(server: &Server, id: &str) -> Continued {
             runtime.close_session(&session);
         }
         outcome
-    };
+    });
     let ended = match server.gate.admit(id, &state.head.workflow, "resume", turn) {
         Ok(ended) => ended,
         Err(refused) => return Continued::Failed(format!("the server did not admit the turn: {}", refused.message)),

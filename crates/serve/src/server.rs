@@ -41,7 +41,7 @@ use crate::auth::{Auth, Caller, SharedAuth};
 use crate::error::ApiError;
 use crate::hub::{Hub, root_session};
 use crate::metrics::Metrics;
-use crate::turns::{TurnGate, TurnLimits, TurnResult};
+use crate::turns::{TurnFuture, TurnGate, TurnLimits, TurnResult};
 use crate::webhooks::Connections;
 use archmax_config::settings::RunnerSettings;
 use fields::{Fields, raised_by};
@@ -428,23 +428,18 @@ impl Server {
 
     /// Admits a turn and answers once it was accepted or ended; with a wait, once it
     /// ended or the wait passed.
-    pub(crate) async fn admit<F>(
+    pub(crate) async fn admit(
         &self,
         runtime: Arc<Runtime>,
         session: &str,
         workflow: &str,
         disposition: &'static str,
-        turn: F,
+        turn: TurnFuture,
         wait: Duration,
-    ) -> Result<Answer, ApiError>
-    where
-        F: Future<Output = TurnResult> + Send + 'static,
-    {
+    ) -> Result<Answer, ApiError> {
         let mut events = self.hub.watch(session);
         events.borrow_and_update();
-        // A turn's future is large (the interpreter's whole state machine): it is boxed
-        // once here, so admitting and spawning it move a pointer, not its bytes.
-        let closing = Box::pin(turn_then_close(runtime, session.to_string(), Box::pin(turn)));
+        let closing = Box::pin(turn_then_close(runtime, session.to_string(), turn));
         let mut ended = self.gate.admit(session, workflow, disposition, closing)?;
         tokio::select! {
             result = &mut ended => return self.finished(result).await,

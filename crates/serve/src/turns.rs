@@ -47,6 +47,10 @@ pub struct TurnGate {
 /// A turn's result, when its task ends.
 pub type TurnResult = Result<Outcome, RunError>;
 
+/// A turn to admit. A turn's future is large (the interpreter's whole state machine), so
+/// it is boxed once where it is made, and admitting and spawning it move a pointer.
+pub type TurnFuture = std::pin::Pin<Box<dyn Future<Output = TurnResult> + Send + 'static>>;
+
 /// Releases a session's claim when the turn's task ends (or is dropped at exit).
 struct Claim {
     gate: Arc<TurnGate>,
@@ -76,16 +80,13 @@ impl TurnGate {
     /// Admits a turn of `workflow` on `session` and runs it in its own task; the receiver
     /// gets its result. Refused: 503 while shutting down, 409 while the session has a
     /// turn, 429 when the queue is full.
-    pub fn admit<F>(
+    pub fn admit(
         self: &Arc<TurnGate>,
         session: &str,
         workflow: &str,
         disposition: &'static str,
-        turn: F,
-    ) -> Result<oneshot::Receiver<TurnResult>, ApiError>
-    where
-        F: Future<Output = TurnResult> + Send + 'static,
-    {
+        turn: TurnFuture,
+    ) -> Result<oneshot::Receiver<TurnResult>, ApiError> {
         if self.closing.load(Ordering::SeqCst) {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -119,8 +120,6 @@ impl TurnGate {
             self.metrics.turn_admitted(&root, workflow);
         }
         let claim = Claim { gate: Arc::clone(self), session: root };
-        // Boxed before it is moved into the task, so the move is a pointer's.
-        let turn = Box::pin(turn);
         let (sender, receiver) = oneshot::channel();
         let gate = Arc::clone(self);
         self.metrics.queued.fetch_add(1, Ordering::SeqCst);
@@ -187,7 +186,12 @@ mod tests {
         let gate = TurnGate::new(TurnLimits::default(), Arc::new(Metrics::default()));
         for round in 0..200 {
             let ended = gate
-                .admit("s1", "w", "turn", async { Err(archmax_vm::RunError::UnknownSession("s1".to_string())) })
+                .admit(
+                    "s1",
+                    "w",
+                    "turn",
+                    Box::pin(async { Err(archmax_vm::RunError::UnknownSession("s1".to_string())) }),
+                )
                 .unwrap_or_else(|error| panic!("round {round}: {}", error.message));
             assert!(ended.await.expect("an answer").is_err());
             // The very next request on the session is admitted, never refused as busy.

@@ -418,9 +418,9 @@ pub(super) enum TailRest {
     /// Zeros only: the room a writer keeps for its next appends (see [`LOG_ROOM`]), or
     /// an append whose bytes never landed; kept, and written over by the next commit.
     Spare,
-    /// A strict prefix of a record, or a whole frame failing its checksum with only
-    /// zeros after it (an append into the room whose pages landed in part): a crash
-    /// mid-append, to be cut.
+    /// A strict prefix of a record, a whole frame failing its checksum with only zeros
+    /// after it, or a header whose sector is zeros with anything after it (an append into
+    /// the room whose pages landed in part): a crash mid-append, to be cut.
     Torn,
     /// Anything else, saying what is wrong.
     Damaged(String),
@@ -456,6 +456,9 @@ fn classify_rest(log: &[u8], end: usize) -> TailRest {
     if rest.len() < RECORD_HEADER_BYTES {
         return TailRest::Torn;
     }
+    if header_never_landed(&rest[..RECORD_HEADER_BYTES], end) {
+        return TailRest::Torn;
+    }
     if !record_header_is_intact(rest) {
         return TailRest::Damaged(format!(
             "the {} bytes at byte {end}, after the last whole step, have a damaged record header",
@@ -471,6 +474,31 @@ fn classify_rest(log: &[u8], end: usize) -> TailRest {
     } else {
         TailRest::Damaged(format!("the complete record at byte {end}, after the last whole step, fails its checksum"))
     }
+}
+
+/// The sector size the disk is assumed to write whole or not at all: the smallest any
+/// drive has.
+const SECTOR_BYTES: usize = 512;
+
+/// Whether the record header `header`, at byte `at` of the log, is one whose sector never
+/// reached the disk: an append into the room, whose later pages landed before a power
+/// loss and whose first did not, leaves zeros where the header was written. The header is
+/// cut at the sector boundaries inside it; one piece of nothing but zeros is such a
+/// header (a header that straddles a boundary can lose either side). What follows it can
+/// only be the rest of that unacknowledged append, so the tail from here is torn: cutting
+/// it is cutting a strict prefix, which gives a writer without the key nothing, and a
+/// record before it that a seal vouches for is still checked against the seal.
+fn header_never_landed(header: &[u8], at: usize) -> bool {
+    let mut start = 0;
+    while start < header.len() {
+        let sector_left = SECTOR_BYTES - (at + start) % SECTOR_BYTES;
+        let end = header.len().min(start + sector_left);
+        if header[start..end].iter().all(|&byte| byte == 0) {
+            return true;
+        }
+        start = end;
+    }
+    false
 }
 
 fn record_header_is_intact(header: &[u8]) -> bool {
@@ -501,4 +529,35 @@ fn le_u64(bytes: &[u8], at: usize) -> Option<u64> {
 /// CRC-32/IEEE (the zip, PNG and Ethernet checksum), the one every frame carries.
 pub(super) fn crc32(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
+}
+
+#[cfg(test)]
+mod tail_tests {
+    use super::{RECORD_HEADER_BYTES, TailRest, encode_record, scan_tail};
+
+    /// `filler` bytes standing for the log before it, then a record whose header
+    /// straddles the sector boundary at 512, with `damage` applied to its frame.
+    fn tail_after(damage: impl Fn(&mut [u8])) -> TailRest {
+        let filler = 506;
+        let mut record = encode_record(&[b'x'; 900]).expect("record");
+        damage(&mut record);
+        let mut log = vec![0xa5; filler];
+        log.extend_from_slice(&record);
+        scan_tail(&log, filler).rest
+    }
+
+    #[test]
+    fn a_header_sector_of_zeros_is_a_torn_append_and_a_flipped_header_is_damage() {
+        assert!(matches!(tail_after(|_| {}), TailRest::Empty));
+        // The first sector (6 header bytes) never landed; the second did.
+        assert_eq!(tail_after(|record| record[..6].fill(0)), TailRest::Torn);
+        // The second sector never landed: the header's last 6 bytes and the payload.
+        assert_eq!(tail_after(|record| record[6..].fill(0)), TailRest::Torn);
+        // The whole header zeros, the payload there.
+        assert_eq!(tail_after(|record| record[..RECORD_HEADER_BYTES].fill(0)), TailRest::Torn);
+        // A flipped bit leaves no sector of zeros: damage, refused.
+        assert!(
+            matches!(tail_after(|record| record[1] ^= 0x10), TailRest::Damaged(what) if what.contains("damaged record header"))
+        );
+    }
 }

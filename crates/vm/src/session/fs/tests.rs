@@ -383,6 +383,30 @@ fn several_unsealed_steps_then_a_torn_one_load_and_the_torn_one_is_cut() {
     assert_eq!(store.read("s").expect("read"), Some(expected));
 }
 
+/// A power loss during an append into the room can land the record's later pages and
+/// not its first: the header reads as zeros with the payload's bytes after it. That
+/// append was never acknowledged, so it is cut like any torn one, not refused.
+#[test]
+fn an_append_whose_first_sector_never_landed_is_cut_on_open() {
+    let temp = TempDir::new("headless");
+    let store = temp.store();
+    let (states, ends) = session_with_a_lagging_seal(&store);
+    let mut record = record_of(&step(4, &"a long reason that spills into the next sector ".repeat(30)));
+    let sector = 512 - ends[3] % 512;
+    assert!(record.len() > sector + 64, "the record reaches past its first sector");
+    record[..sector].fill(0);
+    record.extend_from_slice(&[0; 300]);
+    append_bytes(&log_path(&store, "s"), &record);
+
+    assert_eq!(store.read("s").expect("read"), Some(states[3].clone()));
+    let mut writer = assert_loads(&store, &states[3]);
+    assert_eq!(fs::metadata(log_path(&store, "s")).expect("meta").len() as usize, ends[3], "the torn append is cut");
+    assert_eq!(seal_of(&store).seq, 3);
+    let expected = commit_steps(&mut writer, states[3].clone(), 1);
+    drop(writer);
+    assert_eq!(store.read("s").expect("read"), Some(expected));
+}
+
 #[test]
 fn a_damaged_record_in_the_unsealed_tail_is_refused() {
     let temp = TempDir::new("lagging-damage");

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio_postgres::types::Type;
+use tokio_postgres::types::{ToSql, Type};
 
 use archmax_vm::session::StoreError;
 use archmax_vm::session::event_log::{EventFeed, EventLog, LoggedEvent, NextCommitted};
@@ -25,7 +25,7 @@ use archmax_vm::session::store::StoreFuture;
 
 use crate::announce::Announcement;
 use crate::notify::{self, Notifications};
-use crate::{Inner, db_error, io_error};
+use crate::{Inner, db_error, io_error, run_statement};
 
 /// The channel a commit that wrote events notifies.
 pub const CHANNEL: &str = "archmax_events";
@@ -134,19 +134,14 @@ pub(crate) async fn close(inner: &Inner, id: &str, token: i64, events: Vec<Strin
     let client = inner.pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
     let root = root_of(id);
     let kept = inner.events_kept;
-    let written = client
-        .query_typed(
-            CLOSE,
-            &[
-                (&id, Type::TEXT),
-                (&token, Type::INT8),
-                (&root, Type::TEXT),
-                (&events, Type::TEXT_ARRAY),
-                (&kept, Type::INT8),
-            ],
-        )
-        .await
-        .map_err(db_error(id))?;
+    let params: [(&(dyn ToSql + Sync), Type); 5] = [
+        (&id, Type::TEXT),
+        (&token, Type::INT8),
+        (&root, Type::TEXT),
+        (&events, Type::TEXT_ARRAY),
+        (&kept, Type::INT8),
+    ];
+    let written = run_statement(&client, inner.behind_pooler, CLOSE, &params).await.map_err(db_error(id))?;
     if !written.is_empty() {
         inner.announcer.announce(Announcement::Events { root: root.to_string() });
     }

@@ -17,7 +17,9 @@
 //! connection to any statement, so a bounded pool serves any number of open sessions,
 //! and a pooler in transaction mode (PgBouncer) may route each statement to another
 //! server connection. Every statement of this crate is therefore sent unnamed with its
-//! parameter types (`query_typed`): no prepared statement outlives its own round trip.
+//! parameter types (`query_typed`), except the few a turn runs every time (its creation,
+//! its commits, its close): those are prepared once per connection when the store is
+//! told it talks to the server itself ([`crate::PgOptions::behind_pooler`]).
 //!
 //! **Claims.** A fleet must not have every runner wake the same due session, nor continue
 //! the same cut turn. [`claim`] marks a batch of such sessions `claimed_until` a little

@@ -160,8 +160,9 @@ pub struct PgOptions {
     pub listen_target: Option<String>,
     /// Whether the target is a pooler in transaction mode (PgBouncer), which may send each
     /// statement to another server connection: then no statement is prepared for reuse
-    /// (each is sent unnamed with its types). Otherwise a step's statements are prepared
-    /// once per connection, which saves the server their parse and plan on every step.
+    /// (each is sent unnamed with its types). Otherwise a turn's statements (creation,
+    /// commit, close) are prepared once per connection, which saves the server their parse
+    /// and plan every time.
     pub behind_pooler: bool,
     /// The caps a session's files are held to.
     pub limits: Limits,
@@ -424,6 +425,25 @@ fn describe(error: &tokio_postgres::Error) -> String {
     }
 }
 
+/// Runs one of a turn's statements (a creation, a commit, a close): prepared once per
+/// connection and reused, which spares the server its parse and plan every time; or,
+/// behind a pooler in transaction mode ([`PgOptions::behind_pooler`]), which may route the
+/// next statement to another server connection, sent unnamed with its types.
+async fn run_statement(
+    client: &deadpool_postgres::Object,
+    pooled: bool,
+    sql: &str,
+    params: &[(&(dyn ToSql + Sync), Type)],
+) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+    if pooled {
+        return client.query_typed(sql, params).await;
+    }
+    let types: Vec<Type> = params.iter().map(|(_, kind)| kind.clone()).collect();
+    let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(value, _)| *value).collect();
+    let statement = client.prepare_typed_cached(sql, &types).await?;
+    client.query(&statement, &values).await
+}
+
 fn db_error(id: &str) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
     move |error| io_error(id, describe(&error))
 }
@@ -486,6 +506,7 @@ impl SessionStore for PgStore {
             let seq = number(&id, state.seq)?;
             let pool = self.inner.pool.clone();
             let (owner, term) = (self.inner.leases.owner().to_string(), self.inner.leases.term_secs());
+            let pooled = self.inner.behind_pooler;
             let task_id = id.clone();
             let token = self
                 .inner
@@ -509,19 +530,20 @@ impl SessionStore for PgStore {
                         Type::FLOAT8,
                     ]);
                     let params: Vec<(&(dyn ToSql + Sync), Type)> = values.into_iter().zip(types).collect();
-                    let inserted = client
-                        .query_typed_opt(
-                            "INSERT INTO archmax_sessions (id, seq, status, workflow, spec_hash, parent, resume_at, \
+                    let inserted = run_statement(
+                        &client,
+                        pooled,
+                        "INSERT INTO archmax_sessions (id, seq, status, workflow, spec_hash, parent, resume_at, \
                              resume_due, head, snapshot_seq, snapshot, created_at, updated_at, \
                              lease_owner, lease_token, lease_expires) \
                              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2, $10, $11, $12, \
                              $13, nextval('archmax_lease_tokens'), now() + make_interval(secs => $14)) \
                              ON CONFLICT (id) DO NOTHING RETURNING lease_token",
-                            &params,
-                        )
-                        .await
-                        .map_err(db_error(&id))?;
-                    inserted.map(|row| row.get::<_, i64>(0)).ok_or(StoreError::Exists(id))
+                        &params,
+                    )
+                    .await
+                    .map_err(db_error(&id))?;
+                    inserted.first().map(|row| row.get::<_, i64>(0)).ok_or(StoreError::Exists(id))
                 })
                 .await?;
             self.inner.leases.hold(&id, token);

@@ -18,7 +18,7 @@ use archmax_vm::session::{Delta, SessionWriter, StoreError};
 use crate::announce::Announcement;
 use crate::events::{self, root_of};
 use crate::files::SessionFiles;
-use crate::{HeadColumns, Inner, db_error, io_error, number};
+use crate::{HeadColumns, Inner, db_error, io_error, number, run_statement};
 
 /// How long dropping a writer waits for its lease to be given back.
 const RELEASE_WAIT: Duration = Duration::from_secs(5);
@@ -147,19 +147,12 @@ impl PgWriter {
                     &task_root,
                     &task_logged,
                 ]);
-                // Behind a pooler in transaction mode the statement is sent unnamed with
-                // its types; otherwise it is prepared once per connection (a commit then
-                // skips the parse and plan). The step is announced by the store's
-                // announcer once this returns (`announce.rs`), never by this transaction.
-                let row = if pooled {
-                    let params: Vec<(&(dyn ToSql + Sync), Type)> = values.into_iter().zip(COMMIT_TYPES).collect();
-                    object.query_typed_one(COMMIT, &params).await
-                } else {
-                    let commit = object.prepare_typed_cached(COMMIT, &COMMIT_TYPES).await.map_err(db_error(&id))?;
-                    object.query_one(&commit, &values).await
-                };
-                match row {
-                    Ok(row) if row.get::<_, i64>(0) == 1 => Ok(()),
+                // The step is announced by the store's announcer once this returns
+                // (`announce.rs`), never by this transaction.
+                let params: Vec<(&(dyn ToSql + Sync), Type)> = values.into_iter().zip(COMMIT_TYPES).collect();
+                let rows = run_statement(&object, pooled, COMMIT, &params).await;
+                match rows {
+                    Ok(rows) if rows.first().is_some_and(|row| row.get::<_, i64>(0) == 1) => Ok(()),
                     Ok(_) => Err(refused(&object, &id, expected, token).await),
                     Err(error)
                         if error.code() == Some(&SqlState::UNIQUE_VIOLATION)

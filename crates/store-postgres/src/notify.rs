@@ -31,7 +31,13 @@ pub struct CommittedStep {
     pub seq: u64,
 }
 
-/// Committed steps, in commit order, from the moment the feed was opened.
+/// Committed steps as runners announce them, from the moment the feed was opened: each
+/// runner's in the order they committed, after their commits returned.
+///
+/// A feed is a wake-up, not a complete record: a step whose runner died before its
+/// announcer's next round ([`crate::announce`]), or whose round failed twice, is never
+/// announced. A reader that must see every step reads the sessions it follows from the
+/// store now and then as well, as the server's event streams do.
 pub struct StepFeed(pub(crate) Notifications);
 
 impl StepFeed {

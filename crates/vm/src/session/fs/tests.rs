@@ -383,6 +383,43 @@ fn several_unsealed_steps_then_a_torn_one_load_and_the_torn_one_is_cut() {
     assert_eq!(store.read("s").expect("read"), Some(expected));
 }
 
+fn copy_folder(from: &Path, to: &Path) {
+    fs::create_dir(to).expect("folder");
+    for entry in fs::read_dir(from).expect("read folder") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_folder(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+/// A session folder moved aside and put back from a copy (a restore) while a writer is
+/// open: the writer's handles follow the folder that was moved, so its next commit would
+/// land there, where nothing reads it. It is refused instead, and the session at the path
+/// is as the copy left it.
+#[test]
+fn a_writer_whose_session_folder_was_replaced_commits_nothing() {
+    let temp = TempDir::new("replaced");
+    let store = temp.store();
+    let (states, _) = session_with_steps(&store, 2);
+    let mut writer = store.open_writer("s").map(|(_, writer)| writer);
+    let writer = writer.as_mut().expect("open");
+    let folder = store.session_dir("s").expect("dir");
+    let aside = folder.with_file_name("s-moved-aside");
+    fs::rename(&folder, &aside).expect("move aside");
+    copy_folder(&aside, &folder);
+    fs::remove_file(folder.join(RUNTIME_DIR).join("lock")).expect("the copy's lock goes");
+
+    let refused = writer.commit(&step(3, "into the folder that was moved"));
+    assert!(matches!(&refused, Err(StoreError::Conflict { id, expected: 2, found: 2 }) if id == "s"), "{refused:?}");
+    assert_eq!(store.read("s").expect("read"), Some(states[2].clone()));
+    let aside_log = fs::read(aside.join(RUNTIME_DIR).join(LOG_FILE)).expect("log");
+    assert_eq!(aside_log, fs::read(log_path(&store, "s")).expect("log"), "nothing was written aside");
+}
+
 /// A power loss during an append into the room can land the record's later pages and
 /// not its first: the header reads as zeros with the payload's bytes after it. That
 /// append was never acknowledged, so it is cut like any torn one, not refused.

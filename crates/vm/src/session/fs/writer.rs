@@ -41,6 +41,9 @@ pub struct FsWriter {
     /// The session's `checkpoints/` folder, held open so a commit stamps its files by
     /// name without walking the whole path again.
     runtime: std::os::fd::OwnedFd,
+    /// That folder's inode, which the folder at the session's path must still have: a
+    /// session folder moved aside and replaced (a restore) is not this writer's any more.
+    runtime_inode: u64,
     /// Shared with the thread that syncs a commit's record (see [`FsWriter::commit_async`]).
     log: Arc<File>,
     /// The seal file, opened for writing its slots in place; none before a new
@@ -84,6 +87,7 @@ impl FsWriter {
     ) -> Result<Self, StoreError> {
         let runtime_dir = session_path.join(RUNTIME_DIR);
         let runtime = FileStamp::open_dir(&runtime_dir).map_err(io_error(id))?;
+        let runtime_inode = rustix::fs::fstat(&runtime).map_err(|error| io_error(id)(error.into()))?.st_ino;
         let log_stamp = FileStamp::of_file(&log).map_err(io_error(id))?;
         // A new session has no seal before its first commit; a power loss may have left
         // one that does not vouch, which the next seal overwrites in place.
@@ -102,6 +106,7 @@ impl FsWriter {
             id: id.to_string(),
             session_path,
             runtime,
+            runtime_inode,
             log: Arc::new(log),
             seal,
             lock,
@@ -320,8 +325,12 @@ impl FsWriter {
     /// Refuses when the log, seal or snapshot on disk is not what this writer left there:
     /// the log's length and inode, the seal's inode (its slots change in place), the
     /// snapshot's stamp, each looked up by name in the `checkpoints/` folder the writer
-    /// opened.
+    /// opened, once the folder at the session's path is found to be that folder.
     fn ensure_disk_unchanged(&self) -> Result<(), StoreError> {
+        let folder = FileStamp::of(&self.runtime_dir()).map_err(io_error(&self.id))?;
+        if folder.is_none_or(|folder| folder.inode != self.runtime_inode) {
+            return self.disk_changed();
+        }
         let log_stamp = FileStamp::at(&self.runtime, LOG_FILE).map_err(io_error(&self.id))?;
         let seal_stamp = FileStamp::at(&self.runtime, SEAL_FILE).map_err(io_error(&self.id))?;
         let checkpoint_stamp = FileStamp::at(&self.runtime, CHECKPOINT_FILE).map_err(io_error(&self.id))?;
@@ -331,6 +340,12 @@ impl FsWriter {
         if log_unchanged && seal_unchanged && checkpoint_stamp == self.checkpoint {
             return Ok(());
         }
+        self.disk_changed()
+    }
+
+    /// The refusal of a commit whose session on disk is not what this writer left there:
+    /// what the session at its path holds now says which.
+    fn disk_changed(&self) -> Result<(), StoreError> {
         match load(&self.id, &self.runtime_dir(), Trust { keys: &self.keys, adopt_unkeyed: false }) {
             Ok(None) => Err(StoreError::Missing(self.id.clone())),
             Ok(Some(loaded)) => {

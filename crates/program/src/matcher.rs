@@ -15,7 +15,7 @@ pub enum Matcher {
     List(Vec<Matcher>),
     /// A `/pattern/flags` string, tested against the value's text.
     Regex(CompiledRegex),
-    /// Strict equality.
+    /// Equality, numbers by the number they are ([`same_value`]).
     Exact(Value),
 }
 
@@ -35,7 +35,7 @@ impl Matcher {
     /// Whether `observed` matches: every declared key present and matching (recursively,
     /// extra keys ignored), lists element-wise with equal length, regexes tested against
     /// the value's text (a string as it is, anything else as JSON), anything else by
-    /// strict equality.
+    /// [`same_value`] (`312` matches `312.0`).
     pub fn matches(&self, observed: &Value) -> bool {
         match (self, observed) {
             (Matcher::Map(entries), Value::Object(map)) => {
@@ -47,9 +47,47 @@ impl Matcher {
             (Matcher::Map(_) | Matcher::List(_), _) => false,
             (Matcher::Regex(regex), Value::String(text)) => regex.is_match(text),
             (Matcher::Regex(regex), other) => regex.is_match(&other.to_string()),
-            (Matcher::Exact(expected), observed) => expected == observed,
+            (Matcher::Exact(expected), observed) => same_value(expected, observed),
         }
     }
+}
+
+/// Deep equality of JSON values, numbers compared by the number they are: `312` equals
+/// `312.0` (a YAML file writes one, a client sends the other), and integers too large for
+/// a double stay exact.
+pub fn same_value(left: &Value, right: &Value) -> bool {
+    match (left, right) {
+        (Value::Number(left), Value::Number(right)) => same_number(left, right),
+        (Value::Array(left), Value::Array(right)) => {
+            left.len() == right.len() && left.iter().zip(right).all(|(left, right)| same_value(left, right))
+        }
+        (Value::Object(left), Value::Object(right)) => {
+            left.len() == right.len()
+                && left.iter().all(|(key, value)| right.get(key).is_some_and(|other| same_value(value, other)))
+        }
+        _ => left == right,
+    }
+}
+
+fn same_number(left: &serde_json::Number, right: &serde_json::Number) -> bool {
+    match (whole(left), whole(right)) {
+        (Some(left), Some(right)) => left == right,
+        // At least one has a fraction (or is beyond every integer): compared as doubles.
+        _ => left.as_f64() == right.as_f64(),
+    }
+}
+
+/// The number as an integer when it is one exactly: an integer, or a double with no
+/// fraction within the range of 64-bit integers.
+fn whole(number: &serde_json::Number) -> Option<i128> {
+    if let Some(value) = number.as_i64() {
+        return Some(i128::from(value));
+    }
+    if let Some(value) = number.as_u64() {
+        return Some(i128::from(value));
+    }
+    let value = number.as_f64()?;
+    (value.fract() == 0.0 && value.abs() < 1.8e19).then(|| value as i128)
 }
 
 /// A `/pattern/flags` token as written, not yet compiled.
@@ -114,6 +152,19 @@ mod tests {
     }
 
     #[test]
+    fn numbers_match_by_the_number_they_are() {
+        let pattern = Matcher::from_json(&json!({ "amount": 312.0, "lines": [1, 2.5] }));
+        assert!(pattern.matches(&json!({ "amount": 312, "lines": [1.0, 2.5] })));
+        assert!(!pattern.matches(&json!({ "amount": 312.5, "lines": [1, 2.5] })));
+        assert!(same_value(&json!(-7), &json!(-7.0)));
+        assert!(same_value(&json!(u64::MAX), &json!(u64::MAX)));
+        // Two integers a double cannot tell apart are still told apart.
+        assert!(!same_value(&json!(9_007_199_254_740_993_u64), &json!(9_007_199_254_740_992_u64)));
+        assert!(!same_value(&json!(1), &json!("1")));
+        assert!(!same_value(&json!({ "a": 1 }), &json!({ "a": 1, "b": 2 })), "deep equality is not partial");
+    }
+
+    #[test]
     fn declared_keys_must_match_and_extra_keys_are_ignored() {
         let pattern = Matcher::from_json(&json!({ "order": { "id": 7 }, "tags": ["a", "b"] }));
         assert!(pattern.matches(&json!({ "order": { "id": 7, "total": 3 }, "tags": ["a", "b"], "more": true })));
@@ -134,9 +185,10 @@ mod tests {
     }
 
     #[test]
-    fn scalars_match_by_strict_equality() {
+    fn scalars_match_by_equal_value_and_type() {
         assert!(Matcher::from_json(&json!(1)).matches(&json!(1)));
-        assert!(!Matcher::from_json(&json!(1)).matches(&json!(1.0)));
+        assert!(Matcher::from_json(&json!(1)).matches(&json!(1.0)), "one number, however it is spelled");
+        assert!(!Matcher::from_json(&json!(1)).matches(&json!(true)));
         assert!(!Matcher::from_json(&json!("1")).matches(&json!(1)));
         assert!(Matcher::from_json(&json!(null)).matches(&json!(null)));
     }

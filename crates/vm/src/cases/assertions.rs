@@ -2,6 +2,7 @@
 //! the trail, the park, the variables and the tool calls, and how a miss is described.
 
 use super::*;
+use archmax_program::matcher::same_value;
 
 pub(super) fn list(items: &[&str]) -> String {
     if items.is_empty() { "none".to_string() } else { items.join(", ") }
@@ -144,21 +145,6 @@ pub(super) fn variables(
         out.push(Record::new(kind, index, failure));
     }
     out
-}
-
-/// Deep equality, with numbers compared by value (`64` equals `64.0`).
-fn same_value(expected: &Value, observed: &Value) -> bool {
-    match (expected, observed) {
-        (Value::Number(left), Value::Number(right)) => left.as_f64() == right.as_f64(),
-        (Value::Array(left), Value::Array(right)) => {
-            left.len() == right.len() && left.iter().zip(right).all(|(left, right)| same_value(left, right))
-        }
-        (Value::Object(left), Value::Object(right)) => {
-            left.len() == right.len()
-                && left.iter().all(|(key, value)| right.get(key).is_some_and(|other| same_value(value, other)))
-        }
-        _ => expected == observed,
-    }
 }
 
 /// What the session said in the turn the action opened (a park's handoff included).

@@ -366,6 +366,16 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_variables_matcher_written_312_0_picks_a_session_started_with_312() {
+        let tape =
+            Tape::parse("t", "- { variables: { amount: 312.0 }, text: the big one }\n- text: any\n").expect("tape");
+        let sent = json!({ "amount": 312 });
+        assert_eq!(tape.answer(&request("a", &sent)).expect("answer").text, "the big one");
+        let other = json!({ "amount": 312.5 });
+        assert_eq!(tape.answer(&request("a", &other)).expect("answer").text, "any");
+    }
+
+    #[test]
     fn every_root_session_reads_the_tape_from_its_own_start_and_children_read_with_their_root() {
         let tape = Tape::parse("t", "- text: one\n- text: two\n- text: three\n").expect("tape");
         let none = json!({});

@@ -7,7 +7,8 @@
 //! with its own connection, start sessions with `?wait=` and time each turn from the
 //! request's send to its answer. Reported:
 //!
-//! - turns/s, p50/p99 latency and the mean commit (the server's own histogram) at 1, 8, 32 and 64 clients on the memory store and on the
+//! - turns/s, p50/p99 latency, the mean commit (the server's own histogram) and the CPU
+//!   time per turn (this process's, and on PostgreSQL the server's) at 1, 8, 32 and 64 clients on the memory store and on the
 //!   filesystem store (durable: every step committed to a temporary directory), and on
 //!   the filesystem store in `/dev/shm`, which splits the device's fsync time from the
 //!   store's own work;
@@ -175,6 +176,30 @@ struct Point {
     errors: usize,
     /// The mean committed step, as the server timed it.
     commit: Option<Duration>,
+    /// CPU time this process spent (server and clients, user and system) over the point.
+    cpu: Option<Duration>,
+}
+
+/// The CPU time (user and system) process `pid` and, with `children`, the processes whose
+/// parent it is have spent so far, from `/proc` (clock ticks of 10 ms on Linux).
+fn cpu_time(pid: u32, children: bool) -> Option<Duration> {
+    let ticks_of = |stat: &str| -> Option<(u32, u64)> {
+        // The command name is in parentheses and may hold spaces: fields count after it.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let parent = fields.get(1)?.parse().ok()?;
+        let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        Some((parent, ticks))
+    };
+    let (_, mut ticks) = ticks_of(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+    if children {
+        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Some(stat) = std::fs::read_to_string(entry.path().join("stat")).ok() else { continue };
+            if let Some((_, child)) = ticks_of(&stat).filter(|(parent, _)| *parent == pid) {
+                ticks += child;
+            }
+        }
+    }
+    Some(Duration::from_millis(ticks * 10))
 }
 
 /// `clients` clients, each turn after turn, for `duration` (or the turn cap).
@@ -185,6 +210,7 @@ async fn load_point(base: &str, clients: usize, duration: Duration) -> Point {
         let _ = one_turn(&warm, base).await;
     }
     let began = Instant::now();
+    let cpu_before = cpu_time(std::process::id(), false);
     let deadline = began + duration;
     let cap = MAX_TURNS_PER_POINT / clients;
     let mut tasks = tokio::task::JoinSet::new();
@@ -223,6 +249,7 @@ async fn load_point(base: &str, clients: usize, duration: Duration) -> Point {
         errors += failed;
     }
     let seconds = began.elapsed().as_secs_f64();
+    let cpu = cpu_time(std::process::id(), false).zip(cpu_before).map(|(after, before)| after.saturating_sub(before));
     latencies.sort();
     let at = |quantile: f64| {
         if latencies.is_empty() {
@@ -230,7 +257,7 @@ async fn load_point(base: &str, clients: usize, duration: Duration) -> Point {
         }
         latencies[((latencies.len() as f64 * quantile).ceil() as usize).clamp(1, latencies.len()) - 1]
     };
-    Point { turns: latencies.len(), seconds, p50: at(0.50), p99: at(0.99), errors, commit: None }
+    Point { turns: latencies.len(), seconds, p50: at(0.50), p99: at(0.99), errors, commit: None, cpu }
 }
 
 /// The mean time of a committed step over the point, warm-up included, from the server's
@@ -469,8 +496,13 @@ fn main() {
         println!();
     }
     // The load average beside each point says how much of the machine the point had.
-    println!("| store | clients | turns | turns/s | p50 | p99 | mean commit | errors | load average |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+    // CPU per turn: this process's (the server and the clients), and beside it, on
+    // PostgreSQL, the server's (the postmaster and its backends): on a machine of two
+    // cores, what bounds turns/s once the disk does not.
+    println!(
+        "| store | clients | turns | turns/s | p50 | p99 | mean commit | CPU per turn | PostgreSQL CPU per turn | errors | load average |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
     // The filesystem store on the temporary directory (a disk: every commit's fsync
     // reaches the device), and, to split the device's share from the store's own work,
     // on /dev/shm where the machine has it (memory: an fsync there costs nothing).
@@ -506,23 +538,36 @@ fn main() {
                 }
                 _ => Arc::new(MemoryStore::new()),
             };
-            let point = executor.block_on(async {
+            let server_pid =
+                cluster.as_ref().filter(|_| matches!(folder, Where::Postgres)).and_then(TestCluster::server_pid);
+            let server_cpu_before = server_pid.and_then(|pid| cpu_time(pid, true));
+            let (point, server_cpu) = executor.block_on(async {
                 let served = serve(ring_program(RING), store).await;
                 let mut point = load_point(&served.base, clients, duration).await;
+                // Read before the stop: closing the pool ends the backends that were counted.
+                let server_cpu = server_pid
+                    .and_then(|pid| cpu_time(pid, true))
+                    .zip(server_cpu_before)
+                    .map(|(after, before)| after.saturating_sub(before));
                 point.commit = mean_commit(&served.base).await;
                 served.stop().await;
-                point
+                (point, server_cpu)
             });
+            let per_turn = |cpu: Option<Duration>| {
+                cpu.filter(|_| point.turns > 0).map_or_else(|| "-".to_string(), |cpu| millis(cpu / point.turns as u32))
+            };
             if let Some(scratch) = &scratch {
                 let _ = std::fs::remove_dir_all(scratch);
             }
             println!(
-                "| {store_name} | {clients} | {} | {:.0} | {} | {} | {} | {} | {} |",
+                "| {store_name} | {clients} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
                 point.turns,
                 point.turns as f64 / point.seconds,
                 millis(point.p50),
                 millis(point.p99),
                 point.commit.map_or_else(|| "-".to_string(), millis),
+                per_turn(point.cpu),
+                per_turn(server_cpu),
                 point.errors,
                 load_average()
             );

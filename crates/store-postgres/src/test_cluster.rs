@@ -197,6 +197,14 @@ impl TestCluster {
         })
     }
 
+    /// The process id of the postmaster of a server this process started (its
+    /// `postmaster.pid`), the parent of every backend: for measuring the server's CPU.
+    pub fn server_pid(&self) -> Option<u32> {
+        let owned = self.owned.as_ref()?;
+        let text = std::fs::read_to_string(owned.dir.join("data").join("postmaster.pid")).ok()?;
+        text.lines().next()?.trim().parse().ok()
+    }
+
     /// The socket folder of a server this process started.
     pub fn socket_dir(&self) -> Option<&Path> {
         self.owned.as_ref().map(|owned| owned.dir.as_path())

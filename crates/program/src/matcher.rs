@@ -87,7 +87,7 @@ fn whole(number: &serde_json::Number) -> Option<i128> {
         return Some(i128::from(value));
     }
     let value = number.as_f64()?;
-    (value.fract() == 0.0 && value.abs() < 1.8e19).then(|| value as i128)
+    (value.fract() == 0.0 && value.abs() < 1.8e19).then_some(value as i128)
 }
 
 /// A `/pattern/flags` token as written, not yet compiled.

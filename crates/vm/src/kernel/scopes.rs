@@ -80,6 +80,16 @@ impl WriteKind {
     }
 }
 
+/// The level a mistyped one most likely meant: one a typo or two away, or the one the
+/// verb it starts with names (`allow`, `partial`, `edit`, `deny`).
+fn closest_level(word: &str) -> Option<&'static str> {
+    const STEMS: [(&str, &str); 4] =
+        [("allow", "allowed"), ("partial", "partial-only"), ("edit", "partial-only"), ("den", "denied")];
+    let lower = word.to_ascii_lowercase();
+    archmax_program::diagnostic::did_you_mean(&lower, ScopeAccess::WORDS)
+        .or_else(|| STEMS.iter().find(|(stem, _)| lower.starts_with(stem)).map(|(_, level)| *level))
+}
+
 /// One `<glob>=<allowed|partial-only|denied>` rule.
 #[derive(Clone, Debug)]
 pub struct ScopeRule {
@@ -100,8 +110,10 @@ impl ScopeRule {
             return Err(ScopeError(format!("`{text}` has no `=`; a rule is `<glob>=<allowed|partial-only|denied>`")));
         };
         let Some(access) = ScopeAccess::parse(word.trim()) else {
+            let hint =
+                closest_level(word.trim()).map(|close| format!(" (did you mean `{close}`?)")).unwrap_or_default();
             return Err(ScopeError(format!(
-                "`{text}` names `{word}`, which is not one of `allowed`, `partial-only` and `denied`"
+                "`{text}` names `{word}`, which is not one of `allowed`, `partial-only` and `denied`{hint}"
             )));
         };
         let glob_text = glob_text.trim();

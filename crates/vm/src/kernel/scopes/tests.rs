@@ -215,10 +215,19 @@ fn the_step_tools_are_its_only_names_and_the_pathless_ones_name_no_path() {
 
 #[test]
 fn unreadable_rules_are_named() {
-    for (text, words) in [("src/**", "has no `=`"), ("src/**=forbidden", "not one of"), ("=allowed", "empty glob")] {
+    for (text, words) in [
+        ("src/**", "has no `=`"),
+        ("src/**=forbidden", "not one of"),
+        ("=allowed", "empty glob"),
+        ("src/**=allow", "(did you mean `allowed`?)"),
+        ("src/**=partial", "(did you mean `partial-only`?)"),
+        ("src/**=deny", "(did you mean `denied`?)"),
+    ] {
         let error = ScopeRule::parse(text).err().map(|error| error.0).unwrap_or_default();
         assert!(error.contains(words), "{text}: {error}");
     }
+    let far = ScopeRule::parse("src/**=forbidden").err().map(|error| error.0).unwrap_or_default();
+    assert!(!far.contains("did you mean"), "no guess for a word close to none: {far}");
 }
 
 #[test]

@@ -196,6 +196,10 @@ enum Command {
         /// (default: ARCHMAX_STORE, else `fs:`, the workspace's `sessions/`).
         #[arg(long, global = true, value_name = "URL")]
         store: Option<String>,
+        /// A filesystem store in DIR (the same as `--store fs:DIR`), as `archmax flow run
+        /// --session-dir` writes one.
+        #[arg(long, global = true, value_name = "DIR", conflicts_with = "store")]
+        session_dir: Option<PathBuf>,
     },
     /// Decide a session parked at a human state: route it along one transition.
     Decide {
@@ -603,10 +607,14 @@ fn store_is_postgres(command: &Command, root: &std::path::Path) -> bool {
 fn main() -> ExitCode {
     end_quietly_on_closed_pipe();
     archmax_vm::model::openai::install_tls_provider();
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return output::usage_error(error, &<Cli as clap::CommandFactory>::command()),
     };
+    // `sessions --session-dir DIR` is `--store fs:DIR`: every action reads `store`.
+    if let Command::Sessions { store, session_dir: Some(directory), .. } = &mut cli.command {
+        *store = Some(format!("fs:{}", directory.display()));
+    }
     survive_closed_peers(&cli.command);
     output::configure(output::Terminal { color: cli.color, quiet: cli.quiet });
     let root_flag = cli.root.clone();

@@ -69,6 +69,14 @@ fn the_pause_prints_a_resume_command_that_runs_as_printed() {
     let root = workspace("flow-resume-command");
     let (stderr, id) = pause(&root, &["--allow-program", "sh", "--session-dir", "my sessions", "--max-attempts", "2"]);
     assert!(stderr.contains("pause ‖ root.review: Review the notes."), "{stderr}");
+    // `sessions` reads the same folder by the same flag; the workspace's own store is empty.
+    let listed = archmax(&root, &["sessions", "--session-dir", "my sessions", "--json"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert!(listed.stdout.contains(&id), "the paused run's record is listed: {}", listed.stdout);
+    let elsewhere = archmax(&root, &["sessions", "--json"]);
+    assert!(!elsewhere.stdout.contains(&id), "{}", elsewhere.stdout);
+    let both = archmax(&root, &["sessions", "--session-dir", "my sessions", "--store", "fs:"]);
+    assert_eq!(both.code, 2, "--session-dir and --store name one store twice: {}", both.stderr);
     let command = stderr.lines().find_map(|line| line.strip_prefix("  archmax ")).expect("the resume command");
     assert_eq!(
         command,

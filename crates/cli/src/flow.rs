@@ -491,17 +491,7 @@ fn resume_command(run: &str) -> String {
         }
     }
     words.extend(["--resume".to_string(), run.to_string(), "--operator".to_string(), "passed".to_string()]);
-    words.iter().map(|word| shell_word(word)).collect::<Vec<_>>().join(" ")
-}
-
-/// `word` as one POSIX shell word: as it is when it is plain, else in single quotes.
-fn shell_word(word: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
-    if !word.is_empty() && word.chars().all(plain) {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
+    archmax_program::shell::line(&words)
 }
 
 /// Every variable holding a model key or a runner secret: kept out of the programs a walk runs (commands,

@@ -421,17 +421,10 @@ pub fn repeated_flags(options: &SessionOptions<'_>) -> String {
         ("--tape", options.tape.map(path)),
         ("--mocks", options.mocks.map(path)),
     ];
-    given.into_iter().filter_map(|(flag, value)| Some(format!(" {flag} {}", shell_word(&value?)))).collect()
-}
-
-/// `text` as one shell word: as it is when it holds only safe characters, else quoted.
-fn shell_word(text: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./:@%+=,~".contains(c);
-    if !text.is_empty() && text.chars().all(safe) {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
+    given
+        .into_iter()
+        .filter_map(|(flag, value)| Some(format!(" {flag} {}", archmax_program::shell::word(&value?))))
+        .collect()
 }
 
 /// What to do about a parked session: where it waits, and the command that moves it on

@@ -38,6 +38,7 @@ pub mod mounts;
 pub mod program;
 pub mod reference;
 pub mod script;
+pub mod shell;
 pub mod slug;
 pub mod source;
 pub mod text;

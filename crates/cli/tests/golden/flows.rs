@@ -199,7 +199,7 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<(String, Vec<String>), St
         }
         transcript.push_str(&format!(
             "$ archmax {}\nexit: {code}\n--- stdout\n{stdout}--- stderr\n{stderr}\n",
-            step.args.join(" ")
+            archmax_program::shell::line(&step.args)
         ));
         printed.push(stdout);
     }

@@ -166,7 +166,7 @@ fn run_case(case_dir: &Path, scratch: &Path) -> Result<String, String> {
                 Err(_) => text,
             }
         };
-        transcript.push_str(&format!("$ archmax {}\n", step.args.join(" ")));
+        transcript.push_str(&format!("$ archmax {}\n", archmax_program::shell::line(&step.args)));
         transcript.push_str(&format!("exit: {code}\n"));
         transcript.push_str("--- stdout\n");
         transcript.push_str(&shown(&output.stdout));

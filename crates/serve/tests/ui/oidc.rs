@@ -2,6 +2,7 @@
 //! flow with PKCE end to end, a decision as the mapped identity, sign-out, a callback on
 //! another runner of the store, and every refusal the callback makes.
 
+use base64::Engine;
 use reqwest::StatusCode;
 use reqwest::header::LOCATION;
 use serde_json::json;
@@ -185,9 +186,12 @@ async fn a_sign_in_started_on_one_runner_lands_on_another_and_serves_on_the_firs
     let cookie = landed.cookie("archmax_inbox").expect("cookie").split(';').next().unwrap_or_default().to_string();
     let page = first.get("/sessions/pay-oidc-fleet", Some(&cookie)).await;
     says(&page, StatusCode::OK, "Signed in as <strong>care-team@fernhill.example</strong>");
-    // The same callback again, on the first runner: the state was taken on the second.
-    let again = land(&first, &path, Some(&started.cookie)).await;
-    says(&again, StatusCode::FORBIDDEN, "already completed");
+    // The landing cleared the browser's sign-in under way: the same callback again, on
+    // the first runner, finds none.
+    assert!(landed.cookie("archmax_oidc").is_some_and(|cleared| cleared.contains("Max-Age=0")));
+    says(&land(&first, &path, None).await, StatusCode::FORBIDDEN, "already completed");
+    // Replayed with the cookie kept anyway: the provider redeems a code once.
+    says(&land(&first, &path, Some(&started.cookie)).await, StatusCode::FORBIDDEN, "its code was used before");
     second.stop().await;
     first.stop().await;
     idp.stop();
@@ -198,14 +202,15 @@ async fn a_state_is_taken_once_by_its_own_browser_within_ten_minutes() {
     let idp = TestProvider::start().await;
     let runner = serve_for(&idp).await;
     idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example", "email_verified": true }));
-    // Replayed state (and its code): the second landing is refused.
+    // Replayed state (and its code), even with the cookie the landing cleared: refused.
     let started = start(&runner, &idp).await;
     let path = authorize(&runner, &started).await;
     assert_eq!(land(&runner, &path, Some(&started.cookie)).await.status, StatusCode::OK);
-    says(&land(&runner, &path, Some(&started.cookie)).await, StatusCode::FORBIDDEN, "already completed");
+    says(&land(&runner, &path, Some(&started.cookie)).await, StatusCode::FORBIDDEN, "its code was used before");
+    says(&land(&runner, &path, None).await, StatusCode::FORBIDDEN, "Start signing in again");
     // A used code with a fresh state: the provider refuses the code.
     let fresh = start(&runner, &idp).await;
-    let fresh_state = fresh.cookie.trim_start_matches("archmax_oidc=").to_string();
+    let fresh_state = state_of(&fresh.authorize);
     let code = path.split("code=").nth(1).and_then(|rest| rest.split('&').next()).unwrap_or_default();
     let replayed = format!("/inbox/oidc/callback?code={code}&state={}", crate::encode(&fresh_state));
     says(&land(&runner, &replayed, Some(&fresh.cookie)).await, StatusCode::FORBIDDEN, "its code was used before");
@@ -213,21 +218,77 @@ async fn a_state_is_taken_once_by_its_own_browser_within_ten_minutes() {
     let forged = format!("{}.1741435200.{}", "ab".repeat(16), "cd".repeat(32));
     let unknown = format!("/inbox/oidc/callback?code=x&state={forged}");
     says(
-        &land(&runner, &unknown, Some(&format!("archmax_oidc={forged}"))).await,
+        &land(&runner, &unknown, Some(&format!("archmax_oidc={forged}.Lw.{}", "ef".repeat(32)))).await,
         StatusCode::BAD_REQUEST,
         "not started by this inbox",
     );
-    // Another browser: the callback without the state cookie.
+    // Another browser: the callback without the state cookie, or with another sign-in's.
     let other = start(&runner, &idp).await;
     let other_path = authorize(&runner, &other).await;
     says(&land(&runner, &other_path, None).await, StatusCode::FORBIDDEN, "started in another browser");
+    says(&land(&runner, &other_path, Some(&fresh.cookie)).await, StatusCode::FORBIDDEN, "started in another browser");
+    // A cookie whose path to return to was changed: its seal breaks.
+    let mut parts: Vec<&str> = other.cookie.split('.').collect();
+    let moved = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("/sessions/elsewhere");
+    parts[3] = &moved;
+    let altered = parts.join(".");
+    let page = land(&runner, &other_path, Some(&altered)).await;
+    says(&page, StatusCode::FORBIDDEN, "sign-in cookie was altered");
+    assert!(page.body.contains("Start signing in again"), "{}", page.body);
+    assert!(page.cookie("archmax_oidc").is_some_and(|cleared| cleared.contains("Max-Age=0")), "cleared");
     // Expired: the callback eleven minutes on.
     let late = start(&runner, &idp).await;
     let late_path = authorize(&runner, &late).await;
     runner.clock.advance(11 * 60);
-    says(&land(&runner, &late_path, Some(&late.cookie)).await, StatusCode::FORBIDDEN, "took longer than 10 minutes");
+    let page = land(&runner, &late_path, Some(&late.cookie)).await;
+    says(&page, StatusCode::FORBIDDEN, "took longer than 10 minutes");
+    assert!(page.body.contains("Start signing in again"), "{}", page.body);
     runner.stop().await;
     idp.stop();
+}
+
+/// The `state` an authorize URL carries.
+fn state_of(authorize: &str) -> String {
+    let query = authorize.split_once('?').map(|(_, query)| query).unwrap_or_default();
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(name, _)| name == "state")
+        .map(|(_, value)| value.into_owned())
+        .expect("a state")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starting_sign_ins_writes_nothing_to_the_store_however_many_one_address_starts() {
+    // A start used to keep a record in the shared store (at most 10,000 of them), so an
+    // anonymous client could fill it and lock everyone out; now the browser holds it.
+    let idp = TestProvider::start().await;
+    let runner = serve_for(&idp).await;
+    let records = runner.records_folder("");
+    let count = || walk_files(&records);
+    let before = count();
+    let mut last = None;
+    for round in 0..40 {
+        let started = runner.get("/inbox/oidc/start", None).await;
+        assert_eq!(started.status, StatusCode::SEE_OTHER, "round {round}: {}", started.body);
+        last = Some(started);
+    }
+    assert_eq!(count(), before, "no record kept for a sign-in under way");
+    // The last of them still signs in, from its cookie alone.
+    let last = last.expect("forty starts");
+    let started = Started {
+        cookie: last.cookie("archmax_oidc").expect("cookie").split(';').next().unwrap_or_default().to_string(),
+        authorize: last.location().to_string(),
+    };
+    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example", "email_verified": true }));
+    let path = authorize(&runner, &started).await;
+    says(&land(&runner, &path, Some(&started.cookie)).await, StatusCode::OK, "refunds-lead@fernhill.example");
+    runner.stop().await;
+    idp.stop();
+}
+
+/// How many files lie under `folder` (none when it does not exist).
+fn walk_files(folder: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(folder) else { return 0 };
+    entries.filter_map(Result::ok).map(|entry| if entry.path().is_dir() { walk_files(&entry.path()) } else { 1 }).sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

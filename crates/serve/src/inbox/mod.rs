@@ -23,6 +23,7 @@
 //! enforces `approvers` and records the decider exactly as for the API.
 
 mod actions;
+mod cookies;
 mod forms;
 mod graph;
 pub mod listing;

@@ -55,7 +55,7 @@ async fn start(runner: &Running, idp: &TestProvider) -> Started {
     let authorize = started.location().to_string();
     assert!(authorize.starts_with(&format!("{}/authorize?", idp.issuer)), "{authorize}");
     let cookie = started.cookie("archmax_oidc").expect("the state cookie");
-    assert!(cookie.contains("SameSite=Lax") && cookie.contains("HttpOnly") && cookie.contains("Path=/inbox/oidc"));
+    assert!(cookie.contains("SameSite=Lax") && cookie.contains("HttpOnly") && cookie.contains("Path=/;"));
     Started { cookie: cookie.split(';').next().unwrap_or_default().to_string(), authorize }
 }
 
@@ -243,6 +243,88 @@ async fn a_state_is_taken_once_by_its_own_browser_within_ten_minutes() {
     let page = land(&runner, &late_path, Some(&late.cookie)).await;
     says(&page, StatusCode::FORBIDDEN, "took longer than 10 minutes");
     assert!(page.body.contains("Start signing in again"), "{}", page.body);
+    runner.stop().await;
+    idp.stop();
+}
+
+/// `GET path` as a TLS-terminating proxy forwards it (`X-Forwarded-Proto: https`).
+async fn https_get(runner: &Running, path: &str, cookie: Option<&str>) -> Page {
+    let mut request = runner.client.get(format!("{}{path}", runner.base)).header("x-forwarded-proto", "https");
+    if let Some(cookie) = cookie {
+        request = request.header(reqwest::header::COOKIE, cookie);
+    }
+    crate::page_of(request.send().await.expect("the server answers")).await
+}
+
+/// The `name=value` of a `Set-Cookie` value.
+fn pair(set_cookie: &str) -> &str {
+    set_cookie.split(';').next().unwrap_or_default()
+}
+
+/// Asserts that `set_cookie` is one a browser keeps only from this very host.
+fn host_only(set_cookie: &str) {
+    assert!(set_cookie.starts_with("__Host-"), "{set_cookie}");
+    assert!(set_cookie.contains("; Secure") && set_cookie.contains("; Path=/;"), "{set_cookie}");
+    assert!(!set_cookie.to_ascii_lowercase().contains("domain="), "{set_cookie}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_https_every_inbox_cookie_is_host_prefixed_and_only_that_name_is_read() {
+    let idp = TestProvider::start().await;
+    let runner = serve_for(&idp).await;
+    // The token sign-in, as a proxy that terminated TLS forwards it.
+    let form = https_get(&runner, "/sign-in", None).await;
+    assert!(form.cookie("archmax_sign_in").is_none(), "no bare name over HTTPS");
+    let form_cookie = form.cookie("__Host-archmax_sign_in").expect("the sign-in form's cookie");
+    host_only(&form_cookie);
+    let send = |cookie: String| {
+        let body = format!("csrf={}&token={}", crate::encode(&form.csrf()), crate::encode(crate::LEAD));
+        let request = runner
+            .client
+            .post(format!("{}/sign-in", runner.base))
+            .header("x-forwarded-proto", "https")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header(reqwest::header::COOKIE, cookie)
+            .body(body);
+        async move { crate::page_of(request.send().await.expect("the server answers")).await }
+    };
+    // The form's cookie under its bare name (which a sibling subdomain could set) is not read.
+    let bare = send(pair(&form_cookie).trim_start_matches("__Host-").to_string()).await;
+    says(&bare, StatusCode::FORBIDDEN, "CSRF token is missing or wrong");
+    let signed = send(pair(&form_cookie).to_string()).await;
+    assert_eq!(signed.status, StatusCode::SEE_OTHER, "{}", signed.body);
+    let session = signed.cookie("__Host-archmax_inbox").expect("the session cookie");
+    host_only(&session);
+    assert!(signed.cookie("__Host-archmax_sign_in").is_some_and(|cleared| cleared.contains("Max-Age=0")));
+    let session = pair(&session).to_string();
+    assert_eq!(https_get(&runner, "/", Some(&session)).await.status, StatusCode::OK);
+    let bare = session.trim_start_matches("__Host-");
+    let page = https_get(&runner, "/", Some(bare)).await;
+    assert_eq!((page.status, page.location()), (StatusCode::SEE_OTHER, "/sign-in"), "bare name over HTTPS");
+    let page = runner.get("/", Some(&session)).await;
+    assert_eq!((page.status, page.location()), (StatusCode::SEE_OTHER, "/sign-in"), "prefixed name over HTTP");
+
+    // The provider sign-in: its cookie is prefixed too, and the callback reads only that.
+    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example", "email_verified": true }));
+    let mut landings = Vec::new();
+    for _ in 0..2 {
+        let started = https_get(&runner, "/inbox/oidc/start", None).await;
+        assert_eq!(started.status, StatusCode::SEE_OTHER, "{}", started.body);
+        let pending = started.cookie("__Host-archmax_oidc").expect("the sign-in under way");
+        host_only(&pending);
+        assert!(pending.contains("SameSite=Lax"), "{pending}");
+        let started = Started { cookie: pair(&pending).to_string(), authorize: started.location().to_string() };
+        landings.push((authorize(&runner, &started).await, started.cookie));
+    }
+    let (path, cookie) = &landings[0];
+    let refused = https_get(&runner, path, Some(cookie.trim_start_matches("__Host-"))).await;
+    says(&refused, StatusCode::FORBIDDEN, "started in another browser");
+    let (path, cookie) = &landings[1];
+    let landed = https_get(&runner, path, Some(cookie)).await;
+    says(&landed, StatusCode::OK, "refunds-lead@fernhill.example");
+    host_only(&landed.cookie("__Host-archmax_inbox").expect("the session cookie"));
+    let cleared = landed.cookie("__Host-archmax_oidc").expect("the sign-in under way, cleared");
+    assert!(cleared.contains("Max-Age=0") && cleared.contains("; Secure"), "{cleared}");
     runner.stop().await;
     idp.stop();
 }

@@ -36,9 +36,10 @@ use sha2::Sha256;
 
 use archmax_program::hex::hex;
 
+use super::cookies::InboxCookie;
 use super::render;
 use super::session_record::{IdentityKey, SignInMethod};
-use super::signin::{client_of, cookie, open_session, over_https, throttled};
+use super::signin::{client_of, open_session, throttled};
 use super::{Inbox, Shared};
 use crate::auth::Scope;
 use crate::server::Server;
@@ -173,28 +174,17 @@ impl Refusal {
         }
     }
 
-    fn page(&self, claim: &str) -> Response {
+    /// The refusal's page to the request with `headers`.
+    fn page(&self, claim: &str, headers: &HeaderMap) -> Response {
         let mut response = render::error_page(self.status(), "Sign-in refused", &self.message(claim));
         // Whatever went wrong, the sign-in under way is over.
-        if let Ok(value) = HeaderValue::from_str(&state_cookie("", 0, false)) {
-            response.headers_mut().append(header::SET_COOKIE, value);
-        }
+        InboxCookie::PendingSignIn.clear(&mut response, headers);
         response
     }
 }
 
 /// What a refusal before the provider was asked tells the person to do.
 const START_AGAIN: &str = "Start signing in again from the sign-in page.";
-
-/// The state cookie's `Set-Cookie` value.
-fn state_cookie(value: &str, max_age: u64, secure: bool) -> String {
-    let secure = if secure { "; Secure" } else { "" };
-    format!(
-        "{}={value}; Path={}; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}",
-        pending::STATE_COOKIE,
-        pending::COOKIE_PATH
-    )
-}
 
 /// The value of query parameter `name`.
 fn query_value(query: Option<&str>, name: &str) -> Option<String> {
@@ -217,13 +207,15 @@ pub async fn start(axum::extract::State(inbox): Shared, uri: axum::http::Uri, he
         .await
     {
         Ok(url) => url,
-        Err(refusal) => return Refusal::Provider(refusal).page(&provider.settings.identity_claim),
+        Err(refusal) => return Refusal::Provider(refusal).page(&provider.settings.identity_claim, &headers),
     };
-    let cookie = state_cookie(&pending.cookie_value(&provider), pending::PENDING_SECONDS, over_https(&headers));
     let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, url)]).into_response();
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().append(header::SET_COOKIE, value);
-    }
+    InboxCookie::PendingSignIn.append(
+        &mut response,
+        &pending.cookie_value(&provider),
+        pending::PENDING_SECONDS,
+        &headers,
+    );
     response
 }
 
@@ -265,7 +257,7 @@ pub async fn callback(
             if refusal.counts() {
                 attempt.keep();
             }
-            return refusal.page(&claim);
+            return refusal.page(&claim, &headers);
         }
     };
     drop(attempt);
@@ -276,11 +268,10 @@ pub async fn callback(
             Err(refused) => return *refused,
         };
     let mut response = render::html_response(StatusCode::OK, render::signed_in_page(&identity, &return_to));
-    for value in [kept.1, state_cookie("", 0, over_https(&headers))] {
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            response.headers_mut().append(header::SET_COOKIE, value);
-        }
+    if let Ok(value) = HeaderValue::from_str(&kept) {
+        response.headers_mut().append(header::SET_COOKIE, value);
     }
+    InboxCookie::PendingSignIn.clear(&mut response, &headers);
     response
 }
 
@@ -293,7 +284,7 @@ async fn admitted(
 ) -> Result<(String, String), Refusal> {
     let now_ms = inbox.server.now_ms();
     let state = query_value(query, "state").ok_or(Refusal::Foreign)?;
-    let cookie = cookie(headers, pending::STATE_COOKIE);
+    let cookie = InboxCookie::PendingSignIn.read(headers);
     let pending = PendingSignIn::taken(provider, &state, cookie, now_ms / 1000).map_err(|refused| match refused {
         PendingRefusal::Foreign => Refusal::Foreign,
         PendingRefusal::Expired => Refusal::Expired,

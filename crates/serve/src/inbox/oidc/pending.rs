@@ -27,10 +27,6 @@ use archmax_program::hex::hex;
 pub const PENDING_SECONDS: u64 = 600;
 /// How far in the future a state's issue time may lie (another runner's clock).
 const SKEW_SECONDS: u64 = 60;
-/// The cookie that holds a sign-in under way in its browser.
-pub const STATE_COOKIE: &str = "archmax_oidc";
-/// The path the state cookie is sent to.
-pub const COOKIE_PATH: &str = "/inbox/oidc";
 
 /// A sign-in under way, as its browser's cookie holds it.
 #[derive(Debug, PartialEq, Eq)]

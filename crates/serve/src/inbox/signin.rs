@@ -440,7 +440,10 @@ async fn sign_in_form(inbox: &Inbox, headers: &HeaderMap, status: StatusCode, no
         render::sign_in_page(
             &csrf,
             notice.as_ref(),
-            inbox.server.oidc.as_ref().map(|provider| provider.settings.provider_name.as_str()),
+            inbox.server.oidc.as_ref().map(|provider| render::ProviderOffer {
+                name: provider.settings.provider_name.as_str(),
+                retry_in_seconds: provider.paused(inbox.server.now_ms()),
+            }),
         ),
     );
     InboxCookie::SignInForm.append(&mut response, &value, SIGN_IN_FORM_SECONDS, headers);

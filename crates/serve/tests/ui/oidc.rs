@@ -247,6 +247,59 @@ async fn a_state_is_taken_once_by_its_own_browser_within_ten_minutes() {
     idp.stop();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_cannot_be_read_is_asked_again_only_after_a_doubling_pause_and_a_good_read_is_kept() {
+    let idp = TestProvider::start().await;
+    idp.set_down(true);
+    let runner = serve_for(&idp).await;
+    let before = idp.discovery_reads();
+    // Starts within each pause ask the provider once; the pause doubles from one second.
+    // (The runner's clock only moves when the test moves it.)
+    for (reads, retry_in) in [(1, "1 second."), (2, "2 seconds."), (3, "4 seconds."), (4, "8 seconds.")] {
+        for attempt in 0..5 {
+            let page = runner.get("/inbox/oidc/start", None).await;
+            says(&page, StatusCode::SERVICE_UNAVAILABLE, "cannot be reached right now");
+            assert!(page.headers.contains_key(reqwest::header::RETRY_AFTER), "attempt {attempt}");
+            if attempt == 0 {
+                assert!(page.body.contains(&format!("tried again in {retry_in}")), "{retry_in}: {}", page.body);
+            }
+        }
+        assert_eq!(idp.discovery_reads() - before, reads, "five starts in a pause read the provider once");
+        let offered = runner.get("/sign-in", None).await;
+        says(&offered, StatusCode::OK, "cannot be reached right now");
+        assert!(offered.body.contains("it will be tried again in"), "{}", offered.body);
+        assert!(offered.body.contains("Sign in with Fernhill SSO"), "the button stays");
+        // Within the pause, still no read: the last second of it.
+        let pause: u64 = retry_in.split(' ').next().and_then(|n| n.parse().ok()).expect("seconds");
+        runner.clock.advance(pause - 1);
+        says(&runner.get("/inbox/oidc/start", None).await, StatusCode::SERVICE_UNAVAILABLE, "tried again in 1 second.");
+        assert_eq!(idp.discovery_reads() - before, reads);
+        runner.clock.advance(1);
+    }
+    // The pause stops growing at a minute.
+    for _ in 0..4 {
+        runner.get("/inbox/oidc/start", None).await;
+        runner.clock.advance(60);
+    }
+    let page = runner.get("/inbox/oidc/start", None).await;
+    says(&page, StatusCode::SERVICE_UNAVAILABLE, "tried again in 60 seconds.");
+    assert_eq!(idp.discovery_reads() - before, 9);
+
+    // Back up: once the pause is over, one read, kept for every sign-in after it.
+    idp.set_down(false);
+    runner.clock.advance(60);
+    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example", "email_verified": true }));
+    assert!(!sign_in(&runner, &idp).await.is_empty());
+    let page = runner.get("/sign-in", None).await;
+    assert!(!page.body.contains("cannot be reached"), "{}", page.body);
+    for _ in 0..5 {
+        assert_eq!(runner.get("/inbox/oidc/start", None).await.status, StatusCode::SEE_OTHER);
+    }
+    assert_eq!(idp.discovery_reads() - before, 10, "the document read is kept");
+    runner.stop().await;
+    idp.stop();
+}
+
 /// `GET path` as a TLS-terminating proxy forwards it (`X-Forwarded-Proto: https`).
 async fn https_get(runner: &Running, path: &str, cookie: Option<&str>) -> Page {
     let mut request = runner.client.get(format!("{}{path}", runner.base)).header("x-forwarded-proto", "https");

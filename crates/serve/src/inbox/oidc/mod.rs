@@ -121,14 +121,14 @@ impl Refusal {
             | Refusal::Tampered
             | Refusal::Denied
             | Refusal::NoCode
-            | Refusal::Provider(ProviderRefusal::Unreachable) => false,
+            | Refusal::Provider(ProviderRefusal::Unreachable { .. }) => false,
             Refusal::Provider(_) | Refusal::Claims(_) => true,
         }
     }
 
     fn status(&self) -> StatusCode {
         match self {
-            Refusal::Provider(ProviderRefusal::Unreachable) => StatusCode::BAD_GATEWAY,
+            Refusal::Provider(ProviderRefusal::Unreachable { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             Refusal::Foreign | Refusal::NoCode => StatusCode::BAD_REQUEST,
             _ => StatusCode::FORBIDDEN,
         }
@@ -151,7 +151,7 @@ impl Refusal {
             Refusal::Denied => "The provider did not sign you in.".into(),
             Refusal::NoCode => "The provider sent no authorization code back.".into(),
             Refusal::Provider(refusal) => match refusal {
-                ProviderRefusal::Unreachable => "The sign-in provider cannot be reached right now; the runner's log says why.".into(),
+                ProviderRefusal::Unreachable { retry_in_seconds } => render::provider_unreachable(*retry_in_seconds),
                 ProviderRefusal::CodeRefused => "The provider refused to complete this sign-in: its code was used before, expired, or does not belong to this sign-in.".into(),
                 ProviderRefusal::NoIdToken => "The provider answered without an ID token.".into(),
                 ProviderRefusal::Signature => token("its signature is not by a key the provider publishes"),
@@ -179,6 +179,11 @@ impl Refusal {
         let mut response = render::error_page(self.status(), "Sign-in refused", &self.message(claim));
         // Whatever went wrong, the sign-in under way is over.
         InboxCookie::PendingSignIn.clear(&mut response, headers);
+        if let Refusal::Provider(ProviderRefusal::Unreachable { retry_in_seconds }) = self
+            && let Ok(value) = HeaderValue::from_str(&retry_in_seconds.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
         response
     }
 }

@@ -1,6 +1,8 @@
 //! Signing in to the inbox through an OpenID Connect provider ([`crate::idp`]): the code
 //! flow with PKCE end to end, a decision as the mapped identity, sign-out, a callback on
-//! another runner of the store, and every refusal the callback makes.
+//! another runner of the store, every refusal the callback makes, the `__Host-` cookies
+//! over HTTPS, no store write per start, and the pause after a provider that is down.
+//! (The same sign-in in Chromium is in [`crate::browser`].)
 
 use base64::Engine;
 use reqwest::StatusCode;
@@ -37,7 +39,7 @@ fn provider(settings: &OidcSettings, base: &str) -> Provider {
     Provider::configure(settings, Some(base), secret).expect("the provider is configured")
 }
 
-async fn serve_for(idp: &TestProvider) -> Running {
+pub(crate) async fn serve_for(idp: &TestProvider) -> Running {
     let settings = settings(&idp.issuer);
     serve_with_oidc(None, &|base| provider(&settings, base)).await
 }

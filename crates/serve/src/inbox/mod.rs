@@ -23,6 +23,7 @@
 //! enforces `approvers` and records the decider exactly as for the API.
 
 mod actions;
+mod cookies;
 mod forms;
 mod graph;
 pub mod listing;
@@ -57,8 +58,6 @@ pub struct Inbox {
     pub server: Arc<Server>,
     failures_per_client: throttle::Throttle,
     sign_ins_per_identity: throttle::Throttle,
-    /// Sign-ins through the provider started per client (each keeps a store record).
-    starts_per_client: throttle::Throttle,
 }
 
 type Shared = axum::extract::State<Arc<Inbox>>;
@@ -75,7 +74,6 @@ pub fn router(server: Arc<Server>) -> Router {
         server,
         failures_per_client: throttle::Throttle::new(throttle::FAILURES_PER_CLIENT, throttle::SIGN_IN_WINDOW),
         sign_ins_per_identity: throttle::Throttle::new(throttle::SIGN_INS_PER_IDENTITY, throttle::SIGN_IN_WINDOW),
-        starts_per_client: throttle::Throttle::new(throttle::STARTS_PER_CLIENT, throttle::SIGN_IN_WINDOW),
     });
     Router::new()
         .route("/", get(pages::inbox_route))

@@ -106,13 +106,32 @@ pub fn not_found_page() -> Response {
     error_page(StatusCode::NOT_FOUND, "Not found", "There is no such page.")
 }
 
+/// What the sign-in page says of the OpenID Connect provider.
+pub struct ProviderOffer<'a> {
+    /// Its name on the button.
+    pub name: &'a str,
+    /// While reads of it are paused after failures: the seconds until it is tried again.
+    pub retry_in_seconds: Option<u64>,
+}
+
+/// What a sign-in is told while the provider cannot be read.
+pub fn provider_unreachable(retry_in_seconds: u64) -> String {
+    let unit = if retry_in_seconds == 1 { "second" } else { "seconds" };
+    format!(
+        "The sign-in provider cannot be reached right now (the runner's log says why); it will be tried again in {retry_in_seconds} {unit}. Start signing in again then, or sign in with a token."
+    )
+}
+
 /// The sign-in form.
-pub fn sign_in_page(csrf: &str, notice: Option<&Notice>, provider: Option<&str>) -> Markup {
+pub fn sign_in_page(csrf: &str, notice: Option<&Notice>, provider: Option<ProviderOffer>) -> Markup {
     let body = html! {
         h1 { "Sign in" }
         @if let Some(provider) = provider {
             p.provider {
-                a.button href="/inbox/oidc/start" { "Sign in with " (provider) }
+                a.button href="/inbox/oidc/start" { "Sign in with " (provider.name) }
+            }
+            @if let Some(seconds) = provider.retry_in_seconds {
+                p.unreachable { (provider_unreachable(seconds)) }
             }
             p { "Or sign in with a token:" }
         }

@@ -7,8 +7,9 @@
 //! the identity's [`MAX_SESSIONS_PER_IDENTITY`] slots: a sign-in past them ends the
 //! identity's oldest session, so a few identities cannot fill the store's capacity. How
 //! the record is keyed and bound so that a reader or writer of the store cannot turn it
-//! into a sign-in is [`super::session_record`]'s business. The `archmax_inbox` cookie
-//! (`HttpOnly; SameSite=Strict; Path=/`, `Secure` behind an HTTPS proxy) holds the
+//! into a sign-in is [`super::session_record`]'s business. The session cookie
+//! ([`InboxCookie::Session`]: `__Host-archmax_inbox` over HTTPS, `archmax_inbox` on plain
+//! HTTP; see [`super::cookies`]) holds the
 //! record's key and a random secret the record holds only a MAC of. Every runner on the
 //! store serves the session; signing out removes the record (the old cookie is then
 //! refused everywhere); a token removed from the configuration ends its sessions at the
@@ -39,15 +40,12 @@ use sha2::{Digest, Sha256};
 use archmax_program::hex::{decode, hex};
 use archmax_vm::session::records::{Record, RecordKind};
 
+use super::cookies::InboxCookie;
 use super::render::{self, Notice};
 use super::session_record::{IdentityKey, InboxSession, MAX_SESSIONS_PER_IDENTITY, SignInMethod, start_session};
 use super::{Inbox, Shared, forms::Form};
 use crate::auth::{Caller, Scope};
 
-/// The cookie that holds the inbox session's id (hex).
-pub const TOKEN_COOKIE: &str = "archmax_inbox";
-/// The cookie that binds the sign-in form's CSRF token.
-pub const SIGN_IN_COOKIE: &str = "archmax_sign_in";
 /// How long a sign-in lasts, in seconds (12 hours).
 pub(super) const SIGNED_IN_SECONDS: u64 = 12 * 60 * 60;
 /// How long the sign-in form stays valid, in seconds: the cookie's `Max-Age`, and the
@@ -107,22 +105,10 @@ impl Secret {
     }
 }
 
-/// The value of cookie `name` in the request.
-pub(super) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(key, _)| *key == name)
-        .map(|(_, value)| value.trim())
-}
-
 /// The inbox session a browser presents: the record's key (64 hex digits) and the
 /// cookie's secret (32 bytes), from `<key>.<secret hex>`.
 fn presented_session(headers: &HeaderMap) -> Option<(String, Vec<u8>)> {
-    let (key, secret) = cookie(headers, TOKEN_COOKIE)?.split_once('.')?;
+    let (key, secret) = InboxCookie::Session.read(headers)?.split_once('.')?;
     let key_is_digest = key.len() == 64 && key.bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'));
     let secret = decode(secret).filter(|secret| secret.len() == 32)?;
     key_is_digest.then(|| (key.to_string(), secret))
@@ -354,17 +340,6 @@ fn open_server_page() -> Response {
     )
 }
 
-/// Whether the request reached the server over HTTPS (through a proxy that says so):
-/// the cookies are then `Secure`.
-pub(super) fn over_https(headers: &HeaderMap) -> bool {
-    headers.get("x-forwarded-proto").and_then(|value| value.to_str().ok()).is_some_and(|proto| proto == "https")
-}
-
-fn set_cookie(name: &str, value: &str, max_age: u64, secure: bool) -> (header::HeaderName, String) {
-    let secure = if secure { "; Secure" } else { "" };
-    (header::SET_COOKIE, format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"))
-}
-
 /// The key of the sign-in form's CSRF tokens, shared by every runner on the store: read
 /// from it, or made and claimed there when there is none (of two runners making one at
 /// once, both use the one that won).
@@ -419,7 +394,7 @@ enum SignInCookieRefusal {
 /// The nonce of a sign-in cookie this inbox made (its MAC checks out) no more than
 /// [`SIGN_IN_FORM_SECONDS`] before `now_seconds`.
 fn sign_in_nonce<'a>(key: &Secret, headers: &'a HeaderMap, now_seconds: u64) -> Result<&'a str, SignInCookieRefusal> {
-    let value = cookie(headers, SIGN_IN_COOKIE).ok_or(SignInCookieRefusal::Foreign)?;
+    let value = InboxCookie::SignInForm.read(headers).ok_or(SignInCookieRefusal::Foreign)?;
     let (signed, mac) = value.rsplit_once('.').ok_or(SignInCookieRefusal::Foreign)?;
     let (nonce, issued) = signed.split_once('.').ok_or(SignInCookieRefusal::Foreign)?;
     if nonce.len() != 32 || !key.verify("sign-in-cookie", signed.as_bytes(), mac) {
@@ -460,18 +435,18 @@ async fn sign_in_form(inbox: &Inbox, headers: &HeaderMap, status: StatusCode, no
     let csrf = key.token("sign-in", nonce.as_bytes());
     let issued_seconds = inbox.server.now_ms() / 1000;
     let value = sign_in_cookie_value(&key, &nonce, issued_seconds);
-    let cookie = set_cookie(SIGN_IN_COOKIE, &value, SIGN_IN_FORM_SECONDS, over_https(headers));
     let mut response = render::html_response(
         status,
         render::sign_in_page(
             &csrf,
             notice.as_ref(),
-            inbox.server.oidc.as_ref().map(|provider| provider.settings.provider_name.as_str()),
+            inbox.server.oidc.as_ref().map(|provider| render::ProviderOffer {
+                name: provider.settings.provider_name.as_str(),
+                retry_in_seconds: provider.paused(inbox.server.now_ms()),
+            }),
         ),
     );
-    if let Ok(value) = HeaderValue::from_str(&cookie.1) {
-        response.headers_mut().append(cookie.0, value);
-    }
+    InboxCookie::SignInForm.append(&mut response, &value, SIGN_IN_FORM_SECONDS, headers);
     response
 }
 
@@ -586,25 +561,23 @@ pub async fn sign_in(
         Ok(kept) => kept,
         Err(refused) => return *refused,
     };
-    let cleared = set_cookie(SIGN_IN_COOKIE, "", 0, over_https(&headers));
     let mut response = Redirect::to("/").into_response();
-    for (name, value) in [kept, cleared] {
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            response.headers_mut().append(name, value);
-        }
+    if let Ok(value) = HeaderValue::from_str(&kept) {
+        response.headers_mut().append(header::SET_COOKIE, value);
     }
+    InboxCookie::SignInForm.clear(&mut response, &headers);
     response
 }
 
 /// Starts an inbox session of `identity` under `identity_key` (one sign-in counted
-/// against the identity's allowance): the `Set-Cookie` header that carries it.
+/// against the identity's allowance): the `Set-Cookie` value that carries it.
 pub(super) async fn open_session(
     inbox: &Inbox,
     identity: &str,
     identity_key: &IdentityKey,
     method: (SignInMethod, String),
     headers: &HeaderMap,
-) -> Result<(header::HeaderName, String), Box<Response>> {
+) -> Result<String, Box<Response>> {
     let sign_in = match inbox.sign_ins_per_identity.attempt(identity, Instant::now()) {
         Ok(sign_in) => sign_in,
         Err(retry_after) => return Err(Box::new(throttled(retry_after, "This identity signed in too many times."))),
@@ -615,7 +588,7 @@ pub(super) async fn open_session(
     };
     sign_in.keep();
     tracing::info!(identity, "signed in to the inbox");
-    Ok(set_cookie(TOKEN_COOKIE, &cookie_value, SIGNED_IN_SECONDS, over_https(headers)))
+    Ok(InboxCookie::Session.set(&cookie_value, SIGNED_IN_SECONDS, headers))
 }
 
 /// `POST /sign-out`: ends the inbox session on every runner and forgets the cookie.
@@ -629,8 +602,9 @@ pub async fn sign_out(axum::extract::State(inbox): Shared, headers: HeaderMap, b
         return store_unavailable_page();
     }
     tracing::info!(identity = signed.caller.identity.as_str(), "signed out of the inbox");
-    let cleared = set_cookie(TOKEN_COOKIE, "", 0, over_https(&headers));
-    ([cleared], Redirect::to("/sign-in")).into_response()
+    let mut response = Redirect::to("/sign-in").into_response();
+    InboxCookie::Session.clear(&mut response, &headers);
+    response
 }
 
 #[cfg(test)]

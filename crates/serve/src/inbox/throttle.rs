@@ -31,8 +31,6 @@ pub const SIGN_IN_WINDOW: Duration = Duration::from_secs(15 * 60);
 pub const FAILURES_PER_CLIENT: u32 = 10;
 /// Sign-ins one identity may make per window; the next is refused.
 pub const SIGN_INS_PER_IDENTITY: u32 = 30;
-/// Sign-ins through the OpenID Connect provider one client may start per window.
-pub const STARTS_PER_CLIENT: u32 = 30;
 /// The most keys one throttle tracks.
 pub const MAX_TRACKED: usize = 10_000;
 

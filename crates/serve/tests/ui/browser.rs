@@ -453,3 +453,25 @@ async fn a_nested_object_form_is_filled_and_delivered_without_javascript() {
     let _ = browser.client.clone().close().await;
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oidc_sign_in_in_chromium_opens_the_inbox_as_the_identity_the_provider_names() {
+    let idp = crate::idp::TestProvider::start().await;
+    let server = crate::oidc::serve_for(&idp).await;
+    idp.sign_in_as(json!({ "email": "refunds-lead@fernhill.example", "email_verified": true }));
+    let browser = browser().await;
+    browser.goto(&server, "/sign-in").await;
+    // Start, the provider's redirect back with the sealed cookie, the callback's page
+    // that moves on to the inbox.
+    browser.click("a.button[href='/inbox/oidc/start']").await;
+    browser.until_heading("Decision inbox").await;
+    let shown = browser.script("return document.body.innerText").await;
+    assert!(shown.as_str().is_some_and(|text| text.contains("refunds-lead@fernhill.example")), "{shown}");
+    let cookies = browser.client.get_all_cookies().await.expect("the browser's cookies");
+    let names: Vec<String> = cookies.iter().map(|cookie| cookie.name().to_string()).collect();
+    assert!(names.iter().any(|name| name == "archmax_inbox"), "{names:?}");
+    assert!(!names.iter().any(|name| name == "archmax_oidc"), "the sign-in under way was cleared: {names:?}");
+    drop(browser);
+    server.stop().await;
+    idp.stop();
+}

@@ -6,9 +6,11 @@
 //!
 //! A test steers what the next token looks like ([`Twist`]): another audience or
 //! issuer, an expired token, another nonce, a key the set does not publish, a wrong
-//! `at_hash`, a challenge the verifier will not match.
+//! `at_hash`, a challenge the verifier will not match. It can also be down (discovery
+//! and keys answered 503), and counts the discovery requests it gets.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -62,6 +64,10 @@ struct Provider {
     /// How many token requests were refused for their PKCE verifier.
     refused_verifiers: Mutex<u32>,
     next_code: Mutex<u64>,
+    /// Whether discovery and the keys are answered 503.
+    down: AtomicBool,
+    /// How many discovery requests arrived.
+    discovery_reads: AtomicU32,
 }
 
 /// A running test provider.
@@ -88,6 +94,8 @@ impl TestProvider {
             codes: Mutex::new(HashMap::new()),
             refused_verifiers: Mutex::new(0),
             next_code: Mutex::new(0),
+            down: AtomicBool::new(false),
+            discovery_reads: AtomicU32::new(0),
         });
         let app = Router::new()
             .route("/.well-known/openid-configuration", get(discovery))
@@ -121,6 +129,16 @@ impl TestProvider {
         *self.state.signing.lock().expect("signing") = ("key-2".into(), key(2));
     }
 
+    /// Answers discovery and the keys 503 (`true`) or as usual.
+    pub fn set_down(&self, down: bool) {
+        self.state.down.store(down, Ordering::SeqCst);
+    }
+
+    /// How many discovery requests arrived so far.
+    pub fn discovery_reads(&self) -> u32 {
+        self.state.discovery_reads.load(Ordering::SeqCst)
+    }
+
     pub fn refused_verifiers(&self) -> u32 {
         *self.state.refused_verifiers.lock().expect("count")
     }
@@ -133,6 +151,10 @@ impl TestProvider {
 }
 
 async fn discovery(State(provider): State<Arc<Provider>>) -> Response {
+    provider.discovery_reads.fetch_add(1, Ordering::SeqCst);
+    if provider.down.load(Ordering::SeqCst) {
+        return refused(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable");
+    }
     let issuer = &provider.issuer;
     axum::Json(json!({
         "issuer": issuer,
@@ -149,6 +171,9 @@ async fn discovery(State(provider): State<Arc<Provider>>) -> Response {
 }
 
 async fn jwks(State(provider): State<Arc<Provider>>) -> Response {
+    if provider.down.load(Ordering::SeqCst) {
+        return refused(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable");
+    }
     let keys: Vec<Value> = provider
         .published
         .lock()

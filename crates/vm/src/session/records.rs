@@ -41,9 +41,6 @@ pub enum RecordKind {
     InboxSession,
     /// A key every runner of the inbox shares (the sign-in form's CSRF key).
     InboxKey,
-    /// An OpenID Connect sign-in under way (key: a digest of its `state`), taken once by
-    /// the runner the provider sends the browser back to; lives ten minutes.
-    InboxSignInPending,
     /// A `waiting` notification claimed for one pending decision (key: a digest of the
     /// notifier, the session and the decision's number), so that of the runners on one
     /// store exactly one sends it.
@@ -53,11 +50,10 @@ pub enum RecordKind {
 }
 
 impl RecordKind {
-    pub const ALL: [RecordKind; 6] = [
+    pub const ALL: [RecordKind; 5] = [
         RecordKind::WebhookReplay,
         RecordKind::InboxSession,
         RecordKind::InboxKey,
-        RecordKind::InboxSignInPending,
         RecordKind::NotifyWait,
         RecordKind::Conformance,
     ];
@@ -76,7 +72,6 @@ impl RecordKind {
             RecordKind::WebhookReplay => "webhook-replay",
             RecordKind::InboxSession => "inbox-session",
             RecordKind::InboxKey => "inbox-key",
-            RecordKind::InboxSignInPending => "inbox-sign-in-pending",
             RecordKind::NotifyWait => "notify-wait",
             RecordKind::Conformance => "conformance",
         }
@@ -88,7 +83,6 @@ impl RecordKind {
             RecordKind::WebhookReplay => 100_000,
             RecordKind::InboxSession => 10_000,
             RecordKind::InboxKey => 16,
-            RecordKind::InboxSignInPending => 10_000,
             RecordKind::NotifyWait => 100_000,
             RecordKind::Conformance => 8,
         }

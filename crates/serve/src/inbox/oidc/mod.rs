@@ -2,9 +2,10 @@
 //! the token form.
 //!
 //! ```text
-//! GET /inbox/oidc/start?return=/path   a state (and its cookie and record), then 303 to the provider
-//! GET /inbox/oidc/callback?code&state  the state checked and taken, the code redeemed with PKCE,
-//!                                      the ID token and its claims checked, an inbox session kept
+//! GET /inbox/oidc/start?return=/path   a state in a sealed cookie (nothing stored), then 303 to the provider
+//! GET /inbox/oidc/callback?code&state  the state checked against the cookie (then cleared), the code
+//!                                      redeemed with PKCE, the ID token and its claims checked,
+//!                                      an inbox session kept
 //! ```
 //!
 //! The code flow with PKCE (S256), `state` and `nonce`; how a sign-in under way is kept
@@ -34,15 +35,16 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use archmax_program::hex::hex;
-use archmax_vm::session::records::{Record, RecordKind};
 
+use super::cookies::InboxCookie;
 use super::render;
 use super::session_record::{IdentityKey, SignInMethod};
-use super::signin::{client_of, cookie, open_session, over_https, store_unavailable_page, throttled};
+use super::signin::{client_of, open_session, throttled};
 use super::{Inbox, Shared};
 use crate::auth::Scope;
 use crate::server::Server;
 use claims::ClaimsRefusal;
+use pending::{PendingRefusal, PendingSignIn};
 pub use provider::Provider;
 use provider::ProviderRefusal;
 
@@ -100,8 +102,8 @@ impl Server {
 enum Refusal {
     Foreign,
     Expired,
-    Used,
     OtherBrowser,
+    Tampered,
     Denied,
     NoCode,
     Provider(ProviderRefusal),
@@ -115,18 +117,18 @@ impl Refusal {
         match self {
             Refusal::Foreign
             | Refusal::Expired
-            | Refusal::Used
             | Refusal::OtherBrowser
+            | Refusal::Tampered
             | Refusal::Denied
             | Refusal::NoCode
-            | Refusal::Provider(ProviderRefusal::Unreachable) => false,
+            | Refusal::Provider(ProviderRefusal::Unreachable { .. }) => false,
             Refusal::Provider(_) | Refusal::Claims(_) => true,
         }
     }
 
     fn status(&self) -> StatusCode {
         match self {
-            Refusal::Provider(ProviderRefusal::Unreachable) => StatusCode::BAD_GATEWAY,
+            Refusal::Provider(ProviderRefusal::Unreachable { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             Refusal::Foreign | Refusal::NoCode => StatusCode::BAD_REQUEST,
             _ => StatusCode::FORBIDDEN,
         }
@@ -136,14 +138,20 @@ impl Refusal {
     fn message(&self, claim: &str) -> String {
         let token = |why: &str| format!("The provider's ID token was refused: {why}.");
         match self {
-            Refusal::Foreign => "This sign-in was not started by this inbox.".into(),
-            Refusal::Expired => format!("This sign-in took longer than {} minutes.", pending::PENDING_SECONDS / 60),
-            Refusal::Used => "This sign-in was already completed or given up; each one is used once.".into(),
-            Refusal::OtherBrowser => "This sign-in was started in another browser, or this browser lost its sign-in cookie.".into(),
+            Refusal::Foreign => format!("This sign-in was not started by this inbox. {START_AGAIN}"),
+            Refusal::Expired => {
+                format!("This sign-in took longer than {} minutes. {START_AGAIN}", pending::PENDING_SECONDS / 60)
+            }
+            Refusal::OtherBrowser => format!(
+                "This browser holds no sign-in under way for this link: it was already completed, started in another browser, or this browser lost its sign-in cookie. {START_AGAIN}"
+            ),
+            Refusal::Tampered => {
+                format!("This browser's sign-in cookie was altered, or was not made by this inbox. {START_AGAIN}")
+            }
             Refusal::Denied => "The provider did not sign you in.".into(),
             Refusal::NoCode => "The provider sent no authorization code back.".into(),
             Refusal::Provider(refusal) => match refusal {
-                ProviderRefusal::Unreachable => "The sign-in provider cannot be reached right now; the runner's log says why.".into(),
+                ProviderRefusal::Unreachable { retry_in_seconds } => render::provider_unreachable(*retry_in_seconds),
                 ProviderRefusal::CodeRefused => "The provider refused to complete this sign-in: its code was used before, expired, or does not belong to this sign-in.".into(),
                 ProviderRefusal::NoIdToken => "The provider answered without an ID token.".into(),
                 ProviderRefusal::Signature => token("its signature is not by a key the provider publishes"),
@@ -166,25 +174,22 @@ impl Refusal {
         }
     }
 
-    fn page(&self, claim: &str) -> Response {
+    /// The refusal's page to the request with `headers`.
+    fn page(&self, claim: &str, headers: &HeaderMap) -> Response {
         let mut response = render::error_page(self.status(), "Sign-in refused", &self.message(claim));
         // Whatever went wrong, the sign-in under way is over.
-        if let Ok(value) = HeaderValue::from_str(&state_cookie("", 0, false)) {
-            response.headers_mut().append(header::SET_COOKIE, value);
+        InboxCookie::PendingSignIn.clear(&mut response, headers);
+        if let Refusal::Provider(ProviderRefusal::Unreachable { retry_in_seconds }) = self
+            && let Ok(value) = HeaderValue::from_str(&retry_in_seconds.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
         }
         response
     }
 }
 
-/// The state cookie's `Set-Cookie` value.
-fn state_cookie(value: &str, max_age: u64, secure: bool) -> String {
-    let secure = if secure { "; Secure" } else { "" };
-    format!(
-        "{}={value}; Path={}; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}",
-        pending::STATE_COOKIE,
-        pending::COOKIE_PATH
-    )
-}
+/// What a refusal before the provider was asked tells the person to do.
+const START_AGAIN: &str = "Start signing in again from the sign-in page.";
 
 /// The value of query parameter `name`.
 fn query_value(query: Option<&str>, name: &str) -> Option<String> {
@@ -193,58 +198,50 @@ fn query_value(query: Option<&str>, name: &str) -> Option<String> {
         .map(|(_, value)| value.into_owned())
 }
 
-/// `GET /inbox/oidc/start`: a new sign-in through the provider.
-pub async fn start(
-    axum::extract::State(inbox): Shared,
-    extensions: axum::http::Extensions,
-    uri: axum::http::Uri,
-    headers: HeaderMap,
-) -> Response {
+/// `GET /inbox/oidc/start`: a new sign-in through the provider, held by the browser's
+/// sealed cookie ([`pending`]); nothing is written to the store.
+pub async fn start(axum::extract::State(inbox): Shared, uri: axum::http::Uri, headers: HeaderMap) -> Response {
     let Some(provider) = inbox.server.oidc.clone() else { return render::not_found_page() };
-    let client = client_of(&extensions, &headers, &inbox.server.trusted_proxies);
-    let attempt = match inbox.starts_per_client.attempt(&client, Instant::now()) {
-        Ok(attempt) => attempt,
-        Err(retry_after) => return throttled(retry_after, "This address started too many sign-ins."),
-    };
     let now_ms = inbox.server.now_ms();
-    let Some(state) = pending::new_state(&provider, now_ms / 1000) else { return store_unavailable_page() };
-    let (nonce, verifier) = (pending::nonce_of(&provider, &state), pending::verifier_of(&provider, &state));
-    let url = match provider.authorization_url(&state, &nonce, &verifier, now_ms).await {
+    let wanted = query_value(uri.query(), "return");
+    let Some(pending) = PendingSignIn::start(&provider, now_ms / 1000, wanted.as_deref()) else {
+        return no_random_source_page();
+    };
+    let url = match provider
+        .authorization_url(&pending.state, &pending.nonce(&provider), &pending.verifier(&provider), now_ms)
+        .await
+    {
         Ok(url) => url,
-        Err(refusal) => return Refusal::Provider(refusal).page(&provider.settings.identity_claim),
+        Err(refusal) => return Refusal::Provider(refusal).page(&provider.settings.identity_claim, &headers),
     };
-    let return_to = pending::return_path(query_value(uri.query(), "return").as_deref());
-    let Ok(value) = serde_json::to_vec(&pending::PendingRecord { return_to }) else { return store_unavailable_page() };
-    let record = Record {
-        kind: RecordKind::InboxSignInPending,
-        key: pending::record_key(&provider, &state),
-        value,
-        expires_ms: now_ms.saturating_add(pending::PENDING_SECONDS * 1000),
-    };
-    match inbox.server.store.claim_record(&record, now_ms).await {
-        Ok(true) => {}
-        Ok(false) => return store_unavailable_page(),
-        Err(error) => {
-            tracing::error!("the inbox could not keep a sign-in under way in the session store: {error}");
-            return store_unavailable_page();
-        }
-    }
-    attempt.keep();
-    let cookie = state_cookie(&state, pending::PENDING_SECONDS, over_https(&headers));
     let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, url)]).into_response();
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().append(header::SET_COOKIE, value);
-    }
+    InboxCookie::PendingSignIn.append(
+        &mut response,
+        &pending.cookie_value(&provider),
+        pending::PENDING_SECONDS,
+        &headers,
+    );
     response
+}
+
+/// The page of a start that found no random source to make a state with.
+fn no_random_source_page() -> Response {
+    tracing::error!("the inbox found no random source to start a sign-in through the provider with");
+    render::error_page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Sign-in unavailable",
+        "The runner could not start a sign-in right now; the runner's log says why. Try again shortly.",
+    )
 }
 
 /// `GET /inbox/oidc/callback`: the provider sends the browser back here.
 ///
 /// A callback refused after its code was redeemed (a token or claims the inbox
 /// refuses) counts against the client as a refused token does. One refused before
-/// that does not ([`Refusal::counts`]): its state is MAC'd and used once, so there is
+/// that does not ([`Refusal::counts`]): its state and cookie are MAC'd, so there is
 /// nothing to guess, and counting it would let any page the victim opens (an `<img>`
-/// of the callback) lock their address out of both sign-ins.
+/// of the callback) lock their address out of both sign-ins. Whatever the outcome, the
+/// browser's sign-in under way is cleared: it is used once.
 pub async fn callback(
     axum::extract::State(inbox): Shared,
     extensions: axum::http::Extensions,
@@ -260,13 +257,12 @@ pub async fn callback(
     let claim = provider.settings.identity_claim.clone();
     let (identity, return_to) = match admitted(&inbox, &provider, uri.query(), &headers).await {
         Ok(admitted) => admitted,
-        Err(Err(response)) => return *response,
-        Err(Ok(refusal)) => {
+        Err(refusal) => {
             tracing::warn!(client = client.as_str(), refusal = ?refusal, "a sign-in through the provider was refused");
             if refusal.counts() {
                 attempt.keep();
             }
-            return refusal.page(&claim);
+            return refusal.page(&claim, &headers);
         }
     };
     drop(attempt);
@@ -277,69 +273,35 @@ pub async fn callback(
             Err(refused) => return *refused,
         };
     let mut response = render::html_response(StatusCode::OK, render::signed_in_page(&identity, &return_to));
-    for value in [kept.1, state_cookie("", 0, over_https(&headers))] {
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            response.headers_mut().append(header::SET_COOKIE, value);
-        }
+    if let Ok(value) = HeaderValue::from_str(&kept) {
+        response.headers_mut().append(header::SET_COOKIE, value);
     }
+    InboxCookie::PendingSignIn.clear(&mut response, &headers);
     response
 }
 
-/// The identity the callback's code signs in, and where to go then; a refusal, or a
-/// page already made (the store did not answer).
+/// The identity the callback's code signs in, and where to go then; or a refusal.
 async fn admitted(
     inbox: &Inbox,
     provider: &Provider,
     query: Option<&str>,
     headers: &HeaderMap,
-) -> Result<(String, String), Result<Refusal, Box<Response>>> {
+) -> Result<(String, String), Refusal> {
     let now_ms = inbox.server.now_ms();
-    let state = query_value(query, "state").ok_or(Ok(Refusal::Foreign))?;
-    pending::check_state(provider, &state, now_ms / 1000).map_err(|refused| {
-        Ok(match refused {
-            pending::StateRefusal::Foreign => Refusal::Foreign,
-            pending::StateRefusal::Expired => Refusal::Expired,
-        })
+    let state = query_value(query, "state").ok_or(Refusal::Foreign)?;
+    let cookie = InboxCookie::PendingSignIn.read(headers);
+    let pending = PendingSignIn::taken(provider, &state, cookie, now_ms / 1000).map_err(|refused| match refused {
+        PendingRefusal::Foreign => Refusal::Foreign,
+        PendingRefusal::Expired => Refusal::Expired,
+        PendingRefusal::NotThisBrowser => Refusal::OtherBrowser,
+        PendingRefusal::Tampered => Refusal::Tampered,
     })?;
-    if !pending::cookie_holds(cookie(headers, pending::STATE_COOKIE), &state) {
-        return Err(Ok(Refusal::OtherBrowser));
-    }
-    let return_to = take_pending(inbox, provider, &state, now_ms).await?;
     if query_value(query, "error").is_some() {
-        return Err(Ok(Refusal::Denied));
+        return Err(Refusal::Denied);
     }
-    let code = query_value(query, "code").filter(|code| !code.is_empty()).ok_or(Ok(Refusal::NoCode))?;
-    let (nonce, verifier) = (pending::nonce_of(provider, &state), pending::verifier_of(provider, &state));
-    let claims =
-        provider.redeem(&code, &verifier, &nonce, now_ms).await.map_err(|refused| Ok(Refusal::Provider(refused)))?;
-    let identity = claims::admit(&provider.settings, &claims).map_err(|refused| Ok(Refusal::Claims(refused)))?;
-    Ok((identity, return_to))
-}
-
-/// Takes the record of `state` from the store (read, then removed: of two callbacks
-/// with one state, one removes it): where to go once signed in.
-async fn take_pending(
-    inbox: &Inbox,
-    provider: &Provider,
-    state: &str,
-    now_ms: u64,
-) -> Result<String, Result<Refusal, Box<Response>>> {
-    let store = &inbox.server.store;
-    let key = pending::record_key(provider, state);
-    let unavailable = |error: archmax_vm::session::StoreError| {
-        tracing::error!("the inbox could not read a sign-in under way from the session store: {error}");
-        Err(Box::new(store_unavailable_page()))
-    };
-    let kept = match store.read_record(RecordKind::InboxSignInPending, &key, now_ms).await {
-        Ok(Some(kept)) => kept,
-        Ok(None) => return Err(Ok(Refusal::Used)),
-        Err(error) => return Err(unavailable(error)),
-    };
-    match store.remove_record(RecordKind::InboxSignInPending, &key).await {
-        Ok(true) => {}
-        Ok(false) => return Err(Ok(Refusal::Used)),
-        Err(error) => return Err(unavailable(error)),
-    }
-    let record: pending::PendingRecord = serde_json::from_slice(&kept).map_err(|_| Ok(Refusal::Used))?;
-    Ok(pending::return_path(Some(&record.return_to)))
+    let code = query_value(query, "code").filter(|code| !code.is_empty()).ok_or(Refusal::NoCode)?;
+    let (nonce, verifier) = (pending.nonce(provider), pending.verifier(provider));
+    let claims = provider.redeem(&code, &verifier, &nonce, now_ms).await.map_err(Refusal::Provider)?;
+    let identity = claims::admit(&provider.settings, &claims).map_err(Refusal::Claims)?;
+    Ok((identity, pending.return_to))
 }

@@ -2,9 +2,12 @@
 //! authorization request, the code exchange, and the checks of the ID token.
 //!
 //! Discovery (`<issuer>/.well-known/openid-configuration`, then its `jwks_uri`) is read
-//! once and kept; when it could not be read, the next sign-in reads it again. An ID token
-//! signed with a key the kept set lacks makes the runner read the key set once more (at
-//! most once per [`KEYS_REFRESH_MS`]), so a provider's key rotation needs no restart.
+//! once and kept. An ID token signed with a key the kept set lacks makes the runner read
+//! the key set once more (at most once per [`KEYS_REFRESH_MS`]), so a provider's key
+//! rotation needs no restart. When a read fails, the provider is not asked again until a
+//! pause has passed ([`Backoff`]: one second after the first failure, doubling with each
+//! failure after it, at most [`LONGEST_PAUSE_MS`]); sign-ins meanwhile are told when it
+//! will be tried again, and a success ends the pause.
 //!
 //! The one thing to know: the ID token is checked by the `openidconnect` library
 //! (signature over the provider's published keys with an asymmetric algorithm only,
@@ -29,6 +32,40 @@ use archmax_config::settings::oidc::OidcSettings;
 /// How often at most the provider's keys are read again for a token signed with a key
 /// the runner does not know (milliseconds).
 pub const KEYS_REFRESH_MS: u64 = 60_000;
+/// The pause after the first failed read of the provider (milliseconds).
+pub const FIRST_PAUSE_MS: u64 = 1_000;
+/// The longest pause between reads of a provider that keeps failing (milliseconds).
+pub const LONGEST_PAUSE_MS: u64 = 60_000;
+
+/// How long the provider is left alone after reads of it failed: each failure doubles
+/// the pause, from [`FIRST_PAUSE_MS`] up to [`LONGEST_PAUSE_MS`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// Failed reads since the last one that worked.
+    failures: u32,
+    /// When the provider may be read again (server clock, milliseconds).
+    retry_at_ms: u64,
+}
+
+impl Backoff {
+    /// Counts a failed read at `now_ms`: the pause that starts.
+    pub fn failed(&mut self, now_ms: u64) -> u64 {
+        let pause = FIRST_PAUSE_MS.saturating_mul(1 << self.failures.min(16)).min(LONGEST_PAUSE_MS);
+        self.failures = self.failures.saturating_add(1);
+        self.retry_at_ms = now_ms.saturating_add(pause);
+        pause
+    }
+
+    /// A read worked: no pause.
+    pub fn succeeded(&mut self) {
+        *self = Backoff::default();
+    }
+
+    /// While paused at `now_ms`: the whole seconds (at least one) until the next read.
+    pub fn paused(&self, now_ms: u64) -> Option<u64> {
+        (now_ms < self.retry_at_ms).then(|| (self.retry_at_ms - now_ms).div_ceil(1000).max(1))
+    }
+}
 
 /// The ID token signature algorithms taken: the asymmetric ones the library verifies,
 /// never a MAC under the client secret, never `none`.
@@ -61,8 +98,11 @@ struct Discovered {
 /// Why a sign-in through the provider failed on the provider's side or in its token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProviderRefusal {
-    /// Discovery or the keys could not be read.
-    Unreachable,
+    /// Discovery or the keys could not be read; the provider is tried again in
+    /// `retry_in_seconds`.
+    Unreachable {
+        retry_in_seconds: u64,
+    },
     /// The token endpoint refused the code (used before, expired, or its PKCE verifier).
     CodeRefused,
     /// The token endpoint answered without an ID token.
@@ -86,6 +126,8 @@ pub struct Provider {
     redirect: RedirectUrl,
     http: ProviderHttp,
     discovered: tokio::sync::Mutex<Option<Arc<Discovered>>>,
+    /// The pause after failed reads (held only briefly, never across a read).
+    backoff: std::sync::Mutex<Backoff>,
 }
 
 impl Provider {
@@ -117,6 +159,7 @@ impl Provider {
             // The configuration took plain http only for a loopback issuer.
             http: ProviderHttp::new(settings.issuer.starts_with("https://"))?,
             discovered: tokio::sync::Mutex::new(None),
+            backoff: std::sync::Mutex::new(Backoff::default()),
         })
     }
 
@@ -125,20 +168,55 @@ impl Provider {
         self.secret.as_bytes()
     }
 
+    /// While reads of the provider are paused after failures, at `now_ms`: the seconds
+    /// until it is tried again.
+    pub fn paused(&self, now_ms: u64) -> Option<u64> {
+        self.backoff.lock().map_or(None, |backoff| backoff.paused(now_ms))
+    }
+
+    /// `Err` while reads of the provider are paused.
+    fn not_paused(&self, now_ms: u64) -> Result<(), ProviderRefusal> {
+        match self.paused(now_ms) {
+            Some(retry_in_seconds) => Err(ProviderRefusal::Unreachable { retry_in_seconds }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records how a read of the provider at `now_ms` went: `Err` (logged, with the pause
+    /// that starts) when it failed.
+    fn read_went<T>(&self, read: Result<T, String>, what: &str, now_ms: u64) -> Result<T, ProviderRefusal> {
+        let Ok(mut backoff) = self.backoff.lock() else {
+            return read.map_err(|_| ProviderRefusal::Unreachable { retry_in_seconds: FIRST_PAUSE_MS / 1000 });
+        };
+        match read {
+            Ok(value) => {
+                backoff.succeeded();
+                Ok(value)
+            }
+            Err(problem) => {
+                let pause = backoff.failed(now_ms);
+                let retry_in_seconds = pause.div_ceil(1000);
+                tracing::error!(
+                    issuer = self.settings.issuer.as_str(),
+                    retry_in_seconds,
+                    "{what} could not be read: {problem}"
+                );
+                Err(ProviderRefusal::Unreachable { retry_in_seconds })
+            }
+        }
+    }
+
     /// Reads discovery and the keys unless kept; `Err` (logged) when the provider could
-    /// not be read. Several sign-ins at once read it once.
+    /// not be read, or while reads are paused after failures. Several sign-ins at once
+    /// read it once.
     async fn discovered(&self, now_ms: u64) -> Result<Arc<Discovered>, ProviderRefusal> {
         let mut kept = self.discovered.lock().await;
         if let Some(discovered) = kept.as_ref() {
             return Ok(Arc::clone(discovered));
         }
-        let discovered = Arc::new(self.discover(now_ms).await.map_err(|problem| {
-            tracing::error!(
-                issuer = self.settings.issuer.as_str(),
-                "the OpenID Connect provider could not be read: {problem}"
-            );
-            ProviderRefusal::Unreachable
-        })?);
+        self.not_paused(now_ms)?;
+        let read = self.discover(now_ms).await;
+        let discovered = Arc::new(self.read_went(read, "the OpenID Connect provider", now_ms)?);
         *kept = Some(Arc::clone(&discovered));
         Ok(discovered)
     }
@@ -286,10 +364,9 @@ impl Provider {
             // Another sign-in read them meanwhile, or they are fresh enough.
             return Ok(Arc::clone(current));
         }
-        let keys = CoreJsonWebKeySet::fetch_async(&seen.jwks_uri, &self.http).await.map_err(|error| {
-            tracing::error!(issuer = self.settings.issuer.as_str(), "the provider's keys could not be read: {error}");
-            ProviderRefusal::Unreachable
-        })?;
+        self.not_paused(now_ms)?;
+        let read = CoreJsonWebKeySet::fetch_async(&seen.jwks_uri, &self.http).await.map_err(|error| error.to_string());
+        let keys = self.read_went(read, "the provider's keys", now_ms)?;
         let refreshed = Arc::new(Discovered {
             client: self.client(&seen.issuer, keys, &seen.auth_uri, &seen.token_uri),
             issuer: seen.issuer.clone(),
@@ -338,5 +415,29 @@ fn payload(compact: &str) -> Option<Map<String, Value>> {
     match serde_json::from_slice(&bytes).ok()? {
         Value::Object(claims) => Some(claims),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_failed_read_doubles_the_pause_from_one_second_up_to_a_minute_and_a_good_read_ends_it() {
+        let mut backoff = Backoff::default();
+        let now = 1_741_435_200_000;
+        assert_eq!(backoff.paused(now), None, "never failed");
+        let pauses: Vec<u64> = (0..9).map(|_| backoff.failed(now)).collect();
+        assert_eq!(pauses, [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000]);
+        assert_eq!(backoff.paused(now), Some(60));
+        assert_eq!(backoff.paused(now + 59_001), Some(1), "a part of a second counts as one");
+        assert_eq!(backoff.paused(now + 60_000), None, "the pause is over");
+        for _ in 0..100 {
+            backoff.failed(now);
+        }
+        assert_eq!(backoff.paused(now), Some(60), "many failures stay at the cap");
+        backoff.succeeded();
+        assert_eq!(backoff.paused(now), None);
+        assert_eq!(backoff.failed(now), 1_000, "after a good read, the first pause again");
     }
 }

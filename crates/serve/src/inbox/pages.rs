@@ -60,13 +60,32 @@ pub async fn session_route(
         Err(refused) => return refused.into_page(),
     };
     let done = crate::routes::query_pairs(query.as_deref()).into_iter().find(|(key, _)| key == "done");
-    let notice = done.and_then(|(_, what)| match what.as_str() {
-        "decided" => Some(Notice::info("Your decision was recorded.")),
-        "replied" => Some(Notice::info("Your message was sent.")),
-        "delivered" => Some(Notice::info("The input was delivered.")),
+    let notice = match done.as_ref().map(|(_, what)| what.as_str()) {
+        Some("decided") => Some(after_decision(&inbox, &signed, &id).await),
+        Some("replied") => Some(Notice::info("Your message was sent.")),
+        Some("delivered") => Some(Notice::info("The input was delivered.")),
         _ => None,
-    });
+    };
     session_page(&inbox, &signed, &id, StatusCode::OK, notice).await
+}
+
+/// What the page after a decision says: that it was recorded, and the next decision this
+/// person may make ([`views::next_waiting`]), so a queue is worked through without going
+/// back to the list.
+async fn after_decision(inbox: &Arc<Inbox>, signed: &SignedIn, decided: &str) -> Notice {
+    let recorded = Notice::info("Your decision was recorded.");
+    if !signed.holds(inbox, Scope::Decide) {
+        return recorded;
+    }
+    let settings = views::with_default_summaries(&inbox.server);
+    match views::next_waiting(&*inbox.server.store, &signed.caller.identity, &settings, decided).await {
+        Some(next) => {
+            let path: Vec<String> = next.id.split('/').map(encode).collect();
+            let words = format!("Next waiting for your decision: {} ({})", next.id, next.head.workflow);
+            recorded.with_link(format!("/sessions/{}", path.join("/")), words)
+        }
+        None => Notice::info("Your decision was recorded. Nothing else is waiting for your decision."),
+    }
 }
 
 /// A session's page with `notice` at its top, answered with `status`.

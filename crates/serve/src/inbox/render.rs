@@ -12,15 +12,22 @@ use super::markdown;
 pub struct Notice {
     pub error: bool,
     pub text: String,
+    /// A link after the text: its address and its words.
+    pub link: Option<(String, String)>,
 }
 
 impl Notice {
     pub fn error(text: impl Into<String>) -> Notice {
-        Notice { error: true, text: text.into() }
+        Notice { error: true, text: text.into(), link: None }
     }
 
     pub fn info(text: impl Into<String>) -> Notice {
-        Notice { error: false, text: text.into() }
+        Notice { error: false, text: text.into(), link: None }
+    }
+
+    /// The notice with a link to `href` reading `words` after its text.
+    pub fn with_link(self, href: String, words: String) -> Notice {
+        Notice { link: Some((href, words)), ..self }
     }
 }
 
@@ -78,6 +85,9 @@ fn frame(
                     @if let Some(notice) = notice {
                         div.notice.error[notice.error] role=(if notice.error { "alert" } else { "status" }) {
                             (notice.text)
+                            @if let Some((href, words)) = &notice.link {
+                                " " a.next href=(href) { (words) }
+                            }
                         }
                     }
                     (body)

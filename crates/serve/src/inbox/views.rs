@@ -386,6 +386,26 @@ pub async fn read_view(
     Ok(page)
 }
 
+/// The session that has waited longest for a decision `identity` may make (the state
+/// names no approvers, or names them), other than `except`: where the page after a
+/// decision points next. Read as the decision queue reads its oldest-first page (at most
+/// [`MAX_PAGE_SIZE`] sessions), so in a larger inbox it is the longest waiting of those.
+pub async fn next_waiting(
+    store: &dyn SessionStore,
+    identity: &str,
+    settings: &InboxSettings,
+    except: &str,
+) -> Option<SessionState> {
+    let filter = InboxFilter { view: View::Decisions, order: Order::Oldest, size: MAX_PAGE_SIZE, ..Default::default() };
+    let page = read_view(store, &filter, identity, settings).await.ok()?;
+    page.sessions.into_iter().find(|session| {
+        session.id.as_str() != except
+            && session.head.pending_decision.as_ref().is_some_and(|decision| {
+                decision.approvers.is_empty() || decision.approvers.iter().any(|approver| approver == identity)
+            })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,6 +86,42 @@ async fn a_post_without_the_right_csrf_token_or_from_another_site_is_refused_and
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_after_a_decision_links_the_next_one_waiting_for_that_person() {
+    let server = serve(false).await;
+    for id in ["pay-next-a", "pay-next-b"] {
+        server.start_payout(id).await;
+    }
+    let lead = server.sign_in(LEAD).await;
+    let decide = |id: &'static str| {
+        let (server, lead) = (&server, &lead);
+        async move {
+            let page = server.get(&format!("/sessions/{id}"), Some(lead)).await;
+            let fields = [("csrf", page.csrf()), ("session", id.to_string()), ("to", "done".to_string())];
+            let fields: Vec<(&str, &str)> = fields.iter().map(|(key, value)| (*key, value.as_str())).collect();
+            let decided = server.post_form("/decide", Some(lead), &fields).await;
+            assert_eq!(decided.status, StatusCode::SEE_OTHER, "{}", decided.body);
+            server.get(&decided.location(), Some(lead)).await.body
+        }
+    };
+    let after_first = decide("pay-next-a").await;
+    assert!(
+        after_first.contains(
+            r#"<a class="next" href="/sessions/pay-next-b">Next waiting for your decision: pay-next-b (payout)</a>"#
+        ),
+        "{after_first}"
+    );
+    let after_second = decide("pay-next-b").await;
+    assert!(after_second.contains("Nothing else is waiting for your decision."), "{after_second}");
+    assert!(!after_second.contains(r#"class="next""#), "{after_second}");
+    // Someone who may not decide them is pointed at none.
+    server.start_payout("pay-next-c").await;
+    let intern = server.sign_in(INTERN).await;
+    let shown = server.get("/sessions/pay-next-a?done=decided", Some(&intern)).await.body;
+    assert!(shown.contains("Nothing else is waiting for your decision."), "{shown}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_an_approver_may_decide_and_the_decider_is_recorded_in_the_trail() {
     let server = serve(false).await;
     server.start_payout("pay-approvers").await;

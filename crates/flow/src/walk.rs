@@ -13,7 +13,10 @@
 //! wins), so running its steps one by one or `--parallel N` at once gives the same
 //! conversation, the same gives and the same events in the same order. Nodes of one
 //! layer are independent by construction (none needs another), which is why none
-//! should see another's transcript.
+//! should see another's transcript. A step that runs alone is announced (`step-started`)
+//! before it runs, so what it asks on the terminal follows its own start line; the events
+//! come out in the same order either way, and a step cut short (killed, a model error)
+//! leaves its start line behind.
 
 use std::collections::BTreeMap;
 use std::future::Future;

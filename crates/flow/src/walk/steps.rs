@@ -78,6 +78,15 @@ impl Walker<'_, '_> {
                 let ready = self.prepare(step, &step_path, attempt, path, handoffs);
                 prepared.push((*step, step_path, ready, format!("call-{}", self.calls)));
             }
+            // A step that runs alone is announced before it runs, so what it asks on the
+            // terminal (an approval) follows its own start line; steps that run together
+            // are announced with their reports, in document order.
+            let alone = chunk.len() == 1 && prepared.len() == 1;
+            if alone {
+                for (step, step_path, _, _) in &prepared {
+                    self.announce(step, step_path, attempt);
+                }
+            }
             let environment = self.environment;
             let tape = self.tape.clone();
             let futures = prepared.iter().map(|(step, step_path, ready, call_id)| {
@@ -108,7 +117,7 @@ impl Walker<'_, '_> {
                 let report = if let Some((_, recorded)) = replayed.iter().find(|(id, _)| *id == step.id) {
                     self.replay(step, &step_path, attempt, recorded)
                 } else if let Some(report) = fresh.remove(&step.id) {
-                    self.apply(step, &step_path, attempt, &key, report).await?
+                    self.apply(step, &step_path, attempt, &key, report, alone).await?
                 } else {
                     continue;
                 };
@@ -131,6 +140,7 @@ impl Walker<'_, '_> {
         }
         self.calls += 1;
         let prepared = self.prepare(step, &step_path, attempt, path, handoffs);
+        self.announce(step, &step_path, attempt);
         let remaining = Remaining { spent_microunits: self.spent_microunits, started_ms: self.started_ms };
         let call_id = format!("call-{}", self.calls);
         let report = run_prepared(
@@ -147,7 +157,7 @@ impl Walker<'_, '_> {
         )
         .await
         .map_err(|error| Stop::Failed(WalkError::Model { step: step_path.clone(), error }))?;
-        self.apply(step, &step_path, attempt, &key, report).await
+        self.apply(step, &step_path, attempt, &key, report, true).await
     }
 
     /// The user message of a model step, or why a step cannot start (a spent flow
@@ -223,15 +233,8 @@ impl Walker<'_, '_> {
         report
     }
 
-    /// Records, tallies and reports a step that just ran.
-    async fn apply(
-        &mut self,
-        step: &Step,
-        step_path: &str,
-        attempt: u32,
-        key: &str,
-        report: StepReport,
-    ) -> Result<StepReport, Stop> {
+    /// Says that `step` starts (not replayed).
+    fn announce(&mut self, step: &Step, step_path: &str, attempt: u32) {
         self.emit(FlowEvent::StepStarted {
             path: step_path.to_string(),
             step_kind: step.kind.as_str().to_string(),
@@ -239,6 +242,22 @@ impl Walker<'_, '_> {
             attempt,
             replayed: false,
         });
+    }
+
+    /// Records, tallies and reports a step that just ran (`announced`: its start was
+    /// already said, before it ran).
+    async fn apply(
+        &mut self,
+        step: &Step,
+        step_path: &str,
+        attempt: u32,
+        key: &str,
+        report: StepReport,
+        announced: bool,
+    ) -> Result<StepReport, Stop> {
+        if !announced {
+            self.announce(step, step_path, attempt);
+        }
         for event in &report.events {
             self.emit(event.clone());
         }
@@ -296,7 +315,7 @@ impl Walker<'_, '_> {
                 spend: Spend::default(),
                 tape: None,
             };
-            return self.apply(step, step_path, attempt, &key, report).await;
+            return self.apply(step, step_path, attempt, &key, report, false).await;
         }
         self.emit(FlowEvent::FlowPaused {
             flow: self.document.id.clone(),

@@ -24,6 +24,10 @@ struct Staggered {
     in_flight: AtomicUsize,
     most: AtomicUsize,
     order: Mutex<Vec<String>>,
+    /// The walk's events so far (the sink writes them here).
+    events: Mutex<Vec<String>>,
+    /// Per call, the step and the last event emitted before the model was asked.
+    last_before_call: Mutex<Vec<(String, String)>>,
 }
 
 impl ModelAdapter for Staggered {
@@ -32,6 +36,10 @@ impl ModelAdapter for Staggered {
             let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.most.fetch_max(now, Ordering::SeqCst);
             let step = request.state.rsplit('.').next().unwrap_or_default().to_string();
+            let last = self.events.lock().ok().and_then(|events| events.last().cloned()).unwrap_or_default();
+            if let Ok(mut seen) = self.last_before_call.lock() {
+                seen.push((step.clone(), last));
+            }
             for _ in 0..2 + (10 - step.len().min(10)) * 2 {
                 tokio::task::yield_now().await;
             }
@@ -88,9 +96,13 @@ async fn walk_with(parallel: usize, model: &Staggered) -> (Vec<String>, Option<W
         cancel: &cancel,
         resume_command: None,
     };
-    let mut events = Vec::new();
-    let mut sink = |event: &FlowEvent| events.push(event.json());
+    let mut sink = |event: &FlowEvent| {
+        if let Ok(mut events) = model.events.lock() {
+            events.push(event.json());
+        }
+    };
     let end = walk(&environment, &document, options, None, &mut sink).await.ok();
+    let events = model.events.lock().map(|events| events.clone()).unwrap_or_default();
     (events, end)
 }
 
@@ -109,4 +121,28 @@ async fn a_parallel_layer_runs_at_once_and_reports_in_document_order() {
     assert_eq!(parallel, sequential, "the events are the sequential walk's, in its order");
     let collect = sequential.iter().find(|event| event.contains("group-left")).cloned().unwrap_or_default();
     assert!(collect.contains(r#""gave":{"verdicts":"collect"}"#), "the last write wins: {collect}");
+}
+
+/// A step that runs alone says it started before it asks anything (its model, an approver
+/// on the terminal); steps run together are announced with their reports.
+#[tokio::test(flavor = "current_thread")]
+async fn a_step_run_alone_is_announced_before_it_runs() {
+    let model = Staggered::default();
+    let (_, end) = walk_with(1, &model).await;
+    assert_eq!(end, Some(WalkEnd::Finished { clean: true }));
+    let seen = model.last_before_call.lock().map(|seen| seen.clone()).unwrap_or_default();
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    for (step, last) in &seen {
+        assert!(
+            last.contains(r#""event":"step-started""#) && last.contains(&format!(r#"reviews.{step}""#)),
+            "{step} was asked after: {last}"
+        );
+    }
+    let together = Staggered::default();
+    let _ = walk_with(4, &together).await;
+    let seen = together.last_before_call.lock().map(|seen| seen.clone()).unwrap_or_default();
+    assert!(
+        seen.iter().take(4).all(|(_, last)| !last.contains("step-started")),
+        "a parallel layer's steps are announced after they ran: {seen:?}"
+    );
 }

@@ -100,7 +100,7 @@ async fn the_page_after_a_decision_links_the_next_one_waiting_for_that_person() 
             let fields: Vec<(&str, &str)> = fields.iter().map(|(key, value)| (*key, value.as_str())).collect();
             let decided = server.post_form("/decide", Some(lead), &fields).await;
             assert_eq!(decided.status, StatusCode::SEE_OTHER, "{}", decided.body);
-            server.get(&decided.location(), Some(lead)).await.body
+            server.get(decided.location(), Some(lead)).await.body
         }
     };
     let after_first = decide("pay-next-a").await;

@@ -546,6 +546,27 @@ mod tail_tests {
         scan_tail(&log, filler).rest
     }
 
+    /// Review finding: the zero-piece test runs before the header's own CRC. A header
+    /// that landed whole (its CRC holds) can still have a one-byte piece that is zero by
+    /// nature: at offset 511 mod 512 its first byte is the length's low byte, zero for a
+    /// 256-byte payload. A payload that then fails its checksum, with a whole record
+    /// after it (so not an append into the room), is damage, not a torn append.
+    #[test]
+    fn review_an_intact_header_whose_one_byte_piece_is_zero_is_not_a_torn_append() {
+        let filler = 511;
+        let mut record = encode_record(&[b'y'; 256]).expect("record");
+        assert_eq!(record[0], 0, "the length's low byte");
+        record[RECORD_HEADER_BYTES + 100] ^= 0x01;
+        let mut log = vec![0xa5; filler];
+        log.extend_from_slice(&record);
+        log.extend_from_slice(&encode_record(&[b'z'; 300]).expect("next record"));
+        assert!(
+            matches!(scan_tail(&log, filler).rest, TailRest::Damaged(_)),
+            "a landed header with a damaged payload, a whole record after it: {:?}",
+            scan_tail(&log, filler).rest
+        );
+    }
+
     #[test]
     fn a_header_sector_of_zeros_is_a_torn_append_and_a_flipped_header_is_damage() {
         assert!(matches!(tail_after(|_| {}), TailRest::Empty));

@@ -456,10 +456,12 @@ fn classify_rest(log: &[u8], end: usize) -> TailRest {
     if rest.len() < RECORD_HEADER_BYTES {
         return TailRest::Torn;
     }
-    if header_never_landed(&rest[..RECORD_HEADER_BYTES], end) {
-        return TailRest::Torn;
-    }
     if !record_header_is_intact(rest) {
+        // A header that landed proves it by its CRC; only one that did not can have
+        // lost a sector.
+        if header_never_landed(&rest[..RECORD_HEADER_BYTES], end) {
+            return TailRest::Torn;
+        }
         return TailRest::Damaged(format!(
             "the {} bytes at byte {end}, after the last whole step, have a damaged record header",
             rest.len()

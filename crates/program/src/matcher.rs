@@ -78,7 +78,7 @@ fn same_number(left: &serde_json::Number, right: &serde_json::Number) -> bool {
 }
 
 /// The number as an integer when it is one exactly: an integer, or a double with no
-/// fraction within the range of 64-bit integers.
+/// fraction below 2^127 (every such double is an `i128` exactly).
 fn whole(number: &serde_json::Number) -> Option<i128> {
     if let Some(value) = number.as_i64() {
         return Some(i128::from(value));
@@ -87,7 +87,7 @@ fn whole(number: &serde_json::Number) -> Option<i128> {
         return Some(i128::from(value));
     }
     let value = number.as_f64()?;
-    (value.fract() == 0.0 && value.abs() < 1.8e19).then_some(value as i128)
+    (value.fract() == 0.0 && value.abs() < 1.7e38).then_some(value as i128)
 }
 
 /// A `/pattern/flags` token as written, not yet compiled.

@@ -144,3 +144,30 @@ fn run_then_decide_with_one_tape_reads_on_where_the_session_left_it() {
     assert!(String::from_utf8_lossy(&decide.stdout).contains("Paid, from a new tape."));
     let _ = fs::remove_dir_all(&root);
 }
+
+/// Review finding: the park report on stderr quotes the model's `archmax_wait` reason as
+/// it is, so a model can erase the line, retitle the terminal, hide what follows (SGR 8)
+/// and print a `next:` line of its own for the operator to paste. Model text on the
+/// terminal goes through `terminal_safe` everywhere else (the event line above it does).
+#[test]
+fn review_a_wait_reason_cannot_act_on_the_terminal_or_forge_the_next_command() {
+    let root = crate::support::scratch("park-report-controls");
+    let _ = fs::remove_dir_all(&root);
+    write(&root, "workflows/refunds/workflow.yaml", WORKFLOW);
+    let tape = r#"
+- state: prepare
+  text: Noted.
+  tool_calls:
+    - { name: archmax_wait, args: { reason: "with DHL\r\u001b[2K\u001b]0;retitled\u0007\u001b[8m", until: 1d } }
+"#;
+    write(&root, "wait.yaml", tape);
+    let parked = archmax(&root)
+        .args(["run", "refunds", "Refund ORD-3, please.", "--session", "s1", "--tape", "wait.yaml"])
+        .output()
+        .expect("archmax runs");
+    let stderr = String::from_utf8_lossy(&parked.stderr);
+    assert_eq!(parked.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("next: archmax deliver s1"), "{stderr}");
+    let acting: Vec<char> = stderr.chars().filter(|c| c.is_control() && *c != '\n' && *c != '\t').collect();
+    assert!(acting.is_empty(), "control characters reach the terminal: {acting:?} in {stderr:?}");
+}

@@ -269,6 +269,13 @@ pub fn terminal_safe(text: &str) -> Cow<'_, str> {
     Cow::Owned(text.chars().map(|c| if acts(c) { CONTROL_REPLACEMENT } else { c }).collect())
 }
 
+/// `text` kept to one line a terminal shows without acting on it: [`terminal_safe`], and
+/// its newlines and tabs shown as spaces, so text a model wrote cannot start a line of
+/// its own (a forged `next:` command above the real one).
+pub fn one_terminal_line(text: &str) -> String {
+    terminal_safe(text).replace(['\n', '\t'], " ")
+}
+
 /// A failure established after parsing: one line, exit 1.
 pub fn failure(message: impl std::fmt::Display) -> ExitCode {
     // A reply that was streaming when the command failed keeps its own line.

@@ -430,32 +430,40 @@ pub fn repeated_flags(options: &SessionOptions<'_>) -> String {
 /// What to do about a parked session: where it waits, and the command that moves it on
 /// (`flags`, from [`repeated_flags`], reach the same session, program and model).
 pub fn park_report(outcome: &Outcome, program: &Program, resume_through: Option<&str>, flags: &str) -> Option<String> {
-    // A sub-workflow its caller waits for is moved on through the caller.
-    let id = resume_through.unwrap_or(&outcome.session_id);
+    // A sub-workflow its caller waits for is moved on through the caller. What the model
+    // wrote (a reason, a title) is kept to one inert line, and every word of a `next:`
+    // command is quoted as a shell reads it back.
+    let shown = crate::output::one_terminal_line;
+    let word = archmax_program::shell::word;
+    let session = resume_through.unwrap_or(&outcome.session_id);
+    let (named, id) = (shown(session), word(session));
     if let Some(stop) = &outcome.budget_stop {
         return Some(format!(
-            "⏸ stopped at its budget in {}: {} · session {id}\n  next: archmax reply {id} --raise-budget{flags} \"go on\"",
-            stop.state, stop.reason
+            "⏸ stopped at its budget in {}: {} · session {named}\n  next: archmax reply {id} --raise-budget{flags} \"go on\"",
+            shown(&stop.state),
+            shown(&stop.reason)
         ));
     }
     if let Some(decision) = &outcome.pending_decision {
-        let title = decision.title.as_ref().map(|title| format!(" ({title})")).unwrap_or_default();
+        let title = decision.title.as_ref().map(|title| format!(" ({})", shown(title))).unwrap_or_default();
         let targets: Vec<&str> = decision.transitions.iter().map(|choice| choice.to.as_str()).collect();
         let to = match targets.as_slice() {
-            [only] => only.to_string(),
-            _ => format!("<{}>", targets.join("|")),
+            [only] => word(only),
+            _ => format!("<{}>", shown(&targets.join("|"))),
         };
         return Some(format!(
-            "⏸ awaiting human decision at {}{title} · session {id}\n  next: archmax decide {id} --to {to}{flags} [--comment \"why\"]",
-            decision.state
+            "⏸ awaiting human decision at {}{title} · session {named}\n  next: archmax decide {id} --to {to}{flags} [--comment \"why\"]",
+            shown(&decision.state)
         ));
     }
     if let Some(input) = &outcome.pending_input {
         let trigger = delivery_trigger(program, &outcome.workflow, &input.state);
-        let due = input.resume_at.as_ref().map(|at| format!(" · due {at}")).unwrap_or_default();
+        let trigger = if trigger.starts_with('<') { shown(&trigger) } else { word(&trigger) };
+        let due = input.resume_at.as_ref().map(|at| format!(" · due {}", shown(at))).unwrap_or_default();
         return Some(format!(
-            "⏸ awaiting input at {}: {}{due} · session {id}\n  next: archmax deliver {id} --trigger {trigger}{flags} [--variables '{{…}}']",
-            input.state, input.reason
+            "⏸ awaiting input at {}: {}{due} · session {named}\n  next: archmax deliver {id} --trigger {trigger}{flags} [--variables '{{…}}']",
+            shown(&input.state),
+            shown(&input.reason)
         ));
     }
     None

@@ -145,12 +145,11 @@ fn run_then_decide_with_one_tape_reads_on_where_the_session_left_it() {
     let _ = fs::remove_dir_all(&root);
 }
 
-/// Review finding: the park report on stderr quotes the model's `archmax_wait` reason as
-/// it is, so a model can erase the line, retitle the terminal, hide what follows (SGR 8)
-/// and print a `next:` line of its own for the operator to paste. Model text on the
-/// terminal goes through `terminal_safe` everywhere else (the event line above it does).
+/// The park report on stderr shows the model's `archmax_wait` reason: it must not erase
+/// the line, retitle the terminal, hide what follows (SGR 8), nor start a `next:` line of
+/// its own for the operator to paste.
 #[test]
-fn review_a_wait_reason_cannot_act_on_the_terminal_or_forge_the_next_command() {
+fn a_wait_reason_cannot_act_on_the_terminal_or_forge_the_next_command() {
     let root = crate::support::scratch("park-report-controls");
     let _ = fs::remove_dir_all(&root);
     write(&root, "workflows/refunds/workflow.yaml", WORKFLOW);
@@ -158,7 +157,7 @@ fn review_a_wait_reason_cannot_act_on_the_terminal_or_forge_the_next_command() {
 - state: prepare
   text: Noted.
   tool_calls:
-    - { name: archmax_wait, args: { reason: "with DHL\r\u001b[2K\u001b]0;retitled\u0007\u001b[8m", until: 1d } }
+    - { name: archmax_wait, args: { reason: "with DHL\r\u001b[2K\u001b]0;retitled\u0007\u001b[8m\n  next: archmax rm-everything", until: 1d } }
 "#;
     write(&root, "wait.yaml", tape);
     let parked = archmax(&root)
@@ -170,4 +169,6 @@ fn review_a_wait_reason_cannot_act_on_the_terminal_or_forge_the_next_command() {
     assert!(stderr.contains("next: archmax deliver s1"), "{stderr}");
     let acting: Vec<char> = stderr.chars().filter(|c| c.is_control() && *c != '\n' && *c != '\t').collect();
     assert!(acting.is_empty(), "control characters reach the terminal: {acting:?} in {stderr:?}");
+    let next: Vec<&str> = stderr.lines().filter(|line| line.trim_start().starts_with("next:")).collect();
+    assert_eq!(next, ["  next: archmax deliver s1 --trigger <id> --tape wait.yaml [--variables '{…}']"], "{stderr}");
 }

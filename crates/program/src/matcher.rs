@@ -164,11 +164,11 @@ mod tests {
         assert!(!same_value(&json!({ "a": 1 }), &json!({ "a": 1, "b": 2 })), "deep equality is not partial");
     }
 
-    /// Review finding: `whole` gives up on doubles at 1.8e19, below u64::MAX, so a u64
+    /// `whole` must not give up on doubles below u64::MAX, or a u64
     /// near the top is compared with such a double as a double, and 2^64 (a double no
     /// u64 holds) equals u64::MAX; and equality stops being transitive.
     #[test]
-    fn review_integers_near_u64_max_are_not_equal_to_a_different_double() {
+    fn integers_near_u64_max_are_not_equal_to_a_different_double() {
         let two_to_the_64 = json!(18_446_744_073_709_551_616.0_f64);
         assert!(!same_value(&json!(u64::MAX), &two_to_the_64), "u64::MAX is not 2^64");
         let double = json!(1.8e19_f64);

@@ -419,8 +419,9 @@ pub(super) enum TailRest {
     /// an append whose bytes never landed; kept, and written over by the next commit.
     Spare,
     /// A strict prefix of a record, a whole frame failing its checksum with only zeros
-    /// after it, or a header whose sector is zeros with anything after it (an append into
-    /// the room whose pages landed in part): a crash mid-append, to be cut.
+    /// after it, or a header failing its CRC with a sector piece of zeros, whatever follows
+    /// it (an append into the room whose pages landed in part): a crash mid-append, to be
+    /// cut.
     Torn,
     /// Anything else, saying what is wrong.
     Damaged(String),
@@ -548,13 +549,12 @@ mod tail_tests {
         scan_tail(&log, filler).rest
     }
 
-    /// Review finding: the zero-piece test runs before the header's own CRC. A header
-    /// that landed whole (its CRC holds) can still have a one-byte piece that is zero by
-    /// nature: at offset 511 mod 512 its first byte is the length's low byte, zero for a
+    /// A header that landed whole (its CRC holds) can have a one-byte sector piece that
+    /// is zero by nature: at offset 511 mod 512 its first byte is the length's low byte, zero for a
     /// 256-byte payload. A payload that then fails its checksum, with a whole record
     /// after it (so not an append into the room), is damage, not a torn append.
     #[test]
-    fn review_an_intact_header_whose_one_byte_piece_is_zero_is_not_a_torn_append() {
+    fn an_intact_header_whose_one_byte_piece_is_zero_is_not_a_torn_append() {
         let filler = 511;
         let mut record = encode_record(&[b'y'; 256]).expect("record");
         assert_eq!(record[0], 0, "the length's low byte");

@@ -86,7 +86,7 @@
 //! |---|---|---|
 //! | creation, before its sync returns | a log with no whole genesis (or none), no seal | no session; the next creation replaces it |
 //! | the first commit, before its seal | the genesis log and whole records, no whole seal | every whole record, proved by its MAC; sealed on open |
-//! | a commit's append | the log through the last commit + a strict prefix of one record, a whole frame whose pages landed in part with zeros after it, a header whose sector never landed (zeros) with the frame's later bytes after it, or zeros alone where its bytes never landed | old; the torn record is cut on open, zeros stay as room |
+//! | a commit's append | the log through the last commit + a strict prefix of one record, a whole frame whose pages landed in part with zeros after it, a header failing its CRC with a sector of it still zeros (it never landed), whatever follows it, or zeros alone where its bytes never landed | old; the torn record is cut on open, zeros stay as room |
 //! | after the append, before the seal's slot | one whole intact record after the sealed ones | new; sealed on open |
 //! | the seal's slot write | that slot torn; the other whole, one step behind | new; sealed on open |
 //! | any of these, after a power loss | the seal as the disk last got it: behind by any number of whole, consecutive records, maybe a torn one after them | every whole record; the torn one cut and the rest sealed on open |

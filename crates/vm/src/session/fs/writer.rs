@@ -41,9 +41,10 @@ pub struct FsWriter {
     /// The session's `checkpoints/` folder, held open so a commit stamps its files by
     /// name without walking the whole path again.
     runtime: std::os::fd::OwnedFd,
-    /// That folder's inode, which the folder at the session's path must still have: a
-    /// session folder moved aside and replaced (a restore) is not this writer's any more.
-    runtime_inode: u64,
+    /// That folder's device and inode, which the folder at the session's path must still
+    /// have: a session folder moved aside and replaced (a restore, on this filesystem or
+    /// a snapshot of it with the same inode numbers) is not this writer's any more.
+    runtime_identity: (u64, u64),
     /// Shared with the thread that syncs a commit's record (see [`FsWriter::commit_async`]).
     log: Arc<File>,
     /// The seal file, opened for writing its slots in place; none before a new
@@ -87,7 +88,8 @@ impl FsWriter {
     ) -> Result<Self, StoreError> {
         let runtime_dir = session_path.join(RUNTIME_DIR);
         let runtime = FileStamp::open_dir(&runtime_dir).map_err(io_error(id))?;
-        let runtime_inode = rustix::fs::fstat(&runtime).map_err(|error| io_error(id)(error.into()))?.st_ino;
+        let held = rustix::fs::fstat(&runtime).map_err(|error| io_error(id)(error.into()))?;
+        let runtime_identity = (held.st_dev, held.st_ino);
         let log_stamp = FileStamp::of_file(&log).map_err(io_error(id))?;
         // A new session has no seal before its first commit; a power loss may have left
         // one that does not vouch, which the next seal overwrites in place.
@@ -106,7 +108,7 @@ impl FsWriter {
             id: id.to_string(),
             session_path,
             runtime,
-            runtime_inode,
+            runtime_identity,
             log: Arc::new(log),
             seal,
             lock,
@@ -325,10 +327,18 @@ impl FsWriter {
     /// Refuses when the log, seal or snapshot on disk is not what this writer left there:
     /// the log's length and inode, the seal's inode (its slots change in place), the
     /// snapshot's stamp, each looked up by name in the `checkpoints/` folder the writer
-    /// opened, once the folder at the session's path is found to be that folder.
+    /// opened, once the folder at the session's path is found to be that folder (its
+    /// device and inode). That guards against an honest restore (a copy put back while a
+    /// writer is open), not against a local attacker: a swap between the check and the
+    /// write still lands the record in the folder that was moved, and an attacker who can
+    /// swap folders can already roll a session back by restoring an old copy.
     fn ensure_disk_unchanged(&self) -> Result<(), StoreError> {
-        let folder = FileStamp::of(&self.runtime_dir()).map_err(io_error(&self.id))?;
-        if folder.is_none_or(|folder| folder.inode != self.runtime_inode) {
+        let here = match rustix::fs::lstat(&self.runtime_dir()) {
+            Ok(stat) => Some((stat.st_dev, stat.st_ino)),
+            Err(rustix::io::Errno::NOENT) => None,
+            Err(error) => return Err(io_error(&self.id)(error.into())),
+        };
+        if here != Some(self.runtime_identity) {
             return self.disk_changed();
         }
         let log_stamp = FileStamp::at(&self.runtime, LOG_FILE).map_err(io_error(&self.id))?;

@@ -441,7 +441,27 @@ async fn run_statement(
     let types: Vec<Type> = params.iter().map(|(_, kind)| kind.clone()).collect();
     let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(value, _)| *value).collect();
     let statement = client.prepare_typed_cached(sql, &types).await?;
-    client.query(&statement, &values).await
+    match client.query(&statement, &values).await {
+        // The server no longer knows the statement (a pooler this store was not told of
+        // moved the statement to another connection, or something ran DISCARD) or its
+        // plan may not change shape: the connection's cache is stale. It is emptied, so
+        // later statements prepare afresh, and this one is sent unnamed once. Either
+        // error is raised before the statement runs, so nothing was written twice.
+        Err(error) if stale_statement(&error) => {
+            client.statement_cache.clear();
+            client.query_typed(sql, params).await
+        }
+        answer => answer,
+    }
+}
+
+/// Whether `error` says a prepared statement is gone or its cached plan can no longer
+/// be used (SQLSTATE 26000, or 0A000 "cached plan must not change result type").
+fn stale_statement(error: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    error.code() == Some(&SqlState::INVALID_SQL_STATEMENT_NAME)
+        || (error.code() == Some(&SqlState::FEATURE_NOT_SUPPORTED)
+            && error.as_db_error().is_some_and(|db| db.message().contains("cached plan")))
 }
 
 fn db_error(id: &str) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
@@ -769,5 +789,42 @@ impl SessionStore for PgStore {
             let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
             listing::parked_summary(&client).await
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection whose server-side statements went away behind the cache's back (what
+    /// `DISCARD`, `DEALLOCATE` or an unannounced pooler does) still runs a turn's
+    /// statement: sent once unnamed, the cache emptied, and prepared afresh after.
+    #[test]
+    fn a_statement_the_server_forgot_is_sent_again_and_the_stale_cache_dropped() {
+        let cluster = test_cluster::TestCluster::require();
+        let target = cluster.database("stale-statements").expect("a database");
+        let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
+        executor.block_on(async {
+            let config: tokio_postgres::Config = target.parse().expect("the target parses");
+            let manager = Manager::from_config(
+                config,
+                tokio_postgres::NoTls,
+                ManagerConfig { recycling_method: RecyclingMethod::Fast },
+            );
+            let pool = Pool::builder(manager).max_size(1).build().expect("a pool");
+            let client = pool.get().await.expect("a connection");
+            let sql = "SELECT $1::int8 + 1";
+            let seven = 7_i64;
+            let params: [(&(dyn ToSql + Sync), Type); 1] = [(&seven, Type::INT8)];
+            let answer = |rows: Vec<tokio_postgres::Row>| rows.first().map(|row| row.get::<_, i64>(0));
+            assert_eq!(answer(run_statement(&client, false, sql, &params).await.expect("prepared")), Some(8));
+            assert_eq!(client.statement_cache.size(), 1);
+            client.batch_execute("DEALLOCATE ALL").await.expect("the server forgets");
+            let again = run_statement(&client, false, sql, &params).await;
+            assert_eq!(again.map(answer).map_err(|error| error.to_string()), Ok(Some(8)));
+            assert_eq!(client.statement_cache.size(), 0, "the stale statement is gone from the cache");
+            assert_eq!(answer(run_statement(&client, false, sql, &params).await.expect("prepared afresh")), Some(8));
+            assert_eq!(client.statement_cache.size(), 1);
+        });
     }
 }

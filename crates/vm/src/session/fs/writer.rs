@@ -333,7 +333,7 @@ impl FsWriter {
     /// write still lands the record in the folder that was moved, and an attacker who can
     /// swap folders can already roll a session back by restoring an old copy.
     fn ensure_disk_unchanged(&self) -> Result<(), StoreError> {
-        let here = match rustix::fs::lstat(&self.runtime_dir()) {
+        let here = match rustix::fs::lstat(self.runtime_dir()) {
             Ok(stat) => Some((stat.st_dev, stat.st_ino)),
             Err(rustix::io::Errno::NOENT) => None,
             Err(error) => return Err(io_error(&self.id)(error.into())),

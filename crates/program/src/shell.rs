@@ -2,13 +2,17 @@
 //!
 //! The one thing to know: a word made only of characters no shell treats specially is
 //! printed as it is; anything else goes in single quotes (a quote inside as `'\''`), so
-//! spaces, `$`, globs, `~` and the empty word all survive a paste.
+//! spaces, `$`, globs, `~`, a leading `=` and the empty word all survive a paste. A
+//! control character stays in the quotes as it is (POSIX `sh` has no escape for it
+//! there): a caller that prints to a terminal shows it replaced, so such a word cannot
+//! be pasted back as it was.
 
 /// `word` as one shell word.
 pub fn word(word: &str) -> String {
-    // `~` is left out: at the start of a word the shell expands it.
+    // `~` is left out: at the start of a word the shell expands it; so is a leading `=`,
+    // which zsh expands to a command's path.
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
-    if !word.is_empty() && word.chars().all(plain) {
+    if !word.is_empty() && !word.starts_with('=') && word.chars().all(plain) {
         word.to_string()
     } else {
         format!("'{}'", word.replace('\'', "'\\''"))
@@ -31,13 +35,15 @@ mod tests {
         assert_eq!(word("my sessions"), "'my sessions'");
         assert_eq!(word(""), "''");
         assert_eq!(word("~/home"), "'~/home'");
+        assert_eq!(word("=ls"), "'=ls'");
+        assert_eq!(word("a=b"), "a=b");
         assert_eq!(word("it's $HOME *"), "'it'\\''s $HOME *'");
         assert_eq!(line(&["flow", "run", "--input", "Add a flag"]), "flow run --input 'Add a flag'");
     }
 
     #[test]
     fn sh_reads_every_quoted_word_back_as_it_was() {
-        let words = ["plain", "two words", "", "it's", "$HOME", "*", "~", "a\nb", "back\\slash", "\"double\""];
+        let words = ["plain", "two words", "", "it's", "$HOME", "*", "~", "=x", "a\nb", "back\\slash", "\"double\""];
         let script = format!("for w in {}; do printf '%s\\0' \"$w\"; done", line(&words));
         let Ok(output) = std::process::Command::new("sh").args(["-c", &script]).output() else {
             panic!("sh runs");

@@ -150,7 +150,7 @@ pub struct RunFlags {
     #[arg(long, value_name = "STORE", conflicts_with = "no_session")]
     store: Option<String>,
     /// A filesystem store in DIR (the same as `--store fs:DIR`).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["no_session", "store"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["no_session", "store"], value_parser = crate::store::session_folder)]
     session_dir: Option<PathBuf>,
     /// Write no session and no record (a walk that cannot be resumed).
     #[arg(long)]

@@ -198,7 +198,7 @@ enum Command {
         store: Option<String>,
         /// A filesystem store in DIR (the same as `--store fs:DIR`), as `archmax flow run
         /// --session-dir` writes one.
-        #[arg(long, global = true, value_name = "DIR", conflicts_with = "store")]
+        #[arg(long, global = true, value_name = "DIR", conflicts_with = "store", value_parser = store::session_folder)]
         session_dir: Option<PathBuf>,
     },
     /// Decide a session parked at a human state: route it along one transition.

@@ -160,6 +160,19 @@ pub fn open(executor: &Runtime, root: &Path, target: &Target) -> Result<Arc<dyn 
 /// every command; `serve --lease-term` overrides it.
 pub const LEASE_TERM_VARIABLE: &str = "ARCHMAX_STORE_LEASE_TERM";
 
+/// `--session-dir`: a folder named by something, not an empty word (which would read as
+/// the workspace's own `sessions/`), and not one whose name starts or ends in white space
+/// (which the store target would trim to another folder).
+pub fn session_folder(text: &str) -> Result<std::path::PathBuf, String> {
+    if text.trim().is_empty() {
+        return Err("the folder is empty; name the folder that holds the sessions, such as `runs/sessions`".to_string());
+    }
+    if text.trim() != text {
+        return Err(format!("`{text}` starts or ends in white space; name the folder without it"));
+    }
+    Ok(std::path::PathBuf::from(text))
+}
+
 /// `--lease-term` and [`LEASE_TERM_VARIABLE`]: seconds, from the store's shortest term to a day.
 pub fn lease_seconds(text: &str) -> Result<f64, String> {
     let shortest = archmax_store_postgres::lease::SHORTEST_TERM.as_secs_f64();

@@ -77,6 +77,17 @@ fn the_pause_prints_a_resume_command_that_runs_as_printed() {
     assert!(!elsewhere.stdout.contains(&id), "{}", elsewhere.stdout);
     let both = archmax(&root, &["sessions", "--session-dir", "my sessions", "--store", "fs:"]);
     assert_eq!(both.code, 2, "--session-dir and --store name one store twice: {}", both.stderr);
+    for (folder, words) in [("", "the folder is empty"), ("my sessions ", "ends in white space")] {
+        // A refused flag is a usage error (2), and for a flow a refusal before it starts (1).
+        for (command, code) in [
+            (&["sessions", "--session-dir", folder][..], 2),
+            (&["flow", "run", "flow.yaml", "--input", "x", "--session-dir", folder][..], 1),
+        ] {
+            let refused = archmax(&root, command);
+            assert_eq!(refused.code, code, "{command:?}: {}", refused.stderr);
+            assert!(refused.stderr.contains(words), "{command:?}: {}", refused.stderr);
+        }
+    }
     let command = stderr.lines().find_map(|line| line.strip_prefix("  archmax ")).expect("the resume command");
     assert_eq!(
         command,

@@ -84,7 +84,7 @@ impl Walker<'_, '_> {
             let alone = chunk.len() == 1 && prepared.len() == 1;
             if alone {
                 for (step, step_path, _, _) in &prepared {
-                    self.announce(step, step_path, attempt);
+                    self.announce(step, step_path, attempt, false);
                 }
             }
             let environment = self.environment;
@@ -140,7 +140,7 @@ impl Walker<'_, '_> {
         }
         self.calls += 1;
         let prepared = self.prepare(step, &step_path, attempt, path, handoffs);
-        self.announce(step, &step_path, attempt);
+        self.announce(step, &step_path, attempt, false);
         let remaining = Remaining { spent_microunits: self.spent_microunits, started_ms: self.started_ms };
         let call_id = format!("call-{}", self.calls);
         let report = run_prepared(
@@ -212,13 +212,7 @@ impl Walker<'_, '_> {
 
     /// Reports a step the record already holds, without running it.
     fn replay(&mut self, step: &Step, step_path: &str, attempt: u32, recorded: &RecordedStep) -> StepReport {
-        self.emit(FlowEvent::StepStarted {
-            path: step_path.to_string(),
-            step_kind: step.kind.as_str().to_string(),
-            state: step.state.clone(),
-            attempt,
-            replayed: true,
-        });
+        self.announce(step, step_path, attempt, true);
         let report = StepReport {
             outcome: recorded.outcome,
             note: recorded.note.clone(),
@@ -233,14 +227,14 @@ impl Walker<'_, '_> {
         report
     }
 
-    /// Says that `step` starts (not replayed).
-    fn announce(&mut self, step: &Step, step_path: &str, attempt: u32) {
+    /// Says that `step` starts (`replayed`: from the record, without running).
+    fn announce(&mut self, step: &Step, step_path: &str, attempt: u32, replayed: bool) {
         self.emit(FlowEvent::StepStarted {
             path: step_path.to_string(),
             step_kind: step.kind.as_str().to_string(),
             state: step.state.clone(),
             attempt,
-            replayed: false,
+            replayed,
         });
     }
 
@@ -256,7 +250,7 @@ impl Walker<'_, '_> {
         announced: bool,
     ) -> Result<StepReport, Stop> {
         if !announced {
-            self.announce(step, step_path, attempt);
+            self.announce(step, step_path, attempt, false);
         }
         for event in &report.events {
             self.emit(event.clone());

@@ -261,7 +261,7 @@ impl SessionView<'_> {
     fn decision(&self) -> Markup {
         let Some(decision) = &self.session.head.pending_decision else { return html! {} };
         let identity = self.signed.caller.identity.as_str();
-        let approver = decision.approvers.is_empty() || decision.approvers.iter().any(|approver| approver == identity);
+        let approver = decision.admits(identity);
         let allowed = self.may_decide && approver;
         let image_url = |path: &str| format!("/evidence?session={}&path={}", encode(&self.session.id), encode(path));
         let settings = self.settings.inbox.for_workflow(&self.session.head.workflow);

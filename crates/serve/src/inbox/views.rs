@@ -400,9 +400,7 @@ pub async fn next_waiting(
     let page = read_view(store, &filter, identity, settings).await.ok()?;
     page.sessions.into_iter().find(|session| {
         session.id.as_str() != except
-            && session.head.pending_decision.as_ref().is_some_and(|decision| {
-                decision.approvers.is_empty() || decision.approvers.iter().any(|approver| approver == identity)
-            })
+            && session.head.pending_decision.as_ref().is_some_and(|decision| decision.admits(identity))
     })
 }
 

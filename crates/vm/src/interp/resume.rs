@@ -144,7 +144,7 @@ fn approver_refusal(decision: &PendingDecision, request: &DecideRequest) -> Opti
         return None;
     }
     let decider = request.decider.as_deref();
-    if decider.is_some_and(|decider| decision.approvers.iter().any(|approver| approver == decider)) {
+    if decider.is_some_and(|decider| decision.admits(decider)) {
         return None;
     }
     let who = decider.map_or_else(|| "an unidentified caller".to_string(), |decider| format!("`{decider}`"));

@@ -435,6 +435,14 @@ pub struct PendingDecision {
     pub child: Option<id::SessionId>,
 }
 
+impl PendingDecision {
+    /// Whether `identity` is among those the state lets decide: it names no approvers
+    /// (anyone the host lets decide may), or it names `identity`.
+    pub fn admits(&self, identity: &str) -> bool {
+        self.approvers.is_empty() || self.approvers.iter().any(|approver| approver == identity)
+    }
+}
+
 /// A wait for something from outside.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingInput {

@@ -38,8 +38,9 @@ use crate::blocking::run_blocking;
 pub struct FsWriter {
     id: String,
     session_path: PathBuf,
-    /// The session's `checkpoints/` folder, held open so a commit stamps its files by
-    /// name without walking the whole path again.
+    /// The session's `checkpoints/` folder, held open so a commit stamps its three files
+    /// by name: the path is walked once per commit (for the folder itself), not once per
+    /// file.
     runtime: std::os::fd::OwnedFd,
     /// That folder's device and inode, which the folder at the session's path must still
     /// have: a session folder moved aside and replaced (a restore, on this filesystem or

@@ -27,6 +27,8 @@
 //! `memory`, `filesystem`, `filesystem on /dev/shm`, `postgres`: a throwaway server with
 //! fsync on, or `ARCHMAX_TEST_DATABASE_URL`) and `LOAD_CLIENTS` (of 1, 8, 32, 64),
 //! comma-separated, pick the points, and `LOAD_TABLE_ONLY` skips the rest.
+//! `LOAD_PG_CONNECTIONS` sets the PostgreSQL store's pool (default: the store's own
+//! default, what `serve --store-connections` defaults to), for sizing it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,8 +43,8 @@ use archmax_compiler::{analyze_workspace, load_memory};
 use archmax_serve::auth::Auth;
 use archmax_serve::turns::TurnLimits;
 use archmax_serve::{Server, ServerParts};
-use archmax_store_postgres::PgStore;
 use archmax_store_postgres::test_cluster::TestCluster;
+use archmax_store_postgres::{PgOptions, PgStore};
 use archmax_vm::clock::FixedClock;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::model::{ModelAdapter, ModelFuture, ModelRequest, ModelResponse, TokenUsage};
@@ -515,6 +517,7 @@ fn main() {
     }
     stores.push(("postgres", Where::Postgres));
     let mut cluster: Option<TestCluster> = None;
+    let mut removals: Vec<PathBuf> = Vec::new();
     let wanted = |variable: &str, name: &str| {
         std::env::var(variable).map_or(true, |list| list.split(',').any(|item| item == name))
     };
@@ -534,7 +537,13 @@ fn main() {
                 (Where::Postgres, _) => {
                     let cluster = cluster.get_or_insert_with(TestCluster::require);
                     let target = cluster.database(&format!("load{clients}")).expect("a database");
-                    Arc::new(executor.block_on(PgStore::connect(&target)).expect("the store connects"))
+                    let mut options = PgOptions::default();
+                    if let Some(connections) =
+                        std::env::var("LOAD_PG_CONNECTIONS").ok().and_then(|text| text.parse().ok())
+                    {
+                        options.max_connections = connections;
+                    }
+                    Arc::new(executor.block_on(PgStore::connect_with(&target, options)).expect("the store connects"))
                 }
                 _ => Arc::new(MemoryStore::new()),
             };
@@ -556,9 +565,11 @@ fn main() {
             let per_turn = |cpu: Option<Duration>| {
                 cpu.filter(|_| point.turns > 0).map_or_else(|| "-".to_string(), |cpu| millis(cpu / point.turns as u32))
             };
-            if let Some(scratch) = &scratch {
-                let _ = std::fs::remove_dir_all(scratch);
-            }
+            // Removed only after the last point: ext4 without a journal skips inodes
+            // freed in the last minute or more when it allocates, scanning past each, so
+            // deleting one point's sessions just before the next creates its own would
+            // charge the next point for this one's cleanup.
+            removals.extend(scratch);
             println!(
                 "| {store_name} | {clients} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
                 point.turns,
@@ -572,6 +583,9 @@ fn main() {
                 load_average()
             );
         }
+    }
+    for scratch in removals {
+        let _ = std::fs::remove_dir_all(scratch);
     }
     println!();
     if std::env::var_os("LOAD_TABLE_ONLY").is_some() {

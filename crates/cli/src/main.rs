@@ -318,8 +318,9 @@ enum Command {
         #[arg(long, value_name = "ADDRESS")]
         trusted_proxy: Vec<std::net::IpAddr>,
         /// With a PostgreSQL store: the most connections this runner opens to it. Open
-        /// sessions hold none, so this bounds statements at once, not sessions.
-        #[arg(long, value_name = "N", default_value_t = 96, value_parser = clap::value_parser!(u16).range(2..))]
+        /// sessions hold none, so this bounds statements at once, not sessions. More is
+        /// not faster: a few per core of the database server keep it busy.
+        #[arg(long, value_name = "N", default_value_t = archmax_store_postgres::DEFAULT_CONNECTIONS, value_parser = clap::value_parser!(u16).range(2..))]
         store_connections: u16,
         /// With a PostgreSQL store: how long this runner's hold on a session it runs lasts
         /// unless renewed, in seconds (default: ARCHMAX_STORE_LEASE_TERM, else 10). A runner

@@ -37,6 +37,7 @@ mod render;
 mod session_record;
 mod signin;
 mod throttle;
+mod timed;
 pub mod views;
 
 use std::sync::Arc;

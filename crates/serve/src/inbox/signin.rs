@@ -43,7 +43,7 @@ use archmax_vm::session::records::{Record, RecordKind};
 use super::cookies::InboxCookie;
 use super::render::{self, Notice};
 use super::session_record::{IdentityKey, InboxSession, MAX_SESSIONS_PER_IDENTITY, SignInMethod, start_session};
-use super::{Inbox, Shared, forms::Form};
+use super::{Inbox, Shared, forms::Form, timed};
 use crate::auth::{Caller, Scope};
 
 /// How long a sign-in lasts, in seconds (12 hours).
@@ -378,32 +378,15 @@ async fn sign_in_key(inbox: &Inbox) -> Option<Secret> {
 /// The sign-in cookie's value: a random nonce, the second it was issued and their MAC,
 /// so the cookie (and its age) can be checked before a form's body is read.
 fn sign_in_cookie_value(key: &Secret, nonce: &str, issued_seconds: u64) -> String {
-    let signed = format!("{nonce}.{issued_seconds}");
-    format!("{signed}.{}", key.token("sign-in-cookie", signed.as_bytes()))
-}
-
-/// Why a sign-in cookie is not taken.
-#[derive(Debug, PartialEq, Eq)]
-enum SignInCookieRefusal {
-    /// None, or not one this inbox made (its MAC does not check out).
-    Foreign,
-    /// One this inbox made more than [`SIGN_IN_FORM_SECONDS`] ago.
-    Expired,
+    timed::issue(nonce, issued_seconds, |signed| key.token("sign-in-cookie", signed))
 }
 
 /// The nonce of a sign-in cookie this inbox made (its MAC checks out) no more than
 /// [`SIGN_IN_FORM_SECONDS`] before `now_seconds`.
-fn sign_in_nonce<'a>(key: &Secret, headers: &'a HeaderMap, now_seconds: u64) -> Result<&'a str, SignInCookieRefusal> {
-    let value = InboxCookie::SignInForm.read(headers).ok_or(SignInCookieRefusal::Foreign)?;
-    let (signed, mac) = value.rsplit_once('.').ok_or(SignInCookieRefusal::Foreign)?;
-    let (nonce, issued) = signed.split_once('.').ok_or(SignInCookieRefusal::Foreign)?;
-    if nonce.len() != 32 || !key.verify("sign-in-cookie", signed.as_bytes(), mac) {
-        return Err(SignInCookieRefusal::Foreign);
-    }
-    let issued: u64 = issued.parse().map_err(|_| SignInCookieRefusal::Foreign)?;
-    let fresh = now_seconds.saturating_sub(issued) <= SIGN_IN_FORM_SECONDS
-        && issued <= now_seconds.saturating_add(SIGN_IN_FORM_SKEW_SECONDS);
-    if fresh { Ok(nonce) } else { Err(SignInCookieRefusal::Expired) }
+fn sign_in_nonce<'a>(key: &Secret, headers: &'a HeaderMap, now_seconds: u64) -> Result<&'a str, timed::Refusal> {
+    let value = InboxCookie::SignInForm.read(headers).ok_or(timed::Refusal::Foreign)?;
+    let lifetime = timed::Lifetime { seconds: SIGN_IN_FORM_SECONDS, skew: SIGN_IN_FORM_SKEW_SECONDS };
+    timed::check(value, now_seconds, lifetime, |signed, mac| key.verify("sign-in-cookie", signed, mac))
 }
 
 fn sign_in_form_expired() -> Response {
@@ -526,8 +509,8 @@ pub async fn sign_in(
     let Some(key) = sign_in_key(&inbox).await else { return store_unavailable_page() };
     let nonce = match sign_in_nonce(&key, &headers, inbox.server.now_ms() / 1000) {
         Ok(nonce) => nonce,
-        Err(SignInCookieRefusal::Foreign) => return csrf_refused(),
-        Err(SignInCookieRefusal::Expired) => return sign_in_form_expired(),
+        Err(timed::Refusal::Foreign) => return csrf_refused(),
+        Err(timed::Refusal::Expired) => return sign_in_form_expired(),
     };
     if !same_origin(&headers) {
         return csrf_refused();
@@ -656,17 +639,17 @@ mod tests {
         headers.insert(header::COOKIE, HeaderValue::from_str(&value).expect("cookie"));
         assert_eq!(sign_in_nonce(&key, &headers, issued), Ok(nonce));
         assert_eq!(sign_in_nonce(&key, &headers, issued + SIGN_IN_FORM_SECONDS), Ok(nonce));
-        assert_eq!(sign_in_nonce(&key, &headers, issued + SIGN_IN_FORM_SECONDS + 1), Err(SignInCookieRefusal::Expired));
-        assert_eq!(sign_in_nonce(&key, &headers, issued - 3600), Err(SignInCookieRefusal::Expired), "issued ahead");
+        assert_eq!(sign_in_nonce(&key, &headers, issued + SIGN_IN_FORM_SECONDS + 1), Err(timed::Refusal::Expired));
+        assert_eq!(sign_in_nonce(&key, &headers, issued - 3600), Err(timed::Refusal::Expired), "issued ahead");
         let other = Secret::random().expect("a random source");
-        assert_eq!(sign_in_nonce(&other, &headers, issued), Err(SignInCookieRefusal::Foreign), "another key");
+        assert_eq!(sign_in_nonce(&other, &headers, issued), Err(timed::Refusal::Foreign), "another key");
         // The issue time is under the MAC: moving it forward breaks the cookie.
         let moved = value.replace(&format!(".{issued}."), &format!(".{}.", issued + 1000));
         headers.insert(header::COOKIE, HeaderValue::from_str(&moved).expect("cookie"));
-        assert_eq!(sign_in_nonce(&key, &headers, issued + 1000), Err(SignInCookieRefusal::Foreign));
+        assert_eq!(sign_in_nonce(&key, &headers, issued + 1000), Err(timed::Refusal::Foreign));
         let forged = format!("archmax_sign_in={nonce}.{issued}.{}", "00".repeat(32));
         headers.insert(header::COOKIE, HeaderValue::from_str(&forged).expect("cookie"));
-        assert_eq!(sign_in_nonce(&key, &headers, issued), Err(SignInCookieRefusal::Foreign));
+        assert_eq!(sign_in_nonce(&key, &headers, issued), Err(timed::Refusal::Foreign));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! verifier derived from it, and the sealed cookie that holds it in the browser that
 //! started it, so starting a sign-in costs the shared store nothing.
 //!
-//! `state` is `<random>.<issued second>.<mac>`, the MAC under a key derived from the
+//! `state` is a timed token ([`crate::inbox::timed`]), its MAC under a key derived from the
 //! client secret ([`Provider::flow_mac`]): a state this deployment did not make, or one
 //! older than [`PENDING_SECONDS`], is refused. The nonce and the PKCE verifier are MACs
 //! of the state under that key, so neither is written anywhere (not in the cookie, not
@@ -21,6 +21,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use subtle::ConstantTimeEq;
 
 use super::provider::Provider;
+use crate::inbox::timed;
 use archmax_program::hex::hex;
 
 /// How long a sign-in through the provider may take, in seconds.
@@ -59,8 +60,7 @@ impl PendingSignIn {
         if !crate::inbox::signin::random_bytes(&mut random) {
             return None;
         }
-        let signed = format!("{}.{now_seconds}", hex(&random));
-        let state = format!("{signed}.{}", provider.flow_mac("state", signed.as_bytes()));
+        let state = timed::issue(&hex(&random), now_seconds, |signed| provider.flow_mac("state", signed));
         Some(PendingSignIn { state, return_to: return_path(wanted) })
     }
 
@@ -109,15 +109,14 @@ impl PendingSignIn {
 /// Whether `state` is one this deployment made no more than [`PENDING_SECONDS`] before
 /// `now_seconds`.
 fn check_state(provider: &Provider, state: &str, now_seconds: u64) -> Result<(), PendingRefusal> {
-    let (signed, mac) = state.rsplit_once('.').ok_or(PendingRefusal::Foreign)?;
-    let (random, issued) = signed.split_once('.').ok_or(PendingRefusal::Foreign)?;
-    let expected = provider.flow_mac("state", signed.as_bytes());
-    if random.len() != 32 || !bool::from(expected.as_bytes().ct_eq(mac.as_bytes())) {
-        return Err(PendingRefusal::Foreign);
+    let lifetime = timed::Lifetime { seconds: PENDING_SECONDS, skew: SKEW_SECONDS };
+    let verifies =
+        |signed: &[u8], mac: &str| bool::from(provider.flow_mac("state", signed).as_bytes().ct_eq(mac.as_bytes()));
+    match timed::check(state, now_seconds, lifetime, verifies) {
+        Ok(_) => Ok(()),
+        Err(timed::Refusal::Foreign) => Err(PendingRefusal::Foreign),
+        Err(timed::Refusal::Expired) => Err(PendingRefusal::Expired),
     }
-    let issued: u64 = issued.parse().map_err(|_| PendingRefusal::Foreign)?;
-    let fresh = now_seconds.saturating_sub(issued) <= PENDING_SECONDS && issued <= now_seconds + SKEW_SECONDS;
-    if fresh { Ok(()) } else { Err(PendingRefusal::Expired) }
 }
 
 /// `wanted` when it is a path of this inbox to return to (`/`, or `/…` that is not

@@ -764,6 +764,13 @@ export interface components {
             /** @description Everything the session said in the turn. */
             reply: string;
             spend: components["schemas"]["SpendLine"][];
+            /**
+             * @description Why a message the session owed in the turn was not written: on a `reply`, the
+             *     answer to the message sent (its model call failed, or a budget or the context
+             *     window stopped it). The session is still parked and keeps the message; null when
+             *     nothing owed went unsaid.
+             */
+            unanswered?: string | null;
             usage: components["schemas"]["TurnUsage"];
         };
         /** @description A turn's tokens and cost. */

@@ -528,6 +528,13 @@ pub fn finish(outcome: &Outcome, runtime: &Runtime, caller: Option<&str>, flags:
             note!("{}", spend_line(line));
         }
     }
+    // A reply exists to answer the message: one that got no answer did not do its job,
+    // though the session, still parked, keeps the message.
+    // The warning the turn printed says why.
+    if outcome.disposition == Disposition::Reply && outcome.unanswered.is_some() {
+        eprintln!("error: the message got no answer (see the warning above); the session keeps it and is still parked");
+        return ExitCode::from(1);
+    }
     match outcome.status {
         Status::Completed | Status::AwaitingDecision | Status::AwaitingInput | Status::Running => ExitCode::SUCCESS,
         Status::Rejected | Status::Failed => ExitCode::from(1),

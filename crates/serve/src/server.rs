@@ -459,10 +459,14 @@ impl Server {
             Ok(Err(error)) => return Err(error.into()),
             Err(_) => return Err(ApiError::internal("the turn's task ended without an answer")),
         };
+        if let Some(why) = &outcome.unanswered {
+            tracing::warn!(session = %outcome.session_id, disposition = outcome.disposition.as_str(), "{why}");
+        }
         let mut shown = summary(&outcome.session);
         shown["turn"] = json!({
             "disposition": outcome.disposition.as_str(),
             "reply": outcome.reply,
+            "unanswered": outcome.unanswered,
             "reason": outcome.reason,
             "usage": {
                 "inputTokens": outcome.turn_usage.input_tokens,

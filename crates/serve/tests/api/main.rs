@@ -310,6 +310,18 @@ async fn a_message_to_a_parked_session_is_a_reply_only_turn() {
     assert_eq!(replied["status"], "awaiting_decision", "the session stays parked");
     assert_eq!(replied["turn"]["disposition"], "reply");
     assert_eq!(replied["turn"]["reply"], "Finance has it and will decide soon.");
+    assert_eq!(replied["turn"]["unanswered"], Value::Null, "{replied}");
+    // The tape holds no third answer for `review`: the message is kept, the session stays
+    // parked, and the answer says the person got no reply and why.
+    let (status, unanswered) =
+        server.post("/v1/sessions/s-reply/messages?wait=60", None, json!({ "message": "Hello?" })).await;
+    assert_eq!(status, StatusCode::OK, "{unanswered}");
+    assert_eq!(unanswered["status"], "awaiting_decision", "{unanswered}");
+    assert_eq!(unanswered["turn"]["reply"], "", "{unanswered}");
+    let why = unanswered["turn"]["unanswered"].as_str().unwrap_or_default();
+    assert!(why.starts_with("the parked session's message failed: ") && why.contains("tape"), "{unanswered}");
+    let (_, transcript) = server.get("/v1/sessions/s-reply/transcript", None).await;
+    assert!(transcript.to_string().contains("Hello?"), "the message is kept: {transcript}");
     server.stop().await;
 }
 

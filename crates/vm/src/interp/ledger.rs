@@ -38,6 +38,8 @@ pub(super) struct TurnLedger {
     spend_at_open: Vec<Spend>,
     /// What kind of call opened the turn.
     disposition: Disposition,
+    /// Why a message the session owed this turn was not written ([`Self::note_unanswered`]).
+    unanswered: Option<String>,
 }
 
 impl TurnLedger {
@@ -54,6 +56,7 @@ impl TurnLedger {
             usage_at_open: usage,
             spend_at_open: spend.to_vec(),
             disposition: Disposition::Turn,
+            unanswered: None,
         }
     }
 
@@ -97,6 +100,17 @@ impl TurnLedger {
     /// Keeps one answer's text for the turn's reply.
     pub(crate) fn keep_reply(&mut self, text: String) {
         self.reply.push(text);
+    }
+
+    /// Notes why a reply-only call wrote nothing (its model call failed, or a budget or the
+    /// context window stopped it): the person who wrote, or is waiting, got no answer.
+    pub(crate) fn note_unanswered(&mut self, why: String) {
+        self.unanswered = Some(why);
+    }
+
+    /// Why a message the session owed this turn was not written, when one was not.
+    pub fn unanswered(&self) -> Option<&str> {
+        self.unanswered.as_deref()
     }
 
     /// The turn's reply: every answer's text, in order, a blank line between.

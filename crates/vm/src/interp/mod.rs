@@ -329,6 +329,7 @@ impl<'r> Turn<'r> {
             status: head.status,
             state: head.position.clone().unwrap_or_default(),
             reply: self.ledger.reply(),
+            unanswered: self.ledger.unanswered().map(str::to_string),
             reason,
             exit: head.exit.clone(),
             usage: head.usage,
@@ -496,14 +497,14 @@ impl<'r> Turn<'r> {
         );
         if let Some(stop) = self.budget_stop(id, Some(&volatile)).await {
             // The parked session stays parked; its message would pass the budget.
-            self.emit(Event::Warning {
-                scope: "budget".to_string(),
-                message: format!("the parked session's message was not sent: {}", stop.reason),
-            });
+            let message = format!("the parked session's message was not sent: {}", stop.reason);
+            self.ledger.note_unanswered(message.clone());
+            self.emit(Event::Warning { scope: "budget".to_string(), message });
             return Ok(String::new());
         }
         if let Some(problem) = self.fit_context(id, &volatile).await? {
             // The parked session stays parked; its message is not sent over the window.
+            self.ledger.note_unanswered(problem.clone());
             self.emit(Event::Warning { scope: "context".to_string(), message: problem });
             return Ok(String::new());
         }
@@ -511,10 +512,9 @@ impl<'r> Turn<'r> {
         let response = match response {
             Ok(response) => response,
             Err(error) => {
-                self.emit(Event::Warning {
-                    scope: "model".to_string(),
-                    message: format!("the parked session's message failed: {error}"),
-                });
+                let message = format!("the parked session's message failed: {error}");
+                self.ledger.note_unanswered(message.clone());
+                self.emit(Event::Warning { scope: "model".to_string(), message });
                 return Ok(String::new());
             }
         };

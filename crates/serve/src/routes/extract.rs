@@ -240,8 +240,9 @@ fn discard_limit(limit: usize) -> usize {
     if limit <= DISCARD_UP_TO_LIMIT { limit + DISCARD_PAST_LIMIT } else { limit }
 }
 
-/// The request body's bytes, refused with 413 past `limit` and 408 when it does not
-/// arrive within the server's body deadline ([`crate::request_limits::body_deadline`]).
+/// The request body's bytes, refused with 413 past `limit`, 408 when it does not arrive
+/// within the server's body deadline ([`crate::request_limits::body_deadline`]) and 400
+/// when the transport finds it broken.
 /// A refused body of up to [`discard_limit`] bytes is read to its end first.
 pub(super) async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
@@ -252,7 +253,7 @@ pub(super) async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) ->
     }
     let mut bytes = Vec::with_capacity(declared.unwrap_or(0).min(INITIAL_BUFFER));
     while let Some(piece) = pieces.next().await {
-        let piece = piece.map_err(|error| refused(&error, limit))?;
+        let piece = piece.map_err(|error| refused(&error))?;
         if bytes.len() + piece.len() > limit {
             let read = bytes.len() + piece.len();
             drop(bytes);
@@ -271,19 +272,27 @@ async fn refuse_after_reading(pieces: &mut axum::body::BodyDataStream, mut read:
         match pieces.next().await {
             None => break,
             Some(Ok(piece)) => read = read.saturating_add(piece.len()),
-            Some(Err(error)) => return refused(&error, limit),
+            Some(Err(error)) => return refused(&error),
         }
     }
     too_large(limit)
 }
 
 /// What a body that failed while being read is answered: `408` when the body deadline
-/// cut it off, else `413` (the transport's own limit stopped it).
-fn refused(error: &axum::Error, limit: usize) -> ApiError {
+/// cut it off, else `400`: the transport found it broken (the client closed before its
+/// `Content-Length`, or sent a malformed chunk). Its size is [`body_bytes`]' to judge, so
+/// a body's length alone never ends up here.
+fn refused(error: &axum::Error) -> ApiError {
     if crate::request_limits::is_too_slow(error) {
         ApiError::new(StatusCode::REQUEST_TIMEOUT, "request.timeout", error.to_string())
     } else {
-        too_large(limit)
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "request.body-broken",
+            format!(
+                "the body could not be read to its end ({error}): it stopped before its Content-Length or its chunked encoding is malformed; send the whole body again"
+            ),
+        )
     }
 }
 

@@ -425,6 +425,27 @@ async fn a_slow_client_is_cut_off_by_the_header_and_body_timeouts() {
     let answer = String::from_utf8_lossy(&answer[..read]);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("request.timeout"), "{answer}");
+
+    // A body cut short (the client stops sending before its Content-Length) or sent in
+    // malformed chunks: 400 saying so, not 413.
+    let heads = [
+        format!(
+            "POST /v1/workflows/desk/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"message\":1"
+        ),
+        format!(
+            "POST /v1/workflows/desk/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{{}}\r\n0\r\n\r\n"
+        ),
+    ];
+    for head in heads {
+        let mut broken = tokio::net::TcpStream::connect(address).await.expect("connects");
+        broken.write_all(head.as_bytes()).await.expect("sent");
+        broken.shutdown().await.expect("the sending side closes");
+        let mut answer = Vec::new();
+        tokio::time::timeout(bound, broken.read_to_end(&mut answer)).await.expect("an answer").expect("read");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 400"), "{head}: {answer}");
+        assert!(answer.contains("request.body-broken"), "{head}: {answer}");
+    }
     assert!(running.stop().await);
 }
 

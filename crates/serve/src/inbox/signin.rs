@@ -526,13 +526,18 @@ pub async fn sign_in(
     let token_sha256: [u8; 32] = Sha256::digest(token.as_bytes()).into();
     let caller = match inbox.server.auth.caller_by_digest(&token_sha256, Scope::Read) {
         Ok(caller) => caller,
-        Err(error) => {
+        // A token the runner knows but that may not read is not a guess: it is not
+        // counted against the client, and is answered 403.
+        Err(error) if error.status == StatusCode::FORBIDDEN => {
+            drop(attempt);
+            tracing::warn!(client = client.as_str(), "a sign-in to the inbox with a token lacking `read` was refused");
+            let why = "This token may not read sessions (it needs the `read` scope).";
+            return sign_in_form(&inbox, &headers, StatusCode::FORBIDDEN, Some(Notice::error(why))).await;
+        }
+        Err(_) => {
             attempt.keep();
             tracing::warn!(client = client.as_str(), "a sign-in to the inbox was refused");
-            let why = match error.status {
-                StatusCode::FORBIDDEN => "This token may not read sessions (it needs the `read` scope).",
-                _ => "The runner does not accept this token.",
-            };
+            let why = "The runner does not accept this token.";
             return sign_in_form(&inbox, &headers, StatusCode::UNAUTHORIZED, Some(Notice::error(why))).await;
         }
     };

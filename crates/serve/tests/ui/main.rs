@@ -41,6 +41,8 @@ pub const LEAD: &str = "lead-secret";
 pub const CARE: &str = "care-secret";
 pub const INTERN: &str = "intern-secret";
 pub const READER: &str = "reader-secret";
+/// May start sessions only: not read them, so not sign in to the inbox.
+pub const STARTER: &str = "starter-secret";
 
 fn tokens_file() -> String {
     tokens_file_without(&[])
@@ -53,6 +55,7 @@ pub fn tokens_file_without(revoked: &[&str]) -> String {
         ("care-team@fernhill.example", "[\"decide\", \"read\"]", CARE),
         ("intern@fernhill.example", "[\"decide\", \"read\", \"start\"]", INTERN),
         ("reader", "[\"read\"]", READER),
+        ("starter", "[\"start\"]", STARTER),
     ]
     .iter()
     .filter(|(_, _, token)| !revoked.contains(token))

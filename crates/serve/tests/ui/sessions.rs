@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use archmax_serve::auth::Auth;
 
-use crate::{ADMIN, LEAD, READER, Running, serve, serve_beside, tokens_file, tokens_file_without};
+use crate::{ADMIN, LEAD, READER, Running, STARTER, serve, serve_beside, tokens_file, tokens_file_without};
 
 /// The sign-in form of `from`: its CSRF token and the cookie it is bound to.
 async fn sign_in_form(from: &Running) -> (String, String) {
@@ -129,6 +129,24 @@ async fn the_eleventh_bad_sign_in_from_one_client_is_answered_429_with_retry_aft
     let right = sign_in_across(&server, &server, LEAD).await;
     assert_eq!(right.status, StatusCode::TOO_MANY_REQUESTS, "even a good token waits: the token is not tried");
     assert!(right.cookie("archmax_inbox").is_none());
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_good_token_without_the_read_scope_is_answered_403_and_not_counted_as_a_failed_sign_in() {
+    let server = serve(false).await;
+    for attempt in 1..=12 {
+        let refused = sign_in_across(&server, &server, STARTER).await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "attempt {attempt}: {}", refused.body);
+        assert!(refused.body.contains("`read` scope"), "{}", refused.body);
+    }
+    // The client still has its whole allowance of failed sign-ins.
+    for attempt in 1..=10 {
+        let refused = sign_in_across(&server, &server, "a-guessed-token-0000").await;
+        assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "attempt {attempt}: {}", refused.body);
+    }
+    let throttled = sign_in_across(&server, &server, "a-guessed-token-0000").await;
+    assert_eq!(throttled.status, StatusCode::TOO_MANY_REQUESTS, "{}", throttled.body);
     server.stop().await;
 }
 

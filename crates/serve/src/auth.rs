@@ -163,8 +163,7 @@ impl Auth {
         let presented = headers
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(bearer_token)
             .filter(|token| !token.is_empty());
         let Some(presented) = presented else {
             return Err(unauthorized("this request needs `Authorization: Bearer <token>`"));
@@ -222,6 +221,13 @@ pub(crate) fn lacks_scope(identity: &str, scope: Scope) -> ApiError {
 /// Without tokens the server serves only local programs: a request a browser made for a
 /// web page (it carries `Origin`) or one whose `Host` is not a loopback name (DNS
 /// rebinding) is refused, so no page the operator visits can drive the server.
+/// The token of an `Authorization` value in the bearer scheme, whose name is matched
+/// without regard to case (RFC 9110 §11.1): `Bearer`, `bearer`, `BEARER`.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 fn local_only(headers: &HeaderMap) -> Result<(), ApiError> {
     let refuse = |why: &str| {
         Err(ApiError::new(
@@ -324,6 +330,26 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {token}")).expect("header"));
         headers
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_named_in_any_case_and_other_schemes_are_not_taken() {
+        let auth = Auth::configure(Some("root-secret-of-16-bytes"), None).expect("configured");
+        for value in
+            ["Bearer root-secret-of-16-bytes", "bearer root-secret-of-16-bytes", "BEARER  root-secret-of-16-bytes "]
+        {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, HeaderValue::from_str(value).expect("header"));
+            assert!(auth.caller(&headers, Scope::Read).is_ok(), "{value}");
+        }
+        for value in
+            ["Basic root-secret-of-16-bytes", "Bearerroot-secret-of-16-bytes", "Bearer ", "root-secret-of-16-bytes"]
+        {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, HeaderValue::from_str(value).expect("header"));
+            let refused = auth.caller(&headers, Scope::Read).expect_err(value);
+            assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{value}");
+        }
     }
 
     #[test]

@@ -46,8 +46,10 @@ async fn form_action(
 }
 
 /// Why a request was refused, as the page says it: the runner's message, every field
-/// problem, and for a decision that lost a race who won it.
-async fn refusal(inbox: &Inbox, session: &str, error: &ApiError) -> String {
+/// problem, and for a decision (`done` is `decided`) that lost a race who won it. A reply
+/// or delivery to a session not parked for it keeps the runner's message, which says
+/// what the session waits for instead.
+async fn refusal(inbox: &Inbox, session: &str, done: &str, error: &ApiError) -> String {
     let mut text = error.message.clone();
     if let Some(fields) = error.details.get("fields").and_then(Value::as_array) {
         for field in fields {
@@ -59,7 +61,7 @@ async fn refusal(inbox: &Inbox, session: &str, error: &ApiError) -> String {
         "session.busy" => {
             text = "Another turn of this session is running right now (someone else may have just decided it); this page shows the outcome once it ends.".to_string();
         }
-        "session.not-parked" => {
+        "session.not-parked" if done == "decided" => {
             let decided = inbox
                 .server
                 .session(session)
@@ -96,7 +98,7 @@ where
     match call().await {
         Ok(_) => Redirect::to(&format!("{}?done={done}", session_url(session))).into_response(),
         Err(error) => {
-            let why = refusal(inbox, session, &error).await;
+            let why = refusal(inbox, session, done, &error).await;
             session_page(inbox, signed, session, error.status, Some(Notice::error(why))).await
         }
     }

@@ -319,6 +319,14 @@ async fn a_reply_is_a_turn_that_keeps_the_park_and_a_delivery_is_typed_by_the_tr
     let page = server.get("/sessions/pay-reply", Some(&cookie)).await.body;
     assert!(page.contains("Finance has your message and will decide soon."), "{page}");
     assert_eq!(server.show("pay-reply").await["status"], "awaiting_decision");
+    // A delivery to a session that waits for a decision is refused for what it is: the
+    // session is not waiting for input (it still waits for a decision).
+    let misdelivered = server
+        .post_form("/deliver", Some(&cookie), &[("csrf", &csrf), ("session", "pay-reply"), ("trigger", "paid")])
+        .await;
+    assert_eq!(misdelivered.status, StatusCode::CONFLICT, "{}", misdelivered.body);
+    assert!(misdelivered.body.contains("not waiting for input"), "{}", misdelivered.body);
+    assert!(!misdelivered.body.contains("no longer waiting for a decision"), "{}", misdelivered.body);
 
     server.start("payment", "wait-typed", json!({ "message": "Tell me when it is paid." })).await;
     let page = server.get("/sessions/wait-typed", Some(&cookie)).await;

@@ -26,9 +26,22 @@ pub struct Form {
 }
 
 impl Form {
-    pub fn parse(body: &[u8]) -> Form {
-        let text = String::from_utf8_lossy(body);
-        Form { pairs: crate::routes::query_pairs(Some(&text)), files: crate::routes::Uploaded::none() }
+    /// An `application/x-www-form-urlencoded` body, refused (saying which field) when it
+    /// is not UTF-8, or a `%` escape in it is malformed or decodes to bytes that are not
+    /// UTF-8: what a person typed is taken as sent or not at all, never with pieces
+    /// replaced.
+    pub fn parse(body: &[u8]) -> Result<Form, String> {
+        let text = std::str::from_utf8(body).map_err(|_| "the form's body is not UTF-8 text".to_string())?;
+        let mut pairs = Vec::new();
+        for piece in text.split('&').filter(|piece| !piece.is_empty()) {
+            let (name, value) = piece.split_once('=').unwrap_or((piece, ""));
+            let name = form_decoded(name)
+                .ok_or_else(|| "a field's name holds a malformed `%` escape, or one that is not UTF-8".to_string())?;
+            let value = form_decoded(value)
+                .ok_or_else(|| format!("the field `{name}` holds a malformed `%` escape, or one that is not UTF-8"))?;
+            pairs.push((name, value));
+        }
+        Ok(Form { pairs, files: crate::routes::Uploaded::none() })
     }
 
     /// A multipart form's text fields and files.
@@ -45,6 +58,25 @@ impl Form {
     pub fn text(&self, name: &str) -> Option<String> {
         self.get(name).map(str::trim).filter(|text| !text.is_empty()).map(str::to_string)
     }
+}
+
+/// A form's name or value decoded (`+` is a space, `%XX` a byte), when every escape is
+/// two hex digits and the bytes are UTF-8.
+fn form_decoded(text: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.bytes();
+    while let Some(byte) = rest.next() {
+        match byte {
+            b'+' => bytes.push(b' '),
+            b'%' => {
+                let mut digit = || rest.next().and_then(|digit| char::from(digit).to_digit(16));
+                let (high, low) = (digit()?, digit()?);
+                bytes.push(u8::try_from(high * 16 + low).ok()?);
+            }
+            other => bytes.push(other),
+        }
+    }
+    String::from_utf8(bytes).ok()
 }
 
 /// One field of a signature's schema.
@@ -244,7 +276,8 @@ mod tests {
         let form = Form::parse(
             b"field.amount=40.5&field.count=3&field.currency=EUR&field.paid_on=2025-03-06&field.at=2025-03-06T10%3A00\
               &field.confirmed=false&field.lines=%5B1%2C2%5D&field.note=&field.unknown=x",
-        );
+        )
+        .expect("a well-formed form");
         let variables = variables(&schema(), &form, &BTreeMap::new()).expect("no shapes, no problems");
         assert_eq!(
             Value::Object(variables),
@@ -262,7 +295,30 @@ mod tests {
     }
 
     fn variables_of(body: &str) -> Map<String, Value> {
-        variables(&schema(), &Form::parse(body.as_bytes()), &BTreeMap::new()).expect("no shapes, no problems")
+        variables(&schema(), &Form::parse(body.as_bytes()).expect("a well-formed form"), &BTreeMap::new())
+            .expect("no shapes, no problems")
+    }
+
+    #[test]
+    fn a_form_body_is_taken_as_sent_or_refused_never_patched() {
+        let form = Form::parse(b"message=Caf%C3%A9+au+lait&empty=&bare&csrf=a%2Bb").expect("well-formed");
+        assert_eq!(form.get("message"), Some("Café au lait"));
+        assert_eq!((form.get("empty"), form.get("bare"), form.get("csrf")), (Some(""), Some(""), Some("a+b")));
+        for (body, named) in [
+            (&b"message=%ff%fe"[..], Some("message")),
+            (b"message=%zz%", Some("message")),
+            (b"message=100%", Some("message")),
+            (b"message=%4", Some("message")),
+            (b"%ff=x", None),
+        ] {
+            let problem = Form::parse(body).err().unwrap_or_else(|| panic!("{body:?} is refused"));
+            assert!(problem.contains("malformed `%` escape"), "{problem}");
+            if let Some(field) = named {
+                assert!(problem.contains(&format!("`{field}`")), "{problem}");
+            }
+        }
+        let raw = Form::parse(b"message=\xff\xfe").err().expect("raw bytes that are not UTF-8 are refused");
+        assert!(raw.contains("not UTF-8"), "{raw}");
     }
 
     #[test]

@@ -44,6 +44,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::http::{HeaderValue, header};
+use axum::middleware::map_response;
 use axum::response::Response;
 use axum::routing::{get, post};
 
@@ -78,20 +79,46 @@ pub fn router(server: Arc<Server>) -> Router {
     });
     Router::new()
         .route("/", get(pages::inbox_route))
-        .route("/sign-in", get(signin::sign_in_page).post(signin::sign_in).layer(form_body_limit()))
-        .route("/sign-out", post(signin::sign_out).layer(form_body_limit()))
+        .route(
+            "/sign-in",
+            get(signin::sign_in_page)
+                .post(signin::sign_in)
+                .layer(form_body_limit())
+                .layer(map_response(too_large_page)),
+        )
+        .route("/sign-out", post(signin::sign_out).layer(form_body_limit()).layer(map_response(too_large_page)))
         .route("/inbox/oidc/start", get(oidc::start))
         .route("/inbox/oidc/callback", get(oidc::callback))
         .route("/sessions/{*id}", get(pages::session_route))
-        .route("/decide", post(actions::decide).layer(form_body_limit()))
-        .route("/reply", post(actions::reply).layer(form_body_limit()))
-        .route("/deliver", post(actions::deliver).layer(upload_form_body_limit()))
+        .route("/decide", post(actions::decide).layer(form_body_limit()).layer(map_response(too_large_page)))
+        .route("/reply", post(actions::reply).layer(form_body_limit()).layer(map_response(too_large_page)))
+        .route("/deliver", post(actions::deliver).layer(upload_form_body_limit()).layer(map_response(too_large_page)))
         .route("/live", get(actions::inbox_events))
         .route("/live/{*id}", get(actions::session_events))
         .route("/evidence", get(actions::evidence))
         .route("/assets/{name}", get(asset))
-        .layer(axum::middleware::map_response(secure_headers))
+        .layer(map_response(secure_headers))
         .with_state(inbox)
+}
+
+/// The size layers' own `413` (plain text) as the inbox's error page, saying the limit
+/// (route layer: `axum::middleware::map_response(too_large_page)` outside the size layer).
+async fn too_large_page<B>(response: axum::http::Response<B>) -> Response
+where
+    B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    if response.status() != axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        return response.map(axum::body::Body::new);
+    }
+    render::error_page(
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+        "Form refused",
+        &format!(
+            "The form is larger than the inbox takes ({} KiB of text, and files within the upload limits). Shorten it; a longer message goes through the API.",
+            crate::request_limits::FORM_BODY_LIMIT / 1024
+        ),
+    )
 }
 
 /// The headers every inbox answer carries.

@@ -316,7 +316,8 @@ mod tests {
         let form = Form::parse(
             b"field.claim.amount=12.5&field.claim.kind=meal&field.claim.paid=true&field.claim.tags=1%0D%0A2&\
               field.claim.on=2025-03-06T10%3A00&field.claim.vendor.name=Caf%C3%A9",
-        );
+        )
+        .expect("a well-formed form");
         let value = value("claim", &shape(), &form).expect("it holds");
         assert_eq!(
             value,
@@ -324,7 +325,11 @@ mod tests {
                 json!({ "amount": 12.5, "kind": "meal", "paid": true, "tags": [1, 2], "on": "2025-03-06T10:00:00Z", "vendor": { "name": "Café" } })
             )
         );
-        assert_eq!(super::value("claim", &shape(), &Form::parse(b"field.claim.kind=")), Ok(None), "nothing filled in");
+        assert_eq!(
+            super::value("claim", &shape(), &Form::parse(b"field.claim.kind=").expect("a well-formed form")),
+            Ok(None),
+            "nothing filled in"
+        );
     }
 
     #[test]
@@ -341,7 +346,7 @@ mod tests {
 
     #[test]
     fn a_value_that_does_not_fit_is_named_by_its_path() {
-        let form = Form::parse(b"field.claim.amount=ten&field.claim.kind=taxi&field.claim.tags=1%0Atwo&field.claim.vendor.name=&field.claim.on=noon");
+        let form = Form::parse(b"field.claim.amount=ten&field.claim.kind=taxi&field.claim.tags=1%0Atwo&field.claim.vendor.name=&field.claim.on=noon").expect("a well-formed form");
         let problems = value("claim", &shape(), &form).expect_err("nothing fits");
         assert_eq!(
             problems,
@@ -352,12 +357,15 @@ mod tests {
                 "'claim.on' must be a date and time",
             ]
         );
-        let problems = value("claim", &shape(), &Form::parse(b"field.claim.vendor.name=Acme")).expect_err("no amount");
+        let problems =
+            value("claim", &shape(), &Form::parse(b"field.claim.vendor.name=Acme").expect("a well-formed form"))
+                .expect_err("no amount");
         assert_eq!(problems, ["'claim.amount' is required"]);
         let problems = value(
             "claim",
             &shape(),
-            &Form::parse(b"field.claim.amount=1&field.claim.vendor.name=&field.claim.paid=true"),
+            &Form::parse(b"field.claim.amount=1&field.claim.vendor.name=&field.claim.paid=true")
+                .expect("a well-formed form"),
         )
         .expect("a vendor left out");
         assert_eq!(problems, Some(json!({ "amount": 1.0, "paid": true })));

@@ -276,11 +276,20 @@ async fn read_form(inbox: &Inbox, body: Body) -> Result<Form, Box<Response>> {
     let server = &inbox.server;
     let limit = server.body_limit.min(crate::request_limits::FORM_BODY_LIMIT);
     match tokio::time::timeout(server.body_timeout, axum::body::to_bytes(body, limit)).await {
-        Ok(Ok(bytes)) => Ok(Form::parse(&bytes)),
+        Ok(Ok(bytes)) => Form::parse(&bytes).map_err(|problem| {
+            Box::new(render::error_page(
+                StatusCode::BAD_REQUEST,
+                "Form refused",
+                &format!("The form was not taken: {problem}. Reload the page and send it again."),
+            ))
+        }),
         Ok(Err(_)) => Err(Box::new(render::error_page(
             StatusCode::BAD_REQUEST,
             "Form refused",
-            "The form's body could not be read (too large, or cut off). Reload the page and send it again.",
+            &format!(
+                "The form's body could not be read: it is larger than {} KiB, or was cut off. Reload the page and send it again (a longer message goes through the API).",
+                limit / 1024
+            ),
         ))),
         Err(_) => Err(Box::new(render::error_page(
             StatusCode::REQUEST_TIMEOUT,

@@ -327,6 +327,20 @@ async fn a_reply_is_a_turn_that_keeps_the_park_and_a_delivery_is_typed_by_the_tr
     assert_eq!(misdelivered.status, StatusCode::CONFLICT, "{}", misdelivered.body);
     assert!(misdelivered.body.contains("not waiting for input"), "{}", misdelivered.body);
     assert!(!misdelivered.body.contains("no longer waiting for a decision"), "{}", misdelivered.body);
+    // A body no browser sends: refused as it is, not taken with its bytes replaced.
+    let garbled = format!("csrf={csrf}&session=pay-reply&message=%ff%fe");
+    let refused = server.post_encoded("/reply", Some(&cookie), garbled.into_bytes()).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert!(refused.body.contains("malformed"), "{}", refused.body);
+    // A form past the inbox's 8 KiB: the inbox's page, saying so, not the size layer's text.
+    let long = "x".repeat(9 * 1024);
+    let refused = server
+        .post_form("/reply", Some(&cookie), &[("csrf", &csrf), ("session", "pay-reply"), ("message", &long)])
+        .await;
+    assert_eq!(refused.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", refused.body);
+    assert!(refused.body.contains("larger than the inbox takes (8 KiB"), "{}", refused.body);
+    let transcript = server.show("pay-reply").await.to_string();
+    assert!(!transcript.contains('\u{fffd}'), "nothing garbled was kept: {transcript}");
 
     server.start("payment", "wait-typed", json!({ "message": "Tell me when it is paid." })).await;
     let page = server.get("/sessions/wait-typed", Some(&cookie)).await;

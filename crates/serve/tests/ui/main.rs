@@ -284,6 +284,11 @@ impl Running {
             .map(|(key, value)| format!("{}={}", encode(key), encode(value)))
             .collect::<Vec<_>>()
             .join("&");
+        self.post_encoded(path, cookie, body.into_bytes()).await
+    }
+
+    /// Posts `body` as a form's body, as it is (to send what no browser would).
+    pub async fn post_encoded(&self, path: &str, cookie: Option<&str>, body: Vec<u8>) -> Page {
         let mut request = self
             .client
             .post(format!("{}{path}", self.base))

@@ -168,6 +168,30 @@ impl Tape {
             && entry.variables.as_ref().is_none_or(|pattern| pattern.matches(request.variables))
     }
 
+    /// Why `entry` does not answer `request` (the first of [`Tape::fits`]' tests it fails),
+    /// as the end of "the next unused one is …".
+    fn misfit(entry: &Entry, request: &ModelRequest<'_>) -> Option<String> {
+        if let Some(state) = entry.state.as_deref().filter(|state| *state != request.state) {
+            return Some(format!("for state `{state}`"));
+        }
+        match entry.role {
+            Some(role) if role != request.role => return Some(format!("for role {}", role.as_str())),
+            None if request.role == Role::Summarizer => {
+                return Some(
+                    "for any role but the summarizer (a summary is scripted with `role: summarizer`)".to_string(),
+                );
+            }
+            _ => {}
+        }
+        if let Some(workflow) = entry.workflow.as_deref().filter(|workflow| *workflow != request.workflow) {
+            return Some(format!("for workflow `{workflow}`"));
+        }
+        if entry.variables.as_ref().is_some_and(|pattern| !pattern.matches(request.variables)) {
+            return Some("for sessions whose variables match its `variables`, and this one's do not".to_string());
+        }
+        None
+    }
+
     fn answer(&self, request: &ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let mut readings = self.readings.lock().map_err(|_| ModelError::Tape("the tape is unusable".to_string()))?;
         let state = readings.entry(root_session(request.session).to_string()).or_insert_with(|| {
@@ -193,8 +217,17 @@ impl Tape {
             .enumerate()
             .position(|(index, entry)| !state.used[index] && Tape::fits(entry, request))
             .ok_or_else(|| {
+                let next = self.entries.iter().enumerate().find(|(index, _)| !state.used[*index]);
+                let hint = match next {
+                    Some((index, entry)) => format!(
+                        "; the next unused one, entry {}, is {}",
+                        index + 1,
+                        Tape::misfit(entry, request).unwrap_or_else(|| "for another call".to_string())
+                    ),
+                    None => "; add an entry for this call".to_string(),
+                };
                 ModelError::Tape(format!(
-                    "the tape has no entry for model call {call} (workflow `{}`, state `{}`, role {}); {} of {} entries are used",
+                    "the tape has no entry for model call {call} (workflow `{}`, state `{}`, role {}); {} of {} entries are used{hint}",
                     request.workflow,
                     request.state,
                     request.role.as_str(),
@@ -362,7 +395,27 @@ pub(crate) mod tests {
         assert_eq!(tape.answer(&request("a", &none)).expect("answer").text, "last");
         let error = tape.answer(&request("a", &none)).expect_err("exhausted").to_string();
         assert!(error.contains("model call 5") && error.contains("state `a`"), "{error}");
+        assert!(error.ends_with("; add an entry for this call"), "{error}");
         assert_eq!(tape.leftover(), 0);
+    }
+
+    #[test]
+    fn a_call_no_entry_answers_is_told_why_the_next_unused_entry_does_not() {
+        let none = json!({});
+        let misses = [
+            ("- { state: granted, text: yes }\n", "entry 1, is for state `granted`"),
+            ("- { role: grader, text: pass }\n", "entry 1, is for role grader"),
+            ("- { workflow: other, text: hi }\n", "entry 1, is for workflow `other`"),
+            ("- { variables: { id: 2 }, text: two }\n", "entry 1, is for sessions whose variables match"),
+        ];
+        for (text, said) in misses {
+            let tape = Tape::parse("t", text).expect("tape");
+            let error = tape.answer(&request("read-request", &none)).expect_err("no entry fits").to_string();
+            assert!(
+                error.contains("0 of 1 entries are used; the next unused one, ") && error.contains(said),
+                "{error}"
+            );
+        }
     }
 
     #[test]

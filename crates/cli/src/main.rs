@@ -424,7 +424,7 @@ enum SessionsAction {
     Import,
     /// Remove sessions for good, with their sub-workflow sessions (a running one is refused).
     Rm {
-        /// Session ids, or the start of exactly one each.
+        /// Whole session ids (removing never goes by the start of an id).
         #[arg(required = true)]
         ids: Vec<String>,
     },

@@ -166,8 +166,9 @@ fn admits(query: &Query<'_>, state: &SessionState, interrupted: bool) -> bool {
         })
 }
 
-/// `archmax sessions rm ID…`: removes each session (a unique prefix names one) with its
-/// sub-workflow sessions. Every id is resolved before anything is removed, so a typo
+/// `archmax sessions rm ID…`: removes each session (named by its whole id: the start of
+/// one is refused, naming the session it would have been) with its sub-workflow
+/// sessions. Every id is resolved before anything is removed, so a typo
 /// removes nothing.
 pub fn remove(executor: &Runtime, root: &Path, store: Option<&str>, ids: &[String]) -> ExitCode {
     let store = match crate::store::open_or_exit(executor, root, store, "sessions") {
@@ -178,6 +179,20 @@ pub fn remove(executor: &Runtime, root: &Path, store: Option<&str>, ids: &[Strin
     for id in ids {
         if let Err(problem) = check_session_id(id, &[]) {
             return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
+        }
+        // Removing takes whole ids only: the start of one is never enough to delete it.
+        match crate::store::exact_id(executor, store.as_ref(), id) {
+            Ok(true) => {}
+            Ok(false) => {
+                let meant = crate::store::existing_id(executor, store.as_ref(), id).ok().flatten();
+                return failure(match meant {
+                    Some(whole) => {
+                        format!("there is no session `{id}`; `sessions rm` takes whole ids (did you mean `{whole}`?)")
+                    }
+                    None => format!("there is no session `{id}`; `archmax sessions` lists them"),
+                });
+            }
+            Err(message) => return failure(message),
         }
         match crate::store::resolve(executor, store.as_ref(), id) {
             Ok((id, _)) if id.contains('~') => {

@@ -262,10 +262,15 @@ pub fn resolve(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Res
 }
 
 /// The id `given` names among the listed sessions (itself, else the one id it starts),
-/// without reading any session: what a command on a damaged session uses.
+/// without reading any session: what a command on a damaged session uses. A session
+/// found by the start of its id is named on stderr before the command acts on it.
 pub fn resolve_id(executor: &Runtime, store: &dyn SessionStore, given: &str) -> Result<String, String> {
-    existing_id(executor, store, given)?
-        .ok_or_else(|| format!("there is no session `{given}`; `archmax sessions` lists them"))
+    let id = existing_id(executor, store, given)?
+        .ok_or_else(|| format!("there is no session `{given}`; `archmax sessions` lists them"))?;
+    if id != given {
+        crate::output::note!("session {id} (the one session whose id starts with `{given}`)");
+    }
+    Ok(id)
 }
 
 /// The listed session `given` names (itself, else the one id it starts), or `None` when

@@ -74,7 +74,8 @@ enum Command {
         deny_warnings: bool,
     },
     /// List the host tools the configured MCP servers provide, which states grant each,
-    /// and the granted tools no server provides (starts the servers).
+    /// and the granted tools no server provides (starts the servers; exits 1 when a
+    /// server could not be asked).
     Tools {
         /// Print the report as JSON (its shape is in the book's MCP guide).
         #[arg(long)]

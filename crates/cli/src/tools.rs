@@ -26,7 +26,9 @@
 //! `by` is `allow` (the state's `tools.allow`), `allow_always` (the workflow-wide grant)
 //! or `default`; `essential` is true for a tool `essential_tools` turns on in every state.
 //! `candidates` are provided tools with the same action under another name. The command
-//! exits 0 once it has reported; `validate --tools` is the check that fails.
+//! reports everything it found, then exits 1 when there are problems (a server that did
+//! not start or answer, a variable it needs that is unset), else 0: a granted tool no
+//! server provides is reported but is `validate --tools`' to fail on.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -140,7 +142,7 @@ pub fn run(executor: &Runtime, root: &Path, json: bool) -> ExitCode {
     } else {
         print!("{}", to_text(&report));
     }
-    ExitCode::SUCCESS
+    if report.problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 fn grantors_json(grantors: &[Grantor]) -> Value {

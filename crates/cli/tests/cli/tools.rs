@@ -98,7 +98,7 @@ fn a_variable_a_server_needs_is_checked_only_when_the_servers_are_asked() {
         (&"AMX0011".into(), &"archmax.toml".into(), &1.into())
     );
     let listed = archmax(&root, &["tools"]);
-    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert_eq!(listed.code, 1, "a problem fails the command after the report: {}", listed.stderr);
     assert!(listed.stdout.contains(&format!("problems:\n  {missing}\n")), "{}", listed.stdout);
     assert!(listed.stdout.contains("  mail__send_email: granted in notify/send (allow)\n"), "{}", listed.stdout);
     // A command that runs sessions is refused before anything runs, at the server's line.

@@ -298,7 +298,7 @@ pub struct Outcome {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {
-    #[error("the artifact has no workflow `{workflow}` (it has {})", archmax_program::diagnostic::list_names(known))]
+    #[error("there is no workflow `{workflow}` among {}", archmax_program::diagnostic::list_names(known))]
     UnknownWorkflow { workflow: String, known: Vec<String> },
     #[error(
         "workflow `{workflow}` declares no trigger `{trigger}` (it declares {}){}",

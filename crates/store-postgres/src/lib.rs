@@ -355,7 +355,7 @@ impl PgStore {
         });
         drop(inner.handle.spawn(lease::keep_renewed(Arc::downgrade(&inner))));
         let migrated = inner.handle.spawn(async move {
-            let mut object = pool.get().await.map_err(|error| ConnectError::Connect(with_causes(&error)))?;
+            let mut object = pool.get().await.map_err(|error| ConnectError::Connect(first_connection(&error)))?;
             let client: &mut tokio_postgres::Client = &mut object;
             schema::check_durable(client).await?;
             schema::migrate(client).await
@@ -404,6 +404,30 @@ fn driver_config(target: &str) -> Result<(tokio_postgres::Config, MakeRustlsConn
 /// An error and every cause under it, `: `-joined: the driver's own text is often only
 /// "db error" or "error performing TLS handshake", with the server's reason or the
 /// certificate problem one level down.
+/// Why the first connection failed, in the server's words when it answered, with what to
+/// do for the failures a new target meets (no such database, a refused login, nothing
+/// listening); the pool's own wrapping ("error occurred while creating a new object") is
+/// left out.
+fn first_connection(error: &deadpool_postgres::PoolError) -> String {
+    let deadpool_postgres::PoolError::Backend(error) = error else { return with_causes(error) };
+    let Some(db) = error.as_db_error() else {
+        let text = with_causes(error);
+        let refused = text.contains("Connection refused") || text.contains("No such file or directory");
+        return if refused {
+            format!("{text} (is the server running, and listening at the target's host and port?)")
+        } else {
+            text
+        };
+    };
+    let hint = match db.code().code() {
+        "3D000" => " (create the database, for example with `createdb`, or fix the name in the target)",
+        "28P01" | "28000" => " (check the user and password the target gives, and the server's pg_hba.conf)",
+        "53300" => " (the server is at max_connections: lower --store-connections or raise the server's limit)",
+        _ => "",
+    };
+    format!("{}: {}{hint}", db.severity(), db.message())
+}
+
 fn with_causes(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut cause = error.source();

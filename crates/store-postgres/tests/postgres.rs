@@ -83,6 +83,18 @@ fn the_schema_is_versioned_and_a_newer_one_is_refused() {
             Ok(_) => panic!("a newer schema is refused, got a store"),
         }
         assert!(matches!(PgStore::connect("host=/ port=x").await, Err(ConnectError::Config(_))));
+        // A database that is not there: the server's words and what to do, without the
+        // pool's wrapping.
+        let missing = PgStore::connect(&cluster.target_of("archmax_no_such_database")).await;
+        match missing {
+            Err(error @ ConnectError::Connect(_)) => {
+                let said = error.to_string();
+                assert!(said.contains("does not exist") && said.contains("createdb"), "{said}");
+                assert!(!said.contains("creating a new object"), "{said}");
+            }
+            Err(other) => panic!("a missing database is a connect error, got {other}"),
+            Ok(_) => panic!("a missing database is refused"),
+        }
         // A unix socket carries no TLS (the server offers none there): as with libpq, the
         // mode does not apply to a target that reaches the server only through sockets.
         // (TLS settings that cannot work are still refused, socket or not.)

@@ -101,7 +101,27 @@ pub async fn session_page(
     let seen = inbox.server.hub.last_anywhere(id).await;
     let session = match inbox.server.session(id).await {
         Ok(session) => session,
-        Err(error) => return render::error_page(error.status, "No such session", &error.message),
+        Err(error) => {
+            // A malformed id is the link's fault, not a missing session: say what is wrong
+            // with it, without the API's field name.
+            let (title, said) = match error.status {
+                StatusCode::NOT_FOUND => ("No such session", error.message.clone()),
+                StatusCode::BAD_REQUEST => {
+                    let problems: Vec<&str> = error
+                        .details
+                        .get("fields")
+                        .and_then(serde_json::Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|field| field["problem"].as_str())
+                        .collect();
+                    let said = if problems.is_empty() { error.message.clone() } else { problems.join(" ") };
+                    ("Not a session id", said)
+                }
+                _ => ("Session unavailable", error.message.clone()),
+            };
+            return render::error_page(error.status, title, &said);
+        }
     };
     let runtime = inbox.server.runtime_for_session(&session).ok();
     let program = runtime.as_ref().map(|runtime| &**runtime.program());

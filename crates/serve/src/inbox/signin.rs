@@ -262,6 +262,15 @@ fn same_origin(headers: &HeaderMap) -> bool {
     !host.is_empty() && origin_host.eq_ignore_ascii_case(host)
 }
 
+/// The refusal of a form whose `Origin` or `Sec-Fetch-Site` names another site.
+fn cross_site_refused() -> Response {
+    render::error_page(
+        StatusCode::FORBIDDEN,
+        "Form refused",
+        "This form was sent from another site (the browser's Origin or Sec-Fetch-Site header says so), and the inbox takes forms only from its own pages. Open the inbox and send the form from there.",
+    )
+}
+
 fn csrf_refused() -> Response {
     render::error_page(
         StatusCode::FORBIDDEN,
@@ -328,7 +337,7 @@ pub async fn signed_in_post(
 ) -> Result<(Form, SignedIn), Box<Response>> {
     let signed = signed_in(inbox, headers, scope).await.map_err(|refused| Box::new(refused.into_page()))?;
     if !same_origin(headers) {
-        return Err(Box::new(csrf_refused()));
+        return Err(Box::new(cross_site_refused()));
     }
     let form = match crate::routes::upload_boundary(headers).filter(|_| uploads) {
         Some(boundary) => read_upload_form(inbox, headers, body, (boundary, &signed.caller.identity)).await?,
@@ -522,7 +531,7 @@ pub async fn sign_in(
         Err(timed::Refusal::Expired) => return sign_in_form_expired(),
     };
     if !same_origin(&headers) {
-        return csrf_refused();
+        return cross_site_refused();
     }
     let form = match read_form(&inbox, body).await {
         Ok(form) => form,

@@ -76,6 +76,13 @@ async fn a_post_without_the_right_csrf_token_or_from_another_site_is_refused_and
         .await
         .expect("an answer");
     assert_eq!(other_site.status(), StatusCode::FORBIDDEN);
+    let said = other_site.text().await.expect("a page");
+    assert!(said.contains("sent from another site") && !said.contains("CSRF token"), "the cause is named: {said}");
+    // A link with a malformed session id says what is wrong with the id, not that some
+    // session called `session` is missing.
+    let malformed = server.get("/sessions/a%5Cb", Some(&cookie)).await;
+    assert_eq!(malformed.status, StatusCode::BAD_REQUEST, "{}", malformed.body);
+    assert!(malformed.body.contains("Not a session id") && !malformed.body.contains("`session`"), "{}", malformed.body);
     // Another person's token does not fit this person's forms.
     let care = server.sign_in(CARE).await;
     let borrowed =

@@ -719,6 +719,17 @@ mod tests {
     }
 
     #[test]
+    fn a_colon_in_a_plain_flow_value_is_answered_with_the_value_quoted() {
+        let document = load_str("t: { to: done, description: Grant it: they have days left. }\n");
+        let help = document.diagnostics[0].help.as_deref().unwrap_or_default();
+        assert!(help.contains(r#"`description: "Grant it: they have days left."`"#), "{help}");
+        // A flow mapping cut short on a later line is blamed on its bracket, not on a value.
+        let document = load_str("t: { to: done, description: Grant it\nnext: 1\n");
+        let help = document.diagnostics[0].help.as_deref().unwrap_or_default();
+        assert!(!help.contains("quote the value"), "{help}");
+    }
+
+    #[test]
     fn syntax_errors_point_at_the_failure() {
         let document = load_str("a: [1, 2\nb: 3\n");
         assert_eq!(document.diagnostics[0].code, Code::YamlSyntax);

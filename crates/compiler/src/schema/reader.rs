@@ -9,7 +9,7 @@
 
 use crate::diagnostic::{Code, Diagnostic, Scope, SpecPath, did_you_mean, list_names};
 use crate::source::{Span, Spanned};
-use crate::syntax::yaml::{Entry, Node, NodeKind, Scalar, ScalarKind, ScalarValue};
+use crate::syntax::yaml::{Entry, Node, NodeKind, Scalar, ScalarKind, ScalarValue, quoted};
 
 use super::placement::Mappings;
 
@@ -180,9 +180,7 @@ impl<'s> Reader<'s> {
         let cause = "inside `{ … }` a comma ends a plain value, so YAML read the text after it as a key of its own";
         Some(match self.whole_flow_value(entries, index, is_fragment) {
             Some((key, text)) => {
-                let quoted =
-                    if text.contains('"') { format!("'{}'", text.replace('\'', "''")) } else { format!("\"{text}\"") };
-                format!("{cause}: quote the value, `{key}: {quoted}`")
+                format!("{cause}: quote the value, `{key}: {}`", quoted(text))
             }
             None => format!("{cause}: quote the value that holds the comma"),
         })

@@ -9,6 +9,8 @@
 use crate::diagnostic::{Code, Diagnostic};
 use crate::source::{FileId, Span};
 
+use super::yaml::quoted;
+
 /// A scan error as the loader saw it: offsets are into `text`, which starts at `base`
 /// in its file.
 pub struct ScanProblem<'t> {
@@ -108,13 +110,12 @@ impl ScanProblem<'_> {
         if key.is_empty() || value.is_empty() || value.starts_with(['"', '\'', '[', '{']) {
             return None;
         }
-        let quoted =
-            if value.contains('"') { format!("'{}'", value.replace('\'', "''")) } else { format!("\"{value}\"") };
         Some(
             Diagnostic::at(Code::YamlSyntax, self.span(self.stop, self.stop + 1), format!("invalid YAML: {}", self.info))
                 .with_label("a second `: ` in one entry")
                 .with_help(format!(
-                    "inside `{{ … }}` a plain value ends at `: `: quote the value, `{key}: {quoted}` (or, if a new key starts here, add the `,` before it)"
+                    "inside `{{ … }}` a plain value ends at `: `: quote the value, `{key}: {}` (or, if a new key starts here, add the `,` before it)",
+                    quoted(value)
                 )),
         )
     }

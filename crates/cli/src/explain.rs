@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use archmax_compiler::diagnostic::{Code, did_you_mean};
+use archmax_compiler::diagnostic::{Code, did_you_mean, edit_distance};
 use archmax_vm::kernel::Rule;
 
 use crate::output::failure;
@@ -50,12 +50,26 @@ pub fn run(name: Option<&str>, list: bool) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let codes = Code::ALL.iter().map(|code| code.info().code);
-    let rules = Rule::ALL.iter().map(|rule| rule.as_str());
-    let hint = did_you_mean(text, codes.chain(rules))
+    let hint = suggestion(text)
         .map(|close| format!("; did you mean `{close}`?"))
         .unwrap_or_else(|| "; `archmax explain --list` lists every code and rule".to_string());
     failure(format!("there is no diagnostic code or kernel rule `{text}`{hint}"))
+}
+
+/// The code or rule `text` is most likely a typo of. A code's identity is its four
+/// digits, so only one edit away counts (a wrong, missing, extra or swapped digit):
+/// `AMX9999` is two edits from `AMX0909` but is not a typo of it.
+fn suggestion(text: &str) -> Option<&'static str> {
+    let codes = Code::ALL.iter().map(|code| code.info().code);
+    if text.get(..3).is_some_and(|prefix| prefix.eq_ignore_ascii_case("AMX")) {
+        let typed = text.to_ascii_uppercase();
+        return codes
+            .map(|code| (edit_distance(&typed, code), code))
+            .filter(|(distance, _)| *distance <= 1)
+            .min()
+            .map(|(_, code)| code);
+    }
+    did_you_mean(text, codes.chain(Rule::ALL.iter().map(|rule| rule.as_str())))
 }
 
 /// The heading line, a blank line, then the Markdown explanation ending in a new line.

@@ -432,6 +432,15 @@ fn load_skills(loader: &mut Loader<'_>, dir: &str) -> Vec<Skill> {
     skills
 }
 
+/// A file directly in `dir` that was most likely meant as its `workflow.yaml`: another
+/// spelling of the name (`workflow.yml`, `Workflow.yaml`), which is never read.
+fn misnamed_workflow_file(files: &dyn Files, dir: &str) -> Option<String> {
+    files.entries(dir).into_iter().map(|(name, _)| name).find(|name| {
+        let lower = name.to_ascii_lowercase();
+        name != "workflow.yaml" && (lower == "workflow.yaml" || lower == "workflow.yml")
+    })
+}
+
 fn read_skill_manifest(loader: &mut Loader<'_>, skill: &mut Skill, file: FileId, text: &str, scope: &Scope) {
     let name = loader.sources.file(file).name.clone();
     let Some(block) = frontmatter(text) else {
@@ -567,18 +576,20 @@ fn load_workflow_dir(loader: &mut Loader<'_>, slug: &str) -> WorkflowSource {
         source.spec = Some(loader.register(&spec_path, &scope).0);
     } else {
         let single_file = source.prose.is_some_and(|file| frontmatter(loader.sources.text(file)).is_some());
+        let misnamed = misnamed_workflow_file(loader.files, &dir);
+        let help = match &misnamed {
+            Some(name) => format!("only `workflow.yaml` is read: rename `{name}` to `workflow.yaml`"),
+            None if single_file => "the single-file WORKFLOW.md layout was removed: move its frontmatter into `workflow.yaml` and keep the prose, without fences, in WORKFLOW.md".to_string(),
+            None => "add `workflow.yaml` with the workflow's states, or remove the directory".to_string(),
+        };
+        let message = match &misnamed {
+            Some(name) => format!("`workflows/{slug}/` has no workflow.yaml, only `{name}`"),
+            None => format!("`workflows/{slug}/` has no workflow.yaml"),
+        };
         loader.diagnostics.push(
-            Diagnostic::new(
-                Code::MissingWorkflowFile,
-                source.prose.map(Span::file_start),
-                format!("`workflows/{slug}/` has no workflow.yaml"),
-            )
-            .with_help(if single_file {
-                "the single-file WORKFLOW.md layout was removed: move its frontmatter into `workflow.yaml` and keep the prose, without fences, in WORKFLOW.md"
-            } else {
-                "add `workflow.yaml` with the workflow's states, or remove the directory"
-            })
-            .with_scope(scope.clone()),
+            Diagnostic::new(Code::MissingWorkflowFile, source.prose.map(Span::file_start), message)
+                .with_help(help)
+                .with_scope(scope.clone()),
         );
     }
     for legacy in ["tests.config.js", "tests/tests.config.js"] {

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 pub use archmax_program::mounts::*;
 
-use archmax_program::diagnostic::{Code, Diagnostic};
+use archmax_program::diagnostic::{Code, Diagnostic, did_you_mean};
 use archmax_program::source::{FileId, Span};
 use archmax_program::zones::RESERVED_ROOTS;
 
@@ -41,6 +41,28 @@ struct MountsFile {
     _serve: Option<serde::de::IgnoredAny>,
 }
 
+/// The keys at the root of `archmax.toml`, the fields of [`MountsFile`].
+const ROOT_KEYS: [&str; 12] = [
+    "mounts",
+    "connections",
+    "schedule",
+    "mcp_servers",
+    "essential_tools",
+    "context",
+    "limits",
+    "inbox",
+    "providers",
+    "models",
+    "notify",
+    "serve",
+];
+
+/// The key named by a TOML "unknown field `…`" error.
+fn unknown_field(message: &str) -> Option<&str> {
+    let rest = message.split_once("unknown field `")?.1;
+    Some(rest.split_once('`')?.0)
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MountDeclaration {
@@ -61,11 +83,16 @@ pub fn parse_mounts(file: FileId, text: &str) -> (MountTable, Vec<Diagnostic>) {
             let range = error.span().unwrap_or(0..0);
             let message = error.message().trim().to_string();
             let help = if message.contains("unknown field") && message.contains("expected one of `source`") {
-                "a mount takes `source`, `read_only`, `governed` and `searchable`; a writable mount says `read_only = false`"
+                "a mount takes `source`, `read_only`, `governed` and `searchable`; a writable mount says `read_only = false`".to_string()
             } else if message.contains("unknown field") {
-                "archmax.toml holds `essential_tools` and `[mounts.\"<key>\"]`, `[connections.<slug>]`, `[schedule.<workflow>]`, `[mcp_servers.<name>]`, `[context]`, `[limits]`, `[inbox]`, `[providers.<name>]`, `[models.\"<id>\"]`, `[notify.<name>]` and `[serve]` tables, and nothing else"
+                let holds = "archmax.toml holds `essential_tools` and `[mounts.\"<key>\"]`, `[connections.<slug>]`, `[schedule.<workflow>]`, `[mcp_servers.<name>]`, `[context]`, `[limits]`, `[inbox]`, `[providers.<name>]`, `[models.\"<id>\"]`, `[notify.<name>]` and `[serve]` tables, and nothing else";
+                match unknown_field(&message).and_then(|field| did_you_mean(field, ROOT_KEYS)) {
+                    Some(close) => format!("did you mean `{close}`? {holds}"),
+                    None => holds.to_string(),
+                }
             } else {
                 "declare mounts as `[mounts.\"<key>\"]` tables with `source`, `read_only`, `governed` and `searchable`"
+                    .to_string()
             };
             diagnostics.push(
                 Diagnostic::at(Code::HostConfig, span(range), format!("archmax.toml is invalid: {message}"))
@@ -182,6 +209,20 @@ mod tests {
         let (_, diagnostics) = parse_mounts(FileId(0), "[mounts.\"a/\"]\nwritable = true\n");
         assert_eq!(diagnostics[0].code, Code::HostConfig);
         assert!(diagnostics[0].message.contains("writable"), "{}", diagnostics[0].message);
+    }
+
+    #[test]
+    fn an_unknown_root_table_is_answered_with_the_closest_table_name() {
+        let (_, diagnostics) = parse_mounts(FileId(0), "[mcp_server.payments]\ncommand = [\"pay\"]\n");
+        let help = diagnostics[0].help.as_deref().unwrap_or_default();
+        assert!(help.starts_with("did you mean `mcp_servers`?"), "{help}");
+        let (_, diagnostics) = parse_mounts(FileId(0), "[colours]\nred = 1\n");
+        let help = diagnostics[0].help.as_deref().unwrap_or_default();
+        assert!(help.starts_with("archmax.toml holds"), "{help}");
+        // The suggestions come from the very fields the file accepts.
+        let expected = diagnostics[0].message.split_once("expected one of ").map_or("", |(_, list)| list);
+        let fields: Vec<&str> = expected.split(", ").map(|field| field.trim_matches('`')).collect();
+        assert_eq!(fields, ROOT_KEYS);
     }
 
     #[test]

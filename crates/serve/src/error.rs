@@ -46,6 +46,16 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "input.invalid", message).with_details(json!({ "fields": fields }))
     }
 
+    /// [`ApiError::invalid`] with a message that fits the count: the one problem itself,
+    /// or how many `what` (`query parameters`) do not hold.
+    pub fn invalid_fields(what: &str, fields: &[FieldProblem]) -> ApiError {
+        let message = match fields {
+            [only] => format!("`{}`: {}", only.field, only.problem),
+            many => format!("{} {what} do not hold", many.len()),
+        };
+        ApiError::invalid(message, fields)
+    }
+
     pub fn not_found(code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, code, message)
     }

@@ -41,10 +41,16 @@ type Shared = State<Arc<Server>>;
 
 /// Every route of the API, and the decision inbox's pages ([`crate::inbox`]); every
 /// request body is held to the server's body deadline, and every request is traced
-/// ([`request_spans`]).
+/// ([`request_spans`]). The API answers a method a route does not take in its error
+/// shape ([`method_not_allowed`]); the inbox's pages keep axum's empty 405.
 pub fn router(server: Arc<Server>) -> Router {
     let body_deadline = server.body_timeout;
-    Router::new()
+    let bounded_and_traced = |routes: Router| {
+        routes
+            .layer(axum::middleware::from_fn_with_state(body_deadline, crate::request_limits::body_deadline))
+            .layer(request_spans())
+    };
+    let api = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -62,10 +68,35 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/v1/admin/artifacts", post(load_artifact))
         .route("/v1/admin/notifications", get(notifications))
         .fallback(not_found)
-        .with_state(Arc::clone(&server))
-        .merge(crate::inbox::router(server))
-        .layer(axum::middleware::from_fn_with_state(body_deadline, crate::request_limits::body_deadline))
-        .layer(request_spans())
+        .with_state(Arc::clone(&server));
+    // A router's layers wrap each of its routes, and axum sets a 405's `Allow` header
+    // after they have run: only a layer around the API's whole router sees it. The inbox's
+    // routes are matched first; every other path, an unknown one too, reaches the API.
+    Router::new()
+        .fallback_service(bounded_and_traced(api))
+        .layer(axum::middleware::from_fn(method_not_allowed))
+        .merge(bounded_and_traced(crate::inbox::router(server)))
+}
+
+/// A 405 in the API's error shape, naming the methods its `Allow` header names (the
+/// header is kept).
+async fn method_not_allowed(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let method = request.method().clone();
+    let response = next.run(request).await;
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED {
+        return response;
+    }
+    let Some(allow) = response.headers().get(header::ALLOW).cloned() else {
+        return response;
+    };
+    let methods: Vec<&str> =
+        allow.to_str().unwrap_or_default().split(',').map(str::trim).filter(|name| !name.is_empty()).collect();
+    let message = format!("this route does not take {method}; it takes {}", methods.join(" or "));
+    let mut answer = ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "route.method-not-allowed", message)
+        .with_details(json!({ "allow": methods }))
+        .into_response();
+    answer.headers_mut().insert(header::ALLOW, allow);
+    answer
 }
 
 /// A `tracing` span per request, the parent of the turn it starts: its method, route,

@@ -51,9 +51,12 @@ fn the_list_holds_every_code_then_every_rule() {
 
 #[test]
 fn an_unknown_id_gets_a_suggestion_from_both_vocabularies() {
-    for (typed, suggested) in
-        [("tool.not-alowed", "tool.not-allowed"), ("zone.escpe", "zone.escape"), ("AMX030", "AMX0300")]
-    {
+    for (typed, suggested) in [
+        ("tool.not-alowed", "tool.not-allowed"),
+        ("zone.escpe", "zone.escape"),
+        ("AMX030", "AMX0300"),
+        ("amx0531", "AMX0501"),
+    ] {
         let run = archmax(&repository(), &["explain", typed]);
         assert_eq!(run.code, 1, "an unknown id fails like an unknown code: {}", run.stderr);
         assert_eq!(run.stdout, "");
@@ -62,7 +65,15 @@ fn an_unknown_id_gets_a_suggestion_from_both_vocabularies() {
             format!("error: there is no diagnostic code or kernel rule `{typed}`; did you mean `{suggested}`?\n")
         );
     }
-    let far = archmax(&repository(), &["explain", "nothing-like-it"]);
-    assert_eq!(far.code, 1);
-    assert!(far.stderr.contains("`archmax explain --list` lists every code and rule"), "{}", far.stderr);
+    for far in ["nothing-like-it", "AMX9999", "AMX7777"] {
+        let run = archmax(&repository(), &["explain", far]);
+        assert_eq!(run.code, 1);
+        assert_eq!(
+            run.stderr,
+            format!(
+                "error: there is no diagnostic code or kernel rule `{far}`; `archmax explain --list` lists every code and rule\n"
+            ),
+            "a code two digits away is another code, not a typo"
+        );
+    }
 }

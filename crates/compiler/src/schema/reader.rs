@@ -9,7 +9,7 @@
 
 use crate::diagnostic::{Code, Diagnostic, Scope, SpecPath, did_you_mean, list_names};
 use crate::source::{Span, Spanned};
-use crate::syntax::yaml::{Entry, Node, NodeKind, ScalarValue};
+use crate::syntax::yaml::{Entry, Node, NodeKind, Scalar, ScalarKind, ScalarValue, quoted};
 
 use super::placement::Mappings;
 
@@ -119,7 +119,7 @@ impl<'s> Reader<'s> {
         let entries = self.mapping(node, path, null_ok)?;
         self.mappings.record(path, fields.known, fields.what);
         let mut known = Vec::with_capacity(entries.len());
-        for entry in entries {
+        for (index, entry) in entries.iter().enumerate() {
             let Some(key) = entry.key.scalar_text() else {
                 self.report(
                     Diagnostic::at(Code::WrongType, entry.key.span, "a mapping key must be a plain name")
@@ -143,7 +143,8 @@ impl<'s> Reader<'s> {
                     &key_path,
                 );
             } else {
-                self.unknown_key(key, entry.key.span, path, fields);
+                let split = self.split_flow_value(node, entries, index);
+                self.unknown_key(key, entry.key.span, path, fields, split);
             }
         }
         Some(known)
@@ -164,7 +165,47 @@ impl<'s> Reader<'s> {
             .collect()
     }
 
-    fn unknown_key(&mut self, key: &str, span: Span, path: &SpecPath<'_>, fields: &Fields) {
+    /// When the entry at `index` of a `{ … }` mapping reads as a fragment of the value
+    /// before it (a key with no value that holds a space, as YAML reads
+    /// `description: Deny it, with a reason.`), help that says so, with the whole value
+    /// quoted when the value it was cut from can be found.
+    fn split_flow_value(&self, mapping: &Node, entries: &[Entry], index: usize) -> Option<String> {
+        let is_fragment = |entry: &Entry| {
+            entry.value.is_null() && entry.key.scalar_text().is_some_and(|key| key.trim().contains(' '))
+        };
+        let is_flow = self.source.as_bytes().get(mapping.span.start as usize) == Some(&b'{');
+        if !is_flow || !is_fragment(&entries[index]) {
+            return None;
+        }
+        let cause = "inside `{ … }` a comma ends a plain value, so YAML read the text after it as a key of its own";
+        Some(match self.whole_flow_value(entries, index, is_fragment) {
+            Some((key, text)) => {
+                format!("{cause}: quote the value, `{key}: {}`", quoted(text))
+            }
+            None => format!("{cause}: quote the value that holds the comma"),
+        })
+    }
+
+    /// The key and the source text of the plain value that the fragment at `index` was
+    /// cut from: from the value before the run of fragments to the end of the run.
+    fn whole_flow_value<'e>(
+        &self,
+        entries: &'e [Entry],
+        index: usize,
+        is_fragment: impl Fn(&Entry) -> bool,
+    ) -> Option<(&'e str, &'s str)> {
+        let owner = &entries[entries[..index].iter().rposition(|entry| !is_fragment(entry))?];
+        let last = &entries[index + entries[index..].iter().take_while(|entry| is_fragment(entry)).count() - 1];
+        if !matches!(owner.value.kind, NodeKind::Scalar(Scalar { style: ScalarKind::Plain, .. }))
+            || owner.value.is_null()
+        {
+            return None;
+        }
+        let text = self.source.get(owner.value.span.start as usize..last.key.span.end as usize)?;
+        Some((owner.key.scalar_text()?, text))
+    }
+
+    fn unknown_key(&mut self, key: &str, span: Span, path: &SpecPath<'_>, fields: &Fields, split: Option<String>) {
         let key_path = path.key(key);
         let mut diagnostic = Diagnostic::at(
             Code::UnknownKey,
@@ -178,6 +219,8 @@ impl<'s> Reader<'s> {
         .with_label("not part of the schema");
         diagnostic = if key == "<<" {
             diagnostic.with_help("YAML 1.2 has no merge keys; write the entries out in full")
+        } else if let Some(hint) = split {
+            diagnostic.with_help(hint)
         } else if let Some(hint) = misplaced(fields.what, key) {
             diagnostic.with_help(hint)
         } else if let Some(hint) = self.mappings.misindented(path, key) {

@@ -560,6 +560,12 @@ impl Loader<'_> {
     }
 }
 
+/// `text` as a quoted YAML scalar that reads back as `text`, for help that shows a value
+/// quoted: double quotes, or single quotes when it holds a `"` or a `\`.
+pub fn quoted(text: &str) -> String {
+    if text.contains(['"', '\\']) { format!("'{}'", text.replace('\'', "''")) } else { format!("\"{text}\"") }
+}
+
 /// Resolves a plain scalar under the YAML 1.2 core schema.
 pub fn resolve_plain(text: &str) -> ScalarValue {
     match text {
@@ -716,6 +722,29 @@ mod tests {
         assert!(document.root.is_none());
         assert!(document.empty);
         assert!(document.diagnostics.is_empty());
+    }
+
+    #[test]
+    fn a_value_quoted_for_help_reads_back_as_itself() {
+        for text in ["Deny it, with a reason.", r#"Say "no", politely."#, r"C:\temp, then D:", "It's late, and \"no\"."]
+        {
+            let document = load_str(&format!("key: {}\n", quoted(text)));
+            assert_eq!(
+                document.root.and_then(|root| root.get("key").and_then(Node::as_str).map(str::to_string)).as_deref(),
+                Some(text)
+            );
+        }
+    }
+
+    #[test]
+    fn a_colon_in_a_plain_flow_value_is_answered_with_the_value_quoted() {
+        let document = load_str("t: { to: done, description: Grant it: they have days left. }\n");
+        let help = document.diagnostics[0].help.as_deref().unwrap_or_default();
+        assert!(help.contains(r#"`description: "Grant it: they have days left."`"#), "{help}");
+        // A flow mapping cut short on a later line is blamed on its bracket, not on a value.
+        let document = load_str("t: { to: done, description: Grant it\nnext: 1\n");
+        let help = document.diagnostics[0].help.as_deref().unwrap_or_default();
+        assert!(!help.contains("quote the value"), "{help}");
     }
 
     #[test]

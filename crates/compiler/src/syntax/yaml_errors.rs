@@ -9,6 +9,8 @@
 use crate::diagnostic::{Code, Diagnostic};
 use crate::source::{FileId, Span};
 
+use super::yaml::quoted;
+
 /// A scan error as the loader saw it: offsets are into `text`, which starts at `base`
 /// in its file.
 pub struct ScanProblem<'t> {
@@ -34,7 +36,10 @@ impl ScanProblem<'_> {
 
     /// The diagnostic for this problem.
     pub fn diagnostic(&self) -> Diagnostic {
-        self.tab().or_else(|| self.unclosed_flow()).unwrap_or_else(|| self.at_stop())
+        self.tab()
+            .or_else(|| self.unclosed_flow())
+            .or_else(|| self.colon_in_flow_value())
+            .unwrap_or_else(|| self.at_stop())
     }
 
     /// A tab in the indentation of the line the parser stopped on (or the one before).
@@ -79,6 +84,39 @@ impl ScanProblem<'_> {
             .with_help(format!(
                 "close it with `{close}` where its entries end, or write the entries as an indented block without brackets"
             )),
+        )
+    }
+
+    /// A second `: ` in one entry of a `{ … }` opened on the line the parser stopped on, as
+    /// in `{ description: Grant it: they have days left. }`: a plain value ends at `: `,
+    /// so the value most likely needs quotes (or a `,` is missing before a new key).
+    fn colon_in_flow_value(&self) -> Option<Diagnostic> {
+        let open = self.open_flow?;
+        let line = self.line_start(self.stop);
+        if self.text.as_bytes().get(open) != Some(&b'{') || self.line_start(open) != line {
+            return None;
+        }
+        let after = self.text.get(self.stop..)?;
+        if !after.starts_with(':') || !after[1..].starts_with([' ', '\t', '\n', '\r']) {
+            return None;
+        }
+        let entry_start = self.text[open..self.stop].rfind([',', '{']).map(|at| open + at + 1)?;
+        let entry = &self.text[entry_start..self.stop];
+        let colon = entry.find(": ")?;
+        let key = entry[..colon].trim();
+        let value_start = entry_start + colon + 1;
+        let value_end = after.find([',', '}', '\n']).map_or(self.text.len(), |at| self.stop + at);
+        let value = self.text[value_start..value_end].trim();
+        if key.is_empty() || value.is_empty() || value.starts_with(['"', '\'', '[', '{']) {
+            return None;
+        }
+        Some(
+            Diagnostic::at(Code::YamlSyntax, self.span(self.stop, self.stop + 1), format!("invalid YAML: {}", self.info))
+                .with_label("a second `: ` in one entry")
+                .with_help(format!(
+                    "inside `{{ … }}` a plain value ends at `: `: quote the value, `{key}: {}` (or, if a new key starts here, add the `,` before it)",
+                    quoted(value)
+                )),
         )
     }
 

@@ -146,7 +146,7 @@ impl ListFilters {
         if problems.is_empty() {
             Ok(ListFilters(parsed))
         } else {
-            Err(ApiError::invalid(format!("{} query parameters do not hold", problems.len()), &problems))
+            Err(ApiError::invalid_fields("query parameters", &problems))
         }
     }
 }
@@ -434,6 +434,11 @@ mod tests {
             panic!("three problems");
         };
         assert_eq!(error.details["fields"].as_array().map(Vec::len), Some(3));
+        assert_eq!(error.message, "3 query parameters do not hold");
+        let Err(error) = ListFilters::of(Some("limit=0")) else {
+            panic!("one problem");
+        };
+        assert_eq!(error.message, "`limit`: must be a whole number from 1 to 500", "one problem is named, not counted");
         let Ok(ListFilters(query)) = ListFilters::of(Some("workflow=desk&parked=true&limit=10")) else {
             panic!("valid");
         };

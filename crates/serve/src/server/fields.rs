@@ -19,9 +19,8 @@ pub(super) fn session_path(id: &str) -> Result<String, ApiError> {
 /// that is not an id (a path such as `/abs` among them) is a 400 naming the field and
 /// the id pattern.
 pub(super) fn checked_session_id(id: &str, field: &str) -> Result<String, ApiError> {
-    check_session_id(id, &[]).map_err(|problem| {
-        ApiError::invalid(format!("`{field}`: {problem}"), &[FieldProblem { field: field.to_string(), problem }])
-    })?;
+    check_session_id(id, &[])
+        .map_err(|problem| ApiError::invalid_fields("fields", &[FieldProblem { field: field.to_string(), problem }]))?;
     Ok(id.to_string())
 }
 
@@ -109,8 +108,7 @@ impl<'a> Fields<'a> {
     pub(super) fn finish(self) -> Result<(), ApiError> {
         match self.problems.as_slice() {
             [] => Ok(()),
-            [only] => Err(ApiError::invalid(format!("`{}`: {}", only.field, only.problem), &self.problems)),
-            many => Err(ApiError::invalid(format!("{} fields of the request do not hold", many.len()), &self.problems)),
+            problems => Err(ApiError::invalid_fields("fields of the request", problems)),
         }
     }
 }

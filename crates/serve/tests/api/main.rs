@@ -603,6 +603,32 @@ async fn bad_requests_get_the_error_shape_with_every_field_named() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_method_is_answered_in_the_error_shape_naming_the_methods_allowed() {
+    let server = open_server().await;
+    let refused = server.client.get(format!("{}/v1/sessions/s-1/decide", server.base)).send().await.expect("sent");
+    assert_eq!(refused.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(refused.headers().get("allow").and_then(|value| value.to_str().ok()), Some("POST"));
+    let body: Value = refused.json().await.unwrap_or(Value::Null);
+    assert_eq!(
+        body,
+        json!({ "error": {
+            "code": "route.method-not-allowed",
+            "message": "this route does not take GET; it takes POST",
+            "details": { "allow": ["POST"] },
+        } })
+    );
+    let refused = server.client.delete(format!("{}/v1/sessions", server.base)).send().await.expect("sent");
+    let allow = refused.headers().get("allow").and_then(|value| value.to_str().ok()).unwrap_or("").to_string();
+    let body: Value = refused.json().await.unwrap_or(Value::Null);
+    assert_eq!(body["error"]["details"]["allow"], json!(allow.split(',').collect::<Vec<_>>()), "{body}");
+    // The inbox's pages are not the API: their 405 stays as axum makes it.
+    let page = server.client.get(format!("{}/decide", server.base)).send().await.expect("sent");
+    assert_eq!(page.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(page.text().await.unwrap_or_default(), "");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_documented_route_is_served() {
     let server = open_server().await;
     server.start_desk(None, "s-doc").await;
@@ -622,8 +648,12 @@ async fn every_documented_route_is_served() {
         let url = format!("{}{path}", server.base);
         // The router serves no method on a documented path that the document does not name.
         let other = if method == "get" { server.client.post(&url).json(&json!({})) } else { server.client.get(&url) };
-        let status = other.send().await.expect("sent").status();
-        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{template} answers only {method}");
+        let refused = other.send().await.expect("sent");
+        assert_eq!(refused.status(), StatusCode::METHOD_NOT_ALLOWED, "{template} answers only {method}");
+        let allow = refused.headers().get("allow").and_then(|value| value.to_str().ok()).unwrap_or("").to_string();
+        assert!(allow.split(',').any(|allowed| allowed.eq_ignore_ascii_case(method)), "{template}: Allow {allow}");
+        let body: Value = refused.json().await.unwrap_or(Value::Null);
+        assert_eq!(body["error"]["code"], "route.method-not-allowed", "{template}: {body}");
         let request = match method {
             "get" => server.client.get(url),
             _ => server.client.post(url).json(&json!({})),

@@ -82,7 +82,7 @@ impl NotParked {
         let now = match self.status {
             Status::AwaitingDecision => format!("it waits for a decision at '{}'", self.position),
             Status::AwaitingInput => format!("it waits for input at '{}'", self.position),
-            other => format!("it is {} and not parked", other.as_str()),
+            other => format!("it is {}", other.as_str()),
         };
         let wanted = match self.wanted {
             Channel::Decision => "parked for a decision",

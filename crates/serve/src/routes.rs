@@ -68,6 +68,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/v1/admin/artifacts", post(load_artifact))
         .route("/v1/admin/notifications", get(notifications))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(extract::well_formed))
         .with_state(Arc::clone(&server));
     // A router's layers wrap each of its routes, and axum sets a 405's `Allow` header
     // after they have run: only a layer around the API's whole router sees it. The inbox's

@@ -29,6 +29,31 @@ pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect()
 }
 
+/// Middleware of every API route: a request whose path is not UTF-8 once its `%` escapes
+/// are decoded, or whose query names one parameter more than once, is refused with 400
+/// in the API's error shape before any route reads it, so no route picks the first
+/// value while another picks the last (or answers axum's plain-text path rejection).
+pub(crate) async fn well_formed(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let path = request.uri().path();
+    if percent_encoding::percent_decode_str(path).decode_utf8().is_err() {
+        let problem = "is not UTF-8 once its %-escapes are decoded; an id is text";
+        return bad_query("path", problem).into_response();
+    }
+    let pairs = query_pairs(request.uri().query());
+    let mut seen: Vec<&str> = Vec::with_capacity(pairs.len());
+    for (key, _) in &pairs {
+        if seen.contains(&key.as_str()) {
+            return bad_query(key, "is given more than once; give it once").into_response();
+        }
+        seen.push(key);
+    }
+    next.run(request).await
+}
+
 /// A 400 naming the one `field` of the request that does not hold.
 pub(crate) fn bad_query(field: &str, problem: &str) -> ApiError {
     ApiError::invalid(

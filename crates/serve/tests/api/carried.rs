@@ -308,6 +308,31 @@ async fn a_session_id_that_is_not_an_id_is_bad_input_on_every_route_never_a_serv
             );
         }
     }
+    // A path that is not UTF-8 once decoded: 400 in the API's shape, on every route, with
+    // or without a token (nothing about a session is read).
+    for path in ["/v1/sessions/%ff", "/v1/sessions/%ff/transcript", "/v1/workflows/%ff/sessions"] {
+        for token in [Some(ADMIN), None] {
+            let (status, refused) = server.get(path, token).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {refused}");
+            assert_eq!(named_fields(&refused), ["path"], "{path}: {refused}");
+        }
+    }
+    // A query parameter given twice is refused naming it, on every route, whichever value
+    // a route would have read.
+    for path in [
+        "/v1/sessions?limit=1&limit=500",
+        "/v1/sessions/o-1?wait=1&wait=2",
+        "/v1/workflows/orders/sessions?wait=1&wait=abc",
+    ] {
+        let (status, refused) = if path.starts_with("/v1/workflows") {
+            server.post(path, Some(STARTER), json!({ "message": "Hi.", "variables": { "order_id": "o-1" } })).await
+        } else {
+            server.get(path, Some(ADMIN)).await
+        };
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {refused}");
+        let repeated = if path.contains("limit") { "limit" } else { "wait" };
+        assert_eq!(named_fields(&refused), [repeated], "{path}: {refused}");
+    }
     // From a trigger's `session:` path: not an id, so the firing starts a session of its own.
     let (status, fired) = server.fire_signed(&json!({ "parcel": { "order": "/abs" }, "scan": {} })).await;
     assert_eq!(status, StatusCode::OK, "{fired}");

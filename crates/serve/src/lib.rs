@@ -36,6 +36,7 @@ pub mod request_limits;
 pub mod routes;
 pub mod schedule;
 pub mod server;
+mod strict_json;
 pub mod triggers;
 pub mod turns;
 pub mod webhooks;

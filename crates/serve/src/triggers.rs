@@ -199,7 +199,7 @@ fn input_of(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     }
     let invalid =
         |problem: String| ApiError::invalid(problem.clone(), &[FieldProblem { field: "body".to_string(), problem }]);
-    match serde_json::from_slice::<Value>(body) {
+    match crate::strict_json::parse(body) {
         Ok(Value::Object(input)) => Ok(input),
         Ok(_) => Err(invalid("the trigger's input must be a JSON object of variable values".to_string())),
         Err(error) => Err(invalid(format!("the body is not JSON: {error}"))),

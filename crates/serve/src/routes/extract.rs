@@ -370,7 +370,7 @@ impl JsonBody {
             return Ok(JsonBody(json!({})));
         }
         require_json(headers, &bytes)?;
-        serde_json::from_slice(&bytes)
+        crate::strict_json::parse(&bytes)
             .map(JsonBody)
             .map_err(|error| bad_query("body", &format!("is not JSON: {error}")))
     }

@@ -242,7 +242,7 @@ async fn split(bytes: Bytes, (boundary, layout): (String, Layout), text_limit: u
             let parsed = if text.is_empty() {
                 json!({})
             } else {
-                serde_json::from_slice(&text)
+                crate::strict_json::parse(&text)
                     .map_err(|error| invalid(REQUEST_PART, format!("the `request` part is not JSON: {error}")))?
             };
             body = Some(parsed);

@@ -333,6 +333,24 @@ async fn a_session_id_that_is_not_an_id_is_bad_input_on_every_route_never_a_serv
         let repeated = if path.contains("limit") { "limit" } else { "wait" };
         assert_eq!(named_fields(&refused), [repeated], "{path}: {refused}");
     }
+    // A body naming one key twice could be read two ways: refused, naming the key.
+    let twice = r#"{"message":"Hi.","sessionId":"d1","sessionId":"d2","variables":{"order_id":"o-1"}}"#;
+    let answer = server
+        .client
+        .post(format!("{}/v1/workflows/orders/sessions", server.base))
+        .bearer_auth(STARTER)
+        .header("content-type", "application/json")
+        .body(twice)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    let refused: Value = answer.json().await.expect("JSON");
+    assert!(refused.to_string().contains("`sessionId` is given twice"), "{refused}");
+    for id in ["d1", "d2"] {
+        let (status, _) = server.get(&format!("/v1/sessions/{id}"), Some(ADMIN)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "no session {id} was started");
+    }
     // From a trigger's `session:` path: not an id, so the firing starts a session of its own.
     let (status, fired) = server.fire_signed(&json!({ "parcel": { "order": "/abs" }, "scan": {} })).await;
     assert_eq!(status, StatusCode::OK, "{fired}");

@@ -87,9 +87,14 @@ impl InboxCookie {
 }
 
 /// Whether the request reached the server over HTTPS, as a proxy in front of it says
-/// (`X-Forwarded-Proto: https`).
+/// (`X-Forwarded-Proto: https`, in any case; of a list that proxies appended to, the
+/// first entry, the scheme the client used).
 pub fn over_https(headers: &HeaderMap) -> bool {
-    headers.get("x-forwarded-proto").and_then(|value| value.to_str().ok()).is_some_and(|proto| proto == "https")
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(',').next())
+        .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"))
 }
 
 #[cfg(test)]
@@ -103,6 +108,18 @@ mod tests {
         }
         headers.insert(header::COOKIE, HeaderValue::from_str(cookie).expect("a cookie header"));
         headers
+    }
+
+    #[test]
+    fn https_is_read_from_the_first_forwarded_scheme_in_any_case() {
+        for (value, https) in
+            [("https", true), ("HTTPS", true), (" https , http", true), ("http, https", false), ("", false)]
+        {
+            let mut headers = HeaderMap::new();
+            headers.insert("x-forwarded-proto", HeaderValue::from_str(value).expect("a header"));
+            assert_eq!(over_https(&headers), https, "{value:?}");
+        }
+        assert!(!over_https(&HeaderMap::new()));
     }
 
     #[test]

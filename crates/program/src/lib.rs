@@ -29,6 +29,7 @@
 pub mod artifact;
 pub mod codec;
 pub mod diagnostic;
+pub mod errors;
 pub mod glob;
 pub mod hex;
 pub mod inspect;

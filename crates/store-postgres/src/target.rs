@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use archmax_vm::errors::with_causes;
+
 use crate::{ConnectError, tls};
 
 /// The driver's configuration and TLS for a libpq-style `target`: the TLS keys taken out
@@ -65,21 +67,4 @@ pub(crate) fn first_connection(error: &deadpool_postgres::PoolError) -> String {
         _ => "",
     };
     format!("{}: {}{hint}", db.severity(), db.message())
-}
-
-/// An error and every cause under it, `: `-joined: the driver's own text is often only
-/// "db error" or "error performing TLS handshake", with the server's reason or the
-/// certificate problem one level down.
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        let said = next.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-        cause = next.source();
-    }
-    text
 }

@@ -135,6 +135,7 @@ pub mod tool_host;
 pub mod trace;
 pub(crate) mod values;
 
+pub use archmax_program::errors;
 pub use archmax_stdlib as stdlib;
 pub use interp::{Channel, NotParked, check_named_workflow, decision_refusal, park_refusal};
 pub use runtime::{

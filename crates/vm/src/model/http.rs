@@ -291,17 +291,7 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 
 /// An error and its causes on one line (reqwest's own message omits the cause).
 pub(super) fn describe(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause = cause.to_string();
-        if !text.contains(&cause) {
-            text.push_str(": ");
-            text.push_str(&cause);
-        }
-        source = source.and_then(std::error::Error::source);
-    }
-    text
+    archmax_program::errors::with_causes(error)
 }
 
 /// The HTTP client every adapter builds, once the process has a TLS provider.

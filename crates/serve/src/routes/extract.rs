@@ -6,7 +6,10 @@
 //! an extractor refuses gets the API's one error shape, with the status and message it
 //! always had. Axum runs the extractors in argument order (the body last), and each
 //! handler lists them in the order the checks must run: the token before the query,
-//! the query before a byte of the body is read.
+//! the query before a byte of the body is read. One check comes before all of them,
+//! [`well_formed`], a middleware on the whole API: a path that is not UTF-8 or a query
+//! parameter given twice is refused (400) before the token is looked at, since neither
+//! depends on who asks and no route could read such a request one way.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -44,12 +47,13 @@ pub(crate) async fn well_formed(
         return bad_query("path", problem).into_response();
     }
     let pairs = query_pairs(request.uri().query());
-    let mut seen: Vec<&str> = Vec::with_capacity(pairs.len());
+    // A set, not a list: a 64 KiB query holds some 16,000 names, and this runs before
+    // any token is checked.
+    let mut seen = std::collections::HashSet::with_capacity(pairs.len());
     for (key, _) in &pairs {
-        if seen.contains(&key.as_str()) {
+        if !seen.insert(key.as_str()) {
             return bad_query(key, "is given more than once; give it once").into_response();
         }
-        seen.push(key);
     }
     next.run(request).await
 }
@@ -278,7 +282,7 @@ pub(super) async fn body_bytes(headers: &HeaderMap, body: Body, limit: usize) ->
     }
     let mut bytes = Vec::with_capacity(declared.unwrap_or(0).min(INITIAL_BUFFER));
     while let Some(piece) = pieces.next().await {
-        let piece = piece.map_err(|error| refused(&error))?;
+        let piece = piece.map_err(|error| refused(&error, limit))?;
         if bytes.len() + piece.len() > limit {
             let read = bytes.len() + piece.len();
             drop(bytes);
@@ -297,17 +301,25 @@ async fn refuse_after_reading(pieces: &mut axum::body::BodyDataStream, mut read:
         match pieces.next().await {
             None => break,
             Some(Ok(piece)) => read = read.saturating_add(piece.len()),
-            Some(Err(error)) => return refused(&error),
+            Some(Err(error)) => return refused(&error, limit),
         }
     }
     too_large(limit)
 }
 
 /// What a body that failed while being read is answered: `408` when the body deadline
-/// cut it off, else `400`: the transport found it broken (the client closed before its
-/// `Content-Length`, or sent a malformed chunk). Its size is [`body_bytes`]' to judge, so
-/// a body's length alone never ends up here.
-fn refused(error: &axum::Error) -> ApiError {
+/// cut it off; `413` when a size layer around the route stopped it (the inbox's deliver
+/// form: tower-http's limit on a body sent without a `Content-Length`); else `400`, the
+/// transport found it broken (the client closed before its `Content-Length`, or sent a
+/// malformed chunk).
+fn refused(error: &axum::Error, limit: usize) -> ApiError {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = cause {
+        if error.is::<http_body_util::LengthLimitError>() {
+            return too_large(limit);
+        }
+        cause = error.source();
+    }
     if crate::request_limits::is_too_slow(error) {
         ApiError::new(StatusCode::REQUEST_TIMEOUT, "request.timeout", error.to_string())
     } else {
@@ -442,6 +454,20 @@ fn refuse_cross_site(headers: &HeaderMap) -> Result<(), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_body_a_size_layer_cut_is_413_and_one_that_broke_is_400() {
+        // What tower-http's limit does to a body sent without a Content-Length.
+        let limited = Body::new(http_body_util::Limited::new(Body::from("more than four bytes"), 4));
+        let refused = body_bytes(&HeaderMap::new(), limited, 1024).await.expect_err("the layer's limit");
+        assert_eq!((refused.status, refused.code), (StatusCode::PAYLOAD_TOO_LARGE, "request.too-large"));
+        let broken = Body::from_stream(futures_util::stream::iter([
+            Ok(Bytes::from_static(b"{")),
+            Err(std::io::Error::other("connection reset")),
+        ]));
+        let refused = body_bytes(&HeaderMap::new(), broken, 1024).await.expect_err("a broken body");
+        assert_eq!((refused.status, refused.code), (StatusCode::BAD_REQUEST, "request.body-broken"));
+    }
 
     #[test]
     fn query_strings_are_decoded_and_checked_field_by_field() {

@@ -3,98 +3,95 @@
 //! serde_json keeps the last of two equal keys, and another reader of the same bytes (a
 //! proxy, a validator, the webhook sender's own library) may keep the first, so one
 //! body could mean two things. Every JSON body the server takes (a turn's body, an
-//! upload's `request` part, a webhook's input) goes through [`parse`], which builds the
-//! same [`Value`] serde_json would and fails at the second key instead.
+//! upload's `request` part, a webhook's input, an inbox form's JSON field) goes through
+//! [`parse`]: a first pass over serde_json's parser only checks every object's keys, and
+//! the [`Value`] is then serde_json's own parse of the same bytes, so it is what the
+//! server took before (raw-value markers included) whenever the check passes.
 //!
-//! The one thing to know: the check is a [`Visitor`] over serde_json's own parser, so
-//! its nesting limit, number handling and error positions (`at line L column C`) are
-//! serde_json's.
+//! The one thing to know: both passes are serde_json's parser, so the nesting limit,
+//! number rules and error positions (`at line L column C`) are serde_json's; `"a"` and
+//! `"\u0061"` are one key.
 
+use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
 
 /// `bytes` as JSON, refused when an object in it names a key twice.
 pub fn parse(bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    serde_json::from_slice::<Strict>(bytes).map(|Strict(value)| value)
+    serde_json::from_slice::<UniqueKeys>(bytes)?;
+    serde_json::from_slice(bytes)
 }
 
-/// A [`Value`] whose objects each name every key once.
-struct Strict(Value);
+/// A JSON value whose objects each name every key once; nothing of it is kept.
+struct UniqueKeys;
 
-impl<'de> Deserialize<'de> for Strict {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Strict, D::Error> {
-        deserializer.deserialize_any(StrictVisitor).map(Strict)
+impl<'de> Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<UniqueKeys, D::Error> {
+        deserializer.deserialize_any(UniqueKeysVisitor)
     }
 }
 
-struct StrictVisitor;
+struct UniqueKeysVisitor;
 
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Value;
+impl<'de> Visitor<'de> for UniqueKeysVisitor {
+    type Value = UniqueKeys;
 
     fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter.write_str("a JSON value")
     }
 
-    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
+    fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
     }
 
-    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
-        Ok(Value::Number(value.into()))
+    fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
     }
 
-    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
-        Ok(Value::Number(value.into()))
+    fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
     }
 
-    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
-        Number::from_f64(value).map(Value::Number).ok_or_else(|| E::custom("a number JSON cannot hold"))
+    fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
     }
 
-    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::String(value.to_string()))
+    fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
     }
 
-    fn visit_string<E>(self, value: String) -> Result<Value, E> {
-        Ok(Value::String(value))
+    fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
     }
 
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_none<E>(self) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
     }
 
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<UniqueKeys, D::Error> {
+        UniqueKeys::deserialize(deserializer)
     }
 
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        Strict::deserialize(deserializer).map(|Strict(value)| value)
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<UniqueKeys, A::Error> {
+        while items.next_element::<UniqueKeys>()?.is_some() {}
+        Ok(UniqueKeys)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Value, A::Error> {
-        let mut values = Vec::with_capacity(items.size_hint().unwrap_or(0).min(4096));
-        while let Some(Strict(value)) = items.next_element()? {
-            values.push(value);
-        }
-        Ok(Value::Array(values))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut entries: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
+    fn visit_map<A: MapAccess<'de>>(self, mut entries: A) -> Result<UniqueKeys, A::Error> {
+        let mut keys = HashSet::new();
         while let Some(key) = entries.next_key::<String>()? {
-            if object.contains_key(&key) {
+            if keys.contains(&key) {
                 return Err(de::Error::custom(format_args!(
                     "the key `{}` is given twice in one object; give it once",
                     key.escape_debug()
                 )));
             }
-            let Strict(value) = entries.next_value()?;
-            object.insert(key, value);
+            entries.next_value::<UniqueKeys>()?;
+            keys.insert(key);
         }
-        Ok(Value::Object(object))
+        Ok(UniqueKeys)
     }
 }
 
@@ -112,6 +109,13 @@ mod tests {
             let error = parse(twice.as_bytes()).expect_err(twice).to_string();
             assert!(error.contains("is given twice") && error.contains("column"), "{twice}: {error}");
         }
+        // A raw-value marker is read as serde_json reads it, not kept as a key.
+        let marker = br#"{"$serde_json::private::RawValue":"[1]"}"#;
+        assert_eq!(
+            parse(marker).map_err(|error| error.to_string()),
+            serde_json::from_slice::<Value>(marker).map_err(|error| error.to_string())
+        );
+        assert!(parse(br#"{"a":1,"\u0061":2}"#).is_err(), "one key, however it is escaped");
         // The same key in two objects is two keys.
         assert!(parse(br#"[{"k":1},{"k":2}]"#).is_ok());
         assert!(parse(b"{\"a\":1").is_err(), "still JSON's rules");

@@ -235,7 +235,9 @@ pub fn variables(
                 "false" => Value::Bool(false),
                 other => Value::from(other),
             },
-            ("object" | "array", _) => serde_json::from_str(text).unwrap_or_else(|_| Value::from(text)),
+            // Strict like every JSON body: text naming a key twice stays text, which the
+            // signature check then refuses, never an object with one of the values dropped.
+            ("object" | "array", _) => crate::strict_json::parse(text.as_bytes()).unwrap_or_else(|_| Value::from(text)),
             (_, "date-time") if !text.ends_with('Z') && !text.get(10..).unwrap_or("").contains(['+', '-']) => {
                 // `datetime-local` sends `2025-03-06T10:00`: minutes, no offset; the
                 // runtime takes RFC 3339, so it is read as UTC.

@@ -103,12 +103,19 @@ pub fn router(server: Arc<Server>) -> Router {
 
 /// The size layers' own `413` (plain text) as the inbox's error page, saying the limit
 /// (route layer: `axum::middleware::map_response(too_large_page)` outside the size layer).
+/// A page the inbox made itself (HTML, such as one naming the upload that was too large)
+/// is kept as it is.
 async fn too_large_page<B>(response: axum::http::Response<B>) -> Response
 where
     B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
 {
-    if response.status() != axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+    let html = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|kind| kind.starts_with("text/html"));
+    if response.status() != axum::http::StatusCode::PAYLOAD_TOO_LARGE || html {
         return response.map(axum::body::Body::new);
     }
     render::error_page(
@@ -149,4 +156,32 @@ async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Respon
         _ => return render::not_found_page().into_response(),
     };
     ([(header::CONTENT_TYPE, kind), (header::CACHE_CONTROL, "max-age=3600")], body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::StatusCode;
+
+    async fn text_of(response: Response) -> String {
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("a body");
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[tokio::test]
+    async fn the_size_layers_plain_413_becomes_the_inbox_page_and_the_inbox_own_pages_are_kept() {
+        let plain = axum::http::Response::builder()
+            .status(StatusCode::PAYLOAD_TOO_LARGE)
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(axum::body::Body::from("length limit exceeded"))
+            .expect("a response");
+        let page = too_large_page(plain).await;
+        assert_eq!(page.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(text_of(page).await.contains("larger than the inbox takes (8 KiB"));
+        let own = render::error_page(StatusCode::PAYLOAD_TOO_LARGE, "Form refused", "part `field.slip` is too large");
+        let kept = too_large_page(own).await;
+        assert!(text_of(kept).await.contains("part `field.slip` is too large"), "the inbox's own page is kept");
+        let fine = axum::http::Response::new(axum::body::Body::from("ok"));
+        assert_eq!(text_of(too_large_page(fine).await).await, "ok");
+    }
 }

@@ -218,9 +218,6 @@ pub(crate) fn lacks_scope(identity: &str, scope: Scope) -> ApiError {
     .with_details(serde_json::json!({ "needs": scope.as_str() }))
 }
 
-/// Without tokens the server serves only local programs: a request a browser made for a
-/// web page (it carries `Origin`) or one whose `Host` is not a loopback name (DNS
-/// rebinding) is refused, so no page the operator visits can drive the server.
 /// The token of an `Authorization` value in the bearer scheme, whose name is matched
 /// without regard to case (RFC 9110 §11.1): `Bearer`, `bearer`, `BEARER`.
 fn bearer_token(value: &str) -> Option<&str> {
@@ -228,6 +225,9 @@ fn bearer_token(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
+/// Without tokens the server serves only local programs: a request a browser made for a
+/// web page (it carries `Origin`) or one whose `Host` is not a loopback name (DNS
+/// rebinding) is refused, so no page the operator visits can drive the server.
 fn local_only(headers: &HeaderMap) -> Result<(), ApiError> {
     let refuse = |why: &str| {
         Err(ApiError::new(

@@ -524,15 +524,17 @@ pub async fn sign_in(
         Ok(attempt) => attempt,
         Err(retry_after) => return throttled(retry_after, "This address made too many failed sign-ins."),
     };
+    // Another site first: its browser never sends the `SameSite=Strict` form cookie, so
+    // checked after the cookie it would be told its CSRF token was wrong.
+    if !same_origin(&headers) {
+        return cross_site_refused();
+    }
     let Some(key) = sign_in_key(&inbox).await else { return store_unavailable_page() };
     let nonce = match sign_in_nonce(&key, &headers, inbox.server.now_ms() / 1000) {
         Ok(nonce) => nonce,
         Err(timed::Refusal::Foreign) => return csrf_refused(),
         Err(timed::Refusal::Expired) => return sign_in_form_expired(),
     };
-    if !same_origin(&headers) {
-        return cross_site_refused();
-    }
     let form = match read_form(&inbox, body).await {
         Ok(form) => form,
         Err(refused) => return *refused,

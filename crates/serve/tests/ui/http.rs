@@ -78,6 +78,20 @@ async fn a_post_without_the_right_csrf_token_or_from_another_site_is_refused_and
     assert_eq!(other_site.status(), StatusCode::FORBIDDEN);
     let said = other_site.text().await.expect("a page");
     assert!(said.contains("sent from another site") && !said.contains("CSRF token"), "the cause is named: {said}");
+    // A sign-in posted from another site carries no form cookie (it is SameSite=Strict):
+    // it is told what it is, not that its CSRF token is wrong.
+    let foreign_sign_in = server
+        .client
+        .post(format!("{}/sign-in", server.base))
+        .header("origin", "https://evil.example")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("csrf=00&token=x")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(foreign_sign_in.status(), StatusCode::FORBIDDEN);
+    let said = foreign_sign_in.text().await.expect("a page");
+    assert!(said.contains("sent from another site"), "{said}");
     // A link with a malformed session id says what is wrong with the id, not that some
     // session called `session` is missing.
     let malformed = server.get("/sessions/a%5Cb", Some(&cookie)).await;

@@ -765,10 +765,9 @@ export interface components {
             reply: string;
             spend: components["schemas"]["SpendLine"][];
             /**
-             * @description Why a message the session owed in the turn was not written: on a `reply`, the
-             *     answer to the message sent (its model call failed, or a budget or the context
-             *     window stopped it). The session is still parked and keeps the message; null when
-             *     nothing owed went unsaid.
+             * @description On a `reply`: why the answer to the message sent was not written (its model call
+             *     failed, or a budget or the context window stopped it). The session is still
+             *     parked and keeps the message. Null otherwise.
              */
             unanswered?: string | null;
             usage: components["schemas"]["TurnUsage"];

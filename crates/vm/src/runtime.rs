@@ -260,10 +260,10 @@ pub struct Outcome {
     pub state: String,
     /// Everything the session said in this turn.
     pub reply: String,
-    /// Why a message the session owed in this turn was not written, when one was not: the
-    /// answer to a person's message (a reply), or the note a park sends, whose one
-    /// reply-only model call failed or was stopped by a budget or the context window. The
-    /// session is parked as before; the person got no answer.
+    /// Why the answer to a person's message to the parked session (a reply) was not
+    /// written, when it was not: its one reply-only model call failed, or a budget or the
+    /// context window stopped it. The session is parked as before and keeps the message;
+    /// the person got no answer. (A park's own note that fails is only a warning.)
     pub unanswered: Option<String>,
     /// Why it was rejected, when it was.
     pub reason: Option<String>,

@@ -265,10 +265,9 @@ pub struct TurnSummary {
     pub disposition: String,
     /// Everything the session said in the turn.
     pub reply: String,
-    /// Why a message the session owed in the turn was not written: on a `reply`, the
-    /// answer to the message sent (its model call failed, or a budget or the context
-    /// window stopped it). The session is still parked and keeps the message; null when
-    /// nothing owed went unsaid.
+    /// On a `reply`: why the answer to the message sent was not written (its model call
+    /// failed, or a budget or the context window stopped it). The session is still
+    /// parked and keeps the message. Null otherwise.
     pub unanswered: Option<String>,
     /// Why the turn failed or the session was rejected, when it was.
     pub reason: Option<String>,

@@ -102,8 +102,8 @@ impl TurnLedger {
         self.reply.push(text);
     }
 
-    /// Notes why a reply-only call wrote nothing (its model call failed, or a budget or the
-    /// context window stopped it): the person who wrote, or is waiting, got no answer.
+    /// Notes why the reply-only call answering a person's message wrote nothing (its model
+    /// call failed, or a budget or the context window stopped it).
     pub(crate) fn note_unanswered(&mut self, why: String) {
         self.unanswered = Some(why);
     }

@@ -477,6 +477,9 @@ impl<'r> Turn<'r> {
             Some(title) => format!("'{}' ({})", self.slug(id), program.str(title)),
             None => format!("'{}'", self.slug(id)),
         };
+        // Only the answer to a person's message is owed to them; a park's own note that
+        // fails is a warning, not an unanswered message.
+        let answering = opening == ParkOpening::Answering;
         let opening = match opening {
             ParkOpening::Answering => format!(
                 "The session is parked in {label}, where a person decides how it continues. Someone has written to it meanwhile: answer them. You cannot make or speed up the decision, and nothing you write moves the session."
@@ -498,13 +501,17 @@ impl<'r> Turn<'r> {
         if let Some(stop) = self.budget_stop(id, Some(&volatile)).await {
             // The parked session stays parked; its message would pass the budget.
             let message = format!("the parked session's message was not sent: {}", stop.reason);
-            self.ledger.note_unanswered(message.clone());
+            if answering {
+                self.ledger.note_unanswered(message.clone());
+            }
             self.emit(Event::Warning { scope: "budget".to_string(), message });
             return Ok(String::new());
         }
         if let Some(problem) = self.fit_context(id, &volatile).await? {
             // The parked session stays parked; its message is not sent over the window.
-            self.ledger.note_unanswered(problem.clone());
+            if answering {
+                self.ledger.note_unanswered(problem.clone());
+            }
             self.emit(Event::Warning { scope: "context".to_string(), message: problem });
             return Ok(String::new());
         }
@@ -513,7 +520,9 @@ impl<'r> Turn<'r> {
             Ok(response) => response,
             Err(error) => {
                 let message = format!("the parked session's message failed: {error}");
-                self.ledger.note_unanswered(message.clone());
+                if answering {
+                    self.ledger.note_unanswered(message.clone());
+                }
                 self.emit(Event::Warning { scope: "model".to_string(), message });
                 return Ok(String::new());
             }

@@ -46,9 +46,20 @@ pub struct BodyTooSlow(pub Duration);
 
 /// Whether `error` (or what caused it) is a body cut off by [`body_deadline`].
 pub fn is_too_slow(error: &(dyn std::error::Error + 'static)) -> bool {
+    caused_by::<BodyTooSlow>(error)
+}
+
+/// Whether `error` (or what caused it) is a body a size layer ([`form_body_limit`],
+/// [`upload_form_body_limit`]) stopped at its limit.
+pub fn is_over_limit(error: &(dyn std::error::Error + 'static)) -> bool {
+    caused_by::<http_body_util::LengthLimitError>(error)
+}
+
+/// Whether `error` or an error under it is a `Cause`.
+fn caused_by<Cause: std::error::Error + 'static>(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(error);
     while let Some(error) = cause {
-        if error.is::<BodyTooSlow>() {
+        if error.is::<Cause>() {
             return true;
         }
         cause = error.source();

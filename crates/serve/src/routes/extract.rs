@@ -313,12 +313,8 @@ async fn refuse_after_reading(pieces: &mut axum::body::BodyDataStream, mut read:
 /// transport found it broken (the client closed before its `Content-Length`, or sent a
 /// malformed chunk).
 fn refused(error: &axum::Error, limit: usize) -> ApiError {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(error) = cause {
-        if error.is::<http_body_util::LengthLimitError>() {
-            return too_large(limit);
-        }
-        cause = error.source();
+    if crate::request_limits::is_over_limit(error) {
+        return too_large(limit);
     }
     if crate::request_limits::is_too_slow(error) {
         ApiError::new(StatusCode::REQUEST_TIMEOUT, "request.timeout", error.to_string())

@@ -501,30 +501,18 @@ impl<'r> Turn<'r> {
         if let Some(stop) = self.budget_stop(id, Some(&volatile)).await {
             // The parked session stays parked; its message would pass the budget.
             let message = format!("the parked session's message was not sent: {}", stop.reason);
-            if answering {
-                self.ledger.note_unanswered(message.clone());
-            }
-            self.emit(Event::Warning { scope: "budget".to_string(), message });
-            return Ok(String::new());
+            return Ok(self.unsaid(answering, "budget", message));
         }
         if let Some(problem) = self.fit_context(id, &volatile).await? {
             // The parked session stays parked; its message is not sent over the window.
-            if answering {
-                self.ledger.note_unanswered(problem.clone());
-            }
-            self.emit(Event::Warning { scope: "context".to_string(), message: problem });
-            return Ok(String::new());
+            return Ok(self.unsaid(answering, "context", problem));
         }
         let response = self.call_agent_model(id, volatile).await;
         let response = match response {
             Ok(response) => response,
             Err(error) => {
                 let message = format!("the parked session's message failed: {error}");
-                if answering {
-                    self.ledger.note_unanswered(message.clone());
-                }
-                self.emit(Event::Warning { scope: "model".to_string(), message });
-                return Ok(String::new());
+                return Ok(self.unsaid(answering, "model", message));
             }
         };
         self.record_answer(id, &response);
@@ -540,6 +528,17 @@ impl<'r> Turn<'r> {
             });
         }
         Ok(response.text)
+    }
+
+    /// A reply-only call that wrote nothing: the `warning` event saying why, and, when it
+    /// was `answering` a person's message, the turn's record that the message went
+    /// unanswered. Returns the (empty) text the call said.
+    fn unsaid(&mut self, answering: bool, scope: &str, message: String) -> String {
+        if answering {
+            self.ledger.note_unanswered(message.clone());
+        }
+        self.emit(Event::Warning { scope: scope.to_string(), message });
+        String::new()
     }
 
     /// Calls the agent's model in state `id` with a volatile block ([`Self::call_model`]),

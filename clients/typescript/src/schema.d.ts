@@ -2011,7 +2011,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Resume after this event id. */
+                /**
+                 * @description Resume after this event id. An id past the session's last event (numbered before
+                 *     the server restarted) starts the stream over: its first id is then no greater.
+                 */
                 "Last-Event-ID"?: number;
             };
             path: {

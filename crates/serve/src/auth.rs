@@ -260,6 +260,72 @@ fn unauthorized(message: &str) -> ApiError {
     ApiError::new(StatusCode::UNAUTHORIZED, "auth.unauthenticated", message)
 }
 
+/// Why authentication refused an API request: the `reason` label of
+/// `archmax_api_refused_total` and of the log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No bearer token, or one no entry has (401).
+    Unauthenticated = 0,
+    /// A known token without the route's scope (403).
+    Scope = 1,
+    /// An open server's refusal of a web page or a non-loopback `Host` (403).
+    LocalOnly = 2,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 3] = [Refusal::Unauthenticated, Refusal::Scope, Refusal::LocalOnly];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::Unauthenticated => "unauthenticated",
+            Refusal::Scope => "scope",
+            Refusal::LocalOnly => "local-only",
+        }
+    }
+
+    /// The refusal `error` is, when it is one of [`Auth::caller`]'s.
+    pub fn of(error: &ApiError) -> Option<Refusal> {
+        match error.code {
+            "auth.unauthenticated" => Some(Refusal::Unauthenticated),
+            "auth.scope" => Some(Refusal::Scope),
+            "auth.local-only" => Some(Refusal::LocalOnly),
+            _ => None,
+        }
+    }
+}
+
+/// How often at most a refused API request is logged.
+const REFUSAL_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The log of refused API requests, which a client sending bad tokens must not flood: the
+/// first refusal of each [`REFUSAL_LOG_EVERY`] is logged, with how many went unlogged
+/// since the line before (`archmax_api_refused_total` counts every one).
+#[derive(Debug, Default)]
+struct RefusalLog {
+    window: std::sync::Mutex<RefusalWindow>,
+}
+
+#[derive(Debug, Default)]
+struct RefusalWindow {
+    /// When the last line was logged.
+    logged: Option<std::time::Instant>,
+    /// Refusals since then that were not.
+    unlogged: u64,
+}
+
+impl RefusalLog {
+    /// A refusal at `now`: `Some(unlogged before it)` when it is to be logged.
+    fn admit(&self, now: std::time::Instant) -> Option<u64> {
+        let mut window = self.window.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if window.logged.is_some_and(|logged| now.saturating_duration_since(logged) < REFUSAL_LOG_EVERY) {
+            window.unlogged += 1;
+            return None;
+        }
+        window.logged = Some(now);
+        Some(std::mem::take(&mut window.unlogged))
+    }
+}
+
 /// The server's [`Auth`], replaceable while it serves (a reloaded tokens file).
 ///
 /// A reload may change the tokens but never open a server that started closed: a server
@@ -267,17 +333,33 @@ fn unauthorized(message: &str) -> ApiError {
 #[derive(Debug)]
 pub struct SharedAuth {
     current: std::sync::RwLock<std::sync::Arc<Auth>>,
+    refusals: RefusalLog,
 }
 
 impl SharedAuth {
     pub fn new(auth: Auth) -> SharedAuth {
-        SharedAuth { current: std::sync::RwLock::new(std::sync::Arc::new(auth)) }
+        SharedAuth { current: std::sync::RwLock::new(std::sync::Arc::new(auth)), refusals: RefusalLog::default() }
     }
 
     fn now(&self) -> std::sync::Arc<Auth> {
         match self.current.read() {
             Ok(current) => std::sync::Arc::clone(&current),
             Err(poisoned) => std::sync::Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Counts `refusal`, of a request from `client` to `route`, in
+    /// `archmax_api_refused_total`, and logs it as [`RefusalLog`] allows.
+    pub(crate) fn note_refusal(&self, refusal: Refusal, client: &str, route: &str, metrics: &crate::metrics::Metrics) {
+        metrics.api_refused(refusal);
+        if let Some(earlier) = self.refusals.admit(std::time::Instant::now()) {
+            tracing::warn!(
+                client,
+                route,
+                reason = refusal.label(),
+                "an API request was refused by authentication ({}); refused since the last such line and not logged: {earlier}",
+                refusal.label()
+            );
         }
     }
 
@@ -330,6 +412,18 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {token}")).expect("header"));
         headers
+    }
+
+    #[test]
+    fn refusals_are_logged_once_per_window_with_the_count_that_went_unlogged() {
+        let log = RefusalLog::default();
+        let start = std::time::Instant::now();
+        let at = |seconds: u64| start + std::time::Duration::from_secs(seconds);
+        assert_eq!(log.admit(at(0)), Some(0), "the first refusal is logged");
+        assert_eq!(log.admit(at(1)), None);
+        assert_eq!(log.admit(at(9)), None);
+        assert_eq!(log.admit(at(10)), Some(2), "the next window's line counts the two between");
+        assert_eq!(log.admit(at(30)), Some(0));
     }
 
     #[test]

@@ -128,6 +128,10 @@ impl From<RunError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, axum::Json(self.body())).into_response();
+        // What `crate::routes::note_refusals` counts and logs, wherever the refusal arose.
+        if let Some(refusal) = crate::auth::Refusal::of(&self) {
+            response.extensions_mut().insert(refusal);
+        }
         if let Some(seconds) = self.retry_after
             && let Ok(value) = HeaderValue::from_str(&seconds.to_string())
         {

@@ -19,8 +19,9 @@
 //!
 //! The one thing to know: the in-memory buffer is bounded ([`EVENTS_KEPT`] per session,
 //! [`SESSIONS_KEPT`] sessions, the least recently active dropped first): on a store one
-//! process uses, a reader that fell further behind, or reconnects after a restart, is told
-//! where its stream restarts by the first id it receives. On a shared store, what a
+//! process uses, a reader that fell further behind, or reconnects after a restart (its
+//! `Last-Event-ID` past the session's last number), is told where its stream restarts by
+//! the first id it receives. On a shared store, what a
 //! stream shows is what committed: an event of a runner that died before its next commit
 //! is shown nowhere.
 

@@ -24,6 +24,7 @@
 
 pub mod auth;
 pub mod catalog;
+pub(crate) mod clients;
 pub mod connections;
 pub mod error;
 pub mod hub;

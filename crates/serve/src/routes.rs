@@ -8,7 +8,7 @@
 //! with [`answer`] or [`json_answer`].
 
 mod answers;
-mod extract;
+pub(crate) mod extract;
 mod sessions;
 mod turns;
 mod upload;
@@ -68,6 +68,7 @@ pub fn router(server: Arc<Server>) -> Router {
         .route("/v1/admin/artifacts", post(load_artifact))
         .route("/v1/admin/notifications", get(notifications))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&server), note_refusals))
         .layer(axum::middleware::from_fn(extract::well_formed))
         .with_state(Arc::clone(&server));
     // A router's layers wrap each of its routes, and axum sets a 405's `Allow` header
@@ -77,6 +78,24 @@ pub fn router(server: Arc<Server>) -> Router {
         .fallback_service(bounded_and_traced(api))
         .layer(axum::middleware::from_fn(method_not_allowed))
         .merge(bounded_and_traced(crate::inbox::router(server)))
+}
+
+/// Counts and logs each API request refused by authentication
+/// ([`crate::auth::SharedAuth::note_refusal`]), by the client it came from and its route:
+/// whichever handler refused it, its answer carries the [`crate::auth::Refusal`].
+async fn note_refusals(
+    State(server): Shared,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let client = crate::clients::client_of(request.extensions(), request.headers(), &server.trusted_proxies);
+    let route = request.extensions().get::<axum::extract::MatchedPath>().cloned();
+    let response = next.run(request).await;
+    if let Some(refusal) = response.extensions().get::<crate::auth::Refusal>() {
+        let route = route.as_ref().map_or("unmatched", axum::extract::MatchedPath::as_str);
+        server.auth.note_refusal(*refusal, &client, route, &server.metrics);
+    }
+    response
 }
 
 /// A 405 in the API's error shape, naming the methods its `Allow` header names (the

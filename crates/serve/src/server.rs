@@ -723,6 +723,10 @@ impl Server {
         let state = self.session(id).await?;
         let session = root_session(&state.id).to_string();
         let watch = self.hub.watch_stream(&session);
+        // An id past the session's last event was given under another numbering (this
+        // process restarted, or the hub let the session go): the stream starts over from
+        // the first event kept, whose id tells the client so.
+        let after = if after > self.hub.last_anywhere(&session).await { 0 } else { after };
         let stopping = self.stopping.subscribe();
         let hub = self.hub.clone();
         let stream = futures_util::stream::unfold(

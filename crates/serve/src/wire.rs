@@ -313,7 +313,8 @@ pub struct TriggerPath {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Header)]
 pub struct EventsHeaders {
-    /// Resume after this event id.
+    /// Resume after this event id. An id past the session's last event (numbered before
+    /// the server restarted) starts the stream over: its first id is then no greater.
     #[serde(rename = "Last-Event-ID")]
     #[param(minimum = 0, nullable = false)]
     pub last_event_id: Option<u64>,

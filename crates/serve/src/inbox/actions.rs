@@ -240,10 +240,10 @@ pub async fn session_events(
         .into_iter()
         .find(|(key, _)| key == "after")
         .and_then(|(_, value)| value.parse::<u64>().ok());
-    let resumed = headers
-        .get("last-event-id")
-        .and_then(|value| value.to_str().ok())
-        .and_then(|text| text.trim().parse::<u64>().ok());
+    let resumed = match crate::routes::extract::LastEventId::of(&headers) {
+        Ok(resumed) => resumed,
+        Err(error) => return error.into_response(),
+    };
     let after = resumed.or(shown).unwrap_or(0);
     match inbox.server.events(&id, after).await {
         Ok(stream) => Sse::new(stream).keep_alive(KeepAlive::default()).into_response(),

@@ -26,11 +26,9 @@
 //! only and refuses requests from web pages, so the inbox asks for a token to be
 //! configured instead of serving anyone.
 
-use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::ConnectInfo;
 use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use hmac::digest::KeyInit;
@@ -45,6 +43,7 @@ use super::render::{self, Notice};
 use super::session_record::{IdentityKey, InboxSession, MAX_SESSIONS_PER_IDENTITY, SignInMethod, start_session};
 use super::{Inbox, Shared, forms::Form, timed};
 use crate::auth::{Caller, Scope};
+use crate::clients::client_of;
 
 /// How long a sign-in lasts, in seconds (12 hours).
 pub(super) const SIGNED_IN_SECONDS: u64 = 12 * 60 * 60;
@@ -451,47 +450,6 @@ async fn sign_in_form(inbox: &Inbox, headers: &HeaderMap, status: StatusCode, no
     response
 }
 
-/// The client a request came from, as the sign-in throttle counts it: the peer's IPv4
-/// address, or its IPv6 /64 (grouped as the connection cap groups peers, so a client
-/// rotating addresses inside its /64 is one client). Through a proxy in `trusted`, the
-/// client its `X-Forwarded-For` names ([`forwarded_client`]).
-pub(super) fn client_of(extensions: &Extensions, headers: &HeaderMap, trusted: &[IpAddr]) -> String {
-    extensions.get::<ConnectInfo<SocketAddr>>().map_or_else(
-        || "unknown".to_string(),
-        |ConnectInfo(address)| {
-            crate::connections::peer_of(forwarded_client(address.ip(), headers, trusted)).to_string()
-        },
-    )
-}
-
-/// The client behind `peer` when `peer` is a trusted proxy: `X-Forwarded-For` read from
-/// its right end (what the nearest proxy wrote) past every trusted proxy; what a client
-/// wrote further left is never reached. An entry that is not an address stops the walk at
-/// the proxy before it. A peer that is not trusted is the client, whatever it sends.
-fn forwarded_client(peer: IpAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
-    let is_trusted = |address: IpAddr| trusted.iter().any(|proxy| proxy.to_canonical() == address.to_canonical());
-    if !is_trusted(peer) {
-        return peer;
-    }
-    let hops: Vec<&str> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .map(str::trim)
-        .collect();
-    let mut client = peer;
-    for hop in hops.iter().rev() {
-        let address = hop.parse::<IpAddr>().or_else(|_| hop.parse::<SocketAddr>().map(|socket| socket.ip()));
-        let Ok(address) = address else { return client };
-        client = address;
-        if !is_trusted(address) {
-            break;
-        }
-    }
-    client
-}
-
 /// 429 with `Retry-After`: too many sign-ins.
 pub(super) fn throttled(retry_after: std::time::Duration, why: &str) -> Response {
     let seconds = retry_after.as_secs().max(1);
@@ -675,45 +633,5 @@ mod tests {
         let forged = format!("archmax_sign_in={nonce}.{issued}.{}", "00".repeat(32));
         headers.insert(header::COOKIE, HeaderValue::from_str(&forged).expect("cookie"));
         assert_eq!(sign_in_nonce(&key, &headers, issued), Err(timed::Refusal::Foreign));
-    }
-
-    #[test]
-    fn sign_in_attempts_are_counted_per_ipv4_address_and_per_ipv6_slash_64() {
-        let of = |address: &str| {
-            let mut extensions = Extensions::new();
-            extensions.insert(ConnectInfo(address.parse::<SocketAddr>().expect("an address")));
-            client_of(&extensions, &HeaderMap::new(), &[])
-        };
-        assert_eq!(of("[2001:db8:1:2::1]:4000"), of("[2001:db8:1:2:ffff:eeee:dddd:cccc]:4001"), "one /64");
-        assert_ne!(of("[2001:db8:1:2::1]:4000"), of("[2001:db8:1:3::1]:4000"), "another /64");
-        assert_eq!(of("192.0.2.7:1"), of("[::ffff:192.0.2.7]:2"), "an IPv4 address, however written");
-        assert_ne!(of("192.0.2.7:1"), of("192.0.2.8:1"));
-    }
-
-    #[test]
-    fn through_a_trusted_proxy_the_client_is_the_nearest_untrusted_forwarded_address() {
-        let address = |text: &str| text.parse::<IpAddr>().expect("an address");
-        let (proxy, inner) = (address("10.0.0.1"), address("10.0.0.2"));
-        let forwarded = |value: &str| {
-            let mut headers = HeaderMap::new();
-            headers.insert("x-forwarded-for", HeaderValue::from_str(value).expect("a header"));
-            headers
-        };
-        let trusted = [proxy, inner];
-        let client = |peer: IpAddr, headers: &HeaderMap| forwarded_client(peer, headers, &trusted);
-        assert_eq!(client(proxy, &forwarded("198.51.100.7")), address("198.51.100.7"));
-        assert_eq!(
-            client(proxy, &forwarded("203.0.113.9, 198.51.100.7, 10.0.0.2")),
-            address("198.51.100.7"),
-            "what the client wrote to the left is not reached"
-        );
-        assert_eq!(client(proxy, &forwarded("not an address")), proxy, "a garbled header counts against the proxy");
-        assert_eq!(client(proxy, &HeaderMap::new()), proxy);
-        assert_eq!(
-            client(address("192.0.2.1"), &forwarded("198.51.100.7")),
-            address("192.0.2.1"),
-            "a peer that is not trusted is the client"
-        );
-        assert_eq!(forwarded_client(proxy, &forwarded("198.51.100.7"), &[]), proxy, "no proxy trusted");
     }
 }

@@ -113,6 +113,8 @@ pub struct Metrics {
     pub queued: AtomicU64,
     pub rejected_saturated: AtomicU64,
     pub webhooks_refused: AtomicU64,
+    /// API requests refused by authentication, by [`crate::auth::Refusal`].
+    api_refused: [AtomicU64; 3],
     pub wakes: AtomicU64,
     pub generations_loaded: AtomicU64,
 }
@@ -199,6 +201,11 @@ impl Metrics {
     /// A webhook whose signature did not hold.
     pub fn webhook_refused(&self) {
         self.webhooks_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An API request refused by authentication.
+    pub fn api_refused(&self, refusal: crate::auth::Refusal) {
+        self.api_refused[refusal as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts what an event of `session` says happened.
@@ -431,6 +438,14 @@ impl Metrics {
             out.family(name, kind, help);
             out.sample(name, &[], value);
         }
+        out.counters(
+            "archmax_api_refused_total",
+            "counter",
+            "API requests refused by authentication, by reason (unauthenticated: no token or an unknown one; scope: the token lacks the route's scope; local-only: an open server's refusal of a web page or a non-loopback Host).",
+            crate::auth::Refusal::ALL
+                .into_iter()
+                .map(|refusal| (vec![("reason", refusal.label())], load(&self.api_refused[refusal as usize]))),
+        );
     }
 }
 

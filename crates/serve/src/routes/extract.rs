@@ -226,8 +226,15 @@ impl<State: Send + Sync> FromRequestParts<State> for LastEventId {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &State) -> Result<Self, ApiError> {
-        let Some(value) = parts.headers.get("last-event-id") else {
-            return Ok(LastEventId(0));
+        Ok(LastEventId(LastEventId::of(&parts.headers)?.unwrap_or(0)))
+    }
+}
+
+impl LastEventId {
+    /// The header's event id, if it was sent; a value that is not one is refused.
+    pub(crate) fn of(headers: &axum::http::HeaderMap) -> Result<Option<u64>, ApiError> {
+        let Some(value) = headers.get("last-event-id") else {
+            return Ok(None);
         };
         value
             .to_str()
@@ -235,7 +242,7 @@ impl<State: Send + Sync> FromRequestParts<State> for LastEventId {
             .and_then(|text| text.trim().parse::<u64>().ok())
             // The document types the header as int64, as event ids are stored.
             .filter(|id| i64::try_from(*id).is_ok())
-            .map(LastEventId)
+            .map(Some)
             .ok_or_else(|| bad_query("Last-Event-ID", "must be an event id (a whole number from 0 to 2^63 - 1)"))
     }
 }

@@ -369,6 +369,14 @@ async fn tokens_grant_scopes_and_only_an_approver_may_decide() {
     let (status, body) = server.post("/v1/sessions/s-auth/decide", Some(INTERN), json!({ "to": "done" })).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(body["error"]["code"], "decision.not-an-approver");
+    // Every refusal by authentication is counted by its reason (and logged, at most one
+    // line per ten seconds); a refused decision is not one.
+    let (status, scrape) = server.get_text("/metrics", Some(READER)).await;
+    assert_eq!(status, StatusCode::OK, "{scrape}");
+    for (reason, count) in [("unauthenticated", 2), ("scope", 2), ("local-only", 0)] {
+        let line = format!("archmax_api_refused_total{{reason=\"{reason}\"}} {count}\n");
+        assert!(scrape.contains(&line), "{line}in\n{scrape}");
+    }
     let (status, body) = server.get("/v1/sessions/s-auth", Some(READER)).await;
     assert_eq!((status, body["status"].as_str()), (StatusCode::OK, Some("awaiting_decision")), "the park is intact");
 
@@ -708,5 +716,29 @@ async fn an_event_stream_resumed_with_last_event_id_loses_nothing() {
         server.client.get(&url).header("Last-Event-ID", resume_after.to_string()).send().await.expect("stream");
     let rest = read_events(resumed, "\"event\":\"parked\"").await;
     assert_eq!(rest, all[2..].to_vec(), "the resumed stream starts right after the last id seen");
+    assert!(server.stop().await, "open streams end at shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_resumed_past_the_last_event_starts_over() {
+    // A client that saw ids a restarted server no longer knows must not wait, silently,
+    // until the new numbering passes its id: it is sent what the server has, from 1.
+    let server = open_server().await;
+    server.start_desk(None, "s-renumbered").await;
+    let url = format!("{}/v1/sessions/s-renumbered/events", server.base);
+    let all = read_events(server.client.get(&url).send().await.expect("stream"), "\"event\":\"parked\"").await;
+    assert!(all.len() >= 3, "{all:?}");
+    let beyond = (all.len() as u64 + 1000).to_string();
+    let resumed = server.client.get(&url).header("Last-Event-ID", beyond.as_str()).send().await.expect("stream");
+    assert_eq!(resumed.status(), 200);
+    let again = read_events(resumed, "\"event\":\"parked\"").await;
+    assert_eq!(again, all, "the stream starts over from the first event kept");
+
+    for garbage in ["-1", "1.5", "ten", "9223372036854775808"] {
+        let refused = server.client.get(&url).header("Last-Event-ID", garbage).send().await.expect("answer");
+        assert_eq!(refused.status(), 400, "Last-Event-ID {garbage}");
+        let body: serde_json::Value = refused.json().await.expect("json");
+        assert!(body.to_string().contains("Last-Event-ID"), "{body}");
+    }
     assert!(server.stop().await, "open streams end at shutdown");
 }

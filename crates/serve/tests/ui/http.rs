@@ -2,6 +2,7 @@
 //! protocol level (cookies, CSRF, approvers, escaping, the CSP header).
 
 use reqwest::StatusCode;
+use reqwest::header::COOKIE;
 use serde_json::json;
 
 use crate::{CARE, INTERN, LEAD, READER, serve};
@@ -324,6 +325,29 @@ async fn the_inbox_filters_by_workflow_state_and_approver_and_lists_waiting_sess
     let lead = server.sign_in(LEAD).await;
     let mine = server.get("/?mine=1", Some(&lead)).await.body;
     assert!(mine.contains("/sessions/pay-a") && mine.contains("/sessions/refund-a"), "{mine}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_stream_refuses_a_last_event_id_that_is_not_one() {
+    // Before, a malformed id read as none, and the page's stream started over from its
+    // first event: it is refused as the API's stream refuses it.
+    let server = serve(false).await;
+    server.start_payout("pay-stream").await;
+    let cookie = server.sign_in(LEAD).await;
+    for garbage in ["-4", "soon", "99999999999999999999"] {
+        let refused = server
+            .client
+            .get(format!("{}/live/pay-stream?after=1", server.base))
+            .header(COOKIE, &cookie)
+            .header("last-event-id", garbage)
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST, "Last-Event-ID {garbage}");
+        let said = refused.text().await.expect("a body");
+        assert!(said.contains("Last-Event-ID"), "the header is named: {said}");
+    }
     server.stop().await;
 }
 

@@ -95,6 +95,16 @@ fn the_schema_is_versioned_and_a_newer_one_is_refused() {
             Err(other) => panic!("a missing database is a connect error, got {other}"),
             Ok(_) => panic!("a missing database is refused"),
         }
+        // The server's hint is kept: here it names the units the setting takes.
+        let mistyped = PgStore::connect(&format!("{target} options='-c statement_timeout=5fortnights'")).await;
+        match mistyped {
+            Err(error @ ConnectError::Connect(_)) => {
+                let said = error.to_string();
+                assert!(said.contains("statement_timeout") && said.contains("hint: Valid units"), "{said}");
+            }
+            Err(other) => panic!("a bad setting is a connect error, got {other}"),
+            Ok(_) => panic!("a bad setting is refused"),
+        }
         // A unix socket carries no TLS (the server offers none there): as with libpq, the
         // mode does not apply to a target that reaches the server only through sockets.
         // (TLS settings that cannot work are still refused, socket or not.)

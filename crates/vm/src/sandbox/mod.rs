@@ -55,6 +55,39 @@ use std::time::Duration;
 
 pub use run::{CodeStateRunner, Sandbox};
 
+/// `work`, an evaluation, polled so that it holds none of a multi-threaded executor's
+/// workers. QuickJS runs a script inside the future's poll, so a script's CPU loop holds
+/// the thread polling it until the deadline's interrupt stops it (`timeoutMs`, 15 s by
+/// default): on a worker that stalls every task queued there (a server's requests, its
+/// lease renewals), and two such scripts stall a 2-core runner whole. Each poll runs under
+/// [`tokio::task::block_in_place`], which first hands the worker's other tasks to another
+/// thread. The evaluation stays on its caller's task, so the order of its host calls and
+/// what they start is what it was. On a current-thread executor (the CLI's one-shot
+/// commands, where nothing else waits) it is polled as it is.
+pub fn off_the_workers<F: std::future::Future>(work: F) -> OffTheWorkers<F> {
+    let flavor = tokio::runtime::Handle::try_current().map(|executor| executor.runtime_flavor());
+    OffTheWorkers { work: Box::pin(work), in_place: matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::MultiThread)) }
+}
+
+/// The future [`off_the_workers`] returns.
+pub struct OffTheWorkers<F> {
+    work: std::pin::Pin<Box<F>>,
+    in_place: bool,
+}
+
+impl<F: std::future::Future> std::future::Future for OffTheWorkers<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, context: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        let this = &mut *self;
+        if this.in_place {
+            tokio::task::block_in_place(|| this.work.as_mut().poll(context))
+        } else {
+            this.work.as_mut().poll(context)
+        }
+    }
+}
+
 /// One `tools.*` call, handed to the caller to decide and run.
 #[derive(Debug)]
 pub struct HostCall {

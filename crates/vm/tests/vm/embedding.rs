@@ -356,6 +356,94 @@ fn repls_are_bounded_least_recently_used_first_and_dropped_by_close_session() {
     assert_eq!(count("c"), "count 1", "a closed session's REPL starts afresh");
 }
 
+const SPIN: &str = r#"title: Spinner
+instructions: You run a script that never ends.
+settings:
+  timeoutMs: 1500
+states:
+  spin:
+    triggers:
+      manual:
+        description: Spin once.
+    instructions: Run the loop with archmax_eval, then say how far the other task got.
+"#;
+
+/// Asks for a script that loops until its deadline; the second time, says how many turns
+/// the test's other task took on the executor meanwhile.
+struct Spinner {
+    ticks: Arc<AtomicUsize>,
+    at_start: AtomicUsize,
+}
+
+impl ModelAdapter for Spinner {
+    fn call<'a>(&'a self, request: ModelRequest<'a>) -> ModelFuture<'a> {
+        Box::pin(async move {
+            Ok(match answered(request.messages, "archmax_eval") {
+                None => {
+                    self.at_start.store(self.ticks.load(Ordering::SeqCst), Ordering::SeqCst);
+                    ModelResponse {
+                        tool_calls: vec![call("e1", "archmax_eval", json!({ "code": "while (true) {}" }))],
+                        ..ModelResponse::default()
+                    }
+                }
+                Some(result) => {
+                    let meanwhile = self.ticks.load(Ordering::SeqCst) - self.at_start.load(Ordering::SeqCst);
+                    ModelResponse { text: format!("{meanwhile}|{}", result.trim()), ..ModelResponse::default() }
+                }
+            })
+        })
+    }
+}
+
+#[test]
+fn a_script_that_loops_holds_none_of_the_executors_workers() {
+    // One worker: were the script run on it, nothing else on the executor (a server's
+    // requests, its lease renewals) would run until the deadline stopped the script. The
+    // other task yields after every tick, so it ticks a few times at most wherever the
+    // turn itself yields, and countless times while the worker is free.
+    let executor =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("executor");
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let runtime = Arc::new(
+        Runtime::builder(RuntimeParts {
+            program: Arc::new(compile(&[("workflows/spin/workflow.yaml", SPIN)])),
+            store: Arc::new(MemoryStore::new()),
+            model: Arc::new(Spinner { ticks: Arc::clone(&ticks), at_start: AtomicUsize::new(0) }),
+            events: EventSink::new(),
+            clock: Arc::new(FixedClock(1_767_605_400_000)),
+            root: std::env::temp_dir(),
+            pricing: PricingTable::default(),
+        })
+        .build(),
+    );
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let outcome = executor.block_on(async {
+        let other = {
+            let (ticks, done) = (Arc::clone(&ticks), Arc::clone(&done));
+            tokio::spawn(async move {
+                while !done.load(Ordering::SeqCst) {
+                    ticks.fetch_add(1, Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        let request =
+            TurnRequest { workflow: "spin".to_string(), message: Some("Spin.".to_string()), ..TurnRequest::default() };
+        let turn = {
+            let runtime = Arc::clone(&runtime);
+            tokio::spawn(async move { runtime.run_turn(request).await })
+        };
+        let outcome = turn.await.expect("the turn task").expect("the turn runs");
+        done.store(true, Ordering::SeqCst);
+        other.await.expect("the other task");
+        outcome
+    });
+    let (meanwhile, said) = outcome.reply.split_once('|').expect("the count and the answer");
+    let meanwhile: usize = meanwhile.parse().expect("a count");
+    assert!(meanwhile > 1000, "the other task took {meanwhile} turns while the script looped");
+    assert!(said.contains("1500 ms budget"), "the deadline stopped the script: {said}");
+}
+
 /// A runtime is built once per program: one built for another program with the same host
 /// choices has its mount table and tool definitions derived from that program, never
 /// carried over from the first.

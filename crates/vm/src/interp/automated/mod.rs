@@ -430,7 +430,14 @@ impl Turn<'_> {
             "variables": self.session.variable_values(),
         });
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let run = Sandbox::run_module_logged(&limits, path, &script.bytecode, input, &bridge, sender);
+        let run = crate::sandbox::off_the_workers(Sandbox::run_module_logged(
+            &limits,
+            path,
+            &script.bytecode,
+            input,
+            &bridge,
+            sender,
+        ));
         let (result, console) = self.serve(Caller::Code, run, receiver).await;
         for line in console {
             self.emit(Event::CodeOutput { state: here.clone(), line });
@@ -501,7 +508,8 @@ impl Turn<'_> {
         };
         let bridge = self.bridge(id);
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let evaluation = repl.eval_named(&label, &source, &bridge, script_args, sender);
+        let evaluation =
+            crate::sandbox::off_the_workers(repl.eval_named(&label, &source, &bridge, script_args, sender));
         let result = self.serve(Caller::Script, evaluation, receiver).await;
         match result {
             Ok(output) => {

@@ -9,9 +9,13 @@
 //! passed its checks and emitted its first event) or ended, so a refused request is
 //! answered with its error, never with a 202; `?wait=` then waits for the outcome.
 
+mod admission;
 mod fields;
 mod handover;
 mod ticks;
+
+pub use admission::Answer;
+pub(crate) use admission::Refused;
 
 use fields::{checked_session_id, session_path};
 pub(crate) use ticks::Ticks;
@@ -25,7 +29,7 @@ use axum::http::StatusCode;
 use axum::response::sse;
 use futures_util::Stream;
 use serde_json::{Value, json};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 use crate::routes::Uploaded;
 use archmax_program::program::Program;
@@ -35,13 +39,13 @@ use archmax_vm::model::ModelAdapter;
 use archmax_vm::model::pricing::PricingTable;
 use archmax_vm::session::summary::summary;
 use archmax_vm::session::{SessionState, SessionStore};
-use archmax_vm::{DecideRequest, DeliverRequest, FieldProblem, Outcome, RunError, Runtime, RuntimeParts, TurnRequest};
+use archmax_vm::{DecideRequest, DeliverRequest, FieldProblem, RunError, Runtime, RuntimeParts, TurnRequest};
 
 use crate::auth::{Auth, Caller, SharedAuth};
 use crate::error::ApiError;
 use crate::hub::{Hub, root_session};
 use crate::metrics::Metrics;
-use crate::turns::{TurnFuture, TurnGate, TurnLimits, TurnResult};
+use crate::turns::{TurnGate, TurnLimits};
 use crate::webhooks::Connections;
 use archmax_config::settings::RunnerSettings;
 use fields::{Fields, raised_by};
@@ -149,29 +153,9 @@ pub struct Server {
     stopping: watch::Sender<bool>,
 }
 
-/// What a turn request is answered with.
-#[derive(Debug)]
-pub enum Answer {
-    /// 202: the turn runs on.
-    Accepted { session: String, status: &'static str },
-    /// 200: the turn ended within the wait; the session as it stands, with the turn.
-    Finished(Value),
-}
-
 /// The id `/readyz` reads: a valid id no session is ever given (ids with `~` are never
 /// started by a caller), so the read is a cheap miss.
 const READINESS_PROBE: &str = "readyz~probe";
-
-/// Closes what the runtime keeps for a session once it finished or parked.
-async fn turn_then_close(runtime: Arc<Runtime>, session: String, turn: impl Future<Output = TurnResult>) -> TurnResult {
-    let turn = turn.await;
-    if let Ok(outcome) = &turn
-        && (outcome.status.is_finished() || outcome.status.is_parked())
-    {
-        runtime.close_session(&session);
-    }
-    turn
-}
 
 impl Server {
     pub fn new(parts: ServerParts) -> Result<Server, ServerError> {
@@ -426,58 +410,6 @@ impl Server {
         }
     }
 
-    /// Admits a turn and answers once it was accepted or ended; with a wait, once it
-    /// ended or the wait passed.
-    pub(crate) async fn admit(
-        &self,
-        runtime: Arc<Runtime>,
-        session: &str,
-        workflow: &str,
-        disposition: &'static str,
-        turn: TurnFuture,
-        wait: Duration,
-    ) -> Result<Answer, ApiError> {
-        let mut events = self.hub.watch(session);
-        events.borrow_and_update();
-        let closing = Box::pin(turn_then_close(runtime, session.to_string(), turn));
-        let mut ended = self.gate.admit(session, workflow, disposition, closing)?;
-        tokio::select! {
-            result = &mut ended => return self.finished(result).await,
-            _ = events.changed() => {}
-        }
-        if !wait.is_zero()
-            && let Ok(result) = tokio::time::timeout(wait, &mut ended).await
-        {
-            return self.finished(result).await;
-        }
-        Ok(Answer::Accepted { session: session.to_string(), status: "running" })
-    }
-
-    async fn finished(&self, result: Result<TurnResult, oneshot::error::RecvError>) -> Result<Answer, ApiError> {
-        let outcome: Outcome = match result {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(error)) => return Err(error.into()),
-            Err(_) => return Err(ApiError::internal("the turn's task ended without an answer")),
-        };
-        if let Some(why) = &outcome.unanswered {
-            tracing::warn!(session = %outcome.session_id, disposition = outcome.disposition.as_str(), "{why}");
-        }
-        let mut shown = summary(&outcome.session);
-        shown["turn"] = json!({
-            "disposition": outcome.disposition.as_str(),
-            "reply": outcome.reply,
-            "unanswered": outcome.unanswered,
-            "reason": outcome.reason,
-            "usage": {
-                "inputTokens": outcome.turn_usage.input_tokens,
-                "outputTokens": outcome.turn_usage.output_tokens,
-                "costUsd": outcome.turn_usage.cost_usd,
-            },
-            "spend": archmax_vm::session::summary::spend_lines(&outcome.turn_spend),
-        });
-        Ok(Answer::Finished(shown))
-    }
-
     /// `POST /v1/workflows/{slug}/sessions`: starts a session. `files` are an upload's
     /// files for the trigger's `file` inputs: checked before the turn is admitted, and
     /// copied into the session by the turn itself, in its place in the session's queue.
@@ -518,6 +450,7 @@ impl Server {
                 format!("session `{session}` exists; continue it with POST /v1/sessions/{session}/messages"),
             ));
         }
+        let before = existing.as_ref().map(|state| state.seq);
         // A session joined keeps the program it started on.
         let runtime = match existing {
             Some(state) => self.runtime_for_session(&state)?,
@@ -533,7 +466,7 @@ impl Server {
             let _permit = permit;
             if host_trigger { running.run_firing(request).await } else { running.run_turn(request).await }
         });
-        self.admit(runtime, &session, workflow, "turn", turn, wait).await
+        self.admit(runtime, (&session, before), workflow, "turn", turn, wait).await
     }
 
     /// `POST /v1/sessions/{id}/messages`: continues a session, or a reply-only turn
@@ -567,7 +500,7 @@ impl Server {
             };
             let running = Arc::clone(&runtime);
             let turn = Box::pin(async move { running.reply(request).await });
-            return self.admit(runtime, &state.id, &state.head.workflow, "reply", turn, wait).await;
+            return self.admit(runtime, (&state.id, Some(state.seq)), &state.head.workflow, "reply", turn, wait).await;
         }
         let request = TurnRequest {
             workflow: state.head.workflow.clone(),
@@ -577,7 +510,7 @@ impl Server {
         };
         let running = Arc::clone(&runtime);
         let turn = Box::pin(async move { running.run_turn(request).await });
-        self.admit(runtime, &state.id, &state.head.workflow, "turn", turn, wait).await
+        self.admit(runtime, (&state.id, Some(state.seq)), &state.head.workflow, "turn", turn, wait).await
     }
 
     /// `POST /v1/sessions/{id}/decide`: a person's decision, by the caller. An
@@ -602,7 +535,7 @@ impl Server {
         };
         let running = Arc::clone(&runtime);
         let turn = Box::pin(async move { running.decide(request).await });
-        self.admit(runtime, &state.id, &state.head.workflow, "decide", turn, wait).await
+        self.admit(runtime, (&state.id, Some(state.seq)), &state.head.workflow, "decide", turn, wait).await
     }
 
     /// `POST /v1/sessions/{id}/deliver`: a trigger to a session waiting for input.
@@ -651,7 +584,7 @@ impl Server {
             let _permit = permit;
             running.deliver(request).await
         });
-        self.admit(runtime, &state.id, &state.head.workflow, "deliver", turn, wait).await
+        self.admit(runtime, (&state.id, Some(state.seq)), &state.head.workflow, "deliver", turn, wait).await
     }
 
     /// `GET /v1/sessions/{id}`.

@@ -25,7 +25,7 @@ use archmax_vm::{FieldProblem, Runtime, TurnRequest};
 
 use crate::auth::Scope;
 use crate::error::ApiError;
-use crate::server::{Answer, Server};
+use crate::server::{Answer, Refused, Server};
 use crate::webhooks::{Connections, ReplayClaim};
 
 /// What the route hands over: the raw body (the signature covers its bytes) and the
@@ -43,25 +43,33 @@ impl Server {
     /// signature, or a bearer token with `start`), then starts or joins a session. A
     /// firing refused after its signature passed gives its replay record back, so the
     /// sender may send the same signed request again.
+    ///
+    /// A firing whose turn failed after it changed the session (a runner of the fleet
+    /// died under it, a commit failed half-way) keeps its record: it was applied, and a
+    /// replay must not apply it again ([`crate::server::Refused::applied`]).
     pub async fn fire(&self, firing: Firing<'_>) -> Result<Answer, ApiError> {
         let mut claims = Vec::new();
-        let answer = self.fire_claiming(firing, &mut claims).await;
-        if answer.is_err() {
-            for claim in claims {
-                Connections::release(self.store.as_ref(), claim).await;
+        match self.fire_claiming(firing, &mut claims).await {
+            Ok(answer) => Ok(answer),
+            Err(refused) => {
+                if !refused.applied {
+                    for claim in claims {
+                        Connections::release(self.store.as_ref(), claim).await;
+                    }
+                }
+                Err(refused.error)
             }
         }
-        answer
     }
 
     /// [`Server::fire`], keeping in `claims` the replay records its signatures claimed.
-    async fn fire_claiming(&self, firing: Firing<'_>, claims: &mut Vec<ReplayClaim>) -> Result<Answer, ApiError> {
+    async fn fire_claiming(&self, firing: Firing<'_>, claims: &mut Vec<ReplayClaim>) -> Result<Answer, Refused> {
         if firing.trigger == "manual" {
-            return Err(ApiError::new(
+            return Err(Refused::from(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "trigger.manual",
                 "`manual` is not a host trigger; start a session with POST /v1/workflows/{slug}/sessions",
-            ));
+            )));
         }
         let declaring: Vec<_> = self
             .newest_runtimes()
@@ -83,7 +91,8 @@ impl Server {
                         Some(workflow) => format!("workflow `{workflow}` declares no trigger `{}`", firing.trigger),
                         None => format!("no served workflow declares a trigger `{}`", firing.trigger),
                     },
-                ));
+                )
+                .into());
             }
             many => {
                 self.auth.caller(firing.headers, Scope::Start)?;
@@ -98,7 +107,8 @@ impl Server {
                         field: "workflow".to_string(),
                         problem: format!("required: one of {}", names.join(", ")),
                     }],
-                ));
+                )
+                .into());
             }
         };
         let sender = self.authenticate(&newest, &slug, &firing, None, claims).await?;
@@ -117,7 +127,10 @@ impl Server {
         let session = newest.session_to_join(&request).await?.to_string();
         // A session the firing joins runs on the program it started on; its trigger there
         // (and that trigger's sender) is the one that counts.
-        let runtime = match self.store.read(&session).await.map_err(archmax_vm::RunError::from)? {
+        let existing =
+            self.store.read(&session).await.map_err(|error| ApiError::from(archmax_vm::RunError::from(error)))?;
+        let before = existing.as_ref().map(|state| state.seq);
+        let runtime = match existing {
             Some(state) => self.runtime_for_session(&state)?,
             None => std::sync::Arc::clone(&newest),
         };
@@ -138,7 +151,7 @@ impl Server {
         let running = std::sync::Arc::clone(&runtime);
         let turn = Box::pin(async move { running.run_firing(request).await });
         // The sender learns the session and how the turn ended, never what it holds.
-        match self.admit(runtime, &session, &slug, "turn", turn, firing.wait).await? {
+        match self.admit_tracked(runtime, (&session, before), &slug, "turn", turn, firing.wait).await? {
             Answer::Finished(shown) => Ok(Answer::Finished(json!({
                 "sessionId": shown["sessionId"],
                 "status": shown["status"],

@@ -75,6 +75,16 @@ pub(super) fn server_on(
     clock: Arc<TestClock>,
     store: Arc<dyn archmax_vm::session::SessionStore>,
 ) -> Server {
+    server_with_model(files, Arc::new(Tape::parse("host", tape).expect("tape")), clock, store)
+}
+
+/// [`server_on`] answered by `model`.
+pub(super) fn server_with_model(
+    files: &[(&str, &str)],
+    model: Arc<dyn archmax_vm::model::ModelAdapter>,
+    clock: Arc<TestClock>,
+    store: Arc<dyn archmax_vm::session::SessionStore>,
+) -> Server {
     archmax_vm::model::openai::install_tls_provider();
     let root = workspace_of(files);
     let (settings, problems) = parse_runner_settings(FileId(0), SETTINGS);
@@ -84,7 +94,7 @@ pub(super) fn server_on(
     Server::new(ServerParts {
         clock,
         auth: Auth::configure(Some(ADMIN), Some(&super::tokens_file())).expect("tokens"),
-        ..super::parts(compiled(&root), store, Arc::new(Tape::parse("host", tape).expect("tape")), root)
+        ..super::parts(compiled(&root), store, model, root)
     })
     .expect("server")
     .with_settings(settings, connections)

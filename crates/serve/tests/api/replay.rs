@@ -1,7 +1,8 @@
 //! Replay protection across runners: a signed webhook accepted by one runner is refused
 //! by every runner on the same session store, and by a runner started again on it,
 //! because the accepted signatures are kept in the store (filesystem and PostgreSQL);
-//! and a firing that was refused keeps its signature for an honest retry.
+//! and a firing that was refused keeps its signature for an honest retry, while one whose
+//! runner was taken over after it committed is answered as running and keeps it.
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use archmax_vm::session::SessionStore;
 use archmax_vm::session::fs::FsStore;
 use archmax_vm::session::memory::MemoryStore;
 
-use super::configured::{INBOX, INBOX_TAPE, NOW_MS, SECRET, clock, server_on};
+use super::configured::{INBOX, INBOX_TAPE, NOW_MS, SECRET, clock, server_on, server_with_model};
 use super::{compiled, listen, workspace_of};
 
 /// Fires one signed request at a runner on `first`, then the same bytes at a second
@@ -105,4 +106,78 @@ async fn a_signed_firing_refused_400_is_accepted_when_sent_again_after_the_fix_a
     assert_eq!(status, StatusCode::UNAUTHORIZED, "an accepted firing is not accepted twice: {replayed}");
     assert!(replayed["error"]["message"].as_str().is_some_and(|text| text.contains("replay is refused")), "{replayed}");
     running.stop().await;
+}
+
+/// Answers once the test lets it, saying when it was asked.
+#[derive(Default)]
+struct Held {
+    asked: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+impl archmax_vm::model::ModelAdapter for Held {
+    fn call<'a>(&'a self, _: archmax_vm::model::ModelRequest<'a>) -> archmax_vm::model::ModelFuture<'a> {
+        Box::pin(async move {
+            self.asked.notify_one();
+            self.release.notified().await;
+            Ok(archmax_vm::model::ModelResponse {
+                text: "Thanks, we read your mail.".to_string(),
+                ..Default::default()
+            })
+        })
+    }
+}
+
+#[test]
+fn a_firing_whose_runner_was_taken_over_after_it_committed_is_answered_running_and_not_run_again() {
+    // The runner stalls in its model call (a pause, a long GC, a VM frozen) and another
+    // runner takes the session's lease: the stalled runner's next commit is fenced off.
+    // The firing was applied (its session was created), so the sender hears that it runs
+    // on, and the same signed request sent again is a replay, not a second firing.
+    let cluster = TestCluster::require();
+    let target = cluster.database("taken_firing").expect("a database");
+    let executor =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("an executor");
+    executor.block_on(async {
+        let store = Arc::new(PgStore::connect(&target).await.expect("connect")) as Arc<dyn SessionStore>;
+        let held = Arc::new(Held::default());
+        let files = [("workflows/inbox/workflow.yaml", INBOX)];
+        let model = Arc::clone(&held) as Arc<dyn archmax_vm::model::ModelAdapter>;
+        let runner = listen(Arc::new(server_with_model(&files, model, clock(), store))).await;
+        let (database, connection) =
+            tokio_postgres::connect(&target, tokio_postgres::NoTls).await.expect("a raw connection");
+        tokio::spawn(connection);
+        let now = NOW_MS / 1000;
+        let mail = json!({ "thread_id": "thread-taken", "mail": { "text": "Is my parcel lost?" } });
+
+        let take_over = async {
+            held.asked.notified().await;
+            let moved = database
+                .execute(
+                    "UPDATE archmax_sessions SET lease_owner = 'another runner', \
+                     lease_token = nextval('archmax_lease_tokens'), lease_expires = now() + interval '1 hour' \
+                     WHERE id = 'thread-taken'",
+                    &[],
+                )
+                .await
+                .expect("the lease moves");
+            assert_eq!(moved, 1, "the session was created before its model call");
+            held.release.notify_one();
+        };
+        let ((status, answered), ()) = tokio::join!(runner.fire("mail-in", &mail, Some(SECRET), now), take_over);
+        assert_eq!(status, StatusCode::ACCEPTED, "{answered}");
+        assert_eq!(
+            (answered["sessionId"].as_str(), answered["status"].as_str()),
+            (Some("thread-taken"), Some("running"))
+        );
+
+        let (status, replayed) = runner.fire("mail-in", &mail, Some(SECRET), now).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "the record was kept: {replayed}");
+        assert!(
+            replayed["error"]["message"].as_str().is_some_and(|text| text.contains("replay is refused")),
+            "{replayed}"
+        );
+        runner.stop().await;
+    });
+    drop(executor);
 }

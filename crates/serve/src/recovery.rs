@@ -58,7 +58,8 @@ pub struct Recovered {
 pub async fn resume_cut_turns(server: Arc<Server>, at_once: usize) -> Recovered {
     let at_once = at_once.max(1);
     let mut recovered = Recovered::default();
-    let mut batch = match server.store.claim_chores(Chore::Stranded, at_once).await {
+    let runnable = server.runnable_specs();
+    let mut batch = match server.store.claim_chores(Chore::Stranded, &runnable, at_once).await {
         Ok(Some(batch)) => {
             recovered.shared_store = true;
             batch
@@ -86,7 +87,7 @@ pub async fn resume_cut_turns(server: Arc<Server>, at_once: usize) -> Recovered 
         if !recovered.shared_store || server.gate.is_closing() {
             break;
         }
-        batch = match server.store.claim_chores(Chore::Stranded, at_once).await {
+        batch = match server.store.claim_chores(Chore::Stranded, &runnable, at_once).await {
             Ok(batch) => batch.unwrap_or_default(),
             Err(error) => {
                 tracing::error!("recovery: the session store could not hand out cut turns: {error}");

@@ -128,8 +128,9 @@ impl Server {
     pub async fn wake_due(&self) -> Wakes {
         let now_ms = self.now_ms();
         let mut wakes = Wakes::default();
+        let runnable = self.runnable_specs();
         loop {
-            match self.store.claim_chores(Chore::Due { by_ms: now_ms }, WAKE_BATCH).await {
+            match self.store.claim_chores(Chore::Due { by_ms: now_ms }, &runnable, WAKE_BATCH).await {
                 Ok(Some(batch)) => {
                     // The store hands out due sessions; what the parks here noted is not
                     // needed (dropped so it does not grow).

@@ -353,6 +353,26 @@ impl Server {
     }
 
     /// Every workflow served, sorted.
+    /// Every workflow spec a generation here runs, as (slug, spec hash) pairs: the
+    /// sessions a fleet's store may hand this runner ([`SessionStore::claim_chores`]).
+    pub(crate) fn runnable_specs(&self) -> Vec<(String, String)> {
+        let mut specs: Vec<(String, String)> = self
+            .generations()
+            .iter()
+            .flat_map(|runtime| {
+                let program = runtime.program();
+                program
+                    .workflows
+                    .iter()
+                    .map(|workflow| (program.str(workflow.slug).to_string(), workflow.spec_hash.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        specs.sort();
+        specs.dedup();
+        specs
+    }
+
     pub fn workflows(&self) -> Vec<String> {
         let mut slugs: Vec<String> = self
             .generations()

@@ -200,18 +200,28 @@ pub(crate) enum Claim {
     Stranded,
 }
 
-/// Claims up to `limit` root sessions for `what`, for `term` seconds: none another claim
-/// took within its term, none a runner holds (this one included: a held session is being
-/// worked on). The ids, in id order.
-pub(crate) async fn claim(pool: &Pool, term: f64, what: Claim, limit: usize) -> Result<Vec<String>, StoreError> {
+/// Claims up to `limit` root sessions for `what`, for `term` seconds: only sessions pinned
+/// to a workflow spec in `runnable` (slug and spec hash), none another claim took within
+/// its term, none a runner holds (this one included: a held session is being worked on).
+/// The ids, in id order.
+pub(crate) async fn claim(
+    pool: &Pool,
+    term: f64,
+    what: Claim,
+    runnable: &[(String, String)],
+    limit: usize,
+) -> Result<Vec<String>, StoreError> {
     let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+    let (workflows, hashes): (Vec<&str>, Vec<&str>) =
+        runnable.iter().map(|(workflow, hash)| (workflow.as_str(), hash.as_str())).unzip();
     let (filter, at) = match what {
-        Claim::Due(at) => ("status = 'awaiting_input' AND resume_due IS NOT NULL AND resume_due <= $3", Some(at)),
+        Claim::Due(at) => ("status = 'awaiting_input' AND resume_due IS NOT NULL AND resume_due <= $5", Some(at)),
         Claim::Stranded => ("status = 'running'", None),
     };
     let sql = format!(
         "WITH picked AS MATERIALIZED (SELECT id FROM archmax_sessions \
              WHERE {filter} AND strpos(id, '~') = 0 \
+               AND (workflow, spec_hash) IN (SELECT * FROM unnest($3::text[], $4::text[])) \
                AND (claimed_until IS NULL OR claimed_until < now()) \
                AND (lease_owner IS NULL OR lease_expires < now()) \
              ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) \
@@ -220,13 +230,12 @@ pub(crate) async fn claim(pool: &Pool, term: f64, what: Claim, limit: usize) -> 
          RETURNING s.id"
     );
     let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
-    let rows = match &at {
-        Some(at) => {
-            client.query_typed(&sql, &[(&limit, Type::INT8), (&term, Type::FLOAT8), (at, Type::TIMESTAMPTZ)]).await
-        }
-        None => client.query_typed(&sql, &[(&limit, Type::INT8), (&term, Type::FLOAT8)]).await,
+    let mut params: Vec<(&(dyn tokio_postgres::types::ToSql + Sync), Type)> =
+        vec![(&limit, Type::INT8), (&term, Type::FLOAT8), (&workflows, Type::TEXT_ARRAY), (&hashes, Type::TEXT_ARRAY)];
+    if let Some(at) = &at {
+        params.push((at, Type::TIMESTAMPTZ));
     }
-    .map_err(db_error(""))?;
+    let rows = client.query_typed(&sql, &params).await.map_err(db_error(""))?;
     let mut ids: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
     ids.sort();
     Ok(ids)

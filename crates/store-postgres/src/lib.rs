@@ -733,17 +733,21 @@ impl SessionStore for PgStore {
         Box::pin(self.inner.run("records", work))
     }
 
-    fn claim_chores<'a>(&'a self, chore: Chore, limit: usize) -> StoreFuture<'a, Option<Vec<String>>> {
+    fn claim_chores<'a>(
+        &'a self,
+        chore: Chore,
+        runnable: &'a [(String, String)],
+        limit: usize,
+    ) -> StoreFuture<'a, Option<Vec<String>>> {
         let what = match chore {
             Chore::Due { by_ms } => Claim::Due(listing::bound(by_ms)),
             Chore::Stranded => Claim::Stranded,
         };
         let inner = Arc::clone(&self.inner);
-        Box::pin(
-            self.inner.run("", async move {
-                lease::claim(&inner.pool, inner.leases.term_secs(), what, limit).await.map(Some)
-            }),
-        )
+        let runnable = runnable.to_vec();
+        Box::pin(self.inner.run("", async move {
+            lease::claim(&inner.pool, inner.leases.term_secs(), what, &runnable, limit).await.map(Some)
+        }))
     }
 
     fn event_log(&self) -> Option<Arc<dyn archmax_vm::session::event_log::EventLog>> {

@@ -223,6 +223,11 @@ async fn futures_join_all<F: std::future::Future>(futures: impl IntoIterator<Ite
     outputs.into_iter().flatten().collect()
 }
 
+/// What the test's runners run: workflow `w` at spec hash `ab`, as every session here.
+fn runnable() -> Vec<(String, String)> {
+    vec![("w".to_string(), "ab".to_string())]
+}
+
 #[test]
 fn claims_hand_each_due_session_and_each_cut_turn_to_one_runner_of_a_fleet() {
     let cluster = TestCluster::require();
@@ -244,6 +249,13 @@ fn claims_hand_each_due_session_and_each_cut_turn_to_one_runner_of_a_fleet() {
         // Held by a live writer: nobody else's to wake or continue.
         let _held = maker.create(&running("held")).await.expect("create");
         let by_ms = 1_767_690_000_000; // 2026-01-06T09:00:00Z
+        // A runner that cannot run the sessions' spec (it serves another build of `w`, or
+        // no `w` at all) is handed none of them, so none waits on a runner that would fail.
+        let other_build = [("w".to_string(), "cd".to_string()), ("v".to_string(), "ab".to_string())];
+        for chore in [Chore::Due { by_ms }, Chore::Stranded] {
+            let none = runners[2].claim_chores(chore, &other_build, 100).await.expect("claim");
+            assert_eq!(none, Some(Vec::new()), "{chore:?}");
+        }
 
         for (chore, expected) in [(Chore::Due { by_ms }, "due-"), (Chore::Stranded, "cut-")] {
             // Every runner claims batches of 7 at once, until none is left.
@@ -252,7 +264,8 @@ fn claims_hand_each_due_session_and_each_cut_turn_to_one_runner_of_a_fleet() {
                 tokio::spawn(async move {
                     let mut mine = Vec::new();
                     loop {
-                        let batch = runner.claim_chores(chore, 7).await.expect("claim").expect("a fleet store");
+                        let batch =
+                            runner.claim_chores(chore, &runnable(), 7).await.expect("claim").expect("a fleet store");
                         assert!(batch.len() <= 7, "a batch is bounded");
                         if batch.is_empty() {
                             return mine;
@@ -269,7 +282,7 @@ fn claims_hand_each_due_session_and_each_cut_turn_to_one_runner_of_a_fleet() {
             let wanted: BTreeSet<String> = (0..60).map(|index| format!("{expected}{index:02}")).collect();
             assert_eq!(distinct.into_iter().cloned().collect::<BTreeSet<String>>(), wanted, "{chore:?}");
             // Claimed work stays claimed for a term: a second sweep finds nothing.
-            assert_eq!(runners[1].claim_chores(chore, 100).await.expect("claim"), Some(Vec::new()));
+            assert_eq!(runners[1].claim_chores(chore, &runnable(), 100).await.expect("claim"), Some(Vec::new()));
         }
     });
 }
@@ -340,7 +353,8 @@ fn the_store_keeps_its_contract_and_its_leases_through_pgbouncer_in_transaction_
         drop(writer);
 
         // Claims through the pooler: every free running session, not the held one.
-        let claimed = second.claim_chores(Chore::Stranded, 1000).await.expect("claim").expect("a fleet store");
+        let claimed =
+            second.claim_chores(Chore::Stranded, &runnable(), 1000).await.expect("claim").expect("a fleet store");
         assert!(claimed.iter().any(|id| id == "pooled-01"), "{claimed:?}");
         assert!(!claimed.iter().any(|id| id == "pooled-00"), "{claimed:?}");
     });

@@ -105,8 +105,13 @@ impl SessionStore for TimedStore {
         self.store.remove_record(kind, key)
     }
 
-    fn claim_chores<'a>(&'a self, chore: Chore, limit: usize) -> StoreFuture<'a, Option<Vec<String>>> {
-        self.store.claim_chores(chore, limit)
+    fn claim_chores<'a>(
+        &'a self,
+        chore: Chore,
+        runnable: &'a [(String, String)],
+        limit: usize,
+    ) -> StoreFuture<'a, Option<Vec<String>>> {
+        self.store.claim_chores(chore, runnable, limit)
     }
 
     fn event_log(&self) -> Option<Arc<dyn archmax_vm::session::event_log::EventLog>> {

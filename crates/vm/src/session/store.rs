@@ -165,13 +165,22 @@ pub trait SessionStore: Send + Sync {
     fn read_record<'a>(&'a self, kind: RecordKind, key: &'a str, now_ms: u64) -> StoreFuture<'a, Option<Vec<u8>>>;
     /// Forgets the record `kind`/`key`; `true` when one (live or expired) was kept.
     fn remove_record<'a>(&'a self, kind: RecordKind, key: &'a str) -> StoreFuture<'a, bool>;
-    /// Hands this runner up to `limit` root sessions that need one ([`Chore`]) and that no
-    /// other runner sharing the store holds or was handed within a short while, so a fleet
-    /// does each chore once. The sessions are not opened: the caller opens each and checks
-    /// afresh that the chore is still there. `None` (the default) from a store only one
-    /// process uses: its host keeps its own account of resume times and cut turns.
-    fn claim_chores<'a>(&'a self, chore: Chore, limit: usize) -> StoreFuture<'a, Option<Vec<String>>> {
-        let _ = (chore, limit);
+    /// Hands this runner up to `limit` root sessions that need one ([`Chore`]), that are
+    /// pinned to a workflow spec it can run (`runnable`: workflow slugs and spec hashes,
+    /// in pairs), and that no other runner sharing the store holds or was handed within a
+    /// short while, so a fleet does each chore once, on a runner able to. (A fleet in the
+    /// middle of a rolling upgrade has runners without the newest workflows: a session
+    /// they cannot run is left to one that can.) The sessions are not opened: the caller
+    /// opens each and checks afresh that the chore is still there. `None` (the default)
+    /// from a store only one process uses: its host keeps its own account of resume times
+    /// and cut turns.
+    fn claim_chores<'a>(
+        &'a self,
+        chore: Chore,
+        runnable: &'a [(String, String)],
+        limit: usize,
+    ) -> StoreFuture<'a, Option<Vec<String>>> {
+        let _ = (chore, runnable, limit);
         Box::pin(std::future::ready(Ok(None)))
     }
     /// The sessions' events, when the store keeps them for a fleet

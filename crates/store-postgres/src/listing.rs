@@ -91,6 +91,10 @@ fn statement(query: &ListQuery) -> (String, Vec<Param>) {
 
 /// One page of `query` (see [`ListPage`]).
 pub(crate) async fn page(client: &tokio_postgres::Client, query: &ListQuery) -> Result<ListPage, StoreError> {
+    // No workflow is named with a NUL (a text column cannot hold one): nothing matches.
+    if query.workflow.as_deref().is_some_and(|workflow| workflow.contains('\0')) {
+        return Ok(ListPage::default());
+    }
     let (sql, params) = statement(query);
     let params: Vec<(&(dyn ToSql + Sync), Type)> =
         params.iter().map(|(value, kind)| (value.as_ref() as &(dyn ToSql + Sync), kind.clone())).collect();

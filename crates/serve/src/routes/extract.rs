@@ -189,6 +189,10 @@ impl SessionQuery {
             _ => Err("must be true or false"),
         };
         match key {
+            // PostgreSQL refuses a NUL in text, and no workflow or id holds a control character.
+            "workflow" | "cursor" if value.chars().any(char::is_control) => {
+                return Err("must not contain control characters");
+            }
             "workflow" => self.workflow = Some(value),
             "status" => {
                 let status = serde_json::from_value(Value::String(value))
@@ -233,9 +237,13 @@ impl<State: Send + Sync> FromRequestParts<State> for LastEventId {
 impl LastEventId {
     /// The header's event id, if it was sent; a value that is not one is refused.
     pub(crate) fn of(headers: &axum::http::HeaderMap) -> Result<Option<u64>, ApiError> {
-        let Some(value) = headers.get("last-event-id") else {
+        let mut sent = headers.get_all("last-event-id").iter();
+        let Some(value) = sent.next() else {
             return Ok(None);
         };
+        if sent.next().is_some() {
+            return Err(bad_query("Last-Event-ID", "was sent more than once; send the one last event id seen"));
+        }
         value
             .to_str()
             .ok()

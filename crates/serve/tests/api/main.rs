@@ -472,6 +472,13 @@ async fn pages_of_a_filtered_listing_walk_every_match_once_in_id_order() {
         .collect();
     fields.sort();
     assert_eq!(fields, ["limit", "status"], "{refused}");
+    // A control character names no workflow and no session; PostgreSQL would refuse a NUL.
+    for query in ["workflow=a%00b", "cursor=p%00", "workflow=%0A"] {
+        let (status, refused) = server.get(&format!("/v1/sessions?{query}"), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {refused}");
+        let problem = &refused["error"]["details"]["fields"][0]["problem"];
+        assert_eq!(problem, "must not contain control characters", "{refused}");
+    }
     server.stop().await;
 }
 
@@ -740,5 +747,8 @@ async fn an_event_stream_resumed_past_the_last_event_starts_over() {
         let body: serde_json::Value = refused.json().await.expect("json");
         assert!(body.to_string().contains("Last-Event-ID"), "{body}");
     }
+    let twice = server.client.get(&url).header("Last-Event-ID", "1").header("Last-Event-ID", "2");
+    let refused = twice.send().await.expect("answer");
+    assert_eq!(refused.status(), 400, "two Last-Event-IDs name no one place to resume");
     assert!(server.stop().await, "open streams end at shutdown");
 }

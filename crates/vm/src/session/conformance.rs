@@ -818,6 +818,13 @@ async fn cursors_need_not_name_a_session(context: &Context<'_>, store: &dyn Sess
     if listed_ids(&page) != wanted {
         context.fail(&format!("a cursor with a NUL lists what sorts after it, got {:?}", listed_ids(&page)));
     }
+    // No workflow is named with a NUL: such a filter lists nothing (it is not an error).
+    let nul = listing.workflow(0).map(|workflow| format!("{workflow}\u{0}"));
+    let query = ListQuery { workflow: nul, ..ListQuery::default() };
+    let page = context.ok("a workflow filter with a NUL", store.list_page(&query).await);
+    if !page.sessions.is_empty() || page.next.is_some() {
+        context.fail(&format!("a workflow filter with a NUL lists nothing, got {:?}", listed_ids(&page)));
+    }
 }
 
 /// A page holds at least one and at most [`ListQuery::MAX_LIMIT`] sessions, whatever

@@ -507,6 +507,8 @@ pub fn call_detail<'a>(args: &Value, paths: impl IntoIterator<Item = &'a str>) -
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Envelope {
+    /// The event's number in this process's sink, from 1, over every session: not a
+    /// session's own count (the server numbers those for its streams).
     pub seq: u64,
     pub ts: u64,
     pub level: Level,

@@ -287,7 +287,7 @@ fn sigterm_mid_turn_commits_the_step_in_flight_and_the_next_process_finishes_the
     );
     let trail: Vec<&str> =
         done["trail"].as_array().expect("a trail").iter().filter_map(|step| step["to"].as_str()).collect();
-    assert_eq!(trail, ["alpha", "bravo", "charlie", "charlie"], "the resume re-entered charlie: {done}");
+    assert_eq!(trail, ["alpha", "bravo", "charlie"], "the continued turn opened no second trail entry: {done}");
     assert_eq!(model.calls(), ["alpha", "bravo", "charlie", "charlie"], "only the cut call was made again");
 
     assert_eq!(second.stop(), Some(0));

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use archmax_serve::recovery;
 use archmax_store_postgres::test_cluster::TestCluster;
 use archmax_store_postgres::{PgOptions, PgStore};
-use archmax_vm::session::{Message, SessionStore, Status};
+use archmax_vm::session::{Message, SessionStore, Status, TrailKind};
 
 use super::openai::{ModelServer, build_server_on, desk_script, desk_state};
 
@@ -110,6 +110,10 @@ fn a_turn_cut_when_its_runner_dies_is_continued_once_by_a_runner_that_keeps_runn
         assert_eq!(asked, ["intake", "review"], "continued once, from the step the dead runner committed");
         let people = state.messages.iter().filter(|message| matches!(message, Message::User { .. })).count();
         assert_eq!(people, 1, "the person's message is there once: {:?}", state.messages);
+        // The continued turn is the same turn: one trigger opened it, and the trail says so.
+        let opened: Vec<&str> =
+            state.trail.iter().filter(|step| step.kind == TrailKind::Trigger).map(|step| step.to.as_str()).collect();
+        assert_eq!(opened, ["intake"], "{:?}", state.trail);
         recovering.abort();
     });
     hole_task.abort();

@@ -244,10 +244,30 @@ impl Runtime {
         {
             self.settle_orphans(state).await;
         }
+        // A turn cut mid-way (its session still `running`, its runner stopped) that is
+        // taken up with nothing new (no message, no variables: a recovery) is the same
+        // turn going on from its last committed step: its trail, trigger, variables and
+        // stream are not opened again, only told that it goes on.
+        let continued = existing.as_ref().and_then(|(state, _)| {
+            let cut = state.head.status == Status::Running && request.message.is_none() && request.variables.is_empty();
+            cut.then(|| state.head.position.clone()).flatten()
+        });
         let (mut session, writer) = match existing {
             Some(open) => open,
             None => self.create_session(&session_id, workflow).await?,
         };
+        if let Some(position) = continued {
+            let mut turn = Turn::new(self, workflow_id, session, writer)?;
+            turn.upgrade(upgrade).await;
+            turn.emit(Event::Warning {
+                scope: "turn".to_string(),
+                message: format!(
+                    "this turn was cut (its runner stopped) and goes on in '{position}' from its last committed step"
+                ),
+            });
+            turn.mark_opened();
+            return turn.run().await;
+        }
         // The session is held and the start accepted: its handed files are copied now.
         request.handed.write(self, &session_id)?;
         let opening = opening_state(program, workflow, trigger, &session);

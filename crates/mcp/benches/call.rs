@@ -60,6 +60,7 @@ fn call(criterion: &mut Criterion) {
             runtime.block_on(async {
                 let call = HostCall {
                     session: "s",
+                    step: 1,
                     state: "work",
                     call_id: "c",
                     tool: "fx__echo",

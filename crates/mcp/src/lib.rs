@@ -289,7 +289,10 @@ impl McpHost {
             Value::Null => {}
             other => return Err(failed(format!("the arguments of `{}` must be an object, not {other}", call.tool))),
         }
-        params.meta = trace_context();
+        // The trace context, and the key a tool that must not act twice keeps.
+        let mut meta = trace_context().unwrap_or_default();
+        meta.insert(IDEMPOTENCY_KEY.to_string(), Value::String(call.idempotency_key()));
+        params.meta = Some(meta);
         let timeout_ms = server.config.tool_timeout_ms;
         // Dropping the call future (timeout or caller) sends `notifications/cancelled`.
         match tokio::time::timeout(Duration::from_millis(timeout_ms), connection.peer().call_tool(params)).await {
@@ -370,6 +373,9 @@ impl ToolHost for McpHost {
 /// The calling span's W3C trace context as the request's `_meta` (`traceparent`,
 /// `tracestate`; MCP's SEP-414), so the server's spans join the tool call's trace. None
 /// when tracing is off.
+/// The `_meta` member of every `tools/call` carrying [`HostCall::idempotency_key`].
+pub const IDEMPOTENCY_KEY: &str = "archmax/idempotencyKey";
+
 fn trace_context() -> Option<rmcp::model::RequestMetaObject> {
     let headers = archmax_vm::trace::outgoing_headers();
     if headers.is_empty() {

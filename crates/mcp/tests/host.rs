@@ -70,7 +70,7 @@ async fn call_through(
     connection: Option<&str>,
     args: Value,
 ) -> Result<HostAnswer, HostError> {
-    host.call(HostCall { session: "s1", state: "work", call_id: "c1", tool, connection, args: &args }).await
+    host.call(HostCall { session: "s1", step: 1, state: "work", call_id: "c1", tool, connection, args: &args }).await
 }
 
 fn text(answer: &HostAnswer) -> &str {
@@ -133,8 +133,8 @@ impl HttpFixture {
 async fn check_catalog(host: &McpHost) -> std::sync::Arc<Catalog> {
     let catalog = host.catalog().await;
     let names: Vec<&str> = catalog.tools.iter().map(|tool| tool.name.as_str()).collect();
-    // Eighteen tools over six pages; `bad.name` is skipped.
-    assert_eq!(names.len(), 17, "{names:?}");
+    // Nineteen tools over seven pages; `bad.name` is skipped.
+    assert_eq!(names.len(), 18, "{names:?}");
     for name in ["fx__echo", "fx__add", "fx__read_note", "fx__export", "fx__hang", "fx__grow"] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
@@ -469,5 +469,37 @@ async fn an_http_call_carries_the_calling_spans_trace_context_in_its_meta_and_he
     let answer = call(&host, "fx__traceparent", json!({})).instrument(span.clone()).await.expect("an answer");
     let ids = archmax_telemetry::bridge::span_ids(&span).expect("the span has ids");
     assert_eq!(text(&answer), format!("00-{}-{}-01", ids.trace_id, ids.span_id), "the tool call's span is the parent");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_carries_a_key_that_names_its_session_step_tool_and_arguments() {
+    // A step redone after its runner died makes the same call again: a tool that must not
+    // act twice (a payment) recognises it by the key in its _meta.
+    let host = McpHost::new(vec![server("fx", stdio(&[]))], options());
+    let key = |session: &'static str, step: u64, args: Value| {
+        let host = &host;
+        async move {
+            let call = HostCall {
+                session,
+                step,
+                state: "work",
+                call_id: "c1",
+                tool: "fx__idempotency",
+                connection: None,
+                args: &args,
+            };
+            let answer = host.call(call).await.expect("an answer");
+            assert_eq!(text(&answer), call.idempotency_key(), "the key the server got is the call's");
+            text(&answer).to_string()
+        }
+    };
+    let first = key("s1", 3, json!({})).await;
+    assert_eq!(first.len(), 64, "{first}");
+    assert!(first.chars().all(|c| c.is_ascii_hexdigit()), "{first}");
+    assert_eq!(key("s1", 3, json!({})).await, first, "the same call, redone, has the same key");
+    assert_ne!(key("s1", 4, json!({})).await, first, "another step");
+    assert_ne!(key("s2", 3, json!({})).await, first, "another session");
+    assert_ne!(key("s1", 3, json!({ "amount": 42 })).await, first, "other arguments");
     host.shutdown().await;
 }

@@ -69,6 +69,10 @@ impl Catalog {
 #[derive(Clone, Copy, Debug)]
 pub struct HostCall<'a> {
     pub session: &'a str,
+    /// The step the call belongs to: the number its session's next commit takes (the
+    /// last committed step plus one). A step redone after its runner died (its calls
+    /// were never committed) has the same number again.
+    pub step: u64,
     /// The state the call is made in.
     pub state: &'a str,
     /// The call's id in the transcript.
@@ -80,6 +84,24 @@ pub struct HostCall<'a> {
     pub connection: Option<&'a str>,
     /// The arguments the kernel allowed (`${{…}}` substituted).
     pub args: &'a Value,
+}
+
+impl HostCall<'_> {
+    /// A key naming this call for a tool that must not act twice: the SHA-256, in hex, of
+    /// the session, the step, the tool and its arguments. A step redone after its runner
+    /// died makes the same call under the same key (as long as its model asks the same),
+    /// so a tool that keeps the keys it acted on can answer the second call from the
+    /// first. The MCP host sends it in the call's `_meta` as `archmax/idempotencyKey`.
+    pub fn idempotency_key(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut digest = Sha256::new();
+        for part in [self.session, &self.step.to_string(), self.tool, &self.args.to_string()] {
+            // Each part's length first: no two different calls hash the same bytes.
+            digest.update((part.len() as u64).to_le_bytes());
+            digest.update(part.as_bytes());
+        }
+        digest.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
+    }
 }
 
 /// One piece of a tool's answer.

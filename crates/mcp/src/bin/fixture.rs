@@ -133,6 +133,7 @@ impl Fixture {
                 "The W3C traceparent the call carried in its _meta (and, over HTTP, as a header), or none",
                 none(),
             ),
+            Tool::new("idempotency", "The archmax/idempotencyKey the call carried in its _meta, or none", none()),
             Tool::new("bad.name", "A name no model function may have", none()),
         ];
         if self.grown.load(Ordering::SeqCst) {
@@ -196,6 +197,11 @@ impl Fixture {
                 let name = arg("name");
                 let set = name.as_str().is_some_and(|name| std::env::var_os(name).is_some());
                 text(if set { "set" } else { "unset" }.to_string())
+            }
+            "idempotency" => {
+                let key = request_meta.as_ref().and_then(|meta| meta.get("archmax/idempotencyKey")).cloned();
+                let key = key.or_else(|| context.meta.get("archmax/idempotencyKey").cloned());
+                text(key.and_then(|key| key.as_str().map(str::to_string)).unwrap_or_else(|| "none".to_string()))
             }
             "traceparent" => {
                 let carried = request_meta.as_ref().and_then(|meta| meta.get_traceparent().map(str::to_string));

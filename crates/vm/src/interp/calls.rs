@@ -525,6 +525,7 @@ impl Turn<'_> {
         let connection = self.connection_of(id, &call.name);
         let host_call = crate::tool_host::HostCall {
             session: &self.session.id,
+            step: self.session.seq + 1,
             state: here,
             call_id: &call.id,
             tool: &call.name,

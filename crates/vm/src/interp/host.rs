@@ -101,8 +101,15 @@ impl<'r> Turn<'r> {
     /// A case's declared result for this call (the [`crate::tool_host::Mocks`] host),
     /// as the model reads it; `None` when no mock matches.
     pub(super) async fn mocked(&self, state: &str, call: &ToolCall, args: &Value) -> Option<String> {
-        let asked =
-            HostCall { session: &self.session.id, state, call_id: &call.id, tool: &call.name, connection: None, args };
+        let asked = HostCall {
+            session: &self.session.id,
+            step: self.session.seq + 1,
+            state,
+            call_id: &call.id,
+            tool: &call.name,
+            connection: None,
+            args,
+        };
         let answered = self.runtime.mocks().call(asked).await.ok()?;
         Some(
             answered

@@ -382,15 +382,19 @@ fn io_error(id: &str, message: String) -> StoreError {
     StoreError::Io { id: id.to_string(), source: io::Error::other(message) }
 }
 
-/// What a driver error says, with the server's own message when there is one.
+/// What a driver error says: the server's own message with its detail and hint when the
+/// server answered (the driver's own text is only "db error"), else every cause.
 fn describe(error: &tokio_postgres::Error) -> String {
-    match error.as_db_error() {
-        Some(db) => format!("{}: {}", db.severity(), db.message()),
-        None => match std::error::Error::source(error) {
-            Some(source) => format!("{error}: {source}"),
-            None => error.to_string(),
-        },
+    let Some(db) = error.as_db_error() else { return archmax_vm::errors::with_causes(error) };
+    let mut said = format!("{}: {}", db.severity(), db.message());
+    // The server's detail and hint often name the way out (a role that may not log in, a
+    // database being shut down, the units a setting takes): they are kept.
+    for (label, part) in [("detail", db.detail()), ("hint", db.hint())] {
+        if let Some(part) = part.filter(|part| !part.trim().is_empty()) {
+            said.push_str(&format!("; {label}: {}", part.trim()));
+        }
     }
+    said
 }
 
 /// Runs one of a turn's statements (a creation, a commit, a close): prepared once per

@@ -4,7 +4,8 @@
 //! with its row in `archmax_schema_version`; an advisory transaction lock makes runners
 //! starting at once take turns. The one thing to know: a database whose version is newer
 //! than the last migration this binary knows is refused (an older binary would write rows
-//! a newer schema does not expect), and nothing is changed.
+//! a newer schema does not expect), and nothing is changed. A migration the server
+//! refuses is reported in its words, and a missing privilege with what to grant.
 
 use tokio_postgres::Client;
 use tokio_postgres::types::Type;
@@ -29,7 +30,12 @@ const MIGRATION_LOCK: i64 = 0x0061_7263_686d_6178;
 
 /// Brings the database to [`SCHEMA_VERSION`], or refuses a newer one.
 pub(crate) async fn migrate(client: &mut Client) -> Result<(), ConnectError> {
-    let failed = |error: tokio_postgres::Error| ConnectError::Migration(error.to_string());
+    let row = client
+        .query_typed_one("SELECT current_user::text, current_schema()::text", &[])
+        .await
+        .map_err(|error| ConnectError::Migration(crate::describe(&error)))?;
+    let grantee = Grantee { role: row.get(0), schema: row.get(1) };
+    let failed = |error: tokio_postgres::Error| grantee.migration_failed(&error);
     let transaction = client.transaction().await.map_err(failed)?;
     transaction
         .execute_typed("SELECT pg_advisory_xact_lock($1)", &[(&MIGRATION_LOCK, Type::INT8)])
@@ -62,6 +68,32 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<(), ConnectError> {
     transaction.commit().await.map_err(failed)
 }
 
+/// The role the store connects as and the schema its tables go in, for saying what to
+/// grant when a migration is refused.
+struct Grantee {
+    role: String,
+    /// `None` when no schema of the role's `search_path` exists.
+    schema: Option<String>,
+}
+
+impl Grantee {
+    /// A failed migration in the server's words; a refused privilege adds what to grant.
+    fn migration_failed(&self, error: &tokio_postgres::Error) -> ConnectError {
+        let said = crate::describe(error);
+        if error.code() != Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
+            return ConnectError::Migration(said);
+        }
+        let (role, schema) = (&self.role, self.schema.as_deref().unwrap_or("public"));
+        ConnectError::Migration(format!(
+            "{said} (archmax creates and upgrades its own tables, so the role it connects as needs CREATE on \
+             their schema the first time and whenever a new archmax version changes them \
+             (`GRANT CREATE ON SCHEMA {schema} TO {role}`), or that start is run once as the schema's owner; \
+             between upgrades USAGE on the schema, SELECT, INSERT, UPDATE and DELETE on the archmax_ tables \
+             and USAGE on their sequences are enough)"
+        ))
+    }
+}
+
 /// Refuses a server that reports commits before they reach its disk
 /// (`synchronous_commit = off`, for the whole server or the connecting role): the store
 /// tells a runner a step is committed when PostgreSQL says so.
@@ -69,7 +101,7 @@ pub(crate) async fn check_durable(client: &Client) -> Result<(), ConnectError> {
     let row = client
         .query_typed_one("SELECT current_setting('synchronous_commit')", &[])
         .await
-        .map_err(|error| ConnectError::Connect(error.to_string()))?;
+        .map_err(|error| ConnectError::Connect(crate::describe(&error)))?;
     let setting: String = row.get(0);
     if setting.eq_ignore_ascii_case("off") {
         return Err(ConnectError::NotDurable(setting));

@@ -66,13 +66,5 @@ pub(crate) fn first_connection(error: &deadpool_postgres::PoolError) -> String {
         "53300" => " (the server is at max_connections: lower --store-connections or raise the server's limit)",
         _ => "",
     };
-    let mut said = format!("{}: {}", db.severity(), db.message());
-    // The server's own detail and hint often name the way out (a role that may not log
-    // in, a database that is being shut down): they are kept.
-    for (label, part) in [("detail", db.detail()), ("hint", db.hint())] {
-        if let Some(part) = part.filter(|part| !part.trim().is_empty()) {
-            said.push_str(&format!("; {label}: {}", part.trim()));
-        }
-    }
-    said + hint
+    crate::describe(error) + hint
 }

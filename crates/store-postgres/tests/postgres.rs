@@ -474,3 +474,30 @@ fn version_four_counts_the_records_version_three_left() {
         assert_eq!(counted_and_held(&client, "webhook-replay").await, (6, 6));
     });
 }
+
+/// A server of this test's own: roles are made on it.
+fn own_cluster() -> TestCluster {
+    TestCluster::start_own().unwrap_or_else(|message| panic!("these tests need PostgreSQL: {message}"))
+}
+
+#[test]
+fn a_role_without_create_on_a_fresh_database_is_told_the_servers_words_and_what_to_grant() {
+    let cluster = own_cluster();
+    let dbname = cluster.database_named("grants").expect("a database");
+    let role = cluster.role("rows", None).expect("a role");
+    let as_role = cluster.target_as(&dbname, &role).expect("the role's target");
+    executor().block_on(async {
+        // A role that may not create tables (PostgreSQL 15 and later grant PUBLIC no
+        // CREATE on `public`).
+        match PgStore::connect(&as_role).await {
+            Err(error @ ConnectError::Migration(_)) => {
+                let said = error.to_string();
+                assert!(said.contains("permission denied for schema public"), "{said}");
+                assert!(said.contains(&format!("GRANT CREATE ON SCHEMA public TO {role}")), "{said}");
+                assert!(said.contains("as the schema's owner"), "{said}");
+            }
+            Err(other) => panic!("a role without CREATE cannot migrate, got {other}"),
+            Ok(_) => panic!("a role without CREATE cannot migrate"),
+        }
+    });
+}

@@ -501,3 +501,43 @@ fn a_role_without_create_on_a_fresh_database_is_told_the_servers_words_and_what_
         }
     });
 }
+
+#[test]
+fn once_migrated_a_role_with_only_its_rows_needs_no_create() {
+    let cluster = own_cluster();
+    let dbname = cluster.database_named("rows").expect("a database");
+    let owner = cluster.target_of(&dbname);
+    let role = cluster.role("rows", None).expect("a role");
+    let as_role = cluster.target_as(&dbname, &role).expect("the role's target");
+    executor().block_on(async {
+        drop(PgStore::connect(&owner).await.expect("the owner migrates"));
+        raw(&owner)
+            .await
+            .batch_execute(&format!(
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}; \
+                 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}"
+            ))
+            .await
+            .expect("grants");
+        let store = PgStore::connect(&as_role).await.expect("a migrated database needs no CREATE");
+        let mut writer = store.create(&initial("granted")).await.expect("create");
+        writer.commit(&step(1, "one")).await.expect("commit");
+        drop(writer);
+        assert_eq!(store.read("granted").await.expect("read").map(|state| state.seq), Some(1));
+        let may_create: bool = raw(&owner)
+            .await
+            .query_one("SELECT has_schema_privilege($1, 'public', 'CREATE')", &[&role])
+            .await
+            .expect("privilege")
+            .get(0);
+        assert!(!may_create, "the role never had CREATE");
+
+        // A newer schema is still refused without the lock or any CREATE.
+        raw(&owner)
+            .await
+            .execute("INSERT INTO archmax_schema_version (version) VALUES (999)", &[])
+            .await
+            .expect("bump");
+        assert!(matches!(PgStore::connect(&as_role).await, Err(ConnectError::SchemaTooNew { found: 999, .. })));
+    });
+}

@@ -9,7 +9,9 @@
 //! modules (statements), nowhere else. TCP connections speak TLS as the target's
 //! `sslmode` asks, with `sslrootcert`, `sslcert` and `sslkey` as libpq reads them
 //! ([`tls`]): managed servers that require TLS are reached, and `verify-full` checks
-//! the server's certificate and name.
+//! the server's certificate and name. A target without a password takes one from
+//! libpq's other sources: `PGPASSWORD`, then the password file (`passfile=`,
+//! `PGPASSFILE`, `~/.pgpass`; [`password`]).
 //!
 //! The tables: `archmax_sessions` (one row per session: its head, status, park,
 //! program hash, a compacted snapshot), `archmax_steps` (append-only, one row per
@@ -80,6 +82,7 @@ pub mod lease;
 mod listing;
 mod loading;
 mod notify;
+mod password;
 mod records;
 pub mod schema;
 mod target;
@@ -322,9 +325,12 @@ impl PgStore {
             return Err(ConnectError::Executor("the one given runs every task on a single thread"));
         }
 
-        let (config, tls) = target::driver_config(target)?;
+        let target::Driver { config, tls, facts } = target::driver_config(target)?;
         let (listen_config, listen_tls) = match &options.listen_target {
-            Some(listen) => target::driver_config(listen)?,
+            Some(listen) => {
+                let listen = target::driver_config(listen)?;
+                (listen.config, listen.tls)
+            }
             None => (config.clone(), tls.clone()),
         };
         let manager = Manager::from_config(
@@ -357,7 +363,7 @@ impl PgStore {
         drop(inner.handle.spawn(lease::keep_renewed(Arc::downgrade(&inner))));
         let migrated = inner.handle.spawn(async move {
             let mut object =
-                pool.get().await.map_err(|error| ConnectError::Connect(target::first_connection(&error)))?;
+                pool.get().await.map_err(|error| ConnectError::Connect(target::first_connection(&error, &facts)))?;
             let client: &mut tokio_postgres::Client = &mut object;
             schema::check_durable(client).await?;
             schema::migrate(client).await

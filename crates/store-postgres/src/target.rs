@@ -6,27 +6,55 @@
 //! turns the pool's error into the server's own words and what to do about the failures
 //! a new target meets.
 //!
-//! The one thing to know: the keys archmax reads itself (the TLS keys) are taken out of
-//! the target before the driver reads it ([`split`], which refuses one given twice), so
-//! their meaning is archmax's (`sslmode=verify-full` checks the host name with rustls),
-//! and a target that names only unix sockets goes without TLS, as libpq does.
+//! The one thing to know: the keys archmax reads itself (the TLS keys and `passfile`)
+//! are taken out of the target before the driver reads it ([`split`], which refuses one
+//! given twice), so their meaning is archmax's (`sslmode=verify-full` checks the host
+//! name with rustls, `passfile` names libpq's password file), and a target that names
+//! only unix sockets goes without TLS, as libpq does.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use archmax_vm::errors::with_causes;
 
+use crate::password::{self, Variables};
 use crate::{ConnectError, tls};
 
-/// The driver's configuration and TLS for a libpq-style `target`: the TLS keys taken out
-/// and given meaning ([`tls`]), no TLS where only unix sockets are named, and archmax's
-/// application name and connect timeout unless the target sets them.
-pub(crate) fn driver_config(target: &str) -> Result<(tokio_postgres::Config, MakeRustlsConnect), ConnectError> {
-    let Split { driver_target, tls: tls_settings } = split(target).map_err(ConnectError::Config)?;
+/// What the driver needs to reach a target, and what a failed first connection's message
+/// draws on.
+pub(crate) struct Driver {
+    pub(crate) config: tokio_postgres::Config,
+    pub(crate) tls: MakeRustlsConnect,
+    pub(crate) facts: Facts,
+}
+
+/// What was decided about a target on the way to the driver, for [`first_connection`].
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Facts {
+    /// The password looked up for a target that gave none.
+    password: password::Found,
+}
+
+/// [`driver_config_with`] the process's own variables.
+pub(crate) fn driver_config(target: &str) -> Result<Driver, ConnectError> {
+    driver_config_with(target, &|name| std::env::var_os(name))
+}
+
+/// The driver's configuration and TLS for a libpq-style `target`: archmax's own keys
+/// taken out and given meaning ([`tls`], [`password`]), a password from libpq's other
+/// sources when the target gives none, no TLS where only unix sockets are named, and
+/// archmax's application name and connect timeout unless the target sets them.
+pub(crate) fn driver_config_with(target: &str, variables: Variables<'_>) -> Result<Driver, ConnectError> {
+    let Split { driver_target, tls: tls_settings, passfile } = split(target).map_err(ConnectError::Config)?;
     let mut config: tokio_postgres::Config =
         driver_target.parse().map_err(|error: tokio_postgres::Error| ConnectError::Config(error.to_string()))?;
     let tls = tls::connector(&tls_settings).map_err(ConnectError::Tls)?;
+    let found = password::find(&config, passfile.as_deref(), variables).map_err(ConnectError::Config)?;
+    if let Some(password) = &found.password {
+        config.password(password);
+    }
     // A unix socket carries no TLS (the server refuses it there, and libpq ignores the
     // mode): a target that reaches the server only through sockets goes without.
     let hosts = config.get_hosts();
@@ -42,35 +70,52 @@ pub(crate) fn driver_config(target: &str) -> Result<(tokio_postgres::Config, Mak
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(10));
     }
-    Ok((config, tls))
+    Ok(Driver { config, tls, facts: Facts { password: found } })
 }
 
 /// Why the first connection failed, in the server's words when it answered, with what to
-/// do for the failures a new target meets (no such database, a refused login, nothing
-/// listening); the pool's own wrapping ("error occurred while creating a new object") is
-/// left out.
-pub(crate) fn first_connection(error: &deadpool_postgres::PoolError) -> String {
+/// do for the failures a new target meets (no such database, a refused login, a missing
+/// password, nothing listening); the pool's own wrapping ("error occurred while creating
+/// a new object") is left out.
+pub(crate) fn first_connection(error: &deadpool_postgres::PoolError, facts: &Facts) -> String {
     let deadpool_postgres::PoolError::Backend(error) = error else { return with_causes(error) };
     let Some(db) = error.as_db_error() else {
         let text = with_causes(error);
-        let refused = text.contains("Connection refused") || text.contains("No such file or directory");
-        return if refused {
-            format!("{text} (is the server running, and listening at the target's host and port?)")
-        } else {
-            text
-        };
+        if text.contains("Connection refused") || text.contains("No such file or directory") {
+            return format!("{text} (is the server running, and listening at the target's host and port?)");
+        }
+        if text.contains("password missing") {
+            let passed_over = facts.password.passed_over.as_ref().map(|why| format!("; {why}")).unwrap_or_default();
+            return format!(
+                "{text} (the server asks for a password and none was found: give it in the target (password=… or \
+                 postgres://user:password@…), in PGPASSWORD, or in a password file (passfile=…, PGPASSFILE or \
+                 ~/.pgpass){passed_over})"
+            );
+        }
+        return text;
     };
     let hint = match db.code().code() {
-        "3D000" => " (create the database, for example with `createdb`, or fix the name in the target)",
-        "28P01" | "28000" => " (check the user and password the target gives, and the server's pg_hba.conf)",
-        "53300" => " (the server is at max_connections: lower --store-connections or raise the server's limit)",
-        _ => "",
+        "3D000" => " (create the database, for example with `createdb`, or fix the name in the target)".to_string(),
+        "28P01" | "28000" => match &facts.password.source {
+            Some(source) => format!(" (check the user, the password from {source}, and the server's pg_hba.conf)"),
+            None => " (check the user and password the target gives, and the server's pg_hba.conf)".to_string(),
+        },
+        "53300" => {
+            " (the server is at max_connections: lower --store-connections or raise the server's limit)".to_string()
+        }
+        _ => String::new(),
     };
-    crate::describe(error) + hint
+    crate::describe(error) + &hint
 }
 
-/// The keys archmax reads itself; the driver never sees them.
-const OWN_KEYS: [&str; 4] = tls::TLS_KEYS;
+/// The key naming the password file ([`password`]).
+const PASSFILE: &str = "passfile";
+
+/// Whether archmax reads `key` itself (the TLS keys and [`PASSFILE`]): the driver never
+/// sees it.
+fn is_own(key: &str) -> bool {
+    key == PASSFILE || tls::TLS_KEYS.contains(&key)
+}
 
 /// A target with archmax's own keys taken out.
 #[derive(Debug)]
@@ -78,6 +123,8 @@ pub(crate) struct Split {
     /// The rest, with a TLS mode the driver knows, for the driver to parse.
     pub(crate) driver_target: String,
     pub(crate) tls: tls::TlsSettings,
+    /// `passfile`: the password file to look the password up in.
+    pub(crate) passfile: Option<PathBuf>,
 }
 
 /// Takes archmax's own keys out of `target` (either form), each given at most once.
@@ -97,8 +144,10 @@ pub(crate) fn split(target: &str) -> Result<Split, String> {
         }
         seen.push(key);
     }
-    let tls = tls::settings(own)?;
-    Ok(Split { driver_target: rest.written_with_mode(tls.mode.for_driver()), tls })
+    let (passfile, tls_pairs): (Vec<_>, Vec<_>) = own.into_iter().partition(|(key, _)| key == PASSFILE);
+    let tls = tls::settings(tls_pairs)?;
+    let passfile = passfile.into_iter().next().map(|(_, path)| PathBuf::from(path));
+    Ok(Split { driver_target: rest.written_with_mode(tls.mode.for_driver()), tls, passfile })
 }
 
 /// What of a target the driver parses.
@@ -142,7 +191,7 @@ fn split_url(target: &str) -> Result<(Vec<(String, String)>, Rest<'_>), String> 
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         let key = percent_decoded(key)?;
-        if OWN_KEYS.contains(&key.as_str()) {
+        if is_own(&key) {
             own.push((key, percent_decoded(value)?));
         } else {
             pairs.push(pair);
@@ -159,7 +208,7 @@ fn percent_decoded(text: &str) -> Result<String, String> {
 }
 
 fn split_keywords(target: &str) -> Result<(Vec<(String, String)>, Rest<'_>), String> {
-    let (own, rest) = keyword_pairs(target)?.into_iter().partition(|(key, _)| OWN_KEYS.contains(&key.as_str()));
+    let (own, rest) = keyword_pairs(target)?.into_iter().partition(|(key, _)| is_own(key));
     Ok((own, Rest::Keywords(rest)))
 }
 
@@ -228,7 +277,7 @@ mod tests {
 
     #[test]
     fn the_tls_keys_leave_a_keyword_target_and_the_rest_stays() {
-        let Split { driver_target: rest, tls: settings } =
+        let Split { driver_target: rest, tls: settings, .. } =
             split("host=db.example port=5432 user=app sslmode=verify-full sslrootcert='/etc/my ca.pem' dbname=x")
                 .expect("splits");
         assert_eq!(rest, "host='db.example' port='5432' user='app' dbname='x' sslmode='require'");
@@ -240,7 +289,7 @@ mod tests {
 
     #[test]
     fn the_tls_keys_leave_a_url_target_and_the_rest_stays() {
-        let Split { driver_target: rest, tls: settings } = split(
+        let Split { driver_target: rest, tls: settings, .. } = split(
             "postgres://app:s%40cret@db.example:6432/archmax?sslmode=verify-full&sslrootcert=system&application_name=a",
         )
         .expect("splits");
@@ -254,7 +303,7 @@ mod tests {
 
     #[test]
     fn a_url_keeps_every_other_pair_exactly_as_written() {
-        let Split { driver_target: rest, tls: settings } = split(
+        let Split { driver_target: rest, tls: settings, .. } = split(
             "postgres://app@h1:5432,h2:5433/db?options=-c%20statement_timeout%3D5s&sslrootcert=%2Fetc%2Fca%2Bbundle.pem&sslmode=verify-ca",
         )
         .expect("splits");
@@ -267,10 +316,76 @@ mod tests {
 
     #[test]
     fn quoting_round_trips_and_the_default_is_prefer() {
-        let Split { driver_target: rest, tls: settings } =
+        let Split { driver_target: rest, tls: settings, .. } =
             split(r"host=/run/postgresql password='it\'s a \\ secret'").expect("splits");
         assert_eq!(settings.mode, SslMode::Prefer);
         let config: tokio_postgres::Config = rest.parse().expect("reads");
         assert_eq!(config.get_password(), Some(&br"it's a \ secret"[..]));
+    }
+
+    #[test]
+    fn passfile_leaves_either_form_and_is_given_once() {
+        let split_off = split("host=h user=u passfile='/etc/my pgpass' dbname=d").expect("splits");
+        assert_eq!(split_off.passfile, Some(PathBuf::from("/etc/my pgpass")));
+        assert_eq!(split_off.driver_target, "host='h' user='u' dbname='d' sslmode='prefer'");
+        let split_off = split("postgres://u@h/d?passfile=%2Fetc%2Fpgpass&application_name=a").expect("splits");
+        assert_eq!(split_off.passfile, Some(PathBuf::from("/etc/pgpass")));
+        assert_eq!(split_off.driver_target, "postgres://u@h/d?application_name=a&sslmode=prefer");
+        let message = split("host=h passfile=/a passfile=/b").expect_err("twice");
+        assert!(message.contains("`passfile` is given twice"), "{message}");
+    }
+
+    /// Signs in to `cluster`'s database as its password role through `target`, with the
+    /// process variables `variables`; the role's name when the server let it in.
+    async fn signed_in_as(target: &str, variables: &[(&str, &str)]) -> Result<String, String> {
+        let lookup = |name: &str| variables.iter().find(|(key, _)| *key == name).map(|(_, value)| (*value).into());
+        let Driver { config, tls, .. } = driver_config_with(target, &lookup).map_err(|error| error.to_string())?;
+        let (client, connection) = config.connect(tls).await.map_err(|error| with_causes(&error))?;
+        let connection = tokio::spawn(connection);
+        let row = client.query_one("SELECT current_user::text", &[]).await.map_err(|error| with_causes(&error))?;
+        drop(client);
+        let _ = connection.await;
+        Ok(row.get(0))
+    }
+
+    #[test]
+    fn each_of_libpqs_password_sources_signs_a_role_in() {
+        use std::os::unix::fs::PermissionsExt;
+        let cluster = crate::test_cluster::TestCluster::start_tcp().expect("a server on TCP");
+        let dbname = cluster.database_named("sources").expect("a database");
+        let role = cluster.role("sources", Some("the secret")).expect("a role with a password");
+        let port = cluster.tcp_port().expect("a TCP port");
+        let home = std::env::temp_dir().join(format!("archmax-password-sources-{}", std::process::id()));
+        std::fs::create_dir_all(&home).expect("a home");
+        let write = |name: &str, text: &str| {
+            let path = home.join(name);
+            std::fs::write(&path, text).expect("write");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+            path.display().to_string()
+        };
+        let line = format!("localhost:{port}:{dbname}:{role}:the secret\n");
+        write(".pgpass", &line);
+        let named = write("named", &line);
+        let home_text = home.display().to_string();
+        let target = format!("host=localhost port={port} user={role} dbname={dbname} sslmode=disable");
+        let executor = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("executor");
+        executor.block_on(async {
+            let cases = [
+                ("the target's password", format!("{target} password='the secret'"), vec![]),
+                ("PGPASSWORD", target.clone(), vec![("PGPASSWORD", "the secret")]),
+                ("passfile=", format!("{target} passfile={named}"), vec![]),
+                ("PGPASSFILE", target.clone(), vec![("PGPASSFILE", named.as_str())]),
+                ("~/.pgpass", target.clone(), vec![("HOME", home_text.as_str())]),
+            ];
+            for (source, target, variables) in cases {
+                assert_eq!(signed_in_as(&target, &variables).await.as_deref(), Ok(role.as_str()), "{source}");
+            }
+            let none = signed_in_as(&target, &[]).await.expect_err("no password, no sign-in");
+            assert!(none.contains("password missing"), "{none}");
+            // A wrong password from the environment is not rescued by the file.
+            let wrong = signed_in_as(&target, &[("PGPASSWORD", "wrong"), ("HOME", home_text.as_str())]).await;
+            assert!(wrong.is_err_and(|message| message.contains("password authentication failed")));
+        });
+        let _ = std::fs::remove_dir_all(&home);
     }
 }

@@ -541,3 +541,39 @@ fn once_migrated_a_role_with_only_its_rows_needs_no_create() {
         assert!(matches!(PgStore::connect(&as_role).await, Err(ConnectError::SchemaTooNew { found: 999, .. })));
     });
 }
+
+#[test]
+fn a_target_without_a_password_takes_it_from_its_passfile_unless_others_may_read_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let cluster = own_cluster();
+    let dbname = cluster.database_named("passfile").expect("a database");
+    let role = cluster.role("signin", Some(r"pa:ss\word")).expect("a role with a password");
+    let as_role = cluster.target_as(&dbname, &role).expect("the role's target");
+    let socket = cluster.socket_dir().expect("a socket folder").display().to_string();
+    let dir = std::env::temp_dir().join(format!("archmax-passfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a folder");
+    let file = dir.join("pgpass");
+    std::fs::write(&file, format!("# archmax\n{socket}:*:{dbname}:{role}:pa\\:ss\\\\word\n")).expect("a passfile");
+    let chmod = |mode| std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    chmod(0o600);
+    executor().block_on(async {
+        let owner = raw(&cluster.target_of(&dbname)).await;
+        owner.batch_execute(&format!("GRANT CREATE ON SCHEMA public TO {role}")).await.expect("grant");
+        let target = format!("{as_role} passfile={}", file.display());
+        let store = PgStore::connect(&target).await.expect("signed in with the passfile's password");
+        drop(store.create(&initial("signed-in")).await.expect("create"));
+
+        // A passfile its group may read is ignored, as libpq ignores it, and the refused
+        // sign-in says why.
+        chmod(0o640);
+        match PgStore::connect(&target).await {
+            Err(error @ ConnectError::Connect(_)) => {
+                let said = error.to_string();
+                assert!(said.contains("password") && said.contains(&format!("chmod 600 {}", file.display())), "{said}");
+            }
+            Err(other) => panic!("no password is no sign-in, got {other}"),
+            Ok(_) => panic!("a passfile others may read is ignored"),
+        }
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2,7 +2,10 @@
 //! says.
 //!
 //! [`driver_config`] reads a libpq-style target (URL or `key=value`) into the driver's
-//! configuration and the TLS its keys ask for ([`crate::tls`]); [`first_connection`]
+//! configuration and the TLS its keys ask for ([`crate::tls`]), or says which key does
+//! not read (and, for a URL, that credentials holding `@`, `/`, `:` or `?` must be
+//! percent-encoded, which it checks itself: the driver would take part of such a
+//! password for the host); [`first_connection`]
 //! turns the pool's error into the server's own words and what to do about the failures
 //! a new target meets.
 //!
@@ -48,8 +51,12 @@ pub(crate) fn driver_config(target: &str) -> Result<Driver, ConnectError> {
 /// archmax's application name and connect timeout unless the target sets them.
 pub(crate) fn driver_config_with(target: &str, variables: Variables<'_>) -> Result<Driver, ConnectError> {
     let Split { driver_target, tls: tls_settings, passfile } = split(target).map_err(ConnectError::Config)?;
-    let mut config: tokio_postgres::Config =
-        driver_target.parse().map_err(|error: tokio_postgres::Error| ConnectError::Config(error.to_string()))?;
+    let mut config: tokio_postgres::Config = driver_target.parse().map_err(|error: tokio_postgres::Error| {
+        // The driver's own text is only "invalid connection string"; its cause names the
+        // key ("invalid value for option `port`").
+        let said = with_causes(&error);
+        ConnectError::Config(if is_url(target) { format!("{said} ({PERCENT_ENCODE})") } else { said })
+    })?;
     let tls = tls::connector(&tls_settings).map_err(ConnectError::Tls)?;
     let found = password::find(&config, passfile.as_deref(), variables).map_err(ConnectError::Config)?;
     if let Some(password) = &found.password {
@@ -127,10 +134,20 @@ pub(crate) struct Split {
     pub(crate) passfile: Option<PathBuf>,
 }
 
+/// What a URL whose credentials do not read is told.
+const PERCENT_ENCODE: &str = "in a store URL, a user or password holding `@`, `/`, `:` or `?` must be \
+     percent-encoded: `@` as %40, `/` as %2F, `:` as %3A, `?` as %3F";
+
+fn is_url(target: &str) -> bool {
+    let trimmed = target.trim();
+    trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://")
+}
+
 /// Takes archmax's own keys out of `target` (either form), each given at most once.
 pub(crate) fn split(target: &str) -> Result<Split, String> {
     let trimmed = target.trim();
-    let (own, rest) = if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
+    let (own, rest) = if is_url(trimmed) {
+        check_credentials(trimmed)?;
         split_url(trimmed)?
     } else {
         split_keywords(trimmed)?
@@ -178,6 +195,23 @@ impl Rest<'_> {
                 .join(" "),
         }
     }
+}
+
+/// Refuses a URL whose `@` cannot be the end of its credentials: a second `@` before the
+/// host, or a `/` or `?` before the `@` with no `=` between them (a query value may hold
+/// an `@`). The driver would read such a URL without complaint, with part of the password
+/// taken for the host. The URL is not shown: it holds the password.
+fn check_credentials(url: &str) -> Result<(), String> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let Some(at) = rest.find('@') else { return Ok(()) };
+    let credentials = &rest[..at];
+    let after = &rest[at + 1..];
+    let host_end = after.find(['/', '?']).unwrap_or(after.len());
+    let cut_before = credentials.find(['/', '?']).is_some_and(|cut| !credentials[cut..].contains('='));
+    if after[..host_end].contains('@') || cut_before {
+        return Err(format!("the store URL's user, password and host cannot be told apart: {PERCENT_ENCODE}"));
+    }
+    Ok(())
 }
 
 /// The URL form: the query is split by hand, as tokio-postgres reads it (`&`-separated,

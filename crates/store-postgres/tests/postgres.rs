@@ -577,3 +577,29 @@ fn a_target_without_a_password_takes_it_from_its_passfile_unless_others_may_read
     });
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_target_that_does_not_read_names_its_key_or_says_to_percent_encode_the_password() {
+    executor().block_on(async {
+        let refused = |target: &'static str| async move {
+            match PgStore::connect(target).await {
+                Err(error @ ConnectError::Config(_)) => error.to_string(),
+                Err(other) => panic!("{target}: a target that does not read is a Config error, got {other}"),
+                Ok(_) => panic!("{target} does not read"),
+            }
+        };
+        let said = refused("host=db.example port=54x32").await;
+        assert!(said.contains("`port`"), "{said}");
+        let said = refused("host=db.example colour=blue").await;
+        assert!(said.contains("`colour`"), "{said}");
+        // A password holding `@` or `/` would otherwise move the host: `ss@db.example`.
+        for target in ["postgres://app:p@ss@db.example/archmax", "postgres://app:pa/ss@db.example/archmax"] {
+            let said = refused(target).await;
+            assert!(said.contains("percent-encoded") && said.contains("%40") && said.contains("%2F"), "{said}");
+            assert!(!said.contains("pa/ss") && !said.contains("p@ss"), "the password is not shown: {said}");
+        }
+        // An `@` in a query value is not a password's.
+        let fine = PgStore::connect("postgres://app@127.0.0.1:1/archmax?application_name=me@home&connect_timeout=1");
+        assert!(matches!(fine.await, Err(ConnectError::Connect(_))), "the target reads and is dialled");
+    });
+}

@@ -34,10 +34,13 @@ pub(crate) struct Driver {
 }
 
 /// What was decided about a target on the way to the driver, for [`first_connection`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct Facts {
     /// The password looked up for a target that gave none.
     password: password::Found,
+    tls: tls::TlsSettings,
+    /// The host names the target dials over TCP.
+    host_names: Vec<String>,
 }
 
 /// [`driver_config_with`] the process's own variables.
@@ -77,29 +80,31 @@ pub(crate) fn driver_config_with(target: &str, variables: Variables<'_>) -> Resu
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(10));
     }
-    Ok(Driver { config, tls, facts: Facts { password: found } })
+    let host_names = config
+        .get_hosts()
+        .iter()
+        .filter_map(|host| match host {
+            tokio_postgres::config::Host::Tcp(name) => Some(name.clone()),
+            #[cfg(unix)]
+            tokio_postgres::config::Host::Unix(_) => None,
+        })
+        .collect();
+    Ok(Driver { config, tls, facts: Facts { password: found, tls: tls_settings, host_names } })
 }
 
 /// Why the first connection failed, in the server's words when it answered, with what to
 /// do for the failures a new target meets (no such database, a refused login, a missing
-/// password, nothing listening); the pool's own wrapping ("error occurred while creating
-/// a new object") is left out.
+/// password, nothing listening, a host name nobody knows, TLS the server does not offer
+/// or a certificate that does not check out); the pool's own wrapping ("error occurred
+/// while creating a new object") is left out.
 pub(crate) fn first_connection(error: &deadpool_postgres::PoolError, facts: &Facts) -> String {
     let deadpool_postgres::PoolError::Backend(error) = error else { return with_causes(error) };
     let Some(db) = error.as_db_error() else {
         let text = with_causes(error);
-        if text.contains("Connection refused") || text.contains("No such file or directory") {
-            return format!("{text} (is the server running, and listening at the target's host and port?)");
-        }
-        if text.contains("password missing") {
-            let passed_over = facts.password.passed_over.as_ref().map(|why| format!("; {why}")).unwrap_or_default();
-            return format!(
-                "{text} (the server asks for a password and none was found: give it in the target (password=… or \
-                 postgres://user:password@…), in PGPASSWORD, or in a password file (passfile=…, PGPASSFILE or \
-                 ~/.pgpass){passed_over})"
-            );
-        }
-        return text;
+        return match unanswered(error, &text, facts) {
+            Some(what_to_do) => format!("{text} ({what_to_do})"),
+            None => text,
+        };
     };
     let hint = match db.code().code() {
         "3D000" => " (create the database, for example with `createdb`, or fix the name in the target)".to_string(),
@@ -113,6 +118,86 @@ pub(crate) fn first_connection(error: &deadpool_postgres::PoolError, facts: &Fac
         _ => String::new(),
     };
     crate::describe(error) + &hint
+}
+
+/// What to do about a connection that failed before the server said anything: `text` is
+/// the error with its causes.
+fn unanswered(error: &tokio_postgres::Error, text: &str, facts: &Facts) -> Option<String> {
+    if let Some(refused) = tls_refusal(error) {
+        return certificate_advice(refused, facts);
+    }
+    if text.contains("server does not support TLS") {
+        return Some(format!(
+            "sslmode={} needs TLS and the server offers none: turn TLS on in the server (`ssl = on`, with \
+             ssl_cert_file and ssl_key_file, in postgresql.conf), or, only on a network you trust, use \
+             sslmode=prefer or sslmode=disable",
+            facts.tls.mode.name()
+        ));
+    }
+    if text.contains("failed to lookup address information") {
+        let names = facts.host_names.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ");
+        return Some(format!("the host {names} could not be resolved: check its spelling and this machine's DNS"));
+    }
+    if text.contains("Connection refused") || text.contains("No such file or directory") {
+        return Some("is the server running, and listening at the target's host and port?".to_string());
+    }
+    if text.contains("password missing") {
+        let passed_over = facts.password.passed_over.as_ref().map(|why| format!("; {why}")).unwrap_or_default();
+        return Some(format!(
+            "the server asks for a password and none was found: give it in the target (password=… or \
+             postgres://user:password@…), in PGPASSWORD, or in a password file (passfile=…, PGPASSFILE or \
+             ~/.pgpass){passed_over}"
+        ));
+    }
+    None
+}
+
+/// The rustls error under a failed handshake: the driver wraps it in an I/O error, whose
+/// own `source` skips it.
+fn tls_refusal(error: &tokio_postgres::Error) -> Option<&rustls::Error> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = next {
+        if let Some(found) = current.downcast_ref::<rustls::Error>() {
+            return Some(found);
+        }
+        if let Some(inner) = current.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref)
+            && let Some(found) = inner.downcast_ref::<rustls::Error>()
+        {
+            return Some(found);
+        }
+        next = current.source();
+    }
+    None
+}
+
+/// What to do about a server certificate the target's TLS settings refused.
+fn certificate_advice(refused: &rustls::Error, facts: &Facts) -> Option<String> {
+    use rustls::CertificateError;
+    let rustls::Error::InvalidCertificate(problem) = refused else { return None };
+    match problem {
+        CertificateError::UnknownIssuer => {
+            let roots = match &facts.tls.root_cert {
+                Some(tls::Roots::File(path)) => format!("sslrootcert `{}`", path.display()),
+                Some(tls::Roots::System) => "the operating system's roots (sslrootcert=system)".to_string(),
+                None => "~/.postgresql/root.crt (read when the target names no sslrootcert)".to_string(),
+            };
+            Some(format!(
+                "the server's certificate does not lead to a root certificate in {roots}: name the file holding \
+                 the CA certificate that signed the server's with sslrootcert=FILE"
+            ))
+        }
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            let host = match problem {
+                CertificateError::NotValidForNameContext { expected, .. } => expected.to_str().into_owned(),
+                _ => facts.host_names.join(", "),
+            };
+            Some(format!(
+                "the server's certificate does not name the host `{host}` the target connects to: connect by a \
+                 name the certificate carries, or let sslmode=verify-ca check the chain without the name"
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// The key naming the password file ([`password`]).

@@ -17,6 +17,8 @@
 //! `~/.postgresql/root.crt`, is used when it exists). `sslcert` and `sslkey` are the
 //! client's certificate chain and private key (PEM), for servers that authenticate
 //! clients by certificate; one without the other is refused, and so is a key given twice.
+//! rustls takes only X.509 version 3 certificates: an older client certificate is refused
+//! before anything is dialled, with how to issue one again.
 //! `sslrootcert=system` trusts every public authority, so it implies `verify-full` and
 //! refuses a weaker mode. A unix socket never carries TLS (the server does not offer it
 //! there): a target whose hosts are all sockets connects without it, whatever the mode,
@@ -63,7 +65,7 @@ impl SslMode {
         })
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             SslMode::Disable => "disable",
             SslMode::Prefer => "prefer",
@@ -170,13 +172,34 @@ pub fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, String> {
             let chain = read_certificates(cert, "sslcert")?;
             let key = PrivateKeyDer::from_pem_file(key)
                 .map_err(|error| format!("sslkey `{}` holds no usable private key: {error}", key.display()))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|error| format!("sslcert and sslkey do not make a client identity: {error}"))?
+            builder.with_client_auth_cert(chain, key).map_err(|error| client_identity_refused(cert, &error))?
         }
         _ => builder.with_no_client_auth(),
     };
     Ok(MakeRustlsConnect::new(config))
+}
+
+/// Why the client's certificate and key were refused. rustls says "invalid peer
+/// certificate" whatever the certificate, so a certificate it cannot parse is named here
+/// as the client's own.
+fn client_identity_refused(cert: &Path, error: &rustls::Error) -> String {
+    let shown = cert.display();
+    let old_version = matches!(error, rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other))
+        if format!("{other:?}").contains("UnsupportedCertVersion"));
+    if old_version {
+        return format!(
+            "sslcert `{shown}` is not an X.509 version 3 certificate, and rustls takes no other for a client: issue \
+             it again with extensions, which makes it version 3, for example `openssl x509 -req -in client.csr \
+             -CA ca.crt -CAkey ca.key -days 365 -extfile client.ext -out client.crt` with \
+             `basicConstraints=CA:FALSE` in client.ext"
+        );
+    }
+    match error {
+        rustls::Error::InvalidCertificate(problem) => {
+            format!("sslcert `{shown}` cannot be used as the client's certificate: {problem:?}")
+        }
+        other => format!("sslcert `{shown}` and sslkey do not make a client identity: {other}"),
+    }
 }
 
 /// libpq's default root file, `~/.postgresql/root.crt`, when the mode needs roots and
@@ -329,5 +352,69 @@ mod tests {
         };
         let message = connector(&settings).err().expect("a missing file");
         assert!(message.contains("sslrootcert `/nonexistent/ca.pem` cannot be read"), "{message}");
+    }
+
+    /// `der`, a certificate, without its version field: how a version 1 certificate
+    /// is written (its signature no longer holds, which nothing here checks first).
+    fn as_version_one(der: &[u8]) -> Vec<u8> {
+        /// A DER element's header length and content length.
+        fn header(der: &[u8]) -> (usize, usize) {
+            match der[1] {
+                short @ 0..=0x7f => (2, usize::from(short)),
+                long => {
+                    let count = usize::from(long & 0x7f);
+                    (2 + count, der[2..2 + count].iter().fold(0, |length, byte| (length << 8) | usize::from(*byte)))
+                }
+            }
+        }
+        fn sequence(content: &[u8]) -> Vec<u8> {
+            let length = content.len();
+            let mut der = vec![0x30];
+            if length < 0x80 {
+                der.push(length as u8);
+            } else {
+                let bytes: Vec<u8> = length.to_be_bytes().into_iter().skip_while(|byte| *byte == 0).collect();
+                der.push(0x80 | bytes.len() as u8);
+                der.extend(bytes);
+            }
+            der.extend(content);
+            der
+        }
+        let (outer_header, _) = header(der);
+        let tbs = &der[outer_header..];
+        let (tbs_header, tbs_length) = header(tbs);
+        let (fields, after_tbs) = (&tbs[tbs_header..tbs_header + tbs_length], &tbs[tbs_header + tbs_length..]);
+        assert_eq!(fields[0], 0xa0, "the certificate has a version field");
+        let (version_header, version_length) = header(fields);
+        let mut outer = sequence(&fields[version_header + version_length..]);
+        outer.extend(after_tbs);
+        sequence(&outer)
+    }
+
+    #[test]
+    fn a_client_certificate_that_is_not_x509_v3_is_named_as_the_clients_and_how_to_make_one() {
+        use base64::Engine;
+        let key = rcgen::KeyPair::generate().expect("a key");
+        let params = rcgen::CertificateParams::new(vec!["client".to_string()]).expect("params");
+        let certificate = params.self_signed(&key).expect("a certificate");
+        let old = as_version_one(certificate.der());
+        let dir = std::env::temp_dir().join(format!("archmax-client-v1-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a folder");
+        let (cert, key_file) = (dir.join("client.crt"), dir.join("client.key"));
+        let pem = base64::engine::general_purpose::STANDARD.encode(&old);
+        std::fs::write(&cert, format!("-----BEGIN CERTIFICATE-----\n{pem}\n-----END CERTIFICATE-----\n"))
+            .expect("cert");
+        std::fs::write(&key_file, key.serialize_pem()).expect("key");
+        let settings = TlsSettings {
+            mode: SslMode::Require,
+            root_cert: None,
+            client_cert: Some(cert.clone()),
+            client_key: Some(key_file),
+        };
+        let message = connector(&settings).err().expect("a version 1 certificate is refused");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(message.contains(&format!("sslcert `{}`", cert.display())), "{message}");
+        assert!(message.contains("X.509 version 3") && message.contains("-extfile"), "{message}");
+        assert!(!message.contains("peer"), "the certificate is the client's own: {message}");
     }
 }

@@ -383,6 +383,16 @@ impl PgStore {
     }
 }
 
+/// This machine's name as a person reading the server's tables meets it (printable ASCII
+/// only), when it has one: in a lease's owner and the connections' application name.
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|host| host.trim().chars().filter(|c| c.is_ascii_graphic()).collect::<String>())
+        .filter(|host| !host.is_empty())
+}
+
 /// A store I/O error naming the session.
 fn io_error(id: &str, message: String) -> StoreError {
     StoreError::Io { id: id.to_string(), source: io::Error::other(message) }

@@ -51,7 +51,8 @@ pub(crate) fn driver_config(target: &str) -> Result<Driver, ConnectError> {
 /// The driver's configuration and TLS for a libpq-style `target`: archmax's own keys
 /// taken out and given meaning ([`tls`], [`password`]), a password from libpq's other
 /// sources when the target gives none, no TLS where only unix sockets are named, and
-/// archmax's application name and connect timeout unless the target sets them.
+/// archmax's application name ([`application_name`]) and connect timeout unless the
+/// target sets them.
 pub(crate) fn driver_config_with(target: &str, variables: Variables<'_>) -> Result<Driver, ConnectError> {
     let Split { driver_target, tls: tls_settings, passfile } = split(target).map_err(ConnectError::Config)?;
     let mut config: tokio_postgres::Config = driver_target.parse().map_err(|error: tokio_postgres::Error| {
@@ -75,7 +76,7 @@ pub(crate) fn driver_config_with(target: &str, variables: Variables<'_>) -> Resu
         config.ssl_mode(tokio_postgres::config::SslMode::Disable);
     }
     if config.get_application_name().is_none() {
-        config.application_name("archmax");
+        config.application_name(application_name(crate::host_name().as_deref(), std::process::id()));
     }
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(10));
@@ -90,6 +91,26 @@ pub(crate) fn driver_config_with(target: &str, variables: Variables<'_>) -> Resu
         })
         .collect();
     Ok(Driver { config, tls, facts: Facts { password: found, tls: tls_settings, host_names } })
+}
+
+/// The longest `application_name` PostgreSQL keeps (NAMEDATALEN - 1 bytes).
+const APPLICATION_NAME_BYTES: usize = 63;
+
+/// `archmax <host> <pid>`: which runner holds a connection, for `pg_stat_activity` and
+/// the server's log. The host is shortened to fit, so the pid is never cut.
+fn application_name(host: Option<&str>, pid: u32) -> String {
+    let pid = pid.to_string();
+    let room = APPLICATION_NAME_BYTES - "archmax  ".len() - pid.len();
+    match host {
+        Some(host) => {
+            let mut cut = host.len().min(room);
+            while !host.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            format!("archmax {} {pid}", &host[..cut])
+        }
+        None => format!("archmax {pid}"),
+    }
 }
 
 /// Why the first connection failed, in the server's words when it answered, with what to
@@ -506,5 +527,14 @@ mod tests {
             assert!(wrong.is_err_and(|message| message.contains("password authentication failed")));
         });
         let _ = std::fs::remove_dir_all(&home);
+    }
+
+    #[test]
+    fn the_application_name_keeps_the_pid_within_postgresqls_63_bytes() {
+        assert_eq!(application_name(Some("runner-7"), 4242), "archmax runner-7 4242");
+        assert_eq!(application_name(None, 4242), "archmax 4242");
+        let long = application_name(Some(&"h".repeat(100)), 4_294_967_295);
+        assert_eq!(long.len(), APPLICATION_NAME_BYTES);
+        assert!(long.starts_with("archmax hhh") && long.ends_with(" 4294967295"), "{long}");
     }
 }

@@ -603,3 +603,38 @@ fn a_target_that_does_not_read_names_its_key_or_says_to_percent_encode_the_passw
         assert!(matches!(fine.await, Err(ConnectError::Connect(_))), "the target reads and is dialled");
     });
 }
+
+/// The `application_name`s of the connections to `target`'s database other than `client`'s.
+async fn application_names(client: &tokio_postgres::Client) -> Vec<String> {
+    let rows = client
+        .query(
+            "SELECT application_name FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .expect("pg_stat_activity");
+    rows.iter().map(|row| row.get(0)).collect()
+}
+
+#[test]
+fn each_runner_is_named_with_its_host_and_pid_in_pg_stat_activity_unless_the_target_names_it() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("appname").expect("a database");
+    let named = cluster.database("appname-named").expect("a database");
+    executor().block_on(async {
+        let _store = PgStore::connect(&target).await.expect("connect");
+        let names = application_names(&raw(&target).await).await;
+        let pid = format!(" {}", std::process::id());
+        assert!(!names.is_empty(), "the pool keeps its first connection");
+        for name in &names {
+            assert!(name.starts_with("archmax ") && name.ends_with(&pid), "{name}");
+            assert!(name.len() > "archmax ".len() + pid.len(), "the host is in it: {name}");
+            assert!(name.len() <= 63 && name.is_ascii(), "{name}");
+        }
+
+        let _store = PgStore::connect(&format!("{named} application_name=blue-runner")).await.expect("connect");
+        let names = application_names(&raw(&named).await).await;
+        assert!(!names.is_empty() && names.iter().all(|name| name == "blue-runner"), "{names:?}");
+    });
+}

@@ -33,13 +33,25 @@ const DEFAULT_SOCKET_DIRS: [&str; 3] = ["/run/postgresql", "/var/run/postgresql"
 const DEFAULT_PORT: u16 = 5432;
 
 /// A password found for a target, and what a failed sign-in should say about it.
-#[derive(Clone, Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Found {
     pub(crate) password: Option<Vec<u8>>,
     /// Where the password came from (`PGPASSWORD`, a file), when not from the target.
     pub(crate) source: Option<String>,
     /// Why a password file was passed over, for a sign-in that then lacked a password.
     pub(crate) passed_over: Option<String>,
+}
+
+impl std::fmt::Debug for Found {
+    /// Without the password itself.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Found")
+            .field("password", &self.password.as_ref().map(|_| "…"))
+            .field("source", &self.source)
+            .field("passed_over", &self.passed_over)
+            .finish()
+    }
 }
 
 /// The password for `config` when it has none: `PGPASSWORD`, else the password file

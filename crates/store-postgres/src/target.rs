@@ -36,8 +36,10 @@ pub(crate) struct Driver {
 /// What was decided about a target on the way to the driver, for [`first_connection`].
 #[derive(Clone, Debug)]
 pub(crate) struct Facts {
-    /// The password looked up for a target that gave none.
-    password: password::Found,
+    /// Where the password came from when not from the target ([`password::Found`]).
+    password_source: Option<String>,
+    /// Why a password file was passed over.
+    passed_over: Option<String>,
     tls: tls::TlsSettings,
     /// The host names the target dials over TCP.
     host_names: Vec<String>,
@@ -62,8 +64,9 @@ pub(crate) fn driver_config_with(target: &str, variables: Variables<'_>) -> Resu
         ConnectError::Config(if is_url(target) { format!("{said} ({PERCENT_ENCODE})") } else { said })
     })?;
     let tls = tls::connector(&tls_settings).map_err(ConnectError::Tls)?;
-    let found = password::find(&config, passfile.as_deref(), variables).map_err(ConnectError::Config)?;
-    if let Some(password) = &found.password {
+    let password::Found { password, source: password_source, passed_over } =
+        password::find(&config, passfile.as_deref(), variables).map_err(ConnectError::Config)?;
+    if let Some(password) = password {
         config.password(password);
     }
     // A unix socket carries no TLS (the server refuses it there, and libpq ignores the
@@ -90,7 +93,7 @@ pub(crate) fn driver_config_with(target: &str, variables: Variables<'_>) -> Resu
             tokio_postgres::config::Host::Unix(_) => None,
         })
         .collect();
-    Ok(Driver { config, tls, facts: Facts { password: found, tls: tls_settings, host_names } })
+    Ok(Driver { config, tls, facts: Facts { password_source, passed_over, tls: tls_settings, host_names } })
 }
 
 /// The longest `application_name` PostgreSQL keeps (NAMEDATALEN - 1 bytes).
@@ -129,7 +132,7 @@ pub(crate) fn first_connection(error: &deadpool_postgres::PoolError, facts: &Fac
     };
     let hint = match db.code().code() {
         "3D000" => " (create the database, for example with `createdb`, or fix the name in the target)".to_string(),
-        "28P01" | "28000" => match &facts.password.source {
+        "28P01" | "28000" => match &facts.password_source {
             Some(source) => format!(" (check the user, the password from {source}, and the server's pg_hba.conf)"),
             None => " (check the user and password the target gives, and the server's pg_hba.conf)".to_string(),
         },
@@ -163,7 +166,7 @@ fn unanswered(error: &tokio_postgres::Error, text: &str, facts: &Facts) -> Optio
         return Some("is the server running, and listening at the target's host and port?".to_string());
     }
     if text.contains("password missing") {
-        let passed_over = facts.password.passed_over.as_ref().map(|why| format!("; {why}")).unwrap_or_default();
+        let passed_over = facts.passed_over.as_ref().map(|why| format!("; {why}")).unwrap_or_default();
         return Some(format!(
             "the server asks for a password and none was found: give it in the target (password=… or \
              postgres://user:password@…), in PGPASSWORD, or in a password file (passfile=…, PGPASSFILE or \

@@ -214,13 +214,7 @@ impl TestCluster {
         if self.owned.is_none() {
             return Err("roles are made only on a server this process started (TestCluster::start_own)".to_string());
         }
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "archmax_{}_{}_{}",
-            label.chars().filter(char::is_ascii_alphanumeric).collect::<String>(),
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = fresh_name(label);
         match password {
             None => self.execute(&format!("CREATE ROLE {name} LOGIN"))?,
             Some(password) => self.execute(&format!(
@@ -235,13 +229,7 @@ impl TestCluster {
 
     /// Creates a fresh database and returns its name (for [`TestCluster::pooler`]).
     pub fn database_named(&self, label: &str) -> Result<String, String> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "archmax_{}_{}_{}",
-            label.chars().filter(char::is_ascii_alphanumeric).collect::<String>(),
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = fresh_name(label);
         self.execute(&format!("CREATE DATABASE {name}"))?;
         self.created.lock().unwrap_or_else(PoisonError::into_inner).push(name.clone());
         Ok(name)
@@ -363,6 +351,18 @@ impl Drop for Pooler {
             let _ = Command::new("kill").arg(pid.trim()).output();
         }
     }
+}
+
+/// A name no other database or role of this process has: `archmax_<label>_<pid>_<n>`,
+/// the label's letters and digits only.
+fn fresh_name(label: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "archmax_{}_{}_{}",
+        label.chars().filter(char::is_ascii_alphanumeric).collect::<String>(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// `target` pointing at database `name`, in whichever form it was written.

@@ -116,12 +116,7 @@ impl Leases {
 
 /// `host/pid/random`.
 fn owner_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|host| host.trim().chars().filter(|c| c.is_ascii_graphic()).take(64).collect::<String>())
-        .filter(|host| !host.is_empty())
-        .unwrap_or_else(|| "archmax".to_string());
+    let host = crate::host_name().map_or_else(|| "archmax".to_string(), |host| host.chars().take(64).collect());
     let mut random = [0u8; 6];
     if getrandom::fill(&mut random).is_err() {
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.subsec_nanos());

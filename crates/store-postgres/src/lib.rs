@@ -9,7 +9,9 @@
 //! modules (statements), nowhere else. TCP connections speak TLS as the target's
 //! `sslmode` asks, with `sslrootcert`, `sslcert` and `sslkey` as libpq reads them
 //! ([`tls`]): managed servers that require TLS are reached, and `verify-full` checks
-//! the server's certificate and name.
+//! the server's certificate and name. A target without a password takes one from
+//! libpq's other sources: `PGPASSWORD`, then the password file (`passfile=`,
+//! `PGPASSFILE`, `~/.pgpass`; [`password`]).
 //!
 //! The tables: `archmax_sessions` (one row per session: its head, status, park,
 //! program hash, a compacted snapshot), `archmax_steps` (append-only, one row per
@@ -80,6 +82,7 @@ pub mod lease;
 mod listing;
 mod loading;
 mod notify;
+mod password;
 mod records;
 pub mod schema;
 mod target;
@@ -322,9 +325,12 @@ impl PgStore {
             return Err(ConnectError::Executor("the one given runs every task on a single thread"));
         }
 
-        let (config, tls) = target::driver_config(target)?;
+        let target::Driver { config, tls, facts } = target::driver_config(target)?;
         let (listen_config, listen_tls) = match &options.listen_target {
-            Some(listen) => target::driver_config(listen)?,
+            Some(listen) => {
+                let listen = target::driver_config(listen)?;
+                (listen.config, listen.tls)
+            }
             None => (config.clone(), tls.clone()),
         };
         let manager = Manager::from_config(
@@ -357,7 +363,7 @@ impl PgStore {
         drop(inner.handle.spawn(lease::keep_renewed(Arc::downgrade(&inner))));
         let migrated = inner.handle.spawn(async move {
             let mut object =
-                pool.get().await.map_err(|error| ConnectError::Connect(target::first_connection(&error)))?;
+                pool.get().await.map_err(|error| ConnectError::Connect(target::first_connection(&error, &facts)))?;
             let client: &mut tokio_postgres::Client = &mut object;
             schema::check_durable(client).await?;
             schema::migrate(client).await
@@ -377,20 +383,34 @@ impl PgStore {
     }
 }
 
+/// This machine's name as a person reading the server's tables meets it (printable ASCII
+/// only), when it has one: in a lease's owner and the connections' application name.
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|host| host.trim().chars().filter(|c| c.is_ascii_graphic()).collect::<String>())
+        .filter(|host| !host.is_empty())
+}
+
 /// A store I/O error naming the session.
 fn io_error(id: &str, message: String) -> StoreError {
     StoreError::Io { id: id.to_string(), source: io::Error::other(message) }
 }
 
-/// What a driver error says, with the server's own message when there is one.
+/// What a driver error says: the server's own message with its detail and hint when the
+/// server answered (the driver's own text is only "db error"), else every cause.
 fn describe(error: &tokio_postgres::Error) -> String {
-    match error.as_db_error() {
-        Some(db) => format!("{}: {}", db.severity(), db.message()),
-        None => match std::error::Error::source(error) {
-            Some(source) => format!("{error}: {source}"),
-            None => error.to_string(),
-        },
+    let Some(db) = error.as_db_error() else { return archmax_vm::errors::with_causes(error) };
+    let mut said = format!("{}: {}", db.severity(), db.message());
+    // The server's detail and hint often name the way out (a role that may not log in, a
+    // database being shut down, the units a setting takes): they are kept.
+    for (label, part) in [("detail", db.detail()), ("hint", db.hint())] {
+        if let Some(part) = part.filter(|part| !part.trim().is_empty()) {
+            said.push_str(&format!("; {label}: {}", part.trim()));
+        }
     }
+    said
 }
 
 /// Runs one of a turn's statements (a creation, a commit, a close): prepared once per

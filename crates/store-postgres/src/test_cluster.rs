@@ -8,7 +8,10 @@
 //! [`TestCluster::database`] makes a fresh, empty database per use, so every test sees
 //! its own tables and migrations run from nothing. [`TestCluster::start_tls`] starts one
 //! that also listens on `127.0.0.1` with `ssl=on` and the certificates it is handed, and
-//! refuses every TCP connection that is not TLS (`hostnossl … reject`).
+//! refuses every TCP connection that is not TLS (`hostnossl … reject`);
+//! [`TestCluster::start_tcp`] one that listens on `127.0.0.1` without TLS. On a server of
+//! its own, [`TestCluster::role`] makes login roles: trusted, or signing in with a
+//! password (`scram-sha-256`) as members of [`PASSWORD_GROUP`].
 //! [`TestCluster::pooler`] puts the distribution's PgBouncer in front of a throwaway
 //! server, in transaction mode with a small server pool, as a fleet behind a pooler runs.
 //!
@@ -27,6 +30,11 @@ const HOW_TO_GET_IT: &str = "install the PostgreSQL server (`apt-get install pos
      pg_ctl in /usr/lib/postgresql/<version>/bin; `.ci/run` does this when they are missing), put its bin folder \
      on PATH, or set ARCHMAX_TEST_DATABASE_URL to a server whose role may create databases";
 
+/// The group whose members sign in with their password on a server this process
+/// started (its `pg_hba.conf` asks them for it, over the socket and TCP alike); every
+/// other role is trusted.
+pub const PASSWORD_GROUP: &str = "archmax_password_login";
+
 /// A running server the tests own, or one named by [`DATABASE_URL_VARIABLE`].
 pub struct TestCluster {
     /// How to reach the server's default database (key=value options for a throwaway
@@ -42,8 +50,19 @@ struct Owned {
     dir: PathBuf,
     pg_ctl: PathBuf,
     user: Option<String>,
-    /// The TCP port of a server started with TLS.
+    /// The port of the server's socket (and of its TCP listener, when it has one).
+    port: u16,
+    /// The TCP port of a server that listens on `127.0.0.1`.
     tcp_port: Option<u16>,
+}
+
+/// Where a server this process starts listens besides its unix socket.
+enum Listen<'a> {
+    SocketOnly,
+    /// `127.0.0.1`, without TLS.
+    Tcp,
+    /// `127.0.0.1`, with TLS only.
+    Tls(&'a TlsFiles<'a>),
 }
 
 /// What a TLS test server is given, as PEM text.
@@ -73,7 +92,7 @@ impl TestCluster {
         {
             return Ok(TestCluster { base: url, created: Mutex::new(Vec::new()), owned: None });
         }
-        TestCluster::start_owned(fsync, None)
+        TestCluster::start_owned(fsync, Listen::SocketOnly)
     }
 
     /// A throwaway server that also takes TLS connections on `127.0.0.1` (its port is
@@ -81,17 +100,24 @@ impl TestCluster {
     /// own: `ARCHMAX_TEST_DATABASE_URL` is not used, because the test needs to know the
     /// server's certificates.
     pub fn start_tls(files: &TlsFiles<'_>) -> Result<TestCluster, String> {
-        let cluster = TestCluster::start_owned(true, Some(files))?;
+        let cluster = TestCluster::start_owned(true, Listen::Tls(files))?;
         cluster.execute(&format!("CREATE ROLE \"{}\" LOGIN SUPERUSER", files.cert_user))?;
         Ok(cluster)
     }
 
-    /// The TCP port of a server started by [`TestCluster::start_tls`].
+    /// A throwaway server that also takes plain TCP connections on `127.0.0.1` (its port
+    /// is [`TestCluster::tcp_port`]) and offers no TLS. Always a server of its own.
+    pub fn start_tcp() -> Result<TestCluster, String> {
+        TestCluster::start_owned(true, Listen::Tcp)
+    }
+
+    /// The TCP port of a server started by [`TestCluster::start_tls`] or
+    /// [`TestCluster::start_tcp`].
     pub fn tcp_port(&self) -> Option<u16> {
         self.owned.as_ref().and_then(|owned| owned.tcp_port)
     }
 
-    fn start_owned(fsync: bool, tls: Option<&TlsFiles<'_>>) -> Result<TestCluster, String> {
+    fn start_owned(fsync: bool, listen: Listen<'_>) -> Result<TestCluster, String> {
         let bin = server_bin().ok_or_else(|| format!("PostgreSQL's initdb was not found; {HOW_TO_GET_IT}"))?;
         let user = running_as_root().then(|| "postgres".to_string());
         static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -102,8 +128,12 @@ impl TestCluster {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
-        let tcp_port = tls.map(|_| free_port()).transpose()?;
-        let owned = Owned { dir: dir.clone(), pg_ctl: bin.join("pg_ctl"), user: user.clone(), tcp_port };
+        let tcp_port = match listen {
+            Listen::SocketOnly => None,
+            Listen::Tcp | Listen::Tls(_) => Some(free_port()?),
+        };
+        let port = tcp_port.unwrap_or(5432);
+        let owned = Owned { dir: dir.clone(), pg_ctl: bin.join("pg_ctl"), user: user.clone(), port, tcp_port };
         if let Some(user) = &user {
             hand_over(&dir, user)?;
         }
@@ -115,16 +145,22 @@ impl TestCluster {
                 .arg(&data),
             "initdb",
         )?;
-        let port = tcp_port.unwrap_or(5432);
         let mut settings = format!(
             "-c unix_socket_directories='{}' -c port={port} -c max_connections=400 -c fsync={} \
              -c synchronous_commit=on",
             dir.display(),
             if fsync { "on" } else { "off" }
         );
-        match tls {
-            Some(files) => settings.push_str(&serve_tls(&dir, &data, files, user.as_deref())?),
-            None => settings.push_str(" -c listen_addresses=''"),
+        match listen {
+            Listen::Tls(files) => settings.push_str(&serve_tls(&dir, &data, files, user.as_deref())?),
+            Listen::Tcp => {
+                write_rules(&data, &password_rules())?;
+                settings.push_str(" -c listen_addresses='127.0.0.1'");
+            }
+            Listen::SocketOnly => {
+                write_rules(&data, &password_rules())?;
+                settings.push_str(" -c listen_addresses=''");
+            }
         }
         run(
             user.as_deref(),
@@ -164,15 +200,36 @@ impl TestCluster {
         }
     }
 
+    /// How `role` reaches database `name` of a server this process started, through its
+    /// socket.
+    pub fn target_as(&self, name: &str, role: &str) -> Result<String, String> {
+        let owned = self.owned.as_ref().ok_or("roles are made only on a server this process started")?;
+        Ok(format!("host={} port={} user={role} dbname={name}", owned.dir.display(), owned.port))
+    }
+
+    /// Creates a login role on a server this process started and returns its name: with
+    /// `password`, a member of [`PASSWORD_GROUP`], which must give it to sign in; without,
+    /// trusted. Either may do only what is granted to `PUBLIC` until more is granted.
+    pub fn role(&self, label: &str, password: Option<&str>) -> Result<String, String> {
+        if self.owned.is_none() {
+            return Err("roles are made only on a server this process started (TestCluster::start_own)".to_string());
+        }
+        let name = fresh_name(label);
+        match password {
+            None => self.execute(&format!("CREATE ROLE {name} LOGIN"))?,
+            Some(password) => self.execute(&format!(
+                "DO $$ BEGIN CREATE ROLE {PASSWORD_GROUP} NOLOGIN; \
+                 EXCEPTION WHEN duplicate_object THEN NULL; END $$; \
+                 CREATE ROLE {name} LOGIN PASSWORD '{}' IN ROLE {PASSWORD_GROUP}",
+                password.replace('\'', "''")
+            ))?,
+        }
+        Ok(name)
+    }
+
     /// Creates a fresh database and returns its name (for [`TestCluster::pooler`]).
     pub fn database_named(&self, label: &str) -> Result<String, String> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "archmax_{}_{}_{}",
-            label.chars().filter(char::is_ascii_alphanumeric).collect::<String>(),
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = fresh_name(label);
         self.execute(&format!("CREATE DATABASE {name}"))?;
         self.created.lock().unwrap_or_else(PoisonError::into_inner).push(name.clone());
         Ok(name)
@@ -213,7 +270,7 @@ impl TestCluster {
     /// A throwaway server of this process's own, even when `ARCHMAX_TEST_DATABASE_URL` is
     /// set (for tests that put something between the store and the server).
     pub fn start_own() -> Result<TestCluster, String> {
-        TestCluster::start_owned(true, None)
+        TestCluster::start_owned(true, Listen::SocketOnly)
     }
 
     /// Starts PgBouncer (`pgbouncer` on PATH or in /usr/sbin) in front of this server's
@@ -294,6 +351,18 @@ impl Drop for Pooler {
             let _ = Command::new("kill").arg(pid.trim()).output();
         }
     }
+}
+
+/// A name no other database or role of this process has: `archmax_<label>_<pid>_<n>`,
+/// the label's letters and digits only.
+fn fresh_name(label: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "archmax_{}_{}_{}",
+        label.chars().filter(char::is_ascii_alphanumeric).collect::<String>(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// `target` pointing at database `name`, in whichever form it was written.
@@ -387,14 +456,30 @@ fn serve_tls(dir: &Path, data: &Path, files: &TlsFiles<'_>, user: Option<&str>) 
          hostnossl all all 0.0.0.0/0 reject\n",
         cert_user = files.cert_user
     );
-    let hba = data.join("pg_hba.conf");
-    std::fs::write(&hba, rules).map_err(|error| format!("cannot write {}: {error}", hba.display()))?;
+    write_rules(data, &rules)?;
     Ok(format!(
         " -c listen_addresses='127.0.0.1' -c ssl=on -c ssl_cert_file='{}' -c ssl_key_file='{}' -c ssl_ca_file='{}'",
         cert.display(),
         key.display(),
         ca.display()
     ))
+}
+
+/// The client rules of a server without TLS: members of [`PASSWORD_GROUP`] give their
+/// password, everyone else is trusted.
+fn password_rules() -> String {
+    format!(
+        "local all +{PASSWORD_GROUP} scram-sha-256\n\
+         local all all trust\n\
+         host all +{PASSWORD_GROUP} 127.0.0.1/32 scram-sha-256\n\
+         host all all 127.0.0.1/32 trust\n"
+    )
+}
+
+/// Writes the server's `pg_hba.conf`.
+fn write_rules(data: &Path, rules: &str) -> Result<(), String> {
+    let hba = data.join("pg_hba.conf");
+    std::fs::write(&hba, rules).map_err(|error| format!("cannot write {}: {error}", hba.display()))
 }
 
 fn running_as_root() -> bool {

@@ -17,16 +17,19 @@
 //! `~/.postgresql/root.crt`, is used when it exists). `sslcert` and `sslkey` are the
 //! client's certificate chain and private key (PEM), for servers that authenticate
 //! clients by certificate; one without the other is refused, and so is a key given twice.
+//! rustls takes only X.509 version 3 certificates: an older client certificate is refused
+//! before anything is dialled, with how to issue one again.
 //! `sslrootcert=system` trusts every public authority, so it implies `verify-full` and
 //! refuses a weaker mode. A unix socket never carries TLS (the server does not offer it
 //! there): a target whose hosts are all sockets connects without it, whatever the mode,
 //! as libpq does.
 //!
 //! The one thing to know: tokio-postgres itself knows only `disable`, `prefer` and
-//! `require`, and refuses the other keys. [`split`] takes this module's keys out of the
-//! target, hands tokio-postgres the rest with the mode it knows, and [`connector`] builds
-//! the rustls configuration that gives the mode its meaning. Nothing is installed
-//! process-wide: the configuration names its crypto provider (ring) itself.
+//! `require`, and refuses the other keys. [`crate::target`] takes this module's keys out
+//! of the target and hands tokio-postgres the rest with the mode it knows, [`settings`]
+//! reads them, and [`connector`] builds the rustls configuration that gives the mode its
+//! meaning. Nothing is installed process-wide: the configuration names its crypto
+//! provider (ring) itself.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -62,7 +65,7 @@ impl SslMode {
         })
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             SslMode::Disable => "disable",
             SslMode::Prefer => "prefer",
@@ -73,7 +76,7 @@ impl SslMode {
     }
 
     /// The mode tokio-postgres is given: it only needs to know whether TLS is required.
-    fn for_driver(self) -> &'static str {
+    pub(crate) fn for_driver(self) -> &'static str {
         match self {
             SslMode::Disable => "disable",
             SslMode::Prefer => "prefer",
@@ -98,34 +101,20 @@ pub struct TlsSettings {
     pub client_key: Option<PathBuf>,
 }
 
-/// The keys this module reads; tokio-postgres never sees them.
-const TLS_KEYS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
+/// The keys this module reads; tokio-postgres never sees them ([`crate::target`] takes
+/// them out).
+pub(crate) const TLS_KEYS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
 
-/// Takes the TLS keys out of `target` (either form); the rest, with a mode tokio-postgres
-/// knows, is what it parses.
-pub fn split(target: &str) -> Result<(String, TlsSettings), String> {
-    let trimmed = target.trim();
-    if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
-        split_url(trimmed)
-    } else {
-        split_keywords(trimmed)
-    }
-}
+/// Read here by the CLI, which shows a target without its password.
+pub use crate::target::keyword_pairs;
 
-/// The settings from the target's TLS pairs (keys of [`TLS_KEYS`] only).
-fn settings(pairs: Vec<(String, String)>) -> Result<TlsSettings, String> {
+/// The settings from the target's TLS pairs (keys of [`TLS_KEYS`] only, each once).
+pub(crate) fn settings(pairs: Vec<(String, String)>) -> Result<TlsSettings, String> {
     let mut mode = None;
     let mut root_cert = None;
     let mut client_cert = None;
     let mut client_key = None;
-    let mut seen: Vec<String> = Vec::new();
     for (key, value) in pairs {
-        // The last of two would win silently: a target built by appending text could turn
-        // verify-full into disable. Say so instead.
-        if seen.contains(&key) {
-            return Err(format!("`{key}` is given twice in the store target; give it once"));
-        }
-        seen.push(key.clone());
         match key.as_str() {
             "sslmode" => mode = Some(SslMode::parse(&value)?),
             "sslrootcert" => {
@@ -157,105 +146,6 @@ fn settings(pairs: Vec<(String, String)>) -> Result<TlsSettings, String> {
     Ok(TlsSettings { mode, root_cert, client_cert, client_key })
 }
 
-/// The URL form: the query is split by hand, as tokio-postgres reads it (`&`-separated,
-/// percent-decoded, `+` is a plus), and every pair that is not a TLS key is kept exactly
-/// as written, so nothing else of the URL (host lists, encoded options) is touched.
-fn split_url(target: &str) -> Result<(String, TlsSettings), String> {
-    let (base, query) = target.split_once('?').unwrap_or((target, ""));
-    let mut decoded = Vec::new();
-    let mut verbatim = Vec::new();
-    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let key = percent_decoded(key)?;
-        if TLS_KEYS.contains(&key.as_str()) {
-            decoded.push((key, percent_decoded(value)?));
-        } else {
-            verbatim.push(pair);
-        }
-    }
-    let settings = settings(decoded)?;
-    let driver_mode = format!("sslmode={}", settings.mode.for_driver());
-    let query: Vec<&str> = verbatim.into_iter().chain([driver_mode.as_str()]).collect();
-    Ok((format!("{base}?{}", query.join("&")), settings))
-}
-
-fn percent_decoded(text: &str) -> Result<String, String> {
-    percent_encoding::percent_decode_str(text)
-        .decode_utf8()
-        .map(|text| text.into_owned())
-        .map_err(|_| format!("`{text}` in the store URL's query is not UTF-8 once decoded"))
-}
-
-fn split_keywords(target: &str) -> Result<(String, TlsSettings), String> {
-    let (tls, kept): (Vec<_>, Vec<_>) =
-        keyword_pairs(target)?.into_iter().partition(|(key, _)| TLS_KEYS.contains(&key.as_str()));
-    let settings = settings(tls)?;
-    let driver_mode = ("sslmode".to_string(), settings.mode.for_driver().to_string());
-    let text = kept
-        .iter()
-        .chain([&driver_mode])
-        .map(|(key, value)| format!("{key}={}", quoted(value)))
-        .collect::<Vec<_>>()
-        .join(" ");
-    Ok((text, settings))
-}
-
-/// The `key=value` pairs of a libpq keyword string: spaces around `=` allowed, a value
-/// in single quotes may hold spaces, and `\` escapes the next character.
-pub fn keyword_pairs(text: &str) -> Result<Vec<(String, String)>, String> {
-    let mut pairs = Vec::new();
-    let mut chars = text.chars().peekable();
-    loop {
-        while chars.next_if(|c| c.is_whitespace()).is_some() {}
-        if chars.peek().is_none() {
-            return Ok(pairs);
-        }
-        let mut key = String::new();
-        while let Some(c) = chars.next_if(|c| !c.is_whitespace() && *c != '=') {
-            key.push(c);
-        }
-        while chars.next_if(|c| c.is_whitespace()).is_some() {}
-        if chars.next() != Some('=') {
-            return Err(format!("`{key}` has no `=value` in the store target"));
-        }
-        while chars.next_if(|c| c.is_whitespace()).is_some() {}
-        let mut value = String::new();
-        if chars.next_if_eq(&'\'').is_some() {
-            loop {
-                match chars.next() {
-                    Some('\'') => break,
-                    Some('\\') => value.extend(chars.next()),
-                    Some(c) => value.push(c),
-                    None => return Err(format!("the quoted value of `{key}` has no closing quote")),
-                }
-            }
-        } else {
-            while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
-                if c == '\\' {
-                    value.extend(chars.next());
-                } else {
-                    value.push(c);
-                }
-            }
-        }
-        pairs.push((key, value));
-    }
-}
-
-/// A value as a keyword string writes it back: quoted, with `'` and `\` escaped.
-fn quoted(value: &str) -> String {
-    let mut text = String::with_capacity(value.len() + 2);
-    text.push('\'');
-    for c in value.chars() {
-        if matches!(c, '\'' | '\\') {
-            text.push('\\');
-        }
-        text.push(c);
-    }
-    text.push('\'');
-    text
-}
-
 /// The connector for `settings`: the rustls configuration its mode calls for.
 pub fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -282,13 +172,34 @@ pub fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, String> {
             let chain = read_certificates(cert, "sslcert")?;
             let key = PrivateKeyDer::from_pem_file(key)
                 .map_err(|error| format!("sslkey `{}` holds no usable private key: {error}", key.display()))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|error| format!("sslcert and sslkey do not make a client identity: {error}"))?
+            builder.with_client_auth_cert(chain, key).map_err(|error| client_identity_refused(cert, &error))?
         }
         _ => builder.with_no_client_auth(),
     };
     Ok(MakeRustlsConnect::new(config))
+}
+
+/// Why the client's certificate and key were refused. rustls says "invalid peer
+/// certificate" whatever the certificate, so a certificate it cannot parse is named here
+/// as the client's own.
+fn client_identity_refused(cert: &Path, error: &rustls::Error) -> String {
+    let shown = cert.display();
+    let old_version = matches!(error, rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other))
+        if format!("{other:?}").contains("UnsupportedCertVersion"));
+    if old_version {
+        return format!(
+            "sslcert `{shown}` is not an X.509 version 3 certificate, and rustls takes no other for a client: issue \
+             it again with extensions, which makes it version 3, for example `openssl x509 -req -in client.csr \
+             -CA ca.crt -CAkey ca.key -days 365 -extfile client.ext -out client.crt` with \
+             `basicConstraints=CA:FALSE` in client.ext"
+        );
+    }
+    match error {
+        rustls::Error::InvalidCertificate(problem) => {
+            format!("sslcert `{shown}` cannot be used as the client's certificate: {problem:?}")
+        }
+        other => format!("sslcert `{shown}` and sslkey do not make a client identity: {other}"),
+    }
 }
 
 /// libpq's default root file, `~/.postgresql/root.crt`, when the mode needs roots and
@@ -407,49 +318,11 @@ impl ServerCertVerifier for Lenient {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_tls_keys_leave_a_keyword_target_and_the_rest_stays() {
-        let (rest, settings) =
-            split("host=db.example port=5432 user=app sslmode=verify-full sslrootcert='/etc/my ca.pem' dbname=x")
-                .expect("splits");
-        assert_eq!(rest, "host='db.example' port='5432' user='app' dbname='x' sslmode='require'");
-        assert_eq!(settings.mode, SslMode::VerifyFull);
-        assert_eq!(settings.root_cert, Some(Roots::File(PathBuf::from("/etc/my ca.pem"))));
-        let config: tokio_postgres::Config = rest.parse().expect("tokio-postgres reads the rest");
-        assert_eq!(config.get_ssl_mode(), tokio_postgres::config::SslMode::Require);
-    }
-
-    #[test]
-    fn the_tls_keys_leave_a_url_target_and_the_rest_stays() {
-        let (rest, settings) = split(
-            "postgres://app:s%40cret@db.example:6432/archmax?sslmode=verify-full&sslrootcert=system&application_name=a",
-        )
-        .expect("splits");
-        assert_eq!(settings.mode, SslMode::VerifyFull);
-        assert_eq!(settings.root_cert, Some(Roots::System));
-        let config: tokio_postgres::Config = rest.parse().expect("tokio-postgres reads the rest");
-        assert_eq!(config.get_ssl_mode(), tokio_postgres::config::SslMode::Require);
-        assert_eq!(config.get_application_name(), Some("a"));
-        assert_eq!(config.get_password(), Some(&b"s@cret"[..]));
-    }
-
-    #[test]
-    fn a_url_keeps_every_other_pair_exactly_as_written() {
-        let (rest, settings) = split(
-            "postgres://app@h1:5432,h2:5433/db?options=-c%20statement_timeout%3D5s&sslrootcert=%2Fetc%2Fca%2Bbundle.pem&sslmode=verify-ca",
-        )
-        .expect("splits");
-        assert_eq!(rest, "postgres://app@h1:5432,h2:5433/db?options=-c%20statement_timeout%3D5s&sslmode=require");
-        assert_eq!(settings.root_cert, Some(Roots::File(PathBuf::from("/etc/ca+bundle.pem"))), "`+` is a plus");
-        let config: tokio_postgres::Config = rest.parse().expect("tokio-postgres reads the rest");
-        assert_eq!(config.get_options(), Some("-c statement_timeout=5s"));
-        assert_eq!(config.get_hosts().len(), 2);
-    }
+    use crate::target::{Split, split};
 
     #[test]
     fn system_roots_mean_verify_full_and_a_key_is_given_once() {
-        let (_, settings) = split("host=db.example sslrootcert=system").expect("splits");
+        let Split { tls: settings, .. } = split("host=db.example sslrootcert=system").expect("splits");
         assert_eq!(settings.mode, SslMode::VerifyFull, "system roots vouch for any public name");
         for weaker in ["prefer", "require", "verify-ca", "disable"] {
             let message = split(&format!("host=db.example sslrootcert=system sslmode={weaker}")).expect_err(weaker);
@@ -459,14 +332,6 @@ mod tests {
         assert!(message.contains("`sslmode` is given twice"), "{message}");
         let message = split("postgres://h/db?sslmode=verify-full&sslmode=disable").expect_err("twice in a URL");
         assert!(message.contains("given twice"), "{message}");
-    }
-
-    #[test]
-    fn quoting_round_trips_and_the_default_is_prefer() {
-        let (rest, settings) = split(r"host=/run/postgresql password='it\'s a \\ secret'").expect("splits");
-        assert_eq!(settings.mode, SslMode::Prefer);
-        let config: tokio_postgres::Config = rest.parse().expect("reads");
-        assert_eq!(config.get_password(), Some(&br"it's a \ secret"[..]));
     }
 
     #[test]
@@ -487,5 +352,69 @@ mod tests {
         };
         let message = connector(&settings).err().expect("a missing file");
         assert!(message.contains("sslrootcert `/nonexistent/ca.pem` cannot be read"), "{message}");
+    }
+
+    /// `der`, a certificate, without its version field: how a version 1 certificate
+    /// is written (its signature no longer holds, which nothing here checks first).
+    fn as_version_one(der: &[u8]) -> Vec<u8> {
+        /// A DER element's header length and content length.
+        fn header(der: &[u8]) -> (usize, usize) {
+            match der[1] {
+                short @ 0..=0x7f => (2, usize::from(short)),
+                long => {
+                    let count = usize::from(long & 0x7f);
+                    (2 + count, der[2..2 + count].iter().fold(0, |length, byte| (length << 8) | usize::from(*byte)))
+                }
+            }
+        }
+        fn sequence(content: &[u8]) -> Vec<u8> {
+            let length = content.len();
+            let mut der = vec![0x30];
+            if length < 0x80 {
+                der.push(length as u8);
+            } else {
+                let bytes: Vec<u8> = length.to_be_bytes().into_iter().skip_while(|byte| *byte == 0).collect();
+                der.push(0x80 | bytes.len() as u8);
+                der.extend(bytes);
+            }
+            der.extend(content);
+            der
+        }
+        let (outer_header, _) = header(der);
+        let tbs = &der[outer_header..];
+        let (tbs_header, tbs_length) = header(tbs);
+        let (fields, after_tbs) = (&tbs[tbs_header..tbs_header + tbs_length], &tbs[tbs_header + tbs_length..]);
+        assert_eq!(fields[0], 0xa0, "the certificate has a version field");
+        let (version_header, version_length) = header(fields);
+        let mut outer = sequence(&fields[version_header + version_length..]);
+        outer.extend(after_tbs);
+        sequence(&outer)
+    }
+
+    #[test]
+    fn a_client_certificate_that_is_not_x509_v3_is_named_as_the_clients_and_how_to_make_one() {
+        use base64::Engine;
+        let key = rcgen::KeyPair::generate().expect("a key");
+        let params = rcgen::CertificateParams::new(vec!["client".to_string()]).expect("params");
+        let certificate = params.self_signed(&key).expect("a certificate");
+        let old = as_version_one(certificate.der());
+        let dir = std::env::temp_dir().join(format!("archmax-client-v1-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a folder");
+        let (cert, key_file) = (dir.join("client.crt"), dir.join("client.key"));
+        let pem = base64::engine::general_purpose::STANDARD.encode(&old);
+        std::fs::write(&cert, format!("-----BEGIN CERTIFICATE-----\n{pem}\n-----END CERTIFICATE-----\n"))
+            .expect("cert");
+        std::fs::write(&key_file, key.serialize_pem()).expect("key");
+        let settings = TlsSettings {
+            mode: SslMode::Require,
+            root_cert: None,
+            client_cert: Some(cert.clone()),
+            client_key: Some(key_file),
+        };
+        let message = connector(&settings).err().expect("a version 1 certificate is refused");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(message.contains(&format!("sslcert `{}`", cert.display())), "{message}");
+        assert!(message.contains("X.509 version 3") && message.contains("-extfile"), "{message}");
+        assert!(!message.contains("peer"), "the certificate is the client's own: {message}");
     }
 }

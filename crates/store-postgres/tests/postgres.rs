@@ -474,3 +474,167 @@ fn version_four_counts_the_records_version_three_left() {
         assert_eq!(counted_and_held(&client, "webhook-replay").await, (6, 6));
     });
 }
+
+/// A server of this test's own: roles are made on it.
+fn own_cluster() -> TestCluster {
+    TestCluster::start_own().unwrap_or_else(|message| panic!("these tests need PostgreSQL: {message}"))
+}
+
+#[test]
+fn a_role_without_create_on_a_fresh_database_is_told_the_servers_words_and_what_to_grant() {
+    let cluster = own_cluster();
+    let dbname = cluster.database_named("grants").expect("a database");
+    let role = cluster.role("rows", None).expect("a role");
+    let as_role = cluster.target_as(&dbname, &role).expect("the role's target");
+    executor().block_on(async {
+        // A role that may not create tables (PostgreSQL 15 and later grant PUBLIC no
+        // CREATE on `public`).
+        match PgStore::connect(&as_role).await {
+            Err(error @ ConnectError::Migration(_)) => {
+                let said = error.to_string();
+                assert!(said.contains("permission denied for schema public"), "{said}");
+                assert!(said.contains(&format!("GRANT CREATE ON SCHEMA public TO {role}")), "{said}");
+                assert!(said.contains("as the schema's owner"), "{said}");
+            }
+            Err(other) => panic!("a role without CREATE cannot migrate, got {other}"),
+            Ok(_) => panic!("a role without CREATE cannot migrate"),
+        }
+    });
+}
+
+#[test]
+fn once_migrated_a_role_with_only_its_rows_needs_no_create() {
+    let cluster = own_cluster();
+    let dbname = cluster.database_named("rows").expect("a database");
+    let owner = cluster.target_of(&dbname);
+    let role = cluster.role("rows", None).expect("a role");
+    let as_role = cluster.target_as(&dbname, &role).expect("the role's target");
+    executor().block_on(async {
+        drop(PgStore::connect(&owner).await.expect("the owner migrates"));
+        raw(&owner)
+            .await
+            .batch_execute(&format!(
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}; \
+                 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}"
+            ))
+            .await
+            .expect("grants");
+        let store = PgStore::connect(&as_role).await.expect("a migrated database needs no CREATE");
+        let mut writer = store.create(&initial("granted")).await.expect("create");
+        writer.commit(&step(1, "one")).await.expect("commit");
+        drop(writer);
+        assert_eq!(store.read("granted").await.expect("read").map(|state| state.seq), Some(1));
+        let may_create: bool = raw(&owner)
+            .await
+            .query_one("SELECT has_schema_privilege($1, 'public', 'CREATE')", &[&role])
+            .await
+            .expect("privilege")
+            .get(0);
+        assert!(!may_create, "the role never had CREATE");
+
+        // A newer schema is still refused without the lock or any CREATE.
+        raw(&owner)
+            .await
+            .execute("INSERT INTO archmax_schema_version (version) VALUES (999)", &[])
+            .await
+            .expect("bump");
+        assert!(matches!(PgStore::connect(&as_role).await, Err(ConnectError::SchemaTooNew { found: 999, .. })));
+    });
+}
+
+#[test]
+fn a_target_without_a_password_takes_it_from_its_passfile_unless_others_may_read_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let cluster = own_cluster();
+    let dbname = cluster.database_named("passfile").expect("a database");
+    let role = cluster.role("signin", Some(r"pa:ss\word")).expect("a role with a password");
+    let as_role = cluster.target_as(&dbname, &role).expect("the role's target");
+    let socket = cluster.socket_dir().expect("a socket folder").display().to_string();
+    let dir = std::env::temp_dir().join(format!("archmax-passfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a folder");
+    let file = dir.join("pgpass");
+    std::fs::write(&file, format!("# archmax\n{socket}:*:{dbname}:{role}:pa\\:ss\\\\word\n")).expect("a passfile");
+    let chmod = |mode| std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    chmod(0o600);
+    executor().block_on(async {
+        let owner = raw(&cluster.target_of(&dbname)).await;
+        owner.batch_execute(&format!("GRANT CREATE ON SCHEMA public TO {role}")).await.expect("grant");
+        let target = format!("{as_role} passfile={}", file.display());
+        let store = PgStore::connect(&target).await.expect("signed in with the passfile's password");
+        drop(store.create(&initial("signed-in")).await.expect("create"));
+
+        // A passfile its group may read is ignored, as libpq ignores it, and the refused
+        // sign-in says why.
+        chmod(0o640);
+        match PgStore::connect(&target).await {
+            Err(error @ ConnectError::Connect(_)) => {
+                let said = error.to_string();
+                assert!(said.contains("password") && said.contains(&format!("chmod 600 {}", file.display())), "{said}");
+            }
+            Err(other) => panic!("no password is no sign-in, got {other}"),
+            Ok(_) => panic!("a passfile others may read is ignored"),
+        }
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_target_that_does_not_read_names_its_key_or_says_to_percent_encode_the_password() {
+    executor().block_on(async {
+        let refused = |target: &'static str| async move {
+            match PgStore::connect(target).await {
+                Err(error @ ConnectError::Config(_)) => error.to_string(),
+                Err(other) => panic!("{target}: a target that does not read is a Config error, got {other}"),
+                Ok(_) => panic!("{target} does not read"),
+            }
+        };
+        let said = refused("host=db.example port=54x32").await;
+        assert!(said.contains("`port`"), "{said}");
+        let said = refused("host=db.example colour=blue").await;
+        assert!(said.contains("`colour`"), "{said}");
+        // A password holding `@` or `/` would otherwise move the host: `ss@db.example`.
+        for target in ["postgres://app:p@ss@db.example/archmax", "postgres://app:pa/ss@db.example/archmax"] {
+            let said = refused(target).await;
+            assert!(said.contains("percent-encoded") && said.contains("%40") && said.contains("%2F"), "{said}");
+            assert!(!said.contains("pa/ss") && !said.contains("p@ss"), "the password is not shown: {said}");
+        }
+        // An `@` in a query value is not a password's.
+        let fine = PgStore::connect("postgres://app@127.0.0.1:1/archmax?application_name=me@home&connect_timeout=1");
+        assert!(matches!(fine.await, Err(ConnectError::Connect(_))), "the target reads and is dialled");
+    });
+}
+
+/// The `application_name`s of the connections to `target`'s database other than `client`'s.
+async fn application_names(client: &tokio_postgres::Client) -> Vec<String> {
+    let rows = client
+        .query(
+            "SELECT application_name FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .expect("pg_stat_activity");
+    rows.iter().map(|row| row.get(0)).collect()
+}
+
+#[test]
+fn each_runner_is_named_with_its_host_and_pid_in_pg_stat_activity_unless_the_target_names_it() {
+    let cluster = TestCluster::require();
+    let target = cluster.database("appname").expect("a database");
+    let named = cluster.database("appname-named").expect("a database");
+    executor().block_on(async {
+        let _store = PgStore::connect(&target).await.expect("connect");
+        let names = application_names(&raw(&target).await).await;
+        let pid = format!(" {}", std::process::id());
+        assert!(!names.is_empty(), "the pool keeps its first connection");
+        for name in &names {
+            assert!(name.starts_with("archmax ") && name.ends_with(&pid), "{name}");
+            assert!(name.len() > "archmax ".len() + pid.len(), "the host is in it: {name}");
+            assert!(name.len() <= 63 && name.is_ascii(), "{name}");
+        }
+
+        let _store = PgStore::connect(&format!("{named} application_name=blue-runner")).await.expect("connect");
+        let names = application_names(&raw(&named).await).await;
+        assert!(!names.is_empty() && names.iter().all(|name| name == "blue-runner"), "{names:?}");
+    });
+}

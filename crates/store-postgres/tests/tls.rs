@@ -123,7 +123,8 @@ fn each_sslmode_does_what_libpq_promises_against_a_server_that_requires_tls() {
             .expect("verify-full");
         let wrong_name = usable(&tcp("127.0.0.1", "postgres", &format!("sslmode=verify-full sslrootcert={ca}"))).await;
         assert!(
-            matches!(wrong_name, Err(ConnectError::Connect(ref message)) if message.contains("certificate")),
+            matches!(wrong_name, Err(ConnectError::Connect(ref message))
+                if message.contains("does not name the host `127.0.0.1`") && message.contains("sslmode=verify-ca")),
             "a certificate for localhost does not name 127.0.0.1: {wrong_name:?}"
         );
         usable(&tcp("127.0.0.1", "postgres", &format!("sslmode=verify-ca sslrootcert={ca}"))).await.expect("verify-ca");
@@ -131,8 +132,9 @@ fn each_sslmode_does_what_libpq_promises_against_a_server_that_requires_tls() {
             let refused =
                 usable(&tcp("localhost", "postgres", &format!("sslmode={mode} sslrootcert={stranger}"))).await;
             assert!(
-                matches!(refused, Err(ConnectError::Connect(ref message)) if message.contains("UnknownIssuer")),
-                "{mode} with another CA's root is refused: {refused:?}"
+                matches!(refused, Err(ConnectError::Connect(ref message))
+                    if message.contains("UnknownIssuer") && message.contains(&format!("sslrootcert `{stranger}`"))),
+                "{mode} with another CA's root is refused, naming the roots: {refused:?}"
             );
         }
 
@@ -163,5 +165,30 @@ fn each_sslmode_does_what_libpq_promises_against_a_server_that_requires_tls() {
         );
         let half = usable(&tcp("localhost", "postgres", &format!("sslmode=require sslcert={cert}"))).await;
         assert!(matches!(half, Err(ConnectError::Config(ref message)) if message.contains("sslkey")), "{half:?}");
+    });
+}
+
+#[test]
+fn a_server_without_tls_and_a_host_nobody_knows_say_what_to_do() {
+    let cluster = TestCluster::start_tcp().expect("a server on TCP without TLS");
+    let port = cluster.tcp_port().expect("a TCP port");
+    executor().block_on(async {
+        let plain = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres");
+        usable(&format!("{plain} sslmode=prefer")).await.expect("prefer falls back to no TLS");
+        match usable(&format!("{plain} sslmode=require")).await {
+            Err(error @ ConnectError::Connect(_)) => {
+                let said = error.to_string();
+                assert!(said.contains("server does not support TLS"), "{said}");
+                assert!(said.contains("ssl = on") && said.contains("sslmode=prefer"), "what to do: {said}");
+            }
+            other => panic!("require against a server without TLS is refused, got {:?}", other.err()),
+        }
+        match usable("host=archmax-no-such-host.invalid user=postgres sslmode=disable").await {
+            Err(error @ ConnectError::Connect(_)) => {
+                let said = error.to_string();
+                assert!(said.contains("`archmax-no-such-host.invalid` could not be resolved"), "{said}");
+            }
+            other => panic!("a host nobody knows is refused, got {:?}", other.err()),
+        }
     });
 }

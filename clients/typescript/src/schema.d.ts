@@ -1310,7 +1310,7 @@ export interface components {
          * @description One line of an archmax event stream (`--events FILE`, `GET /v1/sessions/{id}/events`): the envelope and one event, by its `event` kind. Field names are camelCase; every `state` is a slug.
          */
         Event: {
-            /** @description Strictly increasing per stream, from 1. */
+            /** @description Strictly increasing, from 1, over every event one process emits (all its sessions together, as an --events file holds them): within one session it has gaps, and it starts again when the process does. A server's event stream numbers its frames per session instead, in the SSE id. */
             seq: number;
             /** @description Milliseconds since the Unix epoch. */
             ts: number;
@@ -1645,6 +1645,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The session store cannot be reached for now (`store.unavailable`, Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     show: {
@@ -1709,6 +1718,15 @@ export interface operations {
             };
             /** @description The session store failed. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The session store cannot be reached for now (`store.unavailable`, Retry-After). */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1851,7 +1869,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Shutting down: no new turns (Retry-After). */
+            /** @description Shutting down (no new turns), or the session store cannot be reached for now (Retry-After). */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1996,7 +2014,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Shutting down: no new turns (Retry-After). */
+            /** @description Shutting down (no new turns), or the session store cannot be reached for now (Retry-After). */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2075,6 +2093,15 @@ export interface operations {
             };
             /** @description The session store failed. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The session store cannot be reached for now (`store.unavailable`, Retry-After). */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2217,7 +2244,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Shutting down: no new turns (Retry-After). */
+            /** @description Shutting down (no new turns), or the session store cannot be reached for now (Retry-After). */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2290,6 +2317,15 @@ export interface operations {
             };
             /** @description The session store failed. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The session store cannot be reached for now (`store.unavailable`, Retry-After). */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2608,7 +2644,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Shutting down: no new turns (Retry-After). */
+            /** @description Shutting down (no new turns), or the session store cannot be reached for now (Retry-After). */
             503: {
                 headers: {
                     [name: string]: unknown;

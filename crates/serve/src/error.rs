@@ -89,6 +89,7 @@ fn run_error_code(error: &RunError) -> &'static str {
         // A start that lost the race to make its named session (a retried request, or two
         // runners at once) says what the check before it says.
         RunError::Store(archmax_vm::session::StoreError::Exists(_)) => "session.exists",
+        RunError::Store(archmax_vm::session::StoreError::Unavailable(_)) => "store.unavailable",
         RunError::Store(_) => "store.failed",
         // A kind of error newer than this server: its status still comes from its kind.
         _ => "error.other",
@@ -120,6 +121,7 @@ impl From<RunError> for ApiError {
         let answer = ApiError::new(status, run_error_code(&error), message).with_details(details);
         match kind {
             ErrorKind::Busy => answer.retry_after(1),
+            ErrorKind::Unavailable => answer.retry_after(5),
             _ => answer,
         }
     }
@@ -158,5 +160,14 @@ mod tests {
         }
         let failed = ApiError::from(RunError::Store(StoreError::Missing("s".to_string())));
         assert_eq!(failed.code, "store.failed");
+    }
+
+    #[test]
+    fn a_store_that_cannot_be_reached_answers_503_with_a_retry() {
+        let said = "PostgreSQL refused a connection: FATAL: the database system is starting up";
+        let answer = ApiError::from(RunError::Store(StoreError::Unavailable(said.to_string())));
+        assert_eq!((answer.status, answer.code), (StatusCode::SERVICE_UNAVAILABLE, "store.unavailable"));
+        assert_eq!(answer.retry_after, Some(5));
+        assert!(answer.message.contains("starting up"), "{}", answer.message);
     }
 }

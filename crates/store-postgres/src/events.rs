@@ -25,7 +25,7 @@ use archmax_vm::session::store::StoreFuture;
 
 use crate::announce::Announcement;
 use crate::notify::{self, Notifications};
-use crate::{Inner, db_error, io_error, run_statement};
+use crate::{Inner, db_error, pool_error, run_statement};
 
 /// The channel a commit that wrote events notifies.
 pub const CHANNEL: &str = "archmax_events";
@@ -131,7 +131,7 @@ const CLOSE: &str = "WITH released AS (
 /// Closes writer `id` (lease `token`): its lease back, its root's staged events written,
 /// the root's old events pruned.
 pub(crate) async fn close(inner: &Inner, id: &str, token: i64, events: Vec<String>) -> Result<(), StoreError> {
-    let client = inner.pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+    let client = inner.pool.get().await.map_err(pool_error(id))?;
     let root = root_of(id);
     let kept = inner.events_kept;
     let params: [(&(dyn ToSql + Sync), Type); 5] = [
@@ -165,7 +165,7 @@ impl EventLog for PgEventLog {
         let after = i64::try_from(after).unwrap_or(i64::MAX);
         let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
         Box::pin(self.inner.run("events", async move {
-            let client = pool.get().await.map_err(|error| io_error(&root, error.to_string()))?;
+            let client = pool.get().await.map_err(pool_error(&root))?;
             let rows = client
                 .query_typed(
                     "SELECT id, body FROM archmax_events WHERE root = $1 AND id > $2 ORDER BY id LIMIT $3",
@@ -184,7 +184,7 @@ impl EventLog for PgEventLog {
         let pool = self.inner.pool.clone();
         let root = root.to_string();
         Box::pin(self.inner.run("events", async move {
-            let client = pool.get().await.map_err(|error| io_error(&root, error.to_string()))?;
+            let client = pool.get().await.map_err(pool_error(&root))?;
             let row = client
                 .query_typed_opt("SELECT last FROM archmax_event_heads WHERE root = $1", &[(&root, Type::TEXT)])
                 .await

@@ -39,7 +39,7 @@ use tokio_postgres::types::Type;
 
 use archmax_vm::session::StoreError;
 
-use crate::{Inner, db_error, io_error};
+use crate::{Inner, db_error, io_error, pool_error};
 
 /// How long a lease lasts unless renewed, when the options name no other term.
 pub const DEFAULT_TERM: Duration = Duration::from_secs(10);
@@ -131,14 +131,14 @@ const HELD: &str = "SELECT lease_owner IS NOT NULL AND lease_expires >= now() FR
 
 /// Whether a runner's live lease holds `id` now; `None` when there is no such session.
 pub(crate) async fn is_held(pool: &Pool, id: &str) -> Result<Option<bool>, StoreError> {
-    let client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+    let client = pool.get().await.map_err(pool_error(id))?;
     let row = client.query_typed_opt(HELD, &[(&id, Type::TEXT)]).await.map_err(db_error(id))?;
     Ok(row.map(|row| row.get::<_, Option<bool>>(0).unwrap_or(false)))
 }
 
 /// Gives `id`'s lease back (a no-op when `token` no longer holds it).
 pub(crate) async fn release(pool: &Pool, id: &str, token: i64) -> Result<(), StoreError> {
-    let client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+    let client = pool.get().await.map_err(pool_error(id))?;
     client.execute_typed(RELEASE, &[(&id, Type::TEXT), (&token, Type::INT8)]).await.map_err(db_error(id))?;
     Ok(())
 }
@@ -158,7 +158,7 @@ pub(crate) async fn keep_renewed(inner: Weak<Inner>) {
         // Bounded well inside the term: a renewal stuck behind a busy pool or a locked row
         // is given up and tried again next round, while the leases still hold.
         let renewed = tokio::time::timeout(every, async {
-            let client = inner.pool.get().await.map_err(|error| io_error("", error.to_string()))?;
+            let client = inner.pool.get().await.map_err(pool_error(""))?;
             let term = inner.leases.term_secs();
             let rows = client
                 .query_typed(RENEW, &[(&ids, Type::TEXT_ARRAY), (&tokens, Type::INT8_ARRAY), (&term, Type::FLOAT8)])
@@ -224,7 +224,7 @@ pub(crate) async fn claim(
          FROM picked WHERE s.id = picked.id \
          RETURNING s.id"
     );
-    let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
+    let client = pool.get().await.map_err(pool_error(""))?;
     let mut params: Vec<(&(dyn tokio_postgres::types::ToSql + Sync), Type)> =
         vec![(&limit, Type::INT8), (&term, Type::FLOAT8), (&workflows, Type::TEXT_ARRAY), (&hashes, Type::TEXT_ARRAY)];
     if let Some(at) = &at {

@@ -393,6 +393,20 @@ fn host_name() -> Option<String> {
         .filter(|host| !host.is_empty())
 }
 
+/// The store could not lend a connection (every attempt to open one failed, or the pool
+/// is closed): the store is unreachable for now, not this session broken. The pool's own
+/// wrapping is left out of the words.
+fn pool_error(id: &str) -> impl Fn(deadpool_postgres::PoolError) -> StoreError + '_ {
+    move |error| {
+        let said = match &error {
+            deadpool_postgres::PoolError::Backend(error) => describe(error),
+            other => archmax_vm::errors::with_causes(other),
+        };
+        let whose = if id.is_empty() { String::new() } else { format!(" (session `{id}`)") };
+        StoreError::Unavailable(format!("PostgreSQL refused a connection{whose}: {said}"))
+    }
+}
+
 /// A store I/O error naming the session.
 fn io_error(id: &str, message: String) -> StoreError {
     StoreError::Io { id: id.to_string(), source: io::Error::other(message) }
@@ -520,7 +534,7 @@ impl SessionStore for PgStore {
                 .inner
                 .run(&id, async move {
                     let id = task_id;
-                    let client = pool.get().await.map_err(|error| io_error(&id, error.to_string()))?;
+                    let client = pool.get().await.map_err(pool_error(&id))?;
                     let mut values: Vec<&(dyn ToSql + Sync)> = vec![&id, &seq];
                     values.extend(columns.params());
                     values.extend([
@@ -581,7 +595,7 @@ impl SessionStore for PgStore {
             let task_id = id.to_string();
             self.inner
                 .run(id, async move {
-                    let client = pool.get().await.map_err(|error| io_error(&task_id, error.to_string()))?;
+                    let client = pool.get().await.map_err(pool_error(&task_id))?;
                     Ok(load(&client, &task_id).await?.map(|(state, _)| state))
                 })
                 .await
@@ -593,7 +607,7 @@ impl SessionStore for PgStore {
             let pool = self.inner.pool.clone();
             self.inner
                 .run("", async move {
-                    let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
+                    let client = pool.get().await.map_err(pool_error(""))?;
                     let rows =
                         client.query_typed("SELECT id FROM archmax_sessions", &[]).await.map_err(db_error(""))?;
                     let mut ids: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
@@ -616,7 +630,7 @@ impl SessionStore for PgStore {
         let pool = self.inner.pool.clone();
         let query = query.clone();
         Box::pin(self.inner.run("", async move {
-            let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
+            let client = pool.get().await.map_err(pool_error(""))?;
             listing::page(&client, &query).await
         }))
     }
@@ -702,7 +716,7 @@ impl SessionStore for PgStore {
             self.inner
                 .run(id, async move {
                     let id = task_id.as_str();
-                    let mut client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+                    let mut client = pool.get().await.map_err(pool_error(id))?;
                     let transaction = client.transaction().await.map_err(db_error(id))?;
                     let held = transaction
                         .query_typed_opt(
@@ -778,7 +792,7 @@ impl SessionStore for PgStore {
     fn parked_summary(&self, _max_pages: usize) -> StoreFuture<'_, ParkedSummary> {
         let pool = self.inner.pool.clone();
         Box::pin(self.inner.run("", async move {
-            let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
+            let client = pool.get().await.map_err(pool_error(""))?;
             listing::parked_summary(&client).await
         }))
     }

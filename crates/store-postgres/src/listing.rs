@@ -21,7 +21,7 @@ use archmax_vm::session::store::{ListPage, ListQuery, ParkedSummary, instant_ms}
 use archmax_vm::session::{Status, StoreError};
 
 use crate::loading::fold;
-use crate::{PgStore, db_error, io_error};
+use crate::{PgStore, db_error, pool_error};
 
 /// The statuses of a parked session (waiting for a decision or for input).
 const PARKED: [Status; 2] = [Status::AwaitingDecision, Status::AwaitingInput];
@@ -151,7 +151,7 @@ impl PgStore {
         let at = bound(at_ms);
         self.inner
             .run("", async move {
-                let client = pool.get().await.map_err(|error| io_error("", error.to_string()))?;
+                let client = pool.get().await.map_err(pool_error(""))?;
                 let rows = client
                     .query_typed(
                         "SELECT id FROM archmax_sessions WHERE resume_due IS NOT NULL AND resume_due <= $1 \

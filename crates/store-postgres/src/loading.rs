@@ -9,7 +9,7 @@ use tokio_postgres::types::Type;
 
 use archmax_vm::session::{Delta, SessionState, StoreError};
 
-use crate::{COMPACT_AFTER_STEPS, Inner, corrupt, db_error, io_error, lease, number};
+use crate::{COMPACT_AFTER_STEPS, Inner, corrupt, db_error, io_error, lease, number, pool_error};
 
 /// A session's state and how many steps follow its snapshot; `None` when absent.
 pub(crate) async fn load(
@@ -74,7 +74,7 @@ pub(crate) fn fold<'a>(
 /// many steps follow it. Missing, held elsewhere and unreadable sessions keep no lease; the
 /// caller has the lease renewed once it has the writer.
 pub(crate) async fn take_and_load(inner: &Inner, id: &str) -> Result<(SessionState, i64), StoreError> {
-    let client = inner.pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+    let client = inner.pool.get().await.map_err(pool_error(id))?;
     let (owner, term) = (inner.leases.owner(), inner.leases.term_secs());
     let taken = client
         .query_typed_opt(lease::TAKE, &[(&id, Type::TEXT), (&owner, Type::TEXT), (&term, Type::FLOAT8)])

@@ -26,7 +26,7 @@ use tokio_postgres::types::Type;
 use archmax_vm::session::StoreError;
 use archmax_vm::session::records::{Record, RecordKind, check_record_key, records_full};
 
-use crate::{db_error, io_error, number};
+use crate::{db_error, number, pool_error};
 
 fn label(kind: RecordKind) -> String {
     format!("records/{}", kind.as_str())
@@ -64,7 +64,7 @@ pub(crate) async fn claim(pool: Pool, record: Record, now_ms: u64) -> Result<boo
     let (now, expires) = (number(id, now_ms)?, number(id, record.expires_ms)?);
     let capacity = i64::try_from(record.kind.capacity()).unwrap_or(i64::MAX);
     let kind = record.kind.as_str();
-    let mut client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+    let mut client = pool.get().await.map_err(pool_error(id))?;
     let transaction = client.transaction().await.map_err(db_error(id))?;
     let counted = lock_counter(&transaction, kind, id).await?;
     let pruned = transaction
@@ -113,7 +113,7 @@ pub(crate) async fn read(
     let id = label(kind);
     let id = id.as_str();
     let now = number(id, now_ms)?;
-    let client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+    let client = pool.get().await.map_err(pool_error(id))?;
     let row = client
         .query_typed_opt(
             "SELECT value FROM archmax_records WHERE kind = $1 AND key = $2 AND expires_ms > $3",
@@ -128,7 +128,7 @@ pub(crate) async fn remove(pool: Pool, kind: RecordKind, key: String) -> Result<
     check_record_key(kind, &key)?;
     let id = label(kind);
     let id = id.as_str();
-    let mut client = pool.get().await.map_err(|error| io_error(id, error.to_string()))?;
+    let mut client = pool.get().await.map_err(pool_error(id))?;
     let transaction = client.transaction().await.map_err(db_error(id))?;
     // The counter's lock first, as a claim takes it, so the two never wait on each other
     // in opposite orders.

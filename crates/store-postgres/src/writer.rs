@@ -18,7 +18,7 @@ use archmax_vm::session::{Delta, SessionWriter, StoreError};
 use crate::announce::Announcement;
 use crate::events::{self, root_of};
 use crate::files::SessionFiles;
-use crate::{HeadColumns, Inner, db_error, io_error, number, run_statement};
+use crate::{HeadColumns, Inner, db_error, io_error, number, pool_error, run_statement};
 
 /// How long dropping a writer waits for its lease to be given back.
 const RELEASE_WAIT: Duration = Duration::from_secs(5);
@@ -133,7 +133,7 @@ impl PgWriter {
             .inner
             .run(&id, async move {
                 let id = task_id;
-                let object = pool.get().await.map_err(|error| io_error(&id, error.to_string()))?;
+                let object = pool.get().await.map_err(pool_error(&id))?;
                 let mut values: Vec<&(dyn ToSql + Sync)> = vec![&id, &previous, &seq];
                 values.extend(columns.params());
                 values.extend([

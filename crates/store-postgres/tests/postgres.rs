@@ -638,3 +638,42 @@ fn each_runner_is_named_with_its_host_and_pid_in_pg_stat_activity_unless_the_tar
         assert!(!names.is_empty() && names.iter().all(|name| name == "blue-runner"), "{names:?}");
     });
 }
+
+#[test]
+fn a_database_that_takes_no_connection_is_unavailable_not_a_broken_session() {
+    // A server that refuses every new connection (down, restarting, at its limit) is a
+    // store that cannot be reached for now: the host answers 503 and retries, where a
+    // broken session would be a 500.
+    let cluster = TestCluster::require();
+    let target = cluster.database("unreachable").expect("a database");
+    let name = target.rsplit("dbname=").next().expect("a database name").to_string();
+    executor().block_on(async {
+        let store = PgStore::connect_with(&target, PgOptions { max_connections: 1, ..PgOptions::default() })
+            .await
+            .expect("connect");
+        let admin = raw(&cluster.target_of("postgres")).await;
+        admin.batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false")).await.expect("closed");
+        admin
+            .execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", &[&name])
+            .await
+            .expect("the store's connections end");
+        // The pool may lend its dead connection once before it notices; the next read
+        // opens a new one, which the server refuses.
+        let mut said = None;
+        for _ in 0..20 {
+            match store.read("anyone").await {
+                Err(StoreError::Unavailable(message)) => {
+                    said = Some(message);
+                    break;
+                }
+                Err(_) => continue,
+                Ok(found) => panic!("a read of a database that takes no connection answered {found:?}"),
+            }
+        }
+        let said = said.expect("the store says it cannot be reached");
+        assert!(said.contains("not currently accepting connections"), "the server's words: {said}");
+        assert!(!said.contains("creating a new object"), "the pool's wrapping is left out: {said}");
+        admin.batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true")).await.expect("open again");
+        assert_eq!(store.read("anyone").await.expect("read again").map(|state| state.id.to_string()), None);
+    });
+}

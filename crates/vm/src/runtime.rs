@@ -439,6 +439,8 @@ pub enum ErrorKind {
     InvalidInput,
     /// 500: the store failed.
     Internal,
+    /// 503 with a retry: the store cannot be reached for now.
+    Unavailable,
 }
 
 impl ErrorKind {
@@ -450,6 +452,7 @@ impl ErrorKind {
             ErrorKind::Refused => 403,
             ErrorKind::InvalidInput => 400,
             ErrorKind::Internal => 500,
+            ErrorKind::Unavailable => 503,
         }
     }
 }
@@ -492,6 +495,7 @@ impl RunError {
             RunError::Refused { .. } | RunError::AwaitedByCaller { .. } => ErrorKind::Refused,
             RunError::InvalidDecision(_) | RunError::InvalidInput { .. } => ErrorKind::InvalidInput,
             RunError::Store(StoreError::Exists(_) | StoreError::TakenOver(_)) => ErrorKind::Conflict,
+            RunError::Store(StoreError::Unavailable(_)) => ErrorKind::Unavailable,
             RunError::Store(_) => ErrorKind::Internal,
         }
     }

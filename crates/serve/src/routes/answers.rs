@@ -63,9 +63,13 @@ impl IntoResponses for TurnRequestAnswers {
                 ErrorBody::name(),
             ),
             (500, "The session store failed, or the turn's task ended without an answer.", ErrorBody::name()),
+            (503, UNAVAILABLE, ErrorBody::name()),
         ])
     }
 }
+
+/// `store.unavailable`: the store refused every connection; nothing was read or written.
+const UNAVAILABLE: &str = "The session store cannot be reached for now (`store.unavailable`, Retry-After).";
 
 /// What a turn request made with a bearer token (every turn route but a webhook firing)
 /// answers besides [`TurnRequestAnswers`]: the session as it stands, or a refusal of the
@@ -78,7 +82,11 @@ impl IntoResponses for TokenTurnAnswers {
             (200, "The turn ended within the wait: the session as it stands, with `turn`.", Session::name()),
             (401, NO_VALID_TOKEN, ErrorBody::name()),
             (429, "Saturated: too many turns are queued (Retry-After).", ErrorBody::name()),
-            (503, "Shutting down: no new turns (Retry-After).", ErrorBody::name()),
+            (
+                503,
+                "Shutting down (no new turns), or the session store cannot be reached for now (Retry-After).",
+                ErrorBody::name(),
+            ),
         ])
     }
 }
@@ -103,6 +111,7 @@ impl IntoResponses for SessionReadRefusals {
             (403, REFUSED_CALLER, ErrorBody::name()),
             (404, NO_SUCH_SESSION, ErrorBody::name()),
             (500, "The session store failed.", ErrorBody::name()),
+            (503, UNAVAILABLE, ErrorBody::name()),
         ])
     }
 }

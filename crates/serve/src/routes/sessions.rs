@@ -38,6 +38,7 @@ pub(crate) async fn workflows(State(server): Shared, _: Authorized<scopes::Read>
         (status = 401, description = "No valid bearer token.", body = crate::wire::ErrorBody),
         (status = 403, description = "The token lacks the scope, or the request is refused (such as a decider who is not an approver).", body = crate::wire::ErrorBody),
         (status = 500, description = "The session store failed.", body = crate::wire::ErrorBody),
+        (status = 503, description = "The session store cannot be reached for now (`store.unavailable`, Retry-After).", body = crate::wire::ErrorBody),
     ),
     security(("bearer" = ["read"])),
 )]

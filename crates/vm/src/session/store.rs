@@ -76,6 +76,11 @@ pub enum StoreError {
     /// A claim past a record kind's capacity ([`super::records::RecordKind::capacity`]).
     #[error("the store holds {capacity} live `{kind}` records, as many as it keeps; try again when some expire")]
     RecordsFull { kind: &'static str, capacity: usize },
+    /// The store could not be reached at all (its database refused or dropped every
+    /// connection): nothing was read or written, and the same call may succeed once it
+    /// answers again.
+    #[error("the session store cannot be reached: {0}")]
+    Unavailable(String),
     #[error("session store I/O failed for `{id}`: {source}")]
     Io {
         id: String,

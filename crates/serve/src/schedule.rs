@@ -238,7 +238,7 @@ impl Server {
         };
         let running = Arc::clone(&runtime);
         let turn = Box::pin(async move { running.deliver(request).await });
-        match self.admit(runtime, (id, Some(state.seq)), &state.head.workflow, "deliver", turn, Duration::ZERO).await {
+        match self.admit(runtime, id, &state.head.workflow, "deliver", turn, Duration::ZERO).await {
             Ok(_) => {
                 self.metrics.wakes.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(session = id, trigger, "woke a session whose resumeAt has come");

@@ -470,7 +470,6 @@ impl Server {
                 format!("session `{session}` exists; continue it with POST /v1/sessions/{session}/messages"),
             ));
         }
-        let before = existing.as_ref().map(|state| state.seq);
         // A session joined keeps the program it started on.
         let runtime = match existing {
             Some(state) => self.runtime_for_session(&state)?,
@@ -486,7 +485,7 @@ impl Server {
             let _permit = permit;
             if host_trigger { running.run_firing(request).await } else { running.run_turn(request).await }
         });
-        self.admit(runtime, (&session, before), workflow, "turn", turn, wait).await
+        self.admit(runtime, &session, workflow, "turn", turn, wait).await
     }
 
     /// `POST /v1/sessions/{id}/messages`: continues a session, or a reply-only turn
@@ -520,7 +519,7 @@ impl Server {
             };
             let running = Arc::clone(&runtime);
             let turn = Box::pin(async move { running.reply(request).await });
-            return self.admit(runtime, (&state.id, Some(state.seq)), &state.head.workflow, "reply", turn, wait).await;
+            return self.admit(runtime, &state.id, &state.head.workflow, "reply", turn, wait).await;
         }
         let request = TurnRequest {
             workflow: state.head.workflow.clone(),
@@ -530,7 +529,7 @@ impl Server {
         };
         let running = Arc::clone(&runtime);
         let turn = Box::pin(async move { running.run_turn(request).await });
-        self.admit(runtime, (&state.id, Some(state.seq)), &state.head.workflow, "turn", turn, wait).await
+        self.admit(runtime, &state.id, &state.head.workflow, "turn", turn, wait).await
     }
 
     /// `POST /v1/sessions/{id}/decide`: a person's decision, by the caller. An
@@ -555,7 +554,7 @@ impl Server {
         };
         let running = Arc::clone(&runtime);
         let turn = Box::pin(async move { running.decide(request).await });
-        self.admit(runtime, (&state.id, Some(state.seq)), &state.head.workflow, "decide", turn, wait).await
+        self.admit(runtime, &state.id, &state.head.workflow, "decide", turn, wait).await
     }
 
     /// `POST /v1/sessions/{id}/deliver`: a trigger to a session waiting for input.
@@ -604,7 +603,7 @@ impl Server {
             let _permit = permit;
             running.deliver(request).await
         });
-        self.admit(runtime, (&state.id, Some(state.seq)), &state.head.workflow, "deliver", turn, wait).await
+        self.admit(runtime, &state.id, &state.head.workflow, "deliver", turn, wait).await
     }
 
     /// `GET /v1/sessions/{id}`.

@@ -129,7 +129,6 @@ impl Server {
         // (and that trigger's sender) is the one that counts.
         let existing =
             self.store.read(&session).await.map_err(|error| ApiError::from(archmax_vm::RunError::from(error)))?;
-        let before = existing.as_ref().map(|state| state.seq);
         let runtime = match existing {
             Some(state) => self.runtime_for_session(&state)?,
             None => std::sync::Arc::clone(&newest),
@@ -151,7 +150,7 @@ impl Server {
         let running = std::sync::Arc::clone(&runtime);
         let turn = Box::pin(async move { running.run_firing(request).await });
         // The sender learns the session and how the turn ended, never what it holds.
-        match self.admit_tracked(runtime, (&session, before), &slug, "turn", turn, firing.wait).await? {
+        match self.admit_tracked(runtime, &session, &slug, "turn", turn, firing.wait).await? {
             Answer::Finished(shown) => Ok(Answer::Finished(json!({
                 "sessionId": shown["sessionId"],
                 "status": shown["status"],

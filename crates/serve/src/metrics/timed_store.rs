@@ -6,6 +6,7 @@
 //! own listing, chores and event log must stay its own.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use archmax_vm::session::records::{Record, RecordKind};
@@ -29,11 +30,25 @@ struct TimedStore {
 struct TimedWriter {
     writer: Box<dyn SessionWriter>,
     metrics: Arc<Metrics>,
+    session: String,
+}
+
+/// The commits one admitted turn made to its own session (its sub-workflows' sessions
+/// are not counted): what tells a turn that failed half-way from one that changed
+/// nothing (`crate::server::Refused::applied`).
+pub(crate) struct TurnCommits {
+    pub session: String,
+    pub count: Arc<AtomicU64>,
+}
+
+tokio::task_local! {
+    /// Set around an admitted turn's future ([`crate::server::Server::admit`]).
+    pub(crate) static TURN_COMMITS: TurnCommits;
 }
 
 impl TimedStore {
-    fn writer(&self, writer: Box<dyn SessionWriter>) -> Box<dyn SessionWriter> {
-        Box::new(TimedWriter { writer, metrics: Arc::clone(&self.metrics) })
+    fn writer(&self, session: &str, writer: Box<dyn SessionWriter>) -> Box<dyn SessionWriter> {
+        Box::new(TimedWriter { writer, metrics: Arc::clone(&self.metrics), session: session.to_string() })
     }
 }
 
@@ -43,6 +58,13 @@ impl SessionWriter for TimedWriter {
             let began = Instant::now();
             let result = self.writer.commit(delta).await;
             self.metrics.observe_commit(result.is_ok(), began.elapsed());
+            if result.is_ok() {
+                let _ = TURN_COMMITS.try_with(|turn| {
+                    if turn.session == self.session {
+                        turn.count.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
             result
         })
     }
@@ -50,11 +72,11 @@ impl SessionWriter for TimedWriter {
 
 impl SessionStore for TimedStore {
     fn create<'a>(&'a self, state: &'a SessionState) -> StoreFuture<'a, Box<dyn SessionWriter>> {
-        Box::pin(async move { self.store.create(state).await.map(|writer| self.writer(writer)) })
+        Box::pin(async move { self.store.create(state).await.map(|writer| self.writer(&state.id, writer)) })
     }
 
     fn open<'a>(&'a self, id: &'a str) -> StoreFuture<'a, (SessionState, Box<dyn SessionWriter>)> {
-        Box::pin(async move { self.store.open(id).await.map(|(state, writer)| (state, self.writer(writer))) })
+        Box::pin(async move { self.store.open(id).await.map(|(state, writer)| (state, self.writer(id, writer))) })
     }
 
     fn read<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionState>> {

@@ -2,15 +2,17 @@
 //! event) or ended, or with `?wait=`, once it ended or the wait passed.
 //!
 //! The one thing to know: a turn that fails after it committed something did apply the
-//! request. Each caller says where the session stood before (its committed step, or none
-//! for a session the turn creates), and a failure is checked against the store: a turn
-//! a runner of the fleet took over after it committed (`session.taken-over`) runs on
-//! there, so the request is answered 202 with the session `running`, not refused; any
-//! other failure carries whether the request was applied ([`Refused::applied`]), so a
-//! webhook's replay record is given back only for a firing that changed nothing.
+//! request. The commits an admitted turn makes to its own session are counted
+//! ([`TURN_COMMITS`], by the store wrapper every writer goes through; another runner's or
+//! another turn's commits never count): a turn a runner of the fleet took over after it
+//! committed (`session.taken-over`) runs on there, so the request is answered 202 with
+//! the session `running`, not refused; any other failure carries whether the request was
+//! applied ([`Refused::applied`]), so a webhook's replay record is given back only for a
+//! firing that changed nothing.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -21,6 +23,7 @@ use archmax_vm::{Outcome, Runtime};
 
 use super::Server;
 use crate::error::ApiError;
+use crate::metrics::timed_store::{TURN_COMMITS, TurnCommits};
 use crate::turns::{TurnFuture, TurnResult};
 
 /// What a turn request is answered with.
@@ -68,19 +71,16 @@ async fn turn_then_close(runtime: Arc<Runtime>, session: String, turn: impl Futu
 impl Server {
     /// Admits a turn and answers once it was accepted or ended; with a wait, once it
     /// ended or the wait passed.
-    ///
-    /// `before` is the session's last committed step when the request was read, `None`
-    /// for a session the turn creates (see the module doc).
     pub(crate) async fn admit(
         &self,
         runtime: Arc<Runtime>,
-        (session, before): (&str, Option<u64>),
+        session: &str,
         workflow: &str,
         disposition: &'static str,
         turn: TurnFuture,
         wait: Duration,
     ) -> Result<Answer, ApiError> {
-        let admitted = self.admit_tracked(runtime, (session, before), workflow, disposition, turn, wait).await;
+        let admitted = self.admit_tracked(runtime, session, workflow, disposition, turn, wait).await;
         admitted.map_err(|refused| refused.error)
     }
 
@@ -88,7 +88,7 @@ impl Server {
     pub(crate) async fn admit_tracked(
         &self,
         runtime: Arc<Runtime>,
-        (session, before): (&str, Option<u64>),
+        session: &str,
         workflow: &str,
         disposition: &'static str,
         turn: TurnFuture,
@@ -96,7 +96,9 @@ impl Server {
     ) -> Result<Answer, Refused> {
         let mut events = self.hub.watch(session);
         events.borrow_and_update();
-        let closing = Box::pin(turn_then_close(runtime, session.to_string(), turn));
+        let committed = Arc::new(AtomicU64::new(0));
+        let counted = TurnCommits { session: session.to_string(), count: Arc::clone(&committed) };
+        let closing = Box::pin(TURN_COMMITS.scope(counted, turn_then_close(runtime, session.to_string(), turn)));
         let mut ended = self.gate.admit(session, workflow, disposition, closing)?;
         let result = tokio::select! {
             result = &mut ended => Some(result),
@@ -112,30 +114,8 @@ impl Server {
         };
         match self.finished(result).await {
             Ok(answer) => Ok(answer),
-            Err(error) => self.refused_after_admission(error, session, before).await,
+            Err(error) => refused_after_admission(error, session, committed.load(Ordering::Relaxed) > 0),
         }
-    }
-
-    /// The answer to a turn that failed once admitted: whether it was applied is read
-    /// from the store (see the module doc).
-    async fn refused_after_admission(
-        &self,
-        error: ApiError,
-        session: &str,
-        before: Option<u64>,
-    ) -> Result<Answer, Refused> {
-        let moved = match self.store.read(session).await {
-            Ok(Some(state)) => Some(before.is_none_or(|before| state.seq > before)),
-            Ok(None) => Some(false),
-            Err(_) => None,
-        };
-        if moved == Some(true) && error.code == "session.taken-over" {
-            tracing::info!(session, "another runner took the turn over after it committed; it runs on there");
-            return Ok(Answer::Accepted { session: session.to_string(), status: "running" });
-        }
-        // Unknown is taken as applied, so a webhook's record is kept and a replay of it
-        // is refused rather than run twice.
-        Err(Refused { error, applied: moved.unwrap_or(true) })
     }
 
     async fn finished(&self, result: Result<TurnResult, oneshot::error::RecvError>) -> Result<Answer, ApiError> {
@@ -162,4 +142,14 @@ impl Server {
         });
         Ok(Answer::Finished(shown))
     }
+}
+
+/// The answer to a turn that failed once admitted, given whether it had committed to its
+/// session (see the module doc).
+fn refused_after_admission(error: ApiError, session: &str, applied: bool) -> Result<Answer, Refused> {
+    if applied && error.code == "session.taken-over" {
+        tracing::info!(session, "another runner took the turn over after it committed; it runs on there");
+        return Ok(Answer::Accepted { session: session.to_string(), status: "running" });
+    }
+    Err(Refused { error, applied })
 }

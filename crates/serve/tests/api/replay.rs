@@ -181,3 +181,51 @@ fn a_firing_whose_runner_was_taken_over_after_it_committed_is_answered_running_a
     });
     drop(executor);
 }
+
+#[test]
+fn a_firing_refused_busy_while_another_runner_commits_keeps_its_signature_for_the_retry() {
+    // Another runner holds the conversation and keeps committing to it: this runner's
+    // firing is refused busy and applied nothing, however far the session moved
+    // meanwhile, so the sender's retry once the session is free is not a replay.
+    let cluster = TestCluster::require();
+    let target = cluster.database("busy_firing").expect("a database");
+    let executor =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("an executor");
+    executor.block_on(async {
+        let store = Arc::new(PgStore::connect(&target).await.expect("connect")) as Arc<dyn SessionStore>;
+        let other = Arc::new(PgStore::connect(&target).await.expect("another runner"));
+        let files = [("workflows/inbox/workflow.yaml", INBOX)];
+        let runner = listen(Arc::new(server_on(&files, INBOX_TAPE, clock(), store))).await;
+        let now = NOW_MS / 1000;
+        let first = json!({ "thread_id": "thread-held", "mail": { "text": "Hello." } });
+        let (status, answered) = runner.fire("mail-in", &first, Some(SECRET), now).await;
+        assert_eq!(status, StatusCode::OK, "the conversation starts: {answered}");
+
+        let (state, mut writer) = other.open("thread-held").await.expect("the other runner holds it");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let committing = {
+            let stop = Arc::clone(&stop);
+            tokio::spawn(async move {
+                let mut seq = state.seq;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    seq += 1;
+                    let step = archmax_vm::session::Delta { seq, head: state.head.clone(), ..Default::default() };
+                    writer.commit(&step).await.expect("the other runner commits");
+                    tokio::task::yield_now().await;
+                }
+                writer
+            })
+        };
+        let second = json!({ "thread_id": "thread-held", "mail": { "text": "Any news?" } });
+        let (status, refused) = runner.fire("mail-in", &second, Some(SECRET), now).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+        assert_eq!(refused["error"]["code"], "session.busy", "{refused}");
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        drop(committing.await.expect("the committer"));
+
+        let (status, retried) = runner.fire("mail-in", &second, Some(SECRET), now).await;
+        assert_eq!(status, StatusCode::OK, "the retry runs, it is no replay: {retried}");
+        runner.stop().await;
+    });
+    drop(executor);
+}

@@ -60,7 +60,7 @@ fn call(criterion: &mut Criterion) {
             runtime.block_on(async {
                 let call = HostCall {
                     session: "s",
-                    step: 1,
+                    idempotency_key: "k",
                     state: "work",
                     call_id: "c",
                     tool: "fx__echo",

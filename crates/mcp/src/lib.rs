@@ -291,7 +291,7 @@ impl McpHost {
         }
         // The trace context, and the key a tool that must not act twice keeps.
         let mut meta = trace_context().unwrap_or_default();
-        meta.insert(IDEMPOTENCY_KEY.to_string(), Value::String(call.idempotency_key()));
+        meta.insert(IDEMPOTENCY_KEY.to_string(), Value::String(call.idempotency_key.to_string()));
         params.meta = Some(meta);
         let timeout_ms = server.config.tool_timeout_ms;
         // Dropping the call future (timeout or caller) sends `notifications/cancelled`.
@@ -373,7 +373,8 @@ impl ToolHost for McpHost {
 /// The calling span's W3C trace context as the request's `_meta` (`traceparent`,
 /// `tracestate`; MCP's SEP-414), so the server's spans join the tool call's trace. None
 /// when tracing is off.
-/// The `_meta` member of every `tools/call` carrying [`HostCall::idempotency_key`].
+/// The `_meta` member of every `tools/call` carrying [`HostCall::idempotency_key`]
+/// ([`archmax_vm::tool_host::idempotency_key`]).
 pub const IDEMPOTENCY_KEY: &str = "archmax/idempotencyKey";
 
 fn trace_context() -> Option<rmcp::model::RequestMetaObject> {

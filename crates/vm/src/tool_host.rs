@@ -69,10 +69,9 @@ impl Catalog {
 #[derive(Clone, Copy, Debug)]
 pub struct HostCall<'a> {
     pub session: &'a str,
-    /// The step the call belongs to: the number its session's next commit takes (the
-    /// last committed step plus one). A step redone after its runner died (its calls
-    /// were never committed) has the same number again.
-    pub step: u64,
+    /// The key a tool that must not act twice keeps ([`idempotency_key`]); empty where
+    /// the host cannot act (a case's mocks).
+    pub idempotency_key: &'a str,
     /// The state the call is made in.
     pub state: &'a str,
     /// The call's id in the transcript.
@@ -86,21 +85,39 @@ pub struct HostCall<'a> {
     pub args: &'a Value,
 }
 
-impl HostCall<'_> {
-    /// A key naming this call for a tool that must not act twice: the SHA-256, in hex, of
-    /// the session, the step, the tool and its arguments. A step redone after its runner
-    /// died makes the same call under the same key (as long as its model asks the same),
-    /// so a tool that keeps the keys it acted on can answer the second call from the
-    /// first. The MCP host sends it in the call's `_meta` as `archmax/idempotencyKey`.
-    pub fn idempotency_key(&self) -> String {
-        use sha2::{Digest, Sha256};
-        let mut digest = Sha256::new();
-        for part in [self.session, &self.step.to_string(), self.tool, &self.args.to_string()] {
-            // Each part's length first: no two different calls hash the same bytes.
-            digest.update((part.len() as u64).to_le_bytes());
-            digest.update(part.as_bytes());
+/// A key naming one host call for a tool that must not act twice: the SHA-256, in hex, of
+/// the session, the step the call belongs to (the number the session's next commit takes),
+/// the call's place among the step's host calls, the tool, and its arguments as the kernel
+/// decided them (workspace paths, not the real paths a server is handed, which differ from
+/// process to process), with object members in sorted order. Each part is written after
+/// its length, so no two calls hash the same bytes. A step redone after its runner died
+/// (its calls were never committed) makes the same calls under the same keys, as long as
+/// its model asks the same in the same order; two identical calls of one step differ in
+/// place. The MCP host sends it in the call's `_meta` as `archmax/idempotencyKey`.
+pub fn idempotency_key(session: &str, step: u64, place: u64, tool: &str, decided: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let mut digest = Sha256::new();
+    for part in [session, &step.to_string(), &place.to_string(), tool, &canonical_json(decided)] {
+        digest.update((part.len() as u64).to_le_bytes());
+        digest.update(part.as_bytes());
+    }
+    digest.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// `value` as JSON text with every object's members sorted by name.
+fn canonical_json(value: &Value) -> String {
+    match value {
+        Value::Object(members) => {
+            let mut names: Vec<&String> = members.keys().collect();
+            names.sort();
+            let inner: Vec<String> = names
+                .into_iter()
+                .map(|name| format!("{}:{}", Value::String(name.clone()), canonical_json(&members[name])))
+                .collect();
+            format!("{{{}}}", inner.join(","))
         }
-        digest.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
+        Value::Array(items) => format!("[{}]", items.iter().map(canonical_json).collect::<Vec<_>>().join(",")),
+        other => other.to_string(),
     }
 }
 
@@ -253,5 +270,35 @@ impl ToolHost for Mocks {
 
     fn may_provide(&self, name: &str) -> bool {
         self.0.iter().any(|mock| mock.tool == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::idempotency_key;
+
+    #[test]
+    fn a_redone_call_has_its_key_and_every_other_call_another() {
+        let key = |session: &str, step: u64, place: u64, tool: &str, args: serde_json::Value| {
+            idempotency_key(session, step, place, tool, &args)
+        };
+        let first = key("s1", 3, 0, "bank__pay", json!({ "amount": 42, "to": "acme" }));
+        assert_eq!(first.len(), 64);
+        assert!(first.chars().all(|c| c.is_ascii_hexdigit()), "{first}");
+        assert_eq!(key("s1", 3, 0, "bank__pay", json!({ "to": "acme", "amount": 42 })), first, "members in any order");
+        for other in [
+            key("s1", 3, 1, "bank__pay", json!({ "amount": 42, "to": "acme" })),
+            key("s1", 4, 0, "bank__pay", json!({ "amount": 42, "to": "acme" })),
+            key("s2", 3, 0, "bank__pay", json!({ "amount": 42, "to": "acme" })),
+            key("s1", 3, 0, "bank__refund", json!({ "amount": 42, "to": "acme" })),
+            key("s1", 3, 0, "bank__pay", json!({ "amount": 43, "to": "acme" })),
+            key("s1", 3, 0, "bank__pay", json!({ "amount": 42, "to": { "name": "acme" } })),
+        ] {
+            assert_ne!(other, first);
+        }
+        // Lengths go first: moving a character from one part to the next is another call.
+        assert_ne!(key("s1", 31, 0, "x", json!(null)), key("s13", 1, 0, "x", json!(null)));
     }
 }

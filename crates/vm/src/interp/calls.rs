@@ -473,7 +473,7 @@ impl Turn<'_> {
         } else if let (Some(hosted), Some(sent)) = (&hosted, sent) {
             // Only a tool the kernel decided with its host's declared path arguments goes to
             // the host, and the server receives those paths as the real paths decided.
-            let (answer, answered_by) = self.call_host(id, &here, call, &hosted.server, sent, caller).await;
+            let (answer, answered_by) = self.call_host(id, &here, (call, &args), &hosted.server, sent, caller).await;
             server = answered_by;
             answer
         } else {
@@ -511,7 +511,7 @@ impl Turn<'_> {
         &mut self,
         id: StateId,
         here: &str,
-        call: &ToolCall,
+        (call, decided): (&ToolCall, &Value),
         server_name: &str,
         sent: Result<(Value, Vec<archmax_stdlib::vfs::HandedPath>), String>,
         caller: Caller,
@@ -523,9 +523,12 @@ impl Turn<'_> {
             Ok(sent) => sent,
         };
         let connection = self.connection_of(id, &call.name);
+        let place = self.host_calls_in_step;
+        self.host_calls_in_step += 1;
+        let key = crate::tool_host::idempotency_key(&self.session.id, self.session.seq + 1, place, &call.name, decided);
         let host_call = crate::tool_host::HostCall {
             session: &self.session.id,
-            step: self.session.seq + 1,
+            idempotency_key: &key,
             state: here,
             call_id: &call.id,
             tool: &call.name,

@@ -103,7 +103,8 @@ impl<'r> Turn<'r> {
     pub(super) async fn mocked(&self, state: &str, call: &ToolCall, args: &Value) -> Option<String> {
         let asked = HostCall {
             session: &self.session.id,
-            step: self.session.seq + 1,
+            // A case's mocks answer from the case; nothing acts.
+            idempotency_key: "",
             state,
             call_id: &call.id,
             tool: &call.name,

@@ -85,6 +85,9 @@ pub struct Turn<'r> {
     delegations: batch::DelegationBatch,
     /// The automated state running now, if any.
     automated: Option<automated::AutomatedRun>,
+    /// Host calls made since the last commit: the next one's place in its step, part of
+    /// its idempotency key ([`crate::tool_host::idempotency_key`]).
+    host_calls_in_step: u64,
 }
 
 /// Why a parked session is handed a reply-only call: the opening of its volatile block.
@@ -134,6 +137,7 @@ impl<'r> Turn<'r> {
             context: context::ContextWindow::opened(&session.messages, session.head.compaction.as_ref()),
             delegations: batch::DelegationBatch::default(),
             automated: None,
+            host_calls_in_step: 0,
             session,
         };
         turn.announce();
@@ -196,6 +200,7 @@ impl<'r> Turn<'r> {
         delta.head = self.session.head.clone();
         let span = spans::commit_span(delta.seq);
         tracing::Instrument::instrument(self.writer.commit(&delta), span).await?;
+        self.host_calls_in_step = 0;
         Ok(())
     }
 

@@ -90,6 +90,7 @@ states:
 struct FakeHost {
     catalog: Arc<Catalog>,
     calls: Mutex<Vec<(String, Option<String>, Value)>>,
+    keys: Mutex<Vec<String>>,
 }
 
 impl FakeHost {
@@ -109,7 +110,11 @@ impl FakeHost {
             tool("b__ping", "b", &[]),
             tool("mail__send", "mail-eu", &[]),
         ];
-        FakeHost { catalog: Arc::new(Catalog { tools, problems: Vec::new() }), calls: Mutex::new(Vec::new()) }
+        FakeHost {
+            catalog: Arc::new(Catalog { tools, problems: Vec::new() }),
+            calls: Mutex::new(Vec::new()),
+            keys: Mutex::new(Vec::new()),
+        }
     }
 
     fn calls(&self) -> Vec<(String, Option<String>, Value)> {
@@ -152,6 +157,9 @@ impl ToolHost for FakeHost {
             };
             if let Ok(mut calls) = self.calls.lock() {
                 calls.push((call.tool.to_string(), call.connection.map(str::to_string), as_resolved(call.args)));
+            }
+            if let Ok(mut keys) = self.keys.lock() {
+                keys.push(call.idempotency_key.to_string());
             }
             let server = known.server.clone();
             match call.tool {
@@ -589,4 +597,29 @@ fn events_carry_arguments_cut_to_a_bound_and_the_session_record_keeps_them_whole
         .collect();
     assert_eq!(recorded[0], &json!({ "region": "eu", "note": note }));
     assert_eq!(recorded[1], &json!({ "region": "us", "note": note }));
+}
+
+#[test]
+fn each_host_call_of_a_step_has_its_own_key_made_from_the_arguments_the_kernel_decided() {
+    // Two identical calls of one step are two acts (two keys); a path argument counts as
+    // the workspace path the model named, not the real path this process hands its
+    // server, so a runner that redoes the step makes the same keys.
+    let ran = run(
+        vec![
+            call("c1", "crm__import", json!({ "file_path": "./AGENTS.md" })),
+            call("c2", "crm__import", json!({ "file_path": "./AGENTS.md" })),
+            call("c3", "crm__whoami", json!({})),
+        ],
+        &["crm__whoami"],
+        Vec::new(),
+    );
+    let keys = ran.host.keys.lock().map(|keys| keys.clone()).unwrap_or_default();
+    // The turn's opening is step 1; the model's calls belong to step 2.
+    let decided = json!({ "file_path": "./AGENTS.md" });
+    let expected = vec![
+        archmax_vm::tool_host::idempotency_key("s1", 2, 0, "crm__import", &decided),
+        archmax_vm::tool_host::idempotency_key("s1", 2, 1, "crm__import", &decided),
+        archmax_vm::tool_host::idempotency_key("s1", 2, 2, "crm__whoami", &json!({})),
+    ];
+    assert_eq!(keys, expected, "{:?}", ran.host.calls());
 }

@@ -64,6 +64,13 @@ pub(crate) fn driver_config_with(target: &str, variables: Variables<'_>) -> Resu
         ConnectError::Config(if is_url(target) { format!("{said} ({PERCENT_ENCODE})") } else { said })
     })?;
     let tls = tls::connector(&tls_settings).map_err(ConnectError::Tls)?;
+    // The mode is archmax's, whatever the driver made of the rewritten target: set again
+    // here, so no reading of it can leave TLS to chance.
+    config.ssl_mode(match tls_settings.mode.for_driver() {
+        "disable" => tokio_postgres::config::SslMode::Disable,
+        "prefer" => tokio_postgres::config::SslMode::Prefer,
+        _ => tokio_postgres::config::SslMode::Require,
+    });
     let password::Found { password, source: password_source, passed_over } =
         password::find(&config, passfile.as_deref(), variables).map_err(ConnectError::Config)?;
     if let Some(password) = password {
@@ -307,16 +314,17 @@ impl Rest<'_> {
 }
 
 /// Refuses a URL whose `@` cannot be the end of its credentials: a second `@` before the
-/// host, or a `/` or `?` before the `@` with no `=` between them (a query value may hold
-/// an `@`). The driver would read such a URL without complaint, with part of the password
-/// taken for the host. The URL is not shown: it holds the password.
+/// host, or a `/` or `?` before the `@`. The driver takes everything before a URL's first
+/// `@` for the credentials, wherever it stands, so an `@` in a path or a query value (`?
+/// user=me@corp`) would have it read another host, database and options than archmax
+/// reads; such an `@` is written `%40`. The URL is not shown: it holds the password.
 fn check_credentials(url: &str) -> Result<(), String> {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let Some(at) = rest.find('@') else { return Ok(()) };
     let credentials = &rest[..at];
     let after = &rest[at + 1..];
     let host_end = after.find(['/', '?']).unwrap_or(after.len());
-    let cut_before = credentials.find(['/', '?']).is_some_and(|cut| !credentials[cut..].contains('='));
+    let cut_before = credentials.contains(['/', '?']);
     if after[..host_end].contains('@') || cut_before {
         return Err(format!("the store URL's user, password and host cannot be told apart: {PERCENT_ENCODE}"));
     }

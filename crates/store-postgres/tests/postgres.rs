@@ -598,7 +598,13 @@ fn a_target_that_does_not_read_names_its_key_or_says_to_percent_encode_the_passw
             assert!(said.contains("percent-encoded") && said.contains("%40") && said.contains("%2F"), "{said}");
             assert!(!said.contains("pa/ss") && !said.contains("p@ss"), "the password is not shown: {said}");
         }
-        // An `@` in a query value is not a password's.
+        // The driver takes all before a URL's first `@` for the credentials: with none
+        // before the host, an `@` in the query would make it read another host and drop
+        // the TLS mode archmax read. It is refused, to be written `%40`.
+        let smuggled = "postgres://db.example/archmax?sslmode=verify-full&application_name=x@db.example/archmax";
+        let said = refused(smuggled).await;
+        assert!(said.contains("%40"), "{said}");
+        // An `@` in a query value after the credentials is not a password's.
         let fine = PgStore::connect("postgres://app@127.0.0.1:1/archmax?application_name=me@home&connect_timeout=1");
         assert!(matches!(fine.await, Err(ConnectError::Connect(_))), "the target reads and is dialled");
     });

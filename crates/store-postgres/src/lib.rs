@@ -478,6 +478,24 @@ fn corrupt(id: &str, message: String) -> StoreError {
     StoreError::Corrupt { id: id.to_string(), message }
 }
 
+/// `value` with every NUL in its strings and member names made U+FFFD: PostgreSQL's
+/// `jsonb` refuses `\u0000`, and a model may put one in what the head holds (its todos,
+/// the title), which would refuse every commit of the session. The `head` column only
+/// serves filters and counts; the session itself is read back from the snapshot and the
+/// steps, which keep every character.
+fn without_nul(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    let clean = |text: String| if text.contains('\0') { text.replace('\0', "\u{FFFD}") } else { text };
+    match value {
+        Value::String(text) => Value::String(clean(text)),
+        Value::Array(items) => Value::Array(items.into_iter().map(without_nul).collect()),
+        Value::Object(members) => {
+            Value::Object(members.into_iter().map(|(name, member)| (clean(name), without_nul(member))).collect())
+        }
+        other => other,
+    }
+}
+
 /// The head's columns, as a commit and a create write them.
 struct HeadColumns {
     status: &'static str,
@@ -501,7 +519,7 @@ impl HeadColumns {
             parent: head.parent.as_ref().map(ToString::to_string),
             resume_at: head.pending_input.as_ref().and_then(|input| input.resume_at.clone()),
             resume_due: resume_time_ms(head).and_then(listing::instant),
-            head: Json(serde_json::to_value(head).map_err(|error| io_error(id, error.to_string()))?),
+            head: Json(without_nul(serde_json::to_value(head).map_err(|error| io_error(id, error.to_string()))?)),
             created_at: number(id, head.created_at)?,
             updated_at: number(id, head.updated_at)?,
         })

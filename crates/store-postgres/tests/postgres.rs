@@ -683,3 +683,23 @@ fn a_database_that_takes_no_connection_is_unavailable_not_a_broken_session() {
         assert_eq!(store.read("anyone").await.expect("read again").map(|state| state.id.to_string()), None);
     });
 }
+
+#[test]
+fn a_nul_a_model_put_in_the_head_is_kept_and_refuses_no_commit() {
+    // jsonb refuses `\u0000`; the head's column is a copy for filters (a model's todos, a rejection's words), the session is
+    // read back from its steps, whole.
+    let cluster = TestCluster::require();
+    let target = cluster.database("nul_head").expect("a database");
+    executor().block_on(async {
+        let store = PgStore::connect(&target).await.expect("connect");
+        let mut writer = store.create(&initial("nul")).await.expect("create");
+        let mut delta = step(1, "noted");
+        delta.head.rejected = Some("before\0after".to_string());
+        delta.head.todos = vec![serde_json::json!({ "text\0": "a\0b" })];
+        writer.commit(&delta).await.expect("the commit is not refused");
+        drop(writer);
+        let state = store.read("nul").await.expect("read").expect("the session");
+        assert_eq!(state.head.rejected.as_deref(), Some("before\0after"));
+        assert_eq!(state.head.todos, vec![serde_json::json!({ "text\0": "a\0b" })]);
+    });
+}

@@ -116,6 +116,12 @@ impl From<RunError> for ApiError {
             RunError::BudgetStopped { .. } => {
                 format!("{error} (send the request again with `\"raiseBudget\": true`, as a caller that may decide)")
             }
+            // The database's words name hosts, users and its pg_hba.conf: the operator reads
+            // them in the log, a client only that the store is away.
+            RunError::Store(archmax_vm::session::StoreError::Unavailable(why)) => {
+                tracing::warn!("a request found the session store unreachable: {why}");
+                "the session store cannot be reached for now; send the request again shortly".to_string()
+            }
             _ => error.to_string(),
         };
         let answer = ApiError::new(status, run_error_code(&error), message).with_details(details);
@@ -168,6 +174,7 @@ mod tests {
         let answer = ApiError::from(RunError::Store(StoreError::Unavailable(said.to_string())));
         assert_eq!((answer.status, answer.code), (StatusCode::SERVICE_UNAVAILABLE, "store.unavailable"));
         assert_eq!(answer.retry_after, Some(5));
-        assert!(answer.message.contains("starting up"), "{}", answer.message);
+        assert!(!answer.message.contains("starting up"), "the database's words stay in the log: {}", answer.message);
+        assert!(answer.message.contains("cannot be reached"), "{}", answer.message);
     }
 }

@@ -152,14 +152,19 @@ impl Hub {
     }
 
     /// The number of the session's last event: the store's last committed one on a
-    /// shared store, else [`Hub::last`].
+    /// shared store, else [`Hub::last`]; 0 when the store could not say.
     pub async fn last_anywhere(&self, session: &str) -> u64 {
-        let Some(log) = &self.shared else { return self.last(session) };
+        self.last_known(session).await.unwrap_or(0)
+    }
+
+    /// [`Hub::last_anywhere`], or `None` when the store could not say (logged).
+    pub async fn last_known(&self, session: &str) -> Option<u64> {
+        let Some(log) = &self.shared else { return Some(self.last(session)) };
         match log.last(root_session(session)).await {
-            Ok(last) => last,
+            Ok(last) => Some(last),
             Err(error) => {
                 tracing::warn!(session, "the session's last event could not be read from the store: {error}");
-                0
+                None
             }
         }
     }

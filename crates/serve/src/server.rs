@@ -678,7 +678,10 @@ impl Server {
         // An id past the session's last event was given under another numbering (this
         // process restarted, or the hub let the session go): the stream starts over from
         // the first event kept, whose id tells the client so.
-        let after = if after > self.hub.last_anywhere(&session).await { 0 } else { after };
+        // A store that could not say leaves the client's id as it is: the stream goes on
+        // from there once the store answers.
+        let renumbered = self.hub.last_known(&session).await.is_some_and(|last| after > last);
+        let after = if renumbered { 0 } else { after };
         let stopping = self.stopping.subscribe();
         let hub = self.hub.clone();
         let stream = futures_util::stream::unfold(

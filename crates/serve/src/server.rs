@@ -352,7 +352,6 @@ impl Server {
         Ok(json!({ "loaded": loaded, "workflows": self.workflows() }))
     }
 
-    /// Every workflow served, sorted.
     /// Every workflow spec a generation here runs, as (slug, spec hash) pairs: the
     /// sessions a fleet's store may hand this runner ([`SessionStore::claim_chores`]).
     pub(crate) fn runnable_specs(&self) -> Vec<(String, String)> {
@@ -373,6 +372,7 @@ impl Server {
         specs
     }
 
+    /// Every workflow served, sorted.
     pub fn workflows(&self) -> Vec<String> {
         let mut slugs: Vec<String> = self
             .generations()

@@ -77,6 +77,7 @@
 
 mod announce;
 mod events;
+mod failures;
 mod files;
 pub mod lease;
 mod listing;
@@ -109,6 +110,7 @@ use archmax_vm::session::store::{Chore, ListPage, ListQuery, ParkedSummary, Stor
 use archmax_vm::session::{SessionState, SessionStore, SessionWriter, StoreError};
 
 pub use events::CHANNEL as EVENTS_CHANNEL;
+pub(crate) use failures::{corrupt, db_error, describe, io_error, number, pool_error};
 use files::{PgFiles, SessionFiles};
 use lease::{Claim, Leases};
 use loading::{load, take_and_load};
@@ -393,40 +395,6 @@ fn host_name() -> Option<String> {
         .filter(|host| !host.is_empty())
 }
 
-/// The store could not lend a connection (every attempt to open one failed, or the pool
-/// is closed): the store is unreachable for now, not this session broken. The pool's own
-/// wrapping is left out of the words.
-fn pool_error(id: &str) -> impl Fn(deadpool_postgres::PoolError) -> StoreError + '_ {
-    move |error| {
-        let said = match &error {
-            deadpool_postgres::PoolError::Backend(error) => describe(error),
-            other => archmax_vm::errors::with_causes(other),
-        };
-        let whose = if id.is_empty() { String::new() } else { format!(" (session `{id}`)") };
-        StoreError::Unavailable(format!("PostgreSQL refused a connection{whose}: {said}"))
-    }
-}
-
-/// A store I/O error naming the session.
-fn io_error(id: &str, message: String) -> StoreError {
-    StoreError::Io { id: id.to_string(), source: io::Error::other(message) }
-}
-
-/// What a driver error says: the server's own message with its detail and hint when the
-/// server answered (the driver's own text is only "db error"), else every cause.
-fn describe(error: &tokio_postgres::Error) -> String {
-    let Some(db) = error.as_db_error() else { return archmax_vm::errors::with_causes(error) };
-    let mut said = format!("{}: {}", db.severity(), db.message());
-    // The server's detail and hint often name the way out (a role that may not log in, a
-    // database being shut down, the units a setting takes): they are kept.
-    for (label, part) in [("detail", db.detail()), ("hint", db.hint())] {
-        if let Some(part) = part.filter(|part| !part.trim().is_empty()) {
-            said.push_str(&format!("; {label}: {}", part.trim()));
-        }
-    }
-    said
-}
-
 /// Runs one of a turn's statements (a creation, a commit, a close): prepared once per
 /// connection and reused, which spares the server its parse and plan every time; or,
 /// behind a pooler in transaction mode ([`PgOptions::behind_pooler`]), which may route the
@@ -464,18 +432,6 @@ fn stale_statement(error: &tokio_postgres::Error) -> bool {
     error.code() == Some(&SqlState::INVALID_SQL_STATEMENT_NAME)
         || (error.code() == Some(&SqlState::FEATURE_NOT_SUPPORTED)
             && error.as_db_error().is_some_and(|db| db.message().contains("cached plan")))
-}
-
-fn db_error(id: &str) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
-    move |error| io_error(id, describe(&error))
-}
-
-fn number(id: &str, value: u64) -> Result<i64, StoreError> {
-    i64::try_from(value).map_err(|_| io_error(id, format!("{value} does not fit the store's bigint columns")))
-}
-
-fn corrupt(id: &str, message: String) -> StoreError {
-    StoreError::Corrupt { id: id.to_string(), message }
 }
 
 /// `value` with every NUL in its strings and member names made U+FFFD: PostgreSQL's

@@ -1581,7 +1581,7 @@ export interface operations {
     list: {
         parameters: {
             query?: {
-                /** @description Only this workflow's sessions. */
+                /** @description Only this workflow's sessions (no control character: 400). */
                 workflow?: string;
                 /** @description Only sessions with this status. */
                 status?: "running" | "completed" | "failed" | "rejected" | "awaiting_decision" | "awaiting_input";
@@ -1589,7 +1589,7 @@ export interface operations {
                 parked?: boolean;
                 /** @description Only sessions waiting for input whose `resumeAt` has come (compared as instants). */
                 due?: boolean;
-                /** @description The `nextCursor` of the previous page. */
+                /** @description The `nextCursor` of the previous page (no control character: 400). */
                 cursor?: string;
                 /** @description Sessions per page (default 50). */
                 limit?: number;

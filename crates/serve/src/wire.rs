@@ -263,8 +263,8 @@ pub enum SessionStatus {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// Only this workflow's sessions.
-    #[param(nullable = false)]
+    /// Only this workflow's sessions (no control character: 400).
+    #[param(nullable = false, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
     pub workflow: Option<String>,
     /// Only sessions with this status.
     #[param(inline, nullable = false)]
@@ -275,8 +275,8 @@ pub struct ListQuery {
     /// Only sessions waiting for input whose `resumeAt` has come (compared as instants).
     #[param(nullable = false)]
     pub due: Option<bool>,
-    /// The `nextCursor` of the previous page.
-    #[param(nullable = false)]
+    /// The `nextCursor` of the previous page (no control character: 400).
+    #[param(nullable = false, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
     pub cursor: Option<String>,
     /// Sessions per page (default 50).
     #[param(minimum = 1, maximum = 500, nullable = false)]

@@ -4,6 +4,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The repository root.
 pub fn repository() -> PathBuf {
@@ -14,14 +16,54 @@ pub fn repository() -> PathBuf {
 /// (`/dev/shm`) where the machine has it: the tests prove behaviour across process deaths,
 /// never across power loss, so the page cache is all the durability they need, and an
 /// fsync there costs nothing. Elsewhere it is in the temporary directory.
+///
+/// The name carries the process id and the instant this process first asked for a
+/// scratch path. The id alone is not enough: ids are reused, and a folder a dead test
+/// process left under the same name (with its sessions in it) once turned a fresh
+/// replay into the continuation of an old session. The first call also removes what
+/// processes that have ended left behind under this naming.
 pub fn scratch(label: &str) -> PathBuf {
+    static STAMP: OnceLock<String> = OnceLock::new();
     let memory = Path::new("/dev/shm");
     let base = if memory.is_dir() && !fs::metadata(memory).is_ok_and(|meta| meta.permissions().readonly()) {
         memory.to_path_buf()
     } else {
         std::env::temp_dir()
     };
-    base.join(format!("archmax-{label}-{}", std::process::id()))
+    let stamp = STAMP.get_or_init(|| {
+        sweep_leftovers(&base);
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64);
+        format!("{nanos:016x}")
+    });
+    base.join(format!("archmax-{label}-{}-{stamp}", std::process::id()))
+}
+
+/// Removes the scratch folders in `base` made more than a day ago by a process that has
+/// ended (where `/proc` tells). The age guards a folder whose process runs in another
+/// process namespace sharing this `/dev/shm`, which `/proc` here cannot see.
+fn sweep_leftovers(base: &Path) {
+    const DAY_NANOS: u64 = 24 * 60 * 60 * 1_000_000_000;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64);
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = fs::read_dir(base) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let mut fields = name.rsplitn(3, '-');
+        let (Some(stamp), Some(pid), Some(rest)) = (fields.next(), fields.next(), fields.next()) else { continue };
+        let ours = rest.starts_with("archmax-")
+            && stamp.len() == 16
+            && stamp.bytes().all(|byte| byte.is_ascii_hexdigit())
+            && !pid.is_empty()
+            && pid.bytes().all(|byte| byte.is_ascii_digit());
+        let old = u64::from_str_radix(stamp, 16).is_ok_and(|made| now.saturating_sub(made) > DAY_NANOS);
+        if ours && old && !proc.join(pid).exists() {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// What one invocation printed and returned.
@@ -85,4 +127,31 @@ pub fn copy_dir(from: &Path, to: &Path) {
             }
         }
     }
+}
+
+#[test]
+fn scratch_paths_differ_across_processes_and_a_dead_processs_old_leftovers_are_swept() {
+    let here = scratch("sweep");
+    assert_eq!(here, scratch("sweep"), "one process, one label: one path");
+    let name = here.file_name().and_then(|name| name.to_str()).expect("a name").to_string();
+    assert!(name.starts_with(&format!("archmax-sweep-{}-", std::process::id())), "{name}");
+
+    let base = here.with_file_name(format!("archmax-sweep-base-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&base);
+    // No process has an id above the kernel's largest (4194304).
+    let dead = 4_194_999u32;
+    let two_days_ago = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64 - 2 * 86_400_000_000_000;
+    let leftover = base.join(format!("archmax-runs-x-{dead}-{two_days_ago:016x}"));
+    let recent = base.join(format!("archmax-runs-x-{dead}-{:016x}", two_days_ago + 86_400_000_000_000 * 3 / 2));
+    let alive = base.join(format!("archmax-runs-x-{}-{two_days_ago:016x}", std::process::id()));
+    let foreign = base.join(format!("someone-else-{dead}-{two_days_ago:016x}"));
+    for folder in [&leftover, &recent, &alive, &foreign] {
+        fs::create_dir_all(folder.join("sessions")).unwrap();
+    }
+    sweep_leftovers(&base);
+    assert!(!leftover.exists(), "an ended process's day-old folder is removed");
+    for kept in [&recent, &alive, &foreign] {
+        assert!(kept.exists(), "{} is kept", kept.display());
+    }
+    fs::remove_dir_all(&base).unwrap();
 }

@@ -16,6 +16,7 @@ const TAPE: &str = "- state: write\n  text: Noted.\n";
 #[test]
 fn the_embed_example_runs_a_turn_from_an_artifact_and_prints_its_events() {
     let folder = std::env::temp_dir().join(format!("archmax-embed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
     std::fs::create_dir_all(&folder).expect("a scratch folder");
     let artifact = folder.join("notes.amx");
     let tape = folder.join("tape.yaml");

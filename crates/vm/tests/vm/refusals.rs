@@ -146,6 +146,7 @@ fn a_script_in_a_state_that_may_not_read_variables_is_given_none() {
     let program = compile(&files);
     // `archmax_run` reads its script from the workspace on disk.
     let root = std::env::temp_dir().join(format!("archmax-sealed-variables-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
     for (path, text) in files {
         let path = root.join(path);
         std::fs::create_dir_all(path.parent().expect("a folder")).expect("folder");

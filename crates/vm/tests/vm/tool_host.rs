@@ -306,6 +306,8 @@ impl Ran {
 #[test]
 fn every_host_call_passes_the_kernel_and_only_allowed_calls_reach_the_host() {
     let sessions = std::env::temp_dir().join(format!("archmax-host-tools-{}", std::process::id()));
+    // A folder of a dead process with the same id (ids are reused) holds its sessions.
+    let _ = std::fs::remove_dir_all(&sessions);
     let ran = run_in(
         Arc::new(FsStore::new(&sessions, archmax_vm::session::fs::SealKeys::generate().expect("a seal key"))),
         vec![
@@ -533,6 +535,7 @@ fn a_flooding_answer_is_bounded_before_it_reaches_the_transcript() {
 #[test]
 fn a_host_tools_path_through_a_link_planted_in_the_session_folder_is_refused_as_zone_link() {
     let sessions = std::env::temp_dir().join(format!("archmax-host-link-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&sessions);
     let outside = sessions.join("outside");
     std::fs::create_dir_all(&outside).expect("outside");
     let scratchpad = sessions.join("s1/scratchpad");

@@ -318,11 +318,11 @@ enum Command {
         /// sign-in attempts through it are counted per forwarded client. Repeatable.
         #[arg(long, value_name = "ADDRESS")]
         trusted_proxy: Vec<std::net::IpAddr>,
-        /// With a PostgreSQL store: the most connections this runner opens to it. Open
-        /// sessions hold none, so this bounds statements at once, not sessions. More is
-        /// not faster: a few per core of the database server keep it busy.
-        #[arg(long, value_name = "N", default_value_t = archmax_store_postgres::DEFAULT_CONNECTIONS, value_parser = clap::value_parser!(u16).range(2..))]
-        store_connections: u16,
+        /// With a PostgreSQL store: the most connections this runner opens to it (default
+        /// 16). Open sessions hold none, so this bounds statements at once, not sessions.
+        /// More is not faster: a few per core of the database server keep it busy.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(2..))]
+        store_connections: Option<u16>,
         /// With a PostgreSQL store: how long this runner's hold on a session it runs lasts
         /// unless renewed, in seconds (default: ARCHMAX_STORE_LEASE_TERM, else 10). A runner
         /// that dies mid-turn is taken over by another about this long after it stopped
@@ -330,9 +330,9 @@ enum Command {
         #[arg(long, value_name = "SECONDS", value_parser = store::lease_seconds)]
         lease_term: Option<f64>,
         /// With a PostgreSQL store: how many of each session's newest events are kept for
-        /// event streams (older ones are pruned as turns end).
-        #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
-        events_kept: u64,
+        /// event streams (default 10000; older ones are pruned as turns end).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        events_kept: Option<u64>,
         /// With a PostgreSQL store behind a pooler in transaction mode (PgBouncer), which
         /// cannot LISTEN: where the connection that hears other runners' commits goes (the
         /// server itself, or a session-mode pool), in the `--store` forms.
@@ -668,12 +668,12 @@ fn main() -> ExitCode {
                     ..archmax_serve::ConnectionLimits::default()
                 },
                 trusted_proxies: trusted_proxy,
-                postgres: archmax_store_postgres::PgOptions {
-                    max_connections: usize::from(store_connections),
+                postgres: store::PgFlags {
+                    connections: store_connections,
+                    lease_term,
                     events_kept,
-                    listen_target: store_listen,
+                    listen: store_listen,
                     behind_pooler: store_behind_pooler,
-                    ..store::postgres_options(lease_term)
                 },
             },
         ),

@@ -70,8 +70,8 @@ pub struct ServeArgs<'a> {
     pub connections: archmax_serve::ConnectionLimits,
     /// `--trusted-proxy`: proxies whose `X-Forwarded-For` the inbox's sign-in throttle takes.
     pub trusted_proxies: Vec<std::net::IpAddr>,
-    /// `--store-connections` and `--lease-term`, for a PostgreSQL store.
-    pub postgres: archmax_store_postgres::PgOptions,
+    /// The flags only a PostgreSQL store reads (refused with any other store).
+    pub postgres: crate::store::PgFlags,
 }
 
 /// What a reload needs, owned, so it can run on a blocking thread.
@@ -326,7 +326,7 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
     let open = auth.is_open();
     let server = match Server::new(ServerParts {
         programs,
-        store: match crate::store::open_or_exit_with(executor, root, args.store, "serve", args.postgres.clone()) {
+        store: match crate::store::open_or_exit_with(executor, root, args.store, "serve", &args.postgres) {
             Ok(store) => store,
             Err(code) => return code,
         },
@@ -364,6 +364,9 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
                 .map_err(|error| format!("the artifact is refused: {}", crate::keys::artifact_problem(&error)))
         }))
     });
+    if let Err(problem) = executor.block_on(server.hub.check_follow()) {
+        return failure(unheard(&problem));
+    }
     executor.block_on(async {
         let listener = match tokio::net::TcpListener::bind(address).await {
             Ok(listener) => listener,
@@ -404,6 +407,16 @@ fn serve(executor: &tokio::runtime::Runtime, root: &Path, args: ServeArgs<'_>) -
             Err(error) => failure(format!("the server failed: {error}")),
         }
     })
+}
+
+/// Why a runner on a shared store does not start when it cannot hear the other runners'
+/// commits (their turns would never reach its event streams), and where to look.
+fn unheard(problem: &str) -> String {
+    format!(
+        "cannot listen for the commits of the other runners on this store: {problem}; the listening connection goes \
+         to --store-listen when it is given, else to --store (a pooler in transaction mode cannot listen: give \
+         --store-listen the database server or a session-mode pool)"
+    )
 }
 
 /// Warns of each trigger whose connection `archmax.toml` does not configure.

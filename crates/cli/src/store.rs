@@ -153,7 +153,11 @@ pub fn fs_store(root: &Path, dir: PathBuf) -> Result<FsStore, String> {
 /// Opens the store `target` names; `root` is the workspace whose seal key a
 /// filesystem store uses. A PostgreSQL store runs its connections on `executor`.
 pub fn open(executor: &Runtime, root: &Path, target: &Target) -> Result<Arc<dyn SessionStore>, String> {
-    open_with(executor, root, target, postgres_options(None))
+    let options = match target {
+        Target::Postgres(_) => postgres_options(None)?,
+        Target::Fs(_) => PgOptions::default(),
+    };
+    open_with(executor, root, target, options)
 }
 
 /// The variable naming the lease term (seconds) of a PostgreSQL store's sessions, for
@@ -183,17 +187,75 @@ pub fn lease_seconds(text: &str) -> Result<f64, String> {
 }
 
 /// A PostgreSQL store's options: the lease term from `flag`, else from
-/// [`LEASE_TERM_VARIABLE`] (a value it cannot read is reported and the default kept).
-pub fn postgres_options(flag: Option<f64>) -> PgOptions {
-    let from_environment = || {
-        let text = std::env::var(LEASE_TERM_VARIABLE).ok()?;
-        lease_seconds(&text)
-            .inspect_err(|problem| eprintln!("warning: {LEASE_TERM_VARIABLE} is ignored: {problem}"))
-            .ok()
+/// [`LEASE_TERM_VARIABLE`]. A variable set to what it cannot read is refused naming it,
+/// as `--lease-term` would be: a fleet whose runners silently fell back to the default
+/// would take each other's sessions over at another pace than it was told.
+pub fn postgres_options(flag: Option<f64>) -> Result<PgOptions, String> {
+    let seconds = match flag {
+        Some(seconds) => Some(seconds),
+        None => match std::env::var(LEASE_TERM_VARIABLE) {
+            Ok(text) if !text.trim().is_empty() => {
+                Some(lease_seconds(&text).map_err(|problem| format!("{LEASE_TERM_VARIABLE}: {problem}"))?)
+            }
+            _ => None,
+        },
     };
-    match flag.or_else(from_environment) {
+    Ok(match seconds {
         Some(seconds) => PgOptions { lease_term: std::time::Duration::from_secs_f64(seconds), ..PgOptions::default() },
         None => PgOptions::default(),
+    })
+}
+
+/// `serve`'s flags that only a PostgreSQL store reads, as given (`None`: not given).
+#[derive(Clone, Debug, Default)]
+pub struct PgFlags {
+    pub connections: Option<u16>,
+    pub lease_term: Option<f64>,
+    pub events_kept: Option<u64>,
+    pub listen: Option<String>,
+    pub behind_pooler: bool,
+}
+
+impl PgFlags {
+    /// The flags given, by name.
+    fn given(&self) -> Vec<&'static str> {
+        [
+            ("--store-connections", self.connections.is_some()),
+            ("--lease-term", self.lease_term.is_some()),
+            ("--events-kept", self.events_kept.is_some()),
+            ("--store-listen", self.listen.is_some()),
+            ("--store-behind-pooler", self.behind_pooler),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+
+    /// The options for a store at `target`. On a filesystem store, where none of these
+    /// flags means anything, a flag given is refused naming it rather than ignored.
+    pub fn options_for(&self, target: &Target) -> Result<PgOptions, String> {
+        if let Target::Fs(dir) = target {
+            let given = self.given();
+            if !given.is_empty() {
+                return Err(format!(
+                    "{} {} only for a PostgreSQL store, and the sessions are in the folder {}; drop {} or name a \
+                     PostgreSQL store with --store",
+                    given.join(", "),
+                    if given.len() == 1 { "is" } else { "are" },
+                    dir.display(),
+                    if given.len() == 1 { "it" } else { "them" },
+                ));
+            }
+            return Ok(PgOptions::default());
+        }
+        let defaults = PgOptions::default();
+        Ok(PgOptions {
+            max_connections: self.connections.map_or(defaults.max_connections, usize::from),
+            events_kept: self.events_kept.unwrap_or(defaults.events_kept),
+            listen_target: self.listen.clone(),
+            behind_pooler: self.behind_pooler,
+            ..postgres_options(self.lease_term)?
+        })
     }
 }
 
@@ -217,26 +279,28 @@ pub fn open_for(executor: &Runtime, root: &Path, flag: Option<&str>) -> Result<A
     open(executor, root, &target(root, flag)?)
 }
 
-/// [`open_for`] for a command: a target that names no store is a usage error (exit 2),
-/// a store that cannot be reached a failure (exit 1).
+/// [`open_for`] for a command: a target that names no store, or a store setting that
+/// cannot be read, is a usage error (exit 2), a store that cannot be reached a failure
+/// (exit 1).
 pub fn open_or_exit(
     executor: &Runtime,
     root: &Path,
     flag: Option<&str>,
     command: &str,
 ) -> Result<Arc<dyn SessionStore>, ExitCode> {
-    open_or_exit_with(executor, root, flag, command, postgres_options(None))
+    open_or_exit_with(executor, root, flag, command, &PgFlags::default())
 }
 
-/// [`open_or_exit`], with `options` for a PostgreSQL store.
+/// [`open_or_exit`], with `serve`'s PostgreSQL flags.
 pub fn open_or_exit_with(
     executor: &Runtime,
     root: &Path,
     flag: Option<&str>,
     command: &str,
-    options: PgOptions,
+    flags: &PgFlags,
 ) -> Result<Arc<dyn SessionStore>, ExitCode> {
     let target = target(root, flag).map_err(|message| usage(command, &message))?;
+    let options = flags.options_for(&target).map_err(|message| usage(command, &message))?;
     open_with(executor, root, &target, options).map_err(failure)
 }
 

@@ -187,23 +187,51 @@ impl Hub {
         if self.shared.is_some() { events.committed.subscribe() } else { events.announce.subscribe() }
     }
 
+    /// On a shared store, whether this runner can hear the events other runners commit:
+    /// opens a feed and closes it. `serve` checks it before it listens, so a feed target
+    /// that cannot be reached stops the start instead of leaving a runner whose streams
+    /// never show another runner's turns. Always `Ok` on a store one process uses.
+    pub async fn check_follow(&self) -> Result<(), String> {
+        let Some(log) = &self.shared else { return Ok(()) };
+        log.follow().await.map(drop).map_err(|error| error.to_string())
+    }
+
     /// On a shared store, listens for the events any runner commits and wakes the streams
     /// they concern, until `stopping` turns true; a feed that ends is opened again a
     /// second later. Returns at once on a store one process uses.
+    ///
+    /// A feed that cannot be opened is logged when it first fails, then once a minute
+    /// with how many attempts failed, and once more when it is heard again.
     pub async fn follow(self, mut stopping: watch::Receiver<bool>) {
+        const REPORT_EVERY: u64 = 60;
         let Some(log) = self.shared.clone() else { return };
+        let mut failed: u64 = 0;
         while !*stopping.borrow() {
             match log.follow().await {
-                Ok(mut feed) => loop {
-                    tokio::select! {
-                        next = feed.next() => match next {
-                            Some((root, last)) => self.touch(&root, last),
-                            None => break,
-                        },
-                        _ = stopping.changed() => return,
+                Ok(mut feed) => {
+                    if failed > 0 {
+                        tracing::info!(failed, "listening for other runners' events again");
+                        failed = 0;
                     }
-                },
-                Err(error) => tracing::warn!("cannot listen for other runners' events: {error}"),
+                    loop {
+                        tokio::select! {
+                            next = feed.next() => match next {
+                                Some((root, last)) => self.touch(&root, last),
+                                None => break,
+                            },
+                            _ = stopping.changed() => return,
+                        }
+                    }
+                }
+                Err(error) => {
+                    if failed.is_multiple_of(REPORT_EVERY) {
+                        tracing::warn!(
+                            failed = failed + 1,
+                            "cannot listen for other runners' events (streams here miss their turns until it can): {error}"
+                        );
+                    }
+                    failed += 1;
+                }
             }
             tokio::select! {
                 _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}

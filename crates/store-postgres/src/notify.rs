@@ -74,7 +74,12 @@ pub(crate) async fn listen(
     tls: MakeRustlsConnect,
     channel: &'static str,
 ) -> Result<Notifications, StoreError> {
-    let (client, mut connection) = config.connect(tls).await.map_err(|error| io_error("", describe(&error)))?;
+    // No session is concerned: a connection that cannot be opened is the store being
+    // out of reach for this feed, said so, not an I/O failure of some session.
+    let (client, mut connection) = config
+        .connect(tls)
+        .await
+        .map_err(|error| StoreError::Unavailable(format!("the listening connection failed: {}", describe(&error))))?;
     let (sender, items) = mpsc::channel(BACKLOG);
     let listener = tokio::spawn(async move {
         while let Some(Ok(message)) = poll_fn(|context| connection.poll_message(context)).await {

@@ -334,3 +334,67 @@ fn the_specs_workspace_runs_the_same_on_postgres_as_on_the_filesystem() {
         }
     }
 }
+
+/// Runs `archmax args` in `workspace` with `variables` set, and gives its exit code and
+/// stderr; a process still running after a minute (a check that let it start serving)
+/// is killed and fails the test.
+fn ended(workspace: &Scratch, args: &[&str], variables: &[(&str, &str)]) -> (Option<i32>, String) {
+    let mut command = workspace.command(args);
+    command.env_remove("ARCHMAX_STORE_LEASE_TERM").stdout(Stdio::null()).stderr(Stdio::piped());
+    for (name, value) in variables {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("archmax starts");
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("archmax ends");
+            panic!("`archmax {}` kept running: {}", args.join(" "), text(&output.stderr));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().expect("archmax ends");
+    (output.status.code(), text(&output.stderr))
+}
+
+#[test]
+fn store_settings_serve_cannot_use_refuse_the_start_naming_them() {
+    let workspace = Scratch::new("settings");
+    workspace.write("workflows/refunds/workflow.yaml", WORKFLOW);
+    workspace.write("tape.yaml", crate::parks::PARK_TAPE);
+    let serve = ["serve", "--listen", "127.0.0.1:0", "--tape", "tape.yaml"];
+
+    // On the filesystem store, PostgreSQL's flags mean nothing: refused, not ignored.
+    let (code, stderr) = ended(&workspace, &[&serve[..], &["--lease-term", "2"]].concat(), &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--lease-term is only for a PostgreSQL store") && stderr.contains("drop it"), "{stderr}");
+    let (code, stderr) =
+        ended(&workspace, &[&serve[..], &["--store-connections", "4", "--store-behind-pooler"]].concat(), &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--store-connections, --store-behind-pooler are only for a PostgreSQL store"), "{stderr}");
+    // The lease term's variable is fleet-wide: a filesystem store passes it by.
+    let (code, stderr) = ended(&workspace, &["sessions"], &[("ARCHMAX_STORE_LEASE_TERM", "soon")]);
+    assert_eq!(code, Some(0), "{stderr}");
+
+    let cluster = TestCluster::require();
+    let target = cluster.database("clisettings").expect("a database");
+    // A lease term the variable gives that cannot be read is refused as the flag's is,
+    // by every command that opens the store.
+    for args in [&[&serve[..], &["--store", &target]].concat(), &vec!["sessions", "--store", &target]] {
+        let (code, stderr) = ended(&workspace, args, &[("ARCHMAX_STORE_LEASE_TERM", "soon")]);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains("ARCHMAX_STORE_LEASE_TERM: `soon` is not a number of seconds"), "{stderr}");
+    }
+    // A listening connection that cannot be opened stops the start: the runner would
+    // never hear the other runners' turns.
+    let nowhere = "postgresql://archmax@127.0.0.1:1/archmax?connect_timeout=5";
+    let (code, stderr) =
+        ended(&workspace, &[&serve[..], &["--store", &target, "--store-listen", nowhere]].concat(), &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot listen for the commits of the other runners") && stderr.contains("--store-listen"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("is listening"), "it never served: {stderr}");
+}

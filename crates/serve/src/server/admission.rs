@@ -35,8 +35,9 @@ pub enum Answer {
     Finished(Value),
 }
 
-/// A turn request refused: why, and whether the session moved past where it stood before
-/// the turn was admitted (the request was applied, at least in part).
+/// A turn request refused: why, and whether the admitted turn had already committed to
+/// its own session when it failed (the request was applied, at least in part). Commits
+/// other writers made to the session meanwhile do not count.
 #[derive(Debug)]
 pub(crate) struct Refused {
     pub error: ApiError,

@@ -1,5 +1,6 @@
 //! Cutting text short: the one place that finds where the first `N` characters (or the
-//! first `N` bytes) of a text end.
+//! first `N` bytes) of a text end; and the one list of the characters that disguise
+//! text shown to a person ([`disguises`]).
 //!
 //! The one thing to know: a cut always falls on a character boundary, so slicing with
 //! what these functions return never panics, and nothing is cut from a text that is
@@ -46,9 +47,24 @@ pub fn cut_at_bytes(text: &str, max_bytes: usize) -> Option<&str> {
     (text.len() > max_bytes).then(|| within_bytes(text, max_bytes))
 }
 
+/// Whether `character` can make text read as other text without being seen: a control
+/// character, or an invisible format character that hides itself or reorders what is
+/// around it (the soft hyphen, the Arabic letter mark, the Mongolian vowel separator,
+/// zero-width spaces and joiners, the bidirectional marks, embeddings, overrides and
+/// isolates, the word joiner and invisible operators, the byte-order mark). What a
+/// sender wrote is shown to a person without them.
+pub fn disguises(character: char) -> bool {
+    character.is_control()
+        || matches!(
+            character,
+            '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}' | '\u{feff}'
+        )
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{cut_at_bytes, cut_at_chars, first_chars, split_at_chars, within_bytes};
+    use super::{cut_at_bytes, cut_at_chars, disguises, first_chars, split_at_chars, within_bytes};
 
     #[test]
     fn characters_are_counted_not_bytes() {
@@ -89,5 +105,15 @@ mod tests {
             assert_eq!(within_bytes("😀", max), "");
         }
         assert_eq!(within_bytes("😀", 4), "😀");
+    }
+
+    #[test]
+    fn the_characters_that_reorder_or_hide_text_disguise_it_and_letters_do_not() {
+        for hidden in ['\u{202e}', '\u{2067}', '\u{61c}', '\u{200b}', '\u{feff}', '\u{ad}', '\u{7}', '\n', '\u{9b}'] {
+            assert!(disguises(hidden), "{hidden:?}");
+        }
+        for shown in ['a', 'é', 'ع', ' ', '-', '\u{2010}', '€'] {
+            assert!(!disguises(shown), "{shown:?}");
+        }
     }
 }

@@ -119,17 +119,14 @@ pub fn comment_required(choice: &DecisionChoice, settings: &InboxWorkflow) -> bo
         })
 }
 
-/// `text` on one line: line breaks and runs of space made one space, and the invisible
-/// characters that reorder or hide text (bidirectional overrides, zero-width marks)
-/// dropped, so a sender cannot make a row read as another request.
+/// `text` on one line: line breaks and runs of space made one space, and the other
+/// characters that reorder or hide text ([`archmax_program::text::disguises`]: controls,
+/// bidirectional marks and overrides, zero-width marks) dropped, so a sender cannot make
+/// a row read as another request.
 fn one_line(text: &str) -> String {
-    let visible: String = text.chars().filter(|c| !is_invisible_format(*c)).collect();
+    // White space (line breaks and tabs among the control characters) becomes one space.
+    let visible: String = text.chars().filter(|c| c.is_whitespace() || !archmax_program::text::disguises(*c)).collect();
     visible.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// A format character that changes how text around it reads without being seen.
-fn is_invisible_format(c: char) -> bool {
-    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}')
 }
 
 /// `text`, cut to `chars` characters with `…` when longer.
@@ -159,6 +156,7 @@ mod tests {
         assert_eq!(clip("abcdef", 4), "abc…");
         assert_eq!(one_line("Refund\n  request\tfrom Jonas"), "Refund request from Jonas");
         assert_eq!(one_line("Pay \u{202E}0001 EUR\u{202C} to\u{200B} Acme"), "Pay 0001 EUR to Acme");
+        assert_eq!(one_line("Pay\n\t\u{61C}100\u{1b}[2J EUR"), "Pay 100[2J EUR", "a letter mark and an escape go");
     }
 
     #[test]

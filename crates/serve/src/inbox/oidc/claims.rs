@@ -18,6 +18,7 @@
 use serde_json::{Map, Value};
 
 use archmax_config::settings::oidc::OidcSettings;
+use archmax_program::text::disguises;
 
 /// The longest identity taken from a token.
 pub const MAX_IDENTITY_CHARS: usize = 256;
@@ -77,18 +78,6 @@ pub fn admit(settings: &OidcSettings, claims: &Map<String, Value>) -> Result<Str
     };
     let group_allowed = groups.iter().any(|group| settings.allowed_groups.iter().any(|allowed| allowed == group));
     if domain_allowed || group_allowed { Ok(identity) } else { Err(ClaimsRefusal::NotAllowed(identity)) }
-}
-
-/// A control character, or an invisible one that changes how text around it shows
-/// (soft hyphen, zero-width characters, bidi marks, embeddings, overrides and
-/// isolates, the word joiner and invisible operators, the byte-order mark).
-fn disguises(character: char) -> bool {
-    character.is_control()
-        || matches!(
-            character,
-            '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
-                | '\u{2060}'..='\u{206f}' | '\u{feff}'
-        )
 }
 
 /// An address an identity may be: ASCII printable, one `@` with text on both sides.

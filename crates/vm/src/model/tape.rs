@@ -155,21 +155,16 @@ impl Tape {
         self.entries.is_empty()
     }
 
+    /// Whether `entry` may answer `request`: its state, role, workflow and variables,
+    /// where it names them, are the call's ([`Tape::misfit`] says which is not).
     fn fits(entry: &Entry, request: &ModelRequest<'_>) -> bool {
-        entry.state.as_deref().is_none_or(|state| state == request.state)
-            // A summary is only ever scripted on purpose: an entry without a role is for
-            // the other roles, so a tape written before compaction never feeds an agent's
-            // answer to the summarizer.
-            && match entry.role {
-                Some(role) => role == request.role,
-                None => request.role != Role::Summarizer,
-            }
-            && entry.workflow.as_deref().is_none_or(|workflow| workflow == request.workflow)
-            && entry.variables.as_ref().is_none_or(|pattern| pattern.matches(request.variables))
+        Tape::misfit(entry, request).is_none()
     }
 
-    /// Why `entry` does not answer `request` (the first of [`Tape::fits`]' tests it fails),
-    /// as the end of "the next unused one is …".
+    /// Why `entry` does not answer `request`, as the end of "the next unused one is …";
+    /// `None` when it does. An entry without a role is for every role but the
+    /// summarizer: a summary is only ever scripted on purpose, so a tape written before
+    /// compaction never feeds an agent's answer to the summarizer.
     fn misfit(entry: &Entry, request: &ModelRequest<'_>) -> Option<String> {
         if let Some(state) = entry.state.as_deref().filter(|state| *state != request.state) {
             return Some(format!("for state `{state}`"));

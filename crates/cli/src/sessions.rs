@@ -175,40 +175,39 @@ pub fn remove(executor: &Runtime, root: &Path, store: Option<&str>, ids: &[Strin
         Ok(store) => store,
         Err(code) => return code,
     };
+    // One listing serves every id named and the sub-workflow sessions that go with them:
+    // a store of many sessions is not listed once per id.
+    let all = match executor.block_on(store.list()) {
+        Ok(all) => all,
+        Err(error) => return failure(crate::store::store_problem(&error)),
+    };
     let mut resolved = Vec::with_capacity(ids.len());
     for id in ids {
         if let Err(problem) = check_session_id(id, &[]) {
             return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
         }
         // Removing takes whole ids only: the start of one is never enough to delete it.
-        match crate::store::exact_id(executor, store.as_ref(), id) {
-            Ok(true) => {}
-            Ok(false) => {
-                let meant = crate::store::existing_id(executor, store.as_ref(), id).ok().flatten();
-                return failure(match meant {
-                    Some(whole) => {
-                        format!("there is no session `{id}`; `sessions rm` takes whole ids (did you mean `{whole}`?)")
-                    }
-                    None => format!("there is no session `{id}`; `archmax sessions` lists them"),
-                });
-            }
-            Err(message) => return failure(message),
+        if !all.contains(id) {
+            let mut starting = all.iter().filter(|other| other.starts_with(id.as_str()));
+            return failure(match (starting.next(), starting.next()) {
+                (Some(whole), None) => {
+                    format!("there is no session `{id}`; `sessions rm` takes whole ids (did you mean `{whole}`?)")
+                }
+                _ => format!("there is no session `{id}`; `archmax sessions` lists them"),
+            });
         }
-        match crate::store::resolve(executor, store.as_ref(), id) {
-            Ok((id, _)) if id.contains('~') => {
-                return failure(format!(
-                    "`{id}` is a sub-workflow session; it goes with its parent (`archmax sessions rm {}`)",
-                    id.split('~').next().unwrap_or_default()
-                ));
-            }
-            Ok((id, state)) => resolved.push((id, state)),
+        if id.contains('~') {
+            return failure(format!(
+                "`{id}` is a sub-workflow session; it goes with its parent (`archmax sessions rm {}`)",
+                id.split('~').next().unwrap_or_default()
+            ));
+        }
+        match crate::store::read(executor, store.as_ref(), id) {
+            Ok(Some(state)) => resolved.push((id.clone(), state)),
+            Ok(None) => return failure(format!("session `{id}` was removed while it was being read")),
             Err(message) => return failure(message),
         }
     }
-    let all = match executor.block_on(store.list()) {
-        Ok(all) => all,
-        Err(error) => return failure(crate::store::store_problem(&error)),
-    };
     let mut failed = false;
     for (id, state) in resolved {
         if state.head.status == Status::Running {

@@ -12,11 +12,17 @@
 //!
 //! The one thing to know: a password file that its group or others may use in any way is
 //! passed over with a warning, as libpq does (a password anyone can read is no secret),
-//! and a sign-in that then lacks a password says so. The driver sends one password to
-//! whichever of the target's hosts answers, so a file that gives the hosts different
-//! passwords is refused.
+//! and a sign-in that then lacks a password says so; so are anything but a plain file and
+//! a file over [`MOST_BYTES`]. The file is opened once, without waiting (a FIFO put in
+//! its place opens at once instead of holding the start up until something writes to
+//! it), and every check is made on the opened file, so what is checked is what is read.
+//!
+//! The driver sends one password to whichever of the target's hosts answers, so a file
+//! that gives the hosts different passwords is refused.
 
 use std::ffi::OsString;
+use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use tokio_postgres::config::Host;
@@ -31,6 +37,10 @@ const DEFAULT_SOCKET_DIRS: [&str; 3] = ["/run/postgresql", "/var/run/postgresql"
 
 /// The port the driver dials when the target names none.
 const DEFAULT_PORT: u16 = 5432;
+
+/// The largest password file read (1 MiB): a bigger one is passed over. libpq sets no
+/// bound; without one a file that keeps growing would be read until memory runs out.
+const MOST_BYTES: u64 = 1 << 20;
 
 /// A password found for a target, and what a failed sign-in should say about it.
 #[derive(Default)]
@@ -114,13 +124,15 @@ pub(crate) fn find(
 /// is there is passed over.
 fn readable(file: &Path, explicit: bool) -> Result<Option<Vec<u8>>, String> {
     let shown = file.display();
-    let metadata = match std::fs::metadata(file) {
-        Ok(metadata) => metadata,
+    let opened = match open_without_waiting(file) {
+        Ok(opened) => opened,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound && explicit => {
             return Err(format!("the password file {shown} does not exist"));
         }
         Err(_) => return Ok(None),
     };
+    // The opened file's own metadata (fstat): the path may name another file by now.
+    let Ok(metadata) = opened.metadata() else { return Ok(None) };
     if !metadata.is_file() {
         return Err(format!("the password file {shown} is not a plain file, so it is ignored"));
     }
@@ -134,7 +146,35 @@ fn readable(file: &Path, explicit: bool) -> Result<Option<Vec<u8>>, String> {
             ));
         }
     }
-    Ok(std::fs::read(file).ok())
+    // One byte past the bound tells a file over it from one exactly at it, whatever size
+    // the file claims or grows to while it is read.
+    let mut text = Vec::new();
+    if opened.take(MOST_BYTES + 1).read_to_end(&mut text).is_err() {
+        return Ok(None);
+    }
+    if text.len() as u64 > MOST_BYTES {
+        return Err(format!(
+            "the password file {shown} is larger than {} MiB ({MOST_BYTES} bytes), so it is ignored",
+            MOST_BYTES >> 20
+        ));
+    }
+    Ok(Some(text))
+}
+
+/// Opens `file` for reading without waiting for anything: opening a FIFO for reading
+/// otherwise waits until something opens it for writing. Reading a plain file is the same
+/// either way, and nothing else is read ([`readable`] checks first). No terminal the path
+/// might name becomes the process's.
+#[cfg(unix)]
+fn open_without_waiting(file: &Path) -> std::io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    Ok(File::from(rustix::fs::open(file, flags, Mode::empty())?))
+}
+
+#[cfg(not(unix))]
+fn open_without_waiting(file: &Path) -> std::io::Result<File> {
+    File::open(file)
 }
 
 /// What a line must match for one host of the target.
@@ -419,5 +459,42 @@ mod tests {
         assert!(refused.contains("different passwords"), "{refused}");
         let same = folder.write("same", "a:*:*:*:one\nb:*:*:*:one\n", 0o600);
         assert_eq!(found("host=a,b user=u", Some(&same), &[]).expect("one").password, Some(b"one".to_vec()));
+    }
+
+    #[test]
+    fn a_fifo_in_the_files_place_is_opened_without_waiting_and_passed_over() {
+        use rustix::fs::{FileType, Mode, OFlags};
+        let folder = Folder::new("fifo");
+        let fifo = folder.0.join("pgpass");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).expect("a FIFO");
+        // A writer is held open so that an open that waited for one would return rather
+        // than hang this test; the flags then tell whether the open would have waited.
+        let _writer = std::fs::OpenOptions::new().read(true).write(true).open(&fifo).expect("a writer");
+        let opened = open_without_waiting(&fifo).expect("opens");
+        let flags = rustix::fs::fcntl_getfl(&opened).expect("flags");
+        assert!(flags.contains(OFlags::NONBLOCK), "opened without waiting for a writer: {flags:?}");
+        let passed = found("host=h user=u", Some(&fifo), &[]).expect("found");
+        assert_eq!(passed.password, None);
+        assert!(passed.passed_over.as_deref().is_some_and(|why| why.contains("not a plain file")), "{passed:?}");
+    }
+
+    #[test]
+    fn a_file_over_a_mebibyte_is_passed_over_and_one_of_exactly_that_is_read() {
+        let folder = Folder::new("size");
+        let line = "*:*:*:*:big\n";
+        let padded = |bytes: u64| {
+            let padding = usize::try_from(bytes).expect("fits") - line.len() - 1;
+            format!("{line}#{}", "x".repeat(padding))
+        };
+        let at_bound = folder.write("at", &padded(MOST_BYTES), 0o600);
+        assert_eq!(std::fs::metadata(&at_bound).expect("written").len(), MOST_BYTES);
+        assert_eq!(found("host=h user=u", Some(&at_bound), &[]).expect("found").password, Some(b"big".to_vec()));
+
+        let over = folder.write("over", &padded(MOST_BYTES + 1), 0o600);
+        let passed = found("host=h user=u", Some(&over), &[]).expect("found");
+        assert_eq!(passed.password, None);
+        let why = passed.passed_over.expect("a reason");
+        assert!(why.contains(&over.display().to_string()), "names the file: {why}");
+        assert!(why.contains("larger than 1 MiB (1048576 bytes)"), "names the limit: {why}");
     }
 }

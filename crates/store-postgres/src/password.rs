@@ -17,8 +17,10 @@
 //! its place opens at once instead of holding the start up until something writes to
 //! it), and every check is made on the opened file, so what is checked is what is read.
 //!
-//! The driver sends one password to whichever of the target's hosts answers, so a file
-//! that gives the hosts different passwords is refused.
+//! The driver holds one password for all of a target's hosts and sends it to whichever
+//! answers, where libpq looks one up per host. A file that gives the hosts different
+//! passwords, or gives some a password and others none, is refused rather than let one
+//! host's password reach another.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -97,27 +99,50 @@ pub(crate) fn find(
             return Ok(Found { passed_over: Some(passed_over), ..Found::default() });
         }
     };
-    let mut passwords: Vec<Vec<u8>> = Vec::new();
-    for wanted in wanted(config) {
-        if let Some(password) = lines(&text).find(|line| line.matches(&wanted)).map(|line| line.password)
-            && !password.is_empty()
-            && !passwords.contains(&password)
-        {
-            passwords.push(password);
-        }
-    }
-    if passwords.len() > 1 {
-        return Err(format!(
-            "the password file {} gives the target's hosts different passwords, and one password is sent to \
-             whichever host answers: give the password in the target, or one target per host",
+    let per_host: Vec<(Wanted, Option<Vec<u8>>)> = wanted(config)
+        .into_iter()
+        .map(|wanted| {
+            let password = lines(&text).find(|line| line.matches(&wanted)).map(|line| line.password);
+            (wanted, password.filter(|password| !password.is_empty()))
+        })
+        .collect();
+    let password = one_for_every_host(&per_host).map_err(|disagreement| {
+        format!(
+            "the password file {} {disagreement}, and the driver sends one password to whichever of the target's \
+             hosts answers, so one host could be sent another's password: give every host the same password in \
+             the file, give the password in the target (it then goes to every host, as libpq does), or use one \
+             target per host",
             file.display()
-        ));
-    }
+        )
+    })?;
     Ok(Found {
-        source: passwords.first().map(|_| format!("the password file {}", file.display())),
-        password: passwords.pop(),
+        source: password.as_ref().map(|_| format!("the password file {}", file.display())),
+        password,
         passed_over: None,
     })
+}
+
+/// The one password the file gives every host of the target (`None` when it gives none
+/// of them one); else what differs, naming two hosts that disagree.
+fn one_for_every_host(per_host: &[(Wanted, Option<Vec<u8>>)]) -> Result<Option<Vec<u8>>, String> {
+    let Some((first, password)) = per_host.first() else { return Ok(None) };
+    match per_host.iter().find(|(_, other)| other != password) {
+        None => Ok(password.clone()),
+        Some((other, other_password)) => {
+            let (with, without) = match (password, other_password) {
+                (Some(_), None) => (first, other),
+                (None, Some(_)) => (other, first),
+                _ => {
+                    return Err(format!(
+                        "gives the hosts {} and {} different passwords",
+                        first.shown_host(),
+                        other.shown_host()
+                    ));
+                }
+            };
+            Err(format!("gives the host {} a password and the host {} none", with.shown_host(), without.shown_host()))
+        }
+    }
 }
 
 /// The file's bytes; `None` when there is none to read; an error saying why a file that
@@ -184,6 +209,13 @@ struct Wanted {
     port: Vec<u8>,
     database: Vec<u8>,
     user: Vec<u8>,
+}
+
+impl Wanted {
+    /// `host:port`, for a message.
+    fn shown_host(&self) -> String {
+        format!("`{}:{}`", String::from_utf8_lossy(&self.host), String::from_utf8_lossy(&self.port))
+    }
 }
 
 /// One [`Wanted`] per host of `config` (one for `localhost` when it names none).
@@ -445,7 +477,7 @@ mod tests {
     }
 
     #[test]
-    fn a_file_others_may_read_is_passed_over_and_hosts_may_not_disagree() {
+    fn a_file_others_may_read_or_that_is_missing_is_passed_over_with_the_reason() {
         let folder = Folder::new("passed-over");
         let open = folder.write("open", "*:*:*:*:exposed\n", 0o644);
         let passed = found("host=h user=u", Some(&open), &[]).expect("found");
@@ -453,12 +485,31 @@ mod tests {
         assert!(passed.passed_over.as_deref().is_some_and(|why| why.contains("chmod 600")), "{passed:?}");
         let missing = found("host=h user=u", Some(&folder.0.join("nowhere")), &[]).expect("found");
         assert!(missing.passed_over.as_deref().is_some_and(|why| why.contains("does not exist")), "{missing:?}");
+    }
 
-        let two = folder.write("two", "a:*:*:*:one\nb:*:*:*:other\n", 0o600);
-        let refused = found("host=a,b user=u", Some(&two), &[]).expect_err("two passwords");
-        assert!(refused.contains("different passwords"), "{refused}");
-        let same = folder.write("same", "a:*:*:*:one\nb:*:*:*:one\n", 0o600);
-        assert_eq!(found("host=a,b user=u", Some(&same), &[]).expect("one").password, Some(b"one".to_vec()));
+    #[test]
+    fn a_multi_host_target_takes_the_file_only_when_it_gives_every_host_the_same_password() {
+        let folder = Folder::new("hosts");
+        let password = |text: &str, target: &str| {
+            let file = folder.write("pgpass", text, 0o600);
+            found(target, Some(&file), &[])
+        };
+        let same = password("a:*:*:*:one\nb:*:*:*:one\n", "host=a,b user=u").expect("one password");
+        assert_eq!(same.password, Some(b"one".to_vec()));
+        // Each host is looked up with its own port.
+        let by_port = password("a:1:*:*:one\nb:2:*:*:one\nb:1:*:*:other\n", "host=a,b port=1,2 user=u");
+        assert_eq!(by_port.expect("one password").password, Some(b"one".to_vec()));
+        assert_eq!(password("c:*:*:*:one\n", "host=a,b user=u").expect("none").password, None);
+
+        let different = password("a:*:*:*:one\nb:*:*:*:other\n", "host=a,b user=u").expect_err("two passwords");
+        assert!(different.contains("gives the hosts `a:5432` and `b:5432` different passwords"), "{different}");
+        // A host the file has no line for would be sent the other host's password.
+        let refused = password("a:*:*:*:pw-of-a\n", "host=a,b user=u").expect_err("b has no line");
+        assert!(refused.contains("gives the host `a:5432` a password and the host `b:5432` none"), "{refused}");
+        assert!(refused.contains("give the password in the target"), "{refused}");
+        assert!(!refused.contains("pw-of-a"), "no password in the message: {refused}");
+        let refused = password("b:*:*:*:pw-of-b\n", "host=a,b user=u").expect_err("a has no line");
+        assert!(refused.contains("gives the host `b:5432` a password and the host `a:5432` none"), "{refused}");
     }
 
     #[test]

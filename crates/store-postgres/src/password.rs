@@ -12,11 +12,19 @@
 //!
 //! The one thing to know: a password file that its group or others may use in any way is
 //! passed over with a warning, as libpq does (a password anyone can read is no secret),
-//! and a sign-in that then lacks a password says so. The driver sends one password to
-//! whichever of the target's hosts answers, so a file that gives the hosts different
-//! passwords is refused.
+//! and a sign-in that then lacks a password says so; so are anything but a plain file and
+//! a file over [`MOST_BYTES`]. The file is opened once, without waiting (a FIFO put in
+//! its place opens at once instead of holding the start up until something writes to
+//! it), and every check is made on the opened file, so what is checked is what is read.
+//!
+//! The driver holds one password for all of a target's hosts and sends it to whichever
+//! answers, where libpq looks one up per host. A file that gives the hosts different
+//! passwords, or gives some a password and others none, is refused rather than let one
+//! host's password reach another.
 
 use std::ffi::OsString;
+use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use tokio_postgres::config::Host;
@@ -31,6 +39,10 @@ const DEFAULT_SOCKET_DIRS: [&str; 3] = ["/run/postgresql", "/var/run/postgresql"
 
 /// The port the driver dials when the target names none.
 const DEFAULT_PORT: u16 = 5432;
+
+/// The largest password file read (1 MiB): a bigger one is passed over. libpq sets no
+/// bound; without one a file that keeps growing would be read until memory runs out.
+const MOST_BYTES: u64 = 1 << 20;
 
 /// A password found for a target, and what a failed sign-in should say about it.
 #[derive(Default)]
@@ -87,40 +99,65 @@ pub(crate) fn find(
             return Ok(Found { passed_over: Some(passed_over), ..Found::default() });
         }
     };
-    let mut passwords: Vec<Vec<u8>> = Vec::new();
-    for wanted in wanted(config) {
-        if let Some(password) = lines(&text).find(|line| line.matches(&wanted)).map(|line| line.password)
-            && !password.is_empty()
-            && !passwords.contains(&password)
-        {
-            passwords.push(password);
-        }
-    }
-    if passwords.len() > 1 {
-        return Err(format!(
-            "the password file {} gives the target's hosts different passwords, and one password is sent to \
-             whichever host answers: give the password in the target, or one target per host",
+    let per_host: Vec<(Wanted, Option<Vec<u8>>)> = wanted(config)
+        .into_iter()
+        .map(|wanted| {
+            let password = lines(&text).find(|line| line.matches(&wanted)).map(|line| line.password);
+            (wanted, password.filter(|password| !password.is_empty()))
+        })
+        .collect();
+    let password = one_for_every_host(&per_host).map_err(|disagreement| {
+        format!(
+            "the password file {} {disagreement}, and the driver sends one password to whichever of the target's \
+             hosts answers, so one host could be sent another's password: give every host the same password in \
+             the file, give the password in the target (it then goes to every host, as libpq does), or use one \
+             target per host",
             file.display()
-        ));
-    }
+        )
+    })?;
     Ok(Found {
-        source: passwords.first().map(|_| format!("the password file {}", file.display())),
-        password: passwords.pop(),
+        source: password.as_ref().map(|_| format!("the password file {}", file.display())),
+        password,
         passed_over: None,
     })
+}
+
+/// The one password the file gives every host of the target (`None` when it gives none
+/// of them one); else what differs, naming two hosts that disagree.
+fn one_for_every_host(per_host: &[(Wanted, Option<Vec<u8>>)]) -> Result<Option<Vec<u8>>, String> {
+    let Some((first, password)) = per_host.first() else { return Ok(None) };
+    match per_host.iter().find(|(_, other)| other != password) {
+        None => Ok(password.clone()),
+        Some((other, other_password)) => {
+            let (with, without) = match (password, other_password) {
+                (Some(_), None) => (first, other),
+                (None, Some(_)) => (other, first),
+                _ => {
+                    return Err(format!(
+                        "gives the hosts {} and {} different passwords",
+                        first.shown_host(),
+                        other.shown_host()
+                    ));
+                }
+            };
+            Err(format!("gives the host {} a password and the host {} none", with.shown_host(), without.shown_host()))
+        }
+    }
 }
 
 /// The file's bytes; `None` when there is none to read; an error saying why a file that
 /// is there is passed over.
 fn readable(file: &Path, explicit: bool) -> Result<Option<Vec<u8>>, String> {
     let shown = file.display();
-    let metadata = match std::fs::metadata(file) {
-        Ok(metadata) => metadata,
+    let opened = match open_without_waiting(file) {
+        Ok(opened) => opened,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound && explicit => {
             return Err(format!("the password file {shown} does not exist"));
         }
         Err(_) => return Ok(None),
     };
+    // The opened file's own metadata (fstat): the path may name another file by now.
+    let Ok(metadata) = opened.metadata() else { return Ok(None) };
     if !metadata.is_file() {
         return Err(format!("the password file {shown} is not a plain file, so it is ignored"));
     }
@@ -134,7 +171,35 @@ fn readable(file: &Path, explicit: bool) -> Result<Option<Vec<u8>>, String> {
             ));
         }
     }
-    Ok(std::fs::read(file).ok())
+    // One byte past the bound tells a file over it from one exactly at it, whatever size
+    // the file claims or grows to while it is read.
+    let mut text = Vec::new();
+    if opened.take(MOST_BYTES + 1).read_to_end(&mut text).is_err() {
+        return Ok(None);
+    }
+    if text.len() as u64 > MOST_BYTES {
+        return Err(format!(
+            "the password file {shown} is larger than {} MiB ({MOST_BYTES} bytes), so it is ignored",
+            MOST_BYTES >> 20
+        ));
+    }
+    Ok(Some(text))
+}
+
+/// Opens `file` for reading without waiting for anything: opening a FIFO for reading
+/// otherwise waits until something opens it for writing. Reading a plain file is the same
+/// either way, and nothing else is read ([`readable`] checks first). No terminal the path
+/// might name becomes the process's.
+#[cfg(unix)]
+fn open_without_waiting(file: &Path) -> std::io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    Ok(File::from(rustix::fs::open(file, flags, Mode::empty())?))
+}
+
+#[cfg(not(unix))]
+fn open_without_waiting(file: &Path) -> std::io::Result<File> {
+    File::open(file)
 }
 
 /// What a line must match for one host of the target.
@@ -144,6 +209,13 @@ struct Wanted {
     port: Vec<u8>,
     database: Vec<u8>,
     user: Vec<u8>,
+}
+
+impl Wanted {
+    /// `host:port`, for a message.
+    fn shown_host(&self) -> String {
+        format!("`{}:{}`", String::from_utf8_lossy(&self.host), String::from_utf8_lossy(&self.port))
+    }
 }
 
 /// One [`Wanted`] per host of `config` (one for `localhost` when it names none).
@@ -405,7 +477,7 @@ mod tests {
     }
 
     #[test]
-    fn a_file_others_may_read_is_passed_over_and_hosts_may_not_disagree() {
+    fn a_file_others_may_read_or_that_is_missing_is_passed_over_with_the_reason() {
         let folder = Folder::new("passed-over");
         let open = folder.write("open", "*:*:*:*:exposed\n", 0o644);
         let passed = found("host=h user=u", Some(&open), &[]).expect("found");
@@ -413,11 +485,67 @@ mod tests {
         assert!(passed.passed_over.as_deref().is_some_and(|why| why.contains("chmod 600")), "{passed:?}");
         let missing = found("host=h user=u", Some(&folder.0.join("nowhere")), &[]).expect("found");
         assert!(missing.passed_over.as_deref().is_some_and(|why| why.contains("does not exist")), "{missing:?}");
+    }
 
-        let two = folder.write("two", "a:*:*:*:one\nb:*:*:*:other\n", 0o600);
-        let refused = found("host=a,b user=u", Some(&two), &[]).expect_err("two passwords");
-        assert!(refused.contains("different passwords"), "{refused}");
-        let same = folder.write("same", "a:*:*:*:one\nb:*:*:*:one\n", 0o600);
-        assert_eq!(found("host=a,b user=u", Some(&same), &[]).expect("one").password, Some(b"one".to_vec()));
+    #[test]
+    fn a_multi_host_target_takes_the_file_only_when_it_gives_every_host_the_same_password() {
+        let folder = Folder::new("hosts");
+        let password = |text: &str, target: &str| {
+            let file = folder.write("pgpass", text, 0o600);
+            found(target, Some(&file), &[])
+        };
+        let same = password("a:*:*:*:one\nb:*:*:*:one\n", "host=a,b user=u").expect("one password");
+        assert_eq!(same.password, Some(b"one".to_vec()));
+        // Each host is looked up with its own port.
+        let by_port = password("a:1:*:*:one\nb:2:*:*:one\nb:1:*:*:other\n", "host=a,b port=1,2 user=u");
+        assert_eq!(by_port.expect("one password").password, Some(b"one".to_vec()));
+        assert_eq!(password("c:*:*:*:one\n", "host=a,b user=u").expect("none").password, None);
+
+        let different = password("a:*:*:*:one\nb:*:*:*:other\n", "host=a,b user=u").expect_err("two passwords");
+        assert!(different.contains("gives the hosts `a:5432` and `b:5432` different passwords"), "{different}");
+        // A host the file has no line for would be sent the other host's password.
+        let refused = password("a:*:*:*:pw-of-a\n", "host=a,b user=u").expect_err("b has no line");
+        assert!(refused.contains("gives the host `a:5432` a password and the host `b:5432` none"), "{refused}");
+        assert!(refused.contains("give the password in the target"), "{refused}");
+        assert!(!refused.contains("pw-of-a"), "no password in the message: {refused}");
+        let refused = password("b:*:*:*:pw-of-b\n", "host=a,b user=u").expect_err("a has no line");
+        assert!(refused.contains("gives the host `b:5432` a password and the host `a:5432` none"), "{refused}");
+    }
+
+    #[test]
+    fn a_fifo_in_the_files_place_is_opened_without_waiting_and_passed_over() {
+        use rustix::fs::{FileType, Mode, OFlags};
+        let folder = Folder::new("fifo");
+        let fifo = folder.0.join("pgpass");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).expect("a FIFO");
+        // A writer is held open so that an open that waited for one would return rather
+        // than hang this test; the flags then tell whether the open would have waited.
+        let _writer = std::fs::OpenOptions::new().read(true).write(true).open(&fifo).expect("a writer");
+        let opened = open_without_waiting(&fifo).expect("opens");
+        let flags = rustix::fs::fcntl_getfl(&opened).expect("flags");
+        assert!(flags.contains(OFlags::NONBLOCK), "opened without waiting for a writer: {flags:?}");
+        let passed = found("host=h user=u", Some(&fifo), &[]).expect("found");
+        assert_eq!(passed.password, None);
+        assert!(passed.passed_over.as_deref().is_some_and(|why| why.contains("not a plain file")), "{passed:?}");
+    }
+
+    #[test]
+    fn a_file_over_a_mebibyte_is_passed_over_and_one_of_exactly_that_is_read() {
+        let folder = Folder::new("size");
+        let line = "*:*:*:*:big\n";
+        let padded = |bytes: u64| {
+            let padding = usize::try_from(bytes).expect("fits") - line.len() - 1;
+            format!("{line}#{}", "x".repeat(padding))
+        };
+        let at_bound = folder.write("at", &padded(MOST_BYTES), 0o600);
+        assert_eq!(std::fs::metadata(&at_bound).expect("written").len(), MOST_BYTES);
+        assert_eq!(found("host=h user=u", Some(&at_bound), &[]).expect("found").password, Some(b"big".to_vec()));
+
+        let over = folder.write("over", &padded(MOST_BYTES + 1), 0o600);
+        let passed = found("host=h user=u", Some(&over), &[]).expect("found");
+        assert_eq!(passed.password, None);
+        let why = passed.passed_over.expect("a reason");
+        assert!(why.contains(&over.display().to_string()), "names the file: {why}");
+        assert!(why.contains("larger than 1 MiB (1048576 bytes)"), "names the limit: {why}");
     }
 }

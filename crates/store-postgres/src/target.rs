@@ -14,6 +14,13 @@
 //! given twice), so their meaning is archmax's (`sslmode=verify-full` checks the host
 //! name with rustls, `passfile` names libpq's password file), and a target that names
 //! only unix sockets goes without TLS, as libpq does.
+//!
+//! No message quotes a password, however badly the target is written. A URL is never
+//! shown, and a key is named only when it cannot be part of one ([`showable`]): a
+//! password written without the quotes its spaces need (or, in a URL's query, with a
+//! bare `&`) runs on into the words after it, so an unknown word there is refused
+//! unnamed, with the advice to quote (or encode) the password, and so is a word not
+//! shaped like a key (`password:…`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -240,14 +247,95 @@ fn is_own(key: &str) -> bool {
     key == PASSFILE || tls::TLS_KEYS.contains(&key)
 }
 
+/// The keys the driver reads (tokio-postgres 0.7's).
+const DRIVER_KEYS: [&str; 19] = [
+    "host",
+    "hostaddr",
+    "port",
+    "user",
+    "password",
+    "dbname",
+    "options",
+    "application_name",
+    "sslmode",
+    "sslnegotiation",
+    "connect_timeout",
+    "tcp_user_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_retries",
+    "target_session_attrs",
+    "channel_binding",
+    "load_balance_hosts",
+];
+
+/// Whether a message may show `key` as the target has it. A key some target takes is
+/// shown. Another word is shown only when it is shaped like a key (lowercase letters,
+/// digits, `_`), does not name the password, and does not come after the password: a
+/// password written without the quotes its spaces need runs on into the words after it,
+/// and `password:…` is a password after the wrong sign.
+fn showable(key: &str, after_password: bool) -> bool {
+    let shaped = !key.is_empty()
+        && key.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_')
+        && !key.contains("password");
+    is_own(key) || DRIVER_KEYS.contains(&key) || (shaped && !after_password)
+}
+
+/// How a message names `key`: itself when [`showable`], else by where it stands, with
+/// advice to put after the message.
+fn named(key: &str, after_password: bool, url: bool) -> (String, &'static str) {
+    if showable(key, after_password) {
+        (format!("`{key}`"), "")
+    } else if !after_password {
+        ("a key (not shown, in case it holds a password)".to_string(), "")
+    } else if url {
+        (
+            "a key after the password".to_string(),
+            "; if what follows the password is part of it, write `&` in the password as %26",
+        )
+    } else {
+        (
+            "a word after the password".to_string(),
+            "; if what follows the password is part of it, put the password in single quotes, with `\\'` for a \
+             quote in it: password='…'",
+        )
+    }
+}
+
+/// Refuses a key no target takes that a message could not show ([`showable`]); the
+/// driver names the other unknown keys itself.
+fn check_keys<'a>(keys: impl IntoIterator<Item = &'a str>, url: bool) -> Result<(), String> {
+    let mut after_password = false;
+    for key in keys {
+        if !showable(key, after_password) {
+            let (shown, advice) = named(key, after_password, url);
+            return Err(format!("{shown} is not among the keys a store target takes{advice}"));
+        }
+        after_password |= key == "password";
+    }
+    Ok(())
+}
+
 /// A target with archmax's own keys taken out.
-#[derive(Debug)]
 pub(crate) struct Split {
     /// The rest, with a TLS mode the driver knows, for the driver to parse.
     pub(crate) driver_target: String,
     pub(crate) tls: tls::TlsSettings,
     /// `passfile`: the password file to look the password up in.
     pub(crate) passfile: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Split {
+    /// Without the driver's target, which may hold the password.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Split")
+            .field("driver_target", &"…")
+            .field("tls", &self.tls)
+            .field("passfile", &self.passfile)
+            .finish()
+    }
 }
 
 /// What a URL whose credentials do not read is told.
@@ -339,47 +427,59 @@ fn split_url(target: &str) -> Result<(Vec<(String, String)>, Rest<'_>), String> 
     let (base, query) = target.split_once('?').unwrap_or((target, ""));
     let mut own = Vec::new();
     let mut pairs = Vec::new();
+    let mut keys = Vec::new();
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let key = percent_decoded(key)?;
+        // Neither text is shown: a password holding `&` runs on into the next pair.
+        let key = percent_decoded(key).ok_or("a key in the store URL's query is not UTF-8 once decoded")?;
         if is_own(&key) {
-            own.push((key, percent_decoded(value)?));
+            let value = percent_decoded(value)
+                .ok_or_else(|| format!("the value of `{key}` in the store URL's query is not UTF-8 once decoded"))?;
+            own.push((key.clone(), value));
         } else {
             pairs.push(pair);
         }
+        keys.push(key);
     }
+    check_keys(keys.iter().map(String::as_str), true)?;
     Ok((own, Rest::Url { base, pairs }))
 }
 
-fn percent_decoded(text: &str) -> Result<String, String> {
-    percent_encoding::percent_decode_str(text)
-        .decode_utf8()
-        .map(|text| text.into_owned())
-        .map_err(|_| format!("`{text}` in the store URL's query is not UTF-8 once decoded"))
+fn percent_decoded(text: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(text).decode_utf8().ok().map(|text| text.into_owned())
 }
 
 fn split_keywords(target: &str) -> Result<(Vec<(String, String)>, Rest<'_>), String> {
-    let (own, rest) = keyword_pairs(target)?.into_iter().partition(|(key, _)| is_own(key));
+    let pairs = keyword_pairs(target)?;
+    check_keys(pairs.iter().map(|(key, _)| key.as_str()), false)?;
+    let (own, rest) = pairs.into_iter().partition(|(key, _)| is_own(key));
     Ok((own, Rest::Keywords(rest)))
 }
 
 /// The `key=value` pairs of a libpq keyword string: spaces around `=` allowed, a value
-/// in single quotes may hold spaces, and `\` escapes the next character.
+/// in single quotes may hold spaces, and `\` escapes the next character. A message names
+/// a key only when it cannot be part of a password.
 pub fn keyword_pairs(text: &str) -> Result<Vec<(String, String)>, String> {
-    let mut pairs = Vec::new();
+    let mut pairs: Vec<(String, String)> = Vec::new();
     let mut chars = text.chars().peekable();
     loop {
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
         if chars.peek().is_none() {
             return Ok(pairs);
         }
+        let after_password = pairs.iter().any(|(key, _)| key == "password");
         let mut key = String::new();
         while let Some(c) = chars.next_if(|c| !c.is_whitespace() && *c != '=') {
             key.push(c);
         }
+        let (shown, advice) = named(&key, after_password, false);
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
         if chars.next() != Some('=') {
-            return Err(format!("`{key}` has no `=value` in the store target"));
+            return Err(format!("{shown} has no `=value` in the store target{advice}"));
+        }
+        if key.is_empty() {
+            // The driver would stop reading at it, and drop every key after it unread.
+            return Err(format!("an `=` in the store target has no key before it{advice}"));
         }
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
         let mut value = String::new();
@@ -389,7 +489,7 @@ pub fn keyword_pairs(text: &str) -> Result<Vec<(String, String)>, String> {
                     Some('\'') => break,
                     Some('\\') => value.extend(chars.next()),
                     Some(c) => value.push(c),
-                    None => return Err(format!("the quoted value of `{key}` has no closing quote")),
+                    None => return Err(format!("the quoted value of {shown} has no closing quote{advice}")),
                 }
             }
         } else {
@@ -472,6 +572,46 @@ mod tests {
         assert_eq!(settings.mode, SslMode::Prefer);
         let config: tokio_postgres::Config = rest.parse().expect("reads");
         assert_eq!(config.get_password(), Some(&br"it's a \ secret"[..]));
+    }
+
+    #[test]
+    fn no_message_about_a_target_shows_its_password_however_it_is_written() {
+        // Each target holds `S3CRET` in its password, or in what may be the rest of one,
+        // and each is refused with what to do.
+        let keywords = "put the password in single quotes";
+        let cases = [
+            ("host=h password='S3CRET unterminated", "no closing quote"),
+            ("host=h password=pw S3CRET", keywords),
+            ("host=h password=pw S3CRET=x", keywords),
+            ("host=h password=pw 'S3CRET", keywords),
+            ("host=h password=pw dbname=d S3CRET x", keywords),
+            ("host=h password=pw =S3CRET", "no key before it"),
+            ("host=h password='don't-S3CRET x'", keywords),
+            ("host=h password:S3CRET", "not shown"),
+            ("host=h password:S3CRET=x", "not shown"),
+            ("postgres://app:S3CRET@h:notaport/db", "`port`"),
+            ("postgres://app:S3CRET?x@h/db", "percent-encoded"),
+            ("postgres://app@h/db?password=pw&S3CRET=x", "%26"),
+            ("postgres://app@h/db?password=pw&S3CRET", "%26"),
+            ("postgres://app@h/db?password=pw&S3CRET%FF=x", "not UTF-8"),
+            ("postgres://app@h/db?password=pw&sslrootcert=S3CRET%FF", "`sslrootcert`"),
+        ];
+        for (target, advice) in cases {
+            let said = match driver_config_with(target, &|_| None) {
+                Err(error) => format!("{error} {error:?}"),
+                Ok(_) => panic!("{target} is refused"),
+            };
+            assert!(!said.to_lowercase().contains("s3cret"), "{target}: {said}");
+            assert!(said.contains(advice), "{target}: {said}");
+        }
+        // A key that cannot be part of a password is still named, and the split's debug
+        // form shows nothing the driver's target holds.
+        let said = driver_config_with("host=h colour=blue password='S3CRET'", &|_| None).err().expect("refused");
+        assert!(said.to_string().contains("`colour`") && !said.to_string().contains("S3CRET"), "{said}");
+        let message = split("host=h =x dbname=d").expect_err("an empty key");
+        assert!(message.contains("no key before it"), "{message}");
+        let split_off = split("host=h password=S3CRET").expect("splits");
+        assert!(!format!("{split_off:?}").contains("S3CRET"), "{split_off:?}");
     }
 
     #[test]

@@ -2030,8 +2030,10 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Resume after this event id. An id past the session's last event (numbered before
-                 *     the server restarted) starts the stream over: its first id is then no greater.
+                 * @description Resume after this event id. On a store one process uses, a restarted server numbers
+                 *     above every id the one before it gave, so an id from before the restart resumes
+                 *     before every event the new process has. An id past the session's last event starts
+                 *     the stream over: its first id is then no greater.
                  */
                 "Last-Event-ID"?: number;
             };

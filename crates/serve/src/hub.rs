@@ -19,9 +19,11 @@
 //!
 //! The one thing to know: the in-memory buffer is bounded ([`EVENTS_KEPT`] per session,
 //! [`SESSIONS_KEPT`] sessions, the least recently active dropped first): on a store one
-//! process uses, a reader that fell further behind, or reconnects after a restart (its
-//! `Last-Event-ID` past the session's last number), is told where its stream restarts by
-//! the first id it receives. On a shared store, what a
+//! process uses, a reader that fell further behind, or reconnects after a restart, is
+//! told where its stream restarts by the first id it receives. There a session's ids
+//! grow by one from a start taken from the clock ([`numbering_start`]), never from 1, so
+//! an id an earlier process gave is below every id of this one, and resuming with it
+//! sends every event kept rather than skipping some. On a shared store, what a
 //! stream shows is what committed: an event of a runner that died before its next commit
 //! is shown nowhere.
 
@@ -78,9 +80,9 @@ struct SessionEvents {
 }
 
 impl SessionEvents {
-    fn new() -> SessionEvents {
+    fn new(last: u64) -> SessionEvents {
         SessionEvents {
-            last: 0,
+            last,
             buffer: VecDeque::new(),
             bytes: 0,
             announce: watch::channel(0).0,
@@ -96,6 +98,30 @@ struct HubState {
     ticks: u64,
     /// The bytes of JSON kept across all sessions.
     bytes: usize,
+    /// The highest event number this hub gave (numbering of its own only): a session
+    /// whose entry was dropped and made again numbers on above it.
+    highest: u64,
+    /// Whether the store numbers the events (a shared store): entries then start at 0
+    /// and only count; else this hub numbers them ([`numbering_start`]).
+    store_numbers: bool,
+}
+
+/// Where a session's numbering starts when this process numbers its events (a store
+/// one process uses): above the milliseconds since the epoch times 1,000 when the
+/// session's entry is made, and above every number this hub gave before.
+///
+/// A number from 1 would start again with every process (and with every entry the
+/// buffer dropped), and a client resuming with an id of the old numbering would be
+/// sent only the new events numbered above it: silently missing the others. Numbers
+/// that grow with the clock put every id an earlier process gave below the new ones
+/// (an earlier process would have had to give one session more than a thousand events
+/// a millisecond for its numbers to reach them), so such a client is sent every event
+/// kept. They stay below 2^53, exact in a JavaScript number, until about the year 2255.
+fn numbering_start(highest: u64) -> u64 {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX / 1000));
+    millis.saturating_mul(1000).max(highest)
 }
 
 /// Every session's recent events.
@@ -117,7 +143,9 @@ impl Hub {
     /// A hub whose streams read `log` when the store keeps events for a fleet (`Some`),
     /// else its own buffer.
     pub fn shared_through(log: Option<Arc<dyn EventLog>>) -> Hub {
-        Hub { shared: log, ..Hub::default() }
+        let hub = Hub { shared: log, ..Hub::default() };
+        hub.lock().store_numbers = hub.shared.is_some();
+        hub
     }
 
     /// Whether streams read the store's events.
@@ -255,7 +283,8 @@ impl Hub {
         }
         state.ticks += 1;
         let ticks = state.ticks;
-        let events = state.sessions.entry(session.to_string()).or_insert_with(SessionEvents::new);
+        let start = if state.store_numbers { 0 } else { numbering_start(state.highest) };
+        let events = state.sessions.entry(session.to_string()).or_insert_with(|| SessionEvents::new(start));
         events.touched = ticks;
         events
     }
@@ -306,6 +335,7 @@ impl Hub {
         }
         events.announce.send_replace(id);
         self.recorded.send_modify(|count| *count += 1);
+        state.highest = state.highest.max(id);
         state.bytes = state.bytes + size - freed;
         // Over the hub's bound, the least recently active other sessions go first.
         while state.bytes > HUB_BYTES_KEPT {
@@ -377,7 +407,7 @@ mod tests {
         }
         let kept = hub.since("a", 0);
         assert!(kept.iter().map(|event| event.json.len()).sum::<usize>() <= SESSION_BYTES_KEPT);
-        assert_eq!(kept.last().map(|event| event.id), Some(10), "the newest events stay");
+        assert_eq!(kept.last().map(|event| event.id), Some(hub.last("a")), "the newest events stay");
         let envelope = Envelope {
             seq: 1,
             ts: 0,
@@ -397,8 +427,11 @@ mod tests {
         hub.record("a", "one".to_string());
         hub.record("b", "other".to_string());
         hub.record("a~1", "child".to_string());
-        assert_eq!(*watch.borrow_and_update(), 2);
-        let after_one: Vec<String> = hub.since("a", 1).into_iter().map(|event| event.json).collect();
+        let ids: Vec<u64> = hub.since("a", 0).into_iter().map(|event| event.id).collect();
+        assert_eq!(ids.len(), 2);
+        assert_eq!(ids[1], ids[0] + 1, "a child's event is its root's next");
+        assert_eq!(*watch.borrow_and_update(), ids[1]);
+        let after_one: Vec<String> = hub.since("a", ids[0]).into_iter().map(|event| event.json).collect();
         assert_eq!(after_one, ["child"]);
         assert_eq!(hub.since("b", 0).len(), 1);
         assert!(hub.since("nobody", 0).is_empty());
@@ -412,6 +445,47 @@ mod tests {
         }
         let kept = hub.since("a", 0);
         assert_eq!(kept.len(), EVENTS_KEPT);
-        assert_eq!(kept[0].id, 6, "the five oldest were dropped");
+        assert_eq!(hub.last("a") - kept[0].id + 1, EVENTS_KEPT as u64, "the five oldest were dropped");
+    }
+
+    #[test]
+    fn an_id_an_earlier_process_gave_is_below_every_id_of_a_later_one() {
+        // Two hubs are two processes of one server, the second started after the first.
+        let earlier = Hub::default();
+        for index in 0..50 {
+            earlier.record("s", index.to_string());
+        }
+        let seen = earlier.last("s");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let later = Hub::default();
+        for index in 0..3 {
+            later.record("s", format!("new {index}"));
+        }
+        let resumed: Vec<String> = later.since("s", seen).into_iter().map(|event| event.json).collect();
+        assert_eq!(resumed, ["new 0", "new 1", "new 2"], "a client resuming with an old id is sent every event");
+        let ids: Vec<u64> = later.since("s", 0).into_iter().map(|event| event.id).collect();
+        assert!(ids.windows(2).all(|pair| pair[1] == pair[0] + 1), "{ids:?}");
+        assert!(ids[2] < 1 << 53, "exact in a JavaScript number: {ids:?}");
+    }
+
+    #[test]
+    fn a_session_whose_entry_was_dropped_numbers_on_above_what_it_gave() {
+        let hub = Hub::default();
+        hub.record("s", "first".to_string());
+        // As if the session had had ten billion events: more than its clock start gives.
+        hub.lock().sessions.get_mut("s").expect("an entry").last += 10_000_000_000;
+        hub.record("s", "second".to_string());
+        let before = hub.last("s");
+        hub.lock().sessions.remove("s");
+        hub.record("s", "again".to_string());
+        assert!(hub.last("s") > before, "{} after {before}", hub.last("s"));
+    }
+
+    #[test]
+    fn on_a_shared_store_the_hub_only_counts_from_0() {
+        let hub = Hub::default();
+        hub.lock().store_numbers = true;
+        hub.record("s", "one".to_string());
+        assert_eq!(hub.last("s"), 1, "the store numbers a shared session's events; the hub only counts");
     }
 }

@@ -313,8 +313,10 @@ pub struct TriggerPath {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Header)]
 pub struct EventsHeaders {
-    /// Resume after this event id. An id past the session's last event (numbered before
-    /// the server restarted) starts the stream over: its first id is then no greater.
+    /// Resume after this event id. On a store one process uses, a restarted server numbers
+    /// above every id the one before it gave, so an id from before the restart resumes
+    /// before every event the new process has. An id past the session's last event starts
+    /// the stream over: its first id is then no greater.
     #[serde(rename = "Last-Event-ID")]
     #[param(minimum = 0, nullable = false)]
     pub last_event_id: Option<u64>,

@@ -71,8 +71,10 @@ pub fn event_pages() -> Result<Vec<Page>, String> {
     index.push_str(
         "`archmax schema events` prints the JSON Schema these pages are made from. The `serve` API's \
          event stream sends each line as the `data` of a server-sent event whose `id` numbers the \
-         session's events from 1 with no gap (the same on every runner of a fleet); resume with it \
-         as `Last-Event-ID`, not with `seq`.\n\n\
+         session's events with no gap: from 1 on a PostgreSQL store (the same on every runner of a \
+         fleet); on a store one process uses, from a start taken from the clock, so that the ids of \
+         a restarted server are above all those of the one before. Resume with it as \
+         `Last-Event-ID`, not with `seq`.\n\n\
          ## The envelope\n\nEvery line has these keys; the kind's own keys sit beside them.\n\n",
     );
     let (envelope, required) = schema::properties(&root);

@@ -717,7 +717,7 @@ async fn an_event_stream_resumed_with_last_event_id_loses_nothing() {
     let url = format!("{}/v1/sessions/s-events/events", server.base);
     let all = read_events(server.client.get(&url).send().await.expect("stream"), "\"event\":\"parked\"").await;
     assert!(all.len() >= 3, "{all:?}");
-    assert_eq!(all, (1..=all.len() as u64).collect::<Vec<_>>(), "numbered from 1 without gaps");
+    assert!(all.windows(2).all(|pair| pair[1] == pair[0] + 1), "numbered without gaps: {all:?}");
     let resume_after = all[1];
     let resumed =
         server.client.get(&url).header("Last-Event-ID", resume_after.to_string()).send().await.expect("stream");
@@ -727,15 +727,47 @@ async fn an_event_stream_resumed_with_last_event_id_loses_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_resumed_after_a_restart_with_an_old_id_is_sent_every_event_of_the_new_process() {
+    // One store, two processes of the server one after the other: the events of the
+    // first stay in it, and the second numbers its own. A client that saw the first's
+    // must get all of the second's, not only those numbered above what it saw.
+    let store: Arc<dyn archmax_vm::session::SessionStore> = Arc::new(MemoryStore::new());
+    let first = start_server_on(Arc::clone(&store), Auth::Open, TurnLimits::default(), 64 * 1024).await;
+    first.start_desk(None, "s-restarted").await;
+    let path = "/v1/sessions/s-restarted/events";
+    let before = read_events(
+        first.client.get(format!("{}{path}", first.base)).send().await.expect("stream"),
+        "\"event\":\"parked\"",
+    )
+    .await;
+    let seen = *before.last().expect("events");
+    assert!(first.stop().await);
+
+    let second = start_server_on(store, Auth::Open, TurnLimits::default(), 64 * 1024).await;
+    let (status, decided) =
+        second.post("/v1/sessions/s-restarted/decide?wait=60", None, json!({ "to": "done", "comment": "ok" })).await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    assert_eq!(decided["status"], "completed");
+    let url = format!("{}{path}", second.base);
+    let whole = read_events(second.client.get(&url).send().await.expect("stream"), "\"event\":\"turn-end\"").await;
+    let resumed = second.client.get(&url).header("Last-Event-ID", seen.to_string()).send().await.expect("stream");
+    let after = read_events(resumed, "\"event\":\"turn-end\"").await;
+    assert!(whole.len() >= 3 && whole[0] > seen, "the new process's ids are above the old ones: {seen} then {whole:?}");
+    assert_eq!(after, whole, "the old id resumes before every event of the new process");
+    assert!(second.stop().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_stream_resumed_past_the_last_event_starts_over() {
-    // A client that saw ids a restarted server no longer knows must not wait, silently,
-    // until the new numbering passes its id: it is sent what the server has, from 1.
+    // A client that saw ids no process of the server gave (a later one's, or made up)
+    // must not wait, silently, until the numbering passes its id: it is sent what the
+    // server has, from the first event kept.
     let server = open_server().await;
     server.start_desk(None, "s-renumbered").await;
     let url = format!("{}/v1/sessions/s-renumbered/events", server.base);
     let all = read_events(server.client.get(&url).send().await.expect("stream"), "\"event\":\"parked\"").await;
     assert!(all.len() >= 3, "{all:?}");
-    let beyond = (all.len() as u64 + 1000).to_string();
+    let beyond = (all[all.len() - 1] + 1000).to_string();
     let resumed = server.client.get(&url).header("Last-Event-ID", beyond.as_str()).send().await.expect("stream");
     assert_eq!(resumed.status(), 200);
     let again = read_events(resumed, "\"event\":\"parked\"").await;

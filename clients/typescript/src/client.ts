@@ -155,6 +155,18 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * `value` as one path segment. `.` and `..` cannot be one: a URL folds them, even spelled
+ * `%2E`, into the route above (`/v1/sessions/.` would ask for the session list), and no
+ * session or workflow is named so; they are refused here.
+ */
+function segment(value: string): string {
+  if (value === "." || value === "..") {
+    throw new RangeError(`\`${value}\` names no session or workflow: a URL folds it into the route above`);
+  }
+  return encodeURIComponent(value);
+}
+
 function query(values: Record<string, string | number | boolean | undefined | null>): string {
   const params = new URLSearchParams();
   for (const [key, value] of Object.entries(values)) {
@@ -260,14 +272,14 @@ export class ArchmaxClient {
   }
 
   /** Start a session of `workflow`; with `files`, a multipart upload. */
-  start(workflow: string, message?: string, options: StartOptions = {}): Promise<TurnAnswer> {
+  start(workflow: string, message: string, options: StartOptions = {}): Promise<TurnAnswer> {
     const body = defined({
       message,
       trigger: options.trigger,
       variables: options.variables,
       sessionId: options.sessionId,
     });
-    return this.send(`POST`, `/v1/workflows/${encodeURIComponent(workflow)}/sessions${query({ wait: options.wait })}`, {
+    return this.send(`POST`, `/v1/workflows/${segment(workflow)}/sessions${query({ wait: options.wait })}`, {
       body,
       files: options.files,
       wait: options.wait,
@@ -276,7 +288,7 @@ export class ArchmaxClient {
 
   /** Continue a session (a reply-only turn when it is parked at a decision). */
   message(sessionId: string, message: string, options: { wait?: number } = {}): Promise<TurnAnswer> {
-    return this.send("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/messages${query({ wait: options.wait })}`, {
+    return this.send("POST", `/v1/sessions/${segment(sessionId)}/messages${query({ wait: options.wait })}`, {
       body: { message },
       wait: options.wait,
     });
@@ -285,7 +297,7 @@ export class ArchmaxClient {
   /** Decide a session parked at a human state: `to` is one of its `park.transitions`. */
   decide(sessionId: string, to: string, options: DecideOptions = {}): Promise<TurnAnswer> {
     const body = defined({ to, comment: options.comment, raiseBudget: options.raiseBudget });
-    return this.send("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/decide${query({ wait: options.wait })}`, {
+    return this.send("POST", `/v1/sessions/${segment(sessionId)}/decide${query({ wait: options.wait })}`, {
       body,
       wait: options.wait,
     });
@@ -301,7 +313,7 @@ export class ArchmaxClient {
       undeclared: options.undeclared,
       raiseBudget: options.raiseBudget,
     });
-    return this.send("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/deliver${query({ wait: options.wait })}`, {
+    return this.send("POST", `/v1/sessions/${segment(sessionId)}/deliver${query({ wait: options.wait })}`, {
       body,
       files: options.files,
       wait: options.wait,
@@ -310,12 +322,12 @@ export class ArchmaxClient {
 
   /** One session, with its park record. */
   get(sessionId: string): Promise<Session> {
-    return this.send("GET", `/v1/sessions/${encodeURIComponent(sessionId)}`);
+    return this.send("GET", `/v1/sessions/${segment(sessionId)}`);
   }
 
   /** A session's messages. */
   transcript(sessionId: string): Promise<Transcript> {
-    return this.send("GET", `/v1/sessions/${encodeURIComponent(sessionId)}/transcript`);
+    return this.send("GET", `/v1/sessions/${segment(sessionId)}/transcript`);
   }
 
   /** One page of sessions; pass its `nextCursor` as `cursor` for the next. */
@@ -352,7 +364,7 @@ export class ArchmaxClient {
    * `ArchmaxConnectionError`. An error answer (404, 401, …) rejects at once.
    */
   events(sessionId: string, options: EventsOptions = {}): EventStream {
-    return new EventStream(this, `/v1/sessions/${encodeURIComponent(sessionId)}/events`, options, {
+    return new EventStream(this, `/v1/sessions/${segment(sessionId)}/events`, options, {
       retry: { ...this.retry, ...options.retry },
       fetch: this.fetch,
       headers: (last) => {

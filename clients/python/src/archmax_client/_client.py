@@ -57,6 +57,10 @@ class _Request:
 
 
 def _segment(value: str) -> str:
+    """`value` as one path segment. `.` and `..` are spelled with `%2E`: written plain, the
+    URL would be normalized to the parent route (`/v1/sessions/.` is the session list)."""
+    if value and value.strip(".") == "":
+        return "%2E" * len(value)
     return quote(value, safe="")
 
 
@@ -243,7 +247,7 @@ class Client:
     def start(
         self,
         workflow: str,
-        message: str | None = None,
+        message: str,
         *,
         trigger: str | None = None,
         variables: Mapping[str, JSON] | None = None,
@@ -511,7 +515,7 @@ class AsyncClient:
     async def start(
         self,
         workflow: str,
-        message: str | None = None,
+        message: str,
         *,
         trigger: str | None = None,
         variables: Mapping[str, JSON] | None = None,

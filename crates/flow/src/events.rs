@@ -268,7 +268,16 @@ impl FlowEvent {
                 format!("approve · {step} {name}: {verdict} by the {by}{why}")
             }
             FlowEvent::ToolRequested { name, args, .. } => format!("  call {name} {}", args_preview(args)),
-            FlowEvent::ToolCompleted { name, status, .. } if status != "ok" => format!("  call {name} failed"),
+            FlowEvent::ToolCompleted { name, status, content, .. } if status != "ok" => {
+                // Why, on the line: its first line, clipped (the JSON event has it whole).
+                let first = content.lines().find(|line| !line.trim().is_empty()).unwrap_or_default().trim();
+                let why = match archmax_program::text::cut_at_chars(first, 160) {
+                    Some(kept) => format!(": {kept}…"),
+                    None if first.is_empty() => String::new(),
+                    None => format!(": {first}"),
+                };
+                format!("  call {name} failed{why}")
+            }
             FlowEvent::Warning { step, code, message, rule } => {
                 let rule = rule.as_ref().map(|rule| format!(" [{rule}]")).unwrap_or_default();
                 format!("warning [{code}] {step}: {message}{rule}")
@@ -313,6 +322,24 @@ fn args_preview(args: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_call_says_why_on_its_line() {
+        let failed = |content: &str| FlowEvent::ToolCompleted {
+            step: "root.a".to_string(),
+            name: "write_file".to_string(),
+            status: "error".to_string(),
+            content: content.to_string(),
+        };
+        let line = failed("Error: write_file has no argument 'path'; it takes 'file_path', 'content'\nmore").line();
+        assert_eq!(
+            line.as_deref(),
+            Some("  call write_file failed: Error: write_file has no argument 'path'; it takes 'file_path', 'content'")
+        );
+        assert_eq!(failed("").line().as_deref(), Some("  call write_file failed"));
+        let long = failed(&"x".repeat(500)).line().unwrap_or_default();
+        assert!(long.ends_with('…') && long.chars().count() < 200, "{long}");
+    }
 
     #[test]
     fn snake_names_rename_the_event_and_its_fields_but_not_what_a_step_gave() {

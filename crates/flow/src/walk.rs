@@ -630,13 +630,20 @@ pub(crate) fn attempt_session(
     }
 }
 
-/// Files `state` as a new session, or in place of the one filed under its id before.
+/// Files `state` as a new session, or in place of the one filed under its id before,
+/// which keeps its start: a resumed walk files again what it had finished, and the
+/// attempt did not start again.
 async fn file(store: &dyn SessionStore, state: &SessionState) -> Result<(), StoreError> {
     match store.create(state).await {
         Ok(_) => Ok(()),
         Err(StoreError::Exists(_)) => {
+            let started = store.read(&state.id).await?.map(|before| before.head.created_at);
+            let mut again = state.clone();
+            if let Some(started) = started {
+                again.head.created_at = started;
+            }
             store.remove(&state.id).await?;
-            store.create(state).await.map(drop)
+            store.create(&again).await.map(drop)
         }
         Err(error) => Err(error),
     }

@@ -146,3 +146,17 @@ async fn a_step_run_alone_is_announced_before_it_runs() {
         "a parallel layer's steps are announced after they ran: {seen:?}"
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_attempt_filed_again_by_a_resumed_walk_keeps_when_it_started() {
+    let store = archmax_vm::session::memory::MemoryStore::new();
+    let spend = Spend::default();
+    let first = attempt_session("notes", "run-1", "run-1.root.1", "root", 1, false, &[], spend, 1_000);
+    file(&store, &first).await.expect("filed");
+    let again = attempt_session("notes", "run-1", "run-1.root.1", "root", 1, true, &[], spend, 9_000);
+    file(&store, &again).await.expect("filed again");
+    let filed = store.read("run-1.root.1").expect("the attempt");
+    assert_eq!(filed.head.created_at, 1_000, "it started when it first did");
+    assert_eq!(filed.head.updated_at, 9_000);
+    assert_eq!(filed.head.status, Status::Failed, "as it now stands");
+}

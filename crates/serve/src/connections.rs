@@ -192,8 +192,16 @@ pub async fn serve_with(
     // the server stops), admitted turns finish; what is still open then is dropped.
     let deadline = tokio::time::Instant::now() + limits.grace;
     let _ = tokio::time::timeout_at(deadline, connections.shutdown()).await;
-    Ok(server.gate.drain(deadline.saturating_duration_since(tokio::time::Instant::now())).await)
+    let drained = server.gate.drain(deadline.saturating_duration_since(tokio::time::Instant::now())).await;
+    if !drained && !server.gate.cut_remaining(CUT_BOUND).await {
+        tracing::warn!("a cut turn did not give its session back in time; its lease runs out by itself");
+    }
+    Ok(drained)
 }
+
+/// How long the turns cut at the end of a shutdown's grace get to give their sessions
+/// back (a PostgreSQL lease release is one statement).
+const CUT_BOUND: Duration = Duration::from_secs(5);
 
 /// A warning said at most once a second, so a flood of refused connections is one line
 /// a second, not one a connection.

@@ -3,7 +3,11 @@
 //!
 //! The one thing to know: a turn runs in its own task, so it finishes (every step
 //! committed) even when the client that asked for it hangs up; the request only waits
-//! for it as long as its `?wait=` allows.
+//! for it as long as its `?wait=` allows. At shutdown, a turn still running when the
+//! grace has passed is cut ([`TurnGate::cut_remaining`]): its task is dropped while the
+//! process still runs, so its session writer gives the session back (a PostgreSQL lease
+//! is released, and another runner continues the turn at once rather than when the lease
+//! would have run out). The next runner resumes it from its last committed step.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -13,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use tokio::sync::{Notify, Semaphore, oneshot};
+use tokio::task::JoinSet;
 
 use archmax_vm::{Outcome, RunError};
 
@@ -42,6 +47,9 @@ pub struct TurnGate {
     metrics: Arc<Metrics>,
     closing: AtomicBool,
     ended: Notify,
+    /// The turns' tasks, for [`TurnGate::cut_remaining`]; those that ended are reaped as
+    /// new ones are admitted.
+    tasks: Mutex<JoinSet<()>>,
 }
 
 /// A turn's result, when its task ends.
@@ -74,6 +82,7 @@ impl TurnGate {
             metrics,
             closing: AtomicBool::new(false),
             ended: Notify::new(),
+            tasks: Mutex::new(JoinSet::new()),
         })
     }
 
@@ -144,8 +153,22 @@ impl TurnGate {
             drop(claim);
             let _ = sender.send(result);
         });
-        tokio::spawn(spawned);
+        let mut tasks = self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(spawned);
         Ok(receiver)
+    }
+
+    /// Cuts the turns still running (after the grace of a shutdown): drops their tasks
+    /// and waits, at most `bound`, for the drops to end, so each session's writer has
+    /// given its session back before the process exits. True when every task ended.
+    pub async fn cut_remaining(&self, bound: Duration) -> bool {
+        let mut tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        if tasks.is_empty() {
+            return true;
+        }
+        tasks.abort_all();
+        tokio::time::timeout(bound, async { while tasks.join_next().await.is_some() {} }).await.is_ok()
     }
 
     /// Refuses new turns from now on.

@@ -1,5 +1,7 @@
 //! `archmax serve` as a process: SIGTERM while a turn is in flight, then a second process
-//! on the same filesystem store continues the session, with nothing lost or done twice.
+//! on the same filesystem store continues the session, with nothing lost or done twice;
+//! on PostgreSQL, the turn cut at the end of the grace gives its lease back before the
+//! process exits.
 //!
 //! The model is an OpenAI-compatible server in this test (plain `std::net`), which holds
 //! its answers where the test needs the turn to be in flight; the archmax server is
@@ -196,8 +198,8 @@ fn serve(root: &Path, model: &ModelServer) -> Served {
     Served::spawn(root, &["--grace", "2"], &env)
 }
 
-fn workspace() -> PathBuf {
-    let root = crate::support::scratch("serve-sigterm");
+fn workspace(label: &str) -> PathBuf {
+    let root = crate::support::scratch(&format!("serve-sigterm-{label}"));
     let _ = fs::remove_dir_all(&root);
     fs::create_dir_all(root.join("workflows/relay")).expect("workspace");
     fs::write(root.join("workflows/relay/workflow.yaml"), RELAY).expect("workflow");
@@ -231,7 +233,7 @@ fn transcript_outline(transcript: &Value) -> Vec<String> {
 
 #[test]
 fn sigterm_mid_turn_commits_the_step_in_flight_and_the_next_process_finishes_the_session() {
-    let root = workspace();
+    let root = workspace("fs");
     let mut model = ModelServer::start();
     let mut first = serve(&root, &model);
 
@@ -290,6 +292,63 @@ fn sigterm_mid_turn_commits_the_step_in_flight_and_the_next_process_finishes_the
     assert_eq!(trail, ["alpha", "bravo", "charlie"], "the continued turn opened no second trail entry: {done}");
     assert_eq!(model.calls(), ["alpha", "bravo", "charlie", "charlie"], "only the cut call was made again");
 
+    assert_eq!(second.stop(), Some(0));
+    let _ = fs::remove_dir_all(&root);
+}
+
+/// The lease columns of `session` in the database at `target`, through the
+/// distribution's `psql`: `(owner, expiry)`, each empty when unset.
+fn lease_of(target: &str, session: &str) -> String {
+    let output = std::process::Command::new("psql")
+        .args(["-X", "-A", "-t", "-d", target, "-c"])
+        .arg(format!(
+            "SELECT coalesce(lease_owner::text, '') || '|' || coalesce(lease_expires::text, '') \
+             FROM archmax_sessions WHERE id = '{session}'"
+        ))
+        .output()
+        .expect("psql runs (the distribution's PostgreSQL client)");
+    assert!(output.status.success(), "psql: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+#[test]
+fn on_postgresql_a_turn_cut_at_the_end_of_the_grace_gives_its_lease_back_before_the_process_exits() {
+    let cluster = archmax_store_postgres::test_cluster::TestCluster::require();
+    let target = cluster.database("cutlease").expect("a database");
+    let root = workspace("pg");
+    let mut model = ModelServer::start();
+    let base_url = model.base_url.clone();
+    let env = [
+        ("ARCHMAX_API_BASE_URL", base_url.as_str()),
+        ("ARCHMAX_API_KEY", "sk-relay"),
+        ("ARCHMAX_MODEL", "relay-model"),
+        ("ARCHMAX_MAX_RETRIES", "0"),
+    ];
+    // A lease far longer than the test: only a release can clear it.
+    let mut first = Served::spawn(root.as_path(), &["--grace", "1", "--store", &target, "--lease-term", "3600"], &env);
+    let start = json!({ "message": "Relay it.", "sessionId": "relay-pg" });
+    let (status, accepted) = first.request("POST", "/v1/workflows/relay/sessions", None, Some(&start));
+    assert_eq!(status, 202, "{accepted}");
+    model.expect_call("alpha");
+    // The model holds bravo's answer: the turn is in flight, and holds the session's lease.
+    model.expect_call("bravo");
+    let held = lease_of(&target, "relay-pg");
+    assert!(!held.starts_with('|'), "the running turn holds the lease: {held}");
+
+    first.signal("TERM");
+    assert_eq!(first.exit_code(), Some(0), "it logged {:?}", first.lines());
+    let printed = first.lines().join("\n");
+    assert!(printed.contains("unfinished turns resume"), "the turn was cut: {printed}");
+    assert_eq!(lease_of(&target, "relay-pg"), "|", "the cut turn gave the lease back before the exit");
+
+    // Another process takes the session over at once and finishes it.
+    model.set(|script| {
+        script.release_bravo = true;
+        script.answer_charlie = true;
+    });
+    let second = Served::spawn(root.as_path(), &["--store", &target], &env);
+    let done = second.session_until("relay-pg", |shown| shown["status"] != "running");
+    assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(second.stop(), Some(0));
     let _ = fs::remove_dir_all(&root);
 }

@@ -18,6 +18,8 @@ pub const PATIENCE: Duration = Duration::from_secs(120);
 pub struct Served {
     child: Child,
     log: Arc<Mutex<Vec<String>>>,
+    /// Set when the log's reader reached the end of the process's stderr.
+    log_ended: Arc<std::sync::atomic::AtomicBool>,
     pub address: String,
 }
 
@@ -43,12 +45,15 @@ impl Served {
         let log = Arc::new(Mutex::new(Vec::<String>::new()));
         let lines = BufReader::new(child.stderr.take().expect("stderr is piped"));
         let collected = Arc::clone(&log);
+        let log_ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ended = Arc::clone(&log_ended);
         std::thread::spawn(move || {
             for line in lines.lines().map_while(Result::ok) {
                 collected.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(line);
             }
+            ended.store(true, std::sync::atomic::Ordering::SeqCst);
         });
-        let mut served = Served { child, log, address: String::new() };
+        let mut served = Served { child, log, log_ended, address: String::new() };
         let listening = served.wait_for_log("archmax serve is listening");
         let at = listening.split("http://").nth(1).expect("an address");
         served.address = at.split(|c: char| c == '"' || c.is_whitespace()).next().unwrap_or_default().to_string();
@@ -135,11 +140,15 @@ impl Served {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// Waits for the process to exit; its exit code.
+    /// The exit code once the process has exited, with everything it logged collected
+    /// (its last lines may still be in the pipe when it exits).
     pub fn exit_code(&mut self) -> Option<i32> {
         let began = Instant::now();
         while began.elapsed() < PATIENCE {
             if let Ok(Some(status)) = self.child.try_wait() {
+                while !self.log_ended.load(std::sync::atomic::Ordering::SeqCst) && began.elapsed() < PATIENCE {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 return status.code();
             }
             std::thread::sleep(Duration::from_millis(20));

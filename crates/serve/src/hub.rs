@@ -216,12 +216,12 @@ impl Hub {
     }
 
     /// On a shared store, whether this runner can hear the events other runners commit:
-    /// opens a feed and closes it. `serve` checks it before it listens, so a feed target
+    /// [`EventLog::check_follow`] (a feed that hears its own announcement). `serve` checks it before it listens, so a feed target
     /// that cannot be reached stops the start instead of leaving a runner whose streams
     /// never show another runner's turns. Always `Ok` on a store one process uses.
     pub async fn check_follow(&self) -> Result<(), String> {
         let Some(log) = &self.shared else { return Ok(()) };
-        log.follow().await.map(drop).map_err(|error| error.to_string())
+        log.check_follow().await.map_err(|error| error.to_string())
     }
 
     /// On a shared store, listens for the events any runner commits and wakes the streams

@@ -200,7 +200,49 @@ impl EventLog for PgEventLog {
             Ok(Box::new(PgEventFeed(notifications)) as Box<dyn EventFeed>)
         })
     }
+
+    /// Opens a feed, notifies the channel through the pool with a root no session has
+    /// (`~probe-<random>`: `~` starts no session id), and waits [`PROBE_WAIT`] to hear it.
+    /// Through a pooler in transaction mode the `LISTEN` lands on a server connection the
+    /// pooler then lends to others, and the notification never reaches the feed.
+    fn check_follow(&self) -> StoreFuture<'_, ()> {
+        let (config, tls) = (self.inner.listen_config.clone(), self.inner.listen_tls.clone());
+        let pool = self.inner.pool.clone();
+        Box::pin(self.inner.run("events", async move {
+            let mut feed = notify::listen(config, tls, CHANNEL).await?;
+            let mut random = [0u8; 8];
+            getrandom::fill(&mut random)
+                .map_err(|error| StoreError::Unavailable(format!("no random probe: {error}")))?;
+            let probe = format!("~probe-{:016x}", u64::from_le_bytes(random));
+            let client = pool.get().await.map_err(pool_error(""))?;
+            client
+                .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &format!("{probe} 0")])
+                .await
+                .map_err(db_error(""))?;
+            drop(client);
+            let heard = tokio::time::timeout(PROBE_WAIT, async {
+                while let Some((root, _)) = feed.next().await {
+                    if root == probe {
+                        return true;
+                    }
+                }
+                false
+            })
+            .await;
+            match heard {
+                Ok(true) => Ok(()),
+                _ => Err(StoreError::Unavailable(format!(
+                    "the listening connection heard nothing of a notification sent through the store within {} s: \
+                     it is likely through a pooler in transaction mode, which cannot listen",
+                    PROBE_WAIT.as_secs()
+                ))),
+            }
+        }))
+    }
 }
+
+/// How long [`EventLog::check_follow`] waits for its own notification.
+const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 struct PgEventFeed(Notifications);
 

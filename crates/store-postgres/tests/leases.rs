@@ -344,6 +344,14 @@ fn the_store_keeps_its_contract_and_its_leases_through_pgbouncer_in_transaction_
         // itself while everything else goes through the pooler.
         let direct = PgOptions { listen_target: Some(cluster.target_of(&name)), ..pooled() };
         let listening = PgStore::connect_with(&target, direct).await.expect("a runner listening directly");
+        listening.event_log().expect("a fleet store").check_follow().await.expect("a direct feed hears its probe");
+        // Listening through the pooler opens a feed that hears nothing: the check says so.
+        let deaf = first.event_log().expect("a fleet store");
+        drop(deaf.follow().await.expect("a feed through the pooler opens"));
+        match deaf.check_follow().await {
+            Err(StoreError::Unavailable(said)) => assert!(said.contains("pooler in transaction mode"), "{said}"),
+            other => panic!("a feed through a pooler in transaction mode passed the check: {other:?}"),
+        }
         let mut feed = listening.event_log().expect("a fleet store").follow().await.expect("follow");
         let (_, mut writer) = first.open("pooled-05").await.expect("open");
         first.event_log().expect("a fleet store").stage("pooled-05", "{}");

@@ -43,6 +43,14 @@ pub trait EventLog: Send + Sync {
     fn last<'a>(&'a self, root: &'a str) -> StoreFuture<'a, u64>;
     /// A feed of `(root, last id)` as events commit, on any runner, from now on.
     fn follow(&self) -> StoreFuture<'_, Box<dyn EventFeed>>;
+    /// Whether a feed hears what is announced: opens one, announces something only it
+    /// reads, and waits a bounded time to hear it. A host checks it once before it
+    /// serves, so a feed that can be opened but hears nothing (a listening connection
+    /// through a pooler that hands its server connection to others) stops the start. By
+    /// default, that a feed can be opened.
+    fn check_follow(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move { self.follow().await.map(drop) })
+    }
 }
 
 /// What [`EventFeed::next`] returns: a future of the next `(root session, id of its last

@@ -215,10 +215,10 @@ impl EventLog for PgEventLog {
                 .map_err(|error| StoreError::Unavailable(format!("no random probe: {error}")))?;
             let probe = format!("~probe-{:016x}", u64::from_le_bytes(random));
             let client = pool.get().await.map_err(pool_error(""))?;
-            client
-                .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &format!("{probe} 0")])
-                .await
-                .map_err(db_error(""))?;
+            // The simple protocol: nothing is prepared (a pooler in transaction mode
+            // would hand a named statement's connection to others), and the payload is
+            // hex the text cannot be broken out of.
+            client.batch_execute(&format!("NOTIFY {CHANNEL}, '{probe} 0'")).await.map_err(db_error(""))?;
             drop(client);
             let heard = tokio::time::timeout(PROBE_WAIT, async {
                 while let Some((root, _)) = feed.next().await {

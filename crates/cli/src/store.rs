@@ -51,39 +51,64 @@ pub fn target(root: &Path, flag: Option<&str>) -> Result<Target, String> {
 }
 
 /// `text` with any password taken out (`scheme://user:secret@host` → `scheme://user:***@host`,
-/// `password=secret` → `password=***`), so an error never prints a credential.
+/// `password=secret` → `password=***`), so an error never prints a credential. What is
+/// neither a URL nor a keyword string is cut at its first `password`, and not shown at
+/// all when it holds an `@` (user information written without `//`).
 pub fn redacted(text: &str) -> String {
-    let mut shown = text.to_string();
-    if let Some(scheme_end) = shown.find("://") {
-        let rest = &shown[scheme_end + 3..];
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        if let Some(at) = rest[..authority_end].rfind('@')
-            && let Some(colon) = rest[..at].find(':')
-        {
-            let start = scheme_end + 3 + colon + 1;
-            shown.replace_range(start..scheme_end + 3 + at, "***");
+    if let Some(scheme_end) = text.find("://") {
+        return redacted_url(text, scheme_end + 3);
+    }
+    // The keyword form, read as libpq reads it (quotes, escapes, any whitespace). After
+    // the password only the keys a target takes show: a password written without the
+    // quotes its spaces need runs on into words that read as pairs.
+    match archmax_store_postgres::tls::keyword_pairs(text) {
+        Ok(pairs) => {
+            let mut after_password = false;
+            let mut words = Vec::with_capacity(pairs.len());
+            for (key, value) in pairs {
+                if key.to_ascii_lowercase().contains("password") {
+                    after_password = true;
+                    words.push(format!("{key}=***"));
+                } else if !after_password || archmax_store_postgres::tls::is_target_key(&key) {
+                    words.push(format!("{key}={value}"));
+                } else {
+                    words.push("…".to_string());
+                }
+            }
+            words.dedup_by(|word, previous| word == "…" && previous == "…");
+            words.join(" ")
         }
-    }
-    if shown.contains("://") {
-        return shown;
-    }
-    // The keyword form, read as libpq reads it (quotes, escapes, any whitespace); text
-    // that does not read is cut at the first `password`, so nothing after it shows.
-    match archmax_store_postgres::tls::keyword_pairs(&shown) {
-        Ok(pairs) => pairs
-            .into_iter()
-            .map(
-                |(key, value)| {
-                    if key.eq_ignore_ascii_case("password") { format!("{key}=***") } else { format!("{key}={value}") }
-                },
-            )
-            .collect::<Vec<_>>()
-            .join(" "),
-        Err(_) => match shown.to_ascii_lowercase().find("password") {
-            Some(at) => format!("{}password=***", &shown[..at]),
-            None => shown,
+        // An `@` may end a password written as user information: nothing is shown.
+        Err(_) if text.contains('@') => "(not shown: it may hold a password)".to_string(),
+        // Cut at the first `password`, so nothing after it shows.
+        Err(_) => match text.to_ascii_lowercase().find("password") {
+            Some(at) => format!("{}password=***", &text[..at]),
+            None => text.to_string(),
         },
     }
+}
+
+/// [`redacted`] for a URL whose authority starts at `authority`: the user information's
+/// password (up to the last `@` before the query, since a password may hold `/`), and
+/// from the first query key that names a password to the end (its value may hold an
+/// unencoded `&`).
+fn redacted_url(text: &str, authority: usize) -> String {
+    let mut shown = text.to_string();
+    let query = shown[authority..].find('?').map(|at| authority + at);
+    if let Some(at) = query
+        && let Some(key) = shown[at..].to_ascii_lowercase().find("password").map(|key| at + key)
+    {
+        // Back to the start of that key (after `?` or `&`).
+        let from = shown[..key].rfind(['?', '&']).map_or(key, |separator| separator + 1);
+        shown.replace_range(from.., "password=***");
+    }
+    let before_query = query.unwrap_or(shown.len()).min(shown.len());
+    if let Some(at) = shown[authority..before_query].rfind('@').map(|at| authority + at)
+        && let Some(colon) = shown[authority..at].find(':').map(|colon| authority + colon)
+    {
+        shown.replace_range(colon + 1..at, "***");
+    }
+    shown
 }
 
 /// A store error as the CLI says it: a session the filesystem store refuses gets the
@@ -124,7 +149,20 @@ mod redaction {
         assert_eq!(redacted("host=/run/pg password=s3cret dbname=a"), "host=/run/pg password=*** dbname=a");
         assert_eq!(redacted("fs:/tmp/sessions"), "fs:/tmp/sessions");
         assert_eq!(redacted("pg://user@host/db"), "pg://user@host/db");
-        assert_eq!(redacted("host=db\tpassword=s3cret X=1"), "host=db password=*** X=1");
+        assert_eq!(redacted("host=db\tpassword=s3cret X=1"), "host=db password=*** …");
+        assert_eq!(redacted("password=a b=c d=e dbname=x"), "password=*** … dbname=x", "the password's run-on words");
+        assert_eq!(
+            redacted("postgres://u@h/db?sslmode=require&password=s3c&ret"),
+            "postgres://u@h/db?sslmode=require&password=***"
+        );
+        assert_eq!(redacted("postgres://u@h/db?PASSWORD=s3cret"), "postgres://u@h/db?password=***");
+        assert_eq!(
+            redacted("jdbc:postgresql://db/app?user=u&password=S3CRET"),
+            "jdbc:postgresql://db/app?user=u&password=***"
+        );
+        assert_eq!(redacted("postgresql+asyncpg://app:ab/S3CRET@db/app"), "postgresql+asyncpg://app:***@db/app");
+        assert_eq!(redacted("postgres:/app:S3CRET@db/app"), "(not shown: it may hold a password)");
+        assert_eq!(redacted("host=db passwordx=S3CRET"), "host=db passwordx=***");
         assert_eq!(redacted("host=db password='two words'"), "host=db password=***");
         assert_eq!(redacted("host=db password='unclosed secret"), "host=db password=***");
     }

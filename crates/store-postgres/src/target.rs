@@ -270,6 +270,12 @@ const DRIVER_KEYS: [&str; 19] = [
     "load_balance_hosts",
 ];
 
+/// Whether `key` is one a target takes (the driver's, the TLS keys, `passfile`): what a
+/// message about a target may show with its value, even after the password.
+pub fn is_target_key(key: &str) -> bool {
+    is_own(key) || DRIVER_KEYS.contains(&key)
+}
+
 /// Whether a message may show `key` as the target has it. A key some target takes is
 /// shown. Another word is shown only when it is shaped like a key (lowercase letters,
 /// digits, `_`), does not name the password, and does not come after the password: a
@@ -279,7 +285,7 @@ fn showable(key: &str, after_password: bool) -> bool {
     let shaped = !key.is_empty()
         && key.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_')
         && !key.contains("password");
-    is_own(key) || DRIVER_KEYS.contains(&key) || (shaped && !after_password)
+    is_target_key(key) || (shaped && !after_password)
 }
 
 /// How a message names `key`: itself when [`showable`], else by where it stands, with

@@ -106,7 +106,7 @@ pub struct TlsSettings {
 pub(crate) const TLS_KEYS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
 
 /// Read here by the CLI, which shows a target without its password.
-pub use crate::target::keyword_pairs;
+pub use crate::target::{is_target_key, keyword_pairs};
 
 /// The settings from the target's TLS pairs (keys of [`TLS_KEYS`] only, each once).
 pub(crate) fn settings(pairs: Vec<(String, String)>) -> Result<TlsSettings, String> {

@@ -106,20 +106,27 @@ pub(crate) fn find(
             (wanted, password.filter(|password| !password.is_empty()))
         })
         .collect();
-    let password = one_for_every_host(&per_host).map_err(|disagreement| {
-        format!(
-            "the password file {} {disagreement}, and the driver sends one password to whichever of the target's \
-             hosts answers, so one host could be sent another's password: give every host the same password in \
-             the file, give the password in the target (it then goes to every host, as libpq does), or use one \
-             target per host",
-            file.display()
-        )
-    })?;
-    Ok(Found {
-        source: password.as_ref().map(|_| format!("the password file {}", file.display())),
-        password,
-        passed_over: None,
-    })
+    // Hosts that disagree get no password from the file, rather than a refused start: a
+    // server that asks for none (trust, peer, certificates) is still reached, and one that
+    // asks is answered with why the file gave none (`passed_over`, in the sign-in error).
+    match one_for_every_host(&per_host) {
+        Ok(password) => Ok(Found {
+            source: password.as_ref().map(|_| format!("the password file {}", file.display())),
+            password,
+            passed_over: None,
+        }),
+        Err(disagreement) => {
+            let passed_over = format!(
+                "the password file {} {disagreement}, and the driver sends one password to whichever of the \
+                 target's hosts answers, so it gave none (one host could have been sent another's password): give \
+                 every host the same password in the file, give the password in the target (it then goes to every \
+                 host, as libpq does), or use one target per host",
+                file.display()
+            );
+            tracing::warn!("{passed_over}");
+            Ok(Found { passed_over: Some(passed_over), ..Found::default() })
+        }
+    }
 }
 
 /// The one password the file gives every host of the target (`None` when it gives none
@@ -501,15 +508,22 @@ mod tests {
         assert_eq!(by_port.expect("one password").password, Some(b"one".to_vec()));
         assert_eq!(password("c:*:*:*:one\n", "host=a,b user=u").expect("none").password, None);
 
-        let different = password("a:*:*:*:one\nb:*:*:*:other\n", "host=a,b user=u").expect_err("two passwords");
+        // Hosts that disagree get no password from the file, with why: the start goes on
+        // (a server that asks for none is reached) and a refused sign-in says why.
+        let passed_over = |text: &str| {
+            let found = password(text, "host=a,b user=u").expect("no refusal");
+            assert_eq!(found.password, None, "{text:?}");
+            found.passed_over.unwrap_or_default()
+        };
+        let different = passed_over("a:*:*:*:one\nb:*:*:*:other\n");
         assert!(different.contains("gives the hosts `a:5432` and `b:5432` different passwords"), "{different}");
         // A host the file has no line for would be sent the other host's password.
-        let refused = password("a:*:*:*:pw-of-a\n", "host=a,b user=u").expect_err("b has no line");
-        assert!(refused.contains("gives the host `a:5432` a password and the host `b:5432` none"), "{refused}");
-        assert!(refused.contains("give the password in the target"), "{refused}");
-        assert!(!refused.contains("pw-of-a"), "no password in the message: {refused}");
-        let refused = password("b:*:*:*:pw-of-b\n", "host=a,b user=u").expect_err("a has no line");
-        assert!(refused.contains("gives the host `b:5432` a password and the host `a:5432` none"), "{refused}");
+        let why = passed_over("a:*:*:*:pw-of-a\n");
+        assert!(why.contains("gives the host `a:5432` a password and the host `b:5432` none"), "{why}");
+        assert!(why.contains("give the password in the target"), "{why}");
+        assert!(!why.contains("pw-of-a"), "no password in the message: {why}");
+        let why = passed_over("b:*:*:*:pw-of-b\n");
+        assert!(why.contains("gives the host `b:5432` a password and the host `a:5432` none"), "{why}");
     }
 
     #[test]

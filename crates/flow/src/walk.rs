@@ -637,7 +637,8 @@ async fn file(store: &dyn SessionStore, state: &SessionState) -> Result<(), Stor
     match store.create(state).await {
         Ok(_) => Ok(()),
         Err(StoreError::Exists(_)) => {
-            let started = store.read(&state.id).await?.map(|before| before.head.created_at);
+            // A filing that cannot be read (damaged) only loses its start: it is replaced.
+            let started = store.read(&state.id).await.ok().flatten().map(|before| before.head.created_at);
             let mut again = state.clone();
             if let Some(started) = started {
                 again.head.created_at = started;

@@ -160,3 +160,20 @@ async fn an_attempt_filed_again_by_a_resumed_walk_keeps_when_it_started() {
     assert_eq!(filed.head.updated_at, 9_000);
     assert_eq!(filed.head.status, Status::Failed, "as it now stands");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_attempt_whose_earlier_filing_cannot_be_read_is_filed_again_all_the_same() {
+    use archmax_vm::session::fs::{FsStore, SealKeys};
+    let folder = std::env::temp_dir().join(format!("archmax-flow-refile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    let attempt =
+        |failed, now| attempt_session("notes", "run-1", "run-1.root.1", "root", 1, failed, &[], Spend::default(), now);
+    let before = FsStore::new(&folder, SealKeys::generate().expect("a seal key"));
+    file(&before, &attempt(false, 1_000)).await.expect("filed");
+    // Under another seal key the earlier filing reads as damaged.
+    let after = FsStore::new(&folder, SealKeys::generate().expect("a seal key"));
+    file(&after, &attempt(true, 9_000)).await.expect("filed again over what cannot be read");
+    let filed = after.read("run-1.root.1").expect("readable now").expect("the attempt");
+    assert_eq!((filed.head.created_at, filed.head.status), (9_000, Status::Failed), "its start is lost, not the walk");
+    let _ = std::fs::remove_dir_all(&folder);
+}

@@ -22,8 +22,9 @@
 //! process uses, a reader that fell further behind, or reconnects after a restart, is
 //! told where its stream restarts by the first id it receives. There a session's ids
 //! grow by one from a start taken from the clock ([`numbering_start`]), never from 1, so
-//! an id an earlier process gave is below every id of this one, and resuming with it
-//! sends every event kept rather than skipping some. On a shared store, what a
+//! an id an earlier process gave is below every id of this one (unless the system clock
+//! was set back between them), and resuming with it sends every event kept rather than
+//! skipping some. On a shared store, what a
 //! stream shows is what committed: an event of a runner that died before its next commit
 //! is shown nowhere.
 
@@ -116,12 +117,19 @@ struct HubState {
 /// that grow with the clock put every id an earlier process gave below the new ones
 /// (an earlier process would have had to give one session more than a thousand events
 /// a millisecond for its numbers to reach them), so such a client is sent every event
-/// kept. They stay below 2^53, exact in a JavaScript number, until about the year 2255.
+/// kept.
+///
+/// A clock that went back since the earlier process (a step of the system clock) puts
+/// the new numbers below some old ones: a client whose id falls among the new ones is
+/// sent only the events above it. A clock past 2255 is taken as that year, so ids stay
+/// exact in a JavaScript number and far below what `Last-Event-ID` takes (2^63 - 1).
 fn numbering_start(highest: u64) -> u64 {
+    // 2^53 less room for 2^40 events after the start: the year 2255, in milliseconds.
+    const LATEST_MILLIS: u64 = ((1 << 53) - (1 << 40)) / 1000;
     let millis = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX / 1000));
-    millis.saturating_mul(1000).max(highest)
+        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(LATEST_MILLIS));
+    (millis.min(LATEST_MILLIS) * 1000).max(highest)
 }
 
 /// Every session's recent events.

@@ -48,17 +48,23 @@ pub fn cut_at_bytes(text: &str, max_bytes: usize) -> Option<&str> {
 }
 
 /// Whether `character` can make text read as other text without being seen: a control
-/// character, or an invisible format character that hides itself or reorders what is
-/// around it (the soft hyphen, the Arabic letter mark, the Mongolian vowel separator,
-/// zero-width spaces and joiners, the bidirectional marks, embeddings, overrides and
-/// isolates, the word joiner and invisible operators, the byte-order mark). What a
-/// sender wrote is shown to a person without them.
+/// character, or one of the invisible characters that hide themselves or reorder what
+/// is around them: the soft hyphen, the combining grapheme joiner, the Arabic letter
+/// mark, the Hangul fillers, the Khmer inherent vowels, the Mongolian free variation
+/// selectors and vowel separator, zero-width spaces and joiners, the bidirectional
+/// marks, embeddings, overrides and isolates, the word joiner and invisible operators,
+/// the variation selectors (and their supplement), the byte-order mark, the interlinear
+/// annotation marks, the shorthand format controls, the musical formatting controls and
+/// the tag characters. What a sender wrote is shown to a person without them.
 pub fn disguises(character: char) -> bool {
     character.is_control()
         || matches!(
             character,
-            '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
-                | '\u{2060}'..='\u{206f}' | '\u{feff}'
+            '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}'
+                | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}' | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{feff}' | '\u{ffa0}'
+                | '\u{fff0}'..='\u{fffb}' | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}'
+                | '\u{e0000}'..='\u{e0fff}'
         )
 }
 
@@ -109,7 +115,23 @@ mod tests {
 
     #[test]
     fn the_characters_that_reorder_or_hide_text_disguise_it_and_letters_do_not() {
-        for hidden in ['\u{202e}', '\u{2067}', '\u{61c}', '\u{200b}', '\u{feff}', '\u{ad}', '\u{7}', '\n', '\u{9b}'] {
+        for hidden in [
+            '\u{202e}',
+            '\u{2067}',
+            '\u{61c}',
+            '\u{200b}',
+            '\u{feff}',
+            '\u{ad}',
+            '\u{7}',
+            '\n',
+            '\u{9b}',
+            '\u{3164}',
+            '\u{e0041}',
+            '\u{fe0f}',
+            '\u{34f}',
+            '\u{fffb}',
+            '\u{e0100}',
+        ] {
             assert!(disguises(hidden), "{hidden:?}");
         }
         for shown in ['a', 'é', 'ع', ' ', '-', '\u{2010}', '€'] {

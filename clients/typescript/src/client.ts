@@ -158,7 +158,8 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 /**
  * `value` as one path segment. `.` and `..` cannot be one: a URL folds them, even spelled
  * `%2E`, into the route above (`/v1/sessions/.` would ask for the session list), and no
- * session or workflow is named so; they are refused here.
+ * session or workflow is named so; they are refused here (the methods that take an id are
+ * `async`, so the refusal is a rejection).
  */
 function segment(value: string): string {
   if (value === "." || value === "..") {
@@ -272,7 +273,7 @@ export class ArchmaxClient {
   }
 
   /** Start a session of `workflow`; with `files`, a multipart upload. */
-  start(workflow: string, message: string, options: StartOptions = {}): Promise<TurnAnswer> {
+  async start(workflow: string, message: string, options: StartOptions = {}): Promise<TurnAnswer> {
     const body = defined({
       message,
       trigger: options.trigger,
@@ -287,7 +288,7 @@ export class ArchmaxClient {
   }
 
   /** Continue a session (a reply-only turn when it is parked at a decision). */
-  message(sessionId: string, message: string, options: { wait?: number } = {}): Promise<TurnAnswer> {
+  async message(sessionId: string, message: string, options: { wait?: number } = {}): Promise<TurnAnswer> {
     return this.send("POST", `/v1/sessions/${segment(sessionId)}/messages${query({ wait: options.wait })}`, {
       body: { message },
       wait: options.wait,
@@ -295,7 +296,7 @@ export class ArchmaxClient {
   }
 
   /** Decide a session parked at a human state: `to` is one of its `park.transitions`. */
-  decide(sessionId: string, to: string, options: DecideOptions = {}): Promise<TurnAnswer> {
+  async decide(sessionId: string, to: string, options: DecideOptions = {}): Promise<TurnAnswer> {
     const body = defined({ to, comment: options.comment, raiseBudget: options.raiseBudget });
     return this.send("POST", `/v1/sessions/${segment(sessionId)}/decide${query({ wait: options.wait })}`, {
       body,
@@ -304,7 +305,7 @@ export class ArchmaxClient {
   }
 
   /** Deliver a trigger to a session waiting for input; `files` as for `start`. */
-  deliver(sessionId: string, trigger: string, options: DeliverOptions = {}): Promise<TurnAnswer> {
+  async deliver(sessionId: string, trigger: string, options: DeliverOptions = {}): Promise<TurnAnswer> {
     const body = defined({
       trigger,
       variables: options.variables,
@@ -321,12 +322,12 @@ export class ArchmaxClient {
   }
 
   /** One session, with its park record. */
-  get(sessionId: string): Promise<Session> {
+  async get(sessionId: string): Promise<Session> {
     return this.send("GET", `/v1/sessions/${segment(sessionId)}`);
   }
 
   /** A session's messages. */
-  transcript(sessionId: string): Promise<Transcript> {
+  async transcript(sessionId: string): Promise<Transcript> {
     return this.send("GET", `/v1/sessions/${segment(sessionId)}/transcript`);
   }
 

@@ -255,10 +255,11 @@ describe("errors", () => {
       return true;
     });
     await assert.rejects(client.start("no-such-workflow", "Hello."), NotFoundError);
-    // A dot segment is refused, never folded into the route above it (a URL folds even `%2E`).
+    // A dot segment is refused (a rejection, as every answer), never folded into the route
+    // above it (a URL folds even `%2E`).
     for (const dots of [".", ".."]) {
       for (const ask of [() => client.get(dots), () => client.transcript(dots), () => client.start(dots, "Hello.")]) {
-        assert.throws(ask, (error: unknown) => {
+        await assert.rejects(ask(), (error: unknown) => {
           assert.ok(error instanceof RangeError, String(error));
           assert.ok(error.message.includes(`\`${dots}\``), error.message);
           return true;

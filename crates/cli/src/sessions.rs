@@ -171,6 +171,11 @@ fn admits(query: &Query<'_>, state: &SessionState, interrupted: bool) -> bool {
 /// sessions. Every id is resolved before anything is removed, so a typo
 /// removes nothing.
 pub fn remove(executor: &Runtime, root: &Path, store: Option<&str>, ids: &[String]) -> ExitCode {
+    // An id that is no id is a usage error, before the store is opened.
+    if let Some((id, problem)) = ids.iter().find_map(|id| check_session_id(id, &[]).err().map(|problem| (id, problem)))
+    {
+        return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
+    }
     let store = match crate::store::open_or_exit(executor, root, store, "sessions") {
         Ok(store) => store,
         Err(code) => return code,
@@ -183,9 +188,6 @@ pub fn remove(executor: &Runtime, root: &Path, store: Option<&str>, ids: &[Strin
     };
     let mut resolved = Vec::with_capacity(ids.len());
     for id in ids {
-        if let Err(problem) = check_session_id(id, &[]) {
-            return usage("sessions", &format!("`{id}` is not a usable session id: {problem}"));
-        }
         // Removing takes whole ids only: the start of one is never enough to delete it.
         if !all.contains(id) {
             let mut starting = all.iter().filter(|other| other.starts_with(id.as_str()));

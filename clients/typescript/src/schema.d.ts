@@ -2031,8 +2031,8 @@ export interface operations {
             header?: {
                 /**
                  * @description Resume after this event id. On a store one process uses, a restarted server numbers
-                 *     above every id the one before it gave, so an id from before the restart resumes
-                 *     before every event the new process has. An id past the session's last event starts
+                 *     above every id the one before it gave (unless the system clock was set back), so an
+                 *     id from before the restart resumes before every event the new process has. An id past the session's last event starts
                  *     the stream over: its first id is then no greater.
                  */
                 "Last-Event-ID"?: number;

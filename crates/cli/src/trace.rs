@@ -66,12 +66,7 @@ fn safe(text: &str) -> String {
 }
 
 fn first_line(text: &str, limit: usize) -> String {
-    let text = terminal_safe(text);
-    let line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim();
-    match archmax_program::text::cut_at_chars(line, limit) {
-        Some(kept) => format!("{kept}…"),
-        None => line.to_string(),
-    }
+    archmax_program::text::cut_with_ellipsis(archmax_program::text::first_line(&terminal_safe(text)), limit)
 }
 
 /// A runtime message without its `[workflow] FAILED:`-style marker, which the flow's icons

@@ -270,11 +270,11 @@ impl FlowEvent {
             FlowEvent::ToolRequested { name, args, .. } => format!("  call {name} {}", args_preview(args)),
             FlowEvent::ToolCompleted { name, status, content, .. } if status != "ok" => {
                 // Why, on the line: its first line, clipped (the JSON event has it whole).
-                let first = content.lines().find(|line| !line.trim().is_empty()).unwrap_or_default().trim();
-                let why = match archmax_program::text::cut_at_chars(first, 160) {
-                    Some(kept) => format!(": {kept}…"),
-                    None if first.is_empty() => String::new(),
-                    None => format!(": {first}"),
+                let first = archmax_program::text::first_line(content);
+                let why = if first.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", archmax_program::text::cut_with_ellipsis(first, 160))
                 };
                 format!("  call {name} failed{why}")
             }

@@ -338,10 +338,7 @@ fn quoted_names(servers: &[&Supervisor]) -> String {
 
 /// `text` cut to [`MAX_ERROR_CHARS`] characters.
 fn bounded(text: &str) -> String {
-    match archmax_program::text::cut_at_chars(text, MAX_ERROR_CHARS) {
-        Some(kept) => format!("{kept}…"),
-        None => text.to_string(),
-    }
+    archmax_program::text::cut_with_ellipsis(text, MAX_ERROR_CHARS)
 }
 
 impl ToolHost for McpHost {

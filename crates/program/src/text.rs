@@ -47,6 +47,20 @@ pub fn cut_at_bytes(text: &str, max_bytes: usize) -> Option<&str> {
     (text.len() > max_bytes).then(|| within_bytes(text, max_bytes))
 }
 
+/// `text` cut to its first `count` characters with `…` after them, or whole when it is
+/// no longer.
+pub fn cut_with_ellipsis(text: &str, count: usize) -> String {
+    match cut_at_chars(text, count) {
+        Some(kept) => format!("{kept}…"),
+        None => text.to_string(),
+    }
+}
+
+/// The first line of `text` that is not blank, trimmed; empty when there is none.
+pub fn first_line(text: &str) -> &str {
+    text.lines().find(|line| !line.trim().is_empty()).unwrap_or_default().trim()
+}
+
 /// Whether `character` can make text read as other text without being seen: a control
 /// character, or one of the invisible characters that hide themselves or reorder what
 /// is around them: the soft hyphen, the combining grapheme joiner, the Arabic letter
@@ -70,7 +84,9 @@ pub fn disguises(character: char) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{cut_at_bytes, cut_at_chars, disguises, first_chars, split_at_chars, within_bytes};
+    use super::{
+        cut_at_bytes, cut_at_chars, cut_with_ellipsis, disguises, first_chars, first_line, split_at_chars, within_bytes,
+    };
 
     #[test]
     fn characters_are_counted_not_bytes() {
@@ -137,5 +153,13 @@ mod tests {
         for shown in ['a', 'é', 'ع', ' ', '-', '\u{2010}', '€'] {
             assert!(!disguises(shown), "{shown:?}");
         }
+    }
+
+    #[test]
+    fn a_cut_says_so_and_the_first_line_is_the_first_with_words() {
+        assert_eq!(cut_with_ellipsis("héllo", 3), "hél…");
+        assert_eq!(cut_with_ellipsis("hél", 3), "hél");
+        assert_eq!(first_line("\n  \n  Error: no\nmore"), "Error: no");
+        assert_eq!(first_line(" \n\t"), "");
     }
 }

@@ -164,10 +164,7 @@ impl TrustedKeys {
 
 /// A hostile key argument is echoed only in part.
 fn shorten(text: &str) -> String {
-    match crate::text::cut_at_chars(text, 80) {
-        Some(kept) => format!("{kept}…"),
-        None => text.to_string(),
-    }
+    crate::text::cut_with_ellipsis(text, 80)
 }
 
 #[cfg(test)]

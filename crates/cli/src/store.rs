@@ -191,11 +191,7 @@ pub fn fs_store(root: &Path, dir: PathBuf) -> Result<FsStore, String> {
 /// Opens the store `target` names; `root` is the workspace whose seal key a
 /// filesystem store uses. A PostgreSQL store runs its connections on `executor`.
 pub fn open(executor: &Runtime, root: &Path, target: &Target) -> Result<Arc<dyn SessionStore>, String> {
-    let options = match target {
-        Target::Postgres(_) => postgres_options(None)?,
-        Target::Fs(_) => PgOptions::default(),
-    };
-    open_with(executor, root, target, options)
+    open_with(executor, root, target, PgFlags::default().options_for(target)?)
 }
 
 /// The variable naming the lease term (seconds) of a PostgreSQL store's sessions, for

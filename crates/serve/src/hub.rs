@@ -102,9 +102,6 @@ struct HubState {
     /// The highest event number this hub gave (numbering of its own only): a session
     /// whose entry was dropped and made again numbers on above it.
     highest: u64,
-    /// Whether the store numbers the events (a shared store): entries then start at 0
-    /// and only count; else this hub numbers them ([`numbering_start`]).
-    store_numbers: bool,
 }
 
 /// Where a session's numbering starts when this process numbers its events (a store
@@ -151,9 +148,7 @@ impl Hub {
     /// A hub whose streams read `log` when the store keeps events for a fleet (`Some`),
     /// else its own buffer.
     pub fn shared_through(log: Option<Arc<dyn EventLog>>) -> Hub {
-        let hub = Hub { shared: log, ..Hub::default() };
-        hub.lock().store_numbers = hub.shared.is_some();
-        hub
+        Hub { shared: log, ..Hub::default() }
     }
 
     /// Whether streams read the store's events.
@@ -219,7 +214,7 @@ impl Hub {
     /// a commit of its events on any runner (shared store), else a new event here.
     pub fn watch_stream(&self, session: &str) -> watch::Receiver<u64> {
         let mut state = self.lock();
-        let events = Hub::entry(&mut state, root_session(session));
+        let events = self.entry(&mut state, root_session(session));
         if self.shared.is_some() { events.committed.subscribe() } else { events.announce.subscribe() }
     }
 
@@ -280,7 +275,10 @@ impl Hub {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn entry<'a>(state: &'a mut HubState, session: &str) -> &'a mut SessionEvents {
+    /// The session's entry, made when it has none: numbered from 0 on a shared store
+    /// (the store numbers the events; the entry only counts), else from
+    /// [`numbering_start`].
+    fn entry<'a>(&self, state: &'a mut HubState, session: &str) -> &'a mut SessionEvents {
         if !state.sessions.contains_key(session) && state.sessions.len() >= SESSIONS_KEPT {
             let stalest = state.sessions.iter().min_by_key(|(_, events)| events.touched).map(|(id, _)| id.clone());
             if let Some(stalest) = stalest
@@ -291,7 +289,7 @@ impl Hub {
         }
         state.ticks += 1;
         let ticks = state.ticks;
-        let start = if state.store_numbers { 0 } else { numbering_start(state.highest) };
+        let start = if self.shared.is_some() { 0 } else { numbering_start(state.highest) };
         let events = state.sessions.entry(session.to_string()).or_insert_with(|| SessionEvents::new(start));
         events.touched = ticks;
         events
@@ -300,7 +298,7 @@ impl Hub {
     /// A receiver of the session's last event number: it changes with every new event.
     pub fn watch(&self, session: &str) -> watch::Receiver<u64> {
         let mut state = self.lock();
-        Hub::entry(&mut state, root_session(session)).announce.subscribe()
+        self.entry(&mut state, root_session(session)).announce.subscribe()
     }
 
     /// A receiver of the number of events recorded for all sessions: it changes with
@@ -329,7 +327,7 @@ impl Hub {
         let mut state = self.lock();
         let root = root_session(session).to_string();
         let size = json.len();
-        let events = Hub::entry(&mut state, &root);
+        let events = self.entry(&mut state, &root);
         events.last += 1;
         let id = events.last;
         events.buffer.push_back(NumberedEvent { id, json });
@@ -405,6 +403,9 @@ fn bounded(envelope: &Envelope) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use archmax_vm::session::StoreError;
+    use archmax_vm::session::event_log::{EventFeed, LoggedEvent};
+    use archmax_vm::session::store::StoreFuture;
 
     #[test]
     fn a_sessions_events_are_bounded_in_bytes_and_a_huge_event_is_kept_small() {
@@ -491,8 +492,21 @@ mod tests {
 
     #[test]
     fn on_a_shared_store_the_hub_only_counts_from_0() {
-        let hub = Hub::default();
-        hub.lock().store_numbers = true;
+        /// A store's log that keeps nothing: only its presence matters here.
+        struct Elsewhere;
+        impl EventLog for Elsewhere {
+            fn stage(&self, _: &str, _: &str) {}
+            fn after<'a>(&'a self, _: &'a str, _: u64, _: usize) -> StoreFuture<'a, Vec<LoggedEvent>> {
+                Box::pin(async { Ok(Vec::new()) })
+            }
+            fn last<'a>(&'a self, _: &'a str) -> StoreFuture<'a, u64> {
+                Box::pin(async { Ok(0) })
+            }
+            fn follow(&self) -> StoreFuture<'_, Box<dyn EventFeed>> {
+                Box::pin(async { Err(StoreError::Unavailable("no feed here".to_string())) })
+            }
+        }
+        let hub = Hub::shared_through(Some(Arc::new(Elsewhere)));
         hub.record("s", "one".to_string());
         assert_eq!(hub.last("s"), 1, "the store numbers a shared session's events; the hub only counts");
     }

@@ -206,20 +206,22 @@ impl EventLog for PgEventLog {
     /// Through a pooler in transaction mode the `LISTEN` lands on a server connection the
     /// pooler then lends to others, and the notification never reaches the feed.
     fn check_follow(&self) -> StoreFuture<'_, ()> {
-        let (config, tls) = (self.inner.listen_config.clone(), self.inner.listen_tls.clone());
-        let pool = self.inner.pool.clone();
-        Box::pin(self.inner.run("events", async move {
-            let mut feed = notify::listen(config, tls, CHANNEL).await?;
+        Box::pin(async move {
+            let mut feed = self.follow().await?;
             let mut random = [0u8; 8];
             getrandom::fill(&mut random)
                 .map_err(|error| StoreError::Unavailable(format!("no random probe: {error}")))?;
             let probe = format!("~probe-{:016x}", u64::from_le_bytes(random));
-            let client = pool.get().await.map_err(pool_error(""))?;
             // The simple protocol: nothing is prepared (a pooler in transaction mode
             // would hand a named statement's connection to others), and the payload is
             // hex the text cannot be broken out of.
-            client.batch_execute(&format!("NOTIFY {CHANNEL}, '{probe} 0'")).await.map_err(db_error(""))?;
-            drop(client);
+            let (pool, notify) = (self.inner.pool.clone(), format!("NOTIFY {CHANNEL}, '{probe} 0'"));
+            self.inner
+                .run("events", async move {
+                    let client = pool.get().await.map_err(pool_error(""))?;
+                    client.batch_execute(&notify).await.map_err(db_error(""))
+                })
+                .await?;
             let heard = tokio::time::timeout(PROBE_WAIT, async {
                 while let Some((root, _)) = feed.next().await {
                     if root == probe {
@@ -237,7 +239,7 @@ impl EventLog for PgEventLog {
                     PROBE_WAIT.as_secs()
                 ))),
             }
-        }))
+        })
     }
 }
 
